@@ -360,9 +360,11 @@ func (x *Member) GetGrpcAddress() string {
 	return ""
 }
 
+// LeaseCancel cancels leases (LE.2.2); Apply answers one error (or nil)
+// per cookie.
 type LeaseCancel struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Cookie        []byte                 `protobuf:"bytes,1,opt,name=cookie,proto3" json:"cookie,omitempty"`
+	Cookies       [][]byte               `protobuf:"bytes,1,rep,name=cookies,proto3" json:"cookies,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -397,9 +399,9 @@ func (*LeaseCancel) Descriptor() ([]byte, []int) {
 	return file_state_v1_state_proto_rawDescGZIP(), []int{3}
 }
 
-func (x *LeaseCancel) GetCookie() []byte {
+func (x *LeaseCancel) GetCookies() [][]byte {
 	if x != nil {
-		return x.Cookie
+		return x.Cookies
 	}
 	return nil
 }
@@ -791,11 +793,10 @@ func (x *MailboxStore) GetEvent() *djinnpb.RemoteEvent {
 // MailboxDelivered forgets stored events through an index: delivered to
 // the target, or acknowledged by a pulling client.
 type MailboxDelivered struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	RegistrationId []byte                 `protobuf:"bytes,1,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
-	ThroughIndex   uint64                 `protobuf:"varint,2,opt,name=through_index,json=throughIndex,proto3" json:"through_index,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*Delivered           `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MailboxDelivered) Reset() {
@@ -828,14 +829,59 @@ func (*MailboxDelivered) Descriptor() ([]byte, []int) {
 	return file_state_v1_state_proto_rawDescGZIP(), []int{11}
 }
 
-func (x *MailboxDelivered) GetRegistrationId() []byte {
+func (x *MailboxDelivered) GetEntries() []*Delivered {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+type Delivered struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	RegistrationId []byte                 `protobuf:"bytes,1,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
+	ThroughIndex   uint64                 `protobuf:"varint,2,opt,name=through_index,json=throughIndex,proto3" json:"through_index,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Delivered) Reset() {
+	*x = Delivered{}
+	mi := &file_state_v1_state_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Delivered) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Delivered) ProtoMessage() {}
+
+func (x *Delivered) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Delivered.ProtoReflect.Descriptor instead.
+func (*Delivered) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Delivered) GetRegistrationId() []byte {
 	if x != nil {
 		return x.RegistrationId
 	}
 	return nil
 }
 
-func (x *MailboxDelivered) GetThroughIndex() uint64 {
+func (x *Delivered) GetThroughIndex() uint64 {
 	if x != nil {
 		return x.ThroughIndex
 	}
@@ -852,7 +898,7 @@ type MailboxUnknown struct {
 
 func (x *MailboxUnknown) Reset() {
 	*x = MailboxUnknown{}
-	mi := &file_state_v1_state_proto_msgTypes[12]
+	mi := &file_state_v1_state_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -864,7 +910,7 @@ func (x *MailboxUnknown) String() string {
 func (*MailboxUnknown) ProtoMessage() {}
 
 func (x *MailboxUnknown) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[12]
+	mi := &file_state_v1_state_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -877,7 +923,7 @@ func (x *MailboxUnknown) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MailboxUnknown.ProtoReflect.Descriptor instead.
 func (*MailboxUnknown) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{12}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MailboxUnknown) GetRegistrationId() []byte {
@@ -910,7 +956,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_state_v1_state_proto_msgTypes[13]
+	mi := &file_state_v1_state_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -922,7 +968,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[13]
+	mi := &file_state_v1_state_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -935,7 +981,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{13}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Record) GetRecord() isRecord_Record {
@@ -1022,7 +1068,7 @@ type LeaseRecord struct {
 
 func (x *LeaseRecord) Reset() {
 	*x = LeaseRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[14]
+	mi := &file_state_v1_state_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1034,7 +1080,7 @@ func (x *LeaseRecord) String() string {
 func (*LeaseRecord) ProtoMessage() {}
 
 func (x *LeaseRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[14]
+	mi := &file_state_v1_state_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1047,7 +1093,7 @@ func (x *LeaseRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRecord.ProtoReflect.Descriptor instead.
 func (*LeaseRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{14}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LeaseRecord) GetCookie() []byte {
@@ -1100,7 +1146,7 @@ type MailboxRecord struct {
 
 func (x *MailboxRecord) Reset() {
 	*x = MailboxRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[15]
+	mi := &file_state_v1_state_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1112,7 +1158,7 @@ func (x *MailboxRecord) String() string {
 func (*MailboxRecord) ProtoMessage() {}
 
 func (x *MailboxRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[15]
+	mi := &file_state_v1_state_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1125,7 +1171,7 @@ func (x *MailboxRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MailboxRecord.ProtoReflect.Descriptor instead.
 func (*MailboxRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{15}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *MailboxRecord) GetRegistrationId() []byte {
@@ -1187,7 +1233,7 @@ type StoredEvent struct {
 
 func (x *StoredEvent) Reset() {
 	*x = StoredEvent{}
-	mi := &file_state_v1_state_proto_msgTypes[16]
+	mi := &file_state_v1_state_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1199,7 +1245,7 @@ func (x *StoredEvent) String() string {
 func (*StoredEvent) ProtoMessage() {}
 
 func (x *StoredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[16]
+	mi := &file_state_v1_state_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1212,7 +1258,7 @@ func (x *StoredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredEvent.ProtoReflect.Descriptor instead.
 func (*StoredEvent) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{16}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StoredEvent) GetIndex() uint64 {
@@ -1254,9 +1300,9 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"service_id\x18\x01 \x01(\fR\tserviceId\"D\n" +
 	"\x06Member\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
-	"\fgrpc_address\x18\x02 \x01(\tR\vgrpcAddress\"%\n" +
-	"\vLeaseCancel\x12\x16\n" +
-	"\x06cookie\x18\x01 \x01(\fR\x06cookie\"'\n" +
+	"\fgrpc_address\x18\x02 \x01(\tR\vgrpcAddress\"'\n" +
+	"\vLeaseCancel\x12\x18\n" +
+	"\acookies\x18\x01 \x03(\fR\acookies\"'\n" +
 	"\vLeaseExpire\x12\x18\n" +
 	"\acookies\x18\x01 \x03(\fR\acookies\"@\n" +
 	"\fLeaseHorizon\x120\n" +
@@ -1281,8 +1327,10 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\fMailboxStore\x12\x1f\n" +
 	"\vlistener_id\x18\x01 \x01(\fR\n" +
 	"listenerId\x12+\n" +
-	"\x05event\x18\x02 \x01(\v2\x15.djinn.v1.RemoteEventR\x05event\"`\n" +
-	"\x10MailboxDelivered\x12'\n" +
+	"\x05event\x18\x02 \x01(\v2\x15.djinn.v1.RemoteEventR\x05event\"A\n" +
+	"\x10MailboxDelivered\x12-\n" +
+	"\aentries\x18\x01 \x03(\v2\x13.state.v1.DeliveredR\aentries\"Y\n" +
+	"\tDelivered\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\fR\x0eregistrationId\x12#\n" +
 	"\rthrough_index\x18\x02 \x01(\x04R\fthroughIndex\"a\n" +
 	"\x0eMailboxUnknown\x12'\n" +
@@ -1327,7 +1375,7 @@ func file_state_v1_state_proto_rawDescGZIP() []byte {
 	return file_state_v1_state_proto_rawDescData
 }
 
-var file_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_state_v1_state_proto_goTypes = []any{
 	(*Command)(nil),             // 0: state.v1.Command
 	(*Init)(nil),                // 1: state.v1.Init
@@ -1341,14 +1389,15 @@ var file_state_v1_state_proto_goTypes = []any{
 	(*MailboxDisable)(nil),      // 9: state.v1.MailboxDisable
 	(*MailboxStore)(nil),        // 10: state.v1.MailboxStore
 	(*MailboxDelivered)(nil),    // 11: state.v1.MailboxDelivered
-	(*MailboxUnknown)(nil),      // 12: state.v1.MailboxUnknown
-	(*Record)(nil),              // 13: state.v1.Record
-	(*LeaseRecord)(nil),         // 14: state.v1.LeaseRecord
-	(*MailboxRecord)(nil),       // 15: state.v1.MailboxRecord
-	(*StoredEvent)(nil),         // 16: state.v1.StoredEvent
-	(*djinnpb.Ref)(nil),         // 17: djinn.v1.Ref
-	(*djinnpb.RemoteEvent)(nil), // 18: djinn.v1.RemoteEvent
-	(*djinnpb.EventKey)(nil),    // 19: djinn.v1.EventKey
+	(*Delivered)(nil),           // 12: state.v1.Delivered
+	(*MailboxUnknown)(nil),      // 13: state.v1.MailboxUnknown
+	(*Record)(nil),              // 14: state.v1.Record
+	(*LeaseRecord)(nil),         // 15: state.v1.LeaseRecord
+	(*MailboxRecord)(nil),       // 16: state.v1.MailboxRecord
+	(*StoredEvent)(nil),         // 17: state.v1.StoredEvent
+	(*djinnpb.Ref)(nil),         // 18: djinn.v1.Ref
+	(*djinnpb.RemoteEvent)(nil), // 19: djinn.v1.RemoteEvent
+	(*djinnpb.EventKey)(nil),    // 20: djinn.v1.EventKey
 }
 var file_state_v1_state_proto_depIdxs = []int32{
 	1,  // 0: state.v1.Command.init:type_name -> state.v1.Init
@@ -1361,25 +1410,26 @@ var file_state_v1_state_proto_depIdxs = []int32{
 	9,  // 7: state.v1.Command.mailbox_disable:type_name -> state.v1.MailboxDisable
 	10, // 8: state.v1.Command.mailbox_store:type_name -> state.v1.MailboxStore
 	11, // 9: state.v1.Command.mailbox_delivered:type_name -> state.v1.MailboxDelivered
-	12, // 10: state.v1.Command.mailbox_unknown:type_name -> state.v1.MailboxUnknown
+	13, // 10: state.v1.Command.mailbox_unknown:type_name -> state.v1.MailboxUnknown
 	6,  // 11: state.v1.LeaseHorizon.entries:type_name -> state.v1.HorizonEntry
-	17, // 12: state.v1.MailboxEnable.target:type_name -> djinn.v1.Ref
-	17, // 13: state.v1.MailboxDisable.only_if_target:type_name -> djinn.v1.Ref
-	18, // 14: state.v1.MailboxStore.event:type_name -> djinn.v1.RemoteEvent
-	19, // 15: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
-	1,  // 16: state.v1.Record.init:type_name -> state.v1.Init
-	2,  // 17: state.v1.Record.member:type_name -> state.v1.Member
-	14, // 18: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
-	15, // 19: state.v1.Record.mailbox:type_name -> state.v1.MailboxRecord
-	17, // 20: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
-	19, // 21: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
-	16, // 22: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
-	18, // 23: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	18, // 12: state.v1.MailboxEnable.target:type_name -> djinn.v1.Ref
+	18, // 13: state.v1.MailboxDisable.only_if_target:type_name -> djinn.v1.Ref
+	19, // 14: state.v1.MailboxStore.event:type_name -> djinn.v1.RemoteEvent
+	12, // 15: state.v1.MailboxDelivered.entries:type_name -> state.v1.Delivered
+	20, // 16: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
+	1,  // 17: state.v1.Record.init:type_name -> state.v1.Init
+	2,  // 18: state.v1.Record.member:type_name -> state.v1.Member
+	15, // 19: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
+	16, // 20: state.v1.Record.mailbox:type_name -> state.v1.MailboxRecord
+	18, // 21: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
+	20, // 22: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
+	17, // 23: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
+	19, // 24: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_state_v1_state_proto_init() }
@@ -1400,7 +1450,7 @@ func file_state_v1_state_proto_init() {
 		(*Command_MailboxDelivered)(nil),
 		(*Command_MailboxUnknown)(nil),
 	}
-	file_state_v1_state_proto_msgTypes[13].OneofWrappers = []any{
+	file_state_v1_state_proto_msgTypes[14].OneofWrappers = []any{
 		(*Record_Init)(nil),
 		(*Record_Member)(nil),
 		(*Record_Lease)(nil),
@@ -1412,7 +1462,7 @@ func file_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_state_v1_state_proto_rawDesc), len(file_state_v1_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

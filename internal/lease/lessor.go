@@ -1,0 +1,413 @@
+package lease
+
+import (
+	"container/heap"
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/proto/statepb"
+)
+
+// Proposer appends commands to the replicated log. Propose blocks until the
+// command is applied on this node and returns the state machine's result;
+// VerifyLeader confirms leadership with a quorum. Both are safe for
+// concurrent use.
+type Proposer interface {
+	Propose(ctx context.Context, cmd *statepb.Command) (any, error)
+	VerifyLeader() error
+}
+
+// Config tunes a Lessor. Zero values take the defaults.
+type Config struct {
+	// Slack is how far past a granted expiration a logged horizon reaches;
+	// it bounds how much longer than granted a lease may live after a
+	// failover or restart, and how often busy leases are checkpointed.
+	// Default 30s.
+	Slack time.Duration
+	// Grace is what a new leader adds to live leases before expiring any:
+	// one election timeout. Default 1s.
+	Grace time.Duration
+	// ExpiryBatch is the most leases one expiry command ends (default 1000);
+	// ExpiryRate the most expiry commands a second (default 20).
+	ExpiryBatch int
+	ExpiryRate  int
+	// Now is the clock; nil: time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Lessor is the leader side of the lease table: it renews leases from
+// memory, checkpoints horizons and expires leases. Renew and Cancel are safe
+// for concurrent use; Run drives the loops while this node leads.
+type Lessor struct {
+	table  *Table
+	log    Proposer
+	cfg    Config
+	active atomic.Bool
+
+	// Counters for metrics.
+	Renewals     atomic.Uint64
+	Expired      atomic.Uint64
+	Cancelled    atomic.Uint64
+	HorizonSyncs atomic.Uint64 // renewals that waited for a horizon write
+	Checkpoints  atomic.Uint64 // horizons raised ahead of need
+}
+
+// NewLessor returns a lessor for t that proposes through p.
+func NewLessor(t *Table, p Proposer, cfg Config) *Lessor {
+	if cfg.Slack <= 0 {
+		cfg.Slack = 30 * time.Second
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = time.Second
+	}
+	if cfg.ExpiryBatch <= 0 {
+		cfg.ExpiryBatch = 1000
+	}
+	if cfg.ExpiryRate <= 0 {
+		cfg.ExpiryRate = 20
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Lessor{table: t, log: p, cfg: cfg}
+}
+
+// Table returns the lessor's table.
+func (l *Lessor) Table() *Table { return l.table }
+
+// Horizon returns the horizon to log with a lease granted to expire at exp.
+func (l *Lessor) Horizon(exp time.Time) int64 {
+	n := toNanos(exp)
+	if n == never || n > never-int64(l.cfg.Slack) {
+		return never
+	}
+	return n + int64(l.cfg.Slack)
+}
+
+// Active reports whether this lessor serves renewals (it leads and has
+// promoted its leases).
+func (l *Lessor) Active() bool { return l.active.Load() }
+
+func (l *Lessor) checkActive() error {
+	if !l.active.Load() {
+		return djinn.Errorf(djinn.Unavailable, "lessor not ready: not the leader or leadership starting")
+	}
+	return nil
+}
+
+// Run serves as lessor until ctx ends: it promotes the table (every live
+// lease gets max(horizon, now+grace)), then runs the expiry and checkpoint
+// loops. Call it from the node's leader hook.
+func (l *Lessor) Run(ctx context.Context) {
+	l.promote(l.cfg.Now())
+	l.active.Store(true)
+	defer l.active.Store(false)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.checkpointLoop(ctx)
+	}()
+	l.expiryLoop(ctx)
+	<-done
+}
+
+func (l *Lessor) promote(now time.Time) {
+	t := l.table
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := now.UnixNano()
+	floor := n + int64(l.cfg.Grace)
+	t.byExpiry = t.byExpiry[:0]
+	for _, r := range t.leases {
+		switch {
+		case r.horizon <= n:
+			r.expires = r.horizon
+		case r.horizon < floor:
+			r.expires = floor
+		default:
+			r.expires = r.horizon
+		}
+		r.heapKey = r.expires
+		r.heapIdx = len(t.byExpiry)
+		t.byExpiry = append(t.byExpiry, r)
+	}
+	heap.Init(&t.byExpiry)
+	t.signal()
+}
+
+// RenewResult is one renewal's outcome.
+type RenewResult struct {
+	Granted time.Duration
+	Err     error
+}
+
+// Renew renews one lease (LE.2.2) and returns the granted duration.
+func (l *Lessor) Renew(ctx context.Context, cookie djinn.ID, d time.Duration) (time.Duration, error) {
+	res := l.RenewAll(ctx, []djinn.ID{cookie}, []time.Duration{d})
+	return res[0].Granted, res[0].Err
+}
+
+// RenewAll renews leases in one pass: cookies[i] for durations[i]. Leases
+// whose new expiration passes their horizon share one horizon write.
+func (l *Lessor) RenewAll(ctx context.Context, cookies []djinn.ID, durations []time.Duration) []RenewResult {
+	out := make([]RenewResult, len(cookies))
+	if err := l.checkActive(); err != nil {
+		for i := range out {
+			out[i].Err = err
+		}
+		return out
+	}
+	type undo struct {
+		i        int
+		r        *record
+		old, new int64
+	}
+	var (
+		sync []*statepb.HorizonEntry
+		undos []undo
+	)
+	now := l.cfg.Now()
+	n := now.UnixNano()
+	t := l.table
+	t.mu.Lock()
+	for i, c := range cookies {
+		d := durations[i]
+		if err := CheckRenewal(d); err != nil {
+			out[i].Err = err
+			continue
+		}
+		r, ok := t.leases[c]
+		if !ok || r.expires <= n {
+			out[i].Err = unknownLease(c)
+			continue
+		}
+		remaining := djinn.Forever
+		if r.expires != never {
+			remaining = time.Duration(r.expires - n)
+		}
+		g := t.policyLocked(r.owner.Kind).Renewal(d, remaining)
+		exp := toNanos(djinn.AddDuration(now, g))
+		old := r.expires
+		r.expires = exp
+		if exp < r.heapKey {
+			r.heapKey = exp
+			if r.heapIdx >= 0 {
+				heap.Fix(&t.byExpiry, r.heapIdx)
+				if r.heapIdx == 0 {
+					t.signal()
+				}
+			} else {
+				heap.Push(&t.byExpiry, r)
+			}
+		}
+		out[i].Granted = g
+		if exp > r.horizon {
+			sync = append(sync, &statepb.HorizonEntry{Cookie: c[:], HorizonUnixNanos: l.Horizon(fromNanos(exp))})
+			undos = append(undos, undo{i, r, old, exp})
+		}
+	}
+	t.mu.Unlock()
+	if len(sync) > 0 {
+		l.HorizonSyncs.Add(uint64(len(sync)))
+		if _, err := l.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LeaseHorizon{LeaseHorizon: &statepb.LeaseHorizon{Entries: sync}}}); err != nil {
+			// The renewal failed: the lease keeps the expiration it had
+			// (LE.2.2), unless another renewal changed it meanwhile.
+			t.mu.Lock()
+			for _, u := range undos {
+				if u.r.expires == u.new {
+					u.r.expires = u.old
+				}
+				out[u.i] = RenewResult{Err: err}
+			}
+			t.mu.Unlock()
+		}
+	}
+	for _, r := range out {
+		if r.Err == nil {
+			l.Renewals.Add(1)
+		}
+	}
+	return out
+}
+
+// Cancel cancels leases (LE.2.2): one error (or nil) per cookie, and
+// UnknownLease for expired, cancelled or unknown leases.
+func (l *Lessor) Cancel(ctx context.Context, cookies []djinn.ID) []error {
+	errs := make([]error, len(cookies))
+	if err := l.checkActive(); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	now := l.cfg.Now()
+	var (
+		send [][]byte
+		idx  []int
+	)
+	for i, c := range cookies {
+		if !l.table.Alive(c, now) {
+			errs[i] = unknownLease(c)
+			continue
+		}
+		send = append(send, c[:])
+		idx = append(idx, i)
+	}
+	if len(send) == 0 {
+		return errs
+	}
+	res, err := l.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LeaseCancel{LeaseCancel: &statepb.LeaseCancel{Cookies: send}}})
+	for j, i := range idx {
+		switch {
+		case err != nil:
+			errs[i] = err
+		default:
+			if applied, ok := res.([]error); ok && j < len(applied) {
+				errs[i] = applied[j]
+			}
+		}
+		if errs[i] == nil {
+			l.Cancelled.Add(1)
+		}
+	}
+	return errs
+}
+
+// expiryLoop proposes the expiry of leases past their expiration, in
+// batches of at most ExpiryBatch, at most ExpiryRate batches a second, each
+// after confirming leadership.
+func (l *Lessor) expiryLoop(ctx context.Context) {
+	t := l.table
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	pace := time.Second / time.Duration(l.cfg.ExpiryRate)
+	for {
+		now := l.cfg.Now()
+		batch, next := l.popExpired(now)
+		if len(batch) > 0 {
+			if err := l.expire(ctx, batch); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				l.cfg.Logger.Warn("lease expiry failed; will retry", "leases", len(batch), "err", err)
+			}
+			next = now.Add(pace).UnixNano()
+		}
+		wait := time.Hour
+		if next != never {
+			wait = time.Unix(0, next).Sub(l.cfg.Now())
+			if len(batch) > 0 && wait < pace {
+				wait = pace
+			}
+		}
+		if wait < 0 {
+			wait = 0
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// popExpired takes up to ExpiryBatch expired leases off the heap and
+// returns them with the earliest remaining heap key (never if none). Leases
+// renewed since they were pushed go back with their new expiration.
+func (l *Lessor) popExpired(now time.Time) ([]*record, int64) {
+	t := l.table
+	n := now.UnixNano()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var batch []*record
+	for len(t.byExpiry) > 0 && t.byExpiry[0].heapKey <= n && len(batch) < l.cfg.ExpiryBatch {
+		r := heap.Pop(&t.byExpiry).(*record)
+		if r.expires > n {
+			r.heapKey = r.expires
+			heap.Push(&t.byExpiry, r)
+			continue
+		}
+		batch = append(batch, r)
+	}
+	if len(t.byExpiry) == 0 {
+		return batch, never
+	}
+	return batch, t.byExpiry[0].heapKey
+}
+
+func (l *Lessor) expire(ctx context.Context, batch []*record) error {
+	err := l.log.VerifyLeader()
+	if err == nil {
+		cookies := make([][]byte, len(batch))
+		for i, r := range batch {
+			cookies[i] = r.cookie[:]
+		}
+		_, err = l.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LeaseExpire{LeaseExpire: &statepb.LeaseExpire{Cookies: cookies}}})
+	}
+	if err != nil {
+		// Put back what is still there, to try again.
+		t := l.table
+		t.mu.Lock()
+		for _, r := range batch {
+			if cur, ok := t.leases[r.cookie]; ok && cur == r && r.heapIdx < 0 {
+				r.heapKey = r.expires
+				heap.Push(&t.byExpiry, r)
+			}
+		}
+		t.mu.Unlock()
+		return err
+	}
+	l.Expired.Add(uint64(len(batch)))
+	return nil
+}
+
+// checkpointLoop raises the horizons of leases whose live expiration came
+// within Slack/2 of their horizon, every Slack/4, so that renewals seldom
+// wait for a horizon write.
+func (l *Lessor) checkpointLoop(ctx context.Context) {
+	tick := time.NewTicker(l.cfg.Slack / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		entries := l.dueHorizons(l.cfg.Now())
+		for len(entries) > 0 && ctx.Err() == nil {
+			n := min(len(entries), 4096)
+			_, err := l.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LeaseHorizon{LeaseHorizon: &statepb.LeaseHorizon{Entries: entries[:n]}}})
+			if err != nil {
+				l.cfg.Logger.Warn("lease checkpoint failed", "leases", n, "err", err)
+				break
+			}
+			l.Checkpoints.Add(uint64(n))
+			entries = entries[n:]
+		}
+	}
+}
+
+func (l *Lessor) dueHorizons(now time.Time) []*statepb.HorizonEntry {
+	t := l.table
+	n := now.UnixNano()
+	half := int64(l.cfg.Slack / 2)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*statepb.HorizonEntry
+	for _, r := range t.leases {
+		if r.expires == never || r.expires <= n || r.horizon-r.expires >= half {
+			continue
+		}
+		out = append(out, &statepb.HorizonEntry{Cookie: r.cookie[:], HorizonUnixNanos: l.Horizon(fromNanos(r.expires))})
+	}
+	return out
+}

@@ -1,0 +1,98 @@
+package lease
+
+import (
+	"time"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+// LandlordID is the object id of every djinn server's Landlord: a lease's
+// landlord reference is the granting server's endpoint and service id with
+// this object id, so all leases of one cluster batch together.
+var LandlordID = djinn.ID{'l', 'a', 'n', 'd', 'l', 'o', 'r', 'd'}
+
+// Proto builds the wire form of a lease granted by the server self (its
+// endpoint and service id), with remaining time left.
+func Proto(self djinn.Ref, cookie djinn.ID, remaining time.Duration) *djinnpb.Lease {
+	return &djinnpb.Lease{
+		Landlord:      &djinnpb.Ref{Endpoint: self.Endpoint, ServiceId: self.Service[:], ObjectId: LandlordID[:]},
+		Cookie:        cookie[:],
+		DurationNanos: int64(remaining),
+		Format:        djinnpb.SerialFormat_SERIAL_FORMAT_DURATION,
+	}
+}
+
+// Kind says which service owns a lease.
+type Kind uint32
+
+// Owners of leases.
+const (
+	KindMailbox Kind = 1
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindMailbox:
+		return "mailbox"
+	}
+	return "unknown"
+}
+
+// Owner is the resource a lease guards.
+type Owner struct {
+	Kind Kind
+	ID   djinn.ID
+}
+
+// Policy is a service's lease policy: what Any gets and the longest lease it
+// grants. Max == djinn.Forever allows Forever leases.
+type Policy struct {
+	Default time.Duration
+	Max     time.Duration
+}
+
+// DefaultPolicy grants 5 minutes for Any and at most an hour.
+var DefaultPolicy = Policy{Default: 5 * time.Minute, Max: time.Hour}
+
+// Check reports whether p is usable.
+func (p Policy) Check() error {
+	if p.Default <= 0 || p.Max <= 0 || p.Default > p.Max {
+		return djinn.Errorf(djinn.InvalidArgument, "lease policy default %s max %s: want 0 < default <= max",
+			djinn.FormatDuration(p.Default), djinn.FormatDuration(p.Max))
+	}
+	return nil
+}
+
+// Grant negotiates the duration of a new lease (LE.2.2): Any gets the
+// default, requests above the maximum get the maximum. The request must
+// already have passed the service's argument rules.
+func (p Policy) Grant(requested time.Duration) time.Duration {
+	if requested == djinn.Any {
+		return p.Default
+	}
+	if requested > p.Max {
+		return p.Max
+	}
+	return requested
+}
+
+// Renewal negotiates a renewal given the time the lease has left: like Grant,
+// but a renewal never shortens a lease below its remaining time unless the
+// holder asked for less.
+func (p Policy) Renewal(requested, remaining time.Duration) time.Duration {
+	g := p.Grant(requested)
+	if g < remaining && (requested == djinn.Any || requested >= remaining) {
+		return remaining
+	}
+	return g
+}
+
+// CheckRenewal enforces the renewal argument rule: a duration is
+// non-negative, Forever or Any.
+func CheckRenewal(d time.Duration) error {
+	if d >= 0 || d == djinn.Any {
+		return nil
+	}
+	return djinn.Errorf(djinn.InvalidArgument, "lease duration %s: must not be negative (except Any)", d)
+}

@@ -1,0 +1,304 @@
+package lease
+
+import (
+	"container/heap"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/proto/statepb"
+)
+
+// never is the expiration of a Forever lease, in unix nanoseconds.
+const never = math.MaxInt64
+
+// record is one lease. cookie, owner and horizon are replicated state;
+// expires is the leader's live expiration (on followers, the last logged
+// one); heapKey and heapIdx place it in the expiry heap.
+type record struct {
+	cookie  djinn.ID
+	owner   Owner
+	expires int64
+	horizon int64
+	heapKey int64
+	heapIdx int
+}
+
+// Table is the set of live leases.
+type Table struct {
+	mu sync.Mutex
+	// leases, byExpiry and policies are guarded by mu.
+	leases   map[djinn.ID]*record
+	byExpiry expiryHeap
+	policies map[Kind]Policy
+	// wake is signalled (without blocking) when the earliest expiration
+	// moves earlier, so the expiry loop can re-arm its timer.
+	wake chan struct{}
+	// ended is called, with mu not held, for every lease that ends by
+	// cancel or expiry, from Apply.
+	ended func(owner Owner)
+}
+
+// NewTable returns an empty table. ended is told of every lease that ends
+// through a cancel or expiry command; it runs inside Apply and must be
+// deterministic.
+func NewTable(ended func(Owner)) *Table {
+	return &Table{
+		leases:   make(map[djinn.ID]*record),
+		policies: make(map[Kind]Policy),
+		wake:     make(chan struct{}, 1),
+		ended:    ended,
+	}
+}
+
+// SetPolicy sets the lease policy of a kind of owner.
+func (t *Table) SetPolicy(k Kind, p Policy) error {
+	if err := p.Check(); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.policies[k] = p
+	return nil
+}
+
+// Policy returns the lease policy of a kind of owner.
+func (t *Table) Policy(k Kind) Policy {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.policyLocked(k)
+}
+
+func (t *Table) policyLocked(k Kind) Policy {
+	if p, ok := t.policies[k]; ok {
+		return p
+	}
+	return DefaultPolicy
+}
+
+// Len returns the number of leases.
+func (t *Table) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.leases)
+}
+
+// Info describes a lease.
+type Info struct {
+	Owner   Owner
+	Expires time.Time // djinn.EndOfTime for Forever
+	Horizon time.Time
+}
+
+// Lookup returns a lease's owner and expiration, and whether it exists and
+// has not expired at now.
+func (t *Table) Lookup(cookie djinn.ID, now time.Time) (Info, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.leases[cookie]
+	if !ok || r.expires <= now.UnixNano() {
+		return Info{}, false
+	}
+	return Info{Owner: r.owner, Expires: fromNanos(r.expires), Horizon: fromNanos(r.horizon)}, true
+}
+
+// Alive reports whether the lease exists and has not expired at now.
+func (t *Table) Alive(cookie djinn.ID, now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.leases[cookie]
+	return ok && r.expires > now.UnixNano()
+}
+
+// ApplyGrant records a new lease. The owning service calls it from its own
+// command's Apply. A cookie already in use is refused: cookies are random,
+// so this only happens when a command is replayed in error.
+func (t *Table) ApplyGrant(cookie djinn.ID, owner Owner, expires, horizon int64) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.leases[cookie]; ok {
+		return djinn.Errorf(djinn.Internal, "lease %s: cookie already in use", cookie)
+	}
+	if horizon < expires {
+		horizon = expires
+	}
+	r := &record{cookie: cookie, owner: owner, expires: expires, horizon: horizon}
+	t.leases[cookie] = r
+	t.pushLocked(r)
+	return nil
+}
+
+// ApplyCancel ends leases by cancellation (LE.2.2), returning one error per
+// cookie: UnknownLease for a lease that does not exist. The leader has
+// already refused cancels of expired leases.
+func (t *Table) ApplyCancel(cookies [][]byte) []error {
+	errs := make([]error, len(cookies))
+	var owners []Owner
+	t.mu.Lock()
+	for i, b := range cookies {
+		c, err := djinn.IDFromBytes("lease cookie", b)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		r, ok := t.leases[c]
+		if !ok {
+			errs[i] = unknownLease(c)
+			continue
+		}
+		t.removeLocked(r)
+		owners = append(owners, r.owner)
+	}
+	t.mu.Unlock()
+	for _, o := range owners {
+		t.ended(o)
+	}
+	return errs
+}
+
+func unknownLease(c djinn.ID) error {
+	return djinn.Errorf(djinn.UnknownLease, "lease %s: unknown, expired or cancelled", c)
+}
+
+// ApplyExpire ends leases the leader found expired. Leases already gone are
+// skipped.
+func (t *Table) ApplyExpire(cookies [][]byte) {
+	var owners []Owner
+	t.mu.Lock()
+	for _, b := range cookies {
+		c, err := djinn.IDFromBytes("cookie", b)
+		if err != nil {
+			continue
+		}
+		if r, ok := t.leases[c]; ok {
+			t.removeLocked(r)
+			owners = append(owners, r.owner)
+		}
+	}
+	t.mu.Unlock()
+	for _, o := range owners {
+		t.ended(o)
+	}
+}
+
+// ApplyHorizon raises logged horizons. It never lowers one.
+func (t *Table) ApplyHorizon(entries []*statepb.HorizonEntry) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, e := range entries {
+		c, err := djinn.IDFromBytes("cookie", e.GetCookie())
+		if err != nil {
+			continue
+		}
+		if r, ok := t.leases[c]; ok && e.GetHorizonUnixNanos() > r.horizon {
+			r.horizon = e.GetHorizonUnixNanos()
+		}
+	}
+}
+
+// Remove drops a lease without calling ended: the owner is going away on its
+// own (its Apply removes the resource and the lease together).
+func (t *Table) Remove(cookie djinn.ID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r, ok := t.leases[cookie]; ok {
+		t.removeLocked(r)
+	}
+}
+
+// Records returns every lease for a snapshot, in no particular order.
+func (t *Table) Records() []*statepb.LeaseRecord {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]*statepb.LeaseRecord, 0, len(t.leases))
+	for _, r := range t.leases {
+		out = append(out, &statepb.LeaseRecord{
+			Cookie: r.cookie[:], OwnerKind: uint32(r.owner.Kind), OwnerId: r.owner.ID[:],
+			ExpiresUnixNanos: r.expires, HorizonUnixNanos: r.horizon,
+		})
+	}
+	return out
+}
+
+// Reset empties the table before a restore.
+func (t *Table) Reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.leases = make(map[djinn.ID]*record)
+	t.byExpiry = nil
+}
+
+// Restore adds one snapshot record.
+func (t *Table) Restore(rec *statepb.LeaseRecord) error {
+	c, err := djinn.IDFromBytes("lease cookie", rec.GetCookie())
+	if err != nil {
+		return err
+	}
+	o, err := djinn.IDFromBytes("lease owner", rec.GetOwnerId())
+	if err != nil {
+		return err
+	}
+	return t.ApplyGrant(c, Owner{Kind: Kind(rec.GetOwnerKind()), ID: o}, rec.GetExpiresUnixNanos(), rec.GetHorizonUnixNanos())
+}
+
+// pushLocked adds r to the heap keyed by its expiration.
+func (t *Table) pushLocked(r *record) {
+	r.heapKey = r.expires
+	heap.Push(&t.byExpiry, r)
+	if r.heapIdx == 0 {
+		t.signal()
+	}
+}
+
+func (t *Table) removeLocked(r *record) {
+	delete(t.leases, r.cookie)
+	if r.heapIdx >= 0 && r.heapIdx < len(t.byExpiry) && t.byExpiry[r.heapIdx] == r {
+		heap.Remove(&t.byExpiry, r.heapIdx)
+	}
+}
+
+func (t *Table) signal() {
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+func fromNanos(n int64) time.Time {
+	if n == never {
+		return djinn.EndOfTime
+	}
+	return time.Unix(0, n)
+}
+
+func toNanos(t time.Time) int64 {
+	if !t.Before(djinn.EndOfTime) {
+		return never
+	}
+	return t.UnixNano()
+}
+
+// expiryHeap orders records by heapKey, earliest first.
+type expiryHeap []*record
+
+func (h expiryHeap) Len() int           { return len(h) }
+func (h expiryHeap) Less(i, j int) bool { return h[i].heapKey < h[j].heapKey }
+func (h expiryHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIdx = i
+	h[j].heapIdx = j
+}
+func (h *expiryHeap) Push(x any) {
+	r := x.(*record)
+	r.heapIdx = len(*h)
+	*h = append(*h, r)
+}
+func (h *expiryHeap) Pop() any {
+	old := *h
+	r := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	r.heapIdx = -1
+	return r
+}

@@ -1,0 +1,77 @@
+package replica
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/proto/statepb"
+)
+
+// fsm adapts a StateMachine to raft's FSM and BatchingFSM.
+type fsm struct {
+	sm      StateMachine
+	applied func(index uint64)
+}
+
+var (
+	_ raft.FSM         = (*fsm)(nil)
+	_ raft.BatchingFSM = (*fsm)(nil)
+)
+
+func (f *fsm) Apply(l *raft.Log) any {
+	return f.ApplyBatch([]*raft.Log{l})[0]
+}
+
+func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
+	out := make([]any, len(logs))
+	var cmd statepb.Command
+	for i, l := range logs {
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		cmd.Reset()
+		if err := proto.Unmarshal(l.Data, &cmd); err != nil {
+			// A command that does not decode was written by a broken or
+			// newer member; applying nothing keeps every replica equal.
+			out[i] = djinn.Errorf(djinn.Internal, "log entry %d: undecodable command: %v", l.Index, err)
+			continue
+		}
+		out[i] = f.sm.Apply(l.Index, &cmd)
+	}
+	if len(logs) > 0 && f.applied != nil {
+		f.applied(logs[len(logs)-1].Index)
+	}
+	return out
+}
+
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	write, err := f.sm.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	return snapshot(write), nil
+}
+
+func (f *fsm) Restore(r io.ReadCloser) error {
+	defer r.Close()
+	if err := f.sm.Restore(r); err != nil {
+		return fmt.Errorf("restore snapshot: %w", err)
+	}
+	return nil
+}
+
+type snapshot func(w io.Writer) error
+
+func (s snapshot) Persist(sink raft.SnapshotSink) error {
+	if err := s(sink); err != nil {
+		_ = sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (s snapshot) Release() {}

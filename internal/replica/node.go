@@ -1,0 +1,454 @@
+package replica
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	wal "github.com/hashicorp/raft-wal"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/proto/statepb"
+)
+
+// Config configures a Node.
+type Config struct {
+	// DataDir holds the log, the snapshots and the node id.
+	DataDir string
+	// NodeID names this member; empty: the id stored in DataDir, or a new
+	// random one on first start.
+	NodeID string
+	// RaftAddr is the address the Raft transport listens on.
+	RaftAddr string
+	// AdvertiseRaft is the address peers dial; empty: the bound address.
+	AdvertiseRaft string
+	// TLS, when set, secures the peer port (mutual TLS if it asks for client
+	// certificates).
+	TLS *tls.Config
+	// Bootstrap makes a node with no state the single voter of a new
+	// cluster. A node that will join an existing cluster leaves it false.
+	Bootstrap bool
+	// Now is the clock that stamps proposed commands; nil: time.Now.
+	Now func() time.Time
+	// OnLeader runs leader-only work: called in its own goroutine each time
+	// this node becomes leader, after a barrier, with a context cancelled
+	// when leadership ends. The node waits for it to return before it runs
+	// it again or closes.
+	OnLeader func(ctx context.Context)
+	// Endpoint maps a node id to its gRPC address, for leader hints.
+	Endpoint func(nodeID string) string
+	// Logger receives the node's structured logs.
+	Logger *slog.Logger
+
+	// Timing; zero values take defaults suited to a LAN or loopback.
+	HeartbeatTimeout  time.Duration // default 500ms
+	ElectionTimeout   time.Duration // default 500ms
+	SnapshotInterval  time.Duration // default 30s
+	SnapshotThreshold uint64        // default 65536 entries
+}
+
+// Node is one member of a djinn cluster.
+type Node struct {
+	cfg   Config
+	id    string
+	raft  *raft.Raft
+	log   *wal.WAL
+	trans *raft.NetworkTransport
+	notes chan bool
+
+	applied atomic.Uint64
+
+	stop chan struct{}
+	done chan struct{}
+	mu   sync.Mutex // guards closed
+	// closed is set by Close.
+	closed bool
+}
+
+// ElectionTimeout returns the election timeout in force: a new leader
+// extends every lease by it before expiring any (DESIGN.md section 2).
+func (n *Node) ElectionTimeout() time.Duration { return n.cfg.ElectionTimeout }
+
+// Open starts a node on cfg.DataDir, bootstrapping a one-voter cluster on
+// first start when cfg.Bootstrap is set.
+func Open(cfg Config, sm StateMachine) (*Node, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.HeartbeatTimeout == 0 {
+		cfg.HeartbeatTimeout = 500 * time.Millisecond
+	}
+	if cfg.ElectionTimeout == 0 {
+		cfg.ElectionTimeout = 500 * time.Millisecond
+	}
+	if cfg.SnapshotInterval == 0 {
+		cfg.SnapshotInterval = 30 * time.Second
+	}
+	if cfg.SnapshotThreshold == 0 {
+		cfg.SnapshotThreshold = 65536
+	}
+	dir := filepath.Join(cfg.DataDir, "raft")
+	if err := os.MkdirAll(filepath.Join(dir, "wal"), 0o700); err != nil {
+		return nil, fmt.Errorf("data directory %s: %w", cfg.DataDir, err)
+	}
+	id, err := nodeID(cfg.DataDir, cfg.NodeID)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, id: id, notes: make(chan bool, 16), stop: make(chan struct{}), done: make(chan struct{})}
+
+	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: slogWriter{cfg.Logger}})
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(id)
+	rc.Logger = hlog
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.HeartbeatTimeout / 2
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.TrailingLogs = 16384
+	rc.MaxAppendEntries = 512
+	rc.BatchApplyCh = true
+	rc.NotifyCh = n.notes
+
+	n.log, err = wal.Open(filepath.Join(dir, "wal"))
+	if err != nil {
+		return nil, fmt.Errorf("open log in %s: %w", dir, err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hlog)
+	if err != nil {
+		n.log.Close()
+		return nil, fmt.Errorf("open snapshots in %s: %w", dir, err)
+	}
+	n.trans, err = newTransport(cfg, hlog)
+	if err != nil {
+		n.log.Close()
+		return nil, err
+	}
+	exists, err := raft.HasExistingState(n.log, n.log, snaps)
+	if err != nil {
+		n.closeStores()
+		return nil, fmt.Errorf("read state in %s: %w", dir, err)
+	}
+	if !exists && cfg.Bootstrap {
+		conf := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: rc.LocalID, Address: n.trans.LocalAddr()}}}
+		if err := raft.BootstrapCluster(rc, n.log, n.log, snaps, n.trans, conf); err != nil {
+			n.closeStores()
+			return nil, fmt.Errorf("bootstrap cluster: %w", err)
+		}
+	}
+	f := &fsm{sm: sm, applied: func(i uint64) { n.applied.Store(i) }}
+	n.raft, err = raft.NewRaft(rc, f, n.log, n.log, snaps, n.trans)
+	if err != nil {
+		n.closeStores()
+		return nil, fmt.Errorf("start raft: %w", err)
+	}
+	go n.watchLeadership()
+	return n, nil
+}
+
+func newTransport(cfg Config, hlog hclog.Logger) (*raft.NetworkTransport, error) {
+	var adv net.Addr
+	if cfg.AdvertiseRaft != "" {
+		a, err := net.ResolveTCPAddr("tcp", cfg.AdvertiseRaft)
+		if err != nil {
+			return nil, djinn.Errorf(djinn.InvalidArgument, "raft advertise address %q: %v", cfg.AdvertiseRaft, err)
+		}
+		adv = a
+	}
+	ln, err := net.Listen("tcp", cfg.RaftAddr)
+	if err != nil {
+		return nil, fmt.Errorf("raft address %s: %w", cfg.RaftAddr, err)
+	}
+	if adv == nil {
+		adv = ln.Addr()
+	}
+	var stream raft.StreamLayer
+	if cfg.TLS != nil {
+		stream = &tlsStream{Listener: tls.NewListener(ln, cfg.TLS), advertise: adv, config: cfg.TLS}
+	} else {
+		stream = &tcpStream{Listener: ln, advertise: adv}
+	}
+	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: stream, MaxPool: 4, Timeout: 10 * time.Second, Logger: hlog,
+	}), nil
+}
+
+type tcpStream struct {
+	net.Listener
+	advertise net.Addr
+}
+
+func (t *tcpStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", string(addr), timeout)
+}
+
+func (t *tcpStream) Addr() net.Addr { return t.advertise }
+
+// nodeID returns the configured id, or the one stored in dir, or a new one
+// it stores there.
+func nodeID(dir, configured string) (string, error) {
+	path := filepath.Join(dir, "node-id")
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		stored := strings.TrimSpace(string(b))
+		if configured != "" && configured != stored {
+			return "", djinn.Errorf(djinn.InvalidArgument, "node id %q: data directory %s belongs to node %q", configured, dir, stored)
+		}
+		return stored, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("read node id: %w", err)
+	}
+	id := configured
+	if id == "" {
+		id = djinn.NewID().String()[:12]
+	}
+	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write node id: %w", err)
+	}
+	return id, nil
+}
+
+// ID returns the node's id.
+func (n *Node) ID() string { return n.id }
+
+// RaftAddr returns the address peers reach this node's Raft transport at.
+func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }
+
+// watchLeadership runs OnLeader for each term this node leads.
+func (n *Node) watchLeadership() {
+	defer close(n.done)
+	var (
+		cancel context.CancelFunc
+		term   chan struct{}
+	)
+	end := func() {
+		if cancel != nil {
+			cancel()
+			<-term
+			cancel, term = nil, nil
+		}
+	}
+	defer end()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case leader := <-n.notes:
+			end()
+			if !leader {
+				n.cfg.Logger.Info("leadership lost", "node", n.id)
+				continue
+			}
+			ctx, stopTerm := context.WithCancel(context.Background())
+			cancel = stopTerm
+			term = make(chan struct{})
+			go func(ctx context.Context, term chan struct{}) {
+				defer close(term)
+				if err := n.raft.Barrier(0).Error(); err != nil {
+					return
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				n.cfg.Logger.Info("leading", "node", n.id)
+				if n.cfg.OnLeader != nil {
+					n.cfg.OnLeader(ctx)
+				}
+			}(ctx, term)
+		}
+	}
+}
+
+// Propose appends cmd to the log, waits until it is applied on this node,
+// and returns the state machine's result. It stamps cmd with the node's
+// clock unless cmd already carries a time.
+func (n *Node) Propose(ctx context.Context, cmd *statepb.Command) (any, error) {
+	if cmd.NowUnixNanos == 0 {
+		cmd.NowUnixNanos = n.cfg.Now().UnixNano()
+	}
+	b, err := proto.Marshal(cmd)
+	if err != nil {
+		return nil, djinn.Errorf(djinn.Internal, "encode command: %v", err)
+	}
+	var timeout time.Duration
+	if dl, ok := ctx.Deadline(); ok {
+		if timeout = time.Until(dl); timeout <= 0 {
+			return nil, context.DeadlineExceeded
+		}
+	}
+	f := n.raft.Apply(b, timeout)
+	if err := f.Error(); err != nil {
+		return nil, n.raftError(err)
+	}
+	resp := f.Response()
+	if err, ok := resp.(error); ok {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// NotLeaderError says this node is not the leader; Leader is the leader's
+// gRPC address when known. Its kind is Unavailable.
+type NotLeaderError struct{ Leader string }
+
+func (e *NotLeaderError) Error() string {
+	if e.Leader == "" {
+		return "not the leader and no leader is known"
+	}
+	return "not the leader: the leader serves at " + e.Leader
+}
+
+// Unwrap gives the error its kind.
+func (e *NotLeaderError) Unwrap() error { return djinn.ErrUnavailable }
+
+func (n *Node) raftError(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader):
+		return &NotLeaderError{Leader: n.LeaderEndpoint()}
+	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return djinn.Errorf(djinn.Unavailable, "leadership lost: the change may or may not have been made")
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return djinn.Errorf(djinn.Unavailable, "server shutting down")
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return djinn.Errorf(djinn.Unavailable, "log busy: the change was not made")
+	}
+	return djinn.Errorf(djinn.Unavailable, "replicate: %v", err)
+}
+
+// IsLeader reports whether this node believes it leads.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// CheckLeader returns nil on the leader and a NotLeaderError elsewhere.
+func (n *Node) CheckLeader() error {
+	if n.IsLeader() {
+		return nil
+	}
+	return &NotLeaderError{Leader: n.LeaderEndpoint()}
+}
+
+// VerifyLeader confirms with a quorum that this node still leads.
+func (n *Node) VerifyLeader() error {
+	if err := n.raft.VerifyLeader().Error(); err != nil {
+		return n.raftError(err)
+	}
+	return nil
+}
+
+// Leader returns the leader's node id and Raft address, empty when unknown.
+func (n *Node) Leader() (id, raftAddr string) {
+	addr, sid := n.raft.LeaderWithID()
+	return string(sid), string(addr)
+}
+
+// LeaderEndpoint returns the leader's gRPC address, empty when unknown.
+func (n *Node) LeaderEndpoint() string {
+	id, _ := n.Leader()
+	if id == "" || n.cfg.Endpoint == nil {
+		return ""
+	}
+	return n.cfg.Endpoint(id)
+}
+
+// State returns "Leader", "Follower", "Candidate" or "Shutdown".
+func (n *Node) State() string { return n.raft.State().String() }
+
+// AppliedIndex returns the index of the last command applied here.
+func (n *Node) AppliedIndex() uint64 { return n.applied.Load() }
+
+// Member is one server of the cluster configuration.
+type Member struct {
+	ID, RaftAddr string
+	Voter        bool
+}
+
+// Members returns the cluster's configuration.
+func (n *Node) Members() ([]Member, error) {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, n.raftError(err)
+	}
+	var ms []Member
+	for _, s := range f.Configuration().Servers {
+		ms = append(ms, Member{ID: string(s.ID), RaftAddr: string(s.Address), Voter: s.Suffrage == raft.Voter})
+	}
+	return ms, nil
+}
+
+// AddVoter adds a server to the cluster; only the leader can.
+func (n *Node) AddVoter(ctx context.Context, id, raftAddr string) error {
+	if id == "" {
+		return djinn.Errorf(djinn.InvalidArgument, "node id: missing")
+	}
+	if _, _, err := net.SplitHostPort(raftAddr); err != nil {
+		return djinn.Errorf(djinn.InvalidArgument, "raft address %q: want host:port", raftAddr)
+	}
+	var timeout time.Duration
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	if err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, timeout).Error(); err != nil {
+		return n.raftError(err)
+	}
+	return nil
+}
+
+// Snapshot takes a snapshot now (tests and operators use it to compact).
+func (n *Node) Snapshot() error {
+	if err := n.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		return err
+	}
+	return nil
+}
+
+// Close stops leader work, shuts Raft down and closes the log.
+func (n *Node) Close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	n.mu.Unlock()
+	close(n.stop)
+	<-n.done
+	err := n.raft.Shutdown().Error()
+	n.closeStores()
+	return err
+}
+
+func (n *Node) closeStores() {
+	if n.trans != nil {
+		n.trans.Close()
+	}
+	if n.log != nil {
+		n.log.Close()
+	}
+}
+
+// slogWriter sends raft's hclog lines to slog.
+type slogWriter struct{ l *slog.Logger }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	w.l.Warn(strings.TrimSpace(string(p)), "component", "raft")
+	return len(p), nil
+}
+
+var _ io.Writer = slogWriter{}

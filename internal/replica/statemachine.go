@@ -1,0 +1,24 @@
+package replica
+
+import (
+	"io"
+
+	"github.com/djinn-go/djinn/proto/statepb"
+)
+
+// StateMachine is the deterministic state the log drives.
+//
+// Apply, Snapshot and Restore are called from a single goroutine and never
+// concurrently with each other. Apply must be deterministic: it may not read
+// the clock (time comes in cmd.NowUnixNanos), do I/O or start goroutines. Its
+// result is handed to the proposer; an error result is returned from Propose
+// as the error.
+type StateMachine interface {
+	Apply(index uint64, cmd *statepb.Command) any
+	// Snapshot captures the state and returns a function that writes it.
+	// The function runs concurrently with later Applys, so Snapshot must
+	// capture (copy or serialize) what it needs before returning.
+	Snapshot() (func(w io.Writer) error, error)
+	// Restore replaces the state with a snapshot written by Snapshot.
+	Restore(r io.Reader) error
+}
