@@ -170,7 +170,7 @@ func (l *Lessor) RenewAll(ctx context.Context, cookies []djinn.ID, durations []t
 		old, new int64
 	}
 	var (
-		sync []*statepb.HorizonEntry
+		sync  []*statepb.HorizonEntry
 		undos []undo
 	)
 	now := l.cfg.Now()
