@@ -1,0 +1,151 @@
+package djinn_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/djinn-go/djinn"
+)
+
+func TestErrorsMatchTheirKind(t *testing.T) {
+	for _, k := range djinn.Kinds() {
+		err := fmt.Errorf("wrapped: %w", djinn.Errorf(k, "thing %d: bad", 7))
+		if !errors.Is(err, k) {
+			t.Errorf("errors.Is(%v, %s) = false", err, k)
+		}
+		if got := djinn.KindOf(err); got != k {
+			t.Errorf("KindOf(%v) = %s, want %s", err, got, k)
+		}
+		for _, other := range djinn.Kinds() {
+			if other != k && errors.Is(err, other) {
+				t.Errorf("error of kind %s matches %s", k, other)
+			}
+		}
+	}
+	if djinn.KindOf(nil) != "" {
+		t.Error("KindOf(nil) is not empty")
+	}
+	if djinn.KindOf(errors.New("plain")) != djinn.Internal {
+		t.Error("a plain error is not Internal")
+	}
+}
+
+// TestDefinite: LR.1 (definite exceptions) — bad object, bad invocation and
+// lease exceptions are definite; communication failures are not.
+func TestDefinite(t *testing.T) {
+	definite := []djinn.Kind{djinn.UnknownLease, djinn.LeaseDenied, djinn.NoSuchObject, djinn.InvalidArgument, djinn.UnknownEvent, djinn.Unsupported}
+	indefinite := []djinn.Kind{djinn.Unavailable, djinn.ResourceExhausted, djinn.Internal}
+	for _, k := range definite {
+		if !djinn.IsDefinite(djinn.Errorf(k, "x")) {
+			t.Errorf("%s is not definite", k)
+		}
+	}
+	for _, k := range indefinite {
+		if djinn.IsDefinite(djinn.Errorf(k, "x")) {
+			t.Errorf("%s is definite", k)
+		}
+	}
+	if djinn.IsDefinite(nil) {
+		t.Error("nil is definite")
+	}
+}
+
+func TestCheckLeaseDuration(t *testing.T) {
+	tests := []struct {
+		d  time.Duration
+		ok bool
+	}{
+		{time.Second, true}, {djinn.Forever, true}, {djinn.Any, true},
+		{0, false}, {-2, false}, {-time.Hour, false},
+	}
+	for _, tt := range tests {
+		err := djinn.CheckLeaseDuration("lease duration", tt.d)
+		if (err == nil) != tt.ok {
+			t.Errorf("CheckLeaseDuration(%v) = %v, want ok=%v", tt.d, err, tt.ok)
+		}
+		if err != nil && (!errors.Is(err, djinn.ErrInvalidArgument) || !strings.Contains(err.Error(), djinn.FormatDuration(tt.d))) {
+			t.Errorf("CheckLeaseDuration(%v) = %q: want invalid argument naming the value", tt.d, err)
+		}
+	}
+}
+
+func TestAddDurationSaturates(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	if got := djinn.AddDuration(now, djinn.Forever); !got.Equal(djinn.EndOfTime) {
+		t.Errorf("now+Forever = %v", got)
+	}
+	if got := djinn.AddDuration(now, djinn.Forever-1); !got.Equal(djinn.EndOfTime) {
+		t.Errorf("now+(Forever-1) = %v, want the end of time", got)
+	}
+	if got := djinn.Remaining(djinn.EndOfTime, now); got != djinn.Forever {
+		t.Errorf("Remaining(end) = %v", got)
+	}
+	if got := djinn.Remaining(now.Add(-time.Second), now); got != 0 {
+		t.Errorf("Remaining(past) = %v", got)
+	}
+}
+
+func TestRefRoundTrip(t *testing.T) {
+	r := djinn.Ref{Endpoint: "127.0.0.1:4161", Service: djinn.NewID(), Object: djinn.NewID()}
+	got, err := djinn.ParseRef(r.String())
+	if err != nil || got != r {
+		t.Fatalf("ParseRef(%s) = %v, %v", r, got, err)
+	}
+	moved := got
+	moved.Endpoint = "[::1]:9"
+	if !moved.Equal(r) {
+		t.Error("references with the same ids but other endpoints are not equal")
+	}
+	for _, bad := range []string{"", "djinn://", "http://a:1/x/y", "djinn://a:1/zz/" + r.Object.String(), "djinn://a/" + r.Service.String() + "/" + r.Object.String(), "djinn://a:1/" + r.Service.String()} {
+		if _, err := djinn.ParseRef(bad); !errors.Is(err, djinn.ErrInvalidArgument) {
+			t.Errorf("ParseRef(%q) = %v, want invalid argument", bad, err)
+		}
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	for in, want := range map[string]time.Duration{"forever": djinn.Forever, "any": djinn.Any, "90s": 90 * time.Second} {
+		if got, err := djinn.ParseDuration(in); err != nil || got != want {
+			t.Errorf("ParseDuration(%q) = %v, %v", in, got, err)
+		}
+	}
+	if _, err := djinn.ParseDuration("soon"); !errors.Is(err, djinn.ErrInvalidArgument) || !strings.Contains(err.Error(), "soon") {
+		t.Errorf("ParseDuration(soon) = %v", err)
+	}
+}
+
+func FuzzParseRef(f *testing.F) {
+	f.Add("djinn://127.0.0.1:4161/" + djinn.NewID().String() + "/" + djinn.NewID().String())
+	f.Add("djinn://[::1]:1/0/0")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := djinn.ParseRef(s)
+		if err != nil {
+			if !errors.Is(err, djinn.ErrInvalidArgument) {
+				t.Fatalf("ParseRef(%q) error %v is not invalid argument", s, err)
+			}
+			return
+		}
+		again, err := djinn.ParseRef(r.String())
+		if err != nil || again != r {
+			t.Fatalf("round trip of %q: %v, %v", s, again, err)
+		}
+	})
+}
+
+func FuzzParseID(f *testing.F) {
+	f.Add(djinn.NewID().String())
+	f.Add("0000-0000")
+	f.Fuzz(func(t *testing.T, s string) {
+		id, err := djinn.ParseID(s)
+		if err != nil {
+			return
+		}
+		if again, err := djinn.ParseID(id.String()); err != nil || again != id {
+			t.Fatalf("round trip of %q failed", s)
+		}
+	})
+}
