@@ -1,0 +1,253 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/proto/statepb"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// raft's transport and the WAL leave background goroutines that
+		// exit shortly after Shutdown.
+		goleak.IgnoreTopFunction("github.com/hashicorp/raft.(*NetworkTransport).listen"),
+		goleak.IgnoreTopFunction("github.com/hashicorp/raft-wal.(*WAL).runRotate"),
+		goleak.IgnoreAnyFunction("github.com/hashicorp/raft.(*netPipeline).decodeResponses"),
+		goleak.IgnoreAnyFunction("github.com/hashicorp/raft.(*NetworkTransport).handleConn"),
+	)
+}
+
+// counter is a tiny deterministic state machine: it counts Member commands.
+type counter struct {
+	mu sync.Mutex
+	n  uint64
+	// changed is closed and replaced on every change.
+	changed chan struct{}
+}
+
+func newCounter() *counter { return &counter{changed: make(chan struct{})} }
+
+func (c *counter) Apply(_ uint64, cmd *statepb.Command) any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cmd.GetMember() == nil {
+		return djinn.Errorf(djinn.InvalidArgument, "not a member command")
+	}
+	c.n++
+	c.bumpLocked()
+	return c.n
+}
+
+func (c *counter) bumpLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// wait blocks until the count reaches n.
+func (c *counter) wait(t *testing.T, n uint64) {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		c.mu.Lock()
+		got, ch := c.n, c.changed
+		c.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-ch:
+		case <-timeout:
+			t.Fatalf("count %d, waited for %d", got, n)
+		}
+	}
+}
+
+func (c *counter) get() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+func (c *counter) Snapshot() (func(io.Writer) error, error) {
+	n := c.get()
+	return func(w io.Writer) error { return binary.Write(w, binary.BigEndian, n) }, nil
+}
+
+func (c *counter) Restore(r io.Reader) error {
+	var b bytes.Buffer
+	if _, err := io.Copy(&b, r); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer c.bumpLocked()
+	return binary.Read(&b, binary.BigEndian, &c.n)
+}
+
+func open(t *testing.T, dir string, bootstrap bool, onLeader func(context.Context)) (*Node, *counter) {
+	t.Helper()
+	c := newCounter()
+	n, err := Open(Config{
+		DataDir: dir, RaftAddr: "127.0.0.1:0", Bootstrap: bootstrap, OnLeader: onLeader,
+		HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
+	}, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, c
+}
+
+// leaderOf waits for a node to report leadership through its hook.
+func leaderOf(t *testing.T, leading <-chan *Node) *Node {
+	t.Helper()
+	select {
+	case n := <-leading:
+		return n
+	case <-time.After(20 * time.Second):
+		t.Fatal("no leader elected")
+		return nil
+	}
+}
+
+func propose(ctx context.Context, n *Node) (any, error) {
+	return n.Propose(ctx, &statepb.Command{Op: &statepb.Command_Member{Member: &statepb.Member{NodeId: "x"}}})
+}
+
+func TestSingleNodeBootstrapsAndRestarts(t *testing.T) {
+	dir := t.TempDir()
+	leading := make(chan struct{}, 4)
+	n, c := open(t, dir, true, func(ctx context.Context) { leading <- struct{}{}; <-ctx.Done() })
+	<-leading
+	for i := 1; i <= 3; i++ {
+		got, err := propose(context.Background(), n)
+		if err != nil || got.(uint64) != uint64(i) {
+			t.Fatalf("propose %d = %v, %v", i, got, err)
+		}
+	}
+	if _, err := n.Propose(context.Background(), &statepb.Command{}); !errors.Is(err, djinn.ErrInvalidArgument) {
+		t.Fatalf("an error result is not returned as the error: %v", err)
+	}
+	if err := n.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := propose(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+	id := n.ID()
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if c.get() != 4 {
+		t.Fatalf("count %d before restart", c.get())
+	}
+
+	// Restart: the snapshot plus the log after it rebuild the state, and
+	// the node keeps its id and leads again without a new bootstrap.
+	n2, c2 := open(t, dir, true, func(ctx context.Context) { leading <- struct{}{}; <-ctx.Done() })
+	defer n2.Close()
+	<-leading
+	if n2.ID() != id {
+		t.Fatalf("node id %s after restart, was %s", n2.ID(), id)
+	}
+	c2.wait(t, 4)
+}
+
+func TestNodeIDMismatchRefused(t *testing.T) {
+	dir := t.TempDir()
+	n, _ := open(t, dir, true, nil)
+	n.Close()
+	_, err := Open(Config{DataDir: dir, NodeID: "someone-else", RaftAddr: "127.0.0.1:0"}, newCounter())
+	if !errors.Is(err, djinn.ErrInvalidArgument) {
+		t.Fatalf("opening another node's data directory: %v", err)
+	}
+}
+
+// TestThreeNodeCluster: one bootstrapped node, two that join; a leader is
+// elected, commands replicate to all, followers refuse writes with a leader
+// hint, and after the leader stops the others elect a new one and serve.
+func TestThreeNodeCluster(t *testing.T) {
+	var nodes []*Node
+	var sms []*counter
+	endpoints := map[string]string{}
+	var mu sync.Mutex
+	leading := make(chan *Node, 16)
+	for i := range 3 {
+		c := newCounter()
+		var self *Node
+		var selfMu sync.Mutex
+		n, err := Open(Config{
+			DataDir: t.TempDir(), NodeID: fmt.Sprintf("n%d", i), RaftAddr: "127.0.0.1:0", Bootstrap: i == 0,
+			HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
+			Endpoint: func(id string) string { mu.Lock(); defer mu.Unlock(); return endpoints[id] },
+			OnLeader: func(ctx context.Context) {
+				selfMu.Lock()
+				leading <- self
+				selfMu.Unlock()
+				<-ctx.Done()
+			},
+		}, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		selfMu.Lock()
+		self = n
+		selfMu.Unlock()
+		mu.Lock()
+		endpoints[n.ID()] = "grpc-of-" + n.ID()
+		mu.Unlock()
+		nodes = append(nodes, n)
+		sms = append(sms, c)
+	}
+	defer func() {
+		for _, n := range nodes {
+			n.Close()
+		}
+	}()
+	if l := leaderOf(t, leading); l != nodes[0] {
+		t.Fatalf("leader %v, want the bootstrapped node", l)
+	}
+	for _, n := range nodes[1:] {
+		if err := nodes[0].AddVoter(context.Background(), n.ID(), n.RaftAddr()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := propose(context.Background(), nodes[0]); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range sms {
+		c.wait(t, 1)
+	}
+	_, err := propose(context.Background(), nodes[1])
+	var nl *NotLeaderError
+	if !errors.As(err, &nl) || nl.Leader != "grpc-of-n0" || !errors.Is(err, djinn.ErrUnavailable) {
+		t.Fatalf("follower propose = %v, want NotLeaderError naming grpc-of-n0", err)
+	}
+	members, err := nodes[0].Members()
+	if err != nil || len(members) != 3 {
+		t.Fatalf("members %v, %v", members, err)
+	}
+
+	// The leader goes away; the other two elect a leader and serve.
+	nodes[0].Close()
+	leader := leaderOf(t, leading)
+	if leader == nodes[0] {
+		t.Fatal("the stopped node leads")
+	}
+	if _, err := propose(context.Background(), leader); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range sms[1:] {
+		c.wait(t, 2)
+	}
+}
