@@ -1,0 +1,235 @@
+package mailbox
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/event"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/proto/statepb"
+)
+
+// deliverer is the leader's Sink: it turns state changes into delivery
+// engine work, in log order, and reports delivery outcomes back through the
+// log.
+type deliverer struct {
+	state  *State
+	engine *event.Engine
+	log    Proposer
+	logger *slog.Logger
+
+	mu sync.Mutex
+	// ops, targets, acks and failures are guarded by mu.
+	ops      []func()
+	targets  map[djinn.ID]*djinnpb.Ref
+	acks     map[djinn.ID]uint64
+	failures []*statepb.Command
+	opsReady chan struct{} // signalled when ops grows
+	report   chan struct{} // signalled when acks or failures grow
+}
+
+var _ Sink = (*deliverer)(nil)
+
+func newDeliverer(s *State, log Proposer, logger *slog.Logger, ec event.Config) *deliverer {
+	d := &deliverer{
+		state: s, log: log, logger: logger,
+		targets: map[djinn.ID]*djinnpb.Ref{}, acks: map[djinn.ID]uint64{},
+		opsReady: make(chan struct{}, 1), report: make(chan struct{}, 1),
+	}
+	ec.OnDelivered = d.delivered
+	ec.OnFailure = d.failed
+	d.engine = event.New(ec)
+	return d
+}
+
+// run delivers until ctx ends, then detaches from the state and stops the
+// engine.
+func (d *deliverer) run(ctx context.Context) {
+	d.state.SetSink(d)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		d.reportLoop(ctx)
+	}()
+	d.opLoop(ctx)
+	d.state.SetSink(nil)
+	d.engine.Close()
+	wg.Wait()
+	// Anyone waiting for a retarget on this leader is released: the change
+	// is in the log, and the next leader starts from it.
+	d.mu.Lock()
+	for _, op := range d.ops {
+		op()
+	}
+	d.ops = nil
+	d.mu.Unlock()
+}
+
+func (d *deliverer) queue(op func()) {
+	d.mu.Lock()
+	d.ops = append(d.ops, op)
+	d.mu.Unlock()
+	select {
+	case d.opsReady <- struct{}{}:
+	default:
+	}
+}
+
+func (d *deliverer) opLoop(ctx context.Context) {
+	for {
+		d.mu.Lock()
+		ops := d.ops
+		d.ops = nil
+		d.mu.Unlock()
+		for _, op := range ops {
+			op()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.opsReady:
+		}
+	}
+}
+
+func toRef(r *djinnpb.Ref) djinn.Ref {
+	var out djinn.Ref
+	out.Endpoint = r.GetEndpoint()
+	copy(out.Service[:], r.GetServiceId())
+	copy(out.Object[:], r.GetObjectId())
+	return out
+}
+
+func items(events []Stored) []event.Item {
+	out := make([]event.Item, len(events))
+	for i, e := range events {
+		out[i] = event.Item{Cursor: e.Index, Event: e.Event}
+	}
+	return out
+}
+
+// Stored implements Sink.
+func (d *deliverer) Stored(reg djinn.ID, target *djinnpb.Ref, ev Stored) {
+	d.queue(func() {
+		if err := d.engine.Push(reg, toRef(target), event.Item{Cursor: ev.Index, Event: ev.Event}); err != nil {
+			d.logger.Warn("mailbox delivery queue full", "registration", reg, "err", err)
+		}
+	})
+}
+
+// Retargeted implements Sink.
+func (d *deliverer) Retargeted(reg djinn.ID, target *djinnpb.Ref, events []Stored, done chan struct{}) {
+	d.queue(func() {
+		d.engine.Drop(reg)
+		d.mu.Lock()
+		if target == nil {
+			delete(d.targets, reg)
+		} else {
+			d.targets[reg] = target
+		}
+		d.mu.Unlock()
+		if target != nil && len(events) > 0 {
+			if err := d.engine.Push(reg, toRef(target), items(events)...); err != nil {
+				d.logger.Warn("mailbox delivery queue full", "registration", reg, "err", err)
+			}
+		}
+		if done != nil {
+			close(done)
+		}
+	})
+}
+
+// Forgot implements Sink.
+func (d *deliverer) Forgot(reg djinn.ID, match func(Stored) bool) {
+	d.queue(func() {
+		d.engine.Discard(reg, func(it event.Item) bool { return match(Stored{Index: it.Cursor, Event: it.Event}) })
+	})
+}
+
+// Removed implements Sink.
+func (d *deliverer) Removed(reg djinn.ID) {
+	d.queue(func() {
+		d.engine.Drop(reg)
+		d.mu.Lock()
+		delete(d.targets, reg)
+		delete(d.acks, reg)
+		d.mu.Unlock()
+	})
+}
+
+func (d *deliverer) delivered(reg djinn.ID, through uint64) {
+	d.mu.Lock()
+	if through > d.acks[reg] {
+		d.acks[reg] = through
+	}
+	d.mu.Unlock()
+	d.signalReport()
+}
+
+func (d *deliverer) signalReport() {
+	select {
+	case d.report <- struct{}{}:
+	default:
+	}
+}
+
+// failed decides what a failed delivery does (EM.4.1): an UnknownEvent
+// puts the event's kind on the unknown-event list and skips it; another
+// definite failure disables delivery; indefinite failures are retried.
+func (d *deliverer) failed(reg djinn.ID, it event.Item, err error) event.Action {
+	switch {
+	case djinn.KindOf(err) == djinn.UnknownEvent:
+		d.mu.Lock()
+		d.failures = append(d.failures, &statepb.Command{Op: &statepb.Command_MailboxUnknown{MailboxUnknown: &statepb.MailboxUnknown{
+			RegistrationId: reg[:],
+			Keys:           []*djinnpb.EventKey{{Source: it.Event.GetSource(), EventId: it.Event.GetEventId()}},
+		}}})
+		d.mu.Unlock()
+		d.signalReport()
+		return event.Skip
+	case djinn.IsDefinite(err):
+		d.mu.Lock()
+		target := d.targets[reg]
+		d.failures = append(d.failures, &statepb.Command{Op: &statepb.Command_MailboxDisable{MailboxDisable: &statepb.MailboxDisable{
+			RegistrationId: reg[:], DeliveryFailed: true, OnlyIfTarget: target,
+		}}})
+		d.mu.Unlock()
+		d.logger.Info("mailbox delivery disabled by a definite failure", "registration", reg, "err", err)
+		d.signalReport()
+		return event.Stop
+	}
+	return event.Retry
+}
+
+// reportLoop logs delivery outcomes: forgets delivered events in one
+// command per round and records failures.
+func (d *deliverer) reportLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.report:
+		}
+		d.mu.Lock()
+		acks, failures := d.acks, d.failures
+		d.acks, d.failures = map[djinn.ID]uint64{}, nil
+		d.mu.Unlock()
+		if len(acks) > 0 {
+			c := &statepb.MailboxDelivered{}
+			for reg, through := range acks {
+				c.Entries = append(c.Entries, &statepb.Delivered{RegistrationId: reg[:], ThroughIndex: through})
+			}
+			if _, err := d.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_MailboxDelivered{MailboxDelivered: c}}); err != nil && ctx.Err() == nil {
+				d.logger.Warn("mailbox: recording deliveries failed", "err", err)
+			}
+		}
+		for _, c := range failures {
+			if _, err := d.log.Propose(ctx, c); err != nil && ctx.Err() == nil && djinn.KindOf(err) != djinn.NoSuchObject {
+				d.logger.Warn("mailbox: recording a delivery failure failed", "err", err)
+			}
+		}
+	}
+}

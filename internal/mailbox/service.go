@@ -1,0 +1,321 @@
+package mailbox
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/event"
+	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/proto/statepb"
+)
+
+// Proposer appends a command to the replicated log and returns its result
+// once applied here (an error result comes back as the error).
+type Proposer interface {
+	Propose(ctx context.Context, cmd *statepb.Command) (any, error)
+}
+
+// Config configures the mailbox service. Zero values take the defaults.
+type Config struct {
+	// Lease is the registration lease policy.
+	Lease lease.Policy
+	// MaxStored bounds stored events per registration (default 10000).
+	MaxStored int
+	// MaxEventBytes bounds one event's encoded size (default 64 KiB).
+	MaxEventBytes int
+	// Delivery configures the delivery engine; its Sender is required for
+	// push delivery.
+	Delivery event.Config
+	Logger   *slog.Logger
+}
+
+// Defaults.
+const (
+	DefaultMaxStored     = 10000
+	DefaultMaxEventBytes = 64 << 10
+	DefaultPullBatch     = 256
+)
+
+// Service is the event mailbox.
+type Service struct {
+	state  *State
+	lessor *lease.Lessor
+	log    Proposer
+	now    func() time.Time
+	self   func() djinn.Ref // the mailbox's own reference
+	cfg    Config
+}
+
+// New returns the mailbox service over state s, whose leases the lessor
+// serves. self returns the mailbox's reference (endpoint and service id);
+// listener references share its endpoint and service id.
+func New(s *State, l *lease.Lessor, log Proposer, now func() time.Time, self func() djinn.Ref, cfg Config) (*Service, error) {
+	if cfg.Lease == (lease.Policy{}) {
+		cfg.Lease = lease.DefaultPolicy
+	}
+	if err := l.Table().SetPolicy(lease.KindMailbox, cfg.Lease); err != nil {
+		return nil, err
+	}
+	if cfg.MaxStored <= 0 {
+		cfg.MaxStored = DefaultMaxStored
+	}
+	if cfg.MaxEventBytes <= 0 {
+		cfg.MaxEventBytes = DefaultMaxEventBytes
+	}
+	if cfg.Delivery.MaxQueue < cfg.MaxStored {
+		cfg.Delivery.MaxQueue = cfg.MaxStored
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s.maxStored = cfg.MaxStored
+	return &Service{state: s, lessor: l, log: log, now: now, self: self, cfg: cfg}, nil
+}
+
+// State returns the service's replicated state.
+func (s *Service) State() *State { return s.state }
+
+// Run delivers stored events while this node leads, until ctx ends.
+func (s *Service) Run(ctx context.Context) {
+	newDeliverer(s.state, s.log, s.cfg.Logger, s.cfg.Delivery).run(ctx)
+}
+
+// Registration is what Register returns: EM.4's MailboxRegistration.
+type Registration struct {
+	ID       djinn.ID
+	Lease    *djinnpb.Lease
+	Listener djinn.Ref
+	Target   *djinnpb.Ref
+	Stored   int
+	Unknown  []*djinnpb.EventKey
+}
+
+// Register creates a registration (EM.3): the lease duration must be
+// positive or Any.
+func (s *Service) Register(ctx context.Context, d time.Duration) (Registration, error) {
+	if d <= 0 && d != djinn.Any {
+		return Registration{}, djinn.Errorf(djinn.InvalidArgument, "lease duration %s: must be positive or Any (EM.3)", djinn.FormatDuration(d))
+	}
+	if !s.lessor.Active() {
+		return Registration{}, djinn.Errorf(djinn.Unavailable, "mailbox not ready: not the leader or leadership starting")
+	}
+	granted := s.cfg.Lease.Grant(d)
+	now := s.now()
+	exp := djinn.AddDuration(now, granted)
+	id, listener, cookie := djinn.NewID(), djinn.NewID(), djinn.NewID()
+	res, err := s.log.Propose(ctx, &statepb.Command{
+		NowUnixNanos: now.UnixNano(),
+		Op: &statepb.Command_MailboxRegister{MailboxRegister: &statepb.MailboxRegister{
+			RegistrationId: id[:], ListenerId: listener[:], Cookie: cookie[:],
+			ExpiresUnixNanos: nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp),
+		}},
+	})
+	if err != nil {
+		return Registration{}, err
+	}
+	in := res.(Info)
+	return s.registration(in, granted), nil
+}
+
+func nanos(t time.Time) int64 {
+	if !t.Before(djinn.EndOfTime) {
+		return djinn.EndOfTime.UnixNano()
+	}
+	return t.UnixNano()
+}
+
+func (s *Service) registration(in Info, remaining time.Duration) Registration {
+	self := s.self()
+	return Registration{
+		ID:       in.ID,
+		Lease:    lease.Proto(self, in.Cookie, remaining),
+		Listener: djinn.Ref{Endpoint: self.Endpoint, Service: self.Service, Object: in.Listener},
+		Target:   in.Target,
+		Stored:   in.Stored,
+		Unknown:  in.Unknown,
+	}
+}
+
+// live returns the registration if its lease has not ended (EM.4: every
+// call on an ended registration is NoSuchObject).
+func (s *Service) live(id djinn.ID) (Info, time.Duration, error) {
+	in, err := s.state.Get(id)
+	if err != nil {
+		return Info{}, 0, err
+	}
+	now := s.now()
+	li, ok := s.lessor.Table().Lookup(in.Cookie, now)
+	if !ok {
+		return Info{}, 0, noSuchRegistration(id)
+	}
+	return in, djinn.Remaining(li.Expires, now), nil
+}
+
+// Get returns a registration with its lease's remaining time.
+func (s *Service) Get(ctx context.Context, id djinn.ID) (Registration, error) {
+	in, rem, err := s.live(id)
+	if err != nil {
+		return Registration{}, err
+	}
+	return s.registration(in, rem), nil
+}
+
+// EnableDelivery sets the target listener (EM.4.1). A nil target disables
+// delivery. A mailbox listener of this mailbox is refused. It returns once
+// delivery to any previous target has stopped.
+func (s *Service) EnableDelivery(ctx context.Context, id djinn.ID, target *djinnpb.Ref) error {
+	if err := s.state.CheckTarget(target); err != nil {
+		return err
+	}
+	if _, _, err := s.live(id); err != nil {
+		return err
+	}
+	res, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_MailboxEnable{MailboxEnable: &statepb.MailboxEnable{
+		RegistrationId: id[:], Target: target,
+	}}})
+	if err != nil {
+		return err
+	}
+	return wait(ctx, res)
+}
+
+// DisableDelivery stops delivery (EM.4.1); it is fine when none is
+// enabled. It returns once delivery to the previous target has stopped.
+func (s *Service) DisableDelivery(ctx context.Context, id djinn.ID) error {
+	if _, _, err := s.live(id); err != nil {
+		return err
+	}
+	res, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_MailboxDisable{MailboxDisable: &statepb.MailboxDisable{
+		RegistrationId: id[:],
+	}}})
+	if err != nil {
+		return err
+	}
+	return wait(ctx, res)
+}
+
+func wait(ctx context.Context, res any) error {
+	done, _ := res.(chan struct{})
+	if done == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Notify stores an event that arrived at a mailbox listener. It is refused
+// with NoSuchObject once the registration's lease has ended, UnknownEvent
+// when the event's (source, id) is on the unknown-event list, and
+// ResourceExhausted when the registration is full.
+func (s *Service) Notify(ctx context.Context, listener djinn.ID, ev *djinnpb.RemoteEvent) error {
+	if err := s.checkEvent(ev); err != nil {
+		return err
+	}
+	in, err := s.state.ByListener(listener)
+	if err != nil {
+		return err
+	}
+	if !s.lessor.Table().Alive(in.Cookie, s.now()) {
+		return djinn.Errorf(djinn.NoSuchObject, "mailbox listener %s: its registration's lease ended", listener)
+	}
+	if s.state.IsUnknown(in.ID, ev) {
+		return unknownEvent(ev)
+	}
+	_, err = s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_MailboxStore{MailboxStore: &statepb.MailboxStore{
+		ListenerId: listener[:], Event: ev,
+	}}})
+	return err
+}
+
+func (s *Service) checkEvent(ev *djinnpb.RemoteEvent) error {
+	if ev == nil {
+		return djinn.Errorf(djinn.InvalidArgument, "event: missing")
+	}
+	src := ev.GetSource()
+	if src == nil {
+		return djinn.Errorf(djinn.InvalidArgument, "event source: missing")
+	}
+	if _, err := djinn.IDFromBytes("event source service id", src.GetServiceId()); err != nil {
+		return err
+	}
+	if _, err := djinn.IDFromBytes("event source object id", src.GetObjectId()); err != nil {
+		return err
+	}
+	if n := proto.Size(ev); n > s.cfg.MaxEventBytes {
+		return djinn.Errorf(djinn.InvalidArgument, "event of %d bytes: larger than %d", n, s.cfg.MaxEventBytes)
+	}
+	return nil
+}
+
+// Pull sends stored events with an index above after, in batches of at
+// most max, and then each new one as it arrives, until ctx ends or the
+// registration does (NoSuchObject). Events stay stored until acknowledged.
+func (s *Service) Pull(ctx context.Context, id djinn.ID, after uint64, max int, send func([]Stored) error) error {
+	if max <= 0 {
+		max = DefaultPullBatch
+	}
+	if max > 4096 {
+		return djinn.Errorf(djinn.InvalidArgument, "pull batch %d: at most 4096", max)
+	}
+	for {
+		if _, _, err := s.live(id); err != nil {
+			return err
+		}
+		events, more, err := s.state.After(id, after, max)
+		if err != nil {
+			return err
+		}
+		if len(events) > 0 {
+			if err := send(events); err != nil {
+				return err
+			}
+			after = events[len(events)-1].Index
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-more:
+		}
+	}
+}
+
+// Ack forgets stored events through an index (pull mode).
+func (s *Service) Ack(ctx context.Context, id djinn.ID, through uint64) error {
+	if _, _, err := s.live(id); err != nil {
+		return err
+	}
+	_, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_MailboxDelivered{MailboxDelivered: &statepb.MailboxDelivered{
+		Entries: []*statepb.Delivered{{RegistrationId: id[:], ThroughIndex: through}},
+	}}})
+	return err
+}
+
+// AddUnknownEvents adds (source, id) pairs to the unknown-event list, as a
+// target's UnknownEvent would (River's MailboxPullRegistration).
+func (s *Service) AddUnknownEvents(ctx context.Context, id djinn.ID, keys []*djinnpb.EventKey) error {
+	if len(keys) == 0 {
+		return djinn.Errorf(djinn.InvalidArgument, "unknown events: none given")
+	}
+	for i, k := range keys {
+		if k.GetSource() == nil {
+			return djinn.Errorf(djinn.InvalidArgument, "unknown event %d: source missing", i)
+		}
+	}
+	if _, _, err := s.live(id); err != nil {
+		return err
+	}
+	_, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_MailboxUnknown{MailboxUnknown: &statepb.MailboxUnknown{
+		RegistrationId: id[:], Keys: keys,
+	}}})
+	return err
+}
