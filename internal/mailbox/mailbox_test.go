@@ -13,6 +13,7 @@ import (
 	"github.com/djinn-go/djinn/internal/event"
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/mailbox"
+	"github.com/djinn-go/djinn/internal/principal"
 	"github.com/djinn-go/djinn/internal/state/statetest"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
@@ -497,6 +498,40 @@ func TestPullAndAck(t *testing.T) {
 		}
 		if g, _ := f.svc.Get(context.Background(), r.ID); g.Stored != 0 || len(g.Unknown) != 1 {
 			t.Fatalf("after add unknown: %d stored, %d unknown", g.Stored, len(g.Unknown))
+		}
+	})
+}
+
+// TestOtherPrincipalsSeeNothing: DESIGN.md 7 — a registration belongs to
+// the principal that made it; to any other it does not exist. Event
+// generators, whoever they are, may still notify its listener.
+func TestOtherPrincipalsSeeNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, 100)
+		defer f.stop()
+		alice := principal.With(context.Background(), "cn:alice")
+		bob := principal.With(context.Background(), "cn:bob")
+		r, err := f.svc.Register(alice, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.svc.Get(alice, r.ID); err != nil {
+			t.Fatalf("owner cannot read its registration: %v", err)
+		}
+		tp, _ := target("t")
+		for name, err := range map[string]error{
+			"get":       func() error { _, err := f.svc.Get(bob, r.ID); return err }(),
+			"anonymous": func() error { _, err := f.svc.Get(context.Background(), r.ID); return err }(),
+			"enable":    f.svc.EnableDelivery(bob, r.ID, tp),
+			"disable":   f.svc.DisableDelivery(bob, r.ID),
+			"ack":       f.svc.Ack(bob, r.ID, 1),
+		} {
+			if !errors.Is(err, djinn.ErrNoSuchObject) {
+				t.Errorf("%s by another principal = %v, want NoSuchObject", name, err)
+			}
+		}
+		if err := f.svc.Notify(bob, r.Listener.Object, ev(1, 1)); err != nil {
+			t.Errorf("a generator of another principal cannot notify the listener: %v", err)
 		}
 	})
 }

@@ -3,6 +3,7 @@ package mailbox
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -10,6 +11,7 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/event"
 	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/principal"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
@@ -28,6 +30,8 @@ type Config struct {
 	MaxStored int
 	// MaxEventBytes bounds one event's encoded size (default 64 KiB).
 	MaxEventBytes int
+	// MaxRegistrations bounds live registrations (default 2,000,000).
+	MaxRegistrations int
 	// Delivery configures the delivery engine; its Sender is required for
 	// push delivery.
 	Delivery event.Config
@@ -36,9 +40,10 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultMaxStored     = 10000
-	DefaultMaxEventBytes = 64 << 10
-	DefaultPullBatch     = 256
+	DefaultMaxStored        = 10000
+	DefaultMaxEventBytes    = 64 << 10
+	DefaultMaxRegistrations = 2_000_000
+	DefaultPullBatch        = 256
 )
 
 // Service is the event mailbox.
@@ -49,6 +54,8 @@ type Service struct {
 	now    func() time.Time
 	self   func() djinn.Ref // the mailbox's own reference
 	cfg    Config
+	// current is the deliverer of the term this node leads, if any.
+	current atomic.Pointer[deliverer]
 }
 
 // New returns the mailbox service over state s, whose leases the lessor
@@ -67,6 +74,9 @@ func New(s *State, l *lease.Lessor, log Proposer, now func() time.Time, self fun
 	if cfg.MaxEventBytes <= 0 {
 		cfg.MaxEventBytes = DefaultMaxEventBytes
 	}
+	if cfg.MaxRegistrations <= 0 {
+		cfg.MaxRegistrations = DefaultMaxRegistrations
+	}
 	if cfg.Delivery.MaxQueue < cfg.MaxStored {
 		cfg.Delivery.MaxQueue = cfg.MaxStored
 	}
@@ -82,7 +92,19 @@ func (s *Service) State() *State { return s.state }
 
 // Run delivers stored events while this node leads, until ctx ends.
 func (s *Service) Run(ctx context.Context) {
-	newDeliverer(s.state, s.log, s.cfg.Logger, s.cfg.Delivery).run(ctx)
+	d := newDeliverer(s.state, s.log, s.cfg.Logger, s.cfg.Delivery)
+	s.current.Store(d)
+	defer s.current.CompareAndSwap(d, nil)
+	d.run(ctx)
+}
+
+// DeliveryStats returns the delivery engine's counters while this node
+// leads (zero otherwise).
+func (s *Service) DeliveryStats() event.Stats {
+	if d := s.current.Load(); d != nil {
+		return d.engine.Stats()
+	}
+	return event.Stats{}
 }
 
 // Registration is what Register returns: EM.4's MailboxRegistration.
@@ -104,6 +126,9 @@ func (s *Service) Register(ctx context.Context, d time.Duration) (Registration, 
 	if !s.lessor.Active() {
 		return Registration{}, djinn.Errorf(djinn.Unavailable, "mailbox not ready: not the leader or leadership starting")
 	}
+	if n := s.state.Registrations(); n >= s.cfg.MaxRegistrations {
+		return Registration{}, djinn.Errorf(djinn.ResourceExhausted, "mailbox holds %d registrations, the most allowed", n)
+	}
 	granted := s.cfg.Lease.Grant(d)
 	now := s.now()
 	exp := djinn.AddDuration(now, granted)
@@ -113,6 +138,7 @@ func (s *Service) Register(ctx context.Context, d time.Duration) (Registration, 
 		Op: &statepb.Command_MailboxRegister{MailboxRegister: &statepb.MailboxRegister{
 			RegistrationId: id[:], ListenerId: listener[:], Cookie: cookie[:],
 			ExpiresUnixNanos: nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp),
+			Principal: principal.From(ctx),
 		}},
 	})
 	if err != nil {
@@ -142,11 +168,16 @@ func (s *Service) registration(in Info, remaining time.Duration) Registration {
 }
 
 // live returns the registration if its lease has not ended (EM.4: every
-// call on an ended registration is NoSuchObject).
-func (s *Service) live(id djinn.ID) (Info, time.Duration, error) {
+// call on an ended registration is NoSuchObject) and it belongs to the
+// caller's principal (another principal's registration does not exist for
+// the caller).
+func (s *Service) live(ctx context.Context, id djinn.ID) (Info, time.Duration, error) {
 	in, err := s.state.Get(id)
 	if err != nil {
 		return Info{}, 0, err
+	}
+	if in.Principal != principal.From(ctx) {
+		return Info{}, 0, noSuchRegistration(id)
 	}
 	now := s.now()
 	li, ok := s.lessor.Table().Lookup(in.Cookie, now)
@@ -158,7 +189,7 @@ func (s *Service) live(id djinn.ID) (Info, time.Duration, error) {
 
 // Get returns a registration with its lease's remaining time.
 func (s *Service) Get(ctx context.Context, id djinn.ID) (Registration, error) {
-	in, rem, err := s.live(id)
+	in, rem, err := s.live(ctx, id)
 	if err != nil {
 		return Registration{}, err
 	}
@@ -172,7 +203,7 @@ func (s *Service) EnableDelivery(ctx context.Context, id djinn.ID, target *djinn
 	if err := s.state.CheckTarget(target); err != nil {
 		return err
 	}
-	if _, _, err := s.live(id); err != nil {
+	if _, _, err := s.live(ctx, id); err != nil {
 		return err
 	}
 	res, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_MailboxEnable{MailboxEnable: &statepb.MailboxEnable{
@@ -187,7 +218,7 @@ func (s *Service) EnableDelivery(ctx context.Context, id djinn.ID, target *djinn
 // DisableDelivery stops delivery (EM.4.1); it is fine when none is
 // enabled. It returns once delivery to the previous target has stopped.
 func (s *Service) DisableDelivery(ctx context.Context, id djinn.ID) error {
-	if _, _, err := s.live(id); err != nil {
+	if _, _, err := s.live(ctx, id); err != nil {
 		return err
 	}
 	res, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_MailboxDisable{MailboxDisable: &statepb.MailboxDisable{
@@ -267,7 +298,7 @@ func (s *Service) Pull(ctx context.Context, id djinn.ID, after uint64, max int, 
 		return djinn.Errorf(djinn.InvalidArgument, "pull batch %d: at most 4096", max)
 	}
 	for {
-		if _, _, err := s.live(id); err != nil {
+		if _, _, err := s.live(ctx, id); err != nil {
 			return err
 		}
 		events, more, err := s.state.After(id, after, max)
@@ -291,7 +322,7 @@ func (s *Service) Pull(ctx context.Context, id djinn.ID, after uint64, max int, 
 
 // Ack forgets stored events through an index (pull mode).
 func (s *Service) Ack(ctx context.Context, id djinn.ID, through uint64) error {
-	if _, _, err := s.live(id); err != nil {
+	if _, _, err := s.live(ctx, id); err != nil {
 		return err
 	}
 	_, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_MailboxDelivered{MailboxDelivered: &statepb.MailboxDelivered{
@@ -311,7 +342,7 @@ func (s *Service) AddUnknownEvents(ctx context.Context, id djinn.ID, keys []*dji
 			return djinn.Errorf(djinn.InvalidArgument, "unknown event %d: source missing", i)
 		}
 	}
-	if _, _, err := s.live(id); err != nil {
+	if _, _, err := s.live(ctx, id); err != nil {
 		return err
 	}
 	_, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_MailboxUnknown{MailboxUnknown: &statepb.MailboxUnknown{

@@ -34,13 +34,14 @@ type Stored struct {
 }
 
 type registration struct {
-	id       djinn.ID
-	listener djinn.ID
-	cookie   djinn.ID
-	target   *djinnpb.Ref // nil: delivery disabled
-	unknown  map[eventKey]*djinnpb.EventKey
-	events   []Stored
-	next     uint64 // index of the next stored event
+	id        djinn.ID
+	principal string
+	listener  djinn.ID
+	cookie    djinn.ID
+	target    *djinnpb.Ref // nil: delivery disabled
+	unknown   map[eventKey]*djinnpb.EventKey
+	events    []Stored
+	next      uint64 // index of the next stored event
 	// wait is closed when an event is stored; pullers wait on it.
 	wait chan struct{}
 }
@@ -108,16 +109,24 @@ func (s *State) Len() (regs, events int) {
 	return len(s.regs), events
 }
 
+// Registrations returns the number of registrations.
+func (s *State) Registrations() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.regs)
+}
+
 // Info is a registration as clients see it.
 type Info struct {
 	ID, Listener, Cookie djinn.ID
+	Principal            string
 	Target               *djinnpb.Ref
 	Stored               int
 	Unknown              []*djinnpb.EventKey
 }
 
 func (r *registration) info() Info {
-	in := Info{ID: r.id, Listener: r.listener, Cookie: r.cookie, Target: r.target, Stored: len(r.events)}
+	in := Info{ID: r.id, Listener: r.listener, Cookie: r.cookie, Principal: r.principal, Target: r.target, Stored: len(r.events)}
 	for _, k := range r.unknown {
 		in.Unknown = append(in.Unknown, k)
 	}
@@ -212,7 +221,7 @@ func (s *State) ApplyRegister(c *statepb.MailboxRegister) (Info, error) {
 	if err := s.leases.ApplyGrant(cookie, lease.Owner{Kind: lease.KindMailbox, ID: id}, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
 		return Info{}, err
 	}
-	r := &registration{id: id, listener: listener, cookie: cookie, unknown: map[eventKey]*djinnpb.EventKey{}, next: 1}
+	r := &registration{id: id, principal: c.GetPrincipal(), listener: listener, cookie: cookie, unknown: map[eventKey]*djinnpb.EventKey{}, next: 1}
 	s.regs[id] = r
 	s.byListener[listener] = r
 	return r.info(), nil
@@ -428,7 +437,7 @@ func (s *State) Records() []*statepb.MailboxRecord {
 	for _, r := range s.regs {
 		rec := &statepb.MailboxRecord{
 			RegistrationId: r.id[:], ListenerId: r.listener[:], Cookie: r.cookie[:],
-			Target: r.target, NextIndex: r.next,
+			Target: r.target, NextIndex: r.next, Principal: r.principal,
 		}
 		for _, k := range r.unknown {
 			rec.Unknown = append(rec.Unknown, k)
@@ -463,7 +472,7 @@ func (s *State) Restore(rec *statepb.MailboxRecord) error {
 	if err != nil {
 		return err
 	}
-	r := &registration{id: id, listener: listener, cookie: cookie, target: rec.GetTarget(),
+	r := &registration{id: id, principal: rec.GetPrincipal(), listener: listener, cookie: cookie, target: rec.GetTarget(),
 		unknown: map[eventKey]*djinnpb.EventKey{}, next: rec.GetNextIndex()}
 	for _, k := range rec.GetUnknown() {
 		r.unknown[eventKey{source: refKey(k.GetSource()), id: k.GetEventId()}] = k

@@ -556,6 +556,7 @@ type MailboxRegister struct {
 	Cookie           []byte                 `protobuf:"bytes,3,opt,name=cookie,proto3" json:"cookie,omitempty"`
 	ExpiresUnixNanos int64                  `protobuf:"varint,4,opt,name=expires_unix_nanos,json=expiresUnixNanos,proto3" json:"expires_unix_nanos,omitempty"`
 	HorizonUnixNanos int64                  `protobuf:"varint,5,opt,name=horizon_unix_nanos,json=horizonUnixNanos,proto3" json:"horizon_unix_nanos,omitempty"`
+	Principal        string                 `protobuf:"bytes,6,opt,name=principal,proto3" json:"principal,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -623,6 +624,13 @@ func (x *MailboxRegister) GetHorizonUnixNanos() int64 {
 		return x.HorizonUnixNanos
 	}
 	return 0
+}
+
+func (x *MailboxRegister) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
 }
 
 type MailboxEnable struct {
@@ -1140,6 +1148,7 @@ type MailboxRecord struct {
 	Unknown        []*djinnpb.EventKey    `protobuf:"bytes,5,rep,name=unknown,proto3" json:"unknown,omitempty"`
 	NextIndex      uint64                 `protobuf:"varint,6,opt,name=next_index,json=nextIndex,proto3" json:"next_index,omitempty"`
 	Events         []*StoredEvent         `protobuf:"bytes,7,rep,name=events,proto3" json:"events,omitempty"`
+	Principal      string                 `protobuf:"bytes,8,opt,name=principal,proto3" json:"principal,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -1221,6 +1230,13 @@ func (x *MailboxRecord) GetEvents() []*StoredEvent {
 		return x.Events
 	}
 	return nil
+}
+
+func (x *MailboxRecord) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
 }
 
 type StoredEvent struct {
@@ -1309,14 +1325,15 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\aentries\x18\x01 \x03(\v2\x16.state.v1.HorizonEntryR\aentries\"T\n" +
 	"\fHorizonEntry\x12\x16\n" +
 	"\x06cookie\x18\x01 \x01(\fR\x06cookie\x12,\n" +
-	"\x12horizon_unix_nanos\x18\x02 \x01(\x03R\x10horizonUnixNanos\"\xcf\x01\n" +
+	"\x12horizon_unix_nanos\x18\x02 \x01(\x03R\x10horizonUnixNanos\"\xed\x01\n" +
 	"\x0fMailboxRegister\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\fR\x0eregistrationId\x12\x1f\n" +
 	"\vlistener_id\x18\x02 \x01(\fR\n" +
 	"listenerId\x12\x16\n" +
 	"\x06cookie\x18\x03 \x01(\fR\x06cookie\x12,\n" +
 	"\x12expires_unix_nanos\x18\x04 \x01(\x03R\x10expiresUnixNanos\x12,\n" +
-	"\x12horizon_unix_nanos\x18\x05 \x01(\x03R\x10horizonUnixNanos\"_\n" +
+	"\x12horizon_unix_nanos\x18\x05 \x01(\x03R\x10horizonUnixNanos\x12\x1c\n" +
+	"\tprincipal\x18\x06 \x01(\tR\tprincipal\"_\n" +
 	"\rMailboxEnable\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\fR\x0eregistrationId\x12%\n" +
 	"\x06target\x18\x02 \x01(\v2\r.djinn.v1.RefR\x06target\"\x97\x01\n" +
@@ -1348,7 +1365,7 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"owner_kind\x18\x02 \x01(\rR\townerKind\x12\x19\n" +
 	"\bowner_id\x18\x03 \x01(\fR\aownerId\x12,\n" +
 	"\x12expires_unix_nanos\x18\x04 \x01(\x03R\x10expiresUnixNanos\x12,\n" +
-	"\x12horizon_unix_nanos\x18\x05 \x01(\x03R\x10horizonUnixNanos\"\x94\x02\n" +
+	"\x12horizon_unix_nanos\x18\x05 \x01(\x03R\x10horizonUnixNanos\"\xb2\x02\n" +
 	"\rMailboxRecord\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\fR\x0eregistrationId\x12\x1f\n" +
 	"\vlistener_id\x18\x02 \x01(\fR\n" +
@@ -1358,7 +1375,8 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\aunknown\x18\x05 \x03(\v2\x12.djinn.v1.EventKeyR\aunknown\x12\x1d\n" +
 	"\n" +
 	"next_index\x18\x06 \x01(\x04R\tnextIndex\x12-\n" +
-	"\x06events\x18\a \x03(\v2\x15.state.v1.StoredEventR\x06events\"P\n" +
+	"\x06events\x18\a \x03(\v2\x15.state.v1.StoredEventR\x06events\x12\x1c\n" +
+	"\tprincipal\x18\b \x01(\tR\tprincipal\"P\n" +
 	"\vStoredEvent\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12+\n" +
 	"\x05event\x18\x02 \x01(\v2\x15.djinn.v1.RemoteEventR\x05eventB1Z/github.com/djinn-go/djinn/proto/statepb;statepbb\x06proto3"
