@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -534,4 +535,95 @@ func TestOtherPrincipalsSeeNothing(t *testing.T) {
 			t.Errorf("a generator of another principal cannot notify the listener: %v", err)
 		}
 	})
+}
+
+// blockingSink holds every send to a chosen target until its context ends.
+type blockingSink struct {
+	*sink
+	block    djinn.Ref
+	inFlight atomic.Int32
+	after    atomic.Int32 // sends to block that started after replacement
+	replaced atomic.Bool
+}
+
+func (b *blockingSink) Send(ctx context.Context, target djinn.Ref, events []*djinnpb.RemoteEvent) (int, error) {
+	if target == b.block {
+		if b.replaced.Load() {
+			b.after.Add(1)
+		}
+		b.inFlight.Add(1)
+		defer b.inFlight.Add(-1)
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}
+	return b.sink.Send(ctx, target, events)
+}
+
+// TestReplacementBlocksUntilOldDeliveryStops: EM.4.1 — when enableDelivery
+// or disableDelivery returns, any delivery attempt to the previous target
+// has been cancelled, so the client may unexport it.
+func TestReplacementBlocksUntilOldDeliveryStops(t *testing.T) {
+	for _, replace := range []string{"enable", "disable"} {
+		t.Run(replace, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFixture(t, 100)
+				defer f.stop()
+				oldP, oldR := target("old")
+				newP, newR := target("new")
+				bs := &blockingSink{sink: f.sink, block: oldR}
+				// Rebuild the service with the blocking sender.
+				f.stop()
+				svc, err := mailbox.New(f.log.M.Mailbox, f.lessor, f.log, time.Now, func() djinn.Ref { return f.self }, mailbox.Config{
+					Lease:    lease.Policy{Default: time.Minute, Max: time.Hour},
+					Delivery: event.Config{Sender: bs, MinBackoff: time.Second, MaxBackoff: time.Second},
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				var wg sync.WaitGroup
+				wg.Add(2)
+				go func() { defer wg.Done(); f.lessor.Run(ctx) }()
+				go func() { defer wg.Done(); svc.Run(ctx) }()
+				defer func() { cancel(); wg.Wait() }()
+				synctest.Wait()
+
+				r, err := svc.Register(context.Background(), time.Hour)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := svc.EnableDelivery(context.Background(), r.ID, oldP); err != nil {
+					t.Fatal(err)
+				}
+				if err := svc.Notify(context.Background(), r.Listener.Object, ev(1, 1)); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				if bs.inFlight.Load() != 1 {
+					t.Fatal("no delivery in flight to the old target")
+				}
+				if replace == "enable" {
+					err = svc.EnableDelivery(context.Background(), r.ID, newP)
+				} else {
+					err = svc.DisableDelivery(context.Background(), r.ID)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				bs.replaced.Store(true)
+				if n := bs.inFlight.Load(); n != 0 {
+					t.Fatalf("%s returned with %d deliveries still in flight to the old target", replace, n)
+				}
+				synctest.Wait()
+				if bs.after.Load() != 0 {
+					t.Fatal("the old target was sent to after it was replaced")
+				}
+				if replace == "enable" {
+					if got := f.sink.seqs(newR); len(got) != 1 {
+						t.Fatalf("the pending event went to the new target %v times", len(got))
+					}
+				}
+			})
+		})
+	}
 }
