@@ -1,0 +1,285 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/grpcerr"
+)
+
+// leaderTrailer is the trailer in which a djinn follower names the leader's
+// endpoint when it refuses a call that only the leader may serve.
+const leaderTrailer = "djinn-leader"
+
+// Option configures a Pool or a Client.
+type Option func(*options)
+
+type options struct {
+	tls      *tls.Config
+	dialOpts []grpc.DialOption
+}
+
+// WithTLS makes connections use TLS with cfg (mutual TLS when cfg holds a
+// client certificate). Without it connections are plaintext, which suits the
+// loopback quick start only. A nil cfg keeps plaintext.
+func WithTLS(cfg *tls.Config) Option {
+	return func(o *options) { o.tls = cfg }
+}
+
+// WithDialOptions adds gRPC dial options to every connection, for needs the
+// other options do not cover (interceptors, keepalive, message sizes).
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(o *options) { o.dialOpts = append(o.dialOpts, opts...) }
+}
+
+// Connector gives a connection to an endpoint (host:port). *Pool and *Client
+// implement it; every call in this package that reaches a remote object takes
+// one, because leases and references name the endpoint to call.
+//
+// Conn must be safe for concurrent use. The connection stays owned by the
+// Connector: callers must not close it.
+type Connector interface {
+	Conn(endpoint string) (*grpc.ClientConn, error)
+}
+
+var (
+	_ Connector = (*Pool)(nil)
+	_ Connector = (*Client)(nil)
+)
+
+// Pool holds one gRPC connection per endpoint, dialled lazily on first use
+// and kept until Close. It is safe for concurrent use.
+//
+// Connections from a Pool convert every error a call returns into a
+// *djinn.Error of the server's kind, so errors.Is(err, djinn.ErrUnknownLease)
+// works on raw gRPC calls too; the converted error still carries its gRPC
+// status for status.FromError. A call refused by a djinn follower that names
+// the leader is retried once at the leader (the follower did nothing).
+type Pool struct {
+	opts options
+
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn // guarded by mu
+	closed bool                        // guarded by mu
+}
+
+// NewPool returns an empty pool.
+func NewPool(opts ...Option) *Pool {
+	p := &Pool{conns: map[string]*grpc.ClientConn{}}
+	for _, o := range opts {
+		o(&p.opts)
+	}
+	return p
+}
+
+// Conn returns the connection to endpoint, creating it if needed. It does not
+// wait for the connection to be established: the first call does.
+func (p *Pool) Conn(endpoint string) (*grpc.ClientConn, error) {
+	if err := djinn.CheckEndpoint(endpoint); err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, errClosed("pool")
+	}
+	if cc, ok := p.conns[endpoint]; ok {
+		return cc, nil
+	}
+	creds := insecure.NewCredentials()
+	if p.opts.tls != nil {
+		creds = credentials.NewTLS(p.opts.tls)
+	}
+	dialOpts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithChainUnaryInterceptor(p.unaryInterceptor(endpoint)),
+		grpc.WithChainStreamInterceptor(streamInterceptor),
+	}, p.opts.dialOpts...)
+	cc, err := grpc.NewClient(endpoint, dialOpts...)
+	if err != nil {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "endpoint %q: %v", endpoint, err)
+	}
+	p.conns[endpoint] = cc
+	return cc, nil
+}
+
+// Close closes every connection. Calls in flight fail; later Conn calls
+// return an error.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	conns := p.conns
+	p.conns = map[string]*grpc.ClientConn{}
+	p.closed = true
+	p.mu.Unlock()
+	var errs []error
+	for _, cc := range conns {
+		if err := cc.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// redirectedKey marks a call already redirected to the leader, so a confused
+// cluster cannot bounce it around.
+type redirectedKey struct{}
+
+// unaryInterceptor converts errors and follows one leader hint.
+func (p *Pool) unaryInterceptor(endpoint string) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
+		invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		var trailer metadata.MD
+		withTrailer := append(opts[:len(opts):len(opts)], grpc.Trailer(&trailer)) // never into the caller's array
+		err := invoker(ctx, method, req, reply, cc, withTrailer...)
+		if err == nil {
+			return nil
+		}
+		if hint := leaderOf(trailer); hint != "" && hint != endpoint && ctx.Value(redirectedKey{}) == nil &&
+			status.Code(err) == codes.Unavailable {
+			if leader, cerr := p.Conn(hint); cerr == nil {
+				return leader.Invoke(context.WithValue(ctx, redirectedKey{}, true), method, req, reply, opts...)
+			}
+		}
+		return fromRPC(err)
+	}
+}
+
+func leaderOf(md metadata.MD) string {
+	if v := md.Get(leaderTrailer); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// streamInterceptor converts the errors of streaming calls.
+func streamInterceptor(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
+	streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	s, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil {
+		return nil, fromRPC(err)
+	}
+	return convertingStream{s}, nil
+}
+
+type convertingStream struct{ grpc.ClientStream }
+
+func (s convertingStream) SendMsg(m any) error { return fromStream(s.ClientStream.SendMsg(m)) }
+func (s convertingStream) RecvMsg(m any) error { return fromStream(s.ClientStream.RecvMsg(m)) }
+func (s convertingStream) CloseSend() error    { return fromStream(s.ClientStream.CloseSend()) }
+
+func (s convertingStream) Header() (metadata.MD, error) {
+	md, err := s.ClientStream.Header()
+	return md, fromStream(err)
+}
+
+// fromStream converts a stream error, leaving io.EOF (the normal end) alone.
+func fromStream(err error) error {
+	if err == nil || err == io.EOF {
+		return err
+	}
+	return fromRPC(err)
+}
+
+// rpcError is a gRPC call's error as a djinn error: it unwraps to the
+// *djinn.Error of the server's kind and still reports its gRPC status.
+type rpcError struct {
+	err error
+	st  *status.Status
+}
+
+func (e *rpcError) Error() string              { return e.err.Error() }
+func (e *rpcError) Unwrap() error              { return e.err }
+func (e *rpcError) GRPCStatus() *status.Status { return e.st }
+
+// fromRPC converts an error returned by a gRPC call into a djinn error. It is
+// idempotent: errors that already carry a kind pass through.
+func fromRPC(err error) error {
+	if err == nil {
+		return nil
+	}
+	var de *djinn.Error
+	var k djinn.Kind
+	if errors.As(err, &de) || errors.As(err, &k) {
+		return err
+	}
+	st, ok := status.FromError(err)
+	conv := grpcerr.FromStatus(err)
+	if !ok {
+		return conv
+	}
+	return &rpcError{err: conv, st: st}
+}
+
+// errClosed reports a call on a closed object; its kind is Unavailable, so
+// work that retries indefinite failures keeps its state for the next try.
+func errClosed(what string) error {
+	return djinn.Errorf(djinn.Unavailable, "%s closed", what)
+}
+
+// Client is a connection to one djinn server, the usual start of a program:
+// Dial it, use Conn or ClientConn for the server's services, and pass it as
+// the Connector for leases and listeners, which may name other endpoints (a
+// Client reaches those through its own Pool).
+type Client struct {
+	pool *Pool
+	addr string
+	cc   *grpc.ClientConn
+}
+
+// Dial connects to the djinn server at addr (host:port) and waits until the
+// connection is up, ctx ends, or the first attempt fails: it does not retry a
+// server that is not there.
+func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, errors.Join(err, djinn.Errorf(djinn.Unavailable, "dial %s: %v", addr, err))
+	}
+	p := NewPool(opts...)
+	cc, err := p.Conn(addr)
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	cc.Connect()
+	for {
+		s := cc.GetState()
+		if s == connectivity.Ready {
+			return &Client{pool: p, addr: addr, cc: cc}, nil
+		}
+		if s == connectivity.TransientFailure || s == connectivity.Shutdown {
+			p.Close()
+			return nil, djinn.Errorf(djinn.Unavailable, "dial %s: cannot connect", addr)
+		}
+		if !cc.WaitForStateChange(ctx, s) {
+			p.Close()
+			return nil, errors.Join(ctx.Err(), djinn.Errorf(djinn.Unavailable, "dial %s: %v", addr, ctx.Err()))
+		}
+	}
+}
+
+// Addr returns the address the client dialled.
+func (c *Client) Addr() string { return c.addr }
+
+// ClientConn returns the connection to the dialled server, for its gRPC
+// services (for example djinnpb.NewEventMailboxClient(c.ClientConn())).
+func (c *Client) ClientConn() *grpc.ClientConn { return c.cc }
+
+// Conn returns a connection to endpoint through the client's pool.
+func (c *Client) Conn(endpoint string) (*grpc.ClientConn, error) { return c.pool.Conn(endpoint) }
+
+// Pool returns the client's pool.
+func (c *Client) Pool() *Pool { return c.pool }
+
+// Close closes the client's connections.
+func (c *Client) Close() error { return c.pool.Close() }

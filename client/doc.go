@@ -1,0 +1,78 @@
+// Package client is how Go programs use djinn: connections to djinn
+// servers, leases held as values, batch renewal, a background renewer, and
+// remote event listeners and senders.
+//
+// # Connections
+//
+// Dial connects to one server. Leases and references, though, name the
+// endpoint that serves them, which need not be the one dialled (another
+// cluster member, another service, a listener in another program), so every
+// call that reaches a remote object takes a Connector, and a Pool keeps one
+// gRPC connection per endpoint, dialled on first use. Connections are
+// plaintext unless WithTLS is given: fine on loopback, not beyond.
+//
+// Every error a remote call returns is a *djinn.Error of the kind the server
+// named, so errors.Is(err, djinn.ErrUnknownLease) works whichever side of the
+// wire the error came from, and djinn.IsDefinite tells whether retrying can
+// help. Pool connections do this for raw gRPC calls too, and follow a djinn
+// follower's hint to the leader once.
+//
+// # Leases
+//
+// A Lease (LE.2.2) is a value: the landlord's reference, the cookie that
+// names the lease there (a 128-bit capability), and the local expiration.
+// Leases travel as durations (LE.2.3): the holder's expiration is the time it
+// sent the request plus the granted duration, so clock differences between
+// machines do not matter and the holder never believes it has more time than
+// it was given. Leases are used by pointer and Renew updates the expiration
+// in place, as Jini's Lease.renew does; a mutex makes that safe.
+//
+// A lease prints as a token ("djinn-lease:" and base64url) that the command
+// line passes around; ParseToken reads one back and refuses anything
+// malformed with an error naming what is wrong.
+//
+// A LeaseMap batches leases of one landlord: RenewAll and CancelAll are one
+// round trip each, and the leases that fail leave the map and come back in a
+// *LeaseMapError.
+//
+// # The renewer
+//
+// A Renewer (LE.3.1, River's LeaseRenewalManager) keeps leases alive until
+// their desired expirations. It times each renewal from when the request
+// was sent: half the granted duration, or earlier so that a safety margin
+// is left, and batches the due leases of each landlord into one RenewAll. It
+// retries indefinite failures with backoff while the lease lasts and reports
+// definite failures and expiries to a handler. It owns its goroutines;
+// Close stops them and waits. Tests drive it under testing/synctest.
+//
+// # Events
+//
+// Listen hosts a remote event listener (EV.2.3.1) on its own gRPC server in
+// one line; AddListener hosts more on the same server. A listener's Ref is
+// what event generators (or a mailbox) are given. Notify, NotifyBatch and
+// EventSender send events; NotifyBatch falls back to one Notify per event
+// when the listener does not serve batches. A listener that answers
+// djinn.ErrUnknownEvent asks the sender to stop (EV.2.3.3).
+//
+// Payloads stay protobuf Any values and handbacks stay bytes: nothing
+// received from the network is turned into code or into arbitrary types.
+//
+// # Design notes
+//
+// Where this package departs from the Jini classes it mirrors, it is on
+// purpose:
+//
+//   - Lease methods that call the landlord take a Connector instead of the
+//     lease holding a connection: a lease is plain data that can be parsed
+//     from a token or stored, and one Pool serves every lease a program holds.
+//   - The Renewer reports failures to one handler for all its leases (the
+//     Failure names the lease) rather than one listener per lease; a handler
+//     can dispatch, and one ordered stream of reports is easier to reason
+//     about.
+//   - Lease identity is landlord plus cookie, not pointer identity, so two
+//     copies of a lease (parsed from the same token, say) are one key in a
+//     LeaseMap or Renewer.
+//
+// Package clienttest has an in-memory landlord for tests of code built on
+// this package, usable over gRPC or in process under testing/synctest.
+package client

@@ -1,0 +1,220 @@
+package client
+
+import (
+	"context"
+	"iter"
+	"time"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+// Mailbox is a client of an event mailbox service (EM.2): a store-and-forward
+// agent that holds events for programs that are away.
+type Mailbox struct {
+	c   Connector
+	ref djinn.Ref // where the mailbox is served (its endpoint)
+}
+
+// NewMailbox returns a client for the mailbox served at endpoint.
+func NewMailbox(c Connector, endpoint string) *Mailbox {
+	return &Mailbox{c: c, ref: djinn.Ref{Endpoint: endpoint}}
+}
+
+// Mailbox returns a client for the mailbox of the server c is dialled to.
+func (c *Client) Mailbox() *Mailbox { return NewMailbox(c, c.addr) }
+
+func (m *Mailbox) client(endpoint string) (djinnpb.EventMailboxClient, error) {
+	cc, err := m.c.Conn(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	return djinnpb.NewEventMailboxClient(cc), nil
+}
+
+// MailboxRegistration is EM.4's registration: its lease, its mailbox
+// listener (hand it to event generators), and delivery control.
+type MailboxRegistration struct {
+	m        *Mailbox
+	endpoint string
+	// ID names the registration at the mailbox; it is a capability.
+	ID djinn.ID
+	// Lease is the registration's lease: renew it, or the registration ends.
+	Lease *Lease
+	// Listener is the mailbox listener that stores events for this
+	// registration. It is valid while the lease lives (EM.4.1).
+	Listener djinn.Ref
+	// Target is the delivery target when this was read (zero: disabled).
+	Target djinn.Ref
+	// Stored is how many events were stored when this was read.
+	Stored int64
+	// Unknown is the unknown-event list when this was read.
+	Unknown []EventKey
+}
+
+// EventKey names a kind of event: a source and an event id.
+type EventKey struct {
+	Source djinn.Ref
+	ID     int64
+}
+
+// Register creates a registration (EM.3). The duration must be positive or
+// djinn.Any; the mailbox may grant less.
+func (m *Mailbox) Register(ctx context.Context, d time.Duration) (*MailboxRegistration, error) {
+	if d <= 0 && d != djinn.Any {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "lease duration %s: must be positive or Any (EM.3)", djinn.FormatDuration(d))
+	}
+	mc, err := m.client(m.ref.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	sent := time.Now()
+	pb, err := mc.Register(ctx, &djinnpb.MailboxRegisterRequest{LeaseDurationNanos: int64(d)})
+	if err != nil {
+		return nil, err
+	}
+	return m.fromProto(m.ref.Endpoint, pb, sent)
+}
+
+// Registration reads a registration by id: the way back to it after a
+// restart, from its id alone.
+func (m *Mailbox) Registration(ctx context.Context, id djinn.ID) (*MailboxRegistration, error) {
+	mc, err := m.client(m.ref.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	sent := time.Now()
+	pb, err := mc.GetRegistration(ctx, &djinnpb.MailboxRegistrationRequest{RegistrationId: id[:]})
+	if err != nil {
+		return nil, err
+	}
+	return m.fromProto(m.ref.Endpoint, pb, sent)
+}
+
+func (m *Mailbox) fromProto(endpoint string, pb *djinnpb.MailboxRegistration, sent time.Time) (*MailboxRegistration, error) {
+	id, err := djinn.IDFromBytes("registration id", pb.GetRegistrationId())
+	if err != nil {
+		return nil, err
+	}
+	l, err := LeaseFromProto(pb.GetLease(), sent)
+	if err != nil {
+		return nil, err
+	}
+	listener, err := RefFromProto("mailbox listener", pb.GetListener())
+	if err != nil {
+		return nil, err
+	}
+	r := &MailboxRegistration{m: m, endpoint: endpoint, ID: id, Lease: l, Listener: listener, Stored: pb.GetStoredEvents()}
+	if pb.GetTarget() != nil {
+		if r.Target, err = RefFromProto("target", pb.GetTarget()); err != nil {
+			return nil, err
+		}
+	}
+	for _, k := range pb.GetUnknownEvents() {
+		src, err := RefFromProto("unknown event source", k.GetSource())
+		if err != nil {
+			return nil, err
+		}
+		r.Unknown = append(r.Unknown, EventKey{Source: src, ID: k.GetEventId()})
+	}
+	return r, nil
+}
+
+// EnableDelivery forwards stored and future events to target (EM.4.1),
+// replacing any previous target. It returns once delivery to the previous
+// target has stopped. A mailbox listener of the same mailbox is refused.
+func (r *MailboxRegistration) EnableDelivery(ctx context.Context, target djinn.Ref) error {
+	mc, err := r.m.client(r.endpoint)
+	if err != nil {
+		return err
+	}
+	var t *djinnpb.Ref
+	if !target.IsZero() {
+		t = RefToProto(target)
+	}
+	_, err = mc.EnableDelivery(ctx, &djinnpb.EnableDeliveryRequest{RegistrationId: r.ID[:], Target: t})
+	return err
+}
+
+// DisableDelivery stops delivery (EM.4.1); events are stored meanwhile.
+func (r *MailboxRegistration) DisableDelivery(ctx context.Context) error {
+	mc, err := r.m.client(r.endpoint)
+	if err != nil {
+		return err
+	}
+	_, err = mc.DisableDelivery(ctx, &djinnpb.MailboxRegistrationRequest{RegistrationId: r.ID[:]})
+	return err
+}
+
+// StoredEvent is an event held by the mailbox, with its arrival index.
+type StoredEvent struct {
+	Index uint64
+	Event *RemoteEvent
+}
+
+// Pull streams stored events after index after, then new ones as they
+// arrive, until ctx ends or the registration does; the sequence ends with
+// the error that stopped it (nil when ctx ended). Pulled events stay stored
+// until acknowledged with Ack, so a client can resume from the last index
+// it processed.
+func (r *MailboxRegistration) Pull(ctx context.Context, after uint64) iter.Seq2[StoredEvent, error] {
+	return func(yield func(StoredEvent, error) bool) {
+		mc, err := r.m.client(r.endpoint)
+		if err != nil {
+			yield(StoredEvent{}, err)
+			return
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stream, err := mc.Pull(ctx, &djinnpb.PullRequest{RegistrationId: r.ID[:], AfterIndex: after})
+		if err != nil {
+			yield(StoredEvent{}, err)
+			return
+		}
+		for {
+			msg, err := stream.Recv()
+			if err != nil {
+				if ctx.Err() == nil {
+					yield(StoredEvent{}, err)
+				}
+				return
+			}
+			for _, e := range msg.GetEvents() {
+				ev, err := RemoteEventFromProto(e.GetEvent())
+				if err != nil {
+					yield(StoredEvent{}, err)
+					return
+				}
+				if !yield(StoredEvent{Index: e.GetIndex(), Event: ev}, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// Ack forgets stored events through index.
+func (r *MailboxRegistration) Ack(ctx context.Context, index uint64) error {
+	mc, err := r.m.client(r.endpoint)
+	if err != nil {
+		return err
+	}
+	_, err = mc.Ack(ctx, &djinnpb.AckRequest{RegistrationId: r.ID[:], ThroughIndex: index})
+	return err
+}
+
+// AddUnknownEvents tells the mailbox this client wants no more of these
+// kinds of events: generators get djinn.ErrUnknownEvent for them and stored
+// ones are dropped (River's MailboxPullRegistration.addUnknownEvents).
+func (r *MailboxRegistration) AddUnknownEvents(ctx context.Context, keys ...EventKey) error {
+	mc, err := r.m.client(r.endpoint)
+	if err != nil {
+		return err
+	}
+	req := &djinnpb.AddUnknownEventsRequest{RegistrationId: r.ID[:]}
+	for _, k := range keys {
+		req.Events = append(req.Events, &djinnpb.EventKey{Source: RefToProto(k.Source), EventId: k.ID})
+	}
+	_, err = mc.AddUnknownEvents(ctx, req)
+	return err
+}

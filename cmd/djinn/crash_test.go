@@ -1,0 +1,244 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/grpcerr"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+// These tests run the real binary: they build it once, start it as its own
+// process, kill it with SIGKILL and start it again on the same data.
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func djinnBinary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the real binary")
+	}
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "djinn-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "djinn")
+		gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+		out, err := exec.Command(gobin, "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// proc is a running djinn serve.
+type proc struct {
+	cmd  *exec.Cmd
+	addr string
+	out  *strings.Builder
+	mu   sync.Mutex
+}
+
+type node struct {
+	dir, listen, admin, raft string
+}
+
+func newNode(t *testing.T) node {
+	return node{dir: t.TempDir(), listen: freePort(t), admin: freePort(t), raft: freePort(t)}
+}
+
+// start runs djinn serve and waits until it prints that it serves.
+func (n node) start(t *testing.T, extra ...string) *proc {
+	t.Helper()
+	args := append([]string{"serve", "--data-dir", n.dir, "--listen", n.listen, "--admin", n.admin, "--raft", n.raft,
+		"--election-timeout", "200ms", "--heartbeat-timeout", "200ms"}, extra...)
+	cmd := exec.Command(djinnBinary(t), args...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, addr: n.listen, out: &strings.Builder{}}
+	cmd.Stderr = &lockedWriter{p: p}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		once := sync.Once{}
+		for sc.Scan() {
+			p.mu.Lock()
+			p.out.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+			if strings.HasPrefix(sc.Text(), "djinn serving") {
+				once.Do(func() { close(ready) })
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(60 * time.Second):
+		p.kill()
+		t.Fatalf("server did not start:\n%s", p.output())
+	}
+	return p
+}
+
+type lockedWriter struct{ p *proc }
+
+func (w *lockedWriter) Write(b []byte) (int, error) {
+	w.p.mu.Lock()
+	defer w.p.mu.Unlock()
+	return w.p.out.Write(b)
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+// kill sends SIGKILL: no shutdown code runs.
+func (p *proc) kill() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	_ = p.cmd.Wait()
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("server exited with %v after SIGTERM:\n%s", err, p.output())
+	}
+}
+
+func dial(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestKillAndRestart: registrations and stored events acknowledged before a
+// SIGKILL survive it; a lease that expired while the server was down stays
+// expired; a live lease still renews.
+func TestKillAndRestart(t *testing.T) {
+	n := newNode(t)
+	p := n.start(t, "--lease-checkpoint", "1s")
+	mb := djinnpb.NewEventMailboxClient(dial(t, p.addr))
+	ls := djinnpb.NewEventListenerClient(dial(t, p.addr))
+	ctx := ctxT(t)
+
+	long, err := mb.Register(ctx, &djinnpb.MailboxRegisterRequest{LeaseDurationNanos: int64(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, err := mb.Register(ctx, &djinnpb.MailboxRegisterRequest{LeaseDurationNanos: int64(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &djinnpb.Ref{Endpoint: "127.0.0.1:1", ServiceId: make([]byte, 16), ObjectId: make([]byte, 16)}
+	const events = 200
+	for i := range events {
+		_, err := ls.Notify(ctx, &djinnpb.NotifyRequest{ListenerId: long.Listener.ObjectId,
+			Event: &djinnpb.RemoteEvent{Source: src, EventId: 1, Sequence: int64(i + 1), Handback: []byte("hb")}})
+		if err != nil {
+			t.Fatalf("notify %d: %v", i, err)
+		}
+	}
+	p.kill()
+
+	// Down long enough for the short lease, and its horizon (1s lease +
+	// 1s checkpoint slack), to pass.
+	<-time.After(3 * time.Second)
+
+	p = n.start(t, "--lease-checkpoint", "1s")
+	defer p.stop(t)
+	mb = djinnpb.NewEventMailboxClient(dial(t, p.addr))
+	got, err := mb.GetRegistration(ctx, &djinnpb.MailboxRegistrationRequest{RegistrationId: long.RegistrationId})
+	if err != nil {
+		t.Fatalf("registration lost across kill -9: %v\n%s", err, p.output())
+	}
+	if got.StoredEvents != events {
+		t.Fatalf("%d stored events after kill -9, want %d", got.StoredEvents, events)
+	}
+	_, err = mb.GetRegistration(ctx, &djinnpb.MailboxRegistrationRequest{RegistrationId: short.RegistrationId})
+	if !errors.Is(grpcerr.FromStatus(err), djinn.ErrNoSuchObject) {
+		t.Fatalf("a registration whose lease expired while down: %v, want NoSuchObject", err)
+	}
+	ll := djinnpb.NewLandlordClient(dial(t, p.addr))
+	if _, err := ll.Renew(ctx, &djinnpb.RenewRequest{Cookie: short.Lease.Cookie, DurationNanos: int64(time.Minute)}); !errors.Is(grpcerr.FromStatus(err), djinn.ErrUnknownLease) {
+		t.Fatalf("renewing a lease that expired while down: %v, want UnknownLease", err)
+	}
+	if _, err := ll.Renew(ctx, &djinnpb.RenewRequest{Cookie: long.Lease.Cookie, DurationNanos: int64(time.Minute)}); err != nil {
+		t.Fatalf("renewing a live lease after restart: %v", err)
+	}
+
+	// Pull everything back in order.
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := mb.Pull(pctx, &djinnpb.PullRequest{RegistrationId: long.RegistrationId})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var next int64 = 1
+	for next <= events {
+		msg, err := stream.Recv()
+		if err == io.EOF || err != nil {
+			t.Fatalf("pull: %v", err)
+		}
+		for _, e := range msg.Events {
+			if e.Event.Sequence != next {
+				t.Fatalf("pulled sequence %d, want %d", e.Event.Sequence, next)
+			}
+			next++
+		}
+	}
+}

@@ -1,0 +1,26 @@
+// Command djinn is the djinn server and its command-line client.
+//
+//	djinn serve            run a server (every service, loopback defaults)
+//	djinn status           what a server is doing
+//	djinn lease …          show, renew and cancel leases
+//	djinn mailbox …        event mailbox registrations
+//	djinn events …         host a listener, send an event
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRoot().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "djinn:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client"
+)
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// dial connects to --server with the TLS flags.
+func (g *globals) dial(ctx context.Context) (*client.Client, error) {
+	if err := djinn.CheckEndpoint(g.server); err != nil {
+		return nil, fmt.Errorf("--server: %w", err)
+	}
+	if g.output != "text" && g.output != "json" {
+		return nil, fmt.Errorf("--output %q: want text or json", g.output)
+	}
+	var opts []client.Option
+	if g.tlsCA != "" || g.cert != "" {
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		if g.tlsCA != "" {
+			pem, err := os.ReadFile(g.tlsCA)
+			if err != nil {
+				return nil, fmt.Errorf("--ca: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("--ca %s: no PEM certificates", g.tlsCA)
+			}
+			cfg.RootCAs = pool
+		}
+		if g.cert != "" || g.key != "" {
+			cert, err := tls.LoadX509KeyPair(g.cert, g.key)
+			if err != nil {
+				return nil, fmt.Errorf("--cert/--key: %w", err)
+			}
+			cfg.Certificates = []tls.Certificate{cert}
+		}
+		opts = append(opts, client.WithTLS(cfg))
+	}
+	return client.Dial(ctx, g.server, opts...)
+}
+
+// print writes v as JSON with -o json, or calls text otherwise.
+func (g *globals) print(w io.Writer, v any, text func(io.Writer)) error {
+	if g.output == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	text(w)
+	return nil
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/djinn-go/djinn/internal/server"
+)
+
+func newServe() *cobra.Command {
+	cfg := server.Default()
+	var configFile string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a djinn server",
+		Long: `Run a djinn server with every service, on loopback by default.
+
+Configuration comes from the defaults, then a TOML file (--config), then
+DJINN_* environment variables (DJINN_LISTEN, DJINN_DATA_DIR,
+DJINN_MAILBOX_MAX_STORED, ...), then flags.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			final := server.Default()
+			if configFile != "" {
+				if err := final.LoadFile(configFile); err != nil {
+					return err
+				}
+			}
+			if err := final.LoadEnv(server.Environ()); err != nil {
+				return err
+			}
+			applyFlags(cmd.Flags(), &final, &cfg)
+			return serve(cmd.Context(), final, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&configFile, "config", "", "TOML configuration file")
+	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "data directory")
+	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "gRPC API address")
+	f.StringVar(&cfg.Advertise, "advertise", "", "gRPC address put in references (default: --listen)")
+	f.StringVar(&cfg.Admin, "admin", cfg.Admin, "admin HTTP address (/healthz, /readyz, /metrics, /debug/pprof)")
+	f.StringVar(&cfg.Raft, "raft", cfg.Raft, "Raft peer address")
+	f.StringVar(&cfg.RaftAdvertise, "raft-advertise", "", "Raft address peers dial (default: --raft)")
+	f.StringVar(&cfg.NodeID, "node-id", "", "node id (default: stored in the data directory, random on first start)")
+	f.StringVar(&cfg.Join, "join", "", "gRPC address of a member of the cluster to join")
+	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
+	f.BoolVar(&cfg.LogJSON, "log-json", false, "log JSON lines instead of text")
+	f.StringVar(&cfg.TLS.Cert, "tls-cert", "", "PEM certificate for the client and peer ports")
+	f.StringVar(&cfg.TLS.Key, "tls-key", "", "PEM private key for --tls-cert")
+	f.StringVar(&cfg.TLS.CA, "tls-ca", "", "PEM CA certificates that verify peers and clients")
+	f.BoolVar(&cfg.TLS.ClientAuth, "tls-client-auth", false, "require client certificates (mutual TLS)")
+	f.Var((*durationFlag)(&cfg.Lease.Checkpoint), "lease-checkpoint", "lease horizon slack: the most a lease may outlive its grant after a restart or failover")
+	f.Var((*durationFlag)(&cfg.Mailbox.DefaultLease), "mailbox-default-lease", "mailbox lease granted for Any")
+	f.Var((*durationFlag)(&cfg.Mailbox.MaxLease), "mailbox-max-lease", "longest mailbox lease (forever allowed)")
+	f.IntVar(&cfg.Mailbox.MaxStored, "mailbox-max-stored", cfg.Mailbox.MaxStored, "most stored events per mailbox registration")
+	f.BoolVar(&cfg.Mailbox.Enabled, "mailbox", cfg.Mailbox.Enabled, "run the event mailbox service")
+	f.Var((*durationFlag)(&cfg.Raftcfg.ElectionTimeout), "election-timeout", "Raft election timeout")
+	f.Var((*durationFlag)(&cfg.Raftcfg.HeartbeatTimeout), "heartbeat-timeout", "Raft heartbeat timeout")
+	return cmd
+}
+
+// applyFlags copies the flags the user set from flagged onto final.
+func applyFlags(fs *pflag.FlagSet, final, flagged *server.Config) {
+	set := map[string]func(){
+		"data-dir":              func() { final.DataDir = flagged.DataDir },
+		"listen":                func() { final.Listen = flagged.Listen },
+		"advertise":             func() { final.Advertise = flagged.Advertise },
+		"admin":                 func() { final.Admin = flagged.Admin },
+		"raft":                  func() { final.Raft = flagged.Raft },
+		"raft-advertise":        func() { final.RaftAdvertise = flagged.RaftAdvertise },
+		"node-id":               func() { final.NodeID = flagged.NodeID },
+		"join":                  func() { final.Join = flagged.Join },
+		"log-level":             func() { final.LogLevel = flagged.LogLevel },
+		"log-json":              func() { final.LogJSON = flagged.LogJSON },
+		"tls-cert":              func() { final.TLS.Cert = flagged.TLS.Cert },
+		"tls-key":               func() { final.TLS.Key = flagged.TLS.Key },
+		"tls-ca":                func() { final.TLS.CA = flagged.TLS.CA },
+		"tls-client-auth":       func() { final.TLS.ClientAuth = flagged.TLS.ClientAuth },
+		"lease-checkpoint":      func() { final.Lease.Checkpoint = flagged.Lease.Checkpoint },
+		"mailbox-default-lease": func() { final.Mailbox.DefaultLease = flagged.Mailbox.DefaultLease },
+		"mailbox-max-lease":     func() { final.Mailbox.MaxLease = flagged.Mailbox.MaxLease },
+		"mailbox-max-stored":    func() { final.Mailbox.MaxStored = flagged.Mailbox.MaxStored },
+		"mailbox":               func() { final.Mailbox.Enabled = flagged.Mailbox.Enabled },
+		"election-timeout":      func() { final.Raftcfg.ElectionTimeout = flagged.Raftcfg.ElectionTimeout },
+		"heartbeat-timeout":     func() { final.Raftcfg.HeartbeatTimeout = flagged.Raftcfg.HeartbeatTimeout },
+	}
+	fs.Visit(func(f *pflag.Flag) {
+		if apply, ok := set[f.Name]; ok {
+			apply()
+		}
+	})
+}
+
+type durationFlag server.Duration
+
+func (d *durationFlag) String() string {
+	b, _ := server.Duration(*d).MarshalText()
+	return string(b)
+}
+func (d *durationFlag) Set(s string) error { return (*server.Duration)(d).UnmarshalText([]byte(s)) }
+func (d *durationFlag) Type() string       { return "duration" }
+
+func newLogger(cfg server.Config, w io.Writer) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: lvl}
+	if cfg.LogJSON {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func serve(ctx context.Context, cfg server.Config, out, errw io.Writer) error {
+	if err := cfg.Check(); err != nil {
+		return err
+	}
+	logger := newLogger(cfg, errw)
+	s, err := server.Open(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	readyCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = s.WaitReady(readyCtx)
+	cancel()
+	if err != nil && ctx.Err() == nil {
+		logger.Warn("no leader yet; serving anyway", "err", err)
+	}
+	st := s.Describe()
+	fmt.Fprintf(out, "djinn serving (node %s, %s)\n", st.NodeID, st.State)
+	fmt.Fprintf(out, "  data      %s\n", s.DataDir())
+	fmt.Fprintf(out, "  grpc      %s\n", s.Addr())
+	fmt.Fprintf(out, "  admin     http://%s  (/healthz /readyz /metrics /debug/pprof/)\n", s.AdminAddr())
+	fmt.Fprintf(out, "  raft      %s\n", s.RaftAddr())
+	for _, svc := range st.Services {
+		fmt.Fprintf(out, "  %-9s %s\n", svc.Name, svc.Ref)
+	}
+	<-ctx.Done()
+	logger.Info("shutting down")
+	if err := s.Close(); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	fmt.Fprintln(out, "djinn stopped")
+	_ = os.Stdout.Sync()
+	return nil
+}

@@ -1,0 +1,99 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"net/http/pprof"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/proto/statepb"
+)
+
+// adminRPC serves the Admin service.
+type adminRPC struct {
+	djinnpb.UnimplementedAdminServer
+	s *Server
+}
+
+func refProto(r djinn.Ref) *djinnpb.Ref {
+	return &djinnpb.Ref{Endpoint: r.Endpoint, ServiceId: r.Service[:], ObjectId: r.Object[:]}
+}
+
+func (a *adminRPC) Status(ctx context.Context, _ *djinnpb.StatusRequest) (*djinnpb.StatusResponse, error) {
+	s := a.s
+	leaderID, _ := s.node.Leader()
+	svc := s.machine.ServiceID()
+	regs, events := s.machine.Mailbox.Len()
+	resp := &djinnpb.StatusResponse{
+		ServiceId:     svc[:],
+		NodeId:        s.node.ID(),
+		State:         s.node.State(),
+		LeaderId:      leaderID,
+		LeaderAddress: s.node.LeaderEndpoint(),
+		AppliedIndex:  s.node.AppliedIndex(),
+		Services:      []string{"landlord", "admin"},
+		Counts: map[string]int64{
+			"leases":                int64(s.machine.Leases.Len()),
+			"mailbox_registrations": int64(regs),
+			"mailbox_stored_events": int64(events),
+		},
+		Landlord: refProto(s.ref(lease.LandlordID)()),
+	}
+	if s.cfg.Mailbox.Enabled {
+		resp.Services = append(resp.Services, "mailbox")
+		resp.Mailbox = refProto(s.ref(MailboxID)())
+	}
+	members, err := s.node.Members()
+	if err == nil {
+		for _, m := range members {
+			resp.Members = append(resp.Members, &djinnpb.Member{NodeId: m.ID, RaftAddress: m.RaftAddr, Voter: m.Voter, GrpcAddress: s.machine.Endpoint(m.ID)})
+		}
+	}
+	return resp, nil
+}
+
+func (a *adminRPC) Join(ctx context.Context, r *djinnpb.JoinRequest) (*djinnpb.JoinResponse, error) {
+	s := a.s
+	if err := s.node.CheckLeader(); err != nil {
+		return nil, err
+	}
+	if err := djinn.CheckEndpoint(r.GetGrpcAddress()); err != nil {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "grpc address: %v", err)
+	}
+	if err := s.node.AddVoter(ctx, r.GetNodeId(), r.GetRaftAddress()); err != nil {
+		return nil, err
+	}
+	if _, err := s.node.Propose(ctx, &statepb.Command{Op: &statepb.Command_Member{Member: &statepb.Member{
+		NodeId: r.GetNodeId(), GrpcAddress: r.GetGrpcAddress(),
+	}}}); err != nil {
+		return nil, err
+	}
+	s.log.Info("node joined", "node", r.GetNodeId(), "raft", r.GetRaftAddress(), "grpc", r.GetGrpcAddress())
+	return &djinnpb.JoinResponse{}, nil
+}
+
+// adminHandler serves /healthz, /readyz, /metrics and /debug/pprof/.
+func (s *Server) adminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !s.ready() {
+			http.Error(w, "not ready: no leader or cluster not initialised", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ready\n"))
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}

@@ -1,0 +1,247 @@
+package server
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/djinn-go/djinn"
+)
+
+// Config is a server's configuration. It is read, in increasing order of
+// precedence, from the defaults, a TOML file, DJINN_* environment variables
+// (the TOML key upper-cased, dots and dashes as underscores: DJINN_LISTEN,
+// DJINN_MAILBOX_MAX_STORED) and command-line flags.
+type Config struct {
+	DataDir string `toml:"data-dir"`
+	// Listen is the gRPC API address; Advertise the address put in
+	// references (default: Listen).
+	Listen    string `toml:"listen"`
+	Advertise string `toml:"advertise"`
+	Admin     string `toml:"admin"`
+	Raft      string `toml:"raft"`
+	// RaftAdvertise is the Raft address peers dial (default: Raft).
+	RaftAdvertise string `toml:"raft-advertise"`
+	NodeID        string `toml:"node-id"`
+	// Join is the gRPC address of a member of an existing cluster. A node
+	// with Join set and no state joins instead of bootstrapping.
+	Join     string `toml:"join"`
+	LogLevel string `toml:"log-level"`
+	LogJSON  bool   `toml:"log-json"`
+
+	TLS     TLSConfig     `toml:"tls"`
+	Lease   LeaseConfig   `toml:"lease"`
+	Mailbox MailboxConfig `toml:"mailbox"`
+	Raftcfg RaftConfig    `toml:"raft-tuning"`
+}
+
+// TLSConfig secures the client and peer ports.
+type TLSConfig struct {
+	Cert string `toml:"cert"` // PEM certificate of this server
+	Key  string `toml:"key"`  // PEM private key
+	// CA verifies peers' and, with ClientAuth, clients' certificates.
+	CA         string `toml:"ca"`
+	ClientAuth bool   `toml:"client-auth"` // require client certificates (mutual TLS)
+}
+
+// LeaseConfig tunes the lessor.
+type LeaseConfig struct {
+	// Checkpoint is the horizon slack: how much longer than granted a lease
+	// may live after a failover or restart, and about how often busy leases
+	// are checkpointed.
+	Checkpoint  Duration `toml:"checkpoint"`
+	ExpiryBatch int      `toml:"expiry-batch"`
+	ExpiryRate  int      `toml:"expiry-rate"`
+}
+
+// MailboxConfig tunes the event mailbox.
+type MailboxConfig struct {
+	Enabled       bool     `toml:"enabled"`
+	DefaultLease  Duration `toml:"default-lease"`
+	MaxLease      Duration `toml:"max-lease"`
+	MaxStored     int      `toml:"max-stored"`
+	MaxEventBytes int      `toml:"max-event-bytes"`
+	// MaxRegistrations bounds live registrations.
+	MaxRegistrations int `toml:"max-registrations"`
+}
+
+// RaftConfig tunes replication.
+type RaftConfig struct {
+	HeartbeatTimeout  Duration `toml:"heartbeat-timeout"`
+	ElectionTimeout   Duration `toml:"election-timeout"`
+	SnapshotInterval  Duration `toml:"snapshot-interval"`
+	SnapshotThreshold uint64   `toml:"snapshot-threshold"`
+}
+
+// Duration is a time.Duration that reads from TOML and the environment as
+// "30s", "forever" or "any".
+type Duration time.Duration
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := djinn.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (d Duration) MarshalText() ([]byte, error) {
+	return []byte(djinn.FormatDuration(time.Duration(d))), nil
+}
+
+// Default returns the configuration `djinn serve` runs with no flags.
+func Default() Config {
+	return Config{
+		DataDir:  "djinn-data",
+		Listen:   "127.0.0.1:4161",
+		Admin:    "127.0.0.1:4162",
+		Raft:     "127.0.0.1:4163",
+		LogLevel: "info",
+		Lease:    LeaseConfig{Checkpoint: Duration(30 * time.Second), ExpiryBatch: 1000, ExpiryRate: 20},
+		Mailbox: MailboxConfig{
+			Enabled: true, DefaultLease: Duration(5 * time.Minute), MaxLease: Duration(time.Hour),
+			MaxStored: 10000, MaxEventBytes: 64 << 10, MaxRegistrations: 2_000_000,
+		},
+		Raftcfg: RaftConfig{
+			HeartbeatTimeout: Duration(500 * time.Millisecond), ElectionTimeout: Duration(500 * time.Millisecond),
+			SnapshotInterval: Duration(30 * time.Second), SnapshotThreshold: 65536,
+		},
+	}
+}
+
+// LoadFile overlays a TOML file on c. Unknown keys are an error naming them.
+func (c *Config) LoadFile(path string) error {
+	md, err := toml.DecodeFile(path, c)
+	if err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	if un := md.Undecoded(); len(un) > 0 {
+		keys := make([]string, len(un))
+		for i, k := range un {
+			keys[i] = k.String()
+		}
+		return djinn.Errorf(djinn.InvalidArgument, "config file %s: unknown keys %s", path, strings.Join(keys, ", "))
+	}
+	return nil
+}
+
+// LoadEnv overlays DJINN_* variables from environ (os.Environ() form).
+// A variable that names no key, or whose value does not parse, is an error.
+func (c *Config) LoadEnv(environ []string) error {
+	fields := map[string]reflect.Value{}
+	collectFields(reflect.ValueOf(c).Elem(), "", fields)
+	for _, kv := range environ {
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(name, "DJINN_") {
+			continue
+		}
+		key := strings.TrimPrefix(name, "DJINN_")
+		f, ok := fields[key]
+		if !ok {
+			continue // other DJINN_ variables (e.g. the CLI's DJINN_SERVER)
+		}
+		if err := setField(f, val); err != nil {
+			return djinn.Errorf(djinn.InvalidArgument, "environment %s=%q: %v", name, val, err)
+		}
+	}
+	return nil
+}
+
+func collectFields(v reflect.Value, prefix string, out map[string]reflect.Value) {
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		tag := t.Field(i).Tag.Get("toml")
+		if tag == "" {
+			continue
+		}
+		name := prefix + strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(tag))
+		if f := v.Field(i); f.Kind() == reflect.Struct {
+			collectFields(f, name+"_", out)
+		} else {
+			out[name] = f
+		}
+	}
+}
+
+func setField(f reflect.Value, s string) error {
+	if u, ok := f.Addr().Interface().(interface{ UnmarshalText([]byte) error }); ok {
+		return u.UnmarshalText([]byte(s))
+	}
+	switch f.Kind() {
+	case reflect.String:
+		f.SetString(s)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Errorf("not a boolean")
+		}
+		f.SetBool(b)
+	case reflect.Int:
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return fmt.Errorf("not an integer")
+		}
+		f.SetInt(int64(n))
+	case reflect.Uint64:
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return fmt.Errorf("not a non-negative integer")
+		}
+		f.SetUint(n)
+	default:
+		return fmt.Errorf("unsupported type %s", f.Kind())
+	}
+	return nil
+}
+
+// Environ is os.Environ, named for tests.
+var Environ = os.Environ
+
+// Check validates the configuration, naming the first bad value.
+func (c *Config) Check() error {
+	if c.DataDir == "" {
+		return djinn.Errorf(djinn.InvalidArgument, "data-dir: must not be empty")
+	}
+	for _, a := range []struct{ name, v string }{{"listen", c.Listen}, {"admin", c.Admin}, {"raft", c.Raft}} {
+		if err := djinn.CheckEndpoint(a.v); err != nil {
+			return djinn.Errorf(djinn.InvalidArgument, "%s: %v", a.name, err)
+		}
+	}
+	for _, a := range []struct{ name, v string }{{"advertise", c.Advertise}, {"raft-advertise", c.RaftAdvertise}, {"join", c.Join}} {
+		if a.v == "" {
+			continue
+		}
+		if err := djinn.CheckEndpoint(a.v); err != nil {
+			return djinn.Errorf(djinn.InvalidArgument, "%s: %v", a.name, err)
+		}
+	}
+	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
+		return djinn.Errorf(djinn.InvalidArgument, "tls: cert and key go together (cert %q, key %q)", c.TLS.Cert, c.TLS.Key)
+	}
+	if c.TLS.ClientAuth && c.TLS.CA == "" {
+		return djinn.Errorf(djinn.InvalidArgument, "tls client-auth: needs a CA to verify clients")
+	}
+	if c.TLS.ClientAuth && c.TLS.Cert == "" {
+		return djinn.Errorf(djinn.InvalidArgument, "tls client-auth: needs the server's cert and key")
+	}
+	if c.Mailbox.MaxStored <= 0 {
+		return djinn.Errorf(djinn.InvalidArgument, "mailbox max-stored %d: must be positive", c.Mailbox.MaxStored)
+	}
+	if c.Lease.Checkpoint <= 0 {
+		return djinn.Errorf(djinn.InvalidArgument, "lease checkpoint %s: must be positive", djinn.FormatDuration(time.Duration(c.Lease.Checkpoint)))
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return djinn.Errorf(djinn.InvalidArgument, "log-level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	return nil
+}

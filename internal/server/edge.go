@@ -1,0 +1,83 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/djinn-go/djinn/internal/grpcerr"
+	"github.com/djinn-go/djinn/internal/principal"
+	"github.com/djinn-go/djinn/internal/replica"
+)
+
+// LeaderTrailer is the trailer that carries the leader's gRPC address when
+// a call reached a follower.
+const LeaderTrailer = "djinn-leader"
+
+// unaryEdge turns service errors into statuses through the one error table,
+// adds the leader hint, and counts the call.
+func (s *Server) unaryEdge(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	resp, err := h(withPrincipal(ctx), req)
+	err = s.edgeError(ctx, err)
+	s.metrics.observe(info.FullMethod, err, time.Since(start))
+	return resp, err
+}
+
+func (s *Server) streamEdge(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	start := time.Now()
+	err := s.edgeError(ss.Context(), h(srv, &principalStream{ServerStream: ss, ctx: withPrincipal(ss.Context())}))
+	s.metrics.observe(info.FullMethod, err, time.Since(start))
+	return err
+}
+
+func (s *Server) edgeError(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	var nl *replica.NotLeaderError
+	if errors.As(err, &nl) && nl.Leader != "" {
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(LeaderTrailer, nl.Leader))
+	}
+	return grpcerr.Status(err)
+}
+
+// withPrincipal names the caller by its verified client certificate.
+func withPrincipal(ctx context.Context) context.Context {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return ctx
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(ti.State.VerifiedChains) == 0 || len(ti.State.VerifiedChains[0]) == 0 {
+		return ctx
+	}
+	return principal.With(ctx, principal.OfCertificate(ti.State.VerifiedChains[0][0]))
+}
+
+type principalStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (p *principalStream) Context() context.Context { return p.ctx }
+
+// leaderHint reads the leader trailer from an error a follower returned (the
+// client library does the same for users).
+func leaderHint(err error) string {
+	st, ok := status.FromError(err)
+	if !ok {
+		return ""
+	}
+	const prefix = "not the leader: the leader serves at "
+	if m := st.Message(); len(m) > len(prefix) && m[:len(prefix)] == prefix {
+		return m[len(prefix):]
+	}
+	return ""
+}

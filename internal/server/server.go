@@ -1,0 +1,404 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/event"
+	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/mailbox"
+	"github.com/djinn-go/djinn/internal/replica"
+	"github.com/djinn-go/djinn/internal/state"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/proto/statepb"
+)
+
+// Server is a running djinn server.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	now     func() time.Time
+	machine *state.Machine
+	node    *replica.Node
+	lessor  *lease.Lessor
+	mailbox *mailbox.Service
+	pool    *client.Pool
+	metrics *metrics
+
+	grpc      *grpc.Server
+	health    *health.Server
+	admin     *http.Server
+	grpcLn    net.Listener
+	adminLn   net.Listener
+	advertise string
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// MailboxID is the object id of the event mailbox service.
+var MailboxID = djinn.ID{'m', 'a', 'i', 'l', 'b', 'o', 'x'}
+
+// Open starts a server: it binds its ports, opens (or bootstraps) its data
+// directory and starts serving. The caller must Close it.
+func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, log: logger, now: time.Now, stop: make(chan struct{})}
+	serverTLS, peerTLS, clientTLS, err := loadTLS(cfg.TLS)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory %s: %w", cfg.DataDir, err)
+	}
+	s.grpcLn, err = net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	s.advertise = cfg.Advertise
+	if s.advertise == "" {
+		s.advertise = s.grpcLn.Addr().String()
+	}
+	s.adminLn, err = net.Listen("tcp", cfg.Admin)
+	if err != nil {
+		s.grpcLn.Close()
+		return nil, fmt.Errorf("listen %s: %w", cfg.Admin, err)
+	}
+
+	var poolOpts []client.Option
+	if clientTLS != nil {
+		poolOpts = append(poolOpts, client.WithTLS(clientTLS))
+	}
+	s.pool = client.NewPool(poolOpts...)
+	s.machine = state.New()
+	s.node, err = replica.Open(replica.Config{
+		DataDir: cfg.DataDir, NodeID: cfg.NodeID, RaftAddr: cfg.Raft, AdvertiseRaft: cfg.RaftAdvertise,
+		TLS: peerTLS, Bootstrap: cfg.Join == "", Now: s.now, OnLeader: s.lead,
+		Endpoint: s.machine.Endpoint, Logger: logger,
+		HeartbeatTimeout: time.Duration(cfg.Raftcfg.HeartbeatTimeout), ElectionTimeout: time.Duration(cfg.Raftcfg.ElectionTimeout),
+		SnapshotInterval: time.Duration(cfg.Raftcfg.SnapshotInterval), SnapshotThreshold: cfg.Raftcfg.SnapshotThreshold,
+	}, s.machine)
+	if err != nil {
+		s.grpcLn.Close()
+		s.adminLn.Close()
+		s.pool.Close()
+		return nil, err
+	}
+	s.lessor = lease.NewLessor(s.machine.Leases, s.node, lease.Config{
+		Slack: time.Duration(cfg.Lease.Checkpoint), Grace: s.node.ElectionTimeout(),
+		ExpiryBatch: cfg.Lease.ExpiryBatch, ExpiryRate: cfg.Lease.ExpiryRate, Now: s.now, Logger: logger,
+	})
+	s.mailbox, err = mailbox.New(s.machine.Mailbox, s.lessor, s.node, s.now, s.ref(MailboxID), mailbox.Config{
+		Lease:            lease.Policy{Default: time.Duration(cfg.Mailbox.DefaultLease), Max: time.Duration(cfg.Mailbox.MaxLease)},
+		MaxStored:        cfg.Mailbox.MaxStored,
+		MaxEventBytes:    cfg.Mailbox.MaxEventBytes,
+		MaxRegistrations: cfg.Mailbox.MaxRegistrations,
+		Delivery: event.Config{
+			Sender: client.NewEventSender(s.pool), MaxBatch: 256,
+			MinBackoff: 100 * time.Millisecond, MaxBackoff: 30 * time.Second,
+		},
+		Logger: logger,
+	})
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.metrics = newMetrics(s)
+
+	opts := []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(s.unaryEdge),
+		grpc.ChainStreamInterceptor(s.streamEdge),
+		grpc.MaxConcurrentStreams(4096),
+		// Reuse handler goroutines: a fresh goroutine per call grows its
+		// stack again on every call.
+		grpc.NumStreamWorkers(uint32(4 * runtime.GOMAXPROCS(0))),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	}
+	if serverTLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(serverTLS)))
+	} else {
+		opts = append(opts, grpc.Creds(insecure.NewCredentials()))
+	}
+	s.grpc = grpc.NewServer(opts...)
+	djinnpb.RegisterLandlordServer(s.grpc, &landlordRPC{s: s})
+	djinnpb.RegisterAdminServer(s.grpc, &adminRPC{s: s})
+	if cfg.Mailbox.Enabled {
+		djinnpb.RegisterEventMailboxServer(s.grpc, &mailboxRPC{s: s})
+		djinnpb.RegisterEventListenerServer(s.grpc, &listenerRPC{s: s})
+	}
+	s.health = health.NewServer()
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	reflection.Register(s.grpc)
+
+	s.admin = &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		if err := s.grpc.Serve(s.grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			logger.Error("grpc server stopped", "err", err)
+		}
+	}()
+	go func() {
+		defer s.wg.Done()
+		if err := s.admin.Serve(s.adminLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("admin server stopped", "err", err)
+		}
+	}()
+	if cfg.Join != "" {
+		if err := s.join(ctx); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// ref returns a function giving the reference of one of this server's
+// objects.
+func (s *Server) ref(obj djinn.ID) func() djinn.Ref {
+	return func() djinn.Ref {
+		return djinn.Ref{Endpoint: s.advertise, Service: s.machine.ServiceID(), Object: obj}
+	}
+}
+
+// Addr returns the gRPC address the server listens on.
+func (s *Server) Addr() string { return s.grpcLn.Addr().String() }
+
+// AdminAddr returns the admin HTTP address.
+func (s *Server) AdminAddr() string { return s.adminLn.Addr().String() }
+
+// RaftAddr returns the Raft address.
+func (s *Server) RaftAddr() string { return s.node.RaftAddr() }
+
+// NodeID returns the Raft node id.
+func (s *Server) NodeID() string { return s.node.ID() }
+
+// DataDir returns the data directory.
+func (s *Server) DataDir() string { return s.cfg.DataDir }
+
+// Node returns the Raft node (for tests and status).
+func (s *Server) Node() *replica.Node { return s.node }
+
+// WaitReady blocks until the server can serve writes through some leader:
+// the cluster has its service id and this node knows a leader.
+func (s *Server) WaitReady(ctx context.Context) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if s.ready() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("server not ready: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Server) ready() bool {
+	if s.machine.ServiceID().IsZero() {
+		return false
+	}
+	if s.node.IsLeader() {
+		return s.lessor.Active()
+	}
+	id, _ := s.node.Leader()
+	return id != ""
+}
+
+// lead runs leader-only work for one term.
+func (s *Server) lead(ctx context.Context) {
+	if s.machine.ServiceID().IsZero() {
+		id := djinn.NewID()
+		if _, err := s.node.Propose(ctx, &statepb.Command{Op: &statepb.Command_Init{Init: &statepb.Init{ServiceId: id[:]}}}); err != nil {
+			s.log.Error("cluster init failed", "err", err)
+			return
+		}
+	}
+	if s.machine.Endpoint(s.node.ID()) != s.advertise {
+		if _, err := s.node.Propose(ctx, &statepb.Command{Op: &statepb.Command_Member{Member: &statepb.Member{NodeId: s.node.ID(), GrpcAddress: s.advertise}}}); err != nil {
+			s.log.Warn("recording member address failed", "err", err)
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.lessor.Run(ctx)
+	}()
+	if s.cfg.Mailbox.Enabled {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.mailbox.Run(ctx)
+		}()
+	}
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	wg.Wait()
+}
+
+// join asks a member of an existing cluster to add this node.
+func (s *Server) join(ctx context.Context) error {
+	if members, err := s.node.Members(); err == nil && len(members) > 0 {
+		return nil // already a member (restart)
+	}
+	var last error
+	for attempt := 0; attempt < 50; attempt++ {
+		conn, err := s.pool.Conn(s.cfg.Join)
+		if err == nil {
+			_, err = djinnpb.NewAdminClient(conn).Join(ctx, &djinnpb.JoinRequest{
+				NodeId: s.node.ID(), RaftAddress: s.node.RaftAddr(), GrpcAddress: s.advertise,
+			})
+			if err == nil {
+				return nil
+			}
+			if hint := leaderHint(err); hint != "" {
+				conn, cerr := s.pool.Conn(hint)
+				if cerr == nil {
+					_, err = djinnpb.NewAdminClient(conn).Join(ctx, &djinnpb.JoinRequest{
+						NodeId: s.node.ID(), RaftAddress: s.node.RaftAddr(), GrpcAddress: s.advertise,
+					})
+					if err == nil {
+						return nil
+					}
+				}
+			}
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("join %s: %w", s.cfg.Join, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("join %s: %w", s.cfg.Join, last)
+}
+
+// Close stops serving: the gRPC server drains, leader work stops, Raft
+// shuts down and the log is closed.
+func (s *Server) Close() error {
+	select {
+	case <-s.stop:
+		return nil
+	default:
+	}
+	close(s.stop)
+	if s.health != nil {
+		s.health.Shutdown()
+	}
+	if s.grpc != nil {
+		done := make(chan struct{})
+		go func() {
+			s.grpc.GracefulStop()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			s.grpc.Stop()
+		}
+	} else if s.grpcLn != nil {
+		s.grpcLn.Close()
+	}
+	if s.admin != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = s.admin.Shutdown(ctx)
+		cancel()
+	} else if s.adminLn != nil {
+		s.adminLn.Close()
+	}
+	var err error
+	if s.node != nil {
+		err = s.node.Close()
+	}
+	if s.pool != nil {
+		s.pool.Close()
+	}
+	s.wg.Wait()
+	return err
+}
+
+// loadTLS builds the server's, the Raft peers' and the outgoing clients'
+// TLS configurations (all nil without a certificate).
+func loadTLS(c TLSConfig) (server, peer, out *tls.Config, err error) {
+	if c.Cert == "" {
+		return nil, nil, nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(c.Cert, c.Key)
+	if err != nil {
+		return nil, nil, nil, djinn.Errorf(djinn.InvalidArgument, "tls cert %s key %s: %v", c.Cert, c.Key, err)
+	}
+	var pool *x509.CertPool
+	if c.CA != "" {
+		pem, err := os.ReadFile(c.CA)
+		if err != nil {
+			return nil, nil, nil, djinn.Errorf(djinn.InvalidArgument, "tls ca %s: %v", c.CA, err)
+		}
+		pool = x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, nil, nil, djinn.Errorf(djinn.InvalidArgument, "tls ca %s: no PEM certificates", c.CA)
+		}
+	}
+	server = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if c.ClientAuth {
+		server.ClientAuth = tls.RequireAndVerifyClientCert
+		server.ClientCAs = pool
+	}
+	peer = &tls.Config{
+		Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12,
+		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool, RootCAs: pool,
+	}
+	if pool == nil {
+		peer.ClientAuth = tls.RequireAnyClientCert
+	}
+	out = &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return server, peer, out, nil
+}
+
+// Description says where a server's services are.
+type Description struct {
+	NodeID, State string
+	Services      []NamedRef
+}
+
+// NamedRef is a service and its reference.
+type NamedRef struct {
+	Name string
+	Ref  djinn.Ref
+}
+
+// Describe returns the server's node, state and service references.
+func (s *Server) Describe() Description {
+	d := Description{NodeID: s.node.ID(), State: s.node.State()}
+	d.Services = append(d.Services, NamedRef{"landlord", s.ref(lease.LandlordID)()})
+	if s.cfg.Mailbox.Enabled {
+		d.Services = append(d.Services, NamedRef{"mailbox", s.ref(MailboxID)()})
+	}
+	return d
+}
