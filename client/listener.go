@@ -116,7 +116,7 @@ func Listen(ctx context.Context, addr string, fn NotifyFunc, opts ...ListenOptio
 	if h.endpoint == "" {
 		h.endpoint = ln.Addr().String()
 	}
-	srvOpts := cfg.serverOpts
+	srvOpts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(recoverUnary)}, cfg.serverOpts...)
 	if cfg.tls != nil {
 		srvOpts = append([]grpc.ServerOption{grpc.Creds(credentials.NewTLS(cfg.tls))}, srvOpts...)
 	}
@@ -261,4 +261,15 @@ func (h *listenerHost) NotifyBatch(ctx context.Context, req *djinnpb.NotifyBatch
 		}
 	}
 	return &djinnpb.NotifyBatchResponse{Accepted: int32(len(req.GetEvents()))}, nil
+}
+
+// recoverUnary turns a panic in a notify function into an Internal error
+// for the sender instead of a crash of the listening program.
+func recoverUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = grpcerr.Status(djinn.Errorf(djinn.Internal, "listener panicked: %v", p))
+		}
+	}()
+	return h(ctx, req)
 }

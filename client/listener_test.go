@@ -349,3 +349,22 @@ func TestEventRegistrationProto(t *testing.T) {
 		t.Errorf("nil registration: %v", err)
 	}
 }
+
+// TestListenerPanicIsAnError: a notify function that panics fails that one
+// call with an Internal error; the listening program goes on.
+func TestListenerPanicIsAnError(t *testing.T) {
+	l := startListener(t, func(_ context.Context, ev *RemoteEvent) error {
+		if string(ev.Handback) == "boom" {
+			panic("boom")
+		}
+		return nil
+	})
+	p := NewPool()
+	defer p.Close()
+	if err := Notify(context.Background(), p, l.Ref(), testEvent(1, "boom")); !errors.Is(err, djinn.ErrInternal) {
+		t.Fatalf("Notify to a panicking listener = %v, want Internal", err)
+	}
+	if err := Notify(context.Background(), p, l.Ref(), testEvent(2, "ok")); err != nil {
+		t.Fatalf("the listener did not survive its panic: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"runtime/debug"
 	"time"
 
 	"google.golang.org/grpc"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/grpcerr"
 	"github.com/djinn-go/djinn/internal/principal"
 	"github.com/djinn-go/djinn/internal/replica"
@@ -22,17 +24,19 @@ const LeaderTrailer = "djinn-leader"
 
 // unaryEdge turns service errors into statuses through the one error table,
 // adds the leader hint, and counts the call.
-func (s *Server) unaryEdge(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+func (s *Server) unaryEdge(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
 	start := time.Now()
-	resp, err := h(withPrincipal(ctx), req)
+	defer s.recoverPanic(info.FullMethod, &err)
+	resp, err = h(withPrincipal(ctx), req)
 	err = s.edgeError(ctx, err)
 	s.metrics.observe(info.FullMethod, err, time.Since(start))
 	return resp, err
 }
 
-func (s *Server) streamEdge(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+func (s *Server) streamEdge(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
 	start := time.Now()
-	err := s.edgeError(ss.Context(), h(srv, &principalStream{ServerStream: ss, ctx: withPrincipal(ss.Context())}))
+	defer s.recoverPanic(info.FullMethod, &err)
+	err = s.edgeError(ss.Context(), h(srv, &principalStream{ServerStream: ss, ctx: withPrincipal(ss.Context())}))
 	s.metrics.observe(info.FullMethod, err, time.Since(start))
 	return err
 }
@@ -46,6 +50,15 @@ func (s *Server) edgeError(ctx context.Context, err error) error {
 		_ = grpc.SetTrailer(ctx, metadata.Pairs(LeaderTrailer, nl.Leader))
 	}
 	return grpcerr.Status(err)
+}
+
+// recoverPanic turns a handler's panic (a bug) into an Internal error for
+// that call, logged with its stack, instead of a crash of the server.
+func (s *Server) recoverPanic(method string, err *error) {
+	if p := recover(); p != nil {
+		s.log.Error("handler panicked", "method", method, "panic", p, "stack", string(debug.Stack()))
+		*err = grpcerr.Status(djinn.Errorf(djinn.Internal, "internal error in %s", method))
+	}
 }
 
 // withPrincipal names the caller by its verified client certificate.
