@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/batch"
 	"github.com/djinn-go/djinn/internal/grpcerr"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
@@ -221,24 +222,24 @@ func (m *LeaseMap) renewAll(ctx context.Context, dial landlordDialer) error {
 	if err != nil {
 		return err
 	}
-	req := &djinnpb.RenewAllRequest{Leases: make([]*djinnpb.RenewRequest, len(entries))}
+	req := &djinnpb.RenewAllRequest{Cookies: make([]byte, 0, 16*len(entries)), DurationNanos: make([]int64, len(entries))}
 	for i, e := range entries {
-		req.Leases[i] = &djinnpb.RenewRequest{Cookie: e.lease.cookie[:], DurationNanos: int64(e.d)}
+		req.Cookies = append(req.Cookies, e.lease.cookie[:]...)
+		req.DurationNanos[i] = int64(e.d)
 	}
 	sent := time.Now()
 	resp, err := lc.RenewAll(ctx, req)
 	if err != nil {
 		return fromRPC(err)
 	}
-	if n := len(resp.GetResults()); n != len(entries) {
-		return djinn.Errorf(djinn.Internal, "landlord %s answered renewAll of %d leases with %d results",
-			landlord.Endpoint, len(entries), n)
+	granted, errs, err := renewResults(landlord, len(entries), resp)
+	if err != nil {
+		return err
 	}
 	failed := map[*Lease]error{}
-	for i, r := range resp.GetResults() {
+	for i, g := range granted {
 		l := entries[i].lease
-		err := errorFromProto(r.GetError())
-		g := time.Duration(r.GetGrantedNanos())
+		err := errs[i]
 		if err == nil {
 			err = checkGranted(landlord, g)
 		}
@@ -269,21 +270,21 @@ func (m *LeaseMap) cancelAll(ctx context.Context, dial landlordDialer) error {
 	if err != nil {
 		return err
 	}
-	req := &djinnpb.CancelAllRequest{Cookies: make([][]byte, len(entries))}
-	for i, e := range entries {
-		req.Cookies[i] = e.lease.cookie[:]
+	req := &djinnpb.CancelAllRequest{Cookies: make([]byte, 0, 16*len(entries))}
+	for _, e := range entries {
+		req.Cookies = append(req.Cookies, e.lease.cookie[:]...)
 	}
 	resp, err := lc.CancelAll(ctx, req)
 	if err != nil {
 		return fromRPC(err)
 	}
-	if n := len(resp.GetErrors()); n != len(entries) {
-		return djinn.Errorf(djinn.Internal, "landlord %s answered cancelAll of %d leases with %d results",
-			landlord.Endpoint, len(entries), n)
+	errs, err := batch.ErrorsFrom(len(entries), resp.GetErrors())
+	if err != nil {
+		return djinn.Errorf(djinn.Internal, "landlord %s: %v", landlord.Endpoint, err)
 	}
 	failed := map[*Lease]error{}
-	for i, pe := range resp.GetErrors() {
-		if err := errorFromProto(pe); err != nil {
+	for i, err := range errs {
+		if err != nil {
 			l := entries[i].lease
 			failed[l] = fmt.Errorf("cancel %v: %w", l, err)
 		}
@@ -297,6 +298,24 @@ func (m *LeaseMap) failures(op string, total int, failed map[*Lease]error) error
 	}
 	m.removeFailed(failed)
 	return &LeaseMapError{Op: op, Total: total, Failed: failed}
+}
+
+// renewResults checks a RenewAll answer for n leases and returns each
+// lease's granted duration and error.
+func renewResults(landlord djinn.Ref, n int, resp *djinnpb.RenewAllResponse) ([]time.Duration, []error, error) {
+	if got := len(resp.GetGrantedNanos()); got != n {
+		return nil, nil, djinn.Errorf(djinn.Internal, "landlord %s answered renewAll of %d leases with %d results",
+			landlord.Endpoint, n, got)
+	}
+	errs, err := batch.ErrorsFrom(n, resp.GetErrors())
+	if err != nil {
+		return nil, nil, djinn.Errorf(djinn.Internal, "landlord %s: %v", landlord.Endpoint, err)
+	}
+	granted := make([]time.Duration, n)
+	for i, g := range resp.GetGrantedNanos() {
+		granted[i] = time.Duration(g)
+	}
+	return granted, errs, nil
 }
 
 // errorFromProto converts an in-band error (nil for success).

@@ -427,7 +427,7 @@ func (r *Renewer) renewBatch(items []renewItem) {
 	defer r.wg.Done()
 	landlord := items[0].lease.landlord
 	sent := time.Now()
-	req := &djinnpb.RenewAllRequest{Leases: make([]*djinnpb.RenewRequest, len(items))}
+	req := &djinnpb.RenewAllRequest{Cookies: make([]byte, 0, 16*len(items)), DurationNanos: make([]int64, len(items))}
 	deadline := sent.Add(r.cfg.callTimeout)
 	latest := items[0].exp
 	for i, it := range items {
@@ -437,23 +437,25 @@ func (r *Renewer) renewBatch(items []renewItem) {
 				d = max(left, 0)
 			}
 		}
-		req.Leases[i] = &djinnpb.RenewRequest{Cookie: it.lease.cookie[:], DurationNanos: int64(d)}
+		req.Cookies = append(req.Cookies, it.lease.cookie[:]...)
+		req.DurationNanos[i] = int64(d)
 		latest = later(latest, it.exp)
 	}
 	if latest.Before(deadline) {
 		deadline = latest // no lease can be saved after that
 	}
 	ctx, cancel := context.WithDeadline(r.ctx, deadline)
-	var results []*djinnpb.RenewResult
+	var (
+		granted []time.Duration
+		errs    []error
+	)
 	lc, err := r.dial(landlord.Endpoint)
 	if err == nil {
 		var resp *djinnpb.RenewAllResponse
 		resp, err = lc.RenewAll(ctx, req)
 		err = fromRPC(err)
-		results = resp.GetResults()
-		if err == nil && len(results) != len(items) {
-			err = djinn.Errorf(djinn.Internal, "landlord %s answered renewAll of %d leases with %d results",
-				landlord.Endpoint, len(items), len(results))
+		if err == nil {
+			granted, errs, err = renewResults(landlord, len(items), resp)
 		}
 	}
 	cancel()
@@ -465,8 +467,8 @@ func (r *Renewer) renewBatch(items []renewItem) {
 		e := err
 		var g time.Duration
 		if e == nil {
-			g = time.Duration(results[i].GetGrantedNanos())
-			if e = errorFromProto(results[i].GetError()); e == nil {
+			g = granted[i]
+			if e = errs[i]; e == nil {
 				e = checkGranted(landlord, g)
 			}
 			if e == nil {

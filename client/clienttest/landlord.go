@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/batch"
 	"github.com/djinn-go/djinn/internal/grpcerr"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
@@ -260,13 +261,19 @@ func (l *Landlord) Cancel(_ context.Context, r *djinnpb.CancelRequest) (*djinnpb
 	return &djinnpb.CancelResponse{}, nil
 }
 
-// RenewAll implements djinnpb.LandlordServer: one result per lease, in
-// order.
+// RenewAll implements djinnpb.LandlordServer: a granted duration per
+// lease, in order, and the errors of those that failed.
 func (l *Landlord) RenewAll(_ context.Context, r *djinnpb.RenewAllRequest) (*djinnpb.RenewAllResponse, error) {
-	c := Call{Method: "RenewAll"}
-	for _, q := range r.GetLeases() {
-		c.Cookies = append(c.Cookies, ids([][]byte{q.GetCookie()})...)
-		c.Durations = append(c.Durations, time.Duration(q.GetDurationNanos()))
+	cookies, err := batch.Cookies(r.GetCookies())
+	if err != nil {
+		return nil, grpcerr.Status(err)
+	}
+	if len(cookies) != len(r.GetDurationNanos()) {
+		return nil, grpcerr.Status(djinn.Errorf(djinn.InvalidArgument, "renewAll: %d cookies but %d durations", len(cookies), len(r.GetDurationNanos())))
+	}
+	c := Call{Method: "RenewAll", Cookies: cookies}
+	for _, d := range r.GetDurationNanos() {
+		c.Durations = append(c.Durations, time.Duration(d))
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -275,32 +282,35 @@ func (l *Landlord) RenewAll(_ context.Context, r *djinnpb.RenewAllRequest) (*dji
 		return nil, grpcerr.Status(l.down)
 	}
 	now := time.Now()
-	out := &djinnpb.RenewAllResponse{Results: make([]*djinnpb.RenewResult, len(r.GetLeases()))}
-	for i, q := range r.GetLeases() {
-		g, err := l.renewLocked(q.GetCookie(), time.Duration(q.GetDurationNanos()), now)
-		out.Results[i] = &djinnpb.RenewResult{GrantedNanos: int64(g), Error: grpcerr.ToProto(err)}
+	out := &djinnpb.RenewAllResponse{GrantedNanos: make([]int64, len(cookies))}
+	errs := make([]error, len(cookies))
+	for i, id := range cookies {
+		g, err := l.renewLocked(id[:], c.Durations[i], now)
+		out.GrantedNanos[i], errs[i] = int64(g), err
 	}
+	out.Errors = batch.Errors(errs)
 	return out, nil
 }
 
-// CancelAll implements djinnpb.LandlordServer: one result per cookie, in
-// order, code OK when cancelled.
+// CancelAll implements djinnpb.LandlordServer: the errors of the leases
+// that could not be cancelled.
 func (l *Landlord) CancelAll(_ context.Context, r *djinnpb.CancelAllRequest) (*djinnpb.CancelAllResponse, error) {
+	cookies, err := batch.Cookies(r.GetCookies())
+	if err != nil {
+		return nil, grpcerr.Status(err)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.recordLocked(Call{Method: "CancelAll", Cookies: ids(r.GetCookies())})
+	l.recordLocked(Call{Method: "CancelAll", Cookies: cookies})
 	if l.down != nil {
 		return nil, grpcerr.Status(l.down)
 	}
 	now := time.Now()
-	out := &djinnpb.CancelAllResponse{Errors: make([]*djinnpb.Error, len(r.GetCookies()))}
-	for i, b := range r.GetCookies() {
-		out.Errors[i] = &djinnpb.Error{}
-		if err := l.cancelLocked(b, now); err != nil {
-			out.Errors[i] = grpcerr.ToProto(err)
-		}
+	errs := make([]error, len(cookies))
+	for i, id := range cookies {
+		errs[i] = l.cancelLocked(id[:], now)
 	}
-	return out, nil
+	return &djinnpb.CancelAllResponse{Errors: batch.Errors(errs)}, nil
 }
 
 // Client returns a Landlord client that calls l in process, with l's

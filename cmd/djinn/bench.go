@@ -196,7 +196,8 @@ func (b *bencher) run(ctx context.Context, op string, n int) (benchResult, error
 		for c := range n {
 			reqs[c] = &djinnpb.RenewAllRequest{}
 			for _, r := range regs[c*b.batch : (c+1)*b.batch] {
-				reqs[c].Leases = append(reqs[c].Leases, &djinnpb.RenewRequest{Cookie: r.Lease.Cookie, DurationNanos: int64(time.Hour)})
+				reqs[c].Cookies = append(reqs[c].Cookies, r.Lease.Cookie...)
+				reqs[c].DurationNanos = append(reqs[c].DurationNanos, int64(time.Hour))
 			}
 		}
 		call = func(ctx context.Context, c int) (int64, error) {
@@ -204,12 +205,10 @@ func (b *bencher) run(ctx context.Context, op string, n int) (benchResult, error
 			if err != nil {
 				return 0, err
 			}
-			for _, r := range resp.Results {
-				if r.Error != nil && r.Error.Code != 0 {
-					return 0, fmt.Errorf("renewAll: %s", r.Error.Message)
-				}
+			if len(resp.Errors) > 0 {
+				return 0, fmt.Errorf("renewAll: %s", resp.Errors[0].GetError().GetMessage())
 			}
-			return int64(len(resp.Results)), nil
+			return int64(len(resp.GrantedNanos)), nil
 		}
 	case "register":
 		call = func(ctx context.Context, c int) (int64, error) {

@@ -5,12 +5,10 @@ import (
 	"time"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/batch"
 	"github.com/djinn-go/djinn/internal/grpcerr"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
-
-// MaxBatch bounds the leases in one RenewAll or CancelAll.
-const MaxBatch = 65536
 
 // landlordRPC serves the Landlord service for every lease this server
 // grants.
@@ -43,63 +41,34 @@ func (l *landlordRPC) Cancel(ctx context.Context, r *djinnpb.CancelRequest) (*dj
 }
 
 func (l *landlordRPC) RenewAll(ctx context.Context, r *djinnpb.RenewAllRequest) (*djinnpb.RenewAllResponse, error) {
-	n := len(r.GetLeases())
-	if n > MaxBatch {
-		return nil, djinn.Errorf(djinn.InvalidArgument, "renewAll of %d leases: at most %d", n, MaxBatch)
+	cookies, err := batch.Cookies(r.GetCookies())
+	if err != nil {
+		return nil, err
 	}
-	out := &djinnpb.RenewAllResponse{Results: make([]*djinnpb.RenewResult, n)}
-	// One allocation for all results: RenewAll is the bulk path.
-	results := make([]djinnpb.RenewResult, n)
-	for i := range out.Results {
-		out.Results[i] = &results[i]
+	ds := r.GetDurationNanos()
+	if len(ds) != len(cookies) {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "renewAll: %d cookies but %d durations", len(cookies), len(ds))
 	}
-	cookies := make([]djinn.ID, 0, n)
-	durations := make([]time.Duration, 0, n)
-	idx := make([]int, 0, n)
-	for i, req := range r.GetLeases() {
-		c, err := djinn.IDFromBytes("lease cookie", req.GetCookie())
-		if err != nil {
-			out.Results[i].Error = grpcerr.ToProto(err)
+	durations := make([]time.Duration, len(ds))
+	for i, d := range ds {
+		durations[i] = time.Duration(d)
+	}
+	res := l.s.lessor.RenewAll(ctx, cookies, durations)
+	out := &djinnpb.RenewAllResponse{GrantedNanos: make([]int64, len(res))}
+	for i, r := range res {
+		if r.Err != nil {
+			out.Errors = append(out.Errors, &djinnpb.IndexedError{Index: uint32(i), Error: grpcerr.ToProto(r.Err)})
 			continue
 		}
-		cookies = append(cookies, c)
-		durations = append(durations, time.Duration(req.GetDurationNanos()))
-		idx = append(idx, i)
-	}
-	for j, res := range l.s.lessor.RenewAll(ctx, cookies, durations) {
-		r := out.Results[idx[j]]
-		r.GrantedNanos = int64(res.Granted)
-		if res.Err != nil {
-			r.Error = grpcerr.ToProto(res.Err)
-		}
+		out.GrantedNanos[i] = int64(r.Granted)
 	}
 	return out, nil
 }
 
 func (l *landlordRPC) CancelAll(ctx context.Context, r *djinnpb.CancelAllRequest) (*djinnpb.CancelAllResponse, error) {
-	n := len(r.GetCookies())
-	if n > MaxBatch {
-		return nil, djinn.Errorf(djinn.InvalidArgument, "cancelAll of %d leases: at most %d", n, MaxBatch)
+	cookies, err := batch.Cookies(r.GetCookies())
+	if err != nil {
+		return nil, err
 	}
-	out := &djinnpb.CancelAllResponse{Errors: make([]*djinnpb.Error, n)}
-	cookies := make([]djinn.ID, 0, n)
-	idx := make([]int, 0, n)
-	for i, b := range r.GetCookies() {
-		c, err := djinn.IDFromBytes("lease cookie", b)
-		if err != nil {
-			out.Errors[i] = grpcerr.ToProto(err)
-			continue
-		}
-		cookies = append(cookies, c)
-		idx = append(idx, i)
-	}
-	for j, err := range l.s.lessor.Cancel(ctx, cookies) {
-		out.Errors[idx[j]] = grpcerr.ToProto(err)
-	}
-	for i, e := range out.Errors {
-		if e == nil {
-			out.Errors[i] = &djinnpb.Error{}
-		}
-	}
-	return out, nil
+	return &djinnpb.CancelAllResponse{Errors: batch.Errors(l.s.lessor.Cancel(ctx, cookies))}, nil
 }

@@ -197,9 +197,13 @@ func (*CancelResponse) Descriptor() ([]byte, []int) {
 	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{3}
 }
 
+// RenewAllRequest renews n leases in one call, in a compact form for bulk
+// renewal: cookies holds n 16-byte cookies back to back, and lease i asks
+// for duration_nanos[i].
 type RenewAllRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Leases        []*RenewRequest        `protobuf:"bytes,1,rep,name=leases,proto3" json:"leases,omitempty"`
+	Cookies       []byte                 `protobuf:"bytes,1,opt,name=cookies,proto3" json:"cookies,omitempty"`
+	DurationNanos []int64                `protobuf:"varint,2,rep,packed,name=duration_nanos,json=durationNanos,proto3" json:"duration_nanos,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -234,18 +238,26 @@ func (*RenewAllRequest) Descriptor() ([]byte, []int) {
 	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{4}
 }
 
-func (x *RenewAllRequest) GetLeases() []*RenewRequest {
+func (x *RenewAllRequest) GetCookies() []byte {
 	if x != nil {
-		return x.Leases
+		return x.Cookies
 	}
 	return nil
 }
 
-// RenewAllResponse has one result per request, in order. A result with a
-// non-OK error failed; the others were renewed for granted_nanos.
+func (x *RenewAllRequest) GetDurationNanos() []int64 {
+	if x != nil {
+		return x.DurationNanos
+	}
+	return nil
+}
+
+// RenewAllResponse gives each lease's granted duration, in request order,
+// and the errors of those that failed (their granted_nanos is 0).
 type RenewAllResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Results       []*RenewResult         `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	GrantedNanos  []int64                `protobuf:"varint,1,rep,packed,name=granted_nanos,json=grantedNanos,proto3" json:"granted_nanos,omitempty"`
+	Errors        []*IndexedError        `protobuf:"bytes,2,rep,name=errors,proto3" json:"errors,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -280,35 +292,43 @@ func (*RenewAllResponse) Descriptor() ([]byte, []int) {
 	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{5}
 }
 
-func (x *RenewAllResponse) GetResults() []*RenewResult {
+func (x *RenewAllResponse) GetGrantedNanos() []int64 {
 	if x != nil {
-		return x.Results
+		return x.GrantedNanos
 	}
 	return nil
 }
 
-type RenewResult struct {
+func (x *RenewAllResponse) GetErrors() []*IndexedError {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
+}
+
+// IndexedError is the failure of the index-th element of a batch.
+type IndexedError struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	GrantedNanos  int64                  `protobuf:"varint,1,opt,name=granted_nanos,json=grantedNanos,proto3" json:"granted_nanos,omitempty"`
+	Index         uint32                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
 	Error         *Error                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *RenewResult) Reset() {
-	*x = RenewResult{}
+func (x *IndexedError) Reset() {
+	*x = IndexedError{}
 	mi := &file_djinn_v1_landlord_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *RenewResult) String() string {
+func (x *IndexedError) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*RenewResult) ProtoMessage() {}
+func (*IndexedError) ProtoMessage() {}
 
-func (x *RenewResult) ProtoReflect() protoreflect.Message {
+func (x *IndexedError) ProtoReflect() protoreflect.Message {
 	mi := &file_djinn_v1_landlord_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -320,28 +340,29 @@ func (x *RenewResult) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use RenewResult.ProtoReflect.Descriptor instead.
-func (*RenewResult) Descriptor() ([]byte, []int) {
+// Deprecated: Use IndexedError.ProtoReflect.Descriptor instead.
+func (*IndexedError) Descriptor() ([]byte, []int) {
 	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{6}
 }
 
-func (x *RenewResult) GetGrantedNanos() int64 {
+func (x *IndexedError) GetIndex() uint32 {
 	if x != nil {
-		return x.GrantedNanos
+		return x.Index
 	}
 	return 0
 }
 
-func (x *RenewResult) GetError() *Error {
+func (x *IndexedError) GetError() *Error {
 	if x != nil {
 		return x.Error
 	}
 	return nil
 }
 
+// CancelAllRequest cancels n leases: n 16-byte cookies back to back.
 type CancelAllRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Cookies       [][]byte               `protobuf:"bytes,1,rep,name=cookies,proto3" json:"cookies,omitempty"`
+	Cookies       []byte                 `protobuf:"bytes,1,opt,name=cookies,proto3" json:"cookies,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -376,16 +397,17 @@ func (*CancelAllRequest) Descriptor() ([]byte, []int) {
 	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{7}
 }
 
-func (x *CancelAllRequest) GetCookies() [][]byte {
+func (x *CancelAllRequest) GetCookies() []byte {
 	if x != nil {
 		return x.Cookies
 	}
 	return nil
 }
 
+// CancelAllResponse lists the leases that could not be cancelled.
 type CancelAllResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Errors        []*Error               `protobuf:"bytes,1,rep,name=errors,proto3" json:"errors,omitempty"` // one per cookie; code OK when cancelled
+	Errors        []*IndexedError        `protobuf:"bytes,1,rep,name=errors,proto3" json:"errors,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -420,7 +442,7 @@ func (*CancelAllResponse) Descriptor() ([]byte, []int) {
 	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{8}
 }
 
-func (x *CancelAllResponse) GetErrors() []*Error {
+func (x *CancelAllResponse) GetErrors() []*IndexedError {
 	if x != nil {
 		return x.Errors
 	}
@@ -439,18 +461,20 @@ const file_djinn_v1_landlord_proto_rawDesc = "" +
 	"\rgranted_nanos\x18\x01 \x01(\x03R\fgrantedNanos\"'\n" +
 	"\rCancelRequest\x12\x16\n" +
 	"\x06cookie\x18\x01 \x01(\fR\x06cookie\"\x10\n" +
-	"\x0eCancelResponse\"A\n" +
-	"\x0fRenewAllRequest\x12.\n" +
-	"\x06leases\x18\x01 \x03(\v2\x16.djinn.v1.RenewRequestR\x06leases\"C\n" +
-	"\x10RenewAllResponse\x12/\n" +
-	"\aresults\x18\x01 \x03(\v2\x15.djinn.v1.RenewResultR\aresults\"Y\n" +
-	"\vRenewResult\x12#\n" +
-	"\rgranted_nanos\x18\x01 \x01(\x03R\fgrantedNanos\x12%\n" +
+	"\x0eCancelResponse\"R\n" +
+	"\x0fRenewAllRequest\x12\x18\n" +
+	"\acookies\x18\x01 \x01(\fR\acookies\x12%\n" +
+	"\x0eduration_nanos\x18\x02 \x03(\x03R\rdurationNanos\"g\n" +
+	"\x10RenewAllResponse\x12#\n" +
+	"\rgranted_nanos\x18\x01 \x03(\x03R\fgrantedNanos\x12.\n" +
+	"\x06errors\x18\x02 \x03(\v2\x16.djinn.v1.IndexedErrorR\x06errors\"K\n" +
+	"\fIndexedError\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\rR\x05index\x12%\n" +
 	"\x05error\x18\x02 \x01(\v2\x0f.djinn.v1.ErrorR\x05error\",\n" +
 	"\x10CancelAllRequest\x12\x18\n" +
-	"\acookies\x18\x01 \x03(\fR\acookies\"<\n" +
-	"\x11CancelAllResponse\x12'\n" +
-	"\x06errors\x18\x01 \x03(\v2\x0f.djinn.v1.ErrorR\x06errors2\x8a\x02\n" +
+	"\acookies\x18\x01 \x01(\fR\acookies\"C\n" +
+	"\x11CancelAllResponse\x12.\n" +
+	"\x06errors\x18\x01 \x03(\v2\x16.djinn.v1.IndexedErrorR\x06errors2\x8a\x02\n" +
 	"\bLandlord\x128\n" +
 	"\x05Renew\x12\x16.djinn.v1.RenewRequest\x1a\x17.djinn.v1.RenewResponse\x12;\n" +
 	"\x06Cancel\x12\x17.djinn.v1.CancelRequest\x1a\x18.djinn.v1.CancelResponse\x12A\n" +
@@ -477,29 +501,28 @@ var file_djinn_v1_landlord_proto_goTypes = []any{
 	(*CancelResponse)(nil),    // 3: djinn.v1.CancelResponse
 	(*RenewAllRequest)(nil),   // 4: djinn.v1.RenewAllRequest
 	(*RenewAllResponse)(nil),  // 5: djinn.v1.RenewAllResponse
-	(*RenewResult)(nil),       // 6: djinn.v1.RenewResult
+	(*IndexedError)(nil),      // 6: djinn.v1.IndexedError
 	(*CancelAllRequest)(nil),  // 7: djinn.v1.CancelAllRequest
 	(*CancelAllResponse)(nil), // 8: djinn.v1.CancelAllResponse
 	(*Error)(nil),             // 9: djinn.v1.Error
 }
 var file_djinn_v1_landlord_proto_depIdxs = []int32{
-	0, // 0: djinn.v1.RenewAllRequest.leases:type_name -> djinn.v1.RenewRequest
-	6, // 1: djinn.v1.RenewAllResponse.results:type_name -> djinn.v1.RenewResult
-	9, // 2: djinn.v1.RenewResult.error:type_name -> djinn.v1.Error
-	9, // 3: djinn.v1.CancelAllResponse.errors:type_name -> djinn.v1.Error
-	0, // 4: djinn.v1.Landlord.Renew:input_type -> djinn.v1.RenewRequest
-	2, // 5: djinn.v1.Landlord.Cancel:input_type -> djinn.v1.CancelRequest
-	4, // 6: djinn.v1.Landlord.RenewAll:input_type -> djinn.v1.RenewAllRequest
-	7, // 7: djinn.v1.Landlord.CancelAll:input_type -> djinn.v1.CancelAllRequest
-	1, // 8: djinn.v1.Landlord.Renew:output_type -> djinn.v1.RenewResponse
-	3, // 9: djinn.v1.Landlord.Cancel:output_type -> djinn.v1.CancelResponse
-	5, // 10: djinn.v1.Landlord.RenewAll:output_type -> djinn.v1.RenewAllResponse
-	8, // 11: djinn.v1.Landlord.CancelAll:output_type -> djinn.v1.CancelAllResponse
-	8, // [8:12] is the sub-list for method output_type
-	4, // [4:8] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	6, // 0: djinn.v1.RenewAllResponse.errors:type_name -> djinn.v1.IndexedError
+	9, // 1: djinn.v1.IndexedError.error:type_name -> djinn.v1.Error
+	6, // 2: djinn.v1.CancelAllResponse.errors:type_name -> djinn.v1.IndexedError
+	0, // 3: djinn.v1.Landlord.Renew:input_type -> djinn.v1.RenewRequest
+	2, // 4: djinn.v1.Landlord.Cancel:input_type -> djinn.v1.CancelRequest
+	4, // 5: djinn.v1.Landlord.RenewAll:input_type -> djinn.v1.RenewAllRequest
+	7, // 6: djinn.v1.Landlord.CancelAll:input_type -> djinn.v1.CancelAllRequest
+	1, // 7: djinn.v1.Landlord.Renew:output_type -> djinn.v1.RenewResponse
+	3, // 8: djinn.v1.Landlord.Cancel:output_type -> djinn.v1.CancelResponse
+	5, // 9: djinn.v1.Landlord.RenewAll:output_type -> djinn.v1.RenewAllResponse
+	8, // 10: djinn.v1.Landlord.CancelAll:output_type -> djinn.v1.CancelAllResponse
+	7, // [7:11] is the sub-list for method output_type
+	3, // [3:7] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_djinn_v1_landlord_proto_init() }
