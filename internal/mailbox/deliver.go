@@ -59,13 +59,16 @@ func (d *deliverer) run(ctx context.Context) {
 	d.engine.Close()
 	wg.Wait()
 	// Anyone waiting for a retarget on this leader is released: the change
-	// is in the log, and the next leader starts from it.
+	// is in the log, and the next leader starts from it. The sink is
+	// detached, so no op is queued after these; they run without d.mu,
+	// which they take themselves, against the closed engine.
 	d.mu.Lock()
-	for _, op := range d.ops {
-		op()
-	}
+	ops := d.ops
 	d.ops = nil
 	d.mu.Unlock()
+	for _, op := range ops {
+		op()
+	}
 }
 
 func (d *deliverer) queue(op func()) {
@@ -115,7 +118,7 @@ func items(events []Stored) []event.Item {
 func (d *deliverer) Stored(reg djinn.ID, target *djinnpb.Ref, ev Stored) {
 	d.queue(func() {
 		if err := d.engine.Push(reg, toRef(target), event.Item{Cursor: ev.Index, Event: ev.Event}); err != nil {
-			d.logger.Warn("mailbox delivery queue full", "registration", reg, "err", err)
+			d.logger.Warn("mailbox: queueing delivery failed", "registration", reg, "err", err)
 		}
 	})
 }
@@ -133,7 +136,7 @@ func (d *deliverer) Retargeted(reg djinn.ID, target *djinnpb.Ref, events []Store
 		d.mu.Unlock()
 		if target != nil && len(events) > 0 {
 			if err := d.engine.Push(reg, toRef(target), items(events)...); err != nil {
-				d.logger.Warn("mailbox delivery queue full", "registration", reg, "err", err)
+				d.logger.Warn("mailbox: queueing delivery failed", "registration", reg, "err", err)
 			}
 		}
 		if done != nil {

@@ -45,9 +45,17 @@ func (s *Server) edgeError(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
+	// Point the caller at the leader: after a refused log write, or a
+	// leader-only service (the lessor, the mailbox) answering on a follower.
+	leader := ""
 	var nl *replica.NotLeaderError
-	if errors.As(err, &nl) && nl.Leader != "" {
-		_ = grpc.SetTrailer(ctx, metadata.Pairs(LeaderTrailer, nl.Leader))
+	if errors.As(err, &nl) {
+		leader = nl.Leader
+	} else if djinn.KindOf(err) == djinn.Unavailable && !s.node.IsLeader() {
+		leader = s.node.LeaderEndpoint()
+	}
+	if leader != "" {
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(LeaderTrailer, leader))
 	}
 	return grpcerr.Status(err)
 }

@@ -1,0 +1,195 @@
+package server_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/server"
+	"github.com/djinn-go/djinn/internal/server/servertest"
+)
+
+func writeFile(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "djinn.toml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestConfigDefaultChecks(t *testing.T) {
+	t.Parallel()
+	cfg := server.Default()
+	if err := cfg.Check(); err != nil {
+		t.Fatalf("the defaults do not pass Check: %v", err)
+	}
+	if !cfg.Mailbox.Enabled || cfg.DataDir == "" || !strings.HasPrefix(cfg.Listen, "127.0.0.1:") {
+		t.Errorf("defaults: %+v; want the mailbox on, a data directory and loopback addresses", cfg)
+	}
+}
+
+func TestConfigLoadFile(t *testing.T) {
+	t.Parallel()
+	t.Run("a valid file overlays the defaults", func(t *testing.T) {
+		path := writeFile(t, `
+listen = "127.0.0.1:7000"
+join = "10.0.0.1:4161"
+log-level = "debug"
+
+[tls]
+cert = "server.pem"
+key = "server-key.pem"
+ca = "ca.pem"
+client-auth = true
+
+[lease]
+checkpoint = "10s"
+
+[mailbox]
+default-lease = "any"
+max-lease = "forever"
+max-stored = 7
+
+[raft-tuning]
+election-timeout = "250ms"
+snapshot-threshold = 100
+`)
+		cfg := server.Default()
+		if err := cfg.LoadFile(path); err != nil {
+			t.Fatal(err)
+		}
+		want := server.Default()
+		want.Listen, want.Join, want.LogLevel = "127.0.0.1:7000", "10.0.0.1:4161", "debug"
+		want.TLS = server.TLSConfig{Cert: "server.pem", Key: "server-key.pem", CA: "ca.pem", ClientAuth: true}
+		want.Lease.Checkpoint = server.Duration(10 * time.Second)
+		want.Mailbox.DefaultLease, want.Mailbox.MaxLease, want.Mailbox.MaxStored = server.Duration(djinn.Any), server.Duration(djinn.Forever), 7
+		want.Raftcfg.ElectionTimeout, want.Raftcfg.SnapshotThreshold = server.Duration(250*time.Millisecond), 100
+		if cfg != want {
+			t.Errorf("loaded\n%+v\nwant\n%+v", cfg, want)
+		}
+	})
+	tests := []struct {
+		name, text string
+		names      []string // the error names these
+	}{
+		{"an unknown key is an error naming it", "listen = \"127.0.0.1:1\"\n[mailbox]\nmax-stord = 3\n", []string{"mailbox.max-stord"}},
+		{"every unknown key is named", "colour = \"blue\"\n[tls]\nkey-file = \"k\"\n", []string{"colour", "tls.key-file"}},
+		{"a value of the wrong type names its key", "[mailbox]\nmax-stored = \"lots\"\n", []string{"max-stored"}},
+		{"a duration that does not parse names its key", "[lease]\ncheckpoint = \"soon\"\n", []string{"checkpoint", "soon"}},
+		{"a file that is not TOML names the file", "listen = \n", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeFile(t, tt.text)
+			cfg := server.Default()
+			err := cfg.LoadFile(path)
+			if err == nil {
+				t.Fatal("loaded")
+			}
+			for _, n := range append(tt.names, path) {
+				if !strings.Contains(err.Error(), n) {
+					t.Errorf("error %q does not name %q", err, n)
+				}
+			}
+		})
+	}
+	t.Run("a missing file names it", func(t *testing.T) {
+		cfg := server.Default()
+		path := filepath.Join(t.TempDir(), "none.toml")
+		if err := cfg.LoadFile(path); err == nil || !strings.Contains(err.Error(), path) || !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("load missing file: %v", err)
+		}
+	})
+}
+
+func TestConfigLoadEnv(t *testing.T) {
+	t.Parallel()
+	cfg := server.Default()
+	err := cfg.LoadEnv([]string{
+		"DJINN_LISTEN=127.0.0.1:7001",
+		"DJINN_MAILBOX_MAX_STORED=9",
+		"DJINN_MAILBOX_DEFAULT_LEASE=90s",
+		"DJINN_MAILBOX_ENABLED=false",
+		"DJINN_TLS_CLIENT_AUTH=true",
+		"DJINN_RAFT_TUNING_HEARTBEAT_TIMEOUT=50ms",
+		"DJINN_RAFT_TUNING_SNAPSHOT_THRESHOLD=12",
+		"DJINN_RAFT=127.0.0.1:7002",
+		"DJINN_RAFT_ADVERTISE=10.0.0.2:7002",
+		"DJINN_SERVER=127.0.0.1:9", // the CLI's, not a server key
+		"LISTEN=127.0.0.1:1",       // not ours
+		"DJINN_NO_EQUALS",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := server.Default()
+	want.Listen, want.Raft, want.RaftAdvertise = "127.0.0.1:7001", "127.0.0.1:7002", "10.0.0.2:7002"
+	want.Mailbox.MaxStored, want.Mailbox.DefaultLease, want.Mailbox.Enabled = 9, server.Duration(90*time.Second), false
+	want.TLS.ClientAuth = true
+	want.Raftcfg.HeartbeatTimeout, want.Raftcfg.SnapshotThreshold = server.Duration(50*time.Millisecond), 12
+	if cfg != want {
+		t.Errorf("loaded\n%+v\nwant\n%+v", cfg, want)
+	}
+
+	tests := []struct{ name, env string }{
+		{"an integer that does not parse", "DJINN_MAILBOX_MAX_STORED=lots"},
+		{"a boolean that does not parse", "DJINN_MAILBOX_ENABLED=maybe"},
+		{"a duration that does not parse", "DJINN_LEASE_CHECKPOINT=soon"},
+		{"a negative count where none may be", "DJINN_RAFT_TUNING_SNAPSHOT_THRESHOLD=-1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name+" is an error naming the variable", func(t *testing.T) {
+			cfg := server.Default()
+			name, _, _ := strings.Cut(tt.env, "=")
+			wantErr(t, tt.env, cfg.LoadEnv([]string{tt.env}), djinn.ErrInvalidArgument, name)
+		})
+	}
+}
+
+func TestConfigCheck(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		change func(*server.Config)
+		names  string // the error names it
+	}{
+		{"an empty data directory", func(c *server.Config) { c.DataDir = "" }, "data-dir"},
+		{"a listen address without a port", func(c *server.Config) { c.Listen = "localhost" }, "listen"},
+		{"a listen address with a named port", func(c *server.Config) { c.Listen = "127.0.0.1:grpc" }, "listen"},
+		{"an admin address without a host", func(c *server.Config) { c.Admin = ":4162" }, "admin"},
+		{"an empty raft address", func(c *server.Config) { c.Raft = "" }, "raft"},
+		{"a bad advertised address", func(c *server.Config) { c.Advertise = "example.org" }, "advertise"},
+		{"a bad raft advertised address", func(c *server.Config) { c.RaftAdvertise = "10.0.0.1:123456" }, "raft-advertise"},
+		{"a bad join address", func(c *server.Config) { c.Join = "10.0.0.1" }, "join"},
+		{"a certificate without a key", func(c *server.Config) { c.TLS.Cert = "server.pem" }, "tls"},
+		{"a key without a certificate", func(c *server.Config) { c.TLS.Key = "server-key.pem" }, "tls"},
+		{"client-auth without a CA", func(c *server.Config) {
+			c.TLS = server.TLSConfig{Cert: "server.pem", Key: "server-key.pem", ClientAuth: true}
+		}, "client-auth"},
+		{"client-auth without a certificate", func(c *server.Config) { c.TLS = server.TLSConfig{CA: "ca.pem", ClientAuth: true} }, "client-auth"},
+		{"no room for stored events", func(c *server.Config) { c.Mailbox.MaxStored = 0 }, "max-stored"},
+		{"a zero checkpoint", func(c *server.Config) { c.Lease.Checkpoint = 0 }, "checkpoint"},
+		{"an unknown log level", func(c *server.Config) { c.LogLevel = "loud" }, "log-level"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := server.Default()
+			tt.change(&cfg)
+			wantErr(t, "check", cfg.Check(), djinn.ErrInvalidArgument, tt.names)
+		})
+	}
+	t.Run("Open checks the configuration first", func(t *testing.T) {
+		cfg := servertest.Config(t)
+		cfg.Listen = "nowhere"
+		s, err := server.Open(testContext(t), cfg, nil)
+		if err == nil {
+			s.Close()
+		}
+		wantErr(t, "open", err, djinn.ErrInvalidArgument, "listen")
+	})
+}

@@ -1,0 +1,151 @@
+package servertest
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// PKI is a throwaway certificate authority with one server and one client
+// certificate, written as PEM files in a test's temporary directory. The
+// server certificate is for 127.0.0.1 and serves both ends of a TLS
+// connection, as a djinn server's does (it is also the Raft peer and the
+// event sender's client certificate).
+type PKI struct {
+	// Paths of the PEM files.
+	CA, ServerCert, ServerKey, ClientCert, ClientKey string
+	// Roots trusts the CA.
+	Roots *x509.CertPool
+	// Server and Client are the certificates with their keys.
+	Server, Client tls.Certificate
+
+	ca    *x509.Certificate
+	caKey *ecdsa.PrivateKey
+	dir   string
+	n     atomic.Int64 // client certificates issued by NewClient
+}
+
+// NewPKI creates a CA and its certificates in t.TempDir().
+func NewPKI(t testing.TB) *PKI {
+	t.Helper()
+	dir := t.TempDir()
+	p := &PKI{
+		CA:         filepath.Join(dir, "ca.pem"),
+		ServerCert: filepath.Join(dir, "server.pem"),
+		ServerKey:  filepath.Join(dir, "server-key.pem"),
+		ClientCert: filepath.Join(dir, "client.pem"),
+		ClientKey:  filepath.Join(dir, "client-key.pem"),
+		Roots:      x509.NewCertPool(),
+	}
+	caKey := newKey(t)
+	caTmpl := &x509.Certificate{
+		SerialNumber:          serial(t),
+		Subject:               pkix.Name{CommonName: "djinn test ca"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Roots.AddCert(ca)
+	writePEM(t, p.CA, "CERTIFICATE", caDER)
+
+	p.ca, p.caKey, p.dir = ca, caKey, dir
+	p.Server = p.issue(t, "djinn test server", []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		[]net.IP{net.IPv4(127, 0, 0, 1)}, p.ServerCert, p.ServerKey)
+	p.Client = p.issue(t, "djinn test client", []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil, p.ClientCert, p.ClientKey)
+	return p
+}
+
+// NewClient issues another client certificate, for the common name cn:
+// another principal.
+func (p *PKI) NewClient(t testing.TB, cn string) tls.Certificate {
+	t.Helper()
+	base := filepath.Join(p.dir, fmt.Sprintf("client-%d", p.n.Add(1)))
+	return p.issue(t, cn, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil, base+".pem", base+"-key.pem")
+}
+
+// issue signs a certificate for cn and writes it and its key.
+func (p *PKI) issue(t testing.TB, cn string, usage []x509.ExtKeyUsage, ips []net.IP, certPath, keyPath string) tls.Certificate {
+	t.Helper()
+	key := newKey(t)
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(t),
+		Subject:      pkix.Name{CommonName: cn},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  usage,
+		IPAddresses:  ips,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writePEM(t, certPath, "CERTIFICATE", der)
+	writePEM(t, keyPath, "PRIVATE KEY", keyDER)
+	cert, err := tls.LoadX509KeyPair(certPath, keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
+// ClientTLS returns a client configuration that trusts the CA and presents
+// the client certificate.
+func (p *PKI) ClientTLS() *tls.Config { return p.TLSFor(p.Client) }
+
+// TLSFor returns a client configuration that trusts the CA and presents
+// cert.
+func (p *PKI) TLSFor(cert tls.Certificate) *tls.Config {
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: p.Roots, MinVersion: tls.VersionTLS12}
+}
+
+func newKey(t testing.TB) *ecdsa.PrivateKey {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func serial(t testing.TB) *big.Int {
+	t.Helper()
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func writePEM(t testing.TB, path, kind string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

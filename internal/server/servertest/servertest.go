@@ -1,0 +1,176 @@
+// Package servertest runs djinn servers for tests: single nodes and small
+// clusters on loopback ports the system picks, with data directories under
+// t.TempDir() and Raft timeouts short enough that a leader is elected in a
+// fraction of a second. Everything it starts stops when the test ends.
+//
+// Raft runs on the real clock here, so these helpers never sleep: they wait
+// for a condition with a bounded poll (Eventually) and fail the test, naming
+// what they waited for, when it does not come.
+package servertest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/server"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+// Timeout bounds every wait in this package.
+const Timeout = 20 * time.Second
+
+// Config returns a test server's configuration: the defaults, with every
+// port on 127.0.0.1:0, a fresh data directory and 100ms Raft timeouts.
+func Config(t testing.TB) server.Config {
+	t.Helper()
+	cfg := server.Default()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Admin = "127.0.0.1:0"
+	cfg.Raft = "127.0.0.1:0"
+	cfg.Raftcfg.HeartbeatTimeout = server.Duration(100 * time.Millisecond)
+	cfg.Raftcfg.ElectionTimeout = server.Duration(100 * time.Millisecond)
+	return cfg
+}
+
+// Open opens a server with cfg and closes it when the test ends. It does
+// not wait for the server to be ready.
+func Open(t testing.TB, cfg server.Config) *server.Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	s, err := server.Open(ctx, cfg, nil)
+	if err != nil {
+		t.Fatalf("open server: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("close server %s: %v", s.NodeID(), err)
+		}
+	})
+	return s
+}
+
+// Start opens a server with cfg, waits until it is ready, and closes it
+// when the test ends.
+func Start(t testing.TB, cfg server.Config) *server.Server {
+	t.Helper()
+	s := Open(t, cfg)
+	WaitReady(t, s)
+	return s
+}
+
+// WaitReady waits until s can serve writes through some leader.
+func WaitReady(t testing.TB, s *server.Server) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	if err := s.WaitReady(ctx); err != nil {
+		t.Fatalf("server %s: %v", s.NodeID(), err)
+	}
+}
+
+// StartCluster starts n servers: the first bootstraps the cluster, the
+// others join it through the first one's gRPC address. configure, if not
+// nil, adjusts every member's configuration. It returns once every member
+// reports, over gRPC, all n members and a leader.
+func StartCluster(t testing.TB, n int, configure func(*server.Config)) []*server.Server {
+	t.Helper()
+	ss := make([]*server.Server, n)
+	for i := range ss {
+		cfg := Config(t)
+		if configure != nil {
+			configure(&cfg)
+		}
+		if i > 0 {
+			cfg.Join = ss[0].Addr()
+		}
+		ss[i] = Open(t, cfg)
+		if i == 0 {
+			WaitReady(t, ss[0])
+		}
+	}
+	for _, s := range ss {
+		WaitReady(t, s)
+	}
+	admins := make([]djinnpb.AdminClient, n)
+	for i, s := range ss {
+		admins[i] = djinnpb.NewAdminClient(Dial(t, s.Addr()).ClientConn())
+	}
+	Eventually(t, fmt.Sprintf("%d members with their addresses and a leader, seen by every server", n), func() bool {
+		for _, a := range admins {
+			st, err := Status(a)
+			if err != nil || len(st.GetMembers()) != n || st.GetLeaderAddress() == "" {
+				return false
+			}
+			for _, m := range st.GetMembers() {
+				if m.GetGrpcAddress() == "" {
+					return false
+				}
+			}
+		}
+		return Leader(ss...) != nil
+	})
+	return ss
+}
+
+// Status asks for a server's status with a short deadline.
+func Status(a djinnpb.AdminClient) (*djinnpb.StatusResponse, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return a.Status(ctx, &djinnpb.StatusRequest{})
+}
+
+// Leader returns the server among ss that leads, or nil.
+func Leader(ss ...*server.Server) *server.Server {
+	for _, s := range ss {
+		if s.Node().IsLeader() {
+			return s
+		}
+	}
+	return nil
+}
+
+// Dial connects a client to addr and closes it when the test ends.
+func Dial(t testing.TB, addr string, opts ...client.Option) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	c, err := client.Dial(ctx, addr, opts...)
+	if err != nil {
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// Eventually checks cond every 10ms until it holds, and fails the test
+// naming what it waited for if it does not within Timeout.
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	if !Poll(Timeout, cond) {
+		t.Fatalf("waited %v for %s", Timeout, what)
+	}
+}
+
+// Poll checks cond every 10ms until it holds or d passes, and reports
+// whether it held.
+func Poll(d time.Duration, cond func() bool) bool {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if cond() {
+			return true
+		}
+		select {
+		case <-deadline.C:
+			return cond()
+		case <-tick.C:
+		}
+	}
+}
