@@ -22,9 +22,13 @@ type deliverer struct {
 
 	mu sync.Mutex
 	// ops, targets, acks and failures are guarded by mu.
-	ops      []func()
-	targets  map[djinn.ID]*djinnpb.Ref
-	acks     map[djinn.ID]uint64
+	ops     []func()
+	targets map[djinn.ID]*djinnpb.Ref
+	acks    map[djinn.ID]uint64
+	// through is, per registration, the last index delivered in this term:
+	// events up to it are not sent again when the target changes before the
+	// delivery is recorded in the log.
+	through  map[djinn.ID]uint64
 	failures []*statepb.Command
 	opsReady chan struct{} // signalled when ops grows
 	report   chan struct{} // signalled when acks or failures grow
@@ -35,7 +39,7 @@ var _ Sink = (*deliverer)(nil)
 func newDeliverer(s *State, log Proposer, logger *slog.Logger, ec event.Config) *deliverer {
 	d := &deliverer{
 		state: s, log: log, logger: logger,
-		targets: map[djinn.ID]*djinnpb.Ref{}, acks: map[djinn.ID]uint64{},
+		targets: map[djinn.ID]*djinnpb.Ref{}, acks: map[djinn.ID]uint64{}, through: map[djinn.ID]uint64{},
 		opsReady: make(chan struct{}, 1), report: make(chan struct{}, 1),
 	}
 	ec.OnDelivered = d.delivered
@@ -133,7 +137,11 @@ func (d *deliverer) Retargeted(reg djinn.ID, target *djinnpb.Ref, events []Store
 		} else {
 			d.targets[reg] = target
 		}
+		sent := d.through[reg]
 		d.mu.Unlock()
+		for len(events) > 0 && events[0].Index <= sent {
+			events = events[1:]
+		}
 		if target != nil && len(events) > 0 {
 			if err := d.engine.Push(reg, toRef(target), items(events)...); err != nil {
 				d.logger.Warn("mailbox: queueing delivery failed", "registration", reg, "err", err)
@@ -159,6 +167,7 @@ func (d *deliverer) Removed(reg djinn.ID) {
 		d.mu.Lock()
 		delete(d.targets, reg)
 		delete(d.acks, reg)
+		delete(d.through, reg)
 		d.mu.Unlock()
 	})
 }
@@ -167,6 +176,9 @@ func (d *deliverer) delivered(reg djinn.ID, through uint64) {
 	d.mu.Lock()
 	if through > d.acks[reg] {
 		d.acks[reg] = through
+	}
+	if through > d.through[reg] {
+		d.through[reg] = through
 	}
 	d.mu.Unlock()
 	d.signalReport()

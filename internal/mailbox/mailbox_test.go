@@ -17,6 +17,7 @@ import (
 	"github.com/djinn-go/djinn/internal/principal"
 	"github.com/djinn-go/djinn/internal/state/statetest"
 	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/proto/statepb"
 )
 
 // sink is an in-memory listener: it records what it is sent and answers
@@ -339,7 +340,9 @@ func TestUnknownEventList(t *testing.T) {
 			t.Fatalf("other kinds are still accepted: %v", err)
 		}
 		// EM.4.1: re-enabling clears the list.
+		f.sink.mu.Lock()
 		f.sink.answer = nil
+		f.sink.mu.Unlock()
 		if err := f.svc.EnableDelivery(context.Background(), r.ID, tp); err != nil {
 			t.Fatal(err)
 		}
@@ -626,4 +629,67 @@ func TestReplacementBlocksUntilOldDeliveryStops(t *testing.T) {
 			})
 		})
 	}
+}
+
+// slowAcks is a log that cannot record deliveries (as when the log is
+// slow or the leader is about to fail): delivered events stay stored.
+type slowAcks struct{ *statetest.Log }
+
+func (s slowAcks) Propose(ctx context.Context, c *statepb.Command) (any, error) {
+	if c.GetMailboxDelivered() != nil {
+		return nil, djinn.Errorf(djinn.Unavailable, "log busy")
+	}
+	return s.Log.Propose(ctx, c)
+}
+
+// TestRetargetDoesNotResendDelivered: events this leader already delivered
+// are not sent to a new target just because their delivery is not yet in
+// the log.
+func TestRetargetDoesNotResendDelivered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, 100)
+		f.stop()
+		svc, err := mailbox.New(f.log.M.Mailbox, f.lessor, slowAcks{f.log}, time.Now, func() djinn.Ref { return f.self }, mailbox.Config{
+			Delivery: event.Config{Sender: f.sink, MinBackoff: time.Second, MaxBackoff: time.Second},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); f.lessor.Run(ctx) }()
+		go func() { defer wg.Done(); svc.Run(ctx) }()
+		defer func() { cancel(); wg.Wait() }()
+		synctest.Wait()
+
+		r, err := svc.Register(context.Background(), time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		aP, aR := target("a")
+		bP, bR := target("b")
+		if err := svc.EnableDelivery(context.Background(), r.ID, aP); err != nil {
+			t.Fatal(err)
+		}
+		for i := int64(1); i <= 3; i++ {
+			if err := svc.Notify(context.Background(), r.Listener.Object, ev(1, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait()
+		if got := f.sink.seqs(aR); len(got) != 3 {
+			t.Fatalf("a got %v", got)
+		}
+		if err := svc.EnableDelivery(context.Background(), r.ID, bP); err != nil {
+			t.Fatal(err)
+		}
+		if err := svc.Notify(context.Background(), r.Listener.Object, ev(1, 4)); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if got := f.sink.seqs(bR); len(got) != 1 || got[0] != 4 {
+			t.Fatalf("the new target got %v, want only the new event 4", got)
+		}
+	})
 }
