@@ -238,6 +238,34 @@ func (c *Config) Check() error {
 	if c.Lease.Checkpoint <= 0 {
 		return djinn.Errorf(djinn.InvalidArgument, "lease checkpoint %s: must be positive", djinn.FormatDuration(time.Duration(c.Lease.Checkpoint)))
 	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{
+		{"mailbox max-event-bytes", c.Mailbox.MaxEventBytes},
+		{"mailbox max-registrations", c.Mailbox.MaxRegistrations},
+		{"lease expiry-batch", c.Lease.ExpiryBatch},
+		{"lease expiry-rate", c.Lease.ExpiryRate},
+	} {
+		if n.v <= 0 {
+			return djinn.Errorf(djinn.InvalidArgument, "%s %d: must be positive", n.name, n.v)
+		}
+	}
+	def, max := time.Duration(c.Mailbox.DefaultLease), time.Duration(c.Mailbox.MaxLease)
+	if def <= 0 || max <= 0 || def > max {
+		return djinn.Errorf(djinn.InvalidArgument, "mailbox default-lease %s max-lease %s: want 0 < default <= max",
+			djinn.FormatDuration(def), djinn.FormatDuration(max))
+	}
+	hb, el := time.Duration(c.Raftcfg.HeartbeatTimeout), time.Duration(c.Raftcfg.ElectionTimeout)
+	if hb < 10*time.Millisecond || hb == djinn.Forever {
+		return djinn.Errorf(djinn.InvalidArgument, "raft-tuning heartbeat-timeout %s: want at least 10ms", djinn.FormatDuration(hb))
+	}
+	if el < hb || el == djinn.Forever {
+		return djinn.Errorf(djinn.InvalidArgument, "raft-tuning election-timeout %s: want at least the heartbeat timeout %s", djinn.FormatDuration(el), hb)
+	}
+	if si := time.Duration(c.Raftcfg.SnapshotInterval); si <= 0 || si == djinn.Forever {
+		return djinn.Errorf(djinn.InvalidArgument, "raft-tuning snapshot-interval %s: must be positive", djinn.FormatDuration(si))
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:

@@ -175,6 +175,15 @@ func TestConfigCheck(t *testing.T) {
 		{"no room for stored events", func(c *server.Config) { c.Mailbox.MaxStored = 0 }, "max-stored"},
 		{"a zero checkpoint", func(c *server.Config) { c.Lease.Checkpoint = 0 }, "checkpoint"},
 		{"an unknown log level", func(c *server.Config) { c.LogLevel = "loud" }, "log-level"},
+		{"no room for an event", func(c *server.Config) { c.Mailbox.MaxEventBytes = 0 }, "max-event-bytes"},
+		{"no room for registrations", func(c *server.Config) { c.Mailbox.MaxRegistrations = -1 }, "max-registrations"},
+		{"an empty expiry batch", func(c *server.Config) { c.Lease.ExpiryBatch = 0 }, "expiry-batch"},
+		{"a zero expiry rate", func(c *server.Config) { c.Lease.ExpiryRate = 0 }, "expiry-rate"},
+		{"a default lease above the maximum", func(c *server.Config) { c.Mailbox.DefaultLease = server.Duration(2 * time.Hour) }, "default-lease"},
+		{"a zero maximum lease", func(c *server.Config) { c.Mailbox.MaxLease = 0 }, "max-lease"},
+		{"a heartbeat timeout of any", func(c *server.Config) { c.Raftcfg.HeartbeatTimeout = server.Duration(djinn.Any) }, "heartbeat-timeout"},
+		{"an election timeout below the heartbeat", func(c *server.Config) { c.Raftcfg.ElectionTimeout = server.Duration(time.Millisecond * 20) }, "election-timeout"},
+		{"a zero snapshot interval", func(c *server.Config) { c.Raftcfg.SnapshotInterval = 0 }, "snapshot-interval"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
