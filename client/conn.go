@@ -6,12 +6,14 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -258,8 +260,9 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 			return &Client{pool: p, addr: addr, cc: cc}, nil
 		}
 		if s == connectivity.TransientFailure || s == connectivity.Shutdown {
+			why := connectError(ctx, cc)
 			p.Close()
-			return nil, djinn.Errorf(djinn.Unavailable, "dial %s: cannot connect", addr)
+			return nil, djinn.Errorf(djinn.Unavailable, "dial %s: cannot connect: %s", addr, why)
 		}
 		if !cc.WaitForStateChange(ctx, s) {
 			p.Close()
@@ -283,3 +286,16 @@ func (c *Client) Pool() *Pool { return c.pool }
 
 // Close closes the client's connections.
 func (c *Client) Close() error { return c.pool.Close() }
+
+// connectError asks a failed connection why it failed: one call that does
+// not wait for readiness reports the last connection error (refused, TLS
+// handshake, unknown authority, ...).
+func connectError(ctx context.Context, cc *grpc.ClientConn) string {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{})
+	if st, ok := status.FromError(err); ok && err != nil {
+		return st.Message()
+	}
+	return "no connection"
+}
