@@ -170,7 +170,7 @@ func (b *bencher) run(ctx context.Context, op string, n int) (benchResult, error
 	mb := func(c int) djinnpb.EventListenerClient {
 		return djinnpb.NewEventListenerClient(b.conns[c%len(b.conns)])
 	}
-	src := &djinnpb.Ref{Endpoint: "127.0.0.1:1", ServiceId: make([]byte, 16), ObjectId: make([]byte, 16)}
+	src := &djinnpb.Ref{Endpoint: "127.0.0.1:1", ServiceId: []byte("bench-generator-"), ObjectId: []byte("source-object-id")}
 	var seq atomic.Int64
 	switch op {
 	case "empty":

@@ -184,7 +184,7 @@ func TestKillAndRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := &djinnpb.Ref{Endpoint: "127.0.0.1:1", ServiceId: make([]byte, 16), ObjectId: make([]byte, 16)}
+	src := &djinnpb.Ref{Endpoint: "127.0.0.1:1", ServiceId: []byte("bench-generator-"), ObjectId: []byte("source-object-id")}
 	const events = 200
 	for i := range events {
 		_, err := ls.Notify(ctx, &djinnpb.NotifyRequest{ListenerId: long.Listener.ObjectId,

@@ -444,6 +444,7 @@ func TestBadEventsRefused(t *testing.T) {
 			"nil event":    nil,
 			"no source":    {EventId: 1},
 			"short source": {Source: &djinnpb.Ref{ServiceId: []byte{1}, ObjectId: []byte{2}}},
+			"zero source":  {Source: &djinnpb.Ref{ServiceId: make([]byte, 16), ObjectId: make([]byte, 16)}},
 			"too large":    big,
 		} {
 			if err := f.notify(r, e); !errors.Is(err, djinn.ErrInvalidArgument) {

@@ -275,11 +275,16 @@ func (s *Service) checkEvent(ev *djinnpb.RemoteEvent) error {
 	if src == nil {
 		return djinn.Errorf(djinn.InvalidArgument, "event source: missing")
 	}
-	if _, err := djinn.IDFromBytes("event source service id", src.GetServiceId()); err != nil {
+	svc, err := djinn.IDFromBytes("event source service id", src.GetServiceId())
+	if err != nil {
 		return err
 	}
-	if _, err := djinn.IDFromBytes("event source object id", src.GetObjectId()); err != nil {
+	obj, err := djinn.IDFromBytes("event source object id", src.GetObjectId())
+	if err != nil {
 		return err
+	}
+	if svc.IsZero() && obj.IsZero() {
+		return djinn.Errorf(djinn.InvalidArgument, "event source: missing (all-zero reference)")
 	}
 	if n := proto.Size(ev); n > s.cfg.MaxEventBytes {
 		return djinn.Errorf(djinn.InvalidArgument, "event of %d bytes: larger than %d", n, s.cfg.MaxEventBytes)
