@@ -46,6 +46,7 @@ func newBench(g *globals) *cobra.Command {
 		leases   int
 		admin    string
 		conns    int
+		events   int
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -55,7 +56,7 @@ func newBench(g *globals) *cobra.Command {
 Workloads (--ops): empty (gRPC health check: the floor every call pays),
 renew (one lease per client), renewall (--batch leases per call), register
 (mailbox registration: a logged lease grant), notify (durable mailbox
-ingest), deliver (ingest with delivery enabled to a listener hosted by the
+ingest, one event a call), notifybatch (--events per call), deliver (ingest with delivery enabled to a listener hosted by the
 bench; reports events received per second), leases (grants --leases
 registrations and reports the server's resident memory from --admin).`,
 		Args: cobra.NoArgs,
@@ -71,7 +72,7 @@ registrations and reports the server's resident memory from --admin).`,
 			if conns <= 0 {
 				return fmt.Errorf("conns %d: want at least 1", conns)
 			}
-			b := &bencher{duration: duration, batch: batch}
+			b := &bencher{duration: duration, batch: batch, events: events}
 			for range conns {
 				cl, err := g.dial(cmd.Context())
 				if err != nil {
@@ -118,6 +119,7 @@ registrations and reports the server's resident memory from --admin).`,
 	f.IntVar(&leases, "leases", 1000000, "registrations for the leases workload")
 	f.StringVar(&admin, "admin", "127.0.0.1:4162", "admin address of the server, for its memory")
 	f.IntVar(&conns, "conns", 4, "gRPC connections the clients share")
+	f.IntVar(&events, "events", 100, "events per notifybatch call")
 	return cmd
 }
 
@@ -126,6 +128,7 @@ type bencher struct {
 	conns    []*grpc.ClientConn // client i uses conns[i%len(conns)]
 	duration time.Duration
 	batch    int
+	events   int // events per notifybatch call
 }
 
 // register makes n registrations with hour-long leases.
@@ -215,12 +218,21 @@ func (b *bencher) run(ctx context.Context, op string, n int) (benchResult, error
 			_, err := djinnpb.NewEventMailboxClient(b.conns[c%len(b.conns)]).Register(ctx, &djinnpb.MailboxRegisterRequest{LeaseDurationNanos: int64(time.Minute)})
 			return 1, err
 		}
-	case "notify", "deliver":
+	case "notify", "notifybatch", "deliver", "deliverbatch":
+		// Durable ingest into mailbox listeners, one event a call or
+		// --events a call; the deliver forms also enable delivery to a
+		// listener hosted here and count what it receives.
 		regs, err := b.register(ctx, n)
 		if err != nil {
 			return benchResult{}, err
 		}
-		if op == "deliver" {
+		defer func() {
+			// Leave the server clean for the next workload.
+			for _, r := range regs {
+				_, _ = ll(0).Cancel(context.Background(), &djinnpb.CancelRequest{Cookie: r.Lease.Cookie})
+			}
+		}()
+		if strings.HasPrefix(op, "deliver") {
 			var got atomic.Int64
 			l, err := client.Listen(ctx, "127.0.0.1:0", func(context.Context, *client.RemoteEvent) error {
 				got.Add(1)
@@ -238,18 +250,27 @@ func (b *bencher) run(ctx context.Context, op string, n int) (benchResult, error
 			}
 			after = got.Load
 		}
-		call = func(ctx context.Context, c int) (int64, error) {
-			_, err := mb(c).Notify(ctx, &djinnpb.NotifyRequest{ListenerId: regs[c].Listener.ObjectId,
-				Event: &djinnpb.RemoteEvent{Source: src, EventId: 1, Sequence: seq.Add(1), Handback: []byte("bench")}})
-			return 1, err
+		if !strings.HasSuffix(op, "batch") {
+			call = func(ctx context.Context, c int) (int64, error) {
+				_, err := mb(c).Notify(ctx, &djinnpb.NotifyRequest{ListenerId: regs[c].Listener.ObjectId,
+					Event: &djinnpb.RemoteEvent{Source: src, EventId: 1, Sequence: seq.Add(1), Handback: []byte("bench")}})
+				return 1, err
+			}
+			break
 		}
-		if op == "notify" {
-			defer func() {
-				// Leave the server clean for the next workload.
-				for _, r := range regs {
-					_, _ = ll(0).Cancel(context.Background(), &djinnpb.CancelRequest{Cookie: r.Lease.Cookie})
-				}
-			}()
+		call = func(ctx context.Context, c int) (int64, error) {
+			req := &djinnpb.NotifyBatchRequest{ListenerId: regs[c].Listener.ObjectId, Events: make([]*djinnpb.RemoteEvent, b.events)}
+			for i := range req.Events {
+				req.Events[i] = &djinnpb.RemoteEvent{Source: src, EventId: 1, Sequence: seq.Add(1), Handback: []byte("bench")}
+			}
+			resp, err := mb(c).NotifyBatch(ctx, req)
+			if err != nil {
+				return 0, err
+			}
+			if resp.Error != nil {
+				return int64(resp.Accepted), fmt.Errorf("notifyBatch: %s", resp.Error.GetMessage())
+			}
+			return int64(resp.Accepted), nil
 		}
 	default:
 		return benchResult{}, fmt.Errorf("unknown workload %q", op)
@@ -293,7 +314,7 @@ func (b *bencher) run(ctx context.Context, op string, n int) (benchResult, error
 		// Delivery: give the mailbox a moment to drain, and count what
 		// the listener received over the whole run.
 		deadline := time.Now().Add(30 * time.Second)
-		for after() < ops.Load() && time.Now().Before(deadline) {
+		for after() < units.Load() && time.Now().Before(deadline) {
 			<-time.After(10 * time.Millisecond)
 		}
 		elapsed = time.Since(start).Seconds()

@@ -694,3 +694,33 @@ func TestRetargetDoesNotResendDelivered(t *testing.T) {
 		}
 	})
 }
+
+// TestNotifyBatch: a batch is stored in order, in one log entry, up to the
+// first event refused; the answer says how many were taken and why the
+// next was not.
+func TestNotifyBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, 5)
+		defer f.stop()
+		r := f.register(time.Hour)
+		before := len(f.log.Commands())
+		n, err := f.svc.NotifyBatch(context.Background(), r.Listener.Object, []*djinnpb.RemoteEvent{ev(1, 1), ev(1, 2), ev(1, 3)})
+		if n != 3 || err != nil || len(f.log.Commands()) != before+1 {
+			t.Fatalf("batch of 3 = %d, %v in %d entries", n, err, len(f.log.Commands())-before)
+		}
+		n, err = f.svc.NotifyBatch(context.Background(), r.Listener.Object, []*djinnpb.RemoteEvent{ev(1, 4), ev(1, 5), ev(1, 6)})
+		if n != 2 || !errors.Is(err, djinn.ErrResourceExhausted) {
+			t.Fatalf("batch past the bound = %d, %v; want 2 and resource exhausted", n, err)
+		}
+		n, err = f.svc.NotifyBatch(context.Background(), r.Listener.Object, []*djinnpb.RemoteEvent{nil})
+		if n != 0 || !errors.Is(err, djinn.ErrInvalidArgument) {
+			t.Fatalf("a bad first event = %d, %v", n, err)
+		}
+		got, _, _ := f.log.M.Mailbox.After(r.ID, 0, 10)
+		for i, s := range got {
+			if s.Event.Sequence != int64(i+1) {
+				t.Fatalf("stored out of order: %v", got)
+			}
+		}
+	})
+}

@@ -248,24 +248,53 @@ func wait(ctx context.Context, res any) error {
 // when the event's (source, id) is on the unknown-event list, and
 // ResourceExhausted when the registration is full.
 func (s *Service) Notify(ctx context.Context, listener djinn.ID, ev *djinnpb.RemoteEvent) error {
-	if err := s.checkEvent(ev); err != nil {
-		return err
+	_, err := s.NotifyBatch(ctx, listener, []*djinnpb.RemoteEvent{ev})
+	return err
+}
+
+// NotifyBatch stores events in order, in one log entry, up to the first
+// that is refused (for Notify's reasons, or as invalid); it returns how
+// many were stored and why the next was not.
+func (s *Service) NotifyBatch(ctx context.Context, listener djinn.ID, events []*djinnpb.RemoteEvent) (int, error) {
+	if len(events) > MaxNotifyBatch {
+		return 0, djinn.Errorf(djinn.InvalidArgument, "batch of %d events: at most %d", len(events), MaxNotifyBatch)
 	}
 	in, err := s.state.ByListener(listener)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if !s.lessor.Table().Alive(in.Cookie, s.now()) {
-		return djinn.Errorf(djinn.NoSuchObject, "mailbox listener %s: its registration's lease ended", listener)
+		return 0, djinn.Errorf(djinn.NoSuchObject, "mailbox listener %s: its registration's lease ended", listener)
 	}
-	if s.state.IsUnknown(in.ID, ev) {
-		return unknownEvent(ev)
+	var refused error
+	for i, ev := range events {
+		if err := s.checkEvent(ev); err != nil {
+			events, refused = events[:i], err
+			break
+		}
+		if s.state.IsUnknown(in.ID, ev) {
+			events, refused = events[:i], unknownEvent(ev)
+			break
+		}
 	}
-	_, err = s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_MailboxStore{MailboxStore: &statepb.MailboxStore{
-		ListenerId: listener[:], Event: ev,
+	if len(events) == 0 {
+		return 0, refused
+	}
+	res, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_MailboxStore{MailboxStore: &statepb.MailboxStore{
+		ListenerId: listener[:], Events: events,
 	}}})
-	return err
+	if err != nil {
+		return 0, err
+	}
+	sr := res.(StoreResult)
+	if sr.Err != nil {
+		return sr.Accepted, sr.Err
+	}
+	return sr.Accepted, refused
 }
+
+// MaxNotifyBatch bounds the events of one NotifyBatch.
+const MaxNotifyBatch = 4096
 
 func (s *Service) checkEvent(ev *djinnpb.RemoteEvent) error {
 	if ev == nil {

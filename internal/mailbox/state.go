@@ -305,40 +305,52 @@ func (s *State) retargetLocked(r *registration) chan struct{} {
 	return done
 }
 
-// ApplyStore stores an event that arrived at a mailbox listener and returns
-// its index. The event is refused with NoSuchObject when the registration is
-// gone (EM.4.1), UnknownEvent when its (source, id) is on the unknown-event
-// list (EM.4.1), and ResourceExhausted when the registration holds its
-// maximum of stored events.
-func (s *State) ApplyStore(c *statepb.MailboxStore) (uint64, error) {
+// StoreResult is the outcome of ApplyStore: how many events, from the
+// first, were stored, and why the next one was refused.
+type StoreResult struct {
+	Accepted int
+	Err      error
+}
+
+// ApplyStore stores events that arrived at a mailbox listener, in order,
+// until one is refused: with NoSuchObject when the registration is gone
+// (EM.4.1), UnknownEvent when the event's (source, id) is on the
+// unknown-event list (EM.4.1), and ResourceExhausted when the registration
+// holds its maximum of stored events.
+func (s *State) ApplyStore(c *statepb.MailboxStore) StoreResult {
 	lid, err := djinn.IDFromBytes("listener id", c.GetListenerId())
 	if err != nil {
-		return 0, err
+		return StoreResult{Err: err}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.byListener[lid]
 	if !ok {
-		return 0, djinn.Errorf(djinn.NoSuchObject, "mailbox listener %s: no such listener (its registration's lease ended)", lid)
+		return StoreResult{Err: djinn.Errorf(djinn.NoSuchObject, "mailbox listener %s: no such listener (its registration's lease ended)", lid)}
 	}
-	ev := c.GetEvent()
-	if _, bad := r.unknown[keyOf(ev)]; bad {
-		return 0, unknownEvent(ev)
+	var res StoreResult
+	for _, ev := range c.GetEvents() {
+		if _, bad := r.unknown[keyOf(ev)]; bad {
+			res.Err = unknownEvent(ev)
+			break
+		}
+		if len(r.events) >= s.maxStored {
+			res.Err = djinn.Errorf(djinn.ResourceExhausted, "mailbox registration %s: holds %d stored events, the most allowed", r.id, s.maxStored)
+			break
+		}
+		st := Stored{Index: r.next, Event: ev}
+		r.next++
+		r.events = append(r.events, st)
+		res.Accepted++
+		if s.sink != nil && r.target != nil {
+			s.sink.Stored(r.id, r.target, st)
+		}
 	}
-	if len(r.events) >= s.maxStored {
-		return 0, djinn.Errorf(djinn.ResourceExhausted, "mailbox registration %s: holds %d stored events, the most allowed", r.id, s.maxStored)
-	}
-	st := Stored{Index: r.next, Event: ev}
-	r.next++
-	r.events = append(r.events, st)
-	if r.wait != nil {
+	if res.Accepted > 0 && r.wait != nil {
 		close(r.wait)
 		r.wait = nil
 	}
-	if s.sink != nil && r.target != nil {
-		s.sink.Stored(r.id, r.target, st)
-	}
-	return st.Index, nil
+	return res
 }
 
 func unknownEvent(ev *djinnpb.RemoteEvent) error {

@@ -130,10 +130,9 @@ func (l *listenerRPC) NotifyBatch(ctx context.Context, r *djinnpb.NotifyBatchReq
 	if err != nil {
 		return nil, err
 	}
-	for i, ev := range r.GetEvents() {
-		if err := l.s.mailbox.Notify(ctx, id, ev); err != nil {
-			return &djinnpb.NotifyBatchResponse{Accepted: int32(i), Error: grpcerr.ToProto(err)}, nil
-		}
+	n, err := l.s.mailbox.NotifyBatch(ctx, id, r.GetEvents())
+	if err != nil && n == 0 && len(r.GetEvents()) > 0 && djinn.KindOf(err) == djinn.Unavailable {
+		return nil, err // nothing stored and worth retrying: a call error, so the leader hint travels
 	}
-	return &djinnpb.NotifyBatchResponse{Accepted: int32(len(r.GetEvents()))}, nil
+	return &djinnpb.NotifyBatchResponse{Accepted: int32(n), Error: grpcerr.ToProto(err)}, nil
 }

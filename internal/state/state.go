@@ -112,11 +112,7 @@ func (m *Machine) Apply(index uint64, cmd *statepb.Command) any {
 		}
 		return done
 	case *statepb.Command_MailboxStore:
-		i, err := m.Mailbox.ApplyStore(op.MailboxStore)
-		if err != nil {
-			return err
-		}
-		return i
+		return m.Mailbox.ApplyStore(op.MailboxStore)
 	case *statepb.Command_MailboxDelivered:
 		m.Mailbox.ApplyDelivered(op.MailboxDelivered)
 		return nil

@@ -32,7 +32,7 @@ func store(t *testing.T, l *statetest.Log, listener djinn.ID, seq int64) {
 	t.Helper()
 	src := &djinnpb.Ref{Endpoint: "127.0.0.1:1", ServiceId: make([]byte, 16), ObjectId: make([]byte, 16)}
 	_, err := l.Propose(context.Background(), &statepb.Command{Op: &statepb.Command_MailboxStore{MailboxStore: &statepb.MailboxStore{
-		ListenerId: listener[:], Event: &djinnpb.RemoteEvent{Source: src, EventId: 1, Sequence: seq},
+		ListenerId: listener[:], Events: []*djinnpb.RemoteEvent{{Source: src, EventId: 1, Sequence: seq}},
 	}}})
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +127,7 @@ func FuzzApply(f *testing.F) {
 	seeds := []*statepb.Command{
 		{Op: &statepb.Command_Init{Init: &statepb.Init{ServiceId: id[:]}}},
 		{Op: &statepb.Command_MailboxRegister{MailboxRegister: &statepb.MailboxRegister{RegistrationId: id[:], ListenerId: id[:], Cookie: id[:], ExpiresUnixNanos: 5}}},
-		{Op: &statepb.Command_MailboxStore{MailboxStore: &statepb.MailboxStore{ListenerId: id[:], Event: &djinnpb.RemoteEvent{}}}},
+		{Op: &statepb.Command_MailboxStore{MailboxStore: &statepb.MailboxStore{ListenerId: id[:], Events: []*djinnpb.RemoteEvent{{}}}}},
 		{Op: &statepb.Command_LeaseCancel{LeaseCancel: &statepb.LeaseCancel{Cookies: [][]byte{id[:], {1}}}}},
 		{Op: &statepb.Command_MailboxDelivered{MailboxDelivered: &statepb.MailboxDelivered{Entries: []*statepb.Delivered{{RegistrationId: id[:], ThroughIndex: 3}}}}},
 		{Op: &statepb.Command_MailboxUnknown{MailboxUnknown: &statepb.MailboxUnknown{RegistrationId: id[:], Keys: []*djinnpb.EventKey{{}}}}},

@@ -746,10 +746,12 @@ func (x *MailboxDisable) GetOnlyIfTarget() *djinnpb.Ref {
 	return nil
 }
 
+// MailboxStore stores events that arrived at a mailbox listener, in order,
+// up to the first one refused.
 type MailboxStore struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ListenerId    []byte                 `protobuf:"bytes,1,opt,name=listener_id,json=listenerId,proto3" json:"listener_id,omitempty"`
-	Event         *djinnpb.RemoteEvent   `protobuf:"bytes,2,opt,name=event,proto3" json:"event,omitempty"`
+	Events        []*djinnpb.RemoteEvent `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -791,9 +793,9 @@ func (x *MailboxStore) GetListenerId() []byte {
 	return nil
 }
 
-func (x *MailboxStore) GetEvent() *djinnpb.RemoteEvent {
+func (x *MailboxStore) GetEvents() []*djinnpb.RemoteEvent {
 	if x != nil {
-		return x.Event
+		return x.Events
 	}
 	return nil
 }
@@ -1340,11 +1342,11 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\x0eMailboxDisable\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\fR\x0eregistrationId\x12'\n" +
 	"\x0fdelivery_failed\x18\x02 \x01(\bR\x0edeliveryFailed\x123\n" +
-	"\x0eonly_if_target\x18\x03 \x01(\v2\r.djinn.v1.RefR\fonlyIfTarget\"\\\n" +
+	"\x0eonly_if_target\x18\x03 \x01(\v2\r.djinn.v1.RefR\fonlyIfTarget\"^\n" +
 	"\fMailboxStore\x12\x1f\n" +
 	"\vlistener_id\x18\x01 \x01(\fR\n" +
-	"listenerId\x12+\n" +
-	"\x05event\x18\x02 \x01(\v2\x15.djinn.v1.RemoteEventR\x05event\"A\n" +
+	"listenerId\x12-\n" +
+	"\x06events\x18\x02 \x03(\v2\x15.djinn.v1.RemoteEventR\x06events\"A\n" +
 	"\x10MailboxDelivered\x12-\n" +
 	"\aentries\x18\x01 \x03(\v2\x13.state.v1.DeliveredR\aentries\"Y\n" +
 	"\tDelivered\x12'\n" +
@@ -1432,7 +1434,7 @@ var file_state_v1_state_proto_depIdxs = []int32{
 	6,  // 11: state.v1.LeaseHorizon.entries:type_name -> state.v1.HorizonEntry
 	18, // 12: state.v1.MailboxEnable.target:type_name -> djinn.v1.Ref
 	18, // 13: state.v1.MailboxDisable.only_if_target:type_name -> djinn.v1.Ref
-	19, // 14: state.v1.MailboxStore.event:type_name -> djinn.v1.RemoteEvent
+	19, // 14: state.v1.MailboxStore.events:type_name -> djinn.v1.RemoteEvent
 	12, // 15: state.v1.MailboxDelivered.entries:type_name -> state.v1.Delivered
 	20, // 16: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
 	1,  // 17: state.v1.Record.init:type_name -> state.v1.Init
