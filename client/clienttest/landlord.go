@@ -371,3 +371,9 @@ func (c inProcess) RenewAll(ctx context.Context, r *djinnpb.RenewAllRequest, _ .
 func (c inProcess) CancelAll(ctx context.Context, r *djinnpb.CancelAllRequest, _ ...grpc.CallOption) (*djinnpb.CancelAllResponse, error) {
 	return call(ctx, c, c.l.CancelAll, r)
 }
+
+// RenewStream is not served in process: the in-process client is for the
+// Renewer, which renews in batches.
+func (c inProcess) RenewStream(context.Context, ...grpc.CallOption) (grpc.BidiStreamingClient[djinnpb.RenewRequest, djinnpb.RenewStreamResponse], error) {
+	return nil, grpcerr.Status(djinn.Errorf(djinn.Unsupported, "renew stream: not served in process"))
+}

@@ -54,7 +54,8 @@ func newBench(g *globals) *cobra.Command {
 		Long: `Measure a djinn server running in its own process.
 
 Workloads (--ops): empty (gRPC health check: the floor every call pays),
-renew (one lease per client), renewall (--batch leases per call), register
+renew (one lease per client), renewstream (renewals over one stream per
+client), renewall (--batch leases per call), register
 (mailbox registration: a logged lease grant), notify (durable mailbox
 ingest, one event a call), notifybatch (--events per call), deliver (ingest with delivery enabled to a listener hosted by the
 bench; reports events received per second), leases (grants --leases
@@ -189,6 +190,33 @@ func (b *bencher) run(ctx context.Context, op string, n int) (benchResult, error
 		call = func(ctx context.Context, c int) (int64, error) {
 			_, err := ll(c).Renew(ctx, &djinnpb.RenewRequest{Cookie: regs[c].Lease.Cookie, DurationNanos: int64(time.Hour)})
 			return 1, err
+		}
+	case "renewstream":
+		// Renew over one stream per client, one renewal in flight.
+		regs, err := b.register(ctx, n)
+		if err != nil {
+			return benchResult{}, err
+		}
+		streams := make([]djinnpb.Landlord_RenewStreamClient, n)
+		sctx, stop := context.WithCancel(ctx)
+		defer stop()
+		for c := range n {
+			if streams[c], err = ll(c).RenewStream(sctx); err != nil {
+				return benchResult{}, err
+			}
+		}
+		call = func(_ context.Context, c int) (int64, error) {
+			if err := streams[c].Send(&djinnpb.RenewRequest{Cookie: regs[c].Lease.Cookie, DurationNanos: int64(time.Hour)}); err != nil {
+				return 0, err
+			}
+			resp, err := streams[c].Recv()
+			if err != nil {
+				return 0, err
+			}
+			if resp.Error != nil {
+				return 0, fmt.Errorf("renew: %s", resp.Error.GetMessage())
+			}
+			return 1, nil
 		}
 	case "renewall":
 		regs, err := b.register(ctx, n*b.batch)

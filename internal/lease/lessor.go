@@ -135,7 +135,7 @@ func (l *Lessor) promote(now time.Time) {
 			r.expires = r.horizon
 		}
 		r.heapKey = r.expires
-		r.heapIdx = len(t.byExpiry)
+		r.heapIdx = int32(len(t.byExpiry))
 		t.byExpiry = append(t.byExpiry, r)
 	}
 	heap.Init(&t.byExpiry)
@@ -192,14 +192,14 @@ func (l *Lessor) RenewAll(ctx context.Context, cookies []djinn.ID, durations []t
 		if r.expires != never {
 			remaining = time.Duration(r.expires - n)
 		}
-		g := t.policyLocked(r.owner.Kind).Renewal(d, remaining)
+		g := t.policyLocked(r.kind).Renewal(d, remaining)
 		exp := toNanos(djinn.AddDuration(now, g))
 		old := r.expires
 		r.expires = exp
 		if exp < r.heapKey {
 			r.heapKey = exp
 			if r.heapIdx >= 0 {
-				heap.Fix(&t.byExpiry, r.heapIdx)
+				heap.Fix(&t.byExpiry, int(r.heapIdx))
 				if r.heapIdx == 0 {
 					t.signal()
 				}

@@ -39,7 +39,7 @@ type registration struct {
 	listener  djinn.ID
 	cookie    djinn.ID
 	target    *djinnpb.Ref // nil: delivery disabled
-	unknown   map[eventKey]*djinnpb.EventKey
+	unknown   map[eventKey]*djinnpb.EventKey // nil while empty
 	events    []Stored
 	next      uint64 // index of the next stored event
 	// wait is closed when an event is stored; pullers wait on it.
@@ -221,7 +221,7 @@ func (s *State) ApplyRegister(c *statepb.MailboxRegister) (Info, error) {
 	if err := s.leases.ApplyGrant(cookie, lease.Owner{Kind: lease.KindMailbox, ID: id}, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
 		return Info{}, err
 	}
-	r := &registration{id: id, principal: c.GetPrincipal(), listener: listener, cookie: cookie, unknown: map[eventKey]*djinnpb.EventKey{}, next: 1}
+	r := &registration{id: id, principal: c.GetPrincipal(), listener: listener, cookie: cookie, next: 1}
 	s.regs[id] = r
 	s.byListener[listener] = r
 	return r.info(), nil
@@ -270,7 +270,7 @@ func (s *State) ApplyEnable(c *statepb.MailboxEnable) (chan struct{}, error) {
 	}
 	r.target = c.GetTarget()
 	if r.target != nil {
-		clear(r.unknown)
+		r.unknown = nil
 	}
 	return s.retargetLocked(r), nil
 }
@@ -400,6 +400,9 @@ func (s *State) ApplyUnknown(c *statepb.MailboxUnknown) error {
 	if !ok {
 		return noSuchRegistration(id)
 	}
+	if r.unknown == nil && len(c.GetKeys()) > 0 {
+		r.unknown = map[eventKey]*djinnpb.EventKey{}
+	}
 	for _, k := range c.GetKeys() {
 		r.unknown[eventKey{source: refKey(k.GetSource()), id: k.GetEventId()}] = k
 	}
@@ -485,7 +488,10 @@ func (s *State) Restore(rec *statepb.MailboxRecord) error {
 		return err
 	}
 	r := &registration{id: id, principal: rec.GetPrincipal(), listener: listener, cookie: cookie, target: rec.GetTarget(),
-		unknown: map[eventKey]*djinnpb.EventKey{}, next: rec.GetNextIndex()}
+		next: rec.GetNextIndex()}
+	if len(rec.GetUnknown()) > 0 {
+		r.unknown = map[eventKey]*djinnpb.EventKey{}
+	}
 	for _, k := range rec.GetUnknown() {
 		r.unknown[eventKey{source: refKey(k.GetSource()), id: k.GetEventId()}] = k
 	}

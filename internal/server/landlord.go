@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"errors"
+	"io"
 	"time"
 
 	"github.com/djinn-go/djinn"
@@ -71,4 +73,32 @@ func (l *landlordRPC) CancelAll(ctx context.Context, r *djinnpb.CancelAllRequest
 		return nil, err
 	}
 	return &djinnpb.CancelAllResponse{Errors: batch.Errors(l.s.lessor.Cancel(ctx, cookies))}, nil
+}
+
+func (l *landlordRPC) RenewStream(stream djinnpb.Landlord_RenewStreamServer) error {
+	for {
+		r, err := stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		resp := &djinnpb.RenewStreamResponse{}
+		c, err := djinn.IDFromBytes("lease cookie", r.GetCookie())
+		if err == nil {
+			var g time.Duration
+			g, err = l.s.lessor.Renew(stream.Context(), c, time.Duration(r.GetDurationNanos()))
+			resp.GrantedNanos = int64(g)
+		}
+		if err != nil {
+			if djinn.KindOf(err) == djinn.Unavailable {
+				return err // not the leader: end the stream so the holder goes elsewhere
+			}
+			resp.Error = grpcerr.ToProto(err)
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+	}
 }

@@ -117,6 +117,58 @@ func (x *RenewResponse) GetGrantedNanos() int64 {
 	return 0
 }
 
+type RenewStreamResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GrantedNanos  int64                  `protobuf:"varint,1,opt,name=granted_nanos,json=grantedNanos,proto3" json:"granted_nanos,omitempty"`
+	Error         *Error                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"` // why this renewal failed; the stream goes on
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewStreamResponse) Reset() {
+	*x = RenewStreamResponse{}
+	mi := &file_djinn_v1_landlord_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewStreamResponse) ProtoMessage() {}
+
+func (x *RenewStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_landlord_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewStreamResponse.ProtoReflect.Descriptor instead.
+func (*RenewStreamResponse) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RenewStreamResponse) GetGrantedNanos() int64 {
+	if x != nil {
+		return x.GrantedNanos
+	}
+	return 0
+}
+
+func (x *RenewStreamResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 type CancelRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Cookie        []byte                 `protobuf:"bytes,1,opt,name=cookie,proto3" json:"cookie,omitempty"`
@@ -126,7 +178,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_djinn_v1_landlord_proto_msgTypes[2]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -138,7 +190,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_landlord_proto_msgTypes[2]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -151,7 +203,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{2}
+	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CancelRequest) GetCookie() []byte {
@@ -169,7 +221,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_djinn_v1_landlord_proto_msgTypes[3]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -181,7 +233,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_landlord_proto_msgTypes[3]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -194,7 +246,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{3}
+	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{4}
 }
 
 // RenewAllRequest renews n leases in one call, in a compact form for bulk
@@ -210,7 +262,7 @@ type RenewAllRequest struct {
 
 func (x *RenewAllRequest) Reset() {
 	*x = RenewAllRequest{}
-	mi := &file_djinn_v1_landlord_proto_msgTypes[4]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -222,7 +274,7 @@ func (x *RenewAllRequest) String() string {
 func (*RenewAllRequest) ProtoMessage() {}
 
 func (x *RenewAllRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_landlord_proto_msgTypes[4]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -235,7 +287,7 @@ func (x *RenewAllRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewAllRequest.ProtoReflect.Descriptor instead.
 func (*RenewAllRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{4}
+	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RenewAllRequest) GetCookies() []byte {
@@ -264,7 +316,7 @@ type RenewAllResponse struct {
 
 func (x *RenewAllResponse) Reset() {
 	*x = RenewAllResponse{}
-	mi := &file_djinn_v1_landlord_proto_msgTypes[5]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -276,7 +328,7 @@ func (x *RenewAllResponse) String() string {
 func (*RenewAllResponse) ProtoMessage() {}
 
 func (x *RenewAllResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_landlord_proto_msgTypes[5]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -289,7 +341,7 @@ func (x *RenewAllResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewAllResponse.ProtoReflect.Descriptor instead.
 func (*RenewAllResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{5}
+	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RenewAllResponse) GetGrantedNanos() []int64 {
@@ -317,7 +369,7 @@ type IndexedError struct {
 
 func (x *IndexedError) Reset() {
 	*x = IndexedError{}
-	mi := &file_djinn_v1_landlord_proto_msgTypes[6]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -329,7 +381,7 @@ func (x *IndexedError) String() string {
 func (*IndexedError) ProtoMessage() {}
 
 func (x *IndexedError) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_landlord_proto_msgTypes[6]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -342,7 +394,7 @@ func (x *IndexedError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexedError.ProtoReflect.Descriptor instead.
 func (*IndexedError) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{6}
+	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *IndexedError) GetIndex() uint32 {
@@ -369,7 +421,7 @@ type CancelAllRequest struct {
 
 func (x *CancelAllRequest) Reset() {
 	*x = CancelAllRequest{}
-	mi := &file_djinn_v1_landlord_proto_msgTypes[7]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -381,7 +433,7 @@ func (x *CancelAllRequest) String() string {
 func (*CancelAllRequest) ProtoMessage() {}
 
 func (x *CancelAllRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_landlord_proto_msgTypes[7]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -394,7 +446,7 @@ func (x *CancelAllRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelAllRequest.ProtoReflect.Descriptor instead.
 func (*CancelAllRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{7}
+	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CancelAllRequest) GetCookies() []byte {
@@ -414,7 +466,7 @@ type CancelAllResponse struct {
 
 func (x *CancelAllResponse) Reset() {
 	*x = CancelAllResponse{}
-	mi := &file_djinn_v1_landlord_proto_msgTypes[8]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -426,7 +478,7 @@ func (x *CancelAllResponse) String() string {
 func (*CancelAllResponse) ProtoMessage() {}
 
 func (x *CancelAllResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_landlord_proto_msgTypes[8]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -439,7 +491,7 @@ func (x *CancelAllResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelAllResponse.ProtoReflect.Descriptor instead.
 func (*CancelAllResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{8}
+	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CancelAllResponse) GetErrors() []*IndexedError {
@@ -458,7 +510,10 @@ const file_djinn_v1_landlord_proto_rawDesc = "" +
 	"\x06cookie\x18\x01 \x01(\fR\x06cookie\x12%\n" +
 	"\x0eduration_nanos\x18\x02 \x01(\x03R\rdurationNanos\"4\n" +
 	"\rRenewResponse\x12#\n" +
-	"\rgranted_nanos\x18\x01 \x01(\x03R\fgrantedNanos\"'\n" +
+	"\rgranted_nanos\x18\x01 \x01(\x03R\fgrantedNanos\"a\n" +
+	"\x13RenewStreamResponse\x12#\n" +
+	"\rgranted_nanos\x18\x01 \x01(\x03R\fgrantedNanos\x12%\n" +
+	"\x05error\x18\x02 \x01(\v2\x0f.djinn.v1.ErrorR\x05error\"'\n" +
 	"\rCancelRequest\x12\x16\n" +
 	"\x06cookie\x18\x01 \x01(\fR\x06cookie\"\x10\n" +
 	"\x0eCancelResponse\"R\n" +
@@ -474,12 +529,13 @@ const file_djinn_v1_landlord_proto_rawDesc = "" +
 	"\x10CancelAllRequest\x12\x18\n" +
 	"\acookies\x18\x01 \x01(\fR\acookies\"C\n" +
 	"\x11CancelAllResponse\x12.\n" +
-	"\x06errors\x18\x01 \x03(\v2\x16.djinn.v1.IndexedErrorR\x06errors2\x8a\x02\n" +
+	"\x06errors\x18\x01 \x03(\v2\x16.djinn.v1.IndexedErrorR\x06errors2\xd4\x02\n" +
 	"\bLandlord\x128\n" +
 	"\x05Renew\x12\x16.djinn.v1.RenewRequest\x1a\x17.djinn.v1.RenewResponse\x12;\n" +
 	"\x06Cancel\x12\x17.djinn.v1.CancelRequest\x1a\x18.djinn.v1.CancelResponse\x12A\n" +
 	"\bRenewAll\x12\x19.djinn.v1.RenewAllRequest\x1a\x1a.djinn.v1.RenewAllResponse\x12D\n" +
-	"\tCancelAll\x12\x1a.djinn.v1.CancelAllRequest\x1a\x1b.djinn.v1.CancelAllResponseB1Z/github.com/djinn-go/djinn/proto/djinnpb;djinnpbb\x06proto3"
+	"\tCancelAll\x12\x1a.djinn.v1.CancelAllRequest\x1a\x1b.djinn.v1.CancelAllResponse\x12H\n" +
+	"\vRenewStream\x12\x16.djinn.v1.RenewRequest\x1a\x1d.djinn.v1.RenewStreamResponse(\x010\x01B1Z/github.com/djinn-go/djinn/proto/djinnpb;djinnpbb\x06proto3"
 
 var (
 	file_djinn_v1_landlord_proto_rawDescOnce sync.Once
@@ -493,36 +549,40 @@ func file_djinn_v1_landlord_proto_rawDescGZIP() []byte {
 	return file_djinn_v1_landlord_proto_rawDescData
 }
 
-var file_djinn_v1_landlord_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_djinn_v1_landlord_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_djinn_v1_landlord_proto_goTypes = []any{
-	(*RenewRequest)(nil),      // 0: djinn.v1.RenewRequest
-	(*RenewResponse)(nil),     // 1: djinn.v1.RenewResponse
-	(*CancelRequest)(nil),     // 2: djinn.v1.CancelRequest
-	(*CancelResponse)(nil),    // 3: djinn.v1.CancelResponse
-	(*RenewAllRequest)(nil),   // 4: djinn.v1.RenewAllRequest
-	(*RenewAllResponse)(nil),  // 5: djinn.v1.RenewAllResponse
-	(*IndexedError)(nil),      // 6: djinn.v1.IndexedError
-	(*CancelAllRequest)(nil),  // 7: djinn.v1.CancelAllRequest
-	(*CancelAllResponse)(nil), // 8: djinn.v1.CancelAllResponse
-	(*Error)(nil),             // 9: djinn.v1.Error
+	(*RenewRequest)(nil),        // 0: djinn.v1.RenewRequest
+	(*RenewResponse)(nil),       // 1: djinn.v1.RenewResponse
+	(*RenewStreamResponse)(nil), // 2: djinn.v1.RenewStreamResponse
+	(*CancelRequest)(nil),       // 3: djinn.v1.CancelRequest
+	(*CancelResponse)(nil),      // 4: djinn.v1.CancelResponse
+	(*RenewAllRequest)(nil),     // 5: djinn.v1.RenewAllRequest
+	(*RenewAllResponse)(nil),    // 6: djinn.v1.RenewAllResponse
+	(*IndexedError)(nil),        // 7: djinn.v1.IndexedError
+	(*CancelAllRequest)(nil),    // 8: djinn.v1.CancelAllRequest
+	(*CancelAllResponse)(nil),   // 9: djinn.v1.CancelAllResponse
+	(*Error)(nil),               // 10: djinn.v1.Error
 }
 var file_djinn_v1_landlord_proto_depIdxs = []int32{
-	6, // 0: djinn.v1.RenewAllResponse.errors:type_name -> djinn.v1.IndexedError
-	9, // 1: djinn.v1.IndexedError.error:type_name -> djinn.v1.Error
-	6, // 2: djinn.v1.CancelAllResponse.errors:type_name -> djinn.v1.IndexedError
-	0, // 3: djinn.v1.Landlord.Renew:input_type -> djinn.v1.RenewRequest
-	2, // 4: djinn.v1.Landlord.Cancel:input_type -> djinn.v1.CancelRequest
-	4, // 5: djinn.v1.Landlord.RenewAll:input_type -> djinn.v1.RenewAllRequest
-	7, // 6: djinn.v1.Landlord.CancelAll:input_type -> djinn.v1.CancelAllRequest
-	1, // 7: djinn.v1.Landlord.Renew:output_type -> djinn.v1.RenewResponse
-	3, // 8: djinn.v1.Landlord.Cancel:output_type -> djinn.v1.CancelResponse
-	5, // 9: djinn.v1.Landlord.RenewAll:output_type -> djinn.v1.RenewAllResponse
-	8, // 10: djinn.v1.Landlord.CancelAll:output_type -> djinn.v1.CancelAllResponse
-	7, // [7:11] is the sub-list for method output_type
-	3, // [3:7] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	10, // 0: djinn.v1.RenewStreamResponse.error:type_name -> djinn.v1.Error
+	7,  // 1: djinn.v1.RenewAllResponse.errors:type_name -> djinn.v1.IndexedError
+	10, // 2: djinn.v1.IndexedError.error:type_name -> djinn.v1.Error
+	7,  // 3: djinn.v1.CancelAllResponse.errors:type_name -> djinn.v1.IndexedError
+	0,  // 4: djinn.v1.Landlord.Renew:input_type -> djinn.v1.RenewRequest
+	3,  // 5: djinn.v1.Landlord.Cancel:input_type -> djinn.v1.CancelRequest
+	5,  // 6: djinn.v1.Landlord.RenewAll:input_type -> djinn.v1.RenewAllRequest
+	8,  // 7: djinn.v1.Landlord.CancelAll:input_type -> djinn.v1.CancelAllRequest
+	0,  // 8: djinn.v1.Landlord.RenewStream:input_type -> djinn.v1.RenewRequest
+	1,  // 9: djinn.v1.Landlord.Renew:output_type -> djinn.v1.RenewResponse
+	4,  // 10: djinn.v1.Landlord.Cancel:output_type -> djinn.v1.CancelResponse
+	6,  // 11: djinn.v1.Landlord.RenewAll:output_type -> djinn.v1.RenewAllResponse
+	9,  // 12: djinn.v1.Landlord.CancelAll:output_type -> djinn.v1.CancelAllResponse
+	2,  // 13: djinn.v1.Landlord.RenewStream:output_type -> djinn.v1.RenewStreamResponse
+	9,  // [9:14] is the sub-list for method output_type
+	4,  // [4:9] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_djinn_v1_landlord_proto_init() }
@@ -537,7 +597,7 @@ func file_djinn_v1_landlord_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_djinn_v1_landlord_proto_rawDesc), len(file_djinn_v1_landlord_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,10 +19,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Landlord_Renew_FullMethodName     = "/djinn.v1.Landlord/Renew"
-	Landlord_Cancel_FullMethodName    = "/djinn.v1.Landlord/Cancel"
-	Landlord_RenewAll_FullMethodName  = "/djinn.v1.Landlord/RenewAll"
-	Landlord_CancelAll_FullMethodName = "/djinn.v1.Landlord/CancelAll"
+	Landlord_Renew_FullMethodName       = "/djinn.v1.Landlord/Renew"
+	Landlord_Cancel_FullMethodName      = "/djinn.v1.Landlord/Cancel"
+	Landlord_RenewAll_FullMethodName    = "/djinn.v1.Landlord/RenewAll"
+	Landlord_CancelAll_FullMethodName   = "/djinn.v1.Landlord/CancelAll"
+	Landlord_RenewStream_FullMethodName = "/djinn.v1.Landlord/RenewStream"
 )
 
 // LandlordClient is the client API for Landlord service.
@@ -35,6 +36,11 @@ type LandlordClient interface {
 	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error)
 	RenewAll(ctx context.Context, in *RenewAllRequest, opts ...grpc.CallOption) (*RenewAllResponse, error)
 	CancelAll(ctx context.Context, in *CancelAllRequest, opts ...grpc.CallOption) (*CancelAllResponse, error)
+	// RenewStream renews leases over one long-lived stream: each request is
+	// answered, in order, by one response. It is Renew without the cost of a
+	// call per renewal, for holders that renew many times (etcd's keep-alive
+	// stream).
+	RenewStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RenewRequest, RenewStreamResponse], error)
 }
 
 type landlordClient struct {
@@ -85,6 +91,19 @@ func (c *landlordClient) CancelAll(ctx context.Context, in *CancelAllRequest, op
 	return out, nil
 }
 
+func (c *landlordClient) RenewStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RenewRequest, RenewStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Landlord_ServiceDesc.Streams[0], Landlord_RenewStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[RenewRequest, RenewStreamResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Landlord_RenewStreamClient = grpc.BidiStreamingClient[RenewRequest, RenewStreamResponse]
+
 // LandlordServer is the server API for Landlord service.
 // All implementations must embed UnimplementedLandlordServer
 // for forward compatibility.
@@ -95,6 +114,11 @@ type LandlordServer interface {
 	Cancel(context.Context, *CancelRequest) (*CancelResponse, error)
 	RenewAll(context.Context, *RenewAllRequest) (*RenewAllResponse, error)
 	CancelAll(context.Context, *CancelAllRequest) (*CancelAllResponse, error)
+	// RenewStream renews leases over one long-lived stream: each request is
+	// answered, in order, by one response. It is Renew without the cost of a
+	// call per renewal, for holders that renew many times (etcd's keep-alive
+	// stream).
+	RenewStream(grpc.BidiStreamingServer[RenewRequest, RenewStreamResponse]) error
 	mustEmbedUnimplementedLandlordServer()
 }
 
@@ -116,6 +140,9 @@ func (UnimplementedLandlordServer) RenewAll(context.Context, *RenewAllRequest) (
 }
 func (UnimplementedLandlordServer) CancelAll(context.Context, *CancelAllRequest) (*CancelAllResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelAll not implemented")
+}
+func (UnimplementedLandlordServer) RenewStream(grpc.BidiStreamingServer[RenewRequest, RenewStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method RenewStream not implemented")
 }
 func (UnimplementedLandlordServer) mustEmbedUnimplementedLandlordServer() {}
 func (UnimplementedLandlordServer) testEmbeddedByValue()                  {}
@@ -210,6 +237,13 @@ func _Landlord_CancelAll_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Landlord_RenewStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(LandlordServer).RenewStream(&grpc.GenericServerStream[RenewRequest, RenewStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Landlord_RenewStreamServer = grpc.BidiStreamingServer[RenewRequest, RenewStreamResponse]
+
 // Landlord_ServiceDesc is the grpc.ServiceDesc for Landlord service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -234,6 +268,13 @@ var Landlord_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Landlord_CancelAll_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "RenewStream",
+			Handler:       _Landlord_RenewStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "djinn/v1/landlord.proto",
 }
