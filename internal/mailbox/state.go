@@ -38,7 +38,7 @@ type registration struct {
 	principal string
 	listener  djinn.ID
 	cookie    djinn.ID
-	target    *djinnpb.Ref // nil: delivery disabled
+	target    *djinnpb.Ref                   // nil: delivery disabled
 	unknown   map[eventKey]*djinnpb.EventKey // nil while empty
 	events    []Stored
 	next      uint64 // index of the next stored event
