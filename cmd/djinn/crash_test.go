@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -46,7 +45,11 @@ func djinnBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "djinn")
-		gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+		gobin, err := exec.LookPath("go")
+		if err != nil {
+			buildErr = fmt.Errorf("the go command is needed to build the binary: %w", err)
+			return
+		}
 		out, err := exec.Command(gobin, "build", "-o", binPath, ".").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
