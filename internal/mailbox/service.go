@@ -127,7 +127,9 @@ func (s *Service) Register(ctx context.Context, d time.Duration) (Registration, 
 		return Registration{}, djinn.Errorf(djinn.Unavailable, "mailbox not ready: not the leader or leadership starting")
 	}
 	if n := s.state.Registrations(); n >= s.cfg.MaxRegistrations {
-		return Registration{}, djinn.Errorf(djinn.ResourceExhausted, "mailbox holds %d registrations, the most allowed", n)
+		// EM.3: a registration the service is unable to grant is refused
+		// with LeaseDeniedException.
+		return Registration{}, djinn.Errorf(djinn.LeaseDenied, "mailbox holds %d registrations, the most allowed", n)
 	}
 	granted := s.cfg.Lease.Grant(d)
 	now := s.now()

@@ -468,16 +468,16 @@ func TestMailboxMaxStored(t *testing.T) {
 	f.gen.mustNotify(t, full.Listener, 1)
 }
 
-// TestMailboxMaxRegistrations: registrations past
-// Config.Mailbox.MaxRegistrations are refused with RESOURCE_EXHAUSTED; an
-// ended one makes room.
+// TestMailboxMaxRegistrations: EM.3 — registrations past
+// Config.Mailbox.MaxRegistrations are refused with LeaseDenied (the service
+// is unable to grant them); an ended one makes room.
 func TestMailboxMaxRegistrations(t *testing.T) {
 	t.Parallel()
 	f := newMailboxFixture(t, func(c *server.Config) { c.Mailbox.MaxRegistrations = 2 })
 	first := f.register(t)
 	f.register(t)
 	_, err := f.mb.Register(testContext(t), time.Minute)
-	wantErr(t, "register past the bound", err, djinn.ErrResourceExhausted, "registrations")
+	wantErr(t, "register past the bound", err, djinn.ErrLeaseDenied, "registrations")
 	if err := first.Lease.Cancel(testContext(t), f.c); err != nil {
 		t.Fatal(err)
 	}
