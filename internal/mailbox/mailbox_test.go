@@ -67,13 +67,27 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, maxStored int) *fixture {
+	return newFixtureWith(t, maxStored, nil, nil)
+}
+
+// newFixtureWith lets a test put its own sender in front of the recording
+// sink, or its own log in front of the state machine.
+func newFixtureWith(t *testing.T, maxStored int, wrap func(*sink) event.Sender, wrapLog func(*statetest.Log) mailbox.Proposer) *fixture {
 	f := &fixture{t: t, log: statetest.New(), sink: &sink{got: map[djinn.Ref][]*djinnpb.RemoteEvent{}}}
 	f.self = djinn.Ref{Endpoint: "127.0.0.1:4161", Service: f.log.M.ServiceID(), Object: djinn.ID{'m'}}
 	f.lessor = lease.NewLessor(f.log.M.Leases, f.log, lease.Config{Slack: 10 * time.Second})
-	svc, err := mailbox.New(f.log.M.Mailbox, f.lessor, f.log, time.Now, func() djinn.Ref { return f.self }, mailbox.Config{
+	var sender event.Sender = f.sink
+	if wrap != nil {
+		sender = wrap(f.sink)
+	}
+	var log mailbox.Proposer = f.log
+	if wrapLog != nil {
+		log = wrapLog(f.log)
+	}
+	svc, err := mailbox.New(f.log.M.Mailbox, f.lessor, log, time.Now, func() djinn.Ref { return f.self }, mailbox.Config{
 		Lease:     lease.Policy{Default: time.Minute, Max: time.Hour},
 		MaxStored: maxStored,
-		Delivery:  event.Config{Sender: f.sink, MaxBatch: 8, MinBackoff: time.Second, MaxBackoff: 8 * time.Second},
+		Delivery:  event.Config{Sender: sender, MaxBatch: 8, MinBackoff: time.Second, MaxBackoff: 8 * time.Second},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -570,27 +584,15 @@ func TestReplacementBlocksUntilOldDeliveryStops(t *testing.T) {
 	for _, replace := range []string{"enable", "disable"} {
 		t.Run(replace, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := newFixture(t, 100)
-				defer f.stop()
 				oldP, oldR := target("old")
 				newP, newR := target("new")
-				bs := &blockingSink{sink: f.sink, block: oldR}
-				// Rebuild the service with the blocking sender.
-				f.stop()
-				svc, err := mailbox.New(f.log.M.Mailbox, f.lessor, f.log, time.Now, func() djinn.Ref { return f.self }, mailbox.Config{
-					Lease:    lease.Policy{Default: time.Minute, Max: time.Hour},
-					Delivery: event.Config{Sender: bs, MinBackoff: time.Second, MaxBackoff: time.Second},
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				ctx, cancel := context.WithCancel(context.Background())
-				var wg sync.WaitGroup
-				wg.Add(2)
-				go func() { defer wg.Done(); f.lessor.Run(ctx) }()
-				go func() { defer wg.Done(); svc.Run(ctx) }()
-				defer func() { cancel(); wg.Wait() }()
-				synctest.Wait()
+				var bs *blockingSink
+				f := newFixtureWith(t, 100, func(s *sink) event.Sender {
+					bs = &blockingSink{sink: s, block: oldR}
+					return bs
+				}, nil)
+				defer f.stop()
+				svc := f.svc
 
 				r, err := svc.Register(context.Background(), time.Hour)
 				if err != nil {
@@ -648,21 +650,9 @@ func (s slowAcks) Propose(ctx context.Context, c *statepb.Command) (any, error) 
 // the log.
 func TestRetargetDoesNotResendDelivered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFixture(t, 100)
-		f.stop()
-		svc, err := mailbox.New(f.log.M.Mailbox, f.lessor, slowAcks{f.log}, time.Now, func() djinn.Ref { return f.self }, mailbox.Config{
-			Delivery: event.Config{Sender: f.sink, MinBackoff: time.Second, MaxBackoff: time.Second},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		wg.Add(2)
-		go func() { defer wg.Done(); f.lessor.Run(ctx) }()
-		go func() { defer wg.Done(); svc.Run(ctx) }()
-		defer func() { cancel(); wg.Wait() }()
-		synctest.Wait()
+		f := newFixtureWith(t, 100, nil, func(l *statetest.Log) mailbox.Proposer { return slowAcks{l} })
+		defer f.stop()
+		svc := f.svc
 
 		r, err := svc.Register(context.Background(), time.Hour)
 		if err != nil {
