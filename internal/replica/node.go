@@ -443,11 +443,20 @@ func (n *Node) closeStores() {
 	}
 }
 
-// slogWriter sends raft's hclog lines to slog.
+// slogWriter sends raft's hclog lines to slog at their own level, without
+// hclog's timestamp and level prefix.
 type slogWriter struct{ l *slog.Logger }
 
 func (w slogWriter) Write(p []byte) (int, error) {
-	w.l.Warn(strings.TrimSpace(string(p)), "component", "raft")
+	line := strings.TrimSpace(string(p))
+	level := slog.LevelInfo
+	for tag, l := range map[string]slog.Level{"[ERROR]": slog.LevelError, "[WARN]": slog.LevelWarn, "[INFO]": slog.LevelInfo, "[DEBUG]": slog.LevelDebug} {
+		if _, rest, ok := strings.Cut(line, tag); ok {
+			line, level = strings.TrimSpace(rest), l
+			break
+		}
+	}
+	w.l.Log(context.Background(), level, line, "component", "raft")
 	return len(p), nil
 }
 

@@ -234,11 +234,19 @@ func (s *Server) ready() bool {
 
 // lead runs leader-only work for one term.
 func (s *Server) lead(ctx context.Context) {
-	if s.machine.ServiceID().IsZero() {
+	// A new cluster gets its service id from its first leader. Without it
+	// nothing can be served, so keep trying while this node leads.
+	for wait := 100 * time.Millisecond; s.machine.ServiceID().IsZero(); wait = min(2*wait, 5*time.Second) {
 		id := djinn.NewID()
-		if _, err := s.node.Propose(ctx, &statepb.Command{Op: &statepb.Command_Init{Init: &statepb.Init{ServiceId: id[:]}}}); err != nil {
-			s.log.Error("cluster init failed", "err", err)
+		_, err := s.node.Propose(ctx, &statepb.Command{Op: &statepb.Command_Init{Init: &statepb.Init{ServiceId: id[:]}}})
+		if err == nil {
+			break
+		}
+		s.log.Warn("cluster init failed; retrying", "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
 			return
+		case <-time.After(wait):
 		}
 	}
 	if s.machine.Endpoint(s.node.ID()) != s.advertise {
