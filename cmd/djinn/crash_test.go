@@ -196,6 +196,11 @@ func TestKillAndRestart(t *testing.T) {
 			t.Fatalf("notify %d: %v", i, err)
 		}
 	}
+	// EM.4.1: the unknown-event list is persistent too.
+	if _, err := mb.AddUnknownEvents(ctx, &djinnpb.AddUnknownEventsRequest{RegistrationId: long.RegistrationId,
+		Events: []*djinnpb.EventKey{{Source: src, EventId: 99}}}); err != nil {
+		t.Fatal(err)
+	}
 	p.kill()
 
 	// Down long enough for the short lease, and its horizon (1s lease +
@@ -216,6 +221,18 @@ func TestKillAndRestart(t *testing.T) {
 	if !errors.Is(grpcerr.FromStatus(err), djinn.ErrNoSuchObject) {
 		t.Fatalf("a registration whose lease expired while down: %v, want NoSuchObject", err)
 	}
+	// EM.4.1: the mailbox listener is still valid, and still refuses the
+	// kinds on the persistent unknown-event list.
+	ls = djinnpb.NewEventListenerClient(dial(t, p.addr))
+	_, err = ls.Notify(ctx, &djinnpb.NotifyRequest{ListenerId: long.Listener.ObjectId,
+		Event: &djinnpb.RemoteEvent{Source: src, EventId: 99, Sequence: 1}})
+	if !errors.Is(grpcerr.FromStatus(err), djinn.ErrUnknownEvent) {
+		t.Fatalf("notify of an unknown kind after restart: %v, want UnknownEvent", err)
+	}
+	if _, err := ls.Notify(ctx, &djinnpb.NotifyRequest{ListenerId: long.Listener.ObjectId,
+		Event: &djinnpb.RemoteEvent{Source: src, EventId: 1, Sequence: events + 1}}); err != nil {
+		t.Fatalf("the mailbox listener did not survive the restart: %v", err)
+	}
 	ll := djinnpb.NewLandlordClient(dial(t, p.addr))
 	if _, err := ll.Renew(ctx, &djinnpb.RenewRequest{Cookie: short.Lease.Cookie, DurationNanos: int64(time.Minute)}); !errors.Is(grpcerr.FromStatus(err), djinn.ErrUnknownLease) {
 		t.Fatalf("renewing a lease that expired while down: %v, want UnknownLease", err)
@@ -232,7 +249,7 @@ func TestKillAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	var next int64 = 1
-	for next <= events {
+	for next <= events+1 {
 		msg, err := stream.Recv()
 		if err == io.EOF || err != nil {
 			t.Fatalf("pull: %v", err)
