@@ -115,6 +115,12 @@ func newMailbox(g *globals) *cobra.Command {
 		return g.print(cmd.OutOrStdout(), map[string]string{"target": t.String()}, func(w io.Writer) { fmt.Fprintln(w, "delivering to", t) })
 	})
 	enable.Flags().StringVar(&target, "target", "", "listener reference (djinn://host:port/SERVICE/OBJECT)")
+	enable.PreRunE = func(*cobra.Command, []string) error {
+		if _, err := djinn.ParseRef(target); err != nil {
+			return fmt.Errorf("--target: %w", err)
+		}
+		return nil
+	}
 	_ = enable.MarkFlagRequired("target")
 	disable := withReg("disable REG", "Stop delivery; events are stored meanwhile", func(cmd *cobra.Command, _ *client.Client, r *client.MailboxRegistration, _ []string) error {
 		if err := r.DisableDelivery(cmd.Context()); err != nil {
