@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
+	"math"
 	"sync"
 	"time"
 
@@ -31,6 +32,7 @@ type Option func(*options)
 type options struct {
 	tls      *tls.Config
 	dialOpts []grpc.DialOption
+	maxConns int
 }
 
 // WithTLS makes connections use TLS with cfg (mutual TLS when cfg holds a
@@ -62,7 +64,12 @@ var (
 )
 
 // Pool holds one gRPC connection per endpoint, dialled lazily on first use
-// and kept until Close. It is safe for concurrent use.
+// and kept until Close, or until the pool holds its maximum of connections
+// (WithMaxConns, default 4096) and this one is the least recently used: a
+// server delivering events to many listeners does not keep a connection to
+// every listener it ever met. A call in flight on an evicted connection
+// fails as Unavailable (indefinite, so retried). It is safe for concurrent
+// use.
 //
 // Connections from a Pool convert every error a call returns into a
 // *djinn.Error of the server's kind, so errors.Is(err, djinn.ErrUnknownLease)
@@ -73,13 +80,28 @@ type Pool struct {
 	opts options
 
 	mu     sync.Mutex
-	conns  map[string]*grpc.ClientConn // guarded by mu
-	closed bool                        // guarded by mu
+	conns  map[string]*pooled // guarded by mu
+	tick   uint64             // guarded by mu: a clock of uses, for LRU
+	closed bool               // guarded by mu
+}
+
+type pooled struct {
+	cc      *grpc.ClientConn
+	lastUse uint64
+}
+
+// DefaultMaxConns bounds a pool's connections.
+const DefaultMaxConns = 4096
+
+// WithMaxConns bounds the connections a pool keeps (at least 1).
+func WithMaxConns(n int) Option {
+	return func(o *options) { o.maxConns = max(n, 1) }
 }
 
 // NewPool returns an empty pool.
 func NewPool(opts ...Option) *Pool {
-	p := &Pool{conns: map[string]*grpc.ClientConn{}}
+	p := &Pool{conns: map[string]*pooled{}}
+	p.opts.maxConns = DefaultMaxConns
 	for _, o := range opts {
 		o(&p.opts)
 	}
@@ -97,8 +119,10 @@ func (p *Pool) Conn(endpoint string) (*grpc.ClientConn, error) {
 	if p.closed {
 		return nil, errClosed("pool")
 	}
-	if cc, ok := p.conns[endpoint]; ok {
-		return cc, nil
+	p.tick++
+	if pc, ok := p.conns[endpoint]; ok {
+		pc.lastUse = p.tick
+		return pc.cc, nil
 	}
 	creds := insecure.NewCredentials()
 	if p.opts.tls != nil {
@@ -113,8 +137,28 @@ func (p *Pool) Conn(endpoint string) (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "endpoint %q: %v", endpoint, err)
 	}
-	p.conns[endpoint] = cc
+	if len(p.conns) >= p.opts.maxConns {
+		p.evictLocked()
+	}
+	p.conns[endpoint] = &pooled{cc: cc, lastUse: p.tick}
 	return cc, nil
+}
+
+// evictLocked closes the least recently used connection.
+func (p *Pool) evictLocked() {
+	var (
+		oldest string
+		use    uint64 = math.MaxUint64
+	)
+	for ep, pc := range p.conns {
+		if pc.lastUse < use {
+			oldest, use = ep, pc.lastUse
+		}
+	}
+	if pc, ok := p.conns[oldest]; ok {
+		delete(p.conns, oldest)
+		_ = pc.cc.Close()
+	}
 }
 
 // Close closes every connection. Calls in flight fail; later Conn calls
@@ -122,12 +166,12 @@ func (p *Pool) Conn(endpoint string) (*grpc.ClientConn, error) {
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	conns := p.conns
-	p.conns = map[string]*grpc.ClientConn{}
+	p.conns = map[string]*pooled{}
 	p.closed = true
 	p.mu.Unlock()
 	var errs []error
-	for _, cc := range conns {
-		if err := cc.Close(); err != nil {
+	for _, pc := range conns {
+		if err := pc.cc.Close(); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -218,3 +218,31 @@ func TestPoolStreamErrors(t *testing.T) {
 		t.Errorf("unimplemented method: %v, want unsupported", err)
 	}
 }
+
+// TestPoolEvictsLeastRecentlyUsed: a pool at its bound closes the
+// connection used longest ago, not the busy ones.
+func TestPoolEvictsLeastRecentlyUsed(t *testing.T) {
+	p := NewPool(WithMaxConns(2))
+	defer p.Close()
+	a, err := p.Conn("127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Conn("127.0.0.1:2"); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := p.Conn("127.0.0.1:1"); again != a {
+		t.Fatal("a pooled connection was not reused")
+	}
+	if _, err := p.Conn("127.0.0.1:3"); err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	_, kept1 := p.conns["127.0.0.1:1"]
+	_, kept2 := p.conns["127.0.0.1:2"]
+	n := len(p.conns)
+	p.mu.Unlock()
+	if n != 2 || !kept1 || kept2 {
+		t.Fatalf("after a third endpoint: %d conns, recently used kept %v, least recently used kept %v", n, kept1, kept2)
+	}
+}
