@@ -714,3 +714,27 @@ func TestNotifyBatch(t *testing.T) {
 		}
 	})
 }
+
+// TestFollowerDoesNotAnswer: a node that is not serving as leader does not
+// know whether a lease was renewed (renewals are not logged), so it answers
+// Unavailable — never a false NoSuchObject — and the edge points the caller
+// at the leader.
+func TestFollowerDoesNotAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, 100)
+		r := f.register(time.Minute)
+		f.stop() // no longer leading
+		tp, _ := target("t")
+		for name, err := range map[string]error{
+			"register": func() error { _, err := f.svc.Register(context.Background(), time.Minute); return err }(),
+			"get":      func() error { _, err := f.svc.Get(context.Background(), r.ID); return err }(),
+			"notify":   f.notify(r, ev(1, 1)),
+			"enable":   f.svc.EnableDelivery(context.Background(), r.ID, tp),
+			"ack":      f.svc.Ack(context.Background(), r.ID, 1),
+		} {
+			if !errors.Is(err, djinn.ErrUnavailable) {
+				t.Errorf("%s on a follower = %v, want Unavailable", name, err)
+			}
+		}
+	})
+}

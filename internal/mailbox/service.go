@@ -123,8 +123,8 @@ func (s *Service) Register(ctx context.Context, d time.Duration) (Registration, 
 	if d <= 0 && d != djinn.Any {
 		return Registration{}, djinn.Errorf(djinn.InvalidArgument, "lease duration %s: must be positive or Any (EM.3)", djinn.FormatDuration(d))
 	}
-	if !s.lessor.Active() {
-		return Registration{}, djinn.Errorf(djinn.Unavailable, "mailbox not ready: not the leader or leadership starting")
+	if err := s.leading(); err != nil {
+		return Registration{}, err
 	}
 	if n := s.state.Registrations(); n >= s.cfg.MaxRegistrations {
 		// EM.3: a registration the service is unable to grant is refused
@@ -169,11 +169,24 @@ func (s *Service) registration(in Info, remaining time.Duration) Registration {
 	}
 }
 
+// leading refuses calls on a node that is not serving as leader: only the
+// leader knows whether a lease is still alive (renewals are not logged), so
+// a follower must not answer NoSuchObject from its stale view.
+func (s *Service) leading() error {
+	if !s.lessor.Active() {
+		return djinn.Errorf(djinn.Unavailable, "mailbox not ready: not the leader or leadership starting")
+	}
+	return nil
+}
+
 // live returns the registration if its lease has not ended (EM.4: every
 // call on an ended registration is NoSuchObject) and it belongs to the
 // caller's principal (another principal's registration does not exist for
 // the caller).
 func (s *Service) live(ctx context.Context, id djinn.ID) (Info, time.Duration, error) {
+	if err := s.leading(); err != nil {
+		return Info{}, 0, err
+	}
 	in, err := s.state.Get(id)
 	if err != nil {
 		return Info{}, 0, err
@@ -260,6 +273,9 @@ func (s *Service) Notify(ctx context.Context, listener djinn.ID, ev *djinnpb.Rem
 func (s *Service) NotifyBatch(ctx context.Context, listener djinn.ID, events []*djinnpb.RemoteEvent) (int, error) {
 	if len(events) > MaxNotifyBatch {
 		return 0, djinn.Errorf(djinn.InvalidArgument, "batch of %d events: at most %d", len(events), MaxNotifyBatch)
+	}
+	if err := s.leading(); err != nil {
+		return 0, err
 	}
 	in, err := s.state.ByListener(listener)
 	if err != nil {
