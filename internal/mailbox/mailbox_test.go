@@ -444,6 +444,9 @@ func TestStoredEventBound(t *testing.T) {
 		if !errors.Is(err, djinn.ErrResourceExhausted) || !strings.Contains(err.Error(), "3") {
 			t.Fatalf("notify beyond the bound = %v, want resource exhausted naming the bound", err)
 		}
+		if n := f.svc.RefusedFull.Load(); n != 1 {
+			t.Fatalf("%d refusals counted, want 1", n)
+		}
 	})
 }
 

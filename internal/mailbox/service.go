@@ -56,6 +56,9 @@ type Service struct {
 	cfg    Config
 	// current is the deliverer of the term this node leads, if any.
 	current atomic.Pointer[deliverer]
+	// RefusedFull counts events refused because their registration held
+	// its maximum of stored events.
+	RefusedFull atomic.Uint64
 }
 
 // New returns the mailbox service over state s, whose leases the lessor
@@ -306,6 +309,9 @@ func (s *Service) NotifyBatch(ctx context.Context, listener djinn.ID, events []*
 	}
 	sr := res.(StoreResult)
 	if sr.Err != nil {
+		if djinn.KindOf(sr.Err) == djinn.ResourceExhausted {
+			s.RefusedFull.Add(uint64(len(events) - sr.Accepted))
+		}
 		return sr.Accepted, sr.Err
 	}
 	return sr.Accepted, refused

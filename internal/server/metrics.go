@@ -51,6 +51,7 @@ func newMetrics(s *Server) *metrics {
 		counter("djinn_lease_cancelled_total", "Leases cancelled through this node.", func() float64 { return float64(l.Cancelled.Load()) }),
 		counter("djinn_lease_horizon_syncs_total", "Renewals that waited for a horizon write.", func() float64 { return float64(l.HorizonSyncs.Load()) }),
 		counter("djinn_lease_checkpoints_total", "Lease horizons raised ahead of need.", func() float64 { return float64(l.Checkpoints.Load()) }),
+		counter("djinn_mailbox_refused_full_total", "Events refused because their registration held its maximum of stored events.", func() float64 { return float64(s.mailbox.RefusedFull.Load()) }),
 		gauge("djinn_delivery_queued_events", "Events queued for delivery on this leader.", func() float64 { return float64(s.mailbox.DeliveryStats().Queued) }),
 		gauge("djinn_delivery_queues", "Registrations with events queued for delivery.", func() float64 { return float64(s.mailbox.DeliveryStats().Queues) }),
 		gauge("djinn_delivery_delivered_events", "Events delivered in this leader term.", func() float64 { return float64(s.mailbox.DeliveryStats().Delivered) }),
