@@ -179,3 +179,53 @@ func retryUnavailable(t *testing.T, what string, f func(ctx context.Context) err
 		t.Fatalf("%s: %v", what, err)
 	}
 }
+
+// TestFailoverHonoursRenewals: DESIGN.md 2 — a renewal served from the old
+// leader's memory (not logged) is honoured by the new leader: the lease
+// does not expire at its logged expiration, because the new leader gives
+// every lease its logged horizon.
+func TestFailoverHonoursRenewals(t *testing.T) {
+	t.Parallel()
+	ss := servertest.StartCluster(t, 3, func(c *server.Config) {
+		c.Raftcfg.HeartbeatTimeout = server.Duration(200 * time.Millisecond)
+		c.Raftcfg.ElectionTimeout = server.Duration(200 * time.Millisecond)
+	})
+	var l *server.Server
+	servertest.Eventually(t, "a leader", func() bool { l = servertest.Leader(ss...); return l != nil })
+	c := servertest.Dial(t, l.Addr())
+	var reg *client.MailboxRegistration
+	retryUnavailable(t, "register", func(ctx context.Context) (err error) {
+		reg, err = c.Mailbox().Register(ctx, time.Second)
+		return err
+	})
+	logged := reg.Lease.Expiration()
+	if err := reg.Lease.Renew(testContext(t), c, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var survivors []*server.Server
+	for _, s := range ss {
+		if s != l {
+			survivors = append(survivors, s)
+		}
+	}
+	// Wait until the expiration in the log has passed.
+	servertest.Eventually(t, "the logged expiration to pass", func() bool { return time.Now().After(logged.Add(time.Second)) })
+	var next *server.Server
+	servertest.Eventually(t, "a new leader", func() bool { next = servertest.Leader(survivors...); return next != nil })
+	c2 := servertest.Dial(t, next.Addr())
+	retryUnavailable(t, "read the registration at the new leader", func(ctx context.Context) error {
+		_, err := c2.Mailbox().Registration(ctx, reg.ID)
+		return err
+	})
+	resp, err := djinnpb.NewLandlordClient(c2.ClientConn()).Renew(testContext(t),
+		&djinnpb.RenewRequest{Cookie: idBytes(reg.Lease.Cookie()), DurationNanos: int64(time.Minute)})
+	if err != nil {
+		t.Fatalf("a lease renewed on the old leader expired after failover: %v", err)
+	}
+	if time.Duration(resp.GetGrantedNanos()) != time.Minute {
+		t.Fatalf("granted %v", time.Duration(resp.GetGrantedNanos()))
+	}
+}
