@@ -88,6 +88,7 @@ type Pool struct {
 type pooled struct {
 	cc      *grpc.ClientConn
 	lastUse uint64
+	pinned  bool // the connection a Client was dialled with: never evicted
 }
 
 // DefaultMaxConns bounds a pool's connections.
@@ -144,6 +145,15 @@ func (p *Pool) Conn(endpoint string) (*grpc.ClientConn, error) {
 	return cc, nil
 }
 
+// pin keeps endpoint's connection from eviction.
+func (p *Pool) pin(endpoint string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pc, ok := p.conns[endpoint]; ok {
+		pc.pinned = true
+	}
+}
+
 // evictLocked closes the least recently used connection.
 func (p *Pool) evictLocked() {
 	var (
@@ -151,11 +161,11 @@ func (p *Pool) evictLocked() {
 		use    uint64 = math.MaxUint64
 	)
 	for ep, pc := range p.conns {
-		if pc.lastUse < use {
+		if !pc.pinned && pc.lastUse < use {
 			oldest, use = ep, pc.lastUse
 		}
 	}
-	if pc, ok := p.conns[oldest]; ok {
+	if pc, ok := p.conns[oldest]; ok && !pc.pinned {
 		delete(p.conns, oldest)
 		_ = pc.cc.Close()
 	}
@@ -297,6 +307,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		p.Close()
 		return nil, err
 	}
+	p.pin(addr)
 	cc.Connect()
 	for {
 		s := cc.GetState()

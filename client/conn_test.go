@@ -246,3 +246,23 @@ func TestPoolEvictsLeastRecentlyUsed(t *testing.T) {
 		t.Fatalf("after a third endpoint: %d conns, recently used kept %v, least recently used kept %v", n, kept1, kept2)
 	}
 }
+
+// TestPoolNeverEvictsTheDialledConnection: a Client's own connection stays
+// however many other endpoints its pool meets.
+func TestPoolNeverEvictsTheDialledConnection(t *testing.T) {
+	p := NewPool(WithMaxConns(2))
+	defer p.Close()
+	own, err := p.Conn("127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.pin("127.0.0.1:1")
+	for _, ep := range []string{"127.0.0.1:2", "127.0.0.1:3", "127.0.0.1:4"} {
+		if _, err := p.Conn(ep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if again, _ := p.Conn("127.0.0.1:1"); again != own {
+		t.Fatal("the pinned connection was evicted")
+	}
+}

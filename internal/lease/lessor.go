@@ -61,6 +61,7 @@ func NewLessor(t *Table, p Proposer, cfg Config) *Lessor {
 	if cfg.Slack <= 0 {
 		cfg.Slack = 30 * time.Second
 	}
+	cfg.Slack = max(cfg.Slack, 4*time.Millisecond) // the checkpoint ticks every Slack/4
 	if cfg.Grace <= 0 {
 		cfg.Grace = time.Second
 	}
@@ -165,9 +166,10 @@ func (l *Lessor) RenewAll(ctx context.Context, cookies []djinn.ID, durations []t
 		return out
 	}
 	type undo struct {
-		i        int
-		r        *record
-		old, new int64
+		i   int
+		r   *record
+		old int64
+		gen uint16 // the record's gen right after this renewal
 	}
 	var (
 		sync  []*statepb.HorizonEntry
@@ -192,25 +194,14 @@ func (l *Lessor) RenewAll(ctx context.Context, cookies []djinn.ID, durations []t
 		if r.expires != never {
 			remaining = time.Duration(r.expires - n)
 		}
-		g := t.policyLocked(r.kind).Renewal(d, remaining)
+		g := t.policyLocked(Kind(r.kind)).Renewal(d, remaining)
 		exp := toNanos(djinn.AddDuration(now, g))
 		old := r.expires
-		r.expires = exp
-		if exp < r.heapKey {
-			r.heapKey = exp
-			if r.heapIdx >= 0 {
-				heap.Fix(&t.byExpiry, int(r.heapIdx))
-				if r.heapIdx == 0 {
-					t.signal()
-				}
-			} else {
-				heap.Push(&t.byExpiry, r)
-			}
-		}
+		t.setExpiresLocked(r, exp)
 		out[i].Granted = g
 		if exp > r.horizon {
 			sync = append(sync, &statepb.HorizonEntry{Cookie: c[:], HorizonUnixNanos: l.Horizon(fromNanos(exp))})
-			undos = append(undos, undo{i, r, old, exp})
+			undos = append(undos, undo{i, r, old, r.gen})
 		}
 	}
 	t.mu.Unlock()
@@ -220,9 +211,10 @@ func (l *Lessor) RenewAll(ctx context.Context, cookies []djinn.ID, durations []t
 			// The renewal failed: the lease keeps the expiration it had
 			// (LE.2.2), unless another renewal changed it meanwhile.
 			t.mu.Lock()
-			for _, u := range undos {
-				if u.r.expires == u.new {
-					u.r.expires = u.old
+			for j := len(undos) - 1; j >= 0; j-- {
+				u := undos[j]
+				if cur, ok := t.leases[u.r.cookie]; ok && cur == u.r && u.r.gen == u.gen {
+					t.setExpiresLocked(u.r, u.old)
 				}
 				out[u.i] = RenewResult{Err: err}
 			}

@@ -450,3 +450,88 @@ func TestRenewAllMixed(t *testing.T) {
 		}
 	})
 }
+
+// gatedLog blocks horizon writes until released, then fails or passes
+// them.
+type gatedLog struct {
+	*memLog
+	gate chan error
+}
+
+func (g *gatedLog) Propose(ctx context.Context, c *statepb.Command) (any, error) {
+	if c.GetLeaseHorizon() != nil {
+		if err := <-g.gate; err != nil {
+			return nil, err
+		}
+	}
+	return g.memLog.Propose(ctx, c)
+}
+
+// TestFailedRenewalStillExpires: a renewal whose horizon write fails while
+// the lease's old expiration passes leaves the lease to expire then — not
+// alive-looking-dead until the failed renewal's expiration.
+func TestFailedRenewalStillExpires(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, policy)
+		f.stop()
+		g := &gatedLog{memLog: f.log, gate: make(chan error)}
+		f.lessor = NewLessor(f.table, g, Config{Slack: slack, Grace: time.Second})
+		f.start()
+		defer f.stop()
+		c := f.grant(time.Second)
+		done := make(chan error)
+		go func() {
+			_, err := f.lessor.Renew(context.Background(), c, 10*time.Minute)
+			done <- err
+		}()
+		synctest.Wait()
+		time.Sleep(2 * time.Second) // the old expiration passes while the write waits
+		synctest.Wait()
+		g.gate <- djinn.Errorf(djinn.Unavailable, "log down")
+		if err := <-done; !errors.Is(err, djinn.ErrUnavailable) {
+			t.Fatalf("Renew = %v, want Unavailable", err)
+		}
+		synctest.Wait()
+		if f.table.Len() != 0 {
+			t.Fatal("a lease whose renewal failed after its expiration was never expired")
+		}
+	})
+}
+
+// TestFailedRenewalDoesNotUndoAnother: a renewal that succeeded after a
+// failing one is kept, even when both granted the same expiration.
+func TestFailedRenewalDoesNotUndoAnother(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, policy)
+		f.stop()
+		g := &gatedLog{memLog: f.log, gate: make(chan error)}
+		f.lessor = NewLessor(f.table, g, Config{Slack: slack, Grace: time.Second})
+		f.start()
+		defer f.stop()
+		c := f.grant(time.Second)
+		first, second := make(chan error), make(chan error)
+		go func() {
+			_, err := f.lessor.Renew(context.Background(), c, 10*time.Minute)
+			first <- err
+		}()
+		synctest.Wait()
+		go func() {
+			// Any keeps the time left: the same expiration as the first.
+			_, err := f.lessor.Renew(context.Background(), c, djinn.Any)
+			second <- err
+		}()
+		synctest.Wait()
+		g.gate <- djinn.Errorf(djinn.Unavailable, "log down") // the first write fails
+		if err := <-first; err == nil {
+			t.Fatal("first renewal succeeded")
+		}
+		g.gate <- nil // the second goes through
+		if err := <-second; err != nil {
+			t.Fatal(err)
+		}
+		info, ok := f.table.Lookup(c, time.Now())
+		if !ok || info.Expires.Before(time.Now().Add(9*time.Minute)) {
+			t.Fatalf("the successful renewal was undone: %v %v", info.Expires, ok)
+		}
+	})
+}

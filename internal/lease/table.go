@@ -26,10 +26,13 @@ type record struct {
 	horizon int64
 	heapKey int64
 	heapIdx int32
-	kind    Kind
+	kind    uint16
+	// gen changes with every in-memory change of expires, so an undo can
+	// tell whether anything renewed the lease after it.
+	gen uint16
 }
 
-func (r *record) owner() Owner { return Owner{Kind: r.kind, ID: r.ownerID} }
+func (r *record) owner() Owner { return Owner{Kind: Kind(r.kind), ID: r.ownerID} }
 
 // Table is the set of live leases.
 type Table struct {
@@ -129,7 +132,7 @@ func (t *Table) ApplyGrant(cookie djinn.ID, owner Owner, expires, horizon int64)
 	if horizon < expires {
 		horizon = expires
 	}
-	r := &record{cookie: cookie, ownerID: owner.ID, kind: owner.Kind, expires: expires, horizon: horizon}
+	r := &record{cookie: cookie, ownerID: owner.ID, kind: uint16(owner.Kind), expires: expires, horizon: horizon}
 	t.leases[cookie] = r
 	t.pushLocked(r)
 	return nil
@@ -219,9 +222,11 @@ func (t *Table) Records() []*statepb.LeaseRecord {
 	defer t.mu.Unlock()
 	out := make([]*statepb.LeaseRecord, 0, len(t.leases))
 	for _, r := range t.leases {
+		// An expiration past the horizon is a renewal whose horizon write
+		// is still pending and may fail: it is not state yet.
 		out = append(out, &statepb.LeaseRecord{
 			Cookie: r.cookie[:], OwnerKind: uint32(r.kind), OwnerId: r.ownerID[:],
-			ExpiresUnixNanos: r.expires, HorizonUnixNanos: r.horizon,
+			ExpiresUnixNanos: min(r.expires, r.horizon), HorizonUnixNanos: r.horizon,
 		})
 	}
 	return out
@@ -246,6 +251,27 @@ func (t *Table) Restore(rec *statepb.LeaseRecord) error {
 		return err
 	}
 	return t.ApplyGrant(c, Owner{Kind: Kind(rec.GetOwnerKind()), ID: o}, rec.GetExpiresUnixNanos(), rec.GetHorizonUnixNanos())
+}
+
+// setExpiresLocked changes a lease's live expiration, keeping the expiry
+// heap able to find it: a later expiration is found lazily when the old key
+// pops; an earlier one moves the key now.
+func (t *Table) setExpiresLocked(r *record, exp int64) {
+	r.expires = exp
+	r.gen++
+	if exp >= r.heapKey && r.heapIdx >= 0 {
+		return
+	}
+	r.heapKey = min(r.heapKey, exp)
+	if r.heapIdx >= 0 {
+		heap.Fix(&t.byExpiry, int(r.heapIdx))
+	} else {
+		r.heapKey = exp
+		heap.Push(&t.byExpiry, r)
+	}
+	if r.heapIdx == 0 {
+		t.signal()
+	}
 }
 
 // pushLocked adds r to the heap keyed by its expiration.

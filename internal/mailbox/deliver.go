@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/event"
@@ -28,7 +29,12 @@ type deliverer struct {
 	// through is, per registration, the last index delivered in this term:
 	// events up to it are not sent again when the target changes before the
 	// delivery is recorded in the log.
-	through  map[djinn.ID]uint64
+	through map[djinn.ID]uint64
+	// stopped marks registrations whose delivery a definite failure
+	// stopped: until the disable is applied (or the client sets a target
+	// again), new events are not pushed, so no later delivery can be
+	// recorded past the events that were not delivered.
+	stopped  map[djinn.ID]bool
 	failures []*statepb.Command
 	opsReady chan struct{} // signalled when ops grows
 	report   chan struct{} // signalled when acks or failures grow
@@ -40,6 +46,7 @@ func newDeliverer(s *State, log Proposer, logger *slog.Logger, ec event.Config) 
 	d := &deliverer{
 		state: s, log: log, logger: logger,
 		targets: map[djinn.ID]*djinnpb.Ref{}, acks: map[djinn.ID]uint64{}, through: map[djinn.ID]uint64{},
+		stopped:  map[djinn.ID]bool{},
 		opsReady: make(chan struct{}, 1), report: make(chan struct{}, 1),
 	}
 	ec.OnDelivered = d.delivered
@@ -121,6 +128,15 @@ func items(events []Stored) []event.Item {
 // Stored implements Sink.
 func (d *deliverer) Stored(reg djinn.ID, target *djinnpb.Ref, ev Stored) {
 	d.queue(func() {
+		d.mu.Lock()
+		stopped := d.stopped[reg]
+		if d.targets[reg] == nil {
+			d.targets[reg] = target // a target set in an earlier term
+		}
+		d.mu.Unlock()
+		if stopped {
+			return
+		}
 		if err := d.engine.Push(reg, toRef(target), event.Item{Cursor: ev.Index, Event: ev.Event}); err != nil {
 			d.logger.Warn("mailbox: queueing delivery failed", "registration", reg, "err", err)
 		}
@@ -137,6 +153,7 @@ func (d *deliverer) Retargeted(reg djinn.ID, target *djinnpb.Ref, events []Store
 		} else {
 			d.targets[reg] = target
 		}
+		delete(d.stopped, reg)
 		sent := d.through[reg]
 		d.mu.Unlock()
 		for len(events) > 0 && events[0].Index <= sent {
@@ -168,6 +185,7 @@ func (d *deliverer) Removed(reg djinn.ID) {
 		delete(d.targets, reg)
 		delete(d.acks, reg)
 		delete(d.through, reg)
+		delete(d.stopped, reg)
 		d.mu.Unlock()
 	})
 }
@@ -208,6 +226,7 @@ func (d *deliverer) failed(reg djinn.ID, it event.Item, err error) event.Action 
 	case djinn.IsDefinite(err):
 		d.mu.Lock()
 		target := d.targets[reg]
+		d.stopped[reg] = true
 		d.failures = append(d.failures, &statepb.Command{Op: &statepb.Command_MailboxDisable{MailboxDisable: &statepb.MailboxDisable{
 			RegistrationId: reg[:], DeliveryFailed: true, OnlyIfTarget: target,
 		}}})
@@ -220,31 +239,61 @@ func (d *deliverer) failed(reg djinn.ID, it event.Item, err error) event.Action 
 }
 
 // reportLoop logs delivery outcomes: forgets delivered events in one
-// command per round and records failures.
+// command per round and records failures. What could not be recorded is
+// kept and tried again after a pause.
 func (d *deliverer) reportLoop(ctx context.Context) {
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-d.report:
+		case <-retry.C:
 		}
 		d.mu.Lock()
 		acks, failures := d.acks, d.failures
 		d.acks, d.failures = map[djinn.ID]uint64{}, nil
 		d.mu.Unlock()
+		var unrecorded []*statepb.Command
 		if len(acks) > 0 {
 			c := &statepb.MailboxDelivered{}
 			for reg, through := range acks {
 				c.Entries = append(c.Entries, &statepb.Delivered{RegistrationId: reg[:], ThroughIndex: through})
 			}
-			if _, err := d.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_MailboxDelivered{MailboxDelivered: c}}); err != nil && ctx.Err() == nil {
-				d.logger.Warn("mailbox: recording deliveries failed", "err", err)
+			if _, err := d.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_MailboxDelivered{MailboxDelivered: c}}); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				d.logger.Warn("mailbox: recording deliveries failed; will retry", "err", err)
+				d.mu.Lock()
+				for reg, through := range acks {
+					if through > d.acks[reg] {
+						d.acks[reg] = through
+					}
+				}
+				d.mu.Unlock()
+				retry.Reset(100 * time.Millisecond)
 			}
 		}
 		for _, c := range failures {
-			if _, err := d.log.Propose(ctx, c); err != nil && ctx.Err() == nil && djinn.KindOf(err) != djinn.NoSuchObject {
-				d.logger.Warn("mailbox: recording a delivery failure failed", "err", err)
+			if _, err := d.log.Propose(ctx, c); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				if djinn.KindOf(err) == djinn.NoSuchObject {
+					continue // the registration is gone: nothing to record
+				}
+				d.logger.Warn("mailbox: recording a delivery failure failed; will retry", "err", err)
+				unrecorded = append(unrecorded, c)
 			}
+		}
+		if len(unrecorded) > 0 {
+			d.mu.Lock()
+			d.failures = append(unrecorded, d.failures...)
+			d.mu.Unlock()
+			retry.Reset(100 * time.Millisecond)
 		}
 	}
 }

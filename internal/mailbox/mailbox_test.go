@@ -741,3 +741,58 @@ func TestFollowerDoesNotAnswer(t *testing.T) {
 		}
 	})
 }
+
+// slowDisable holds a delivery failure's disable until released, as a
+// busy log would.
+type slowDisable struct {
+	*statetest.Log
+	release chan struct{}
+}
+
+func (s slowDisable) Propose(ctx context.Context, c *statepb.Command) (any, error) {
+	if d := c.GetMailboxDisable(); d != nil && d.GetDeliveryFailed() {
+		<-s.release
+	}
+	return s.Log.Propose(ctx, c)
+}
+
+// TestStoppedDeliveryLosesNothing: after a definite failure stops delivery,
+// events arriving before the disable is recorded are not delivered past the
+// undelivered ones (which would forget them).
+func TestStoppedDeliveryLosesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		f := newFixtureWith(t, 100, nil, func(l *statetest.Log) mailbox.Proposer { return slowDisable{l, release} })
+		defer f.stop()
+		f.sink.answer = func(_ djinn.Ref, e *djinnpb.RemoteEvent) error {
+			if e.Sequence == 1 {
+				return djinn.Errorf(djinn.InvalidArgument, "cannot take event 1")
+			}
+			return nil
+		}
+		r := f.register(time.Hour)
+		tp, tr := target("t")
+		for i := int64(1); i <= 3; i++ {
+			if err := f.notify(r, ev(1, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := f.svc.EnableDelivery(context.Background(), r.ID, tp); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if err := f.notify(r, ev(1, 4)); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		close(release)
+		synctest.Wait()
+		if got := f.sink.seqs(tr); len(got) != 0 {
+			t.Fatalf("delivered %v after a definite failure stopped delivery", got)
+		}
+		g, err := f.svc.Get(context.Background(), r.ID)
+		if err != nil || g.Stored != 4 || g.Target != nil {
+			t.Fatalf("after the failure: %d stored, target %v, %v; want all 4 kept and delivery disabled", g.Stored, g.Target, err)
+		}
+	})
+}

@@ -469,6 +469,12 @@ func (s *State) Records() []*statepb.MailboxRecord {
 func (s *State) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for _, r := range s.regs {
+		if r.wait != nil {
+			close(r.wait) // pullers look again, at the restored state
+			r.wait = nil
+		}
+	}
 	s.regs = make(map[djinn.ID]*registration)
 	s.byListener = make(map[djinn.ID]*registration)
 }

@@ -295,7 +295,20 @@ func (n *Node) Propose(ctx context.Context, cmd *statepb.Command) (any, error) {
 		}
 	}
 	f := n.raft.Apply(b, timeout)
-	if err := f.Error(); err != nil {
+	if done := ctx.Done(); done != nil {
+		// Raft's future knows no context: wait for it beside ctx, so a
+		// caller that gives up is not held until the entry commits.
+		waited := make(chan error, 1)
+		go func() { waited <- f.Error() }()
+		select {
+		case err := <-waited:
+			if err != nil {
+				return nil, n.raftError(err)
+			}
+		case <-done:
+			return nil, errors.Join(ctx.Err(), djinn.Errorf(djinn.Unavailable, "gave up waiting for the log: the change may or may not have been made"))
+		}
+	} else if err := f.Error(); err != nil {
 		return nil, n.raftError(err)
 	}
 	resp := f.Response()

@@ -235,8 +235,8 @@ func (c *Config) Check() error {
 	if c.Mailbox.MaxStored <= 0 {
 		return djinn.Errorf(djinn.InvalidArgument, "mailbox max-stored %d: must be positive", c.Mailbox.MaxStored)
 	}
-	if c.Lease.Checkpoint <= 0 {
-		return djinn.Errorf(djinn.InvalidArgument, "lease checkpoint %s: must be positive", djinn.FormatDuration(time.Duration(c.Lease.Checkpoint)))
+	if cp := time.Duration(c.Lease.Checkpoint); cp < 100*time.Millisecond || cp == djinn.Forever {
+		return djinn.Errorf(djinn.InvalidArgument, "lease checkpoint %s: want at least 100ms", djinn.FormatDuration(cp))
 	}
 	for _, n := range []struct {
 		name string
