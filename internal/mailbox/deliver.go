@@ -25,6 +25,7 @@ type deliverer struct {
 	// ops, targets, acks and failures are guarded by mu.
 	ops     []func()
 	targets map[djinn.ID]*djinnpb.Ref
+	epochs  map[djinn.ID]uint64 // the delivery epoch each target belongs to
 	acks    map[djinn.ID]uint64
 	// through is, per registration, the last index delivered in this term:
 	// events up to it are not sent again when the target changes before the
@@ -45,7 +46,7 @@ var _ Sink = (*deliverer)(nil)
 func newDeliverer(s *State, log Proposer, logger *slog.Logger, ec event.Config) *deliverer {
 	d := &deliverer{
 		state: s, log: log, logger: logger,
-		targets: map[djinn.ID]*djinnpb.Ref{}, acks: map[djinn.ID]uint64{}, through: map[djinn.ID]uint64{},
+		targets: map[djinn.ID]*djinnpb.Ref{}, epochs: map[djinn.ID]uint64{}, acks: map[djinn.ID]uint64{}, through: map[djinn.ID]uint64{},
 		stopped:  map[djinn.ID]bool{},
 		opsReady: make(chan struct{}, 1), report: make(chan struct{}, 1),
 	}
@@ -126,12 +127,12 @@ func items(events []Stored) []event.Item {
 }
 
 // Stored implements Sink.
-func (d *deliverer) Stored(reg djinn.ID, target *djinnpb.Ref, ev Stored) {
+func (d *deliverer) Stored(reg djinn.ID, target *djinnpb.Ref, epoch uint64, ev Stored) {
 	d.queue(func() {
 		d.mu.Lock()
 		stopped := d.stopped[reg]
 		if d.targets[reg] == nil {
-			d.targets[reg] = target // a target set in an earlier term
+			d.targets[reg], d.epochs[reg] = target, epoch // a target set in an earlier term
 		}
 		d.mu.Unlock()
 		if stopped {
@@ -144,14 +145,15 @@ func (d *deliverer) Stored(reg djinn.ID, target *djinnpb.Ref, ev Stored) {
 }
 
 // Retargeted implements Sink.
-func (d *deliverer) Retargeted(reg djinn.ID, target *djinnpb.Ref, events []Stored, done chan struct{}) {
+func (d *deliverer) Retargeted(reg djinn.ID, target *djinnpb.Ref, epoch uint64, events []Stored, done chan struct{}) {
 	d.queue(func() {
 		d.engine.Drop(reg)
 		d.mu.Lock()
 		if target == nil {
 			delete(d.targets, reg)
+			delete(d.epochs, reg)
 		} else {
-			d.targets[reg] = target
+			d.targets[reg], d.epochs[reg] = target, epoch
 		}
 		delete(d.stopped, reg)
 		sent := d.through[reg]
@@ -183,6 +185,7 @@ func (d *deliverer) Removed(reg djinn.ID) {
 		d.engine.Drop(reg)
 		d.mu.Lock()
 		delete(d.targets, reg)
+		delete(d.epochs, reg)
 		delete(d.acks, reg)
 		delete(d.through, reg)
 		delete(d.stopped, reg)
@@ -225,10 +228,10 @@ func (d *deliverer) failed(reg djinn.ID, it event.Item, err error) event.Action 
 		return event.Skip
 	case djinn.IsDefinite(err):
 		d.mu.Lock()
-		target := d.targets[reg]
+		epoch := d.epochs[reg]
 		d.stopped[reg] = true
 		d.failures = append(d.failures, &statepb.Command{Op: &statepb.Command_MailboxDisable{MailboxDisable: &statepb.MailboxDisable{
-			RegistrationId: reg[:], DeliveryFailed: true, OnlyIfTarget: target,
+			RegistrationId: reg[:], DeliveryFailed: true, OnlyIfEpoch: epoch,
 		}}})
 		d.mu.Unlock()
 		d.logger.Info("mailbox delivery disabled by a definite failure", "registration", reg, "err", err)

@@ -796,3 +796,46 @@ func TestStoppedDeliveryLosesNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestStaleFailureDoesNotDisableANewEnable: a delivery failure recorded
+// after the client enabled delivery again — even to the same listener —
+// does not disable it.
+func TestStaleFailureDoesNotDisableANewEnable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		f := newFixtureWith(t, 100, nil, func(l *statetest.Log) mailbox.Proposer { return slowDisable{l, release} })
+		defer f.stop()
+		fail := true
+		f.sink.answer = func(djinn.Ref, *djinnpb.RemoteEvent) error {
+			if fail {
+				return djinn.Errorf(djinn.NoSuchObject, "listener gone")
+			}
+			return nil
+		}
+		r := f.register(time.Hour)
+		tp, tr := target("t")
+		if err := f.svc.EnableDelivery(context.Background(), r.ID, tp); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.notify(r, ev(1, 1)); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the failure's disable waits in the log
+		f.sink.mu.Lock()
+		fail = false
+		f.sink.mu.Unlock()
+		if err := f.svc.EnableDelivery(context.Background(), r.ID, tp); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		close(release)
+		synctest.Wait()
+		g, err := f.svc.Get(context.Background(), r.ID)
+		if err != nil || g.Target == nil {
+			t.Fatalf("a stale failure disabled the new enable: target %v, %v", g.Target, err)
+		}
+		if got := f.sink.seqs(tr); len(got) != 1 {
+			t.Fatalf("the re-enabled target got %v", got)
+		}
+	})
+}

@@ -39,6 +39,7 @@ type registration struct {
 	listener  djinn.ID
 	cookie    djinn.ID
 	target    *djinnpb.Ref                   // nil: delivery disabled
+	epoch     uint64                         // bumped by every enable and disable
 	unknown   map[eventKey]*djinnpb.EventKey // nil while empty
 	events    []Stored
 	next      uint64 // index of the next stored event
@@ -50,10 +51,10 @@ type registration struct {
 // Its methods are called from Apply with the state locked: they must not
 // block or call back into State. Each returns nothing; work is queued.
 type Sink interface {
-	Stored(reg djinn.ID, target *djinnpb.Ref, ev Stored)
+	Stored(reg djinn.ID, target *djinnpb.Ref, epoch uint64, ev Stored)
 	// Retargeted: delivery now goes to target (nil: disabled). events is
 	// everything stored. done is closed when the change is in effect.
-	Retargeted(reg djinn.ID, target *djinnpb.Ref, events []Stored, done chan struct{})
+	Retargeted(reg djinn.ID, target *djinnpb.Ref, epoch uint64, events []Stored, done chan struct{})
 	Forgot(reg djinn.ID, match func(Stored) bool)
 	Removed(reg djinn.ID)
 }
@@ -94,7 +95,7 @@ func (s *State) SetSink(k Sink) {
 	}
 	for _, r := range s.regs {
 		if r.target != nil && len(r.events) > 0 {
-			k.Retargeted(r.id, r.target, append([]Stored(nil), r.events...), nil)
+			k.Retargeted(r.id, r.target, r.epoch, append([]Stored(nil), r.events...), nil)
 		}
 	}
 }
@@ -269,15 +270,16 @@ func (s *State) ApplyEnable(c *statepb.MailboxEnable) (chan struct{}, error) {
 		return nil, noSuchRegistration(id)
 	}
 	r.target = c.GetTarget()
+	r.epoch++
 	if r.target != nil {
 		r.unknown = nil
 	}
 	return s.retargetLocked(r), nil
 }
 
-// ApplyDisable clears the target. With only_if_target set it does so only
-// while that is still the target: a delivery failure must not disable a
-// target the client set since.
+// ApplyDisable clears the target. With only_if_epoch set it does so only
+// while no enable or disable came since: a delivery failure must not
+// disable a target the client set since.
 func (s *State) ApplyDisable(c *statepb.MailboxDisable) (chan struct{}, error) {
 	id, err := djinn.IDFromBytes("registration id", c.GetRegistrationId())
 	if err != nil {
@@ -289,10 +291,11 @@ func (s *State) ApplyDisable(c *statepb.MailboxDisable) (chan struct{}, error) {
 	if !ok {
 		return nil, noSuchRegistration(id)
 	}
-	if want := c.GetOnlyIfTarget(); want != nil && (r.target == nil || refKey(want) != refKey(r.target)) {
+	if want := c.GetOnlyIfEpoch(); want != 0 && want != r.epoch {
 		return nil, nil
 	}
 	r.target = nil
+	r.epoch++
 	return s.retargetLocked(r), nil
 }
 
@@ -301,7 +304,7 @@ func (s *State) retargetLocked(r *registration) chan struct{} {
 		return nil
 	}
 	done := make(chan struct{})
-	s.sink.Retargeted(r.id, r.target, append([]Stored(nil), r.events...), done)
+	s.sink.Retargeted(r.id, r.target, r.epoch, append([]Stored(nil), r.events...), done)
 	return done
 }
 
@@ -343,7 +346,7 @@ func (s *State) ApplyStore(c *statepb.MailboxStore) StoreResult {
 		r.events = append(r.events, st)
 		res.Accepted++
 		if s.sink != nil && r.target != nil {
-			s.sink.Stored(r.id, r.target, st)
+			s.sink.Stored(r.id, r.target, r.epoch, st)
 		}
 	}
 	if res.Accepted > 0 && r.wait != nil {
@@ -452,7 +455,7 @@ func (s *State) Records() []*statepb.MailboxRecord {
 	for _, r := range s.regs {
 		rec := &statepb.MailboxRecord{
 			RegistrationId: r.id[:], ListenerId: r.listener[:], Cookie: r.cookie[:],
-			Target: r.target, NextIndex: r.next, Principal: r.principal,
+			Target: r.target, NextIndex: r.next, Principal: r.principal, Epoch: r.epoch,
 		}
 		for _, k := range r.unknown {
 			rec.Unknown = append(rec.Unknown, k)
@@ -493,7 +496,7 @@ func (s *State) Restore(rec *statepb.MailboxRecord) error {
 	if err != nil {
 		return err
 	}
-	r := &registration{id: id, principal: rec.GetPrincipal(), listener: listener, cookie: cookie, target: rec.GetTarget(),
+	r := &registration{id: id, principal: rec.GetPrincipal(), listener: listener, cookie: cookie, target: rec.GetTarget(), epoch: rec.GetEpoch(),
 		next: rec.GetNextIndex()}
 	if len(rec.GetUnknown()) > 0 {
 		r.unknown = map[eventKey]*djinnpb.EventKey{}

@@ -689,10 +689,14 @@ type MailboxDisable struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	RegistrationId []byte                 `protobuf:"bytes,1,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
 	// delivery_failed is set when a definite delivery failure disabled it.
-	DeliveryFailed bool         `protobuf:"varint,2,opt,name=delivery_failed,json=deliveryFailed,proto3" json:"delivery_failed,omitempty"`
-	OnlyIfTarget   *djinnpb.Ref `protobuf:"bytes,3,opt,name=only_if_target,json=onlyIfTarget,proto3" json:"only_if_target,omitempty"` // disable only while this is the target
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	DeliveryFailed bool `protobuf:"varint,2,opt,name=delivery_failed,json=deliveryFailed,proto3" json:"delivery_failed,omitempty"`
+	// only_if_epoch, when set, disables only if the registration's delivery
+	// epoch (bumped by every enable and disable) is still this one: a
+	// delivery failure must not disable a target the client set since, even
+	// the same listener set again.
+	OnlyIfEpoch   uint64 `protobuf:"varint,4,opt,name=only_if_epoch,json=onlyIfEpoch,proto3" json:"only_if_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MailboxDisable) Reset() {
@@ -739,11 +743,11 @@ func (x *MailboxDisable) GetDeliveryFailed() bool {
 	return false
 }
 
-func (x *MailboxDisable) GetOnlyIfTarget() *djinnpb.Ref {
+func (x *MailboxDisable) GetOnlyIfEpoch() uint64 {
 	if x != nil {
-		return x.OnlyIfTarget
+		return x.OnlyIfEpoch
 	}
-	return nil
+	return 0
 }
 
 // MailboxStore stores events that arrived at a mailbox listener, in order,
@@ -1151,6 +1155,7 @@ type MailboxRecord struct {
 	NextIndex      uint64                 `protobuf:"varint,6,opt,name=next_index,json=nextIndex,proto3" json:"next_index,omitempty"`
 	Events         []*StoredEvent         `protobuf:"bytes,7,rep,name=events,proto3" json:"events,omitempty"`
 	Principal      string                 `protobuf:"bytes,8,opt,name=principal,proto3" json:"principal,omitempty"`
+	Epoch          uint64                 `protobuf:"varint,9,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -1239,6 +1244,13 @@ func (x *MailboxRecord) GetPrincipal() string {
 		return x.Principal
 	}
 	return ""
+}
+
+func (x *MailboxRecord) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
 }
 
 type StoredEvent struct {
@@ -1338,11 +1350,11 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\tprincipal\x18\x06 \x01(\tR\tprincipal\"_\n" +
 	"\rMailboxEnable\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\fR\x0eregistrationId\x12%\n" +
-	"\x06target\x18\x02 \x01(\v2\r.djinn.v1.RefR\x06target\"\x97\x01\n" +
+	"\x06target\x18\x02 \x01(\v2\r.djinn.v1.RefR\x06target\"\x8c\x01\n" +
 	"\x0eMailboxDisable\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\fR\x0eregistrationId\x12'\n" +
-	"\x0fdelivery_failed\x18\x02 \x01(\bR\x0edeliveryFailed\x123\n" +
-	"\x0eonly_if_target\x18\x03 \x01(\v2\r.djinn.v1.RefR\fonlyIfTarget\"^\n" +
+	"\x0fdelivery_failed\x18\x02 \x01(\bR\x0edeliveryFailed\x12\"\n" +
+	"\ronly_if_epoch\x18\x04 \x01(\x04R\vonlyIfEpochJ\x04\b\x03\x10\x04\"^\n" +
 	"\fMailboxStore\x12\x1f\n" +
 	"\vlistener_id\x18\x01 \x01(\fR\n" +
 	"listenerId\x12-\n" +
@@ -1367,7 +1379,7 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"owner_kind\x18\x02 \x01(\rR\townerKind\x12\x19\n" +
 	"\bowner_id\x18\x03 \x01(\fR\aownerId\x12,\n" +
 	"\x12expires_unix_nanos\x18\x04 \x01(\x03R\x10expiresUnixNanos\x12,\n" +
-	"\x12horizon_unix_nanos\x18\x05 \x01(\x03R\x10horizonUnixNanos\"\xb2\x02\n" +
+	"\x12horizon_unix_nanos\x18\x05 \x01(\x03R\x10horizonUnixNanos\"\xc8\x02\n" +
 	"\rMailboxRecord\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\fR\x0eregistrationId\x12\x1f\n" +
 	"\vlistener_id\x18\x02 \x01(\fR\n" +
@@ -1378,7 +1390,8 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\n" +
 	"next_index\x18\x06 \x01(\x04R\tnextIndex\x12-\n" +
 	"\x06events\x18\a \x03(\v2\x15.state.v1.StoredEventR\x06events\x12\x1c\n" +
-	"\tprincipal\x18\b \x01(\tR\tprincipal\"P\n" +
+	"\tprincipal\x18\b \x01(\tR\tprincipal\x12\x14\n" +
+	"\x05epoch\x18\t \x01(\x04R\x05epoch\"P\n" +
 	"\vStoredEvent\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12+\n" +
 	"\x05event\x18\x02 \x01(\v2\x15.djinn.v1.RemoteEventR\x05eventB1Z/github.com/djinn-go/djinn/proto/statepb;statepbb\x06proto3"
@@ -1433,23 +1446,22 @@ var file_state_v1_state_proto_depIdxs = []int32{
 	13, // 10: state.v1.Command.mailbox_unknown:type_name -> state.v1.MailboxUnknown
 	6,  // 11: state.v1.LeaseHorizon.entries:type_name -> state.v1.HorizonEntry
 	18, // 12: state.v1.MailboxEnable.target:type_name -> djinn.v1.Ref
-	18, // 13: state.v1.MailboxDisable.only_if_target:type_name -> djinn.v1.Ref
-	19, // 14: state.v1.MailboxStore.events:type_name -> djinn.v1.RemoteEvent
-	12, // 15: state.v1.MailboxDelivered.entries:type_name -> state.v1.Delivered
-	20, // 16: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
-	1,  // 17: state.v1.Record.init:type_name -> state.v1.Init
-	2,  // 18: state.v1.Record.member:type_name -> state.v1.Member
-	15, // 19: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
-	16, // 20: state.v1.Record.mailbox:type_name -> state.v1.MailboxRecord
-	18, // 21: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
-	20, // 22: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
-	17, // 23: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
-	19, // 24: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	19, // 13: state.v1.MailboxStore.events:type_name -> djinn.v1.RemoteEvent
+	12, // 14: state.v1.MailboxDelivered.entries:type_name -> state.v1.Delivered
+	20, // 15: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
+	1,  // 16: state.v1.Record.init:type_name -> state.v1.Init
+	2,  // 17: state.v1.Record.member:type_name -> state.v1.Member
+	15, // 18: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
+	16, // 19: state.v1.Record.mailbox:type_name -> state.v1.MailboxRecord
+	18, // 20: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
+	20, // 21: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
+	17, // 22: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
+	19, // 23: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_state_v1_state_proto_init() }
