@@ -212,19 +212,32 @@ func (m *LeaseMap) RenewAll(ctx context.Context, c Connector) error {
 	return m.renewAll(ctx, dialLandlord(c))
 }
 
-func (m *LeaseMap) renewAll(ctx context.Context, dial landlordDialer) error {
+// begin takes the map's leases and dials their landlord; it returns no
+// entries when the map is empty.
+func (m *LeaseMap) begin(dial landlordDialer) ([]mapEntry, djinn.Ref, djinnpb.LandlordClient, []byte, error) {
 	entries := m.snapshot()
 	if len(entries) == 0 {
-		return nil
+		return nil, djinn.Ref{}, nil, nil, nil
 	}
 	landlord := entries[0].lease.landlord
 	lc, err := dial(landlord.Endpoint)
 	if err != nil {
+		return nil, landlord, nil, nil, err
+	}
+	cookies := make([]djinn.ID, len(entries))
+	for i, e := range entries {
+		cookies[i] = e.lease.cookie
+	}
+	return entries, landlord, lc, batch.PackCookies(cookies), nil
+}
+
+func (m *LeaseMap) renewAll(ctx context.Context, dial landlordDialer) error {
+	entries, landlord, lc, cookies, err := m.begin(dial)
+	if err != nil || len(entries) == 0 {
 		return err
 	}
-	req := &djinnpb.RenewAllRequest{Cookies: make([]byte, 0, 16*len(entries)), DurationNanos: make([]int64, len(entries))}
+	req := &djinnpb.RenewAllRequest{Cookies: cookies, DurationNanos: make([]int64, len(entries))}
 	for i, e := range entries {
-		req.Cookies = append(req.Cookies, e.lease.cookie[:]...)
 		req.DurationNanos[i] = int64(e.d)
 	}
 	sent := time.Now()
@@ -261,20 +274,11 @@ func (m *LeaseMap) CancelAll(ctx context.Context, c Connector) error {
 }
 
 func (m *LeaseMap) cancelAll(ctx context.Context, dial landlordDialer) error {
-	entries := m.snapshot()
-	if len(entries) == 0 {
-		return nil
-	}
-	landlord := entries[0].lease.landlord
-	lc, err := dial(landlord.Endpoint)
-	if err != nil {
+	entries, landlord, lc, cookies, err := m.begin(dial)
+	if err != nil || len(entries) == 0 {
 		return err
 	}
-	req := &djinnpb.CancelAllRequest{Cookies: make([]byte, 0, 16*len(entries))}
-	for _, e := range entries {
-		req.Cookies = append(req.Cookies, e.lease.cookie[:]...)
-	}
-	resp, err := lc.CancelAll(ctx, req)
+	resp, err := lc.CancelAll(ctx, &djinnpb.CancelAllRequest{Cookies: cookies})
 	if err != nil {
 		return fromRPC(err)
 	}

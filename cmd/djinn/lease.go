@@ -60,16 +60,10 @@ func newLease(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			l, err := client.ParseToken(args[0])
+			l, err := g.withLease(cmd, args[0], func(l *client.Lease, c *client.Client) error {
+				return l.Renew(cmd.Context(), c, dur)
+			})
 			if err != nil {
-				return err
-			}
-			c, err := g.dial(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			if err := l.Renew(cmd.Context(), c, dur); err != nil {
 				return err
 			}
 			v := viewLease(l)
@@ -82,16 +76,9 @@ func newLease(g *globals) *cobra.Command {
 		Short: "Cancel a lease",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l, err := client.ParseToken(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := g.dial(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			if err := l.Cancel(cmd.Context(), c); err != nil {
+			if _, err := g.withLease(cmd, args[0], func(l *client.Lease, c *client.Client) error {
+				return l.Cancel(cmd.Context(), c)
+			}); err != nil {
 				return err
 			}
 			return g.print(cmd.OutOrStdout(), map[string]bool{"cancelled": true}, func(w io.Writer) { fmt.Fprintln(w, "cancelled") })
@@ -99,4 +86,18 @@ func newLease(g *globals) *cobra.Command {
 	}
 	cmd.AddCommand(show, renew, cancel)
 	return cmd
+}
+
+// withLease parses a lease token, dials the server and calls fn.
+func (g *globals) withLease(cmd *cobra.Command, token string, fn func(*client.Lease, *client.Client) error) (*client.Lease, error) {
+	l, err := client.ParseToken(token)
+	if err != nil {
+		return nil, err
+	}
+	c, err := g.dial(cmd.Context())
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return l, fn(l, c)
 }

@@ -72,13 +72,6 @@ func (t *Table) SetPolicy(k Kind, p Policy) error {
 	return nil
 }
 
-// Policy returns the lease policy of a kind of owner.
-func (t *Table) Policy(k Kind) Policy {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.policyLocked(k)
-}
-
 func (t *Table) policyLocked(k Kind) Policy {
 	if p, ok := t.policies[k]; ok {
 		return p
@@ -203,16 +196,6 @@ func (t *Table) ApplyHorizon(entries []*statepb.HorizonEntry) {
 		if r, ok := t.leases[c]; ok && e.GetHorizonUnixNanos() > r.horizon {
 			r.horizon = e.GetHorizonUnixNanos()
 		}
-	}
-}
-
-// Remove drops a lease without calling ended: the owner is going away on its
-// own (its Apply removes the resource and the lease together).
-func (t *Table) Remove(cookie djinn.ID) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if r, ok := t.leases[cookie]; ok {
-		t.removeLocked(r)
 	}
 }
 

@@ -90,9 +90,6 @@ func New(s *State, l *lease.Lessor, log Proposer, now func() time.Time, self fun
 	return &Service{state: s, lessor: l, log: log, now: now, self: self, cfg: cfg}, nil
 }
 
-// State returns the service's replicated state.
-func (s *Service) State() *State { return s.state }
-
 // Run delivers stored events while this node leads, until ctx ends.
 func (s *Service) Run(ctx context.Context) {
 	d := newDeliverer(s.state, s.log, s.cfg.Logger, s.cfg.Delivery)

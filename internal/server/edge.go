@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/grpcerr"
@@ -88,17 +87,3 @@ type principalStream struct {
 }
 
 func (p *principalStream) Context() context.Context { return p.ctx }
-
-// leaderHint reads the leader trailer from an error a follower returned (the
-// client library does the same for users).
-func leaderHint(err error) string {
-	st, ok := status.FromError(err)
-	if !ok {
-		return ""
-	}
-	const prefix = "not the leader: the leader serves at "
-	if m := st.Message(); len(m) > len(prefix) && m[:len(prefix)] == prefix {
-		return m[len(prefix):]
-	}
-	return ""
-}

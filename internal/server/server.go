@@ -271,31 +271,19 @@ func (s *Server) lead(ctx context.Context) {
 	wg.Wait()
 }
 
-// join asks a member of an existing cluster to add this node.
+// join asks a member of an existing cluster to add this node. The pool's
+// connections follow a follower's leader hint, so any member will do.
 func (s *Server) join(ctx context.Context) error {
 	if members, err := s.node.Members(); err == nil && len(members) > 0 {
 		return nil // already a member (restart)
 	}
+	req := &djinnpb.JoinRequest{NodeId: s.node.ID(), RaftAddress: s.node.RaftAddr(), GrpcAddress: s.advertise}
 	var last error
-	for attempt := 0; attempt < 50; attempt++ {
+	for range 50 {
 		conn, err := s.pool.Conn(s.cfg.Join)
 		if err == nil {
-			_, err = djinnpb.NewAdminClient(conn).Join(ctx, &djinnpb.JoinRequest{
-				NodeId: s.node.ID(), RaftAddress: s.node.RaftAddr(), GrpcAddress: s.advertise,
-			})
-			if err == nil {
+			if _, err = djinnpb.NewAdminClient(conn).Join(ctx, req); err == nil {
 				return nil
-			}
-			if hint := leaderHint(err); hint != "" {
-				conn, cerr := s.pool.Conn(hint)
-				if cerr == nil {
-					_, err = djinnpb.NewAdminClient(conn).Join(ctx, &djinnpb.JoinRequest{
-						NodeId: s.node.ID(), RaftAddress: s.node.RaftAddr(), GrpcAddress: s.advertise,
-					})
-					if err == nil {
-						return nil
-					}
-				}
 			}
 		}
 		last = err
