@@ -26,6 +26,62 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type RenewalEndReason int32
+
+const (
+	RenewalEndReason_RENEWAL_END_REASON_UNSPECIFIED RenewalEndReason = 0
+	// The desired expiration was reached: removed, with a failure event
+	// only if the actual expiration came first.
+	RenewalEndReason_RENEWAL_END_REASON_DESIRED RenewalEndReason = 1
+	// The actual expiration was reached before the desired one.
+	RenewalEndReason_RENEWAL_END_REASON_EXPIRED RenewalEndReason = 2
+	// A renewal attempt failed with a definite error.
+	RenewalEndReason_RENEWAL_END_REASON_DEFINITE RenewalEndReason = 3
+)
+
+// Enum value maps for RenewalEndReason.
+var (
+	RenewalEndReason_name = map[int32]string{
+		0: "RENEWAL_END_REASON_UNSPECIFIED",
+		1: "RENEWAL_END_REASON_DESIRED",
+		2: "RENEWAL_END_REASON_EXPIRED",
+		3: "RENEWAL_END_REASON_DEFINITE",
+	}
+	RenewalEndReason_value = map[string]int32{
+		"RENEWAL_END_REASON_UNSPECIFIED": 0,
+		"RENEWAL_END_REASON_DESIRED":     1,
+		"RENEWAL_END_REASON_EXPIRED":     2,
+		"RENEWAL_END_REASON_DEFINITE":    3,
+	}
+)
+
+func (x RenewalEndReason) Enum() *RenewalEndReason {
+	p := new(RenewalEndReason)
+	*p = x
+	return p
+}
+
+func (x RenewalEndReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RenewalEndReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_state_v1_state_proto_enumTypes[0].Descriptor()
+}
+
+func (RenewalEndReason) Type() protoreflect.EnumType {
+	return &file_state_v1_state_proto_enumTypes[0]
+}
+
+func (x RenewalEndReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RenewalEndReason.Descriptor instead.
+func (RenewalEndReason) EnumDescriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{0}
+}
+
 type Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The proposing leader's clock. Apply takes all time from here.
@@ -43,6 +99,14 @@ type Command struct {
 	//	*Command_MailboxStore
 	//	*Command_MailboxDelivered
 	//	*Command_MailboxUnknown
+	//	*Command_RenewalCreate
+	//	*Command_RenewalAdd
+	//	*Command_RenewalRemove
+	//	*Command_RenewalListen
+	//	*Command_RenewalRenewed
+	//	*Command_RenewalEnd
+	//	*Command_RenewalWarn
+	//	*Command_RenewalDelivered
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -191,6 +255,78 @@ func (x *Command) GetMailboxUnknown() *MailboxUnknown {
 	return nil
 }
 
+func (x *Command) GetRenewalCreate() *RenewalCreate {
+	if x != nil {
+		if x, ok := x.Op.(*Command_RenewalCreate); ok {
+			return x.RenewalCreate
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRenewalAdd() *RenewalAdd {
+	if x != nil {
+		if x, ok := x.Op.(*Command_RenewalAdd); ok {
+			return x.RenewalAdd
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRenewalRemove() *RenewalRemove {
+	if x != nil {
+		if x, ok := x.Op.(*Command_RenewalRemove); ok {
+			return x.RenewalRemove
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRenewalListen() *RenewalListen {
+	if x != nil {
+		if x, ok := x.Op.(*Command_RenewalListen); ok {
+			return x.RenewalListen
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRenewalRenewed() *RenewalRenewed {
+	if x != nil {
+		if x, ok := x.Op.(*Command_RenewalRenewed); ok {
+			return x.RenewalRenewed
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRenewalEnd() *RenewalEnd {
+	if x != nil {
+		if x, ok := x.Op.(*Command_RenewalEnd); ok {
+			return x.RenewalEnd
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRenewalWarn() *RenewalWarn {
+	if x != nil {
+		if x, ok := x.Op.(*Command_RenewalWarn); ok {
+			return x.RenewalWarn
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRenewalDelivered() *RenewalDelivered {
+	if x != nil {
+		if x, ok := x.Op.(*Command_RenewalDelivered); ok {
+			return x.RenewalDelivered
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -239,6 +375,38 @@ type Command_MailboxUnknown struct {
 	MailboxUnknown *MailboxUnknown `protobuf:"bytes,25,opt,name=mailbox_unknown,json=mailboxUnknown,proto3,oneof"`
 }
 
+type Command_RenewalCreate struct {
+	RenewalCreate *RenewalCreate `protobuf:"bytes,30,opt,name=renewal_create,json=renewalCreate,proto3,oneof"`
+}
+
+type Command_RenewalAdd struct {
+	RenewalAdd *RenewalAdd `protobuf:"bytes,31,opt,name=renewal_add,json=renewalAdd,proto3,oneof"`
+}
+
+type Command_RenewalRemove struct {
+	RenewalRemove *RenewalRemove `protobuf:"bytes,32,opt,name=renewal_remove,json=renewalRemove,proto3,oneof"`
+}
+
+type Command_RenewalListen struct {
+	RenewalListen *RenewalListen `protobuf:"bytes,33,opt,name=renewal_listen,json=renewalListen,proto3,oneof"`
+}
+
+type Command_RenewalRenewed struct {
+	RenewalRenewed *RenewalRenewed `protobuf:"bytes,34,opt,name=renewal_renewed,json=renewalRenewed,proto3,oneof"`
+}
+
+type Command_RenewalEnd struct {
+	RenewalEnd *RenewalEnd `protobuf:"bytes,35,opt,name=renewal_end,json=renewalEnd,proto3,oneof"`
+}
+
+type Command_RenewalWarn struct {
+	RenewalWarn *RenewalWarn `protobuf:"bytes,36,opt,name=renewal_warn,json=renewalWarn,proto3,oneof"`
+}
+
+type Command_RenewalDelivered struct {
+	RenewalDelivered *RenewalDelivered `protobuf:"bytes,37,opt,name=renewal_delivered,json=renewalDelivered,proto3,oneof"`
+}
+
 func (*Command_Init) isCommand_Op() {}
 
 func (*Command_Member) isCommand_Op() {}
@@ -260,6 +428,22 @@ func (*Command_MailboxStore) isCommand_Op() {}
 func (*Command_MailboxDelivered) isCommand_Op() {}
 
 func (*Command_MailboxUnknown) isCommand_Op() {}
+
+func (*Command_RenewalCreate) isCommand_Op() {}
+
+func (*Command_RenewalAdd) isCommand_Op() {}
+
+func (*Command_RenewalRemove) isCommand_Op() {}
+
+func (*Command_RenewalListen) isCommand_Op() {}
+
+func (*Command_RenewalRenewed) isCommand_Op() {}
+
+func (*Command_RenewalEnd) isCommand_Op() {}
+
+func (*Command_RenewalWarn) isCommand_Op() {}
+
+func (*Command_RenewalDelivered) isCommand_Op() {}
 
 // Init is the first command of a cluster: it fixes the cluster's service id.
 type Init struct {
@@ -954,6 +1138,639 @@ func (x *MailboxUnknown) GetKeys() []*djinnpb.EventKey {
 	return nil
 }
 
+// RenewalCreate creates a lease renewal set and grants its lease.
+type RenewalCreate struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	SetId            []byte                 `protobuf:"bytes,1,opt,name=set_id,json=setId,proto3" json:"set_id,omitempty"`
+	Cookie           []byte                 `protobuf:"bytes,2,opt,name=cookie,proto3" json:"cookie,omitempty"`
+	ExpiresUnixNanos int64                  `protobuf:"varint,3,opt,name=expires_unix_nanos,json=expiresUnixNanos,proto3" json:"expires_unix_nanos,omitempty"`
+	HorizonUnixNanos int64                  `protobuf:"varint,4,opt,name=horizon_unix_nanos,json=horizonUnixNanos,proto3" json:"horizon_unix_nanos,omitempty"`
+	Principal        string                 `protobuf:"bytes,5,opt,name=principal,proto3" json:"principal,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *RenewalCreate) Reset() {
+	*x = RenewalCreate{}
+	mi := &file_state_v1_state_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewalCreate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewalCreate) ProtoMessage() {}
+
+func (x *RenewalCreate) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewalCreate.ProtoReflect.Descriptor instead.
+func (*RenewalCreate) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RenewalCreate) GetSetId() []byte {
+	if x != nil {
+		return x.SetId
+	}
+	return nil
+}
+
+func (x *RenewalCreate) GetCookie() []byte {
+	if x != nil {
+		return x.Cookie
+	}
+	return nil
+}
+
+func (x *RenewalCreate) GetExpiresUnixNanos() int64 {
+	if x != nil {
+		return x.ExpiresUnixNanos
+	}
+	return 0
+}
+
+func (x *RenewalCreate) GetHorizonUnixNanos() int64 {
+	if x != nil {
+		return x.HorizonUnixNanos
+	}
+	return 0
+}
+
+func (x *RenewalCreate) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+// RenewalAdd is renewFor (LR.2): it adds a client lease to a set, or sets
+// the durations of an equal lease already there. The leader turned the
+// lease's expiration and the desired duration into absolute times.
+type RenewalAdd struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	SetId            []byte                 `protobuf:"bytes,1,opt,name=set_id,json=setId,proto3" json:"set_id,omitempty"`
+	Landlord         *djinnpb.Ref           `protobuf:"bytes,2,opt,name=landlord,proto3" json:"landlord,omitempty"`
+	Cookie           []byte                 `protobuf:"bytes,3,opt,name=cookie,proto3" json:"cookie,omitempty"`
+	ExpiresUnixNanos int64                  `protobuf:"varint,4,opt,name=expires_unix_nanos,json=expiresUnixNanos,proto3" json:"expires_unix_nanos,omitempty"` // the lease's actual expiration
+	Format           djinnpb.SerialFormat   `protobuf:"varint,5,opt,name=format,proto3,enum=djinn.v1.SerialFormat" json:"format,omitempty"`
+	DesiredUnixNanos int64                  `protobuf:"varint,6,opt,name=desired_unix_nanos,json=desiredUnixNanos,proto3" json:"desired_unix_nanos,omitempty"` // may be in the past: drop at once
+	RenewNanos       int64                  `protobuf:"varint,7,opt,name=renew_nanos,json=renewNanos,proto3" json:"renew_nanos,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *RenewalAdd) Reset() {
+	*x = RenewalAdd{}
+	mi := &file_state_v1_state_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewalAdd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewalAdd) ProtoMessage() {}
+
+func (x *RenewalAdd) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewalAdd.ProtoReflect.Descriptor instead.
+func (*RenewalAdd) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RenewalAdd) GetSetId() []byte {
+	if x != nil {
+		return x.SetId
+	}
+	return nil
+}
+
+func (x *RenewalAdd) GetLandlord() *djinnpb.Ref {
+	if x != nil {
+		return x.Landlord
+	}
+	return nil
+}
+
+func (x *RenewalAdd) GetCookie() []byte {
+	if x != nil {
+		return x.Cookie
+	}
+	return nil
+}
+
+func (x *RenewalAdd) GetExpiresUnixNanos() int64 {
+	if x != nil {
+		return x.ExpiresUnixNanos
+	}
+	return 0
+}
+
+func (x *RenewalAdd) GetFormat() djinnpb.SerialFormat {
+	if x != nil {
+		return x.Format
+	}
+	return djinnpb.SerialFormat(0)
+}
+
+func (x *RenewalAdd) GetDesiredUnixNanos() int64 {
+	if x != nil {
+		return x.DesiredUnixNanos
+	}
+	return 0
+}
+
+func (x *RenewalAdd) GetRenewNanos() int64 {
+	if x != nil {
+		return x.RenewNanos
+	}
+	return 0
+}
+
+// RenewalRemove takes a client lease out of a set; key is the landlord's
+// service and object ids and the cookie (48 bytes).
+type RenewalRemove struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SetId         []byte                 `protobuf:"bytes,1,opt,name=set_id,json=setId,proto3" json:"set_id,omitempty"`
+	Key           []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewalRemove) Reset() {
+	*x = RenewalRemove{}
+	mi := &file_state_v1_state_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewalRemove) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewalRemove) ProtoMessage() {}
+
+func (x *RenewalRemove) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewalRemove.ProtoReflect.Descriptor instead.
+func (*RenewalRemove) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RenewalRemove) GetSetId() []byte {
+	if x != nil {
+		return x.SetId
+	}
+	return nil
+}
+
+func (x *RenewalRemove) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+// RenewalListen sets (or, without a target, clears) a set's listener for
+// one event id. With only_if_epoch set it clears only if the listener has
+// not changed since that epoch: a delivery failure must not clear a
+// listener the client set since.
+type RenewalListen struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	SetId           []byte                 `protobuf:"bytes,1,opt,name=set_id,json=setId,proto3" json:"set_id,omitempty"`
+	EventId         int64                  `protobuf:"varint,2,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	Target          *djinnpb.Ref           `protobuf:"bytes,3,opt,name=target,proto3" json:"target,omitempty"`
+	Handback        []byte                 `protobuf:"bytes,4,opt,name=handback,proto3" json:"handback,omitempty"`
+	MinWarningNanos int64                  `protobuf:"varint,5,opt,name=min_warning_nanos,json=minWarningNanos,proto3" json:"min_warning_nanos,omitempty"`
+	OnlyIfEpoch     uint64                 `protobuf:"varint,6,opt,name=only_if_epoch,json=onlyIfEpoch,proto3" json:"only_if_epoch,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *RenewalListen) Reset() {
+	*x = RenewalListen{}
+	mi := &file_state_v1_state_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewalListen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewalListen) ProtoMessage() {}
+
+func (x *RenewalListen) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewalListen.ProtoReflect.Descriptor instead.
+func (*RenewalListen) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *RenewalListen) GetSetId() []byte {
+	if x != nil {
+		return x.SetId
+	}
+	return nil
+}
+
+func (x *RenewalListen) GetEventId() int64 {
+	if x != nil {
+		return x.EventId
+	}
+	return 0
+}
+
+func (x *RenewalListen) GetTarget() *djinnpb.Ref {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *RenewalListen) GetHandback() []byte {
+	if x != nil {
+		return x.Handback
+	}
+	return nil
+}
+
+func (x *RenewalListen) GetMinWarningNanos() int64 {
+	if x != nil {
+		return x.MinWarningNanos
+	}
+	return 0
+}
+
+func (x *RenewalListen) GetOnlyIfEpoch() uint64 {
+	if x != nil {
+		return x.OnlyIfEpoch
+	}
+	return 0
+}
+
+// RenewalRenewed records successful renewals: keys holds n 48-byte client
+// lease keys back to back, and lease i now expires at expires[i].
+type RenewalRenewed struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Keys             []byte                 `protobuf:"bytes,1,opt,name=keys,proto3" json:"keys,omitempty"`
+	ExpiresUnixNanos []int64                `protobuf:"varint,2,rep,packed,name=expires_unix_nanos,json=expiresUnixNanos,proto3" json:"expires_unix_nanos,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *RenewalRenewed) Reset() {
+	*x = RenewalRenewed{}
+	mi := &file_state_v1_state_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewalRenewed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewalRenewed) ProtoMessage() {}
+
+func (x *RenewalRenewed) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewalRenewed.ProtoReflect.Descriptor instead.
+func (*RenewalRenewed) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *RenewalRenewed) GetKeys() []byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *RenewalRenewed) GetExpiresUnixNanos() []int64 {
+	if x != nil {
+		return x.ExpiresUnixNanos
+	}
+	return nil
+}
+
+// RenewalEnd takes client leases out of their sets on the service's own
+// account (LR.2's removal cases).
+type RenewalEnd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*RenewalEnding       `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewalEnd) Reset() {
+	*x = RenewalEnd{}
+	mi := &file_state_v1_state_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewalEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewalEnd) ProtoMessage() {}
+
+func (x *RenewalEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewalEnd.ProtoReflect.Descriptor instead.
+func (*RenewalEnd) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *RenewalEnd) GetEntries() []*RenewalEnding {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+type RenewalEnding struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Reason        RenewalEndReason       `protobuf:"varint,2,opt,name=reason,proto3,enum=state.v1.RenewalEndReason" json:"reason,omitempty"`
+	Error         *djinnpb.Error         `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"` // the last renewal attempt's error, if any
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewalEnding) Reset() {
+	*x = RenewalEnding{}
+	mi := &file_state_v1_state_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewalEnding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewalEnding) ProtoMessage() {}
+
+func (x *RenewalEnding) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewalEnding.ProtoReflect.Descriptor instead.
+func (*RenewalEnding) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *RenewalEnding) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *RenewalEnding) GetReason() RenewalEndReason {
+	if x != nil {
+		return x.Reason
+	}
+	return RenewalEndReason_RENEWAL_END_REASON_UNSPECIFIED
+}
+
+func (x *RenewalEnding) GetError() *djinnpb.Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+// RenewalWarn raises a set's expiration warning event for the lease
+// expiration the leader saw.
+type RenewalWarn struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	SetId               []byte                 `protobuf:"bytes,1,opt,name=set_id,json=setId,proto3" json:"set_id,omitempty"`
+	SetExpiresUnixNanos int64                  `protobuf:"varint,2,opt,name=set_expires_unix_nanos,json=setExpiresUnixNanos,proto3" json:"set_expires_unix_nanos,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *RenewalWarn) Reset() {
+	*x = RenewalWarn{}
+	mi := &file_state_v1_state_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewalWarn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewalWarn) ProtoMessage() {}
+
+func (x *RenewalWarn) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewalWarn.ProtoReflect.Descriptor instead.
+func (*RenewalWarn) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *RenewalWarn) GetSetId() []byte {
+	if x != nil {
+		return x.SetId
+	}
+	return nil
+}
+
+func (x *RenewalWarn) GetSetExpiresUnixNanos() int64 {
+	if x != nil {
+		return x.SetExpiresUnixNanos
+	}
+	return 0
+}
+
+// RenewalDelivered forgets pending events through a sequence number.
+type RenewalDelivered struct {
+	state         protoimpl.MessageState   `protogen:"open.v1"`
+	Entries       []*RenewalDeliveredEntry `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewalDelivered) Reset() {
+	*x = RenewalDelivered{}
+	mi := &file_state_v1_state_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewalDelivered) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewalDelivered) ProtoMessage() {}
+
+func (x *RenewalDelivered) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewalDelivered.ProtoReflect.Descriptor instead.
+func (*RenewalDelivered) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *RenewalDelivered) GetEntries() []*RenewalDeliveredEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+type RenewalDeliveredEntry struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	SetId           []byte                 `protobuf:"bytes,1,opt,name=set_id,json=setId,proto3" json:"set_id,omitempty"`
+	EventId         int64                  `protobuf:"varint,2,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	ThroughSequence int64                  `protobuf:"varint,3,opt,name=through_sequence,json=throughSequence,proto3" json:"through_sequence,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *RenewalDeliveredEntry) Reset() {
+	*x = RenewalDeliveredEntry{}
+	mi := &file_state_v1_state_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewalDeliveredEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewalDeliveredEntry) ProtoMessage() {}
+
+func (x *RenewalDeliveredEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewalDeliveredEntry.ProtoReflect.Descriptor instead.
+func (*RenewalDeliveredEntry) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *RenewalDeliveredEntry) GetSetId() []byte {
+	if x != nil {
+		return x.SetId
+	}
+	return nil
+}
+
+func (x *RenewalDeliveredEntry) GetEventId() int64 {
+	if x != nil {
+		return x.EventId
+	}
+	return 0
+}
+
+func (x *RenewalDeliveredEntry) GetThroughSequence() int64 {
+	if x != nil {
+		return x.ThroughSequence
+	}
+	return 0
+}
+
 // Record is one element of a snapshot stream.
 type Record struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -963,6 +1780,7 @@ type Record struct {
 	//	*Record_Member
 	//	*Record_Lease
 	//	*Record_Mailbox
+	//	*Record_RenewalSet
 	Record        isRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -970,7 +1788,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_state_v1_state_proto_msgTypes[14]
+	mi := &file_state_v1_state_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1800,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[14]
+	mi := &file_state_v1_state_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1813,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{14}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Record) GetRecord() isRecord_Record {
@@ -1041,6 +1859,15 @@ func (x *Record) GetMailbox() *MailboxRecord {
 	return nil
 }
 
+func (x *Record) GetRenewalSet() *RenewalSetRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_RenewalSet); ok {
+			return x.RenewalSet
+		}
+	}
+	return nil
+}
+
 type isRecord_Record interface {
 	isRecord_Record()
 }
@@ -1061,6 +1888,10 @@ type Record_Mailbox struct {
 	Mailbox *MailboxRecord `protobuf:"bytes,4,opt,name=mailbox,proto3,oneof"`
 }
 
+type Record_RenewalSet struct {
+	RenewalSet *RenewalSetRecord `protobuf:"bytes,5,opt,name=renewal_set,json=renewalSet,proto3,oneof"`
+}
+
 func (*Record_Init) isRecord_Record() {}
 
 func (*Record_Member) isRecord_Record() {}
@@ -1068,6 +1899,8 @@ func (*Record_Member) isRecord_Record() {}
 func (*Record_Lease) isRecord_Record() {}
 
 func (*Record_Mailbox) isRecord_Record() {}
+
+func (*Record_RenewalSet) isRecord_Record() {}
 
 type LeaseRecord struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
@@ -1082,7 +1915,7 @@ type LeaseRecord struct {
 
 func (x *LeaseRecord) Reset() {
 	*x = LeaseRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[15]
+	mi := &file_state_v1_state_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1094,7 +1927,7 @@ func (x *LeaseRecord) String() string {
 func (*LeaseRecord) ProtoMessage() {}
 
 func (x *LeaseRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[15]
+	mi := &file_state_v1_state_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1107,7 +1940,7 @@ func (x *LeaseRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRecord.ProtoReflect.Descriptor instead.
 func (*LeaseRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{15}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *LeaseRecord) GetCookie() []byte {
@@ -1162,7 +1995,7 @@ type MailboxRecord struct {
 
 func (x *MailboxRecord) Reset() {
 	*x = MailboxRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[16]
+	mi := &file_state_v1_state_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1174,7 +2007,7 @@ func (x *MailboxRecord) String() string {
 func (*MailboxRecord) ProtoMessage() {}
 
 func (x *MailboxRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[16]
+	mi := &file_state_v1_state_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1187,7 +2020,7 @@ func (x *MailboxRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MailboxRecord.ProtoReflect.Descriptor instead.
 func (*MailboxRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{16}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *MailboxRecord) GetRegistrationId() []byte {
@@ -1263,7 +2096,7 @@ type StoredEvent struct {
 
 func (x *StoredEvent) Reset() {
 	*x = StoredEvent{}
-	mi := &file_state_v1_state_proto_msgTypes[17]
+	mi := &file_state_v1_state_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +2108,7 @@ func (x *StoredEvent) String() string {
 func (*StoredEvent) ProtoMessage() {}
 
 func (x *StoredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[17]
+	mi := &file_state_v1_state_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +2121,7 @@ func (x *StoredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredEvent.ProtoReflect.Descriptor instead.
 func (*StoredEvent) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{17}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StoredEvent) GetIndex() uint64 {
@@ -1305,11 +2138,279 @@ func (x *StoredEvent) GetEvent() *djinnpb.RemoteEvent {
 	return nil
 }
 
+type RenewalSetRecord struct {
+	state                  protoimpl.MessageState   `protogen:"open.v1"`
+	SetId                  []byte                   `protobuf:"bytes,1,opt,name=set_id,json=setId,proto3" json:"set_id,omitempty"`
+	Cookie                 []byte                   `protobuf:"bytes,2,opt,name=cookie,proto3" json:"cookie,omitempty"`
+	Principal              string                   `protobuf:"bytes,3,opt,name=principal,proto3" json:"principal,omitempty"`
+	Listeners              []*RenewalListenerRecord `protobuf:"bytes,4,rep,name=listeners,proto3" json:"listeners,omitempty"`
+	WarnedExpiresUnixNanos int64                    `protobuf:"varint,5,opt,name=warned_expires_unix_nanos,json=warnedExpiresUnixNanos,proto3" json:"warned_expires_unix_nanos,omitempty"`
+	Leases                 []*RenewalLeaseRecord    `protobuf:"bytes,6,rep,name=leases,proto3" json:"leases,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *RenewalSetRecord) Reset() {
+	*x = RenewalSetRecord{}
+	mi := &file_state_v1_state_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewalSetRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewalSetRecord) ProtoMessage() {}
+
+func (x *RenewalSetRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewalSetRecord.ProtoReflect.Descriptor instead.
+func (*RenewalSetRecord) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *RenewalSetRecord) GetSetId() []byte {
+	if x != nil {
+		return x.SetId
+	}
+	return nil
+}
+
+func (x *RenewalSetRecord) GetCookie() []byte {
+	if x != nil {
+		return x.Cookie
+	}
+	return nil
+}
+
+func (x *RenewalSetRecord) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *RenewalSetRecord) GetListeners() []*RenewalListenerRecord {
+	if x != nil {
+		return x.Listeners
+	}
+	return nil
+}
+
+func (x *RenewalSetRecord) GetWarnedExpiresUnixNanos() int64 {
+	if x != nil {
+		return x.WarnedExpiresUnixNanos
+	}
+	return 0
+}
+
+func (x *RenewalSetRecord) GetLeases() []*RenewalLeaseRecord {
+	if x != nil {
+		return x.Leases
+	}
+	return nil
+}
+
+type RenewalListenerRecord struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	EventId         int64                  `protobuf:"varint,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	Target          *djinnpb.Ref           `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"` // absent: no listener
+	Handback        []byte                 `protobuf:"bytes,3,opt,name=handback,proto3" json:"handback,omitempty"`
+	MinWarningNanos int64                  `protobuf:"varint,4,opt,name=min_warning_nanos,json=minWarningNanos,proto3" json:"min_warning_nanos,omitempty"`
+	NextSequence    int64                  `protobuf:"varint,5,opt,name=next_sequence,json=nextSequence,proto3" json:"next_sequence,omitempty"`
+	Epoch           uint64                 `protobuf:"varint,6,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Pending         []*djinnpb.RemoteEvent `protobuf:"bytes,7,rep,name=pending,proto3" json:"pending,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *RenewalListenerRecord) Reset() {
+	*x = RenewalListenerRecord{}
+	mi := &file_state_v1_state_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewalListenerRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewalListenerRecord) ProtoMessage() {}
+
+func (x *RenewalListenerRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewalListenerRecord.ProtoReflect.Descriptor instead.
+func (*RenewalListenerRecord) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *RenewalListenerRecord) GetEventId() int64 {
+	if x != nil {
+		return x.EventId
+	}
+	return 0
+}
+
+func (x *RenewalListenerRecord) GetTarget() *djinnpb.Ref {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *RenewalListenerRecord) GetHandback() []byte {
+	if x != nil {
+		return x.Handback
+	}
+	return nil
+}
+
+func (x *RenewalListenerRecord) GetMinWarningNanos() int64 {
+	if x != nil {
+		return x.MinWarningNanos
+	}
+	return 0
+}
+
+func (x *RenewalListenerRecord) GetNextSequence() int64 {
+	if x != nil {
+		return x.NextSequence
+	}
+	return 0
+}
+
+func (x *RenewalListenerRecord) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *RenewalListenerRecord) GetPending() []*djinnpb.RemoteEvent {
+	if x != nil {
+		return x.Pending
+	}
+	return nil
+}
+
+type RenewalLeaseRecord struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Landlord         *djinnpb.Ref           `protobuf:"bytes,1,opt,name=landlord,proto3" json:"landlord,omitempty"`
+	Cookie           []byte                 `protobuf:"bytes,2,opt,name=cookie,proto3" json:"cookie,omitempty"`
+	ExpiresUnixNanos int64                  `protobuf:"varint,3,opt,name=expires_unix_nanos,json=expiresUnixNanos,proto3" json:"expires_unix_nanos,omitempty"`
+	Format           djinnpb.SerialFormat   `protobuf:"varint,4,opt,name=format,proto3,enum=djinn.v1.SerialFormat" json:"format,omitempty"`
+	DesiredUnixNanos int64                  `protobuf:"varint,5,opt,name=desired_unix_nanos,json=desiredUnixNanos,proto3" json:"desired_unix_nanos,omitempty"`
+	RenewNanos       int64                  `protobuf:"varint,6,opt,name=renew_nanos,json=renewNanos,proto3" json:"renew_nanos,omitempty"`
+	RenewedUnixNanos int64                  `protobuf:"varint,7,opt,name=renewed_unix_nanos,json=renewedUnixNanos,proto3" json:"renewed_unix_nanos,omitempty"` // when the last recorded renewal was made
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *RenewalLeaseRecord) Reset() {
+	*x = RenewalLeaseRecord{}
+	mi := &file_state_v1_state_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewalLeaseRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewalLeaseRecord) ProtoMessage() {}
+
+func (x *RenewalLeaseRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewalLeaseRecord.ProtoReflect.Descriptor instead.
+func (*RenewalLeaseRecord) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *RenewalLeaseRecord) GetLandlord() *djinnpb.Ref {
+	if x != nil {
+		return x.Landlord
+	}
+	return nil
+}
+
+func (x *RenewalLeaseRecord) GetCookie() []byte {
+	if x != nil {
+		return x.Cookie
+	}
+	return nil
+}
+
+func (x *RenewalLeaseRecord) GetExpiresUnixNanos() int64 {
+	if x != nil {
+		return x.ExpiresUnixNanos
+	}
+	return 0
+}
+
+func (x *RenewalLeaseRecord) GetFormat() djinnpb.SerialFormat {
+	if x != nil {
+		return x.Format
+	}
+	return djinnpb.SerialFormat(0)
+}
+
+func (x *RenewalLeaseRecord) GetDesiredUnixNanos() int64 {
+	if x != nil {
+		return x.DesiredUnixNanos
+	}
+	return 0
+}
+
+func (x *RenewalLeaseRecord) GetRenewNanos() int64 {
+	if x != nil {
+		return x.RenewNanos
+	}
+	return 0
+}
+
+func (x *RenewalLeaseRecord) GetRenewedUnixNanos() int64 {
+	if x != nil {
+		return x.RenewedUnixNanos
+	}
+	return 0
+}
+
 var File_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x14state/v1/state.proto\x12\bstate.v1\x1a\x15djinn/v1/common.proto\"\xdc\x05\n" +
+	"\x14state/v1/state.proto\x12\bstate.v1\x1a\x15djinn/v1/common.proto\"\xe0\t\n" +
 	"\aCommand\x12$\n" +
 	"\x0enow_unix_nanos\x18\x01 \x01(\x03R\fnowUnixNanos\x12$\n" +
 	"\x04init\x18\x02 \x01(\v2\x0e.state.v1.InitH\x00R\x04init\x12*\n" +
@@ -1323,7 +2424,17 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\x0fmailbox_disable\x18\x16 \x01(\v2\x18.state.v1.MailboxDisableH\x00R\x0emailboxDisable\x12=\n" +
 	"\rmailbox_store\x18\x17 \x01(\v2\x16.state.v1.MailboxStoreH\x00R\fmailboxStore\x12I\n" +
 	"\x11mailbox_delivered\x18\x18 \x01(\v2\x1a.state.v1.MailboxDeliveredH\x00R\x10mailboxDelivered\x12C\n" +
-	"\x0fmailbox_unknown\x18\x19 \x01(\v2\x18.state.v1.MailboxUnknownH\x00R\x0emailboxUnknownB\x04\n" +
+	"\x0fmailbox_unknown\x18\x19 \x01(\v2\x18.state.v1.MailboxUnknownH\x00R\x0emailboxUnknown\x12@\n" +
+	"\x0erenewal_create\x18\x1e \x01(\v2\x17.state.v1.RenewalCreateH\x00R\rrenewalCreate\x127\n" +
+	"\vrenewal_add\x18\x1f \x01(\v2\x14.state.v1.RenewalAddH\x00R\n" +
+	"renewalAdd\x12@\n" +
+	"\x0erenewal_remove\x18  \x01(\v2\x17.state.v1.RenewalRemoveH\x00R\rrenewalRemove\x12@\n" +
+	"\x0erenewal_listen\x18! \x01(\v2\x17.state.v1.RenewalListenH\x00R\rrenewalListen\x12C\n" +
+	"\x0frenewal_renewed\x18\" \x01(\v2\x18.state.v1.RenewalRenewedH\x00R\x0erenewalRenewed\x127\n" +
+	"\vrenewal_end\x18# \x01(\v2\x14.state.v1.RenewalEndH\x00R\n" +
+	"renewalEnd\x12:\n" +
+	"\frenewal_warn\x18$ \x01(\v2\x15.state.v1.RenewalWarnH\x00R\vrenewalWarn\x12I\n" +
+	"\x11renewal_delivered\x18% \x01(\v2\x1a.state.v1.RenewalDeliveredH\x00R\x10renewalDeliveredB\x04\n" +
 	"\x02op\"%\n" +
 	"\x04Init\x12\x1d\n" +
 	"\n" +
@@ -1366,12 +2477,59 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\rthrough_index\x18\x02 \x01(\x04R\fthroughIndex\"a\n" +
 	"\x0eMailboxUnknown\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\fR\x0eregistrationId\x12&\n" +
-	"\x04keys\x18\x02 \x03(\v2\x12.djinn.v1.EventKeyR\x04keys\"\xc8\x01\n" +
+	"\x04keys\x18\x02 \x03(\v2\x12.djinn.v1.EventKeyR\x04keys\"\xb8\x01\n" +
+	"\rRenewalCreate\x12\x15\n" +
+	"\x06set_id\x18\x01 \x01(\fR\x05setId\x12\x16\n" +
+	"\x06cookie\x18\x02 \x01(\fR\x06cookie\x12,\n" +
+	"\x12expires_unix_nanos\x18\x03 \x01(\x03R\x10expiresUnixNanos\x12,\n" +
+	"\x12horizon_unix_nanos\x18\x04 \x01(\x03R\x10horizonUnixNanos\x12\x1c\n" +
+	"\tprincipal\x18\x05 \x01(\tR\tprincipal\"\x93\x02\n" +
+	"\n" +
+	"RenewalAdd\x12\x15\n" +
+	"\x06set_id\x18\x01 \x01(\fR\x05setId\x12)\n" +
+	"\blandlord\x18\x02 \x01(\v2\r.djinn.v1.RefR\blandlord\x12\x16\n" +
+	"\x06cookie\x18\x03 \x01(\fR\x06cookie\x12,\n" +
+	"\x12expires_unix_nanos\x18\x04 \x01(\x03R\x10expiresUnixNanos\x12.\n" +
+	"\x06format\x18\x05 \x01(\x0e2\x16.djinn.v1.SerialFormatR\x06format\x12,\n" +
+	"\x12desired_unix_nanos\x18\x06 \x01(\x03R\x10desiredUnixNanos\x12\x1f\n" +
+	"\vrenew_nanos\x18\a \x01(\x03R\n" +
+	"renewNanos\"8\n" +
+	"\rRenewalRemove\x12\x15\n" +
+	"\x06set_id\x18\x01 \x01(\fR\x05setId\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\fR\x03key\"\xd4\x01\n" +
+	"\rRenewalListen\x12\x15\n" +
+	"\x06set_id\x18\x01 \x01(\fR\x05setId\x12\x19\n" +
+	"\bevent_id\x18\x02 \x01(\x03R\aeventId\x12%\n" +
+	"\x06target\x18\x03 \x01(\v2\r.djinn.v1.RefR\x06target\x12\x1a\n" +
+	"\bhandback\x18\x04 \x01(\fR\bhandback\x12*\n" +
+	"\x11min_warning_nanos\x18\x05 \x01(\x03R\x0fminWarningNanos\x12\"\n" +
+	"\ronly_if_epoch\x18\x06 \x01(\x04R\vonlyIfEpoch\"R\n" +
+	"\x0eRenewalRenewed\x12\x12\n" +
+	"\x04keys\x18\x01 \x01(\fR\x04keys\x12,\n" +
+	"\x12expires_unix_nanos\x18\x02 \x03(\x03R\x10expiresUnixNanos\"?\n" +
+	"\n" +
+	"RenewalEnd\x121\n" +
+	"\aentries\x18\x01 \x03(\v2\x17.state.v1.RenewalEndingR\aentries\"|\n" +
+	"\rRenewalEnding\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x122\n" +
+	"\x06reason\x18\x02 \x01(\x0e2\x1a.state.v1.RenewalEndReasonR\x06reason\x12%\n" +
+	"\x05error\x18\x03 \x01(\v2\x0f.djinn.v1.ErrorR\x05error\"Y\n" +
+	"\vRenewalWarn\x12\x15\n" +
+	"\x06set_id\x18\x01 \x01(\fR\x05setId\x123\n" +
+	"\x16set_expires_unix_nanos\x18\x02 \x01(\x03R\x13setExpiresUnixNanos\"M\n" +
+	"\x10RenewalDelivered\x129\n" +
+	"\aentries\x18\x01 \x03(\v2\x1f.state.v1.RenewalDeliveredEntryR\aentries\"t\n" +
+	"\x15RenewalDeliveredEntry\x12\x15\n" +
+	"\x06set_id\x18\x01 \x01(\fR\x05setId\x12\x19\n" +
+	"\bevent_id\x18\x02 \x01(\x03R\aeventId\x12)\n" +
+	"\x10through_sequence\x18\x03 \x01(\x03R\x0fthroughSequence\"\x87\x02\n" +
 	"\x06Record\x12$\n" +
 	"\x04init\x18\x01 \x01(\v2\x0e.state.v1.InitH\x00R\x04init\x12*\n" +
 	"\x06member\x18\x02 \x01(\v2\x10.state.v1.MemberH\x00R\x06member\x12-\n" +
 	"\x05lease\x18\x03 \x01(\v2\x15.state.v1.LeaseRecordH\x00R\x05lease\x123\n" +
-	"\amailbox\x18\x04 \x01(\v2\x17.state.v1.MailboxRecordH\x00R\amailboxB\b\n" +
+	"\amailbox\x18\x04 \x01(\v2\x17.state.v1.MailboxRecordH\x00R\amailbox\x12=\n" +
+	"\vrenewal_set\x18\x05 \x01(\v2\x1a.state.v1.RenewalSetRecordH\x00R\n" +
+	"renewalSetB\b\n" +
 	"\x06record\"\xbb\x01\n" +
 	"\vLeaseRecord\x12\x16\n" +
 	"\x06cookie\x18\x01 \x01(\fR\x06cookie\x12\x1d\n" +
@@ -1394,7 +2552,36 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\x05epoch\x18\t \x01(\x04R\x05epoch\"P\n" +
 	"\vStoredEvent\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12+\n" +
-	"\x05event\x18\x02 \x01(\v2\x15.djinn.v1.RemoteEventR\x05eventB1Z/github.com/djinn-go/djinn/proto/statepb;statepbb\x06proto3"
+	"\x05event\x18\x02 \x01(\v2\x15.djinn.v1.RemoteEventR\x05event\"\x8f\x02\n" +
+	"\x10RenewalSetRecord\x12\x15\n" +
+	"\x06set_id\x18\x01 \x01(\fR\x05setId\x12\x16\n" +
+	"\x06cookie\x18\x02 \x01(\fR\x06cookie\x12\x1c\n" +
+	"\tprincipal\x18\x03 \x01(\tR\tprincipal\x12=\n" +
+	"\tlisteners\x18\x04 \x03(\v2\x1f.state.v1.RenewalListenerRecordR\tlisteners\x129\n" +
+	"\x19warned_expires_unix_nanos\x18\x05 \x01(\x03R\x16warnedExpiresUnixNanos\x124\n" +
+	"\x06leases\x18\x06 \x03(\v2\x1c.state.v1.RenewalLeaseRecordR\x06leases\"\x8d\x02\n" +
+	"\x15RenewalListenerRecord\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\x03R\aeventId\x12%\n" +
+	"\x06target\x18\x02 \x01(\v2\r.djinn.v1.RefR\x06target\x12\x1a\n" +
+	"\bhandback\x18\x03 \x01(\fR\bhandback\x12*\n" +
+	"\x11min_warning_nanos\x18\x04 \x01(\x03R\x0fminWarningNanos\x12#\n" +
+	"\rnext_sequence\x18\x05 \x01(\x03R\fnextSequence\x12\x14\n" +
+	"\x05epoch\x18\x06 \x01(\x04R\x05epoch\x12/\n" +
+	"\apending\x18\a \x03(\v2\x15.djinn.v1.RemoteEventR\apending\"\xb2\x02\n" +
+	"\x12RenewalLeaseRecord\x12)\n" +
+	"\blandlord\x18\x01 \x01(\v2\r.djinn.v1.RefR\blandlord\x12\x16\n" +
+	"\x06cookie\x18\x02 \x01(\fR\x06cookie\x12,\n" +
+	"\x12expires_unix_nanos\x18\x03 \x01(\x03R\x10expiresUnixNanos\x12.\n" +
+	"\x06format\x18\x04 \x01(\x0e2\x16.djinn.v1.SerialFormatR\x06format\x12,\n" +
+	"\x12desired_unix_nanos\x18\x05 \x01(\x03R\x10desiredUnixNanos\x12\x1f\n" +
+	"\vrenew_nanos\x18\x06 \x01(\x03R\n" +
+	"renewNanos\x12,\n" +
+	"\x12renewed_unix_nanos\x18\a \x01(\x03R\x10renewedUnixNanos*\x97\x01\n" +
+	"\x10RenewalEndReason\x12\"\n" +
+	"\x1eRENEWAL_END_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aRENEWAL_END_REASON_DESIRED\x10\x01\x12\x1e\n" +
+	"\x1aRENEWAL_END_REASON_EXPIRED\x10\x02\x12\x1f\n" +
+	"\x1bRENEWAL_END_REASON_DEFINITE\x10\x03B1Z/github.com/djinn-go/djinn/proto/statepb;statepbb\x06proto3"
 
 var (
 	file_state_v1_state_proto_rawDescOnce sync.Once
@@ -1408,60 +2595,99 @@ func file_state_v1_state_proto_rawDescGZIP() []byte {
 	return file_state_v1_state_proto_rawDescData
 }
 
-var file_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_state_v1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_state_v1_state_proto_goTypes = []any{
-	(*Command)(nil),             // 0: state.v1.Command
-	(*Init)(nil),                // 1: state.v1.Init
-	(*Member)(nil),              // 2: state.v1.Member
-	(*LeaseCancel)(nil),         // 3: state.v1.LeaseCancel
-	(*LeaseExpire)(nil),         // 4: state.v1.LeaseExpire
-	(*LeaseHorizon)(nil),        // 5: state.v1.LeaseHorizon
-	(*HorizonEntry)(nil),        // 6: state.v1.HorizonEntry
-	(*MailboxRegister)(nil),     // 7: state.v1.MailboxRegister
-	(*MailboxEnable)(nil),       // 8: state.v1.MailboxEnable
-	(*MailboxDisable)(nil),      // 9: state.v1.MailboxDisable
-	(*MailboxStore)(nil),        // 10: state.v1.MailboxStore
-	(*MailboxDelivered)(nil),    // 11: state.v1.MailboxDelivered
-	(*Delivered)(nil),           // 12: state.v1.Delivered
-	(*MailboxUnknown)(nil),      // 13: state.v1.MailboxUnknown
-	(*Record)(nil),              // 14: state.v1.Record
-	(*LeaseRecord)(nil),         // 15: state.v1.LeaseRecord
-	(*MailboxRecord)(nil),       // 16: state.v1.MailboxRecord
-	(*StoredEvent)(nil),         // 17: state.v1.StoredEvent
-	(*djinnpb.Ref)(nil),         // 18: djinn.v1.Ref
-	(*djinnpb.RemoteEvent)(nil), // 19: djinn.v1.RemoteEvent
-	(*djinnpb.EventKey)(nil),    // 20: djinn.v1.EventKey
+	(RenewalEndReason)(0),         // 0: state.v1.RenewalEndReason
+	(*Command)(nil),               // 1: state.v1.Command
+	(*Init)(nil),                  // 2: state.v1.Init
+	(*Member)(nil),                // 3: state.v1.Member
+	(*LeaseCancel)(nil),           // 4: state.v1.LeaseCancel
+	(*LeaseExpire)(nil),           // 5: state.v1.LeaseExpire
+	(*LeaseHorizon)(nil),          // 6: state.v1.LeaseHorizon
+	(*HorizonEntry)(nil),          // 7: state.v1.HorizonEntry
+	(*MailboxRegister)(nil),       // 8: state.v1.MailboxRegister
+	(*MailboxEnable)(nil),         // 9: state.v1.MailboxEnable
+	(*MailboxDisable)(nil),        // 10: state.v1.MailboxDisable
+	(*MailboxStore)(nil),          // 11: state.v1.MailboxStore
+	(*MailboxDelivered)(nil),      // 12: state.v1.MailboxDelivered
+	(*Delivered)(nil),             // 13: state.v1.Delivered
+	(*MailboxUnknown)(nil),        // 14: state.v1.MailboxUnknown
+	(*RenewalCreate)(nil),         // 15: state.v1.RenewalCreate
+	(*RenewalAdd)(nil),            // 16: state.v1.RenewalAdd
+	(*RenewalRemove)(nil),         // 17: state.v1.RenewalRemove
+	(*RenewalListen)(nil),         // 18: state.v1.RenewalListen
+	(*RenewalRenewed)(nil),        // 19: state.v1.RenewalRenewed
+	(*RenewalEnd)(nil),            // 20: state.v1.RenewalEnd
+	(*RenewalEnding)(nil),         // 21: state.v1.RenewalEnding
+	(*RenewalWarn)(nil),           // 22: state.v1.RenewalWarn
+	(*RenewalDelivered)(nil),      // 23: state.v1.RenewalDelivered
+	(*RenewalDeliveredEntry)(nil), // 24: state.v1.RenewalDeliveredEntry
+	(*Record)(nil),                // 25: state.v1.Record
+	(*LeaseRecord)(nil),           // 26: state.v1.LeaseRecord
+	(*MailboxRecord)(nil),         // 27: state.v1.MailboxRecord
+	(*StoredEvent)(nil),           // 28: state.v1.StoredEvent
+	(*RenewalSetRecord)(nil),      // 29: state.v1.RenewalSetRecord
+	(*RenewalListenerRecord)(nil), // 30: state.v1.RenewalListenerRecord
+	(*RenewalLeaseRecord)(nil),    // 31: state.v1.RenewalLeaseRecord
+	(*djinnpb.Ref)(nil),           // 32: djinn.v1.Ref
+	(*djinnpb.RemoteEvent)(nil),   // 33: djinn.v1.RemoteEvent
+	(*djinnpb.EventKey)(nil),      // 34: djinn.v1.EventKey
+	(djinnpb.SerialFormat)(0),     // 35: djinn.v1.SerialFormat
+	(*djinnpb.Error)(nil),         // 36: djinn.v1.Error
 }
 var file_state_v1_state_proto_depIdxs = []int32{
-	1,  // 0: state.v1.Command.init:type_name -> state.v1.Init
-	2,  // 1: state.v1.Command.member:type_name -> state.v1.Member
-	3,  // 2: state.v1.Command.lease_cancel:type_name -> state.v1.LeaseCancel
-	4,  // 3: state.v1.Command.lease_expire:type_name -> state.v1.LeaseExpire
-	5,  // 4: state.v1.Command.lease_horizon:type_name -> state.v1.LeaseHorizon
-	7,  // 5: state.v1.Command.mailbox_register:type_name -> state.v1.MailboxRegister
-	8,  // 6: state.v1.Command.mailbox_enable:type_name -> state.v1.MailboxEnable
-	9,  // 7: state.v1.Command.mailbox_disable:type_name -> state.v1.MailboxDisable
-	10, // 8: state.v1.Command.mailbox_store:type_name -> state.v1.MailboxStore
-	11, // 9: state.v1.Command.mailbox_delivered:type_name -> state.v1.MailboxDelivered
-	13, // 10: state.v1.Command.mailbox_unknown:type_name -> state.v1.MailboxUnknown
-	6,  // 11: state.v1.LeaseHorizon.entries:type_name -> state.v1.HorizonEntry
-	18, // 12: state.v1.MailboxEnable.target:type_name -> djinn.v1.Ref
-	19, // 13: state.v1.MailboxStore.events:type_name -> djinn.v1.RemoteEvent
-	12, // 14: state.v1.MailboxDelivered.entries:type_name -> state.v1.Delivered
-	20, // 15: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
-	1,  // 16: state.v1.Record.init:type_name -> state.v1.Init
-	2,  // 17: state.v1.Record.member:type_name -> state.v1.Member
-	15, // 18: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
-	16, // 19: state.v1.Record.mailbox:type_name -> state.v1.MailboxRecord
-	18, // 20: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
-	20, // 21: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
-	17, // 22: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
-	19, // 23: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	2,  // 0: state.v1.Command.init:type_name -> state.v1.Init
+	3,  // 1: state.v1.Command.member:type_name -> state.v1.Member
+	4,  // 2: state.v1.Command.lease_cancel:type_name -> state.v1.LeaseCancel
+	5,  // 3: state.v1.Command.lease_expire:type_name -> state.v1.LeaseExpire
+	6,  // 4: state.v1.Command.lease_horizon:type_name -> state.v1.LeaseHorizon
+	8,  // 5: state.v1.Command.mailbox_register:type_name -> state.v1.MailboxRegister
+	9,  // 6: state.v1.Command.mailbox_enable:type_name -> state.v1.MailboxEnable
+	10, // 7: state.v1.Command.mailbox_disable:type_name -> state.v1.MailboxDisable
+	11, // 8: state.v1.Command.mailbox_store:type_name -> state.v1.MailboxStore
+	12, // 9: state.v1.Command.mailbox_delivered:type_name -> state.v1.MailboxDelivered
+	14, // 10: state.v1.Command.mailbox_unknown:type_name -> state.v1.MailboxUnknown
+	15, // 11: state.v1.Command.renewal_create:type_name -> state.v1.RenewalCreate
+	16, // 12: state.v1.Command.renewal_add:type_name -> state.v1.RenewalAdd
+	17, // 13: state.v1.Command.renewal_remove:type_name -> state.v1.RenewalRemove
+	18, // 14: state.v1.Command.renewal_listen:type_name -> state.v1.RenewalListen
+	19, // 15: state.v1.Command.renewal_renewed:type_name -> state.v1.RenewalRenewed
+	20, // 16: state.v1.Command.renewal_end:type_name -> state.v1.RenewalEnd
+	22, // 17: state.v1.Command.renewal_warn:type_name -> state.v1.RenewalWarn
+	23, // 18: state.v1.Command.renewal_delivered:type_name -> state.v1.RenewalDelivered
+	7,  // 19: state.v1.LeaseHorizon.entries:type_name -> state.v1.HorizonEntry
+	32, // 20: state.v1.MailboxEnable.target:type_name -> djinn.v1.Ref
+	33, // 21: state.v1.MailboxStore.events:type_name -> djinn.v1.RemoteEvent
+	13, // 22: state.v1.MailboxDelivered.entries:type_name -> state.v1.Delivered
+	34, // 23: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
+	32, // 24: state.v1.RenewalAdd.landlord:type_name -> djinn.v1.Ref
+	35, // 25: state.v1.RenewalAdd.format:type_name -> djinn.v1.SerialFormat
+	32, // 26: state.v1.RenewalListen.target:type_name -> djinn.v1.Ref
+	21, // 27: state.v1.RenewalEnd.entries:type_name -> state.v1.RenewalEnding
+	0,  // 28: state.v1.RenewalEnding.reason:type_name -> state.v1.RenewalEndReason
+	36, // 29: state.v1.RenewalEnding.error:type_name -> djinn.v1.Error
+	24, // 30: state.v1.RenewalDelivered.entries:type_name -> state.v1.RenewalDeliveredEntry
+	2,  // 31: state.v1.Record.init:type_name -> state.v1.Init
+	3,  // 32: state.v1.Record.member:type_name -> state.v1.Member
+	26, // 33: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
+	27, // 34: state.v1.Record.mailbox:type_name -> state.v1.MailboxRecord
+	29, // 35: state.v1.Record.renewal_set:type_name -> state.v1.RenewalSetRecord
+	32, // 36: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
+	34, // 37: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
+	28, // 38: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
+	33, // 39: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
+	30, // 40: state.v1.RenewalSetRecord.listeners:type_name -> state.v1.RenewalListenerRecord
+	31, // 41: state.v1.RenewalSetRecord.leases:type_name -> state.v1.RenewalLeaseRecord
+	32, // 42: state.v1.RenewalListenerRecord.target:type_name -> djinn.v1.Ref
+	33, // 43: state.v1.RenewalListenerRecord.pending:type_name -> djinn.v1.RemoteEvent
+	32, // 44: state.v1.RenewalLeaseRecord.landlord:type_name -> djinn.v1.Ref
+	35, // 45: state.v1.RenewalLeaseRecord.format:type_name -> djinn.v1.SerialFormat
+	46, // [46:46] is the sub-list for method output_type
+	46, // [46:46] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_state_v1_state_proto_init() }
@@ -1481,25 +2707,35 @@ func file_state_v1_state_proto_init() {
 		(*Command_MailboxStore)(nil),
 		(*Command_MailboxDelivered)(nil),
 		(*Command_MailboxUnknown)(nil),
+		(*Command_RenewalCreate)(nil),
+		(*Command_RenewalAdd)(nil),
+		(*Command_RenewalRemove)(nil),
+		(*Command_RenewalListen)(nil),
+		(*Command_RenewalRenewed)(nil),
+		(*Command_RenewalEnd)(nil),
+		(*Command_RenewalWarn)(nil),
+		(*Command_RenewalDelivered)(nil),
 	}
-	file_state_v1_state_proto_msgTypes[14].OneofWrappers = []any{
+	file_state_v1_state_proto_msgTypes[24].OneofWrappers = []any{
 		(*Record_Init)(nil),
 		(*Record_Member)(nil),
 		(*Record_Lease)(nil),
 		(*Record_Mailbox)(nil),
+		(*Record_RenewalSet)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_state_v1_state_proto_rawDesc), len(file_state_v1_state_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   18,
+			NumEnums:      1,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_state_v1_state_proto_goTypes,
 		DependencyIndexes: file_state_v1_state_proto_depIdxs,
+		EnumInfos:         file_state_v1_state_proto_enumTypes,
 		MessageInfos:      file_state_v1_state_proto_msgTypes,
 	}.Build()
 	File_state_v1_state_proto = out.File
