@@ -61,6 +61,9 @@ DJINN_MAILBOX_MAX_STORED, ...), then flags.`,
 	f.Var((*durationFlag)(&cfg.Mailbox.MaxLease), "mailbox-max-lease", "longest mailbox lease (forever allowed)")
 	f.IntVar(&cfg.Mailbox.MaxStored, "mailbox-max-stored", cfg.Mailbox.MaxStored, "most stored events per mailbox registration")
 	f.BoolVar(&cfg.Mailbox.Enabled, "mailbox", cfg.Mailbox.Enabled, "run the event mailbox service")
+	f.Var((*durationFlag)(&cfg.Renewal.DefaultLease), "renewal-default-lease", "renewal set lease granted for Any")
+	f.Var((*durationFlag)(&cfg.Renewal.MaxLease), "renewal-max-lease", "longest renewal set lease (forever allowed)")
+	f.BoolVar(&cfg.Renewal.Enabled, "renewal", cfg.Renewal.Enabled, "run the lease renewal service")
 	f.Var((*durationFlag)(&cfg.Raftcfg.ElectionTimeout), "election-timeout", "Raft election timeout")
 	f.Var((*durationFlag)(&cfg.Raftcfg.HeartbeatTimeout), "heartbeat-timeout", "Raft heartbeat timeout")
 	return cmd
@@ -88,6 +91,9 @@ func applyFlags(fs *pflag.FlagSet, final, flagged *server.Config) {
 		"mailbox-max-lease":     func() { final.Mailbox.MaxLease = flagged.Mailbox.MaxLease },
 		"mailbox-max-stored":    func() { final.Mailbox.MaxStored = flagged.Mailbox.MaxStored },
 		"mailbox":               func() { final.Mailbox.Enabled = flagged.Mailbox.Enabled },
+		"renewal-default-lease": func() { final.Renewal.DefaultLease = flagged.Renewal.DefaultLease },
+		"renewal-max-lease":     func() { final.Renewal.MaxLease = flagged.Renewal.MaxLease },
+		"renewal":               func() { final.Renewal.Enabled = flagged.Renewal.Enabled },
 		"election-timeout":      func() { final.Raftcfg.ElectionTimeout = flagged.Raftcfg.ElectionTimeout },
 		"heartbeat-timeout":     func() { final.Raftcfg.HeartbeatTimeout = flagged.Raftcfg.HeartbeatTimeout },
 	}

@@ -28,13 +28,16 @@ type Kind uint32
 
 // Owners of leases.
 const (
-	KindMailbox Kind = 1
+	KindMailbox    Kind = 1
+	KindRenewalSet Kind = 2
 )
 
 func (k Kind) String() string {
 	switch k {
 	case KindMailbox:
 		return "mailbox"
+	case KindRenewalSet:
+		return "renewal set"
 	}
 	return "unknown"
 }

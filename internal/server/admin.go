@@ -28,6 +28,7 @@ func (a *adminRPC) Status(ctx context.Context, _ *djinnpb.StatusRequest) (*djinn
 	leaderID, _ := s.node.Leader()
 	svc := s.machine.ServiceID()
 	regs, events := s.machine.Mailbox.Len()
+	sets, clientLeases := s.machine.Renewal.Len()
 	resp := &djinnpb.StatusResponse{
 		ServiceId:     svc[:],
 		NodeId:        s.node.ID(),
@@ -40,12 +41,18 @@ func (a *adminRPC) Status(ctx context.Context, _ *djinnpb.StatusRequest) (*djinn
 			"leases":                int64(s.machine.Leases.Len()),
 			"mailbox_registrations": int64(regs),
 			"mailbox_stored_events": int64(events),
+			"renewal_sets":          int64(sets),
+			"renewal_leases":        int64(clientLeases),
 		},
 		Landlord: refProto(s.ref(lease.LandlordID)()),
 	}
 	if s.cfg.Mailbox.Enabled {
 		resp.Services = append(resp.Services, "mailbox")
 		resp.Mailbox = refProto(s.ref(MailboxID)())
+	}
+	if s.cfg.Renewal.Enabled {
+		resp.Services = append(resp.Services, "renewal")
+		resp.Renewal = refProto(s.ref(RenewalID)())
 	}
 	members, err := s.node.Members()
 	if err == nil {

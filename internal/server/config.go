@@ -37,6 +37,7 @@ type Config struct {
 	TLS     TLSConfig     `toml:"tls"`
 	Lease   LeaseConfig   `toml:"lease"`
 	Mailbox MailboxConfig `toml:"mailbox"`
+	Renewal RenewalConfig `toml:"renewal"`
 	Raftcfg RaftConfig    `toml:"raft-tuning"`
 }
 
@@ -68,6 +69,16 @@ type MailboxConfig struct {
 	MaxEventBytes int      `toml:"max-event-bytes"`
 	// MaxRegistrations bounds live registrations.
 	MaxRegistrations int `toml:"max-registrations"`
+}
+
+// RenewalConfig tunes the lease renewal service.
+type RenewalConfig struct {
+	Enabled      bool     `toml:"enabled"`
+	DefaultLease Duration `toml:"default-lease"` // set lease granted for Any
+	MaxLease     Duration `toml:"max-lease"`     // longest set lease
+	MaxSets      int      `toml:"max-sets"`
+	// MaxLeases bounds the client leases of all sets.
+	MaxLeases int `toml:"max-leases"`
 }
 
 // RaftConfig tunes replication.
@@ -109,6 +120,10 @@ func Default() Config {
 		Mailbox: MailboxConfig{
 			Enabled: true, DefaultLease: Duration(5 * time.Minute), MaxLease: Duration(time.Hour),
 			MaxStored: 10000, MaxEventBytes: 64 << 10, MaxRegistrations: 2_000_000,
+		},
+		Renewal: RenewalConfig{
+			Enabled: true, DefaultLease: Duration(time.Hour), MaxLease: Duration(24 * time.Hour),
+			MaxSets: 1_000_000, MaxLeases: 10_000_000,
 		},
 		Raftcfg: RaftConfig{
 			HeartbeatTimeout: Duration(500 * time.Millisecond), ElectionTimeout: Duration(500 * time.Millisecond),
@@ -244,6 +259,8 @@ func (c *Config) Check() error {
 	}{
 		{"mailbox max-event-bytes", c.Mailbox.MaxEventBytes},
 		{"mailbox max-registrations", c.Mailbox.MaxRegistrations},
+		{"renewal max-sets", c.Renewal.MaxSets},
+		{"renewal max-leases", c.Renewal.MaxLeases},
 		{"lease expiry-batch", c.Lease.ExpiryBatch},
 		{"lease expiry-rate", c.Lease.ExpiryRate},
 	} {
@@ -254,6 +271,11 @@ func (c *Config) Check() error {
 	def, max := time.Duration(c.Mailbox.DefaultLease), time.Duration(c.Mailbox.MaxLease)
 	if def <= 0 || max <= 0 || def > max {
 		return djinn.Errorf(djinn.InvalidArgument, "mailbox default-lease %s max-lease %s: want 0 < default <= max",
+			djinn.FormatDuration(def), djinn.FormatDuration(max))
+	}
+	def, max = time.Duration(c.Renewal.DefaultLease), time.Duration(c.Renewal.MaxLease)
+	if def <= 0 || max <= 0 || def > max {
+		return djinn.Errorf(djinn.InvalidArgument, "renewal default-lease %s max-lease %s: want 0 < default <= max",
 			djinn.FormatDuration(def), djinn.FormatDuration(max))
 	}
 	hb, el := time.Duration(c.Raftcfg.HeartbeatTimeout), time.Duration(c.Raftcfg.ElectionTimeout)

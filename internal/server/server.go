@@ -27,6 +27,7 @@ import (
 	"github.com/djinn-go/djinn/internal/event"
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/mailbox"
+	"github.com/djinn-go/djinn/internal/renewal"
 	"github.com/djinn-go/djinn/internal/replica"
 	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/proto/djinnpb"
@@ -42,6 +43,7 @@ type Server struct {
 	node    *replica.Node
 	lessor  *lease.Lessor
 	mailbox *mailbox.Service
+	renewal *renewal.Service
 	pool    *client.Pool
 	metrics *metrics
 
@@ -128,6 +130,21 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 		s.Close()
 		return nil, err
 	}
+	s.renewal, err = renewal.New(s.machine.Renewal, s.lessor, s.node, s.now, s.ref(RenewalID), renewal.Config{
+		Lease:     lease.Policy{Default: time.Duration(cfg.Renewal.DefaultLease), Max: time.Duration(cfg.Renewal.MaxLease)},
+		MaxSets:   cfg.Renewal.MaxSets,
+		MaxLeases: cfg.Renewal.MaxLeases,
+		Landlords: landlords{pool: s.pool},
+		Delivery: event.Config{
+			Sender: client.NewEventSender(s.pool), MaxBatch: 64,
+			MinBackoff: 100 * time.Millisecond, MaxBackoff: 30 * time.Second,
+		},
+		Logger: logger,
+	})
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
 	s.metrics = newMetrics(s)
 
 	opts := []grpc.ServerOption{
@@ -150,6 +167,9 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 	if cfg.Mailbox.Enabled {
 		djinnpb.RegisterEventMailboxServer(s.grpc, &mailboxRPC{s: s})
 		djinnpb.RegisterEventListenerServer(s.grpc, &listenerRPC{s: s})
+	}
+	if cfg.Renewal.Enabled {
+		djinnpb.RegisterLeaseRenewalServiceServer(s.grpc, &renewalRPC{s: s})
 	}
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
@@ -265,6 +285,13 @@ func (s *Server) lead(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			s.mailbox.Run(ctx)
+		}()
+	}
+	if s.cfg.Renewal.Enabled {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.renewal.Run(ctx)
 		}()
 	}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
@@ -395,6 +422,9 @@ func (s *Server) Describe() Description {
 	d.Services = append(d.Services, NamedRef{"landlord", s.ref(lease.LandlordID)()})
 	if s.cfg.Mailbox.Enabled {
 		d.Services = append(d.Services, NamedRef{"mailbox", s.ref(MailboxID)()})
+	}
+	if s.cfg.Renewal.Enabled {
+		d.Services = append(d.Services, NamedRef{"renewal", s.ref(RenewalID)()})
 	}
 	return d
 }

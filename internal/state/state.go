@@ -20,6 +20,7 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/mailbox"
+	"github.com/djinn-go/djinn/internal/renewal"
 	"github.com/djinn-go/djinn/internal/replica"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
@@ -28,6 +29,7 @@ import (
 type Machine struct {
 	Leases  *lease.Table
 	Mailbox *mailbox.State
+	Renewal *renewal.State
 
 	mu sync.Mutex
 	// service and members are guarded by mu.
@@ -42,6 +44,7 @@ func New() *Machine {
 	m := &Machine{members: map[string]string{}}
 	m.Leases = lease.NewTable(m.leaseEnded)
 	m.Mailbox = mailbox.NewState(m.Leases, mailbox.DefaultMaxStored, m.ServiceID)
+	m.Renewal = renewal.NewState(m.Leases, m.ServiceID)
 	return m
 }
 
@@ -49,6 +52,8 @@ func (m *Machine) leaseEnded(o lease.Owner) {
 	switch o.Kind {
 	case lease.KindMailbox:
 		m.Mailbox.LeaseEnded(o.ID)
+	case lease.KindRenewalSet:
+		m.Renewal.LeaseEnded(o.ID)
 	}
 }
 
@@ -118,6 +123,42 @@ func (m *Machine) Apply(index uint64, cmd *statepb.Command) any {
 		return nil
 	case *statepb.Command_MailboxUnknown:
 		return m.Mailbox.ApplyUnknown(op.MailboxUnknown)
+	case *statepb.Command_RenewalCreate:
+		in, err := m.Renewal.ApplyCreate(op.RenewalCreate)
+		if err != nil {
+			return err
+		}
+		return in
+	case *statepb.Command_RenewalAdd:
+		res, err := m.Renewal.ApplyAdd(cmd.GetNowUnixNanos(), op.RenewalAdd)
+		if err != nil {
+			return err
+		}
+		return res
+	case *statepb.Command_RenewalRemove:
+		c, err := m.Renewal.ApplyRemove(op.RenewalRemove)
+		if err != nil {
+			return err
+		}
+		return c
+	case *statepb.Command_RenewalListen:
+		res, err := m.Renewal.ApplyListen(op.RenewalListen)
+		if err != nil {
+			return err
+		}
+		return res
+	case *statepb.Command_RenewalRenewed:
+		m.Renewal.ApplyRenewed(cmd.GetNowUnixNanos(), op.RenewalRenewed)
+		return nil
+	case *statepb.Command_RenewalEnd:
+		m.Renewal.ApplyEnd(cmd.GetNowUnixNanos(), op.RenewalEnd)
+		return nil
+	case *statepb.Command_RenewalWarn:
+		m.Renewal.ApplyWarn(op.RenewalWarn)
+		return nil
+	case *statepb.Command_RenewalDelivered:
+		m.Renewal.ApplyDelivered(op.RenewalDelivered)
+		return nil
 	}
 	return djinn.Errorf(djinn.Internal, "log entry %d: unknown command %T", index, cmd.Op)
 }
@@ -139,6 +180,9 @@ func (m *Machine) Snapshot() (func(io.Writer) error, error) {
 	}
 	for _, r := range m.Mailbox.Records() {
 		recs = append(recs, &statepb.Record{Record: &statepb.Record_Mailbox{Mailbox: r}})
+	}
+	for _, r := range m.Renewal.Records() {
+		recs = append(recs, &statepb.Record{Record: &statepb.Record_RenewalSet{RenewalSet: r}})
 	}
 	return func(w io.Writer) error {
 		bw := bufio.NewWriterSize(w, 1<<16)
@@ -163,6 +207,7 @@ func (m *Machine) Restore(r io.Reader) error {
 	m.mu.Unlock()
 	m.Leases.Reset()
 	m.Mailbox.Reset()
+	m.Renewal.Reset()
 	br := bufio.NewReaderSize(r, 1<<16)
 	opts := protodelim.UnmarshalOptions{MaxSize: maxRecord}
 	for n := 0; ; n++ {
@@ -197,6 +242,8 @@ func (m *Machine) restore(rec *statepb.Record) error {
 		return m.Leases.Restore(r.Lease)
 	case *statepb.Record_Mailbox:
 		return m.Mailbox.Restore(r.Mailbox)
+	case *statepb.Record_RenewalSet:
+		return m.Renewal.Restore(r.RenewalSet)
 	default:
 		return djinn.Errorf(djinn.Internal, "unknown record %T", rec.Record)
 	}

@@ -70,6 +70,7 @@ type StatusResponse struct {
 	AppliedIndex  uint64                 `protobuf:"varint,9,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	Landlord      *Ref                   `protobuf:"bytes,10,opt,name=landlord,proto3" json:"landlord,omitempty"`
 	Mailbox       *Ref                   `protobuf:"bytes,11,opt,name=mailbox,proto3" json:"mailbox,omitempty"`
+	Renewal       *Ref                   `protobuf:"bytes,12,opt,name=renewal,proto3" json:"renewal,omitempty"` // the lease renewal service
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -177,6 +178,13 @@ func (x *StatusResponse) GetLandlord() *Ref {
 func (x *StatusResponse) GetMailbox() *Ref {
 	if x != nil {
 		return x.Mailbox
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetRenewal() *Ref {
+	if x != nil {
+		return x.Renewal
 	}
 	return nil
 }
@@ -350,7 +358,7 @@ var File_djinn_v1_admin_proto protoreflect.FileDescriptor
 const file_djinn_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"\x14djinn/v1/admin.proto\x12\bdjinn.v1\x1a\x15djinn/v1/common.proto\"\x0f\n" +
-	"\rStatusRequest\"\xdc\x03\n" +
+	"\rStatusRequest\"\x85\x04\n" +
 	"\x0eStatusResponse\x12\x1d\n" +
 	"\n" +
 	"service_id\x18\x01 \x01(\fR\tserviceId\x12\x17\n" +
@@ -364,7 +372,8 @@ const file_djinn_v1_admin_proto_rawDesc = "" +
 	"\rapplied_index\x18\t \x01(\x04R\fappliedIndex\x12)\n" +
 	"\blandlord\x18\n" +
 	" \x01(\v2\r.djinn.v1.RefR\blandlord\x12'\n" +
-	"\amailbox\x18\v \x01(\v2\r.djinn.v1.RefR\amailbox\x1a9\n" +
+	"\amailbox\x18\v \x01(\v2\r.djinn.v1.RefR\amailbox\x12'\n" +
+	"\arenewal\x18\f \x01(\v2\r.djinn.v1.RefR\arenewal\x1a9\n" +
 	"\vCountsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"}\n" +
@@ -409,15 +418,16 @@ var file_djinn_v1_admin_proto_depIdxs = []int32{
 	5, // 1: djinn.v1.StatusResponse.counts:type_name -> djinn.v1.StatusResponse.CountsEntry
 	6, // 2: djinn.v1.StatusResponse.landlord:type_name -> djinn.v1.Ref
 	6, // 3: djinn.v1.StatusResponse.mailbox:type_name -> djinn.v1.Ref
-	0, // 4: djinn.v1.Admin.Status:input_type -> djinn.v1.StatusRequest
-	3, // 5: djinn.v1.Admin.Join:input_type -> djinn.v1.JoinRequest
-	1, // 6: djinn.v1.Admin.Status:output_type -> djinn.v1.StatusResponse
-	4, // 7: djinn.v1.Admin.Join:output_type -> djinn.v1.JoinResponse
-	6, // [6:8] is the sub-list for method output_type
-	4, // [4:6] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	6, // 4: djinn.v1.StatusResponse.renewal:type_name -> djinn.v1.Ref
+	0, // 5: djinn.v1.Admin.Status:input_type -> djinn.v1.StatusRequest
+	3, // 6: djinn.v1.Admin.Join:input_type -> djinn.v1.JoinRequest
+	1, // 7: djinn.v1.Admin.Status:output_type -> djinn.v1.StatusResponse
+	4, // 8: djinn.v1.Admin.Join:output_type -> djinn.v1.JoinResponse
+	7, // [7:9] is the sub-list for method output_type
+	5, // [5:7] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_djinn_v1_admin_proto_init() }

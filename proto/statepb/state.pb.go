@@ -1618,8 +1618,11 @@ type RenewalWarn struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
 	SetId               []byte                 `protobuf:"bytes,1,opt,name=set_id,json=setId,proto3" json:"set_id,omitempty"`
 	SetExpiresUnixNanos int64                  `protobuf:"varint,2,opt,name=set_expires_unix_nanos,json=setExpiresUnixNanos,proto3" json:"set_expires_unix_nanos,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// set_lease is the event's payload lease, built by the leader (it names
+	// the leader's endpoint as landlord).
+	SetLease      *djinnpb.Lease `protobuf:"bytes,3,opt,name=set_lease,json=setLease,proto3" json:"set_lease,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RenewalWarn) Reset() {
@@ -1664,6 +1667,13 @@ func (x *RenewalWarn) GetSetExpiresUnixNanos() int64 {
 		return x.SetExpiresUnixNanos
 	}
 	return 0
+}
+
+func (x *RenewalWarn) GetSetLease() *djinnpb.Lease {
+	if x != nil {
+		return x.SetLease
+	}
+	return nil
 }
 
 // RenewalDelivered forgets pending events through a sequence number.
@@ -2513,10 +2523,11 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\rRenewalEnding\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x122\n" +
 	"\x06reason\x18\x02 \x01(\x0e2\x1a.state.v1.RenewalEndReasonR\x06reason\x12%\n" +
-	"\x05error\x18\x03 \x01(\v2\x0f.djinn.v1.ErrorR\x05error\"Y\n" +
+	"\x05error\x18\x03 \x01(\v2\x0f.djinn.v1.ErrorR\x05error\"\x87\x01\n" +
 	"\vRenewalWarn\x12\x15\n" +
 	"\x06set_id\x18\x01 \x01(\fR\x05setId\x123\n" +
-	"\x16set_expires_unix_nanos\x18\x02 \x01(\x03R\x13setExpiresUnixNanos\"M\n" +
+	"\x16set_expires_unix_nanos\x18\x02 \x01(\x03R\x13setExpiresUnixNanos\x12,\n" +
+	"\tset_lease\x18\x03 \x01(\v2\x0f.djinn.v1.LeaseR\bsetLease\"M\n" +
 	"\x10RenewalDelivered\x129\n" +
 	"\aentries\x18\x01 \x03(\v2\x1f.state.v1.RenewalDeliveredEntryR\aentries\"t\n" +
 	"\x15RenewalDeliveredEntry\x12\x15\n" +
@@ -2635,6 +2646,7 @@ var file_state_v1_state_proto_goTypes = []any{
 	(*djinnpb.EventKey)(nil),      // 34: djinn.v1.EventKey
 	(djinnpb.SerialFormat)(0),     // 35: djinn.v1.SerialFormat
 	(*djinnpb.Error)(nil),         // 36: djinn.v1.Error
+	(*djinnpb.Lease)(nil),         // 37: djinn.v1.Lease
 }
 var file_state_v1_state_proto_depIdxs = []int32{
 	2,  // 0: state.v1.Command.init:type_name -> state.v1.Init
@@ -2667,27 +2679,28 @@ var file_state_v1_state_proto_depIdxs = []int32{
 	21, // 27: state.v1.RenewalEnd.entries:type_name -> state.v1.RenewalEnding
 	0,  // 28: state.v1.RenewalEnding.reason:type_name -> state.v1.RenewalEndReason
 	36, // 29: state.v1.RenewalEnding.error:type_name -> djinn.v1.Error
-	24, // 30: state.v1.RenewalDelivered.entries:type_name -> state.v1.RenewalDeliveredEntry
-	2,  // 31: state.v1.Record.init:type_name -> state.v1.Init
-	3,  // 32: state.v1.Record.member:type_name -> state.v1.Member
-	26, // 33: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
-	27, // 34: state.v1.Record.mailbox:type_name -> state.v1.MailboxRecord
-	29, // 35: state.v1.Record.renewal_set:type_name -> state.v1.RenewalSetRecord
-	32, // 36: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
-	34, // 37: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
-	28, // 38: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
-	33, // 39: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
-	30, // 40: state.v1.RenewalSetRecord.listeners:type_name -> state.v1.RenewalListenerRecord
-	31, // 41: state.v1.RenewalSetRecord.leases:type_name -> state.v1.RenewalLeaseRecord
-	32, // 42: state.v1.RenewalListenerRecord.target:type_name -> djinn.v1.Ref
-	33, // 43: state.v1.RenewalListenerRecord.pending:type_name -> djinn.v1.RemoteEvent
-	32, // 44: state.v1.RenewalLeaseRecord.landlord:type_name -> djinn.v1.Ref
-	35, // 45: state.v1.RenewalLeaseRecord.format:type_name -> djinn.v1.SerialFormat
-	46, // [46:46] is the sub-list for method output_type
-	46, // [46:46] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	37, // 30: state.v1.RenewalWarn.set_lease:type_name -> djinn.v1.Lease
+	24, // 31: state.v1.RenewalDelivered.entries:type_name -> state.v1.RenewalDeliveredEntry
+	2,  // 32: state.v1.Record.init:type_name -> state.v1.Init
+	3,  // 33: state.v1.Record.member:type_name -> state.v1.Member
+	26, // 34: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
+	27, // 35: state.v1.Record.mailbox:type_name -> state.v1.MailboxRecord
+	29, // 36: state.v1.Record.renewal_set:type_name -> state.v1.RenewalSetRecord
+	32, // 37: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
+	34, // 38: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
+	28, // 39: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
+	33, // 40: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
+	30, // 41: state.v1.RenewalSetRecord.listeners:type_name -> state.v1.RenewalListenerRecord
+	31, // 42: state.v1.RenewalSetRecord.leases:type_name -> state.v1.RenewalLeaseRecord
+	32, // 43: state.v1.RenewalListenerRecord.target:type_name -> djinn.v1.Ref
+	33, // 44: state.v1.RenewalListenerRecord.pending:type_name -> djinn.v1.RemoteEvent
+	32, // 45: state.v1.RenewalLeaseRecord.landlord:type_name -> djinn.v1.Ref
+	35, // 46: state.v1.RenewalLeaseRecord.format:type_name -> djinn.v1.SerialFormat
+	47, // [47:47] is the sub-list for method output_type
+	47, // [47:47] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_state_v1_state_proto_init() }

@@ -1,0 +1,180 @@
+package renewal
+
+import (
+	"container/heap"
+	"time"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/proto/statepb"
+)
+
+// This file is the leader's side of the schedule: taking due client leases
+// and putting back the ones a failed renewal must retry. Time comes in as
+// arguments; nothing here is replicated.
+
+// renewal is one client lease to renew.
+type renewal struct {
+	cl      *clientLease
+	key     Key
+	cookie  djinn.ID
+	request time.Duration // what to ask the landlord for
+	actual  int64         // its expiration when taken
+}
+
+// work is what the schedule hands the leader in one pass.
+type work struct {
+	renew map[*landlord][]renewal
+	ends  []*statepb.RenewalEnding
+	n     int
+}
+
+// take pops the client leases due by now (renewals up to window early, so
+// renewals to one landlord batch), at most max of them, and returns them
+// with the time the next one falls due (never if none).
+func (s *State) take(now, window int64, max int) (work, int64) {
+	w := work{renew: map[*landlord][]renewal{}}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var later []*clientLease
+	for len(s.sched) > 0 && w.n < max {
+		cl := s.sched[0]
+		if cl.due > now && (cl.due-window > now || cl.actual >= cl.desired) {
+			break
+		}
+		heap.Pop(&s.sched)
+		switch {
+		case cl.desired <= now:
+			w.ends = append(w.ends, &statepb.RenewalEnding{Key: keyBytes(cl.key()), Reason: statepb.RenewalEndReason_RENEWAL_END_REASON_DESIRED})
+		case cl.actual <= now:
+			w.ends = append(w.ends, &statepb.RenewalEnding{Key: keyBytes(cl.key()), Reason: statepb.RenewalEndReason_RENEWAL_END_REASON_EXPIRED, Error: cl.lastErr})
+		case cl.actual >= cl.desired:
+			// Not renewed (LR.2): it waits for its desired expiration.
+			cl.due = cl.desired
+			later = append(later, cl)
+			continue
+		default:
+			w.renew[cl.landlord] = append(w.renew[cl.landlord], renewal{
+				cl: cl, key: cl.key(), cookie: cl.cookie, request: cl.request(now), actual: cl.actual,
+			})
+		}
+		w.n++
+	}
+	for _, cl := range later {
+		heap.Push(&s.sched, cl)
+	}
+	next := int64(never)
+	if len(s.sched) > 0 {
+		next = s.sched[0].due
+		if next > now && s.sched[0].actual < s.sched[0].desired {
+			next -= window
+		}
+	}
+	return w, next
+}
+
+func keyBytes(k Key) []byte { return k[:] }
+
+// request is the duration to ask for (LR.2): the renewal duration, but no
+// more than the remaining desired duration, except that Any is asked as is.
+func (c *clientLease) request(now int64) time.Duration {
+	if c.renew == int64(djinn.Any) {
+		return djinn.Any
+	}
+	if c.desired == never {
+		return time.Duration(c.renew)
+	}
+	return time.Duration(min(c.renew, c.desired-now))
+}
+
+// retry puts back a client lease whose renewal failed indefinitely, to be
+// tried again at due (no later than its expiration, when it fails), and
+// remembers the error for the failure event. A lease that was removed, or
+// put back by a command since it was taken, is left alone.
+func (s *State) retry(r renewal, err *djinnpb.Error, due int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cl, ok := s.leases[r.key]
+	if !ok || cl != r.cl || cl.heapIdx >= 0 {
+		return
+	}
+	cl.attempts++
+	cl.lastErr = err
+	s.pushLocked(cl, min(due, cl.actual))
+}
+
+// attempts returns how many renewals of the lease failed in a row.
+func (s *State) attempts(r renewal) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return int(r.cl.attempts)
+}
+
+// release puts back taken client leases whose outcome could not be
+// recorded, to be looked at again at due.
+func (s *State) release(keys []Key, due int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range keys {
+		if cl, ok := s.leases[k]; ok && cl.heapIdx < 0 {
+			s.pushLocked(cl, due)
+		}
+	}
+}
+
+// promote puts every client lease back in the schedule, as a new leader
+// must: leases taken by an earlier term of this node were left out.
+func (s *State) promote(now int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, cl := range s.leases {
+		if cl.heapIdx < 0 {
+			cl.attempts, cl.lastErr = 0, nil
+			s.pushLocked(cl, now)
+		}
+	}
+	s.signal()
+}
+
+// warnCheck is a set whose expiration warning the leader watches.
+type warnCheck struct {
+	id, cookie djinn.ID
+	minWarning time.Duration
+	warnedExp  int64
+}
+
+func (s *State) warnChecks() []warnCheck {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]warnCheck, 0, len(s.warnSets))
+	for st := range s.warnSets {
+		out = append(out, warnCheck{id: st.id, cookie: st.cookie, minWarning: time.Duration(st.lis[WarningEventID].minWarning), warnedExp: st.warnedExp})
+	}
+	return out
+}
+
+// SetSink attaches (or, with nil, detaches) the leader's deliverer and
+// hands it every registration with undelivered events.
+func (s *State) SetSink(k Sink) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sink = k
+	if k == nil {
+		return
+	}
+	for _, st := range s.sets {
+		for eid, l := range st.lis {
+			if l.target != nil && len(l.pending) > 0 {
+				k.Retargeted(st.id, int64(eid), l.target, l.epoch, append([]*djinnpb.RemoteEvent(nil), l.pending...), nil)
+			}
+		}
+	}
+}
+
+// Overflowed returns how many events were not kept because their
+// registration held its maximum of undelivered events.
+func (s *State) Overflowed() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.overflowed
+}
