@@ -262,3 +262,94 @@ func TestKillAndRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestRenewalSurvivesKill: a renewal set, its client leases with their
+// desired expirations and its listener survive a SIGKILL of the renewal
+// service, which goes on renewing after the restart, so the leases never
+// lapse at their landlord (LR.2: persistent sets).
+func TestRenewalSurvivesKill(t *testing.T) {
+	landlord := newNode(t).start(t, "--mailbox-default-lease", "10s", "--mailbox-max-lease", "10s")
+	defer landlord.stop(t)
+	n := newNode(t)
+	p := n.start(t)
+	ctx := ctxT(t)
+	mb := djinnpb.NewEventMailboxClient(dial(t, landlord.addr))
+	reg, err := mb.Register(ctx, &djinnpb.MailboxRegisterRequest{LeaseDurationNanos: int64(djinn.Any)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := djinnpb.NewLeaseRenewalServiceClient(dial(t, p.addr))
+	set, err := rs.CreateSet(ctx, &djinnpb.CreateSetRequest{LeaseDurationNanos: int64(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setID := set.GetSet().GetObjectId()
+	listener := &djinnpb.Ref{Endpoint: "127.0.0.1:1", ServiceId: []byte("test-listener-sv"), ObjectId: []byte("test-listener-ob")}
+	if _, err := rs.SetRenewalFailureListener(ctx, &djinnpb.SetRenewalFailureListenerRequest{SetId: setID, Listener: listener, Handback: []byte("hb")}); err != nil {
+		t.Fatal(err)
+	}
+	const desired = 2 * time.Hour
+	if _, err := rs.RenewFor(ctx, &djinnpb.RenewForRequest{SetId: setID, Lease: reg.GetLease(),
+		DesiredDurationNanos: int64(desired), RenewDurationNanos: int64(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	// Note the recorded expiration, then kill.
+	var before int64
+	if !poll(20*time.Second, func() bool {
+		ls, err := rs.GetLeases(ctx, &djinnpb.SetRequest{SetId: setID})
+		if err != nil || len(ls.GetLeases()) != 1 {
+			return false
+		}
+		before = time.Now().UnixNano() + ls.GetLeases()[0].GetLease().GetDurationNanos()
+		return time.Duration(ls.GetLeases()[0].GetLease().GetDurationNanos()) > 8*time.Second
+	}) {
+		t.Fatalf("no renewal recorded:\n%s", p.output())
+	}
+	p.kill()
+	p = n.start(t)
+	defer p.stop(t)
+	rs = djinnpb.NewLeaseRenewalServiceClient(dial(t, p.addr))
+	got, err := rs.GetSet(ctx, &djinnpb.SetRequest{SetId: setID})
+	if err != nil {
+		t.Fatalf("set lost across kill -9: %v\n%s", err, p.output())
+	}
+	if got.GetLeases() != 1 || got.GetRenewalFailure() == nil || string(got.GetRenewalFailure().GetHandback()) != "hb" {
+		t.Fatalf("set after kill -9: %v; want its lease and its failure listener", got)
+	}
+	ls, err := rs.GetLeases(ctx, &djinnpb.SetRequest{SetId: setID})
+	if err != nil || len(ls.GetLeases()) != 1 {
+		t.Fatalf("leases after kill -9: %v %v", ls, err)
+	}
+	cl := ls.GetLeases()[0]
+	if cl.GetRenewDurationNanos() != int64(time.Minute) || time.Until(time.Unix(0, cl.GetDesiredExpirationUnixNanos())) < desired-time.Minute {
+		t.Fatalf("client lease after kill -9: renew %v desired %v", time.Duration(cl.GetRenewDurationNanos()), time.Unix(0, cl.GetDesiredExpirationUnixNanos()))
+	}
+	// The restarted service renews the lease past its pre-crash expiration,
+	// and the landlord never lost it.
+	if !poll(30*time.Second, func() bool {
+		ls, err := rs.GetLeases(ctx, &djinnpb.SetRequest{SetId: setID})
+		if err != nil || len(ls.GetLeases()) != 1 {
+			return false
+		}
+		return time.Now().UnixNano()+ls.GetLeases()[0].GetLease().GetDurationNanos() > before+int64(time.Second)
+	}) {
+		t.Fatalf("no renewal after restart:\n%s", p.output())
+	}
+	if _, err := mb.GetRegistration(ctx, &djinnpb.MailboxRegistrationRequest{RegistrationId: reg.GetRegistrationId()}); err != nil {
+		t.Fatalf("the client lease lapsed at its landlord across the renewal service's crash: %v", err)
+	}
+}
+
+// poll checks cond every 50ms until it holds or d passes.
+func poll(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		<-time.After(50 * time.Millisecond)
+	}
+}

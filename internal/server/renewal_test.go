@@ -1,0 +1,166 @@
+package server_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/server"
+	"github.com/djinn-go/djinn/internal/server/servertest"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+// These tests run the lease renewal service against a real djinn landlord:
+// a second server whose event mailbox grants short leases.
+
+type renewalFixture struct {
+	landlord, renewal *client.Client
+	boxes             djinnpb.EventMailboxClient
+	sets              djinnpb.LeaseRenewalServiceClient
+}
+
+func newRenewalFixture(t *testing.T, mailboxLease time.Duration) *renewalFixture {
+	cfg := servertest.Config(t)
+	cfg.Mailbox.DefaultLease = server.Duration(mailboxLease)
+	cfg.Mailbox.MaxLease = server.Duration(mailboxLease)
+	ll := servertest.Start(t, cfg)
+	rs := servertest.Start(t, servertest.Config(t))
+	f := &renewalFixture{landlord: servertest.Dial(t, ll.Addr()), renewal: servertest.Dial(t, rs.Addr())}
+	f.boxes = djinnpb.NewEventMailboxClient(f.landlord.ClientConn())
+	f.sets = djinnpb.NewLeaseRenewalServiceClient(f.renewal.ClientConn())
+	return f
+}
+
+func (f *renewalFixture) mailboxLease(t *testing.T) (*djinnpb.MailboxRegistration, *djinnpb.Lease) {
+	t.Helper()
+	reg, err := f.boxes.Register(testContext(t), &djinnpb.MailboxRegisterRequest{LeaseDurationNanos: int64(djinn.Any)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg, reg.GetLease()
+}
+
+func (f *renewalFixture) createSet(t *testing.T) *djinnpb.RenewalSet {
+	t.Helper()
+	set, err := f.sets.CreateSet(testContext(t), &djinnpb.CreateSetRequest{LeaseDurationNanos: int64(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+func (f *renewalFixture) clientLeases(t *testing.T, set *djinnpb.RenewalSet) []*djinnpb.ClientLease {
+	t.Helper()
+	resp, err := f.sets.GetLeases(testContext(t), &djinnpb.SetRequest{SetId: set.GetSet().GetObjectId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.GetLeases()
+}
+
+// LR.2: a client lease in a set is renewed at its landlord for as long as
+// it is in the set; at its desired expiration it leaves the set, and the
+// landlord then lets it expire.
+func TestRenewalKeepsMailboxLeaseAlive(t *testing.T) {
+	const granted = 2 * time.Second
+	f := newRenewalFixture(t, granted)
+	reg, l := f.mailboxLease(t)
+	set := f.createSet(t)
+	start := time.Now()
+	const desired = 8 * time.Second
+	if _, err := f.sets.RenewFor(testContext(t), &djinnpb.RenewForRequest{
+		SetId: set.GetSet().GetObjectId(), Lease: l,
+		DesiredDurationNanos: int64(desired), RenewDurationNanos: int64(djinn.Forever),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the set has renewed the lease well past three of its
+	// original grants; the registration must have stayed alive throughout.
+	servertest.Eventually(t, "renewals recorded past three grants", func() bool {
+		ls := f.clientLeases(t, set)
+		if len(ls) != 1 {
+			return false
+		}
+		if _, err := f.boxes.GetRegistration(testContext(t), &djinnpb.MailboxRegistrationRequest{RegistrationId: reg.GetRegistrationId()}); err != nil {
+			t.Fatalf("mailbox registration lost while its lease was in a renewal set: %v", err)
+		}
+		return time.Since(start) > 3*granted
+	})
+	// Desired expiration: the lease leaves the set with no failure, and the
+	// registration expires at its landlord afterwards.
+	servertest.Eventually(t, "the lease leaving the set at its desired expiration", func() bool {
+		return len(f.clientLeases(t, set)) == 0
+	})
+	if el := time.Since(start); el < desired {
+		t.Fatalf("lease left the set after %v, before its desired duration %v", el, desired)
+	}
+	servertest.Eventually(t, "the registration expiring once no longer renewed", func() bool {
+		_, err := f.boxes.GetRegistration(testContext(t), &djinnpb.MailboxRegistrationRequest{RegistrationId: reg.GetRegistrationId()})
+		return djinn.KindOf(err) == djinn.NoSuchObject
+	})
+}
+
+// LR.2 and LR.2.1: a renewal that fails definitely (the landlord no longer
+// knows the lease) removes the lease and raises a renewal failure event
+// carrying the lease and the error, with event id 0 and the set as source.
+func TestRenewalFailureEventFromRealLandlord(t *testing.T) {
+	f := newRenewalFixture(t, 2*time.Second)
+	_, l := f.mailboxLease(t)
+	set := f.createSet(t)
+	in := newInbox(t, nil)
+	reg, err := f.sets.SetRenewalFailureListener(testContext(t), &djinnpb.SetRenewalFailureListenerRequest{
+		SetId: set.GetSet().GetObjectId(), Listener: client.RefToProto(in.l.Ref()), Handback: []byte("hb"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reg.GetEventId() != 0 || string(reg.GetLease().GetCookie()) != string(set.GetLease().GetCookie()) {
+		t.Fatalf("registration %v: want event id 0 and the set's lease", reg)
+	}
+	if _, err := f.sets.RenewFor(testContext(t), &djinnpb.RenewForRequest{
+		SetId: set.GetSet().GetObjectId(), Lease: l, DesiredDurationNanos: int64(djinn.Forever), RenewDurationNanos: int64(djinn.Forever),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The holder cancels the lease behind the set's back (LR.2 allows it).
+	lease, err := client.LeaseFromProto(l, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Cancel(testContext(t), f.landlord); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-in.events:
+		if ev.ID != 0 || ev.Seq != reg.GetSequence()+1 || string(ev.Handback) != "hb" {
+			t.Fatalf("event id %d seq %d handback %q: want id 0, seq %d, handback hb", ev.ID, ev.Seq, ev.Handback, reg.GetSequence()+1)
+		}
+		if ev.Source.Object != djinn.ID(set.GetSet().GetObjectId()) {
+			t.Fatalf("event source %v: want the set %x", ev.Source, set.GetSet().GetObjectId())
+		}
+		var p djinnpb.RenewalFailure
+		if err := ev.Payload.UnmarshalTo(&p); err != nil {
+			t.Fatal(err)
+		}
+		if string(p.GetLease().GetCookie()) != string(l.GetCookie()) || p.GetError().GetKind() != string(djinn.UnknownLease) {
+			t.Fatalf("failure payload %v: want the lease and UNKNOWN_LEASE", &p)
+		}
+	case <-time.After(servertest.Timeout):
+		t.Fatal("no renewal failure event")
+	}
+	if n := len(f.clientLeases(t, set)); n != 0 {
+		t.Fatalf("set holds %d leases after a definite failure, want 0", n)
+	}
+}
+
+// LR.2: a set's own lease cannot be put in a set of the service that
+// granted it.
+func TestRenewalRefusesItsOwnSetLease(t *testing.T) {
+	f := newRenewalFixture(t, time.Minute)
+	a, b := f.createSet(t), f.createSet(t)
+	_, err := f.sets.RenewFor(testContext(t), &djinnpb.RenewForRequest{
+		SetId: b.GetSet().GetObjectId(), Lease: a.GetLease(), DesiredDurationNanos: int64(time.Hour), RenewDurationNanos: int64(time.Minute),
+	})
+	wantErr(t, "renewFor(a set's lease)", err, djinn.InvalidArgument, "granted by this renewal service")
+}
