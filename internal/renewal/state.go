@@ -666,29 +666,55 @@ func (s *State) pushLocked(cl *clientLease, due int64) {
 	}
 }
 
-// Records returns the state for a snapshot.
-func (s *State) Records() []*statepb.RenewalSetRecord {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]*statepb.RenewalSetRecord, 0, len(s.sets))
-	for _, st := range s.sets {
-		rec := &statepb.RenewalSetRecord{SetId: st.id[:], Cookie: st.cookie[:], Principal: st.principal, WarnedExpiresUnixNanos: st.warnedExp}
-		for eid, l := range st.lis {
-			rec.Listeners = append(rec.Listeners, &statepb.RenewalListenerRecord{
-				EventId: int64(eid), Target: l.target, Handback: l.handback, MinWarningNanos: l.minWarning,
-				NextSequence: l.next, Epoch: l.epoch, Pending: l.pending,
-			})
-		}
-		rec.Leases = make([]*statepb.RenewalLeaseRecord, 0, len(st.leases))
-		for cl := range st.leases {
-			rec.Leases = append(rec.Leases, &statepb.RenewalLeaseRecord{
-				Landlord: cl.landlord.pb, Cookie: cl.cookie[:], ExpiresUnixNanos: cl.actual, Format: cl.format,
-				DesiredUnixNanos: cl.desired, RenewNanos: cl.renew, RenewedUnixNanos: cl.renewed,
-			})
-		}
-		out = append(out, rec)
+// Snapshot copies the state for a snapshot and returns a function that
+// turns the copy into records, one per set, outside the state's lock: a
+// million client leases are copied in a few tens of milliseconds, while
+// building their records takes far longer.
+func (s *State) Snapshot() func(emit func(*statepb.RenewalSetRecord) error) error {
+	type leaseCopy struct {
+		landlord                        *djinnpb.Ref
+		cookie                          djinn.ID
+		actual, desired, renew, renewed int64
+		format                          djinnpb.SerialFormat
 	}
-	return out
+	type setCopy struct {
+		rec    *statepb.RenewalSetRecord
+		leases []leaseCopy
+	}
+	s.mu.Lock()
+	sets := make([]setCopy, 0, len(s.sets))
+	for _, st := range s.sets {
+		sc := setCopy{rec: &statepb.RenewalSetRecord{SetId: st.id[:], Cookie: st.cookie[:], Principal: st.principal, WarnedExpiresUnixNanos: st.warnedExp}}
+		for eid, l := range st.lis {
+			sc.rec.Listeners = append(sc.rec.Listeners, &statepb.RenewalListenerRecord{
+				EventId: int64(eid), Target: l.target, Handback: l.handback, MinWarningNanos: l.minWarning,
+				NextSequence: l.next, Epoch: l.epoch, Pending: append([]*djinnpb.RemoteEvent(nil), l.pending...),
+			})
+		}
+		sc.leases = make([]leaseCopy, 0, len(st.leases))
+		for cl := range st.leases {
+			sc.leases = append(sc.leases, leaseCopy{cl.landlord.pb, cl.cookie, cl.actual, cl.desired, cl.renew, cl.renewed, cl.format})
+		}
+		sets = append(sets, sc)
+	}
+	s.mu.Unlock()
+	return func(emit func(*statepb.RenewalSetRecord) error) error {
+		for i := range sets {
+			sc := &sets[i]
+			sc.rec.Leases = make([]*statepb.RenewalLeaseRecord, len(sc.leases))
+			for j, c := range sc.leases {
+				sc.rec.Leases[j] = &statepb.RenewalLeaseRecord{
+					Landlord: c.landlord, Cookie: c.cookie[:], ExpiresUnixNanos: c.actual, Format: c.format,
+					DesiredUnixNanos: c.desired, RenewNanos: c.renew, RenewedUnixNanos: c.renewed,
+				}
+			}
+			if err := emit(sc.rec); err != nil {
+				return err
+			}
+			*sc = setCopy{} // let the set's records go
+		}
+		return nil
+	}
 }
 
 // Reset empties the state before a restore.

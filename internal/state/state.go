@@ -181,15 +181,20 @@ func (m *Machine) Snapshot() (func(io.Writer) error, error) {
 	for _, r := range m.Mailbox.Records() {
 		recs = append(recs, &statepb.Record{Record: &statepb.Record_Mailbox{Mailbox: r}})
 	}
-	for _, r := range m.Renewal.Records() {
-		recs = append(recs, &statepb.Record{Record: &statepb.Record_RenewalSet{RenewalSet: r}})
-	}
+	renewal := m.Renewal.Snapshot()
 	return func(w io.Writer) error {
 		bw := bufio.NewWriterSize(w, 1<<16)
 		for _, r := range recs {
 			if _, err := protodelim.MarshalTo(bw, r); err != nil {
 				return fmt.Errorf("write snapshot: %w", err)
 			}
+		}
+		err := renewal(func(r *statepb.RenewalSetRecord) error {
+			_, err := protodelim.MarshalTo(bw, &statepb.Record{Record: &statepb.Record_RenewalSet{RenewalSet: r}})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("write snapshot: %w", err)
 		}
 		return bw.Flush()
 	}, nil
