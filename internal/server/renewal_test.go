@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -163,4 +164,66 @@ func TestRenewalRefusesItsOwnSetLease(t *testing.T) {
 		SetId: b.GetSet().GetObjectId(), Lease: a.GetLease(), DesiredDurationNanos: int64(time.Hour), RenewDurationNanos: int64(time.Minute),
 	})
 	wantErr(t, "renewFor(a set's lease)", err, djinn.InvalidArgument, "granted by this renewal service")
+}
+
+// A renewal set lives in the replicated log: after its leader fails, the
+// new leader keeps renewing the set's client leases, so none lapses at its
+// landlord.
+func TestRenewalFailover(t *testing.T) {
+	t.Parallel()
+	cfg := servertest.Config(t)
+	cfg.Mailbox.DefaultLease = server.Duration(3 * time.Second)
+	cfg.Mailbox.MaxLease = server.Duration(3 * time.Second)
+	ll := servertest.Start(t, cfg)
+	boxes := djinnpb.NewEventMailboxClient(servertest.Dial(t, ll.Addr()).ClientConn())
+	reg, err := boxes.Register(testContext(t), &djinnpb.MailboxRegisterRequest{LeaseDurationNanos: int64(djinn.Any)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := servertest.StartCluster(t, 3, func(c *server.Config) {
+		c.Raftcfg.HeartbeatTimeout = server.Duration(200 * time.Millisecond)
+		c.Raftcfg.ElectionTimeout = server.Duration(200 * time.Millisecond)
+	})
+	var leader *server.Server
+	servertest.Eventually(t, "a leader", func() bool { leader = servertest.Leader(ss...); return leader != nil })
+	sets := djinnpb.NewLeaseRenewalServiceClient(servertest.Dial(t, leader.Addr()).ClientConn())
+	var set *djinnpb.RenewalSet
+	retryUnavailable(t, "create a set", func(ctx context.Context) (err error) {
+		set, err = sets.CreateSet(ctx, &djinnpb.CreateSetRequest{LeaseDurationNanos: int64(time.Hour)})
+		return err
+	})
+	if _, err := sets.RenewFor(testContext(t), &djinnpb.RenewForRequest{SetId: set.GetSet().GetObjectId(), Lease: reg.GetLease(),
+		DesiredDurationNanos: int64(djinn.Forever), RenewDurationNanos: int64(djinn.Forever)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.Close(); err != nil {
+		t.Fatal(err)
+	}
+	failed := time.Now()
+	var survivors []*server.Server
+	for _, s := range ss {
+		if s != leader {
+			survivors = append(survivors, s)
+		}
+	}
+	var next *server.Server
+	servertest.Eventually(t, "a new leader", func() bool { next = servertest.Leader(survivors...); return next != nil })
+	sets = djinnpb.NewLeaseRenewalServiceClient(servertest.Dial(t, next.Addr()).ClientConn())
+	// Three original grants after the failover, the lease is still alive at
+	// its landlord and still in the set.
+	servertest.Eventually(t, "three grants to pass after the failover", func() bool {
+		if _, err := boxes.GetRegistration(testContext(t), &djinnpb.MailboxRegistrationRequest{RegistrationId: reg.GetRegistrationId()}); err != nil {
+			t.Fatalf("the client lease lapsed after the renewal service's leader failed: %v", err)
+		}
+		return time.Since(failed) > 9*time.Second
+	})
+	var n int
+	retryUnavailable(t, "read the set at the new leader", func(ctx context.Context) error {
+		ls, err := sets.GetLeases(ctx, &djinnpb.SetRequest{SetId: set.GetSet().GetObjectId()})
+		n = len(ls.GetLeases())
+		return err
+	})
+	if n != 1 {
+		t.Fatalf("set holds %d leases after failover, want 1", n)
+	}
 }
