@@ -57,6 +57,16 @@
 // Payloads stay protobuf Any values and handbacks stay bytes: nothing
 // received from the network is turned into code or into arbitrary types.
 //
+// # The lease renewal service
+//
+// RenewalService and RenewalSet (LR.2) hand leases to a djinn server that
+// renews them for the client: CreateSet leases a set, RenewFor puts any
+// lease in it until a desired expiration, and the set's listeners receive
+// RenewalFailureEvent and ExpirationWarningEvent (decoded from the
+// RemoteEvent with RenewalFailureEventFrom and ExpirationWarningEventFrom).
+// The set's own lease is a normal Lease, renewed and cancelled like any
+// other — or kept alive by a Renewer.
+//
 // # Design notes
 //
 // Where this package departs from the Jini classes it mirrors, it is on

@@ -93,3 +93,137 @@ func TestCLIWalkThrough(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIRenewal runs the renewal commands against a real server: a set
+// renews mailbox registrations' leases, lists, shows, and lets them go.
+func TestCLIRenewal(t *testing.T) {
+	n := newNode(t)
+	p := n.start(t)
+	defer p.stop(t)
+
+	type leaseJSON struct {
+		Landlord string `json:"landlord"`
+		Token    string `json:"token"`
+	}
+	type listenerJSON struct {
+		Listener   string `json:"listener"`
+		Handback   string `json:"handback"`
+		MinWarning string `json:"min_warning"`
+		NextSeq    int64  `json:"next_sequence"`
+	}
+	type setJSON struct {
+		ID                string        `json:"set"`
+		Ref               string        `json:"reference"`
+		Lease             leaseJSON     `json:"lease"`
+		Leases            int64         `json:"leases"`
+		ExpirationWarning *listenerJSON `json:"expiration_warning"`
+		RenewalFailure    *listenerJSON `json:"renewal_failure"`
+	}
+	jsonOf := func(v any, args ...string) {
+		t.Helper()
+		out := mustRun(t, p, append(args, "-o", "json")...)
+		if err := json.Unmarshal([]byte(out), v); err != nil {
+			t.Fatalf("djinn %v: %v\n%s", args, err, out)
+		}
+	}
+	show := func(id string) setJSON {
+		t.Helper()
+		var s setJSON
+		jsonOf(&s, "renewal", "show", id)
+		return s
+	}
+
+	var set setJSON
+	jsonOf(&set, "renewal", "create", "--duration", "1h")
+	if set.ID == "" || !strings.Contains(set.Ref, set.ID) || !strings.HasPrefix(set.Lease.Token, "djinn-lease:") || set.Leases != 0 {
+		t.Fatalf("create printed %+v", set)
+	}
+	if text := mustRun(t, p, "renewal", "show", set.ID); !strings.Contains(text, set.ID) || !strings.Contains(text, "warning    (none)") {
+		t.Errorf("show printed:\n%s", text)
+	}
+
+	// Client leases: two mailbox registrations' leases.
+	type regJSON struct {
+		Listener string    `json:"listener"`
+		Lease    leaseJSON `json:"lease"`
+	}
+	var a, b regJSON
+	jsonOf(&a, "mailbox", "register", "--duration", "10m")
+	jsonOf(&b, "mailbox", "register", "--duration", "10m")
+	mustRun(t, p, "renewal", "add", set.ID, a.Lease.Token, "--desired", "1h", "--renew", "1m")
+	mustRun(t, p, "renewal", "add", set.ID, b.Lease.Token, "--desired", "forever")
+
+	var leases []struct {
+		Landlord  string `json:"landlord"`
+		Desired   string `json:"desired_expiration"`
+		Renew     string `json:"renew_duration"`
+		LastError string `json:"last_error"`
+		Token     string `json:"token"`
+	}
+	jsonOf(&leases, "renewal", "ls", set.ID)
+	if len(leases) != 2 || leases[0].Renew != "1m0s" || leases[0].Landlord != a.Lease.Landlord ||
+		leases[1].Desired != "never" || leases[1].Renew != "forever" || leases[0].LastError != "" {
+		t.Fatalf("ls printed %+v", leases)
+	}
+	if text := mustRun(t, p, "renewal", "ls", set.ID); strings.Count(text, "landlord=") != 2 || !strings.Contains(text, "desired=never renew=forever") {
+		t.Errorf("ls printed:\n%s", text)
+	}
+
+	mustRun(t, p, "renewal", "warn", set.ID, "--listener", a.Listener, "--min-warning", "1m", "--handback", "wake")
+	mustRun(t, p, "renewal", "failures", set.ID, "--listener", b.Listener)
+	s := show(set.ID)
+	if s.Leases != 2 || s.ExpirationWarning == nil || s.ExpirationWarning.Listener != a.Listener || s.ExpirationWarning.MinWarning != "1m0s" ||
+		s.ExpirationWarning.Handback != "wake" || s.ExpirationWarning.NextSeq < 1 || s.RenewalFailure == nil || s.RenewalFailure.Listener != b.Listener {
+		t.Fatalf("show printed %+v", s)
+	}
+	mustRun(t, p, "renewal", "clear-warn", set.ID)
+	mustRun(t, p, "renewal", "clear-failures", set.ID)
+	if s := show(set.ID); s.ExpirationWarning != nil || s.RenewalFailure != nil {
+		t.Errorf("after clearing: %+v", s)
+	}
+
+	var removed struct {
+		Removed bool      `json:"removed"`
+		Lease   leaseJSON `json:"lease"`
+	}
+	jsonOf(&removed, "renewal", "remove", set.ID, a.Lease.Token)
+	if !removed.Removed || removed.Lease.Landlord != a.Lease.Landlord {
+		t.Errorf("remove printed %+v", removed)
+	}
+	if text := mustRun(t, p, "renewal", "remove", set.ID, a.Lease.Token); !strings.Contains(text, "not in the set") {
+		t.Errorf("second remove printed %q", text)
+	}
+	if s := show(set.ID); s.Leases != 1 {
+		t.Errorf("after remove: %d leases, want 1", s.Leases)
+	}
+
+	// Errors: one line, non-zero exit, naming what is wrong.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"renewal", "create", "--duration", "0s"}, "0s"},
+		{[]string{"renewal", "add", set.ID, a.Lease.Token, "--desired", "1h", "--renew", "-5s"}, "-5s"},
+		{[]string{"renewal", "add", set.ID, a.Lease.Token, "--desired", "soon"}, "soon"},
+		{[]string{"renewal", "add", set.ID, "djinn-lease:garbage", "--desired", "1h"}, "token"},
+		{[]string{"renewal", "add", set.ID, set.Lease.Token, "--desired", "1h"}, "granted by this renewal service"},
+		{[]string{"renewal", "show", "1234"}, "1234"},
+		{[]string{"renewal", "warn", set.ID, "--listener", "not-a-reference", "--min-warning", "1m"}, "not-a-reference"},
+		{[]string{"renewal", "warn", set.ID, "--listener", a.Listener, "--min-warning", "-1m"}, "-1m"},
+	} {
+		_, errs, ok := run(t, p, tc.args...)
+		if ok {
+			t.Errorf("djinn %v succeeded", tc.args)
+			continue
+		}
+		if lines := strings.Split(strings.TrimSpace(errs), "\n"); len(lines) != 1 || !strings.Contains(errs, tc.want) {
+			t.Errorf("djinn %v: stderr %q, want one line naming %q", tc.args, errs, tc.want)
+		}
+	}
+
+	// LR.2: the set's lease cancelled, the set is gone.
+	mustRun(t, p, "lease", "cancel", set.Lease.Token)
+	if _, errs, ok := run(t, p, "renewal", "show", set.ID); ok || !strings.Contains(errs, "no such set") {
+		t.Errorf("show of a cancelled set: ok=%v stderr %q", ok, errs)
+	}
+}

@@ -5,6 +5,7 @@
 //	djinn lease …          show, renew and cancel leases
 //	djinn mailbox …        event mailbox registrations
 //	djinn events …         host a listener, send an event
+//	djinn renewal …        lease renewal sets
 package main
 
 import (
