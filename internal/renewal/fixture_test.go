@@ -2,6 +2,7 @@ package renewal_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -14,6 +15,7 @@ import (
 	"github.com/djinn-go/djinn/internal/renewal"
 	"github.com/djinn-go/djinn/internal/state/statetest"
 	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/proto/statepb"
 )
 
 // landlord is an in-memory landlord for client leases: it grants at most
@@ -28,6 +30,10 @@ type landlord struct {
 	fail   func(cookie djinn.ID) error
 	down   error // the whole call fails with it
 	lapsed int   // renewals of leases that had already expired
+
+	askedAt []time.Time   // when each of asked was asked
+	block   chan struct{} // if set, calls wait until it is closed (or ctx ends)
+	waiting int           // calls waiting on block
 }
 
 func newLandlord(name string, max time.Duration) *landlord {
@@ -51,8 +57,22 @@ func (l *landlord) expiration(c djinn.ID) time.Time {
 	return l.exp[c]
 }
 
-func (l *landlord) renewAll(_ context.Context, cookies []djinn.ID, durations []time.Duration) ([]time.Duration, []*djinnpb.Error, *djinnpb.Error) {
+func (l *landlord) renewAll(ctx context.Context, cookies []djinn.ID, durations []time.Duration) ([]time.Duration, []*djinnpb.Error, *djinnpb.Error) {
 	l.mu.Lock()
+	if b := l.block; b != nil {
+		l.waiting++
+		l.mu.Unlock()
+		select {
+		case <-b:
+		case <-ctx.Done():
+		}
+		l.mu.Lock()
+		l.waiting--
+		if ctx.Err() != nil {
+			l.mu.Unlock()
+			return nil, nil, grpcerr.ToProto(djinn.Errorf(djinn.Unavailable, "renewal call: %v", ctx.Err()))
+		}
+	}
 	defer l.mu.Unlock()
 	l.calls++
 	if l.down != nil {
@@ -63,6 +83,7 @@ func (l *landlord) renewAll(_ context.Context, cookies []djinn.ID, durations []t
 	var errs []*djinnpb.Error
 	for i, c := range cookies {
 		l.asked = append(l.asked, durations[i])
+		l.askedAt = append(l.askedAt, now)
 		var err error
 		if l.fail != nil {
 			err = l.fail(c)
@@ -111,12 +132,21 @@ func (ls *landlords) RenewAll(ctx context.Context, ref djinn.Ref, cookies []djin
 type listener struct {
 	mu     sync.Mutex
 	got    map[djinn.Ref][]*djinnpb.RemoteEvent
+	at     map[djinn.Ref][]time.Time // when each of got arrived
+	sends  map[djinn.Ref]int         // Send calls, accepted or not
 	answer func(target djinn.Ref, ev *djinnpb.RemoteEvent) error
 }
 
 func (s *listener) Send(_ context.Context, target djinn.Ref, events []*djinnpb.RemoteEvent) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.sends == nil {
+		s.sends = map[djinn.Ref]int{}
+	}
+	if s.at == nil {
+		s.at = map[djinn.Ref][]time.Time{}
+	}
+	s.sends[target]++
 	for i, ev := range events {
 		if s.answer != nil {
 			if err := s.answer(target, ev); err != nil {
@@ -124,6 +154,7 @@ func (s *listener) Send(_ context.Context, target djinn.Ref, events []*djinnpb.R
 			}
 		}
 		s.got[target] = append(s.got[target], ev)
+		s.at[target] = append(s.at[target], time.Now())
 	}
 	return len(events), nil
 }
@@ -134,9 +165,47 @@ func (s *listener) events(target djinn.Ref) []*djinnpb.RemoteEvent {
 	return append([]*djinnpb.RemoteEvent(nil), s.got[target]...)
 }
 
+// gate is the renewal service's log: the fixture's, unless closed, when
+// every proposal fails (a log that does not take commands for a while).
+type gate struct {
+	log *statetest.Log
+
+	mu       sync.Mutex
+	closed   error
+	refused  int // proposals refused while closed
+	proposed int
+}
+
+func (g *gate) Propose(ctx context.Context, cmd *statepb.Command) (any, error) {
+	g.mu.Lock()
+	g.proposed++
+	err := g.closed
+	if err != nil {
+		g.refused++
+	}
+	g.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return g.log.Propose(ctx, cmd)
+}
+
+func (g *gate) close(err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = err
+}
+
+func (g *gate) refusals() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.refused
+}
+
 type fixture struct {
 	t         *testing.T
 	log       *statetest.Log
+	gate      *gate // the renewal service's way to log
 	lessor    *lease.Lessor
 	svc       *renewal.Service
 	landlords *landlords
@@ -146,7 +215,14 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, cfg renewal.Config) *fixture {
-	f := &fixture{t: t, log: statetest.New(), landlords: &landlords{all: map[djinn.ID]*landlord{}}, listener: &listener{got: map[djinn.Ref][]*djinnpb.RemoteEvent{}}}
+	return newFixtureOver(t, statetest.New(), &landlords{all: map[djinn.ID]*landlord{}}, &listener{got: map[djinn.Ref][]*djinnpb.RemoteEvent{}}, cfg)
+}
+
+// newFixtureOver starts a service over log's machine with the given fake
+// landlords and listener: a restart over a restored machine shares them with
+// the fixture it replaces.
+func newFixtureOver(t *testing.T, log *statetest.Log, ls *landlords, lis *listener, cfg renewal.Config) *fixture {
+	f := &fixture{t: t, log: log, landlords: ls, listener: lis}
 	f.self = djinn.Ref{Endpoint: "127.0.0.1:4161", Service: f.log.M.ServiceID(), Object: djinn.ID{'r'}}
 	f.lessor = lease.NewLessor(f.log.M.Leases, f.log, lease.Config{Slack: 10 * time.Second})
 	cfg.Landlords = f.landlords
@@ -154,7 +230,8 @@ func newFixture(t *testing.T, cfg renewal.Config) *fixture {
 	if cfg.Lease == (lease.Policy{}) {
 		cfg.Lease = lease.Policy{Default: time.Hour, Max: 24 * time.Hour}
 	}
-	svc, err := renewal.New(f.log.M.Renewal, f.lessor, f.log, time.Now, func() djinn.Ref { return f.self }, cfg)
+	f.gate = &gate{log: log}
+	svc, err := renewal.New(f.log.M.Renewal, f.lessor, f.gate, time.Now, func() djinn.Ref { return f.self }, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,4 +308,152 @@ func TestSmokeRenewsUntilDesired(t *testing.T) {
 		}
 		t.Logf("calls %d lapsed %d asked %v", ll.calls, ll.lapsed, ll.asked)
 	})
+}
+
+// stats returns what the test needs of the fake landlord, under its lock.
+func (l *landlord) stats() (calls, lapsed int, asked []time.Duration, askedAt []time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.calls, l.lapsed, append([]time.Duration(nil), l.asked...), append([]time.Time(nil), l.askedAt...)
+}
+
+func (l *landlord) setDown(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.down = err
+}
+
+func (l *landlord) setFail(fail func(djinn.ID) error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.fail = fail
+}
+
+// holds reports whether the landlord still knows the lease (it was not
+// cancelled; it may have lapsed).
+func (l *landlord) holds(c djinn.ID) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.exp[c]
+	return ok
+}
+
+// grantAbs makes a lease expiring at exp and returns it in the absolute
+// serial format, which can carry an expiration already past.
+func (l *landlord) grantAbs(exp time.Time) (*djinnpb.Lease, djinn.ID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := djinn.NewID()
+	l.exp[c] = exp
+	pb := lease.Proto(l.ref, c, 0)
+	pb.DurationNanos, pb.ExpirationUnixNanos, pb.Format = 0, exp.UnixNano(), djinnpb.SerialFormat_SERIAL_FORMAT_ABSOLUTE
+	return pb, c
+}
+
+func (s *listener) setAnswer(answer func(djinn.Ref, *djinnpb.RemoteEvent) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.answer = answer
+}
+
+func (s *listener) arrivals(target djinn.Ref) []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Time(nil), s.at[target]...)
+}
+
+func (s *listener) sendsTo(target djinn.Ref) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sends[target]
+}
+
+func (f *fixture) renewFor(st renewal.Set, l *djinnpb.Lease, desired, renew time.Duration) error {
+	return f.svc.RenewFor(context.Background(), st.Info.ID, l, desired, renew)
+}
+
+func (f *fixture) mustRenewFor(st renewal.Set, l *djinnpb.Lease, desired, renew time.Duration) {
+	f.t.Helper()
+	if err := f.renewFor(st, l, desired, renew); err != nil {
+		f.t.Fatalf("renewFor: %v", err)
+	}
+}
+
+func (f *fixture) leases(st renewal.Set) []*djinnpb.ClientLease {
+	f.t.Helper()
+	ls, err := f.svc.Leases(context.Background(), st.Info.ID)
+	if err != nil {
+		f.t.Fatalf("getLeases: %v", err)
+	}
+	return ls
+}
+
+// leaseOf returns the set's client lease with cookie c, or nil.
+func (f *fixture) leaseOf(st renewal.Set, c djinn.ID) *djinnpb.ClientLease {
+	f.t.Helper()
+	for _, cl := range f.leases(st) {
+		if djinn.ID(cl.GetLease().GetCookie()) == c {
+			return cl
+		}
+	}
+	return nil
+}
+
+// listen registers the listener name for eventID on the set.
+func (f *fixture) listen(st renewal.Set, eventID int64, name string, minWarning time.Duration) (*djinnpb.EventRegistration, djinn.Ref) {
+	f.t.Helper()
+	tpb, tref := target(name)
+	reg, err := f.svc.Listen(context.Background(), st.Info.ID, eventID, tpb, minWarning, []byte("hb-"+name))
+	if err != nil {
+		f.t.Fatalf("listen: %v", err)
+	}
+	return reg, tref
+}
+
+func (f *fixture) info(st renewal.Set) renewal.SetInfo {
+	f.t.Helper()
+	in, err := f.log.M.Renewal.Get(st.Info.ID)
+	if err != nil {
+		f.t.Fatalf("set %s: %v", st.Info.ID, err)
+	}
+	return in
+}
+
+// advance moves the bubble's clock on by d and lets everything settle.
+func advance(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
+}
+
+func failureOf(t *testing.T, ev *djinnpb.RemoteEvent) *djinnpb.RenewalFailure {
+	t.Helper()
+	var p djinnpb.RenewalFailure
+	if err := ev.GetPayload().UnmarshalTo(&p); err != nil {
+		t.Fatalf("failure event payload: %v", err)
+	}
+	return &p
+}
+
+func warningOf(t *testing.T, ev *djinnpb.RemoteEvent) *djinnpb.ExpirationWarning {
+	t.Helper()
+	var p djinnpb.ExpirationWarning
+	if err := ev.GetPayload().UnmarshalTo(&p); err != nil {
+		t.Fatalf("warning event payload: %v", err)
+	}
+	return &p
+}
+
+func cookieOf(l *djinnpb.Lease) djinn.ID { return djinn.ID(l.GetCookie()) }
+
+func wantKind(t *testing.T, err error, k djinn.Kind) {
+	t.Helper()
+	if k == "" {
+		if err != nil {
+			t.Fatalf("err %v, want none", err)
+		}
+		return
+	}
+	if !errors.Is(err, k) {
+		t.Fatalf("err %v (kind %q), want kind %s", err, djinn.KindOf(err), k)
+	}
 }

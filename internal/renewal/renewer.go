@@ -127,7 +127,8 @@ func (r *renewer) renew(ctx context.Context, ll djinn.Ref, batch []renewal) {
 		default:
 			r.s.Retried.Add(1)
 			attempts := r.s.state.attempts(b)
-			r.s.state.retry(b, err, r.s.now().Add(r.backoff(attempts)).UnixNano())
+			now := r.s.now()
+			r.s.state.retry(b, err, now.Add(r.backoff(attempts, time.Duration(b.actual-now.UnixNano()))).UnixNano())
 		}
 	}
 	n := len(r.exps)
@@ -143,12 +144,18 @@ func (r *renewer) renew(ctx context.Context, ll djinn.Ref, batch []renewal) {
 	}
 }
 
-func (r *renewer) backoff(attempts int) time.Duration {
+// backoff returns how long to wait before retrying a renewal that failed
+// attempts times in a row, left before the lease expires: exponential with
+// jitter, but at most half of what is left (and no less than MinRetry for
+// that), so that the lease is tried again while it can still be saved
+// (LR.2: retry until the lease would otherwise be removed).
+func (r *renewer) backoff(attempts int, left time.Duration) time.Duration {
 	d := r.s.cfg.MinRetry << min(attempts, 20)
 	if d <= 0 || d > r.s.cfg.MaxRetry {
 		d = r.s.cfg.MaxRetry
 	}
-	return d/2 + rand.N(d/2+1)
+	d = d/2 + rand.N(d/2+1)
+	return min(d, max(left/2, r.s.cfg.MinRetry))
 }
 
 // end proposes the removal of client leases; what the log does not take

@@ -31,7 +31,12 @@ type work struct {
 
 // take pops the client leases due by now (renewals up to window early, so
 // renewals to one landlord batch), at most max of them, and returns them
-// with the time the next one falls due (never if none).
+// with the time the next one falls due (never if none). The caller comes
+// back when that one is due, not a window before: the window is how far
+// ahead of the first due lease take reaches, so leases due shortly after it
+// share its call. Retries and releases are not anticipated: their due time
+// is a delay, and a retry due at a lease's expiration, taken early, would
+// be retried at once again and again until then.
 func (s *State) take(now, window int64, max int) (work, int64) {
 	w := work{renew: map[*landlord][]renewal{}}
 	s.mu.Lock()
@@ -39,13 +44,13 @@ func (s *State) take(now, window int64, max int) (work, int64) {
 	var later []*clientLease
 	for len(s.sched) > 0 && w.n < max {
 		cl := s.sched[0]
-		if cl.due > now && (cl.due-window > now || cl.actual >= cl.desired) {
+		if cl.due > now && (cl.due-window > now || !cl.early || cl.actual >= cl.desired) {
 			break
 		}
 		heap.Pop(&s.sched)
 		switch {
 		case cl.desired <= now:
-			w.ends = append(w.ends, &statepb.RenewalEnding{Key: keyBytes(cl.key()), Reason: statepb.RenewalEndReason_RENEWAL_END_REASON_DESIRED})
+			w.ends = append(w.ends, &statepb.RenewalEnding{Key: keyBytes(cl.key()), Reason: statepb.RenewalEndReason_RENEWAL_END_REASON_DESIRED, Error: cl.lastErr})
 		case cl.actual <= now:
 			w.ends = append(w.ends, &statepb.RenewalEnding{Key: keyBytes(cl.key()), Reason: statepb.RenewalEndReason_RENEWAL_END_REASON_EXPIRED, Error: cl.lastErr})
 		case cl.actual >= cl.desired:
@@ -66,9 +71,6 @@ func (s *State) take(now, window int64, max int) (work, int64) {
 	next := int64(never)
 	if len(s.sched) > 0 {
 		next = s.sched[0].due
-		if next > now && s.sched[0].actual < s.sched[0].desired {
-			next -= window
-		}
 	}
 	return w, next
 }
@@ -100,6 +102,7 @@ func (s *State) retry(r renewal, err *djinnpb.Error, due int64) {
 	}
 	cl.attempts++
 	cl.lastErr = err
+	cl.early = false
 	s.pushLocked(cl, min(due, cl.actual))
 }
 
@@ -117,6 +120,7 @@ func (s *State) release(keys []Key, due int64) {
 	defer s.mu.Unlock()
 	for _, k := range keys {
 		if cl, ok := s.leases[k]; ok && cl.heapIdx < 0 {
+			cl.early = false
 			s.pushLocked(cl, due)
 		}
 	}
@@ -129,7 +133,7 @@ func (s *State) promote(now int64) {
 	defer s.mu.Unlock()
 	for _, cl := range s.leases {
 		if cl.heapIdx < 0 {
-			cl.attempts, cl.lastErr = 0, nil
+			cl.attempts, cl.lastErr, cl.early = 0, nil, false
 			s.pushLocked(cl, now)
 		}
 	}

@@ -53,7 +53,7 @@ type landlord struct {
 	refs int
 }
 
-// clientLease is a lease in a renewal set. The fields down to renewed are
+// clientLease is a lease in a renewal set. The fields down to format are
 // replicated state; the rest is the leader's renewal schedule, which every
 // member keeps from the log (so a new leader has it) and the leader alone
 // adjusts for retries.
@@ -67,6 +67,7 @@ type clientLease struct {
 	renewed  int64 // when the lease was last recorded renewed (or added)
 	format   djinnpb.SerialFormat
 
+	early    bool           // due is a renewal time, which take may anticipate by its window (in format's padding)
 	due      int64          // when the schedule next looks at the lease
 	heapIdx  int32          // in the schedule; -1 while taken
 	attempts int32          // failed renewals since the last success
@@ -554,7 +555,7 @@ func (s *State) ApplyEnd(now int64, c *statepb.RenewalEnd) {
 		switch e.GetReason() {
 		case statepb.RenewalEndReason_RENEWAL_END_REASON_DESIRED:
 			if cl.desired <= now {
-				s.endLocked(cl, cl.actual < cl.desired, nil)
+				s.endLocked(cl, cl.actual < cl.desired, e.GetError())
 				continue
 			}
 		case statepb.RenewalEndReason_RENEWAL_END_REASON_EXPIRED:
@@ -651,6 +652,7 @@ func (s *State) scheduleLocked(now int64, cl *clientLease) {
 		due = max(cl.actual-granted/3, now)
 		due = min(due, cl.desired)
 	}
+	cl.early = true
 	s.pushLocked(cl, due)
 }
 
