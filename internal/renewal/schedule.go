@@ -44,7 +44,7 @@ func (s *State) take(now, window int64, max int) (work, int64) {
 	var later []*clientLease
 	for len(s.sched) > 0 && w.n < max {
 		cl := s.sched[0]
-		if cl.due > now && (cl.due-window > now || !cl.early || cl.actual >= cl.desired) {
+		if cl.due > now && (cl.due-cl.ahead(window) > now || cl.actual >= cl.desired) {
 			break
 		}
 		heap.Pop(&s.sched)
@@ -77,6 +77,17 @@ func (s *State) take(now, window int64, max int) (work, int64) {
 
 func keyBytes(k Key) []byte { return k[:] }
 
+// ahead returns how early take may renew the lease: up to window, but no
+// more than a quarter of its granted time, so that a short lease is not due
+// again as soon as it is renewed; and not at all when due is a retry or
+// release time, a delay that must pass.
+func (c *clientLease) ahead(window int64) int64 {
+	if !c.early {
+		return 0
+	}
+	return min(window, max(c.actual-c.renewed, 0)/4)
+}
+
 // request is the duration to ask for (LR.2): the renewal duration, but no
 // more than the remaining desired duration, except that Any is asked as is.
 func (c *clientLease) request(now int64) time.Duration {
@@ -96,7 +107,7 @@ func (c *clientLease) request(now int64) time.Duration {
 func (s *State) retry(r renewal, err *djinnpb.Error, due int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cl, ok := s.leases[r.key]
+	cl, ok := s.leases.get(r.key)
 	if !ok || cl != r.cl || cl.heapIdx >= 0 {
 		return
 	}
@@ -119,7 +130,7 @@ func (s *State) release(keys []Key, due int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, k := range keys {
-		if cl, ok := s.leases[k]; ok && cl.heapIdx < 0 {
+		if cl, ok := s.leases.get(k); ok && cl.heapIdx < 0 {
 			cl.early = false
 			s.pushLocked(cl, due)
 		}
@@ -131,7 +142,7 @@ func (s *State) release(keys []Key, due int64) {
 func (s *State) promote(now int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, cl := range s.leases {
+	for cl := range s.leases.all() {
 		if cl.heapIdx < 0 {
 			cl.attempts, cl.lastErr, cl.early = 0, nil, false
 			s.pushLocked(cl, now)

@@ -113,7 +113,7 @@ type State struct {
 	mu sync.Mutex
 	// Everything below is guarded by mu.
 	sets      map[djinn.ID]*set
-	leases    map[Key]*clientLease
+	leases    index
 	landlords map[[32]byte]*landlord
 	warnSets  map[*set]struct{} // sets with a warning listener
 	sched     schedule
@@ -143,7 +143,7 @@ func NewState(t *lease.Table, service func() djinn.ID) *State {
 
 func (s *State) resetLocked() {
 	s.sets = make(map[djinn.ID]*set)
-	s.leases = make(map[Key]*clientLease)
+	s.leases = newIndex()
 	s.landlords = make(map[[32]byte]*landlord)
 	s.warnSets = make(map[*set]struct{})
 	s.sched = nil
@@ -160,7 +160,7 @@ func (s *State) signal() {
 func (s *State) Len() (sets, leases int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.sets), len(s.leases)
+	return len(s.sets), s.leases.len()
 }
 
 func noSuchSet(id djinn.ID) error {
@@ -247,7 +247,7 @@ func (s *State) Leases(id djinn.ID) ([]ClientLease, error) {
 func (s *State) SetOf(k Key) (djinn.ID, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c, ok := s.leases[k]
+	c, ok := s.leases.get(k)
 	if !ok {
 		return djinn.ID{}, false
 	}
@@ -315,7 +315,7 @@ func (s *State) ApplyAdd(now int64, c *statepb.RenewalAdd) (AddResult, error) {
 		return AddResult{}, noSuchSet(id)
 	}
 	k := KeyOf(ref, cookie)
-	cl, ok := s.leases[k]
+	cl, ok := s.leases.get(k)
 	switch {
 	case ok && cl.set != st:
 		return AddResult{}, djinn.Errorf(djinn.InvalidArgument, "lease %s: already in renewal set %s of this service (LR.2)", cookie, cl.set.id)
@@ -327,7 +327,7 @@ func (s *State) ApplyAdd(now int64, c *statepb.RenewalAdd) (AddResult, error) {
 			actual: c.GetExpiresUnixNanos(), desired: c.GetDesiredUnixNanos(), renew: c.GetRenewNanos(),
 			renewed: now, format: c.GetFormat(), heapIdx: -1,
 		}
-		s.leases[k] = cl
+		s.leases.put(k, cl)
 		st.leases[cl] = struct{}{}
 	}
 	if cl.desired <= now || cl.actual <= now {
@@ -370,7 +370,7 @@ func (s *State) landlordLocked(ref djinn.Ref, pb *djinnpb.Ref) *landlord {
 // removeLocked takes a client lease out of its set and the schedule.
 func (s *State) removeLocked(cl *clientLease) {
 	k := cl.key()
-	delete(s.leases, k)
+	s.leases.del(k)
 	delete(cl.set.leases, cl)
 	if cl.heapIdx >= 0 {
 		heap.Remove(&s.sched, int(cl.heapIdx))
@@ -452,7 +452,7 @@ func (s *State) ApplyRemove(c *statepb.RenewalRemove) (*ClientLease, error) {
 	if !ok {
 		return nil, noSuchSet(id)
 	}
-	cl, ok := s.leases[k]
+	cl, ok := s.leases.get(k)
 	if !ok || cl.set != st {
 		return nil, nil
 	}
@@ -526,7 +526,7 @@ func (s *State) ApplyRenewed(now int64, c *statepb.RenewalRenewed) {
 	defer s.mu.Unlock()
 	for i := 0; i < len(exps) && (i+1)*len(Key{}) <= len(keys); i++ {
 		k := Key(keys[i*len(Key{}) : (i+1)*len(Key{})])
-		cl, ok := s.leases[k]
+		cl, ok := s.leases.get(k)
 		if !ok {
 			continue // removed meanwhile
 		}
@@ -548,7 +548,7 @@ func (s *State) ApplyEnd(now int64, c *statepb.RenewalEnd) {
 		if err != nil {
 			continue
 		}
-		cl, ok := s.leases[k]
+		cl, ok := s.leases.get(k)
 		if !ok {
 			continue
 		}
@@ -768,7 +768,7 @@ func (s *State) Restore(rec *statepb.RenewalSetRecord) error {
 			actual: lr.GetExpiresUnixNanos(), desired: lr.GetDesiredUnixNanos(), renew: lr.GetRenewNanos(),
 			renewed: lr.GetRenewedUnixNanos(), format: lr.GetFormat(), heapIdx: -1,
 		}
-		s.leases[KeyOf(ref, c)] = cl
+		s.leases.put(KeyOf(ref, c), cl)
 		st.leases[cl] = struct{}{}
 		s.scheduleLocked(cl.renewed, cl)
 	}
