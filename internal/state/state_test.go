@@ -131,6 +131,15 @@ func FuzzApply(f *testing.F) {
 		{Op: &statepb.Command_LeaseCancel{LeaseCancel: &statepb.LeaseCancel{Cookies: [][]byte{id[:], {1}}}}},
 		{Op: &statepb.Command_MailboxDelivered{MailboxDelivered: &statepb.MailboxDelivered{Entries: []*statepb.Delivered{{RegistrationId: id[:], ThroughIndex: 3}}}}},
 		{Op: &statepb.Command_MailboxUnknown{MailboxUnknown: &statepb.MailboxUnknown{RegistrationId: id[:], Keys: []*djinnpb.EventKey{{}}}}},
+		{Op: &statepb.Command_RenewalCreate{RenewalCreate: &statepb.RenewalCreate{SetId: id[:], Cookie: id[:], ExpiresUnixNanos: 5}}},
+		{NowUnixNanos: 3, Op: &statepb.Command_RenewalAdd{RenewalAdd: &statepb.RenewalAdd{SetId: id[:], Landlord: &djinnpb.Ref{ServiceId: id[:], ObjectId: id[:]},
+			Cookie: id[:], ExpiresUnixNanos: 9, DesiredUnixNanos: 7, RenewNanos: 1}}},
+		{Op: &statepb.Command_RenewalListen{RenewalListen: &statepb.RenewalListen{SetId: id[:], EventId: 1, Target: &djinnpb.Ref{}}}},
+		{Op: &statepb.Command_RenewalRenewed{RenewalRenewed: &statepb.RenewalRenewed{Keys: append(append(id[:], id[:]...), id[:]...), ExpiresUnixNanos: []int64{4, 5}}}},
+		{NowUnixNanos: 8, Op: &statepb.Command_RenewalEnd{RenewalEnd: &statepb.RenewalEnd{Entries: []*statepb.RenewalEnding{{Key: append(append(id[:], id[:]...), id[:]...), Reason: 2}}}}},
+		{Op: &statepb.Command_RenewalWarn{RenewalWarn: &statepb.RenewalWarn{SetId: id[:], SetExpiresUnixNanos: 5}}},
+		{Op: &statepb.Command_RenewalDelivered{RenewalDelivered: &statepb.RenewalDelivered{Entries: []*statepb.RenewalDeliveredEntry{{SetId: id[:], EventId: 1, ThroughSequence: 2}}}}},
+		{Op: &statepb.Command_RenewalRemove{RenewalRemove: &statepb.RenewalRemove{SetId: id[:], Key: id[:]}}},
 	}
 	for _, s := range seeds {
 		b, _ := proto.Marshal(s)
@@ -154,7 +163,9 @@ func FuzzApply(f *testing.F) {
 		if err := r2.Restore(bytes.NewReader(snapshot(t, m2))); err != nil {
 			t.Fatal(err)
 		}
-		if r1.Leases.Len() != r2.Leases.Len() {
+		s1, l1 := r1.Renewal.Len()
+		s2, l2 := r2.Renewal.Len()
+		if r1.Leases.Len() != r2.Leases.Len() || s1 != s2 || l1 != l2 {
 			t.Fatal("two machines applying the same commands differ")
 		}
 	})
