@@ -42,13 +42,25 @@ func (s *State) take(now, window int64, max int) (work, int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var later []*clientLease
+	alive := map[*set]bool{}
 	for len(s.sched) > 0 && w.n < max {
 		cl := s.sched[0]
 		if cl.due > now && (cl.due-cl.ahead(window) > now || cl.actual >= cl.desired) {
 			break
 		}
 		heap.Pop(&s.sched)
+		live, ok := alive[cl.set]
+		if !ok {
+			live = s.table.Alive(cl.set.cookie, time.Unix(0, now))
+			alive[cl.set] = live
+		}
 		switch {
+		case !live:
+			// The set's lease has ended and the log is about to destroy
+			// the set: no further action on its leases (LR.2).
+			cl.due, cl.early = now+int64(time.Second), false
+			later = append(later, cl)
+			continue
 		case cl.desired <= now:
 			w.ends = append(w.ends, &statepb.RenewalEnding{Key: keyBytes(cl.key()), Reason: statepb.RenewalEndReason_RENEWAL_END_REASON_DESIRED, Error: cl.lastErr})
 		case cl.actual <= now:
