@@ -64,6 +64,9 @@ DJINN_MAILBOX_MAX_STORED, ...), then flags.`,
 	f.Var((*durationFlag)(&cfg.Renewal.DefaultLease), "renewal-default-lease", "renewal set lease granted for Any")
 	f.Var((*durationFlag)(&cfg.Renewal.MaxLease), "renewal-max-lease", "longest renewal set lease (forever allowed)")
 	f.BoolVar(&cfg.Renewal.Enabled, "renewal", cfg.Renewal.Enabled, "run the lease renewal service")
+	f.Var((*durationFlag)(&cfg.Txn.DefaultLease), "txn-default-lease", "transaction lease granted for Any")
+	f.Var((*durationFlag)(&cfg.Txn.MaxLease), "txn-max-lease", "longest transaction lease (forever allowed)")
+	f.BoolVar(&cfg.Txn.Enabled, "txn", cfg.Txn.Enabled, "run the transaction manager")
 	f.Var((*durationFlag)(&cfg.Raftcfg.ElectionTimeout), "election-timeout", "Raft election timeout")
 	f.Var((*durationFlag)(&cfg.Raftcfg.HeartbeatTimeout), "heartbeat-timeout", "Raft heartbeat timeout")
 	return cmd
@@ -94,6 +97,9 @@ func applyFlags(fs *pflag.FlagSet, final, flagged *server.Config) {
 		"renewal-default-lease": func() { final.Renewal.DefaultLease = flagged.Renewal.DefaultLease },
 		"renewal-max-lease":     func() { final.Renewal.MaxLease = flagged.Renewal.MaxLease },
 		"renewal":               func() { final.Renewal.Enabled = flagged.Renewal.Enabled },
+		"txn-default-lease":     func() { final.Txn.DefaultLease = flagged.Txn.DefaultLease },
+		"txn-max-lease":         func() { final.Txn.MaxLease = flagged.Txn.MaxLease },
+		"txn":                   func() { final.Txn.Enabled = flagged.Txn.Enabled },
 		"election-timeout":      func() { final.Raftcfg.ElectionTimeout = flagged.Raftcfg.ElectionTimeout },
 		"heartbeat-timeout":     func() { final.Raftcfg.HeartbeatTimeout = flagged.Raftcfg.HeartbeatTimeout },
 	}

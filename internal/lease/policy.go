@@ -28,8 +28,9 @@ type Kind uint32
 
 // Owners of leases.
 const (
-	KindMailbox    Kind = 1
-	KindRenewalSet Kind = 2
+	KindMailbox     Kind = 1
+	KindRenewalSet  Kind = 2
+	KindTransaction Kind = 3
 )
 
 func (k Kind) String() string {
@@ -38,6 +39,8 @@ func (k Kind) String() string {
 		return "mailbox"
 	case KindRenewalSet:
 		return "renewal set"
+	case KindTransaction:
+		return "transaction"
 	}
 	return "unknown"
 }

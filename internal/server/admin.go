@@ -29,6 +29,7 @@ func (a *adminRPC) Status(ctx context.Context, _ *djinnpb.StatusRequest) (*djinn
 	svc := s.machine.ServiceID()
 	regs, events := s.machine.Mailbox.Len()
 	sets, clientLeases := s.machine.Renewal.Len()
+	txns, activeTxns := s.machine.Txn.Len()
 	resp := &djinnpb.StatusResponse{
 		ServiceId:     svc[:],
 		NodeId:        s.node.ID(),
@@ -43,12 +44,17 @@ func (a *adminRPC) Status(ctx context.Context, _ *djinnpb.StatusRequest) (*djinn
 			"mailbox_stored_events": int64(events),
 			"renewal_sets":          int64(sets),
 			"renewal_leases":        int64(clientLeases),
+			"transactions":          int64(txns),
+			"transactions_active":   int64(activeTxns),
 		},
 		Landlord: refProto(s.ref(lease.LandlordID)()),
 	}
 	if s.cfg.Mailbox.Enabled {
 		resp.Services = append(resp.Services, "mailbox")
 		resp.Mailbox = refProto(s.ref(MailboxID)())
+	}
+	if s.cfg.Txn.Enabled {
+		resp.Services = append(resp.Services, "txn")
 	}
 	if s.cfg.Renewal.Enabled {
 		resp.Services = append(resp.Services, "renewal")

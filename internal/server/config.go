@@ -38,6 +38,7 @@ type Config struct {
 	Lease   LeaseConfig   `toml:"lease"`
 	Mailbox MailboxConfig `toml:"mailbox"`
 	Renewal RenewalConfig `toml:"renewal"`
+	Txn     TxnConfig     `toml:"txn"`
 	Raftcfg RaftConfig    `toml:"raft-tuning"`
 }
 
@@ -79,6 +80,17 @@ type RenewalConfig struct {
 	MaxSets      int      `toml:"max-sets"`
 	// MaxLeases bounds the client leases of all sets.
 	MaxLeases int `toml:"max-leases"`
+}
+
+// TxnConfig tunes the transaction manager.
+type TxnConfig struct {
+	Enabled      bool     `toml:"enabled"`
+	DefaultLease Duration `toml:"default-lease"` // transaction lease granted for Any
+	MaxLease     Duration `toml:"max-lease"`
+	MaxActive    int      `toml:"max-active"`
+	// Abandon is how long a participant may stay unreachable before it is
+	// reported (it is still retried).
+	Abandon Duration `toml:"abandon"`
 }
 
 // RaftConfig tunes replication.
@@ -124,6 +136,10 @@ func Default() Config {
 		Renewal: RenewalConfig{
 			Enabled: true, DefaultLease: Duration(time.Hour), MaxLease: Duration(24 * time.Hour),
 			MaxSets: 1_000_000, MaxLeases: 10_000_000,
+		},
+		Txn: TxnConfig{
+			Enabled: true, DefaultLease: Duration(time.Minute), MaxLease: Duration(time.Hour),
+			MaxActive: 1_000_000, Abandon: Duration(10 * time.Minute),
 		},
 		Raftcfg: RaftConfig{
 			HeartbeatTimeout: Duration(500 * time.Millisecond), ElectionTimeout: Duration(500 * time.Millisecond),
@@ -261,6 +277,7 @@ func (c *Config) Check() error {
 		{"mailbox max-registrations", c.Mailbox.MaxRegistrations},
 		{"renewal max-sets", c.Renewal.MaxSets},
 		{"renewal max-leases", c.Renewal.MaxLeases},
+		{"txn max-active", c.Txn.MaxActive},
 		{"lease expiry-batch", c.Lease.ExpiryBatch},
 		{"lease expiry-rate", c.Lease.ExpiryRate},
 	} {
@@ -277,6 +294,14 @@ func (c *Config) Check() error {
 	if def <= 0 || max <= 0 || def > max {
 		return djinn.Errorf(djinn.InvalidArgument, "renewal default-lease %s max-lease %s: want 0 < default <= max",
 			djinn.FormatDuration(def), djinn.FormatDuration(max))
+	}
+	def, max = time.Duration(c.Txn.DefaultLease), time.Duration(c.Txn.MaxLease)
+	if def <= 0 || max <= 0 || def > max {
+		return djinn.Errorf(djinn.InvalidArgument, "txn default-lease %s max-lease %s: want 0 < default <= max",
+			djinn.FormatDuration(def), djinn.FormatDuration(max))
+	}
+	if a := time.Duration(c.Txn.Abandon); a <= 0 {
+		return djinn.Errorf(djinn.InvalidArgument, "txn abandon %s: must be positive", djinn.FormatDuration(a))
 	}
 	hb, el := time.Duration(c.Raftcfg.HeartbeatTimeout), time.Duration(c.Raftcfg.ElectionTimeout)
 	if hb < 10*time.Millisecond || hb == djinn.Forever {

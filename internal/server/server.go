@@ -30,6 +30,7 @@ import (
 	"github.com/djinn-go/djinn/internal/renewal"
 	"github.com/djinn-go/djinn/internal/replica"
 	"github.com/djinn-go/djinn/internal/state"
+	"github.com/djinn-go/djinn/internal/txn"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
@@ -44,6 +45,7 @@ type Server struct {
 	lessor  *lease.Lessor
 	mailbox *mailbox.Service
 	renewal *renewal.Service
+	txn     *txn.Service
 	pool    *client.Pool
 	metrics *metrics
 
@@ -145,6 +147,17 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 		s.Close()
 		return nil, err
 	}
+	s.txn, err = txn.New(s.machine.Txn, s.lessor, s.node, s.now, s.ref(TxnID), txn.Config{
+		Lease:        lease.Policy{Default: time.Duration(cfg.Txn.DefaultLease), Max: time.Duration(cfg.Txn.MaxLease)},
+		MaxActive:    cfg.Txn.MaxActive,
+		Participants: participants{pool: s.pool},
+		Abandon:      time.Duration(cfg.Txn.Abandon),
+		Logger:       logger,
+	})
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
 	s.metrics = newMetrics(s)
 
 	opts := []grpc.ServerOption{
@@ -170,6 +183,9 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 	}
 	if cfg.Renewal.Enabled {
 		djinnpb.RegisterLeaseRenewalServiceServer(s.grpc, &renewalRPC{s: s})
+	}
+	if cfg.Txn.Enabled {
+		djinnpb.RegisterTransactionManagerServer(s.grpc, &txnRPC{s: s})
 	}
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
@@ -292,6 +308,13 @@ func (s *Server) lead(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			s.renewal.Run(ctx)
+		}()
+	}
+	if s.cfg.Txn.Enabled {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.txn.Run(ctx)
 		}()
 	}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
@@ -425,6 +448,9 @@ func (s *Server) Describe() Description {
 	}
 	if s.cfg.Renewal.Enabled {
 		d.Services = append(d.Services, NamedRef{"renewal", s.ref(RenewalID)()})
+	}
+	if s.cfg.Txn.Enabled {
+		d.Services = append(d.Services, NamedRef{"txn", s.ref(TxnID)()})
 	}
 	return d
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/djinn-go/djinn/internal/mailbox"
 	"github.com/djinn-go/djinn/internal/renewal"
 	"github.com/djinn-go/djinn/internal/replica"
+	"github.com/djinn-go/djinn/internal/txn"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
 
@@ -30,6 +31,7 @@ type Machine struct {
 	Leases  *lease.Table
 	Mailbox *mailbox.State
 	Renewal *renewal.State
+	Txn     *txn.State
 
 	mu sync.Mutex
 	// service and members are guarded by mu.
@@ -45,6 +47,7 @@ func New() *Machine {
 	m.Leases = lease.NewTable(m.leaseEnded)
 	m.Mailbox = mailbox.NewState(m.Leases, mailbox.DefaultMaxStored, m.ServiceID)
 	m.Renewal = renewal.NewState(m.Leases, m.ServiceID)
+	m.Txn = txn.NewState(m.Leases)
 	return m
 }
 
@@ -54,6 +57,8 @@ func (m *Machine) leaseEnded(o lease.Owner) {
 		m.Mailbox.LeaseEnded(o.ID)
 	case lease.KindRenewalSet:
 		m.Renewal.LeaseEnded(o.ID)
+	case lease.KindTransaction:
+		m.Txn.LeaseEnded(o.ID)
 	}
 }
 
@@ -159,6 +164,32 @@ func (m *Machine) Apply(index uint64, cmd *statepb.Command) any {
 	case *statepb.Command_RenewalDelivered:
 		m.Renewal.ApplyDelivered(op.RenewalDelivered)
 		return nil
+	case *statepb.Command_TxnCreate:
+		in, err := m.Txn.ApplyCreate(op.TxnCreate)
+		if err != nil {
+			return err
+		}
+		return in
+	case *statepb.Command_TxnJoin:
+		return m.Txn.ApplyJoin(cmd.GetNowUnixNanos(), op.TxnJoin)
+	case *statepb.Command_TxnVoting:
+		in, err := m.Txn.ApplyVoting(op.TxnVoting)
+		if err != nil {
+			return err
+		}
+		return in
+	case *statepb.Command_TxnDecide:
+		in, err := m.Txn.ApplyDecide(cmd.GetNowUnixNanos(), op.TxnDecide)
+		if err != nil {
+			return err
+		}
+		return in
+	case *statepb.Command_TxnNotified:
+		m.Txn.ApplyNotified(op.TxnNotified)
+		return nil
+	case *statepb.Command_TxnForget:
+		m.Txn.ApplyForget(op.TxnForget)
+		return nil
 	}
 	return djinn.Errorf(djinn.Internal, "log entry %d: unknown command %T", index, cmd.Op)
 }
@@ -180,6 +211,11 @@ func (m *Machine) Snapshot() (func(io.Writer) error, error) {
 	}
 	for _, r := range m.Mailbox.Records() {
 		recs = append(recs, &statepb.Record{Record: &statepb.Record_Mailbox{Mailbox: r}})
+	}
+	counter, txns := m.Txn.Records()
+	recs = append(recs, &statepb.Record{Record: &statepb.Record_TxnCounter{TxnCounter: counter}})
+	for _, r := range txns {
+		recs = append(recs, &statepb.Record{Record: &statepb.Record_Txn{Txn: r}})
 	}
 	renewal := m.Renewal.Snapshot()
 	return func(w io.Writer) error {
@@ -213,6 +249,7 @@ func (m *Machine) Restore(r io.Reader) error {
 	m.Leases.Reset()
 	m.Mailbox.Reset()
 	m.Renewal.Reset()
+	m.Txn.Reset()
 	br := bufio.NewReaderSize(r, 1<<16)
 	opts := protodelim.UnmarshalOptions{MaxSize: maxRecord}
 	for n := 0; ; n++ {
@@ -249,6 +286,10 @@ func (m *Machine) restore(rec *statepb.Record) error {
 		return m.Mailbox.Restore(r.Mailbox)
 	case *statepb.Record_RenewalSet:
 		return m.Renewal.Restore(r.RenewalSet)
+	case *statepb.Record_TxnCounter:
+		m.Txn.RestoreCounter(r.TxnCounter)
+	case *statepb.Record_Txn:
+		return m.Txn.Restore(r.Txn)
 	default:
 		return djinn.Errorf(djinn.Internal, "unknown record %T", rec.Record)
 	}

@@ -107,6 +107,12 @@ type Command struct {
 	//	*Command_RenewalEnd
 	//	*Command_RenewalWarn
 	//	*Command_RenewalDelivered
+	//	*Command_TxnCreate
+	//	*Command_TxnJoin
+	//	*Command_TxnVoting
+	//	*Command_TxnDecide
+	//	*Command_TxnNotified
+	//	*Command_TxnForget
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -327,6 +333,60 @@ func (x *Command) GetRenewalDelivered() *RenewalDelivered {
 	return nil
 }
 
+func (x *Command) GetTxnCreate() *TxnCreate {
+	if x != nil {
+		if x, ok := x.Op.(*Command_TxnCreate); ok {
+			return x.TxnCreate
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetTxnJoin() *TxnJoin {
+	if x != nil {
+		if x, ok := x.Op.(*Command_TxnJoin); ok {
+			return x.TxnJoin
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetTxnVoting() *TxnVoting {
+	if x != nil {
+		if x, ok := x.Op.(*Command_TxnVoting); ok {
+			return x.TxnVoting
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetTxnDecide() *TxnDecide {
+	if x != nil {
+		if x, ok := x.Op.(*Command_TxnDecide); ok {
+			return x.TxnDecide
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetTxnNotified() *TxnNotified {
+	if x != nil {
+		if x, ok := x.Op.(*Command_TxnNotified); ok {
+			return x.TxnNotified
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetTxnForget() *TxnForget {
+	if x != nil {
+		if x, ok := x.Op.(*Command_TxnForget); ok {
+			return x.TxnForget
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -407,6 +467,30 @@ type Command_RenewalDelivered struct {
 	RenewalDelivered *RenewalDelivered `protobuf:"bytes,37,opt,name=renewal_delivered,json=renewalDelivered,proto3,oneof"`
 }
 
+type Command_TxnCreate struct {
+	TxnCreate *TxnCreate `protobuf:"bytes,40,opt,name=txn_create,json=txnCreate,proto3,oneof"`
+}
+
+type Command_TxnJoin struct {
+	TxnJoin *TxnJoin `protobuf:"bytes,41,opt,name=txn_join,json=txnJoin,proto3,oneof"`
+}
+
+type Command_TxnVoting struct {
+	TxnVoting *TxnVoting `protobuf:"bytes,42,opt,name=txn_voting,json=txnVoting,proto3,oneof"`
+}
+
+type Command_TxnDecide struct {
+	TxnDecide *TxnDecide `protobuf:"bytes,43,opt,name=txn_decide,json=txnDecide,proto3,oneof"`
+}
+
+type Command_TxnNotified struct {
+	TxnNotified *TxnNotified `protobuf:"bytes,44,opt,name=txn_notified,json=txnNotified,proto3,oneof"`
+}
+
+type Command_TxnForget struct {
+	TxnForget *TxnForget `protobuf:"bytes,45,opt,name=txn_forget,json=txnForget,proto3,oneof"`
+}
+
 func (*Command_Init) isCommand_Op() {}
 
 func (*Command_Member) isCommand_Op() {}
@@ -444,6 +528,18 @@ func (*Command_RenewalEnd) isCommand_Op() {}
 func (*Command_RenewalWarn) isCommand_Op() {}
 
 func (*Command_RenewalDelivered) isCommand_Op() {}
+
+func (*Command_TxnCreate) isCommand_Op() {}
+
+func (*Command_TxnJoin) isCommand_Op() {}
+
+func (*Command_TxnVoting) isCommand_Op() {}
+
+func (*Command_TxnDecide) isCommand_Op() {}
+
+func (*Command_TxnNotified) isCommand_Op() {}
+
+func (*Command_TxnForget) isCommand_Op() {}
 
 // Init is the first command of a cluster: it fixes the cluster's service id.
 type Init struct {
@@ -1781,6 +1877,397 @@ func (x *RenewalDeliveredEntry) GetThroughSequence() int64 {
 	return 0
 }
 
+// TxnCreate creates a top-level transaction and grants its lease; Apply
+// gives it the next transaction id.
+type TxnCreate struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Cookie           []byte                 `protobuf:"bytes,1,opt,name=cookie,proto3" json:"cookie,omitempty"`
+	ExpiresUnixNanos int64                  `protobuf:"varint,2,opt,name=expires_unix_nanos,json=expiresUnixNanos,proto3" json:"expires_unix_nanos,omitempty"`
+	HorizonUnixNanos int64                  `protobuf:"varint,3,opt,name=horizon_unix_nanos,json=horizonUnixNanos,proto3" json:"horizon_unix_nanos,omitempty"`
+	Principal        string                 `protobuf:"bytes,4,opt,name=principal,proto3" json:"principal,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *TxnCreate) Reset() {
+	*x = TxnCreate{}
+	mi := &file_state_v1_state_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnCreate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnCreate) ProtoMessage() {}
+
+func (x *TxnCreate) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnCreate.ProtoReflect.Descriptor instead.
+func (*TxnCreate) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *TxnCreate) GetCookie() []byte {
+	if x != nil {
+		return x.Cookie
+	}
+	return nil
+}
+
+func (x *TxnCreate) GetExpiresUnixNanos() int64 {
+	if x != nil {
+		return x.ExpiresUnixNanos
+	}
+	return 0
+}
+
+func (x *TxnCreate) GetHorizonUnixNanos() int64 {
+	if x != nil {
+		return x.HorizonUnixNanos
+	}
+	return 0
+}
+
+func (x *TxnCreate) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+// TxnJoin adds a participant (TX.2.3).
+type TxnJoin struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Participant   *djinnpb.Ref           `protobuf:"bytes,2,opt,name=participant,proto3" json:"participant,omitempty"`
+	CrashCount    int64                  `protobuf:"varint,3,opt,name=crash_count,json=crashCount,proto3" json:"crash_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnJoin) Reset() {
+	*x = TxnJoin{}
+	mi := &file_state_v1_state_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnJoin) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnJoin) ProtoMessage() {}
+
+func (x *TxnJoin) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnJoin.ProtoReflect.Descriptor instead.
+func (*TxnJoin) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *TxnJoin) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *TxnJoin) GetParticipant() *djinnpb.Ref {
+	if x != nil {
+		return x.Participant
+	}
+	return nil
+}
+
+func (x *TxnJoin) GetCrashCount() int64 {
+	if x != nil {
+		return x.CrashCount
+	}
+	return 0
+}
+
+// TxnVoting moves an ACTIVE transaction to VOTING (a commit began).
+type TxnVoting struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnVoting) Reset() {
+	*x = TxnVoting{}
+	mi := &file_state_v1_state_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnVoting) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnVoting) ProtoMessage() {}
+
+func (x *TxnVoting) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnVoting.ProtoReflect.Descriptor instead.
+func (*TxnVoting) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *TxnVoting) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+// TxnDecide is a transaction's outcome. A commit is the manager's commit
+// point (TX.2.8): it names the participants that voted PREPARED, which
+// must be told to roll forward.
+type TxnDecide struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Id       uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Commit   bool                   `protobuf:"varint,2,opt,name=commit,proto3" json:"commit,omitempty"`
+	Prepared []uint32               `protobuf:"varint,3,rep,packed,name=prepared,proto3" json:"prepared,omitempty"` // participant indexes
+	// voted holds every participant's vote (TransactionState values), in
+	// join order, when the decision follows a vote.
+	Votes         []int32 `protobuf:"varint,4,rep,packed,name=votes,proto3" json:"votes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnDecide) Reset() {
+	*x = TxnDecide{}
+	mi := &file_state_v1_state_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnDecide) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnDecide) ProtoMessage() {}
+
+func (x *TxnDecide) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnDecide.ProtoReflect.Descriptor instead.
+func (*TxnDecide) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *TxnDecide) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *TxnDecide) GetCommit() bool {
+	if x != nil {
+		return x.Commit
+	}
+	return false
+}
+
+func (x *TxnDecide) GetPrepared() []uint32 {
+	if x != nil {
+		return x.Prepared
+	}
+	return nil
+}
+
+func (x *TxnDecide) GetVotes() []int32 {
+	if x != nil {
+		return x.Votes
+	}
+	return nil
+}
+
+// TxnNotified records participants told the outcome.
+type TxnNotified struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*TxnParticipantRef   `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnNotified) Reset() {
+	*x = TxnNotified{}
+	mi := &file_state_v1_state_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnNotified) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnNotified) ProtoMessage() {}
+
+func (x *TxnNotified) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnNotified.ProtoReflect.Descriptor instead.
+func (*TxnNotified) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *TxnNotified) GetEntries() []*TxnParticipantRef {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+type TxnParticipantRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Participant   uint32                 `protobuf:"varint,2,opt,name=participant,proto3" json:"participant,omitempty"` // index in join order
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnParticipantRef) Reset() {
+	*x = TxnParticipantRef{}
+	mi := &file_state_v1_state_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnParticipantRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnParticipantRef) ProtoMessage() {}
+
+func (x *TxnParticipantRef) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnParticipantRef.ProtoReflect.Descriptor instead.
+func (*TxnParticipantRef) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *TxnParticipantRef) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *TxnParticipantRef) GetParticipant() uint32 {
+	if x != nil {
+		return x.Participant
+	}
+	return 0
+}
+
+// TxnForget drops finished transactions (cleanup).
+type TxnForget struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ids           []uint64               `protobuf:"varint,1,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnForget) Reset() {
+	*x = TxnForget{}
+	mi := &file_state_v1_state_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnForget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnForget) ProtoMessage() {}
+
+func (x *TxnForget) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnForget.ProtoReflect.Descriptor instead.
+func (*TxnForget) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *TxnForget) GetIds() []uint64 {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
 // Record is one element of a snapshot stream.
 type Record struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1791,6 +2278,8 @@ type Record struct {
 	//	*Record_Lease
 	//	*Record_Mailbox
 	//	*Record_RenewalSet
+	//	*Record_Txn
+	//	*Record_TxnCounter
 	Record        isRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1798,7 +2287,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_state_v1_state_proto_msgTypes[24]
+	mi := &file_state_v1_state_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1810,7 +2299,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[24]
+	mi := &file_state_v1_state_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1823,7 +2312,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{24}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Record) GetRecord() isRecord_Record {
@@ -1878,6 +2367,24 @@ func (x *Record) GetRenewalSet() *RenewalSetRecord {
 	return nil
 }
 
+func (x *Record) GetTxn() *TxnRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_Txn); ok {
+			return x.Txn
+		}
+	}
+	return nil
+}
+
+func (x *Record) GetTxnCounter() *TxnCounter {
+	if x != nil {
+		if x, ok := x.Record.(*Record_TxnCounter); ok {
+			return x.TxnCounter
+		}
+	}
+	return nil
+}
+
 type isRecord_Record interface {
 	isRecord_Record()
 }
@@ -1902,6 +2409,14 @@ type Record_RenewalSet struct {
 	RenewalSet *RenewalSetRecord `protobuf:"bytes,5,opt,name=renewal_set,json=renewalSet,proto3,oneof"`
 }
 
+type Record_Txn struct {
+	Txn *TxnRecord `protobuf:"bytes,6,opt,name=txn,proto3,oneof"`
+}
+
+type Record_TxnCounter struct {
+	TxnCounter *TxnCounter `protobuf:"bytes,7,opt,name=txn_counter,json=txnCounter,proto3,oneof"`
+}
+
 func (*Record_Init) isRecord_Record() {}
 
 func (*Record_Member) isRecord_Record() {}
@@ -1911,6 +2426,10 @@ func (*Record_Lease) isRecord_Record() {}
 func (*Record_Mailbox) isRecord_Record() {}
 
 func (*Record_RenewalSet) isRecord_Record() {}
+
+func (*Record_Txn) isRecord_Record() {}
+
+func (*Record_TxnCounter) isRecord_Record() {}
 
 type LeaseRecord struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
@@ -1925,7 +2444,7 @@ type LeaseRecord struct {
 
 func (x *LeaseRecord) Reset() {
 	*x = LeaseRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[25]
+	mi := &file_state_v1_state_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1937,7 +2456,7 @@ func (x *LeaseRecord) String() string {
 func (*LeaseRecord) ProtoMessage() {}
 
 func (x *LeaseRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[25]
+	mi := &file_state_v1_state_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1950,7 +2469,7 @@ func (x *LeaseRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRecord.ProtoReflect.Descriptor instead.
 func (*LeaseRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{25}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *LeaseRecord) GetCookie() []byte {
@@ -2005,7 +2524,7 @@ type MailboxRecord struct {
 
 func (x *MailboxRecord) Reset() {
 	*x = MailboxRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[26]
+	mi := &file_state_v1_state_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2017,7 +2536,7 @@ func (x *MailboxRecord) String() string {
 func (*MailboxRecord) ProtoMessage() {}
 
 func (x *MailboxRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[26]
+	mi := &file_state_v1_state_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2030,7 +2549,7 @@ func (x *MailboxRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MailboxRecord.ProtoReflect.Descriptor instead.
 func (*MailboxRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{26}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *MailboxRecord) GetRegistrationId() []byte {
@@ -2106,7 +2625,7 @@ type StoredEvent struct {
 
 func (x *StoredEvent) Reset() {
 	*x = StoredEvent{}
-	mi := &file_state_v1_state_proto_msgTypes[27]
+	mi := &file_state_v1_state_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2118,7 +2637,7 @@ func (x *StoredEvent) String() string {
 func (*StoredEvent) ProtoMessage() {}
 
 func (x *StoredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[27]
+	mi := &file_state_v1_state_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2131,7 +2650,7 @@ func (x *StoredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredEvent.ProtoReflect.Descriptor instead.
 func (*StoredEvent) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{27}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StoredEvent) GetIndex() uint64 {
@@ -2162,7 +2681,7 @@ type RenewalSetRecord struct {
 
 func (x *RenewalSetRecord) Reset() {
 	*x = RenewalSetRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[28]
+	mi := &file_state_v1_state_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2174,7 +2693,7 @@ func (x *RenewalSetRecord) String() string {
 func (*RenewalSetRecord) ProtoMessage() {}
 
 func (x *RenewalSetRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[28]
+	mi := &file_state_v1_state_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2187,7 +2706,7 @@ func (x *RenewalSetRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalSetRecord.ProtoReflect.Descriptor instead.
 func (*RenewalSetRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{28}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RenewalSetRecord) GetSetId() []byte {
@@ -2247,7 +2766,7 @@ type RenewalListenerRecord struct {
 
 func (x *RenewalListenerRecord) Reset() {
 	*x = RenewalListenerRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[29]
+	mi := &file_state_v1_state_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2259,7 +2778,7 @@ func (x *RenewalListenerRecord) String() string {
 func (*RenewalListenerRecord) ProtoMessage() {}
 
 func (x *RenewalListenerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[29]
+	mi := &file_state_v1_state_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2272,7 +2791,7 @@ func (x *RenewalListenerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalListenerRecord.ProtoReflect.Descriptor instead.
 func (*RenewalListenerRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{29}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RenewalListenerRecord) GetEventId() int64 {
@@ -2339,7 +2858,7 @@ type RenewalLeaseRecord struct {
 
 func (x *RenewalLeaseRecord) Reset() {
 	*x = RenewalLeaseRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[30]
+	mi := &file_state_v1_state_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2351,7 +2870,7 @@ func (x *RenewalLeaseRecord) String() string {
 func (*RenewalLeaseRecord) ProtoMessage() {}
 
 func (x *RenewalLeaseRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[30]
+	mi := &file_state_v1_state_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2364,7 +2883,7 @@ func (x *RenewalLeaseRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalLeaseRecord.ProtoReflect.Descriptor instead.
 func (*RenewalLeaseRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{30}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RenewalLeaseRecord) GetLandlord() *djinnpb.Ref {
@@ -2416,11 +2935,207 @@ func (x *RenewalLeaseRecord) GetRenewedUnixNanos() int64 {
 	return 0
 }
 
+type TxnRecord struct {
+	state          protoimpl.MessageState  `protogen:"open.v1"`
+	Id             uint64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Cookie         []byte                  `protobuf:"bytes,2,opt,name=cookie,proto3" json:"cookie,omitempty"`
+	Principal      string                  `protobuf:"bytes,3,opt,name=principal,proto3" json:"principal,omitempty"`
+	State          int32                   `protobuf:"varint,4,opt,name=state,proto3" json:"state,omitempty"` // TransactionState
+	Participants   []*TxnParticipantRecord `protobuf:"bytes,5,rep,name=participants,proto3" json:"participants,omitempty"`
+	EndedUnixNanos int64                   `protobuf:"varint,6,opt,name=ended_unix_nanos,json=endedUnixNanos,proto3" json:"ended_unix_nanos,omitempty"` // when it was decided
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *TxnRecord) Reset() {
+	*x = TxnRecord{}
+	mi := &file_state_v1_state_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnRecord) ProtoMessage() {}
+
+func (x *TxnRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnRecord.ProtoReflect.Descriptor instead.
+func (*TxnRecord) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *TxnRecord) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *TxnRecord) GetCookie() []byte {
+	if x != nil {
+		return x.Cookie
+	}
+	return nil
+}
+
+func (x *TxnRecord) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *TxnRecord) GetState() int32 {
+	if x != nil {
+		return x.State
+	}
+	return 0
+}
+
+func (x *TxnRecord) GetParticipants() []*TxnParticipantRecord {
+	if x != nil {
+		return x.Participants
+	}
+	return nil
+}
+
+func (x *TxnRecord) GetEndedUnixNanos() int64 {
+	if x != nil {
+		return x.EndedUnixNanos
+	}
+	return 0
+}
+
+type TxnParticipantRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Participant   *djinnpb.Ref           `protobuf:"bytes,1,opt,name=participant,proto3" json:"participant,omitempty"`
+	CrashCount    int64                  `protobuf:"varint,2,opt,name=crash_count,json=crashCount,proto3" json:"crash_count,omitempty"`
+	Vote          int32                  `protobuf:"varint,3,opt,name=vote,proto3" json:"vote,omitempty"`
+	Notified      bool                   `protobuf:"varint,4,opt,name=notified,proto3" json:"notified,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnParticipantRecord) Reset() {
+	*x = TxnParticipantRecord{}
+	mi := &file_state_v1_state_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnParticipantRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnParticipantRecord) ProtoMessage() {}
+
+func (x *TxnParticipantRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnParticipantRecord.ProtoReflect.Descriptor instead.
+func (*TxnParticipantRecord) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *TxnParticipantRecord) GetParticipant() *djinnpb.Ref {
+	if x != nil {
+		return x.Participant
+	}
+	return nil
+}
+
+func (x *TxnParticipantRecord) GetCrashCount() int64 {
+	if x != nil {
+		return x.CrashCount
+	}
+	return 0
+}
+
+func (x *TxnParticipantRecord) GetVote() int32 {
+	if x != nil {
+		return x.Vote
+	}
+	return 0
+}
+
+func (x *TxnParticipantRecord) GetNotified() bool {
+	if x != nil {
+		return x.Notified
+	}
+	return false
+}
+
+type TxnCounter struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NextId        uint64                 `protobuf:"varint,1,opt,name=next_id,json=nextId,proto3" json:"next_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnCounter) Reset() {
+	*x = TxnCounter{}
+	mi := &file_state_v1_state_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnCounter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnCounter) ProtoMessage() {}
+
+func (x *TxnCounter) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnCounter.ProtoReflect.Descriptor instead.
+func (*TxnCounter) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *TxnCounter) GetNextId() uint64 {
+	if x != nil {
+		return x.NextId
+	}
+	return 0
+}
+
 var File_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x14state/v1/state.proto\x12\bstate.v1\x1a\x15djinn/v1/common.proto\"\xe0\t\n" +
+	"\x14state/v1/state.proto\x12\bstate.v1\x1a\x15djinn/v1/common.proto\"\xa4\f\n" +
 	"\aCommand\x12$\n" +
 	"\x0enow_unix_nanos\x18\x01 \x01(\x03R\fnowUnixNanos\x12$\n" +
 	"\x04init\x18\x02 \x01(\v2\x0e.state.v1.InitH\x00R\x04init\x12*\n" +
@@ -2444,7 +3159,17 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\vrenewal_end\x18# \x01(\v2\x14.state.v1.RenewalEndH\x00R\n" +
 	"renewalEnd\x12:\n" +
 	"\frenewal_warn\x18$ \x01(\v2\x15.state.v1.RenewalWarnH\x00R\vrenewalWarn\x12I\n" +
-	"\x11renewal_delivered\x18% \x01(\v2\x1a.state.v1.RenewalDeliveredH\x00R\x10renewalDeliveredB\x04\n" +
+	"\x11renewal_delivered\x18% \x01(\v2\x1a.state.v1.RenewalDeliveredH\x00R\x10renewalDelivered\x124\n" +
+	"\n" +
+	"txn_create\x18( \x01(\v2\x13.state.v1.TxnCreateH\x00R\ttxnCreate\x12.\n" +
+	"\btxn_join\x18) \x01(\v2\x11.state.v1.TxnJoinH\x00R\atxnJoin\x124\n" +
+	"\n" +
+	"txn_voting\x18* \x01(\v2\x13.state.v1.TxnVotingH\x00R\ttxnVoting\x124\n" +
+	"\n" +
+	"txn_decide\x18+ \x01(\v2\x13.state.v1.TxnDecideH\x00R\ttxnDecide\x12:\n" +
+	"\ftxn_notified\x18, \x01(\v2\x15.state.v1.TxnNotifiedH\x00R\vtxnNotified\x124\n" +
+	"\n" +
+	"txn_forget\x18- \x01(\v2\x13.state.v1.TxnForgetH\x00R\ttxnForgetB\x04\n" +
 	"\x02op\"%\n" +
 	"\x04Init\x12\x1d\n" +
 	"\n" +
@@ -2533,14 +3258,41 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\x15RenewalDeliveredEntry\x12\x15\n" +
 	"\x06set_id\x18\x01 \x01(\fR\x05setId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\x03R\aeventId\x12)\n" +
-	"\x10through_sequence\x18\x03 \x01(\x03R\x0fthroughSequence\"\x87\x02\n" +
+	"\x10through_sequence\x18\x03 \x01(\x03R\x0fthroughSequence\"\x9d\x01\n" +
+	"\tTxnCreate\x12\x16\n" +
+	"\x06cookie\x18\x01 \x01(\fR\x06cookie\x12,\n" +
+	"\x12expires_unix_nanos\x18\x02 \x01(\x03R\x10expiresUnixNanos\x12,\n" +
+	"\x12horizon_unix_nanos\x18\x03 \x01(\x03R\x10horizonUnixNanos\x12\x1c\n" +
+	"\tprincipal\x18\x04 \x01(\tR\tprincipal\"k\n" +
+	"\aTxnJoin\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12/\n" +
+	"\vparticipant\x18\x02 \x01(\v2\r.djinn.v1.RefR\vparticipant\x12\x1f\n" +
+	"\vcrash_count\x18\x03 \x01(\x03R\n" +
+	"crashCount\"\x1b\n" +
+	"\tTxnVoting\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\"e\n" +
+	"\tTxnDecide\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
+	"\x06commit\x18\x02 \x01(\bR\x06commit\x12\x1a\n" +
+	"\bprepared\x18\x03 \x03(\rR\bprepared\x12\x14\n" +
+	"\x05votes\x18\x04 \x03(\x05R\x05votes\"D\n" +
+	"\vTxnNotified\x125\n" +
+	"\aentries\x18\x01 \x03(\v2\x1b.state.v1.TxnParticipantRefR\aentries\"E\n" +
+	"\x11TxnParticipantRef\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12 \n" +
+	"\vparticipant\x18\x02 \x01(\rR\vparticipant\"\x1d\n" +
+	"\tTxnForget\x12\x10\n" +
+	"\x03ids\x18\x01 \x03(\x04R\x03ids\"\xe9\x02\n" +
 	"\x06Record\x12$\n" +
 	"\x04init\x18\x01 \x01(\v2\x0e.state.v1.InitH\x00R\x04init\x12*\n" +
 	"\x06member\x18\x02 \x01(\v2\x10.state.v1.MemberH\x00R\x06member\x12-\n" +
 	"\x05lease\x18\x03 \x01(\v2\x15.state.v1.LeaseRecordH\x00R\x05lease\x123\n" +
 	"\amailbox\x18\x04 \x01(\v2\x17.state.v1.MailboxRecordH\x00R\amailbox\x12=\n" +
 	"\vrenewal_set\x18\x05 \x01(\v2\x1a.state.v1.RenewalSetRecordH\x00R\n" +
-	"renewalSetB\b\n" +
+	"renewalSet\x12'\n" +
+	"\x03txn\x18\x06 \x01(\v2\x13.state.v1.TxnRecordH\x00R\x03txn\x127\n" +
+	"\vtxn_counter\x18\a \x01(\v2\x14.state.v1.TxnCounterH\x00R\n" +
+	"txnCounterB\b\n" +
 	"\x06record\"\xbb\x01\n" +
 	"\vLeaseRecord\x12\x16\n" +
 	"\x06cookie\x18\x01 \x01(\fR\x06cookie\x12\x1d\n" +
@@ -2587,7 +3339,23 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\x12desired_unix_nanos\x18\x05 \x01(\x03R\x10desiredUnixNanos\x12\x1f\n" +
 	"\vrenew_nanos\x18\x06 \x01(\x03R\n" +
 	"renewNanos\x12,\n" +
-	"\x12renewed_unix_nanos\x18\a \x01(\x03R\x10renewedUnixNanos*\x97\x01\n" +
+	"\x12renewed_unix_nanos\x18\a \x01(\x03R\x10renewedUnixNanos\"\xd5\x01\n" +
+	"\tTxnRecord\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
+	"\x06cookie\x18\x02 \x01(\fR\x06cookie\x12\x1c\n" +
+	"\tprincipal\x18\x03 \x01(\tR\tprincipal\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\x05R\x05state\x12B\n" +
+	"\fparticipants\x18\x05 \x03(\v2\x1e.state.v1.TxnParticipantRecordR\fparticipants\x12(\n" +
+	"\x10ended_unix_nanos\x18\x06 \x01(\x03R\x0eendedUnixNanos\"\x98\x01\n" +
+	"\x14TxnParticipantRecord\x12/\n" +
+	"\vparticipant\x18\x01 \x01(\v2\r.djinn.v1.RefR\vparticipant\x12\x1f\n" +
+	"\vcrash_count\x18\x02 \x01(\x03R\n" +
+	"crashCount\x12\x12\n" +
+	"\x04vote\x18\x03 \x01(\x05R\x04vote\x12\x1a\n" +
+	"\bnotified\x18\x04 \x01(\bR\bnotified\"%\n" +
+	"\n" +
+	"TxnCounter\x12\x17\n" +
+	"\anext_id\x18\x01 \x01(\x04R\x06nextId*\x97\x01\n" +
 	"\x10RenewalEndReason\x12\"\n" +
 	"\x1eRENEWAL_END_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aRENEWAL_END_REASON_DESIRED\x10\x01\x12\x1e\n" +
@@ -2607,7 +3375,7 @@ func file_state_v1_state_proto_rawDescGZIP() []byte {
 }
 
 var file_state_v1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_state_v1_state_proto_goTypes = []any{
 	(RenewalEndReason)(0),         // 0: state.v1.RenewalEndReason
 	(*Command)(nil),               // 1: state.v1.Command
@@ -2634,19 +3402,29 @@ var file_state_v1_state_proto_goTypes = []any{
 	(*RenewalWarn)(nil),           // 22: state.v1.RenewalWarn
 	(*RenewalDelivered)(nil),      // 23: state.v1.RenewalDelivered
 	(*RenewalDeliveredEntry)(nil), // 24: state.v1.RenewalDeliveredEntry
-	(*Record)(nil),                // 25: state.v1.Record
-	(*LeaseRecord)(nil),           // 26: state.v1.LeaseRecord
-	(*MailboxRecord)(nil),         // 27: state.v1.MailboxRecord
-	(*StoredEvent)(nil),           // 28: state.v1.StoredEvent
-	(*RenewalSetRecord)(nil),      // 29: state.v1.RenewalSetRecord
-	(*RenewalListenerRecord)(nil), // 30: state.v1.RenewalListenerRecord
-	(*RenewalLeaseRecord)(nil),    // 31: state.v1.RenewalLeaseRecord
-	(*djinnpb.Ref)(nil),           // 32: djinn.v1.Ref
-	(*djinnpb.RemoteEvent)(nil),   // 33: djinn.v1.RemoteEvent
-	(*djinnpb.EventKey)(nil),      // 34: djinn.v1.EventKey
-	(djinnpb.SerialFormat)(0),     // 35: djinn.v1.SerialFormat
-	(*djinnpb.Error)(nil),         // 36: djinn.v1.Error
-	(*djinnpb.Lease)(nil),         // 37: djinn.v1.Lease
+	(*TxnCreate)(nil),             // 25: state.v1.TxnCreate
+	(*TxnJoin)(nil),               // 26: state.v1.TxnJoin
+	(*TxnVoting)(nil),             // 27: state.v1.TxnVoting
+	(*TxnDecide)(nil),             // 28: state.v1.TxnDecide
+	(*TxnNotified)(nil),           // 29: state.v1.TxnNotified
+	(*TxnParticipantRef)(nil),     // 30: state.v1.TxnParticipantRef
+	(*TxnForget)(nil),             // 31: state.v1.TxnForget
+	(*Record)(nil),                // 32: state.v1.Record
+	(*LeaseRecord)(nil),           // 33: state.v1.LeaseRecord
+	(*MailboxRecord)(nil),         // 34: state.v1.MailboxRecord
+	(*StoredEvent)(nil),           // 35: state.v1.StoredEvent
+	(*RenewalSetRecord)(nil),      // 36: state.v1.RenewalSetRecord
+	(*RenewalListenerRecord)(nil), // 37: state.v1.RenewalListenerRecord
+	(*RenewalLeaseRecord)(nil),    // 38: state.v1.RenewalLeaseRecord
+	(*TxnRecord)(nil),             // 39: state.v1.TxnRecord
+	(*TxnParticipantRecord)(nil),  // 40: state.v1.TxnParticipantRecord
+	(*TxnCounter)(nil),            // 41: state.v1.TxnCounter
+	(*djinnpb.Ref)(nil),           // 42: djinn.v1.Ref
+	(*djinnpb.RemoteEvent)(nil),   // 43: djinn.v1.RemoteEvent
+	(*djinnpb.EventKey)(nil),      // 44: djinn.v1.EventKey
+	(djinnpb.SerialFormat)(0),     // 45: djinn.v1.SerialFormat
+	(*djinnpb.Error)(nil),         // 46: djinn.v1.Error
+	(*djinnpb.Lease)(nil),         // 47: djinn.v1.Lease
 }
 var file_state_v1_state_proto_depIdxs = []int32{
 	2,  // 0: state.v1.Command.init:type_name -> state.v1.Init
@@ -2668,39 +3446,51 @@ var file_state_v1_state_proto_depIdxs = []int32{
 	20, // 16: state.v1.Command.renewal_end:type_name -> state.v1.RenewalEnd
 	22, // 17: state.v1.Command.renewal_warn:type_name -> state.v1.RenewalWarn
 	23, // 18: state.v1.Command.renewal_delivered:type_name -> state.v1.RenewalDelivered
-	7,  // 19: state.v1.LeaseHorizon.entries:type_name -> state.v1.HorizonEntry
-	32, // 20: state.v1.MailboxEnable.target:type_name -> djinn.v1.Ref
-	33, // 21: state.v1.MailboxStore.events:type_name -> djinn.v1.RemoteEvent
-	13, // 22: state.v1.MailboxDelivered.entries:type_name -> state.v1.Delivered
-	34, // 23: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
-	32, // 24: state.v1.RenewalAdd.landlord:type_name -> djinn.v1.Ref
-	35, // 25: state.v1.RenewalAdd.format:type_name -> djinn.v1.SerialFormat
-	32, // 26: state.v1.RenewalListen.target:type_name -> djinn.v1.Ref
-	21, // 27: state.v1.RenewalEnd.entries:type_name -> state.v1.RenewalEnding
-	0,  // 28: state.v1.RenewalEnding.reason:type_name -> state.v1.RenewalEndReason
-	36, // 29: state.v1.RenewalEnding.error:type_name -> djinn.v1.Error
-	37, // 30: state.v1.RenewalWarn.set_lease:type_name -> djinn.v1.Lease
-	24, // 31: state.v1.RenewalDelivered.entries:type_name -> state.v1.RenewalDeliveredEntry
-	2,  // 32: state.v1.Record.init:type_name -> state.v1.Init
-	3,  // 33: state.v1.Record.member:type_name -> state.v1.Member
-	26, // 34: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
-	27, // 35: state.v1.Record.mailbox:type_name -> state.v1.MailboxRecord
-	29, // 36: state.v1.Record.renewal_set:type_name -> state.v1.RenewalSetRecord
-	32, // 37: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
-	34, // 38: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
-	28, // 39: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
-	33, // 40: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
-	30, // 41: state.v1.RenewalSetRecord.listeners:type_name -> state.v1.RenewalListenerRecord
-	31, // 42: state.v1.RenewalSetRecord.leases:type_name -> state.v1.RenewalLeaseRecord
-	32, // 43: state.v1.RenewalListenerRecord.target:type_name -> djinn.v1.Ref
-	33, // 44: state.v1.RenewalListenerRecord.pending:type_name -> djinn.v1.RemoteEvent
-	32, // 45: state.v1.RenewalLeaseRecord.landlord:type_name -> djinn.v1.Ref
-	35, // 46: state.v1.RenewalLeaseRecord.format:type_name -> djinn.v1.SerialFormat
-	47, // [47:47] is the sub-list for method output_type
-	47, // [47:47] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	25, // 19: state.v1.Command.txn_create:type_name -> state.v1.TxnCreate
+	26, // 20: state.v1.Command.txn_join:type_name -> state.v1.TxnJoin
+	27, // 21: state.v1.Command.txn_voting:type_name -> state.v1.TxnVoting
+	28, // 22: state.v1.Command.txn_decide:type_name -> state.v1.TxnDecide
+	29, // 23: state.v1.Command.txn_notified:type_name -> state.v1.TxnNotified
+	31, // 24: state.v1.Command.txn_forget:type_name -> state.v1.TxnForget
+	7,  // 25: state.v1.LeaseHorizon.entries:type_name -> state.v1.HorizonEntry
+	42, // 26: state.v1.MailboxEnable.target:type_name -> djinn.v1.Ref
+	43, // 27: state.v1.MailboxStore.events:type_name -> djinn.v1.RemoteEvent
+	13, // 28: state.v1.MailboxDelivered.entries:type_name -> state.v1.Delivered
+	44, // 29: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
+	42, // 30: state.v1.RenewalAdd.landlord:type_name -> djinn.v1.Ref
+	45, // 31: state.v1.RenewalAdd.format:type_name -> djinn.v1.SerialFormat
+	42, // 32: state.v1.RenewalListen.target:type_name -> djinn.v1.Ref
+	21, // 33: state.v1.RenewalEnd.entries:type_name -> state.v1.RenewalEnding
+	0,  // 34: state.v1.RenewalEnding.reason:type_name -> state.v1.RenewalEndReason
+	46, // 35: state.v1.RenewalEnding.error:type_name -> djinn.v1.Error
+	47, // 36: state.v1.RenewalWarn.set_lease:type_name -> djinn.v1.Lease
+	24, // 37: state.v1.RenewalDelivered.entries:type_name -> state.v1.RenewalDeliveredEntry
+	42, // 38: state.v1.TxnJoin.participant:type_name -> djinn.v1.Ref
+	30, // 39: state.v1.TxnNotified.entries:type_name -> state.v1.TxnParticipantRef
+	2,  // 40: state.v1.Record.init:type_name -> state.v1.Init
+	3,  // 41: state.v1.Record.member:type_name -> state.v1.Member
+	33, // 42: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
+	34, // 43: state.v1.Record.mailbox:type_name -> state.v1.MailboxRecord
+	36, // 44: state.v1.Record.renewal_set:type_name -> state.v1.RenewalSetRecord
+	39, // 45: state.v1.Record.txn:type_name -> state.v1.TxnRecord
+	41, // 46: state.v1.Record.txn_counter:type_name -> state.v1.TxnCounter
+	42, // 47: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
+	44, // 48: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
+	35, // 49: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
+	43, // 50: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
+	37, // 51: state.v1.RenewalSetRecord.listeners:type_name -> state.v1.RenewalListenerRecord
+	38, // 52: state.v1.RenewalSetRecord.leases:type_name -> state.v1.RenewalLeaseRecord
+	42, // 53: state.v1.RenewalListenerRecord.target:type_name -> djinn.v1.Ref
+	43, // 54: state.v1.RenewalListenerRecord.pending:type_name -> djinn.v1.RemoteEvent
+	42, // 55: state.v1.RenewalLeaseRecord.landlord:type_name -> djinn.v1.Ref
+	45, // 56: state.v1.RenewalLeaseRecord.format:type_name -> djinn.v1.SerialFormat
+	40, // 57: state.v1.TxnRecord.participants:type_name -> state.v1.TxnParticipantRecord
+	42, // 58: state.v1.TxnParticipantRecord.participant:type_name -> djinn.v1.Ref
+	59, // [59:59] is the sub-list for method output_type
+	59, // [59:59] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_state_v1_state_proto_init() }
@@ -2728,13 +3518,21 @@ func file_state_v1_state_proto_init() {
 		(*Command_RenewalEnd)(nil),
 		(*Command_RenewalWarn)(nil),
 		(*Command_RenewalDelivered)(nil),
+		(*Command_TxnCreate)(nil),
+		(*Command_TxnJoin)(nil),
+		(*Command_TxnVoting)(nil),
+		(*Command_TxnDecide)(nil),
+		(*Command_TxnNotified)(nil),
+		(*Command_TxnForget)(nil),
 	}
-	file_state_v1_state_proto_msgTypes[24].OneofWrappers = []any{
+	file_state_v1_state_proto_msgTypes[31].OneofWrappers = []any{
 		(*Record_Init)(nil),
 		(*Record_Member)(nil),
 		(*Record_Lease)(nil),
 		(*Record_Mailbox)(nil),
 		(*Record_RenewalSet)(nil),
+		(*Record_Txn)(nil),
+		(*Record_TxnCounter)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2742,7 +3540,7 @@ func file_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_state_v1_state_proto_rawDesc), len(file_state_v1_state_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   31,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,440 @@
+package txn
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/principal"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/proto/statepb"
+)
+
+// Proposer appends a command to the replicated log and returns its result
+// once applied here (an error result comes back as the error).
+type Proposer interface {
+	Propose(ctx context.Context, cmd *statepb.Command) (any, error)
+}
+
+// Participants calls participants (TX.2.6) on behalf of the manager mgr.
+type Participants interface {
+	Prepare(ctx context.Context, p *djinnpb.Ref, mgr djinn.Ref, id uint64) (djinnpb.TransactionState, error)
+	PrepareAndCommit(ctx context.Context, p *djinnpb.Ref, mgr djinn.Ref, id uint64) (djinnpb.TransactionState, error)
+	Commit(ctx context.Context, p *djinnpb.Ref, mgr djinn.Ref, id uint64) error
+	Abort(ctx context.Context, p *djinnpb.Ref, mgr djinn.Ref, id uint64) error
+}
+
+// Config configures the manager. Zero values take the defaults.
+type Config struct {
+	// Lease is the transaction lease policy (default: Any is a minute, at
+	// most an hour).
+	Lease lease.Policy
+	// MaxActive bounds undecided transactions (default 1,000,000);
+	// MaxParticipants the participants of one (default 1000).
+	MaxActive, MaxParticipants int
+	// Participants calls participants. Required.
+	Participants Participants
+	// CallTimeout bounds one call to a participant (default 10s).
+	CallTimeout time.Duration
+	// VoteTimeout is how long a vote may retry a participant that fails
+	// indefinitely before the manager aborts (default 30s).
+	VoteTimeout time.Duration
+	// MinRetry and MaxRetry bound the backoff between attempts to tell a
+	// participant the outcome (default 100ms and 30s); the manager never
+	// stops trying.
+	MinRetry, MaxRetry time.Duration
+	// Abandon is how long a participant may stay unreachable before it is
+	// reported (default 10m).
+	Abandon time.Duration
+	// Retention is how long a settled transaction is remembered, so a
+	// repeated commit or abort gets its outcome (default 10m).
+	Retention time.Duration
+	Logger    *slog.Logger
+}
+
+// Service is the transaction manager (TX.2).
+type Service struct {
+	state  *State
+	lessor *lease.Lessor
+	log    Proposer
+	now    func() time.Time
+	self   func() djinn.Ref
+	cfg    Config
+
+	mu sync.Mutex
+	// votes holds the vote in progress on this leader, by transaction.
+	votes map[uint64]chan struct{}
+	// calls holds the leader's record of failing participant calls.
+	calls map[callKey]*callState
+
+	// Counters for metrics.
+	Created, Commits, Aborts atomic.Uint64
+	Unreachable              atomic.Int64 // participants failing past Abandon
+}
+
+type callKey struct {
+	id   uint64
+	part int
+}
+
+type callState struct {
+	next     time.Time
+	attempts int
+	since    time.Time
+	lastErr  error
+	busy     bool
+}
+
+// New returns the manager over state s.
+func New(s *State, l *lease.Lessor, log Proposer, now func() time.Time, self func() djinn.Ref, cfg Config) (*Service, error) {
+	if cfg.Lease == (lease.Policy{}) {
+		cfg.Lease = lease.Policy{Default: time.Minute, Max: time.Hour}
+	}
+	if err := l.Table().SetPolicy(lease.KindTransaction, cfg.Lease); err != nil {
+		return nil, err
+	}
+	if cfg.Participants == nil {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "transaction manager: no participant client")
+	}
+	defInt := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defInt(&cfg.MaxActive, 1_000_000)
+	defInt(&cfg.MaxParticipants, 1000)
+	defDur := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defDur(&cfg.CallTimeout, 10*time.Second)
+	defDur(&cfg.VoteTimeout, 30*time.Second)
+	defDur(&cfg.MinRetry, 100*time.Millisecond)
+	defDur(&cfg.MaxRetry, 30*time.Second)
+	defDur(&cfg.Abandon, 10*time.Minute)
+	defDur(&cfg.Retention, 10*time.Minute)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Service{state: s, lessor: l, log: log, now: now, self: self, cfg: cfg, votes: map[uint64]chan struct{}{}, calls: map[callKey]*callState{}}, nil
+}
+
+func (s *Service) leading() error {
+	if !s.lessor.Active() {
+		return djinn.Errorf(djinn.Unavailable, "transaction manager not ready: not the leader or leadership starting")
+	}
+	return nil
+}
+
+// Created is what Create returns (TX.2.1).
+type Created struct {
+	ID    uint64
+	Lease *djinnpb.Lease
+}
+
+// Create starts a top-level transaction, ACTIVE, with a lease of at most d
+// (positive, Forever or Any).
+func (s *Service) Create(ctx context.Context, d time.Duration) (Created, error) {
+	if d <= 0 && d != djinn.Any {
+		return Created{}, djinn.Errorf(djinn.InvalidArgument, "lease duration %s: must be positive, Forever or Any", djinn.FormatDuration(d))
+	}
+	if err := s.leading(); err != nil {
+		return Created{}, err
+	}
+	if _, n := s.state.Len(); n >= s.cfg.MaxActive {
+		return Created{}, djinn.Errorf(djinn.LeaseDenied, "transaction manager holds %d active transactions, the most allowed", n)
+	}
+	granted := s.cfg.Lease.Grant(d)
+	now := s.now()
+	exp := djinn.AddDuration(now, granted)
+	cookie := djinn.NewID()
+	res, err := s.log.Propose(ctx, &statepb.Command{NowUnixNanos: now.UnixNano(), Op: &statepb.Command_TxnCreate{TxnCreate: &statepb.TxnCreate{
+		Cookie: cookie[:], ExpiresUnixNanos: nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp), Principal: principal.From(ctx),
+	}}})
+	if err != nil {
+		return Created{}, err
+	}
+	s.Created.Add(1)
+	return Created{ID: res.(Info).ID, Lease: lease.Proto(s.self(), cookie, granted)}, nil
+}
+
+func nanos(t time.Time) int64 {
+	if !t.Before(djinn.EndOfTime) {
+		return int64(djinn.Forever)
+	}
+	return t.UnixNano()
+}
+
+// get returns a transaction on the leader.
+func (s *Service) get(id uint64) (Info, error) {
+	if err := s.leading(); err != nil {
+		return Info{}, err
+	}
+	return s.state.Get(id)
+}
+
+// Join adds a participant (TX.2.3).
+func (s *Service) Join(ctx context.Context, id uint64, p *djinnpb.Ref, crash int64) error {
+	if p == nil {
+		return djinn.Errorf(djinn.InvalidArgument, "participant: missing (null)")
+	}
+	if _, err := djinn.IDFromBytes("participant service id", p.GetServiceId()); err != nil {
+		return err
+	}
+	if _, err := djinn.IDFromBytes("participant object id", p.GetObjectId()); err != nil {
+		return err
+	}
+	if err := djinn.CheckEndpoint(p.GetEndpoint()); err != nil {
+		return djinn.Errorf(djinn.InvalidArgument, "participant: %v", err)
+	}
+	in, err := s.get(id)
+	if err != nil {
+		return err
+	}
+	if in.State == Active && len(in.Parts) >= s.cfg.MaxParticipants {
+		return djinn.Errorf(djinn.ResourceExhausted, "transaction %d has %d participants, the most allowed", id, len(in.Parts))
+	}
+	_, err = s.log.Propose(ctx, &statepb.Command{NowUnixNanos: s.now().UnixNano(), Op: &statepb.Command_TxnJoin{TxnJoin: &statepb.TxnJoin{Id: id, Participant: p, CrashCount: crash}}})
+	return err
+}
+
+// GetState returns a transaction's state (TX.2.7). A transaction whose
+// lease has ended is ABORTED, even before its end is logged.
+func (s *Service) GetState(ctx context.Context, id uint64) (djinnpb.TransactionState, error) {
+	in, err := s.get(id)
+	if err != nil {
+		return 0, err
+	}
+	if (in.State == Active || in.State == Voting) && !s.lessor.Table().Alive(in.Cookie, s.now()) {
+		return Aborted, nil
+	}
+	return in.State, nil
+}
+
+// Describe returns a transaction with its participants and, on the
+// leader, the failing calls to them.
+func (s *Service) Describe(ctx context.Context, id uint64) (*djinnpb.TransactionDescription, error) {
+	in, err := s.get(id)
+	if err != nil {
+		return nil, err
+	}
+	d := &djinnpb.TransactionDescription{Id: id, State: in.State}
+	now := s.now()
+	if li, ok := s.lessor.Table().Lookup(in.Cookie, now); ok {
+		d.Lease = lease.Proto(s.self(), in.Cookie, djinn.Remaining(li.Expires, now))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, p := range in.Parts {
+		ps := &djinnpb.ParticipantStatus{Participant: p.Ref, CrashCount: p.Crash, Vote: p.Vote, Notified: p.Notified}
+		if c, ok := s.calls[callKey{id, i}]; ok && c.lastErr != nil {
+			ps.LastError = &djinnpb.Error{Kind: string(djinn.KindOf(c.lastErr)), Message: c.lastErr.Error(), Code: 14}
+			ps.FailingSinceUnixNanos = c.since.UnixNano()
+		}
+		d.Participants = append(d.Participants, ps)
+	}
+	return d, nil
+}
+
+func (s *Service) owned(ctx context.Context, id uint64) (Info, error) {
+	in, err := s.get(id)
+	if err != nil {
+		return Info{}, err
+	}
+	if in.Principal != principal.From(ctx) {
+		return Info{}, unknown(id)
+	}
+	return in, nil
+}
+
+// Commit commits a transaction (TX.2.5): it returns once the transaction
+// is COMMITTED (CannotCommit if it aborts), and with waitFor, once every
+// participant has been told, or TimeoutExpired{committed} after waitFor.
+func (s *Service) Commit(ctx context.Context, id uint64, waitFor *time.Duration) error {
+	in, err := s.owned(ctx, id)
+	if err != nil {
+		return err
+	}
+	if in.State == Active {
+		if !s.lessor.Table().Alive(in.Cookie, s.now()) {
+			return djinn.Errorf(djinn.CannotCommit, "transaction %d: its lease ended, so it aborted (TX.2.1)", id)
+		}
+		res, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_TxnVoting{TxnVoting: &statepb.TxnVoting{Id: id}}})
+		if err != nil {
+			return err
+		}
+		in = res.(Info)
+	}
+	if in.State == Voting {
+		s.startVote(id)
+	}
+	select {
+	case <-in.Decided:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	in, err = s.state.Get(id)
+	if err != nil {
+		return err
+	}
+	if in.State != Committed {
+		return djinn.Errorf(djinn.CannotCommit, "transaction %d: aborted (TX.2.5)", id)
+	}
+	s.Commits.Add(1)
+	return s.wait(ctx, in, waitFor, true)
+}
+
+// Abort aborts a transaction (TX.2.5): CannotAbort once it committed.
+func (s *Service) Abort(ctx context.Context, id uint64, waitFor *time.Duration) error {
+	if _, err := s.owned(ctx, id); err != nil {
+		return err
+	}
+	res, err := s.log.Propose(ctx, &statepb.Command{NowUnixNanos: s.now().UnixNano(), Op: &statepb.Command_TxnDecide{TxnDecide: &statepb.TxnDecide{Id: id}}})
+	if err != nil {
+		return err
+	}
+	s.Aborts.Add(1)
+	return s.wait(ctx, res.(Info), waitFor, false)
+}
+
+// wait waits, for the waitFor forms, until every participant has been
+// told the outcome.
+func (s *Service) wait(ctx context.Context, in Info, waitFor *time.Duration, committed bool) error {
+	if waitFor == nil {
+		return nil
+	}
+	if *waitFor < 0 {
+		return djinn.Errorf(djinn.InvalidArgument, "waitFor %s: negative", djinn.FormatDuration(*waitFor))
+	}
+	t := time.NewTimer(*waitFor)
+	defer t.Stop()
+	select {
+	case <-in.Settled:
+		return nil
+	case <-t.C:
+		return &djinn.Error{Kind: djinn.TimeoutExpired, Committed: committed,
+			Message: "transaction outcome not yet delivered to every participant within waitFor (TX.2.5)"}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// startVote runs the vote of a VOTING transaction, once per leader.
+func (s *Service) startVote(id uint64) {
+	s.mu.Lock()
+	if _, running := s.votes[id]; running {
+		s.mu.Unlock()
+		return
+	}
+	done := make(chan struct{})
+	s.votes[id] = done
+	s.mu.Unlock()
+	go func() {
+		defer func() {
+			s.mu.Lock()
+			delete(s.votes, id)
+			s.mu.Unlock()
+			close(done)
+		}()
+		s.vote(id)
+	}()
+}
+
+// vote asks each participant to prepare (TX.2.7) and decides: ABORTED at
+// the first ABORTED vote, UnknownTransaction or definite error, or when a
+// participant stays unreachable past VoteTimeout; otherwise COMMITTED. A
+// transaction whose last participant to vote follows only NOTCHANGED votes
+// gets prepareAndCommit.
+func (s *Service) vote(id uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.VoteTimeout+s.cfg.CallTimeout)
+	defer cancel()
+	in, err := s.state.Get(id)
+	if err != nil || in.State != Voting {
+		return
+	}
+	mgr := s.self()
+	n := len(in.Parts)
+	votes := make([]djinnpb.TransactionState, n)
+	deadline := s.now().Add(s.cfg.VoteTimeout)
+	ask := func(i int, andCommit bool) {
+		for attempt := 0; ; attempt++ {
+			cctx, ccancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+			var v djinnpb.TransactionState
+			var err error
+			if andCommit {
+				v, err = s.cfg.Participants.PrepareAndCommit(cctx, in.Parts[i].Ref, mgr, id)
+			} else {
+				v, err = s.cfg.Participants.Prepare(cctx, in.Parts[i].Ref, mgr, id)
+			}
+			ccancel()
+			switch {
+			case err == nil && (v == Prepared || v == NotChanged || v == Aborted || (andCommit && v == Committed)):
+				votes[i] = v
+				return
+			case err == nil:
+				s.cfg.Logger.Warn("transaction: participant answered prepare with a state that is not a vote", "id", id, "vote", v)
+				votes[i] = Aborted
+				return
+			case djinn.IsDefinite(err) || !s.now().Before(deadline) || ctx.Err() != nil:
+				// UnknownTransaction: the participant lost its state.
+				votes[i] = Aborted
+				return
+			}
+			select {
+			case <-time.After(s.backoff(attempt)):
+			case <-ctx.Done():
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	last := n - 1
+	for i := range last {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ask(i, false)
+		}()
+	}
+	wg.Wait()
+	if n > 0 {
+		onlyLast := true
+		for i := range last {
+			onlyLast = onlyLast && votes[i] == NotChanged
+		}
+		ask(last, onlyLast)
+	}
+	commit := true
+	var prepared []uint32
+	for i, v := range votes {
+		switch v {
+		case Aborted:
+			commit = false
+		case Prepared:
+			prepared = append(prepared, uint32(i))
+		}
+	}
+	dec := &statepb.TxnDecide{Id: id, Commit: commit, Prepared: prepared}
+	for _, v := range votes {
+		dec.Votes = append(dec.Votes, int32(v))
+	}
+	pctx, pcancel := context.WithTimeout(context.Background(), s.cfg.CallTimeout)
+	defer pcancel()
+	if _, err := s.log.Propose(pctx, &statepb.Command{NowUnixNanos: s.now().UnixNano(), Op: &statepb.Command_TxnDecide{TxnDecide: dec}}); err != nil &&
+		djinn.KindOf(err) != djinn.CannotCommit && djinn.KindOf(err) != djinn.CannotAbort {
+		s.cfg.Logger.Warn("transaction: recording the outcome failed; the next leader votes again", "id", id, "err", err)
+	}
+}
+
+func (s *Service) backoff(attempt int) time.Duration {
+	d := s.cfg.MinRetry << min(attempt, 20)
+	if d <= 0 || d > s.cfg.MaxRetry {
+		d = s.cfg.MaxRetry
+	}
+	return d/2 + rand.N(d/2+1)
+}

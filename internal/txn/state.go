@@ -1,0 +1,449 @@
+package txn
+
+import (
+	"encoding/binary"
+	"sync"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/proto/statepb"
+)
+
+// States and votes (TX.2.4).
+const (
+	Active     = djinnpb.TransactionState_TRANSACTION_STATE_ACTIVE
+	Voting     = djinnpb.TransactionState_TRANSACTION_STATE_VOTING
+	Prepared   = djinnpb.TransactionState_TRANSACTION_STATE_PREPARED
+	NotChanged = djinnpb.TransactionState_TRANSACTION_STATE_NOTCHANGED
+	Committed  = djinnpb.TransactionState_TRANSACTION_STATE_COMMITTED
+	Aborted    = djinnpb.TransactionState_TRANSACTION_STATE_ABORTED
+)
+
+// participant is a joined participant. ref, crash, vote and notified are
+// replicated; the rest is the leader's.
+type participant struct {
+	ref      *djinnpb.Ref
+	crash    int64
+	vote     djinnpb.TransactionState // unspecified until it voted
+	notified bool                     // told the outcome, or needs no telling
+}
+
+func partKey(r *djinnpb.Ref) [32]byte {
+	var k [32]byte
+	copy(k[:16], r.GetServiceId())
+	copy(k[16:], r.GetObjectId())
+	return k
+}
+
+type transaction struct {
+	id        uint64
+	cookie    djinn.ID
+	principal string
+	state     djinnpb.TransactionState
+	parts     []*participant
+	ended     int64 // when it was decided (unix nanos; 0 for a lease end)
+	// decided is closed when the transaction is COMMITTED or ABORTED;
+	// settled when, besides, every participant has been told.
+	decided, settled chan struct{}
+}
+
+// State is the replicated state of the transaction manager.
+type State struct {
+	mu sync.Mutex
+	// Guarded by mu.
+	txns map[uint64]*transaction
+	next uint64 // the last id given
+	// unsettled holds decided transactions with participants still to
+	// tell; wake is signalled when it grows.
+	unsettled map[uint64]*transaction
+
+	table *lease.Table
+	wake  chan struct{}
+}
+
+// NewState returns an empty state whose transaction leases live in t.
+func NewState(t *lease.Table) *State {
+	return &State{txns: map[uint64]*transaction{}, unsettled: map[uint64]*transaction{}, table: t, wake: make(chan struct{}, 1)}
+}
+
+// OwnerID is the lease owner id of transaction id.
+func OwnerID(id uint64) djinn.ID {
+	var o djinn.ID
+	binary.BigEndian.PutUint64(o[8:], id)
+	return o
+}
+
+func unknown(id uint64) error {
+	return djinn.Errorf(djinn.UnknownTransaction, "transaction %d: unknown (never created, or completed and forgotten)", id)
+}
+
+// Info is a transaction as callers see it.
+type Info struct {
+	ID        uint64
+	Cookie    djinn.ID
+	Principal string
+	State     djinnpb.TransactionState
+	Parts     []PartInfo
+	Decided   <-chan struct{}
+	Settled   <-chan struct{}
+}
+
+// PartInfo is a participant as callers see it.
+type PartInfo struct {
+	Ref      *djinnpb.Ref
+	Crash    int64
+	Vote     djinnpb.TransactionState
+	Notified bool
+}
+
+func (t *transaction) info() Info {
+	in := Info{ID: t.id, Cookie: t.cookie, Principal: t.principal, State: t.state, Decided: t.decided, Settled: t.settled}
+	in.Parts = make([]PartInfo, len(t.parts))
+	for i, p := range t.parts {
+		in.Parts[i] = PartInfo{Ref: p.ref, Crash: p.crash, Vote: p.vote, Notified: p.notified}
+	}
+	return in
+}
+
+// Get returns a transaction.
+func (s *State) Get(id uint64) (Info, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.txns[id]
+	if !ok {
+		return Info{}, unknown(id)
+	}
+	return t.info(), nil
+}
+
+// Len returns the number of transactions known, and of those not decided.
+func (s *State) Len() (all, active int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.txns {
+		if t.state == Active || t.state == Voting {
+			active++
+		}
+	}
+	return len(s.txns), active
+}
+
+func newTransaction(id uint64, cookie djinn.ID, principal string) *transaction {
+	return &transaction{id: id, cookie: cookie, principal: principal, state: Active, decided: make(chan struct{}), settled: make(chan struct{})}
+}
+
+// ApplyCreate creates a transaction, ACTIVE, with the next id, and grants
+// its lease.
+func (s *State) ApplyCreate(c *statepb.TxnCreate) (Info, error) {
+	cookie, err := djinn.IDFromBytes("lease cookie", c.GetCookie())
+	if err != nil {
+		return Info{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := s.next + 1
+	if err := s.table.ApplyGrant(cookie, lease.Owner{Kind: lease.KindTransaction, ID: OwnerID(id)}, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
+		return Info{}, err
+	}
+	s.next = id
+	t := newTransaction(id, cookie, c.GetPrincipal())
+	s.txns[id] = t
+	return t.info(), nil
+}
+
+// ApplyJoin adds a participant (TX.2.3): only while ACTIVE (CannotJoin);
+// a second join with the same crash count is accepted and ignored, with
+// another one CrashCount, and the transaction aborts.
+func (s *State) ApplyJoin(now int64, c *statepb.TxnJoin) error {
+	p := c.GetParticipant()
+	if p == nil {
+		return djinn.Errorf(djinn.InvalidArgument, "participant: missing")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.txns[c.GetId()]
+	if !ok {
+		return unknown(c.GetId())
+	}
+	k := partKey(p)
+	for _, q := range t.parts {
+		if partKey(q.ref) != k {
+			continue
+		}
+		if q.crash == c.GetCrashCount() && t.state == Active {
+			return nil
+		}
+		if q.crash != c.GetCrashCount() {
+			if t.state == Active || t.state == Voting {
+				s.decideLocked(now, t, Aborted)
+			}
+			return djinn.Errorf(djinn.CrashCount, "transaction %d: participant joined with crash count %d, now %d: it lost its state; the transaction aborts (TX.2.3)", t.id, q.crash, c.GetCrashCount())
+		}
+	}
+	if t.state != Active {
+		return djinn.Errorf(djinn.CannotJoin, "transaction %d: %s, no longer active (TX.2.3)", t.id, stateName(t.state))
+	}
+	t.parts = append(t.parts, &participant{ref: p, crash: c.GetCrashCount()})
+	return nil
+}
+
+func stateName(s djinnpb.TransactionState) string {
+	switch s {
+	case Active:
+		return "ACTIVE"
+	case Voting:
+		return "VOTING"
+	case Prepared:
+		return "PREPARED"
+	case NotChanged:
+		return "NOTCHANGED"
+	case Committed:
+		return "COMMITTED"
+	case Aborted:
+		return "ABORTED"
+	}
+	return "UNKNOWN"
+}
+
+// ApplyVoting moves an ACTIVE transaction to VOTING and returns its state
+// after the command.
+func (s *State) ApplyVoting(c *statepb.TxnVoting) (Info, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.txns[c.GetId()]
+	if !ok {
+		return Info{}, unknown(c.GetId())
+	}
+	if t.state == Active {
+		t.state = Voting
+	}
+	return t.info(), nil
+}
+
+// ApplyDecide records an outcome. A commit applies only to a VOTING
+// transaction (an ABORTED one gives CannotCommit); an abort to an ACTIVE
+// or VOTING one (a COMMITTED one gives CannotAbort). Deciding what is
+// already decided that way is accepted.
+func (s *State) ApplyDecide(now int64, c *statepb.TxnDecide) (Info, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.txns[c.GetId()]
+	if !ok {
+		return Info{}, unknown(c.GetId())
+	}
+	if votes := c.GetVotes(); len(votes) == len(t.parts) && (t.state == Active || t.state == Voting) {
+		for i, v := range votes {
+			t.parts[i].vote = djinnpb.TransactionState(v)
+		}
+	}
+	switch {
+	case c.GetCommit() && t.state == Voting:
+		prepared := map[uint32]bool{}
+		for _, i := range c.GetPrepared() {
+			prepared[i] = true
+		}
+		for i, p := range t.parts {
+			if !prepared[uint32(i)] {
+				p.notified = true // NOTCHANGED: dropped (TX.2.7); COMMITTED by prepareAndCommit: done
+			}
+		}
+		s.decideLocked(now, t, Committed)
+	case c.GetCommit() && t.state == Aborted:
+		return t.info(), djinn.Errorf(djinn.CannotCommit, "transaction %d: aborted (TX.2.5)", t.id)
+	case c.GetCommit() && t.state == Active:
+		return t.info(), djinn.Errorf(djinn.Internal, "transaction %d: commit decided while ACTIVE", t.id)
+	case !c.GetCommit() && t.state == Committed:
+		return t.info(), djinn.Errorf(djinn.CannotAbort, "transaction %d: committed (TX.2.5)", t.id)
+	case !c.GetCommit() && (t.state == Active || t.state == Voting):
+		s.decideLocked(now, t, Aborted)
+	}
+	return t.info(), nil
+}
+
+// decideLocked moves t to COMMITTED or ABORTED. An abort needs telling
+// every participant that did not vote NOTCHANGED or ABORTED (TX.2.7: those
+// that voted PREPARED and those not yet asked).
+func (s *State) decideLocked(now int64, t *transaction, to djinnpb.TransactionState) {
+	t.state, t.ended = to, now
+	if to == Aborted {
+		for _, p := range t.parts {
+			if p.vote == NotChanged || p.vote == Aborted {
+				p.notified = true
+			}
+		}
+	}
+	close(t.decided)
+	s.settleLocked(t)
+}
+
+// settleLocked closes settled once every participant is told, and keeps t
+// among the unsettled until then.
+func (s *State) settleLocked(t *transaction) {
+	for _, p := range t.parts {
+		if !p.notified {
+			if _, ok := s.unsettled[t.id]; !ok {
+				s.unsettled[t.id] = t
+				select {
+				case s.wake <- struct{}{}:
+				default:
+				}
+			}
+			return
+		}
+	}
+	delete(s.unsettled, t.id)
+	select {
+	case <-t.settled:
+	default:
+		close(t.settled)
+	}
+}
+
+// ApplyNotified records participants told the outcome.
+func (s *State) ApplyNotified(c *statepb.TxnNotified) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range c.GetEntries() {
+		t, ok := s.txns[e.GetId()]
+		if !ok || int(e.GetParticipant()) >= len(t.parts) || (t.state != Committed && t.state != Aborted) {
+			continue
+		}
+		t.parts[e.GetParticipant()].notified = true
+		s.settleLocked(t)
+	}
+}
+
+// ApplyForget drops settled transactions and ends their leases.
+func (s *State) ApplyForget(c *statepb.TxnForget) {
+	var cookies [][]byte
+	s.mu.Lock()
+	for _, id := range c.GetIds() {
+		t, ok := s.txns[id]
+		if !ok || (t.state != Committed && t.state != Aborted) {
+			continue
+		}
+		if _, unsettled := s.unsettled[id]; unsettled {
+			continue
+		}
+		delete(s.txns, id)
+		cookies = append(cookies, t.cookie[:])
+	}
+	s.mu.Unlock()
+	if len(cookies) > 0 {
+		s.table.ApplyCancel(cookies) // LeaseEnded finds them gone
+	}
+}
+
+// LeaseEnded aborts the transaction whose lease ended before it was
+// decided (TX.2.1).
+func (s *State) LeaseEnded(owner djinn.ID) {
+	id := binary.BigEndian.Uint64(owner[8:])
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.txns[id]; ok && (t.state == Active || t.state == Voting) {
+		s.decideLocked(0, t, Aborted)
+	}
+}
+
+// Unsettled returns the decided transactions with participants still to
+// tell.
+func (s *State) Unsettled() []Info {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Info, 0, len(s.unsettled))
+	for _, t := range s.unsettled {
+		out = append(out, t.info())
+	}
+	return out
+}
+
+// Voting returns the transactions in VOTING: a new leader resumes their
+// vote.
+func (s *State) Voting() []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []uint64
+	for id, t := range s.txns {
+		if t.state == Voting {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// Settled returns the ids of settled transactions decided before cutoff
+// (unix nanos), at most max.
+func (s *State) Settled(cutoff int64, max int) []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []uint64
+	for id, t := range s.txns {
+		if len(out) == max {
+			break
+		}
+		if (t.state == Committed || t.state == Aborted) && t.ended < cutoff {
+			if _, ok := s.unsettled[id]; !ok {
+				out = append(out, id)
+			}
+		}
+	}
+	return out
+}
+
+// Records returns the state for a snapshot.
+func (s *State) Records() (*statepb.TxnCounter, []*statepb.TxnRecord) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*statepb.TxnRecord, 0, len(s.txns))
+	for _, t := range s.txns {
+		r := &statepb.TxnRecord{Id: t.id, Cookie: t.cookie[:], Principal: t.principal, State: int32(t.state), EndedUnixNanos: t.ended}
+		for _, p := range t.parts {
+			r.Participants = append(r.Participants, &statepb.TxnParticipantRecord{Participant: p.ref, CrashCount: p.crash, Vote: int32(p.vote), Notified: p.notified})
+		}
+		out = append(out, r)
+	}
+	return &statepb.TxnCounter{NextId: s.next}, out
+}
+
+// Reset empties the state before a restore.
+func (s *State) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.txns = map[uint64]*transaction{}
+	s.unsettled = map[uint64]*transaction{}
+	s.next = 0
+}
+
+// RestoreCounter restores the id counter.
+func (s *State) RestoreCounter(c *statepb.TxnCounter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.next = max(s.next, c.GetNextId())
+}
+
+// Restore adds one snapshot record (its lease is restored separately).
+func (s *State) Restore(r *statepb.TxnRecord) error {
+	cookie, err := djinn.IDFromBytes("lease cookie", r.GetCookie())
+	if err != nil {
+		return err
+	}
+	st := djinnpb.TransactionState(r.GetState())
+	if st != Active && st != Voting && st != Committed && st != Aborted {
+		return djinn.Errorf(djinn.Internal, "transaction %d: state %d", r.GetId(), r.GetState())
+	}
+	t := newTransaction(r.GetId(), cookie, r.GetPrincipal())
+	t.state, t.ended = st, r.GetEndedUnixNanos()
+	for _, p := range r.GetParticipants() {
+		t.parts = append(t.parts, &participant{ref: p.GetParticipant(), crash: p.GetCrashCount(), vote: djinnpb.TransactionState(p.GetVote()), notified: p.GetNotified()})
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.txns[t.id] = t
+	s.next = max(s.next, t.id)
+	if st == Committed || st == Aborted {
+		close(t.decided)
+		s.settleLocked(t)
+	}
+	return nil
+}

@@ -1,0 +1,425 @@
+package txn_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/state/statetest"
+	"github.com/djinn-go/djinn/internal/txn"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+// fakeParts are in-memory participants: each answers prepare with its
+// scripted vote (or error) and records every call it gets.
+type fakeParts struct {
+	mu    sync.Mutex
+	vote  map[string]djinnpb.TransactionState
+	fail  map[string]error // every call fails with it
+	opErr map[string]error // "name op" fails with it
+	calls []string         // "name op"
+}
+
+func name(p *djinnpb.Ref) string { return string(p.GetObjectId()[:1]) }
+
+func (f *fakeParts) call(p *djinnpb.Ref, op string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, name(p)+" "+op)
+	if err := f.opErr[name(p)+" "+op]; err != nil {
+		return err
+	}
+	return f.fail[name(p)]
+}
+
+func (f *fakeParts) Prepare(_ context.Context, p *djinnpb.Ref, _ djinn.Ref, _ uint64) (djinnpb.TransactionState, error) {
+	if err := f.call(p, "prepare"); err != nil {
+		return 0, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.vote[name(p)], nil
+}
+
+func (f *fakeParts) PrepareAndCommit(_ context.Context, p *djinnpb.Ref, _ djinn.Ref, _ uint64) (djinnpb.TransactionState, error) {
+	if err := f.call(p, "prepareAndCommit"); err != nil {
+		return 0, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if v := f.vote[name(p)]; v != txn.Prepared {
+		return v, nil
+	}
+	return txn.Committed, nil
+}
+
+func (f *fakeParts) Commit(_ context.Context, p *djinnpb.Ref, _ djinn.Ref, _ uint64) error {
+	return f.call(p, "commit")
+}
+
+func (f *fakeParts) Abort(_ context.Context, p *djinnpb.Ref, _ djinn.Ref, _ uint64) error {
+	return f.call(p, "abort")
+}
+
+func (f *fakeParts) got() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+func (f *fakeParts) set(n string, v djinnpb.TransactionState, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.vote[n], f.fail[n] = v, err
+}
+
+func (f *fakeParts) failOp(call string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.opErr[call] = err
+}
+
+func part(n string) *djinnpb.Ref {
+	obj := make([]byte, 16)
+	copy(obj, n)
+	return &djinnpb.Ref{Endpoint: "127.0.0.1:9", ServiceId: make([]byte, 16), ObjectId: obj}
+}
+
+type fixture struct {
+	t      *testing.T
+	log    *statetest.Log
+	lessor *lease.Lessor
+	svc    *txn.Service
+	parts  *fakeParts
+	stop   func()
+}
+
+func newFixture(t *testing.T) *fixture {
+	f := &fixture{t: t, log: statetest.New(), parts: &fakeParts{vote: map[string]djinnpb.TransactionState{}, fail: map[string]error{}, opErr: map[string]error{}}}
+	f.lessor = lease.NewLessor(f.log.M.Leases, f.log, lease.Config{Slack: 10 * time.Second})
+	self := djinn.Ref{Endpoint: "127.0.0.1:4161", Service: f.log.M.ServiceID(), Object: djinn.ID{'t'}}
+	svc, err := txn.New(f.log.M.Txn, f.lessor, f.log, time.Now, func() djinn.Ref { return self }, txn.Config{
+		Participants: f.parts, VoteTimeout: 5 * time.Second, Abandon: time.Minute, Retention: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.svc = svc
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); f.lessor.Run(ctx) }()
+	go func() { defer wg.Done(); svc.Run(ctx) }()
+	f.stop = func() { cancel(); wg.Wait() }
+	synctest.Wait()
+	return f
+}
+
+func (f *fixture) create(d time.Duration) txn.Created {
+	f.t.Helper()
+	c, err := f.svc.Create(context.Background(), d)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return c
+}
+
+func (f *fixture) join(id uint64, names ...string) {
+	f.t.Helper()
+	for _, n := range names {
+		if err := f.svc.Join(context.Background(), id, part(n), 1); err != nil {
+			f.t.Fatalf("join %s: %v", n, err)
+		}
+	}
+}
+
+func (f *fixture) state(id uint64) djinnpb.TransactionState {
+	f.t.Helper()
+	s, err := f.svc.GetState(context.Background(), id)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return s
+}
+
+func wantKind(t *testing.T, what string, err error, kind djinn.Kind) {
+	t.Helper()
+	if djinn.KindOf(err) != kind {
+		t.Fatalf("%s: %v, want %s", what, err, kind)
+	}
+}
+
+func count(calls []string, c string) int {
+	n := 0
+	for _, x := range calls {
+		if x == c {
+			n++
+		}
+	}
+	return n
+}
+
+func dur(d time.Duration) *time.Duration { return &d }
+
+func TestCreate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		defer f.stop()
+		for _, d := range []time.Duration{0, -5} {
+			_, err := f.svc.Create(context.Background(), d)
+			wantKind(t, "TX.2.1 create with a non-positive lease", err, djinn.InvalidArgument)
+		}
+		a, b := f.create(time.Minute), f.create(djinn.Any)
+		if a.ID == b.ID {
+			t.Fatalf("two transactions share id %d", a.ID)
+		}
+		if f.state(a.ID) != txn.Active {
+			t.Fatal("TX.2.5: a new transaction is ACTIVE")
+		}
+		_, err := f.svc.GetState(context.Background(), 999)
+		wantKind(t, "TX.2.7 getState of an unknown id", err, djinn.UnknownTransaction)
+	})
+}
+
+func TestJoinRules(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		defer f.stop()
+		c := f.create(time.Minute)
+		f.join(c.ID, "a")
+		// TX.2.3: the same participant with the same crash count again is
+		// accepted and ignored.
+		f.join(c.ID, "a")
+		in, _ := f.log.M.Txn.Get(c.ID)
+		if len(in.Parts) != 1 {
+			t.Fatalf("TX.2.3 repeated join: %d participants, want 1", len(in.Parts))
+		}
+		err := f.svc.Join(context.Background(), 999, part("a"), 1)
+		wantKind(t, "TX.2.3 join of an unknown transaction", err, djinn.UnknownTransaction)
+		err = f.svc.Join(context.Background(), c.ID, nil, 1)
+		wantKind(t, "join with no participant", err, djinn.InvalidArgument)
+		// TX.2.3: another crash count aborts the transaction.
+		err = f.svc.Join(context.Background(), c.ID, part("a"), 2)
+		wantKind(t, "TX.2.3 join with another crash count", err, djinn.CrashCount)
+		if f.state(c.ID) != txn.Aborted {
+			t.Fatal("TX.2.3: a crash count mismatch must abort the transaction")
+		}
+		err = f.svc.Join(context.Background(), c.ID, part("b"), 1)
+		wantKind(t, "TX.2.3 join of an aborted transaction", err, djinn.CannotJoin)
+	})
+}
+
+func TestCommitAllPrepared(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		defer f.stop()
+		f.parts.set("a", txn.Prepared, nil)
+		f.parts.set("b", txn.Prepared, nil)
+		c := f.create(time.Minute)
+		f.join(c.ID, "a", "b")
+		if err := f.svc.Commit(context.Background(), c.ID, dur(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if f.state(c.ID) != txn.Committed {
+			t.Fatal("TX.2.7: all PREPARED commits")
+		}
+		calls := f.parts.got()
+		for _, want := range []string{"a prepare", "b prepare", "a commit", "b commit"} {
+			if count(calls, want) != 1 {
+				t.Fatalf("calls %v: want one %q", calls, want)
+			}
+		}
+		// TX.2.5: commit again returns; abort is CannotAbort.
+		if err := f.svc.Commit(context.Background(), c.ID, nil); err != nil {
+			t.Fatalf("TX.2.5 commit of a committed transaction: %v", err)
+		}
+		wantKind(t, "TX.2.5 abort of a committed transaction", f.svc.Abort(context.Background(), c.ID, nil), djinn.CannotAbort)
+	})
+}
+
+func TestCommitAbortedVote(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		defer f.stop()
+		f.parts.set("a", txn.Prepared, nil)
+		f.parts.set("b", txn.Aborted, nil)
+		f.parts.set("c", txn.Prepared, nil)
+		c := f.create(time.Minute)
+		f.join(c.ID, "a", "b", "c")
+		wantKind(t, "TX.2.7 commit with an ABORTED vote", f.svc.Commit(context.Background(), c.ID, nil), djinn.CannotCommit)
+		synctest.Wait()
+		calls := f.parts.got()
+		// TX.2.7: abort goes to those that voted PREPARED, and to those
+		// not asked, but not to the one that voted ABORTED.
+		if count(calls, "a abort") != 1 || count(calls, "c abort") != 1 || count(calls, "b abort") != 0 {
+			t.Fatalf("calls %v: want abort to a and c only", calls)
+		}
+		if count(calls, "a commit")+count(calls, "c commit") != 0 {
+			t.Fatalf("calls %v: a commit was sent for an aborted transaction", calls)
+		}
+		wantKind(t, "TX.2.5 commit of an aborted transaction", f.svc.Commit(context.Background(), c.ID, nil), djinn.CannotCommit)
+		if err := f.svc.Abort(context.Background(), c.ID, nil); err != nil {
+			t.Fatalf("TX.2.5 abort of an aborted transaction: %v", err)
+		}
+	})
+}
+
+func TestNotChangedAndPrepareAndCommit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		defer f.stop()
+		f.parts.set("a", txn.NotChanged, nil)
+		f.parts.set("b", txn.NotChanged, nil)
+		f.parts.set("c", txn.Prepared, nil)
+		c := f.create(time.Minute)
+		f.join(c.ID, "a", "b", "c")
+		if err := f.svc.Commit(context.Background(), c.ID, dur(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		calls := f.parts.got()
+		// TX.2.7: the last participant after only NOTCHANGED votes gets
+		// prepareAndCommit; NOTCHANGED participants are dropped.
+		if count(calls, "c prepareAndCommit") != 1 || count(calls, "c commit") != 0 {
+			t.Fatalf("calls %v: want one prepareAndCommit to c and no commit", calls)
+		}
+		if count(calls, "a commit")+count(calls, "b commit") != 0 {
+			t.Fatalf("calls %v: NOTCHANGED participants must be dropped", calls)
+		}
+		// A single participant is the special case.
+		d := f.create(time.Minute)
+		f.join(d.ID, "c")
+		if err := f.svc.Commit(context.Background(), d.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		if count(f.parts.got(), "c prepareAndCommit") != 2 {
+			t.Fatalf("calls %v: one participant gets prepareAndCommit", f.parts.got())
+		}
+		// All NOTCHANGED: COMMITTED, read-only.
+		e := f.create(time.Minute)
+		f.join(e.ID, "a", "b")
+		if err := f.svc.Commit(context.Background(), e.ID, nil); err != nil || f.state(e.ID) != txn.Committed {
+			t.Fatalf("all NOTCHANGED: %v, state %v; want COMMITTED", err, f.state(e.ID))
+		}
+	})
+}
+
+// TX.2.7: a PREPARED participant is told to commit at reasonable
+// intervals until it has rolled forward; a waitFor commit that runs out
+// first gives TimeoutExpired with committed true.
+func TestCommitRetriedUntilRolledForward(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		defer f.stop()
+		f.parts.set("a", txn.Prepared, nil)
+		f.parts.set("b", txn.Prepared, nil)
+		f.parts.failOp("b commit", djinn.Errorf(djinn.Unavailable, "b: down"))
+		c := f.create(time.Minute)
+		f.join(c.ID, "a", "b")
+		err := f.svc.Commit(context.Background(), c.ID, dur(2*time.Second))
+		var de *djinn.Error
+		if djinn.KindOf(err) != djinn.TimeoutExpired || !asError(err, &de) || !de.Committed {
+			t.Fatalf("TX.2.5 commit waitFor with a participant down: %v, want TimeoutExpired{committed}", err)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := count(f.parts.got(), "b commit"); n < 3 {
+			t.Fatalf("b commit tried %d times in a minute: want retries", n)
+		}
+		f.parts.failOp("b commit", nil)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		d, err := f.svc.Describe(context.Background(), c.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range d.Participants {
+			if !p.Notified {
+				t.Fatalf("TX.2.7: participant %x not rolled forward after it came back", p.Participant.ObjectId)
+			}
+		}
+		// TX.2.7: UnknownTransaction from commit means it rolled forward.
+		e := f.create(time.Minute)
+		f.join(e.ID, "a", "b")
+		f.parts.failOp("b commit", djinn.Errorf(djinn.UnknownTransaction, "b: already done"))
+		if err := f.svc.Commit(context.Background(), e.ID, dur(time.Minute)); err != nil {
+			t.Fatalf("commit whose participant answers UnknownTransaction: %v", err)
+		}
+	})
+}
+
+// TX.2.5: an abort with waitFor that cannot reach a participant gives
+// TimeoutExpired with committed false.
+func TestAbortWaitForTimesOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		defer f.stop()
+		d := f.create(time.Minute)
+		f.join(d.ID, "a", "b")
+		if err := f.svc.Abort(context.Background(), d.ID, dur(time.Minute)); err != nil {
+			t.Fatalf("abort with waitFor and reachable participants: %v", err)
+		}
+		e := f.create(time.Minute)
+		f.join(e.ID, "a", "b")
+		f.parts.failOp("b abort", djinn.Errorf(djinn.Unavailable, "b: down"))
+		err := f.svc.Abort(context.Background(), e.ID, dur(time.Second))
+		var de *djinn.Error
+		if djinn.KindOf(err) != djinn.TimeoutExpired || !asError(err, &de) || de.Committed {
+			t.Fatalf("TX.2.5 abort waitFor with a participant down: %v, want TimeoutExpired{committed: false}", err)
+		}
+	})
+}
+
+func asError(err error, target **djinn.Error) bool {
+	e, ok := err.(*djinn.Error)
+	if ok {
+		*target = e
+	}
+	return ok
+}
+
+func TestLeaseEndAborts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		defer f.stop()
+		f.parts.set("a", txn.Prepared, nil)
+		c := f.create(time.Second)
+		f.join(c.ID, "a")
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if f.state(c.ID) != txn.Aborted {
+			t.Fatal("TX.2.1: a transaction whose lease expired is ABORTED")
+		}
+		wantKind(t, "commit after the lease expired", f.svc.Commit(context.Background(), c.ID, nil), djinn.CannotCommit)
+		// Cancelling the lease aborts too.
+		d := f.create(time.Minute)
+		f.join(d.ID, "a")
+		var cookie djinn.ID
+		copy(cookie[:], d.Lease.GetCookie())
+		if errs := f.lessor.Cancel(context.Background(), []djinn.ID{cookie}); errs[0] != nil {
+			t.Fatal(errs[0])
+		}
+		if f.state(d.ID) != txn.Aborted {
+			t.Fatal("TX.2.5: cancelling the lease aborts")
+		}
+		synctest.Wait()
+		if count(f.parts.got(), "a abort") != 2 {
+			t.Fatalf("calls %v: both aborts must be told to the participant", f.parts.got())
+		}
+	})
+}
+
+func TestUnknownFromPrepareAborts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		defer f.stop()
+		f.parts.set("a", txn.Prepared, nil)
+		f.parts.set("b", 0, djinn.Errorf(djinn.UnknownTransaction, "b: lost it"))
+		c := f.create(time.Minute)
+		f.join(c.ID, "a", "b")
+		wantKind(t, "TX.2.7 prepare answered UnknownTransaction", f.svc.Commit(context.Background(), c.ID, nil), djinn.CannotCommit)
+	})
+}
