@@ -47,6 +47,8 @@ type Lessor struct {
 	log    Proposer
 	cfg    Config
 	active atomic.Bool
+	// ready is closed while active; a new one waits for the next term.
+	ready atomic.Pointer[chan struct{}]
 
 	// Counters for metrics.
 	Renewals     atomic.Uint64
@@ -77,8 +79,16 @@ func NewLessor(t *Table, p Proposer, cfg Config) *Lessor {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Lessor{table: t, log: p, cfg: cfg}
+	l := &Lessor{table: t, log: p, cfg: cfg}
+	ready := make(chan struct{})
+	l.ready.Store(&ready)
+	return l
 }
+
+// Ready returns a channel closed once this lessor serves (it leads and has
+// promoted its leases). Leader work that reads lease expirations waits
+// for it.
+func (l *Lessor) Ready() <-chan struct{} { return *l.ready.Load() }
 
 // Table returns the lessor's table.
 func (l *Lessor) Table() *Table { return l.table }
@@ -109,7 +119,12 @@ func (l *Lessor) checkActive() error {
 func (l *Lessor) Run(ctx context.Context) {
 	l.promote(l.cfg.Now())
 	l.active.Store(true)
-	defer l.active.Store(false)
+	close(*l.ready.Load())
+	defer func() {
+		l.active.Store(false)
+		next := make(chan struct{})
+		l.ready.Store(&next)
+	}()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

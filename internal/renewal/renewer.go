@@ -99,8 +99,15 @@ func (r *renewer) renew(ctx context.Context, ll djinn.Ref, batch []renewal) {
 	for i, b := range batch {
 		cookies[i], durations[i] = b.cookie, b.request
 	}
-	cctx, cancel := context.WithTimeout(ctx, r.s.cfg.CallTimeout)
+	// A call that hangs must not spend the batch's last chance: it gets
+	// at most half the time its soonest lease has left (at least a
+	// second), so a retry on a new connection can still save it.
 	sent := r.s.now()
+	timeout := r.s.cfg.CallTimeout
+	for _, b := range batch {
+		timeout = min(timeout, max(time.Duration(b.actual-sent.UnixNano())/2, time.Second))
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
 	granted, errs, callErr := r.s.cfg.Landlords.RenewAll(cctx, ll, cookies, durations)
 	cancel()
 	r.s.Calls.Add(1)

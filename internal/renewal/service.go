@@ -40,9 +40,6 @@ type Config struct {
 	// leases of all sets (default 10,000,000) and MaxSetLeases those of
 	// one set (default 1,000,000).
 	MaxSets, MaxLeases, MaxSetLeases int
-	// MaxPending bounds the undelivered events kept per registration
-	// (default 1000).
-	MaxPending int
 	// Landlords renews client leases. Required.
 	Landlords Landlords
 	// RenewBatch is the most leases per renewal call (default 4096);
@@ -115,7 +112,6 @@ func New(s *State, l *lease.Lessor, log Proposer, now func() time.Time, self fun
 	def(&cfg.MaxSets, DefaultMaxSets)
 	def(&cfg.MaxLeases, DefaultMaxLeases)
 	def(&cfg.MaxSetLeases, DefaultMaxSetLeases)
-	def(&cfg.MaxPending, DefaultMaxPending)
 	def(&cfg.RenewBatch, DefaultRenewBatch)
 	def(&cfg.MaxCalls, DefaultMaxCalls)
 	defd := func(v *time.Duration, d time.Duration) {
@@ -128,21 +124,25 @@ func New(s *State, l *lease.Lessor, log Proposer, now func() time.Time, self fun
 	defd(&cfg.MaxRetry, 30*time.Second)
 	defd(&cfg.Window, time.Second)
 	defd(&cfg.WarnPoll, 250*time.Millisecond)
-	if cfg.Delivery.MaxQueue < cfg.MaxPending {
-		cfg.Delivery.MaxQueue = cfg.MaxPending
+	if cfg.Delivery.MaxQueue < DefaultMaxPending {
+		cfg.Delivery.MaxQueue = DefaultMaxPending
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s.mu.Lock()
-	s.maxPending = cfg.MaxPending
-	s.mu.Unlock()
 	return &Service{state: s, lessor: l, log: log, now: now, self: self, cfg: cfg}, nil
 }
 
 // Run renews client leases, warns of set expirations and delivers events
 // while this node leads, until ctx ends.
 func (s *Service) Run(ctx context.Context) {
+	// Set lease expirations are the lessor's: wait until it has promoted
+	// them, or every set would look expired for a moment.
+	select {
+	case <-ctx.Done():
+		return
+	case <-s.lessor.Ready():
+	}
 	s.state.promote(s.now().UnixNano())
 	d := newDeliverer(s.state, s.log, s.self, s.cfg.Logger, s.cfg.Delivery)
 	s.current.Store(d)
@@ -334,17 +334,16 @@ func (s *Service) RenewFor(ctx context.Context, id djinn.ID, l *djinnpb.Lease, d
 	if err != nil {
 		return err
 	}
-	if ref.Service == s.self().Service {
-		// LR.2: a lease this service granted and that has not expired
-		// cannot be renewed by it — a set renewing its own lease would
-		// subvert leasing.
-		if li, ok := s.lessor.Table().Lookup(cookie, now); ok && li.Owner.Kind == lease.KindRenewalSet {
-			return djinn.Errorf(djinn.InvalidArgument, "lease %s: granted by this renewal service itself (a set's lease) (LR.2)", cookie)
-		}
+	// LR.2: a lease this service granted and that has not expired cannot
+	// be renewed by it — a set renewing its own lease would subvert
+	// leasing. The cookie decides, whatever landlord reference the lease
+	// names: renewals reach the landlord by endpoint and cookie alone.
+	if li, ok := s.lessor.Table().Lookup(cookie, now); ok && li.Owner.Kind == lease.KindRenewalSet {
+		return djinn.Errorf(djinn.InvalidArgument, "lease %s: granted by this renewal service itself (a set's lease) (LR.2)", cookie)
 	}
 	k := KeyOf(ref, cookie)
 	if other, ok := s.state.SetOf(k); ok && other != id {
-		return djinn.Errorf(djinn.InvalidArgument, "lease %s: already in renewal set %s of this service (LR.2)", cookie, other)
+		return djinn.Errorf(djinn.InvalidArgument, "lease %s: already in another renewal set of this service (LR.2)", cookie)
 	} else if !ok {
 		if in.Leases >= s.cfg.MaxSetLeases {
 			return djinn.Errorf(djinn.ResourceExhausted, "renewal set %s holds %d leases, the most allowed", id, in.Leases)
@@ -489,7 +488,7 @@ func (s *Service) listen(ctx context.Context, id djinn.ID, eventID int64, target
 		select {
 		case <-lr.Done:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, djinn.Errorf(djinn.Unavailable, "set %s: the listener change is logged but delivery had not switched when the call ended: %v", id, ctx.Err())
 		}
 	}
 	ref := s.setRef(id)
@@ -513,7 +512,14 @@ func (s *Service) warnLoop(ctx context.Context) {
 				continue
 			}
 			exp := li.Expires.UnixNano()
-			if exp <= w.warnedExp || now.Add(w.minWarning+s.cfg.WarnPoll).UnixNano() < exp {
+			// Due once the time left is within minWarning plus one poll
+			// (so the first attempt is never late), in saturating
+			// arithmetic: a minWarning of Forever is due at once.
+			left, lead := exp-now.UnixNano(), int64(w.minWarning)+int64(s.cfg.WarnPoll)
+			if lead < 0 {
+				lead = int64(djinn.Forever)
+			}
+			if exp == w.warnedExp || left > lead {
 				continue
 			}
 			pl := lease.Proto(s.self(), w.cookie, 0)

@@ -119,24 +119,25 @@ type State struct {
 	sched     schedule
 	sink      Sink
 	// Overflowed counts events not kept because a registration already
-	// held maxPending undelivered ones.
+	// held DefaultMaxPending undelivered ones.
 	overflowed uint64
 
-	table      *lease.Table
-	service    func() djinn.ID // the cluster's service id
-	maxPending int
+	table   *lease.Table
+	service func() djinn.ID // the cluster's service id
 	// wake is signalled when the schedule's earliest entry moves earlier;
 	// warn when a warning listener is set.
 	wake, warn chan struct{}
 }
 
-// DefaultMaxPending bounds the undelivered events kept per registration.
+// DefaultMaxPending bounds the undelivered events kept per registration. It
+// is a constant, not a setting: what Apply keeps must not depend on a
+// member's configuration.
 const DefaultMaxPending = 1000
 
 // NewState returns an empty state whose set leases live in t; service
 // returns the cluster's service id, the service id of every set.
 func NewState(t *lease.Table, service func() djinn.ID) *State {
-	s := &State{table: t, service: service, maxPending: DefaultMaxPending, wake: make(chan struct{}, 1), warn: make(chan struct{}, 1)}
+	s := &State{table: t, service: service, wake: make(chan struct{}, 1), warn: make(chan struct{}, 1)}
 	s.resetLocked()
 	return s
 }
@@ -318,7 +319,7 @@ func (s *State) ApplyAdd(now int64, c *statepb.RenewalAdd) (AddResult, error) {
 	cl, ok := s.leases.get(k)
 	switch {
 	case ok && cl.set != st:
-		return AddResult{}, djinn.Errorf(djinn.InvalidArgument, "lease %s: already in renewal set %s of this service (LR.2)", cookie, cl.set.id)
+		return AddResult{}, djinn.Errorf(djinn.InvalidArgument, "lease %s: already in another renewal set of this service (LR.2)", cookie)
 	case ok:
 		cl.desired, cl.renew = c.GetDesiredUnixNanos(), c.GetRenewNanos()
 	default:
@@ -360,8 +361,14 @@ func (s *State) landlordLocked(ref djinn.Ref, pb *djinnpb.Ref) *landlord {
 	copy(k[16:], ref.Object[:])
 	l, ok := s.landlords[k]
 	if !ok {
-		l = &landlord{ref: ref, pb: &djinnpb.Ref{Endpoint: ref.Endpoint, ServiceId: ref.Service[:], ObjectId: ref.Object[:]}}
+		l = &landlord{}
 		s.landlords[k] = l
+	}
+	if !ok || l.ref.Endpoint != ref.Endpoint {
+		// The endpoint last given is where the landlord is renewed: a
+		// landlord that moved is followed, not called where it was.
+		l.ref = ref
+		l.pb = &djinnpb.Ref{Endpoint: ref.Endpoint, ServiceId: ref.Service[:], ObjectId: ref.Object[:]}
 	}
 	l.refs++
 	return l
@@ -421,7 +428,7 @@ func (s *State) raiseAnyLocked(st *set, eventID int64, payload *anypb.Any) {
 	if l.target == nil {
 		return
 	}
-	if len(l.pending) >= s.maxPending {
+	if len(l.pending) >= DefaultMaxPending {
 		s.overflowed++
 		return
 	}
@@ -581,7 +588,7 @@ func (s *State) ApplyWarn(c *statepb.RenewalWarn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st, ok := s.sets[id]
-	if !ok || st.lis[WarningEventID].target == nil || c.GetSetExpiresUnixNanos() <= st.warnedExp {
+	if !ok || st.lis[WarningEventID].target == nil || c.GetSetExpiresUnixNanos() == st.warnedExp {
 		return
 	}
 	st.warnedExp = c.GetSetExpiresUnixNanos()
@@ -703,21 +710,36 @@ func (s *State) Snapshot() func(emit func(*statepb.RenewalSetRecord) error) erro
 	return func(emit func(*statepb.RenewalSetRecord) error) error {
 		for i := range sets {
 			sc := &sets[i]
-			sc.rec.Leases = make([]*statepb.RenewalLeaseRecord, len(sc.leases))
-			for j, c := range sc.leases {
-				sc.rec.Leases[j] = &statepb.RenewalLeaseRecord{
-					Landlord: c.landlord, Cookie: c.cookie[:], ExpiresUnixNanos: c.actual, Format: c.format,
-					DesiredUnixNanos: c.desired, RenewNanos: c.renew, RenewedUnixNanos: c.renewed,
+			// A big set takes several records, each well under a
+			// snapshot record's size limit: the first with the set, the
+			// others with its id and more of its leases.
+			rec := sc.rec
+			for first := true; first || len(sc.leases) > 0; first = false {
+				n := min(len(sc.leases), snapshotChunk)
+				if !first {
+					rec = &statepb.RenewalSetRecord{SetId: sc.rec.SetId, Cookie: sc.rec.Cookie}
 				}
-			}
-			if err := emit(sc.rec); err != nil {
-				return err
+				rec.Leases = make([]*statepb.RenewalLeaseRecord, n)
+				for j, c := range sc.leases[:n] {
+					rec.Leases[j] = &statepb.RenewalLeaseRecord{
+						Landlord: c.landlord, Cookie: c.cookie[:], ExpiresUnixNanos: c.actual, Format: c.format,
+						DesiredUnixNanos: c.desired, RenewNanos: c.renew, RenewedUnixNanos: c.renewed,
+					}
+				}
+				if err := emit(rec); err != nil {
+					return err
+				}
+				sc.leases = sc.leases[n:]
 			}
 			*sc = setCopy{} // let the set's records go
 		}
 		return nil
 	}
 }
+
+// snapshotChunk is the most client leases in one snapshot record: about
+// 4 MB, far below the record limit.
+const snapshotChunk = 32768
 
 // Reset empties the state before a restore.
 func (s *State) Reset() {
@@ -736,8 +758,13 @@ func (s *State) Restore(rec *statepb.RenewalSetRecord) error {
 	if err != nil {
 		return err
 	}
-	st := newSet(id, cookie, rec.GetPrincipal())
-	st.warnedExp = rec.GetWarnedExpiresUnixNanos()
+	s.mu.Lock()
+	st, more := s.sets[id]
+	s.mu.Unlock()
+	if !more {
+		st = newSet(id, cookie, rec.GetPrincipal())
+		st.warnedExp = rec.GetWarnedExpiresUnixNanos()
+	}
 	for _, l := range rec.GetListeners() {
 		eid := l.GetEventId()
 		if eid != FailureEventID && eid != WarningEventID {

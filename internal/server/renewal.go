@@ -150,7 +150,9 @@ func (l landlords) RenewAll(ctx context.Context, landlord djinn.Ref, cookies []d
 	}
 	resp, err := djinnpb.NewLandlordClient(conn).RenewAll(ctx, req)
 	if err != nil {
-		return nil, nil, grpcerr.ToProto(err)
+		// The status's detail names the djinn kind; the code alone would
+		// lose it (UNKNOWN_LEASE and NO_SUCH_OBJECT share NOT_FOUND).
+		return nil, nil, grpcerr.ToProto(grpcerr.FromStatus(err))
 	}
 	if len(resp.GetGrantedNanos()) != len(cookies) {
 		return nil, nil, grpcerr.ToProto(djinn.Errorf(djinn.Internal, "landlord %s answered %d leases of %d", landlord.Endpoint, len(resp.GetGrantedNanos()), len(cookies)))

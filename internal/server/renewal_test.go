@@ -172,8 +172,10 @@ func TestRenewalRefusesItsOwnSetLease(t *testing.T) {
 func TestRenewalFailover(t *testing.T) {
 	t.Parallel()
 	cfg := servertest.Config(t)
-	cfg.Mailbox.DefaultLease = server.Duration(3 * time.Second)
-	cfg.Mailbox.MaxLease = server.Duration(3 * time.Second)
+	// Leases are renewed with a third of their time left: 2s here, room
+	// for an election on a loaded machine.
+	cfg.Mailbox.DefaultLease = server.Duration(6 * time.Second)
+	cfg.Mailbox.MaxLease = server.Duration(6 * time.Second)
 	ll := servertest.Start(t, cfg)
 	boxes := djinnpb.NewEventMailboxClient(servertest.Dial(t, ll.Addr()).ClientConn())
 	reg, err := boxes.Register(testContext(t), &djinnpb.MailboxRegisterRequest{LeaseDurationNanos: int64(djinn.Any)})
@@ -209,13 +211,13 @@ func TestRenewalFailover(t *testing.T) {
 	var next *server.Server
 	servertest.Eventually(t, "a new leader", func() bool { next = servertest.Leader(survivors...); return next != nil })
 	sets = djinnpb.NewLeaseRenewalServiceClient(servertest.Dial(t, next.Addr()).ClientConn())
-	// Three original grants after the failover, the lease is still alive at
+	// Two original grants after the failover, the lease is still alive at
 	// its landlord and still in the set.
-	servertest.Eventually(t, "three grants to pass after the failover", func() bool {
+	servertest.Eventually(t, "two grants to pass after the failover", func() bool {
 		if _, err := boxes.GetRegistration(testContext(t), &djinnpb.MailboxRegistrationRequest{RegistrationId: reg.GetRegistrationId()}); err != nil {
 			t.Fatalf("the client lease lapsed after the renewal service's leader failed: %v", err)
 		}
-		return time.Since(failed) > 9*time.Second
+		return time.Since(failed) > 12*time.Second
 	})
 	var n int
 	retryUnavailable(t, "read the set at the new leader", func(ctx context.Context) error {
