@@ -20,7 +20,18 @@ type txnRPC struct {
 }
 
 func (r *txnRPC) Create(ctx context.Context, req *djinnpb.CreateTransactionRequest) (*djinnpb.CreatedTransaction, error) {
-	c, err := r.s.txn.Create(ctx, time.Duration(req.GetLeaseDurationNanos()))
+	var parent uint64
+	if pm := req.GetParentManager(); pm != nil {
+		self := r.s.ref(TxnID)()
+		if string(pm.GetServiceId()) != string(self.Service[:]) || string(pm.GetObjectId()) != string(self.Object[:]) {
+			return nil, djinn.Errorf(djinn.Unsupported, "parent manager %x/%x: nesting under another manager's transaction is not supported yet", pm.GetServiceId(), pm.GetObjectId())
+		}
+		if req.GetParentId() == 0 {
+			return nil, djinn.Errorf(djinn.InvalidArgument, "parent id: missing")
+		}
+		parent = req.GetParentId()
+	}
+	c, err := r.s.txn.CreateNested(ctx, parent, time.Duration(req.GetLeaseDurationNanos()))
 	if err != nil {
 		return nil, err
 	}
@@ -62,6 +73,13 @@ func (r *txnRPC) Abort(ctx context.Context, req *djinnpb.CompleteTransactionRequ
 		return nil, err
 	}
 	return &djinnpb.CompleteTransactionResponse{}, nil
+}
+
+func (r *txnRPC) Promote(ctx context.Context, req *djinnpb.PromoteRequest) (*djinnpb.PromoteResponse, error) {
+	if err := r.s.txn.Promote(ctx, req.GetId(), req.GetParticipants(), req.GetCrashCounts(), req.GetDrop()); err != nil {
+		return nil, err
+	}
+	return &djinnpb.PromoteResponse{}, nil
 }
 
 func (r *txnRPC) Describe(ctx context.Context, req *djinnpb.TransactionRequest) (*djinnpb.TransactionDescription, error) {

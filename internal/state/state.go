@@ -187,6 +187,8 @@ func (m *Machine) Apply(index uint64, cmd *statepb.Command) any {
 	case *statepb.Command_TxnNotified:
 		m.Txn.ApplyNotified(op.TxnNotified)
 		return nil
+	case *statepb.Command_TxnPromote:
+		return m.Txn.ApplyPromote(cmd.GetNowUnixNanos(), op.TxnPromote)
 	case *statepb.Command_TxnForget:
 		m.Txn.ApplyForget(op.TxnForget)
 		return nil

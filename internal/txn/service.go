@@ -35,8 +35,9 @@ type Config struct {
 	// most an hour).
 	Lease lease.Policy
 	// MaxActive bounds undecided transactions (default 1,000,000);
-	// MaxParticipants the participants of one (default 1000).
-	MaxActive, MaxParticipants int
+	// MaxParticipants the participants of one (default 1000); MaxDepth
+	// the nesting of transactions (default 16).
+	MaxActive, MaxParticipants, MaxDepth int
 	// Participants calls participants. Required.
 	Participants Participants
 	// CallTimeout bounds one call to a participant (default 10s).
@@ -108,6 +109,7 @@ func New(s *State, l *lease.Lessor, log Proposer, now func() time.Time, self fun
 	}
 	defInt(&cfg.MaxActive, 1_000_000)
 	defInt(&cfg.MaxParticipants, 1000)
+	defInt(&cfg.MaxDepth, 16)
 	defDur := func(v *time.Duration, d time.Duration) {
 		if *v <= 0 {
 			*v = d
@@ -141,6 +143,13 @@ type Created struct {
 // Create starts a top-level transaction, ACTIVE, with a lease of at most d
 // (positive, Forever or Any).
 func (s *Service) Create(ctx context.Context, d time.Duration) (Created, error) {
+	return s.CreateNested(ctx, 0, d)
+}
+
+// CreateNested starts a transaction nested in transaction parent of this
+// manager (TX.2.2; 0: top-level): UnknownTransaction for an unknown
+// parent, CannotJoin for one no longer ACTIVE.
+func (s *Service) CreateNested(ctx context.Context, parent uint64, d time.Duration) (Created, error) {
 	if d <= 0 && d != djinn.Any {
 		return Created{}, djinn.Errorf(djinn.InvalidArgument, "lease duration %s: must be positive, Forever or Any", djinn.FormatDuration(d))
 	}
@@ -150,12 +159,22 @@ func (s *Service) Create(ctx context.Context, d time.Duration) (Created, error) 
 	if _, n := s.state.Len(); n >= s.cfg.MaxActive {
 		return Created{}, djinn.Errorf(djinn.LeaseDenied, "transaction manager holds %d active transactions, the most allowed", n)
 	}
+	if parent != 0 {
+		in, err := s.state.Get(parent)
+		if err != nil {
+			return Created{}, err
+		}
+		if in.Depth+1 >= s.cfg.MaxDepth {
+			return Created{}, djinn.Errorf(djinn.ResourceExhausted, "transaction %d is nested %d deep: at most %d levels", parent, in.Depth+1, s.cfg.MaxDepth)
+		}
+	}
 	granted := s.cfg.Lease.Grant(d)
 	now := s.now()
 	exp := djinn.AddDuration(now, granted)
 	cookie := djinn.NewID()
 	res, err := s.log.Propose(ctx, &statepb.Command{NowUnixNanos: now.UnixNano(), Op: &statepb.Command_TxnCreate{TxnCreate: &statepb.TxnCreate{
 		Cookie: cookie[:], ExpiresUnixNanos: nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp), Principal: principal.From(ctx),
+		ParentId: parent,
 	}}})
 	if err != nil {
 		return Created{}, err
@@ -224,7 +243,7 @@ func (s *Service) Describe(ctx context.Context, id uint64) (*djinnpb.Transaction
 	if err != nil {
 		return nil, err
 	}
-	d := &djinnpb.TransactionDescription{Id: id, State: in.State}
+	d := &djinnpb.TransactionDescription{Id: id, State: in.State, ParentId: in.Parent, Children: in.Children}
 	now := s.now()
 	if li, ok := s.lessor.Table().Lookup(in.Cookie, now); ok {
 		d.Lease = lease.Proto(s.self(), in.Cookie, djinn.Remaining(li.Expires, now))
@@ -240,6 +259,35 @@ func (s *Service) Describe(ctx context.Context, id uint64) (*djinnpb.Transaction
 		d.Participants = append(d.Participants, ps)
 	}
 	return d, nil
+}
+
+// Promote adds participants to an ACTIVE transaction and drops one, as a
+// nested transaction's manager does when it commits (TX.2.7): a crash
+// count other than the one already known aborts the transaction
+// (CrashCount).
+func (s *Service) Promote(ctx context.Context, id uint64, parts []*djinnpb.Ref, crashes []int64, drop *djinnpb.Ref) error {
+	if len(parts) != len(crashes) {
+		return djinn.Errorf(djinn.InvalidArgument, "promote: %d participants but %d crash counts", len(parts), len(crashes))
+	}
+	for i, p := range parts {
+		if p == nil {
+			return djinn.Errorf(djinn.InvalidArgument, "promote: participant %d missing (null)", i)
+		}
+		if err := djinn.CheckEndpoint(p.GetEndpoint()); err != nil {
+			return djinn.Errorf(djinn.InvalidArgument, "promote: participant %d: %v", i, err)
+		}
+	}
+	in, err := s.get(id)
+	if err != nil {
+		return err
+	}
+	if len(in.Parts)+len(parts) > s.cfg.MaxParticipants {
+		return djinn.Errorf(djinn.ResourceExhausted, "transaction %d would have %d participants, the most allowed is %d", id, len(in.Parts)+len(parts), s.cfg.MaxParticipants)
+	}
+	_, err = s.log.Propose(ctx, &statepb.Command{NowUnixNanos: s.now().UnixNano(), Op: &statepb.Command_TxnPromote{TxnPromote: &statepb.TxnPromote{
+		Id: id, Participants: parts, CrashCounts: crashes, Drop: drop,
+	}}})
+	return err
 }
 
 func (s *Service) owned(ctx context.Context, id uint64) (Info, error) {
@@ -407,7 +455,10 @@ func (s *Service) vote(id uint64) {
 		for i := range last {
 			onlyLast = onlyLast && votes[i] == NotChanged
 		}
-		ask(last, onlyLast)
+		// Not for a nested transaction: its participants are promoted into
+		// the parent, and one that prepareAndCommit rolled forward into
+		// it would still have to join it.
+		ask(last, onlyLast && in.Parent == 0)
 	}
 	commit := true
 	var prepared []uint32

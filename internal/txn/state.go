@@ -2,6 +2,7 @@ package txn
 
 import (
 	"encoding/binary"
+	"slices"
 	"sync"
 
 	"github.com/djinn-go/djinn"
@@ -42,7 +43,9 @@ type transaction struct {
 	principal string
 	state     djinnpb.TransactionState
 	parts     []*participant
-	ended     int64 // when it was decided (unix nanos; 0 for a lease end)
+	parent    uint64   // 0: top-level
+	children  []uint64 // nested transactions, in creation order
+	ended     int64    // when it was decided (unix nanos; 0 for a lease end)
 	// decided is closed when the transaction is COMMITTED or ABORTED;
 	// settled when, besides, every participant has been told.
 	decided, settled chan struct{}
@@ -85,6 +88,9 @@ type Info struct {
 	Principal string
 	State     djinnpb.TransactionState
 	Parts     []PartInfo
+	Parent    uint64
+	Children  []uint64
+	Depth     int // 0 for a top-level transaction
 	Decided   <-chan struct{}
 	Settled   <-chan struct{}
 }
@@ -98,7 +104,8 @@ type PartInfo struct {
 }
 
 func (t *transaction) info() Info {
-	in := Info{ID: t.id, Cookie: t.cookie, Principal: t.principal, State: t.state, Decided: t.decided, Settled: t.settled}
+	in := Info{ID: t.id, Cookie: t.cookie, Principal: t.principal, State: t.state, Decided: t.decided, Settled: t.settled,
+		Parent: t.parent, Children: append([]uint64(nil), t.children...)}
 	in.Parts = make([]PartInfo, len(t.parts))
 	for i, p := range t.parts {
 		in.Parts[i] = PartInfo{Ref: p.ref, Crash: p.crash, Vote: p.vote, Notified: p.notified}
@@ -114,7 +121,15 @@ func (s *State) Get(id uint64) (Info, error) {
 	if !ok {
 		return Info{}, unknown(id)
 	}
-	return t.info(), nil
+	in := t.info()
+	for p := t.parent; p != 0; in.Depth++ {
+		pt, ok := s.txns[p]
+		if !ok {
+			break
+		}
+		p = pt.parent
+	}
+	return in, nil
 }
 
 // Len returns the number of transactions known, and of those not decided.
@@ -142,12 +157,27 @@ func (s *State) ApplyCreate(c *statepb.TxnCreate) (Info, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var parent *transaction
+	if pid := c.GetParentId(); pid != 0 {
+		p, ok := s.txns[pid]
+		if !ok {
+			return Info{}, unknown(pid)
+		}
+		if p.state != Active {
+			return Info{}, djinn.Errorf(djinn.CannotJoin, "parent transaction %d: %s, no longer active (TX.2.2)", pid, stateName(p.state))
+		}
+		parent = p
+	}
 	id := s.next + 1
 	if err := s.table.ApplyGrant(cookie, lease.Owner{Kind: lease.KindTransaction, ID: OwnerID(id)}, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
 		return Info{}, err
 	}
 	s.next = id
 	t := newTransaction(id, cookie, c.GetPrincipal())
+	if parent != nil {
+		t.parent = parent.id
+		parent.children = append(parent.children, id)
+	}
 	s.txns[id] = t
 	return t.info(), nil
 }
@@ -217,8 +247,22 @@ func (s *State) ApplyVoting(c *statepb.TxnVoting) (Info, error) {
 	}
 	if t.state == Active {
 		t.state = Voting
+		// A parent's vote settles its nested transactions: those not yet
+		// decided abort (their participants would have to vote ABORTED in
+		// the parent anyway, TX.2.7).
+		s.abortChildrenLocked(0, t)
 	}
 	return t.info(), nil
+}
+
+// abortChildrenLocked aborts t's undecided nested transactions, and
+// theirs (TX.2.7: aborting a transaction aborts its nested ones).
+func (s *State) abortChildrenLocked(now int64, t *transaction) {
+	for _, cid := range t.children {
+		if c, ok := s.txns[cid]; ok && (c.state == Active || c.state == Voting) {
+			s.decideLocked(now, c, Aborted)
+		}
+	}
 }
 
 // ApplyDecide records an outcome. A commit applies only to a VOTING
@@ -238,17 +282,27 @@ func (s *State) ApplyDecide(now int64, c *statepb.TxnDecide) (Info, error) {
 		}
 	}
 	switch {
-	case c.GetCommit() && t.state == Voting:
-		prepared := map[uint32]bool{}
-		for _, i := range c.GetPrepared() {
-			prepared[i] = true
+	case c.GetCommit() && t.state == Voting && t.parent != 0:
+		// A nested transaction commits into its parent: its PREPARED
+		// participants become the parent's, atomically (TX.2.7).
+		p, ok := s.txns[t.parent]
+		if !ok || p.state != Active {
+			s.decideLocked(now, t, Aborted)
+			return t.info(), djinn.Errorf(djinn.CannotCommit, "transaction %d: its parent %d is no longer active, so it aborted (TX.2.7)", t.id, t.parent)
 		}
-		for i, p := range t.parts {
-			if !prepared[uint32(i)] {
-				p.notified = true // NOTCHANGED: dropped (TX.2.7); COMMITTED by prepareAndCommit: done
+		var refs []*djinnpb.Ref
+		var crashes []int64
+		for _, i := range c.GetPrepared() {
+			if int(i) < len(t.parts) {
+				refs, crashes = append(refs, t.parts[i].ref), append(crashes, t.parts[i].crash)
 			}
 		}
-		s.decideLocked(now, t, Committed)
+		if err := s.promoteLocked(now, p, refs, crashes, nil); err != nil {
+			return t.info(), djinn.Errorf(djinn.CannotCommit, "transaction %d: promoting into parent %d: %v", t.id, p.id, err)
+		}
+		s.commitLocked(now, t, c.GetPrepared())
+	case c.GetCommit() && t.state == Voting:
+		s.commitLocked(now, t, c.GetPrepared())
 	case c.GetCommit() && t.state == Aborted:
 		return t.info(), djinn.Errorf(djinn.CannotCommit, "transaction %d: aborted (TX.2.5)", t.id)
 	case c.GetCommit() && t.state == Active:
@@ -261,12 +315,81 @@ func (s *State) ApplyDecide(now int64, c *statepb.TxnDecide) (Info, error) {
 	return t.info(), nil
 }
 
+// commitLocked moves a VOTING transaction to COMMITTED: the participants
+// that voted PREPARED are to be told to roll forward; the others need no
+// telling (NOTCHANGED: dropped, TX.2.7; COMMITTED by prepareAndCommit:
+// done).
+func (s *State) commitLocked(now int64, t *transaction, prepared []uint32) {
+	keep := map[uint32]bool{}
+	for _, i := range prepared {
+		keep[i] = true
+	}
+	for i, p := range t.parts {
+		if !keep[uint32(i)] {
+			p.notified = true
+		}
+	}
+	s.decideLocked(now, t, Committed)
+}
+
+// promoteLocked adds participants to the ACTIVE transaction t (TX.2.7
+// promote): one already joined with the same crash count is kept, with
+// another the transaction aborts (CrashCount). drop, if set, leaves.
+func (s *State) promoteLocked(now int64, t *transaction, refs []*djinnpb.Ref, crashes []int64, drop *djinnpb.Ref) error {
+	if t.state != Active {
+		return djinn.Errorf(djinn.CannotJoin, "transaction %d: %s, no longer active (TX.2.7)", t.id, stateName(t.state))
+	}
+	known := map[[32]byte]*participant{}
+	for _, p := range t.parts {
+		known[partKey(p.ref)] = p
+	}
+	for i, r := range refs {
+		if p, ok := known[partKey(r)]; ok && p.crash != crashes[i] {
+			s.decideLocked(now, t, Aborted)
+			return djinn.Errorf(djinn.CrashCount, "transaction %d: participant known with crash count %d, promoted with %d; the transaction aborts (TX.2.7)", t.id, p.crash, crashes[i])
+		}
+	}
+	for i, r := range refs {
+		if _, ok := known[partKey(r)]; !ok {
+			p := &participant{ref: r, crash: crashes[i]}
+			t.parts = append(t.parts, p)
+			known[partKey(r)] = p
+		}
+	}
+	if drop != nil {
+		kept := t.parts[:0]
+		for _, p := range t.parts {
+			if partKey(p.ref) != partKey(drop) {
+				kept = append(kept, p)
+			}
+		}
+		clear(t.parts[len(kept):])
+		t.parts = kept
+	}
+	return nil
+}
+
+// ApplyPromote is NestableTransactionManager.promote (TX.2.7).
+func (s *State) ApplyPromote(now int64, c *statepb.TxnPromote) error {
+	if len(c.GetParticipants()) != len(c.GetCrashCounts()) {
+		return djinn.Errorf(djinn.InvalidArgument, "promote: %d participants, %d crash counts", len(c.GetParticipants()), len(c.GetCrashCounts()))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.txns[c.GetId()]
+	if !ok {
+		return unknown(c.GetId())
+	}
+	return s.promoteLocked(now, t, c.GetParticipants(), c.GetCrashCounts(), c.GetDrop())
+}
+
 // decideLocked moves t to COMMITTED or ABORTED. An abort needs telling
 // every participant that did not vote NOTCHANGED or ABORTED (TX.2.7: those
 // that voted PREPARED and those not yet asked).
 func (s *State) decideLocked(now int64, t *transaction, to djinnpb.TransactionState) {
 	t.state, t.ended = to, now
 	if to == Aborted {
+		s.abortChildrenLocked(now, t)
 		for _, p := range t.parts {
 			if p.vote == NotChanged || p.vote == Aborted {
 				p.notified = true
@@ -314,20 +437,32 @@ func (s *State) ApplyNotified(c *statepb.TxnNotified) {
 	}
 }
 
-// ApplyForget drops settled transactions and ends their leases.
+// ApplyForget drops settled top-level transactions, with their nested
+// ones (whose outcome participants may ask until then), and ends their
+// leases.
 func (s *State) ApplyForget(c *statepb.TxnForget) {
 	var cookies [][]byte
+	var forget func(t *transaction)
+	forget = func(t *transaction) {
+		delete(s.txns, t.id)
+		delete(s.unsettled, t.id)
+		cookies = append(cookies, t.cookie[:])
+		for _, cid := range t.children {
+			if ct, ok := s.txns[cid]; ok {
+				forget(ct)
+			}
+		}
+	}
 	s.mu.Lock()
 	for _, id := range c.GetIds() {
 		t, ok := s.txns[id]
-		if !ok || (t.state != Committed && t.state != Aborted) {
+		if !ok || t.parent != 0 || (t.state != Committed && t.state != Aborted) {
 			continue
 		}
 		if _, unsettled := s.unsettled[id]; unsettled {
 			continue
 		}
-		delete(s.txns, id)
-		cookies = append(cookies, t.cookie[:])
+		forget(t)
 	}
 	s.mu.Unlock()
 	if len(cookies) > 0 {
@@ -382,7 +517,7 @@ func (s *State) Settled(cutoff int64, max int) []uint64 {
 		if len(out) == max {
 			break
 		}
-		if (t.state == Committed || t.state == Aborted) && t.ended < cutoff {
+		if t.parent == 0 && (t.state == Committed || t.state == Aborted) && t.ended < cutoff {
 			if _, ok := s.unsettled[id]; !ok {
 				out = append(out, id)
 			}
@@ -391,13 +526,21 @@ func (s *State) Settled(cutoff int64, max int) []uint64 {
 	return out
 }
 
+func insertSorted(ids []uint64, id uint64) []uint64 {
+	i, found := slices.BinarySearch(ids, id)
+	if found {
+		return ids
+	}
+	return slices.Insert(ids, i, id)
+}
+
 // Records returns the state for a snapshot.
 func (s *State) Records() (*statepb.TxnCounter, []*statepb.TxnRecord) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]*statepb.TxnRecord, 0, len(s.txns))
 	for _, t := range s.txns {
-		r := &statepb.TxnRecord{Id: t.id, Cookie: t.cookie[:], Principal: t.principal, State: int32(t.state), EndedUnixNanos: t.ended}
+		r := &statepb.TxnRecord{Id: t.id, Cookie: t.cookie[:], Principal: t.principal, State: int32(t.state), EndedUnixNanos: t.ended, ParentId: t.parent}
 		for _, p := range t.parts {
 			r.Participants = append(r.Participants, &statepb.TxnParticipantRecord{Participant: p.ref, CrashCount: p.crash, Vote: int32(p.vote), Notified: p.notified})
 		}
@@ -433,7 +576,7 @@ func (s *State) Restore(r *statepb.TxnRecord) error {
 		return djinn.Errorf(djinn.Internal, "transaction %d: state %d", r.GetId(), r.GetState())
 	}
 	t := newTransaction(r.GetId(), cookie, r.GetPrincipal())
-	t.state, t.ended = st, r.GetEndedUnixNanos()
+	t.state, t.ended, t.parent = st, r.GetEndedUnixNanos(), r.GetParentId()
 	for _, p := range r.GetParticipants() {
 		t.parts = append(t.parts, &participant{ref: p.GetParticipant(), crash: p.GetCrashCount(), vote: djinnpb.TransactionState(p.GetVote()), notified: p.GetNotified()})
 	}
@@ -441,6 +584,15 @@ func (s *State) Restore(r *statepb.TxnRecord) error {
 	defer s.mu.Unlock()
 	s.txns[t.id] = t
 	s.next = max(s.next, t.id)
+	// Records come in any order: link t to its parent and its children.
+	if p, ok := s.txns[t.parent]; ok && t.parent != 0 {
+		p.children = insertSorted(p.children, t.id)
+	}
+	for _, o := range s.txns {
+		if o.parent == t.id {
+			t.children = insertSorted(t.children, o.id)
+		}
+	}
 	if st == Committed || st == Aborted {
 		close(t.decided)
 		s.settleLocked(t)

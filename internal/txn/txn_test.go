@@ -2,6 +2,7 @@ package txn_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -22,22 +23,24 @@ type fakeParts struct {
 	fail  map[string]error // every call fails with it
 	opErr map[string]error // "name op" fails with it
 	calls []string         // "name op"
+	byID  []string         // "name op id"
 }
 
 func name(p *djinnpb.Ref) string { return string(p.GetObjectId()[:1]) }
 
-func (f *fakeParts) call(p *djinnpb.Ref, op string) error {
+func (f *fakeParts) call(p *djinnpb.Ref, op string, id uint64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, name(p)+" "+op)
+	f.byID = append(f.byID, fmt.Sprintf("%s %s %d", name(p), op, id))
 	if err := f.opErr[name(p)+" "+op]; err != nil {
 		return err
 	}
 	return f.fail[name(p)]
 }
 
-func (f *fakeParts) Prepare(_ context.Context, p *djinnpb.Ref, _ djinn.Ref, _ uint64) (djinnpb.TransactionState, error) {
-	if err := f.call(p, "prepare"); err != nil {
+func (f *fakeParts) Prepare(_ context.Context, p *djinnpb.Ref, _ djinn.Ref, id uint64) (djinnpb.TransactionState, error) {
+	if err := f.call(p, "prepare", id); err != nil {
 		return 0, err
 	}
 	f.mu.Lock()
@@ -45,8 +48,8 @@ func (f *fakeParts) Prepare(_ context.Context, p *djinnpb.Ref, _ djinn.Ref, _ ui
 	return f.vote[name(p)], nil
 }
 
-func (f *fakeParts) PrepareAndCommit(_ context.Context, p *djinnpb.Ref, _ djinn.Ref, _ uint64) (djinnpb.TransactionState, error) {
-	if err := f.call(p, "prepareAndCommit"); err != nil {
+func (f *fakeParts) PrepareAndCommit(_ context.Context, p *djinnpb.Ref, _ djinn.Ref, id uint64) (djinnpb.TransactionState, error) {
+	if err := f.call(p, "prepareAndCommit", id); err != nil {
 		return 0, err
 	}
 	f.mu.Lock()
@@ -57,12 +60,18 @@ func (f *fakeParts) PrepareAndCommit(_ context.Context, p *djinnpb.Ref, _ djinn.
 	return txn.Committed, nil
 }
 
-func (f *fakeParts) Commit(_ context.Context, p *djinnpb.Ref, _ djinn.Ref, _ uint64) error {
-	return f.call(p, "commit")
+func (f *fakeParts) Commit(_ context.Context, p *djinnpb.Ref, _ djinn.Ref, id uint64) error {
+	return f.call(p, "commit", id)
 }
 
-func (f *fakeParts) Abort(_ context.Context, p *djinnpb.Ref, _ djinn.Ref, _ uint64) error {
-	return f.call(p, "abort")
+func (f *fakeParts) Abort(_ context.Context, p *djinnpb.Ref, _ djinn.Ref, id uint64) error {
+	return f.call(p, "abort", id)
+}
+
+func (f *fakeParts) gotByID() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.byID...)
 }
 
 func (f *fakeParts) got() []string {

@@ -86,8 +86,13 @@ func (TransactionState) EnumDescriptor() ([]byte, []int) {
 type CreateTransactionRequest struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	LeaseDurationNanos int64                  `protobuf:"varint,1,opt,name=lease_duration_nanos,json=leaseDurationNanos,proto3" json:"lease_duration_nanos,omitempty"` // positive, Forever or -1 (Any)
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// parent, when set, nests the new transaction in the parent transaction
+	// parent_id of that manager (TX.2.2). Only parents of this manager are
+	// supported; another manager's is UNSUPPORTED.
+	ParentManager *Ref   `protobuf:"bytes,2,opt,name=parent_manager,json=parentManager,proto3" json:"parent_manager,omitempty"`
+	ParentId      uint64 `protobuf:"varint,3,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateTransactionRequest) Reset() {
@@ -127,6 +132,124 @@ func (x *CreateTransactionRequest) GetLeaseDurationNanos() int64 {
 	return 0
 }
 
+func (x *CreateTransactionRequest) GetParentManager() *Ref {
+	if x != nil {
+		return x.ParentManager
+	}
+	return nil
+}
+
+func (x *CreateTransactionRequest) GetParentId() uint64 {
+	if x != nil {
+		return x.ParentId
+	}
+	return 0
+}
+
+type PromoteRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Participants  []*Ref                 `protobuf:"bytes,2,rep,name=participants,proto3" json:"participants,omitempty"`
+	CrashCounts   []int64                `protobuf:"varint,3,rep,packed,name=crash_counts,json=crashCounts,proto3" json:"crash_counts,omitempty"`
+	Drop          *Ref                   `protobuf:"bytes,4,opt,name=drop,proto3" json:"drop,omitempty"` // optional
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromoteRequest) Reset() {
+	*x = PromoteRequest{}
+	mi := &file_djinn_v1_txn_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromoteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromoteRequest) ProtoMessage() {}
+
+func (x *PromoteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_txn_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromoteRequest.ProtoReflect.Descriptor instead.
+func (*PromoteRequest) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PromoteRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *PromoteRequest) GetParticipants() []*Ref {
+	if x != nil {
+		return x.Participants
+	}
+	return nil
+}
+
+func (x *PromoteRequest) GetCrashCounts() []int64 {
+	if x != nil {
+		return x.CrashCounts
+	}
+	return nil
+}
+
+func (x *PromoteRequest) GetDrop() *Ref {
+	if x != nil {
+		return x.Drop
+	}
+	return nil
+}
+
+type PromoteResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromoteResponse) Reset() {
+	*x = PromoteResponse{}
+	mi := &file_djinn_v1_txn_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromoteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromoteResponse) ProtoMessage() {}
+
+func (x *PromoteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_txn_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromoteResponse.ProtoReflect.Descriptor instead.
+func (*PromoteResponse) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{2}
+}
+
 type CreatedTransaction struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -138,7 +261,7 @@ type CreatedTransaction struct {
 
 func (x *CreatedTransaction) Reset() {
 	*x = CreatedTransaction{}
-	mi := &file_djinn_v1_txn_proto_msgTypes[1]
+	mi := &file_djinn_v1_txn_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -150,7 +273,7 @@ func (x *CreatedTransaction) String() string {
 func (*CreatedTransaction) ProtoMessage() {}
 
 func (x *CreatedTransaction) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_txn_proto_msgTypes[1]
+	mi := &file_djinn_v1_txn_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -163,7 +286,7 @@ func (x *CreatedTransaction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatedTransaction.ProtoReflect.Descriptor instead.
 func (*CreatedTransaction) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{1}
+	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CreatedTransaction) GetId() uint64 {
@@ -198,7 +321,7 @@ type JoinTransactionRequest struct {
 
 func (x *JoinTransactionRequest) Reset() {
 	*x = JoinTransactionRequest{}
-	mi := &file_djinn_v1_txn_proto_msgTypes[2]
+	mi := &file_djinn_v1_txn_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -210,7 +333,7 @@ func (x *JoinTransactionRequest) String() string {
 func (*JoinTransactionRequest) ProtoMessage() {}
 
 func (x *JoinTransactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_txn_proto_msgTypes[2]
+	mi := &file_djinn_v1_txn_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -223,7 +346,7 @@ func (x *JoinTransactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinTransactionRequest.ProtoReflect.Descriptor instead.
 func (*JoinTransactionRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{2}
+	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *JoinTransactionRequest) GetId() uint64 {
@@ -255,7 +378,7 @@ type JoinTransactionResponse struct {
 
 func (x *JoinTransactionResponse) Reset() {
 	*x = JoinTransactionResponse{}
-	mi := &file_djinn_v1_txn_proto_msgTypes[3]
+	mi := &file_djinn_v1_txn_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -267,7 +390,7 @@ func (x *JoinTransactionResponse) String() string {
 func (*JoinTransactionResponse) ProtoMessage() {}
 
 func (x *JoinTransactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_txn_proto_msgTypes[3]
+	mi := &file_djinn_v1_txn_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -280,7 +403,7 @@ func (x *JoinTransactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinTransactionResponse.ProtoReflect.Descriptor instead.
 func (*JoinTransactionResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{3}
+	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{5}
 }
 
 type TransactionRequest struct {
@@ -292,7 +415,7 @@ type TransactionRequest struct {
 
 func (x *TransactionRequest) Reset() {
 	*x = TransactionRequest{}
-	mi := &file_djinn_v1_txn_proto_msgTypes[4]
+	mi := &file_djinn_v1_txn_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -304,7 +427,7 @@ func (x *TransactionRequest) String() string {
 func (*TransactionRequest) ProtoMessage() {}
 
 func (x *TransactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_txn_proto_msgTypes[4]
+	mi := &file_djinn_v1_txn_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -317,7 +440,7 @@ func (x *TransactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionRequest.ProtoReflect.Descriptor instead.
 func (*TransactionRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{4}
+	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TransactionRequest) GetId() uint64 {
@@ -336,7 +459,7 @@ type TransactionStateResponse struct {
 
 func (x *TransactionStateResponse) Reset() {
 	*x = TransactionStateResponse{}
-	mi := &file_djinn_v1_txn_proto_msgTypes[5]
+	mi := &file_djinn_v1_txn_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -348,7 +471,7 @@ func (x *TransactionStateResponse) String() string {
 func (*TransactionStateResponse) ProtoMessage() {}
 
 func (x *TransactionStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_txn_proto_msgTypes[5]
+	mi := &file_djinn_v1_txn_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -361,7 +484,7 @@ func (x *TransactionStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionStateResponse.ProtoReflect.Descriptor instead.
 func (*TransactionStateResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{5}
+	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TransactionStateResponse) GetState() TransactionState {
@@ -383,7 +506,7 @@ type CompleteTransactionRequest struct {
 
 func (x *CompleteTransactionRequest) Reset() {
 	*x = CompleteTransactionRequest{}
-	mi := &file_djinn_v1_txn_proto_msgTypes[6]
+	mi := &file_djinn_v1_txn_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -395,7 +518,7 @@ func (x *CompleteTransactionRequest) String() string {
 func (*CompleteTransactionRequest) ProtoMessage() {}
 
 func (x *CompleteTransactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_txn_proto_msgTypes[6]
+	mi := &file_djinn_v1_txn_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -408,7 +531,7 @@ func (x *CompleteTransactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTransactionRequest.ProtoReflect.Descriptor instead.
 func (*CompleteTransactionRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{6}
+	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CompleteTransactionRequest) GetId() uint64 {
@@ -433,7 +556,7 @@ type CompleteTransactionResponse struct {
 
 func (x *CompleteTransactionResponse) Reset() {
 	*x = CompleteTransactionResponse{}
-	mi := &file_djinn_v1_txn_proto_msgTypes[7]
+	mi := &file_djinn_v1_txn_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -445,7 +568,7 @@ func (x *CompleteTransactionResponse) String() string {
 func (*CompleteTransactionResponse) ProtoMessage() {}
 
 func (x *CompleteTransactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_txn_proto_msgTypes[7]
+	mi := &file_djinn_v1_txn_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -458,7 +581,7 @@ func (x *CompleteTransactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTransactionResponse.ProtoReflect.Descriptor instead.
 func (*CompleteTransactionResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{7}
+	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{9}
 }
 
 type TransactionDescription struct {
@@ -467,13 +590,15 @@ type TransactionDescription struct {
 	State         TransactionState       `protobuf:"varint,2,opt,name=state,proto3,enum=djinn.v1.TransactionState" json:"state,omitempty"`
 	Participants  []*ParticipantStatus   `protobuf:"bytes,3,rep,name=participants,proto3" json:"participants,omitempty"`
 	Lease         *Lease                 `protobuf:"bytes,4,opt,name=lease,proto3" json:"lease,omitempty"`
+	ParentId      uint64                 `protobuf:"varint,5,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"` // 0: top-level
+	Children      []uint64               `protobuf:"varint,6,rep,packed,name=children,proto3" json:"children,omitempty"`          // nested transactions
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TransactionDescription) Reset() {
 	*x = TransactionDescription{}
-	mi := &file_djinn_v1_txn_proto_msgTypes[8]
+	mi := &file_djinn_v1_txn_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -485,7 +610,7 @@ func (x *TransactionDescription) String() string {
 func (*TransactionDescription) ProtoMessage() {}
 
 func (x *TransactionDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_txn_proto_msgTypes[8]
+	mi := &file_djinn_v1_txn_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -498,7 +623,7 @@ func (x *TransactionDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionDescription.ProtoReflect.Descriptor instead.
 func (*TransactionDescription) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{8}
+	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TransactionDescription) GetId() uint64 {
@@ -529,6 +654,20 @@ func (x *TransactionDescription) GetLease() *Lease {
 	return nil
 }
 
+func (x *TransactionDescription) GetParentId() uint64 {
+	if x != nil {
+		return x.ParentId
+	}
+	return 0
+}
+
+func (x *TransactionDescription) GetChildren() []uint64 {
+	if x != nil {
+		return x.Children
+	}
+	return nil
+}
+
 type ParticipantStatus struct {
 	state                 protoimpl.MessageState `protogen:"open.v1"`
 	Participant           *Ref                   `protobuf:"bytes,1,opt,name=participant,proto3" json:"participant,omitempty"`
@@ -543,7 +682,7 @@ type ParticipantStatus struct {
 
 func (x *ParticipantStatus) Reset() {
 	*x = ParticipantStatus{}
-	mi := &file_djinn_v1_txn_proto_msgTypes[9]
+	mi := &file_djinn_v1_txn_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -555,7 +694,7 @@ func (x *ParticipantStatus) String() string {
 func (*ParticipantStatus) ProtoMessage() {}
 
 func (x *ParticipantStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_txn_proto_msgTypes[9]
+	mi := &file_djinn_v1_txn_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -568,7 +707,7 @@ func (x *ParticipantStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParticipantStatus.ProtoReflect.Descriptor instead.
 func (*ParticipantStatus) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{9}
+	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ParticipantStatus) GetParticipant() *Ref {
@@ -626,7 +765,7 @@ type ParticipantRequest struct {
 
 func (x *ParticipantRequest) Reset() {
 	*x = ParticipantRequest{}
-	mi := &file_djinn_v1_txn_proto_msgTypes[10]
+	mi := &file_djinn_v1_txn_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -638,7 +777,7 @@ func (x *ParticipantRequest) String() string {
 func (*ParticipantRequest) ProtoMessage() {}
 
 func (x *ParticipantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_txn_proto_msgTypes[10]
+	mi := &file_djinn_v1_txn_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -651,7 +790,7 @@ func (x *ParticipantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParticipantRequest.ProtoReflect.Descriptor instead.
 func (*ParticipantRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{10}
+	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ParticipantRequest) GetParticipantId() []byte {
@@ -684,7 +823,7 @@ type PrepareResponse struct {
 
 func (x *PrepareResponse) Reset() {
 	*x = PrepareResponse{}
-	mi := &file_djinn_v1_txn_proto_msgTypes[11]
+	mi := &file_djinn_v1_txn_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -696,7 +835,7 @@ func (x *PrepareResponse) String() string {
 func (*PrepareResponse) ProtoMessage() {}
 
 func (x *PrepareResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_txn_proto_msgTypes[11]
+	mi := &file_djinn_v1_txn_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -709,7 +848,7 @@ func (x *PrepareResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareResponse.ProtoReflect.Descriptor instead.
 func (*PrepareResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{11}
+	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PrepareResponse) GetVote() TransactionState {
@@ -727,7 +866,7 @@ type ParticipantResponse struct {
 
 func (x *ParticipantResponse) Reset() {
 	*x = ParticipantResponse{}
-	mi := &file_djinn_v1_txn_proto_msgTypes[12]
+	mi := &file_djinn_v1_txn_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -739,7 +878,7 @@ func (x *ParticipantResponse) String() string {
 func (*ParticipantResponse) ProtoMessage() {}
 
 func (x *ParticipantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_txn_proto_msgTypes[12]
+	mi := &file_djinn_v1_txn_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -752,16 +891,24 @@ func (x *ParticipantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParticipantResponse.ProtoReflect.Descriptor instead.
 func (*ParticipantResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{12}
+	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{14}
 }
 
 var File_djinn_v1_txn_proto protoreflect.FileDescriptor
 
 const file_djinn_v1_txn_proto_rawDesc = "" +
 	"\n" +
-	"\x12djinn/v1/txn.proto\x12\bdjinn.v1\x1a\x15djinn/v1/common.proto\"L\n" +
+	"\x12djinn/v1/txn.proto\x12\bdjinn.v1\x1a\x15djinn/v1/common.proto\"\x9f\x01\n" +
 	"\x18CreateTransactionRequest\x120\n" +
-	"\x14lease_duration_nanos\x18\x01 \x01(\x03R\x12leaseDurationNanos\"t\n" +
+	"\x14lease_duration_nanos\x18\x01 \x01(\x03R\x12leaseDurationNanos\x124\n" +
+	"\x0eparent_manager\x18\x02 \x01(\v2\r.djinn.v1.RefR\rparentManager\x12\x1b\n" +
+	"\tparent_id\x18\x03 \x01(\x04R\bparentId\"\x99\x01\n" +
+	"\x0ePromoteRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x121\n" +
+	"\fparticipants\x18\x02 \x03(\v2\r.djinn.v1.RefR\fparticipants\x12!\n" +
+	"\fcrash_counts\x18\x03 \x03(\x03R\vcrashCounts\x12!\n" +
+	"\x04drop\x18\x04 \x01(\v2\r.djinn.v1.RefR\x04drop\"\x11\n" +
+	"\x0fPromoteResponse\"t\n" +
 	"\x12CreatedTransaction\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12%\n" +
 	"\x05lease\x18\x02 \x01(\v2\x0f.djinn.v1.LeaseR\x05lease\x12'\n" +
@@ -780,12 +927,14 @@ const file_djinn_v1_txn_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12)\n" +
 	"\x0ewait_for_nanos\x18\x02 \x01(\x03H\x00R\fwaitForNanos\x88\x01\x01B\x11\n" +
 	"\x0f_wait_for_nanos\"\x1d\n" +
-	"\x1bCompleteTransactionResponse\"\xc2\x01\n" +
+	"\x1bCompleteTransactionResponse\"\xfb\x01\n" +
 	"\x16TransactionDescription\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x120\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1a.djinn.v1.TransactionStateR\x05state\x12?\n" +
 	"\fparticipants\x18\x03 \x03(\v2\x1b.djinn.v1.ParticipantStatusR\fparticipants\x12%\n" +
-	"\x05lease\x18\x04 \x01(\v2\x0f.djinn.v1.LeaseR\x05lease\"\x9a\x02\n" +
+	"\x05lease\x18\x04 \x01(\v2\x0f.djinn.v1.LeaseR\x05lease\x12\x1b\n" +
+	"\tparent_id\x18\x05 \x01(\x04R\bparentId\x12\x1a\n" +
+	"\bchildren\x18\x06 \x03(\x04R\bchildren\"\x9a\x02\n" +
 	"\x11ParticipantStatus\x12/\n" +
 	"\vparticipant\x18\x01 \x01(\v2\r.djinn.v1.RefR\vparticipant\x12\x1f\n" +
 	"\vcrash_count\x18\x02 \x01(\x03R\n" +
@@ -809,14 +958,15 @@ const file_djinn_v1_txn_proto_rawDesc = "" +
 	"\x1aTRANSACTION_STATE_PREPARED\x10\x03\x12 \n" +
 	"\x1cTRANSACTION_STATE_NOTCHANGED\x10\x04\x12\x1f\n" +
 	"\x1bTRANSACTION_STATE_COMMITTED\x10\x05\x12\x1d\n" +
-	"\x19TRANSACTION_STATE_ABORTED\x10\x062\xf4\x03\n" +
+	"\x19TRANSACTION_STATE_ABORTED\x10\x062\xb4\x04\n" +
 	"\x12TransactionManager\x12J\n" +
 	"\x06Create\x12\".djinn.v1.CreateTransactionRequest\x1a\x1c.djinn.v1.CreatedTransaction\x12K\n" +
 	"\x04Join\x12 .djinn.v1.JoinTransactionRequest\x1a!.djinn.v1.JoinTransactionResponse\x12L\n" +
 	"\bGetState\x12\x1c.djinn.v1.TransactionRequest\x1a\".djinn.v1.TransactionStateResponse\x12U\n" +
 	"\x06Commit\x12$.djinn.v1.CompleteTransactionRequest\x1a%.djinn.v1.CompleteTransactionResponse\x12T\n" +
 	"\x05Abort\x12$.djinn.v1.CompleteTransactionRequest\x1a%.djinn.v1.CompleteTransactionResponse\x12J\n" +
-	"\bDescribe\x12\x1c.djinn.v1.TransactionRequest\x1a .djinn.v1.TransactionDescription2\xb6\x02\n" +
+	"\bDescribe\x12\x1c.djinn.v1.TransactionRequest\x1a .djinn.v1.TransactionDescription\x12>\n" +
+	"\aPromote\x12\x18.djinn.v1.PromoteRequest\x1a\x19.djinn.v1.PromoteResponse2\xb6\x02\n" +
 	"\x16TransactionParticipant\x12B\n" +
 	"\aPrepare\x12\x1c.djinn.v1.ParticipantRequest\x1a\x19.djinn.v1.PrepareResponse\x12E\n" +
 	"\x06Commit\x12\x1c.djinn.v1.ParticipantRequest\x1a\x1d.djinn.v1.ParticipantResponse\x12D\n" +
@@ -836,64 +986,71 @@ func file_djinn_v1_txn_proto_rawDescGZIP() []byte {
 }
 
 var file_djinn_v1_txn_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_djinn_v1_txn_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_djinn_v1_txn_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_djinn_v1_txn_proto_goTypes = []any{
 	(TransactionState)(0),               // 0: djinn.v1.TransactionState
 	(*CreateTransactionRequest)(nil),    // 1: djinn.v1.CreateTransactionRequest
-	(*CreatedTransaction)(nil),          // 2: djinn.v1.CreatedTransaction
-	(*JoinTransactionRequest)(nil),      // 3: djinn.v1.JoinTransactionRequest
-	(*JoinTransactionResponse)(nil),     // 4: djinn.v1.JoinTransactionResponse
-	(*TransactionRequest)(nil),          // 5: djinn.v1.TransactionRequest
-	(*TransactionStateResponse)(nil),    // 6: djinn.v1.TransactionStateResponse
-	(*CompleteTransactionRequest)(nil),  // 7: djinn.v1.CompleteTransactionRequest
-	(*CompleteTransactionResponse)(nil), // 8: djinn.v1.CompleteTransactionResponse
-	(*TransactionDescription)(nil),      // 9: djinn.v1.TransactionDescription
-	(*ParticipantStatus)(nil),           // 10: djinn.v1.ParticipantStatus
-	(*ParticipantRequest)(nil),          // 11: djinn.v1.ParticipantRequest
-	(*PrepareResponse)(nil),             // 12: djinn.v1.PrepareResponse
-	(*ParticipantResponse)(nil),         // 13: djinn.v1.ParticipantResponse
-	(*Lease)(nil),                       // 14: djinn.v1.Lease
-	(*Ref)(nil),                         // 15: djinn.v1.Ref
-	(*Error)(nil),                       // 16: djinn.v1.Error
+	(*PromoteRequest)(nil),              // 2: djinn.v1.PromoteRequest
+	(*PromoteResponse)(nil),             // 3: djinn.v1.PromoteResponse
+	(*CreatedTransaction)(nil),          // 4: djinn.v1.CreatedTransaction
+	(*JoinTransactionRequest)(nil),      // 5: djinn.v1.JoinTransactionRequest
+	(*JoinTransactionResponse)(nil),     // 6: djinn.v1.JoinTransactionResponse
+	(*TransactionRequest)(nil),          // 7: djinn.v1.TransactionRequest
+	(*TransactionStateResponse)(nil),    // 8: djinn.v1.TransactionStateResponse
+	(*CompleteTransactionRequest)(nil),  // 9: djinn.v1.CompleteTransactionRequest
+	(*CompleteTransactionResponse)(nil), // 10: djinn.v1.CompleteTransactionResponse
+	(*TransactionDescription)(nil),      // 11: djinn.v1.TransactionDescription
+	(*ParticipantStatus)(nil),           // 12: djinn.v1.ParticipantStatus
+	(*ParticipantRequest)(nil),          // 13: djinn.v1.ParticipantRequest
+	(*PrepareResponse)(nil),             // 14: djinn.v1.PrepareResponse
+	(*ParticipantResponse)(nil),         // 15: djinn.v1.ParticipantResponse
+	(*Ref)(nil),                         // 16: djinn.v1.Ref
+	(*Lease)(nil),                       // 17: djinn.v1.Lease
+	(*Error)(nil),                       // 18: djinn.v1.Error
 }
 var file_djinn_v1_txn_proto_depIdxs = []int32{
-	14, // 0: djinn.v1.CreatedTransaction.lease:type_name -> djinn.v1.Lease
-	15, // 1: djinn.v1.CreatedTransaction.manager:type_name -> djinn.v1.Ref
-	15, // 2: djinn.v1.JoinTransactionRequest.participant:type_name -> djinn.v1.Ref
-	0,  // 3: djinn.v1.TransactionStateResponse.state:type_name -> djinn.v1.TransactionState
-	0,  // 4: djinn.v1.TransactionDescription.state:type_name -> djinn.v1.TransactionState
-	10, // 5: djinn.v1.TransactionDescription.participants:type_name -> djinn.v1.ParticipantStatus
-	14, // 6: djinn.v1.TransactionDescription.lease:type_name -> djinn.v1.Lease
-	15, // 7: djinn.v1.ParticipantStatus.participant:type_name -> djinn.v1.Ref
-	0,  // 8: djinn.v1.ParticipantStatus.vote:type_name -> djinn.v1.TransactionState
-	16, // 9: djinn.v1.ParticipantStatus.last_error:type_name -> djinn.v1.Error
-	15, // 10: djinn.v1.ParticipantRequest.manager:type_name -> djinn.v1.Ref
-	0,  // 11: djinn.v1.PrepareResponse.vote:type_name -> djinn.v1.TransactionState
-	1,  // 12: djinn.v1.TransactionManager.Create:input_type -> djinn.v1.CreateTransactionRequest
-	3,  // 13: djinn.v1.TransactionManager.Join:input_type -> djinn.v1.JoinTransactionRequest
-	5,  // 14: djinn.v1.TransactionManager.GetState:input_type -> djinn.v1.TransactionRequest
-	7,  // 15: djinn.v1.TransactionManager.Commit:input_type -> djinn.v1.CompleteTransactionRequest
-	7,  // 16: djinn.v1.TransactionManager.Abort:input_type -> djinn.v1.CompleteTransactionRequest
-	5,  // 17: djinn.v1.TransactionManager.Describe:input_type -> djinn.v1.TransactionRequest
-	11, // 18: djinn.v1.TransactionParticipant.Prepare:input_type -> djinn.v1.ParticipantRequest
-	11, // 19: djinn.v1.TransactionParticipant.Commit:input_type -> djinn.v1.ParticipantRequest
-	11, // 20: djinn.v1.TransactionParticipant.Abort:input_type -> djinn.v1.ParticipantRequest
-	11, // 21: djinn.v1.TransactionParticipant.PrepareAndCommit:input_type -> djinn.v1.ParticipantRequest
-	2,  // 22: djinn.v1.TransactionManager.Create:output_type -> djinn.v1.CreatedTransaction
-	4,  // 23: djinn.v1.TransactionManager.Join:output_type -> djinn.v1.JoinTransactionResponse
-	6,  // 24: djinn.v1.TransactionManager.GetState:output_type -> djinn.v1.TransactionStateResponse
-	8,  // 25: djinn.v1.TransactionManager.Commit:output_type -> djinn.v1.CompleteTransactionResponse
-	8,  // 26: djinn.v1.TransactionManager.Abort:output_type -> djinn.v1.CompleteTransactionResponse
-	9,  // 27: djinn.v1.TransactionManager.Describe:output_type -> djinn.v1.TransactionDescription
-	12, // 28: djinn.v1.TransactionParticipant.Prepare:output_type -> djinn.v1.PrepareResponse
-	13, // 29: djinn.v1.TransactionParticipant.Commit:output_type -> djinn.v1.ParticipantResponse
-	13, // 30: djinn.v1.TransactionParticipant.Abort:output_type -> djinn.v1.ParticipantResponse
-	12, // 31: djinn.v1.TransactionParticipant.PrepareAndCommit:output_type -> djinn.v1.PrepareResponse
-	22, // [22:32] is the sub-list for method output_type
-	12, // [12:22] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	16, // 0: djinn.v1.CreateTransactionRequest.parent_manager:type_name -> djinn.v1.Ref
+	16, // 1: djinn.v1.PromoteRequest.participants:type_name -> djinn.v1.Ref
+	16, // 2: djinn.v1.PromoteRequest.drop:type_name -> djinn.v1.Ref
+	17, // 3: djinn.v1.CreatedTransaction.lease:type_name -> djinn.v1.Lease
+	16, // 4: djinn.v1.CreatedTransaction.manager:type_name -> djinn.v1.Ref
+	16, // 5: djinn.v1.JoinTransactionRequest.participant:type_name -> djinn.v1.Ref
+	0,  // 6: djinn.v1.TransactionStateResponse.state:type_name -> djinn.v1.TransactionState
+	0,  // 7: djinn.v1.TransactionDescription.state:type_name -> djinn.v1.TransactionState
+	12, // 8: djinn.v1.TransactionDescription.participants:type_name -> djinn.v1.ParticipantStatus
+	17, // 9: djinn.v1.TransactionDescription.lease:type_name -> djinn.v1.Lease
+	16, // 10: djinn.v1.ParticipantStatus.participant:type_name -> djinn.v1.Ref
+	0,  // 11: djinn.v1.ParticipantStatus.vote:type_name -> djinn.v1.TransactionState
+	18, // 12: djinn.v1.ParticipantStatus.last_error:type_name -> djinn.v1.Error
+	16, // 13: djinn.v1.ParticipantRequest.manager:type_name -> djinn.v1.Ref
+	0,  // 14: djinn.v1.PrepareResponse.vote:type_name -> djinn.v1.TransactionState
+	1,  // 15: djinn.v1.TransactionManager.Create:input_type -> djinn.v1.CreateTransactionRequest
+	5,  // 16: djinn.v1.TransactionManager.Join:input_type -> djinn.v1.JoinTransactionRequest
+	7,  // 17: djinn.v1.TransactionManager.GetState:input_type -> djinn.v1.TransactionRequest
+	9,  // 18: djinn.v1.TransactionManager.Commit:input_type -> djinn.v1.CompleteTransactionRequest
+	9,  // 19: djinn.v1.TransactionManager.Abort:input_type -> djinn.v1.CompleteTransactionRequest
+	7,  // 20: djinn.v1.TransactionManager.Describe:input_type -> djinn.v1.TransactionRequest
+	2,  // 21: djinn.v1.TransactionManager.Promote:input_type -> djinn.v1.PromoteRequest
+	13, // 22: djinn.v1.TransactionParticipant.Prepare:input_type -> djinn.v1.ParticipantRequest
+	13, // 23: djinn.v1.TransactionParticipant.Commit:input_type -> djinn.v1.ParticipantRequest
+	13, // 24: djinn.v1.TransactionParticipant.Abort:input_type -> djinn.v1.ParticipantRequest
+	13, // 25: djinn.v1.TransactionParticipant.PrepareAndCommit:input_type -> djinn.v1.ParticipantRequest
+	4,  // 26: djinn.v1.TransactionManager.Create:output_type -> djinn.v1.CreatedTransaction
+	6,  // 27: djinn.v1.TransactionManager.Join:output_type -> djinn.v1.JoinTransactionResponse
+	8,  // 28: djinn.v1.TransactionManager.GetState:output_type -> djinn.v1.TransactionStateResponse
+	10, // 29: djinn.v1.TransactionManager.Commit:output_type -> djinn.v1.CompleteTransactionResponse
+	10, // 30: djinn.v1.TransactionManager.Abort:output_type -> djinn.v1.CompleteTransactionResponse
+	11, // 31: djinn.v1.TransactionManager.Describe:output_type -> djinn.v1.TransactionDescription
+	3,  // 32: djinn.v1.TransactionManager.Promote:output_type -> djinn.v1.PromoteResponse
+	14, // 33: djinn.v1.TransactionParticipant.Prepare:output_type -> djinn.v1.PrepareResponse
+	15, // 34: djinn.v1.TransactionParticipant.Commit:output_type -> djinn.v1.ParticipantResponse
+	15, // 35: djinn.v1.TransactionParticipant.Abort:output_type -> djinn.v1.ParticipantResponse
+	14, // 36: djinn.v1.TransactionParticipant.PrepareAndCommit:output_type -> djinn.v1.PrepareResponse
+	26, // [26:37] is the sub-list for method output_type
+	15, // [15:26] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_djinn_v1_txn_proto_init() }
@@ -902,14 +1059,14 @@ func file_djinn_v1_txn_proto_init() {
 		return
 	}
 	file_djinn_v1_common_proto_init()
-	file_djinn_v1_txn_proto_msgTypes[6].OneofWrappers = []any{}
+	file_djinn_v1_txn_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_djinn_v1_txn_proto_rawDesc), len(file_djinn_v1_txn_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -25,6 +25,7 @@ const (
 	TransactionManager_Commit_FullMethodName   = "/djinn.v1.TransactionManager/Commit"
 	TransactionManager_Abort_FullMethodName    = "/djinn.v1.TransactionManager/Abort"
 	TransactionManager_Describe_FullMethodName = "/djinn.v1.TransactionManager/Describe"
+	TransactionManager_Promote_FullMethodName  = "/djinn.v1.TransactionManager/Promote"
 )
 
 // TransactionManagerClient is the client API for TransactionManager service.
@@ -45,6 +46,9 @@ type TransactionManagerClient interface {
 	// Describe returns what the manager knows of a transaction, for
 	// operators: its state, participants and their votes.
 	Describe(ctx context.Context, in *TransactionRequest, opts ...grpc.CallOption) (*TransactionDescription, error)
+	// Promote adds participants to an ACTIVE transaction and drops one
+	// (NestableTransactionManager.promote, TX.2.7).
+	Promote(ctx context.Context, in *PromoteRequest, opts ...grpc.CallOption) (*PromoteResponse, error)
 }
 
 type transactionManagerClient struct {
@@ -115,6 +119,16 @@ func (c *transactionManagerClient) Describe(ctx context.Context, in *Transaction
 	return out, nil
 }
 
+func (c *transactionManagerClient) Promote(ctx context.Context, in *PromoteRequest, opts ...grpc.CallOption) (*PromoteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PromoteResponse)
+	err := c.cc.Invoke(ctx, TransactionManager_Promote_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TransactionManagerServer is the server API for TransactionManager service.
 // All implementations must embed UnimplementedTransactionManagerServer
 // for forward compatibility.
@@ -133,6 +147,9 @@ type TransactionManagerServer interface {
 	// Describe returns what the manager knows of a transaction, for
 	// operators: its state, participants and their votes.
 	Describe(context.Context, *TransactionRequest) (*TransactionDescription, error)
+	// Promote adds participants to an ACTIVE transaction and drops one
+	// (NestableTransactionManager.promote, TX.2.7).
+	Promote(context.Context, *PromoteRequest) (*PromoteResponse, error)
 	mustEmbedUnimplementedTransactionManagerServer()
 }
 
@@ -160,6 +177,9 @@ func (UnimplementedTransactionManagerServer) Abort(context.Context, *CompleteTra
 }
 func (UnimplementedTransactionManagerServer) Describe(context.Context, *TransactionRequest) (*TransactionDescription, error) {
 	return nil, status.Error(codes.Unimplemented, "method Describe not implemented")
+}
+func (UnimplementedTransactionManagerServer) Promote(context.Context, *PromoteRequest) (*PromoteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Promote not implemented")
 }
 func (UnimplementedTransactionManagerServer) mustEmbedUnimplementedTransactionManagerServer() {}
 func (UnimplementedTransactionManagerServer) testEmbeddedByValue()                            {}
@@ -290,6 +310,24 @@ func _TransactionManager_Describe_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TransactionManager_Promote_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PromoteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TransactionManagerServer).Promote(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TransactionManager_Promote_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TransactionManagerServer).Promote(ctx, req.(*PromoteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // TransactionManager_ServiceDesc is the grpc.ServiceDesc for TransactionManager service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -320,6 +358,10 @@ var TransactionManager_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Describe",
 			Handler:    _TransactionManager_Describe_Handler,
+		},
+		{
+			MethodName: "Promote",
+			Handler:    _TransactionManager_Promote_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -113,6 +113,7 @@ type Command struct {
 	//	*Command_TxnDecide
 	//	*Command_TxnNotified
 	//	*Command_TxnForget
+	//	*Command_TxnPromote
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -387,6 +388,15 @@ func (x *Command) GetTxnForget() *TxnForget {
 	return nil
 }
 
+func (x *Command) GetTxnPromote() *TxnPromote {
+	if x != nil {
+		if x, ok := x.Op.(*Command_TxnPromote); ok {
+			return x.TxnPromote
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -491,6 +501,10 @@ type Command_TxnForget struct {
 	TxnForget *TxnForget `protobuf:"bytes,45,opt,name=txn_forget,json=txnForget,proto3,oneof"`
 }
 
+type Command_TxnPromote struct {
+	TxnPromote *TxnPromote `protobuf:"bytes,46,opt,name=txn_promote,json=txnPromote,proto3,oneof"`
+}
+
 func (*Command_Init) isCommand_Op() {}
 
 func (*Command_Member) isCommand_Op() {}
@@ -540,6 +554,8 @@ func (*Command_TxnDecide) isCommand_Op() {}
 func (*Command_TxnNotified) isCommand_Op() {}
 
 func (*Command_TxnForget) isCommand_Op() {}
+
+func (*Command_TxnPromote) isCommand_Op() {}
 
 // Init is the first command of a cluster: it fixes the cluster's service id.
 type Init struct {
@@ -1885,8 +1901,11 @@ type TxnCreate struct {
 	ExpiresUnixNanos int64                  `protobuf:"varint,2,opt,name=expires_unix_nanos,json=expiresUnixNanos,proto3" json:"expires_unix_nanos,omitempty"`
 	HorizonUnixNanos int64                  `protobuf:"varint,3,opt,name=horizon_unix_nanos,json=horizonUnixNanos,proto3" json:"horizon_unix_nanos,omitempty"`
 	Principal        string                 `protobuf:"bytes,4,opt,name=principal,proto3" json:"principal,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// parent_id, when set, nests the transaction in that transaction of
+	// this manager (TX.2.2).
+	ParentId      uint64 `protobuf:"varint,5,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TxnCreate) Reset() {
@@ -1945,6 +1964,13 @@ func (x *TxnCreate) GetPrincipal() string {
 		return x.Principal
 	}
 	return ""
+}
+
+func (x *TxnCreate) GetParentId() uint64 {
+	if x != nil {
+		return x.ParentId
+	}
+	return 0
 }
 
 // TxnJoin adds a participant (TX.2.3).
@@ -2223,6 +2249,77 @@ func (x *TxnParticipantRef) GetParticipant() uint32 {
 	return 0
 }
 
+// TxnPromote adds participants to an ACTIVE transaction, as a nested
+// transaction's manager promotes its participants into the parent (TX.2.7),
+// and drops one.
+type TxnPromote struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Participants  []*djinnpb.Ref         `protobuf:"bytes,2,rep,name=participants,proto3" json:"participants,omitempty"`
+	CrashCounts   []int64                `protobuf:"varint,3,rep,packed,name=crash_counts,json=crashCounts,proto3" json:"crash_counts,omitempty"`
+	Drop          *djinnpb.Ref           `protobuf:"bytes,4,opt,name=drop,proto3" json:"drop,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnPromote) Reset() {
+	*x = TxnPromote{}
+	mi := &file_state_v1_state_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnPromote) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnPromote) ProtoMessage() {}
+
+func (x *TxnPromote) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnPromote.ProtoReflect.Descriptor instead.
+func (*TxnPromote) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *TxnPromote) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *TxnPromote) GetParticipants() []*djinnpb.Ref {
+	if x != nil {
+		return x.Participants
+	}
+	return nil
+}
+
+func (x *TxnPromote) GetCrashCounts() []int64 {
+	if x != nil {
+		return x.CrashCounts
+	}
+	return nil
+}
+
+func (x *TxnPromote) GetDrop() *djinnpb.Ref {
+	if x != nil {
+		return x.Drop
+	}
+	return nil
+}
+
 // TxnForget drops finished transactions (cleanup).
 type TxnForget struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2233,7 +2330,7 @@ type TxnForget struct {
 
 func (x *TxnForget) Reset() {
 	*x = TxnForget{}
-	mi := &file_state_v1_state_proto_msgTypes[30]
+	mi := &file_state_v1_state_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2245,7 +2342,7 @@ func (x *TxnForget) String() string {
 func (*TxnForget) ProtoMessage() {}
 
 func (x *TxnForget) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[30]
+	mi := &file_state_v1_state_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2258,7 +2355,7 @@ func (x *TxnForget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnForget.ProtoReflect.Descriptor instead.
 func (*TxnForget) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{30}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TxnForget) GetIds() []uint64 {
@@ -2287,7 +2384,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_state_v1_state_proto_msgTypes[31]
+	mi := &file_state_v1_state_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2299,7 +2396,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[31]
+	mi := &file_state_v1_state_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2312,7 +2409,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{31}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Record) GetRecord() isRecord_Record {
@@ -2444,7 +2541,7 @@ type LeaseRecord struct {
 
 func (x *LeaseRecord) Reset() {
 	*x = LeaseRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[32]
+	mi := &file_state_v1_state_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2456,7 +2553,7 @@ func (x *LeaseRecord) String() string {
 func (*LeaseRecord) ProtoMessage() {}
 
 func (x *LeaseRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[32]
+	mi := &file_state_v1_state_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2469,7 +2566,7 @@ func (x *LeaseRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRecord.ProtoReflect.Descriptor instead.
 func (*LeaseRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{32}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *LeaseRecord) GetCookie() []byte {
@@ -2524,7 +2621,7 @@ type MailboxRecord struct {
 
 func (x *MailboxRecord) Reset() {
 	*x = MailboxRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[33]
+	mi := &file_state_v1_state_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2536,7 +2633,7 @@ func (x *MailboxRecord) String() string {
 func (*MailboxRecord) ProtoMessage() {}
 
 func (x *MailboxRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[33]
+	mi := &file_state_v1_state_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2549,7 +2646,7 @@ func (x *MailboxRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MailboxRecord.ProtoReflect.Descriptor instead.
 func (*MailboxRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{33}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *MailboxRecord) GetRegistrationId() []byte {
@@ -2625,7 +2722,7 @@ type StoredEvent struct {
 
 func (x *StoredEvent) Reset() {
 	*x = StoredEvent{}
-	mi := &file_state_v1_state_proto_msgTypes[34]
+	mi := &file_state_v1_state_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2637,7 +2734,7 @@ func (x *StoredEvent) String() string {
 func (*StoredEvent) ProtoMessage() {}
 
 func (x *StoredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[34]
+	mi := &file_state_v1_state_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2650,7 +2747,7 @@ func (x *StoredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredEvent.ProtoReflect.Descriptor instead.
 func (*StoredEvent) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{34}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StoredEvent) GetIndex() uint64 {
@@ -2681,7 +2778,7 @@ type RenewalSetRecord struct {
 
 func (x *RenewalSetRecord) Reset() {
 	*x = RenewalSetRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[35]
+	mi := &file_state_v1_state_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2693,7 +2790,7 @@ func (x *RenewalSetRecord) String() string {
 func (*RenewalSetRecord) ProtoMessage() {}
 
 func (x *RenewalSetRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[35]
+	mi := &file_state_v1_state_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2706,7 +2803,7 @@ func (x *RenewalSetRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalSetRecord.ProtoReflect.Descriptor instead.
 func (*RenewalSetRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{35}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RenewalSetRecord) GetSetId() []byte {
@@ -2766,7 +2863,7 @@ type RenewalListenerRecord struct {
 
 func (x *RenewalListenerRecord) Reset() {
 	*x = RenewalListenerRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[36]
+	mi := &file_state_v1_state_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2778,7 +2875,7 @@ func (x *RenewalListenerRecord) String() string {
 func (*RenewalListenerRecord) ProtoMessage() {}
 
 func (x *RenewalListenerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[36]
+	mi := &file_state_v1_state_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2791,7 +2888,7 @@ func (x *RenewalListenerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalListenerRecord.ProtoReflect.Descriptor instead.
 func (*RenewalListenerRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{36}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RenewalListenerRecord) GetEventId() int64 {
@@ -2858,7 +2955,7 @@ type RenewalLeaseRecord struct {
 
 func (x *RenewalLeaseRecord) Reset() {
 	*x = RenewalLeaseRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[37]
+	mi := &file_state_v1_state_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2870,7 +2967,7 @@ func (x *RenewalLeaseRecord) String() string {
 func (*RenewalLeaseRecord) ProtoMessage() {}
 
 func (x *RenewalLeaseRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[37]
+	mi := &file_state_v1_state_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2883,7 +2980,7 @@ func (x *RenewalLeaseRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalLeaseRecord.ProtoReflect.Descriptor instead.
 func (*RenewalLeaseRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{37}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RenewalLeaseRecord) GetLandlord() *djinnpb.Ref {
@@ -2943,13 +3040,14 @@ type TxnRecord struct {
 	State          int32                   `protobuf:"varint,4,opt,name=state,proto3" json:"state,omitempty"` // TransactionState
 	Participants   []*TxnParticipantRecord `protobuf:"bytes,5,rep,name=participants,proto3" json:"participants,omitempty"`
 	EndedUnixNanos int64                   `protobuf:"varint,6,opt,name=ended_unix_nanos,json=endedUnixNanos,proto3" json:"ended_unix_nanos,omitempty"` // when it was decided
+	ParentId       uint64                  `protobuf:"varint,7,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
 
 func (x *TxnRecord) Reset() {
 	*x = TxnRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[38]
+	mi := &file_state_v1_state_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2961,7 +3059,7 @@ func (x *TxnRecord) String() string {
 func (*TxnRecord) ProtoMessage() {}
 
 func (x *TxnRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[38]
+	mi := &file_state_v1_state_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2974,7 +3072,7 @@ func (x *TxnRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRecord.ProtoReflect.Descriptor instead.
 func (*TxnRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{38}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TxnRecord) GetId() uint64 {
@@ -3019,6 +3117,13 @@ func (x *TxnRecord) GetEndedUnixNanos() int64 {
 	return 0
 }
 
+func (x *TxnRecord) GetParentId() uint64 {
+	if x != nil {
+		return x.ParentId
+	}
+	return 0
+}
+
 type TxnParticipantRecord struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Participant   *djinnpb.Ref           `protobuf:"bytes,1,opt,name=participant,proto3" json:"participant,omitempty"`
@@ -3031,7 +3136,7 @@ type TxnParticipantRecord struct {
 
 func (x *TxnParticipantRecord) Reset() {
 	*x = TxnParticipantRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[39]
+	mi := &file_state_v1_state_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3043,7 +3148,7 @@ func (x *TxnParticipantRecord) String() string {
 func (*TxnParticipantRecord) ProtoMessage() {}
 
 func (x *TxnParticipantRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[39]
+	mi := &file_state_v1_state_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3056,7 +3161,7 @@ func (x *TxnParticipantRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnParticipantRecord.ProtoReflect.Descriptor instead.
 func (*TxnParticipantRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{39}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TxnParticipantRecord) GetParticipant() *djinnpb.Ref {
@@ -3096,7 +3201,7 @@ type TxnCounter struct {
 
 func (x *TxnCounter) Reset() {
 	*x = TxnCounter{}
-	mi := &file_state_v1_state_proto_msgTypes[40]
+	mi := &file_state_v1_state_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3108,7 +3213,7 @@ func (x *TxnCounter) String() string {
 func (*TxnCounter) ProtoMessage() {}
 
 func (x *TxnCounter) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[40]
+	mi := &file_state_v1_state_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3121,7 +3226,7 @@ func (x *TxnCounter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnCounter.ProtoReflect.Descriptor instead.
 func (*TxnCounter) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{40}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TxnCounter) GetNextId() uint64 {
@@ -3135,7 +3240,7 @@ var File_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x14state/v1/state.proto\x12\bstate.v1\x1a\x15djinn/v1/common.proto\"\xa4\f\n" +
+	"\x14state/v1/state.proto\x12\bstate.v1\x1a\x15djinn/v1/common.proto\"\xdd\f\n" +
 	"\aCommand\x12$\n" +
 	"\x0enow_unix_nanos\x18\x01 \x01(\x03R\fnowUnixNanos\x12$\n" +
 	"\x04init\x18\x02 \x01(\v2\x0e.state.v1.InitH\x00R\x04init\x12*\n" +
@@ -3169,7 +3274,9 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"txn_decide\x18+ \x01(\v2\x13.state.v1.TxnDecideH\x00R\ttxnDecide\x12:\n" +
 	"\ftxn_notified\x18, \x01(\v2\x15.state.v1.TxnNotifiedH\x00R\vtxnNotified\x124\n" +
 	"\n" +
-	"txn_forget\x18- \x01(\v2\x13.state.v1.TxnForgetH\x00R\ttxnForgetB\x04\n" +
+	"txn_forget\x18- \x01(\v2\x13.state.v1.TxnForgetH\x00R\ttxnForget\x127\n" +
+	"\vtxn_promote\x18. \x01(\v2\x14.state.v1.TxnPromoteH\x00R\n" +
+	"txnPromoteB\x04\n" +
 	"\x02op\"%\n" +
 	"\x04Init\x12\x1d\n" +
 	"\n" +
@@ -3258,12 +3365,13 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\x15RenewalDeliveredEntry\x12\x15\n" +
 	"\x06set_id\x18\x01 \x01(\fR\x05setId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\x03R\aeventId\x12)\n" +
-	"\x10through_sequence\x18\x03 \x01(\x03R\x0fthroughSequence\"\x9d\x01\n" +
+	"\x10through_sequence\x18\x03 \x01(\x03R\x0fthroughSequence\"\xba\x01\n" +
 	"\tTxnCreate\x12\x16\n" +
 	"\x06cookie\x18\x01 \x01(\fR\x06cookie\x12,\n" +
 	"\x12expires_unix_nanos\x18\x02 \x01(\x03R\x10expiresUnixNanos\x12,\n" +
 	"\x12horizon_unix_nanos\x18\x03 \x01(\x03R\x10horizonUnixNanos\x12\x1c\n" +
-	"\tprincipal\x18\x04 \x01(\tR\tprincipal\"k\n" +
+	"\tprincipal\x18\x04 \x01(\tR\tprincipal\x12\x1b\n" +
+	"\tparent_id\x18\x05 \x01(\x04R\bparentId\"k\n" +
 	"\aTxnJoin\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12/\n" +
 	"\vparticipant\x18\x02 \x01(\v2\r.djinn.v1.RefR\vparticipant\x12\x1f\n" +
@@ -3280,7 +3388,13 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\aentries\x18\x01 \x03(\v2\x1b.state.v1.TxnParticipantRefR\aentries\"E\n" +
 	"\x11TxnParticipantRef\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12 \n" +
-	"\vparticipant\x18\x02 \x01(\rR\vparticipant\"\x1d\n" +
+	"\vparticipant\x18\x02 \x01(\rR\vparticipant\"\x95\x01\n" +
+	"\n" +
+	"TxnPromote\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x121\n" +
+	"\fparticipants\x18\x02 \x03(\v2\r.djinn.v1.RefR\fparticipants\x12!\n" +
+	"\fcrash_counts\x18\x03 \x03(\x03R\vcrashCounts\x12!\n" +
+	"\x04drop\x18\x04 \x01(\v2\r.djinn.v1.RefR\x04drop\"\x1d\n" +
 	"\tTxnForget\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\x04R\x03ids\"\xe9\x02\n" +
 	"\x06Record\x12$\n" +
@@ -3339,14 +3453,15 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\x12desired_unix_nanos\x18\x05 \x01(\x03R\x10desiredUnixNanos\x12\x1f\n" +
 	"\vrenew_nanos\x18\x06 \x01(\x03R\n" +
 	"renewNanos\x12,\n" +
-	"\x12renewed_unix_nanos\x18\a \x01(\x03R\x10renewedUnixNanos\"\xd5\x01\n" +
+	"\x12renewed_unix_nanos\x18\a \x01(\x03R\x10renewedUnixNanos\"\xf2\x01\n" +
 	"\tTxnRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
 	"\x06cookie\x18\x02 \x01(\fR\x06cookie\x12\x1c\n" +
 	"\tprincipal\x18\x03 \x01(\tR\tprincipal\x12\x14\n" +
 	"\x05state\x18\x04 \x01(\x05R\x05state\x12B\n" +
 	"\fparticipants\x18\x05 \x03(\v2\x1e.state.v1.TxnParticipantRecordR\fparticipants\x12(\n" +
-	"\x10ended_unix_nanos\x18\x06 \x01(\x03R\x0eendedUnixNanos\"\x98\x01\n" +
+	"\x10ended_unix_nanos\x18\x06 \x01(\x03R\x0eendedUnixNanos\x12\x1b\n" +
+	"\tparent_id\x18\a \x01(\x04R\bparentId\"\x98\x01\n" +
 	"\x14TxnParticipantRecord\x12/\n" +
 	"\vparticipant\x18\x01 \x01(\v2\r.djinn.v1.RefR\vparticipant\x12\x1f\n" +
 	"\vcrash_count\x18\x02 \x01(\x03R\n" +
@@ -3375,7 +3490,7 @@ func file_state_v1_state_proto_rawDescGZIP() []byte {
 }
 
 var file_state_v1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_state_v1_state_proto_goTypes = []any{
 	(RenewalEndReason)(0),         // 0: state.v1.RenewalEndReason
 	(*Command)(nil),               // 1: state.v1.Command
@@ -3408,23 +3523,24 @@ var file_state_v1_state_proto_goTypes = []any{
 	(*TxnDecide)(nil),             // 28: state.v1.TxnDecide
 	(*TxnNotified)(nil),           // 29: state.v1.TxnNotified
 	(*TxnParticipantRef)(nil),     // 30: state.v1.TxnParticipantRef
-	(*TxnForget)(nil),             // 31: state.v1.TxnForget
-	(*Record)(nil),                // 32: state.v1.Record
-	(*LeaseRecord)(nil),           // 33: state.v1.LeaseRecord
-	(*MailboxRecord)(nil),         // 34: state.v1.MailboxRecord
-	(*StoredEvent)(nil),           // 35: state.v1.StoredEvent
-	(*RenewalSetRecord)(nil),      // 36: state.v1.RenewalSetRecord
-	(*RenewalListenerRecord)(nil), // 37: state.v1.RenewalListenerRecord
-	(*RenewalLeaseRecord)(nil),    // 38: state.v1.RenewalLeaseRecord
-	(*TxnRecord)(nil),             // 39: state.v1.TxnRecord
-	(*TxnParticipantRecord)(nil),  // 40: state.v1.TxnParticipantRecord
-	(*TxnCounter)(nil),            // 41: state.v1.TxnCounter
-	(*djinnpb.Ref)(nil),           // 42: djinn.v1.Ref
-	(*djinnpb.RemoteEvent)(nil),   // 43: djinn.v1.RemoteEvent
-	(*djinnpb.EventKey)(nil),      // 44: djinn.v1.EventKey
-	(djinnpb.SerialFormat)(0),     // 45: djinn.v1.SerialFormat
-	(*djinnpb.Error)(nil),         // 46: djinn.v1.Error
-	(*djinnpb.Lease)(nil),         // 47: djinn.v1.Lease
+	(*TxnPromote)(nil),            // 31: state.v1.TxnPromote
+	(*TxnForget)(nil),             // 32: state.v1.TxnForget
+	(*Record)(nil),                // 33: state.v1.Record
+	(*LeaseRecord)(nil),           // 34: state.v1.LeaseRecord
+	(*MailboxRecord)(nil),         // 35: state.v1.MailboxRecord
+	(*StoredEvent)(nil),           // 36: state.v1.StoredEvent
+	(*RenewalSetRecord)(nil),      // 37: state.v1.RenewalSetRecord
+	(*RenewalListenerRecord)(nil), // 38: state.v1.RenewalListenerRecord
+	(*RenewalLeaseRecord)(nil),    // 39: state.v1.RenewalLeaseRecord
+	(*TxnRecord)(nil),             // 40: state.v1.TxnRecord
+	(*TxnParticipantRecord)(nil),  // 41: state.v1.TxnParticipantRecord
+	(*TxnCounter)(nil),            // 42: state.v1.TxnCounter
+	(*djinnpb.Ref)(nil),           // 43: djinn.v1.Ref
+	(*djinnpb.RemoteEvent)(nil),   // 44: djinn.v1.RemoteEvent
+	(*djinnpb.EventKey)(nil),      // 45: djinn.v1.EventKey
+	(djinnpb.SerialFormat)(0),     // 46: djinn.v1.SerialFormat
+	(*djinnpb.Error)(nil),         // 47: djinn.v1.Error
+	(*djinnpb.Lease)(nil),         // 48: djinn.v1.Lease
 }
 var file_state_v1_state_proto_depIdxs = []int32{
 	2,  // 0: state.v1.Command.init:type_name -> state.v1.Init
@@ -3451,46 +3567,49 @@ var file_state_v1_state_proto_depIdxs = []int32{
 	27, // 21: state.v1.Command.txn_voting:type_name -> state.v1.TxnVoting
 	28, // 22: state.v1.Command.txn_decide:type_name -> state.v1.TxnDecide
 	29, // 23: state.v1.Command.txn_notified:type_name -> state.v1.TxnNotified
-	31, // 24: state.v1.Command.txn_forget:type_name -> state.v1.TxnForget
-	7,  // 25: state.v1.LeaseHorizon.entries:type_name -> state.v1.HorizonEntry
-	42, // 26: state.v1.MailboxEnable.target:type_name -> djinn.v1.Ref
-	43, // 27: state.v1.MailboxStore.events:type_name -> djinn.v1.RemoteEvent
-	13, // 28: state.v1.MailboxDelivered.entries:type_name -> state.v1.Delivered
-	44, // 29: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
-	42, // 30: state.v1.RenewalAdd.landlord:type_name -> djinn.v1.Ref
-	45, // 31: state.v1.RenewalAdd.format:type_name -> djinn.v1.SerialFormat
-	42, // 32: state.v1.RenewalListen.target:type_name -> djinn.v1.Ref
-	21, // 33: state.v1.RenewalEnd.entries:type_name -> state.v1.RenewalEnding
-	0,  // 34: state.v1.RenewalEnding.reason:type_name -> state.v1.RenewalEndReason
-	46, // 35: state.v1.RenewalEnding.error:type_name -> djinn.v1.Error
-	47, // 36: state.v1.RenewalWarn.set_lease:type_name -> djinn.v1.Lease
-	24, // 37: state.v1.RenewalDelivered.entries:type_name -> state.v1.RenewalDeliveredEntry
-	42, // 38: state.v1.TxnJoin.participant:type_name -> djinn.v1.Ref
-	30, // 39: state.v1.TxnNotified.entries:type_name -> state.v1.TxnParticipantRef
-	2,  // 40: state.v1.Record.init:type_name -> state.v1.Init
-	3,  // 41: state.v1.Record.member:type_name -> state.v1.Member
-	33, // 42: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
-	34, // 43: state.v1.Record.mailbox:type_name -> state.v1.MailboxRecord
-	36, // 44: state.v1.Record.renewal_set:type_name -> state.v1.RenewalSetRecord
-	39, // 45: state.v1.Record.txn:type_name -> state.v1.TxnRecord
-	41, // 46: state.v1.Record.txn_counter:type_name -> state.v1.TxnCounter
-	42, // 47: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
-	44, // 48: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
-	35, // 49: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
-	43, // 50: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
-	37, // 51: state.v1.RenewalSetRecord.listeners:type_name -> state.v1.RenewalListenerRecord
-	38, // 52: state.v1.RenewalSetRecord.leases:type_name -> state.v1.RenewalLeaseRecord
-	42, // 53: state.v1.RenewalListenerRecord.target:type_name -> djinn.v1.Ref
-	43, // 54: state.v1.RenewalListenerRecord.pending:type_name -> djinn.v1.RemoteEvent
-	42, // 55: state.v1.RenewalLeaseRecord.landlord:type_name -> djinn.v1.Ref
-	45, // 56: state.v1.RenewalLeaseRecord.format:type_name -> djinn.v1.SerialFormat
-	40, // 57: state.v1.TxnRecord.participants:type_name -> state.v1.TxnParticipantRecord
-	42, // 58: state.v1.TxnParticipantRecord.participant:type_name -> djinn.v1.Ref
-	59, // [59:59] is the sub-list for method output_type
-	59, // [59:59] is the sub-list for method input_type
-	59, // [59:59] is the sub-list for extension type_name
-	59, // [59:59] is the sub-list for extension extendee
-	0,  // [0:59] is the sub-list for field type_name
+	32, // 24: state.v1.Command.txn_forget:type_name -> state.v1.TxnForget
+	31, // 25: state.v1.Command.txn_promote:type_name -> state.v1.TxnPromote
+	7,  // 26: state.v1.LeaseHorizon.entries:type_name -> state.v1.HorizonEntry
+	43, // 27: state.v1.MailboxEnable.target:type_name -> djinn.v1.Ref
+	44, // 28: state.v1.MailboxStore.events:type_name -> djinn.v1.RemoteEvent
+	13, // 29: state.v1.MailboxDelivered.entries:type_name -> state.v1.Delivered
+	45, // 30: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
+	43, // 31: state.v1.RenewalAdd.landlord:type_name -> djinn.v1.Ref
+	46, // 32: state.v1.RenewalAdd.format:type_name -> djinn.v1.SerialFormat
+	43, // 33: state.v1.RenewalListen.target:type_name -> djinn.v1.Ref
+	21, // 34: state.v1.RenewalEnd.entries:type_name -> state.v1.RenewalEnding
+	0,  // 35: state.v1.RenewalEnding.reason:type_name -> state.v1.RenewalEndReason
+	47, // 36: state.v1.RenewalEnding.error:type_name -> djinn.v1.Error
+	48, // 37: state.v1.RenewalWarn.set_lease:type_name -> djinn.v1.Lease
+	24, // 38: state.v1.RenewalDelivered.entries:type_name -> state.v1.RenewalDeliveredEntry
+	43, // 39: state.v1.TxnJoin.participant:type_name -> djinn.v1.Ref
+	30, // 40: state.v1.TxnNotified.entries:type_name -> state.v1.TxnParticipantRef
+	43, // 41: state.v1.TxnPromote.participants:type_name -> djinn.v1.Ref
+	43, // 42: state.v1.TxnPromote.drop:type_name -> djinn.v1.Ref
+	2,  // 43: state.v1.Record.init:type_name -> state.v1.Init
+	3,  // 44: state.v1.Record.member:type_name -> state.v1.Member
+	34, // 45: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
+	35, // 46: state.v1.Record.mailbox:type_name -> state.v1.MailboxRecord
+	37, // 47: state.v1.Record.renewal_set:type_name -> state.v1.RenewalSetRecord
+	40, // 48: state.v1.Record.txn:type_name -> state.v1.TxnRecord
+	42, // 49: state.v1.Record.txn_counter:type_name -> state.v1.TxnCounter
+	43, // 50: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
+	45, // 51: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
+	36, // 52: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
+	44, // 53: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
+	38, // 54: state.v1.RenewalSetRecord.listeners:type_name -> state.v1.RenewalListenerRecord
+	39, // 55: state.v1.RenewalSetRecord.leases:type_name -> state.v1.RenewalLeaseRecord
+	43, // 56: state.v1.RenewalListenerRecord.target:type_name -> djinn.v1.Ref
+	44, // 57: state.v1.RenewalListenerRecord.pending:type_name -> djinn.v1.RemoteEvent
+	43, // 58: state.v1.RenewalLeaseRecord.landlord:type_name -> djinn.v1.Ref
+	46, // 59: state.v1.RenewalLeaseRecord.format:type_name -> djinn.v1.SerialFormat
+	41, // 60: state.v1.TxnRecord.participants:type_name -> state.v1.TxnParticipantRecord
+	43, // 61: state.v1.TxnParticipantRecord.participant:type_name -> djinn.v1.Ref
+	62, // [62:62] is the sub-list for method output_type
+	62, // [62:62] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_state_v1_state_proto_init() }
@@ -3524,8 +3643,9 @@ func file_state_v1_state_proto_init() {
 		(*Command_TxnDecide)(nil),
 		(*Command_TxnNotified)(nil),
 		(*Command_TxnForget)(nil),
+		(*Command_TxnPromote)(nil),
 	}
-	file_state_v1_state_proto_msgTypes[31].OneofWrappers = []any{
+	file_state_v1_state_proto_msgTypes[32].OneofWrappers = []any{
 		(*Record_Init)(nil),
 		(*Record_Member)(nil),
 		(*Record_Lease)(nil),
@@ -3540,7 +3660,7 @@ func file_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_state_v1_state_proto_rawDesc), len(file_state_v1_state_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   41,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
