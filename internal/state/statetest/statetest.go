@@ -36,6 +36,12 @@ func New() *Log {
 	return l
 }
 
+// Over returns a Log over m, an already initialised machine (a restored
+// one, say).
+func Over(m *state.Machine) *Log {
+	return &Log{M: m}
+}
+
 // Propose applies cmd, stamping it with the current (possibly fake) time.
 // Commands round-trip through their encoding, as on the real log.
 func (l *Log) Propose(_ context.Context, cmd *statepb.Command) (any, error) {

@@ -1,0 +1,121 @@
+package txn_test
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/state"
+	"github.com/djinn-go/djinn/internal/state/statetest"
+	"github.com/djinn-go/djinn/internal/txn"
+	"github.com/djinn-go/djinn/proto/statepb"
+)
+
+// restart snapshots f's machine, restores it into a fresh one and starts
+// a new manager over it, with the same participants: what a restarted
+// single node (or a new leader) does.
+func (f *fixture) restart() *fixture {
+	f.t.Helper()
+	f.stop()
+	write, err := f.log.M.Snapshot()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := write(&buf); err != nil {
+		f.t.Fatal(err)
+	}
+	m := state.New()
+	if err := m.Restore(&buf); err != nil {
+		f.t.Fatal(err)
+	}
+	g := &fixture{t: f.t, log: statetest.Over(m), parts: f.parts}
+	g.lessor = lease.NewLessor(m.Leases, g.log, lease.Config{Slack: 10 * time.Second})
+	self := djinn.Ref{Endpoint: "127.0.0.1:4161", Service: m.ServiceID(), Object: djinn.ID{'t'}}
+	svc, err := txn.New(m.Txn, g.lessor, g.log, time.Now, func() djinn.Ref { return self }, txn.Config{
+		Participants: f.parts, VoteTimeout: 5 * time.Second, Abandon: time.Minute, Retention: time.Hour,
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	g.svc = svc
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); g.lessor.Run(ctx) }()
+	go func() { defer wg.Done(); svc.Run(ctx) }()
+	g.stop = func() { cancel(); wg.Wait() }
+	synctest.Wait()
+	return g
+}
+
+// TX.2.8: after a restart, ACTIVE transactions are still ACTIVE with their
+// participants, and a COMMITTED transaction whose participants were not
+// all told goes on telling them.
+func TestRestartKeepsTransactions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		f.parts.set("a", txn.Prepared, nil)
+		f.parts.set("b", txn.Prepared, nil)
+		active := f.create(time.Hour)
+		f.join(active.ID, "a")
+		done := f.create(time.Hour)
+		f.join(done.ID, "a", "b")
+		f.parts.failOp("b commit", djinn.Errorf(djinn.Unavailable, "b: down"))
+		if err := f.svc.Commit(context.Background(), done.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		g := f.restart()
+		defer g.stop()
+		if g.state(active.ID) != txn.Active {
+			t.Fatalf("an ACTIVE transaction after restart: %v", g.state(active.ID))
+		}
+		in, _ := g.log.M.Txn.Get(active.ID)
+		if len(in.Parts) != 1 {
+			t.Fatalf("participants after restart: %d, want 1", len(in.Parts))
+		}
+		if g.state(done.ID) != txn.Committed {
+			t.Fatalf("a COMMITTED transaction after restart: %v", g.state(done.ID))
+		}
+		g.parts.failOp("b commit", nil)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		d, _ := g.svc.Describe(context.Background(), done.ID)
+		for _, p := range d.Participants {
+			if !p.Notified {
+				t.Fatal("TX.2.8: after a restart the manager must go on until every PREPARED participant rolled forward")
+			}
+		}
+		// New ids never reuse old ones.
+		if c := g.create(time.Minute); c.ID <= done.ID {
+			t.Fatalf("new transaction id %d after restart, want above %d", c.ID, done.ID)
+		}
+	})
+}
+
+// A transaction VOTING when the manager stopped is voted again by the
+// next one, and decided.
+func TestRestartResumesVoting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		f.parts.set("a", txn.Prepared, nil)
+		c := f.create(time.Hour)
+		f.join(c.ID, "a", "b")
+		if _, err := f.log.Propose(context.Background(), &statepb.Command{Op: &statepb.Command_TxnVoting{TxnVoting: &statepb.TxnVoting{Id: c.ID}}}); err != nil {
+			t.Fatal(err)
+		}
+		f.parts.set("b", txn.Prepared, nil)
+		g := f.restart()
+		defer g.stop()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if s := g.state(c.ID); s != txn.Committed {
+			t.Fatalf("a VOTING transaction after restart: %v, want it voted again and COMMITTED", s)
+		}
+	})
+}
