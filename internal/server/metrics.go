@@ -65,6 +65,7 @@ func newMetrics(s *Server) *metrics {
 		counter("djinn_txn_created_total", "Transactions created through this node as leader.", func() float64 { return float64(s.txn.Created.Load()) }),
 		counter("djinn_txn_commits_total", "Commits that returned COMMITTED on this node as leader.", func() float64 { return float64(s.txn.Commits.Load()) }),
 		counter("djinn_txn_aborts_total", "Aborts requested through this node as leader.", func() float64 { return float64(s.txn.Aborts.Load()) }),
+		counter("djinn_txn_mixed_outcomes_total", "Participants that answered an abort with CannotAbort (they committed).", func() float64 { return float64(s.txn.MixedOutcomes.Load()) }),
 		gauge("djinn_txn_unreachable_participants", "Participants failing to take an outcome for longer than the abandon time (still retried).", func() float64 { return float64(s.txn.Unreachable.Load()) }),
 		gauge("djinn_delivery_queued_events", "Events queued for delivery on this leader.", func() float64 { return float64(s.mailbox.DeliveryStats().Queued) }),
 		gauge("djinn_delivery_queues", "Registrations with events queued for delivery.", func() float64 { return float64(s.mailbox.DeliveryStats().Queues) }),

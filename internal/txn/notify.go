@@ -135,8 +135,15 @@ func (n *notifier) dispatch(ctx context.Context) {
 					}
 				} else {
 					err = s.cfg.Participants.Abort(cctx, ref, mgr, id)
+					if djinn.KindOf(err) == djinn.CannotAbort {
+						// The participant says it committed what the
+						// manager aborted: a broken participant, and a
+						// mixed outcome an operator must see.
+						s.MixedOutcomes.Add(1)
+						s.cfg.Logger.Error("transaction: participant refused an abort as already committed: mixed outcome", "id", id, "participant", ref.GetEndpoint(), "err", err)
+					}
 					if err != nil && djinn.IsDefinite(err) {
-						err = nil // it knows nothing to roll back
+						err = nil // nothing more to tell it
 					}
 				}
 				cancel()

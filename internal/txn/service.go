@@ -75,7 +75,8 @@ type Service struct {
 
 	// Counters for metrics.
 	Created, Commits, Aborts atomic.Uint64
-	Unreachable              atomic.Int64 // participants failing past Abandon
+	Unreachable              atomic.Int64  // participants failing past Abandon
+	MixedOutcomes            atomic.Uint64 // participants that refused an abort as committed
 }
 
 type callKey struct {
@@ -223,14 +224,15 @@ func (s *Service) Join(ctx context.Context, id uint64, p *djinnpb.Ref, crash int
 	return err
 }
 
-// GetState returns a transaction's state (TX.2.7). A transaction whose
-// lease has ended is ABORTED, even before its end is logged.
+// GetState returns a transaction's state (TX.2.7). An ACTIVE transaction
+// whose lease has ended is ABORTED, even before its end is logged; a
+// VOTING one is not (the commit came first, TX.2.1).
 func (s *Service) GetState(ctx context.Context, id uint64) (djinnpb.TransactionState, error) {
 	in, err := s.get(id)
 	if err != nil {
 		return 0, err
 	}
-	if (in.State == Active || in.State == Voting) && !s.lessor.Table().Alive(in.Cookie, s.now()) {
+	if in.State == Active && !s.lessor.Table().Alive(in.Cookie, s.now()) {
 		return Aborted, nil
 	}
 	return in.State, nil

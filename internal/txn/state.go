@@ -470,13 +470,14 @@ func (s *State) ApplyForget(c *statepb.TxnForget) {
 	}
 }
 
-// LeaseEnded aborts the transaction whose lease ended before it was
-// decided (TX.2.1).
+// LeaseEnded aborts the transaction whose lease ended before the manager
+// received a commit or abort (TX.2.1): an ACTIVE one. A VOTING one is
+// past that point; its vote decides.
 func (s *State) LeaseEnded(owner djinn.ID) {
 	id := binary.BigEndian.Uint64(owner[8:])
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t, ok := s.txns[id]; ok && (t.state == Active || t.state == Voting) {
+	if t, ok := s.txns[id]; ok && t.state == Active {
 		s.decideLocked(0, t, Aborted)
 	}
 }

@@ -22,6 +22,7 @@ type fakeParts struct {
 	vote  map[string]djinnpb.TransactionState
 	fail  map[string]error // every call fails with it
 	opErr map[string]error // "name op" fails with it
+	slow  map[string]time.Duration
 	calls []string         // "name op"
 	byID  []string         // "name op id"
 }
@@ -29,6 +30,10 @@ type fakeParts struct {
 func name(p *djinnpb.Ref) string { return string(p.GetObjectId()[:1]) }
 
 func (f *fakeParts) call(p *djinnpb.Ref, op string, id uint64) error {
+	f.mu.Lock()
+	d := f.slow[name(p)+" "+op]
+	f.mu.Unlock()
+	time.Sleep(d)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, name(p)+" "+op)
@@ -108,7 +113,7 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T) *fixture {
-	f := &fixture{t: t, log: statetest.New(), parts: &fakeParts{vote: map[string]djinnpb.TransactionState{}, fail: map[string]error{}, opErr: map[string]error{}}}
+	f := &fixture{t: t, log: statetest.New(), parts: &fakeParts{vote: map[string]djinnpb.TransactionState{}, fail: map[string]error{}, opErr: map[string]error{}, slow: map[string]time.Duration{}}}
 	f.lessor = lease.NewLessor(f.log.M.Leases, f.log, lease.Config{Slack: 10 * time.Second})
 	self := djinn.Ref{Endpoint: "127.0.0.1:4161", Service: f.log.M.ServiceID(), Object: djinn.ID{'t'}}
 	svc, err := txn.New(f.log.M.Txn, f.lessor, f.log, time.Now, func() djinn.Ref { return self }, txn.Config{
@@ -430,5 +435,35 @@ func TestUnknownFromPrepareAborts(t *testing.T) {
 		c := f.create(time.Minute)
 		f.join(c.ID, "a", "b")
 		wantKind(t, "TX.2.7 prepare answered UnknownTransaction", f.svc.Commit(context.Background(), c.ID, nil), djinn.CannotCommit)
+	})
+}
+
+// TX.2.1: the lease aborts a transaction only if it ends before the
+// manager receives the commit; a lease that ends during the vote does
+// not, and getState does not say ABORTED meanwhile.
+func TestLeaseEndDuringVote(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		defer f.stop()
+		f.parts.set("a", txn.Prepared, nil)
+		f.parts.set("b", txn.Prepared, nil)
+		f.parts.mu.Lock()
+		f.parts.slow["a prepare"] = 3 * time.Second
+		f.parts.mu.Unlock()
+		c := f.create(2 * time.Second)
+		f.join(c.ID, "a", "b")
+		done := make(chan error, 1)
+		go func() { done <- f.svc.Commit(context.Background(), c.ID, nil) }()
+		time.Sleep(2500 * time.Millisecond)
+		synctest.Wait()
+		if s := f.state(c.ID); s != txn.Voting {
+			t.Fatalf("state with the lease ended during the vote: %v, want VOTING", s)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("commit whose lease ended during the vote: %v", err)
+		}
+		if s := f.state(c.ID); s != txn.Committed {
+			t.Fatalf("state: %v, want COMMITTED", s)
+		}
 	})
 }
