@@ -1,0 +1,47 @@
+// Package kv is djinn's reference transaction participant: a key/value
+// store whose operations may run under a transaction, built on package
+// participant. It is the example to copy when writing a participant, and
+// the workload of the transaction tests and benchmarks.
+//
+// # Semantics (TX.3's defaults)
+//
+// Without a transaction (a nil *participant.Tx), Put and Delete apply at
+// once and durably (they return once the Store has fsynced), and Get and
+// List read the committed data.
+//
+// Under a transaction, changes are seen only inside it until it commits
+// (TX.1.2's isolation); they become visible, all at once, when the
+// participant rolls the transaction forward, and vanish if it aborts.
+// Isolation is by strict two-phase locking on keys:
+//
+//   - Put and Delete write-lock the key until the transaction completes.
+//   - Get read-locks the key, List the whole prefix (keys present or not,
+//     so no phantom appears), until the transaction votes. Reads under a
+//     transaction are therefore repeatable, and transactions are
+//     serializable.
+//   - A write conflicts with another transaction's write or read lock on
+//     the key or read lock on a prefix of it; a read with another
+//     transaction's write lock. A write without a transaction takes the
+//     write lock for the time of its write, so it conflicts too; reads
+//     without a transaction take no lock and never conflict.
+//
+// A conflict fails the call at once — no waiting, so no deadlock — with an
+// error of kind djinn.ErrUnavailable naming the key: the call did nothing
+// and may succeed once the other transaction completes. The caller retries
+// or aborts its transaction. The transaction itself is not aborted by the
+// conflict.
+//
+// # Durability
+//
+// Committed data lives in the participant's Store (under the "kv/" prefix)
+// and in memory. A prepared transaction's record is its list of changes;
+// rolling forward writes the changes and removes the record in one atomic
+// Store batch. After a restart the prepared transactions hold their write
+// locks again until the roll decision (TX.2.8.1) settles them.
+//
+// # Serving
+//
+// NewServer serves a DB as the KeyValue gRPC service (proto/djinn/v1/kv.proto);
+// its participant is served by a participant.Server on the same gRPC
+// server. Client calls a remote DB with the same Go signatures.
+package kv

@@ -1,0 +1,436 @@
+package kv
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/participant"
+)
+
+// dataPrefix starts the keys of committed data in the participant Store.
+const dataPrefix = "kv/"
+
+// Limits on keys and values, unless configured.
+const (
+	DefaultMaxKeyBytes   = 1024
+	DefaultMaxValueBytes = 1 << 20
+)
+
+// Config configures a DB.
+type Config struct {
+	// Participant configures the DB's transaction participant: Endpoint,
+	// Store and Managers are required; Resource is the DB itself and must
+	// be left unset. The Store holds the committed data as well as the
+	// prepared records.
+	Participant participant.Config
+	// MaxKeyBytes and MaxValueBytes bound keys and values (defaults 1 KiB
+	// and 1 MiB).
+	MaxKeyBytes, MaxValueBytes int
+}
+
+// DB is a transactional key/value store: the reference participant. See the
+// package documentation for its semantics. It is safe for concurrent use.
+type DB struct {
+	p                *participant.Participant
+	st               participant.Store
+	maxKey, maxValue int
+
+	mu sync.Mutex
+	// Guarded by mu.
+	data     map[string][]byte            // committed values
+	locks    map[string]*lock             // by key
+	prefixes map[string]map[*txn]struct{} // List under a transaction
+	txs      map[participant.TxKey]*txn   // transactions with state here
+}
+
+// txn is what one transaction holds here (or a write without one, for
+// the time it takes).
+type txn struct {
+	changes  map[string]change   // its writes, seen only by itself
+	reads    map[string]struct{} // keys it read, shared-locked
+	prefixes map[string]struct{} // prefixes it listed, shared-locked
+}
+
+func newTxn() *txn {
+	return &txn{changes: map[string]change{}, reads: map[string]struct{}{}, prefixes: map[string]struct{}{}}
+}
+
+// lock is a key's lock: one writer, or readers (a writer may read too).
+type lock struct {
+	writer  *txn
+	readers map[*txn]struct{}
+}
+
+// Entry is a key and its value.
+type Entry struct {
+	Key   string
+	Value []byte
+}
+
+// Open loads the committed data from the Store, restores the prepared
+// transactions (holding their locks again) and starts the participant,
+// which makes the roll decision for them with their managers (TX.2.8.1).
+// Close stops it; the Store stays open.
+func Open(cfg Config) (*DB, error) {
+	if cfg.Participant.Store == nil {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "key/value store: participant store missing")
+	}
+	if cfg.Participant.Resource != nil {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "key/value store: the participant's resource is the store itself; leave it unset")
+	}
+	d := &DB{
+		st:       cfg.Participant.Store,
+		maxKey:   cfg.MaxKeyBytes,
+		maxValue: cfg.MaxValueBytes,
+		data:     map[string][]byte{},
+		locks:    map[string]*lock{},
+		prefixes: map[string]map[*txn]struct{}{},
+		txs:      map[participant.TxKey]*txn{},
+	}
+	if d.maxKey <= 0 {
+		d.maxKey = DefaultMaxKeyBytes
+	}
+	if d.maxValue <= 0 {
+		d.maxValue = DefaultMaxValueBytes
+	}
+	err := d.st.Range(dataPrefix, func(key string, value []byte) error {
+		d.data[strings.TrimPrefix(key, dataPrefix)] = slices.Clone(value)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	pc := cfg.Participant
+	pc.Resource = resource{d}
+	if d.p, err = participant.New(pc); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Participant returns the DB's participant, to serve with a
+// participant.Server.
+func (d *DB) Participant() *participant.Participant { return d.p }
+
+// Close stops the participant. Operations under way finish first.
+func (d *DB) Close() error { return d.p.Close() }
+
+func (d *DB) checkKey(key string) error {
+	switch {
+	case key == "":
+		return djinn.Errorf(djinn.InvalidArgument, "key: empty")
+	case len(key) > d.maxKey:
+		return djinn.Errorf(djinn.InvalidArgument, "key of %d bytes: longer than %d", len(key), d.maxKey)
+	}
+	return nil
+}
+
+// errLocked is a lock conflict. Its kind is Unavailable: the call did
+// nothing, and may succeed later.
+func errLocked(key string) error {
+	return djinn.Errorf(djinn.Unavailable, "key %q: locked by another transaction; try again once it completes", key)
+}
+
+func errLockedPrefix(prefix, key string) error {
+	return djinn.Errorf(djinn.Unavailable, "prefix %q: key %q locked by another transaction; try again once it completes", prefix, key)
+}
+
+// Put sets key to value: under tx, seen only by tx until it commits;
+// with a nil tx, at once and durably.
+func (d *DB) Put(ctx context.Context, tx *participant.Tx, key string, value []byte) error {
+	if err := d.checkKey(key); err != nil {
+		return err
+	}
+	if len(value) > d.maxValue {
+		return djinn.Errorf(djinn.InvalidArgument, "value of %d bytes for key %q: longer than %d", len(value), key, d.maxValue)
+	}
+	c := change{value: slices.Clone(value)}
+	if c.value == nil {
+		c.value = []byte{}
+	}
+	if tx == nil {
+		_, err := d.writeNow(ctx, key, c)
+		return err
+	}
+	_, err := d.writeUnder(ctx, *tx, key, c)
+	return err
+}
+
+// Delete removes key and reports whether it was there (as tx sees it):
+// under tx, seen only by tx until it commits; with a nil tx, at once and
+// durably.
+func (d *DB) Delete(ctx context.Context, tx *participant.Tx, key string) (found bool, err error) {
+	if err := d.checkKey(key); err != nil {
+		return false, err
+	}
+	if tx == nil {
+		return d.writeNow(ctx, key, change{deleted: true})
+	}
+	return d.writeUnder(ctx, *tx, key, change{deleted: true})
+}
+
+// writeUnder records a change under tx, write-locking key.
+func (d *DB) writeUnder(ctx context.Context, tx participant.Tx, key string, c change) (found bool, err error) {
+	done, err := d.p.Join(ctx, tx)
+	if err != nil {
+		return false, err
+	}
+	defer done()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t := d.txnLocked(tx)
+	if err := d.lockWriteLocked(t, key); err != nil {
+		return false, err
+	}
+	_, found = d.viewLocked(t, key)
+	t.changes[key] = c
+	return found, nil
+}
+
+// writeNow applies a change at once, durably: it holds key's write lock
+// while the Store writes.
+func (d *DB) writeNow(ctx context.Context, key string, c change) (found bool, err error) {
+	t := newTxn()
+	d.mu.Lock()
+	if err := d.lockWriteLocked(t, key); err != nil {
+		d.mu.Unlock()
+		return false, err
+	}
+	t.changes[key] = c
+	_, found = d.data[key]
+	d.mu.Unlock()
+	var b participant.Batch
+	if c.deleted {
+		b.Delete(dataPrefix + key)
+	} else {
+		b.Put(dataPrefix+key, c.value)
+	}
+	err = d.st.Apply(ctx, &b)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err == nil {
+		d.applyLocked(key, c)
+	}
+	d.unlockLocked(t)
+	return found, err
+}
+
+// Get returns key's value and whether it is there: under tx, as tx sees it
+// (its own changes included), read-locking key against other transactions'
+// writes; with a nil tx, the committed value.
+func (d *DB) Get(ctx context.Context, tx *participant.Tx, key string) (value []byte, found bool, err error) {
+	if err := d.checkKey(key); err != nil {
+		return nil, false, err
+	}
+	if tx == nil {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		v, ok := d.data[key]
+		return slices.Clone(v), ok, nil
+	}
+	done, err := d.p.Join(ctx, *tx)
+	if err != nil {
+		return nil, false, err
+	}
+	defer done()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t := d.txnLocked(*tx)
+	if _, mine := t.changes[key]; !mine {
+		if err := d.lockReadLocked(t, key); err != nil {
+			return nil, false, err
+		}
+	}
+	v, ok := d.viewLocked(t, key)
+	return slices.Clone(v), ok, nil
+}
+
+// List returns the entries whose keys start with prefix, in key order:
+// under tx, as tx sees them, locking the prefix against other
+// transactions' writes; with a nil tx, the committed entries.
+func (d *DB) List(ctx context.Context, tx *participant.Tx, prefix string) ([]Entry, error) {
+	if len(prefix) > d.maxKey {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "prefix of %d bytes: longer than %d", len(prefix), d.maxKey)
+	}
+	var t *txn
+	if tx != nil {
+		done, err := d.p.Join(ctx, *tx)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if tx != nil {
+		t = d.txnLocked(*tx)
+		if err := d.lockPrefixLocked(t, prefix); err != nil {
+			return nil, err
+		}
+	}
+	seen := map[string][]byte{}
+	for k, v := range d.data {
+		if strings.HasPrefix(k, prefix) {
+			seen[k] = v
+		}
+	}
+	if t != nil {
+		for k, c := range t.changes {
+			switch {
+			case !strings.HasPrefix(k, prefix):
+			case c.deleted:
+				delete(seen, k)
+			default:
+				seen[k] = c.value
+			}
+		}
+	}
+	out := make([]Entry, 0, len(seen))
+	for _, k := range slices.Sorted(maps.Keys(seen)) {
+		out = append(out, Entry{Key: k, Value: slices.Clone(seen[k])})
+	}
+	return out, nil
+}
+
+// txnLocked returns what tx holds here, making it the first time. It is
+// called only between Join and done, while tx is ACTIVE here.
+func (d *DB) txnLocked(tx participant.Tx) *txn {
+	t := d.txs[tx.Key()]
+	if t == nil {
+		t = newTxn()
+		d.txs[tx.Key()] = t
+	}
+	return t
+}
+
+// viewLocked returns key's value as t sees it.
+func (d *DB) viewLocked(t *txn, key string) ([]byte, bool) {
+	if c, ok := t.changes[key]; ok {
+		return c.value, !c.deleted
+	}
+	v, ok := d.data[key]
+	return v, ok
+}
+
+func (d *DB) applyLocked(key string, c change) {
+	if c.deleted {
+		delete(d.data, key)
+	} else {
+		d.data[key] = c.value
+	}
+}
+
+// lockWriteLocked write-locks key for t: no other transaction may hold it,
+// have read it, or have listed a prefix of it.
+func (d *DB) lockWriteLocked(t *txn, key string) error {
+	l := d.locks[key]
+	if l != nil {
+		if l.writer != nil && l.writer != t {
+			return errLocked(key)
+		}
+		for r := range l.readers {
+			if r != t {
+				return errLocked(key)
+			}
+		}
+	}
+	for p, holders := range d.prefixes {
+		if !strings.HasPrefix(key, p) {
+			continue
+		}
+		for h := range holders {
+			if h != t {
+				return errLockedPrefix(p, key)
+			}
+		}
+	}
+	if l == nil {
+		l = &lock{readers: map[*txn]struct{}{}}
+		d.locks[key] = l
+	}
+	l.writer = t
+	return nil
+}
+
+// lockReadLocked read-locks key for t: no other transaction may hold its
+// write lock.
+func (d *DB) lockReadLocked(t *txn, key string) error {
+	l := d.locks[key]
+	if l != nil && l.writer != nil && l.writer != t {
+		return errLocked(key)
+	}
+	if l == nil {
+		l = &lock{readers: map[*txn]struct{}{}}
+		d.locks[key] = l
+	}
+	l.readers[t] = struct{}{}
+	t.reads[key] = struct{}{}
+	return nil
+}
+
+// lockPrefixLocked read-locks every key starting with prefix, present or
+// not, for t: no other transaction may hold the write lock of such a key.
+func (d *DB) lockPrefixLocked(t *txn, prefix string) error {
+	if _, ok := t.prefixes[prefix]; ok {
+		return nil
+	}
+	for k, l := range d.locks {
+		if l.writer != nil && l.writer != t && strings.HasPrefix(k, prefix) {
+			return errLockedPrefix(prefix, k)
+		}
+	}
+	h := d.prefixes[prefix]
+	if h == nil {
+		h = map[*txn]struct{}{}
+		d.prefixes[prefix] = h
+	}
+	h[t] = struct{}{}
+	t.prefixes[prefix] = struct{}{}
+	return nil
+}
+
+// unlockReadsLocked releases t's read and prefix locks.
+func (d *DB) unlockReadsLocked(t *txn) {
+	for k := range t.reads {
+		if l := d.locks[k]; l != nil {
+			delete(l.readers, t)
+			d.dropIfFreeLocked(k, l)
+		}
+	}
+	clear(t.reads)
+	for p := range t.prefixes {
+		if h := d.prefixes[p]; h != nil {
+			delete(h, t)
+			if len(h) == 0 {
+				delete(d.prefixes, p)
+			}
+		}
+	}
+	clear(t.prefixes)
+}
+
+// unlockLocked releases every lock t holds.
+func (d *DB) unlockLocked(t *txn) {
+	d.unlockReadsLocked(t)
+	for k := range t.changes {
+		if l := d.locks[k]; l != nil && l.writer == t {
+			l.writer = nil
+			d.dropIfFreeLocked(k, l)
+		}
+	}
+}
+
+// dropIfFreeLocked forgets a lock nobody holds.
+func (d *DB) dropIfFreeLocked(key string, l *lock) {
+	if l.writer == nil && len(l.readers) == 0 {
+		delete(d.locks, key)
+	}
+}
+
+// String describes the DB for logs.
+func (d *DB) String() string { return fmt.Sprintf("key/value store %s", d.p.Ref()) }

@@ -1,0 +1,21 @@
+package kv
+
+import (
+	"fmt"
+	"testing"
+)
+
+func FuzzDecodeChanges(f *testing.F) {
+	f.Add(encodeChanges(map[string]change{"a": {value: []byte("1")}, "b": {deleted: true}, "c": {value: []byte{}}}))
+	f.Add([]byte{0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		cs, err := decodeChanges(b)
+		if err != nil {
+			return
+		}
+		again, err := decodeChanges(encodeChanges(cs))
+		if err != nil || fmt.Sprint(again) != fmt.Sprint(cs) {
+			t.Fatalf("encoding what was decoded changed it: %v -> %v (%v)", cs, again, err)
+		}
+	})
+}

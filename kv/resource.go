@@ -1,0 +1,98 @@
+package kv
+
+import (
+	"context"
+	"maps"
+	"slices"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/participant"
+)
+
+// resource is the DB as its participant's Resource.
+type resource struct{ d *DB }
+
+var _ participant.Resource = resource{}
+
+// Prepare implements participant.Resource: a transaction that wrote
+// nothing is NOTCHANGED; one that wrote gives its changes as the record,
+// and releases its read locks (it reads no more: strict two-phase locking
+// keeps only the write locks until the outcome).
+func (r resource) Prepare(_ context.Context, tx participant.Tx) ([]byte, bool, error) {
+	d := r.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t := d.txs[tx.Key()]
+	if t == nil || len(t.changes) == 0 {
+		return nil, false, nil
+	}
+	d.unlockReadsLocked(t)
+	return encodeChanges(t.changes), true, nil
+}
+
+// Commit implements participant.Resource: the changes go to the Store with
+// the removal of the prepared record, then become visible and the locks
+// are released.
+func (r resource) Commit(_ context.Context, tx participant.Tx, write func(*participant.Batch) error) error {
+	d := r.d
+	d.mu.Lock()
+	t := d.txs[tx.Key()]
+	var b participant.Batch
+	if t != nil {
+		for _, k := range slices.Sorted(maps.Keys(t.changes)) {
+			if c := t.changes[k]; c.deleted {
+				b.Delete(dataPrefix + k)
+			} else {
+				b.Put(dataPrefix+k, c.value)
+			}
+		}
+	}
+	d.mu.Unlock()
+	if t == nil {
+		return djinn.Errorf(djinn.Internal, "key/value store: %s is prepared but holds no changes here", tx)
+	}
+	if err := write(&b); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for k, c := range t.changes {
+		d.applyLocked(k, c)
+	}
+	d.unlockLocked(t)
+	delete(d.txs, tx.Key())
+	return nil
+}
+
+// Abort implements participant.Resource: the changes are dropped and the
+// locks released.
+func (r resource) Abort(_ context.Context, tx participant.Tx) {
+	d := r.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if t := d.txs[tx.Key()]; t != nil {
+		d.unlockLocked(t)
+		delete(d.txs, tx.Key())
+	}
+}
+
+// Recover implements participant.Resource: a prepared transaction holds
+// its write locks again.
+func (r resource) Recover(tx participant.Tx, record []byte) error {
+	d := r.d
+	cs, err := decodeChanges(record)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t := newTxn()
+	for k := range cs {
+		if err := d.lockWriteLocked(t, k); err != nil {
+			return djinn.Errorf(djinn.Internal, "key/value store: two prepared transactions change key %q", k)
+		}
+	}
+	t.changes = cs
+	d.txs[tx.Key()] = t
+	return nil
+}

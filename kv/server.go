@@ -1,0 +1,108 @@
+package kv
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/grpcerr"
+	"github.com/djinn-go/djinn/participant"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+// Server serves a DB as the KeyValue gRPC service. Errors travel with
+// their djinn kinds.
+type Server struct {
+	djinnpb.UnimplementedKeyValueServer
+	db *DB
+}
+
+var _ djinnpb.KeyValueServer = (*Server)(nil)
+
+// NewServer returns the service for db.
+func NewServer(db *DB) *Server { return &Server{db: db} }
+
+// Register registers the KeyValue service on g. The DB's participant is
+// served separately, by a participant.Server registered on the same gRPC
+// server (its Endpoint must be g's address).
+func (s *Server) Register(g grpc.ServiceRegistrar) { djinnpb.RegisterKeyValueServer(g, s) }
+
+// TxFromProto converts a request's transaction (nil: none).
+func TxFromProto(t *djinnpb.KVTransaction) (*participant.Tx, error) {
+	if t == nil {
+		return nil, nil
+	}
+	mgr, err := client.RefFromProto("transaction manager", t.GetManager())
+	if err != nil {
+		return nil, err
+	}
+	if mgr.Endpoint == "" {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "transaction manager: endpoint missing")
+	}
+	return &participant.Tx{Manager: mgr, ID: t.GetId()}, nil
+}
+
+// TxToProto converts a transaction for a request (nil: none).
+func TxToProto(tx *participant.Tx) *djinnpb.KVTransaction {
+	if tx == nil {
+		return nil
+	}
+	return &djinnpb.KVTransaction{Manager: client.RefToProto(tx.Manager), Id: tx.ID}
+}
+
+// Put implements djinnpb.KeyValueServer.
+func (s *Server) Put(ctx context.Context, req *djinnpb.KVPutRequest) (*djinnpb.KVPutResponse, error) {
+	tx, err := TxFromProto(req.GetTxn())
+	if err == nil {
+		err = s.db.Put(ctx, tx, req.GetKey(), req.GetValue())
+	}
+	if err != nil {
+		return nil, grpcerr.Status(err)
+	}
+	return &djinnpb.KVPutResponse{}, nil
+}
+
+// Get implements djinnpb.KeyValueServer.
+func (s *Server) Get(ctx context.Context, req *djinnpb.KVGetRequest) (*djinnpb.KVGetResponse, error) {
+	tx, err := TxFromProto(req.GetTxn())
+	if err != nil {
+		return nil, grpcerr.Status(err)
+	}
+	v, found, err := s.db.Get(ctx, tx, req.GetKey())
+	if err != nil {
+		return nil, grpcerr.Status(err)
+	}
+	return &djinnpb.KVGetResponse{Value: v, Found: found}, nil
+}
+
+// Delete implements djinnpb.KeyValueServer.
+func (s *Server) Delete(ctx context.Context, req *djinnpb.KVDeleteRequest) (*djinnpb.KVDeleteResponse, error) {
+	tx, err := TxFromProto(req.GetTxn())
+	if err != nil {
+		return nil, grpcerr.Status(err)
+	}
+	found, err := s.db.Delete(ctx, tx, req.GetKey())
+	if err != nil {
+		return nil, grpcerr.Status(err)
+	}
+	return &djinnpb.KVDeleteResponse{Found: found}, nil
+}
+
+// List implements djinnpb.KeyValueServer.
+func (s *Server) List(ctx context.Context, req *djinnpb.KVListRequest) (*djinnpb.KVListResponse, error) {
+	tx, err := TxFromProto(req.GetTxn())
+	if err != nil {
+		return nil, grpcerr.Status(err)
+	}
+	es, err := s.db.List(ctx, tx, req.GetPrefix())
+	if err != nil {
+		return nil, grpcerr.Status(err)
+	}
+	resp := &djinnpb.KVListResponse{Entries: make([]*djinnpb.KVEntry, len(es))}
+	for i, e := range es {
+		resp.Entries[i] = &djinnpb.KVEntry{Key: e.Key, Value: e.Value}
+	}
+	return resp, nil
+}

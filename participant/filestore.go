@@ -1,0 +1,490 @@
+package participant
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/djinn-go/djinn"
+)
+
+// FileStore is a Store in a directory: one append-only log file of
+// checksummed frames, each batch one frame written and fsynced before Apply
+// returns. Concurrent Applies share one write and one fsync (group commit).
+// When the log has grown to several times the live records it is rewritten:
+// the records go to a temporary file, which is fsynced and renamed over the
+// log, and the directory is fsynced.
+//
+// On open, a torn last frame (a write a crash interrupted, never
+// acknowledged) is cut off. The crash count goes up by one at every open and
+// that is written and fsynced before OpenFileStore returns; a new directory
+// starts from a random count, so a store made again in a wiped directory
+// does not repeat an old count.
+//
+// The records are held in memory as well as on disk: a FileStore suits a
+// participant's prepared records and modest application data, not a
+// database.
+type FileStore struct {
+	dir   string
+	crash int64
+
+	mu   sync.Mutex
+	cond *sync.Cond // signalled when a flush ends; uses mu
+	// Guarded by mu.
+	f        *os.File
+	live     map[string][]byte // the records on disk
+	liveSize int64             // bytes of keys and values in live
+	size     int64             // bytes of the log file
+	pending  []byte            // frames queued and not yet written
+	batches  [][]Op            // the batches in pending
+	queued   uint64            // batches queued so far
+	synced   uint64            // batches on disk so far
+	flushing bool              // a flush is writing pending
+	err      error             // sticky: the store failed and must be reopened
+	closed   bool
+}
+
+var _ Store = (*FileStore)(nil)
+
+const (
+	logName = "store.log"
+	tmpName = "store.log.tmp"
+
+	frameHeader = 'H'
+	frameCount  = 'C'
+	frameBatch  = 'B'
+
+	storeMagic = "djinn-participant-store/1"
+
+	// compactMin is the smallest log that is compacted.
+	compactMin = 1 << 20
+	// maxFrame bounds a frame's length when reading.
+	maxFrame = 1 << 30
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// OpenFileStore opens the store in dir, creating dir and the store if
+// needed, and takes the next crash count.
+func OpenFileStore(dir string) (*FileStore, error) {
+	if dir == "" {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "store directory: missing")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("participant store %s: %w", dir, err)
+	}
+	s := &FileStore{dir: dir, live: map[string][]byte{}}
+	s.cond = sync.NewCond(&s.mu)
+	// A temporary file is a compaction a crash interrupted: the log is
+	// still whole.
+	if err := os.Remove(filepath.Join(dir, tmpName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("participant store %s: %w", dir, err)
+	}
+	path := filepath.Join(dir, logName)
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := s.rewrite(randomCount()); err != nil {
+			return nil, err
+		}
+		data, err = os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("participant store %s: %w", dir, err)
+		}
+	case err != nil:
+		return nil, fmt.Errorf("participant store %s: %w", dir, err)
+	}
+	count, good, err := s.replay(data)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("participant store %s: %w", dir, err)
+	}
+	if good < len(data) {
+		// A torn last frame: cut it off before appending after it.
+		if err := f.Truncate(int64(good)); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("participant store %s: cutting a torn frame: %w", dir, err)
+		}
+	}
+	s.f, s.size = f, int64(good)
+	s.crash = count + 1
+	if err := s.writeSync(countFrame(s.crash)); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// replay reads the log into live. It returns the last crash count and the
+// length of the good frames: reading stops at the first frame that is cut
+// short or fails its checksum.
+func (s *FileStore) replay(data []byte) (count int64, good int, err error) {
+	first := true
+	for off := 0; off < len(data); {
+		payload, n, ok := readFrame(data[off:])
+		if !ok {
+			if first {
+				return 0, 0, fmt.Errorf("participant store %s: %s is not a participant store or its header is damaged", s.dir, logName)
+			}
+			return count, off, nil
+		}
+		if first {
+			if payload[0] != frameHeader || string(payload[1:]) != storeMagic {
+				return 0, 0, fmt.Errorf("participant store %s: %s is not a participant store (header %q)", s.dir, logName, payload)
+			}
+			first = false
+			off += n
+			continue
+		}
+		switch payload[0] {
+		case frameCount:
+			if len(payload) != 9 {
+				return 0, 0, fmt.Errorf("participant store %s: crash count frame at %d: %d bytes", s.dir, off, len(payload))
+			}
+			count = int64(binary.BigEndian.Uint64(payload[1:]))
+		case frameBatch:
+			ops, err := decodeBatch(payload[1:])
+			if err != nil {
+				return 0, 0, fmt.Errorf("participant store %s: batch at %d: %w", s.dir, off, err)
+			}
+			s.applyLive(ops)
+		default:
+			return 0, 0, fmt.Errorf("participant store %s: frame at %d: unknown type %q", s.dir, off, payload[0])
+		}
+		off += n
+	}
+	if first {
+		return 0, 0, fmt.Errorf("participant store %s: %s is empty", s.dir, logName)
+	}
+	return count, len(data), nil
+}
+
+// readFrame reads the frame at the start of b: its payload (never empty)
+// and its length.
+func readFrame(b []byte) (payload []byte, n int, ok bool) {
+	if len(b) < 8 {
+		return nil, 0, false
+	}
+	l := binary.LittleEndian.Uint32(b)
+	if l == 0 || l > maxFrame || uint64(len(b)-8) < uint64(l) {
+		return nil, 0, false
+	}
+	payload = b[8 : 8+l]
+	if crc32.Checksum(payload, crcTable) != binary.LittleEndian.Uint32(b[4:]) {
+		return nil, 0, false
+	}
+	return payload, 8 + int(l), true
+}
+
+func appendFrame(dst []byte, payload []byte) []byte {
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(payload)))
+	dst = binary.LittleEndian.AppendUint32(dst, crc32.Checksum(payload, crcTable))
+	return append(dst, payload...)
+}
+
+func countFrame(n int64) []byte {
+	return appendFrame(nil, binary.BigEndian.AppendUint64([]byte{frameCount}, uint64(n)))
+}
+
+// encodeBatch returns the payload of a batch frame.
+func encodeBatch(ops []Op) []byte {
+	size := 1 + binary.MaxVarintLen64
+	for _, op := range ops {
+		size += 1 + 2*binary.MaxVarintLen64 + len(op.Key) + len(op.Value)
+	}
+	b := make([]byte, 0, size)
+	b = append(b, frameBatch)
+	b = binary.AppendUvarint(b, uint64(len(ops)))
+	for _, op := range ops {
+		if op.Delete {
+			b = append(b, 1)
+			b = binary.AppendUvarint(b, uint64(len(op.Key)))
+			b = append(b, op.Key...)
+			continue
+		}
+		b = append(b, 0)
+		b = binary.AppendUvarint(b, uint64(len(op.Key)))
+		b = append(b, op.Key...)
+		b = binary.AppendUvarint(b, uint64(len(op.Value)))
+		b = append(b, op.Value...)
+	}
+	return b
+}
+
+// decodeBatch reads a batch frame's payload (after the type byte).
+func decodeBatch(b []byte) ([]Op, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return nil, errors.New("bad length")
+	}
+	b = b[k:]
+	ops := make([]Op, 0, n)
+	bytesOf := func() ([]byte, bool) {
+		l, k := binary.Uvarint(b)
+		if k <= 0 || l > uint64(len(b)-k) {
+			return nil, false
+		}
+		v := b[k : k+int(l)]
+		b = b[k+int(l):]
+		return v, true
+	}
+	for range n {
+		if len(b) == 0 {
+			return nil, errors.New("cut short")
+		}
+		kind := b[0]
+		b = b[1:]
+		key, ok := bytesOf()
+		if !ok || kind > 1 {
+			return nil, errors.New("bad change")
+		}
+		op := Op{Key: string(key), Delete: kind == 1}
+		if !op.Delete {
+			if op.Value, ok = bytesOf(); !ok {
+				return nil, errors.New("bad value")
+			}
+		}
+		ops = append(ops, op)
+	}
+	if len(b) != 0 {
+		return nil, errors.New("trailing bytes")
+	}
+	return ops, nil
+}
+
+// applyLive applies ops to the in-memory records. Values are copied.
+func (s *FileStore) applyLive(ops []Op) {
+	for _, op := range ops {
+		if old, ok := s.live[op.Key]; ok {
+			s.liveSize -= int64(len(op.Key) + len(old))
+			delete(s.live, op.Key)
+		}
+		if !op.Delete {
+			s.live[op.Key] = slices.Clone(op.Value)
+			s.liveSize += int64(len(op.Key) + len(op.Value))
+		}
+	}
+}
+
+// CrashCount implements Store.
+func (s *FileStore) CrashCount() int64 { return s.crash }
+
+// Dir returns the store's directory.
+func (s *FileStore) Dir() string { return s.dir }
+
+// Range implements Store.
+func (s *FileStore) Range(prefix string, fn func(key string, value []byte) error) error {
+	s.mu.Lock()
+	keys := make([]string, 0)
+	for k := range s.live {
+		if strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	vals := make([][]byte, len(keys))
+	for i, k := range keys {
+		vals[i] = s.live[k]
+	}
+	s.mu.Unlock()
+	for i, k := range keys {
+		if err := fn(k, vals[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Apply implements Store: the batch is queued, and the first Apply to find
+// no flush running writes every queued batch with one write and one fsync.
+// ctx is checked before queueing; a write under way is not abandoned.
+func (s *FileStore) Apply(ctx context.Context, b *Batch) error {
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	frame := appendFrame(nil, encodeBatch(b.Ops()))
+	ops := slices.Clone(b.Ops())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return err
+	}
+	s.pending = append(s.pending, frame...)
+	s.batches = append(s.batches, ops)
+	s.queued++
+	mine := s.queued
+	for s.synced < mine {
+		if err := s.usableLocked(); err != nil {
+			return err
+		}
+		if !s.flushing {
+			s.flushLocked()
+			continue
+		}
+		s.cond.Wait()
+	}
+	return nil
+}
+
+func (s *FileStore) usableLocked() error {
+	if s.err != nil {
+		return s.err
+	}
+	if s.closed {
+		return djinn.Errorf(djinn.Unavailable, "participant store %s: closed", s.dir)
+	}
+	return nil
+}
+
+// flushLocked writes and fsyncs the queued batches. It releases mu while
+// it writes.
+func (s *FileStore) flushLocked() {
+	s.flushing = true
+	buf, batches, upto := s.pending, s.batches, s.queued
+	s.pending, s.batches = nil, nil
+	f := s.f
+	s.mu.Unlock()
+	_, err := f.Write(buf)
+	if err == nil {
+		err = f.Sync()
+	}
+	s.mu.Lock()
+	s.flushing = false
+	defer s.cond.Broadcast()
+	if err != nil {
+		// After a failed write or fsync what is on disk is unknown: refuse
+		// every later write; reopening replays what survived.
+		s.err = fmt.Errorf("participant store %s: write failed, reopen the store: %w", s.dir, err)
+		return
+	}
+	for _, ops := range batches {
+		s.applyLive(ops)
+	}
+	s.size += int64(len(buf))
+	s.synced = upto
+	if s.size > compactMin && s.size > 4*(s.liveSize+int64(64*len(s.live))) {
+		if err := s.compactLocked(); err != nil {
+			s.err = err
+		}
+	}
+}
+
+// writeSync appends frames and fsyncs them (used while opening).
+func (s *FileStore) writeSync(frames []byte) error {
+	if _, err := s.f.Write(frames); err != nil {
+		return fmt.Errorf("participant store %s: %w", s.dir, err)
+	}
+	if err := s.f.Sync(); err != nil {
+		return fmt.Errorf("participant store %s: %w", s.dir, err)
+	}
+	s.size += int64(len(frames))
+	return nil
+}
+
+// compactLocked rewrites the log with only the live records, and reopens
+// it for appending. Writers wait meanwhile: compaction is rare.
+func (s *FileStore) compactLocked() error {
+	if err := s.rewrite(s.crash); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(s.dir, logName), os.O_RDWR|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("participant store %s: reopening after compaction: %w", s.dir, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("participant store %s: %w", s.dir, err)
+	}
+	s.f.Close()
+	s.f, s.size = f, st.Size()
+	return nil
+}
+
+// rewrite writes a log holding the header, crash count and live records
+// to a temporary file, fsyncs it, renames it over the log and fsyncs the
+// directory.
+func (s *FileStore) rewrite(count int64) error {
+	buf := appendFrame(nil, append([]byte{frameHeader}, storeMagic...))
+	buf = append(buf, countFrame(count)...)
+	keys := make([]string, 0, len(s.live))
+	for k := range s.live {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	const chunk = 4 << 20
+	var ops []Op
+	var size int
+	for i, k := range keys {
+		ops = append(ops, Op{Key: k, Value: s.live[k]})
+		size += len(k) + len(s.live[k])
+		if size >= chunk || i == len(keys)-1 {
+			buf = appendFrame(buf, encodeBatch(ops))
+			ops, size = ops[:0], 0
+		}
+	}
+	tmp := filepath.Join(s.dir, tmpName)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("participant store %s: %w", s.dir, err)
+	}
+	_, err = f.Write(buf)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(s.dir, logName))
+	}
+	if err == nil {
+		err = syncDir(s.dir)
+	}
+	if err != nil {
+		return fmt.Errorf("participant store %s: rewriting the log: %w", s.dir, err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Close waits for a write under way and closes the log. Later Applies
+// fail.
+func (s *FileStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.flushing {
+		s.cond.Wait()
+	}
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	s.cond.Broadcast()
+	return s.f.Close()
+}

@@ -1,0 +1,74 @@
+package participant
+
+import (
+	"context"
+	"errors"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/grpcerr"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+// Managers is how a participant calls transaction managers: join (TX.2.3)
+// and getState (TX.2.7). Remote calls them over gRPC;
+// participanttest.Manager is one in memory. Methods are called
+// concurrently, and return djinn errors (djinn.KindOf tells
+// UnknownTransaction, NoSuchObject, CannotJoin, CrashCount and Unavailable
+// apart).
+type Managers interface {
+	// Join joins self to tx with crash count crash.
+	Join(ctx context.Context, tx Tx, self djinn.Ref, crash int64) error
+	// GetState returns tx's state at its manager.
+	GetState(ctx context.Context, tx Tx) (State, error)
+}
+
+// Remote returns Managers that call managers over gRPC through c (a
+// *client.Pool or *client.Client), at the endpoint of each transaction's
+// manager reference.
+func Remote(c client.Connector) Managers { return remote{c} }
+
+type remote struct{ c client.Connector }
+
+func (r remote) manager(tx Tx) (djinnpb.TransactionManagerClient, error) {
+	conn, err := r.c.Conn(tx.Manager.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	return djinnpb.NewTransactionManagerClient(conn), nil
+}
+
+func (r remote) Join(ctx context.Context, tx Tx, self djinn.Ref, crash int64) error {
+	m, err := r.manager(tx)
+	if err != nil {
+		return err
+	}
+	_, err = m.Join(ctx, &djinnpb.JoinTransactionRequest{Id: tx.ID, Participant: client.RefToProto(self), CrashCount: crash})
+	return kinded(err)
+}
+
+func (r remote) GetState(ctx context.Context, tx Tx) (State, error) {
+	m, err := r.manager(tx)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := m.GetState(ctx, &djinnpb.TransactionRequest{Id: tx.ID})
+	if err != nil {
+		return 0, kinded(err)
+	}
+	return StateFromProto(resp.GetState()), nil
+}
+
+// kinded gives a gRPC error its djinn kind, for connections that do not
+// convert errors themselves (a *client.Pool does).
+func kinded(err error) error {
+	if err == nil {
+		return nil
+	}
+	var de *djinn.Error
+	var k djinn.Kind
+	if errors.As(err, &de) || errors.As(err, &k) {
+		return err
+	}
+	return grpcerr.FromStatus(err)
+}

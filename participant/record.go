@@ -1,0 +1,60 @@
+package participant
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/djinn-go/djinn"
+)
+
+// The library's keys in the Store.
+const (
+	// selfKey holds the participant's service and object ids.
+	selfKey = ReservedPrefix + "self"
+	// preparedPrefix starts the prepared records (TX.2.8).
+	preparedPrefix = ReservedPrefix + "prepared/"
+
+	recordVersion = 1
+)
+
+// preparedKey is the Store key of tx's prepared record.
+func preparedKey(tx Tx) string {
+	return fmt.Sprintf("%s%s%s/%016x", preparedPrefix, tx.Manager.Service, tx.Manager.Object, tx.ID)
+}
+
+// encodeRecord returns a prepared record: the transaction (with the
+// manager's endpoint, to ask it for the roll decision) and the resource's
+// own record.
+func encodeRecord(tx Tx, rec []byte) []byte {
+	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(tx.Manager.Endpoint)+40+len(rec))
+	b = append(b, recordVersion)
+	b = binary.AppendUvarint(b, uint64(len(tx.Manager.Endpoint)))
+	b = append(b, tx.Manager.Endpoint...)
+	b = append(b, tx.Manager.Service[:]...)
+	b = append(b, tx.Manager.Object[:]...)
+	b = binary.BigEndian.AppendUint64(b, tx.ID)
+	return append(b, rec...)
+}
+
+// decodeRecord reads a prepared record. The resource's record is a
+// sub-slice of b.
+func decodeRecord(b []byte) (Tx, []byte, error) {
+	var tx Tx
+	if len(b) == 0 || b[0] != recordVersion {
+		return tx, nil, djinn.Errorf(djinn.Internal, "prepared record: unknown version")
+	}
+	b = b[1:]
+	l, k := binary.Uvarint(b)
+	if k <= 0 || l > uint64(len(b)-k) {
+		return tx, nil, djinn.Errorf(djinn.Internal, "prepared record: bad endpoint length")
+	}
+	tx.Manager.Endpoint = string(b[k : k+int(l)])
+	b = b[k+int(l):]
+	if len(b) < 40 {
+		return tx, nil, djinn.Errorf(djinn.Internal, "prepared record: cut short")
+	}
+	copy(tx.Manager.Service[:], b[:16])
+	copy(tx.Manager.Object[:], b[16:32])
+	tx.ID = binary.BigEndian.Uint64(b[32:40])
+	return tx, b[40:], nil
+}

@@ -1,0 +1,122 @@
+package participant
+
+import (
+	"context"
+	"sync"
+
+	"google.golang.org/grpc"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/grpcerr"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+// Server serves the TransactionParticipant gRPC service (TX.2.3) for the
+// participants added to it, on any gRPC server: a call goes to the
+// participant whose object id it names, and one for an object not here
+// gets djinn.ErrNoSuchObject. Errors travel with their djinn kinds
+// (converted here, whatever the gRPC server's interceptors), so the manager
+// tells UnknownTransaction from a failure. It is safe for concurrent use.
+type Server struct {
+	djinnpb.UnimplementedTransactionParticipantServer
+
+	mu    sync.RWMutex
+	parts map[djinn.ID]*Participant // guarded by mu
+}
+
+var _ djinnpb.TransactionParticipantServer = (*Server)(nil)
+
+// NewServer returns a server with no participants.
+func NewServer() *Server { return &Server{parts: map[djinn.ID]*Participant{}} }
+
+// Register registers the service on g.
+func (s *Server) Register(g grpc.ServiceRegistrar) {
+	djinnpb.RegisterTransactionParticipantServer(g, s)
+}
+
+// Add serves p, replacing a participant with the same object id (one
+// restarted in this process).
+func (s *Server) Add(p *Participant) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.parts[p.Ref().Object] = p
+}
+
+// Remove stops serving p.
+func (s *Server) Remove(p *Participant) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.parts[p.Ref().Object] == p {
+		delete(s.parts, p.Ref().Object)
+	}
+}
+
+// request finds the participant and transaction a call names.
+func (s *Server) request(req *djinnpb.ParticipantRequest) (*Participant, Tx, error) {
+	id, err := djinn.IDFromBytes("participant id", req.GetParticipantId())
+	if err != nil {
+		return nil, Tx{}, err
+	}
+	mgr, err := client.RefFromProto("manager", req.GetManager())
+	if err != nil {
+		return nil, Tx{}, err
+	}
+	s.mu.RLock()
+	p := s.parts[id]
+	s.mu.RUnlock()
+	if p == nil {
+		return nil, Tx{}, djinn.Errorf(djinn.NoSuchObject, "participant %s: no such participant here", id)
+	}
+	return p, Tx{Manager: mgr, ID: req.GetId()}, nil
+}
+
+// Prepare implements djinnpb.TransactionParticipantServer.
+func (s *Server) Prepare(ctx context.Context, req *djinnpb.ParticipantRequest) (*djinnpb.PrepareResponse, error) {
+	p, tx, err := s.request(req)
+	if err != nil {
+		return nil, grpcerr.Status(err)
+	}
+	v, err := p.Prepare(ctx, tx)
+	if err != nil {
+		return nil, grpcerr.Status(err)
+	}
+	return &djinnpb.PrepareResponse{Vote: v.Proto()}, nil
+}
+
+// PrepareAndCommit implements djinnpb.TransactionParticipantServer.
+func (s *Server) PrepareAndCommit(ctx context.Context, req *djinnpb.ParticipantRequest) (*djinnpb.PrepareResponse, error) {
+	p, tx, err := s.request(req)
+	if err != nil {
+		return nil, grpcerr.Status(err)
+	}
+	v, err := p.PrepareAndCommit(ctx, tx)
+	if err != nil {
+		return nil, grpcerr.Status(err)
+	}
+	return &djinnpb.PrepareResponse{Vote: v.Proto()}, nil
+}
+
+// Commit implements djinnpb.TransactionParticipantServer.
+func (s *Server) Commit(ctx context.Context, req *djinnpb.ParticipantRequest) (*djinnpb.ParticipantResponse, error) {
+	p, tx, err := s.request(req)
+	if err != nil {
+		return nil, grpcerr.Status(err)
+	}
+	if err := p.Commit(ctx, tx); err != nil {
+		return nil, grpcerr.Status(err)
+	}
+	return &djinnpb.ParticipantResponse{}, nil
+}
+
+// Abort implements djinnpb.TransactionParticipantServer.
+func (s *Server) Abort(ctx context.Context, req *djinnpb.ParticipantRequest) (*djinnpb.ParticipantResponse, error) {
+	p, tx, err := s.request(req)
+	if err != nil {
+		return nil, grpcerr.Status(err)
+	}
+	if err := p.Abort(ctx, tx); err != nil {
+		return nil, grpcerr.Status(err)
+	}
+	return &djinnpb.ParticipantResponse{}, nil
+}

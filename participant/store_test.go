@@ -1,0 +1,233 @@
+package participant_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/participant"
+)
+
+func openFile(t *testing.T, dir string) *participant.FileStore {
+	t.Helper()
+	s, err := participant.OpenFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func apply(t *testing.T, s participant.Store, ops ...participant.Op) {
+	t.Helper()
+	var b participant.Batch
+	for _, op := range ops {
+		if op.Delete {
+			b.Delete(op.Key)
+		} else {
+			b.Put(op.Key, op.Value)
+		}
+	}
+	if err := s.Apply(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func put(k, v string) participant.Op { return participant.Op{Key: k, Value: []byte(v)} }
+func del(k string) participant.Op    { return participant.Op{Key: k, Delete: true} }
+
+func dump(t *testing.T, s participant.Store) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := s.Range("", func(k string, v []byte) error {
+		fmt.Fprintf(&buf, "%s=%s ", k, v)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+func TestFileStoreKeepsRecordsAndCountsOpenings(t *testing.T) {
+	dir := t.TempDir()
+	s := openFile(t, dir)
+	apply(t, s, put("a", "1"), put("b", "2"))
+	apply(t, s, del("a"), put("c", ""), put("b", "3"))
+	want := dump(t, s)
+	if want != "b=3 c= " {
+		t.Fatalf("records %q", want)
+	}
+	first := s.CrashCount()
+	s.Close()
+	wantKind(t, s.Apply(context.Background(), &participant.Batch{}), "") // an empty batch is nothing
+	var b participant.Batch
+	b.Put("x", nil)
+	wantKind(t, s.Apply(context.Background(), &b), djinn.Unavailable)
+
+	s2 := openFile(t, dir)
+	if got := dump(t, s2); got != want {
+		t.Fatalf("after reopening: %q, want %q", got, want)
+	}
+	if s2.CrashCount() != first+1 {
+		t.Fatalf("crash count %d after %d: want one more at every opening (TX.2.3)", s2.CrashCount(), first)
+	}
+	other := openFile(t, t.TempDir())
+	if other.CrashCount() == first {
+		t.Fatal("two new stores start from the same crash count")
+	}
+}
+
+func TestFileStoreCutsATornLastFrame(t *testing.T) {
+	dir := t.TempDir()
+	s := openFile(t, dir)
+	apply(t, s, put("kept", "1"))
+	apply(t, s, put("torn", "2"))
+	s.Close()
+	path := filepath.Join(dir, "store.log")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for cut := 1; cut < 12; cut++ {
+		if err := os.WriteFile(path, data[:len(data)-cut], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s := openFile(t, dir)
+		if got := dump(t, s); got != "kept=1 " {
+			t.Fatalf("cut %d bytes: records %q, want only the whole frames", cut, got)
+		}
+		apply(t, s, put("after", "3"))
+		s.Close()
+		s = openFile(t, dir)
+		if got := dump(t, s); got != "after=3 kept=1 " {
+			t.Fatalf("cut %d bytes, then wrote: %q", cut, got)
+		}
+		s.Close()
+	}
+}
+
+func TestFileStoreRefusesWhatIsNotAStore(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "store.log"), []byte("hello, world: not a store"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := participant.OpenFileStore(dir); err == nil {
+		t.Fatal("opened a file that is not a store")
+	}
+	if _, err := participant.OpenFileStore(""); djinn.KindOf(err) != djinn.InvalidArgument {
+		t.Fatalf("empty directory: %v", err)
+	}
+}
+
+func TestFileStoreCompacts(t *testing.T) {
+	dir := t.TempDir()
+	s := openFile(t, dir)
+	big := bytes.Repeat([]byte("x"), 64<<10)
+	for i := range 100 {
+		apply(t, s, put("k", string(big)), put(fmt.Sprintf("n%d", i%3), fmt.Sprint(i)))
+	}
+	st, err := os.Stat(filepath.Join(dir, "store.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size() > 2<<20 {
+		t.Fatalf("log of %d bytes for %d live: not compacted", st.Size(), len(big))
+	}
+	want := dump(t, s)
+	s.Close()
+	if got := dump(t, openFile(t, dir)); got != want {
+		t.Fatal("records changed across compaction and reopening")
+	}
+}
+
+func TestFileStoreConcurrentAppliesAllLand(t *testing.T) {
+	dir := t.TempDir()
+	s := openFile(t, dir)
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			for i := range 20 {
+				apply(t, s, put(fmt.Sprintf("g%02d/%02d", g, i), "v"))
+			}
+		})
+	}
+	wg.Wait()
+	s.Close()
+	n := 0
+	if err := openFile(t, dir).Range("g", func(string, []byte) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if n != 16*20 {
+		t.Fatalf("%d records after reopening, want %d", n, 16*20)
+	}
+}
+
+func TestMemStore(t *testing.T) {
+	a, b := participant.NewMemStore(), participant.NewMemStore()
+	if a.CrashCount() == b.CrashCount() {
+		t.Fatal("two memory stores share a crash count")
+	}
+	apply(t, a, put("k", "v"))
+	r := a.Reopen()
+	if r.CrashCount() == a.CrashCount() || dump(t, r) != "k=v " {
+		t.Fatalf("reopened: count %d (was %d), records %q", r.CrashCount(), a.CrashCount(), dump(t, r))
+	}
+	var keysSeen []string
+	apply(t, a, put("a/1", "x"), put("b/1", "y"))
+	if err := a.Range("a/", func(k string, _ []byte) error { keysSeen = append(keysSeen, k); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(keysSeen, []string{"a/1"}) {
+		t.Fatalf("range a/: %v", keysSeen)
+	}
+}
+
+// FuzzFileStoreOpen: whatever the log holds, opening never panics, and a
+// store that opens takes writes and gives them back.
+func FuzzFileStoreOpen(f *testing.F) {
+	dir := f.TempDir()
+	s, err := participant.OpenFileStore(dir)
+	if err != nil {
+		f.Fatal(err)
+	}
+	var b participant.Batch
+	b.Put("participant/prepared/x", []byte("rec"))
+	b.Delete("kv/gone")
+	if err := s.Apply(context.Background(), &b); err != nil {
+		f.Fatal(err)
+	}
+	s.Close()
+	seed, err := os.ReadFile(filepath.Join(dir, "store.log"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(seed)
+	f.Add(seed[:len(seed)-3])
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "store.log"), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s, err := participant.OpenFileStore(dir)
+		if err != nil {
+			return
+		}
+		defer s.Close()
+		var b participant.Batch
+		b.Put("fuzz", []byte("v"))
+		if err := s.Apply(context.Background(), &b); err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		if err := s.Range("fuzz", func(k string, v []byte) error { found = string(v) == "v"; return nil }); err != nil || !found {
+			t.Fatalf("write lost: %v", err)
+		}
+	})
+}
