@@ -67,6 +67,29 @@
 // The set's own lease is a normal Lease, renewed and cancelled like any
 // other — or kept alive by a Renewer.
 //
+// # Transactions
+//
+// TransactionManager (TX.2.1) is a client of a two-phase-commit manager;
+// (*Client).TransactionManager finds the one of the dialled server. Create
+// (TX.3.2's TransactionFactory.create) returns a *Transaction, TX.3.3's
+// ServerTransaction: the manager's reference and the id, with the
+// transaction's lease. Commit and Abort drive it to its end, their Wait
+// forms also wait until every participant was told (a timeout is a
+// djinn.ErrTimeoutExpired whose *djinn.Error says in Committed how it
+// ended), and participants Join it under their crash count and ask its
+// State when they recover. Two transactions are equal when their managers
+// and ids are (Equal, Key), whoever built them.
+//
+// WithTransaction makes a transaction the current one of a context: code
+// down the call chain finds it with TransactionFrom, and the gRPC calls
+// made under the context carry it in metadata (TxnManagerMetadataKey,
+// TxnIDMetadataKey), which the server handling a call reads back with
+// TransactionFromIncoming and joins.
+//
+// Transactions are top-level for now. Nested ones (TX.2.2,
+// NestableTransaction) need the manager's support; they will be the same
+// *Transaction with a parent, and IsNested, already here, will report it.
+//
 // # Design notes
 //
 // Where this package departs from the Jini classes it mirrors, it is on

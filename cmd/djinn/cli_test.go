@@ -3,8 +3,13 @@ package main
 import (
 	"encoding/json"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
 // run runs a client command against p and returns its stdout, stderr and
@@ -225,5 +230,143 @@ func TestCLIRenewal(t *testing.T) {
 	mustRun(t, p, "lease", "cancel", set.Lease.Token)
 	if _, errs, ok := run(t, p, "renewal", "show", set.ID); ok || !strings.Contains(errs, "no such set") {
 		t.Errorf("show of a cancelled set: ok=%v stderr %q", ok, errs)
+	}
+}
+
+// TestCLITxn runs the transaction commands against a real server: create,
+// show, state, commit and abort, with the errors of TX.2.5.
+func TestCLITxn(t *testing.T) {
+	n := newNode(t)
+	p := n.start(t)
+	defer p.stop(t)
+
+	type created struct {
+		ID      uint64 `json:"id"`
+		Manager string `json:"manager"`
+		Lease   struct {
+			Token string `json:"token"`
+		} `json:"lease"`
+	}
+	type participant struct {
+		Participant string `json:"participant"`
+		CrashCount  int64  `json:"crash_count"`
+		Vote        string `json:"vote"`
+		Notified    bool   `json:"notified"`
+		LastError   string `json:"last_error"`
+	}
+	type described struct {
+		ID    uint64 `json:"id"`
+		State string `json:"state"`
+		Lease *struct {
+			Token string `json:"token"`
+		} `json:"lease"`
+		Participants []participant `json:"participants"`
+	}
+	jsonOf := func(v any, args ...string) {
+		t.Helper()
+		out := mustRun(t, p, append(args, "-o", "json")...)
+		if err := json.Unmarshal([]byte(out), v); err != nil {
+			t.Fatalf("djinn %v: %v\n%s", args, err, out)
+		}
+	}
+	state := func(id string) string {
+		t.Helper()
+		return strings.TrimSpace(mustRun(t, p, "txn", "state", id))
+	}
+
+	// A transaction with one participant that cannot be reached, joined
+	// as a participant would join it.
+	var a created
+	jsonOf(&a, "txn", "create", "--duration", "10m")
+	if a.ID == 0 || !strings.HasPrefix(a.Manager, "djinn://") || !strings.HasPrefix(a.Lease.Token, "djinn-lease:") {
+		t.Fatalf("create printed %+v", a)
+	}
+	aID := strconv.FormatUint(a.ID, 10)
+	part, err := djinn.ParseRef("djinn://" + freePort(t) + "/" + djinn.NewID().String() + "/" + djinn.NewID().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := djinnpb.NewTransactionManagerClient(dial(t, p.addr)).Join(ctxT(t), &djinnpb.JoinTransactionRequest{
+		Id: a.ID, Participant: &djinnpb.Ref{Endpoint: part.Endpoint, ServiceId: part.Service[:], ObjectId: part.Object[:]}, CrashCount: 3,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var d described
+	jsonOf(&d, "txn", "show", aID)
+	if d.ID != a.ID || d.State != "ACTIVE" || d.Lease == nil || len(d.Participants) != 1 ||
+		d.Participants[0] != (participant{Participant: part.String(), CrashCount: 3, Vote: "NONE"}) {
+		t.Fatalf("show printed %+v", d)
+	}
+	if text := mustRun(t, p, "txn", "show", aID); !strings.Contains(text, "state        ACTIVE") || !strings.Contains(text, "crash=3 vote=NONE notified=false") {
+		t.Errorf("show printed:\n%s", text)
+	}
+	if s := state(aID); s != "ACTIVE" {
+		t.Errorf("state %q, want ACTIVE", s)
+	}
+
+	// Abort: the participant cannot be told, so --wait times out, saying
+	// how the transaction ended; the manager keeps trying and shows why.
+	if _, errs, ok := run(t, p, "txn", "abort", aID, "--wait", "100ms"); ok || !strings.Contains(errs, "the transaction aborted") {
+		t.Errorf("abort --wait: ok=%v stderr %q", ok, errs)
+	}
+	if s := state(aID); s != "ABORTED" {
+		t.Errorf("state %q, want ABORTED", s)
+	}
+	if !poll(20*time.Second, func() bool {
+		jsonOf(&d, "txn", "show", aID)
+		return d.State == "ABORTED" && len(d.Participants) == 1 && d.Participants[0].LastError != "" && !d.Participants[0].Notified
+	}) {
+		t.Errorf("show of the aborted transaction: %+v, want its participant's last error", d)
+	}
+	if text := mustRun(t, p, "txn", "abort", aID); strings.TrimSpace(text) != "aborted" {
+		t.Errorf("second abort printed %q", text)
+	}
+
+	// A transaction without participants commits at once.
+	var b created
+	jsonOf(&b, "txn", "create", "--duration", "1m")
+	bID := strconv.FormatUint(b.ID, 10)
+	if b.ID == a.ID || b.Manager != a.Manager {
+		t.Errorf("second create printed %+v after %+v", b, a)
+	}
+	if text := mustRun(t, p, "txn", "commit", bID, "--wait", "10s"); strings.TrimSpace(text) != "committed" {
+		t.Errorf("commit printed %q", text)
+	}
+	if s := state(bID); s != "COMMITTED" {
+		t.Errorf("state %q, want COMMITTED", s)
+	}
+	mustRun(t, p, "txn", "commit", bID)
+
+	// Errors: one line, non-zero exit, naming what is wrong.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"txn", "commit", aID}, "cannot commit: transaction " + aID + ": aborted"},
+		{[]string{"txn", "abort", bID}, "cannot abort: transaction " + bID + ": committed"},
+		{[]string{"txn", "show", "99999"}, "transaction 99999: unknown"},
+		{[]string{"txn", "commit", "99999"}, "transaction 99999: unknown"},
+		{[]string{"txn", "state", "0"}, `transaction id "0"`},
+		{[]string{"txn", "show", "seven"}, `transaction id "seven"`},
+		{[]string{"txn", "create", "--duration", "0s"}, "0s"},
+		{[]string{"txn", "commit", bID, "--wait", "-1s"}, "waitFor -1s"},
+		{[]string{"txn", "abort", aID, "--wait", "soon"}, `--wait "soon"`},
+	} {
+		_, errs, ok := run(t, p, tc.args...)
+		if ok {
+			t.Errorf("djinn %v succeeded", tc.args)
+			continue
+		}
+		if lines := strings.Split(strings.TrimSpace(errs), "\n"); len(lines) != 1 || !strings.Contains(errs, tc.want) {
+			t.Errorf("djinn %v: stderr %q, want one line naming %q", tc.args, errs, tc.want)
+		}
+	}
+
+	// TX.2.1: cancelling the lease aborts the transaction.
+	var c created
+	jsonOf(&c, "txn", "create", "--duration", "1h")
+	mustRun(t, p, "lease", "cancel", c.Lease.Token)
+	if s := state(strconv.FormatUint(c.ID, 10)); s != "ABORTED" {
+		t.Errorf("state after the lease was cancelled %q, want ABORTED", s)
 	}
 }

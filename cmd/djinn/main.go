@@ -6,6 +6,7 @@
 //	djinn mailbox …        event mailbox registrations
 //	djinn events …         host a listener, send an event
 //	djinn renewal …        lease renewal sets
+//	djinn txn …            create, show, commit and abort transactions
 package main
 
 import (

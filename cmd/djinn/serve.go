@@ -67,6 +67,7 @@ DJINN_MAILBOX_MAX_STORED, ...), then flags.`,
 	f.Var((*durationFlag)(&cfg.Txn.DefaultLease), "txn-default-lease", "transaction lease granted for Any")
 	f.Var((*durationFlag)(&cfg.Txn.MaxLease), "txn-max-lease", "longest transaction lease (forever allowed)")
 	f.BoolVar(&cfg.Txn.Enabled, "txn", cfg.Txn.Enabled, "run the transaction manager")
+	f.BoolVar(&cfg.KV.Enabled, "kv", cfg.KV.Enabled, "serve the reference key/value transaction participant")
 	f.Var((*durationFlag)(&cfg.Raftcfg.ElectionTimeout), "election-timeout", "Raft election timeout")
 	f.Var((*durationFlag)(&cfg.Raftcfg.HeartbeatTimeout), "heartbeat-timeout", "Raft heartbeat timeout")
 	return cmd
@@ -100,6 +101,7 @@ func applyFlags(fs *pflag.FlagSet, final, flagged *server.Config) {
 		"txn-default-lease":     func() { final.Txn.DefaultLease = flagged.Txn.DefaultLease },
 		"txn-max-lease":         func() { final.Txn.MaxLease = flagged.Txn.MaxLease },
 		"txn":                   func() { final.Txn.Enabled = flagged.Txn.Enabled },
+		"kv":                    func() { final.KV.Enabled = flagged.KV.Enabled },
 		"election-timeout":      func() { final.Raftcfg.ElectionTimeout = flagged.Raftcfg.ElectionTimeout },
 		"heartbeat-timeout":     func() { final.Raftcfg.HeartbeatTimeout = flagged.Raftcfg.HeartbeatTimeout },
 	}

@@ -55,6 +55,7 @@ func (a *adminRPC) Status(ctx context.Context, _ *djinnpb.StatusRequest) (*djinn
 	}
 	if s.cfg.Txn.Enabled {
 		resp.Services = append(resp.Services, "txn")
+		resp.Txn = refProto(s.ref(TxnID)())
 	}
 	if s.cfg.Renewal.Enabled {
 		resp.Services = append(resp.Services, "renewal")

@@ -39,6 +39,7 @@ type Config struct {
 	Mailbox MailboxConfig `toml:"mailbox"`
 	Renewal RenewalConfig `toml:"renewal"`
 	Txn     TxnConfig     `toml:"txn"`
+	KV      KVConfig      `toml:"kv"`
 	Raftcfg RaftConfig    `toml:"raft-tuning"`
 }
 
@@ -93,6 +94,11 @@ type TxnConfig struct {
 	Abandon Duration `toml:"abandon"`
 }
 
+// KVConfig turns the reference key/value participant on or off.
+type KVConfig struct {
+	Enabled bool `toml:"enabled"`
+}
+
 // RaftConfig tunes replication.
 type RaftConfig struct {
 	HeartbeatTimeout  Duration `toml:"heartbeat-timeout"`
@@ -141,6 +147,7 @@ func Default() Config {
 			Enabled: true, DefaultLease: Duration(time.Minute), MaxLease: Duration(time.Hour),
 			MaxActive: 1_000_000, Abandon: Duration(10 * time.Minute),
 		},
+		KV: KVConfig{Enabled: true},
 		Raftcfg: RaftConfig{
 			HeartbeatTimeout: Duration(500 * time.Millisecond), ElectionTimeout: Duration(500 * time.Millisecond),
 			SnapshotInterval: Duration(30 * time.Second), SnapshotThreshold: 65536,

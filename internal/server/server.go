@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"time"
@@ -25,12 +26,15 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/event"
+	"github.com/djinn-go/djinn/internal/grpcerr"
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/mailbox"
 	"github.com/djinn-go/djinn/internal/renewal"
 	"github.com/djinn-go/djinn/internal/replica"
 	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/internal/txn"
+	"github.com/djinn-go/djinn/kv"
+	"github.com/djinn-go/djinn/participant"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
@@ -46,6 +50,8 @@ type Server struct {
 	mailbox *mailbox.Service
 	renewal *renewal.Service
 	txn     *txn.Service
+	kvStore *participant.FileStore
+	kv      *kv.DB
 	pool    *client.Pool
 	metrics *metrics
 
@@ -152,11 +158,26 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 		MaxActive:    cfg.Txn.MaxActive,
 		Participants: participants{pool: s.pool},
 		Abandon:      time.Duration(cfg.Txn.Abandon),
+		ErrorProto:   grpcerr.ToProto,
 		Logger:       logger,
 	})
 	if err != nil {
 		s.Close()
 		return nil, err
+	}
+	if cfg.KV.Enabled {
+		// The reference participant: this node's own key/value store, not
+		// replicated, durable in the data directory.
+		s.kvStore, err = participant.OpenFileStore(filepath.Join(cfg.DataDir, "kv"))
+		if err == nil {
+			s.kv, err = kv.Open(kv.Config{Participant: participant.Config{
+				Endpoint: s.advertise, Store: s.kvStore, Managers: participant.Remote(s.pool), Logger: logger,
+			}})
+		}
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("key/value participant: %w", err)
+		}
 	}
 	s.metrics = newMetrics(s)
 
@@ -186,6 +207,12 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 	}
 	if cfg.Txn.Enabled {
 		djinnpb.RegisterTransactionManagerServer(s.grpc, &txnRPC{s: s})
+	}
+	if s.kv != nil {
+		ps := participant.NewServer()
+		ps.Add(s.kv.Participant())
+		ps.Register(s.grpc)
+		kv.NewServer(s.kv).Register(s.grpc)
 	}
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
@@ -383,6 +410,12 @@ func (s *Server) Close() error {
 	if s.node != nil {
 		err = s.node.Close()
 	}
+	if s.kv != nil {
+		s.kv.Close()
+	}
+	if s.kvStore != nil {
+		s.kvStore.Close()
+	}
 	if s.pool != nil {
 		s.pool.Close()
 	}
@@ -451,6 +484,9 @@ func (s *Server) Describe() Description {
 	}
 	if s.cfg.Txn.Enabled {
 		d.Services = append(d.Services, NamedRef{"txn", s.ref(TxnID)()})
+	}
+	if s.kv != nil {
+		d.Services = append(d.Services, NamedRef{"kv", s.kv.Participant().Ref()})
 	}
 	return d
 }

@@ -55,7 +55,10 @@ type Config struct {
 	// Retention is how long a settled transaction is remembered, so a
 	// repeated commit or abort gets its outcome (default 10m).
 	Retention time.Duration
-	Logger    *slog.Logger
+	// ErrorProto gives an error's wire form for Describe (the server's
+	// error table; default: the kind and message).
+	ErrorProto func(error) *djinnpb.Error
+	Logger     *slog.Logger
 }
 
 // Service is the transaction manager (TX.2).
@@ -124,6 +127,11 @@ func New(s *State, l *lease.Lessor, log Proposer, now func() time.Time, self fun
 	defDur(&cfg.Retention, 10*time.Minute)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ErrorProto == nil {
+		cfg.ErrorProto = func(err error) *djinnpb.Error {
+			return &djinnpb.Error{Kind: string(djinn.KindOf(err)), Message: err.Error()}
+		}
 	}
 	return &Service{state: s, lessor: l, log: log, now: now, self: self, cfg: cfg, votes: map[uint64]chan struct{}{}, calls: map[callKey]*callState{}}, nil
 }
@@ -255,7 +263,7 @@ func (s *Service) Describe(ctx context.Context, id uint64) (*djinnpb.Transaction
 	for i, p := range in.Parts {
 		ps := &djinnpb.ParticipantStatus{Participant: p.Ref, CrashCount: p.Crash, Vote: p.Vote, Notified: p.Notified}
 		if c, ok := s.calls[callKey{id, i}]; ok && c.lastErr != nil {
-			ps.LastError = &djinnpb.Error{Kind: string(djinn.KindOf(c.lastErr)), Message: c.lastErr.Error(), Code: 14}
+			ps.LastError = s.cfg.ErrorProto(c.lastErr)
 			ps.FailingSinceUnixNanos = c.since.UnixNano()
 		}
 		d.Participants = append(d.Participants, ps)
@@ -361,6 +369,11 @@ func (s *Service) wait(ctx context.Context, in Info, waitFor *time.Duration, com
 	}
 	if *waitFor < 0 {
 		return djinn.Errorf(djinn.InvalidArgument, "waitFor %s: negative", djinn.FormatDuration(*waitFor))
+	}
+	select {
+	case <-in.Settled:
+		return nil // settled already: no race with a zero wait
+	default:
 	}
 	t := time.NewTimer(*waitFor)
 	defer t.Stop()

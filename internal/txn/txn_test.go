@@ -23,8 +23,8 @@ type fakeParts struct {
 	fail  map[string]error // every call fails with it
 	opErr map[string]error // "name op" fails with it
 	slow  map[string]time.Duration
-	calls []string         // "name op"
-	byID  []string         // "name op id"
+	calls []string // "name op"
+	byID  []string // "name op id"
 }
 
 func name(p *djinnpb.Ref) string { return string(p.GetObjectId()[:1]) }

@@ -71,6 +71,7 @@ type StatusResponse struct {
 	Landlord      *Ref                   `protobuf:"bytes,10,opt,name=landlord,proto3" json:"landlord,omitempty"`
 	Mailbox       *Ref                   `protobuf:"bytes,11,opt,name=mailbox,proto3" json:"mailbox,omitempty"`
 	Renewal       *Ref                   `protobuf:"bytes,12,opt,name=renewal,proto3" json:"renewal,omitempty"` // the lease renewal service
+	Txn           *Ref                   `protobuf:"bytes,13,opt,name=txn,proto3" json:"txn,omitempty"`         // the transaction manager
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -185,6 +186,13 @@ func (x *StatusResponse) GetMailbox() *Ref {
 func (x *StatusResponse) GetRenewal() *Ref {
 	if x != nil {
 		return x.Renewal
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetTxn() *Ref {
+	if x != nil {
+		return x.Txn
 	}
 	return nil
 }
@@ -358,7 +366,7 @@ var File_djinn_v1_admin_proto protoreflect.FileDescriptor
 const file_djinn_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"\x14djinn/v1/admin.proto\x12\bdjinn.v1\x1a\x15djinn/v1/common.proto\"\x0f\n" +
-	"\rStatusRequest\"\x85\x04\n" +
+	"\rStatusRequest\"\xa6\x04\n" +
 	"\x0eStatusResponse\x12\x1d\n" +
 	"\n" +
 	"service_id\x18\x01 \x01(\fR\tserviceId\x12\x17\n" +
@@ -373,7 +381,8 @@ const file_djinn_v1_admin_proto_rawDesc = "" +
 	"\blandlord\x18\n" +
 	" \x01(\v2\r.djinn.v1.RefR\blandlord\x12'\n" +
 	"\amailbox\x18\v \x01(\v2\r.djinn.v1.RefR\amailbox\x12'\n" +
-	"\arenewal\x18\f \x01(\v2\r.djinn.v1.RefR\arenewal\x1a9\n" +
+	"\arenewal\x18\f \x01(\v2\r.djinn.v1.RefR\arenewal\x12\x1f\n" +
+	"\x03txn\x18\r \x01(\v2\r.djinn.v1.RefR\x03txn\x1a9\n" +
 	"\vCountsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"}\n" +
@@ -419,15 +428,16 @@ var file_djinn_v1_admin_proto_depIdxs = []int32{
 	6, // 2: djinn.v1.StatusResponse.landlord:type_name -> djinn.v1.Ref
 	6, // 3: djinn.v1.StatusResponse.mailbox:type_name -> djinn.v1.Ref
 	6, // 4: djinn.v1.StatusResponse.renewal:type_name -> djinn.v1.Ref
-	0, // 5: djinn.v1.Admin.Status:input_type -> djinn.v1.StatusRequest
-	3, // 6: djinn.v1.Admin.Join:input_type -> djinn.v1.JoinRequest
-	1, // 7: djinn.v1.Admin.Status:output_type -> djinn.v1.StatusResponse
-	4, // 8: djinn.v1.Admin.Join:output_type -> djinn.v1.JoinResponse
-	7, // [7:9] is the sub-list for method output_type
-	5, // [5:7] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	6, // 5: djinn.v1.StatusResponse.txn:type_name -> djinn.v1.Ref
+	0, // 6: djinn.v1.Admin.Status:input_type -> djinn.v1.StatusRequest
+	3, // 7: djinn.v1.Admin.Join:input_type -> djinn.v1.JoinRequest
+	1, // 8: djinn.v1.Admin.Status:output_type -> djinn.v1.StatusResponse
+	4, // 9: djinn.v1.Admin.Join:output_type -> djinn.v1.JoinResponse
+	8, // [8:10] is the sub-list for method output_type
+	6, // [6:8] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_djinn_v1_admin_proto_init() }

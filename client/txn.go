@@ -1,0 +1,423 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/grpcerr"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+// TransactionState is a transaction's state, or a participant's vote
+// (TX.2.4's TransactionConstants).
+type TransactionState int32
+
+// The states and votes (TX.2.4). The zero value is no state: a
+// participant that has not voted yet.
+const (
+	TxnActive     = TransactionState(djinnpb.TransactionState_TRANSACTION_STATE_ACTIVE)
+	TxnVoting     = TransactionState(djinnpb.TransactionState_TRANSACTION_STATE_VOTING)
+	TxnPrepared   = TransactionState(djinnpb.TransactionState_TRANSACTION_STATE_PREPARED)
+	TxnNotChanged = TransactionState(djinnpb.TransactionState_TRANSACTION_STATE_NOTCHANGED)
+	TxnCommitted  = TransactionState(djinnpb.TransactionState_TRANSACTION_STATE_COMMITTED)
+	TxnAborted    = TransactionState(djinnpb.TransactionState_TRANSACTION_STATE_ABORTED)
+)
+
+var stateNames = [...]string{"", "ACTIVE", "VOTING", "PREPARED", "NOTCHANGED", "COMMITTED", "ABORTED"}
+
+// String returns the state's name as TX.2.4 spells it ("COMMITTED"), or
+// "NONE" for the zero value.
+func (s TransactionState) String() string {
+	switch {
+	case s == 0:
+		return "NONE"
+	case s > 0 && int(s) < len(stateNames):
+		return stateNames[s]
+	}
+	return "TransactionState(" + strconv.Itoa(int(s)) + ")"
+}
+
+// valid reports whether s is one of TX.2.4's constants.
+func (s TransactionState) valid() bool { return s >= TxnActive && s <= TxnAborted }
+
+// TransactionManager is a client of a two-phase-commit transaction manager
+// (TX.2.1's TransactionManager). Its methods take a transaction id; the
+// same calls on a *Transaction pass it for you, which rules out sending an
+// id to the wrong manager (TX.3.3). It is safe for concurrent use and holds
+// no connection of its own: calls go through its Connector.
+//
+// Managers that support nested transactions (TX.2.2's
+// NestableTransactionManager) will be the same type with more methods; a
+// server that lacks them answers with djinn.ErrUnsupported.
+type TransactionManager struct {
+	c   Connector
+	ref djinn.Ref
+}
+
+// NewTransactionManager returns a client for the transaction manager named
+// by ref, reached at ref's endpoint. ref must name the manager (service and
+// object ids), not only where it is: the transactions it creates are equal
+// when their managers' references are (TX.3.3). A ref that names nothing
+// makes every call fail with djinn.ErrInvalidArgument.
+func NewTransactionManager(c Connector, ref djinn.Ref) *TransactionManager {
+	return &TransactionManager{c: c, ref: ref}
+}
+
+// TransactionManager returns a client for the transaction manager of the
+// server c is dialled to, as its Status names it, reached at the dialled
+// address (every member of a cluster names the same manager, and a
+// follower points calls at the leader). A server that does not run the
+// manager gives djinn.ErrUnsupported.
+func (c *Client) TransactionManager(ctx context.Context) (*TransactionManager, error) {
+	st, err := djinnpb.NewAdminClient(c.cc).Status(ctx, &djinnpb.StatusRequest{})
+	if err != nil {
+		return nil, err
+	}
+	if st.GetTxn() == nil {
+		return nil, djinn.Errorf(djinn.Unsupported, "server at %s does not run the transaction manager (services %v)", c.addr, st.GetServices())
+	}
+	ref, err := RefFromProto("transaction manager", st.GetTxn())
+	if err != nil {
+		return nil, err
+	}
+	ref.Endpoint = c.addr
+	return NewTransactionManager(c, ref), nil
+}
+
+// Ref returns the manager's reference.
+func (m *TransactionManager) Ref() djinn.Ref { return m.ref }
+
+// Equal reports whether m and o are the same manager: their references are
+// equal, wherever they are reached.
+func (m *TransactionManager) Equal(o *TransactionManager) bool {
+	if m == nil || o == nil {
+		return m == o
+	}
+	return m.ref.Equal(o.ref)
+}
+
+// String names the manager by its reference.
+func (m *TransactionManager) String() string { return "transaction manager " + m.ref.String() }
+
+func (m *TransactionManager) client() (djinnpb.TransactionManagerClient, error) {
+	if m.c == nil {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "connector: missing")
+	}
+	if m.ref.Service.IsZero() || m.ref.Object.IsZero() {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "transaction manager %s: names no object (zero service or object id)", m.ref)
+	}
+	cc, err := m.c.Conn(m.ref.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	return djinnpb.NewTransactionManagerClient(cc), nil
+}
+
+// Create starts a top-level transaction, ACTIVE, leased for leaseFor
+// (TX.2.1's create, TX.3.2's TransactionFactory.create): positive,
+// djinn.Forever or djinn.Any; the manager may grant less or refuse with
+// djinn.ErrLeaseDenied. The transaction's Lease is a normal lease: renew
+// it while the work goes on; cancelling it, or letting it expire, aborts
+// the transaction.
+func (m *TransactionManager) Create(ctx context.Context, leaseFor time.Duration) (*Transaction, error) {
+	if err := djinn.CheckLeaseDuration("lease duration", leaseFor); err != nil {
+		return nil, err
+	}
+	mc, err := m.client()
+	if err != nil {
+		return nil, err
+	}
+	sent := time.Now()
+	pb, err := mc.Create(ctx, &djinnpb.CreateTransactionRequest{LeaseDurationNanos: int64(leaseFor)})
+	if err != nil {
+		return nil, err
+	}
+	return m.created(pb, sent)
+}
+
+// created converts Create's answer to a request sent at sent.
+func (m *TransactionManager) created(pb *djinnpb.CreatedTransaction, sent time.Time) (*Transaction, error) {
+	if pb.GetId() == 0 {
+		return nil, djinn.Errorf(djinn.Internal, "created transaction id: missing")
+	}
+	if pb.GetManager() != nil {
+		got, err := RefFromProto("created transaction manager", pb.GetManager())
+		if err != nil {
+			return nil, err
+		}
+		if !got.Equal(m.ref) {
+			return nil, djinn.Errorf(djinn.Internal, "created transaction manager %s: asked %s", got, m.ref)
+		}
+	}
+	l, err := LeaseFromProto(pb.GetLease(), sent)
+	if err != nil {
+		return nil, err
+	}
+	return &Transaction{mgr: m, id: pb.GetId(), lease: l}, nil
+}
+
+// Transaction returns the transaction id of this manager, as TX.3.3's
+// ServerTransaction constructor: for a participant given an id with the
+// manager's reference, or a program that stored the id. It makes no remote
+// call, so the transaction need not exist; its Lease is nil.
+func (m *TransactionManager) Transaction(id uint64) *Transaction {
+	return &Transaction{mgr: m, id: id}
+}
+
+// Join adds participant to transaction id (TX.2.3), under its crash count:
+// the version of the participant's storage that holds the transaction's
+// state. Participants call it the first time they do work under a
+// transaction, and should fail that work if Join fails. A repeated join
+// with the same crash count is accepted and ignored; with another one it
+// fails with djinn.ErrCrashCount and the transaction aborts. A transaction
+// that is no longer ACTIVE gives djinn.ErrCannotJoin; one the manager does
+// not know, djinn.ErrUnknownTransaction.
+func (m *TransactionManager) Join(ctx context.Context, id uint64, participant djinn.Ref, crashCount int64) error {
+	mc, err := m.client()
+	if err != nil {
+		return err
+	}
+	_, err = mc.Join(ctx, &djinnpb.JoinTransactionRequest{Id: id, Participant: RefToProto(participant), CrashCount: crashCount})
+	return err
+}
+
+// GetState returns transaction id's state (TX.2.7): ACTIVE, VOTING,
+// COMMITTED, ABORTED (also for an ACTIVE transaction whose lease ended), or
+// NOTCHANGED. djinn.ErrUnknownTransaction means the manager never knew it
+// or has forgotten it: for a participant recovering a PREPARED record, that
+// means ABORTED (TX.2.8.1).
+func (m *TransactionManager) GetState(ctx context.Context, id uint64) (TransactionState, error) {
+	mc, err := m.client()
+	if err != nil {
+		return 0, err
+	}
+	resp, err := mc.GetState(ctx, &djinnpb.TransactionRequest{Id: id})
+	if err != nil {
+		return 0, err
+	}
+	st := TransactionState(resp.GetState())
+	if !st.valid() {
+		return 0, djinn.Errorf(djinn.Internal, "transaction %d: manager answered %s, not a transaction state", id, st)
+	}
+	return st, nil
+}
+
+// Commit commits transaction id (TX.2.5's one-parameter commit): it
+// returns once the transaction is COMMITTED, or was already. A transaction
+// that aborts, or had aborted, gives djinn.ErrCannotCommit; one the manager
+// does not know (a wrong id, or completed and forgotten),
+// djinn.ErrUnknownTransaction. The participants may not all have been told
+// yet when it returns: CommitWait waits for that.
+func (m *TransactionManager) Commit(ctx context.Context, id uint64) error {
+	return m.complete(ctx, id, nil, true)
+}
+
+// CommitWait commits transaction id as Commit does, then waits up to
+// waitFor (not negative) until every participant has been told the outcome
+// (TX.2.5's commit with waitFor). If waitFor passes first it fails with
+// djinn.ErrTimeoutExpired, and the *djinn.Error's Committed field says
+// whether the transaction committed (with this method, true):
+//
+//	var de *djinn.Error
+//	if errors.As(err, &de) && de.Kind == djinn.TimeoutExpired && de.Committed { … }
+//
+// waitFor is the manager's wait, part of the protocol; ctx still bounds
+// the whole call.
+func (m *TransactionManager) CommitWait(ctx context.Context, id uint64, waitFor time.Duration) error {
+	return m.complete(ctx, id, &waitFor, true)
+}
+
+// Abort aborts transaction id (TX.2.5's one-parameter abort): it returns
+// once the transaction is ABORTED, or was already. A transaction that had
+// committed gives djinn.ErrCannotAbort; one the manager does not know,
+// djinn.ErrUnknownTransaction.
+func (m *TransactionManager) Abort(ctx context.Context, id uint64) error {
+	return m.complete(ctx, id, nil, false)
+}
+
+// AbortWait aborts transaction id as Abort does, then waits up to waitFor
+// until every participant has been told, as CommitWait does.
+func (m *TransactionManager) AbortWait(ctx context.Context, id uint64, waitFor time.Duration) error {
+	return m.complete(ctx, id, &waitFor, false)
+}
+
+func (m *TransactionManager) complete(ctx context.Context, id uint64, waitFor *time.Duration, commit bool) error {
+	req := &djinnpb.CompleteTransactionRequest{Id: id}
+	if waitFor != nil {
+		if *waitFor < 0 {
+			return djinn.Errorf(djinn.InvalidArgument, "waitFor %s: negative", *waitFor)
+		}
+		n := int64(*waitFor)
+		req.WaitForNanos = &n
+	}
+	mc, err := m.client()
+	if err != nil {
+		return err
+	}
+	if commit {
+		_, err = mc.Commit(ctx, req)
+	} else {
+		_, err = mc.Abort(ctx, req)
+	}
+	return err
+}
+
+// TransactionDescription is what a manager knows of a transaction, for
+// operators (Describe).
+type TransactionDescription struct {
+	ID    uint64
+	State TransactionState
+	// Lease is the transaction's lease as the manager holds it, with the
+	// time it had left; nil once the lease ended.
+	Lease        *Lease
+	Participants []ParticipantStatus
+}
+
+// ParticipantStatus is a joined participant as the manager sees it.
+type ParticipantStatus struct {
+	Participant djinn.Ref
+	CrashCount  int64
+	// Vote is the participant's vote: PREPARED, NOTCHANGED or ABORTED
+	// (COMMITTED after prepareAndCommit), zero until it voted.
+	Vote TransactionState
+	// Notified is whether it was told the outcome, or needs no telling.
+	Notified bool
+	// LastError is the last failed call to it, nil when none is failing;
+	// FailingSince is when its calls started failing.
+	LastError    error
+	FailingSince time.Time
+}
+
+// Describe returns what the manager knows of transaction id: its state,
+// its lease and its participants with their votes.
+func (m *TransactionManager) Describe(ctx context.Context, id uint64) (*TransactionDescription, error) {
+	mc, err := m.client()
+	if err != nil {
+		return nil, err
+	}
+	sent := time.Now()
+	pb, err := mc.Describe(ctx, &djinnpb.TransactionRequest{Id: id})
+	if err != nil {
+		return nil, err
+	}
+	d := &TransactionDescription{ID: pb.GetId(), State: TransactionState(pb.GetState())}
+	if pb.GetLease() != nil {
+		if d.Lease, err = LeaseFromProto(pb.GetLease(), sent); err != nil {
+			return nil, err
+		}
+	}
+	for i, p := range pb.GetParticipants() {
+		ref, err := RefFromProto(fmt.Sprintf("participant %d", i), p.GetParticipant())
+		if err != nil {
+			return nil, err
+		}
+		ps := ParticipantStatus{Participant: ref, CrashCount: p.GetCrashCount(), Vote: TransactionState(p.GetVote()),
+			Notified: p.GetNotified(), LastError: grpcerr.FromProto(p.GetLastError())}
+		if n := p.GetFailingSinceUnixNanos(); n != 0 {
+			ps.FailingSince = time.Unix(0, n)
+		}
+		d.Participants = append(d.Participants, ps)
+	}
+	return d, nil
+}
+
+// Transaction is a transaction (TX.3.3's ServerTransaction): the manager
+// that created it and the id it gave, with the lease it granted when this
+// program created it. Its methods call the manager with the id, so they
+// cannot reach the wrong manager. Two Transactions are the same
+// transaction when their managers and ids are equal (Equal), and Key gives
+// that identity as a map key.
+//
+// A Transaction is a handle, safe for concurrent use: the transaction's
+// state lives at the manager. A Transaction is top-level; when djinn's
+// manager supports nested transactions (TX.2.2), the same type will carry
+// its parent, and IsNested, EnclosedBy, Create (a nested transaction) and
+// Promote will follow TX.3.3's NestableServerTransaction.
+type Transaction struct {
+	mgr   *TransactionManager
+	id    uint64
+	lease *Lease // as granted to this program; nil when not created here
+}
+
+// ID returns the transaction's id at its manager.
+func (t *Transaction) ID() uint64 { return t.id }
+
+// Manager returns the manager that created the transaction.
+func (t *Transaction) Manager() *TransactionManager { return t.mgr }
+
+// Lease returns the transaction's lease as Create returned it (TX.3.1's
+// Created.lease), or nil for a transaction named by id
+// (TransactionManager.Transaction). It makes no remote call.
+func (t *Transaction) Lease() *Lease { return t.lease }
+
+// IsNested reports whether the transaction is nested in another (TX.3.3).
+// djinn's manager creates only top-level transactions for now, so it is
+// always false.
+func (t *Transaction) IsNested() bool { return false }
+
+// Equal reports whether t and o are the same transaction: the same
+// manager (equal references) and the same id (TX.3.3's equals). Leases
+// play no part.
+func (t *Transaction) Equal(o *Transaction) bool {
+	if t == nil || o == nil {
+		return t == o
+	}
+	return t.id == o.id && t.mgr.Equal(o.mgr)
+}
+
+// TransactionKey is a transaction's identity, comparable: two transactions
+// have equal keys exactly when they are Equal.
+type TransactionKey struct {
+	Manager [32]byte // the manager's djinn.Ref.Key
+	ID      uint64
+}
+
+// Key returns the transaction's identity, for maps of transactions (TX.3.3's
+// hashCode).
+func (t *Transaction) Key() TransactionKey {
+	return TransactionKey{Manager: t.mgr.ref.Key(), ID: t.id}
+}
+
+// String names the transaction: "transaction 7 of djinn://…".
+func (t *Transaction) String() string {
+	return "transaction " + strconv.FormatUint(t.id, 10) + " of " + t.mgr.ref.String()
+}
+
+// Join adds participant to the transaction (TX.2.3); see
+// TransactionManager.Join.
+func (t *Transaction) Join(ctx context.Context, participant djinn.Ref, crashCount int64) error {
+	return t.mgr.Join(ctx, t.id, participant, crashCount)
+}
+
+// State returns the transaction's state (TX.3.3's getState); see
+// TransactionManager.GetState.
+func (t *Transaction) State(ctx context.Context) (TransactionState, error) {
+	return t.mgr.GetState(ctx, t.id)
+}
+
+// Commit commits the transaction (TX.2.5); see TransactionManager.Commit.
+func (t *Transaction) Commit(ctx context.Context) error { return t.mgr.Commit(ctx, t.id) }
+
+// CommitWait commits the transaction and waits up to waitFor until every
+// participant was told; see TransactionManager.CommitWait.
+func (t *Transaction) CommitWait(ctx context.Context, waitFor time.Duration) error {
+	return t.mgr.CommitWait(ctx, t.id, waitFor)
+}
+
+// Abort aborts the transaction (TX.2.5); see TransactionManager.Abort.
+func (t *Transaction) Abort(ctx context.Context) error { return t.mgr.Abort(ctx, t.id) }
+
+// AbortWait aborts the transaction and waits up to waitFor until every
+// participant was told; see TransactionManager.AbortWait.
+func (t *Transaction) AbortWait(ctx context.Context, waitFor time.Duration) error {
+	return t.mgr.AbortWait(ctx, t.id, waitFor)
+}
+
+// Describe returns what the manager knows of the transaction; see
+// TransactionManager.Describe.
+func (t *Transaction) Describe(ctx context.Context) (*TransactionDescription, error) {
+	return t.mgr.Describe(ctx, t.id)
+}

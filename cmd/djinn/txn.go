@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client"
+)
+
+type txnView struct {
+	ID      uint64    `json:"id"`
+	Manager string    `json:"manager"`
+	Lease   leaseView `json:"lease"`
+}
+
+type txnDescriptionView struct {
+	ID           uint64            `json:"id"`
+	State        string            `json:"state"`
+	Lease        *leaseView        `json:"lease,omitempty"`
+	Participants []participantView `json:"participants"`
+}
+
+type participantView struct {
+	Participant  string `json:"participant"`
+	CrashCount   int64  `json:"crash_count"`
+	Vote         string `json:"vote"`
+	Notified     bool   `json:"notified"`
+	LastError    string `json:"last_error,omitempty"`
+	FailingSince string `json:"failing_since,omitempty"`
+}
+
+func viewTxnDescription(d *client.TransactionDescription) txnDescriptionView {
+	v := txnDescriptionView{ID: d.ID, State: d.State.String(), Participants: []participantView{}}
+	if d.Lease != nil {
+		l := viewLease(d.Lease)
+		v.Lease = &l
+	}
+	for _, p := range d.Participants {
+		pv := participantView{Participant: p.Participant.String(), CrashCount: p.CrashCount, Vote: p.Vote.String(), Notified: p.Notified}
+		if p.LastError != nil {
+			pv.LastError = p.LastError.Error()
+		}
+		if !p.FailingSince.IsZero() {
+			pv.FailingSince = p.FailingSince.Format(time.RFC3339Nano)
+		}
+		v.Participants = append(v.Participants, pv)
+	}
+	return v
+}
+
+func printTxnDescription(w io.Writer, v txnDescriptionView) {
+	fmt.Fprintf(w, "transaction  %d\nstate        %s\n", v.ID, v.State)
+	if v.Lease != nil {
+		fmt.Fprintf(w, "lease        %s\nexpires      %s (in %s)\n", v.Lease.Token, v.Lease.Expiration, v.Lease.Remaining)
+	} else {
+		fmt.Fprintf(w, "lease        (ended)\n")
+	}
+	if len(v.Participants) == 0 {
+		fmt.Fprintf(w, "participants (none)\n")
+	}
+	for _, p := range v.Participants {
+		fmt.Fprintf(w, "participant  %s crash=%d vote=%s notified=%v\n", p.Participant, p.CrashCount, p.Vote, p.Notified)
+		if p.LastError != "" {
+			fmt.Fprintf(w, "             failing since %s: %s\n", p.FailingSince, p.LastError)
+		}
+	}
+}
+
+// parseTxnID parses a transaction id argument.
+func parseTxnID(s string) (uint64, error) {
+	id, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || id == 0 {
+		return 0, fmt.Errorf("transaction id %q: want a decimal number from 1", s)
+	}
+	return id, nil
+}
+
+// txnError adds to a commit or abort error what the transaction's kind of
+// failure means (TX.2.5).
+func txnError(op string, err error) error {
+	var de *djinn.Error
+	switch {
+	case errors.As(err, &de) && de.Kind == djinn.TimeoutExpired:
+		outcome := "aborted"
+		if de.Committed {
+			outcome = "committed"
+		}
+		return fmt.Errorf("%w: the transaction %s; the manager keeps telling the participants", err, outcome)
+	case errors.Is(err, djinn.ErrCannotCommit), errors.Is(err, djinn.ErrCannotAbort):
+		return fmt.Errorf("cannot %s: %w", op, err)
+	}
+	return err
+}
+
+func newTxn(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "txn",
+		Short: "Top-level transactions of a server's transaction manager",
+		Long: "Create, inspect, commit and abort top-level transactions (TX.2) of the transaction manager\n" +
+			"of --server. A transaction is named by its id at that manager.",
+	}
+	// withManager dials the server and finds its transaction manager.
+	withManager := func(cmd *cobra.Command, fn func(ctx context.Context, m *client.TransactionManager) error) error {
+		ctx := cmd.Context()
+		c, err := g.dial(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		m, err := c.TransactionManager(ctx)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, m)
+	}
+	var d string
+	create := &cobra.Command{
+		Use:   "create --duration D",
+		Short: "Create a transaction; prints its id, its manager's reference and its lease token",
+		Long: "Create a top-level transaction, ACTIVE, leased for D (TX.2.1). Renew the lease with\n" +
+			"djinn lease renew while the work goes on: cancelling it, or letting it expire, aborts the transaction.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dur, err := djinn.ParseDuration(d)
+			if err != nil {
+				return err
+			}
+			return withManager(cmd, func(ctx context.Context, m *client.TransactionManager) error {
+				tx, err := m.Create(ctx, dur)
+				if err != nil {
+					return err
+				}
+				v := txnView{ID: tx.ID(), Manager: m.Ref().String(), Lease: viewLease(tx.Lease())}
+				return g.print(cmd.OutOrStdout(), v, func(w io.Writer) {
+					fmt.Fprintf(w, "transaction %d\nmanager     %s\nlease       %s\nexpires     %s (in %s)\n", v.ID, v.Manager, v.Lease.Token, v.Lease.Expiration, v.Lease.Remaining)
+				})
+			})
+		},
+	}
+	create.Flags().StringVar(&d, "duration", "any", "lease duration: a positive Go duration, forever or any")
+
+	// withTxn parses the id argument and calls fn with the transaction.
+	withTxn := func(use, short string, run func(ctx context.Context, cmd *cobra.Command, tx *client.Transaction) error) *cobra.Command {
+		return &cobra.Command{
+			Use:   use,
+			Short: short,
+			Args:  cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				id, err := parseTxnID(args[0])
+				if err != nil {
+					return err
+				}
+				return withManager(cmd, func(ctx context.Context, m *client.TransactionManager) error {
+					return run(ctx, cmd, m.Transaction(id))
+				})
+			},
+		}
+	}
+	show := withTxn("show ID", "Show a transaction: its state, lease and participants with their votes", func(ctx context.Context, cmd *cobra.Command, tx *client.Transaction) error {
+		d, err := tx.Describe(ctx)
+		if err != nil {
+			return err
+		}
+		v := viewTxnDescription(d)
+		return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printTxnDescription(w, v) })
+	})
+	state := withTxn("state ID", "Print a transaction's state (TX.2.4)", func(ctx context.Context, cmd *cobra.Command, tx *client.Transaction) error {
+		st, err := tx.State(ctx)
+		if err != nil {
+			return err
+		}
+		return g.print(cmd.OutOrStdout(), map[string]any{"id": tx.ID(), "state": st.String()}, func(w io.Writer) { fmt.Fprintln(w, st) })
+	})
+
+	// complete builds commit and abort, with their --wait forms (TX.2.5).
+	complete := func(op, done, short string, now func(context.Context, *client.Transaction) error, wait func(context.Context, *client.Transaction, time.Duration) error) *cobra.Command {
+		var waitFor string
+		c := withTxn(op+" ID [--wait D]", short, func(ctx context.Context, cmd *cobra.Command, tx *client.Transaction) error {
+			var err error
+			if cmd.Flags().Changed("wait") {
+				w, perr := time.ParseDuration(waitFor)
+				if perr != nil {
+					return fmt.Errorf("--wait %q: not a duration", waitFor)
+				}
+				err = wait(ctx, tx, w)
+			} else {
+				err = now(ctx, tx)
+			}
+			if err != nil {
+				return txnError(op, err)
+			}
+			return g.print(cmd.OutOrStdout(), map[string]any{"id": tx.ID(), done: true}, func(w io.Writer) { fmt.Fprintln(w, done) })
+		})
+		c.Flags().StringVar(&waitFor, "wait", "", "also wait up to D until every participant has been told the outcome")
+		return c
+	}
+	commit := complete("commit", "committed", "Commit a transaction; --wait D also waits until its participants were told",
+		func(ctx context.Context, tx *client.Transaction) error { return tx.Commit(ctx) },
+		func(ctx context.Context, tx *client.Transaction, w time.Duration) error { return tx.CommitWait(ctx, w) })
+	abort := complete("abort", "aborted", "Abort a transaction; --wait D also waits until its participants were told",
+		func(ctx context.Context, tx *client.Transaction) error { return tx.Abort(ctx) },
+		func(ctx context.Context, tx *client.Transaction, w time.Duration) error { return tx.AbortWait(ctx, w) })
+	cmd.AddCommand(create, show, state, commit, abort)
+	return cmd
+}
