@@ -86,9 +86,10 @@
 // TxnIDMetadataKey), which the server handling a call reads back with
 // TransactionFromIncoming and joins.
 //
-// Transactions are top-level for now. Nested ones (TX.2.2,
-// NestableTransaction) need the manager's support; they will be the same
-// *Transaction with a parent, and IsNested, already here, will report it.
+// Nested transactions (TX.2.2, NestableTransaction) are the same
+// *Transaction with a parent: CreateNested, on the manager or on the
+// parent, starts one at the parent's manager, and IsNested, Parent and
+// EnclosedBy report where it sits.
 //
 // # Design notes
 //

@@ -49,9 +49,9 @@ func (s TransactionState) valid() bool { return s >= TxnActive && s <= TxnAborte
 // id to the wrong manager (TX.3.3). It is safe for concurrent use and holds
 // no connection of its own: calls go through its Connector.
 //
-// Managers that support nested transactions (TX.2.2's
-// NestableTransactionManager) will be the same type with more methods; a
-// server that lacks them answers with djinn.ErrUnsupported.
+// It is also TX.2.2's NestableTransactionManager: CreateNested starts a
+// transaction nested in one of the same manager. A server that does not
+// nest answers with djinn.ErrUnsupported.
 type TransactionManager struct {
 	c   Connector
 	ref djinn.Ref
@@ -123,6 +123,27 @@ func (m *TransactionManager) client() (djinnpb.TransactionManagerClient, error) 
 // it while the work goes on; cancelling it, or letting it expire, aborts
 // the transaction.
 func (m *TransactionManager) Create(ctx context.Context, leaseFor time.Duration) (*Transaction, error) {
+	return m.create(ctx, nil, leaseFor)
+}
+
+// CreateNested starts a transaction nested in transaction parent of this
+// manager (TX.2.2's NestableTransactionManager.create with this manager as
+// the parent's), ACTIVE, leased for leaseFor as Create's. The nested
+// transaction's work becomes its parent's when it commits, and is undone
+// if the parent aborts. A parent the manager does not know gives
+// djinn.ErrUnknownTransaction; one no longer ACTIVE, djinn.ErrCannotJoin;
+// one nested as deep as the manager allows, djinn.ErrResourceExhausted.
+// The returned transaction IsNested, with Parent m.Transaction(parent).
+func (m *TransactionManager) CreateNested(ctx context.Context, parent uint64, leaseFor time.Duration) (*Transaction, error) {
+	if parent == 0 {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "parent transaction id 0: want a transaction id, from 1")
+	}
+	return m.create(ctx, m.Transaction(parent), leaseFor)
+}
+
+// create starts a transaction, nested in parent (a transaction of m) when
+// parent is not nil.
+func (m *TransactionManager) create(ctx context.Context, parent *Transaction, leaseFor time.Duration) (*Transaction, error) {
 	if err := djinn.CheckLeaseDuration("lease duration", leaseFor); err != nil {
 		return nil, err
 	}
@@ -130,12 +151,21 @@ func (m *TransactionManager) Create(ctx context.Context, leaseFor time.Duration)
 	if err != nil {
 		return nil, err
 	}
+	req := &djinnpb.CreateTransactionRequest{LeaseDurationNanos: int64(leaseFor)}
+	if parent != nil {
+		req.ParentManager, req.ParentId = RefToProto(m.ref), parent.id
+	}
 	sent := time.Now()
-	pb, err := mc.Create(ctx, &djinnpb.CreateTransactionRequest{LeaseDurationNanos: int64(leaseFor)})
+	pb, err := mc.Create(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	return m.created(pb, sent)
+	tx, err := m.created(pb, sent)
+	if err != nil {
+		return nil, err
+	}
+	tx.parent = parent
+	return tx, nil
 }
 
 // created converts Create's answer to a request sent at sent.
@@ -162,7 +192,9 @@ func (m *TransactionManager) created(pb *djinnpb.CreatedTransaction, sent time.T
 // Transaction returns the transaction id of this manager, as TX.3.3's
 // ServerTransaction constructor: for a participant given an id with the
 // manager's reference, or a program that stored the id. It makes no remote
-// call, so the transaction need not exist; its Lease is nil.
+// call, so the transaction need not exist; its Lease is nil, and it does
+// not know its parent (IsNested is false even if the manager nested it:
+// Describe tells).
 func (m *TransactionManager) Transaction(id uint64) *Transaction {
 	return &Transaction{mgr: m, id: id}
 }
@@ -270,6 +302,11 @@ func (m *TransactionManager) complete(ctx context.Context, id uint64, waitFor *t
 type TransactionDescription struct {
 	ID    uint64
 	State TransactionState
+	// Parent is the id of the transaction this one is nested in (TX.2.2),
+	// 0 for a top-level transaction; Children are the ids of the
+	// transactions nested in this one.
+	Parent   uint64
+	Children []uint64
 	// Lease is the transaction's lease as the manager holds it, with the
 	// time it had left; nil once the lease ended.
 	Lease        *Lease
@@ -303,7 +340,7 @@ func (m *TransactionManager) Describe(ctx context.Context, id uint64) (*Transact
 	if err != nil {
 		return nil, err
 	}
-	d := &TransactionDescription{ID: pb.GetId(), State: TransactionState(pb.GetState())}
+	d := &TransactionDescription{ID: pb.GetId(), State: TransactionState(pb.GetState()), Parent: pb.GetParentId(), Children: pb.GetChildren()}
 	if pb.GetLease() != nil {
 		if d.Lease, err = LeaseFromProto(pb.GetLease(), sent); err != nil {
 			return nil, err
@@ -332,14 +369,14 @@ func (m *TransactionManager) Describe(ctx context.Context, id uint64) (*Transact
 // that identity as a map key.
 //
 // A Transaction is a handle, safe for concurrent use: the transaction's
-// state lives at the manager. A Transaction is top-level; when djinn's
-// manager supports nested transactions (TX.2.2), the same type will carry
-// its parent, and IsNested, EnclosedBy, Create (a nested transaction) and
-// Promote will follow TX.3.3's NestableServerTransaction.
+// state lives at the manager. It is also TX.3.3's NestableServerTransaction:
+// one created nested (CreateNested) carries its parent, IsNested reports it
+// and EnclosedBy walks the parents; Promote is not there yet.
 type Transaction struct {
-	mgr   *TransactionManager
-	id    uint64
-	lease *Lease // as granted to this program; nil when not created here
+	mgr    *TransactionManager
+	id     uint64
+	lease  *Lease       // as granted to this program; nil when not created here
+	parent *Transaction // the enclosing transaction; nil when top-level or not known here
 }
 
 // ID returns the transaction's id at its manager.
@@ -353,14 +390,42 @@ func (t *Transaction) Manager() *TransactionManager { return t.mgr }
 // (TransactionManager.Transaction). It makes no remote call.
 func (t *Transaction) Lease() *Lease { return t.lease }
 
-// IsNested reports whether the transaction is nested in another (TX.3.3).
-// djinn's manager creates only top-level transactions for now, so it is
-// always false.
-func (t *Transaction) IsNested() bool { return false }
+// IsNested reports whether the transaction is nested in another (TX.3.3):
+// whether it has a Parent. That is known for a transaction created here by
+// CreateNested; one named by id (TransactionManager.Transaction) reports
+// false, as TX.3.3's ServerTransaction does.
+func (t *Transaction) IsNested() bool { return t.parent != nil }
+
+// Parent returns the transaction t is nested in (TX.3.3's
+// NestableServerTransaction.parent), or nil if t is top-level or was named
+// by id. It makes no remote call.
+func (t *Transaction) Parent() *Transaction { return t.parent }
+
+// EnclosedBy reports whether t is enclosed by enclosing: t is enclosing,
+// or enclosing is one of t's parents, as far as t knows them (TX.3.3's
+// enclosedBy). It makes no remote call.
+func (t *Transaction) EnclosedBy(enclosing *Transaction) bool {
+	if enclosing == nil {
+		return false
+	}
+	for p := t; p != nil; p = p.parent {
+		if p.Equal(enclosing) {
+			return true
+		}
+	}
+	return false
+}
+
+// CreateNested starts a transaction nested in t (TX.3.2's
+// NestableTransaction.create with t's manager); see
+// TransactionManager.CreateNested. The new transaction's Parent is t.
+func (t *Transaction) CreateNested(ctx context.Context, leaseFor time.Duration) (*Transaction, error) {
+	return t.mgr.create(ctx, t, leaseFor)
+}
 
 // Equal reports whether t and o are the same transaction: the same
 // manager (equal references) and the same id (TX.3.3's equals). Leases
-// play no part.
+// and parents play no part: an id names one transaction at its manager.
 func (t *Transaction) Equal(o *Transaction) bool {
 	if t == nil || o == nil {
 		return t == o

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -407,6 +408,69 @@ func TestTransactionLeaseEnd(t *testing.T) {
 	}
 	wantState(t, tx, client.TxnAborted)
 	wantKind(t, "commit after the lease was cancelled", tx.Commit(ctx), djinn.CannotCommit)
+}
+
+// TestTransactionNested: TX.2.2 through the client: a nested transaction
+// created on the manager or on its parent is nested in it, the manager
+// describes the tree, and aborting the parent aborts it.
+func TestTransactionNested(t *testing.T) {
+	_, m := txnServer(t)
+	ctx := t.Context()
+	parent, err := m.Create(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := parent.CreateNested(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grandchild, err := m.CreateNested(ctx, child.ID(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !child.IsNested() || child.Parent() != parent || child.Lease() == nil || !child.Manager().Equal(m) {
+		t.Fatalf("created %v: nested %v parent %v lease %v", child, child.IsNested(), child.Parent(), child.Lease())
+	}
+	if !grandchild.IsNested() || !grandchild.Parent().Equal(child) || !grandchild.EnclosedBy(child) || grandchild.EnclosedBy(parent) {
+		t.Fatalf("created %v under id %d: parent %v", grandchild, child.ID(), grandchild.Parent())
+	}
+	if !child.EnclosedBy(parent) || parent.EnclosedBy(child) || parent.IsNested() {
+		t.Errorf("%v and its parent %v: enclosure wrong", child, parent)
+	}
+	// TX.3.3: the id names the transaction, nested or not.
+	if again := m.Transaction(child.ID()); !again.Equal(child) || again.IsNested() {
+		t.Errorf("%v named by id: equal %v, nested %v", again, again.Equal(child), again.IsNested())
+	}
+	wantState(t, child, client.TxnActive)
+
+	for _, tc := range []struct {
+		tx       *client.Transaction
+		parent   uint64
+		children []uint64
+	}{
+		{parent, 0, []uint64{child.ID()}},
+		{child, parent.ID(), []uint64{grandchild.ID()}},
+		{grandchild, child.ID(), nil},
+	} {
+		d, err := tc.tx.Describe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Parent != tc.parent || !slices.Equal(d.Children, tc.children) {
+			t.Errorf("describe %v: parent %d children %v, want %d and %v", tc.tx, d.Parent, d.Children, tc.parent, tc.children)
+		}
+	}
+
+	_, err = m.CreateNested(ctx, 1<<40, time.Minute)
+	wantKind(t, "TX.2.2 nested in an unknown transaction", err, djinn.UnknownTransaction)
+
+	if err := parent.AbortWait(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, child, client.TxnAborted)
+	wantState(t, grandchild, client.TxnAborted)
+	_, err = parent.CreateNested(ctx, time.Minute)
+	wantKind(t, "TX.2.2 nested in an aborted transaction", err, djinn.CannotJoin)
 }
 
 // TestTransactionUnknown: an id the manager never gave (TX.2.5, TX.2.7).

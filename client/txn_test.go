@@ -45,6 +45,8 @@ func TestTransactionEqual(t *testing.T) {
 	tx := func(r djinn.Ref, id uint64) *Transaction { return NewTransactionManager(nil, r).Transaction(id) }
 	created := tx(mgr, 5)
 	created.lease = NewLease(mgr, djinn.NewID(), time.Now().Add(time.Minute))
+	nested := tx(mgr, 5)
+	nested.parent = tx(mgr, 4)
 	for _, tc := range []struct {
 		name string
 		a, b *Transaction
@@ -53,6 +55,7 @@ func TestTransactionEqual(t *testing.T) {
 		{"TX.3.3 same manager and id", tx(mgr, 5), tx(mgr, 5), true},
 		{"TX.3.3 the endpoint is where, not who", tx(mgr, 5), tx(elsewhere, 5), true},
 		{"TX.3.3 the lease plays no part", created, tx(mgr, 5), true},
+		{"TX.3.3 the parent plays no part", nested, tx(mgr, 5), true},
 		{"TX.3.3 another id", tx(mgr, 5), tx(mgr, 6), false},
 		{"TX.3.3 another manager's service", tx(mgr, 5), tx(otherService, 5), false},
 		{"TX.3.3 another manager object", tx(mgr, 5), tx(otherObject, 5), false},
@@ -76,6 +79,52 @@ func TestTransactionEqual(t *testing.T) {
 	}
 }
 
+// TestTransactionNesting: TX.3.3's isNested, parent and enclosedBy, one row
+// per rule.
+func TestTransactionNesting(t *testing.T) {
+	mgr := testManagerRef()
+	m := NewTransactionManager(nil, mgr)
+	top := m.Transaction(1)
+	child := m.Transaction(2)
+	child.parent = top
+	grandchild := m.Transaction(3)
+	grandchild.parent = child
+	elsewhere := mgr
+	elsewhere.Endpoint = "10.0.0.7:4161"
+	topElsewhere := NewTransactionManager(nil, elsewhere).Transaction(1)
+	for _, tc := range []struct {
+		name            string
+		tx              *Transaction
+		nested          bool
+		parent          *Transaction
+		enclosedBy, not []*Transaction
+	}{
+		{"TX.3.3 a top-level transaction is not nested and encloses itself", top, false, nil, []*Transaction{top, topElsewhere}, []*Transaction{child, nil}},
+		{"TX.3.3 a nested transaction has its parent", child, true, top, []*Transaction{child, top, topElsewhere}, []*Transaction{grandchild, m.Transaction(9), nil}},
+		{"TX.3.3 enclosedBy walks every parent", grandchild, true, child, []*Transaction{grandchild, child, top}, []*Transaction{m.Transaction(9)}},
+		{"TX.3.3 a transaction named by id knows no parent", m.Transaction(2), false, nil, []*Transaction{child}, []*Transaction{top}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.tx.IsNested(); got != tc.nested {
+				t.Errorf("IsNested %v, want %v", got, tc.nested)
+			}
+			if got := tc.tx.Parent(); got != tc.parent {
+				t.Errorf("Parent %v, want %v", got, tc.parent)
+			}
+			for _, e := range tc.enclosedBy {
+				if !tc.tx.EnclosedBy(e) {
+					t.Errorf("%v not enclosed by %v", tc.tx, e)
+				}
+			}
+			for _, e := range tc.not {
+				if tc.tx.EnclosedBy(e) {
+					t.Errorf("%v enclosed by %v", tc.tx, e)
+				}
+			}
+		})
+	}
+}
+
 // TestTransactionArguments: rules checked before any call is made.
 func TestTransactionArguments(t *testing.T) {
 	ctx := context.Background()
@@ -91,6 +140,9 @@ func TestTransactionArguments(t *testing.T) {
 	}{
 		{"TX.2.1 lease duration zero", func() error { _, err := m.Create(ctx, 0); return err }(), "lease duration 0s"},
 		{"TX.2.1 lease duration negative", func() error { _, err := m.Create(ctx, -5*time.Second); return err }(), "lease duration -5s"},
+		{"TX.2.2 nested lease duration zero", func() error { _, err := m.CreateNested(ctx, 1, 0); return err }(), "lease duration 0s"},
+		{"TX.2.2 nested lease duration zero, by the parent", func() error { _, err := m.Transaction(1).CreateNested(ctx, 0); return err }(), "lease duration 0s"},
+		{"TX.2.2 parent id zero", func() error { _, err := m.CreateNested(ctx, 0, time.Minute); return err }(), "parent transaction id 0"},
 		{"TX.2.5 commit waitFor negative", m.CommitWait(ctx, 1, -time.Second), "waitFor -1s"},
 		{"TX.2.5 abort waitFor negative", m.AbortWait(ctx, 1, -time.Second), "waitFor -1s"},
 		{"TX.3.3 manager names no object", noRef.Commit(ctx, 1), "names no object"},
@@ -111,9 +163,10 @@ type fakeManager struct {
 
 	mu sync.Mutex
 	// Guarded by mu.
-	err     error
-	created *djinnpb.CreatedTransaction
-	last    *djinnpb.CompleteTransactionRequest
+	err        error
+	created    *djinnpb.CreatedTransaction
+	last       *djinnpb.CompleteTransactionRequest
+	lastCreate *djinnpb.CreateTransactionRequest
 }
 
 func (f *fakeManager) set(err error, created *djinnpb.CreatedTransaction) {
@@ -128,9 +181,16 @@ func (f *fakeManager) lastRequest() *djinnpb.CompleteTransactionRequest {
 	return f.last
 }
 
-func (f *fakeManager) Create(context.Context, *djinnpb.CreateTransactionRequest) (*djinnpb.CreatedTransaction, error) {
+func (f *fakeManager) lastCreateRequest() *djinnpb.CreateTransactionRequest {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.lastCreate
+}
+
+func (f *fakeManager) Create(_ context.Context, req *djinnpb.CreateTransactionRequest) (*djinnpb.CreatedTransaction, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lastCreate = req
 	return f.created, grpcerr.Status(f.err)
 }
 
@@ -236,6 +296,45 @@ func TestCreateAnswerChecked(t *testing.T) {
 	}
 	if _, err := tx.State(ctx); !errors.Is(err, djinn.ErrInternal) || !strings.Contains(err.Error(), "TransactionState(42)") {
 		t.Errorf("state 42: %v, want internal naming it", err)
+	}
+	if req := f.lastCreateRequest(); req.GetParentManager() != nil || req.GetParentId() != 0 {
+		t.Errorf("top-level create sent %v: want no parent", req)
+	}
+}
+
+// TestCreateNestedRequest: TX.2.2's create(parentMgr, parentID, leaseFor)
+// sends the parent's manager, which is this one, and id; the answer is a
+// nested transaction whose parent is the one asked for.
+func TestCreateNestedRequest(t *testing.T) {
+	ctx := context.Background()
+	f := &fakeManager{}
+	m := serveFake(t, f)
+	lease := &djinnpb.Lease{Landlord: RefToProto(m.Ref()), Cookie: make([]byte, 16), DurationNanos: int64(time.Minute)}
+	f.set(nil, &djinnpb.CreatedTransaction{Id: 8, Lease: lease, Manager: RefToProto(m.Ref())})
+	check := func(how string, tx *Transaction, err error, parent *Transaction) {
+		t.Helper()
+		if err != nil || tx.ID() != 8 || !tx.IsNested() || !tx.Parent().Equal(parent) || tx.Lease() == nil {
+			t.Fatalf("%s: %v (parent %v), %v; want transaction 8 nested in %v", how, tx, tx.Parent(), err, parent)
+		}
+		req := f.lastCreateRequest()
+		got, rerr := RefFromProto("parent manager", req.GetParentManager())
+		if rerr != nil || !got.Equal(m.Ref()) || got.Endpoint != m.Ref().Endpoint || req.GetParentId() != parent.ID() ||
+			req.GetLeaseDurationNanos() != int64(time.Minute) {
+			t.Errorf("%s: sent %v, want parent %v of %v", how, req, parent.ID(), m.Ref())
+		}
+	}
+	tx, err := m.CreateNested(ctx, 3, time.Minute)
+	check("manager's CreateNested", tx, err, m.Transaction(3))
+	parent := m.Transaction(5)
+	tx, err = parent.CreateNested(ctx, time.Minute)
+	check("parent's CreateNested", tx, err, parent)
+	if tx.Parent() != parent {
+		t.Errorf("parent %p, want the transaction it was created from %p", tx.Parent(), parent)
+	}
+
+	f.set(djinn.Errorf(djinn.UnknownTransaction, "transaction 3: unknown"), nil)
+	if _, err := m.CreateNested(ctx, 3, time.Minute); !errors.Is(err, djinn.ErrUnknownTransaction) {
+		t.Errorf("unknown parent: %v, want unknown transaction", err)
 	}
 }
 

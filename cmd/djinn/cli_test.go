@@ -370,3 +370,308 @@ func TestCLITxn(t *testing.T) {
 		t.Errorf("state after the lease was cancelled %q, want ABORTED", s)
 	}
 }
+
+// wantErrors runs each row's command against p and checks it fails with
+// one line on stderr naming the row's want.
+func wantErrors(t *testing.T, p *proc, rows []errRow) {
+	t.Helper()
+	for _, tc := range rows {
+		_, errs, ok := run(t, p, tc.args...)
+		if ok {
+			t.Errorf("djinn %v succeeded", tc.args)
+			continue
+		}
+		if lines := strings.Split(strings.TrimSpace(errs), "\n"); len(lines) != 1 || !strings.Contains(errs, tc.want) {
+			t.Errorf("djinn %v: stderr %q, want one line naming %q", tc.args, errs, tc.want)
+		}
+	}
+}
+
+type errRow struct {
+	args []string
+	want string
+}
+
+// TestCLIKV runs the kv commands against a real server's key/value
+// participant: writes without a transaction apply at once; under one they
+// are seen only under it until it commits (TX.3's default semantics), and
+// vanish if it aborts.
+func TestCLIKV(t *testing.T) {
+	n := newNode(t)
+	p := n.start(t)
+	defer p.stop(t)
+	jsonOf := func(v any, args ...string) {
+		t.Helper()
+		out := mustRun(t, p, append(args, "-o", "json")...)
+		if err := json.Unmarshal([]byte(out), v); err != nil {
+			t.Fatalf("djinn %v: %v\n%s", args, err, out)
+		}
+	}
+	type entry struct {
+		Key   string `json:"key"`
+		Value string `json:"value"`
+	}
+	get := func(key string, extra ...string) string {
+		t.Helper()
+		return strings.TrimSuffix(mustRun(t, p, append([]string{"kv", "get", key}, extra...)...), "\n")
+	}
+	notFound := func(key string, extra ...string) {
+		t.Helper()
+		if out, errs, ok := run(t, p, append([]string{"kv", "get", key}, extra...)...); ok || !strings.Contains(errs, "not found") {
+			t.Errorf("get %s %v: ok=%v out %q stderr %q, want not found", key, extra, ok, out, errs)
+		}
+	}
+	create := func() (id, manager string) {
+		t.Helper()
+		var c struct {
+			ID      uint64 `json:"id"`
+			Manager string `json:"manager"`
+		}
+		jsonOf(&c, "txn", "create", "--duration", "10m")
+		return strconv.FormatUint(c.ID, 10), c.Manager
+	}
+
+	// Without a transaction.
+	if out := mustRun(t, p, "kv", "put", "a", "one"); strings.TrimSpace(out) != "stored" {
+		t.Errorf("put printed %q", out)
+	}
+	mustRun(t, p, "kv", "put", "ab", "two words")
+	mustRun(t, p, "kv", "put", "b", "three")
+	if v := get("a"); v != "one" {
+		t.Errorf("get a: %q", v)
+	}
+	var e entry
+	jsonOf(&e, "kv", "get", "ab")
+	if e != (entry{"ab", "two words"}) {
+		t.Errorf("get -o json: %+v", e)
+	}
+	if out := mustRun(t, p, "kv", "ls", "a"); out != "a\tone\nab\ttwo words\n" {
+		t.Errorf("ls a printed %q", out)
+	}
+	var es []entry
+	jsonOf(&es, "kv", "ls")
+	if len(es) != 3 || es[2] != (entry{"b", "three"}) {
+		t.Errorf("ls -o json: %+v", es)
+	}
+	if out := mustRun(t, p, "kv", "delete", "b"); strings.TrimSpace(out) != "deleted" {
+		t.Errorf("delete printed %q", out)
+	}
+	if out := mustRun(t, p, "kv", "delete", "b"); !strings.Contains(out, "was not there") {
+		t.Errorf("second delete printed %q", out)
+	}
+	notFound("b")
+
+	// TX.3: a write under a transaction is seen only under it until it
+	// commits; the participant joined it.
+	tx, _ := create()
+	if out := mustRun(t, p, "kv", "put", "x", "ex", "--txn", tx); !strings.Contains(out, "under transaction "+tx) {
+		t.Errorf("put --txn printed %q", out)
+	}
+	notFound("x")
+	if v := get("x", "--txn", tx); v != "ex" {
+		t.Errorf("get x --txn %s: %q", tx, v)
+	}
+	jsonOf(&es, "kv", "ls", "--txn", tx)
+	if len(es) != 3 || es[2] != (entry{"x", "ex"}) {
+		t.Errorf("ls --txn: %+v", es)
+	}
+	var d struct {
+		Participants []struct {
+			Participant string `json:"participant"`
+		} `json:"participants"`
+	}
+	jsonOf(&d, "txn", "show", tx)
+	if len(d.Participants) != 1 || !strings.HasPrefix(d.Participants[0].Participant, "djinn://"+p.addr+"/") {
+		t.Errorf("show %s: participants %+v, want the server's key/value participant", tx, d.Participants)
+	}
+	mustRun(t, p, "txn", "commit", tx, "--wait", "10s")
+	if v := get("x"); v != "ex" {
+		t.Errorf("get x after commit: %q", v)
+	}
+
+	// TX.3: an abort discards the transaction's writes and deletes.
+	tx2, mgr := create()
+	mustRun(t, p, "kv", "put", "y", "why", "--txn", tx2)
+	mustRun(t, p, "kv", "delete", "a", "--txn", tx2)
+	notFound("a", "--txn", tx2)
+	if v := get("a"); v != "one" {
+		t.Errorf("get a outside the transaction that deleted it: %q", v)
+	}
+	mustRun(t, p, "txn", "abort", tx2, "--wait", "10s")
+	notFound("y")
+	if v := get("a"); v != "one" {
+		t.Errorf("get a after the abort: %q", v)
+	}
+
+	// --manager names the manager of --txn.
+	tx3, _ := create()
+	mustRun(t, p, "kv", "put", "z", "zed", "--txn", tx3, "--manager", mgr)
+	if v := get("z", "--txn", tx3); v != "zed" {
+		t.Errorf("get z --txn %s: %q", tx3, v)
+	}
+	mustRun(t, p, "txn", "commit", tx3, "--wait", "10s")
+	if v := get("z"); v != "zed" {
+		t.Errorf("get z after commit: %q", v)
+	}
+
+	// Errors: one line, non-zero exit, naming what is wrong.
+	wantErrors(t, p, []errRow{
+		{[]string{"kv", "get", "nothing"}, `key "nothing": not found`},
+		{[]string{"kv", "get", "nothing", "--txn", tx3}, "transaction " + tx3 + ": COMMITTED"}, // TX.2.3, TX.2.6
+		{[]string{"kv", "put", "k", "v", "--txn", "99999"}, "transaction 99999: unknown"},
+		{[]string{"kv", "put", "k", "v", "--txn", "0"}, `--txn: transaction id "0"`},
+		{[]string{"kv", "ls", "--manager", mgr}, "--txn, which is missing"},
+		{[]string{"kv", "get", "k", "--txn", "1", "--manager", "mgr"}, `--manager: reference "mgr"`},
+		{[]string{"kv", "put", "k"}, "accepts 2 arg(s)"},
+	})
+
+	off := newNode(t)
+	q := off.start(t, "--kv=false")
+	defer q.stop(t)
+	wantErrors(t, q, []errRow{{[]string{"kv", "get", "a"}, q.addr + " serves no key/value store"}})
+}
+
+// TestCLITxnNest: djinn txn nest creates a transaction nested in another of
+// the same manager (TX.2.2), show names the tree, and aborting the parent
+// aborts the nested one.
+func TestCLITxnNest(t *testing.T) {
+	n := newNode(t)
+	p := n.start(t)
+	defer p.stop(t)
+	type created struct {
+		ID      uint64 `json:"id"`
+		Parent  uint64 `json:"parent"`
+		Manager string `json:"manager"`
+		Lease   struct {
+			Token string `json:"token"`
+		} `json:"lease"`
+	}
+	type described struct {
+		ID     uint64   `json:"id"`
+		State  string   `json:"state"`
+		Parent uint64   `json:"parent"`
+		Nested []uint64 `json:"nested"`
+	}
+	jsonOf := func(v any, args ...string) {
+		t.Helper()
+		out := mustRun(t, p, append(args, "-o", "json")...)
+		if err := json.Unmarshal([]byte(out), v); err != nil {
+			t.Fatalf("djinn %v: %v\n%s", args, err, out)
+		}
+	}
+
+	var parent, child created
+	jsonOf(&parent, "txn", "create", "--duration", "10m")
+	pID := strconv.FormatUint(parent.ID, 10)
+	jsonOf(&child, "txn", "nest", pID, "--duration", "10m")
+	if child.ID == 0 || child.ID == parent.ID || child.Parent != parent.ID || child.Manager != parent.Manager ||
+		!strings.HasPrefix(child.Lease.Token, "djinn-lease:") || parent.Parent != 0 {
+		t.Fatalf("nest %s printed %+v (parent %+v)", pID, child, parent)
+	}
+	cID := strconv.FormatUint(child.ID, 10)
+	if text := mustRun(t, p, "txn", "nest", cID, "--duration", "1m"); !strings.Contains(text, "nested in   "+cID) {
+		t.Errorf("nest printed:\n%s", text)
+	}
+
+	var d described
+	jsonOf(&d, "txn", "show", cID)
+	if d.ID != child.ID || d.State != "ACTIVE" || d.Parent != parent.ID || len(d.Nested) != 1 {
+		t.Fatalf("show %s: %+v, want ACTIVE, nested in %s, with one nested", cID, d, pID)
+	}
+	grandchild := strconv.FormatUint(d.Nested[0], 10)
+	d = described{}
+	jsonOf(&d, "txn", "show", pID)
+	if d.Parent != 0 || len(d.Nested) != 1 || d.Nested[0] != child.ID {
+		t.Errorf("show %s: %+v, want top-level with %s nested", pID, d, cID)
+	}
+	if text := mustRun(t, p, "txn", "show", cID); !strings.Contains(text, "nested in    "+pID) || !strings.Contains(text, "nested       "+grandchild) {
+		t.Errorf("show printed:\n%s", text)
+	}
+
+	// TX.2.2: aborting a transaction aborts every one nested in it, and
+	// nothing can be nested in it any more.
+	mustRun(t, p, "txn", "abort", pID, "--wait", "10s")
+	for _, id := range []string{pID, cID, grandchild} {
+		if s := strings.TrimSpace(mustRun(t, p, "txn", "state", id)); s != "ABORTED" {
+			t.Errorf("state of %s after its parent aborted: %s", id, s)
+		}
+	}
+	wantErrors(t, p, []errRow{
+		{[]string{"txn", "nest", pID, "--duration", "1m"}, "transaction " + pID + ": ABORTED, no longer active"},
+		{[]string{"txn", "nest", "99999"}, "transaction 99999: unknown"},
+		{[]string{"txn", "nest", "0"}, `transaction id "0"`},
+		{[]string{"txn", "nest", cID, "--duration", "0s"}, "0s"},
+		{[]string{"txn", "nest"}, "accepts 1 arg(s)"},
+	})
+}
+
+// TestCLIDemoTransfer runs djinn demo transfer between the key/value
+// participants of two real servers, in separate processes, under one
+// transaction of the first one's manager.
+func TestCLIDemoTransfer(t *testing.T) {
+	p := newNode(t).start(t)
+	defer p.stop(t)
+	q := newNode(t).start(t)
+	defer q.stop(t)
+	type side struct {
+		Address string `json:"address"`
+		Created bool   `json:"created"`
+		Before  int64  `json:"before"`
+		After   int64  `json:"after"`
+	}
+	var v struct {
+		Transaction uint64 `json:"transaction"`
+		Manager     string `json:"manager"`
+		Amount      int64  `json:"amount"`
+		From        side   `json:"from"`
+		To          side   `json:"to"`
+	}
+	out := mustRun(t, p, "demo", "transfer", "--to", q.addr, "--amount", "30", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if v.Transaction == 0 || v.Amount != 30 ||
+		v.From != (side{p.addr, true, 100, 70}) || v.To != (side{q.addr, true, 100, 130}) {
+		t.Fatalf("transfer printed %+v", v)
+	}
+	tx := strconv.FormatUint(v.Transaction, 10)
+	if s := strings.TrimSpace(mustRun(t, p, "txn", "state", tx)); s != "COMMITTED" {
+		t.Errorf("state of transaction %s: %s", tx, s)
+	}
+	// Both sides, read by the kv commands outside any transaction.
+	if b := strings.TrimSpace(mustRun(t, p, "kv", "get", "balance")); b != "70" {
+		t.Errorf("balance at %s: %s, want 70", p.addr, b)
+	}
+	if b := strings.TrimSpace(mustRun(t, q, "kv", "get", "balance")); b != "130" {
+		t.Errorf("balance at %s: %s, want 130", q.addr, b)
+	}
+
+	// Text output names both sides; an existing balance is kept.
+	text := mustRun(t, p, "demo", "transfer", "--to", q.addr, "--amount", "70")
+	for _, want := range []string{"committed", p.addr + "  70 -> 0\n", q.addr + "  130 -> 200\n"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("transfer printed:\n%s\nwant %q", text, want)
+		}
+	}
+
+	// Too little to move: the transaction aborts and nothing moves. The
+	// other way round, --from names the payer.
+	if _, errs, ok := run(t, p, "demo", "transfer", "--to", q.addr, "--amount", "1"); ok ||
+		!strings.Contains(errs, "balance at "+p.addr+" is 0, less than 1") || !strings.Contains(errs, "aborted, nothing moved") {
+		t.Errorf("transfer of too much: ok=%v stderr %q", ok, errs)
+	}
+	if b := strings.TrimSpace(mustRun(t, q, "kv", "get", "balance")); b != "200" {
+		t.Errorf("balance at %s after the refused transfer: %s, want 200", q.addr, b)
+	}
+	text = mustRun(t, p, "demo", "transfer", "--from", q.addr, "--to", p.addr, "--amount", "5")
+	if !strings.Contains(text, q.addr+"  200 -> 195\n") || !strings.Contains(text, p.addr+"  0 -> 5\n") {
+		t.Errorf("transfer back printed:\n%s", text)
+	}
+
+	wantErrors(t, p, []errRow{
+		{[]string{"demo", "transfer"}, "djinn serve --data-dir d2 --listen 127.0.0.1:4171"},
+		{[]string{"demo", "transfer", "--to", p.addr}, "--from and --to are both " + p.addr},
+		{[]string{"demo", "transfer", "--to", q.addr, "--amount", "0"}, "--amount 0"},
+		{[]string{"demo", "transfer", "--to", "nowhere"}, "--to"},
+	})
+}

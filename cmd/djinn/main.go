@@ -6,7 +6,9 @@
 //	djinn mailbox …        event mailbox registrations
 //	djinn events …         host a listener, send an event
 //	djinn renewal …        lease renewal sets
-//	djinn txn …            create, show, commit and abort transactions
+//	djinn txn …            create, nest, show, commit and abort transactions
+//	djinn kv …             the key/value store, under a transaction or not
+//	djinn demo transfer    one transaction across two servers' key/value stores
 package main
 
 import (

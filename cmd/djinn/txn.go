@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,13 +17,24 @@ import (
 
 type txnView struct {
 	ID      uint64    `json:"id"`
+	Parent  uint64    `json:"parent,omitempty"` // nested in it (TX.2.2)
 	Manager string    `json:"manager"`
 	Lease   leaseView `json:"lease"`
+}
+
+func printTxn(w io.Writer, v txnView) {
+	fmt.Fprintf(w, "transaction %d\n", v.ID)
+	if v.Parent != 0 {
+		fmt.Fprintf(w, "nested in   %d\n", v.Parent)
+	}
+	fmt.Fprintf(w, "manager     %s\nlease       %s\nexpires     %s (in %s)\n", v.Manager, v.Lease.Token, v.Lease.Expiration, v.Lease.Remaining)
 }
 
 type txnDescriptionView struct {
 	ID           uint64            `json:"id"`
 	State        string            `json:"state"`
+	Parent       uint64            `json:"parent,omitempty"`
+	Nested       []uint64          `json:"nested,omitempty"`
 	Lease        *leaseView        `json:"lease,omitempty"`
 	Participants []participantView `json:"participants"`
 }
@@ -37,7 +49,7 @@ type participantView struct {
 }
 
 func viewTxnDescription(d *client.TransactionDescription) txnDescriptionView {
-	v := txnDescriptionView{ID: d.ID, State: d.State.String(), Participants: []participantView{}}
+	v := txnDescriptionView{ID: d.ID, State: d.State.String(), Parent: d.Parent, Nested: d.Children, Participants: []participantView{}}
 	if d.Lease != nil {
 		l := viewLease(d.Lease)
 		v.Lease = &l
@@ -57,6 +69,16 @@ func viewTxnDescription(d *client.TransactionDescription) txnDescriptionView {
 
 func printTxnDescription(w io.Writer, v txnDescriptionView) {
 	fmt.Fprintf(w, "transaction  %d\nstate        %s\n", v.ID, v.State)
+	if v.Parent != 0 {
+		fmt.Fprintf(w, "nested in    %d\n", v.Parent)
+	}
+	if len(v.Nested) > 0 {
+		ids := make([]string, len(v.Nested))
+		for i, id := range v.Nested {
+			ids[i] = strconv.FormatUint(id, 10)
+		}
+		fmt.Fprintf(w, "nested       %s\n", strings.Join(ids, " "))
+	}
 	if v.Lease != nil {
 		fmt.Fprintf(w, "lease        %s\nexpires      %s (in %s)\n", v.Lease.Token, v.Lease.Expiration, v.Lease.Remaining)
 	} else {
@@ -102,8 +124,8 @@ func txnError(op string, err error) error {
 func newTxn(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "txn",
-		Short: "Top-level transactions of a server's transaction manager",
-		Long: "Create, inspect, commit and abort top-level transactions (TX.2) of the transaction manager\n" +
+		Short: "Transactions of a server's transaction manager",
+		Long: "Create, nest, inspect, commit and abort transactions (TX.2) of the transaction manager\n" +
 			"of --server. A transaction is named by its id at that manager.",
 	}
 	// withManager dials the server and finds its transaction manager.
@@ -138,13 +160,40 @@ func newTxn(g *globals) *cobra.Command {
 					return err
 				}
 				v := txnView{ID: tx.ID(), Manager: m.Ref().String(), Lease: viewLease(tx.Lease())}
-				return g.print(cmd.OutOrStdout(), v, func(w io.Writer) {
-					fmt.Fprintf(w, "transaction %d\nmanager     %s\nlease       %s\nexpires     %s (in %s)\n", v.ID, v.Manager, v.Lease.Token, v.Lease.Expiration, v.Lease.Remaining)
-				})
+				return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printTxn(w, v) })
 			})
 		},
 	}
 	create.Flags().StringVar(&d, "duration", "any", "lease duration: a positive Go duration, forever or any")
+
+	var nd string
+	nest := &cobra.Command{
+		Use:   "nest PARENT --duration D",
+		Short: "Create a transaction nested in PARENT; prints its id, its manager's reference and its lease token",
+		Long: "Create a transaction nested in transaction PARENT of the same manager (TX.2.2), ACTIVE, leased\n" +
+			"for D. Its work becomes PARENT's when it commits and is undone when PARENT aborts; aborting\n" +
+			"PARENT aborts it too.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			parent, err := parseTxnID(args[0])
+			if err != nil {
+				return err
+			}
+			dur, err := djinn.ParseDuration(nd)
+			if err != nil {
+				return err
+			}
+			return withManager(cmd, func(ctx context.Context, m *client.TransactionManager) error {
+				tx, err := m.CreateNested(ctx, parent, dur)
+				if err != nil {
+					return err
+				}
+				v := txnView{ID: tx.ID(), Parent: parent, Manager: m.Ref().String(), Lease: viewLease(tx.Lease())}
+				return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printTxn(w, v) })
+			})
+		},
+	}
+	nest.Flags().StringVar(&nd, "duration", "any", "lease duration: a positive Go duration, forever or any")
 
 	// withTxn parses the id argument and calls fn with the transaction.
 	withTxn := func(use, short string, run func(ctx context.Context, cmd *cobra.Command, tx *client.Transaction) error) *cobra.Command {
@@ -207,6 +256,6 @@ func newTxn(g *globals) *cobra.Command {
 	abort := complete("abort", "aborted", "Abort a transaction; --wait D also waits until its participants were told",
 		func(ctx context.Context, tx *client.Transaction) error { return tx.Abort(ctx) },
 		func(ctx context.Context, tx *client.Transaction, w time.Duration) error { return tx.AbortWait(ctx, w) })
-	cmd.AddCommand(create, show, state, commit, abort)
+	cmd.AddCommand(create, nest, show, state, commit, abort)
 	return cmd
 }

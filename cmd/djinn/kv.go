@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/kv"
+	"github.com/djinn-go/djinn/participant"
+)
+
+// kvTxnFlags name the transaction a kv command works under: --txn ID of
+// --server's manager, or of the manager --manager names.
+type kvTxnFlags struct {
+	txn     string
+	manager string
+}
+
+func (f *kvTxnFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.txn, "txn", "", "work under transaction ID (of --server's transaction manager unless --manager)")
+	cmd.Flags().StringVar(&f.manager, "manager", "", "reference (djinn://…) of the manager of --txn, when it is not --server's")
+}
+
+// tx returns the transaction the flags name, or nil for none. c is the
+// client of --server, whose manager --txn names unless --manager is set.
+func (f *kvTxnFlags) tx(ctx context.Context, c *client.Client) (*participant.Tx, error) {
+	if f.txn == "" {
+		if f.manager != "" {
+			return nil, fmt.Errorf("--manager %s: names the manager of --txn, which is missing", f.manager)
+		}
+		return nil, nil
+	}
+	id, err := parseTxnID(f.txn)
+	if err != nil {
+		return nil, fmt.Errorf("--txn: %w", err)
+	}
+	if f.manager == "" {
+		m, err := c.TransactionManager(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return &participant.Tx{Manager: m.Ref(), ID: id}, nil
+	}
+	ref, err := djinn.ParseRef(f.manager)
+	if err != nil {
+		return nil, fmt.Errorf("--manager: %w", err)
+	}
+	if ref.Service.IsZero() || ref.Object.IsZero() {
+		return nil, fmt.Errorf("--manager %s: names no object (zero service or object id)", f.manager)
+	}
+	if err := djinn.CheckEndpoint(ref.Endpoint); err != nil {
+		return nil, fmt.Errorf("--manager %s: %w", f.manager, err)
+	}
+	return &participant.Tx{Manager: ref, ID: id}, nil
+}
+
+// kvError says which server an error of its key/value store came from
+// when the server does not serve one.
+func kvError(addr string, err error) error {
+	if errors.Is(err, djinn.ErrUnsupported) {
+		return fmt.Errorf("%s serves no key/value store (was it started with --kv=false?): %w", addr, err)
+	}
+	return err
+}
+
+// underTxn describes where a kv command worked, for its text output.
+func underTxn(tx *participant.Tx) string {
+	if tx == nil {
+		return ""
+	}
+	return fmt.Sprintf(" under transaction %d", tx.ID)
+}
+
+type kvEntryView struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+func newKV(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "kv",
+		Short: "Read and write the key/value store of a server, under a transaction or not",
+		Long: "Read and write the reference key/value participant of --server. Without --txn a write\n" +
+			"applies at once and a read sees committed data. With --txn ID the command works under that\n" +
+			"transaction: its writes are seen only under the same --txn until the transaction commits\n" +
+			"(djinn txn commit ID), and vanish if it aborts.",
+	}
+	// withKV builds a command that dials --server, resolves --txn and calls
+	// run with the server's key/value store.
+	withKV := func(use, short string, args cobra.PositionalArgs, run func(ctx context.Context, cmd *cobra.Command, args []string, db *kv.Client, tx *participant.Tx) error) *cobra.Command {
+		f := &kvTxnFlags{}
+		sub := &cobra.Command{
+			Use:   use,
+			Short: short,
+			Args:  args,
+			RunE: func(cmd *cobra.Command, args []string) error {
+				ctx := cmd.Context()
+				c, err := g.dial(ctx)
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				tx, err := f.tx(ctx, c)
+				if err != nil {
+					return err
+				}
+				return kvError(c.Addr(), run(ctx, cmd, args, kv.NewClient(c.ClientConn()), tx))
+			},
+		}
+		f.register(sub)
+		return sub
+	}
+
+	put := withKV("put KEY VALUE [--txn ID]", "Set KEY to VALUE", cobra.ExactArgs(2), func(ctx context.Context, cmd *cobra.Command, args []string, db *kv.Client, tx *participant.Tx) error {
+		if err := db.Put(ctx, tx, args[0], []byte(args[1])); err != nil {
+			return err
+		}
+		v := struct {
+			Key    string `json:"key"`
+			Stored bool   `json:"stored"`
+			Txn    uint64 `json:"transaction,omitempty"`
+		}{Key: args[0], Stored: true}
+		if tx != nil {
+			v.Txn = tx.ID
+		}
+		return g.print(cmd.OutOrStdout(), v, func(w io.Writer) {
+			if tx == nil {
+				fmt.Fprintln(w, "stored")
+				return
+			}
+			fmt.Fprintf(w, "stored%s: seen outside it once it commits\n", underTxn(tx))
+		})
+	})
+	get := withKV("get KEY [--txn ID]", "Print KEY's value; fails if KEY is not there", cobra.ExactArgs(1), func(ctx context.Context, cmd *cobra.Command, args []string, db *kv.Client, tx *participant.Tx) error {
+		value, found, err := db.Get(ctx, tx, args[0])
+		if err != nil {
+			return err
+		}
+		if !found {
+			return fmt.Errorf("key %q: not found%s", args[0], underTxn(tx))
+		}
+		return g.print(cmd.OutOrStdout(), kvEntryView{Key: args[0], Value: string(value)}, func(w io.Writer) {
+			fmt.Fprintf(w, "%s\n", value)
+		})
+	})
+	del := withKV("delete KEY [--txn ID]", "Delete KEY", cobra.ExactArgs(1), func(ctx context.Context, cmd *cobra.Command, args []string, db *kv.Client, tx *participant.Tx) error {
+		found, err := db.Delete(ctx, tx, args[0])
+		if err != nil {
+			return err
+		}
+		v := struct {
+			Key     string `json:"key"`
+			Deleted bool   `json:"deleted"`
+		}{args[0], found}
+		return g.print(cmd.OutOrStdout(), v, func(w io.Writer) {
+			if found {
+				fmt.Fprintf(w, "deleted%s\n", underTxn(tx))
+			} else {
+				fmt.Fprintf(w, "key %q was not there%s\n", args[0], underTxn(tx))
+			}
+		})
+	})
+	ls := withKV("ls [PREFIX] [--txn ID]", "List the keys that start with PREFIX, with their values", cobra.MaximumNArgs(1), func(ctx context.Context, cmd *cobra.Command, args []string, db *kv.Client, tx *participant.Tx) error {
+		prefix := ""
+		if len(args) == 1 {
+			prefix = args[0]
+		}
+		es, err := db.List(ctx, tx, prefix)
+		if err != nil {
+			return err
+		}
+		vs := make([]kvEntryView, len(es))
+		for i, e := range es {
+			vs[i] = kvEntryView{Key: e.Key, Value: string(e.Value)}
+		}
+		return g.print(cmd.OutOrStdout(), vs, func(w io.Writer) {
+			for _, e := range es {
+				fmt.Fprintf(w, "%s\t%s\n", e.Key, e.Value)
+			}
+		})
+	})
+	cmd.AddCommand(put, get, del, ls)
+	return cmd
+}
