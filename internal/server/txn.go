@@ -42,7 +42,11 @@ func (r *txnRPC) Join(ctx context.Context, req *djinnpb.JoinTransactionRequest) 
 	if err := r.s.txn.Join(ctx, req.GetId(), req.GetParticipant(), req.GetCrashCount()); err != nil {
 		return nil, err
 	}
-	return &djinnpb.JoinTransactionResponse{}, nil
+	anc, err := r.s.txn.Ancestors(req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	return &djinnpb.JoinTransactionResponse{Ancestors: anc}, nil
 }
 
 func (r *txnRPC) GetState(ctx context.Context, req *djinnpb.TransactionRequest) (*djinnpb.TransactionStateResponse, error) {

@@ -207,6 +207,22 @@ func (s *Service) get(id uint64) (Info, error) {
 	return s.state.Get(id)
 }
 
+// Ancestors returns the transactions id is nested in, parent first.
+func (s *Service) Ancestors(id uint64) ([]uint64, error) {
+	var out []uint64
+	for {
+		in, err := s.state.Get(id)
+		if err != nil {
+			return nil, err
+		}
+		if in.Parent == 0 {
+			return out, nil
+		}
+		out = append(out, in.Parent)
+		id = in.Parent
+	}
+}
+
 // Join adds a participant (TX.2.3).
 func (s *Service) Join(ctx context.Context, id uint64, p *djinnpb.Ref, crash int64) error {
 	if p == nil {

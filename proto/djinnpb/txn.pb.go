@@ -371,7 +371,11 @@ func (x *JoinTransactionRequest) GetCrashCount() int64 {
 }
 
 type JoinTransactionResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ancestors are the transactions the joined one is nested in, parent
+	// first (empty for a top-level transaction): a participant of a nested
+	// transaction rolls its changes forward into the parent (TX.2.6).
+	Ancestors     []uint64 `protobuf:"varint,1,rep,packed,name=ancestors,proto3" json:"ancestors,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -404,6 +408,13 @@ func (x *JoinTransactionResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use JoinTransactionResponse.ProtoReflect.Descriptor instead.
 func (*JoinTransactionResponse) Descriptor() ([]byte, []int) {
 	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *JoinTransactionResponse) GetAncestors() []uint64 {
+	if x != nil {
+		return x.Ancestors
+	}
+	return nil
 }
 
 type TransactionRequest struct {
@@ -917,8 +928,9 @@ const file_djinn_v1_txn_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12/\n" +
 	"\vparticipant\x18\x02 \x01(\v2\r.djinn.v1.RefR\vparticipant\x12\x1f\n" +
 	"\vcrash_count\x18\x03 \x01(\x03R\n" +
-	"crashCount\"\x19\n" +
-	"\x17JoinTransactionResponse\"$\n" +
+	"crashCount\"7\n" +
+	"\x17JoinTransactionResponse\x12\x1c\n" +
+	"\tancestors\x18\x01 \x03(\x04R\tancestors\"$\n" +
 	"\x12TransactionRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\"L\n" +
 	"\x18TransactionStateResponse\x120\n" +
