@@ -57,6 +57,8 @@ type State struct {
 	// Guarded by mu.
 	txns map[uint64]*transaction
 	next uint64 // the last id given
+	// undecided counts the ACTIVE and VOTING transactions.
+	undecided int
 	// unsettled holds decided transactions with participants still to
 	// tell; wake is signalled when it grows.
 	unsettled map[uint64]*transaction
@@ -136,12 +138,7 @@ func (s *State) Get(id uint64) (Info, error) {
 func (s *State) Len() (all, active int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, t := range s.txns {
-		if t.state == Active || t.state == Voting {
-			active++
-		}
-	}
-	return len(s.txns), active
+	return len(s.txns), s.undecided
 }
 
 func newTransaction(id uint64, cookie djinn.ID, principal string) *transaction {
@@ -179,6 +176,7 @@ func (s *State) ApplyCreate(c *statepb.TxnCreate) (Info, error) {
 		parent.children = append(parent.children, id)
 	}
 	s.txns[id] = t
+	s.undecided++
 	return t.info(), nil
 }
 
@@ -388,6 +386,7 @@ func (s *State) ApplyPromote(now int64, c *statepb.TxnPromote) error {
 // that voted PREPARED and those not yet asked).
 func (s *State) decideLocked(now int64, t *transaction, to djinnpb.TransactionState) {
 	t.state, t.ended = to, now
+	s.undecided--
 	if to == Aborted {
 		s.abortChildrenLocked(now, t)
 		for _, p := range t.parts {
@@ -557,6 +556,7 @@ func (s *State) Reset() {
 	s.txns = map[uint64]*transaction{}
 	s.unsettled = map[uint64]*transaction{}
 	s.next = 0
+	s.undecided = 0
 }
 
 // RestoreCounter restores the id counter.
@@ -597,6 +597,8 @@ func (s *State) Restore(r *statepb.TxnRecord) error {
 	if st == Committed || st == Aborted {
 		close(t.decided)
 		s.settleLocked(t)
+	} else {
+		s.undecided++
 	}
 	return nil
 }
