@@ -31,6 +31,20 @@
 // or aborts its transaction. The transaction itself is not aborted by the
 // conflict.
 //
+// # Nested transactions
+//
+// Under a nested transaction, reads see the changes of its ancestors (the
+// nearest first) and its own; its ancestors' locks do not block it (it
+// takes a write lock over from an ancestor, and gives it back if it
+// aborts), while other transactions, siblings included, are blocked as
+// usual. Its changes are seen only inside it. When it commits they roll
+// forward into its parent with its read and write locks — still invisible
+// outside the parent, and gone if the parent aborts; they become visible
+// when the top-level transaction commits. If it aborts, its changes are
+// dropped and the parent's are untouched. A nested transaction that only
+// read votes NOTCHANGED and releases its read locks: they are not passed
+// to the parent.
+//
 // # Durability
 //
 // Committed data lives in the participant's Store (under the "kv/" prefix)

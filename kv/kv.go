@@ -51,7 +51,10 @@ type DB struct {
 // txn is what one transaction holds here (or a write without one, for
 // the time it takes).
 type txn struct {
-	changes  map[string]change   // its writes, seen only by itself
+	// anc are the transactions it is nested in, parent first: it sees
+	// their changes, and their locks do not block it (TX.3).
+	anc      []participant.TxKey
+	changes  map[string]change   // its writes, seen only by itself (and nested ones)
 	reads    map[string]struct{} // keys it read, shared-locked
 	prefixes map[string]struct{} // prefixes it listed, shared-locked
 }
@@ -280,13 +283,18 @@ func (d *DB) List(ctx context.Context, tx *participant.Tx, prefix string) ([]Ent
 		}
 	}
 	if t != nil {
-		for k, c := range t.changes {
-			switch {
-			case !strings.HasPrefix(k, prefix):
-			case c.deleted:
-				delete(seen, k)
-			default:
-				seen[k] = c.value
+		// The outermost ancestor's changes first, t's last.
+		view := append(d.ancestorsLocked(t), t)
+		slices.Reverse(view[:len(view)-1])
+		for _, a := range view {
+			for k, c := range a.changes {
+				switch {
+				case !strings.HasPrefix(k, prefix):
+				case c.deleted:
+					delete(seen, k)
+				default:
+					seen[k] = c.value
+				}
 			}
 		}
 	}
@@ -297,21 +305,57 @@ func (d *DB) List(ctx context.Context, tx *participant.Tx, prefix string) ([]Ent
 	return out, nil
 }
 
-// txnLocked returns what tx holds here, making it the first time. It is
-// called only between Join and done, while tx is ACTIVE here.
+// txnLocked returns what tx holds here, making it the first time (nested
+// in the transactions the participant says). It is called only between
+// Join and done, while tx is ACTIVE here.
 func (d *DB) txnLocked(tx participant.Tx) *txn {
 	t := d.txs[tx.Key()]
 	if t == nil {
 		t = newTxn()
+		for _, a := range d.p.Ancestors(tx) {
+			t.anc = append(t.anc, a.Key())
+		}
 		d.txs[tx.Key()] = t
 	}
 	return t
 }
 
-// viewLocked returns key's value as t sees it.
+// ancestorsLocked returns the transactions t is nested in that hold
+// something here, parent first.
+func (d *DB) ancestorsLocked(t *txn) []*txn {
+	var out []*txn
+	for _, k := range t.anc {
+		if a := d.txs[k]; a != nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// mineLocked reports whether a lock held by h does not block t: h is t or
+// one of the transactions t is nested in.
+func (d *DB) mineLocked(t, h *txn) bool {
+	if h == t {
+		return true
+	}
+	for _, k := range t.anc {
+		if a := d.txs[k]; a != nil && a == h {
+			return true
+		}
+	}
+	return false
+}
+
+// viewLocked returns key's value as t sees it: its own change, else its
+// nearest ancestor's, else the committed value.
 func (d *DB) viewLocked(t *txn, key string) ([]byte, bool) {
 	if c, ok := t.changes[key]; ok {
 		return c.value, !c.deleted
+	}
+	for _, a := range d.ancestorsLocked(t) {
+		if c, ok := a.changes[key]; ok {
+			return c.value, !c.deleted
+		}
 	}
 	v, ok := d.data[key]
 	return v, ok
@@ -325,16 +369,18 @@ func (d *DB) applyLocked(key string, c change) {
 	}
 }
 
-// lockWriteLocked write-locks key for t: no other transaction may hold it,
-// have read it, or have listed a prefix of it.
+// lockWriteLocked write-locks key for t: no other transaction (but those
+// t is nested in) may hold it, have read it, or have listed a prefix of
+// it. A nested transaction takes the write lock over from its ancestor
+// until it merges into its parent or aborts.
 func (d *DB) lockWriteLocked(t *txn, key string) error {
 	l := d.locks[key]
 	if l != nil {
-		if l.writer != nil && l.writer != t {
+		if l.writer != nil && !d.mineLocked(t, l.writer) {
 			return errLocked(key)
 		}
 		for r := range l.readers {
-			if r != t {
+			if !d.mineLocked(t, r) {
 				return errLocked(key)
 			}
 		}
@@ -344,7 +390,7 @@ func (d *DB) lockWriteLocked(t *txn, key string) error {
 			continue
 		}
 		for h := range holders {
-			if h != t {
+			if !d.mineLocked(t, h) {
 				return errLockedPrefix(p, key)
 			}
 		}
@@ -357,11 +403,11 @@ func (d *DB) lockWriteLocked(t *txn, key string) error {
 	return nil
 }
 
-// lockReadLocked read-locks key for t: no other transaction may hold its
-// write lock.
+// lockReadLocked read-locks key for t: no other transaction (but those t
+// is nested in) may hold its write lock.
 func (d *DB) lockReadLocked(t *txn, key string) error {
 	l := d.locks[key]
-	if l != nil && l.writer != nil && l.writer != t {
+	if l != nil && l.writer != nil && !d.mineLocked(t, l.writer) {
 		return errLocked(key)
 	}
 	if l == nil {
@@ -374,13 +420,14 @@ func (d *DB) lockReadLocked(t *txn, key string) error {
 }
 
 // lockPrefixLocked read-locks every key starting with prefix, present or
-// not, for t: no other transaction may hold the write lock of such a key.
+// not, for t: no other transaction (but those t is nested in) may hold the
+// write lock of such a key.
 func (d *DB) lockPrefixLocked(t *txn, prefix string) error {
 	if _, ok := t.prefixes[prefix]; ok {
 		return nil
 	}
 	for k, l := range d.locks {
-		if l.writer != nil && l.writer != t && strings.HasPrefix(k, prefix) {
+		if l.writer != nil && !d.mineLocked(t, l.writer) && strings.HasPrefix(k, prefix) {
 			return errLockedPrefix(prefix, k)
 		}
 	}
@@ -414,12 +461,20 @@ func (d *DB) unlockReadsLocked(t *txn) {
 	clear(t.prefixes)
 }
 
-// unlockLocked releases every lock t holds.
+// unlockLocked releases every lock t holds. A write lock t took over from
+// an ancestor that changed the key too goes back to it.
 func (d *DB) unlockLocked(t *txn) {
 	d.unlockReadsLocked(t)
+	anc := d.ancestorsLocked(t)
 	for k := range t.changes {
 		if l := d.locks[k]; l != nil && l.writer == t {
 			l.writer = nil
+			for _, a := range anc {
+				if _, ok := a.changes[k]; ok {
+					l.writer = a
+					break
+				}
+			}
 			d.dropIfFreeLocked(k, l)
 		}
 	}

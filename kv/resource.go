@@ -17,7 +17,9 @@ var _ participant.Resource = resource{}
 // Prepare implements participant.Resource: a transaction that wrote
 // nothing is NOTCHANGED; one that wrote gives its changes as the record,
 // and releases its read locks (it reads no more: strict two-phase locking
-// keeps only the write locks until the outcome).
+// keeps only the write locks until the outcome). A nested transaction
+// keeps its read locks, for its parent to inherit at Merge, and needs no
+// record (the participant stores none).
 func (r resource) Prepare(_ context.Context, tx participant.Tx) ([]byte, bool, error) {
 	d := r.d
 	d.mu.Lock()
@@ -26,8 +28,52 @@ func (r resource) Prepare(_ context.Context, tx participant.Tx) ([]byte, bool, e
 	if t == nil || len(t.changes) == 0 {
 		return nil, false, nil
 	}
+	if len(t.anc) > 0 {
+		return nil, true, nil
+	}
 	d.unlockReadsLocked(t)
 	return encodeChanges(t.changes), true, nil
+}
+
+// Merge implements participant.Resource: the nested child's changes
+// become its parent's (overriding the parent's own for the same keys),
+// and its locks, read and write, pass to the parent (TX.3). Nothing
+// becomes visible outside the parent.
+func (r resource) Merge(_ context.Context, child, parent participant.Tx) {
+	d := r.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c := d.txs[child.Key()]
+	if c == nil || len(c.anc) == 0 {
+		return
+	}
+	delete(d.txs, child.Key())
+	p := d.txs[parent.Key()]
+	if p == nil {
+		p = newTxn()
+		p.anc = c.anc[1:]
+		d.txs[parent.Key()] = p
+	}
+	for k, ch := range c.changes {
+		p.changes[k] = ch
+		if l := d.locks[k]; l != nil && l.writer == c {
+			l.writer = p
+		}
+	}
+	for k := range c.reads {
+		if l := d.locks[k]; l != nil {
+			delete(l.readers, c)
+			l.readers[p] = struct{}{}
+		}
+		p.reads[k] = struct{}{}
+	}
+	for pre := range c.prefixes {
+		if h := d.prefixes[pre]; h != nil {
+			delete(h, c)
+			h[p] = struct{}{}
+		}
+		p.prefixes[pre] = struct{}{}
+	}
 }
 
 // Commit implements participant.Resource: the changes go to the Store with

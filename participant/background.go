@@ -115,7 +115,7 @@ func (p *Participant) sweep(ctx context.Context) {
 			work = append(work, e)
 		case e.state.final():
 			if now.Sub(e.ended) >= p.cfg.Remember {
-				delete(p.txs, k)
+				p.forgetLocked(k, e)
 			}
 		case now.Sub(e.last) >= p.cfg.Idle:
 			e.checking = true

@@ -81,6 +81,40 @@
 //     with backoff, until the participant closes. A commit or abort from the
 //     manager meanwhile settles it just as well.
 //
+// # Nested transactions
+//
+// The manager's join answers the transactions the joined one is nested
+// in, parent first (Participant.Ancestors gives them to the resource, so
+// that an operation under a nested transaction sees its ancestors'
+// changes and is not blocked by their locks, as TX.3 asks). Each row is in
+// TestRules:
+//
+//   - prepare of a nested transaction votes as usual, but PREPARED writes
+//     no record: it means ready to roll forward into the parent (TX.2.6),
+//     whose changes live in memory while ACTIVE.
+//   - commit of a nested transaction rolls its changes into the parent
+//     (Resource.Merge), never into the committed data. The parent becomes
+//     ACTIVE here if it was unknown: the manager promoted the participant
+//     into it (TX.2.7), so operations under it need no join. If the
+//     parent has aborted here, the changes are dropped.
+//   - abort of a nested transaction drops its changes alone; abort of a
+//     transaction also aborts the transactions nested in it that are open
+//     here (TX.2.7) — even when it is unknown here itself, in which case it
+//     is remembered as ABORTED so that a late nested commit drops its
+//     changes.
+//   - prepare of a transaction first completes the nested ones still open
+//     here, asking their manager (TX.2.6): COMMITTED (or NOTCHANGED) rolls
+//     one into the parent, any other answer rolls it back, and a failed
+//     getState fails the prepare, for the manager to ask again. While a
+//     transaction is not ACTIVE here, operations under those nested in it
+//     are refused (djinn.ErrCannotJoin).
+//   - Turns are taken parent first (commit of a nested transaction takes
+//     its parent's, then its own), so these never deadlock.
+//
+// Nested state is in memory only: after a restart the crash count has
+// changed, and the manager aborts what was open (TX.2.8: nested
+// transactions are not involved in crash recovery).
+//
 // # Crash counts
 //
 // TX.2.3's crash count names "the version of the participant's storage
@@ -104,8 +138,8 @@
 //
 // # Limits
 //
-// Nested transactions are not supported: every transaction is treated as
-// top-level (TX.2.6's rule for a prepare of an enclosing transaction does not
-// arise). Resource.Abort cannot fail, so a resource's uncommitted changes must
+// Nested transactions are supported only within one manager (the
+// ancestors are named by the nested transaction's manager, as djinn's
+// manager nests). Resource.Abort cannot fail, so a resource's uncommitted changes must
 // live in memory or in its prepared record, not in place on disk.
 package participant

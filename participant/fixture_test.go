@@ -88,6 +88,17 @@ func (r *fakeRes) Abort(_ context.Context, tx participant.Tx) {
 	delete(r.recs, tx.Key())
 }
 
+// Merge appends the child's record to the parent's.
+func (r *fakeRes) Merge(_ context.Context, child, parent participant.Tx) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, fmt.Sprintf("merge %d %d", child.ID, parent.ID))
+	if rec, ok := r.recs[child.Key()]; ok {
+		r.recs[parent.Key()] = append(r.recs[parent.Key()], rec...)
+		delete(r.recs, child.Key())
+	}
+}
+
 func (r *fakeRes) Recover(tx participant.Tx, rec []byte) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

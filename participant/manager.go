@@ -17,8 +17,10 @@ import (
 // UnknownTransaction, NoSuchObject, CannotJoin, CrashCount and Unavailable
 // apart).
 type Managers interface {
-	// Join joins self to tx with crash count crash.
-	Join(ctx context.Context, tx Tx, self djinn.Ref, crash int64) error
+	// Join joins self to tx with crash count crash. It returns the
+	// transactions tx is nested in, parent first, all of tx's manager
+	// (empty for a top-level transaction).
+	Join(ctx context.Context, tx Tx, self djinn.Ref, crash int64) (ancestors []uint64, err error)
 	// GetState returns tx's state at its manager.
 	GetState(ctx context.Context, tx Tx) (State, error)
 }
@@ -38,13 +40,16 @@ func (r remote) manager(tx Tx) (djinnpb.TransactionManagerClient, error) {
 	return djinnpb.NewTransactionManagerClient(conn), nil
 }
 
-func (r remote) Join(ctx context.Context, tx Tx, self djinn.Ref, crash int64) error {
+func (r remote) Join(ctx context.Context, tx Tx, self djinn.Ref, crash int64) ([]uint64, error) {
 	m, err := r.manager(tx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, err = m.Join(ctx, &djinnpb.JoinTransactionRequest{Id: tx.ID, Participant: client.RefToProto(self), CrashCount: crash})
-	return kinded(err)
+	resp, err := m.Join(ctx, &djinnpb.JoinTransactionRequest{Id: tx.ID, Participant: client.RefToProto(self), CrashCount: crash})
+	if err != nil {
+		return nil, kinded(err)
+	}
+	return resp.GetAncestors(), nil
 }
 
 func (r remote) GetState(ctx context.Context, tx Tx) (State, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -42,6 +43,16 @@ type Resource interface {
 	// nothing here. It cannot fail: changes not yet committed live in
 	// memory or in the prepared record, which the Participant removes.
 	Abort(ctx context.Context, tx Tx)
+	// Merge rolls the nested transaction child forward into its parent
+	// (TX.2.6, TX.2.7): child's changes, and what it holds, become
+	// parent's, as if made under parent — still uncommitted, visible only
+	// to parent and the transactions nested in it — and child is
+	// forgotten. parent may be unknown to the resource (nothing was done
+	// under it here); it is then made, nested in what child's other
+	// ancestors were. Merge follows child's PREPARED vote and cannot fail:
+	// nested transactions live in memory. Operations under parent may run
+	// meanwhile; none under child.
+	Merge(ctx context.Context, child, parent Tx)
 	// Recover restores a prepared transaction from its record when the
 	// Participant starts (TX.2.8.1), before any other call: tx is PREPARED
 	// again, holding what it held, until Commit or Abort. An error stops
@@ -110,6 +121,7 @@ type Participant struct {
 	mu sync.Mutex
 	// Guarded by mu.
 	txs    map[TxKey]*entry
+	kids   map[TxKey]map[*entry]struct{} // nested transactions by parent
 	closed bool
 }
 
@@ -120,9 +132,10 @@ type entry struct {
 	turn chan struct{}
 
 	// Guarded by Participant.mu.
-	tx        Tx    // with the latest manager endpoint seen
-	state     State // Active, Voting, Prepared, NotChanged, Committed or Aborted
-	ops       int   // operations under way
+	tx        Tx       // with the latest manager endpoint seen
+	state     State    // Active, Voting, Prepared, NotChanged, Committed or Aborted
+	anc       []uint64 // the transactions tx is nested in, parent first (its manager's)
+	ops       int      // operations under way
 	drained   chan struct{}
 	joined    chan struct{} // closed when the join ended, with joinErr
 	joinErr   error
@@ -175,7 +188,7 @@ func New(cfg Config) (*Participant, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	p := &Participant{cfg: cfg, crash: cfg.Store.CrashCount(), txs: map[TxKey]*entry{}, sem: make(chan struct{}, 16)}
+	p := &Participant{cfg: cfg, crash: cfg.Store.CrashCount(), txs: map[TxKey]*entry{}, kids: map[TxKey]map[*entry]struct{}{}, sem: make(chan struct{}, 16)}
 	var err error
 	if p.ref, err = identity(cfg); err != nil {
 		return nil, err
@@ -332,9 +345,13 @@ func (p *Participant) Join(ctx context.Context, tx Tx) (done func(), err error) 
 		e.ops++
 		p.calls.Add(1)
 		p.mu.Unlock()
-		err := p.cfg.Managers.Join(ctx, tx, p.ref, p.crash)
+		anc, err := p.cfg.Managers.Join(ctx, tx, p.ref, p.crash)
 		p.mu.Lock()
 		e.joinErr = err
+		if err == nil && len(anc) > 0 {
+			e.anc = slices.Clone(anc)
+			p.addKidLocked(e)
+		}
 		close(e.joined)
 		if err != nil {
 			p.leaveLocked(e)
@@ -373,6 +390,11 @@ func (p *Participant) Join(ctx context.Context, tx Tx) (done func(), err error) 
 		p.mu.Unlock()
 		return nil, djinn.Errorf(djinn.CannotJoin, "transaction %d: %s at this participant; operations need it ACTIVE (TX.2.6)", tx.ID, st)
 	}
+	if err := p.enclosingLocked(e); err != nil {
+		p.leaveLocked(e)
+		p.mu.Unlock()
+		return nil, err
+	}
 	e.last = p.cfg.Now()
 	p.mu.Unlock()
 	var once sync.Once
@@ -383,6 +405,102 @@ func (p *Participant) Join(ctx context.Context, tx Tx) (done func(), err error) 
 			p.mu.Unlock()
 		})
 	}, nil
+}
+
+// enclosingLocked checks that the transactions e is nested in are ACTIVE
+// here, or unknown here: an enclosing transaction being prepared completes
+// the nested ones (TX.2.6), and one that ended ended them.
+func (p *Participant) enclosingLocked(e *entry) error {
+	k := e.tx.Key()
+	for _, id := range e.anc {
+		k.ID = id
+		if a := p.txs[k]; a != nil && a.state != Active {
+			return djinn.Errorf(djinn.CannotJoin, "transaction %d: the enclosing transaction %d is %s at this participant; operations need it ACTIVE (TX.2.6)", e.tx.ID, id, a.state)
+		}
+	}
+	return nil
+}
+
+// Ancestors returns the transactions tx is nested in, parent first, as
+// its manager answered tx's join here (they are of tx's manager): none for
+// a top-level transaction or one unknown here. A Resource calls it, during
+// an operation under tx, to let tx see its ancestors' changes and pass
+// their locks (TX.3).
+func (p *Participant) Ancestors(tx Tx) []Tx {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.txs[tx.Key()]
+	if e == nil {
+		return nil
+	}
+	out := make([]Tx, len(e.anc))
+	for i, id := range e.anc {
+		out[i] = Tx{Manager: e.tx.Manager, ID: id}
+	}
+	return out
+}
+
+// parentKey returns the key of e's parent; false for a top-level e.
+func (e *entry) parentKey() (TxKey, bool) {
+	if len(e.anc) == 0 {
+		return TxKey{}, false
+	}
+	k := e.tx.Key()
+	k.ID = e.anc[0]
+	return k, true
+}
+
+// addKidLocked records the nested e under its parent.
+func (p *Participant) addKidLocked(e *entry) {
+	if pk, ok := e.parentKey(); ok {
+		m := p.kids[pk]
+		if m == nil {
+			m = map[*entry]struct{}{}
+			p.kids[pk] = m
+		}
+		m[e] = struct{}{}
+	}
+}
+
+// forgetLocked drops e, held under k.
+func (p *Participant) forgetLocked(k TxKey, e *entry) {
+	delete(p.txs, k)
+	if pk, ok := e.parentKey(); ok {
+		delete(p.kids[pk], e)
+		if len(p.kids[pk]) == 0 {
+			delete(p.kids, pk)
+		}
+	}
+}
+
+// kidsOf returns the transactions nested in e (directly) that are not
+// final here.
+func (p *Participant) kidsOf(e *entry) []*entry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*entry
+	for c := range p.kids[e.tx.Key()] {
+		if !c.state.final() {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// parentLocked returns the entry of the nested e's parent, making it
+// ACTIVE when unknown here: the manager promoted this participant into the
+// parent when it committed e (TX.2.7), with the same crash count, so
+// operations under the parent need no join.
+func (p *Participant) parentLocked(e *entry) *entry {
+	k, _ := e.parentKey()
+	if pe := p.txs[k]; pe != nil {
+		return pe
+	}
+	pe := &entry{turn: make(chan struct{}, 1), tx: Tx{Manager: e.tx.Manager, ID: e.anc[0]}, state: Active,
+		joined: closedChan, anc: e.anc[1:], last: p.cfg.Now()}
+	p.txs[k] = pe
+	p.addKidLocked(pe)
+	return pe
 }
 
 // leaveLocked ends an operation under e.
@@ -482,7 +600,20 @@ func (p *Participant) Prepare(ctx context.Context, tx Tx) (State, error) {
 // that write leaves the transaction unknown here, as a crash before
 // Prepare's write would; after it, committed, as a crash after Commit's
 // write would.
+//
+// A manager never sends it for a nested transaction (TX.2.7); if one does,
+// it is Prepare then Commit: the changes roll forward into the parent.
 func (p *Participant) PrepareAndCommit(ctx context.Context, tx Tx) (State, error) {
+	if len(p.Ancestors(tx)) > 0 {
+		st, err := p.vote(ctx, tx, false)
+		if err != nil || st != Prepared {
+			return st, err
+		}
+		if err := p.Commit(ctx, tx); err != nil {
+			return 0, err
+		}
+		return Committed, nil
+	}
 	return p.vote(ctx, tx, true)
 }
 
@@ -502,6 +633,7 @@ func (p *Participant) vote(ctx context.Context, tx Tx, andCommit bool) (State, e
 		e.state = Voting // no operation starts from here on
 	}
 	tx = e.tx
+	nested := len(e.anc) > 0
 	p.mu.Unlock()
 	switch st {
 	case Prepared:
@@ -518,6 +650,9 @@ func (p *Participant) vote(ctx context.Context, tx Tx, andCommit bool) (State, e
 	}
 	if err := p.waitDrained(ctx, e); err != nil {
 		return 0, err
+	}
+	if err := p.completeKids(ctx, e); err != nil {
+		return 0, err // the vote stays open for the manager's retry
 	}
 	rec, changed, err := p.cfg.Resource.Prepare(ctx, tx)
 	if err != nil && ctx.Err() != nil {
@@ -555,6 +690,14 @@ func (p *Participant) vote(ctx context.Context, tx Tx, andCommit bool) (State, e
 		p.cfg.Logger.Warn("participant: prepareAndCommit could not write; voting ABORTED", "tx", tx, "err", err)
 		p.rollBack(ctx, e, tx)
 		return Aborted, nil
+	}
+	if nested {
+		// Ready to roll forward into the parent (TX.2.6), whose changes
+		// live in memory while ACTIVE: no record to write.
+		p.mu.Lock()
+		e.state = Prepared
+		p.mu.Unlock()
+		return Prepared, nil
 	}
 	var b Batch
 	b.Put(preparedKey(tx), encodeRecord(tx, rec))
@@ -594,6 +737,12 @@ func (p *Participant) Commit(ctx context.Context, tx Tx) error {
 }
 
 func (p *Participant) commitEntry(ctx context.Context, e *entry) error {
+	p.mu.Lock()
+	nested := len(e.anc) > 0
+	p.mu.Unlock()
+	if nested {
+		return p.commitNested(ctx, e)
+	}
 	if err := take(ctx, e); err != nil {
 		return err
 	}
@@ -608,6 +757,133 @@ func (p *Participant) commitEntry(ctx context.Context, e *entry) error {
 		return djinn.Errorf(djinn.CannotCommit, "transaction %d: aborted at this participant", tx.ID)
 	}
 	return djinn.Errorf(djinn.CannotCommit, "transaction %d: %s at this participant, not PREPARED: commit follows a PREPARED vote (TX.2.6)", tx.ID, st)
+}
+
+// commitNested is commit for the nested e: PREPARED, it rolls forward
+// into its parent (TX.2.6). Turns are taken parent first, as everywhere.
+func (p *Participant) commitNested(ctx context.Context, e *entry) error {
+	for waited := false; ; waited = true {
+		p.mu.Lock()
+		st, tx := e.state, e.tx
+		var pe *entry
+		if st == Prepared {
+			pe = p.parentLocked(e)
+		}
+		p.mu.Unlock()
+		switch {
+		case st == Committed || st == NotChanged:
+			return nil
+		case st == Aborted && p.enclosingAborted(e):
+			// Aborted with an enclosing transaction: committing into it
+			// would have dropped the changes just the same (TX.2.7).
+			return nil
+		case st == Aborted:
+			return djinn.Errorf(djinn.CannotCommit, "transaction %d: aborted at this participant", tx.ID)
+		case pe == nil && waited:
+			return djinn.Errorf(djinn.CannotCommit, "transaction %d: %s at this participant, not PREPARED: commit follows a PREPARED vote (TX.2.6)", tx.ID, st)
+		case pe == nil:
+			// A vote may be under way: wait for it, and look again.
+			if err := take(ctx, e); err != nil {
+				return err
+			}
+			release(e)
+			continue
+		}
+		if err := take(ctx, pe); err != nil {
+			return err
+		}
+		if err := take(ctx, e); err != nil {
+			release(pe)
+			return err
+		}
+		st, _ = p.look(e)
+		if st == Prepared {
+			p.merge(ctx, e, pe)
+		}
+		release(e)
+		release(pe)
+		if st == Prepared {
+			return nil
+		}
+	}
+}
+
+// enclosingAborted reports whether a transaction e is nested in has
+// aborted here.
+func (p *Participant) enclosingAborted(e *entry) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := e.tx.Key()
+	for _, id := range e.anc {
+		k.ID = id
+		if a := p.txs[k]; a != nil && a.state == Aborted {
+			return true
+		}
+	}
+	return false
+}
+
+// merge rolls the nested c forward into its parent pe; the caller holds
+// both turns, and no operation runs under c. If pe is past voting here
+// (aborted), c's changes are dropped instead: they went with it (TX.2.7).
+func (p *Participant) merge(ctx context.Context, c, pe *entry) {
+	p.mu.Lock()
+	pst, ptx, tx := pe.state, pe.tx, c.tx
+	p.mu.Unlock()
+	if pst == Active || pst == Voting {
+		p.cfg.Resource.Merge(context.WithoutCancel(ctx), tx, ptx)
+	} else {
+		p.cfg.Logger.Debug("participant: a nested transaction committed into an ended parent; its changes are dropped", "tx", tx, "parent", ptx, "parentState", pst)
+		p.cfg.Resource.Abort(context.WithoutCancel(ctx), tx)
+	}
+	p.settle(c, Committed)
+}
+
+// completeKids completes the transactions nested in e that are not final
+// here, as their manager decided (TX.2.6: a participant asked to prepare
+// an enclosing transaction completes the nested ones, using getState):
+// COMMITTED (or NOTCHANGED) rolls a nested transaction forward into e;
+// any other state, or a manager that does not know it, rolls it back (it
+// can no longer commit into e, which is voting). A failed getState fails
+// the call, so that the manager asks again. The caller holds e's turn, and
+// e is not ACTIVE here: no operation starts under e's descendants.
+func (p *Participant) completeKids(ctx context.Context, e *entry) error {
+	for _, c := range p.kidsOf(e) {
+		if err := take(ctx, c); err != nil {
+			return err
+		}
+		err := p.completeKid(ctx, c, e)
+		release(c)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *Participant) completeKid(ctx context.Context, c, e *entry) error {
+	st, tx := p.look(c)
+	if st.final() {
+		return nil
+	}
+	if err := p.waitDrained(ctx, c); err != nil {
+		return err
+	}
+	if err := p.completeKids(ctx, c); err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
+	ms, err := p.cfg.Managers.GetState(cctx, tx)
+	cancel()
+	switch {
+	case err == nil && (ms == Committed || ms == NotChanged):
+		p.merge(ctx, c, e)
+	case err == nil || isGone(err):
+		p.rollBack(ctx, c, tx)
+	default:
+		return err
+	}
+	return nil
 }
 
 // rollForward commits the PREPARED e with the resource; the caller holds
@@ -647,10 +923,30 @@ func (p *Participant) rollForward(ctx context.Context, e *entry) error {
 func (p *Participant) Abort(ctx context.Context, tx Tx) error {
 	e, err := p.begin(tx)
 	if err != nil {
-		return err
+		if e = p.abortedParent(tx); e == nil {
+			return err
+		}
 	}
 	defer p.calls.Done()
 	return p.abortEntry(ctx, e)
+}
+
+// abortedParent returns, counted as a call under way, an ABORTED entry for
+// tx, unknown here, when transactions nested in it are known here: they
+// abort with it (TX.2.7), and a late commit of one of them must not make
+// tx ACTIVE here again. Otherwise nil.
+func (p *Participant) abortedParent(tx Tx) *entry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := tx.Key()
+	if p.closed || p.txs[k] != nil || len(p.kids[k]) == 0 {
+		return nil
+	}
+	now := p.cfg.Now()
+	e := &entry{turn: make(chan struct{}, 1), tx: tx, state: Aborted, joined: closedChan, undone: true, last: now, ended: now}
+	p.txs[k] = e
+	p.calls.Add(1)
+	return e
 }
 
 func (p *Participant) abortEntry(ctx context.Context, e *entry) error {
@@ -661,6 +957,11 @@ func (p *Participant) abortEntry(ctx context.Context, e *entry) error {
 	p.mu.Lock()
 	st, tx, durable, undone := e.state, e.tx, e.durable, e.undone
 	p.mu.Unlock()
+	if st != Committed {
+		// Aborting a transaction aborts those nested in it (TX.2.7); turns
+		// are taken parent first (this deferred call runs before release).
+		defer p.abortKids(ctx, e)
+	}
 	switch {
 	case st == Committed:
 		return djinn.Errorf(djinn.CannotAbort, "transaction %d: committed at this participant", tx.ID)
@@ -688,6 +989,17 @@ func (p *Participant) abortEntry(ctx context.Context, e *entry) error {
 	e.undone = true
 	p.mu.Unlock()
 	return nil
+}
+
+// abortKids aborts the transactions nested in e that are not final here.
+// The caller holds e's turn. A failure is left to the manager's abort of
+// the nested transaction, or to the sweep.
+func (p *Participant) abortKids(ctx context.Context, e *entry) {
+	for _, c := range p.kidsOf(e) {
+		if err := p.abortEntry(ctx, c); err != nil && ctx.Err() == nil {
+			p.cfg.Logger.Warn("participant: aborting a nested transaction with its parent failed", "tx", c.tx, "err", err)
+		}
+	}
 }
 
 // isGone reports whether err says the manager does not know the

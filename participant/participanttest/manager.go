@@ -15,8 +15,9 @@ import (
 // Manager is an in-memory transaction manager implementing
 // participant.Managers. Joins follow TX.2.3: only while ACTIVE
 // (CannotJoin), a repeated join with the same crash count is accepted, one
-// with another aborts the transaction (CrashCount). GetState returns the
-// state the test set. It does not drive votes: tests call the
+// with another aborts the transaction (CrashCount); a join answers the
+// transactions the joined one is nested in (CreateNested). GetState
+// returns the state the test set. It does not drive votes: tests call the
 // participant's Prepare, Commit and Abort themselves. It is safe for
 // concurrent use.
 type Manager struct {
@@ -32,9 +33,10 @@ type Manager struct {
 }
 
 type txn struct {
-	state participant.State
-	parts map[[32]byte]Joined
-	order []djinn.Ref
+	parent uint64 // 0: top-level
+	state  participant.State
+	parts  map[[32]byte]Joined
+	order  []djinn.Ref
 }
 
 // Joined is a participant that joined a transaction.
@@ -64,6 +66,39 @@ func (m *Manager) Create() participant.Tx {
 	m.next++
 	m.txs[m.next] = &txn{state: participant.Active, parts: map[[32]byte]Joined{}}
 	return participant.Tx{Manager: m.ref, ID: m.next}
+}
+
+// CreateNested starts an ACTIVE transaction nested in parent, which must
+// be one of this manager's (TX.2.2). Only the nesting is kept: promotion
+// and the parent's effect on its children are the test's to play, with
+// SetState.
+func (m *Manager) CreateNested(parent participant.Tx) participant.Tx {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.next++
+	m.txs[m.next] = &txn{parent: parent.ID, state: participant.Active, parts: map[[32]byte]Joined{}}
+	return participant.Tx{Manager: m.ref, ID: m.next}
+}
+
+// Promote makes the participants joined to the nested tx participants of
+// its parent too, as the manager does when tx commits (TX.2.7).
+func (m *Manager) Promote(tx participant.Tx) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.txs[tx.ID]
+	if !ok {
+		return
+	}
+	p, ok := m.txs[t.parent]
+	if !ok {
+		return
+	}
+	for _, r := range t.order {
+		if _, ok := p.parts[r.Key()]; !ok {
+			p.parts[r.Key()] = t.parts[r.Key()]
+			p.order = append(p.order, r)
+		}
+	}
 }
 
 // SetState sets tx's state at the manager.
@@ -134,37 +169,49 @@ func (m *Manager) check(tx participant.Tx) (*txn, error) {
 }
 
 // Join implements participant.Managers (TX.2.3).
-func (m *Manager) Join(ctx context.Context, tx participant.Tx, self djinn.Ref, crash int64) error {
+func (m *Manager) Join(ctx context.Context, tx participant.Tx, self djinn.Ref, crash int64) ([]uint64, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.note("join", tx)
 	if m.joinErr != nil {
-		return m.joinErr
+		return nil, m.joinErr
 	}
 	t, err := m.check(tx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if j, ok := t.parts[self.Key()]; ok {
 		if j.Crash != crash {
 			if t.state == participant.Active || t.state == participant.Voting {
 				t.state = participant.Aborted
 			}
-			return djinn.Errorf(djinn.CrashCount, "transaction %d: joined with crash count %d, now %d", tx.ID, j.Crash, crash)
+			return nil, djinn.Errorf(djinn.CrashCount, "transaction %d: joined with crash count %d, now %d", tx.ID, j.Crash, crash)
 		}
 		if t.state == participant.Active {
-			return nil
+			return m.ancestorsLocked(t), nil
 		}
 	}
 	if t.state != participant.Active {
-		return djinn.Errorf(djinn.CannotJoin, "transaction %d: %s, no longer active", tx.ID, t.state)
+		return nil, djinn.Errorf(djinn.CannotJoin, "transaction %d: %s, no longer active", tx.ID, t.state)
 	}
 	t.parts[self.Key()] = Joined{Ref: self, Crash: crash}
 	t.order = append(t.order, self)
-	return nil
+	return m.ancestorsLocked(t), nil
+}
+
+// ancestorsLocked returns the transactions t is nested in, parent first.
+func (m *Manager) ancestorsLocked(t *txn) []uint64 {
+	var out []uint64
+	for t.parent != 0 {
+		out = append(out, t.parent)
+		if t = m.txs[t.parent]; t == nil {
+			break
+		}
+	}
+	return out
 }
 
 // GetState implements participant.Managers.
