@@ -20,8 +20,17 @@ const maxCalls = 64
 // intervals, for as long as it takes), and forgets settled transactions
 // after the retention time.
 func (s *Service) Run(ctx context.Context) {
+	s.mu.Lock()
+	term := s.term
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.term = make(chan struct{})
+		s.mu.Unlock()
+		close(term)
+	}()
 	for _, id := range s.state.Voting() {
-		s.startVote(id)
+		s.startVote(id, true)
 	}
 	n := &notifier{s: s, sem: make(chan struct{}, maxCalls), done: make(chan notified, maxCalls)}
 	n.run(ctx)

@@ -73,6 +73,9 @@ type Service struct {
 	mu sync.Mutex
 	// votes holds the vote in progress on this leader, by transaction.
 	votes map[uint64]chan struct{}
+	// term is closed when the current (or next) run as leader ends: a
+	// vote waiting for a participant that must answer stops then.
+	term chan struct{}
 	// calls holds the leader's record of failing participant calls.
 	calls map[callKey]*callState
 
@@ -133,7 +136,7 @@ func New(s *State, l *lease.Lessor, log Proposer, now func() time.Time, self fun
 			return &djinnpb.Error{Kind: string(djinn.KindOf(err)), Message: err.Error()}
 		}
 	}
-	return &Service{state: s, lessor: l, log: log, now: now, self: self, cfg: cfg, votes: map[uint64]chan struct{}{}, calls: map[callKey]*callState{}}, nil
+	return &Service{state: s, lessor: l, log: log, now: now, self: self, cfg: cfg, votes: map[uint64]chan struct{}{}, term: make(chan struct{}), calls: map[callKey]*callState{}}, nil
 }
 
 func (s *Service) leading() error {
@@ -335,6 +338,7 @@ func (s *Service) Commit(ctx context.Context, id uint64, waitFor *time.Duration)
 	if err != nil {
 		return err
 	}
+	resumed := in.State == Voting // a vote another leader may have begun
 	if in.State == Active {
 		if !s.lessor.Table().Alive(in.Cookie, s.now()) {
 			return djinn.Errorf(djinn.CannotCommit, "transaction %d: its lease ended, so it aborted (TX.2.1)", id)
@@ -346,7 +350,7 @@ func (s *Service) Commit(ctx context.Context, id uint64, waitFor *time.Duration)
 		in = res.(Info)
 	}
 	if in.State == Voting {
-		s.startVote(id)
+		s.startVote(id, resumed)
 	}
 	select {
 	case <-in.Decided:
@@ -404,8 +408,9 @@ func (s *Service) wait(ctx context.Context, in Info, waitFor *time.Duration, com
 	}
 }
 
-// startVote runs the vote of a VOTING transaction, once per leader.
-func (s *Service) startVote(id uint64) {
+// startVote runs the vote of a VOTING transaction, once per leader;
+// resumed if an earlier leader may have begun it.
+func (s *Service) startVote(id uint64, resumed bool) {
 	s.mu.Lock()
 	if _, running := s.votes[id]; running {
 		s.mu.Unlock()
@@ -413,6 +418,7 @@ func (s *Service) startVote(id uint64) {
 	}
 	done := make(chan struct{})
 	s.votes[id] = done
+	term := s.term
 	s.mu.Unlock()
 	go func() {
 		defer func() {
@@ -421,7 +427,7 @@ func (s *Service) startVote(id uint64) {
 			s.mu.Unlock()
 			close(done)
 		}()
-		s.vote(id)
+		s.vote(id, resumed, term)
 	}()
 }
 
@@ -430,7 +436,17 @@ func (s *Service) startVote(id uint64) {
 // participant stays unreachable past VoteTimeout; otherwise COMMITTED. A
 // transaction whose last participant to vote follows only NOTCHANGED votes
 // gets prepareAndCommit.
-func (s *Service) vote(id uint64) {
+//
+// A participant that may have rolled forward on prepareAndCommit holds the
+// outcome: the manager must hear from it, however long it stays
+// unreachable, and its COMMITTED decides. That is the last participant
+// when this vote sends it prepareAndCommit, and, in a vote resumed after
+// another leader's (which may have sent it before its answer was lost),
+// unless another participant's answer, PREPARED or ABORTED, shows it was
+// never sent (a participant that voted NOTCHANGED never says either
+// later). The vote ends undecided if this node stops leading meanwhile;
+// the next leader votes again.
+func (s *Service) vote(id uint64, resumed bool, term <-chan struct{}) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.VoteTimeout+s.cfg.CallTimeout)
 	defer cancel()
 	in, err := s.state.Get(id)
@@ -440,10 +456,20 @@ func (s *Service) vote(id uint64) {
 	mgr := s.self()
 	n := len(in.Parts)
 	votes := make([]djinnpb.TransactionState, n)
+	// silent marks the participants that never answered: one may have
+	// prepared and lost the answer, so it is told the outcome. answered
+	// marks those that voted PREPARED or ABORTED.
+	silent, answered := make([]bool, n), make([]bool, n)
 	deadline := s.now().Add(s.cfg.VoteTimeout)
-	ask := func(i int, andCommit bool) {
+	// ask gets participant i's vote; false if this node's run as leader
+	// ended while waiting for one that must answer.
+	ask := func(i int, andCommit, mustAnswer bool) bool {
+		within := ctx
+		if mustAnswer {
+			within = context.Background() // no vote deadline
+		}
 		for attempt := 0; ; attempt++ {
-			cctx, ccancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+			cctx, ccancel := context.WithTimeout(within, s.cfg.CallTimeout)
 			var v djinnpb.TransactionState
 			var err error
 			if andCommit {
@@ -453,21 +479,39 @@ func (s *Service) vote(id uint64) {
 			}
 			ccancel()
 			switch {
-			case err == nil && (v == Prepared || v == NotChanged || v == Aborted || (andCommit && v == Committed)):
-				votes[i] = v
-				return
+			case err == nil && (v == Prepared || v == NotChanged || v == Aborted || (i == n-1 && v == Committed)):
+				// COMMITTED: the last participant rolled forward on a
+				// prepareAndCommit, this one or an earlier leader's.
+				votes[i], answered[i] = v, v == Prepared || v == Aborted
+				return true
 			case err == nil:
 				s.cfg.Logger.Warn("transaction: participant answered prepare with a state that is not a vote", "id", id, "vote", v)
 				votes[i] = Aborted
-				return
-			case djinn.IsDefinite(err) || !s.now().Before(deadline) || ctx.Err() != nil:
+				return true
+			case djinn.IsDefinite(err):
 				// UnknownTransaction: the participant lost its state.
 				votes[i] = Aborted
-				return
+				return true
+			case mustAnswer:
+				// No deadline: try again.
+			case !s.now().Before(deadline) || ctx.Err() != nil:
+				votes[i], silent[i] = Aborted, true
+				return true
+			}
+			wait := time.NewTimer(s.backoff(attempt))
+			if mustAnswer {
+				select {
+				case <-wait.C:
+				case <-term:
+					wait.Stop()
+					return false
+				}
+				continue
 			}
 			select {
-			case <-time.After(s.backoff(attempt)):
+			case <-wait.C:
 			case <-ctx.Done():
+				wait.Stop()
 			}
 		}
 	}
@@ -477,19 +521,23 @@ func (s *Service) vote(id uint64) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ask(i, false)
+			ask(i, false, false)
 		}()
 	}
 	wg.Wait()
 	if n > 0 {
-		onlyLast := true
+		onlyLast, shown := true, false
 		for i := range last {
 			onlyLast = onlyLast && votes[i] == NotChanged
+			shown = shown || answered[i]
 		}
 		// Not for a nested transaction: its participants are promoted into
 		// the parent, and one that prepareAndCommit rolled forward into
 		// it would still have to join it.
-		ask(last, onlyLast && in.Parent == 0)
+		andCommit := onlyLast && in.Parent == 0
+		if !ask(last, andCommit, andCommit || (resumed && !shown && in.Parent == 0)) {
+			return
+		}
 	}
 	commit := true
 	var prepared []uint32
@@ -501,8 +549,14 @@ func (s *Service) vote(id uint64) {
 			prepared = append(prepared, uint32(i))
 		}
 	}
+	if n > 0 && votes[last] == Committed {
+		commit = true // the others voted NOTCHANGED when it was sent
+	}
 	dec := &statepb.TxnDecide{Id: id, Commit: commit, Prepared: prepared}
-	for _, v := range votes {
+	for i, v := range votes {
+		if silent[i] {
+			v = 0 // no vote: told the outcome like one not yet asked
+		}
 		dec.Votes = append(dec.Votes, int32(v))
 	}
 	pctx, pcancel := context.WithTimeout(context.Background(), s.cfg.CallTimeout)
