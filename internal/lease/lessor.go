@@ -106,9 +106,15 @@ func (l *Lessor) Horizon(exp time.Time) int64 {
 // promoted its leases).
 func (l *Lessor) Active() bool { return l.active.Load() }
 
-func (l *Lessor) checkActive() error {
+func (l *Lessor) checkActive() error { return l.Serving("lessor") }
+
+// Serving refuses, with Unavailable naming what, a call on a node that is
+// not serving as leader: only the leader knows whether a lease is still
+// alive (renewals are not logged), so services whose resources are leased
+// must not answer from a follower's stale view.
+func (l *Lessor) Serving(what string) error {
 	if !l.active.Load() {
-		return djinn.Errorf(djinn.Unavailable, "lessor not ready: not the leader or leadership starting")
+		return djinn.Errorf(djinn.Unavailable, "%s not ready: not the leader or leadership starting", what)
 	}
 	return nil
 }

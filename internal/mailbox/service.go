@@ -172,12 +172,7 @@ func (s *Service) registration(in Info, remaining time.Duration) Registration {
 // leading refuses calls on a node that is not serving as leader: only the
 // leader knows whether a lease is still alive (renewals are not logged), so
 // a follower must not answer NoSuchObject from its stale view.
-func (s *Service) leading() error {
-	if !s.lessor.Active() {
-		return djinn.Errorf(djinn.Unavailable, "mailbox not ready: not the leader or leadership starting")
-	}
-	return nil
-}
+func (s *Service) leading() error { return s.lessor.Serving("mailbox") }
 
 // live returns the registration if its lease has not ended (EM.4: every
 // call on an ended registration is NoSuchObject) and it belongs to the

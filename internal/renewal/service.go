@@ -243,12 +243,7 @@ func nanos(t time.Time) int64 {
 
 // leading refuses calls on a node that is not serving as leader: only the
 // leader knows whether a set's lease is still alive.
-func (s *Service) leading() error {
-	if !s.lessor.Active() {
-		return djinn.Errorf(djinn.Unavailable, "renewal service not ready: not the leader or leadership starting")
-	}
-	return nil
-}
+func (s *Service) leading() error { return s.lessor.Serving("renewal service") }
 
 // live returns the set if its lease has not ended (LR.2: NoSuchObject for a
 // destroyed set) and it belongs to the caller's principal.

@@ -139,12 +139,7 @@ func New(s *State, l *lease.Lessor, log Proposer, now func() time.Time, self fun
 	return &Service{state: s, lessor: l, log: log, now: now, self: self, cfg: cfg, votes: map[uint64]chan struct{}{}, term: make(chan struct{}), calls: map[callKey]*callState{}}, nil
 }
 
-func (s *Service) leading() error {
-	if !s.lessor.Active() {
-		return djinn.Errorf(djinn.Unavailable, "transaction manager not ready: not the leader or leadership starting")
-	}
-	return nil
-}
+func (s *Service) leading() error { return s.lessor.Serving("transaction manager") }
 
 // Created is what Create returns (TX.2.1).
 type Created struct {
