@@ -156,7 +156,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 	s.txn, err = txn.New(s.machine.Txn, s.lessor, s.node, s.now, s.ref(TxnID), txn.Config{
 		Lease:        lease.Policy{Default: time.Duration(cfg.Txn.DefaultLease), Max: time.Duration(cfg.Txn.MaxLease)},
 		MaxActive:    cfg.Txn.MaxActive,
-		Participants: participants{pool: s.pool},
+		Participants: participants{s: s},
 		Abandon:      time.Duration(cfg.Txn.Abandon),
 		ErrorProto:   grpcerr.ToProto,
 		Logger:       logger,
@@ -171,7 +171,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 		s.kvStore, err = participant.OpenFileStore(filepath.Join(cfg.DataDir, "kv"))
 		if err == nil {
 			s.kv, err = kv.Open(kv.Config{Participant: participant.Config{
-				Endpoint: s.advertise, Store: s.kvStore, Managers: participant.Remote(s.pool), Logger: logger,
+				Endpoint: s.advertise, Store: s.kvStore, Managers: managers{s: s, remote: participant.Remote(s.pool)}, Logger: logger,
 			}})
 		}
 		if err != nil {

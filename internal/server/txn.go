@@ -7,6 +7,7 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/txn"
+	"github.com/djinn-go/djinn/participant"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
@@ -90,13 +91,27 @@ func (r *txnRPC) Describe(ctx context.Context, req *djinnpb.TransactionRequest) 
 	return r.s.txn.Describe(ctx, req.GetId())
 }
 
-// participants calls transaction participants over the connection pool.
+// participants calls transaction participants: the one this server hosts
+// (its key/value store) in process, every other over the connection pool.
 type participants struct {
-	pool *client.Pool
+	s *Server
+}
+
+// local returns this server's own participant when ref names it.
+func (p participants) local(ref *djinnpb.Ref) *participant.Participant {
+	if p.s.kv == nil {
+		return nil
+	}
+	own := p.s.kv.Participant()
+	r := own.Ref()
+	if ref.GetEndpoint() != r.Endpoint || string(ref.GetServiceId()) != string(r.Service[:]) || string(ref.GetObjectId()) != string(r.Object[:]) {
+		return nil
+	}
+	return own
 }
 
 func (p participants) client(ref *djinnpb.Ref) (djinnpb.TransactionParticipantClient, error) {
-	conn, err := p.pool.Conn(ref.GetEndpoint())
+	conn, err := p.s.pool.Conn(ref.GetEndpoint())
 	if err != nil {
 		return nil, djinn.Errorf(djinn.Unavailable, "participant %s: %v", ref.GetEndpoint(), err)
 	}
@@ -108,6 +123,10 @@ func request(ref *djinnpb.Ref, mgr djinn.Ref, id uint64) *djinnpb.ParticipantReq
 }
 
 func (p participants) Prepare(ctx context.Context, ref *djinnpb.Ref, mgr djinn.Ref, id uint64) (djinnpb.TransactionState, error) {
+	if own := p.local(ref); own != nil {
+		v, err := own.Prepare(ctx, participant.Tx{Manager: mgr, ID: id})
+		return v.Proto(), err
+	}
 	c, err := p.client(ref)
 	if err != nil {
 		return 0, err
@@ -117,6 +136,10 @@ func (p participants) Prepare(ctx context.Context, ref *djinnpb.Ref, mgr djinn.R
 }
 
 func (p participants) PrepareAndCommit(ctx context.Context, ref *djinnpb.Ref, mgr djinn.Ref, id uint64) (djinnpb.TransactionState, error) {
+	if own := p.local(ref); own != nil {
+		v, err := own.PrepareAndCommit(ctx, participant.Tx{Manager: mgr, ID: id})
+		return v.Proto(), err
+	}
 	c, err := p.client(ref)
 	if err != nil {
 		return 0, err
@@ -126,6 +149,9 @@ func (p participants) PrepareAndCommit(ctx context.Context, ref *djinnpb.Ref, mg
 }
 
 func (p participants) Commit(ctx context.Context, ref *djinnpb.Ref, mgr djinn.Ref, id uint64) error {
+	if own := p.local(ref); own != nil {
+		return own.Commit(ctx, participant.Tx{Manager: mgr, ID: id})
+	}
 	c, err := p.client(ref)
 	if err != nil {
 		return err
@@ -135,6 +161,9 @@ func (p participants) Commit(ctx context.Context, ref *djinnpb.Ref, mgr djinn.Re
 }
 
 func (p participants) Abort(ctx context.Context, ref *djinnpb.Ref, mgr djinn.Ref, id uint64) error {
+	if own := p.local(ref); own != nil {
+		return own.Abort(ctx, participant.Tx{Manager: mgr, ID: id})
+	}
 	c, err := p.client(ref)
 	if err != nil {
 		return err
@@ -144,3 +173,46 @@ func (p participants) Abort(ctx context.Context, ref *djinnpb.Ref, mgr djinn.Ref
 }
 
 var _ txn.Participants = participants{}
+
+// managers is how this server's own participant reaches transaction
+// managers: this server's in process while it leads, every other (and this
+// one when it does not) over the connection pool.
+type managers struct {
+	s      *Server
+	remote participant.Managers
+}
+
+// local reports whether tx is this server's manager's and the manager is
+// serving here.
+func (m managers) local(tx participant.Tx) bool {
+	return m.s.txn != nil && tx.Manager == m.s.ref(TxnID)() && m.s.lessor.Serving("transaction manager") == nil
+}
+
+func (m managers) Join(ctx context.Context, tx participant.Tx, self djinn.Ref, crash int64) ([]uint64, error) {
+	if m.local(tx) {
+		err := m.s.txn.Join(ctx, tx.ID, client.RefToProto(self), crash)
+		if err == nil {
+			return m.s.txn.Ancestors(tx.ID)
+		}
+		if djinn.KindOf(err) != djinn.Unavailable {
+			return nil, err
+		}
+		// Leadership moved while calling: the pool finds the new leader.
+	}
+	return m.remote.Join(ctx, tx, self, crash)
+}
+
+func (m managers) GetState(ctx context.Context, tx participant.Tx) (participant.State, error) {
+	if m.local(tx) {
+		st, err := m.s.txn.GetState(ctx, tx.ID)
+		if err == nil {
+			return participant.StateFromProto(st), nil
+		}
+		if djinn.KindOf(err) != djinn.Unavailable {
+			return 0, err
+		}
+	}
+	return m.remote.GetState(ctx, tx)
+}
+
+var _ participant.Managers = managers{}
