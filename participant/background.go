@@ -98,12 +98,14 @@ func (p *Participant) sweepLoop(ctx context.Context) {
 // sweepWorkers bounds the background calls of one sweep.
 const sweepWorkers = 16
 
-// sweep forgets transactions settled longer ago than Remember, finishes
-// roll backs an abort left undone, and asks managers about transactions
-// idle for longer than Idle. It returns when that work is done.
+// sweep forgets transactions settled longer ago than Remember (those
+// committed by prepareAndCommit once their manager confirms it decided),
+// finishes roll backs an abort left undone, and asks managers about
+// transactions idle for longer than Idle. It returns when that work is
+// done.
 func (p *Participant) sweep(ctx context.Context) {
 	now := p.cfg.Now()
-	var work []*entry
+	var work, marked []*entry
 	p.mu.Lock()
 	for k, e := range p.txs {
 		if e.ops > 0 || e.checking {
@@ -113,6 +115,11 @@ func (p *Participant) sweep(ctx context.Context) {
 		case e.state == Aborted && !e.undone:
 			e.checking = true
 			work = append(work, e)
+		case e.state.final() && e.marked:
+			if now.Sub(e.ended) >= p.cfg.Remember {
+				e.checking = true
+				marked = append(marked, e)
+			}
 		case e.state.final():
 			if now.Sub(e.ended) >= p.cfg.Remember {
 				p.forgetLocked(k, e)
@@ -123,6 +130,9 @@ func (p *Participant) sweep(ctx context.Context) {
 		}
 	}
 	p.mu.Unlock()
+	if len(marked) > 0 {
+		p.unmark(ctx, marked)
+	}
 	if len(work) == 0 {
 		return
 	}
@@ -158,4 +168,67 @@ func (p *Participant) sweepOne(ctx context.Context, e *entry) {
 		return
 	}
 	p.roll(ctx, e)
+}
+
+// unmark asks the managers of transactions committed by prepareAndCommit
+// whether they decided; the markers of those that did (COMMITTED, or
+// forgotten after their outcome) are deleted in one write and the
+// transactions forgotten. The others are asked again at the next sweep.
+func (p *Participant) unmark(ctx context.Context, es []*entry) {
+	var (
+		mu   sync.Mutex
+		done []*entry
+		wg   sync.WaitGroup
+	)
+	ch := make(chan *entry)
+	for range min(len(es), sweepWorkers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for e := range ch {
+				_, tx := p.look(e)
+				cctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
+				ms, err := p.cfg.Managers.GetState(cctx, tx)
+				cancel()
+				switch {
+				case err == nil && ms == Aborted:
+					p.cfg.Logger.Error("participant: committed by prepareAndCommit, but the manager says ABORTED", "tx", tx)
+				case err == nil && ms != Committed, err != nil && !isGone(err):
+					continue // undecided, or not answering: ask again later
+				}
+				mu.Lock()
+				done = append(done, e)
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, e := range es {
+		ch <- e
+	}
+	close(ch)
+	wg.Wait()
+	var b Batch
+	for _, e := range done {
+		_, tx := p.look(e)
+		b.Delete(committedKey(tx))
+	}
+	err := error(nil)
+	if b.Len() > 0 {
+		err = p.cfg.Store.Apply(ctx, &b)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, e := range es {
+		e.checking = false
+	}
+	if err != nil {
+		p.cfg.Logger.Warn("participant: deleting committed markers failed; will try again", "err", err)
+		return
+	}
+	for _, e := range done {
+		e.marked = false
+		if p.txs[e.tx.Key()] == e {
+			p.forgetLocked(e.tx.Key(), e)
+		}
+	}
 }

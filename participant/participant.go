@@ -141,6 +141,7 @@ type entry struct {
 	joinErr   error
 	undone    bool // ABORTED and the resource rolled back
 	durable   bool // its prepared record is in the Store
+	marked    bool // committed by prepareAndCommit; its marker is in the Store
 	checking  bool // a background call asks its manager about it
 	last      time.Time
 	ended     time.Time
@@ -207,6 +208,20 @@ func New(cfg Config) (*Participant, error) {
 			durable: true, recovered: true, checking: true, last: now}
 		p.txs[tx.Key()] = e
 		restored = append(restored, e)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = cfg.Store.Range(committedPrefix, func(key string, value []byte) error {
+		tx, _, err := decodeRecord(value)
+		if err != nil {
+			return djinn.Errorf(djinn.Internal, "participant store record %q: %v", key, err)
+		}
+		// Committed by prepareAndCommit; confirmed with its manager at the
+		// first sweep.
+		p.txs[tx.Key()] = &entry{turn: make(chan struct{}, 1), tx: tx, state: Committed, joined: closedChan,
+			marked: true, recovered: true, last: now}
 		return nil
 	})
 	if err != nil {
@@ -599,7 +614,10 @@ func (p *Participant) Prepare(ctx context.Context, tx Tx) (State, error) {
 // instead of two (the prepared record is never written): a crash before
 // that write leaves the transaction unknown here, as a crash before
 // Prepare's write would; after it, committed, as a crash after Commit's
-// write would.
+// write would. That write also keeps a marker of the outcome, so a manager
+// that asks again — after its own crash or this participant's — hears
+// COMMITTED, not UnknownTransaction (which it would take for a lost
+// vote); the marker is dropped once the manager says it decided.
 //
 // A manager never sends it for a nested transaction (TX.2.7); if one does,
 // it is Prepare then Commit: the changes roll forward into the parent.
@@ -674,6 +692,7 @@ func (p *Participant) vote(ctx context.Context, tx Tx, andCommit bool) (State, e
 			if err := b.checkApp(); err != nil {
 				return err
 			}
+			b.Put(committedKey(tx), encodeRecord(tx, nil))
 			err := p.cfg.Store.Apply(ctx, b)
 			wrote = wrote || err == nil
 			return err
@@ -682,6 +701,9 @@ func (p *Participant) vote(ctx context.Context, tx Tx, andCommit bool) (State, e
 			if err != nil {
 				p.cfg.Logger.Error("participant: the resource failed after its commit was written; it is committed", "tx", tx, "err", err)
 			}
+			p.mu.Lock()
+			e.marked = true
+			p.mu.Unlock()
 			p.settle(e, Committed)
 			return Committed, nil
 		}

@@ -13,6 +13,9 @@ const (
 	selfKey = ReservedPrefix + "self"
 	// preparedPrefix starts the prepared records (TX.2.8).
 	preparedPrefix = ReservedPrefix + "prepared/"
+	// committedPrefix starts the markers of transactions committed by
+	// prepareAndCommit, kept until their manager is known to have decided.
+	committedPrefix = ReservedPrefix + "committed/"
 
 	recordVersion = 1
 )
@@ -20,6 +23,11 @@ const (
 // preparedKey is the Store key of tx's prepared record.
 func preparedKey(tx Tx) string {
 	return fmt.Sprintf("%s%s%s/%016x", preparedPrefix, tx.Manager.Service, tx.Manager.Object, tx.ID)
+}
+
+// committedKey is the Store key of tx's committed marker.
+func committedKey(tx Tx) string {
+	return fmt.Sprintf("%s%s%s/%016x", committedPrefix, tx.Manager.Service, tx.Manager.Object, tx.ID)
 }
 
 // encodeRecord returns a prepared record: the transaction (with the

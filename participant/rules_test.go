@@ -273,6 +273,59 @@ func TestRules(t *testing.T) {
 			}
 			f.wantState(tx, participant.Committed)
 		}},
+		{"TX.2.6 prepareAndCommit's outcome survives a restart: asked again, the participant answers COMMITTED until its manager has decided", func(t *testing.T, f *fixture) {
+			tx := f.mgr.Create()
+			f.op(tx, "a")
+			if v, err := f.p.PrepareAndCommit(bg, tx); err != nil || v != participant.Committed {
+				t.Fatalf("prepareAndCommit: %v, %v", v, err)
+			}
+			marker := participant.ReservedPrefix + "committed/"
+			if got := keys(t, f.st, marker); len(got) != 1 {
+				t.Fatalf("markers %v, want one, written with the commit", got)
+			}
+			// The manager crashed before logging its decision: it resumes
+			// voting and asks again, after this participant restarted too.
+			f.mgr.SetState(tx, participant.Voting)
+			f.restart()
+			for range 2 {
+				if v, err := f.p.PrepareAndCommit(bg, tx); err != nil || v != participant.Committed {
+					t.Fatalf("prepareAndCommit again after a restart: %v, %v; want COMMITTED (UnknownTransaction would abort what committed)", v, err)
+				}
+			}
+			if v := f.prepare(tx); v != participant.Committed {
+				t.Fatalf("prepare after a restart: %v, want COMMITTED", v)
+			}
+			// Still undecided at the manager: the marker stays past Remember.
+			time.Sleep(2 * remember)
+			synctest.Wait()
+			if got := keys(t, f.st, marker); len(got) != 1 {
+				t.Fatalf("markers %v while the manager is voting, want kept", got)
+			}
+			f.mgr.SetState(tx, participant.Committed)
+			time.Sleep(remember)
+			synctest.Wait()
+			if got := keys(t, f.st, marker); len(got) != 0 {
+				t.Fatalf("markers %v after the manager decided, want none", got)
+			}
+			f.wantUnknown(tx)
+			if got := keys(t, f.st, "app/"); !slices.Equal(got, []string{"app/1"}) {
+				t.Fatalf("store holds %v, want app/1", got)
+			}
+		}},
+		{"TX.2.6 a prepareAndCommit marker goes when the manager has forgotten the transaction", func(t *testing.T, f *fixture) {
+			tx := f.mgr.Create()
+			f.op(tx, "a")
+			if v, err := f.p.PrepareAndCommit(bg, tx); err != nil || v != participant.Committed {
+				t.Fatalf("prepareAndCommit: %v, %v", v, err)
+			}
+			f.mgr.Forget(tx)
+			time.Sleep(2 * remember)
+			synctest.Wait()
+			if got := keys(t, f.st, participant.ReservedPrefix+"committed/"); len(got) != 0 {
+				t.Fatalf("markers %v, want none", got)
+			}
+			f.wantUnknown(tx)
+		}},
 		{"TX.2.6 a commit whose write fails keeps the transaction PREPARED, and the next one rolls forward", func(t *testing.T, f *fixture) {
 			tx := f.mgr.Create()
 			f.op(tx, "a")
