@@ -3,6 +3,8 @@ package txn_test
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"maps"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -117,5 +119,43 @@ func TestRestartResumesVoting(t *testing.T) {
 		if s := g.state(c.ID); s != txn.Committed {
 			t.Fatalf("a VOTING transaction after restart: %v, want it voted again and COMMITTED", s)
 		}
+	})
+}
+
+// TestRestartKeepsTheTree: snapshot records come in any order; a restore
+// links every nested transaction to its parent and children the same,
+// whichever came first.
+func TestRestartKeepsTheTree(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		ctx := context.Background()
+		top := f.create(time.Hour)
+		ids := []uint64{top.ID}
+		for i := range 12 {
+			c, err := f.svc.CreateNested(ctx, ids[i/3], time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, c.ID)
+		}
+		describe := func(f *fixture) map[uint64]string {
+			out := map[uint64]string{}
+			for _, id := range ids {
+				d, err := f.svc.Describe(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out[id] = fmt.Sprint(d.GetParentId(), d.GetChildren())
+			}
+			return out
+		}
+		want := describe(f)
+		for range 5 {
+			f = f.restart()
+			if got := describe(f); !maps.Equal(got, want) {
+				t.Fatalf("after a restart: %v, want %v", got, want)
+			}
+		}
+		f.stop()
 	})
 }

@@ -63,6 +63,13 @@ type State struct {
 	// tell; wake is signalled when it grows.
 	unsettled map[uint64]*transaction
 
+	// ending holds the lease cookies of transactions decided by the
+	// command being applied (endDecided ends them).
+	ending [][]byte
+	// orphans holds, while a snapshot is restored, the children restored
+	// before their parent, by parent.
+	orphans map[uint64][]uint64
+
 	table *lease.Table
 	wake  chan struct{}
 }
@@ -188,6 +195,7 @@ func (s *State) ApplyJoin(now int64, c *statepb.TxnJoin) error {
 	if p == nil {
 		return djinn.Errorf(djinn.InvalidArgument, "participant: missing")
 	}
+	defer s.endDecided() // after the unlock
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.txns[c.GetId()]
@@ -237,6 +245,7 @@ func stateName(s djinnpb.TransactionState) string {
 // ApplyVoting moves an ACTIVE transaction to VOTING and returns its state
 // after the command.
 func (s *State) ApplyVoting(c *statepb.TxnVoting) (Info, error) {
+	defer s.endDecided() // after the unlock
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.txns[c.GetId()]
@@ -268,6 +277,7 @@ func (s *State) abortChildrenLocked(now int64, t *transaction) {
 // or VOTING one (a COMMITTED one gives CannotAbort). Deciding what is
 // already decided that way is accepted.
 func (s *State) ApplyDecide(now int64, c *statepb.TxnDecide) (Info, error) {
+	defer s.endDecided() // after the unlock
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.txns[c.GetId()]
@@ -372,6 +382,7 @@ func (s *State) ApplyPromote(now int64, c *statepb.TxnPromote) error {
 	if len(c.GetParticipants()) != len(c.GetCrashCounts()) {
 		return djinn.Errorf(djinn.InvalidArgument, "promote: %d participants, %d crash counts", len(c.GetParticipants()), len(c.GetCrashCounts()))
 	}
+	defer s.endDecided() // after the unlock
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.txns[c.GetId()]
@@ -387,6 +398,7 @@ func (s *State) ApplyPromote(now int64, c *statepb.TxnPromote) error {
 func (s *State) decideLocked(now int64, t *transaction, to djinnpb.TransactionState) {
 	t.state, t.ended = to, now
 	s.undecided--
+	s.ending = append(s.ending, t.cookie[:])
 	if to == Aborted {
 		s.abortChildrenLocked(now, t)
 		for _, p := range t.parts {
@@ -397,6 +409,18 @@ func (s *State) decideLocked(now int64, t *transaction, to djinnpb.TransactionSt
 	}
 	close(t.decided)
 	s.settleLocked(t)
+}
+
+// endDecided ends the leases of the transactions just decided: a lease
+// holds an ACTIVE transaction open, and has nothing to do after that.
+func (s *State) endDecided() {
+	s.mu.Lock()
+	cookies := s.ending
+	s.ending = nil
+	s.mu.Unlock()
+	if len(cookies) > 0 {
+		s.table.ApplyCancel(cookies) // LeaseEnded finds them decided
+	}
 }
 
 // settleLocked closes settled once every participant is told, and keeps t
@@ -474,6 +498,7 @@ func (s *State) ApplyForget(c *statepb.TxnForget) {
 // past that point; its vote decides.
 func (s *State) LeaseEnded(owner djinn.ID) {
 	id := binary.BigEndian.Uint64(owner[8:])
+	defer s.endDecided() // after the unlock
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if t, ok := s.txns[id]; ok && t.state == Active {
@@ -557,6 +582,7 @@ func (s *State) Reset() {
 	s.unsettled = map[uint64]*transaction{}
 	s.next = 0
 	s.undecided = 0
+	s.ending, s.orphans = nil, nil
 }
 
 // RestoreCounter restores the id counter.
@@ -586,14 +612,20 @@ func (s *State) Restore(r *statepb.TxnRecord) error {
 	s.txns[t.id] = t
 	s.next = max(s.next, t.id)
 	// Records come in any order: link t to its parent and its children.
-	if p, ok := s.txns[t.parent]; ok && t.parent != 0 {
-		p.children = insertSorted(p.children, t.id)
-	}
-	for _, o := range s.txns {
-		if o.parent == t.id {
-			t.children = insertSorted(t.children, o.id)
+	if t.parent != 0 {
+		if p, ok := s.txns[t.parent]; ok {
+			p.children = insertSorted(p.children, t.id)
+		} else {
+			if s.orphans == nil {
+				s.orphans = map[uint64][]uint64{}
+			}
+			s.orphans[t.parent] = append(s.orphans[t.parent], t.id)
 		}
 	}
+	for _, cid := range s.orphans[t.id] {
+		t.children = insertSorted(t.children, cid)
+	}
+	delete(s.orphans, t.id)
 	if st == Committed || st == Aborted {
 		close(t.decided)
 		s.settleLocked(t)

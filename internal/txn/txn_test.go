@@ -467,3 +467,56 @@ func TestLeaseEndDuringVote(t *testing.T) {
 		}
 	})
 }
+
+// TestLeaseEndsWithTheOutcome: a transaction's lease holds it ACTIVE
+// (TX.2.1); once the transaction is COMMITTED or ABORTED — by commit,
+// abort, a vote, or its parent's abort — the lease is gone.
+func TestLeaseEndsWithTheOutcome(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		defer f.stop()
+		f.parts.set("a", txn.Prepared, nil)
+		f.parts.set("b", txn.Aborted, nil)
+		ctx := context.Background()
+		cookie := func(c txn.Created) djinn.ID {
+			var id djinn.ID
+			copy(id[:], c.Lease.GetCookie())
+			return id
+		}
+		live := func(c txn.Created) bool {
+			_, ok := f.log.M.Leases.Lookup(cookie(c), time.Now())
+			return ok
+		}
+		committed, aborted, refused := f.create(time.Hour), f.create(time.Hour), f.create(time.Hour)
+		f.join(committed.ID, "a")
+		f.join(refused.ID, "b")
+		parent := f.create(time.Hour)
+		child, err := f.svc.CreateNested(ctx, parent.ID, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []txn.Created{committed, aborted, refused, parent, child} {
+			if !live(c) {
+				t.Fatalf("transaction %d: no live lease while ACTIVE", c.ID)
+			}
+		}
+		if err := f.svc.Commit(ctx, committed.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.svc.Abort(ctx, aborted.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		wantKind(t, "commit with an ABORTED vote", f.svc.Commit(ctx, refused.ID, nil), djinn.CannotCommit)
+		if err := f.svc.Abort(ctx, parent.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []txn.Created{committed, aborted, refused, parent, child} {
+			if live(c) {
+				t.Errorf("transaction %d (%v): its lease outlived the outcome", c.ID, f.state(c.ID))
+			}
+		}
+		// Renewing it says so, as for any ended lease.
+		_, err = f.lessor.Renew(ctx, cookie(committed), time.Minute)
+		wantKind(t, "renewing a committed transaction's lease", err, djinn.UnknownLease)
+	})
+}
