@@ -340,7 +340,12 @@ func (m *TransactionManager) Describe(ctx context.Context, id uint64) (*Transact
 	if err != nil {
 		return nil, err
 	}
+	return descriptionFrom(pb, sent)
+}
+
+func descriptionFrom(pb *djinnpb.TransactionDescription, sent time.Time) (*TransactionDescription, error) {
 	d := &TransactionDescription{ID: pb.GetId(), State: TransactionState(pb.GetState()), Parent: pb.GetParentId(), Children: pb.GetChildren()}
+	var err error
 	if pb.GetLease() != nil {
 		if d.Lease, err = LeaseFromProto(pb.GetLease(), sent); err != nil {
 			return nil, err
@@ -361,6 +366,67 @@ func (m *TransactionManager) Describe(ctx context.Context, id uint64) (*Transact
 	return d, nil
 }
 
+// List returns the caller's transactions that the manager knows — ACTIVE,
+// VOTING, and decided ones it still remembers — in state (0: any), by id,
+// at most max of them (0: all). Participants come with their votes, not
+// their failing calls (Describe has those).
+func (m *TransactionManager) List(ctx context.Context, state TransactionState, max int) ([]*TransactionDescription, error) {
+	mc, err := m.client()
+	if err != nil {
+		return nil, err
+	}
+	if max < 0 {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "max %d: must not be negative", max)
+	}
+	var out []*TransactionDescription
+	for after := uint64(0); ; {
+		limit := 1000
+		if max > 0 {
+			limit = min(limit, max-len(out))
+		}
+		sent := time.Now()
+		resp, err := mc.List(ctx, &djinnpb.ListTransactionsRequest{AfterId: after, Limit: uint32(limit), State: djinnpb.TransactionState(state)})
+		if err != nil {
+			return nil, err
+		}
+		for _, pb := range resp.GetTransactions() {
+			d, err := descriptionFrom(pb, sent)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, d)
+		}
+		if after = resp.GetNextAfterId(); after == 0 || (max > 0 && len(out) >= max) {
+			return out, nil
+		}
+	}
+}
+
+// Promote adds participants, with their crash counts, to this ACTIVE
+// transaction and drops drop (when not the zero Ref) from it: what the
+// manager of a transaction nested in this one does when that transaction
+// commits (TX.3.3's NestableServerTransaction.promote, TX.2.7). A crash
+// count other than one the manager already knows for a participant aborts
+// the transaction (CrashCount); one no longer ACTIVE gives CannotJoin.
+func (t *Transaction) Promote(ctx context.Context, parts []djinn.Ref, crashCounts []int64, drop djinn.Ref) error {
+	if len(parts) != len(crashCounts) {
+		return djinn.Errorf(djinn.InvalidArgument, "promote: %d participants but %d crash counts", len(parts), len(crashCounts))
+	}
+	mc, err := t.mgr.client()
+	if err != nil {
+		return err
+	}
+	req := &djinnpb.PromoteRequest{Id: t.id, CrashCounts: crashCounts}
+	for _, p := range parts {
+		req.Participants = append(req.Participants, RefToProto(p))
+	}
+	if drop != (djinn.Ref{}) {
+		req.Drop = RefToProto(drop)
+	}
+	_, err = mc.Promote(ctx, req)
+	return err
+}
+
 // Transaction is a transaction (TX.3.3's ServerTransaction): the manager
 // that created it and the id it gave, with the lease it granted when this
 // program created it. Its methods call the manager with the id, so they
@@ -371,7 +437,7 @@ func (m *TransactionManager) Describe(ctx context.Context, id uint64) (*Transact
 // A Transaction is a handle, safe for concurrent use: the transaction's
 // state lives at the manager. It is also TX.3.3's NestableServerTransaction:
 // one created nested (CreateNested) carries its parent, IsNested reports it
-// and EnclosedBy walks the parents; Promote is not there yet.
+// and EnclosedBy walks the parents, and Promote moves participants into it.
 type Transaction struct {
 	mgr    *TransactionManager
 	id     uint64

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -369,6 +370,38 @@ func TestCLITxn(t *testing.T) {
 	if s := state(strconv.FormatUint(c.ID, 10)); s != "ABORTED" {
 		t.Errorf("state after the lease was cancelled %q, want ABORTED", s)
 	}
+
+	// ls: every transaction the manager remembers, by id; --state filters.
+	var e created
+	jsonOf(&e, "txn", "create", "--duration", "1h")
+	var all []struct {
+		ID    uint64 `json:"id"`
+		State string `json:"state"`
+	}
+	jsonOf(&all, "txn", "ls")
+	want := map[uint64]string{a.ID: "ABORTED", b.ID: "COMMITTED", c.ID: "ABORTED", e.ID: "ACTIVE"}
+	got := map[uint64]string{}
+	for i, x := range all {
+		got[x.ID] = x.State
+		if i > 0 && all[i-1].ID >= x.ID {
+			t.Errorf("ls: %d listed after %d, want by id", x.ID, all[i-1].ID)
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("ls: %v, want %v", got, want)
+	}
+	jsonOf(&all, "txn", "ls", "--state", "active")
+	if len(all) != 1 || all[0].ID != e.ID {
+		t.Errorf("ls --state active: %+v, want only %d", all, e.ID)
+	}
+	text := mustRun(t, p, "txn", "ls", "--state", "aborted", "--max", "1")
+	if lines := strings.Split(strings.TrimSpace(text), "\n"); len(lines) != 2 || !strings.HasPrefix(lines[0], "ID") || !strings.Contains(lines[1], "ABORTED") {
+		t.Errorf("ls --state aborted --max 1 printed %q, want a header and one ABORTED line", text)
+	}
+	wantErrors(t, p, []errRow{
+		{[]string{"txn", "ls", "--state", "done"}, `--state "done"`},
+		{[]string{"txn", "ls", "--max", "-1"}, "--max -1"},
+	})
 }
 
 // wantErrors runs each row's command against p and checks it fails with

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -93,6 +94,40 @@ func printTxnDescription(w io.Writer, v txnDescriptionView) {
 			fmt.Fprintf(w, "             failing since %s: %s\n", p.FailingSince, p.LastError)
 		}
 	}
+}
+
+// printTxnList prints one transaction a line.
+func printTxnList(w io.Writer, vs []txnDescriptionView) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tPARENT\tPARTICIPANTS\tLEASE LEFT")
+	for _, v := range vs {
+		parent, left := "-", "(ended)"
+		if v.Parent != 0 {
+			parent = strconv.FormatUint(v.Parent, 10)
+		}
+		if v.Lease != nil {
+			left = v.Lease.Remaining
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\n", v.ID, v.State, parent, len(v.Participants), left)
+	}
+	tw.Flush()
+}
+
+// parseTxnState parses --state: empty for any.
+func parseTxnState(s string) (client.TransactionState, error) {
+	switch strings.ToLower(s) {
+	case "":
+		return 0, nil
+	case "active":
+		return client.TxnActive, nil
+	case "voting":
+		return client.TxnVoting, nil
+	case "committed":
+		return client.TxnCommitted, nil
+	case "aborted":
+		return client.TxnAborted, nil
+	}
+	return 0, fmt.Errorf("--state %q: want active, voting, committed or aborted", s)
 }
 
 // parseTxnID parses a transaction id argument.
@@ -256,6 +291,35 @@ func newTxn(g *globals) *cobra.Command {
 	abort := complete("abort", "aborted", "Abort a transaction; --wait D also waits until its participants were told",
 		func(ctx context.Context, tx *client.Transaction) error { return tx.Abort(ctx) },
 		func(ctx context.Context, tx *client.Transaction, w time.Duration) error { return tx.AbortWait(ctx, w) })
-	cmd.AddCommand(create, nest, show, state, commit, abort)
+	var lsState string
+	var lsMax int
+	ls := &cobra.Command{
+		Use:   "ls [--state S] [--max N]",
+		Short: "List your transactions the manager knows: ACTIVE, VOTING, and decided ones it still remembers",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := parseTxnState(lsState)
+			if err != nil {
+				return err
+			}
+			if lsMax < 0 {
+				return fmt.Errorf("--max %d: must not be negative", lsMax)
+			}
+			return withManager(cmd, func(ctx context.Context, m *client.TransactionManager) error {
+				ds, err := m.List(ctx, st, lsMax)
+				if err != nil {
+					return err
+				}
+				vs := make([]txnDescriptionView, len(ds))
+				for i, d := range ds {
+					vs[i] = viewTxnDescription(d)
+				}
+				return g.print(cmd.OutOrStdout(), vs, func(w io.Writer) { printTxnList(w, vs) })
+			})
+		},
+	}
+	ls.Flags().StringVar(&lsState, "state", "", "only transactions in this state: active, voting, committed or aborted")
+	ls.Flags().IntVar(&lsMax, "max", 0, "at most this many (0: all)")
+	cmd.AddCommand(create, nest, show, state, commit, abort, ls)
 	return cmd
 }

@@ -91,6 +91,14 @@ func (r *txnRPC) Describe(ctx context.Context, req *djinnpb.TransactionRequest) 
 	return r.s.txn.Describe(ctx, req.GetId())
 }
 
+func (r *txnRPC) List(ctx context.Context, req *djinnpb.ListTransactionsRequest) (*djinnpb.ListTransactionsResponse, error) {
+	txs, next, err := r.s.txn.List(ctx, req.GetAfterId(), int(req.GetLimit()), req.GetState())
+	if err != nil {
+		return nil, err
+	}
+	return &djinnpb.ListTransactionsResponse{Transactions: txs, NextAfterId: next}, nil
+}
+
 // participants calls transaction participants: the one this server hosts
 // (its key/value store) in process, every other over the connection pool.
 type participants struct {

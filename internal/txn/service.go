@@ -2,6 +2,8 @@ package txn
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/binary"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -181,13 +183,27 @@ func (s *Service) CreateNested(ctx context.Context, parent uint64, d time.Durati
 	cookie := djinn.NewID()
 	res, err := s.log.Propose(ctx, &statepb.Command{NowUnixNanos: now.UnixNano(), Op: &statepb.Command_TxnCreate{TxnCreate: &statepb.TxnCreate{
 		Cookie: cookie[:], ExpiresUnixNanos: nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp), Principal: principal.From(ctx),
-		ParentId: parent,
+		ParentId: parent, Id: s.newID(),
 	}}})
 	if err != nil {
 		return Created{}, err
 	}
 	s.Created.Add(1)
 	return Created{ID: res.(Info).ID, Lease: lease.Proto(s.self(), cookie, granted)}, nil
+}
+
+// newID draws a transaction id: random, so that knowing one transaction
+// tells nothing of another's (the id and the manager's reference are what
+// a participant needs to join), positive as a Java long, and not in use.
+func (s *Service) newID() uint64 {
+	for {
+		var b [8]byte
+		_, _ = crand.Read(b[:]) // never fails
+		id := binary.BigEndian.Uint64(b[:]) >> 1
+		if _, err := s.state.Get(id); id != 0 && err != nil {
+			return id
+		}
+	}
 }
 
 func nanos(t time.Time) int64 {
@@ -242,7 +258,9 @@ func (s *Service) Join(ctx context.Context, id uint64, p *djinnpb.Ref, crash int
 	if in.State == Active && len(in.Parts) >= s.cfg.MaxParticipants {
 		return djinn.Errorf(djinn.ResourceExhausted, "transaction %d has %d participants, the most allowed", id, len(in.Parts))
 	}
-	_, err = s.log.Propose(ctx, &statepb.Command{NowUnixNanos: s.now().UnixNano(), Op: &statepb.Command_TxnJoin{TxnJoin: &statepb.TxnJoin{Id: id, Participant: p, CrashCount: crash}}})
+	_, err = s.log.Propose(ctx, &statepb.Command{NowUnixNanos: s.now().UnixNano(), Op: &statepb.Command_TxnJoin{TxnJoin: &statepb.TxnJoin{
+		Id: id, Participant: p, CrashCount: crash, MaxParticipants: uint32(s.cfg.MaxParticipants),
+	}}})
 	return err
 }
 
@@ -262,12 +280,18 @@ func (s *Service) GetState(ctx context.Context, id uint64) (djinnpb.TransactionS
 
 // Describe returns a transaction with its participants and, on the
 // leader, the failing calls to them.
+// Only the principal that created the transaction sees it; others get
+// UnknownTransaction.
 func (s *Service) Describe(ctx context.Context, id uint64) (*djinnpb.TransactionDescription, error) {
-	in, err := s.get(id)
+	in, err := s.owned(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	d := &djinnpb.TransactionDescription{Id: id, State: in.State, ParentId: in.Parent, Children: in.Children}
+	return s.describe(in, true), nil
+}
+
+func (s *Service) describe(in Info, calls bool) *djinnpb.TransactionDescription {
+	d := &djinnpb.TransactionDescription{Id: in.ID, State: in.State, ParentId: in.Parent, Children: in.Children}
 	now := s.now()
 	if li, ok := s.lessor.Table().Lookup(in.Cookie, now); ok {
 		d.Lease = lease.Proto(s.self(), in.Cookie, djinn.Remaining(li.Expires, now))
@@ -276,13 +300,44 @@ func (s *Service) Describe(ctx context.Context, id uint64) (*djinnpb.Transaction
 	defer s.mu.Unlock()
 	for i, p := range in.Parts {
 		ps := &djinnpb.ParticipantStatus{Participant: p.Ref, CrashCount: p.Crash, Vote: p.Vote, Notified: p.Notified}
-		if c, ok := s.calls[callKey{id, i}]; ok && c.lastErr != nil {
+		if c, ok := s.calls[callKey{in.ID, i}]; calls && ok && c.lastErr != nil {
 			ps.LastError = s.cfg.ErrorProto(c.lastErr)
 			ps.FailingSinceUnixNanos = c.since.UnixNano()
 		}
 		d.Participants = append(d.Participants, ps)
 	}
-	return d, nil
+	return d
+}
+
+// MaxList bounds one page of List.
+const MaxList = 10000
+
+// List returns a page of the caller's transactions, by id: those above
+// after, in state (0: any), at most limit (0: 1000), and the id to pass as
+// after for the next page (0: none).
+func (s *Service) List(ctx context.Context, after uint64, limit int, state djinnpb.TransactionState) ([]*djinnpb.TransactionDescription, uint64, error) {
+	switch {
+	case limit < 0 || limit > MaxList:
+		return nil, 0, djinn.Errorf(djinn.InvalidArgument, "limit %d: must be 0 (the default, 1000) to %d", limit, MaxList)
+	case limit == 0:
+		limit = 1000
+	}
+	if _, ok := djinnpb.TransactionState_name[int32(state)]; !ok {
+		return nil, 0, djinn.Errorf(djinn.InvalidArgument, "state %d: unknown", state)
+	}
+	if err := s.leading(); err != nil {
+		return nil, 0, err
+	}
+	ins, more := s.state.List(principal.From(ctx), after, limit, state)
+	out := make([]*djinnpb.TransactionDescription, len(ins))
+	for i, in := range ins {
+		out[i] = s.describe(in, false)
+	}
+	var next uint64
+	if more {
+		next = ins[len(ins)-1].ID
+	}
+	return out, next, nil
 }
 
 // Promote adds participants to an ACTIVE transaction and drops one, as a

@@ -44,7 +44,7 @@ type transaction struct {
 	state     djinnpb.TransactionState
 	parts     []*participant
 	parent    uint64   // 0: top-level
-	children  []uint64 // nested transactions, in creation order
+	children  []uint64 // nested transactions, by id
 	ended     int64    // when it was decided (unix nanos; 0 for a lease end)
 	// decided is closed when the transaction is COMMITTED or ABORTED;
 	// settled when, besides, every participant has been told.
@@ -141,6 +141,26 @@ func (s *State) Get(id uint64) (Info, error) {
 	return in, nil
 }
 
+// List returns principal's transactions with ids above after, in state
+// (0: any), by id: at most limit, and whether more follow.
+func (s *State) List(principal string, after uint64, limit int, state djinnpb.TransactionState) ([]Info, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []uint64
+	for id, t := range s.txns {
+		if id > after && t.principal == principal && (state == 0 || t.state == state) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	more := len(ids) > limit
+	out := make([]Info, 0, min(len(ids), limit))
+	for _, id := range ids[:min(len(ids), limit)] {
+		out = append(out, s.txns[id].info())
+	}
+	return out, more
+}
+
 // Len returns the number of transactions known, and of those not decided.
 func (s *State) Len() (all, active int) {
 	s.mu.Lock()
@@ -152,8 +172,8 @@ func newTransaction(id uint64, cookie djinn.ID, principal string) *transaction {
 	return &transaction{id: id, cookie: cookie, principal: principal, state: Active, decided: make(chan struct{}), settled: make(chan struct{})}
 }
 
-// ApplyCreate creates a transaction, ACTIVE, with the next id, and grants
-// its lease.
+// ApplyCreate creates a transaction, ACTIVE, with the id the leader drew
+// (an id in use is refused), and grants its lease.
 func (s *State) ApplyCreate(c *statepb.TxnCreate) (Info, error) {
 	cookie, err := djinn.IDFromBytes("lease cookie", c.GetCookie())
 	if err != nil {
@@ -172,15 +192,23 @@ func (s *State) ApplyCreate(c *statepb.TxnCreate) (Info, error) {
 		}
 		parent = p
 	}
-	id := s.next + 1
+	id := c.GetId()
+	if id == 0 {
+		id = s.next + 1
+	}
+	if _, used := s.txns[id]; used {
+		return Info{}, djinn.Errorf(djinn.Unavailable, "transaction id %d: in use; draw another", id)
+	}
 	if err := s.table.ApplyGrant(cookie, lease.Owner{Kind: lease.KindTransaction, ID: OwnerID(id)}, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
 		return Info{}, err
 	}
-	s.next = id
+	if c.GetId() == 0 {
+		s.next = id
+	}
 	t := newTransaction(id, cookie, c.GetPrincipal())
 	if parent != nil {
 		t.parent = parent.id
-		parent.children = append(parent.children, id)
+		parent.children = insertSorted(parent.children, id)
 	}
 	s.txns[id] = t
 	s.undecided++
@@ -219,6 +247,9 @@ func (s *State) ApplyJoin(now int64, c *statepb.TxnJoin) error {
 	}
 	if t.state != Active {
 		return djinn.Errorf(djinn.CannotJoin, "transaction %d: %s, no longer active (TX.2.3)", t.id, stateName(t.state))
+	}
+	if m := int(c.GetMaxParticipants()); m > 0 && len(t.parts) >= m {
+		return djinn.Errorf(djinn.ResourceExhausted, "transaction %d has %d participants, the most allowed", t.id, len(t.parts))
 	}
 	t.parts = append(t.parts, &participant{ref: p, crash: c.GetCrashCount()})
 	return nil

@@ -380,11 +380,15 @@ func TestNestedTreesAgainstModel(t *testing.T) {
 					}
 				}
 			}
+			inTree := map[uint64]bool{}
+			for _, n := range all {
+				inTree[n.id] = true
+			}
 			got := map[string]bool{}
 			for c := range tp.final {
 				var id uint64
 				fmt.Sscanf(c, "%d/", &id)
-				if id >= root.id && id <= all[len(all)-1].id {
+				if inTree[id] {
 					got[c] = true
 				}
 			}

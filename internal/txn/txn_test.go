@@ -3,6 +3,8 @@ package txn_test
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -10,9 +12,12 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/principal"
+	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/internal/state/statetest"
 	"github.com/djinn-go/djinn/internal/txn"
 	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/proto/statepb"
 )
 
 // fakeParts are in-memory participants: each answers prepare with its
@@ -519,4 +524,131 @@ func TestLeaseEndsWithTheOutcome(t *testing.T) {
 		_, err = f.lessor.Renew(ctx, cookie(committed), time.Minute)
 		wantKind(t, "renewing a committed transaction's lease", err, djinn.UnknownLease)
 	})
+}
+
+// TestListAndOwnership: List pages through the caller's own transactions
+// by id, filtered by state; Describe shows a transaction only to the
+// principal that created it (DESIGN.md 7: others get "not found").
+func TestListAndOwnership(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		defer f.stop()
+		alice, bob := principal.With(context.Background(), "alice"), principal.With(context.Background(), "bob")
+		var mine []uint64
+		for range 25 {
+			c, err := f.svc.Create(alice, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mine = append(mine, c.ID)
+		}
+		theirs, err := f.svc.Create(bob, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(mine)
+		if err := f.svc.Abort(alice, mine[3], nil); err != nil {
+			t.Fatal(err)
+		}
+		var got []uint64
+		for after, pages := uint64(0), 0; ; pages++ {
+			ds, next, err := f.svc.List(alice, after, 10, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range ds {
+				got = append(got, d.GetId())
+			}
+			if next == 0 {
+				if pages != 2 {
+					t.Errorf("%d pages of 10 for 25 transactions, want 3", pages+1)
+				}
+				break
+			}
+			after = next
+		}
+		if !slices.Equal(got, mine) {
+			t.Fatalf("listed %v, want alice's %v by id", got, mine)
+		}
+		ds, _, err := f.svc.List(alice, 0, 0, txn.Aborted)
+		if err != nil || len(ds) != 1 || ds[0].GetId() != mine[3] || ds[0].GetLease() != nil {
+			t.Fatalf("aborted only: %v %v, want %d without a lease", ds, err, mine[3])
+		}
+		ds, _, err = f.svc.List(bob, 0, 0, 0)
+		if err != nil || len(ds) != 1 || ds[0].GetId() != theirs.ID {
+			t.Fatalf("bob lists %v %v, want only his %d", ds, err, theirs.ID)
+		}
+		for _, limit := range []int{-1, txn.MaxList + 1} {
+			_, _, err := f.svc.List(alice, 0, limit, 0)
+			wantKind(t, fmt.Sprintf("limit %d", limit), err, djinn.InvalidArgument)
+		}
+		_, _, err = f.svc.List(alice, 0, 0, 99)
+		wantKind(t, "state 99", err, djinn.InvalidArgument)
+
+		_, err = f.svc.Describe(bob, mine[0])
+		wantKind(t, "bob describing alice's transaction", err, djinn.UnknownTransaction)
+		wantKind(t, "bob committing alice's transaction", f.svc.Commit(bob, mine[0], nil), djinn.UnknownTransaction)
+		if _, err := f.svc.Describe(alice, mine[0]); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestIDsAreDrawn: ids are positive, distinct and not a sequence, so one
+// transaction's id tells nothing of another's.
+func TestIDsAreDrawn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		defer f.stop()
+		seen := map[uint64]bool{}
+		var prev uint64
+		consecutive := 0
+		for range 200 {
+			id := f.create(time.Hour).ID
+			if id == 0 || id > math.MaxInt64 || seen[id] {
+				t.Fatalf("id %d: want positive as a Java long, and new", id)
+			}
+			if id == prev+1 {
+				consecutive++
+			}
+			seen[id], prev = true, id
+		}
+		if consecutive > 2 {
+			t.Errorf("%d of 200 ids followed the one before: a sequence", consecutive)
+		}
+	})
+}
+
+// TestMaxParticipantsAtApply: the bound on participants holds however
+// many joins race past the leader's check — the log entry carries it.
+func TestMaxParticipantsAtApply(t *testing.T) {
+	m := state.New()
+	log := statetest.Over(m)
+	c := logCreate(t, log)
+	for i, want := range []djinn.Kind{"", "", djinn.ResourceExhausted} {
+		_, err := log.Propose(context.Background(), &statepb.Command{Op: &statepb.Command_TxnJoin{TxnJoin: &statepb.TxnJoin{
+			Id: c, Participant: part(string(rune('a' + i))), CrashCount: 1, MaxParticipants: 2,
+		}}})
+		if djinn.KindOf(err) != want {
+			t.Fatalf("join %d of at most 2: %v, want %q", i+1, err, want)
+		}
+	}
+	// A repeated join of a joined participant is still accepted.
+	if _, err := log.Propose(context.Background(), &statepb.Command{Op: &statepb.Command_TxnJoin{TxnJoin: &statepb.TxnJoin{
+		Id: c, Participant: part("a"), CrashCount: 1, MaxParticipants: 2,
+	}}}); err != nil {
+		t.Fatalf("repeated join at the bound: %v", err)
+	}
+}
+
+// logCreate logs the creation of a transaction and returns its id.
+func logCreate(t *testing.T, log *statetest.Log) uint64 {
+	t.Helper()
+	res, err := log.Propose(context.Background(), &statepb.Command{Op: &statepb.Command_TxnCreate{TxnCreate: &statepb.TxnCreate{
+		Cookie: make([]byte, 16), ExpiresUnixNanos: time.Now().Add(time.Hour).UnixNano(), Id: 42,
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.(txn.Info).ID
 }

@@ -679,6 +679,119 @@ func (x *TransactionDescription) GetChildren() []uint64 {
 	return nil
 }
 
+type ListTransactionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AfterId       uint64                 `protobuf:"varint,1,opt,name=after_id,json=afterId,proto3" json:"after_id,omitempty"`             // the page starts past this id
+	Limit         uint32                 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`                                // at most this many (0: 1000; at most 10000)
+	State         TransactionState       `protobuf:"varint,3,opt,name=state,proto3,enum=djinn.v1.TransactionState" json:"state,omitempty"` // only these (unspecified: all)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTransactionsRequest) Reset() {
+	*x = ListTransactionsRequest{}
+	mi := &file_djinn_v1_txn_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTransactionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTransactionsRequest) ProtoMessage() {}
+
+func (x *ListTransactionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_txn_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTransactionsRequest.ProtoReflect.Descriptor instead.
+func (*ListTransactionsRequest) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ListTransactionsRequest) GetAfterId() uint64 {
+	if x != nil {
+		return x.AfterId
+	}
+	return 0
+}
+
+func (x *ListTransactionsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListTransactionsRequest) GetState() TransactionState {
+	if x != nil {
+		return x.State
+	}
+	return TransactionState_TRANSACTION_STATE_UNSPECIFIED
+}
+
+type ListTransactionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// transactions carry their participants' votes, not their call errors.
+	Transactions  []*TransactionDescription `protobuf:"bytes,1,rep,name=transactions,proto3" json:"transactions,omitempty"`
+	NextAfterId   uint64                    `protobuf:"varint,2,opt,name=next_after_id,json=nextAfterId,proto3" json:"next_after_id,omitempty"` // 0: no more
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTransactionsResponse) Reset() {
+	*x = ListTransactionsResponse{}
+	mi := &file_djinn_v1_txn_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTransactionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTransactionsResponse) ProtoMessage() {}
+
+func (x *ListTransactionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_txn_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTransactionsResponse.ProtoReflect.Descriptor instead.
+func (*ListTransactionsResponse) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ListTransactionsResponse) GetTransactions() []*TransactionDescription {
+	if x != nil {
+		return x.Transactions
+	}
+	return nil
+}
+
+func (x *ListTransactionsResponse) GetNextAfterId() uint64 {
+	if x != nil {
+		return x.NextAfterId
+	}
+	return 0
+}
+
 type ParticipantStatus struct {
 	state                 protoimpl.MessageState `protogen:"open.v1"`
 	Participant           *Ref                   `protobuf:"bytes,1,opt,name=participant,proto3" json:"participant,omitempty"`
@@ -693,7 +806,7 @@ type ParticipantStatus struct {
 
 func (x *ParticipantStatus) Reset() {
 	*x = ParticipantStatus{}
-	mi := &file_djinn_v1_txn_proto_msgTypes[11]
+	mi := &file_djinn_v1_txn_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -705,7 +818,7 @@ func (x *ParticipantStatus) String() string {
 func (*ParticipantStatus) ProtoMessage() {}
 
 func (x *ParticipantStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_txn_proto_msgTypes[11]
+	mi := &file_djinn_v1_txn_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -718,7 +831,7 @@ func (x *ParticipantStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParticipantStatus.ProtoReflect.Descriptor instead.
 func (*ParticipantStatus) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{11}
+	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ParticipantStatus) GetParticipant() *Ref {
@@ -776,7 +889,7 @@ type ParticipantRequest struct {
 
 func (x *ParticipantRequest) Reset() {
 	*x = ParticipantRequest{}
-	mi := &file_djinn_v1_txn_proto_msgTypes[12]
+	mi := &file_djinn_v1_txn_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -788,7 +901,7 @@ func (x *ParticipantRequest) String() string {
 func (*ParticipantRequest) ProtoMessage() {}
 
 func (x *ParticipantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_txn_proto_msgTypes[12]
+	mi := &file_djinn_v1_txn_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -801,7 +914,7 @@ func (x *ParticipantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParticipantRequest.ProtoReflect.Descriptor instead.
 func (*ParticipantRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{12}
+	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ParticipantRequest) GetParticipantId() []byte {
@@ -834,7 +947,7 @@ type PrepareResponse struct {
 
 func (x *PrepareResponse) Reset() {
 	*x = PrepareResponse{}
-	mi := &file_djinn_v1_txn_proto_msgTypes[13]
+	mi := &file_djinn_v1_txn_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -846,7 +959,7 @@ func (x *PrepareResponse) String() string {
 func (*PrepareResponse) ProtoMessage() {}
 
 func (x *PrepareResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_txn_proto_msgTypes[13]
+	mi := &file_djinn_v1_txn_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -859,7 +972,7 @@ func (x *PrepareResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareResponse.ProtoReflect.Descriptor instead.
 func (*PrepareResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{13}
+	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PrepareResponse) GetVote() TransactionState {
@@ -877,7 +990,7 @@ type ParticipantResponse struct {
 
 func (x *ParticipantResponse) Reset() {
 	*x = ParticipantResponse{}
-	mi := &file_djinn_v1_txn_proto_msgTypes[14]
+	mi := &file_djinn_v1_txn_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -889,7 +1002,7 @@ func (x *ParticipantResponse) String() string {
 func (*ParticipantResponse) ProtoMessage() {}
 
 func (x *ParticipantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_txn_proto_msgTypes[14]
+	mi := &file_djinn_v1_txn_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -902,7 +1015,7 @@ func (x *ParticipantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParticipantResponse.ProtoReflect.Descriptor instead.
 func (*ParticipantResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{14}
+	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{16}
 }
 
 var File_djinn_v1_txn_proto protoreflect.FileDescriptor
@@ -946,7 +1059,14 @@ const file_djinn_v1_txn_proto_rawDesc = "" +
 	"\fparticipants\x18\x03 \x03(\v2\x1b.djinn.v1.ParticipantStatusR\fparticipants\x12%\n" +
 	"\x05lease\x18\x04 \x01(\v2\x0f.djinn.v1.LeaseR\x05lease\x12\x1b\n" +
 	"\tparent_id\x18\x05 \x01(\x04R\bparentId\x12\x1a\n" +
-	"\bchildren\x18\x06 \x03(\x04R\bchildren\"\x9a\x02\n" +
+	"\bchildren\x18\x06 \x03(\x04R\bchildren\"|\n" +
+	"\x17ListTransactionsRequest\x12\x19\n" +
+	"\bafter_id\x18\x01 \x01(\x04R\aafterId\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\x120\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x1a.djinn.v1.TransactionStateR\x05state\"\x84\x01\n" +
+	"\x18ListTransactionsResponse\x12D\n" +
+	"\ftransactions\x18\x01 \x03(\v2 .djinn.v1.TransactionDescriptionR\ftransactions\x12\"\n" +
+	"\rnext_after_id\x18\x02 \x01(\x04R\vnextAfterId\"\x9a\x02\n" +
 	"\x11ParticipantStatus\x12/\n" +
 	"\vparticipant\x18\x01 \x01(\v2\r.djinn.v1.RefR\vparticipant\x12\x1f\n" +
 	"\vcrash_count\x18\x02 \x01(\x03R\n" +
@@ -970,7 +1090,7 @@ const file_djinn_v1_txn_proto_rawDesc = "" +
 	"\x1aTRANSACTION_STATE_PREPARED\x10\x03\x12 \n" +
 	"\x1cTRANSACTION_STATE_NOTCHANGED\x10\x04\x12\x1f\n" +
 	"\x1bTRANSACTION_STATE_COMMITTED\x10\x05\x12\x1d\n" +
-	"\x19TRANSACTION_STATE_ABORTED\x10\x062\xb4\x04\n" +
+	"\x19TRANSACTION_STATE_ABORTED\x10\x062\x83\x05\n" +
 	"\x12TransactionManager\x12J\n" +
 	"\x06Create\x12\".djinn.v1.CreateTransactionRequest\x1a\x1c.djinn.v1.CreatedTransaction\x12K\n" +
 	"\x04Join\x12 .djinn.v1.JoinTransactionRequest\x1a!.djinn.v1.JoinTransactionResponse\x12L\n" +
@@ -978,7 +1098,8 @@ const file_djinn_v1_txn_proto_rawDesc = "" +
 	"\x06Commit\x12$.djinn.v1.CompleteTransactionRequest\x1a%.djinn.v1.CompleteTransactionResponse\x12T\n" +
 	"\x05Abort\x12$.djinn.v1.CompleteTransactionRequest\x1a%.djinn.v1.CompleteTransactionResponse\x12J\n" +
 	"\bDescribe\x12\x1c.djinn.v1.TransactionRequest\x1a .djinn.v1.TransactionDescription\x12>\n" +
-	"\aPromote\x12\x18.djinn.v1.PromoteRequest\x1a\x19.djinn.v1.PromoteResponse2\xb6\x02\n" +
+	"\aPromote\x12\x18.djinn.v1.PromoteRequest\x1a\x19.djinn.v1.PromoteResponse\x12M\n" +
+	"\x04List\x12!.djinn.v1.ListTransactionsRequest\x1a\".djinn.v1.ListTransactionsResponse2\xb6\x02\n" +
 	"\x16TransactionParticipant\x12B\n" +
 	"\aPrepare\x12\x1c.djinn.v1.ParticipantRequest\x1a\x19.djinn.v1.PrepareResponse\x12E\n" +
 	"\x06Commit\x12\x1c.djinn.v1.ParticipantRequest\x1a\x1d.djinn.v1.ParticipantResponse\x12D\n" +
@@ -998,7 +1119,7 @@ func file_djinn_v1_txn_proto_rawDescGZIP() []byte {
 }
 
 var file_djinn_v1_txn_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_djinn_v1_txn_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_djinn_v1_txn_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_djinn_v1_txn_proto_goTypes = []any{
 	(TransactionState)(0),               // 0: djinn.v1.TransactionState
 	(*CreateTransactionRequest)(nil),    // 1: djinn.v1.CreateTransactionRequest
@@ -1012,57 +1133,63 @@ var file_djinn_v1_txn_proto_goTypes = []any{
 	(*CompleteTransactionRequest)(nil),  // 9: djinn.v1.CompleteTransactionRequest
 	(*CompleteTransactionResponse)(nil), // 10: djinn.v1.CompleteTransactionResponse
 	(*TransactionDescription)(nil),      // 11: djinn.v1.TransactionDescription
-	(*ParticipantStatus)(nil),           // 12: djinn.v1.ParticipantStatus
-	(*ParticipantRequest)(nil),          // 13: djinn.v1.ParticipantRequest
-	(*PrepareResponse)(nil),             // 14: djinn.v1.PrepareResponse
-	(*ParticipantResponse)(nil),         // 15: djinn.v1.ParticipantResponse
-	(*Ref)(nil),                         // 16: djinn.v1.Ref
-	(*Lease)(nil),                       // 17: djinn.v1.Lease
-	(*Error)(nil),                       // 18: djinn.v1.Error
+	(*ListTransactionsRequest)(nil),     // 12: djinn.v1.ListTransactionsRequest
+	(*ListTransactionsResponse)(nil),    // 13: djinn.v1.ListTransactionsResponse
+	(*ParticipantStatus)(nil),           // 14: djinn.v1.ParticipantStatus
+	(*ParticipantRequest)(nil),          // 15: djinn.v1.ParticipantRequest
+	(*PrepareResponse)(nil),             // 16: djinn.v1.PrepareResponse
+	(*ParticipantResponse)(nil),         // 17: djinn.v1.ParticipantResponse
+	(*Ref)(nil),                         // 18: djinn.v1.Ref
+	(*Lease)(nil),                       // 19: djinn.v1.Lease
+	(*Error)(nil),                       // 20: djinn.v1.Error
 }
 var file_djinn_v1_txn_proto_depIdxs = []int32{
-	16, // 0: djinn.v1.CreateTransactionRequest.parent_manager:type_name -> djinn.v1.Ref
-	16, // 1: djinn.v1.PromoteRequest.participants:type_name -> djinn.v1.Ref
-	16, // 2: djinn.v1.PromoteRequest.drop:type_name -> djinn.v1.Ref
-	17, // 3: djinn.v1.CreatedTransaction.lease:type_name -> djinn.v1.Lease
-	16, // 4: djinn.v1.CreatedTransaction.manager:type_name -> djinn.v1.Ref
-	16, // 5: djinn.v1.JoinTransactionRequest.participant:type_name -> djinn.v1.Ref
+	18, // 0: djinn.v1.CreateTransactionRequest.parent_manager:type_name -> djinn.v1.Ref
+	18, // 1: djinn.v1.PromoteRequest.participants:type_name -> djinn.v1.Ref
+	18, // 2: djinn.v1.PromoteRequest.drop:type_name -> djinn.v1.Ref
+	19, // 3: djinn.v1.CreatedTransaction.lease:type_name -> djinn.v1.Lease
+	18, // 4: djinn.v1.CreatedTransaction.manager:type_name -> djinn.v1.Ref
+	18, // 5: djinn.v1.JoinTransactionRequest.participant:type_name -> djinn.v1.Ref
 	0,  // 6: djinn.v1.TransactionStateResponse.state:type_name -> djinn.v1.TransactionState
 	0,  // 7: djinn.v1.TransactionDescription.state:type_name -> djinn.v1.TransactionState
-	12, // 8: djinn.v1.TransactionDescription.participants:type_name -> djinn.v1.ParticipantStatus
-	17, // 9: djinn.v1.TransactionDescription.lease:type_name -> djinn.v1.Lease
-	16, // 10: djinn.v1.ParticipantStatus.participant:type_name -> djinn.v1.Ref
-	0,  // 11: djinn.v1.ParticipantStatus.vote:type_name -> djinn.v1.TransactionState
-	18, // 12: djinn.v1.ParticipantStatus.last_error:type_name -> djinn.v1.Error
-	16, // 13: djinn.v1.ParticipantRequest.manager:type_name -> djinn.v1.Ref
-	0,  // 14: djinn.v1.PrepareResponse.vote:type_name -> djinn.v1.TransactionState
-	1,  // 15: djinn.v1.TransactionManager.Create:input_type -> djinn.v1.CreateTransactionRequest
-	5,  // 16: djinn.v1.TransactionManager.Join:input_type -> djinn.v1.JoinTransactionRequest
-	7,  // 17: djinn.v1.TransactionManager.GetState:input_type -> djinn.v1.TransactionRequest
-	9,  // 18: djinn.v1.TransactionManager.Commit:input_type -> djinn.v1.CompleteTransactionRequest
-	9,  // 19: djinn.v1.TransactionManager.Abort:input_type -> djinn.v1.CompleteTransactionRequest
-	7,  // 20: djinn.v1.TransactionManager.Describe:input_type -> djinn.v1.TransactionRequest
-	2,  // 21: djinn.v1.TransactionManager.Promote:input_type -> djinn.v1.PromoteRequest
-	13, // 22: djinn.v1.TransactionParticipant.Prepare:input_type -> djinn.v1.ParticipantRequest
-	13, // 23: djinn.v1.TransactionParticipant.Commit:input_type -> djinn.v1.ParticipantRequest
-	13, // 24: djinn.v1.TransactionParticipant.Abort:input_type -> djinn.v1.ParticipantRequest
-	13, // 25: djinn.v1.TransactionParticipant.PrepareAndCommit:input_type -> djinn.v1.ParticipantRequest
-	4,  // 26: djinn.v1.TransactionManager.Create:output_type -> djinn.v1.CreatedTransaction
-	6,  // 27: djinn.v1.TransactionManager.Join:output_type -> djinn.v1.JoinTransactionResponse
-	8,  // 28: djinn.v1.TransactionManager.GetState:output_type -> djinn.v1.TransactionStateResponse
-	10, // 29: djinn.v1.TransactionManager.Commit:output_type -> djinn.v1.CompleteTransactionResponse
-	10, // 30: djinn.v1.TransactionManager.Abort:output_type -> djinn.v1.CompleteTransactionResponse
-	11, // 31: djinn.v1.TransactionManager.Describe:output_type -> djinn.v1.TransactionDescription
-	3,  // 32: djinn.v1.TransactionManager.Promote:output_type -> djinn.v1.PromoteResponse
-	14, // 33: djinn.v1.TransactionParticipant.Prepare:output_type -> djinn.v1.PrepareResponse
-	15, // 34: djinn.v1.TransactionParticipant.Commit:output_type -> djinn.v1.ParticipantResponse
-	15, // 35: djinn.v1.TransactionParticipant.Abort:output_type -> djinn.v1.ParticipantResponse
-	14, // 36: djinn.v1.TransactionParticipant.PrepareAndCommit:output_type -> djinn.v1.PrepareResponse
-	26, // [26:37] is the sub-list for method output_type
-	15, // [15:26] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	14, // 8: djinn.v1.TransactionDescription.participants:type_name -> djinn.v1.ParticipantStatus
+	19, // 9: djinn.v1.TransactionDescription.lease:type_name -> djinn.v1.Lease
+	0,  // 10: djinn.v1.ListTransactionsRequest.state:type_name -> djinn.v1.TransactionState
+	11, // 11: djinn.v1.ListTransactionsResponse.transactions:type_name -> djinn.v1.TransactionDescription
+	18, // 12: djinn.v1.ParticipantStatus.participant:type_name -> djinn.v1.Ref
+	0,  // 13: djinn.v1.ParticipantStatus.vote:type_name -> djinn.v1.TransactionState
+	20, // 14: djinn.v1.ParticipantStatus.last_error:type_name -> djinn.v1.Error
+	18, // 15: djinn.v1.ParticipantRequest.manager:type_name -> djinn.v1.Ref
+	0,  // 16: djinn.v1.PrepareResponse.vote:type_name -> djinn.v1.TransactionState
+	1,  // 17: djinn.v1.TransactionManager.Create:input_type -> djinn.v1.CreateTransactionRequest
+	5,  // 18: djinn.v1.TransactionManager.Join:input_type -> djinn.v1.JoinTransactionRequest
+	7,  // 19: djinn.v1.TransactionManager.GetState:input_type -> djinn.v1.TransactionRequest
+	9,  // 20: djinn.v1.TransactionManager.Commit:input_type -> djinn.v1.CompleteTransactionRequest
+	9,  // 21: djinn.v1.TransactionManager.Abort:input_type -> djinn.v1.CompleteTransactionRequest
+	7,  // 22: djinn.v1.TransactionManager.Describe:input_type -> djinn.v1.TransactionRequest
+	2,  // 23: djinn.v1.TransactionManager.Promote:input_type -> djinn.v1.PromoteRequest
+	12, // 24: djinn.v1.TransactionManager.List:input_type -> djinn.v1.ListTransactionsRequest
+	15, // 25: djinn.v1.TransactionParticipant.Prepare:input_type -> djinn.v1.ParticipantRequest
+	15, // 26: djinn.v1.TransactionParticipant.Commit:input_type -> djinn.v1.ParticipantRequest
+	15, // 27: djinn.v1.TransactionParticipant.Abort:input_type -> djinn.v1.ParticipantRequest
+	15, // 28: djinn.v1.TransactionParticipant.PrepareAndCommit:input_type -> djinn.v1.ParticipantRequest
+	4,  // 29: djinn.v1.TransactionManager.Create:output_type -> djinn.v1.CreatedTransaction
+	6,  // 30: djinn.v1.TransactionManager.Join:output_type -> djinn.v1.JoinTransactionResponse
+	8,  // 31: djinn.v1.TransactionManager.GetState:output_type -> djinn.v1.TransactionStateResponse
+	10, // 32: djinn.v1.TransactionManager.Commit:output_type -> djinn.v1.CompleteTransactionResponse
+	10, // 33: djinn.v1.TransactionManager.Abort:output_type -> djinn.v1.CompleteTransactionResponse
+	11, // 34: djinn.v1.TransactionManager.Describe:output_type -> djinn.v1.TransactionDescription
+	3,  // 35: djinn.v1.TransactionManager.Promote:output_type -> djinn.v1.PromoteResponse
+	13, // 36: djinn.v1.TransactionManager.List:output_type -> djinn.v1.ListTransactionsResponse
+	16, // 37: djinn.v1.TransactionParticipant.Prepare:output_type -> djinn.v1.PrepareResponse
+	17, // 38: djinn.v1.TransactionParticipant.Commit:output_type -> djinn.v1.ParticipantResponse
+	17, // 39: djinn.v1.TransactionParticipant.Abort:output_type -> djinn.v1.ParticipantResponse
+	16, // 40: djinn.v1.TransactionParticipant.PrepareAndCommit:output_type -> djinn.v1.PrepareResponse
+	29, // [29:41] is the sub-list for method output_type
+	17, // [17:29] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_djinn_v1_txn_proto_init() }
@@ -1078,7 +1205,7 @@ func file_djinn_v1_txn_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_djinn_v1_txn_proto_rawDesc), len(file_djinn_v1_txn_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

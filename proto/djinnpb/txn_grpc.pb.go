@@ -26,6 +26,7 @@ const (
 	TransactionManager_Abort_FullMethodName    = "/djinn.v1.TransactionManager/Abort"
 	TransactionManager_Describe_FullMethodName = "/djinn.v1.TransactionManager/Describe"
 	TransactionManager_Promote_FullMethodName  = "/djinn.v1.TransactionManager/Promote"
+	TransactionManager_List_FullMethodName     = "/djinn.v1.TransactionManager/List"
 )
 
 // TransactionManagerClient is the client API for TransactionManager service.
@@ -49,6 +50,9 @@ type TransactionManagerClient interface {
 	// Promote adds participants to an ACTIVE transaction and drops one
 	// (NestableTransactionManager.promote, TX.2.7).
 	Promote(ctx context.Context, in *PromoteRequest, opts ...grpc.CallOption) (*PromoteResponse, error)
+	// List returns the caller's transactions known to the manager (ACTIVE,
+	// VOTING, and decided ones it still remembers), by id, a page at a time.
+	List(ctx context.Context, in *ListTransactionsRequest, opts ...grpc.CallOption) (*ListTransactionsResponse, error)
 }
 
 type transactionManagerClient struct {
@@ -129,6 +133,16 @@ func (c *transactionManagerClient) Promote(ctx context.Context, in *PromoteReque
 	return out, nil
 }
 
+func (c *transactionManagerClient) List(ctx context.Context, in *ListTransactionsRequest, opts ...grpc.CallOption) (*ListTransactionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTransactionsResponse)
+	err := c.cc.Invoke(ctx, TransactionManager_List_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TransactionManagerServer is the server API for TransactionManager service.
 // All implementations must embed UnimplementedTransactionManagerServer
 // for forward compatibility.
@@ -150,6 +164,9 @@ type TransactionManagerServer interface {
 	// Promote adds participants to an ACTIVE transaction and drops one
 	// (NestableTransactionManager.promote, TX.2.7).
 	Promote(context.Context, *PromoteRequest) (*PromoteResponse, error)
+	// List returns the caller's transactions known to the manager (ACTIVE,
+	// VOTING, and decided ones it still remembers), by id, a page at a time.
+	List(context.Context, *ListTransactionsRequest) (*ListTransactionsResponse, error)
 	mustEmbedUnimplementedTransactionManagerServer()
 }
 
@@ -180,6 +197,9 @@ func (UnimplementedTransactionManagerServer) Describe(context.Context, *Transact
 }
 func (UnimplementedTransactionManagerServer) Promote(context.Context, *PromoteRequest) (*PromoteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Promote not implemented")
+}
+func (UnimplementedTransactionManagerServer) List(context.Context, *ListTransactionsRequest) (*ListTransactionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method List not implemented")
 }
 func (UnimplementedTransactionManagerServer) mustEmbedUnimplementedTransactionManagerServer() {}
 func (UnimplementedTransactionManagerServer) testEmbeddedByValue()                            {}
@@ -328,6 +348,24 @@ func _TransactionManager_Promote_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TransactionManager_List_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTransactionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TransactionManagerServer).List(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TransactionManager_List_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TransactionManagerServer).List(ctx, req.(*ListTransactionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // TransactionManager_ServiceDesc is the grpc.ServiceDesc for TransactionManager service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -362,6 +400,10 @@ var TransactionManager_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Promote",
 			Handler:    _TransactionManager_Promote_Handler,
+		},
+		{
+			MethodName: "List",
+			Handler:    _TransactionManager_List_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

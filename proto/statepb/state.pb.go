@@ -1903,7 +1903,10 @@ type TxnCreate struct {
 	Principal        string                 `protobuf:"bytes,4,opt,name=principal,proto3" json:"principal,omitempty"`
 	// parent_id, when set, nests the transaction in that transaction of
 	// this manager (TX.2.2).
-	ParentId      uint64 `protobuf:"varint,5,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
+	ParentId uint64 `protobuf:"varint,5,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
+	// id is the new transaction's id, drawn at random by the leader; one in
+	// use refuses the command. 0 takes the next in sequence.
+	Id            uint64 `protobuf:"varint,6,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1973,14 +1976,23 @@ func (x *TxnCreate) GetParentId() uint64 {
 	return 0
 }
 
+func (x *TxnCreate) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
 // TxnJoin adds a participant (TX.2.3).
 type TxnJoin struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Participant   *djinnpb.Ref           `protobuf:"bytes,2,opt,name=participant,proto3" json:"participant,omitempty"`
-	CrashCount    int64                  `protobuf:"varint,3,opt,name=crash_count,json=crashCount,proto3" json:"crash_count,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Id          uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Participant *djinnpb.Ref           `protobuf:"bytes,2,opt,name=participant,proto3" json:"participant,omitempty"`
+	CrashCount  int64                  `protobuf:"varint,3,opt,name=crash_count,json=crashCount,proto3" json:"crash_count,omitempty"`
+	// max_participants, when not 0, refuses a join that would exceed it.
+	MaxParticipants uint32 `protobuf:"varint,4,opt,name=max_participants,json=maxParticipants,proto3" json:"max_participants,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *TxnJoin) Reset() {
@@ -2030,6 +2042,13 @@ func (x *TxnJoin) GetParticipant() *djinnpb.Ref {
 func (x *TxnJoin) GetCrashCount() int64 {
 	if x != nil {
 		return x.CrashCount
+	}
+	return 0
+}
+
+func (x *TxnJoin) GetMaxParticipants() uint32 {
+	if x != nil {
+		return x.MaxParticipants
 	}
 	return 0
 }
@@ -3365,18 +3384,20 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\x15RenewalDeliveredEntry\x12\x15\n" +
 	"\x06set_id\x18\x01 \x01(\fR\x05setId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\x03R\aeventId\x12)\n" +
-	"\x10through_sequence\x18\x03 \x01(\x03R\x0fthroughSequence\"\xba\x01\n" +
+	"\x10through_sequence\x18\x03 \x01(\x03R\x0fthroughSequence\"\xca\x01\n" +
 	"\tTxnCreate\x12\x16\n" +
 	"\x06cookie\x18\x01 \x01(\fR\x06cookie\x12,\n" +
 	"\x12expires_unix_nanos\x18\x02 \x01(\x03R\x10expiresUnixNanos\x12,\n" +
 	"\x12horizon_unix_nanos\x18\x03 \x01(\x03R\x10horizonUnixNanos\x12\x1c\n" +
 	"\tprincipal\x18\x04 \x01(\tR\tprincipal\x12\x1b\n" +
-	"\tparent_id\x18\x05 \x01(\x04R\bparentId\"k\n" +
+	"\tparent_id\x18\x05 \x01(\x04R\bparentId\x12\x0e\n" +
+	"\x02id\x18\x06 \x01(\x04R\x02id\"\x96\x01\n" +
 	"\aTxnJoin\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12/\n" +
 	"\vparticipant\x18\x02 \x01(\v2\r.djinn.v1.RefR\vparticipant\x12\x1f\n" +
 	"\vcrash_count\x18\x03 \x01(\x03R\n" +
-	"crashCount\"\x1b\n" +
+	"crashCount\x12)\n" +
+	"\x10max_participants\x18\x04 \x01(\rR\x0fmaxParticipants\"\x1b\n" +
 	"\tTxnVoting\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\"e\n" +
 	"\tTxnDecide\x12\x0e\n" +
