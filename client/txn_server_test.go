@@ -394,6 +394,39 @@ func TestTransactionCrashCount(t *testing.T) {
 	wantKind(t, "commit after a crash count change", tx.Commit(ctx), djinn.CannotCommit)
 }
 
+// TestTransactionPromote: TX.2.7's promote through the client adds
+// participants with their crash counts and drops one; a crash count other
+// than the known one aborts the transaction.
+func TestTransactionPromote(t *testing.T) {
+	_, m := txnServer(t)
+	ctx := t.Context()
+	a, b, c := newTestParticipant(t), newTestParticipant(t), newTestParticipant(t)
+	tx, err := m.Create(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Join(ctx, c.ref, 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Promote(ctx, []djinn.Ref{a.ref, b.ref}, []int64{1, 2}, c.ref); err != nil {
+		t.Fatal(err)
+	}
+	d, err := tx.Describe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[djinn.Ref]int64{}
+	for _, p := range d.Participants {
+		got[p.Participant] = p.CrashCount
+	}
+	if len(got) != 2 || got[a.ref] != 1 || got[b.ref] != 2 {
+		t.Fatalf("participants after promote %v, want a=1 and b=2, c dropped", got)
+	}
+	wantKind(t, "promote with mismatched lists", tx.Promote(ctx, []djinn.Ref{a.ref}, nil, djinn.Ref{}), djinn.InvalidArgument)
+	wantKind(t, "promote with another crash count", tx.Promote(ctx, []djinn.Ref{a.ref}, []int64{5}, djinn.Ref{}), djinn.CrashCount)
+	wantState(t, tx, client.TxnAborted)
+}
+
 // TestTransactionLeaseEnd: cancelling the transaction's lease aborts it
 // (TX.2.1).
 func TestTransactionLeaseEnd(t *testing.T) {
