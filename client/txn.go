@@ -50,8 +50,9 @@ func (s TransactionState) valid() bool { return s >= TxnActive && s <= TxnAborte
 // no connection of its own: calls go through its Connector.
 //
 // It is also TX.2.2's NestableTransactionManager: CreateNested starts a
-// transaction nested in one of the same manager. A server that does not
-// nest answers with djinn.ErrUnsupported.
+// transaction nested in one of the same manager, CreateNestedIn one nested
+// in a transaction of any manager. A server that does not nest answers
+// with djinn.ErrUnsupported.
 type TransactionManager struct {
 	c   Connector
 	ref djinn.Ref
@@ -141,7 +142,23 @@ func (m *TransactionManager) CreateNested(ctx context.Context, parent uint64, le
 	return m.create(ctx, m.Transaction(parent), leaseFor)
 }
 
-// create starts a transaction, nested in parent (a transaction of m) when
+// CreateNestedIn starts, at this manager, a transaction nested in parent,
+// a transaction of this manager or of another (TX.2.2's
+// NestableTransactionManager.create(parentMgr, parentID, leaseFor)). With
+// another manager, this one joins the parent as a participant first, and
+// when the nested transaction commits it promotes its participants into
+// the parent (TX.2.7); the parent's manager's answers pass through:
+// djinn.ErrUnknownTransaction for a parent it does not know,
+// djinn.ErrCannotJoin for one no longer ACTIVE. The returned transaction
+// IsNested, with Parent parent.
+func (m *TransactionManager) CreateNestedIn(ctx context.Context, parent *Transaction, leaseFor time.Duration) (*Transaction, error) {
+	if parent == nil {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "parent transaction: missing (nil)")
+	}
+	return m.create(ctx, parent, leaseFor)
+}
+
+// create starts a transaction, nested in parent (of any manager) when
 // parent is not nil.
 func (m *TransactionManager) create(ctx context.Context, parent *Transaction, leaseFor time.Duration) (*Transaction, error) {
 	if err := djinn.CheckLeaseDuration("lease duration", leaseFor); err != nil {
@@ -153,7 +170,7 @@ func (m *TransactionManager) create(ctx context.Context, parent *Transaction, le
 	}
 	req := &djinnpb.CreateTransactionRequest{LeaseDurationNanos: int64(leaseFor)}
 	if parent != nil {
-		req.ParentManager, req.ParentId = RefToProto(m.ref), parent.id
+		req.ParentManager, req.ParentId = RefToProto(parent.mgr.ref), parent.id
 	}
 	sent := time.Now()
 	pb, err := mc.Create(ctx, req)
@@ -307,6 +324,9 @@ type TransactionDescription struct {
 	// transactions nested in this one.
 	Parent   uint64
 	Children []uint64
+	// ParentManager is the parent's manager when it is another manager
+	// (TX.2.2); the zero Ref otherwise.
+	ParentManager djinn.Ref
 	// Lease is the transaction's lease as the manager holds it, with the
 	// time it had left; nil once the lease ended.
 	Lease        *Lease
@@ -346,6 +366,11 @@ func (m *TransactionManager) Describe(ctx context.Context, id uint64) (*Transact
 func descriptionFrom(pb *djinnpb.TransactionDescription, sent time.Time) (*TransactionDescription, error) {
 	d := &TransactionDescription{ID: pb.GetId(), State: TransactionState(pb.GetState()), Parent: pb.GetParentId(), Children: pb.GetChildren()}
 	var err error
+	if pb.GetParentManager() != nil {
+		if d.ParentManager, err = RefFromProto("parent manager", pb.GetParentManager()); err != nil {
+			return nil, err
+		}
+	}
 	if pb.GetLease() != nil {
 		if d.Lease, err = LeaseFromProto(pb.GetLease(), sent); err != nil {
 			return nil, err
@@ -487,6 +512,16 @@ func (t *Transaction) EnclosedBy(enclosing *Transaction) bool {
 // TransactionManager.CreateNested. The new transaction's Parent is t.
 func (t *Transaction) CreateNested(ctx context.Context, leaseFor time.Duration) (*Transaction, error) {
 	return t.mgr.create(ctx, t, leaseFor)
+}
+
+// CreateNestedAt starts a transaction nested in t at the manager mgr,
+// which may be another than t's (TX.3.2's NestableTransaction.create(mgr,
+// leaseFor)); see TransactionManager.CreateNestedIn.
+func (t *Transaction) CreateNestedAt(ctx context.Context, mgr *TransactionManager, leaseFor time.Duration) (*Transaction, error) {
+	if mgr == nil {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "manager: missing (nil)")
+	}
+	return mgr.create(ctx, t, leaseFor)
 }
 
 // Equal reports whether t and o are the same transaction: the same

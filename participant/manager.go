@@ -18,9 +18,10 @@ import (
 // apart).
 type Managers interface {
 	// Join joins self to tx with crash count crash. It returns the
-	// transactions tx is nested in, parent first, all of tx's manager
-	// (empty for a top-level transaction).
-	Join(ctx context.Context, tx Tx, self djinn.Ref, crash int64) (ancestors []uint64, err error)
+	// transactions tx is nested in, parent first (empty for a top-level
+	// transaction), each with its manager: tx's, or another's when tx is
+	// nested in a transaction of another manager (TX.2.2).
+	Join(ctx context.Context, tx Tx, self djinn.Ref, crash int64) (ancestors []Tx, err error)
 	// GetState returns tx's state at its manager.
 	GetState(ctx context.Context, tx Tx) (State, error)
 }
@@ -40,7 +41,7 @@ func (r remote) manager(tx Tx) (djinnpb.TransactionManagerClient, error) {
 	return djinnpb.NewTransactionManagerClient(conn), nil
 }
 
-func (r remote) Join(ctx context.Context, tx Tx, self djinn.Ref, crash int64) ([]uint64, error) {
+func (r remote) Join(ctx context.Context, tx Tx, self djinn.Ref, crash int64) ([]Tx, error) {
 	m, err := r.manager(tx)
 	if err != nil {
 		return nil, err
@@ -49,7 +50,27 @@ func (r remote) Join(ctx context.Context, tx Tx, self djinn.Ref, crash int64) ([
 	if err != nil {
 		return nil, kinded(err)
 	}
-	return resp.GetAncestors(), nil
+	return AncestorsFromProto(tx, resp)
+}
+
+// AncestorsFromProto reads the ancestors in a join's answer for tx.
+func AncestorsFromProto(tx Tx, resp *djinnpb.JoinTransactionResponse) ([]Tx, error) {
+	ids, mgrs := resp.GetAncestors(), resp.GetAncestorManagers()
+	if len(mgrs) != 0 && len(mgrs) != len(ids) {
+		return nil, djinn.Errorf(djinn.Internal, "join answer: %d ancestors but %d ancestor managers", len(ids), len(mgrs))
+	}
+	out := make([]Tx, len(ids))
+	for i, id := range ids {
+		out[i] = Tx{Manager: tx.Manager, ID: id}
+		if len(mgrs) > 0 {
+			m, err := client.RefFromProto("ancestor manager", mgrs[i])
+			if err != nil {
+				return nil, err
+			}
+			out[i].Manager = m
+		}
+	}
+	return out, nil
 }
 
 func (r remote) GetState(ctx context.Context, tx Tx) (State, error) {

@@ -132,10 +132,10 @@ type entry struct {
 	turn chan struct{}
 
 	// Guarded by Participant.mu.
-	tx        Tx       // with the latest manager endpoint seen
-	state     State    // Active, Voting, Prepared, NotChanged, Committed or Aborted
-	anc       []uint64 // the transactions tx is nested in, parent first (its manager's)
-	ops       int      // operations under way
+	tx        Tx    // with the latest manager endpoint seen
+	state     State // Active, Voting, Prepared, NotChanged, Committed or Aborted
+	anc       []Tx  // the transactions tx is nested in, parent first
+	ops       int   // operations under way
 	drained   chan struct{}
 	joined    chan struct{} // closed when the join ended, with joinErr
 	joinErr   error
@@ -426,19 +426,18 @@ func (p *Participant) Join(ctx context.Context, tx Tx) (done func(), err error) 
 // here, or unknown here: an enclosing transaction being prepared completes
 // the nested ones (TX.2.6), and one that ended ended them.
 func (p *Participant) enclosingLocked(e *entry) error {
-	k := e.tx.Key()
-	for _, id := range e.anc {
-		k.ID = id
-		if a := p.txs[k]; a != nil && a.state != Active {
-			return djinn.Errorf(djinn.CannotJoin, "transaction %d: the enclosing transaction %d is %s at this participant; operations need it ACTIVE (TX.2.6)", e.tx.ID, id, a.state)
+	for _, at := range e.anc {
+		if a := p.txs[at.Key()]; a != nil && a.state != Active {
+			return djinn.Errorf(djinn.CannotJoin, "transaction %d: the enclosing transaction %d is %s at this participant; operations need it ACTIVE (TX.2.6)", e.tx.ID, at.ID, a.state)
 		}
 	}
 	return nil
 }
 
 // Ancestors returns the transactions tx is nested in, parent first, as
-// its manager answered tx's join here (they are of tx's manager): none for
-// a top-level transaction or one unknown here. A Resource calls it, during
+// its manager answered tx's join here (of tx's manager, or of another when
+// tx is nested in another manager's transaction): none for a top-level
+// transaction or one unknown here. A Resource calls it, during
 // an operation under tx, to let tx see its ancestors' changes and pass
 // their locks (TX.3).
 func (p *Participant) Ancestors(tx Tx) []Tx {
@@ -448,11 +447,7 @@ func (p *Participant) Ancestors(tx Tx) []Tx {
 	if e == nil {
 		return nil
 	}
-	out := make([]Tx, len(e.anc))
-	for i, id := range e.anc {
-		out[i] = Tx{Manager: e.tx.Manager, ID: id}
-	}
-	return out
+	return slices.Clone(e.anc)
 }
 
 // parentKey returns the key of e's parent; false for a top-level e.
@@ -460,9 +455,7 @@ func (e *entry) parentKey() (TxKey, bool) {
 	if len(e.anc) == 0 {
 		return TxKey{}, false
 	}
-	k := e.tx.Key()
-	k.ID = e.anc[0]
-	return k, true
+	return e.anc[0].Key(), true
 }
 
 // addKidLocked records the nested e under its parent.
@@ -511,7 +504,7 @@ func (p *Participant) parentLocked(e *entry) *entry {
 	if pe := p.txs[k]; pe != nil {
 		return pe
 	}
-	pe := &entry{turn: make(chan struct{}, 1), tx: Tx{Manager: e.tx.Manager, ID: e.anc[0]}, state: Active,
+	pe := &entry{turn: make(chan struct{}, 1), tx: e.anc[0], state: Active,
 		joined: closedChan, anc: e.anc[1:], last: p.cfg.Now()}
 	p.txs[k] = pe
 	p.addKidLocked(pe)
@@ -835,10 +828,8 @@ func (p *Participant) commitNested(ctx context.Context, e *entry) error {
 func (p *Participant) enclosingAborted(e *entry) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	k := e.tx.Key()
-	for _, id := range e.anc {
-		k.ID = id
-		if a := p.txs[k]; a != nil && a.state == Aborted {
+	for _, at := range e.anc {
+		if a := p.txs[at.Key()]; a != nil && a.state == Aborted {
 			return true
 		}
 	}

@@ -807,7 +807,7 @@ func TestManagerFake(t *testing.T) {
 	for _, c := range []struct {
 		tx   participant.Tx
 		want string
-	}{{top, "[]"}, {mid, fmt.Sprint([]uint64{top.ID})}, {leaf, fmt.Sprint([]uint64{mid.ID, top.ID})}} {
+	}{{top, "[]"}, {mid, fmt.Sprint([]participant.Tx{top})}, {leaf, fmt.Sprint([]participant.Tx{mid, top})}} {
 		anc, err := m.Join(bg, c.tx, self, 1)
 		if err != nil || fmt.Sprint(anc) != c.want {
 			t.Fatalf("join %d: ancestors %v, %v; want %s", c.tx.ID, anc, err, c.want)

@@ -157,6 +157,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 		Lease:        lease.Policy{Default: time.Duration(cfg.Txn.DefaultLease), Max: time.Duration(cfg.Txn.MaxLease)},
 		MaxActive:    cfg.Txn.MaxActive,
 		Participants: participants{s: s},
+		Managers:     otherManagers{pool: s.pool},
 		Abandon:      time.Duration(cfg.Txn.Abandon),
 		ErrorProto:   grpcerr.ToProto,
 		Logger:       logger,
@@ -208,11 +209,14 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 	if cfg.Txn.Enabled {
 		djinnpb.RegisterTransactionManagerServer(s.grpc, &txnRPC{s: s})
 	}
-	if s.kv != nil {
-		ps := participant.NewServer()
-		ps.Add(s.kv.Participant())
-		ps.Register(s.grpc)
-		kv.NewServer(s.kv).Register(s.grpc)
+	if cfg.Txn.Enabled || s.kv != nil {
+		rpc := &participantRPC{s: s}
+		if s.kv != nil {
+			rpc.hosts = participant.NewServer()
+			rpc.hosts.Add(s.kv.Participant())
+			kv.NewServer(s.kv).Register(s.grpc)
+		}
+		djinnpb.RegisterTransactionParticipantServer(s.grpc, rpc)
 	}
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)

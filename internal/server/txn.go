@@ -21,18 +21,21 @@ type txnRPC struct {
 }
 
 func (r *txnRPC) Create(ctx context.Context, req *djinnpb.CreateTransactionRequest) (*djinnpb.CreatedTransaction, error) {
-	var parent uint64
+	d := time.Duration(req.GetLeaseDurationNanos())
+	var c txn.Created
+	var err error
 	if pm := req.GetParentManager(); pm != nil {
-		self := r.s.ref(TxnID)()
-		if string(pm.GetServiceId()) != string(self.Service[:]) || string(pm.GetObjectId()) != string(self.Object[:]) {
-			return nil, djinn.Errorf(djinn.Unsupported, "parent manager %x/%x: nesting under another manager's transaction is not supported yet", pm.GetServiceId(), pm.GetObjectId())
-		}
 		if req.GetParentId() == 0 {
 			return nil, djinn.Errorf(djinn.InvalidArgument, "parent id: missing")
 		}
-		parent = req.GetParentId()
+		mgr, rerr := client.RefFromProto("parent manager", pm)
+		if rerr != nil {
+			return nil, rerr
+		}
+		c, err = r.s.txn.CreateUnder(ctx, mgr, req.GetParentId(), d)
+	} else {
+		c, err = r.s.txn.CreateNested(ctx, 0, d)
 	}
-	c, err := r.s.txn.CreateNested(ctx, parent, time.Duration(req.GetLeaseDurationNanos()))
 	if err != nil {
 		return nil, err
 	}
@@ -43,11 +46,11 @@ func (r *txnRPC) Join(ctx context.Context, req *djinnpb.JoinTransactionRequest) 
 	if err := r.s.txn.Join(ctx, req.GetId(), req.GetParticipant(), req.GetCrashCount()); err != nil {
 		return nil, err
 	}
-	anc, err := r.s.txn.Ancestors(req.GetId())
+	ids, mgrs, err := r.s.txn.Ancestors(req.GetId())
 	if err != nil {
 		return nil, err
 	}
-	return &djinnpb.JoinTransactionResponse{Ancestors: anc}, nil
+	return &djinnpb.JoinTransactionResponse{Ancestors: ids, AncestorManagers: mgrs}, nil
 }
 
 func (r *txnRPC) GetState(ctx context.Context, req *djinnpb.TransactionRequest) (*djinnpb.TransactionStateResponse, error) {
@@ -196,11 +199,15 @@ func (m managers) local(tx participant.Tx) bool {
 	return m.s.txn != nil && tx.Manager == m.s.ref(TxnID)() && m.s.lessor.Serving("transaction manager") == nil
 }
 
-func (m managers) Join(ctx context.Context, tx participant.Tx, self djinn.Ref, crash int64) ([]uint64, error) {
+func (m managers) Join(ctx context.Context, tx participant.Tx, self djinn.Ref, crash int64) ([]participant.Tx, error) {
 	if m.local(tx) {
 		err := m.s.txn.Join(ctx, tx.ID, client.RefToProto(self), crash)
 		if err == nil {
-			return m.s.txn.Ancestors(tx.ID)
+			ids, mgrs, err := m.s.txn.Ancestors(tx.ID)
+			if err != nil {
+				return nil, err
+			}
+			return participant.AncestorsFromProto(tx, &djinnpb.JoinTransactionResponse{Ancestors: ids, AncestorManagers: mgrs})
 		}
 		if djinn.KindOf(err) != djinn.Unavailable {
 			return nil, err
@@ -224,3 +231,118 @@ func (m managers) GetState(ctx context.Context, tx participant.Tx) (participant.
 }
 
 var _ participant.Managers = managers{}
+
+// otherManagers calls other transaction managers over the connection
+// pool, for transactions nested in theirs.
+type otherManagers struct {
+	pool *client.Pool
+}
+
+func (o otherManagers) client(mgr djinn.Ref) (djinnpb.TransactionManagerClient, error) {
+	conn, err := o.pool.Conn(mgr.Endpoint)
+	if err != nil {
+		return nil, djinn.Errorf(djinn.Unavailable, "transaction manager %s: %v", mgr.Endpoint, err)
+	}
+	return djinnpb.NewTransactionManagerClient(conn), nil
+}
+
+func (o otherManagers) Join(ctx context.Context, mgr djinn.Ref, id uint64, p *djinnpb.Ref, crash int64) (*djinnpb.JoinTransactionResponse, error) {
+	c, err := o.client(mgr)
+	if err != nil {
+		return nil, err
+	}
+	return c.Join(ctx, &djinnpb.JoinTransactionRequest{Id: id, Participant: p, CrashCount: crash})
+}
+
+func (o otherManagers) Promote(ctx context.Context, mgr djinn.Ref, id uint64, parts []*djinnpb.Ref, crashes []int64, drop *djinnpb.Ref) error {
+	c, err := o.client(mgr)
+	if err != nil {
+		return err
+	}
+	_, err = c.Promote(ctx, &djinnpb.PromoteRequest{Id: id, Participants: parts, CrashCounts: crashes, Drop: drop})
+	return err
+}
+
+var _ txn.Managers = otherManagers{}
+
+// participantRPC serves the TransactionParticipant service: the
+// manager's nest participant (for transactions nested in other managers'),
+// and the participants this server hosts.
+type participantRPC struct {
+	djinnpb.UnimplementedTransactionParticipantServer
+	s     *Server
+	hosts *participant.Server // nil: none
+}
+
+// nest reports whether req is for the nest participant, and its manager.
+func (r *participantRPC) nest(req *djinnpb.ParticipantRequest) (bool, error) {
+	if string(req.GetParticipantId()) != string(txn.NestID[:]) {
+		return false, nil
+	}
+	if _, err := client.RefFromProto("manager", req.GetManager()); err != nil {
+		return true, err
+	}
+	return true, nil
+}
+
+func (r *participantRPC) other(req *djinnpb.ParticipantRequest) error {
+	return djinn.Errorf(djinn.NoSuchObject, "participant %x: no such participant here", req.GetParticipantId())
+}
+
+func (r *participantRPC) Prepare(ctx context.Context, req *djinnpb.ParticipantRequest) (*djinnpb.PrepareResponse, error) {
+	if ok, err := r.nest(req); ok {
+		if err != nil {
+			return nil, err
+		}
+		v, err := r.s.txn.NestPrepare(ctx, req.GetManager(), req.GetId())
+		if err != nil {
+			return nil, err
+		}
+		return &djinnpb.PrepareResponse{Vote: v}, nil
+	}
+	if r.hosts == nil {
+		return nil, r.other(req)
+	}
+	return r.hosts.Prepare(ctx, req)
+}
+
+func (r *participantRPC) PrepareAndCommit(ctx context.Context, req *djinnpb.ParticipantRequest) (*djinnpb.PrepareResponse, error) {
+	if ok, _ := r.nest(req); ok {
+		return r.Prepare(ctx, req) // NOTCHANGED: nothing to commit
+	}
+	if r.hosts == nil {
+		return nil, r.other(req)
+	}
+	return r.hosts.PrepareAndCommit(ctx, req)
+}
+
+func (r *participantRPC) Commit(ctx context.Context, req *djinnpb.ParticipantRequest) (*djinnpb.ParticipantResponse, error) {
+	if ok, err := r.nest(req); ok {
+		if err != nil {
+			return nil, err
+		}
+		// Never PREPARED, so never told to commit; as a participant that
+		// forgot a transaction, say so (TX.2.6).
+		return nil, djinn.Errorf(djinn.UnknownTransaction, "transaction %d: the nest participant holds no changes", req.GetId())
+	}
+	if r.hosts == nil {
+		return nil, r.other(req)
+	}
+	return r.hosts.Commit(ctx, req)
+}
+
+func (r *participantRPC) Abort(ctx context.Context, req *djinnpb.ParticipantRequest) (*djinnpb.ParticipantResponse, error) {
+	if ok, err := r.nest(req); ok {
+		if err != nil {
+			return nil, err
+		}
+		if err := r.s.txn.NestAbort(ctx, req.GetManager(), req.GetId()); err != nil {
+			return nil, err
+		}
+		return &djinnpb.ParticipantResponse{}, nil
+	}
+	if r.hosts == nil {
+		return nil, r.other(req)
+	}
+	return r.hosts.Abort(ctx, req)
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -15,6 +16,7 @@ import (
 	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/internal/state/statetest"
 	"github.com/djinn-go/djinn/internal/txn"
+	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
 
@@ -36,11 +38,11 @@ func (f *fixture) restart() *fixture {
 	if err := m.Restore(&buf); err != nil {
 		f.t.Fatal(err)
 	}
-	g := &fixture{t: f.t, log: statetest.Over(m), parts: f.parts}
+	g := &fixture{t: f.t, log: statetest.Over(m), parts: f.parts, managers: f.managers}
 	g.lessor = lease.NewLessor(m.Leases, g.log, lease.Config{Slack: 10 * time.Second})
 	self := djinn.Ref{Endpoint: "127.0.0.1:4161", Service: m.ServiceID(), Object: djinn.ID{'t'}}
 	svc, err := txn.New(m.Txn, g.lessor, g.log, time.Now, func() djinn.Ref { return self }, txn.Config{
-		Participants: f.parts, VoteTimeout: 5 * time.Second, Abandon: time.Minute, Retention: time.Hour,
+		Participants: f.parts, VoteTimeout: 5 * time.Second, Abandon: time.Minute, Retention: time.Hour, Managers: f.managers,
 	})
 	if err != nil {
 		f.t.Fatal(err)
@@ -159,5 +161,65 @@ func TestRestartKeepsTheTree(t *testing.T) {
 			}
 		}
 		f.stop()
+	})
+}
+
+// fakeManagers is another manager, as a transaction nested in its
+// transactions sees it.
+type fakeManagers struct {
+	mu       sync.Mutex
+	joins    []string
+	promoted [][]*djinnpb.Ref
+}
+
+func (m *fakeManagers) Join(_ context.Context, mgr djinn.Ref, id uint64, p *djinnpb.Ref, crash int64) (*djinnpb.JoinTransactionResponse, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.joins = append(m.joins, fmt.Sprintf("%d %x %d", id, p.GetObjectId(), crash))
+	if id == 404 {
+		return nil, djinn.Errorf(djinn.UnknownTransaction, "transaction 404: unknown")
+	}
+	return &djinnpb.JoinTransactionResponse{Ancestors: []uint64{7}}, nil
+}
+
+func (m *fakeManagers) Promote(_ context.Context, mgr djinn.Ref, id uint64, parts []*djinnpb.Ref, crashes []int64, drop *djinnpb.Ref) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.promoted = append(m.promoted, parts)
+	return nil
+}
+
+// TestRemoteParentSurvivesRestart: a transaction nested in another
+// manager's keeps its parent and ancestry across a restart, and commits
+// into it by promotion.
+func TestRemoteParentSurvivesRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		other := &fakeManagers{}
+		f := newFixtureWith(t, other)
+		ctx := context.Background()
+		them := djinn.Ref{Endpoint: "127.0.0.9:4161", Service: djinn.ID{9}, Object: djinn.ID{'t'}}
+		_, err := f.svc.CreateUnder(ctx, them, 404, time.Hour)
+		wantKind(t, "nesting in a transaction the other manager does not know", err, djinn.UnknownTransaction)
+		c, err := f.svc.CreateUnder(ctx, them, 5, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := other.joins; len(got) != 2 || got[1] != fmt.Sprintf("5 %x 1", txn.NestID[:]) {
+			t.Fatalf("joins at the other manager %q: want the nest participant, crash count 1", got)
+		}
+		f.join(c.ID, "a")
+		f.parts.set("a", txn.Prepared, nil)
+		g := f.restart()
+		ids, mgrs, err := g.svc.Ancestors(c.ID)
+		if err != nil || !slices.Equal(ids, []uint64{5, 7}) || len(mgrs) != 2 || string(mgrs[0].GetServiceId()) != string(them.Service[:]) {
+			t.Fatalf("ancestors after a restart: %v %v %v, want 5 and 7 of the other manager", ids, mgrs, err)
+		}
+		if err := g.svc.Commit(ctx, c.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		if len(other.promoted) != 1 || len(other.promoted[0]) != 1 || name(other.promoted[0][0]) != "a" {
+			t.Fatalf("promoted %v, want participant a into the parent", other.promoted)
+		}
+		g.stop()
 	})
 }

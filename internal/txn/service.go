@@ -57,6 +57,9 @@ type Config struct {
 	// Retention is how long a settled transaction is remembered, so a
 	// repeated commit or abort gets its outcome (default 10m).
 	Retention time.Duration
+	// Managers calls other transaction managers, for transactions nested
+	// in theirs (TX.2.2); nil refuses those as unsupported.
+	Managers Managers
 	// ErrorProto gives an error's wire form for Describe (the server's
 	// error table; default: the kind and message).
 	ErrorProto func(error) *djinnpb.Error
@@ -222,17 +225,28 @@ func (s *Service) get(id uint64) (Info, error) {
 }
 
 // Ancestors returns the transactions id is nested in, parent first.
-func (s *Service) Ancestors(id uint64) ([]uint64, error) {
-	var out []uint64
+//
+// Each comes with its manager: this one's reference, or, past a
+// transaction nested in another manager's, that manager's (TX.2.2).
+func (s *Service) Ancestors(id uint64) (ids []uint64, mgrs []*djinnpb.Ref, err error) {
+	self := refProto(s.self())
 	for {
 		in, err := s.state.Get(id)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		if in.Remote != nil {
+			ids = append(ids, in.RemoteID)
+			mgrs = append(mgrs, in.Remote.GetManager())
+			ids = append(ids, in.Remote.GetAncestorIds()...)
+			mgrs = append(mgrs, in.Remote.GetAncestorManagers()...)
+			return ids, mgrs, nil
 		}
 		if in.Parent == 0 {
-			return out, nil
+			return ids, mgrs, nil
 		}
-		out = append(out, in.Parent)
+		ids = append(ids, in.Parent)
+		mgrs = append(mgrs, self)
 		id = in.Parent
 	}
 }
@@ -292,6 +306,9 @@ func (s *Service) Describe(ctx context.Context, id uint64) (*djinnpb.Transaction
 
 func (s *Service) describe(in Info, calls bool) *djinnpb.TransactionDescription {
 	d := &djinnpb.TransactionDescription{Id: in.ID, State: in.State, ParentId: in.Parent, Children: in.Children}
+	if in.Remote != nil {
+		d.ParentId, d.ParentManager = in.RemoteID, in.Remote.GetManager()
+	}
 	now := s.now()
 	if li, ok := s.lessor.Table().Lookup(in.Cookie, now); ok {
 		d.Lease = lease.Proto(s.self(), in.Cookie, djinn.Remaining(li.Expires, now))
@@ -584,8 +601,9 @@ func (s *Service) vote(id uint64, resumed bool, term <-chan struct{}) {
 		// Not for a nested transaction: its participants are promoted into
 		// the parent, and one that prepareAndCommit rolled forward into
 		// it would still have to join it.
-		andCommit := onlyLast && in.Parent == 0
-		if !ask(last, andCommit, andCommit || (resumed && !shown && in.Parent == 0)) {
+		top := in.Parent == 0 && in.Remote == nil
+		andCommit := onlyLast && top
+		if !ask(last, andCommit, andCommit || (resumed && !shown && top)) {
 			return
 		}
 	}
@@ -601,6 +619,15 @@ func (s *Service) vote(id uint64, resumed bool, term <-chan struct{}) {
 	}
 	if n > 0 && votes[last] == Committed {
 		commit = true // the others voted NOTCHANGED when it was sent
+	}
+	if commit && in.Remote != nil && len(prepared) > 0 {
+		// Nested in another manager's transaction: its participants become
+		// the parent's, all at once, before it commits (TX.2.7).
+		ok, stop := s.promoteRemote(ctx, in, prepared, deadline, term)
+		if stop {
+			return
+		}
+		commit = ok
 	}
 	dec := &statepb.TxnDecide{Id: id, Commit: commit, Prepared: prepared}
 	for i, v := range votes {

@@ -43,9 +43,13 @@ type transaction struct {
 	principal string
 	state     djinnpb.TransactionState
 	parts     []*participant
-	parent    uint64   // 0: top-level
+	parent    uint64   // 0: top-level, or nested in another manager's
 	children  []uint64 // nested transactions, by id
-	ended     int64    // when it was decided (unix nanos; 0 for a lease end)
+	// remote, when set, is the parent at another manager: transaction
+	// remoteID there (TX.2.2).
+	remote   *statepb.TxnRemoteParent
+	remoteID uint64
+	ended    int64 // when it was decided (unix nanos; 0 for a lease end)
 	// decided is closed when the transaction is COMMITTED or ABORTED;
 	// settled when, besides, every participant has been told.
 	decided, settled chan struct{}
@@ -69,6 +73,9 @@ type State struct {
 	// orphans holds, while a snapshot is restored, the children restored
 	// before their parent, by parent.
 	orphans map[uint64][]uint64
+	// remoteKids indexes the transactions nested in other managers'
+	// transactions, by parent.
+	remoteKids map[remoteKey]map[uint64]struct{}
 
 	table *lease.Table
 	wake  chan struct{}
@@ -100,8 +107,12 @@ type Info struct {
 	Parent    uint64
 	Children  []uint64
 	Depth     int // 0 for a top-level transaction
-	Decided   <-chan struct{}
-	Settled   <-chan struct{}
+	// Remote is the parent at another manager, transaction RemoteID there;
+	// nil for a transaction that is top-level or nested at this manager.
+	Remote   *statepb.TxnRemoteParent
+	RemoteID uint64
+	Decided  <-chan struct{}
+	Settled  <-chan struct{}
 }
 
 // PartInfo is a participant as callers see it.
@@ -114,7 +125,7 @@ type PartInfo struct {
 
 func (t *transaction) info() Info {
 	in := Info{ID: t.id, Cookie: t.cookie, Principal: t.principal, State: t.state, Decided: t.decided, Settled: t.settled,
-		Parent: t.parent, Children: append([]uint64(nil), t.children...)}
+		Parent: t.parent, Children: append([]uint64(nil), t.children...), Remote: t.remote, RemoteID: t.remoteID}
 	in.Parts = make([]PartInfo, len(t.parts))
 	for i, p := range t.parts {
 		in.Parts[i] = PartInfo{Ref: p.ref, Crash: p.crash, Vote: p.vote, Notified: p.notified}
@@ -161,6 +172,39 @@ func (s *State) List(principal string, after uint64, limit int, state djinnpb.Tr
 	return out, more
 }
 
+// remoteKey names a transaction of another manager.
+type remoteKey struct {
+	mgr [32]byte // partKey of the manager's reference
+	id  uint64
+}
+
+func remoteKeyOf(mgr *djinnpb.Ref, id uint64) remoteKey { return remoteKey{partKey(mgr), id} }
+
+func (s *State) indexRemoteLocked(t *transaction) {
+	if s.remoteKids == nil {
+		s.remoteKids = map[remoteKey]map[uint64]struct{}{}
+	}
+	k := remoteKeyOf(t.remote.GetManager(), t.remoteID)
+	if s.remoteKids[k] == nil {
+		s.remoteKids[k] = map[uint64]struct{}{}
+	}
+	s.remoteKids[k][t.id] = struct{}{}
+}
+
+// NestedIn returns, by id, the transactions nested in transaction id of
+// the manager mgr (another manager).
+func (s *State) NestedIn(mgr *djinnpb.Ref, id uint64) []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kids := s.remoteKids[remoteKeyOf(mgr, id)]
+	out := make([]uint64, 0, len(kids))
+	for k := range kids {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Len returns the number of transactions known, and of those not decided.
 func (s *State) Len() (all, active int) {
 	s.mu.Lock()
@@ -182,7 +226,11 @@ func (s *State) ApplyCreate(c *statepb.TxnCreate) (Info, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var parent *transaction
-	if pid := c.GetParentId(); pid != 0 {
+	if c.GetRemote() != nil {
+		if c.GetParentId() == 0 {
+			return Info{}, djinn.Errorf(djinn.InvalidArgument, "remote parent: no parent id")
+		}
+	} else if pid := c.GetParentId(); pid != 0 {
 		p, ok := s.txns[pid]
 		if !ok {
 			return Info{}, unknown(pid)
@@ -209,6 +257,10 @@ func (s *State) ApplyCreate(c *statepb.TxnCreate) (Info, error) {
 	if parent != nil {
 		t.parent = parent.id
 		parent.children = insertSorted(parent.children, id)
+	}
+	if c.GetRemote() != nil {
+		t.remote, t.remoteID = c.GetRemote(), c.GetParentId()
+		s.indexRemoteLocked(t)
 	}
 	s.txns[id] = t
 	s.undecided++
@@ -500,6 +552,13 @@ func (s *State) ApplyForget(c *statepb.TxnForget) {
 	forget = func(t *transaction) {
 		delete(s.txns, t.id)
 		delete(s.unsettled, t.id)
+		if t.remote != nil {
+			k := remoteKeyOf(t.remote.GetManager(), t.remoteID)
+			delete(s.remoteKids[k], t.id)
+			if len(s.remoteKids[k]) == 0 {
+				delete(s.remoteKids, k)
+			}
+		}
 		cookies = append(cookies, t.cookie[:])
 		for _, cid := range t.children {
 			if ct, ok := s.txns[cid]; ok {
@@ -597,6 +656,9 @@ func (s *State) Records() (*statepb.TxnCounter, []*statepb.TxnRecord) {
 	out := make([]*statepb.TxnRecord, 0, len(s.txns))
 	for _, t := range s.txns {
 		r := &statepb.TxnRecord{Id: t.id, Cookie: t.cookie[:], Principal: t.principal, State: int32(t.state), EndedUnixNanos: t.ended, ParentId: t.parent}
+		if t.remote != nil {
+			r.ParentId, r.Remote = t.remoteID, t.remote
+		}
 		for _, p := range t.parts {
 			r.Participants = append(r.Participants, &statepb.TxnParticipantRecord{Participant: p.ref, CrashCount: p.crash, Vote: int32(p.vote), Notified: p.notified})
 		}
@@ -613,7 +675,7 @@ func (s *State) Reset() {
 	s.unsettled = map[uint64]*transaction{}
 	s.next = 0
 	s.undecided = 0
-	s.ending, s.orphans = nil, nil
+	s.ending, s.orphans, s.remoteKids = nil, nil, nil
 }
 
 // RestoreCounter restores the id counter.
@@ -635,6 +697,9 @@ func (s *State) Restore(r *statepb.TxnRecord) error {
 	}
 	t := newTransaction(r.GetId(), cookie, r.GetPrincipal())
 	t.state, t.ended, t.parent = st, r.GetEndedUnixNanos(), r.GetParentId()
+	if r.GetRemote() != nil {
+		t.parent, t.remote, t.remoteID = 0, r.GetRemote(), r.GetParentId()
+	}
 	for _, p := range r.GetParticipants() {
 		t.parts = append(t.parts, &participant{ref: p.GetParticipant(), crash: p.GetCrashCount(), vote: djinnpb.TransactionState(p.GetVote()), notified: p.GetNotified()})
 	}
@@ -642,6 +707,9 @@ func (s *State) Restore(r *statepb.TxnRecord) error {
 	defer s.mu.Unlock()
 	s.txns[t.id] = t
 	s.next = max(s.next, t.id)
+	if t.remote != nil {
+		s.indexRemoteLocked(t)
+	}
 	// Records come in any order: link t to its parent and its children.
 	if t.parent != 0 {
 		if p, ok := s.txns[t.parent]; ok {

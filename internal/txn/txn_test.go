@@ -109,20 +109,25 @@ func part(n string) *djinnpb.Ref {
 }
 
 type fixture struct {
-	t      *testing.T
-	log    *statetest.Log
-	lessor *lease.Lessor
-	svc    *txn.Service
-	parts  *fakeParts
-	stop   func()
+	t *testing.T
+	// managers, when set, is the other managers the service calls.
+	managers txn.Managers
+	log      *statetest.Log
+	lessor   *lease.Lessor
+	svc      *txn.Service
+	parts    *fakeParts
+	stop     func()
 }
 
-func newFixture(t *testing.T) *fixture {
-	f := &fixture{t: t, log: statetest.New(), parts: &fakeParts{vote: map[string]djinnpb.TransactionState{}, fail: map[string]error{}, opErr: map[string]error{}, slow: map[string]time.Duration{}}}
+func newFixture(t *testing.T) *fixture { return newFixtureWith(t, nil) }
+
+// newFixtureWith is newFixture with other managers to call.
+func newFixtureWith(t *testing.T, managers txn.Managers) *fixture {
+	f := &fixture{t: t, managers: managers, log: statetest.New(), parts: &fakeParts{vote: map[string]djinnpb.TransactionState{}, fail: map[string]error{}, opErr: map[string]error{}, slow: map[string]time.Duration{}}}
 	f.lessor = lease.NewLessor(f.log.M.Leases, f.log, lease.Config{Slack: 10 * time.Second})
 	self := djinn.Ref{Endpoint: "127.0.0.1:4161", Service: f.log.M.ServiceID(), Object: djinn.ID{'t'}}
 	svc, err := txn.New(f.log.M.Txn, f.lessor, f.log, time.Now, func() djinn.Ref { return self }, txn.Config{
-		Participants: f.parts, VoteTimeout: 5 * time.Second, Abandon: time.Minute, Retention: time.Hour,
+		Participants: f.parts, VoteTimeout: 5 * time.Second, Abandon: time.Minute, Retention: time.Hour, Managers: f.managers,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -169,7 +169,7 @@ func (m *Manager) check(tx participant.Tx) (*txn, error) {
 }
 
 // Join implements participant.Managers (TX.2.3).
-func (m *Manager) Join(ctx context.Context, tx participant.Tx, self djinn.Ref, crash int64) ([]uint64, error) {
+func (m *Manager) Join(ctx context.Context, tx participant.Tx, self djinn.Ref, crash int64) ([]participant.Tx, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -203,10 +203,10 @@ func (m *Manager) Join(ctx context.Context, tx participant.Tx, self djinn.Ref, c
 }
 
 // ancestorsLocked returns the transactions t is nested in, parent first.
-func (m *Manager) ancestorsLocked(t *txn) []uint64 {
-	var out []uint64
+func (m *Manager) ancestorsLocked(t *txn) []participant.Tx {
+	var out []participant.Tx
 	for t.parent != 0 {
-		out = append(out, t.parent)
+		out = append(out, participant.Tx{Manager: m.ref, ID: t.parent})
 		if t = m.txs[t.parent]; t == nil {
 			break
 		}

@@ -87,8 +87,8 @@ type CreateTransactionRequest struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	LeaseDurationNanos int64                  `protobuf:"varint,1,opt,name=lease_duration_nanos,json=leaseDurationNanos,proto3" json:"lease_duration_nanos,omitempty"` // positive, Forever or -1 (Any)
 	// parent, when set, nests the new transaction in the parent transaction
-	// parent_id of that manager (TX.2.2). Only parents of this manager are
-	// supported; another manager's is UNSUPPORTED.
+	// parent_id of that manager (TX.2.2): this manager's, or another's, which
+	// this manager then joins as a participant.
 	ParentManager *Ref   `protobuf:"bytes,2,opt,name=parent_manager,json=parentManager,proto3" json:"parent_manager,omitempty"`
 	ParentId      uint64 `protobuf:"varint,3,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -375,9 +375,13 @@ type JoinTransactionResponse struct {
 	// ancestors are the transactions the joined one is nested in, parent
 	// first (empty for a top-level transaction): a participant of a nested
 	// transaction rolls its changes forward into the parent (TX.2.6).
-	Ancestors     []uint64 `protobuf:"varint,1,rep,packed,name=ancestors,proto3" json:"ancestors,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Ancestors []uint64 `protobuf:"varint,1,rep,packed,name=ancestors,proto3" json:"ancestors,omitempty"`
+	// ancestor_managers[i] is the manager of ancestors[i], when given: a
+	// transaction nested in another manager's has ancestors there (TX.2.2).
+	// Empty: all are the joined transaction's manager.
+	AncestorManagers []*Ref `protobuf:"bytes,2,rep,name=ancestor_managers,json=ancestorManagers,proto3" json:"ancestor_managers,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *JoinTransactionResponse) Reset() {
@@ -413,6 +417,13 @@ func (*JoinTransactionResponse) Descriptor() ([]byte, []int) {
 func (x *JoinTransactionResponse) GetAncestors() []uint64 {
 	if x != nil {
 		return x.Ancestors
+	}
+	return nil
+}
+
+func (x *JoinTransactionResponse) GetAncestorManagers() []*Ref {
+	if x != nil {
+		return x.AncestorManagers
 	}
 	return nil
 }
@@ -601,8 +612,9 @@ type TransactionDescription struct {
 	State         TransactionState       `protobuf:"varint,2,opt,name=state,proto3,enum=djinn.v1.TransactionState" json:"state,omitempty"`
 	Participants  []*ParticipantStatus   `protobuf:"bytes,3,rep,name=participants,proto3" json:"participants,omitempty"`
 	Lease         *Lease                 `protobuf:"bytes,4,opt,name=lease,proto3" json:"lease,omitempty"`
-	ParentId      uint64                 `protobuf:"varint,5,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"` // 0: top-level
-	Children      []uint64               `protobuf:"varint,6,rep,packed,name=children,proto3" json:"children,omitempty"`          // nested transactions
+	ParentId      uint64                 `protobuf:"varint,5,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`               // 0: top-level
+	Children      []uint64               `protobuf:"varint,6,rep,packed,name=children,proto3" json:"children,omitempty"`                        // nested transactions
+	ParentManager *Ref                   `protobuf:"bytes,7,opt,name=parent_manager,json=parentManager,proto3" json:"parent_manager,omitempty"` // set when parent_id is another manager's
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -675,6 +687,13 @@ func (x *TransactionDescription) GetParentId() uint64 {
 func (x *TransactionDescription) GetChildren() []uint64 {
 	if x != nil {
 		return x.Children
+	}
+	return nil
+}
+
+func (x *TransactionDescription) GetParentManager() *Ref {
+	if x != nil {
+		return x.ParentManager
 	}
 	return nil
 }
@@ -1041,9 +1060,10 @@ const file_djinn_v1_txn_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12/\n" +
 	"\vparticipant\x18\x02 \x01(\v2\r.djinn.v1.RefR\vparticipant\x12\x1f\n" +
 	"\vcrash_count\x18\x03 \x01(\x03R\n" +
-	"crashCount\"7\n" +
+	"crashCount\"s\n" +
 	"\x17JoinTransactionResponse\x12\x1c\n" +
-	"\tancestors\x18\x01 \x03(\x04R\tancestors\"$\n" +
+	"\tancestors\x18\x01 \x03(\x04R\tancestors\x12:\n" +
+	"\x11ancestor_managers\x18\x02 \x03(\v2\r.djinn.v1.RefR\x10ancestorManagers\"$\n" +
 	"\x12TransactionRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\"L\n" +
 	"\x18TransactionStateResponse\x120\n" +
@@ -1052,14 +1072,15 @@ const file_djinn_v1_txn_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12)\n" +
 	"\x0ewait_for_nanos\x18\x02 \x01(\x03H\x00R\fwaitForNanos\x88\x01\x01B\x11\n" +
 	"\x0f_wait_for_nanos\"\x1d\n" +
-	"\x1bCompleteTransactionResponse\"\xfb\x01\n" +
+	"\x1bCompleteTransactionResponse\"\xb1\x02\n" +
 	"\x16TransactionDescription\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x120\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1a.djinn.v1.TransactionStateR\x05state\x12?\n" +
 	"\fparticipants\x18\x03 \x03(\v2\x1b.djinn.v1.ParticipantStatusR\fparticipants\x12%\n" +
 	"\x05lease\x18\x04 \x01(\v2\x0f.djinn.v1.LeaseR\x05lease\x12\x1b\n" +
 	"\tparent_id\x18\x05 \x01(\x04R\bparentId\x12\x1a\n" +
-	"\bchildren\x18\x06 \x03(\x04R\bchildren\"|\n" +
+	"\bchildren\x18\x06 \x03(\x04R\bchildren\x124\n" +
+	"\x0eparent_manager\x18\a \x01(\v2\r.djinn.v1.RefR\rparentManager\"|\n" +
 	"\x17ListTransactionsRequest\x12\x19\n" +
 	"\bafter_id\x18\x01 \x01(\x04R\aafterId\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\x120\n" +
@@ -1150,46 +1171,48 @@ var file_djinn_v1_txn_proto_depIdxs = []int32{
 	19, // 3: djinn.v1.CreatedTransaction.lease:type_name -> djinn.v1.Lease
 	18, // 4: djinn.v1.CreatedTransaction.manager:type_name -> djinn.v1.Ref
 	18, // 5: djinn.v1.JoinTransactionRequest.participant:type_name -> djinn.v1.Ref
-	0,  // 6: djinn.v1.TransactionStateResponse.state:type_name -> djinn.v1.TransactionState
-	0,  // 7: djinn.v1.TransactionDescription.state:type_name -> djinn.v1.TransactionState
-	14, // 8: djinn.v1.TransactionDescription.participants:type_name -> djinn.v1.ParticipantStatus
-	19, // 9: djinn.v1.TransactionDescription.lease:type_name -> djinn.v1.Lease
-	0,  // 10: djinn.v1.ListTransactionsRequest.state:type_name -> djinn.v1.TransactionState
-	11, // 11: djinn.v1.ListTransactionsResponse.transactions:type_name -> djinn.v1.TransactionDescription
-	18, // 12: djinn.v1.ParticipantStatus.participant:type_name -> djinn.v1.Ref
-	0,  // 13: djinn.v1.ParticipantStatus.vote:type_name -> djinn.v1.TransactionState
-	20, // 14: djinn.v1.ParticipantStatus.last_error:type_name -> djinn.v1.Error
-	18, // 15: djinn.v1.ParticipantRequest.manager:type_name -> djinn.v1.Ref
-	0,  // 16: djinn.v1.PrepareResponse.vote:type_name -> djinn.v1.TransactionState
-	1,  // 17: djinn.v1.TransactionManager.Create:input_type -> djinn.v1.CreateTransactionRequest
-	5,  // 18: djinn.v1.TransactionManager.Join:input_type -> djinn.v1.JoinTransactionRequest
-	7,  // 19: djinn.v1.TransactionManager.GetState:input_type -> djinn.v1.TransactionRequest
-	9,  // 20: djinn.v1.TransactionManager.Commit:input_type -> djinn.v1.CompleteTransactionRequest
-	9,  // 21: djinn.v1.TransactionManager.Abort:input_type -> djinn.v1.CompleteTransactionRequest
-	7,  // 22: djinn.v1.TransactionManager.Describe:input_type -> djinn.v1.TransactionRequest
-	2,  // 23: djinn.v1.TransactionManager.Promote:input_type -> djinn.v1.PromoteRequest
-	12, // 24: djinn.v1.TransactionManager.List:input_type -> djinn.v1.ListTransactionsRequest
-	15, // 25: djinn.v1.TransactionParticipant.Prepare:input_type -> djinn.v1.ParticipantRequest
-	15, // 26: djinn.v1.TransactionParticipant.Commit:input_type -> djinn.v1.ParticipantRequest
-	15, // 27: djinn.v1.TransactionParticipant.Abort:input_type -> djinn.v1.ParticipantRequest
-	15, // 28: djinn.v1.TransactionParticipant.PrepareAndCommit:input_type -> djinn.v1.ParticipantRequest
-	4,  // 29: djinn.v1.TransactionManager.Create:output_type -> djinn.v1.CreatedTransaction
-	6,  // 30: djinn.v1.TransactionManager.Join:output_type -> djinn.v1.JoinTransactionResponse
-	8,  // 31: djinn.v1.TransactionManager.GetState:output_type -> djinn.v1.TransactionStateResponse
-	10, // 32: djinn.v1.TransactionManager.Commit:output_type -> djinn.v1.CompleteTransactionResponse
-	10, // 33: djinn.v1.TransactionManager.Abort:output_type -> djinn.v1.CompleteTransactionResponse
-	11, // 34: djinn.v1.TransactionManager.Describe:output_type -> djinn.v1.TransactionDescription
-	3,  // 35: djinn.v1.TransactionManager.Promote:output_type -> djinn.v1.PromoteResponse
-	13, // 36: djinn.v1.TransactionManager.List:output_type -> djinn.v1.ListTransactionsResponse
-	16, // 37: djinn.v1.TransactionParticipant.Prepare:output_type -> djinn.v1.PrepareResponse
-	17, // 38: djinn.v1.TransactionParticipant.Commit:output_type -> djinn.v1.ParticipantResponse
-	17, // 39: djinn.v1.TransactionParticipant.Abort:output_type -> djinn.v1.ParticipantResponse
-	16, // 40: djinn.v1.TransactionParticipant.PrepareAndCommit:output_type -> djinn.v1.PrepareResponse
-	29, // [29:41] is the sub-list for method output_type
-	17, // [17:29] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	18, // 6: djinn.v1.JoinTransactionResponse.ancestor_managers:type_name -> djinn.v1.Ref
+	0,  // 7: djinn.v1.TransactionStateResponse.state:type_name -> djinn.v1.TransactionState
+	0,  // 8: djinn.v1.TransactionDescription.state:type_name -> djinn.v1.TransactionState
+	14, // 9: djinn.v1.TransactionDescription.participants:type_name -> djinn.v1.ParticipantStatus
+	19, // 10: djinn.v1.TransactionDescription.lease:type_name -> djinn.v1.Lease
+	18, // 11: djinn.v1.TransactionDescription.parent_manager:type_name -> djinn.v1.Ref
+	0,  // 12: djinn.v1.ListTransactionsRequest.state:type_name -> djinn.v1.TransactionState
+	11, // 13: djinn.v1.ListTransactionsResponse.transactions:type_name -> djinn.v1.TransactionDescription
+	18, // 14: djinn.v1.ParticipantStatus.participant:type_name -> djinn.v1.Ref
+	0,  // 15: djinn.v1.ParticipantStatus.vote:type_name -> djinn.v1.TransactionState
+	20, // 16: djinn.v1.ParticipantStatus.last_error:type_name -> djinn.v1.Error
+	18, // 17: djinn.v1.ParticipantRequest.manager:type_name -> djinn.v1.Ref
+	0,  // 18: djinn.v1.PrepareResponse.vote:type_name -> djinn.v1.TransactionState
+	1,  // 19: djinn.v1.TransactionManager.Create:input_type -> djinn.v1.CreateTransactionRequest
+	5,  // 20: djinn.v1.TransactionManager.Join:input_type -> djinn.v1.JoinTransactionRequest
+	7,  // 21: djinn.v1.TransactionManager.GetState:input_type -> djinn.v1.TransactionRequest
+	9,  // 22: djinn.v1.TransactionManager.Commit:input_type -> djinn.v1.CompleteTransactionRequest
+	9,  // 23: djinn.v1.TransactionManager.Abort:input_type -> djinn.v1.CompleteTransactionRequest
+	7,  // 24: djinn.v1.TransactionManager.Describe:input_type -> djinn.v1.TransactionRequest
+	2,  // 25: djinn.v1.TransactionManager.Promote:input_type -> djinn.v1.PromoteRequest
+	12, // 26: djinn.v1.TransactionManager.List:input_type -> djinn.v1.ListTransactionsRequest
+	15, // 27: djinn.v1.TransactionParticipant.Prepare:input_type -> djinn.v1.ParticipantRequest
+	15, // 28: djinn.v1.TransactionParticipant.Commit:input_type -> djinn.v1.ParticipantRequest
+	15, // 29: djinn.v1.TransactionParticipant.Abort:input_type -> djinn.v1.ParticipantRequest
+	15, // 30: djinn.v1.TransactionParticipant.PrepareAndCommit:input_type -> djinn.v1.ParticipantRequest
+	4,  // 31: djinn.v1.TransactionManager.Create:output_type -> djinn.v1.CreatedTransaction
+	6,  // 32: djinn.v1.TransactionManager.Join:output_type -> djinn.v1.JoinTransactionResponse
+	8,  // 33: djinn.v1.TransactionManager.GetState:output_type -> djinn.v1.TransactionStateResponse
+	10, // 34: djinn.v1.TransactionManager.Commit:output_type -> djinn.v1.CompleteTransactionResponse
+	10, // 35: djinn.v1.TransactionManager.Abort:output_type -> djinn.v1.CompleteTransactionResponse
+	11, // 36: djinn.v1.TransactionManager.Describe:output_type -> djinn.v1.TransactionDescription
+	3,  // 37: djinn.v1.TransactionManager.Promote:output_type -> djinn.v1.PromoteResponse
+	13, // 38: djinn.v1.TransactionManager.List:output_type -> djinn.v1.ListTransactionsResponse
+	16, // 39: djinn.v1.TransactionParticipant.Prepare:output_type -> djinn.v1.PrepareResponse
+	17, // 40: djinn.v1.TransactionParticipant.Commit:output_type -> djinn.v1.ParticipantResponse
+	17, // 41: djinn.v1.TransactionParticipant.Abort:output_type -> djinn.v1.ParticipantResponse
+	16, // 42: djinn.v1.TransactionParticipant.PrepareAndCommit:output_type -> djinn.v1.PrepareResponse
+	31, // [31:43] is the sub-list for method output_type
+	19, // [19:31] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_djinn_v1_txn_proto_init() }

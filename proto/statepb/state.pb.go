@@ -1906,7 +1906,10 @@ type TxnCreate struct {
 	ParentId uint64 `protobuf:"varint,5,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
 	// id is the new transaction's id, drawn at random by the leader; one in
 	// use refuses the command. 0 takes the next in sequence.
-	Id            uint64 `protobuf:"varint,6,opt,name=id,proto3" json:"id,omitempty"`
+	Id uint64 `protobuf:"varint,6,opt,name=id,proto3" json:"id,omitempty"`
+	// remote, when set, nests the transaction in transaction parent_id of
+	// another manager, which this manager joined as a participant (TX.2.2).
+	Remote        *TxnRemoteParent `protobuf:"bytes,7,opt,name=remote,proto3" json:"remote,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1983,6 +1986,75 @@ func (x *TxnCreate) GetId() uint64 {
 	return 0
 }
 
+func (x *TxnCreate) GetRemote() *TxnRemoteParent {
+	if x != nil {
+		return x.Remote
+	}
+	return nil
+}
+
+// TxnRemoteParent is a parent transaction at another manager: the manager,
+// and the transaction's ancestors there (parent first) as its join answered.
+type TxnRemoteParent struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Manager          *djinnpb.Ref           `protobuf:"bytes,1,opt,name=manager,proto3" json:"manager,omitempty"`
+	AncestorManagers []*djinnpb.Ref         `protobuf:"bytes,2,rep,name=ancestor_managers,json=ancestorManagers,proto3" json:"ancestor_managers,omitempty"`
+	AncestorIds      []uint64               `protobuf:"varint,3,rep,packed,name=ancestor_ids,json=ancestorIds,proto3" json:"ancestor_ids,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *TxnRemoteParent) Reset() {
+	*x = TxnRemoteParent{}
+	mi := &file_state_v1_state_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnRemoteParent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnRemoteParent) ProtoMessage() {}
+
+func (x *TxnRemoteParent) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnRemoteParent.ProtoReflect.Descriptor instead.
+func (*TxnRemoteParent) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *TxnRemoteParent) GetManager() *djinnpb.Ref {
+	if x != nil {
+		return x.Manager
+	}
+	return nil
+}
+
+func (x *TxnRemoteParent) GetAncestorManagers() []*djinnpb.Ref {
+	if x != nil {
+		return x.AncestorManagers
+	}
+	return nil
+}
+
+func (x *TxnRemoteParent) GetAncestorIds() []uint64 {
+	if x != nil {
+		return x.AncestorIds
+	}
+	return nil
+}
+
 // TxnJoin adds a participant (TX.2.3).
 type TxnJoin struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -1997,7 +2069,7 @@ type TxnJoin struct {
 
 func (x *TxnJoin) Reset() {
 	*x = TxnJoin{}
-	mi := &file_state_v1_state_proto_msgTypes[25]
+	mi := &file_state_v1_state_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2009,7 +2081,7 @@ func (x *TxnJoin) String() string {
 func (*TxnJoin) ProtoMessage() {}
 
 func (x *TxnJoin) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[25]
+	mi := &file_state_v1_state_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2022,7 +2094,7 @@ func (x *TxnJoin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnJoin.ProtoReflect.Descriptor instead.
 func (*TxnJoin) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{25}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TxnJoin) GetId() uint64 {
@@ -2063,7 +2135,7 @@ type TxnVoting struct {
 
 func (x *TxnVoting) Reset() {
 	*x = TxnVoting{}
-	mi := &file_state_v1_state_proto_msgTypes[26]
+	mi := &file_state_v1_state_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2075,7 +2147,7 @@ func (x *TxnVoting) String() string {
 func (*TxnVoting) ProtoMessage() {}
 
 func (x *TxnVoting) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[26]
+	mi := &file_state_v1_state_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2088,7 +2160,7 @@ func (x *TxnVoting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnVoting.ProtoReflect.Descriptor instead.
 func (*TxnVoting) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{26}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TxnVoting) GetId() uint64 {
@@ -2115,7 +2187,7 @@ type TxnDecide struct {
 
 func (x *TxnDecide) Reset() {
 	*x = TxnDecide{}
-	mi := &file_state_v1_state_proto_msgTypes[27]
+	mi := &file_state_v1_state_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2127,7 +2199,7 @@ func (x *TxnDecide) String() string {
 func (*TxnDecide) ProtoMessage() {}
 
 func (x *TxnDecide) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[27]
+	mi := &file_state_v1_state_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2140,7 +2212,7 @@ func (x *TxnDecide) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnDecide.ProtoReflect.Descriptor instead.
 func (*TxnDecide) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{27}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TxnDecide) GetId() uint64 {
@@ -2181,7 +2253,7 @@ type TxnNotified struct {
 
 func (x *TxnNotified) Reset() {
 	*x = TxnNotified{}
-	mi := &file_state_v1_state_proto_msgTypes[28]
+	mi := &file_state_v1_state_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2193,7 +2265,7 @@ func (x *TxnNotified) String() string {
 func (*TxnNotified) ProtoMessage() {}
 
 func (x *TxnNotified) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[28]
+	mi := &file_state_v1_state_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2206,7 +2278,7 @@ func (x *TxnNotified) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnNotified.ProtoReflect.Descriptor instead.
 func (*TxnNotified) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{28}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TxnNotified) GetEntries() []*TxnParticipantRef {
@@ -2226,7 +2298,7 @@ type TxnParticipantRef struct {
 
 func (x *TxnParticipantRef) Reset() {
 	*x = TxnParticipantRef{}
-	mi := &file_state_v1_state_proto_msgTypes[29]
+	mi := &file_state_v1_state_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2238,7 +2310,7 @@ func (x *TxnParticipantRef) String() string {
 func (*TxnParticipantRef) ProtoMessage() {}
 
 func (x *TxnParticipantRef) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[29]
+	mi := &file_state_v1_state_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2251,7 +2323,7 @@ func (x *TxnParticipantRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnParticipantRef.ProtoReflect.Descriptor instead.
 func (*TxnParticipantRef) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{29}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TxnParticipantRef) GetId() uint64 {
@@ -2283,7 +2355,7 @@ type TxnPromote struct {
 
 func (x *TxnPromote) Reset() {
 	*x = TxnPromote{}
-	mi := &file_state_v1_state_proto_msgTypes[30]
+	mi := &file_state_v1_state_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2295,7 +2367,7 @@ func (x *TxnPromote) String() string {
 func (*TxnPromote) ProtoMessage() {}
 
 func (x *TxnPromote) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[30]
+	mi := &file_state_v1_state_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2308,7 +2380,7 @@ func (x *TxnPromote) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnPromote.ProtoReflect.Descriptor instead.
 func (*TxnPromote) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{30}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TxnPromote) GetId() uint64 {
@@ -2349,7 +2421,7 @@ type TxnForget struct {
 
 func (x *TxnForget) Reset() {
 	*x = TxnForget{}
-	mi := &file_state_v1_state_proto_msgTypes[31]
+	mi := &file_state_v1_state_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2361,7 +2433,7 @@ func (x *TxnForget) String() string {
 func (*TxnForget) ProtoMessage() {}
 
 func (x *TxnForget) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[31]
+	mi := &file_state_v1_state_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2374,7 +2446,7 @@ func (x *TxnForget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnForget.ProtoReflect.Descriptor instead.
 func (*TxnForget) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{31}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TxnForget) GetIds() []uint64 {
@@ -2403,7 +2475,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_state_v1_state_proto_msgTypes[32]
+	mi := &file_state_v1_state_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2415,7 +2487,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[32]
+	mi := &file_state_v1_state_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2428,7 +2500,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{32}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Record) GetRecord() isRecord_Record {
@@ -2560,7 +2632,7 @@ type LeaseRecord struct {
 
 func (x *LeaseRecord) Reset() {
 	*x = LeaseRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[33]
+	mi := &file_state_v1_state_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2572,7 +2644,7 @@ func (x *LeaseRecord) String() string {
 func (*LeaseRecord) ProtoMessage() {}
 
 func (x *LeaseRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[33]
+	mi := &file_state_v1_state_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2585,7 +2657,7 @@ func (x *LeaseRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRecord.ProtoReflect.Descriptor instead.
 func (*LeaseRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{33}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *LeaseRecord) GetCookie() []byte {
@@ -2640,7 +2712,7 @@ type MailboxRecord struct {
 
 func (x *MailboxRecord) Reset() {
 	*x = MailboxRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[34]
+	mi := &file_state_v1_state_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2652,7 +2724,7 @@ func (x *MailboxRecord) String() string {
 func (*MailboxRecord) ProtoMessage() {}
 
 func (x *MailboxRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[34]
+	mi := &file_state_v1_state_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2665,7 +2737,7 @@ func (x *MailboxRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MailboxRecord.ProtoReflect.Descriptor instead.
 func (*MailboxRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{34}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *MailboxRecord) GetRegistrationId() []byte {
@@ -2741,7 +2813,7 @@ type StoredEvent struct {
 
 func (x *StoredEvent) Reset() {
 	*x = StoredEvent{}
-	mi := &file_state_v1_state_proto_msgTypes[35]
+	mi := &file_state_v1_state_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2753,7 +2825,7 @@ func (x *StoredEvent) String() string {
 func (*StoredEvent) ProtoMessage() {}
 
 func (x *StoredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[35]
+	mi := &file_state_v1_state_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2766,7 +2838,7 @@ func (x *StoredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredEvent.ProtoReflect.Descriptor instead.
 func (*StoredEvent) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{35}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StoredEvent) GetIndex() uint64 {
@@ -2797,7 +2869,7 @@ type RenewalSetRecord struct {
 
 func (x *RenewalSetRecord) Reset() {
 	*x = RenewalSetRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[36]
+	mi := &file_state_v1_state_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2809,7 +2881,7 @@ func (x *RenewalSetRecord) String() string {
 func (*RenewalSetRecord) ProtoMessage() {}
 
 func (x *RenewalSetRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[36]
+	mi := &file_state_v1_state_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2822,7 +2894,7 @@ func (x *RenewalSetRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalSetRecord.ProtoReflect.Descriptor instead.
 func (*RenewalSetRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{36}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RenewalSetRecord) GetSetId() []byte {
@@ -2882,7 +2954,7 @@ type RenewalListenerRecord struct {
 
 func (x *RenewalListenerRecord) Reset() {
 	*x = RenewalListenerRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[37]
+	mi := &file_state_v1_state_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2894,7 +2966,7 @@ func (x *RenewalListenerRecord) String() string {
 func (*RenewalListenerRecord) ProtoMessage() {}
 
 func (x *RenewalListenerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[37]
+	mi := &file_state_v1_state_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2907,7 +2979,7 @@ func (x *RenewalListenerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalListenerRecord.ProtoReflect.Descriptor instead.
 func (*RenewalListenerRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{37}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RenewalListenerRecord) GetEventId() int64 {
@@ -2974,7 +3046,7 @@ type RenewalLeaseRecord struct {
 
 func (x *RenewalLeaseRecord) Reset() {
 	*x = RenewalLeaseRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[38]
+	mi := &file_state_v1_state_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2986,7 +3058,7 @@ func (x *RenewalLeaseRecord) String() string {
 func (*RenewalLeaseRecord) ProtoMessage() {}
 
 func (x *RenewalLeaseRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[38]
+	mi := &file_state_v1_state_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2999,7 +3071,7 @@ func (x *RenewalLeaseRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalLeaseRecord.ProtoReflect.Descriptor instead.
 func (*RenewalLeaseRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{38}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RenewalLeaseRecord) GetLandlord() *djinnpb.Ref {
@@ -3060,13 +3132,14 @@ type TxnRecord struct {
 	Participants   []*TxnParticipantRecord `protobuf:"bytes,5,rep,name=participants,proto3" json:"participants,omitempty"`
 	EndedUnixNanos int64                   `protobuf:"varint,6,opt,name=ended_unix_nanos,json=endedUnixNanos,proto3" json:"ended_unix_nanos,omitempty"` // when it was decided
 	ParentId       uint64                  `protobuf:"varint,7,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
+	Remote         *TxnRemoteParent        `protobuf:"bytes,8,opt,name=remote,proto3" json:"remote,omitempty"` // parent_id is of that manager
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
 
 func (x *TxnRecord) Reset() {
 	*x = TxnRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[39]
+	mi := &file_state_v1_state_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3078,7 +3151,7 @@ func (x *TxnRecord) String() string {
 func (*TxnRecord) ProtoMessage() {}
 
 func (x *TxnRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[39]
+	mi := &file_state_v1_state_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3091,7 +3164,7 @@ func (x *TxnRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRecord.ProtoReflect.Descriptor instead.
 func (*TxnRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{39}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TxnRecord) GetId() uint64 {
@@ -3143,6 +3216,13 @@ func (x *TxnRecord) GetParentId() uint64 {
 	return 0
 }
 
+func (x *TxnRecord) GetRemote() *TxnRemoteParent {
+	if x != nil {
+		return x.Remote
+	}
+	return nil
+}
+
 type TxnParticipantRecord struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Participant   *djinnpb.Ref           `protobuf:"bytes,1,opt,name=participant,proto3" json:"participant,omitempty"`
@@ -3155,7 +3235,7 @@ type TxnParticipantRecord struct {
 
 func (x *TxnParticipantRecord) Reset() {
 	*x = TxnParticipantRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[40]
+	mi := &file_state_v1_state_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3167,7 +3247,7 @@ func (x *TxnParticipantRecord) String() string {
 func (*TxnParticipantRecord) ProtoMessage() {}
 
 func (x *TxnParticipantRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[40]
+	mi := &file_state_v1_state_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3180,7 +3260,7 @@ func (x *TxnParticipantRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnParticipantRecord.ProtoReflect.Descriptor instead.
 func (*TxnParticipantRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{40}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TxnParticipantRecord) GetParticipant() *djinnpb.Ref {
@@ -3220,7 +3300,7 @@ type TxnCounter struct {
 
 func (x *TxnCounter) Reset() {
 	*x = TxnCounter{}
-	mi := &file_state_v1_state_proto_msgTypes[41]
+	mi := &file_state_v1_state_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3232,7 +3312,7 @@ func (x *TxnCounter) String() string {
 func (*TxnCounter) ProtoMessage() {}
 
 func (x *TxnCounter) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[41]
+	mi := &file_state_v1_state_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3245,7 +3325,7 @@ func (x *TxnCounter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnCounter.ProtoReflect.Descriptor instead.
 func (*TxnCounter) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{41}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *TxnCounter) GetNextId() uint64 {
@@ -3384,14 +3464,19 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\x15RenewalDeliveredEntry\x12\x15\n" +
 	"\x06set_id\x18\x01 \x01(\fR\x05setId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\x03R\aeventId\x12)\n" +
-	"\x10through_sequence\x18\x03 \x01(\x03R\x0fthroughSequence\"\xca\x01\n" +
+	"\x10through_sequence\x18\x03 \x01(\x03R\x0fthroughSequence\"\xfd\x01\n" +
 	"\tTxnCreate\x12\x16\n" +
 	"\x06cookie\x18\x01 \x01(\fR\x06cookie\x12,\n" +
 	"\x12expires_unix_nanos\x18\x02 \x01(\x03R\x10expiresUnixNanos\x12,\n" +
 	"\x12horizon_unix_nanos\x18\x03 \x01(\x03R\x10horizonUnixNanos\x12\x1c\n" +
 	"\tprincipal\x18\x04 \x01(\tR\tprincipal\x12\x1b\n" +
 	"\tparent_id\x18\x05 \x01(\x04R\bparentId\x12\x0e\n" +
-	"\x02id\x18\x06 \x01(\x04R\x02id\"\x96\x01\n" +
+	"\x02id\x18\x06 \x01(\x04R\x02id\x121\n" +
+	"\x06remote\x18\a \x01(\v2\x19.state.v1.TxnRemoteParentR\x06remote\"\x99\x01\n" +
+	"\x0fTxnRemoteParent\x12'\n" +
+	"\amanager\x18\x01 \x01(\v2\r.djinn.v1.RefR\amanager\x12:\n" +
+	"\x11ancestor_managers\x18\x02 \x03(\v2\r.djinn.v1.RefR\x10ancestorManagers\x12!\n" +
+	"\fancestor_ids\x18\x03 \x03(\x04R\vancestorIds\"\x96\x01\n" +
 	"\aTxnJoin\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12/\n" +
 	"\vparticipant\x18\x02 \x01(\v2\r.djinn.v1.RefR\vparticipant\x12\x1f\n" +
@@ -3474,7 +3559,7 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\x12desired_unix_nanos\x18\x05 \x01(\x03R\x10desiredUnixNanos\x12\x1f\n" +
 	"\vrenew_nanos\x18\x06 \x01(\x03R\n" +
 	"renewNanos\x12,\n" +
-	"\x12renewed_unix_nanos\x18\a \x01(\x03R\x10renewedUnixNanos\"\xf2\x01\n" +
+	"\x12renewed_unix_nanos\x18\a \x01(\x03R\x10renewedUnixNanos\"\xa5\x02\n" +
 	"\tTxnRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
 	"\x06cookie\x18\x02 \x01(\fR\x06cookie\x12\x1c\n" +
@@ -3482,7 +3567,8 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\x05state\x18\x04 \x01(\x05R\x05state\x12B\n" +
 	"\fparticipants\x18\x05 \x03(\v2\x1e.state.v1.TxnParticipantRecordR\fparticipants\x12(\n" +
 	"\x10ended_unix_nanos\x18\x06 \x01(\x03R\x0eendedUnixNanos\x12\x1b\n" +
-	"\tparent_id\x18\a \x01(\x04R\bparentId\"\x98\x01\n" +
+	"\tparent_id\x18\a \x01(\x04R\bparentId\x121\n" +
+	"\x06remote\x18\b \x01(\v2\x19.state.v1.TxnRemoteParentR\x06remote\"\x98\x01\n" +
 	"\x14TxnParticipantRecord\x12/\n" +
 	"\vparticipant\x18\x01 \x01(\v2\r.djinn.v1.RefR\vparticipant\x12\x1f\n" +
 	"\vcrash_count\x18\x02 \x01(\x03R\n" +
@@ -3511,7 +3597,7 @@ func file_state_v1_state_proto_rawDescGZIP() []byte {
 }
 
 var file_state_v1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_state_v1_state_proto_goTypes = []any{
 	(RenewalEndReason)(0),         // 0: state.v1.RenewalEndReason
 	(*Command)(nil),               // 1: state.v1.Command
@@ -3539,29 +3625,30 @@ var file_state_v1_state_proto_goTypes = []any{
 	(*RenewalDelivered)(nil),      // 23: state.v1.RenewalDelivered
 	(*RenewalDeliveredEntry)(nil), // 24: state.v1.RenewalDeliveredEntry
 	(*TxnCreate)(nil),             // 25: state.v1.TxnCreate
-	(*TxnJoin)(nil),               // 26: state.v1.TxnJoin
-	(*TxnVoting)(nil),             // 27: state.v1.TxnVoting
-	(*TxnDecide)(nil),             // 28: state.v1.TxnDecide
-	(*TxnNotified)(nil),           // 29: state.v1.TxnNotified
-	(*TxnParticipantRef)(nil),     // 30: state.v1.TxnParticipantRef
-	(*TxnPromote)(nil),            // 31: state.v1.TxnPromote
-	(*TxnForget)(nil),             // 32: state.v1.TxnForget
-	(*Record)(nil),                // 33: state.v1.Record
-	(*LeaseRecord)(nil),           // 34: state.v1.LeaseRecord
-	(*MailboxRecord)(nil),         // 35: state.v1.MailboxRecord
-	(*StoredEvent)(nil),           // 36: state.v1.StoredEvent
-	(*RenewalSetRecord)(nil),      // 37: state.v1.RenewalSetRecord
-	(*RenewalListenerRecord)(nil), // 38: state.v1.RenewalListenerRecord
-	(*RenewalLeaseRecord)(nil),    // 39: state.v1.RenewalLeaseRecord
-	(*TxnRecord)(nil),             // 40: state.v1.TxnRecord
-	(*TxnParticipantRecord)(nil),  // 41: state.v1.TxnParticipantRecord
-	(*TxnCounter)(nil),            // 42: state.v1.TxnCounter
-	(*djinnpb.Ref)(nil),           // 43: djinn.v1.Ref
-	(*djinnpb.RemoteEvent)(nil),   // 44: djinn.v1.RemoteEvent
-	(*djinnpb.EventKey)(nil),      // 45: djinn.v1.EventKey
-	(djinnpb.SerialFormat)(0),     // 46: djinn.v1.SerialFormat
-	(*djinnpb.Error)(nil),         // 47: djinn.v1.Error
-	(*djinnpb.Lease)(nil),         // 48: djinn.v1.Lease
+	(*TxnRemoteParent)(nil),       // 26: state.v1.TxnRemoteParent
+	(*TxnJoin)(nil),               // 27: state.v1.TxnJoin
+	(*TxnVoting)(nil),             // 28: state.v1.TxnVoting
+	(*TxnDecide)(nil),             // 29: state.v1.TxnDecide
+	(*TxnNotified)(nil),           // 30: state.v1.TxnNotified
+	(*TxnParticipantRef)(nil),     // 31: state.v1.TxnParticipantRef
+	(*TxnPromote)(nil),            // 32: state.v1.TxnPromote
+	(*TxnForget)(nil),             // 33: state.v1.TxnForget
+	(*Record)(nil),                // 34: state.v1.Record
+	(*LeaseRecord)(nil),           // 35: state.v1.LeaseRecord
+	(*MailboxRecord)(nil),         // 36: state.v1.MailboxRecord
+	(*StoredEvent)(nil),           // 37: state.v1.StoredEvent
+	(*RenewalSetRecord)(nil),      // 38: state.v1.RenewalSetRecord
+	(*RenewalListenerRecord)(nil), // 39: state.v1.RenewalListenerRecord
+	(*RenewalLeaseRecord)(nil),    // 40: state.v1.RenewalLeaseRecord
+	(*TxnRecord)(nil),             // 41: state.v1.TxnRecord
+	(*TxnParticipantRecord)(nil),  // 42: state.v1.TxnParticipantRecord
+	(*TxnCounter)(nil),            // 43: state.v1.TxnCounter
+	(*djinnpb.Ref)(nil),           // 44: djinn.v1.Ref
+	(*djinnpb.RemoteEvent)(nil),   // 45: djinn.v1.RemoteEvent
+	(*djinnpb.EventKey)(nil),      // 46: djinn.v1.EventKey
+	(djinnpb.SerialFormat)(0),     // 47: djinn.v1.SerialFormat
+	(*djinnpb.Error)(nil),         // 48: djinn.v1.Error
+	(*djinnpb.Lease)(nil),         // 49: djinn.v1.Lease
 }
 var file_state_v1_state_proto_depIdxs = []int32{
 	2,  // 0: state.v1.Command.init:type_name -> state.v1.Init
@@ -3584,53 +3671,57 @@ var file_state_v1_state_proto_depIdxs = []int32{
 	22, // 17: state.v1.Command.renewal_warn:type_name -> state.v1.RenewalWarn
 	23, // 18: state.v1.Command.renewal_delivered:type_name -> state.v1.RenewalDelivered
 	25, // 19: state.v1.Command.txn_create:type_name -> state.v1.TxnCreate
-	26, // 20: state.v1.Command.txn_join:type_name -> state.v1.TxnJoin
-	27, // 21: state.v1.Command.txn_voting:type_name -> state.v1.TxnVoting
-	28, // 22: state.v1.Command.txn_decide:type_name -> state.v1.TxnDecide
-	29, // 23: state.v1.Command.txn_notified:type_name -> state.v1.TxnNotified
-	32, // 24: state.v1.Command.txn_forget:type_name -> state.v1.TxnForget
-	31, // 25: state.v1.Command.txn_promote:type_name -> state.v1.TxnPromote
+	27, // 20: state.v1.Command.txn_join:type_name -> state.v1.TxnJoin
+	28, // 21: state.v1.Command.txn_voting:type_name -> state.v1.TxnVoting
+	29, // 22: state.v1.Command.txn_decide:type_name -> state.v1.TxnDecide
+	30, // 23: state.v1.Command.txn_notified:type_name -> state.v1.TxnNotified
+	33, // 24: state.v1.Command.txn_forget:type_name -> state.v1.TxnForget
+	32, // 25: state.v1.Command.txn_promote:type_name -> state.v1.TxnPromote
 	7,  // 26: state.v1.LeaseHorizon.entries:type_name -> state.v1.HorizonEntry
-	43, // 27: state.v1.MailboxEnable.target:type_name -> djinn.v1.Ref
-	44, // 28: state.v1.MailboxStore.events:type_name -> djinn.v1.RemoteEvent
+	44, // 27: state.v1.MailboxEnable.target:type_name -> djinn.v1.Ref
+	45, // 28: state.v1.MailboxStore.events:type_name -> djinn.v1.RemoteEvent
 	13, // 29: state.v1.MailboxDelivered.entries:type_name -> state.v1.Delivered
-	45, // 30: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
-	43, // 31: state.v1.RenewalAdd.landlord:type_name -> djinn.v1.Ref
-	46, // 32: state.v1.RenewalAdd.format:type_name -> djinn.v1.SerialFormat
-	43, // 33: state.v1.RenewalListen.target:type_name -> djinn.v1.Ref
+	46, // 30: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
+	44, // 31: state.v1.RenewalAdd.landlord:type_name -> djinn.v1.Ref
+	47, // 32: state.v1.RenewalAdd.format:type_name -> djinn.v1.SerialFormat
+	44, // 33: state.v1.RenewalListen.target:type_name -> djinn.v1.Ref
 	21, // 34: state.v1.RenewalEnd.entries:type_name -> state.v1.RenewalEnding
 	0,  // 35: state.v1.RenewalEnding.reason:type_name -> state.v1.RenewalEndReason
-	47, // 36: state.v1.RenewalEnding.error:type_name -> djinn.v1.Error
-	48, // 37: state.v1.RenewalWarn.set_lease:type_name -> djinn.v1.Lease
+	48, // 36: state.v1.RenewalEnding.error:type_name -> djinn.v1.Error
+	49, // 37: state.v1.RenewalWarn.set_lease:type_name -> djinn.v1.Lease
 	24, // 38: state.v1.RenewalDelivered.entries:type_name -> state.v1.RenewalDeliveredEntry
-	43, // 39: state.v1.TxnJoin.participant:type_name -> djinn.v1.Ref
-	30, // 40: state.v1.TxnNotified.entries:type_name -> state.v1.TxnParticipantRef
-	43, // 41: state.v1.TxnPromote.participants:type_name -> djinn.v1.Ref
-	43, // 42: state.v1.TxnPromote.drop:type_name -> djinn.v1.Ref
-	2,  // 43: state.v1.Record.init:type_name -> state.v1.Init
-	3,  // 44: state.v1.Record.member:type_name -> state.v1.Member
-	34, // 45: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
-	35, // 46: state.v1.Record.mailbox:type_name -> state.v1.MailboxRecord
-	37, // 47: state.v1.Record.renewal_set:type_name -> state.v1.RenewalSetRecord
-	40, // 48: state.v1.Record.txn:type_name -> state.v1.TxnRecord
-	42, // 49: state.v1.Record.txn_counter:type_name -> state.v1.TxnCounter
-	43, // 50: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
-	45, // 51: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
-	36, // 52: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
-	44, // 53: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
-	38, // 54: state.v1.RenewalSetRecord.listeners:type_name -> state.v1.RenewalListenerRecord
-	39, // 55: state.v1.RenewalSetRecord.leases:type_name -> state.v1.RenewalLeaseRecord
-	43, // 56: state.v1.RenewalListenerRecord.target:type_name -> djinn.v1.Ref
-	44, // 57: state.v1.RenewalListenerRecord.pending:type_name -> djinn.v1.RemoteEvent
-	43, // 58: state.v1.RenewalLeaseRecord.landlord:type_name -> djinn.v1.Ref
-	46, // 59: state.v1.RenewalLeaseRecord.format:type_name -> djinn.v1.SerialFormat
-	41, // 60: state.v1.TxnRecord.participants:type_name -> state.v1.TxnParticipantRecord
-	43, // 61: state.v1.TxnParticipantRecord.participant:type_name -> djinn.v1.Ref
-	62, // [62:62] is the sub-list for method output_type
-	62, // [62:62] is the sub-list for method input_type
-	62, // [62:62] is the sub-list for extension type_name
-	62, // [62:62] is the sub-list for extension extendee
-	0,  // [0:62] is the sub-list for field type_name
+	26, // 39: state.v1.TxnCreate.remote:type_name -> state.v1.TxnRemoteParent
+	44, // 40: state.v1.TxnRemoteParent.manager:type_name -> djinn.v1.Ref
+	44, // 41: state.v1.TxnRemoteParent.ancestor_managers:type_name -> djinn.v1.Ref
+	44, // 42: state.v1.TxnJoin.participant:type_name -> djinn.v1.Ref
+	31, // 43: state.v1.TxnNotified.entries:type_name -> state.v1.TxnParticipantRef
+	44, // 44: state.v1.TxnPromote.participants:type_name -> djinn.v1.Ref
+	44, // 45: state.v1.TxnPromote.drop:type_name -> djinn.v1.Ref
+	2,  // 46: state.v1.Record.init:type_name -> state.v1.Init
+	3,  // 47: state.v1.Record.member:type_name -> state.v1.Member
+	35, // 48: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
+	36, // 49: state.v1.Record.mailbox:type_name -> state.v1.MailboxRecord
+	38, // 50: state.v1.Record.renewal_set:type_name -> state.v1.RenewalSetRecord
+	41, // 51: state.v1.Record.txn:type_name -> state.v1.TxnRecord
+	43, // 52: state.v1.Record.txn_counter:type_name -> state.v1.TxnCounter
+	44, // 53: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
+	46, // 54: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
+	37, // 55: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
+	45, // 56: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
+	39, // 57: state.v1.RenewalSetRecord.listeners:type_name -> state.v1.RenewalListenerRecord
+	40, // 58: state.v1.RenewalSetRecord.leases:type_name -> state.v1.RenewalLeaseRecord
+	44, // 59: state.v1.RenewalListenerRecord.target:type_name -> djinn.v1.Ref
+	45, // 60: state.v1.RenewalListenerRecord.pending:type_name -> djinn.v1.RemoteEvent
+	44, // 61: state.v1.RenewalLeaseRecord.landlord:type_name -> djinn.v1.Ref
+	47, // 62: state.v1.RenewalLeaseRecord.format:type_name -> djinn.v1.SerialFormat
+	42, // 63: state.v1.TxnRecord.participants:type_name -> state.v1.TxnParticipantRecord
+	26, // 64: state.v1.TxnRecord.remote:type_name -> state.v1.TxnRemoteParent
+	44, // 65: state.v1.TxnParticipantRecord.participant:type_name -> djinn.v1.Ref
+	66, // [66:66] is the sub-list for method output_type
+	66, // [66:66] is the sub-list for method input_type
+	66, // [66:66] is the sub-list for extension type_name
+	66, // [66:66] is the sub-list for extension extendee
+	0,  // [0:66] is the sub-list for field type_name
 }
 
 func init() { file_state_v1_state_proto_init() }
@@ -3666,7 +3757,7 @@ func file_state_v1_state_proto_init() {
 		(*Command_TxnForget)(nil),
 		(*Command_TxnPromote)(nil),
 	}
-	file_state_v1_state_proto_msgTypes[32].OneofWrappers = []any{
+	file_state_v1_state_proto_msgTypes[33].OneofWrappers = []any{
 		(*Record_Init)(nil),
 		(*Record_Member)(nil),
 		(*Record_Lease)(nil),
@@ -3681,7 +3772,7 @@ func file_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_state_v1_state_proto_rawDesc), len(file_state_v1_state_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   42,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
