@@ -1,0 +1,178 @@
+package lookup
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/djinn-go/djinn"
+)
+
+// each calls fn for every item tmpl matches, in no particular order. It
+// looks an id up directly; with service types it scans only the items of
+// the least common one; otherwise it scans every item.
+func (r *Registry) each(t *template, fn func(*item)) {
+	if t.hasID {
+		if it, ok := r.items[t.id]; ok && t.matches(it) {
+			fn(it)
+		}
+		return
+	}
+	set := r.items
+	for i, ty := range t.types {
+		b := r.byType[ty]
+		if len(b) == 0 {
+			return
+		}
+		if i == 0 || len(b) < len(set) {
+			set = b
+		}
+	}
+	for _, it := range set {
+		if t.matches(it) {
+			fn(it)
+		}
+	}
+}
+
+// Lookup returns how many items tmpl matches and the first max of them in
+// service id order (bytewise). For the one-item lookup of DESIGN.md 6 the
+// caller asks for them all and picks one at random, outside the state
+// machine. A negative max is refused; 0 only counts.
+func (r *Registry) Lookup(tmpl Template, max int) (total int, items []Item, err error) {
+	if max < 0 {
+		return 0, nil, djinn.Errorf(djinn.InvalidArgument, "lookup max %d: must not be negative", max)
+	}
+	t, err := r.lim.template(tmpl)
+	if err != nil {
+		return 0, nil, err
+	}
+	if max == 0 {
+		r.each(t, func(*item) { total++ })
+		return total, nil, nil
+	}
+	var found []*item
+	r.each(t, func(it *item) { found = append(found, it) })
+	total = len(found)
+	slices.SortFunc(found, func(a, b *item) int { return bytes.Compare(a.id[:], b.id[:]) })
+	found = found[:min(max, total)]
+	if len(found) > 0 {
+		items = make([]Item, len(found))
+		for i, it := range found {
+			items[i] = it.public()
+		}
+	}
+	return total, items, nil
+}
+
+// EntryType is an entry type as browsing reports it: its name and its
+// supertypes, nearest first.
+type EntryType struct {
+	Type       string
+	Supertypes []string
+}
+
+// EntryTypes returns the distinct entry types, with their supertypes, of
+// the entries of the items tmpl matches, sorted by type, then supertypes.
+// Entries of one type name declared with different supertypes are reported
+// once per declaration. (Jini's getEntryClasses also leaves out the
+// classes of entries that match an entry template of exactly their class;
+// this reports every type.)
+func (r *Registry) EntryTypes(tmpl Template) ([]EntryType, error) {
+	t, err := r.lim.template(tmpl)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[name][][]name{}
+	var chains [][]name
+	r.each(t, func(it *item) {
+		for i := range it.entries {
+			c := it.entries[i].types
+			if !slices.ContainsFunc(seen[c[0]], func(o []name) bool { return slices.Equal(o, c) }) {
+				seen[c[0]] = append(seen[c[0]], c)
+				chains = append(chains, c)
+			}
+		}
+	})
+	slices.SortFunc(chains, func(a, b []name) int { return slices.CompareFunc(a, b, cmpName) })
+	var out []EntryType
+	for _, c := range chains {
+		out = append(out, EntryType{Type: c[0].Value(), Supertypes: strs(c[1:])})
+	}
+	return out, nil
+}
+
+// FieldValues returns the distinct values of field among the entries that
+// match tmpl.Entries[setIndex] in the items tmpl matches, sorted: null (a
+// nil) first, then by Value.Compare. Entries that lack the field give
+// nothing. Any field name may be asked for: the registry does not know a
+// type's fields beyond those its entries carry.
+func (r *Registry) FieldValues(tmpl Template, setIndex int, field string) ([]*Value, error) {
+	t, err := r.lim.template(tmpl)
+	if err != nil {
+		return nil, err
+	}
+	if setIndex < 0 || setIndex >= len(t.entries) {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "set index %d: the template has %d entry templates", setIndex, len(t.entries))
+	}
+	f, err := r.lim.name(field)
+	if err != nil {
+		return nil, wrap(err, "field")
+	}
+	et := &t.entries[setIndex]
+	seen := map[Value]bool{}
+	r.each(t, func(it *item) {
+		for i := range it.entries {
+			e := &it.entries[i]
+			if et.matches(e) {
+				if v, ok := e.get(f); ok {
+					seen[v] = true
+				}
+			}
+		}
+	})
+	var vals []Value
+	for v := range seen {
+		vals = append(vals, v)
+	}
+	slices.SortFunc(vals, Value.Compare)
+	var out []*Value
+	for i := range vals {
+		if vals[i].s == "" {
+			out = append(out, nil)
+		} else {
+			out = append(out, &vals[i])
+		}
+	}
+	return out, nil
+}
+
+// ServiceTypes returns the distinct service type names starting with
+// prefix of the items tmpl matches, sorted. The registry holds each item's
+// types as a flat list, so unlike Jini's getServiceTypes it cannot leave
+// out the types a template type inherits from: it reports every name,
+// those named in the template included.
+func (r *Registry) ServiceTypes(tmpl Template, prefix string) ([]string, error) {
+	t, err := r.lim.template(tmpl)
+	if err != nil {
+		return nil, err
+	}
+	if len(prefix) > r.lim.MaxNameLen {
+		return nil, overLimit(fmt.Sprintf("service type prefix %q bytes", clip(prefix)), len(prefix), "MaxNameLen", r.lim.MaxNameLen)
+	}
+	seen := map[name]bool{}
+	r.each(t, func(it *item) {
+		for _, ty := range it.types {
+			if strings.HasPrefix(ty.Value(), prefix) {
+				seen[ty] = true
+			}
+		}
+	})
+	var out []string
+	for ty := range seen {
+		out = append(out, ty.Value())
+	}
+	slices.Sort(out)
+	return out, nil
+}

@@ -1,0 +1,62 @@
+package lookup_test
+
+import (
+	"fmt"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/lookup"
+)
+
+// A printer registers, a client watching for printers on floor 3 hears of
+// it, and a lookup finds it.
+func Example() {
+	r, err := lookup.New(djinn.ID{0xff}, lookup.Limits{})
+	if err != nil {
+		panic(err)
+	}
+	floor3 := lookup.Template{
+		Types: []string{"Printer"},
+		Entries: []lookup.EntryTemplate{{Type: "Location", Fields: []lookup.Field{
+			{Name: "floor", Value: lookup.NewInt64(3)},
+		}}},
+	}
+	if err := r.AddWatch(djinn.ID{1}, floor3, lookup.NoMatchMatch|lookup.MatchNoMatch); err != nil {
+		panic(err)
+	}
+	item := lookup.Item{
+		ID:    djinn.ID{2},
+		Ref:   []byte("tcp://printer.example:4160"),
+		Types: []string{"Printer", "Object"},
+		Entries: []lookup.Entry{{Type: "Location", Supertypes: []string{"Entry"}, Fields: []lookup.Field{
+			{Name: "floor", Value: lookup.NewInt64(3)},
+			{Name: "room", Value: lookup.NewString("301")},
+		}}},
+	}
+	events, err := r.Register(item, djinn.ID{3})
+	if err != nil {
+		panic(err)
+	}
+	for _, ev := range events {
+		fmt.Println("watch", ev.Watch.String()[:2], "hears", ev.Transition, "of", ev.ServiceID.String()[:2])
+	}
+	total, items, err := r.Lookup(floor3, 10)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(total, "printer on floor 3 in room", items[0].Entries[0].Fields[1].Value)
+	// The printer moves: the watch hears it stop matching.
+	events, err = r.ModifyAttributes(djinn.ID{2},
+		[]lookup.EntryTemplate{{Type: "Location"}},
+		[]lookup.Entry{{Type: "Location", Fields: []lookup.Field{{Name: "floor", Value: lookup.NewInt64(4)}}}})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("watch hears", events[0].Transition)
+	_, _, err = r.Lookup(floor3, -1)
+	fmt.Println(err)
+	// Output:
+	// watch 01 hears nomatch-match of 02
+	// 1 printer on floor 3 in room "301"
+	// watch hears match-nomatch
+	// lookup max -1: must not be negative
+}

@@ -1,0 +1,122 @@
+package lookup_test
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/lookup"
+)
+
+// typical is the item the memory figure is for: 2 service types, a 40-byte
+// reference, 3 entries of 3 string fields, some values shared with other
+// items and some its own.
+func typical(i int) lookup.Item {
+	var id djinn.ID
+	id[0], id[1], id[2], id[15] = byte(i>>16), byte(i>>8), byte(i), 1
+	ref := fmt.Appendf(nil, "tcp://10.0.%d.%d:4160/svc/%024d", i>>8&255, i&255, i)[:40]
+	return lookup.Item{
+		ID:    id,
+		Ref:   ref,
+		Types: []string{"com.example.Printer", "net.jini.admin.Administrable"},
+		Entries: []lookup.Entry{
+			{Type: "net.jini.lookup.entry.Name", Supertypes: []string{"net.jini.entry.AbstractEntry"}, Fields: []lookup.Field{
+				f("name", str(fmt.Sprintf("printer-%d", i))), f("language", str("en")), f("organization", str("acme"))}},
+			{Type: "net.jini.lookup.entry.Location", Supertypes: []string{"net.jini.entry.AbstractEntry"}, Fields: []lookup.Field{
+				f("floor", str(fmt.Sprint(i%20))), f("room", str(fmt.Sprint(i%500))), f("building", str("north"))}},
+			{Type: "net.jini.lookup.entry.ServiceInfo", Supertypes: []string{"net.jini.entry.AbstractEntry"}, Fields: []lookup.Field{
+				f("manufacturer", str("Acme")), f("model", str("LX-100")), f("serialNumber", str(fmt.Sprintf("SN%08d", i)))}},
+		},
+	}
+}
+
+func heap() uint64 {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// registerTypical registers n typical items and returns the heap bytes
+// the registry holds per item, indexes included.
+func registerTypical(tb testing.TB, n int) float64 {
+	before := heap()
+	r := newRegistry(tb, lookup.Limits{})
+	for i := range n {
+		if _, err := r.Register(typical(i), lid(1)); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	after := heap()
+	runtime.KeepAlive(r)
+	return float64(after-before) / float64(n)
+}
+
+// TestMemoryPerItem reports the memory a typical registration costs. It
+// asserts nothing: the figure is for the package doc and for comparisons.
+func TestMemoryPerItem(t *testing.T) {
+	n := 20000
+	if testing.Short() {
+		n = 2000
+	}
+	t.Logf("%.0f bytes per registered item (%d typical items)", registerTypical(t, n), n)
+}
+
+func BenchmarkRegister(b *testing.B) {
+	r := newRegistry(b, lookup.Limits{})
+	items := make([]lookup.Item, 1000)
+	for i := range items {
+		items[i] = typical(i)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, err := r.Register(items[i%len(items)], lid(1)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(registerTypical(b, 10000), "bytes/item")
+}
+
+func BenchmarkLookupByType(b *testing.B) {
+	r := newRegistry(b, lookup.Limits{})
+	for i := range 10000 {
+		it := typical(i)
+		if i%100 == 0 {
+			it.Types = append(it.Types, "Rare")
+		}
+		if _, err := r.Register(it, lid(1)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	tmpl := lookup.Template{Types: []string{"com.example.Printer", "Rare"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if n, _, _ := r.Lookup(tmpl, 1); n != 100 {
+			b.Fatalf("%d matches", n)
+		}
+	}
+}
+
+// BenchmarkNotify is a change with many watches, few of which can match:
+// the watch index keeps it from checking them all.
+func BenchmarkNotify(b *testing.B) {
+	r := newRegistry(b, lookup.Limits{})
+	for i := range 10000 {
+		var w djinn.ID
+		w[0], w[1], w[15] = byte(i>>8), byte(i), 2
+		if err := r.AddWatch(w, lookup.Template{Types: []string{fmt.Sprintf("Type%d", i)}}, lookup.AllTransitions); err != nil {
+			b.Fatal(err)
+		}
+	}
+	it := typical(1)
+	it.Types = append(it.Types, "Type7")
+	b.ReportAllocs()
+	for b.Loop() {
+		if evs, err := r.Register(it, lid(1)); err != nil || len(evs) != 1 {
+			b.Fatal(evs, err)
+		}
+	}
+}
