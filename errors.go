@@ -52,6 +52,9 @@ const (
 	LockNotHeld Kind = "LOCK_NOT_HELD"
 	// TransactionRolledBack: the transaction aborted while the call waited.
 	TransactionRolledBack Kind = "TRANSACTION_ROLLED_BACK"
+	// Deadlock: waiting would close a cycle of waiters; the request was
+	// refused (its caller is the victim) and nothing changed.
+	Deadlock Kind = "DEADLOCK"
 	// ResourceExhausted: a quota or bound was reached; nothing was done.
 	ResourceExhausted Kind = "RESOURCE_EXHAUSTED"
 	// Unsupported: the operation is not supported in this state
@@ -78,6 +81,7 @@ var (
 	ErrCrashCount            error = CrashCount
 	ErrTimeoutExpired        error = TimeoutExpired
 	ErrLockNotHeld           error = LockNotHeld
+	ErrDeadlock              error = Deadlock
 	ErrTransactionRolledBack error = TransactionRolledBack
 	ErrResourceExhausted     error = ResourceExhausted
 	ErrUnsupported           error = Unsupported
@@ -99,6 +103,7 @@ var kindText = map[Kind]string{
 	TimeoutExpired:        "timeout expired",
 	LockNotHeld:           "lock not held",
 	TransactionRolledBack: "transaction rolled back",
+	Deadlock:              "deadlock",
 	ResourceExhausted:     "resource exhausted",
 	Unsupported:           "unsupported operation",
 	Unavailable:           "unavailable",
@@ -109,7 +114,7 @@ var kindText = map[Kind]string{
 func Kinds() []Kind {
 	return []Kind{InvalidArgument, UnknownLease, LeaseDenied, UnknownEvent, NoSuchObject,
 		UnknownTransaction, CannotJoin, CannotCommit, CannotAbort, CrashCount, TimeoutExpired,
-		LockNotHeld, TransactionRolledBack, ResourceExhausted, Unsupported, Unavailable, Internal}
+		LockNotHeld, TransactionRolledBack, Deadlock, ResourceExhausted, Unsupported, Unavailable, Internal}
 }
 
 // Error is an error of a kind with its own message. errors.Is(err, k) holds

@@ -33,6 +33,7 @@ var codeOf = map[djinn.Kind]codes.Code{
 	djinn.TimeoutExpired:        codes.DeadlineExceeded,
 	djinn.LockNotHeld:           codes.FailedPrecondition,
 	djinn.TransactionRolledBack: codes.Aborted,
+	djinn.Deadlock:              codes.Aborted,
 	djinn.ResourceExhausted:     codes.ResourceExhausted,
 	djinn.Unsupported:           codes.Unimplemented,
 	djinn.Unavailable:           codes.Unavailable,

@@ -31,6 +31,8 @@ const (
 	KindMailbox     Kind = 1
 	KindRenewalSet  Kind = 2
 	KindTransaction Kind = 3
+	KindLockSet     Kind = 4
+	KindLockOwner   Kind = 5
 )
 
 func (k Kind) String() string {
@@ -41,6 +43,10 @@ func (k Kind) String() string {
 		return "renewal set"
 	case KindTransaction:
 		return "transaction"
+	case KindLockSet:
+		return "lock set"
+	case KindLockOwner:
+		return "lock owner"
 	}
 	return "unknown"
 }

@@ -15,7 +15,7 @@ import (
 var root = filepath.Join("..", "..")
 
 // cores are the service cores: they must not import gRPC (DESIGN.md 1).
-var cores = []string{"internal/lease", "internal/mailbox", "internal/renewal", "internal/txn", "internal/event", "internal/state", "internal/replica"}
+var cores = []string{"internal/lease", "internal/mailbox", "internal/renewal", "internal/txn", "internal/event", "internal/state", "internal/replica", "internal/lock", "internal/lookup"}
 
 // deterministic lists files whose code runs inside Apply and so must not
 // read the clock (DESIGN.md 2).
@@ -26,6 +26,25 @@ var deterministic = []string{
 	"internal/renewal/state.go",
 	"internal/renewal/schedule.go",
 	"internal/txn/state.go",
+	"internal/lock/deadlock.go",
+	"internal/lock/doc.go",
+	"internal/lock/holder.go",
+	"internal/lock/inspect.go",
+	"internal/lock/mode.go",
+	"internal/lock/snapshot.go",
+	"internal/lock/state.go",
+	"internal/lock/table.go",
+	"internal/lock/txn.go",
+	"internal/lookup/browse.go",
+	"internal/lookup/doc.go",
+	"internal/lookup/item.go",
+	"internal/lookup/limits.go",
+	"internal/lookup/match.go",
+	"internal/lookup/policy.go",
+	"internal/lookup/registry.go",
+	"internal/lookup/snapshot.go",
+	"internal/lookup/value.go",
+	"internal/lookup/watch.go",
 }
 
 func parse(t *testing.T, path string) *ast.File {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/lock"
 	"github.com/djinn-go/djinn/internal/mailbox"
 	"github.com/djinn-go/djinn/internal/renewal"
 	"github.com/djinn-go/djinn/internal/replica"
@@ -32,6 +33,7 @@ type Machine struct {
 	Mailbox *mailbox.State
 	Renewal *renewal.State
 	Txn     *txn.State
+	Lock    *lock.State
 
 	mu sync.Mutex
 	// service and members are guarded by mu.
@@ -48,6 +50,7 @@ func New() *Machine {
 	m.Mailbox = mailbox.NewState(m.Leases, mailbox.DefaultMaxStored, m.ServiceID)
 	m.Renewal = renewal.NewState(m.Leases, m.ServiceID)
 	m.Txn = txn.NewState(m.Leases)
+	m.Lock = lock.NewState(m.Leases)
 	return m
 }
 
@@ -59,6 +62,8 @@ func (m *Machine) leaseEnded(o lease.Owner) {
 		m.Renewal.LeaseEnded(o.ID)
 	case lease.KindTransaction:
 		m.Txn.LeaseEnded(o.ID)
+	case lease.KindLockSet, lease.KindLockOwner:
+		m.Lock.LeaseEnded(o)
 	}
 }
 
@@ -192,6 +197,26 @@ func (m *Machine) Apply(index uint64, cmd *statepb.Command) any {
 	case *statepb.Command_TxnForget:
 		m.Txn.ApplyForget(op.TxnForget)
 		return nil
+	case *statepb.Command_LockCreateSet:
+		return m.Lock.ApplyCreateSet(op.LockCreateSet)
+	case *statepb.Command_LockCreateOwner:
+		return m.Lock.ApplyCreateOwner(op.LockCreateOwner)
+	case *statepb.Command_LockAcquire:
+		res, err := m.Lock.ApplyAcquire(op.LockAcquire)
+		if err != nil {
+			return err
+		}
+		return res
+	case *statepb.Command_LockRelease:
+		return m.Lock.ApplyRelease(op.LockRelease)
+	case *statepb.Command_LockCancel:
+		m.Lock.ApplyCancel(op.LockCancel)
+		return nil
+	case *statepb.Command_LockTxnEnd:
+		m.Lock.ApplyTxnEnd(op.LockTxnEnd)
+		return nil
+	case *statepb.Command_LockDrop:
+		return m.Lock.ApplyDrop(op.LockDrop)
 	}
 	return djinn.Errorf(djinn.Internal, "log entry %d: unknown command %T", index, cmd.Op)
 }
@@ -218,6 +243,13 @@ func (m *Machine) Snapshot() (func(io.Writer) error, error) {
 	recs = append(recs, &statepb.Record{Record: &statepb.Record_TxnCounter{TxnCounter: counter}})
 	for _, r := range txns {
 		recs = append(recs, &statepb.Record{Record: &statepb.Record_Txn{Txn: r}})
+	}
+	locks, err := m.Lock.Records()
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range locks {
+		recs = append(recs, &statepb.Record{Record: &statepb.Record_Lock{Lock: r}})
 	}
 	renewal := m.Renewal.Snapshot()
 	return func(w io.Writer) error {
@@ -252,6 +284,7 @@ func (m *Machine) Restore(r io.Reader) error {
 	m.Mailbox.Reset()
 	m.Renewal.Reset()
 	m.Txn.Reset()
+	m.Lock.Reset()
 	br := bufio.NewReaderSize(r, 1<<16)
 	opts := protodelim.UnmarshalOptions{MaxSize: maxRecord}
 	for n := 0; ; n++ {
@@ -292,6 +325,8 @@ func (m *Machine) restore(rec *statepb.Record) error {
 		m.Txn.RestoreCounter(r.TxnCounter)
 	case *statepb.Record_Txn:
 		return m.Txn.Restore(r.Txn)
+	case *statepb.Record_Lock:
+		return m.Lock.Restore(r.Lock)
 	default:
 		return djinn.Errorf(djinn.Internal, "unknown record %T", rec.Record)
 	}

@@ -114,6 +114,13 @@ type Command struct {
 	//	*Command_TxnNotified
 	//	*Command_TxnForget
 	//	*Command_TxnPromote
+	//	*Command_LockCreateSet
+	//	*Command_LockCreateOwner
+	//	*Command_LockAcquire
+	//	*Command_LockRelease
+	//	*Command_LockCancel
+	//	*Command_LockTxnEnd
+	//	*Command_LockDrop
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -397,6 +404,69 @@ func (x *Command) GetTxnPromote() *TxnPromote {
 	return nil
 }
 
+func (x *Command) GetLockCreateSet() *LockCreateSet {
+	if x != nil {
+		if x, ok := x.Op.(*Command_LockCreateSet); ok {
+			return x.LockCreateSet
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetLockCreateOwner() *LockCreateOwner {
+	if x != nil {
+		if x, ok := x.Op.(*Command_LockCreateOwner); ok {
+			return x.LockCreateOwner
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetLockAcquire() *LockAcquire {
+	if x != nil {
+		if x, ok := x.Op.(*Command_LockAcquire); ok {
+			return x.LockAcquire
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetLockRelease() *LockRelease {
+	if x != nil {
+		if x, ok := x.Op.(*Command_LockRelease); ok {
+			return x.LockRelease
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetLockCancel() *LockCancel {
+	if x != nil {
+		if x, ok := x.Op.(*Command_LockCancel); ok {
+			return x.LockCancel
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetLockTxnEnd() *LockTxnEnd {
+	if x != nil {
+		if x, ok := x.Op.(*Command_LockTxnEnd); ok {
+			return x.LockTxnEnd
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetLockDrop() *LockDrop {
+	if x != nil {
+		if x, ok := x.Op.(*Command_LockDrop); ok {
+			return x.LockDrop
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -505,6 +575,34 @@ type Command_TxnPromote struct {
 	TxnPromote *TxnPromote `protobuf:"bytes,46,opt,name=txn_promote,json=txnPromote,proto3,oneof"`
 }
 
+type Command_LockCreateSet struct {
+	LockCreateSet *LockCreateSet `protobuf:"bytes,50,opt,name=lock_create_set,json=lockCreateSet,proto3,oneof"`
+}
+
+type Command_LockCreateOwner struct {
+	LockCreateOwner *LockCreateOwner `protobuf:"bytes,51,opt,name=lock_create_owner,json=lockCreateOwner,proto3,oneof"`
+}
+
+type Command_LockAcquire struct {
+	LockAcquire *LockAcquire `protobuf:"bytes,52,opt,name=lock_acquire,json=lockAcquire,proto3,oneof"`
+}
+
+type Command_LockRelease struct {
+	LockRelease *LockRelease `protobuf:"bytes,53,opt,name=lock_release,json=lockRelease,proto3,oneof"`
+}
+
+type Command_LockCancel struct {
+	LockCancel *LockCancel `protobuf:"bytes,54,opt,name=lock_cancel,json=lockCancel,proto3,oneof"`
+}
+
+type Command_LockTxnEnd struct {
+	LockTxnEnd *LockTxnEnd `protobuf:"bytes,55,opt,name=lock_txn_end,json=lockTxnEnd,proto3,oneof"`
+}
+
+type Command_LockDrop struct {
+	LockDrop *LockDrop `protobuf:"bytes,56,opt,name=lock_drop,json=lockDrop,proto3,oneof"`
+}
+
 func (*Command_Init) isCommand_Op() {}
 
 func (*Command_Member) isCommand_Op() {}
@@ -556,6 +654,20 @@ func (*Command_TxnNotified) isCommand_Op() {}
 func (*Command_TxnForget) isCommand_Op() {}
 
 func (*Command_TxnPromote) isCommand_Op() {}
+
+func (*Command_LockCreateSet) isCommand_Op() {}
+
+func (*Command_LockCreateOwner) isCommand_Op() {}
+
+func (*Command_LockAcquire) isCommand_Op() {}
+
+func (*Command_LockRelease) isCommand_Op() {}
+
+func (*Command_LockCancel) isCommand_Op() {}
+
+func (*Command_LockTxnEnd) isCommand_Op() {}
+
+func (*Command_LockDrop) isCommand_Op() {}
 
 // Init is the first command of a cluster: it fixes the cluster's service id.
 type Init struct {
@@ -2468,6 +2580,7 @@ type Record struct {
 	//	*Record_RenewalSet
 	//	*Record_Txn
 	//	*Record_TxnCounter
+	//	*Record_Lock
 	Record        isRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2573,6 +2686,15 @@ func (x *Record) GetTxnCounter() *TxnCounter {
 	return nil
 }
 
+func (x *Record) GetLock() *LockRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_Lock); ok {
+			return x.Lock
+		}
+	}
+	return nil
+}
+
 type isRecord_Record interface {
 	isRecord_Record()
 }
@@ -2605,6 +2727,10 @@ type Record_TxnCounter struct {
 	TxnCounter *TxnCounter `protobuf:"bytes,7,opt,name=txn_counter,json=txnCounter,proto3,oneof"`
 }
 
+type Record_Lock struct {
+	Lock *LockRecord `protobuf:"bytes,8,opt,name=lock,proto3,oneof"`
+}
+
 func (*Record_Init) isRecord_Record() {}
 
 func (*Record_Member) isRecord_Record() {}
@@ -2618,6 +2744,8 @@ func (*Record_RenewalSet) isRecord_Record() {}
 func (*Record_Txn) isRecord_Record() {}
 
 func (*Record_TxnCounter) isRecord_Record() {}
+
+func (*Record_Lock) isRecord_Record() {}
 
 type LeaseRecord struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
@@ -3339,7 +3467,7 @@ var File_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x14state/v1/state.proto\x12\bstate.v1\x1a\x15djinn/v1/common.proto\"\xdd\f\n" +
+	"\x14state/v1/state.proto\x12\bstate.v1\x1a\x15djinn/v1/common.proto\x1a\x13state/v1/lock.proto\"\x87\x10\n" +
 	"\aCommand\x12$\n" +
 	"\x0enow_unix_nanos\x18\x01 \x01(\x03R\fnowUnixNanos\x12$\n" +
 	"\x04init\x18\x02 \x01(\v2\x0e.state.v1.InitH\x00R\x04init\x12*\n" +
@@ -3375,7 +3503,16 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\n" +
 	"txn_forget\x18- \x01(\v2\x13.state.v1.TxnForgetH\x00R\ttxnForget\x127\n" +
 	"\vtxn_promote\x18. \x01(\v2\x14.state.v1.TxnPromoteH\x00R\n" +
-	"txnPromoteB\x04\n" +
+	"txnPromote\x12A\n" +
+	"\x0flock_create_set\x182 \x01(\v2\x17.state.v1.LockCreateSetH\x00R\rlockCreateSet\x12G\n" +
+	"\x11lock_create_owner\x183 \x01(\v2\x19.state.v1.LockCreateOwnerH\x00R\x0flockCreateOwner\x12:\n" +
+	"\flock_acquire\x184 \x01(\v2\x15.state.v1.LockAcquireH\x00R\vlockAcquire\x12:\n" +
+	"\flock_release\x185 \x01(\v2\x15.state.v1.LockReleaseH\x00R\vlockRelease\x127\n" +
+	"\vlock_cancel\x186 \x01(\v2\x14.state.v1.LockCancelH\x00R\n" +
+	"lockCancel\x128\n" +
+	"\flock_txn_end\x187 \x01(\v2\x14.state.v1.LockTxnEndH\x00R\n" +
+	"lockTxnEnd\x121\n" +
+	"\tlock_drop\x188 \x01(\v2\x12.state.v1.LockDropH\x00R\blockDropB\x04\n" +
 	"\x02op\"%\n" +
 	"\x04Init\x12\x1d\n" +
 	"\n" +
@@ -3502,7 +3639,7 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\fcrash_counts\x18\x03 \x03(\x03R\vcrashCounts\x12!\n" +
 	"\x04drop\x18\x04 \x01(\v2\r.djinn.v1.RefR\x04drop\"\x1d\n" +
 	"\tTxnForget\x12\x10\n" +
-	"\x03ids\x18\x01 \x03(\x04R\x03ids\"\xe9\x02\n" +
+	"\x03ids\x18\x01 \x03(\x04R\x03ids\"\x95\x03\n" +
 	"\x06Record\x12$\n" +
 	"\x04init\x18\x01 \x01(\v2\x0e.state.v1.InitH\x00R\x04init\x12*\n" +
 	"\x06member\x18\x02 \x01(\v2\x10.state.v1.MemberH\x00R\x06member\x12-\n" +
@@ -3512,7 +3649,8 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"renewalSet\x12'\n" +
 	"\x03txn\x18\x06 \x01(\v2\x13.state.v1.TxnRecordH\x00R\x03txn\x127\n" +
 	"\vtxn_counter\x18\a \x01(\v2\x14.state.v1.TxnCounterH\x00R\n" +
-	"txnCounterB\b\n" +
+	"txnCounter\x12*\n" +
+	"\x04lock\x18\b \x01(\v2\x14.state.v1.LockRecordH\x00R\x04lockB\b\n" +
 	"\x06record\"\xbb\x01\n" +
 	"\vLeaseRecord\x12\x16\n" +
 	"\x06cookie\x18\x01 \x01(\fR\x06cookie\x12\x1d\n" +
@@ -3643,12 +3781,20 @@ var file_state_v1_state_proto_goTypes = []any{
 	(*TxnRecord)(nil),             // 41: state.v1.TxnRecord
 	(*TxnParticipantRecord)(nil),  // 42: state.v1.TxnParticipantRecord
 	(*TxnCounter)(nil),            // 43: state.v1.TxnCounter
-	(*djinnpb.Ref)(nil),           // 44: djinn.v1.Ref
-	(*djinnpb.RemoteEvent)(nil),   // 45: djinn.v1.RemoteEvent
-	(*djinnpb.EventKey)(nil),      // 46: djinn.v1.EventKey
-	(djinnpb.SerialFormat)(0),     // 47: djinn.v1.SerialFormat
-	(*djinnpb.Error)(nil),         // 48: djinn.v1.Error
-	(*djinnpb.Lease)(nil),         // 49: djinn.v1.Lease
+	(*LockCreateSet)(nil),         // 44: state.v1.LockCreateSet
+	(*LockCreateOwner)(nil),       // 45: state.v1.LockCreateOwner
+	(*LockAcquire)(nil),           // 46: state.v1.LockAcquire
+	(*LockRelease)(nil),           // 47: state.v1.LockRelease
+	(*LockCancel)(nil),            // 48: state.v1.LockCancel
+	(*LockTxnEnd)(nil),            // 49: state.v1.LockTxnEnd
+	(*LockDrop)(nil),              // 50: state.v1.LockDrop
+	(*djinnpb.Ref)(nil),           // 51: djinn.v1.Ref
+	(*djinnpb.RemoteEvent)(nil),   // 52: djinn.v1.RemoteEvent
+	(*djinnpb.EventKey)(nil),      // 53: djinn.v1.EventKey
+	(djinnpb.SerialFormat)(0),     // 54: djinn.v1.SerialFormat
+	(*djinnpb.Error)(nil),         // 55: djinn.v1.Error
+	(*djinnpb.Lease)(nil),         // 56: djinn.v1.Lease
+	(*LockRecord)(nil),            // 57: state.v1.LockRecord
 }
 var file_state_v1_state_proto_depIdxs = []int32{
 	2,  // 0: state.v1.Command.init:type_name -> state.v1.Init
@@ -3677,51 +3823,59 @@ var file_state_v1_state_proto_depIdxs = []int32{
 	30, // 23: state.v1.Command.txn_notified:type_name -> state.v1.TxnNotified
 	33, // 24: state.v1.Command.txn_forget:type_name -> state.v1.TxnForget
 	32, // 25: state.v1.Command.txn_promote:type_name -> state.v1.TxnPromote
-	7,  // 26: state.v1.LeaseHorizon.entries:type_name -> state.v1.HorizonEntry
-	44, // 27: state.v1.MailboxEnable.target:type_name -> djinn.v1.Ref
-	45, // 28: state.v1.MailboxStore.events:type_name -> djinn.v1.RemoteEvent
-	13, // 29: state.v1.MailboxDelivered.entries:type_name -> state.v1.Delivered
-	46, // 30: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
-	44, // 31: state.v1.RenewalAdd.landlord:type_name -> djinn.v1.Ref
-	47, // 32: state.v1.RenewalAdd.format:type_name -> djinn.v1.SerialFormat
-	44, // 33: state.v1.RenewalListen.target:type_name -> djinn.v1.Ref
-	21, // 34: state.v1.RenewalEnd.entries:type_name -> state.v1.RenewalEnding
-	0,  // 35: state.v1.RenewalEnding.reason:type_name -> state.v1.RenewalEndReason
-	48, // 36: state.v1.RenewalEnding.error:type_name -> djinn.v1.Error
-	49, // 37: state.v1.RenewalWarn.set_lease:type_name -> djinn.v1.Lease
-	24, // 38: state.v1.RenewalDelivered.entries:type_name -> state.v1.RenewalDeliveredEntry
-	26, // 39: state.v1.TxnCreate.remote:type_name -> state.v1.TxnRemoteParent
-	44, // 40: state.v1.TxnRemoteParent.manager:type_name -> djinn.v1.Ref
-	44, // 41: state.v1.TxnRemoteParent.ancestor_managers:type_name -> djinn.v1.Ref
-	44, // 42: state.v1.TxnJoin.participant:type_name -> djinn.v1.Ref
-	31, // 43: state.v1.TxnNotified.entries:type_name -> state.v1.TxnParticipantRef
-	44, // 44: state.v1.TxnPromote.participants:type_name -> djinn.v1.Ref
-	44, // 45: state.v1.TxnPromote.drop:type_name -> djinn.v1.Ref
-	2,  // 46: state.v1.Record.init:type_name -> state.v1.Init
-	3,  // 47: state.v1.Record.member:type_name -> state.v1.Member
-	35, // 48: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
-	36, // 49: state.v1.Record.mailbox:type_name -> state.v1.MailboxRecord
-	38, // 50: state.v1.Record.renewal_set:type_name -> state.v1.RenewalSetRecord
-	41, // 51: state.v1.Record.txn:type_name -> state.v1.TxnRecord
-	43, // 52: state.v1.Record.txn_counter:type_name -> state.v1.TxnCounter
-	44, // 53: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
-	46, // 54: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
-	37, // 55: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
-	45, // 56: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
-	39, // 57: state.v1.RenewalSetRecord.listeners:type_name -> state.v1.RenewalListenerRecord
-	40, // 58: state.v1.RenewalSetRecord.leases:type_name -> state.v1.RenewalLeaseRecord
-	44, // 59: state.v1.RenewalListenerRecord.target:type_name -> djinn.v1.Ref
-	45, // 60: state.v1.RenewalListenerRecord.pending:type_name -> djinn.v1.RemoteEvent
-	44, // 61: state.v1.RenewalLeaseRecord.landlord:type_name -> djinn.v1.Ref
-	47, // 62: state.v1.RenewalLeaseRecord.format:type_name -> djinn.v1.SerialFormat
-	42, // 63: state.v1.TxnRecord.participants:type_name -> state.v1.TxnParticipantRecord
-	26, // 64: state.v1.TxnRecord.remote:type_name -> state.v1.TxnRemoteParent
-	44, // 65: state.v1.TxnParticipantRecord.participant:type_name -> djinn.v1.Ref
-	66, // [66:66] is the sub-list for method output_type
-	66, // [66:66] is the sub-list for method input_type
-	66, // [66:66] is the sub-list for extension type_name
-	66, // [66:66] is the sub-list for extension extendee
-	0,  // [0:66] is the sub-list for field type_name
+	44, // 26: state.v1.Command.lock_create_set:type_name -> state.v1.LockCreateSet
+	45, // 27: state.v1.Command.lock_create_owner:type_name -> state.v1.LockCreateOwner
+	46, // 28: state.v1.Command.lock_acquire:type_name -> state.v1.LockAcquire
+	47, // 29: state.v1.Command.lock_release:type_name -> state.v1.LockRelease
+	48, // 30: state.v1.Command.lock_cancel:type_name -> state.v1.LockCancel
+	49, // 31: state.v1.Command.lock_txn_end:type_name -> state.v1.LockTxnEnd
+	50, // 32: state.v1.Command.lock_drop:type_name -> state.v1.LockDrop
+	7,  // 33: state.v1.LeaseHorizon.entries:type_name -> state.v1.HorizonEntry
+	51, // 34: state.v1.MailboxEnable.target:type_name -> djinn.v1.Ref
+	52, // 35: state.v1.MailboxStore.events:type_name -> djinn.v1.RemoteEvent
+	13, // 36: state.v1.MailboxDelivered.entries:type_name -> state.v1.Delivered
+	53, // 37: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
+	51, // 38: state.v1.RenewalAdd.landlord:type_name -> djinn.v1.Ref
+	54, // 39: state.v1.RenewalAdd.format:type_name -> djinn.v1.SerialFormat
+	51, // 40: state.v1.RenewalListen.target:type_name -> djinn.v1.Ref
+	21, // 41: state.v1.RenewalEnd.entries:type_name -> state.v1.RenewalEnding
+	0,  // 42: state.v1.RenewalEnding.reason:type_name -> state.v1.RenewalEndReason
+	55, // 43: state.v1.RenewalEnding.error:type_name -> djinn.v1.Error
+	56, // 44: state.v1.RenewalWarn.set_lease:type_name -> djinn.v1.Lease
+	24, // 45: state.v1.RenewalDelivered.entries:type_name -> state.v1.RenewalDeliveredEntry
+	26, // 46: state.v1.TxnCreate.remote:type_name -> state.v1.TxnRemoteParent
+	51, // 47: state.v1.TxnRemoteParent.manager:type_name -> djinn.v1.Ref
+	51, // 48: state.v1.TxnRemoteParent.ancestor_managers:type_name -> djinn.v1.Ref
+	51, // 49: state.v1.TxnJoin.participant:type_name -> djinn.v1.Ref
+	31, // 50: state.v1.TxnNotified.entries:type_name -> state.v1.TxnParticipantRef
+	51, // 51: state.v1.TxnPromote.participants:type_name -> djinn.v1.Ref
+	51, // 52: state.v1.TxnPromote.drop:type_name -> djinn.v1.Ref
+	2,  // 53: state.v1.Record.init:type_name -> state.v1.Init
+	3,  // 54: state.v1.Record.member:type_name -> state.v1.Member
+	35, // 55: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
+	36, // 56: state.v1.Record.mailbox:type_name -> state.v1.MailboxRecord
+	38, // 57: state.v1.Record.renewal_set:type_name -> state.v1.RenewalSetRecord
+	41, // 58: state.v1.Record.txn:type_name -> state.v1.TxnRecord
+	43, // 59: state.v1.Record.txn_counter:type_name -> state.v1.TxnCounter
+	57, // 60: state.v1.Record.lock:type_name -> state.v1.LockRecord
+	51, // 61: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
+	53, // 62: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
+	37, // 63: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
+	52, // 64: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
+	39, // 65: state.v1.RenewalSetRecord.listeners:type_name -> state.v1.RenewalListenerRecord
+	40, // 66: state.v1.RenewalSetRecord.leases:type_name -> state.v1.RenewalLeaseRecord
+	51, // 67: state.v1.RenewalListenerRecord.target:type_name -> djinn.v1.Ref
+	52, // 68: state.v1.RenewalListenerRecord.pending:type_name -> djinn.v1.RemoteEvent
+	51, // 69: state.v1.RenewalLeaseRecord.landlord:type_name -> djinn.v1.Ref
+	54, // 70: state.v1.RenewalLeaseRecord.format:type_name -> djinn.v1.SerialFormat
+	42, // 71: state.v1.TxnRecord.participants:type_name -> state.v1.TxnParticipantRecord
+	26, // 72: state.v1.TxnRecord.remote:type_name -> state.v1.TxnRemoteParent
+	51, // 73: state.v1.TxnParticipantRecord.participant:type_name -> djinn.v1.Ref
+	74, // [74:74] is the sub-list for method output_type
+	74, // [74:74] is the sub-list for method input_type
+	74, // [74:74] is the sub-list for extension type_name
+	74, // [74:74] is the sub-list for extension extendee
+	0,  // [0:74] is the sub-list for field type_name
 }
 
 func init() { file_state_v1_state_proto_init() }
@@ -3729,6 +3883,7 @@ func file_state_v1_state_proto_init() {
 	if File_state_v1_state_proto != nil {
 		return
 	}
+	file_state_v1_lock_proto_init()
 	file_state_v1_state_proto_msgTypes[0].OneofWrappers = []any{
 		(*Command_Init)(nil),
 		(*Command_Member)(nil),
@@ -3756,6 +3911,13 @@ func file_state_v1_state_proto_init() {
 		(*Command_TxnNotified)(nil),
 		(*Command_TxnForget)(nil),
 		(*Command_TxnPromote)(nil),
+		(*Command_LockCreateSet)(nil),
+		(*Command_LockCreateOwner)(nil),
+		(*Command_LockAcquire)(nil),
+		(*Command_LockRelease)(nil),
+		(*Command_LockCancel)(nil),
+		(*Command_LockTxnEnd)(nil),
+		(*Command_LockDrop)(nil),
 	}
 	file_state_v1_state_proto_msgTypes[33].OneofWrappers = []any{
 		(*Record_Init)(nil),
@@ -3765,6 +3927,7 @@ func file_state_v1_state_proto_init() {
 		(*Record_RenewalSet)(nil),
 		(*Record_Txn)(nil),
 		(*Record_TxnCounter)(nil),
+		(*Record_Lock)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

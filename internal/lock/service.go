@@ -1,0 +1,493 @@
+package lock
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/binary"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/proto/statepb"
+)
+
+// Proposer appends commands to the replicated log and returns what
+// applying them returned.
+type Proposer interface {
+	Propose(ctx context.Context, cmd *statepb.Command) (any, error)
+}
+
+// Joiner joins the lock service, as a transaction participant, to
+// transaction id of the manager mgr (TX.2.3), returning the manager's
+// answer: the transaction's ancestors.
+type Joiner interface {
+	Join(ctx context.Context, mgr djinn.Ref, id uint64, self *djinnpb.Ref, crash int64) (*djinnpb.JoinTransactionResponse, error)
+}
+
+// CrashCount is the lock service's crash count as a participant: its state
+// is in the replicated log, so it never loses what it joined.
+const CrashCount = 1
+
+// Config configures the service. Zero values take the defaults.
+type Config struct {
+	// Sets and Owners are the lease policies of lock sets (default: Any
+	// is Forever, up to Forever) and lock owners (default: Any is a
+	// minute, at most a day).
+	Sets, Owners lease.Policy
+	// MaxSets and MaxOwners bound what the service holds (default
+	// 10,000,000 and 1,000,000).
+	MaxSets, MaxOwners int
+	// Joiner joins transactions. Required.
+	Joiner Joiner
+	// Grace is how long a new leader keeps requests that were waiting under
+	// the last one for their callers to come back (retrying with the same
+	// request id) before it cancels them (default 10s).
+	Grace  time.Duration
+	Logger *slog.Logger
+}
+
+// Service is the lock service on the leader.
+type Service struct {
+	state  *State
+	lessor *lease.Lessor
+	log    Proposer
+	now    func() time.Time
+	self   func() djinn.Ref
+	cfg    Config
+
+	mu sync.Mutex
+	// waiting holds the callers waiting on this node, by request id.
+	waiting map[uint64]chan Event
+	// joined holds the transactions joined by this leader, with their
+	// ancestry, by transaction.
+	joined map[TxnKey]*statepb.LockHolderState
+	// term is closed when this node's run as leader ends.
+	term chan struct{}
+}
+
+// NewService returns the service over s; self is the lock service's reference
+// (its participant's).
+func NewService(s *State, l *lease.Lessor, log Proposer, now func() time.Time, self func() djinn.Ref, cfg Config) (*Service, error) {
+	if cfg.Joiner == nil {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "lock service: no joiner")
+	}
+	if cfg.Sets == (lease.Policy{}) {
+		cfg.Sets = lease.Policy{Default: djinn.Forever, Max: djinn.Forever}
+	}
+	if cfg.Owners == (lease.Policy{}) {
+		cfg.Owners = lease.Policy{Default: time.Minute, Max: 24 * time.Hour}
+	}
+	if cfg.MaxSets <= 0 {
+		cfg.MaxSets = 10_000_000
+	}
+	if cfg.MaxOwners <= 0 {
+		cfg.MaxOwners = 1_000_000
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := l.Table().SetPolicy(lease.KindLockSet, cfg.Sets); err != nil {
+		return nil, err
+	}
+	if err := l.Table().SetPolicy(lease.KindLockOwner, cfg.Owners); err != nil {
+		return nil, err
+	}
+	svc := &Service{state: s, lessor: l, log: log, now: now, self: self, cfg: cfg,
+		waiting: map[uint64]chan Event{}, joined: map[TxnKey]*statepb.LockHolderState{}, term: make(chan struct{})}
+	s.SetNotify(svc.hear)
+	return svc, nil
+}
+
+func (s *Service) leading() error { return s.lessor.Serving("lock service") }
+
+// hear passes what became of waiting requests to their callers here.
+func (s *Service) hear(evs []Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ev := range evs {
+		if ch, ok := s.waiting[ev.Request]; ok {
+			select {
+			case ch <- ev:
+			default:
+			}
+		}
+	}
+}
+
+// Run serves as the leader's lock service until ctx ends: after Grace it
+// cancels the requests left waiting by an earlier leader whose callers did
+// not come back.
+func (s *Service) Run(ctx context.Context) {
+	s.mu.Lock()
+	term := s.term
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		close(term)
+		s.term = make(chan struct{})
+		s.joined = map[TxnKey]*statepb.LockHolderState{}
+		s.mu.Unlock()
+	}()
+	t := time.NewTimer(s.cfg.Grace)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-t.C:
+	}
+	var orphans []uint64
+	s.mu.Lock()
+	for _, id := range s.state.Waiting() {
+		if _, ok := s.waiting[id]; !ok {
+			orphans = append(orphans, id)
+		}
+	}
+	s.mu.Unlock()
+	if len(orphans) > 0 {
+		if _, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LockCancel{LockCancel: &statepb.LockCancel{RequestIds: orphans}}}); err != nil {
+			s.cfg.Logger.Warn("lock: cancelling requests nobody waits for failed", "n", len(orphans), "err", err)
+		}
+	}
+	<-ctx.Done()
+}
+
+// Created is a new lock set or owner: its id (a set's) and lease.
+type Created struct {
+	ID    djinn.ID
+	Lease *djinnpb.Lease
+}
+
+func nanos(t time.Time) int64 {
+	if !t.Before(djinn.EndOfTime) {
+		return int64(djinn.Forever)
+	}
+	return t.UnixNano()
+}
+
+func checkDuration(d time.Duration) error {
+	if d <= 0 && d != djinn.Any {
+		return djinn.Errorf(djinn.InvalidArgument, "lease duration %s: must be positive, Forever or Any", djinn.FormatDuration(d))
+	}
+	return nil
+}
+
+// CreateSet creates a lock set (LockSetFactory.create and its variants),
+// related to the set related when that is not empty.
+func (s *Service) CreateSet(ctx context.Context, related []byte, transactional bool, d time.Duration) (Created, error) {
+	if err := checkDuration(d); err != nil {
+		return Created{}, err
+	}
+	if err := s.leading(); err != nil {
+		return Created{}, err
+	}
+	if n, _ := s.state.Len(); n >= s.cfg.MaxSets {
+		return Created{}, djinn.Errorf(djinn.ResourceExhausted, "lock service holds %d lock sets, the most allowed", n)
+	}
+	granted := s.cfg.Sets.Grant(d)
+	now := s.now()
+	exp := djinn.AddDuration(now, granted)
+	id, cookie := djinn.NewID(), djinn.NewID()
+	_, err := s.log.Propose(ctx, &statepb.Command{NowUnixNanos: now.UnixNano(), Op: &statepb.Command_LockCreateSet{LockCreateSet: &statepb.LockCreateSet{
+		SetId: id[:], Cookie: cookie[:], ExpiresUnixNanos: nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp),
+		Related: related, Transactional: transactional,
+	}}})
+	if err != nil {
+		return Created{}, err
+	}
+	return Created{ID: id, Lease: lease.Proto(s.self(), cookie, granted)}, nil
+}
+
+// CreateOwner leases a lock owner; its lease's cookie names it.
+func (s *Service) CreateOwner(ctx context.Context, d time.Duration) (Created, error) {
+	if err := checkDuration(d); err != nil {
+		return Created{}, err
+	}
+	if err := s.leading(); err != nil {
+		return Created{}, err
+	}
+	if _, n := s.state.Len(); n >= s.cfg.MaxOwners {
+		return Created{}, djinn.Errorf(djinn.ResourceExhausted, "lock service holds %d lock owners, the most allowed", n)
+	}
+	granted := s.cfg.Owners.Grant(d)
+	now := s.now()
+	exp := djinn.AddDuration(now, granted)
+	cookie := djinn.NewID()
+	_, err := s.log.Propose(ctx, &statepb.Command{NowUnixNanos: now.UnixNano(), Op: &statepb.Command_LockCreateOwner{LockCreateOwner: &statepb.LockCreateOwner{
+		Cookie: cookie[:], ExpiresUnixNanos: nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp),
+	}}})
+	if err != nil {
+		return Created{}, err
+	}
+	return Created{ID: cookie, Lease: lease.Proto(s.self(), cookie, granted)}, nil
+}
+
+func refProto(r djinn.Ref) *djinnpb.Ref {
+	return &djinnpb.Ref{Endpoint: r.Endpoint, ServiceId: r.Service[:], ObjectId: r.Object[:]}
+}
+
+func refFromProto(what string, r *djinnpb.Ref) (djinn.Ref, error) {
+	if r == nil {
+		return djinn.Ref{}, djinn.Errorf(djinn.InvalidArgument, "%s: missing", what)
+	}
+	svc, err := djinn.IDFromBytes(what+" service id", r.GetServiceId())
+	if err != nil {
+		return djinn.Ref{}, err
+	}
+	obj, err := djinn.IDFromBytes(what+" object id", r.GetObjectId())
+	if err != nil {
+		return djinn.Ref{}, err
+	}
+	if err := djinn.CheckEndpoint(r.GetEndpoint()); err != nil {
+		return djinn.Ref{}, djinn.Errorf(djinn.InvalidArgument, "%s: %v", what, err)
+	}
+	return djinn.Ref{Endpoint: r.GetEndpoint(), Service: svc, Object: obj}, nil
+}
+
+// holder resolves who asks: an owner, or a transaction, which the service
+// joins (once per leader) to hear its outcome.
+func (s *Service) holder(ctx context.Context, set []byte, h *djinnpb.LockHolder) (*statepb.LockHolderState, error) {
+	tx, err := s.state.Transactional(set)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case h == nil || (len(h.GetOwner()) == 0 && h.GetTransaction() == nil):
+		return nil, djinn.Errorf(djinn.InvalidArgument, "lock holder: missing: name an owner or a transaction (none in the call's context either)")
+	case len(h.GetOwner()) > 0 && h.GetTransaction() != nil:
+		return nil, djinn.Errorf(djinn.InvalidArgument, "lock holder: both an owner and a transaction")
+	case len(h.GetOwner()) > 0:
+		if tx {
+			return nil, djinn.Errorf(djinn.InvalidArgument, "lock set %x is transactional: its locks are held by transactions, not owners", set)
+		}
+		if _, err := djinn.IDFromBytes("lock owner", h.GetOwner()); err != nil {
+			return nil, err
+		}
+		return &statepb.LockHolderState{Owner: h.GetOwner()}, nil
+	}
+	t := h.GetTransaction()
+	mgr, err := refFromProto("transaction manager", t.GetManager())
+	if err != nil {
+		return nil, err
+	}
+	if t.GetId() == 0 {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "transaction id 0: want a transaction id")
+	}
+	k := TxnKeyOf(t.GetManager(), t.GetId())
+	s.mu.Lock()
+	hs, ok := s.joined[k]
+	s.mu.Unlock()
+	if ok {
+		return hs, nil
+	}
+	resp, err := s.cfg.Joiner.Join(ctx, mgr, t.GetId(), refProto(s.self()), CrashCount)
+	if err != nil {
+		return nil, err
+	}
+	hs = &statepb.LockHolderState{Manager: refProto(mgr), Txn: t.GetId(), AncestorIds: resp.GetAncestors(), AncestorManagers: resp.GetAncestorManagers()}
+	if len(hs.AncestorManagers) == 0 {
+		for range hs.AncestorIds {
+			hs.AncestorManagers = append(hs.AncestorManagers, hs.Manager)
+		}
+	}
+	s.mu.Lock()
+	s.joined[k] = hs
+	s.mu.Unlock()
+	return hs, nil
+}
+
+func checkModeArg(what string, m Mode, zero bool) error {
+	if (m == 0 && zero) || (m >= IR && m <= W) {
+		return nil
+	}
+	return djinn.Errorf(djinn.InvalidArgument, "%s %d: want a lock mode (ir, r, u, iw or w)", what, m)
+}
+
+func drawRequest() uint64 {
+	for {
+		var b [8]byte
+		_, _ = crand.Read(b[:]) // never fails
+		if id := binary.BigEndian.Uint64(b[:]); id != 0 {
+			return id
+		}
+	}
+}
+
+// Lock is lock, try_lock (try) and change_mode (from not zero): it returns
+// once the lock is granted, with its fencing token; a try that cannot be
+// granted at once returns false. A blocking request waits until granted,
+// ctx ends (it leaves the queue), its transaction aborts
+// (TransactionRolledBack), its owner's lease or its set's ends, or this
+// node stops leading (Unavailable: retry with the same request id to find
+// the same request). request 0 draws an id.
+func (s *Service) Lock(ctx context.Context, set []byte, h *djinnpb.LockHolder, mode, from Mode, try bool, request uint64) (bool, uint64, error) {
+	if err := checkModeArg("mode", mode, false); err != nil {
+		return false, 0, err
+	}
+	if err := checkModeArg("held mode", from, true); err != nil {
+		return false, 0, err
+	}
+	if err := s.leading(); err != nil {
+		return false, 0, err
+	}
+	hs, err := s.holder(ctx, set, h)
+	if err != nil {
+		return false, 0, err
+	}
+	if request == 0 {
+		request = drawRequest()
+	}
+	ch := make(chan Event, 1)
+	s.mu.Lock()
+	if _, busy := s.waiting[request]; busy {
+		s.mu.Unlock()
+		return false, 0, djinn.Errorf(djinn.InvalidArgument, "request id %d: another call with it is under way", request)
+	}
+	s.waiting[request] = ch
+	term := s.term
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.waiting, request)
+		s.mu.Unlock()
+	}()
+	res, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LockAcquire{LockAcquire: &statepb.LockAcquire{
+		SetId: set, Holder: hs, Mode: int32(mode), From: int32(from), Try: try, RequestId: request,
+	}}})
+	if err != nil {
+		return false, 0, err
+	}
+	r := res.(Result)
+	switch r.Outcome {
+	case Granted:
+		return true, r.Fence, nil
+	case Refused:
+		return false, 0, nil
+	}
+	select {
+	case ev := <-ch:
+		return ev.Err == nil, ev.Fence, ev.Err
+	case <-term:
+		return false, 0, djinn.Errorf(djinn.Unavailable, "lock request %d: this node stopped leading while it waited; retry it with the same request id", request)
+	case <-ctx.Done():
+	}
+	// Gave up: leave the queue. A grant that came first is given back.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := s.log.Propose(cctx, &statepb.Command{Op: &statepb.Command_LockCancel{LockCancel: &statepb.LockCancel{RequestIds: []uint64{request}}}}); err != nil {
+		s.cfg.Logger.Warn("lock: leaving the queue failed", "request", request, "err", err)
+	}
+	select {
+	case ev := <-ch:
+		if ev.Err == nil {
+			if _, err := s.log.Propose(cctx, &statepb.Command{Op: &statepb.Command_LockRelease{LockRelease: &statepb.LockRelease{SetId: set, Holder: hs, Mode: int32(mode)}}}); err != nil {
+				s.cfg.Logger.Warn("lock: giving back a grant nobody waits for failed", "request", request, "err", err)
+			}
+		}
+	default:
+	}
+	return false, 0, ctx.Err()
+}
+
+// Unlock drops one lock of mode m (LockNotHeld if none is held).
+func (s *Service) Unlock(ctx context.Context, set []byte, h *djinnpb.LockHolder, m Mode) error {
+	if err := checkModeArg("mode", m, false); err != nil {
+		return err
+	}
+	if err := s.leading(); err != nil {
+		return err
+	}
+	hs, err := s.holder(ctx, set, h)
+	if err != nil {
+		return err
+	}
+	_, err = s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LockRelease{LockRelease: &statepb.LockRelease{SetId: set, Holder: hs, Mode: int32(m)}}})
+	return err
+}
+
+// DropLocks is the lock coordinator's drop_locks for transaction id of mgr
+// over set's related sets.
+func (s *Service) DropLocks(ctx context.Context, set []byte, mgr *djinnpb.Ref, id uint64) error {
+	if _, err := refFromProto("transaction manager", mgr); err != nil {
+		return err
+	}
+	if err := s.leading(); err != nil {
+		return err
+	}
+	_, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LockDrop{LockDrop: &statepb.LockDrop{SetId: set, Manager: mgr, Txn: id}}})
+	return err
+}
+
+// Describe returns a lock set, with its lease as it stands.
+func (s *Service) Describe(set []byte) (SetView, *djinnpb.Lease, error) {
+	if err := s.leading(); err != nil {
+		return SetView{}, nil, err
+	}
+	v, err := s.state.Describe(set)
+	if err != nil {
+		return SetView{}, nil, err
+	}
+	var l *djinnpb.Lease
+	now := s.now()
+	if li, ok := s.lessor.Table().Lookup(v.Cookie, now); ok {
+		l = lease.Proto(s.self(), v.Cookie, djinn.Remaining(li.Expires, now))
+	}
+	return v, l, nil
+}
+
+// Validate reports whether the grant that got fence in set is still held.
+func (s *Service) Validate(set []byte, fence uint64) (bool, error) {
+	if err := s.leading(); err != nil {
+		return false, err
+	}
+	return s.state.Validate(set, fence)
+}
+
+// The lock service as a transaction participant (TX.2.6): it votes
+// PREPARED for a transaction that locked here (its locks are held until
+// the outcome, strict two-phase locking), NOTCHANGED otherwise; commit
+// passes a nested transaction's locks to its parent and drops a top-level
+// one's; abort drops them and refuses its waiting requests with
+// TransactionRolledBack.
+
+// Prepare votes.
+func (s *Service) Prepare(ctx context.Context, mgr *djinnpb.Ref, id uint64) (djinnpb.TransactionState, error) {
+	if err := s.leading(); err != nil {
+		return 0, err
+	}
+	if s.state.HoldsAny(TxnKeyOf(mgr, id)) {
+		return djinnpb.TransactionState_TRANSACTION_STATE_PREPARED, nil
+	}
+	return djinnpb.TransactionState_TRANSACTION_STATE_NOTCHANGED, nil
+}
+
+// End applies the transaction's outcome.
+func (s *Service) End(ctx context.Context, mgr *djinnpb.Ref, id uint64, commit bool) error {
+	if err := s.leading(); err != nil {
+		return err
+	}
+	_, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LockTxnEnd{LockTxnEnd: &statepb.LockTxnEnd{Manager: mgr, Txn: id, Commit: commit}}})
+	if err == nil {
+		s.mu.Lock()
+		delete(s.joined, TxnKeyOf(mgr, id))
+		s.mu.Unlock()
+	}
+	return err
+}
+
+// PrepareAndCommit is prepare and, when PREPARED, commit.
+func (s *Service) PrepareAndCommit(ctx context.Context, mgr *djinnpb.Ref, id uint64) (djinnpb.TransactionState, error) {
+	v, err := s.Prepare(ctx, mgr, id)
+	if err != nil || v != djinnpb.TransactionState_TRANSACTION_STATE_PREPARED {
+		return v, err
+	}
+	if err := s.End(ctx, mgr, id, true); err != nil {
+		return 0, err
+	}
+	return djinnpb.TransactionState_TRANSACTION_STATE_COMMITTED, nil
+}

@@ -1,0 +1,687 @@
+package lock
+
+import (
+	"encoding/json"
+	"slices"
+	"sync"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/proto/statepb"
+)
+
+// State is the lock service's replicated state: the lock table, with the
+// names the world uses for its sets (16-byte ids), owners (lease cookies)
+// and transactions (a manager's reference and an id). Every change comes
+// from the log, through the Apply methods; they are deterministic.
+type State struct {
+	mu sync.Mutex
+	// Guarded by mu.
+	table   *Table
+	sets    map[djinn.ID]uint64 // set id → table id
+	setInfo map[uint64]setInfo  // table id → its names
+	nextSet uint64
+	owners  map[djinn.ID]uint64 // owner cookie → holder id
+	txns    map[TxnKey]uint64   // transaction → holder id
+	holders map[uint64]holderName
+	nextID  uint64 // holder ids, shared by owners and transactions
+	recent  recentGrants
+
+	// restoring gathers the snapshot records until the last.
+	restoring []byte
+
+	leases *lease.Table
+	// notify, when set, hears what became of waiting requests. It is
+	// called outside mu, in log order; the leader's service sets it.
+	notify func([]Event)
+}
+
+type setInfo struct {
+	id     djinn.ID
+	cookie djinn.ID
+}
+
+// holderName is what a table holder id stands for: an owner's cookie, or a
+// transaction.
+type holderName struct {
+	owner djinn.ID
+	txn   TxnKey
+	isTxn bool
+}
+
+// TxnKey names a transaction: its manager's identity (djinn.Ref.Key) and
+// id.
+type TxnKey struct {
+	Manager [32]byte
+	ID      uint64
+}
+
+// TxnKeyOf returns the key of transaction id of manager mgr.
+func TxnKeyOf(mgr *djinnpb.Ref, id uint64) TxnKey {
+	var k TxnKey
+	copy(k.Manager[:16], mgr.GetServiceId())
+	copy(k.Manager[16:], mgr.GetObjectId())
+	k.ID = id
+	return k
+}
+
+// Event is what became of a waiting request: granted with Fence, or
+// refused with Err (TransactionRolledBack when its transaction aborted,
+// UnknownLease when its owner's lease ended, NoSuchObject when its set
+// went).
+type Event struct {
+	Request uint64
+	Fence   uint64
+	Err     error
+}
+
+// maxRecent bounds the grants remembered for retried requests.
+const maxRecent = 1 << 16
+
+// recentGrants remembers the last grants by request id, so that a request
+// retried after its answer was lost gets the same grant.
+type recentGrants struct {
+	fence map[uint64]uint64
+	order []uint64 // ring of request ids, oldest at head
+	head  int
+}
+
+func (r *recentGrants) add(req, fence uint64) {
+	if r.fence == nil {
+		r.fence = map[uint64]uint64{}
+	}
+	if _, ok := r.fence[req]; ok {
+		return
+	}
+	if len(r.order) < maxRecent {
+		r.order = append(r.order, req)
+	} else {
+		delete(r.fence, r.order[r.head])
+		r.order[r.head] = req
+		r.head = (r.head + 1) % maxRecent
+	}
+	r.fence[req] = fence
+}
+
+// NewState returns an empty state whose set and owner leases live in t.
+func NewState(t *lease.Table) *State {
+	return &State{table: New(), sets: map[djinn.ID]uint64{}, setInfo: map[uint64]setInfo{},
+		owners: map[djinn.ID]uint64{}, txns: map[TxnKey]uint64{}, holders: map[uint64]holderName{}, leases: t}
+}
+
+// SetNotify sets the function that hears what became of waiting requests.
+func (s *State) SetNotify(fn func([]Event)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.notify = fn
+}
+
+func (s *State) tell(evs []Event) {
+	if len(evs) == 0 {
+		return
+	}
+	s.mu.Lock()
+	fn := s.notify
+	s.mu.Unlock()
+	if fn != nil {
+		fn(evs)
+	}
+}
+
+// grantsLocked records grants as recent and returns them as events.
+func (s *State) grantsLocked(gs []Grant) []Event {
+	evs := make([]Event, 0, len(gs))
+	for _, g := range gs {
+		s.recent.add(g.Request, g.Fence)
+		evs = append(evs, Event{Request: g.Request, Fence: g.Fence})
+	}
+	return evs
+}
+
+func unknownSet(id djinn.ID) error {
+	return djinn.Errorf(djinn.NoSuchObject, "lock set %s: unknown (never created, or its lease ended)", id)
+}
+
+func (s *State) setLocked(b []byte) (uint64, djinn.ID, error) {
+	id, err := djinn.IDFromBytes("lock set id", b)
+	if err != nil {
+		return 0, id, err
+	}
+	tid, ok := s.sets[id]
+	if !ok {
+		return 0, id, unknownSet(id)
+	}
+	return tid, id, nil
+}
+
+// ApplyCreateSet creates a lock set, related to another when asked (of
+// the same kind), and grants its lease.
+func (s *State) ApplyCreateSet(c *statepb.LockCreateSet) error {
+	id, err := djinn.IDFromBytes("lock set id", c.GetSetId())
+	if err != nil {
+		return err
+	}
+	cookie, err := djinn.IDFromBytes("lease cookie", c.GetCookie())
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.sets[id]; ok {
+		return djinn.Errorf(djinn.InvalidArgument, "lock set %s: exists", id)
+	}
+	var related uint64
+	if len(c.GetRelated()) > 0 {
+		if related, _, err = s.setLocked(c.GetRelated()); err != nil {
+			return err
+		}
+	}
+	tid := s.nextSet + 1
+	if err := s.table.CreateSet(tid, related, c.GetTransactional()); err != nil {
+		return err
+	}
+	if err := s.leases.ApplyGrant(cookie, lease.Owner{Kind: lease.KindLockSet, ID: id}, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
+		_, _ = s.table.RemoveSet(tid)
+		return err
+	}
+	s.nextSet = tid
+	s.sets[id] = tid
+	s.setInfo[tid] = setInfo{id: id, cookie: cookie}
+	return nil
+}
+
+// ApplyCreateOwner grants a lock owner's lease; the cookie names the owner.
+func (s *State) ApplyCreateOwner(c *statepb.LockCreateOwner) error {
+	cookie, err := djinn.IDFromBytes("lease cookie", c.GetCookie())
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.owners[cookie]; ok {
+		return djinn.Errorf(djinn.InvalidArgument, "lock owner %s: exists", cookie)
+	}
+	if err := s.leases.ApplyGrant(cookie, lease.Owner{Kind: lease.KindLockOwner, ID: cookie}, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
+		return err
+	}
+	s.nextID++
+	s.owners[cookie] = s.nextID
+	s.holders[s.nextID] = holderName{owner: cookie}
+	return nil
+}
+
+// holderLocked resolves a holder, making table ids for a transaction and
+// its ancestors the first time they are seen.
+func (s *State) holderLocked(h *statepb.LockHolderState) (Holder, error) {
+	switch {
+	case len(h.GetOwner()) > 0 && h.GetManager() != nil:
+		return Holder{}, djinn.Errorf(djinn.InvalidArgument, "lock holder: both an owner and a transaction")
+	case len(h.GetOwner()) > 0:
+		cookie, err := djinn.IDFromBytes("lock owner", h.GetOwner())
+		if err != nil {
+			return Holder{}, err
+		}
+		id, ok := s.owners[cookie]
+		if !ok {
+			return Holder{}, djinn.Errorf(djinn.UnknownLease, "lock owner %s: unknown (its lease ended, or it never existed)", cookie)
+		}
+		return Holder{ID: id}, nil
+	case h.GetManager() != nil:
+		if h.GetTxn() == 0 {
+			return Holder{}, djinn.Errorf(djinn.InvalidArgument, "lock holder: transaction id 0")
+		}
+		if len(h.GetAncestorIds()) != len(h.GetAncestorManagers()) {
+			return Holder{}, djinn.Errorf(djinn.InvalidArgument, "lock holder: %d ancestors, %d ancestor managers", len(h.GetAncestorIds()), len(h.GetAncestorManagers()))
+		}
+		out := Holder{Txn: true, ID: s.txnIDLocked(TxnKeyOf(h.GetManager(), h.GetTxn()))}
+		for i, a := range h.GetAncestorIds() {
+			out.Lineage = append(out.Lineage, s.txnIDLocked(TxnKeyOf(h.GetAncestorManagers()[i], a)))
+		}
+		return out, nil
+	}
+	return Holder{}, djinn.Errorf(djinn.InvalidArgument, "lock holder: neither an owner nor a transaction")
+}
+
+func (s *State) txnIDLocked(k TxnKey) uint64 {
+	if id, ok := s.txns[k]; ok {
+		return id
+	}
+	s.nextID++
+	s.txns[k] = s.nextID
+	s.holders[s.nextID] = holderName{txn: k, isTxn: true}
+	return s.nextID
+}
+
+// ApplyAcquire is lock, try_lock and change_mode. A request id granted
+// lately gets the same grant again (a retry after a lost answer); one
+// still waiting is left waiting.
+func (s *State) ApplyAcquire(c *statepb.LockAcquire) (Result, error) {
+	var evs []Event
+	defer func() { s.tell(evs) }()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f, ok := s.recent.fence[c.GetRequestId()]; ok {
+		return Result{Outcome: Granted, Fence: f}, nil
+	}
+	tid, _, err := s.setLocked(c.GetSetId())
+	if err != nil {
+		return Result{}, err
+	}
+	h, err := s.holderLocked(c.GetHolder())
+	if err != nil {
+		return Result{}, err
+	}
+	for _, w := range s.table.waitersOf(tid) {
+		if w.ID == c.GetRequestId() {
+			return Result{Outcome: Queued}, nil
+		}
+	}
+	res, err := s.table.Acquire(Request{ID: c.GetRequestId(), Set: tid, Holder: h, Mode: Mode(c.GetMode()), From: Mode(c.GetFrom()), Try: c.GetTry()})
+	if err != nil {
+		return Result{}, err
+	}
+	if res.Outcome == Granted {
+		s.recent.add(c.GetRequestId(), res.Fence)
+	}
+	evs = s.grantsLocked(res.Grants)
+	return res, nil
+}
+
+// ApplyRelease is unlock.
+func (s *State) ApplyRelease(c *statepb.LockRelease) error {
+	var evs []Event
+	defer func() { s.tell(evs) }()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tid, _, err := s.setLocked(c.GetSetId())
+	if err != nil {
+		return err
+	}
+	h, err := s.holderLocked(c.GetHolder())
+	if err != nil {
+		return err
+	}
+	gs, err := s.table.Release(tid, h, Mode(c.GetMode()))
+	if err != nil {
+		return err
+	}
+	evs = s.grantsLocked(gs)
+	return nil
+}
+
+// ApplyCancel takes waiting requests out of their queues; ids not waiting
+// are skipped.
+func (s *State) ApplyCancel(c *statepb.LockCancel) {
+	var evs []Event
+	defer func() { s.tell(evs) }()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range c.GetRequestIds() {
+		gs, err := s.table.Cancel(id)
+		if err != nil {
+			continue
+		}
+		evs = append(evs, s.grantsLocked(gs)...)
+	}
+}
+
+// effectsLocked turns a table change's effects into events: grants, and
+// the cancelled waiters refused with err.
+func (s *State) effectsLocked(e Effects, err error) []Event {
+	evs := s.grantsLocked(e.Grants)
+	for _, id := range e.Cancelled {
+		evs = append(evs, Event{Request: id, Err: err})
+	}
+	return evs
+}
+
+// ApplyTxnEnd applies a transaction's outcome. Unknown transactions (that
+// never locked here) change nothing.
+func (s *State) ApplyTxnEnd(c *statepb.LockTxnEnd) {
+	var evs []Event
+	defer func() { s.tell(evs) }()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := TxnKeyOf(c.GetManager(), c.GetTxn())
+	id, ok := s.txns[k]
+	if !ok {
+		return
+	}
+	var e Effects
+	var err error
+	if c.GetCommit() {
+		e, err = s.table.CommitTxn(id)
+	} else {
+		e, err = s.table.AbortTxn(id)
+	}
+	if err == nil {
+		evs = s.effectsLocked(e, djinn.Errorf(djinn.TransactionRolledBack, "transaction %d: aborted while its lock request waited", c.GetTxn()))
+	}
+	delete(s.txns, k)
+	delete(s.holders, id)
+}
+
+// ApplyDrop is a lock coordinator's drop_locks.
+func (s *State) ApplyDrop(c *statepb.LockDrop) error {
+	var evs []Event
+	defer func() { s.tell(evs) }()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tid, _, err := s.setLocked(c.GetSetId())
+	if err != nil {
+		return err
+	}
+	id, ok := s.txns[TxnKeyOf(c.GetManager(), c.GetTxn())]
+	if !ok {
+		return nil // holds nothing here
+	}
+	e, err := s.table.DropGroup(tid, Holder{Txn: true, ID: id})
+	if err != nil {
+		return err
+	}
+	evs = s.effectsLocked(e, djinn.Errorf(djinn.TransactionRolledBack, "transaction %d: its locks were dropped while its request waited", c.GetTxn()))
+	return nil
+}
+
+// LeaseEnded removes the set or owner whose lease ended: a set's waiters
+// are refused, an owner's locks released and its waiters refused.
+func (s *State) LeaseEnded(o lease.Owner) {
+	var evs []Event
+	defer func() { s.tell(evs) }()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch o.Kind {
+	case lease.KindLockSet:
+		tid, ok := s.sets[o.ID]
+		if !ok {
+			return
+		}
+		cancelled, err := s.table.RemoveSet(tid)
+		if err != nil {
+			return
+		}
+		delete(s.sets, o.ID)
+		delete(s.setInfo, tid)
+		evs = s.effectsLocked(Effects{Cancelled: cancelled}, unknownSet(o.ID))
+	case lease.KindLockOwner:
+		id, ok := s.owners[o.ID]
+		if !ok {
+			return
+		}
+		e, err := s.table.DropHolder(Holder{ID: id})
+		if err == nil {
+			evs = s.effectsLocked(e, djinn.Errorf(djinn.UnknownLease, "lock owner %s: its lease ended while its request waited", o.ID))
+		}
+		delete(s.owners, o.ID)
+		delete(s.holders, id)
+	}
+}
+
+// SetView is a lock set as Describe shows it.
+type SetView struct {
+	ID            djinn.ID
+	Cookie        djinn.ID
+	Transactional bool
+	Related       []djinn.ID
+	Fence         uint64
+	Holders       []HolderView
+	Waiters       []WaiterView
+}
+
+// HolderView is a holder by its world name.
+type HolderView struct {
+	Owner djinn.ID // zero for a transaction
+	Txn   TxnKey
+	IsTxn bool
+	Locks []Lock
+}
+
+// WaiterView is a waiting request.
+type WaiterView struct {
+	HolderView
+	Mode, From Mode
+	Request    uint64
+}
+
+func (s *State) nameLocked(h Holder) HolderView {
+	n := s.holders[h.ID]
+	return HolderView{Owner: n.owner, Txn: n.txn, IsTxn: n.isTxn}
+}
+
+// Describe returns lock set id.
+func (s *State) Describe(b []byte) (SetView, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tid, id, err := s.setLocked(b)
+	if err != nil {
+		return SetView{}, err
+	}
+	st, err := s.table.Set(tid)
+	if err != nil {
+		return SetView{}, err
+	}
+	v := SetView{ID: id, Cookie: s.setInfo[tid].cookie, Transactional: st.Transactional, Fence: st.Fence}
+	for _, m := range s.table.groupOf(tid) {
+		if m != tid {
+			v.Related = append(v.Related, s.setInfo[m].id)
+		}
+	}
+	for _, h := range st.Holders {
+		hv := s.nameLocked(h.Holder)
+		hv.Locks = h.Locks
+		v.Holders = append(v.Holders, hv)
+	}
+	for _, w := range st.Waiters {
+		v.Waiters = append(v.Waiters, WaiterView{HolderView: s.nameLocked(w.Holder), Mode: w.Mode, From: w.From, Request: w.ID})
+	}
+	return v, nil
+}
+
+// Validate reports whether the grant with fencing token fence in set b is
+// still held.
+func (s *State) Validate(b []byte, fence uint64) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tid, _, err := s.setLocked(b)
+	if err != nil {
+		return false, err
+	}
+	return s.table.Validate(tid, fence)
+}
+
+// Transactional reports whether set b is transactional.
+func (s *State) Transactional(b []byte) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tid, _, err := s.setLocked(b)
+	if err != nil {
+		return false, err
+	}
+	st, err := s.table.Set(tid)
+	return st.Transactional, err
+}
+
+// HoldsAny reports whether transaction k holds or waits for any lock here.
+func (s *State) HoldsAny(k TxnKey) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.txns[k]
+	return ok
+}
+
+// Waiting returns the ids of every waiting request, sorted.
+func (s *State) Waiting() []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []uint64
+	for _, tid := range s.table.sortedSets() {
+		for _, w := range s.table.waitersOf(tid) {
+			out = append(out, w.ID)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Len returns the numbers of lock sets and owners.
+func (s *State) Len() (sets, owners int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sets), len(s.owners)
+}
+
+// snapshot is the state as a LockRecord holds it.
+type snapshot struct {
+	Table   Snapshot
+	Sets    []snapSet
+	NextSet uint64
+	Holders []snapHolder
+	NextID  uint64
+	Recent  []uint64 // request id, fence pairs, oldest first
+}
+
+type snapSet struct {
+	ID     djinn.ID
+	Cookie djinn.ID
+	Table  uint64
+}
+
+type snapHolder struct {
+	ID     uint64
+	Owner  djinn.ID `json:",omitempty"`
+	Txn    *TxnKey  `json:",omitempty"`
+	Holder uint64   `json:"-"`
+}
+
+// recordSize bounds the encoded state in one snapshot record.
+const recordSize = 8 << 20
+
+// Records returns the state as snapshot records.
+func (s *State) Records() ([]*statepb.LockRecord, error) {
+	b, err := s.encode()
+	if err != nil {
+		return nil, err
+	}
+	var out []*statepb.LockRecord
+	for len(b) > recordSize {
+		out = append(out, &statepb.LockRecord{Table: b[:recordSize]})
+		b = b[recordSize:]
+	}
+	return append(out, &statepb.LockRecord{Table: b, Last: true}), nil
+}
+
+func (s *State) encode() ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap := snapshot{Table: s.table.Export(), NextSet: s.nextSet, NextID: s.nextID}
+	for tid, in := range s.setInfo {
+		snap.Sets = append(snap.Sets, snapSet{ID: in.id, Cookie: in.cookie, Table: tid})
+	}
+	slices.SortFunc(snap.Sets, func(a, b snapSet) int { return cmpUint(a.Table, b.Table) })
+	for id, n := range s.holders {
+		h := snapHolder{ID: id}
+		if n.isTxn {
+			k := n.txn
+			h.Txn = &k
+		} else {
+			h.Owner = n.owner
+		}
+		snap.Holders = append(snap.Holders, h)
+	}
+	slices.SortFunc(snap.Holders, func(a, b snapHolder) int { return cmpUint(a.ID, b.ID) })
+	n := len(s.recent.order)
+	for i := range n {
+		req := s.recent.order[(s.recent.head+i)%n]
+		snap.Recent = append(snap.Recent, req, s.recent.fence[req])
+	}
+	b, err := json.Marshal(snap)
+	if err != nil {
+		return nil, djinn.Errorf(djinn.Internal, "lock state snapshot: %v", err)
+	}
+	return b, nil
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Restore adds a snapshot record; the last one replaces the state with
+// the records' (leases are restored separately).
+func (s *State) Restore(r *statepb.LockRecord) error {
+	s.mu.Lock()
+	s.restoring = append(s.restoring, r.GetTable()...)
+	b := s.restoring
+	if r.GetLast() {
+		s.restoring = nil
+	}
+	s.mu.Unlock()
+	if !r.GetLast() {
+		return nil
+	}
+	var snap snapshot
+	if err := json.Unmarshal(b, &snap); err != nil {
+		return djinn.Errorf(djinn.Internal, "lock state snapshot: %v", err)
+	}
+	t, err := Import(snap.Table)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.table, s.nextSet, s.nextID = t, snap.NextSet, snap.NextID
+	s.sets, s.setInfo = map[djinn.ID]uint64{}, map[uint64]setInfo{}
+	for _, ss := range snap.Sets {
+		s.sets[ss.ID] = ss.Table
+		s.setInfo[ss.Table] = setInfo{id: ss.ID, cookie: ss.Cookie}
+	}
+	s.owners, s.txns, s.holders = map[djinn.ID]uint64{}, map[TxnKey]uint64{}, map[uint64]holderName{}
+	for _, h := range snap.Holders {
+		if h.Txn != nil {
+			s.txns[*h.Txn] = h.ID
+			s.holders[h.ID] = holderName{txn: *h.Txn, isTxn: true}
+		} else {
+			s.owners[h.Owner] = h.ID
+			s.holders[h.ID] = holderName{owner: h.Owner}
+		}
+	}
+	s.recent = recentGrants{}
+	if len(snap.Recent)%2 != 0 {
+		return djinn.Errorf(djinn.Internal, "lock state snapshot: odd recent grants")
+	}
+	for i := 0; i < len(snap.Recent); i += 2 {
+		s.recent.add(snap.Recent[i], snap.Recent[i+1])
+	}
+	return nil
+}
+
+// Reset empties the state before a restore.
+func (s *State) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.table, s.nextSet, s.nextID = New(), 0, 0
+	s.sets, s.setInfo = map[djinn.ID]uint64{}, map[uint64]setInfo{}
+	s.owners, s.txns, s.holders = map[djinn.ID]uint64{}, map[TxnKey]uint64{}, map[uint64]holderName{}
+	s.recent = recentGrants{}
+	s.restoring = nil
+}
+
+// waitersOf returns set id's waiting requests (none for an unknown set).
+func (t *Table) waitersOf(id uint64) []Request {
+	w, _ := t.Waiters(id)
+	return w
+}
+
+// groupOf returns the sets related to set id, itself included, by id.
+func (t *Table) groupOf(id uint64) []uint64 {
+	if s, ok := t.sets[id]; ok {
+		return s.members(id)
+	}
+	return nil
+}
