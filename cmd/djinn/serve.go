@@ -68,6 +68,9 @@ DJINN_MAILBOX_MAX_STORED, ...), then flags.`,
 	f.Var((*durationFlag)(&cfg.Txn.MaxLease), "txn-max-lease", "longest transaction lease (forever allowed)")
 	f.BoolVar(&cfg.Txn.Enabled, "txn", cfg.Txn.Enabled, "run the transaction manager")
 	f.BoolVar(&cfg.KV.Enabled, "kv", cfg.KV.Enabled, "serve the reference key/value transaction participant")
+	f.BoolVar(&cfg.Lock.Enabled, "lock", cfg.Lock.Enabled, "run the lock service")
+	f.Var((*durationFlag)(&cfg.Lock.DefaultOwnerLease), "lock-default-owner-lease", "lock owner lease granted for Any")
+	f.Var((*durationFlag)(&cfg.Lock.MaxOwnerLease), "lock-max-owner-lease", "longest lock owner lease (forever allowed)")
 	f.Var((*durationFlag)(&cfg.Raftcfg.ElectionTimeout), "election-timeout", "Raft election timeout")
 	f.Var((*durationFlag)(&cfg.Raftcfg.HeartbeatTimeout), "heartbeat-timeout", "Raft heartbeat timeout")
 	return cmd
@@ -76,34 +79,37 @@ DJINN_MAILBOX_MAX_STORED, ...), then flags.`,
 // applyFlags copies the flags the user set from flagged onto final.
 func applyFlags(fs *pflag.FlagSet, final, flagged *server.Config) {
 	set := map[string]func(){
-		"data-dir":              func() { final.DataDir = flagged.DataDir },
-		"listen":                func() { final.Listen = flagged.Listen },
-		"advertise":             func() { final.Advertise = flagged.Advertise },
-		"admin":                 func() { final.Admin = flagged.Admin },
-		"raft":                  func() { final.Raft = flagged.Raft },
-		"raft-advertise":        func() { final.RaftAdvertise = flagged.RaftAdvertise },
-		"node-id":               func() { final.NodeID = flagged.NodeID },
-		"join":                  func() { final.Join = flagged.Join },
-		"log-level":             func() { final.LogLevel = flagged.LogLevel },
-		"log-json":              func() { final.LogJSON = flagged.LogJSON },
-		"tls-cert":              func() { final.TLS.Cert = flagged.TLS.Cert },
-		"tls-key":               func() { final.TLS.Key = flagged.TLS.Key },
-		"tls-ca":                func() { final.TLS.CA = flagged.TLS.CA },
-		"tls-client-auth":       func() { final.TLS.ClientAuth = flagged.TLS.ClientAuth },
-		"lease-checkpoint":      func() { final.Lease.Checkpoint = flagged.Lease.Checkpoint },
-		"mailbox-default-lease": func() { final.Mailbox.DefaultLease = flagged.Mailbox.DefaultLease },
-		"mailbox-max-lease":     func() { final.Mailbox.MaxLease = flagged.Mailbox.MaxLease },
-		"mailbox-max-stored":    func() { final.Mailbox.MaxStored = flagged.Mailbox.MaxStored },
-		"mailbox":               func() { final.Mailbox.Enabled = flagged.Mailbox.Enabled },
-		"renewal-default-lease": func() { final.Renewal.DefaultLease = flagged.Renewal.DefaultLease },
-		"renewal-max-lease":     func() { final.Renewal.MaxLease = flagged.Renewal.MaxLease },
-		"renewal":               func() { final.Renewal.Enabled = flagged.Renewal.Enabled },
-		"txn-default-lease":     func() { final.Txn.DefaultLease = flagged.Txn.DefaultLease },
-		"txn-max-lease":         func() { final.Txn.MaxLease = flagged.Txn.MaxLease },
-		"txn":                   func() { final.Txn.Enabled = flagged.Txn.Enabled },
-		"kv":                    func() { final.KV.Enabled = flagged.KV.Enabled },
-		"election-timeout":      func() { final.Raftcfg.ElectionTimeout = flagged.Raftcfg.ElectionTimeout },
-		"heartbeat-timeout":     func() { final.Raftcfg.HeartbeatTimeout = flagged.Raftcfg.HeartbeatTimeout },
+		"data-dir":                 func() { final.DataDir = flagged.DataDir },
+		"listen":                   func() { final.Listen = flagged.Listen },
+		"advertise":                func() { final.Advertise = flagged.Advertise },
+		"admin":                    func() { final.Admin = flagged.Admin },
+		"raft":                     func() { final.Raft = flagged.Raft },
+		"raft-advertise":           func() { final.RaftAdvertise = flagged.RaftAdvertise },
+		"node-id":                  func() { final.NodeID = flagged.NodeID },
+		"join":                     func() { final.Join = flagged.Join },
+		"log-level":                func() { final.LogLevel = flagged.LogLevel },
+		"log-json":                 func() { final.LogJSON = flagged.LogJSON },
+		"tls-cert":                 func() { final.TLS.Cert = flagged.TLS.Cert },
+		"tls-key":                  func() { final.TLS.Key = flagged.TLS.Key },
+		"tls-ca":                   func() { final.TLS.CA = flagged.TLS.CA },
+		"tls-client-auth":          func() { final.TLS.ClientAuth = flagged.TLS.ClientAuth },
+		"lease-checkpoint":         func() { final.Lease.Checkpoint = flagged.Lease.Checkpoint },
+		"mailbox-default-lease":    func() { final.Mailbox.DefaultLease = flagged.Mailbox.DefaultLease },
+		"mailbox-max-lease":        func() { final.Mailbox.MaxLease = flagged.Mailbox.MaxLease },
+		"mailbox-max-stored":       func() { final.Mailbox.MaxStored = flagged.Mailbox.MaxStored },
+		"mailbox":                  func() { final.Mailbox.Enabled = flagged.Mailbox.Enabled },
+		"renewal-default-lease":    func() { final.Renewal.DefaultLease = flagged.Renewal.DefaultLease },
+		"renewal-max-lease":        func() { final.Renewal.MaxLease = flagged.Renewal.MaxLease },
+		"renewal":                  func() { final.Renewal.Enabled = flagged.Renewal.Enabled },
+		"txn-default-lease":        func() { final.Txn.DefaultLease = flagged.Txn.DefaultLease },
+		"txn-max-lease":            func() { final.Txn.MaxLease = flagged.Txn.MaxLease },
+		"txn":                      func() { final.Txn.Enabled = flagged.Txn.Enabled },
+		"kv":                       func() { final.KV.Enabled = flagged.KV.Enabled },
+		"lock":                     func() { final.Lock.Enabled = flagged.Lock.Enabled },
+		"lock-default-owner-lease": func() { final.Lock.DefaultOwnerLease = flagged.Lock.DefaultOwnerLease },
+		"lock-max-owner-lease":     func() { final.Lock.MaxOwnerLease = flagged.Lock.MaxOwnerLease },
+		"election-timeout":         func() { final.Raftcfg.ElectionTimeout = flagged.Raftcfg.ElectionTimeout },
+		"heartbeat-timeout":        func() { final.Raftcfg.HeartbeatTimeout = flagged.Raftcfg.HeartbeatTimeout },
 	}
 	fs.Visit(func(f *pflag.Flag) {
 		if apply, ok := set[f.Name]; ok {

@@ -30,6 +30,7 @@ func (a *adminRPC) Status(ctx context.Context, _ *djinnpb.StatusRequest) (*djinn
 	regs, events := s.machine.Mailbox.Len()
 	sets, clientLeases := s.machine.Renewal.Len()
 	txns, activeTxns := s.machine.Txn.Len()
+	lockSets, lockOwners := s.machine.Lock.Len()
 	resp := &djinnpb.StatusResponse{
 		ServiceId:     svc[:],
 		NodeId:        s.node.ID(),
@@ -46,6 +47,8 @@ func (a *adminRPC) Status(ctx context.Context, _ *djinnpb.StatusRequest) (*djinn
 			"renewal_leases":        int64(clientLeases),
 			"transactions":          int64(txns),
 			"transactions_active":   int64(activeTxns),
+			"lock_sets":             int64(lockSets),
+			"lock_owners":           int64(lockOwners),
 		},
 		Landlord: refProto(s.ref(lease.LandlordID)()),
 	}
@@ -56,6 +59,10 @@ func (a *adminRPC) Status(ctx context.Context, _ *djinnpb.StatusRequest) (*djinn
 	if s.cfg.Txn.Enabled {
 		resp.Services = append(resp.Services, "txn")
 		resp.Txn = refProto(s.ref(TxnID)())
+	}
+	if s.cfg.Lock.Enabled {
+		resp.Services = append(resp.Services, "lock")
+		resp.Lock = refProto(s.ref(LockID)())
 	}
 	if s.cfg.Renewal.Enabled {
 		resp.Services = append(resp.Services, "renewal")

@@ -40,6 +40,7 @@ type Config struct {
 	Renewal RenewalConfig `toml:"renewal"`
 	Txn     TxnConfig     `toml:"txn"`
 	KV      KVConfig      `toml:"kv"`
+	Lock    LockConfig    `toml:"lock"`
 	Raftcfg RaftConfig    `toml:"raft-tuning"`
 }
 
@@ -92,6 +93,17 @@ type TxnConfig struct {
 	// Abandon is how long a participant may stay unreachable before it is
 	// reported (it is still retried).
 	Abandon Duration `toml:"abandon"`
+}
+
+// LockConfig tunes the lock service.
+type LockConfig struct {
+	Enabled           bool     `toml:"enabled"`
+	DefaultSetLease   Duration `toml:"default-set-lease"` // lock set lease granted for Any
+	MaxSetLease       Duration `toml:"max-set-lease"`
+	DefaultOwnerLease Duration `toml:"default-owner-lease"` // lock owner lease granted for Any
+	MaxOwnerLease     Duration `toml:"max-owner-lease"`
+	MaxSets           int      `toml:"max-sets"`
+	MaxOwners         int      `toml:"max-owners"`
 }
 
 // KVConfig turns the reference key/value participant on or off.
@@ -148,6 +160,11 @@ func Default() Config {
 			MaxActive: 1_000_000, Abandon: Duration(10 * time.Minute),
 		},
 		KV: KVConfig{Enabled: true},
+		Lock: LockConfig{
+			Enabled: true, DefaultSetLease: Duration(djinn.Forever), MaxSetLease: Duration(djinn.Forever),
+			DefaultOwnerLease: Duration(time.Minute), MaxOwnerLease: Duration(24 * time.Hour),
+			MaxSets: 10_000_000, MaxOwners: 1_000_000,
+		},
 		Raftcfg: RaftConfig{
 			HeartbeatTimeout: Duration(500 * time.Millisecond), ElectionTimeout: Duration(500 * time.Millisecond),
 			SnapshotInterval: Duration(30 * time.Second), SnapshotThreshold: 65536,
@@ -285,11 +302,24 @@ func (c *Config) Check() error {
 		{"renewal max-sets", c.Renewal.MaxSets},
 		{"renewal max-leases", c.Renewal.MaxLeases},
 		{"txn max-active", c.Txn.MaxActive},
+		{"lock max-sets", c.Lock.MaxSets},
+		{"lock max-owners", c.Lock.MaxOwners},
 		{"lease expiry-batch", c.Lease.ExpiryBatch},
 		{"lease expiry-rate", c.Lease.ExpiryRate},
 	} {
 		if n.v <= 0 {
 			return djinn.Errorf(djinn.InvalidArgument, "%s %d: must be positive", n.name, n.v)
+		}
+	}
+	for _, p := range []struct {
+		name     string
+		def, max Duration
+	}{
+		{"lock default-set-lease, max-set-lease", c.Lock.DefaultSetLease, c.Lock.MaxSetLease},
+		{"lock default-owner-lease, max-owner-lease", c.Lock.DefaultOwnerLease, c.Lock.MaxOwnerLease},
+	} {
+		if def, max := time.Duration(p.def), time.Duration(p.max); def <= 0 || max <= 0 || def > max {
+			return djinn.Errorf(djinn.InvalidArgument, "%s %s, %s: want 0 < default <= max", p.name, djinn.FormatDuration(def), djinn.FormatDuration(max))
 		}
 	}
 	def, max := time.Duration(c.Mailbox.DefaultLease), time.Duration(c.Mailbox.MaxLease)

@@ -28,6 +28,7 @@ import (
 	"github.com/djinn-go/djinn/internal/event"
 	"github.com/djinn-go/djinn/internal/grpcerr"
 	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/lock"
 	"github.com/djinn-go/djinn/internal/mailbox"
 	"github.com/djinn-go/djinn/internal/renewal"
 	"github.com/djinn-go/djinn/internal/replica"
@@ -50,6 +51,7 @@ type Server struct {
 	mailbox *mailbox.Service
 	renewal *renewal.Service
 	txn     *txn.Service
+	lock    *lock.Service
 	kvStore *participant.FileStore
 	kv      *kv.DB
 	pool    *client.Pool
@@ -166,6 +168,18 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 		s.Close()
 		return nil, err
 	}
+	s.lock, err = lock.NewService(s.machine.Lock, s.lessor, s.node, s.now, s.ref(LockID), lock.Config{
+		Sets:      lease.Policy{Default: time.Duration(cfg.Lock.DefaultSetLease), Max: time.Duration(cfg.Lock.MaxSetLease)},
+		Owners:    lease.Policy{Default: time.Duration(cfg.Lock.DefaultOwnerLease), Max: time.Duration(cfg.Lock.MaxOwnerLease)},
+		MaxSets:   cfg.Lock.MaxSets,
+		MaxOwners: cfg.Lock.MaxOwners,
+		Joiner:    lockJoiner{s: s},
+		Logger:    logger,
+	})
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
 	if cfg.KV.Enabled {
 		// The reference participant: this node's own key/value store, not
 		// replicated, durable in the data directory.
@@ -209,7 +223,10 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 	if cfg.Txn.Enabled {
 		djinnpb.RegisterTransactionManagerServer(s.grpc, &txnRPC{s: s})
 	}
-	if cfg.Txn.Enabled || s.kv != nil {
+	if cfg.Lock.Enabled {
+		djinnpb.RegisterLockServiceServer(s.grpc, &lockRPC{s: s})
+	}
+	if cfg.Txn.Enabled || cfg.Lock.Enabled || s.kv != nil {
 		rpc := &participantRPC{s: s}
 		if s.kv != nil {
 			rpc.hosts = participant.NewServer()
@@ -346,6 +363,13 @@ func (s *Server) lead(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			s.txn.Run(ctx)
+		}()
+	}
+	if s.cfg.Lock.Enabled {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.lock.Run(ctx)
 		}()
 	}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

@@ -133,7 +133,16 @@ func request(ref *djinnpb.Ref, mgr djinn.Ref, id uint64) *djinnpb.ParticipantReq
 	return &djinnpb.ParticipantRequest{ParticipantId: ref.GetObjectId(), Manager: refProto(mgr), Id: id}
 }
 
+// lockService reports whether ref names this server's lock service.
+func (p participants) lockService(ref *djinnpb.Ref) bool {
+	r := p.s.ref(LockID)()
+	return p.s.cfg.Lock.Enabled && ref.GetEndpoint() == r.Endpoint && string(ref.GetServiceId()) == string(r.Service[:]) && string(ref.GetObjectId()) == string(r.Object[:])
+}
+
 func (p participants) Prepare(ctx context.Context, ref *djinnpb.Ref, mgr djinn.Ref, id uint64) (djinnpb.TransactionState, error) {
+	if p.lockService(ref) {
+		return p.s.lock.Prepare(ctx, refProto(mgr), id)
+	}
 	if own := p.local(ref); own != nil {
 		v, err := own.Prepare(ctx, participant.Tx{Manager: mgr, ID: id})
 		return v.Proto(), err
@@ -147,6 +156,9 @@ func (p participants) Prepare(ctx context.Context, ref *djinnpb.Ref, mgr djinn.R
 }
 
 func (p participants) PrepareAndCommit(ctx context.Context, ref *djinnpb.Ref, mgr djinn.Ref, id uint64) (djinnpb.TransactionState, error) {
+	if p.lockService(ref) {
+		return p.s.lock.PrepareAndCommit(ctx, refProto(mgr), id)
+	}
 	if own := p.local(ref); own != nil {
 		v, err := own.PrepareAndCommit(ctx, participant.Tx{Manager: mgr, ID: id})
 		return v.Proto(), err
@@ -160,6 +172,9 @@ func (p participants) PrepareAndCommit(ctx context.Context, ref *djinnpb.Ref, mg
 }
 
 func (p participants) Commit(ctx context.Context, ref *djinnpb.Ref, mgr djinn.Ref, id uint64) error {
+	if p.lockService(ref) {
+		return p.s.lock.End(ctx, refProto(mgr), id, true)
+	}
 	if own := p.local(ref); own != nil {
 		return own.Commit(ctx, participant.Tx{Manager: mgr, ID: id})
 	}
@@ -172,6 +187,9 @@ func (p participants) Commit(ctx context.Context, ref *djinnpb.Ref, mgr djinn.Re
 }
 
 func (p participants) Abort(ctx context.Context, ref *djinnpb.Ref, mgr djinn.Ref, id uint64) error {
+	if p.lockService(ref) {
+		return p.s.lock.End(ctx, refProto(mgr), id, false)
+	}
 	if own := p.local(ref); own != nil {
 		return own.Abort(ctx, participant.Tx{Manager: mgr, ID: id})
 	}
@@ -289,7 +307,28 @@ func (r *participantRPC) other(req *djinnpb.ParticipantRequest) error {
 	return djinn.Errorf(djinn.NoSuchObject, "participant %x: no such participant here", req.GetParticipantId())
 }
 
+// lockService reports whether req is for the lock service.
+func (r *participantRPC) lockService(req *djinnpb.ParticipantRequest) (bool, error) {
+	if !r.s.cfg.Lock.Enabled || string(req.GetParticipantId()) != string(LockID[:]) {
+		return false, nil
+	}
+	if _, err := client.RefFromProto("manager", req.GetManager()); err != nil {
+		return true, err
+	}
+	return true, nil
+}
+
 func (r *participantRPC) Prepare(ctx context.Context, req *djinnpb.ParticipantRequest) (*djinnpb.PrepareResponse, error) {
+	if ok, err := r.lockService(req); ok {
+		if err != nil {
+			return nil, err
+		}
+		v, err := r.s.lock.Prepare(ctx, req.GetManager(), req.GetId())
+		if err != nil {
+			return nil, err
+		}
+		return &djinnpb.PrepareResponse{Vote: v}, nil
+	}
 	if ok, err := r.nest(req); ok {
 		if err != nil {
 			return nil, err
@@ -307,6 +346,16 @@ func (r *participantRPC) Prepare(ctx context.Context, req *djinnpb.ParticipantRe
 }
 
 func (r *participantRPC) PrepareAndCommit(ctx context.Context, req *djinnpb.ParticipantRequest) (*djinnpb.PrepareResponse, error) {
+	if ok, err := r.lockService(req); ok {
+		if err != nil {
+			return nil, err
+		}
+		v, err := r.s.lock.PrepareAndCommit(ctx, req.GetManager(), req.GetId())
+		if err != nil {
+			return nil, err
+		}
+		return &djinnpb.PrepareResponse{Vote: v}, nil
+	}
 	if ok, _ := r.nest(req); ok {
 		return r.Prepare(ctx, req) // NOTCHANGED: nothing to commit
 	}
@@ -317,6 +366,15 @@ func (r *participantRPC) PrepareAndCommit(ctx context.Context, req *djinnpb.Part
 }
 
 func (r *participantRPC) Commit(ctx context.Context, req *djinnpb.ParticipantRequest) (*djinnpb.ParticipantResponse, error) {
+	if ok, err := r.lockService(req); ok {
+		if err == nil {
+			err = r.s.lock.End(ctx, req.GetManager(), req.GetId(), true)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &djinnpb.ParticipantResponse{}, nil
+	}
 	if ok, err := r.nest(req); ok {
 		if err != nil {
 			return nil, err
@@ -332,6 +390,15 @@ func (r *participantRPC) Commit(ctx context.Context, req *djinnpb.ParticipantReq
 }
 
 func (r *participantRPC) Abort(ctx context.Context, req *djinnpb.ParticipantRequest) (*djinnpb.ParticipantResponse, error) {
+	if ok, err := r.lockService(req); ok {
+		if err == nil {
+			err = r.s.lock.End(ctx, req.GetManager(), req.GetId(), false)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &djinnpb.ParticipantResponse{}, nil
+	}
 	if ok, err := r.nest(req); ok {
 		if err != nil {
 			return nil, err

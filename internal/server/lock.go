@@ -1,0 +1,169 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/lock"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+// LockID is the object id of the lock service (and its transaction
+// participant).
+var LockID = djinn.ID{'l', 'o', 'c', 'k'}
+
+// lockRPC serves the LockService.
+type lockRPC struct {
+	djinnpb.UnimplementedLockServiceServer
+	s *Server
+}
+
+func (r *lockRPC) CreateSet(ctx context.Context, req *djinnpb.CreateLockSetRequest) (*djinnpb.LockSetCreated, error) {
+	c, err := r.s.lock.CreateSet(ctx, req.GetRelated(), req.GetTransactional(), time.Duration(req.GetLeaseDurationNanos()))
+	if err != nil {
+		return nil, err
+	}
+	return &djinnpb.LockSetCreated{SetId: c.ID[:], Lease: c.Lease, Service: refProto(r.s.ref(LockID)())}, nil
+}
+
+func (r *lockRPC) CreateOwner(ctx context.Context, req *djinnpb.CreateLockOwnerRequest) (*djinnpb.LockOwner, error) {
+	c, err := r.s.lock.CreateOwner(ctx, time.Duration(req.GetLeaseDurationNanos()))
+	if err != nil {
+		return nil, err
+	}
+	return &djinnpb.LockOwner{Lease: c.Lease}, nil
+}
+
+// holder returns the request's holder; with neither an owner nor a
+// transaction, the transaction in the call's metadata (the spec's current
+// transaction, implicit mode).
+func (r *lockRPC) holder(ctx context.Context, h *djinnpb.LockHolder) (*djinnpb.LockHolder, error) {
+	if h != nil && (len(h.GetOwner()) > 0 || h.GetTransaction() != nil) {
+		return h, nil
+	}
+	tx, err := client.TransactionFromIncoming(ctx, r.s.pool)
+	if err != nil {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "the call's transaction: %v", err)
+	}
+	if tx == nil {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "lock holder: missing: name an owner or a transaction, or call within a transaction")
+	}
+	return &djinnpb.LockHolder{Transaction: &djinnpb.TransactionRef{Manager: refProto(tx.Manager().Ref()), Id: tx.ID()}}, nil
+}
+
+func (r *lockRPC) Lock(ctx context.Context, req *djinnpb.LockRequest) (*djinnpb.LockResponse, error) {
+	h, err := r.holder(ctx, req.GetHolder())
+	if err != nil {
+		return nil, err
+	}
+	ok, fence, err := r.s.lock.Lock(ctx, req.GetSetId(), h, lock.Mode(req.GetMode()), 0, req.GetTry(), req.GetRequestId())
+	if err != nil {
+		return nil, err
+	}
+	return &djinnpb.LockResponse{Granted: ok, Fence: fence}, nil
+}
+
+func (r *lockRPC) ChangeMode(ctx context.Context, req *djinnpb.ChangeModeRequest) (*djinnpb.LockResponse, error) {
+	h, err := r.holder(ctx, req.GetHolder())
+	if err != nil {
+		return nil, err
+	}
+	if req.GetHeld() == djinnpb.LockMode_LOCK_MODE_UNSPECIFIED {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "held mode: missing")
+	}
+	ok, fence, err := r.s.lock.Lock(ctx, req.GetSetId(), h, lock.Mode(req.GetMode()), lock.Mode(req.GetHeld()), false, req.GetRequestId())
+	if err != nil {
+		return nil, err
+	}
+	return &djinnpb.LockResponse{Granted: ok, Fence: fence}, nil
+}
+
+func (r *lockRPC) Unlock(ctx context.Context, req *djinnpb.UnlockRequest) (*djinnpb.UnlockResponse, error) {
+	h, err := r.holder(ctx, req.GetHolder())
+	if err != nil {
+		return nil, err
+	}
+	if err := r.s.lock.Unlock(ctx, req.GetSetId(), h, lock.Mode(req.GetMode())); err != nil {
+		return nil, err
+	}
+	return &djinnpb.UnlockResponse{}, nil
+}
+
+func (r *lockRPC) DropLocks(ctx context.Context, req *djinnpb.DropLocksRequest) (*djinnpb.DropLocksResponse, error) {
+	t := req.GetTransaction()
+	if t == nil {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "transaction: missing")
+	}
+	if err := r.s.lock.DropLocks(ctx, req.GetSetId(), t.GetManager(), t.GetId()); err != nil {
+		return nil, err
+	}
+	return &djinnpb.DropLocksResponse{}, nil
+}
+
+func (r *lockRPC) Describe(ctx context.Context, req *djinnpb.LockSetRequest) (*djinnpb.LockSetDescription, error) {
+	v, l, err := r.s.lock.Describe(req.GetSetId())
+	if err != nil {
+		return nil, err
+	}
+	d := &djinnpb.LockSetDescription{SetId: v.ID[:], Transactional: v.Transactional, Lease: l, LastFence: v.Fence}
+	for _, id := range v.Related {
+		d.Related = append(d.Related, id[:])
+	}
+	for _, h := range v.Holders {
+		hd := &djinnpb.LockHolding{Holder: r.holderProto(h), Counts: make([]uint32, lock.W+1)}
+		for _, l := range h.Locks {
+			hd.Counts[l.Mode]++
+			hd.Fences = append(hd.Fences, l.Fence)
+		}
+		d.Holders = append(d.Holders, hd)
+	}
+	for _, w := range v.Waiters {
+		d.Waiters = append(d.Waiters, &djinnpb.LockWaiter{Holder: r.holderProto(w.HolderView), Mode: djinnpb.LockMode(w.Mode),
+			Held: djinnpb.LockMode(w.From), RequestId: w.Request})
+	}
+	return d, nil
+}
+
+// holderProto names a holder on the wire. A transaction's manager is known
+// by its identity (service and object ids), not its endpoint.
+func (r *lockRPC) holderProto(h lock.HolderView) *djinnpb.LockHolder {
+	if !h.IsTxn {
+		return &djinnpb.LockHolder{Owner: h.Owner[:]}
+	}
+	return &djinnpb.LockHolder{Transaction: &djinnpb.TransactionRef{
+		Manager: &djinnpb.Ref{ServiceId: h.Txn.Manager[:16], ObjectId: h.Txn.Manager[16:]}, Id: h.Txn.ID}}
+}
+
+func (r *lockRPC) ValidateFence(ctx context.Context, req *djinnpb.ValidateFenceRequest) (*djinnpb.ValidateFenceResponse, error) {
+	ok, err := r.s.lock.Validate(req.GetSetId(), req.GetFence())
+	if err != nil {
+		return nil, err
+	}
+	return &djinnpb.ValidateFenceResponse{Valid: ok}, nil
+}
+
+// lockJoiner joins the lock service to transactions: of this server's
+// manager in process while it leads, of others over the pool.
+type lockJoiner struct {
+	s *Server
+}
+
+func (j lockJoiner) Join(ctx context.Context, mgr djinn.Ref, id uint64, self *djinnpb.Ref, crash int64) (*djinnpb.JoinTransactionResponse, error) {
+	own := j.s.ref(TxnID)()
+	if j.s.cfg.Txn.Enabled && mgr.Service == own.Service && mgr.Object == own.Object && j.s.lessor.Serving("transaction manager") == nil {
+		err := j.s.txn.Join(ctx, id, self, crash)
+		if err == nil {
+			ids, mgrs, err := j.s.txn.Ancestors(id)
+			if err != nil {
+				return nil, err
+			}
+			return &djinnpb.JoinTransactionResponse{Ancestors: ids, AncestorManagers: mgrs}, nil
+		}
+		if djinn.KindOf(err) != djinn.Unavailable {
+			return nil, err
+		}
+	}
+	return otherManagers{pool: j.s.pool}.Join(ctx, mgr, id, self, crash)
+}
