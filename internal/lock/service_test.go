@@ -1,0 +1,273 @@
+package lock_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/lock"
+	"github.com/djinn-go/djinn/internal/state"
+	"github.com/djinn-go/djinn/internal/state/statetest"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/proto/statepb"
+)
+
+var manager = djinn.Ref{Endpoint: "127.0.0.1:4161", Service: djinn.ID{1}, Object: djinn.ID{'t', 'x', 'n'}}
+
+// joiner is a transaction manager that answers joins with the ancestors a
+// test sets.
+type joiner struct {
+	mu    sync.Mutex
+	anc   map[uint64][]uint64
+	joins int
+}
+
+func (j *joiner) Join(_ context.Context, mgr djinn.Ref, id uint64, self *djinnpb.Ref, crash int64) (*djinnpb.JoinTransactionResponse, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.joins++
+	if crash != lock.CrashCount {
+		return nil, djinn.Errorf(djinn.CrashCount, "crash count %d", crash)
+	}
+	return &djinnpb.JoinTransactionResponse{Ancestors: j.anc[id]}, nil
+}
+
+type fixture struct {
+	t      *testing.T
+	log    *statetest.Log
+	lessor *lease.Lessor
+	svc    *lock.Service
+	j      *joiner
+	stop   func()
+}
+
+func start(t *testing.T, log *statetest.Log, j *joiner) *fixture {
+	f := &fixture{t: t, log: log, j: j}
+	f.lessor = lease.NewLessor(log.M.Leases, log, lease.Config{Slack: 10 * time.Second})
+	self := djinn.Ref{Endpoint: "127.0.0.1:4161", Service: log.M.ServiceID(), Object: djinn.ID{'l', 'o', 'c', 'k'}}
+	svc, err := lock.NewService(log.M.Lock, f.lessor, log, time.Now, func() djinn.Ref { return self }, lock.Config{Joiner: j, Grace: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.svc = svc
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); f.lessor.Run(ctx) }()
+	go func() { defer wg.Done(); svc.Run(ctx) }()
+	f.stop = func() { cancel(); wg.Wait() }
+	synctest.Wait()
+	return f
+}
+
+// restart snapshots the machine, restores it into a fresh one and starts
+// a service over it: a restarted node, or a new leader.
+func (f *fixture) restart() *fixture {
+	f.t.Helper()
+	f.stop()
+	write, err := f.log.M.Snapshot()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := write(&buf); err != nil {
+		f.t.Fatal(err)
+	}
+	m := state.New()
+	if err := m.Restore(&buf); err != nil {
+		f.t.Fatal(err)
+	}
+	return start(f.t, statetest.Over(m), f.j)
+}
+
+func (f *fixture) set(transactional bool) []byte {
+	f.t.Helper()
+	c, err := f.svc.CreateSet(context.Background(), nil, transactional, djinn.Any)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return c.ID[:]
+}
+
+func (f *fixture) owner() *djinnpb.LockHolder {
+	f.t.Helper()
+	c, err := f.svc.CreateOwner(context.Background(), time.Hour)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return &djinnpb.LockHolder{Owner: c.ID[:]}
+}
+
+func txn(id uint64) *djinnpb.LockHolder {
+	return &djinnpb.LockHolder{Transaction: &djinnpb.TransactionRef{Manager: &djinnpb.Ref{Endpoint: manager.Endpoint, ServiceId: manager.Service[:], ObjectId: manager.Object[:]}, Id: id}}
+}
+
+func mgrProto() *djinnpb.Ref {
+	return &djinnpb.Ref{Endpoint: manager.Endpoint, ServiceId: manager.Service[:], ObjectId: manager.Object[:]}
+}
+
+func (f *fixture) lock(set []byte, h *djinnpb.LockHolder, m lock.Mode, request uint64) uint64 {
+	f.t.Helper()
+	ok, fence, err := f.svc.Lock(context.Background(), set, h, m, 0, false, request)
+	if err != nil || !ok {
+		f.t.Fatalf("lock %v: %v %v", m, ok, err)
+	}
+	return fence
+}
+
+// TestRetriedRequestGetsItsGrant: a request retried with its id after a
+// lost answer gets the same grant, not a second lock.
+func TestRetriedRequestGetsItsGrant(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := start(t, statetest.New(), &joiner{})
+		defer f.stop()
+		set, o := f.set(false), f.owner()
+		a := f.lock(set, o, lock.R, 77)
+		if b := f.lock(set, o, lock.R, 77); b != a {
+			t.Fatalf("retried request: fence %d, want the first grant's %d", b, a)
+		}
+		v, _, err := f.svc.Describe(set)
+		if err != nil || len(v.Holders) != 1 || len(v.Holders[0].Locks) != 1 {
+			t.Fatalf("after a retry: %+v %v, want one lock", v, err)
+		}
+	})
+}
+
+// TestOrphanedWaitersCancelled: requests queued under an earlier leader
+// whose callers do not come back within the grace period leave the
+// queue; one whose caller comes back stays.
+func TestOrphanedWaitersCancelled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := start(t, statetest.New(), &joiner{})
+		set, a, b, c := f.set(false), f.owner(), f.owner(), f.owner()
+		f.lock(set, a, lock.W, 1)
+		for _, w := range []struct {
+			h  *djinnpb.LockHolder
+			id uint64
+		}{{b, 2}, {c, 3}} {
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() { _, _, _ = f.svc.Lock(ctx, set, w.h, lock.R, 0, false, w.id) }()
+			synctest.Wait()
+			// The caller's node dies before it can leave the queue.
+			f.stop()
+			cancel()
+			f = start(t, f.log, f.j)
+		}
+		g := f.restart()
+		defer func() { g.stop() }()
+		back := make(chan error, 1)
+		go func() {
+			_, _, err := g.svc.Lock(context.Background(), set, c, lock.R, 0, false, 3)
+			back <- err
+		}()
+		time.Sleep(11 * time.Second)
+		synctest.Wait()
+		v, _, err := g.svc.Describe(set)
+		if err != nil || len(v.Waiters) != 1 || v.Waiters[0].Request != 3 {
+			t.Fatalf("waiters after the grace period: %+v %v, want only the one whose caller came back", v.Waiters, err)
+		}
+		if err := g.svc.Unlock(context.Background(), set, a, lock.W); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-back; err != nil {
+			t.Fatalf("the returning caller: %v", err)
+		}
+	})
+}
+
+// TestParticipantVotes: the lock service votes NOTCHANGED for a
+// transaction that never locked here and PREPARED for one that did; commit
+// passes a nested transaction's locks to its parent and drops a top-level
+// one's; an abort refuses the transaction's waiting request.
+func TestParticipantVotes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		j := &joiner{anc: map[uint64][]uint64{11: {10}}}
+		f := start(t, statetest.New(), j)
+		defer f.stop()
+		ctx := context.Background()
+		set := f.set(true)
+		if v, err := f.svc.Prepare(ctx, mgrProto(), 99); err != nil || v != djinnpb.TransactionState_TRANSACTION_STATE_NOTCHANGED {
+			t.Fatalf("prepare of a stranger: %v %v, want NOTCHANGED", v, err)
+		}
+		f.lock(set, txn(10), lock.IW, 1)
+		f.lock(set, txn(11), lock.W, 2) // nested in 10: granted over its IW
+		f.lock(set, txn(11), lock.W, 3)
+		if j.joins != 2 {
+			t.Fatalf("%d joins, want one per transaction", j.joins)
+		}
+		if v, err := f.svc.Prepare(ctx, mgrProto(), 11); err != nil || v != djinnpb.TransactionState_TRANSACTION_STATE_PREPARED {
+			t.Fatalf("prepare of a holder: %v %v, want PREPARED", v, err)
+		}
+		if err := f.svc.End(ctx, mgrProto(), 11, true); err != nil {
+			t.Fatal(err)
+		}
+		v, _, _ := f.svc.Describe(set)
+		if len(v.Holders) != 1 || v.Holders[0].Txn.ID != 10 || len(v.Holders[0].Locks) != 3 {
+			t.Fatalf("after the child committed: %+v, want the parent holding all three locks", v.Holders)
+		}
+		waited := make(chan error, 1)
+		go func() { _, _, err := f.svc.Lock(ctx, set, txn(12), lock.R, 0, false, 4); waited <- err }()
+		synctest.Wait()
+		if err := f.svc.End(ctx, mgrProto(), 12, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-waited; !errors.Is(err, djinn.ErrTransactionRolledBack) {
+			t.Fatalf("the aborted transaction's request: %v, want TransactionRolledBack", err)
+		}
+		if v, err := f.svc.PrepareAndCommit(ctx, mgrProto(), 10); err != nil || v != djinnpb.TransactionState_TRANSACTION_STATE_COMMITTED {
+			t.Fatalf("prepareAndCommit of the parent: %v %v", v, err)
+		}
+		if v, _, _ := f.svc.Describe(set); len(v.Holders) != 0 {
+			t.Fatalf("after the family committed: %+v, want no holders", v.Holders)
+		}
+	})
+}
+
+// TestSnapshotKeepsEverything: a restore from a snapshot keeps sets,
+// related groups, holders, waiters, fences and remembered grants.
+func TestSnapshotKeepsEverything(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := start(t, statetest.New(), &joiner{})
+		s1 := f.set(false)
+		c, err := f.svc.CreateSet(context.Background(), s1, false, djinn.Any)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s2 := c.ID[:]
+		a, b := f.owner(), f.owner()
+		fa := f.lock(s1, a, lock.U, 5)
+		f.lock(s2, b, lock.R, 6)
+		go func() { _, _, _ = f.svc.Lock(context.Background(), s1, b, lock.W, 0, false, 7) }()
+		synctest.Wait()
+		before1, _, _ := f.svc.Describe(s1)
+		before2, _, _ := f.svc.Describe(s2)
+		g := f.restart()
+		defer g.stop()
+		after1, _, err := g.svc.Describe(s1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after2, _, _ := g.svc.Describe(s2)
+		if len(after1.Holders) != len(before1.Holders) || len(after1.Waiters) != 1 || after1.Waiters[0].Request != 7 ||
+			len(after1.Related) != 1 || !bytes.Equal(after1.Related[0][:], s2) || after1.Fence != before1.Fence ||
+			len(after2.Holders) != len(before2.Holders) {
+			t.Fatalf("restored %+v / %+v, want %+v / %+v", after1, after2, before1, before2)
+		}
+		if again := g.lock(s1, a, lock.U, 5); again != fa {
+			t.Fatalf("a retried request after the restore: fence %d, want %d", again, fa)
+		}
+		if ok, err := g.svc.Validate(s1, fa); err != nil || !ok {
+			t.Fatalf("the held grant's fence after the restore: %v %v", ok, err)
+		}
+		// Unknown commands' bad input is refused without a change.
+		if _, err := g.log.Propose(context.Background(), &statepb.Command{Op: &statepb.Command_LockAcquire{LockAcquire: &statepb.LockAcquire{SetId: s1, Mode: 2, RequestId: 9}}}); !errors.Is(err, djinn.ErrInvalidArgument) {
+			t.Fatalf("an acquire without a holder: %v, want InvalidArgument", err)
+		}
+	})
+}
