@@ -271,3 +271,85 @@ func TestSnapshotKeepsEverything(t *testing.T) {
 		}
 	})
 }
+
+// TestOwnerLeaseExpiry: an owner whose lease expires (a paused or crashed
+// client) loses exactly its locks — its fences stop validating, so it
+// cannot pass a stale token check — and the next waiter is granted.
+func TestOwnerLeaseExpiry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := start(t, statetest.New(), &joiner{})
+		defer f.stop()
+		ctx := context.Background()
+		set := f.set(false)
+		short, err := f.svc.CreateOwner(ctx, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		paused := &djinnpb.LockHolder{Owner: short.ID[:]}
+		other, next := f.owner(), f.owner()
+		stale := f.lock(set, paused, lock.W, 1)
+		kept := f.lock(set, paused, lock.IW, 2)
+		granted := make(chan uint64, 1)
+		go func() {
+			_, fence, err := f.svc.Lock(ctx, set, next, lock.R, 0, false, 3)
+			if err != nil {
+				t.Error(err)
+			}
+			granted <- fence
+		}()
+		synctest.Wait()
+		if ok, _ := f.svc.Validate(set, stale); !ok {
+			t.Fatal("a live grant does not validate")
+		}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		for _, fence := range []uint64{stale, kept} {
+			if ok, err := f.svc.Validate(set, fence); err != nil || ok {
+				t.Fatalf("fence %d of an owner whose lease expired: %v %v, want invalid", fence, ok, err)
+			}
+		}
+		if fence := <-granted; fence <= kept {
+			t.Fatalf("the waiter's fence %d, want above %d", fence, kept)
+		}
+		// The other owner was never touched; the expired one is gone.
+		f.lock(set, other, lock.R, 4)
+		if _, _, err := f.svc.Lock(ctx, set, paused, lock.R, 0, true, 5); !errors.Is(err, djinn.ErrUnknownLease) {
+			t.Fatalf("locking for the expired owner: %v, want UnknownLease", err)
+		}
+	})
+}
+
+// TestDropLocks: the lock coordinator's drop_locks (spec 2.2) releases a
+// transaction's locks in the set and the sets related to it, and nothing
+// in an unrelated set.
+func TestDropLocks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := start(t, statetest.New(), &joiner{})
+		defer f.stop()
+		ctx := context.Background()
+		s1 := f.set(true)
+		c, err := f.svc.CreateSet(ctx, s1, true, djinn.Any)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s2, s3 := c.ID[:], f.set(true)
+		for i, s := range [][]byte{s1, s2, s3} {
+			f.lock(s, txn(20), lock.W, uint64(i+1))
+		}
+		if err := f.svc.DropLocks(ctx, s2, mgrProto(), 20); err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range [][]byte{s1, s2, s3} {
+			v, _, err := f.svc.Describe(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := i == 2; (len(v.Holders) == 1) != want {
+				t.Errorf("set %d after drop_locks on its group: holders %+v, want held %v", i+1, v.Holders, want)
+			}
+		}
+		if _, err := f.svc.CreateSet(ctx, s3, false, djinn.Any); err == nil {
+			t.Fatal("a non-transactional set related to a transactional one was created")
+		}
+	})
+}
