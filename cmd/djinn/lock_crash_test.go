@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"testing"
 	"time"
@@ -93,7 +94,8 @@ func TestLockSurvivesKill(t *testing.T) {
 		d, err = ls.Describe(ctx, &djinnpb.LockSetRequest{SetId: set.GetSetId()})
 		return err
 	})
-	if len(d.GetHolders()) != 1 || string(d.GetHolders()[0].GetHolder().GetOwner()) != string(a.GetOwner()) ||
+	aSum := sha256.Sum256(a.GetOwner())
+	if len(d.GetHolders()) != 1 || string(d.GetHolders()[0].GetHolder().GetOwnerFingerprint()) != string(aSum[:16]) ||
 		len(d.GetWaiters()) != 1 || d.GetWaiters()[0].GetRequestId() != request {
 		t.Fatalf("after the restart: holders %v, waiters %v; want a holding and b's request queued", d.GetHolders(), d.GetWaiters())
 	}

@@ -346,7 +346,8 @@ func (s *Service) Lock(ctx context.Context, set []byte, h *djinnpb.LockHolder, m
 	s.mu.Lock()
 	if _, busy := s.waiting[request]; busy {
 		s.mu.Unlock()
-		return false, 0, djinn.Errorf(djinn.InvalidArgument, "request id %d: another call with it is under way", request)
+		// A retry that overtook its lost first call: that one ends soon.
+		return false, 0, djinn.Errorf(djinn.Unavailable, "request id %d: another call with it is still under way; retry", request)
 	}
 	s.waiting[request] = ch
 	term := s.term

@@ -1,7 +1,10 @@
 package lock
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"sync"
 
@@ -139,6 +142,36 @@ func (s *State) grantsLocked(gs []Grant) []Event {
 	return evs
 }
 
+// ownerName names an owner in messages by a fingerprint of its cookie, as
+// its lease prints it: the cookie is a capability, and messages are
+// logged.
+func ownerName(cookie djinn.ID) string {
+	sum := sha256.Sum256(cookie[:])
+	return "owner " + hex.EncodeToString(sum[:4])
+}
+
+// describe names holder h of the request in messages.
+func describe(h *statepb.LockHolderState) string {
+	if len(h.GetOwner()) > 0 {
+		var c djinn.ID
+		copy(c[:], h.GetOwner())
+		return ownerName(c)
+	}
+	return fmt.Sprintf("transaction %d", h.GetTxn())
+}
+
+// rename gives an error of the table, which knows sets and holders by
+// numbers of its own, the names the caller knows them by.
+func rename(err error, set djinn.ID, h *statepb.LockHolderState, what string) error {
+	switch djinn.KindOf(err) {
+	case djinn.LockNotHeld:
+		return djinn.Errorf(djinn.LockNotHeld, "lock set %s: %s holds no %s lock to give up (spec 2.3)", set, describe(h), what)
+	case djinn.Deadlock:
+		return djinn.Errorf(djinn.Deadlock, "lock set %s: %s waiting for %s would deadlock (a cycle of waiting requests): refused, nothing changed", set, describe(h), what)
+	}
+	return err
+}
+
 func unknownSet(id djinn.ID) error {
 	return djinn.Errorf(djinn.NoSuchObject, "lock set %s: unknown (never created, or its lease ended)", id)
 }
@@ -200,7 +233,7 @@ func (s *State) ApplyCreateOwner(c *statepb.LockCreateOwner) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.owners[cookie]; ok {
-		return djinn.Errorf(djinn.InvalidArgument, "lock owner %s: exists", cookie)
+		return djinn.Errorf(djinn.InvalidArgument, "%s: exists", ownerName(cookie))
 	}
 	if err := s.leases.ApplyGrant(cookie, lease.Owner{Kind: lease.KindLockOwner, ID: cookie}, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
 		return err
@@ -224,7 +257,7 @@ func (s *State) holderLocked(h *statepb.LockHolderState) (Holder, error) {
 		}
 		id, ok := s.owners[cookie]
 		if !ok {
-			return Holder{}, djinn.Errorf(djinn.UnknownLease, "lock owner %s: unknown (its lease ended, or it never existed)", cookie)
+			return Holder{}, djinn.Errorf(djinn.UnknownLease, "lock %s: unknown (its lease ended, or it never existed)", ownerName(cookie))
 		}
 		return Holder{ID: id}, nil
 	case h.GetManager() != nil:
@@ -264,7 +297,7 @@ func (s *State) ApplyAcquire(c *statepb.LockAcquire) (Result, error) {
 	if f, ok := s.recent.fence[c.GetRequestId()]; ok {
 		return Result{Outcome: Granted, Fence: f}, nil
 	}
-	tid, _, err := s.setLocked(c.GetSetId())
+	tid, ext, err := s.setLocked(c.GetSetId())
 	if err != nil {
 		return Result{}, err
 	}
@@ -279,7 +312,11 @@ func (s *State) ApplyAcquire(c *statepb.LockAcquire) (Result, error) {
 	}
 	res, err := s.table.Acquire(Request{ID: c.GetRequestId(), Set: tid, Holder: h, Mode: Mode(c.GetMode()), From: Mode(c.GetFrom()), Try: c.GetTry()})
 	if err != nil {
-		return Result{}, err
+		what := Mode(c.GetMode()).String()
+		if djinn.KindOf(err) == djinn.LockNotHeld {
+			what = Mode(c.GetFrom()).String()
+		}
+		return Result{}, rename(err, ext, c.GetHolder(), what)
 	}
 	if res.Outcome == Granted {
 		s.recent.add(c.GetRequestId(), res.Fence)
@@ -294,7 +331,7 @@ func (s *State) ApplyRelease(c *statepb.LockRelease) error {
 	defer func() { s.tell(evs) }()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	tid, _, err := s.setLocked(c.GetSetId())
+	tid, ext, err := s.setLocked(c.GetSetId())
 	if err != nil {
 		return err
 	}
@@ -304,7 +341,7 @@ func (s *State) ApplyRelease(c *statepb.LockRelease) error {
 	}
 	gs, err := s.table.Release(tid, h, Mode(c.GetMode()))
 	if err != nil {
-		return err
+		return rename(err, ext, c.GetHolder(), Mode(c.GetMode()).String())
 	}
 	evs = s.grantsLocked(gs)
 	return nil
@@ -411,7 +448,7 @@ func (s *State) LeaseEnded(o lease.Owner) {
 		}
 		e, err := s.table.DropHolder(Holder{ID: id})
 		if err == nil {
-			evs = s.effectsLocked(e, djinn.Errorf(djinn.UnknownLease, "lock owner %s: its lease ended while its request waited", o.ID))
+			evs = s.effectsLocked(e, djinn.Errorf(djinn.UnknownLease, "lock %s: its lease ended while its request waited", ownerName(o.ID)))
 		}
 		delete(s.owners, o.ID)
 		delete(s.holders, id)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"time"
 
 	"github.com/djinn-go/djinn"
@@ -126,11 +127,14 @@ func (r *lockRPC) Describe(ctx context.Context, req *djinnpb.LockSetRequest) (*d
 	return d, nil
 }
 
-// holderProto names a holder on the wire. A transaction's manager is known
-// by its identity (service and object ids), not its endpoint.
+// holderProto names a holder on the wire: an owner by a fingerprint of its
+// cookie (the cookie is a capability, and anyone who knows the set may
+// describe it); a transaction's manager by its identity (service and
+// object ids), not its endpoint.
 func (r *lockRPC) holderProto(h lock.HolderView) *djinnpb.LockHolder {
 	if !h.IsTxn {
-		return &djinnpb.LockHolder{Owner: h.Owner[:]}
+		sum := sha256.Sum256(h.Owner[:])
+		return &djinnpb.LockHolder{OwnerFingerprint: sum[:16]}
 	}
 	return &djinnpb.LockHolder{Transaction: &djinnpb.TransactionRef{
 		Manager: &djinnpb.Ref{ServiceId: h.Txn.Manager[:16], ObjectId: h.Txn.Manager[16:]}, Id: h.Txn.ID}}

@@ -344,11 +344,15 @@ func (x *TransactionRef) GetId() uint64 {
 // LockHolder is who holds or asks: exactly one of owner and transaction,
 // or neither for the transaction in the call's metadata.
 type LockHolder struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Owner         []byte                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"` // an owner's lease cookie
-	Transaction   *TransactionRef        `protobuf:"bytes,2,opt,name=transaction,proto3" json:"transaction,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Owner       []byte                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"` // an owner's lease cookie
+	Transaction *TransactionRef        `protobuf:"bytes,2,opt,name=transaction,proto3" json:"transaction,omitempty"`
+	// owner_fingerprint names an owner in descriptions (Describe): the first
+	// 16 bytes of SHA-256 of its cookie, never the cookie, which is a
+	// capability.
+	OwnerFingerprint []byte `protobuf:"bytes,3,opt,name=owner_fingerprint,json=ownerFingerprint,proto3" json:"owner_fingerprint,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *LockHolder) Reset() {
@@ -391,6 +395,13 @@ func (x *LockHolder) GetOwner() []byte {
 func (x *LockHolder) GetTransaction() *TransactionRef {
 	if x != nil {
 		return x.Transaction
+	}
+	return nil
+}
+
+func (x *LockHolder) GetOwnerFingerprint() []byte {
+	if x != nil {
+		return x.OwnerFingerprint
 	}
 	return nil
 }
@@ -1163,11 +1174,12 @@ const file_djinn_v1_lock_proto_rawDesc = "" +
 	"\x05lease\x18\x01 \x01(\v2\x0f.djinn.v1.LeaseR\x05lease\"I\n" +
 	"\x0eTransactionRef\x12'\n" +
 	"\amanager\x18\x01 \x01(\v2\r.djinn.v1.RefR\amanager\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\x04R\x02id\"^\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\"\x8b\x01\n" +
 	"\n" +
 	"LockHolder\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\fR\x05owner\x12:\n" +
-	"\vtransaction\x18\x02 \x01(\v2\x18.djinn.v1.TransactionRefR\vtransaction\"\xab\x01\n" +
+	"\vtransaction\x18\x02 \x01(\v2\x18.djinn.v1.TransactionRefR\vtransaction\x12+\n" +
+	"\x11owner_fingerprint\x18\x03 \x01(\fR\x10ownerFingerprint\"\xab\x01\n" +
 	"\vLockRequest\x12\x15\n" +
 	"\x06set_id\x18\x01 \x01(\fR\x05setId\x12,\n" +
 	"\x06holder\x18\x02 \x01(\v2\x14.djinn.v1.LockHolderR\x06holder\x12&\n" +
