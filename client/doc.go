@@ -88,8 +88,20 @@
 //
 // Nested transactions (TX.2.2, NestableTransaction) are the same
 // *Transaction with a parent: CreateNested, on the manager or on the
-// parent, starts one at the parent's manager, and IsNested, Parent and
-// EnclosedBy report where it sits.
+// parent, starts one at the parent's manager, CreateNestedIn one at any
+// manager, and IsNested, Parent and EnclosedBy report where it sits.
+//
+// # Locks
+//
+// LockService is a client of the OMG concurrency-control service;
+// (*Client).LockService finds the one of the dialled server. CreateSet
+// makes a *LockSet (LockSet or, Transactional, TransactionalLockSet;
+// Related shares a coordinator); CreateOwner leases a *LockOwner. Every
+// call names a LockHolder: HeldByOwner, HeldByTransaction, or Implicit —
+// the transaction WithTransaction put in the context. Lock blocks until
+// granted or ctx ends, retrying a lost answer with the same request id;
+// TryLock, Unlock, ChangeMode, Describe, ValidateFence (every grant's
+// fencing token) and Coordinator(tx).DropLocks complete it.
 //
 // # Design notes
 //

@@ -8,6 +8,7 @@
 //	djinn renewal …        lease renewal sets
 //	djinn txn …            create, nest, show, commit and abort transactions
 //	djinn kv …             the key/value store, under a transaction or not
+//	djinn lock …           lock sets, owners, acquire/release/change, show
 //	djinn demo transfer    one transaction across two servers' key/value stores
 package main
 
