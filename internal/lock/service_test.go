@@ -353,3 +353,49 @@ func TestDropLocks(t *testing.T) {
 		}
 	})
 }
+
+// TestRemovedSetsMakeRoom: a set whose lease ended is gone (its waiters
+// refused with NoSuchObject); sets created after it reuse its room, also
+// after a restore, and are unaffected by what the old one held.
+func TestRemovedSetsMakeRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := start(t, statetest.New(), &joiner{})
+		ctx := context.Background()
+		var cookies []djinn.ID
+		var sets [][]byte
+		for range 3 {
+			c, err := f.svc.CreateSet(ctx, nil, false, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cookie djinn.ID
+			copy(cookie[:], c.Lease.GetCookie())
+			cookies, sets = append(cookies, cookie), append(sets, c.ID[:])
+		}
+		a, b := f.owner(), f.owner()
+		f.lock(sets[1], a, lock.W, 1)
+		refused := make(chan error, 1)
+		go func() { _, _, err := f.svc.Lock(ctx, sets[1], b, lock.W, 0, false, 2); refused <- err }()
+		synctest.Wait()
+		if errs := f.lessor.Cancel(ctx, []djinn.ID{cookies[1], cookies[2]}); errs[0] != nil || errs[1] != nil {
+			t.Fatal(errs)
+		}
+		if err := <-refused; !errors.Is(err, djinn.ErrNoSuchObject) {
+			t.Fatalf("a request waiting in a set that went: %v, want NoSuchObject", err)
+		}
+		if _, _, err := f.svc.Describe(sets[1]); !errors.Is(err, djinn.ErrNoSuchObject) {
+			t.Fatalf("a removed set: %v, want NoSuchObject", err)
+		}
+		g := f.restart()
+		defer func() { g.stop() }()
+		for i := range 3 {
+			s := g.set(false)
+			if fence := g.lock(s, a, lock.W, uint64(10+i)); fence != 1 {
+				t.Fatalf("new set %d: first fence %d, want 1", i, fence)
+			}
+		}
+		if v, _, err := g.svc.Describe(sets[0]); err != nil || len(v.Holders) != 0 {
+			t.Fatalf("the set that stayed: %+v %v", v, err)
+		}
+	})
+}

@@ -21,15 +21,19 @@ import (
 type State struct {
 	mu sync.Mutex
 	// Guarded by mu.
-	table   *Table
-	sets    map[djinn.ID]uint64 // set id → table id
-	setInfo map[uint64]setInfo  // table id → its names
-	nextSet uint64
-	owners  map[djinn.ID]uint64 // owner cookie → holder id
-	txns    map[TxnKey]uint64   // transaction → holder id
-	holders map[uint64]holderName
-	nextID  uint64 // holder ids, shared by owners and transactions
-	recent  recentGrants
+	table *Table
+	sets  map[djinn.ID]uint64 // set id → table id
+	// setInfo holds each set's names by table id (index 0 unused); the
+	// ids of removed sets are in freeSets, taken again last-freed first, so
+	// the slice stays as long as the most sets ever live at once.
+	setInfo  []setInfo
+	freeSets []uint64
+	nextSet  uint64              // the highest table id given
+	owners   map[djinn.ID]uint64 // owner cookie → holder id
+	txns     map[TxnKey]uint64   // transaction → holder id
+	holders  map[uint64]holderName
+	nextID   uint64 // holder ids, shared by owners and transactions
+	recent   recentGrants
 
 	// restoring gathers the snapshot records until the last.
 	restoring []byte
@@ -109,7 +113,7 @@ func (r *recentGrants) add(req, fence uint64) {
 
 // NewState returns an empty state whose set and owner leases live in t.
 func NewState(t *lease.Table) *State {
-	return &State{table: New(), sets: map[djinn.ID]uint64{}, setInfo: map[uint64]setInfo{},
+	return &State{table: New(), sets: map[djinn.ID]uint64{}, setInfo: []setInfo{{}},
 		owners: map[djinn.ID]uint64{}, txns: map[TxnKey]uint64{}, holders: map[uint64]holderName{}, leases: t}
 }
 
@@ -211,6 +215,9 @@ func (s *State) ApplyCreateSet(c *statepb.LockCreateSet) error {
 		}
 	}
 	tid := s.nextSet + 1
+	if n := len(s.freeSets); n > 0 {
+		tid = s.freeSets[n-1]
+	}
 	if err := s.table.CreateSet(tid, related, c.GetTransactional()); err != nil {
 		return err
 	}
@@ -218,7 +225,12 @@ func (s *State) ApplyCreateSet(c *statepb.LockCreateSet) error {
 		_, _ = s.table.RemoveSet(tid)
 		return err
 	}
-	s.nextSet = tid
+	if n := len(s.freeSets); n > 0 && s.freeSets[n-1] == tid {
+		s.freeSets = s.freeSets[:n-1]
+	} else {
+		s.nextSet = tid
+		s.setInfo = append(s.setInfo, setInfo{})
+	}
 	s.sets[id] = tid
 	s.setInfo[tid] = setInfo{id: id, cookie: cookie}
 	return nil
@@ -439,7 +451,8 @@ func (s *State) LeaseEnded(o lease.Owner) {
 			return
 		}
 		delete(s.sets, o.ID)
-		delete(s.setInfo, tid)
+		s.setInfo[tid] = setInfo{}
+		s.freeSets = append(s.freeSets, tid)
 		evs = s.effectsLocked(Effects{Cancelled: cancelled}, unknownSet(o.ID))
 	case lease.KindLockOwner:
 		id, ok := s.owners[o.ID]
@@ -570,12 +583,13 @@ func (s *State) Len() (sets, owners int) {
 
 // snapshot is the state as a LockRecord holds it.
 type snapshot struct {
-	Table   Snapshot
-	Sets    []snapSet
-	NextSet uint64
-	Holders []snapHolder
-	NextID  uint64
-	Recent  []uint64 // request id, fence pairs, oldest first
+	Table    Snapshot
+	Sets     []snapSet
+	NextSet  uint64
+	FreeSets []uint64 `json:",omitempty"` // in the order they are taken again (last first)
+	Holders  []snapHolder
+	NextID   uint64
+	Recent   []uint64 // request id, fence pairs, oldest first
 }
 
 type snapSet struct {
@@ -613,9 +627,11 @@ func (s *State) encode() ([]byte, error) {
 	defer s.mu.Unlock()
 	snap := snapshot{Table: s.table.Export(), NextSet: s.nextSet, NextID: s.nextID}
 	for tid, in := range s.setInfo {
-		snap.Sets = append(snap.Sets, snapSet{ID: in.id, Cookie: in.cookie, Table: tid})
+		if !in.id.IsZero() {
+			snap.Sets = append(snap.Sets, snapSet{ID: in.id, Cookie: in.cookie, Table: uint64(tid)})
+		}
 	}
-	slices.SortFunc(snap.Sets, func(a, b snapSet) int { return cmpUint(a.Table, b.Table) })
+	snap.FreeSets = slices.Clone(s.freeSets)
 	for id, n := range s.holders {
 		h := snapHolder{ID: id}
 		if n.isTxn {
@@ -673,8 +689,11 @@ func (s *State) Restore(r *statepb.LockRecord) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.table, s.nextSet, s.nextID = t, snap.NextSet, snap.NextID
-	s.sets, s.setInfo = map[djinn.ID]uint64{}, map[uint64]setInfo{}
+	s.sets, s.setInfo, s.freeSets = map[djinn.ID]uint64{}, make([]setInfo, snap.NextSet+1), snap.FreeSets
 	for _, ss := range snap.Sets {
+		if ss.Table == 0 || ss.Table > snap.NextSet {
+			return djinn.Errorf(djinn.Internal, "lock state snapshot: set %s has table id %d, beyond %d", ss.ID, ss.Table, snap.NextSet)
+		}
 		s.sets[ss.ID] = ss.Table
 		s.setInfo[ss.Table] = setInfo{id: ss.ID, cookie: ss.Cookie}
 	}
@@ -703,7 +722,7 @@ func (s *State) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.table, s.nextSet, s.nextID = New(), 0, 0
-	s.sets, s.setInfo = map[djinn.ID]uint64{}, map[uint64]setInfo{}
+	s.sets, s.setInfo, s.freeSets = map[djinn.ID]uint64{}, []setInfo{{}}, nil
 	s.owners, s.txns, s.holders = map[djinn.ID]uint64{}, map[TxnKey]uint64{}, map[uint64]holderName{}
 	s.recent = recentGrants{}
 	s.restoring = nil
