@@ -73,6 +73,7 @@ type StatusResponse struct {
 	Renewal       *Ref                   `protobuf:"bytes,12,opt,name=renewal,proto3" json:"renewal,omitempty"` // the lease renewal service
 	Txn           *Ref                   `protobuf:"bytes,13,opt,name=txn,proto3" json:"txn,omitempty"`         // the transaction manager
 	Lock          *Ref                   `protobuf:"bytes,14,opt,name=lock,proto3" json:"lock,omitempty"`       // the lock service (its transaction participant)
+	Lookup        *Ref                   `protobuf:"bytes,15,opt,name=lookup,proto3" json:"lookup,omitempty"`   // the lookup service (the registrar)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -201,6 +202,13 @@ func (x *StatusResponse) GetTxn() *Ref {
 func (x *StatusResponse) GetLock() *Ref {
 	if x != nil {
 		return x.Lock
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetLookup() *Ref {
+	if x != nil {
+		return x.Lookup
 	}
 	return nil
 }
@@ -374,7 +382,7 @@ var File_djinn_v1_admin_proto protoreflect.FileDescriptor
 const file_djinn_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"\x14djinn/v1/admin.proto\x12\bdjinn.v1\x1a\x15djinn/v1/common.proto\"\x0f\n" +
-	"\rStatusRequest\"\xc9\x04\n" +
+	"\rStatusRequest\"\xf0\x04\n" +
 	"\x0eStatusResponse\x12\x1d\n" +
 	"\n" +
 	"service_id\x18\x01 \x01(\fR\tserviceId\x12\x17\n" +
@@ -391,7 +399,8 @@ const file_djinn_v1_admin_proto_rawDesc = "" +
 	"\amailbox\x18\v \x01(\v2\r.djinn.v1.RefR\amailbox\x12'\n" +
 	"\arenewal\x18\f \x01(\v2\r.djinn.v1.RefR\arenewal\x12\x1f\n" +
 	"\x03txn\x18\r \x01(\v2\r.djinn.v1.RefR\x03txn\x12!\n" +
-	"\x04lock\x18\x0e \x01(\v2\r.djinn.v1.RefR\x04lock\x1a9\n" +
+	"\x04lock\x18\x0e \x01(\v2\r.djinn.v1.RefR\x04lock\x12%\n" +
+	"\x06lookup\x18\x0f \x01(\v2\r.djinn.v1.RefR\x06lookup\x1a9\n" +
 	"\vCountsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"}\n" +
@@ -432,22 +441,23 @@ var file_djinn_v1_admin_proto_goTypes = []any{
 	(*Ref)(nil),            // 6: djinn.v1.Ref
 }
 var file_djinn_v1_admin_proto_depIdxs = []int32{
-	2, // 0: djinn.v1.StatusResponse.members:type_name -> djinn.v1.Member
-	5, // 1: djinn.v1.StatusResponse.counts:type_name -> djinn.v1.StatusResponse.CountsEntry
-	6, // 2: djinn.v1.StatusResponse.landlord:type_name -> djinn.v1.Ref
-	6, // 3: djinn.v1.StatusResponse.mailbox:type_name -> djinn.v1.Ref
-	6, // 4: djinn.v1.StatusResponse.renewal:type_name -> djinn.v1.Ref
-	6, // 5: djinn.v1.StatusResponse.txn:type_name -> djinn.v1.Ref
-	6, // 6: djinn.v1.StatusResponse.lock:type_name -> djinn.v1.Ref
-	0, // 7: djinn.v1.Admin.Status:input_type -> djinn.v1.StatusRequest
-	3, // 8: djinn.v1.Admin.Join:input_type -> djinn.v1.JoinRequest
-	1, // 9: djinn.v1.Admin.Status:output_type -> djinn.v1.StatusResponse
-	4, // 10: djinn.v1.Admin.Join:output_type -> djinn.v1.JoinResponse
-	9, // [9:11] is the sub-list for method output_type
-	7, // [7:9] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	2,  // 0: djinn.v1.StatusResponse.members:type_name -> djinn.v1.Member
+	5,  // 1: djinn.v1.StatusResponse.counts:type_name -> djinn.v1.StatusResponse.CountsEntry
+	6,  // 2: djinn.v1.StatusResponse.landlord:type_name -> djinn.v1.Ref
+	6,  // 3: djinn.v1.StatusResponse.mailbox:type_name -> djinn.v1.Ref
+	6,  // 4: djinn.v1.StatusResponse.renewal:type_name -> djinn.v1.Ref
+	6,  // 5: djinn.v1.StatusResponse.txn:type_name -> djinn.v1.Ref
+	6,  // 6: djinn.v1.StatusResponse.lock:type_name -> djinn.v1.Ref
+	6,  // 7: djinn.v1.StatusResponse.lookup:type_name -> djinn.v1.Ref
+	0,  // 8: djinn.v1.Admin.Status:input_type -> djinn.v1.StatusRequest
+	3,  // 9: djinn.v1.Admin.Join:input_type -> djinn.v1.JoinRequest
+	1,  // 10: djinn.v1.Admin.Status:output_type -> djinn.v1.StatusResponse
+	4,  // 11: djinn.v1.Admin.Join:output_type -> djinn.v1.JoinResponse
+	10, // [10:12] is the sub-list for method output_type
+	8,  // [8:10] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_djinn_v1_admin_proto_init() }

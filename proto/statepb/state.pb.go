@@ -121,6 +121,9 @@ type Command struct {
 	//	*Command_LockCancel
 	//	*Command_LockTxnEnd
 	//	*Command_LockDrop
+	//	*Command_LookupRegister
+	//	*Command_LookupAttributes
+	//	*Command_LookupNotify
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -467,6 +470,33 @@ func (x *Command) GetLockDrop() *LockDrop {
 	return nil
 }
 
+func (x *Command) GetLookupRegister() *LookupRegister {
+	if x != nil {
+		if x, ok := x.Op.(*Command_LookupRegister); ok {
+			return x.LookupRegister
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetLookupAttributes() *LookupAttributes {
+	if x != nil {
+		if x, ok := x.Op.(*Command_LookupAttributes); ok {
+			return x.LookupAttributes
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetLookupNotify() *LookupNotify {
+	if x != nil {
+		if x, ok := x.Op.(*Command_LookupNotify); ok {
+			return x.LookupNotify
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -603,6 +633,18 @@ type Command_LockDrop struct {
 	LockDrop *LockDrop `protobuf:"bytes,56,opt,name=lock_drop,json=lockDrop,proto3,oneof"`
 }
 
+type Command_LookupRegister struct {
+	LookupRegister *LookupRegister `protobuf:"bytes,60,opt,name=lookup_register,json=lookupRegister,proto3,oneof"`
+}
+
+type Command_LookupAttributes struct {
+	LookupAttributes *LookupAttributes `protobuf:"bytes,61,opt,name=lookup_attributes,json=lookupAttributes,proto3,oneof"`
+}
+
+type Command_LookupNotify struct {
+	LookupNotify *LookupNotify `protobuf:"bytes,62,opt,name=lookup_notify,json=lookupNotify,proto3,oneof"`
+}
+
 func (*Command_Init) isCommand_Op() {}
 
 func (*Command_Member) isCommand_Op() {}
@@ -668,6 +710,12 @@ func (*Command_LockCancel) isCommand_Op() {}
 func (*Command_LockTxnEnd) isCommand_Op() {}
 
 func (*Command_LockDrop) isCommand_Op() {}
+
+func (*Command_LookupRegister) isCommand_Op() {}
+
+func (*Command_LookupAttributes) isCommand_Op() {}
+
+func (*Command_LookupNotify) isCommand_Op() {}
 
 // Init is the first command of a cluster: it fixes the cluster's service id.
 type Init struct {
@@ -2581,6 +2629,7 @@ type Record struct {
 	//	*Record_Txn
 	//	*Record_TxnCounter
 	//	*Record_Lock
+	//	*Record_Lookup
 	Record        isRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2695,6 +2744,15 @@ func (x *Record) GetLock() *LockRecord {
 	return nil
 }
 
+func (x *Record) GetLookup() *LookupRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_Lookup); ok {
+			return x.Lookup
+		}
+	}
+	return nil
+}
+
 type isRecord_Record interface {
 	isRecord_Record()
 }
@@ -2731,6 +2789,10 @@ type Record_Lock struct {
 	Lock *LockRecord `protobuf:"bytes,8,opt,name=lock,proto3,oneof"`
 }
 
+type Record_Lookup struct {
+	Lookup *LookupRecord `protobuf:"bytes,9,opt,name=lookup,proto3,oneof"`
+}
+
 func (*Record_Init) isRecord_Record() {}
 
 func (*Record_Member) isRecord_Record() {}
@@ -2746,6 +2808,8 @@ func (*Record_Txn) isRecord_Record() {}
 func (*Record_TxnCounter) isRecord_Record() {}
 
 func (*Record_Lock) isRecord_Record() {}
+
+func (*Record_Lookup) isRecord_Record() {}
 
 type LeaseRecord struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
@@ -3467,7 +3531,7 @@ var File_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x14state/v1/state.proto\x12\bstate.v1\x1a\x15djinn/v1/common.proto\x1a\x13state/v1/lock.proto\"\x87\x10\n" +
+	"\x14state/v1/state.proto\x12\bstate.v1\x1a\x15djinn/v1/common.proto\x1a\x13state/v1/lock.proto\x1a\x15state/v1/lookup.proto\"\xd6\x11\n" +
 	"\aCommand\x12$\n" +
 	"\x0enow_unix_nanos\x18\x01 \x01(\x03R\fnowUnixNanos\x12$\n" +
 	"\x04init\x18\x02 \x01(\v2\x0e.state.v1.InitH\x00R\x04init\x12*\n" +
@@ -3512,7 +3576,10 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"lockCancel\x128\n" +
 	"\flock_txn_end\x187 \x01(\v2\x14.state.v1.LockTxnEndH\x00R\n" +
 	"lockTxnEnd\x121\n" +
-	"\tlock_drop\x188 \x01(\v2\x12.state.v1.LockDropH\x00R\blockDropB\x04\n" +
+	"\tlock_drop\x188 \x01(\v2\x12.state.v1.LockDropH\x00R\blockDrop\x12C\n" +
+	"\x0flookup_register\x18< \x01(\v2\x18.state.v1.LookupRegisterH\x00R\x0elookupRegister\x12I\n" +
+	"\x11lookup_attributes\x18= \x01(\v2\x1a.state.v1.LookupAttributesH\x00R\x10lookupAttributes\x12=\n" +
+	"\rlookup_notify\x18> \x01(\v2\x16.state.v1.LookupNotifyH\x00R\flookupNotifyB\x04\n" +
 	"\x02op\"%\n" +
 	"\x04Init\x12\x1d\n" +
 	"\n" +
@@ -3639,7 +3706,7 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\fcrash_counts\x18\x03 \x03(\x03R\vcrashCounts\x12!\n" +
 	"\x04drop\x18\x04 \x01(\v2\r.djinn.v1.RefR\x04drop\"\x1d\n" +
 	"\tTxnForget\x12\x10\n" +
-	"\x03ids\x18\x01 \x03(\x04R\x03ids\"\x95\x03\n" +
+	"\x03ids\x18\x01 \x03(\x04R\x03ids\"\xc7\x03\n" +
 	"\x06Record\x12$\n" +
 	"\x04init\x18\x01 \x01(\v2\x0e.state.v1.InitH\x00R\x04init\x12*\n" +
 	"\x06member\x18\x02 \x01(\v2\x10.state.v1.MemberH\x00R\x06member\x12-\n" +
@@ -3650,7 +3717,8 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\x03txn\x18\x06 \x01(\v2\x13.state.v1.TxnRecordH\x00R\x03txn\x127\n" +
 	"\vtxn_counter\x18\a \x01(\v2\x14.state.v1.TxnCounterH\x00R\n" +
 	"txnCounter\x12*\n" +
-	"\x04lock\x18\b \x01(\v2\x14.state.v1.LockRecordH\x00R\x04lockB\b\n" +
+	"\x04lock\x18\b \x01(\v2\x14.state.v1.LockRecordH\x00R\x04lock\x120\n" +
+	"\x06lookup\x18\t \x01(\v2\x16.state.v1.LookupRecordH\x00R\x06lookupB\b\n" +
 	"\x06record\"\xbb\x01\n" +
 	"\vLeaseRecord\x12\x16\n" +
 	"\x06cookie\x18\x01 \x01(\fR\x06cookie\x12\x1d\n" +
@@ -3788,13 +3856,17 @@ var file_state_v1_state_proto_goTypes = []any{
 	(*LockCancel)(nil),            // 48: state.v1.LockCancel
 	(*LockTxnEnd)(nil),            // 49: state.v1.LockTxnEnd
 	(*LockDrop)(nil),              // 50: state.v1.LockDrop
-	(*djinnpb.Ref)(nil),           // 51: djinn.v1.Ref
-	(*djinnpb.RemoteEvent)(nil),   // 52: djinn.v1.RemoteEvent
-	(*djinnpb.EventKey)(nil),      // 53: djinn.v1.EventKey
-	(djinnpb.SerialFormat)(0),     // 54: djinn.v1.SerialFormat
-	(*djinnpb.Error)(nil),         // 55: djinn.v1.Error
-	(*djinnpb.Lease)(nil),         // 56: djinn.v1.Lease
-	(*LockRecord)(nil),            // 57: state.v1.LockRecord
+	(*LookupRegister)(nil),        // 51: state.v1.LookupRegister
+	(*LookupAttributes)(nil),      // 52: state.v1.LookupAttributes
+	(*LookupNotify)(nil),          // 53: state.v1.LookupNotify
+	(*djinnpb.Ref)(nil),           // 54: djinn.v1.Ref
+	(*djinnpb.RemoteEvent)(nil),   // 55: djinn.v1.RemoteEvent
+	(*djinnpb.EventKey)(nil),      // 56: djinn.v1.EventKey
+	(djinnpb.SerialFormat)(0),     // 57: djinn.v1.SerialFormat
+	(*djinnpb.Error)(nil),         // 58: djinn.v1.Error
+	(*djinnpb.Lease)(nil),         // 59: djinn.v1.Lease
+	(*LockRecord)(nil),            // 60: state.v1.LockRecord
+	(*LookupRecord)(nil),          // 61: state.v1.LookupRecord
 }
 var file_state_v1_state_proto_depIdxs = []int32{
 	2,  // 0: state.v1.Command.init:type_name -> state.v1.Init
@@ -3830,52 +3902,56 @@ var file_state_v1_state_proto_depIdxs = []int32{
 	48, // 30: state.v1.Command.lock_cancel:type_name -> state.v1.LockCancel
 	49, // 31: state.v1.Command.lock_txn_end:type_name -> state.v1.LockTxnEnd
 	50, // 32: state.v1.Command.lock_drop:type_name -> state.v1.LockDrop
-	7,  // 33: state.v1.LeaseHorizon.entries:type_name -> state.v1.HorizonEntry
-	51, // 34: state.v1.MailboxEnable.target:type_name -> djinn.v1.Ref
-	52, // 35: state.v1.MailboxStore.events:type_name -> djinn.v1.RemoteEvent
-	13, // 36: state.v1.MailboxDelivered.entries:type_name -> state.v1.Delivered
-	53, // 37: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
-	51, // 38: state.v1.RenewalAdd.landlord:type_name -> djinn.v1.Ref
-	54, // 39: state.v1.RenewalAdd.format:type_name -> djinn.v1.SerialFormat
-	51, // 40: state.v1.RenewalListen.target:type_name -> djinn.v1.Ref
-	21, // 41: state.v1.RenewalEnd.entries:type_name -> state.v1.RenewalEnding
-	0,  // 42: state.v1.RenewalEnding.reason:type_name -> state.v1.RenewalEndReason
-	55, // 43: state.v1.RenewalEnding.error:type_name -> djinn.v1.Error
-	56, // 44: state.v1.RenewalWarn.set_lease:type_name -> djinn.v1.Lease
-	24, // 45: state.v1.RenewalDelivered.entries:type_name -> state.v1.RenewalDeliveredEntry
-	26, // 46: state.v1.TxnCreate.remote:type_name -> state.v1.TxnRemoteParent
-	51, // 47: state.v1.TxnRemoteParent.manager:type_name -> djinn.v1.Ref
-	51, // 48: state.v1.TxnRemoteParent.ancestor_managers:type_name -> djinn.v1.Ref
-	51, // 49: state.v1.TxnJoin.participant:type_name -> djinn.v1.Ref
-	31, // 50: state.v1.TxnNotified.entries:type_name -> state.v1.TxnParticipantRef
-	51, // 51: state.v1.TxnPromote.participants:type_name -> djinn.v1.Ref
-	51, // 52: state.v1.TxnPromote.drop:type_name -> djinn.v1.Ref
-	2,  // 53: state.v1.Record.init:type_name -> state.v1.Init
-	3,  // 54: state.v1.Record.member:type_name -> state.v1.Member
-	35, // 55: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
-	36, // 56: state.v1.Record.mailbox:type_name -> state.v1.MailboxRecord
-	38, // 57: state.v1.Record.renewal_set:type_name -> state.v1.RenewalSetRecord
-	41, // 58: state.v1.Record.txn:type_name -> state.v1.TxnRecord
-	43, // 59: state.v1.Record.txn_counter:type_name -> state.v1.TxnCounter
-	57, // 60: state.v1.Record.lock:type_name -> state.v1.LockRecord
-	51, // 61: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
-	53, // 62: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
-	37, // 63: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
-	52, // 64: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
-	39, // 65: state.v1.RenewalSetRecord.listeners:type_name -> state.v1.RenewalListenerRecord
-	40, // 66: state.v1.RenewalSetRecord.leases:type_name -> state.v1.RenewalLeaseRecord
-	51, // 67: state.v1.RenewalListenerRecord.target:type_name -> djinn.v1.Ref
-	52, // 68: state.v1.RenewalListenerRecord.pending:type_name -> djinn.v1.RemoteEvent
-	51, // 69: state.v1.RenewalLeaseRecord.landlord:type_name -> djinn.v1.Ref
-	54, // 70: state.v1.RenewalLeaseRecord.format:type_name -> djinn.v1.SerialFormat
-	42, // 71: state.v1.TxnRecord.participants:type_name -> state.v1.TxnParticipantRecord
-	26, // 72: state.v1.TxnRecord.remote:type_name -> state.v1.TxnRemoteParent
-	51, // 73: state.v1.TxnParticipantRecord.participant:type_name -> djinn.v1.Ref
-	74, // [74:74] is the sub-list for method output_type
-	74, // [74:74] is the sub-list for method input_type
-	74, // [74:74] is the sub-list for extension type_name
-	74, // [74:74] is the sub-list for extension extendee
-	0,  // [0:74] is the sub-list for field type_name
+	51, // 33: state.v1.Command.lookup_register:type_name -> state.v1.LookupRegister
+	52, // 34: state.v1.Command.lookup_attributes:type_name -> state.v1.LookupAttributes
+	53, // 35: state.v1.Command.lookup_notify:type_name -> state.v1.LookupNotify
+	7,  // 36: state.v1.LeaseHorizon.entries:type_name -> state.v1.HorizonEntry
+	54, // 37: state.v1.MailboxEnable.target:type_name -> djinn.v1.Ref
+	55, // 38: state.v1.MailboxStore.events:type_name -> djinn.v1.RemoteEvent
+	13, // 39: state.v1.MailboxDelivered.entries:type_name -> state.v1.Delivered
+	56, // 40: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
+	54, // 41: state.v1.RenewalAdd.landlord:type_name -> djinn.v1.Ref
+	57, // 42: state.v1.RenewalAdd.format:type_name -> djinn.v1.SerialFormat
+	54, // 43: state.v1.RenewalListen.target:type_name -> djinn.v1.Ref
+	21, // 44: state.v1.RenewalEnd.entries:type_name -> state.v1.RenewalEnding
+	0,  // 45: state.v1.RenewalEnding.reason:type_name -> state.v1.RenewalEndReason
+	58, // 46: state.v1.RenewalEnding.error:type_name -> djinn.v1.Error
+	59, // 47: state.v1.RenewalWarn.set_lease:type_name -> djinn.v1.Lease
+	24, // 48: state.v1.RenewalDelivered.entries:type_name -> state.v1.RenewalDeliveredEntry
+	26, // 49: state.v1.TxnCreate.remote:type_name -> state.v1.TxnRemoteParent
+	54, // 50: state.v1.TxnRemoteParent.manager:type_name -> djinn.v1.Ref
+	54, // 51: state.v1.TxnRemoteParent.ancestor_managers:type_name -> djinn.v1.Ref
+	54, // 52: state.v1.TxnJoin.participant:type_name -> djinn.v1.Ref
+	31, // 53: state.v1.TxnNotified.entries:type_name -> state.v1.TxnParticipantRef
+	54, // 54: state.v1.TxnPromote.participants:type_name -> djinn.v1.Ref
+	54, // 55: state.v1.TxnPromote.drop:type_name -> djinn.v1.Ref
+	2,  // 56: state.v1.Record.init:type_name -> state.v1.Init
+	3,  // 57: state.v1.Record.member:type_name -> state.v1.Member
+	35, // 58: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
+	36, // 59: state.v1.Record.mailbox:type_name -> state.v1.MailboxRecord
+	38, // 60: state.v1.Record.renewal_set:type_name -> state.v1.RenewalSetRecord
+	41, // 61: state.v1.Record.txn:type_name -> state.v1.TxnRecord
+	43, // 62: state.v1.Record.txn_counter:type_name -> state.v1.TxnCounter
+	60, // 63: state.v1.Record.lock:type_name -> state.v1.LockRecord
+	61, // 64: state.v1.Record.lookup:type_name -> state.v1.LookupRecord
+	54, // 65: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
+	56, // 66: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
+	37, // 67: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
+	55, // 68: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
+	39, // 69: state.v1.RenewalSetRecord.listeners:type_name -> state.v1.RenewalListenerRecord
+	40, // 70: state.v1.RenewalSetRecord.leases:type_name -> state.v1.RenewalLeaseRecord
+	54, // 71: state.v1.RenewalListenerRecord.target:type_name -> djinn.v1.Ref
+	55, // 72: state.v1.RenewalListenerRecord.pending:type_name -> djinn.v1.RemoteEvent
+	54, // 73: state.v1.RenewalLeaseRecord.landlord:type_name -> djinn.v1.Ref
+	57, // 74: state.v1.RenewalLeaseRecord.format:type_name -> djinn.v1.SerialFormat
+	42, // 75: state.v1.TxnRecord.participants:type_name -> state.v1.TxnParticipantRecord
+	26, // 76: state.v1.TxnRecord.remote:type_name -> state.v1.TxnRemoteParent
+	54, // 77: state.v1.TxnParticipantRecord.participant:type_name -> djinn.v1.Ref
+	78, // [78:78] is the sub-list for method output_type
+	78, // [78:78] is the sub-list for method input_type
+	78, // [78:78] is the sub-list for extension type_name
+	78, // [78:78] is the sub-list for extension extendee
+	0,  // [0:78] is the sub-list for field type_name
 }
 
 func init() { file_state_v1_state_proto_init() }
@@ -3884,6 +3960,7 @@ func file_state_v1_state_proto_init() {
 		return
 	}
 	file_state_v1_lock_proto_init()
+	file_state_v1_lookup_proto_init()
 	file_state_v1_state_proto_msgTypes[0].OneofWrappers = []any{
 		(*Command_Init)(nil),
 		(*Command_Member)(nil),
@@ -3918,6 +3995,9 @@ func file_state_v1_state_proto_init() {
 		(*Command_LockCancel)(nil),
 		(*Command_LockTxnEnd)(nil),
 		(*Command_LockDrop)(nil),
+		(*Command_LookupRegister)(nil),
+		(*Command_LookupAttributes)(nil),
+		(*Command_LookupNotify)(nil),
 	}
 	file_state_v1_state_proto_msgTypes[33].OneofWrappers = []any{
 		(*Record_Init)(nil),
@@ -3928,6 +4008,7 @@ func file_state_v1_state_proto_init() {
 		(*Record_Txn)(nil),
 		(*Record_TxnCounter)(nil),
 		(*Record_Lock)(nil),
+		(*Record_Lookup)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
