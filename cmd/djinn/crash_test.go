@@ -80,18 +80,18 @@ type proc struct {
 }
 
 type node struct {
-	dir, listen, admin, raft string
+	dir, listen, admin, raft, discovery string
 }
 
 func newNode(t *testing.T) node {
-	return node{dir: t.TempDir(), listen: freePort(t), admin: freePort(t), raft: freePort(t)}
+	return node{dir: t.TempDir(), listen: freePort(t), admin: freePort(t), raft: freePort(t), discovery: freePort(t)}
 }
 
 // start runs djinn serve and waits until it prints that it serves.
 func (n node) start(t *testing.T, extra ...string) *proc {
 	t.Helper()
 	args := append([]string{"serve", "--data-dir", n.dir, "--listen", n.listen, "--admin", n.admin, "--raft", n.raft,
-		"--election-timeout", "200ms", "--heartbeat-timeout", "200ms"}, extra...)
+		"--discovery", n.discovery, "--election-timeout", "200ms", "--heartbeat-timeout", "200ms"}, extra...)
 	cmd := exec.Command(djinnBinary(t), args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

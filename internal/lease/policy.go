@@ -33,6 +33,8 @@ const (
 	KindTransaction Kind = 3
 	KindLockSet     Kind = 4
 	KindLockOwner   Kind = 5
+	KindLookupItem  Kind = 6
+	KindLookupWatch Kind = 7
 )
 
 func (k Kind) String() string {
@@ -47,6 +49,10 @@ func (k Kind) String() string {
 		return "lock set"
 	case KindLockOwner:
 		return "lock owner"
+	case KindLookupItem:
+		return "lookup registration"
+	case KindLookupWatch:
+		return "lookup notification"
 	}
 	return "unknown"
 }

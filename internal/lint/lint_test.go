@@ -36,6 +36,8 @@ var deterministic = []string{
 	"internal/lock/table.go",
 	"internal/lock/txn.go",
 	"internal/lookup/browse.go",
+	"internal/lookup/proto.go",
+	"internal/lookup/state.go",
 	"internal/lookup/doc.go",
 	"internal/lookup/item.go",
 	"internal/lookup/limits.go",

@@ -60,6 +60,12 @@ func (a *adminRPC) Status(ctx context.Context, _ *djinnpb.StatusRequest) (*djinn
 		resp.Services = append(resp.Services, "txn")
 		resp.Txn = refProto(s.ref(TxnID)())
 	}
+	if s.cfg.Lookup.Enabled {
+		resp.Services = append(resp.Services, "lookup")
+		resp.Lookup = refProto(s.ref(LookupID)())
+		items, watches := s.machine.Lookup.Len()
+		resp.Counts["lookup_items"], resp.Counts["lookup_watches"] = int64(items), int64(watches)
+	}
 	if s.cfg.Lock.Enabled {
 		resp.Services = append(resp.Services, "lock")
 		resp.Lock = refProto(s.ref(LockID)())

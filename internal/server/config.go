@@ -41,6 +41,7 @@ type Config struct {
 	Txn     TxnConfig     `toml:"txn"`
 	KV      KVConfig      `toml:"kv"`
 	Lock    LockConfig    `toml:"lock"`
+	Lookup  LookupConfig  `toml:"lookup"`
 	Raftcfg RaftConfig    `toml:"raft-tuning"`
 }
 
@@ -106,6 +107,22 @@ type LockConfig struct {
 	MaxOwners         int      `toml:"max-owners"`
 }
 
+// LookupConfig tunes the lookup service and its discovery.
+type LookupConfig struct {
+	Enabled bool `toml:"enabled"`
+	// Groups are the registrar's member groups ("" is the public group).
+	Groups []string `toml:"groups"`
+	// Discovery is the unicast discovery address ("" turns discovery off).
+	Discovery string `toml:"discovery"`
+	// Multicast turns on multicast announcements and answers to multicast
+	// requests, on Interfaces (all multicast-capable ones when empty).
+	Multicast  bool     `toml:"multicast"`
+	Interfaces []string `toml:"interfaces"`
+	// Announce is the announcement interval.
+	Announce Duration `toml:"announce"`
+	MaxItems int      `toml:"max-items"`
+}
+
 // KVConfig turns the reference key/value participant on or off.
 type KVConfig struct {
 	Enabled bool `toml:"enabled"`
@@ -160,6 +177,10 @@ func Default() Config {
 			MaxActive: 1_000_000, Abandon: Duration(10 * time.Minute),
 		},
 		KV: KVConfig{Enabled: true},
+		Lookup: LookupConfig{
+			Enabled: true, Groups: []string{""}, Discovery: "127.0.0.1:4160", Multicast: false,
+			Announce: Duration(2 * time.Minute), MaxItems: 1_000_000,
+		},
 		Lock: LockConfig{
 			Enabled: true, DefaultSetLease: Duration(djinn.Forever), MaxSetLease: Duration(djinn.Forever),
 			DefaultOwnerLease: Duration(time.Minute), MaxOwnerLease: Duration(24 * time.Hour),
@@ -251,6 +272,12 @@ func setField(f reflect.Value, s string) error {
 			return fmt.Errorf("not a non-negative integer")
 		}
 		f.SetUint(n)
+	case reflect.Slice:
+		if f.Type().Elem().Kind() != reflect.String {
+			return fmt.Errorf("unsupported type %s", f.Type())
+		}
+		// Comma-separated; "" is the one empty string (the public group).
+		f.Set(reflect.ValueOf(strings.Split(s, ",")))
 	default:
 		return fmt.Errorf("unsupported type %s", f.Kind())
 	}
@@ -304,6 +331,7 @@ func (c *Config) Check() error {
 		{"txn max-active", c.Txn.MaxActive},
 		{"lock max-sets", c.Lock.MaxSets},
 		{"lock max-owners", c.Lock.MaxOwners},
+		{"lookup max-items", c.Lookup.MaxItems},
 		{"lease expiry-batch", c.Lease.ExpiryBatch},
 		{"lease expiry-rate", c.Lease.ExpiryRate},
 	} {

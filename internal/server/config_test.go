@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -69,7 +70,7 @@ snapshot-threshold = 100
 		want.Lease.Checkpoint = server.Duration(10 * time.Second)
 		want.Mailbox.DefaultLease, want.Mailbox.MaxLease, want.Mailbox.MaxStored = server.Duration(djinn.Any), server.Duration(djinn.Forever), 7
 		want.Raftcfg.ElectionTimeout, want.Raftcfg.SnapshotThreshold = server.Duration(250*time.Millisecond), 100
-		if cfg != want {
+		if !reflect.DeepEqual(cfg, want) {
 			t.Errorf("loaded\n%+v\nwant\n%+v", cfg, want)
 		}
 	})
@@ -132,7 +133,7 @@ func TestConfigLoadEnv(t *testing.T) {
 	want.Mailbox.MaxStored, want.Mailbox.DefaultLease, want.Mailbox.Enabled = 9, server.Duration(90*time.Second), false
 	want.TLS.ClientAuth = true
 	want.Raftcfg.HeartbeatTimeout, want.Raftcfg.SnapshotThreshold = server.Duration(50*time.Millisecond), 12
-	if cfg != want {
+	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("loaded\n%+v\nwant\n%+v", cfg, want)
 	}
 

@@ -25,10 +25,12 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/discovery"
 	"github.com/djinn-go/djinn/internal/event"
 	"github.com/djinn-go/djinn/internal/grpcerr"
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/lock"
+	"github.com/djinn-go/djinn/internal/lookup"
 	"github.com/djinn-go/djinn/internal/mailbox"
 	"github.com/djinn-go/djinn/internal/renewal"
 	"github.com/djinn-go/djinn/internal/replica"
@@ -52,10 +54,14 @@ type Server struct {
 	renewal *renewal.Service
 	txn     *txn.Service
 	lock    *lock.Service
-	kvStore *participant.FileStore
-	kv      *kv.DB
-	pool    *client.Pool
-	metrics *metrics
+	lookup  *lookup.Service
+
+	mu        sync.Mutex
+	registrar *discovery.Registrar // guarded by mu: serving discovery while leading
+	kvStore   *participant.FileStore
+	kv        *kv.DB
+	pool      *client.Pool
+	metrics   *metrics
 
 	grpc      *grpc.Server
 	health    *health.Server
@@ -180,6 +186,15 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 		s.Close()
 		return nil, err
 	}
+	s.lookup, err = lookup.NewService(s.machine.Lookup, s.lessor, s.node, s.now, s.ref(LookupID), lookup.Config{
+		MaxItems: cfg.Lookup.MaxItems,
+		Delivery: event.Config{Sender: client.NewEventSender(s.pool), MaxBatch: 64},
+		Logger:   logger,
+	})
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
 	if cfg.KV.Enabled {
 		// The reference participant: this node's own key/value store, not
 		// replicated, durable in the data directory.
@@ -225,6 +240,9 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 	}
 	if cfg.Lock.Enabled {
 		djinnpb.RegisterLockServiceServer(s.grpc, &lockRPC{s: s})
+	}
+	if cfg.Lookup.Enabled {
+		djinnpb.RegisterLookupServiceServer(s.grpc, &lookupRPC{s: s})
 	}
 	if cfg.Txn.Enabled || cfg.Lock.Enabled || s.kv != nil {
 		rpc := &participantRPC{s: s}
@@ -372,6 +390,13 @@ func (s *Server) lead(ctx context.Context) {
 			s.lock.Run(ctx)
 		}()
 	}
+	if s.cfg.Lookup.Enabled && s.cfg.Lookup.Discovery != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.discover(ctx)
+		}()
+	}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	wg.Wait()
 }
@@ -437,6 +462,9 @@ func (s *Server) Close() error {
 	var err error
 	if s.node != nil {
 		err = s.node.Close()
+	}
+	if s.lookup != nil {
+		s.lookup.Close()
 	}
 	if s.kv != nil {
 		s.kv.Close()

@@ -20,6 +20,7 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/lock"
+	"github.com/djinn-go/djinn/internal/lookup"
 	"github.com/djinn-go/djinn/internal/mailbox"
 	"github.com/djinn-go/djinn/internal/renewal"
 	"github.com/djinn-go/djinn/internal/replica"
@@ -34,6 +35,7 @@ type Machine struct {
 	Renewal *renewal.State
 	Txn     *txn.State
 	Lock    *lock.State
+	Lookup  *lookup.State
 
 	mu sync.Mutex
 	// service and members are guarded by mu.
@@ -51,6 +53,7 @@ func New() *Machine {
 	m.Renewal = renewal.NewState(m.Leases, m.ServiceID)
 	m.Txn = txn.NewState(m.Leases)
 	m.Lock = lock.NewState(m.Leases)
+	m.Lookup = lookup.NewState(m.Leases, m.ServiceID, lookup.Limits{})
 	return m
 }
 
@@ -64,6 +67,8 @@ func (m *Machine) leaseEnded(o lease.Owner) {
 		m.Txn.LeaseEnded(o.ID)
 	case lease.KindLockSet, lease.KindLockOwner:
 		m.Lock.LeaseEnded(o)
+	case lease.KindLookupItem, lease.KindLookupWatch:
+		m.Lookup.LeaseEnded(o)
 	}
 }
 
@@ -217,6 +222,16 @@ func (m *Machine) Apply(index uint64, cmd *statepb.Command) any {
 		return nil
 	case *statepb.Command_LockDrop:
 		return m.Lock.ApplyDrop(op.LockDrop)
+	case *statepb.Command_LookupRegister:
+		return m.Lookup.ApplyRegister(op.LookupRegister)
+	case *statepb.Command_LookupAttributes:
+		return m.Lookup.ApplyAttributes(op.LookupAttributes)
+	case *statepb.Command_LookupNotify:
+		id, err := m.Lookup.ApplyNotify(op.LookupNotify)
+		if err != nil {
+			return err
+		}
+		return id
 	}
 	return djinn.Errorf(djinn.Internal, "log entry %d: unknown command %T", index, cmd.Op)
 }
@@ -250,6 +265,13 @@ func (m *Machine) Snapshot() (func(io.Writer) error, error) {
 	}
 	for _, r := range locks {
 		recs = append(recs, &statepb.Record{Record: &statepb.Record_Lock{Lock: r}})
+	}
+	lookups, err := m.Lookup.Records()
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range lookups {
+		recs = append(recs, &statepb.Record{Record: &statepb.Record_Lookup{Lookup: r}})
 	}
 	renewal := m.Renewal.Snapshot()
 	return func(w io.Writer) error {
@@ -285,6 +307,7 @@ func (m *Machine) Restore(r io.Reader) error {
 	m.Renewal.Reset()
 	m.Txn.Reset()
 	m.Lock.Reset()
+	m.Lookup.Reset()
 	br := bufio.NewReaderSize(r, 1<<16)
 	opts := protodelim.UnmarshalOptions{MaxSize: maxRecord}
 	for n := 0; ; n++ {
@@ -327,6 +350,8 @@ func (m *Machine) restore(rec *statepb.Record) error {
 		return m.Txn.Restore(r.Txn)
 	case *statepb.Record_Lock:
 		return m.Lock.Restore(r.Lock)
+	case *statepb.Record_Lookup:
+		return m.Lookup.Restore(r.Lookup)
 	default:
 		return djinn.Errorf(djinn.Internal, "unknown record %T", rec.Record)
 	}

@@ -31,6 +31,7 @@ func Config(t testing.TB) server.Config {
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Admin = "127.0.0.1:0"
 	cfg.Raft = "127.0.0.1:0"
+	cfg.Lookup.Discovery = "127.0.0.1:0"
 	cfg.Raftcfg.HeartbeatTimeout = server.Duration(100 * time.Millisecond)
 	cfg.Raftcfg.ElectionTimeout = server.Duration(100 * time.Millisecond)
 	return cfg

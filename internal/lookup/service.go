@@ -1,0 +1,308 @@
+package lookup
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/event"
+	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/proto/statepb"
+)
+
+// Proposer appends commands to the replicated log and returns what
+// applying them returned.
+type Proposer interface {
+	Propose(ctx context.Context, cmd *statepb.Command) (any, error)
+}
+
+// Config configures the service. Zero values take the defaults.
+type Config struct {
+	// Items is the registration lease policy (default: Reggie's, 5
+	// minutes, the maximum growing with the registrations, see
+	// LeasePolicy); Watches is the notification lease policy (default:
+	// Any is 5 minutes, at most an hour).
+	Items   LeasePolicy
+	Watches lease.Policy
+	// MaxItems and MaxWatches bound what the service holds (default
+	// 1,000,000 and 100,000).
+	MaxItems, MaxWatches int
+	// Delivery configures the delivery of service events; Sender is
+	// required.
+	Delivery event.Config
+	Logger   *slog.Logger
+}
+
+// Service is the lookup service on the leader.
+type Service struct {
+	state  *State
+	lessor *lease.Lessor
+	log    Proposer
+	now    func() time.Time
+	self   func() djinn.Ref
+	cfg    Config
+	engine *event.Engine
+}
+
+// NewService returns the service over s; self is the registrar's reference
+// (the source of its events).
+func NewService(s *State, l *lease.Lessor, log Proposer, now func() time.Time, self func() djinn.Ref, cfg Config) (*Service, error) {
+	if cfg.Items == (LeasePolicy{}) {
+		cfg.Items = DefaultLeasePolicy()
+	}
+	if err := cfg.Items.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Watches == (lease.Policy{}) {
+		cfg.Watches = lease.Policy{Default: 5 * time.Minute, Max: time.Hour}
+	}
+	if cfg.MaxItems <= 0 {
+		cfg.MaxItems = 1_000_000
+	}
+	if cfg.MaxWatches <= 0 {
+		cfg.MaxWatches = 100_000
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Delivery.Sender == nil {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "lookup service: no event sender")
+	}
+	// Items' leases are granted by the item policy, which grows with the
+	// registrations; the table only enforces the outer bound.
+	if err := l.Table().SetPolicy(lease.KindLookupItem, lease.Policy{Default: cfg.Items.Default, Max: djinn.Forever}); err != nil {
+		return nil, err
+	}
+	if err := l.Table().SetPolicy(lease.KindLookupWatch, cfg.Watches); err != nil {
+		return nil, err
+	}
+	svc := &Service{state: s, lessor: l, log: log, now: now, self: self, cfg: cfg}
+	dc := cfg.Delivery
+	dc.OnFailure = svc.failed
+	svc.engine = event.New(dc)
+	s.SetNotify(svc.deliver)
+	return svc, nil
+}
+
+// Close stops delivering events.
+func (s *Service) Close() { s.engine.Close() }
+
+func (s *Service) leading() error { return s.lessor.Serving("lookup service") }
+
+// deliver queues service events for their listeners; only the leader
+// delivers.
+func (s *Service) deliver(ds []Delivery) {
+	if s.leading() != nil {
+		return
+	}
+	src := refProto(s.self())
+	for _, d := range ds {
+		payload, err := anypb.New(d.Event)
+		if err != nil {
+			continue
+		}
+		target, err := refFromProto(d.Listener)
+		if err != nil {
+			continue
+		}
+		ev := &djinnpb.RemoteEvent{Source: src, EventId: d.EventID, Sequence: d.Seq, Handback: d.Handback, Payload: payload}
+		if err := s.engine.Push(d.Watch, target, event.Item{Cursor: uint64(d.Seq), Event: ev}); err != nil {
+			s.cfg.Logger.Warn("lookup: queueing a service event failed", "event", d.EventID, "seq", d.Seq, "err", err)
+		}
+	}
+}
+
+// failed ends the notification of a listener that failed definitely (EV:
+// UnknownEvent, or a listener that does not exist); indefinite failures are
+// retried.
+func (s *Service) failed(watch djinn.ID, _ event.Item, err error) event.Action {
+	if !djinn.IsDefinite(err) {
+		return event.Retry
+	}
+	s.cfg.Logger.Info("lookup: a listener refused service events; ending its notification", "err", err)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s.lessor.Cancel(ctx, []djinn.ID{watch})
+	}()
+	return event.Stop
+}
+
+func refProto(r djinn.Ref) *djinnpb.Ref {
+	return &djinnpb.Ref{Endpoint: r.Endpoint, ServiceId: r.Service[:], ObjectId: r.Object[:]}
+}
+
+func refFromProto(r *djinnpb.Ref) (djinn.Ref, error) {
+	if r == nil {
+		return djinn.Ref{}, djinn.Errorf(djinn.InvalidArgument, "reference: missing")
+	}
+	svc, err := djinn.IDFromBytes("service id", r.GetServiceId())
+	if err != nil {
+		return djinn.Ref{}, err
+	}
+	obj, err := djinn.IDFromBytes("object id", r.GetObjectId())
+	if err != nil {
+		return djinn.Ref{}, err
+	}
+	if err := djinn.CheckEndpoint(r.GetEndpoint()); err != nil {
+		return djinn.Ref{}, djinn.Errorf(djinn.InvalidArgument, "listener: %v", err)
+	}
+	return djinn.Ref{Endpoint: r.GetEndpoint(), Service: svc, Object: obj}, nil
+}
+
+func nanos(t time.Time) int64 {
+	if !t.Before(djinn.EndOfTime) {
+		return int64(djinn.Forever)
+	}
+	return t.UnixNano()
+}
+
+// Registered is a registration: the item's service id and its lease.
+type Registered struct {
+	ID    djinn.ID
+	Lease *djinnpb.Lease
+}
+
+// Register registers item (given a fresh service id when it has none) for
+// a lease of about d: the lease policy's grant for that request.
+func (s *Service) Register(ctx context.Context, item *djinnpb.ServiceItem, d time.Duration) (Registered, error) {
+	if item == nil {
+		return Registered{}, djinn.Errorf(djinn.InvalidArgument, "item: missing")
+	}
+	if err := s.leading(); err != nil {
+		return Registered{}, err
+	}
+	n, _ := s.state.Len()
+	granted, err := s.cfg.Items.Grant(d, n)
+	if err != nil {
+		return Registered{}, err
+	}
+	it, err := ItemFromProto(item)
+	if err != nil {
+		return Registered{}, err
+	}
+	if it.ID.IsZero() {
+		it.ID = djinn.NewID()
+	}
+	if n >= s.cfg.MaxItems {
+		if _, _, ok := s.registered(it.ID); !ok {
+			return Registered{}, djinn.Errorf(djinn.ResourceExhausted, "lookup service holds %d registrations, the most allowed", n)
+		}
+	}
+	now := s.now()
+	exp := djinn.AddDuration(now, granted)
+	cookie := djinn.NewID()
+	_, err = s.log.Propose(ctx, &statepb.Command{NowUnixNanos: now.UnixNano(), Op: &statepb.Command_LookupRegister{LookupRegister: &statepb.LookupRegister{
+		Item: ItemToProto(it), Cookie: cookie[:], ExpiresUnixNanos: nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp),
+	}}})
+	if err != nil {
+		return Registered{}, err
+	}
+	return Registered{ID: it.ID, Lease: lease.Proto(s.self(), cookie, granted)}, nil
+}
+
+// registered reports whether service id is registered.
+func (s *Service) registered(id djinn.ID) (Item, int, bool) {
+	total, items, err := s.state.Lookup(Template{ID: &id}, 1)
+	if err != nil || total == 0 {
+		return Item{}, 0, false
+	}
+	return items[0], total, true
+}
+
+// Attributes changes the attributes of the registration whose lease cookie
+// is cookie: op is OpAdd, OpModify or OpSet.
+func (s *Service) Attributes(ctx context.Context, cookie []byte, op int32, entries []*djinnpb.Entry, templates []*djinnpb.EntryTemplate) error {
+	c, err := djinn.IDFromBytes("registration lease cookie", cookie)
+	if err != nil {
+		return err
+	}
+	if err := s.leading(); err != nil {
+		return err
+	}
+	if !s.lessor.Table().Alive(c, s.now()) {
+		return djinn.Errorf(djinn.UnknownLease, "registration: its lease ended")
+	}
+	_, err = s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LookupAttributes{LookupAttributes: &statepb.LookupAttributes{
+		Cookie: cookie, Op: op, Entries: entries, Templates: templates,
+	}}})
+	return err
+}
+
+// maxOne bounds the matches one random pick chooses among.
+const maxOne = 10000
+
+// Lookup returns the number of matches and up to max of them; one picks
+// one match at random (among the first maxOne by id).
+func (s *Service) Lookup(tmpl *djinnpb.ServiceTemplate, max int, one bool) (int, []Item, error) {
+	t, err := TemplateFromProto(tmpl)
+	if err != nil {
+		return 0, nil, err
+	}
+	if one {
+		max = maxOne
+	}
+	if err := s.leading(); err != nil {
+		return 0, nil, err
+	}
+	total, items, err := s.state.Lookup(t, max)
+	if err != nil || !one || len(items) == 0 {
+		return total, items, err
+	}
+	return total, []Item{items[rand.IntN(len(items))]}, nil
+}
+
+// Notification is a watch as Notify returns it (an event registration).
+type Notification struct {
+	EventID int64
+	Lease   *djinnpb.Lease
+	Seq     int64
+}
+
+// Notify registers listener for service events of items matching tmpl on
+// the transitions, with handback, for a lease of about d.
+func (s *Service) Notify(ctx context.Context, tmpl *djinnpb.ServiceTemplate, transitions uint32, listener *djinnpb.Ref, handback []byte, d time.Duration) (Notification, error) {
+	if _, err := refFromProto(listener); err != nil {
+		return Notification{}, err
+	}
+	if d <= 0 && d != djinn.Any {
+		return Notification{}, djinn.Errorf(djinn.InvalidArgument, "lease duration %s: must be positive, Forever or Any", djinn.FormatDuration(d))
+	}
+	if transitions == 0 || transitions&^uint32(AllTransitions) != 0 {
+		return Notification{}, djinn.Errorf(djinn.InvalidArgument, "transitions %#x: want a non-empty set of MATCH_NOMATCH (1), NOMATCH_MATCH (2), MATCH_MATCH (4)", transitions)
+	}
+	if _, err := TemplateFromProto(tmpl); err != nil {
+		return Notification{}, err
+	}
+	if err := s.leading(); err != nil {
+		return Notification{}, err
+	}
+	if _, n := s.state.Len(); n >= s.cfg.MaxWatches {
+		return Notification{}, djinn.Errorf(djinn.ResourceExhausted, "lookup service holds %d notifications, the most allowed", n)
+	}
+	granted := s.cfg.Watches.Grant(d)
+	now := s.now()
+	exp := djinn.AddDuration(now, granted)
+	cookie := djinn.NewID()
+	res, err := s.log.Propose(ctx, &statepb.Command{NowUnixNanos: now.UnixNano(), Op: &statepb.Command_LookupNotify{LookupNotify: &statepb.LookupNotify{
+		Template: tmpl, Transitions: transitions, Listener: listener, Handback: handback,
+		Cookie: cookie[:], ExpiresUnixNanos: nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp),
+	}}})
+	if err != nil {
+		return Notification{}, err
+	}
+	return Notification{EventID: res.(int64), Lease: lease.Proto(s.self(), cookie, granted)}, nil
+}
+
+// Browse runs fn on the registry, on the leader.
+func (s *Service) Browse(fn func(*Registry) error) error {
+	if err := s.leading(); err != nil {
+		return err
+	}
+	return s.state.Browse(fn)
+}

@@ -1,0 +1,447 @@
+package lookup
+
+import (
+	"encoding/json"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/proto/statepb"
+)
+
+// State is the lookup service's replicated state: the registry, each
+// registration's lease (its cookie names the registration), and the
+// watches (notify registrations) with their event ids, listeners and
+// sequence numbers. Every change comes from the log, through the Apply
+// methods; they are deterministic.
+type State struct {
+	mu sync.Mutex
+	// Guarded by mu.
+	reg       *Registry               // made at the first use, once the service id is known
+	regs      map[djinn.ID]djinn.ID   // registration cookie → service id
+	cookies   map[djinn.ID]djinn.ID   // service id → its registration's cookie
+	watches   map[djinn.ID]*watchMeta // by watch id (its lease's cookie)
+	nextEvent int64
+	restoring []byte
+
+	self   func() djinn.ID
+	limits Limits
+	leases *lease.Table
+	// notify, when set, hears the service events to deliver, in log
+	// order, outside mu; the leader's service sets it.
+	notify func([]Delivery)
+}
+
+type watchMeta struct {
+	eventID  int64
+	listener *djinnpb.Ref
+	handback []byte
+	seq      int64 // the last sequence number given
+}
+
+// Delivery is a service event for a watch's listener.
+type Delivery struct {
+	Watch    djinn.ID
+	EventID  int64
+	Seq      int64
+	Listener *djinnpb.Ref
+	Handback []byte
+	Event    *djinnpb.ServiceEvent
+}
+
+// NewState returns an empty state whose leases live in t; self gives the
+// registrar's service id (the cluster's).
+func NewState(t *lease.Table, self func() djinn.ID, limits Limits) *State {
+	s := &State{leases: t, self: self, limits: limits}
+	s.resetLocked()
+	return s
+}
+
+func (s *State) resetLocked() {
+	s.reg = nil
+	s.regs, s.cookies, s.watches = map[djinn.ID]djinn.ID{}, map[djinn.ID]djinn.ID{}, map[djinn.ID]*watchMeta{}
+	s.nextEvent, s.restoring = 0, nil
+}
+
+// SetNotify sets the function that hears the events to deliver.
+func (s *State) SetNotify(fn func([]Delivery)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.notify = fn
+}
+
+func (s *State) tell(ds []Delivery) {
+	if len(ds) == 0 {
+		return
+	}
+	s.mu.Lock()
+	fn := s.notify
+	s.mu.Unlock()
+	if fn != nil {
+		fn(ds)
+	}
+}
+
+func (s *State) registryLocked() (*Registry, error) {
+	if s.reg == nil {
+		r, err := New(s.self(), s.limits)
+		if err != nil {
+			return nil, err
+		}
+		s.reg = r
+	}
+	return s.reg, nil
+}
+
+// deliveriesLocked numbers the registry's events for their watches.
+func (s *State) deliveriesLocked(evs []Event) []Delivery {
+	out := make([]Delivery, 0, len(evs))
+	for _, ev := range evs {
+		w, ok := s.watches[ev.Watch]
+		if !ok {
+			continue
+		}
+		w.seq++
+		se := &djinnpb.ServiceEvent{Transition: djinnpb.Transition(ev.Transition), ServiceId: ev.ServiceID[:]}
+		if ev.Item != nil {
+			se.Item = ItemToProto(*ev.Item)
+		}
+		out = append(out, Delivery{Watch: ev.Watch, EventID: w.eventID, Seq: w.seq, Listener: w.listener, Handback: w.handback, Event: se})
+	}
+	return out
+}
+
+// ApplyRegister registers an item (replacing one with the same service
+// id, whose old registration ends) and grants its lease.
+func (s *State) ApplyRegister(c *statepb.LookupRegister) error {
+	it, err := ItemFromProto(c.GetItem())
+	if err != nil {
+		return err
+	}
+	if it.ID.IsZero() {
+		return djinn.Errorf(djinn.InvalidArgument, "service id: missing (the leader assigns one)")
+	}
+	cookie, err := djinn.IDFromBytes("lease cookie", c.GetCookie())
+	if err != nil {
+		return err
+	}
+	var ds []Delivery
+	var old []byte
+	defer func() {
+		if old != nil {
+			s.leases.ApplyCancel([][]byte{old}) // LeaseEnded finds it replaced
+		}
+		s.tell(ds)
+	}()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.registryLocked()
+	if err != nil {
+		return err
+	}
+	evs, err := r.Register(it, cookie)
+	if err != nil {
+		return err
+	}
+	if err := s.leases.ApplyGrant(cookie, lease.Owner{Kind: lease.KindLookupItem, ID: cookie}, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
+		// A cookie in use: never from a working leader.
+		rev, _ := r.Remove(it.ID)
+		ds = s.deliveriesLocked(append(evs, rev...))
+		if prev, ok := s.cookies[it.ID]; ok {
+			delete(s.regs, prev)
+			delete(s.cookies, it.ID)
+			old = prev[:]
+		}
+		return err
+	}
+	if prev, ok := s.cookies[it.ID]; ok {
+		delete(s.regs, prev)
+		old = prev[:]
+	}
+	s.regs[cookie], s.cookies[it.ID] = it.ID, cookie
+	ds = s.deliveriesLocked(evs)
+	return nil
+}
+
+// The attribute operations of ApplyAttributes.
+const (
+	OpAdd    = 1
+	OpModify = 2
+	OpSet    = 3
+)
+
+// ApplyAttributes changes the attributes of the registration named by its
+// lease cookie.
+func (s *State) ApplyAttributes(c *statepb.LookupAttributes) error {
+	cookie, err := djinn.IDFromBytes("registration lease cookie", c.GetCookie())
+	if err != nil {
+		return err
+	}
+	var ds []Delivery
+	defer func() { s.tell(ds) }()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, ok := s.regs[cookie]
+	if !ok || s.reg == nil {
+		return djinn.Errorf(djinn.UnknownLease, "registration: unknown (its lease ended, or it was replaced)")
+	}
+	var evs []Event
+	switch c.GetOp() {
+	case OpAdd:
+		evs, err = s.reg.AddAttributes(id, EntriesFromProto(c.GetEntries()))
+	case OpModify:
+		evs, err = s.reg.ModifyAttributes(id, EntryTemplatesFromProto(c.GetTemplates()), EntriesFromProto(c.GetEntries()))
+	case OpSet:
+		evs, err = s.reg.SetAttributes(id, EntriesFromProto(c.GetEntries()))
+	default:
+		return djinn.Errorf(djinn.InvalidArgument, "attribute operation %d: unknown", c.GetOp())
+	}
+	if err != nil {
+		return err
+	}
+	ds = s.deliveriesLocked(evs)
+	return nil
+}
+
+// ApplyNotify adds a watch and grants its lease; it returns the watch's
+// event id.
+func (s *State) ApplyNotify(c *statepb.LookupNotify) (int64, error) {
+	cookie, err := djinn.IDFromBytes("lease cookie", c.GetCookie())
+	if err != nil {
+		return 0, err
+	}
+	tmpl, err := TemplateFromProto(c.GetTemplate())
+	if err != nil {
+		return 0, err
+	}
+	if c.GetListener() == nil {
+		return 0, djinn.Errorf(djinn.InvalidArgument, "listener: missing")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.registryLocked()
+	if err != nil {
+		return 0, err
+	}
+	if err := r.AddWatch(cookie, tmpl, Transition(c.GetTransitions())); err != nil {
+		return 0, err
+	}
+	if err := s.leases.ApplyGrant(cookie, lease.Owner{Kind: lease.KindLookupWatch, ID: cookie}, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
+		_ = r.RemoveWatch(cookie)
+		return 0, err
+	}
+	s.nextEvent++
+	s.watches[cookie] = &watchMeta{eventID: s.nextEvent, listener: c.GetListener(), handback: c.GetHandback()}
+	return s.nextEvent, nil
+}
+
+// LeaseEnded removes the registration or watch whose lease ended.
+func (s *State) LeaseEnded(o lease.Owner) {
+	var ds []Delivery
+	defer func() { s.tell(ds) }()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch o.Kind {
+	case lease.KindLookupItem:
+		id, ok := s.regs[o.ID]
+		if !ok {
+			return
+		}
+		delete(s.regs, o.ID)
+		delete(s.cookies, id)
+		evs, err := s.reg.Remove(id)
+		if err == nil {
+			ds = s.deliveriesLocked(evs)
+		}
+	case lease.KindLookupWatch:
+		if _, ok := s.watches[o.ID]; !ok {
+			return
+		}
+		delete(s.watches, o.ID)
+		_ = s.reg.RemoveWatch(o.ID)
+	}
+}
+
+// Lookup returns the number of items matching tmpl and up to max of them.
+func (s *State) Lookup(tmpl Template, max int) (int, []Item, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.registryLocked()
+	if err != nil {
+		return 0, nil, err
+	}
+	return r.Lookup(tmpl, max)
+}
+
+// Browse runs fn on the registry.
+func (s *State) Browse(fn func(*Registry) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.registryLocked()
+	if err != nil {
+		return err
+	}
+	return fn(r)
+}
+
+// Registration returns the service id the registration cookie names.
+func (s *State) Registration(cookie djinn.ID) (djinn.ID, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, ok := s.regs[cookie]
+	return id, ok
+}
+
+// Watch returns a watch's event id and last sequence number.
+func (s *State) Watch(id djinn.ID) (eventID, seq int64, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, ok := s.watches[id]
+	if !ok {
+		return 0, 0, false
+	}
+	return w.eventID, w.seq, true
+}
+
+// Len returns the numbers of registrations and watches.
+func (s *State) Len() (items, watches int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.regs), len(s.watches)
+}
+
+type snapshot struct {
+	Items     []snapItem
+	Watches   []snapWatch
+	NextEvent int64
+}
+
+type snapItem struct {
+	Item   []byte // a djinnpb.ServiceItem
+	Cookie djinn.ID
+}
+
+type snapWatch struct {
+	ID          djinn.ID
+	Template    []byte // a djinnpb.ServiceTemplate
+	Transitions Transition
+	EventID     int64
+	Listener    []byte // a djinnpb.Ref
+	Handback    []byte
+	Seq         int64
+}
+
+const recordSize = 8 << 20
+
+// Records returns the state as snapshot records.
+func (s *State) Records() ([]*statepb.LookupRecord, error) {
+	s.mu.Lock()
+	snap := snapshot{NextEvent: s.nextEvent}
+	var err error
+	if s.reg != nil {
+		ex := s.reg.Export()
+		for _, r := range ex.Registrations {
+			b, merr := proto.Marshal(ItemToProto(r.Item))
+			err = errorsJoin(err, merr)
+			snap.Items = append(snap.Items, snapItem{Item: b, Cookie: r.Lease})
+		}
+		for _, w := range ex.Watches {
+			meta := s.watches[w.ID]
+			if meta == nil {
+				continue
+			}
+			tb, merr := proto.Marshal(TemplateToProto(w.Template))
+			err = errorsJoin(err, merr)
+			lb, merr := proto.Marshal(meta.listener)
+			err = errorsJoin(err, merr)
+			snap.Watches = append(snap.Watches, snapWatch{ID: w.ID, Template: tb, Transitions: w.Transitions, EventID: meta.eventID,
+				Listener: lb, Handback: meta.handback, Seq: meta.seq})
+		}
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return nil, djinn.Errorf(djinn.Internal, "lookup snapshot: %v", err)
+	}
+	b, err := json.Marshal(snap)
+	if err != nil {
+		return nil, djinn.Errorf(djinn.Internal, "lookup snapshot: %v", err)
+	}
+	var out []*statepb.LookupRecord
+	for len(b) > recordSize {
+		out = append(out, &statepb.LookupRecord{State: b[:recordSize]})
+		b = b[recordSize:]
+	}
+	return append(out, &statepb.LookupRecord{State: b, Last: true}), nil
+}
+
+func errorsJoin(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// Restore adds a snapshot record; the last replaces the state with the
+// records' (leases are restored separately).
+func (s *State) Restore(r *statepb.LookupRecord) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.restoring = append(s.restoring, r.GetState()...)
+	if !r.GetLast() {
+		return nil
+	}
+	b := s.restoring
+	s.restoring = nil
+	var snap snapshot
+	if err := json.Unmarshal(b, &snap); err != nil {
+		return djinn.Errorf(djinn.Internal, "lookup snapshot: %v", err)
+	}
+	var ex Snapshot
+	regs, cookies, watches := map[djinn.ID]djinn.ID{}, map[djinn.ID]djinn.ID{}, map[djinn.ID]*watchMeta{}
+	for _, si := range snap.Items {
+		var pb djinnpb.ServiceItem
+		if err := proto.Unmarshal(si.Item, &pb); err != nil {
+			return djinn.Errorf(djinn.Internal, "lookup snapshot item: %v", err)
+		}
+		it, err := ItemFromProto(&pb)
+		if err != nil {
+			return err
+		}
+		ex.Registrations = append(ex.Registrations, Registration{Item: it, Lease: si.Cookie})
+		regs[si.Cookie], cookies[it.ID] = it.ID, si.Cookie
+	}
+	for _, sw := range snap.Watches {
+		var tp djinnpb.ServiceTemplate
+		var lp djinnpb.Ref
+		if err := errorsJoin(proto.Unmarshal(sw.Template, &tp), proto.Unmarshal(sw.Listener, &lp)); err != nil {
+			return djinn.Errorf(djinn.Internal, "lookup snapshot watch: %v", err)
+		}
+		tmpl, err := TemplateFromProto(&tp)
+		if err != nil {
+			return err
+		}
+		ex.Watches = append(ex.Watches, Watch{ID: sw.ID, Template: tmpl, Transitions: sw.Transitions})
+		watches[sw.ID] = &watchMeta{eventID: sw.EventID, listener: &lp, handback: sw.Handback, seq: sw.Seq}
+	}
+	if len(ex.Registrations)+len(ex.Watches) > 0 {
+		reg, err := s.registryLocked()
+		if err != nil {
+			return err
+		}
+		if err := reg.Import(ex); err != nil {
+			return err
+		}
+	}
+	s.regs, s.cookies, s.watches, s.nextEvent = regs, cookies, watches, snap.NextEvent
+	return nil
+}
+
+// Reset empties the state before a restore.
+func (s *State) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.resetLocked()
+}

@@ -1,0 +1,168 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/discovery"
+	"github.com/djinn-go/djinn/internal/lookup"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+// LookupID is the object id of the lookup service (the registrar).
+var LookupID = djinn.ID{'l', 'o', 'o', 'k', 'u', 'p'}
+
+// lookupRPC serves the LookupService.
+type lookupRPC struct {
+	djinnpb.UnimplementedLookupServiceServer
+	s *Server
+}
+
+func (r *lookupRPC) Register(ctx context.Context, req *djinnpb.RegisterRequest) (*djinnpb.ServiceRegistration, error) {
+	reg, err := r.s.lookup.Register(ctx, req.GetItem(), time.Duration(req.GetLeaseDurationNanos()))
+	if err != nil {
+		return nil, err
+	}
+	return &djinnpb.ServiceRegistration{ServiceId: reg.ID[:], Lease: reg.Lease}, nil
+}
+
+func (r *lookupRPC) Lookup(ctx context.Context, req *djinnpb.LookupRequest) (*djinnpb.LookupResponse, error) {
+	if req.GetMaxMatches() < 0 {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "max matches %d: must not be negative", req.GetMaxMatches())
+	}
+	total, items, err := r.s.lookup.Lookup(req.GetTemplate(), int(req.GetMaxMatches()), req.GetOne())
+	if err != nil {
+		return nil, err
+	}
+	resp := &djinnpb.LookupResponse{Total: int64(total)}
+	for _, it := range items {
+		resp.Items = append(resp.Items, lookup.ItemToProto(it))
+	}
+	return resp, nil
+}
+
+func (r *lookupRPC) Notify(ctx context.Context, req *djinnpb.LookupNotifyRequest) (*djinnpb.EventRegistration, error) {
+	n, err := r.s.lookup.Notify(ctx, req.GetTemplate(), req.GetTransitions(), req.GetListener(), req.GetHandback(), time.Duration(req.GetLeaseDurationNanos()))
+	if err != nil {
+		return nil, err
+	}
+	return &djinnpb.EventRegistration{EventId: n.EventID, Source: refProto(r.s.ref(LookupID)()), Lease: n.Lease, Sequence: n.Seq}, nil
+}
+
+func (r *lookupRPC) attributes(ctx context.Context, req *djinnpb.AttributesRequest, op int32) (*djinnpb.AttributesResponse, error) {
+	if err := r.s.lookup.Attributes(ctx, req.GetLeaseCookie(), op, req.GetEntries(), req.GetTemplates()); err != nil {
+		return nil, err
+	}
+	return &djinnpb.AttributesResponse{}, nil
+}
+
+func (r *lookupRPC) AddAttributes(ctx context.Context, req *djinnpb.AttributesRequest) (*djinnpb.AttributesResponse, error) {
+	return r.attributes(ctx, req, lookup.OpAdd)
+}
+
+func (r *lookupRPC) ModifyAttributes(ctx context.Context, req *djinnpb.AttributesRequest) (*djinnpb.AttributesResponse, error) {
+	return r.attributes(ctx, req, lookup.OpModify)
+}
+
+func (r *lookupRPC) SetAttributes(ctx context.Context, req *djinnpb.AttributesRequest) (*djinnpb.AttributesResponse, error) {
+	return r.attributes(ctx, req, lookup.OpSet)
+}
+
+func (r *lookupRPC) GetEntryTypes(ctx context.Context, req *djinnpb.BrowseRequest) (*djinnpb.EntryTypesResponse, error) {
+	tmpl, err := lookup.TemplateFromProto(req.GetTemplate())
+	if err != nil {
+		return nil, err
+	}
+	resp := &djinnpb.EntryTypesResponse{}
+	err = r.s.lookup.Browse(func(reg *lookup.Registry) error {
+		ts, err := reg.EntryTypes(tmpl)
+		for _, t := range ts {
+			resp.Types = append(resp.Types, &djinnpb.Entry{Type: t.Type, Supertypes: t.Supertypes})
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+func (r *lookupRPC) GetFieldValues(ctx context.Context, req *djinnpb.BrowseRequest) (*djinnpb.FieldValuesResponse, error) {
+	tmpl, err := lookup.TemplateFromProto(req.GetTemplate())
+	if err != nil {
+		return nil, err
+	}
+	resp := &djinnpb.FieldValuesResponse{}
+	err = r.s.lookup.Browse(func(reg *lookup.Registry) error {
+		vs, err := reg.FieldValues(tmpl, int(req.GetSetIndex()), req.GetField())
+		for _, v := range vs {
+			pv := lookup.ValueToProto(v)
+			if pv == nil {
+				pv = &djinnpb.Value{}
+			}
+			resp.Values = append(resp.Values, pv)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+func (r *lookupRPC) GetServiceTypes(ctx context.Context, req *djinnpb.BrowseRequest) (*djinnpb.ServiceTypesResponse, error) {
+	tmpl, err := lookup.TemplateFromProto(req.GetTemplate())
+	if err != nil {
+		return nil, err
+	}
+	resp := &djinnpb.ServiceTypesResponse{}
+	err = r.s.lookup.Browse(func(reg *lookup.Registry) error {
+		var err error
+		resp.Types, err = reg.ServiceTypes(tmpl, req.GetPrefix())
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+func (r *lookupRPC) GetRegistrar(ctx context.Context, _ *djinnpb.GetRegistrarRequest) (*djinnpb.RegistrarInfo, error) {
+	svc := r.s.machine.ServiceID()
+	items, _ := r.s.machine.Lookup.Len()
+	info := &djinnpb.RegistrarInfo{ServiceId: svc[:], Groups: r.s.cfg.Lookup.Groups, Registrar: refProto(r.s.ref(LookupID)()), Items: int64(items)}
+	r.s.mu.Lock()
+	if r.s.registrar != nil {
+		info.Locator = r.s.registrar.Locator().String()
+	}
+	r.s.mu.Unlock()
+	return info, nil
+}
+
+// discover runs the registrar's discovery side — unicast discovery and,
+// when configured, multicast announcements and answers — while this node
+// leads: clients find the lookup service of the leader.
+func (s *Server) discover(ctx context.Context) {
+	r, err := discovery.NewRegistrar(discovery.RegistrarConfig{
+		ServiceID: s.machine.ServiceID(), Groups: s.cfg.Lookup.Groups, Endpoint: s.advertise,
+		ListenAddr: s.cfg.Lookup.Discovery, DisableMulticast: !s.cfg.Lookup.Multicast, Interfaces: s.cfg.Lookup.Interfaces,
+		AnnouncementInterval: time.Duration(s.cfg.Lookup.Announce), Logger: s.log.With("part", "discovery"),
+	})
+	if err != nil {
+		s.log.Error("discovery: cannot start; the lookup service is reachable only by its gRPC address", "err", err)
+		return
+	}
+	s.mu.Lock()
+	s.registrar = r
+	s.mu.Unlock()
+	s.log.Log(ctx, slog.LevelInfo, "discovery: serving", "locator", r.Locator().String(), "groups", s.cfg.Lookup.Groups)
+	<-ctx.Done()
+	s.mu.Lock()
+	s.registrar = nil
+	s.mu.Unlock()
+	if err := r.Close(); err != nil {
+		s.log.Warn("discovery: closing", "err", err)
+	}
+}

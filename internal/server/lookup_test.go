@@ -1,0 +1,179 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/discovery"
+	"github.com/djinn-go/djinn/internal/server/servertest"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+func str(s string) *djinnpb.Value {
+	return &djinnpb.Value{Kind: &djinnpb.Value_StringValue{StringValue: s}}
+}
+
+func printer(id []byte, model string) *djinnpb.ServiceItem {
+	return &djinnpb.ServiceItem{ServiceId: id, Service: []byte("127.0.0.1:9"), Types: []string{"Printer", "Device"},
+		Entries: []*djinnpb.Entry{{Type: "Name", Fields: []*djinnpb.Field{{Name: "name", Value: str(model)}}},
+			{Type: "Location", Supertypes: []string{"Place"}, Fields: []*djinnpb.Field{{Name: "floor", Value: str("3")}}}}}
+}
+
+// TestLookupService: register, look up by id, type, entry and supertype
+// (DESIGN.md 6), watch with remote events whose sequence numbers rise, change
+// attributes, end a registration's lease — and find the registrar by
+// unicast discovery.
+func TestLookupService(t *testing.T) {
+	t.Parallel()
+	cfg := servertest.Config(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Lookup.Discovery = l.Addr().String()
+	l.Close()
+	srv := servertest.Start(t, cfg)
+	c := servertest.Dial(t, srv.Addr())
+	conn, err := c.Conn(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := djinnpb.NewLookupServiceClient(conn)
+	ctx := testContext(t)
+
+	type got struct {
+		seq int64
+		ev  *djinnpb.ServiceEvent
+	}
+	events := make(chan got, 16)
+	lis, err := client.Listen(ctx, "127.0.0.1:0", func(_ context.Context, ev *client.RemoteEvent) error {
+		var se djinnpb.ServiceEvent
+		if err := ev.Payload.UnmarshalTo(&se); err != nil {
+			return err
+		}
+		events <- got{ev.Seq, &se}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	reg, err := ls.Notify(ctx, &djinnpb.LookupNotifyRequest{Template: &djinnpb.ServiceTemplate{Types: []string{"Printer"}},
+		Transitions: 7, Listener: client.RefToProto(lis.Ref()), LeaseDurationNanos: int64(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reg.GetEventId() == 0 || reg.GetLease() == nil {
+		t.Fatalf("notify: %v", reg)
+	}
+	next := func(want djinnpb.Transition) got {
+		t.Helper()
+		select {
+		case g := <-events:
+			if g.ev.GetTransition() != want {
+				t.Fatalf("service event %v, want %v", g.ev, want)
+			}
+			return g
+		case <-time.After(servertest.Timeout):
+			t.Fatalf("no %v event", want)
+			return got{}
+		}
+	}
+
+	a, err := ls.Register(ctx, &djinnpb.RegisterRequest{Item: printer(nil, "laser"), LeaseDurationNanos: int64(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.GetServiceId()) != 16 {
+		t.Fatalf("an item without a service id got %x, want one assigned", a.GetServiceId())
+	}
+	e1 := next(djinnpb.Transition_TRANSITION_NOMATCH_MATCH)
+	if _, err := ls.Register(ctx, &djinnpb.RegisterRequest{Item: &djinnpb.ServiceItem{Service: []byte("127.0.0.1:8"), Types: []string{"Scanner"}}, LeaseDurationNanos: int64(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		tmpl *djinnpb.ServiceTemplate
+		want int64
+	}{
+		{"everything", &djinnpb.ServiceTemplate{}, 2},
+		{"by id", &djinnpb.ServiceTemplate{ServiceId: a.GetServiceId()}, 1},
+		{"by inherited type", &djinnpb.ServiceTemplate{Types: []string{"Device"}}, 1},
+		{"by entry field", &djinnpb.ServiceTemplate{Entries: []*djinnpb.EntryTemplate{{Type: "Name", Fields: []*djinnpb.Field{{Name: "name", Value: str("laser")}}}}}, 1},
+		{"by entry supertype, wildcard field", &djinnpb.ServiceTemplate{Entries: []*djinnpb.EntryTemplate{{Type: "Place", Fields: []*djinnpb.Field{{Name: "floor"}}}}}, 1},
+		{"a field that differs", &djinnpb.ServiceTemplate{Entries: []*djinnpb.EntryTemplate{{Type: "Name", Fields: []*djinnpb.Field{{Name: "name", Value: str("inkjet")}}}}}, 0},
+	} {
+		resp, err := ls.Lookup(ctx, &djinnpb.LookupRequest{Template: tc.tmpl, MaxMatches: 10})
+		if err != nil || resp.GetTotal() != tc.want || int64(len(resp.GetItems())) != tc.want {
+			t.Errorf("%s: %v %v, want %d", tc.name, resp, err, tc.want)
+		}
+	}
+	if _, err := ls.Lookup(ctx, &djinnpb.LookupRequest{MaxMatches: -1}); !errors.Is(err, djinn.ErrInvalidArgument) {
+		t.Errorf("negative max: %v, want InvalidArgument", err)
+	}
+	one, err := ls.Lookup(ctx, &djinnpb.LookupRequest{Template: &djinnpb.ServiceTemplate{Types: []string{"Printer"}}, One: true})
+	if err != nil || len(one.GetItems()) != 1 || string(one.GetItems()[0].GetServiceId()) != string(a.GetServiceId()) {
+		t.Fatalf("lookup one: %v %v", one, err)
+	}
+	// Attributes change through the registration's lease cookie: the item
+	// still matches, a MATCH_MATCH event.
+	_, err = ls.ModifyAttributes(ctx, &djinnpb.AttributesRequest{LeaseCookie: a.GetLease().GetCookie(),
+		Templates: []*djinnpb.EntryTemplate{{Type: "Name"}},
+		Entries:   []*djinnpb.Entry{{Type: "Name", Fields: []*djinnpb.Field{{Name: "name", Value: str("color laser")}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2 := next(djinnpb.Transition_TRANSITION_MATCH_MATCH)
+	if e2.seq <= e1.seq || e2.ev.GetItem().GetEntries()[0].GetFields()[0].GetValue().GetStringValue() != "color laser" {
+		t.Fatalf("MATCH_MATCH event %v (seq %d after %d)", e2.ev, e2.seq, e1.seq)
+	}
+	types, err := ls.GetServiceTypes(ctx, &djinnpb.BrowseRequest{Template: &djinnpb.ServiceTemplate{}, Prefix: "P"})
+	if err != nil || len(types.GetTypes()) != 1 || types.GetTypes()[0] != "Printer" {
+		t.Fatalf("service types with prefix P: %v %v", types, err)
+	}
+	// The registration's lease ends: MATCH_NOMATCH, the item gone.
+	lease, err := client.LeaseFromProto(a.GetLease(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Cancel(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	e3 := next(djinnpb.Transition_TRANSITION_MATCH_NOMATCH)
+	if e3.seq <= e2.seq || e3.ev.GetItem() != nil || string(e3.ev.GetServiceId()) != string(a.GetServiceId()) {
+		t.Fatalf("MATCH_NOMATCH event %v", e3.ev)
+	}
+	if _, err := ls.AddAttributes(ctx, &djinnpb.AttributesRequest{LeaseCookie: a.GetLease().GetCookie()}); !errors.Is(err, djinn.ErrUnknownLease) {
+		t.Fatalf("attributes of an ended registration: %v, want UnknownLease", err)
+	}
+	// Bad notify arguments.
+	for _, tr := range []uint32{0, 8} {
+		_, err := ls.Notify(ctx, &djinnpb.LookupNotifyRequest{Transitions: tr, Listener: client.RefToProto(lis.Ref()), LeaseDurationNanos: int64(time.Minute)})
+		if !errors.Is(err, djinn.ErrInvalidArgument) {
+			t.Errorf("transitions %d: %v, want InvalidArgument", tr, err)
+		}
+	}
+
+	// Unicast discovery finds the registrar, with its gRPC endpoint.
+	loc, err := discovery.ParseLocator("jini://" + cfg.Lookup.Discovery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info discovery.RegistrarInfo
+	servertest.Eventually(t, "unicast discovery answers", func() bool {
+		info, err = discovery.Unicast(ctx, loc)
+		return err == nil
+	})
+	st, err := servertest.Status(djinnpb.NewAdminClient(conn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Endpoint != srv.Addr() || string(info.ServiceID[:]) != string(st.GetServiceId()) || len(info.Groups) != 1 || info.Groups[0] != "" {
+		t.Fatalf("discovered %+v, want the server's endpoint %s, service id and the public group", info, srv.Addr())
+	}
+}
