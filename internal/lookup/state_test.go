@@ -1,0 +1,91 @@
+package lookup_test
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/lookup"
+	"github.com/djinn-go/djinn/internal/state"
+	"github.com/djinn-go/djinn/internal/state/statetest"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/proto/statepb"
+)
+
+func propose(t *testing.T, log *statetest.Log, cmd *statepb.Command) any {
+	t.Helper()
+	res, err := log.Propose(context.Background(), cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func register(t *testing.T, log *statetest.Log, id djinn.ID, types ...string) djinn.ID {
+	t.Helper()
+	cookie := djinn.NewID()
+	propose(t, log, &statepb.Command{Op: &statepb.Command_LookupRegister{LookupRegister: &statepb.LookupRegister{
+		Item:   &djinnpb.ServiceItem{ServiceId: id[:], Service: []byte("ref"), Types: types},
+		Cookie: cookie[:], ExpiresUnixNanos: time.Now().Add(time.Hour).UnixNano(),
+	}}})
+	return cookie
+}
+
+// TestStateSurvivesSnapshot: registrations, their leases' cookies, watches
+// with their event ids and sequence numbers come back from a snapshot; the
+// next event of a watch continues its sequence.
+func TestStateSurvivesSnapshot(t *testing.T) {
+	log := statetest.New()
+	var got []lookup.Delivery
+	log.M.Lookup.SetNotify(func(ds []lookup.Delivery) { got = append(got, ds...) })
+	watch := djinn.NewID()
+	eid := propose(t, log, &statepb.Command{Op: &statepb.Command_LookupNotify{LookupNotify: &statepb.LookupNotify{
+		Template: &djinnpb.ServiceTemplate{Types: []string{"Printer"}}, Transitions: 7,
+		Listener: &djinnpb.Ref{Endpoint: "127.0.0.1:9", ServiceId: make([]byte, 16), ObjectId: make([]byte, 16)},
+		Handback: []byte("hb"), Cookie: watch[:], ExpiresUnixNanos: time.Now().Add(time.Hour).UnixNano(),
+	}}}).(int64)
+	a, b := djinn.NewID(), djinn.NewID()
+	cookieA := register(t, log, a, "Printer")
+	register(t, log, b, "Scanner")
+	register(t, log, a, "Printer", "Device") // replaces a: MATCH_MATCH
+	if len(got) != 2 || got[0].Seq != 1 || got[1].Seq != 2 || got[1].Event.GetTransition() != djinnpb.Transition_TRANSITION_MATCH_MATCH || got[0].EventID != eid {
+		t.Fatalf("deliveries %+v", got)
+	}
+	// The replaced registration's cookie no longer names it.
+	if _, err := log.Propose(context.Background(), &statepb.Command{Op: &statepb.Command_LookupAttributes{LookupAttributes: &statepb.LookupAttributes{
+		Cookie: cookieA[:], Op: lookup.OpAdd}}}); djinn.KindOf(err) != djinn.UnknownLease {
+		t.Fatalf("attributes through a replaced registration's cookie: %v, want UnknownLease", err)
+	}
+
+	write, err := log.M.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	m := state.New()
+	if err := m.Restore(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if items, watches := m.Lookup.Len(); items != 2 || watches != 1 {
+		t.Fatalf("restored %d items, %d watches; want 2 and 1", items, watches)
+	}
+	total, items, err := m.Lookup.Lookup(lookup.Template{Types: []string{"Device"}}, 10)
+	if err != nil || total != 1 || items[0].ID != a {
+		t.Fatalf("restored lookup: %d %v %v", total, items, err)
+	}
+	if e, seq, ok := m.Lookup.Watch(watch); !ok || e != eid || seq != 2 {
+		t.Fatalf("restored watch: event %d seq %d %v", e, seq, ok)
+	}
+	log2 := statetest.Over(m)
+	var after []lookup.Delivery
+	m.Lookup.SetNotify(func(ds []lookup.Delivery) { after = append(after, ds...) })
+	register(t, log2, djinn.NewID(), "Printer")
+	if len(after) != 1 || after[0].Seq != 3 || string(after[0].Handback) != "hb" {
+		t.Fatalf("the next event after the restore: %+v, want sequence 3", after)
+	}
+}
