@@ -140,6 +140,21 @@ func FuzzApply(f *testing.F) {
 		{Op: &statepb.Command_RenewalWarn{RenewalWarn: &statepb.RenewalWarn{SetId: id[:], SetExpiresUnixNanos: 5}}},
 		{Op: &statepb.Command_RenewalDelivered{RenewalDelivered: &statepb.RenewalDelivered{Entries: []*statepb.RenewalDeliveredEntry{{SetId: id[:], EventId: 1, ThroughSequence: 2}}}}},
 		{Op: &statepb.Command_RenewalRemove{RenewalRemove: &statepb.RenewalRemove{SetId: id[:], Key: id[:]}}},
+		{Op: &statepb.Command_TxnCreate{TxnCreate: &statepb.TxnCreate{Cookie: id[:], ExpiresUnixNanos: 5, Id: 7}}},
+		{Op: &statepb.Command_TxnJoin{TxnJoin: &statepb.TxnJoin{Id: 7, Participant: &djinnpb.Ref{ServiceId: id[:], ObjectId: id[:]}, MaxParticipants: 1}}},
+		{Op: &statepb.Command_LockCreateSet{LockCreateSet: &statepb.LockCreateSet{SetId: id[:], Cookie: id[:], ExpiresUnixNanos: 5}}},
+		{Op: &statepb.Command_LockCreateOwner{LockCreateOwner: &statepb.LockCreateOwner{Cookie: id[:], ExpiresUnixNanos: 5}}},
+		{Op: &statepb.Command_LockAcquire{LockAcquire: &statepb.LockAcquire{SetId: id[:], Holder: &statepb.LockHolderState{Owner: id[:]}, Mode: 5, RequestId: 1}}},
+		{Op: &statepb.Command_LockAcquire{LockAcquire: &statepb.LockAcquire{SetId: id[:], Holder: &statepb.LockHolderState{Manager: &djinnpb.Ref{ServiceId: id[:], ObjectId: id[:]}, Txn: 3,
+			AncestorIds: []uint64{2}, AncestorManagers: []*djinnpb.Ref{{ServiceId: id[:], ObjectId: id[:]}}}, Mode: 1, RequestId: 2}}},
+		{Op: &statepb.Command_LockRelease{LockRelease: &statepb.LockRelease{SetId: id[:], Holder: &statepb.LockHolderState{Owner: id[:]}, Mode: 5}}},
+		{Op: &statepb.Command_LockCancel{LockCancel: &statepb.LockCancel{RequestIds: []uint64{1, 2}}}},
+		{Op: &statepb.Command_LockTxnEnd{LockTxnEnd: &statepb.LockTxnEnd{Manager: &djinnpb.Ref{ServiceId: id[:], ObjectId: id[:]}, Txn: 3, Commit: true}}},
+		{Op: &statepb.Command_LookupRegister{LookupRegister: &statepb.LookupRegister{Item: &djinnpb.ServiceItem{ServiceId: id[:], Service: []byte("r"), Types: []string{"T"},
+			Entries: []*djinnpb.Entry{{Type: "E", Fields: []*djinnpb.Field{{Name: "f", Value: &djinnpb.Value{Kind: &djinnpb.Value_IntValue{IntValue: 3}}}}}}}, Cookie: id[:], ExpiresUnixNanos: 5}}},
+		{Op: &statepb.Command_LookupNotify{LookupNotify: &statepb.LookupNotify{Template: &djinnpb.ServiceTemplate{Types: []string{"T"}}, Transitions: 7,
+			Listener: &djinnpb.Ref{ServiceId: id[:], ObjectId: id[:]}, Cookie: id[:], ExpiresUnixNanos: 5}}},
+		{Op: &statepb.Command_LookupAttributes{LookupAttributes: &statepb.LookupAttributes{Cookie: id[:], Op: 1, Entries: []*djinnpb.Entry{{Type: "E"}}}}},
 	}
 	for _, s := range seeds {
 		b, _ := proto.Marshal(s)
