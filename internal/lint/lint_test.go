@@ -15,7 +15,7 @@ import (
 var root = filepath.Join("..", "..")
 
 // cores are the service cores: they must not import gRPC (DESIGN.md 1).
-var cores = []string{"internal/lease", "internal/mailbox", "internal/renewal", "internal/txn", "internal/event", "internal/state", "internal/replica", "internal/lock", "internal/lookup"}
+var cores = []string{"internal/lease", "internal/mailbox", "internal/renewal", "internal/txn", "internal/event", "internal/state", "internal/replica", "internal/lock", "internal/lookup", "internal/wire"}
 
 // deterministic lists files whose code runs inside Apply and so must not
 // read the clock (DESIGN.md 2).

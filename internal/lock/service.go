@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/djinn-go/djinn/internal/wire"
+
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/proto/djinnpb"
@@ -163,13 +165,6 @@ type Created struct {
 	Lease *djinnpb.Lease
 }
 
-func nanos(t time.Time) int64 {
-	if !t.Before(djinn.EndOfTime) {
-		return int64(djinn.Forever)
-	}
-	return t.UnixNano()
-}
-
 func checkDuration(d time.Duration) error {
 	if d <= 0 && d != djinn.Any {
 		return djinn.Errorf(djinn.InvalidArgument, "lease duration %s: must be positive, Forever or Any", djinn.FormatDuration(d))
@@ -194,7 +189,7 @@ func (s *Service) CreateSet(ctx context.Context, related []byte, transactional b
 	exp := djinn.AddDuration(now, granted)
 	id, cookie := djinn.NewID(), djinn.NewID()
 	_, err := s.log.Propose(ctx, &statepb.Command{NowUnixNanos: now.UnixNano(), Op: &statepb.Command_LockCreateSet{LockCreateSet: &statepb.LockCreateSet{
-		SetId: id[:], Cookie: cookie[:], ExpiresUnixNanos: nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp),
+		SetId: id[:], Cookie: cookie[:], ExpiresUnixNanos: wire.Nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp),
 		Related: related, Transactional: transactional,
 	}}})
 	if err != nil {
@@ -219,34 +214,12 @@ func (s *Service) CreateOwner(ctx context.Context, d time.Duration) (Created, er
 	exp := djinn.AddDuration(now, granted)
 	cookie := djinn.NewID()
 	_, err := s.log.Propose(ctx, &statepb.Command{NowUnixNanos: now.UnixNano(), Op: &statepb.Command_LockCreateOwner{LockCreateOwner: &statepb.LockCreateOwner{
-		Cookie: cookie[:], ExpiresUnixNanos: nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp),
+		Cookie: cookie[:], ExpiresUnixNanos: wire.Nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp),
 	}}})
 	if err != nil {
 		return Created{}, err
 	}
 	return Created{ID: cookie, Lease: lease.Proto(s.self(), cookie, granted)}, nil
-}
-
-func refProto(r djinn.Ref) *djinnpb.Ref {
-	return &djinnpb.Ref{Endpoint: r.Endpoint, ServiceId: r.Service[:], ObjectId: r.Object[:]}
-}
-
-func refFromProto(what string, r *djinnpb.Ref) (djinn.Ref, error) {
-	if r == nil {
-		return djinn.Ref{}, djinn.Errorf(djinn.InvalidArgument, "%s: missing", what)
-	}
-	svc, err := djinn.IDFromBytes(what+" service id", r.GetServiceId())
-	if err != nil {
-		return djinn.Ref{}, err
-	}
-	obj, err := djinn.IDFromBytes(what+" object id", r.GetObjectId())
-	if err != nil {
-		return djinn.Ref{}, err
-	}
-	if err := djinn.CheckEndpoint(r.GetEndpoint()); err != nil {
-		return djinn.Ref{}, djinn.Errorf(djinn.InvalidArgument, "%s: %v", what, err)
-	}
-	return djinn.Ref{Endpoint: r.GetEndpoint(), Service: svc, Object: obj}, nil
 }
 
 // holder resolves who asks: an owner, or a transaction, which the service
@@ -271,7 +244,7 @@ func (s *Service) holder(ctx context.Context, set []byte, h *djinnpb.LockHolder)
 		return &statepb.LockHolderState{Owner: h.GetOwner()}, nil
 	}
 	t := h.GetTransaction()
-	mgr, err := refFromProto("transaction manager", t.GetManager())
+	mgr, err := wire.RefTo("transaction manager", t.GetManager())
 	if err != nil {
 		return nil, err
 	}
@@ -285,11 +258,11 @@ func (s *Service) holder(ctx context.Context, set []byte, h *djinnpb.LockHolder)
 	if ok {
 		return hs, nil
 	}
-	resp, err := s.cfg.Joiner.Join(ctx, mgr, t.GetId(), refProto(s.self()), CrashCount)
+	resp, err := s.cfg.Joiner.Join(ctx, mgr, t.GetId(), wire.Ref(s.self()), CrashCount)
 	if err != nil {
 		return nil, err
 	}
-	hs = &statepb.LockHolderState{Manager: refProto(mgr), Txn: t.GetId(), AncestorIds: resp.GetAncestors(), AncestorManagers: resp.GetAncestorManagers()}
+	hs = &statepb.LockHolderState{Manager: wire.Ref(mgr), Txn: t.GetId(), AncestorIds: resp.GetAncestors(), AncestorManagers: resp.GetAncestorManagers()}
 	if len(hs.AncestorManagers) == 0 {
 		for range hs.AncestorIds {
 			hs.AncestorManagers = append(hs.AncestorManagers, hs.Manager)
@@ -414,7 +387,7 @@ func (s *Service) Unlock(ctx context.Context, set []byte, h *djinnpb.LockHolder,
 // DropLocks is the lock coordinator's drop_locks for transaction id of mgr
 // over set's related sets.
 func (s *Service) DropLocks(ctx context.Context, set []byte, mgr *djinnpb.Ref, id uint64) error {
-	if _, err := refFromProto("transaction manager", mgr); err != nil {
+	if _, err := wire.RefTo("transaction manager", mgr); err != nil {
 		return err
 	}
 	if err := s.leading(); err != nil {

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/djinn-go/djinn/internal/wire"
+
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/djinn-go/djinn"
@@ -100,13 +102,13 @@ func (s *Service) deliver(ds []Delivery) {
 	if s.leading() != nil {
 		return
 	}
-	src := refProto(s.self())
+	src := wire.Ref(s.self())
 	for _, d := range ds {
 		payload, err := anypb.New(d.Event)
 		if err != nil {
 			continue
 		}
-		target, err := refFromProto(d.Listener)
+		target, err := wire.RefTo("listener", d.Listener)
 		if err != nil {
 			continue
 		}
@@ -131,35 +133,6 @@ func (s *Service) failed(watch djinn.ID, _ event.Item, err error) event.Action {
 		s.lessor.Cancel(ctx, []djinn.ID{watch})
 	}()
 	return event.Stop
-}
-
-func refProto(r djinn.Ref) *djinnpb.Ref {
-	return &djinnpb.Ref{Endpoint: r.Endpoint, ServiceId: r.Service[:], ObjectId: r.Object[:]}
-}
-
-func refFromProto(r *djinnpb.Ref) (djinn.Ref, error) {
-	if r == nil {
-		return djinn.Ref{}, djinn.Errorf(djinn.InvalidArgument, "reference: missing")
-	}
-	svc, err := djinn.IDFromBytes("service id", r.GetServiceId())
-	if err != nil {
-		return djinn.Ref{}, err
-	}
-	obj, err := djinn.IDFromBytes("object id", r.GetObjectId())
-	if err != nil {
-		return djinn.Ref{}, err
-	}
-	if err := djinn.CheckEndpoint(r.GetEndpoint()); err != nil {
-		return djinn.Ref{}, djinn.Errorf(djinn.InvalidArgument, "listener: %v", err)
-	}
-	return djinn.Ref{Endpoint: r.GetEndpoint(), Service: svc, Object: obj}, nil
-}
-
-func nanos(t time.Time) int64 {
-	if !t.Before(djinn.EndOfTime) {
-		return int64(djinn.Forever)
-	}
-	return t.UnixNano()
 }
 
 // Registered is a registration: the item's service id and its lease.
@@ -198,7 +171,7 @@ func (s *Service) Register(ctx context.Context, item *djinnpb.ServiceItem, d tim
 	exp := djinn.AddDuration(now, granted)
 	cookie := djinn.NewID()
 	_, err = s.log.Propose(ctx, &statepb.Command{NowUnixNanos: now.UnixNano(), Op: &statepb.Command_LookupRegister{LookupRegister: &statepb.LookupRegister{
-		Item: ItemToProto(it), Cookie: cookie[:], ExpiresUnixNanos: nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp),
+		Item: ItemToProto(it), Cookie: cookie[:], ExpiresUnixNanos: wire.Nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp),
 	}}})
 	if err != nil {
 		return Registered{}, err
@@ -267,7 +240,7 @@ type Notification struct {
 // Notify registers listener for service events of items matching tmpl on
 // the transitions, with handback, for a lease of about d.
 func (s *Service) Notify(ctx context.Context, tmpl *djinnpb.ServiceTemplate, transitions uint32, listener *djinnpb.Ref, handback []byte, d time.Duration) (Notification, error) {
-	if _, err := refFromProto(listener); err != nil {
+	if _, err := wire.RefTo("listener", listener); err != nil {
 		return Notification{}, err
 	}
 	if d <= 0 && d != djinn.Any {
@@ -291,7 +264,7 @@ func (s *Service) Notify(ctx context.Context, tmpl *djinnpb.ServiceTemplate, tra
 	cookie := djinn.NewID()
 	res, err := s.log.Propose(ctx, &statepb.Command{NowUnixNanos: now.UnixNano(), Op: &statepb.Command_LookupNotify{LookupNotify: &statepb.LookupNotify{
 		Template: tmpl, Transitions: transitions, Listener: listener, Handback: handback,
-		Cookie: cookie[:], ExpiresUnixNanos: nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp),
+		Cookie: cookie[:], ExpiresUnixNanos: wire.Nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp),
 	}}})
 	if err != nil {
 		return Notification{}, err

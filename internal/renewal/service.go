@@ -11,6 +11,7 @@ import (
 	"github.com/djinn-go/djinn/internal/event"
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/principal"
+	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
@@ -281,7 +282,7 @@ func clientLeaseArg(l *djinnpb.Lease) (djinn.Ref, djinn.ID, error) {
 	if l == nil {
 		return djinn.Ref{}, djinn.ID{}, djinn.Errorf(djinn.InvalidArgument, "lease: missing (null)")
 	}
-	ref, err := refFromProto("lease landlord", l.GetLandlord())
+	ref, err := wire.RefFrom("lease landlord", l.GetLandlord())
 	if err != nil {
 		return djinn.Ref{}, djinn.ID{}, err
 	}
@@ -442,7 +443,7 @@ func (s *Service) Listen(ctx context.Context, id djinn.ID, eventID int64, target
 	if target == nil {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "listener: missing (null) (LR.2.1)")
 	}
-	if _, err := refFromProto("listener", target); err != nil {
+	if _, err := wire.RefFrom("listener", target); err != nil {
 		return nil, err
 	}
 	if err := djinn.CheckEndpoint(target.GetEndpoint()); err != nil {

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/djinn-go/djinn/internal/wire"
+
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/djinn-go/djinn"
@@ -301,7 +303,7 @@ func (s *State) ApplyAdd(now int64, c *statepb.RenewalAdd) (AddResult, error) {
 	if err != nil {
 		return AddResult{}, err
 	}
-	ref, err := refFromProto("lease landlord", c.GetLandlord())
+	ref, err := wire.RefFrom("lease landlord", c.GetLandlord())
 	if err != nil {
 		return AddResult{}, err
 	}
@@ -338,21 +340,6 @@ func (s *State) ApplyAdd(now int64, c *statepb.RenewalAdd) (AddResult, error) {
 	cl.attempts, cl.lastErr = 0, nil
 	s.scheduleLocked(now, cl)
 	return AddResult{Kept: true}, nil
-}
-
-func refFromProto(what string, r *djinnpb.Ref) (djinn.Ref, error) {
-	if r == nil {
-		return djinn.Ref{}, djinn.Errorf(djinn.InvalidArgument, "%s: missing", what)
-	}
-	svc, err := djinn.IDFromBytes(what+" service id", r.GetServiceId())
-	if err != nil {
-		return djinn.Ref{}, err
-	}
-	obj, err := djinn.IDFromBytes(what+" object id", r.GetObjectId())
-	if err != nil {
-		return djinn.Ref{}, err
-	}
-	return djinn.Ref{Endpoint: r.GetEndpoint(), Service: svc, Object: obj}, nil
 }
 
 func (s *State) landlordLocked(ref djinn.Ref, pb *djinnpb.Ref) *landlord {
@@ -782,7 +769,7 @@ func (s *State) Restore(rec *statepb.RenewalSetRecord) error {
 		s.warnSets[st] = struct{}{}
 	}
 	for _, lr := range rec.GetLeases() {
-		ref, err := refFromProto("lease landlord", lr.GetLandlord())
+		ref, err := wire.RefFrom("lease landlord", lr.GetLandlord())
 		if err != nil {
 			return err
 		}

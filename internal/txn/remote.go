@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/djinn-go/djinn/internal/wire"
+
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/principal"
@@ -37,15 +39,11 @@ type Managers interface {
 	Promote(ctx context.Context, mgr djinn.Ref, id uint64, parts []*djinnpb.Ref, crashes []int64, drop *djinnpb.Ref) error
 }
 
-func refProto(r djinn.Ref) *djinnpb.Ref {
-	return &djinnpb.Ref{Endpoint: r.Endpoint, ServiceId: r.Service[:], ObjectId: r.Object[:]}
-}
-
 // nestRef is the reference of the nest participant.
 func (s *Service) nestRef() *djinnpb.Ref {
 	r := s.self()
 	r.Object = NestID
-	return refProto(r)
+	return wire.Ref(r)
 }
 
 // CreateUnder starts a transaction nested in transaction parent of the
@@ -79,7 +77,7 @@ func (s *Service) CreateUnder(ctx context.Context, mgr djinn.Ref, parent uint64,
 	if err != nil {
 		return Created{}, err
 	}
-	remote := &statepb.TxnRemoteParent{Manager: refProto(mgr), AncestorIds: resp.GetAncestors(), AncestorManagers: resp.GetAncestorManagers()}
+	remote := &statepb.TxnRemoteParent{Manager: wire.Ref(mgr), AncestorIds: resp.GetAncestors(), AncestorManagers: resp.GetAncestorManagers()}
 	if len(remote.AncestorManagers) == 0 {
 		for range remote.AncestorIds {
 			remote.AncestorManagers = append(remote.AncestorManagers, remote.Manager)
@@ -96,7 +94,7 @@ func (s *Service) CreateUnder(ctx context.Context, mgr djinn.Ref, parent uint64,
 	exp := djinn.AddDuration(now, granted)
 	cookie := djinn.NewID()
 	res, err := s.log.Propose(ctx, &statepb.Command{NowUnixNanos: now.UnixNano(), Op: &statepb.Command_TxnCreate{TxnCreate: &statepb.TxnCreate{
-		Cookie: cookie[:], ExpiresUnixNanos: nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp), Principal: principal.From(ctx),
+		Cookie: cookie[:], ExpiresUnixNanos: wire.Nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp), Principal: principal.From(ctx),
 		ParentId: parent, Id: s.newID(), Remote: remote,
 	}}})
 	if err != nil {
@@ -111,7 +109,7 @@ func (s *Service) CreateUnder(ctx context.Context, mgr djinn.Ref, parent uint64,
 // that may pass until deadline. ok reports the promotion; stop, that this
 // node stopped leading (the next leader votes again).
 func (s *Service) promoteRemote(ctx context.Context, in Info, prepared []uint32, deadline time.Time, term <-chan struct{}) (ok, stop bool) {
-	mgr, err := refFromProto(in.Remote.GetManager())
+	mgr, err := wire.RefFrom("parent manager", in.Remote.GetManager())
 	if err != nil {
 		s.cfg.Logger.Error("transaction: the parent manager's reference is unreadable; aborting", "id", in.ID, "err", err)
 		return false, false
@@ -147,18 +145,6 @@ func (s *Service) promoteRemote(ctx context.Context, in Info, prepared []uint32,
 			t.Stop()
 		}
 	}
-}
-
-func refFromProto(r *djinnpb.Ref) (djinn.Ref, error) {
-	svc, err := djinn.IDFromBytes("service id", r.GetServiceId())
-	if err != nil {
-		return djinn.Ref{}, err
-	}
-	obj, err := djinn.IDFromBytes("object id", r.GetObjectId())
-	if err != nil {
-		return djinn.Ref{}, err
-	}
-	return djinn.Ref{Endpoint: r.GetEndpoint(), Service: svc, Object: obj}, nil
 }
 
 // NestPrepare is the nest participant's prepare of transaction id of mgr

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/djinn-go/djinn/internal/wire"
+
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/principal"
@@ -185,7 +187,7 @@ func (s *Service) CreateNested(ctx context.Context, parent uint64, d time.Durati
 	exp := djinn.AddDuration(now, granted)
 	cookie := djinn.NewID()
 	res, err := s.log.Propose(ctx, &statepb.Command{NowUnixNanos: now.UnixNano(), Op: &statepb.Command_TxnCreate{TxnCreate: &statepb.TxnCreate{
-		Cookie: cookie[:], ExpiresUnixNanos: nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp), Principal: principal.From(ctx),
+		Cookie: cookie[:], ExpiresUnixNanos: wire.Nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp), Principal: principal.From(ctx),
 		ParentId: parent, Id: s.newID(),
 	}}})
 	if err != nil {
@@ -209,13 +211,6 @@ func (s *Service) newID() uint64 {
 	}
 }
 
-func nanos(t time.Time) int64 {
-	if !t.Before(djinn.EndOfTime) {
-		return int64(djinn.Forever)
-	}
-	return t.UnixNano()
-}
-
 // get returns a transaction on the leader.
 func (s *Service) get(id uint64) (Info, error) {
 	if err := s.leading(); err != nil {
@@ -229,7 +224,7 @@ func (s *Service) get(id uint64) (Info, error) {
 // Each comes with its manager: this one's reference, or, past a
 // transaction nested in another manager's, that manager's (TX.2.2).
 func (s *Service) Ancestors(id uint64) (ids []uint64, mgrs []*djinnpb.Ref, err error) {
-	self := refProto(s.self())
+	self := wire.Ref(s.self())
 	for {
 		in, err := s.state.Get(id)
 		if err != nil {

@@ -1,0 +1,55 @@
+// Package wire converts between the root package's values and their
+// protobuf forms where the services' cores need it: references and lease
+// expirations.
+package wire
+
+import (
+	"time"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+// Ref returns r's wire form.
+func Ref(r djinn.Ref) *djinnpb.Ref {
+	return &djinnpb.Ref{Endpoint: r.Endpoint, ServiceId: r.Service[:], ObjectId: r.Object[:]}
+}
+
+// RefFrom reads a wire reference named what in errors: both ids must be
+// 16 bytes; the endpoint is not checked (see RefTo).
+func RefFrom(what string, r *djinnpb.Ref) (djinn.Ref, error) {
+	if r == nil {
+		return djinn.Ref{}, djinn.Errorf(djinn.InvalidArgument, "%s: missing", what)
+	}
+	svc, err := djinn.IDFromBytes(what+" service id", r.GetServiceId())
+	if err != nil {
+		return djinn.Ref{}, err
+	}
+	obj, err := djinn.IDFromBytes(what+" object id", r.GetObjectId())
+	if err != nil {
+		return djinn.Ref{}, err
+	}
+	return djinn.Ref{Endpoint: r.GetEndpoint(), Service: svc, Object: obj}, nil
+}
+
+// RefTo reads a wire reference to call: RefFrom, and an endpoint that
+// can be dialled.
+func RefTo(what string, r *djinnpb.Ref) (djinn.Ref, error) {
+	ref, err := RefFrom(what, r)
+	if err != nil {
+		return djinn.Ref{}, err
+	}
+	if err := djinn.CheckEndpoint(ref.Endpoint); err != nil {
+		return djinn.Ref{}, djinn.Errorf(djinn.InvalidArgument, "%s: %v", what, err)
+	}
+	return ref, nil
+}
+
+// Nanos is an expiration as the log records it: unix nanoseconds, or
+// djinn.Forever for one at or past the end of time.
+func Nanos(t time.Time) int64 {
+	if !t.Before(djinn.EndOfTime) {
+		return int64(djinn.Forever)
+	}
+	return t.UnixNano()
+}
