@@ -37,6 +37,7 @@ var deterministic = []string{
 	"internal/lock/txn.go",
 	"internal/lookup/browse.go",
 	"internal/lookup/proto.go",
+	"internal/wire/wire.go",
 	"internal/lookup/state.go",
 	"internal/lookup/doc.go",
 	"internal/lookup/item.go",

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/djinn-go/djinn/internal/wire"
+
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/proto/djinnpb"
@@ -605,21 +607,18 @@ type snapHolder struct {
 	Holder uint64   `json:"-"`
 }
 
-// recordSize bounds the encoded state in one snapshot record.
-const recordSize = 8 << 20
-
 // Records returns the state as snapshot records.
 func (s *State) Records() ([]*statepb.LockRecord, error) {
 	b, err := s.encode()
 	if err != nil {
 		return nil, err
 	}
-	var out []*statepb.LockRecord
-	for len(b) > recordSize {
-		out = append(out, &statepb.LockRecord{Table: b[:recordSize]})
-		b = b[recordSize:]
+	cs := wire.Chunks(b)
+	out := make([]*statepb.LockRecord, len(cs))
+	for i, c := range cs {
+		out[i] = &statepb.LockRecord{Table: c, Last: i == len(cs)-1}
 	}
-	return append(out, &statepb.LockRecord{Table: b, Last: true}), nil
+	return out, nil
 }
 
 func (s *State) encode() ([]byte, error) {

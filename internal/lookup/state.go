@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"sync"
 
+	"github.com/djinn-go/djinn/internal/wire"
+
 	"google.golang.org/protobuf/proto"
 
 	"github.com/djinn-go/djinn"
@@ -334,8 +336,6 @@ type snapWatch struct {
 	Seq         int64
 }
 
-const recordSize = 8 << 20
-
 // Records returns the state as snapshot records.
 func (s *State) Records() ([]*statepb.LookupRecord, error) {
 	s.mu.Lock()
@@ -369,12 +369,12 @@ func (s *State) Records() ([]*statepb.LookupRecord, error) {
 	if err != nil {
 		return nil, djinn.Errorf(djinn.Internal, "lookup snapshot: %v", err)
 	}
-	var out []*statepb.LookupRecord
-	for len(b) > recordSize {
-		out = append(out, &statepb.LookupRecord{State: b[:recordSize]})
-		b = b[recordSize:]
+	cs := wire.Chunks(b)
+	out := make([]*statepb.LookupRecord, len(cs))
+	for i, c := range cs {
+		out[i] = &statepb.LookupRecord{State: c, Last: i == len(cs)-1}
 	}
-	return append(out, &statepb.LookupRecord{State: b, Last: true}), nil
+	return out, nil
 }
 
 func errorsJoin(a, b error) error {

@@ -53,3 +53,17 @@ func Nanos(t time.Time) int64 {
 	}
 	return t.UnixNano()
 }
+
+// RecordSize bounds the bytes of one snapshot record that carries a piece
+// of a service's encoded state.
+const RecordSize = 8 << 20
+
+// Chunks cuts b into pieces of at most RecordSize bytes, at least one.
+func Chunks(b []byte) [][]byte {
+	var out [][]byte
+	for len(b) > RecordSize {
+		out = append(out, b[:RecordSize])
+		b = b[RecordSize:]
+	}
+	return append(out, b)
+}
