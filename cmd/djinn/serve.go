@@ -82,7 +82,18 @@ DJINN_MAILBOX_MAX_STORED, ...), then flags.`,
 
 // applyFlags copies the flags the user set from flagged onto final.
 func applyFlags(fs *pflag.FlagSet, final, flagged *server.Config) {
-	set := map[string]func(){
+	set := flagSetters(final, flagged)
+	fs.Visit(func(f *pflag.Flag) {
+		if apply, ok := set[f.Name]; ok {
+			apply()
+		}
+	})
+}
+
+// flagSetters maps each configuration flag of djinn serve to the copy of
+// its value from flagged onto final. Every flag but --config has one.
+func flagSetters(final, flagged *server.Config) map[string]func() {
+	return map[string]func(){
 		"data-dir":                 func() { final.DataDir = flagged.DataDir },
 		"listen":                   func() { final.Listen = flagged.Listen },
 		"advertise":                func() { final.Advertise = flagged.Advertise },
@@ -114,12 +125,11 @@ func applyFlags(fs *pflag.FlagSet, final, flagged *server.Config) {
 		"lock-max-owner-lease":     func() { final.Lock.MaxOwnerLease = flagged.Lock.MaxOwnerLease },
 		"election-timeout":         func() { final.Raftcfg.ElectionTimeout = flagged.Raftcfg.ElectionTimeout },
 		"heartbeat-timeout":        func() { final.Raftcfg.HeartbeatTimeout = flagged.Raftcfg.HeartbeatTimeout },
+		"lookup":                   func() { final.Lookup.Enabled = flagged.Lookup.Enabled },
+		"discovery":                func() { final.Lookup.Discovery = flagged.Lookup.Discovery },
+		"multicast":                func() { final.Lookup.Multicast = flagged.Lookup.Multicast },
+		"groups":                   func() { final.Lookup.Groups = flagged.Lookup.Groups },
 	}
-	fs.Visit(func(f *pflag.Flag) {
-		if apply, ok := set[f.Name]; ok {
-			apply()
-		}
-	})
 }
 
 type durationFlag server.Duration
