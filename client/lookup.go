@@ -2,26 +2,457 @@ package client
 
 import (
 	"context"
+	"encoding/hex"
+	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
+// This file is the client of the lookup service (DESIGN.md 6): the Go forms
+// of its items, entries and templates, and the Registrar that registers,
+// finds, watches and browses them.
+
+// ValueKind is the type of a field value.
+type ValueKind uint8
+
+// The kinds of value. The zero Value is ValueNull.
+const (
+	ValueNull ValueKind = iota // no value: null in an entry, a wildcard in a template
+	ValueString
+	ValueInt
+	ValueFloat
+	ValueBool
+	ValueBytes
+)
+
+var valueKindNames = [...]string{"null", "string", "int", "float", "bool", "bytes"}
+
+// String returns the kind's name: "null", "string", "int", "float",
+// "bool" or "bytes".
+func (k ValueKind) String() string {
+	if int(k) < len(valueKindNames) {
+		return valueKindNames[k]
+	}
+	return "ValueKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Value is an entry field's value: a string, an int64, a float64, a bool, a
+// byte string, or null. The zero Value is null: in an entry a field without
+// a value, in an entry template a wildcard.
+//
+// Values are immutable and comparable, and == is the equality the
+// registrar's matching uses: floats compare by their bits, as Java's
+// Double.equals does (0.0 and -0.0 differ; NewFloat stores every NaN as
+// one, so NaN equals NaN).
+type Value struct {
+	kind ValueKind
+	s    string // a string's or a byte string's contents
+	n    uint64 // an int's two's complement, a float's bits, a bool's 0 or 1
+}
+
+// canonicalNaN is the NaN every NaN is stored as (Java's
+// Double.doubleToLongBits, and the registrar's).
+const canonicalNaN = 0x7ff8000000000000
+
+// NewString returns a string value. The registrar refuses strings that
+// are not valid UTF-8: use NewBytes for binary data.
+func NewString(s string) Value { return Value{kind: ValueString, s: s} }
+
+// NewInt returns an integer value.
+func NewInt(n int64) Value { return Value{kind: ValueInt, n: uint64(n)} }
+
+// NewFloat returns a floating-point value.
+func NewFloat(f float64) Value {
+	bits := math.Float64bits(f)
+	if f != f {
+		bits = canonicalNaN
+	}
+	return Value{kind: ValueFloat, n: bits}
+}
+
+// NewBool returns a boolean value.
+func NewBool(b bool) Value {
+	v := Value{kind: ValueBool}
+	if b {
+		v.n = 1
+	}
+	return v
+}
+
+// NewBytes returns a byte-string value holding a copy of b.
+func NewBytes(b []byte) Value { return Value{kind: ValueBytes, s: string(b)} }
+
+// Kind returns the value's kind; ValueNull for the zero Value.
+func (v Value) Kind() ValueKind { return v.kind }
+
+// IsNull reports whether v is the null value (the zero Value).
+func (v Value) IsNull() bool { return v.kind == ValueNull }
+
+// Interface returns the value as a Go value: a string, an int64, a
+// float64, a bool, a new []byte, or nil for null.
+func (v Value) Interface() any {
+	switch v.kind {
+	case ValueString:
+		return v.s
+	case ValueInt:
+		return int64(v.n)
+	case ValueFloat:
+		return math.Float64frombits(v.n)
+	case ValueBool:
+		return v.n == 1
+	case ValueBytes:
+		return []byte(v.s)
+	}
+	return nil
+}
+
+// String returns the value as Go would write it: "abc" quoted, 42, 1.5
+// or 2.0 (a float always shows a point or an exponent), true, bytes as 0x
+// and hex digits, and null.
+func (v Value) String() string {
+	switch v.kind {
+	case ValueString:
+		return strconv.Quote(v.s)
+	case ValueInt:
+		return strconv.FormatInt(int64(v.n), 10)
+	case ValueFloat:
+		s := strconv.FormatFloat(math.Float64frombits(v.n), 'g', -1, 64)
+		if !strings.ContainsAny(s, ".eIN") {
+			s += ".0"
+		}
+		return s
+	case ValueBool:
+		return strconv.FormatBool(v.n == 1)
+	case ValueBytes:
+		return "0x" + hex.EncodeToString([]byte(v.s))
+	}
+	return "null"
+}
+
+// Proto returns the wire form of v: nil for null.
+func (v Value) Proto() *djinnpb.Value {
+	switch v.kind {
+	case ValueString:
+		return &djinnpb.Value{Kind: &djinnpb.Value_StringValue{StringValue: v.s}}
+	case ValueInt:
+		return &djinnpb.Value{Kind: &djinnpb.Value_IntValue{IntValue: int64(v.n)}}
+	case ValueFloat:
+		return &djinnpb.Value{Kind: &djinnpb.Value_DoubleValue{DoubleValue: math.Float64frombits(v.n)}}
+	case ValueBool:
+		return &djinnpb.Value{Kind: &djinnpb.Value_BoolValue{BoolValue: v.n == 1}}
+	case ValueBytes:
+		return &djinnpb.Value{Kind: &djinnpb.Value_BytesValue{BytesValue: []byte(v.s)}}
+	}
+	return nil
+}
+
+// ValueFromProto converts a wire value; nil, or one without a kind, is
+// null.
+func ValueFromProto(pb *djinnpb.Value) Value {
+	switch k := pb.GetKind().(type) {
+	case *djinnpb.Value_StringValue:
+		return NewString(k.StringValue)
+	case *djinnpb.Value_IntValue:
+		return NewInt(k.IntValue)
+	case *djinnpb.Value_DoubleValue:
+		return NewFloat(k.DoubleValue)
+	case *djinnpb.Value_BoolValue:
+		return NewBool(k.BoolValue)
+	case *djinnpb.Value_BytesValue:
+		return NewBytes(k.BytesValue)
+	}
+	return Value{}
+}
+
+// Field is a named field of an entry or an entry template. A null Value is
+// a field without a value in an entry and a wildcard in a template (which
+// may as well leave the field out).
+type Field struct {
+	Name  string
+	Value Value
+}
+
+func fieldsToProto(fs []Field) []*djinnpb.Field {
+	if len(fs) == 0 {
+		return nil
+	}
+	out := make([]*djinnpb.Field, len(fs))
+	for i, f := range fs {
+		out[i] = &djinnpb.Field{Name: f.Name, Value: f.Value.Proto()}
+	}
+	return out
+}
+
+func fieldsFromProto(fs []*djinnpb.Field) []Field {
+	if len(fs) == 0 {
+		return nil
+	}
+	out := make([]Field, len(fs))
+	for i, f := range fs {
+		out[i] = Field{Name: f.GetName(), Value: ValueFromProto(f.GetValue())}
+	}
+	return out
+}
+
+// Entry is an attribute of a service item: a typed record (Jini's Entry).
+// Type is its type name; Supertypes are the names of the types it
+// inherits, nearest first, so that a template for a supertype matches it.
+// Field names are unique within an entry.
+type Entry struct {
+	Type       string
+	Supertypes []string
+	Fields     []Field
+}
+
+// Get returns the value of the field named name, and whether e has it.
+func (e Entry) Get(name string) (Value, bool) {
+	for _, f := range e.Fields {
+		if f.Name == name {
+			return f.Value, true
+		}
+	}
+	return Value{}, false
+}
+
+// Proto returns the wire form of e. It shares e's supertypes.
+func (e Entry) Proto() *djinnpb.Entry {
+	return &djinnpb.Entry{Type: e.Type, Supertypes: e.Supertypes, Fields: fieldsToProto(e.Fields)}
+}
+
+// EntryFromProto converts a wire entry. It shares pb's supertypes.
+func EntryFromProto(pb *djinnpb.Entry) Entry {
+	return Entry{Type: pb.GetType(), Supertypes: pb.GetSupertypes(), Fields: fieldsFromProto(pb.GetFields())}
+}
+
+func entriesToProto(es []Entry) []*djinnpb.Entry {
+	if len(es) == 0 {
+		return nil
+	}
+	out := make([]*djinnpb.Entry, len(es))
+	for i, e := range es {
+		out[i] = e.Proto()
+	}
+	return out
+}
+
+func entriesFromProto(es []*djinnpb.Entry) []Entry {
+	if len(es) == 0 {
+		return nil
+	}
+	out := make([]Entry, len(es))
+	for i, e := range es {
+		out[i] = EntryFromProto(e)
+	}
+	return out
+}
+
+// EntryTemplate matches entries: an entry matches when its type is Type or
+// lists Type among its supertypes, and it has a field equal to each field
+// the template sets (null fields are wildcards).
+type EntryTemplate struct {
+	Type   string
+	Fields []Field
+}
+
+// Proto returns the wire form of t.
+func (t EntryTemplate) Proto() *djinnpb.EntryTemplate {
+	return &djinnpb.EntryTemplate{Type: t.Type, Fields: fieldsToProto(t.Fields)}
+}
+
+// EntryTemplateFromProto converts a wire entry template.
+func EntryTemplateFromProto(pb *djinnpb.EntryTemplate) EntryTemplate {
+	return EntryTemplate{Type: pb.GetType(), Fields: fieldsFromProto(pb.GetFields())}
+}
+
+func entryTemplatesToProto(ts []EntryTemplate) []*djinnpb.EntryTemplate {
+	if len(ts) == 0 {
+		return nil
+	}
+	out := make([]*djinnpb.EntryTemplate, len(ts))
+	for i, t := range ts {
+		out[i] = t.Proto()
+	}
+	return out
+}
+
+// ServiceItem is a registered service (DESIGN.md 6): its id, its
+// reference (bytes the registrar stores and returns untouched: djinn's
+// CLI stores the service's address), the names of its types, including
+// every type it inherits or implements, and its attribute entries.
+type ServiceItem struct {
+	// ID is the service id; the zero ID asks the registrar to assign one.
+	ID      djinn.ID
+	Service []byte
+	Types   []string
+	Entries []Entry
+}
+
+// Proto returns the wire form of it; the zero ID is sent as none. It
+// shares the item's reference and types.
+func (it ServiceItem) Proto() *djinnpb.ServiceItem {
+	pb := &djinnpb.ServiceItem{Service: it.Service, Types: it.Types, Entries: entriesToProto(it.Entries)}
+	if !it.ID.IsZero() {
+		pb.ServiceId = it.ID[:]
+	}
+	return pb
+}
+
+// ServiceItemFromProto converts a wire item; an empty service id is the
+// zero ID, any other length than 16 bytes is djinn.ErrInvalidArgument. It
+// shares pb's reference and types.
+func ServiceItemFromProto(pb *djinnpb.ServiceItem) (ServiceItem, error) {
+	it := ServiceItem{Service: pb.GetService(), Types: pb.GetTypes(), Entries: entriesFromProto(pb.GetEntries())}
+	if len(pb.GetServiceId()) > 0 {
+		id, err := djinn.IDFromBytes("service item id", pb.GetServiceId())
+		if err != nil {
+			return ServiceItem{}, err
+		}
+		it.ID = id
+	}
+	return it, nil
+}
+
+// receivedItem converts an item the registrar sent, which must have an id.
+func receivedItem(what string, pb *djinnpb.ServiceItem) (ServiceItem, error) {
+	it, err := ServiceItemFromProto(pb)
+	if err == nil && it.ID.IsZero() {
+		err = djinn.Errorf(djinn.InvalidArgument, "%s: service id missing", what)
+	}
+	return it, err
+}
+
+// ServiceTemplate selects service items (DESIGN.md 6): an item matches
+// when ID is nil or equal to its id, it has every type in Types, and each
+// entry template matches at least one of its entries. The zero template
+// matches every item.
+type ServiceTemplate struct {
+	ID      *djinn.ID
+	Types   []string
+	Entries []EntryTemplate
+}
+
+// Proto returns the wire form of t. It shares t's types.
+func (t ServiceTemplate) Proto() *djinnpb.ServiceTemplate {
+	pb := &djinnpb.ServiceTemplate{Types: t.Types, Entries: entryTemplatesToProto(t.Entries)}
+	if t.ID != nil {
+		pb.ServiceId = t.ID[:]
+	}
+	return pb
+}
+
+// ServiceTemplateFromProto converts a wire template; an empty service id
+// matches any, any other length than 16 bytes is djinn.ErrInvalidArgument.
+// It shares pb's types.
+func ServiceTemplateFromProto(pb *djinnpb.ServiceTemplate) (ServiceTemplate, error) {
+	t := ServiceTemplate{Types: pb.GetTypes()}
+	if ets := pb.GetEntries(); len(ets) > 0 {
+		t.Entries = make([]EntryTemplate, len(ets))
+		for i, et := range ets {
+			t.Entries[i] = EntryTemplateFromProto(et)
+		}
+	}
+	if len(pb.GetServiceId()) > 0 {
+		id, err := djinn.IDFromBytes("template service id", pb.GetServiceId())
+		if err != nil {
+			return ServiceTemplate{}, err
+		}
+		t.ID = &id
+	}
+	return t, nil
+}
+
+// Transition is a set of the service event transitions (DESIGN.md 6): how
+// an item's matching of a Notify template changed.
+type Transition uint32
+
+// The transitions; Notify takes any non-empty union of them, a
+// ServiceEvent carries one.
+const (
+	MatchNoMatch = Transition(djinnpb.Transition_TRANSITION_MATCH_NOMATCH) // it matched and no longer does, or was removed
+	NoMatchMatch = Transition(djinnpb.Transition_TRANSITION_NOMATCH_MATCH) // it did not match (or was not there) and now does
+	MatchMatch   = Transition(djinnpb.Transition_TRANSITION_MATCH_MATCH)   // it matched, changed, and still matches
+
+	AllTransitions = MatchNoMatch | NoMatchMatch | MatchMatch
+)
+
+var transitionNames = []struct {
+	t    Transition
+	name string
+}{{MatchNoMatch, "match-nomatch"}, {NoMatchMatch, "nomatch-match"}, {MatchMatch, "match-match"}}
+
+// String names the transitions in t, joined by "|": "match-nomatch",
+// "nomatch-match", "match-match"; "none" for the empty set and
+// "Transition(0x…)" for a value with unknown bits.
+func (t Transition) String() string {
+	if t == 0 {
+		return "none"
+	}
+	if t&^AllTransitions != 0 {
+		return "Transition(0x" + strconv.FormatUint(uint64(t), 16) + ")"
+	}
+	var names []string
+	for _, n := range transitionNames {
+		if t&n.t != 0 {
+			names = append(names, n.name)
+		}
+	}
+	return strings.Join(names, "|")
+}
+
+// ParseTransitions parses a comma-separated list of transition names:
+// match-nomatch, nomatch-match, match-match (in any case, with
+// underscores or hyphens; "all" is the three). An empty list or an unknown
+// name is djinn.ErrInvalidArgument naming it.
+func ParseTransitions(s string) (Transition, error) {
+	var t Transition
+	for part := range strings.SplitSeq(s, ",") {
+		name := strings.ReplaceAll(strings.ToLower(strings.TrimSpace(part)), "_", "-")
+		found := name == "all"
+		if found {
+			t |= AllTransitions
+		}
+		for _, n := range transitionNames {
+			if name == n.name {
+				t |= n.t
+				found = true
+			}
+		}
+		if !found {
+			return 0, djinn.Errorf(djinn.InvalidArgument, "transition %q: want match-nomatch, nomatch-match, match-match or all", abbrev(part))
+		}
+	}
+	return t, nil
+}
+
+// checkTransitions refuses an empty set and unknown bits.
+func checkTransitions(t Transition) error {
+	if t == 0 || t&^AllTransitions != 0 {
+		return djinn.Errorf(djinn.InvalidArgument, "transitions %#x: want a non-empty union of MatchNoMatch, NoMatchMatch and MatchMatch", uint32(t))
+	}
+	return nil
+}
+
 // Registrar is a client of a lookup service (DESIGN.md 6): services
-// register items there for a lease, and clients find and watch them. It is
-// safe for concurrent use and holds no connection of its own.
+// register items there for a lease, and clients find, browse and watch
+// them. It is safe for concurrent use and holds no connection of its own:
+// calls go through its Connector.
 type Registrar struct {
 	c   Connector
 	ref djinn.Ref
 }
 
-// NewRegistrar returns a client for the lookup service named by ref.
+// NewRegistrar returns a client for the lookup service named by ref (the
+// reference Status gives), reached at ref's endpoint.
 func NewRegistrar(c Connector, ref djinn.Ref) *Registrar { return &Registrar{c: c, ref: ref} }
 
 // Lookup returns a client for the lookup service of the server c is
-// dialled to, as its Status names it; djinn.ErrUnsupported when the server
-// runs none.
+// dialled to, as its Status names it, reached at the dialled address (a
+// follower points calls at the leader). A server that does not run the
+// lookup service gives djinn.ErrUnsupported.
 func (c *Client) Lookup(ctx context.Context) (*Registrar, error) {
 	st, err := djinnpb.NewAdminClient(c.cc).Status(ctx, &djinnpb.StatusRequest{})
 	if err != nil {
@@ -38,26 +469,60 @@ func (c *Client) Lookup(ctx context.Context) (*Registrar, error) {
 	return NewRegistrar(c, ref), nil
 }
 
-// Ref returns the registrar's reference: the source of its events.
+// Ref returns the registrar's reference: the source of its service events.
 func (r *Registrar) Ref() djinn.Ref { return r.ref }
 
+// String names the registrar by its reference.
+func (r *Registrar) String() string { return "lookup service " + r.ref.String() }
+
 func (r *Registrar) client() (djinnpb.LookupServiceClient, error) {
-	conn, err := r.c.Conn(r.ref.Endpoint)
+	if r == nil {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "lookup service: missing (nil)")
+	}
+	if r.c == nil {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "connector: missing")
+	}
+	cc, err := r.c.Conn(r.ref.Endpoint)
 	if err != nil {
 		return nil, err
 	}
-	return djinnpb.NewLookupServiceClient(conn), nil
+	return djinnpb.NewLookupServiceClient(cc), nil
 }
 
-// Service event transitions (the bits Notify takes).
-const (
-	MatchNoMatch = uint32(djinnpb.Transition_TRANSITION_MATCH_NOMATCH)
-	NoMatchMatch = uint32(djinnpb.Transition_TRANSITION_NOMATCH_MATCH)
-	MatchMatch   = uint32(djinnpb.Transition_TRANSITION_MATCH_MATCH)
-)
+// RegistrarInfo is what a lookup service says of itself.
+type RegistrarInfo struct {
+	ServiceID djinn.ID  // its service id (as discovery reports it)
+	Groups    []string  // its member groups; "" is the public group
+	Locator   string    // its unicast discovery address, jini://host:port/; empty without discovery
+	Ref       djinn.Ref // its reference, the source of its events
+	Items     int64     // the items registered
+}
 
-// ServiceRegistration is a registered item: its service id and lease. The
-// lease's cookie authorizes changing the item's attributes.
+// Info describes the registrar (Jini's ServiceRegistrar getServiceID,
+// getGroups and getLocator).
+func (r *Registrar) Info(ctx context.Context) (*RegistrarInfo, error) {
+	lc, err := r.client()
+	if err != nil {
+		return nil, err
+	}
+	pb, err := lc.GetRegistrar(ctx, &djinnpb.GetRegistrarRequest{})
+	if err != nil {
+		return nil, err
+	}
+	id, err := djinn.IDFromBytes("registrar service id", pb.GetServiceId())
+	if err != nil {
+		return nil, err
+	}
+	ref, err := RefFromProto("registrar reference", pb.GetRegistrar())
+	if err != nil {
+		return nil, err
+	}
+	return &RegistrarInfo{ServiceID: id, Groups: pb.GetGroups(), Locator: pb.GetLocator(), Ref: ref, Items: pb.GetItems()}, nil
+}
+
+// ServiceRegistration is a registered item: its service id and its lease.
+// The lease's cookie names the registration in the attribute calls: whoever
+// holds the lease (or its token) may change the item's attributes.
 type ServiceRegistration struct {
 	r     *Registrar
 	ID    djinn.ID
@@ -65,13 +530,11 @@ type ServiceRegistration struct {
 }
 
 // Register registers item for a lease of about d (positive, djinn.Forever
-// or djinn.Any); an item without a service id gets one. Registering an id
-// again replaces that item.
-func (r *Registrar) Register(ctx context.Context, item *djinnpb.ServiceItem, d time.Duration) (*ServiceRegistration, error) {
-	if item == nil {
-		return nil, djinn.Errorf(djinn.InvalidArgument, "item: missing (nil)")
-	}
-	if err := djinn.CheckLeaseDuration("lease duration", d); err != nil {
+// or djinn.Any; the registrar grants at most its maximum). An item with the
+// zero ID gets a new one, which the registration holds; registering an id
+// again replaces that item and ends its old registration.
+func (r *Registrar) Register(ctx context.Context, item ServiceItem, d time.Duration) (*ServiceRegistration, error) {
+	if err := djinn.CheckLeaseDuration("registration lease duration", d); err != nil {
 		return nil, err
 	}
 	lc, err := r.client()
@@ -79,47 +542,57 @@ func (r *Registrar) Register(ctx context.Context, item *djinnpb.ServiceItem, d t
 		return nil, err
 	}
 	sent := time.Now()
-	resp, err := lc.Register(ctx, &djinnpb.RegisterRequest{Item: item, LeaseDurationNanos: int64(d)})
+	pb, err := lc.Register(ctx, &djinnpb.RegisterRequest{Item: item.Proto(), LeaseDurationNanos: int64(d)})
 	if err != nil {
 		return nil, err
 	}
-	id, err := djinn.IDFromBytes("registered service id", resp.GetServiceId())
+	id, err := djinn.IDFromBytes("registered service id", pb.GetServiceId())
 	if err != nil {
 		return nil, err
 	}
-	l, err := LeaseFromProto(resp.GetLease(), sent)
+	l, err := LeaseFromProto(pb.GetLease(), sent)
 	if err != nil {
 		return nil, err
 	}
 	return &ServiceRegistration{r: r, ID: id, Lease: l}, nil
 }
 
-// AddAttributes adds entries to the registered item.
-func (s *ServiceRegistration) AddAttributes(ctx context.Context, entries []*djinnpb.Entry) error {
+// Registration returns the registration of service id whose lease is l
+// (from a token a registering program handed on), for changing its
+// attributes. id is informational: the lease's cookie alone names the
+// registration.
+func (r *Registrar) Registration(id djinn.ID, l *Lease) *ServiceRegistration {
+	return &ServiceRegistration{r: r, ID: id, Lease: l}
+}
+
+// AddAttributes adds entries to the registered item; an entry equal to
+// one it has already is dropped.
+func (s *ServiceRegistration) AddAttributes(ctx context.Context, entries []Entry) error {
 	return s.attributes(ctx, func(lc djinnpb.LookupServiceClient, req *djinnpb.AttributesRequest) error {
-		req.Entries = entries
+		req.Entries = entriesToProto(entries)
 		_, err := lc.AddAttributes(ctx, req)
 		return err
 	})
 }
 
-// ModifyAttributes sets, in each entry matching templates[i], the fields
-// changes[i] sets.
-func (s *ServiceRegistration) ModifyAttributes(ctx context.Context, templates []*djinnpb.EntryTemplate, changes []*djinnpb.Entry) error {
+// ModifyAttributes changes the item's entries: in each entry that
+// templates[i] matches, the fields that changes[i] sets (non-null) take
+// its values. changes[i] must be of templates[i]'s type.
+func (s *ServiceRegistration) ModifyAttributes(ctx context.Context, templates []EntryTemplate, changes []Entry) error {
 	if len(templates) != len(changes) {
-		return djinn.Errorf(djinn.InvalidArgument, "modify attributes: %d templates but %d changes", len(templates), len(changes))
+		return djinn.Errorf(djinn.InvalidArgument, "modify attributes: %d templates but %d changes: want one change per template", len(templates), len(changes))
 	}
 	return s.attributes(ctx, func(lc djinnpb.LookupServiceClient, req *djinnpb.AttributesRequest) error {
-		req.Templates, req.Entries = templates, changes
+		req.Templates, req.Entries = entryTemplatesToProto(templates), entriesToProto(changes)
 		_, err := lc.ModifyAttributes(ctx, req)
 		return err
 	})
 }
 
-// SetAttributes replaces the item's entries.
-func (s *ServiceRegistration) SetAttributes(ctx context.Context, entries []*djinnpb.Entry) error {
+// SetAttributes replaces the item's entries with entries.
+func (s *ServiceRegistration) SetAttributes(ctx context.Context, entries []Entry) error {
 	return s.attributes(ctx, func(lc djinnpb.LookupServiceClient, req *djinnpb.AttributesRequest) error {
-		req.Entries = entries
+		req.Entries = entriesToProto(entries)
 		_, err := lc.SetAttributes(ctx, req)
 		return err
 	})
@@ -127,7 +600,7 @@ func (s *ServiceRegistration) SetAttributes(ctx context.Context, entries []*djin
 
 func (s *ServiceRegistration) attributes(ctx context.Context, call func(djinnpb.LookupServiceClient, *djinnpb.AttributesRequest) error) error {
 	if s == nil || s.Lease == nil {
-		return djinn.Errorf(djinn.InvalidArgument, "registration: missing (nil)")
+		return djinn.Errorf(djinn.InvalidArgument, "service registration: missing (nil, or without its lease)")
 	}
 	lc, err := s.r.client()
 	if err != nil {
@@ -137,75 +610,62 @@ func (s *ServiceRegistration) attributes(ctx context.Context, call func(djinnpb.
 	return call(lc, &djinnpb.AttributesRequest{LeaseCookie: c[:]})
 }
 
-// RegistrationFromLease returns the registration whose lease is l, for
-// changing its attributes (the lease, printed as a token, is what a
-// registering program hands on).
-func (r *Registrar) RegistrationFromLease(id djinn.ID, l *Lease) *ServiceRegistration {
-	return &ServiceRegistration{r: r, ID: id, Lease: l}
-}
+// maxMatches bounds LookupN's max: the wire's int32.
+const maxMatches = math.MaxInt32
 
-// LookupOne returns one item matching tmpl, chosen at random among the
+// Lookup returns one item matching tmpl, chosen at random among the
 // matches, or nil when none does.
-func (r *Registrar) LookupOne(ctx context.Context, tmpl *djinnpb.ServiceTemplate) (*djinnpb.ServiceItem, error) {
+func (r *Registrar) Lookup(ctx context.Context, tmpl ServiceTemplate) (*ServiceItem, error) {
 	lc, err := r.client()
 	if err != nil {
 		return nil, err
 	}
-	resp, err := lc.Lookup(ctx, &djinnpb.LookupRequest{Template: tmpl, One: true})
-	if err != nil || len(resp.GetItems()) == 0 {
+	pb, err := lc.Lookup(ctx, &djinnpb.LookupRequest{Template: tmpl.Proto(), One: true})
+	if err != nil || len(pb.GetItems()) == 0 {
 		return nil, err
 	}
-	return resp.GetItems()[0], nil
+	it, err := receivedItem("looked-up item", pb.GetItems()[0])
+	if err != nil {
+		return nil, err
+	}
+	return &it, nil
 }
 
-// LookupN returns the number of items matching tmpl and up to max of
-// them, by service id.
-func (r *Registrar) LookupN(ctx context.Context, tmpl *djinnpb.ServiceTemplate, max int) (total int, items []*djinnpb.ServiceItem, err error) {
-	if max < 0 || max > 1<<30 {
-		return 0, nil, djinn.Errorf(djinn.InvalidArgument, "max matches %d: must be 0 to %d", max, 1<<30)
+// LookupN returns the number of items matching tmpl and up to max of them
+// (0 to math.MaxInt32; a negative max is djinn.ErrInvalidArgument).
+func (r *Registrar) LookupN(ctx context.Context, tmpl ServiceTemplate, max int) (total int, items []ServiceItem, err error) {
+	if max < 0 || max > maxMatches {
+		return 0, nil, djinn.Errorf(djinn.InvalidArgument, "max matches %d: must be 0 to %d", max, maxMatches)
 	}
 	lc, err := r.client()
 	if err != nil {
 		return 0, nil, err
 	}
-	resp, err := lc.Lookup(ctx, &djinnpb.LookupRequest{Template: tmpl, MaxMatches: int32(max)})
+	pb, err := lc.Lookup(ctx, &djinnpb.LookupRequest{Template: tmpl.Proto(), MaxMatches: int32(max)})
 	if err != nil {
 		return 0, nil, err
 	}
-	return int(resp.GetTotal()), resp.GetItems(), nil
+	items = make([]ServiceItem, len(pb.GetItems()))
+	for i, it := range pb.GetItems() {
+		if items[i], err = receivedItem("looked-up item", it); err != nil {
+			return 0, nil, err
+		}
+	}
+	return int(pb.GetTotal()), items, nil
 }
 
-// ServiceTypes returns the service type names, starting with prefix, of the
-// items matching tmpl.
-func (r *Registrar) ServiceTypes(ctx context.Context, tmpl *djinnpb.ServiceTemplate, prefix string) ([]string, error) {
-	lc, err := r.client()
-	if err != nil {
+// Notify asks for service events (ServiceEventFrom reads them), sent to
+// listener with handback in them, when an item's matching of tmpl changes
+// as transitions selects, for a lease of about d. The registration's
+// Source is the registrar; its lease covers the interest.
+func (r *Registrar) Notify(ctx context.Context, tmpl ServiceTemplate, transitions Transition, listener djinn.Ref, handback []byte, d time.Duration) (*EventRegistration, error) {
+	if err := checkTransitions(transitions); err != nil {
 		return nil, err
 	}
-	resp, err := lc.GetServiceTypes(ctx, &djinnpb.BrowseRequest{Template: tmpl, Prefix: prefix})
-	if err != nil {
-		return nil, err
+	if listener.IsZero() {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "listener: missing")
 	}
-	return resp.GetTypes(), nil
-}
-
-// Watch is a notify registration: its event id, lease, and the sequence
-// number its events start after.
-type Watch struct {
-	EventID int64
-	Source  djinn.Ref
-	Lease   *Lease
-}
-
-// Notify asks for service events, sent to listener with handback, when
-// items start or stop matching tmpl or change while matching, as
-// transitions (MatchNoMatch | NoMatchMatch | MatchMatch) selects, for a
-// lease of about d.
-func (r *Registrar) Notify(ctx context.Context, tmpl *djinnpb.ServiceTemplate, transitions uint32, listener djinn.Ref, handback []byte, d time.Duration) (*Watch, error) {
-	if transitions == 0 || transitions&^(MatchNoMatch|NoMatchMatch|MatchMatch) != 0 {
-		return nil, djinn.Errorf(djinn.InvalidArgument, "transitions %#x: want a non-empty set of MatchNoMatch, NoMatchMatch, MatchMatch", transitions)
-	}
-	if err := djinn.CheckLeaseDuration("lease duration", d); err != nil {
+	if err := djinn.CheckLeaseDuration("notify lease duration", d); err != nil {
 		return nil, err
 	}
 	lc, err := r.client()
@@ -213,39 +673,137 @@ func (r *Registrar) Notify(ctx context.Context, tmpl *djinnpb.ServiceTemplate, t
 		return nil, err
 	}
 	sent := time.Now()
-	resp, err := lc.Notify(ctx, &djinnpb.LookupNotifyRequest{Template: tmpl, Transitions: transitions, Listener: RefToProto(listener),
-		Handback: handback, LeaseDurationNanos: int64(d)})
+	pb, err := lc.Notify(ctx, &djinnpb.LookupNotifyRequest{Template: tmpl.Proto(), Transitions: uint32(transitions),
+		Listener: RefToProto(listener), Handback: handback, LeaseDurationNanos: int64(d)})
 	if err != nil {
 		return nil, err
 	}
-	src, err := RefFromProto("event source", resp.GetSource())
-	if err != nil {
-		return nil, err
-	}
-	l, err := LeaseFromProto(resp.GetLease(), sent)
-	if err != nil {
-		return nil, err
-	}
-	return &Watch{EventID: resp.GetEventId(), Source: src, Lease: l}, nil
+	return EventRegistrationFromProto(pb, sent)
 }
 
-// ServiceEventFrom reads a lookup service's event payload: the transition,
-// the service id, and the item (nil when it was removed).
-func ServiceEventFrom(ev *RemoteEvent) (*djinnpb.ServiceEvent, error) {
-	if ev == nil || ev.Payload == nil {
-		return nil, djinn.Errorf(djinn.InvalidArgument, "service event: no payload")
-	}
-	var se djinnpb.ServiceEvent
-	if err := ev.Payload.UnmarshalTo(&se); err != nil {
-		return nil, djinn.Errorf(djinn.InvalidArgument, "service event payload %s: %v", ev.Payload.GetTypeUrl(), err)
-	}
-	switch se.GetTransition() {
-	case djinnpb.Transition_TRANSITION_MATCH_NOMATCH, djinnpb.Transition_TRANSITION_NOMATCH_MATCH, djinnpb.Transition_TRANSITION_MATCH_MATCH:
-	default:
-		return nil, djinn.Errorf(djinn.InvalidArgument, "service event transition %d: unknown", se.GetTransition())
-	}
-	if _, err := djinn.IDFromBytes("service event service id", se.GetServiceId()); err != nil {
+// EntryType is an entry type in use: its name and its supertypes' names,
+// nearest first.
+type EntryType struct {
+	Type       string
+	Supertypes []string
+}
+
+// EntryTypes returns the types of the entries of the items matching tmpl
+// (Jini's getEntryClasses), each once.
+func (r *Registrar) EntryTypes(ctx context.Context, tmpl ServiceTemplate) ([]EntryType, error) {
+	lc, err := r.client()
+	if err != nil {
 		return nil, err
 	}
-	return &se, nil
+	pb, err := lc.GetEntryTypes(ctx, &djinnpb.BrowseRequest{Template: tmpl.Proto()})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]EntryType, len(pb.GetTypes()))
+	for i, e := range pb.GetTypes() {
+		out[i] = EntryType{Type: e.GetType(), Supertypes: e.GetSupertypes()}
+	}
+	return out, nil
+}
+
+// FieldValues returns the distinct values of the field named field in the
+// entries, of the items matching tmpl, that tmpl.Entries[setIndex] matches
+// (Jini's getFieldValues); null among them when some entry has the field
+// without a value.
+func (r *Registrar) FieldValues(ctx context.Context, tmpl ServiceTemplate, setIndex int, field string) ([]Value, error) {
+	if setIndex < 0 || setIndex >= len(tmpl.Entries) {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "set index %d: the template has %d entry templates", setIndex, len(tmpl.Entries))
+	}
+	if field == "" {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "field name: missing")
+	}
+	lc, err := r.client()
+	if err != nil {
+		return nil, err
+	}
+	pb, err := lc.GetFieldValues(ctx, &djinnpb.BrowseRequest{Template: tmpl.Proto(), SetIndex: int32(setIndex), Field: field})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Value, len(pb.GetValues()))
+	for i, v := range pb.GetValues() {
+		out[i] = ValueFromProto(v)
+	}
+	return out, nil
+}
+
+// ServiceTypes returns the service type names, starting with prefix, of
+// the items matching tmpl (Jini's getServiceTypes), each once.
+func (r *Registrar) ServiceTypes(ctx context.Context, tmpl ServiceTemplate, prefix string) ([]string, error) {
+	lc, err := r.client()
+	if err != nil {
+		return nil, err
+	}
+	pb, err := lc.GetServiceTypes(ctx, &djinnpb.BrowseRequest{Template: tmpl.Proto(), Prefix: prefix})
+	if err != nil {
+		return nil, err
+	}
+	return pb.GetTypes(), nil
+}
+
+// ServiceEvent is a lookup service's remote event (Jini's ServiceEvent):
+// an item's matching of a Notify template changed. The embedded event's
+// Source is the registrar and its ID the registration's.
+type ServiceEvent struct {
+	*RemoteEvent
+	// Transition is the one transition that happened.
+	Transition Transition
+	// ServiceID names the item.
+	ServiceID djinn.ID
+	// Item is the item after the change; nil when it was removed (a
+	// MatchNoMatch whose lease ended or was cancelled).
+	Item *ServiceItem
+}
+
+// ServiceEventFrom reads a service event from ev, as a listener registered
+// with Notify receives it. An event without a well-formed
+// djinn.v1.ServiceEvent payload is refused with djinn.ErrInvalidArgument:
+// one transition, a 16-byte service id, and an item (with that id, or
+// none) unless the transition is MatchNoMatch.
+func ServiceEventFrom(ev *RemoteEvent) (*ServiceEvent, error) {
+	switch {
+	case ev == nil:
+		return nil, djinn.Errorf(djinn.InvalidArgument, "service event: missing")
+	case ev.Payload == nil:
+		return nil, djinn.Errorf(djinn.InvalidArgument, "service event payload: missing")
+	}
+	var pb djinnpb.ServiceEvent
+	if !ev.Payload.MessageIs(&pb) {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "service event payload %q: want djinn.v1.ServiceEvent", abbrev(ev.Payload.GetTypeUrl()))
+	}
+	if err := ev.Payload.UnmarshalTo(&pb); err != nil {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "service event payload: %v", err)
+	}
+	tr := Transition(pb.GetTransition())
+	if tr != MatchNoMatch && tr != NoMatchMatch && tr != MatchMatch {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "service event transition %d: want one of match-nomatch (1), nomatch-match (2), match-match (4)", pb.GetTransition())
+	}
+	id, err := djinn.IDFromBytes("service event service id", pb.GetServiceId())
+	if err != nil {
+		return nil, err
+	}
+	se := &ServiceEvent{RemoteEvent: ev, Transition: tr, ServiceID: id}
+	if pb.Item == nil {
+		if tr != MatchNoMatch {
+			return nil, djinn.Errorf(djinn.InvalidArgument, "service event %s of %s: item missing", tr, id)
+		}
+		return se, nil
+	}
+	it, err := ServiceItemFromProto(pb.GetItem())
+	if err != nil {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "service event %v", err)
+	}
+	switch {
+	case it.ID.IsZero():
+		it.ID = id
+	case it.ID != id:
+		return nil, djinn.Errorf(djinn.InvalidArgument, "service event of %s: item id %s differs", id, it.ID)
+	}
+	se.Item = &it
+	return se, nil
 }

@@ -1,69 +1,639 @@
-package client
+package client_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"log"
+	"math"
+	"reflect"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
-func serviceEvent(t testing.TB, se *djinnpb.ServiceEvent) *RemoteEvent {
-	p, err := anypb.New(se)
+// The tests of this file run the lookup client alone, against
+// fakeRegistrar; the CLI's tests run it against a real server.
+
+// fakeRegistrar is a Connector whose connection never reaches a network:
+// an interceptor records each call and answers it with what answer
+// returns.
+type fakeRegistrar struct {
+	cc     *grpc.ClientConn
+	answer func(method string, req proto.Message) (proto.Message, error)
+
+	mu    sync.Mutex
+	calls []fakeCall // guarded by mu
+}
+
+type fakeCall struct {
+	method string // the RPC's short name: "Register"
+	req    proto.Message
+}
+
+func newFakeRegistrar(t *testing.T, answer func(method string, req proto.Message) (proto.Message, error)) (*fakeRegistrar, *client.Registrar) {
+	t.Helper()
+	f := &fakeRegistrar{answer: answer}
+	cc, err := grpc.NewClient("passthrough:///fake-registrar", grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithUnaryInterceptor(func(_ context.Context, method string, req, reply any, _ *grpc.ClientConn, _ grpc.UnaryInvoker, _ ...grpc.CallOption) error {
+			method = method[strings.LastIndexByte(method, '/')+1:]
+			f.mu.Lock()
+			f.calls = append(f.calls, fakeCall{method, proto.Clone(req.(proto.Message))})
+			f.mu.Unlock()
+			if f.answer == nil {
+				return errors.New("fake registrar: no answer scripted")
+			}
+			resp, err := f.answer(method, req.(proto.Message))
+			if err != nil {
+				return err
+			}
+			proto.Merge(reply.(proto.Message), resp)
+			return nil
+		}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &RemoteEvent{Payload: p}
+	t.Cleanup(func() { cc.Close() })
+	f.cc = cc
+	return f, client.NewRegistrar(f, testRef())
+}
+
+func (f *fakeRegistrar) Conn(string) (*grpc.ClientConn, error) { return f.cc, nil }
+
+// last returns the last call and forgets every call.
+func (f *fakeRegistrar) last(t *testing.T) fakeCall {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.calls) == 0 {
+		t.Fatal("no call reached the registrar")
+	}
+	c := f.calls[len(f.calls)-1]
+	f.calls = nil
+	return c
+}
+
+func (f *fakeRegistrar) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.calls)
+}
+
+func TestLookupValues(t *testing.T) {
+	for _, tt := range []struct {
+		v     client.Value
+		kind  client.ValueKind
+		str   string
+		iface any
+	}{
+		{client.Value{}, client.ValueNull, "null", nil},
+		{client.NewString("laser"), client.ValueString, `"laser"`, "laser"},
+		{client.NewString(""), client.ValueString, `""`, ""},
+		{client.NewInt(-3), client.ValueInt, "-3", int64(-3)},
+		{client.NewInt(math.MaxInt64), client.ValueInt, "9223372036854775807", int64(math.MaxInt64)},
+		{client.NewFloat(2), client.ValueFloat, "2.0", 2.0},
+		{client.NewFloat(-1.5), client.ValueFloat, "-1.5", -1.5},
+		{client.NewFloat(1e300), client.ValueFloat, "1e+300", 1e300},
+		{client.NewFloat(math.Inf(1)), client.ValueFloat, "+Inf", math.Inf(1)},
+		{client.NewBool(true), client.ValueBool, "true", true},
+		{client.NewBool(false), client.ValueBool, "false", false},
+		{client.NewBytes([]byte{1, 0xab}), client.ValueBytes, "0x01ab", []byte{1, 0xab}},
+		{client.NewBytes(nil), client.ValueBytes, "0x", []byte{}},
+	} {
+		t.Run(tt.str, func(t *testing.T) {
+			if tt.v.Kind() != tt.kind || tt.v.IsNull() != (tt.kind == client.ValueNull) || tt.v.String() != tt.str || !reflect.DeepEqual(tt.v.Interface(), tt.iface) {
+				t.Errorf("kind %v null %v string %s interface %#v; want %v %s %#v", tt.v.Kind(), tt.v.IsNull(), tt.v, tt.v.Interface(), tt.kind, tt.str, tt.iface)
+			}
+			pb := tt.v.Proto()
+			if (pb == nil) != tt.v.IsNull() {
+				t.Errorf("wire form %v", pb)
+			}
+			if back := client.ValueFromProto(pb); back != tt.v {
+				t.Errorf("round trip: %v, want %v", back, tt.v)
+			}
+		})
+	}
+	// == is the registrar's equality (DESIGN.md 6: equal values).
+	for _, tt := range []struct {
+		name  string
+		a, b  client.Value
+		equal bool
+	}{
+		{"NaN equals NaN, whatever its bits", client.NewFloat(math.NaN()), client.NewFloat(math.Float64frombits(0x7ff0000000000001)), true},
+		{"0.0 and -0.0 differ (Double.equals)", client.NewFloat(0), client.NewFloat(math.Copysign(0, -1)), false},
+		{"an int is no float", client.NewInt(3), client.NewFloat(3), false},
+		{"an int is no string", client.NewInt(3), client.NewString("3"), false},
+		{"a string is no byte string", client.NewString("ab"), client.NewBytes([]byte("ab")), false},
+		{"false is not null", client.NewBool(false), client.Value{}, false},
+		{"0 is not null", client.NewInt(0), client.Value{}, false},
+	} {
+		if got := tt.a == tt.b; got != tt.equal {
+			t.Errorf("%s: %v == %v is %v", tt.name, tt.a, tt.b, got)
+		}
+	}
+	b := []byte("abc")
+	v := client.NewBytes(b)
+	b[0] = 'x'
+	if got := v.Interface().([]byte); string(got) != "abc" {
+		t.Errorf("NewBytes shares its argument: %q", got)
+	}
+	if v := client.ValueFromProto(&djinnpb.Value{}); !v.IsNull() {
+		t.Errorf("a wire value without a kind: %v, want null", v)
+	}
+}
+
+func TestLookupConversions(t *testing.T) {
+	id := djinn.NewID()
+	item := client.ServiceItem{
+		ID: id, Service: []byte("10.0.0.7:9100"), Types: []string{"Printer", "Device"},
+		Entries: []client.Entry{
+			{Type: "Name", Fields: []client.Field{{Name: "model", Value: client.NewString("laser")}}},
+			{Type: "Location", Supertypes: []string{"Place"}, Fields: []client.Field{
+				{Name: "floor", Value: client.NewInt(3)}, {Name: "room", Value: client.Value{}}, {Name: "x", Value: client.NewFloat(0.5)}}},
+		},
+	}
+	want := &djinnpb.ServiceItem{ServiceId: id[:], Service: []byte("10.0.0.7:9100"), Types: []string{"Printer", "Device"},
+		Entries: []*djinnpb.Entry{
+			{Type: "Name", Fields: []*djinnpb.Field{{Name: "model", Value: &djinnpb.Value{Kind: &djinnpb.Value_StringValue{StringValue: "laser"}}}}},
+			{Type: "Location", Supertypes: []string{"Place"}, Fields: []*djinnpb.Field{
+				{Name: "floor", Value: &djinnpb.Value{Kind: &djinnpb.Value_IntValue{IntValue: 3}}}, {Name: "room"},
+				{Name: "x", Value: &djinnpb.Value{Kind: &djinnpb.Value_DoubleValue{DoubleValue: 0.5}}}}},
+		}}
+	if pb := item.Proto(); !proto.Equal(pb, want) {
+		t.Errorf("item to the wire:\n got %v\nwant %v", pb, want)
+	}
+	if back, err := client.ServiceItemFromProto(want); err != nil || !reflect.DeepEqual(back, item) {
+		t.Errorf("item from the wire: %+v, %v\nwant %+v", back, err, item)
+	}
+	if got := item.Entries[1].Proto(); !proto.Equal(got, want.Entries[1]) || !reflect.DeepEqual(client.EntryFromProto(got), item.Entries[1]) {
+		t.Errorf("entry: %v", got)
+	}
+	if v, ok := item.Entries[1].Get("floor"); !ok || v != client.NewInt(3) {
+		t.Errorf("Get floor: %v %v", v, ok)
+	}
+	if v, ok := item.Entries[1].Get("room"); !ok || !v.IsNull() {
+		t.Errorf("Get room (null): %v %v", v, ok)
+	}
+	if _, ok := item.Entries[1].Get("color"); ok {
+		t.Error("Get of a field the entry lacks found it")
+	}
+
+	// DESIGN.md 6: an item without an id asks the registrar for one.
+	anon := client.ServiceItem{Types: []string{"T"}}
+	if pb := anon.Proto(); pb.ServiceId != nil {
+		t.Errorf("the zero id went on the wire as %x", pb.ServiceId)
+	}
+	if back, err := client.ServiceItemFromProto(anon.Proto()); err != nil || !back.ID.IsZero() {
+		t.Errorf("an item without an id came back as %v, %v", back, err)
+	}
+	if back, err := client.ServiceItemFromProto(nil); err != nil || !reflect.DeepEqual(back, client.ServiceItem{}) {
+		t.Errorf("nil item: %+v, %v", back, err)
+	}
+
+	tmpl := client.ServiceTemplate{ID: &id, Types: []string{"Printer"}, Entries: []client.EntryTemplate{
+		{Type: "Name", Fields: []client.Field{{Name: "model", Value: client.NewString("laser")}, {Name: "serial"}}}}}
+	wantT := &djinnpb.ServiceTemplate{ServiceId: id[:], Types: []string{"Printer"}, Entries: []*djinnpb.EntryTemplate{
+		{Type: "Name", Fields: []*djinnpb.Field{{Name: "model", Value: &djinnpb.Value{Kind: &djinnpb.Value_StringValue{StringValue: "laser"}}}, {Name: "serial"}}}}}
+	if pb := tmpl.Proto(); !proto.Equal(pb, wantT) {
+		t.Errorf("template to the wire:\n got %v\nwant %v", pb, wantT)
+	}
+	if back, err := client.ServiceTemplateFromProto(wantT); err != nil || !reflect.DeepEqual(back, tmpl) {
+		t.Errorf("template from the wire: %+v, %v", back, err)
+	}
+	if pb := (client.ServiceTemplate{}).Proto(); !proto.Equal(pb, &djinnpb.ServiceTemplate{}) {
+		t.Errorf("the zero template (every item): %v", pb)
+	}
+	if back, err := client.ServiceTemplateFromProto(&djinnpb.ServiceTemplate{}); err != nil || back.ID != nil {
+		t.Errorf("a template without an id matches any: %+v, %v", back, err)
+	}
+
+	for name, err := range map[string]error{
+		"item id of 3 bytes":     second(client.ServiceItemFromProto(&djinnpb.ServiceItem{ServiceId: []byte{1, 2, 3}})),
+		"template id of 3 bytes": second(client.ServiceTemplateFromProto(&djinnpb.ServiceTemplate{ServiceId: []byte{1, 2, 3}})),
+	} {
+		if !errors.Is(err, djinn.ErrInvalidArgument) || !strings.Contains(err.Error(), "3 bytes") {
+			t.Errorf("%s: %v, want invalid argument naming the length", name, err)
+		}
+	}
+}
+
+func second[T any](_ T, err error) error { return err }
+
+func TestLookupTransitions(t *testing.T) {
+	for _, tt := range []struct {
+		t    client.Transition
+		want string
+	}{
+		{client.MatchNoMatch, "match-nomatch"},
+		{client.NoMatchMatch, "nomatch-match"},
+		{client.MatchMatch, "match-match"},
+		{client.MatchNoMatch | client.MatchMatch, "match-nomatch|match-match"},
+		{client.AllTransitions, "match-nomatch|nomatch-match|match-match"},
+		{0, "none"},
+		{8, "Transition(0x8)"},
+	} {
+		if got := tt.t.String(); got != tt.want {
+			t.Errorf("Transition(%d) = %q, want %q", uint32(tt.t), got, tt.want)
+		}
+	}
+	if client.MatchNoMatch != 1 || client.NoMatchMatch != 2 || client.MatchMatch != 4 {
+		t.Error("the transitions are not the wire's bits 1, 2 and 4")
+	}
+	for _, tt := range []struct {
+		in   string
+		want client.Transition
+		err  string
+	}{
+		{"match-nomatch", client.MatchNoMatch, ""},
+		{"nomatch-match,match-match", client.NoMatchMatch | client.MatchMatch, ""},
+		{" MATCH_NOMATCH , nomatch-match ", client.MatchNoMatch | client.NoMatchMatch, ""},
+		{"all", client.AllTransitions, ""},
+		{"", 0, `transition ""`},
+		{"match-nomatch,", 0, `transition ""`},
+		{"appear", 0, `transition "appear"`},
+	} {
+		got, err := client.ParseTransitions(tt.in)
+		if tt.err != "" {
+			if !errors.Is(err, djinn.ErrInvalidArgument) || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("ParseTransitions(%q): %v, %v; want invalid argument naming %s", tt.in, got, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("ParseTransitions(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+// TestLookupArguments: bad arguments are refused before anything is sent,
+// as djinn.ErrInvalidArgument naming the bad value.
+func TestLookupArguments(t *testing.T) {
+	f, r := newFakeRegistrar(t, nil)
+	ctx := t.Context()
+	listener := testRef()
+	var nilReg *client.ServiceRegistration
+	for _, tt := range []struct {
+		name string
+		call func() error
+		want string
+	}{
+		{"issue 6 §1: negative max matches", func() error { _, _, err := r.LookupN(ctx, client.ServiceTemplate{}, -1); return err }, "max matches -1"},
+		{"max matches beyond the wire's int32", func() error { _, _, err := r.LookupN(ctx, client.ServiceTemplate{}, math.MaxInt32+1); return err }, "max matches 2147483648"},
+		{"issue 6 §1: empty transitions", func() error {
+			_, err := r.Notify(ctx, client.ServiceTemplate{}, 0, listener, nil, time.Minute)
+			return err
+		}, "transitions 0"},
+		{"issue 6 §1: unknown transitions", func() error {
+			_, err := r.Notify(ctx, client.ServiceTemplate{}, client.MatchMatch|8, listener, nil, time.Minute)
+			return err
+		}, "transitions 0xc"},
+		{"notify without a listener", func() error {
+			_, err := r.Notify(ctx, client.ServiceTemplate{}, client.MatchMatch, djinn.Ref{}, nil, time.Minute)
+			return err
+		}, "listener: missing"},
+		{"notify lease duration", func() error {
+			_, err := r.Notify(ctx, client.ServiceTemplate{}, client.MatchMatch, listener, nil, -time.Second)
+			return err
+		}, "-1s"},
+		{"registration lease duration", func() error { _, err := r.Register(ctx, client.ServiceItem{}, 0); return err }, "0s"},
+		{"modify: one change per template", func() error {
+			return r.Registration(djinn.ID{}, testLease(time.Now().Add(time.Hour))).ModifyAttributes(ctx, []client.EntryTemplate{{Type: "A"}}, nil)
+		}, "1 templates but 0 changes"},
+		{"attributes of no registration", func() error { return nilReg.SetAttributes(ctx, nil) }, "service registration: missing"},
+		{"attributes of a registration without its lease", func() error { return r.Registration(djinn.NewID(), nil).AddAttributes(ctx, nil) }, "service registration: missing"},
+		{"field values: set index past the entry templates", func() error {
+			_, err := r.FieldValues(ctx, client.ServiceTemplate{Entries: []client.EntryTemplate{{Type: "Name"}}}, 1, "model")
+			return err
+		}, "set index 1"},
+		{"field values: negative set index", func() error { _, err := r.FieldValues(ctx, client.ServiceTemplate{}, -1, "model"); return err }, "set index -1"},
+		{"field values: no field", func() error {
+			_, err := r.FieldValues(ctx, client.ServiceTemplate{Entries: []client.EntryTemplate{{Type: "Name"}}}, 0, "")
+			return err
+		}, "field name: missing"},
+		{"a nil registrar", func() error { _, err := (*client.Registrar)(nil).Lookup(ctx, client.ServiceTemplate{}); return err }, "lookup service: missing"},
+		{"a registrar without a connector", func() error {
+			_, err := client.NewRegistrar(nil, testRef()).ServiceTypes(ctx, client.ServiceTemplate{}, "")
+			return err
+		}, "connector: missing"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.call()
+			if !errors.Is(err, djinn.ErrInvalidArgument) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want invalid argument naming %q", err, tt.want)
+			}
+			if n := f.count(); n != 0 {
+				t.Errorf("%d calls reached the registrar", n)
+			}
+		})
+	}
+}
+
+// TestLookupCalls checks what each call sends and how it reads the answer.
+func TestLookupCalls(t *testing.T) {
+	now := time.Now()
+	lease := testLease(now.Add(time.Hour))
+	cookie := lease.Cookie()
+	id := djinn.NewID()
+	laser := printerItem(id[:])
+	var next proto.Message
+	f, r := newFakeRegistrar(t, func(string, proto.Message) (proto.Message, error) { return next, nil })
+	ctx := t.Context()
+
+	next = &djinnpb.ServiceRegistration{ServiceId: id[:], Lease: lease.Proto(now)}
+	reg, err := r.Register(ctx, client.ServiceItem{Service: []byte("h:1"), Types: []string{"Printer"}}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := f.last(t); c.method != "Register" || !proto.Equal(c.req, &djinnpb.RegisterRequest{Item: printerItem(nil), LeaseDurationNanos: int64(time.Hour)}) {
+		t.Errorf("register sent %s %v", c.method, c.req)
+	}
+	if reg.ID != id || !reg.Lease.Equal(lease) {
+		t.Errorf("registration %v %v", reg.ID, reg.Lease)
+	}
+
+	next = &djinnpb.AttributesResponse{}
+	status := client.Entry{Type: "Status", Fields: []client.Field{{Name: "state", Value: client.NewString("idle")}}}
+	attrCalls := []struct {
+		method string
+		call   func() error
+		want   *djinnpb.AttributesRequest
+	}{
+		{"AddAttributes", func() error { return reg.AddAttributes(ctx, []client.Entry{status}) },
+			&djinnpb.AttributesRequest{LeaseCookie: cookie[:], Entries: []*djinnpb.Entry{status.Proto()}}},
+		{"SetAttributes", func() error { return r.Registration(djinn.ID{}, lease).SetAttributes(ctx, nil) },
+			&djinnpb.AttributesRequest{LeaseCookie: cookie[:]}},
+		{"ModifyAttributes", func() error {
+			return reg.ModifyAttributes(ctx, []client.EntryTemplate{{Type: "Status"}}, []client.Entry{status})
+		}, &djinnpb.AttributesRequest{LeaseCookie: cookie[:], Templates: []*djinnpb.EntryTemplate{{Type: "Status"}}, Entries: []*djinnpb.Entry{status.Proto()}}},
+	}
+	for _, tt := range attrCalls {
+		if err := tt.call(); err != nil {
+			t.Fatalf("%s: %v", tt.method, err)
+		}
+		if c := f.last(t); c.method != tt.method || !proto.Equal(c.req, tt.want) {
+			t.Errorf("%s sent %s %v", tt.method, c.method, c.req)
+		}
+	}
+
+	printers := client.ServiceTemplate{Types: []string{"Printer"}}
+	next = &djinnpb.LookupResponse{}
+	if it, err := r.Lookup(ctx, printers); it != nil || err != nil {
+		t.Errorf("lookup of nothing: %v, %v; want nil, nil", it, err)
+	}
+	if c := f.last(t); !proto.Equal(c.req, &djinnpb.LookupRequest{Template: printers.Proto(), One: true}) {
+		t.Errorf("lookup sent %v", c.req)
+	}
+	next = &djinnpb.LookupResponse{Total: 1, Items: []*djinnpb.ServiceItem{laser}}
+	if it, err := r.Lookup(ctx, printers); err != nil || it.ID != id || string(it.Service) != "h:1" {
+		t.Errorf("lookup: %+v, %v", it, err)
+	}
+	next = &djinnpb.LookupResponse{Total: 7, Items: []*djinnpb.ServiceItem{laser, laser}}
+	total, items, err := r.LookupN(ctx, printers, 2)
+	if err != nil || total != 7 || len(items) != 2 || items[1].ID != id {
+		t.Errorf("lookup n: %d %+v %v", total, items, err)
+	}
+	if c := f.last(t); !proto.Equal(c.req, &djinnpb.LookupRequest{Template: printers.Proto(), MaxMatches: 2}) {
+		t.Errorf("lookup n sent %v", c.req)
+	}
+	next = &djinnpb.LookupResponse{Total: 1, Items: []*djinnpb.ServiceItem{printerItem(nil)}}
+	if _, _, err := r.LookupN(ctx, printers, 2); !errors.Is(err, djinn.ErrInvalidArgument) || !strings.Contains(err.Error(), "service id missing") {
+		t.Errorf("an item without its id from the registrar: %v", err)
+	}
+
+	listener := testRef()
+	next = &djinnpb.EventRegistration{EventId: 9, Source: client.RefToProto(r.Ref()), Lease: lease.Proto(now), Sequence: 4}
+	er, err := r.Notify(ctx, printers, client.NoMatchMatch|client.MatchNoMatch, listener, []byte("hb"), djinn.Any)
+	if err != nil || er.ID != 9 || er.Seq != 4 || !er.Source.Equal(r.Ref()) || !er.Lease.Equal(lease) {
+		t.Errorf("notify: %+v, %v", er, err)
+	}
+	if c := f.last(t); !proto.Equal(c.req, &djinnpb.LookupNotifyRequest{Template: printers.Proto(), Transitions: 3,
+		Listener: client.RefToProto(listener), Handback: []byte("hb"), LeaseDurationNanos: int64(djinn.Any)}) {
+		t.Errorf("notify sent %v", c.req)
+	}
+
+	next = &djinnpb.EntryTypesResponse{Types: []*djinnpb.Entry{{Type: "Location", Supertypes: []string{"Place"}}}}
+	if ets, err := r.EntryTypes(ctx, printers); err != nil || !reflect.DeepEqual(ets, []client.EntryType{{Type: "Location", Supertypes: []string{"Place"}}}) {
+		t.Errorf("entry types: %+v, %v", ets, err)
+	}
+	byName := client.ServiceTemplate{Entries: []client.EntryTemplate{{Type: "Name"}}}
+	next = &djinnpb.FieldValuesResponse{Values: []*djinnpb.Value{client.NewString("laser").Proto(), {}}}
+	if vs, err := r.FieldValues(ctx, byName, 0, "model"); err != nil || !reflect.DeepEqual(vs, []client.Value{client.NewString("laser"), {}}) {
+		t.Errorf("field values: %v, %v", vs, err)
+	}
+	if c := f.last(t); !proto.Equal(c.req, &djinnpb.BrowseRequest{Template: byName.Proto(), Field: "model"}) {
+		t.Errorf("field values sent %v", c.req)
+	}
+	next = &djinnpb.ServiceTypesResponse{Types: []string{"Printer"}}
+	if ts, err := r.ServiceTypes(ctx, client.ServiceTemplate{}, "P"); err != nil || !reflect.DeepEqual(ts, []string{"Printer"}) {
+		t.Errorf("service types: %v, %v", ts, err)
+	}
+	if c := f.last(t); !proto.Equal(c.req, &djinnpb.BrowseRequest{Template: &djinnpb.ServiceTemplate{}, Prefix: "P"}) {
+		t.Errorf("service types sent %v", c.req)
+	}
+	self := djinn.NewID()
+	next = &djinnpb.RegistrarInfo{ServiceId: self[:], Groups: []string{"", "lab"}, Locator: "jini://h:4160/", Registrar: client.RefToProto(r.Ref()), Items: 2}
+	if info, err := r.Info(ctx); err != nil || info.ServiceID != self || !reflect.DeepEqual(info.Groups, []string{"", "lab"}) ||
+		info.Locator != "jini://h:4160/" || !info.Ref.Equal(r.Ref()) || info.Items != 2 {
+		t.Errorf("info: %+v, %v", info, err)
+	}
+}
+
+// printerItem is the wire item of TestLookupCalls' printer, with id.
+func printerItem(id []byte) *djinnpb.ServiceItem {
+	return &djinnpb.ServiceItem{ServiceId: id, Service: []byte("h:1"), Types: []string{"Printer"}}
+}
+
+// serviceEvent wraps a payload in an event of a registrar.
+func serviceEvent(t testing.TB, payload proto.Message) *client.RemoteEvent {
+	t.Helper()
+	ev := &client.RemoteEvent{Source: testRef(), ID: 3, Seq: 5, Handback: []byte("hb")}
+	if payload != nil {
+		a, err := anypb.New(payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev.Payload = a
+	}
+	return ev
 }
 
 func TestServiceEventFrom(t *testing.T) {
 	id := djinn.NewID()
-	good := &djinnpb.ServiceEvent{Transition: djinnpb.Transition_TRANSITION_NOMATCH_MATCH, ServiceId: id[:], Item: &djinnpb.ServiceItem{ServiceId: id[:]}}
-	se, err := ServiceEventFrom(serviceEvent(t, good))
-	if err != nil || se.GetTransition() != good.GetTransition() || string(se.GetServiceId()) != string(id[:]) {
-		t.Fatalf("decoded %v %v", se, err)
+	item := &djinnpb.ServiceItem{ServiceId: id[:], Service: []byte("h:1"), Types: []string{"Printer"},
+		Entries: []*djinnpb.Entry{{Type: "Name", Fields: []*djinnpb.Field{{Name: "model", Value: client.NewString("laser").Proto()}}}}}
+
+	ev := serviceEvent(t, &djinnpb.ServiceEvent{Transition: djinnpb.Transition_TRANSITION_NOMATCH_MATCH, ServiceId: id[:], Item: item})
+	se, err := client.ServiceEventFrom(ev)
+	if err != nil {
+		t.Fatal(err)
 	}
-	other, _ := anypb.New(&djinnpb.Lease{})
-	for name, ev := range map[string]*RemoteEvent{
-		"no payload":      {},
-		"another payload": {Payload: other},
-		"no transition":   serviceEvent(t, &djinnpb.ServiceEvent{ServiceId: id[:]}),
-		"bad service id":  serviceEvent(t, &djinnpb.ServiceEvent{Transition: 1, ServiceId: []byte{1}}),
+	want, _ := client.ServiceItemFromProto(item)
+	if se.RemoteEvent != ev || se.Transition != client.NoMatchMatch || se.ServiceID != id || !reflect.DeepEqual(*se.Item, want) {
+		t.Errorf("decoded %+v, item %+v", se, se.Item)
+	}
+	// Removed: a MatchNoMatch without the item.
+	se, err = client.ServiceEventFrom(serviceEvent(t, &djinnpb.ServiceEvent{Transition: djinnpb.Transition_TRANSITION_MATCH_NOMATCH, ServiceId: id[:]}))
+	if err != nil || se.Transition != client.MatchNoMatch || se.Item != nil {
+		t.Errorf("removal: %+v, %v", se, err)
+	}
+	// An item without its id is the event's.
+	se, err = client.ServiceEventFrom(serviceEvent(t, &djinnpb.ServiceEvent{Transition: 4, ServiceId: id[:], Item: &djinnpb.ServiceItem{Types: []string{"T"}}}))
+	if err != nil || se.Item.ID != id {
+		t.Errorf("an item without its id: %+v, %v", se, err)
+	}
+
+	other := djinn.NewID()
+	for _, tt := range []struct {
+		name string
+		ev   *client.RemoteEvent
+		want string
+	}{
+		{"no event", nil, "service event: missing"},
+		{"no payload", serviceEvent(t, nil), "payload: missing"},
+		{"another payload", serviceEvent(t, &djinnpb.RenewalFailure{}), "djinn.v1.RenewalFailure"},
+		{"garbage", &client.RemoteEvent{Payload: &anypb.Any{TypeUrl: "type.googleapis.com/djinn.v1.ServiceEvent", Value: []byte{0x12, 0x05}}}, "payload"},
+		{"no transition", serviceEvent(t, &djinnpb.ServiceEvent{ServiceId: id[:], Item: item}), "transition 0"},
+		{"two transitions", serviceEvent(t, &djinnpb.ServiceEvent{Transition: 3, ServiceId: id[:], Item: item}), "transition 3"},
+		{"an unknown transition", serviceEvent(t, &djinnpb.ServiceEvent{Transition: 8, ServiceId: id[:], Item: item}), "transition 8"},
+		{"a short service id", serviceEvent(t, &djinnpb.ServiceEvent{Transition: 1, ServiceId: []byte{1}}), "1 bytes"},
+		{"nomatch-match without the item", serviceEvent(t, &djinnpb.ServiceEvent{Transition: 2, ServiceId: id[:]}), "item missing"},
+		{"match-match without the item", serviceEvent(t, &djinnpb.ServiceEvent{Transition: 4, ServiceId: id[:]}), "item missing"},
+		{"the item of another service", serviceEvent(t, &djinnpb.ServiceEvent{Transition: 4, ServiceId: id[:], Item: &djinnpb.ServiceItem{ServiceId: other[:]}}), "differs"},
+		{"an item with a short id", serviceEvent(t, &djinnpb.ServiceEvent{Transition: 4, ServiceId: id[:], Item: &djinnpb.ServiceItem{ServiceId: []byte{1, 2}}}), "2 bytes"},
 	} {
-		if _, err := ServiceEventFrom(ev); !errors.Is(err, djinn.ErrInvalidArgument) {
-			t.Errorf("%s: %v, want InvalidArgument", name, err)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			se, err := client.ServiceEventFrom(tt.ev)
+			if se != nil || !errors.Is(err, djinn.ErrInvalidArgument) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("%+v, %v; want invalid argument naming %q", se, err, tt.want)
+			}
+		})
 	}
 }
 
+// FuzzServiceEventFrom feeds the decoder any payload type and bytes: it
+// answers with an event that keeps its promises, or an invalid argument
+// error, and never panics; what it accepts it reads the same way again
+// from its own wire form.
 func FuzzServiceEventFrom(f *testing.F) {
-	id := djinn.NewID()
-	p, _ := anypb.New(&djinnpb.ServiceEvent{Transition: 4, ServiceId: id[:], Item: &djinnpb.ServiceItem{Types: []string{"T"}}})
-	f.Add(p.GetTypeUrl(), p.GetValue())
-	f.Add("type.googleapis.com/djinn.v1.ServiceEvent", []byte{8, 9})
-	f.Fuzz(func(t *testing.T, url string, value []byte) {
-		se, err := ServiceEventFrom(&RemoteEvent{Payload: &anypb.Any{TypeUrl: url, Value: value}})
-		if err == nil && (se.GetTransition() == 0 || len(se.GetServiceId()) != 16) {
-			t.Fatalf("accepted %v", se)
+	id := djinn.ID{1, 2, 3}
+	seed := func(m proto.Message) {
+		a, err := anypb.New(m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(a.GetTypeUrl(), a.GetValue())
+	}
+	seed(&djinnpb.ServiceEvent{Transition: 2, ServiceId: id[:], Item: &djinnpb.ServiceItem{ServiceId: id[:], Service: []byte("h:1"), Types: []string{"Printer", "Device"},
+		Entries: []*djinnpb.Entry{{Type: "Name", Supertypes: []string{"Base"}, Fields: []*djinnpb.Field{
+			{Name: "model", Value: client.NewString("laser").Proto()}, {Name: "floor", Value: client.NewInt(3).Proto()},
+			{Name: "x", Value: client.NewFloat(math.NaN()).Proto()}, {Name: "on", Value: client.NewBool(true).Proto()},
+			{Name: "b", Value: client.NewBytes([]byte{0}).Proto()}, {Name: "null"}}}}}})
+	seed(&djinnpb.ServiceEvent{Transition: 1, ServiceId: id[:]})
+	seed(&djinnpb.ServiceEvent{Transition: 4, ServiceId: id[:], Item: &djinnpb.ServiceItem{}})
+	seed(&djinnpb.ServiceEvent{Transition: 4, ServiceId: id[:], Item: &djinnpb.ServiceItem{ServiceId: []byte{9}}})
+	seed(&djinnpb.ServiceEvent{Transition: 7, ServiceId: id[:]})
+	seed(&djinnpb.RenewalFailure{})
+	f.Add("", []byte(nil))
+	f.Add("type.googleapis.com/djinn.v1.ServiceEvent", []byte{0x08, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Fuzz(func(t *testing.T, typeURL string, value []byte) {
+		se, err := client.ServiceEventFrom(&client.RemoteEvent{Payload: &anypb.Any{TypeUrl: typeURL, Value: value}})
+		if err != nil {
+			if se != nil || !errors.Is(err, djinn.ErrInvalidArgument) {
+				t.Fatalf("%+v and error %v of kind %v", se, err, djinn.KindOf(err))
+			}
+			return
+		}
+		switch {
+		case se.Transition != client.MatchNoMatch && se.Transition != client.NoMatchMatch && se.Transition != client.MatchMatch:
+			t.Fatalf("accepted transition %v", se.Transition)
+		case se.Item == nil && se.Transition != client.MatchNoMatch:
+			t.Fatalf("accepted %v without its item", se.Transition)
+		case se.Item != nil && se.Item.ID != se.ServiceID:
+			t.Fatalf("accepted item %s in an event of %s", se.Item.ID, se.ServiceID)
+		}
+		again := &djinnpb.ServiceEvent{Transition: djinnpb.Transition(se.Transition), ServiceId: se.ServiceID[:]}
+		if se.Item != nil {
+			again.Item = se.Item.Proto()
+		}
+		se2, err := client.ServiceEventFrom(serviceEvent(t, again))
+		if err != nil || se2.Transition != se.Transition || se2.ServiceID != se.ServiceID || !reflect.DeepEqual(se2.Item, se.Item) {
+			t.Fatalf("re-encoded %+v read back as %+v, %v", se, se2, err)
 		}
 	})
 }
 
-func TestLookupArguments(t *testing.T) {
-	r := NewRegistrar(nil, djinn.Ref{})
-	if _, _, err := r.LookupN(t.Context(), nil, -1); !errors.Is(err, djinn.ErrInvalidArgument) {
-		t.Errorf("negative max: %v", err)
+// ExampleRegistrar: a service registers itself with attributes and keeps
+// its lease renewed; a client finds it by an attribute and watches for
+// printers coming and going.
+func ExampleRegistrar() {
+	ctx := context.Background()
+	c, err := client.Dial(ctx, "127.0.0.1:4161") // djinn serve's default address
+	if err != nil {
+		log.Fatal(err)
 	}
-	if _, err := r.Notify(t.Context(), nil, 8, djinn.Ref{}, nil, djinn.Any); !errors.Is(err, djinn.ErrInvalidArgument) {
-		t.Errorf("unknown transition: %v", err)
+	defer c.Close()
+	reg, err := c.Lookup(ctx)
+	if err != nil {
+		log.Fatal(err)
 	}
-	if _, err := r.Register(t.Context(), nil, djinn.Any); !errors.Is(err, djinn.ErrInvalidArgument) {
-		t.Errorf("nil item: %v", err)
+
+	// The service's side.
+	sr, err := reg.Register(ctx, client.ServiceItem{
+		Service: []byte("10.0.0.7:9100"), Types: []string{"Printer", "Device"},
+		Entries: []client.Entry{{Type: "Location", Fields: []client.Field{{Name: "floor", Value: client.NewInt(3)}}}},
+	}, djinn.Any)
+	if err != nil {
+		log.Fatal(err)
 	}
-	var reg *ServiceRegistration
-	if err := reg.SetAttributes(t.Context(), nil); !errors.Is(err, djinn.ErrInvalidArgument) {
-		t.Errorf("nil registration: %v", err)
+	renewer, err := client.NewRenewer(c)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer renewer.Close()
+	if err := renewer.Renew(sr.Lease, djinn.EndOfTime); err != nil {
+		log.Fatal(err)
+	}
+
+	// A client's side: a printer on floor 3 (a field left out, or null, is
+	// a wildcard).
+	floor3 := client.ServiceTemplate{Types: []string{"Printer"},
+		Entries: []client.EntryTemplate{{Type: "Location", Fields: []client.Field{{Name: "floor", Value: client.NewInt(3)}}}}}
+	it, err := reg.Lookup(ctx, floor3)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if it != nil {
+		fmt.Printf("printer %s at %s\n", it.ID, it.Service)
+	}
+
+	// Watch printers come and go.
+	l, err := client.Listen(ctx, "127.0.0.1:0", func(_ context.Context, ev *client.RemoteEvent) error {
+		se, err := client.ServiceEventFrom(ev)
+		if err != nil {
+			return err
+		}
+		fmt.Println(se.Transition, se.ServiceID)
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	watch, err := reg.Notify(ctx, client.ServiceTemplate{Types: []string{"Printer"}}, client.MatchNoMatch|client.NoMatchMatch, l.Ref(), nil, djinn.Any)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := renewer.Renew(watch.Lease, djinn.EndOfTime); err != nil {
+		log.Fatal(err)
 	}
 }
