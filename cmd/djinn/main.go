@@ -9,6 +9,7 @@
 //	djinn txn …            create, nest, show, commit and abort transactions
 //	djinn kv …             the key/value store, under a transaction or not
 //	djinn lock …           lock sets, owners, acquire/release/change, show
+//	djinn lookup …         register, find, watch and browse services (djinn discover: find registrars)
 //	djinn demo transfer    one transaction across two servers' key/value stores
 package main
 

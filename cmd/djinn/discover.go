@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/discovery"
+)
+
+type registrarView struct {
+	ServiceID string   `json:"service_id"`
+	Endpoint  string   `json:"endpoint"`
+	Locator   string   `json:"locator"`
+	Groups    []string `json:"groups"`
+}
+
+func viewRegistrar(r discovery.RegistrarInfo) registrarView {
+	v := registrarView{ServiceID: r.ServiceID.String(), Endpoint: r.Endpoint, Locator: r.Locator.String(), Groups: r.Groups}
+	if v.Groups == nil {
+		v.Groups = []string{}
+	}
+	return v
+}
+
+// discoveryGroupsText shows member groups: the public group as "", none as (none).
+func discoveryGroupsText(gs []string) string {
+	if len(gs) == 0 {
+		return "(none)"
+	}
+	out := make([]string, len(gs))
+	for i, g := range gs {
+		out[i] = g
+		if g == "" {
+			out[i] = `""`
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+func newDiscover(g *globals) *cobra.Command {
+	var (
+		groups     []string
+		allGroups  bool
+		locators   []string
+		interfaces []string
+		timeout    string
+	)
+	cmd := &cobra.Command{
+		Use:   "discover [--groups a,b | --all-groups] [--locator jini://host:port]… [--timeout D]",
+		Short: "Find lookup services by multicast (groups) and unicast (locators) discovery",
+		Long: "Find lookup services (registrars) and list each once: its service id, gRPC endpoint, " +
+			"locator and member groups (the public group shows as \"\").\n\n" +
+			"With --locator only, it runs unicast discovery at each locator, retrying until it answers or --timeout " +
+			"passes, and exits as soon as all have answered. With --groups or --all-groups, or with no flags at all " +
+			"(the public group), it also runs multicast discovery for --timeout: on a network without multicast it " +
+			"finds nothing, prints nothing and exits 0. A locator that never answered is an error, after the list.\n\n" +
+			"--groups takes comma-separated names; the public group is the empty name: --groups \"\" is the public " +
+			"group alone, --groups ,lab the public group and lab.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if g.output != "text" && g.output != "json" {
+				return fmt.Errorf("--output %q: want text or json", g.output)
+			}
+			d, err := time.ParseDuration(timeout)
+			if err != nil || d <= 0 {
+				return fmt.Errorf("--timeout %q: want a positive Go duration", timeout)
+			}
+			groupsSet := cmd.Flags().Changed("groups")
+			if allGroups && groupsSet {
+				return errors.New("--all-groups and --groups: choose one")
+			}
+			var locs []discovery.Locator
+			for _, s := range locators {
+				l, err := discovery.ParseLocator(s)
+				if err != nil {
+					return fmt.Errorf("--locator %q: %w", s, err)
+				}
+				if !slices.Contains(locs, l) {
+					locs = append(locs, l)
+				}
+			}
+			multicast := allGroups || groupsSet || len(locs) == 0
+			if multicast && !allGroups && len(groups) == 0 {
+				groups = []string{""} // the public group: the default, or --groups ""
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), d)
+			defer cancel()
+
+			var ld *discovery.LookupDiscovery
+			if multicast {
+				ld, err = discovery.NewLookupDiscovery(discovery.LookupDiscoveryConfig{Groups: groups, AllGroups: allGroups, Interfaces: interfaces})
+				if err != nil {
+					return fmt.Errorf("multicast discovery: %w", err)
+				}
+				defer ld.Close()
+			}
+			found, failed := discoverLocators(ctx, locs, d)
+			if multicast {
+				<-ctx.Done()
+				found = append(found, ld.Registrars()...)
+			}
+			var vs []registrarView
+			seen := map[djinn.ID]bool{}
+			for _, r := range found {
+				if !seen[r.ServiceID] {
+					seen[r.ServiceID] = true
+					vs = append(vs, viewRegistrar(r))
+				}
+			}
+			if vs == nil {
+				vs = []registrarView{}
+			}
+			if err := g.print(cmd.OutOrStdout(), vs, func(w io.Writer) {
+				for _, v := range vs {
+					fmt.Fprintf(w, "%s  %s  %s  groups=%s\n", v.ServiceID, v.Endpoint, v.Locator, discoveryGroupsText(v.Groups))
+				}
+			}); err != nil {
+				return err
+			}
+			return failed
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&groups, "groups", nil, `groups to discover by multicast, comma-separated ("" is the public group; the default with no --locator)`)
+	f.BoolVar(&allGroups, "all-groups", false, "discover the lookup services of every group by multicast")
+	f.StringArrayVar(&locators, "locator", nil, "a lookup service's unicast discovery address, jini://host[:port] (repeatable)")
+	f.StringArrayVar(&interfaces, "interface", nil, "network interface for multicast (repeatable; default every multicast-capable one)")
+	f.StringVar(&timeout, "timeout", "5s", "how long to discover: multicast listens this long; unicast retries until then")
+	return cmd
+}
+
+// discoverLocators runs unicast discovery at each locator at once, retrying each
+// until it answers or ctx ends. It returns the answers in the locators'
+// order and an error naming each locator that never answered.
+func discoverLocators(ctx context.Context, locs []discovery.Locator, timeout time.Duration) ([]discovery.RegistrarInfo, error) {
+	answers := make([]*discovery.RegistrarInfo, len(locs))
+	errs := make([]error, len(locs))
+	var wg sync.WaitGroup
+	for i, loc := range locs {
+		wg.Go(func() {
+			var last error
+			for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+				info, err := discovery.Unicast(ctx, loc)
+				if err == nil {
+					answers[i] = &info
+					return
+				}
+				if last == nil || ctx.Err() == nil {
+					last = err // not the cancellation that cut an attempt short
+				}
+				t := time.NewTimer(wait)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					errs[i] = fmt.Errorf("--locator %s: no answer within %s: %w", loc, timeout, last)
+					return
+				case <-t.C:
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var found []discovery.RegistrarInfo
+	for _, a := range answers {
+		if a != nil {
+			found = append(found, *a)
+		}
+	}
+	var msgs []string
+	for _, err := range errs {
+		if err != nil {
+			msgs = append(msgs, err.Error())
+		}
+	}
+	if len(msgs) > 0 {
+		return found, errors.New(strings.Join(msgs, "; ")) // one line
+	}
+	return found, nil
+}
