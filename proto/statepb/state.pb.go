@@ -124,6 +124,12 @@ type Command struct {
 	//	*Command_LookupRegister
 	//	*Command_LookupAttributes
 	//	*Command_LookupNotify
+	//	*Command_LdsRegister
+	//	*Command_LdsGroups
+	//	*Command_LdsLocators
+	//	*Command_LdsDiscard
+	//	*Command_LdsFound
+	//	*Command_LdsLost
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -497,6 +503,60 @@ func (x *Command) GetLookupNotify() *LookupNotify {
 	return nil
 }
 
+func (x *Command) GetLdsRegister() *LDSRegister {
+	if x != nil {
+		if x, ok := x.Op.(*Command_LdsRegister); ok {
+			return x.LdsRegister
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetLdsGroups() *LDSGroups {
+	if x != nil {
+		if x, ok := x.Op.(*Command_LdsGroups); ok {
+			return x.LdsGroups
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetLdsLocators() *LDSLocators {
+	if x != nil {
+		if x, ok := x.Op.(*Command_LdsLocators); ok {
+			return x.LdsLocators
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetLdsDiscard() *LDSDiscard {
+	if x != nil {
+		if x, ok := x.Op.(*Command_LdsDiscard); ok {
+			return x.LdsDiscard
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetLdsFound() *LDSFound {
+	if x != nil {
+		if x, ok := x.Op.(*Command_LdsFound); ok {
+			return x.LdsFound
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetLdsLost() *LDSLost {
+	if x != nil {
+		if x, ok := x.Op.(*Command_LdsLost); ok {
+			return x.LdsLost
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -645,6 +705,30 @@ type Command_LookupNotify struct {
 	LookupNotify *LookupNotify `protobuf:"bytes,62,opt,name=lookup_notify,json=lookupNotify,proto3,oneof"`
 }
 
+type Command_LdsRegister struct {
+	LdsRegister *LDSRegister `protobuf:"bytes,70,opt,name=lds_register,json=ldsRegister,proto3,oneof"`
+}
+
+type Command_LdsGroups struct {
+	LdsGroups *LDSGroups `protobuf:"bytes,71,opt,name=lds_groups,json=ldsGroups,proto3,oneof"`
+}
+
+type Command_LdsLocators struct {
+	LdsLocators *LDSLocators `protobuf:"bytes,72,opt,name=lds_locators,json=ldsLocators,proto3,oneof"`
+}
+
+type Command_LdsDiscard struct {
+	LdsDiscard *LDSDiscard `protobuf:"bytes,73,opt,name=lds_discard,json=ldsDiscard,proto3,oneof"`
+}
+
+type Command_LdsFound struct {
+	LdsFound *LDSFound `protobuf:"bytes,74,opt,name=lds_found,json=ldsFound,proto3,oneof"`
+}
+
+type Command_LdsLost struct {
+	LdsLost *LDSLost `protobuf:"bytes,75,opt,name=lds_lost,json=ldsLost,proto3,oneof"`
+}
+
 func (*Command_Init) isCommand_Op() {}
 
 func (*Command_Member) isCommand_Op() {}
@@ -716,6 +800,18 @@ func (*Command_LookupRegister) isCommand_Op() {}
 func (*Command_LookupAttributes) isCommand_Op() {}
 
 func (*Command_LookupNotify) isCommand_Op() {}
+
+func (*Command_LdsRegister) isCommand_Op() {}
+
+func (*Command_LdsGroups) isCommand_Op() {}
+
+func (*Command_LdsLocators) isCommand_Op() {}
+
+func (*Command_LdsDiscard) isCommand_Op() {}
+
+func (*Command_LdsFound) isCommand_Op() {}
+
+func (*Command_LdsLost) isCommand_Op() {}
 
 // Init is the first command of a cluster: it fixes the cluster's service id.
 type Init struct {
@@ -2630,6 +2726,7 @@ type Record struct {
 	//	*Record_TxnCounter
 	//	*Record_Lock
 	//	*Record_Lookup
+	//	*Record_Lds
 	Record        isRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2753,6 +2850,15 @@ func (x *Record) GetLookup() *LookupRecord {
 	return nil
 }
 
+func (x *Record) GetLds() *LDSRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_Lds); ok {
+			return x.Lds
+		}
+	}
+	return nil
+}
+
 type isRecord_Record interface {
 	isRecord_Record()
 }
@@ -2793,6 +2899,10 @@ type Record_Lookup struct {
 	Lookup *LookupRecord `protobuf:"bytes,9,opt,name=lookup,proto3,oneof"`
 }
 
+type Record_Lds struct {
+	Lds *LDSRecord `protobuf:"bytes,10,opt,name=lds,proto3,oneof"`
+}
+
 func (*Record_Init) isRecord_Record() {}
 
 func (*Record_Member) isRecord_Record() {}
@@ -2810,6 +2920,8 @@ func (*Record_TxnCounter) isRecord_Record() {}
 func (*Record_Lock) isRecord_Record() {}
 
 func (*Record_Lookup) isRecord_Record() {}
+
+func (*Record_Lds) isRecord_Record() {}
 
 type LeaseRecord struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
@@ -3531,7 +3643,7 @@ var File_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x14state/v1/state.proto\x12\bstate.v1\x1a\x15djinn/v1/common.proto\x1a\x13state/v1/lock.proto\x1a\x15state/v1/lookup.proto\"\xd6\x11\n" +
+	"\x14state/v1/state.proto\x12\bstate.v1\x1a\x15djinn/v1/common.proto\x1a\x13state/v1/lock.proto\x1a\x15state/v1/lookup.proto\x1a\x12state/v1/lds.proto\"\xa0\x14\n" +
 	"\aCommand\x12$\n" +
 	"\x0enow_unix_nanos\x18\x01 \x01(\x03R\fnowUnixNanos\x12$\n" +
 	"\x04init\x18\x02 \x01(\v2\x0e.state.v1.InitH\x00R\x04init\x12*\n" +
@@ -3579,7 +3691,15 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\tlock_drop\x188 \x01(\v2\x12.state.v1.LockDropH\x00R\blockDrop\x12C\n" +
 	"\x0flookup_register\x18< \x01(\v2\x18.state.v1.LookupRegisterH\x00R\x0elookupRegister\x12I\n" +
 	"\x11lookup_attributes\x18= \x01(\v2\x1a.state.v1.LookupAttributesH\x00R\x10lookupAttributes\x12=\n" +
-	"\rlookup_notify\x18> \x01(\v2\x16.state.v1.LookupNotifyH\x00R\flookupNotifyB\x04\n" +
+	"\rlookup_notify\x18> \x01(\v2\x16.state.v1.LookupNotifyH\x00R\flookupNotify\x12:\n" +
+	"\flds_register\x18F \x01(\v2\x15.state.v1.LDSRegisterH\x00R\vldsRegister\x124\n" +
+	"\n" +
+	"lds_groups\x18G \x01(\v2\x13.state.v1.LDSGroupsH\x00R\tldsGroups\x12:\n" +
+	"\flds_locators\x18H \x01(\v2\x15.state.v1.LDSLocatorsH\x00R\vldsLocators\x127\n" +
+	"\vlds_discard\x18I \x01(\v2\x14.state.v1.LDSDiscardH\x00R\n" +
+	"ldsDiscard\x121\n" +
+	"\tlds_found\x18J \x01(\v2\x12.state.v1.LDSFoundH\x00R\bldsFound\x12.\n" +
+	"\blds_lost\x18K \x01(\v2\x11.state.v1.LDSLostH\x00R\aldsLostB\x04\n" +
 	"\x02op\"%\n" +
 	"\x04Init\x12\x1d\n" +
 	"\n" +
@@ -3706,7 +3826,7 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\fcrash_counts\x18\x03 \x03(\x03R\vcrashCounts\x12!\n" +
 	"\x04drop\x18\x04 \x01(\v2\r.djinn.v1.RefR\x04drop\"\x1d\n" +
 	"\tTxnForget\x12\x10\n" +
-	"\x03ids\x18\x01 \x03(\x04R\x03ids\"\xc7\x03\n" +
+	"\x03ids\x18\x01 \x03(\x04R\x03ids\"\xf0\x03\n" +
 	"\x06Record\x12$\n" +
 	"\x04init\x18\x01 \x01(\v2\x0e.state.v1.InitH\x00R\x04init\x12*\n" +
 	"\x06member\x18\x02 \x01(\v2\x10.state.v1.MemberH\x00R\x06member\x12-\n" +
@@ -3718,7 +3838,9 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\vtxn_counter\x18\a \x01(\v2\x14.state.v1.TxnCounterH\x00R\n" +
 	"txnCounter\x12*\n" +
 	"\x04lock\x18\b \x01(\v2\x14.state.v1.LockRecordH\x00R\x04lock\x120\n" +
-	"\x06lookup\x18\t \x01(\v2\x16.state.v1.LookupRecordH\x00R\x06lookupB\b\n" +
+	"\x06lookup\x18\t \x01(\v2\x16.state.v1.LookupRecordH\x00R\x06lookup\x12'\n" +
+	"\x03lds\x18\n" +
+	" \x01(\v2\x13.state.v1.LDSRecordH\x00R\x03ldsB\b\n" +
 	"\x06record\"\xbb\x01\n" +
 	"\vLeaseRecord\x12\x16\n" +
 	"\x06cookie\x18\x01 \x01(\fR\x06cookie\x12\x1d\n" +
@@ -3859,14 +3981,21 @@ var file_state_v1_state_proto_goTypes = []any{
 	(*LookupRegister)(nil),        // 51: state.v1.LookupRegister
 	(*LookupAttributes)(nil),      // 52: state.v1.LookupAttributes
 	(*LookupNotify)(nil),          // 53: state.v1.LookupNotify
-	(*djinnpb.Ref)(nil),           // 54: djinn.v1.Ref
-	(*djinnpb.RemoteEvent)(nil),   // 55: djinn.v1.RemoteEvent
-	(*djinnpb.EventKey)(nil),      // 56: djinn.v1.EventKey
-	(djinnpb.SerialFormat)(0),     // 57: djinn.v1.SerialFormat
-	(*djinnpb.Error)(nil),         // 58: djinn.v1.Error
-	(*djinnpb.Lease)(nil),         // 59: djinn.v1.Lease
-	(*LockRecord)(nil),            // 60: state.v1.LockRecord
-	(*LookupRecord)(nil),          // 61: state.v1.LookupRecord
+	(*LDSRegister)(nil),           // 54: state.v1.LDSRegister
+	(*LDSGroups)(nil),             // 55: state.v1.LDSGroups
+	(*LDSLocators)(nil),           // 56: state.v1.LDSLocators
+	(*LDSDiscard)(nil),            // 57: state.v1.LDSDiscard
+	(*LDSFound)(nil),              // 58: state.v1.LDSFound
+	(*LDSLost)(nil),               // 59: state.v1.LDSLost
+	(*djinnpb.Ref)(nil),           // 60: djinn.v1.Ref
+	(*djinnpb.RemoteEvent)(nil),   // 61: djinn.v1.RemoteEvent
+	(*djinnpb.EventKey)(nil),      // 62: djinn.v1.EventKey
+	(djinnpb.SerialFormat)(0),     // 63: djinn.v1.SerialFormat
+	(*djinnpb.Error)(nil),         // 64: djinn.v1.Error
+	(*djinnpb.Lease)(nil),         // 65: djinn.v1.Lease
+	(*LockRecord)(nil),            // 66: state.v1.LockRecord
+	(*LookupRecord)(nil),          // 67: state.v1.LookupRecord
+	(*LDSRecord)(nil),             // 68: state.v1.LDSRecord
 }
 var file_state_v1_state_proto_depIdxs = []int32{
 	2,  // 0: state.v1.Command.init:type_name -> state.v1.Init
@@ -3905,53 +4034,60 @@ var file_state_v1_state_proto_depIdxs = []int32{
 	51, // 33: state.v1.Command.lookup_register:type_name -> state.v1.LookupRegister
 	52, // 34: state.v1.Command.lookup_attributes:type_name -> state.v1.LookupAttributes
 	53, // 35: state.v1.Command.lookup_notify:type_name -> state.v1.LookupNotify
-	7,  // 36: state.v1.LeaseHorizon.entries:type_name -> state.v1.HorizonEntry
-	54, // 37: state.v1.MailboxEnable.target:type_name -> djinn.v1.Ref
-	55, // 38: state.v1.MailboxStore.events:type_name -> djinn.v1.RemoteEvent
-	13, // 39: state.v1.MailboxDelivered.entries:type_name -> state.v1.Delivered
-	56, // 40: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
-	54, // 41: state.v1.RenewalAdd.landlord:type_name -> djinn.v1.Ref
-	57, // 42: state.v1.RenewalAdd.format:type_name -> djinn.v1.SerialFormat
-	54, // 43: state.v1.RenewalListen.target:type_name -> djinn.v1.Ref
-	21, // 44: state.v1.RenewalEnd.entries:type_name -> state.v1.RenewalEnding
-	0,  // 45: state.v1.RenewalEnding.reason:type_name -> state.v1.RenewalEndReason
-	58, // 46: state.v1.RenewalEnding.error:type_name -> djinn.v1.Error
-	59, // 47: state.v1.RenewalWarn.set_lease:type_name -> djinn.v1.Lease
-	24, // 48: state.v1.RenewalDelivered.entries:type_name -> state.v1.RenewalDeliveredEntry
-	26, // 49: state.v1.TxnCreate.remote:type_name -> state.v1.TxnRemoteParent
-	54, // 50: state.v1.TxnRemoteParent.manager:type_name -> djinn.v1.Ref
-	54, // 51: state.v1.TxnRemoteParent.ancestor_managers:type_name -> djinn.v1.Ref
-	54, // 52: state.v1.TxnJoin.participant:type_name -> djinn.v1.Ref
-	31, // 53: state.v1.TxnNotified.entries:type_name -> state.v1.TxnParticipantRef
-	54, // 54: state.v1.TxnPromote.participants:type_name -> djinn.v1.Ref
-	54, // 55: state.v1.TxnPromote.drop:type_name -> djinn.v1.Ref
-	2,  // 56: state.v1.Record.init:type_name -> state.v1.Init
-	3,  // 57: state.v1.Record.member:type_name -> state.v1.Member
-	35, // 58: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
-	36, // 59: state.v1.Record.mailbox:type_name -> state.v1.MailboxRecord
-	38, // 60: state.v1.Record.renewal_set:type_name -> state.v1.RenewalSetRecord
-	41, // 61: state.v1.Record.txn:type_name -> state.v1.TxnRecord
-	43, // 62: state.v1.Record.txn_counter:type_name -> state.v1.TxnCounter
-	60, // 63: state.v1.Record.lock:type_name -> state.v1.LockRecord
-	61, // 64: state.v1.Record.lookup:type_name -> state.v1.LookupRecord
-	54, // 65: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
-	56, // 66: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
-	37, // 67: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
-	55, // 68: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
-	39, // 69: state.v1.RenewalSetRecord.listeners:type_name -> state.v1.RenewalListenerRecord
-	40, // 70: state.v1.RenewalSetRecord.leases:type_name -> state.v1.RenewalLeaseRecord
-	54, // 71: state.v1.RenewalListenerRecord.target:type_name -> djinn.v1.Ref
-	55, // 72: state.v1.RenewalListenerRecord.pending:type_name -> djinn.v1.RemoteEvent
-	54, // 73: state.v1.RenewalLeaseRecord.landlord:type_name -> djinn.v1.Ref
-	57, // 74: state.v1.RenewalLeaseRecord.format:type_name -> djinn.v1.SerialFormat
-	42, // 75: state.v1.TxnRecord.participants:type_name -> state.v1.TxnParticipantRecord
-	26, // 76: state.v1.TxnRecord.remote:type_name -> state.v1.TxnRemoteParent
-	54, // 77: state.v1.TxnParticipantRecord.participant:type_name -> djinn.v1.Ref
-	78, // [78:78] is the sub-list for method output_type
-	78, // [78:78] is the sub-list for method input_type
-	78, // [78:78] is the sub-list for extension type_name
-	78, // [78:78] is the sub-list for extension extendee
-	0,  // [0:78] is the sub-list for field type_name
+	54, // 36: state.v1.Command.lds_register:type_name -> state.v1.LDSRegister
+	55, // 37: state.v1.Command.lds_groups:type_name -> state.v1.LDSGroups
+	56, // 38: state.v1.Command.lds_locators:type_name -> state.v1.LDSLocators
+	57, // 39: state.v1.Command.lds_discard:type_name -> state.v1.LDSDiscard
+	58, // 40: state.v1.Command.lds_found:type_name -> state.v1.LDSFound
+	59, // 41: state.v1.Command.lds_lost:type_name -> state.v1.LDSLost
+	7,  // 42: state.v1.LeaseHorizon.entries:type_name -> state.v1.HorizonEntry
+	60, // 43: state.v1.MailboxEnable.target:type_name -> djinn.v1.Ref
+	61, // 44: state.v1.MailboxStore.events:type_name -> djinn.v1.RemoteEvent
+	13, // 45: state.v1.MailboxDelivered.entries:type_name -> state.v1.Delivered
+	62, // 46: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
+	60, // 47: state.v1.RenewalAdd.landlord:type_name -> djinn.v1.Ref
+	63, // 48: state.v1.RenewalAdd.format:type_name -> djinn.v1.SerialFormat
+	60, // 49: state.v1.RenewalListen.target:type_name -> djinn.v1.Ref
+	21, // 50: state.v1.RenewalEnd.entries:type_name -> state.v1.RenewalEnding
+	0,  // 51: state.v1.RenewalEnding.reason:type_name -> state.v1.RenewalEndReason
+	64, // 52: state.v1.RenewalEnding.error:type_name -> djinn.v1.Error
+	65, // 53: state.v1.RenewalWarn.set_lease:type_name -> djinn.v1.Lease
+	24, // 54: state.v1.RenewalDelivered.entries:type_name -> state.v1.RenewalDeliveredEntry
+	26, // 55: state.v1.TxnCreate.remote:type_name -> state.v1.TxnRemoteParent
+	60, // 56: state.v1.TxnRemoteParent.manager:type_name -> djinn.v1.Ref
+	60, // 57: state.v1.TxnRemoteParent.ancestor_managers:type_name -> djinn.v1.Ref
+	60, // 58: state.v1.TxnJoin.participant:type_name -> djinn.v1.Ref
+	31, // 59: state.v1.TxnNotified.entries:type_name -> state.v1.TxnParticipantRef
+	60, // 60: state.v1.TxnPromote.participants:type_name -> djinn.v1.Ref
+	60, // 61: state.v1.TxnPromote.drop:type_name -> djinn.v1.Ref
+	2,  // 62: state.v1.Record.init:type_name -> state.v1.Init
+	3,  // 63: state.v1.Record.member:type_name -> state.v1.Member
+	35, // 64: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
+	36, // 65: state.v1.Record.mailbox:type_name -> state.v1.MailboxRecord
+	38, // 66: state.v1.Record.renewal_set:type_name -> state.v1.RenewalSetRecord
+	41, // 67: state.v1.Record.txn:type_name -> state.v1.TxnRecord
+	43, // 68: state.v1.Record.txn_counter:type_name -> state.v1.TxnCounter
+	66, // 69: state.v1.Record.lock:type_name -> state.v1.LockRecord
+	67, // 70: state.v1.Record.lookup:type_name -> state.v1.LookupRecord
+	68, // 71: state.v1.Record.lds:type_name -> state.v1.LDSRecord
+	60, // 72: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
+	62, // 73: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
+	37, // 74: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
+	61, // 75: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
+	39, // 76: state.v1.RenewalSetRecord.listeners:type_name -> state.v1.RenewalListenerRecord
+	40, // 77: state.v1.RenewalSetRecord.leases:type_name -> state.v1.RenewalLeaseRecord
+	60, // 78: state.v1.RenewalListenerRecord.target:type_name -> djinn.v1.Ref
+	61, // 79: state.v1.RenewalListenerRecord.pending:type_name -> djinn.v1.RemoteEvent
+	60, // 80: state.v1.RenewalLeaseRecord.landlord:type_name -> djinn.v1.Ref
+	63, // 81: state.v1.RenewalLeaseRecord.format:type_name -> djinn.v1.SerialFormat
+	42, // 82: state.v1.TxnRecord.participants:type_name -> state.v1.TxnParticipantRecord
+	26, // 83: state.v1.TxnRecord.remote:type_name -> state.v1.TxnRemoteParent
+	60, // 84: state.v1.TxnParticipantRecord.participant:type_name -> djinn.v1.Ref
+	85, // [85:85] is the sub-list for method output_type
+	85, // [85:85] is the sub-list for method input_type
+	85, // [85:85] is the sub-list for extension type_name
+	85, // [85:85] is the sub-list for extension extendee
+	0,  // [0:85] is the sub-list for field type_name
 }
 
 func init() { file_state_v1_state_proto_init() }
@@ -3961,6 +4097,7 @@ func file_state_v1_state_proto_init() {
 	}
 	file_state_v1_lock_proto_init()
 	file_state_v1_lookup_proto_init()
+	file_state_v1_lds_proto_init()
 	file_state_v1_state_proto_msgTypes[0].OneofWrappers = []any{
 		(*Command_Init)(nil),
 		(*Command_Member)(nil),
@@ -3998,6 +4135,12 @@ func file_state_v1_state_proto_init() {
 		(*Command_LookupRegister)(nil),
 		(*Command_LookupAttributes)(nil),
 		(*Command_LookupNotify)(nil),
+		(*Command_LdsRegister)(nil),
+		(*Command_LdsGroups)(nil),
+		(*Command_LdsLocators)(nil),
+		(*Command_LdsDiscard)(nil),
+		(*Command_LdsFound)(nil),
+		(*Command_LdsLost)(nil),
 	}
 	file_state_v1_state_proto_msgTypes[33].OneofWrappers = []any{
 		(*Record_Init)(nil),
@@ -4009,6 +4152,7 @@ func file_state_v1_state_proto_init() {
 		(*Record_TxnCounter)(nil),
 		(*Record_Lock)(nil),
 		(*Record_Lookup)(nil),
+		(*Record_Lds)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
