@@ -74,6 +74,7 @@ type StatusResponse struct {
 	Txn           *Ref                   `protobuf:"bytes,13,opt,name=txn,proto3" json:"txn,omitempty"`         // the transaction manager
 	Lock          *Ref                   `protobuf:"bytes,14,opt,name=lock,proto3" json:"lock,omitempty"`       // the lock service (its transaction participant)
 	Lookup        *Ref                   `protobuf:"bytes,15,opt,name=lookup,proto3" json:"lookup,omitempty"`   // the lookup service (the registrar)
+	Lds           *Ref                   `protobuf:"bytes,16,opt,name=lds,proto3" json:"lds,omitempty"`         // the lookup discovery service
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -209,6 +210,13 @@ func (x *StatusResponse) GetLock() *Ref {
 func (x *StatusResponse) GetLookup() *Ref {
 	if x != nil {
 		return x.Lookup
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetLds() *Ref {
+	if x != nil {
+		return x.Lds
 	}
 	return nil
 }
@@ -382,7 +390,7 @@ var File_djinn_v1_admin_proto protoreflect.FileDescriptor
 const file_djinn_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"\x14djinn/v1/admin.proto\x12\bdjinn.v1\x1a\x15djinn/v1/common.proto\"\x0f\n" +
-	"\rStatusRequest\"\xf0\x04\n" +
+	"\rStatusRequest\"\x91\x05\n" +
 	"\x0eStatusResponse\x12\x1d\n" +
 	"\n" +
 	"service_id\x18\x01 \x01(\fR\tserviceId\x12\x17\n" +
@@ -400,7 +408,8 @@ const file_djinn_v1_admin_proto_rawDesc = "" +
 	"\arenewal\x18\f \x01(\v2\r.djinn.v1.RefR\arenewal\x12\x1f\n" +
 	"\x03txn\x18\r \x01(\v2\r.djinn.v1.RefR\x03txn\x12!\n" +
 	"\x04lock\x18\x0e \x01(\v2\r.djinn.v1.RefR\x04lock\x12%\n" +
-	"\x06lookup\x18\x0f \x01(\v2\r.djinn.v1.RefR\x06lookup\x1a9\n" +
+	"\x06lookup\x18\x0f \x01(\v2\r.djinn.v1.RefR\x06lookup\x12\x1f\n" +
+	"\x03lds\x18\x10 \x01(\v2\r.djinn.v1.RefR\x03lds\x1a9\n" +
 	"\vCountsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"}\n" +
@@ -449,15 +458,16 @@ var file_djinn_v1_admin_proto_depIdxs = []int32{
 	6,  // 5: djinn.v1.StatusResponse.txn:type_name -> djinn.v1.Ref
 	6,  // 6: djinn.v1.StatusResponse.lock:type_name -> djinn.v1.Ref
 	6,  // 7: djinn.v1.StatusResponse.lookup:type_name -> djinn.v1.Ref
-	0,  // 8: djinn.v1.Admin.Status:input_type -> djinn.v1.StatusRequest
-	3,  // 9: djinn.v1.Admin.Join:input_type -> djinn.v1.JoinRequest
-	1,  // 10: djinn.v1.Admin.Status:output_type -> djinn.v1.StatusResponse
-	4,  // 11: djinn.v1.Admin.Join:output_type -> djinn.v1.JoinResponse
-	10, // [10:12] is the sub-list for method output_type
-	8,  // [8:10] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	6,  // 8: djinn.v1.StatusResponse.lds:type_name -> djinn.v1.Ref
+	0,  // 9: djinn.v1.Admin.Status:input_type -> djinn.v1.StatusRequest
+	3,  // 10: djinn.v1.Admin.Join:input_type -> djinn.v1.JoinRequest
+	1,  // 11: djinn.v1.Admin.Status:output_type -> djinn.v1.StatusResponse
+	4,  // 12: djinn.v1.Admin.Join:output_type -> djinn.v1.JoinResponse
+	11, // [11:13] is the sub-list for method output_type
+	9,  // [9:11] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_djinn_v1_admin_proto_init() }
