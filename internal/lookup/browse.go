@@ -9,30 +9,32 @@ import (
 	"github.com/djinn-go/djinn"
 )
 
-// each calls fn for every item tmpl matches, in no particular order. It
-// looks an id up directly; with service types it scans only the items of
-// the least common one; otherwise it scans every item.
+// each calls fn for every item tmpl matches, the registry's own included,
+// in no particular order. It
+// looks an id up directly; otherwise it scans the smallest indexed set
+// that holds every match (see candidates), or every item when the
+// template names no type, entry or field.
 func (r *Registry) each(t *template, fn func(*item)) {
+	if r.own != nil && t.matches(r.own) {
+		fn(r.own)
+	}
 	if t.hasID {
 		if it, ok := r.items[t.id]; ok && t.matches(it) {
 			fn(it)
 		}
 		return
 	}
-	set := r.items
-	for i, ty := range t.types {
-		b := r.byType[ty]
-		if len(b) == 0 {
-			return
-		}
-		if i == 0 || len(b) < len(set) {
-			set = b
-		}
-	}
-	for _, it := range set {
+	filter := func(it *item) {
 		if t.matches(it) {
 			fn(it)
 		}
+	}
+	if set, ok := r.candidates(t); ok {
+		set.each(filter)
+		return
+	}
+	for _, it := range r.items {
+		filter(it)
 	}
 }
 
@@ -64,6 +66,29 @@ func (r *Registry) Lookup(tmpl Template, max int) (total int, items []Item, err 
 		}
 	}
 	return total, items, nil
+}
+
+// LookupOne returns how many items tmpl matches and one of them, chosen
+// uniformly at random by intn (intn(n) returns a number in [0, n)), or
+// nil when none matches: the one-item lookup of DESIGN.md 6, without
+// collecting the matches.
+func (r *Registry) LookupOne(tmpl Template, intn func(n int) int) (total int, one *Item, err error) {
+	t, err := r.lim.template(tmpl)
+	if err != nil {
+		return 0, nil, err
+	}
+	var pick *item
+	r.each(t, func(it *item) {
+		total++
+		if intn(total) == 0 { // keep each of n matches with chance 1/n
+			pick = it
+		}
+	})
+	if pick == nil {
+		return total, nil, nil
+	}
+	p := pick.public()
+	return total, &p, nil
 }
 
 // EntryType is an entry type as browsing reports it: its name and its

@@ -15,10 +15,20 @@ type Registry struct {
 	lim  Limits
 
 	items map[djinn.ID]*item
-	// byType indexes items by each of their service types.
-	byType map[name]map[djinn.ID]*item
+	// byType indexes items by each of their service types, byEntryType
+	// by the types (and supertypes) of their entries, byField by their
+	// entries' field values: lookups scan the smallest candidate set.
+	byType      itemIndex[name]
+	byEntryType itemIndex[name]
+	byField     itemIndex[fieldKey]
 
 	watches watchIndex
+
+	// own is the lookup service's own item (DESIGN.md 6: the registrar
+	// registers itself), set on each node by SetOwn: it names this node's
+	// endpoint, so it is not replicated, has no lease, and never changes
+	// by registration calls.
+	own *item
 }
 
 // Registration is a registered item with the id of the lease that keeps it.
@@ -45,8 +55,43 @@ func New(self djinn.ID, limits Limits) (*Registry, error) {
 
 func (r *Registry) reset() {
 	r.items = map[djinn.ID]*item{}
-	r.byType = map[name]map[djinn.ID]*item{}
+	r.byType = itemIndex[name]{}
+	r.byEntryType = itemIndex[name]{}
+	r.byField = itemIndex[fieldKey]{}
 	r.watches = newWatchIndex()
+}
+
+// SetOwn sets the lookup service's own item, whose service id must be the
+// registry's own: lookups and browsing see it as one more item; Register,
+// Get, the attribute calls and events never do. An item without an id
+// gets the registry's.
+func (r *Registry) SetOwn(it Item) error {
+	if it.ID.IsZero() {
+		it.ID = r.self
+	}
+	if it.ID != r.self {
+		return djinn.Errorf(djinn.InvalidArgument, "own item service id %s: the lookup service's is %s", it.ID, r.self)
+	}
+	// item refuses the reserved id: check the rest under a stand-in.
+	standIn := djinn.ID{1}
+	if standIn == r.self {
+		standIn = djinn.ID{2}
+	}
+	st, err := r.lim.item(Item{ID: standIn, Ref: it.Ref, Types: it.Types, Entries: it.Entries}, r.self)
+	if err != nil {
+		return err
+	}
+	st.id = r.self
+	r.own = st
+	return nil
+}
+
+// Own returns the lookup service's own item, if set.
+func (r *Registry) Own() (Item, bool) {
+	if r.own == nil {
+		return Item{}, false
+	}
+	return r.own.public(), true
 }
 
 // Limits returns the registry's limits, defaults filled in.
@@ -108,28 +153,21 @@ func (r *Registry) Register(it Item, lease djinn.ID) ([]Event, error) {
 	return r.notify(old, st), nil
 }
 
-// put stores it and indexes it by type.
+// put stores it and indexes it.
 func (r *Registry) put(it *item) {
 	r.items[it.id] = it
 	for _, t := range it.types {
-		m := r.byType[t]
-		if m == nil {
-			m = map[djinn.ID]*item{}
-			r.byType[t] = m
-		}
-		m[it.id] = it
+		r.byType.add(t, it)
 	}
+	r.indexEntries(it)
 }
 
-// unindex takes it out of byType.
+// unindex takes it out of the indexes.
 func (r *Registry) unindex(it *item) {
 	for _, t := range it.types {
-		m := r.byType[t]
-		delete(m, it.id)
-		if len(m) == 0 {
-			delete(r.byType, t)
-		}
+		r.byType.remove(t, it)
 	}
+	r.unindexEntries(it)
 }
 
 // Remove removes the item registered with id: its lease ended or was
@@ -303,6 +341,8 @@ func (r *Registry) setEntries(it *item, es []entry) ([]Event, error) {
 		es = nil
 	}
 	pre := *it
+	r.unindexEntries(it)
 	it.entries = slices.Clip(es)
+	r.indexEntries(it)
 	return r.notify(&pre, it), nil
 }

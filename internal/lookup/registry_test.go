@@ -1,7 +1,9 @@
 package lookup_test
 
 import (
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -411,4 +413,138 @@ func TestServiceTypes(t *testing.T) {
 	}
 	_, err := r.ServiceTypes(lookup.Template{}, strings.Repeat("x", 300))
 	wantErr(t, err, djinn.ResourceExhausted, "MaxNameLen", "300")
+}
+
+// TestLookupOne: the one-item lookup counts every match and returns one of
+// them, each with the chance intn gives it, without collecting them.
+func TestLookupOne(t *testing.T) {
+	r := newRegistry(t, lookup.Limits{})
+	for _, b := range []byte{5, 3, 9} {
+		ok(t)(r.Register(lookup.Item{ID: sid(b), Ref: []byte{b}, Types: []string{"A"}}, lid(b)))
+	}
+	total, one, err := r.LookupOne(lookup.Template{Types: []string{"B"}}, func(int) int { return 0 })
+	if err != nil || total != 0 || one != nil {
+		t.Errorf("no match: %d %v %v", total, one, err)
+	}
+	// Reservoir sampling asks intn(1), intn(2), … once per match. With a
+	// real random source every match turns up: missing one of three in
+	// 300 picks has a chance below 1e-52.
+	seen := map[byte]bool{}
+	for range 300 {
+		var calls []int
+		total, one, err := r.LookupOne(lookup.Template{Types: []string{"A"}}, func(n int) int {
+			calls = append(calls, n)
+			return rand.IntN(n)
+		})
+		if err != nil || total != 3 || one == nil || !slices.Equal(calls, []int{1, 2, 3}) {
+			t.Fatalf("%d %v %v (intn calls %v)", total, one, err, calls)
+		}
+		seen[one.ID[1]] = true
+	}
+	if len(seen) != 3 {
+		t.Errorf("picks %v: want each of the three matches once", seen)
+	}
+	_, _, err = r.LookupOne(lookup.Template{ID: &djinn.ID{}}, func(int) int { return 0 })
+	wantErr(t, err, djinn.InvalidArgument, "template service id")
+}
+
+// TestLookupByEntryIndex: lookups by entry type and field value find the
+// same items however the item got its entries (registered, added, set,
+// modified, replaced) and stop finding them once the entries change or
+// the item goes.
+func TestLookupByEntryIndex(t *testing.T) {
+	r := newRegistry(t, lookup.Limits{})
+	ok(t)(r.Register(printer(), lid(1)))
+	find := func(et lookup.EntryTemplate) []byte {
+		t.Helper()
+		_, items, err := r.Lookup(lookup.Template{Entries: []lookup.EntryTemplate{et}}, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []byte
+		for _, it := range items {
+			out = append(out, it.ID[1])
+		}
+		return out
+	}
+	name := func(v string) lookup.EntryTemplate {
+		return lookup.EntryTemplate{Type: "Name", Fields: []lookup.Field{f("name", str(v))}}
+	}
+	check := func(what string, et lookup.EntryTemplate, want ...byte) {
+		t.Helper()
+		if got := find(et); !slices.Equal(got, want) {
+			t.Errorf("%s: found %v, want %v", what, got, want)
+		}
+	}
+	check("registered field", name("laser"), 1)
+	check("a subtype's field", name("red"), 1)
+	check("supertype only", lookup.EntryTemplate{Type: "Entry"}, 1)
+	check("null field", lookup.EntryTemplate{Type: "Location", Fields: []lookup.Field{f("building", nil)}}, 1)
+	check("value of another field", lookup.EntryTemplate{Type: "Location", Fields: []lookup.Field{f("room", i64(3))}})
+
+	ok(t)(r.AddAttributes(sid(1), []lookup.Entry{{Type: "Name", Fields: []lookup.Field{f("name", str("added"))}}}))
+	check("added", name("added"), 1)
+	ok(t)(r.ModifyAttributes(sid(1), []lookup.EntryTemplate{name("added")}, []lookup.Entry{{Type: "Name", Fields: []lookup.Field{f("name", str("modified"))}}}))
+	check("modified away", name("added"))
+	check("modified to", name("modified"), 1)
+	ok(t)(r.SetAttributes(sid(1), []lookup.Entry{{Type: "Name", Fields: []lookup.Field{f("name", str("set"))}}}))
+	check("set away", name("laser"))
+	check("set to", name("set"), 1)
+	check("set away, type", lookup.EntryTemplate{Type: "Location"})
+
+	two := printer()
+	two.ID = sid(2)
+	ok(t)(r.Register(two, lid(2)))
+	check("second item", name("laser"), 2)
+	check("both by type", lookup.EntryTemplate{Type: "Name"}, 1, 2)
+	replaced := two
+	replaced.Entries = nil
+	ok(t)(r.Register(replaced, lid(2)))
+	check("replaced without entries", lookup.EntryTemplate{Type: "Name"}, 1)
+	ok(t)(r.Remove(sid(1)))
+	check("removed", name("set"))
+	check("nothing left with a Name", lookup.EntryTemplate{Type: "Name"})
+}
+
+// TestOwnItem: the registrar's own item (DESIGN.md 6) is found by lookups
+// and browsing like any item, carries the registrar's service id, and is
+// out of reach of the registration calls; an import keeps it.
+func TestOwnItem(t *testing.T) {
+	r := newRegistry(t, lookup.Limits{})
+	wantErr(t, r.SetOwn(lookup.Item{ID: sid(9), Types: []string{"Registrar"}}), djinn.InvalidArgument, "own item service id")
+	wantErr(t, r.SetOwn(lookup.Item{Types: []string{""}}), djinn.InvalidArgument)
+	if err := r.SetOwn(lookup.Item{Ref: []byte("me"), Types: []string{"Registrar"},
+		Entries: []lookup.Entry{{Type: "ServiceInfo", Fields: []lookup.Field{f("name", str("lookup"))}}}}); err != nil {
+		t.Fatal(err)
+	}
+	ok(t)(r.Register(printer(), lid(1)))
+	total, items, err := r.Lookup(lookup.Template{}, 10)
+	if err != nil || total != 2 || len(items) != 2 {
+		t.Fatalf("every item: %d %v %v", total, items, err)
+	}
+	for _, tmpl := range []lookup.Template{
+		{ID: idp(self)},
+		{Types: []string{"Registrar"}},
+		{Entries: []lookup.EntryTemplate{{Type: "ServiceInfo", Fields: []lookup.Field{f("name", str("lookup"))}}}},
+	} {
+		total, items, err := r.Lookup(tmpl, 10)
+		if err != nil || total != 1 || items[0].ID != self || string(items[0].Ref) != "me" {
+			t.Errorf("%+v: %d %v %v, want the own item", tmpl, total, items, err)
+		}
+	}
+	if types, err := r.ServiceTypes(lookup.Template{}, "Reg"); err != nil || !slices.Equal(types, []string{"Registrar"}) {
+		t.Errorf("service types: %v %v", types, err)
+	}
+	_, err = r.Get(self)
+	wantErr(t, err, djinn.InvalidArgument, "reserved")
+	_, err = r.Register(lookup.Item{ID: self, Types: []string{"X"}}, lid(2))
+	wantErr(t, err, djinn.InvalidArgument, "reserved")
+	_, err = r.AddAttributes(self, nil)
+	wantErr(t, err, djinn.InvalidArgument, "reserved")
+	if err := r.Import(r.Export()); err != nil {
+		t.Fatal(err)
+	}
+	if own, ok := r.Own(); !ok || own.ID != self || total != 2 {
+		t.Errorf("after an import: %v %v", own, ok)
+	}
 }

@@ -45,7 +45,7 @@ func (r *Registry) Export() Snapshot {
 // larger ones): it names the first bad value and leaves the registry
 // unchanged on any error. The registry keeps its own service id and limits.
 func (r *Registry) Import(s Snapshot) error {
-	n := &Registry{self: r.self, lim: r.lim}
+	n := &Registry{self: r.self, lim: r.lim, own: r.own}
 	n.reset()
 	lim := unlimited
 	for i, reg := range s.Registrations {

@@ -20,7 +20,7 @@ import (
 // sequence numbers. Every change comes from the log, through the Apply
 // methods; they are deterministic.
 type State struct {
-	mu sync.Mutex
+	mu sync.RWMutex
 	// Guarded by mu.
 	reg       *Registry               // made at the first use, once the service id is known
 	regs      map[djinn.ID]djinn.ID   // registration cookie → service id
@@ -30,6 +30,7 @@ type State struct {
 	restoring []byte
 
 	self   func() djinn.ID
+	own    func() Item // the registrar's own item, nil for none
 	limits Limits
 	leases *lease.Table
 	// notify, when set, hears the service events to deliver, in log
@@ -93,9 +94,27 @@ func (s *State) registryLocked() (*Registry, error) {
 		if err != nil {
 			return nil, err
 		}
+		if s.own != nil {
+			if err := r.SetOwn(s.own()); err != nil {
+				return nil, err
+			}
+		}
 		s.reg = r
 	}
 	return s.reg, nil
+}
+
+// SetOwn sets the function that makes the registrar's own item (see
+// Registry.SetOwn); it runs when the registry is made, once the service id
+// is known. The item is this node's: it is not replicated.
+func (s *State) SetOwn(own func() Item) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.own = own
+	if s.reg != nil {
+		return s.reg.SetOwn(own())
+	}
+	return nil
 }
 
 // deliveriesLocked numbers the registry's events for their watches.
@@ -268,39 +287,55 @@ func (s *State) LeaseEnded(o lease.Owner) {
 }
 
 // Lookup returns the number of items matching tmpl and up to max of them.
-func (s *State) Lookup(tmpl Template, max int) (int, []Item, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, err := s.registryLocked()
-	if err != nil {
-		return 0, nil, err
-	}
-	return r.Lookup(tmpl, max)
+func (s *State) Lookup(tmpl Template, max int) (total int, items []Item, err error) {
+	err = s.Browse(func(r *Registry) error {
+		total, items, err = r.Lookup(tmpl, max)
+		return err
+	})
+	return total, items, err
 }
 
-// Browse runs fn on the registry.
-func (s *State) Browse(fn func(*Registry) error) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, err := s.registryLocked()
-	if err != nil {
+// LookupOne returns the number of items matching tmpl and one of them
+// chosen at random by intn, nil when none matches.
+func (s *State) LookupOne(tmpl Template, intn func(int) int) (total int, one *Item, err error) {
+	err = s.Browse(func(r *Registry) error {
+		total, one, err = r.LookupOne(tmpl, intn)
 		return err
+	})
+	return total, one, err
+}
+
+// Browse runs fn on the registry, which fn must only read: reads run
+// concurrently with each other.
+func (s *State) Browse(fn func(*Registry) error) error {
+	for {
+		s.mu.RLock()
+		if r := s.reg; r != nil {
+			defer s.mu.RUnlock()
+			return fn(r)
+		}
+		s.mu.RUnlock()
+		s.mu.Lock()
+		_, err := s.registryLocked()
+		s.mu.Unlock()
+		if err != nil {
+			return err
+		}
 	}
-	return fn(r)
 }
 
 // Registration returns the service id the registration cookie names.
 func (s *State) Registration(cookie djinn.ID) (djinn.ID, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	id, ok := s.regs[cookie]
 	return id, ok
 }
 
 // Watch returns a watch's event id and last sequence number.
 func (s *State) Watch(id djinn.ID) (eventID, seq int64, ok bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	w, ok := s.watches[id]
 	if !ok {
 		return 0, 0, false
@@ -310,8 +345,8 @@ func (s *State) Watch(id djinn.ID) (eventID, seq int64, ok bool) {
 
 // Len returns the numbers of registrations and watches.
 func (s *State) Len() (items, watches int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	return len(s.regs), len(s.watches)
 }
 

@@ -1,0 +1,144 @@
+package lookup
+
+// itemSet is a set of items. Most keys of the entry indexes name a single
+// item (a field value unique to one service), so one item is held without
+// a map; larger sets are keyed by pointer, the smallest key.
+type itemSet struct {
+	one  *item
+	many map[*item]struct{}
+}
+
+func (s *itemSet) len() int {
+	if s.many != nil {
+		return len(s.many)
+	}
+	if s.one != nil {
+		return 1
+	}
+	return 0
+}
+
+func (s *itemSet) add(it *item) {
+	switch {
+	case s.many != nil:
+		s.many[it] = struct{}{}
+	case s.one == nil || s.one == it:
+		s.one = it
+	default:
+		s.many = map[*item]struct{}{s.one: {}, it: {}}
+		s.one = nil
+	}
+}
+
+// remove takes it out of the set and reports whether the set is empty.
+func (s *itemSet) remove(it *item) bool {
+	if s.many != nil {
+		delete(s.many, it)
+		return len(s.many) == 0
+	}
+	if s.one == it {
+		s.one = nil
+	}
+	return s.one == nil
+}
+
+func (s *itemSet) each(fn func(*item)) {
+	if s.many != nil {
+		for it := range s.many {
+			fn(it)
+		}
+		return
+	}
+	if s.one != nil {
+		fn(s.one)
+	}
+}
+
+// itemIndex maps keys to the items that have them.
+type itemIndex[K comparable] map[K]*itemSet
+
+func (x itemIndex[K]) add(k K, it *item) {
+	s := x[k]
+	if s == nil {
+		s = &itemSet{}
+		x[k] = s
+	}
+	s.add(it)
+}
+
+func (x itemIndex[K]) remove(k K, it *item) {
+	if s := x[k]; s != nil && s.remove(it) {
+		delete(x, k)
+	}
+}
+
+// fieldKey is a field name with a value: the key of the field index.
+type fieldKey struct {
+	name name
+	val  Value
+}
+
+// indexEntries indexes it's entries by their types (each type and
+// supertype) and by their fields (name and value, null values included).
+func (r *Registry) indexEntries(it *item) {
+	for i := range it.entries {
+		e := &it.entries[i]
+		for _, t := range e.types {
+			r.byEntryType.add(t, it)
+		}
+		for _, f := range e.fields {
+			r.byField.add(fieldKey(f), it)
+		}
+	}
+}
+
+// unindexEntries undoes indexEntries; it must run before it's entries
+// change.
+func (r *Registry) unindexEntries(it *item) {
+	for i := range it.entries {
+		e := &it.entries[i]
+		for _, t := range e.types {
+			r.byEntryType.remove(t, it)
+		}
+		for _, f := range e.fields {
+			r.byField.remove(fieldKey(f), it)
+		}
+	}
+}
+
+// candidates returns the smallest indexed set that holds every item t can
+// match, or nil and false when t needs a scan of every item. An empty
+// non-nil result means nothing matches. The set comes from the service
+// types, the entry templates' types, or their fields: an item matches an
+// entry template only through an entry of its type with each of its field
+// values, so it is in each of those sets.
+func (r *Registry) candidates(t *template) (best *itemSet, indexed bool) {
+	none := &itemSet{}
+	consider := func(s *itemSet) bool {
+		if s == nil {
+			best = none
+			return false
+		}
+		if best == nil || s.len() < best.len() {
+			best = s
+		}
+		return true
+	}
+	for _, ty := range t.types {
+		if !consider(r.byType[ty]) {
+			return none, true
+		}
+	}
+	for i := range t.entries {
+		et := &t.entries[i]
+		if !consider(r.byEntryType[et.typ]) {
+			return none, true
+		}
+		for _, f := range et.fields {
+			if !consider(r.byField[fieldKey(f)]) {
+				return none, true
+			}
+		}
+	}
+	return best, best != nil
+}
