@@ -105,11 +105,12 @@ func TestCLILookup(t *testing.T) {
 		t.Errorf("find --max 1 printed %q", out)
 	}
 	out := mustRun(t, p, "lookup", "ls")
-	if !strings.HasPrefix(out, "3 matching\n") || !strings.Contains(out, printer.ID+`  127.0.0.1:9  types=Device,Printer  Name{model="laser" serial="0042"}  Location{floor=3}`+"\n") ||
+	// Three items and the registrar's own (DESIGN.md 6).
+	if !strings.HasPrefix(out, "4 matching\n") || !strings.Contains(out, "types=djinn.v1.LookupService,net.jini.core.lookup.ServiceRegistrar") || !strings.Contains(out, printer.ID+`  127.0.0.1:9  types=Device,Printer  Name{model="laser" serial="0042"}  Location{floor=3}`+"\n") ||
 		!strings.Contains(out, `Flags{color=true}`) {
 		t.Errorf("ls printed:\n%s", out)
 	}
-	if out := mustRun(t, p, "lookup", "types"); out != "Device\nPlotter\nPrinter\nScanner\n" {
+	if out := mustRun(t, p, "lookup", "types"); out != "Device\nPlotter\nPrinter\nScanner\ndjinn.v1.LookupService\nnet.jini.core.lookup.ServiceRegistrar\n" {
 		t.Errorf("types printed %q", out)
 	}
 	var types []string

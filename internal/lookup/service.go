@@ -88,7 +88,32 @@ func NewService(s *State, l *lease.Lessor, log Proposer, now func() time.Time, s
 	dc.OnFailure = svc.failed
 	svc.engine = event.New(dc)
 	s.SetNotify(svc.deliver)
+	if err := s.SetOwn(func() Item { return OwnItem(self()) }); err != nil {
+		return nil, err
+	}
 	return svc, nil
+}
+
+// The registrar's own item's service types, and the type of its entry.
+const (
+	RegistrarType       = "net.jini.core.lookup.ServiceRegistrar"
+	LookupServiceType   = "djinn.v1.LookupService"
+	ServiceInfoType     = "net.jini.lookup.entry.ServiceInfo"
+	ownItemName         = "djinn lookup service"
+	ownItemManufacturer = "djinn"
+)
+
+// OwnItem is the item the registrar registers for itself (DESIGN.md 6):
+// its service id (filled in by the registry), its reference, the
+// registrar's service types and a ServiceInfo entry.
+func OwnItem(ref djinn.Ref) Item {
+	name, maker := NewString(ownItemName), NewString(ownItemManufacturer)
+	return Item{
+		Ref:   []byte(ref.String()),
+		Types: []string{RegistrarType, LookupServiceType},
+		Entries: []Entry{{Type: ServiceInfoType, Supertypes: []string{"net.jini.entry.AbstractEntry"},
+			Fields: []Field{{Name: "name", Value: name}, {Name: "manufacturer", Value: maker}, {Name: "vendor", Value: maker}}}},
+	}
 }
 
 // Close stops delivering events.
@@ -207,27 +232,24 @@ func (s *Service) Attributes(ctx context.Context, cookie []byte, op int32, entri
 	return err
 }
 
-// maxOne bounds the matches one random pick chooses among.
-const maxOne = 10000
-
 // Lookup returns the number of matches and up to max of them; one picks
-// one match at random (among the first maxOne by id).
+// one match at random among them all.
 func (s *Service) Lookup(tmpl *djinnpb.ServiceTemplate, max int, one bool) (int, []Item, error) {
 	t, err := TemplateFromProto(tmpl)
 	if err != nil {
 		return 0, nil, err
 	}
-	if one {
-		max = maxOne
-	}
 	if err := s.leading(); err != nil {
 		return 0, nil, err
 	}
-	total, items, err := s.state.Lookup(t, max)
-	if err != nil || !one || len(items) == 0 {
-		return total, items, err
+	if !one {
+		return s.state.Lookup(t, max)
 	}
-	return total, []Item{items[rand.IntN(len(items))]}, nil
+	total, it, err := s.state.LookupOne(t, rand.IntN)
+	if err != nil || it == nil {
+		return total, nil, err
+	}
+	return total, []Item{*it}, nil
 }
 
 // Notification is a watch as Notify returns it (an event registration).

@@ -11,6 +11,7 @@ import (
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/discovery"
 	"github.com/djinn-go/djinn/internal/server/servertest"
+	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
@@ -101,7 +102,7 @@ func TestLookupService(t *testing.T) {
 		tmpl *djinnpb.ServiceTemplate
 		want int64
 	}{
-		{"everything", &djinnpb.ServiceTemplate{}, 2},
+		{"everything: the two and the registrar's own item", &djinnpb.ServiceTemplate{}, 3},
 		{"by id", &djinnpb.ServiceTemplate{ServiceId: a.GetServiceId()}, 1},
 		{"by inherited type", &djinnpb.ServiceTemplate{Types: []string{"Device"}}, 1},
 		{"by entry field", &djinnpb.ServiceTemplate{Entries: []*djinnpb.EntryTemplate{{Type: "Name", Fields: []*djinnpb.Field{{Name: "name", Value: str("laser")}}}}}, 1},
@@ -112,6 +113,20 @@ func TestLookupService(t *testing.T) {
 		if err != nil || resp.GetTotal() != tc.want || int64(len(resp.GetItems())) != tc.want {
 			t.Errorf("%s: %v %v, want %d", tc.name, resp, err, tc.want)
 		}
+	}
+	// The registrar registers itself (DESIGN.md 6): its service id, its
+	// reference, the registrar's types; registering that id is refused.
+	self, err := ls.GetRegistrar(ctx, &djinnpb.GetRegistrarRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := ls.Lookup(ctx, &djinnpb.LookupRequest{Template: &djinnpb.ServiceTemplate{Types: []string{"net.jini.core.lookup.ServiceRegistrar"}}, MaxMatches: 10})
+	if err != nil || own.GetTotal() != 1 || string(own.GetItems()[0].GetServiceId()) != string(self.GetServiceId()) ||
+		string(own.GetItems()[0].GetService()) != refString(self.GetRegistrar()) {
+		t.Errorf("the registrar's own item: %v %v; registrar %v", own, err, self)
+	}
+	if _, err := ls.Register(ctx, &djinnpb.RegisterRequest{Item: &djinnpb.ServiceItem{ServiceId: self.GetServiceId(), Types: []string{"X"}}, LeaseDurationNanos: int64(time.Minute)}); !errors.Is(err, djinn.ErrInvalidArgument) {
+		t.Errorf("registering the registrar's own id: %v, want InvalidArgument", err)
 	}
 	if _, err := ls.Lookup(ctx, &djinnpb.LookupRequest{MaxMatches: -1}); !errors.Is(err, djinn.ErrInvalidArgument) {
 		t.Errorf("negative max: %v, want InvalidArgument", err)
@@ -176,4 +191,13 @@ func TestLookupService(t *testing.T) {
 	if info.Endpoint != srv.Addr() || string(info.ServiceID[:]) != string(st.GetServiceId()) || len(info.Groups) != 1 || info.Groups[0] != "" {
 		t.Fatalf("discovered %+v, want the server's endpoint %s, service id and the public group", info, srv.Addr())
 	}
+}
+
+// refString is the string form of a wire reference.
+func refString(pb *djinnpb.Ref) string {
+	r, err := wire.RefFrom("ref", pb)
+	if err != nil {
+		return err.Error()
+	}
+	return r.String()
 }
