@@ -28,13 +28,14 @@ type Kind uint32
 
 // Owners of leases.
 const (
-	KindMailbox     Kind = 1
-	KindRenewalSet  Kind = 2
-	KindTransaction Kind = 3
-	KindLockSet     Kind = 4
-	KindLockOwner   Kind = 5
-	KindLookupItem  Kind = 6
-	KindLookupWatch Kind = 7
+	KindMailbox         Kind = 1
+	KindRenewalSet      Kind = 2
+	KindTransaction     Kind = 3
+	KindLockSet         Kind = 4
+	KindLockOwner       Kind = 5
+	KindLookupItem      Kind = 6
+	KindLookupWatch     Kind = 7
+	KindLDSRegistration Kind = 8
 )
 
 func (k Kind) String() string {
@@ -53,6 +54,8 @@ func (k Kind) String() string {
 		return "lookup registration"
 	case KindLookupWatch:
 		return "lookup notification"
+	case KindLDSRegistration:
+		return "lookup discovery registration"
 	}
 	return "unknown"
 }

@@ -15,12 +15,16 @@ import (
 var root = filepath.Join("..", "..")
 
 // cores are the service cores: they must not import gRPC (DESIGN.md 1).
-var cores = []string{"internal/lease", "internal/mailbox", "internal/renewal", "internal/txn", "internal/event", "internal/state", "internal/replica", "internal/lock", "internal/lookup", "internal/wire"}
+var cores = []string{"internal/lease", "internal/mailbox", "internal/renewal", "internal/txn", "internal/event", "internal/state", "internal/replica", "internal/lock", "internal/lookup", "internal/lds", "internal/wire"}
 
 // deterministic lists files whose code runs inside Apply and so must not
 // read the clock (DESIGN.md 2).
 var deterministic = []string{
 	"internal/state/state.go",
+	"internal/lds/doc.go",
+	"internal/lds/registrar.go",
+	"internal/lds/snapshot.go",
+	"internal/lds/state.go",
 	"internal/lease/table.go",
 	"internal/mailbox/state.go",
 	"internal/renewal/state.go",

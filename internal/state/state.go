@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/encoding/protodelim"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/lds"
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/lock"
 	"github.com/djinn-go/djinn/internal/lookup"
@@ -36,6 +37,7 @@ type Machine struct {
 	Txn     *txn.State
 	Lock    *lock.State
 	Lookup  *lookup.State
+	LDS     *lds.State
 
 	mu sync.Mutex
 	// service and members are guarded by mu.
@@ -54,6 +56,7 @@ func New() *Machine {
 	m.Txn = txn.NewState(m.Leases)
 	m.Lock = lock.NewState(m.Leases)
 	m.Lookup = lookup.NewState(m.Leases, m.ServiceID, lookup.Limits{})
+	m.LDS = lds.NewState(m.Leases)
 	return m
 }
 
@@ -69,6 +72,8 @@ func (m *Machine) leaseEnded(o lease.Owner) {
 		m.Lock.LeaseEnded(o)
 	case lease.KindLookupItem, lease.KindLookupWatch:
 		m.Lookup.LeaseEnded(o)
+	case lease.KindLDSRegistration:
+		m.LDS.LeaseEnded(o.ID)
 	}
 }
 
@@ -232,6 +237,34 @@ func (m *Machine) Apply(index uint64, cmd *statepb.Command) any {
 			return err
 		}
 		return id
+	case *statepb.Command_LdsRegister:
+		id, err := m.LDS.ApplyRegister(op.LdsRegister)
+		if err != nil {
+			return err
+		}
+		return id
+	case *statepb.Command_LdsGroups:
+		info, err := m.LDS.ApplyGroups(op.LdsGroups)
+		if err != nil {
+			return err
+		}
+		return info
+	case *statepb.Command_LdsLocators:
+		info, err := m.LDS.ApplyLocators(op.LdsLocators)
+		if err != nil {
+			return err
+		}
+		return info
+	case *statepb.Command_LdsDiscard:
+		discarded, err := m.LDS.ApplyDiscard(op.LdsDiscard)
+		if err != nil {
+			return err
+		}
+		return discarded
+	case *statepb.Command_LdsFound:
+		return m.LDS.ApplyFound(op.LdsFound)
+	case *statepb.Command_LdsLost:
+		return m.LDS.ApplyLost(op.LdsLost)
 	}
 	return djinn.Errorf(djinn.Internal, "log entry %d: unknown command %T", index, cmd.Op)
 }
@@ -273,6 +306,13 @@ func (m *Machine) Snapshot() (func(io.Writer) error, error) {
 	for _, r := range lookups {
 		recs = append(recs, &statepb.Record{Record: &statepb.Record_Lookup{Lookup: r}})
 	}
+	ldss, err := m.LDS.Records()
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range ldss {
+		recs = append(recs, &statepb.Record{Record: &statepb.Record_Lds{Lds: r}})
+	}
 	renewal := m.Renewal.Snapshot()
 	return func(w io.Writer) error {
 		bw := bufio.NewWriterSize(w, 1<<16)
@@ -308,6 +348,7 @@ func (m *Machine) Restore(r io.Reader) error {
 	m.Txn.Reset()
 	m.Lock.Reset()
 	m.Lookup.Reset()
+	m.LDS.Reset()
 	br := bufio.NewReaderSize(r, 1<<16)
 	opts := protodelim.UnmarshalOptions{MaxSize: maxRecord}
 	for n := 0; ; n++ {
@@ -352,6 +393,8 @@ func (m *Machine) restore(rec *statepb.Record) error {
 		return m.Lock.Restore(r.Lock)
 	case *statepb.Record_Lookup:
 		return m.Lookup.Restore(r.Lookup)
+	case *statepb.Record_Lds:
+		return m.LDS.Restore(r.Lds)
 	default:
 		return djinn.Errorf(djinn.Internal, "unknown record %T", rec.Record)
 	}

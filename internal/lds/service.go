@@ -1,0 +1,323 @@
+package lds
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/event"
+	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/wire"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/proto/statepb"
+)
+
+// Proposer appends commands to the replicated log and returns what
+// applying them returned.
+type Proposer interface {
+	Propose(ctx context.Context, cmd *statepb.Command) (any, error)
+}
+
+// Config configures the service. Zero values take the defaults.
+type Config struct {
+	// Leases is the registration lease policy (default: Any is 10
+	// minutes, at most an hour).
+	Leases lease.Policy
+	// MaxRegistrations bounds the registrations held (default 100,000).
+	MaxRegistrations int
+	// Delivery configures event delivery; Sender is required.
+	Delivery event.Config
+	Logger   *slog.Logger
+}
+
+// Service is the lookup discovery service on the leader: it checks calls,
+// logs their commands, delivers the events applying them produces, and
+// runs discovery for the registrations (Discover).
+type Service struct {
+	state  *State
+	lessor *lease.Lessor
+	log    Proposer
+	now    func() time.Time
+	self   func() djinn.Ref
+	cfg    Config
+	engine *event.Engine
+
+	// changed wakes the discovery runner: the managed sets' union changed.
+	changed chan struct{}
+
+	mu sync.Mutex
+	// discovering is set while Discover runs; discards queues the lookup
+	// services clients discarded, for it to look for again. Guarded by mu.
+	discovering bool
+	discards    []djinn.ID
+	kick        chan struct{} // discards has some
+}
+
+// NewService returns the service over s; self is the service's reference
+// (the source of its events).
+func NewService(s *State, l *lease.Lessor, log Proposer, now func() time.Time, self func() djinn.Ref, cfg Config) (*Service, error) {
+	if cfg.Leases == (lease.Policy{}) {
+		cfg.Leases = lease.Policy{Default: 10 * time.Minute, Max: time.Hour}
+	}
+	if err := cfg.Leases.Check(); err != nil {
+		return nil, err
+	}
+	if cfg.MaxRegistrations <= 0 {
+		cfg.MaxRegistrations = 100_000
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Delivery.Sender == nil {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "lookup discovery service: no event sender")
+	}
+	if err := l.Table().SetPolicy(lease.KindLDSRegistration, cfg.Leases); err != nil {
+		return nil, err
+	}
+	svc := &Service{state: s, lessor: l, log: log, now: now, self: self, cfg: cfg,
+		changed: make(chan struct{}, 1), kick: make(chan struct{}, 1)}
+	dc := cfg.Delivery
+	dc.OnFailure = svc.failed
+	svc.engine = event.New(dc)
+	s.SetHooks(Hooks{Deliver: svc.deliver, Changed: svc.setsChanged, Ended: svc.engine.Drop})
+	return svc, nil
+}
+
+// Close stops delivering events.
+func (s *Service) Close() { s.engine.Close() }
+
+func (s *Service) leading() error { return s.lessor.Serving("lookup discovery service") }
+
+func (s *Service) setsChanged() {
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+// deliver queues events for their listeners; only the leader delivers.
+func (s *Service) deliver(ds []Delivery) {
+	if s.leading() != nil {
+		return
+	}
+	src := wire.Ref(s.self())
+	for _, d := range ds {
+		payload, err := anypb.New(d.Payload())
+		if err != nil {
+			continue
+		}
+		target, err := wire.RefTo("listener", d.Listener)
+		if err != nil {
+			continue
+		}
+		ev := &djinnpb.RemoteEvent{Source: src, EventId: d.EventID, Sequence: d.Seq, Handback: d.Handback, Payload: payload}
+		if err := s.engine.Push(d.Registration, target, event.Item{Cursor: uint64(d.Seq), Event: ev}); err != nil {
+			s.cfg.Logger.Warn("lds: queueing an event failed", "event", d.EventID, "seq", d.Seq, "err", err)
+		}
+	}
+}
+
+// failed ends a registration whose listener refused an event definitely
+// (LD.3.1: an unknown event, or no such listener): its lease is cancelled.
+// Indefinite failures are retried until the lease ends, which drops the
+// registration's queue.
+func (s *Service) failed(reg djinn.ID, _ event.Item, err error) event.Action {
+	if !djinn.IsDefinite(err) {
+		return event.Retry
+	}
+	s.cfg.Logger.Info("lds: a listener refused an event; cancelling its registration", "err", err)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s.lessor.Cancel(ctx, []djinn.ID{reg})
+	}()
+	return event.Stop
+}
+
+// Registered is a new registration: its event id and lease.
+type Registered struct {
+	EventID int64
+	Lease   *djinnpb.Lease
+}
+
+// Register makes a registration (LD.3.1) for a lease of about d: a new
+// one on every call.
+func (s *Service) Register(ctx context.Context, req *djinnpb.LDSRegisterRequest) (Registered, error) {
+	if req.GetListener() == nil {
+		return Registered{}, djinn.Errorf(djinn.InvalidArgument, "listener: missing (LD.3.1: a registration needs a listener)")
+	}
+	if _, err := wire.RefTo("listener", req.GetListener()); err != nil {
+		return Registered{}, err
+	}
+	d := time.Duration(req.GetLeaseDurationNanos())
+	if err := djinn.CheckLeaseDuration("registration lease duration", d); err != nil {
+		return Registered{}, err
+	}
+	groups, err := CheckGroups("groups", req.GetGroups(), MaxGroups)
+	if err != nil {
+		return Registered{}, err
+	}
+	if req.GetAllGroups() && len(groups) > 0 {
+		return Registered{}, djinn.Errorf(djinn.InvalidArgument, "groups %q with all groups: choose one", clip(groups[0]))
+	}
+	locators, err := CheckLocators("locators", req.GetLocators())
+	if err != nil {
+		return Registered{}, err
+	}
+	if err := s.leading(); err != nil {
+		return Registered{}, err
+	}
+	if n, _ := s.state.Len(); n >= s.cfg.MaxRegistrations {
+		return Registered{}, djinn.Errorf(djinn.ResourceExhausted, "lookup discovery service holds %d registrations, the most allowed", n)
+	}
+	granted := s.cfg.Leases.Grant(d)
+	now := s.now()
+	exp := djinn.AddDuration(now, granted)
+	cookie := djinn.NewID()
+	res, err := s.log.Propose(ctx, &statepb.Command{NowUnixNanos: now.UnixNano(), Op: &statepb.Command_LdsRegister{LdsRegister: &statepb.LDSRegister{
+		AllGroups: req.GetAllGroups(), Groups: groups, Locators: locators, Listener: req.GetListener(), Handback: req.GetHandback(),
+		Cookie: cookie[:], ExpiresUnixNanos: wire.Nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp),
+	}}})
+	if err != nil {
+		return Registered{}, err
+	}
+	return Registered{EventID: res.(int64), Lease: lease.Proto(s.self(), cookie, granted)}, nil
+}
+
+// registration reads the cookie that names a registration and checks, on
+// the leader, that its lease lives: otherwise the registration is gone
+// (LD.4.1: NoSuchObjectException). The cookie of another service's lease
+// names no registration either.
+func (s *Service) registration(cookie []byte) (djinn.ID, error) {
+	c, err := djinn.IDFromBytes("registration lease cookie", cookie)
+	if err != nil {
+		return djinn.ID{}, err
+	}
+	if err := s.leading(); err != nil {
+		return djinn.ID{}, err
+	}
+	if li, ok := s.lessor.Table().Lookup(c, s.now()); !ok || li.Owner.Kind != lease.KindLDSRegistration {
+		return djinn.ID{}, errNoRegistration
+	}
+	return c, nil
+}
+
+// Get returns a registration's state.
+func (s *Service) Get(cookie []byte) (*djinnpb.LDSRegistrationState, error) {
+	c, err := s.registration(cookie)
+	if err != nil {
+		return nil, err
+	}
+	info, err := s.state.Registration(c)
+	if err != nil {
+		return nil, err
+	}
+	return s.stateProto(c, info), nil
+}
+
+func (s *Service) stateProto(c djinn.ID, info Info) *djinnpb.LDSRegistrationState {
+	st := &djinnpb.LDSRegistrationState{EventId: info.EventID, AllGroups: info.AllGroups, Groups: info.Groups, Locators: info.Locators, Sequence: info.Seq}
+	if li, ok := s.lessor.Table().Lookup(c, s.now()); ok {
+		st.LeaseExpiresUnixNanos = wire.Nanos(li.Expires)
+	}
+	return st
+}
+
+// Registrars returns the lookup services discovered for a registration
+// (LD.4.1.1 getRegistrars), by service id.
+func (s *Service) Registrars(cookie []byte) ([]*djinnpb.DiscoveredRegistrar, error) {
+	c, err := s.registration(cookie)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := s.state.Registrars(c)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*djinnpb.DiscoveredRegistrar, len(rs))
+	for i, r := range rs {
+		out[i] = r.Proto()
+	}
+	return out, nil
+}
+
+// ChangeGroups adds, sets or removes groups of a registration's managed
+// set (LD.4.1.1) and returns its new state.
+func (s *Service) ChangeGroups(ctx context.Context, req *djinnpb.LDSGroupsRequest) (*djinnpb.LDSRegistrationState, error) {
+	c, err := s.registration(req.GetLeaseCookie())
+	if err != nil {
+		return nil, err
+	}
+	groups, err := CheckGroups("groups", req.GetGroups(), MaxGroups)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LdsGroups{LdsGroups: &statepb.LDSGroups{
+		Cookie: c[:], Op: req.GetOp(), AllGroups: req.GetAllGroups(), Groups: groups}}})
+	if err != nil {
+		return nil, err
+	}
+	return s.stateProto(c, res.(Info)), nil
+}
+
+// ChangeLocators adds, sets or removes locators of a registration's
+// managed set (LD.4.1.1) and returns its new state.
+func (s *Service) ChangeLocators(ctx context.Context, req *djinnpb.LDSLocatorsRequest) (*djinnpb.LDSRegistrationState, error) {
+	c, err := s.registration(req.GetLeaseCookie())
+	if err != nil {
+		return nil, err
+	}
+	locators, err := CheckLocators("locators", req.GetLocators())
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LdsLocators{LdsLocators: &statepb.LDSLocators{
+		Cookie: c[:], Op: req.GetOp(), Locators: locators}}})
+	if err != nil {
+		return nil, err
+	}
+	return s.stateProto(c, res.(Info)), nil
+}
+
+// Discard discards a lookup service for a registration (LD.4.1.1
+// discard) and reports whether the registration had discovered it. If it
+// had, discovery drops the lookup service and looks for it again.
+func (s *Service) Discard(ctx context.Context, req *djinnpb.LDSDiscardRequest) (bool, error) {
+	c, err := s.registration(req.GetLeaseCookie())
+	if err != nil {
+		return false, err
+	}
+	id, err := djinn.IDFromBytes("registrar service id", req.GetRegistrarServiceId())
+	if err != nil {
+		return false, err
+	}
+	res, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LdsDiscard{LdsDiscard: &statepb.LDSDiscard{
+		Cookie: c[:], RegistrarServiceId: id[:]}}})
+	if err != nil {
+		return false, err
+	}
+	discarded := res.(bool)
+	if discarded {
+		s.rediscover(id)
+	}
+	return discarded, nil
+}
+
+// rediscover asks the discovery runner, if one runs, to look for a lookup
+// service again.
+func (s *Service) rediscover(id djinn.ID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.discovering {
+		return
+	}
+	s.discards = append(s.discards, id)
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
