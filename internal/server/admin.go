@@ -66,6 +66,12 @@ func (a *adminRPC) Status(ctx context.Context, _ *djinnpb.StatusRequest) (*djinn
 		items, watches := s.machine.Lookup.Len()
 		resp.Counts["lookup_items"], resp.Counts["lookup_watches"] = int64(items), int64(watches)
 	}
+	if s.cfg.LDS.Enabled {
+		resp.Services = append(resp.Services, "lds")
+		resp.Lds = refProto(s.ref(LDSID)())
+		regs, registrars := s.machine.LDS.Len()
+		resp.Counts["lds_registrations"], resp.Counts["lds_registrars"] = int64(regs), int64(registrars)
+	}
 	if s.cfg.Lock.Enabled {
 		resp.Services = append(resp.Services, "lock")
 		resp.Lock = refProto(s.ref(LockID)())

@@ -42,6 +42,7 @@ type Config struct {
 	KV      KVConfig      `toml:"kv"`
 	Lock    LockConfig    `toml:"lock"`
 	Lookup  LookupConfig  `toml:"lookup"`
+	LDS     LDSConfig     `toml:"lds"`
 	Raftcfg RaftConfig    `toml:"raft-tuning"`
 }
 
@@ -123,6 +124,25 @@ type LookupConfig struct {
 	MaxItems int      `toml:"max-items"`
 }
 
+// LDSConfig tunes the lookup discovery service.
+type LDSConfig struct {
+	Enabled      bool     `toml:"enabled"`
+	DefaultLease Duration `toml:"default-lease"` // registration lease granted for Any
+	MaxLease     Duration `toml:"max-lease"`
+	// MaxRegistrations bounds the registrations held.
+	MaxRegistrations int `toml:"max-registrations"`
+	// Multicast runs group discovery by multicast on Interfaces (all
+	// multicast-capable ones when empty); without it lookup services are
+	// found at the registrations' locators only.
+	Multicast  bool     `toml:"multicast"`
+	Interfaces []string `toml:"interfaces"`
+	// Grace is how long a new leader waits for the lookup services known
+	// before to be found again, and how long one a client discarded may
+	// take to be found again, before they are discarded as lost (0: three
+	// of the lookup service's announcement intervals).
+	Grace Duration `toml:"grace"`
+}
+
 // KVConfig turns the reference key/value participant on or off.
 type KVConfig struct {
 	Enabled bool `toml:"enabled"`
@@ -180,6 +200,9 @@ func Default() Config {
 		Lookup: LookupConfig{
 			Enabled: true, Groups: []string{""}, Discovery: "127.0.0.1:4160", Multicast: false,
 			Announce: Duration(2 * time.Minute), MaxItems: 1_000_000,
+		},
+		LDS: LDSConfig{
+			Enabled: true, DefaultLease: Duration(10 * time.Minute), MaxLease: Duration(time.Hour), MaxRegistrations: 100_000,
 		},
 		Lock: LockConfig{
 			Enabled: true, DefaultSetLease: Duration(djinn.Forever), MaxSetLease: Duration(djinn.Forever),
@@ -332,6 +355,7 @@ func (c *Config) Check() error {
 		{"lock max-sets", c.Lock.MaxSets},
 		{"lock max-owners", c.Lock.MaxOwners},
 		{"lookup max-items", c.Lookup.MaxItems},
+		{"lds max-registrations", c.LDS.MaxRegistrations},
 		{"lease expiry-batch", c.Lease.ExpiryBatch},
 		{"lease expiry-rate", c.Lease.ExpiryRate},
 	} {
@@ -345,10 +369,14 @@ func (c *Config) Check() error {
 	}{
 		{"lock default-set-lease, max-set-lease", c.Lock.DefaultSetLease, c.Lock.MaxSetLease},
 		{"lock default-owner-lease, max-owner-lease", c.Lock.DefaultOwnerLease, c.Lock.MaxOwnerLease},
+		{"lds default-lease, max-lease", c.LDS.DefaultLease, c.LDS.MaxLease},
 	} {
 		if def, max := time.Duration(p.def), time.Duration(p.max); def <= 0 || max <= 0 || def > max {
 			return djinn.Errorf(djinn.InvalidArgument, "%s %s, %s: want 0 < default <= max", p.name, djinn.FormatDuration(def), djinn.FormatDuration(max))
 		}
+	}
+	if g := time.Duration(c.LDS.Grace); g < 0 {
+		return djinn.Errorf(djinn.InvalidArgument, "lds grace %s: must not be negative", djinn.FormatDuration(g))
 	}
 	def, max := time.Duration(c.Mailbox.DefaultLease), time.Duration(c.Mailbox.MaxLease)
 	if def <= 0 || max <= 0 || def > max {

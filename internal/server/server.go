@@ -28,6 +28,7 @@ import (
 	"github.com/djinn-go/djinn/discovery"
 	"github.com/djinn-go/djinn/internal/event"
 	"github.com/djinn-go/djinn/internal/grpcerr"
+	"github.com/djinn-go/djinn/internal/lds"
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/lock"
 	"github.com/djinn-go/djinn/internal/lookup"
@@ -55,6 +56,7 @@ type Server struct {
 	txn     *txn.Service
 	lock    *lock.Service
 	lookup  *lookup.Service
+	lds     *lds.Service
 
 	mu        sync.Mutex
 	registrar *discovery.Registrar // guarded by mu: serving discovery while leading
@@ -195,6 +197,16 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 		s.Close()
 		return nil, err
 	}
+	s.lds, err = lds.NewService(s.machine.LDS, s.lessor, s.node, s.now, s.ref(LDSID), lds.Config{
+		Leases:           lease.Policy{Default: time.Duration(cfg.LDS.DefaultLease), Max: time.Duration(cfg.LDS.MaxLease)},
+		MaxRegistrations: cfg.LDS.MaxRegistrations,
+		Delivery:         event.Config{Sender: client.NewEventSender(s.pool), MaxBatch: 64},
+		Logger:           logger,
+	})
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
 	if cfg.KV.Enabled {
 		// The reference participant: this node's own key/value store, not
 		// replicated, durable in the data directory.
@@ -240,6 +252,9 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 	}
 	if cfg.Lock.Enabled {
 		djinnpb.RegisterLockServiceServer(s.grpc, &lockRPC{s: s})
+	}
+	if cfg.LDS.Enabled {
+		djinnpb.RegisterLookupDiscoveryServiceServer(s.grpc, &ldsRPC{s: s})
 	}
 	if cfg.Lookup.Enabled {
 		djinnpb.RegisterLookupServiceServer(s.grpc, &lookupRPC{s: s})
@@ -390,6 +405,13 @@ func (s *Server) lead(ctx context.Context) {
 			s.lock.Run(ctx)
 		}()
 	}
+	if s.cfg.LDS.Enabled {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.ldsDiscover(ctx)
+		}()
+	}
 	if s.cfg.Lookup.Enabled && s.cfg.Lookup.Discovery != "" {
 		wg.Add(1)
 		go func() {
@@ -462,6 +484,9 @@ func (s *Server) Close() error {
 	var err error
 	if s.node != nil {
 		err = s.node.Close()
+	}
+	if s.lds != nil {
+		s.lds.Close()
 	}
 	if s.lookup != nil {
 		s.lookup.Close()
