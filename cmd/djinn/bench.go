@@ -121,7 +121,7 @@ registrations and reports the server's resident memory from --admin).`,
 	f.StringVar(&admin, "admin", "127.0.0.1:4162", "admin address of the server, for its memory")
 	f.IntVar(&conns, "conns", 4, "gRPC connections the clients share")
 	f.IntVar(&events, "events", 100, "events per notifybatch call")
-	cmd.AddCommand(newBenchRenewal(g), newBenchTxn(g), newBenchLock(g), newBenchLookup(g))
+	cmd.AddCommand(newBenchRenewal(g), newBenchTxn(g), newBenchLock(g), newBenchLookup(g), newBenchLDS(g))
 	return cmd
 }
 

@@ -10,6 +10,7 @@
 //	djinn kv …             the key/value store, under a transaction or not
 //	djinn lock …           lock sets, owners, acquire/release/change, show
 //	djinn lookup …         register, find, watch and browse services (djinn discover: find registrars)
+//	djinn lds …            the lookup discovery service: registrations, their groups, locators, registrars
 //	djinn demo transfer    one transaction across two servers' key/value stores
 package main
 

@@ -27,6 +27,6 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.tlsCA, "ca", "", "PEM CA that verifies the server (enables TLS)")
 	pf.StringVar(&g.cert, "cert", "", "PEM client certificate (mutual TLS)")
 	pf.StringVar(&g.key, "key", "", "PEM client key (mutual TLS)")
-	root.AddCommand(newServe(), newStatus(g), newLease(g), newMailbox(g), newRenewal(g), newEvents(g), newTxn(g), newLock(g), newLookup(g), newDiscover(g), newKV(g), newDemo(g), newBench(g))
+	root.AddCommand(newServe(), newStatus(g), newLease(g), newMailbox(g), newRenewal(g), newEvents(g), newTxn(g), newLock(g), newLookup(g), newDiscover(g), newLDS(g), newKV(g), newDemo(g), newBench(g))
 	return root
 }

@@ -73,6 +73,8 @@ DJINN_MAILBOX_MAX_STORED, ...), then flags.`,
 	f.StringVar(&cfg.Lookup.Discovery, "discovery", cfg.Lookup.Discovery, `unicast discovery address of the lookup service ("" turns discovery off)`)
 	f.BoolVar(&cfg.Lookup.Multicast, "multicast", cfg.Lookup.Multicast, "multicast discovery: announcements, and answers to multicast requests")
 	f.StringSliceVar(&cfg.Lookup.Groups, "groups", cfg.Lookup.Groups, `the lookup service's member groups ("" is the public group)`)
+	f.BoolVar(&cfg.LDS.Enabled, "lds", cfg.LDS.Enabled, "run the lookup discovery service")
+	f.BoolVar(&cfg.LDS.Multicast, "lds-multicast", cfg.LDS.Multicast, "the lookup discovery service's group discovery by multicast (without it: locators only)")
 	f.Var((*durationFlag)(&cfg.Lock.DefaultOwnerLease), "lock-default-owner-lease", "lock owner lease granted for Any")
 	f.Var((*durationFlag)(&cfg.Lock.MaxOwnerLease), "lock-max-owner-lease", "longest lock owner lease (forever allowed)")
 	f.Var((*durationFlag)(&cfg.Raftcfg.ElectionTimeout), "election-timeout", "Raft election timeout")
@@ -129,6 +131,8 @@ func flagSetters(final, flagged *server.Config) map[string]func() {
 		"discovery":                func() { final.Lookup.Discovery = flagged.Lookup.Discovery },
 		"multicast":                func() { final.Lookup.Multicast = flagged.Lookup.Multicast },
 		"groups":                   func() { final.Lookup.Groups = flagged.Lookup.Groups },
+		"lds":                      func() { final.LDS.Enabled = flagged.LDS.Enabled },
+		"lds-multicast":            func() { final.LDS.Multicast = flagged.LDS.Multicast },
 	}
 }
 

@@ -1,0 +1,388 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/discovery"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+// The lookup discovery service's commands. A registration is named by its
+// lease token, which register prints: the token's cookie is the capability
+// the service checks, and its landlord is the server to call.
+
+func newLDS(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "lds",
+		Short: "The lookup discovery service: discovery of lookup services on a listener's behalf",
+		Long: "The lookup discovery service runs group and locator discovery for its registrations and sends " +
+			"each registration's listener discovered and discarded events (remote events whose payload names " +
+			"the lookup services and their member groups). A registration is named by its lease token, which " +
+			"`djinn lds register` prints; `djinn lease renew|cancel TOKEN` keep or end it.",
+	}
+	cmd.AddCommand(newLDSRegister(g), newLDSShow(g), newLDSRegistrars(g), newLDSSet(g, "groups"), newLDSSet(g, "locators"), newLDSDiscard(g))
+	return cmd
+}
+
+// ldsGroupsFlag reads --groups and --all-groups: the public group is the
+// empty name, so --groups "" is the public group alone and --groups ,lab
+// the public group and lab.
+func ldsGroupsFlag(cmd *cobra.Command, groups []string, all bool) (bool, []string, error) {
+	set := cmd.Flags().Changed("groups")
+	if all && set {
+		return false, nil, errors.New("--all-groups and --groups: choose one")
+	}
+	if set && len(groups) == 0 {
+		groups = []string{""}
+	}
+	return all, groups, nil
+}
+
+// ldsLocators checks jini:// locators and returns them canonical.
+func ldsLocators(what string, locs []string) ([]string, error) {
+	out := make([]string, 0, len(locs))
+	for _, s := range locs {
+		l, err := discovery.ParseLocator(s)
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: %w", what, s, err)
+		}
+		out = append(out, l.String())
+	}
+	return out, nil
+}
+
+// withLDS calls fn with a lookup discovery service client on the server.
+func (g *globals) withLDS(cmd *cobra.Command, fn func(ctx context.Context, c *client.Client, lds djinnpb.LookupDiscoveryServiceClient) error) error {
+	ctx := cmd.Context()
+	c, err := g.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return fn(ctx, c, djinnpb.NewLookupDiscoveryServiceClient(c.ClientConn()))
+}
+
+// ldsRegistration reads a registration's lease token: the argument or
+// --token, given once.
+func ldsRegistration(args []string, token string) (*client.Lease, error) {
+	if len(args) > 0 {
+		if token != "" && token != args[0] {
+			return nil, errors.New("--token: the registration is named twice: give the token once")
+		}
+		token = args[0]
+	}
+	if token == "" {
+		return nil, errors.New("REG: missing: the registration's lease token, which `djinn lds register` prints")
+	}
+	l, err := client.ParseToken(token)
+	if err != nil {
+		return nil, fmt.Errorf("REG: %w", err)
+	}
+	return l, nil
+}
+
+// ldsStateView is a registration as show prints it.
+type ldsStateView struct {
+	EventID   int64    `json:"event_id"`
+	AllGroups bool     `json:"all_groups"`
+	Groups    []string `json:"groups"`
+	Locators  []string `json:"locators"`
+	Sequence  int64    `json:"sequence"`
+	Expires   string   `json:"expires"`
+}
+
+func viewLDSState(st *djinnpb.LDSRegistrationState) ldsStateView {
+	v := ldsStateView{EventID: st.GetEventId(), AllGroups: st.GetAllGroups(), Groups: st.GetGroups(), Locators: st.GetLocators(), Sequence: st.GetSequence()}
+	if v.Groups == nil {
+		v.Groups = []string{}
+	}
+	if v.Locators == nil {
+		v.Locators = []string{}
+	}
+	exp := time.Unix(0, st.GetLeaseExpiresUnixNanos())
+	if st.GetLeaseExpiresUnixNanos() == 0 || !exp.Before(djinn.EndOfTime) {
+		v.Expires = "never"
+	} else {
+		v.Expires = exp.UTC().Format(time.RFC3339Nano)
+	}
+	return v
+}
+
+func printLDSState(w io.Writer, v ldsStateView) {
+	groups := "(all)"
+	if !v.AllGroups {
+		groups = discoveryGroupsText(v.Groups)
+	}
+	locs := strings.Join(v.Locators, " ")
+	if locs == "" {
+		locs = "(none)"
+	}
+	fmt.Fprintf(w, "event id  %d\ngroups    %s\nlocators  %s\nsequence  %d\nexpires   %s\n", v.EventID, groups, locs, v.Sequence, v.Expires)
+}
+
+func newLDSRegister(g *globals) *cobra.Command {
+	var (
+		groups, locators             []string
+		allGroups                    bool
+		listener, duration, handback string
+	)
+	cmd := &cobra.Command{
+		Use:   "register [--groups a,b | --all-groups] [--locator jini://host:port]… --listener REF [--duration D]",
+		Short: "Register a listener for discovered and discarded events; prints the registration's lease token",
+		Long: "Make a registration: the lookup discovery service discovers the lookup services of the groups " +
+			"(--all-groups: of every group; neither flag: none, until groups are added) and at the locators, " +
+			"and sends the listener discovered and discarded events. Prints the registration's event id and " +
+			"its lease token REG, which the other lds commands and `djinn lease renew|cancel` take.\n\n" +
+			"--groups takes comma-separated names; the public group is the empty name: --groups \"\" is the " +
+			"public group alone, --groups ,lab the public group and lab.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			all, gs, err := ldsGroupsFlag(cmd, groups, allGroups)
+			if err != nil {
+				return err
+			}
+			locs, err := ldsLocators("--locator", locators)
+			if err != nil {
+				return err
+			}
+			if listener == "" {
+				return errors.New("--listener: missing: the reference of the listener the events go to (djinn events listen prints one)")
+			}
+			ref, err := djinn.ParseRef(listener)
+			if err != nil {
+				return fmt.Errorf("--listener %q: %w", listener, err)
+			}
+			d, err := djinn.ParseDuration(duration)
+			if err != nil {
+				return fmt.Errorf("--duration %q: %w", duration, err)
+			}
+			return g.withLDS(cmd, func(ctx context.Context, _ *client.Client, lds djinnpb.LookupDiscoveryServiceClient) error {
+				sent := time.Now()
+				resp, err := lds.Register(ctx, &djinnpb.LDSRegisterRequest{AllGroups: all, Groups: gs, Locators: locs,
+					Listener: client.RefToProto(ref), Handback: []byte(handback), LeaseDurationNanos: int64(d)})
+				if err != nil {
+					return err
+				}
+				reg := resp.GetRegistration()
+				l, err := client.LeaseFromProto(reg.GetLease(), sent)
+				if err != nil {
+					return err
+				}
+				lv := viewLease(l)
+				v := map[string]any{"registration": lv.Token, "event_id": reg.GetEventId(), "lease": lv}
+				return g.print(cmd.OutOrStdout(), v, func(w io.Writer) {
+					fmt.Fprintf(w, "registration  %s\nevent id      %d\nexpires       %s (in %s)\n", lv.Token, reg.GetEventId(), lv.Expiration, lv.Remaining)
+				})
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&groups, "groups", nil, `groups to discover, comma-separated ("" is the public group)`)
+	f.BoolVar(&allGroups, "all-groups", false, "discover the lookup services of every group")
+	f.StringArrayVar(&locators, "locator", nil, "a lookup service to discover by unicast, jini://host[:port] (repeatable)")
+	f.StringVar(&listener, "listener", "", "reference of the listener the events go to")
+	f.StringVar(&duration, "duration", "any", "lease duration: a positive Go duration, forever or any")
+	f.StringVar(&handback, "handback", "", "handback bytes the events carry, as text")
+	return cmd
+}
+
+func newLDSShow(g *globals) *cobra.Command {
+	var token string
+	cmd := &cobra.Command{
+		Use:   "show REG",
+		Short: "Show a registration: event id, managed groups and locators, last sequence number, expiry",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			l, err := ldsRegistration(args, token)
+			if err != nil {
+				return err
+			}
+			return g.withLDS(cmd, func(ctx context.Context, _ *client.Client, lds djinnpb.LookupDiscoveryServiceClient) error {
+				st, err := lds.GetRegistration(ctx, &djinnpb.LDSRegistrationRequest{LeaseCookie: cookieBytes(l)})
+				if err != nil {
+					return err
+				}
+				v := viewLDSState(st)
+				return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printLDSState(w, v) })
+			})
+		},
+	}
+	cmd.Flags().StringVar(&token, "token", "", "the registration's lease token")
+	return cmd
+}
+
+func cookieBytes(l *client.Lease) []byte {
+	c := l.Cookie()
+	return c[:]
+}
+
+func newLDSRegistrars(g *globals) *cobra.Command {
+	var token string
+	cmd := &cobra.Command{
+		Use:   "registrars REG",
+		Short: "List the lookup services discovered for a registration: service id, endpoint, locator, groups",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			l, err := ldsRegistration(args, token)
+			if err != nil {
+				return err
+			}
+			return g.withLDS(cmd, func(ctx context.Context, _ *client.Client, lds djinnpb.LookupDiscoveryServiceClient) error {
+				resp, err := lds.GetRegistrars(ctx, &djinnpb.LDSRegistrationRequest{LeaseCookie: cookieBytes(l)})
+				if err != nil {
+					return err
+				}
+				views, err := viewDiscoveredRegistrars(resp.GetRegistrars())
+				if err != nil {
+					return err
+				}
+				return g.print(cmd.OutOrStdout(), views, func(w io.Writer) {
+					for _, v := range views {
+						fmt.Fprintf(w, "%s  %s  %s  groups=%s\n", v.ServiceID, v.Endpoint, v.Locator, discoveryGroupsText(v.Groups))
+					}
+				})
+			})
+		},
+	}
+	cmd.Flags().StringVar(&token, "token", "", "the registration's lease token")
+	return cmd
+}
+
+// viewDiscoveredRegistrars converts the service's registrars for printing.
+func viewDiscoveredRegistrars(rs []*djinnpb.DiscoveredRegistrar) ([]registrarView, error) {
+	views := make([]registrarView, 0, len(rs))
+	for i, r := range rs {
+		id, err := djinn.IDFromBytes(fmt.Sprintf("registrar %d service id", i), r.GetServiceId())
+		if err != nil {
+			return nil, err
+		}
+		gs := r.GetGroups()
+		if gs == nil {
+			gs = []string{}
+		}
+		views = append(views, registrarView{ServiceID: id.String(), Endpoint: r.GetEndpoint(), Locator: r.GetLocator(), Groups: gs})
+	}
+	return views, nil
+}
+
+// newLDSSet is `lds groups add|set|remove` or `lds locators add|set|remove`.
+func newLDSSet(g *globals, what string) *cobra.Command {
+	var allGroups bool
+	cmd := &cobra.Command{
+		Use:   what + " add|set|remove REG " + map[string]string{"groups": "a,b", "locators": "jini://host:port…"}[what],
+		Short: "Change a registration's managed set of " + what,
+		Long: map[string]string{
+			"groups": "Add, set or remove groups of the registration's managed set (comma-separated; \"\" is the public " +
+				"group, so `set REG \"\"` is the public group alone and `set REG ,lab` the public group and lab). " +
+				"`set REG --all-groups` discovers every group; add and remove need a managed set (not all groups). " +
+				"Discovered lookup services that are no longer of interest by group or locator are discarded; " +
+				"prints the registration afterwards.",
+			"locators": "Add, set or remove jini:// locators of the registration's managed set. Discovered lookup " +
+				"services that are no longer of interest by locator or group are discarded; prints the registration " +
+				"afterwards.",
+		}[what],
+		Args: cobra.RangeArgs(2, 3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var op djinnpb.SetOp
+			switch args[0] {
+			case "add":
+				op = djinnpb.SetOp_SET_OP_ADD
+			case "set":
+				op = djinnpb.SetOp_SET_OP_SET
+			case "remove":
+				op = djinnpb.SetOp_SET_OP_REMOVE
+			default:
+				return fmt.Errorf("%q: want add, set or remove", args[0])
+			}
+			l, err := ldsRegistration(args[1:2], "")
+			if err != nil {
+				return err
+			}
+			var values []string
+			if len(args) == 3 {
+				values = strings.Split(args[2], ",")
+			}
+			if allGroups && (op != djinnpb.SetOp_SET_OP_SET || len(args) == 3) {
+				return errors.New("--all-groups: only with set, and without groups")
+			}
+			if !allGroups && len(args) == 2 && op != djinnpb.SetOp_SET_OP_SET {
+				return fmt.Errorf("%s %s: missing: the %s to %s", what, args[0], what, args[0])
+			}
+			var call func(ctx context.Context, lds djinnpb.LookupDiscoveryServiceClient) (*djinnpb.LDSRegistrationState, error)
+			if what == "groups" {
+				call = func(ctx context.Context, lds djinnpb.LookupDiscoveryServiceClient) (*djinnpb.LDSRegistrationState, error) {
+					return lds.ChangeGroups(ctx, &djinnpb.LDSGroupsRequest{LeaseCookie: cookieBytes(l), Op: op, AllGroups: allGroups, Groups: values})
+				}
+			} else {
+				var locs []string
+				for _, s := range values {
+					if s = strings.TrimSpace(s); s != "" {
+						locs = append(locs, s)
+					}
+				}
+				if locs, err = ldsLocators("locator", locs); err != nil {
+					return err
+				}
+				call = func(ctx context.Context, lds djinnpb.LookupDiscoveryServiceClient) (*djinnpb.LDSRegistrationState, error) {
+					return lds.ChangeLocators(ctx, &djinnpb.LDSLocatorsRequest{LeaseCookie: cookieBytes(l), Op: op, Locators: locs})
+				}
+			}
+			return g.withLDS(cmd, func(ctx context.Context, _ *client.Client, lds djinnpb.LookupDiscoveryServiceClient) error {
+				st, err := call(ctx, lds)
+				if err != nil {
+					return err
+				}
+				v := viewLDSState(st)
+				return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printLDSState(w, v) })
+			})
+		},
+	}
+	if what == "groups" {
+		cmd.Flags().BoolVar(&allGroups, "all-groups", false, "with set: discover every group")
+	}
+	return cmd
+}
+
+func newLDSDiscard(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "discard REG REGISTRAR-ID",
+		Short: "Discard a discovered lookup service for a registration, making it eligible for rediscovery",
+		Long: "Discard the lookup service REGISTRAR-ID (its service id, as `djinn lds registrars` prints it) for the " +
+			"registration: it gets a discarded event, and a discovered event when the lookup service is found " +
+			"again. Prints whether the lookup service was among the registration's discovered ones.",
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			l, err := ldsRegistration(args[:1], "")
+			if err != nil {
+				return err
+			}
+			id, err := djinn.ParseID(args[1])
+			if err != nil {
+				return fmt.Errorf("REGISTRAR-ID %q: %w", args[1], err)
+			}
+			return g.withLDS(cmd, func(ctx context.Context, _ *client.Client, lds djinnpb.LookupDiscoveryServiceClient) error {
+				resp, err := lds.Discard(ctx, &djinnpb.LDSDiscardRequest{LeaseCookie: cookieBytes(l), RegistrarServiceId: id[:]})
+				if err != nil {
+					return err
+				}
+				v := map[string]any{"discarded": resp.GetDiscarded()}
+				return g.print(cmd.OutOrStdout(), v, func(w io.Writer) {
+					if resp.GetDiscarded() {
+						fmt.Fprintf(w, "discarded %s\n", id)
+					} else {
+						fmt.Fprintf(w, "%s was not discovered for the registration: nothing discarded\n", id)
+					}
+				})
+			})
+		},
+	}
+}
