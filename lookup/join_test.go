@@ -1,0 +1,326 @@
+package lookup
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/discovery"
+	"github.com/djinn-go/djinn/internal/server/servertest"
+)
+
+func newJoinManager(t *testing.T, dm DiscoveryManagement, cfg JoinManagerConfig) *JoinManager {
+	t.Helper()
+	cfg.RetryMin, cfg.RetryMax = 10*time.Millisecond, 200*time.Millisecond
+	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
+	m, err := NewJoinManager(dm, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Terminate() })
+	return m
+}
+
+// registration returns the manager's registration at the lookup service
+// id, nil when there is none.
+func (m *JoinManager) registration(id djinn.ID) *client.ServiceRegistration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if j := m.joins[id]; j != nil {
+		return j.reg
+	}
+	return nil
+}
+
+func registrarIDs(infos []discovery.RegistrarInfo) []djinn.ID {
+	var out []djinn.ID
+	for _, info := range infos {
+		out = append(out, info.ServiceID)
+	}
+	return out
+}
+
+func sortedPair(a, b djinn.ID) []djinn.ID {
+	if bytes.Compare(a[:], b[:]) > 0 {
+		a, b = b, a
+	}
+	return []djinn.ID{a, b}
+}
+
+// TestJoinManagerJoinsEveryLookupService: the item is registered at every
+// lookup service discovered, under one service id, generated once and
+// reported once.
+func TestJoinManagerJoinsEveryLookupService(t *testing.T) {
+	s1, s2 := startLookup(t), startLookup(t)
+	var reported []djinn.ID
+	m := newJoinManager(t, discoverAt(t, s1, s2), JoinManagerConfig{
+		Item:              printer(djinn.ID{}, "laser"),
+		ServiceIDListener: func(id djinn.ID) { reported = append(reported, id) },
+	})
+	id := m.ServiceID()
+	if id.IsZero() || len(reported) != 1 || reported[0] != id {
+		t.Fatalf("service id %s, reported %v: want one new id, reported once before NewJoinManager returned", id, reported)
+	}
+	servertest.Eventually(t, "the item at both lookup services", func() bool {
+		return hasName(s1.found(t, id), "laser") && hasName(s2.found(t, id), "laser") && len(m.Registrars()) == 2
+	})
+	if got, want := registrarIDs(m.Registrars()), sortedPair(s1.id, s2.id); !slices.Equal(got, want) {
+		t.Errorf("Registrars %v, want %v", got, want)
+	}
+	if m.Item().ID != id {
+		t.Errorf("held item's id %s, want %s", m.Item().ID, id)
+	}
+	if len(reported) != 1 {
+		t.Errorf("service id reported %d times", len(reported))
+	}
+}
+
+// TestJoinManagerAttributes: attribute changes reach every registration
+// before the call returns, bad ones change nothing, and lookup services
+// joined later get the item as it is then.
+func TestJoinManagerAttributes(t *testing.T) {
+	s1, s2 := startLookup(t), startLookup(t)
+	dm := discoverAt(t, s1)
+	id := djinn.NewID()
+	called := false
+	m := newJoinManager(t, dm, JoinManagerConfig{Item: printer(id, "laser"), ServiceIDListener: func(djinn.ID) { called = true }})
+	if called || m.ServiceID() != id {
+		t.Fatalf("service id %s (listener called: %v), want the item's %s and no call", m.ServiceID(), called, id)
+	}
+	servertest.Eventually(t, "the item at the first lookup service", func() bool { return s1.found(t, id) != nil })
+	ctx := testContext(t)
+
+	if err := m.AddAttributes(ctx, []client.Entry{name("added"), name("laser")}); err != nil {
+		t.Fatal(err)
+	}
+	if it := s1.found(t, id); !hasName(it, "added") || !hasName(it, "laser") || len(it.Entries) != 2 {
+		t.Errorf("after AddAttributes: %+v, want laser and added (the duplicate dropped)", it)
+	}
+	if err := m.ModifyAttributes(ctx, []client.EntryTemplate{nameTemplate("added")}, []client.Entry{name("modified")}); err != nil {
+		t.Fatal(err)
+	}
+	if it, held := s1.found(t, id), m.Item(); !hasName(it, "modified") || hasName(it, "added") || !itemsEqual(*it, held) {
+		t.Errorf("after ModifyAttributes: registered %+v, held %+v: want the same, modified", it, held)
+	}
+	if err := m.SetAttributes(ctx, []client.Entry{name("set")}); err != nil {
+		t.Fatal(err)
+	}
+	if it := s1.found(t, id); !hasName(it, "set") || len(it.Entries) != 1 {
+		t.Errorf("after SetAttributes: %+v", it)
+	}
+	// A bad change is refused before anything is sent, naming the value.
+	err := m.AddAttributes(ctx, []client.Entry{{Type: "", Fields: []client.Field{{Name: "x"}}}})
+	if !errors.Is(err, djinn.ErrInvalidArgument) {
+		t.Errorf("AddAttributes with an entry without a type: %v, want InvalidArgument", err)
+	}
+	err = m.ModifyAttributes(ctx, []client.EntryTemplate{nameTemplate("set")}, nil)
+	if !errors.Is(err, djinn.ErrInvalidArgument) || !strings.Contains(err.Error(), "1 templates") {
+		t.Errorf("ModifyAttributes with a template and no change: %v, want InvalidArgument naming the counts", err)
+	}
+	if it := m.Item(); !hasName(&it, "set") || len(it.Entries) != 1 {
+		t.Errorf("held item after refused changes: %+v", it)
+	}
+
+	// A lookup service discovered later gets the item as it is now.
+	if err := dm.AddLocators(s2.loc); err != nil {
+		t.Fatal(err)
+	}
+	servertest.Eventually(t, "the current item at the lookup service joined later", func() bool {
+		it := s2.found(t, id)
+		return hasName(it, "set") && len(it.Entries) == 1 && len(m.Registrars()) == 2
+	})
+
+	// Replace registers another reference and types everywhere.
+	if err := m.Replace(ctx, client.ServiceItem{Service: []byte("127.0.0.1:10"), Types: []string{"Printer", "Scanner"}, Entries: []client.Entry{name("replaced")}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*lookupServer{s1, s2} {
+		if it := s.found(t, id); it == nil || string(it.Service) != "127.0.0.1:10" || len(it.Types) != 2 || !hasName(it, "replaced") {
+			t.Errorf("after Replace at %s: %+v", s.id, it)
+		}
+	}
+	if err := m.Replace(ctx, printer(djinn.NewID(), "other")); !errors.Is(err, djinn.ErrInvalidArgument) {
+		t.Errorf("Replace with another service id: %v, want InvalidArgument", err)
+	}
+}
+
+// TestJoinManagerRenewsLeases: registrations outlive their leases because
+// the manager renews them.
+func TestJoinManagerRenewsLeases(t *testing.T) {
+	s1, s2 := startLookup(t), startLookup(t)
+	id := djinn.NewID()
+	const lease = time.Second
+	m := newJoinManager(t, discoverAt(t, s1, s2), JoinManagerConfig{Item: printer(id, "laser"), LeaseDuration: lease})
+	servertest.Eventually(t, "registered at both", func() bool {
+		return m.registration(s1.id) != nil && m.registration(s2.id) != nil
+	})
+	first := map[djinn.ID]time.Time{}
+	for _, s := range []*lookupServer{s1, s2} {
+		reg := m.registration(s.id)
+		first[s.id] = reg.Lease.Expiration()
+		if d := time.Until(first[s.id]); d > lease {
+			t.Fatalf("lease at %s granted %v, want at most %v", s.id, d, lease)
+		}
+	}
+	// Wait, without sleeping, until the first grants are well over.
+	latest := later(first[s1.id], first[s2.id])
+	servertest.Eventually(t, "the first leases to have ended", func() bool { return time.Now().After(latest.Add(lease)) })
+	for _, s := range []*lookupServer{s1, s2} {
+		reg := m.registration(s.id)
+		if reg == nil || !reg.Lease.Expiration().After(first[s.id]) {
+			t.Errorf("lease at %s not renewed: %v", s.id, reg)
+		}
+		if s.found(t, id) == nil {
+			t.Errorf("the item left %s: its lease was not renewed", s.id)
+		}
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// TestJoinManagerRegistersAgain: a registration the lookup service lost
+// (its lease cancelled behind the manager's back) is made again, with the
+// current attributes.
+func TestJoinManagerRegistersAgain(t *testing.T) {
+	s1 := startLookup(t)
+	id := djinn.NewID()
+	m := newJoinManager(t, discoverAt(t, s1), JoinManagerConfig{Item: printer(id, "laser"), LeaseDuration: time.Second})
+	servertest.Eventually(t, "registered", func() bool { return m.registration(s1.id) != nil })
+	ctx := testContext(t)
+	if err := m.SetAttributes(ctx, []client.Entry{name("current")}); err != nil {
+		t.Fatal(err)
+	}
+	lost := m.registration(s1.id)
+	if err := lost.Lease.Cancel(ctx, s1.c); err != nil {
+		t.Fatal(err)
+	}
+	if s1.found(t, id) != nil {
+		t.Fatal("the item is still registered after its lease was cancelled")
+	}
+	servertest.Eventually(t, "registered again", func() bool {
+		reg := m.registration(s1.id)
+		return reg != nil && reg.Lease.Cookie() != lost.Lease.Cookie() && hasName(s1.found(t, id), "current")
+	})
+}
+
+// TestJoinManagerLeavesDiscarded: a lookup service discovery discards is
+// left, not fatal: its registration is no longer renewed, and the others
+// carry on.
+func TestJoinManagerLeavesDiscarded(t *testing.T) {
+	s1, s2 := startLookup(t), startLookup(t)
+	dm := discoverAt(t, s1, s2)
+	id := djinn.NewID()
+	m := newJoinManager(t, dm, JoinManagerConfig{Item: printer(id, "laser"), LeaseDuration: time.Second})
+	servertest.Eventually(t, "joined both", func() bool { return len(m.Registrars()) == 2 })
+	if err := dm.RemoveLocators(s2.loc); err != nil {
+		t.Fatal(err)
+	}
+	servertest.Eventually(t, "the discarded lookup service left", func() bool {
+		got := registrarIDs(m.Registrars())
+		return len(got) == 1 && got[0] == s1.id
+	})
+	servertest.Eventually(t, "the registration at the discarded lookup service to lapse", func() bool { return s2.found(t, id) == nil })
+	if err := m.SetAttributes(testContext(t), []client.Entry{name("after")}); err != nil {
+		t.Fatal(err)
+	}
+	if !hasName(s1.found(t, id), "after") {
+		t.Errorf("the remaining lookup service did not get the change: %+v", s1.found(t, id))
+	}
+}
+
+// TestJoinManagerTerminate: Terminate cancels every registration, at once;
+// it is idempotent and safe concurrently; later calls get ErrTerminated.
+func TestJoinManagerTerminate(t *testing.T) {
+	s1, s2 := startLookup(t), startLookup(t)
+	id := djinn.NewID()
+	m := newJoinManager(t, discoverAt(t, s1, s2), JoinManagerConfig{Item: printer(id, "laser")})
+	servertest.Eventually(t, "registered at both", func() bool { return len(m.Registrars()) == 2 })
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := range errs {
+		wg.Go(func() { errs[i] = m.Terminate() })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("Terminate %d: %v", i, err)
+		}
+	}
+	select {
+	case <-m.Done():
+	default:
+		t.Error("Done not closed after Terminate")
+	}
+	for _, s := range []*lookupServer{s1, s2} {
+		if it := s.found(t, id); it != nil {
+			t.Errorf("after Terminate the item is still at %s", s.id)
+		}
+	}
+	if got := m.Registrars(); len(got) != 0 {
+		t.Errorf("Registrars after Terminate: %v", got)
+	}
+	if err := m.AddAttributes(testContext(t), []client.Entry{name("late")}); !errors.Is(err, ErrTerminated) || !errors.Is(err, djinn.ErrUnavailable) {
+		t.Errorf("AddAttributes after Terminate: %v, want ErrTerminated (Unavailable)", err)
+	}
+	if err := m.Terminate(); err != nil {
+		t.Errorf("Terminate again: %v", err)
+	}
+}
+
+// TestJoinManagerDiscardsMisnamedRegistrar: an endpoint that serves a
+// lookup service with another service id than discovery reported is
+// discarded, and nothing is registered there.
+func TestJoinManagerDiscardsMisnamedRegistrar(t *testing.T) {
+	s1 := startLookup(t)
+	dm := newMemDiscovery()
+	wrong := djinn.NewID()
+	id := djinn.NewID()
+	m := newJoinManager(t, dm, JoinManagerConfig{Item: printer(id, "laser")})
+	dm.events <- discovery.Event{Kind: discovery.Discovered, Registrar: discovery.RegistrarInfo{ServiceID: wrong, Endpoint: s1.srv.Addr()}}
+	servertest.Eventually(t, "the misnamed registrar discarded", func() bool { return dm.wasDiscarded(wrong) })
+	if s1.found(t, id) != nil || len(m.Registrars()) != 0 {
+		t.Error("registered at a misnamed registrar")
+	}
+}
+
+// TestJoinManagerConfigErrors: bad configurations are refused, naming the
+// bad value.
+func TestJoinManagerConfigErrors(t *testing.T) {
+	dm := newMemDiscovery()
+	ok := printer(djinn.ID{}, "x")
+	for _, tc := range []struct {
+		name string
+		dm   DiscoveryManagement
+		cfg  JoinManagerConfig
+		want string
+	}{
+		{"no discovery", nil, JoinManagerConfig{Item: ok}, "discovery management: missing"},
+		{"discovery reporting to a function", &memDiscovery{}, JoinManagerConfig{Item: ok}, "no event channel"},
+		{"item without reference", dm, JoinManagerConfig{Item: client.ServiceItem{Types: []string{"T"}}}, "service reference"},
+		{"negative lease", dm, JoinManagerConfig{Item: ok, LeaseDuration: -5}, "lease duration"},
+		{"retry bounds", dm, JoinManagerConfig{Item: ok, RetryMin: time.Second, RetryMax: time.Millisecond}, "retry bounds"},
+		{"bad entry", dm, JoinManagerConfig{Item: client.ServiceItem{Service: []byte("a:1"), Types: []string{"T"}, Entries: []client.Entry{{}}}}, "type"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := NewJoinManager(tc.dm, tc.cfg)
+			if err == nil {
+				m.Terminate()
+			}
+			if !errors.Is(err, djinn.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("NewJoinManager: %v, want InvalidArgument naming %q", err, tc.want)
+			}
+		})
+	}
+}
