@@ -11,6 +11,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
 type eventView struct {
@@ -19,12 +20,33 @@ type eventView struct {
 	ID       int64  `json:"event_id"`
 	Seq      int64  `json:"sequence"`
 	Handback string `json:"handback"`
+	// Discovery is set for a lookup discovery service's event.
+	Discovery *discoveryEventView `json:"discovery,omitempty"`
+}
+
+// discoveryEventView is a lookup discovery service's event (LD.4.2) as
+// events listen prints it.
+type discoveryEventView struct {
+	Discarded  bool            `json:"discarded"`
+	Registrars []registrarView `json:"registrars"`
+}
+
+func viewDiscoveryEvent(ev *client.RemoteEvent) *discoveryEventView {
+	if ev.Payload == nil || !ev.Payload.MessageIs(&djinnpb.RemoteDiscoveryEvent{}) {
+		return nil
+	}
+	de, err := client.DiscoveryEventFrom(ev)
+	if err != nil {
+		return nil
+	}
+	v := &discoveryEventView{Discarded: de.Discarded, Registrars: viewDiscovered(de.Registrars)}
+	return v
 }
 
 var printMu sync.Mutex
 
 func printEvent(g *globals, w io.Writer, index uint64, ev *client.RemoteEvent) {
-	v := eventView{Index: index, Source: ev.Source.String(), ID: ev.ID, Seq: ev.Seq, Handback: string(ev.Handback)}
+	v := eventView{Index: index, Source: ev.Source.String(), ID: ev.ID, Seq: ev.Seq, Handback: string(ev.Handback), Discovery: viewDiscoveryEvent(ev)}
 	printMu.Lock()
 	defer printMu.Unlock()
 	if g.output == "json" {
@@ -35,7 +57,17 @@ func printEvent(g *globals, w io.Writer, index uint64, ev *client.RemoteEvent) {
 	if index > 0 {
 		fmt.Fprintf(w, "#%d ", index)
 	}
-	fmt.Fprintf(w, "source=%s id=%d seq=%d handback=%q\n", v.Source, v.ID, v.Seq, v.Handback)
+	fmt.Fprintf(w, "source=%s id=%d seq=%d handback=%q", v.Source, v.ID, v.Seq, v.Handback)
+	if d := v.Discovery; d != nil {
+		what := "discovered"
+		if d.Discarded {
+			what = "discarded"
+		}
+		for _, r := range d.Registrars {
+			fmt.Fprintf(w, " %s=%s(%s groups=%s)", what, r.ServiceID, r.Endpoint, discoveryGroupsText(r.Groups))
+		}
+	}
+	fmt.Fprintln(w)
 }
 
 func newEvents(g *globals) *cobra.Command {

@@ -13,7 +13,6 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/discovery"
-	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
 // The lookup discovery service's commands. A registration is named by its
@@ -60,15 +59,35 @@ func ldsLocators(what string, locs []string) ([]string, error) {
 	return out, nil
 }
 
-// withLDS calls fn with a lookup discovery service client on the server.
-func (g *globals) withLDS(cmd *cobra.Command, fn func(ctx context.Context, c *client.Client, lds djinnpb.LookupDiscoveryServiceClient) error) error {
+// withLDS calls fn with the server's lookup discovery service.
+func (g *globals) withLDS(cmd *cobra.Command, fn func(ctx context.Context, lds *client.LookupDiscoveryService) error) error {
 	ctx := cmd.Context()
 	c, err := g.dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	return fn(ctx, c, djinnpb.NewLookupDiscoveryServiceClient(c.ClientConn()))
+	lds, err := c.LookupDiscovery(ctx)
+	if err != nil {
+		return err
+	}
+	return fn(ctx, lds)
+}
+
+// withLDSRegistration calls fn with the registration named by the lease
+// token in args or token.
+func (g *globals) withLDSRegistration(cmd *cobra.Command, args []string, token string, fn func(ctx context.Context, r *client.LDSRegistration) error) error {
+	l, err := ldsRegistration(args, token)
+	if err != nil {
+		return err
+	}
+	return g.withLDS(cmd, func(ctx context.Context, lds *client.LookupDiscoveryService) error {
+		r, err := lds.Registration(ctx, l)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, r)
+	})
 }
 
 // ldsRegistration reads a registration's lease token: the argument or
@@ -100,33 +119,40 @@ type ldsStateView struct {
 	Expires   string   `json:"expires"`
 }
 
-func viewLDSState(st *djinnpb.LDSRegistrationState) ldsStateView {
-	v := ldsStateView{EventID: st.GetEventId(), AllGroups: st.GetAllGroups(), Groups: st.GetGroups(), Locators: st.GetLocators(), Sequence: st.GetSequence()}
+func viewLDSState(st *client.LDSState) ldsStateView {
+	v := ldsStateView{EventID: st.EventID, AllGroups: st.Groups.All, Groups: st.Groups.Names, Locators: st.Locators, Sequence: st.Seq}
 	if v.Groups == nil {
 		v.Groups = []string{}
 	}
 	if v.Locators == nil {
 		v.Locators = []string{}
 	}
-	exp := time.Unix(0, st.GetLeaseExpiresUnixNanos())
-	if st.GetLeaseExpiresUnixNanos() == 0 || !exp.Before(djinn.EndOfTime) {
+	if st.Expires.IsZero() || !st.Expires.Before(djinn.EndOfTime) {
 		v.Expires = "never"
 	} else {
-		v.Expires = exp.UTC().Format(time.RFC3339Nano)
+		v.Expires = st.Expires.UTC().Format(time.RFC3339Nano)
 	}
 	return v
 }
 
-func printLDSState(w io.Writer, v ldsStateView) {
-	groups := "(all)"
-	if !v.AllGroups {
-		groups = discoveryGroupsText(v.Groups)
+// printLDSState prints the registration's state.
+func (g *globals) printLDSState(ctx context.Context, cmd *cobra.Command, r *client.LDSRegistration) error {
+	st, err := r.State(ctx)
+	if err != nil {
+		return err
 	}
-	locs := strings.Join(v.Locators, " ")
-	if locs == "" {
-		locs = "(none)"
-	}
-	fmt.Fprintf(w, "event id  %d\ngroups    %s\nlocators  %s\nsequence  %d\nexpires   %s\n", v.EventID, groups, locs, v.Sequence, v.Expires)
+	v := viewLDSState(st)
+	return g.print(cmd.OutOrStdout(), v, func(w io.Writer) {
+		groups := "(all)"
+		if !v.AllGroups {
+			groups = discoveryGroupsText(v.Groups)
+		}
+		locs := strings.Join(v.Locators, " ")
+		if locs == "" {
+			locs = "(none)"
+		}
+		fmt.Fprintf(w, "event id  %d\ngroups    %s\nlocators  %s\nsequence  %d\nexpires   %s\n", v.EventID, groups, locs, v.Sequence, v.Expires)
+	})
 }
 
 func newLDSRegister(g *globals) *cobra.Command {
@@ -140,8 +166,9 @@ func newLDSRegister(g *globals) *cobra.Command {
 		Short: "Register a listener for discovered and discarded events; prints the registration's lease token",
 		Long: "Make a registration: the lookup discovery service discovers the lookup services of the groups " +
 			"(--all-groups: of every group; neither flag: none, until groups are added) and at the locators, " +
-			"and sends the listener discovered and discarded events. Prints the registration's event id and " +
-			"its lease token REG, which the other lds commands and `djinn lease renew|cancel` take.\n\n" +
+			"and sends the listener discovered and discarded events (`djinn events listen` hosts one and prints " +
+			"them). Prints the registration's event id and its lease token REG, which the other lds commands " +
+			"and `djinn lease renew|cancel` take.\n\n" +
 			"--groups takes comma-separated names; the public group is the empty name: --groups \"\" is the " +
 			"public group alone, --groups ,lab the public group and lab.",
 		Args: cobra.NoArgs,
@@ -165,22 +192,16 @@ func newLDSRegister(g *globals) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--duration %q: %w", duration, err)
 			}
-			return g.withLDS(cmd, func(ctx context.Context, _ *client.Client, lds djinnpb.LookupDiscoveryServiceClient) error {
-				sent := time.Now()
-				resp, err := lds.Register(ctx, &djinnpb.LDSRegisterRequest{AllGroups: all, Groups: gs, Locators: locs,
-					Listener: client.RefToProto(ref), Handback: []byte(handback), LeaseDurationNanos: int64(d)})
+			return g.withLDS(cmd, func(ctx context.Context, lds *client.LookupDiscoveryService) error {
+				r, err := lds.Register(ctx, client.Groups{All: all, Names: gs}, locs, ref, []byte(handback), d)
 				if err != nil {
 					return err
 				}
-				reg := resp.GetRegistration()
-				l, err := client.LeaseFromProto(reg.GetLease(), sent)
-				if err != nil {
-					return err
-				}
-				lv := viewLease(l)
-				v := map[string]any{"registration": lv.Token, "event_id": reg.GetEventId(), "lease": lv}
+				er := r.EventRegistration()
+				lv := viewLease(er.Lease)
+				v := map[string]any{"registration": lv.Token, "event_id": er.ID, "lease": lv}
 				return g.print(cmd.OutOrStdout(), v, func(w io.Writer) {
-					fmt.Fprintf(w, "registration  %s\nevent id      %d\nexpires       %s (in %s)\n", lv.Token, reg.GetEventId(), lv.Expiration, lv.Remaining)
+					fmt.Fprintf(w, "registration  %s\nevent id      %d\nexpires       %s (in %s)\n", lv.Token, er.ID, lv.Expiration, lv.Remaining)
 				})
 			})
 		},
@@ -202,27 +223,13 @@ func newLDSShow(g *globals) *cobra.Command {
 		Short: "Show a registration: event id, managed groups and locators, last sequence number, expiry",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l, err := ldsRegistration(args, token)
-			if err != nil {
-				return err
-			}
-			return g.withLDS(cmd, func(ctx context.Context, _ *client.Client, lds djinnpb.LookupDiscoveryServiceClient) error {
-				st, err := lds.GetRegistration(ctx, &djinnpb.LDSRegistrationRequest{LeaseCookie: cookieBytes(l)})
-				if err != nil {
-					return err
-				}
-				v := viewLDSState(st)
-				return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printLDSState(w, v) })
+			return g.withLDSRegistration(cmd, args, token, func(ctx context.Context, r *client.LDSRegistration) error {
+				return g.printLDSState(ctx, cmd, r)
 			})
 		},
 	}
 	cmd.Flags().StringVar(&token, "token", "", "the registration's lease token")
 	return cmd
-}
-
-func cookieBytes(l *client.Lease) []byte {
-	c := l.Cookie()
-	return c[:]
 }
 
 func newLDSRegistrars(g *globals) *cobra.Command {
@@ -232,19 +239,12 @@ func newLDSRegistrars(g *globals) *cobra.Command {
 		Short: "List the lookup services discovered for a registration: service id, endpoint, locator, groups",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l, err := ldsRegistration(args, token)
-			if err != nil {
-				return err
-			}
-			return g.withLDS(cmd, func(ctx context.Context, _ *client.Client, lds djinnpb.LookupDiscoveryServiceClient) error {
-				resp, err := lds.GetRegistrars(ctx, &djinnpb.LDSRegistrationRequest{LeaseCookie: cookieBytes(l)})
+			return g.withLDSRegistration(cmd, args, token, func(ctx context.Context, r *client.LDSRegistration) error {
+				rs, err := r.Registrars(ctx)
 				if err != nil {
 					return err
 				}
-				views, err := viewDiscoveredRegistrars(resp.GetRegistrars())
-				if err != nil {
-					return err
-				}
+				views := viewDiscovered(rs)
 				return g.print(cmd.OutOrStdout(), views, func(w io.Writer) {
 					for _, v := range views {
 						fmt.Fprintf(w, "%s  %s  %s  groups=%s\n", v.ServiceID, v.Endpoint, v.Locator, discoveryGroupsText(v.Groups))
@@ -257,21 +257,18 @@ func newLDSRegistrars(g *globals) *cobra.Command {
 	return cmd
 }
 
-// viewDiscoveredRegistrars converts the service's registrars for printing.
-func viewDiscoveredRegistrars(rs []*djinnpb.DiscoveredRegistrar) ([]registrarView, error) {
+// viewDiscovered converts lookup services the service discovered for
+// printing.
+func viewDiscovered(rs []client.DiscoveredRegistrar) []registrarView {
 	views := make([]registrarView, 0, len(rs))
-	for i, r := range rs {
-		id, err := djinn.IDFromBytes(fmt.Sprintf("registrar %d service id", i), r.GetServiceId())
-		if err != nil {
-			return nil, err
-		}
-		gs := r.GetGroups()
+	for _, r := range rs {
+		gs := r.Groups
 		if gs == nil {
 			gs = []string{}
 		}
-		views = append(views, registrarView{ServiceID: id.String(), Endpoint: r.GetEndpoint(), Locator: r.GetLocator(), Groups: gs})
+		views = append(views, registrarView{ServiceID: r.ServiceID.String(), Endpoint: r.Endpoint, Locator: r.Locator, Groups: gs})
 	}
-	return views, nil
+	return views
 }
 
 // newLDSSet is `lds groups add|set|remove` or `lds locators add|set|remove`.
@@ -286,41 +283,38 @@ func newLDSSet(g *globals, what string) *cobra.Command {
 				"`set REG --all-groups` discovers every group; add and remove need a managed set (not all groups). " +
 				"Discovered lookup services that are no longer of interest by group or locator are discarded; " +
 				"prints the registration afterwards.",
-			"locators": "Add, set or remove jini:// locators of the registration's managed set. Discovered lookup " +
-				"services that are no longer of interest by locator or group are discarded; prints the registration " +
-				"afterwards.",
+			"locators": "Add, set or remove jini:// locators of the registration's managed set (comma-separated). " +
+				"Discovered lookup services that are no longer of interest by locator or group are discarded; " +
+				"prints the registration afterwards.",
 		}[what],
 		Args: cobra.RangeArgs(2, 3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var op djinnpb.SetOp
-			switch args[0] {
-			case "add":
-				op = djinnpb.SetOp_SET_OP_ADD
-			case "set":
-				op = djinnpb.SetOp_SET_OP_SET
-			case "remove":
-				op = djinnpb.SetOp_SET_OP_REMOVE
-			default:
-				return fmt.Errorf("%q: want add, set or remove", args[0])
-			}
-			l, err := ldsRegistration(args[1:2], "")
-			if err != nil {
-				return err
+			op := args[0]
+			if op != "add" && op != "set" && op != "remove" {
+				return fmt.Errorf("%q: want add, set or remove", op)
 			}
 			var values []string
 			if len(args) == 3 {
 				values = strings.Split(args[2], ",")
 			}
-			if allGroups && (op != djinnpb.SetOp_SET_OP_SET || len(args) == 3) {
+			if allGroups && (op != "set" || len(args) == 3) {
 				return errors.New("--all-groups: only with set, and without groups")
 			}
-			if !allGroups && len(args) == 2 && op != djinnpb.SetOp_SET_OP_SET {
-				return fmt.Errorf("%s %s: missing: the %s to %s", what, args[0], what, args[0])
+			if !allGroups && len(args) == 2 && op != "set" {
+				return fmt.Errorf("%s %s: missing: the %s to %s", what, op, what, op)
 			}
-			var call func(ctx context.Context, lds djinnpb.LookupDiscoveryServiceClient) (*djinnpb.LDSRegistrationState, error)
+			var change func(ctx context.Context, r *client.LDSRegistration) error
 			if what == "groups" {
-				call = func(ctx context.Context, lds djinnpb.LookupDiscoveryServiceClient) (*djinnpb.LDSRegistrationState, error) {
-					return lds.ChangeGroups(ctx, &djinnpb.LDSGroupsRequest{LeaseCookie: cookieBytes(l), Op: op, AllGroups: allGroups, Groups: values})
+				change = func(ctx context.Context, r *client.LDSRegistration) error {
+					switch {
+					case allGroups:
+						return r.SetAllGroups(ctx)
+					case op == "add":
+						return r.AddGroups(ctx, values...)
+					case op == "set":
+						return r.SetGroups(ctx, values...)
+					}
+					return r.RemoveGroups(ctx, values...)
 				}
 			} else {
 				var locs []string
@@ -329,20 +323,25 @@ func newLDSSet(g *globals, what string) *cobra.Command {
 						locs = append(locs, s)
 					}
 				}
-				if locs, err = ldsLocators("locator", locs); err != nil {
-					return err
-				}
-				call = func(ctx context.Context, lds djinnpb.LookupDiscoveryServiceClient) (*djinnpb.LDSRegistrationState, error) {
-					return lds.ChangeLocators(ctx, &djinnpb.LDSLocatorsRequest{LeaseCookie: cookieBytes(l), Op: op, Locators: locs})
-				}
-			}
-			return g.withLDS(cmd, func(ctx context.Context, _ *client.Client, lds djinnpb.LookupDiscoveryServiceClient) error {
-				st, err := call(ctx, lds)
+				locs, err := ldsLocators("locator", locs)
 				if err != nil {
 					return err
 				}
-				v := viewLDSState(st)
-				return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printLDSState(w, v) })
+				change = func(ctx context.Context, r *client.LDSRegistration) error {
+					switch op {
+					case "add":
+						return r.AddLocators(ctx, locs...)
+					case "set":
+						return r.SetLocators(ctx, locs...)
+					}
+					return r.RemoveLocators(ctx, locs...)
+				}
+			}
+			return g.withLDSRegistration(cmd, args[1:2], "", func(ctx context.Context, r *client.LDSRegistration) error {
+				if err := change(ctx, r); err != nil {
+					return err
+				}
+				return g.printLDSState(ctx, cmd, r)
 			})
 		},
 	}
@@ -361,22 +360,17 @@ func newLDSDiscard(g *globals) *cobra.Command {
 			"again. Prints whether the lookup service was among the registration's discovered ones.",
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l, err := ldsRegistration(args[:1], "")
-			if err != nil {
-				return err
-			}
 			id, err := djinn.ParseID(args[1])
 			if err != nil {
 				return fmt.Errorf("REGISTRAR-ID %q: %w", args[1], err)
 			}
-			return g.withLDS(cmd, func(ctx context.Context, _ *client.Client, lds djinnpb.LookupDiscoveryServiceClient) error {
-				resp, err := lds.Discard(ctx, &djinnpb.LDSDiscardRequest{LeaseCookie: cookieBytes(l), RegistrarServiceId: id[:]})
+			return g.withLDSRegistration(cmd, args[:1], "", func(ctx context.Context, r *client.LDSRegistration) error {
+				ok, err := r.Discard(ctx, id)
 				if err != nil {
 					return err
 				}
-				v := map[string]any{"discarded": resp.GetDiscarded()}
-				return g.print(cmd.OutOrStdout(), v, func(w io.Writer) {
-					if resp.GetDiscarded() {
+				return g.print(cmd.OutOrStdout(), map[string]any{"discarded": ok}, func(w io.Writer) {
+					if ok {
 						fmt.Fprintf(w, "discarded %s\n", id)
 					} else {
 						fmt.Fprintf(w, "%s was not discovered for the registration: nothing discarded\n", id)

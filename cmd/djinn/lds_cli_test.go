@@ -1,0 +1,298 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// ldsEventJSON is a discovery event as `events listen -o json` prints it.
+type ldsEventJSON struct {
+	Source    string `json:"source"`
+	ID        int64  `json:"event_id"`
+	Seq       int64  `json:"sequence"`
+	Handback  string `json:"handback"`
+	Discovery *struct {
+		Discarded  bool            `json:"discarded"`
+		Registrars []registrarView `json:"registrars"`
+	} `json:"discovery"`
+}
+
+// eventListener runs `djinn events listen -o json` and reads the events
+// it prints.
+type eventListener struct {
+	ref    string
+	lines  chan string
+	stderr *strings.Builder
+}
+
+func listenEvents(t *testing.T) *eventListener {
+	t.Helper()
+	cmd := exec.Command(djinnBinary(t), "events", "listen", "-o", "json")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &eventListener{lines: make(chan string, 64), stderr: &strings.Builder{}}
+	cmd.Stderr = l.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	go func() {
+		defer close(l.lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			l.lines <- sc.Text()
+		}
+	}()
+	var first struct {
+		Listener string `json:"listener"`
+	}
+	if line := l.next(t, "the listener's reference"); json.Unmarshal([]byte(line), &first) != nil || first.Listener == "" {
+		t.Fatalf("events listen printed %q first", line)
+	}
+	l.ref = first.Listener
+	return l
+}
+
+func (l *eventListener) next(t *testing.T, what string) string {
+	t.Helper()
+	select {
+	case line, ok := <-l.lines:
+		if !ok {
+			t.Fatalf("events listen ended before %s; stderr: %s", what, l.stderr.String())
+		}
+		return line
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no %s from events listen; stderr: %s", what, l.stderr.String())
+	}
+	return ""
+}
+
+// expect reads the next event and checks it is a discovered (or, with
+// discarded, a discarded) event for exactly the lookup services ids.
+func (l *eventListener) expect(t *testing.T, discarded bool, ids ...string) ldsEventJSON {
+	t.Helper()
+	line := l.next(t, "a discovery event")
+	var ev ldsEventJSON
+	if err := json.Unmarshal([]byte(line), &ev); err != nil || ev.Discovery == nil {
+		t.Fatalf("event %q (%v), want a discovery event", line, err)
+	}
+	var got []string
+	for _, r := range ev.Discovery.Registrars {
+		got = append(got, r.ServiceID)
+	}
+	slices.Sort(got)
+	slices.Sort(ids)
+	if ev.Discovery.Discarded != discarded || !slices.Equal(got, ids) {
+		t.Fatalf("event %q, want discarded=%v for %v", line, discarded, ids)
+	}
+	return ev
+}
+
+// none checks that no event arrives before the marker event that mark,
+// sent by `events send`, arrives.
+func (l *eventListener) none(t *testing.T, p *proc, after string) {
+	t.Helper()
+	mustRun(t, p, "events", "send", "--to", l.ref, "--source", "djinn://127.0.0.1:9/00000000000000000000000000000001/00000000000000000000000000000002", "--id", "-1", "--seq", "0", "--handback", "marker")
+	line := l.next(t, "the marker event")
+	var ev ldsEventJSON
+	if err := json.Unmarshal([]byte(line), &ev); err != nil || ev.Handback != "marker" {
+		t.Fatalf("after %s: event %q, want none (only the marker)", after, line)
+	}
+}
+
+// TestCLILDS runs the lds commands against a real server (issue 7,
+// section 2), with a second server as a lookup service found by locator
+// and a listener hosted by `djinn events listen`.
+func TestCLILDS(t *testing.T) {
+	a, b := newNode(t), newNode(t)
+	p := a.start(t)
+	defer p.stop(t)
+	q := b.start(t, "--groups", "lab", "--lds=false")
+	defer q.stop(t)
+	jsonOf := func(on *proc, v any, args ...string) {
+		t.Helper()
+		out := mustRun(t, on, append(args, "-o", "json")...)
+		if err := json.Unmarshal([]byte(out), v); err != nil {
+			t.Fatalf("djinn %v: %v in %q", args, err, out)
+		}
+	}
+	var infoA, infoB struct {
+		ServiceID string `json:"service_id"`
+	}
+	jsonOf(p, &infoA, "lookup", "info")
+	jsonOf(q, &infoB, "lookup", "info")
+	locB := "jini://" + b.discovery
+
+	l := listenEvents(t)
+	var reg struct {
+		Registration string `json:"registration"`
+		EventID      int64  `json:"event_id"`
+	}
+	// LD.3.1: the server's own lookup service is of the public group.
+	jsonOf(p, &reg, "lds", "register", "--groups", "", "--listener", l.ref, "--duration", "10m", "--handback", "hb")
+	if !strings.HasPrefix(reg.Registration, "djinn-lease:") || reg.EventID == 0 {
+		t.Fatalf("register printed %+v", reg)
+	}
+	ev := l.expect(t, false, infoA.ServiceID)
+	if ev.ID != reg.EventID || ev.Handback != "hb" || ev.Seq < 1 {
+		t.Errorf("first event %+v, want event id %d, handback hb", ev, reg.EventID)
+	}
+	firstSeq := ev.Seq
+
+	// LD.4.1.1 addLocators: found there.
+	mustRun(t, p, "lds", "locators", "add", reg.Registration, locB)
+	ev = l.expect(t, false, infoB.ServiceID)
+	if ev.Seq != firstSeq+1 || !slices.Equal(ev.Discovery.Registrars[0].Groups, []string{"lab"}) || ev.Discovery.Registrars[0].Endpoint != q.addr {
+		t.Errorf("locator event %+v, want sequence %d, groups lab, endpoint %s", ev, firstSeq+1, q.addr)
+	}
+
+	var rs []registrarView
+	jsonOf(p, &rs, "lds", "registrars", reg.Registration)
+	if len(rs) != 2 {
+		t.Fatalf("registrars %+v, want both lookup services", rs)
+	}
+	var st ldsStateView
+	jsonOf(p, &st, "lds", "show", reg.Registration)
+	if st.EventID != reg.EventID || st.AllGroups || !slices.Equal(st.Groups, []string{""}) || !slices.Equal(st.Locators, []string{locB + "/"}) || st.Sequence != ev.Seq || st.Expires == "never" {
+		t.Errorf("show printed %+v", st)
+	}
+
+	// LD.4.1.1 discard: a discarded event, then discovered again, found at
+	// its locator once more.
+	var discarded struct {
+		Discarded bool `json:"discarded"`
+	}
+	jsonOf(p, &discarded, "lds", "discard", reg.Registration, infoB.ServiceID)
+	if !discarded.Discarded {
+		t.Errorf("discard printed %+v", discarded)
+	}
+	l.expect(t, true, infoB.ServiceID)
+	l.expect(t, false, infoB.ServiceID)
+
+	// LD.4.1.1: all groups wants b by group too: no event. Removing its
+	// locator then leaves the service no way to reach it (this server
+	// discovers by locator only, without --lds-multicast), so b is lost:
+	// a passive communication discard to a registration that wants it by
+	// group (LD.3.1). Setting the public group alone changes nothing more.
+	jsonOf(p, &st, "lds", "groups", "set", reg.Registration, "--all-groups")
+	if !st.AllGroups {
+		t.Errorf("groups set --all-groups printed %+v", st)
+	}
+	l.none(t, p, "all groups set")
+	mustRun(t, p, "lds", "locators", "remove", reg.Registration, locB)
+	l.expect(t, true, infoB.ServiceID)
+	jsonOf(p, &st, "lds", "groups", "set", reg.Registration, "")
+	if st.AllGroups || !slices.Equal(st.Groups, []string{""}) || len(st.Locators) != 0 {
+		t.Errorf("groups set \"\" printed %+v", st)
+	}
+	l.none(t, p, "the public group set")
+
+	// Adding lab brings b back; removing it discards it again.
+	mustRun(t, p, "lds", "groups", "add", reg.Registration, "lab")
+	mustRun(t, p, "lds", "locators", "set", reg.Registration, locB)
+	l.expect(t, false, infoB.ServiceID)
+	mustRun(t, p, "lds", "groups", "remove", reg.Registration, "lab")
+	l.none(t, p, "lab removed while its locator is held")
+	jsonOf(p, &discarded, "lds", "discard", reg.Registration, "00000000000000000000000000000042")
+	if discarded.Discarded {
+		t.Errorf("discard of a lookup service never discovered printed %+v", discarded)
+	}
+
+	wantErrors(t, p, []errRow{
+		{[]string{"lds", "register", "--groups", "a"}, "--listener"},
+		{[]string{"lds", "register", "--listener", l.ref, "--locator", "http://x:1"}, `--locator "http://x:1"`},
+		{[]string{"lds", "register", "--listener", l.ref, "--groups", "a", "--all-groups"}, "--all-groups and --groups"},
+		{[]string{"lds", "register", "--listener", "nope"}, `--listener "nope"`},
+		{[]string{"lds", "register", "--listener", l.ref, "--duration", "-1s"}, "lease duration -1s"},
+		{[]string{"lds", "show", "not-a-token"}, "REG"},
+		{[]string{"lds", "show"}, "REG: missing"},
+		{[]string{"lds", "groups", "merge", reg.Registration, "a"}, `"merge": want add, set or remove`},
+		{[]string{"lds", "groups", "add", reg.Registration}, "groups add: missing"},
+		{[]string{"lds", "groups", "add", reg.Registration, "--all-groups"}, "--all-groups: only with set"},
+		{[]string{"lds", "locators", "add", reg.Registration, "jini://"}, `locator "jini://"`},
+		{[]string{"lds", "discard", reg.Registration, "xyz"}, `REGISTRAR-ID "xyz"`},
+	})
+	// LD.4.1.1: no managed set of groups to add to under all groups.
+	mustRun(t, p, "lds", "groups", "set", reg.Registration, "--all-groups")
+	if _, errs, ok := run(t, p, "lds", "groups", "add", reg.Registration, "x"); ok || !strings.Contains(errs, "no managed set of groups") {
+		t.Errorf("groups add under all groups: ok=%v stderr %q, want the unsupported operation refused", ok, errs)
+	}
+
+	// The lease ends the registration.
+	mustRun(t, p, "lease", "cancel", reg.Registration)
+	if _, errs, ok := run(t, p, "lds", "show", reg.Registration); ok || errs == "" {
+		t.Errorf("show after cancel: ok=%v stderr %q, want an error", ok, errs)
+	}
+}
+
+// TestLDSSurvivesKill: a registration the lookup discovery service
+// acknowledged, its managed sets and the lookup services discovered for it
+// survive a SIGKILL and a restart on the same data (issue 7, section 1),
+// and its events go on from the last sequence number (LD.3.2).
+func TestLDSSurvivesKill(t *testing.T) {
+	a, b := newNode(t), newNode(t)
+	p := a.start(t)
+	defer func() { p.kill() }()
+	q := b.start(t, "--groups", "lab", "--lds=false")
+	defer q.stop(t)
+	var infoB struct {
+		ServiceID string `json:"service_id"`
+	}
+	if err := json.Unmarshal([]byte(mustRun(t, q, "lookup", "info", "-o", "json")), &infoB); err != nil {
+		t.Fatal(err)
+	}
+	l := listenEvents(t)
+	var reg struct {
+		Registration string `json:"registration"`
+		EventID      int64  `json:"event_id"`
+	}
+	if err := json.Unmarshal([]byte(mustRun(t, p, "lds", "register", "--groups", "lab", "--locator", "jini://"+b.discovery, "--listener", l.ref, "--duration", "1h", "-o", "json")), &reg); err != nil {
+		t.Fatal(err)
+	}
+	seq := l.expect(t, false, infoB.ServiceID).Seq
+
+	p.kill()
+	p = a.start(t)
+	var st ldsStateView
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, errs, ok := run(t, p, "lds", "show", reg.Registration, "-o", "json")
+		if ok {
+			if err := json.Unmarshal([]byte(out), &st); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lds show after the restart: %s", errs)
+		}
+		<-time.After(50 * time.Millisecond)
+	}
+	if st.EventID != reg.EventID || !slices.Equal(st.Groups, []string{"lab"}) || !slices.Equal(st.Locators, []string{"jini://" + b.discovery + "/"}) || st.Sequence != seq {
+		t.Errorf("after the restart: %+v, want event id %d, groups lab, b's locator, sequence %d", st, reg.EventID, seq)
+	}
+	var rs []registrarView
+	if err := json.Unmarshal([]byte(mustRun(t, p, "lds", "registrars", reg.Registration, "-o", "json")), &rs); err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 1 || rs[0].ServiceID != infoB.ServiceID {
+		t.Errorf("registrars after the restart: %+v, want b", rs)
+	}
+	mustRun(t, p, "lds", "discard", reg.Registration, infoB.ServiceID)
+	if ev := l.expect(t, true, infoB.ServiceID); ev.Seq != seq+1 {
+		t.Errorf("discarded event after the restart: sequence %d, want %d", ev.Seq, seq+1)
+	}
+	if ev := l.expect(t, false, infoB.ServiceID); ev.Seq != seq+2 {
+		t.Errorf("rediscovered event after the restart: sequence %d, want %d", ev.Seq, seq+2)
+	}
+}
