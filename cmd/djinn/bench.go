@@ -409,3 +409,29 @@ func residentBytes(ctx context.Context, admin string) (int64, error) {
 	}
 	return 0, fmt.Errorf("no process_resident_memory_bytes at %s", admin)
 }
+
+// liveHeapBytes reads the server's heap in use right after a collection:
+// the live data, without the garbage a reading of /metrics may include.
+// It asks the admin endpoint's heap profile, which collects first (gc=1)
+// and ends with the runtime's memory statistics.
+func liveHeapBytes(ctx context.Context, admin string) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+admin+"/debug/pprof/heap?gc=1&debug=1", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("read server heap from %s: %w", admin, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, "# HeapInuse = "); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no HeapInuse in the heap profile at %s", admin)
+}

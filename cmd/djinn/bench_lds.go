@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -37,8 +36,9 @@ func newBenchLDS(g *globals) *cobra.Command {
 --registrations registrations are made first (by --clients callers over
 --conns connections), each with one of ten groups and the locators of all
 --registrars lookup services, which are not running yet; every event goes
-to one listener the bench hosts at --listen. The server's resident memory
-(from --admin) before and after gives the memory per registration.
+to one listener the bench hosts at --listen. The server's live heap
+(read from --admin right after a collection) before and after gives the
+memory per registration; its resident memory is shown beside it.
 
 Then the bench starts the --registrars lookup services (the discovery
 side of a registrar, unicast only, in this process, at the locators'
@@ -127,8 +127,9 @@ type ldsBenchReport struct {
 	SetupPerS     float64 `json:"registrations_per_s"`
 	RSSBeforeMB   float64 `json:"rss_before_mb,omitempty"`
 	RSSAfterMB    float64 `json:"rss_after_mb,omitempty"`
-	HeapInuseMB   float64 `json:"heap_inuse_mb,omitempty"`
-	BytesPerReg   float64 `json:"bytes_per_registration,omitempty"`
+	HeapBeforeMB  float64 `json:"live_heap_before_mb,omitempty"`
+	HeapAfterMB   float64 `json:"live_heap_after_mb,omitempty"`
+	BytesPerReg   float64 `json:"bytes_per_registration,omitempty"` // live heap after − before, per registration
 
 	FirstEventMs  float64 `json:"first_event_ms"`
 	LastEventMs   float64 `json:"last_event_ms"`
@@ -146,9 +147,9 @@ type ldsBenchReport struct {
 func (r *ldsBenchReport) print(w io.Writer) {
 	fmt.Fprintf(w, "setup     %d registrations (one of 10 groups, %d locators each) in %.1f s: %.0f/s\n",
 		r.Registrations, r.Registrars, r.SetupSeconds, r.SetupPerS)
-	if r.RSSAfterMB > 0 {
-		fmt.Fprintf(w, "    server RSS %.0f MB before, %.0f MB after, heap in use %.0f MB: %.0f bytes per registration\n",
-			r.RSSBeforeMB, r.RSSAfterMB, r.HeapInuseMB, r.BytesPerReg)
+	if r.HeapAfterMB > 0 {
+		fmt.Fprintf(w, "    server live heap %.1f MB before, %.1f MB after: %.0f bytes per registration; RSS %.0f MB before, %.0f MB after\n",
+			r.HeapBeforeMB, r.HeapAfterMB, r.BytesPerReg, r.RSSBeforeMB, r.RSSAfterMB)
 	}
 	fmt.Fprintf(w, "discovery %d registrars started -> first discovered event %.1f ms, last %.1f ms\n", r.Registrars, r.FirstEventMs, r.LastEventMs)
 	fmt.Fprintf(w, "    per registration: all %d discovered p50 %.1f ms  p99 %.1f ms; %d events, %.1f registrars per event, %.0f events/s\n",
@@ -297,7 +298,7 @@ func (b *ldsBench) run(ctx context.Context) (*ldsBenchReport, error) {
 	defer host.Close()
 	listener := client.RefToProto(host.Ref())
 
-	before, _ := b.rss(ctx)
+	before, heapBefore := b.memory(ctx)
 	cookies := make([][]byte, b.registrations)
 	eventIDs := make([]int64, b.registrations)
 	defer func() { b.cancel(cookies) }()
@@ -330,12 +331,10 @@ func (b *ldsBench) run(ctx context.Context) (*ldsBenchReport, error) {
 	}
 	lis.regsMu.Unlock()
 	lis.left.Store(int64(b.registrations))
-	if after, err := b.rss(ctx); err == nil && before > 0 {
+	if after, heapAfter := b.memory(ctx); heapBefore > 0 && heapAfter > 0 {
 		rep.RSSBeforeMB, rep.RSSAfterMB = float64(before)/(1<<20), float64(after)/(1<<20)
-		rep.BytesPerReg = float64(after-before) / float64(b.registrations)
-		if m, err := adminMetrics(ctx, b.admin, func(n string) bool { return n == "go_memstats_heap_inuse_bytes" }); err == nil {
-			rep.HeapInuseMB = m["go_memstats_heap_inuse_bytes"] / (1 << 20)
-		}
+		rep.HeapBeforeMB, rep.HeapAfterMB = float64(heapBefore)/(1<<20), float64(heapAfter)/(1<<20)
+		rep.BytesPerReg = float64(heapAfter-heapBefore) / float64(b.registrations)
 	}
 
 	t0 := time.Now()
@@ -371,7 +370,7 @@ func (b *ldsBench) run(ctx context.Context) (*ldsBenchReport, error) {
 		rep.LastEventMs = float64(time.Unix(0, lis.last.Load()).Sub(t0)) / 1e6
 	}
 	if len(complete) > 0 {
-		rep.CompleteP50Ms, rep.CompleteP99Ms = percentileMs(complete, 50), percentileMs(complete, 99)
+		rep.CompleteP50Ms, rep.CompleteP99Ms = percentileMs(complete, 0.50), percentileMs(complete, 0.99)
 	}
 	rep.Events = lis.events.Load()
 	if rep.Events > 0 {
@@ -387,12 +386,15 @@ func (b *ldsBench) run(ctx context.Context) (*ldsBenchReport, error) {
 	return rep, nil
 }
 
-// rss reads the server's resident memory; 0 and an error without --admin.
-func (b *ldsBench) rss(ctx context.Context) (int64, error) {
+// memory reads the server's resident memory and live heap; zeros without
+// --admin or when the admin endpoint does not answer.
+func (b *ldsBench) memory(ctx context.Context) (rss, heap int64) {
 	if b.admin == "" {
-		return 0, errors.New("no --admin")
+		return 0, 0
 	}
-	return residentBytes(ctx, b.admin)
+	rss, _ = residentBytes(ctx, b.admin)
+	heap, _ = liveHeapBytes(ctx, b.admin)
+	return rss, heap
 }
 
 // cancel ends the bench's registrations.
