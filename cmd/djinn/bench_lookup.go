@@ -111,6 +111,10 @@ Workloads (--ops):
              lookups/s, p50/p99, answers that were not the item asked for
              (must be 0), and the server's resident memory from --admin
              with the items loaded
+  lookup-stream
+             the lookup workload's lookups over LookupStream, one stream
+             per client: the same answers without a call each (the items
+             are loaded once for both)
   notify     --watchers notify registrations on one service type, each its
              own listener (hosted by the bench at --listen), then --rounds
              registers of a new matching item; reports the time from the
@@ -123,7 +127,7 @@ Workloads (--ops):
              from the registrar's start to the client's Discovered event,
              p50/p99. Runs in this process; needs no server
 
-Each register and lookup measurement runs the empty workload (a gRPC
+Each register, lookup and lookup-stream measurement runs the empty workload (a gRPC
 health check) at the same concurrency first, and reports the calls/s it
 reached as a fraction of the empty call's. With --admin the server's CPU
 is read from its /metrics too. The bench exits non-zero when a lookup
@@ -162,7 +166,7 @@ missed its event.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&ops, "ops", "register,lookup,notify,discovery", "workloads to run")
+	f.StringVar(&ops, "ops", "register,lookup,lookup-stream,notify,discovery", "workloads to run")
 	f.StringVar(&clients, "clients", "1,16,64", "concurrent clients")
 	f.DurationVar(&b.duration, "duration", 5*time.Second, "time per measurement")
 	f.IntVar(&b.conns, "conns", 4, "gRPC connections the clients share")
@@ -203,13 +207,13 @@ func (b *lookupBench) parse(ops, clients string) error {
 	}
 	b.ops = splitList(ops)
 	if len(b.ops) == 0 {
-		return fmt.Errorf("ops %q: want register, lookup, notify or discovery", ops)
+		return fmt.Errorf("ops %q: want register, lookup, lookup-stream, notify or discovery", ops)
 	}
 	for _, op := range b.ops {
 		switch op {
-		case "register", "lookup", "notify", "discovery":
+		case "register", "lookup", "lookup-stream", "notify", "discovery":
 		default:
-			return fmt.Errorf("workload %q: want register, lookup, notify or discovery", op)
+			return fmt.Errorf("workload %q: want register, lookup, lookup-stream, notify or discovery", op)
 		}
 	}
 	switch {
@@ -340,14 +344,14 @@ type lookupBenchRun struct {
 
 func (r lookupBenchRun) print(w io.Writer) {
 	unit, lat := "cycles/s", "cycle"
-	if r.Op == "lookup" {
+	if r.Op != "register" {
 		unit, lat = "lookups/s", "lookup"
 	}
 	verdict := ""
-	if r.Op == "lookup" && r.Clients == lookupBenchTargetClients {
+	if r.Op != "register" && r.Clients == lookupBenchTargetClients {
 		verdict = mark(r.OpsPerS >= lookupBenchTargetLookups, fmt.Sprintf("target >= %d", lookupBenchTargetLookups))
 	}
-	fmt.Fprintf(w, "%-9s clients=%-3d %9.0f %s  %s p50 %7.3f ms  p99 %7.3f ms%s\n",
+	fmt.Fprintf(w, "%-13s clients=%-3d %9.0f %s  %s p50 %7.3f ms  p99 %7.3f ms%s\n",
 		r.Op, r.Clients, r.OpsPerS, unit, lat, r.P50ms, r.P99ms, verdict)
 	cpu := ""
 	if r.ServerCPU > 0 {
@@ -467,9 +471,12 @@ func (b *lookupBench) run(ctx context.Context, out func(lookupBenchPrinter)) (*l
 				rep.Runs = append(rep.Runs, r)
 				out(r)
 			}
-		case "lookup":
+		case "lookup", "lookup-stream":
+			if rep.Items != nil {
+				continue // measured with the other, over the same items
+			}
 			if err := b.runLookup(ctx, rep, out); err != nil {
-				return nil, fmt.Errorf("lookup: %w", err)
+				return nil, fmt.Errorf("%s: %w", op, err)
 			}
 		case "notify":
 			r, err := b.runNotify(ctx)
@@ -500,13 +507,18 @@ func (b *lookupBench) runLookup(ctx context.Context, rep *lookupBenchReport, out
 	}
 	rep.Items = items
 	out(items)
-	for _, n := range b.levels {
-		r, err := b.measure(ctx, "lookup", n, ids)
-		if err != nil {
-			return fmt.Errorf("at %d clients: %w", n, err)
+	for _, op := range b.ops {
+		if op != "lookup" && op != "lookup-stream" {
+			continue
 		}
-		rep.Runs = append(rep.Runs, r)
-		out(r)
+		for _, n := range b.levels {
+			r, err := b.measure(ctx, op, n, ids)
+			if err != nil {
+				return fmt.Errorf("%s at %d clients: %w", op, n, err)
+			}
+			rep.Runs = append(rep.Runs, r)
+			out(r)
+		}
 	}
 	return nil
 }
@@ -516,6 +528,7 @@ func (b *lookupBench) runLookup(ctx context.Context, rep *lookupBenchReport, out
 type lookupBenchClient struct {
 	op, first, second []time.Duration // per op; its first and second call
 	ops, mismatches   int64
+	stream            djinnpb.LookupService_LookupStreamClient // lookup-stream: the client's own
 }
 
 // measure runs the empty call, then op at n clients; ids are the lookup
@@ -564,6 +577,40 @@ func (b *lookupBench) measure(ctx context.Context, op string, n int, ids [][]byt
 				return fmt.Errorf("lookup: %w", err)
 			}
 			st.op = append(st.op, time.Since(t0))
+			if resp.GetTotal() != 1 || len(resp.GetItems()) != 1 || !bytes.Equal(resp.GetItems()[0].GetServiceId(), ids[k]) {
+				st.mismatches++
+			}
+			return nil
+		}
+	case "lookup-stream":
+		var streams sync.WaitGroup // the streams end with the run's context
+		defer streams.Wait()
+		step = func(ctx context.Context, c int, st *lookupBenchClient) error {
+			if st.stream == nil {
+				sctx, cancel := context.WithCancel(ctx)
+				stream, err := b.ls(c).LookupStream(sctx)
+				if err != nil {
+					cancel()
+					return fmt.Errorf("lookup stream: %w", err)
+				}
+				st.stream = stream
+				streams.Add(1)
+				context.AfterFunc(ctx, func() { defer streams.Done(); cancel() })
+			}
+			k := rand.IntN(len(ids))
+			req := &djinnpb.LookupRequest{Template: byName(b.name(k)), MaxMatches: 1}
+			t0 := time.Now()
+			if err := st.stream.Send(req); err != nil {
+				return fmt.Errorf("lookup stream send: %w", err)
+			}
+			resp, err := st.stream.Recv()
+			if err != nil {
+				return fmt.Errorf("lookup stream: %w", err)
+			}
+			st.op = append(st.op, time.Since(t0))
+			if e := resp.GetError(); e != nil {
+				return fmt.Errorf("lookup stream: %s", e.GetMessage())
+			}
 			if resp.GetTotal() != 1 || len(resp.GetItems()) != 1 || !bytes.Equal(resp.GetItems()[0].GetServiceId(), ids[k]) {
 				st.mismatches++
 			}

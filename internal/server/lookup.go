@@ -2,11 +2,14 @@ package server
 
 import (
 	"context"
+	"errors"
+	"io"
 	"log/slog"
 	"time"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/discovery"
+	"github.com/djinn-go/djinn/internal/grpcerr"
 	"github.com/djinn-go/djinn/internal/lookup"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
@@ -28,19 +31,54 @@ func (r *lookupRPC) Register(ctx context.Context, req *djinnpb.RegisterRequest) 
 	return &djinnpb.ServiceRegistration{ServiceId: reg.ID[:], Lease: reg.Lease}, nil
 }
 
-func (r *lookupRPC) Lookup(ctx context.Context, req *djinnpb.LookupRequest) (*djinnpb.LookupResponse, error) {
-	if req.GetMaxMatches() < 0 {
-		return nil, djinn.Errorf(djinn.InvalidArgument, "max matches %d: must not be negative", req.GetMaxMatches())
-	}
-	total, items, err := r.s.lookup.Lookup(req.GetTemplate(), int(req.GetMaxMatches()), req.GetOne())
+func (r *lookupRPC) Lookup(_ context.Context, req *djinnpb.LookupRequest) (*djinnpb.LookupResponse, error) {
+	total, items, err := r.lookup(req)
 	if err != nil {
 		return nil, err
 	}
-	resp := &djinnpb.LookupResponse{Total: int64(total)}
-	for _, it := range items {
-		resp.Items = append(resp.Items, lookup.ItemToProto(it))
+	return &djinnpb.LookupResponse{Total: total, Items: items}, nil
+}
+
+func (r *lookupRPC) lookup(req *djinnpb.LookupRequest) (int64, []*djinnpb.ServiceItem, error) {
+	if req.GetMaxMatches() < 0 {
+		return 0, nil, djinn.Errorf(djinn.InvalidArgument, "max matches %d: must not be negative", req.GetMaxMatches())
 	}
-	return resp, nil
+	total, items, err := r.s.lookup.Lookup(req.GetTemplate(), int(req.GetMaxMatches()), req.GetOne())
+	if err != nil {
+		return 0, nil, err
+	}
+	pbs := make([]*djinnpb.ServiceItem, 0, len(items))
+	for _, it := range items {
+		pbs = append(pbs, lookup.ItemToProto(it))
+	}
+	return int64(total), pbs, nil
+}
+
+// LookupStream answers each request with one response, in order. A
+// lookup that fails carries its error and the stream goes on, except when
+// this node cannot answer (not the leader): the stream ends, so the client
+// goes elsewhere.
+func (r *lookupRPC) LookupStream(stream djinnpb.LookupService_LookupStreamServer) error {
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		resp := &djinnpb.LookupStreamResponse{}
+		resp.Total, resp.Items, err = r.lookup(req)
+		if err != nil {
+			if djinn.KindOf(err) == djinn.Unavailable {
+				return err
+			}
+			resp.Error = grpcerr.ToProto(err)
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+	}
 }
 
 func (r *lookupRPC) Notify(ctx context.Context, req *djinnpb.LookupNotifyRequest) (*djinnpb.EventRegistration, error) {

@@ -10,6 +10,7 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/discovery"
+	"github.com/djinn-go/djinn/internal/grpcerr"
 	"github.com/djinn-go/djinn/internal/server/servertest"
 	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
@@ -200,4 +201,109 @@ func refString(pb *djinnpb.Ref) string {
 		return err.Error()
 	}
 	return r.String()
+}
+
+// TestLookupStream: lookups over one stream answer as Lookup does, in
+// order; a lookup the service refuses carries its error and the stream
+// goes on (DESIGN.md 6: a negative max is an invalid argument); a closed
+// stream refuses further lookups.
+func TestLookupStream(t *testing.T) {
+	t.Parallel()
+	srv := servertest.Start(t, servertest.Config(t))
+	c := servertest.Dial(t, srv.Addr())
+	ctx := t.Context()
+	reg, err := c.Lookup(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []djinn.ID
+	for _, model := range []string{"laser", "inkjet", "plotter"} {
+		r, err := reg.Register(ctx, client.ServiceItem{Service: []byte("127.0.0.1:9"), Types: []string{"Printer"},
+			Entries: []client.Entry{{Type: "Name", Fields: []client.Field{{Name: "name", Value: client.NewString(model)}}}}}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.ID)
+	}
+
+	// The wire: one response per request, in order, errors in band.
+	raw, err := djinnpb.NewLookupServiceClient(c.ClientConn()).LookupStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := []*djinnpb.LookupRequest{
+		{Template: &djinnpb.ServiceTemplate{Types: []string{"Printer"}}, MaxMatches: 10},
+		{Template: &djinnpb.ServiceTemplate{Types: []string{"Printer"}}, MaxMatches: -1},
+		{Template: &djinnpb.ServiceTemplate{ServiceId: ids[1][:]}, One: true},
+		{Template: &djinnpb.ServiceTemplate{Types: []string{"Scanner"}}, MaxMatches: 10},
+	}
+	for _, r := range reqs {
+		if err := raw.Send(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []struct {
+		total, items int64
+		err          djinn.Kind
+	}{{3, 3, ""}, {0, 0, djinn.InvalidArgument}, {1, 1, ""}, {0, 0, ""}}
+	for i, w := range want {
+		resp, err := raw.Recv()
+		if err != nil {
+			t.Fatalf("response %d: %v", i, err)
+		}
+		gotKind := djinn.Kind("")
+		if e := resp.GetError(); e != nil {
+			gotKind = djinn.KindOf(grpcerr.FromProto(e))
+		}
+		if resp.GetTotal() != w.total || int64(len(resp.GetItems())) != w.items || gotKind != w.err {
+			t.Errorf("response %d: total %d, %d items, error %v; want %d, %d, %q", i, resp.GetTotal(), len(resp.GetItems()), resp.GetError(), w.total, w.items, w.err)
+		}
+	}
+	if err := raw.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The client.
+	s, err := reg.Stream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := s.Lookup(client.ServiceTemplate{Entries: []client.EntryTemplate{{Type: "Name", Fields: []client.Field{{Name: "name", Value: client.NewString("plotter")}}}}})
+	if err != nil || it == nil || it.ID != ids[2] {
+		t.Errorf("stream lookup of plotter: %+v %v", it, err)
+	}
+	if it, err := s.Lookup(client.ServiceTemplate{Types: []string{"Scanner"}}); it != nil || err != nil {
+		t.Errorf("stream lookup of nothing: %+v %v, want nil, nil", it, err)
+	}
+	total, items, err := s.LookupN(client.ServiceTemplate{Types: []string{"Printer"}}, 2)
+	if err != nil || total != 3 || len(items) != 2 {
+		t.Errorf("stream LookupN: %d %d %v, want 3 and 2 items", total, len(items), err)
+	}
+	if _, _, err := s.LookupN(client.ServiceTemplate{}, -1); !errors.Is(err, djinn.ErrInvalidArgument) {
+		t.Errorf("stream LookupN -1: %v, want invalid argument", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Lookup(client.ServiceTemplate{}); err == nil {
+		t.Error("lookup on a closed stream succeeded")
+	}
+
+	// The server goes away: the stream's lookups fail, and keep failing.
+	s, err = reg.Stream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Lookup(client.ServiceTemplate{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := s.Lookup(client.ServiceTemplate{}); err == nil {
+			t.Error("lookup on a stream to a stopped server succeeded")
+		}
+	}
+	_ = s.Close()
 }

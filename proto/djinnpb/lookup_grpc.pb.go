@@ -21,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	LookupService_Register_FullMethodName         = "/djinn.v1.LookupService/Register"
 	LookupService_Lookup_FullMethodName           = "/djinn.v1.LookupService/Lookup"
+	LookupService_LookupStream_FullMethodName     = "/djinn.v1.LookupService/LookupStream"
 	LookupService_Notify_FullMethodName           = "/djinn.v1.LookupService/Notify"
 	LookupService_AddAttributes_FullMethodName    = "/djinn.v1.LookupService/AddAttributes"
 	LookupService_ModifyAttributes_FullMethodName = "/djinn.v1.LookupService/ModifyAttributes"
@@ -45,6 +46,10 @@ type LookupServiceClient interface {
 	// Lookup returns the total number of matches and up to max_matches of
 	// them; with one, a single match chosen at random.
 	Lookup(ctx context.Context, in *LookupRequest, opts ...grpc.CallOption) (*LookupResponse, error)
+	// LookupStream answers lookups over one long-lived stream: each request
+	// is answered, in order, by one response. It is Lookup without the cost
+	// of a call per lookup, for clients that look up often.
+	LookupStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[LookupRequest, LookupStreamResponse], error)
 	// Notify registers a listener for service events on the transitions.
 	Notify(ctx context.Context, in *LookupNotifyRequest, opts ...grpc.CallOption) (*EventRegistration, error)
 	// The registration's attribute operations; the registration is named
@@ -87,6 +92,19 @@ func (c *lookupServiceClient) Lookup(ctx context.Context, in *LookupRequest, opt
 	}
 	return out, nil
 }
+
+func (c *lookupServiceClient) LookupStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[LookupRequest, LookupStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &LookupService_ServiceDesc.Streams[0], LookupService_LookupStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[LookupRequest, LookupStreamResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LookupService_LookupStreamClient = grpc.BidiStreamingClient[LookupRequest, LookupStreamResponse]
 
 func (c *lookupServiceClient) Notify(ctx context.Context, in *LookupNotifyRequest, opts ...grpc.CallOption) (*EventRegistration, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -182,6 +200,10 @@ type LookupServiceServer interface {
 	// Lookup returns the total number of matches and up to max_matches of
 	// them; with one, a single match chosen at random.
 	Lookup(context.Context, *LookupRequest) (*LookupResponse, error)
+	// LookupStream answers lookups over one long-lived stream: each request
+	// is answered, in order, by one response. It is Lookup without the cost
+	// of a call per lookup, for clients that look up often.
+	LookupStream(grpc.BidiStreamingServer[LookupRequest, LookupStreamResponse]) error
 	// Notify registers a listener for service events on the transitions.
 	Notify(context.Context, *LookupNotifyRequest) (*EventRegistration, error)
 	// The registration's attribute operations; the registration is named
@@ -210,6 +232,9 @@ func (UnimplementedLookupServiceServer) Register(context.Context, *RegisterReque
 }
 func (UnimplementedLookupServiceServer) Lookup(context.Context, *LookupRequest) (*LookupResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Lookup not implemented")
+}
+func (UnimplementedLookupServiceServer) LookupStream(grpc.BidiStreamingServer[LookupRequest, LookupStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method LookupStream not implemented")
 }
 func (UnimplementedLookupServiceServer) Notify(context.Context, *LookupNotifyRequest) (*EventRegistration, error) {
 	return nil, status.Error(codes.Unimplemented, "method Notify not implemented")
@@ -291,6 +316,13 @@ func _LookupService_Lookup_Handler(srv interface{}, ctx context.Context, dec fun
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _LookupService_LookupStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(LookupServiceServer).LookupStream(&grpc.GenericServerStream[LookupRequest, LookupStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LookupService_LookupStreamServer = grpc.BidiStreamingServer[LookupRequest, LookupStreamResponse]
 
 func _LookupService_Notify_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(LookupNotifyRequest)
@@ -484,6 +516,13 @@ var LookupService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _LookupService_GetRegistrar_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "LookupStream",
+			Handler:       _LookupService_LookupStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "djinn/v1/lookup.proto",
 }
