@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -315,7 +317,10 @@ func (r *LDSRegistration) Locators(ctx context.Context) ([]string, error) {
 }
 
 // Registrars returns the lookup services discovered for the registration
-// (LD.4.1.1 getRegistrars), by service id.
+// (LD.4.1.1 getRegistrars), by service id. Partial results, never all or
+// nothing: when some of the lookup services the service sent cannot be
+// read, it returns the others with a *RegistrarsError that says why (as
+// Jini's LookupUnmarshalException does).
 func (r *LDSRegistration) Registrars(ctx context.Context) ([]DiscoveredRegistrar, error) {
 	lc, cookie, err := r.call()
 	if err != nil {
@@ -325,8 +330,42 @@ func (r *LDSRegistration) Registrars(ctx context.Context) ([]DiscoveredRegistrar
 	if err != nil {
 		return nil, err
 	}
-	return discoveredList("registrar", pb.GetRegistrars())
+	var (
+		out []DiscoveredRegistrar
+		bad []error
+	)
+	for i, p := range pb.GetRegistrars() {
+		d, err := discoveredFromProto(fmt.Sprintf("registrar %d", i), p)
+		if err == nil && slices.ContainsFunc(out, func(o DiscoveredRegistrar) bool { return o.ServiceID == d.ServiceID }) {
+			err = djinn.Errorf(djinn.InvalidArgument, "registrar %d %s: twice", i, d.ServiceID)
+		}
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		out = append(out, d)
+	}
+	if len(bad) > 0 {
+		return out, &RegistrarsError{Unreadable: bad}
+	}
+	return out, nil
 }
+
+// RegistrarsError is the error Registrars returns beside the lookup
+// services it could read when it could not read others. errors.Is finds
+// djinn.ErrInvalidArgument in it.
+type RegistrarsError struct {
+	// Unreadable says, for each lookup service that could not be read,
+	// why.
+	Unreadable []error
+}
+
+func (e *RegistrarsError) Error() string {
+	return fmt.Sprintf("%d discovered lookup services could not be read: %v", len(e.Unreadable), errors.Join(e.Unreadable...))
+}
+
+// Unwrap returns the reasons.
+func (e *RegistrarsError) Unwrap() []error { return e.Unreadable }
 
 func (r *LDSRegistration) groups(ctx context.Context, op djinnpb.SetOp, g Groups) error {
 	lc, cookie, err := r.call()

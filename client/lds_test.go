@@ -156,6 +156,7 @@ func TestLDSArguments(t *testing.T) {
 func TestLDSCalls(t *testing.T) {
 	r1 := djinn.ID{0xaa, 1}
 	discovered := &djinnpb.DiscoveredRegistrar{ServiceId: r1[:], Endpoint: "10.0.0.1:4161", Locator: "jini://10.0.0.1:4160/", Groups: []string{"a"}}
+	registrars := []*djinnpb.DiscoveredRegistrar{discovered}
 	f, s := newFakeLDS(t, func(method string, req proto.Message) (proto.Message, error) {
 		switch method {
 		case "Register":
@@ -164,7 +165,7 @@ func TestLDSCalls(t *testing.T) {
 			return &djinnpb.LDSRegistrationState{EventId: 7, AllGroups: true, Groups: []string{"ignored"}, Locators: []string{"jini://10.0.0.1:4160/"}, Sequence: 3,
 				LeaseExpiresUnixNanos: int64(djinn.Forever)}, nil
 		case "GetRegistrars":
-			return &djinnpb.LDSRegistrarsResponse{Registrars: []*djinnpb.DiscoveredRegistrar{discovered}}, nil
+			return &djinnpb.LDSRegistrarsResponse{Registrars: registrars}, nil
 		case "Discard":
 			return &djinnpb.LDSDiscardResponse{Discarded: true}, nil
 		}
@@ -202,6 +203,31 @@ func TestLDSCalls(t *testing.T) {
 	if err != nil || len(rs) != 1 || rs[0].ServiceID != r1 || rs[0].Endpoint != "10.0.0.1:4161" || !slices.Equal(rs[0].Groups, []string{"a"}) {
 		t.Errorf("registrars %+v %v", rs, err)
 	}
+	f.take()
+
+	// LD.4.1.1 getRegistrars: partial results, never all or nothing.
+	r2 := djinn.ID{0xaa, 2}
+	registrars = []*djinnpb.DiscoveredRegistrar{
+		{ServiceId: []byte{1}, Endpoint: "h:1", Locator: "jini://h"},
+		discovered,
+		{ServiceId: r2[:], Endpoint: "h", Locator: "jini://h"},
+		discovered,
+		{ServiceId: r2[:], Endpoint: "h:1", Locator: "jini://h"},
+	}
+	rs, err = reg.Registrars(ctx)
+	var partial *client.RegistrarsError
+	if !errors.As(err, &partial) || len(partial.Unreadable) != 3 || !errors.Is(err, djinn.ErrInvalidArgument) {
+		t.Errorf("registrars with three unreadable: %v, want a RegistrarsError of 3", err)
+	}
+	if len(rs) != 2 || rs[0].ServiceID != r1 || rs[1].ServiceID != r2 {
+		t.Errorf("registrars with three unreadable: %+v, want the two readable ones", rs)
+	}
+	for _, want := range []string{"registrar 0", `registrar 2`, "registrar 3 " + r1.String() + ": twice"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+	registrars = []*djinnpb.DiscoveredRegistrar{discovered}
 	f.take()
 
 	for _, tt := range []struct {

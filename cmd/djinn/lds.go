@@ -241,15 +241,21 @@ func newLDSRegistrars(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withLDSRegistration(cmd, args, token, func(ctx context.Context, r *client.LDSRegistration) error {
 				rs, err := r.Registrars(ctx)
-				if err != nil {
+				var partial *client.RegistrarsError
+				if err != nil && !errors.As(err, &partial) {
 					return err
 				}
+				// Partial results: print the lookup services read, then
+				// fail with why the others could not be.
 				views := viewDiscovered(rs)
-				return g.print(cmd.OutOrStdout(), views, func(w io.Writer) {
+				if perr := g.print(cmd.OutOrStdout(), views, func(w io.Writer) {
 					for _, v := range views {
 						fmt.Fprintf(w, "%s  %s  %s  groups=%s\n", v.ServiceID, v.Endpoint, v.Locator, discoveryGroupsText(v.Groups))
 					}
-				})
+				}); perr != nil {
+					return perr
+				}
+				return err
 			})
 		},
 	}
