@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/types/known/anypb"
-
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/event"
 	"github.com/djinn-go/djinn/internal/lease"
@@ -81,7 +79,7 @@ func NewService(s *State, l *lease.Lessor, log Proposer, now func() time.Time, s
 	svc := &Service{state: s, lessor: l, log: log, now: now, self: self, cfg: cfg,
 		changed: make(chan struct{}, 1), kick: make(chan struct{}, 1)}
 	dc := cfg.Delivery
-	dc.OnFailure = svc.failed
+	dc.OnFailure = event.CancelOnDefinite(cfg.Logger, "registration", l.Cancel)
 	svc.engine = event.New(dc)
 	s.SetHooks(Hooks{Deliver: svc.deliver, Changed: svc.setsChanged, Ended: svc.engine.Drop})
 	return svc, nil
@@ -104,38 +102,13 @@ func (s *Service) deliver(ds []Delivery) {
 	if s.leading() != nil {
 		return
 	}
-	src := wire.Ref(s.self())
-	for _, d := range ds {
-		payload, err := anypb.New(d.Payload())
-		if err != nil {
-			continue
-		}
-		target, err := wire.RefTo("listener", d.Listener)
-		if err != nil {
-			continue
-		}
-		ev := &djinnpb.RemoteEvent{Source: src, EventId: d.EventID, Sequence: d.Seq, Handback: d.Handback, Payload: payload}
-		if err := s.engine.Push(d.Registration, target, event.Item{Cursor: uint64(d.Seq), Event: ev}); err != nil {
-			s.cfg.Logger.Warn("lds: queueing an event failed", "event", d.EventID, "seq", d.Seq, "err", err)
-		}
+	evs := make([]event.Remote, len(ds))
+	for i, d := range ds {
+		evs[i] = event.Remote{Key: d.Registration, Listener: d.Listener, EventID: d.EventID, Seq: d.Seq, Handback: d.Handback, Payload: d.Payload()}
 	}
-}
-
-// failed ends a registration whose listener refused an event definitely
-// (LD.3.1: an unknown event, or no such listener): its lease is cancelled.
-// Indefinite failures are retried until the lease ends, which drops the
-// registration's queue.
-func (s *Service) failed(reg djinn.ID, _ event.Item, err error) event.Action {
-	if !djinn.IsDefinite(err) {
-		return event.Retry
+	if err := s.engine.PushRemote(s.self(), evs...); err != nil {
+		s.cfg.Logger.Warn("lds: queueing events failed", "err", err)
 	}
-	s.cfg.Logger.Info("lds: a listener refused an event; cancelling its registration", "err", err)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		s.lessor.Cancel(ctx, []djinn.ID{reg})
-	}()
-	return event.Stop
 }
 
 // Registered is a new registration: its event id and lease.

@@ -6,13 +6,10 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/djinn-go/djinn/internal/wire"
-
-	"google.golang.org/protobuf/types/known/anypb"
-
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/event"
 	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
@@ -85,7 +82,7 @@ func NewService(s *State, l *lease.Lessor, log Proposer, now func() time.Time, s
 	}
 	svc := &Service{state: s, lessor: l, log: log, now: now, self: self, cfg: cfg}
 	dc := cfg.Delivery
-	dc.OnFailure = svc.failed
+	dc.OnFailure = event.CancelOnDefinite(cfg.Logger, "notification", l.Cancel)
 	svc.engine = event.New(dc)
 	s.SetNotify(svc.deliver)
 	if err := s.SetOwn(func() Item { return OwnItem(self()) }); err != nil {
@@ -127,37 +124,13 @@ func (s *Service) deliver(ds []Delivery) {
 	if s.leading() != nil {
 		return
 	}
-	src := wire.Ref(s.self())
-	for _, d := range ds {
-		payload, err := anypb.New(d.Event)
-		if err != nil {
-			continue
-		}
-		target, err := wire.RefTo("listener", d.Listener)
-		if err != nil {
-			continue
-		}
-		ev := &djinnpb.RemoteEvent{Source: src, EventId: d.EventID, Sequence: d.Seq, Handback: d.Handback, Payload: payload}
-		if err := s.engine.Push(d.Watch, target, event.Item{Cursor: uint64(d.Seq), Event: ev}); err != nil {
-			s.cfg.Logger.Warn("lookup: queueing a service event failed", "event", d.EventID, "seq", d.Seq, "err", err)
-		}
+	evs := make([]event.Remote, len(ds))
+	for i, d := range ds {
+		evs[i] = event.Remote{Key: d.Watch, Listener: d.Listener, EventID: d.EventID, Seq: d.Seq, Handback: d.Handback, Payload: d.Event}
 	}
-}
-
-// failed ends the notification of a listener that failed definitely (EV:
-// UnknownEvent, or a listener that does not exist); indefinite failures are
-// retried.
-func (s *Service) failed(watch djinn.ID, _ event.Item, err error) event.Action {
-	if !djinn.IsDefinite(err) {
-		return event.Retry
+	if err := s.engine.PushRemote(s.self(), evs...); err != nil {
+		s.cfg.Logger.Warn("lookup: queueing service events failed", "err", err)
 	}
-	s.cfg.Logger.Info("lookup: a listener refused service events; ending its notification", "err", err)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		s.lessor.Cancel(ctx, []djinn.ID{watch})
-	}()
-	return event.Stop
 }
 
 // Registered is a registration: the item's service id and its lease.
