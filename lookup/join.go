@@ -138,7 +138,10 @@ func NewJoinManager(dm DiscoveryManagement, cfg JoinManagerConfig) (*JoinManager
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.wg.Add(1)
-	go m.follow(events)
+	go func() {
+		defer m.wg.Done()
+		followDiscovery(m.ctx, events, m.heard)
+	}()
 	return m, nil
 }
 
@@ -172,23 +175,6 @@ func (m *JoinManager) Registrars() []discovery.RegistrarInfo {
 
 // Done is closed when Terminate has finished.
 func (m *JoinManager) Done() <-chan struct{} { return m.done }
-
-// follow joins the lookup services discovery finds and leaves the ones it
-// discards.
-func (m *JoinManager) follow(events <-chan discovery.Event) {
-	defer m.wg.Done()
-	for {
-		select {
-		case <-m.ctx.Done():
-			return
-		case ev, ok := <-events:
-			if !ok {
-				return
-			}
-			m.heard(ev)
-		}
-	}
-}
 
 func (m *JoinManager) heard(ev discovery.Event) {
 	id := ev.Registrar.ServiceID

@@ -177,3 +177,19 @@ func cancelLeases(c client.Connector, leases []*client.Lease) error {
 func lostRegistration(err error) bool {
 	return errors.Is(err, djinn.ErrUnknownLease) || errors.Is(err, djinn.ErrNoSuchObject)
 }
+
+// followDiscovery hands each discovery event to heard until ctx ends or events
+// closes: how both managers follow their discovery source.
+func followDiscovery(ctx context.Context, events <-chan discovery.Event, heard func(discovery.Event)) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			heard(ev)
+		}
+	}
+}

@@ -112,7 +112,10 @@ func NewServiceDiscoveryManager(dm DiscoveryManagement, cfg ServiceDiscoveryMana
 	m.log = m.log.With("part", what)
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.wg.Add(1)
-	go m.follow(events)
+	go func() {
+		defer m.wg.Done()
+		followDiscovery(m.ctx, events, m.heard)
+	}()
 	return m, nil
 }
 
@@ -143,21 +146,6 @@ func (m *ServiceDiscoveryManager) connected() []*registrar {
 	}
 	slices.SortFunc(out, func(a, b *registrar) int { return bytes.Compare(a.info.ServiceID[:], b.info.ServiceID[:]) })
 	return out
-}
-
-func (m *ServiceDiscoveryManager) follow(events <-chan discovery.Event) {
-	defer m.wg.Done()
-	for {
-		select {
-		case <-m.ctx.Done():
-			return
-		case ev, ok := <-events:
-			if !ok {
-				return
-			}
-			m.heard(ev)
-		}
-	}
 }
 
 func (m *ServiceDiscoveryManager) heard(ev discovery.Event) {
