@@ -48,7 +48,9 @@ type LookupDiscoveryManagerConfig struct {
 // at once (Jini's net.jini.discovery.LookupDiscoveryManager), and reports
 // each registrar once, by service id, however many ways found it: it is
 // Discovered when the first finds it and Discarded when the last lets it
-// go. Its methods are safe for concurrent use.
+// go — or at once when group discovery finds it unreachable, which makes
+// locator discovery let it go too and look for it again (River's
+// manager does the same). Its methods are safe for concurrent use.
 type LookupDiscoveryManager struct {
 	cfg    LookupDiscoveryManagerConfig
 	log    *slog.Logger
@@ -136,10 +138,23 @@ func cmpOr(l, def *slog.Logger) *slog.Logger {
 // Discovered at most once before its Discarded, which the counts rely on.
 func (m *LookupDiscoveryManager) heard(byGroup bool, e Event) {
 	defer m.merges.add(func(n *uint64) { *n++ })
+	if m.merge(byGroup, e) {
+		// Unreachable for group discovery is unreachable: locator
+		// discovery lets it go too, and looks for it again (DU.2.4.1).
+		m.loc.Discard(e.Registrar.ServiceID)
+	}
+}
+
+// merge applies an event of one of the two utilities and reports whether
+// locator discovery must discard the registrar: group discovery found it
+// unreachable (a communication discard) while locator discovery holds it
+// too. Such a registrar is reported Discarded at once; the Discarded
+// events locator discovery then sends find nothing left to change.
+func (m *LookupDiscoveryManager) merge(byGroup bool, e Event) (dropLoc bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
-		return
+		return false
 	}
 	id := e.Registrar.ServiceID
 	r := m.regs[id]
@@ -168,21 +183,24 @@ func (m *LookupDiscoveryManager) heard(byGroup bool, e Event) {
 		}
 	case Discarded:
 		if r == nil {
-			return
+			return false
 		}
+		unreachable := byGroup && (e.Reason == Unreachable || e.Reason == Left)
 		if byGroup {
 			r.byGroup = false
 		} else if r.byLoc > 0 {
 			r.byLoc--
 		}
-		if r.byGroup || r.byLoc > 0 {
-			return
+		if !unreachable && (r.byGroup || r.byLoc > 0) {
+			return false
 		}
 		delete(m.regs, id)
 		if r.reported {
 			m.events.push(Event{Kind: Discarded, Registrar: r.info.clone(), Reason: e.Reason})
 		}
+		return unreachable && r.byLoc > 0
 	}
+	return false
 }
 
 // Events returns the channel of events, which must be read; it is closed

@@ -503,6 +503,38 @@ func TestManagerMergesGroupAndLocatorDiscovery(t *testing.T) {
 	}
 }
 
+// A registrar that group discovery finds unreachable (a communication
+// discard) is discarded at once even though locator discovery holds it
+// too: locator discovery lets it go and looks for it again, and finds it
+// when it is back (DU.2.4.1, as River's manager chains the discard).
+func TestManagerCommunicationDiscard(t *testing.T) {
+	g := group(t, "g")
+	id := djinn.NewID()
+	r := startRegistrar(t, RegistrarConfig{ServiceID: id, Groups: []string{g}, AnnouncementInterval: 10 * time.Millisecond})
+	loc := r.Locator()
+	m, err := NewLookupDiscoveryManager(LookupDiscoveryManagerConfig{
+		Groups:   LookupDiscoveryConfig{Groups: []string{g}, Interfaces: []string{"lo"}, AnnouncementInterval: 30 * time.Millisecond},
+		Locators: LookupLocatorDiscoveryConfig{Locators: []Locator{loc}, RetryMin: 5 * time.Millisecond, RetryMax: 20 * time.Millisecond},
+		Logger:   testLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	expectEvent(t, m.Events(), Discovered, id)
+	bothHold(t, m, id)
+	crash(t, r)
+	if e := expectEvent(t, m.Events(), Discarded, id); e.Reason != Unreachable {
+		t.Fatalf("reason %v, want Unreachable", e.Reason)
+	}
+	if hasRegistrar(m.Registrars(), id) {
+		t.Fatal("an unreachable registrar is still held")
+	}
+	// Back at the same address: locator discovery finds it again.
+	startRegistrar(t, RegistrarConfig{ServiceID: id, Groups: []string{g}, ListenAddr: loc.Addr(), AnnouncementInterval: 10 * time.Millisecond})
+	expectEvent(t, m.Events(), Discovered, id)
+}
+
 // bothHold waits until both of m's utilities hold registrar id.
 func bothHold(t *testing.T, m *LookupDiscoveryManager, id djinn.ID) {
 	t.Helper()
