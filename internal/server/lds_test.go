@@ -1,9 +1,11 @@
 package server_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -333,6 +335,10 @@ const ldsNetnsEnv = "DJINN_LDS_TEST_NETNS"
 // (a passive no-interest discard, LD.3.1) and its departure (a passive
 // communication discard).
 func TestLDSMulticast(t *testing.T) {
+	if spec := os.Getenv(ldsRegistrarEnv); spec != "" {
+		serveRegistrarUntilKilled(t, spec)
+		return
+	}
 	if os.Getenv(ldsNetnsEnv) != "1" {
 		t.Parallel()
 		runInNetns(t, "^TestLDSMulticast$")
@@ -384,6 +390,115 @@ func TestLDSMulticast(t *testing.T) {
 		t.Fatal(err)
 	}
 	ol.expect(true, rid)
+
+	// A lookup service that ceases to announce — its process killed, no
+	// final announcement — is discarded, after three missed announcements
+	// and a failed unicast check, by the registrations that want it by
+	// group (a passive communication discard, LD.3.1); one that wants it
+	// only by locator keeps it.
+	kid, kloc := startRegistrarProcess(t, "net2", announce)
+	gl, ll := listenLDS(t, ctx), listenLDS(t, ctx)
+	if _, err := lds.Register(ctx, client.GroupsOf("net2"), nil, gl.lis.Ref(), nil, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	lreg, err := lds.Register(ctx, client.Groups{}, []string{kloc.String()}, ll.lis.Ref(), nil, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gl.expect(false, kid.id)
+	ll.expect(false, kid.id)
+	kid.kill()
+	gl.expect(true, kid.id)
+	if rs, err := lreg.Registrars(ctx); err != nil || len(rs) != 1 || rs[0].ServiceID != kid.id {
+		t.Errorf("the registration by locator after the lookup service died: %+v %v, want it kept", rs, err)
+	}
+	select {
+	case ev := <-ll.events:
+		t.Errorf("the registration by locator heard %+v, want nothing", ev)
+	default:
+	}
+}
+
+// ldsRegistrarEnv, set to "GROUP ANNOUNCE-INTERVAL", makes a copy of the
+// test binary a lookup service's discovery side, until it is killed.
+const ldsRegistrarEnv = "DJINN_LDS_TEST_REGISTRAR"
+
+// serveRegistrarUntilKilled is that copy: it prints the registrar's
+// service id and locator, then waits for its SIGKILL.
+func serveRegistrarUntilKilled(t *testing.T, spec string) {
+	group, interval, _ := strings.Cut(spec, " ")
+	d, err := time.ParseDuration(interval)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", ldsRegistrarEnv, spec, err)
+	}
+	sid := djinn.NewID()
+	r, err := discovery.NewRegistrar(discovery.RegistrarConfig{ServiceID: sid, Groups: []string{group}, Endpoint: "127.0.0.1:1",
+		ListenAddr: "127.0.0.1:0", Interfaces: []string{"lo"}, AnnouncementInterval: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	os.Stdout.WriteString("registrar " + sid.String() + " " + r.Locator().String() + "\n")
+	<-t.Context().Done() // the test's deadline, if the kill never comes
+}
+
+// registrarProcess is a lookup service in a process of its own.
+type registrarProcess struct {
+	cmd *exec.Cmd
+	id  djinn.ID
+}
+
+func (p *registrarProcess) kill() {
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
+}
+
+// startRegistrarProcess starts a lookup service of group that announces
+// every interval in a copy of this test binary, and returns it with its
+// locator.
+func startRegistrarProcess(t *testing.T, group string, interval time.Duration) (*registrarProcess, discovery.Locator) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^TestLDSMulticast$", "-test.count=1", "-test.timeout=2m")
+	cmd.Env = append(os.Environ(), ldsRegistrarEnv+"="+group+" "+interval.String())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &registrarProcess{cmd: cmd}
+	t.Cleanup(p.kill)
+	line := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Scan()
+		line <- sc.Text()
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	var l string
+	select {
+	case l = <-line:
+	case <-time.After(servertest.Timeout):
+		t.Fatal("the registrar process did not start")
+	}
+	f := strings.Fields(l)
+	if len(f) != 3 || f[0] != "registrar" {
+		t.Fatalf("the registrar process printed %q", l)
+	}
+	if p.id, err = djinn.ParseID(f[1]); err != nil {
+		t.Fatal(err)
+	}
+	loc, err := discovery.ParseLocator(f[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, loc
 }
 
 // runInNetns runs the tests that run matches in a copy of this test
