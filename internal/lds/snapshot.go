@@ -2,6 +2,7 @@ package lds
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"slices"
 
@@ -49,7 +50,7 @@ func (s *State) Records() ([]*statepb.LDSRecord, error) {
 	var err error
 	for _, g := range s.regs {
 		lb, merr := proto.Marshal(g.listener)
-		err = cmpErr(err, merr)
+		err = cmp.Or(err, merr)
 		sr := snapRegistration{Cookie: g.cookie, EventID: g.eventID, Listener: lb, Handback: g.handback, AllGroups: g.allGroups,
 			Groups: g.groups, Locators: g.locators, Seq: g.seq}
 		for id := range g.discovered {
@@ -66,7 +67,7 @@ func (s *State) Records() ([]*statepb.LDSRecord, error) {
 	for _, id := range ids {
 		e := s.table[id]
 		b, merr := proto.Marshal(e.Proto())
-		err = cmpErr(err, merr)
+		err = cmp.Or(err, merr)
 		snap.Registrars = append(snap.Registrars, snapRegistrar{Registrar: b, Live: e.live})
 	}
 	s.mu.RUnlock()
@@ -78,19 +79,7 @@ func (s *State) Records() ([]*statepb.LDSRecord, error) {
 	if err != nil {
 		return nil, djinn.Errorf(djinn.Internal, "lookup discovery snapshot: %v", err)
 	}
-	cs := wire.Chunks(b)
-	out := make([]*statepb.LDSRecord, len(cs))
-	for i, c := range cs {
-		out[i] = &statepb.LDSRecord{State: c, Last: i == len(cs)-1}
-	}
-	return out, nil
-}
-
-func cmpErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
+	return wire.Records(b, func(c []byte, last bool) *statepb.LDSRecord { return &statepb.LDSRecord{State: c, Last: last} }), nil
 }
 
 // Restore adds a snapshot record; the last replaces the state with the

@@ -613,12 +613,7 @@ func (s *State) Records() ([]*statepb.LockRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	cs := wire.Chunks(b)
-	out := make([]*statepb.LockRecord, len(cs))
-	for i, c := range cs {
-		out[i] = &statepb.LockRecord{Table: c, Last: i == len(cs)-1}
-	}
-	return out, nil
+	return wire.Records(b, func(c []byte, last bool) *statepb.LockRecord { return &statepb.LockRecord{Table: c, Last: last} }), nil
 }
 
 func (s *State) encode() ([]byte, error) {

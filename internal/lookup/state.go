@@ -1,6 +1,7 @@
 package lookup
 
 import (
+	"cmp"
 	"encoding/json"
 	"sync"
 
@@ -380,7 +381,7 @@ func (s *State) Records() ([]*statepb.LookupRecord, error) {
 		ex := s.reg.Export()
 		for _, r := range ex.Registrations {
 			b, merr := proto.Marshal(ItemToProto(r.Item))
-			err = errorsJoin(err, merr)
+			err = cmp.Or(err, merr)
 			snap.Items = append(snap.Items, snapItem{Item: b, Cookie: r.Lease})
 		}
 		for _, w := range ex.Watches {
@@ -389,9 +390,9 @@ func (s *State) Records() ([]*statepb.LookupRecord, error) {
 				continue
 			}
 			tb, merr := proto.Marshal(TemplateToProto(w.Template))
-			err = errorsJoin(err, merr)
+			err = cmp.Or(err, merr)
 			lb, merr := proto.Marshal(meta.listener)
-			err = errorsJoin(err, merr)
+			err = cmp.Or(err, merr)
 			snap.Watches = append(snap.Watches, snapWatch{ID: w.ID, Template: tb, Transitions: w.Transitions, EventID: meta.eventID,
 				Listener: lb, Handback: meta.handback, Seq: meta.seq})
 		}
@@ -404,19 +405,7 @@ func (s *State) Records() ([]*statepb.LookupRecord, error) {
 	if err != nil {
 		return nil, djinn.Errorf(djinn.Internal, "lookup snapshot: %v", err)
 	}
-	cs := wire.Chunks(b)
-	out := make([]*statepb.LookupRecord, len(cs))
-	for i, c := range cs {
-		out[i] = &statepb.LookupRecord{State: c, Last: i == len(cs)-1}
-	}
-	return out, nil
-}
-
-func errorsJoin(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
+	return wire.Records(b, func(c []byte, last bool) *statepb.LookupRecord { return &statepb.LookupRecord{State: c, Last: last} }), nil
 }
 
 // Restore adds a snapshot record; the last replaces the state with the
@@ -451,7 +440,7 @@ func (s *State) Restore(r *statepb.LookupRecord) error {
 	for _, sw := range snap.Watches {
 		var tp djinnpb.ServiceTemplate
 		var lp djinnpb.Ref
-		if err := errorsJoin(proto.Unmarshal(sw.Template, &tp), proto.Unmarshal(sw.Listener, &lp)); err != nil {
+		if err := cmp.Or(proto.Unmarshal(sw.Template, &tp), proto.Unmarshal(sw.Listener, &lp)); err != nil {
 			return djinn.Errorf(djinn.Internal, "lookup snapshot watch: %v", err)
 		}
 		tmpl, err := TemplateFromProto(&tp)

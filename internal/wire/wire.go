@@ -58,6 +58,17 @@ func Nanos(t time.Time) int64 {
 // of a service's encoded state.
 const RecordSize = 8 << 20
 
+// Records cuts a service's encoded state b into snapshot records, made by
+// mk from each piece (Chunks) and whether it is the last.
+func Records[R any](b []byte, mk func(piece []byte, last bool) R) []R {
+	cs := Chunks(b)
+	out := make([]R, len(cs))
+	for i, c := range cs {
+		out[i] = mk(c, i == len(cs)-1)
+	}
+	return out
+}
+
 // Chunks cuts b into pieces of at most RecordSize bytes, at least one.
 func Chunks(b []byte) [][]byte {
 	var out [][]byte

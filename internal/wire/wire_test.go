@@ -23,6 +23,32 @@ func TestChunks(t *testing.T) {
 	}
 }
 
+// TestRecords: the pieces in order, only the final one marked last.
+func TestRecords(t *testing.T) {
+	type rec struct {
+		piece []byte
+		last  bool
+	}
+	b := bytes.Repeat([]byte{7}, 2*RecordSize+5)
+	rs := Records(b, func(c []byte, last bool) rec { return rec{c, last} })
+	if len(rs) != 3 {
+		t.Fatalf("%d records, want 3", len(rs))
+	}
+	var joined []byte
+	for i, r := range rs {
+		if r.last != (i == len(rs)-1) {
+			t.Errorf("record %d: last %v", i, r.last)
+		}
+		joined = append(joined, r.piece...)
+	}
+	if !bytes.Equal(joined, b) {
+		t.Error("the records do not join back")
+	}
+	if one := Records(nil, func(c []byte, last bool) rec { return rec{c, last} }); len(one) != 1 || !one[0].last {
+		t.Errorf("empty state: %+v, want one last record", one)
+	}
+}
+
 func TestRefsAndNanos(t *testing.T) {
 	r := djinn.Ref{Endpoint: "127.0.0.1:1", Service: djinn.NewID(), Object: djinn.NewID()}
 	if got, err := RefTo("x", Ref(r)); err != nil || got != r {
