@@ -74,14 +74,12 @@ registrations and reports the server's resident memory from --admin).`,
 				return fmt.Errorf("conns %d: want at least 1", conns)
 			}
 			b := &bencher{duration: duration, batch: batch, events: events}
-			for range conns {
-				cl, err := g.dial(cmd.Context())
-				if err != nil {
-					return err
-				}
-				defer cl.Close()
-				b.conns = append(b.conns, cl.ClientConn())
+			ccs, closeConns, err := g.dialConns(cmd.Context(), conns)
+			if err != nil {
+				return err
 			}
+			defer closeConns()
+			b.conns = ccs
 			b.cc = b.conns[0]
 			var results []benchResult
 			for _, op := range strings.Split(ops, ",") {
@@ -434,4 +432,27 @@ func liveHeapBytes(ctx context.Context, admin string) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no HeapInuse in the heap profile at %s", admin)
+}
+
+// dialConns dials the server n times, so that a bench's load is spread
+// over n connections, and returns them with the function that closes them.
+// On an error, those already dialled are closed.
+func (g *globals) dialConns(ctx context.Context, n int) ([]*grpc.ClientConn, func(), error) {
+	var cls []*client.Client
+	closeAll := func() {
+		for _, cl := range cls {
+			cl.Close()
+		}
+	}
+	ccs := make([]*grpc.ClientConn, 0, n)
+	for range n {
+		cl, err := g.dial(ctx)
+		if err != nil {
+			closeAll()
+			return nil, func() {}, err
+		}
+		cls = append(cls, cl)
+		ccs = append(ccs, cl.ClientConn())
+	}
+	return ccs, closeAll, nil
 }

@@ -58,14 +58,12 @@ a lookup service after --timeout. It cancels its registrations at the end.`,
 			if err := b.check(); err != nil {
 				return err
 			}
-			for range b.conns {
-				cl, err := g.dial(cmd.Context())
-				if err != nil {
-					return err
-				}
-				defer cl.Close()
-				b.ccs = append(b.ccs, cl.ClientConn())
+			ccs, closeConns, err := g.dialConns(cmd.Context(), b.conns)
+			if err != nil {
+				return err
 			}
+			defer closeConns()
+			b.ccs = ccs
 			b.progress = cmd.ErrOrStderr()
 			rep, err := b.run(cmd.Context())
 			if rep != nil {

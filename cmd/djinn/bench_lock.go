@@ -94,14 +94,12 @@ grants counted.`,
 			if err := b.parse(ops, clients); err != nil {
 				return err
 			}
-			for range b.conns {
-				cl, err := g.dial(cmd.Context())
-				if err != nil {
-					return err
-				}
-				defer cl.Close()
-				b.ccs = append(b.ccs, cl.ClientConn())
+			ccs, closeConns, err := g.dialConns(cmd.Context(), b.conns)
+			if err != nil {
+				return err
 			}
+			defer closeConns()
+			b.ccs = ccs
 			b.progress = cmd.ErrOrStderr()
 			rep, err := b.run(cmd.Context(), func(r lockBenchRun) {
 				if g.output != "json" {

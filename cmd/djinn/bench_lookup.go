@@ -139,14 +139,12 @@ missed its event.`,
 				return err
 			}
 			if b.needsServer() {
-				for range b.conns {
-					cl, err := g.dial(cmd.Context())
-					if err != nil {
-						return err
-					}
-					defer cl.Close()
-					b.ccs = append(b.ccs, cl.ClientConn())
+				ccs, closeConns, err := g.dialConns(cmd.Context(), b.conns)
+				if err != nil {
+					return err
 				}
+				defer closeConns()
+				b.ccs = ccs
 			}
 			b.progress = cmd.ErrOrStderr()
 			rep, err := b.run(cmd.Context(), func(r lookupBenchPrinter) {

@@ -60,14 +60,12 @@ The issue's configuration is the default; a quick check is
 			if err := b.check(); err != nil {
 				return err
 			}
-			for range b.conns {
-				cl, err := g.dial(cmd.Context())
-				if err != nil {
-					return err
-				}
-				defer cl.Close()
-				b.ccs = append(b.ccs, cl.ClientConn())
+			ccs, closeConns, err := g.dialConns(cmd.Context(), b.conns)
+			if err != nil {
+				return err
 			}
+			defer closeConns()
+			b.ccs = ccs
 			b.progress = cmd.ErrOrStderr()
 			res, runErr := b.run(cmd.Context())
 			if res == nil {
