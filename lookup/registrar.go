@@ -65,9 +65,16 @@ const callTimeout = 30 * time.Second
 // cancelTimeout bounds the lease cancellations of Terminate.
 const cancelTimeout = 5 * time.Second
 
-// retryBounds fills in the defaults of a configuration's retry bounds and
-// checks them.
-func retryBounds(what string, lo, hi time.Duration) (time.Duration, time.Duration, error) {
+// settings fills in the defaults of what both managers' configurations
+// have — the lease duration (djinn.Any) and the retry bounds — and checks
+// them.
+func settings(what string, lease, lo, hi time.Duration) (time.Duration, time.Duration, time.Duration, error) {
+	if lease == 0 {
+		lease = djinn.Any
+	}
+	if err := djinn.CheckLeaseDuration(what+": lease duration", lease); err != nil {
+		return 0, 0, 0, err
+	}
 	if lo == 0 {
 		lo = DefaultRetryMin
 	}
@@ -75,9 +82,9 @@ func retryBounds(what string, lo, hi time.Duration) (time.Duration, time.Duratio
 		hi = max(DefaultRetryMax, lo)
 	}
 	if lo < 0 || hi < lo {
-		return 0, 0, djinn.Errorf(djinn.InvalidArgument, "%s: retry bounds %s to %s: want 0 < min <= max", what, lo, hi)
+		return 0, 0, 0, djinn.Errorf(djinn.InvalidArgument, "%s: retry bounds %s to %s: want 0 < min <= max", what, lo, hi)
 	}
-	return lo, hi, nil
+	return lease, lo, hi, nil
 }
 
 // backoff is a capped exponential backoff with equal jitter. It belongs to

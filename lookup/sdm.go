@@ -90,13 +90,7 @@ func NewServiceDiscoveryManager(dm DiscoveryManagement, cfg ServiceDiscoveryMana
 	if err != nil {
 		return nil, err
 	}
-	if cfg.LeaseDuration == 0 {
-		cfg.LeaseDuration = djinn.Any
-	}
-	if err := djinn.CheckLeaseDuration(what+": lease duration", cfg.LeaseDuration); err != nil {
-		return nil, err
-	}
-	if cfg.RetryMin, cfg.RetryMax, err = retryBounds(what, cfg.RetryMin, cfg.RetryMax); err != nil {
+	if cfg.LeaseDuration, cfg.RetryMin, cfg.RetryMax, err = settings(what, cfg.LeaseDuration, cfg.RetryMin, cfg.RetryMax); err != nil {
 		return nil, err
 	}
 	if cfg.ListenAddr == "" {
