@@ -1,17 +1,13 @@
 package client_test
 
 import (
-	"context"
 	"errors"
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -21,54 +17,12 @@ import (
 )
 
 // The tests of this file run the lookup discovery client alone, against
-// fakeLDS; internal/server's tests run it against a real server.
+// a fakeConn; internal/server's tests run it against a real server.
 
-// fakeLDS is a Connector whose connection never reaches a network: each
-// call is recorded and answered with what answer returns.
-type fakeLDS struct {
-	cc     *grpc.ClientConn
-	answer func(method string, req proto.Message) (proto.Message, error)
-
-	mu    sync.Mutex
-	calls []fakeCall // guarded by mu
-}
-
-func newFakeLDS(t *testing.T, answer func(method string, req proto.Message) (proto.Message, error)) (*fakeLDS, *client.LookupDiscoveryService) {
+func newFakeLDS(t *testing.T, answer func(method string, req proto.Message) (proto.Message, error)) (*fakeConn, *client.LookupDiscoveryService) {
 	t.Helper()
-	f := &fakeLDS{answer: answer}
-	cc, err := grpc.NewClient("passthrough:///fake-lds", grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithUnaryInterceptor(func(_ context.Context, method string, req, reply any, _ *grpc.ClientConn, _ grpc.UnaryInvoker, _ ...grpc.CallOption) error {
-			method = method[strings.LastIndexByte(method, '/')+1:]
-			f.mu.Lock()
-			f.calls = append(f.calls, fakeCall{method, proto.Clone(req.(proto.Message))})
-			f.mu.Unlock()
-			if f.answer == nil {
-				return errors.New("fake lookup discovery service: no answer scripted")
-			}
-			resp, err := f.answer(method, req.(proto.Message))
-			if err != nil {
-				return err
-			}
-			proto.Merge(reply.(proto.Message), resp)
-			return nil
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close() })
-	f.cc = cc
+	f := newFakeConn(t, "fake lookup discovery service", answer)
 	return f, client.NewLookupDiscoveryService(f, ldsRef)
-}
-
-func (f *fakeLDS) Conn(string) (*grpc.ClientConn, error) { return f.cc, nil }
-
-// take returns the calls made since the last take.
-func (f *fakeLDS) take() []fakeCall {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := f.calls
-	f.calls = nil
-	return out
 }
 
 var (

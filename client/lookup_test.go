@@ -23,12 +23,12 @@ import (
 )
 
 // The tests of this file run the lookup client alone, against
-// fakeRegistrar; the CLI's tests run it against a real server.
+// a fakeConn; the CLI's tests run it against a real server.
 
-// fakeRegistrar is a Connector whose connection never reaches a network:
-// an interceptor records each call and answers it with what answer
-// returns.
-type fakeRegistrar struct {
+// fakeConn is a Connector whose connection never reaches a network: an
+// interceptor records each call and answers it with what answer returns.
+// The lookup and lookup discovery clients' tests run against it.
+type fakeConn struct {
 	cc     *grpc.ClientConn
 	answer func(method string, req proto.Message) (proto.Message, error)
 
@@ -41,17 +41,18 @@ type fakeCall struct {
 	req    proto.Message
 }
 
-func newFakeRegistrar(t *testing.T, answer func(method string, req proto.Message) (proto.Message, error)) (*fakeRegistrar, *client.Registrar) {
+// newFakeConn returns a fake named name (in errors) answering with answer.
+func newFakeConn(t *testing.T, name string, answer func(method string, req proto.Message) (proto.Message, error)) *fakeConn {
 	t.Helper()
-	f := &fakeRegistrar{answer: answer}
-	cc, err := grpc.NewClient("passthrough:///fake-registrar", grpc.WithTransportCredentials(insecure.NewCredentials()),
+	f := &fakeConn{answer: answer}
+	cc, err := grpc.NewClient("passthrough:///fake", grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithUnaryInterceptor(func(_ context.Context, method string, req, reply any, _ *grpc.ClientConn, _ grpc.UnaryInvoker, _ ...grpc.CallOption) error {
 			method = method[strings.LastIndexByte(method, '/')+1:]
 			f.mu.Lock()
 			f.calls = append(f.calls, fakeCall{method, proto.Clone(req.(proto.Message))})
 			f.mu.Unlock()
 			if f.answer == nil {
-				return errors.New("fake registrar: no answer scripted")
+				return errors.New(name + ": no answer scripted")
 			}
 			resp, err := f.answer(method, req.(proto.Message))
 			if err != nil {
@@ -65,25 +66,37 @@ func newFakeRegistrar(t *testing.T, answer func(method string, req proto.Message
 	}
 	t.Cleanup(func() { cc.Close() })
 	f.cc = cc
+	return f
+}
+
+func (f *fakeConn) Conn(string) (*grpc.ClientConn, error) { return f.cc, nil }
+
+// take returns the calls made since the last take.
+func (f *fakeConn) take() []fakeCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := f.calls
+	f.calls = nil
+	return out
+}
+
+// last returns the last call and forgets every call.
+func (f *fakeConn) last(t *testing.T) fakeCall {
+	t.Helper()
+	calls := f.take()
+	if len(calls) == 0 {
+		t.Fatal("no call reached the registrar")
+	}
+	return calls[len(calls)-1]
+}
+
+func newFakeRegistrar(t *testing.T, answer func(method string, req proto.Message) (proto.Message, error)) (*fakeConn, *client.Registrar) {
+	t.Helper()
+	f := newFakeConn(t, "fake registrar", answer)
 	return f, client.NewRegistrar(f, testRef())
 }
 
-func (f *fakeRegistrar) Conn(string) (*grpc.ClientConn, error) { return f.cc, nil }
-
-// last returns the last call and forgets every call.
-func (f *fakeRegistrar) last(t *testing.T) fakeCall {
-	t.Helper()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.calls) == 0 {
-		t.Fatal("no call reached the registrar")
-	}
-	c := f.calls[len(f.calls)-1]
-	f.calls = nil
-	return c
-}
-
-func (f *fakeRegistrar) count() int {
+func (f *fakeConn) count() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.calls)
