@@ -43,6 +43,17 @@ func (r *Registry) each(t *template, fn func(*item)) {
 // caller asks for them all and picks one at random, outside the state
 // machine. A negative max is refused; 0 only counts.
 func (r *Registry) Lookup(tmpl Template, max int) (total int, items []Item, err error) {
+	total, found, err := r.lookup(tmpl, max)
+	if len(found) > 0 {
+		items = make([]Item, len(found))
+		for i, it := range found {
+			items[i] = it.public()
+		}
+	}
+	return total, items, err
+}
+
+func (r *Registry) lookup(tmpl Template, max int) (total int, found []*item, err error) {
 	if max < 0 {
 		return 0, nil, djinn.Errorf(djinn.InvalidArgument, "lookup max %d: must not be negative", max)
 	}
@@ -54,18 +65,10 @@ func (r *Registry) Lookup(tmpl Template, max int) (total int, items []Item, err 
 		r.each(t, func(*item) { total++ })
 		return total, nil, nil
 	}
-	var found []*item
 	r.each(t, func(it *item) { found = append(found, it) })
 	total = len(found)
 	slices.SortFunc(found, func(a, b *item) int { return bytes.Compare(a.id[:], b.id[:]) })
-	found = found[:min(max, total)]
-	if len(found) > 0 {
-		items = make([]Item, len(found))
-		for i, it := range found {
-			items[i] = it.public()
-		}
-	}
-	return total, items, nil
+	return total, found[:min(max, total)], nil
 }
 
 // LookupOne returns how many items tmpl matches and one of them, chosen
@@ -73,22 +76,57 @@ func (r *Registry) Lookup(tmpl Template, max int) (total int, items []Item, err 
 // nil when none matches: the one-item lookup of DESIGN.md 6, without
 // collecting the matches.
 func (r *Registry) LookupOne(tmpl Template, intn func(n int) int) (total int, one *Item, err error) {
+	total, pick, err := r.lookupOne(tmpl, intn)
+	if pick == nil {
+		return total, nil, err
+	}
+	p := pick.public()
+	return total, &p, nil
+}
+
+func (r *Registry) lookupOne(tmpl Template, intn func(n int) int) (total int, pick *item, err error) {
 	t, err := r.lim.template(tmpl)
 	if err != nil {
 		return 0, nil, err
 	}
-	var pick *item
 	r.each(t, func(it *item) {
 		total++
 		if intn(total) == 0 { // keep each of n matches with chance 1/n
 			pick = it
 		}
 	})
-	if pick == nil {
-		return total, nil, nil
+	return total, pick, nil
+}
+
+// LookupEncoded is Lookup, or LookupOne when one is set (max is then not
+// used), with the items in their wire form: each is the protobuf encoding
+// of the djinnpb.ServiceItem that ItemToProto gives for it. The items
+// share one buffer.
+func (r *Registry) LookupEncoded(tmpl Template, max int, one bool, intn func(n int) int) (total int, items [][]byte, err error) {
+	var found []*item
+	if one {
+		var pick *item
+		if total, pick, err = r.lookupOne(tmpl, intn); pick != nil {
+			found = []*item{pick}
+		}
+	} else {
+		total, found, err = r.lookup(tmpl, max)
 	}
-	p := pick.public()
-	return total, &p, nil
+	if len(found) == 0 {
+		return total, nil, err
+	}
+	size := 0
+	for _, it := range found {
+		size += itemSize(it)
+	}
+	buf := make([]byte, 0, size)
+	items = make([][]byte, len(found))
+	for i, it := range found {
+		start := len(buf)
+		buf = appendItem(buf, it)
+		items[i] = buf[start:len(buf):len(buf)]
+	}
+	return total, items, nil
 }
 
 // EntryType is an entry type as browsing reports it: its name and its

@@ -205,9 +205,11 @@ func (s *Service) Attributes(ctx context.Context, cookie []byte, op int32, entri
 	return err
 }
 
-// Lookup returns the number of matches and up to max of them; one picks
-// one match at random among them all.
-func (s *Service) Lookup(tmpl *djinnpb.ServiceTemplate, max int, one bool) (int, []Item, error) {
+// Lookup returns the number of items tmpl matches and up to max of them,
+// or, when one is set, one chosen at random among them all; each item is
+// in its wire form, the protobuf encoding of a djinnpb.ServiceItem
+// (Registry.LookupEncoded).
+func (s *Service) Lookup(tmpl *djinnpb.ServiceTemplate, max int, one bool) (int, [][]byte, error) {
 	t, err := TemplateFromProto(tmpl)
 	if err != nil {
 		return 0, nil, err
@@ -215,14 +217,7 @@ func (s *Service) Lookup(tmpl *djinnpb.ServiceTemplate, max int, one bool) (int,
 	if err := s.leading(); err != nil {
 		return 0, nil, err
 	}
-	if !one {
-		return s.state.Lookup(t, max)
-	}
-	total, it, err := s.state.LookupOne(t, rand.IntN)
-	if err != nil || it == nil {
-		return total, nil, err
-	}
-	return total, []Item{*it}, nil
+	return s.state.LookupEncoded(t, max, one, rand.IntN)
 }
 
 // Notification is a watch as Notify returns it (an event registration).

@@ -296,14 +296,13 @@ func (s *State) Lookup(tmpl Template, max int) (total int, items []Item, err err
 	return total, items, err
 }
 
-// LookupOne returns the number of items matching tmpl and one of them
-// chosen at random by intn, nil when none matches.
-func (s *State) LookupOne(tmpl Template, intn func(int) int) (total int, one *Item, err error) {
+// LookupEncoded is Registry.LookupEncoded on the current registry.
+func (s *State) LookupEncoded(tmpl Template, max int, one bool, intn func(int) int) (total int, items [][]byte, err error) {
 	err = s.Browse(func(r *Registry) error {
-		total, one, err = r.LookupOne(tmpl, intn)
+		total, items, err = r.LookupEncoded(tmpl, max, one, intn)
 		return err
 	})
-	return total, one, err
+	return total, items, err
 }
 
 // Browse runs fn on the registry, which fn must only read: reads run

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/discovery"
@@ -31,33 +34,59 @@ func (r *lookupRPC) Register(ctx context.Context, req *djinnpb.RegisterRequest) 
 	return &djinnpb.ServiceRegistration{ServiceId: reg.ID[:], Lease: reg.Lease}, nil
 }
 
-func (r *lookupRPC) Lookup(_ context.Context, req *djinnpb.LookupRequest) (*djinnpb.LookupResponse, error) {
-	total, items, err := r.lookup(req)
-	if err != nil {
-		return nil, err
+// registerLookup registers the lookup service. Lookup is answered by
+// lookupEncoded rather than the generated method: the description is the
+// generated one with that method's handler replaced, so that the answer
+// can carry the items' wire form (EncodedLookupResponse, the same bytes as
+// a LookupResponse) without building a message per item, entry and field.
+func registerLookup(g *grpc.Server, r *lookupRPC) {
+	desc := djinnpb.LookupService_ServiceDesc
+	desc.Methods = slices.Clone(desc.Methods)
+	i := slices.IndexFunc(desc.Methods, func(m grpc.MethodDesc) bool { return m.MethodName == "Lookup" })
+	if i < 0 {
+		panic("server: the lookup service has no Lookup method to answer")
 	}
-	return &djinnpb.LookupResponse{Total: total, Items: items}, nil
+	desc.Methods[i].Handler = r.lookupEncoded
+	g.RegisterService(&desc, r)
 }
 
-func (r *lookupRPC) lookup(req *djinnpb.LookupRequest) (int64, []*djinnpb.ServiceItem, error) {
+// lookupEncoded is the Lookup method's handler (grpc.MethodDesc.Handler).
+func (r *lookupRPC) lookupEncoded(_ any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+	req := new(djinnpb.LookupRequest)
+	if err := dec(req); err != nil {
+		return nil, err
+	}
+	h := func(_ context.Context, req any) (any, error) {
+		total, items, err := r.lookup(req.(*djinnpb.LookupRequest))
+		if err != nil {
+			return nil, err
+		}
+		return &djinnpb.EncodedLookupResponse{Total: total, Items: items}, nil
+	}
+	if interceptor == nil {
+		return h(ctx, req)
+	}
+	return interceptor(ctx, req, &grpc.UnaryServerInfo{Server: r, FullMethod: djinnpb.LookupService_Lookup_FullMethodName}, h)
+}
+
+// Lookup is not called: lookupEncoded answers the method.
+func (r *lookupRPC) Lookup(context.Context, *djinnpb.LookupRequest) (*djinnpb.LookupResponse, error) {
+	return nil, djinn.Errorf(djinn.Internal, "lookup: not registered through registerLookup")
+}
+
+func (r *lookupRPC) lookup(req *djinnpb.LookupRequest) (int64, [][]byte, error) {
 	if req.GetMaxMatches() < 0 {
 		return 0, nil, djinn.Errorf(djinn.InvalidArgument, "max matches %d: must not be negative", req.GetMaxMatches())
 	}
 	total, items, err := r.s.lookup.Lookup(req.GetTemplate(), int(req.GetMaxMatches()), req.GetOne())
-	if err != nil {
-		return 0, nil, err
-	}
-	pbs := make([]*djinnpb.ServiceItem, 0, len(items))
-	for _, it := range items {
-		pbs = append(pbs, lookup.ItemToProto(it))
-	}
-	return int64(total), pbs, nil
+	return int64(total), items, err
 }
 
 // LookupStream answers each request with one response, in order. A
 // lookup that fails carries its error and the stream goes on, except when
 // this node cannot answer (not the leader): the stream ends, so the client
-// goes elsewhere.
+// goes elsewhere. Responses are written as EncodedLookupStreamResponse,
+// the same bytes as a LookupStreamResponse (see registerLookup).
 func (r *lookupRPC) LookupStream(stream djinnpb.LookupService_LookupStreamServer) error {
 	for {
 		req, err := stream.Recv()
@@ -67,7 +96,7 @@ func (r *lookupRPC) LookupStream(stream djinnpb.LookupService_LookupStreamServer
 			}
 			return err
 		}
-		resp := &djinnpb.LookupStreamResponse{}
+		resp := &djinnpb.EncodedLookupStreamResponse{}
 		resp.Total, resp.Items, err = r.lookup(req)
 		if err != nil {
 			if djinn.KindOf(err) == djinn.Unavailable {
@@ -75,7 +104,7 @@ func (r *lookupRPC) LookupStream(stream djinnpb.LookupService_LookupStreamServer
 			}
 			resp.Error = grpcerr.ToProto(err)
 		}
-		if err := stream.Send(resp); err != nil {
+		if err := stream.SendMsg(resp); err != nil {
 			return err
 		}
 	}

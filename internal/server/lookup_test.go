@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/djinn-go/djinn/internal/server/servertest"
 	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
+	"google.golang.org/protobuf/proto"
 )
 
 func str(s string) *djinnpb.Value {
@@ -135,6 +137,17 @@ func TestLookupService(t *testing.T) {
 	one, err := ls.Lookup(ctx, &djinnpb.LookupRequest{Template: &djinnpb.ServiceTemplate{Types: []string{"Printer"}}, One: true})
 	if err != nil || len(one.GetItems()) != 1 || string(one.GetItems()[0].GetServiceId()) != string(a.GetServiceId()) {
 		t.Fatalf("lookup one: %v %v", one, err)
+	}
+	// Lookups answer with the stored items' wire form (registerLookup): it
+	// decodes as the item registered (types sorted, as stored), and the
+	// replaced handler still runs through the server's interceptors.
+	want := printer(a.GetServiceId(), "laser")
+	want.Types = []string{"Device", "Printer"}
+	if !proto.Equal(one.GetItems()[0], want) {
+		t.Errorf("looked-up item %v, want %v", one.GetItems()[0], want)
+	}
+	if m := served(t, srv, "Lookup"); !strings.Contains(m, `code="OK"`) || !strings.Contains(m, `code="InvalidArgument"`) {
+		t.Errorf("Lookup calls counted %q, want OK and InvalidArgument ones", m)
 	}
 	// Attributes change through the registration's lease cookie: the item
 	// still matches, a MATCH_MATCH event.

@@ -257,7 +257,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 		djinnpb.RegisterLookupDiscoveryServiceServer(s.grpc, &ldsRPC{s: s})
 	}
 	if cfg.Lookup.Enabled {
-		djinnpb.RegisterLookupServiceServer(s.grpc, &lookupRPC{s: s})
+		registerLookup(s.grpc, &lookupRPC{s: s})
 	}
 	if cfg.Txn.Enabled || cfg.Lock.Enabled || s.kv != nil {
 		rpc := &participantRPC{s: s}

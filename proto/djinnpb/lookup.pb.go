@@ -776,6 +776,124 @@ func (x *LookupStreamResponse) GetError() *Error {
 	return nil
 }
 
+// EncodedLookupResponse and EncodedLookupStreamResponse are
+// LookupResponse and LookupStreamResponse as the server writes them: each
+// item already in its wire form, the encoding of a ServiceItem. A bytes
+// field holding a message's encoding is that message on the wire, so the
+// two pairs are one format; clients read LookupResponse and
+// LookupStreamResponse.
+type EncodedLookupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Total         int64                  `protobuf:"varint,1,opt,name=total,proto3" json:"total,omitempty"`
+	Items         [][]byte               `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EncodedLookupResponse) Reset() {
+	*x = EncodedLookupResponse{}
+	mi := &file_djinn_v1_lookup_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EncodedLookupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EncodedLookupResponse) ProtoMessage() {}
+
+func (x *EncodedLookupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_lookup_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EncodedLookupResponse.ProtoReflect.Descriptor instead.
+func (*EncodedLookupResponse) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *EncodedLookupResponse) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *EncodedLookupResponse) GetItems() [][]byte {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+type EncodedLookupStreamResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Total         int64                  `protobuf:"varint,1,opt,name=total,proto3" json:"total,omitempty"`
+	Items         [][]byte               `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	Error         *Error                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EncodedLookupStreamResponse) Reset() {
+	*x = EncodedLookupStreamResponse{}
+	mi := &file_djinn_v1_lookup_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EncodedLookupStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EncodedLookupStreamResponse) ProtoMessage() {}
+
+func (x *EncodedLookupStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_lookup_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EncodedLookupStreamResponse.ProtoReflect.Descriptor instead.
+func (*EncodedLookupStreamResponse) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *EncodedLookupStreamResponse) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *EncodedLookupStreamResponse) GetItems() [][]byte {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+func (x *EncodedLookupStreamResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 type LookupNotifyRequest struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	Template           *ServiceTemplate       `protobuf:"bytes,1,opt,name=template,proto3" json:"template,omitempty"`
@@ -789,7 +907,7 @@ type LookupNotifyRequest struct {
 
 func (x *LookupNotifyRequest) Reset() {
 	*x = LookupNotifyRequest{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[11]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -801,7 +919,7 @@ func (x *LookupNotifyRequest) String() string {
 func (*LookupNotifyRequest) ProtoMessage() {}
 
 func (x *LookupNotifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[11]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -814,7 +932,7 @@ func (x *LookupNotifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupNotifyRequest.ProtoReflect.Descriptor instead.
 func (*LookupNotifyRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{11}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LookupNotifyRequest) GetTemplate() *ServiceTemplate {
@@ -864,7 +982,7 @@ type ServiceEvent struct {
 
 func (x *ServiceEvent) Reset() {
 	*x = ServiceEvent{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[12]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -876,7 +994,7 @@ func (x *ServiceEvent) String() string {
 func (*ServiceEvent) ProtoMessage() {}
 
 func (x *ServiceEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[12]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -889,7 +1007,7 @@ func (x *ServiceEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceEvent.ProtoReflect.Descriptor instead.
 func (*ServiceEvent) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{12}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ServiceEvent) GetTransition() Transition {
@@ -924,7 +1042,7 @@ type AttributesRequest struct {
 
 func (x *AttributesRequest) Reset() {
 	*x = AttributesRequest{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[13]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -936,7 +1054,7 @@ func (x *AttributesRequest) String() string {
 func (*AttributesRequest) ProtoMessage() {}
 
 func (x *AttributesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[13]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -949,7 +1067,7 @@ func (x *AttributesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttributesRequest.ProtoReflect.Descriptor instead.
 func (*AttributesRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{13}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AttributesRequest) GetLeaseCookie() []byte {
@@ -981,7 +1099,7 @@ type AttributesResponse struct {
 
 func (x *AttributesResponse) Reset() {
 	*x = AttributesResponse{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[14]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -993,7 +1111,7 @@ func (x *AttributesResponse) String() string {
 func (*AttributesResponse) ProtoMessage() {}
 
 func (x *AttributesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[14]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1006,7 +1124,7 @@ func (x *AttributesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttributesResponse.ProtoReflect.Descriptor instead.
 func (*AttributesResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{14}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{16}
 }
 
 type BrowseRequest struct {
@@ -1021,7 +1139,7 @@ type BrowseRequest struct {
 
 func (x *BrowseRequest) Reset() {
 	*x = BrowseRequest{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[15]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1033,7 +1151,7 @@ func (x *BrowseRequest) String() string {
 func (*BrowseRequest) ProtoMessage() {}
 
 func (x *BrowseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[15]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1046,7 +1164,7 @@ func (x *BrowseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrowseRequest.ProtoReflect.Descriptor instead.
 func (*BrowseRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{15}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *BrowseRequest) GetTemplate() *ServiceTemplate {
@@ -1086,7 +1204,7 @@ type EntryTypesResponse struct {
 
 func (x *EntryTypesResponse) Reset() {
 	*x = EntryTypesResponse{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[16]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1098,7 +1216,7 @@ func (x *EntryTypesResponse) String() string {
 func (*EntryTypesResponse) ProtoMessage() {}
 
 func (x *EntryTypesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[16]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1111,7 +1229,7 @@ func (x *EntryTypesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntryTypesResponse.ProtoReflect.Descriptor instead.
 func (*EntryTypesResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{16}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *EntryTypesResponse) GetTypes() []*Entry {
@@ -1130,7 +1248,7 @@ type FieldValuesResponse struct {
 
 func (x *FieldValuesResponse) Reset() {
 	*x = FieldValuesResponse{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[17]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1260,7 @@ func (x *FieldValuesResponse) String() string {
 func (*FieldValuesResponse) ProtoMessage() {}
 
 func (x *FieldValuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[17]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1273,7 @@ func (x *FieldValuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldValuesResponse.ProtoReflect.Descriptor instead.
 func (*FieldValuesResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{17}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FieldValuesResponse) GetValues() []*Value {
@@ -1174,7 +1292,7 @@ type ServiceTypesResponse struct {
 
 func (x *ServiceTypesResponse) Reset() {
 	*x = ServiceTypesResponse{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[18]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1186,7 +1304,7 @@ func (x *ServiceTypesResponse) String() string {
 func (*ServiceTypesResponse) ProtoMessage() {}
 
 func (x *ServiceTypesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[18]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1199,7 +1317,7 @@ func (x *ServiceTypesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceTypesResponse.ProtoReflect.Descriptor instead.
 func (*ServiceTypesResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{18}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ServiceTypesResponse) GetTypes() []string {
@@ -1217,7 +1335,7 @@ type GetRegistrarRequest struct {
 
 func (x *GetRegistrarRequest) Reset() {
 	*x = GetRegistrarRequest{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[19]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1229,7 +1347,7 @@ func (x *GetRegistrarRequest) String() string {
 func (*GetRegistrarRequest) ProtoMessage() {}
 
 func (x *GetRegistrarRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[19]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1242,7 +1360,7 @@ func (x *GetRegistrarRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRegistrarRequest.ProtoReflect.Descriptor instead.
 func (*GetRegistrarRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{19}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{21}
 }
 
 type RegistrarInfo struct {
@@ -1258,7 +1376,7 @@ type RegistrarInfo struct {
 
 func (x *RegistrarInfo) Reset() {
 	*x = RegistrarInfo{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[20]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1270,7 +1388,7 @@ func (x *RegistrarInfo) String() string {
 func (*RegistrarInfo) ProtoMessage() {}
 
 func (x *RegistrarInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[20]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1283,7 +1401,7 @@ func (x *RegistrarInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistrarInfo.ProtoReflect.Descriptor instead.
 func (*RegistrarInfo) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{20}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RegistrarInfo) GetServiceId() []byte {
@@ -1376,6 +1494,13 @@ const file_djinn_v1_lookup_proto_rawDesc = "" +
 	"\x14LookupStreamResponse\x12\x14\n" +
 	"\x05total\x18\x01 \x01(\x03R\x05total\x12+\n" +
 	"\x05items\x18\x02 \x03(\v2\x15.djinn.v1.ServiceItemR\x05items\x12%\n" +
+	"\x05error\x18\x03 \x01(\v2\x0f.djinn.v1.ErrorR\x05error\"C\n" +
+	"\x15EncodedLookupResponse\x12\x14\n" +
+	"\x05total\x18\x01 \x01(\x03R\x05total\x12\x14\n" +
+	"\x05items\x18\x02 \x03(\fR\x05items\"p\n" +
+	"\x1bEncodedLookupStreamResponse\x12\x14\n" +
+	"\x05total\x18\x01 \x01(\x03R\x05total\x12\x14\n" +
+	"\x05items\x18\x02 \x03(\fR\x05items\x12%\n" +
 	"\x05error\x18\x03 \x01(\v2\x0f.djinn.v1.ErrorR\x05error\"\xe7\x01\n" +
 	"\x13LookupNotifyRequest\x125\n" +
 	"\btemplate\x18\x01 \x01(\v2\x19.djinn.v1.ServiceTemplateR\btemplate\x12 \n" +
@@ -1446,34 +1571,36 @@ func file_djinn_v1_lookup_proto_rawDescGZIP() []byte {
 }
 
 var file_djinn_v1_lookup_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_djinn_v1_lookup_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_djinn_v1_lookup_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_djinn_v1_lookup_proto_goTypes = []any{
-	(Transition)(0),              // 0: djinn.v1.Transition
-	(*Value)(nil),                // 1: djinn.v1.Value
-	(*Field)(nil),                // 2: djinn.v1.Field
-	(*Entry)(nil),                // 3: djinn.v1.Entry
-	(*EntryTemplate)(nil),        // 4: djinn.v1.EntryTemplate
-	(*ServiceItem)(nil),          // 5: djinn.v1.ServiceItem
-	(*ServiceTemplate)(nil),      // 6: djinn.v1.ServiceTemplate
-	(*RegisterRequest)(nil),      // 7: djinn.v1.RegisterRequest
-	(*ServiceRegistration)(nil),  // 8: djinn.v1.ServiceRegistration
-	(*LookupRequest)(nil),        // 9: djinn.v1.LookupRequest
-	(*LookupResponse)(nil),       // 10: djinn.v1.LookupResponse
-	(*LookupStreamResponse)(nil), // 11: djinn.v1.LookupStreamResponse
-	(*LookupNotifyRequest)(nil),  // 12: djinn.v1.LookupNotifyRequest
-	(*ServiceEvent)(nil),         // 13: djinn.v1.ServiceEvent
-	(*AttributesRequest)(nil),    // 14: djinn.v1.AttributesRequest
-	(*AttributesResponse)(nil),   // 15: djinn.v1.AttributesResponse
-	(*BrowseRequest)(nil),        // 16: djinn.v1.BrowseRequest
-	(*EntryTypesResponse)(nil),   // 17: djinn.v1.EntryTypesResponse
-	(*FieldValuesResponse)(nil),  // 18: djinn.v1.FieldValuesResponse
-	(*ServiceTypesResponse)(nil), // 19: djinn.v1.ServiceTypesResponse
-	(*GetRegistrarRequest)(nil),  // 20: djinn.v1.GetRegistrarRequest
-	(*RegistrarInfo)(nil),        // 21: djinn.v1.RegistrarInfo
-	(*Lease)(nil),                // 22: djinn.v1.Lease
-	(*Error)(nil),                // 23: djinn.v1.Error
-	(*Ref)(nil),                  // 24: djinn.v1.Ref
-	(*EventRegistration)(nil),    // 25: djinn.v1.EventRegistration
+	(Transition)(0),                     // 0: djinn.v1.Transition
+	(*Value)(nil),                       // 1: djinn.v1.Value
+	(*Field)(nil),                       // 2: djinn.v1.Field
+	(*Entry)(nil),                       // 3: djinn.v1.Entry
+	(*EntryTemplate)(nil),               // 4: djinn.v1.EntryTemplate
+	(*ServiceItem)(nil),                 // 5: djinn.v1.ServiceItem
+	(*ServiceTemplate)(nil),             // 6: djinn.v1.ServiceTemplate
+	(*RegisterRequest)(nil),             // 7: djinn.v1.RegisterRequest
+	(*ServiceRegistration)(nil),         // 8: djinn.v1.ServiceRegistration
+	(*LookupRequest)(nil),               // 9: djinn.v1.LookupRequest
+	(*LookupResponse)(nil),              // 10: djinn.v1.LookupResponse
+	(*LookupStreamResponse)(nil),        // 11: djinn.v1.LookupStreamResponse
+	(*EncodedLookupResponse)(nil),       // 12: djinn.v1.EncodedLookupResponse
+	(*EncodedLookupStreamResponse)(nil), // 13: djinn.v1.EncodedLookupStreamResponse
+	(*LookupNotifyRequest)(nil),         // 14: djinn.v1.LookupNotifyRequest
+	(*ServiceEvent)(nil),                // 15: djinn.v1.ServiceEvent
+	(*AttributesRequest)(nil),           // 16: djinn.v1.AttributesRequest
+	(*AttributesResponse)(nil),          // 17: djinn.v1.AttributesResponse
+	(*BrowseRequest)(nil),               // 18: djinn.v1.BrowseRequest
+	(*EntryTypesResponse)(nil),          // 19: djinn.v1.EntryTypesResponse
+	(*FieldValuesResponse)(nil),         // 20: djinn.v1.FieldValuesResponse
+	(*ServiceTypesResponse)(nil),        // 21: djinn.v1.ServiceTypesResponse
+	(*GetRegistrarRequest)(nil),         // 22: djinn.v1.GetRegistrarRequest
+	(*RegistrarInfo)(nil),               // 23: djinn.v1.RegistrarInfo
+	(*Lease)(nil),                       // 24: djinn.v1.Lease
+	(*Error)(nil),                       // 25: djinn.v1.Error
+	(*Ref)(nil),                         // 26: djinn.v1.Ref
+	(*EventRegistration)(nil),           // 27: djinn.v1.EventRegistration
 }
 var file_djinn_v1_lookup_proto_depIdxs = []int32{
 	1,  // 0: djinn.v1.Field.value:type_name -> djinn.v1.Value
@@ -1482,48 +1609,49 @@ var file_djinn_v1_lookup_proto_depIdxs = []int32{
 	3,  // 3: djinn.v1.ServiceItem.entries:type_name -> djinn.v1.Entry
 	4,  // 4: djinn.v1.ServiceTemplate.entries:type_name -> djinn.v1.EntryTemplate
 	5,  // 5: djinn.v1.RegisterRequest.item:type_name -> djinn.v1.ServiceItem
-	22, // 6: djinn.v1.ServiceRegistration.lease:type_name -> djinn.v1.Lease
+	24, // 6: djinn.v1.ServiceRegistration.lease:type_name -> djinn.v1.Lease
 	6,  // 7: djinn.v1.LookupRequest.template:type_name -> djinn.v1.ServiceTemplate
 	5,  // 8: djinn.v1.LookupResponse.items:type_name -> djinn.v1.ServiceItem
 	5,  // 9: djinn.v1.LookupStreamResponse.items:type_name -> djinn.v1.ServiceItem
-	23, // 10: djinn.v1.LookupStreamResponse.error:type_name -> djinn.v1.Error
-	6,  // 11: djinn.v1.LookupNotifyRequest.template:type_name -> djinn.v1.ServiceTemplate
-	24, // 12: djinn.v1.LookupNotifyRequest.listener:type_name -> djinn.v1.Ref
-	0,  // 13: djinn.v1.ServiceEvent.transition:type_name -> djinn.v1.Transition
-	5,  // 14: djinn.v1.ServiceEvent.item:type_name -> djinn.v1.ServiceItem
-	3,  // 15: djinn.v1.AttributesRequest.entries:type_name -> djinn.v1.Entry
-	4,  // 16: djinn.v1.AttributesRequest.templates:type_name -> djinn.v1.EntryTemplate
-	6,  // 17: djinn.v1.BrowseRequest.template:type_name -> djinn.v1.ServiceTemplate
-	3,  // 18: djinn.v1.EntryTypesResponse.types:type_name -> djinn.v1.Entry
-	1,  // 19: djinn.v1.FieldValuesResponse.values:type_name -> djinn.v1.Value
-	24, // 20: djinn.v1.RegistrarInfo.registrar:type_name -> djinn.v1.Ref
-	7,  // 21: djinn.v1.LookupService.Register:input_type -> djinn.v1.RegisterRequest
-	9,  // 22: djinn.v1.LookupService.Lookup:input_type -> djinn.v1.LookupRequest
-	9,  // 23: djinn.v1.LookupService.LookupStream:input_type -> djinn.v1.LookupRequest
-	12, // 24: djinn.v1.LookupService.Notify:input_type -> djinn.v1.LookupNotifyRequest
-	14, // 25: djinn.v1.LookupService.AddAttributes:input_type -> djinn.v1.AttributesRequest
-	14, // 26: djinn.v1.LookupService.ModifyAttributes:input_type -> djinn.v1.AttributesRequest
-	14, // 27: djinn.v1.LookupService.SetAttributes:input_type -> djinn.v1.AttributesRequest
-	16, // 28: djinn.v1.LookupService.GetEntryTypes:input_type -> djinn.v1.BrowseRequest
-	16, // 29: djinn.v1.LookupService.GetFieldValues:input_type -> djinn.v1.BrowseRequest
-	16, // 30: djinn.v1.LookupService.GetServiceTypes:input_type -> djinn.v1.BrowseRequest
-	20, // 31: djinn.v1.LookupService.GetRegistrar:input_type -> djinn.v1.GetRegistrarRequest
-	8,  // 32: djinn.v1.LookupService.Register:output_type -> djinn.v1.ServiceRegistration
-	10, // 33: djinn.v1.LookupService.Lookup:output_type -> djinn.v1.LookupResponse
-	11, // 34: djinn.v1.LookupService.LookupStream:output_type -> djinn.v1.LookupStreamResponse
-	25, // 35: djinn.v1.LookupService.Notify:output_type -> djinn.v1.EventRegistration
-	15, // 36: djinn.v1.LookupService.AddAttributes:output_type -> djinn.v1.AttributesResponse
-	15, // 37: djinn.v1.LookupService.ModifyAttributes:output_type -> djinn.v1.AttributesResponse
-	15, // 38: djinn.v1.LookupService.SetAttributes:output_type -> djinn.v1.AttributesResponse
-	17, // 39: djinn.v1.LookupService.GetEntryTypes:output_type -> djinn.v1.EntryTypesResponse
-	18, // 40: djinn.v1.LookupService.GetFieldValues:output_type -> djinn.v1.FieldValuesResponse
-	19, // 41: djinn.v1.LookupService.GetServiceTypes:output_type -> djinn.v1.ServiceTypesResponse
-	21, // 42: djinn.v1.LookupService.GetRegistrar:output_type -> djinn.v1.RegistrarInfo
-	32, // [32:43] is the sub-list for method output_type
-	21, // [21:32] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	25, // 10: djinn.v1.LookupStreamResponse.error:type_name -> djinn.v1.Error
+	25, // 11: djinn.v1.EncodedLookupStreamResponse.error:type_name -> djinn.v1.Error
+	6,  // 12: djinn.v1.LookupNotifyRequest.template:type_name -> djinn.v1.ServiceTemplate
+	26, // 13: djinn.v1.LookupNotifyRequest.listener:type_name -> djinn.v1.Ref
+	0,  // 14: djinn.v1.ServiceEvent.transition:type_name -> djinn.v1.Transition
+	5,  // 15: djinn.v1.ServiceEvent.item:type_name -> djinn.v1.ServiceItem
+	3,  // 16: djinn.v1.AttributesRequest.entries:type_name -> djinn.v1.Entry
+	4,  // 17: djinn.v1.AttributesRequest.templates:type_name -> djinn.v1.EntryTemplate
+	6,  // 18: djinn.v1.BrowseRequest.template:type_name -> djinn.v1.ServiceTemplate
+	3,  // 19: djinn.v1.EntryTypesResponse.types:type_name -> djinn.v1.Entry
+	1,  // 20: djinn.v1.FieldValuesResponse.values:type_name -> djinn.v1.Value
+	26, // 21: djinn.v1.RegistrarInfo.registrar:type_name -> djinn.v1.Ref
+	7,  // 22: djinn.v1.LookupService.Register:input_type -> djinn.v1.RegisterRequest
+	9,  // 23: djinn.v1.LookupService.Lookup:input_type -> djinn.v1.LookupRequest
+	9,  // 24: djinn.v1.LookupService.LookupStream:input_type -> djinn.v1.LookupRequest
+	14, // 25: djinn.v1.LookupService.Notify:input_type -> djinn.v1.LookupNotifyRequest
+	16, // 26: djinn.v1.LookupService.AddAttributes:input_type -> djinn.v1.AttributesRequest
+	16, // 27: djinn.v1.LookupService.ModifyAttributes:input_type -> djinn.v1.AttributesRequest
+	16, // 28: djinn.v1.LookupService.SetAttributes:input_type -> djinn.v1.AttributesRequest
+	18, // 29: djinn.v1.LookupService.GetEntryTypes:input_type -> djinn.v1.BrowseRequest
+	18, // 30: djinn.v1.LookupService.GetFieldValues:input_type -> djinn.v1.BrowseRequest
+	18, // 31: djinn.v1.LookupService.GetServiceTypes:input_type -> djinn.v1.BrowseRequest
+	22, // 32: djinn.v1.LookupService.GetRegistrar:input_type -> djinn.v1.GetRegistrarRequest
+	8,  // 33: djinn.v1.LookupService.Register:output_type -> djinn.v1.ServiceRegistration
+	10, // 34: djinn.v1.LookupService.Lookup:output_type -> djinn.v1.LookupResponse
+	11, // 35: djinn.v1.LookupService.LookupStream:output_type -> djinn.v1.LookupStreamResponse
+	27, // 36: djinn.v1.LookupService.Notify:output_type -> djinn.v1.EventRegistration
+	17, // 37: djinn.v1.LookupService.AddAttributes:output_type -> djinn.v1.AttributesResponse
+	17, // 38: djinn.v1.LookupService.ModifyAttributes:output_type -> djinn.v1.AttributesResponse
+	17, // 39: djinn.v1.LookupService.SetAttributes:output_type -> djinn.v1.AttributesResponse
+	19, // 40: djinn.v1.LookupService.GetEntryTypes:output_type -> djinn.v1.EntryTypesResponse
+	20, // 41: djinn.v1.LookupService.GetFieldValues:output_type -> djinn.v1.FieldValuesResponse
+	21, // 42: djinn.v1.LookupService.GetServiceTypes:output_type -> djinn.v1.ServiceTypesResponse
+	23, // 43: djinn.v1.LookupService.GetRegistrar:output_type -> djinn.v1.RegistrarInfo
+	33, // [33:44] is the sub-list for method output_type
+	22, // [22:33] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_djinn_v1_lookup_proto_init() }
@@ -1545,7 +1673,7 @@ func file_djinn_v1_lookup_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_djinn_v1_lookup_proto_rawDesc), len(file_djinn_v1_lookup_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   21,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,143 @@
+package lookup_test
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"slices"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"pgregory.net/rapid"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/lookup"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+// drawValue draws a value of any kind, null included, with the edges of
+// each: empty strings and bytes, long ones (lengths past one varint byte),
+// negative and extreme integers, NaN, infinities and negative zero.
+func drawValue(t *rapid.T, label string) *lookup.Value {
+	switch rapid.IntRange(0, 5).Draw(t, label+"-kind") {
+	case 0:
+		return nil
+	case 1:
+		return lookup.NewString(rapid.StringN(0, 300, -1).Draw(t, label))
+	case 2:
+		return lookup.NewBytes(rapid.SliceOfN(rapid.Byte(), 0, 300).Draw(t, label))
+	case 3:
+		return lookup.NewInt64(rapid.OneOf(rapid.Int64(), rapid.SampledFrom([]int64{0, -1, math.MinInt64, math.MaxInt64})).Draw(t, label))
+	case 4:
+		return lookup.NewFloat64(rapid.OneOf(rapid.Float64(), rapid.SampledFrom([]float64{math.NaN(), math.Inf(1), math.Inf(-1), math.Copysign(0, -1), 0})).Draw(t, label))
+	default:
+		return lookup.NewBool(rapid.Bool().Draw(t, label))
+	}
+}
+
+// drawAnyItem draws an item with arbitrary names and values (drawItem
+// keeps to a few, so that templates match).
+func drawAnyItem(t *rapid.T, id djinn.ID) lookup.Item {
+	name := rapid.StringMatching(`[A-Za-z][A-Za-z0-9.$_]{0,20}`)
+	it := lookup.Item{
+		ID:    id,
+		Ref:   rapid.SliceOfN(rapid.Byte(), 1, 200).Draw(t, "ref"),
+		Types: rapid.SliceOfN(name, 0, 4).Draw(t, "types"),
+	}
+	for i := range rapid.IntRange(0, 5).Draw(t, "entries") {
+		chain := rapid.SliceOfNDistinct(name, 1, 4, rapid.ID[string]).Draw(t, fmt.Sprint("chain", i))
+		e := lookup.Entry{Type: chain[0], Supertypes: chain[1:]}
+		for j, n := range rapid.SliceOfNDistinct(name, 0, 5, rapid.ID[string]).Draw(t, fmt.Sprint("fields", i)) {
+			e.Fields = append(e.Fields, lookup.Field{Name: n, Value: drawValue(t, fmt.Sprint("value", i, j))})
+		}
+		it.Entries = append(it.Entries, e)
+	}
+	return it
+}
+
+// TestLookupEncoded checks that the wire form a lookup answers with is,
+// byte for byte, the encoding of the item Lookup returns, whatever the
+// item holds, for both the counted and the one-item lookup.
+func TestLookupEncoded(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		r, err := lookup.New(self, lookup.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := rapid.IntRange(1, 4).Draw(t, "items")
+		for i := range n {
+			if _, err := r.Register(drawAnyItem(t, sid(byte(i+1))), lid(byte(i+1))); err != nil {
+				t.Fatalf("Register: %v", err)
+			}
+		}
+		all := lookup.Template{Types: nil}
+		max := rapid.IntRange(0, n+1).Draw(t, "max")
+		total, items, err := r.Lookup(all, max)
+		if err != nil {
+			t.Fatal(err)
+		}
+		etotal, encoded, err := r.LookupEncoded(all, max, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if etotal != total || len(encoded) != len(items) {
+			t.Fatalf("LookupEncoded: %d total, %d items; Lookup: %d total, %d items", etotal, len(encoded), total, len(items))
+		}
+		for i := range items {
+			checkEncoded(t, encoded[i], items[i])
+		}
+
+		id := sid(byte(rapid.IntRange(1, n).Draw(t, "one")))
+		byID := lookup.Template{ID: &id}
+		_, one, err := r.LookupOne(byID, func(int) int { return 0 })
+		if err != nil || one == nil {
+			t.Fatalf("LookupOne(%s) = %v, %v", id, one, err)
+		}
+		etotal, encoded, err = r.LookupEncoded(byID, 0, true, func(int) int { return 0 })
+		if err != nil || etotal != 1 || len(encoded) != 1 {
+			t.Fatalf("LookupEncoded(%s, one) = %d, %d items, %v; want 1, 1 item", id, etotal, len(encoded), err)
+		}
+		checkEncoded(t, encoded[0], *one)
+	})
+}
+
+// checkEncoded checks that b is the encoding of it's wire form and decodes
+// to it.
+func checkEncoded(t *rapid.T, b []byte, it lookup.Item) {
+	want, err := proto.MarshalOptions{Deterministic: true}.Marshal(lookup.ItemToProto(it))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b, want) {
+		t.Errorf("item %s encoded as\n%x\nwant (proto.Marshal)\n%x", it.ID, b, want)
+	}
+	var got djinnpb.ServiceItem
+	if err := proto.Unmarshal(b, &got); err != nil {
+		t.Fatalf("item %s: encoding does not decode: %v", it.ID, err)
+	}
+	back, err := lookup.ItemFromProto(&got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.ID != it.ID || !bytes.Equal(back.Ref, it.Ref) || !slices.Equal(back.Types, it.Types) || len(back.Entries) != len(it.Entries) {
+		t.Errorf("item decoded as %+v, want %+v", back, it)
+	}
+}
+
+// TestLookupEncodedErrors checks that LookupEncoded refuses what Lookup
+// refuses (LU: a negative max, a bad template) and answers nothing when
+// nothing matches.
+func TestLookupEncodedErrors(t *testing.T) {
+	r := newRegistry(t, lookup.Limits{})
+	ok(t)(r.Register(printer(), lid(1)))
+	_, _, err := r.LookupEncoded(lookup.Template{}, -1, false, nil)
+	wantErr(t, err, djinn.InvalidArgument, "-1")
+	_, _, err = r.LookupEncoded(lookup.Template{Types: []string{""}}, 1, true, func(int) int { return 0 })
+	wantErr(t, err, djinn.InvalidArgument, "types[0]")
+	for _, one := range []bool{false, true} {
+		total, items, err := r.LookupEncoded(lookup.Template{Types: []string{"Scanner"}}, 5, one, func(int) int { return 0 })
+		if err != nil || total != 0 || items != nil {
+			t.Errorf("LookupEncoded(no match, one=%v) = %d, %v, %v; want 0, nil, nil", one, total, items, err)
+		}
+	}
+}
