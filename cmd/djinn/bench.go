@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,6 +49,8 @@ func newBench(g *globals) *cobra.Command {
 		admin    string
 		conns    int
 		events   int
+		profile  string
+		stop     = func() error { return nil }
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -119,6 +123,12 @@ registrations and reports the server's resident memory from --admin).`,
 	f.StringVar(&admin, "admin", "127.0.0.1:4162", "admin address of the server, for its memory")
 	f.IntVar(&conns, "conns", 4, "gRPC connections the clients share")
 	f.IntVar(&events, "events", 100, "events per notifybatch call")
+	cmd.PersistentFlags().StringVar(&profile, "cpuprofile", "", "write this process's CPU profile (the load generator's) to FILE")
+	cmd.PersistentPreRunE = func(*cobra.Command, []string) (err error) {
+		stop, err = startCPUProfile(profile)
+		return err
+	}
+	cmd.PersistentPostRunE = func(*cobra.Command, []string) error { return stop() }
 	cmd.AddCommand(newBenchRenewal(g), newBenchTxn(g), newBenchLock(g), newBenchLookup(g), newBenchLDS(g))
 	return cmd
 }
@@ -455,4 +465,24 @@ func (g *globals) dialConns(ctx context.Context, n int) ([]*grpc.ClientConn, fun
 		ccs = append(ccs, cl.ClientConn())
 	}
 	return ccs, closeAll, nil
+}
+
+// startCPUProfile profiles this process's CPU into the file at path until
+// the returned stop is called; with an empty path it does nothing.
+func startCPUProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile %s: %w", path, err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }
