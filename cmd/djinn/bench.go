@@ -50,7 +50,6 @@ func newBench(g *globals) *cobra.Command {
 		conns    int
 		events   int
 		profile  string
-		stop     = func() error { return nil }
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -124,11 +123,19 @@ registrations and reports the server's resident memory from --admin).`,
 	f.IntVar(&conns, "conns", 4, "gRPC connections the clients share")
 	f.IntVar(&events, "events", 100, "events per notifybatch call")
 	cmd.PersistentFlags().StringVar(&profile, "cpuprofile", "", "write this process's CPU profile (the load generator's) to FILE")
-	cmd.PersistentPreRunE = func(*cobra.Command, []string) (err error) {
-		stop, err = startCPUProfile(profile)
-		return err
+	cmd.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		stop, err := startCPUProfile(profile)
+		if err != nil {
+			return err
+		}
+		// Finalizers run however the command ends, errors included.
+		cobra.OnFinalize(func() {
+			if err := stop(); err != nil {
+				fmt.Fprintln(cmd.ErrOrStderr(), "cpu profile:", err)
+			}
+		})
+		return nil
 	}
-	cmd.PersistentPostRunE = func(*cobra.Command, []string) error { return stop() }
 	cmd.AddCommand(newBenchRenewal(g), newBenchTxn(g), newBenchLock(g), newBenchLookup(g), newBenchLDS(g))
 	return cmd
 }
