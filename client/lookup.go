@@ -10,6 +10,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/proto/djinnpb"
+	"google.golang.org/grpc"
 )
 
 // This file is the client of the lookup service (DESIGN.md 6): the Go forms
@@ -316,13 +317,21 @@ func ServiceItemFromProto(pb *djinnpb.ServiceItem) (ServiceItem, error) {
 	return it, nil
 }
 
-// receivedItem converts an item the registrar sent, which must have an id.
-func receivedItem(what string, pb *djinnpb.ServiceItem) (ServiceItem, error) {
-	it, err := ServiceItemFromProto(pb)
-	if err == nil && it.ID.IsZero() {
-		err = djinn.Errorf(djinn.InvalidArgument, "%s: service id missing", what)
+// lookedUp decodes the items of a lookup's answer, as the registrar sent
+// them (decodeServiceItem); each must have an id.
+func lookedUp(encoded [][]byte) ([]ServiceItem, error) {
+	items := make([]ServiceItem, len(encoded))
+	for i, b := range encoded {
+		it, err := decodeServiceItem(b)
+		if err == nil && it.ID.IsZero() {
+			err = djinn.Errorf(djinn.InvalidArgument, "looked-up item: service id missing")
+		}
+		if err != nil {
+			return nil, err
+		}
+		items[i] = it
 	}
-	return it, err
+	return items, nil
 }
 
 // ServiceTemplate selects service items (DESIGN.md 6): an item matches
@@ -475,14 +484,18 @@ func (r *Registrar) Ref() djinn.Ref { return r.ref }
 // String names the registrar by its reference.
 func (r *Registrar) String() string { return "lookup service " + r.ref.String() }
 
-func (r *Registrar) client() (djinnpb.LookupServiceClient, error) {
+func (r *Registrar) conn() (*grpc.ClientConn, error) {
 	if r == nil {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "lookup service: missing (nil)")
 	}
 	if r.c == nil {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "connector: missing")
 	}
-	cc, err := r.c.Conn(r.ref.Endpoint)
+	return r.c.Conn(r.ref.Endpoint)
+}
+
+func (r *Registrar) client() (djinnpb.LookupServiceClient, error) {
+	cc, err := r.conn()
 	if err != nil {
 		return nil, err
 	}
@@ -616,19 +629,11 @@ const maxMatches = math.MaxInt32
 // Lookup returns one item matching tmpl, chosen at random among the
 // matches, or nil when none does.
 func (r *Registrar) Lookup(ctx context.Context, tmpl ServiceTemplate) (*ServiceItem, error) {
-	lc, err := r.client()
-	if err != nil {
+	_, items, err := r.lookup(ctx, &djinnpb.LookupRequest{Template: tmpl.Proto(), One: true})
+	if err != nil || len(items) == 0 {
 		return nil, err
 	}
-	pb, err := lc.Lookup(ctx, &djinnpb.LookupRequest{Template: tmpl.Proto(), One: true})
-	if err != nil || len(pb.GetItems()) == 0 {
-		return nil, err
-	}
-	it, err := receivedItem("looked-up item", pb.GetItems()[0])
-	if err != nil {
-		return nil, err
-	}
-	return &it, nil
+	return &items[0], nil
 }
 
 // LookupN returns the number of items matching tmpl and up to max of them
@@ -637,21 +642,25 @@ func (r *Registrar) LookupN(ctx context.Context, tmpl ServiceTemplate, max int) 
 	if max < 0 || max > maxMatches {
 		return 0, nil, djinn.Errorf(djinn.InvalidArgument, "max matches %d: must be 0 to %d", max, maxMatches)
 	}
-	lc, err := r.client()
+	return r.lookup(ctx, &djinnpb.LookupRequest{Template: tmpl.Proto(), MaxMatches: int32(max)})
+}
+
+// lookup calls Lookup, reading the answer's items as the bytes they are on
+// the wire (EncodedLookupResponse is LookupResponse so read).
+func (r *Registrar) lookup(ctx context.Context, req *djinnpb.LookupRequest) (int, []ServiceItem, error) {
+	cc, err := r.conn()
 	if err != nil {
 		return 0, nil, err
 	}
-	pb, err := lc.Lookup(ctx, &djinnpb.LookupRequest{Template: tmpl.Proto(), MaxMatches: int32(max)})
+	resp := &djinnpb.EncodedLookupResponse{}
+	if err := cc.Invoke(ctx, djinnpb.LookupService_Lookup_FullMethodName, req, resp); err != nil {
+		return 0, nil, err
+	}
+	items, err := lookedUp(resp.GetItems())
 	if err != nil {
 		return 0, nil, err
 	}
-	items = make([]ServiceItem, len(pb.GetItems()))
-	for i, it := range pb.GetItems() {
-		if items[i], err = receivedItem("looked-up item", it); err != nil {
-			return 0, nil, err
-		}
-	}
-	return int(pb.GetTotal()), items, nil
+	return int(resp.GetTotal()), items, nil
 }
 
 // Notify asks for service events (ServiceEventFrom reads them), sent to

@@ -58,8 +58,13 @@ func newFakeConn(t *testing.T, name string, answer func(method string, req proto
 			if err != nil {
 				return err
 			}
-			proto.Merge(reply.(proto.Message), resp)
-			return nil
+			// Through the bytes, as the wire does: a reply may be another
+			// message of the same wire form (EncodedLookupResponse).
+			b, err := proto.Marshal(resp)
+			if err != nil {
+				return err
+			}
+			return proto.UnmarshalOptions{Merge: true}.Unmarshal(b, reply.(proto.Message))
 		}))
 	if err != nil {
 		t.Fatal(err)

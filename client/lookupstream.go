@@ -6,23 +6,45 @@ import (
 	"io"
 	"sync"
 
+	"google.golang.org/grpc/status"
+
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
 // LookupStream looks up items over one long-lived stream to a lookup
 // service: Lookup and LookupN as on a Registrar, without the cost of a
-// call each. It suits clients that look up often. It is safe for
-// concurrent use; lookups on one stream are answered one at a time, in
-// order, so concurrent clients do better with a stream each. A stream that
-// fails (the server went away or is no longer the leader) fails every
-// later lookup; open another. Close it when done.
+// call each. It suits clients that look up often, and is made to be
+// shared: lookups from many goroutines that wait at the same time go to
+// the service together, as one batch answered by one message, so a busy
+// stream pays the per-message cost once per batch rather than once per
+// lookup. A lookup alone goes at once. A stream that fails (the server
+// went away or is no longer the leader) fails every waiting and later
+// lookup; open another. Close it when done.
 type LookupStream struct {
-	mu     sync.Mutex
 	stream djinnpb.LookupService_LookupStreamClient
 	cancel context.CancelFunc
-	err    error // once set, the stream is done
+	wake   chan struct{} // holds a token while lookups are queued
+	done   chan struct{} // closed when run returns
+
+	mu     sync.Mutex
+	queue  []*streamLookup // waiting for the next batch
+	err    error           // once set, the stream is done
+	queued func(n int)     // tests: called with the queue's length after a lookup joins it
 }
+
+// streamLookup is one lookup on a LookupStream: its request, then, once
+// done is closed, its answer or err.
+type streamLookup struct {
+	req  *djinnpb.LookupRequest
+	ans  *djinnpb.EncodedLookupAnswer
+	err  error
+	done chan struct{}
+}
+
+// maxLookupBatch is the most lookups a batch carries (the service's
+// limit).
+const maxLookupBatch = 1024
 
 // Stream opens a lookup stream to the lookup service. It lasts until
 // Close, or until ctx ends.
@@ -37,46 +59,131 @@ func (r *Registrar) Stream(ctx context.Context) (*LookupStream, error) {
 		cancel()
 		return nil, err
 	}
-	return &LookupStream{stream: stream, cancel: cancel}, nil
+	s := &LookupStream{stream: stream, cancel: cancel, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go s.run(sctx)
+	return s, nil
 }
 
-// lookup sends one request and reads its answer.
-func (s *LookupStream) lookup(req *djinnpb.LookupRequest) (*djinnpb.LookupStreamResponse, error) {
+// lookup queues req for the next batch and waits for its answer.
+func (s *LookupStream) lookup(req *djinnpb.LookupRequest) (*djinnpb.EncodedLookupAnswer, error) {
 	if s == nil {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "lookup stream: missing (nil)")
 	}
+	l := &streamLookup{req: req, done: make(chan struct{})}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.err != nil {
+		s.mu.Unlock()
 		return nil, s.err
 	}
-	if err := s.stream.Send(req); err != nil {
-		s.fail(err)
-		return nil, s.err
+	s.queue = append(s.queue, l)
+	n, queued := len(s.queue), s.queued
+	s.mu.Unlock()
+	if queued != nil {
+		queued(n)
 	}
-	resp, err := s.stream.Recv()
-	if err != nil {
-		s.fail(err)
-		return nil, s.err
+	select {
+	case s.wake <- struct{}{}:
+	default: // run is already woken
 	}
-	if e := resp.GetError(); e != nil {
+	<-l.done
+	if l.err != nil {
+		return nil, l.err
+	}
+	if e := l.ans.GetError(); e != nil {
 		return nil, errorFromProto(e)
 	}
-	return resp, nil
+	return l.ans, nil
 }
 
-// fail ends the stream with err. A Send that fails with io.EOF means the
-// server ended the stream, and the next Recv has its status.
-func (s *LookupStream) fail(err error) {
+// run sends the queued lookups, as one batch at a time, and hands each
+// its answer, until the stream fails or ctx ends.
+func (s *LookupStream) run(ctx context.Context) {
+	defer close(s.done)
+	for {
+		select {
+		case <-s.wake:
+		case <-ctx.Done():
+			s.fail(fromRPC(status.FromContextError(ctx.Err()).Err()))
+			return
+		}
+		s.mu.Lock()
+		batch := s.queue[:min(len(s.queue), maxLookupBatch)]
+		s.queue = s.queue[len(batch):]
+		if len(s.queue) > 0 {
+			select {
+			case s.wake <- struct{}{}: // more than a batch waits: go round again
+			default:
+			}
+		}
+		s.mu.Unlock()
+		if len(batch) == 0 {
+			continue
+		}
+		if err := s.roundTrip(batch); err != nil {
+			for _, l := range batch {
+				l.err = err
+				close(l.done)
+			}
+			s.fail(err)
+			return
+		}
+	}
+}
+
+// roundTrip sends batch and gives each lookup its answer.
+func (s *LookupStream) roundTrip(batch []*streamLookup) error {
+	reqs := make([]*djinnpb.LookupRequest, len(batch))
+	for i, l := range batch {
+		reqs[i] = l.req
+	}
+	if err := s.stream.Send(&djinnpb.LookupBatch{Lookups: reqs}); err != nil {
+		return s.ended(err)
+	}
+	// The answers' items are read as the bytes they are on the wire
+	// (EncodedLookupBatchResponse is LookupBatchResponse so read) and
+	// decoded by decodeServiceItem, without proto's messages in between.
+	resp := &djinnpb.EncodedLookupBatchResponse{}
+	if err := s.stream.RecvMsg(resp); err != nil {
+		return s.ended(err)
+	}
+	if len(resp.GetAnswers()) != len(batch) {
+		return djinn.Errorf(djinn.Internal, "lookup stream: %d answers to a batch of %d lookups", len(resp.GetAnswers()), len(batch))
+	}
+	for i, l := range batch {
+		l.ans = resp.GetAnswers()[i]
+		close(l.done)
+	}
+	return nil
+}
+
+// ended returns the error a failed Send or Recv means. A Send that fails
+// with io.EOF means the server ended the stream, and Recv has its status.
+func (s *LookupStream) ended(err error) error {
 	if errors.Is(err, io.EOF) {
 		if _, e := s.stream.Recv(); e != nil && !errors.Is(e, io.EOF) {
 			err = e
 		}
 	}
 	if errors.Is(err, io.EOF) {
-		s.err = djinn.Errorf(djinn.Unavailable, "lookup stream: ended by the server")
-	} else {
-		s.err = fromRPC(err)
+		return djinn.Errorf(djinn.Unavailable, "lookup stream: ended by the server")
+	}
+	return fromRPC(err)
+}
+
+// fail ends the stream with err (unless it has ended already) and fails
+// the queued lookups with the stream's error.
+func (s *LookupStream) fail(err error) {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	queued := s.queue
+	s.queue = nil
+	err = s.err
+	s.mu.Unlock()
+	for _, l := range queued {
+		l.err = err
+		close(l.done)
 	}
 	s.cancel()
 }
@@ -84,15 +191,15 @@ func (s *LookupStream) fail(err error) {
 // Lookup returns one item matching tmpl, chosen at random among the
 // matches, or nil when none does.
 func (s *LookupStream) Lookup(tmpl ServiceTemplate) (*ServiceItem, error) {
-	resp, err := s.lookup(&djinnpb.LookupRequest{Template: tmpl.Proto(), One: true})
-	if err != nil || len(resp.GetItems()) == 0 {
+	ans, err := s.lookup(&djinnpb.LookupRequest{Template: tmpl.Proto(), One: true})
+	if err != nil || len(ans.GetItems()) == 0 {
 		return nil, err
 	}
-	it, err := receivedItem("looked-up item", resp.GetItems()[0])
+	items, err := lookedUp(ans.GetItems()[:1])
 	if err != nil {
 		return nil, err
 	}
-	return &it, nil
+	return &items[0], nil
 }
 
 // LookupN returns the number of items matching tmpl and up to max of them
@@ -101,30 +208,23 @@ func (s *LookupStream) LookupN(tmpl ServiceTemplate, max int) (total int, items 
 	if max < 0 || max > maxMatches {
 		return 0, nil, djinn.Errorf(djinn.InvalidArgument, "max matches %d: must be 0 to %d", max, maxMatches)
 	}
-	resp, err := s.lookup(&djinnpb.LookupRequest{Template: tmpl.Proto(), MaxMatches: int32(max)})
+	ans, err := s.lookup(&djinnpb.LookupRequest{Template: tmpl.Proto(), MaxMatches: int32(max)})
 	if err != nil {
 		return 0, nil, err
 	}
-	items = make([]ServiceItem, len(resp.GetItems()))
-	for i, it := range resp.GetItems() {
-		if items[i], err = receivedItem("looked-up item", it); err != nil {
-			return 0, nil, err
-		}
+	if items, err = lookedUp(ans.GetItems()); err != nil {
+		return 0, nil, err
 	}
-	return int(resp.GetTotal()), items, nil
+	return int(ans.GetTotal()), items, nil
 }
 
-// Close ends the stream. Lookups after it fail.
+// Close ends the stream: lookups waiting and later fail. It returns once
+// the stream's goroutine has.
 func (s *LookupStream) Close() error {
 	if s == nil {
 		return nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.err == nil {
-		_ = s.stream.CloseSend()
-		s.err = djinn.Errorf(djinn.InvalidArgument, "lookup stream: closed")
-	}
-	s.cancel()
+	s.fail(djinn.Errorf(djinn.InvalidArgument, "lookup stream: closed"))
+	<-s.done
 	return nil
 }

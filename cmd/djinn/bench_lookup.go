@@ -11,6 +11,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -112,9 +113,14 @@ Workloads (--ops):
              (must be 0), and the server's resident memory from --admin
              with the items loaded
   lookup-stream
-             the lookup workload's lookups over LookupStream, one stream
-             per client: the same answers without a call each (the items
-             are loaded once for both)
+             the lookup workload's lookups over LookupStream (the client
+             library's Registrar.Stream), one stream per client: the same
+             answers without a call each (the items are loaded once for
+             all the lookup workloads)
+  lookup-shared
+             the same over one stream per connection (--conns), shared by
+             its clients: lookups that wait at the same time go as one
+             batch
   notify     --watchers notify registrations on one service type, each its
              own listener (hosted by the bench at --listen), then --rounds
              registers of a new matching item; reports the time from the
@@ -127,7 +133,7 @@ Workloads (--ops):
              from the registrar's start to the client's Discovered event,
              p50/p99. Runs in this process; needs no server
 
-Each register, lookup and lookup-stream measurement runs the empty workload (a gRPC
+Each register and lookup measurement runs the empty workload (a gRPC
 health check) at the same concurrency first, and reports the calls/s it
 reached as a fraction of the empty call's. With --admin the server's CPU
 is read from its /metrics too. The bench exits non-zero when a lookup
@@ -164,7 +170,7 @@ missed its event.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&ops, "ops", "register,lookup,lookup-stream,notify,discovery", "workloads to run")
+	f.StringVar(&ops, "ops", "register,lookup,lookup-stream,lookup-shared,notify,discovery", "workloads to run")
 	f.StringVar(&clients, "clients", "1,16,64", "concurrent clients")
 	f.DurationVar(&b.duration, "duration", 5*time.Second, "time per measurement")
 	f.IntVar(&b.conns, "conns", 4, "gRPC connections the clients share")
@@ -205,13 +211,13 @@ func (b *lookupBench) parse(ops, clients string) error {
 	}
 	b.ops = splitList(ops)
 	if len(b.ops) == 0 {
-		return fmt.Errorf("ops %q: want register, lookup, lookup-stream, notify or discovery", ops)
+		return fmt.Errorf("ops %q: want register, lookup, lookup-stream, lookup-shared, notify or discovery", ops)
 	}
 	for _, op := range b.ops {
 		switch op {
-		case "register", "lookup", "lookup-stream", "notify", "discovery":
+		case "register", "lookup", "lookup-stream", "lookup-shared", "notify", "discovery":
 		default:
-			return fmt.Errorf("workload %q: want register, lookup, lookup-stream, notify or discovery", op)
+			return fmt.Errorf("workload %q: want register, lookup, lookup-stream, lookup-shared, notify or discovery", op)
 		}
 	}
 	switch {
@@ -469,7 +475,7 @@ func (b *lookupBench) run(ctx context.Context, out func(lookupBenchPrinter)) (*l
 				rep.Runs = append(rep.Runs, r)
 				out(r)
 			}
-		case "lookup", "lookup-stream":
+		case "lookup", "lookup-stream", "lookup-shared":
 			if rep.Items != nil {
 				continue // measured with the other, over the same items
 			}
@@ -506,7 +512,7 @@ func (b *lookupBench) runLookup(ctx context.Context, rep *lookupBenchReport, out
 	rep.Items = items
 	out(items)
 	for _, op := range b.ops {
-		if op != "lookup" && op != "lookup-stream" {
+		if !strings.HasPrefix(op, "lookup") {
 			continue
 		}
 		for _, n := range b.levels {
@@ -526,7 +532,6 @@ func (b *lookupBench) runLookup(ctx context.Context, rep *lookupBenchReport, out
 type lookupBenchClient struct {
 	op, first, second []time.Duration // per op; its first and second call
 	ops, mismatches   int64
-	stream            djinnpb.LookupService_LookupStreamClient // lookup-stream: the client's own
 }
 
 // measure runs the empty call, then op at n clients; ids are the lookup
@@ -580,36 +585,27 @@ func (b *lookupBench) measure(ctx context.Context, op string, n int, ids [][]byt
 			}
 			return nil
 		}
-	case "lookup-stream":
-		var streams sync.WaitGroup // the streams end with the run's context
-		defer streams.Wait()
+	case "lookup-stream", "lookup-shared":
+		count := n // a stream per client
+		if op == "lookup-shared" {
+			count = len(b.ccs)
+		}
+		streams, err := b.openStreams(ctx, count)
+		if err != nil {
+			return r, err
+		}
+		defer closeAll(streams)
 		step = func(ctx context.Context, c int, st *lookupBenchClient) error {
-			if st.stream == nil {
-				sctx, cancel := context.WithCancel(ctx)
-				stream, err := b.ls(c).LookupStream(sctx)
-				if err != nil {
-					cancel()
-					return fmt.Errorf("lookup stream: %w", err)
-				}
-				st.stream = stream
-				streams.Add(1)
-				context.AfterFunc(ctx, func() { defer streams.Done(); cancel() })
-			}
 			k := rand.IntN(len(ids))
-			req := &djinnpb.LookupRequest{Template: byName(b.name(k)), MaxMatches: 1}
+			tmpl := client.ServiceTemplate{Entries: []client.EntryTemplate{{Type: lookupBenchName,
+				Fields: []client.Field{{Name: "name", Value: client.NewString(b.name(k))}}}}}
 			t0 := time.Now()
-			if err := st.stream.Send(req); err != nil {
-				return fmt.Errorf("lookup stream send: %w", err)
-			}
-			resp, err := st.stream.Recv()
+			total, items, err := streams[c%len(streams)].LookupN(tmpl, 1)
 			if err != nil {
 				return fmt.Errorf("lookup stream: %w", err)
 			}
 			st.op = append(st.op, time.Since(t0))
-			if e := resp.GetError(); e != nil {
-				return fmt.Errorf("lookup stream: %s", e.GetMessage())
-			}
-			if resp.GetTotal() != 1 || len(resp.GetItems()) != 1 || !bytes.Equal(resp.GetItems()[0].GetServiceId(), ids[k]) {
+			if total != 1 || len(items) != 1 || !bytes.Equal(items[0].ID[:], ids[k]) {
 				st.mismatches++
 			}
 			return nil
@@ -695,6 +691,33 @@ func (b *lookupBench) loop(ctx context.Context, n int, step func(ctx context.Con
 	}
 	return cs, elapsed, ctx.Err()
 }
+
+// openStreams opens n lookup streams, spread over the connections.
+func (b *lookupBench) openStreams(ctx context.Context, n int) ([]*client.LookupStream, error) {
+	streams := make([]*client.LookupStream, 0, n)
+	for i := range n {
+		cc := b.ccs[i%len(b.ccs)]
+		s, err := client.NewRegistrar(fixedConn{cc}, djinn.Ref{Endpoint: cc.Target()}).Stream(ctx)
+		if err != nil {
+			closeAll(streams)
+			return nil, fmt.Errorf("lookup stream: %w", err)
+		}
+		streams = append(streams, s)
+	}
+	return streams, nil
+}
+
+func closeAll(streams []*client.LookupStream) {
+	for _, s := range streams {
+		s.Close()
+	}
+}
+
+// fixedConn is a client.Connector that has one connection for every
+// endpoint.
+type fixedConn struct{ cc *grpc.ClientConn }
+
+func (f fixedConn) Conn(string) (*grpc.ClientConn, error) { return f.cc, nil }
 
 // registered returns the number of items the registrar holds.
 func (b *lookupBench) registered(ctx context.Context) (int64, error) {

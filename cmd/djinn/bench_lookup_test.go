@@ -28,7 +28,7 @@ func TestBenchLookupArgs(t *testing.T) {
 		want string
 	}{
 		{"unknown workload", []string{"--ops", "lookup,browse"}, `workload "browse"`},
-		{"no workload", []string{"--ops", ","}, "want register, lookup, lookup-stream, notify or discovery"},
+		{"no workload", []string{"--ops", ","}, "want register, lookup, lookup-stream, lookup-shared, notify or discovery"},
 		{"clients must be positive", []string{"--clients", "1,0"}, `clients "1,0"`},
 		{"clients must be numbers", []string{"--clients", "many"}, `clients "many"`},
 		{"duration must be positive", []string{"--duration", "0s"}, "duration 0s"},
@@ -73,11 +73,11 @@ func TestBenchLookupWorkloads(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("%v:\n%s", err, out)
 	}
-	if len(rep.Runs) != 3*len(levels) {
-		t.Fatalf("%d runs, want register, lookup and lookup-stream at %v clients", len(rep.Runs), levels)
+	if len(rep.Runs) != 4*len(levels) {
+		t.Fatalf("%d runs, want register, lookup, lookup-stream and lookup-shared at %v clients", len(rep.Runs), levels)
 	}
 	for i, r := range rep.Runs {
-		wantOp, wantCalls := []string{"register", "lookup", "lookup-stream"}[i/len(levels)], []int{2, 1, 1}[i/len(levels)]
+		wantOp, wantCalls := []string{"register", "lookup", "lookup-stream", "lookup-shared"}[i/len(levels)], []int{2, 1, 1, 1}[i/len(levels)]
 		if r.Op != wantOp || r.Clients != levels[i%len(levels)] {
 			t.Errorf("run %d is %s at %d clients, want %s at %d", i, r.Op, r.Clients, wantOp, levels[i%len(levels)])
 		}

@@ -82,27 +82,40 @@ func (r *lookupRPC) lookup(req *djinnpb.LookupRequest) (int64, [][]byte, error) 
 	return int64(total), items, err
 }
 
-// LookupStream answers each request with one response, in order. A
-// lookup that fails carries its error and the stream goes on, except when
-// this node cannot answer (not the leader): the stream ends, so the client
-// goes elsewhere. Responses are written as EncodedLookupStreamResponse,
-// the same bytes as a LookupStreamResponse (see registerLookup).
+// maxLookupBatch is the most lookups one LookupBatch may carry.
+const maxLookupBatch = 1024
+
+// LookupStream answers each batch of lookups with one response, in order.
+// A lookup that fails carries its error and the others and the stream go
+// on, except when this node cannot answer (not the leader): the stream
+// ends, so the client goes elsewhere; so does a batch over the limit.
+// Responses are written as EncodedLookupBatchResponse, the same bytes as a
+// LookupBatchResponse (see registerLookup).
 func (r *lookupRPC) LookupStream(stream djinnpb.LookupService_LookupStreamServer) error {
 	for {
-		req, err := stream.Recv()
+		batch, err := stream.Recv()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
 			return err
 		}
-		resp := &djinnpb.EncodedLookupStreamResponse{}
-		resp.Total, resp.Items, err = r.lookup(req)
-		if err != nil {
-			if djinn.KindOf(err) == djinn.Unavailable {
-				return err
+		lookups := batch.GetLookups()
+		if len(lookups) > maxLookupBatch {
+			return djinn.Errorf(djinn.InvalidArgument, "lookup batch of %d lookups: over the limit of %d", len(lookups), maxLookupBatch)
+		}
+		answers := make([]djinnpb.EncodedLookupAnswer, len(lookups))
+		resp := &djinnpb.EncodedLookupBatchResponse{Answers: make([]*djinnpb.EncodedLookupAnswer, len(lookups))}
+		for i, req := range lookups {
+			a := &answers[i]
+			a.Total, a.Items, err = r.lookup(req)
+			if err != nil {
+				if djinn.KindOf(err) == djinn.Unavailable {
+					return err
+				}
+				a.Error = grpcerr.ToProto(err)
 			}
-			resp.Error = grpcerr.ToProto(err)
+			resp.Answers[i] = a
 		}
 		if err := stream.SendMsg(resp); err != nil {
 			return err

@@ -239,41 +239,53 @@ func TestLookupStream(t *testing.T) {
 		ids = append(ids, r.ID)
 	}
 
-	// The wire: one response per request, in order, errors in band.
+	// The wire: one response per batch, an answer per lookup in order,
+	// errors in band.
 	raw, err := djinnpb.NewLookupServiceClient(c.ClientConn()).LookupStream(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reqs := []*djinnpb.LookupRequest{
+	batch := &djinnpb.LookupBatch{Lookups: []*djinnpb.LookupRequest{
 		{Template: &djinnpb.ServiceTemplate{Types: []string{"Printer"}}, MaxMatches: 10},
 		{Template: &djinnpb.ServiceTemplate{Types: []string{"Printer"}}, MaxMatches: -1},
 		{Template: &djinnpb.ServiceTemplate{ServiceId: ids[1][:]}, One: true},
 		{Template: &djinnpb.ServiceTemplate{Types: []string{"Scanner"}}, MaxMatches: 10},
-	}
-	for _, r := range reqs {
-		if err := raw.Send(r); err != nil {
-			t.Fatal(err)
-		}
-	}
+	}}
 	want := []struct {
 		total, items int64
 		err          djinn.Kind
 	}{{3, 3, ""}, {0, 0, djinn.InvalidArgument}, {1, 1, ""}, {0, 0, ""}}
-	for i, w := range want {
+	for _, b := range []*djinnpb.LookupBatch{batch, {}, batch} {
+		if err := raw.Send(b); err != nil {
+			t.Fatal(err)
+		}
 		resp, err := raw.Recv()
 		if err != nil {
-			t.Fatalf("response %d: %v", i, err)
+			t.Fatalf("batch of %d: %v", len(b.GetLookups()), err)
 		}
-		gotKind := djinn.Kind("")
-		if e := resp.GetError(); e != nil {
-			gotKind = djinn.KindOf(grpcerr.FromProto(e))
+		if len(resp.GetAnswers()) != len(b.GetLookups()) {
+			t.Fatalf("batch of %d answered with %d", len(b.GetLookups()), len(resp.GetAnswers()))
 		}
-		if resp.GetTotal() != w.total || int64(len(resp.GetItems())) != w.items || gotKind != w.err {
-			t.Errorf("response %d: total %d, %d items, error %v; want %d, %d, %q", i, resp.GetTotal(), len(resp.GetItems()), resp.GetError(), w.total, w.items, w.err)
+		for i, a := range resp.GetAnswers() {
+			gotKind := djinn.Kind("")
+			if e := a.GetError(); e != nil {
+				gotKind = djinn.KindOf(grpcerr.FromProto(e))
+			}
+			if w := want[i]; a.GetTotal() != w.total || int64(len(a.GetItems())) != w.items || gotKind != w.err {
+				t.Errorf("answer %d: total %d, %d items, error %v; want %d, %d, %q", i, a.GetTotal(), len(a.GetItems()), a.GetError(), w.total, w.items, w.err)
+			}
 		}
 	}
-	if err := raw.CloseSend(); err != nil {
+	// A batch over the limit ends the stream, naming its size.
+	big := &djinnpb.LookupBatch{Lookups: make([]*djinnpb.LookupRequest, 1025)}
+	for i := range big.Lookups {
+		big.Lookups[i] = &djinnpb.LookupRequest{}
+	}
+	if err := raw.Send(big); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := raw.Recv(); !errors.Is(grpcerr.FromStatus(err), djinn.ErrInvalidArgument) || !strings.Contains(err.Error(), "1025") {
+		t.Errorf("a batch of 1025 lookups: %v, want invalid argument naming 1025", err)
 	}
 
 	// The client.

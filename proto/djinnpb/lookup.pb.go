@@ -716,29 +716,29 @@ func (x *LookupResponse) GetItems() []*ServiceItem {
 	return nil
 }
 
-type LookupStreamResponse struct {
+// LookupBatch is one or more lookups (at most 1024) sent together on a
+// LookupStream.
+type LookupBatch struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Total         int64                  `protobuf:"varint,1,opt,name=total,proto3" json:"total,omitempty"`
-	Items         []*ServiceItem         `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
-	Error         *Error                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"` // why this lookup failed; the stream goes on
+	Lookups       []*LookupRequest       `protobuf:"bytes,1,rep,name=lookups,proto3" json:"lookups,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *LookupStreamResponse) Reset() {
-	*x = LookupStreamResponse{}
+func (x *LookupBatch) Reset() {
+	*x = LookupBatch{}
 	mi := &file_djinn_v1_lookup_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *LookupStreamResponse) String() string {
+func (x *LookupBatch) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*LookupStreamResponse) ProtoMessage() {}
+func (*LookupBatch) ProtoMessage() {}
 
-func (x *LookupStreamResponse) ProtoReflect() protoreflect.Message {
+func (x *LookupBatch) ProtoReflect() protoreflect.Message {
 	mi := &file_djinn_v1_lookup_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -750,38 +750,132 @@ func (x *LookupStreamResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use LookupStreamResponse.ProtoReflect.Descriptor instead.
-func (*LookupStreamResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use LookupBatch.ProtoReflect.Descriptor instead.
+func (*LookupBatch) Descriptor() ([]byte, []int) {
 	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{10}
 }
 
-func (x *LookupStreamResponse) GetTotal() int64 {
+func (x *LookupBatch) GetLookups() []*LookupRequest {
+	if x != nil {
+		return x.Lookups
+	}
+	return nil
+}
+
+// LookupBatchResponse answers a LookupBatch: one answer per lookup, in the
+// batch's order.
+type LookupBatchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Answers       []*LookupAnswer        `protobuf:"bytes,1,rep,name=answers,proto3" json:"answers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LookupBatchResponse) Reset() {
+	*x = LookupBatchResponse{}
+	mi := &file_djinn_v1_lookup_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LookupBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LookupBatchResponse) ProtoMessage() {}
+
+func (x *LookupBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_lookup_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LookupBatchResponse.ProtoReflect.Descriptor instead.
+func (*LookupBatchResponse) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *LookupBatchResponse) GetAnswers() []*LookupAnswer {
+	if x != nil {
+		return x.Answers
+	}
+	return nil
+}
+
+// LookupAnswer is one lookup's answer in a batch: as LookupResponse, or
+// why the lookup failed (the other lookups and the stream go on).
+type LookupAnswer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Total         int64                  `protobuf:"varint,1,opt,name=total,proto3" json:"total,omitempty"`
+	Items         []*ServiceItem         `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	Error         *Error                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LookupAnswer) Reset() {
+	*x = LookupAnswer{}
+	mi := &file_djinn_v1_lookup_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LookupAnswer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LookupAnswer) ProtoMessage() {}
+
+func (x *LookupAnswer) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_lookup_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LookupAnswer.ProtoReflect.Descriptor instead.
+func (*LookupAnswer) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *LookupAnswer) GetTotal() int64 {
 	if x != nil {
 		return x.Total
 	}
 	return 0
 }
 
-func (x *LookupStreamResponse) GetItems() []*ServiceItem {
+func (x *LookupAnswer) GetItems() []*ServiceItem {
 	if x != nil {
 		return x.Items
 	}
 	return nil
 }
 
-func (x *LookupStreamResponse) GetError() *Error {
+func (x *LookupAnswer) GetError() *Error {
 	if x != nil {
 		return x.Error
 	}
 	return nil
 }
 
-// EncodedLookupResponse and EncodedLookupStreamResponse are
-// LookupResponse and LookupStreamResponse as the server writes them: each
-// item already in its wire form, the encoding of a ServiceItem. A bytes
-// field holding a message's encoding is that message on the wire, so the
-// two pairs are one format; clients read LookupResponse and
-// LookupStreamResponse.
+// EncodedLookupResponse, EncodedLookupBatchResponse and
+// EncodedLookupAnswer are LookupResponse, LookupBatchResponse and
+// LookupAnswer as the server writes them: each item already in its wire
+// form, the encoding of a ServiceItem. A bytes field holding a message's
+// encoding is that message on the wire, so each pair is one format;
+// clients read LookupResponse and LookupBatchResponse.
 type EncodedLookupResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Total         int64                  `protobuf:"varint,1,opt,name=total,proto3" json:"total,omitempty"`
@@ -792,7 +886,7 @@ type EncodedLookupResponse struct {
 
 func (x *EncodedLookupResponse) Reset() {
 	*x = EncodedLookupResponse{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[11]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -804,7 +898,7 @@ func (x *EncodedLookupResponse) String() string {
 func (*EncodedLookupResponse) ProtoMessage() {}
 
 func (x *EncodedLookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[11]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -817,7 +911,7 @@ func (x *EncodedLookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EncodedLookupResponse.ProtoReflect.Descriptor instead.
 func (*EncodedLookupResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{11}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *EncodedLookupResponse) GetTotal() int64 {
@@ -834,30 +928,28 @@ func (x *EncodedLookupResponse) GetItems() [][]byte {
 	return nil
 }
 
-type EncodedLookupStreamResponse struct {
+type EncodedLookupBatchResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Total         int64                  `protobuf:"varint,1,opt,name=total,proto3" json:"total,omitempty"`
-	Items         [][]byte               `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
-	Error         *Error                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	Answers       []*EncodedLookupAnswer `protobuf:"bytes,1,rep,name=answers,proto3" json:"answers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *EncodedLookupStreamResponse) Reset() {
-	*x = EncodedLookupStreamResponse{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[12]
+func (x *EncodedLookupBatchResponse) Reset() {
+	*x = EncodedLookupBatchResponse{}
+	mi := &file_djinn_v1_lookup_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *EncodedLookupStreamResponse) String() string {
+func (x *EncodedLookupBatchResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*EncodedLookupStreamResponse) ProtoMessage() {}
+func (*EncodedLookupBatchResponse) ProtoMessage() {}
 
-func (x *EncodedLookupStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[12]
+func (x *EncodedLookupBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_lookup_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -868,26 +960,72 @@ func (x *EncodedLookupStreamResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use EncodedLookupStreamResponse.ProtoReflect.Descriptor instead.
-func (*EncodedLookupStreamResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{12}
+// Deprecated: Use EncodedLookupBatchResponse.ProtoReflect.Descriptor instead.
+func (*EncodedLookupBatchResponse) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{14}
 }
 
-func (x *EncodedLookupStreamResponse) GetTotal() int64 {
+func (x *EncodedLookupBatchResponse) GetAnswers() []*EncodedLookupAnswer {
+	if x != nil {
+		return x.Answers
+	}
+	return nil
+}
+
+type EncodedLookupAnswer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Total         int64                  `protobuf:"varint,1,opt,name=total,proto3" json:"total,omitempty"`
+	Items         [][]byte               `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	Error         *Error                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EncodedLookupAnswer) Reset() {
+	*x = EncodedLookupAnswer{}
+	mi := &file_djinn_v1_lookup_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EncodedLookupAnswer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EncodedLookupAnswer) ProtoMessage() {}
+
+func (x *EncodedLookupAnswer) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_lookup_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EncodedLookupAnswer.ProtoReflect.Descriptor instead.
+func (*EncodedLookupAnswer) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *EncodedLookupAnswer) GetTotal() int64 {
 	if x != nil {
 		return x.Total
 	}
 	return 0
 }
 
-func (x *EncodedLookupStreamResponse) GetItems() [][]byte {
+func (x *EncodedLookupAnswer) GetItems() [][]byte {
 	if x != nil {
 		return x.Items
 	}
 	return nil
 }
 
-func (x *EncodedLookupStreamResponse) GetError() *Error {
+func (x *EncodedLookupAnswer) GetError() *Error {
 	if x != nil {
 		return x.Error
 	}
@@ -907,7 +1045,7 @@ type LookupNotifyRequest struct {
 
 func (x *LookupNotifyRequest) Reset() {
 	*x = LookupNotifyRequest{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[13]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -919,7 +1057,7 @@ func (x *LookupNotifyRequest) String() string {
 func (*LookupNotifyRequest) ProtoMessage() {}
 
 func (x *LookupNotifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[13]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -932,7 +1070,7 @@ func (x *LookupNotifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupNotifyRequest.ProtoReflect.Descriptor instead.
 func (*LookupNotifyRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{13}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *LookupNotifyRequest) GetTemplate() *ServiceTemplate {
@@ -982,7 +1120,7 @@ type ServiceEvent struct {
 
 func (x *ServiceEvent) Reset() {
 	*x = ServiceEvent{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[14]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -994,7 +1132,7 @@ func (x *ServiceEvent) String() string {
 func (*ServiceEvent) ProtoMessage() {}
 
 func (x *ServiceEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[14]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1007,7 +1145,7 @@ func (x *ServiceEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceEvent.ProtoReflect.Descriptor instead.
 func (*ServiceEvent) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{14}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ServiceEvent) GetTransition() Transition {
@@ -1042,7 +1180,7 @@ type AttributesRequest struct {
 
 func (x *AttributesRequest) Reset() {
 	*x = AttributesRequest{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[15]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1192,7 @@ func (x *AttributesRequest) String() string {
 func (*AttributesRequest) ProtoMessage() {}
 
 func (x *AttributesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[15]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1205,7 @@ func (x *AttributesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttributesRequest.ProtoReflect.Descriptor instead.
 func (*AttributesRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{15}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AttributesRequest) GetLeaseCookie() []byte {
@@ -1099,7 +1237,7 @@ type AttributesResponse struct {
 
 func (x *AttributesResponse) Reset() {
 	*x = AttributesResponse{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[16]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1111,7 +1249,7 @@ func (x *AttributesResponse) String() string {
 func (*AttributesResponse) ProtoMessage() {}
 
 func (x *AttributesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[16]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1124,7 +1262,7 @@ func (x *AttributesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttributesResponse.ProtoReflect.Descriptor instead.
 func (*AttributesResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{16}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{19}
 }
 
 type BrowseRequest struct {
@@ -1139,7 +1277,7 @@ type BrowseRequest struct {
 
 func (x *BrowseRequest) Reset() {
 	*x = BrowseRequest{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[17]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1289,7 @@ func (x *BrowseRequest) String() string {
 func (*BrowseRequest) ProtoMessage() {}
 
 func (x *BrowseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[17]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1302,7 @@ func (x *BrowseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrowseRequest.ProtoReflect.Descriptor instead.
 func (*BrowseRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{17}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *BrowseRequest) GetTemplate() *ServiceTemplate {
@@ -1204,7 +1342,7 @@ type EntryTypesResponse struct {
 
 func (x *EntryTypesResponse) Reset() {
 	*x = EntryTypesResponse{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[18]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1354,7 @@ func (x *EntryTypesResponse) String() string {
 func (*EntryTypesResponse) ProtoMessage() {}
 
 func (x *EntryTypesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[18]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1367,7 @@ func (x *EntryTypesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntryTypesResponse.ProtoReflect.Descriptor instead.
 func (*EntryTypesResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{18}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *EntryTypesResponse) GetTypes() []*Entry {
@@ -1248,7 +1386,7 @@ type FieldValuesResponse struct {
 
 func (x *FieldValuesResponse) Reset() {
 	*x = FieldValuesResponse{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[19]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1260,7 +1398,7 @@ func (x *FieldValuesResponse) String() string {
 func (*FieldValuesResponse) ProtoMessage() {}
 
 func (x *FieldValuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[19]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1273,7 +1411,7 @@ func (x *FieldValuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldValuesResponse.ProtoReflect.Descriptor instead.
 func (*FieldValuesResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{19}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FieldValuesResponse) GetValues() []*Value {
@@ -1292,7 +1430,7 @@ type ServiceTypesResponse struct {
 
 func (x *ServiceTypesResponse) Reset() {
 	*x = ServiceTypesResponse{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[20]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1304,7 +1442,7 @@ func (x *ServiceTypesResponse) String() string {
 func (*ServiceTypesResponse) ProtoMessage() {}
 
 func (x *ServiceTypesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[20]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1317,7 +1455,7 @@ func (x *ServiceTypesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceTypesResponse.ProtoReflect.Descriptor instead.
 func (*ServiceTypesResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{20}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ServiceTypesResponse) GetTypes() []string {
@@ -1335,7 +1473,7 @@ type GetRegistrarRequest struct {
 
 func (x *GetRegistrarRequest) Reset() {
 	*x = GetRegistrarRequest{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[21]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1347,7 +1485,7 @@ func (x *GetRegistrarRequest) String() string {
 func (*GetRegistrarRequest) ProtoMessage() {}
 
 func (x *GetRegistrarRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[21]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1360,7 +1498,7 @@ func (x *GetRegistrarRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRegistrarRequest.ProtoReflect.Descriptor instead.
 func (*GetRegistrarRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{21}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{24}
 }
 
 type RegistrarInfo struct {
@@ -1376,7 +1514,7 @@ type RegistrarInfo struct {
 
 func (x *RegistrarInfo) Reset() {
 	*x = RegistrarInfo{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[22]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1388,7 +1526,7 @@ func (x *RegistrarInfo) String() string {
 func (*RegistrarInfo) ProtoMessage() {}
 
 func (x *RegistrarInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[22]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1401,7 +1539,7 @@ func (x *RegistrarInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistrarInfo.ProtoReflect.Descriptor instead.
 func (*RegistrarInfo) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{22}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RegistrarInfo) GetServiceId() []byte {
@@ -1490,15 +1628,21 @@ const file_djinn_v1_lookup_proto_rawDesc = "" +
 	"\x03one\x18\x03 \x01(\bR\x03one\"S\n" +
 	"\x0eLookupResponse\x12\x14\n" +
 	"\x05total\x18\x01 \x01(\x03R\x05total\x12+\n" +
-	"\x05items\x18\x02 \x03(\v2\x15.djinn.v1.ServiceItemR\x05items\"\x80\x01\n" +
-	"\x14LookupStreamResponse\x12\x14\n" +
+	"\x05items\x18\x02 \x03(\v2\x15.djinn.v1.ServiceItemR\x05items\"@\n" +
+	"\vLookupBatch\x121\n" +
+	"\alookups\x18\x01 \x03(\v2\x17.djinn.v1.LookupRequestR\alookups\"G\n" +
+	"\x13LookupBatchResponse\x120\n" +
+	"\aanswers\x18\x01 \x03(\v2\x16.djinn.v1.LookupAnswerR\aanswers\"x\n" +
+	"\fLookupAnswer\x12\x14\n" +
 	"\x05total\x18\x01 \x01(\x03R\x05total\x12+\n" +
 	"\x05items\x18\x02 \x03(\v2\x15.djinn.v1.ServiceItemR\x05items\x12%\n" +
 	"\x05error\x18\x03 \x01(\v2\x0f.djinn.v1.ErrorR\x05error\"C\n" +
 	"\x15EncodedLookupResponse\x12\x14\n" +
 	"\x05total\x18\x01 \x01(\x03R\x05total\x12\x14\n" +
-	"\x05items\x18\x02 \x03(\fR\x05items\"p\n" +
-	"\x1bEncodedLookupStreamResponse\x12\x14\n" +
+	"\x05items\x18\x02 \x03(\fR\x05items\"U\n" +
+	"\x1aEncodedLookupBatchResponse\x127\n" +
+	"\aanswers\x18\x01 \x03(\v2\x1d.djinn.v1.EncodedLookupAnswerR\aanswers\"h\n" +
+	"\x13EncodedLookupAnswer\x12\x14\n" +
 	"\x05total\x18\x01 \x01(\x03R\x05total\x12\x14\n" +
 	"\x05items\x18\x02 \x03(\fR\x05items\x12%\n" +
 	"\x05error\x18\x03 \x01(\v2\x0f.djinn.v1.ErrorR\x05error\"\xe7\x01\n" +
@@ -1544,11 +1688,11 @@ const file_djinn_v1_lookup_proto_rawDesc = "" +
 	"\x16TRANSITION_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18TRANSITION_MATCH_NOMATCH\x10\x01\x12\x1c\n" +
 	"\x18TRANSITION_NOMATCH_MATCH\x10\x02\x12\x1a\n" +
-	"\x16TRANSITION_MATCH_MATCH\x10\x042\xb2\x06\n" +
+	"\x16TRANSITION_MATCH_MATCH\x10\x042\xaf\x06\n" +
 	"\rLookupService\x12D\n" +
 	"\bRegister\x12\x19.djinn.v1.RegisterRequest\x1a\x1d.djinn.v1.ServiceRegistration\x12;\n" +
-	"\x06Lookup\x12\x17.djinn.v1.LookupRequest\x1a\x18.djinn.v1.LookupResponse\x12K\n" +
-	"\fLookupStream\x12\x17.djinn.v1.LookupRequest\x1a\x1e.djinn.v1.LookupStreamResponse(\x010\x01\x12D\n" +
+	"\x06Lookup\x12\x17.djinn.v1.LookupRequest\x1a\x18.djinn.v1.LookupResponse\x12H\n" +
+	"\fLookupStream\x12\x15.djinn.v1.LookupBatch\x1a\x1d.djinn.v1.LookupBatchResponse(\x010\x01\x12D\n" +
 	"\x06Notify\x12\x1d.djinn.v1.LookupNotifyRequest\x1a\x1b.djinn.v1.EventRegistration\x12J\n" +
 	"\rAddAttributes\x12\x1b.djinn.v1.AttributesRequest\x1a\x1c.djinn.v1.AttributesResponse\x12M\n" +
 	"\x10ModifyAttributes\x12\x1b.djinn.v1.AttributesRequest\x1a\x1c.djinn.v1.AttributesResponse\x12J\n" +
@@ -1571,36 +1715,39 @@ func file_djinn_v1_lookup_proto_rawDescGZIP() []byte {
 }
 
 var file_djinn_v1_lookup_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_djinn_v1_lookup_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_djinn_v1_lookup_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_djinn_v1_lookup_proto_goTypes = []any{
-	(Transition)(0),                     // 0: djinn.v1.Transition
-	(*Value)(nil),                       // 1: djinn.v1.Value
-	(*Field)(nil),                       // 2: djinn.v1.Field
-	(*Entry)(nil),                       // 3: djinn.v1.Entry
-	(*EntryTemplate)(nil),               // 4: djinn.v1.EntryTemplate
-	(*ServiceItem)(nil),                 // 5: djinn.v1.ServiceItem
-	(*ServiceTemplate)(nil),             // 6: djinn.v1.ServiceTemplate
-	(*RegisterRequest)(nil),             // 7: djinn.v1.RegisterRequest
-	(*ServiceRegistration)(nil),         // 8: djinn.v1.ServiceRegistration
-	(*LookupRequest)(nil),               // 9: djinn.v1.LookupRequest
-	(*LookupResponse)(nil),              // 10: djinn.v1.LookupResponse
-	(*LookupStreamResponse)(nil),        // 11: djinn.v1.LookupStreamResponse
-	(*EncodedLookupResponse)(nil),       // 12: djinn.v1.EncodedLookupResponse
-	(*EncodedLookupStreamResponse)(nil), // 13: djinn.v1.EncodedLookupStreamResponse
-	(*LookupNotifyRequest)(nil),         // 14: djinn.v1.LookupNotifyRequest
-	(*ServiceEvent)(nil),                // 15: djinn.v1.ServiceEvent
-	(*AttributesRequest)(nil),           // 16: djinn.v1.AttributesRequest
-	(*AttributesResponse)(nil),          // 17: djinn.v1.AttributesResponse
-	(*BrowseRequest)(nil),               // 18: djinn.v1.BrowseRequest
-	(*EntryTypesResponse)(nil),          // 19: djinn.v1.EntryTypesResponse
-	(*FieldValuesResponse)(nil),         // 20: djinn.v1.FieldValuesResponse
-	(*ServiceTypesResponse)(nil),        // 21: djinn.v1.ServiceTypesResponse
-	(*GetRegistrarRequest)(nil),         // 22: djinn.v1.GetRegistrarRequest
-	(*RegistrarInfo)(nil),               // 23: djinn.v1.RegistrarInfo
-	(*Lease)(nil),                       // 24: djinn.v1.Lease
-	(*Error)(nil),                       // 25: djinn.v1.Error
-	(*Ref)(nil),                         // 26: djinn.v1.Ref
-	(*EventRegistration)(nil),           // 27: djinn.v1.EventRegistration
+	(Transition)(0),                    // 0: djinn.v1.Transition
+	(*Value)(nil),                      // 1: djinn.v1.Value
+	(*Field)(nil),                      // 2: djinn.v1.Field
+	(*Entry)(nil),                      // 3: djinn.v1.Entry
+	(*EntryTemplate)(nil),              // 4: djinn.v1.EntryTemplate
+	(*ServiceItem)(nil),                // 5: djinn.v1.ServiceItem
+	(*ServiceTemplate)(nil),            // 6: djinn.v1.ServiceTemplate
+	(*RegisterRequest)(nil),            // 7: djinn.v1.RegisterRequest
+	(*ServiceRegistration)(nil),        // 8: djinn.v1.ServiceRegistration
+	(*LookupRequest)(nil),              // 9: djinn.v1.LookupRequest
+	(*LookupResponse)(nil),             // 10: djinn.v1.LookupResponse
+	(*LookupBatch)(nil),                // 11: djinn.v1.LookupBatch
+	(*LookupBatchResponse)(nil),        // 12: djinn.v1.LookupBatchResponse
+	(*LookupAnswer)(nil),               // 13: djinn.v1.LookupAnswer
+	(*EncodedLookupResponse)(nil),      // 14: djinn.v1.EncodedLookupResponse
+	(*EncodedLookupBatchResponse)(nil), // 15: djinn.v1.EncodedLookupBatchResponse
+	(*EncodedLookupAnswer)(nil),        // 16: djinn.v1.EncodedLookupAnswer
+	(*LookupNotifyRequest)(nil),        // 17: djinn.v1.LookupNotifyRequest
+	(*ServiceEvent)(nil),               // 18: djinn.v1.ServiceEvent
+	(*AttributesRequest)(nil),          // 19: djinn.v1.AttributesRequest
+	(*AttributesResponse)(nil),         // 20: djinn.v1.AttributesResponse
+	(*BrowseRequest)(nil),              // 21: djinn.v1.BrowseRequest
+	(*EntryTypesResponse)(nil),         // 22: djinn.v1.EntryTypesResponse
+	(*FieldValuesResponse)(nil),        // 23: djinn.v1.FieldValuesResponse
+	(*ServiceTypesResponse)(nil),       // 24: djinn.v1.ServiceTypesResponse
+	(*GetRegistrarRequest)(nil),        // 25: djinn.v1.GetRegistrarRequest
+	(*RegistrarInfo)(nil),              // 26: djinn.v1.RegistrarInfo
+	(*Lease)(nil),                      // 27: djinn.v1.Lease
+	(*Error)(nil),                      // 28: djinn.v1.Error
+	(*Ref)(nil),                        // 29: djinn.v1.Ref
+	(*EventRegistration)(nil),          // 30: djinn.v1.EventRegistration
 }
 var file_djinn_v1_lookup_proto_depIdxs = []int32{
 	1,  // 0: djinn.v1.Field.value:type_name -> djinn.v1.Value
@@ -1609,49 +1756,52 @@ var file_djinn_v1_lookup_proto_depIdxs = []int32{
 	3,  // 3: djinn.v1.ServiceItem.entries:type_name -> djinn.v1.Entry
 	4,  // 4: djinn.v1.ServiceTemplate.entries:type_name -> djinn.v1.EntryTemplate
 	5,  // 5: djinn.v1.RegisterRequest.item:type_name -> djinn.v1.ServiceItem
-	24, // 6: djinn.v1.ServiceRegistration.lease:type_name -> djinn.v1.Lease
+	27, // 6: djinn.v1.ServiceRegistration.lease:type_name -> djinn.v1.Lease
 	6,  // 7: djinn.v1.LookupRequest.template:type_name -> djinn.v1.ServiceTemplate
 	5,  // 8: djinn.v1.LookupResponse.items:type_name -> djinn.v1.ServiceItem
-	5,  // 9: djinn.v1.LookupStreamResponse.items:type_name -> djinn.v1.ServiceItem
-	25, // 10: djinn.v1.LookupStreamResponse.error:type_name -> djinn.v1.Error
-	25, // 11: djinn.v1.EncodedLookupStreamResponse.error:type_name -> djinn.v1.Error
-	6,  // 12: djinn.v1.LookupNotifyRequest.template:type_name -> djinn.v1.ServiceTemplate
-	26, // 13: djinn.v1.LookupNotifyRequest.listener:type_name -> djinn.v1.Ref
-	0,  // 14: djinn.v1.ServiceEvent.transition:type_name -> djinn.v1.Transition
-	5,  // 15: djinn.v1.ServiceEvent.item:type_name -> djinn.v1.ServiceItem
-	3,  // 16: djinn.v1.AttributesRequest.entries:type_name -> djinn.v1.Entry
-	4,  // 17: djinn.v1.AttributesRequest.templates:type_name -> djinn.v1.EntryTemplate
-	6,  // 18: djinn.v1.BrowseRequest.template:type_name -> djinn.v1.ServiceTemplate
-	3,  // 19: djinn.v1.EntryTypesResponse.types:type_name -> djinn.v1.Entry
-	1,  // 20: djinn.v1.FieldValuesResponse.values:type_name -> djinn.v1.Value
-	26, // 21: djinn.v1.RegistrarInfo.registrar:type_name -> djinn.v1.Ref
-	7,  // 22: djinn.v1.LookupService.Register:input_type -> djinn.v1.RegisterRequest
-	9,  // 23: djinn.v1.LookupService.Lookup:input_type -> djinn.v1.LookupRequest
-	9,  // 24: djinn.v1.LookupService.LookupStream:input_type -> djinn.v1.LookupRequest
-	14, // 25: djinn.v1.LookupService.Notify:input_type -> djinn.v1.LookupNotifyRequest
-	16, // 26: djinn.v1.LookupService.AddAttributes:input_type -> djinn.v1.AttributesRequest
-	16, // 27: djinn.v1.LookupService.ModifyAttributes:input_type -> djinn.v1.AttributesRequest
-	16, // 28: djinn.v1.LookupService.SetAttributes:input_type -> djinn.v1.AttributesRequest
-	18, // 29: djinn.v1.LookupService.GetEntryTypes:input_type -> djinn.v1.BrowseRequest
-	18, // 30: djinn.v1.LookupService.GetFieldValues:input_type -> djinn.v1.BrowseRequest
-	18, // 31: djinn.v1.LookupService.GetServiceTypes:input_type -> djinn.v1.BrowseRequest
-	22, // 32: djinn.v1.LookupService.GetRegistrar:input_type -> djinn.v1.GetRegistrarRequest
-	8,  // 33: djinn.v1.LookupService.Register:output_type -> djinn.v1.ServiceRegistration
-	10, // 34: djinn.v1.LookupService.Lookup:output_type -> djinn.v1.LookupResponse
-	11, // 35: djinn.v1.LookupService.LookupStream:output_type -> djinn.v1.LookupStreamResponse
-	27, // 36: djinn.v1.LookupService.Notify:output_type -> djinn.v1.EventRegistration
-	17, // 37: djinn.v1.LookupService.AddAttributes:output_type -> djinn.v1.AttributesResponse
-	17, // 38: djinn.v1.LookupService.ModifyAttributes:output_type -> djinn.v1.AttributesResponse
-	17, // 39: djinn.v1.LookupService.SetAttributes:output_type -> djinn.v1.AttributesResponse
-	19, // 40: djinn.v1.LookupService.GetEntryTypes:output_type -> djinn.v1.EntryTypesResponse
-	20, // 41: djinn.v1.LookupService.GetFieldValues:output_type -> djinn.v1.FieldValuesResponse
-	21, // 42: djinn.v1.LookupService.GetServiceTypes:output_type -> djinn.v1.ServiceTypesResponse
-	23, // 43: djinn.v1.LookupService.GetRegistrar:output_type -> djinn.v1.RegistrarInfo
-	33, // [33:44] is the sub-list for method output_type
-	22, // [22:33] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	9,  // 9: djinn.v1.LookupBatch.lookups:type_name -> djinn.v1.LookupRequest
+	13, // 10: djinn.v1.LookupBatchResponse.answers:type_name -> djinn.v1.LookupAnswer
+	5,  // 11: djinn.v1.LookupAnswer.items:type_name -> djinn.v1.ServiceItem
+	28, // 12: djinn.v1.LookupAnswer.error:type_name -> djinn.v1.Error
+	16, // 13: djinn.v1.EncodedLookupBatchResponse.answers:type_name -> djinn.v1.EncodedLookupAnswer
+	28, // 14: djinn.v1.EncodedLookupAnswer.error:type_name -> djinn.v1.Error
+	6,  // 15: djinn.v1.LookupNotifyRequest.template:type_name -> djinn.v1.ServiceTemplate
+	29, // 16: djinn.v1.LookupNotifyRequest.listener:type_name -> djinn.v1.Ref
+	0,  // 17: djinn.v1.ServiceEvent.transition:type_name -> djinn.v1.Transition
+	5,  // 18: djinn.v1.ServiceEvent.item:type_name -> djinn.v1.ServiceItem
+	3,  // 19: djinn.v1.AttributesRequest.entries:type_name -> djinn.v1.Entry
+	4,  // 20: djinn.v1.AttributesRequest.templates:type_name -> djinn.v1.EntryTemplate
+	6,  // 21: djinn.v1.BrowseRequest.template:type_name -> djinn.v1.ServiceTemplate
+	3,  // 22: djinn.v1.EntryTypesResponse.types:type_name -> djinn.v1.Entry
+	1,  // 23: djinn.v1.FieldValuesResponse.values:type_name -> djinn.v1.Value
+	29, // 24: djinn.v1.RegistrarInfo.registrar:type_name -> djinn.v1.Ref
+	7,  // 25: djinn.v1.LookupService.Register:input_type -> djinn.v1.RegisterRequest
+	9,  // 26: djinn.v1.LookupService.Lookup:input_type -> djinn.v1.LookupRequest
+	11, // 27: djinn.v1.LookupService.LookupStream:input_type -> djinn.v1.LookupBatch
+	17, // 28: djinn.v1.LookupService.Notify:input_type -> djinn.v1.LookupNotifyRequest
+	19, // 29: djinn.v1.LookupService.AddAttributes:input_type -> djinn.v1.AttributesRequest
+	19, // 30: djinn.v1.LookupService.ModifyAttributes:input_type -> djinn.v1.AttributesRequest
+	19, // 31: djinn.v1.LookupService.SetAttributes:input_type -> djinn.v1.AttributesRequest
+	21, // 32: djinn.v1.LookupService.GetEntryTypes:input_type -> djinn.v1.BrowseRequest
+	21, // 33: djinn.v1.LookupService.GetFieldValues:input_type -> djinn.v1.BrowseRequest
+	21, // 34: djinn.v1.LookupService.GetServiceTypes:input_type -> djinn.v1.BrowseRequest
+	25, // 35: djinn.v1.LookupService.GetRegistrar:input_type -> djinn.v1.GetRegistrarRequest
+	8,  // 36: djinn.v1.LookupService.Register:output_type -> djinn.v1.ServiceRegistration
+	10, // 37: djinn.v1.LookupService.Lookup:output_type -> djinn.v1.LookupResponse
+	12, // 38: djinn.v1.LookupService.LookupStream:output_type -> djinn.v1.LookupBatchResponse
+	30, // 39: djinn.v1.LookupService.Notify:output_type -> djinn.v1.EventRegistration
+	20, // 40: djinn.v1.LookupService.AddAttributes:output_type -> djinn.v1.AttributesResponse
+	20, // 41: djinn.v1.LookupService.ModifyAttributes:output_type -> djinn.v1.AttributesResponse
+	20, // 42: djinn.v1.LookupService.SetAttributes:output_type -> djinn.v1.AttributesResponse
+	22, // 43: djinn.v1.LookupService.GetEntryTypes:output_type -> djinn.v1.EntryTypesResponse
+	23, // 44: djinn.v1.LookupService.GetFieldValues:output_type -> djinn.v1.FieldValuesResponse
+	24, // 45: djinn.v1.LookupService.GetServiceTypes:output_type -> djinn.v1.ServiceTypesResponse
+	26, // 46: djinn.v1.LookupService.GetRegistrar:output_type -> djinn.v1.RegistrarInfo
+	36, // [36:47] is the sub-list for method output_type
+	25, // [25:36] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_djinn_v1_lookup_proto_init() }
@@ -1673,7 +1823,7 @@ func file_djinn_v1_lookup_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_djinn_v1_lookup_proto_rawDesc), len(file_djinn_v1_lookup_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

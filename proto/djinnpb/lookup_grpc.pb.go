@@ -46,10 +46,12 @@ type LookupServiceClient interface {
 	// Lookup returns the total number of matches and up to max_matches of
 	// them; with one, a single match chosen at random.
 	Lookup(ctx context.Context, in *LookupRequest, opts ...grpc.CallOption) (*LookupResponse, error)
-	// LookupStream answers lookups over one long-lived stream: each request
-	// is answered, in order, by one response. It is Lookup without the cost
-	// of a call per lookup, for clients that look up often.
-	LookupStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[LookupRequest, LookupStreamResponse], error)
+	// LookupStream answers lookups over one long-lived stream: each batch of
+	// lookups is answered, in order, by one response with an answer per
+	// lookup. It is Lookup without the cost of a call per lookup, for
+	// clients that look up often; a client that has several lookups waiting
+	// sends them as one batch.
+	LookupStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[LookupBatch, LookupBatchResponse], error)
 	// Notify registers a listener for service events on the transitions.
 	Notify(ctx context.Context, in *LookupNotifyRequest, opts ...grpc.CallOption) (*EventRegistration, error)
 	// The registration's attribute operations; the registration is named
@@ -93,18 +95,18 @@ func (c *lookupServiceClient) Lookup(ctx context.Context, in *LookupRequest, opt
 	return out, nil
 }
 
-func (c *lookupServiceClient) LookupStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[LookupRequest, LookupStreamResponse], error) {
+func (c *lookupServiceClient) LookupStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[LookupBatch, LookupBatchResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &LookupService_ServiceDesc.Streams[0], LookupService_LookupStream_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[LookupRequest, LookupStreamResponse]{ClientStream: stream}
+	x := &grpc.GenericClientStream[LookupBatch, LookupBatchResponse]{ClientStream: stream}
 	return x, nil
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type LookupService_LookupStreamClient = grpc.BidiStreamingClient[LookupRequest, LookupStreamResponse]
+type LookupService_LookupStreamClient = grpc.BidiStreamingClient[LookupBatch, LookupBatchResponse]
 
 func (c *lookupServiceClient) Notify(ctx context.Context, in *LookupNotifyRequest, opts ...grpc.CallOption) (*EventRegistration, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -200,10 +202,12 @@ type LookupServiceServer interface {
 	// Lookup returns the total number of matches and up to max_matches of
 	// them; with one, a single match chosen at random.
 	Lookup(context.Context, *LookupRequest) (*LookupResponse, error)
-	// LookupStream answers lookups over one long-lived stream: each request
-	// is answered, in order, by one response. It is Lookup without the cost
-	// of a call per lookup, for clients that look up often.
-	LookupStream(grpc.BidiStreamingServer[LookupRequest, LookupStreamResponse]) error
+	// LookupStream answers lookups over one long-lived stream: each batch of
+	// lookups is answered, in order, by one response with an answer per
+	// lookup. It is Lookup without the cost of a call per lookup, for
+	// clients that look up often; a client that has several lookups waiting
+	// sends them as one batch.
+	LookupStream(grpc.BidiStreamingServer[LookupBatch, LookupBatchResponse]) error
 	// Notify registers a listener for service events on the transitions.
 	Notify(context.Context, *LookupNotifyRequest) (*EventRegistration, error)
 	// The registration's attribute operations; the registration is named
@@ -233,7 +237,7 @@ func (UnimplementedLookupServiceServer) Register(context.Context, *RegisterReque
 func (UnimplementedLookupServiceServer) Lookup(context.Context, *LookupRequest) (*LookupResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Lookup not implemented")
 }
-func (UnimplementedLookupServiceServer) LookupStream(grpc.BidiStreamingServer[LookupRequest, LookupStreamResponse]) error {
+func (UnimplementedLookupServiceServer) LookupStream(grpc.BidiStreamingServer[LookupBatch, LookupBatchResponse]) error {
 	return status.Error(codes.Unimplemented, "method LookupStream not implemented")
 }
 func (UnimplementedLookupServiceServer) Notify(context.Context, *LookupNotifyRequest) (*EventRegistration, error) {
@@ -318,11 +322,11 @@ func _LookupService_Lookup_Handler(srv interface{}, ctx context.Context, dec fun
 }
 
 func _LookupService_LookupStream_Handler(srv interface{}, stream grpc.ServerStream) error {
-	return srv.(LookupServiceServer).LookupStream(&grpc.GenericServerStream[LookupRequest, LookupStreamResponse]{ServerStream: stream})
+	return srv.(LookupServiceServer).LookupStream(&grpc.GenericServerStream[LookupBatch, LookupBatchResponse]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type LookupService_LookupStreamServer = grpc.BidiStreamingServer[LookupRequest, LookupStreamResponse]
+type LookupService_LookupStreamServer = grpc.BidiStreamingServer[LookupBatch, LookupBatchResponse]
 
 func _LookupService_Notify_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(LookupNotifyRequest)

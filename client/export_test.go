@@ -1,0 +1,12 @@
+package client
+
+// OnLookupQueued makes s call fn with the number of queued lookups each
+// time a lookup joins the queue, so that tests know when lookups wait.
+func OnLookupQueued(s *LookupStream, fn func(n int)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.queued = fn
+}
+
+// DecodeServiceItem is decodeServiceItem, for the fuzz test.
+var DecodeServiceItem = decodeServiceItem

@@ -1,0 +1,222 @@
+package client_test
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/grpcerr"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+// streamService is a lookup service of the test's own that serves only
+// LookupStream: for each batch it records the batch and answers it with
+// answer, or ends the stream with answer's error.
+type streamService struct {
+	djinnpb.UnimplementedLookupServiceServer
+	answer func(n int, batch *djinnpb.LookupBatch) (*djinnpb.LookupBatchResponse, error)
+
+	mu      sync.Mutex
+	batches [][]int32 // each batch's max matches, in order
+}
+
+func (f *streamService) LookupStream(stream djinnpb.LookupService_LookupStreamServer) error {
+	for n := 0; ; n++ {
+		batch, err := stream.Recv()
+		if err != nil {
+			return nil
+		}
+		var maxes []int32
+		for _, l := range batch.GetLookups() {
+			maxes = append(maxes, l.GetMaxMatches())
+		}
+		f.mu.Lock()
+		f.batches = append(f.batches, maxes)
+		f.mu.Unlock()
+		resp, err := f.answer(n, batch)
+		if err != nil {
+			return err
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+	}
+}
+
+func (f *streamService) seen() [][]int32 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.batches)
+}
+
+// echo answers each lookup with its max matches as the total.
+func echo(batch *djinnpb.LookupBatch) *djinnpb.LookupBatchResponse {
+	resp := &djinnpb.LookupBatchResponse{}
+	for _, l := range batch.GetLookups() {
+		resp.Answers = append(resp.Answers, &djinnpb.LookupAnswer{Total: int64(l.GetMaxMatches())})
+	}
+	return resp
+}
+
+// openStream serves f on a loopback port and opens a LookupStream to it.
+func openStream(t *testing.T, f *streamService) *client.LookupStream {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	djinnpb.RegisterLookupServiceServer(g, f)
+	go g.Serve(l)
+	t.Cleanup(g.Stop)
+	pool := client.NewPool()
+	t.Cleanup(func() { pool.Close() })
+	ref := testRef()
+	ref.Endpoint = l.Addr().String()
+	s, err := client.NewRegistrar(pool, ref).Stream(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// lookupMany runs LookupN(max) for each of maxes, each on its own
+// goroutine, and returns a channel with each one's error (nil when the
+// answer was its own: a total equal to its max).
+func lookupMany(s *client.LookupStream, maxes ...int) <-chan error {
+	errs := make(chan error, len(maxes))
+	for _, m := range maxes {
+		go func() {
+			total, _, err := s.LookupN(client.ServiceTemplate{}, m)
+			if err == nil && total != m {
+				err = fmt.Errorf("lookup %d answered with total %d: another lookup's answer", m, total)
+			}
+			errs <- err
+		}()
+	}
+	return errs
+}
+
+// TestLookupStreamBatches: lookups that wait while a batch is out go
+// together as the next batch, each gets its own answer, and a lookup alone
+// goes at once.
+func TestLookupStreamBatches(t *testing.T) {
+	arrived, release := make(chan struct{}), make(chan struct{})
+	f := &streamService{answer: func(n int, b *djinnpb.LookupBatch) (*djinnpb.LookupBatchResponse, error) {
+		if n == 0 {
+			close(arrived)
+			<-release
+		}
+		return echo(b), nil
+	}}
+	s := openStream(t, f)
+	first := lookupMany(s, 1)
+	<-arrived // the first lookup went alone; the service holds it
+
+	waiting := make(chan int, 16)
+	client.OnLookupQueued(s, func(n int) { waiting <- n })
+	const n = 10
+	rest := lookupMany(s, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
+	for q := 0; q < n; {
+		q = max(q, <-waiting)
+	}
+	close(release)
+	for range n {
+		if err := <-rest; err != nil {
+			t.Error(err)
+		}
+	}
+	if err := <-first; err != nil {
+		t.Error(err)
+	}
+	got := f.seen()
+	if len(got) != 2 || !slices.Equal(got[0], []int32{1}) || len(got[1]) != n {
+		t.Fatalf("batches %v, want [1] then the %d lookups that waited", got, n)
+	}
+	sorted := slices.Sorted(slices.Values(got[1]))
+	if !slices.Equal(sorted, []int32{2, 3, 4, 5, 6, 7, 8, 9, 10, 11}) {
+		t.Errorf("second batch %v, want lookups 2 to 11", got[1])
+	}
+	if err := <-lookupMany(s, 12); err != nil {
+		t.Error(err)
+	}
+	if got := f.seen(); len(got) != 3 || !slices.Equal(got[2], []int32{12}) {
+		t.Errorf("batches %v, want a lone lookup as a batch of its own", got)
+	}
+}
+
+// TestLookupStreamFailures: a lookup's error is its own; a response with
+// the wrong number of answers, or a stream the service ends, fails the
+// lookups waiting and every later one; Close fails lookups waiting.
+func TestLookupStreamFailures(t *testing.T) {
+	t.Run("one lookup refused", func(t *testing.T) {
+		f := &streamService{answer: func(_ int, b *djinnpb.LookupBatch) (*djinnpb.LookupBatchResponse, error) {
+			resp := echo(b)
+			resp.Answers[0].Error = grpcerr.ToProto(djinn.Errorf(djinn.InvalidArgument, "max matches: refused"))
+			return resp, nil
+		}}
+		s := openStream(t, f)
+		if _, _, err := s.LookupN(client.ServiceTemplate{}, 1); !errors.Is(err, djinn.ErrInvalidArgument) {
+			t.Errorf("refused lookup: %v, want invalid argument", err)
+		}
+		if _, err := s.Lookup(client.ServiceTemplate{}); !errors.Is(err, djinn.ErrInvalidArgument) {
+			t.Errorf("the stream after a refused lookup: %v, want it to go on (and refuse again)", err)
+		}
+	})
+	t.Run("answers missing", func(t *testing.T) {
+		f := &streamService{answer: func(_ int, b *djinnpb.LookupBatch) (*djinnpb.LookupBatchResponse, error) {
+			return &djinnpb.LookupBatchResponse{}, nil
+		}}
+		s := openStream(t, f)
+		for range 2 {
+			if _, _, err := s.LookupN(client.ServiceTemplate{}, 1); !errors.Is(err, djinn.ErrInternal) {
+				t.Errorf("lookup answered by nothing: %v, want internal", err)
+			}
+		}
+	})
+	t.Run("stream ended", func(t *testing.T) {
+		f := &streamService{answer: func(int, *djinnpb.LookupBatch) (*djinnpb.LookupBatchResponse, error) {
+			return nil, grpcerr.Status(djinn.Errorf(djinn.Unavailable, "not the leader"))
+		}}
+		s := openStream(t, f)
+		for range 2 {
+			if _, _, err := s.LookupN(client.ServiceTemplate{}, 1); !errors.Is(err, djinn.ErrUnavailable) {
+				t.Errorf("lookup on an ended stream: %v, want unavailable", err)
+			}
+		}
+	})
+	t.Run("closed while waiting", func(t *testing.T) {
+		release := make(chan struct{})
+		defer close(release)
+		f := &streamService{answer: func(_ int, b *djinnpb.LookupBatch) (*djinnpb.LookupBatchResponse, error) {
+			<-release
+			return echo(b), nil
+		}}
+		s := openStream(t, f)
+		waiting := make(chan int, 4)
+		client.OnLookupQueued(s, func(n int) { waiting <- n })
+		out := lookupMany(s, 1)
+		<-waiting
+		queued := lookupMany(s, 2)
+		<-waiting
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for _, errs := range []<-chan error{out, queued} {
+			if err := <-errs; err == nil {
+				t.Error("a lookup waiting when the stream closed succeeded")
+			}
+		}
+		if _, err := s.Lookup(client.ServiceTemplate{}); err == nil {
+			t.Error("a lookup after Close succeeded")
+		}
+	})
+}
