@@ -141,3 +141,33 @@ func TestLookupEncodedErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestExportEncoded checks that the registrations a snapshot writes in
+// wire form are, in order and byte for byte, Export's, whatever the items
+// hold.
+func TestExportEncoded(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		r, err := lookup.New(self, lookup.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := rapid.IntRange(0, 5).Draw(t, "items")
+		for i := range n {
+			id := byte(rapid.IntRange(1, 200).Draw(t, "id"))
+			if _, err := r.Register(drawAnyItem(t, sid(id)), lid(byte(i+1))); err != nil {
+				t.Fatalf("Register: %v", err)
+			}
+		}
+		want := r.Export().Registrations
+		got := r.ExportEncoded()
+		if len(got) != len(want) {
+			t.Fatalf("ExportEncoded: %d registrations, Export %d", len(got), len(want))
+		}
+		for i := range want {
+			if got[i].Lease != want[i].Lease {
+				t.Errorf("registration %d: lease %s, Export's %s", i, got[i].Lease, want[i].Lease)
+			}
+			checkEncoded(t, got[i].Item, want[i].Item)
+		}
+	})
+}

@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lookup"
 )
@@ -119,4 +121,34 @@ func BenchmarkNotify(b *testing.B) {
 			b.Fatal(evs, err)
 		}
 	}
+}
+
+// BenchmarkSnapshotItems is the items' part of a snapshot of 10,000
+// typical items: written from the stored items (what a snapshot does), and
+// as messages marshalled one by one (the way it is not done).
+func BenchmarkSnapshotItems(b *testing.B) {
+	r := newRegistry(b, lookup.Limits{})
+	for i := range 10000 {
+		if _, err := r.Register(typical(i), lid(1)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("encoded", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if regs := r.ExportEncoded(); len(regs) != 10000 {
+				b.Fatalf("%d registrations", len(regs))
+			}
+		}
+	})
+	b.Run("messages", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, reg := range r.Export().Registrations {
+				if _, err := proto.Marshal(lookup.ItemToProto(reg.Item)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
 }

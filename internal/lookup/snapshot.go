@@ -32,11 +32,50 @@ func (r *Registry) Export() Snapshot {
 		s.Registrations = append(s.Registrations, Registration{Item: it.public(), Lease: it.lease})
 	}
 	slices.SortFunc(s.Registrations, func(a, b Registration) int { return bytes.Compare(a.Item.ID[:], b.Item.ID[:]) })
-	for _, w := range r.watches.all {
-		s.Watches = append(s.Watches, Watch{ID: w.id, Template: w.tmpl.public(), Transitions: w.mask})
-	}
-	slices.SortFunc(s.Watches, func(a, b Watch) int { return bytes.Compare(a.ID[:], b.ID[:]) })
+	s.Watches = r.ExportWatches()
 	return s
+}
+
+// ExportWatches returns the watches as Export does, by watch id. The
+// caller owns them.
+func (r *Registry) ExportWatches() []Watch {
+	var ws []Watch
+	for _, w := range r.watches.all {
+		ws = append(ws, Watch{ID: w.id, Template: w.tmpl.public(), Transitions: w.mask})
+	}
+	slices.SortFunc(ws, func(a, b Watch) int { return bytes.Compare(a.ID[:], b.ID[:]) })
+	return ws
+}
+
+// EncodedRegistration is a registration as ExportEncoded gives it: the
+// item in its wire form (the protobuf encoding of the djinnpb.ServiceItem
+// ItemToProto gives for it) and its lease.
+type EncodedRegistration struct {
+	Item  []byte
+	Lease djinn.ID
+}
+
+// ExportEncoded returns the registrations as Export does, by service id,
+// with each item in its wire form, written straight from the stored item:
+// a snapshot of a large registry then costs one buffer rather than
+// messages for every entry and field. The items share that buffer; the
+// caller owns it.
+func (r *Registry) ExportEncoded() []EncodedRegistration {
+	its := make([]*item, 0, len(r.items))
+	size := 0
+	for _, it := range r.items {
+		its = append(its, it)
+		size += itemSize(it)
+	}
+	slices.SortFunc(its, func(a, b *item) int { return bytes.Compare(a.id[:], b.id[:]) })
+	buf := make([]byte, 0, size)
+	regs := make([]EncodedRegistration, len(its))
+	for i, it := range its {
+		start := len(buf)
+		buf = appendItem(buf, it)
+		regs[i] = EncodedRegistration{Item: buf[start:len(buf):len(buf)], Lease: it.lease}
+	}
+	return regs
 }
 
 // Import replaces the registry's state with a snapshot's, rebuilding its

@@ -377,13 +377,12 @@ func (s *State) Records() ([]*statepb.LookupRecord, error) {
 	snap := snapshot{NextEvent: s.nextEvent}
 	var err error
 	if s.reg != nil {
-		ex := s.reg.Export()
-		for _, r := range ex.Registrations {
-			b, merr := proto.Marshal(ItemToProto(r.Item))
-			err = cmp.Or(err, merr)
-			snap.Items = append(snap.Items, snapItem{Item: b, Cookie: r.Lease})
+		regs := s.reg.ExportEncoded()
+		snap.Items = make([]snapItem, len(regs))
+		for i, r := range regs {
+			snap.Items[i] = snapItem{Item: r.Item, Cookie: r.Lease}
 		}
-		for _, w := range ex.Watches {
+		for _, w := range s.reg.ExportWatches() {
 			meta := s.watches[w.ID]
 			if meta == nil {
 				continue
