@@ -18,7 +18,20 @@ import (
 // share one copy of b.
 func decodeServiceItem(b []byte) (ServiceItem, error) {
 	d := itemDecoder{b: b, s: string(b)}
+	d.count()
 	var it ServiceItem
+	if d.n.types > 0 {
+		it.Types = make([]string, 0, d.n.types)
+	}
+	if d.n.entries > 0 {
+		it.Entries = make([]Entry, 0, d.n.entries)
+	}
+	if d.n.supertypes > 0 {
+		d.supertypes = make([]string, 0, d.n.supertypes)
+	}
+	if d.n.fields > 0 {
+		d.fields = make([]Field, 0, d.n.fields)
+	}
 	var id []byte
 	for pos := 0; pos < len(b); {
 		f, err := d.field(&pos, len(b), "service item")
@@ -57,10 +70,59 @@ func decodeServiceItem(b []byte) (ServiceItem, error) {
 }
 
 // itemDecoder reads an encoded item: b, and s, a string of the same bytes
-// that the item's strings are cut from.
+// that the item's strings are cut from. The entries' supertypes and fields
+// are cut from supertypes and fields, allocated once for the item at the
+// sizes count finds.
 type itemDecoder struct {
 	b []byte
 	s string
+	n struct{ types, entries, supertypes, fields int }
+
+	supertypes []string
+	fields     []Field
+}
+
+// count counts the item's types, entries, and its entries' supertypes and
+// fields, as far as the encoding is well formed: decoding reports where it
+// is not.
+func (d *itemDecoder) count() {
+	for pos := 0; pos < len(d.b); {
+		f, err := d.field(&pos, len(d.b), "service item")
+		if err != nil {
+			return
+		}
+		if f.typ != protowire.BytesType {
+			continue
+		}
+		switch f.num {
+		case 3:
+			d.n.types++
+		case 4:
+			d.n.entries++
+			for epos := f.start; epos < f.end; {
+				ef, err := d.field(&epos, f.end, "entry")
+				if err != nil {
+					return
+				}
+				switch {
+				case ef.typ != protowire.BytesType:
+				case ef.num == 2:
+					d.n.supertypes++
+				case ef.num == 3:
+					d.n.fields++
+				}
+			}
+		}
+	}
+}
+
+// cut returns the elements of *all from start on, as a slice of their own
+// (appending to it leaves *all alone), or nil when there are none.
+func cut[T any](all []T, start int) []T {
+	if start == len(all) {
+		return nil
+	}
+	return all[start:len(all):len(all)]
 }
 
 // wireField is one field of an encoded message: its number, its wire
@@ -114,6 +176,7 @@ func (d *itemDecoder) str(f wireField, what string) (string, error) {
 
 func (d *itemDecoder) entry(m wireField) (Entry, error) {
 	var e Entry
+	sup, fields := len(d.supertypes), len(d.fields)
 	for pos := m.start; pos < m.end; {
 		f, err := d.field(&pos, m.end, "entry")
 		if err != nil {
@@ -128,18 +191,19 @@ func (d *itemDecoder) entry(m wireField) (Entry, error) {
 			e.Type, err = d.str(f, "entry type")
 		case 2:
 			if s, err = d.str(f, "entry supertype"); err == nil {
-				e.Supertypes = append(e.Supertypes, s)
+				d.supertypes = append(d.supertypes, s)
 			}
 		case 3:
 			var fl Field
 			if fl, err = d.fieldMsg(f); err == nil {
-				e.Fields = append(e.Fields, fl)
+				d.fields = append(d.fields, fl)
 			}
 		}
 		if err != nil {
 			return Entry{}, err
 		}
 	}
+	e.Supertypes, e.Fields = cut(d.supertypes, sup), cut(d.fields, fields)
 	return e, nil
 }
 
