@@ -493,3 +493,55 @@ func startCPUProfile(path string) (stop func() error, err error) {
 		return f.Close()
 	}, nil
 }
+
+// hostCPU is the machine's CPU time as /proc/stat counts it, in ticks:
+// all of it, and the part stolen by the hypervisor for other machines.
+// On a shared host, steal is time the bench and the server wanted the
+// CPU and did not get it, which a reading of the figures must allow for.
+type hostCPU struct {
+	total, steal uint64
+	ok           bool // read: Linux, and a /proc/stat as documented
+}
+
+// readHostCPU reads /proc/stat's cpu line; elsewhere it returns !ok.
+func readHostCPU() hostCPU {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return hostCPU{}
+	}
+	return parseProcStat(string(b))
+}
+
+// parseProcStat reads the cpu line of /proc/stat's contents.
+func parseProcStat(stat string) hostCPU {
+	line, _, _ := strings.Cut(stat, "\n")
+	f := strings.Fields(line)
+	// cpu user nice system idle iowait irq softirq steal ...
+	if len(f) < 9 || f[0] != "cpu" {
+		return hostCPU{}
+	}
+	var h hostCPU
+	for i, s := range f[1:] {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return hostCPU{}
+		}
+		if i < 8 { // guest time is counted in user time already
+			h.total += n
+		}
+		if i == 7 {
+			h.steal = n
+		}
+	}
+	h.ok = true
+	return h
+}
+
+// stealSince returns the fraction of the machine's CPU time stolen since
+// h0, or 0 when either reading failed.
+func (h hostCPU) stealSince(h0 hostCPU) float64 {
+	if !h.ok || !h0.ok || h.total <= h0.total {
+		return 0
+	}
+	return float64(h.steal-h0.steal) / float64(h.total-h0.total)
+}

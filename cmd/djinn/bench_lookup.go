@@ -338,6 +338,7 @@ type lookupBenchRun struct {
 	LeftRegistered int64 `json:"left_registered"` // register: the registrar's items after the run − before
 
 	ServerCPU float64 `json:"server_cpu_cores,omitempty"` // with --admin
+	HostSteal float64 `json:"host_steal,omitempty"`       // the machine's CPU time stolen by its hypervisor, 0-1 (Linux)
 
 	// The empty call at the same concurrency, just before.
 	EmptyPerS     float64 `json:"empty_per_s"`
@@ -360,6 +361,9 @@ func (r lookupBenchRun) print(w io.Writer) {
 	cpu := ""
 	if r.ServerCPU > 0 {
 		cpu = fmt.Sprintf("; server CPU %.2f cores", r.ServerCPU)
+	}
+	if r.HostSteal >= 0.005 {
+		cpu += fmt.Sprintf("; host steal %.0f%%", 100*r.HostSteal)
 	}
 	if r.Op == "register" {
 		fmt.Fprintf(w, "    %d in %.2f s; register p50 %.3f / p99 %.3f ms, cancel p50 %.3f / p99 %.3f ms; left registered %d%s%s\n",
@@ -617,10 +621,12 @@ func (b *lookupBench) measure(ctx context.Context, op string, n int, ids [][]byt
 	if err != nil {
 		return r, err
 	}
+	h0 := readHostCPU()
 	cs, elapsed, err := b.loop(ctx, n, step)
 	if err != nil {
 		return r, err
 	}
+	r.HostSteal = readHostCPU().stealSince(h0)
 	p1, err := b.process(ctx)
 	if err != nil {
 		return r, err

@@ -113,3 +113,26 @@ func TestBenchLookupWorkloads(t *testing.T) {
 		t.Errorf("discovery: %+v: want %d rounds, each discovered after more than %d failed attempts", *d, rounds, d.FailedFirst)
 	}
 }
+
+// TestHostSteal: the bench reads the machine's stolen CPU time from the
+// cpu line of /proc/stat (proc(5): user nice system idle iowait irq
+// softirq steal guest guest_nice, guest counted in user already), and
+// reports nothing from a line it cannot read.
+func TestHostSteal(t *testing.T) {
+	h0 := parseProcStat("cpu  100 0 50 800 10 0 5 35 7 0\ncpu0 1 2 3\n")
+	h1 := parseProcStat("cpu  200 0 100 1500 10 0 5 185 9 0\n")
+	if !h0.ok || h0.total != 1000 || h0.steal != 35 {
+		t.Fatalf("parsed %+v, want total 1000, steal 35", h0)
+	}
+	if got := h1.stealSince(h0); got != 0.15 {
+		t.Errorf("steal since: %v, want 150 of 1000 ticks, 0.15", got)
+	}
+	for _, bad := range []string{"", "intr 1 2 3", "cpu 1 2 3", "cpu 1 2 3 4 5 6 7 x", "cpu0 1 2 3 4 5 6 7 8"} {
+		if h := parseProcStat(bad); h.ok || h.stealSince(h0) != 0 || h0.stealSince(h) != 0 {
+			t.Errorf("parseProcStat(%q) = %+v, want unread and no steal", bad, h)
+		}
+	}
+	if got := h0.stealSince(h0); got != 0 {
+		t.Errorf("steal over no time: %v, want 0", got)
+	}
+}
