@@ -1,5 +1,7 @@
 package lookup
 
+import "strings"
+
 // itemSet is a set of items. Most keys of the entry indexes name a single
 // item (a field value unique to one service), so one item is held without
 // a map; larger sets are keyed by pointer, the smallest key.
@@ -87,7 +89,13 @@ func (r *Registry) indexEntries(it *item) {
 			r.byEntryType.add(t, it)
 		}
 		for _, f := range e.fields {
-			r.byField.add(fieldKey(f), it)
+			k := fieldKey(f)
+			if _, ok := r.byField[k]; !ok {
+				// The index's own copy of the value: the key may outlive
+				// this item, and should not keep its values' bytes.
+				k.val = Value{s: strings.Clone(k.val.s)}
+			}
+			r.byField.add(k, it)
 		}
 	}
 }

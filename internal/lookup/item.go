@@ -180,6 +180,51 @@ func entriesEqual(a, b []entry) bool {
 	return slices.EqualFunc(a, b, func(x, y entry) bool { return x.equal(&y) })
 }
 
+// packEntries returns a copy of es laid out for the collector: the
+// entries' types in one allocation, their fields in a second and the
+// bytes of the fields' values in a third, rather than a few objects for
+// every entry and one for every value. A registry holds many items for a
+// long time and the collector marks every object of them in every cycle,
+// so the fewer the better. es is left as it was.
+func packEntries(es []entry) []entry {
+	if len(es) == 0 {
+		return nil
+	}
+	nt, nf, nb := 0, 0, 0
+	for i := range es {
+		nt += len(es[i].types)
+		nf += len(es[i].fields)
+		for _, f := range es[i].fields {
+			nb += len(f.val.s)
+		}
+	}
+	var b strings.Builder
+	b.Grow(nb)
+	for i := range es {
+		for _, f := range es[i].fields {
+			b.WriteString(f.val.s)
+		}
+	}
+	vals := b.String()
+	types := make([]name, 0, nt)
+	fields := make([]field, 0, nf)
+	out := make([]entry, len(es))
+	for i := range es {
+		t0, f0 := len(types), len(fields)
+		types = append(types, es[i].types...)
+		for _, f := range es[i].fields {
+			n := len(f.val.s)
+			fields = append(fields, field{name: f.name, val: Value{s: vals[:n]}})
+			vals = vals[n:]
+		}
+		out[i].types = types[t0:len(types):len(types)]
+		if len(fields) > f0 {
+			out[i].fields = fields[f0:len(fields):len(fields)]
+		}
+	}
+	return out
+}
+
 // dedupe drops entries equal to an earlier one, keeping order.
 func dedupe(es []entry) []entry {
 	out := es[:0:0]

@@ -155,6 +155,7 @@ func (r *Registry) Register(it Item, lease djinn.ID) ([]Event, error) {
 
 // put stores it and indexes it.
 func (r *Registry) put(it *item) {
+	it.entries = packEntries(it.entries)
 	r.items[it.id] = it
 	for _, t := range it.types {
 		r.byType.add(t, it)
@@ -342,7 +343,7 @@ func (r *Registry) setEntries(it *item, es []entry) ([]Event, error) {
 	}
 	pre := *it
 	r.unindexEntries(it)
-	it.entries = slices.Clip(es)
+	it.entries = packEntries(es)
 	r.indexEntries(it)
 	return r.notify(&pre, it), nil
 }
