@@ -118,9 +118,10 @@ Workloads (--ops):
              answers without a call each (the items are loaded once for
              all the lookup workloads)
   lookup-shared
-             the same over one stream per connection (--conns), shared by
-             its clients: lookups that wait at the same time go as one
-             batch
+             the same over --streams streams shared by all the clients:
+             lookups that wait at the same time go as one batch. Two
+             streams suit two cores: more make smaller batches and more
+             messages for the same lookups
   notify     --watchers notify registrations on one service type, each its
              own listener (hosted by the bench at --listen), then --rounds
              registers of a new matching item; reports the time from the
@@ -174,6 +175,7 @@ missed its event.`,
 	f.StringVar(&clients, "clients", "1,16,64", "concurrent clients")
 	f.DurationVar(&b.duration, "duration", 5*time.Second, "time per measurement")
 	f.IntVar(&b.conns, "conns", 4, "gRPC connections the clients share")
+	f.IntVar(&b.streams, "streams", 2, "lookup-shared: lookup streams all the clients share, spread over the connections")
 	f.IntVar(&b.items, "items", 100_000, "items registered for the lookup workload")
 	f.IntVar(&b.watchers, "watchers", 1_000, "notify registrations for the notify workload")
 	f.IntVar(&b.rounds, "rounds", 20, "rounds of the notify and discovery workloads")
@@ -190,6 +192,7 @@ type lookupBench struct {
 	levels   []int
 	duration time.Duration
 	conns    int
+	streams  int
 	items    int
 	watchers int
 	rounds   int
@@ -225,6 +228,8 @@ func (b *lookupBench) parse(ops, clients string) error {
 		return fmt.Errorf("duration %s: want positive", b.duration)
 	case b.conns <= 0:
 		return fmt.Errorf("conns %d: want at least 1", b.conns)
+	case b.streams <= 0:
+		return fmt.Errorf("streams %d: want at least 1", b.streams)
 	case b.items <= 0:
 		return fmt.Errorf("items %d: want at least 1", b.items)
 	case b.watchers <= 0:
@@ -592,7 +597,7 @@ func (b *lookupBench) measure(ctx context.Context, op string, n int, ids [][]byt
 	case "lookup-stream", "lookup-shared":
 		count := n // a stream per client
 		if op == "lookup-shared" {
-			count = len(b.ccs)
+			count = b.streams
 		}
 		streams, err := b.openStreams(ctx, count)
 		if err != nil {

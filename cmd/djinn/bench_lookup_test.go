@@ -33,6 +33,7 @@ func TestBenchLookupArgs(t *testing.T) {
 		{"clients must be numbers", []string{"--clients", "many"}, `clients "many"`},
 		{"duration must be positive", []string{"--duration", "0s"}, "duration 0s"},
 		{"conns at least 1", []string{"--conns", "0"}, "conns 0"},
+		{"streams at least 1", []string{"--streams", "0"}, "streams 0"},
 		{"items at least 1", []string{"--items", "0"}, "items 0"},
 		{"watchers at least 1", []string{"--watchers", "0"}, "watchers 0"},
 		{"rounds at least 1", []string{"--rounds", "0"}, "rounds 0"},
