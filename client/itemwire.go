@@ -116,8 +116,8 @@ func (d *itemDecoder) count() {
 	}
 }
 
-// cut returns the elements of *all from start on, as a slice of their own
-// (appending to it leaves *all alone), or nil when there are none.
+// cut returns all[start:] as a slice of its own (appending to it leaves
+// all alone), or nil when it is empty.
 func cut[T any](all []T, start int) []T {
 	if start == len(all) {
 		return nil
