@@ -204,7 +204,10 @@ func TestNestedUnderAnotherManager(t *testing.T) {
 	if len(pd.Participants) != 1 || pd.Participants[0].Participant.Object != txn.NestID {
 		t.Fatalf("parent's participants %+v: want B's nest participant alone", pd.Participants)
 	}
-	if err := child.Commit(ctx); err != nil {
+	// With waitFor (TX.2.5): commit returns once the participants have
+	// been told, so the child's changes are already the parent's when
+	// read below. A plain commit may return before that.
+	if err := tm.b.CommitWait(ctx, child.ID(), time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	// Promoted: the parent now has both key/value participants.
