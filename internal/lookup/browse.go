@@ -115,18 +115,7 @@ func (r *Registry) LookupEncoded(tmpl Template, max int, one bool, intn func(n i
 	if len(found) == 0 {
 		return total, nil, err
 	}
-	size := 0
-	for _, it := range found {
-		size += itemSize(it)
-	}
-	buf := make([]byte, 0, size)
-	items = make([][]byte, len(found))
-	for i, it := range found {
-		start := len(buf)
-		buf = appendItem(buf, it)
-		items[i] = buf[start:len(buf):len(buf)]
-	}
-	return total, items, nil
+	return total, encodeItems(found), nil
 }
 
 // EntryType is an entry type as browsing reports it: its name and its

@@ -34,6 +34,22 @@ const (
 	valueBytes  = 5
 )
 
+// encodeItems returns the wire form of each of its, all in one buffer.
+func encodeItems(its []*item) [][]byte {
+	size := 0
+	for _, it := range its {
+		size += itemSize(it)
+	}
+	buf := make([]byte, 0, size)
+	out := make([][]byte, len(its))
+	for i, it := range its {
+		start := len(buf)
+		buf = appendItem(buf, it)
+		out[i] = buf[start:len(buf):len(buf)]
+	}
+	return out
+}
+
 // appendItem appends it's wire form to b.
 func appendItem(b []byte, it *item) []byte {
 	b = protowire.AppendTag(b, itemServiceID, protowire.BytesType)

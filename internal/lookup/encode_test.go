@@ -55,21 +55,28 @@ func drawAnyItem(t *rapid.T, id djinn.ID) lookup.Item {
 	return it
 }
 
+// drawRegistry registers n drawn items, the i'th with service id id(i)
+// and lease id i+1.
+func drawRegistry(t *rapid.T, n int, id func(i int) djinn.ID) *lookup.Registry {
+	r, err := lookup.New(self, lookup.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if _, err := r.Register(drawAnyItem(t, id(i)), lid(byte(i+1))); err != nil {
+			t.Fatalf("Register: %v", err)
+		}
+	}
+	return r
+}
+
 // TestLookupEncoded checks that the wire form a lookup answers with is,
 // byte for byte, the encoding of the item Lookup returns, whatever the
 // item holds, for both the counted and the one-item lookup.
 func TestLookupEncoded(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		r, err := lookup.New(self, lookup.Limits{})
-		if err != nil {
-			t.Fatal(err)
-		}
 		n := rapid.IntRange(1, 4).Draw(t, "items")
-		for i := range n {
-			if _, err := r.Register(drawAnyItem(t, sid(byte(i+1))), lid(byte(i+1))); err != nil {
-				t.Fatalf("Register: %v", err)
-			}
-		}
+		r := drawRegistry(t, n, func(i int) djinn.ID { return sid(byte(i + 1)) })
 		all := lookup.Template{Types: nil}
 		max := rapid.IntRange(0, n+1).Draw(t, "max")
 		total, items, err := r.Lookup(all, max)
@@ -147,17 +154,10 @@ func TestLookupEncodedErrors(t *testing.T) {
 // hold.
 func TestExportEncoded(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		r, err := lookup.New(self, lookup.Limits{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := rapid.IntRange(0, 5).Draw(t, "items")
-		for i := range n {
-			id := byte(rapid.IntRange(1, 200).Draw(t, "id"))
-			if _, err := r.Register(drawAnyItem(t, sid(id)), lid(byte(i+1))); err != nil {
-				t.Fatalf("Register: %v", err)
-			}
-		}
+		// Ids in any order, some registered again (replaced).
+		r := drawRegistry(t, rapid.IntRange(0, 5).Draw(t, "items"), func(int) djinn.ID {
+			return sid(byte(rapid.IntRange(1, 200).Draw(t, "id")))
+		})
 		want := r.Export().Registrations
 		got := r.ExportEncoded()
 		if len(got) != len(want) {

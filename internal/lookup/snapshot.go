@@ -62,18 +62,13 @@ type EncodedRegistration struct {
 // caller owns it.
 func (r *Registry) ExportEncoded() []EncodedRegistration {
 	its := make([]*item, 0, len(r.items))
-	size := 0
 	for _, it := range r.items {
 		its = append(its, it)
-		size += itemSize(it)
 	}
 	slices.SortFunc(its, func(a, b *item) int { return bytes.Compare(a.id[:], b.id[:]) })
-	buf := make([]byte, 0, size)
 	regs := make([]EncodedRegistration, len(its))
-	for i, it := range its {
-		start := len(buf)
-		buf = appendItem(buf, it)
-		regs[i] = EncodedRegistration{Item: buf[start:len(buf):len(buf)], Lease: it.lease}
+	for i, b := range encodeItems(its) {
+		regs[i] = EncodedRegistration{Item: b, Lease: its[i].lease}
 	}
 	return regs
 }
