@@ -56,22 +56,28 @@ func (s *itemSet) each(fn func(*item)) {
 	}
 }
 
-// itemIndex maps keys to the items that have them.
-type itemIndex[K comparable] map[K]*itemSet
+// itemIndex maps keys to the items that have them. The sets are held in
+// the map itself: an index has a key for about every distinct field value,
+// and a set apart from its key would be one more object per key for the
+// collector to mark.
+type itemIndex[K comparable] map[K]itemSet
 
 func (x itemIndex[K]) add(k K, it *item) {
 	s := x[k]
-	if s == nil {
-		s = &itemSet{}
-		x[k] = s
-	}
 	s.add(it)
+	x[k] = s
 }
 
 func (x itemIndex[K]) remove(k K, it *item) {
-	if s := x[k]; s != nil && s.remove(it) {
-		delete(x, k)
+	s, ok := x[k]
+	if !ok {
+		return
 	}
+	if s.remove(it) {
+		delete(x, k)
+		return
+	}
+	x[k] = s
 }
 
 // fieldKey is a field name with a value: the key of the field index.
@@ -115,38 +121,38 @@ func (r *Registry) unindexEntries(it *item) {
 }
 
 // candidates returns the smallest indexed set that holds every item t can
-// match, or nil and false when t needs a scan of every item. An empty
-// non-nil result means nothing matches. The set comes from the service
+// match and true, or false when t needs a scan of every item; an empty set
+// and true mean nothing matches (a key no item has). The set comes from the service
 // types, the entry templates' types, or their fields: an item matches an
 // entry template only through an entry of its type with each of its field
 // values, so it is in each of those sets.
-func (r *Registry) candidates(t *template) (best *itemSet, indexed bool) {
-	none := &itemSet{}
-	consider := func(s *itemSet) bool {
-		if s == nil {
-			best = none
+func (r *Registry) candidates(t *template) (best itemSet, indexed bool) {
+	n := -1 // best's size; -1 while there is none
+	consider := func(s itemSet, ok bool) bool {
+		if !ok {
+			best, n = itemSet{}, 0
 			return false
 		}
-		if best == nil || s.len() < best.len() {
-			best = s
+		if l := s.len(); n < 0 || l < n {
+			best, n = s, l
 		}
 		return true
 	}
 	for _, ty := range t.types {
-		if !consider(r.byType[ty]) {
-			return none, true
+		if s, ok := r.byType[ty]; !consider(s, ok) {
+			return best, true
 		}
 	}
 	for i := range t.entries {
 		et := &t.entries[i]
-		if !consider(r.byEntryType[et.typ]) {
-			return none, true
+		if s, ok := r.byEntryType[et.typ]; !consider(s, ok) {
+			return best, true
 		}
 		for _, f := range et.fields {
-			if !consider(r.byField[fieldKey(f)]) {
-				return none, true
+			if s, ok := r.byField[fieldKey(f)]; !consider(s, ok) {
+				return best, true
 			}
 		}
 	}
-	return best, best != nil
+	return best, n >= 0
 }

@@ -2,6 +2,7 @@ package lookup_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"testing"
 
@@ -33,27 +34,29 @@ func typical(i int) lookup.Item {
 	}
 }
 
-func heap() uint64 {
+// heap returns the bytes and objects live on the heap.
+func heap() (bytes, objects uint64) {
 	var ms runtime.MemStats
 	runtime.GC()
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
+	return ms.HeapAlloc, ms.HeapObjects
 }
 
 // registerTypical registers n typical items and returns the heap bytes
-// the registry holds per item, indexes included.
-func registerTypical(tb testing.TB, n int) float64 {
-	before := heap()
+// and objects the registry holds per item, indexes included. The objects
+// are what the collector marks.
+func registerTypical(tb testing.TB, n int) (bytes, objects float64) {
+	b0, o0 := heap()
 	r := newRegistry(tb, lookup.Limits{})
 	for i := range n {
 		if _, err := r.Register(typical(i), lid(1)); err != nil {
 			tb.Fatal(err)
 		}
 	}
-	after := heap()
+	b1, o1 := heap()
 	runtime.KeepAlive(r)
-	return float64(after-before) / float64(n)
+	return float64(b1-b0) / float64(n), float64(o1-o0) / float64(n)
 }
 
 // TestMemoryPerItem reports the memory a typical registration costs. It
@@ -63,7 +66,8 @@ func TestMemoryPerItem(t *testing.T) {
 	if testing.Short() {
 		n = 2000
 	}
-	t.Logf("%.0f bytes per registered item (%d typical items)", registerTypical(t, n), n)
+	bytes, objects := registerTypical(t, n)
+	t.Logf("%.0f bytes and %.1f heap objects per registered item (%d typical items)", bytes, objects, n)
 }
 
 func BenchmarkRegister(b *testing.B) {
@@ -79,7 +83,9 @@ func BenchmarkRegister(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	b.ReportMetric(registerTypical(b, 10000), "bytes/item")
+	bytes, objects := registerTypical(b, 10000)
+	b.ReportMetric(bytes, "bytes/item")
+	b.ReportMetric(objects, "objects/item")
 }
 
 func BenchmarkLookupByType(b *testing.B) {
@@ -98,6 +104,33 @@ func BenchmarkLookupByType(b *testing.B) {
 	for b.Loop() {
 		if n, _, _ := r.Lookup(tmpl, 1); n != 100 {
 			b.Fatalf("%d matches", n)
+		}
+	}
+}
+
+// BenchmarkLookupByField is the bench's lookup as the server answers it:
+// one item, in wire form, by a field value that names it alone, among
+// 100,000 typical items.
+func BenchmarkLookupByField(b *testing.B) {
+	const n = 100000
+	r := newRegistry(b, lookup.Limits{})
+	for i := range n {
+		if _, err := r.Register(typical(i), lid(1)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	tmpls := make([]lookup.Template, 1024)
+	for i := range tmpls {
+		tmpls[i] = lookup.Template{Entries: []lookup.EntryTemplate{{
+			Type:   "net.jini.lookup.entry.Name",
+			Fields: []lookup.Field{f("name", str(fmt.Sprintf("printer-%d", i*97%n)))},
+		}}}
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		total, items, err := r.LookupEncoded(tmpls[i%len(tmpls)], 1, true, rand.IntN)
+		if err != nil || total != 1 || len(items) != 1 {
+			b.Fatal(total, len(items), err)
 		}
 	}
 }
