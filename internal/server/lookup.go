@@ -224,15 +224,30 @@ func (r *lookupRPC) GetRegistrar(ctx context.Context, _ *djinnpb.GetRegistrarReq
 // discover runs the registrar's discovery side — unicast discovery and,
 // when configured, multicast announcements and answers — while this node
 // leads: clients find the lookup service of the leader.
+//
+// A registrar that cannot start (its port taken, an interface not there
+// yet) is tried again, backing off to a minute, for as long as this node
+// leads; meanwhile the lookup service is reachable by its gRPC address.
 func (s *Server) discover(ctx context.Context) {
-	r, err := discovery.NewRegistrar(discovery.RegistrarConfig{
-		ServiceID: s.machine.ServiceID(), Groups: s.cfg.Lookup.Groups, Endpoint: s.advertise,
-		ListenAddr: s.cfg.Lookup.Discovery, DisableMulticast: !s.cfg.Lookup.Multicast, Interfaces: s.cfg.Lookup.Interfaces,
-		AnnouncementInterval: time.Duration(s.cfg.Lookup.Announce), Logger: s.log.With("part", "discovery"),
-	})
-	if err != nil {
-		s.log.Error("discovery: cannot start; the lookup service is reachable only by its gRPC address", "err", err)
-		return
+	var r *discovery.Registrar
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, time.Minute) {
+		var err error
+		r, err = discovery.NewRegistrar(discovery.RegistrarConfig{
+			ServiceID: s.machine.ServiceID(), Groups: s.cfg.Lookup.Groups, Endpoint: s.advertise,
+			ListenAddr: s.cfg.Lookup.Discovery, DisableMulticast: !s.cfg.Lookup.Multicast, Interfaces: s.cfg.Lookup.Interfaces,
+			AnnouncementInterval: time.Duration(s.cfg.Lookup.Announce), Logger: s.log.With("part", "discovery"),
+		})
+		if err == nil {
+			break
+		}
+		s.log.Error("discovery: cannot start; the lookup service is reachable only by its gRPC address until it does", "err", err, "retry in", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
 	}
 	s.mu.Lock()
 	s.registrar = r

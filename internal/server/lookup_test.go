@@ -207,6 +207,54 @@ func TestLookupService(t *testing.T) {
 	}
 }
 
+// TestDiscoveryPortTaken: a registrar whose discovery port is taken when
+// its node starts to lead is tried again until the port is free; until
+// then the lookup service answers by its gRPC address with no locator.
+func TestDiscoveryPortTaken(t *testing.T) {
+	t.Parallel()
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	cfg := servertest.Config(t)
+	cfg.Lookup.Discovery = held.Addr().String()
+	srv := servertest.Start(t, cfg)
+	c := servertest.Dial(t, srv.Addr())
+	ctx := testContext(t)
+	r, err := c.Lookup(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := r.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Locator != "" {
+		t.Fatalf("locator %q while the discovery port is held by another listener, want none", info.Locator)
+	}
+	want, err := discovery.ParseLocator("jini://" + cfg.Lookup.Discovery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held.Close()
+	servertest.Eventually(t, "the registrar to start once its port is free", func() bool {
+		info, err := r.Info(ctx)
+		if err != nil || info.Locator == "" {
+			return false
+		}
+		loc, err := discovery.ParseLocator(info.Locator)
+		return err == nil && loc == want
+	})
+	found, err := discovery.Unicast(ctx, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if found.Endpoint != srv.Addr() {
+		t.Errorf("unicast discovery answered endpoint %s, want %s", found.Endpoint, srv.Addr())
+	}
+}
+
 // refString is the string form of a wire reference.
 func refString(pb *djinnpb.Ref) string {
 	r, err := wire.RefFrom("ref", pb)
