@@ -11,6 +11,9 @@ package servertest
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,12 +41,19 @@ func Config(t testing.TB) server.Config {
 }
 
 // Open opens a server with cfg and closes it when the test ends. It does
-// not wait for the server to be ready.
+// not wait for the server to be ready. The server's warnings and errors go
+// to the test's log, so that a failing test shows what its servers saw.
 func Open(t testing.TB, cfg server.Config) *server.Server {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	defer cancel()
-	s, err := server.Open(ctx, cfg, nil)
+	w := &testLog{w: t.Output()}
+	t.Cleanup(w.close) // after the server's Close, registered below
+	log := slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if cfg.NodeID != "" {
+		log = log.With("node", cfg.NodeID)
+	}
+	s, err := server.Open(ctx, cfg, log)
 	if err != nil {
 		t.Fatalf("open server: %v", err)
 	}
@@ -116,6 +126,30 @@ func StartCluster(t testing.TB, n int, configure func(*server.Config)) []*server
 		return Leader(ss...) != nil
 	})
 	return ss
+}
+
+// testLog writes to a test's log until the test is over: a server's
+// goroutines may still log while it closes, and a test's log must not be
+// written after the test ends.
+type testLog struct {
+	mu   sync.Mutex
+	w    io.Writer
+	done bool
+}
+
+func (l *testLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done {
+		return len(p), nil
+	}
+	return l.w.Write(p)
+}
+
+func (l *testLog) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.done = true
 }
 
 // Status asks for a server's status with a short deadline.
