@@ -108,7 +108,8 @@ Workloads (--ops):
              have 2 service types and 5 attribute entries
   lookup     --items items registered first (2 types, 5 entries each; one
              entry names the item alone), then each client loops lookup
-             (max 1) by that one entry field, for a random item; reports
+             (max 1) by that one entry field, for a random item, with the
+             client library's Registrar.LookupN (a unary call); reports
              lookups/s, p50/p99, answers that were not the item asked for
              (must be 0), and the server's resident memory from --admin
              with the items loaded
@@ -283,12 +284,6 @@ func (b *lookupBench) item(id []byte, name string, i int, typ string) *djinnpb.S
 
 // name is the name of the lookup workload's item i.
 func (b *lookupBench) name(i int) string { return fmt.Sprintf("item-%s-%d", b.tag, i) }
-
-// byName is a template matching the item named name alone.
-func byName(name string) *djinnpb.ServiceTemplate {
-	return &djinnpb.ServiceTemplate{Entries: []*djinnpb.EntryTemplate{{Type: lookupBenchName,
-		Fields: []*djinnpb.Field{{Name: "name", Value: &djinnpb.Value{Kind: &djinnpb.Value_StringValue{StringValue: name}}}}}}}
-}
 
 // lookupBenchPrinter is a result that prints itself.
 type lookupBenchPrinter interface{ print(w io.Writer) }
@@ -580,16 +575,19 @@ func (b *lookupBench) measure(ctx context.Context, op string, n int, ids [][]byt
 			return nil
 		}
 	case "lookup":
+		regs := make([]*client.Registrar, len(b.ccs))
+		for i, cc := range b.ccs {
+			regs[i] = client.NewRegistrar(fixedConn{cc}, djinn.Ref{Endpoint: cc.Target()})
+		}
 		step = func(ctx context.Context, c int, st *lookupBenchClient) error {
 			k := rand.IntN(len(ids))
-			req := &djinnpb.LookupRequest{Template: byName(b.name(k)), MaxMatches: 1}
 			t0 := time.Now()
-			resp, err := b.ls(c).Lookup(ctx, req)
+			total, items, err := regs[c%len(regs)].LookupN(ctx, b.template(k), 1)
 			if err != nil {
 				return fmt.Errorf("lookup: %w", err)
 			}
 			st.op = append(st.op, time.Since(t0))
-			if resp.GetTotal() != 1 || len(resp.GetItems()) != 1 || !bytes.Equal(resp.GetItems()[0].GetServiceId(), ids[k]) {
+			if total != 1 || len(items) != 1 || !bytes.Equal(items[0].ID[:], ids[k]) {
 				st.mismatches++
 			}
 			return nil
@@ -606,10 +604,8 @@ func (b *lookupBench) measure(ctx context.Context, op string, n int, ids [][]byt
 		defer closeAll(streams)
 		step = func(ctx context.Context, c int, st *lookupBenchClient) error {
 			k := rand.IntN(len(ids))
-			tmpl := client.ServiceTemplate{Entries: []client.EntryTemplate{{Type: lookupBenchName,
-				Fields: []client.Field{{Name: "name", Value: client.NewString(b.name(k))}}}}}
 			t0 := time.Now()
-			total, items, err := streams[c%len(streams)].LookupN(tmpl, 1)
+			total, items, err := streams[c%len(streams)].LookupN(b.template(k), 1)
 			if err != nil {
 				return fmt.Errorf("lookup stream: %w", err)
 			}
@@ -716,6 +712,12 @@ func (b *lookupBench) openStreams(ctx context.Context, n int) ([]*client.LookupS
 		streams = append(streams, s)
 	}
 	return streams, nil
+}
+
+// template is the lookups' template: item k by its Name entry's name.
+func (b *lookupBench) template(k int) client.ServiceTemplate {
+	return client.ServiceTemplate{Entries: []client.EntryTemplate{{Type: lookupBenchName,
+		Fields: []client.Field{{Name: "name", Value: client.NewString(b.name(k))}}}}}
 }
 
 func closeAll(streams []*client.LookupStream) {
