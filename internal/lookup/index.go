@@ -122,10 +122,10 @@ func (r *Registry) unindexEntries(it *item) {
 
 // candidates returns the smallest indexed set that holds every item t can
 // match and true, or false when t needs a scan of every item; an empty set
-// and true mean nothing matches (a key no item has). The set comes from the service
-// types, the entry templates' types, or their fields: an item matches an
-// entry template only through an entry of its type with each of its field
-// values, so it is in each of those sets.
+// and true mean nothing matches (a key no item has). The set comes from
+// the service types, the entry templates' types, or their fields: an item
+// matches an entry template only through an entry of its type with each
+// of its field values, so it is in each of those sets.
 func (r *Registry) candidates(t *template) (best itemSet, indexed bool) {
 	n := -1 // best's size; -1 while there is none
 	consider := func(s itemSet, ok bool) bool {

@@ -241,12 +241,8 @@ func (s *Server) discover(ctx context.Context) {
 			break
 		}
 		s.log.Error("discovery: cannot start; the lookup service is reachable only by its gRPC address until it does", "err", err, "retry in", wait)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !pause(ctx, wait) {
 			return
-		case <-t.C:
 		}
 	}
 	s.mu.Lock()

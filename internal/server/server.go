@@ -349,6 +349,18 @@ func (s *Server) ready() bool {
 	return id != ""
 }
 
+// pause waits d, and reports false if ctx ended first.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
 // lead runs leader-only work for one term.
 func (s *Server) lead(ctx context.Context) {
 	// A new cluster gets its service id from its first leader. Without it
@@ -360,10 +372,8 @@ func (s *Server) lead(ctx context.Context) {
 			break
 		}
 		s.log.Warn("cluster init failed; retrying", "err", err, "in", wait)
-		select {
-		case <-ctx.Done():
+		if !pause(ctx, wait) {
 			return
-		case <-time.After(wait):
 		}
 	}
 	if s.machine.Endpoint(s.node.ID()) != s.advertise {
