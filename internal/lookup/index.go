@@ -20,18 +20,6 @@ func (s *itemSet) len() int {
 	return 0
 }
 
-func (s *itemSet) add(it *item) {
-	switch {
-	case s.many != nil:
-		s.many[it] = struct{}{}
-	case s.one == nil || s.one == it:
-		s.one = it
-	default:
-		s.many = map[*item]struct{}{s.one: {}, it: {}}
-		s.one = nil
-	}
-}
-
 // remove takes it out of the set and reports whether the set is empty.
 func (s *itemSet) remove(it *item) bool {
 	if s.many != nil {
@@ -62,22 +50,27 @@ func (s *itemSet) each(fn func(*item)) {
 // collector to mark.
 type itemIndex[K comparable] map[K]itemSet
 
+// add puts it in k's set. A set of several items changes in place: the
+// map is written only for a new key and for a set's first growth, so the
+// key it stores stays the one written then (see indexField).
 func (x itemIndex[K]) add(k K, it *item) {
-	s := x[k]
-	s.add(it)
-	x[k] = s
+	s, ok := x[k]
+	switch {
+	case !ok:
+		x[k] = itemSet{one: it}
+	case s.many != nil:
+		s.many[it] = struct{}{}
+	case s.one != it:
+		x[k] = itemSet{many: map[*item]struct{}{s.one: {}, it: {}}}
+	}
 }
 
+// remove takes it out of k's set, and the key out of x when the set is
+// left empty. Like add, it changes a set of several items in place.
 func (x itemIndex[K]) remove(k K, it *item) {
-	s, ok := x[k]
-	if !ok {
-		return
-	}
-	if s.remove(it) {
+	if s, ok := x[k]; ok && s.remove(it) {
 		delete(x, k)
-		return
 	}
-	x[k] = s
 }
 
 // fieldKey is a field name with a value: the key of the field index.
@@ -95,15 +88,28 @@ func (r *Registry) indexEntries(it *item) {
 			r.byEntryType.add(t, it)
 		}
 		for _, f := range e.fields {
-			k := fieldKey(f)
-			if _, ok := r.byField[k]; !ok {
-				// The index's own copy of the value: the key may outlive
-				// this item, and should not keep its values' bytes.
-				k.val = Value{s: strings.Clone(k.val.s)}
-			}
-			r.byField.add(k, it)
+			r.indexField(fieldKey(f), it)
 		}
 	}
+}
+
+// indexField adds it to the set of field key k, which holds it's value
+// bytes. A key held by one item alone shares that item's bytes: most field
+// values are some item's own (a name, a serial number), and a copy would
+// be one more object per value for the collector to mark. The key goes
+// when that item does. When a second item comes, the key is replaced by a
+// copy of its own, since the first item may leave while the key stays;
+// after that the map is not written with another item's key (add and
+// remove change a set of several items in place).
+func (r *Registry) indexField(k fieldKey, it *item) {
+	s, ok := r.byField[k]
+	if !ok || s.one == nil || s.one == it {
+		r.byField.add(k, it)
+		return
+	}
+	delete(r.byField, k) // so that the key stored next is the copy
+	k.val = Value{s: strings.Clone(k.val.s)}
+	r.byField[k] = itemSet{many: map[*item]struct{}{s.one: {}, it: {}}}
 }
 
 // unindexEntries undoes indexEntries; it must run before it's entries

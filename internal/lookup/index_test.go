@@ -3,6 +3,7 @@ package lookup
 import (
 	"fmt"
 	"testing"
+	"unsafe"
 
 	"github.com/djinn-go/djinn"
 )
@@ -42,5 +43,57 @@ func TestIndexesEmptyAfterRemoval(t *testing.T) {
 	if len(r.byType) != 0 || len(r.byEntryType) != 0 || len(r.byField) != 0 {
 		t.Errorf("indexes after every item's removal: %d service type keys, %d entry type keys, %d field keys; want none",
 			len(r.byType), len(r.byEntryType), len(r.byField))
+	}
+}
+
+// TestFieldKeyBytes: a field key shares the bytes of the one item that has
+// its value, and takes a copy of its own when a second item comes, so that
+// no key keeps a removed item's bytes.
+func TestFieldKeyBytes(t *testing.T) {
+	r, err := New(djinn.ID{0xff, 1}, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	item := func(i byte) Item {
+		return Item{ID: djinn.ID{i, 1}, Ref: []byte("127.0.0.1:9"),
+			Entries: []Entry{{Type: "Location", Fields: []Field{{Name: "floor", Value: NewString("3")}}}}}
+	}
+	// bytes returns where the stored item id's floor value and the
+	// index's key for it keep their bytes.
+	bytes := func(id djinn.ID) (item, key *byte) {
+		f := r.items[id].entries[0].fields[0]
+		for k := range r.byField {
+			if k == fieldKey(f) {
+				return unsafe.StringData(f.val.s), unsafe.StringData(k.val.s)
+			}
+		}
+		t.Fatalf("no index key for item %s's floor", id)
+		return nil, nil
+	}
+	a, b, c := item(1), item(2), item(3)
+	if _, err := r.Register(a, djinn.ID{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	if ib, kb := bytes(a.ID); ib != kb {
+		t.Errorf("a key held by one item alone has bytes of its own, want the item's")
+	}
+	aBytes, _ := bytes(a.ID)
+	for _, it := range []Item{b, c} {
+		if _, err := r.Register(it, djinn.ID{it.ID[0], 2}); err != nil {
+			t.Fatal(err)
+		}
+		ib, kb := bytes(it.ID)
+		if kb == aBytes || kb == ib {
+			t.Errorf("with item %s, a key held by several items shares one item's bytes, want a copy of its own", it.ID)
+		}
+	}
+	cBytes, _ := bytes(c.ID)
+	for _, it := range []Item{c, a} {
+		if _, err := r.Remove(it.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, kb := bytes(b.ID); kb == aBytes || kb == cBytes {
+			t.Errorf("after item %s's removal, the key keeps a removed item's bytes", it.ID)
+		}
 	}
 }
