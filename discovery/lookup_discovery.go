@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/backoff"
 	wire "github.com/djinn-go/djinn/internal/discovery"
 )
 
@@ -481,7 +482,7 @@ func (d *LookupDiscovery) acceptResponses() {
 				return
 			}
 			d.log.Warn("djinn lookup discovery: accept failed", "err", err)
-			if !pause(d.ctx, 50*time.Millisecond) {
+			if !backoff.Pause(d.ctx, 50*time.Millisecond) {
 				return
 			}
 			continue
@@ -533,7 +534,7 @@ func (d *LookupDiscovery) hearAnnouncements() {
 				return
 			}
 			d.log.Warn("djinn lookup discovery: reading announcements", "err", err)
-			if !pause(d.ctx, 10*time.Millisecond) {
+			if !backoff.Pause(d.ctx, 10*time.Millisecond) {
 				return
 			}
 			continue

@@ -10,13 +10,14 @@ import (
 	"time"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/backoff"
 	wire "github.com/djinn-go/djinn/internal/discovery"
 )
 
 // serve accepts unicast discovery connections.
 func (r *Registrar) serve() {
 	defer r.wg.Done()
-	backoff := 5 * time.Millisecond
+	delay := 5 * time.Millisecond
 	for {
 		conn, err := r.ln.Accept()
 		if err != nil {
@@ -25,13 +26,13 @@ func (r *Registrar) serve() {
 			}
 			// Out of file descriptors, say: wait a little, then go on.
 			r.log.Warn("djinn registrar: accept failed", "err", err)
-			if !pause(r.ctx, backoff) {
+			if !backoff.Pause(r.ctx, delay) {
 				return
 			}
-			backoff = min(2*backoff, time.Second)
+			delay = min(2*delay, time.Second)
 			continue
 		}
-		backoff = 5 * time.Millisecond
+		delay = 5 * time.Millisecond
 		select {
 		case r.conns <- struct{}{}:
 		default:
@@ -92,7 +93,7 @@ func (r *Registrar) hearRequests() {
 				return
 			}
 			r.log.Warn("djinn registrar: reading multicast requests", "err", err)
-			if !pause(r.ctx, 10*time.Millisecond) {
+			if !backoff.Pause(r.ctx, 10*time.Millisecond) {
 				return
 			}
 			continue
@@ -236,18 +237,4 @@ func checkTarget(address string, viaLoopback bool) error {
 		return errForbiddenTarget
 	}
 	return nil
-}
-
-// pause waits for d, and reports false if ctx ended first. It spaces out
-// retries after errors that should not happen, such as running out of file
-// descriptors.
-func pause(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/backoff"
 )
 
 // LookupCache holds the services matching a template that a filter accepts,
@@ -260,7 +261,7 @@ func (c *LookupCache) work(ctx context.Context, r *registrar, gen uint64, resync
 	}
 	id := r.info.ServiceID
 	log := c.log.With("registrar", id, "endpoint", r.info.Endpoint)
-	b := newBackoff(c.sdm.cfg.RetryMin, c.sdm.cfg.RetryMax)
+	b := backoff.New(c.sdm.cfg.RetryMin, c.sdm.cfg.RetryMax)
 	var er *client.EventRegistration
 	for {
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
@@ -274,7 +275,7 @@ func (c *LookupCache) work(ctx context.Context, r *registrar, gen uint64, resync
 			return
 		}
 		log.Warn("cannot register for service events; retrying", "err", err)
-		if !b.wait(ctx) {
+		if !b.Wait(ctx) {
 			return
 		}
 	}
@@ -284,7 +285,7 @@ func (c *LookupCache) work(ctx context.Context, r *registrar, gen uint64, resync
 	}
 	c.in.push(func() { c.notified(id, r, gen, er) })
 	for {
-		b.reset()
+		b.Reset()
 		for {
 			cctx, cancel := context.WithTimeout(ctx, callTimeout)
 			_, items, err := r.r.LookupN(cctx, c.tmpl, math.MaxInt32)
@@ -297,7 +298,7 @@ func (c *LookupCache) work(ctx context.Context, r *registrar, gen uint64, resync
 				return
 			}
 			log.Warn("lookup failed; retrying", "err", err)
-			if !b.wait(ctx) {
+			if !b.Wait(ctx) {
 				return
 			}
 		}

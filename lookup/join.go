@@ -11,6 +11,7 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/discovery"
+	"github.com/djinn-go/djinn/internal/backoff"
 	core "github.com/djinn-go/djinn/internal/lookup"
 )
 
@@ -213,7 +214,7 @@ func (m *JoinManager) keep(ctx context.Context, j *join) {
 	info := j.info
 	m.mu.Unlock()
 	log := m.log.With("registrar", info.ServiceID, "endpoint", info.Endpoint)
-	b := newBackoff(m.cfg.RetryMin, m.cfg.RetryMax)
+	b := backoff.New(m.cfg.RetryMin, m.cfg.RetryMax)
 	c, r, err := dialRegistrar(ctx, info, m.cfg.DialOptions, b, log)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -227,7 +228,7 @@ func (m *JoinManager) keep(ctx context.Context, j *join) {
 	m.mu.Lock()
 	j.r = r
 	m.mu.Unlock()
-	b.reset()
+	b.Reset()
 	for {
 		err := m.sync(ctx, j)
 		if ctx.Err() != nil {
@@ -235,12 +236,12 @@ func (m *JoinManager) keep(ctx context.Context, j *join) {
 		}
 		if err != nil {
 			log.Warn("cannot bring the registration up to date; retrying", "err", err)
-			if !b.wait(ctx) {
+			if !b.Wait(ctx) {
 				return
 			}
 			continue
 		}
-		b.reset()
+		b.Reset()
 		select {
 		case <-ctx.Done():
 			return

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/discovery"
+	"github.com/djinn-go/djinn/internal/backoff"
 )
 
 // DiscoveryManagement is what the managers of this package need of
@@ -87,32 +87,6 @@ func settings(what string, lease, lo, hi time.Duration) (time.Duration, time.Dur
 	return lease, lo, hi, nil
 }
 
-// backoff is a capped exponential backoff with equal jitter. It belongs to
-// one goroutine.
-type backoff struct {
-	lo, hi, next time.Duration
-}
-
-func newBackoff(lo, hi time.Duration) *backoff { return &backoff{lo: lo, hi: hi, next: lo} }
-
-func (b *backoff) reset() { b.next = b.lo }
-
-// wait waits for the next delay, or until ctx ends; it reports whether ctx
-// is still live.
-func (b *backoff) wait(ctx context.Context) bool {
-	d := b.next
-	b.next = min(2*b.next, b.hi)
-	d = d/2 + rand.N(d/2+1)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 // errNotThatRegistrar marks a failure that retrying cannot mend: the
 // endpoint discovery gave serves no lookup service, or another one.
 var errNotThatRegistrar = errors.New("not the registrar discovery reported")
@@ -122,7 +96,7 @@ var errNotThatRegistrar = errors.New("not the registrar discovery reported")
 // ctx's error) or when the endpoint proves to serve no lookup service or
 // one with another service id (an error matching errNotThatRegistrar):
 // discovery was wrong, and the caller should discard the registrar.
-func dialRegistrar(ctx context.Context, info discovery.RegistrarInfo, opts []client.Option, b *backoff, log *slog.Logger) (*client.Client, *client.Registrar, error) {
+func dialRegistrar(ctx context.Context, info discovery.RegistrarInfo, opts []client.Option, b *backoff.Backoff, log *slog.Logger) (*client.Client, *client.Registrar, error) {
 	for {
 		c, r, err := dialOnce(ctx, info, opts)
 		if err == nil || errors.Is(err, errNotThatRegistrar) {
@@ -132,7 +106,7 @@ func dialRegistrar(ctx context.Context, info discovery.RegistrarInfo, opts []cli
 			return nil, nil, ctx.Err()
 		}
 		log.Warn("cannot reach the lookup service; retrying", "registrar", info.ServiceID, "endpoint", info.Endpoint, "err", err)
-		if !b.wait(ctx) {
+		if !b.Wait(ctx) {
 			return nil, nil, ctx.Err()
 		}
 	}

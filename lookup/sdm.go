@@ -13,6 +13,7 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/discovery"
+	"github.com/djinn-go/djinn/internal/backoff"
 )
 
 // ServiceDiscoveryManagerConfig configures a ServiceDiscoveryManager.
@@ -185,7 +186,7 @@ func (m *ServiceDiscoveryManager) heard(ev discovery.Event) {
 func (m *ServiceDiscoveryManager) connect(r *registrar) {
 	defer m.wg.Done()
 	log := m.log.With("registrar", r.info.ServiceID, "endpoint", r.info.Endpoint)
-	c, reg, err := dialRegistrar(r.ctx, r.info, m.cfg.DialOptions, newBackoff(m.cfg.RetryMin, m.cfg.RetryMax), log)
+	c, reg, err := dialRegistrar(r.ctx, r.info, m.cfg.DialOptions, backoff.New(m.cfg.RetryMin, m.cfg.RetryMax), log)
 	if err != nil {
 		if r.ctx.Err() == nil {
 			log.Warn("discarding the registrar: discovery misnamed it", "err", err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/discovery"
+	"github.com/djinn-go/djinn/internal/backoff"
 	"github.com/djinn-go/djinn/internal/grpcerr"
 	"github.com/djinn-go/djinn/internal/lookup"
 	"github.com/djinn-go/djinn/proto/djinnpb"
@@ -230,7 +231,7 @@ func (r *lookupRPC) GetRegistrar(ctx context.Context, _ *djinnpb.GetRegistrarReq
 // leads; meanwhile the lookup service is reachable by its gRPC address.
 func (s *Server) discover(ctx context.Context) {
 	var r *discovery.Registrar
-	for wait := 100 * time.Millisecond; ; wait = min(2*wait, time.Minute) {
+	for b := backoff.New(100*time.Millisecond, time.Minute); ; {
 		var err error
 		r, err = discovery.NewRegistrar(discovery.RegistrarConfig{
 			ServiceID: s.machine.ServiceID(), Groups: s.cfg.Lookup.Groups, Endpoint: s.advertise,
@@ -240,8 +241,8 @@ func (s *Server) discover(ctx context.Context) {
 		if err == nil {
 			break
 		}
-		s.log.Error("discovery: cannot start; the lookup service is reachable only by its gRPC address until it does", "err", err, "retry in", wait)
-		if !pause(ctx, wait) {
+		s.log.Error("discovery: cannot start; the lookup service is reachable only by its gRPC address until it does", "err", err, "retry within", b.Next())
+		if !b.Wait(ctx) {
 			return
 		}
 	}

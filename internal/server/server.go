@@ -26,6 +26,7 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/discovery"
+	"github.com/djinn-go/djinn/internal/backoff"
 	"github.com/djinn-go/djinn/internal/event"
 	"github.com/djinn-go/djinn/internal/grpcerr"
 	"github.com/djinn-go/djinn/internal/lds"
@@ -349,30 +350,18 @@ func (s *Server) ready() bool {
 	return id != ""
 }
 
-// pause waits d, and reports false if ctx ended first.
-func pause(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 // lead runs leader-only work for one term.
 func (s *Server) lead(ctx context.Context) {
 	// A new cluster gets its service id from its first leader. Without it
 	// nothing can be served, so keep trying while this node leads.
-	for wait := 100 * time.Millisecond; s.machine.ServiceID().IsZero(); wait = min(2*wait, 5*time.Second) {
+	for b := backoff.New(100*time.Millisecond, 5*time.Second); s.machine.ServiceID().IsZero(); {
 		id := djinn.NewID()
 		_, err := s.node.Propose(ctx, &statepb.Command{Op: &statepb.Command_Init{Init: &statepb.Init{ServiceId: id[:]}}})
 		if err == nil {
 			break
 		}
-		s.log.Warn("cluster init failed; retrying", "err", err, "in", wait)
-		if !pause(ctx, wait) {
+		s.log.Warn("cluster init failed; retrying", "err", err, "within", b.Next())
+		if !b.Wait(ctx) {
 			return
 		}
 	}
