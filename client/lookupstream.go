@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 
 	"google.golang.org/grpc/status"
@@ -18,9 +19,10 @@ import (
 // shared: lookups from many goroutines that wait at the same time go to
 // the service together, as one batch answered by one message, so a busy
 // stream pays the per-message cost once per batch rather than once per
-// lookup. A lookup alone goes at once. A stream that fails (the server
-// went away or is no longer the leader) fails every waiting and later
-// lookup; open another. Close it when done.
+// lookup. A lookup alone goes at once. Each lookup has its own context:
+// one given up returns at once, and the stream goes on. A stream that
+// fails (the server went away or is no longer the leader) fails every
+// waiting and later lookup; open another. Close it when done.
 type LookupStream struct {
 	stream djinnpb.LookupService_LookupStreamClient
 	cancel context.CancelFunc
@@ -64,10 +66,15 @@ func (r *Registrar) Stream(ctx context.Context) (*LookupStream, error) {
 	return s, nil
 }
 
-// lookup queues req for the next batch and waits for its answer.
-func (s *LookupStream) lookup(req *djinnpb.LookupRequest) (*djinnpb.EncodedLookupAnswer, error) {
+// lookup queues req for the next batch and waits for its answer, or until
+// ctx ends: a lookup given up before its batch went is not sent, and the
+// answer to one given up later is dropped.
+func (s *LookupStream) lookup(ctx context.Context, req *djinnpb.LookupRequest) (*djinnpb.EncodedLookupAnswer, error) {
 	if s == nil {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "lookup stream: missing (nil)")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fromRPC(status.FromContextError(err).Err())
 	}
 	l := &streamLookup{req: req, done: make(chan struct{})}
 	s.mu.Lock()
@@ -85,7 +92,16 @@ func (s *LookupStream) lookup(req *djinnpb.LookupRequest) (*djinnpb.EncodedLooku
 	case s.wake <- struct{}{}:
 	default: // run is already woken
 	}
-	<-l.done
+	select {
+	case <-l.done:
+	case <-ctx.Done():
+		s.mu.Lock()
+		if i := slices.Index(s.queue, l); i >= 0 {
+			s.queue = slices.Delete(s.queue, i, i+1)
+		}
+		s.mu.Unlock()
+		return nil, fromRPC(status.FromContextError(ctx.Err()).Err())
+	}
 	if l.err != nil {
 		return nil, l.err
 	}
@@ -189,9 +205,10 @@ func (s *LookupStream) fail(err error) {
 }
 
 // Lookup returns one item matching tmpl, chosen at random among the
-// matches, or nil when none does.
-func (s *LookupStream) Lookup(tmpl ServiceTemplate) (*ServiceItem, error) {
-	ans, err := s.lookup(&djinnpb.LookupRequest{Template: tmpl.Proto(), One: true})
+// matches, or nil when none does. A lookup whose ctx ends first returns
+// ctx's error; the stream goes on.
+func (s *LookupStream) Lookup(ctx context.Context, tmpl ServiceTemplate) (*ServiceItem, error) {
+	ans, err := s.lookup(ctx, &djinnpb.LookupRequest{Template: tmpl.Proto(), One: true})
 	if err != nil || len(ans.GetItems()) == 0 {
 		return nil, err
 	}
@@ -203,12 +220,13 @@ func (s *LookupStream) Lookup(tmpl ServiceTemplate) (*ServiceItem, error) {
 }
 
 // LookupN returns the number of items matching tmpl and up to max of them
-// (0 to math.MaxInt32; a negative max is djinn.ErrInvalidArgument).
-func (s *LookupStream) LookupN(tmpl ServiceTemplate, max int) (total int, items []ServiceItem, err error) {
+// (0 to math.MaxInt32; a negative max is djinn.ErrInvalidArgument). A
+// lookup whose ctx ends first returns ctx's error; the stream goes on.
+func (s *LookupStream) LookupN(ctx context.Context, tmpl ServiceTemplate, max int) (total int, items []ServiceItem, err error) {
 	if max < 0 || max > maxMatches {
 		return 0, nil, djinn.Errorf(djinn.InvalidArgument, "max matches %d: must be 0 to %d", max, maxMatches)
 	}
-	ans, err := s.lookup(&djinnpb.LookupRequest{Template: tmpl.Proto(), MaxMatches: int32(max)})
+	ans, err := s.lookup(ctx, &djinnpb.LookupRequest{Template: tmpl.Proto(), MaxMatches: int32(max)})
 	if err != nil {
 		return 0, nil, err
 	}

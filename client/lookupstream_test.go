@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -95,7 +96,7 @@ func lookupMany(s *client.LookupStream, maxes ...int) <-chan error {
 	errs := make(chan error, len(maxes))
 	for _, m := range maxes {
 		go func() {
-			total, _, err := s.LookupN(client.ServiceTemplate{}, m)
+			total, _, err := s.LookupN(context.Background(), client.ServiceTemplate{}, m)
 			if err == nil && total != m {
 				err = fmt.Errorf("lookup %d answered with total %d: another lookup's answer", m, total)
 			}
@@ -153,6 +154,78 @@ func TestLookupStreamBatches(t *testing.T) {
 	}
 }
 
+// TestLookupStreamContext: a lookup whose context ends returns its error at
+// once and the stream goes on. Given up while queued, it is not sent; given
+// up while its batch is out, its answer is dropped and the others in the
+// batch have theirs. A context ended before the call sends nothing.
+func TestLookupStreamContext(t *testing.T) {
+	arrived, release := make(chan struct{}), make(chan struct{})
+	f := &streamService{answer: func(n int, b *djinnpb.LookupBatch) (*djinnpb.LookupBatchResponse, error) {
+		if n == 0 {
+			close(arrived)
+			<-release
+		}
+		return echo(b), nil
+	}}
+	s := openStream(t, f)
+	lookupN := func(ctx context.Context, m int) <-chan error {
+		errs := make(chan error, 1)
+		go func() {
+			total, _, err := s.LookupN(ctx, client.ServiceTemplate{}, m)
+			if err == nil && total != m {
+				err = fmt.Errorf("lookup %d answered with total %d", m, total)
+			}
+			errs <- err
+		}()
+		return errs
+	}
+
+	outCtx, giveUpOut := context.WithCancel(t.Context())
+	out := lookupN(outCtx, 1)
+	<-arrived // lookup 1 went alone; the service holds it
+	other := lookupMany(s, 2)
+	giveUpOut()
+	if err := <-out; !errors.Is(err, context.Canceled) {
+		t.Errorf("lookup given up while out: %v, want context.Canceled", err)
+	}
+
+	queuedCtx, giveUpQueued := context.WithCancel(t.Context())
+	waiting := make(chan int, 4)
+	client.OnLookupQueued(s, func(n int) { waiting <- n })
+	queued := lookupN(queuedCtx, 3)
+	<-waiting
+	giveUpQueued()
+	if err := <-queued; !errors.Is(err, context.Canceled) {
+		t.Errorf("lookup given up while queued: %v, want context.Canceled", err)
+	}
+	client.OnLookupQueued(s, nil)
+
+	ended, end := context.WithCancel(t.Context())
+	end()
+	if _, _, err := s.LookupN(ended, client.ServiceTemplate{}, 4); !errors.Is(err, context.Canceled) {
+		t.Errorf("lookup on an ended context: %v, want context.Canceled", err)
+	}
+
+	close(release)
+	if err := <-other; err != nil {
+		t.Errorf("a lookup beside one given up: %v", err)
+	}
+	if err := <-lookupMany(s, 5); err != nil {
+		t.Errorf("the stream after lookups given up: %v", err)
+	}
+	got := f.seen()
+	if len(got) == 0 || !slices.Equal(got[0], []int32{1}) {
+		t.Fatalf("batches %v, want lookup 1 alone first", got)
+	}
+	for _, b := range got {
+		for _, m := range b {
+			if m == 3 || m == 4 {
+				t.Errorf("batches %v: lookup %d was sent though given up before its batch went", got, m)
+			}
+		}
+	}
+}
+
 // TestLookupStreamFailures: a lookup's error is its own; a response with
 // the wrong number of answers, or a stream the service ends, fails the
 // lookups waiting and every later one; Close fails lookups waiting.
@@ -164,10 +237,10 @@ func TestLookupStreamFailures(t *testing.T) {
 			return resp, nil
 		}}
 		s := openStream(t, f)
-		if _, _, err := s.LookupN(client.ServiceTemplate{}, 1); !errors.Is(err, djinn.ErrInvalidArgument) {
+		if _, _, err := s.LookupN(t.Context(), client.ServiceTemplate{}, 1); !errors.Is(err, djinn.ErrInvalidArgument) {
 			t.Errorf("refused lookup: %v, want invalid argument", err)
 		}
-		if _, err := s.Lookup(client.ServiceTemplate{}); !errors.Is(err, djinn.ErrInvalidArgument) {
+		if _, err := s.Lookup(t.Context(), client.ServiceTemplate{}); !errors.Is(err, djinn.ErrInvalidArgument) {
 			t.Errorf("the stream after a refused lookup: %v, want it to go on (and refuse again)", err)
 		}
 	})
@@ -177,7 +250,7 @@ func TestLookupStreamFailures(t *testing.T) {
 		}}
 		s := openStream(t, f)
 		for range 2 {
-			if _, _, err := s.LookupN(client.ServiceTemplate{}, 1); !errors.Is(err, djinn.ErrInternal) {
+			if _, _, err := s.LookupN(t.Context(), client.ServiceTemplate{}, 1); !errors.Is(err, djinn.ErrInternal) {
 				t.Errorf("lookup answered by nothing: %v, want internal", err)
 			}
 		}
@@ -188,7 +261,7 @@ func TestLookupStreamFailures(t *testing.T) {
 		}}
 		s := openStream(t, f)
 		for range 2 {
-			if _, _, err := s.LookupN(client.ServiceTemplate{}, 1); !errors.Is(err, djinn.ErrUnavailable) {
+			if _, _, err := s.LookupN(t.Context(), client.ServiceTemplate{}, 1); !errors.Is(err, djinn.ErrUnavailable) {
 				t.Errorf("lookup on an ended stream: %v, want unavailable", err)
 			}
 		}
@@ -215,7 +288,7 @@ func TestLookupStreamFailures(t *testing.T) {
 				t.Error("a lookup waiting when the stream closed succeeded")
 			}
 		}
-		if _, err := s.Lookup(client.ServiceTemplate{}); err == nil {
+		if _, err := s.Lookup(t.Context(), client.ServiceTemplate{}); err == nil {
 			t.Error("a lookup after Close succeeded")
 		}
 	})

@@ -605,7 +605,7 @@ func (b *lookupBench) measure(ctx context.Context, op string, n int, ids [][]byt
 		step = func(ctx context.Context, c int, st *lookupBenchClient) error {
 			k := rand.IntN(len(ids))
 			t0 := time.Now()
-			total, items, err := streams[c%len(streams)].LookupN(b.template(k), 1)
+			total, items, err := streams[c%len(streams)].LookupN(ctx, b.template(k), 1)
 			if err != nil {
 				return fmt.Errorf("lookup stream: %w", err)
 			}

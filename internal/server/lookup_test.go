@@ -341,24 +341,24 @@ func TestLookupStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	it, err := s.Lookup(client.ServiceTemplate{Entries: []client.EntryTemplate{{Type: "Name", Fields: []client.Field{{Name: "name", Value: client.NewString("plotter")}}}}})
+	it, err := s.Lookup(ctx, client.ServiceTemplate{Entries: []client.EntryTemplate{{Type: "Name", Fields: []client.Field{{Name: "name", Value: client.NewString("plotter")}}}}})
 	if err != nil || it == nil || it.ID != ids[2] {
 		t.Errorf("stream lookup of plotter: %+v %v", it, err)
 	}
-	if it, err := s.Lookup(client.ServiceTemplate{Types: []string{"Scanner"}}); it != nil || err != nil {
+	if it, err := s.Lookup(ctx, client.ServiceTemplate{Types: []string{"Scanner"}}); it != nil || err != nil {
 		t.Errorf("stream lookup of nothing: %+v %v, want nil, nil", it, err)
 	}
-	total, items, err := s.LookupN(client.ServiceTemplate{Types: []string{"Printer"}}, 2)
+	total, items, err := s.LookupN(ctx, client.ServiceTemplate{Types: []string{"Printer"}}, 2)
 	if err != nil || total != 3 || len(items) != 2 {
 		t.Errorf("stream LookupN: %d %d %v, want 3 and 2 items", total, len(items), err)
 	}
-	if _, _, err := s.LookupN(client.ServiceTemplate{}, -1); !errors.Is(err, djinn.ErrInvalidArgument) {
+	if _, _, err := s.LookupN(ctx, client.ServiceTemplate{}, -1); !errors.Is(err, djinn.ErrInvalidArgument) {
 		t.Errorf("stream LookupN -1: %v, want invalid argument", err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Lookup(client.ServiceTemplate{}); err == nil {
+	if _, err := s.Lookup(ctx, client.ServiceTemplate{}); err == nil {
 		t.Error("lookup on a closed stream succeeded")
 	}
 
@@ -367,14 +367,14 @@ func TestLookupStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Lookup(client.ServiceTemplate{}); err != nil {
+	if _, err := s.Lookup(ctx, client.ServiceTemplate{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := srv.Close(); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if _, err := s.Lookup(client.ServiceTemplate{}); err == nil {
+		if _, err := s.Lookup(ctx, client.ServiceTemplate{}); err == nil {
 			t.Error("lookup on a stream to a stopped server succeeded")
 		}
 	}
