@@ -179,7 +179,18 @@ func serve(ctx context.Context, cfg server.Config, out, errw io.Writer) error {
 	for _, svc := range st.Services {
 		fmt.Fprintf(out, "  %-9s %s\n", svc.Name, svc.Ref)
 	}
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case err := <-s.Failed():
+		// Fail-stop: a node that cannot write its log must not go on
+		// leading. A restart reads what the log holds; nothing that was
+		// acknowledged is lost.
+		logger.Error("the log cannot be written; stopping", "err", err)
+		if cerr := s.Close(); cerr != nil {
+			logger.Warn("shutdown", "err", cerr)
+		}
+		return fmt.Errorf("log write failed, server stopped: %w", err)
+	}
 	logger.Info("shutting down")
 	if err := s.Close(); err != nil {
 		return fmt.Errorf("shutdown: %w", err)

@@ -58,6 +58,9 @@ type Config struct {
 	ElectionTimeout   time.Duration // default 500ms
 	SnapshotInterval  time.Duration // default 30s
 	SnapshotThreshold uint64        // default 65536 entries
+
+	// wrapLogs, in tests, stands between raft and the log it writes.
+	wrapLogs func(raft.LogStore) raft.LogStore
 }
 
 // Node is one member of a djinn cluster.
@@ -68,6 +71,7 @@ type Node struct {
 	log   *wal.WAL
 	trans *raft.NetworkTransport
 	notes chan bool
+	logs  *failStop // raft's view of log
 
 	applied atomic.Uint64
 
@@ -153,8 +157,13 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 			return nil, fmt.Errorf("bootstrap cluster: %w", err)
 		}
 	}
+	var logs raft.LogStore = n.log
+	if cfg.wrapLogs != nil {
+		logs = cfg.wrapLogs(logs)
+	}
+	n.logs = newFailStop(logs)
 	f := &fsm{sm: sm, applied: func(i uint64) { n.applied.Store(i) }}
-	n.raft, err = raft.NewRaft(rc, f, n.log, n.log, snaps, n.trans)
+	n.raft, err = raft.NewRaft(rc, f, n.logs, n.log, snaps, n.trans)
 	if err != nil {
 		n.closeStores()
 		return nil, fmt.Errorf("start raft: %w", err)
@@ -432,6 +441,13 @@ func (n *Node) Snapshot() error {
 }
 
 // Close stops leader work, shuts Raft down and closes the log.
+// Failed delivers the first error with which this node failed to write
+// its log. Such a node should be closed and its process stopped, so that
+// it starts again from what its log holds (or, if the disk is gone, stays
+// down where an operator sees it) rather than leading on a log it cannot
+// write. Entries that failed were never acknowledged.
+func (n *Node) Failed() <-chan error { return n.logs.failed }
+
 func (n *Node) Close() error {
 	n.mu.Lock()
 	if n.closed {

@@ -319,6 +319,11 @@ func (s *Server) NodeID() string { return s.node.ID() }
 // DataDir returns the data directory.
 func (s *Server) DataDir() string { return s.cfg.DataDir }
 
+// Failed delivers the first error with which the server failed to write
+// its log (replica.Node.Failed): the process should close the server and
+// exit, to be started again on what its log holds.
+func (s *Server) Failed() <-chan error { return s.node.Failed() }
+
 // Node returns the Raft node (for tests and status).
 func (s *Server) Node() *replica.Node { return s.node }
 

@@ -1,0 +1,34 @@
+package replica
+
+import (
+	"sync"
+
+	"github.com/hashicorp/raft"
+)
+
+// failStop is the log store raft writes through. A write that fails — a
+// full or failing disk, a data directory gone — leaves the log in a state
+// this node cannot vouch for: raft answers the entries' proposals with the
+// error and steps down, but would try again at its next election and so
+// limp on. The first failure is reported, once, through failed, so that
+// the node can stop and be restarted on a log it can read (Node.Failed).
+type failStop struct {
+	raft.LogStore
+	once   sync.Once
+	failed chan error // capacity 1: holds the first failure
+}
+
+func newFailStop(logs raft.LogStore) *failStop {
+	return &failStop{LogStore: logs, failed: make(chan error, 1)}
+}
+
+func (f *failStop) StoreLog(l *raft.Log) error { return f.check(f.LogStore.StoreLog(l)) }
+
+func (f *failStop) StoreLogs(ls []*raft.Log) error { return f.check(f.LogStore.StoreLogs(ls)) }
+
+func (f *failStop) check(err error) error {
+	if err != nil {
+		f.once.Do(func() { f.failed <- err })
+	}
+	return err
+}
