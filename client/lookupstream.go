@@ -73,8 +73,8 @@ func (s *LookupStream) lookup(ctx context.Context, req *djinnpb.LookupRequest) (
 	if s == nil {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "lookup stream: missing (nil)")
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fromRPC(status.FromContextError(err).Err())
+	if ctx.Err() != nil {
+		return nil, ctxError(ctx)
 	}
 	l := &streamLookup{req: req, done: make(chan struct{})}
 	s.mu.Lock()
@@ -100,7 +100,7 @@ func (s *LookupStream) lookup(ctx context.Context, req *djinnpb.LookupRequest) (
 			s.queue = slices.Delete(s.queue, i, i+1)
 		}
 		s.mu.Unlock()
-		return nil, fromRPC(status.FromContextError(ctx.Err()).Err())
+		return nil, ctxError(ctx)
 	}
 	if l.err != nil {
 		return nil, l.err
@@ -111,6 +111,12 @@ func (s *LookupStream) lookup(ctx context.Context, req *djinnpb.LookupRequest) (
 	return l.ans, nil
 }
 
+// ctxError is the error of a call whose ctx ended, as a unary call would
+// return it: context.Canceled or DeadlineExceeded, of kind Unavailable.
+func ctxError(ctx context.Context) error {
+	return fromRPC(status.FromContextError(ctx.Err()).Err())
+}
+
 // run sends the queued lookups, as one batch at a time, and hands each
 // its answer, until the stream fails or ctx ends.
 func (s *LookupStream) run(ctx context.Context) {
@@ -119,7 +125,7 @@ func (s *LookupStream) run(ctx context.Context) {
 		select {
 		case <-s.wake:
 		case <-ctx.Done():
-			s.fail(fromRPC(status.FromContextError(ctx.Err()).Err()))
+			s.fail(ctxError(ctx))
 			return
 		}
 		s.mu.Lock()
