@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +18,40 @@ import (
 	"github.com/djinn-go/djinn/internal/server/servertest"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
+
+// TestCloseEndsSilentAdminConnections: a connection to the admin port
+// that never sends a request (a probe, a port scan) does not outlive the
+// server's Close.
+func TestCloseEndsSilentAdminConnections(t *testing.T) {
+	t.Parallel()
+	srv := servertest.Open(t, servertest.Config(t))
+	conn, err := net.Dial("tcp", srv.AdminAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Closed by the server means its end of the stream is already here:
+	// a peek that does not wait reads it (0 bytes, no error) rather than
+	// finding nothing to read yet (EAGAIN).
+	raw, err := conn.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	var peekErr error
+	if err := raw.Read(func(fd uintptr) bool {
+		n, _, peekErr = syscall.Recvfrom(int(fd), make([]byte, 1), syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 || peekErr != nil {
+		t.Errorf("a silent admin connection after Close: peek gave %d bytes, %v; want its end (0 bytes, no error)", n, peekErr)
+	}
+}
 
 // TestAdminHTTP: the admin port's /healthz, /readyz, /metrics and pprof
 // (DESIGN.md 8).

@@ -479,8 +479,13 @@ func (s *Server) Close() error {
 		s.grpcLn.Close()
 	}
 	if s.admin != nil {
+		// Shutdown waits for requests in flight, but takes a connection
+		// that has not yet sent a request (a probe, a port scan) for idle
+		// only after 5 seconds; Close then ends whatever is left.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_ = s.admin.Shutdown(ctx)
+		if err := s.admin.Shutdown(ctx); err != nil {
+			s.admin.Close()
+		}
 		cancel()
 	} else if s.adminLn != nil {
 		s.adminLn.Close()
