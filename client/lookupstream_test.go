@@ -93,10 +93,15 @@ func openStream(t *testing.T, f *streamService) *client.LookupStream {
 // goroutine, and returns a channel with each one's error (nil when the
 // answer was its own: a total equal to its max).
 func lookupMany(s *client.LookupStream, maxes ...int) <-chan error {
+	return lookupManyCtx(context.Background(), s, maxes...)
+}
+
+// lookupManyCtx is lookupMany with the lookups' context.
+func lookupManyCtx(ctx context.Context, s *client.LookupStream, maxes ...int) <-chan error {
 	errs := make(chan error, len(maxes))
 	for _, m := range maxes {
 		go func() {
-			total, _, err := s.LookupN(context.Background(), client.ServiceTemplate{}, m)
+			total, _, err := s.LookupN(ctx, client.ServiceTemplate{}, m)
 			if err == nil && total != m {
 				err = fmt.Errorf("lookup %d answered with total %d: another lookup's answer", m, total)
 			}
@@ -106,18 +111,25 @@ func lookupMany(s *client.LookupStream, maxes ...int) <-chan error {
 	return errs
 }
 
-// TestLookupStreamBatches: lookups that wait while a batch is out go
-// together as the next batch, each gets its own answer, and a lookup alone
-// goes at once.
-func TestLookupStreamBatches(t *testing.T) {
-	arrived, release := make(chan struct{}), make(chan struct{})
-	f := &streamService{answer: func(n int, b *djinnpb.LookupBatch) (*djinnpb.LookupBatchResponse, error) {
+// holdingFirst is a stream service that echoes, but holds its first batch
+// until release is closed; arrived is closed when that batch comes.
+func holdingFirst() (f *streamService, arrived, release chan struct{}) {
+	arrived, release = make(chan struct{}), make(chan struct{})
+	f = &streamService{answer: func(n int, b *djinnpb.LookupBatch) (*djinnpb.LookupBatchResponse, error) {
 		if n == 0 {
 			close(arrived)
 			<-release
 		}
 		return echo(b), nil
 	}}
+	return f, arrived, release
+}
+
+// TestLookupStreamBatches: lookups that wait while a batch is out go
+// together as the next batch, each gets its own answer, and a lookup alone
+// goes at once.
+func TestLookupStreamBatches(t *testing.T) {
+	f, arrived, release := holdingFirst()
 	s := openStream(t, f)
 	first := lookupMany(s, 1)
 	<-arrived // the first lookup went alone; the service holds it
@@ -159,29 +171,10 @@ func TestLookupStreamBatches(t *testing.T) {
 // up while its batch is out, its answer is dropped and the others in the
 // batch have theirs. A context ended before the call sends nothing.
 func TestLookupStreamContext(t *testing.T) {
-	arrived, release := make(chan struct{}), make(chan struct{})
-	f := &streamService{answer: func(n int, b *djinnpb.LookupBatch) (*djinnpb.LookupBatchResponse, error) {
-		if n == 0 {
-			close(arrived)
-			<-release
-		}
-		return echo(b), nil
-	}}
+	f, arrived, release := holdingFirst()
 	s := openStream(t, f)
-	lookupN := func(ctx context.Context, m int) <-chan error {
-		errs := make(chan error, 1)
-		go func() {
-			total, _, err := s.LookupN(ctx, client.ServiceTemplate{}, m)
-			if err == nil && total != m {
-				err = fmt.Errorf("lookup %d answered with total %d", m, total)
-			}
-			errs <- err
-		}()
-		return errs
-	}
-
 	outCtx, giveUpOut := context.WithCancel(t.Context())
-	out := lookupN(outCtx, 1)
+	out := lookupManyCtx(outCtx, s, 1)
 	<-arrived // lookup 1 went alone; the service holds it
 	other := lookupMany(s, 2)
 	giveUpOut()
@@ -192,7 +185,7 @@ func TestLookupStreamContext(t *testing.T) {
 	queuedCtx, giveUpQueued := context.WithCancel(t.Context())
 	waiting := make(chan int, 4)
 	client.OnLookupQueued(s, func(n int) { waiting <- n })
-	queued := lookupN(queuedCtx, 3)
+	queued := lookupManyCtx(queuedCtx, s, 3)
 	<-waiting
 	giveUpQueued()
 	if err := <-queued; !errors.Is(err, context.Canceled) {
