@@ -58,6 +58,7 @@ type Config struct {
 	ElectionTimeout   time.Duration // default 500ms
 	SnapshotInterval  time.Duration // default 30s
 	SnapshotThreshold uint64        // default 65536 entries
+	WALSegmentSize    int           // bytes; default 64 MiB
 
 	// wrapLogs, in tests, stands between raft and the log it writes.
 	wrapLogs func(raft.LogStore) raft.LogStore
@@ -107,6 +108,9 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	if cfg.SnapshotThreshold == 0 {
 		cfg.SnapshotThreshold = 65536
 	}
+	if cfg.WALSegmentSize == 0 {
+		cfg.WALSegmentSize = wal.DefaultSegmentSize
+	}
 	dir := filepath.Join(cfg.DataDir, "raft")
 	if err := os.MkdirAll(filepath.Join(dir, "wal"), 0o700); err != nil {
 		return nil, fmt.Errorf("data directory %s: %w", cfg.DataDir, err)
@@ -131,7 +135,7 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	rc.BatchApplyCh = true
 	rc.NotifyCh = n.notes
 
-	n.log, err = wal.Open(filepath.Join(dir, "wal"))
+	n.log, err = wal.Open(filepath.Join(dir, "wal"), wal.WithSegmentSize(cfg.WALSegmentSize))
 	if err != nil {
 		return nil, fmt.Errorf("open log in %s: %w", dir, err)
 	}

@@ -148,12 +148,21 @@ type KVConfig struct {
 	Enabled bool `toml:"enabled"`
 }
 
+// The bounds of RaftConfig.WALSegmentSize.
+const (
+	MinWALSegmentSize = 64 << 10
+	MaxWALSegmentSize = 1 << 30
+)
+
 // RaftConfig tunes replication.
 type RaftConfig struct {
 	HeartbeatTimeout  Duration `toml:"heartbeat-timeout"`
 	ElectionTimeout   Duration `toml:"election-timeout"`
 	SnapshotInterval  Duration `toml:"snapshot-interval"`
 	SnapshotThreshold uint64   `toml:"snapshot-threshold"`
+	// WALSegmentSize is the size in bytes at which the log starts a new
+	// segment file; compaction removes whole segments.
+	WALSegmentSize int `toml:"wal-segment-size"`
 }
 
 // Duration is a time.Duration that reads from TOML and the environment as
@@ -211,7 +220,7 @@ func Default() Config {
 		},
 		Raftcfg: RaftConfig{
 			HeartbeatTimeout: Duration(500 * time.Millisecond), ElectionTimeout: Duration(500 * time.Millisecond),
-			SnapshotInterval: Duration(30 * time.Second), SnapshotThreshold: 65536,
+			SnapshotInterval: Duration(30 * time.Second), SnapshotThreshold: 65536, WALSegmentSize: 64 << 20,
 		},
 	}
 }
@@ -405,6 +414,9 @@ func (c *Config) Check() error {
 	}
 	if si := time.Duration(c.Raftcfg.SnapshotInterval); si <= 0 || si == djinn.Forever {
 		return djinn.Errorf(djinn.InvalidArgument, "raft-tuning snapshot-interval %s: must be positive", djinn.FormatDuration(si))
+	}
+	if n := c.Raftcfg.WALSegmentSize; n < MinWALSegmentSize || n > MaxWALSegmentSize {
+		return djinn.Errorf(djinn.InvalidArgument, "raft-tuning wal-segment-size %d: want %d (64 KiB) to %d (1 GiB) bytes", n, MinWALSegmentSize, MaxWALSegmentSize)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -123,6 +123,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 		Endpoint: s.machine.Endpoint, Logger: logger,
 		HeartbeatTimeout: time.Duration(cfg.Raftcfg.HeartbeatTimeout), ElectionTimeout: time.Duration(cfg.Raftcfg.ElectionTimeout),
 		SnapshotInterval: time.Duration(cfg.Raftcfg.SnapshotInterval), SnapshotThreshold: cfg.Raftcfg.SnapshotThreshold,
+		WALSegmentSize: cfg.Raftcfg.WALSegmentSize,
 	}, s.machine)
 	if err != nil {
 		s.grpcLn.Close()
