@@ -33,6 +33,40 @@ func register(t *testing.T, log *statetest.Log, id djinn.ID, types ...string) dj
 	return cookie
 }
 
+// TestSnapshotBesideLookups: a snapshot does not wait for lookups in
+// progress (nor they for it): it only reads the state.
+func TestSnapshotBesideLookups(t *testing.T) {
+	log := statetest.New()
+	register(t, log, djinn.NewID(), "Printer")
+	inside, release := make(chan struct{}), make(chan struct{})
+	browsing := make(chan error, 1)
+	go func() {
+		browsing <- log.M.Lookup.Browse(func(*lookup.Registry) error {
+			close(inside)
+			<-release
+			return nil
+		})
+	}()
+	<-inside
+	snapped := make(chan error, 1)
+	go func() {
+		_, err := log.M.Lookup.Records()
+		snapped <- err
+	}()
+	select {
+	case err := <-snapped:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Error("a snapshot waited for a lookup in progress")
+	}
+	close(release)
+	if err := <-browsing; err != nil {
+		t.Error(err)
+	}
+}
+
 // TestStateSurvivesSnapshot: registrations, their leases' cookies, watches
 // with their event ids and sequence numbers come back from a snapshot; the
 // next event of a watch continues its sequence.
