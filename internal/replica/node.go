@@ -72,7 +72,7 @@ type Node struct {
 	log   *wal.WAL
 	trans *raft.NetworkTransport
 	notes chan bool
-	logs  *failStop // raft's view of log
+	logs  *failStop // the log as raft writes it
 
 	applied atomic.Uint64
 
@@ -444,7 +444,6 @@ func (n *Node) Snapshot() error {
 	return nil
 }
 
-// Close stops leader work, shuts Raft down and closes the log.
 // Failed delivers the first error with which this node failed to write
 // its log. Such a node should be closed and its process stopped, so that
 // it starts again from what its log holds (or, if the disk is gone, stays
@@ -452,6 +451,7 @@ func (n *Node) Snapshot() error {
 // write. Entries that failed were never acknowledged.
 func (n *Node) Failed() <-chan error { return n.logs.failed }
 
+// Close stops leader work, shuts Raft down and closes the log.
 func (n *Node) Close() error {
 	n.mu.Lock()
 	if n.closed {
