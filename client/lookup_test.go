@@ -655,3 +655,41 @@ func ExampleRegistrar() {
 		log.Fatal(err)
 	}
 }
+
+// ExampleLookupStream: a busy client shares one stream among its
+// goroutines; lookups that wait at the same time travel as one batch, and
+// each has its own deadline.
+func ExampleLookupStream() {
+	ctx := context.Background()
+	c, err := client.Dial(ctx, "127.0.0.1:4161")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	reg, err := c.Lookup(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	stream, err := reg.Stream(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stream.Close()
+
+	var wg sync.WaitGroup
+	for floor := range 8 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			tmpl := client.ServiceTemplate{Types: []string{"Printer"},
+				Entries: []client.EntryTemplate{{Type: "Location", Fields: []client.Field{{Name: "floor", Value: client.NewInt(int64(floor))}}}}}
+			total, items, err := stream.LookupN(ctx, tmpl, 10)
+			if err != nil {
+				log.Print(err) // a stream that failed: open another
+				return
+			}
+			fmt.Printf("floor %d: %d printers, first %d\n", floor, total, len(items))
+		})
+	}
+	wg.Wait()
+}
