@@ -20,14 +20,27 @@ import (
 // the service together, as one batch answered by one message, so a busy
 // stream pays the per-message cost once per batch rather than once per
 // lookup. A lookup alone goes at once. Each lookup has its own context:
-// one given up returns at once, and the stream goes on. A stream that
-// fails (the server went away or is no longer the leader) fails every
-// waiting and later lookup; open another. Close it when done.
+// one given up returns at once, and the stream goes on.
+//
+// The stream mends itself. When the server ends it or the connection
+// breaks (an Unavailable failure: the server went away, or is no longer
+// the leader), the batch in flight is sent again, once, on a new stream —
+// to the leader the server named, if it named one (lookups are reads, so
+// sending one twice is harmless). Lookups fail only when that new stream
+// cannot be had or fails too; the next lookup tries again. Any other
+// failure (a broken answer) ends the stream: every waiting and later
+// lookup fails, and the caller opens another. Close it when done.
 type LookupStream struct {
-	stream djinnpb.LookupService_LookupStreamClient
+	reg    *Registrar
+	ctx    context.Context // the stream's life: Stream's ctx, ended by Close
 	cancel context.CancelFunc
 	wake   chan struct{} // holds a token while lookups are queued
 	done   chan struct{} // closed when run returns
+
+	// run's alone:
+	endpoint string                                   // where the stream goes
+	stream   djinnpb.LookupService_LookupStreamClient // nil after a failure, until the next batch
+	end      context.CancelFunc                       // ends stream
 
 	mu     sync.Mutex
 	queue  []*streamLookup // waiting for the next batch
@@ -51,19 +64,42 @@ const maxLookupBatch = 1024
 // Stream opens a lookup stream to the lookup service. It lasts until
 // Close, or until ctx ends.
 func (r *Registrar) Stream(ctx context.Context) (*LookupStream, error) {
-	lc, err := r.client()
-	if err != nil {
+	if _, err := r.conn(); err != nil {
 		return nil, err
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	stream, err := lc.LookupStream(sctx)
-	if err != nil {
+	s := &LookupStream{reg: r, ctx: sctx, cancel: cancel, endpoint: r.ref.Endpoint,
+		wake: make(chan struct{}, 1), done: make(chan struct{})}
+	if err := s.open(); err != nil {
 		cancel()
 		return nil, err
 	}
-	s := &LookupStream{stream: stream, cancel: cancel, wake: make(chan struct{}, 1), done: make(chan struct{})}
-	go s.run(sctx)
+	go s.run()
 	return s, nil
+}
+
+// open starts a stream to s.endpoint.
+func (s *LookupStream) open() error {
+	cc, err := s.reg.c.Conn(s.endpoint)
+	if err != nil {
+		return err
+	}
+	ctx, end := context.WithCancel(s.ctx)
+	stream, err := djinnpb.NewLookupServiceClient(cc).LookupStream(ctx)
+	if err != nil {
+		end()
+		return err
+	}
+	s.stream, s.end = stream, end
+	return nil
+}
+
+// drop ends the current stream, if any.
+func (s *LookupStream) drop() {
+	if s.stream != nil {
+		s.end()
+		s.stream, s.end = nil, nil
+	}
 }
 
 // lookup queues req for the next batch and waits for its answer, or until
@@ -118,14 +154,15 @@ func ctxError(ctx context.Context) error {
 }
 
 // run sends the queued lookups, as one batch at a time, and hands each
-// its answer, until the stream fails or ctx ends.
-func (s *LookupStream) run(ctx context.Context) {
+// its answer, until the stream fails for good or its context ends.
+func (s *LookupStream) run() {
 	defer close(s.done)
+	defer s.drop()
 	for {
 		select {
 		case <-s.wake:
-		case <-ctx.Done():
-			s.fail(ctxError(ctx))
+		case <-s.ctx.Done():
+			s.fail(s.stopped())
 			return
 		}
 		s.mu.Lock()
@@ -141,19 +178,69 @@ func (s *LookupStream) run(ctx context.Context) {
 		if len(batch) == 0 {
 			continue
 		}
-		if err := s.roundTrip(batch); err != nil {
-			for _, l := range batch {
-				l.err = err
-				close(l.done)
-			}
+		err := s.send(batch)
+		if err == nil {
+			continue
+		}
+		if s.ctx.Err() != nil {
+			err = s.stopped()
+		}
+		for _, l := range batch {
+			l.err = err
+			close(l.done)
+		}
+		if s.ctx.Err() != nil || !errors.Is(err, djinn.ErrUnavailable) {
 			s.fail(err)
 			return
 		}
 	}
 }
 
-// roundTrip sends batch and gives each lookup its answer.
-func (s *LookupStream) roundTrip(batch []*streamLookup) error {
+// stopped is why the stream stopped: Close's error, or its context's.
+func (s *LookupStream) stopped() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	return ctxError(s.ctx)
+}
+
+// send gets batch its answers: on the stream, or on a new one when there
+// is none (an earlier failure) or the stream breaks on the way.
+func (s *LookupStream) send(batch []*streamLookup) error {
+	fresh := s.stream == nil
+	if fresh {
+		if err := s.open(); err != nil {
+			return fromRPC(err)
+		}
+	}
+	leader, err := s.roundTrip(batch)
+	if err == nil {
+		return nil
+	}
+	s.drop()
+	if leader != "" {
+		s.endpoint = leader // the next stream goes there
+	}
+	if fresh || !errors.Is(err, djinn.ErrUnavailable) || s.ctx.Err() != nil {
+		return err
+	}
+	if err := s.open(); err != nil {
+		return fromRPC(err)
+	}
+	if leader, err = s.roundTrip(batch); err != nil {
+		s.drop()
+		if leader != "" {
+			s.endpoint = leader
+		}
+	}
+	return err
+}
+
+// roundTrip sends batch and gives each lookup its answer. When the stream
+// fails, it returns the error and the leader the server named, if any.
+func (s *LookupStream) roundTrip(batch []*streamLookup) (leader string, err error) {
 	reqs := make([]*djinnpb.LookupRequest, len(batch))
 	for i, l := range batch {
 		reqs[i] = l.req
@@ -169,27 +256,29 @@ func (s *LookupStream) roundTrip(batch []*streamLookup) error {
 		return s.ended(err)
 	}
 	if len(resp.GetAnswers()) != len(batch) {
-		return djinn.Errorf(djinn.Internal, "lookup stream: %d answers to a batch of %d lookups", len(resp.GetAnswers()), len(batch))
+		return "", djinn.Errorf(djinn.Internal, "lookup stream: %d answers to a batch of %d lookups", len(resp.GetAnswers()), len(batch))
 	}
 	for i, l := range batch {
 		l.ans = resp.GetAnswers()[i]
 		close(l.done)
 	}
-	return nil
+	return "", nil
 }
 
-// ended returns the error a failed Send or Recv means. A Send that fails
-// with io.EOF means the server ended the stream, and Recv has its status.
-func (s *LookupStream) ended(err error) error {
+// ended returns the error a failed Send or Recv means, and the leader the
+// server named in its trailer, if any. A Send that fails with io.EOF means
+// the server ended the stream, and Recv has its status.
+func (s *LookupStream) ended(err error) (leader string, _ error) {
 	if errors.Is(err, io.EOF) {
 		if _, e := s.stream.Recv(); e != nil && !errors.Is(e, io.EOF) {
 			err = e
 		}
 	}
+	leader = leaderOf(s.stream.Trailer())
 	if errors.Is(err, io.EOF) {
-		return djinn.Errorf(djinn.Unavailable, "lookup stream: ended by the server")
+		return leader, djinn.Errorf(djinn.Unavailable, "lookup stream: ended by the server")
 	}
-	return fromRPC(err)
+	return leader, fromRPC(err)
 }
 
 // fail ends the stream with err (unless it has ended already) and fails

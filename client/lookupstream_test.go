@@ -7,9 +7,11 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
@@ -23,6 +25,9 @@ import (
 type streamService struct {
 	djinnpb.UnimplementedLookupServiceServer
 	answer func(n int, batch *djinnpb.LookupBatch) (*djinnpb.LookupBatchResponse, error)
+	// trailer, if set, goes with a stream answer ends with an error (a
+	// follower's leader hint).
+	trailer metadata.MD
 
 	mu      sync.Mutex
 	batches [][]int32 // each batch's max matches, in order
@@ -43,6 +48,9 @@ func (f *streamService) LookupStream(stream djinnpb.LookupService_LookupStreamSe
 		f.mu.Unlock()
 		resp, err := f.answer(n, batch)
 		if err != nil {
+			if f.trailer != nil {
+				stream.SetTrailer(f.trailer)
+			}
 			return err
 		}
 		if err := stream.Send(resp); err != nil {
@@ -66,8 +74,8 @@ func echo(batch *djinnpb.LookupBatch) *djinnpb.LookupBatchResponse {
 	return resp
 }
 
-// openStream serves f on a loopback port and opens a LookupStream to it.
-func openStream(t *testing.T, f *streamService) *client.LookupStream {
+// serveStream serves f on a loopback port and returns its address.
+func serveStream(t *testing.T, f *streamService) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -77,10 +85,22 @@ func openStream(t *testing.T, f *streamService) *client.LookupStream {
 	djinnpb.RegisterLookupServiceServer(g, f)
 	go g.Serve(l)
 	t.Cleanup(g.Stop)
+	return l.Addr().String()
+}
+
+// openStream serves f on a loopback port and opens a LookupStream to it.
+func openStream(t *testing.T, f *streamService) *client.LookupStream {
+	t.Helper()
+	return openStreamAt(t, serveStream(t, f))
+}
+
+// openStreamAt opens a LookupStream to the lookup service at addr.
+func openStreamAt(t *testing.T, addr string) *client.LookupStream {
+	t.Helper()
 	pool := client.NewPool()
 	t.Cleanup(func() { pool.Close() })
 	ref := testRef()
-	ref.Endpoint = l.Addr().String()
+	ref.Endpoint = addr
 	s, err := client.NewRegistrar(pool, ref).Stream(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -219,9 +239,61 @@ func TestLookupStreamContext(t *testing.T) {
 	}
 }
 
+// TestLookupStreamMends: a stream the server ends (Unavailable) is
+// replaced, and the batch in flight is sent again on the new one: the
+// lookup succeeds; later lookups use the new stream.
+func TestLookupStreamMends(t *testing.T) {
+	var calls atomic.Int32
+	f := &streamService{answer: func(_ int, b *djinnpb.LookupBatch) (*djinnpb.LookupBatchResponse, error) {
+		if calls.Add(1) == 1 {
+			return nil, grpcerr.Status(djinn.Errorf(djinn.Unavailable, "going away"))
+		}
+		return echo(b), nil
+	}}
+	s := openStream(t, f)
+	for _, m := range []int{1, 2} {
+		if err := <-lookupMany(s, m); err != nil {
+			t.Errorf("lookup %d: %v", m, err)
+		}
+	}
+	if got := f.seen(); !slices.EqualFunc(got, [][]int32{{1}, {1}, {2}}, slices.Equal) {
+		t.Errorf("batches %v, want lookup 1 on the stream that ended and again on the new one, then lookup 2", got)
+	}
+}
+
+// TestLookupStreamFollowsLeader: a server that ends the stream naming the
+// leader in its trailer (a follower) sends the stream there: the batch in
+// flight and later lookups are answered by the leader.
+func TestLookupStreamFollowsLeader(t *testing.T) {
+	leader := &streamService{answer: func(_ int, b *djinnpb.LookupBatch) (*djinnpb.LookupBatchResponse, error) {
+		return echo(b), nil
+	}}
+	leaderAddr := serveStream(t, leader)
+	follower := &streamService{
+		answer: func(int, *djinnpb.LookupBatch) (*djinnpb.LookupBatchResponse, error) {
+			return nil, grpcerr.Status(djinn.Errorf(djinn.Unavailable, "not the leader"))
+		},
+		trailer: metadata.Pairs("djinn-leader", leaderAddr),
+	}
+	s := openStreamAt(t, serveStream(t, follower))
+	for _, m := range []int{1, 2, 3} {
+		if err := <-lookupMany(s, m); err != nil {
+			t.Errorf("lookup %d: %v", m, err)
+		}
+	}
+	if got := follower.seen(); !slices.EqualFunc(got, [][]int32{{1}}, slices.Equal) {
+		t.Errorf("the follower saw batches %v, want lookup 1 only", got)
+	}
+	if got := leader.seen(); !slices.EqualFunc(got, [][]int32{{1}, {2}, {3}}, slices.Equal) {
+		t.Errorf("the leader saw batches %v, want lookups 1, 2 and 3", got)
+	}
+}
+
 // TestLookupStreamFailures: a lookup's error is its own; a response with
-// the wrong number of answers, or a stream the service ends, fails the
-// lookups waiting and every later one; Close fails lookups waiting.
+// the wrong number of answers ends the stream: the lookups waiting and
+// every later one fail; a server that ends every stream (Unavailable)
+// fails each lookup once it has had one new stream, and the next lookup
+// tries again; Close fails lookups waiting.
 func TestLookupStreamFailures(t *testing.T) {
 	t.Run("one lookup refused", func(t *testing.T) {
 		f := &streamService{answer: func(_ int, b *djinnpb.LookupBatch) (*djinnpb.LookupBatchResponse, error) {
@@ -257,6 +329,9 @@ func TestLookupStreamFailures(t *testing.T) {
 			if _, _, err := s.LookupN(t.Context(), client.ServiceTemplate{}, 1); !errors.Is(err, djinn.ErrUnavailable) {
 				t.Errorf("lookup on an ended stream: %v, want unavailable", err)
 			}
+		}
+		if got := f.seen(); len(got) != 3 {
+			t.Errorf("batches %v, want 3: the first lookup on the stream and on a new one, the second on one more new one", got)
 		}
 	})
 	t.Run("closed while waiting", func(t *testing.T) {

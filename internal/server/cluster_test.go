@@ -69,6 +69,24 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("a lookup stream opened at a follower follows the leader", func(t *testing.T) {
+		// A follower answers no lookup: a stream that succeeds went where
+		// the follower's trailer named. (Tried again only if leadership
+		// moves meanwhile.)
+		ctx := testContext(t)
+		servertest.Eventually(t, "a lookup over a stream opened at a follower", func() bool {
+			_, others := leader(t, ss...)
+			f := others[0]
+			s, err := client.NewRegistrar(clients[f], djinn.Ref{Endpoint: f.Addr()}).Stream(ctx)
+			if err != nil {
+				return false
+			}
+			defer s.Close()
+			total, _, err := s.LookupN(ctx, client.ServiceTemplate{}, 0)
+			return err == nil && total >= 1 // the registrar's own item at least
+		})
+	})
+
 	t.Run("a follower sends a registration to the leader", func(t *testing.T) {
 		l, others := leader(t, ss...)
 		reg, err := clients[others[0]].Mailbox().Register(testContext(t), time.Minute)
