@@ -207,35 +207,29 @@ func (s *LookupStream) stopped() error {
 }
 
 // send gets batch its answers: on the stream, or on a new one when there
-// is none (an earlier failure) or the stream breaks on the way.
+// is none (after an earlier failure). A stream that was there before this
+// batch may have broken since (its server gone, or no longer the leader):
+// then one new stream gets the batch again.
 func (s *LookupStream) send(batch []*streamLookup) error {
-	fresh := s.stream == nil
-	if fresh {
-		if err := s.open(); err != nil {
-			return fromRPC(err)
+	for {
+		fresh := s.stream == nil
+		if fresh {
+			if err := s.open(); err != nil {
+				return fromRPC(err)
+			}
 		}
-	}
-	leader, err := s.roundTrip(batch)
-	if err == nil {
-		return nil
-	}
-	s.drop()
-	if leader != "" {
-		s.endpoint = leader // the next stream goes there
-	}
-	if fresh || !errors.Is(err, djinn.ErrUnavailable) || s.ctx.Err() != nil {
-		return err
-	}
-	if err := s.open(); err != nil {
-		return fromRPC(err)
-	}
-	if leader, err = s.roundTrip(batch); err != nil {
+		leader, err := s.roundTrip(batch)
+		if err == nil {
+			return nil
+		}
 		s.drop()
 		if leader != "" {
-			s.endpoint = leader
+			s.endpoint = leader // the next stream goes there
+		}
+		if fresh || !errors.Is(err, djinn.ErrUnavailable) || s.ctx.Err() != nil {
+			return err
 		}
 	}
-	return err
 }
 
 // roundTrip sends batch and gives each lookup its answer. When the stream
