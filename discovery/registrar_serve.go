@@ -17,7 +17,7 @@ import (
 // serve accepts unicast discovery connections.
 func (r *Registrar) serve() {
 	defer r.wg.Done()
-	delay := 5 * time.Millisecond
+	b := backoff.New(5*time.Millisecond, time.Second)
 	for {
 		conn, err := r.ln.Accept()
 		if err != nil {
@@ -26,13 +26,12 @@ func (r *Registrar) serve() {
 			}
 			// Out of file descriptors, say: wait a little, then go on.
 			r.log.Warn("djinn registrar: accept failed", "err", err)
-			if !backoff.Pause(r.ctx, delay) {
+			if !b.Wait(r.ctx) {
 				return
 			}
-			delay = min(2*delay, time.Second)
 			continue
 		}
-		delay = 5 * time.Millisecond
+		b.Reset()
 		select {
 		case r.conns <- struct{}{}:
 		default:
