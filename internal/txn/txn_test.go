@@ -28,6 +28,8 @@ type fakeParts struct {
 	fail  map[string]error // every call fails with it
 	opErr map[string]error // "name op" fails with it
 	slow  map[string]time.Duration
+	// hold, when set, holds every commit call until it is closed.
+	hold  chan struct{}
 	calls []string // "name op"
 	byID  []string // "name op id"
 }
@@ -70,7 +72,17 @@ func (f *fakeParts) PrepareAndCommit(_ context.Context, p *djinnpb.Ref, _ djinn.
 	return txn.Committed, nil
 }
 
-func (f *fakeParts) Commit(_ context.Context, p *djinnpb.Ref, _ djinn.Ref, id uint64) error {
+func (f *fakeParts) Commit(ctx context.Context, p *djinnpb.Ref, _ djinn.Ref, id uint64) error {
+	f.mu.Lock()
+	hold := f.hold
+	f.mu.Unlock()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return djinn.Errorf(djinn.Unavailable, "%s: held: %v", name(p), ctx.Err())
+		}
+	}
 	return f.call(p, "commit", id)
 }
 
