@@ -1,7 +1,6 @@
 package lease
 
 import (
-	"container/heap"
 	"context"
 	"log/slog"
 	"sync/atomic"
@@ -94,13 +93,7 @@ func (l *Lessor) Ready() <-chan struct{} { return *l.ready.Load() }
 func (l *Lessor) Table() *Table { return l.table }
 
 // Horizon returns the horizon to log with a lease granted to expire at exp.
-func (l *Lessor) Horizon(exp time.Time) int64 {
-	n := toNanos(exp)
-	if n == never || n > never-int64(l.cfg.Slack) {
-		return never
-	}
-	return n + int64(l.cfg.Slack)
-}
+func (l *Lessor) Horizon(exp time.Time) int64 { return horizonOf(toNanos(exp), l.cfg.Slack) }
 
 // Active reports whether this lessor serves renewals (it leads and has
 // promoted its leases).
@@ -123,7 +116,7 @@ func (l *Lessor) Serving(what string) error {
 // lease gets max(horizon, now+grace)), then runs the expiry and checkpoint
 // loops. Call it from the node's leader hook.
 func (l *Lessor) Run(ctx context.Context) {
-	l.promote(l.cfg.Now())
+	l.table.Promote(l.cfg.Now(), l.cfg.Grace)
 	l.active.Store(true)
 	close(*l.ready.Load())
 	defer func() {
@@ -140,36 +133,6 @@ func (l *Lessor) Run(ctx context.Context) {
 	<-done
 }
 
-func (l *Lessor) promote(now time.Time) {
-	t := l.table
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	n := now.UnixNano()
-	floor := n + int64(l.cfg.Grace)
-	t.byExpiry = t.byExpiry[:0]
-	for _, r := range t.leases {
-		switch {
-		case r.horizon <= n:
-			r.expires = r.horizon
-		case r.horizon < floor:
-			r.expires = floor
-		default:
-			r.expires = r.horizon
-		}
-		r.heapKey = r.expires
-		r.heapIdx = int32(len(t.byExpiry))
-		t.byExpiry = append(t.byExpiry, r)
-	}
-	heap.Init(&t.byExpiry)
-	t.signal()
-}
-
-// RenewResult is one renewal's outcome.
-type RenewResult struct {
-	Granted time.Duration
-	Err     error
-}
-
 // Renew renews one lease (LE.2.2) and returns the granted duration.
 func (l *Lessor) Renew(ctx context.Context, cookie djinn.ID, d time.Duration) (time.Duration, error) {
 	res := l.RenewAll(ctx, []djinn.ID{cookie}, []time.Duration{d})
@@ -179,67 +142,23 @@ func (l *Lessor) Renew(ctx context.Context, cookie djinn.ID, d time.Duration) (t
 // RenewAll renews leases in one pass: cookies[i] for durations[i]. Leases
 // whose new expiration passes their horizon share one horizon write.
 func (l *Lessor) RenewAll(ctx context.Context, cookies []djinn.ID, durations []time.Duration) []RenewResult {
-	out := make([]RenewResult, len(cookies))
 	if err := l.checkActive(); err != nil {
+		out := make([]RenewResult, len(cookies))
 		for i := range out {
 			out[i].Err = err
 		}
 		return out
 	}
-	type undo struct {
-		i   int
-		r   *record
-		old int64
-		gen uint16 // the record's gen right after this renewal
-	}
-	var (
-		sync  []*statepb.HorizonEntry
-		undos []undo
-	)
-	now := l.cfg.Now()
-	n := now.UnixNano()
-	t := l.table
-	t.mu.Lock()
-	for i, c := range cookies {
-		d := durations[i]
-		if err := CheckRenewal(d); err != nil {
-			out[i].Err = err
-			continue
-		}
-		r, ok := t.leases[c]
-		if !ok || r.expires <= n {
-			out[i].Err = unknownLease(c)
-			continue
-		}
-		remaining := djinn.Forever
-		if r.expires != never {
-			remaining = time.Duration(r.expires - n)
-		}
-		g := t.policyLocked(Kind(r.kind)).Renewal(d, remaining)
-		exp := toNanos(djinn.AddDuration(now, g))
-		old := r.expires
-		t.setExpiresLocked(r, exp)
-		out[i].Granted = g
-		if exp > r.horizon {
-			sync = append(sync, &statepb.HorizonEntry{Cookie: c[:], HorizonUnixNanos: l.Horizon(fromNanos(exp))})
-			undos = append(undos, undo{i, r, old, r.gen})
-		}
-	}
-	t.mu.Unlock()
-	if len(sync) > 0 {
-		l.HorizonSyncs.Add(uint64(len(sync)))
-		if _, err := l.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LeaseHorizon{LeaseHorizon: &statepb.LeaseHorizon{Entries: sync}}}); err != nil {
+	out, pending := l.table.Renew(l.cfg.Now(), l.cfg.Slack, cookies, durations)
+	if len(pending.Horizons) > 0 {
+		l.HorizonSyncs.Add(uint64(len(pending.Horizons)))
+		if _, err := l.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LeaseHorizon{LeaseHorizon: &statepb.LeaseHorizon{Entries: pending.Horizons}}}); err != nil {
 			// The renewal failed: the lease keeps the expiration it had
 			// (LE.2.2), unless another renewal changed it meanwhile.
-			t.mu.Lock()
-			for j := len(undos) - 1; j >= 0; j-- {
-				u := undos[j]
-				if cur, ok := t.leases[u.r.cookie]; ok && cur == u.r && u.r.gen == u.gen {
-					t.setExpiresLocked(u.r, u.old)
-				}
-				out[u.i] = RenewResult{Err: err}
+			l.table.Unrenew(pending)
+			for _, i := range pending.Indexes {
+				out[i] = RenewResult{Err: err}
 			}
-			t.mu.Unlock()
 		}
 	}
 	for _, r := range out {
@@ -297,26 +216,25 @@ func (l *Lessor) Cancel(ctx context.Context, cookies []djinn.ID) []error {
 // batches of at most ExpiryBatch, at most ExpiryRate batches a second, each
 // after confirming leadership.
 func (l *Lessor) expiryLoop(ctx context.Context) {
-	t := l.table
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	pace := time.Second / time.Duration(l.cfg.ExpiryRate)
 	for {
 		now := l.cfg.Now()
-		batch, next := l.popExpired(now)
-		if len(batch) > 0 {
+		batch, next := l.table.PopExpired(now, l.cfg.ExpiryBatch)
+		if batch.Len() > 0 {
 			if err := l.expire(ctx, batch); err != nil {
 				if ctx.Err() != nil {
 					return
 				}
-				l.cfg.Logger.Warn("lease expiry failed; will retry", "leases", len(batch), "err", err)
+				l.cfg.Logger.Warn("lease expiry failed; will retry", "leases", batch.Len(), "err", err)
 			}
 			next = now.Add(pace).UnixNano()
 		}
 		wait := time.Hour
 		if next != never {
 			wait = time.Unix(0, next).Sub(l.cfg.Now())
-			if len(batch) > 0 && wait < pace {
+			if batch.Len() > 0 && wait < pace {
 				wait = pace
 			}
 		}
@@ -327,59 +245,24 @@ func (l *Lessor) expiryLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.wake:
+		case <-l.table.Wake():
 		case <-timer.C:
 		}
 	}
 }
 
-// popExpired takes up to ExpiryBatch expired leases off the heap and
-// returns them with the earliest remaining heap key (never if none). Leases
-// renewed since they were pushed go back with their new expiration.
-func (l *Lessor) popExpired(now time.Time) ([]*record, int64) {
-	t := l.table
-	n := now.UnixNano()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var batch []*record
-	for len(t.byExpiry) > 0 && t.byExpiry[0].heapKey <= n && len(batch) < l.cfg.ExpiryBatch {
-		r := heap.Pop(&t.byExpiry).(*record)
-		if r.expires > n {
-			r.heapKey = r.expires
-			heap.Push(&t.byExpiry, r)
-			continue
-		}
-		batch = append(batch, r)
-	}
-	if len(t.byExpiry) == 0 {
-		return batch, never
-	}
-	return batch, t.byExpiry[0].heapKey
-}
-
-func (l *Lessor) expire(ctx context.Context, batch []*record) error {
+// expire proposes the expiry of a batch after confirming leadership; a
+// batch the log does not take goes back on the heap.
+func (l *Lessor) expire(ctx context.Context, batch Expiring) error {
 	err := l.log.VerifyLeader()
 	if err == nil {
-		cookies := make([][]byte, len(batch))
-		for i, r := range batch {
-			cookies[i] = r.cookie[:]
-		}
-		_, err = l.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LeaseExpire{LeaseExpire: &statepb.LeaseExpire{Cookies: cookies}}})
+		_, err = l.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LeaseExpire{LeaseExpire: &statepb.LeaseExpire{Cookies: batch.Cookies()}}})
 	}
 	if err != nil {
-		// Put back what is still there, to try again.
-		t := l.table
-		t.mu.Lock()
-		for _, r := range batch {
-			if cur, ok := t.leases[r.cookie]; ok && cur == r && r.heapIdx < 0 {
-				r.heapKey = r.expires
-				heap.Push(&t.byExpiry, r)
-			}
-		}
-		t.mu.Unlock()
+		l.table.Requeue(batch)
 		return err
 	}
-	l.Expired.Add(uint64(len(batch)))
+	l.Expired.Add(uint64(batch.Len()))
 	return nil
 }
 
@@ -395,7 +278,7 @@ func (l *Lessor) checkpointLoop(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		entries := l.dueHorizons(l.cfg.Now())
+		entries := l.table.DueHorizons(l.cfg.Now(), l.cfg.Slack)
 		for len(entries) > 0 && ctx.Err() == nil {
 			n := min(len(entries), 4096)
 			_, err := l.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LeaseHorizon{LeaseHorizon: &statepb.LeaseHorizon{Entries: entries[:n]}}})
@@ -407,20 +290,4 @@ func (l *Lessor) checkpointLoop(ctx context.Context) {
 			entries = entries[n:]
 		}
 	}
-}
-
-func (l *Lessor) dueHorizons(now time.Time) []*statepb.HorizonEntry {
-	t := l.table
-	n := now.UnixNano()
-	half := int64(l.cfg.Slack / 2)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var out []*statepb.HorizonEntry
-	for _, r := range t.leases {
-		if r.expires == never || r.expires <= n || r.horizon-r.expires >= half {
-			continue
-		}
-		out = append(out, &statepb.HorizonEntry{Cookie: r.cookie[:], HorizonUnixNanos: l.Horizon(fromNanos(r.expires))})
-	}
-	return out
 }

@@ -1,0 +1,205 @@
+package lease
+
+import (
+	"container/heap"
+	"time"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/proto/statepb"
+)
+
+// The Table's leader-side operations. Each takes the time it acts at, so
+// it is a plain function of the table and its arguments; the Lessor calls
+// them from its loops and its Renew and Cancel, and logs what they return.
+
+// horizonOf returns the horizon to log for a lease expiring at exp (unix
+// nanos): slack past it, saturating at never.
+func horizonOf(exp int64, slack time.Duration) int64 {
+	if exp == never || exp > never-int64(slack) {
+		return never
+	}
+	return exp + int64(slack)
+}
+
+// Promote starts a leader's term at now: every live lease gets
+// max(horizon, now + grace) — a lease whose horizon passed stays expired —
+// and the expiry heap is rebuilt from those expirations.
+func (t *Table) Promote(now time.Time, grace time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := now.UnixNano()
+	floor := n + int64(grace)
+	t.byExpiry = t.byExpiry[:0]
+	for _, r := range t.leases {
+		switch {
+		case r.horizon <= n:
+			r.expires = r.horizon
+		case r.horizon < floor:
+			r.expires = floor
+		default:
+			r.expires = r.horizon
+		}
+		r.heapKey = r.expires
+		r.heapIdx = int32(len(t.byExpiry))
+		t.byExpiry = append(t.byExpiry, r)
+	}
+	heap.Init(&t.byExpiry)
+	t.signal()
+}
+
+// RenewResult is one renewal's outcome.
+type RenewResult struct {
+	Granted time.Duration
+	Err     error
+}
+
+// Pending is what renewals granted in memory still need from the log: the
+// horizons to write before they hold. If the write fails, Unrenew takes
+// them back.
+type Pending struct {
+	// Horizons are the entries to log, in one LeaseHorizon command.
+	Horizons []*statepb.HorizonEntry
+	// Indexes are the positions, in the renewal's arguments, of the
+	// renewals that wait for Horizons.
+	Indexes []int
+	undos   []undo
+}
+
+// undo restores one renewal's lease to the expiration it had.
+type undo struct {
+	r   *record
+	old int64
+	gen uint16 // the record's gen right after the renewal
+}
+
+// Renew renews leases at now (LE.2.2): cookies[i] for durations[i], each
+// negotiated by its kind's policy. A renewal whose new expiration passes
+// the lease's logged horizon is granted in memory and listed in the
+// returned Pending, with the horizon (slack past it) to log first.
+func (t *Table) Renew(now time.Time, slack time.Duration, cookies []djinn.ID, durations []time.Duration) ([]RenewResult, Pending) {
+	out := make([]RenewResult, len(cookies))
+	var p Pending
+	n := now.UnixNano()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, c := range cookies {
+		d := durations[i]
+		if err := CheckRenewal(d); err != nil {
+			out[i].Err = err
+			continue
+		}
+		r, ok := t.leases[c]
+		if !ok || r.expires <= n {
+			out[i].Err = unknownLease(c)
+			continue
+		}
+		remaining := djinn.Forever
+		if r.expires != never {
+			remaining = time.Duration(r.expires - n)
+		}
+		g := t.policyLocked(Kind(r.kind)).Renewal(d, remaining)
+		exp := toNanos(djinn.AddDuration(now, g))
+		old := r.expires
+		t.setExpiresLocked(r, exp)
+		out[i].Granted = g
+		if exp > r.horizon {
+			p.Horizons = append(p.Horizons, &statepb.HorizonEntry{Cookie: c[:], HorizonUnixNanos: horizonOf(exp, slack)})
+			p.Indexes = append(p.Indexes, i)
+			p.undos = append(p.undos, undo{r, old, r.gen})
+		}
+	}
+	return out, p
+}
+
+// Unrenew takes back the renewals of p, whose horizons the log did not
+// take: each lease keeps the expiration it had (LE.2.2), unless another
+// renewal changed it meanwhile.
+func (t *Table) Unrenew(p Pending) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for j := len(p.undos) - 1; j >= 0; j-- {
+		u := p.undos[j]
+		if cur, ok := t.leases[u.r.cookie]; ok && cur == u.r && u.r.gen == u.gen {
+			t.setExpiresLocked(u.r, u.old)
+		}
+	}
+}
+
+// Expiring is a batch of leases taken off the expiry heap, for one expiry
+// command.
+type Expiring struct {
+	recs []*record
+}
+
+// Len returns the number of leases in the batch.
+func (e Expiring) Len() int { return len(e.recs) }
+
+// Cookies returns the batch's lease cookies, for the expiry command.
+func (e Expiring) Cookies() [][]byte {
+	out := make([][]byte, len(e.recs))
+	for i, r := range e.recs {
+		out[i] = r.cookie[:]
+	}
+	return out
+}
+
+// PopExpired takes up to most leases whose expiration is at or before now
+// off the expiry heap, and returns them with the earliest expiration left
+// on the heap (unix nanos; never if none). Leases renewed since they were
+// pushed go back with their new expiration.
+func (t *Table) PopExpired(now time.Time, most int) (Expiring, int64) {
+	n := now.UnixNano()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var batch []*record
+	for len(t.byExpiry) > 0 && t.byExpiry[0].heapKey <= n && len(batch) < most {
+		r := heap.Pop(&t.byExpiry).(*record)
+		if r.expires > n {
+			r.heapKey = r.expires
+			heap.Push(&t.byExpiry, r)
+			continue
+		}
+		batch = append(batch, r)
+	}
+	next := int64(never)
+	if len(t.byExpiry) > 0 {
+		next = t.byExpiry[0].heapKey
+	}
+	return Expiring{batch}, next
+}
+
+// Requeue puts back on the heap the leases of a batch whose expiry the
+// log did not take, those still in the table, to try again.
+func (t *Table) Requeue(e Expiring) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, r := range e.recs {
+		if cur, ok := t.leases[r.cookie]; ok && cur == r && r.heapIdx < 0 {
+			r.heapKey = r.expires
+			heap.Push(&t.byExpiry, r)
+		}
+	}
+}
+
+// DueHorizons returns, for every live lease whose expiration came within
+// slack/2 of its logged horizon at now, a new horizon slack past its
+// expiration: the checkpoint that keeps renewals from waiting on the log.
+func (t *Table) DueHorizons(now time.Time, slack time.Duration) []*statepb.HorizonEntry {
+	n := now.UnixNano()
+	half := int64(slack / 2)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*statepb.HorizonEntry
+	for _, r := range t.leases {
+		if r.expires == never || r.expires <= n || r.horizon-r.expires >= half {
+			continue
+		}
+		out = append(out, &statepb.HorizonEntry{Cookie: r.cookie[:], HorizonUnixNanos: horizonOf(r.expires, slack)})
+	}
+	return out
+}
+
+// Wake returns a channel that receives (without blocking the sender) when
+// the earliest expiration moves earlier, so the expiry loop can re-arm
+// its timer.
+func (t *Table) Wake() <-chan struct{} { return t.wake }
