@@ -26,6 +26,14 @@
 //     leadership with a quorum. A lease whose expiration has passed can no
 //     longer be renewed, so an expiry in flight never races a renewal.
 //
-// Table methods named Apply* are deterministic and run only from the state
-// machine; the others run on the leader. One mutex guards the table.
+// The Table is the one owner of the leases and of the mutex that guards
+// them; every operation is a method of it. Methods named Apply* run only
+// from the state machine. The leader-side operations — Promote, Renew and
+// Unrenew, PopExpired and Requeue, DueHorizons — take the time they act at,
+// so they too are plain functions of the table and their arguments; the
+// Lessor calls them and logs what they return. A lease that a cancel or an
+// expiry ends is returned by ApplyCancel or ApplyExpire, not called back:
+// the state machine hands it to the service that owns its kind. A service
+// that ends its own lease (a decided transaction, a replaced registration)
+// calls ApplyRelease, and nobody is told.
 package lease

@@ -17,6 +17,7 @@ import (
 type memLog struct {
 	mu       sync.Mutex
 	t        *Table
+	ended    chan Owner // told of leases that end, when not nil
 	cmds     []*statepb.Command
 	fail     error
 	notLeads bool
@@ -33,13 +34,24 @@ func (m *memLog) Propose(_ context.Context, c *statepb.Command) (any, error) {
 	m.cmds = append(m.cmds, c)
 	switch op := c.Op.(type) {
 	case *statepb.Command_LeaseCancel:
-		return m.t.ApplyCancel(op.LeaseCancel.Cookies), nil
+		errs, ended := m.t.ApplyCancel(op.LeaseCancel.Cookies)
+		m.tell(ended)
+		return errs, nil
 	case *statepb.Command_LeaseExpire:
-		m.t.ApplyExpire(op.LeaseExpire.Cookies)
+		m.tell(m.t.ApplyExpire(op.LeaseExpire.Cookies))
 	case *statepb.Command_LeaseHorizon:
 		m.t.ApplyHorizon(op.LeaseHorizon.Entries)
 	}
 	return nil, nil
+}
+
+// tell passes the owners of ended leases on, as the state machine does.
+func (m *memLog) tell(owners []Owner) {
+	for _, o := range owners {
+		if m.ended != nil {
+			m.ended <- o
+		}
+	}
 }
 
 func (m *memLog) VerifyLeader() error {
@@ -82,14 +94,17 @@ type fixture struct {
 
 const slack = 10 * time.Second
 
+// testKind is the kind of the fixture's leases.
+const testKind Kind = 1
+
 // newFixture starts a lessor inside a synctest bubble.
 func newFixture(t *testing.T, p Policy) *fixture {
 	f := &fixture{t: t, ended: make(chan Owner, 100000)}
-	f.table = NewTable(func(o Owner) { f.ended <- o })
-	if err := f.table.SetPolicy(KindMailbox, p); err != nil {
+	f.table = NewTable()
+	if err := f.table.SetPolicy(testKind, p); err != nil {
 		t.Fatal(err)
 	}
-	f.log = &memLog{t: f.table}
+	f.log = &memLog{t: f.table, ended: f.ended}
 	f.lessor = NewLessor(f.table, f.log, Config{Slack: slack, Grace: time.Second})
 	f.start()
 	return f
@@ -114,7 +129,7 @@ func (f *fixture) stop() {
 func (f *fixture) grant(d time.Duration) djinn.ID {
 	c := djinn.NewID()
 	exp := djinn.AddDuration(time.Now(), d)
-	if err := f.table.ApplyGrant(c, Owner{Kind: KindMailbox, ID: c}, toNanos(exp), f.lessor.Horizon(exp)); err != nil {
+	if err := f.table.ApplyGrant(c, Owner{Kind: testKind, ID: c}, toNanos(exp), f.lessor.Horizon(exp)); err != nil {
 		f.t.Fatal(err)
 	}
 	synctest.Wait()
@@ -415,7 +430,7 @@ func TestPromotionGrace(t *testing.T) {
 }
 
 func TestInactiveLessorRefuses(t *testing.T) {
-	table := NewTable(func(Owner) {})
+	table := NewTable()
 	l := NewLessor(table, &memLog{t: table}, Config{})
 	if _, err := l.Renew(context.Background(), djinn.NewID(), time.Second); !errors.Is(err, djinn.ErrUnavailable) {
 		t.Fatalf("Renew on a follower = %v, want Unavailable", err)

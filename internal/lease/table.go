@@ -44,20 +44,14 @@ type Table struct {
 	// wake is signalled (without blocking) when the earliest expiration
 	// moves earlier, so the expiry loop can re-arm its timer.
 	wake chan struct{}
-	// ended is called, with mu not held, for every lease that ends by
-	// cancel or expiry, from Apply.
-	ended func(owner Owner)
 }
 
-// NewTable returns an empty table. ended is told of every lease that ends
-// through a cancel or expiry command; it runs inside Apply and must be
-// deterministic.
-func NewTable(ended func(Owner)) *Table {
+// NewTable returns an empty table.
+func NewTable() *Table {
 	return &Table{
 		leases:   make(map[djinn.ID]*record),
 		policies: make(map[Kind]Policy),
 		wake:     make(chan struct{}, 1),
-		ended:    ended,
 	}
 }
 
@@ -132,12 +126,14 @@ func (t *Table) ApplyGrant(cookie djinn.ID, owner Owner, expires, horizon int64)
 }
 
 // ApplyCancel ends leases by cancellation (LE.2.2), returning one error per
-// cookie: UnknownLease for a lease that does not exist. The leader has
-// already refused cancels of expired leases.
-func (t *Table) ApplyCancel(cookies [][]byte) []error {
+// cookie — UnknownLease for a lease that does not exist — and the owners
+// of the leases it ended, whom the caller tells. The leader has already
+// refused cancels of expired leases.
+func (t *Table) ApplyCancel(cookies [][]byte) ([]error, []Owner) {
 	errs := make([]error, len(cookies))
 	var owners []Owner
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	for i, b := range cookies {
 		c, err := djinn.IDFromBytes("lease cookie", b)
 		if err != nil {
@@ -152,22 +148,19 @@ func (t *Table) ApplyCancel(cookies [][]byte) []error {
 		t.removeLocked(r)
 		owners = append(owners, r.owner())
 	}
-	t.mu.Unlock()
-	for _, o := range owners {
-		t.ended(o)
-	}
-	return errs
+	return errs, owners
 }
 
 func unknownLease(c djinn.ID) error {
 	return djinn.Errorf(djinn.UnknownLease, "lease %s: unknown, expired or cancelled", c)
 }
 
-// ApplyExpire ends leases the leader found expired. Leases already gone are
-// skipped.
-func (t *Table) ApplyExpire(cookies [][]byte) {
+// ApplyExpire ends leases the leader found expired and returns their
+// owners, whom the caller tells. Leases already gone are skipped.
+func (t *Table) ApplyExpire(cookies [][]byte) []Owner {
 	var owners []Owner
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	for _, b := range cookies {
 		c, err := djinn.IDFromBytes("cookie", b)
 		if err != nil {
@@ -178,9 +171,23 @@ func (t *Table) ApplyExpire(cookies [][]byte) {
 			owners = append(owners, r.owner())
 		}
 	}
-	t.mu.Unlock()
-	for _, o := range owners {
-		t.ended(o)
+	return owners
+}
+
+// ApplyRelease ends the leases of resources their owner has already let
+// go (a decided transaction, a replaced registration), from the owner's
+// own Apply: nobody is told. Leases already gone are skipped.
+func (t *Table) ApplyRelease(cookies ...[]byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, b := range cookies {
+		c, err := djinn.IDFromBytes("cookie", b)
+		if err != nil {
+			continue
+		}
+		if r, ok := t.leases[c]; ok {
+			t.removeLocked(r)
+		}
 	}
 }
 

@@ -154,7 +154,7 @@ func (s *State) ApplyRegister(c *statepb.LookupRegister) error {
 	var old []byte
 	defer func() {
 		if old != nil {
-			s.leases.ApplyCancel([][]byte{old}) // LeaseEnded finds it replaced
+			s.leases.ApplyRelease(old)
 		}
 		s.tell(ds)
 	}()

@@ -50,7 +50,7 @@ var _ replica.StateMachine = (*Machine)(nil)
 // New returns an empty state machine.
 func New() *Machine {
 	m := &Machine{members: map[string]string{}}
-	m.Leases = lease.NewTable(m.leaseEnded)
+	m.Leases = lease.NewTable()
 	m.Mailbox = mailbox.NewState(m.Leases, mailbox.DefaultMaxStored, m.ServiceID)
 	m.Renewal = renewal.NewState(m.Leases, m.ServiceID)
 	m.Txn = txn.NewState(m.Leases)
@@ -58,6 +58,13 @@ func New() *Machine {
 	m.Lookup = lookup.NewState(m.Leases, m.ServiceID, lookup.Limits{})
 	m.LDS = lds.NewState(m.Leases)
 	return m
+}
+
+// leasesEnded tells the owners of leases a cancel or expiry ended.
+func (m *Machine) leasesEnded(owners []lease.Owner) {
+	for _, o := range owners {
+		m.leaseEnded(o)
+	}
 }
 
 func (m *Machine) leaseEnded(o lease.Owner) {
@@ -111,9 +118,11 @@ func (m *Machine) Apply(index uint64, cmd *statepb.Command) any {
 		m.members[op.Member.GetNodeId()] = op.Member.GetGrpcAddress()
 		return nil
 	case *statepb.Command_LeaseCancel:
-		return m.Leases.ApplyCancel(op.LeaseCancel.GetCookies())
+		errs, ended := m.Leases.ApplyCancel(op.LeaseCancel.GetCookies())
+		m.leasesEnded(ended)
+		return errs
 	case *statepb.Command_LeaseExpire:
-		m.Leases.ApplyExpire(op.LeaseExpire.GetCookies())
+		m.leasesEnded(m.Leases.ApplyExpire(op.LeaseExpire.GetCookies()))
 		return nil
 	case *statepb.Command_LeaseHorizon:
 		m.Leases.ApplyHorizon(op.LeaseHorizon.GetEntries())

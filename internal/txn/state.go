@@ -67,9 +67,6 @@ type State struct {
 	// tell; wake is signalled when it grows.
 	unsettled map[uint64]*transaction
 
-	// ending holds the lease cookies of transactions decided by the
-	// command being applied (endDecided ends them).
-	ending [][]byte
 	// orphans holds, while a snapshot is restored, the children restored
 	// before their parent, by parent.
 	orphans map[uint64][]uint64
@@ -275,7 +272,6 @@ func (s *State) ApplyJoin(now int64, c *statepb.TxnJoin) error {
 	if p == nil {
 		return djinn.Errorf(djinn.InvalidArgument, "participant: missing")
 	}
-	defer s.endDecided() // after the unlock
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.txns[c.GetId()]
@@ -328,7 +324,6 @@ func stateName(s djinnpb.TransactionState) string {
 // ApplyVoting moves an ACTIVE transaction to VOTING and returns its state
 // after the command.
 func (s *State) ApplyVoting(c *statepb.TxnVoting) (Info, error) {
-	defer s.endDecided() // after the unlock
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.txns[c.GetId()]
@@ -360,7 +355,6 @@ func (s *State) abortChildrenLocked(now int64, t *transaction) {
 // or VOTING one (a COMMITTED one gives CannotAbort). Deciding what is
 // already decided that way is accepted.
 func (s *State) ApplyDecide(now int64, c *statepb.TxnDecide) (Info, error) {
-	defer s.endDecided() // after the unlock
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.txns[c.GetId()]
@@ -465,7 +459,6 @@ func (s *State) ApplyPromote(now int64, c *statepb.TxnPromote) error {
 	if len(c.GetParticipants()) != len(c.GetCrashCounts()) {
 		return djinn.Errorf(djinn.InvalidArgument, "promote: %d participants, %d crash counts", len(c.GetParticipants()), len(c.GetCrashCounts()))
 	}
-	defer s.endDecided() // after the unlock
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.txns[c.GetId()]
@@ -481,7 +474,9 @@ func (s *State) ApplyPromote(now int64, c *statepb.TxnPromote) error {
 func (s *State) decideLocked(now int64, t *transaction, to djinnpb.TransactionState) {
 	t.state, t.ended = to, now
 	s.undecided--
-	s.ending = append(s.ending, t.cookie[:])
+	// A lease holds an ACTIVE transaction open, and has nothing to do
+	// after that.
+	s.table.ApplyRelease(t.cookie[:])
 	if to == Aborted {
 		s.abortChildrenLocked(now, t)
 		for _, p := range t.parts {
@@ -492,18 +487,6 @@ func (s *State) decideLocked(now int64, t *transaction, to djinnpb.TransactionSt
 	}
 	close(t.decided)
 	s.settleLocked(t)
-}
-
-// endDecided ends the leases of the transactions just decided: a lease
-// holds an ACTIVE transaction open, and has nothing to do after that.
-func (s *State) endDecided() {
-	s.mu.Lock()
-	cookies := s.ending
-	s.ending = nil
-	s.mu.Unlock()
-	if len(cookies) > 0 {
-		s.table.ApplyCancel(cookies) // LeaseEnded finds them decided
-	}
 }
 
 // settleLocked closes settled once every participant is told, and keeps t
@@ -579,7 +562,7 @@ func (s *State) ApplyForget(c *statepb.TxnForget) {
 	}
 	s.mu.Unlock()
 	if len(cookies) > 0 {
-		s.table.ApplyCancel(cookies) // LeaseEnded finds them gone
+		s.table.ApplyRelease(cookies...)
 	}
 }
 
@@ -588,7 +571,6 @@ func (s *State) ApplyForget(c *statepb.TxnForget) {
 // past that point; its vote decides.
 func (s *State) LeaseEnded(owner djinn.ID) {
 	id := binary.BigEndian.Uint64(owner[8:])
-	defer s.endDecided() // after the unlock
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if t, ok := s.txns[id]; ok && t.state == Active {
@@ -675,7 +657,7 @@ func (s *State) Reset() {
 	s.unsettled = map[uint64]*transaction{}
 	s.next = 0
 	s.undecided = 0
-	s.ending, s.orphans, s.remoteKids = nil, nil, nil
+	s.orphans, s.remoteKids = nil, nil
 }
 
 // RestoreCounter restores the id counter.
