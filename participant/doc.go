@@ -132,9 +132,13 @@
 // # Durability
 //
 // The participant's durability is its Store's. FileStore writes each batch
-// as one checksummed frame and fsyncs before Apply returns; concurrent
-// writes share the fsync. A torn last frame (never acknowledged) is cut off
-// on open. The records are also held in memory.
+// as a checksummed frame and fsyncs before Apply returns; concurrent
+// writes share one frame and one fsync. A torn last frame (never
+// acknowledged) is cut off on open; any other frame that fails its
+// checksum is damage, and OpenFileStore refuses the store (ErrDamaged),
+// naming the file and the offset, rather than lose what follows it.
+// RepairFileStore, only when asked, keeps the frames that check out and
+// reports the spans it dropped. The records are also held in memory.
 //
 // # Limits
 //

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,14 +16,18 @@ import (
 )
 
 // FileStore is a Store in a directory: one append-only log file of
-// checksummed frames, each batch one frame written and fsynced before Apply
-// returns. Concurrent Applies share one write and one fsync (group commit).
+// checksummed frames, each batch written and fsynced before Apply returns.
+// Concurrent Applies share one frame, one write and one fsync (group
+// commit).
 // When the log has grown to several times the live records it is rewritten:
 // the records go to a temporary file, which is fsynced and renamed over the
 // log, and the directory is fsynced.
 //
 // On open, a torn last frame (a write a crash interrupted, never
-// acknowledged) is cut off. The crash count goes up by one at every open and
+// acknowledged) is cut off. Any other frame that fails its checksum is
+// damage: OpenFileStore refuses the store with a *disk.DamageError naming
+// the file and offset (errors.Is(err, ErrDamaged)), and RepairFileStore
+// keeps what can be read. The crash count goes up by one at every open and
 // that is written and fsynced before OpenFileStore returns; a new directory
 // starts from a random count, so a store made again in a wiped directory
 // does not repeat an old count.
@@ -43,7 +46,8 @@ type FileStore struct {
 	live     map[string][]byte // the records on disk
 	liveSize int64             // bytes of keys and values in live
 	size     int64             // bytes of the log file
-	pending  []byte            // frames queued and not yet written
+	pending  []byte            // the changes queued and not yet written (appendOps)
+	nPending int               // how many changes pending holds
 	batches  [][]Op            // the batches in pending
 	queued   uint64            // batches queued so far
 	synced   uint64            // batches on disk so far
@@ -55,22 +59,9 @@ type FileStore struct {
 var _ Store = (*FileStore)(nil)
 
 const (
-	logName = "store.log"
-	tmpName = "store.log.tmp"
-
-	frameHeader = 'H'
-	frameCount  = 'C'
-	frameBatch  = 'B'
-
-	storeMagic = "djinn-participant-store/1"
-
 	// compactMin is the smallest log that is compacted.
 	compactMin = 1 << 20
-	// maxFrame bounds a frame's length when reading.
-	maxFrame = 1 << 30
 )
-
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // OpenFileStore opens the store in dir, creating dir and the store if
 // needed, and takes the next crash count.
@@ -127,140 +118,55 @@ func OpenFileStore(dir string) (*FileStore, error) {
 }
 
 // replay reads the log into live. It returns the last crash count and the
-// length of the good frames: reading stops at the first frame that is cut
-// short or fails its checksum.
+// length of the good frames: a torn last frame is left out; any other frame
+// that does not check out is damage, and replay refuses the log.
 func (s *FileStore) replay(data []byte) (count int64, good int, err error) {
-	first := true
-	for off := 0; off < len(data); {
-		payload, n, ok := readFrame(data[off:])
-		if !ok {
-			if first {
-				return 0, 0, fmt.Errorf("participant store %s: %s is not a participant store or its header is damaged", s.dir, logName)
-			}
-			return count, off, nil
-		}
-		if first {
-			if payload[0] != frameHeader || string(payload[1:]) != storeMagic {
-				return 0, 0, fmt.Errorf("participant store %s: %s is not a participant store (header %q)", s.dir, logName, payload)
-			}
-			first = false
-			off += n
-			continue
-		}
-		switch payload[0] {
-		case frameCount:
-			if len(payload) != 9 {
-				return 0, 0, fmt.Errorf("participant store %s: crash count frame at %d: %d bytes", s.dir, off, len(payload))
-			}
-			count = int64(binary.BigEndian.Uint64(payload[1:]))
-		case frameBatch:
-			ops, err := decodeBatch(payload[1:])
-			if err != nil {
-				return 0, 0, fmt.Errorf("participant store %s: batch at %d: %w", s.dir, off, err)
-			}
-			s.applyLive(ops)
-		default:
-			return 0, 0, fmt.Errorf("participant store %s: frame at %d: unknown type %q", s.dir, off, payload[0])
-		}
-		off += n
-	}
-	if first {
+	path := filepath.Join(s.dir, logName)
+	scan := scanLog(data)
+	if len(data) == 0 {
 		return 0, 0, fmt.Errorf("participant store %s: %s is empty", s.dir, logName)
 	}
-	return count, len(data), nil
+	if len(scan.frames) == 0 {
+		return 0, 0, fmt.Errorf("participant store %s: %s is not a participant store or its header is damaged", s.dir, logName)
+	}
+	if first := scan.frames[0]; first.off == 0 && !isHeader(first.payload) {
+		return 0, 0, fmt.Errorf("participant store %s: %s is not a participant store (header %q)", s.dir, logName, first.payload)
+	}
+	if len(scan.damaged) > 0 {
+		return 0, 0, scan.damageAt(path)
+	}
+	for _, f := range scan.frames[1:] {
+		if count, err = s.replayFrame(f, count); err != nil {
+			return 0, 0, fmt.Errorf("participant store %s: %w", s.dir, err)
+		}
+	}
+	return count, scan.end, nil
 }
 
-// readFrame reads the frame at the start of b: its payload (never empty)
-// and its length.
-func readFrame(b []byte) (payload []byte, n int, ok bool) {
-	if len(b) < 8 {
-		return nil, 0, false
+// replayFrame applies one frame after the header, returning the crash
+// count, changed if it is a count frame. A frame that checks out and does
+// not decode was written by a newer version or a bug, not by the disk.
+func (s *FileStore) replayFrame(f logFrame, count int64) (int64, error) {
+	switch p := f.payload; p[0] {
+	case frameCount:
+		if len(p) != 9 {
+			return 0, fmt.Errorf("crash count frame at %d: %d bytes", f.off, len(p))
+		}
+		return int64(binary.BigEndian.Uint64(p[1:])), nil
+	case frameBatch:
+		ops, err := decodeBatch(p[1:])
+		if err != nil {
+			return 0, fmt.Errorf("batch at %d: %w", f.off, err)
+		}
+		s.applyLive(ops)
+		return count, nil
+	default:
+		return 0, fmt.Errorf("frame at %d: unknown type %q", f.off, p[0])
 	}
-	l := binary.LittleEndian.Uint32(b)
-	if l == 0 || l > maxFrame || uint64(len(b)-8) < uint64(l) {
-		return nil, 0, false
-	}
-	payload = b[8 : 8+l]
-	if crc32.Checksum(payload, crcTable) != binary.LittleEndian.Uint32(b[4:]) {
-		return nil, 0, false
-	}
-	return payload, 8 + int(l), true
 }
 
-func appendFrame(dst []byte, payload []byte) []byte {
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(payload)))
-	dst = binary.LittleEndian.AppendUint32(dst, crc32.Checksum(payload, crcTable))
-	return append(dst, payload...)
-}
-
-func countFrame(n int64) []byte {
-	return appendFrame(nil, binary.BigEndian.AppendUint64([]byte{frameCount}, uint64(n)))
-}
-
-// encodeBatch returns the payload of a batch frame.
-func encodeBatch(ops []Op) []byte {
-	size := 1 + binary.MaxVarintLen64
-	for _, op := range ops {
-		size += 1 + 2*binary.MaxVarintLen64 + len(op.Key) + len(op.Value)
-	}
-	b := make([]byte, 0, size)
-	b = append(b, frameBatch)
-	b = binary.AppendUvarint(b, uint64(len(ops)))
-	for _, op := range ops {
-		if op.Delete {
-			b = append(b, 1)
-			b = binary.AppendUvarint(b, uint64(len(op.Key)))
-			b = append(b, op.Key...)
-			continue
-		}
-		b = append(b, 0)
-		b = binary.AppendUvarint(b, uint64(len(op.Key)))
-		b = append(b, op.Key...)
-		b = binary.AppendUvarint(b, uint64(len(op.Value)))
-		b = append(b, op.Value...)
-	}
-	return b
-}
-
-// decodeBatch reads a batch frame's payload (after the type byte).
-func decodeBatch(b []byte) ([]Op, error) {
-	n, k := binary.Uvarint(b)
-	if k <= 0 || n > uint64(len(b)) {
-		return nil, errors.New("bad length")
-	}
-	b = b[k:]
-	ops := make([]Op, 0, n)
-	bytesOf := func() ([]byte, bool) {
-		l, k := binary.Uvarint(b)
-		if k <= 0 || l > uint64(len(b)-k) {
-			return nil, false
-		}
-		v := b[k : k+int(l)]
-		b = b[k+int(l):]
-		return v, true
-	}
-	for range n {
-		if len(b) == 0 {
-			return nil, errors.New("cut short")
-		}
-		kind := b[0]
-		b = b[1:]
-		key, ok := bytesOf()
-		if !ok || kind > 1 {
-			return nil, errors.New("bad change")
-		}
-		op := Op{Key: string(key), Delete: kind == 1}
-		if !op.Delete {
-			if op.Value, ok = bytesOf(); !ok {
-				return nil, errors.New("bad value")
-			}
-		}
-		ops = append(ops, op)
-	}
-	if len(b) != 0 {
-		return nil, errors.New("trailing bytes")
-	}
-	return ops, nil
+func isHeader(payload []byte) bool {
+	return payload[0] == frameHeader && string(payload[1:]) == storeMagic
 }
 
 // applyLive applies ops to the in-memory records. Values are copied.
@@ -316,14 +222,15 @@ func (s *FileStore) Apply(ctx context.Context, b *Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	frame := appendFrame(nil, encodeBatch(b.Ops()))
+	enc := appendOps(nil, b.Ops())
 	ops := slices.Clone(b.Ops())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.usableLocked(); err != nil {
 		return err
 	}
-	s.pending = append(s.pending, frame...)
+	s.pending = append(s.pending, enc...)
+	s.nPending += len(ops)
 	s.batches = append(s.batches, ops)
 	s.queued++
 	mine := s.queued
@@ -354,10 +261,12 @@ func (s *FileStore) usableLocked() error {
 // it writes.
 func (s *FileStore) flushLocked() {
 	s.flushing = true
-	buf, batches, upto := s.pending, s.batches, s.queued
-	s.pending, s.batches = nil, nil
+	pending, n, batches, upto := s.pending, s.nPending, s.batches, s.queued
+	s.pending, s.nPending, s.batches = nil, 0, nil
 	f := s.f
 	s.mu.Unlock()
+	// One frame for the whole group: a crash tears at most this last frame.
+	buf := batchFrame(n, pending)
 	_, err := f.Write(buf)
 	if err == nil {
 		err = f.Sync()

@@ -1,0 +1,138 @@
+package participant
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/djinn-go/djinn/internal/disk"
+)
+
+// ErrDamaged matches the error OpenFileStore returns for a log it finds
+// damaged (errors.Is); the error is a *disk.DamageError naming the file
+// and offset.
+var ErrDamaged = disk.ErrDamaged
+
+// RepairReport says what RepairFileStore found and did.
+type RepairReport struct {
+	// Path is the store's log.
+	Path string
+	// Saved is a copy of the log as it was found; empty when nothing was
+	// changed.
+	Saved string
+	// Dropped lists the damaged spans of the log, whose changes are lost.
+	Dropped []Span
+	// Torn is the length of a torn last frame cut off: a write a crash
+	// interrupted, never acknowledged. 0: none.
+	Torn int64
+	// Records is how many records the repaired store holds.
+	Records int
+	// CrashCount is the crash count written; the next opening takes a
+	// higher one than any the damaged spans could hold.
+	CrashCount int64
+}
+
+// Span is a range of bytes of a file.
+type Span struct{ Offset, Length int64 }
+
+// String describes the report for an operator.
+func (r RepairReport) String() string {
+	if r.Saved == "" {
+		return fmt.Sprintf("%s: no damage found, left as it was", r.Path)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: kept %d records; the damaged log is saved as %s\n", r.Path, r.Records, r.Saved)
+	for _, d := range r.Dropped {
+		fmt.Fprintf(&b, "  dropped %d damaged bytes at offset %d: the changes written there are lost\n", d.Length, d.Offset)
+	}
+	if r.Torn > 0 {
+		fmt.Fprintf(&b, "  cut a torn last frame of %d bytes (a write a crash interrupted, never acknowledged)\n", r.Torn)
+	}
+	fmt.Fprintf(&b, "  crash count set to %d", r.CrashCount)
+	return b.String()
+}
+
+// RepairFileStore repairs the store in dir, which must not be open: it
+// keeps every frame that checks out, drops the damaged ones, and rewrites
+// the log, after saving the damaged log beside it. The report says what
+// was dropped. A store with no damage is left as it is. Records written in
+// a dropped frame are lost, and so are deletions: a record a dropped frame
+// deleted comes back. Use it only when no backup or peer holds the data.
+func RepairFileStore(dir string) (RepairReport, error) {
+	path := filepath.Join(dir, logName)
+	rep := RepairReport{Path: path}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return rep, fmt.Errorf("participant store %s: %w", dir, err)
+	}
+	scan := scanLog(data)
+	if len(data) > 0 && len(scan.frames) > 0 && scan.frames[0].off == 0 && !isHeader(scan.frames[0].payload) {
+		return rep, fmt.Errorf("participant store %s: %s is not a participant store: not repaired", dir, logName)
+	}
+	if len(scan.frames) == 0 {
+		return rep, fmt.Errorf("participant store %s: %s holds no readable frame: nothing to keep, not repaired", dir, logName)
+	}
+	if len(scan.damaged) == 0 && scan.end == len(data) {
+		return rep, nil
+	}
+	s := &FileStore{dir: dir, live: map[string][]byte{}}
+	var count, dropped int64
+	for _, f := range scan.frames {
+		if isHeader(f.payload) {
+			continue
+		}
+		c, err := s.replayFrame(f, count)
+		if err != nil {
+			return rep, fmt.Errorf("participant store %s: %w: not repaired", dir, err)
+		}
+		count = max(count, c)
+	}
+	for _, d := range scan.damaged {
+		rep.Dropped = append(rep.Dropped, Span{Offset: int64(d.from), Length: int64(d.to - d.from)})
+		dropped += int64(d.to - d.from)
+	}
+	rep.Torn = int64(len(data) - scan.end)
+	// Every count frame is 17 bytes: the damaged spans hold fewer counts
+	// than that many.
+	rep.CrashCount = count + dropped/int64(len(countFrame(0))) + 1
+	rep.Records = len(s.live)
+	if rep.Saved, err = saveCopy(path, data); err != nil {
+		return rep, fmt.Errorf("participant store %s: saving the damaged log: %w", dir, err)
+	}
+	if err := s.rewrite(rep.CrashCount); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+// saveCopy writes data, fsynced, to the first free name path.damaged,
+// path.damaged.1, ... and returns it.
+func saveCopy(path string, data []byte) (string, error) {
+	for i := 0; ; i++ {
+		name := path + ".damaged"
+		if i > 0 {
+			name += fmt.Sprintf(".%d", i)
+		}
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		_, err = f.Write(data)
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = syncDir(filepath.Dir(path))
+		}
+		return name, err
+	}
+}
