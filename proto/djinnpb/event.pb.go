@@ -22,9 +22,12 @@ const (
 )
 
 type NotifyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ListenerId    []byte                 `protobuf:"bytes,1,opt,name=listener_id,json=listenerId,proto3" json:"listener_id,omitempty"`
-	Event         *RemoteEvent           `protobuf:"bytes,2,opt,name=event,proto3" json:"event,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ListenerId []byte                 `protobuf:"bytes,1,opt,name=listener_id,json=listenerId,proto3" json:"listener_id,omitempty"`
+	Event      *RemoteEvent           `protobuf:"bytes,2,opt,name=event,proto3" json:"event,omitempty"`
+	// delivery_id, when set, is 16 random bytes naming this call for
+	// StopDelivery; a capability, known only to the sender and the listener.
+	DeliveryId    []byte `protobuf:"bytes,3,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -73,6 +76,13 @@ func (x *NotifyRequest) GetEvent() *RemoteEvent {
 	return nil
 }
 
+func (x *NotifyRequest) GetDeliveryId() []byte {
+	if x != nil {
+		return x.DeliveryId
+	}
+	return nil
+}
+
 type NotifyResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -113,6 +123,7 @@ type NotifyBatchRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ListenerId    []byte                 `protobuf:"bytes,1,opt,name=listener_id,json=listenerId,proto3" json:"listener_id,omitempty"`
 	Events        []*RemoteEvent         `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	DeliveryId    []byte                 `protobuf:"bytes,3,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"` // as in NotifyRequest
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -157,6 +168,13 @@ func (x *NotifyBatchRequest) GetListenerId() []byte {
 func (x *NotifyBatchRequest) GetEvents() []*RemoteEvent {
 	if x != nil {
 		return x.Events
+	}
+	return nil
+}
+
+func (x *NotifyBatchRequest) GetDeliveryId() []byte {
+	if x != nil {
+		return x.DeliveryId
 	}
 	return nil
 }
@@ -213,26 +231,125 @@ func (x *NotifyBatchResponse) GetError() *Error {
 	return nil
 }
 
+type StopDeliveryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ListenerId    []byte                 `protobuf:"bytes,1,opt,name=listener_id,json=listenerId,proto3" json:"listener_id,omitempty"`
+	DeliveryId    []byte                 `protobuf:"bytes,2,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StopDeliveryRequest) Reset() {
+	*x = StopDeliveryRequest{}
+	mi := &file_djinn_v1_event_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StopDeliveryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StopDeliveryRequest) ProtoMessage() {}
+
+func (x *StopDeliveryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_event_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StopDeliveryRequest.ProtoReflect.Descriptor instead.
+func (*StopDeliveryRequest) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_event_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *StopDeliveryRequest) GetListenerId() []byte {
+	if x != nil {
+		return x.ListenerId
+	}
+	return nil
+}
+
+func (x *StopDeliveryRequest) GetDeliveryId() []byte {
+	if x != nil {
+		return x.DeliveryId
+	}
+	return nil
+}
+
+type StopDeliveryResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StopDeliveryResponse) Reset() {
+	*x = StopDeliveryResponse{}
+	mi := &file_djinn_v1_event_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StopDeliveryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StopDeliveryResponse) ProtoMessage() {}
+
+func (x *StopDeliveryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_event_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StopDeliveryResponse.ProtoReflect.Descriptor instead.
+func (*StopDeliveryResponse) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_event_proto_rawDescGZIP(), []int{5}
+}
+
 var File_djinn_v1_event_proto protoreflect.FileDescriptor
 
 const file_djinn_v1_event_proto_rawDesc = "" +
 	"\n" +
-	"\x14djinn/v1/event.proto\x12\bdjinn.v1\x1a\x15djinn/v1/common.proto\"]\n" +
+	"\x14djinn/v1/event.proto\x12\bdjinn.v1\x1a\x15djinn/v1/common.proto\"~\n" +
 	"\rNotifyRequest\x12\x1f\n" +
 	"\vlistener_id\x18\x01 \x01(\fR\n" +
 	"listenerId\x12+\n" +
-	"\x05event\x18\x02 \x01(\v2\x15.djinn.v1.RemoteEventR\x05event\"\x10\n" +
-	"\x0eNotifyResponse\"d\n" +
+	"\x05event\x18\x02 \x01(\v2\x15.djinn.v1.RemoteEventR\x05event\x12\x1f\n" +
+	"\vdelivery_id\x18\x03 \x01(\fR\n" +
+	"deliveryId\"\x10\n" +
+	"\x0eNotifyResponse\"\x85\x01\n" +
 	"\x12NotifyBatchRequest\x12\x1f\n" +
 	"\vlistener_id\x18\x01 \x01(\fR\n" +
 	"listenerId\x12-\n" +
-	"\x06events\x18\x02 \x03(\v2\x15.djinn.v1.RemoteEventR\x06events\"X\n" +
+	"\x06events\x18\x02 \x03(\v2\x15.djinn.v1.RemoteEventR\x06events\x12\x1f\n" +
+	"\vdelivery_id\x18\x03 \x01(\fR\n" +
+	"deliveryId\"X\n" +
 	"\x13NotifyBatchResponse\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\x05R\baccepted\x12%\n" +
-	"\x05error\x18\x02 \x01(\v2\x0f.djinn.v1.ErrorR\x05error2\x98\x01\n" +
+	"\x05error\x18\x02 \x01(\v2\x0f.djinn.v1.ErrorR\x05error\"W\n" +
+	"\x13StopDeliveryRequest\x12\x1f\n" +
+	"\vlistener_id\x18\x01 \x01(\fR\n" +
+	"listenerId\x12\x1f\n" +
+	"\vdelivery_id\x18\x02 \x01(\fR\n" +
+	"deliveryId\"\x16\n" +
+	"\x14StopDeliveryResponse2\xe7\x01\n" +
 	"\rEventListener\x12;\n" +
 	"\x06Notify\x12\x17.djinn.v1.NotifyRequest\x1a\x18.djinn.v1.NotifyResponse\x12J\n" +
-	"\vNotifyBatch\x12\x1c.djinn.v1.NotifyBatchRequest\x1a\x1d.djinn.v1.NotifyBatchResponseB1Z/github.com/djinn-go/djinn/proto/djinnpb;djinnpbb\x06proto3"
+	"\vNotifyBatch\x12\x1c.djinn.v1.NotifyBatchRequest\x1a\x1d.djinn.v1.NotifyBatchResponse\x12M\n" +
+	"\fStopDelivery\x12\x1d.djinn.v1.StopDeliveryRequest\x1a\x1e.djinn.v1.StopDeliveryResponseB1Z/github.com/djinn-go/djinn/proto/djinnpb;djinnpbb\x06proto3"
 
 var (
 	file_djinn_v1_event_proto_rawDescOnce sync.Once
@@ -246,25 +363,29 @@ func file_djinn_v1_event_proto_rawDescGZIP() []byte {
 	return file_djinn_v1_event_proto_rawDescData
 }
 
-var file_djinn_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_djinn_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_djinn_v1_event_proto_goTypes = []any{
-	(*NotifyRequest)(nil),       // 0: djinn.v1.NotifyRequest
-	(*NotifyResponse)(nil),      // 1: djinn.v1.NotifyResponse
-	(*NotifyBatchRequest)(nil),  // 2: djinn.v1.NotifyBatchRequest
-	(*NotifyBatchResponse)(nil), // 3: djinn.v1.NotifyBatchResponse
-	(*RemoteEvent)(nil),         // 4: djinn.v1.RemoteEvent
-	(*Error)(nil),               // 5: djinn.v1.Error
+	(*NotifyRequest)(nil),        // 0: djinn.v1.NotifyRequest
+	(*NotifyResponse)(nil),       // 1: djinn.v1.NotifyResponse
+	(*NotifyBatchRequest)(nil),   // 2: djinn.v1.NotifyBatchRequest
+	(*NotifyBatchResponse)(nil),  // 3: djinn.v1.NotifyBatchResponse
+	(*StopDeliveryRequest)(nil),  // 4: djinn.v1.StopDeliveryRequest
+	(*StopDeliveryResponse)(nil), // 5: djinn.v1.StopDeliveryResponse
+	(*RemoteEvent)(nil),          // 6: djinn.v1.RemoteEvent
+	(*Error)(nil),                // 7: djinn.v1.Error
 }
 var file_djinn_v1_event_proto_depIdxs = []int32{
-	4, // 0: djinn.v1.NotifyRequest.event:type_name -> djinn.v1.RemoteEvent
-	4, // 1: djinn.v1.NotifyBatchRequest.events:type_name -> djinn.v1.RemoteEvent
-	5, // 2: djinn.v1.NotifyBatchResponse.error:type_name -> djinn.v1.Error
+	6, // 0: djinn.v1.NotifyRequest.event:type_name -> djinn.v1.RemoteEvent
+	6, // 1: djinn.v1.NotifyBatchRequest.events:type_name -> djinn.v1.RemoteEvent
+	7, // 2: djinn.v1.NotifyBatchResponse.error:type_name -> djinn.v1.Error
 	0, // 3: djinn.v1.EventListener.Notify:input_type -> djinn.v1.NotifyRequest
 	2, // 4: djinn.v1.EventListener.NotifyBatch:input_type -> djinn.v1.NotifyBatchRequest
-	1, // 5: djinn.v1.EventListener.Notify:output_type -> djinn.v1.NotifyResponse
-	3, // 6: djinn.v1.EventListener.NotifyBatch:output_type -> djinn.v1.NotifyBatchResponse
-	5, // [5:7] is the sub-list for method output_type
-	3, // [3:5] is the sub-list for method input_type
+	4, // 5: djinn.v1.EventListener.StopDelivery:input_type -> djinn.v1.StopDeliveryRequest
+	1, // 6: djinn.v1.EventListener.Notify:output_type -> djinn.v1.NotifyResponse
+	3, // 7: djinn.v1.EventListener.NotifyBatch:output_type -> djinn.v1.NotifyBatchResponse
+	5, // 8: djinn.v1.EventListener.StopDelivery:output_type -> djinn.v1.StopDeliveryResponse
+	6, // [6:9] is the sub-list for method output_type
+	3, // [3:6] is the sub-list for method input_type
 	3, // [3:3] is the sub-list for extension type_name
 	3, // [3:3] is the sub-list for extension extendee
 	0, // [0:3] is the sub-list for field type_name
@@ -282,7 +403,7 @@ func file_djinn_v1_event_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_djinn_v1_event_proto_rawDesc), len(file_djinn_v1_event_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,8 +19,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	EventListener_Notify_FullMethodName      = "/djinn.v1.EventListener/Notify"
-	EventListener_NotifyBatch_FullMethodName = "/djinn.v1.EventListener/NotifyBatch"
+	EventListener_Notify_FullMethodName       = "/djinn.v1.EventListener/Notify"
+	EventListener_NotifyBatch_FullMethodName  = "/djinn.v1.EventListener/NotifyBatch"
+	EventListener_StopDelivery_FullMethodName = "/djinn.v1.EventListener/StopDelivery"
 )
 
 // EventListenerClient is the client API for EventListener service.
@@ -34,6 +35,15 @@ type EventListenerClient interface {
 	// NotifyBatch delivers events in order and stops at the first that fails.
 	// Listeners may leave it unimplemented; senders then fall back to Notify.
 	NotifyBatch(ctx context.Context, in *NotifyBatchRequest, opts ...grpc.CallOption) (*NotifyBatchResponse, error)
+	// StopDelivery stops the Notify or NotifyBatch call that carried
+	// delivery_id, for a sender that gave up on it (a mailbox whose client
+	// disabled or replaced delivery, EM.4.1): once it returns, the listener
+	// hands none of that call's events to its code that it had not begun to
+	// hand, and refuses the call if it arrives later. A sender cannot learn
+	// this from cancelling its call, whose cancellation reaches the listener
+	// at some later time. Listeners may leave it unimplemented; senders then
+	// cannot know when a call they gave up on has stopped.
+	StopDelivery(ctx context.Context, in *StopDeliveryRequest, opts ...grpc.CallOption) (*StopDeliveryResponse, error)
 }
 
 type eventListenerClient struct {
@@ -64,6 +74,16 @@ func (c *eventListenerClient) NotifyBatch(ctx context.Context, in *NotifyBatchRe
 	return out, nil
 }
 
+func (c *eventListenerClient) StopDelivery(ctx context.Context, in *StopDeliveryRequest, opts ...grpc.CallOption) (*StopDeliveryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StopDeliveryResponse)
+	err := c.cc.Invoke(ctx, EventListener_StopDelivery_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EventListenerServer is the server API for EventListener service.
 // All implementations must embed UnimplementedEventListenerServer
 // for forward compatibility.
@@ -75,6 +95,15 @@ type EventListenerServer interface {
 	// NotifyBatch delivers events in order and stops at the first that fails.
 	// Listeners may leave it unimplemented; senders then fall back to Notify.
 	NotifyBatch(context.Context, *NotifyBatchRequest) (*NotifyBatchResponse, error)
+	// StopDelivery stops the Notify or NotifyBatch call that carried
+	// delivery_id, for a sender that gave up on it (a mailbox whose client
+	// disabled or replaced delivery, EM.4.1): once it returns, the listener
+	// hands none of that call's events to its code that it had not begun to
+	// hand, and refuses the call if it arrives later. A sender cannot learn
+	// this from cancelling its call, whose cancellation reaches the listener
+	// at some later time. Listeners may leave it unimplemented; senders then
+	// cannot know when a call they gave up on has stopped.
+	StopDelivery(context.Context, *StopDeliveryRequest) (*StopDeliveryResponse, error)
 	mustEmbedUnimplementedEventListenerServer()
 }
 
@@ -90,6 +119,9 @@ func (UnimplementedEventListenerServer) Notify(context.Context, *NotifyRequest) 
 }
 func (UnimplementedEventListenerServer) NotifyBatch(context.Context, *NotifyBatchRequest) (*NotifyBatchResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method NotifyBatch not implemented")
+}
+func (UnimplementedEventListenerServer) StopDelivery(context.Context, *StopDeliveryRequest) (*StopDeliveryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StopDelivery not implemented")
 }
 func (UnimplementedEventListenerServer) mustEmbedUnimplementedEventListenerServer() {}
 func (UnimplementedEventListenerServer) testEmbeddedByValue()                       {}
@@ -148,6 +180,24 @@ func _EventListener_NotifyBatch_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EventListener_StopDelivery_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StopDeliveryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EventListenerServer).StopDelivery(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EventListener_StopDelivery_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EventListenerServer).StopDelivery(ctx, req.(*StopDeliveryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // EventListener_ServiceDesc is the grpc.ServiceDesc for EventListener service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -162,6 +212,10 @@ var EventListener_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "NotifyBatch",
 			Handler:    _EventListener_NotifyBatch_Handler,
+		},
+		{
+			MethodName: "StopDelivery",
+			Handler:    _EventListener_StopDelivery_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
