@@ -59,7 +59,11 @@
 // # Caveats
 //
 //   - A Sender must honour its context: Retarget, Drop and Close block until
-//     the Send they cancel returns.
+//     the Send they cancel returns. client.EventSender takes one round trip
+//     more (bounded) to have the listener confirm it stopped handing the
+//     cancelled call's events, which makes Drop's promise hold at the
+//     listener too; callers that serve many keys run each key's Drops apart
+//     (Serial), so that one slow listener holds up no other key.
 //   - OnDelivered, OnFailure and Discard's match function must not call
 //     Retarget, Drop or Close (they would wait for themselves). OnDelivered
 //     and OnFailure may call Push, Discard and Stats; match may call nothing

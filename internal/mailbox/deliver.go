@@ -13,17 +13,19 @@ import (
 )
 
 // deliverer is the leader's Sink: it turns state changes into delivery
-// engine work, in log order, and reports delivery outcomes back through the
-// log.
+// engine work, in log order for each registration, and reports delivery
+// outcomes back through the log. Registrations are served apart: one whose
+// retarget waits for its old target to confirm it stopped (EM.4.1) holds
+// up no other.
 type deliverer struct {
 	state  *State
 	engine *event.Engine
 	log    Proposer
 	logger *slog.Logger
+	ops    event.Serial // the work of each registration, in log order
 
 	mu sync.Mutex
-	// ops, targets, acks and failures are guarded by mu.
-	ops     []func()
+	// targets, acks and failures are guarded by mu.
 	targets map[djinn.ID]*djinnpb.Ref
 	epochs  map[djinn.ID]uint64 // the delivery epoch each target belongs to
 	acks    map[djinn.ID]uint64
@@ -37,7 +39,6 @@ type deliverer struct {
 	// recorded past the events that were not delivered.
 	stopped  map[djinn.ID]bool
 	failures []*statepb.Command
-	opsReady chan struct{} // signalled when ops grows
 	report   chan struct{} // signalled when acks or failures grow
 }
 
@@ -47,8 +48,8 @@ func newDeliverer(s *State, log Proposer, logger *slog.Logger, ec event.Config) 
 	d := &deliverer{
 		state: s, log: log, logger: logger,
 		targets: map[djinn.ID]*djinnpb.Ref{}, epochs: map[djinn.ID]uint64{}, acks: map[djinn.ID]uint64{}, through: map[djinn.ID]uint64{},
-		stopped:  map[djinn.ID]bool{},
-		opsReady: make(chan struct{}, 1), report: make(chan struct{}, 1),
+		stopped: map[djinn.ID]bool{},
+		report:  make(chan struct{}, 1),
 	}
 	ec.OnDelivered = d.delivered
 	ec.OnFailure = d.failed
@@ -60,54 +61,14 @@ func newDeliverer(s *State, log Proposer, logger *slog.Logger, ec event.Config) 
 // engine.
 func (d *deliverer) run(ctx context.Context) {
 	d.state.SetSink(d)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		d.reportLoop(ctx)
-	}()
-	d.opLoop(ctx)
+	d.reportLoop(ctx)
 	d.state.SetSink(nil)
+	// The sink is detached, so nothing is queued after this; closing the
+	// engine ends the Sends that work in progress waits for. Anyone waiting
+	// for a retarget on this leader is released: the change is in the log,
+	// and the next leader starts from it.
 	d.engine.Close()
-	wg.Wait()
-	// Anyone waiting for a retarget on this leader is released: the change
-	// is in the log, and the next leader starts from it. The sink is
-	// detached, so no op is queued after these; they run without d.mu,
-	// which they take themselves, against the closed engine.
-	d.mu.Lock()
-	ops := d.ops
-	d.ops = nil
-	d.mu.Unlock()
-	for _, op := range ops {
-		op()
-	}
-}
-
-func (d *deliverer) queue(op func()) {
-	d.mu.Lock()
-	d.ops = append(d.ops, op)
-	d.mu.Unlock()
-	select {
-	case d.opsReady <- struct{}{}:
-	default:
-	}
-}
-
-func (d *deliverer) opLoop(ctx context.Context) {
-	for {
-		d.mu.Lock()
-		ops := d.ops
-		d.ops = nil
-		d.mu.Unlock()
-		for _, op := range ops {
-			op()
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-d.opsReady:
-		}
-	}
+	d.ops.Wait()
 }
 
 func toRef(r *djinnpb.Ref) djinn.Ref {
@@ -128,7 +89,7 @@ func items(events []Stored) []event.Item {
 
 // Stored implements Sink.
 func (d *deliverer) Stored(reg djinn.ID, target *djinnpb.Ref, epoch uint64, ev Stored) {
-	d.queue(func() {
+	d.ops.Add(reg, func() {
 		d.mu.Lock()
 		stopped := d.stopped[reg]
 		if d.targets[reg] == nil {
@@ -146,7 +107,7 @@ func (d *deliverer) Stored(reg djinn.ID, target *djinnpb.Ref, epoch uint64, ev S
 
 // Retargeted implements Sink.
 func (d *deliverer) Retargeted(reg djinn.ID, target *djinnpb.Ref, epoch uint64, events []Stored, done chan struct{}) {
-	d.queue(func() {
+	d.ops.Add(reg, func() {
 		d.engine.Drop(reg)
 		d.mu.Lock()
 		if target == nil {
@@ -174,14 +135,14 @@ func (d *deliverer) Retargeted(reg djinn.ID, target *djinnpb.Ref, epoch uint64, 
 
 // Forgot implements Sink.
 func (d *deliverer) Forgot(reg djinn.ID, match func(Stored) bool) {
-	d.queue(func() {
+	d.ops.Add(reg, func() {
 		d.engine.Discard(reg, func(it event.Item) bool { return match(Stored{Index: it.Cursor, Event: it.Event}) })
 	})
 }
 
 // Removed implements Sink.
 func (d *deliverer) Removed(reg djinn.ID) {
-	d.queue(func() {
+	d.ops.Add(reg, func() {
 		d.engine.Drop(reg)
 		d.mu.Lock()
 		delete(d.targets, reg)

@@ -15,21 +15,22 @@ import (
 // deliverer is the leader's Sink: it hands events to the delivery engine
 // (one per event id, keyed by set), in log order, and records outcomes in
 // the log: delivered events are forgotten, and a definite failure
-// (UnknownEvent included) clears that one registration (LR.2.1).
+// (UnknownEvent included) clears that one registration (LR.2.1). Sets are
+// served apart: one whose retarget waits for its old listener to confirm
+// it stopped holds up no other.
 type deliverer struct {
 	state   *State
 	log     Proposer
 	self    func() djinn.Ref
 	logger  *slog.Logger
 	engines [2]*event.Engine
+	ops     event.Serial // the work of each set, in log order
 
 	mu sync.Mutex
 	// Guarded by mu.
-	ops      []func()
 	epochs   map[regKey]uint64
 	acks     map[regKey]int64
 	failures []*statepb.RenewalListen
-	opsReady chan struct{}
 	report   chan struct{}
 }
 
@@ -44,7 +45,7 @@ func newDeliverer(s *State, log Proposer, self func() djinn.Ref, logger *slog.Lo
 	d := &deliverer{
 		state: s, log: log, self: self, logger: logger,
 		epochs: map[regKey]uint64{}, acks: map[regKey]int64{},
-		opsReady: make(chan struct{}, 1), report: make(chan struct{}, 1),
+		report: make(chan struct{}, 1),
 	}
 	for eid := range d.engines {
 		cfg := ec
@@ -59,47 +60,14 @@ func newDeliverer(s *State, log Proposer, self func() djinn.Ref, logger *slog.Lo
 
 func (d *deliverer) run(ctx context.Context) {
 	d.state.SetSink(d)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		d.reportLoop(ctx)
-	}()
-	for {
-		d.runOps()
-		select {
-		case <-ctx.Done():
-		case <-d.opsReady:
-			continue
-		}
-		break
-	}
+	d.reportLoop(ctx)
 	d.state.SetSink(nil)
 	for _, e := range d.engines {
 		e.Close()
 	}
-	wg.Wait()
-	d.runOps() // release waiters: the change is in the log for the next leader
-}
-
-func (d *deliverer) runOps() {
-	d.mu.Lock()
-	ops := d.ops
-	d.ops = nil
-	d.mu.Unlock()
-	for _, op := range ops {
-		op()
-	}
-}
-
-func (d *deliverer) queue(op func()) {
-	d.mu.Lock()
-	d.ops = append(d.ops, op)
-	d.mu.Unlock()
-	select {
-	case d.opsReady <- struct{}{}:
-	default:
-	}
+	// Work in progress ends with the engines; waiters are released: the
+	// change is in the log for the next leader.
+	d.ops.Wait()
 }
 
 // addressed returns the event as sent: the state keeps events without an
@@ -133,7 +101,7 @@ func (d *deliverer) push(k regKey, target *djinnpb.Ref, events ...*djinnpb.Remot
 
 // Event implements Sink.
 func (d *deliverer) Event(set djinn.ID, eid int64, target *djinnpb.Ref, epoch uint64, ev *djinnpb.RemoteEvent) {
-	d.queue(func() {
+	d.ops.Add(set, func() {
 		k := regKey{set, eid}
 		d.mu.Lock()
 		if _, ok := d.epochs[k]; !ok {
@@ -146,7 +114,7 @@ func (d *deliverer) Event(set djinn.ID, eid int64, target *djinnpb.Ref, epoch ui
 
 // Retargeted implements Sink.
 func (d *deliverer) Retargeted(set djinn.ID, eid int64, target *djinnpb.Ref, epoch uint64, pending []*djinnpb.RemoteEvent, done chan struct{}) {
-	d.queue(func() {
+	d.ops.Add(set, func() {
 		k := regKey{set, eid}
 		d.engines[eid].Drop(set)
 		d.mu.Lock()
@@ -164,7 +132,7 @@ func (d *deliverer) Retargeted(set djinn.ID, eid int64, target *djinnpb.Ref, epo
 
 // Removed implements Sink.
 func (d *deliverer) Removed(set djinn.ID) {
-	d.queue(func() {
+	d.ops.Add(set, func() {
 		for _, e := range d.engines {
 			e.Drop(set)
 		}

@@ -1,0 +1,49 @@
+package event_test
+
+import (
+	"sync"
+	"testing"
+	"testing/synctest"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/event"
+)
+
+// Serial keeps each key's order, and one key's blocked function does not
+// hold up another key's.
+func TestSerialOrderPerKeyAndIndependentKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var s event.Serial
+		a, b := djinn.ID{'a'}, djinn.ID{'b'}
+		var mu sync.Mutex
+		var got []int
+		block := make(chan struct{})
+		s.Add(a, func() { <-block })
+		for i := range 100 {
+			s.Add(a, func() {
+				mu.Lock()
+				got = append(got, i)
+				mu.Unlock()
+			})
+		}
+		ranB := make(chan struct{})
+		s.Add(b, func() { close(ranB) })
+		<-ranB // b runs while a is blocked
+		synctest.Wait()
+		mu.Lock()
+		if len(got) != 0 {
+			t.Fatalf("key a ran %v past its blocked function", got)
+		}
+		mu.Unlock()
+		close(block)
+		s.Wait()
+		for i, v := range got {
+			if v != i {
+				t.Fatalf("key a ran out of order: %v", got)
+			}
+		}
+		if len(got) != 100 {
+			t.Fatalf("key a ran %d of 100 functions", len(got))
+		}
+	})
+}
