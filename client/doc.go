@@ -54,6 +54,14 @@
 // when the listener does not serve batches. A listener that answers
 // djinn.ErrUnknownEvent asks the sender to stop (EV.2.3.3).
 //
+// A sender that gives up on a call (its context ends) asks the listener to
+// stop it (EventListener.StopDelivery) before it returns; listeners hosted
+// here then hand none of the call's events that they had not begun to hand,
+// and end the context of the handler running. This is what makes an event
+// mailbox's DisableDelivery and EnableDelivery exact (EM.4.1): when they
+// return, the old target is handed nothing more — also when they are called
+// from inside the target's own handler.
+//
 // Payloads stay protobuf Any values and handbacks stay bytes: nothing
 // received from the network is turned into code or into arbitrary types.
 //

@@ -76,6 +76,8 @@ type listenerHost struct {
 	done     chan struct{}
 	stopOnce sync.Once
 
+	deliveries deliveries // the calls being handed, for StopDelivery
+
 	mu     sync.Mutex
 	fns    map[djinn.ID]NotifyFunc // guarded by mu
 	closed bool                    // guarded by mu
@@ -229,26 +231,40 @@ func (h *listenerHost) Notify(ctx context.Context, req *djinnpb.NotifyRequest) (
 		return nil, grpcerr.Status(err)
 	}
 	defer h.calls.Done()
-	ev, err := RemoteEventFromProto(req.GetEvent())
+	ctx, d, err := h.deliveries.start(ctx, req.GetDeliveryId())
 	if err != nil {
 		return nil, grpcerr.Status(err)
 	}
-	if err := fn(ctx, ev); err != nil {
+	defer h.deliveries.finish(d)
+	ev, err := RemoteEventFromProto(req.GetEvent())
+	if err == nil {
+		err = h.deliveries.next(ctx, d)
+	}
+	if err == nil {
+		err = fn(ctx, ev)
+	}
+	if err != nil {
 		return nil, grpcerr.Status(err)
 	}
 	return &djinnpb.NotifyResponse{}, nil
 }
 
 // NotifyBatch implements djinnpb.EventListenerServer: events are handed to
-// the listener in order, stopping at the first it refuses.
+// the listener in order, stopping at the first it refuses, or when the
+// sender gives up on the call (its context ends, or StopDelivery).
 func (h *listenerHost) NotifyBatch(ctx context.Context, req *djinnpb.NotifyBatchRequest) (*djinnpb.NotifyBatchResponse, error) {
 	fn, err := h.begin(req.GetListenerId())
 	if err != nil {
 		return nil, grpcerr.Status(err)
 	}
 	defer h.calls.Done()
+	ctx, d, err := h.deliveries.start(ctx, req.GetDeliveryId())
+	if err != nil {
+		return &djinnpb.NotifyBatchResponse{Error: grpcerr.ToProto(err)}, nil
+	}
+	defer h.deliveries.finish(d)
 	for i, pe := range req.GetEvents() {
-		err := ctx.Err()
+		err := h.deliveries.next(ctx, d)
 		var ev *RemoteEvent
 		if err == nil {
 			ev, err = RemoteEventFromProto(pe)
@@ -261,6 +277,23 @@ func (h *listenerHost) NotifyBatch(ctx context.Context, req *djinnpb.NotifyBatch
 		}
 	}
 	return &djinnpb.NotifyBatchResponse{Accepted: int32(len(req.GetEvents()))}, nil
+}
+
+// StopDelivery implements djinnpb.EventListenerServer: once it returns, no
+// event of the call named by the delivery id begins to be handed.
+func (h *listenerHost) StopDelivery(_ context.Context, req *djinnpb.StopDeliveryRequest) (*djinnpb.StopDeliveryResponse, error) {
+	if _, err := djinn.IDFromBytes("listener id", req.GetListenerId()); err != nil {
+		return nil, grpcerr.Status(err)
+	}
+	id, err := deliveryID(req.GetDeliveryId())
+	if err != nil {
+		return nil, grpcerr.Status(err)
+	}
+	// Delivery ids are unique across the host's listeners; a call for a
+	// listener closed since may still be handing events, so it is stopped
+	// whatever its listener.
+	h.deliveries.stop(id)
+	return &djinnpb.StopDeliveryResponse{}, nil
 }
 
 // recoverUnary turns a panic in a notify function into an Internal error

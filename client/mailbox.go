@@ -122,7 +122,14 @@ func (m *Mailbox) fromProto(endpoint string, pb *djinnpb.MailboxRegistration, se
 
 // EnableDelivery forwards stored and future events to target (EM.4.1),
 // replacing any previous target. It returns once delivery to the previous
-// target has stopped. A mailbox listener of the same mailbox is refused.
+// target has stopped: a listener hosted by this package is handed no event
+// of the mailbox afterwards (one whose handler was running finishes; the
+// others of its batch go to the new target). A mailbox listener of the same
+// mailbox is refused.
+//
+// Called from inside the old target's handler, pass a context that does not
+// end with the handler's (context.WithoutCancel): the handler's context
+// ends when the mailbox stops the batch in flight, before this returns.
 func (r *MailboxRegistration) EnableDelivery(ctx context.Context, target djinn.Ref) error {
 	mc, err := r.m.client(r.endpoint)
 	if err != nil {
@@ -136,7 +143,10 @@ func (r *MailboxRegistration) EnableDelivery(ctx context.Context, target djinn.R
 	return err
 }
 
-// DisableDelivery stops delivery (EM.4.1); events are stored meanwhile.
+// DisableDelivery stops delivery (EM.4.1); events are stored meanwhile. It
+// returns once delivery has stopped, as EnableDelivery does for the
+// previous target: the target is handed nothing more afterwards, and is
+// free to close.
 func (r *MailboxRegistration) DisableDelivery(ctx context.Context) error {
 	mc, err := r.m.client(r.endpoint)
 	if err != nil {

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -15,6 +16,12 @@ import (
 // listener's kind: djinn.ErrUnknownEvent means it wants no more events of
 // this kind, djinn.ErrNoSuchObject that it is gone, djinn.ErrUnavailable
 // that it could not be reached (the event may or may not have arrived).
+//
+// When ctx ends before the listener answers, Notify asks the listener to
+// stop the call (EventListener.StopDelivery) and waits up to five seconds
+// for its answer, so that on return a listener hosted by this package (or
+// any that serves StopDelivery) will not hand the event to its code if it
+// had not begun to.
 func Notify(ctx context.Context, c Connector, target djinn.Ref, ev *RemoteEvent) error {
 	if ev == nil {
 		return djinn.Errorf(djinn.InvalidArgument, "event: missing")
@@ -27,14 +34,37 @@ func notifyOne(ctx context.Context, c Connector, target djinn.Ref, ev *djinnpb.R
 	if err != nil {
 		return err
 	}
-	_, err = djinnpb.NewEventListenerClient(cc).Notify(ctx, &djinnpb.NotifyRequest{ListenerId: target.Object[:], Event: ev})
+	id := djinn.NewID()
+	lc := djinnpb.NewEventListenerClient(cc)
+	_, err = lc.Notify(ctx, &djinnpb.NotifyRequest{ListenerId: target.Object[:], Event: ev, DeliveryId: id[:]})
+	if err != nil && ctx.Err() != nil {
+		stopDelivery(ctx, lc, target, id)
+	}
 	return fromRPC(err)
+}
+
+// stopTimeout bounds how long a sender that gave up on a call waits for
+// the listener to confirm it stopped handing the call's events.
+const stopTimeout = 5 * time.Second
+
+// stopDelivery tells the listener to hand no more events of the call id,
+// which the sender gave up on when ctx ended, and waits for its answer
+// (at most stopTimeout): when it returns, a listener that serves
+// StopDelivery hands none of the call's events that it had not begun to.
+// One that does not serve it, or cannot be reached in time, may still hand
+// them.
+func stopDelivery(ctx context.Context, lc djinnpb.EventListenerClient, target djinn.Ref, id djinn.ID) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+	defer cancel()
+	_, _ = lc.StopDelivery(ctx, &djinnpb.StopDeliveryRequest{ListenerId: target.Object[:], DeliveryId: id[:]})
 }
 
 // NotifyBatch sends events to the listener target in one call, in order, and
 // returns how many, from the first, the listener took; the error says why the
 // next was refused. A listener that does not serve batches gets the events
-// one Notify at a time.
+// one Notify at a time. When ctx ends first, the listener is asked to stop
+// as for Notify: on return it hands no event of the batch it had not begun
+// to hand.
 func NotifyBatch(ctx context.Context, c Connector, target djinn.Ref, events []*RemoteEvent) (int, error) {
 	pbs := make([]*djinnpb.RemoteEvent, len(events))
 	for i, ev := range events {
@@ -65,7 +95,10 @@ func NewEventSender(c Connector) *EventSender {
 
 // Send delivers events to target in order and returns how many, from the
 // first, were taken; the error (with the listener's kind) says why the next
-// was refused or could not be sent. The events are not modified.
+// was refused or could not be sent. The events are not modified. When ctx
+// ends first, Send stops the call at the listener as NotifyBatch does
+// before it returns: what the event mailbox's blocking disable and
+// replacement of a target rest on (EM.4.1).
 func (s *EventSender) Send(ctx context.Context, target djinn.Ref, events []*djinnpb.RemoteEvent) (int, error) {
 	return sendEvents(ctx, s.c, target, events, s)
 }
@@ -126,9 +159,13 @@ func notifyBatch(ctx context.Context, c Connector, target djinn.Ref, events []*d
 	if err != nil {
 		return 0, err
 	}
-	resp, err := djinnpb.NewEventListenerClient(cc).NotifyBatch(ctx,
-		&djinnpb.NotifyBatchRequest{ListenerId: target.Object[:], Events: events})
+	id := djinn.NewID()
+	lc := djinnpb.NewEventListenerClient(cc)
+	resp, err := lc.NotifyBatch(ctx, &djinnpb.NotifyBatchRequest{ListenerId: target.Object[:], Events: events, DeliveryId: id[:]})
 	if err != nil {
+		if ctx.Err() != nil {
+			stopDelivery(ctx, lc, target, id)
+		}
 		return 0, fromRPC(err)
 	}
 	n := int(resp.GetAccepted())

@@ -27,6 +27,11 @@
 // EnableDelivery and DisableDelivery are blocking in the sense of EM.4.1:
 // when they return, any delivery attempt to the previous target has been
 // cancelled and finished, so the client may unexport the old listener.
+// Cancelling a call does not stop the listener by itself (the cancellation
+// reaches it later), so the sender then asks the listener to stop the call
+// (EventListener.StopDelivery) and waits for its answer, which Drop waits
+// for in turn. Each registration's work runs apart from the others', so
+// the wait of one holds up no other registration.
 //
 // Pull mode (River's MailboxPullRegistration) streams stored events after an
 // index to a client that cannot accept connections; the client acknowledges

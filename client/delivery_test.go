@@ -1,0 +1,136 @@
+package client
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+// stopHarness hosts a listener and calls it over gRPC directly, so a test
+// controls the delivery ids and never cancels a call: the sender's
+// cancellation, which reaches a real listener at some later time, is left
+// out, and only StopDelivery can stop a call.
+type stopHarness struct {
+	l  *Listener
+	lc djinnpb.EventListenerClient
+}
+
+func newStopHarness(t *testing.T, fn NotifyFunc) *stopHarness {
+	t.Helper()
+	l := startListener(t, fn)
+	p := NewPool()
+	t.Cleanup(func() { p.Close() })
+	cc, err := p.Conn(l.Ref().Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &stopHarness{l: l, lc: djinnpb.NewEventListenerClient(cc)}
+}
+
+func (h *stopHarness) stop(t *testing.T, id djinn.ID) {
+	t.Helper()
+	obj := h.l.Ref().Object
+	if _, err := h.lc.StopDelivery(context.Background(), &djinnpb.StopDeliveryRequest{ListenerId: obj[:], DeliveryId: id[:]}); err != nil {
+		t.Errorf("stop delivery: %v", err)
+	}
+}
+
+func (h *stopHarness) batch(t *testing.T, id djinn.ID, events ...*RemoteEvent) *djinnpb.NotifyBatchResponse {
+	t.Helper()
+	obj := h.l.Ref().Object
+	req := &djinnpb.NotifyBatchRequest{ListenerId: obj[:], DeliveryId: id[:]}
+	for _, ev := range events {
+		req.Events = append(req.Events, ev.Proto())
+	}
+	resp, err := h.lc.NotifyBatch(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// EM.4.1: a mailbox's disable or replacement returns once its delivery in
+// flight has stopped; the listener host's part is StopDelivery. Stopped
+// from inside the handler of a batch's first event (a client that disables
+// delivery there and waits for it), the batch's later events are never
+// handed.
+func TestEM41StopDeliveryInsideTheHandlerHandsNoMoreOfTheBatch(t *testing.T) {
+	id := djinn.NewID()
+	var h *stopHarness
+	var mu sync.Mutex
+	var handed []int64
+	var sawCancel bool
+	h = newStopHarness(t, func(ctx context.Context, ev *RemoteEvent) error {
+		mu.Lock()
+		handed = append(handed, ev.Seq)
+		mu.Unlock()
+		if ev.Seq == 1 {
+			h.stop(t, id)
+			mu.Lock()
+			sawCancel = ctx.Err() != nil
+			mu.Unlock()
+		}
+		return nil
+	})
+	resp := h.batch(t, id, testEvent(1, ""), testEvent(2, ""), testEvent(3, ""))
+	mu.Lock()
+	defer mu.Unlock()
+	if len(handed) != 1 || handed[0] != 1 {
+		t.Fatalf("EM.4.1: events handed after the batch was stopped in event 1's handler: %v, want [1]", handed)
+	}
+	if !sawCancel {
+		t.Error("the running handler's context did not end when its batch was stopped")
+	}
+	if resp.GetAccepted() != 1 || resp.GetError() == nil {
+		t.Errorf("stopped batch answered accepted %d, error %v; want 1 and an error", resp.GetAccepted(), resp.GetError())
+	}
+}
+
+// EM.4.1: a stop that overtakes its call (the call arrives later) makes
+// the listener refuse the call.
+func TestEM41StopDeliveryBeforeTheCallArrivesRefusesIt(t *testing.T) {
+	var rec recorder
+	h := newStopHarness(t, rec.notify)
+	id := djinn.NewID()
+	h.stop(t, id)
+	resp := h.batch(t, id, testEvent(1, ""))
+	if resp.GetAccepted() != 0 || djinn.KindOf(errorFromProto(resp.GetError())) != djinn.Unavailable {
+		t.Fatalf("a stopped call answered accepted %d, error %v; want 0 and unavailable", resp.GetAccepted(), resp.GetError())
+	}
+	if got := rec.events(); len(got) != 0 {
+		t.Fatalf("a call stopped before it arrived handed %d events", len(got))
+	}
+	// Its id is forgotten once refused; a later call with a new id is
+	// handed.
+	if resp := h.batch(t, djinn.NewID(), testEvent(2, "")); resp.GetAccepted() != 1 {
+		t.Fatalf("next call: accepted %d, error %v", resp.GetAccepted(), resp.GetError())
+	}
+}
+
+func TestStopDeliveryArguments(t *testing.T) {
+	var rec recorder
+	h := newStopHarness(t, rec.notify)
+	obj := h.l.Ref().Object
+	for _, c := range []struct {
+		name string
+		id   []byte
+	}{
+		{"a delivery id of 3 bytes", []byte{1, 2, 3}},
+		{"an all-zero delivery id", make([]byte, 16)},
+	} {
+		_, err := h.lc.StopDelivery(context.Background(), &djinnpb.StopDeliveryRequest{ListenerId: obj[:], DeliveryId: c.id})
+		if djinn.KindOf(fromRPC(err)) != djinn.InvalidArgument {
+			t.Errorf("stop with %s: %v, want invalid argument", c.name, err)
+		}
+		resp, err := h.lc.NotifyBatch(context.Background(), &djinnpb.NotifyBatchRequest{ListenerId: obj[:], DeliveryId: c.id, Events: []*djinnpb.RemoteEvent{testEvent(1, "").Proto()}})
+		if err != nil || djinn.KindOf(errorFromProto(resp.GetError())) != djinn.InvalidArgument {
+			t.Errorf("batch with %s: %v %v, want invalid argument", c.name, resp, err)
+		}
+	}
+	if got := rec.events(); len(got) != 0 {
+		t.Fatalf("calls with bad delivery ids handed %d events", len(got))
+	}
+}
