@@ -128,7 +128,7 @@ var own = discovery.Locator{Host: "127.0.0.1", Port: 4160}
 // service, and follows their changes.
 func TestDiscoverFollowsTheManagedSets(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := start(t, statetest.New(), lds.Config{})
+		f := start(t, newMachine(), lds.Config{})
 		d := newFakeDiscovery()
 		f.discover(d, lds.DiscoverConfig{Groups: true, Locators: []discovery.Locator{own}})
 		check := func(all bool, groups []string, locs ...discovery.Locator) {
@@ -172,7 +172,7 @@ func TestDiscoverFollowsTheManagedSets(t *testing.T) {
 // found at others' locators.
 func TestDiscoverWithoutMulticast(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := start(t, statetest.New(), lds.Config{})
+		f := start(t, newMachine(), lds.Config{})
 		d := newFakeDiscovery()
 		f.discover(d, lds.DiscoverConfig{})
 		f.register(&djinnpb.LDSRegisterRequest{Groups: []string{"a"}})
@@ -192,7 +192,7 @@ func TestDiscoverWithoutMulticast(t *testing.T) {
 // together, and each registration hears of them in one event.
 func TestDiscoverCoalesces(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := start(t, statetest.New(), lds.Config{})
+		f := start(t, newMachine(), lds.Config{})
 		d := newFakeDiscovery()
 		f.discover(d, lds.DiscoverConfig{Groups: true, Coalesce: 50 * time.Millisecond})
 		f.register(&djinnpb.LDSRegisterRequest{AllGroups: true})
@@ -202,7 +202,7 @@ func TestDiscoverCoalesces(t *testing.T) {
 		time.Sleep(time.Second)
 		d.discovered(reg(4, "d"))
 		time.Sleep(time.Second)
-		if got := logged(f.log); !slices.Equal(got, []string{"+r1,r2,r3", "+r4"}) {
+		if got := logged(f.log.Log); !slices.Equal(got, []string{"+r1,r2,r3", "+r4"}) {
 			t.Errorf("logged %q, want the first three together", got)
 		}
 		evs := f.snd.take(t)
@@ -217,7 +217,7 @@ func TestDiscoverCoalesces(t *testing.T) {
 // are logged found.
 func TestDiscoverLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := start(t, statetest.New(), lds.Config{})
+		f := start(t, newMachine(), lds.Config{})
 		d := newFakeDiscovery()
 		f.discover(d, lds.DiscoverConfig{Groups: true})
 		f.register(&djinnpb.LDSRegisterRequest{Groups: []string{"a"}})
@@ -226,7 +226,7 @@ func TestDiscoverLost(t *testing.T) {
 		d.discarded(reg(1, "a"), discovery.Unreachable)
 		d.events <- discovery.Event{Kind: discovery.Changed, Registrar: info(reg(2, "b"))}
 		time.Sleep(time.Second)
-		if got := logged(f.log); !slices.Equal(got, []string{"+r1,r2", "-r1", "+r2"}) {
+		if got := logged(f.log.Log); !slices.Equal(got, []string{"+r1,r2", "-r1", "+r2"}) {
 			t.Errorf("logged %q", got)
 		}
 		evs := f.snd.take(t)
@@ -241,7 +241,7 @@ func TestDiscoverLost(t *testing.T) {
 // discovery finds it again the client hears of it again.
 func TestDiscoverClientDiscard(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := start(t, statetest.New(), lds.Config{})
+		f := start(t, newMachine(), lds.Config{})
 		d := newFakeDiscovery()
 		f.discover(d, lds.DiscoverConfig{Groups: true, Grace: time.Hour})
 		_, a := f.register(&djinnpb.LDSRegisterRequest{Groups: []string{"a"}})
@@ -264,7 +264,7 @@ func TestDiscoverClientDiscard(t *testing.T) {
 		time.Sleep(time.Second)
 		d.discovered(reg(1, "a"))
 		time.Sleep(time.Second)
-		if got := logged(f.log); !slices.Equal(got, []string{"+r1", "+r1"}) {
+		if got := logged(f.log.Log); !slices.Equal(got, []string{"+r1", "+r1"}) {
 			t.Errorf("logged %q, want r1 found twice and never lost", got)
 		}
 		evs := f.snd.take(t)
@@ -287,7 +287,7 @@ func TestDiscoverClientDiscard(t *testing.T) {
 // it for one a client discarded and discovery does not find again.
 func TestDiscoverGrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		log := statetest.New()
+		log := newMachine()
 		f := start(t, log, lds.Config{})
 		_, a := f.register(&djinnpb.LDSRegisterRequest{Groups: []string{"a"}})
 		f.found(reg(1, "a"), reg(2, "a"), reg(3, "a")) // a previous leader's findings
@@ -302,11 +302,11 @@ func TestDiscoverGrace(t *testing.T) {
 			t.Fatalf("discard r3: %v %v", ok, err)
 		}
 		time.Sleep(30 * time.Second)
-		if got := logged(log); !slices.Equal(got, []string{"+r1,r2,r3", "+r1", "+r3", "-r2"}) {
+		if got := logged(log.Log); !slices.Equal(got, []string{"+r1,r2,r3", "+r1", "+r3", "-r2"}) {
 			t.Errorf("after the grace period: logged %q, want r2 lost", got)
 		}
 		time.Sleep(time.Minute)
-		if got := logged(log); !slices.Equal(got, []string{"+r1,r2,r3", "+r1", "+r3", "-r2", "-r3"}) {
+		if got := logged(log.Log); !slices.Equal(got, []string{"+r1,r2,r3", "+r1", "+r3", "-r2", "-r3"}) {
 			t.Errorf("a minute after the discard: logged %q, want r3 lost too", got)
 		}
 		rs, err := f.svc.Registrars(a)

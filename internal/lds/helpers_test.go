@@ -21,7 +21,7 @@ import (
 // registration's sequence numbers go up by one (LD.3.2).
 type world struct {
 	t     tb
-	log   *statetest.Log
+	log   machine
 	names map[djinn.ID]string // registration cookies and registrar ids, for messages
 	got   []lds.Delivery
 	ended []djinn.ID
@@ -30,15 +30,27 @@ type world struct {
 	changes int
 }
 
+// machine is a log over a state machine that holds this service's state.
+type machine struct {
+	*statetest.Log
+	st *lds.State
+}
+
+// newMachine returns a machine with an empty, initialised state.
+func newMachine() machine {
+	log := statetest.New()
+	return machine{log, statetest.Add(log.M, lds.NewState(log.M.Leases))}
+}
+
 func newWorld(t tb) *world {
-	return over(t, statetest.New())
+	return over(t, newMachine())
 }
 
 // over returns a world on log, whose sequence numbers it learns from the
 // state.
-func over(t tb, log *statetest.Log) *world {
+func over(t tb, log machine) *world {
 	w := &world{t: t, log: log, names: map[djinn.ID]string{}, seqs: map[djinn.ID]int64{}}
-	log.M.LDS.SetHooks(lds.Hooks{
+	log.st.SetHooks(lds.Hooks{
 		Deliver: func(ds []lds.Delivery) {
 			for _, d := range ds {
 				if last, ok := w.seqs[d.Registration]; ok && d.Seq != last+1 {
@@ -191,7 +203,7 @@ func (w *world) expect(want ...string) {
 // registrars returns the names of the registrars discovered for cookie.
 func (w *world) registrars(cookie djinn.ID) []string {
 	w.t.Helper()
-	rs, err := w.log.M.LDS.Registrars(cookie)
+	rs, err := w.log.st.Registrars(cookie)
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -313,7 +313,7 @@ func TestAgainstModel(t *testing.T) {
 			m.out = nil
 			for _, name := range names {
 				g := m.regs[name]
-				info, err := w.log.M.LDS.Registration(cookies[name])
+				info, err := w.log.st.Registration(cookies[name])
 				if g == nil {
 					if djinn.KindOf(err) != djinn.NoSuchObject {
 						rt.Fatalf("step %d, %s: ended registration %s: %+v %v", step, what, name, info, err)
@@ -332,7 +332,7 @@ func TestAgainstModel(t *testing.T) {
 				}
 			}
 			var known, want []byte
-			for _, r := range w.log.M.LDS.Known() {
+			for _, r := range w.log.st.Known() {
 				known = append(known, r.ID[1])
 			}
 			want = slices.Sorted(maps.Keys(m.table))

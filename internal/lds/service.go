@@ -73,7 +73,7 @@ func NewService(s *State, l *lease.Lessor, log Proposer, now func() time.Time, s
 	if cfg.Delivery.Sender == nil {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "lookup discovery service: no event sender")
 	}
-	if err := l.Table().SetPolicy(lease.KindLDSRegistration, cfg.Leases); err != nil {
+	if err := l.Table().SetPolicy(LeaseKind, cfg.Leases); err != nil {
 		return nil, err
 	}
 	svc := &Service{state: s, lessor: l, log: log, now: now, self: self, cfg: cfg,
@@ -173,7 +173,7 @@ func (s *Service) registration(cookie []byte) (djinn.ID, error) {
 	if err := s.leading(); err != nil {
 		return djinn.ID{}, err
 	}
-	if li, ok := s.lessor.Table().Lookup(c, s.now()); !ok || li.Owner.Kind != lease.KindLDSRegistration {
+	if li, ok := s.lessor.Table().Lookup(c, s.now()); !ok || li.Owner.Kind != LeaseKind {
 		return djinn.ID{}, errNoRegistration
 	}
 	return c, nil

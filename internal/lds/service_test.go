@@ -13,7 +13,7 @@ import (
 	"github.com/djinn-go/djinn/internal/event"
 	"github.com/djinn-go/djinn/internal/lds"
 	"github.com/djinn-go/djinn/internal/lease"
-	"github.com/djinn-go/djinn/internal/state/statetest"
+	"github.com/djinn-go/djinn/internal/lock"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
@@ -66,7 +66,7 @@ var self = djinn.Ref{Endpoint: "127.0.0.1:4161", Service: djinn.ID{5}, Object: d
 // fixture is a leader's service over a log, in a synctest bubble.
 type fixture struct {
 	t      *testing.T
-	log    *statetest.Log
+	log    machine
 	lessor *lease.Lessor
 	svc    *lds.Service
 	snd    *sender
@@ -74,11 +74,11 @@ type fixture struct {
 	stop   func()
 }
 
-func start(t *testing.T, log *statetest.Log, cfg lds.Config) *fixture {
+func start(t *testing.T, log machine, cfg lds.Config) *fixture {
 	f := &fixture{t: t, log: log, snd: &sender{}}
 	f.lessor = lease.NewLessor(log.M.Leases, log, lease.Config{Slack: 10 * time.Second})
 	cfg.Delivery = event.Config{Sender: f.snd, MinBackoff: time.Second, MaxBackoff: time.Second}
-	svc, err := lds.NewService(log.M.LDS, f.lessor, log, time.Now, func() djinn.Ref { return self }, cfg)
+	svc, err := lds.NewService(log.st, f.lessor, log, time.Now, func() djinn.Ref { return self }, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func ids(ev *djinnpb.RemoteDiscoveryEvent) []byte {
 // anything, naming the bad value; one row per rule.
 func TestServiceArguments(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := start(t, statetest.New(), lds.Config{MaxRegistrations: 2})
+		f := start(t, newMachine(), lds.Config{MaxRegistrations: 2})
 		ctx := context.Background()
 		_, cookie := f.register(&djinnpb.LDSRegisterRequest{AllGroups: true})
 		_, ended := f.register(&djinnpb.LDSRegisterRequest{})
@@ -145,7 +145,7 @@ func TestServiceArguments(t *testing.T) {
 			t.Fatal(errs[0])
 		}
 		other := djinn.NewID()
-		if err := f.log.M.Leases.ApplyGrant(other, lease.Owner{Kind: lease.KindLockSet, ID: other}, time.Now().Add(time.Hour).UnixNano(), 0); err != nil {
+		if err := f.log.M.Leases.ApplyGrant(other, lease.Owner{Kind: lock.SetLeaseKind, ID: other}, time.Now().Add(time.Hour).UnixNano(), 0); err != nil {
 			t.Fatal(err)
 		}
 		reg := func(r *djinnpb.LDSRegisterRequest) func() error {
@@ -216,7 +216,7 @@ func TestServiceArguments(t *testing.T) {
 // its state answers with its sets.
 func TestEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := start(t, statetest.New(), lds.Config{})
+		f := start(t, newMachine(), lds.Config{})
 		f.found(reg(1, "a"), reg(2, "b"))
 		r, cookie := f.register(&djinnpb.LDSRegisterRequest{Groups: []string{"b", "a", "b"}, Locators: []string{"jini://10.0.0.3"}, Handback: []byte("hb"), LeaseDurationNanos: int64(djinn.Any)})
 		if r.EventID == 0 || time.Duration(r.Lease.GetDurationNanos()) != 10*time.Minute || !slices.Equal(r.Lease.GetLandlord().GetServiceId(), self.Service[:]) {
@@ -262,14 +262,14 @@ func TestEvents(t *testing.T) {
 // with an unknown-event error ends the registration.
 func TestDefiniteFailureCancels(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := start(t, statetest.New(), lds.Config{})
+		f := start(t, newMachine(), lds.Config{})
 		f.snd.failWith(djinn.Errorf(djinn.UnknownEvent, "no such event"))
 		_, cookie := f.register(&djinnpb.LDSRegisterRequest{Groups: []string{"a"}})
 		f.found(reg(1, "a"))
 		synctest.Wait()
 		_, err := f.svc.Get(cookie)
 		wantErr(t, err, djinn.NoSuchObject)
-		if n, _ := f.log.M.LDS.Len(); n != 0 {
+		if n, _ := f.log.st.Len(); n != 0 {
 			t.Errorf("%d registrations left", n)
 		}
 	})
@@ -280,7 +280,7 @@ func TestDefiniteFailureCancels(t *testing.T) {
 // ends.
 func TestIndefiniteFailureRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := start(t, statetest.New(), lds.Config{})
+		f := start(t, newMachine(), lds.Config{})
 		f.snd.failWith(djinn.Errorf(djinn.Unavailable, "listener down"))
 		_, cookie := f.register(&djinnpb.LDSRegisterRequest{Groups: []string{"a"}, LeaseDurationNanos: int64(time.Minute)})
 		f.found(reg(1, "a"))

@@ -45,10 +45,11 @@ func restored(t tb, w *world) *world {
 		t.Fatal(err)
 	}
 	m := state.New()
+	st := statetest.Add(m, lds.NewState(m.Leases))
 	if err := m.Restore(&buf); err != nil {
 		t.Fatal(err)
 	}
-	w2 := over(t, statetest.Over(m))
+	w2 := over(t, machine{statetest.Over(m), st})
 	w2.names, w2.seqs = w.names, w.seqs
 	return w2
 }
@@ -75,22 +76,22 @@ func records(t *testing.T, s *lds.State) [][]byte {
 func TestSnapshotRoundTrip(t *testing.T) {
 	w := busyWorld(t)
 	w2 := restored(t, w)
-	a, b := records(t, w.log.M.LDS), records(t, w2.log.M.LDS)
+	a, b := records(t, w.log.st), records(t, w2.log.st)
 	if !slices.EqualFunc(a, b, bytes.Equal) {
 		t.Fatalf("restored state encodes differently:\n%q\n%q", a, b)
 	}
-	if got, want := w2.log.M.LDS.Wanted(), w.log.M.LDS.Wanted(); !slices.Equal(got.Groups, want.Groups) || !slices.Equal(got.Locators, want.Locators) || got.AllGroups != want.AllGroups {
+	if got, want := w2.log.st.Wanted(), w.log.st.Wanted(); !slices.Equal(got.Groups, want.Groups) || !slices.Equal(got.Locators, want.Locators) || got.AllGroups != want.AllGroups {
 		t.Errorf("wanted %+v, want %+v", got, want)
 	}
-	if got, want := w2.log.M.LDS.Known(), w.log.M.LDS.Known(); len(got) != len(want) {
+	if got, want := w2.log.st.Known(), w.log.st.Known(); len(got) != len(want) {
 		t.Errorf("table %v, want %v", got, want)
 	}
 	for id, name := range w.names {
-		i1, err1 := w.log.M.LDS.Registration(id)
+		i1, err1 := w.log.st.Registration(id)
 		if err1 != nil {
 			continue // a registrar's name
 		}
-		i2, err2 := w2.log.M.LDS.Registration(id)
+		i2, err2 := w2.log.st.Registration(id)
 		if err2 != nil || !slices.Equal(i1.Groups, i2.Groups) || !slices.Equal(i1.Locators, i2.Locators) || i1.AllGroups != i2.AllGroups || i1.EventID != i2.EventID || i1.Seq != i2.Seq {
 			t.Errorf("registration %s: %+v %v, want %+v", name, i2, err2, i1)
 		}
@@ -114,7 +115,7 @@ func TestRestartKeepsSequenceNumbers(t *testing.T) {
 	w.found(reg(2, "a"))
 	w.lost(reg(1, "a"))
 	w.expect("A+r1", "A+r2", "A-r1")
-	before, _ := w.log.M.LDS.Registration(a)
+	before, _ := w.log.st.Registration(a)
 	if before.Seq != 3 {
 		t.Fatalf("sequence number %d before the restart, want 3", before.Seq)
 	}
@@ -124,7 +125,7 @@ func TestRestartKeepsSequenceNumbers(t *testing.T) {
 		t.Fatalf("the first event after the restart: %+v, want sequence 4 of event %d", w2.got, before.EventID)
 	}
 	b := w2.register("B", false, nil)
-	if ib, _ := w2.log.M.LDS.Registration(b); ib.EventID <= before.EventID {
+	if ib, _ := w2.log.st.Registration(b); ib.EventID <= before.EventID {
 		t.Errorf("new registration's event id %d, want more than %d", ib.EventID, before.EventID)
 	}
 	// And again, through a second restart.
@@ -139,7 +140,7 @@ func TestRestartKeepsSequenceNumbers(t *testing.T) {
 // records that break the state's rules are refused.
 func TestRestoreInPieces(t *testing.T) {
 	w := busyWorld(t)
-	recs, err := w.log.M.LDS.Records()
+	recs, err := w.log.st.Records()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +155,7 @@ func TestRestoreInPieces(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if a, b := records(t, w.log.M.LDS), records(t, s); !slices.EqualFunc(a, b, bytes.Equal) {
+	if a, b := records(t, w.log.st), records(t, s); !slices.EqualFunc(a, b, bytes.Equal) {
 		t.Fatalf("restored in pieces, the state encodes differently")
 	}
 

@@ -324,7 +324,7 @@ func (s *State) ApplyRegister(c *statepb.LDSRegister) (int64, error) {
 	if _, ok := s.regs[cookie]; ok {
 		return 0, djinn.Errorf(djinn.Internal, "lease cookie %s: in use", cookie)
 	}
-	if err := s.leases.ApplyGrant(cookie, lease.Owner{Kind: lease.KindLDSRegistration, ID: cookie}, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
+	if err := s.leases.ApplyGrant(cookie, lease.Owner{Kind: LeaseKind, ID: cookie}, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
 		return 0, err
 	}
 	s.nextEvent++

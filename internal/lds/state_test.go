@@ -44,7 +44,7 @@ func TestRules(t *testing.T) {
 			w.found(r1)
 			a := w.register("A", false, []string{"x", "x", ""}, loc(1), "JINI://10.0.0.1:4160", loc(1))
 			w.expect("A+r1")
-			info, err := w.log.M.LDS.Registration(a)
+			info, err := w.log.st.Registration(a)
 			if err != nil || !slices.Equal(info.Groups, []string{"", "x"}) || !slices.Equal(info.Locators, []string{loc(1)}) {
 				t.Errorf("registration %+v %v, want groups \"\", x and one locator", info, err)
 			}
@@ -53,8 +53,8 @@ func TestRules(t *testing.T) {
 			w.found(r1)
 			a, b := w.register("A", false, []string{"a"}), w.register("B", false, []string{"a"})
 			w.expect("A+r1", "B+r1")
-			ia, _ := w.log.M.LDS.Registration(a)
-			ib, _ := w.log.M.LDS.Registration(b)
+			ia, _ := w.log.st.Registration(a)
+			ib, _ := w.log.st.Registration(b)
 			if ia.EventID == ib.EventID || ia.EventID == 0 {
 				t.Errorf("event ids %d and %d, want two different ones", ia.EventID, ib.EventID)
 			}
@@ -143,7 +143,7 @@ func TestRules(t *testing.T) {
 			a := w.register("A", false, []string{"a"})
 			w.must(nil, w.groups(a, set, true))
 			w.expect("A+r1", "A+r3")
-			if info, _ := w.log.M.LDS.Registration(a); !info.AllGroups || len(info.Groups) != 0 {
+			if info, _ := w.log.st.Registration(a); !info.AllGroups || len(info.Groups) != 0 {
 				t.Errorf("after setGroups(all): %+v", info)
 			}
 		}},
@@ -268,9 +268,9 @@ func TestRules(t *testing.T) {
 			if !slices.Equal(w.ended, []djinn.ID{a}) {
 				t.Errorf("ended hook heard %v", w.ended)
 			}
-			_, err := w.log.M.LDS.Registration(a)
+			_, err := w.log.st.Registration(a)
 			wantErr(t, err, djinn.NoSuchObject, "no such registration")
-			_, err = w.log.M.LDS.Registrars(a)
+			_, err = w.log.st.Registrars(a)
 			wantErr(t, err, djinn.NoSuchObject)
 			wantErr(t, w.groups(a, add, false, "b"), djinn.NoSuchObject)
 			wantErr(t, w.locators(a, add, loc(3)), djinn.NoSuchObject)
@@ -283,11 +283,11 @@ func TestRules(t *testing.T) {
 			w.register("L", false, nil, loc(1))
 			w.found(r1, r2)
 			w.lost(r1, r2)
-			if got := w.log.M.LDS.Known(); len(got) != 1 || got[0].ID != r1.ID {
+			if got := w.log.st.Known(); len(got) != 1 || got[0].ID != r1.ID {
 				t.Errorf("table %v, want r1 alone (L keeps it)", got)
 			}
 			w.cancel(w.regNamed("L"))
-			if got := w.log.M.LDS.Known(); len(got) != 0 {
+			if got := w.log.st.Known(); len(got) != 0 {
 				t.Errorf("table %v, want empty", got)
 			}
 			w.expect("L+r1")
@@ -318,23 +318,23 @@ func TestWanted(t *testing.T) {
 	w := newWorld(t)
 	a := w.register("A", false, []string{"a", "b"}, loc(1))
 	b := w.register("B", false, []string{"b"}, loc(1), loc(2))
-	got := w.log.M.LDS.Wanted()
+	got := w.log.st.Wanted()
 	if got.AllGroups || !slices.Equal(got.Groups, []string{"a", "b"}) || !slices.Equal(got.Locators, []string{loc(1), loc(2)}) {
 		t.Fatalf("wanted %+v", got)
 	}
 	n, v := w.changes, got.Version
 	w.must(nil, w.groups(a, rem, false, "b")) // b still wants b
 	w.must(nil, w.locators(b, rem, loc(1)))   // a still wants loc(1)
-	if w.changes != n || w.log.M.LDS.Wanted().Version != v {
-		t.Errorf("a change that leaves the union alone: %d changes, version %d → %d", w.changes-n, v, w.log.M.LDS.Wanted().Version)
+	if w.changes != n || w.log.st.Wanted().Version != v {
+		t.Errorf("a change that leaves the union alone: %d changes, version %d → %d", w.changes-n, v, w.log.st.Wanted().Version)
 	}
 	w.must(nil, w.groups(b, set, true))
-	if got := w.log.M.LDS.Wanted(); !got.AllGroups || w.changes != n+1 {
+	if got := w.log.st.Wanted(); !got.AllGroups || w.changes != n+1 {
 		t.Errorf("all groups: %+v after %d changes", got, w.changes-n)
 	}
 	w.cancel(a)
 	w.cancel(b)
-	if got := w.log.M.LDS.Wanted(); got.AllGroups || len(got.Groups)+len(got.Locators) != 0 {
+	if got := w.log.st.Wanted(); got.AllGroups || len(got.Groups)+len(got.Locators) != 0 {
 		t.Errorf("no registrations: wanted %+v", got)
 	}
 }
@@ -428,12 +428,12 @@ func TestBadInput(t *testing.T) {
 				if n != "A" {
 					continue
 				}
-				info, err := w.log.M.LDS.Registration(id)
+				info, err := w.log.st.Registration(id)
 				if err != nil || info.AllGroups || !slices.Equal(info.Groups, []string{"a"}) || len(info.Locators) != 0 || !slices.Equal(w.registrars(id), []string{"r1"}) {
 					t.Errorf("after the refused call: %+v %v, registrars %v", info, err, w.registrars(id))
 				}
 			}
-			if got := w.log.M.LDS.Known(); len(got) != 1 || got[0].ID != reg(1).ID {
+			if got := w.log.st.Known(); len(got) != 1 || got[0].ID != reg(1).ID {
 				t.Errorf("table after the refused call: %v", got)
 			}
 		})

@@ -23,42 +23,11 @@ func Proto(self djinn.Ref, cookie djinn.ID, remaining time.Duration) *djinnpb.Le
 	}
 }
 
-// Kind says which service owns a lease.
+// Kind says which service owns a lease. Each owner declares its kinds and
+// registers them with the state machine (state.LeaseKind), which hands a
+// lease that ends to the owner of its kind; the number travels in the log
+// and in snapshots, so once used it never changes.
 type Kind uint32
-
-// Owners of leases.
-const (
-	KindMailbox         Kind = 1
-	KindRenewalSet      Kind = 2
-	KindTransaction     Kind = 3
-	KindLockSet         Kind = 4
-	KindLockOwner       Kind = 5
-	KindLookupItem      Kind = 6
-	KindLookupWatch     Kind = 7
-	KindLDSRegistration Kind = 8
-)
-
-func (k Kind) String() string {
-	switch k {
-	case KindMailbox:
-		return "mailbox"
-	case KindRenewalSet:
-		return "renewal set"
-	case KindTransaction:
-		return "transaction"
-	case KindLockSet:
-		return "lock set"
-	case KindLockOwner:
-		return "lock owner"
-	case KindLookupItem:
-		return "lookup registration"
-	case KindLookupWatch:
-		return "lookup notification"
-	case KindLDSRegistration:
-		return "lookup discovery registration"
-	}
-	return "unknown"
-}
 
 // Owner is the resource a lease guards.
 type Owner struct {

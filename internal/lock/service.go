@@ -94,10 +94,10 @@ func NewService(s *State, l *lease.Lessor, log Proposer, now func() time.Time, s
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if err := l.Table().SetPolicy(lease.KindLockSet, cfg.Sets); err != nil {
+	if err := l.Table().SetPolicy(SetLeaseKind, cfg.Sets); err != nil {
 		return nil, err
 	}
-	if err := l.Table().SetPolicy(lease.KindLockOwner, cfg.Owners); err != nil {
+	if err := l.Table().SetPolicy(OwnerLeaseKind, cfg.Owners); err != nil {
 		return nil, err
 	}
 	svc := &Service{state: s, lessor: l, log: log, now: now, self: self, cfg: cfg,

@@ -40,18 +40,20 @@ func (j *joiner) Join(_ context.Context, mgr djinn.Ref, id uint64, self *djinnpb
 
 type fixture struct {
 	t      *testing.T
-	log    *statetest.Log
+	log    statetest.Service[*lock.State]
 	lessor *lease.Lessor
 	svc    *lock.Service
 	j      *joiner
 	stop   func()
 }
 
-func start(t *testing.T, log *statetest.Log, j *joiner) *fixture {
+func newLockState(m *state.Machine) *lock.State { return lock.NewState(m.Leases) }
+
+func start(t *testing.T, log statetest.Service[*lock.State], j *joiner) *fixture {
 	f := &fixture{t: t, log: log, j: j}
 	f.lessor = lease.NewLessor(log.M.Leases, log, lease.Config{Slack: 10 * time.Second})
 	self := djinn.Ref{Endpoint: "127.0.0.1:4161", Service: log.M.ServiceID(), Object: djinn.ID{'l', 'o', 'c', 'k'}}
-	svc, err := lock.NewService(log.M.Lock, f.lessor, log, time.Now, func() djinn.Ref { return self }, lock.Config{Joiner: j, Grace: 10 * time.Second})
+	svc, err := lock.NewService(log.State, f.lessor, log, time.Now, func() djinn.Ref { return self }, lock.Config{Joiner: j, Grace: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,19 +73,11 @@ func start(t *testing.T, log *statetest.Log, j *joiner) *fixture {
 func (f *fixture) restart() *fixture {
 	f.t.Helper()
 	f.stop()
-	write, err := f.log.M.Snapshot()
+	log, err := statetest.Restart(f.log.Log, newLockState)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	if err := write(&buf); err != nil {
-		f.t.Fatal(err)
-	}
-	m := state.New()
-	if err := m.Restore(&buf); err != nil {
-		f.t.Fatal(err)
-	}
-	return start(f.t, statetest.Over(m), f.j)
+	return start(f.t, log, f.j)
 }
 
 func (f *fixture) set(transactional bool) []byte {
@@ -125,7 +119,7 @@ func (f *fixture) lock(set []byte, h *djinnpb.LockHolder, m lock.Mode, request u
 // lost answer gets the same grant, not a second lock.
 func TestRetriedRequestGetsItsGrant(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := start(t, statetest.New(), &joiner{})
+		f := start(t, statetest.For(newLockState), &joiner{})
 		defer f.stop()
 		set, o := f.set(false), f.owner()
 		a := f.lock(set, o, lock.R, 77)
@@ -144,7 +138,7 @@ func TestRetriedRequestGetsItsGrant(t *testing.T) {
 // queue; one whose caller comes back stays.
 func TestOrphanedWaitersCancelled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := start(t, statetest.New(), &joiner{})
+		f := start(t, statetest.For(newLockState), &joiner{})
 		set, a, b, c := f.set(false), f.owner(), f.owner(), f.owner()
 		f.lock(set, a, lock.W, 1)
 		for _, w := range []struct {
@@ -188,7 +182,7 @@ func TestOrphanedWaitersCancelled(t *testing.T) {
 func TestParticipantVotes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		j := &joiner{anc: map[uint64][]uint64{11: {10}}}
-		f := start(t, statetest.New(), j)
+		f := start(t, statetest.For(newLockState), j)
 		defer f.stop()
 		ctx := context.Background()
 		set := f.set(true)
@@ -233,7 +227,7 @@ func TestParticipantVotes(t *testing.T) {
 // related groups, holders, waiters, fences and remembered grants.
 func TestSnapshotKeepsEverything(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := start(t, statetest.New(), &joiner{})
+		f := start(t, statetest.For(newLockState), &joiner{})
 		s1 := f.set(false)
 		c, err := f.svc.CreateSet(context.Background(), s1, false, djinn.Any)
 		if err != nil {
@@ -277,7 +271,7 @@ func TestSnapshotKeepsEverything(t *testing.T) {
 // cannot pass a stale token check — and the next waiter is granted.
 func TestOwnerLeaseExpiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := start(t, statetest.New(), &joiner{})
+		f := start(t, statetest.For(newLockState), &joiner{})
 		defer f.stop()
 		ctx := context.Background()
 		set := f.set(false)
@@ -324,7 +318,7 @@ func TestOwnerLeaseExpiry(t *testing.T) {
 // in an unrelated set.
 func TestDropLocks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := start(t, statetest.New(), &joiner{})
+		f := start(t, statetest.For(newLockState), &joiner{})
 		defer f.stop()
 		ctx := context.Background()
 		s1 := f.set(true)
@@ -359,7 +353,7 @@ func TestDropLocks(t *testing.T) {
 // after a restore, and are unaffected by what the old one held.
 func TestRemovedSetsMakeRoom(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := start(t, statetest.New(), &joiner{})
+		f := start(t, statetest.For(newLockState), &joiner{})
 		ctx := context.Background()
 		var cookies []djinn.ID
 		var sets [][]byte

@@ -223,7 +223,7 @@ func (s *State) ApplyCreateSet(c *statepb.LockCreateSet) error {
 	if err := s.table.CreateSet(tid, related, c.GetTransactional()); err != nil {
 		return err
 	}
-	if err := s.leases.ApplyGrant(cookie, lease.Owner{Kind: lease.KindLockSet, ID: id}, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
+	if err := s.leases.ApplyGrant(cookie, lease.Owner{Kind: SetLeaseKind, ID: id}, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
 		_, _ = s.table.RemoveSet(tid)
 		return err
 	}
@@ -249,7 +249,7 @@ func (s *State) ApplyCreateOwner(c *statepb.LockCreateOwner) error {
 	if _, ok := s.owners[cookie]; ok {
 		return djinn.Errorf(djinn.InvalidArgument, "%s: exists", ownerName(cookie))
 	}
-	if err := s.leases.ApplyGrant(cookie, lease.Owner{Kind: lease.KindLockOwner, ID: cookie}, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
+	if err := s.leases.ApplyGrant(cookie, lease.Owner{Kind: OwnerLeaseKind, ID: cookie}, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
 		return err
 	}
 	s.nextID++
@@ -443,7 +443,7 @@ func (s *State) LeaseEnded(o lease.Owner) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch o.Kind {
-	case lease.KindLockSet:
+	case SetLeaseKind:
 		tid, ok := s.sets[o.ID]
 		if !ok {
 			return
@@ -456,7 +456,7 @@ func (s *State) LeaseEnded(o lease.Owner) {
 		s.setInfo[tid] = setInfo{}
 		s.freeSets = append(s.freeSets, tid)
 		evs = s.effectsLocked(Effects{Cancelled: cancelled}, unknownSet(o.ID))
-	case lease.KindLockOwner:
+	case OwnerLeaseKind:
 		id, ok := s.owners[o.ID]
 		if !ok {
 			return

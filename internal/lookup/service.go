@@ -74,10 +74,10 @@ func NewService(s *State, l *lease.Lessor, log Proposer, now func() time.Time, s
 	}
 	// Items' leases are granted by the item policy, which grows with the
 	// registrations; the table only enforces the outer bound.
-	if err := l.Table().SetPolicy(lease.KindLookupItem, lease.Policy{Default: cfg.Items.Default, Max: djinn.Forever}); err != nil {
+	if err := l.Table().SetPolicy(ItemLeaseKind, lease.Policy{Default: cfg.Items.Default, Max: djinn.Forever}); err != nil {
 		return nil, err
 	}
-	if err := l.Table().SetPolicy(lease.KindLookupWatch, cfg.Watches); err != nil {
+	if err := l.Table().SetPolicy(WatchLeaseKind, cfg.Watches); err != nil {
 		return nil, err
 	}
 	svc := &Service{state: s, lessor: l, log: log, now: now, self: self, cfg: cfg}

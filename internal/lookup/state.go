@@ -168,7 +168,7 @@ func (s *State) ApplyRegister(c *statepb.LookupRegister) error {
 	if err != nil {
 		return err
 	}
-	if err := s.leases.ApplyGrant(cookie, lease.Owner{Kind: lease.KindLookupItem, ID: cookie}, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
+	if err := s.leases.ApplyGrant(cookie, lease.Owner{Kind: ItemLeaseKind, ID: cookie}, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
 		// A cookie in use: never from a working leader.
 		rev, _ := r.Remove(it.ID)
 		ds = s.deliveriesLocked(append(evs, rev...))
@@ -251,7 +251,7 @@ func (s *State) ApplyNotify(c *statepb.LookupNotify) (int64, error) {
 	if err := r.AddWatch(cookie, tmpl, Transition(c.GetTransitions())); err != nil {
 		return 0, err
 	}
-	if err := s.leases.ApplyGrant(cookie, lease.Owner{Kind: lease.KindLookupWatch, ID: cookie}, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
+	if err := s.leases.ApplyGrant(cookie, lease.Owner{Kind: WatchLeaseKind, ID: cookie}, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
 		_ = r.RemoveWatch(cookie)
 		return 0, err
 	}
@@ -267,7 +267,7 @@ func (s *State) LeaseEnded(o lease.Owner) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch o.Kind {
-	case lease.KindLookupItem:
+	case ItemLeaseKind:
 		id, ok := s.regs[o.ID]
 		if !ok {
 			return
@@ -278,7 +278,7 @@ func (s *State) LeaseEnded(o lease.Owner) {
 		if err == nil {
 			ds = s.deliveriesLocked(evs)
 		}
-	case lease.KindLookupWatch:
+	case WatchLeaseKind:
 		if _, ok := s.watches[o.ID]; !ok {
 			return
 		}

@@ -1,7 +1,6 @@
 package lookup_test
 
 import (
-	"bytes"
 	"context"
 	"testing"
 	"time"
@@ -13,6 +12,10 @@ import (
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
+
+func newLookupState(m *state.Machine) *lookup.State {
+	return lookup.NewState(m.Leases, m.ServiceID, lookup.Limits{})
+}
 
 func propose(t *testing.T, log *statetest.Log, cmd *statepb.Command) any {
 	t.Helper()
@@ -36,12 +39,12 @@ func register(t *testing.T, log *statetest.Log, id djinn.ID, types ...string) dj
 // TestSnapshotBesideLookups: a snapshot does not wait for lookups in
 // progress (nor they for it): it only reads the state.
 func TestSnapshotBesideLookups(t *testing.T) {
-	log := statetest.New()
-	register(t, log, djinn.NewID(), "Printer")
+	log := statetest.For(newLookupState)
+	register(t, log.Log, djinn.NewID(), "Printer")
 	inside, release := make(chan struct{}), make(chan struct{})
 	browsing := make(chan error, 1)
 	go func() {
-		browsing <- log.M.Lookup.Browse(func(*lookup.Registry) error {
+		browsing <- log.State.Browse(func(*lookup.Registry) error {
 			close(inside)
 			<-release
 			return nil
@@ -50,7 +53,7 @@ func TestSnapshotBesideLookups(t *testing.T) {
 	<-inside
 	snapped := make(chan error, 1)
 	go func() {
-		_, err := log.M.Lookup.Records()
+		_, err := log.State.Records()
 		snapped <- err
 	}()
 	select {
@@ -71,19 +74,19 @@ func TestSnapshotBesideLookups(t *testing.T) {
 // with their event ids and sequence numbers come back from a snapshot; the
 // next event of a watch continues its sequence.
 func TestStateSurvivesSnapshot(t *testing.T) {
-	log := statetest.New()
+	log := statetest.For(newLookupState)
 	var got []lookup.Delivery
-	log.M.Lookup.SetNotify(func(ds []lookup.Delivery) { got = append(got, ds...) })
+	log.State.SetNotify(func(ds []lookup.Delivery) { got = append(got, ds...) })
 	watch := djinn.NewID()
-	eid := propose(t, log, &statepb.Command{Op: &statepb.Command_LookupNotify{LookupNotify: &statepb.LookupNotify{
+	eid := propose(t, log.Log, &statepb.Command{Op: &statepb.Command_LookupNotify{LookupNotify: &statepb.LookupNotify{
 		Template: &djinnpb.ServiceTemplate{Types: []string{"Printer"}}, Transitions: 7,
 		Listener: &djinnpb.Ref{Endpoint: "127.0.0.1:9", ServiceId: make([]byte, 16), ObjectId: make([]byte, 16)},
 		Handback: []byte("hb"), Cookie: watch[:], ExpiresUnixNanos: time.Now().Add(time.Hour).UnixNano(),
 	}}}).(int64)
 	a, b := djinn.NewID(), djinn.NewID()
-	cookieA := register(t, log, a, "Printer")
-	register(t, log, b, "Scanner")
-	register(t, log, a, "Printer", "Device") // replaces a: MATCH_MATCH
+	cookieA := register(t, log.Log, a, "Printer")
+	register(t, log.Log, b, "Scanner")
+	register(t, log.Log, a, "Printer", "Device") // replaces a: MATCH_MATCH
 	if len(got) != 2 || got[0].Seq != 1 || got[1].Seq != 2 || got[1].Event.GetTransition() != djinnpb.Transition_TRANSITION_MATCH_MATCH || got[0].EventID != eid {
 		t.Fatalf("deliveries %+v", got)
 	}
@@ -93,32 +96,24 @@ func TestStateSurvivesSnapshot(t *testing.T) {
 		t.Fatalf("attributes through a replaced registration's cookie: %v, want UnknownLease", err)
 	}
 
-	write, err := log.M.Snapshot()
+	log2, err := statetest.Restart(log.Log, newLookupState)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	if err := write(&buf); err != nil {
-		t.Fatal(err)
-	}
-	m := state.New()
-	if err := m.Restore(&buf); err != nil {
-		t.Fatal(err)
-	}
-	if items, watches := m.Lookup.Len(); items != 2 || watches != 1 {
+	m := log2.State
+	if items, watches := m.Len(); items != 2 || watches != 1 {
 		t.Fatalf("restored %d items, %d watches; want 2 and 1", items, watches)
 	}
-	total, items, err := m.Lookup.Lookup(lookup.Template{Types: []string{"Device"}}, 10)
+	total, items, err := m.Lookup(lookup.Template{Types: []string{"Device"}}, 10)
 	if err != nil || total != 1 || items[0].ID != a {
 		t.Fatalf("restored lookup: %d %v %v", total, items, err)
 	}
-	if e, seq, ok := m.Lookup.Watch(watch); !ok || e != eid || seq != 2 {
+	if e, seq, ok := m.Watch(watch); !ok || e != eid || seq != 2 {
 		t.Fatalf("restored watch: event %d seq %d %v", e, seq, ok)
 	}
-	log2 := statetest.Over(m)
 	var after []lookup.Delivery
-	m.Lookup.SetNotify(func(ds []lookup.Delivery) { after = append(after, ds...) })
-	register(t, log2, djinn.NewID(), "Printer")
+	m.SetNotify(func(ds []lookup.Delivery) { after = append(after, ds...) })
+	register(t, log2.Log, djinn.NewID(), "Printer")
 	if len(after) != 1 || after[0].Seq != 3 || string(after[0].Handback) != "hb" {
 		t.Fatalf("the next event after the restore: %+v, want sequence 3", after)
 	}

@@ -59,6 +59,7 @@ func (s *sink) seqs(target djinn.Ref) []int64 {
 type fixture struct {
 	t      *testing.T
 	log    *statetest.Log
+	state  *mailbox.State
 	lessor *lease.Lessor
 	svc    *mailbox.Service
 	sink   *sink
@@ -74,6 +75,7 @@ func newFixture(t *testing.T, maxStored int) *fixture {
 // sink, or its own log in front of the state machine.
 func newFixtureWith(t *testing.T, maxStored int, wrap func(*sink) event.Sender, wrapLog func(*statetest.Log) mailbox.Proposer) *fixture {
 	f := &fixture{t: t, log: statetest.New(), sink: &sink{got: map[djinn.Ref][]*djinnpb.RemoteEvent{}}}
+	f.state = statetest.Add(f.log.M, mailbox.NewState(f.log.M.Leases, mailbox.DefaultMaxStored, f.log.M.ServiceID))
 	f.self = djinn.Ref{Endpoint: "127.0.0.1:4161", Service: f.log.M.ServiceID(), Object: djinn.ID{'m'}}
 	f.lessor = lease.NewLessor(f.log.M.Leases, f.log, lease.Config{Slack: 10 * time.Second})
 	var sender event.Sender = f.sink
@@ -84,7 +86,7 @@ func newFixtureWith(t *testing.T, maxStored int, wrap func(*sink) event.Sender, 
 	if wrapLog != nil {
 		log = wrapLog(f.log)
 	}
-	svc, err := mailbox.New(f.log.M.Mailbox, f.lessor, log, time.Now, func() djinn.Ref { return f.self }, mailbox.Config{
+	svc, err := mailbox.New(f.state, f.lessor, log, time.Now, func() djinn.Ref { return f.self }, mailbox.Config{
 		Lease:     lease.Policy{Default: time.Minute, Max: time.Hour},
 		MaxStored: maxStored,
 		Delivery:  event.Config{Sender: sender, MaxBatch: 8, MinBackoff: time.Second, MaxBackoff: 8 * time.Second},
@@ -210,7 +212,7 @@ func TestListenerValidOnlyWhileLeaseLives(t *testing.T) {
 						t.Errorf("EM.4: %s after the lease ended = %v, want NoSuchObject", name, err)
 					}
 				}
-				if regs, events := f.log.M.Mailbox.Len(); regs != 0 || events != 0 {
+				if regs, events := f.state.Len(); regs != 0 || events != 0 {
 					t.Errorf("%d registrations, %d events left", regs, events)
 				}
 			})
@@ -261,7 +263,7 @@ func TestDeliveryInArrivalOrder(t *testing.T) {
 				t.Fatalf("delivery out of arrival order: %v", got)
 			}
 		}
-		if _, events := f.log.M.Mailbox.Len(); events != 0 {
+		if _, events := f.state.Len(); events != 0 {
 			t.Fatalf("%d delivered events still stored", events)
 		}
 	})
@@ -709,7 +711,7 @@ func TestNotifyBatch(t *testing.T) {
 		if n != 0 || !errors.Is(err, djinn.ErrInvalidArgument) {
 			t.Fatalf("a bad first event = %d, %v", n, err)
 		}
-		got, _, _ := f.log.M.Mailbox.After(r.ID, 0, 10)
+		got, _, _ := f.state.After(r.ID, 0, 10)
 		for i, s := range got {
 			if s.Event.Sequence != int64(i+1) {
 				t.Fatalf("stored out of order: %v", got)

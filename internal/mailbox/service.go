@@ -68,7 +68,7 @@ func New(s *State, l *lease.Lessor, log Proposer, now func() time.Time, self fun
 	if cfg.Lease == (lease.Policy{}) {
 		cfg.Lease = lease.DefaultPolicy
 	}
-	if err := l.Table().SetPolicy(lease.KindMailbox, cfg.Lease); err != nil {
+	if err := l.Table().SetPolicy(LeaseKind, cfg.Lease); err != nil {
 		return nil, err
 	}
 	if cfg.MaxStored <= 0 {

@@ -9,6 +9,7 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/state"
+	"github.com/djinn-go/djinn/internal/state/statetest"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
@@ -20,6 +21,7 @@ import (
 //	go test -run XXX -bench ClientLeases -benchtime 1000000x ./internal/renewal
 func BenchmarkClientLeases(b *testing.B) {
 	m := state.New()
+	statetest.Add(m, newRenewalState(m))
 	svc := djinn.NewID()
 	m.Apply(1, &statepb.Command{Op: &statepb.Command_Init{Init: &statepb.Init{ServiceId: svc[:]}}})
 	now := time.Now().UnixNano()

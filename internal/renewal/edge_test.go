@@ -11,6 +11,7 @@ import (
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/renewal"
 	"github.com/djinn-go/djinn/internal/state"
+	"github.com/djinn-go/djinn/internal/state/statetest"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
@@ -94,6 +95,7 @@ func TestWarningAfterShorterRenewal(t *testing.T) {
 // restored whole.
 func TestBigSetSnapshot(t *testing.T) {
 	m := state.New()
+	statetest.Add(m, newRenewalState(m))
 	svc := djinn.NewID()
 	m.Apply(1, &statepb.Command{Op: &statepb.Command_Init{Init: &statepb.Init{ServiceId: svc[:]}}})
 	now := time.Now().UnixNano()
@@ -120,10 +122,11 @@ func TestBigSetSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := state.New()
+	rs := statetest.Add(r, newRenewalState(r))
 	if err := r.Restore(&buf); err != nil {
 		t.Fatal(err)
 	}
-	if sets, leases := r.Renewal.Len(); sets != 1 || leases != n {
+	if sets, leases := rs.Len(); sets != 1 || leases != n {
 		t.Fatalf("restored %d sets, %d leases; want 1 and %d", sets, leases, n)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/djinn-go/djinn/internal/grpcerr"
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/renewal"
+	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/internal/state/statetest"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
@@ -204,7 +205,7 @@ func (g *gate) refusals() int {
 
 type fixture struct {
 	t         *testing.T
-	log       *statetest.Log
+	log       statetest.Service[*renewal.State]
 	gate      *gate // the renewal service's way to log
 	lessor    *lease.Lessor
 	svc       *renewal.Service
@@ -214,14 +215,16 @@ type fixture struct {
 	stop      func()
 }
 
+func newRenewalState(m *state.Machine) *renewal.State { return renewal.NewState(m.Leases, m.ServiceID) }
+
 func newFixture(t *testing.T, cfg renewal.Config) *fixture {
-	return newFixtureOver(t, statetest.New(), &landlords{all: map[djinn.ID]*landlord{}}, &listener{got: map[djinn.Ref][]*djinnpb.RemoteEvent{}}, cfg)
+	return newFixtureOver(t, statetest.For(newRenewalState), &landlords{all: map[djinn.ID]*landlord{}}, &listener{got: map[djinn.Ref][]*djinnpb.RemoteEvent{}}, cfg)
 }
 
 // newFixtureOver starts a service over log's machine with the given fake
 // landlords and listener: a restart over a restored machine shares them with
 // the fixture it replaces.
-func newFixtureOver(t *testing.T, log *statetest.Log, ls *landlords, lis *listener, cfg renewal.Config) *fixture {
+func newFixtureOver(t *testing.T, log statetest.Service[*renewal.State], ls *landlords, lis *listener, cfg renewal.Config) *fixture {
 	f := &fixture{t: t, log: log, landlords: ls, listener: lis}
 	f.self = djinn.Ref{Endpoint: "127.0.0.1:4161", Service: f.log.M.ServiceID(), Object: djinn.ID{'r'}}
 	f.lessor = lease.NewLessor(f.log.M.Leases, f.log, lease.Config{Slack: 10 * time.Second})
@@ -230,8 +233,8 @@ func newFixtureOver(t *testing.T, log *statetest.Log, ls *landlords, lis *listen
 	if cfg.Lease == (lease.Policy{}) {
 		cfg.Lease = lease.Policy{Default: time.Hour, Max: 24 * time.Hour}
 	}
-	f.gate = &gate{log: log}
-	svc, err := renewal.New(f.log.M.Renewal, f.lessor, f.gate, time.Now, func() djinn.Ref { return f.self }, cfg)
+	f.gate = &gate{log: log.Log}
+	svc, err := renewal.New(f.log.State, f.lessor, f.gate, time.Now, func() djinn.Ref { return f.self }, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,7 +415,7 @@ func (f *fixture) listen(st renewal.Set, eventID int64, name string, minWarning 
 
 func (f *fixture) info(st renewal.Set) renewal.SetInfo {
 	f.t.Helper()
-	in, err := f.log.M.Renewal.Get(st.Info.ID)
+	in, err := f.log.State.Get(st.Info.ID)
 	if err != nil {
 		f.t.Fatalf("set %s: %v", st.Info.ID, err)
 	}

@@ -17,18 +17,10 @@ import (
 )
 
 // restored returns a fresh machine restored from a snapshot of m.
-func restored(t *testing.T, m *state.Machine) *state.Machine {
+func restored(t *testing.T, log *statetest.Log) statetest.Service[*renewal.State] {
 	t.Helper()
-	write, err := m.Snapshot()
+	m2, err := statetest.Restart(log, newRenewalState)
 	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	if err := write(&b); err != nil {
-		t.Fatal(err)
-	}
-	m2 := state.New()
-	if err := m2.Restore(bytes.NewReader(b.Bytes())); err != nil {
 		t.Fatal(err)
 	}
 	return m2
@@ -76,13 +68,13 @@ func TestRestart(t *testing.T) {
 		lost := f.failNow(st, ll) // sequence 3, undelivered
 		advance(5 * time.Minute)
 
-		m2 := restored(t, f.log.M)
+		m2 := restored(t, f.log.Log)
 		f.stop()
-		before, err := f.log.M.Renewal.Get(st.Info.ID)
+		before, err := f.log.State.Get(st.Info.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		after, err := m2.Renewal.Get(st.Info.ID)
+		after, err := m2.State.Get(st.Info.ID)
 		if err != nil {
 			t.Fatalf("set not restored: %v", err)
 		}
@@ -98,18 +90,18 @@ func TestRestart(t *testing.T) {
 		if p := after.Listeners[renewal.FailureEventID]; p.Next != 4 || p.Pending != 1 {
 			t.Fatalf("restored failure registration: next %d pending %d, want 4 and 1", p.Next, p.Pending)
 		}
-		if got, want := sortedLeases(t, m2.Renewal, st.Info.ID), sortedLeases(t, f.log.M.Renewal, st.Info.ID); !slices.EqualFunc(got, want, func(a, b renewal.ClientLease) bool {
+		if got, want := sortedLeases(t, m2.State, st.Info.ID), sortedLeases(t, f.log.State, st.Info.ID); !slices.EqualFunc(got, want, func(a, b renewal.ClientLease) bool {
 			return a.Cookie == b.Cookie && a.Actual.Equal(b.Actual) && a.Desired.Equal(b.Desired) && a.Renew == b.Renew && a.Format == b.Format
 		}) {
 			t.Fatalf("restored leases %+v, want %+v", got, want)
 		}
-		if li, ok := m2.Leases.Lookup(st.Info.Cookie, time.Now()); !ok || li.Owner.ID != st.Info.ID {
+		if li, ok := m2.M.Leases.Lookup(st.Info.Cookie, time.Now()); !ok || li.Owner.ID != st.Info.ID {
 			t.Fatalf("set lease not restored: %+v %v", li, ok)
 		}
 
 		// A service over the restored machine: the listener is back.
 		f.listener.setAnswer(nil)
-		f2 := newFixtureOver(t, &statetest.Log{M: m2}, f.landlords, f.listener, renewal.Config{})
+		f2 := newFixtureOver(t, m2, f.landlords, f.listener, renewal.Config{})
 		defer f2.stop()
 		synctest.Wait()
 		evs := f.listener.events(fail)
@@ -179,11 +171,12 @@ func TestSnapshotOutlivesDelivery(t *testing.T) {
 		if err := write(&b); err != nil {
 			t.Fatalf("writing a snapshot taken before delivery: %v", err)
 		}
-		m2 := state.New()
-		if err := m2.Restore(&b); err != nil {
+		m := state.New()
+		m2 := statetest.Service[*renewal.State]{Log: statetest.Over(m), State: statetest.Add(m, newRenewalState(m))}
+		if err := m.Restore(&b); err != nil {
 			t.Fatal(err)
 		}
-		in, err := m2.Renewal.Get(st.Info.ID)
+		in, err := m2.State.Get(st.Info.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,7 +186,7 @@ func TestSnapshotOutlivesDelivery(t *testing.T) {
 		// The restored events are the ones pending then: a service over the
 		// restored machine delivers them again, whole.
 		lis := &listener{got: map[djinn.Ref][]*djinnpb.RemoteEvent{}}
-		f2 := newFixtureOver(t, &statetest.Log{M: m2}, f.landlords, lis, renewal.Config{})
+		f2 := newFixtureOver(t, m2, f.landlords, lis, renewal.Config{})
 		defer f2.stop()
 		synctest.Wait()
 		evs := lis.events(fail)

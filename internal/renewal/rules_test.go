@@ -50,7 +50,7 @@ func TestCreateRules(t *testing.T) {
 					t.Fatalf("granted %v: longer than asked %v", time.Duration(st.Lease.GetDurationNanos()), tc.d)
 				}
 				li, ok := f.lessor.Table().Lookup(st.Info.Cookie, time.Now())
-				if !ok || !li.Expires.Equal(time.Now().Add(tc.granted)) || li.Owner.Kind != lease.KindRenewalSet || li.Owner.ID != st.Info.ID {
+				if !ok || !li.Expires.Equal(time.Now().Add(tc.granted)) || li.Owner.Kind != renewal.LeaseKind || li.Owner.ID != st.Info.ID {
 					t.Fatalf("set lease in the table: %+v %v", li, ok)
 				}
 				if cookieOf(st.Lease) != st.Info.Cookie || djinn.ID(st.Lease.GetLandlord().GetServiceId()) != f.self.Service {

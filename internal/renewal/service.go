@@ -99,7 +99,7 @@ func New(s *State, l *lease.Lessor, log Proposer, now func() time.Time, self fun
 	if cfg.Lease == (lease.Policy{}) {
 		cfg.Lease = DefaultPolicy
 	}
-	if err := l.Table().SetPolicy(lease.KindRenewalSet, cfg.Lease); err != nil {
+	if err := l.Table().SetPolicy(LeaseKind, cfg.Lease); err != nil {
 		return nil, err
 	}
 	if cfg.Landlords == nil {
@@ -334,7 +334,7 @@ func (s *Service) RenewFor(ctx context.Context, id djinn.ID, l *djinnpb.Lease, d
 	// be renewed by it — a set renewing its own lease would subvert
 	// leasing. The cookie decides, whatever landlord reference the lease
 	// names: renewals reach the landlord by endpoint and cookie alone.
-	if li, ok := s.lessor.Table().Lookup(cookie, now); ok && li.Owner.Kind == lease.KindRenewalSet {
+	if li, ok := s.lessor.Table().Lookup(cookie, now); ok && li.Owner.Kind == LeaseKind {
 		return djinn.Errorf(djinn.InvalidArgument, "lease %s: granted by this renewal service itself (a set's lease) (LR.2)", cookie)
 	}
 	k := KeyOf(ref, cookie)

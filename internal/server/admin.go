@@ -27,10 +27,10 @@ func (a *adminRPC) Status(ctx context.Context, _ *djinnpb.StatusRequest) (*djinn
 	s := a.s
 	leaderID, _ := s.node.Leader()
 	svc := s.machine.ServiceID()
-	regs, events := s.machine.Mailbox.Len()
-	sets, clientLeases := s.machine.Renewal.Len()
-	txns, activeTxns := s.machine.Txn.Len()
-	lockSets, lockOwners := s.machine.Lock.Len()
+	regs, events := s.states.mailbox.Len()
+	sets, clientLeases := s.states.renewal.Len()
+	txns, activeTxns := s.states.txn.Len()
+	lockSets, lockOwners := s.states.lock.Len()
 	resp := &djinnpb.StatusResponse{
 		ServiceId:     svc[:],
 		NodeId:        s.node.ID(),
@@ -63,13 +63,13 @@ func (a *adminRPC) Status(ctx context.Context, _ *djinnpb.StatusRequest) (*djinn
 	if s.cfg.Lookup.Enabled {
 		resp.Services = append(resp.Services, "lookup")
 		resp.Lookup = refProto(s.ref(LookupID)())
-		items, watches := s.machine.Lookup.Len()
+		items, watches := s.states.lookup.Len()
 		resp.Counts["lookup_items"], resp.Counts["lookup_watches"] = int64(items), int64(watches)
 	}
 	if s.cfg.LDS.Enabled {
 		resp.Services = append(resp.Services, "lds")
 		resp.Lds = refProto(s.ref(LDSID)())
-		regs, registrars := s.machine.LDS.Len()
+		regs, registrars := s.states.lds.Len()
 		resp.Counts["lds_registrations"], resp.Counts["lds_registrars"] = int64(regs), int64(registrars)
 	}
 	if s.cfg.Lock.Enabled {

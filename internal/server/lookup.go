@@ -212,7 +212,7 @@ func (r *lookupRPC) GetServiceTypes(ctx context.Context, req *djinnpb.BrowseRequ
 
 func (r *lookupRPC) GetRegistrar(ctx context.Context, _ *djinnpb.GetRegistrarRequest) (*djinnpb.RegistrarInfo, error) {
 	svc := r.s.machine.ServiceID()
-	items, _ := r.s.machine.Lookup.Len()
+	items, _ := r.s.states.lookup.Len()
 	info := &djinnpb.RegistrarInfo{ServiceId: svc[:], Groups: r.s.cfg.Lookup.Groups, Registrar: refProto(r.s.ref(LookupID)()), Items: int64(items)}
 	r.s.mu.Lock()
 	if r.s.registrar != nil {

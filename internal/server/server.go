@@ -50,6 +50,7 @@ type Server struct {
 	log     *slog.Logger
 	now     func() time.Time
 	machine *state.Machine
+	states  states
 	node    *replica.Node
 	lessor  *lease.Lessor
 	mailbox *mailbox.Service
@@ -116,7 +117,13 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 		poolOpts = append(poolOpts, client.WithTLS(clientTLS))
 	}
 	s.pool = client.NewPool(poolOpts...)
-	s.machine = state.New()
+	s.machine, s.states, err = newMachine()
+	if err != nil {
+		s.grpcLn.Close()
+		s.adminLn.Close()
+		s.pool.Close()
+		return nil, err
+	}
 	s.node, err = replica.Open(replica.Config{
 		DataDir: cfg.DataDir, NodeID: cfg.NodeID, RaftAddr: cfg.Raft, AdvertiseRaft: cfg.RaftAdvertise,
 		TLS: peerTLS, Bootstrap: cfg.Join == "", Now: s.now, OnLeader: s.lead,
@@ -135,7 +142,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 		Slack: time.Duration(cfg.Lease.Checkpoint), Grace: s.node.ElectionTimeout(),
 		ExpiryBatch: cfg.Lease.ExpiryBatch, ExpiryRate: cfg.Lease.ExpiryRate, Now: s.now, Logger: logger,
 	})
-	s.mailbox, err = mailbox.New(s.machine.Mailbox, s.lessor, s.node, s.now, s.ref(MailboxID), mailbox.Config{
+	s.mailbox, err = mailbox.New(s.states.mailbox, s.lessor, s.node, s.now, s.ref(MailboxID), mailbox.Config{
 		Lease:            lease.Policy{Default: time.Duration(cfg.Mailbox.DefaultLease), Max: time.Duration(cfg.Mailbox.MaxLease)},
 		MaxStored:        cfg.Mailbox.MaxStored,
 		MaxEventBytes:    cfg.Mailbox.MaxEventBytes,
@@ -150,7 +157,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 		s.Close()
 		return nil, err
 	}
-	s.renewal, err = renewal.New(s.machine.Renewal, s.lessor, s.node, s.now, s.ref(RenewalID), renewal.Config{
+	s.renewal, err = renewal.New(s.states.renewal, s.lessor, s.node, s.now, s.ref(RenewalID), renewal.Config{
 		Lease:     lease.Policy{Default: time.Duration(cfg.Renewal.DefaultLease), Max: time.Duration(cfg.Renewal.MaxLease)},
 		MaxSets:   cfg.Renewal.MaxSets,
 		MaxLeases: cfg.Renewal.MaxLeases,
@@ -165,7 +172,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 		s.Close()
 		return nil, err
 	}
-	s.txn, err = txn.New(s.machine.Txn, s.lessor, s.node, s.now, s.ref(TxnID), txn.Config{
+	s.txn, err = txn.New(s.states.txn, s.lessor, s.node, s.now, s.ref(TxnID), txn.Config{
 		Lease:        lease.Policy{Default: time.Duration(cfg.Txn.DefaultLease), Max: time.Duration(cfg.Txn.MaxLease)},
 		MaxActive:    cfg.Txn.MaxActive,
 		Participants: participants{s: s},
@@ -178,7 +185,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 		s.Close()
 		return nil, err
 	}
-	s.lock, err = lock.NewService(s.machine.Lock, s.lessor, s.node, s.now, s.ref(LockID), lock.Config{
+	s.lock, err = lock.NewService(s.states.lock, s.lessor, s.node, s.now, s.ref(LockID), lock.Config{
 		Sets:      lease.Policy{Default: time.Duration(cfg.Lock.DefaultSetLease), Max: time.Duration(cfg.Lock.MaxSetLease)},
 		Owners:    lease.Policy{Default: time.Duration(cfg.Lock.DefaultOwnerLease), Max: time.Duration(cfg.Lock.MaxOwnerLease)},
 		MaxSets:   cfg.Lock.MaxSets,
@@ -190,7 +197,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 		s.Close()
 		return nil, err
 	}
-	s.lookup, err = lookup.NewService(s.machine.Lookup, s.lessor, s.node, s.now, s.ref(LookupID), lookup.Config{
+	s.lookup, err = lookup.NewService(s.states.lookup, s.lessor, s.node, s.now, s.ref(LookupID), lookup.Config{
 		MaxItems: cfg.Lookup.MaxItems,
 		Delivery: event.Config{Sender: client.NewEventSender(s.pool), MaxBatch: 64},
 		Logger:   logger,
@@ -199,7 +206,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 		s.Close()
 		return nil, err
 	}
-	s.lds, err = lds.NewService(s.machine.LDS, s.lessor, s.node, s.now, s.ref(LDSID), lds.Config{
+	s.lds, err = lds.NewService(s.states.lds, s.lessor, s.node, s.now, s.ref(LDSID), lds.Config{
 		Leases:           lease.Policy{Default: time.Duration(cfg.LDS.DefaultLease), Max: time.Duration(cfg.LDS.MaxLease)},
 		MaxRegistrations: cfg.LDS.MaxRegistrations,
 		Delivery:         event.Config{Sender: client.NewEventSender(s.pool), MaxBatch: 64},
@@ -295,6 +302,38 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 		}
 	}
 	return s, nil
+}
+
+// states are the services' replicated states.
+type states struct {
+	mailbox *mailbox.State
+	renewal *renewal.State
+	txn     *txn.State
+	lock    *lock.State
+	lookup  *lookup.State
+	lds     *lds.State
+}
+
+// newMachine returns a state machine holding every service's state.
+func newMachine() (*state.Machine, states, error) {
+	m := state.New()
+	st := states{
+		mailbox: mailbox.NewState(m.Leases, mailbox.DefaultMaxStored, m.ServiceID),
+		renewal: renewal.NewState(m.Leases, m.ServiceID),
+		txn:     txn.NewState(m.Leases),
+		lock:    lock.NewState(m.Leases),
+		lookup:  lookup.NewState(m.Leases, m.ServiceID, lookup.Limits{}),
+		lds:     lds.NewState(m.Leases),
+	}
+	for _, p := range []state.Part{st.mailbox.Part(), st.renewal.Part(), st.txn.Part(), st.lock.Part(), st.lookup.Part(), st.lds.Part()} {
+		if err := m.Add(p); err != nil {
+			return nil, states{}, err
+		}
+	}
+	if missing := m.Unhandled(); len(missing) > 0 {
+		return nil, states{}, djinn.Errorf(djinn.Internal, "state machine: no part handles %v", missing)
+	}
+	return m, st, nil
 }
 
 // ref returns a function giving the reference of one of this server's

@@ -1,11 +1,15 @@
-// Package state composes djinn's replicated state machine: it decodes each
-// committed command and hands it to the service state it belongs to, and
-// writes and reads snapshots as a stream of records.
+// Package state composes djinn's replicated state machine. It holds the
+// cluster's identity and the lease table, and every service adds its own
+// Part: the handlers of its commands, its snapshot records and how to
+// restore them, and the kinds of lease it owns. Apply decodes a committed
+// command and hands it to the part that handles its type; Snapshot and
+// Restore write and read every part's records as one stream.
 //
 // It is deterministic (replica.StateMachine): time comes only from the
 // command, and nothing here reads the clock, does I/O outside a snapshot, or
-// starts goroutines. Leases and the services they guard change together: a
-// lease's end (cancel or expiry) removes its resource in the same Apply.
+// starts goroutines. Leases and the resources they guard change together:
+// a cancel or expiry returns the leases it ended, and the machine hands
+// each to the part that registered its kind, in the same Apply.
 package state
 
 import (
@@ -16,72 +20,143 @@ import (
 	"sync"
 
 	"google.golang.org/protobuf/encoding/protodelim"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/djinn-go/djinn"
-	"github.com/djinn-go/djinn/internal/lds"
 	"github.com/djinn-go/djinn/internal/lease"
-	"github.com/djinn-go/djinn/internal/lock"
-	"github.com/djinn-go/djinn/internal/lookup"
-	"github.com/djinn-go/djinn/internal/mailbox"
-	"github.com/djinn-go/djinn/internal/renewal"
 	"github.com/djinn-go/djinn/internal/replica"
-	"github.com/djinn-go/djinn/internal/txn"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
 
 // Machine is the whole replicated state of a djinn server.
 type Machine struct {
-	Leases  *lease.Table
-	Mailbox *mailbox.State
-	Renewal *renewal.State
-	Txn     *txn.State
-	Lock    *lock.State
-	Lookup  *lookup.State
-	LDS     *lds.State
+	Leases *lease.Table
 
 	mu sync.Mutex
 	// service and members are guarded by mu.
 	service djinn.ID
 	members map[string]string // node id -> gRPC address
+
+	// The parts and what they handle, fixed before the first Apply.
+	parts    []Part
+	commands map[protoreflect.FieldNumber]Command
+	records  map[protoreflect.FieldNumber]Record
+	kinds    map[lease.Kind]LeaseKind
 }
 
 var _ replica.StateMachine = (*Machine)(nil)
 
-// New returns an empty state machine.
+// The oneofs of a command's op and of a snapshot record, which parts'
+// handlers are keyed by.
+var (
+	opField     = (&statepb.Command{}).ProtoReflect().Descriptor().Oneofs().ByName("op")
+	recordField = (&statepb.Record{}).ProtoReflect().Descriptor().Oneofs().ByName("record")
+)
+
+// New returns a machine holding the cluster's identity and the lease
+// table, and no service: each adds its Part.
 func New() *Machine {
-	m := &Machine{members: map[string]string{}}
-	m.Leases = lease.NewTable()
-	m.Mailbox = mailbox.NewState(m.Leases, mailbox.DefaultMaxStored, m.ServiceID)
-	m.Renewal = renewal.NewState(m.Leases, m.ServiceID)
-	m.Txn = txn.NewState(m.Leases)
-	m.Lock = lock.NewState(m.Leases)
-	m.Lookup = lookup.NewState(m.Leases, m.ServiceID, lookup.Limits{})
-	m.LDS = lds.NewState(m.Leases)
+	m := &Machine{
+		Leases:   lease.NewTable(),
+		members:  map[string]string{},
+		commands: map[protoreflect.FieldNumber]Command{},
+		records:  map[protoreflect.FieldNumber]Record{},
+		kinds:    map[lease.Kind]LeaseKind{},
+	}
+	for _, p := range []Part{m.clusterPart(), m.leasePart()} {
+		if err := m.Add(p); err != nil {
+			panic(err) // the machine's own parts clash: a bug here
+		}
+	}
 	return m
 }
 
-// leasesEnded tells the owners of leases a cancel or expiry ended.
-func (m *Machine) leasesEnded(owners []lease.Owner) {
-	for _, o := range owners {
-		m.leaseEnded(o)
+// Add adds a service's part. It refuses a part that handles a command or
+// record another part handles, or a message that is no command op or
+// record kind, or registers a lease kind already taken. Add every part
+// before the first Apply or Restore.
+func (m *Machine) Add(p Part) error {
+	cmds, err := fieldsOf(p.Name, "command", opField, p.Commands, func(c Command) protoreflect.MessageDescriptor { return c.msg })
+	if err != nil {
+		return err
 	}
+	recs, err := fieldsOf(p.Name, "record", recordField, p.Records, func(r Record) protoreflect.MessageDescriptor { return r.msg })
+	if err != nil {
+		return err
+	}
+	for i, n := range cmds {
+		if _, ok := m.commands[n]; ok {
+			return djinn.Errorf(djinn.Internal, "state part %s: command %s has a handler already", p.Name, p.Commands[i].msg.Name())
+		}
+	}
+	for i, n := range recs {
+		if _, ok := m.records[n]; ok {
+			return djinn.Errorf(djinn.Internal, "state part %s: record %s has a restorer already", p.Name, p.Records[i].msg.Name())
+		}
+	}
+	for _, k := range p.Leases {
+		if old, ok := m.kinds[k.Kind]; ok || k.Kind == 0 || k.Ended == nil {
+			return djinn.Errorf(djinn.Internal, "state part %s: lease kind %d (%s): taken by %q, zero, or without an end handler", p.Name, k.Kind, k.Name, old.Name)
+		}
+	}
+	for i, n := range cmds {
+		m.commands[n] = p.Commands[i]
+	}
+	for i, n := range recs {
+		m.records[n] = p.Records[i]
+	}
+	for _, k := range p.Leases {
+		m.kinds[k.Kind] = k
+	}
+	m.parts = append(m.parts, p)
+	return nil
 }
 
-func (m *Machine) leaseEnded(o lease.Owner) {
-	switch o.Kind {
-	case lease.KindMailbox:
-		m.Mailbox.LeaseEnded(o.ID)
-	case lease.KindRenewalSet:
-		m.Renewal.LeaseEnded(o.ID)
-	case lease.KindTransaction:
-		m.Txn.LeaseEnded(o.ID)
-	case lease.KindLockSet, lease.KindLockOwner:
-		m.Lock.LeaseEnded(o)
-	case lease.KindLookupItem, lease.KindLookupWatch:
-		m.Lookup.LeaseEnded(o)
-	case lease.KindLDSRegistration:
-		m.LDS.LeaseEnded(o.ID)
+// fieldsOf returns the field numbers, in oneof of, of the messages that xs
+// handle.
+func fieldsOf[X any](part, what string, of protoreflect.OneofDescriptor, xs []X, msg func(X) protoreflect.MessageDescriptor) ([]protoreflect.FieldNumber, error) {
+	out := make([]protoreflect.FieldNumber, len(xs))
+	for i, x := range xs {
+		fd := fieldFor(of, msg(x))
+		if fd == nil {
+			return nil, djinn.Errorf(djinn.Internal, "state part %s: %s is no %s", part, msg(x).FullName(), what)
+		}
+		out[i] = fd.Number()
 	}
+	return out, nil
+}
+
+// fieldFor returns the field of oneof of that holds a msg, or nil.
+func fieldFor(of protoreflect.OneofDescriptor, msg protoreflect.MessageDescriptor) protoreflect.FieldDescriptor {
+	fs := of.Fields()
+	for i := range fs.Len() {
+		if f := fs.Get(i); f.Message() != nil && f.Message().FullName() == msg.FullName() {
+			return f
+		}
+	}
+	return nil
+}
+
+// Unhandled names the command ops and record kinds that no part handles.
+// A server runs only a machine with none: a command without a handler
+// would fail only when the log first holds one.
+func (m *Machine) Unhandled() []string {
+	var out []string
+	for _, c := range []struct {
+		of      protoreflect.OneofDescriptor
+		handled func(protoreflect.FieldNumber) bool
+	}{
+		{opField, func(n protoreflect.FieldNumber) bool { _, ok := m.commands[n]; return ok }},
+		{recordField, func(n protoreflect.FieldNumber) bool { _, ok := m.records[n]; return ok }},
+	} {
+		fs := c.of.Fields()
+		for i := range fs.Len() {
+			if f := fs.Get(i); !c.handled(f.Number()) {
+				out = append(out, string(f.Message().FullName()))
+			}
+		}
+	}
+	return out
 }
 
 // ServiceID returns the cluster's service id (zero before Init applies).
@@ -98,266 +173,75 @@ func (m *Machine) Endpoint(node string) string {
 	return m.members[node]
 }
 
-// Apply implements replica.StateMachine.
+// Apply implements replica.StateMachine: it hands the command's op to the
+// part that handles its type.
 func (m *Machine) Apply(index uint64, cmd *statepb.Command) any {
-	switch op := cmd.Op.(type) {
-	case *statepb.Command_Init:
-		id, err := djinn.IDFromBytes("service id", op.Init.GetServiceId())
-		if err != nil {
-			return err
+	r := cmd.ProtoReflect()
+	if f := r.WhichOneof(opField); f != nil {
+		if c, ok := m.commands[f.Number()]; ok {
+			return c.apply(cmd.GetNowUnixNanos(), r.Get(f).Message().Interface())
 		}
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		if m.service.IsZero() {
-			m.service = id
-		}
-		return m.service
-	case *statepb.Command_Member:
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		m.members[op.Member.GetNodeId()] = op.Member.GetGrpcAddress()
-		return nil
-	case *statepb.Command_LeaseCancel:
-		errs, ended := m.Leases.ApplyCancel(op.LeaseCancel.GetCookies())
-		m.leasesEnded(ended)
-		return errs
-	case *statepb.Command_LeaseExpire:
-		m.leasesEnded(m.Leases.ApplyExpire(op.LeaseExpire.GetCookies()))
-		return nil
-	case *statepb.Command_LeaseHorizon:
-		m.Leases.ApplyHorizon(op.LeaseHorizon.GetEntries())
-		return nil
-	case *statepb.Command_MailboxRegister:
-		in, err := m.Mailbox.ApplyRegister(op.MailboxRegister)
-		if err != nil {
-			return err
-		}
-		return in
-	case *statepb.Command_MailboxEnable:
-		done, err := m.Mailbox.ApplyEnable(op.MailboxEnable)
-		if err != nil {
-			return err
-		}
-		return done
-	case *statepb.Command_MailboxDisable:
-		done, err := m.Mailbox.ApplyDisable(op.MailboxDisable)
-		if err != nil {
-			return err
-		}
-		return done
-	case *statepb.Command_MailboxStore:
-		return m.Mailbox.ApplyStore(op.MailboxStore)
-	case *statepb.Command_MailboxDelivered:
-		m.Mailbox.ApplyDelivered(op.MailboxDelivered)
-		return nil
-	case *statepb.Command_MailboxUnknown:
-		return m.Mailbox.ApplyUnknown(op.MailboxUnknown)
-	case *statepb.Command_RenewalCreate:
-		in, err := m.Renewal.ApplyCreate(op.RenewalCreate)
-		if err != nil {
-			return err
-		}
-		return in
-	case *statepb.Command_RenewalAdd:
-		res, err := m.Renewal.ApplyAdd(cmd.GetNowUnixNanos(), op.RenewalAdd)
-		if err != nil {
-			return err
-		}
-		return res
-	case *statepb.Command_RenewalRemove:
-		c, err := m.Renewal.ApplyRemove(op.RenewalRemove)
-		if err != nil {
-			return err
-		}
-		return c
-	case *statepb.Command_RenewalListen:
-		res, err := m.Renewal.ApplyListen(op.RenewalListen)
-		if err != nil {
-			return err
-		}
-		return res
-	case *statepb.Command_RenewalRenewed:
-		m.Renewal.ApplyRenewed(cmd.GetNowUnixNanos(), op.RenewalRenewed)
-		return nil
-	case *statepb.Command_RenewalEnd:
-		m.Renewal.ApplyEnd(cmd.GetNowUnixNanos(), op.RenewalEnd)
-		return nil
-	case *statepb.Command_RenewalWarn:
-		m.Renewal.ApplyWarn(op.RenewalWarn)
-		return nil
-	case *statepb.Command_RenewalDelivered:
-		m.Renewal.ApplyDelivered(op.RenewalDelivered)
-		return nil
-	case *statepb.Command_TxnCreate:
-		in, err := m.Txn.ApplyCreate(op.TxnCreate)
-		if err != nil {
-			return err
-		}
-		return in
-	case *statepb.Command_TxnJoin:
-		return m.Txn.ApplyJoin(cmd.GetNowUnixNanos(), op.TxnJoin)
-	case *statepb.Command_TxnVoting:
-		in, err := m.Txn.ApplyVoting(op.TxnVoting)
-		if err != nil {
-			return err
-		}
-		return in
-	case *statepb.Command_TxnDecide:
-		in, err := m.Txn.ApplyDecide(cmd.GetNowUnixNanos(), op.TxnDecide)
-		if err != nil {
-			return err
-		}
-		return in
-	case *statepb.Command_TxnNotified:
-		m.Txn.ApplyNotified(op.TxnNotified)
-		return nil
-	case *statepb.Command_TxnPromote:
-		return m.Txn.ApplyPromote(cmd.GetNowUnixNanos(), op.TxnPromote)
-	case *statepb.Command_TxnForget:
-		m.Txn.ApplyForget(op.TxnForget)
-		return nil
-	case *statepb.Command_LockCreateSet:
-		return m.Lock.ApplyCreateSet(op.LockCreateSet)
-	case *statepb.Command_LockCreateOwner:
-		return m.Lock.ApplyCreateOwner(op.LockCreateOwner)
-	case *statepb.Command_LockAcquire:
-		res, err := m.Lock.ApplyAcquire(op.LockAcquire)
-		if err != nil {
-			return err
-		}
-		return res
-	case *statepb.Command_LockRelease:
-		return m.Lock.ApplyRelease(op.LockRelease)
-	case *statepb.Command_LockCancel:
-		m.Lock.ApplyCancel(op.LockCancel)
-		return nil
-	case *statepb.Command_LockTxnEnd:
-		m.Lock.ApplyTxnEnd(op.LockTxnEnd)
-		return nil
-	case *statepb.Command_LockDrop:
-		return m.Lock.ApplyDrop(op.LockDrop)
-	case *statepb.Command_LookupRegister:
-		return m.Lookup.ApplyRegister(op.LookupRegister)
-	case *statepb.Command_LookupAttributes:
-		return m.Lookup.ApplyAttributes(op.LookupAttributes)
-	case *statepb.Command_LookupNotify:
-		id, err := m.Lookup.ApplyNotify(op.LookupNotify)
-		if err != nil {
-			return err
-		}
-		return id
-	case *statepb.Command_LdsRegister:
-		id, err := m.LDS.ApplyRegister(op.LdsRegister)
-		if err != nil {
-			return err
-		}
-		return id
-	case *statepb.Command_LdsGroups:
-		info, err := m.LDS.ApplyGroups(op.LdsGroups)
-		if err != nil {
-			return err
-		}
-		return info
-	case *statepb.Command_LdsLocators:
-		info, err := m.LDS.ApplyLocators(op.LdsLocators)
-		if err != nil {
-			return err
-		}
-		return info
-	case *statepb.Command_LdsDiscard:
-		discarded, err := m.LDS.ApplyDiscard(op.LdsDiscard)
-		if err != nil {
-			return err
-		}
-		return discarded
-	case *statepb.Command_LdsFound:
-		return m.LDS.ApplyFound(op.LdsFound)
-	case *statepb.Command_LdsLost:
-		return m.LDS.ApplyLost(op.LdsLost)
 	}
 	return djinn.Errorf(djinn.Internal, "log entry %d: unknown command %T", index, cmd.Op)
 }
 
-// Snapshot implements replica.StateMachine: it gathers the records now and
-// writes them, length-delimited, later.
+// leasesEnded hands each ended lease to the part that owns its kind.
+// Leases of a kind no part registered have no resource to remove.
+func (m *Machine) leasesEnded(owners []lease.Owner) {
+	for _, o := range owners {
+		if k, ok := m.kinds[o.Kind]; ok {
+			k.Ended(o)
+		}
+	}
+}
+
+// Snapshot implements replica.StateMachine: it gathers every part's
+// records now and writes them, length-delimited, later.
 func (m *Machine) Snapshot() (func(io.Writer) error, error) {
-	var recs []*statepb.Record
-	m.mu.Lock()
-	if !m.service.IsZero() {
-		recs = append(recs, &statepb.Record{Record: &statepb.Record_Init{Init: &statepb.Init{ServiceId: m.service[:]}}})
+	dumps := make([]Dump, 0, len(m.parts))
+	for _, p := range m.parts {
+		if p.Snapshot == nil {
+			continue
+		}
+		d, err := p.Snapshot()
+		if err != nil {
+			return nil, fmt.Errorf("snapshot of %s: %w", p.Name, err)
+		}
+		dumps = append(dumps, d)
 	}
-	for node, addr := range m.members {
-		recs = append(recs, &statepb.Record{Record: &statepb.Record_Member{Member: &statepb.Member{NodeId: node, GrpcAddress: addr}}})
-	}
-	m.mu.Unlock()
-	for _, l := range m.Leases.Records() {
-		recs = append(recs, &statepb.Record{Record: &statepb.Record_Lease{Lease: l}})
-	}
-	for _, r := range m.Mailbox.Records() {
-		recs = append(recs, &statepb.Record{Record: &statepb.Record_Mailbox{Mailbox: r}})
-	}
-	counter, txns := m.Txn.Records()
-	recs = append(recs, &statepb.Record{Record: &statepb.Record_TxnCounter{TxnCounter: counter}})
-	for _, r := range txns {
-		recs = append(recs, &statepb.Record{Record: &statepb.Record_Txn{Txn: r}})
-	}
-	locks, err := m.Lock.Records()
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range locks {
-		recs = append(recs, &statepb.Record{Record: &statepb.Record_Lock{Lock: r}})
-	}
-	lookups, err := m.Lookup.Records()
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range lookups {
-		recs = append(recs, &statepb.Record{Record: &statepb.Record_Lookup{Lookup: r}})
-	}
-	ldss, err := m.LDS.Records()
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range ldss {
-		recs = append(recs, &statepb.Record{Record: &statepb.Record_Lds{Lds: r}})
-	}
-	renewal := m.Renewal.Snapshot()
 	return func(w io.Writer) error {
 		bw := bufio.NewWriterSize(w, 1<<16)
-		for _, r := range recs {
-			if _, err := protodelim.MarshalTo(bw, r); err != nil {
+		for _, d := range dumps {
+			if err := d(func(msg protoreflect.ProtoMessage) error { return writeRecord(bw, msg) }); err != nil {
 				return fmt.Errorf("write snapshot: %w", err)
 			}
 		}
-		err := renewal(func(r *statepb.RenewalSetRecord) error {
-			_, err := protodelim.MarshalTo(bw, &statepb.Record{Record: &statepb.Record_RenewalSet{RenewalSet: r}})
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("write snapshot: %w", err)
-		}
 		return bw.Flush()
 	}, nil
+}
+
+// writeRecord writes msg as the Record kind that holds it.
+func writeRecord(w io.Writer, msg protoreflect.ProtoMessage) error {
+	var rec statepb.Record
+	f := fieldFor(recordField, msg.ProtoReflect().Descriptor())
+	if f == nil {
+		return djinn.Errorf(djinn.Internal, "%s is no snapshot record", msg.ProtoReflect().Descriptor().FullName())
+	}
+	rec.ProtoReflect().Set(f, protoreflect.ValueOfMessage(msg.ProtoReflect()))
+	_, err := protodelim.MarshalTo(w, &rec)
+	return err
 }
 
 // maxRecord bounds one snapshot record, so a corrupt length cannot make
 // Restore allocate without limit.
 const maxRecord = 64 << 20
 
-// Restore implements replica.StateMachine.
+// Restore implements replica.StateMachine: it empties every part and
+// hands each record to the part that restores its kind.
 func (m *Machine) Restore(r io.Reader) error {
-	m.mu.Lock()
-	m.service = djinn.ID{}
-	m.members = map[string]string{}
-	m.mu.Unlock()
-	m.Leases.Reset()
-	m.Mailbox.Reset()
-	m.Renewal.Reset()
-	m.Txn.Reset()
-	m.Lock.Reset()
-	m.Lookup.Reset()
-	m.LDS.Reset()
+	for _, p := range m.parts {
+		p.Reset()
+	}
 	br := bufio.NewReaderSize(r, 1<<16)
 	opts := protodelim.UnmarshalOptions{MaxSize: maxRecord}
 	for n := 0; ; n++ {
@@ -375,37 +259,11 @@ func (m *Machine) Restore(r io.Reader) error {
 }
 
 func (m *Machine) restore(rec *statepb.Record) error {
-	switch r := rec.Record.(type) {
-	case *statepb.Record_Init:
-		id, err := djinn.IDFromBytes("service id", r.Init.GetServiceId())
-		if err != nil {
-			return err
+	r := rec.ProtoReflect()
+	if f := r.WhichOneof(recordField); f != nil {
+		if h, ok := m.records[f.Number()]; ok {
+			return h.restore(r.Get(f).Message().Interface())
 		}
-		m.mu.Lock()
-		m.service = id
-		m.mu.Unlock()
-	case *statepb.Record_Member:
-		m.mu.Lock()
-		m.members[r.Member.GetNodeId()] = r.Member.GetGrpcAddress()
-		m.mu.Unlock()
-	case *statepb.Record_Lease:
-		return m.Leases.Restore(r.Lease)
-	case *statepb.Record_Mailbox:
-		return m.Mailbox.Restore(r.Mailbox)
-	case *statepb.Record_RenewalSet:
-		return m.Renewal.Restore(r.RenewalSet)
-	case *statepb.Record_TxnCounter:
-		m.Txn.RestoreCounter(r.TxnCounter)
-	case *statepb.Record_Txn:
-		return m.Txn.Restore(r.Txn)
-	case *statepb.Record_Lock:
-		return m.Lock.Restore(r.Lock)
-	case *statepb.Record_Lookup:
-		return m.Lookup.Restore(r.Lookup)
-	case *statepb.Record_Lds:
-		return m.LDS.Restore(r.Lds)
-	default:
-		return djinn.Errorf(djinn.Internal, "unknown record %T", rec.Record)
 	}
-	return nil
+	return djinn.Errorf(djinn.Internal, "unknown record %T", rec.Record)
 }

@@ -3,17 +3,51 @@ package state_test
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/lds"
+	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/lock"
+	"github.com/djinn-go/djinn/internal/lookup"
+	"github.com/djinn-go/djinn/internal/mailbox"
+	"github.com/djinn-go/djinn/internal/renewal"
 	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/internal/state/statetest"
+	"github.com/djinn-go/djinn/internal/txn"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
+
+func newMailboxState(m *state.Machine) *mailbox.State {
+	return mailbox.NewState(m.Leases, mailbox.DefaultMaxStored, m.ServiceID)
+}
+
+// full is a machine holding every service's state, as a server's does.
+type full struct {
+	*state.Machine
+	renewal *renewal.State
+}
+
+// newMachine returns a machine holding every service's state. It fails
+// when a command or record has no handler: add the new service here.
+func newMachine(t testing.TB) full {
+	m := state.New()
+	f := full{Machine: m, renewal: statetest.Add(m, renewal.NewState(m.Leases, m.ServiceID))}
+	statetest.Add(m, newMailboxState(m))
+	statetest.Add(m, txn.NewState(m.Leases))
+	statetest.Add(m, lock.NewState(m.Leases))
+	statetest.Add(m, lookup.NewState(m.Leases, m.ServiceID, lookup.Limits{}))
+	statetest.Add(m, lds.NewState(m.Leases))
+	if missing := m.Unhandled(); len(missing) > 0 {
+		t.Fatalf("no state part handles %v", missing)
+	}
+	return f
+}
 
 func register(t *testing.T, l *statetest.Log, exp time.Time) (reg, listener, cookie djinn.ID) {
 	t.Helper()
@@ -55,7 +89,8 @@ func snapshot(t *testing.T, m *state.Machine) []byte {
 // TestSnapshotRoundTrip: a restored machine holds the same state, and
 // snapshots of equal states are equal in content.
 func TestSnapshotRoundTrip(t *testing.T) {
-	l := statetest.New()
+	ls := statetest.For(newMailboxState)
+	l := ls.Log
 	exp := time.Now().Add(time.Hour)
 	reg, listener, cookie := register(t, l, exp)
 	for i := int64(1); i <= 5; i++ {
@@ -73,13 +108,14 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	snap := snapshot(t, l.M)
 
 	m2 := state.New()
+	mb2 := statetest.Add(m2, newMailboxState(m2))
 	if err := m2.Restore(bytes.NewReader(snap)); err != nil {
 		t.Fatal(err)
 	}
 	if m2.ServiceID() != l.M.ServiceID() {
 		t.Fatal("service id not restored")
 	}
-	in, err := m2.Mailbox.Get(reg)
+	in, err := mb2.Get(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,14 +129,14 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	// The restored machine goes on applying: the next index follows.
 	l2 := &statetest.Log{M: m2}
 	store(t, l2, listener, 6)
-	events, _, err := m2.Mailbox.After(reg, 5, 10)
+	events, _, err := mb2.After(reg, 5, 10)
 	if err != nil || len(events) != 1 || events[0].Index != 6 {
 		t.Fatalf("after restore the next event got %v, %v", events, err)
 	}
 }
 
 func TestRestoreRejectsGarbage(t *testing.T) {
-	m := state.New()
+	m := newMachine(t)
 	for _, b := range [][]byte{{0xff, 0xff, 0xff, 0xff, 0x0f}, {5, 1, 2}} {
 		if err := m.Restore(bytes.NewReader(b)); err == nil {
 			t.Errorf("Restore(%x) accepted garbage", b)
@@ -109,12 +145,13 @@ func TestRestoreRejectsGarbage(t *testing.T) {
 }
 
 func TestLeaseEndRemovesRegistration(t *testing.T) {
-	l := statetest.New()
+	ls := statetest.For(newMailboxState)
+	l := ls.Log
 	reg, _, cookie := register(t, l, time.Now().Add(time.Hour))
 	if _, err := l.Propose(context.Background(), &statepb.Command{Op: &statepb.Command_LeaseExpire{LeaseExpire: &statepb.LeaseExpire{Cookies: [][]byte{cookie[:]}}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.M.Mailbox.Get(reg); err == nil {
+	if _, err := ls.State.Get(reg); err == nil {
 		t.Fatal("registration outlived its lease")
 	}
 }
@@ -161,7 +198,7 @@ func FuzzApply(f *testing.F) {
 		f.Add(b, b)
 	}
 	f.Fuzz(func(t *testing.T, a, b []byte) {
-		m1, m2 := state.New(), state.New()
+		m1, m2 := newMachine(t), newMachine(t)
 		for i, raw := range [][]byte{a, b} {
 			var c1, c2 statepb.Command
 			if proto.Unmarshal(raw, &c1) != nil {
@@ -171,17 +208,46 @@ func FuzzApply(f *testing.F) {
 			m1.Apply(uint64(i+1), &c1)
 			m2.Apply(uint64(i+1), &c2)
 		}
-		r1, r2 := state.New(), state.New()
-		if err := r1.Restore(bytes.NewReader(snapshot(t, m1))); err != nil {
+		r1, r2 := newMachine(t), newMachine(t)
+		if err := r1.Restore(bytes.NewReader(snapshot(t, m1.Machine))); err != nil {
 			t.Fatalf("snapshot of applied state does not restore: %v", err)
 		}
-		if err := r2.Restore(bytes.NewReader(snapshot(t, m2))); err != nil {
+		if err := r2.Restore(bytes.NewReader(snapshot(t, m2.Machine))); err != nil {
 			t.Fatal(err)
 		}
-		s1, l1 := r1.Renewal.Len()
-		s2, l2 := r2.Renewal.Len()
+		s1, l1 := r1.renewal.Len()
+		s2, l2 := r2.renewal.Len()
 		if r1.Leases.Len() != r2.Leases.Len() || s1 != s2 || l1 != l2 {
 			t.Fatal("two machines applying the same commands differ")
 		}
 	})
+}
+
+// TestAddRefusesClashes: a part is refused, naming what clashes, when it
+// handles a command or record another part handles, handles a message
+// that is no command, or takes a lease kind already taken.
+func TestAddRefusesClashes(t *testing.T) {
+	noop := func(int64, *statepb.MailboxStore) any { return nil }
+	for _, tt := range []struct {
+		name string
+		part state.Part
+		want string
+	}{
+		{"a command handled twice", state.Part{Name: "b", Commands: []state.Command{state.On(noop)}}, "MailboxStore"},
+		{"a record restored twice", state.Part{Name: "b", Records: []state.Record{state.Restores(func(*statepb.MailboxRecord) error { return nil })}}, "MailboxRecord"},
+		{"a message that is no command", state.Part{Name: "b", Commands: []state.Command{state.On(func(int64, *statepb.MailboxRecord) any { return nil })}}, "is no command"},
+		{"a lease kind taken", state.Part{Name: "b", Leases: []state.LeaseKind{{Kind: mailbox.LeaseKind, Name: "b", Ended: func(lease.Owner) {}}}}, "taken"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := state.New()
+			statetest.Add(m, newMailboxState(m))
+			err := m.Add(tt.part)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Add = %v, want an error naming %q", err, tt.want)
+			}
+			if len(m.Unhandled()) == 0 {
+				t.Fatal("a machine without most services says every command is handled")
+			}
+		})
+	}
 }

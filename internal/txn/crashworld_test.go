@@ -1,7 +1,6 @@
 package txn_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lease"
-	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/internal/state/statetest"
 	"github.com/djinn-go/djinn/internal/txn"
 	"github.com/djinn-go/djinn/proto/djinnpb"
@@ -47,7 +45,7 @@ func (c crashPoint) String() string {
 
 // gen is one run of the manager, from a start to its crash.
 type gen struct {
-	log *statetest.Log
+	log statetest.Service[*txn.State]
 	svc *txn.Service
 	// ctx is for the clients' calls to this run: it ends at the crash, as
 	// a connection to a killed process does.
@@ -211,20 +209,20 @@ type world struct {
 	beforeRestart func()
 }
 
-// start runs a generation of the manager over machine m (nil: a new one).
-func (w *world) start(m *state.Machine) *gen {
+// start runs a generation of the manager over log (nil: a new one).
+func (w *world) start(log *statetest.Service[*txn.State]) *gen {
 	w.t.Helper()
 	g := &gen{counts: map[string]int{}, crashed: make(chan struct{})}
-	if m == nil {
-		g.log = statetest.New()
+	if log == nil {
+		g.log = statetest.For(newTxnState)
 	} else {
-		g.log = statetest.Over(m)
+		g.log = *log
 	}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	l := faultLog{g}
 	lessor := lease.NewLessor(g.log.M.Leases, l, lease.Config{Slack: 10 * time.Second})
 	self := djinn.Ref{Endpoint: "127.0.0.1:4161", Service: g.log.M.ServiceID(), Object: djinn.ID{'t'}}
-	svc, err := txn.New(g.log.M.Txn, lessor, l, time.Now, func() djinn.Ref { return self }, sweepConfig(genParts{g, w.m, len(w.gens) + 1}))
+	svc, err := txn.New(g.log.State, lessor, l, time.Now, func() djinn.Ref { return self }, sweepConfig(genParts{g, w.m, len(w.gens) + 1}))
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -253,22 +251,14 @@ func (w *world) restart() {
 	old.crashLocked() // if it did not crash, it does now
 	old.mu.Unlock()
 	old.stop()
-	write, err := old.log.M.Snapshot()
+	log, err := statetest.Restart(old.log.Log, newTxnState)
 	if err != nil {
-		w.t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := write(&buf); err != nil {
-		w.t.Fatal(err)
-	}
-	m := state.New()
-	if err := m.Restore(&buf); err != nil {
 		w.t.Fatal(err)
 	}
 	if w.beforeRestart != nil {
 		w.beforeRestart()
 	}
-	g := w.start(m)
+	g := w.start(&log)
 	if w.restartArm != nil {
 		g.arm(w.restartArm())
 	}

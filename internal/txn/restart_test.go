@@ -1,7 +1,6 @@
 package txn_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lease"
-	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/internal/state/statetest"
 	"github.com/djinn-go/djinn/internal/txn"
 	"github.com/djinn-go/djinn/proto/djinnpb"
@@ -26,22 +24,15 @@ import (
 func (f *fixture) restart() *fixture {
 	f.t.Helper()
 	f.stop()
-	write, err := f.log.M.Snapshot()
+	log, err := statetest.Restart(f.log.Log, newTxnState)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	if err := write(&buf); err != nil {
-		f.t.Fatal(err)
-	}
-	m := state.New()
-	if err := m.Restore(&buf); err != nil {
-		f.t.Fatal(err)
-	}
-	g := &fixture{t: f.t, log: statetest.Over(m), parts: f.parts, managers: f.managers}
+	m := log.M
+	g := &fixture{t: f.t, log: log, parts: f.parts, managers: f.managers}
 	g.lessor = lease.NewLessor(m.Leases, g.log, lease.Config{Slack: 10 * time.Second})
 	self := djinn.Ref{Endpoint: "127.0.0.1:4161", Service: m.ServiceID(), Object: djinn.ID{'t'}}
-	svc, err := txn.New(m.Txn, g.lessor, g.log, time.Now, func() djinn.Ref { return self }, txn.Config{
+	svc, err := txn.New(log.State, g.lessor, g.log, time.Now, func() djinn.Ref { return self }, txn.Config{
 		Participants: f.parts, VoteTimeout: 5 * time.Second, Abandon: time.Minute, Retention: time.Hour, Managers: f.managers,
 	})
 	if err != nil {
@@ -79,7 +70,7 @@ func TestRestartKeepsTransactions(t *testing.T) {
 		if g.state(active.ID) != txn.Active {
 			t.Fatalf("an ACTIVE transaction after restart: %v", g.state(active.ID))
 		}
-		in, _ := g.log.M.Txn.Get(active.ID)
+		in, _ := g.log.State.Get(active.ID)
 		if len(in.Parts) != 1 {
 			t.Fatalf("participants after restart: %d, want 1", len(in.Parts))
 		}

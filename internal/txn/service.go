@@ -110,7 +110,7 @@ func New(s *State, l *lease.Lessor, log Proposer, now func() time.Time, self fun
 	if cfg.Lease == (lease.Policy{}) {
 		cfg.Lease = lease.Policy{Default: time.Minute, Max: time.Hour}
 	}
-	if err := l.Table().SetPolicy(lease.KindTransaction, cfg.Lease); err != nil {
+	if err := l.Table().SetPolicy(LeaseKind, cfg.Lease); err != nil {
 		return nil, err
 	}
 	if cfg.Participants == nil {

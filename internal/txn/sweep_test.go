@@ -286,7 +286,7 @@ func (s *sweep) check() (committed, aborted int) {
 	s.m.mu.Lock()
 	defer s.m.mu.Unlock()
 	for _, tx := range s.txns {
-		in, err := s.g.log.M.Txn.Get(tx.id)
+		in, err := s.g.log.State.Get(tx.id)
 		if err != nil {
 			s.t.Errorf("transaction %d: %v", tx.id, err)
 			continue

@@ -234,10 +234,10 @@ func (n *treeNode) counts() bool {
 func TestNestedTreesAgainstModel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tp := newTreeParts()
-		log := statetest.New()
+		log := statetest.For(newTxnState)
 		lessor := lease.NewLessor(log.M.Leases, log, lease.Config{Slack: 10 * time.Second})
 		self := djinn.Ref{Endpoint: "127.0.0.1:4161", Service: log.M.ServiceID(), Object: djinn.ID{'t'}}
-		svc, err := txn.New(log.M.Txn, lessor, log, time.Now, func() djinn.Ref { return self }, sweepConfig(tp))
+		svc, err := txn.New(log.State, lessor, log, time.Now, func() djinn.Ref { return self }, sweepConfig(tp))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -354,7 +354,7 @@ func TestNestedTreesAgainstModel(t *testing.T) {
 			// told, and exactly the changes that should survive did.
 			want := map[string]bool{}
 			for _, n := range all {
-				in, err := log.M.Txn.Get(n.id)
+				in, err := log.State.Get(n.id)
 				if err != nil || in.State != n.state {
 					t.Fatalf("tree %d: transaction %d (level %d): manager %v %v, model %s\n%s", tree, n.id, n.level, stateName(in.State), err, stateName(n.state), treeString(root))
 				}

@@ -124,21 +124,23 @@ type fixture struct {
 	t *testing.T
 	// managers, when set, is the other managers the service calls.
 	managers txn.Managers
-	log      *statetest.Log
+	log      statetest.Service[*txn.State]
 	lessor   *lease.Lessor
 	svc      *txn.Service
 	parts    *fakeParts
 	stop     func()
 }
 
+func newTxnState(m *state.Machine) *txn.State { return txn.NewState(m.Leases) }
+
 func newFixture(t *testing.T) *fixture { return newFixtureWith(t, nil) }
 
 // newFixtureWith is newFixture with other managers to call.
 func newFixtureWith(t *testing.T, managers txn.Managers) *fixture {
-	f := &fixture{t: t, managers: managers, log: statetest.New(), parts: &fakeParts{vote: map[string]djinnpb.TransactionState{}, fail: map[string]error{}, opErr: map[string]error{}, slow: map[string]time.Duration{}}}
+	f := &fixture{t: t, managers: managers, log: statetest.For(newTxnState), parts: &fakeParts{vote: map[string]djinnpb.TransactionState{}, fail: map[string]error{}, opErr: map[string]error{}, slow: map[string]time.Duration{}}}
 	f.lessor = lease.NewLessor(f.log.M.Leases, f.log, lease.Config{Slack: 10 * time.Second})
 	self := djinn.Ref{Endpoint: "127.0.0.1:4161", Service: f.log.M.ServiceID(), Object: djinn.ID{'t'}}
-	svc, err := txn.New(f.log.M.Txn, f.lessor, f.log, time.Now, func() djinn.Ref { return self }, txn.Config{
+	svc, err := txn.New(f.log.State, f.lessor, f.log, time.Now, func() djinn.Ref { return self }, txn.Config{
 		Participants: f.parts, VoteTimeout: 5 * time.Second, Abandon: time.Minute, Retention: time.Hour, Managers: f.managers,
 	})
 	if err != nil {
@@ -230,7 +232,7 @@ func TestJoinRules(t *testing.T) {
 		// TX.2.3: the same participant with the same crash count again is
 		// accepted and ignored.
 		f.join(c.ID, "a")
-		in, _ := f.log.M.Txn.Get(c.ID)
+		in, _ := f.log.State.Get(c.ID)
 		if len(in.Parts) != 1 {
 			t.Fatalf("TX.2.3 repeated join: %d participants, want 1", len(in.Parts))
 		}
@@ -640,6 +642,7 @@ func TestIDsAreDrawn(t *testing.T) {
 // many joins race past the leader's check — the log entry carries it.
 func TestMaxParticipantsAtApply(t *testing.T) {
 	m := state.New()
+	statetest.Add(m, newTxnState(m))
 	log := statetest.Over(m)
 	c := logCreate(t, log)
 	for i, want := range []djinn.Kind{"", "", djinn.ResourceExhausted} {

@@ -4,6 +4,7 @@
 package statetest
 
 import (
+	"bytes"
 	"context"
 	"sync"
 	"time"
@@ -14,6 +15,57 @@ import (
 	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
+
+// Add adds a service's state to m, as the server does with every
+// service's, and returns it:
+//
+//	st := statetest.Add(log.M, mailbox.NewState(log.M.Leases, 100, log.M.ServiceID))
+//
+// It panics when the state's part clashes with one m holds.
+func Add[S interface{ Part() state.Part }](m *state.Machine, st S) S {
+	if err := m.Add(st.Part()); err != nil {
+		panic(err)
+	}
+	return st
+}
+
+// Service is a Log over a machine holding one service's state: what that
+// service's tests drive.
+type Service[S Stater] struct {
+	*Log
+	State S
+}
+
+// Stater is a service's replicated state.
+type Stater interface{ Part() state.Part }
+
+// For returns a Service over a fresh, initialised machine holding the
+// state newState builds over it:
+//
+//	log := statetest.For(func(m *state.Machine) *lock.State { return lock.NewState(m.Leases) })
+func For[S Stater](newState func(m *state.Machine) S) Service[S] {
+	l := New()
+	return Service[S]{l, Add(l.M, newState(l.M))}
+}
+
+// Restart snapshots l's machine and restores the snapshot into a new one
+// holding a new state from newState: a restarted node, or a new leader.
+func Restart[S Stater](l *Log, newState func(m *state.Machine) S) (Service[S], error) {
+	write, err := l.M.Snapshot()
+	if err != nil {
+		return Service[S]{}, err
+	}
+	var buf bytes.Buffer
+	if err := write(&buf); err != nil {
+		return Service[S]{}, err
+	}
+	m := state.New()
+	st := Add(m, newState(m))
+	if err := m.Restore(&buf); err != nil {
+		return Service[S]{}, err
+	}
+	return Service[S]{Over(m), st}, nil
+}
 
 // Log applies proposed commands to a Machine.
 type Log struct {
@@ -26,7 +78,8 @@ type Log struct {
 	Fail error
 }
 
-// New returns a Log over a fresh, initialised Machine.
+// New returns a Log over a fresh, initialised Machine. The machine holds
+// no service's state: add the ones a test needs with Add.
 func New() *Log {
 	l := &Log{M: state.New()}
 	id := djinn.NewID()

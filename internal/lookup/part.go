@@ -1,0 +1,36 @@
+package lookup
+
+import (
+	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/state"
+	"github.com/djinn-go/djinn/proto/statepb"
+)
+
+// The kinds of the lookup service's leases.
+const (
+	ItemLeaseKind  lease.Kind = 6 // a registered item's
+	WatchLeaseKind lease.Kind = 7 // a notify registration's
+)
+
+// Part is the lookup service's share of the replicated state machine:
+// its commands, its snapshot records and its leases.
+func (s *State) Part() state.Part {
+	return state.Part{
+		Name: "lookup",
+		Commands: []state.Command{
+			state.On(func(_ int64, c *statepb.LookupRegister) any { return s.ApplyRegister(c) }),
+			state.On(func(_ int64, c *statepb.LookupAttributes) any { return s.ApplyAttributes(c) }),
+			state.On(func(_ int64, c *statepb.LookupNotify) any { return state.Result(s.ApplyNotify(c)) }),
+		},
+		Records: []state.Record{state.Restores(s.Restore)},
+		Snapshot: func() (state.Dump, error) {
+			recs, err := s.Records()
+			return state.Each(recs), err
+		},
+		Reset: s.Reset,
+		Leases: []state.LeaseKind{
+			{Kind: ItemLeaseKind, Name: "lookup registration", Ended: s.LeaseEnded},
+			{Kind: WatchLeaseKind, Name: "lookup notification", Ended: s.LeaseEnded},
+		},
+	}
+}

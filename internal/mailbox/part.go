@@ -1,0 +1,30 @@
+package mailbox
+
+import (
+	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/state"
+	"github.com/djinn-go/djinn/proto/statepb"
+)
+
+// LeaseKind is the kind of a registration's lease.
+const LeaseKind lease.Kind = 1
+
+// Part is the mailbox's share of the replicated state machine: its
+// commands, its snapshot records and its leases.
+func (s *State) Part() state.Part {
+	return state.Part{
+		Name: "mailbox",
+		Commands: []state.Command{
+			state.On(func(_ int64, c *statepb.MailboxRegister) any { return state.Result(s.ApplyRegister(c)) }),
+			state.On(func(_ int64, c *statepb.MailboxEnable) any { return state.Result(s.ApplyEnable(c)) }),
+			state.On(func(_ int64, c *statepb.MailboxDisable) any { return state.Result(s.ApplyDisable(c)) }),
+			state.On(func(_ int64, c *statepb.MailboxStore) any { return s.ApplyStore(c) }),
+			state.On(func(_ int64, c *statepb.MailboxDelivered) any { s.ApplyDelivered(c); return nil }),
+			state.On(func(_ int64, c *statepb.MailboxUnknown) any { return s.ApplyUnknown(c) }),
+		},
+		Records:  []state.Record{state.Restores(s.Restore)},
+		Snapshot: func() (state.Dump, error) { return state.Each(s.Records()), nil },
+		Reset:    s.Reset,
+		Leases:   []state.LeaseKind{{Kind: LeaseKind, Name: "mailbox registration", Ended: func(o lease.Owner) { s.LeaseEnded(o.ID) }}},
+	}
+}

@@ -1,0 +1,100 @@
+package state
+
+import (
+	"google.golang.org/protobuf/proto"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/proto/statepb"
+)
+
+// The machine's own parts: the cluster's identity and members, and the
+// lease table.
+
+func (m *Machine) clusterPart() Part {
+	return Part{
+		Name: "cluster",
+		Commands: []Command{
+			On(func(_ int64, c *statepb.Init) any { return Result(m.applyInit(c)) }),
+			On(func(_ int64, c *statepb.Member) any { m.setMember(c); return nil }),
+		},
+		Records: []Record{
+			Restores(func(r *statepb.Init) error { _, err := m.applyInit(r); return err }),
+			Restores(func(r *statepb.Member) error { m.setMember(r); return nil }),
+		},
+		Snapshot: m.clusterRecords,
+		Reset: func() {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			m.service = djinn.ID{}
+			m.members = map[string]string{}
+		},
+	}
+}
+
+// applyInit sets the cluster's service id, once: a second Init (two
+// first leaders racing) keeps the first.
+func (m *Machine) applyInit(c *statepb.Init) (djinn.ID, error) {
+	id, err := djinn.IDFromBytes("service id", c.GetServiceId())
+	if err != nil {
+		return djinn.ID{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.service.IsZero() {
+		m.service = id
+	}
+	return m.service, nil
+}
+
+func (m *Machine) setMember(c *statepb.Member) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.members[c.GetNodeId()] = c.GetGrpcAddress()
+}
+
+func (m *Machine) clusterRecords() (Dump, error) {
+	var recs []*statepb.Member
+	m.mu.Lock()
+	service := m.service
+	for node, addr := range m.members {
+		recs = append(recs, &statepb.Member{NodeId: node, GrpcAddress: addr})
+	}
+	m.mu.Unlock()
+	return func(emit func(proto.Message) error) error {
+		if !service.IsZero() {
+			if err := emit(&statepb.Init{ServiceId: service[:]}); err != nil {
+				return err
+			}
+		}
+		for _, r := range recs {
+			if err := emit(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, nil
+}
+
+func (m *Machine) leasePart() Part {
+	t := m.Leases
+	return Part{
+		Name: "leases",
+		Commands: []Command{
+			On(func(_ int64, c *statepb.LeaseCancel) any {
+				errs, ended := t.ApplyCancel(c.GetCookies())
+				m.leasesEnded(ended)
+				return errs
+			}),
+			On(func(_ int64, c *statepb.LeaseExpire) any {
+				m.leasesEnded(t.ApplyExpire(c.GetCookies()))
+				return nil
+			}),
+			On(func(_ int64, c *statepb.LeaseHorizon) any { t.ApplyHorizon(c.GetEntries()); return nil }),
+		},
+		Records: []Record{Restores(t.Restore)},
+		Snapshot: func() (Dump, error) {
+			return Each(t.Records()), nil
+		},
+		Reset: t.Reset,
+	}
+}
