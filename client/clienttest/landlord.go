@@ -1,13 +1,15 @@
 // Package clienttest holds test doubles for programs built on package
-// client. Landlord is an in-memory djinn landlord: it grants, renews and
-// cancels leases with LE.2.2's duration negotiation, serves the Landlord gRPC
-// service on a real port, or answers directly through an in-process client
-// when a test runs under testing/synctest, where network listeners cannot be
-// used. Failures and latency can be injected, and every call is recorded.
+// client. Landlord is djinn's one in-memory landlord — for the client's
+// tests, the renewal service's tests and the renewal bench alike: it grants,
+// renews and cancels leases with LE.2.2's duration negotiation, serves the
+// Landlord gRPC service on a real port, or answers directly through an
+// in-process client when a test runs under testing/synctest, where network
+// listeners cannot be used. Failures, latency and held calls can be
+// injected; every call is recorded and counted, and a renewal that comes
+// after its lease expired is counted as a lapse.
 package clienttest
 
 import (
-	"context"
 	"net"
 	"sync"
 	"time"
@@ -15,22 +17,50 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/djinn-go/djinn"
-	"github.com/djinn-go/djinn/internal/batch"
-	"github.com/djinn-go/djinn/internal/grpcerr"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
-// LandlordObject is the object id of every test landlord's reference.
+// LandlordObject is the object id of every test landlord's reference, the
+// same as a djinn server's landlord.
 var LandlordObject = djinn.ID{'l', 'a', 'n', 'd', 'l', 'o', 'r', 'd'}
 
 // Call is one call a Landlord answered: the method ("Renew", "RenewAll",
-// "Cancel" or "CancelAll"), when it was handled, and the cookies and
-// requested durations (renewals only) it named.
+// "RenewStream", "Cancel" or "CancelAll"), when it was handled, and the
+// cookies and requested durations (renewals only) it named.
 type Call struct {
 	Method    string
 	At        time.Time
 	Cookies   []djinn.ID
 	Durations []time.Duration
+}
+
+// Counts are a landlord's counters at one time. Every counter only grows
+// but Live.
+type Counts struct {
+	RenewCalls, RenewAllCalls, StreamRenewals int64 // calls, and requests on RenewStream streams
+	Renewed                                   int64 // leases renewed, by any call
+	Lapses                                    int64 // leases found expired, by a renewal or Sweep: once each
+	Unknown                                   int64 // renewals of cookies not held: never granted, cancelled, forgotten, or after a lapse
+	Cancelled                                 int64
+	Live                                      int64 // leases granted and not yet expired or cancelled
+}
+
+// Add returns the sum of a and b.
+func (a Counts) Add(b Counts) Counts {
+	return Counts{a.RenewCalls + b.RenewCalls, a.RenewAllCalls + b.RenewAllCalls, a.StreamRenewals + b.StreamRenewals,
+		a.Renewed + b.Renewed, a.Lapses + b.Lapses, a.Unknown + b.Unknown, a.Cancelled + b.Cancelled, a.Live + b.Live}
+}
+
+// Sub returns a − b for the counters; Live stays a's.
+func (a Counts) Sub(b Counts) Counts {
+	return Counts{a.RenewCalls - b.RenewCalls, a.RenewAllCalls - b.RenewAllCalls, a.StreamRenewals - b.StreamRenewals,
+		a.Renewed - b.Renewed, a.Lapses - b.Lapses, a.Unknown - b.Unknown, a.Cancelled - b.Cancelled, a.Live}
+}
+
+// record is one lease the landlord granted.
+type record struct {
+	expires time.Time
+	lapsed  bool // found expired, and counted as a lapse
 }
 
 // Landlord is an in-memory landlord. Any gets Default; longer requests get
@@ -43,15 +73,18 @@ type Landlord struct {
 
 	calls chan Call
 
-	mu      sync.Mutex
-	ref     djinn.Ref              // guarded by mu
-	leases  map[djinn.ID]time.Time // guarded by mu: cookie -> expiration
-	fail    map[djinn.ID]error     // guarded by mu: injected renewal errors
-	down    error                  // guarded by mu: injected whole-call error
-	latency time.Duration          // guarded by mu: each way, in-process client only
+	mu        sync.Mutex
+	ref       djinn.Ref                   // guarded by mu
+	leases    map[djinn.ID]*record        // guarded by mu: until cancelled or forgotten, lapsed ones too
+	fail      map[djinn.ID]error          // guarded by mu: injected renewal errors
+	failWith  func(cookie djinn.ID) error // guarded by mu: injected renewal errors, by rule
+	down      error                       // guarded by mu: injected whole-call error
+	latency   time.Duration               // guarded by mu: each way, in-process client only
+	held      chan struct{}               // guarded by mu: while set, calls wait until it is closed
+	waiting   int                         // guarded by mu: calls waiting on held
+	recording bool                        // guarded by mu
+	counts    Counts                      // guarded by mu; Live is computed
 }
-
-var _ djinnpb.LandlordServer = (*Landlord)(nil)
 
 // NewLandlord returns a landlord granting def for Any and at most max. Until
 // Listen its reference's endpoint is a placeholder of its own that only the
@@ -60,10 +93,11 @@ func NewLandlord(def, max time.Duration) *Landlord {
 	svc := djinn.NewID()
 	return &Landlord{
 		Default: def, Max: max,
-		calls:  make(chan Call, 4096),
-		ref:    djinn.Ref{Endpoint: "landlord-" + svc.String()[:8] + ".test:1", Service: svc, Object: LandlordObject},
-		leases: map[djinn.ID]time.Time{},
-		fail:   map[djinn.ID]error{},
+		calls:     make(chan Call, 4096),
+		ref:       djinn.Ref{Endpoint: "landlord-" + svc.String()[:8] + ".test:1", Service: svc, Object: LandlordObject},
+		leases:    map[djinn.ID]*record{},
+		fail:      map[djinn.ID]error{},
+		recording: true,
 	}
 }
 
@@ -102,6 +136,48 @@ func (l *Landlord) Listen(addr string) (stop func(), err error) {
 // are kept; later ones are dropped.
 func (l *Landlord) Calls() <-chan Call { return l.calls }
 
+// SetRecording turns the record of calls on (the default) or off: a load
+// that renews millions of leases must not keep them all.
+func (l *Landlord) SetRecording(on bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recording = on
+}
+
+// Counts returns the landlord's counters.
+func (l *Landlord) Counts() Counts {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.counts
+	now := time.Now()
+	for _, r := range l.leases {
+		if r.expires.After(now) {
+			c.Live++
+		}
+	}
+	return c
+}
+
+// Sweep counts every lease that expired unrenewed, and not counted yet, as
+// a lapse, and returns how many leases are live.
+func (l *Landlord) Sweep() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	live := 0
+	for _, r := range l.leases {
+		if r.expires.After(now) {
+			live++
+			continue
+		}
+		if !r.lapsed {
+			r.lapsed = true
+			l.counts.Lapses++
+		}
+	}
+	return live
+}
+
 // Grant grants a lease for d (positive, Forever or Any), negotiated as a
 // djinn service would, and returns it as it travels: the time left.
 func (l *Landlord) Grant(d time.Duration) (*djinnpb.Lease, error) {
@@ -112,29 +188,63 @@ func (l *Landlord) Grant(d time.Duration) (*djinnpb.Lease, error) {
 	cookie := djinn.NewID()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.leases[cookie] = djinn.AddDuration(time.Now(), g)
+	l.leases[cookie] = &record{expires: djinn.AddDuration(time.Now(), g)}
+	return l.protoLocked(cookie, g), nil
+}
+
+// GrantExpiring grants a lease that expires at exp, whatever the policy
+// says (a lease granted earlier, or under another policy). In the duration
+// serial format it carries the time left; in the absolute format exp
+// itself, which may already be past.
+func (l *Landlord) GrantExpiring(exp time.Time, format djinnpb.SerialFormat) (*djinnpb.Lease, djinn.ID) {
+	cookie := djinn.NewID()
+	return l.GrantCookie(cookie, exp, format), cookie
+}
+
+// GrantCookie is GrantExpiring with the cookie given: landlords are
+// separate name spaces, so two of them may hold the same cookie.
+func (l *Landlord) GrantCookie(cookie djinn.ID, exp time.Time, format djinnpb.SerialFormat) *djinnpb.Lease {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.leases[cookie] = &record{expires: exp}
+	pb := l.protoLocked(cookie, max(0, djinn.Remaining(exp, time.Now())))
+	if format == djinnpb.SerialFormat_SERIAL_FORMAT_ABSOLUTE {
+		pb.DurationNanos, pb.ExpirationUnixNanos, pb.Format = 0, exp.UnixNano(), format
+	}
+	return pb
+}
+
+func (l *Landlord) protoLocked(cookie djinn.ID, remaining time.Duration) *djinnpb.Lease {
 	return &djinnpb.Lease{
 		Landlord:      &djinnpb.Ref{Endpoint: l.ref.Endpoint, ServiceId: l.ref.Service[:], ObjectId: l.ref.Object[:]},
 		Cookie:        cookie[:],
-		DurationNanos: int64(g),
+		DurationNanos: int64(remaining),
 		Format:        djinnpb.SerialFormat_SERIAL_FORMAT_DURATION,
-	}, nil
+	}
 }
 
 // Expiration returns when the lease with cookie expires here, and whether
-// the landlord holds it.
+// the landlord holds it (granted, not cancelled, not expired).
 func (l *Landlord) Expiration(cookie djinn.ID) (time.Time, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	exp, ok := l.leases[cookie]
-	if ok && !exp.After(time.Now()) {
-		return exp, false
+	r, ok := l.leases[cookie]
+	if !ok {
+		return time.Time{}, false
 	}
-	return exp, ok
+	return r.expires, r.expires.After(time.Now())
 }
 
-// Forget drops a lease, as if it had expired or another holder had
-// cancelled it.
+// Known reports whether the landlord still knows the lease: it was granted
+// and neither cancelled nor forgotten. It may have expired.
+func (l *Landlord) Known(cookie djinn.ID) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.leases[cookie]
+	return ok
+}
+
+// Forget drops a lease, as if another holder had cancelled it.
 func (l *Landlord) Forget(cookie djinn.ID) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -150,6 +260,14 @@ func (l *Landlord) FailRenewals(cookie djinn.ID, err error) {
 		return
 	}
 	l.fail[cookie] = err
+}
+
+// FailRenewalsWith makes each renewal of a held lease fail with what fail
+// returns for its cookie (nil: renewed); a nil fail ends it.
+func (l *Landlord) FailRenewalsWith(fail func(cookie djinn.ID) error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.failWith = fail
 }
 
 // SetDown makes every call fail with err, as an unreachable landlord would
@@ -168,6 +286,34 @@ func (l *Landlord) SetLatency(d time.Duration) {
 	l.latency = d
 }
 
+// Hold makes every call wait, before the landlord acts, until release is
+// called or the call's context ends (the call then fails as unavailable
+// and nothing changed). Waiting says how many calls wait.
+func (l *Landlord) Hold() (release func()) {
+	ch := make(chan struct{})
+	l.mu.Lock()
+	l.held = ch
+	l.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			if l.held == ch {
+				l.held = nil
+			}
+			l.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+// Waiting returns the number of calls waiting on a Hold.
+func (l *Landlord) Waiting() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.waiting
+}
+
 func (l *Landlord) negotiate(d time.Duration) time.Duration {
 	switch {
 	case d == djinn.Any:
@@ -176,204 +322,4 @@ func (l *Landlord) negotiate(d time.Duration) time.Duration {
 		return l.Max
 	}
 	return d
-}
-
-// recordLocked records a call. It runs under l.mu, so a test that reads
-// the call and then changes the landlord cannot change the call's answer.
-func (l *Landlord) recordLocked(c Call) {
-	c.At = time.Now()
-	select {
-	case l.calls <- c:
-	default:
-	}
-}
-
-// renewLocked renews one lease.
-func (l *Landlord) renewLocked(cookie []byte, d time.Duration, now time.Time) (time.Duration, error) {
-	c, err := djinn.IDFromBytes("lease cookie", cookie)
-	if err != nil {
-		return 0, err
-	}
-	if d < 0 && d != djinn.Any {
-		return 0, djinn.Errorf(djinn.InvalidArgument, "lease duration %s: must be zero or more, Forever or Any", d)
-	}
-	exp, ok := l.leases[c]
-	if !ok || !exp.After(now) {
-		delete(l.leases, c)
-		return 0, djinn.Errorf(djinn.UnknownLease, "lease %s: unknown or expired", c.String()[:8])
-	}
-	if err := l.fail[c]; err != nil {
-		return 0, err
-	}
-	g := l.negotiate(d)
-	l.leases[c] = djinn.AddDuration(now, g)
-	return g, nil
-}
-
-func (l *Landlord) cancelLocked(cookie []byte, now time.Time) error {
-	c, err := djinn.IDFromBytes("lease cookie", cookie)
-	if err != nil {
-		return err
-	}
-	exp, ok := l.leases[c]
-	delete(l.leases, c)
-	if !ok || !exp.After(now) {
-		return djinn.Errorf(djinn.UnknownLease, "lease %s: unknown or expired", c.String()[:8])
-	}
-	return nil
-}
-
-func ids(bs [][]byte) []djinn.ID {
-	out := make([]djinn.ID, len(bs))
-	for i, b := range bs {
-		copy(out[i][:], b)
-	}
-	return out
-}
-
-// Renew implements djinnpb.LandlordServer.
-func (l *Landlord) Renew(_ context.Context, r *djinnpb.RenewRequest) (*djinnpb.RenewResponse, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.recordLocked(Call{Method: "Renew", Cookies: ids([][]byte{r.GetCookie()}),
-		Durations: []time.Duration{time.Duration(r.GetDurationNanos())}})
-	if l.down != nil {
-		return nil, grpcerr.Status(l.down)
-	}
-	g, err := l.renewLocked(r.GetCookie(), time.Duration(r.GetDurationNanos()), time.Now())
-	if err != nil {
-		return nil, grpcerr.Status(err)
-	}
-	return &djinnpb.RenewResponse{GrantedNanos: int64(g)}, nil
-}
-
-// Cancel implements djinnpb.LandlordServer.
-func (l *Landlord) Cancel(_ context.Context, r *djinnpb.CancelRequest) (*djinnpb.CancelResponse, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.recordLocked(Call{Method: "Cancel", Cookies: ids([][]byte{r.GetCookie()})})
-	if l.down != nil {
-		return nil, grpcerr.Status(l.down)
-	}
-	if err := l.cancelLocked(r.GetCookie(), time.Now()); err != nil {
-		return nil, grpcerr.Status(err)
-	}
-	return &djinnpb.CancelResponse{}, nil
-}
-
-// RenewAll implements djinnpb.LandlordServer: a granted duration per
-// lease, in order, and the errors of those that failed.
-func (l *Landlord) RenewAll(_ context.Context, r *djinnpb.RenewAllRequest) (*djinnpb.RenewAllResponse, error) {
-	cookies, err := batch.Cookies(r.GetCookies())
-	if err != nil {
-		return nil, grpcerr.Status(err)
-	}
-	if len(cookies) != len(r.GetDurationNanos()) {
-		return nil, grpcerr.Status(djinn.Errorf(djinn.InvalidArgument, "renewAll: %d cookies but %d durations", len(cookies), len(r.GetDurationNanos())))
-	}
-	c := Call{Method: "RenewAll", Cookies: cookies}
-	for _, d := range r.GetDurationNanos() {
-		c.Durations = append(c.Durations, time.Duration(d))
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.recordLocked(c)
-	if l.down != nil {
-		return nil, grpcerr.Status(l.down)
-	}
-	now := time.Now()
-	out := &djinnpb.RenewAllResponse{GrantedNanos: make([]int64, len(cookies))}
-	errs := make([]error, len(cookies))
-	for i, id := range cookies {
-		g, err := l.renewLocked(id[:], c.Durations[i], now)
-		out.GrantedNanos[i], errs[i] = int64(g), err
-	}
-	out.Errors = batch.Errors(errs)
-	return out, nil
-}
-
-// CancelAll implements djinnpb.LandlordServer: the errors of the leases
-// that could not be cancelled.
-func (l *Landlord) CancelAll(_ context.Context, r *djinnpb.CancelAllRequest) (*djinnpb.CancelAllResponse, error) {
-	cookies, err := batch.Cookies(r.GetCookies())
-	if err != nil {
-		return nil, grpcerr.Status(err)
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.recordLocked(Call{Method: "CancelAll", Cookies: cookies})
-	if l.down != nil {
-		return nil, grpcerr.Status(l.down)
-	}
-	now := time.Now()
-	errs := make([]error, len(cookies))
-	for i, id := range cookies {
-		errs[i] = l.cancelLocked(id[:], now)
-	}
-	return &djinnpb.CancelAllResponse{Errors: batch.Errors(errs)}, nil
-}
-
-// Client returns a Landlord client that calls l in process, with l's
-// latency and errors as they would come off the wire. It starts no
-// goroutines, so it works inside a testing/synctest bubble.
-func (l *Landlord) Client() djinnpb.LandlordClient { return inProcess{l} }
-
-type inProcess struct{ l *Landlord }
-
-var _ djinnpb.LandlordClient = inProcess{}
-
-// travel waits out one way of the latency.
-func (c inProcess) travel(ctx context.Context) error {
-	c.l.mu.Lock()
-	d := c.l.latency
-	c.l.mu.Unlock()
-	if err := ctx.Err(); err != nil {
-		return grpcerr.Status(err)
-	}
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return grpcerr.Status(ctx.Err())
-	case <-t.C:
-		return nil
-	}
-}
-
-func call[Req, Resp any](ctx context.Context, c inProcess, f func(context.Context, Req) (Resp, error), r Req) (Resp, error) {
-	var zero Resp
-	if err := c.travel(ctx); err != nil {
-		return zero, err
-	}
-	resp, err := f(ctx, r)
-	if terr := c.travel(ctx); terr != nil && err == nil {
-		// The landlord acted; the answer was lost.
-		return zero, terr
-	}
-	return resp, err
-}
-
-func (c inProcess) Renew(ctx context.Context, r *djinnpb.RenewRequest, _ ...grpc.CallOption) (*djinnpb.RenewResponse, error) {
-	return call(ctx, c, c.l.Renew, r)
-}
-
-func (c inProcess) Cancel(ctx context.Context, r *djinnpb.CancelRequest, _ ...grpc.CallOption) (*djinnpb.CancelResponse, error) {
-	return call(ctx, c, c.l.Cancel, r)
-}
-
-func (c inProcess) RenewAll(ctx context.Context, r *djinnpb.RenewAllRequest, _ ...grpc.CallOption) (*djinnpb.RenewAllResponse, error) {
-	return call(ctx, c, c.l.RenewAll, r)
-}
-
-func (c inProcess) CancelAll(ctx context.Context, r *djinnpb.CancelAllRequest, _ ...grpc.CallOption) (*djinnpb.CancelAllResponse, error) {
-	return call(ctx, c, c.l.CancelAll, r)
-}
-
-// RenewStream is not served in process: the in-process client is for the
-// Renewer, which renews in batches.
-func (c inProcess) RenewStream(context.Context, ...grpc.CallOption) (grpc.BidiStreamingClient[djinnpb.RenewRequest, djinnpb.RenewStreamResponse], error) {
-	return nil, grpcerr.Status(djinn.Errorf(djinn.Unsupported, "renew stream: not served in process"))
 }

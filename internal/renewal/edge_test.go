@@ -38,7 +38,7 @@ func TestLandlordEndpointFollowsLatest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, renewal.Config{})
 		defer f.stop()
-		ll := f.landlord("ll", time.Hour)
+		ll := f.landlord(time.Hour)
 		st := f.create(time.Hour)
 		l1, _ := ll.grant(time.Hour)
 		f.mustRenewFor(st, l1, djinn.Forever, djinn.Forever)

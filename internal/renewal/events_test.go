@@ -106,7 +106,7 @@ func TestFailureEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, renewal.Config{})
 		defer f.stop()
-		ll := f.landlord("ll", time.Hour)
+		ll := f.landlord(time.Hour)
 		st := f.create(time.Hour)
 		_, fail := f.listen(st, renewal.FailureEventID, "fail", 0)
 		var cookies []djinn.ID
@@ -145,7 +145,7 @@ func TestSequenceAcrossReplacement(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, renewal.Config{})
 		defer f.stop()
-		ll := f.landlord("ll", time.Hour)
+		ll := f.landlord(time.Hour)
 		st := f.create(time.Hour)
 		other := f.create(time.Hour)
 		_, a := f.listen(st, renewal.FailureEventID, "a", 0)
@@ -224,7 +224,7 @@ func TestDefiniteDeliveryFailure(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := newFixture(t, renewal.Config{})
 				defer f.stop()
-				ll := f.landlord("ll", time.Hour)
+				ll := f.landlord(time.Hour)
 				st := f.create(10 * time.Minute)
 				_, fail := f.listen(st, renewal.FailureEventID, "fail", 0)
 				_, warn := f.listen(st, renewal.WarningEventID, "warn", time.Minute)
@@ -283,7 +283,7 @@ func TestIndefiniteDeliveryFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, renewal.Config{})
 		defer f.stop()
-		ll := f.landlord("ll", time.Hour)
+		ll := f.landlord(time.Hour)
 		st := f.create(time.Hour)
 		_, fail := f.listen(st, renewal.FailureEventID, "fail", 0)
 		refused := 0
@@ -401,7 +401,7 @@ func TestSetDestroyedWithEventsPending(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, renewal.Config{})
 		defer f.stop()
-		ll := f.landlord("ll", time.Hour)
+		ll := f.landlord(time.Hour)
 		st := f.create(2 * time.Minute)
 		_, fail := f.listen(st, renewal.FailureEventID, "fail", 0)
 		_, warn := f.listen(st, renewal.WarningEventID, "warn", time.Minute)
@@ -440,7 +440,7 @@ func TestClearStopsEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, renewal.Config{})
 		defer f.stop()
-		ll := f.landlord("ll", time.Hour)
+		ll := f.landlord(time.Hour)
 		st := f.create(10 * time.Minute)
 		_, fail := f.listen(st, renewal.FailureEventID, "fail", 0)
 		_, warn := f.listen(st, renewal.WarningEventID, "warn", time.Minute)

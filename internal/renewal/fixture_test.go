@@ -3,12 +3,15 @@ package renewal_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client/clienttest"
+	"github.com/djinn-go/djinn/internal/batch"
 	"github.com/djinn-go/djinn/internal/event"
 	"github.com/djinn-go/djinn/internal/grpcerr"
 	"github.com/djinn-go/djinn/internal/lease"
@@ -19,101 +22,62 @@ import (
 	"github.com/djinn-go/djinn/proto/statepb"
 )
 
-// landlord is an in-memory landlord for client leases: it grants at most
-// max, and answers each lease with the error its script gives.
+// landlord is a landlord of client leases: the one in-memory landlord,
+// reached in process, with the renewals it was asked for kept in order.
 type landlord struct {
-	mu     sync.Mutex
-	ref    djinn.Ref
-	max    time.Duration
-	exp    map[djinn.ID]time.Time
-	calls  int
-	asked  []time.Duration // every duration asked for, in order
-	fail   func(cookie djinn.ID) error
-	down   error // the whole call fails with it
-	lapsed int   // renewals of leases that had already expired
+	*clienttest.Landlord
 
-	askedAt []time.Time   // when each of asked was asked
-	block   chan struct{} // if set, calls wait until it is closed (or ctx ends)
-	waiting int           // calls waiting on block
+	mu      sync.Mutex
+	asked   []time.Duration // guarded by mu: every duration asked for, in order
+	askedAt []time.Time     // guarded by mu: when each of asked was asked
 }
 
-func newLandlord(name string, max time.Duration) *landlord {
-	var svc djinn.ID
-	copy(svc[:], name)
-	return &landlord{ref: djinn.Ref{Endpoint: "127.0.0.1:9", Service: svc, Object: lease.LandlordID}, max: max, exp: map[djinn.ID]time.Time{}}
+func newLandlord(max time.Duration) *landlord {
+	return &landlord{Landlord: clienttest.NewLandlord(max, max)}
 }
 
-// grant makes a lease of d and returns its wire form.
+// grant makes a lease of d, whatever the landlord's policy, and returns its
+// wire form.
 func (l *landlord) grant(d time.Duration) (*djinnpb.Lease, djinn.ID) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	c := djinn.NewID()
-	l.exp[c] = djinn.AddDuration(time.Now(), d)
-	return lease.Proto(l.ref, c, d), c
+	return l.GrantExpiring(djinn.AddDuration(time.Now(), d), djinnpb.SerialFormat_SERIAL_FORMAT_DURATION)
+}
+
+// grantAbs makes a lease expiring at exp and returns it in the absolute
+// serial format, which can carry an expiration already past.
+func (l *landlord) grantAbs(exp time.Time) (*djinnpb.Lease, djinn.ID) {
+	return l.GrantExpiring(exp, djinnpb.SerialFormat_SERIAL_FORMAT_ABSOLUTE)
 }
 
 func (l *landlord) expiration(c djinn.ID) time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.exp[c]
+	exp, _ := l.Expiration(c)
+	return exp
 }
 
-func (l *landlord) renewAll(ctx context.Context, cookies []djinn.ID, durations []time.Duration) ([]time.Duration, []*djinnpb.Error, *djinnpb.Error) {
+// holds reports whether the landlord still knows the lease (it was not
+// cancelled; it may have lapsed).
+func (l *landlord) holds(c djinn.ID) bool { return l.Known(c) }
+
+// stats returns the renewal calls the landlord answered, the leases it
+// found lapsed, and every duration asked for with when it was asked.
+func (l *landlord) stats() (calls, lapsed int, asked []time.Duration, askedAt []time.Time) {
 	l.mu.Lock()
-	if b := l.block; b != nil {
-		l.waiting++
-		l.mu.Unlock()
+	defer l.mu.Unlock()
+	for more := true; more; {
 		select {
-		case <-b:
-		case <-ctx.Done():
-		}
-		l.mu.Lock()
-		l.waiting--
-		if ctx.Err() != nil {
-			l.mu.Unlock()
-			return nil, nil, grpcerr.ToProto(djinn.Errorf(djinn.Unavailable, "renewal call: %v", ctx.Err()))
-		}
-	}
-	defer l.mu.Unlock()
-	l.calls++
-	if l.down != nil {
-		return nil, nil, grpcerr.ToProto(l.down)
-	}
-	now := time.Now()
-	granted := make([]time.Duration, len(cookies))
-	var errs []*djinnpb.Error
-	for i, c := range cookies {
-		l.asked = append(l.asked, durations[i])
-		l.askedAt = append(l.askedAt, now)
-		var err error
-		if l.fail != nil {
-			err = l.fail(c)
-		}
-		exp, ok := l.exp[c]
-		if err == nil && (!ok || !now.Before(exp)) {
-			if ok {
-				l.lapsed++
+		case c := <-l.Calls():
+			for _, d := range c.Durations {
+				l.asked = append(l.asked, d)
+				l.askedAt = append(l.askedAt, c.At)
 			}
-			err = djinn.Errorf(djinn.UnknownLease, "lease %s: unknown", c)
+		default:
+			more = false
 		}
-		if err != nil {
-			if errs == nil {
-				errs = make([]*djinnpb.Error, len(cookies))
-			}
-			errs[i] = grpcerr.ToProto(err)
-			continue
-		}
-		g := durations[i]
-		if g == djinn.Any || g > l.max {
-			g = l.max
-		}
-		granted[i] = g
-		l.exp[c] = djinn.AddDuration(now, g)
 	}
-	return granted, errs, nil
+	n := l.Counts()
+	return int(n.RenewCalls + n.RenewAllCalls), int(n.Lapses), slices.Clone(l.asked), slices.Clone(l.askedAt)
 }
 
-// landlords routes renewals to fake landlords by service id.
+// landlords routes renewals to the landlords by service id.
 type landlords struct {
 	mu  sync.Mutex
 	all map[djinn.ID]*landlord
@@ -126,7 +90,26 @@ func (ls *landlords) RenewAll(ctx context.Context, ref djinn.Ref, cookies []djin
 	if l == nil {
 		return nil, nil, grpcerr.ToProto(djinn.Errorf(djinn.Unavailable, "landlord %s: unreachable", ref))
 	}
-	return l.renewAll(ctx, cookies, durations)
+	req := &djinnpb.RenewAllRequest{Cookies: batch.PackCookies(cookies), DurationNanos: make([]int64, len(durations))}
+	for i, d := range durations {
+		req.DurationNanos[i] = int64(d)
+	}
+	resp, err := l.Client().RenewAll(ctx, req)
+	if err != nil {
+		return nil, nil, grpcerr.ToProto(grpcerr.FromStatus(err))
+	}
+	granted := make([]time.Duration, len(cookies))
+	for i, g := range resp.GetGrantedNanos() {
+		granted[i] = time.Duration(g)
+	}
+	var errs []*djinnpb.Error
+	for _, ie := range resp.GetErrors() {
+		if errs == nil {
+			errs = make([]*djinnpb.Error, len(cookies))
+		}
+		errs[ie.GetIndex()] = ie.GetError()
+	}
+	return granted, errs, nil
 }
 
 // listener records events sent to it and answers with its script.
@@ -253,10 +236,10 @@ func (f *fixture) start() {
 	synctest.Wait()
 }
 
-func (f *fixture) landlord(name string, max time.Duration) *landlord {
-	l := newLandlord(name, max)
+func (f *fixture) landlord(max time.Duration) *landlord {
+	l := newLandlord(max)
 	f.landlords.mu.Lock()
-	f.landlords.all[l.ref.Service] = l
+	f.landlords.all[l.Ref().Service] = l
 	f.landlords.mu.Unlock()
 	return l
 }
@@ -281,7 +264,7 @@ func TestSmokeRenewsUntilDesired(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, renewal.Config{})
 		defer f.stop()
-		ll := f.landlord("ll", 10*time.Second)
+		ll := f.landlord(10 * time.Second)
 		st := f.create(time.Hour)
 		tpb, tref := target("fail")
 		if _, err := f.svc.Listen(context.Background(), st.Info.ID, renewal.FailureEventID, tpb, 0, []byte("hb")); err != nil {
@@ -309,48 +292,9 @@ func TestSmokeRenewsUntilDesired(t *testing.T) {
 		if got := f.listener.events(tref); len(got) != 0 {
 			t.Fatalf("failure events %v", got)
 		}
-		t.Logf("calls %d lapsed %d asked %v", ll.calls, ll.lapsed, ll.asked)
+		calls, lapsed, asked, _ := ll.stats()
+		t.Logf("calls %d lapsed %d asked %v", calls, lapsed, asked)
 	})
-}
-
-// stats returns what the test needs of the fake landlord, under its lock.
-func (l *landlord) stats() (calls, lapsed int, asked []time.Duration, askedAt []time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.calls, l.lapsed, append([]time.Duration(nil), l.asked...), append([]time.Time(nil), l.askedAt...)
-}
-
-func (l *landlord) setDown(err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.down = err
-}
-
-func (l *landlord) setFail(fail func(djinn.ID) error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.fail = fail
-}
-
-// holds reports whether the landlord still knows the lease (it was not
-// cancelled; it may have lapsed).
-func (l *landlord) holds(c djinn.ID) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	_, ok := l.exp[c]
-	return ok
-}
-
-// grantAbs makes a lease expiring at exp and returns it in the absolute
-// serial format, which can carry an expiration already past.
-func (l *landlord) grantAbs(exp time.Time) (*djinnpb.Lease, djinn.ID) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	c := djinn.NewID()
-	l.exp[c] = exp
-	pb := lease.Proto(l.ref, c, 0)
-	pb.DurationNanos, pb.ExpirationUnixNanos, pb.Format = 0, exp.UnixNano(), djinnpb.SerialFormat_SERIAL_FORMAT_ABSOLUTE
-	return pb, c
 }
 
 func (s *listener) setAnswer(answer func(djinn.Ref, *djinnpb.RemoteEvent) error) {

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/djinn-go/djinn"
-	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/renewal"
+	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
 // LE.2.2: leases are equal when their landlords and cookies are. Two
@@ -19,12 +19,9 @@ func TestSameCookieOtherLandlord(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, renewal.Config{})
 		defer f.stop()
-		a, b := f.landlord("a", time.Minute), f.landlord("b", time.Minute)
+		a, b := f.landlord(time.Minute), f.landlord(time.Minute)
 		la, c := a.grant(time.Minute)
-		b.mu.Lock()
-		b.exp[c] = time.Now().Add(time.Minute)
-		b.mu.Unlock()
-		lb := lease.Proto(b.ref, c, time.Minute)
+		lb := b.GrantCookie(c, time.Now().Add(time.Minute), djinnpb.SerialFormat_SERIAL_FORMAT_DURATION)
 		s1, s2 := f.create(time.Hour), f.create(time.Hour)
 		f.mustRenewFor(s1, la, djinn.Forever, djinn.Forever)
 		f.mustRenewFor(s2, lb, djinn.Forever, djinn.Forever)
@@ -43,7 +40,7 @@ func TestSameCookieOtherLandlord(t *testing.T) {
 		if err != nil || got == nil {
 			t.Fatalf("remove b's lease: %v, %v", got, err)
 		}
-		if ls := f.leases(s1); len(ls) != 1 || string(ls[0].GetLease().GetLandlord().GetServiceId()) != string(a.ref.Service[:]) {
+		if ls := f.leases(s1); len(ls) != 1 || djinn.ID(ls[0].GetLease().GetLandlord().GetServiceId()).String() != a.Ref().Service.String() {
 			t.Fatalf("after removing b's lease, s1 holds %v; want a's lease", ls)
 		}
 	})

@@ -30,7 +30,7 @@ func TestRequestedDurations(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := newFixture(t, renewal.Config{})
 				defer f.stop()
-				ll := f.landlord("ll", tc.max)
+				ll := f.landlord(tc.max)
 				st := f.create(time.Hour)
 				_, fail := f.listen(st, renewal.FailureEventID, "fail", 0)
 				l, c := ll.grant(30 * time.Second)
@@ -73,7 +73,7 @@ func TestBeyondDesiredNotRenewed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, renewal.Config{})
 		defer f.stop()
-		ll := f.landlord("ll", time.Hour)
+		ll := f.landlord(time.Hour)
 		st := f.create(time.Hour)
 		_, fail := f.listen(st, renewal.FailureEventID, "fail", 0)
 		l, c := ll.grant(10 * time.Minute)
@@ -119,7 +119,7 @@ func TestSetDestroyed(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := newFixture(t, renewal.Config{})
 				defer f.stop()
-				ll := f.landlord("ll", 10*time.Second)
+				ll := f.landlord(10 * time.Second)
 				st := f.create(time.Minute)
 				_, fail := f.listen(st, renewal.FailureEventID, "fail", 0)
 				var cookies []djinn.ID
@@ -178,7 +178,7 @@ func TestRemove(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, renewal.Config{})
 		defer f.stop()
-		ll := f.landlord("ll", 30*time.Second)
+		ll := f.landlord(30 * time.Second)
 		st := f.create(time.Hour)
 		_, fail := f.listen(st, renewal.FailureEventID, "fail", 0)
 		l, c := ll.grant(30 * time.Second)
@@ -236,19 +236,13 @@ func TestRemoveDuringRenewal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, renewal.Config{})
 		defer f.stop()
-		ll := f.landlord("ll", time.Minute)
+		ll := f.landlord(time.Minute)
 		st := f.create(time.Hour)
 		l, c := ll.grant(30 * time.Second)
 		f.mustRenewFor(st, l, djinn.Forever, time.Minute)
-		release := make(chan struct{})
-		ll.mu.Lock()
-		ll.block = release
-		ll.mu.Unlock()
+		release := ll.Hold()
 		advance(21 * time.Second) // the renewal is taken at 19s and times out at 24.5s
-		ll.mu.Lock()
-		waiting := ll.waiting
-		ll.mu.Unlock()
-		if waiting != 1 {
+		if waiting := ll.Waiting(); waiting != 1 {
 			t.Fatalf("%d renewal calls in progress, want 1", waiting)
 		}
 		done := make(chan struct{})
@@ -267,10 +261,7 @@ func TestRemoveDuringRenewal(t *testing.T) {
 		if err != nil || cookieOf(removed) != c {
 			t.Fatalf("remove: %v, %v", removed, err)
 		}
-		ll.mu.Lock()
-		ll.block = nil
-		ll.mu.Unlock()
-		close(release)
+		release()
 		synctest.Wait()
 		if ls := f.leases(st); len(ls) != 0 {
 			t.Fatalf("the renewal in progress put the removed lease back: %v", ls)
@@ -289,7 +280,7 @@ func TestDesiredReached(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, renewal.Config{})
 		defer f.stop()
-		ll := f.landlord("ll", 20*time.Second)
+		ll := f.landlord(20 * time.Second)
 		st := f.create(time.Hour)
 		_, fail := f.listen(st, renewal.FailureEventID, "fail", 0)
 		l, c := ll.grant(20 * time.Second)
@@ -319,13 +310,13 @@ func TestActualReached(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, renewal.Config{})
 		defer f.stop()
-		ll := f.landlord("ll", time.Minute)
+		ll := f.landlord(time.Minute)
 		st := f.create(time.Hour)
 		_, fail := f.listen(st, renewal.FailureEventID, "fail", 0)
 		l, c := ll.grant(30 * time.Second)
 		exp := time.Now().Add(30 * time.Second)
 		f.mustRenewFor(st, l, djinn.Forever, time.Minute)
-		ll.setDown(djinn.Errorf(djinn.Unavailable, "landlord down"))
+		ll.SetDown(djinn.Errorf(djinn.Unavailable, "landlord down"))
 		advance(25 * time.Second)
 		cl := f.leaseOf(st, c)
 		if cl == nil {
@@ -379,14 +370,14 @@ func TestDefiniteFailure(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := newFixture(t, renewal.Config{})
 				defer f.stop()
-				ll := f.landlord("ll", time.Minute)
+				ll := f.landlord(time.Minute)
 				st := f.create(time.Hour)
 				_, fail := f.listen(st, renewal.FailureEventID, "fail", 0)
 				bad, c := ll.grant(30 * time.Second)
 				good, g := ll.grant(30 * time.Second)
 				f.mustRenewFor(st, bad, djinn.Forever, time.Minute)
 				f.mustRenewFor(st, good, djinn.Forever, time.Minute)
-				ll.setFail(func(x djinn.ID) error {
+				ll.FailRenewalsWith(func(x djinn.ID) error {
 					if x == c {
 						return djinn.Errorf(k, "lease %s: refused", x)
 					}
@@ -422,14 +413,14 @@ func TestIndefiniteFailureRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, renewal.Config{})
 		defer f.stop()
-		ll := f.landlord("ll", time.Minute)
+		ll := f.landlord(time.Minute)
 		st := f.create(time.Hour)
 		_, fail := f.listen(st, renewal.FailureEventID, "fail", 0)
 		l, c := ll.grant(30 * time.Second)
 		f.mustRenewFor(st, l, djinn.Forever, time.Minute)
-		ll.setDown(djinn.Errorf(djinn.Unavailable, "landlord down"))
+		ll.SetDown(djinn.Errorf(djinn.Unavailable, "landlord down"))
 		advance(25 * time.Second)
-		ll.setDown(nil)
+		ll.SetDown(nil)
 		advance(5 * time.Second)
 		cl := f.leaseOf(st, c)
 		if cl == nil {
@@ -460,7 +451,7 @@ func TestShortenedGrant(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, renewal.Config{})
 		defer f.stop()
-		ll := f.landlord("ll", 3*time.Second)
+		ll := f.landlord(3 * time.Second)
 		st := f.create(time.Hour)
 		_, fail := f.listen(st, renewal.FailureEventID, "fail", 0)
 		l, c := ll.grant(3 * time.Second)
@@ -504,7 +495,7 @@ func TestBatching(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := newFixture(t, renewal.Config{})
 				defer f.stop()
-				ll := f.landlord("ll", time.Minute)
+				ll := f.landlord(time.Minute)
 				st := f.create(time.Hour)
 				const n = 100
 				for range n {
@@ -540,7 +531,7 @@ func TestUnrecorded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, renewal.Config{})
 		defer f.stop()
-		ll := f.landlord("ll", 30*time.Second)
+		ll := f.landlord(30 * time.Second)
 		st := f.create(time.Hour)
 		_, fail := f.listen(st, renewal.FailureEventID, "fail", 0)
 		l, c := ll.grant(30 * time.Second)
@@ -580,7 +571,7 @@ func TestGetLeases(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, renewal.Config{})
 		defer f.stop()
-		ll := f.landlord("ll", time.Minute)
+		ll := f.landlord(time.Minute)
 		st := f.create(time.Hour)
 		l1, c1 := ll.grant(30 * time.Second)
 		l2, c2 := ll.grantAbs(time.Now().Add(30 * time.Second))
@@ -617,7 +608,7 @@ func TestGetLeases(t *testing.T) {
 			}
 		}
 		recorded := ll.expiration(c1)
-		ll.setDown(djinn.Errorf(djinn.Unavailable, "landlord down"))
+		ll.SetDown(djinn.Errorf(djinn.Unavailable, "landlord down"))
 		advance(time.Until(recorded.Add(-5 * time.Second)))
 		cl := f.leaseOf(st, c1)
 		if cl == nil {

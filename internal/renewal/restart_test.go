@@ -46,7 +46,7 @@ func sortedLeases(t *testing.T, s *renewal.State, id djinn.ID) []renewal.ClientL
 func TestRestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, renewal.Config{})
-		ll := f.landlord("ll", time.Minute)
+		ll := f.landlord(time.Minute)
 		st := f.create(time.Hour)
 		_, fail := f.listen(st, renewal.FailureEventID, "fail", 0)
 		_, warn := f.listen(st, renewal.WarningEventID, "warn", 50*time.Minute)
@@ -149,7 +149,7 @@ func TestSnapshotOutlivesDelivery(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, renewal.Config{})
 		defer f.stop()
-		ll := f.landlord("ll", time.Minute)
+		ll := f.landlord(time.Minute)
 		st := f.create(time.Hour)
 		_, fail := f.listen(st, renewal.FailureEventID, "fail", 0)
 		f.listener.setAnswer(func(djinn.Ref, *djinnpb.RemoteEvent) error {
@@ -207,20 +207,14 @@ func TestSnapshotOutlivesDelivery(t *testing.T) {
 func TestNewTermRenewsTakenLeases(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, renewal.Config{})
-		ll := f.landlord("ll", time.Minute)
+		ll := f.landlord(time.Minute)
 		st := f.create(time.Hour)
 		l, c := ll.grant(30 * time.Second)
 		f.mustRenewFor(st, l, djinn.Forever, time.Minute)
-		release := make(chan struct{})
-		ll.mu.Lock()
-		ll.block = release
-		ll.mu.Unlock()
+		release := ll.Hold()
 		advance(25 * time.Second)
 		f.stop() // leadership ends with the renewal in flight
-		ll.mu.Lock()
-		ll.block = nil
-		ll.mu.Unlock()
-		close(release)
+		release()
 		f2 := newFixtureOver(t, f.log, f.landlords, f.listener, renewal.Config{})
 		defer f2.stop()
 		advance(5 * time.Minute)

@@ -184,7 +184,7 @@ func TestRenewForRules(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := newFixture(t, renewal.Config{})
 				defer f.stop()
-				ll := f.landlord("ll", time.Hour)
+				ll := f.landlord(time.Hour)
 				st := f.create(2 * time.Hour)
 				_, fail := f.listen(st, renewal.FailureEventID, "fail", 0)
 				l := tc.lease(f, ll, st)
@@ -255,14 +255,14 @@ func TestRenewForSameLeaseAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, renewal.Config{})
 		defer f.stop()
-		ll := f.landlord("ll", time.Hour)
+		ll := f.landlord(time.Hour)
 		st := f.create(2 * time.Hour)
 		l, c := ll.grant(10 * time.Minute)
 		f.mustRenewFor(st, l, time.Hour, time.Minute)
 		origExp := time.Now().Add(10 * time.Minute)
 		advance(30 * time.Second)
 		// A copy of the same lease in another form (another remaining time).
-		again := lease.Proto(ll.ref, c, time.Minute)
+		again := lease.Proto(ll.Ref(), c, time.Minute)
 		for range 2 {
 			now := time.Now()
 			f.mustRenewFor(st, again, 2*time.Hour, 5*time.Minute)
