@@ -33,6 +33,49 @@ func mustRun(t *testing.T, p *proc, args ...string) string {
 	return out
 }
 
+// rig is a real server and the client commands run against it.
+type rig struct {
+	t *testing.T
+	p *proc
+}
+
+// newRig starts a server with extra flags; the test's end stops it.
+func newRig(t *testing.T, extra ...string) *rig {
+	t.Helper()
+	p := newNode(t).start(t, extra...)
+	t.Cleanup(func() { p.stop(t) })
+	return &rig{t: t, p: p}
+}
+
+// run runs a client command and returns its stdout, stderr and whether it
+// succeeded.
+func (r *rig) run(args ...string) (string, string, bool) {
+	r.t.Helper()
+	return run(r.t, r.p, args...)
+}
+
+// must runs a client command that must succeed and returns its stdout.
+func (r *rig) must(args ...string) string {
+	r.t.Helper()
+	return mustRun(r.t, r.p, args...)
+}
+
+// json runs a client command with -o json into v.
+func (r *rig) json(v any, args ...string) {
+	r.t.Helper()
+	out := r.must(append(args, "-o", "json")...)
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		r.t.Fatalf("djinn %v: %v\n%s", args, err, out)
+	}
+}
+
+// errors runs each row's command and checks it fails with one line on
+// stderr naming the row's want.
+func (r *rig) errors(rows []errRow) {
+	r.t.Helper()
+	wantErrors(r.t, r.p, rows)
+}
+
 // TestCLIWalkThrough runs the README's walk-through against a real server:
 // the commands and their JSON output are the contract.
 func TestCLIWalkThrough(t *testing.T) {

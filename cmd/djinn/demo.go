@@ -27,12 +27,12 @@ const (
 // secondServer is how to start the second participant the transfer needs.
 const secondServer = "djinn serve --data-dir d2 --listen 127.0.0.1:4171 --admin 127.0.0.1:4172 --raft 127.0.0.1:4173"
 
-func newDemo(g *globals) *cobra.Command {
+func (g *globals) demoCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Demonstrations that run against servers already started",
 	}
-	cmd.AddCommand(newDemoTransfer(g))
+	cmd.AddCommand(g.demoTransferCmd())
 	return cmd
 }
 
@@ -58,109 +58,138 @@ type transferView struct {
 	To          transferSide `json:"to"`
 }
 
-func newDemoTransfer(g *globals) *cobra.Command {
-	var (
-		from, to, key   string
-		amount, initial int64
-	)
+// transferFlags are demo transfer's flags.
+type transferFlags struct {
+	from, to, key   string
+	amount, initial int64
+}
+
+// check checks the flags, --from defaulting to server.
+func (f *transferFlags) check(server string) error {
+	if f.from == "" {
+		f.from = server
+	}
+	switch {
+	case f.to == "":
+		return fmt.Errorf("--to: missing: the transfer needs a second key/value store in another process; start one with %q and pass --to 127.0.0.1:4171", secondServer)
+	case f.amount <= 0:
+		return fmt.Errorf("--amount %d: must be positive", f.amount)
+	case f.initial < 0:
+		return fmt.Errorf("--initial %d: must not be negative", f.initial)
+	}
+	if err := djinn.CheckEndpoint(f.from); err != nil {
+		return fmt.Errorf("--from: %w", err)
+	}
+	if err := djinn.CheckEndpoint(f.to); err != nil {
+		return fmt.Errorf("--to: %w", err)
+	}
+	if f.from == f.to {
+		return fmt.Errorf("--from and --to are both %s: the transfer needs two key/value stores", f.to)
+	}
+	return nil
+}
+
+const transferHelp = "Move --amount from the balance at --from (default: --server) to the balance at --to, two\n" +
+	"key/value participants in separate processes, under one transaction of --server's manager:\n" +
+	"read both balances under the transaction, write both, commit, then read both again outside it.\n" +
+	"A balance that is not there yet is set to --initial first, outside any transaction. If --from's\n" +
+	"balance is less than --amount the transaction aborts and nothing moves.\n\n" +
+	"The second server is another djinn serve, for example:\n  " + secondServer
+
+func (g *globals) demoTransferCmd() *cobra.Command {
+	f := &transferFlags{}
 	cmd := &cobra.Command{
 		Use:   "transfer --to ADDR [--from ADDR] [--amount N]",
 		Short: "Move value between the key/value stores of two servers under one transaction",
-		Long: "Move --amount from the balance at --from (default: --server) to the balance at --to, two\n" +
-			"key/value participants in separate processes, under one transaction of --server's manager:\n" +
-			"read both balances under the transaction, write both, commit, then read both again outside it.\n" +
-			"A balance that is not there yet is set to --initial first, outside any transaction. If --from's\n" +
-			"balance is less than --amount the transaction aborts and nothing moves.\n\n" +
-			"The second server is another djinn serve, for example:\n  " + secondServer,
-		Args: cobra.NoArgs,
+		Long:  transferHelp,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if from == "" {
-				from = g.server
+			if err := f.check(g.server); err != nil {
+				return err
 			}
-			switch {
-			case to == "":
-				return fmt.Errorf("--to: missing: the transfer needs a second key/value store in another process; start one with %q and pass --to 127.0.0.1:4171", secondServer)
-			case amount <= 0:
-				return fmt.Errorf("--amount %d: must be positive", amount)
-			case initial < 0:
-				return fmt.Errorf("--initial %d: must not be negative", initial)
-			}
-			if err := djinn.CheckEndpoint(from); err != nil {
-				return fmt.Errorf("--from: %w", err)
-			}
-			if err := djinn.CheckEndpoint(to); err != nil {
-				return fmt.Errorf("--to: %w", err)
-			}
-			if from == to {
-				return fmt.Errorf("--from and --to are both %s: the transfer needs two key/value stores", to)
-			}
-			ctx := cmd.Context()
-			c, err := g.dial(ctx)
+			c, err := g.dial(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			m, err := c.TransactionManager(ctx)
+			v, err := f.run(cmd.Context(), c)
 			if err != nil {
 				return err
 			}
-			v := transferView{Manager: m.Ref().String(), Key: key, Amount: amount, From: transferSide{Address: from}, To: transferSide{Address: to}}
-			for _, s := range []*transferSide{&v.From, &v.To} {
-				conn, err := c.Conn(s.Address)
-				if err != nil {
-					return fmt.Errorf("%s: %w", s.Address, err)
-				}
-				s.db = kv.NewClient(conn)
-				if s.Created, err = ensureBalance(ctx, s, key, initial); err != nil {
-					return err
-				}
-			}
-			tx, err := m.Create(ctx, transferLease)
-			if err != nil {
-				return err
-			}
-			v.Transaction = tx.ID()
-			if err := transfer(ctx, tx, &v); err != nil {
-				// Nothing moved: abort, also on the way out after an
-				// interrupt, and say what happened to the transaction.
-				actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), transferCommitWait)
-				defer cancel()
-				if aerr := tx.Abort(actx); aerr != nil && !errors.Is(aerr, djinn.ErrCannotAbort) {
-					return fmt.Errorf("%w; aborting transaction %d: %v", err, tx.ID(), aerr)
-				}
-				return fmt.Errorf("%w: transaction %d aborted, nothing moved", err, tx.ID())
-			}
-			if err := tx.CommitWait(ctx, transferCommitWait); err != nil {
-				return txnError("commit", err)
-			}
-			for _, s := range []*transferSide{&v.From, &v.To} {
-				if s.After, _, err = readBalance(ctx, s, nil, key); err != nil {
-					return err
-				}
-			}
-			return g.print(cmd.OutOrStdout(), v, func(w io.Writer) {
-				fmt.Fprintf(w, "transaction %d of %s\n", v.Transaction, v.Manager)
-				fmt.Fprintf(w, "moved %d of %q from %s to %s: committed\n", v.Amount, v.Key, v.From.Address, v.To.Address)
-				for _, s := range []struct {
-					name string
-					side transferSide
-				}{{"from", v.From}, {"to", v.To}} {
-					created := ""
-					if s.side.Created {
-						created = fmt.Sprintf(" (set to %d first)", initial)
-					}
-					fmt.Fprintf(w, "%-4s %s  %d -> %d%s\n", s.name, s.side.Address, s.side.Before, s.side.After, created)
-				}
-			})
+			return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printTransfer(w, v, f.initial) })
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&from, "from", "", "gRPC address of the server whose key/value store pays (default --server)")
-	f.StringVar(&to, "to", "", "gRPC address of the server whose key/value store is paid (another djinn serve)")
-	f.Int64Var(&amount, "amount", 10, "how much to move")
-	f.StringVar(&key, "key", "balance", "the key that holds the balance at both")
-	f.Int64Var(&initial, "initial", 100, "the balance written, outside any transaction, where there is none yet")
+	fs := cmd.Flags()
+	fs.StringVar(&f.from, "from", "", "gRPC address of the server whose key/value store pays (default --server)")
+	fs.StringVar(&f.to, "to", "", "gRPC address of the server whose key/value store is paid (another djinn serve)")
+	fs.Int64Var(&f.amount, "amount", 10, "how much to move")
+	fs.StringVar(&f.key, "key", "balance", "the key that holds the balance at both")
+	fs.Int64Var(&f.initial, "initial", 100, "the balance written, outside any transaction, where there is none yet")
 	return cmd
+}
+
+// run does the transfer under a transaction of c's manager and reads the
+// balances back once it committed.
+func (f *transferFlags) run(ctx context.Context, c *client.Client) (*transferView, error) {
+	m, err := c.TransactionManager(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v := &transferView{Manager: m.Ref().String(), Key: f.key, Amount: f.amount, From: transferSide{Address: f.from}, To: transferSide{Address: f.to}}
+	for _, s := range []*transferSide{&v.From, &v.To} {
+		conn, err := c.Conn(s.Address)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.Address, err)
+		}
+		s.db = kv.NewClient(conn)
+		if s.Created, err = ensureBalance(ctx, s, f.key, f.initial); err != nil {
+			return nil, err
+		}
+	}
+	tx, err := m.Create(ctx, transferLease)
+	if err != nil {
+		return nil, err
+	}
+	v.Transaction = tx.ID()
+	if err := transfer(ctx, tx, v); err != nil {
+		return nil, abortTransfer(ctx, tx, err)
+	}
+	if err := tx.CommitWait(ctx, transferCommitWait); err != nil {
+		return nil, txnError("commit", err)
+	}
+	for _, s := range []*transferSide{&v.From, &v.To} {
+		if s.After, _, err = readBalance(ctx, s, nil, f.key); err != nil {
+			return nil, err
+		}
+	}
+	return v, nil
+}
+
+// abortTransfer aborts a transfer that failed with err, also on the way
+// out after an interrupt, and says what happened to the transaction:
+// nothing moved.
+func abortTransfer(ctx context.Context, tx *client.Transaction, err error) error {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), transferCommitWait)
+	defer cancel()
+	if aerr := tx.Abort(actx); aerr != nil && !errors.Is(aerr, djinn.ErrCannotAbort) {
+		return fmt.Errorf("%w; aborting transaction %d: %v", err, tx.ID(), aerr)
+	}
+	return fmt.Errorf("%w: transaction %d aborted, nothing moved", err, tx.ID())
+}
+
+func printTransfer(w io.Writer, v *transferView, initial int64) {
+	fmt.Fprintf(w, "transaction %d of %s\n", v.Transaction, v.Manager)
+	fmt.Fprintf(w, "moved %d of %q from %s to %s: committed\n", v.Amount, v.Key, v.From.Address, v.To.Address)
+	for _, s := range []struct {
+		name string
+		side transferSide
+	}{{"from", v.From}, {"to", v.To}} {
+		created := ""
+		if s.side.Created {
+			created = fmt.Sprintf(" (set to %d first)", initial)
+		}
+		fmt.Fprintf(w, "%-4s %s  %d -> %d%s\n", s.name, s.side.Address, s.side.Before, s.side.After, created)
+	}
 }
 
 // ensureBalance writes the initial balance at s, without a transaction,

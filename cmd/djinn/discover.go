@@ -46,96 +46,122 @@ func discoveryGroupsText(gs []string) string {
 	return strings.Join(out, ",")
 }
 
-func newDiscover(g *globals) *cobra.Command {
-	var (
-		groups     []string
-		allGroups  bool
-		locators   []string
-		interfaces []string
-		timeout    string
-	)
+const discoverHelp = "Find lookup services (registrars) and list each once: its service id, gRPC endpoint, " +
+	"locator and member groups (the public group shows as \"\").\n\n" +
+	"With --locator only, it runs unicast discovery at each locator, retrying until it answers or --timeout " +
+	"passes, and exits as soon as all have answered. With --groups or --all-groups, or with no flags at all " +
+	"(the public group), it also runs multicast discovery for --timeout: on a network without multicast it " +
+	"finds nothing, prints nothing and exits 0. A locator that never answered is an error, after the list.\n\n" +
+	"--groups takes comma-separated names; the public group is the empty name: --groups \"\" is the public " +
+	"group alone, --groups ,lab the public group and lab."
+
+// discoverFlags are discover's flags, and what they mean once checked.
+type discoverFlags struct {
+	groups     []string
+	allGroups  bool
+	locators   []string
+	interfaces []string
+	timeout    string
+
+	wait      time.Duration
+	locs      []discovery.Locator
+	multicast bool
+}
+
+// check checks the flags; groupsSet is whether --groups was given.
+func (f *discoverFlags) check(groupsSet bool) error {
+	d, err := time.ParseDuration(f.timeout)
+	if err != nil || d <= 0 {
+		return fmt.Errorf("--timeout %q: want a positive Go duration", f.timeout)
+	}
+	f.wait = d
+	if f.allGroups && groupsSet {
+		return errors.New("--all-groups and --groups: choose one")
+	}
+	for _, s := range f.locators {
+		l, err := discovery.ParseLocator(s)
+		if err != nil {
+			return fmt.Errorf("--locator %q: %w", s, err)
+		}
+		if !slices.Contains(f.locs, l) {
+			f.locs = append(f.locs, l)
+		}
+	}
+	f.multicast = f.allGroups || groupsSet || len(f.locs) == 0
+	if f.multicast && !f.allGroups && len(f.groups) == 0 {
+		f.groups = []string{""} // the public group: the default, or --groups ""
+	}
+	return nil
+}
+
+// run discovers for the flags' time and returns the registrars found,
+// each once, and an error naming the locators that never answered.
+func (f *discoverFlags) run(ctx context.Context) ([]registrarView, error) {
+	ctx, cancel := context.WithTimeout(ctx, f.wait)
+	defer cancel()
+	var ld *discovery.LookupDiscovery
+	if f.multicast {
+		var err error
+		ld, err = discovery.NewLookupDiscovery(discovery.LookupDiscoveryConfig{Groups: f.groups, AllGroups: f.allGroups, Interfaces: f.interfaces})
+		if err != nil {
+			return nil, fmt.Errorf("multicast discovery: %w", err)
+		}
+		defer ld.Close()
+	}
+	found, failed := discoverLocators(ctx, f.locs, f.wait)
+	if f.multicast {
+		<-ctx.Done()
+		found = append(found, ld.Registrars()...)
+	}
+	vs := []registrarView{}
+	seen := map[djinn.ID]bool{}
+	for _, r := range found {
+		if !seen[r.ServiceID] {
+			seen[r.ServiceID] = true
+			vs = append(vs, viewRegistrar(r))
+		}
+	}
+	return vs, failed
+}
+
+func (g *globals) discoverCmd() *cobra.Command {
+	f := &discoverFlags{}
 	cmd := &cobra.Command{
 		Use:   "discover [--groups a,b | --all-groups] [--locator jini://host:port]… [--timeout D]",
 		Short: "Find lookup services by multicast (groups) and unicast (locators) discovery",
-		Long: "Find lookup services (registrars) and list each once: its service id, gRPC endpoint, " +
-			"locator and member groups (the public group shows as \"\").\n\n" +
-			"With --locator only, it runs unicast discovery at each locator, retrying until it answers or --timeout " +
-			"passes, and exits as soon as all have answered. With --groups or --all-groups, or with no flags at all " +
-			"(the public group), it also runs multicast discovery for --timeout: on a network without multicast it " +
-			"finds nothing, prints nothing and exits 0. A locator that never answered is an error, after the list.\n\n" +
-			"--groups takes comma-separated names; the public group is the empty name: --groups \"\" is the public " +
-			"group alone, --groups ,lab the public group and lab.",
-		Args: cobra.NoArgs,
+		Long:  discoverHelp,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if g.output != "text" && g.output != "json" {
 				return fmt.Errorf("--output %q: want text or json", g.output)
 			}
-			d, err := time.ParseDuration(timeout)
-			if err != nil || d <= 0 {
-				return fmt.Errorf("--timeout %q: want a positive Go duration", timeout)
+			if err := f.check(cmd.Flags().Changed("groups")); err != nil {
+				return err
 			}
-			groupsSet := cmd.Flags().Changed("groups")
-			if allGroups && groupsSet {
-				return errors.New("--all-groups and --groups: choose one")
-			}
-			var locs []discovery.Locator
-			for _, s := range locators {
-				l, err := discovery.ParseLocator(s)
-				if err != nil {
-					return fmt.Errorf("--locator %q: %w", s, err)
-				}
-				if !slices.Contains(locs, l) {
-					locs = append(locs, l)
-				}
-			}
-			multicast := allGroups || groupsSet || len(locs) == 0
-			if multicast && !allGroups && len(groups) == 0 {
-				groups = []string{""} // the public group: the default, or --groups ""
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), d)
-			defer cancel()
-
-			var ld *discovery.LookupDiscovery
-			if multicast {
-				ld, err = discovery.NewLookupDiscovery(discovery.LookupDiscoveryConfig{Groups: groups, AllGroups: allGroups, Interfaces: interfaces})
-				if err != nil {
-					return fmt.Errorf("multicast discovery: %w", err)
-				}
-				defer ld.Close()
-			}
-			found, failed := discoverLocators(ctx, locs, d)
-			if multicast {
-				<-ctx.Done()
-				found = append(found, ld.Registrars()...)
-			}
-			var vs []registrarView
-			seen := map[djinn.ID]bool{}
-			for _, r := range found {
-				if !seen[r.ServiceID] {
-					seen[r.ServiceID] = true
-					vs = append(vs, viewRegistrar(r))
-				}
-			}
+			vs, failed := f.run(cmd.Context())
 			if vs == nil {
-				vs = []registrarView{}
+				return failed
 			}
-			if err := g.print(cmd.OutOrStdout(), vs, func(w io.Writer) {
-				for _, v := range vs {
-					fmt.Fprintf(w, "%s  %s  %s  groups=%s\n", v.ServiceID, v.Endpoint, v.Locator, discoveryGroupsText(v.Groups))
-				}
-			}); err != nil {
+			if err := g.print(cmd.OutOrStdout(), vs, func(w io.Writer) { printRegistrars(w, vs) }); err != nil {
 				return err
 			}
 			return failed
 		},
 	}
-	f := cmd.Flags()
-	f.StringSliceVar(&groups, "groups", nil, `groups to discover by multicast, comma-separated ("" is the public group; the default with no --locator)`)
-	f.BoolVar(&allGroups, "all-groups", false, "discover the lookup services of every group by multicast")
-	f.StringArrayVar(&locators, "locator", nil, "a lookup service's unicast discovery address, jini://host[:port] (repeatable)")
-	f.StringArrayVar(&interfaces, "interface", nil, "network interface for multicast (repeatable; default every multicast-capable one)")
-	f.StringVar(&timeout, "timeout", "5s", "how long to discover: multicast listens this long; unicast retries until then")
+	fs := cmd.Flags()
+	fs.StringSliceVar(&f.groups, "groups", nil, `groups to discover by multicast, comma-separated ("" is the public group; the default with no --locator)`)
+	fs.BoolVar(&f.allGroups, "all-groups", false, "discover the lookup services of every group by multicast")
+	fs.StringArrayVar(&f.locators, "locator", nil, "a lookup service's unicast discovery address, jini://host[:port] (repeatable)")
+	fs.StringArrayVar(&f.interfaces, "interface", nil, "network interface for multicast (repeatable; default every multicast-capable one)")
+	fs.StringVar(&f.timeout, "timeout", "5s", "how long to discover: multicast listens this long; unicast retries until then")
 	return cmd
+}
+
+// printRegistrars prints registrars one a line.
+func printRegistrars(w io.Writer, vs []registrarView) {
+	for _, v := range vs {
+		fmt.Fprintf(w, "%s  %s  %s  groups=%s\n", v.ServiceID, v.Endpoint, v.Locator, discoveryGroupsText(v.Groups))
+	}
 }
 
 // discoverLocators runs unicast discovery at each locator at once, retrying each

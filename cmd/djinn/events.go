@@ -70,10 +70,15 @@ func printEvent(g *globals, w io.Writer, index uint64, ev *client.RemoteEvent) {
 	fmt.Fprintln(w)
 }
 
-func newEvents(g *globals) *cobra.Command {
+func (g *globals) eventsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "events", Short: "Host a listener; send an event"}
+	cmd.AddCommand(g.eventsListenCmd(), g.eventsSendCmd())
+	return cmd
+}
+
+func (g *globals) eventsListenCmd() *cobra.Command {
 	var addr string
-	listen := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "listen [--listen ADDR]",
 		Short: "Host a listener, print its reference, then one line per event received",
 		Args:  cobra.NoArgs,
@@ -100,13 +105,16 @@ func newEvents(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	listen.Flags().StringVar(&addr, "listen", "127.0.0.1:0", "address to serve the listener on")
+	cmd.Flags().StringVar(&addr, "listen", "127.0.0.1:0", "address to serve the listener on")
+	return cmd
+}
 
+func (g *globals) eventsSendCmd() *cobra.Command {
 	var (
 		to, source, handback string
 		id, seq              int64
 	)
-	send := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "send --to LISTENER --source REF --id N --seq N [--handback TEXT]",
 		Short: "Send one event to a listener",
 		Args:  cobra.NoArgs,
@@ -131,14 +139,13 @@ func newEvents(g *globals) *cobra.Command {
 			return g.print(cmd.OutOrStdout(), map[string]bool{"sent": true}, func(w io.Writer) { fmt.Fprintln(w, "sent") })
 		},
 	}
-	f := send.Flags()
+	f := cmd.Flags()
 	f.StringVar(&to, "to", "", "listener reference")
 	f.StringVar(&source, "source", "", "the event source's reference")
 	f.Int64Var(&id, "id", 0, "event id")
 	f.Int64Var(&seq, "seq", 0, "sequence number")
 	f.StringVar(&handback, "handback", "", "handback bytes, as text")
-	_ = send.MarkFlagRequired("to")
-	_ = send.MarkFlagRequired("source")
-	cmd.AddCommand(listen, send)
+	_ = cmd.MarkFlagRequired("to")
+	_ = cmd.MarkFlagRequired("source")
 	return cmd
 }

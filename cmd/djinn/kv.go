@@ -81,7 +81,7 @@ type kvEntryView struct {
 	Value string `json:"value"`
 }
 
-func newKV(g *globals) *cobra.Command {
+func (g *globals) kvCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "kv",
 		Short: "Read and write the key/value store of a server, under a transaction or not",
@@ -90,33 +90,38 @@ func newKV(g *globals) *cobra.Command {
 			"transaction: its writes are seen only under the same --txn until the transaction commits\n" +
 			"(djinn txn commit ID), and vanish if it aborts.",
 	}
-	// withKV builds a command that dials --server, resolves --txn and calls
-	// run with the server's key/value store.
-	withKV := func(use, short string, args cobra.PositionalArgs, run func(ctx context.Context, cmd *cobra.Command, args []string, db *kv.Client, tx *participant.Tx) error) *cobra.Command {
-		f := &kvTxnFlags{}
-		sub := &cobra.Command{
-			Use:   use,
-			Short: short,
-			Args:  args,
-			RunE: func(cmd *cobra.Command, args []string) error {
-				ctx := cmd.Context()
-				c, err := g.dial(ctx)
-				if err != nil {
-					return err
-				}
-				defer c.Close()
-				tx, err := f.tx(ctx, c)
-				if err != nil {
-					return err
-				}
-				return kvError(c.Addr(), run(ctx, cmd, args, kv.NewClient(c.ClientConn()), tx))
-			},
-		}
-		f.register(sub)
-		return sub
-	}
+	cmd.AddCommand(g.kvPutCmd(), g.kvGetCmd(), g.kvDeleteCmd(), g.kvLsCmd())
+	return cmd
+}
 
-	put := withKV("put KEY VALUE [--txn ID]", "Set KEY to VALUE", cobra.ExactArgs(2), func(ctx context.Context, cmd *cobra.Command, args []string, db *kv.Client, tx *participant.Tx) error {
+// withKV builds a command that dials --server, resolves --txn and calls
+// run with the server's key/value store.
+func (g *globals) withKV(use, short string, args cobra.PositionalArgs, run func(ctx context.Context, cmd *cobra.Command, args []string, db *kv.Client, tx *participant.Tx) error) *cobra.Command {
+	f := &kvTxnFlags{}
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  args,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c, err := g.dial(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			tx, err := f.tx(ctx, c)
+			if err != nil {
+				return err
+			}
+			return kvError(c.Addr(), run(ctx, cmd, args, kv.NewClient(c.ClientConn()), tx))
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+func (g *globals) kvPutCmd() *cobra.Command {
+	return g.withKV("put KEY VALUE [--txn ID]", "Set KEY to VALUE", cobra.ExactArgs(2), func(ctx context.Context, cmd *cobra.Command, args []string, db *kv.Client, tx *participant.Tx) error {
 		if err := db.Put(ctx, tx, args[0], []byte(args[1])); err != nil {
 			return err
 		}
@@ -136,7 +141,10 @@ func newKV(g *globals) *cobra.Command {
 			fmt.Fprintf(w, "stored%s: seen outside it once it commits\n", underTxn(tx))
 		})
 	})
-	get := withKV("get KEY [--txn ID]", "Print KEY's value; fails if KEY is not there", cobra.ExactArgs(1), func(ctx context.Context, cmd *cobra.Command, args []string, db *kv.Client, tx *participant.Tx) error {
+}
+
+func (g *globals) kvGetCmd() *cobra.Command {
+	return g.withKV("get KEY [--txn ID]", "Print KEY's value; fails if KEY is not there", cobra.ExactArgs(1), func(ctx context.Context, cmd *cobra.Command, args []string, db *kv.Client, tx *participant.Tx) error {
 		value, found, err := db.Get(ctx, tx, args[0])
 		if err != nil {
 			return err
@@ -148,7 +156,10 @@ func newKV(g *globals) *cobra.Command {
 			fmt.Fprintf(w, "%s\n", value)
 		})
 	})
-	del := withKV("delete KEY [--txn ID]", "Delete KEY", cobra.ExactArgs(1), func(ctx context.Context, cmd *cobra.Command, args []string, db *kv.Client, tx *participant.Tx) error {
+}
+
+func (g *globals) kvDeleteCmd() *cobra.Command {
+	return g.withKV("delete KEY [--txn ID]", "Delete KEY", cobra.ExactArgs(1), func(ctx context.Context, cmd *cobra.Command, args []string, db *kv.Client, tx *participant.Tx) error {
 		found, err := db.Delete(ctx, tx, args[0])
 		if err != nil {
 			return err
@@ -165,7 +176,10 @@ func newKV(g *globals) *cobra.Command {
 			}
 		})
 	})
-	ls := withKV("ls [PREFIX] [--txn ID]", "List the keys that start with PREFIX, with their values", cobra.MaximumNArgs(1), func(ctx context.Context, cmd *cobra.Command, args []string, db *kv.Client, tx *participant.Tx) error {
+}
+
+func (g *globals) kvLsCmd() *cobra.Command {
+	return g.withKV("ls [PREFIX] [--txn ID]", "List the keys that start with PREFIX, with their values", cobra.MaximumNArgs(1), func(ctx context.Context, cmd *cobra.Command, args []string, db *kv.Client, tx *participant.Tx) error {
 		prefix := ""
 		if len(args) == 1 {
 			prefix = args[0]
@@ -184,6 +198,4 @@ func newKV(g *globals) *cobra.Command {
 			}
 		})
 	})
-	cmd.AddCommand(put, get, del, ls)
-	return cmd
 }

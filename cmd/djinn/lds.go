@@ -19,7 +19,7 @@ import (
 // lease token, which register prints: the token's cookie is the capability
 // the service checks, and its landlord is the server to call.
 
-func newLDS(g *globals) *cobra.Command {
+func (g *globals) ldsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "lds",
 		Short: "The lookup discovery service: discovery of lookup services on a listener's behalf",
@@ -28,7 +28,7 @@ func newLDS(g *globals) *cobra.Command {
 			"the lookup services and their member groups). A registration is named by its lease token, which " +
 			"`djinn lds register` prints; `djinn lease renew|cancel TOKEN` keep or end it.",
 	}
-	cmd.AddCommand(newLDSRegister(g), newLDSShow(g), newLDSRegistrars(g), newLDSSet(g, "groups"), newLDSSet(g, "locators"), newLDSDiscard(g))
+	cmd.AddCommand(g.ldsRegisterCmd(), g.ldsShowCmd(), g.ldsRegistrarsCmd(), g.ldsSetCmd("groups"), g.ldsSetCmd("locators"), g.ldsDiscardCmd())
 	return cmd
 }
 
@@ -155,7 +155,7 @@ func (g *globals) printLDSState(ctx context.Context, cmd *cobra.Command, r *clie
 	})
 }
 
-func newLDSRegister(g *globals) *cobra.Command {
+func (g *globals) ldsRegisterCmd() *cobra.Command {
 	var (
 		groups, locators             []string
 		allGroups                    bool
@@ -216,7 +216,7 @@ func newLDSRegister(g *globals) *cobra.Command {
 	return cmd
 }
 
-func newLDSShow(g *globals) *cobra.Command {
+func (g *globals) ldsShowCmd() *cobra.Command {
 	var token string
 	cmd := &cobra.Command{
 		Use:   "show REG",
@@ -232,7 +232,7 @@ func newLDSShow(g *globals) *cobra.Command {
 	return cmd
 }
 
-func newLDSRegistrars(g *globals) *cobra.Command {
+func (g *globals) ldsRegistrarsCmd() *cobra.Command {
 	var token string
 	cmd := &cobra.Command{
 		Use:   "registrars REG",
@@ -248,11 +248,7 @@ func newLDSRegistrars(g *globals) *cobra.Command {
 				// Partial results: print the lookup services read, then
 				// fail with why the others could not be.
 				views := viewDiscovered(rs)
-				if perr := g.print(cmd.OutOrStdout(), views, func(w io.Writer) {
-					for _, v := range views {
-						fmt.Fprintf(w, "%s  %s  %s  groups=%s\n", v.ServiceID, v.Endpoint, v.Locator, discoveryGroupsText(v.Groups))
-					}
-				}); perr != nil {
+				if perr := g.print(cmd.OutOrStdout(), views, func(w io.Writer) { printRegistrars(w, views) }); perr != nil {
 					return perr
 				}
 				return err
@@ -277,23 +273,26 @@ func viewDiscovered(rs []client.DiscoveredRegistrar) []registrarView {
 	return views
 }
 
-// newLDSSet is `lds groups add|set|remove` or `lds locators add|set|remove`.
-func newLDSSet(g *globals, what string) *cobra.Command {
+// ldsSetHelp is the long help of lds groups and lds locators.
+var ldsSetHelp = map[string]string{
+	"groups": "Add, set or remove groups of the registration's managed set (comma-separated; \"\" is the public " +
+		"group, so `set REG \"\"` is the public group alone and `set REG ,lab` the public group and lab). " +
+		"`set REG --all-groups` discovers every group; add and remove need a managed set (not all groups). " +
+		"Discovered lookup services that are no longer of interest by group or locator are discarded; " +
+		"prints the registration afterwards.",
+	"locators": "Add, set or remove jini:// locators of the registration's managed set (comma-separated). " +
+		"Discovered lookup services that are no longer of interest by locator or group are discarded; " +
+		"prints the registration afterwards.",
+}
+
+// ldsSetCmd is `lds groups add|set|remove` or `lds locators add|set|remove`.
+func (g *globals) ldsSetCmd(what string) *cobra.Command {
 	var allGroups bool
 	cmd := &cobra.Command{
 		Use:   what + " add|set|remove REG " + map[string]string{"groups": "a,b", "locators": "jini://host:port…"}[what],
 		Short: "Change a registration's managed set of " + what,
-		Long: map[string]string{
-			"groups": "Add, set or remove groups of the registration's managed set (comma-separated; \"\" is the public " +
-				"group, so `set REG \"\"` is the public group alone and `set REG ,lab` the public group and lab). " +
-				"`set REG --all-groups` discovers every group; add and remove need a managed set (not all groups). " +
-				"Discovered lookup services that are no longer of interest by group or locator are discarded; " +
-				"prints the registration afterwards.",
-			"locators": "Add, set or remove jini:// locators of the registration's managed set (comma-separated). " +
-				"Discovered lookup services that are no longer of interest by locator or group are discarded; " +
-				"prints the registration afterwards.",
-		}[what],
-		Args: cobra.RangeArgs(2, 3),
+		Long:  ldsSetHelp[what],
+		Args:  cobra.RangeArgs(2, 3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			op := args[0]
 			if op != "add" && op != "set" && op != "remove" {
@@ -309,39 +308,9 @@ func newLDSSet(g *globals, what string) *cobra.Command {
 			if !allGroups && len(args) == 2 && op != "set" {
 				return fmt.Errorf("%s %s: missing: the %s to %s", what, op, what, op)
 			}
-			var change func(ctx context.Context, r *client.LDSRegistration) error
-			if what == "groups" {
-				change = func(ctx context.Context, r *client.LDSRegistration) error {
-					switch {
-					case allGroups:
-						return r.SetAllGroups(ctx)
-					case op == "add":
-						return r.AddGroups(ctx, values...)
-					case op == "set":
-						return r.SetGroups(ctx, values...)
-					}
-					return r.RemoveGroups(ctx, values...)
-				}
-			} else {
-				var locs []string
-				for _, s := range values {
-					if s = strings.TrimSpace(s); s != "" {
-						locs = append(locs, s)
-					}
-				}
-				locs, err := ldsLocators("locator", locs)
-				if err != nil {
-					return err
-				}
-				change = func(ctx context.Context, r *client.LDSRegistration) error {
-					switch op {
-					case "add":
-						return r.AddLocators(ctx, locs...)
-					case "set":
-						return r.SetLocators(ctx, locs...)
-					}
-					return r.RemoveLocators(ctx, locs...)
-				}
+			change, err := ldsChange(what, op, values, allGroups)
+			if err != nil {
+				return err
 			}
 			return g.withLDSRegistration(cmd, args[1:2], "", func(ctx context.Context, r *client.LDSRegistration) error {
 				if err := change(ctx, r); err != nil {
@@ -357,7 +326,44 @@ func newLDSSet(g *globals, what string) *cobra.Command {
 	return cmd
 }
 
-func newLDSDiscard(g *globals) *cobra.Command {
+// ldsChange returns the change op makes to a registration's groups or
+// locators.
+func ldsChange(what, op string, values []string, allGroups bool) (func(ctx context.Context, r *client.LDSRegistration) error, error) {
+	if what == "groups" {
+		return func(ctx context.Context, r *client.LDSRegistration) error {
+			switch {
+			case allGroups:
+				return r.SetAllGroups(ctx)
+			case op == "add":
+				return r.AddGroups(ctx, values...)
+			case op == "set":
+				return r.SetGroups(ctx, values...)
+			}
+			return r.RemoveGroups(ctx, values...)
+		}, nil
+	}
+	var locs []string
+	for _, s := range values {
+		if s = strings.TrimSpace(s); s != "" {
+			locs = append(locs, s)
+		}
+	}
+	locs, err := ldsLocators("locator", locs)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, r *client.LDSRegistration) error {
+		switch op {
+		case "add":
+			return r.AddLocators(ctx, locs...)
+		case "set":
+			return r.SetLocators(ctx, locs...)
+		}
+		return r.RemoveLocators(ctx, locs...)
+	}, nil
+}
+
+func (g *globals) ldsDiscardCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "discard REG REGISTRAR-ID",
 		Short: "Discard a discovered lookup service for a registration, making it eligible for rediscovery",

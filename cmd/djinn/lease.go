@@ -11,6 +11,9 @@ import (
 	"github.com/djinn-go/djinn/client"
 )
 
+// The lease commands: show, renew and cancel a lease by its printable
+// token.
+
 type leaseView struct {
 	Landlord   string `json:"landlord"`
 	Expiration string `json:"expiration"`
@@ -35,9 +38,14 @@ func printLease(w io.Writer, v leaseView) {
 	fmt.Fprintf(w, "landlord    %s\nexpires     %s (in %s)\nformat      %s\ntoken       %s\n", v.Landlord, v.Expiration, v.Remaining, v.Format, v.Token)
 }
 
-func newLease(g *globals) *cobra.Command {
+func (g *globals) leaseCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "lease", Short: "Show, renew and cancel leases (by their printable token)"}
-	show := &cobra.Command{
+	cmd.AddCommand(g.leaseShowCmd(), g.leaseRenewCmd(), g.leaseCancelCmd())
+	return cmd
+}
+
+func (g *globals) leaseShowCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:   "show TOKEN",
 		Short: "Show what a lease token holds",
 		Args:  cobra.ExactArgs(1),
@@ -50,8 +58,11 @@ func newLease(g *globals) *cobra.Command {
 			return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printLease(w, v) })
 		},
 	}
+}
+
+func (g *globals) leaseRenewCmd() *cobra.Command {
 	var d string
-	renew := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "renew TOKEN --duration D",
 		Short: "Renew a lease (D: a Go duration, forever or any); prints the renewed lease",
 		Args:  cobra.ExactArgs(1),
@@ -70,8 +81,12 @@ func newLease(g *globals) *cobra.Command {
 			return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printLease(w, v) })
 		},
 	}
-	renew.Flags().StringVar(&d, "duration", "any", "requested duration: a Go duration, forever or any")
-	cancel := &cobra.Command{
+	cmd.Flags().StringVar(&d, "duration", "any", "requested duration: a Go duration, forever or any")
+	return cmd
+}
+
+func (g *globals) leaseCancelCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:   "cancel TOKEN",
 		Short: "Cancel a lease",
 		Args:  cobra.ExactArgs(1),
@@ -84,8 +99,6 @@ func newLease(g *globals) *cobra.Command {
 			return g.print(cmd.OutOrStdout(), map[string]bool{"cancelled": true}, func(w io.Writer) { fmt.Fprintln(w, "cancelled") })
 		},
 	}
-	cmd.AddCommand(show, renew, cancel)
-	return cmd
 }
 
 // withLease parses a lease token, dials the server and calls fn.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -165,153 +164,7 @@ func waitError(ctx context.Context, timeout time.Duration, what string, err erro
 	return err
 }
 
-type lockSetView struct {
-	Set           string         `json:"set"`
-	Transactional bool           `json:"transactional"`
-	Related       []string       `json:"related"`
-	Lease         *leaseView     `json:"lease,omitempty"`
-	LastFence     uint64         `json:"last_fence"`
-	Holders       []lockHoldView `json:"holders"`
-	Waiters       []lockWaitView `json:"waiters"`
-}
-
-// lockHolderView names a holder: an owner by the fingerprint of its
-// lease's cookie (what djinn lock owner and djinn lease show print), a
-// transaction by its id and its manager's reference.
-type lockHolderView struct {
-	Owner       string `json:"owner,omitempty"`
-	Transaction uint64 `json:"transaction,omitempty"`
-	Manager     string `json:"manager,omitempty"`
-}
-
-type lockHoldView struct {
-	lockHolderView
-	Locks  map[string]int `json:"locks"` // mode: count
-	Fences []uint64       `json:"fences"`
-}
-
-type lockWaitView struct {
-	lockHolderView
-	Mode    string `json:"mode"`
-	From    string `json:"from,omitempty"` // a change of mode: the mode held
-	Request uint64 `json:"request"`
-}
-
-func viewLockHolder(h client.LockHolder) lockHolderView {
-	if tx := h.Transaction(); tx != nil {
-		return lockHolderView{Transaction: tx.ID(), Manager: managerName(tx.Manager().Ref())}
-	}
-	return lockHolderView{Owner: strings.TrimPrefix(h.String(), "owner ")}
-}
-
-// managerName prints a manager's reference; one known by its identity
-// alone prints as SERVICE/OBJECT.
-func managerName(r djinn.Ref) string {
-	if r.Endpoint == "" {
-		return r.Service.String() + "/" + r.Object.String()
-	}
-	return r.String()
-}
-
-func (v lockHolderView) String() string {
-	if v.Owner != "" {
-		return "owner " + v.Owner
-	}
-	return fmt.Sprintf("transaction %d of %s", v.Transaction, v.Manager)
-}
-
-func viewLockSet(d *client.LockSetDescription) lockSetView {
-	v := lockSetView{Set: d.ID.String(), Transactional: d.Transactional, LastFence: d.LastFence,
-		Related: []string{}, Holders: []lockHoldView{}, Waiters: []lockWaitView{}}
-	for _, r := range d.Related {
-		v.Related = append(v.Related, r.String())
-	}
-	if d.Lease != nil {
-		l := viewLease(d.Lease)
-		v.Lease = &l
-	}
-	for _, h := range d.Holders {
-		hv := lockHoldView{lockHolderView: viewLockHolder(h.Holder), Locks: map[string]int{}, Fences: h.Fences}
-		if hv.Fences == nil {
-			hv.Fences = []uint64{}
-		}
-		for m, n := range h.Counts {
-			hv.Locks[m.String()] = n
-		}
-		v.Holders = append(v.Holders, hv)
-	}
-	for _, w := range d.Waiters {
-		wv := lockWaitView{lockHolderView: viewLockHolder(w.Holder), Mode: w.Mode.String(), Request: w.RequestID}
-		if w.Held != 0 {
-			wv.From = w.Held.String()
-		}
-		v.Waiters = append(v.Waiters, wv)
-	}
-	return v
-}
-
-func printLockSet(w io.Writer, v lockSetView) {
-	fmt.Fprintf(w, "set            %s\ntransactional  %v\n", v.Set, v.Transactional)
-	if len(v.Related) == 0 {
-		fmt.Fprintf(w, "related        (none)\n")
-	} else {
-		fmt.Fprintf(w, "related        %s\n", strings.Join(v.Related, " "))
-	}
-	if v.Lease != nil {
-		fmt.Fprintf(w, "lease          %s\nexpires        %s (in %s)\n", v.Lease.Token, v.Lease.Expiration, v.Lease.Remaining)
-	} else {
-		fmt.Fprintf(w, "lease          (ended)\n")
-	}
-	fmt.Fprintf(w, "last fence     %d\n", v.LastFence)
-	if len(v.Holders) == 0 {
-		fmt.Fprintf(w, "holders        (none)\n")
-	}
-	for _, h := range v.Holders {
-		var locks []string
-		for _, m := range client.LockModes() {
-			if n := h.Locks[m.String()]; n > 0 {
-				locks = append(locks, fmt.Sprintf("%s=%d", m, n))
-			}
-		}
-		fences := make([]string, len(h.Fences))
-		for i, f := range h.Fences {
-			fences[i] = strconv.FormatUint(f, 10)
-		}
-		fmt.Fprintf(w, "holder         %s  %s  fences %s\n", h.lockHolderView, strings.Join(locks, " "), strings.Join(fences, " "))
-	}
-	if len(v.Waiters) == 0 {
-		fmt.Fprintf(w, "waiters        (none)\n")
-	}
-	for i, wt := range v.Waiters {
-		mode := wt.Mode
-		if wt.From != "" {
-			mode = wt.From + "->" + wt.Mode
-		}
-		fmt.Fprintf(w, "waiter %-7d %s  %s  request %d\n", i+1, wt.lockHolderView, mode, wt.Request)
-	}
-}
-
-type lockCreatedView struct {
-	Set           string    `json:"set"`
-	Transactional bool      `json:"transactional"`
-	Related       string    `json:"related,omitempty"`
-	Lease         leaseView `json:"lease"`
-}
-
-type lockOwnerView struct {
-	Owner string    `json:"owner"` // the fingerprint of its lease's cookie
-	Lease leaseView `json:"lease"`
-}
-
-type lockGrantView struct {
-	Set     string `json:"set"`
-	Mode    string `json:"mode"`
-	From    string `json:"from,omitempty"` // change: the mode given up
-	Granted bool   `json:"granted"`
-	Fence   uint64 `json:"fence,omitempty"`
-}
-
-func newLock(g *globals) *cobra.Command {
+func (g *globals) lockCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "lock",
 		Short: "Lock sets of a server's lock service: modes ir r u iw w, owners, transactions, fencing tokens",
@@ -321,26 +174,32 @@ func newLock(g *globals) *cobra.Command {
 			"commits or aborts). Modes: ir (intention read), r (read), u (upgrade), iw (intention write),\n" +
 			"w (write). Every grant prints a fencing token, which djinn lock validate checks.",
 	}
-	// withService dials --server and finds its lock service.
-	withService := func(cmd *cobra.Command, fn func(ctx context.Context, c *client.Client, s *client.LockService) error) error {
-		ctx := cmd.Context()
-		c, err := g.dial(ctx)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		s, err := c.LockService(ctx)
-		if err != nil {
-			return lockError(c.Addr(), err)
-		}
-		return fn(ctx, c, s)
-	}
+	cmd.AddCommand(g.lockCreateCmd(), g.lockOwnerCmd(), g.lockAcquireCmd(), g.lockReleaseCmd(), g.lockChangeCmd(),
+		g.lockShowCmd(), g.lockDropCmd(), g.lockValidateCmd())
+	return cmd
+}
 
+// withLockService dials --server and finds its lock service.
+func (g *globals) withLockService(cmd *cobra.Command, fn func(ctx context.Context, c *client.Client, s *client.LockService) error) error {
+	ctx := cmd.Context()
+	c, err := g.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	s, err := c.LockService(ctx)
+	if err != nil {
+		return lockError(c.Addr(), err)
+	}
+	return fn(ctx, c, s)
+}
+
+func (g *globals) lockCreateCmd() *cobra.Command {
 	var (
-		createDur, related string
-		transactional      bool
+		d, related    string
+		transactional bool
 	)
-	create := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "create [--related SET] [--transactional] [--duration D]",
 		Short: "Create a lock set; prints its id and its lease token",
 		Long: "Create a lock set leased for D (LockSetFactory.create). --transactional makes a set whose\n" +
@@ -348,11 +207,8 @@ func newLock(g *globals) *cobra.Command {
 			"related sets share a lock coordinator and drop a transaction's locks together.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dur, err := djinn.ParseDuration(createDur)
+			dur, err := parseLeaseFlag("duration", d)
 			if err != nil {
-				return fmt.Errorf("--duration: %w", err)
-			}
-			if err := djinn.CheckLeaseDuration("--duration", dur); err != nil {
 				return err
 			}
 			var rel djinn.ID
@@ -361,7 +217,7 @@ func newLock(g *globals) *cobra.Command {
 					return fmt.Errorf("--related: %w", err)
 				}
 			}
-			return withService(cmd, func(ctx context.Context, _ *client.Client, s *client.LockService) error {
+			return g.withLockService(cmd, func(ctx context.Context, _ *client.Client, s *client.LockService) error {
 				opts := client.LockSetOptions{Transactional: transactional, Lease: dur}
 				if related != "" {
 					opts.Related = s.Set(rel)
@@ -374,22 +230,31 @@ func newLock(g *globals) *cobra.Command {
 				if related != "" {
 					v.Related = rel.String()
 				}
-				return g.print(cmd.OutOrStdout(), v, func(w io.Writer) {
-					fmt.Fprintf(w, "set            %s\ntransactional  %v\n", v.Set, v.Transactional)
-					if v.Related != "" {
-						fmt.Fprintf(w, "related        %s\n", v.Related)
-					}
-					fmt.Fprintf(w, "lease          %s\nexpires        %s (in %s)\n", v.Lease.Token, v.Lease.Expiration, v.Lease.Remaining)
-				})
+				return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printLockCreated(w, v) })
 			})
 		},
 	}
-	create.Flags().StringVar(&createDur, "duration", "any", "the set's lease duration: a positive Go duration, forever or any")
-	create.Flags().StringVar(&related, "related", "", "relate the new set to this set (same kind): they share a lock coordinator")
-	create.Flags().BoolVar(&transactional, "transactional", false, "only transactions hold the set's locks")
+	cmd.Flags().StringVar(&d, "duration", "any", "the set's lease duration: a positive Go duration, forever or any")
+	cmd.Flags().StringVar(&related, "related", "", "relate the new set to this set (same kind): they share a lock coordinator")
+	cmd.Flags().BoolVar(&transactional, "transactional", false, "only transactions hold the set's locks")
+	return cmd
+}
 
-	var ownerDur string
-	owner := &cobra.Command{
+// parseLeaseFlag parses a lease duration flag, naming the flag.
+func parseLeaseFlag(flag, s string) (time.Duration, error) {
+	dur, err := djinn.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("--%s: %w", flag, err)
+	}
+	if err := djinn.CheckLeaseDuration("--"+flag, dur); err != nil {
+		return 0, err
+	}
+	return dur, nil
+}
+
+func (g *globals) lockOwnerCmd() *cobra.Command {
+	var d string
+	cmd := &cobra.Command{
 		Use:   "owner --duration D",
 		Short: "Create a lock owner; prints its lease token, which --owner takes",
 		Long: "Lease a lock owner for D: a client identity that holds locks in sets that are not\n" +
@@ -397,14 +262,11 @@ func newLock(g *globals) *cobra.Command {
 			"with djinn lease cancel to drop every lock it holds.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dur, err := djinn.ParseDuration(ownerDur)
+			dur, err := parseLeaseFlag("duration", d)
 			if err != nil {
-				return fmt.Errorf("--duration: %w", err)
-			}
-			if err := djinn.CheckLeaseDuration("--duration", dur); err != nil {
 				return err
 			}
-			return withService(cmd, func(ctx context.Context, _ *client.Client, s *client.LockService) error {
+			return g.withLockService(cmd, func(ctx context.Context, _ *client.Client, s *client.LockService) error {
 				o, err := s.CreateOwner(ctx, dur)
 				if err != nil {
 					return err
@@ -416,55 +278,58 @@ func newLock(g *globals) *cobra.Command {
 			})
 		},
 	}
-	owner.Flags().StringVar(&ownerDur, "duration", "any", "the owner's lease duration: a positive Go duration, forever or any")
+	cmd.Flags().StringVar(&d, "duration", "any", "the owner's lease duration: a positive Go duration, forever or any")
+	return cmd
+}
 
-	// withHolder builds a command on SET and a holder: it checks the
-	// flags, dials, and calls run with the set and the holder.
-	withHolder := func(use, short string, check func() error, run func(ctx context.Context, cmd *cobra.Command, set *client.LockSet, h client.LockHolder) error) *cobra.Command {
-		f := &lockHolderFlags{}
-		sub := &cobra.Command{
-			Use:   use,
-			Short: short,
-			Args:  cobra.ExactArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				id, err := parseSetArg(args[0])
+// withHolder builds a command on SET and a holder: it checks the flags,
+// dials, and calls run with the set and the holder.
+func (g *globals) withHolder(use, short string, check func() error, run func(ctx context.Context, cmd *cobra.Command, set *client.LockSet, h client.LockHolder) error) *cobra.Command {
+	f := &lockHolderFlags{}
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseSetArg(args[0])
+			if err != nil {
+				return err
+			}
+			if err := check(); err != nil {
+				return err
+			}
+			if err := f.check(); err != nil {
+				return err
+			}
+			return g.withLockService(cmd, func(ctx context.Context, c *client.Client, s *client.LockService) error {
+				h, err := f.holder(ctx, c)
 				if err != nil {
 					return err
 				}
-				if err := check(); err != nil {
-					return err
-				}
-				if err := f.check(); err != nil {
-					return err
-				}
-				return withService(cmd, func(ctx context.Context, c *client.Client, s *client.LockService) error {
-					h, err := f.holder(ctx, c)
-					if err != nil {
-						return err
-					}
-					return run(ctx, cmd, s.Set(id), h)
-				})
-			},
-		}
-		f.register(sub)
-		return sub
-	}
-
-	var (
-		acqMode, acqTimeout string
-		try                 bool
-		mode                client.LockMode
-		timeout             time.Duration
-	)
-	acquire := withHolder("acquire SET --mode ir|r|u|iw|w (--owner TOKEN | --txn ID [--manager REF]) [--try] [--timeout D]",
-		"Acquire a lock; prints its fencing token",
-		func() (err error) {
-			if mode, err = parseModeFlag("mode", acqMode); err != nil {
-				return err
-			}
-			timeout, err = parseTimeout(acqTimeout)
-			return err
+				return run(ctx, cmd, s.Set(id), h)
+			})
 		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+func (g *globals) lockAcquireCmd() *cobra.Command {
+	var (
+		modeFlag, timeoutFlag string
+		try                   bool
+		mode                  client.LockMode
+		timeout               time.Duration
+	)
+	check := func() (err error) {
+		if mode, err = parseModeFlag("mode", modeFlag); err != nil {
+			return err
+		}
+		timeout, err = parseTimeout(timeoutFlag)
+		return err
+	}
+	cmd := g.withHolder("acquire SET --mode ir|r|u|iw|w (--owner TOKEN | --txn ID [--manager REF]) [--try] [--timeout D]",
+		"Acquire a lock; prints its fencing token", check,
 		func(ctx context.Context, cmd *cobra.Command, set *client.LockSet, h client.LockHolder) error {
 			v := lockGrantView{Set: set.ID().String(), Mode: mode.String()}
 			what := fmt.Sprintf("%s lock in set %s for %s", mode, set.ID(), h)
@@ -480,83 +345,94 @@ func newLock(g *globals) *cobra.Command {
 					return fmt.Errorf("%s: not granted (--try): held in a conflicting mode, or others wait first", what)
 				}
 				v.Granted, v.Fence = true, fence
-			} else {
-				if timeout > 0 {
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithTimeout(ctx, timeout)
-					defer cancel()
-				}
-				fence, err := set.Lock(ctx, h, mode)
-				if err != nil {
-					return waitError(ctx, timeout, what, err)
-				}
-				v.Granted, v.Fence = true, fence
+				return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { fmt.Fprintln(w, v.Fence) })
 			}
+			ctx, cancel := withTimeout(ctx, timeout)
+			defer cancel()
+			fence, err := set.Lock(ctx, h, mode)
+			if err != nil {
+				return waitError(ctx, timeout, what, err)
+			}
+			v.Granted, v.Fence = true, fence
 			return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { fmt.Fprintln(w, v.Fence) })
 		})
-	acquire.Long = "Acquire a lock in SET in a mode, for a lock owner (--owner, its lease token) or a transaction\n" +
+	cmd.Long = "Acquire a lock in SET in a mode, for a lock owner (--owner, its lease token) or a transaction\n" +
 		"(--txn ID, of --server's transaction manager unless --manager names another). It waits until the\n" +
 		"lock is granted, first come first served, or until --timeout; with --try it does not wait, but\n" +
 		"prints \"not granted\" and fails. Prints the grant's fencing token."
-	acquire.Flags().StringVar(&acqMode, "mode", "", "lock mode: ir, r, u, iw or w")
-	acquire.Flags().BoolVar(&try, "try", false, "do not wait: fail if the lock cannot be granted at once")
-	acquire.Flags().StringVar(&acqTimeout, "timeout", "", "give up waiting after this long (a Go duration); default: wait")
+	cmd.Flags().StringVar(&modeFlag, "mode", "", "lock mode: ir, r, u, iw or w")
+	cmd.Flags().BoolVar(&try, "try", false, "do not wait: fail if the lock cannot be granted at once")
+	cmd.Flags().StringVar(&timeoutFlag, "timeout", "", "give up waiting after this long (a Go duration); default: wait")
+	return cmd
+}
 
+// withTimeout is ctx bounded by d when d is positive.
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+func (g *globals) lockReleaseCmd() *cobra.Command {
 	var (
-		relMode string
-		rmode   client.LockMode
+		modeFlag string
+		mode     client.LockMode
 	)
-	release := withHolder("release SET --mode M (--owner TOKEN | --txn ID [--manager REF])", "Release one lock held in a mode",
-		func() (err error) {
-			rmode, err = parseModeFlag("mode", relMode)
-			return err
-		},
+	check := func() (err error) {
+		mode, err = parseModeFlag("mode", modeFlag)
+		return err
+	}
+	cmd := g.withHolder("release SET --mode M (--owner TOKEN | --txn ID [--manager REF])", "Release one lock held in a mode", check,
 		func(ctx context.Context, cmd *cobra.Command, set *client.LockSet, h client.LockHolder) error {
-			if err := set.Unlock(ctx, h, rmode); err != nil {
+			if err := set.Unlock(ctx, h, mode); err != nil {
 				return err
 			}
-			return g.print(cmd.OutOrStdout(), map[string]any{"set": set.ID().String(), "mode": rmode.String(), "released": true},
+			return g.print(cmd.OutOrStdout(), map[string]any{"set": set.ID().String(), "mode": mode.String(), "released": true},
 				func(w io.Writer) { fmt.Fprintln(w, "released") })
 		})
-	release.Flags().StringVar(&relMode, "mode", "", "lock mode: ir, r, u, iw or w")
+	cmd.Flags().StringVar(&modeFlag, "mode", "", "lock mode: ir, r, u, iw or w")
+	return cmd
+}
 
+func (g *globals) lockChangeCmd() *cobra.Command {
 	var (
-		from, to, chTimeout string
-		fromMode, toMode    client.LockMode
-		chWait              time.Duration
+		from, to, timeoutFlag string
+		fromMode, toMode      client.LockMode
+		timeout               time.Duration
 	)
-	change := withHolder("change SET --from M --to M (--owner TOKEN | --txn ID [--manager REF]) [--timeout D]",
-		"Change one lock's mode, atomically; prints the new grant's fencing token",
-		func() (err error) {
-			if fromMode, err = parseModeFlag("from", from); err != nil {
-				return err
-			}
-			if toMode, err = parseModeFlag("to", to); err != nil {
-				return err
-			}
-			chWait, err = parseTimeout(chTimeout)
+	check := func() (err error) {
+		if fromMode, err = parseModeFlag("from", from); err != nil {
 			return err
-		},
+		}
+		if toMode, err = parseModeFlag("to", to); err != nil {
+			return err
+		}
+		timeout, err = parseTimeout(timeoutFlag)
+		return err
+	}
+	cmd := g.withHolder("change SET --from M --to M (--owner TOKEN | --txn ID [--manager REF]) [--timeout D]",
+		"Change one lock's mode, atomically; prints the new grant's fencing token", check,
 		func(ctx context.Context, cmd *cobra.Command, set *client.LockSet, h client.LockHolder) error {
-			if chWait > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, chWait)
-				defer cancel()
-			}
+			ctx, cancel := withTimeout(ctx, timeout)
+			defer cancel()
 			fence, err := set.ChangeMode(ctx, h, fromMode, toMode)
 			if err != nil {
-				return waitError(ctx, chWait, fmt.Sprintf("change from %s to %s in set %s for %s", fromMode, toMode, set.ID(), h), err)
+				return waitError(ctx, timeout, fmt.Sprintf("change from %s to %s in set %s for %s", fromMode, toMode, set.ID(), h), err)
 			}
 			v := lockGrantView{Set: set.ID().String(), Mode: toMode.String(), From: fromMode.String(), Granted: true, Fence: fence}
 			return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { fmt.Fprintln(w, fence) })
 		})
-	change.Long = "Change one lock held in --from to --to (change_mode): the --from lock stays held until --to is\n" +
+	cmd.Long = "Change one lock held in --from to --to (change_mode): the --from lock stays held until --to is\n" +
 		"granted, waiting as acquire does. Prints the new grant's fencing token."
-	change.Flags().StringVar(&from, "from", "", "the mode of the lock held: ir, r, u, iw or w")
-	change.Flags().StringVar(&to, "to", "", "the new mode: ir, r, u, iw or w")
-	change.Flags().StringVar(&chTimeout, "timeout", "", "give up waiting after this long (a Go duration); default: wait")
+	cmd.Flags().StringVar(&from, "from", "", "the mode of the lock held: ir, r, u, iw or w")
+	cmd.Flags().StringVar(&to, "to", "", "the new mode: ir, r, u, iw or w")
+	cmd.Flags().StringVar(&timeoutFlag, "timeout", "", "give up waiting after this long (a Go duration); default: wait")
+	return cmd
+}
 
-	show := &cobra.Command{
+func (g *globals) lockShowCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:   "show SET",
 		Short: "Show a lock set: its holders with their modes and counts, its waiters in order",
 		Args:  cobra.ExactArgs(1),
@@ -565,7 +441,7 @@ func newLock(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return withService(cmd, func(ctx context.Context, _ *client.Client, s *client.LockService) error {
+			return g.withLockService(cmd, func(ctx context.Context, _ *client.Client, s *client.LockService) error {
 				d, err := s.Set(id).Describe(ctx)
 				if err != nil {
 					return err
@@ -575,9 +451,11 @@ func newLock(g *globals) *cobra.Command {
 			})
 		},
 	}
+}
 
-	var dropTxn, dropManager string
-	drop := &cobra.Command{
+func (g *globals) lockDropCmd() *cobra.Command {
+	var txn, manager string
+	cmd := &cobra.Command{
 		Use:   "drop SET --txn ID [--manager REF]",
 		Short: "Drop every lock a transaction holds in SET and the sets related to it (drop_locks)",
 		Args:  cobra.ExactArgs(1),
@@ -586,19 +464,11 @@ func newLock(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if dropTxn == "" {
-				return errors.New("--txn: missing: name the transaction whose locks to drop")
+			if err := checkDropFlags(txn, manager); err != nil {
+				return err
 			}
-			if _, err := parseTxnID(dropTxn); err != nil {
-				return fmt.Errorf("--txn: %w", err)
-			}
-			if dropManager != "" {
-				if _, err := checkManagerRef(dropManager); err != nil {
-					return err
-				}
-			}
-			return withService(cmd, func(ctx context.Context, c *client.Client, s *client.LockService) error {
-				tx, err := txnOf(ctx, c, dropTxn, dropManager)
+			return g.withLockService(cmd, func(ctx context.Context, c *client.Client, s *client.LockService) error {
+				tx, err := txnOf(ctx, c, txn, manager)
 				if err != nil {
 					return err
 				}
@@ -610,10 +480,29 @@ func newLock(g *globals) *cobra.Command {
 			})
 		},
 	}
-	drop.Flags().StringVar(&dropTxn, "txn", "", "transaction ID (of --server's transaction manager unless --manager)")
-	drop.Flags().StringVar(&dropManager, "manager", "", "reference (djinn://…) of the manager of --txn, when it is not --server's")
+	cmd.Flags().StringVar(&txn, "txn", "", "transaction ID (of --server's transaction manager unless --manager)")
+	cmd.Flags().StringVar(&manager, "manager", "", "reference (djinn://…) of the manager of --txn, when it is not --server's")
+	return cmd
+}
 
-	validate := &cobra.Command{
+// checkDropFlags checks drop's --txn and --manager before a dial.
+func checkDropFlags(txn, manager string) error {
+	if txn == "" {
+		return errors.New("--txn: missing: name the transaction whose locks to drop")
+	}
+	if _, err := parseTxnID(txn); err != nil {
+		return fmt.Errorf("--txn: %w", err)
+	}
+	if manager != "" {
+		if _, err := checkManagerRef(manager); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g *globals) lockValidateCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:   "validate SET FENCE",
 		Short: "Print whether a fencing token's grant still holds its lock: valid or invalid",
 		Args:  cobra.ExactArgs(2),
@@ -626,7 +515,7 @@ func newLock(g *globals) *cobra.Command {
 			if err != nil || fence == 0 {
 				return fmt.Errorf("fencing token %q: want a decimal number from 1", args[1])
 			}
-			return withService(cmd, func(ctx context.Context, _ *client.Client, s *client.LockService) error {
+			return g.withLockService(cmd, func(ctx context.Context, _ *client.Client, s *client.LockService) error {
 				ok, err := s.Set(id).ValidateFence(ctx, fence)
 				if err != nil {
 					return err
@@ -641,6 +530,4 @@ func newLock(g *globals) *cobra.Command {
 			})
 		},
 	}
-	cmd.AddCommand(create, owner, acquire, release, change, show, drop, validate)
-	return cmd
 }

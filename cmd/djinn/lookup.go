@@ -210,21 +210,21 @@ func (g *globals) withRegistrar(cmd *cobra.Command, fn func(ctx context.Context,
 	return fn(ctx, c, r)
 }
 
-func newLookup(g *globals) *cobra.Command {
+func (g *globals) lookupCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "lookup",
 		Short: "The lookup service: register, find, watch and browse services",
 		Long: "The lookup service (the registrar): register service items with types and attribute entries, " +
 			"find them by template, watch them come and go, and change their attributes.\n\n--attr: " + attrSyntax + ".",
 	}
-	cmd.AddCommand(newLookupRegister(g),
-		newLookupFind(g, "find [--type T]… [--attr Type.field=value]… [--id ID] [--max N]", "Find the services matching a template: the total and the items", true),
-		newLookupFind(g, "ls [--max N]", "List the registered services: the total and the items", false),
-		newLookupTypes(g), newLookupAttrs(g), newLookupWatch(g), newLookupInfo(g))
+	cmd.AddCommand(g.lookupRegisterCmd(),
+		g.lookupFindCmd("find [--type T]… [--attr Type.field=value]… [--id ID] [--max N]", "Find the services matching a template: the total and the items", true),
+		g.lookupFindCmd("ls [--max N]", "List the registered services: the total and the items", false),
+		g.lookupTypesCmd(), g.lookupAttrsCmd(), g.lookupWatchCmd(), g.lookupInfoCmd())
 	return cmd
 }
 
-func newLookupRegister(g *globals) *cobra.Command {
+func (g *globals) lookupRegisterCmd() *cobra.Command {
 	var (
 		f                  lookupFlags
 		endpoint, duration string
@@ -283,7 +283,7 @@ func newLookupRegister(g *globals) *cobra.Command {
 }
 
 // newLookupFind is find (with template flags) or ls (without).
-func newLookupFind(g *globals, use, short string, template bool) *cobra.Command {
+func (g *globals) lookupFindCmd(use, short string, template bool) *cobra.Command {
 	var (
 		f   lookupFlags
 		max int
@@ -329,7 +329,7 @@ func newLookupFind(g *globals, use, short string, template bool) *cobra.Command 
 	return cmd
 }
 
-func newLookupTypes(g *globals) *cobra.Command {
+func (g *globals) lookupTypesCmd() *cobra.Command {
 	var prefix string
 	cmd := &cobra.Command{
 		Use:   "types [--prefix P]",
@@ -356,7 +356,7 @@ func newLookupTypes(g *globals) *cobra.Command {
 	return cmd
 }
 
-func newLookupInfo(g *globals) *cobra.Command {
+func (g *globals) lookupInfoCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "info",
 		Short: "What the lookup service says of itself: service id, groups, locator, reference, items",
@@ -386,7 +386,29 @@ func newLookupInfo(g *globals) *cobra.Command {
 	}
 }
 
-func newLookupAttrs(g *globals) *cobra.Command {
+// attrsToken reads the registration's lease token of lookup attrs: the
+// argument or --token, given once.
+func attrsToken(args []string, token string) (*client.Lease, error) {
+	if len(args) == 2 {
+		if token != "" && token != args[1] {
+			return nil, errors.New("--token: the registration is named twice: give the token once")
+		}
+		token = args[1]
+	}
+	if token == "" {
+		return nil, errors.New("--token: missing: the registration's lease token, which register prints")
+	}
+	l, err := client.ParseToken(token)
+	if err != nil {
+		if _, idErr := djinn.ParseID(token); idErr == nil {
+			return nil, fmt.Errorf("%s: a service id, not a lease token: changing attributes takes the registration's lease token, which register prints", token)
+		}
+		return nil, fmt.Errorf("--token: %w", err)
+	}
+	return l, nil
+}
+
+func (g *globals) lookupAttrsCmd() *cobra.Command {
 	var (
 		token string
 		attrs []string
@@ -403,21 +425,9 @@ func newLookupAttrs(g *globals) *cobra.Command {
 			if op != "add" && op != "set" {
 				return fmt.Errorf("attrs %q: want add or set", op)
 			}
-			if len(args) == 2 {
-				if token != "" && token != args[1] {
-					return errors.New("--token: the registration is named twice: give the token once")
-				}
-				token = args[1]
-			}
-			if token == "" {
-				return errors.New("--token: missing: the registration's lease token, which register prints")
-			}
-			l, err := client.ParseToken(token)
+			l, err := attrsToken(args, token)
 			if err != nil {
-				if _, idErr := djinn.ParseID(token); idErr == nil {
-					return fmt.Errorf("%s: a service id, not a lease token: changing attributes takes the registration's lease token, which register prints", token)
-				}
-				return fmt.Errorf("--token: %w", err)
+				return err
 			}
 			es, err := parseLookupEntries(attrs)
 			if err != nil {
@@ -436,22 +446,24 @@ func newLookupAttrs(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return g.print(cmd.OutOrStdout(), map[string]any{"op": op, "entries": len(es)}, func(w io.Writer) {
-					verb, noun := "added", "entries"
-					if op == "set" {
-						verb = "set"
-					}
-					if len(es) == 1 {
-						noun = "entry"
-					}
-					fmt.Fprintf(w, "%s %d %s\n", verb, len(es), noun)
-				})
+				return g.print(cmd.OutOrStdout(), map[string]any{"op": op, "entries": len(es)}, func(w io.Writer) { printAttrsChanged(w, op, len(es)) })
 			})
 		},
 	}
 	cmd.Flags().StringVar(&token, "token", "", "the registration's lease token (register prints it)")
 	cmd.Flags().StringArrayVar(&attrs, "attr", nil, attrFlagHelp)
 	return cmd
+}
+
+func printAttrsChanged(w io.Writer, op string, n int) {
+	verb, noun := "added", "entries"
+	if op == "set" {
+		verb = "set"
+	}
+	if n == 1 {
+		noun = "entry"
+	}
+	fmt.Fprintf(w, "%s %d %s\n", verb, n, noun)
 }
 
 // lookupEventView is a service event as watch prints it.
@@ -482,7 +494,7 @@ func printLookupEvent(g *globals, w io.Writer, se *client.ServiceEvent) {
 	fmt.Fprintf(w, "seq=%d %s %s\n", v.Seq, v.Transition, lookupItemText(*v.Item))
 }
 
-func newLookupWatch(g *globals) *cobra.Command {
+func (g *globals) lookupWatchCmd() *cobra.Command {
 	var (
 		f                               lookupFlags
 		transitions, addr, duration, hb string
@@ -546,7 +558,6 @@ func runLookupWatch(ctx context.Context, g *globals, w, errw io.Writer, c *clien
 		return fmt.Errorf("--listen %s: %w", addr, err)
 	}
 	defer l.Close()
-
 	failed := make(chan error, 1)
 	renewer, err := client.NewRenewer(c, client.WithFailureHandler(func(f client.Failure) {
 		select {
@@ -565,30 +576,41 @@ func runLookupWatch(ctx context.Context, g *globals, w, errw io.Writer, c *clien
 	if err := renewer.Renew(reg.Lease, djinn.EndOfTime); err != nil {
 		return err
 	}
-	v := map[string]any{"event_id": reg.ID, "source": reg.Source.String(), "sequence": reg.Seq, "listener": l.Ref().String(),
-		"transitions": tr.String(), "lease": reg.Lease.Token()}
-	printMu.Lock()
-	if g.output == "json" {
-		b, _ := json.Marshal(v)
-		fmt.Fprintln(w, string(b))
-	} else {
-		fmt.Fprintf(w, "watching %s: event id %d, listener %s, lease %s\n", tr, reg.ID, l.Ref(), reg.Lease.Token())
-	}
-	printMu.Unlock()
-
-	var end error
-	select {
-	case <-ctx.Done():
-	case <-l.Done():
-		if ctx.Err() == nil {
-			end = errors.New("the listener stopped")
-		}
-	case err := <-failed:
-		end = fmt.Errorf("the watch's lease could not be renewed: %w", err)
-	}
+	printWatching(g, w, reg, l.Ref(), tr)
+	end := waitWatch(ctx, l, failed)
 	// Best effort: a lease left behind ends by itself.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	_ = renewer.Cancel(cctx, reg.Lease)
 	return end
+}
+
+// printWatching prints what a watch registered.
+func printWatching(g *globals, w io.Writer, reg *client.EventRegistration, listener djinn.Ref, tr client.Transition) {
+	v := map[string]any{"event_id": reg.ID, "source": reg.Source.String(), "sequence": reg.Seq, "listener": listener.String(),
+		"transitions": tr.String(), "lease": reg.Lease.Token()}
+	printMu.Lock()
+	defer printMu.Unlock()
+	if g.output == "json" {
+		b, _ := json.Marshal(v)
+		fmt.Fprintln(w, string(b))
+		return
+	}
+	fmt.Fprintf(w, "watching %s: event id %d, listener %s, lease %s\n", tr, reg.ID, listener, reg.Lease.Token())
+}
+
+// waitWatch waits until the watch ends: ctx ends (nil), the listener
+// stops, or the registration's lease cannot be renewed.
+func waitWatch(ctx context.Context, l *client.Listener, failed <-chan error) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-l.Done():
+		if ctx.Err() == nil {
+			return errors.New("the listener stopped")
+		}
+		return nil
+	case err := <-failed:
+		return fmt.Errorf("the watch's lease could not be renewed: %w", err)
+	}
 }

@@ -49,10 +49,15 @@ func printRegistration(w io.Writer, v registrationView) {
 	}
 }
 
-func newMailbox(g *globals) *cobra.Command {
+func (g *globals) mailboxCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "mailbox", Short: "Event mailbox registrations"}
+	cmd.AddCommand(g.mailboxRegisterCmd(), g.mailboxShowCmd(), g.mailboxEnableCmd(), g.mailboxDisableCmd(), g.mailboxPullCmd(), g.mailboxAckCmd())
+	return cmd
+}
+
+func (g *globals) mailboxRegisterCmd() *cobra.Command {
 	var d string
-	register := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "register --duration D",
 		Short: "Create a registration; prints its id, lease token and listener reference",
 		Args:  cobra.NoArgs,
@@ -74,37 +79,47 @@ func newMailbox(g *globals) *cobra.Command {
 			return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printRegistration(w, v) })
 		},
 	}
-	register.Flags().StringVar(&d, "duration", "any", "lease duration: a positive Go duration or any")
+	cmd.Flags().StringVar(&d, "duration", "any", "lease duration: a positive Go duration or any")
+	return cmd
+}
 
-	withReg := func(use, short string, run func(cmd *cobra.Command, c *client.Client, r *client.MailboxRegistration, args []string) error) *cobra.Command {
-		return &cobra.Command{
-			Use:   use,
-			Short: short,
-			Args:  cobra.MinimumNArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				id, err := djinn.ParseID(args[0])
-				if err != nil {
-					return fmt.Errorf("registration: %w", err)
-				}
-				c, err := g.dial(cmd.Context())
-				if err != nil {
-					return err
-				}
-				defer c.Close()
-				r, err := c.Mailbox().Registration(cmd.Context(), id)
-				if err != nil {
-					return err
-				}
-				return run(cmd, c, r, args[1:])
-			},
-		}
+// withRegistration builds a command on registration REG: it parses REG,
+// dials, reads the registration and calls run with the arguments after
+// REG.
+func (g *globals) withRegistration(use, short string, run func(cmd *cobra.Command, r *client.MailboxRegistration, args []string) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := djinn.ParseID(args[0])
+			if err != nil {
+				return fmt.Errorf("registration: %w", err)
+			}
+			c, err := g.dial(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			r, err := c.Mailbox().Registration(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			return run(cmd, r, args[1:])
+		},
 	}
-	show := withReg("show REG", "Show a registration", func(cmd *cobra.Command, _ *client.Client, r *client.MailboxRegistration, _ []string) error {
+}
+
+func (g *globals) mailboxShowCmd() *cobra.Command {
+	return g.withRegistration("show REG", "Show a registration", func(cmd *cobra.Command, r *client.MailboxRegistration, _ []string) error {
 		v := viewRegistration(r)
 		return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printRegistration(w, v) })
 	})
+}
+
+func (g *globals) mailboxEnableCmd() *cobra.Command {
 	var target string
-	enable := withReg("enable REG --target LISTENER", "Deliver stored and future events to a listener", func(cmd *cobra.Command, _ *client.Client, r *client.MailboxRegistration, _ []string) error {
+	cmd := g.withRegistration("enable REG --target LISTENER", "Deliver stored and future events to a listener", func(cmd *cobra.Command, r *client.MailboxRegistration, _ []string) error {
 		t, err := djinn.ParseRef(target)
 		if err != nil {
 			return fmt.Errorf("--target: %w", err)
@@ -114,26 +129,33 @@ func newMailbox(g *globals) *cobra.Command {
 		}
 		return g.print(cmd.OutOrStdout(), map[string]string{"target": t.String()}, func(w io.Writer) { fmt.Fprintln(w, "delivering to", t) })
 	})
-	enable.Flags().StringVar(&target, "target", "", "listener reference (djinn://host:port/SERVICE/OBJECT)")
-	enable.PreRunE = func(*cobra.Command, []string) error {
+	cmd.Flags().StringVar(&target, "target", "", "listener reference (djinn://host:port/SERVICE/OBJECT)")
+	cmd.PreRunE = func(*cobra.Command, []string) error {
 		if _, err := djinn.ParseRef(target); err != nil {
 			return fmt.Errorf("--target: %w", err)
 		}
 		return nil
 	}
-	_ = enable.MarkFlagRequired("target")
-	disable := withReg("disable REG", "Stop delivery; events are stored meanwhile", func(cmd *cobra.Command, _ *client.Client, r *client.MailboxRegistration, _ []string) error {
+	_ = cmd.MarkFlagRequired("target")
+	return cmd
+}
+
+func (g *globals) mailboxDisableCmd() *cobra.Command {
+	return g.withRegistration("disable REG", "Stop delivery; events are stored meanwhile", func(cmd *cobra.Command, r *client.MailboxRegistration, _ []string) error {
 		if err := r.DisableDelivery(cmd.Context()); err != nil {
 			return err
 		}
 		return g.print(cmd.OutOrStdout(), map[string]bool{"disabled": true}, func(w io.Writer) { fmt.Fprintln(w, "delivery disabled") })
 	})
+}
+
+func (g *globals) mailboxPullCmd() *cobra.Command {
 	var (
 		after  uint64
 		follow bool
 		ack    bool
 	)
-	pull := withReg("pull REG", "Print stored events (one line each); --follow waits for more, --ack forgets what was printed", func(cmd *cobra.Command, _ *client.Client, r *client.MailboxRegistration, _ []string) error {
+	cmd := g.withRegistration("pull REG", "Print stored events (one line each); --follow waits for more, --ack forgets what was printed", func(cmd *cobra.Command, r *client.MailboxRegistration, _ []string) error {
 		ctx := cmd.Context()
 		remaining := r.Stored
 		var last uint64
@@ -157,10 +179,14 @@ func newMailbox(g *globals) *cobra.Command {
 		}
 		return nil
 	})
-	pull.Flags().Uint64Var(&after, "after", 0, "resume after this index")
-	pull.Flags().BoolVar(&follow, "follow", false, "keep waiting for new events")
-	pull.Flags().BoolVar(&ack, "ack", false, "acknowledge (forget) the printed events")
-	ackCmd := withReg("ack REG INDEX", "Forget stored events through INDEX", func(cmd *cobra.Command, _ *client.Client, r *client.MailboxRegistration, args []string) error {
+	cmd.Flags().Uint64Var(&after, "after", 0, "resume after this index")
+	cmd.Flags().BoolVar(&follow, "follow", false, "keep waiting for new events")
+	cmd.Flags().BoolVar(&ack, "ack", false, "acknowledge (forget) the printed events")
+	return cmd
+}
+
+func (g *globals) mailboxAckCmd() *cobra.Command {
+	return g.withRegistration("ack REG INDEX", "Forget stored events through INDEX", func(cmd *cobra.Command, r *client.MailboxRegistration, args []string) error {
 		if len(args) != 1 {
 			return fmt.Errorf("ack takes REG and INDEX")
 		}
@@ -170,6 +196,4 @@ func newMailbox(g *globals) *cobra.Command {
 		}
 		return r.Ack(cmd.Context(), i)
 	})
-	cmd.AddCommand(register, show, enable, disable, pull, ackCmd)
-	return cmd
 }

@@ -12,11 +12,13 @@
 //	djinn lookup …         register, find, watch and browse services (djinn discover: find registrars)
 //	djinn lds …            the lookup discovery service: registrations, their groups, locators, registrars
 //	djinn demo transfer    one transaction across two servers' key/value stores
+//	djinn bench …          measure a running server (package internal/bench)
+//
+// main hands off to Main; each command group has its file.
 package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -24,10 +26,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRoot().ExecuteContext(ctx)
+	code := Main{Stdout: os.Stdout, Stderr: os.Stderr}.Run(ctx, os.Args[1:])
 	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "djinn:", err)
-		os.Exit(1)
-	}
+	os.Exit(code)
 }

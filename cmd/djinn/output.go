@@ -25,33 +25,48 @@ func (g *globals) dial(ctx context.Context) (*client.Client, error) {
 	if err := djinn.CheckEndpoint(g.server); err != nil {
 		return nil, fmt.Errorf("--server: %w", err)
 	}
+	return g.dialAt(ctx, g.server)
+}
+
+// dialAt connects to addr with the TLS flags.
+func (g *globals) dialAt(ctx context.Context, addr string) (*client.Client, error) {
 	if g.output != "text" && g.output != "json" {
 		return nil, fmt.Errorf("--output %q: want text or json", g.output)
 	}
 	var opts []client.Option
 	if g.tlsCA != "" || g.cert != "" {
-		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-		if g.tlsCA != "" {
-			pem, err := os.ReadFile(g.tlsCA)
-			if err != nil {
-				return nil, fmt.Errorf("--ca: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("--ca %s: no PEM certificates", g.tlsCA)
-			}
-			cfg.RootCAs = pool
-		}
-		if g.cert != "" || g.key != "" {
-			cert, err := tls.LoadX509KeyPair(g.cert, g.key)
-			if err != nil {
-				return nil, fmt.Errorf("--cert/--key: %w", err)
-			}
-			cfg.Certificates = []tls.Certificate{cert}
+		cfg, err := g.tlsConfig()
+		if err != nil {
+			return nil, err
 		}
 		opts = append(opts, client.WithTLS(cfg))
 	}
-	return client.Dial(ctx, g.server, opts...)
+	return client.Dial(ctx, addr, opts...)
+}
+
+// tlsConfig is the client's TLS: --ca verifies the server, --cert and
+// --key are its own certificate.
+func (g *globals) tlsConfig() (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if g.tlsCA != "" {
+		pem, err := os.ReadFile(g.tlsCA)
+		if err != nil {
+			return nil, fmt.Errorf("--ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--ca %s: no PEM certificates", g.tlsCA)
+		}
+		cfg.RootCAs = pool
+	}
+	if g.cert != "" || g.key != "" {
+		cert, err := tls.LoadX509KeyPair(g.cert, g.key)
+		if err != nil {
+			return nil, fmt.Errorf("--cert/--key: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
 }
 
 // print writes v as JSON with -o json, or calls text otherwise.

@@ -119,10 +119,16 @@ func parseRef(flag, s string) (djinn.Ref, error) {
 	return r, nil
 }
 
-func newRenewal(g *globals) *cobra.Command {
+func (g *globals) renewalCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "renewal", Short: "Lease renewal sets: leases the service renews for you"}
+	cmd.AddCommand(g.renewalCreateCmd(), g.renewalShowCmd(), g.renewalAddCmd(), g.renewalRemoveCmd(), g.renewalLsCmd(),
+		g.renewalWarnCmd(), g.renewalFailuresCmd(), g.renewalClearWarnCmd(), g.renewalClearFailuresCmd())
+	return cmd
+}
+
+func (g *globals) renewalCreateCmd() *cobra.Command {
 	var d string
-	create := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "create --duration D",
 		Short: "Create a renewal set; prints its id and lease token",
 		Args:  cobra.NoArgs,
@@ -144,36 +150,39 @@ func newRenewal(g *globals) *cobra.Command {
 			return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printRenewalSet(w, v, false) })
 		},
 	}
-	create.Flags().StringVar(&d, "duration", "any", "set lease duration: a positive Go duration, forever or any")
+	cmd.Flags().StringVar(&d, "duration", "any", "set lease duration: a positive Go duration, forever or any")
+	return cmd
+}
 
-	// withSet parses SET, dials, reads the set and calls run with the
-	// arguments after SET (n of them).
-	withSet := func(use, short string, n int, run func(cmd *cobra.Command, c *client.Client, s *client.RenewalSet, args []string) error) *cobra.Command {
-		return &cobra.Command{
-			Use:   use,
-			Short: short,
-			Args:  cobra.ExactArgs(1 + n),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				id, err := djinn.ParseID(args[0])
-				if err != nil {
-					return fmt.Errorf("set: %w", err)
-				}
-				c, err := g.dial(cmd.Context())
-				if err != nil {
-					return err
-				}
-				defer c.Close()
-				s, err := c.RenewalService().Set(cmd.Context(), id)
-				if err != nil {
-					return err
-				}
-				return run(cmd, c, s, args[1:])
-			},
-		}
+// withSet builds a command on renewal set SET: it parses SET, dials, reads
+// the set and calls run with the arguments after SET (n of them).
+func (g *globals) withSet(use, short string, n int, run func(cmd *cobra.Command, s *client.RenewalSet, args []string) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ExactArgs(1 + n),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := djinn.ParseID(args[0])
+			if err != nil {
+				return fmt.Errorf("set: %w", err)
+			}
+			c, err := g.dial(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			s, err := c.RenewalService().Set(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			return run(cmd, s, args[1:])
+		},
 	}
+}
 
-	show := withSet("show SET", "Show a set: its lease, number of leases and listeners with their sequence numbers", 0,
-		func(cmd *cobra.Command, _ *client.Client, s *client.RenewalSet, _ []string) error {
+func (g *globals) renewalShowCmd() *cobra.Command {
+	return g.withSet("show SET", "Show a set: its lease, number of leases and listeners with their sequence numbers", 0,
+		func(cmd *cobra.Command, s *client.RenewalSet, _ []string) error {
 			info, err := s.Info(cmd.Context())
 			if err != nil {
 				return err
@@ -181,10 +190,12 @@ func newRenewal(g *globals) *cobra.Command {
 			v := viewRenewalSet(s, info)
 			return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printRenewalSet(w, v, true) })
 		})
+}
 
+func (g *globals) renewalAddCmd() *cobra.Command {
 	var desired, renew string
-	add := withSet("add SET TOKEN --desired D [--renew D]", "Have the set renew a lease until --desired from now, --renew at a time (default forever)", 1,
-		func(cmd *cobra.Command, _ *client.Client, s *client.RenewalSet, args []string) error {
+	cmd := g.withSet("add SET TOKEN --desired D [--renew D]", "Have the set renew a lease until --desired from now, --renew at a time (default forever)", 1,
+		func(cmd *cobra.Command, s *client.RenewalSet, args []string) error {
 			l, err := client.ParseToken(args[0])
 			if err != nil {
 				return err
@@ -210,12 +221,15 @@ func newRenewal(g *globals) *cobra.Command {
 				fmt.Fprintf(w, "set %s renews %v: desired %s, renew %s\n", out["set"], l, out["desired"], out["renew"])
 			})
 		})
-	add.Flags().StringVar(&desired, "desired", "", "how long to keep the lease: a Go duration or forever (negative: drop it)")
-	add.Flags().StringVar(&renew, "renew", "forever", "duration of each renewal: a positive Go duration, or any with --desired forever")
-	_ = add.MarkFlagRequired("desired")
+	cmd.Flags().StringVar(&desired, "desired", "", "how long to keep the lease: a Go duration or forever (negative: drop it)")
+	cmd.Flags().StringVar(&renew, "renew", "forever", "duration of each renewal: a positive Go duration, or any with --desired forever")
+	_ = cmd.MarkFlagRequired("desired")
+	return cmd
+}
 
-	remove := withSet("remove SET TOKEN", "Take a lease out of a set without cancelling it", 1,
-		func(cmd *cobra.Command, _ *client.Client, s *client.RenewalSet, args []string) error {
+func (g *globals) renewalRemoveCmd() *cobra.Command {
+	return g.withSet("remove SET TOKEN", "Take a lease out of a set without cancelling it", 1,
+		func(cmd *cobra.Command, s *client.RenewalSet, args []string) error {
 			l, err := client.ParseToken(args[0])
 			if err != nil {
 				return err
@@ -236,9 +250,11 @@ func newRenewal(g *globals) *cobra.Command {
 				printLease(w, v.Lease)
 			})
 		})
+}
 
-	ls := withSet("ls SET", "List a set's leases: landlord, expiration, desired expiration, renew duration, last error", 0,
-		func(cmd *cobra.Command, _ *client.Client, s *client.RenewalSet, _ []string) error {
+func (g *globals) renewalLsCmd() *cobra.Command {
+	return g.withSet("ls SET", "List a set's leases: landlord, expiration, desired expiration, renew duration, last error", 0,
+		func(cmd *cobra.Command, s *client.RenewalSet, _ []string) error {
 			leases, err := s.Leases(cmd.Context())
 			if err != nil {
 				return err
@@ -253,21 +269,25 @@ func newRenewal(g *globals) *cobra.Command {
 			for i, l := range leases {
 				vs[i] = viewClientLease(l)
 			}
-			return g.print(cmd.OutOrStdout(), vs, func(w io.Writer) {
-				for _, v := range vs {
-					fmt.Fprintf(w, "landlord=%s expires=%s desired=%s renew=%s", v.Landlord, v.Expiration, v.Desired, v.RenewDuration)
-					if v.LastError != "" {
-						fmt.Fprintf(w, " last-error=%q", v.LastError)
-					}
-					fmt.Fprintf(w, " token=%s\n", v.Token)
-				}
-			})
+			return g.print(cmd.OutOrStdout(), vs, func(w io.Writer) { printClientLeases(w, vs) })
 		})
+}
 
-	var warnListener, minWarning, warnHandback string
-	warn := withSet("warn SET --listener REF --min-warning D [--handback S]", "Send an expiration warning event to a listener D before the set's lease expires", 0,
-		func(cmd *cobra.Command, _ *client.Client, s *client.RenewalSet, _ []string) error {
-			ref, err := parseRef("listener", warnListener)
+func printClientLeases(w io.Writer, vs []clientLeaseView) {
+	for _, v := range vs {
+		fmt.Fprintf(w, "landlord=%s expires=%s desired=%s renew=%s", v.Landlord, v.Expiration, v.Desired, v.RenewDuration)
+		if v.LastError != "" {
+			fmt.Fprintf(w, " last-error=%q", v.LastError)
+		}
+		fmt.Fprintf(w, " token=%s\n", v.Token)
+	}
+}
+
+func (g *globals) renewalWarnCmd() *cobra.Command {
+	var listener, minWarning, handback string
+	cmd := g.withSet("warn SET --listener REF --min-warning D [--handback S]", "Send an expiration warning event to a listener D before the set's lease expires", 0,
+		func(cmd *cobra.Command, s *client.RenewalSet, _ []string) error {
+			ref, err := parseRef("listener", listener)
 			if err != nil {
 				return err
 			}
@@ -275,37 +295,43 @@ func newRenewal(g *globals) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--min-warning: %w", err)
 			}
-			reg, err := s.SetExpirationWarningListener(cmd.Context(), ref, mw, handbackBytes(warnHandback))
+			reg, err := s.SetExpirationWarningListener(cmd.Context(), ref, mw, handbackBytes(handback))
 			if err != nil {
 				return err
 			}
 			return printEventRegistration(g, cmd.OutOrStdout(), reg)
 		})
-	warn.Flags().StringVar(&warnListener, "listener", "", "listener reference (djinn://host:port/SERVICE/OBJECT)")
-	warn.Flags().StringVar(&minWarning, "min-warning", "", "how long before the set's lease expires: a Go duration, zero or more")
-	warn.Flags().StringVar(&warnHandback, "handback", "", "handback returned in the events")
-	_ = warn.MarkFlagRequired("listener")
-	_ = warn.MarkFlagRequired("min-warning")
+	cmd.Flags().StringVar(&listener, "listener", "", "listener reference (djinn://host:port/SERVICE/OBJECT)")
+	cmd.Flags().StringVar(&minWarning, "min-warning", "", "how long before the set's lease expires: a Go duration, zero or more")
+	cmd.Flags().StringVar(&handback, "handback", "", "handback returned in the events")
+	_ = cmd.MarkFlagRequired("listener")
+	_ = cmd.MarkFlagRequired("min-warning")
+	return cmd
+}
 
-	var failListener, failHandback string
-	failures := withSet("failures SET --listener REF [--handback S]", "Send a renewal failure event to a listener for each lease the set cannot renew", 0,
-		func(cmd *cobra.Command, _ *client.Client, s *client.RenewalSet, _ []string) error {
-			ref, err := parseRef("listener", failListener)
+func (g *globals) renewalFailuresCmd() *cobra.Command {
+	var listener, handback string
+	cmd := g.withSet("failures SET --listener REF [--handback S]", "Send a renewal failure event to a listener for each lease the set cannot renew", 0,
+		func(cmd *cobra.Command, s *client.RenewalSet, _ []string) error {
+			ref, err := parseRef("listener", listener)
 			if err != nil {
 				return err
 			}
-			reg, err := s.SetRenewalFailureListener(cmd.Context(), ref, handbackBytes(failHandback))
+			reg, err := s.SetRenewalFailureListener(cmd.Context(), ref, handbackBytes(handback))
 			if err != nil {
 				return err
 			}
 			return printEventRegistration(g, cmd.OutOrStdout(), reg)
 		})
-	failures.Flags().StringVar(&failListener, "listener", "", "listener reference (djinn://host:port/SERVICE/OBJECT)")
-	failures.Flags().StringVar(&failHandback, "handback", "", "handback returned in the events")
-	_ = failures.MarkFlagRequired("listener")
+	cmd.Flags().StringVar(&listener, "listener", "", "listener reference (djinn://host:port/SERVICE/OBJECT)")
+	cmd.Flags().StringVar(&handback, "handback", "", "handback returned in the events")
+	_ = cmd.MarkFlagRequired("listener")
+	return cmd
+}
 
-	clearWarn := withSet("clear-warn SET", "Remove the expiration warning listener", 0,
-		func(cmd *cobra.Command, _ *client.Client, s *client.RenewalSet, _ []string) error {
+func (g *globals) renewalClearWarnCmd() *cobra.Command {
+	return g.withSet("clear-warn SET", "Remove the expiration warning listener", 0,
+		func(cmd *cobra.Command, s *client.RenewalSet, _ []string) error {
 			if err := s.ClearExpirationWarningListener(cmd.Context()); err != nil {
 				return err
 			}
@@ -313,8 +339,11 @@ func newRenewal(g *globals) *cobra.Command {
 				fmt.Fprintln(w, "expiration warning listener cleared")
 			})
 		})
-	clearFailures := withSet("clear-failures SET", "Remove the renewal failure listener", 0,
-		func(cmd *cobra.Command, _ *client.Client, s *client.RenewalSet, _ []string) error {
+}
+
+func (g *globals) renewalClearFailuresCmd() *cobra.Command {
+	return g.withSet("clear-failures SET", "Remove the renewal failure listener", 0,
+		func(cmd *cobra.Command, s *client.RenewalSet, _ []string) error {
 			if err := s.ClearRenewalFailureListener(cmd.Context()); err != nil {
 				return err
 			}
@@ -322,9 +351,6 @@ func newRenewal(g *globals) *cobra.Command {
 				fmt.Fprintln(w, "renewal failure listener cleared")
 			})
 		})
-
-	cmd.AddCommand(create, show, add, remove, ls, warn, failures, clearWarn, clearFailures)
-	return cmd
 }
 
 // handbackBytes is the handback of a flag: none when empty.

@@ -1,8 +1,32 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"io"
+
 	"github.com/spf13/cobra"
 )
+
+// Main is the djinn command: its arguments in, its output out, its exit
+// status returned.
+type Main struct {
+	Stdout, Stderr io.Writer
+}
+
+// Run runs the command line args and returns the exit status: 0, or 1
+// after printing the error on one line.
+func (m Main) Run(ctx context.Context, args []string) int {
+	root := newRoot()
+	root.SetArgs(args)
+	root.SetOut(m.Stdout)
+	root.SetErr(m.Stderr)
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(m.Stderr, "djinn:", err)
+		return 1
+	}
+	return 0
+}
 
 // globals are the flags every client command takes.
 type globals struct {
@@ -13,6 +37,8 @@ type globals struct {
 	key    string
 }
 
+// newRoot returns the djinn command with every command group. A new group
+// is one line here and a file of its own.
 func newRoot() *cobra.Command {
 	g := &globals{}
 	root := &cobra.Command{
@@ -27,6 +53,21 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.tlsCA, "ca", "", "PEM CA that verifies the server (enables TLS)")
 	pf.StringVar(&g.cert, "cert", "", "PEM client certificate (mutual TLS)")
 	pf.StringVar(&g.key, "key", "", "PEM client key (mutual TLS)")
-	root.AddCommand(newServe(), newStatus(g), newLease(g), newMailbox(g), newRenewal(g), newEvents(g), newTxn(g), newLock(g), newLookup(g), newDiscover(g), newLDS(g), newKV(g), newDemo(g), newBench(g))
+	root.AddCommand(
+		newServe(),
+		g.statusCmd(),
+		g.leaseCmd(),
+		g.mailboxCmd(),
+		g.renewalCmd(),
+		g.eventsCmd(),
+		g.txnCmd(),
+		g.lockCmd(),
+		g.lookupCmd(),
+		g.discoverCmd(),
+		g.ldsCmd(),
+		g.kvCmd(),
+		g.demoCmd(),
+		g.benchCmd(),
+	)
 	return root
 }

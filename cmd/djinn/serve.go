@@ -40,8 +40,15 @@ DJINN_MAILBOX_MAX_STORED, ...), then flags.`,
 			return serve(cmd.Context(), final, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&configFile, "config", "", "TOML configuration file")
+	cmd.Flags().StringVar(&configFile, "config", "", "TOML configuration file")
+	serveFlags(cmd.Flags(), &cfg)
+	return cmd
+}
+
+// serveFlags registers the configuration flags of djinn serve on f, each
+// setting its field of cfg; flagSetters copies them onto the final
+// configuration.
+func serveFlags(f *pflag.FlagSet, cfg *server.Config) {
 	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "data directory")
 	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "gRPC API address")
 	f.StringVar(&cfg.Advertise, "advertise", "", "gRPC address put in references (default: --listen)")
@@ -79,7 +86,6 @@ DJINN_MAILBOX_MAX_STORED, ...), then flags.`,
 	f.Var((*durationFlag)(&cfg.Lock.MaxOwnerLease), "lock-max-owner-lease", "longest lock owner lease (forever allowed)")
 	f.Var((*durationFlag)(&cfg.Raftcfg.ElectionTimeout), "election-timeout", "Raft election timeout")
 	f.Var((*durationFlag)(&cfg.Raftcfg.HeartbeatTimeout), "heartbeat-timeout", "Raft heartbeat timeout")
-	return cmd
 }
 
 // applyFlags copies the flags the user set from flagged onto final.

@@ -11,7 +11,67 @@ import (
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
-func newStatus(g *globals) *cobra.Command {
+type memberView struct {
+	Node  string `json:"node"`
+	Raft  string `json:"raft"`
+	GRPC  string `json:"grpc"`
+	Voter bool   `json:"voter"`
+}
+
+type statusView struct {
+	ServiceID string           `json:"service_id"`
+	Node      string           `json:"node"`
+	State     string           `json:"state"`
+	Leader    string           `json:"leader"`
+	LeaderAt  string           `json:"leader_address"`
+	Applied   uint64           `json:"applied_index"`
+	Services  []string         `json:"services"`
+	Counts    map[string]int64 `json:"counts"`
+	Members   []memberView     `json:"members"`
+	Landlord  string           `json:"landlord,omitempty"`
+	Mailbox   string           `json:"mailbox,omitempty"`
+}
+
+func viewStatus(st *djinnpb.StatusResponse) statusView {
+	v := statusView{
+		ServiceID: fmt.Sprintf("%x", st.ServiceId), Node: st.NodeId, State: st.State, Leader: st.LeaderId,
+		LeaderAt: st.LeaderAddress, Applied: st.AppliedIndex, Services: st.Services, Counts: st.Counts,
+	}
+	for _, m := range st.Members {
+		v.Members = append(v.Members, memberView{m.NodeId, m.RaftAddress, m.GrpcAddress, m.Voter})
+	}
+	if r, err := client.RefFromProto("landlord", st.Landlord); err == nil {
+		v.Landlord = r.String()
+	}
+	if r, err := client.RefFromProto("mailbox", st.Mailbox); err == nil {
+		v.Mailbox = r.String()
+	}
+	return v
+}
+
+func printStatus(w io.Writer, v statusView) {
+	fmt.Fprintf(w, "service   %s\nnode      %s (%s)\nleader    %s at %s\napplied   %d\n", v.ServiceID, v.Node, v.State, v.Leader, v.LeaderAt, v.Applied)
+	fmt.Fprintf(w, "services  %v\n", v.Services)
+	if v.Landlord != "" {
+		fmt.Fprintf(w, "landlord  %s\n", v.Landlord)
+	}
+	if v.Mailbox != "" {
+		fmt.Fprintf(w, "mailbox   %s\n", v.Mailbox)
+	}
+	keys := make([]string, 0, len(v.Counts))
+	for k := range v.Counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, "%-22s %d\n", k, v.Counts[k])
+	}
+	for _, m := range v.Members {
+		fmt.Fprintf(w, "member    %s raft=%s grpc=%s voter=%v\n", m.Node, m.Raft, m.GRPC, m.Voter)
+	}
+}
+
+func (g *globals) statusCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
 		Short: "Show a server's node, leader, services and counts",
@@ -26,58 +86,8 @@ func newStatus(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			type member struct {
-				Node  string `json:"node"`
-				Raft  string `json:"raft"`
-				GRPC  string `json:"grpc"`
-				Voter bool   `json:"voter"`
-			}
-			out := struct {
-				ServiceID string           `json:"service_id"`
-				Node      string           `json:"node"`
-				State     string           `json:"state"`
-				Leader    string           `json:"leader"`
-				LeaderAt  string           `json:"leader_address"`
-				Applied   uint64           `json:"applied_index"`
-				Services  []string         `json:"services"`
-				Counts    map[string]int64 `json:"counts"`
-				Members   []member         `json:"members"`
-				Landlord  string           `json:"landlord,omitempty"`
-				Mailbox   string           `json:"mailbox,omitempty"`
-			}{
-				ServiceID: fmt.Sprintf("%x", st.ServiceId), Node: st.NodeId, State: st.State, Leader: st.LeaderId,
-				LeaderAt: st.LeaderAddress, Applied: st.AppliedIndex, Services: st.Services, Counts: st.Counts,
-			}
-			for _, m := range st.Members {
-				out.Members = append(out.Members, member{m.NodeId, m.RaftAddress, m.GrpcAddress, m.Voter})
-			}
-			if r, err := client.RefFromProto("landlord", st.Landlord); err == nil {
-				out.Landlord = r.String()
-			}
-			if r, err := client.RefFromProto("mailbox", st.Mailbox); err == nil {
-				out.Mailbox = r.String()
-			}
-			return g.print(cmd.OutOrStdout(), out, func(w io.Writer) {
-				fmt.Fprintf(w, "service   %s\nnode      %s (%s)\nleader    %s at %s\napplied   %d\n", out.ServiceID, out.Node, out.State, out.Leader, out.LeaderAt, out.Applied)
-				fmt.Fprintf(w, "services  %v\n", out.Services)
-				if out.Landlord != "" {
-					fmt.Fprintf(w, "landlord  %s\n", out.Landlord)
-				}
-				if out.Mailbox != "" {
-					fmt.Fprintf(w, "mailbox   %s\n", out.Mailbox)
-				}
-				keys := make([]string, 0, len(out.Counts))
-				for k := range out.Counts {
-					keys = append(keys, k)
-				}
-				sort.Strings(keys)
-				for _, k := range keys {
-					fmt.Fprintf(w, "%-22s %d\n", k, out.Counts[k])
-				}
-				for _, m := range out.Members {
-					fmt.Fprintf(w, "member    %s raft=%s grpc=%s voter=%v\n", m.Node, m.Raft, m.GRPC, m.Voter)
-				}
-			})
+			v := viewStatus(st)
+			return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printStatus(w, v) })
 		},
 	}
 }

@@ -156,29 +156,41 @@ func txnError(op string, err error) error {
 	return err
 }
 
-func newTxn(g *globals) *cobra.Command {
+func (g *globals) txnCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "txn",
 		Short: "Transactions of a server's transaction manager",
 		Long: "Create, nest, inspect, commit and abort transactions (TX.2) of the transaction manager\n" +
 			"of --server. A transaction is named by its id at that manager.",
 	}
-	// withManager dials the server and finds its transaction manager.
-	withManager := func(cmd *cobra.Command, fn func(ctx context.Context, m *client.TransactionManager) error) error {
-		ctx := cmd.Context()
-		c, err := g.dial(ctx)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		m, err := c.TransactionManager(ctx)
-		if err != nil {
-			return err
-		}
-		return fn(ctx, m)
+	commit := g.txnFinishCmd("commit", "committed", "Commit a transaction; --wait D also waits until its participants were told",
+		func(ctx context.Context, tx *client.Transaction) error { return tx.Commit(ctx) },
+		func(ctx context.Context, tx *client.Transaction, w time.Duration) error { return tx.CommitWait(ctx, w) })
+	abort := g.txnFinishCmd("abort", "aborted", "Abort a transaction; --wait D also waits until its participants were told",
+		func(ctx context.Context, tx *client.Transaction) error { return tx.Abort(ctx) },
+		func(ctx context.Context, tx *client.Transaction, w time.Duration) error { return tx.AbortWait(ctx, w) })
+	cmd.AddCommand(g.txnCreateCmd(), g.txnNestCmd(), g.txnShowCmd(), g.txnStateCmd(), commit, abort, g.txnLsCmd())
+	return cmd
+}
+
+// withManager dials the server and finds its transaction manager.
+func (g *globals) withManager(cmd *cobra.Command, fn func(ctx context.Context, m *client.TransactionManager) error) error {
+	ctx := cmd.Context()
+	c, err := g.dial(ctx)
+	if err != nil {
+		return err
 	}
+	defer c.Close()
+	m, err := c.TransactionManager(ctx)
+	if err != nil {
+		return err
+	}
+	return fn(ctx, m)
+}
+
+func (g *globals) txnCreateCmd() *cobra.Command {
 	var d string
-	create := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "create --duration D",
 		Short: "Create a transaction; prints its id, its manager's reference and its lease token",
 		Long: "Create a top-level transaction, ACTIVE, leased for D (TX.2.1). Renew the lease with\n" +
@@ -189,7 +201,7 @@ func newTxn(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return withManager(cmd, func(ctx context.Context, m *client.TransactionManager) error {
+			return g.withManager(cmd, func(ctx context.Context, m *client.TransactionManager) error {
 				tx, err := m.Create(ctx, dur)
 				if err != nil {
 					return err
@@ -199,10 +211,13 @@ func newTxn(g *globals) *cobra.Command {
 			})
 		},
 	}
-	create.Flags().StringVar(&d, "duration", "any", "lease duration: a positive Go duration, forever or any")
+	cmd.Flags().StringVar(&d, "duration", "any", "lease duration: a positive Go duration, forever or any")
+	return cmd
+}
 
-	var nd string
-	nest := &cobra.Command{
+func (g *globals) txnNestCmd() *cobra.Command {
+	var d string
+	cmd := &cobra.Command{
 		Use:   "nest PARENT --duration D",
 		Short: "Create a transaction nested in PARENT; prints its id, its manager's reference and its lease token",
 		Long: "Create a transaction nested in transaction PARENT of the same manager (TX.2.2), ACTIVE, leased\n" +
@@ -214,11 +229,11 @@ func newTxn(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			dur, err := djinn.ParseDuration(nd)
+			dur, err := djinn.ParseDuration(d)
 			if err != nil {
 				return err
 			}
-			return withManager(cmd, func(ctx context.Context, m *client.TransactionManager) error {
+			return g.withManager(cmd, func(ctx context.Context, m *client.TransactionManager) error {
 				tx, err := m.CreateNested(ctx, parent, dur)
 				if err != nil {
 					return err
@@ -228,26 +243,31 @@ func newTxn(g *globals) *cobra.Command {
 			})
 		},
 	}
-	nest.Flags().StringVar(&nd, "duration", "any", "lease duration: a positive Go duration, forever or any")
+	cmd.Flags().StringVar(&d, "duration", "any", "lease duration: a positive Go duration, forever or any")
+	return cmd
+}
 
-	// withTxn parses the id argument and calls fn with the transaction.
-	withTxn := func(use, short string, run func(ctx context.Context, cmd *cobra.Command, tx *client.Transaction) error) *cobra.Command {
-		return &cobra.Command{
-			Use:   use,
-			Short: short,
-			Args:  cobra.ExactArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				id, err := parseTxnID(args[0])
-				if err != nil {
-					return err
-				}
-				return withManager(cmd, func(ctx context.Context, m *client.TransactionManager) error {
-					return run(ctx, cmd, m.Transaction(id))
-				})
-			},
-		}
+// withTxn builds a command on transaction ID: it parses the id argument
+// and calls run with the transaction.
+func (g *globals) withTxn(use, short string, run func(ctx context.Context, cmd *cobra.Command, tx *client.Transaction) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseTxnID(args[0])
+			if err != nil {
+				return err
+			}
+			return g.withManager(cmd, func(ctx context.Context, m *client.TransactionManager) error {
+				return run(ctx, cmd, m.Transaction(id))
+			})
+		},
 	}
-	show := withTxn("show ID", "Show a transaction: its state, lease and participants with their votes", func(ctx context.Context, cmd *cobra.Command, tx *client.Transaction) error {
+}
+
+func (g *globals) txnShowCmd() *cobra.Command {
+	return g.withTxn("show ID", "Show a transaction: its state, lease and participants with their votes", func(ctx context.Context, cmd *cobra.Command, tx *client.Transaction) error {
 		d, err := tx.Describe(ctx)
 		if err != nil {
 			return err
@@ -255,58 +275,60 @@ func newTxn(g *globals) *cobra.Command {
 		v := viewTxnDescription(d)
 		return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printTxnDescription(w, v) })
 	})
-	state := withTxn("state ID", "Print a transaction's state (TX.2.4)", func(ctx context.Context, cmd *cobra.Command, tx *client.Transaction) error {
+}
+
+func (g *globals) txnStateCmd() *cobra.Command {
+	return g.withTxn("state ID", "Print a transaction's state (TX.2.4)", func(ctx context.Context, cmd *cobra.Command, tx *client.Transaction) error {
 		st, err := tx.State(ctx)
 		if err != nil {
 			return err
 		}
 		return g.print(cmd.OutOrStdout(), map[string]any{"id": tx.ID(), "state": st.String()}, func(w io.Writer) { fmt.Fprintln(w, st) })
 	})
+}
 
-	// complete builds commit and abort, with their --wait forms (TX.2.5).
-	complete := func(op, done, short string, now func(context.Context, *client.Transaction) error, wait func(context.Context, *client.Transaction, time.Duration) error) *cobra.Command {
-		var waitFor string
-		c := withTxn(op+" ID [--wait D]", short, func(ctx context.Context, cmd *cobra.Command, tx *client.Transaction) error {
-			var err error
-			if cmd.Flags().Changed("wait") {
-				w, perr := time.ParseDuration(waitFor)
-				if perr != nil {
-					return fmt.Errorf("--wait %q: not a duration", waitFor)
-				}
-				err = wait(ctx, tx, w)
-			} else {
-				err = now(ctx, tx)
+// txnFinishCmd is commit or abort, with its --wait form (TX.2.5).
+func (g *globals) txnFinishCmd(op, done, short string, now func(context.Context, *client.Transaction) error, wait func(context.Context, *client.Transaction, time.Duration) error) *cobra.Command {
+	var waitFor string
+	cmd := g.withTxn(op+" ID [--wait D]", short, func(ctx context.Context, cmd *cobra.Command, tx *client.Transaction) error {
+		var err error
+		if cmd.Flags().Changed("wait") {
+			w, perr := time.ParseDuration(waitFor)
+			if perr != nil {
+				return fmt.Errorf("--wait %q: not a duration", waitFor)
 			}
-			if err != nil {
-				return txnError(op, err)
-			}
-			return g.print(cmd.OutOrStdout(), map[string]any{"id": tx.ID(), done: true}, func(w io.Writer) { fmt.Fprintln(w, done) })
-		})
-		c.Flags().StringVar(&waitFor, "wait", "", "also wait up to D until every participant has been told the outcome")
-		return c
-	}
-	commit := complete("commit", "committed", "Commit a transaction; --wait D also waits until its participants were told",
-		func(ctx context.Context, tx *client.Transaction) error { return tx.Commit(ctx) },
-		func(ctx context.Context, tx *client.Transaction, w time.Duration) error { return tx.CommitWait(ctx, w) })
-	abort := complete("abort", "aborted", "Abort a transaction; --wait D also waits until its participants were told",
-		func(ctx context.Context, tx *client.Transaction) error { return tx.Abort(ctx) },
-		func(ctx context.Context, tx *client.Transaction, w time.Duration) error { return tx.AbortWait(ctx, w) })
-	var lsState string
-	var lsMax int
-	ls := &cobra.Command{
+			err = wait(ctx, tx, w)
+		} else {
+			err = now(ctx, tx)
+		}
+		if err != nil {
+			return txnError(op, err)
+		}
+		return g.print(cmd.OutOrStdout(), map[string]any{"id": tx.ID(), done: true}, func(w io.Writer) { fmt.Fprintln(w, done) })
+	})
+	cmd.Flags().StringVar(&waitFor, "wait", "", "also wait up to D until every participant has been told the outcome")
+	return cmd
+}
+
+func (g *globals) txnLsCmd() *cobra.Command {
+	var (
+		state string
+		max   int
+	)
+	cmd := &cobra.Command{
 		Use:   "ls [--state S] [--max N]",
 		Short: "List your transactions the manager knows: ACTIVE, VOTING, and decided ones it still remembers",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := parseTxnState(lsState)
+			st, err := parseTxnState(state)
 			if err != nil {
 				return err
 			}
-			if lsMax < 0 {
-				return fmt.Errorf("--max %d: must not be negative", lsMax)
+			if max < 0 {
+				return fmt.Errorf("--max %d: must not be negative", max)
 			}
-			return withManager(cmd, func(ctx context.Context, m *client.TransactionManager) error {
-				ds, err := m.List(ctx, st, lsMax)
+			return g.withManager(cmd, func(ctx context.Context, m *client.TransactionManager) error {
+				ds, err := m.List(ctx, st, max)
 				if err != nil {
 					return err
 				}
@@ -318,8 +340,7 @@ func newTxn(g *globals) *cobra.Command {
 			})
 		},
 	}
-	ls.Flags().StringVar(&lsState, "state", "", "only transactions in this state: active, voting, committed or aborted")
-	ls.Flags().IntVar(&lsMax, "max", 0, "at most this many (0: all)")
-	cmd.AddCommand(create, nest, show, state, commit, abort, ls)
+	cmd.Flags().StringVar(&state, "state", "", "only transactions in this state: active, voting, committed or aborted")
+	cmd.Flags().IntVar(&max, "max", 0, "at most this many (0: all)")
 	return cmd
 }

@@ -1,0 +1,268 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/djinn-go/djinn/internal/bench"
+)
+
+// The bench commands through the CLI: the flag rules, checked before
+// anything is dialled, and each bench run small against a real server,
+// checking what it counted, not its timings.
+
+// runBench runs djinn bench with args in process and returns its stdout
+// and error.
+func runBench(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := newRoot()
+	var out, errb bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	root.SetArgs(append([]string{"bench"}, args...))
+	err := root.ExecuteContext(ctxT(t))
+	return out.String(), err
+}
+
+// benchReport runs a bench with -o json and returns its report.
+func benchReport(t *testing.T, args ...string) bench.Report {
+	t.Helper()
+	out, err := runBench(t, append(args, "-o", "json")...)
+	if err != nil {
+		t.Fatalf("bench %v: %v\n%s", args, err, out)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	return rep
+}
+
+// figure returns a result's figure, failing the test when it is missing.
+func figure(t *testing.T, r bench.Result, name string) float64 {
+	t.Helper()
+	v, ok := r.Figure(name)
+	if !ok {
+		t.Fatalf("%s at %d clients: no figure %q in %+v", r.Workload, r.Clients, name, r.Figures)
+	}
+	return v
+}
+
+// passed reports whether every must of r passed, and says which did not.
+func passed(t *testing.T, r bench.Result, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		c, ok := r.Check(n)
+		if !ok || !c.OK {
+			t.Errorf("%s at %d clients: check %q %+v (present %v), want passed", r.Workload, r.Clients, n, c, ok)
+		}
+	}
+}
+
+type argRow struct {
+	name string
+	args []string
+	want string
+}
+
+// wantArgErrors runs each row as djinn bench ARGS --server 127.0.0.1:1 and
+// wants an error naming the row's want, before anything is dialled.
+func wantArgErrors(t *testing.T, sub string, rows []argRow) {
+	for _, tt := range rows {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{sub}, tt.args...)
+			if sub == "" {
+				args = tt.args
+			}
+			_, err := runBench(t, append(args, "--server", "127.0.0.1:1")...)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("bench %s %v: %v, want an error naming %q", sub, tt.args, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestBenchArgs(t *testing.T) {
+	wantArgErrors(t, "", []argRow{
+		{"unknown workload", []string{"--ops", "renew,spin"}, `workload "spin"`},
+		{"clients must be numbers", []string{"--clients", "many"}, `clients "many"`},
+		{"conns at least 1", []string{"--conns", "0"}, "conns 0"},
+	})
+}
+
+func TestBenchLDSArgs(t *testing.T) {
+	wantArgErrors(t, "lds", []argRow{
+		{"registrations at least 1", []string{"--registrations", "0"}, "registrations 0"},
+		{"registrars at least 1", []string{"--registrars", "0"}, "registrars 0"},
+		{"registrars at most 256", []string{"--registrars", "257"}, "registrars 257"},
+		{"clients at least 1", []string{"--clients", "0"}, "clients 0"},
+		{"conns at least 1", []string{"--conns", "0"}, "conns 0"},
+		{"timeout positive", []string{"--timeout", "0s"}, "timeout 0s"},
+	})
+}
+
+func TestBenchLockArgs(t *testing.T) {
+	wantArgErrors(t, "lock", []argRow{
+		{"unknown workload", []string{"--ops", "uncontended,spin"}, `workload "spin"`},
+		{"no workload", []string{"--ops", ","}, "want uncontended, contended or sets"},
+		{"clients must be positive", []string{"--clients", "1,0"}, `clients "1,0"`},
+		{"clients must be numbers", []string{"--clients", "many"}, `clients "many"`},
+		{"duration must be positive", []string{"--duration", "0s"}, "duration 0s"},
+		{"conns at least 1", []string{"--conns", "0"}, "conns 0"},
+		{"sets at least 1", []string{"--sets", "0"}, "sets 0"},
+		{"sets needs the admin endpoint", []string{"--ops", "sets", "--admin", ""}, "--admin"},
+	})
+}
+
+func TestBenchLookupArgs(t *testing.T) {
+	wantArgErrors(t, "lookup", []argRow{
+		{"unknown workload", []string{"--ops", "lookup,browse"}, `workload "browse"`},
+		{"no workload", []string{"--ops", ","}, "want register, lookup, lookup-stream, lookup-shared, notify or discovery"},
+		{"clients must be positive", []string{"--clients", "1,0"}, `clients "1,0"`},
+		{"clients must be numbers", []string{"--clients", "many"}, `clients "many"`},
+		{"duration must be positive", []string{"--duration", "0s"}, "duration 0s"},
+		{"conns at least 1", []string{"--conns", "0"}, "conns 0"},
+		{"streams at least 1", []string{"--streams", "0"}, "streams 0"},
+		{"items at least 1", []string{"--items", "0"}, "items 0"},
+		{"watchers at least 1", []string{"--watchers", "0"}, "watchers 0"},
+		{"rounds at least 1", []string{"--rounds", "0"}, "rounds 0"},
+		{"retry min positive", []string{"--retry-min", "0s"}, "retry 0s to"},
+		{"retry max at least min", []string{"--retry-min", "5ms", "--retry-max", "1ms"}, "retry 5ms to 1ms"},
+	})
+}
+
+// TestBenchLDS runs the bench small against a real server: every
+// registration discovered every registrar, with no violation, and the
+// memory was read.
+func TestBenchLDS(t *testing.T) {
+	n := newNode(t)
+	p := n.start(t)
+	defer p.stop(t)
+	rep := benchReport(t, "lds", "--server", p.addr, "--admin", n.admin, "--registrations", "200", "--registrars", "5",
+		"--clients", "8", "--conns", "2")
+	if len(rep.Results) != 1 {
+		t.Fatalf("%d results, want 1", len(rep.Results))
+	}
+	r := rep.Results[0]
+	if r.Ops != 200 || figure(t, r, "registrars") != 5 {
+		t.Errorf("result %+v, want 200 registrations over 5 registrars", r)
+	}
+	passed(t, r, "incomplete", "violations")
+	// Every registration heard of 5 registrars: at least one event each,
+	// and 5 registrars counted per registration over its events.
+	events, per := figure(t, r, "events"), figure(t, r, "registrars per event")
+	if events < 200 || per*events < 1000-0.5 || per*events > 1000+0.5 {
+		t.Errorf("%v events of %.2f registrars each, want 1000 registrars told over at least 200 events", events, per)
+	}
+	if figure(t, r, "live heap after") <= 0 || figure(t, r, "RSS after") <= 0 {
+		t.Errorf("memory not read: %+v", r.Figures)
+	}
+}
+
+// TestBenchLockWorkloads runs every workload briefly against a real server
+// and checks that what it counted agrees with itself and with the server:
+// every grant issued one fence, nothing is left held, no fence was
+// violated.
+func TestBenchLockWorkloads(t *testing.T) {
+	n := newNode(t)
+	p := n.start(t)
+	defer p.stop(t)
+	levels := []int{1, 4}
+	rep := benchReport(t, "lock", "--server", p.addr, "--admin", n.admin, "--clients", "1,4",
+		"--duration", "200ms", "--conns", "2", "--sets", "300")
+	if len(rep.Results) != 2*len(levels)+1 {
+		t.Fatalf("%d results, want uncontended and contended at %v clients, and sets", len(rep.Results), levels)
+	}
+	for i, r := range rep.Results[:2*len(levels)] {
+		wantOp := []string{"uncontended", "contended"}[i/len(levels)]
+		if r.Workload != wantOp || r.Clients != levels[i%len(levels)] {
+			t.Errorf("run %d is %s at %d clients, want %s at %d", i, r.Workload, r.Clients, wantOp, levels[i%len(levels)])
+		}
+		if r.Ops <= 0 || r.CallsPerOp != 2 {
+			t.Errorf("%s at %d clients: %d ops, %v calls each; want some, of 2 calls", r.Workload, r.Clients, r.Ops, r.CallsPerOp)
+		}
+		if figure(t, r, "fences issued") != float64(r.Ops) {
+			t.Errorf("%s at %d clients: %v fences issued for %d grants", r.Workload, r.Clients, figure(t, r, "fences issued"), r.Ops)
+		}
+		passed(t, r, "fence violations", "left held", "fences issued per grant")
+		if r.Empty == nil || r.Empty.PerS <= 0 || figure(t, r, "server CPU") <= 0 {
+			t.Errorf("%s at %d clients: empty call %+v, server CPU: want both measured", r.Workload, r.Clients, r.Empty)
+		}
+	}
+	s := rep.Results[len(rep.Results)-1]
+	if s.Workload != "sets" || s.Ops != 300 || figure(t, s, "owners") != 4 || figure(t, s, "server RSS after") <= 0 {
+		t.Errorf("sets: %+v: want 300 sets by 4 owners, and the server's RSS", s)
+	}
+	passed(t, s, "first grants (fence 1)")
+}
+
+// TestBenchLookupWorkloads runs every workload briefly against a real
+// server and checks what it counted: every lookup found the one item asked
+// for, register cycles left nothing behind, templates on a type match
+// many, every watcher had every round's event, every discovery round
+// ended in a Discovered event after the client had settled.
+func TestBenchLookupWorkloads(t *testing.T) {
+	n := newNode(t)
+	p := n.start(t)
+	defer p.stop(t)
+	levels := []int{1, 4}
+	rep := benchReport(t, "lookup", "--server", p.addr, "--admin", n.admin, "--clients", "1,4",
+		"--duration", "200ms", "--conns", "2", "--items", "300", "--watchers", "20", "--rounds", "3")
+	byOp := map[string][]bench.Result{}
+	for _, r := range rep.Results {
+		byOp[r.Workload] = append(byOp[r.Workload], r)
+	}
+	for op, calls := range map[string]float64{"register": 2, "lookup": 1, "lookup-stream": 1, "lookup-shared": 1} {
+		if len(byOp[op]) != len(levels) {
+			t.Fatalf("%s: %d runs, want one at each of %v clients", op, len(byOp[op]), levels)
+		}
+		for i, r := range byOp[op] {
+			if r.Clients != levels[i] || r.Ops <= 0 || r.CallsPerOp != calls {
+				t.Errorf("%s run %d: %d clients, %d ops of %v calls; want %d clients, some ops of %v calls", op, i, r.Clients, r.Ops, r.CallsPerOp, levels[i], calls)
+			}
+			if r.Empty == nil || r.Empty.PerS <= 0 || figure(t, r, "server CPU") <= 0 {
+				t.Errorf("%s at %d clients: empty call %+v, server CPU: want both measured", op, r.Clients, r.Empty)
+			}
+		}
+	}
+	for _, r := range byOp["register"] {
+		passed(t, r, "left registered")
+	}
+	for _, op := range []string{"lookup", "lookup-stream", "lookup-shared"} {
+		for _, r := range byOp[op] {
+			passed(t, r, "mismatches")
+		}
+	}
+	checkLookupOnce(t, byOp)
+}
+
+// checkLookupOnce checks the lookup bench's one-off results: the items
+// loaded, notify and discovery.
+func checkLookupOnce(t *testing.T, byOp map[string][]bench.Result) {
+	t.Helper()
+	for _, op := range []string{"items", "notify", "discovery"} {
+		if len(byOp[op]) != 1 {
+			t.Fatalf("%s: %d results, want 1", op, len(byOp[op]))
+		}
+	}
+	it := byOp["items"][0]
+	if it.Ops != 300 || figure(t, it, "with the items") <= 0 {
+		t.Errorf("items: %+v: want 300 items and the server's RSS", it)
+	}
+	passed(t, it, "shared type matches", "one kind matches")
+	if c, _ := it.Check("one kind matches"); c.Got != 3 {
+		t.Errorf("one kind matches %v items, want 3", c.Got)
+	}
+	nt := byOp["notify"][0]
+	if nt.Ops != 3 || figure(t, nt, "watchers") != 20 {
+		t.Errorf("notify: %+v: want 3 rounds, 20 watchers", nt)
+	}
+	passed(t, nt, "events of the rounds")
+	d := byOp["discovery"][0]
+	if d.Ops != 3 {
+		t.Errorf("discovery: %+v: want 3 rounds", d)
+	}
+	passed(t, d, "attempts per round")
+}

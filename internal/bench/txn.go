@@ -1,0 +1,411 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/kv"
+	"github.com/djinn-go/djinn/participant"
+)
+
+// Txn measures two-phase commit end to end: each client, in a loop,
+// creates a transaction at the manager of the server, writes two keys
+// under it to key/value participants (the reference participant served by
+// djinn serve), and commits. Each transaction writes keys no other
+// transaction touches, so the participants' locks never conflict unless
+// something is wrong; conflicts and other failures are counted apart from
+// the committed transactions.
+//
+// The bench counts the calls it makes. The calls among the servers are
+// derived from the protocol: every participant joins the manager once
+// (TX.2.3); two participants that both vote PREPARED get prepare and then
+// commit each, one participant alone gets prepareAndCommit (TX.2.7). With
+// the servers' admin endpoints the bench also reads the calls each server
+// served from its /metrics, which checks the derivation.
+type Txn struct {
+	Levels   []int
+	Duration time.Duration
+	Conns    int           // per server
+	KV       []string      // the participants' servers, one per write (default: the server)
+	Admin    string        // the manager's admin endpoint (optional)
+	KVAdmins []string      // the participants' admin endpoints, in KV's order (optional)
+	Lease    time.Duration // asked for each transaction
+}
+
+// txnWrites is the number of key/value writes in each transaction: write i
+// goes to the i-th KV address (the only one when there is one).
+const txnWrites = 2
+
+// txnMaxErrors ends a run once this many transactions failed with
+// something other than a lock conflict or an abort: the servers are not
+// healthy, and measuring on is pointless.
+const txnMaxErrors = 100
+
+// Check implements Bench.
+func (b *Txn) Check() error {
+	if err := checkCommon(b.Levels, b.Duration, b.Conns); err != nil {
+		return err
+	}
+	if len(b.KV) > txnWrites {
+		return fmt.Errorf("kv %q: want at most %d addresses, one per write", strings.Join(b.KV, ","), txnWrites)
+	}
+	if len(b.KVAdmins) > 0 && len(b.KVAdmins) != max(1, len(b.KV)) {
+		return fmt.Errorf("kv-admin %q: want one admin address per --kv address (%d)", strings.Join(b.KVAdmins, ","), max(1, len(b.KV)))
+	}
+	return djinn.CheckLeaseDuration("lease", b.Lease)
+}
+
+// txnRun is the bench's connections.
+type txnRun struct {
+	*Txn
+	server string
+	kvs    []string
+
+	conns map[string]*Conns            // by server address
+	mgrs  []*client.TransactionManager // client c uses mgrs[c%conns]
+	kvcs  [txnWrites][]*kv.Client      // write i of client c uses kvcs[i][c%conns]
+	close func()
+}
+
+// Run implements Bench.
+func (b *Txn) Run(ctx context.Context, env Env) (Report, error) {
+	var rep Report
+	r := &txnRun{Txn: b, server: env.Server, kvs: b.KV}
+	if len(r.kvs) == 0 {
+		r.kvs = []string{env.Server}
+	}
+	if err := r.connect(ctx, env); err != nil {
+		return rep, err
+	}
+	defer r.close()
+	for _, n := range b.Levels {
+		res, err := r.measure(ctx, n)
+		if err != nil {
+			return rep, fmt.Errorf("txn at %d clients: %w", n, err)
+		}
+		env.measured(&rep, res)
+	}
+	return rep, nil
+}
+
+// connect dials Conns connections to each server and finds the manager.
+func (r *txnRun) connect(ctx context.Context, env Env) error {
+	r.conns = map[string]*Conns{}
+	r.close = func() {
+		for _, c := range r.conns {
+			c.Close()
+		}
+	}
+	for _, addr := range append([]string{r.server}, r.kvs...) {
+		if r.conns[addr] != nil {
+			continue
+		}
+		c, err := dialConns(ctx, env, addr, r.Conns)
+		if err != nil {
+			r.close()
+			return err
+		}
+		r.conns[addr] = c
+	}
+	m, err := r.conns[r.server].clients[0].TransactionManager(ctx)
+	if err != nil {
+		r.close()
+		return err
+	}
+	// The other connections reach the same manager by its reference.
+	for _, cl := range r.conns[r.server].clients {
+		r.mgrs = append(r.mgrs, client.NewTransactionManager(cl, m.Ref()))
+	}
+	for i := range txnWrites {
+		for _, cc := range r.conns[r.kvs[i%len(r.kvs)]].ccs {
+			r.kvcs[i] = append(r.kvcs[i], kv.NewClient(cc))
+		}
+	}
+	return nil
+}
+
+// participants returns the number of distinct participants the writes go
+// to (one per distinct server), and whether all of them are in the
+// manager's process.
+func (r *txnRun) participants() (n int, inProcess bool) {
+	seen := map[string]bool{}
+	inProcess = true
+	for i := range txnWrites {
+		a := r.kvs[i%len(r.kvs)]
+		seen[a] = true
+		inProcess = inProcess && a == r.server
+	}
+	return len(seen), inProcess
+}
+
+// serverCalls is the calls among the servers for one committed transaction
+// with k participants that all vote PREPARED (the reference participant
+// does, having written): k joins (participant to manager), then prepare and
+// commit to each, or prepareAndCommit alone for one participant.
+func serverCalls(k int) (joins, toParticipants int) {
+	if k == 1 {
+		return 1, 1
+	}
+	return k, 2 * k
+}
+
+// measure runs the empty call, the transactions at n clients, and at one
+// client the register workload (one durable log append) to set the
+// commit's latency beside a log append and the participants' round trips.
+func (r *txnRun) measure(ctx context.Context, n int) (Result, error) {
+	mgrConns := r.conns[r.server]
+	empty, err := emptyCall(ctx, mgrConns, n, r.Duration)
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := r.transactions(ctx, n)
+	if err != nil {
+		return Result{}, err
+	}
+	res = res.withBaseline(empty, res.CallsPerOp)
+	if n != 1 {
+		return res, nil
+	}
+	reg, err := (&Calls{Duration: r.Duration}).measure(ctx, Env{}, mgrConns, "register", 1)
+	if err != nil {
+		return Result{}, fmt.Errorf("register: %w", err)
+	}
+	// The commit call waits for the VOTING record, one prepare (or
+	// prepareAndCommit) per participant, one after the other, and the
+	// decision record; the phase-2 commits come after it returns.
+	k, _ := r.participants()
+	ref := reg.P50ms + float64(k)*empty.P50ms
+	commit := res.Phases[2].P50ms
+	res.Figures = append(res.Figures, fig("register p50", reg.P50ms, "ms"), fig("commit reference", ref, "ms"))
+	if ref > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("commit p50 %.3f ms vs register p50 %.3f + %d × empty p50 %.3f = %.3f ms: %.2f×",
+			commit, reg.P50ms, k, empty.P50ms, ref, commit/ref))
+	}
+	return res, nil
+}
+
+// txnErrors are the failures of a run other than conflicts and aborts.
+type txnErrors struct {
+	n     atomic.Int64
+	once  sync.Once
+	first error
+}
+
+// transactions runs the transactions at n clients for the duration. A
+// transaction under way when the time is up is finished and counted.
+func (r *txnRun) transactions(ctx context.Context, n int) (Result, error) {
+	before, err := r.served(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	// Keys are distinct per transaction: a participant keeps its write
+	// locks until the manager tells it the outcome, after commit returned.
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	seq := make([]int, n)
+	errs := &txnErrors{}
+	m, err := Load{Clients: n, Duration: r.Duration, Finish: true, Slack: 30 * time.Second,
+		Step: func(ctx context.Context, c int, rec *Recorder) error {
+			seq[c]++
+			return r.step(ctx, c, fmt.Sprintf("bench/%s/%d/%d", run, c, seq[c]), rec, errs)
+		}}.Run(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	res := r.result(m, errs)
+	after, err := r.served(ctx)
+	if err != nil {
+		return res, err
+	}
+	res.Figures = append(res.Figures, servedFigures(before, after, m.Ops)...)
+	return res, nil
+}
+
+// step runs one transaction and sorts its failure: a conflict or an abort
+// is counted, another error too until there are too many.
+func (r *txnRun) step(ctx context.Context, c int, key string, rec *Recorder, errs *txnErrors) error {
+	err := r.transact(ctx, c, key, rec)
+	switch {
+	case err == nil:
+	case errors.Is(err, errConflict):
+		rec.Count("conflicts", 1)
+	case errors.Is(err, djinn.ErrCannotCommit):
+		rec.Count("aborted", 1)
+	case ctx.Err() != nil:
+		return err
+	default:
+		errs.once.Do(func() { errs.first = err })
+		if k := errs.n.Add(1); k >= txnMaxErrors {
+			return fmt.Errorf("%d transactions failed; the first: %w", k, errs.first)
+		}
+	}
+	return nil
+}
+
+// result is a run's result.
+func (r *txnRun) result(m *Measurement, errs *txnErrors) Result {
+	k, inProcess := r.participants()
+	joins, toParts := serverCalls(k)
+	res := m.Result("txn", "transaction", "create", "writes", "commit")
+	benchCalls := 0.0
+	if m.Ops > 0 {
+		benchCalls = float64(m.Count("calls")) / float64(m.Ops)
+	}
+	res.CallsPerOp = benchCalls + float64(joins+toParts)
+	layout := "in separate processes"
+	if inProcess {
+		layout = "in the manager's process"
+	}
+	vote := "prepare, commit"
+	if k == 1 {
+		vote = "prepareAndCommit"
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("%d participants %s; calls/tx: bench %.2f + join %d + manager→participant %d (%s)",
+		k, layout, benchCalls, joins, toParts, vote))
+	res.Figures = append(res.Figures, fig("participants", float64(k), ""), fig("conflicts", float64(m.Count("conflicts")), ""),
+		fig("aborted", float64(m.Count("aborted")), ""), fig("errors", float64(errs.n.Load()), ""))
+	if errs.first != nil {
+		res.Notes = append(res.Notes, "first error: "+errs.first.Error())
+	}
+	return res
+}
+
+// errConflict marks a write refused by a participant's lock.
+var errConflict = errors.New("lock conflict")
+
+// transact runs one transaction of client c, writing keys key+"/0" and
+// key+"/1": create, the writes, commit. A failed write aborts the
+// transaction.
+func (r *txnRun) transact(ctx context.Context, c int, key string, rec *Recorder) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	mgr := r.mgrs[c%len(r.mgrs)]
+	t0 := time.Now()
+	rec.Count("calls", 1)
+	tx, err := mgr.Create(ctx, r.Lease)
+	if err != nil {
+		return fmt.Errorf("create: %w", err)
+	}
+	t1 := time.Now()
+	if err := r.write(ctx, c, tx, key, rec); err != nil {
+		return err
+	}
+	t2 := time.Now()
+	rec.Count("calls", 1)
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	t3 := time.Now()
+	rec.Op(t3.Sub(t0))
+	rec.Phase("create", t1.Sub(t0))
+	rec.Phase("writes", t2.Sub(t1))
+	rec.Phase("commit", t3.Sub(t2))
+	return nil
+}
+
+// write puts the transaction's keys; a failure aborts it.
+func (r *txnRun) write(ctx context.Context, c int, tx *client.Transaction, key string, rec *Recorder) error {
+	ptx := &participant.Tx{Manager: tx.Manager().Ref(), ID: tx.ID()}
+	value := []byte("djinn-bench-txn-value")
+	for i := range txnWrites {
+		rec.Count("calls", 1)
+		kc := r.kvcs[i][c%len(r.kvcs[i])]
+		if err := kc.Put(ctx, ptx, key+"/"+strconv.Itoa(i), value); err != nil {
+			rec.Count("calls", 1)
+			_ = tx.Abort(ctx)
+			if djinn.KindOf(err) == djinn.Unavailable {
+				// The reference participant refuses a write that meets
+				// another transaction's lock at once, as Unavailable.
+				return fmt.Errorf("put: %w: %w", errConflict, err)
+			}
+			return fmt.Errorf("put: %w", err)
+		}
+	}
+	return nil
+}
+
+// servedCalls is what the servers' /metrics said at one time.
+type servedCalls struct {
+	at      time.Time
+	calls   map[string]float64 // by "server:method", every status code
+	cpu     map[string]float64 // CPU seconds by server
+	applied float64            // the manager's last applied log index
+}
+
+// served reads the calls the servers served and their CPU, from the admin
+// endpoints given; nil when none was.
+func (r *txnRun) served(ctx context.Context) (*servedCalls, error) {
+	if r.Admin == "" {
+		return nil, nil
+	}
+	admins := [][2]string{{"mgr", r.Admin}}
+	for i, a := range r.KVAdmins {
+		if a != r.Admin {
+			admins = append(admins, [2]string{"p" + strconv.Itoa(i+1), a})
+		}
+	}
+	s := &servedCalls{at: time.Now(), calls: map[string]float64{}, cpu: map[string]float64{}}
+	for _, a := range admins {
+		m, err := adminMetrics(ctx, a[1], func(n string) bool {
+			return strings.HasPrefix(n, "djinn_rpc_total{") || n == "process_cpu_seconds_total" || n == "djinn_raft_applied_index"
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.add(a[0], a[1] == r.Admin, m)
+	}
+	return s, nil
+}
+
+// add sorts one server's metrics into s.
+func (s *servedCalls) add(name string, manager bool, m map[string]float64) {
+	for metric, v := range m {
+		switch metric {
+		case "process_cpu_seconds_total":
+			s.cpu[name] = v
+			continue
+		case "djinn_raft_applied_index":
+			if manager {
+				s.applied = v
+			}
+			continue
+		}
+		_, method, ok := strings.Cut(metric, `method="`)
+		if !ok {
+			continue
+		}
+		method, _, _ = strings.Cut(method, `"`)
+		s.calls[name+":"+method] += v
+	}
+}
+
+// servedFigures are the calls each server served per committed
+// transaction, its CPU, and the manager's log entries per transaction.
+func servedFigures(before, after *servedCalls, committed int64) []Figure {
+	if before == nil || after == nil || committed == 0 {
+		return nil
+	}
+	var figs []Figure
+	total := 0.0
+	for _, key := range slices.Sorted(maps.Keys(after.calls)) {
+		if d := after.calls[key] - before.calls[key]; d > 0 {
+			figs = append(figs, fig("served/tx "+key, d/float64(committed), ""))
+			total += d / float64(committed)
+		}
+	}
+	figs = append(figs, fig("served calls/tx", total, ""))
+	secs := after.at.Sub(before.at).Seconds()
+	for _, name := range slices.Sorted(maps.Keys(after.cpu)) {
+		figs = append(figs, fig("CPU "+name, (after.cpu[name]-before.cpu[name])/secs, "cores"))
+	}
+	return append(figs, fig("manager log entries/tx", (after.applied-before.applied)/float64(committed), ""))
+}
