@@ -97,53 +97,75 @@ type lockSetJSON struct {
 	} `json:"lease"`
 }
 
+// lockOwnerJSON is what lock owner prints.
+type lockOwnerJSON struct {
+	Owner string `json:"owner"`
+	Lease struct {
+		Token string `json:"token"`
+	} `json:"lease"`
+}
+
+// lockScript is TestCLILock's state: a set, its owners and the fences they
+// were granted, and two transactions with a transactional set and one
+// related to it.
+type lockScript struct {
+	*rig
+	set        string
+	a, b, c    lockOwnerJSON
+	fa, fb     uint64
+	wc         *bgRun // C's waiting request
+	tset, rset string
+	xID, yID   string
+	xManager   string
+}
+
+func (s *lockScript) show(set string) lockSetJSON {
+	s.t.Helper()
+	var v lockSetJSON
+	s.json(&v, "lock", "show", set)
+	return v
+}
+
+func (s *lockScript) fenceOf(out string) uint64 {
+	s.t.Helper()
+	f, err := strconv.ParseUint(strings.TrimSpace(out), 10, 64)
+	if err != nil || f == 0 {
+		s.t.Fatalf("printed %q, want a fencing token", out)
+	}
+	return f
+}
+
+func (s *lockScript) newOwner() lockOwnerJSON {
+	s.t.Helper()
+	var o lockOwnerJSON
+	s.json(&o, "lock", "owner", "--duration", "10m")
+	if o.Owner == "" || !strings.HasPrefix(o.Lease.Token, "djinn-lease:") {
+		s.t.Fatalf("lock owner printed %+v", o)
+	}
+	return o
+}
+
 // TestCLILock runs the lock commands against a real server: owners
 // holding, waiting first come first served, leaving the queue at a
 // timeout; transactions holding until they commit (strict two-phase
 // locking) in transactional and related sets; and the errors, one line
 // each naming what is wrong.
 func TestCLILock(t *testing.T) {
-	n := newNode(t)
-	p := n.start(t)
-	defer p.stop(t)
-	jsonOf := func(v any, args ...string) {
-		t.Helper()
-		out := mustRun(t, p, append(args, "-o", "json")...)
-		if err := json.Unmarshal([]byte(out), v); err != nil {
-			t.Fatalf("djinn %v: %v\n%s", args, err, out)
-		}
-	}
-	show := func(set string) lockSetJSON {
-		t.Helper()
-		var v lockSetJSON
-		jsonOf(&v, "lock", "show", set)
-		return v
-	}
-	fenceOf := func(out string) uint64 {
-		t.Helper()
-		f, err := strconv.ParseUint(strings.TrimSpace(out), 10, 64)
-		if err != nil || f == 0 {
-			t.Fatalf("printed %q, want a fencing token", out)
-		}
-		return f
-	}
-	type owner struct {
-		Owner string `json:"owner"`
-		Lease struct {
-			Token string `json:"token"`
-		} `json:"lease"`
-	}
-	newOwner := func() owner {
-		t.Helper()
-		var o owner
-		jsonOf(&o, "lock", "owner", "--duration", "10m")
-		if o.Owner == "" || !strings.HasPrefix(o.Lease.Token, "djinn-lease:") {
-			t.Fatalf("lock owner printed %+v", o)
-		}
-		return o
-	}
+	s := &lockScript{rig: newRig(t)}
+	s.createAndHold()
+	s.queue()
+	s.handOff()
+	s.change()
+	s.transactions()
+	s.commitAndDrop()
+	s.errorRows()
+	s.cancelOwner()
+}
 
-	// A set, and three owners.
+// createAndHold: a set and three owners; A holds w, B's try is refused,
+// show lists A.
+func (s *lockScript) createAndHold() {
+	t := s.t
 	var created struct {
 		Set           string `json:"set"`
 		Transactional bool   `json:"transactional"`
@@ -151,160 +173,176 @@ func TestCLILock(t *testing.T) {
 			Token string `json:"token"`
 		} `json:"lease"`
 	}
-	jsonOf(&created, "lock", "create", "--duration", "10m")
+	s.json(&created, "lock", "create", "--duration", "10m")
 	if len(created.Set) != 32 || created.Transactional || !strings.HasPrefix(created.Lease.Token, "djinn-lease:") {
 		t.Fatalf("lock create printed %+v", created)
 	}
-	set := created.Set
-	a, b, c := newOwner(), newOwner(), newOwner()
-	if a.Owner == b.Owner || b.Owner == c.Owner {
-		t.Fatalf("owners %s %s %s: not distinct", a.Owner, b.Owner, c.Owner)
+	s.set = created.Set
+	s.a, s.b, s.c = s.newOwner(), s.newOwner(), s.newOwner()
+	if s.a.Owner == s.b.Owner || s.b.Owner == s.c.Owner {
+		t.Fatalf("owners %s %s %s: not distinct", s.a.Owner, s.b.Owner, s.c.Owner)
 	}
-	if text := mustRun(t, p, "lock", "owner", "--duration", "1m"); !strings.HasPrefix(text, "owner          ") || !strings.Contains(text, "lease          djinn-lease:") {
+	if text := s.must("lock", "owner", "--duration", "1m"); !strings.HasPrefix(text, "owner          ") || !strings.Contains(text, "lease          djinn-lease:") {
 		t.Errorf("lock owner printed:\n%s", text)
 	}
-
-	// A holds w; B's try is refused; show lists A.
-	fa := fenceOf(mustRun(t, p, "lock", "acquire", set, "--mode", "w", "--owner", a.Lease.Token))
-	out, errs, ok := run(t, p, "lock", "acquire", set, "--mode", "r", "--owner", b.Lease.Token, "--try")
+	s.fa = s.fenceOf(s.must("lock", "acquire", s.set, "--mode", "w", "--owner", s.a.Lease.Token))
+	out, errs, ok := s.run("lock", "acquire", s.set, "--mode", "r", "--owner", s.b.Lease.Token, "--try")
 	if ok || strings.TrimSpace(out) != "not granted" || strings.Count(strings.TrimSpace(errs), "\n") != 0 || !strings.Contains(errs, "not granted") {
 		t.Errorf("refused --try: ok=%v stdout %q stderr %q; want \"not granted\" and one line", ok, out, errs)
 	}
-	out, _, ok = run(t, p, "lock", "acquire", set, "--mode", "IR", "--owner", b.Lease.Token, "--try", "-o", "json")
+	out, _, ok = s.run("lock", "acquire", s.set, "--mode", "IR", "--owner", s.b.Lease.Token, "--try", "-o", "json")
 	var refused struct {
 		Set     string `json:"set"`
 		Mode    string `json:"mode"`
 		Granted bool   `json:"granted"`
 	}
-	if err := json.Unmarshal([]byte(out), &refused); ok || err != nil || refused.Granted || refused.Mode != "ir" || refused.Set != set {
+	if err := json.Unmarshal([]byte(out), &refused); ok || err != nil || refused.Granted || refused.Mode != "ir" || refused.Set != s.set {
 		t.Errorf("refused --try -o json: ok=%v %q (%v)", ok, out, err)
 	}
-	v := show(set)
-	if len(v.Holders) != 1 || v.Holders[0].Owner != a.Owner || !maps.Equal(v.Holders[0].Locks, map[string]int{"w": 1}) ||
-		!slices.Equal(v.Holders[0].Fences, []uint64{fa}) || len(v.Waiters) != 0 || v.LastFence != fa || v.Lease == nil {
+	s.showsAHolding()
+}
+
+func (s *lockScript) showsAHolding() {
+	t := s.t
+	v := s.show(s.set)
+	if len(v.Holders) != 1 || v.Holders[0].Owner != s.a.Owner || !maps.Equal(v.Holders[0].Locks, map[string]int{"w": 1}) ||
+		!slices.Equal(v.Holders[0].Fences, []uint64{s.fa}) || len(v.Waiters) != 0 || v.LastFence != s.fa || v.Lease == nil {
 		t.Fatalf("show with A holding w: %+v", v)
 	}
-	if text := mustRun(t, p, "lock", "show", set); !strings.Contains(text, "holder         owner "+a.Owner+"  w=1  fences "+strconv.FormatUint(fa, 10)+"\n") ||
+	if text := s.must("lock", "show", s.set); !strings.Contains(text, "holder         owner "+s.a.Owner+"  w=1  fences "+strconv.FormatUint(s.fa, 10)+"\n") ||
 		!strings.Contains(text, "waiters        (none)\n") {
 		t.Errorf("show printed:\n%s", text)
 	}
-	if s := strings.TrimSpace(mustRun(t, p, "lock", "validate", set, strconv.FormatUint(fa, 10))); s != "valid" {
-		t.Errorf("validate %d while held: %s", fa, s)
+	if v := strings.TrimSpace(s.must("lock", "validate", s.set, strconv.FormatUint(s.fa, 10))); v != "valid" {
+		t.Errorf("validate %d while held: %s", s.fa, v)
 	}
+}
 
-	// B and C wait, in that order (CC 1.3.1.3: first come, first served).
-	wb := runBackground(t, p, "lock", "acquire", set, "--mode", "r", "--owner", b.Lease.Token)
-	if !poll(20*time.Second, func() bool { return len(show(set).Waiters) == 1 }) {
-		t.Fatalf("B's request is not queued: %+v", show(set))
+// queue: B and C wait, in that order (CC 1.3.1.3: first come, first
+// served); A, holding w, would wait behind C, who waits for A: refused,
+// the queue unchanged. D's request gives up at its timeout and leaves the
+// queue. Then A releases: B is granted, C (w) still waits for B's r.
+func (s *lockScript) queue() {
+	t := s.t
+	wb := runBackground(t, s.p, "lock", "acquire", s.set, "--mode", "r", "--owner", s.b.Lease.Token)
+	if !poll(20*time.Second, func() bool { return len(s.show(s.set).Waiters) == 1 }) {
+		t.Fatalf("B's request is not queued: %+v", s.show(s.set))
 	}
-	wc := runBackground(t, p, "lock", "acquire", set, "--mode", "w", "--owner", c.Lease.Token)
-	if !poll(20*time.Second, func() bool { return len(show(set).Waiters) == 2 }) {
-		t.Fatalf("C's request is not queued: %+v", show(set))
+	s.wc = runBackground(t, s.p, "lock", "acquire", s.set, "--mode", "w", "--owner", s.c.Lease.Token)
+	if !poll(20*time.Second, func() bool { return len(s.show(s.set).Waiters) == 2 }) {
+		t.Fatalf("C's request is not queued: %+v", s.show(s.set))
 	}
-	v = show(set)
-	if w := v.Waiters; w[0].Owner != b.Owner || w[0].Mode != "r" || w[1].Owner != c.Owner || w[1].Mode != "w" || w[0].Request == 0 || w[0].Request == w[1].Request {
+	v := s.show(s.set)
+	if w := v.Waiters; w[0].Owner != s.b.Owner || w[0].Mode != "r" || w[1].Owner != s.c.Owner || w[1].Mode != "w" || w[0].Request == 0 || w[0].Request == w[1].Request {
 		t.Errorf("waiters %+v, want B's r then C's w", w)
 	}
-	if text := mustRun(t, p, "lock", "show", set); !strings.Contains(text, "waiter 1       owner "+b.Owner+"  r  request ") ||
-		!strings.Contains(text, "waiter 2       owner "+c.Owner+"  w  request ") {
+	if text := s.must("lock", "show", s.set); !strings.Contains(text, "waiter 1       owner "+s.b.Owner+"  r  request ") ||
+		!strings.Contains(text, "waiter 2       owner "+s.c.Owner+"  w  request ") {
 		t.Errorf("show printed:\n%s", text)
 	}
-	// A, holding w, would wait behind C, who waits for A: refused, the
-	// queue unchanged. D's request gives up at its timeout and leaves the
-	// queue.
-	wantErrors(t, p, []errRow{{[]string{"lock", "acquire", set, "--mode", "r", "--owner", a.Lease.Token}, "deadlock"}})
-	d := newOwner()
-	_, errs, ok = run(t, p, "lock", "acquire", set, "--mode", "r", "--owner", d.Lease.Token, "--timeout", "300ms")
+	s.errors([]errRow{{[]string{"lock", "acquire", s.set, "--mode", "r", "--owner", s.a.Lease.Token}, "deadlock"}})
+	d := s.newOwner()
+	_, errs, ok := s.run("lock", "acquire", s.set, "--mode", "r", "--owner", d.Lease.Token, "--timeout", "300ms")
 	if ok || strings.Count(strings.TrimSpace(errs), "\n") != 0 || !strings.Contains(errs, "not granted within --timeout 300ms") {
 		t.Errorf("acquire --timeout: ok=%v stderr %q", ok, errs)
 	}
-	if !poll(20*time.Second, func() bool { return len(show(set).Waiters) == 2 }) {
-		t.Errorf("the timed-out request is still queued: %+v", show(set))
+	if !poll(20*time.Second, func() bool { return len(s.show(s.set).Waiters) == 2 }) {
+		t.Errorf("the timed-out request is still queued: %+v", s.show(s.set))
 	}
-
-	// A releases: B is granted, C (w) still waits for B's r.
-	if s := strings.TrimSpace(mustRun(t, p, "lock", "release", set, "--mode", "w", "--owner", a.Lease.Token)); s != "released" {
-		t.Errorf("release printed %q", s)
+	if r := strings.TrimSpace(s.must("lock", "release", s.set, "--mode", "w", "--owner", s.a.Lease.Token)); r != "released" {
+		t.Errorf("release printed %q", r)
 	}
-	out, errs, ok = wb.wait(t)
+	out, errs, ok := wb.wait(t)
 	if !ok {
 		t.Fatalf("B's acquire failed: %s", errs)
 	}
-	fb := fenceOf(out)
-	if fb <= fa {
-		t.Errorf("B's fence %d after A's %d: want it larger", fb, fa)
+	if s.fb = s.fenceOf(out); s.fb <= s.fa {
+		t.Errorf("B's fence %d after A's %d: want it larger", s.fb, s.fa)
 	}
-	if !wc.running() {
-		out, errs, _ := wc.wait(t)
+}
+
+// handOff: C still waits; A's fence is invalid, B's valid; A holds
+// nothing to release or change.
+func (s *lockScript) handOff() {
+	t := s.t
+	if !s.wc.running() {
+		out, errs, _ := s.wc.wait(t)
 		t.Fatalf("C's w was granted over B's r: %q %q", out, errs)
 	}
-	if s := strings.TrimSpace(mustRun(t, p, "lock", "validate", set, strconv.FormatUint(fa, 10))); s != "invalid" {
-		t.Errorf("validate %d after its release: %s", fa, s)
+	if v := strings.TrimSpace(s.must("lock", "validate", s.set, strconv.FormatUint(s.fa, 10))); v != "invalid" {
+		t.Errorf("validate %d after its release: %s", s.fa, v)
 	}
 	var valid struct {
 		Fence uint64 `json:"fence"`
 		Valid bool   `json:"valid"`
 	}
-	jsonOf(&valid, "lock", "validate", set, strconv.FormatUint(fb, 10))
-	if !valid.Valid || valid.Fence != fb {
+	s.json(&valid, "lock", "validate", s.set, strconv.FormatUint(s.fb, 10))
+	if !valid.Valid || valid.Fence != s.fb {
 		t.Errorf("validate -o json: %+v", valid)
 	}
-	wantErrors(t, p, []errRow{
-		{[]string{"lock", "release", set, "--mode", "w", "--owner", a.Lease.Token}, "no w lock"},
-		{[]string{"lock", "change", set, "--from", "w", "--to", "r", "--owner", a.Lease.Token}, "no w lock"},
+	s.errors([]errRow{
+		{[]string{"lock", "release", s.set, "--mode", "w", "--owner", s.a.Lease.Token}, "no w lock"},
+		{[]string{"lock", "change", s.set, "--from", "w", "--to", "r", "--owner", s.a.Lease.Token}, "no w lock"},
 	})
+}
 
-	// B releases: C is granted, then changes w to r.
-	mustRun(t, p, "lock", "release", set, "--mode", "r", "--owner", b.Lease.Token)
-	out, errs, ok = wc.wait(t)
+// change: B releases, C is granted, then changes w to r; B's try is then
+// granted, r being compatible with r (Table 1-1).
+func (s *lockScript) change() {
+	t := s.t
+	s.must("lock", "release", s.set, "--mode", "r", "--owner", s.b.Lease.Token)
+	out, errs, ok := s.wc.wait(t)
 	if !ok {
 		t.Fatalf("C's acquire failed: %s", errs)
 	}
-	fc := fenceOf(out)
+	fc := s.fenceOf(out)
 	var changed struct {
 		Mode  string `json:"mode"`
 		From  string `json:"from"`
 		Fence uint64 `json:"fence"`
 	}
-	jsonOf(&changed, "lock", "change", set, "--from", "w", "--to", "read", "--owner", c.Lease.Token)
+	s.json(&changed, "lock", "change", s.set, "--from", "w", "--to", "read", "--owner", s.c.Lease.Token)
 	if changed.Mode != "r" || changed.From != "w" || changed.Fence <= fc {
 		t.Errorf("change printed %+v after fence %d", changed, fc)
 	}
-	v = show(set)
-	if len(v.Holders) != 1 || v.Holders[0].Owner != c.Owner || !maps.Equal(v.Holders[0].Locks, map[string]int{"r": 1}) || len(v.Waiters) != 0 {
+	v := s.show(s.set)
+	if len(v.Holders) != 1 || v.Holders[0].Owner != s.c.Owner || !maps.Equal(v.Holders[0].Locks, map[string]int{"r": 1}) || len(v.Waiters) != 0 {
 		t.Errorf("show after the change: %+v", v)
 	}
-	// Now B's try is granted: r is compatible with r (Table 1-1).
-	fenceOf(mustRun(t, p, "lock", "acquire", set, "--mode", "r", "--owner", b.Lease.Token, "--try"))
+	s.fenceOf(s.must("lock", "acquire", s.set, "--mode", "r", "--owner", s.b.Lease.Token, "--try"))
+}
 
-	// A transactional set and one related to it: transactions hold the
-	// locks until they end.
+// transactions: a transactional set and one related to it; transactions
+// X and Y hold locks in them until they end.
+func (s *lockScript) transactions() {
+	t := s.t
 	var tset, rset struct {
 		Set           string `json:"set"`
 		Transactional bool   `json:"transactional"`
 		Related       string `json:"related"`
 	}
-	jsonOf(&tset, "lock", "create", "--transactional")
-	jsonOf(&rset, "lock", "create", "--transactional", "--related", tset.Set)
+	s.json(&tset, "lock", "create", "--transactional")
+	s.json(&rset, "lock", "create", "--transactional", "--related", tset.Set)
 	if !tset.Transactional || !rset.Transactional || rset.Related != tset.Set {
 		t.Fatalf("created %+v and %+v", tset, rset)
 	}
+	s.tset, s.rset = tset.Set, rset.Set
 	type txn struct {
 		ID      uint64 `json:"id"`
 		Manager string `json:"manager"`
 	}
 	var x, y txn
-	jsonOf(&x, "txn", "create", "--duration", "10m")
-	jsonOf(&y, "txn", "create", "--duration", "10m")
-	xID, yID := strconv.FormatUint(x.ID, 10), strconv.FormatUint(y.ID, 10)
-	fenceOf(mustRun(t, p, "lock", "acquire", tset.Set, "--mode", "u", "--txn", xID))
-	fenceOf(mustRun(t, p, "lock", "acquire", rset.Set, "--mode", "iw", "--txn", xID, "--manager", x.Manager))
-	if out, _, ok := run(t, p, "lock", "acquire", tset.Set, "--mode", "u", "--txn", yID, "--try"); ok || strings.TrimSpace(out) != "not granted" {
+	s.json(&x, "txn", "create", "--duration", "10m")
+	s.json(&y, "txn", "create", "--duration", "10m")
+	s.xID, s.yID, s.xManager = strconv.FormatUint(x.ID, 10), strconv.FormatUint(y.ID, 10), x.Manager
+	s.fenceOf(s.must("lock", "acquire", s.tset, "--mode", "u", "--txn", s.xID))
+	s.fenceOf(s.must("lock", "acquire", s.rset, "--mode", "iw", "--txn", s.xID, "--manager", x.Manager))
+	if out, _, ok := s.run("lock", "acquire", s.tset, "--mode", "u", "--txn", s.yID, "--try"); ok || strings.TrimSpace(out) != "not granted" {
 		t.Errorf("Y's u over X's u: ok=%v %q, want not granted (U conflicts with U)", ok, out)
 	}
-	fenceOf(mustRun(t, p, "lock", "acquire", tset.Set, "--mode", "r", "--txn", yID, "--try"))
-	v = show(tset.Set)
-	if !v.Transactional || !slices.Equal(v.Related, []string{rset.Set}) || len(v.Holders) != 2 {
+	s.fenceOf(s.must("lock", "acquire", s.tset, "--mode", "r", "--txn", s.yID, "--try"))
+	v := s.show(s.tset)
+	if !v.Transactional || !slices.Equal(v.Related, []string{s.rset}) || len(v.Holders) != 2 {
 		t.Fatalf("show of the transactional set: %+v", v)
 	}
 	held := map[uint64]map[string]int{}
@@ -317,77 +355,86 @@ func TestCLILock(t *testing.T) {
 	if !maps.Equal(held[x.ID], map[string]int{"u": 1}) || !maps.Equal(held[y.ID], map[string]int{"r": 1}) {
 		t.Errorf("holders %+v: want X with u, Y with r", v.Holders)
 	}
-	if text := mustRun(t, p, "lock", "show", tset.Set); !strings.Contains(text, "holder         transaction "+xID+" of ") || !strings.Contains(text, "  u=1  fences ") {
+	if text := s.must("lock", "show", s.tset); !strings.Contains(text, "holder         transaction "+s.xID+" of ") || !strings.Contains(text, "  u=1  fences ") {
 		t.Errorf("show printed:\n%s", text)
 	}
-	// The lock service joined X as a participant; committing X drops its
-	// locks in both sets (CC 1.4).
+}
+
+// commitAndDrop: the lock service joined X as a participant; committing X
+// drops its locks in both sets (CC 1.4); drop_locks (CC 2.2) drops Y's in
+// the group at once.
+func (s *lockScript) commitAndDrop() {
+	t := s.t
 	var desc struct {
 		Participants []struct {
 			Participant string `json:"participant"`
 		} `json:"participants"`
 	}
-	jsonOf(&desc, "txn", "show", xID)
+	s.json(&desc, "txn", "show", s.xID)
 	if len(desc.Participants) != 1 {
-		t.Errorf("transaction %s has participants %+v, want the lock service", xID, desc.Participants)
+		t.Errorf("transaction %s has participants %+v, want the lock service", s.xID, desc.Participants)
 	}
-	mustRun(t, p, "txn", "commit", xID, "--wait", "10s")
-	if !poll(20*time.Second, func() bool { return len(show(rset.Set).Holders) == 0 && len(show(tset.Set).Holders) == 1 }) {
-		t.Errorf("X's locks after it committed: %+v and %+v", show(tset.Set), show(rset.Set))
+	s.must("txn", "commit", s.xID, "--wait", "10s")
+	if !poll(20*time.Second, func() bool { return len(s.show(s.rset).Holders) == 0 && len(s.show(s.tset).Holders) == 1 }) {
+		t.Errorf("X's locks after it committed: %+v and %+v", s.show(s.tset), s.show(s.rset))
 	}
-	// drop_locks (CC 2.2): Y's locks in the group go at once.
-	fenceOf(mustRun(t, p, "lock", "acquire", rset.Set, "--mode", "w", "--txn", yID))
-	if s := strings.TrimSpace(mustRun(t, p, "lock", "drop", tset.Set, "--txn", yID)); s != "dropped" {
-		t.Errorf("drop printed %q", s)
+	s.fenceOf(s.must("lock", "acquire", s.rset, "--mode", "w", "--txn", s.yID))
+	if d := strings.TrimSpace(s.must("lock", "drop", s.tset, "--txn", s.yID)); d != "dropped" {
+		t.Errorf("drop printed %q", d)
 	}
-	if v, r := show(tset.Set), show(rset.Set); len(v.Holders) != 0 || len(r.Holders) != 0 {
+	if v, r := s.show(s.tset), s.show(s.rset); len(v.Holders) != 0 || len(r.Holders) != 0 {
 		t.Errorf("after drop: %+v and %+v, want no holders", v.Holders, r.Holders)
 	}
+}
 
+func (s *lockScript) errorRows() {
 	bogusSet := "0123456789abcdef0123456789abcdef"
-	wantErrors(t, p, []errRow{
-		{[]string{"lock", "acquire", tset.Set, "--mode", "w", "--owner", a.Lease.Token}, "transactional"},
-		{[]string{"lock", "acquire", set, "--mode", "x", "--owner", a.Lease.Token}, `--mode: lock mode "x"`},
-		{[]string{"lock", "acquire", set, "--owner", a.Lease.Token}, "--mode: missing"},
+	a, b, set, tset, xID := s.a.Lease.Token, s.b.Lease.Token, s.set, s.tset, s.xID
+	s.errors([]errRow{
+		{[]string{"lock", "acquire", tset, "--mode", "w", "--owner", a}, "transactional"},
+		{[]string{"lock", "acquire", set, "--mode", "x", "--owner", a}, `--mode: lock mode "x"`},
+		{[]string{"lock", "acquire", set, "--owner", a}, "--mode: missing"},
 		{[]string{"lock", "acquire", set, "--mode", "w"}, "--owner or --txn: missing"},
-		{[]string{"lock", "acquire", set, "--mode", "w", "--owner", a.Lease.Token, "--txn", xID}, "--owner and --txn"},
+		{[]string{"lock", "acquire", set, "--mode", "w", "--owner", a, "--txn", xID}, "--owner and --txn"},
 		{[]string{"lock", "acquire", set, "--mode", "w", "--owner", "nope"}, `--owner: lease token "nope"`},
 		{[]string{"lock", "acquire", set, "--mode", "w", "--txn", "0"}, `--txn: transaction id "0"`},
 		{[]string{"lock", "acquire", set, "--mode", "w", "--txn", "99999"}, "transaction 99999"},
 		{[]string{"lock", "acquire", set, "--mode", "w", "--txn", xID, "--manager", "bad"}, `--manager: reference "bad"`},
-		{[]string{"lock", "acquire", set, "--mode", "w", "--manager", x.Manager}, "--manager " + x.Manager},
-		{[]string{"lock", "acquire", set, "--mode", "w", "--owner", a.Lease.Token, "--timeout", "soon"}, `--timeout "soon"`},
-		{[]string{"lock", "acquire", set, "--mode", "w", "--owner", a.Lease.Token, "--timeout", "-1s"}, "--timeout -1s"},
-		{[]string{"lock", "acquire", "zzz", "--mode", "w", "--owner", a.Lease.Token}, `lock set: id "zzz"`},
-		{[]string{"lock", "acquire", bogusSet, "--mode", "w", "--owner", a.Lease.Token}, bogusSet},
-		{[]string{"lock", "release", set, "--mode", "upgrade!", "--owner", a.Lease.Token}, `--mode: lock mode "upgrade!"`},
-		{[]string{"lock", "release", set, "--owner", a.Lease.Token}, "--mode: missing"},
-		{[]string{"lock", "change", set, "--from", "r", "--owner", b.Lease.Token}, "--to: missing"},
-		{[]string{"lock", "change", set, "--from", "rr", "--to", "w", "--owner", b.Lease.Token}, `--from: lock mode "rr"`},
+		{[]string{"lock", "acquire", set, "--mode", "w", "--manager", s.xManager}, "--manager " + s.xManager},
+		{[]string{"lock", "acquire", set, "--mode", "w", "--owner", a, "--timeout", "soon"}, `--timeout "soon"`},
+		{[]string{"lock", "acquire", set, "--mode", "w", "--owner", a, "--timeout", "-1s"}, "--timeout -1s"},
+		{[]string{"lock", "acquire", "zzz", "--mode", "w", "--owner", a}, `lock set: id "zzz"`},
+		{[]string{"lock", "acquire", bogusSet, "--mode", "w", "--owner", a}, bogusSet},
+		{[]string{"lock", "release", set, "--mode", "upgrade!", "--owner", a}, `--mode: lock mode "upgrade!"`},
+		{[]string{"lock", "release", set, "--owner", a}, "--mode: missing"},
+		{[]string{"lock", "change", set, "--from", "r", "--owner", b}, "--to: missing"},
+		{[]string{"lock", "change", set, "--from", "rr", "--to", "w", "--owner", b}, `--from: lock mode "rr"`},
 		{[]string{"lock", "change", set, "--from", "r", "--to", "w"}, "--owner or --txn: missing"},
 		{[]string{"lock", "show", bogusSet}, bogusSet},
 		{[]string{"lock", "show"}, "accepts 1 arg(s)"},
 		{[]string{"lock", "validate", set, "x"}, `fencing token "x"`},
 		{[]string{"lock", "validate", set, "0"}, `fencing token "0"`},
-		{[]string{"lock", "drop", tset.Set}, "--txn: missing"},
-		{[]string{"lock", "drop", tset.Set, "--txn", "seven"}, `--txn: transaction id "seven"`},
+		{[]string{"lock", "drop", tset}, "--txn: missing"},
+		{[]string{"lock", "drop", tset, "--txn", "seven"}, `--txn: transaction id "seven"`},
 		{[]string{"lock", "create", "--duration", "0s"}, "--duration 0s"},
 		{[]string{"lock", "create", "--duration", "soon"}, `--duration: lease duration "soon"`},
 		{[]string{"lock", "create", "--related", "nope"}, `--related: id "nope"`},
 		{[]string{"lock", "create", "--related", bogusSet}, bogusSet},
 		{[]string{"lock", "owner", "--duration", "-5s"}, "--duration -5s"},
 	})
+}
 
-	// An owner whose lease is cancelled loses its locks.
-	mustRun(t, p, "lease", "cancel", c.Lease.Token)
+// cancelOwner: an owner whose lease is cancelled loses its locks.
+func (s *lockScript) cancelOwner() {
+	s.must("lease", "cancel", s.c.Lease.Token)
 	if !poll(20*time.Second, func() bool {
-		for _, h := range show(set).Holders {
-			if h.Owner == c.Owner {
+		for _, h := range s.show(s.set).Holders {
+			if h.Owner == s.c.Owner {
 				return false
 			}
 		}
 		return true
 	}) {
-		t.Errorf("the cancelled owner still holds: %+v", show(set))
+		s.t.Errorf("the cancelled owner still holds: %+v", s.show(s.set))
 	}
 }
