@@ -76,7 +76,9 @@ const (
 	// Discovered: the registrar is new to this utility.
 	Discovered EventKind = iota + 1
 	// Discarded: the utility dropped the registrar; Reason says why. It
-	// can be discovered again later.
+	// can be discovered again later. The registrar is as the utility last
+	// knew it: for NoInterest, with the groups that made it unwanted when
+	// its own groups changed.
 	Discarded
 	// Changed: a discovered registrar's groups, endpoint or locator
 	// changed, and it is still wanted.

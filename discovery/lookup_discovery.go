@@ -656,6 +656,7 @@ func (d *LookupDiscovery) found(info RegistrarInfo, a *wire.MulticastAnnouncemen
 // updateLocked applies a registrar's own answer to a discovered registrar.
 func (d *LookupDiscovery) updateLocked(k *known, info RegistrarInfo) {
 	if !d.want.wants(info.Groups) {
+		k.info = info.clone() // the event tells the groups that made it unwanted
 		d.discardLocked(k, NoInterest)
 		return
 	}

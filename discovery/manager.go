@@ -196,7 +196,11 @@ func (m *LookupDiscoveryManager) merge(byGroup bool, e Event) (dropLoc bool) {
 		}
 		delete(m.regs, id)
 		if r.reported {
-			m.events.push(Event{Kind: Discarded, Registrar: r.info.clone(), Reason: e.Reason})
+			info := r.info
+			if e.Reason == NoInterest {
+				info = e.Registrar // with the groups that made it unwanted
+			}
+			m.events.push(Event{Kind: Discarded, Registrar: info.clone(), Reason: e.Reason})
 		}
 		return unreachable && r.byLoc > 0
 	}

@@ -138,8 +138,8 @@ func TestMulticastGroupChanges(t *testing.T) {
 	if err := ra.SetGroups([]string{x}); err != nil {
 		t.Fatal(err)
 	}
-	if e := expectEvent(t, d.Events(), Discarded, idA); e.Reason != NoInterest {
-		t.Fatalf("reason %v, want NoInterest", e.Reason)
+	if e := expectEvent(t, d.Events(), Discarded, idA); e.Reason != NoInterest || !sameGroups(e.Registrar.Groups, []string{x}) {
+		t.Fatalf("discarded for %v with groups %v, want NoInterest with its new groups", e.Reason, e.Registrar.Groups)
 	}
 	if err := ra.SetGroups([]string{a}); err != nil {
 		t.Fatal(err)
