@@ -64,8 +64,13 @@ type DiscoverConfig struct {
 // (LDSFound, gathered for Coalesce) and what it loses (LDSLost); it has d
 // drop the lookup services clients discard, so that they are found again;
 // and it logs lost the lookup services of the table that d does not find
-// within Grace: those a previous leader knew, and those clients discarded.
-// The discards it asks for (reason ByUser) are no loss and are not logged.
+// within Grace: those a previous leader knew, those clients discarded, and
+// those d dropped as no longer looked for while registrations still want
+// them. Only d's communication discards (Unreachable, Left) are losses
+// (LD.3.1): the discards it asks for (ByUser) are not logged, and those
+// for lack of interest (NoInterest, Removed), which its own narrowing
+// causes, are logged as such (LDSLost, unwanted), so that only the
+// registrations that no longer want the lookup service discard it.
 func (s *Service) Discover(ctx context.Context, d Discoverer, cfg DiscoverConfig) {
 	if cfg.Grace <= 0 {
 		cfg.Grace = 3 * discovery.DefaultAnnouncementInterval
@@ -176,10 +181,10 @@ func (r *runner) resync() {
 // heard takes one discovery event.
 func (r *runner) heard(ctx context.Context, ev discovery.Event) {
 	id := ev.Registrar.ServiceID
+	info := ev.Registrar
+	pb := &djinnpb.DiscoveredRegistrar{ServiceId: id[:], Endpoint: info.Endpoint, Locator: info.Locator.String(), Groups: info.Groups}
 	switch ev.Kind {
 	case discovery.Discovered, discovery.Changed:
-		info := ev.Registrar
-		pb := &djinnpb.DiscoveredRegistrar{ServiceId: id[:], Endpoint: info.Endpoint, Locator: info.Locator.String(), Groups: info.Groups}
 		if _, err := RegistrarFromProto(pb); err != nil {
 			r.s.cfg.Logger.Warn("lds: discovery found a lookup service the state cannot take; ignored", "registrar", id, "err", err)
 			return
@@ -191,16 +196,38 @@ func (r *runner) heard(ctx context.Context, ev discovery.Event) {
 		}
 		r.found[id] = pb
 	case discovery.Discarded:
-		if ev.Reason == discovery.ByUser {
+		switch ev.Reason {
+		case discovery.ByUser:
 			// Ours, for a client's discard: found again, or lost in Grace.
 			r.drop(id)
 			r.armLost()
-			return
+		case discovery.NoInterest, discovery.Removed:
+			// What discovery looks for no longer takes it: no loss if
+			// it looks for it again (the state decides, in log order),
+			// and then only registrations that no longer want it
+			// discard it; found again, or lost in Grace.
+			r.drop(id)
+			r.armLost()
+			r.proposeUnwanted(ctx, pb)
+		default:
+			delete(r.held, id)
+			delete(r.found, id)
+			delete(r.missing, id)
+			r.proposeLost(ctx, []djinn.ID{id})
 		}
-		delete(r.held, id)
-		delete(r.found, id)
-		delete(r.missing, id)
-		r.proposeLost(ctx, []djinn.ID{id})
+	}
+}
+
+// proposeUnwanted logs a lookup service discovery no longer looks for
+// (LDSLost, unwanted). Should the log refuse it, the lookup service stays
+// missing, and is logged lost after Grace unless found again.
+func (r *runner) proposeUnwanted(ctx context.Context, pb *djinnpb.DiscoveredRegistrar) {
+	if _, err := RegistrarFromProto(pb); err != nil {
+		return // never taken, so nothing to drop
+	}
+	c := &statepb.LDSLost{Unwanted: true, Registrars: []*djinnpb.DiscoveredRegistrar{pb}, GroupDiscovery: r.cfg.Groups}
+	if _, err := r.s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LdsLost{LdsLost: c}}); err != nil && ctx.Err() == nil {
+		r.s.cfg.Logger.Warn("lds: logging a lookup service no longer looked for failed; it is lost after the grace period unless found again", "err", err)
 	}
 }
 

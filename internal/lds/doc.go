@@ -51,10 +51,20 @@
 //     registration that wants one and has not got it discovers it; one that
 //     has it and wants it no longer discards it (a passive no-interest
 //     discard).
-//   - LDSLost (silent and unreachable, left its groups, or no longer looked
-//     for): registrations that have it and want it by group discard it (a
-//     passive communication discard); those that want it only by locator
-//     keep it and hear nothing.
+//   - LDSLost (silent and unreachable, or left its groups): registrations
+//     that have it and want it by group discard it (a passive communication
+//     discard); those that want it only by locator keep it and hear
+//     nothing.
+//   - LDSLost, unwanted (discovery no longer looks for it: the union of the
+//     managed sets narrowed, or its groups changed): no loss while some
+//     registration wants it in a way discovery looks for (by locator, or
+//     by group when the leader runs group discovery). It is then taken with
+//     its groups as discovery last knew them, as LDSFound takes it:
+//     registrations that no longer want it discard it (a passive
+//     no-interest discard) and those that want it keep it, so that one made
+//     while the narrowing was on its way (a registration cancelled, another
+//     made at once for the same group) hears nothing spurious. Otherwise
+//     nothing looks for it any more and it is lost, as for LDSLost.
 //   - a client's discard (LD.4.1.1): nothing when the registration has not
 //     discovered the lookup service; otherwise it is discarded for that
 //     registration, the entry is no longer live, and the leader's discovery
@@ -76,8 +86,9 @@
 // are found at locators only, and a registration that wants groups hears
 // of those found there whose groups it wants) and of locators, plus the
 // server's own lookup service. What it finds is logged in batches
-// (LDSFound); what it drops, LDSLost, except its drops for a client's
-// discard. A new leader gives the lookup services of the table a grace
+// (LDSFound); what it drops for silence or for leaving, LDSLost; what it
+// drops for lack of interest, LDSLost unwanted; its drops for a client's
+// discard, nothing. A new leader gives the lookup services of the table a grace
 // period to be found again before it logs them lost; so does it for one a
 // client discarded.
 //

@@ -160,6 +160,17 @@ func (w *world) lost(rs ...lds.Registrar) {
 	w.must(w.propose(&statepb.Command{Op: &statepb.Command_LdsLost{LdsLost: c}}))
 }
 
+// unwanted logs that discovery no longer looks for rs (LDSLost, unwanted);
+// byGroup: it runs group discovery.
+func (w *world) unwanted(byGroup bool, rs ...lds.Registrar) {
+	w.t.Helper()
+	c := &statepb.LDSLost{Unwanted: true, GroupDiscovery: byGroup}
+	for _, r := range rs {
+		c.Registrars = append(c.Registrars, r.Proto())
+	}
+	w.must(w.propose(&statepb.Command{Op: &statepb.Command_LdsLost{LdsLost: c}}))
+}
+
 func (w *world) cancel(cookie djinn.ID) {
 	w.t.Helper()
 	res := w.must(w.propose(&statepb.Command{Op: &statepb.Command_LeaseCancel{LeaseCancel: &statepb.LeaseCancel{Cookies: [][]byte{cookie[:]}}}}))

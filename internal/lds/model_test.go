@@ -135,7 +135,7 @@ func TestAgainstModel(t *testing.T) {
 		}
 		for step := range rapid.IntRange(1, 60).Draw(rt, "steps") {
 			what := ""
-			switch op := rapid.IntRange(0, 9).Draw(rt, "op"); op {
+			switch op := rapid.IntRange(0, 10).Draw(rt, "op"); op {
 			case 0:
 				name := fmt.Sprintf("R%d", len(names))
 				all := rapid.IntRange(0, 4).Draw(rt, "all") == 0
@@ -304,6 +304,14 @@ func TestAgainstModel(t *testing.T) {
 			case 9:
 				what = "restart"
 				w = restored(rt, w)
+			case 10:
+				n := byte(rapid.IntRange(1, 4).Draw(rt, "unwanted"))
+				groups := rapid.SliceOfNDistinct(rapid.SampledFrom(mGroups), 0, 2, rapid.ID[string]).Draw(rt, "unwanted-groups")
+				slices.Sort(groups)
+				byGroup := rapid.Bool().Draw(rt, "group-discovery")
+				what = fmt.Sprintf("no longer looked for r%d%q (group discovery %v)", n, groups, byGroup)
+				w.unwanted(byGroup, reg(n, groups...))
+				m.unwanted(names, n, groups, byGroup)
 			}
 			// The events and the state match the model's after every step.
 			got := w.events()
@@ -341,6 +349,41 @@ func TestAgainstModel(t *testing.T) {
 			}
 		}
 	})
+}
+
+// unwanted is discovery dropping r<n> for lack of interest, with its groups
+// as discovery knew them; byGroup: discovery looks for groups. A live one
+// that some registration wants in a way discovery looks for is taken as
+// found with those groups; any other is lost.
+func (m *model) unwanted(names []string, n byte, groups []string, byGroup bool) {
+	r := m.table[n]
+	if r == nil || !r.live {
+		return
+	}
+	r.groups = groups
+	served := false
+	for _, name := range names {
+		if g := m.regs[name]; g != nil && (g.locs[loc(n)] || byGroup && g.byGroup(r)) {
+			served = true
+		}
+	}
+	r.live = served
+	for _, name := range names {
+		g := m.regs[name]
+		if g == nil {
+			continue
+		}
+		had, wants := g.discovered[n], m.interested(g, n)
+		switch {
+		case had && (!wants || !served && g.byGroup(r)):
+			delete(g.discovered, n)
+			m.emit(name, []byte{n}, nil)
+		case !had && wants && served:
+			g.discovered[n] = true
+			m.emit(name, nil, []byte{n})
+		}
+	}
+	m.prune()
 }
 
 // sameEvents compares events registration by registration, each in order:

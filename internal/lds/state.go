@@ -491,13 +491,9 @@ func (s *State) ApplyDiscard(c *statepb.LDSDiscard) (bool, error) {
 // no longer (its groups changed: a passive no-interest discard) loses it,
 // in one discarded event.
 func (s *State) ApplyFound(c *statepb.LDSFound) error {
-	found := map[djinn.ID]Registrar{}
-	for _, pb := range c.GetRegistrars() {
-		r, err := RegistrarFromProto(pb)
-		if err != nil {
-			return err
-		}
-		found[r.ID] = r
+	found, err := registrars(c.GetRegistrars())
+	if err != nil {
+		return err
 	}
 	fx := &effects{}
 	defer s.tell(fx)
@@ -514,6 +510,25 @@ func (s *State) ApplyFound(c *statepb.LDSFound) error {
 		e.Registrar, e.live = found[id], true
 		es[i] = e
 	}
+	s.foundLocked(es, fx)
+	return nil
+}
+
+func registrars(pbs []*djinnpb.DiscoveredRegistrar) (map[djinn.ID]Registrar, error) {
+	out := map[djinn.ID]Registrar{}
+	for _, pb := range pbs {
+		r, err := RegistrarFromProto(pb)
+		if err != nil {
+			return nil, err
+		}
+		out[r.ID] = r
+	}
+	return out, nil
+}
+
+// foundLocked gives the live entries es to the registrations that want
+// them and drops them from those that have them and no longer want them.
+func (s *State) foundLocked(es []*entry, fx *effects) {
 	for _, g := range s.regs {
 		var gone, got []Registrar
 		for _, e := range es {
@@ -530,6 +545,69 @@ func (s *State) ApplyFound(c *statepb.LDSFound) error {
 		fx.deliveries = events(fx.deliveries, g, gone, got)
 	}
 	sortDeliveries(fx.deliveries)
+}
+
+// applyUnwanted records lookup services the leader's discovery dropped
+// because the groups and locators it looks for no longer take them. That
+// is no loss while discovery looks for them again: LD.3.1 discards a
+// lookup service for a registration only at the registration's request,
+// when it wants it no longer, or when the lookup service changed its
+// groups or went silent, and the narrowing may have been undone already
+// (a registration that wants it was made since), so the decision is taken
+// here, in log order. Each live one is taken with its groups as discovery
+// last knew them. If some registration wants it in a way discovery looks
+// for (by locator, or by group when groups is set: the leader runs group
+// discovery), it is taken as found (ApplyFound): those that no longer want
+// it discard it (its groups changed: a passive no-interest discard), those
+// that want it keep it or get it, and discovery, looking for it again,
+// finds it or loses it. Otherwise nothing looks for it any more: it is
+// lost (ApplyLost). Lookup services that are not live (a client discarded
+// them) wait for discovery to find them again.
+func (s *State) applyUnwanted(pbs []*djinnpb.DiscoveredRegistrar, groups bool) error {
+	known, err := registrars(pbs)
+	if err != nil {
+		return err
+	}
+	fx := &effects{}
+	defer s.tell(fx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var es []*entry
+	served := map[*entry]bool{}
+	for _, id := range slices.SortedFunc(maps.Keys(known), func(a, b djinn.ID) int { return bytes.Compare(a[:], b[:]) }) {
+		e := s.table[id]
+		if e == nil || !e.live {
+			continue
+		}
+		e.Registrar = known[id]
+		es = append(es, e)
+		for _, g := range s.regs {
+			if g.byLocator(&e.Registrar) || groups && g.byGroup(&e.Registrar) {
+				served[e] = true
+				break
+			}
+		}
+		e.live = served[e]
+	}
+	for _, g := range s.regs {
+		var gone, got []Registrar
+		for _, e := range es {
+			had := g.holds(e.ID)
+			switch wants := g.interested(&e.Registrar); {
+			case had && (!wants || !served[e] && g.byGroup(&e.Registrar)):
+				s.dropLocked(g, e)
+				gone = append(gone, e.Registrar)
+			case !had && wants && served[e]:
+				s.holdLocked(g, e)
+				got = append(got, e.Registrar)
+			}
+		}
+		fx.deliveries = events(fx.deliveries, g, gone, got)
+	}
+	for _, e := range es {
+		s.pruneLocked(e)
+	}
+	sortDeliveries(fx.deliveries)
 	return nil
 }
 
@@ -538,8 +616,11 @@ func (s *State) ApplyFound(c *statepb.LDSFound) error {
 // (LD.3.1, a passive communication discard). Each is no longer live. A
 // registration that has one and wants it by group loses it, in one
 // discarded event; one that wants it only by locator keeps it and hears
-// nothing.
+// nothing. With unwanted set it is no loss: see applyUnwanted.
 func (s *State) ApplyLost(c *statepb.LDSLost) error {
+	if c.GetUnwanted() {
+		return s.applyUnwanted(c.GetRegistrars(), c.GetGroupDiscovery())
+	}
 	ids := make([]djinn.ID, 0, len(c.GetServiceIds()))
 	for _, b := range c.GetServiceIds() {
 		id, err := djinn.IDFromBytes("lost registrar service id", b)

@@ -357,11 +357,23 @@ func (x *LDSFound) GetRegistrars() []*djinnpb.DiscoveredRegistrar {
 
 // LDSLost is the leader's discovery losing registrars: their announcements
 // stopped and unicast discovery failed (a communication discard).
+//
+// With unwanted set it may be no loss: discovery dropped the registrars
+// (given in registrars, as it last knew them; service_ids unused) because
+// the groups and locators it looks for no longer take them: the
+// registrations' interest narrowed, perhaps only for a moment, or the
+// registrars' groups changed. One that a registration still wants in a
+// way discovery looks for (by locator, or by group when group_discovery is
+// set) is taken as found; only registrations that no longer want it
+// discard it. The others are lost.
 type LDSLost struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ServiceIds    [][]byte               `protobuf:"bytes,1,rep,name=service_ids,json=serviceIds,proto3" json:"service_ids,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state          protoimpl.MessageState         `protogen:"open.v1"`
+	ServiceIds     [][]byte                       `protobuf:"bytes,1,rep,name=service_ids,json=serviceIds,proto3" json:"service_ids,omitempty"`
+	Unwanted       bool                           `protobuf:"varint,2,opt,name=unwanted,proto3" json:"unwanted,omitempty"`
+	Registrars     []*djinnpb.DiscoveredRegistrar `protobuf:"bytes,3,rep,name=registrars,proto3" json:"registrars,omitempty"`
+	GroupDiscovery bool                           `protobuf:"varint,4,opt,name=group_discovery,json=groupDiscovery,proto3" json:"group_discovery,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *LDSLost) Reset() {
@@ -399,6 +411,27 @@ func (x *LDSLost) GetServiceIds() [][]byte {
 		return x.ServiceIds
 	}
 	return nil
+}
+
+func (x *LDSLost) GetUnwanted() bool {
+	if x != nil {
+		return x.Unwanted
+	}
+	return false
+}
+
+func (x *LDSLost) GetRegistrars() []*djinnpb.DiscoveredRegistrar {
+	if x != nil {
+		return x.Registrars
+	}
+	return nil
+}
+
+func (x *LDSLost) GetGroupDiscovery() bool {
+	if x != nil {
+		return x.GroupDiscovery
+	}
+	return false
 }
 
 // LDSRecord is a piece of the lookup discovery service's state in a
@@ -487,10 +520,15 @@ const file_state_v1_lds_proto_rawDesc = "" +
 	"\bLDSFound\x12=\n" +
 	"\n" +
 	"registrars\x18\x01 \x03(\v2\x1d.djinn.v1.DiscoveredRegistrarR\n" +
-	"registrars\"*\n" +
+	"registrars\"\xae\x01\n" +
 	"\aLDSLost\x12\x1f\n" +
 	"\vservice_ids\x18\x01 \x03(\fR\n" +
-	"serviceIds\"5\n" +
+	"serviceIds\x12\x1a\n" +
+	"\bunwanted\x18\x02 \x01(\bR\bunwanted\x12=\n" +
+	"\n" +
+	"registrars\x18\x03 \x03(\v2\x1d.djinn.v1.DiscoveredRegistrarR\n" +
+	"registrars\x12'\n" +
+	"\x0fgroup_discovery\x18\x04 \x01(\bR\x0egroupDiscovery\"5\n" +
 	"\tLDSRecord\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\fR\x05state\x12\x12\n" +
 	"\x04last\x18\x02 \x01(\bR\x04lastB1Z/github.com/djinn-go/djinn/proto/statepb;statepbb\x06proto3"
@@ -525,11 +563,12 @@ var file_state_v1_lds_proto_depIdxs = []int32{
 	8, // 1: state.v1.LDSGroups.op:type_name -> djinn.v1.SetOp
 	8, // 2: state.v1.LDSLocators.op:type_name -> djinn.v1.SetOp
 	9, // 3: state.v1.LDSFound.registrars:type_name -> djinn.v1.DiscoveredRegistrar
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	9, // 4: state.v1.LDSLost.registrars:type_name -> djinn.v1.DiscoveredRegistrar
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_state_v1_lds_proto_init() }
