@@ -373,11 +373,15 @@ func (x *EntryTemplate) GetFields() []*Field {
 }
 
 type ServiceItem struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ServiceId     []byte                 `protobuf:"bytes,1,opt,name=service_id,json=serviceId,proto3" json:"service_id,omitempty"` // 16 bytes; empty asks the registrar for one
-	Service       []byte                 `protobuf:"bytes,2,opt,name=service,proto3" json:"service,omitempty"`                      // the service reference, opaque to the registrar
-	Types         []string               `protobuf:"bytes,3,rep,name=types,proto3" json:"types,omitempty"`                          // its type names, with everything it inherits
-	Entries       []*Entry               `protobuf:"bytes,4,rep,name=entries,proto3" json:"entries,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ServiceId []byte                 `protobuf:"bytes,1,opt,name=service_id,json=serviceId,proto3" json:"service_id,omitempty"` // 16 bytes; empty asks the registrar for one
+	Service   []byte                 `protobuf:"bytes,2,opt,name=service,proto3" json:"service,omitempty"`                      // the service reference, opaque to the registrar
+	Types     []string               `protobuf:"bytes,3,rep,name=types,proto3" json:"types,omitempty"`                          // its type names; those supertypes adds may be left out
+	Entries   []*Entry               `protobuf:"bytes,4,rep,name=entries,proto3" json:"entries,omitempty"`
+	// Its type hierarchy: for each of its types that extends others, the
+	// types it directly extends or implements. Optional: without it the
+	// registrar knows the types only as a flat list.
+	Supertypes    []*TypeSupertypes `protobuf:"bytes,5,rep,name=supertypes,proto3" json:"supertypes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -440,6 +444,66 @@ func (x *ServiceItem) GetEntries() []*Entry {
 	return nil
 }
 
+func (x *ServiceItem) GetSupertypes() []*TypeSupertypes {
+	if x != nil {
+		return x.Supertypes
+	}
+	return nil
+}
+
+// A service type and the types it directly extends or implements.
+type TypeSupertypes struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Supertypes    []string               `protobuf:"bytes,2,rep,name=supertypes,proto3" json:"supertypes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TypeSupertypes) Reset() {
+	*x = TypeSupertypes{}
+	mi := &file_djinn_v1_lookup_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TypeSupertypes) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TypeSupertypes) ProtoMessage() {}
+
+func (x *TypeSupertypes) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_lookup_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TypeSupertypes.ProtoReflect.Descriptor instead.
+func (*TypeSupertypes) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *TypeSupertypes) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *TypeSupertypes) GetSupertypes() []string {
+	if x != nil {
+		return x.Supertypes
+	}
+	return nil
+}
+
 type ServiceTemplate struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ServiceId     []byte                 `protobuf:"bytes,1,opt,name=service_id,json=serviceId,proto3" json:"service_id,omitempty"` // empty: any
@@ -451,7 +515,7 @@ type ServiceTemplate struct {
 
 func (x *ServiceTemplate) Reset() {
 	*x = ServiceTemplate{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[5]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -463,7 +527,7 @@ func (x *ServiceTemplate) String() string {
 func (*ServiceTemplate) ProtoMessage() {}
 
 func (x *ServiceTemplate) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[5]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -476,7 +540,7 @@ func (x *ServiceTemplate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceTemplate.ProtoReflect.Descriptor instead.
 func (*ServiceTemplate) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{5}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ServiceTemplate) GetServiceId() []byte {
@@ -510,7 +574,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[6]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -522,7 +586,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[6]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -535,7 +599,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{6}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RegisterRequest) GetItem() *ServiceItem {
@@ -562,7 +626,7 @@ type ServiceRegistration struct {
 
 func (x *ServiceRegistration) Reset() {
 	*x = ServiceRegistration{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[7]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -574,7 +638,7 @@ func (x *ServiceRegistration) String() string {
 func (*ServiceRegistration) ProtoMessage() {}
 
 func (x *ServiceRegistration) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[7]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -587,7 +651,7 @@ func (x *ServiceRegistration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceRegistration.ProtoReflect.Descriptor instead.
 func (*ServiceRegistration) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{7}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ServiceRegistration) GetServiceId() []byte {
@@ -615,7 +679,7 @@ type LookupRequest struct {
 
 func (x *LookupRequest) Reset() {
 	*x = LookupRequest{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[8]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -627,7 +691,7 @@ func (x *LookupRequest) String() string {
 func (*LookupRequest) ProtoMessage() {}
 
 func (x *LookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[8]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -640,7 +704,7 @@ func (x *LookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupRequest.ProtoReflect.Descriptor instead.
 func (*LookupRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{8}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *LookupRequest) GetTemplate() *ServiceTemplate {
@@ -674,7 +738,7 @@ type LookupResponse struct {
 
 func (x *LookupResponse) Reset() {
 	*x = LookupResponse{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[9]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -686,7 +750,7 @@ func (x *LookupResponse) String() string {
 func (*LookupResponse) ProtoMessage() {}
 
 func (x *LookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[9]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -699,7 +763,7 @@ func (x *LookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupResponse.ProtoReflect.Descriptor instead.
 func (*LookupResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{9}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LookupResponse) GetTotal() int64 {
@@ -727,7 +791,7 @@ type LookupBatch struct {
 
 func (x *LookupBatch) Reset() {
 	*x = LookupBatch{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[10]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -739,7 +803,7 @@ func (x *LookupBatch) String() string {
 func (*LookupBatch) ProtoMessage() {}
 
 func (x *LookupBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[10]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -752,7 +816,7 @@ func (x *LookupBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupBatch.ProtoReflect.Descriptor instead.
 func (*LookupBatch) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{10}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LookupBatch) GetLookups() []*LookupRequest {
@@ -773,7 +837,7 @@ type LookupBatchResponse struct {
 
 func (x *LookupBatchResponse) Reset() {
 	*x = LookupBatchResponse{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[11]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -785,7 +849,7 @@ func (x *LookupBatchResponse) String() string {
 func (*LookupBatchResponse) ProtoMessage() {}
 
 func (x *LookupBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[11]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -798,7 +862,7 @@ func (x *LookupBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupBatchResponse.ProtoReflect.Descriptor instead.
 func (*LookupBatchResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{11}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LookupBatchResponse) GetAnswers() []*LookupAnswer {
@@ -821,7 +885,7 @@ type LookupAnswer struct {
 
 func (x *LookupAnswer) Reset() {
 	*x = LookupAnswer{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[12]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -833,7 +897,7 @@ func (x *LookupAnswer) String() string {
 func (*LookupAnswer) ProtoMessage() {}
 
 func (x *LookupAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[12]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -846,7 +910,7 @@ func (x *LookupAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupAnswer.ProtoReflect.Descriptor instead.
 func (*LookupAnswer) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{12}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LookupAnswer) GetTotal() int64 {
@@ -886,7 +950,7 @@ type EncodedLookupResponse struct {
 
 func (x *EncodedLookupResponse) Reset() {
 	*x = EncodedLookupResponse{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[13]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -898,7 +962,7 @@ func (x *EncodedLookupResponse) String() string {
 func (*EncodedLookupResponse) ProtoMessage() {}
 
 func (x *EncodedLookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[13]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -911,7 +975,7 @@ func (x *EncodedLookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EncodedLookupResponse.ProtoReflect.Descriptor instead.
 func (*EncodedLookupResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{13}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *EncodedLookupResponse) GetTotal() int64 {
@@ -937,7 +1001,7 @@ type EncodedLookupBatchResponse struct {
 
 func (x *EncodedLookupBatchResponse) Reset() {
 	*x = EncodedLookupBatchResponse{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[14]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1013,7 @@ func (x *EncodedLookupBatchResponse) String() string {
 func (*EncodedLookupBatchResponse) ProtoMessage() {}
 
 func (x *EncodedLookupBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[14]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1026,7 @@ func (x *EncodedLookupBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EncodedLookupBatchResponse.ProtoReflect.Descriptor instead.
 func (*EncodedLookupBatchResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{14}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *EncodedLookupBatchResponse) GetAnswers() []*EncodedLookupAnswer {
@@ -983,7 +1047,7 @@ type EncodedLookupAnswer struct {
 
 func (x *EncodedLookupAnswer) Reset() {
 	*x = EncodedLookupAnswer{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[15]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -995,7 +1059,7 @@ func (x *EncodedLookupAnswer) String() string {
 func (*EncodedLookupAnswer) ProtoMessage() {}
 
 func (x *EncodedLookupAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[15]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1008,7 +1072,7 @@ func (x *EncodedLookupAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EncodedLookupAnswer.ProtoReflect.Descriptor instead.
 func (*EncodedLookupAnswer) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{15}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *EncodedLookupAnswer) GetTotal() int64 {
@@ -1045,7 +1109,7 @@ type LookupNotifyRequest struct {
 
 func (x *LookupNotifyRequest) Reset() {
 	*x = LookupNotifyRequest{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[16]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1121,7 @@ func (x *LookupNotifyRequest) String() string {
 func (*LookupNotifyRequest) ProtoMessage() {}
 
 func (x *LookupNotifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[16]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1134,7 @@ func (x *LookupNotifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupNotifyRequest.ProtoReflect.Descriptor instead.
 func (*LookupNotifyRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{16}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LookupNotifyRequest) GetTemplate() *ServiceTemplate {
@@ -1120,7 +1184,7 @@ type ServiceEvent struct {
 
 func (x *ServiceEvent) Reset() {
 	*x = ServiceEvent{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[17]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1132,7 +1196,7 @@ func (x *ServiceEvent) String() string {
 func (*ServiceEvent) ProtoMessage() {}
 
 func (x *ServiceEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[17]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1145,7 +1209,7 @@ func (x *ServiceEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceEvent.ProtoReflect.Descriptor instead.
 func (*ServiceEvent) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{17}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ServiceEvent) GetTransition() Transition {
@@ -1180,7 +1244,7 @@ type AttributesRequest struct {
 
 func (x *AttributesRequest) Reset() {
 	*x = AttributesRequest{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[18]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1192,7 +1256,7 @@ func (x *AttributesRequest) String() string {
 func (*AttributesRequest) ProtoMessage() {}
 
 func (x *AttributesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[18]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1205,7 +1269,7 @@ func (x *AttributesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttributesRequest.ProtoReflect.Descriptor instead.
 func (*AttributesRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{18}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AttributesRequest) GetLeaseCookie() []byte {
@@ -1237,7 +1301,7 @@ type AttributesResponse struct {
 
 func (x *AttributesResponse) Reset() {
 	*x = AttributesResponse{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[19]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1249,7 +1313,7 @@ func (x *AttributesResponse) String() string {
 func (*AttributesResponse) ProtoMessage() {}
 
 func (x *AttributesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[19]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1262,7 +1326,7 @@ func (x *AttributesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttributesResponse.ProtoReflect.Descriptor instead.
 func (*AttributesResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{19}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{20}
 }
 
 type BrowseRequest struct {
@@ -1277,7 +1341,7 @@ type BrowseRequest struct {
 
 func (x *BrowseRequest) Reset() {
 	*x = BrowseRequest{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[20]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1289,7 +1353,7 @@ func (x *BrowseRequest) String() string {
 func (*BrowseRequest) ProtoMessage() {}
 
 func (x *BrowseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[20]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1302,7 +1366,7 @@ func (x *BrowseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrowseRequest.ProtoReflect.Descriptor instead.
 func (*BrowseRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{20}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *BrowseRequest) GetTemplate() *ServiceTemplate {
@@ -1342,7 +1406,7 @@ type EntryTypesResponse struct {
 
 func (x *EntryTypesResponse) Reset() {
 	*x = EntryTypesResponse{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[21]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1354,7 +1418,7 @@ func (x *EntryTypesResponse) String() string {
 func (*EntryTypesResponse) ProtoMessage() {}
 
 func (x *EntryTypesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[21]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1367,7 +1431,7 @@ func (x *EntryTypesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntryTypesResponse.ProtoReflect.Descriptor instead.
 func (*EntryTypesResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{21}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *EntryTypesResponse) GetTypes() []*Entry {
@@ -1386,7 +1450,7 @@ type FieldValuesResponse struct {
 
 func (x *FieldValuesResponse) Reset() {
 	*x = FieldValuesResponse{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[22]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1398,7 +1462,7 @@ func (x *FieldValuesResponse) String() string {
 func (*FieldValuesResponse) ProtoMessage() {}
 
 func (x *FieldValuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[22]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1411,7 +1475,7 @@ func (x *FieldValuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldValuesResponse.ProtoReflect.Descriptor instead.
 func (*FieldValuesResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{22}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FieldValuesResponse) GetValues() []*Value {
@@ -1430,7 +1494,7 @@ type ServiceTypesResponse struct {
 
 func (x *ServiceTypesResponse) Reset() {
 	*x = ServiceTypesResponse{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[23]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1442,7 +1506,7 @@ func (x *ServiceTypesResponse) String() string {
 func (*ServiceTypesResponse) ProtoMessage() {}
 
 func (x *ServiceTypesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[23]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1455,7 +1519,7 @@ func (x *ServiceTypesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceTypesResponse.ProtoReflect.Descriptor instead.
 func (*ServiceTypesResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{23}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ServiceTypesResponse) GetTypes() []string {
@@ -1473,7 +1537,7 @@ type GetRegistrarRequest struct {
 
 func (x *GetRegistrarRequest) Reset() {
 	*x = GetRegistrarRequest{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[24]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1485,7 +1549,7 @@ func (x *GetRegistrarRequest) String() string {
 func (*GetRegistrarRequest) ProtoMessage() {}
 
 func (x *GetRegistrarRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[24]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1498,7 +1562,7 @@ func (x *GetRegistrarRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRegistrarRequest.ProtoReflect.Descriptor instead.
 func (*GetRegistrarRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{24}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{25}
 }
 
 type RegistrarInfo struct {
@@ -1514,7 +1578,7 @@ type RegistrarInfo struct {
 
 func (x *RegistrarInfo) Reset() {
 	*x = RegistrarInfo{}
-	mi := &file_djinn_v1_lookup_proto_msgTypes[25]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1526,7 +1590,7 @@ func (x *RegistrarInfo) String() string {
 func (*RegistrarInfo) ProtoMessage() {}
 
 func (x *RegistrarInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_lookup_proto_msgTypes[25]
+	mi := &file_djinn_v1_lookup_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1539,7 +1603,7 @@ func (x *RegistrarInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistrarInfo.ProtoReflect.Descriptor instead.
 func (*RegistrarInfo) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{25}
+	return file_djinn_v1_lookup_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RegistrarInfo) GetServiceId() []byte {
@@ -1602,13 +1666,21 @@ const file_djinn_v1_lookup_proto_rawDesc = "" +
 	"\x06fields\x18\x03 \x03(\v2\x0f.djinn.v1.FieldR\x06fields\"L\n" +
 	"\rEntryTemplate\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12'\n" +
-	"\x06fields\x18\x02 \x03(\v2\x0f.djinn.v1.FieldR\x06fields\"\x87\x01\n" +
+	"\x06fields\x18\x02 \x03(\v2\x0f.djinn.v1.FieldR\x06fields\"\xc1\x01\n" +
 	"\vServiceItem\x12\x1d\n" +
 	"\n" +
 	"service_id\x18\x01 \x01(\fR\tserviceId\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\fR\aservice\x12\x14\n" +
 	"\x05types\x18\x03 \x03(\tR\x05types\x12)\n" +
-	"\aentries\x18\x04 \x03(\v2\x0f.djinn.v1.EntryR\aentries\"y\n" +
+	"\aentries\x18\x04 \x03(\v2\x0f.djinn.v1.EntryR\aentries\x128\n" +
+	"\n" +
+	"supertypes\x18\x05 \x03(\v2\x18.djinn.v1.TypeSupertypesR\n" +
+	"supertypes\"D\n" +
+	"\x0eTypeSupertypes\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x1e\n" +
+	"\n" +
+	"supertypes\x18\x02 \x03(\tR\n" +
+	"supertypes\"y\n" +
 	"\x0fServiceTemplate\x12\x1d\n" +
 	"\n" +
 	"service_id\x18\x01 \x01(\fR\tserviceId\x12\x14\n" +
@@ -1715,7 +1787,7 @@ func file_djinn_v1_lookup_proto_rawDescGZIP() []byte {
 }
 
 var file_djinn_v1_lookup_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_djinn_v1_lookup_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_djinn_v1_lookup_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_djinn_v1_lookup_proto_goTypes = []any{
 	(Transition)(0),                    // 0: djinn.v1.Transition
 	(*Value)(nil),                      // 1: djinn.v1.Value
@@ -1723,85 +1795,87 @@ var file_djinn_v1_lookup_proto_goTypes = []any{
 	(*Entry)(nil),                      // 3: djinn.v1.Entry
 	(*EntryTemplate)(nil),              // 4: djinn.v1.EntryTemplate
 	(*ServiceItem)(nil),                // 5: djinn.v1.ServiceItem
-	(*ServiceTemplate)(nil),            // 6: djinn.v1.ServiceTemplate
-	(*RegisterRequest)(nil),            // 7: djinn.v1.RegisterRequest
-	(*ServiceRegistration)(nil),        // 8: djinn.v1.ServiceRegistration
-	(*LookupRequest)(nil),              // 9: djinn.v1.LookupRequest
-	(*LookupResponse)(nil),             // 10: djinn.v1.LookupResponse
-	(*LookupBatch)(nil),                // 11: djinn.v1.LookupBatch
-	(*LookupBatchResponse)(nil),        // 12: djinn.v1.LookupBatchResponse
-	(*LookupAnswer)(nil),               // 13: djinn.v1.LookupAnswer
-	(*EncodedLookupResponse)(nil),      // 14: djinn.v1.EncodedLookupResponse
-	(*EncodedLookupBatchResponse)(nil), // 15: djinn.v1.EncodedLookupBatchResponse
-	(*EncodedLookupAnswer)(nil),        // 16: djinn.v1.EncodedLookupAnswer
-	(*LookupNotifyRequest)(nil),        // 17: djinn.v1.LookupNotifyRequest
-	(*ServiceEvent)(nil),               // 18: djinn.v1.ServiceEvent
-	(*AttributesRequest)(nil),          // 19: djinn.v1.AttributesRequest
-	(*AttributesResponse)(nil),         // 20: djinn.v1.AttributesResponse
-	(*BrowseRequest)(nil),              // 21: djinn.v1.BrowseRequest
-	(*EntryTypesResponse)(nil),         // 22: djinn.v1.EntryTypesResponse
-	(*FieldValuesResponse)(nil),        // 23: djinn.v1.FieldValuesResponse
-	(*ServiceTypesResponse)(nil),       // 24: djinn.v1.ServiceTypesResponse
-	(*GetRegistrarRequest)(nil),        // 25: djinn.v1.GetRegistrarRequest
-	(*RegistrarInfo)(nil),              // 26: djinn.v1.RegistrarInfo
-	(*Lease)(nil),                      // 27: djinn.v1.Lease
-	(*Error)(nil),                      // 28: djinn.v1.Error
-	(*Ref)(nil),                        // 29: djinn.v1.Ref
-	(*EventRegistration)(nil),          // 30: djinn.v1.EventRegistration
+	(*TypeSupertypes)(nil),             // 6: djinn.v1.TypeSupertypes
+	(*ServiceTemplate)(nil),            // 7: djinn.v1.ServiceTemplate
+	(*RegisterRequest)(nil),            // 8: djinn.v1.RegisterRequest
+	(*ServiceRegistration)(nil),        // 9: djinn.v1.ServiceRegistration
+	(*LookupRequest)(nil),              // 10: djinn.v1.LookupRequest
+	(*LookupResponse)(nil),             // 11: djinn.v1.LookupResponse
+	(*LookupBatch)(nil),                // 12: djinn.v1.LookupBatch
+	(*LookupBatchResponse)(nil),        // 13: djinn.v1.LookupBatchResponse
+	(*LookupAnswer)(nil),               // 14: djinn.v1.LookupAnswer
+	(*EncodedLookupResponse)(nil),      // 15: djinn.v1.EncodedLookupResponse
+	(*EncodedLookupBatchResponse)(nil), // 16: djinn.v1.EncodedLookupBatchResponse
+	(*EncodedLookupAnswer)(nil),        // 17: djinn.v1.EncodedLookupAnswer
+	(*LookupNotifyRequest)(nil),        // 18: djinn.v1.LookupNotifyRequest
+	(*ServiceEvent)(nil),               // 19: djinn.v1.ServiceEvent
+	(*AttributesRequest)(nil),          // 20: djinn.v1.AttributesRequest
+	(*AttributesResponse)(nil),         // 21: djinn.v1.AttributesResponse
+	(*BrowseRequest)(nil),              // 22: djinn.v1.BrowseRequest
+	(*EntryTypesResponse)(nil),         // 23: djinn.v1.EntryTypesResponse
+	(*FieldValuesResponse)(nil),        // 24: djinn.v1.FieldValuesResponse
+	(*ServiceTypesResponse)(nil),       // 25: djinn.v1.ServiceTypesResponse
+	(*GetRegistrarRequest)(nil),        // 26: djinn.v1.GetRegistrarRequest
+	(*RegistrarInfo)(nil),              // 27: djinn.v1.RegistrarInfo
+	(*Lease)(nil),                      // 28: djinn.v1.Lease
+	(*Error)(nil),                      // 29: djinn.v1.Error
+	(*Ref)(nil),                        // 30: djinn.v1.Ref
+	(*EventRegistration)(nil),          // 31: djinn.v1.EventRegistration
 }
 var file_djinn_v1_lookup_proto_depIdxs = []int32{
 	1,  // 0: djinn.v1.Field.value:type_name -> djinn.v1.Value
 	2,  // 1: djinn.v1.Entry.fields:type_name -> djinn.v1.Field
 	2,  // 2: djinn.v1.EntryTemplate.fields:type_name -> djinn.v1.Field
 	3,  // 3: djinn.v1.ServiceItem.entries:type_name -> djinn.v1.Entry
-	4,  // 4: djinn.v1.ServiceTemplate.entries:type_name -> djinn.v1.EntryTemplate
-	5,  // 5: djinn.v1.RegisterRequest.item:type_name -> djinn.v1.ServiceItem
-	27, // 6: djinn.v1.ServiceRegistration.lease:type_name -> djinn.v1.Lease
-	6,  // 7: djinn.v1.LookupRequest.template:type_name -> djinn.v1.ServiceTemplate
-	5,  // 8: djinn.v1.LookupResponse.items:type_name -> djinn.v1.ServiceItem
-	9,  // 9: djinn.v1.LookupBatch.lookups:type_name -> djinn.v1.LookupRequest
-	13, // 10: djinn.v1.LookupBatchResponse.answers:type_name -> djinn.v1.LookupAnswer
-	5,  // 11: djinn.v1.LookupAnswer.items:type_name -> djinn.v1.ServiceItem
-	28, // 12: djinn.v1.LookupAnswer.error:type_name -> djinn.v1.Error
-	16, // 13: djinn.v1.EncodedLookupBatchResponse.answers:type_name -> djinn.v1.EncodedLookupAnswer
-	28, // 14: djinn.v1.EncodedLookupAnswer.error:type_name -> djinn.v1.Error
-	6,  // 15: djinn.v1.LookupNotifyRequest.template:type_name -> djinn.v1.ServiceTemplate
-	29, // 16: djinn.v1.LookupNotifyRequest.listener:type_name -> djinn.v1.Ref
-	0,  // 17: djinn.v1.ServiceEvent.transition:type_name -> djinn.v1.Transition
-	5,  // 18: djinn.v1.ServiceEvent.item:type_name -> djinn.v1.ServiceItem
-	3,  // 19: djinn.v1.AttributesRequest.entries:type_name -> djinn.v1.Entry
-	4,  // 20: djinn.v1.AttributesRequest.templates:type_name -> djinn.v1.EntryTemplate
-	6,  // 21: djinn.v1.BrowseRequest.template:type_name -> djinn.v1.ServiceTemplate
-	3,  // 22: djinn.v1.EntryTypesResponse.types:type_name -> djinn.v1.Entry
-	1,  // 23: djinn.v1.FieldValuesResponse.values:type_name -> djinn.v1.Value
-	29, // 24: djinn.v1.RegistrarInfo.registrar:type_name -> djinn.v1.Ref
-	7,  // 25: djinn.v1.LookupService.Register:input_type -> djinn.v1.RegisterRequest
-	9,  // 26: djinn.v1.LookupService.Lookup:input_type -> djinn.v1.LookupRequest
-	11, // 27: djinn.v1.LookupService.LookupStream:input_type -> djinn.v1.LookupBatch
-	17, // 28: djinn.v1.LookupService.Notify:input_type -> djinn.v1.LookupNotifyRequest
-	19, // 29: djinn.v1.LookupService.AddAttributes:input_type -> djinn.v1.AttributesRequest
-	19, // 30: djinn.v1.LookupService.ModifyAttributes:input_type -> djinn.v1.AttributesRequest
-	19, // 31: djinn.v1.LookupService.SetAttributes:input_type -> djinn.v1.AttributesRequest
-	21, // 32: djinn.v1.LookupService.GetEntryTypes:input_type -> djinn.v1.BrowseRequest
-	21, // 33: djinn.v1.LookupService.GetFieldValues:input_type -> djinn.v1.BrowseRequest
-	21, // 34: djinn.v1.LookupService.GetServiceTypes:input_type -> djinn.v1.BrowseRequest
-	25, // 35: djinn.v1.LookupService.GetRegistrar:input_type -> djinn.v1.GetRegistrarRequest
-	8,  // 36: djinn.v1.LookupService.Register:output_type -> djinn.v1.ServiceRegistration
-	10, // 37: djinn.v1.LookupService.Lookup:output_type -> djinn.v1.LookupResponse
-	12, // 38: djinn.v1.LookupService.LookupStream:output_type -> djinn.v1.LookupBatchResponse
-	30, // 39: djinn.v1.LookupService.Notify:output_type -> djinn.v1.EventRegistration
-	20, // 40: djinn.v1.LookupService.AddAttributes:output_type -> djinn.v1.AttributesResponse
-	20, // 41: djinn.v1.LookupService.ModifyAttributes:output_type -> djinn.v1.AttributesResponse
-	20, // 42: djinn.v1.LookupService.SetAttributes:output_type -> djinn.v1.AttributesResponse
-	22, // 43: djinn.v1.LookupService.GetEntryTypes:output_type -> djinn.v1.EntryTypesResponse
-	23, // 44: djinn.v1.LookupService.GetFieldValues:output_type -> djinn.v1.FieldValuesResponse
-	24, // 45: djinn.v1.LookupService.GetServiceTypes:output_type -> djinn.v1.ServiceTypesResponse
-	26, // 46: djinn.v1.LookupService.GetRegistrar:output_type -> djinn.v1.RegistrarInfo
-	36, // [36:47] is the sub-list for method output_type
-	25, // [25:36] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	6,  // 4: djinn.v1.ServiceItem.supertypes:type_name -> djinn.v1.TypeSupertypes
+	4,  // 5: djinn.v1.ServiceTemplate.entries:type_name -> djinn.v1.EntryTemplate
+	5,  // 6: djinn.v1.RegisterRequest.item:type_name -> djinn.v1.ServiceItem
+	28, // 7: djinn.v1.ServiceRegistration.lease:type_name -> djinn.v1.Lease
+	7,  // 8: djinn.v1.LookupRequest.template:type_name -> djinn.v1.ServiceTemplate
+	5,  // 9: djinn.v1.LookupResponse.items:type_name -> djinn.v1.ServiceItem
+	10, // 10: djinn.v1.LookupBatch.lookups:type_name -> djinn.v1.LookupRequest
+	14, // 11: djinn.v1.LookupBatchResponse.answers:type_name -> djinn.v1.LookupAnswer
+	5,  // 12: djinn.v1.LookupAnswer.items:type_name -> djinn.v1.ServiceItem
+	29, // 13: djinn.v1.LookupAnswer.error:type_name -> djinn.v1.Error
+	17, // 14: djinn.v1.EncodedLookupBatchResponse.answers:type_name -> djinn.v1.EncodedLookupAnswer
+	29, // 15: djinn.v1.EncodedLookupAnswer.error:type_name -> djinn.v1.Error
+	7,  // 16: djinn.v1.LookupNotifyRequest.template:type_name -> djinn.v1.ServiceTemplate
+	30, // 17: djinn.v1.LookupNotifyRequest.listener:type_name -> djinn.v1.Ref
+	0,  // 18: djinn.v1.ServiceEvent.transition:type_name -> djinn.v1.Transition
+	5,  // 19: djinn.v1.ServiceEvent.item:type_name -> djinn.v1.ServiceItem
+	3,  // 20: djinn.v1.AttributesRequest.entries:type_name -> djinn.v1.Entry
+	4,  // 21: djinn.v1.AttributesRequest.templates:type_name -> djinn.v1.EntryTemplate
+	7,  // 22: djinn.v1.BrowseRequest.template:type_name -> djinn.v1.ServiceTemplate
+	3,  // 23: djinn.v1.EntryTypesResponse.types:type_name -> djinn.v1.Entry
+	1,  // 24: djinn.v1.FieldValuesResponse.values:type_name -> djinn.v1.Value
+	30, // 25: djinn.v1.RegistrarInfo.registrar:type_name -> djinn.v1.Ref
+	8,  // 26: djinn.v1.LookupService.Register:input_type -> djinn.v1.RegisterRequest
+	10, // 27: djinn.v1.LookupService.Lookup:input_type -> djinn.v1.LookupRequest
+	12, // 28: djinn.v1.LookupService.LookupStream:input_type -> djinn.v1.LookupBatch
+	18, // 29: djinn.v1.LookupService.Notify:input_type -> djinn.v1.LookupNotifyRequest
+	20, // 30: djinn.v1.LookupService.AddAttributes:input_type -> djinn.v1.AttributesRequest
+	20, // 31: djinn.v1.LookupService.ModifyAttributes:input_type -> djinn.v1.AttributesRequest
+	20, // 32: djinn.v1.LookupService.SetAttributes:input_type -> djinn.v1.AttributesRequest
+	22, // 33: djinn.v1.LookupService.GetEntryTypes:input_type -> djinn.v1.BrowseRequest
+	22, // 34: djinn.v1.LookupService.GetFieldValues:input_type -> djinn.v1.BrowseRequest
+	22, // 35: djinn.v1.LookupService.GetServiceTypes:input_type -> djinn.v1.BrowseRequest
+	26, // 36: djinn.v1.LookupService.GetRegistrar:input_type -> djinn.v1.GetRegistrarRequest
+	9,  // 37: djinn.v1.LookupService.Register:output_type -> djinn.v1.ServiceRegistration
+	11, // 38: djinn.v1.LookupService.Lookup:output_type -> djinn.v1.LookupResponse
+	13, // 39: djinn.v1.LookupService.LookupStream:output_type -> djinn.v1.LookupBatchResponse
+	31, // 40: djinn.v1.LookupService.Notify:output_type -> djinn.v1.EventRegistration
+	21, // 41: djinn.v1.LookupService.AddAttributes:output_type -> djinn.v1.AttributesResponse
+	21, // 42: djinn.v1.LookupService.ModifyAttributes:output_type -> djinn.v1.AttributesResponse
+	21, // 43: djinn.v1.LookupService.SetAttributes:output_type -> djinn.v1.AttributesResponse
+	23, // 44: djinn.v1.LookupService.GetEntryTypes:output_type -> djinn.v1.EntryTypesResponse
+	24, // 45: djinn.v1.LookupService.GetFieldValues:output_type -> djinn.v1.FieldValuesResponse
+	25, // 46: djinn.v1.LookupService.GetServiceTypes:output_type -> djinn.v1.ServiceTypesResponse
+	27, // 47: djinn.v1.LookupService.GetRegistrar:output_type -> djinn.v1.RegistrarInfo
+	37, // [37:48] is the sub-list for method output_type
+	26, // [26:37] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_djinn_v1_lookup_proto_init() }
@@ -1823,7 +1897,7 @@ func file_djinn_v1_lookup_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_djinn_v1_lookup_proto_rawDesc), len(file_djinn_v1_lookup_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   26,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
