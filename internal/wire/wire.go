@@ -1,6 +1,7 @@
 // Package wire converts between the root package's values and their
-// protobuf forms where the services' cores need it: references and lease
-// expirations.
+// protobuf forms where the services' cores need it — references and lease
+// expirations — and between package service's items, entries, templates
+// and values and their messages, for the lookup service and its clients.
 package wire
 
 import (
