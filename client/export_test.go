@@ -7,6 +7,3 @@ func OnLookupQueued(s *LookupStream, fn func(n int)) {
 	defer s.mu.Unlock()
 	s.queued = fn
 }
-
-// DecodeServiceItem is decodeServiceItem, for the fuzz test.
-var DecodeServiceItem = decodeServiceItem

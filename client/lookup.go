@@ -2,327 +2,28 @@ package client
 
 import (
 	"context"
-	"encoding/hex"
 	"math"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/service"
 	"google.golang.org/grpc"
 )
 
-// This file is the client of the lookup service (DESIGN.md 6): the Go forms
-// of its items, entries and templates, and the Registrar that registers,
-// finds, watches and browses them.
-
-// ValueKind is the type of a field value.
-type ValueKind uint8
-
-// The kinds of value. The zero Value is ValueNull.
-const (
-	ValueNull ValueKind = iota // no value: null in an entry, a wildcard in a template
-	ValueString
-	ValueInt
-	ValueFloat
-	ValueBool
-	ValueBytes
-)
-
-var valueKindNames = [...]string{"null", "string", "int", "float", "bool", "bytes"}
-
-// String returns the kind's name: "null", "string", "int", "float",
-// "bool" or "bytes".
-func (k ValueKind) String() string {
-	if int(k) < len(valueKindNames) {
-		return valueKindNames[k]
-	}
-	return "ValueKind(" + strconv.Itoa(int(k)) + ")"
-}
-
-// Value is an entry field's value: a string, an int64, a float64, a bool, a
-// byte string, or null. The zero Value is null: in an entry a field without
-// a value, in an entry template a wildcard.
-//
-// Values are immutable and comparable, and == is the equality the
-// registrar's matching uses: floats compare by their bits, as Java's
-// Double.equals does (0.0 and -0.0 differ; NewFloat stores every NaN as
-// one, so NaN equals NaN).
-type Value struct {
-	kind ValueKind
-	s    string // a string's or a byte string's contents
-	n    uint64 // an int's two's complement, a float's bits, a bool's 0 or 1
-}
-
-// canonicalNaN is the NaN every NaN is stored as (Java's
-// Double.doubleToLongBits, and the registrar's).
-const canonicalNaN = 0x7ff8000000000000
-
-// NewString returns a string value. The registrar refuses strings that
-// are not valid UTF-8: use NewBytes for binary data.
-func NewString(s string) Value { return Value{kind: ValueString, s: s} }
-
-// NewInt returns an integer value.
-func NewInt(n int64) Value { return Value{kind: ValueInt, n: uint64(n)} }
-
-// NewFloat returns a floating-point value.
-func NewFloat(f float64) Value {
-	bits := math.Float64bits(f)
-	if f != f {
-		bits = canonicalNaN
-	}
-	return Value{kind: ValueFloat, n: bits}
-}
-
-// NewBool returns a boolean value.
-func NewBool(b bool) Value {
-	v := Value{kind: ValueBool}
-	if b {
-		v.n = 1
-	}
-	return v
-}
-
-// NewBytes returns a byte-string value holding a copy of b.
-func NewBytes(b []byte) Value { return Value{kind: ValueBytes, s: string(b)} }
-
-// Kind returns the value's kind; ValueNull for the zero Value.
-func (v Value) Kind() ValueKind { return v.kind }
-
-// IsNull reports whether v is the null value (the zero Value).
-func (v Value) IsNull() bool { return v.kind == ValueNull }
-
-// Interface returns the value as a Go value: a string, an int64, a
-// float64, a bool, a new []byte, or nil for null.
-func (v Value) Interface() any {
-	switch v.kind {
-	case ValueString:
-		return v.s
-	case ValueInt:
-		return int64(v.n)
-	case ValueFloat:
-		return math.Float64frombits(v.n)
-	case ValueBool:
-		return v.n == 1
-	case ValueBytes:
-		return []byte(v.s)
-	}
-	return nil
-}
-
-// String returns the value as Go would write it: "abc" quoted, 42, 1.5
-// or 2.0 (a float always shows a point or an exponent), true, bytes as 0x
-// and hex digits, and null.
-func (v Value) String() string {
-	switch v.kind {
-	case ValueString:
-		return strconv.Quote(v.s)
-	case ValueInt:
-		return strconv.FormatInt(int64(v.n), 10)
-	case ValueFloat:
-		s := strconv.FormatFloat(math.Float64frombits(v.n), 'g', -1, 64)
-		if !strings.ContainsAny(s, ".eIN") {
-			s += ".0"
-		}
-		return s
-	case ValueBool:
-		return strconv.FormatBool(v.n == 1)
-	case ValueBytes:
-		return "0x" + hex.EncodeToString([]byte(v.s))
-	}
-	return "null"
-}
-
-// Proto returns the wire form of v: nil for null.
-func (v Value) Proto() *djinnpb.Value {
-	switch v.kind {
-	case ValueString:
-		return &djinnpb.Value{Kind: &djinnpb.Value_StringValue{StringValue: v.s}}
-	case ValueInt:
-		return &djinnpb.Value{Kind: &djinnpb.Value_IntValue{IntValue: int64(v.n)}}
-	case ValueFloat:
-		return &djinnpb.Value{Kind: &djinnpb.Value_DoubleValue{DoubleValue: math.Float64frombits(v.n)}}
-	case ValueBool:
-		return &djinnpb.Value{Kind: &djinnpb.Value_BoolValue{BoolValue: v.n == 1}}
-	case ValueBytes:
-		return &djinnpb.Value{Kind: &djinnpb.Value_BytesValue{BytesValue: []byte(v.s)}}
-	}
-	return nil
-}
-
-// ValueFromProto converts a wire value; nil, or one without a kind, is
-// null.
-func ValueFromProto(pb *djinnpb.Value) Value {
-	switch k := pb.GetKind().(type) {
-	case *djinnpb.Value_StringValue:
-		return NewString(k.StringValue)
-	case *djinnpb.Value_IntValue:
-		return NewInt(k.IntValue)
-	case *djinnpb.Value_DoubleValue:
-		return NewFloat(k.DoubleValue)
-	case *djinnpb.Value_BoolValue:
-		return NewBool(k.BoolValue)
-	case *djinnpb.Value_BytesValue:
-		return NewBytes(k.BytesValue)
-	}
-	return Value{}
-}
-
-// Field is a named field of an entry or an entry template. A null Value is
-// a field without a value in an entry and a wildcard in a template (which
-// may as well leave the field out).
-type Field struct {
-	Name  string
-	Value Value
-}
-
-func fieldsToProto(fs []Field) []*djinnpb.Field {
-	if len(fs) == 0 {
-		return nil
-	}
-	out := make([]*djinnpb.Field, len(fs))
-	for i, f := range fs {
-		out[i] = &djinnpb.Field{Name: f.Name, Value: f.Value.Proto()}
-	}
-	return out
-}
-
-func fieldsFromProto(fs []*djinnpb.Field) []Field {
-	if len(fs) == 0 {
-		return nil
-	}
-	out := make([]Field, len(fs))
-	for i, f := range fs {
-		out[i] = Field{Name: f.GetName(), Value: ValueFromProto(f.GetValue())}
-	}
-	return out
-}
-
-// Entry is an attribute of a service item: a typed record (Jini's Entry).
-// Type is its type name; Supertypes are the names of the types it
-// inherits, nearest first, so that a template for a supertype matches it.
-// Field names are unique within an entry.
-type Entry struct {
-	Type       string
-	Supertypes []string
-	Fields     []Field
-}
-
-// Get returns the value of the field named name, and whether e has it.
-func (e Entry) Get(name string) (Value, bool) {
-	for _, f := range e.Fields {
-		if f.Name == name {
-			return f.Value, true
-		}
-	}
-	return Value{}, false
-}
-
-// Proto returns the wire form of e. It shares e's supertypes.
-func (e Entry) Proto() *djinnpb.Entry {
-	return &djinnpb.Entry{Type: e.Type, Supertypes: e.Supertypes, Fields: fieldsToProto(e.Fields)}
-}
-
-// EntryFromProto converts a wire entry. It shares pb's supertypes.
-func EntryFromProto(pb *djinnpb.Entry) Entry {
-	return Entry{Type: pb.GetType(), Supertypes: pb.GetSupertypes(), Fields: fieldsFromProto(pb.GetFields())}
-}
-
-func entriesToProto(es []Entry) []*djinnpb.Entry {
-	if len(es) == 0 {
-		return nil
-	}
-	out := make([]*djinnpb.Entry, len(es))
-	for i, e := range es {
-		out[i] = e.Proto()
-	}
-	return out
-}
-
-func entriesFromProto(es []*djinnpb.Entry) []Entry {
-	if len(es) == 0 {
-		return nil
-	}
-	out := make([]Entry, len(es))
-	for i, e := range es {
-		out[i] = EntryFromProto(e)
-	}
-	return out
-}
-
-// EntryTemplate matches entries: an entry matches when its type is Type or
-// lists Type among its supertypes, and it has a field equal to each field
-// the template sets (null fields are wildcards).
-type EntryTemplate struct {
-	Type   string
-	Fields []Field
-}
-
-// Proto returns the wire form of t.
-func (t EntryTemplate) Proto() *djinnpb.EntryTemplate {
-	return &djinnpb.EntryTemplate{Type: t.Type, Fields: fieldsToProto(t.Fields)}
-}
-
-// EntryTemplateFromProto converts a wire entry template.
-func EntryTemplateFromProto(pb *djinnpb.EntryTemplate) EntryTemplate {
-	return EntryTemplate{Type: pb.GetType(), Fields: fieldsFromProto(pb.GetFields())}
-}
-
-func entryTemplatesToProto(ts []EntryTemplate) []*djinnpb.EntryTemplate {
-	if len(ts) == 0 {
-		return nil
-	}
-	out := make([]*djinnpb.EntryTemplate, len(ts))
-	for i, t := range ts {
-		out[i] = t.Proto()
-	}
-	return out
-}
-
-// ServiceItem is a registered service (DESIGN.md 6): its id, its
-// reference (bytes the registrar stores and returns untouched: djinn's
-// CLI stores the service's address), the names of its types, including
-// every type it inherits or implements, and its attribute entries.
-type ServiceItem struct {
-	// ID is the service id; the zero ID asks the registrar to assign one.
-	ID      djinn.ID
-	Service []byte
-	Types   []string
-	Entries []Entry
-}
-
-// Proto returns the wire form of it; the zero ID is sent as none. It
-// shares the item's reference and types.
-func (it ServiceItem) Proto() *djinnpb.ServiceItem {
-	pb := &djinnpb.ServiceItem{Service: it.Service, Types: it.Types, Entries: entriesToProto(it.Entries)}
-	if !it.ID.IsZero() {
-		pb.ServiceId = it.ID[:]
-	}
-	return pb
-}
-
-// ServiceItemFromProto converts a wire item; an empty service id is the
-// zero ID, any other length than 16 bytes is djinn.ErrInvalidArgument. It
-// shares pb's reference and types.
-func ServiceItemFromProto(pb *djinnpb.ServiceItem) (ServiceItem, error) {
-	it := ServiceItem{Service: pb.GetService(), Types: pb.GetTypes(), Entries: entriesFromProto(pb.GetEntries())}
-	if len(pb.GetServiceId()) > 0 {
-		id, err := djinn.IDFromBytes("service item id", pb.GetServiceId())
-		if err != nil {
-			return ServiceItem{}, err
-		}
-		it.ID = id
-	}
-	return it, nil
-}
+// This file is the client of the lookup service (DESIGN.md 6): the
+// Registrar that registers, finds, watches and browses service items
+// (package service has their types and rules).
 
 // lookedUp decodes the items of a lookup's answer, as the registrar sent
-// them (decodeServiceItem); each must have an id.
+// them (service.DecodeItem); each must have an id.
 func lookedUp(encoded [][]byte) ([]ServiceItem, error) {
 	items := make([]ServiceItem, len(encoded))
 	for i, b := range encoded {
-		it, err := decodeServiceItem(b)
+		it, err := service.DecodeItem(b)
 		if err == nil && it.ID.IsZero() {
 			err = djinn.Errorf(djinn.InvalidArgument, "looked-up item: service id missing")
 		}
@@ -332,46 +33,6 @@ func lookedUp(encoded [][]byte) ([]ServiceItem, error) {
 		items[i] = it
 	}
 	return items, nil
-}
-
-// ServiceTemplate selects service items (DESIGN.md 6): an item matches
-// when ID is nil or equal to its id, it has every type in Types, and each
-// entry template matches at least one of its entries. The zero template
-// matches every item.
-type ServiceTemplate struct {
-	ID      *djinn.ID
-	Types   []string
-	Entries []EntryTemplate
-}
-
-// Proto returns the wire form of t. It shares t's types.
-func (t ServiceTemplate) Proto() *djinnpb.ServiceTemplate {
-	pb := &djinnpb.ServiceTemplate{Types: t.Types, Entries: entryTemplatesToProto(t.Entries)}
-	if t.ID != nil {
-		pb.ServiceId = t.ID[:]
-	}
-	return pb
-}
-
-// ServiceTemplateFromProto converts a wire template; an empty service id
-// matches any, any other length than 16 bytes is djinn.ErrInvalidArgument.
-// It shares pb's types.
-func ServiceTemplateFromProto(pb *djinnpb.ServiceTemplate) (ServiceTemplate, error) {
-	t := ServiceTemplate{Types: pb.GetTypes()}
-	if ets := pb.GetEntries(); len(ets) > 0 {
-		t.Entries = make([]EntryTemplate, len(ets))
-		for i, et := range ets {
-			t.Entries[i] = EntryTemplateFromProto(et)
-		}
-	}
-	if len(pb.GetServiceId()) > 0 {
-		id, err := djinn.IDFromBytes("template service id", pb.GetServiceId())
-		if err != nil {
-			return ServiceTemplate{}, err
-		}
-		t.ID = &id
-	}
-	return t, nil
 }
 
 // Transition is a set of the service event transitions (DESIGN.md 6): how
@@ -555,7 +216,7 @@ func (r *Registrar) Register(ctx context.Context, item ServiceItem, d time.Durat
 		return nil, err
 	}
 	sent := time.Now()
-	pb, err := lc.Register(ctx, &djinnpb.RegisterRequest{Item: item.Proto(), LeaseDurationNanos: int64(d)})
+	pb, err := lc.Register(ctx, &djinnpb.RegisterRequest{Item: wire.Item(item), LeaseDurationNanos: int64(d)})
 	if err != nil {
 		return nil, err
 	}
@@ -582,7 +243,7 @@ func (r *Registrar) Registration(id djinn.ID, l *Lease) *ServiceRegistration {
 // one it has already is dropped.
 func (s *ServiceRegistration) AddAttributes(ctx context.Context, entries []Entry) error {
 	return s.attributes(ctx, func(lc djinnpb.LookupServiceClient, req *djinnpb.AttributesRequest) error {
-		req.Entries = entriesToProto(entries)
+		req.Entries = wire.Entries(entries)
 		_, err := lc.AddAttributes(ctx, req)
 		return err
 	})
@@ -596,7 +257,7 @@ func (s *ServiceRegistration) ModifyAttributes(ctx context.Context, templates []
 		return djinn.Errorf(djinn.InvalidArgument, "modify attributes: %d templates but %d changes: want one change per template", len(templates), len(changes))
 	}
 	return s.attributes(ctx, func(lc djinnpb.LookupServiceClient, req *djinnpb.AttributesRequest) error {
-		req.Templates, req.Entries = entryTemplatesToProto(templates), entriesToProto(changes)
+		req.Templates, req.Entries = wire.EntryTemplates(templates), wire.Entries(changes)
 		_, err := lc.ModifyAttributes(ctx, req)
 		return err
 	})
@@ -605,7 +266,7 @@ func (s *ServiceRegistration) ModifyAttributes(ctx context.Context, templates []
 // SetAttributes replaces the item's entries with entries.
 func (s *ServiceRegistration) SetAttributes(ctx context.Context, entries []Entry) error {
 	return s.attributes(ctx, func(lc djinnpb.LookupServiceClient, req *djinnpb.AttributesRequest) error {
-		req.Entries = entriesToProto(entries)
+		req.Entries = wire.Entries(entries)
 		_, err := lc.SetAttributes(ctx, req)
 		return err
 	})
@@ -629,7 +290,7 @@ const maxMatches = math.MaxInt32
 // Lookup returns one item matching tmpl, chosen at random among the
 // matches, or nil when none does.
 func (r *Registrar) Lookup(ctx context.Context, tmpl ServiceTemplate) (*ServiceItem, error) {
-	_, items, err := r.lookup(ctx, &djinnpb.LookupRequest{Template: tmpl.Proto(), One: true})
+	_, items, err := r.lookup(ctx, &djinnpb.LookupRequest{Template: wire.Template(tmpl), One: true})
 	if err != nil || len(items) == 0 {
 		return nil, err
 	}
@@ -642,7 +303,7 @@ func (r *Registrar) LookupN(ctx context.Context, tmpl ServiceTemplate, max int) 
 	if max < 0 || max > maxMatches {
 		return 0, nil, djinn.Errorf(djinn.InvalidArgument, "max matches %d: must be 0 to %d", max, maxMatches)
 	}
-	return r.lookup(ctx, &djinnpb.LookupRequest{Template: tmpl.Proto(), MaxMatches: int32(max)})
+	return r.lookup(ctx, &djinnpb.LookupRequest{Template: wire.Template(tmpl), MaxMatches: int32(max)})
 }
 
 // lookup calls Lookup, reading the answer's items as the bytes they are on
@@ -682,19 +343,12 @@ func (r *Registrar) Notify(ctx context.Context, tmpl ServiceTemplate, transition
 		return nil, err
 	}
 	sent := time.Now()
-	pb, err := lc.Notify(ctx, &djinnpb.LookupNotifyRequest{Template: tmpl.Proto(), Transitions: uint32(transitions),
+	pb, err := lc.Notify(ctx, &djinnpb.LookupNotifyRequest{Template: wire.Template(tmpl), Transitions: uint32(transitions),
 		Listener: RefToProto(listener), Handback: handback, LeaseDurationNanos: int64(d)})
 	if err != nil {
 		return nil, err
 	}
 	return EventRegistrationFromProto(pb, sent)
-}
-
-// EntryType is an entry type in use: its name and its supertypes' names,
-// nearest first.
-type EntryType struct {
-	Type       string
-	Supertypes []string
 }
 
 // EntryTypes returns the types of the entries of the items matching tmpl
@@ -704,7 +358,7 @@ func (r *Registrar) EntryTypes(ctx context.Context, tmpl ServiceTemplate) ([]Ent
 	if err != nil {
 		return nil, err
 	}
-	pb, err := lc.GetEntryTypes(ctx, &djinnpb.BrowseRequest{Template: tmpl.Proto()})
+	pb, err := lc.GetEntryTypes(ctx, &djinnpb.BrowseRequest{Template: wire.Template(tmpl)})
 	if err != nil {
 		return nil, err
 	}
@@ -730,13 +384,13 @@ func (r *Registrar) FieldValues(ctx context.Context, tmpl ServiceTemplate, setIn
 	if err != nil {
 		return nil, err
 	}
-	pb, err := lc.GetFieldValues(ctx, &djinnpb.BrowseRequest{Template: tmpl.Proto(), SetIndex: int32(setIndex), Field: field})
+	pb, err := lc.GetFieldValues(ctx, &djinnpb.BrowseRequest{Template: wire.Template(tmpl), SetIndex: int32(setIndex), Field: field})
 	if err != nil {
 		return nil, err
 	}
 	out := make([]Value, len(pb.GetValues()))
 	for i, v := range pb.GetValues() {
-		out[i] = ValueFromProto(v)
+		out[i] = wire.ValueFrom(v)
 	}
 	return out, nil
 }
@@ -748,7 +402,7 @@ func (r *Registrar) ServiceTypes(ctx context.Context, tmpl ServiceTemplate, pref
 	if err != nil {
 		return nil, err
 	}
-	pb, err := lc.GetServiceTypes(ctx, &djinnpb.BrowseRequest{Template: tmpl.Proto(), Prefix: prefix})
+	pb, err := lc.GetServiceTypes(ctx, &djinnpb.BrowseRequest{Template: wire.Template(tmpl), Prefix: prefix})
 	if err != nil {
 		return nil, err
 	}
@@ -803,7 +457,7 @@ func ServiceEventFrom(ev *RemoteEvent) (*ServiceEvent, error) {
 		}
 		return se, nil
 	}
-	it, err := ServiceItemFromProto(pb.GetItem())
+	it, err := wire.ItemFrom(pb.GetItem())
 	if err != nil {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "service event %v", err)
 	}

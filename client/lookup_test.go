@@ -20,6 +20,7 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/service"
 )
 
 // The tests of this file run the lookup client alone, against
@@ -109,30 +110,30 @@ func (f *fakeConn) count() int {
 
 func TestLookupValues(t *testing.T) {
 	for _, tt := range []struct {
-		v     client.Value
-		kind  client.ValueKind
+		v     service.Value
+		kind  service.ValueKind
 		str   string
 		iface any
 	}{
-		{client.Value{}, client.ValueNull, "null", nil},
-		{client.NewString("laser"), client.ValueString, `"laser"`, "laser"},
-		{client.NewString(""), client.ValueString, `""`, ""},
-		{client.NewInt(-3), client.ValueInt, "-3", int64(-3)},
-		{client.NewInt(math.MaxInt64), client.ValueInt, "9223372036854775807", int64(math.MaxInt64)},
-		{client.NewFloat(2), client.ValueFloat, "2.0", 2.0},
-		{client.NewFloat(-1.5), client.ValueFloat, "-1.5", -1.5},
-		{client.NewFloat(1e300), client.ValueFloat, "1e+300", 1e300},
-		{client.NewFloat(math.Inf(1)), client.ValueFloat, "+Inf", math.Inf(1)},
-		{client.NewBool(true), client.ValueBool, "true", true},
-		{client.NewBool(false), client.ValueBool, "false", false},
-		{client.NewBytes([]byte{1, 0xab}), client.ValueBytes, "0x01ab", []byte{1, 0xab}},
-		{client.NewBytes(nil), client.ValueBytes, "0x", []byte{}},
+		{service.Value{}, service.ValueNull, "null", nil},
+		{service.NewString("laser"), service.ValueString, `"laser"`, "laser"},
+		{service.NewString(""), service.ValueString, `""`, ""},
+		{service.NewInt(-3), service.ValueInt, "-3", int64(-3)},
+		{service.NewInt(math.MaxInt64), service.ValueInt, "9223372036854775807", int64(math.MaxInt64)},
+		{service.NewFloat(2), service.ValueFloat, "2.0", 2.0},
+		{service.NewFloat(-1.5), service.ValueFloat, "-1.5", -1.5},
+		{service.NewFloat(1e300), service.ValueFloat, "1e+300", 1e300},
+		{service.NewFloat(math.Inf(1)), service.ValueFloat, "+Inf", math.Inf(1)},
+		{service.NewBool(true), service.ValueBool, "true", true},
+		{service.NewBool(false), service.ValueBool, "false", false},
+		{service.NewBytes([]byte{1, 0xab}), service.ValueBytes, "0x01ab", []byte{1, 0xab}},
+		{service.NewBytes(nil), service.ValueBytes, "0x", []byte{}},
 	} {
 		t.Run(tt.str, func(t *testing.T) {
-			if tt.v.Kind() != tt.kind || tt.v.IsNull() != (tt.kind == client.ValueNull) || tt.v.String() != tt.str || !reflect.DeepEqual(tt.v.Interface(), tt.iface) {
+			if tt.v.Kind() != tt.kind || tt.v.IsNull() != (tt.kind == service.ValueNull) || tt.v.String() != tt.str || !reflect.DeepEqual(tt.v.Interface(), tt.iface) {
 				t.Errorf("kind %v null %v string %s interface %#v; want %v %s %#v", tt.v.Kind(), tt.v.IsNull(), tt.v, tt.v.Interface(), tt.kind, tt.str, tt.iface)
 			}
-			pb := tt.v.Proto()
+			pb := client.ValueToProto(tt.v)
 			if (pb == nil) != tt.v.IsNull() {
 				t.Errorf("wire form %v", pb)
 			}
@@ -144,23 +145,23 @@ func TestLookupValues(t *testing.T) {
 	// == is the registrar's equality (DESIGN.md 6: equal values).
 	for _, tt := range []struct {
 		name  string
-		a, b  client.Value
+		a, b  service.Value
 		equal bool
 	}{
-		{"NaN equals NaN, whatever its bits", client.NewFloat(math.NaN()), client.NewFloat(math.Float64frombits(0x7ff0000000000001)), true},
-		{"0.0 and -0.0 differ (Double.equals)", client.NewFloat(0), client.NewFloat(math.Copysign(0, -1)), false},
-		{"an int is no float", client.NewInt(3), client.NewFloat(3), false},
-		{"an int is no string", client.NewInt(3), client.NewString("3"), false},
-		{"a string is no byte string", client.NewString("ab"), client.NewBytes([]byte("ab")), false},
-		{"false is not null", client.NewBool(false), client.Value{}, false},
-		{"0 is not null", client.NewInt(0), client.Value{}, false},
+		{"NaN equals NaN, whatever its bits", service.NewFloat(math.NaN()), service.NewFloat(math.Float64frombits(0x7ff0000000000001)), true},
+		{"0.0 and -0.0 differ (Double.equals)", service.NewFloat(0), service.NewFloat(math.Copysign(0, -1)), false},
+		{"an int is no float", service.NewInt(3), service.NewFloat(3), false},
+		{"an int is no string", service.NewInt(3), service.NewString("3"), false},
+		{"a string is no byte string", service.NewString("ab"), service.NewBytes([]byte("ab")), false},
+		{"false is not null", service.NewBool(false), service.Value{}, false},
+		{"0 is not null", service.NewInt(0), service.Value{}, false},
 	} {
 		if got := tt.a == tt.b; got != tt.equal {
 			t.Errorf("%s: %v == %v is %v", tt.name, tt.a, tt.b, got)
 		}
 	}
 	b := []byte("abc")
-	v := client.NewBytes(b)
+	v := service.NewBytes(b)
 	b[0] = 'x'
 	if got := v.Interface().([]byte); string(got) != "abc" {
 		t.Errorf("NewBytes shares its argument: %q", got)
@@ -172,12 +173,12 @@ func TestLookupValues(t *testing.T) {
 
 func TestLookupConversions(t *testing.T) {
 	id := djinn.NewID()
-	item := client.ServiceItem{
+	item := service.Item{
 		ID: id, Service: []byte("10.0.0.7:9100"), Types: []string{"Printer", "Device"},
-		Entries: []client.Entry{
-			{Type: "Name", Fields: []client.Field{{Name: "model", Value: client.NewString("laser")}}},
-			{Type: "Location", Supertypes: []string{"Place"}, Fields: []client.Field{
-				{Name: "floor", Value: client.NewInt(3)}, {Name: "room", Value: client.Value{}}, {Name: "x", Value: client.NewFloat(0.5)}}},
+		Entries: []service.Entry{
+			{Type: "Name", Fields: []service.Field{{Name: "model", Value: service.NewString("laser")}}},
+			{Type: "Location", Supertypes: []string{"Place"}, Fields: []service.Field{
+				{Name: "floor", Value: service.NewInt(3)}, {Name: "room", Value: service.Value{}}, {Name: "x", Value: service.NewFloat(0.5)}}},
 		},
 	}
 	want := &djinnpb.ServiceItem{ServiceId: id[:], Service: []byte("10.0.0.7:9100"), Types: []string{"Printer", "Device"},
@@ -187,16 +188,16 @@ func TestLookupConversions(t *testing.T) {
 				{Name: "floor", Value: &djinnpb.Value{Kind: &djinnpb.Value_IntValue{IntValue: 3}}}, {Name: "room"},
 				{Name: "x", Value: &djinnpb.Value{Kind: &djinnpb.Value_DoubleValue{DoubleValue: 0.5}}}}},
 		}}
-	if pb := item.Proto(); !proto.Equal(pb, want) {
+	if pb := client.ServiceItemToProto(item); !proto.Equal(pb, want) {
 		t.Errorf("item to the wire:\n got %v\nwant %v", pb, want)
 	}
 	if back, err := client.ServiceItemFromProto(want); err != nil || !reflect.DeepEqual(back, item) {
 		t.Errorf("item from the wire: %+v, %v\nwant %+v", back, err, item)
 	}
-	if got := item.Entries[1].Proto(); !proto.Equal(got, want.Entries[1]) || !reflect.DeepEqual(client.EntryFromProto(got), item.Entries[1]) {
+	if got := client.EntryToProto(item.Entries[1]); !proto.Equal(got, want.Entries[1]) || !reflect.DeepEqual(client.EntryFromProto(got), item.Entries[1]) {
 		t.Errorf("entry: %v", got)
 	}
-	if v, ok := item.Entries[1].Get("floor"); !ok || v != client.NewInt(3) {
+	if v, ok := item.Entries[1].Get("floor"); !ok || v != service.NewInt(3) {
 		t.Errorf("Get floor: %v %v", v, ok)
 	}
 	if v, ok := item.Entries[1].Get("room"); !ok || !v.IsNull() {
@@ -207,28 +208,28 @@ func TestLookupConversions(t *testing.T) {
 	}
 
 	// DESIGN.md 6: an item without an id asks the registrar for one.
-	anon := client.ServiceItem{Types: []string{"T"}}
-	if pb := anon.Proto(); pb.ServiceId != nil {
+	anon := service.Item{Types: []string{"T"}}
+	if pb := client.ServiceItemToProto(anon); pb.ServiceId != nil {
 		t.Errorf("the zero id went on the wire as %x", pb.ServiceId)
 	}
-	if back, err := client.ServiceItemFromProto(anon.Proto()); err != nil || !back.ID.IsZero() {
+	if back, err := client.ServiceItemFromProto(client.ServiceItemToProto(anon)); err != nil || !back.ID.IsZero() {
 		t.Errorf("an item without an id came back as %v, %v", back, err)
 	}
-	if back, err := client.ServiceItemFromProto(nil); err != nil || !reflect.DeepEqual(back, client.ServiceItem{}) {
+	if back, err := client.ServiceItemFromProto(nil); err != nil || !reflect.DeepEqual(back, service.Item{}) {
 		t.Errorf("nil item: %+v, %v", back, err)
 	}
 
-	tmpl := client.ServiceTemplate{ID: &id, Types: []string{"Printer"}, Entries: []client.EntryTemplate{
-		{Type: "Name", Fields: []client.Field{{Name: "model", Value: client.NewString("laser")}, {Name: "serial"}}}}}
+	tmpl := service.Template{ID: &id, Types: []string{"Printer"}, Entries: []service.EntryTemplate{
+		{Type: "Name", Fields: []service.Field{{Name: "model", Value: service.NewString("laser")}, {Name: "serial"}}}}}
 	wantT := &djinnpb.ServiceTemplate{ServiceId: id[:], Types: []string{"Printer"}, Entries: []*djinnpb.EntryTemplate{
 		{Type: "Name", Fields: []*djinnpb.Field{{Name: "model", Value: &djinnpb.Value{Kind: &djinnpb.Value_StringValue{StringValue: "laser"}}}, {Name: "serial"}}}}}
-	if pb := tmpl.Proto(); !proto.Equal(pb, wantT) {
+	if pb := client.ServiceTemplateToProto(tmpl); !proto.Equal(pb, wantT) {
 		t.Errorf("template to the wire:\n got %v\nwant %v", pb, wantT)
 	}
 	if back, err := client.ServiceTemplateFromProto(wantT); err != nil || !reflect.DeepEqual(back, tmpl) {
 		t.Errorf("template from the wire: %+v, %v", back, err)
 	}
-	if pb := (client.ServiceTemplate{}).Proto(); !proto.Equal(pb, &djinnpb.ServiceTemplate{}) {
+	if pb := client.ServiceTemplateToProto(service.Template{}); !proto.Equal(pb, &djinnpb.ServiceTemplate{}) {
 		t.Errorf("the zero template (every item): %v", pb)
 	}
 	if back, err := client.ServiceTemplateFromProto(&djinnpb.ServiceTemplate{}); err != nil || back.ID != nil {
@@ -305,42 +306,42 @@ func TestLookupArguments(t *testing.T) {
 		call func() error
 		want string
 	}{
-		{"issue 6 §1: negative max matches", func() error { _, _, err := r.LookupN(ctx, client.ServiceTemplate{}, -1); return err }, "max matches -1"},
-		{"max matches beyond the wire's int32", func() error { _, _, err := r.LookupN(ctx, client.ServiceTemplate{}, math.MaxInt32+1); return err }, "max matches 2147483648"},
+		{"issue 6 §1: negative max matches", func() error { _, _, err := r.LookupN(ctx, service.Template{}, -1); return err }, "max matches -1"},
+		{"max matches beyond the wire's int32", func() error { _, _, err := r.LookupN(ctx, service.Template{}, math.MaxInt32+1); return err }, "max matches 2147483648"},
 		{"issue 6 §1: empty transitions", func() error {
-			_, err := r.Notify(ctx, client.ServiceTemplate{}, 0, listener, nil, time.Minute)
+			_, err := r.Notify(ctx, service.Template{}, 0, listener, nil, time.Minute)
 			return err
 		}, "transitions 0"},
 		{"issue 6 §1: unknown transitions", func() error {
-			_, err := r.Notify(ctx, client.ServiceTemplate{}, client.MatchMatch|8, listener, nil, time.Minute)
+			_, err := r.Notify(ctx, service.Template{}, client.MatchMatch|8, listener, nil, time.Minute)
 			return err
 		}, "transitions 0xc"},
 		{"notify without a listener", func() error {
-			_, err := r.Notify(ctx, client.ServiceTemplate{}, client.MatchMatch, djinn.Ref{}, nil, time.Minute)
+			_, err := r.Notify(ctx, service.Template{}, client.MatchMatch, djinn.Ref{}, nil, time.Minute)
 			return err
 		}, "listener: missing"},
 		{"notify lease duration", func() error {
-			_, err := r.Notify(ctx, client.ServiceTemplate{}, client.MatchMatch, listener, nil, -time.Second)
+			_, err := r.Notify(ctx, service.Template{}, client.MatchMatch, listener, nil, -time.Second)
 			return err
 		}, "-1s"},
-		{"registration lease duration", func() error { _, err := r.Register(ctx, client.ServiceItem{}, 0); return err }, "0s"},
+		{"registration lease duration", func() error { _, err := r.Register(ctx, service.Item{}, 0); return err }, "0s"},
 		{"modify: one change per template", func() error {
-			return r.Registration(djinn.ID{}, testLease(time.Now().Add(time.Hour))).ModifyAttributes(ctx, []client.EntryTemplate{{Type: "A"}}, nil)
+			return r.Registration(djinn.ID{}, testLease(time.Now().Add(time.Hour))).ModifyAttributes(ctx, []service.EntryTemplate{{Type: "A"}}, nil)
 		}, "1 templates but 0 changes"},
 		{"attributes of no registration", func() error { return nilReg.SetAttributes(ctx, nil) }, "service registration: missing"},
 		{"attributes of a registration without its lease", func() error { return r.Registration(djinn.NewID(), nil).AddAttributes(ctx, nil) }, "service registration: missing"},
 		{"field values: set index past the entry templates", func() error {
-			_, err := r.FieldValues(ctx, client.ServiceTemplate{Entries: []client.EntryTemplate{{Type: "Name"}}}, 1, "model")
+			_, err := r.FieldValues(ctx, service.Template{Entries: []service.EntryTemplate{{Type: "Name"}}}, 1, "model")
 			return err
 		}, "set index 1"},
-		{"field values: negative set index", func() error { _, err := r.FieldValues(ctx, client.ServiceTemplate{}, -1, "model"); return err }, "set index -1"},
+		{"field values: negative set index", func() error { _, err := r.FieldValues(ctx, service.Template{}, -1, "model"); return err }, "set index -1"},
 		{"field values: no field", func() error {
-			_, err := r.FieldValues(ctx, client.ServiceTemplate{Entries: []client.EntryTemplate{{Type: "Name"}}}, 0, "")
+			_, err := r.FieldValues(ctx, service.Template{Entries: []service.EntryTemplate{{Type: "Name"}}}, 0, "")
 			return err
 		}, "field name: missing"},
-		{"a nil registrar", func() error { _, err := (*client.Registrar)(nil).Lookup(ctx, client.ServiceTemplate{}); return err }, "lookup service: missing"},
+		{"a nil registrar", func() error { _, err := (*client.Registrar)(nil).Lookup(ctx, service.Template{}); return err }, "lookup service: missing"},
 		{"a registrar without a connector", func() error {
-			_, err := client.NewRegistrar(nil, testRef()).ServiceTypes(ctx, client.ServiceTemplate{}, "")
+			_, err := client.NewRegistrar(nil, testRef()).ServiceTypes(ctx, service.Template{}, "")
 			return err
 		}, "connector: missing"},
 	} {
@@ -368,7 +369,7 @@ func TestLookupCalls(t *testing.T) {
 	ctx := t.Context()
 
 	next = &djinnpb.ServiceRegistration{ServiceId: id[:], Lease: lease.Proto(now)}
-	reg, err := r.Register(ctx, client.ServiceItem{Service: []byte("h:1"), Types: []string{"Printer"}}, time.Hour)
+	reg, err := r.Register(ctx, service.Item{Service: []byte("h:1"), Types: []string{"Printer"}}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,19 +381,19 @@ func TestLookupCalls(t *testing.T) {
 	}
 
 	next = &djinnpb.AttributesResponse{}
-	status := client.Entry{Type: "Status", Fields: []client.Field{{Name: "state", Value: client.NewString("idle")}}}
+	status := service.Entry{Type: "Status", Fields: []service.Field{{Name: "state", Value: service.NewString("idle")}}}
 	attrCalls := []struct {
 		method string
 		call   func() error
 		want   *djinnpb.AttributesRequest
 	}{
-		{"AddAttributes", func() error { return reg.AddAttributes(ctx, []client.Entry{status}) },
-			&djinnpb.AttributesRequest{LeaseCookie: cookie[:], Entries: []*djinnpb.Entry{status.Proto()}}},
+		{"AddAttributes", func() error { return reg.AddAttributes(ctx, []service.Entry{status}) },
+			&djinnpb.AttributesRequest{LeaseCookie: cookie[:], Entries: []*djinnpb.Entry{client.EntryToProto(status)}}},
 		{"SetAttributes", func() error { return r.Registration(djinn.ID{}, lease).SetAttributes(ctx, nil) },
 			&djinnpb.AttributesRequest{LeaseCookie: cookie[:]}},
 		{"ModifyAttributes", func() error {
-			return reg.ModifyAttributes(ctx, []client.EntryTemplate{{Type: "Status"}}, []client.Entry{status})
-		}, &djinnpb.AttributesRequest{LeaseCookie: cookie[:], Templates: []*djinnpb.EntryTemplate{{Type: "Status"}}, Entries: []*djinnpb.Entry{status.Proto()}}},
+			return reg.ModifyAttributes(ctx, []service.EntryTemplate{{Type: "Status"}}, []service.Entry{status})
+		}, &djinnpb.AttributesRequest{LeaseCookie: cookie[:], Templates: []*djinnpb.EntryTemplate{{Type: "Status"}}, Entries: []*djinnpb.Entry{client.EntryToProto(status)}}},
 	}
 	for _, tt := range attrCalls {
 		if err := tt.call(); err != nil {
@@ -403,12 +404,12 @@ func TestLookupCalls(t *testing.T) {
 		}
 	}
 
-	printers := client.ServiceTemplate{Types: []string{"Printer"}}
+	printers := service.Template{Types: []string{"Printer"}}
 	next = &djinnpb.LookupResponse{}
 	if it, err := r.Lookup(ctx, printers); it != nil || err != nil {
 		t.Errorf("lookup of nothing: %v, %v; want nil, nil", it, err)
 	}
-	if c := f.last(t); !proto.Equal(c.req, &djinnpb.LookupRequest{Template: printers.Proto(), One: true}) {
+	if c := f.last(t); !proto.Equal(c.req, &djinnpb.LookupRequest{Template: client.ServiceTemplateToProto(printers), One: true}) {
 		t.Errorf("lookup sent %v", c.req)
 	}
 	next = &djinnpb.LookupResponse{Total: 1, Items: []*djinnpb.ServiceItem{laser}}
@@ -420,7 +421,7 @@ func TestLookupCalls(t *testing.T) {
 	if err != nil || total != 7 || len(items) != 2 || items[1].ID != id {
 		t.Errorf("lookup n: %d %+v %v", total, items, err)
 	}
-	if c := f.last(t); !proto.Equal(c.req, &djinnpb.LookupRequest{Template: printers.Proto(), MaxMatches: 2}) {
+	if c := f.last(t); !proto.Equal(c.req, &djinnpb.LookupRequest{Template: client.ServiceTemplateToProto(printers), MaxMatches: 2}) {
 		t.Errorf("lookup n sent %v", c.req)
 	}
 	next = &djinnpb.LookupResponse{Total: 1, Items: []*djinnpb.ServiceItem{printerItem(nil)}}
@@ -434,25 +435,25 @@ func TestLookupCalls(t *testing.T) {
 	if err != nil || er.ID != 9 || er.Seq != 4 || !er.Source.Equal(r.Ref()) || !er.Lease.Equal(lease) {
 		t.Errorf("notify: %+v, %v", er, err)
 	}
-	if c := f.last(t); !proto.Equal(c.req, &djinnpb.LookupNotifyRequest{Template: printers.Proto(), Transitions: 3,
+	if c := f.last(t); !proto.Equal(c.req, &djinnpb.LookupNotifyRequest{Template: client.ServiceTemplateToProto(printers), Transitions: 3,
 		Listener: client.RefToProto(listener), Handback: []byte("hb"), LeaseDurationNanos: int64(djinn.Any)}) {
 		t.Errorf("notify sent %v", c.req)
 	}
 
 	next = &djinnpb.EntryTypesResponse{Types: []*djinnpb.Entry{{Type: "Location", Supertypes: []string{"Place"}}}}
-	if ets, err := r.EntryTypes(ctx, printers); err != nil || !reflect.DeepEqual(ets, []client.EntryType{{Type: "Location", Supertypes: []string{"Place"}}}) {
+	if ets, err := r.EntryTypes(ctx, printers); err != nil || !reflect.DeepEqual(ets, []service.EntryType{{Type: "Location", Supertypes: []string{"Place"}}}) {
 		t.Errorf("entry types: %+v, %v", ets, err)
 	}
-	byName := client.ServiceTemplate{Entries: []client.EntryTemplate{{Type: "Name"}}}
-	next = &djinnpb.FieldValuesResponse{Values: []*djinnpb.Value{client.NewString("laser").Proto(), {}}}
-	if vs, err := r.FieldValues(ctx, byName, 0, "model"); err != nil || !reflect.DeepEqual(vs, []client.Value{client.NewString("laser"), {}}) {
+	byName := service.Template{Entries: []service.EntryTemplate{{Type: "Name"}}}
+	next = &djinnpb.FieldValuesResponse{Values: []*djinnpb.Value{client.ValueToProto(service.NewString("laser")), {}}}
+	if vs, err := r.FieldValues(ctx, byName, 0, "model"); err != nil || !reflect.DeepEqual(vs, []service.Value{service.NewString("laser"), {}}) {
 		t.Errorf("field values: %v, %v", vs, err)
 	}
-	if c := f.last(t); !proto.Equal(c.req, &djinnpb.BrowseRequest{Template: byName.Proto(), Field: "model"}) {
+	if c := f.last(t); !proto.Equal(c.req, &djinnpb.BrowseRequest{Template: client.ServiceTemplateToProto(byName), Field: "model"}) {
 		t.Errorf("field values sent %v", c.req)
 	}
 	next = &djinnpb.ServiceTypesResponse{Types: []string{"Printer"}}
-	if ts, err := r.ServiceTypes(ctx, client.ServiceTemplate{}, "P"); err != nil || !reflect.DeepEqual(ts, []string{"Printer"}) {
+	if ts, err := r.ServiceTypes(ctx, service.Template{}, "P"); err != nil || !reflect.DeepEqual(ts, []string{"Printer"}) {
 		t.Errorf("service types: %v, %v", ts, err)
 	}
 	if c := f.last(t); !proto.Equal(c.req, &djinnpb.BrowseRequest{Template: &djinnpb.ServiceTemplate{}, Prefix: "P"}) {
@@ -488,7 +489,7 @@ func serviceEvent(t testing.TB, payload proto.Message) *client.RemoteEvent {
 func TestServiceEventFrom(t *testing.T) {
 	id := djinn.NewID()
 	item := &djinnpb.ServiceItem{ServiceId: id[:], Service: []byte("h:1"), Types: []string{"Printer"},
-		Entries: []*djinnpb.Entry{{Type: "Name", Fields: []*djinnpb.Field{{Name: "model", Value: client.NewString("laser").Proto()}}}}}
+		Entries: []*djinnpb.Entry{{Type: "Name", Fields: []*djinnpb.Field{{Name: "model", Value: client.ValueToProto(service.NewString("laser"))}}}}}
 
 	ev := serviceEvent(t, &djinnpb.ServiceEvent{Transition: djinnpb.Transition_TRANSITION_NOMATCH_MATCH, ServiceId: id[:], Item: item})
 	se, err := client.ServiceEventFrom(ev)
@@ -553,9 +554,9 @@ func FuzzServiceEventFrom(f *testing.F) {
 	}
 	seed(&djinnpb.ServiceEvent{Transition: 2, ServiceId: id[:], Item: &djinnpb.ServiceItem{ServiceId: id[:], Service: []byte("h:1"), Types: []string{"Printer", "Device"},
 		Entries: []*djinnpb.Entry{{Type: "Name", Supertypes: []string{"Base"}, Fields: []*djinnpb.Field{
-			{Name: "model", Value: client.NewString("laser").Proto()}, {Name: "floor", Value: client.NewInt(3).Proto()},
-			{Name: "x", Value: client.NewFloat(math.NaN()).Proto()}, {Name: "on", Value: client.NewBool(true).Proto()},
-			{Name: "b", Value: client.NewBytes([]byte{0}).Proto()}, {Name: "null"}}}}}})
+			{Name: "model", Value: client.ValueToProto(service.NewString("laser"))}, {Name: "floor", Value: client.ValueToProto(service.NewInt(3))},
+			{Name: "x", Value: client.ValueToProto(service.NewFloat(math.NaN()))}, {Name: "on", Value: client.ValueToProto(service.NewBool(true))},
+			{Name: "b", Value: client.ValueToProto(service.NewBytes([]byte{0}))}, {Name: "null"}}}}}})
 	seed(&djinnpb.ServiceEvent{Transition: 1, ServiceId: id[:]})
 	seed(&djinnpb.ServiceEvent{Transition: 4, ServiceId: id[:], Item: &djinnpb.ServiceItem{}})
 	seed(&djinnpb.ServiceEvent{Transition: 4, ServiceId: id[:], Item: &djinnpb.ServiceItem{ServiceId: []byte{9}}})
@@ -581,7 +582,7 @@ func FuzzServiceEventFrom(f *testing.F) {
 		}
 		again := &djinnpb.ServiceEvent{Transition: djinnpb.Transition(se.Transition), ServiceId: se.ServiceID[:]}
 		if se.Item != nil {
-			again.Item = se.Item.Proto()
+			again.Item = client.ServiceItemToProto(*se.Item)
 		}
 		se2, err := client.ServiceEventFrom(serviceEvent(t, again))
 		if err != nil || se2.Transition != se.Transition || se2.ServiceID != se.ServiceID || !reflect.DeepEqual(se2.Item, se.Item) {
@@ -606,9 +607,11 @@ func ExampleRegistrar() {
 	}
 
 	// The service's side.
-	sr, err := reg.Register(ctx, client.ServiceItem{
-		Service: []byte("10.0.0.7:9100"), Types: []string{"Printer", "Device"},
-		Entries: []client.Entry{{Type: "Location", Fields: []client.Field{{Name: "floor", Value: client.NewInt(3)}}}},
+	// A Printer is a Device: found by either, and browsing by type knows
+	// which is the more specific.
+	sr, err := reg.Register(ctx, service.Item{
+		Service: []byte("10.0.0.7:9100"), Types: []string{"Printer"}, Supertypes: map[string][]string{"Printer": {"Device"}},
+		Entries: []service.Entry{{Type: "Location", Fields: []service.Field{{Name: "floor", Value: service.NewInt(3)}}}},
 	}, djinn.Any)
 	if err != nil {
 		log.Fatal(err)
@@ -624,8 +627,8 @@ func ExampleRegistrar() {
 
 	// A client's side: a printer on floor 3 (a field left out, or null, is
 	// a wildcard).
-	floor3 := client.ServiceTemplate{Types: []string{"Printer"},
-		Entries: []client.EntryTemplate{{Type: "Location", Fields: []client.Field{{Name: "floor", Value: client.NewInt(3)}}}}}
+	floor3 := service.Template{Types: []string{"Printer"},
+		Entries: []service.EntryTemplate{{Type: "Location", Fields: []service.Field{{Name: "floor", Value: service.NewInt(3)}}}}}
 	it, err := reg.Lookup(ctx, floor3)
 	if err != nil {
 		log.Fatal(err)
@@ -647,7 +650,7 @@ func ExampleRegistrar() {
 		log.Fatal(err)
 	}
 	defer l.Close()
-	watch, err := reg.Notify(ctx, client.ServiceTemplate{Types: []string{"Printer"}}, client.MatchNoMatch|client.NoMatchMatch, l.Ref(), nil, djinn.Any)
+	watch, err := reg.Notify(ctx, service.Template{Types: []string{"Printer"}}, client.MatchNoMatch|client.NoMatchMatch, l.Ref(), nil, djinn.Any)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -681,8 +684,8 @@ func ExampleLookupStream() {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
-			tmpl := client.ServiceTemplate{Types: []string{"Printer"},
-				Entries: []client.EntryTemplate{{Type: "Location", Fields: []client.Field{{Name: "floor", Value: client.NewInt(int64(floor))}}}}}
+			tmpl := service.Template{Types: []string{"Printer"},
+				Entries: []service.EntryTemplate{{Type: "Location", Fields: []service.Field{{Name: "floor", Value: service.NewInt(int64(floor))}}}}}
 			total, items, err := stream.LookupN(ctx, tmpl, 10)
 			if err != nil {
 				log.Print(err) // a stream that failed: open another

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
@@ -297,7 +298,7 @@ func (s *LookupStream) fail(err error) {
 // matches, or nil when none does. A lookup whose ctx ends first returns
 // ctx's error; the stream goes on.
 func (s *LookupStream) Lookup(ctx context.Context, tmpl ServiceTemplate) (*ServiceItem, error) {
-	ans, err := s.lookup(ctx, &djinnpb.LookupRequest{Template: tmpl.Proto(), One: true})
+	ans, err := s.lookup(ctx, &djinnpb.LookupRequest{Template: wire.Template(tmpl), One: true})
 	if err != nil || len(ans.GetItems()) == 0 {
 		return nil, err
 	}
@@ -315,7 +316,7 @@ func (s *LookupStream) LookupN(ctx context.Context, tmpl ServiceTemplate, max in
 	if max < 0 || max > maxMatches {
 		return 0, nil, djinn.Errorf(djinn.InvalidArgument, "max matches %d: must be 0 to %d", max, maxMatches)
 	}
-	ans, err := s.lookup(ctx, &djinnpb.LookupRequest{Template: tmpl.Proto(), MaxMatches: int32(max)})
+	ans, err := s.lookup(ctx, &djinnpb.LookupRequest{Template: wire.Template(tmpl), MaxMatches: int32(max)})
 	if err != nil {
 		return 0, nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/grpcerr"
 	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/service"
 )
 
 // streamService is a lookup service of the test's own that serves only
@@ -121,7 +122,7 @@ func lookupManyCtx(ctx context.Context, s *client.LookupStream, maxes ...int) <-
 	errs := make(chan error, len(maxes))
 	for _, m := range maxes {
 		go func() {
-			total, _, err := s.LookupN(ctx, client.ServiceTemplate{}, m)
+			total, _, err := s.LookupN(ctx, service.Template{}, m)
 			if err == nil && total != m {
 				err = fmt.Errorf("lookup %d answered with total %d: another lookup's answer", m, total)
 			}
@@ -215,7 +216,7 @@ func TestLookupStreamContext(t *testing.T) {
 
 	ended, end := context.WithCancel(t.Context())
 	end()
-	if _, _, err := s.LookupN(ended, client.ServiceTemplate{}, 4); !errors.Is(err, context.Canceled) {
+	if _, _, err := s.LookupN(ended, service.Template{}, 4); !errors.Is(err, context.Canceled) {
 		t.Errorf("lookup on an ended context: %v, want context.Canceled", err)
 	}
 
@@ -302,10 +303,10 @@ func TestLookupStreamFailures(t *testing.T) {
 			return resp, nil
 		}}
 		s := openStream(t, f)
-		if _, _, err := s.LookupN(t.Context(), client.ServiceTemplate{}, 1); !errors.Is(err, djinn.ErrInvalidArgument) {
+		if _, _, err := s.LookupN(t.Context(), service.Template{}, 1); !errors.Is(err, djinn.ErrInvalidArgument) {
 			t.Errorf("refused lookup: %v, want invalid argument", err)
 		}
-		if _, err := s.Lookup(t.Context(), client.ServiceTemplate{}); !errors.Is(err, djinn.ErrInvalidArgument) {
+		if _, err := s.Lookup(t.Context(), service.Template{}); !errors.Is(err, djinn.ErrInvalidArgument) {
 			t.Errorf("the stream after a refused lookup: %v, want it to go on (and refuse again)", err)
 		}
 	})
@@ -315,7 +316,7 @@ func TestLookupStreamFailures(t *testing.T) {
 		}}
 		s := openStream(t, f)
 		for range 2 {
-			if _, _, err := s.LookupN(t.Context(), client.ServiceTemplate{}, 1); !errors.Is(err, djinn.ErrInternal) {
+			if _, _, err := s.LookupN(t.Context(), service.Template{}, 1); !errors.Is(err, djinn.ErrInternal) {
 				t.Errorf("lookup answered by nothing: %v, want internal", err)
 			}
 		}
@@ -326,7 +327,7 @@ func TestLookupStreamFailures(t *testing.T) {
 		}}
 		s := openStream(t, f)
 		for range 2 {
-			if _, _, err := s.LookupN(t.Context(), client.ServiceTemplate{}, 1); !errors.Is(err, djinn.ErrUnavailable) {
+			if _, _, err := s.LookupN(t.Context(), service.Template{}, 1); !errors.Is(err, djinn.ErrUnavailable) {
 				t.Errorf("lookup on an ended stream: %v, want unavailable", err)
 			}
 		}
@@ -356,7 +357,7 @@ func TestLookupStreamFailures(t *testing.T) {
 				t.Error("a lookup waiting when the stream closed succeeded")
 			}
 		}
-		if _, err := s.Lookup(t.Context(), client.ServiceTemplate{}); err == nil {
+		if _, err := s.Lookup(t.Context(), service.Template{}); err == nil {
 			t.Error("a lookup after Close succeeded")
 		}
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/backoff"
+	"github.com/djinn-go/djinn/service"
 )
 
 // LookupCache holds the services matching a template that a filter accepts,
@@ -29,7 +30,7 @@ import (
 // goroutine.
 type LookupCache struct {
 	sdm     *ServiceDiscoveryManager
-	tmpl    client.ServiceTemplate
+	tmpl    service.Template
 	filter  ItemFilter
 	log     *slog.Logger
 	lis     *client.Listener // this cache's event listener, on the manager's server
@@ -51,13 +52,13 @@ type LookupCache struct {
 	resyncs atomic.Int64 // lookups made again after events were lost (for tests)
 
 	mu           sync.Mutex
-	view         map[djinn.ID]client.ServiceItem // guarded by mu: the services the filter accepts
-	listeners    map[uint64]*listening           // guarded by mu
-	nextListener uint64                          // guarded by mu
-	gens         map[djinn.ID]genInfo            // guarded by mu: each registrar's event registration, for notify
-	leases       map[djinn.ID]*client.Lease      // guarded by mu: event registration leases held, by cookie
-	changed      chan struct{}                   // guarded by mu: closed and replaced when view changes; closed by Terminate
-	terminated   bool                            // guarded by mu
+	view         map[djinn.ID]service.Item  // guarded by mu: the services the filter accepts
+	listeners    map[uint64]*listening      // guarded by mu
+	nextListener uint64                     // guarded by mu
+	gens         map[djinn.ID]genInfo       // guarded by mu: each registrar's event registration, for notify
+	leases       map[djinn.ID]*client.Lease // guarded by mu: event registration leases held, by cookie
+	changed      chan struct{}              // guarded by mu: closed and replaced when view changes; closed by Terminate
+	terminated   bool                       // guarded by mu
 }
 
 // listening is a listener of the cache; it hears changes once active,
@@ -89,12 +90,12 @@ type cacheReg struct {
 	syncing bool                      // a lookup is under way: events wait in pending
 	again   bool                      // look up once more when the lookup under way is applied
 	pending []*client.ServiceEvent
-	items   map[djinn.ID]client.ServiceItem // the matching items this registrar has, as far as is known
+	items   map[djinn.ID]service.Item // the matching items this registrar has, as far as is known
 }
 
 // cached is a service some registrar has.
 type cached struct {
-	item    client.ServiceItem
+	item    service.Item
 	visible bool // the filter accepts it: it is in view and listeners know of it
 }
 
@@ -125,15 +126,15 @@ func (b *inbox) take() []func() {
 }
 
 // newLookupCache makes a cache and starts its loop; m.mu is held.
-func newLookupCache(m *ServiceDiscoveryManager, tmpl client.ServiceTemplate, filter ItemFilter, listener ServiceDiscoveryListener) (*LookupCache, error) {
+func newLookupCache(m *ServiceDiscoveryManager, tmpl service.Template, filter ItemFilter, listener ServiceDiscoveryListener) (*LookupCache, error) {
 	if err := checkTemplate(tmpl); err != nil {
 		return nil, err
 	}
 	c := &LookupCache{
-		sdm: m, tmpl: cloneTemplate(tmpl), filter: filter, log: m.log.With("part", "lookup cache"),
+		sdm: m, tmpl: tmpl.Clone(), filter: filter, log: m.log.With("part", "lookup cache"),
 		done: make(chan struct{}), in: inbox{wake: make(chan struct{}, 1)},
 		regs: map[djinn.ID]*cacheReg{}, services: map[djinn.ID]*cached{},
-		view: map[djinn.ID]client.ServiceItem{}, listeners: map[uint64]*listening{},
+		view: map[djinn.ID]service.Item{}, listeners: map[uint64]*listening{},
 		gens: map[djinn.ID]genInfo{}, leases: map[djinn.ID]*client.Lease{}, changed: make(chan struct{}),
 	}
 	if listener != nil {
@@ -189,7 +190,7 @@ func (c *LookupCache) attached(r *registrar) {
 	case cr != nil:
 		c.stop(cr) // the same registrar at another endpoint: its items stand until looked up there
 	default:
-		cr = &cacheReg{items: map[djinn.ID]client.ServiceItem{}}
+		cr = &cacheReg{items: map[djinn.ID]service.Item{}}
 		c.regs[id] = cr
 	}
 	cr.reg = r
@@ -348,13 +349,13 @@ func (c *LookupCache) notified(id djinn.ID, r *registrar, gen uint64, er *client
 // that arrived meanwhile, in order. Events are applied after the lookup
 // whatever its moment: each carries the item as it became, so the last
 // word on every item is the registrar's latest.
-func (c *LookupCache) snapshot(id djinn.ID, r *registrar, gen uint64, items []client.ServiceItem) {
+func (c *LookupCache) snapshot(id djinn.ID, r *registrar, gen uint64, items []service.Item) {
 	cr := c.current(id, r, gen)
 	if cr == nil {
 		return
 	}
 	old := cr.items
-	cr.items = make(map[djinn.ID]client.ServiceItem, len(items))
+	cr.items = make(map[djinn.ID]service.Item, len(items))
 	for _, it := range items {
 		cr.items[it.ID] = it
 	}
@@ -461,7 +462,7 @@ func (c *LookupCache) update(id djinn.ID, src *cacheReg) {
 		}
 		return
 	}
-	visible := c.filter == nil || c.filter(cloneItem(next))
+	visible := c.filter == nil || c.filter(next.Clone())
 	if old == nil {
 		c.services[id] = &cached{item: next, visible: visible}
 		if visible {
@@ -484,14 +485,14 @@ func (c *LookupCache) update(id djinn.ID, src *cacheReg) {
 // pick chooses service id's item: src's when src has it (the latest word),
 // else the one the cache holds if a registrar still has it, else that of
 // the first registrar (by service id) that has it.
-func (c *LookupCache) pick(id djinn.ID, src *cacheReg) (client.ServiceItem, bool) {
+func (c *LookupCache) pick(id djinn.ID, src *cacheReg) (service.Item, bool) {
 	if src != nil {
 		if it, ok := src.items[id]; ok {
 			return it, true
 		}
 	}
 	old := c.services[id]
-	var first *client.ServiceItem
+	var first *service.Item
 	for _, rid := range sortedIDs(c.regs) {
 		it, ok := c.regs[rid].items[id]
 		if !ok {
@@ -505,14 +506,14 @@ func (c *LookupCache) pick(id djinn.ID, src *cacheReg) (client.ServiceItem, bool
 		}
 	}
 	if first == nil {
-		return client.ServiceItem{}, false
+		return service.Item{}, false
 	}
 	return *first, true
 }
 
 // emit records a change of the view and tells the active listeners: an
 // addition (pre nil), a removal (post nil) or a change.
-func (c *LookupCache) emit(id djinn.ID, pre, post *client.ServiceItem) {
+func (c *LookupCache) emit(id djinn.ID, pre, post *service.Item) {
 	c.mu.Lock()
 	if c.terminated {
 		c.mu.Unlock()
@@ -545,11 +546,11 @@ func (c *LookupCache) emit(id djinn.ID, pre, post *client.ServiceItem) {
 	}
 }
 
-func cloneOf(it *client.ServiceItem) *client.ServiceItem {
+func cloneOf(it *service.Item) *service.Item {
 	if it == nil {
 		return nil
 	}
-	c := cloneItem(*it)
+	c := it.Clone()
 	return &c
 }
 
@@ -618,15 +619,15 @@ func sortedIDs[V any](m map[djinn.ID]V) []djinn.ID {
 
 // items returns copies of the services in view that filter accepts, in
 // service id order.
-func (c *LookupCache) items(filter ItemFilter) []client.ServiceItem {
+func (c *LookupCache) items(filter ItemFilter) []service.Item {
 	c.mu.Lock()
 	in := slices.Collect(maps.Values(c.view))
 	c.mu.Unlock()
-	slices.SortFunc(in, func(a, b client.ServiceItem) int { return cmpID(a.ID, b.ID) })
+	slices.SortFunc(in, func(a, b service.Item) int { return cmpID(a.ID, b.ID) })
 	out := in[:0]
 	for _, it := range in {
-		if filter == nil || filter(cloneItem(it)) {
-			out = append(out, cloneItem(it))
+		if filter == nil || filter(it.Clone()) {
+			out = append(out, it.Clone())
 		}
 	}
 	return out
@@ -635,7 +636,7 @@ func (c *LookupCache) items(filter ItemFilter) []client.ServiceItem {
 // Lookup returns one of the services in the cache that filter (nil: every
 // one) accepts, chosen at random, or nil when there is none (Jini's
 // LookupCache.lookup). It asks no lookup service.
-func (c *LookupCache) Lookup(filter ItemFilter) *client.ServiceItem {
+func (c *LookupCache) Lookup(filter ItemFilter) *service.Item {
 	its := c.items(filter)
 	if len(its) == 0 {
 		return nil
@@ -646,7 +647,7 @@ func (c *LookupCache) Lookup(filter ItemFilter) *client.ServiceItem {
 // LookupN returns up to maxMatches (all when negative) of the services in
 // the cache that filter (nil: every one) accepts, in service id order. It
 // asks no lookup service.
-func (c *LookupCache) LookupN(filter ItemFilter, maxMatches int) []client.ServiceItem {
+func (c *LookupCache) LookupN(filter ItemFilter, maxMatches int) []service.Item {
 	its := c.items(filter)
 	if maxMatches >= 0 && len(its) > maxMatches {
 		its = its[:maxMatches]
@@ -657,7 +658,7 @@ func (c *LookupCache) LookupN(filter ItemFilter, maxMatches int) []client.Servic
 // Wait waits until the cache holds a service that filter (nil: every one)
 // accepts and returns it (Jini's blocking ServiceDiscoveryManager.lookup,
 // on a cache), or returns ctx's error, or ErrTerminated.
-func (c *LookupCache) Wait(ctx context.Context, filter ItemFilter) (*client.ServiceItem, error) {
+func (c *LookupCache) Wait(ctx context.Context, filter ItemFilter) (*service.Item, error) {
 	for {
 		c.mu.Lock()
 		done, ch := c.terminated, c.changed
@@ -693,7 +694,7 @@ func (c *LookupCache) AddListener(l ServiceDiscoveryListener) (remove func()) {
 	c.in.push(func() {
 		c.mu.Lock()
 		e := c.listeners[k]
-		var held []client.ServiceItem
+		var held []service.Item
 		if e != nil {
 			e.active = true
 			for _, id := range sortedIDs(c.view) {
@@ -729,7 +730,7 @@ func (c *LookupCache) Terminate() error {
 		c.mu.Lock()
 		c.terminated = true
 		leases := slices.Collect(maps.Values(c.leases))
-		c.leases, c.view, c.listeners = nil, map[djinn.ID]client.ServiceItem{}, nil
+		c.leases, c.view, c.listeners = nil, map[djinn.ID]service.Item{}, nil
 		close(c.changed)
 		c.mu.Unlock()
 		c.cancel()

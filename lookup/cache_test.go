@@ -8,6 +8,7 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/discovery"
+	"github.com/djinn-go/djinn/service"
 )
 
 // bareCache is a cache with no manager, no network and no loop: the test
@@ -16,7 +17,7 @@ func bareCache(l ServiceDiscoveryListener, filter ItemFilter) *LookupCache {
 	return &LookupCache{
 		filter: filter, log: slog.New(slog.DiscardHandler),
 		regs: map[djinn.ID]*cacheReg{}, services: map[djinn.ID]*cached{},
-		view: map[djinn.ID]client.ServiceItem{}, listeners: map[uint64]*listening{1: {l: l, active: true}},
+		view: map[djinn.ID]service.Item{}, listeners: map[uint64]*listening{1: {l: l, active: true}},
 		gens: map[djinn.ID]genInfo{}, leases: map[djinn.ID]*client.Lease{}, changed: make(chan struct{}),
 	}
 }
@@ -29,14 +30,14 @@ func follow(c *LookupCache) (*cacheReg, djinn.ID) {
 	c.gen++
 	cr := &cacheReg{
 		reg: &registrar{info: discovery.RegistrarInfo{ServiceID: id}}, gen: c.gen, syncing: true, cancel: func() {},
-		resync: make(chan struct{}, 1), items: map[djinn.ID]client.ServiceItem{},
+		resync: make(chan struct{}, 1), items: map[djinn.ID]service.Item{},
 		er: &client.EventRegistration{ID: 7},
 	}
 	c.regs[id] = cr
 	return cr, id
 }
 
-func serviceEvent(seq int64, tr client.Transition, it client.ServiceItem) *client.ServiceEvent {
+func serviceEvent(seq int64, tr client.Transition, it service.Item) *client.ServiceEvent {
 	ev := &client.ServiceEvent{RemoteEvent: &client.RemoteEvent{ID: 7, Seq: seq}, Transition: tr, ServiceID: it.ID}
 	if tr != client.MatchNoMatch {
 		ev.Item = &it
@@ -83,7 +84,7 @@ func TestCacheSequence(t *testing.T) {
 	if len(rec.got()) != 0 {
 		t.Fatal("an event was applied before the lookup")
 	}
-	c.snapshot(rid, cr.reg, cr.gen, []client.ServiceItem{b})
+	c.snapshot(rid, cr.reg, cr.gen, []service.Item{b})
 	wantCalls(t, rec.got(), call("added", b.ID), call("added", a.ID))
 
 	c.deliver(cr, serviceEvent(1, client.NoMatchMatch, a)) // a duplicate
@@ -108,7 +109,7 @@ func TestCacheSequence(t *testing.T) {
 	// The lookup says b is gone (event 4), a is as event 3 left it; then
 	// event 5 adds z.
 	a3 := printer(a.ID, "a3")
-	c.snapshot(rid, cr.reg, cr.gen, []client.ServiceItem{a3})
+	c.snapshot(rid, cr.reg, cr.gen, []service.Item{a3})
 	got := rec.got()
 	wantCalls(t, got[len(got)-1:], call("added", z.ID))
 	wantSet(t, got[3:len(got)-1], call("changed", a.ID), call("removed", b.ID))
@@ -126,7 +127,7 @@ func TestCacheSequence(t *testing.T) {
 	if !cr.again {
 		t.Error("an unreadable event during a lookup was forgotten")
 	}
-	c.snapshot(rid, cr.reg, cr.gen, []client.ServiceItem{a3, z})
+	c.snapshot(rid, cr.reg, cr.gen, []service.Item{a3, z})
 	if !cr.syncing || !resyncAsked(cr) || cr.again {
 		t.Error("the lookup asked for during a lookup did not start")
 	}
@@ -147,8 +148,8 @@ func TestCacheServiceAtSeveralRegistrars(t *testing.T) {
 	r1, id1 := follow(c)
 	r2, id2 := follow(c)
 	x := printer(djinn.NewID(), "old")
-	c.snapshot(id1, r1.reg, r1.gen, []client.ServiceItem{x})
-	c.snapshot(id2, r2.reg, r2.gen, []client.ServiceItem{x})
+	c.snapshot(id1, r1.reg, r1.gen, []service.Item{x})
+	c.snapshot(id2, r2.reg, r2.gen, []service.Item{x})
 	wantCalls(t, rec.got(), call("added", x.ID))
 
 	xNew := printer(x.ID, "new")

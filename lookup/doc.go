@@ -37,9 +37,9 @@
 // AddAttributes, SetAttributes, ModifyAttributes and Replace change the
 // held item, which lookup services joined later receive, and every current
 // registration. The held item is computed here by the lookup service's own
-// rules (the registry code every djinn lookup service runs), so the change
-// works before any lookup service is joined, is refused before anything is
-// sent when it is bad, and leaves the same entries everywhere: a
+// rules (package service, which every djinn lookup service applies), so
+// the change works before any lookup service is joined, is refused before
+// anything is sent when it is bad, and leaves the same entries everywhere: a
 // registration is then given the whole result (SetAttributes, or Register
 // when the reference or types changed), never a delta that a lookup
 // service could apply to an outdated copy. Changes are serialized, so

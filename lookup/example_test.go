@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/djinn-go/djinn"
-	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/discovery"
 	"github.com/djinn-go/djinn/lookup"
+	"github.com/djinn-go/djinn/service"
 )
 
 // A printer service stays registered at every lookup service of group
@@ -29,8 +29,8 @@ func ExampleNewJoinManager() {
 	}
 	defer dm.Close()
 	jm, err := lookup.NewJoinManager(dm, lookup.JoinManagerConfig{
-		Item: client.ServiceItem{Service: []byte("10.0.0.7:9100"), Types: []string{"Printer", "Device"},
-			Entries: []client.Entry{{Type: "Name", Fields: []client.Field{{Name: "name", Value: client.NewString("lp1")}}}}},
+		Item: service.Item{Service: []byte("10.0.0.7:9100"), Types: []string{"Printer", "Device"},
+			Entries: []service.Entry{{Type: "Name", Fields: []service.Field{{Name: "name", Value: service.NewString("lp1")}}}}},
 		// Store the id, and give it back in Item after a restart.
 		ServiceIDListener: func(id djinn.ID) { fmt.Println("service id", id) },
 	})
@@ -41,8 +41,8 @@ func ExampleNewJoinManager() {
 
 	// Later: the new status reaches every lookup service joined, and
 	// those found afterwards.
-	status := client.Entry{Type: "Status", Fields: []client.Field{{Name: "state", Value: client.NewString("jammed")}}}
-	if err := jm.AddAttributes(context.Background(), []client.Entry{status}); err != nil {
+	status := service.Entry{Type: "Status", Fields: []service.Field{{Name: "state", Value: service.NewString("jammed")}}}
+	if err := jm.AddAttributes(context.Background(), []service.Entry{status}); err != nil {
 		log.Print(err)
 	}
 }
@@ -65,7 +65,7 @@ func ExampleServiceDiscoveryManager_CreateLookupCache() {
 	defer sdm.Terminate()
 
 	ctx := context.Background()
-	cache, err := sdm.CreateLookupCache(ctx, client.ServiceTemplate{Types: []string{"Printer"}}, nil, lookup.ListenerFuncs{
+	cache, err := sdm.CreateLookupCache(ctx, service.Template{Types: []string{"Printer"}}, nil, lookup.ListenerFuncs{
 		Added:   func(ev lookup.ServiceDiscoveryEvent) { fmt.Println("printer", ev.Post.ID) },
 		Removed: func(ev lookup.ServiceDiscoveryEvent) { fmt.Println("printer gone", ev.Pre.ID) },
 	})

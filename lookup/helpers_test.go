@@ -15,6 +15,7 @@ import (
 	"github.com/djinn-go/djinn/discovery"
 	"github.com/djinn-go/djinn/internal/server"
 	"github.com/djinn-go/djinn/internal/server/servertest"
+	"github.com/djinn-go/djinn/service"
 )
 
 func TestMain(m *testing.M) {
@@ -68,9 +69,9 @@ func startLookup(t *testing.T) *lookupServer {
 }
 
 // found returns the item registered with id at s, nil when there is none.
-func (s *lookupServer) found(t *testing.T, id djinn.ID) *client.ServiceItem {
+func (s *lookupServer) found(t *testing.T, id djinn.ID) *service.Item {
 	t.Helper()
-	_, items, err := s.r.LookupN(testContext(t), client.ServiceTemplate{ID: &id}, 1)
+	_, items, err := s.r.LookupN(testContext(t), service.Template{ID: &id}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +82,7 @@ func (s *lookupServer) found(t *testing.T, id djinn.ID) *client.ServiceItem {
 }
 
 // register registers it at s for a minute.
-func (s *lookupServer) register(t *testing.T, it client.ServiceItem) *client.ServiceRegistration {
+func (s *lookupServer) register(t *testing.T, it service.Item) *client.ServiceRegistration {
 	t.Helper()
 	reg, err := s.r.Register(testContext(t), it, time.Minute)
 	if err != nil {
@@ -116,25 +117,25 @@ func testContext(t *testing.T) context.Context {
 	return ctx
 }
 
-func name(v string) client.Entry {
-	return client.Entry{Type: "Name", Fields: []client.Field{{Name: "name", Value: client.NewString(v)}}}
+func name(v string) service.Entry {
+	return service.Entry{Type: "Name", Fields: []service.Field{{Name: "name", Value: service.NewString(v)}}}
 }
 
-func nameTemplate(v string) client.EntryTemplate {
-	return client.EntryTemplate{Type: "Name", Fields: []client.Field{{Name: "name", Value: client.NewString(v)}}}
+func nameTemplate(v string) service.EntryTemplate {
+	return service.EntryTemplate{Type: "Name", Fields: []service.Field{{Name: "name", Value: service.NewString(v)}}}
 }
 
 // hasName reports whether it has a Name entry named v.
-func hasName(it *client.ServiceItem, v string) bool {
-	return it != nil && slices.ContainsFunc(it.Entries, func(e client.Entry) bool {
+func hasName(it *service.Item, v string) bool {
+	return it != nil && slices.ContainsFunc(it.Entries, func(e service.Entry) bool {
 		got, ok := e.Get("name")
-		return e.Type == "Name" && ok && got == client.NewString(v)
+		return e.Type == "Name" && ok && got == service.NewString(v)
 	})
 }
 
 // printer is a printer's item named v.
-func printer(id djinn.ID, v string) client.ServiceItem {
-	return client.ServiceItem{ID: id, Service: []byte("127.0.0.1:9"), Types: []string{"Printer"}, Entries: []client.Entry{name(v)}}
+func printer(id djinn.ID, v string) service.Item {
+	return service.Item{ID: id, Service: []byte("127.0.0.1:9"), Types: []string{"Printer"}, Entries: []service.Entry{name(v)}}
 }
 
 // memDiscovery is a DiscoveryManagement the test drives by hand: it reports
@@ -167,7 +168,7 @@ func (d *memDiscovery) wasDiscarded(id djinn.ID) bool {
 // recorded is one call to a recorder.
 type recorded struct {
 	kind      string // added, removed, changed
-	pre, post *client.ServiceItem
+	pre, post *service.Item
 }
 
 // id is the service the call is about.
@@ -258,7 +259,7 @@ func synced(t *testing.T, c *LookupCache, ids ...djinn.ID) {
 
 // holds reports whether the lookup service id holds service sid, as c
 // knows it.
-func holds(t *testing.T, c *LookupCache, id, sid djinn.ID, check func(client.ServiceItem) bool) bool {
+func holds(t *testing.T, c *LookupCache, id, sid djinn.ID, check func(service.Item) bool) bool {
 	t.Helper()
 	ok := false
 	probe(t, c, func() {

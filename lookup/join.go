@@ -12,7 +12,7 @@ import (
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/discovery"
 	"github.com/djinn-go/djinn/internal/backoff"
-	core "github.com/djinn-go/djinn/internal/lookup"
+	"github.com/djinn-go/djinn/service"
 )
 
 // JoinManagerConfig configures a JoinManager.
@@ -20,7 +20,7 @@ type JoinManagerConfig struct {
 	// Item is the service's item: its reference and types are required.
 	// An item without a service id is given a new one, the same at every
 	// lookup service for the manager's life.
-	Item client.ServiceItem
+	Item service.Item
 	// ServiceIDListener, if set, is told the service id NewJoinManager
 	// generated for an item without one (Jini's ServiceIDListener), once,
 	// before NewJoinManager returns: store it, and give it back in Item
@@ -66,7 +66,7 @@ type JoinManager struct {
 	op sync.Mutex
 
 	mu         sync.Mutex
-	item       client.ServiceItem // guarded by mu, changed with op held too: the held item, canonical
+	item       service.Item       // guarded by mu, changed with op held too: the held item, canonical
 	joins      map[djinn.ID]*join // guarded by mu: by registrar service id
 	byCookie   map[djinn.ID]*join // guarded by mu: by registration lease cookie
 	terminated bool               // guarded by mu
@@ -82,7 +82,7 @@ type join struct {
 	info    discovery.RegistrarInfo
 	r       *client.Registrar           // nil until connected
 	reg     *client.ServiceRegistration // nil while not registered
-	applied client.ServiceItem          // the item reg holds, as far as is known
+	applied service.Item                // the item reg holds, as far as is known
 	lost    bool                        // reg's lease is gone: register again
 }
 
@@ -106,7 +106,7 @@ func NewJoinManager(dm DiscoveryManagement, cfg JoinManagerConfig) (*JoinManager
 	if cfg.LeaseDuration, cfg.RetryMin, cfg.RetryMax, err = settings(what, cfg.LeaseDuration, cfg.RetryMin, cfg.RetryMax); err != nil {
 		return nil, err
 	}
-	item := cloneItem(cfg.Item)
+	item := cfg.Item.Clone()
 	generated := item.ID.IsZero()
 	if generated {
 		item.ID = djinn.NewID()
@@ -145,10 +145,10 @@ func (m *JoinManager) ServiceID() djinn.ID { return m.id }
 
 // Item returns the item as the manager holds it now (Jini's getAttributes,
 // and more): what every registration has or is being brought to.
-func (m *JoinManager) Item() client.ServiceItem {
+func (m *JoinManager) Item() service.Item {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return cloneItem(m.item)
+	return m.item.Clone()
 }
 
 // Registrars returns the lookup services the item is registered at now
@@ -284,7 +284,7 @@ func (m *JoinManager) syncLocked(ctx context.Context, j *join) error {
 		m.mu.Unlock()
 		return terminated("join manager")
 	}
-	item, r, reg, applied, lost := cloneItem(m.item), j.r, j.reg, j.applied, j.lost
+	item, r, reg, applied, lost := m.item.Clone(), j.r, j.reg, j.applied, j.lost
 	m.mu.Unlock()
 	if r == nil {
 		return nil // not connected yet: the keeper registers the held item when it is
@@ -357,7 +357,7 @@ func (m *JoinManager) renewalFailed(f client.Failure) {
 // unreachable, or lost it) is updated by its keeper, which retries with
 // backoff: the change is never lost while the lookup service stays
 // discovered.
-func (m *JoinManager) change(ctx context.Context, f func(client.ServiceItem) (client.ServiceItem, error)) error {
+func (m *JoinManager) change(ctx context.Context, f func(service.Item) (service.Item, error)) error {
 	m.op.Lock()
 	defer m.op.Unlock()
 	m.mu.Lock()
@@ -365,7 +365,7 @@ func (m *JoinManager) change(ctx context.Context, f func(client.ServiceItem) (cl
 		m.mu.Unlock()
 		return terminated("join manager")
 	}
-	next, err := f(cloneItem(m.item))
+	next, err := f(m.item.Clone())
 	if err != nil {
 		m.mu.Unlock()
 		return err
@@ -389,8 +389,8 @@ func (m *JoinManager) change(ctx context.Context, f func(client.ServiceItem) (cl
 
 // attributes returns a change applying op to the item's entries as a
 // lookup service does.
-func attributes(op func(r *core.Registry, id djinn.ID) error) func(client.ServiceItem) (client.ServiceItem, error) {
-	return func(it client.ServiceItem) (client.ServiceItem, error) { return change(it, op) }
+func attributes(op func(r *service.Record) (service.Record, bool, error)) func(service.Item) (service.Item, error) {
+	return func(it service.Item) (service.Item, error) { return change(it, op) }
 }
 
 // AddAttributes adds entries to the item (Jini's addAttributes): an entry
@@ -400,19 +400,17 @@ func attributes(op func(r *core.Registry, id djinn.ID) error) func(client.Servic
 // services cannot be reached. Errors: bad entries (djinn.ErrInvalidArgument,
 // djinn.ErrResourceExhausted, naming the bad value; nothing changes) and
 // ErrTerminated.
-func (m *JoinManager) AddAttributes(ctx context.Context, entries []client.Entry) error {
-	return m.change(ctx, attributes(func(r *core.Registry, id djinn.ID) error {
-		_, err := r.AddAttributes(id, coreEntries(entries))
-		return err
+func (m *JoinManager) AddAttributes(ctx context.Context, entries []service.Entry) error {
+	return m.change(ctx, attributes(func(r *service.Record) (service.Record, bool, error) {
+		return r.AddAttributes(service.Limits{}, entries)
 	}))
 }
 
 // SetAttributes replaces the item's entries (Jini's setAttributes), as
 // AddAttributes changes them.
-func (m *JoinManager) SetAttributes(ctx context.Context, entries []client.Entry) error {
-	return m.change(ctx, attributes(func(r *core.Registry, id djinn.ID) error {
-		_, err := r.SetAttributes(id, coreEntries(entries))
-		return err
+func (m *JoinManager) SetAttributes(ctx context.Context, entries []service.Entry) error {
+	return m.change(ctx, attributes(func(r *service.Record) (service.Record, bool, error) {
+		return r.SetAttributes(service.Limits{}, entries)
 	}))
 }
 
@@ -423,22 +421,21 @@ func (m *JoinManager) SetAttributes(ctx context.Context, entries []client.Entry)
 // service's own rules, and every registration is given the result, so it
 // works with no lookup service joined, and every lookup service ends with
 // the same entries.
-func (m *JoinManager) ModifyAttributes(ctx context.Context, templates []client.EntryTemplate, changes []client.Entry) error {
-	return m.change(ctx, attributes(func(r *core.Registry, id djinn.ID) error {
-		_, err := r.ModifyAttributes(id, coreTemplates(templates), coreEntries(changes))
-		return err
+func (m *JoinManager) ModifyAttributes(ctx context.Context, templates []service.EntryTemplate, changes []service.Entry) error {
+	return m.change(ctx, attributes(func(r *service.Record) (service.Record, bool, error) {
+		return r.ModifyAttributes(service.Limits{}, templates, changes)
 	}))
 }
 
 // Replace replaces the item's reference, types and entries (Jini's
 // replaceRegistration) and registers it again at every lookup service.
 // item's service id must be zero or the manager's; the manager's is kept.
-func (m *JoinManager) Replace(ctx context.Context, item client.ServiceItem) error {
+func (m *JoinManager) Replace(ctx context.Context, item service.Item) error {
 	if !item.ID.IsZero() && item.ID != m.id {
 		return djinn.Errorf(djinn.InvalidArgument, "join manager: replacement item's service id %s: the service's is %s", item.ID, m.id)
 	}
-	return m.change(ctx, func(client.ServiceItem) (client.ServiceItem, error) {
-		it := cloneItem(item)
+	return m.change(ctx, func(service.Item) (service.Item, error) {
+		it := item.Clone()
 		it.ID = m.id
 		return change(it, nil)
 	})

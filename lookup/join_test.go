@@ -14,6 +14,7 @@ import (
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/discovery"
 	"github.com/djinn-go/djinn/internal/server/servertest"
+	"github.com/djinn-go/djinn/service"
 )
 
 func newJoinManager(t *testing.T, dm DiscoveryManagement, cfg JoinManagerConfig) *JoinManager {
@@ -97,30 +98,30 @@ func TestJoinManagerAttributes(t *testing.T) {
 	servertest.Eventually(t, "the item at the first lookup service", func() bool { return s1.found(t, id) != nil })
 	ctx := testContext(t)
 
-	if err := m.AddAttributes(ctx, []client.Entry{name("added"), name("laser")}); err != nil {
+	if err := m.AddAttributes(ctx, []service.Entry{name("added"), name("laser")}); err != nil {
 		t.Fatal(err)
 	}
 	if it := s1.found(t, id); !hasName(it, "added") || !hasName(it, "laser") || len(it.Entries) != 2 {
 		t.Errorf("after AddAttributes: %+v, want laser and added (the duplicate dropped)", it)
 	}
-	if err := m.ModifyAttributes(ctx, []client.EntryTemplate{nameTemplate("added")}, []client.Entry{name("modified")}); err != nil {
+	if err := m.ModifyAttributes(ctx, []service.EntryTemplate{nameTemplate("added")}, []service.Entry{name("modified")}); err != nil {
 		t.Fatal(err)
 	}
 	if it, held := s1.found(t, id), m.Item(); !hasName(it, "modified") || hasName(it, "added") || !itemsEqual(*it, held) {
 		t.Errorf("after ModifyAttributes: registered %+v, held %+v: want the same, modified", it, held)
 	}
-	if err := m.SetAttributes(ctx, []client.Entry{name("set")}); err != nil {
+	if err := m.SetAttributes(ctx, []service.Entry{name("set")}); err != nil {
 		t.Fatal(err)
 	}
 	if it := s1.found(t, id); !hasName(it, "set") || len(it.Entries) != 1 {
 		t.Errorf("after SetAttributes: %+v", it)
 	}
 	// A bad change is refused before anything is sent, naming the value.
-	err := m.AddAttributes(ctx, []client.Entry{{Type: "", Fields: []client.Field{{Name: "x"}}}})
+	err := m.AddAttributes(ctx, []service.Entry{{Type: "", Fields: []service.Field{{Name: "x"}}}})
 	if !errors.Is(err, djinn.ErrInvalidArgument) {
 		t.Errorf("AddAttributes with an entry without a type: %v, want InvalidArgument", err)
 	}
-	err = m.ModifyAttributes(ctx, []client.EntryTemplate{nameTemplate("set")}, nil)
+	err = m.ModifyAttributes(ctx, []service.EntryTemplate{nameTemplate("set")}, nil)
 	if !errors.Is(err, djinn.ErrInvalidArgument) || !strings.Contains(err.Error(), "1 templates") {
 		t.Errorf("ModifyAttributes with a template and no change: %v, want InvalidArgument naming the counts", err)
 	}
@@ -138,7 +139,7 @@ func TestJoinManagerAttributes(t *testing.T) {
 	})
 
 	// Replace registers another reference and types everywhere.
-	if err := m.Replace(ctx, client.ServiceItem{Service: []byte("127.0.0.1:10"), Types: []string{"Printer", "Scanner"}, Entries: []client.Entry{name("replaced")}}); err != nil {
+	if err := m.Replace(ctx, service.Item{Service: []byte("127.0.0.1:10"), Types: []string{"Printer", "Scanner"}, Entries: []service.Entry{name("replaced")}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range []*lookupServer{s1, s2} {
@@ -199,7 +200,7 @@ func TestJoinManagerRegistersAgain(t *testing.T) {
 	m := newJoinManager(t, discoverAt(t, s1), JoinManagerConfig{Item: printer(id, "laser"), LeaseDuration: time.Second})
 	servertest.Eventually(t, "registered", func() bool { return m.registration(s1.id) != nil })
 	ctx := testContext(t)
-	if err := m.SetAttributes(ctx, []client.Entry{name("current")}); err != nil {
+	if err := m.SetAttributes(ctx, []service.Entry{name("current")}); err != nil {
 		t.Fatal(err)
 	}
 	lost := m.registration(s1.id)
@@ -232,7 +233,7 @@ func TestJoinManagerLeavesDiscarded(t *testing.T) {
 		return len(got) == 1 && got[0] == s1.id
 	})
 	servertest.Eventually(t, "the registration at the discarded lookup service to lapse", func() bool { return s2.found(t, id) == nil })
-	if err := m.SetAttributes(testContext(t), []client.Entry{name("after")}); err != nil {
+	if err := m.SetAttributes(testContext(t), []service.Entry{name("after")}); err != nil {
 		t.Fatal(err)
 	}
 	if !hasName(s1.found(t, id), "after") {
@@ -271,7 +272,7 @@ func TestJoinManagerTerminate(t *testing.T) {
 	if got := m.Registrars(); len(got) != 0 {
 		t.Errorf("Registrars after Terminate: %v", got)
 	}
-	if err := m.AddAttributes(testContext(t), []client.Entry{name("late")}); !errors.Is(err, ErrTerminated) || !errors.Is(err, djinn.ErrUnavailable) {
+	if err := m.AddAttributes(testContext(t), []service.Entry{name("late")}); !errors.Is(err, ErrTerminated) || !errors.Is(err, djinn.ErrUnavailable) {
 		t.Errorf("AddAttributes after Terminate: %v, want ErrTerminated (Unavailable)", err)
 	}
 	if err := m.Terminate(); err != nil {
@@ -308,10 +309,10 @@ func TestJoinManagerConfigErrors(t *testing.T) {
 	}{
 		{"no discovery", nil, JoinManagerConfig{Item: ok}, "discovery management: missing"},
 		{"discovery reporting to a function", &memDiscovery{}, JoinManagerConfig{Item: ok}, "no event channel"},
-		{"item without reference", dm, JoinManagerConfig{Item: client.ServiceItem{Types: []string{"T"}}}, "service reference"},
+		{"item without reference", dm, JoinManagerConfig{Item: service.Item{Types: []string{"T"}}}, "service reference"},
 		{"negative lease", dm, JoinManagerConfig{Item: ok, LeaseDuration: -5}, "lease duration"},
 		{"retry bounds", dm, JoinManagerConfig{Item: ok, RetryMin: time.Second, RetryMax: time.Millisecond}, "retry bounds"},
-		{"bad entry", dm, JoinManagerConfig{Item: client.ServiceItem{Service: []byte("a:1"), Types: []string{"T"}, Entries: []client.Entry{{}}}}, "type"},
+		{"bad entry", dm, JoinManagerConfig{Item: service.Item{Service: []byte("a:1"), Types: []string{"T"}, Entries: []service.Entry{{}}}}, "type"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := NewJoinManager(tc.dm, tc.cfg)

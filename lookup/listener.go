@@ -1,20 +1,20 @@
 package lookup
 
-import "github.com/djinn-go/djinn/client"
+import "github.com/djinn-go/djinn/service"
 
 // ItemFilter selects service items beyond what a template can say (Jini's
 // ServiceItemFilter): it returns whether to keep the item. It gets a copy
 // of the item. A cache calls it from its own goroutine each time an item
 // arrives or changes, so it must be quick, deterministic (the same item,
 // the same answer) and must not call the cache's methods.
-type ItemFilter func(client.ServiceItem) bool
+type ItemFilter func(service.Item) bool
 
 // ServiceDiscoveryEvent is a change of a LookupCache (Jini's
 // ServiceDiscoveryEvent): the service's item before and after it. Pre is
 // nil for an addition, Post for a removal. The items are the listener's
 // own copies.
 type ServiceDiscoveryEvent struct {
-	Pre, Post *client.ServiceItem
+	Pre, Post *service.Item
 }
 
 // ServiceDiscoveryListener hears of a LookupCache's changes (Jini's

@@ -14,6 +14,7 @@ import (
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/discovery"
 	"github.com/djinn-go/djinn/internal/backoff"
+	"github.com/djinn-go/djinn/service"
 )
 
 // ServiceDiscoveryManagerConfig configures a ServiceDiscoveryManager.
@@ -209,7 +210,7 @@ func (m *ServiceDiscoveryManager) connect(r *registrar) {
 // filter every lookup service returns all its matches, since the filter
 // may refuse any of them. It does not wait for lookup services to be
 // discovered: use a LookupCache and its Wait for that.
-func (m *ServiceDiscoveryManager) Lookup(ctx context.Context, tmpl client.ServiceTemplate, filter ItemFilter, maxMatches int) ([]client.ServiceItem, error) {
+func (m *ServiceDiscoveryManager) Lookup(ctx context.Context, tmpl service.Template, filter ItemFilter, maxMatches int) ([]service.Item, error) {
 	if maxMatches < 0 || maxMatches > math.MaxInt32 {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "max matches %d: must be 0 to %d", maxMatches, math.MaxInt32)
 	}
@@ -227,7 +228,7 @@ func (m *ServiceDiscoveryManager) Lookup(ctx context.Context, tmpl client.Servic
 	if filter != nil {
 		ask = math.MaxInt32
 	}
-	found := make([][]client.ServiceItem, len(regs))
+	found := make([][]service.Item, len(regs))
 	errs := make([]error, len(regs))
 	var wg sync.WaitGroup
 	for i, r := range regs {
@@ -239,7 +240,7 @@ func (m *ServiceDiscoveryManager) Lookup(ctx context.Context, tmpl client.Servic
 		})
 	}
 	wg.Wait()
-	var out []client.ServiceItem
+	var out []service.Item
 	seen := map[djinn.ID]bool{}
 	failed := 0
 	for i := range regs {
@@ -255,7 +256,7 @@ func (m *ServiceDiscoveryManager) Lookup(ctx context.Context, tmpl client.Servic
 				continue
 			}
 			seen[it.ID] = true
-			if filter == nil || filter(cloneItem(it)) {
+			if filter == nil || filter(it.Clone()) {
 				out = append(out, it)
 			}
 		}
@@ -272,7 +273,7 @@ func (m *ServiceDiscoveryManager) Lookup(ctx context.Context, tmpl client.Servic
 // cache's changes (see LookupCache). It returns at once; the cache fills in
 // the background. ctx bounds only the setup: the cache lives until
 // Terminate.
-func (m *ServiceDiscoveryManager) CreateLookupCache(ctx context.Context, tmpl client.ServiceTemplate, filter ItemFilter, listener ServiceDiscoveryListener) (*LookupCache, error) {
+func (m *ServiceDiscoveryManager) CreateLookupCache(ctx context.Context, tmpl service.Template, filter ItemFilter, listener ServiceDiscoveryListener) (*LookupCache, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

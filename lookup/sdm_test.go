@@ -13,6 +13,7 @@ import (
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/discovery"
 	"github.com/djinn-go/djinn/internal/server/servertest"
+	"github.com/djinn-go/djinn/service"
 )
 
 func newSDM(t *testing.T, dm DiscoveryManagement, leaseDuration time.Duration) *ServiceDiscoveryManager {
@@ -30,7 +31,7 @@ func newSDM(t *testing.T, dm DiscoveryManagement, leaseDuration time.Duration) *
 
 func newCache(t *testing.T, m *ServiceDiscoveryManager, filter ItemFilter, l ServiceDiscoveryListener) *LookupCache {
 	t.Helper()
-	c, err := m.CreateLookupCache(testContext(t), client.ServiceTemplate{Types: []string{"Printer"}}, filter, l)
+	c, err := m.CreateLookupCache(testContext(t), service.Template{Types: []string{"Printer"}}, filter, l)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func TestLookupCacheOneServiceAtTwoLookupServices(t *testing.T) {
 	reg2 := s2.register(t, printer(x, "laser"))
 	servertest.Eventually(t, "the cache to see the second registration", func() bool { return holds(t, c, s2.id, x, nil) })
 
-	if err := reg1.SetAttributes(ctx, []client.Entry{name("inkjet")}); err != nil {
+	if err := reg1.SetAttributes(ctx, []service.Entry{name("inkjet")}); err != nil {
 		t.Fatal(err)
 	}
 	calls = rec.wait(t, 2)
@@ -94,11 +95,11 @@ func TestLookupCacheOneServiceAtTwoLookupServices(t *testing.T) {
 		t.Errorf("changed: pre %+v post %+v", calls[1].pre, calls[1].post)
 	}
 	// The other lookup service catching up is no change.
-	if err := reg2.SetAttributes(ctx, []client.Entry{name("inkjet")}); err != nil {
+	if err := reg2.SetAttributes(ctx, []service.Entry{name("inkjet")}); err != nil {
 		t.Fatal(err)
 	}
 	servertest.Eventually(t, "the cache to see the second lookup service catch up", func() bool {
-		return holds(t, c, s2.id, x, func(it client.ServiceItem) bool { return hasName(&it, "inkjet") })
+		return holds(t, c, s2.id, x, func(it service.Item) bool { return hasName(&it, "inkjet") })
 	})
 
 	if err := reg1.Lease.Cancel(ctx, s1.c); err != nil {
@@ -156,7 +157,7 @@ func TestLookupCacheFilter(t *testing.T) {
 	s1 := startLookup(t)
 	m := newSDM(t, discoverAt(t, s1), djinn.Any)
 	rec := &recorder{}
-	notHidden := func(it client.ServiceItem) bool { return !hasName(&it, "hidden") }
+	notHidden := func(it service.Item) bool { return !hasName(&it, "hidden") }
 	c := newCache(t, m, notHidden, rec)
 	synced(t, c, s1.id)
 	x, y := djinn.NewID(), djinn.NewID()
@@ -165,10 +166,10 @@ func TestLookupCacheFilter(t *testing.T) {
 	calls := rec.wait(t, 1)
 	wantCalls(t, calls, call("added", y))
 	ctx := testContext(t)
-	if err := regX.SetAttributes(ctx, []client.Entry{name("visible")}); err != nil {
+	if err := regX.SetAttributes(ctx, []service.Entry{name("visible")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := regX.SetAttributes(ctx, []client.Entry{name("hidden")}); err != nil {
+	if err := regX.SetAttributes(ctx, []service.Entry{name("hidden")}); err != nil {
 		t.Fatal(err)
 	}
 	calls = rec.wait(t, 3)
@@ -177,7 +178,7 @@ func TestLookupCacheFilter(t *testing.T) {
 		t.Errorf("cache holds %+v, want only the shown service", got)
 	}
 	// A lookup's own filter narrows further.
-	if got := c.Lookup(func(it client.ServiceItem) bool { return it.ID == x }); got != nil {
+	if got := c.Lookup(func(it service.Item) bool { return it.ID == x }); got != nil {
 		t.Errorf("Lookup of a service the cache's filter refuses: %+v", got)
 	}
 }
@@ -193,7 +194,7 @@ func TestServiceDiscoveryManagerLookup(t *testing.T) {
 	s2.register(t, printer(b, "b"))
 	connectedTo(t, m, s1.id, s2.id)
 	ctx := testContext(t)
-	tmpl := client.ServiceTemplate{Types: []string{"Printer"}}
+	tmpl := service.Template{Types: []string{"Printer"}}
 
 	got, err := m.Lookup(ctx, tmpl, nil, 10)
 	if err != nil {
@@ -209,14 +210,14 @@ func TestServiceDiscoveryManagerLookup(t *testing.T) {
 	if got, err := m.Lookup(ctx, tmpl, nil, 1); err != nil || len(got) != 1 {
 		t.Errorf("Lookup of at most 1: %d items, %v", len(got), err)
 	}
-	onlyB := func(it client.ServiceItem) bool { return hasName(&it, "b") }
+	onlyB := func(it service.Item) bool { return hasName(&it, "b") }
 	if got, err := m.Lookup(ctx, tmpl, onlyB, 10); err != nil || len(got) != 1 || got[0].ID != b {
 		t.Errorf("Lookup with a filter: %+v, %v", got, err)
 	}
 	if _, err := m.Lookup(ctx, tmpl, nil, -1); !errors.Is(err, djinn.ErrInvalidArgument) || !strings.Contains(err.Error(), "-1") {
 		t.Errorf("Lookup with max -1: %v, want InvalidArgument naming it", err)
 	}
-	if _, err := m.CreateLookupCache(ctx, client.ServiceTemplate{Types: []string{""}}, nil, nil); !errors.Is(err, djinn.ErrInvalidArgument) {
+	if _, err := m.CreateLookupCache(ctx, service.Template{Types: []string{""}}, nil, nil); !errors.Is(err, djinn.ErrInvalidArgument) {
 		t.Errorf("CreateLookupCache with an empty type name: %v, want InvalidArgument", err)
 	}
 }
@@ -265,9 +266,9 @@ func TestLookupCacheWaitAndAddListener(t *testing.T) {
 		t.Fatalf("Wait on an empty cache: %+v, %v", it, err)
 	}
 	x := djinn.NewID()
-	got := make(chan *client.ServiceItem, 1)
+	got := make(chan *service.Item, 1)
 	go func() {
-		it, err := c.Wait(ctx, func(it client.ServiceItem) bool { return it.ID == x })
+		it, err := c.Wait(ctx, func(it service.Item) bool { return it.ID == x })
 		if err != nil {
 			t.Error(err)
 		}
@@ -332,10 +333,10 @@ func TestLookupCacheTerminate(t *testing.T) {
 	default:
 		t.Error("the manager's Terminate left a cache running")
 	}
-	if _, err := m.CreateLookupCache(ctx, client.ServiceTemplate{}, nil, nil); !errors.Is(err, ErrTerminated) {
+	if _, err := m.CreateLookupCache(ctx, service.Template{}, nil, nil); !errors.Is(err, ErrTerminated) {
 		t.Errorf("CreateLookupCache after Terminate: %v", err)
 	}
-	if _, err := m.Lookup(ctx, client.ServiceTemplate{}, nil, 1); !errors.Is(err, ErrTerminated) {
+	if _, err := m.Lookup(ctx, service.Template{}, nil, 1); !errors.Is(err, ErrTerminated) {
 		t.Errorf("Lookup after Terminate: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lookup"
+	"github.com/djinn-go/djinn/service"
 	"pgregory.net/rapid"
 )
 
@@ -23,13 +24,12 @@ var anyName = rapid.OneOf(
 )
 
 var anyValue = rapid.OneOf(
-	rapid.Just[*lookup.Value](nil),
-	rapid.Just(&lookup.Value{}),
-	rapid.Map(anyName, lookup.NewString),
-	rapid.Map(rapid.Int64(), lookup.NewInt64),
-	rapid.Map(rapid.Float64(), lookup.NewFloat64),
-	rapid.Map(rapid.Bool(), lookup.NewBool),
-	rapid.Map(rapid.SliceOfN(rapid.Byte(), 0, 8), lookup.NewBytes),
+	rapid.Just(service.Value{}),
+	rapid.Map(anyName, service.NewString),
+	rapid.Map(rapid.Int64(), service.NewInt),
+	rapid.Map(rapid.Float64(), service.NewFloat),
+	rapid.Map(rapid.Bool(), service.NewBool),
+	rapid.Map(rapid.SliceOfN(rapid.Byte(), 0, 8), service.NewBytes),
 )
 
 var anyID = rapid.OneOf(
@@ -38,20 +38,20 @@ var anyID = rapid.OneOf(
 	rapid.Map(rapid.IntRange(1, 3), func(n int) djinn.ID { return sid(byte(n)) }),
 )
 
-var anyFields = rapid.SliceOfN(rapid.Custom(func(t *rapid.T) lookup.Field {
-	return lookup.Field{Name: anyName.Draw(t, "name"), Value: anyValue.Draw(t, "value")}
+var anyFields = rapid.SliceOfN(rapid.Custom(func(t *rapid.T) service.Field {
+	return service.Field{Name: anyName.Draw(t, "name"), Value: anyValue.Draw(t, "value")}
 }), 0, 4)
 
-var anyEntry = rapid.Custom(func(t *rapid.T) lookup.Entry {
-	return lookup.Entry{Type: anyName.Draw(t, "type"), Supertypes: rapid.SliceOfN(anyName, 0, 3).Draw(t, "supertypes"), Fields: anyFields.Draw(t, "fields")}
+var anyEntry = rapid.Custom(func(t *rapid.T) service.Entry {
+	return service.Entry{Type: anyName.Draw(t, "type"), Supertypes: rapid.SliceOfN(anyName, 0, 3).Draw(t, "supertypes"), Fields: anyFields.Draw(t, "fields")}
 })
 
-var anyEntryTemplate = rapid.Custom(func(t *rapid.T) lookup.EntryTemplate {
-	return lookup.EntryTemplate{Type: anyName.Draw(t, "type"), Fields: anyFields.Draw(t, "fields")}
+var anyEntryTemplate = rapid.Custom(func(t *rapid.T) service.EntryTemplate {
+	return service.EntryTemplate{Type: anyName.Draw(t, "type"), Fields: anyFields.Draw(t, "fields")}
 })
 
-var anyTemplate = rapid.Custom(func(t *rapid.T) lookup.Template {
-	var tmpl lookup.Template
+var anyTemplate = rapid.Custom(func(t *rapid.T) service.Template {
+	var tmpl service.Template
 	if rapid.Bool().Draw(t, "has-id") {
 		id := anyID.Draw(t, "id")
 		tmpl.ID = &id
@@ -61,12 +61,14 @@ var anyTemplate = rapid.Custom(func(t *rapid.T) lookup.Template {
 	return tmpl
 })
 
-var anyItem = rapid.Custom(func(t *rapid.T) lookup.Item {
-	return lookup.Item{
+var anyItem = rapid.Custom(func(t *rapid.T) service.Item {
+	return service.Item{
 		ID:      anyID.Draw(t, "id"),
-		Ref:     rapid.SliceOfN(rapid.Byte(), 0, 3).Draw(t, "ref"),
+		Service: rapid.SliceOfN(rapid.Byte(), 0, 3).Draw(t, "ref"),
 		Types:   rapid.SliceOfN(anyName, 0, 3).Draw(t, "types"),
-		Entries: rapid.SliceOfN(anyEntry, 0, 4).Draw(t, "entries"),
+		// Hierarchies with cycles, self links, unknown and bad names.
+		Supertypes: rapid.MapOfN(anyName, rapid.SliceOfN(anyName, 0, 3), 0, 3).Draw(t, "supertypes"),
+		Entries:    rapid.SliceOfN(anyEntry, 0, 4).Draw(t, "entries"),
 	}
 })
 
@@ -86,11 +88,11 @@ func checkError(t *rapid.T, what string, err error) {
 // that fails changes nothing (DESIGN.md 8).
 func TestBadInputNeverPanics(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		lim := lookup.Limits{MaxEntries: rapid.IntRange(-1, 4).Draw(t, "max-entries"), MaxNameLen: rapid.IntRange(-1, 300).Draw(t, "max-name")}
+		lim := service.Limits{MaxEntries: rapid.IntRange(-1, 4).Draw(t, "max-entries"), MaxNameLen: rapid.IntRange(-1, 300).Draw(t, "max-name")}
 		r, err := lookup.New(anyID.Draw(t, "self"), lim)
 		checkError(t, "new", err)
 		if err != nil {
-			r, err = lookup.New(self, lookup.Limits{})
+			r, err = lookup.New(self, service.Limits{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,10 +5,10 @@
 //
 // It runs inside the Raft state machine's Apply, so it reads no clock,
 // draws no random numbers, starts no goroutine, and returns nothing whose
-// order depends on map iteration: every list it returns is sorted. It
-// imports neither gRPC nor protobuf; its types are plain Go values that the
-// service layer maps to messages. It is not safe for concurrent use: the
-// caller serializes calls. Leases live elsewhere: the caller grants a
+// order depends on map iteration: every list it returns is sorted. The
+// Registry's types are plain Go values (package service's) that the
+// service layer (Service, State) maps to messages with internal/wire. It
+// is not safe for concurrent use: the caller serializes calls. Leases live elsewhere: the caller grants a
 // registration's lease (LeasePolicy computes for how long), passes its id
 // to Register, and calls Remove when it ends; likewise for a watch's lease
 // and RemoveWatch. The caller also assigns every id, picks the random item
@@ -16,29 +16,10 @@
 //
 // # Model
 //
-// An Item is a service's id, its reference (opaque bytes), the names of
-// its service types (every type it has, inherited ones included: the
-// registry knows no type hierarchy for services) and its attribute
-// entries. An Entry is a typed record: a type name, the names of its
-// supertypes nearest first (entry types have single inheritance, as Java
-// classes do) and named fields whose values are strings, int64s, float64s,
-// bools or bytes (Value), or null.
-//
-// A Template matches an item when its id, if any, is the item's, the item
-// has each of its service types, and each of its entry templates matches
-// some entry of the item — possibly the same entry for several templates,
-// as in Jini. An entry template matches an entry whose type is the
-// template's type or has it as a supertype, and which has a field equal to
-// each field the template sets: a nil Value in a template is a wildcard, a
-// null field equals no set value, and a field the entry lacks does not
-// match a set one. Values are equal when of the same kind and value; floats
-// compare by bits, as Java's Double.equals (NaN equals NaN, 0.0 differs
-// from -0.0).
-//
-// The registry stores items in a canonical form, which is what calls
-// return: service types sorted without duplicates, entries without
-// duplicates (Jini drops a duplicate entry wherever one would arise, and so
-// does every call here), each entry's fields sorted by name.
+// Items, entries, templates and their rules — checking, canonical form,
+// matching, the attribute calls, browsing by type — are package service's:
+// the registry holds each item as a service.Record and compiles each
+// template to a service.Matcher, and calls return items in canonical form.
 //
 // # Changes and events
 //
@@ -70,14 +51,14 @@
 // its entries' type names (before and after), plus the watches whose
 // template names none of these, which are checked on every change.
 //
-// Names (types, supertypes, field names) are interned with package unique,
-// so each distinct name is stored once; a field costs 24 bytes plus its
-// value's payload. A typical item — 2 service types, 3 entries of 3 short
-// string fields, a 40-byte reference — costs about 1.2 KB of heap in 7
-// objects, indexes included (TestMemoryPerItem). The collector's marking
-// work grows with the objects, so the entries of an item share
-// allocations, the indexes hold their sets in their maps, and a field
-// value's index key shares the bytes of the one item that has it.
+// Records intern their names, so each distinct name is stored once; a
+// field costs 24 bytes plus its value's payload. A typical item — 2
+// service types, 3 entries of 3 short string fields, a 40-byte reference —
+// costs about 1.2 KB of heap in 7 objects, indexes included
+// (TestMemoryPerItem). The collector's marking work grows with the
+// objects, so the entries of an item share allocations (service.Record),
+// the indexes hold their sets in their maps, and a field value's index key
+// shares the bytes of the one item that has it.
 //
 // # Errors
 //

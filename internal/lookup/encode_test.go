@@ -12,53 +12,81 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lookup"
+	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/service"
 )
 
 // drawValue draws a value of any kind, null included, with the edges of
 // each: empty strings and bytes, long ones (lengths past one varint byte),
 // negative and extreme integers, NaN, infinities and negative zero.
-func drawValue(t *rapid.T, label string) *lookup.Value {
+func drawValue(t *rapid.T, label string) service.Value {
 	switch rapid.IntRange(0, 5).Draw(t, label+"-kind") {
 	case 0:
-		return nil
+		return service.Value{}
 	case 1:
-		return lookup.NewString(rapid.StringN(0, 300, -1).Draw(t, label))
+		return service.NewString(rapid.StringN(0, 300, -1).Draw(t, label))
 	case 2:
-		return lookup.NewBytes(rapid.SliceOfN(rapid.Byte(), 0, 300).Draw(t, label))
+		return service.NewBytes(rapid.SliceOfN(rapid.Byte(), 0, 300).Draw(t, label))
 	case 3:
-		return lookup.NewInt64(rapid.OneOf(rapid.Int64(), rapid.SampledFrom([]int64{0, -1, math.MinInt64, math.MaxInt64})).Draw(t, label))
+		return service.NewInt(rapid.OneOf(rapid.Int64(), rapid.SampledFrom([]int64{0, -1, math.MinInt64, math.MaxInt64})).Draw(t, label))
 	case 4:
-		return lookup.NewFloat64(rapid.OneOf(rapid.Float64(), rapid.SampledFrom([]float64{math.NaN(), math.Inf(1), math.Inf(-1), math.Copysign(0, -1), 0})).Draw(t, label))
+		return service.NewFloat(rapid.OneOf(rapid.Float64(), rapid.SampledFrom([]float64{math.NaN(), math.Inf(1), math.Inf(-1), math.Copysign(0, -1), 0})).Draw(t, label))
 	default:
-		return lookup.NewBool(rapid.Bool().Draw(t, label))
+		return service.NewBool(rapid.Bool().Draw(t, label))
 	}
 }
 
 // drawAnyItem draws an item with arbitrary names and values (drawItem
 // keeps to a few, so that templates match).
-func drawAnyItem(t *rapid.T, id djinn.ID) lookup.Item {
+func drawAnyItem(t *rapid.T, id djinn.ID) service.Item {
 	name := rapid.StringMatching(`[A-Za-z][A-Za-z0-9.$_]{0,20}`)
-	it := lookup.Item{
-		ID:    id,
-		Ref:   rapid.SliceOfN(rapid.Byte(), 1, 200).Draw(t, "ref"),
-		Types: rapid.SliceOfN(name, 0, 4).Draw(t, "types"),
+	it := service.Item{
+		ID:      id,
+		Service: rapid.SliceOfN(rapid.Byte(), 1, 200).Draw(t, "ref"),
+		Types:   rapid.SliceOfN(name, 0, 4).Draw(t, "types"),
+	}
+	if sup, all := drawHierarchy(t, it.Types, name); sup != nil {
+		// Types lists the most specific types (no other has them as a
+		// supertype); the hierarchy gives the rest.
+		it.Types, it.Supertypes = nil, sup
+		for _, ty := range all {
+			if !slices.ContainsFunc(all, func(s string) bool { return slices.Contains(sup[s], ty) }) {
+				it.Types = append(it.Types, ty)
+			}
+		}
 	}
 	for i := range rapid.IntRange(0, 5).Draw(t, "entries") {
 		chain := rapid.SliceOfNDistinct(name, 1, 4, rapid.ID[string]).Draw(t, fmt.Sprint("chain", i))
-		e := lookup.Entry{Type: chain[0], Supertypes: chain[1:]}
+		e := service.Entry{Type: chain[0], Supertypes: chain[1:]}
 		for j, n := range rapid.SliceOfNDistinct(name, 0, 5, rapid.ID[string]).Draw(t, fmt.Sprint("fields", i)) {
-			e.Fields = append(e.Fields, lookup.Field{Name: n, Value: drawValue(t, fmt.Sprint("value", i, j))})
+			e.Fields = append(e.Fields, service.Field{Name: n, Value: drawValue(t, fmt.Sprint("value", i, j))})
 		}
 		it.Entries = append(it.Entries, e)
 	}
 	return it
 }
 
+// drawHierarchy draws a type hierarchy, without cycles, over types and
+// more names (all, sorted): each type's supertypes come after it.
+func drawHierarchy(t *rapid.T, types []string, name *rapid.Generator[string]) (sup map[string][]string, all []string) {
+	all = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(types), rapid.SliceOfN(name, 0, 3).Draw(t, "more types")...))))
+	if len(all) < 2 || !rapid.Bool().Draw(t, "hierarchy") {
+		return nil, nil
+	}
+	sup = map[string][]string{}
+	for i, ty := range all[:len(all)-1] {
+		if s := rapid.SliceOfNDistinct(rapid.SampledFrom(all[i+1:]), 0, 3, rapid.ID[string]).Draw(t, "supertypes of "+ty); len(s) > 0 {
+			sup[ty] = s
+		}
+	}
+	return sup, all
+}
+
 // drawRegistry registers n drawn items, the i'th with service id id(i)
 // and lease id i+1.
 func drawRegistry(t *rapid.T, n int, id func(i int) djinn.ID) *lookup.Registry {
-	r, err := lookup.New(self, lookup.Limits{})
+	r, err := lookup.New(self, service.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +105,7 @@ func TestLookupEncoded(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		n := rapid.IntRange(1, 4).Draw(t, "items")
 		r := drawRegistry(t, n, func(i int) djinn.ID { return sid(byte(i + 1)) })
-		all := lookup.Template{Types: nil}
+		all := service.Template{Types: nil}
 		max := rapid.IntRange(0, n+1).Draw(t, "max")
 		total, items, err := r.Lookup(all, max)
 		if err != nil {
@@ -95,7 +123,7 @@ func TestLookupEncoded(t *testing.T) {
 		}
 
 		id := sid(byte(rapid.IntRange(1, n).Draw(t, "one")))
-		byID := lookup.Template{ID: &id}
+		byID := service.Template{ID: &id}
 		_, one, err := r.LookupOne(byID, func(int) int { return 0 })
 		if err != nil || one == nil {
 			t.Fatalf("LookupOne(%s) = %v, %v", id, one, err)
@@ -110,8 +138,8 @@ func TestLookupEncoded(t *testing.T) {
 
 // checkEncoded checks that b is the encoding of it's wire form and decodes
 // to it.
-func checkEncoded(t *rapid.T, b []byte, it lookup.Item) {
-	want, err := proto.MarshalOptions{Deterministic: true}.Marshal(lookup.ItemToProto(it))
+func checkEncoded(t *rapid.T, b []byte, it service.Item) {
+	want, err := proto.MarshalOptions{Deterministic: true}.Marshal(wire.Item(it))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,11 +150,11 @@ func checkEncoded(t *rapid.T, b []byte, it lookup.Item) {
 	if err := proto.Unmarshal(b, &got); err != nil {
 		t.Fatalf("item %s: encoding does not decode: %v", it.ID, err)
 	}
-	back, err := lookup.ItemFromProto(&got)
+	back, err := wire.ItemFrom(&got)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back.ID != it.ID || !bytes.Equal(back.Ref, it.Ref) || !slices.Equal(back.Types, it.Types) || len(back.Entries) != len(it.Entries) {
+	if back.ID != it.ID || !bytes.Equal(back.Service, it.Service) || !slices.Equal(back.Types, it.Types) || len(back.Entries) != len(it.Entries) {
 		t.Errorf("item decoded as %+v, want %+v", back, it)
 	}
 }
@@ -135,14 +163,14 @@ func checkEncoded(t *rapid.T, b []byte, it lookup.Item) {
 // refuses (LU: a negative max, a bad template) and answers nothing when
 // nothing matches.
 func TestLookupEncodedErrors(t *testing.T) {
-	r := newRegistry(t, lookup.Limits{})
+	r := newRegistry(t, service.Limits{})
 	ok(t)(r.Register(printer(), lid(1)))
-	_, _, err := r.LookupEncoded(lookup.Template{}, -1, false, nil)
+	_, _, err := r.LookupEncoded(service.Template{}, -1, false, nil)
 	wantErr(t, err, djinn.InvalidArgument, "-1")
-	_, _, err = r.LookupEncoded(lookup.Template{Types: []string{""}}, 1, true, func(int) int { return 0 })
+	_, _, err = r.LookupEncoded(service.Template{Types: []string{""}}, 1, true, func(int) int { return 0 })
 	wantErr(t, err, djinn.InvalidArgument, "types[0]")
 	for _, one := range []bool{false, true} {
-		total, items, err := r.LookupEncoded(lookup.Template{Types: []string{"Scanner"}}, 5, one, func(int) int { return 0 })
+		total, items, err := r.LookupEncoded(service.Template{Types: []string{"Scanner"}}, 5, one, func(int) int { return 0 })
 		if err != nil || total != 0 || items != nil {
 			t.Errorf("LookupEncoded(no match, one=%v) = %d, %v, %v; want 0, nil, nil", one, total, items, err)
 		}

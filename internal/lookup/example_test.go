@@ -5,31 +5,32 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lookup"
+	"github.com/djinn-go/djinn/service"
 )
 
 // A printer registers, a client watching for printers on floor 3 hears of
 // it, and a lookup finds it.
 func Example() {
-	r, err := lookup.New(djinn.ID{0xff}, lookup.Limits{})
+	r, err := lookup.New(djinn.ID{0xff}, service.Limits{})
 	if err != nil {
 		panic(err)
 	}
-	floor3 := lookup.Template{
+	floor3 := service.Template{
 		Types: []string{"Printer"},
-		Entries: []lookup.EntryTemplate{{Type: "Location", Fields: []lookup.Field{
-			{Name: "floor", Value: lookup.NewInt64(3)},
+		Entries: []service.EntryTemplate{{Type: "Location", Fields: []service.Field{
+			{Name: "floor", Value: service.NewInt(3)},
 		}}},
 	}
 	if err := r.AddWatch(djinn.ID{1}, floor3, lookup.NoMatchMatch|lookup.MatchNoMatch); err != nil {
 		panic(err)
 	}
-	item := lookup.Item{
-		ID:    djinn.ID{2},
-		Ref:   []byte("tcp://printer.example:4160"),
-		Types: []string{"Printer", "Object"},
-		Entries: []lookup.Entry{{Type: "Location", Supertypes: []string{"Entry"}, Fields: []lookup.Field{
-			{Name: "floor", Value: lookup.NewInt64(3)},
-			{Name: "room", Value: lookup.NewString("301")},
+	item := service.Item{
+		ID:      djinn.ID{2},
+		Service: []byte("tcp://printer.example:4160"),
+		Types:   []string{"Printer", "Object"},
+		Entries: []service.Entry{{Type: "Location", Supertypes: []string{"Entry"}, Fields: []service.Field{
+			{Name: "floor", Value: service.NewInt(3)},
+			{Name: "room", Value: service.NewString("301")},
 		}}},
 	}
 	events, err := r.Register(item, djinn.ID{3})
@@ -46,8 +47,8 @@ func Example() {
 	fmt.Println(total, "printer on floor 3 in room", items[0].Entries[0].Fields[1].Value)
 	// The printer moves: the watch hears it stop matching.
 	events, err = r.ModifyAttributes(djinn.ID{2},
-		[]lookup.EntryTemplate{{Type: "Location"}},
-		[]lookup.Entry{{Type: "Location", Fields: []lookup.Field{{Name: "floor", Value: lookup.NewInt64(4)}}}})
+		[]service.EntryTemplate{{Type: "Location"}},
+		[]service.Entry{{Type: "Location", Fields: []service.Field{{Name: "floor", Value: service.NewInt(4)}}}})
 	if err != nil {
 		panic(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lookup"
+	"github.com/djinn-go/djinn/service"
 )
 
 // self is the lookup service's own id in every test registry.
@@ -17,13 +18,15 @@ func wid(b byte) djinn.ID { return djinn.ID{1, b} }
 func lid(b byte) djinn.ID { return djinn.ID{2, b} }
 
 var (
-	str = lookup.NewString
-	i64 = lookup.NewInt64
+	str = service.NewString
+	i64 = service.NewInt
+	// null is the null value: a field without one, a wildcard in a template.
+	null service.Value
 )
 
-func f(name string, v *lookup.Value) lookup.Field { return lookup.Field{Name: name, Value: v} }
+func f(name string, v service.Value) service.Field { return service.Field{Name: name, Value: v} }
 
-func newRegistry(t testing.TB, lim lookup.Limits) *lookup.Registry {
+func newRegistry(t testing.TB, lim service.Limits) *lookup.Registry {
 	t.Helper()
 	r, err := lookup.New(self, lim)
 	if err != nil {
@@ -34,15 +37,15 @@ func newRegistry(t testing.TB, lim lookup.Limits) *lookup.Registry {
 
 // printer is the item most tests start from: two service types and three
 // entries, one of a subtype of another's type.
-func printer() lookup.Item {
-	return lookup.Item{
-		ID:    sid(1),
-		Ref:   []byte("ref-printer"),
-		Types: []string{"Printer", "Object"},
-		Entries: []lookup.Entry{
-			{Type: "Name", Supertypes: []string{"Entry"}, Fields: []lookup.Field{f("name", str("laser"))}},
-			{Type: "Location", Supertypes: []string{"Entry"}, Fields: []lookup.Field{f("floor", i64(3)), f("room", str("301")), f("building", nil)}},
-			{Type: "ColorName", Supertypes: []string{"Name", "Entry"}, Fields: []lookup.Field{f("name", str("red")), f("shade", str("dark"))}},
+func printer() service.Item {
+	return service.Item{
+		ID:      sid(1),
+		Service: []byte("ref-printer"),
+		Types:   []string{"Printer", "Object"},
+		Entries: []service.Entry{
+			{Type: "Name", Supertypes: []string{"Entry"}, Fields: []service.Field{f("name", str("laser"))}},
+			{Type: "Location", Supertypes: []string{"Entry"}, Fields: []service.Field{f("floor", i64(3)), f("room", str("301")), f("building", null)}},
+			{Type: "ColorName", Supertypes: []string{"Name", "Entry"}, Fields: []service.Field{f("name", str("red")), f("shade", str("dark"))}},
 		},
 	}
 }

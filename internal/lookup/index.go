@@ -1,6 +1,6 @@
 package lookup
 
-import "strings"
+import "github.com/djinn-go/djinn/service"
 
 // itemSet is a set of items. Most keys of the entry indexes name a single
 // item (a field value unique to one service), so one item is held without
@@ -73,22 +73,15 @@ func (x itemIndex[K]) remove(k K, it *item) {
 	}
 }
 
-// fieldKey is a field name with a value: the key of the field index.
-type fieldKey struct {
-	name name
-	val  Value
-}
-
 // indexEntries indexes it's entries by their types (each type and
 // supertype) and by their fields (name and value, null values included).
 func (r *Registry) indexEntries(it *item) {
-	for i := range it.entries {
-		e := &it.entries[i]
-		for _, t := range e.types {
+	for i := range it.NumEntries() {
+		for _, t := range it.EntryTypes(i) {
 			r.byEntryType.add(t, it)
 		}
-		for _, f := range e.fields {
-			r.indexField(fieldKey(f), it)
+		for _, f := range it.EntryFields(i) {
+			r.indexField(f, it)
 		}
 	}
 }
@@ -101,38 +94,36 @@ func (r *Registry) indexEntries(it *item) {
 // copy of its own, since the first item may leave while the key stays;
 // after that the map is not written with another item's key (add and
 // remove change a set of several items in place).
-func (r *Registry) indexField(k fieldKey, it *item) {
+func (r *Registry) indexField(k service.FieldKey, it *item) {
 	s, ok := r.byField[k]
 	if !ok || s.one == nil || s.one == it {
 		r.byField.add(k, it)
 		return
 	}
 	delete(r.byField, k) // so that the key stored next is the copy
-	k.val = Value{s: strings.Clone(k.val.s)}
-	r.byField[k] = itemSet{many: map[*item]struct{}{s.one: {}, it: {}}}
+	r.byField[k.Detached()] = itemSet{many: map[*item]struct{}{s.one: {}, it: {}}}
 }
 
 // unindexEntries undoes indexEntries; it must run before it's entries
 // change.
 func (r *Registry) unindexEntries(it *item) {
-	for i := range it.entries {
-		e := &it.entries[i]
-		for _, t := range e.types {
+	for i := range it.NumEntries() {
+		for _, t := range it.EntryTypes(i) {
 			r.byEntryType.remove(t, it)
 		}
-		for _, f := range e.fields {
-			r.byField.remove(fieldKey(f), it)
+		for _, f := range it.EntryFields(i) {
+			r.byField.remove(f, it)
 		}
 	}
 }
 
-// candidates returns the smallest indexed set that holds every item t can
-// match and true, or false when t needs a scan of every item; an empty set
+// candidates returns the smallest indexed set that holds every item m can
+// match and true, or false when m needs a scan of every item; an empty set
 // and true mean nothing matches (a key no item has). The set comes from
 // the service types, the entry templates' types, or their fields: an item
 // matches an entry template only through an entry of its type with each
 // of its field values, so it is in each of those sets.
-func (r *Registry) candidates(t *template) (best itemSet, indexed bool) {
+func (r *Registry) candidates(m *service.Matcher) (best itemSet, indexed bool) {
 	n := -1 // best's size; -1 while there is none
 	consider := func(s itemSet, ok bool) bool {
 		if !ok {
@@ -144,18 +135,17 @@ func (r *Registry) candidates(t *template) (best itemSet, indexed bool) {
 		}
 		return true
 	}
-	for _, ty := range t.types {
+	for _, ty := range m.Types() {
 		if s, ok := r.byType[ty]; !consider(s, ok) {
 			return best, true
 		}
 	}
-	for i := range t.entries {
-		et := &t.entries[i]
-		if s, ok := r.byEntryType[et.typ]; !consider(s, ok) {
+	for i := range m.NumEntries() {
+		if s, ok := r.byEntryType[m.EntryType(i)]; !consider(s, ok) {
 			return best, true
 		}
-		for _, f := range et.fields {
-			if s, ok := r.byField[fieldKey(f)]; !consider(s, ok) {
+		for _, f := range m.EntryFields(i) {
+			if s, ok := r.byField[f]; !consider(s, ok) {
 				return best, true
 			}
 		}

@@ -6,20 +6,21 @@ import (
 	"unsafe"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/service"
 )
 
 // TestIndexesEmptyAfterRemoval: the indexes keep no key of an item gone,
 // whether the key was its alone or shared, through registrations,
 // re-registrations that change the entries, and removals.
 func TestIndexesEmptyAfterRemoval(t *testing.T) {
-	r, err := New(djinn.ID{0xff, 1}, Limits{})
+	r, err := New(djinn.ID{0xff, 1}, service.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	str := NewString
-	item := func(i, version int) Item {
-		return Item{ID: djinn.ID{byte(i), byte(i >> 8), 1}, Ref: []byte("127.0.0.1:9"), Types: []string{"Printer", fmt.Sprintf("Model%d", i%3)},
-			Entries: []Entry{{Type: "Name", Supertypes: []string{"Entry"}, Fields: []Field{
+	str := service.NewString
+	item := func(i, version int) service.Item {
+		return service.Item{ID: djinn.ID{byte(i), byte(i >> 8), 1}, Service: []byte("127.0.0.1:9"), Types: []string{"Printer", fmt.Sprintf("Model%d", i%3)},
+			Entries: []service.Entry{{Type: "Name", Supertypes: []string{"Entry"}, Fields: []service.Field{
 				{Name: "name", Value: str(fmt.Sprintf("p%d-v%d", i, version))}, // the item's own
 				{Name: "floor", Value: str(fmt.Sprint(i % 4))},                 // shared
 			}}}}
@@ -50,21 +51,23 @@ func TestIndexesEmptyAfterRemoval(t *testing.T) {
 // its value, and takes a copy of its own when a second item comes, so that
 // no key keeps a removed item's bytes.
 func TestFieldKeyBytes(t *testing.T) {
-	r, err := New(djinn.ID{0xff, 1}, Limits{})
+	r, err := New(djinn.ID{0xff, 1}, service.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	item := func(i byte) Item {
-		return Item{ID: djinn.ID{i, 1}, Ref: []byte("127.0.0.1:9"),
-			Entries: []Entry{{Type: "Location", Fields: []Field{{Name: "floor", Value: NewString("3")}}}}}
+	item := func(i byte) service.Item {
+		return service.Item{ID: djinn.ID{i, 1}, Service: []byte("127.0.0.1:9"),
+			Entries: []service.Entry{{Type: "Location", Fields: []service.Field{{Name: "floor", Value: service.NewString("3")}}}}}
 	}
 	// bytes returns where the stored item id's floor value and the
 	// index's key for it keep their bytes.
-	bytes := func(id djinn.ID) (item, key *byte) {
-		f := r.items[id].entries[0].fields[0]
+	bytes := func(id djinn.ID) (it, key *byte) {
+		f := r.items[id].EntryFields(0)[0]
 		for k := range r.byField {
-			if k == fieldKey(f) {
-				return unsafe.StringData(f.val.s), unsafe.StringData(k.val.s)
+			if k == f {
+				fs, _ := f.Value().AsString()
+				ks, _ := k.Value().AsString()
+				return unsafe.StringData(fs), unsafe.StringData(ks)
 			}
 		}
 		t.Fatalf("no index key for item %s's floor", id)
@@ -78,7 +81,7 @@ func TestFieldKeyBytes(t *testing.T) {
 		t.Errorf("a key held by one item alone has bytes of its own, want the item's")
 	}
 	aBytes, _ := bytes(a.ID)
-	for _, it := range []Item{b, c} {
+	for _, it := range []service.Item{b, c} {
 		if _, err := r.Register(it, djinn.ID{it.ID[0], 2}); err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +91,7 @@ func TestFieldKeyBytes(t *testing.T) {
 		}
 	}
 	cBytes, _ := bytes(c.ID)
-	for _, it := range []Item{c, a} {
+	for _, it := range []service.Item{c, a} {
 		if _, err := r.Remove(it.ID); err != nil {
 			t.Fatal(err)
 		}

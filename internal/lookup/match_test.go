@@ -5,11 +5,12 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lookup"
+	"github.com/djinn-go/djinn/service"
 )
 
 func idp(id djinn.ID) *djinn.ID { return &id }
 
-type et = lookup.EntryTemplate
+type et = service.EntryTemplate
 
 // TestMatching is DESIGN.md 6's matching rule, one row per clause, on the
 // printer item (Name laser; Location floor 3, room "301", building null;
@@ -18,52 +19,52 @@ type et = lookup.EntryTemplate
 func TestMatching(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		tmpl lookup.Template
+		tmpl service.Template
 		want bool
 	}{
-		{"6/empty template matches everything", lookup.Template{}, true}, // the clock item too
-		{"6/id equal", lookup.Template{ID: idp(sid(1))}, true},
-		{"6/id different", lookup.Template{ID: idp(sid(2))}, false},
-		{"6/a type the item has", lookup.Template{Types: []string{"Printer"}}, true},
-		{"6/every type the item has", lookup.Template{Types: []string{"Object", "Printer"}}, true},
-		{"6/a type listed twice", lookup.Template{Types: []string{"Printer", "Printer"}}, true},
-		{"6/one type the item lacks", lookup.Template{Types: []string{"Printer", "Scanner"}}, false},
-		{"6/type names are case sensitive", lookup.Template{Types: []string{"printer"}}, false},
-		{"6/entry by its type", lookup.Template{Entries: []et{{Type: "Location"}}}, true},
-		{"6/entry by its type with a field", lookup.Template{Entries: []et{{Type: "Name", Fields: []lookup.Field{f("name", str("laser"))}}}}, true},
-		{"6/entry field differs", lookup.Template{Entries: []et{{Type: "Location", Fields: []lookup.Field{f("floor", i64(4))}}}}, false},
-		{"6/entry by a supertype: a subtype's entry matches", lookup.Template{Entries: []et{{Type: "Name", Fields: []lookup.Field{f("name", str("red"))}}}}, true},
-		{"6/entry by a farther supertype", lookup.Template{Entries: []et{{Type: "Entry", Fields: []lookup.Field{f("floor", i64(3))}}}}, true},
-		{"6/a supertype's entry does not match a subtype template", lookup.Template{Entries: []et{{Type: "ColorName", Fields: []lookup.Field{f("name", str("laser"))}}}}, false},
-		{"6/entry type the item lacks", lookup.Template{Entries: []et{{Type: "Address"}}}, false},
-		{"6/wildcard field matches any value", lookup.Template{Entries: []et{{Type: "Location", Fields: []lookup.Field{f("floor", nil)}}}}, true},
-		{"6/wildcard field matches a null field", lookup.Template{Entries: []et{{Type: "Location", Fields: []lookup.Field{f("building", nil)}}}}, true},
-		{"6/wildcard field matches a missing field", lookup.Template{Entries: []et{{Type: "Location", Fields: []lookup.Field{f("colour", nil)}}}}, true},
-		{"6/set field against a null field", lookup.Template{Entries: []et{{Type: "Location", Fields: []lookup.Field{f("building", str("A"))}}}}, false},
-		{"6/set field the entry lacks", lookup.Template{Entries: []et{{Type: "Location", Fields: []lookup.Field{f("colour", str("A"))}}}}, false},
-		{"6/same value of another kind", lookup.Template{Entries: []et{{Type: "Location", Fields: []lookup.Field{f("floor", str("3"))}}}}, false},
-		{"6/int against float", lookup.Template{Entries: []et{{Type: "Location", Fields: []lookup.Field{f("floor", lookup.NewFloat64(3))}}}}, false},
-		{"6/every set field must match", lookup.Template{Entries: []et{{Type: "Location", Fields: []lookup.Field{f("floor", i64(3)), f("room", str("302"))}}}}, false},
-		{"6/two entry templates, two entries", lookup.Template{Entries: []et{
-			{Type: "Name", Fields: []lookup.Field{f("name", str("laser"))}},
-			{Type: "Location", Fields: []lookup.Field{f("floor", i64(3))}}}}, true},
-		{"6/two entry templates, one entry satisfies both", lookup.Template{Entries: []et{
-			{Type: "Name", Fields: []lookup.Field{f("name", str("red"))}},
-			{Type: "ColorName", Fields: []lookup.Field{f("shade", str("dark"))}}}}, true},
-		{"6/the same template twice, one entry", lookup.Template{Entries: []et{{Type: "Location"}, {Type: "Location"}}}, true},
-		{"6/two templates of one type, satisfied by different entries", lookup.Template{Entries: []et{
-			{Type: "Name", Fields: []lookup.Field{f("name", str("laser"))}},
-			{Type: "Name", Fields: []lookup.Field{f("name", str("red"))}}}}, true},
-		{"6/two templates of one type, no entry for the second", lookup.Template{Entries: []et{
-			{Type: "Location", Fields: []lookup.Field{f("floor", i64(3))}},
-			{Type: "Location", Fields: []lookup.Field{f("floor", i64(4))}}}}, false},
-		{"6/id, types and entries together", lookup.Template{ID: idp(sid(1)), Types: []string{"Printer"}, Entries: []et{{Type: "Name"}}}, true},
-		{"6/id and types match, entries do not", lookup.Template{ID: idp(sid(1)), Types: []string{"Printer"}, Entries: []et{{Type: "Address"}}}, false},
+		{"6/empty template matches everything", service.Template{}, true}, // the clock item too
+		{"6/id equal", service.Template{ID: idp(sid(1))}, true},
+		{"6/id different", service.Template{ID: idp(sid(2))}, false},
+		{"6/a type the item has", service.Template{Types: []string{"Printer"}}, true},
+		{"6/every type the item has", service.Template{Types: []string{"Object", "Printer"}}, true},
+		{"6/a type listed twice", service.Template{Types: []string{"Printer", "Printer"}}, true},
+		{"6/one type the item lacks", service.Template{Types: []string{"Printer", "Scanner"}}, false},
+		{"6/type names are case sensitive", service.Template{Types: []string{"printer"}}, false},
+		{"6/entry by its type", service.Template{Entries: []et{{Type: "Location"}}}, true},
+		{"6/entry by its type with a field", service.Template{Entries: []et{{Type: "Name", Fields: []service.Field{f("name", str("laser"))}}}}, true},
+		{"6/entry field differs", service.Template{Entries: []et{{Type: "Location", Fields: []service.Field{f("floor", i64(4))}}}}, false},
+		{"6/entry by a supertype: a subtype's entry matches", service.Template{Entries: []et{{Type: "Name", Fields: []service.Field{f("name", str("red"))}}}}, true},
+		{"6/entry by a farther supertype", service.Template{Entries: []et{{Type: "Entry", Fields: []service.Field{f("floor", i64(3))}}}}, true},
+		{"6/a supertype's entry does not match a subtype template", service.Template{Entries: []et{{Type: "ColorName", Fields: []service.Field{f("name", str("laser"))}}}}, false},
+		{"6/entry type the item lacks", service.Template{Entries: []et{{Type: "Address"}}}, false},
+		{"6/wildcard field matches any value", service.Template{Entries: []et{{Type: "Location", Fields: []service.Field{f("floor", null)}}}}, true},
+		{"6/wildcard field matches a null field", service.Template{Entries: []et{{Type: "Location", Fields: []service.Field{f("building", null)}}}}, true},
+		{"6/wildcard field matches a missing field", service.Template{Entries: []et{{Type: "Location", Fields: []service.Field{f("colour", null)}}}}, true},
+		{"6/set field against a null field", service.Template{Entries: []et{{Type: "Location", Fields: []service.Field{f("building", str("A"))}}}}, false},
+		{"6/set field the entry lacks", service.Template{Entries: []et{{Type: "Location", Fields: []service.Field{f("colour", str("A"))}}}}, false},
+		{"6/same value of another kind", service.Template{Entries: []et{{Type: "Location", Fields: []service.Field{f("floor", str("3"))}}}}, false},
+		{"6/int against float", service.Template{Entries: []et{{Type: "Location", Fields: []service.Field{f("floor", service.NewFloat(3))}}}}, false},
+		{"6/every set field must match", service.Template{Entries: []et{{Type: "Location", Fields: []service.Field{f("floor", i64(3)), f("room", str("302"))}}}}, false},
+		{"6/two entry templates, two entries", service.Template{Entries: []et{
+			{Type: "Name", Fields: []service.Field{f("name", str("laser"))}},
+			{Type: "Location", Fields: []service.Field{f("floor", i64(3))}}}}, true},
+		{"6/two entry templates, one entry satisfies both", service.Template{Entries: []et{
+			{Type: "Name", Fields: []service.Field{f("name", str("red"))}},
+			{Type: "ColorName", Fields: []service.Field{f("shade", str("dark"))}}}}, true},
+		{"6/the same template twice, one entry", service.Template{Entries: []et{{Type: "Location"}, {Type: "Location"}}}, true},
+		{"6/two templates of one type, satisfied by different entries", service.Template{Entries: []et{
+			{Type: "Name", Fields: []service.Field{f("name", str("laser"))}},
+			{Type: "Name", Fields: []service.Field{f("name", str("red"))}}}}, true},
+		{"6/two templates of one type, no entry for the second", service.Template{Entries: []et{
+			{Type: "Location", Fields: []service.Field{f("floor", i64(3))}},
+			{Type: "Location", Fields: []service.Field{f("floor", i64(4))}}}}, false},
+		{"6/id, types and entries together", service.Template{ID: idp(sid(1)), Types: []string{"Printer"}, Entries: []et{{Type: "Name"}}}, true},
+		{"6/id and types match, entries do not", service.Template{ID: idp(sid(1)), Types: []string{"Printer"}, Entries: []et{{Type: "Address"}}}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := newRegistry(t, lookup.Limits{})
+			r := newRegistry(t, service.Limits{})
 			// A second item of other types, which no template matches.
-			ok(t)(r.Register(lookup.Item{ID: sid(9), Ref: []byte("r"), Types: []string{"Clock"}}, lid(9)))
+			ok(t)(r.Register(service.Item{ID: sid(9), Service: []byte("r"), Types: []string{"Clock"}}, lid(9)))
 			if err := r.AddWatch(wid(1), c.tmpl, lookup.AllTransitions); err != nil {
 				t.Fatal(err)
 			}

@@ -10,25 +10,27 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lookup"
+	"github.com/djinn-go/djinn/internal/wire"
+	"github.com/djinn-go/djinn/service"
 )
 
 // typical is the item the memory figure is for: 2 service types, a 40-byte
 // reference, 3 entries of 3 string fields, some values shared with other
 // items and some its own.
-func typical(i int) lookup.Item {
+func typical(i int) service.Item {
 	var id djinn.ID
 	id[0], id[1], id[2], id[15] = byte(i>>16), byte(i>>8), byte(i), 1
 	ref := fmt.Appendf(nil, "tcp://10.0.%d.%d:4160/svc/%024d", i>>8&255, i&255, i)[:40]
-	return lookup.Item{
-		ID:    id,
-		Ref:   ref,
-		Types: []string{"com.example.Printer", "net.jini.admin.Administrable"},
-		Entries: []lookup.Entry{
-			{Type: "net.jini.lookup.entry.Name", Supertypes: []string{"net.jini.entry.AbstractEntry"}, Fields: []lookup.Field{
+	return service.Item{
+		ID:      id,
+		Service: ref,
+		Types:   []string{"com.example.Printer", "net.jini.admin.Administrable"},
+		Entries: []service.Entry{
+			{Type: "net.jini.lookup.entry.Name", Supertypes: []string{"net.jini.entry.AbstractEntry"}, Fields: []service.Field{
 				f("name", str(fmt.Sprintf("printer-%d", i))), f("language", str("en")), f("organization", str("acme"))}},
-			{Type: "net.jini.lookup.entry.Location", Supertypes: []string{"net.jini.entry.AbstractEntry"}, Fields: []lookup.Field{
+			{Type: "net.jini.lookup.entry.Location", Supertypes: []string{"net.jini.entry.AbstractEntry"}, Fields: []service.Field{
 				f("floor", str(fmt.Sprint(i%20))), f("room", str(fmt.Sprint(i%500))), f("building", str("north"))}},
-			{Type: "net.jini.lookup.entry.ServiceInfo", Supertypes: []string{"net.jini.entry.AbstractEntry"}, Fields: []lookup.Field{
+			{Type: "net.jini.lookup.entry.ServiceInfo", Supertypes: []string{"net.jini.entry.AbstractEntry"}, Fields: []service.Field{
 				f("manufacturer", str("Acme")), f("model", str("LX-100")), f("serialNumber", str(fmt.Sprintf("SN%08d", i)))}},
 		},
 	}
@@ -48,7 +50,7 @@ func heap() (bytes, objects uint64) {
 // are what the collector marks.
 func registerTypical(tb testing.TB, n int) (bytes, objects float64) {
 	b0, o0 := heap()
-	r := newRegistry(tb, lookup.Limits{})
+	r := newRegistry(tb, service.Limits{})
 	for i := range n {
 		if _, err := r.Register(typical(i), lid(1)); err != nil {
 			tb.Fatal(err)
@@ -71,8 +73,8 @@ func TestMemoryPerItem(t *testing.T) {
 }
 
 func BenchmarkRegister(b *testing.B) {
-	r := newRegistry(b, lookup.Limits{})
-	items := make([]lookup.Item, 1000)
+	r := newRegistry(b, service.Limits{})
+	items := make([]service.Item, 1000)
 	for i := range items {
 		items[i] = typical(i)
 	}
@@ -89,7 +91,7 @@ func BenchmarkRegister(b *testing.B) {
 }
 
 func BenchmarkLookupByType(b *testing.B) {
-	r := newRegistry(b, lookup.Limits{})
+	r := newRegistry(b, service.Limits{})
 	for i := range 10000 {
 		it := typical(i)
 		if i%100 == 0 {
@@ -99,7 +101,7 @@ func BenchmarkLookupByType(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	tmpl := lookup.Template{Types: []string{"com.example.Printer", "Rare"}}
+	tmpl := service.Template{Types: []string{"com.example.Printer", "Rare"}}
 	b.ReportAllocs()
 	for b.Loop() {
 		if n, _, _ := r.Lookup(tmpl, 1); n != 100 {
@@ -113,17 +115,17 @@ func BenchmarkLookupByType(b *testing.B) {
 // 100,000 typical items.
 func BenchmarkLookupByField(b *testing.B) {
 	const n = 100000
-	r := newRegistry(b, lookup.Limits{})
+	r := newRegistry(b, service.Limits{})
 	for i := range n {
 		if _, err := r.Register(typical(i), lid(1)); err != nil {
 			b.Fatal(err)
 		}
 	}
-	tmpls := make([]lookup.Template, 1024)
+	tmpls := make([]service.Template, 1024)
 	for i := range tmpls {
-		tmpls[i] = lookup.Template{Entries: []lookup.EntryTemplate{{
+		tmpls[i] = service.Template{Entries: []service.EntryTemplate{{
 			Type:   "net.jini.lookup.entry.Name",
-			Fields: []lookup.Field{f("name", str(fmt.Sprintf("printer-%d", i*97%n)))},
+			Fields: []service.Field{f("name", str(fmt.Sprintf("printer-%d", i*97%n)))},
 		}}}
 	}
 	b.ReportAllocs()
@@ -138,11 +140,11 @@ func BenchmarkLookupByField(b *testing.B) {
 // BenchmarkNotify is a change with many watches, few of which can match:
 // the watch index keeps it from checking them all.
 func BenchmarkNotify(b *testing.B) {
-	r := newRegistry(b, lookup.Limits{})
+	r := newRegistry(b, service.Limits{})
 	for i := range 10000 {
 		var w djinn.ID
 		w[0], w[1], w[15] = byte(i>>8), byte(i), 2
-		if err := r.AddWatch(w, lookup.Template{Types: []string{fmt.Sprintf("Type%d", i)}}, lookup.AllTransitions); err != nil {
+		if err := r.AddWatch(w, service.Template{Types: []string{fmt.Sprintf("Type%d", i)}}, lookup.AllTransitions); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -160,7 +162,7 @@ func BenchmarkNotify(b *testing.B) {
 // typical items: written from the stored items (what a snapshot does), and
 // as messages marshalled one by one (the way it is not done).
 func BenchmarkSnapshotItems(b *testing.B) {
-	r := newRegistry(b, lookup.Limits{})
+	r := newRegistry(b, service.Limits{})
 	for i := range 10000 {
 		if _, err := r.Register(typical(i), lid(1)); err != nil {
 			b.Fatal(err)
@@ -178,7 +180,7 @@ func BenchmarkSnapshotItems(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			for _, reg := range r.Export().Registrations {
-				if _, err := proto.Marshal(lookup.ItemToProto(reg.Item)); err != nil {
+				if _, err := proto.Marshal(wire.Item(reg.Item)); err != nil {
 					b.Fatal(err)
 				}
 			}

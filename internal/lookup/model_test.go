@@ -11,6 +11,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lookup"
+	"github.com/djinn-go/djinn/service"
 	"pgregory.net/rapid"
 )
 
@@ -25,7 +26,7 @@ type model struct {
 }
 
 type mWatch struct {
-	tmpl lookup.Template
+	tmpl service.Template
 	mask lookup.Transition
 }
 
@@ -37,35 +38,29 @@ func errKind(k djinn.Kind) error { return djinn.Errorf(k, "model") }
 
 // Canonical forms: what the registry stores.
 
-func mCanonEntry(e lookup.Entry) lookup.Entry {
-	out := lookup.Entry{Type: e.Type}
+func mCanonEntry(e service.Entry) service.Entry {
+	out := service.Entry{Type: e.Type}
 	if len(e.Supertypes) > 0 {
 		out.Supertypes = slices.Clone(e.Supertypes)
 	}
-	for _, fl := range e.Fields {
-		if fl.Value != nil {
-			v := *fl.Value
-			fl.Value = &v
-		}
-		out.Fields = append(out.Fields, fl)
-	}
-	slices.SortFunc(out.Fields, func(a, b lookup.Field) int { return strings.Compare(a.Name, b.Name) })
+	out.Fields = append(out.Fields, e.Fields...)
+	slices.SortFunc(out.Fields, func(a, b service.Field) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
-func mCanonEntries(es []lookup.Entry) []lookup.Entry {
-	var out []lookup.Entry
+func mCanonEntries(es []service.Entry) []service.Entry {
+	var out []service.Entry
 	for _, e := range es {
 		c := mCanonEntry(e)
-		if !slices.ContainsFunc(out, func(o lookup.Entry) bool { return reflect.DeepEqual(o, c) }) {
+		if !slices.ContainsFunc(out, func(o service.Entry) bool { return reflect.DeepEqual(o, c) }) {
 			out = append(out, c)
 		}
 	}
 	return out
 }
 
-func mCanonItem(it lookup.Item) lookup.Item {
-	out := lookup.Item{ID: it.ID, Ref: slices.Clone(it.Ref), Entries: mCanonEntries(it.Entries)}
+func mCanonItem(it service.Item) service.Item {
+	out := service.Item{ID: it.ID, Service: slices.Clone(it.Service), Entries: mCanonEntries(it.Entries)}
 	if len(it.Types) > 0 {
 		out.Types = slices.Compact(slices.Sorted(slices.Values(it.Types)))
 	}
@@ -74,25 +69,27 @@ func mCanonItem(it lookup.Item) lookup.Item {
 
 // Matching.
 
-func mIs(e lookup.Entry, typ string) bool { return e.Type == typ || slices.Contains(e.Supertypes, typ) }
+func mIs(e service.Entry, typ string) bool {
+	return e.Type == typ || slices.Contains(e.Supertypes, typ)
+}
 
-func mEntryMatches(et lookup.EntryTemplate, e lookup.Entry) bool {
+func mEntryMatches(et service.EntryTemplate, e service.Entry) bool {
 	if !mIs(e, et.Type) {
 		return false
 	}
 	for _, tf := range et.Fields {
-		if tf.Value == nil {
+		if tf.Value.IsNull() {
 			continue
 		}
-		i := slices.IndexFunc(e.Fields, func(fl lookup.Field) bool { return fl.Name == tf.Name })
-		if i < 0 || e.Fields[i].Value == nil || *e.Fields[i].Value != *tf.Value {
+		i := slices.IndexFunc(e.Fields, func(fl service.Field) bool { return fl.Name == tf.Name })
+		if i < 0 || e.Fields[i].Value != tf.Value {
 			return false
 		}
 	}
 	return true
 }
 
-func mMatches(t lookup.Template, it lookup.Item) bool {
+func mMatches(t service.Template, it service.Item) bool {
 	if t.ID != nil && *t.ID != it.ID {
 		return false
 	}
@@ -102,7 +99,7 @@ func mMatches(t lookup.Template, it lookup.Item) bool {
 		}
 	}
 	for _, et := range t.Entries {
-		if !slices.ContainsFunc(it.Entries, func(e lookup.Entry) bool { return mEntryMatches(et, e) }) {
+		if !slices.ContainsFunc(it.Entries, func(e service.Entry) bool { return mEntryMatches(et, e) }) {
 			return false
 		}
 	}
@@ -110,7 +107,7 @@ func mMatches(t lookup.Template, it lookup.Item) bool {
 }
 
 // events is every watch's transition from pre to post (nil: absent).
-func (m *model) events(pre, post *lookup.Item) []lookup.Event {
+func (m *model) events(pre, post *service.Item) []lookup.Event {
 	var out []lookup.Event
 	for _, id := range sortedIDs(m.watches) {
 		w := m.watches[id]
@@ -150,9 +147,9 @@ func sortedIDs[V any](m map[djinn.ID]V) []djinn.ID {
 
 // Calls.
 
-func (m *model) register(it lookup.Item, lease djinn.ID) []lookup.Event {
+func (m *model) register(it service.Item, lease djinn.ID) []lookup.Event {
 	post := mCanonItem(it)
-	var pre *lookup.Item
+	var pre *service.Item
 	if old, ok := m.items[it.ID]; ok {
 		pre = &old.Item
 	}
@@ -169,7 +166,7 @@ func (m *model) remove(id djinn.ID) ([]lookup.Event, error) {
 	return m.events(&old.Item, nil), nil
 }
 
-func (m *model) setEntries(id djinn.ID, es []lookup.Entry) []lookup.Event {
+func (m *model) setEntries(id djinn.ID, es []service.Entry) []lookup.Event {
 	old := m.items[id]
 	if reflect.DeepEqual(old.Item.Entries, es) {
 		return nil
@@ -180,7 +177,7 @@ func (m *model) setEntries(id djinn.ID, es []lookup.Entry) []lookup.Event {
 	return m.events(&old.Item, &post)
 }
 
-func (m *model) addAttributes(id djinn.ID, es []lookup.Entry) ([]lookup.Event, error) {
+func (m *model) addAttributes(id djinn.ID, es []service.Entry) ([]lookup.Event, error) {
 	old, ok := m.items[id]
 	if !ok {
 		return nil, errKind(djinn.NoSuchObject)
@@ -188,14 +185,14 @@ func (m *model) addAttributes(id djinn.ID, es []lookup.Entry) ([]lookup.Event, e
 	return m.setEntries(id, mCanonEntries(append(slices.Clone(old.Item.Entries), es...))), nil
 }
 
-func (m *model) setAttributes(id djinn.ID, es []lookup.Entry) ([]lookup.Event, error) {
+func (m *model) setAttributes(id djinn.ID, es []service.Entry) ([]lookup.Event, error) {
 	if _, ok := m.items[id]; !ok {
 		return nil, errKind(djinn.NoSuchObject)
 	}
 	return m.setEntries(id, mCanonEntries(es)), nil
 }
 
-func (m *model) modifyAttributes(id djinn.ID, tmpls []lookup.EntryTemplate, changes []lookup.Entry) ([]lookup.Event, error) {
+func (m *model) modifyAttributes(id djinn.ID, tmpls []service.EntryTemplate, changes []service.Entry) ([]lookup.Event, error) {
 	old, ok := m.items[id]
 	if !ok {
 		return nil, errKind(djinn.NoSuchObject)
@@ -203,7 +200,7 @@ func (m *model) modifyAttributes(id djinn.ID, tmpls []lookup.EntryTemplate, chan
 	if len(tmpls) != len(changes) {
 		return nil, errKind(djinn.InvalidArgument)
 	}
-	isDelete := func(c lookup.Entry) bool { return c.Type == "" }
+	isDelete := func(c service.Entry) bool { return c.Type == "" }
 	for i, c := range changes {
 		if isDelete(c) || c.Type == tmpls[i].Type {
 			continue
@@ -215,7 +212,7 @@ func (m *model) modifyAttributes(id djinn.ID, tmpls []lookup.EntryTemplate, chan
 			}
 		}
 	}
-	var out []lookup.Entry
+	var out []service.Entry
 	for _, e := range old.Item.Entries {
 		deleted := false
 		ne := mCanonEntry(e)
@@ -228,10 +225,10 @@ func (m *model) modifyAttributes(id djinn.ID, tmpls []lookup.EntryTemplate, chan
 				break
 			}
 			for _, cf := range changes[i].Fields {
-				if cf.Value == nil {
+				if cf.Value.IsNull() {
 					continue
 				}
-				if j := slices.IndexFunc(ne.Fields, func(fl lookup.Field) bool { return fl.Name == cf.Name }); j >= 0 {
+				if j := slices.IndexFunc(ne.Fields, func(fl service.Field) bool { return fl.Name == cf.Name }); j >= 0 {
 					ne.Fields[j].Value = cf.Value
 				} else {
 					ne.Fields = append(ne.Fields, cf)
@@ -245,7 +242,7 @@ func (m *model) modifyAttributes(id djinn.ID, tmpls []lookup.EntryTemplate, chan
 	return m.setEntries(id, mCanonEntries(out)), nil
 }
 
-func (m *model) addWatch(id djinn.ID, tmpl lookup.Template, mask lookup.Transition) error {
+func (m *model) addWatch(id djinn.ID, tmpl service.Template, mask lookup.Transition) error {
 	if mask == 0 || mask&^lookup.AllTransitions != 0 {
 		return errKind(djinn.InvalidArgument)
 	}
@@ -265,8 +262,8 @@ func (m *model) removeWatch(id djinn.ID) error {
 }
 
 // matching returns the items tmpl matches, by id.
-func (m *model) matching(tmpl lookup.Template) []lookup.Item {
-	var out []lookup.Item
+func (m *model) matching(tmpl service.Template) []service.Item {
+	var out []service.Item
 	for _, id := range sortedIDs(m.items) {
 		if it := m.items[id].Item; mMatches(tmpl, it) {
 			out = append(out, it)
@@ -275,56 +272,50 @@ func (m *model) matching(tmpl lookup.Template) []lookup.Item {
 	return out
 }
 
-func (m *model) entryTypes(tmpl lookup.Template) []lookup.EntryType {
-	var out []lookup.EntryType
+func (m *model) entryTypes(tmpl service.Template) []service.EntryType {
+	var out []service.EntryType
 	for _, it := range m.matching(tmpl) {
 		for _, e := range it.Entries {
-			et := lookup.EntryType{Type: e.Type, Supertypes: e.Supertypes}
-			if !slices.ContainsFunc(out, func(o lookup.EntryType) bool { return reflect.DeepEqual(o, et) }) {
+			et := service.EntryType{Type: e.Type, Supertypes: e.Supertypes}
+			if !slices.ContainsFunc(out, func(o service.EntryType) bool { return reflect.DeepEqual(o, et) }) {
 				out = append(out, et)
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b lookup.EntryType) int {
+	slices.SortFunc(out, func(a, b service.EntryType) int {
 		return slices.Compare(append([]string{a.Type}, a.Supertypes...), append([]string{b.Type}, b.Supertypes...))
 	})
 	return out
 }
 
-func (m *model) fieldValues(tmpl lookup.Template, set int, field string) []*lookup.Value {
-	var out []*lookup.Value
+func (m *model) fieldValues(tmpl service.Template, set int, field string) []service.Value {
+	var out []service.Value
 	for _, it := range m.matching(tmpl) {
 		for _, e := range it.Entries {
 			if !mEntryMatches(tmpl.Entries[set], e) {
 				continue
 			}
-			i := slices.IndexFunc(e.Fields, func(fl lookup.Field) bool { return fl.Name == field })
+			i := slices.IndexFunc(e.Fields, func(fl service.Field) bool { return fl.Name == field })
 			if i < 0 {
 				continue
 			}
 			v := e.Fields[i].Value
-			if !slices.ContainsFunc(out, func(o *lookup.Value) bool { return (o == nil) == (v == nil) && (o == nil || *o == *v) }) {
+			if !slices.Contains(out, v) {
 				out = append(out, v)
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b *lookup.Value) int {
-		switch {
-		case a == nil:
-			return -1
-		case b == nil:
-			return 1
-		}
-		return a.Compare(*b)
-	})
+	slices.SortFunc(out, service.Value.Compare)
 	return out
 }
 
-func (m *model) serviceTypes(tmpl lookup.Template, prefix string) []string {
+func (m *model) serviceTypes(tmpl service.Template, prefix string) []string {
 	var out []string
 	for _, it := range m.matching(tmpl) {
 		for _, ty := range it.Types {
-			if strings.HasPrefix(ty, prefix) && !slices.Contains(out, ty) {
+			// The model's items declare no hierarchy: every type is most
+			// specific, and only the template's own are left out.
+			if strings.HasPrefix(ty, prefix) && !slices.Contains(out, ty) && !slices.Contains(tmpl.Types, ty) {
 				out = append(out, ty)
 			}
 		}
@@ -350,8 +341,8 @@ var (
 	// two ways, as clients may.
 	mChains = [][]string{{"E"}, {"Name", "E"}, {"ColorName", "Name", "E"}, {"Loc", "E"}, {"Name", "Other"}}
 	mFields = []string{"a", "b", "c"}
-	mValues = []*lookup.Value{nil, lookup.NewString("x"), lookup.NewString("y"), lookup.NewInt64(1), lookup.NewInt64(2),
-		lookup.NewFloat64(math.NaN()), lookup.NewBool(true)}
+	mValues = []service.Value{{}, service.NewString("x"), service.NewString("y"), service.NewInt(1), service.NewInt(2),
+		service.NewFloat(math.NaN()), service.NewBool(true)}
 	mTypeNames = []string{"E", "Name", "ColorName", "Loc", "Other"}
 )
 
@@ -363,38 +354,38 @@ func drawID(t *rapid.T, label string, mk func(byte) djinn.ID) djinn.ID {
 	return mk(byte(rapid.IntRange(1, ids).Draw(t, label)))
 }
 
-func drawFields(t *rapid.T, label string) []lookup.Field {
-	var out []lookup.Field
+func drawFields(t *rapid.T, label string) []service.Field {
+	var out []service.Field
 	for _, name := range rapid.SliceOfDistinct(rapid.SampledFrom(mFields), rapid.ID[string]).Draw(t, label) {
-		out = append(out, lookup.Field{Name: name, Value: rapid.SampledFrom(mValues).Draw(t, label+"-value")})
+		out = append(out, service.Field{Name: name, Value: rapid.SampledFrom(mValues).Draw(t, label+"-value")})
 	}
 	return out
 }
 
-func drawEntry(t *rapid.T, label string) lookup.Entry {
+func drawEntry(t *rapid.T, label string) service.Entry {
 	c := rapid.SampledFrom(mChains).Draw(t, label)
-	e := lookup.Entry{Type: c[0], Fields: drawFields(t, label+"-fields")}
+	e := service.Entry{Type: c[0], Fields: drawFields(t, label+"-fields")}
 	if len(c) > 1 {
 		e.Supertypes = c[1:]
 	}
 	return e
 }
 
-func drawEntries(t *rapid.T, label string) []lookup.Entry {
+func drawEntries(t *rapid.T, label string) []service.Entry {
 	n := rapid.IntRange(0, 4).Draw(t, label)
-	var out []lookup.Entry
+	var out []service.Entry
 	for i := range n {
 		out = append(out, drawEntry(t, fmt.Sprintf("%s-%d", label, i)))
 	}
 	return out
 }
 
-func drawEntryTemplate(t *rapid.T, label string) lookup.EntryTemplate {
-	return lookup.EntryTemplate{Type: rapid.SampledFrom(mTypeNames).Draw(t, label), Fields: drawFields(t, label+"-fields")}
+func drawEntryTemplate(t *rapid.T, label string) service.EntryTemplate {
+	return service.EntryTemplate{Type: rapid.SampledFrom(mTypeNames).Draw(t, label), Fields: drawFields(t, label+"-fields")}
 }
 
-func drawTemplate(t *rapid.T, label string) lookup.Template {
-	var tmpl lookup.Template
+func drawTemplate(t *rapid.T, label string) service.Template {
+	var tmpl service.Template
 	if rapid.IntRange(0, 4).Draw(t, label+"-has-id") == 0 {
 		id := drawID(t, label+"-id", sid)
 		tmpl.ID = &id
@@ -406,29 +397,29 @@ func drawTemplate(t *rapid.T, label string) lookup.Template {
 	return tmpl
 }
 
-func drawItem(t *rapid.T) lookup.Item {
-	return lookup.Item{
+func drawItem(t *rapid.T) service.Item {
+	return service.Item{
 		ID:      drawID(t, "id", sid),
-		Ref:     []byte{byte(rapid.IntRange(0, 2).Draw(t, "ref"))},
+		Service: []byte{byte(rapid.IntRange(0, 2).Draw(t, "ref"))},
 		Types:   rapid.SliceOfN(rapid.SampledFrom(mServiceTypes), 0, 3).Draw(t, "types"),
 		Entries: drawEntries(t, "entries"),
 	}
 }
 
 // storedTemplate is a template as the registry stores and exports it.
-func storedTemplate(tmpl lookup.Template) lookup.Template {
-	out := lookup.Template{ID: tmpl.ID}
+func storedTemplate(tmpl service.Template) service.Template {
+	out := service.Template{ID: tmpl.ID}
 	if len(tmpl.Types) > 0 {
 		out.Types = slices.Compact(slices.Sorted(slices.Values(tmpl.Types)))
 	}
 	for _, et := range tmpl.Entries {
-		st := lookup.EntryTemplate{Type: et.Type}
+		st := service.EntryTemplate{Type: et.Type}
 		for _, fl := range et.Fields {
-			if fl.Value != nil {
+			if !fl.Value.IsNull() {
 				st.Fields = append(st.Fields, fl)
 			}
 		}
-		slices.SortFunc(st.Fields, func(a, b lookup.Field) int { return strings.Compare(a.Name, b.Name) })
+		slices.SortFunc(st.Fields, func(a, b service.Field) int { return strings.Compare(a.Name, b.Name) })
 		out.Entries = append(out.Entries, st)
 	}
 	return out
@@ -474,7 +465,7 @@ func TestAgainstModel(t *testing.T) {
 
 func modelRun(maxSteps int) func(*rapid.T) {
 	return func(t *rapid.T) {
-		r, err := lookup.New(self, lookup.Limits{})
+		r, err := lookup.New(self, service.Limits{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -511,18 +502,18 @@ func modelRun(maxSteps int) func(*rapid.T) {
 			case 5, 6:
 				id := drawID(t, "id", sid)
 				n := rapid.IntRange(0, 3).Draw(t, "modify-n")
-				var tmpls []lookup.EntryTemplate
-				var changes []lookup.Entry
+				var tmpls []service.EntryTemplate
+				var changes []service.Entry
 				for i := range n {
 					tmpls = append(tmpls, drawEntryTemplate(t, fmt.Sprintf("modify-tmpl-%d", i)))
 					if rapid.IntRange(0, 3).Draw(t, "delete") == 0 {
-						changes = append(changes, lookup.Entry{})
+						changes = append(changes, service.Entry{})
 					} else {
 						changes = append(changes, drawEntry(t, fmt.Sprintf("modify-change-%d", i)))
 					}
 				}
 				if rapid.IntRange(0, 20).Draw(t, "mismatch") == 0 {
-					changes = append(changes, lookup.Entry{})
+					changes = append(changes, service.Entry{})
 				}
 				got, err := r.ModifyAttributes(id, tmpls, changes)
 				want, werr := m.modifyAttributes(id, tmpls, changes)
@@ -577,7 +568,7 @@ func modelRun(maxSteps int) func(*rapid.T) {
 				}
 			case 11:
 				snap := r.Export()
-				n, err := lookup.New(self, lookup.Limits{})
+				n, err := lookup.New(self, service.Limits{})
 				if err != nil {
 					t.Fatal(err)
 				}

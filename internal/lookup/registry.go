@@ -1,10 +1,8 @@
 package lookup
 
 import (
-	"fmt"
-	"slices"
-
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/service"
 )
 
 // Registry is the lookup service's state: registered items, each with its
@@ -12,15 +10,15 @@ import (
 // use; see the package doc.
 type Registry struct {
 	self djinn.ID
-	lim  Limits
+	lim  service.Limits
 
 	items map[djinn.ID]*item
 	// byType indexes items by each of their service types, byEntryType
 	// by the types (and supertypes) of their entries, byField by their
 	// entries' field values: lookups scan the smallest candidate set.
-	byType      itemIndex[name]
-	byEntryType itemIndex[name]
-	byField     itemIndex[fieldKey]
+	byType      itemIndex[service.Name]
+	byEntryType itemIndex[service.Name]
+	byField     itemIndex[service.FieldKey]
 
 	watches watchIndex
 
@@ -33,18 +31,18 @@ type Registry struct {
 
 // Registration is a registered item with the id of the lease that keeps it.
 type Registration struct {
-	Item  Item
+	Item  service.Item
 	Lease djinn.ID
 }
 
 // New returns an empty registry for the lookup service whose own service id
 // is self (refused as an item's id), holding registrations to limits (zero
 // fields take DefaultLimits).
-func New(self djinn.ID, limits Limits) (*Registry, error) {
+func New(self djinn.ID, limits service.Limits) (*Registry, error) {
 	if self.IsZero() {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "lookup service id %s: zero", self)
 	}
-	lim, err := limits.withDefaults()
+	lim, err := limits.WithDefaults()
 	if err != nil {
 		return nil, err
 	}
@@ -55,9 +53,9 @@ func New(self djinn.ID, limits Limits) (*Registry, error) {
 
 func (r *Registry) reset() {
 	r.items = map[djinn.ID]*item{}
-	r.byType = itemIndex[name]{}
-	r.byEntryType = itemIndex[name]{}
-	r.byField = itemIndex[fieldKey]{}
+	r.byType = itemIndex[service.Name]{}
+	r.byEntryType = itemIndex[service.Name]{}
+	r.byField = itemIndex[service.FieldKey]{}
 	r.watches = newWatchIndex()
 }
 
@@ -65,37 +63,31 @@ func (r *Registry) reset() {
 // registry's own: lookups and browsing see it as one more item; Register,
 // Get, the attribute calls and events never do. An item without an id
 // gets the registry's.
-func (r *Registry) SetOwn(it Item) error {
+func (r *Registry) SetOwn(it service.Item) error {
 	if it.ID.IsZero() {
 		it.ID = r.self
 	}
 	if it.ID != r.self {
 		return djinn.Errorf(djinn.InvalidArgument, "own item service id %s: the lookup service's is %s", it.ID, r.self)
 	}
-	// item refuses the reserved id: check the rest under a stand-in.
-	standIn := djinn.ID{1}
-	if standIn == r.self {
-		standIn = djinn.ID{2}
-	}
-	st, err := r.lim.item(Item{ID: standIn, Ref: it.Ref, Types: it.Types, Entries: it.Entries}, r.self)
+	rec, err := r.lim.Record(it)
 	if err != nil {
 		return err
 	}
-	st.id = r.self
-	r.own = st
+	r.own = &item{Record: rec}
 	return nil
 }
 
 // Own returns the lookup service's own item, if set.
-func (r *Registry) Own() (Item, bool) {
+func (r *Registry) Own() (service.Item, bool) {
 	if r.own == nil {
-		return Item{}, false
+		return service.Item{}, false
 	}
-	return r.own.public(), true
+	return r.own.Item(), true
 }
 
 // Limits returns the registry's limits, defaults filled in.
-func (r *Registry) Limits() Limits { return r.lim }
+func (r *Registry) Limits() service.Limits { return r.lim }
 
 // Len returns the number of registered items and of watches.
 func (r *Registry) Len() (items, watches int) { return len(r.items), len(r.watches.all) }
@@ -122,7 +114,7 @@ func (r *Registry) Get(id djinn.ID) (Registration, error) {
 	if err != nil {
 		return Registration{}, err
 	}
-	return Registration{Item: it.public(), Lease: it.lease}, nil
+	return Registration{Item: it.Item(), Lease: it.lease}, nil
 }
 
 // Register registers item under lease, replacing the item registered with
@@ -136,16 +128,16 @@ func (r *Registry) Get(id djinn.ID) (Registration, error) {
 // identical re-registrations, as a MatchNoMatch then a NoMatchMatch; one
 // MatchMatch says the same without a moment in which the service seems
 // gone). It returns the events, in watch id order.
-func (r *Registry) Register(it Item, lease djinn.ID) ([]Event, error) {
-	st, err := r.lim.item(it, r.self)
+func (r *Registry) Register(it service.Item, lease djinn.ID) ([]Event, error) {
+	st, err := checkItem(r.lim, it, r.self)
 	if err != nil {
 		return nil, err
 	}
 	if lease.IsZero() {
-		return nil, djinn.Errorf(djinn.InvalidArgument, "item %s lease id %s: zero", st.id, lease)
+		return nil, djinn.Errorf(djinn.InvalidArgument, "item %s lease id %s: zero", st.ID(), lease)
 	}
 	st.lease = lease
-	old := r.items[st.id]
+	old := r.items[st.ID()]
 	if old != nil {
 		r.unindex(old)
 	}
@@ -155,9 +147,8 @@ func (r *Registry) Register(it Item, lease djinn.ID) ([]Event, error) {
 
 // put stores it and indexes it.
 func (r *Registry) put(it *item) {
-	it.entries = packEntries(it.entries)
-	r.items[it.id] = it
-	for _, t := range it.types {
+	r.items[it.ID()] = it
+	for _, t := range it.Types() {
 		r.byType.add(t, it)
 	}
 	r.indexEntries(it)
@@ -165,7 +156,7 @@ func (r *Registry) put(it *item) {
 
 // unindex takes it out of the indexes.
 func (r *Registry) unindex(it *item) {
-	for _, t := range it.types {
+	for _, t := range it.Types() {
 		r.byType.remove(t, it)
 	}
 	r.unindexEntries(it)
@@ -185,165 +176,46 @@ func (r *Registry) Remove(id djinn.ID) ([]Event, error) {
 }
 
 // AddAttributes adds entries to the item registered with id, dropping those
-// equal to an entry it has or to an earlier one (Jini's addAttributes).
-// On any error nothing changes. It returns the events the change causes,
-// none when nothing was added.
-func (r *Registry) AddAttributes(id djinn.ID, entries []Entry) ([]Event, error) {
-	it, err := r.find(id)
-	if err != nil {
-		return nil, err
-	}
-	add, err := r.lim.entries("added entries", entries)
-	if err != nil {
-		return nil, err
-	}
-	out := dedupe(append(slices.Clip(it.entries), add...))
-	return r.setEntries(it, out)
+// equal to an entry it has or to an earlier one (Jini's addAttributes;
+// service.Record.AddAttributes). On any error nothing changes. It returns
+// the events the change causes, none when nothing was added.
+func (r *Registry) AddAttributes(id djinn.ID, entries []service.Entry) ([]Event, error) {
+	return r.change(id, func(rec *service.Record) (service.Record, bool, error) { return rec.AddAttributes(r.lim, entries) })
 }
 
 // SetAttributes replaces the entries of the item registered with id, less
-// duplicates (Jini's setAttributes). On any error nothing changes. It
-// returns the events the change causes, none when the entries are the same.
-func (r *Registry) SetAttributes(id djinn.ID, entries []Entry) ([]Event, error) {
-	it, err := r.find(id)
-	if err != nil {
-		return nil, err
-	}
-	es, err := r.lim.entries("entries", entries)
-	if err != nil {
-		return nil, err
-	}
-	return r.setEntries(it, es)
+// duplicates (Jini's setAttributes; service.Record.SetAttributes). On any
+// error nothing changes. It returns the events the change causes, none
+// when the entries are the same.
+func (r *Registry) SetAttributes(id djinn.ID, entries []service.Entry) ([]Event, error) {
+	return r.change(id, func(rec *service.Record) (service.Record, bool, error) { return rec.SetAttributes(r.lim, entries) })
 }
 
 // ModifyAttributes changes the entries of the item registered with id that
-// match templates (Jini's modifyAttributes). templates and changes have the
-// same length. Every entry the item has is compared, as it was before the
-// call, with each template i; if it matches:
-//
-//   - if changes[i] is the zero Entry (Jini's null), the entry is deleted;
-//   - otherwise each field that changes[i] sets (non-null) is stored into
-//     the entry, added if the entry lacks it; changes[i]'s null fields and
-//     supertypes play no part. When several matching templates set the same
-//     field, the highest index wins.
-//
-// Duplicate entries that result are dropped. changes[i].Type must be
-// templates[i].Type or a supertype of it. The registry knows a type's
-// supertypes from the entries that carry it, so this is checked against
-// every entry of the item whose type chain holds templates[i].Type: the
-// change's type must come after it in that chain. When the item has no
-// entry of the template's type the call changes nothing for that index and
-// the type is not checked. On any error (bad arguments, a type mismatch, a
-// limit) nothing changes. It returns the events the change causes, none
-// when nothing changed.
-func (r *Registry) ModifyAttributes(id djinn.ID, templates []EntryTemplate, changes []Entry) ([]Event, error) {
+// match templates (Jini's modifyAttributes; service.Record.ModifyAttributes
+// has the rules). On any error (bad arguments, a type mismatch, a limit)
+// nothing changes. It returns the events the change causes, none when
+// nothing changed.
+func (r *Registry) ModifyAttributes(id djinn.ID, templates []service.EntryTemplate, changes []service.Entry) ([]Event, error) {
+	return r.change(id, func(rec *service.Record) (service.Record, bool, error) {
+		return rec.ModifyAttributes(r.lim, templates, changes)
+	})
+}
+
+// change gives the item registered with id the record op makes of its
+// own, if that differs, and returns the events.
+func (r *Registry) change(id djinn.ID, op func(*service.Record) (service.Record, bool, error)) ([]Event, error) {
 	it, err := r.find(id)
 	if err != nil {
 		return nil, err
 	}
-	if len(templates) != len(changes) {
-		return nil, djinn.Errorf(djinn.InvalidArgument, "modify attributes: %d templates and %d changes: want one change per template", len(templates), len(changes))
-	}
-	tmpls, size, err := r.lim.entryTemplates("templates", templates)
-	if err != nil {
+	next, changed, err := op(&it.Record)
+	if err != nil || !changed {
 		return nil, err
-	}
-	chs := make([]*entry, len(changes))
-	for i, c := range changes {
-		if c.Type == "" && len(c.Supertypes) == 0 && len(c.Fields) == 0 {
-			continue // deletion
-		}
-		e, n, err := r.lim.entry(c)
-		if err != nil {
-			return nil, wrap(err, "changes[%d]", i)
-		}
-		if size += n; size > r.lim.MaxAttributeBytes {
-			return nil, overLimit("templates and changes attribute bytes", size, "MaxAttributeBytes", r.lim.MaxAttributeBytes)
-		}
-		chs[i] = &e
-	}
-	for i, c := range chs {
-		if c == nil || c.types[0] == tmpls[i].typ {
-			continue
-		}
-		for j := range it.entries {
-			chain := it.entries[j].types
-			at := slices.Index(chain, tmpls[i].typ)
-			if at >= 0 && !slices.Contains(chain[at+1:], c.types[0]) {
-				return nil, djinn.Errorf(djinn.InvalidArgument, "changes[%d] type %q: neither the template's type %q nor a supertype of it (entry %d, type %q, has supertypes %q)",
-					i, clip(c.types[0].Value()), clip(tmpls[i].typ.Value()), j, clip(chain[0].Value()), strs(chain[1:]))
-			}
-		}
-	}
-	out := make([]entry, 0, len(it.entries))
-	var matched []int
-next:
-	for j := range it.entries {
-		e := &it.entries[j]
-		matched = matched[:0]
-		for i := range tmpls {
-			if tmpls[i].matches(e) {
-				if chs[i] == nil {
-					continue next
-				}
-				matched = append(matched, i)
-			}
-		}
-		ne := *e
-		for _, i := range matched {
-			ne.fields = setFields(ne.fields, chs[i].fields)
-		}
-		if len(ne.fields) > r.lim.MaxFields {
-			return nil, overLimit(fmt.Sprintf("entry %d (type %q) field count", j, clip(ne.types[0].Value())), len(ne.fields), "MaxFields", r.lim.MaxFields)
-		}
-		out = append(out, ne)
-	}
-	return r.setEntries(it, dedupe(out))
-}
-
-// setFields returns fs with the set fields of ch stored into it, as a new
-// slice if anything changes.
-func setFields(fs, ch []field) []field {
-	copied := false
-	for _, c := range ch {
-		if c.val.s == "" {
-			continue
-		}
-		i, found := slices.BinarySearchFunc(fs, c.name, func(f field, n name) int { return cmpName(f.name, n) })
-		if found && fs[i].val == c.val {
-			continue
-		}
-		if !copied {
-			fs = slices.Clone(fs)
-			copied = true
-		}
-		if found {
-			fs[i].val = c.val
-		} else {
-			fs = slices.Insert(fs, i, c)
-		}
-	}
-	return fs
-}
-
-// setEntries gives it entries es, if they differ from its own and fit the
-// limits, and returns the events.
-func (r *Registry) setEntries(it *item, es []entry) ([]Event, error) {
-	if len(es) > r.lim.MaxEntries {
-		return nil, overLimit(fmt.Sprintf("item %s entry count", it.id), len(es), "MaxEntries", r.lim.MaxEntries)
-	}
-	if n := entriesSize(es); n > r.lim.MaxAttributeBytes {
-		return nil, overLimit(fmt.Sprintf("item %s attribute bytes", it.id), n, "MaxAttributeBytes", r.lim.MaxAttributeBytes)
-	}
-	if entriesEqual(it.entries, es) {
-		return nil, nil
-	}
-	if len(es) == 0 {
-		es = nil
 	}
 	pre := *it
 	r.unindexEntries(it)
-	it.entries = packEntries(es)
+	it.Record = next
 	r.indexEntries(it)
 	return r.notify(&pre, it), nil
 }

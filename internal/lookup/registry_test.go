@@ -9,15 +9,16 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lookup"
+	"github.com/djinn-go/djinn/service"
 )
 
 func TestNew(t *testing.T) {
-	_, err := lookup.New(djinn.ID{}, lookup.Limits{})
+	_, err := lookup.New(djinn.ID{}, service.Limits{})
 	wantErr(t, err, djinn.InvalidArgument, "lookup service id")
-	_, err = lookup.New(self, lookup.Limits{MaxFields: -1})
+	_, err = lookup.New(self, service.Limits{MaxFields: -1})
 	wantErr(t, err, djinn.InvalidArgument, "MaxFields", "-1")
-	r := newRegistry(t, lookup.Limits{MaxTypes: 3})
-	lim := lookup.DefaultLimits()
+	r := newRegistry(t, service.Limits{MaxTypes: 3})
+	lim := service.DefaultLimits()
 	lim.MaxTypes = 3
 	if r.Limits() != lim {
 		t.Errorf("limits %+v, want %+v", r.Limits(), lim)
@@ -27,31 +28,30 @@ func TestNew(t *testing.T) {
 // TestRegister: the rules of registration (DESIGN.md 6: register an item
 // for a lease; the caller assigns ids; the registrar's own id is its own).
 func TestRegister(t *testing.T) {
-	mod := func(fn func(*lookup.Item)) lookup.Item { it := printer(); fn(&it); return it }
+	mod := func(fn func(*service.Item)) service.Item { it := printer(); fn(&it); return it }
 	for _, c := range []struct {
 		name  string
-		item  lookup.Item
+		item  service.Item
 		lease djinn.ID
 		kind  djinn.Kind
 		names []string
 	}{
 		{"6/a new item is registered", printer(), lid(1), "", nil},
-		{"6/zero id refused: the caller assigns ids", mod(func(it *lookup.Item) { it.ID = djinn.ID{} }), lid(1), djinn.InvalidArgument, []string{"service id 0000", "zero"}},
-		{"6/the registrar's own id refused", mod(func(it *lookup.Item) { it.ID = self }), lid(1), djinn.InvalidArgument, []string{self.String(), "own id"}},
+		{"6/zero id refused: the caller assigns ids", mod(func(it *service.Item) { it.ID = djinn.ID{} }), lid(1), djinn.InvalidArgument, []string{"service id 0000", "zero"}},
+		{"6/the registrar's own id refused", mod(func(it *service.Item) { it.ID = self }), lid(1), djinn.InvalidArgument, []string{self.String(), "own id"}},
 		{"6/zero lease id refused", printer(), djinn.ID{}, djinn.InvalidArgument, []string{"lease id"}},
-		{"6/a missing service reference refused", mod(func(it *lookup.Item) { it.Ref = nil }), lid(1), djinn.InvalidArgument, []string{"service reference"}},
-		{"6/an empty service type refused", mod(func(it *lookup.Item) { it.Types = []string{"A", ""} }), lid(1), djinn.InvalidArgument, []string{"types[1]", `""`}},
-		{"6/a service type that is not UTF-8 refused", mod(func(it *lookup.Item) { it.Types = []string{"\xff"} }), lid(1), djinn.InvalidArgument, []string{"UTF-8"}},
-		{"6/an empty entry type refused", mod(func(it *lookup.Item) { it.Entries[1].Type = "" }), lid(1), djinn.InvalidArgument, []string{"entries[1] type"}},
-		{"6/an empty supertype refused", mod(func(it *lookup.Item) { it.Entries[0].Supertypes = []string{""} }), lid(1), djinn.InvalidArgument, []string{"supertype 0"}},
-		{"6/a supertype repeating the chain refused", mod(func(it *lookup.Item) { it.Entries[2].Supertypes = []string{"Name", "ColorName"} }), lid(1), djinn.InvalidArgument, []string{`"ColorName"`, "chain"}},
-		{"6/a field named twice refused", mod(func(it *lookup.Item) { it.Entries[1].Fields = append(it.Entries[1].Fields, f("room", nil)) }), lid(1), djinn.InvalidArgument, []string{`"room"`, "twice"}},
-		{"6/an empty field name refused", mod(func(it *lookup.Item) { it.Entries[0].Fields = []lookup.Field{f("", str("x"))} }), lid(1), djinn.InvalidArgument, []string{"field 0 name"}},
-		{"6/the zero Value refused", mod(func(it *lookup.Item) { it.Entries[0].Fields = []lookup.Field{f("name", &lookup.Value{})} }), lid(1), djinn.InvalidArgument, []string{`"name"`, "invalid"}},
-		{"6/a string value that is not UTF-8 refused", mod(func(it *lookup.Item) { it.Entries[0].Fields = []lookup.Field{f("name", str("\xc3"))} }), lid(1), djinn.InvalidArgument, []string{`"name"`, "UTF-8"}},
+		{"6/a missing service reference refused", mod(func(it *service.Item) { it.Service = nil }), lid(1), djinn.InvalidArgument, []string{"service reference"}},
+		{"6/an empty service type refused", mod(func(it *service.Item) { it.Types = []string{"A", ""} }), lid(1), djinn.InvalidArgument, []string{"types[1]", `""`}},
+		{"6/a service type that is not UTF-8 refused", mod(func(it *service.Item) { it.Types = []string{"\xff"} }), lid(1), djinn.InvalidArgument, []string{"UTF-8"}},
+		{"6/an empty entry type refused", mod(func(it *service.Item) { it.Entries[1].Type = "" }), lid(1), djinn.InvalidArgument, []string{"entries[1] type"}},
+		{"6/an empty supertype refused", mod(func(it *service.Item) { it.Entries[0].Supertypes = []string{""} }), lid(1), djinn.InvalidArgument, []string{"supertype 0"}},
+		{"6/a supertype repeating the chain refused", mod(func(it *service.Item) { it.Entries[2].Supertypes = []string{"Name", "ColorName"} }), lid(1), djinn.InvalidArgument, []string{`"ColorName"`, "chain"}},
+		{"6/a field named twice refused", mod(func(it *service.Item) { it.Entries[1].Fields = append(it.Entries[1].Fields, f("room", null)) }), lid(1), djinn.InvalidArgument, []string{`"room"`, "twice"}},
+		{"6/an empty field name refused", mod(func(it *service.Item) { it.Entries[0].Fields = []service.Field{f("", str("x"))} }), lid(1), djinn.InvalidArgument, []string{"field 0 name"}},
+		{"6/a string value that is not UTF-8 refused", mod(func(it *service.Item) { it.Entries[0].Fields = []service.Field{f("name", str("\xc3"))} }), lid(1), djinn.InvalidArgument, []string{`"name"`, "UTF-8"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := newRegistry(t, lookup.Limits{})
+			r := newRegistry(t, service.Limits{})
 			_, err := r.Register(c.item, c.lease)
 			if c.kind == "" {
 				if err != nil {
@@ -74,24 +74,24 @@ func TestRegister(t *testing.T) {
 // duplicate entries dropped (Jini), fields sorted by name; the caller's
 // slices are not kept.
 func TestRegisterStoresCanonicalForm(t *testing.T) {
-	r := newRegistry(t, lookup.Limits{})
+	r := newRegistry(t, service.Limits{})
 	it := printer()
 	it.Types = []string{"Printer", "Object", "Printer"}
-	it.Entries = append(it.Entries, lookup.Entry{Type: "Location", Supertypes: []string{"Entry"},
-		Fields: []lookup.Field{f("room", str("301")), f("building", nil), f("floor", i64(3))}})
+	it.Entries = append(it.Entries, service.Entry{Type: "Location", Supertypes: []string{"Entry"},
+		Fields: []service.Field{f("room", str("301")), f("building", null), f("floor", i64(3))}})
 	ok(t)(r.Register(it, lid(1)))
-	it.Ref[0] = 'X'
+	it.Service[0] = 'X'
 	it.Entries[0].Fields[0].Value = str("changed")
 	got, err := r.Get(sid(1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := lookup.Registration{Lease: lid(1), Item: lookup.Item{
-		ID: sid(1), Ref: []byte("ref-printer"), Types: []string{"Object", "Printer"},
-		Entries: []lookup.Entry{
-			{Type: "Name", Supertypes: []string{"Entry"}, Fields: []lookup.Field{f("name", str("laser"))}},
-			{Type: "Location", Supertypes: []string{"Entry"}, Fields: []lookup.Field{f("building", nil), f("floor", i64(3)), f("room", str("301"))}},
-			{Type: "ColorName", Supertypes: []string{"Name", "Entry"}, Fields: []lookup.Field{f("name", str("red")), f("shade", str("dark"))}},
+	want := lookup.Registration{Lease: lid(1), Item: service.Item{
+		ID: sid(1), Service: []byte("ref-printer"), Types: []string{"Object", "Printer"},
+		Entries: []service.Entry{
+			{Type: "Name", Supertypes: []string{"Entry"}, Fields: []service.Field{f("name", str("laser"))}},
+			{Type: "Location", Supertypes: []string{"Entry"}, Fields: []service.Field{f("building", null), f("floor", i64(3)), f("room", str("301"))}},
+			{Type: "ColorName", Supertypes: []string{"Name", "Entry"}, Fields: []service.Field{f("name", str("red")), f("shade", str("dark"))}},
 		}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("stored\n%+v\nwant\n%+v", got, want)
@@ -101,7 +101,7 @@ func TestRegisterStoresCanonicalForm(t *testing.T) {
 // TestRegisterReplaces: registering an id again replaces the item and keeps
 // one registration, under the new lease (DESIGN.md 6, Reggie).
 func TestRegisterReplaces(t *testing.T) {
-	r := newRegistry(t, lookup.Limits{})
+	r := newRegistry(t, service.Limits{})
 	ok(t)(r.Register(printer(), lid(1)))
 	it := printer()
 	it.Types = []string{"Scanner"}
@@ -115,16 +115,16 @@ func TestRegisterReplaces(t *testing.T) {
 		t.Fatalf("got %+v", got)
 	}
 	// The type index followed: the old type finds nothing.
-	if n, _, _ := r.Lookup(lookup.Template{Types: []string{"Printer"}}, 0); n != 0 {
+	if n, _, _ := r.Lookup(service.Template{Types: []string{"Printer"}}, 0); n != 0 {
 		t.Fatal("found under its old type")
 	}
-	if n, _, _ := r.Lookup(lookup.Template{Types: []string{"Scanner"}}, 0); n != 1 {
+	if n, _, _ := r.Lookup(service.Template{Types: []string{"Scanner"}}, 0); n != 1 {
 		t.Fatal("not found under its new type")
 	}
 }
 
 func TestRemoveAndGet(t *testing.T) {
-	r := newRegistry(t, lookup.Limits{})
+	r := newRegistry(t, service.Limits{})
 	ok(t)(r.Register(printer(), lid(1)))
 	ok(t)(r.Remove(sid(1)))
 	_, err := r.Get(sid(1))
@@ -135,13 +135,13 @@ func TestRemoveAndGet(t *testing.T) {
 	wantErr(t, err, djinn.InvalidArgument, "own id")
 	_, err = r.Get(djinn.ID{})
 	wantErr(t, err, djinn.InvalidArgument, "zero")
-	if n, _, _ := r.Lookup(lookup.Template{Types: []string{"Printer"}}, 0); n != 0 {
+	if n, _, _ := r.Lookup(service.Template{Types: []string{"Printer"}}, 0); n != 0 {
 		t.Fatal("a removed item is found")
 	}
 }
 
 // entriesOf returns the stored entries of the item with id.
-func entriesOf(t *testing.T, r *lookup.Registry, id djinn.ID) []lookup.Entry {
+func entriesOf(t *testing.T, r *lookup.Registry, id djinn.ID) []service.Entry {
 	t.Helper()
 	reg, err := r.Get(id)
 	if err != nil {
@@ -151,13 +151,13 @@ func entriesOf(t *testing.T, r *lookup.Registry, id djinn.ID) []lookup.Entry {
 }
 
 var (
-	nameLaser = lookup.Entry{Type: "Name", Supertypes: []string{"Entry"}, Fields: []lookup.Field{f("name", str("laser"))}}
-	location  = lookup.Entry{Type: "Location", Supertypes: []string{"Entry"}, Fields: []lookup.Field{f("building", nil), f("floor", i64(3)), f("room", str("301"))}}
-	colorRed  = lookup.Entry{Type: "ColorName", Supertypes: []string{"Name", "Entry"}, Fields: []lookup.Field{f("name", str("red")), f("shade", str("dark"))}}
-	address   = lookup.Entry{Type: "Address", Fields: []lookup.Field{f("street", str("Main"))}}
+	nameLaser = service.Entry{Type: "Name", Supertypes: []string{"Entry"}, Fields: []service.Field{f("name", str("laser"))}}
+	location  = service.Entry{Type: "Location", Supertypes: []string{"Entry"}, Fields: []service.Field{f("building", null), f("floor", i64(3)), f("room", str("301"))}}
+	colorRed  = service.Entry{Type: "ColorName", Supertypes: []string{"Name", "Entry"}, Fields: []service.Field{f("name", str("red")), f("shade", str("dark"))}}
+	address   = service.Entry{Type: "Address", Fields: []service.Field{f("street", str("Main"))}}
 )
 
-func entry(e lookup.Entry, fields ...lookup.Field) lookup.Entry {
+func entry(e service.Entry, fields ...service.Field) service.Entry {
 	e.Fields = fields
 	return e
 }
@@ -168,82 +168,82 @@ func entry(e lookup.Entry, fields ...lookup.Field) lookup.Entry {
 // changes nothing tells no watch.
 func TestAttributes(t *testing.T) {
 	type op func(r *lookup.Registry) ([]lookup.Event, error)
-	add := func(es ...lookup.Entry) op {
+	add := func(es ...service.Entry) op {
 		return func(r *lookup.Registry) ([]lookup.Event, error) { return r.AddAttributes(sid(1), es) }
 	}
-	set := func(es ...lookup.Entry) op {
+	set := func(es ...service.Entry) op {
 		return func(r *lookup.Registry) ([]lookup.Event, error) { return r.SetAttributes(sid(1), es) }
 	}
-	modify := func(tmpls []lookup.EntryTemplate, changes ...lookup.Entry) op {
+	modify := func(tmpls []service.EntryTemplate, changes ...service.Entry) op {
 		return func(r *lookup.Registry) ([]lookup.Event, error) { return r.ModifyAttributes(sid(1), tmpls, changes) }
 	}
-	tmpl := func(typ string, fields ...lookup.Field) lookup.EntryTemplate {
-		return lookup.EntryTemplate{Type: typ, Fields: fields}
+	tmpl := func(typ string, fields ...service.Field) service.EntryTemplate {
+		return service.EntryTemplate{Type: typ, Fields: fields}
 	}
-	tmpls := func(ts ...lookup.EntryTemplate) []lookup.EntryTemplate { return ts }
-	start := []lookup.Entry{nameLaser, location, colorRed}
+	tmpls := func(ts ...service.EntryTemplate) []service.EntryTemplate { return ts }
+	start := []service.Entry{nameLaser, location, colorRed}
 	for _, c := range []struct {
 		name  string
 		op    op
-		want  []lookup.Entry // nil with kind set: unchanged
+		want  []service.Entry // nil with kind set: unchanged
 		kind  djinn.Kind
 		names []string
 	}{
-		{"add/appends a new entry", add(address), []lookup.Entry{nameLaser, location, colorRed, address}, "", nil},
+		{"add/appends a new entry", add(address), []service.Entry{nameLaser, location, colorRed, address}, "", nil},
 		{"add/drops an entry equal to one the item has", add(location), start, "", nil},
-		{"add/equal whatever the field order", add(entry(location, f("room", str("301")), f("floor", i64(3)), f("building", nil))), start, "", nil},
-		{"add/drops duplicates within the call", add(address, address), []lookup.Entry{nameLaser, location, colorRed, address}, "", nil},
-		{"add/a null field makes a different entry", add(entry(address, f("street", nil))), []lookup.Entry{nameLaser, location, colorRed, entry(address, f("street", nil))}, "", nil},
+		{"add/equal whatever the field order", add(entry(location, f("room", str("301")), f("floor", i64(3)), f("building", null))), start, "", nil},
+		{"add/drops duplicates within the call", add(address, address), []service.Entry{nameLaser, location, colorRed, address}, "", nil},
+		{"add/a null field makes a different entry", add(entry(address, f("street", null))), []service.Entry{nameLaser, location, colorRed, entry(address, f("street", null))}, "", nil},
 		{"add/nothing to add", add(), start, "", nil},
-		{"add/a bad entry changes nothing", add(address, lookup.Entry{Type: ""}), nil, djinn.InvalidArgument, []string{"added entries[1] type"}},
+		{"add/a bad entry changes nothing", add(address, service.Entry{Type: ""}), nil, djinn.InvalidArgument, []string{"added entries[1] type"}},
 		{"add/unknown service", func(r *lookup.Registry) ([]lookup.Event, error) { return r.AddAttributes(sid(7), nil) }, nil, djinn.NoSuchObject, []string{sid(7).String()}},
 		{"add/the registrar's own id", func(r *lookup.Registry) ([]lookup.Event, error) { return r.AddAttributes(self, nil) }, nil, djinn.InvalidArgument, []string{"own id"}},
 
-		{"set/replaces every entry", set(address), []lookup.Entry{address}, "", nil},
-		{"set/drops duplicates", set(address, location, address), []lookup.Entry{address, location}, "", nil},
+		{"set/replaces every entry", set(address), []service.Entry{address}, "", nil},
+		{"set/drops duplicates", set(address, location, address), []service.Entry{address, location}, "", nil},
 		{"set/no entries", set(), nil, "", nil},
 		{"set/the same entries", set(nameLaser, location, colorRed), start, "", nil},
-		{"set/a bad entry changes nothing", set(address, entry(address, f("a", nil), f("a", nil))), nil, djinn.InvalidArgument, []string{"entries[1]", `"a"`, "twice"}},
+		{"set/a bad entry changes nothing", set(address, entry(address, f("a", null), f("a", null))), nil, djinn.InvalidArgument, []string{"entries[1]", `"a"`, "twice"}},
 		{"set/unknown service", func(r *lookup.Registry) ([]lookup.Event, error) { return r.SetAttributes(sid(7), nil) }, nil, djinn.NoSuchObject, []string{sid(7).String()}},
 
 		{"modify/sets a field of the matching entry", modify(tmpls(tmpl("Name", f("name", str("laser")))), entry(nameLaser, f("name", str("inkjet")))),
-			[]lookup.Entry{entry(nameLaser, f("name", str("inkjet"))), location, colorRed}, "", nil},
+			[]service.Entry{entry(nameLaser, f("name", str("inkjet"))), location, colorRed}, "", nil},
 		{"modify/matches subtypes' entries too", modify(tmpls(tmpl("Name")), entry(nameLaser, f("name", str("x")))),
-			[]lookup.Entry{entry(nameLaser, f("name", str("x"))), location, entry(colorRed, f("name", str("x")), f("shade", str("dark")))}, "", nil},
+			[]service.Entry{entry(nameLaser, f("name", str("x"))), location, entry(colorRed, f("name", str("x")), f("shade", str("dark")))}, "", nil},
 		{"modify/a change of a supertype of the template's type", modify(tmpls(tmpl("ColorName")), entry(nameLaser, f("name", str("blue")))),
-			[]lookup.Entry{nameLaser, location, entry(colorRed, f("name", str("blue")), f("shade", str("dark")))}, "", nil},
+			[]service.Entry{nameLaser, location, entry(colorRed, f("name", str("blue")), f("shade", str("dark")))}, "", nil},
 		{"modify/a change of a subtype of the template's type refused", modify(tmpls(tmpl("Name")), colorRed), nil, djinn.InvalidArgument, []string{"changes[0]", `"ColorName"`, `"Name"`}},
 		{"modify/a change of an unrelated type refused", modify(tmpls(tmpl("Location")), nameLaser), nil, djinn.InvalidArgument, []string{"changes[0]", `"Name"`, "supertype"}},
-		{"modify/a zero Entry deletes the matching entries", modify(tmpls(tmpl("Location")), lookup.Entry{}), []lookup.Entry{nameLaser, colorRed}, "", nil},
-		{"modify/deleting by a supertype deletes subtypes' entries", modify(tmpls(tmpl("Name")), lookup.Entry{}), []lookup.Entry{location}, "", nil},
-		{"modify/null fields of a change are left alone", modify(tmpls(tmpl("Location")), entry(location, f("floor", nil), f("room", str("302")))),
-			[]lookup.Entry{nameLaser, entry(location, f("building", nil), f("floor", i64(3)), f("room", str("302"))), colorRed}, "", nil},
+		{"modify/a zero Entry deletes the matching entries", modify(tmpls(tmpl("Location")), service.Entry{}), []service.Entry{nameLaser, colorRed}, "", nil},
+		{"modify/deleting by a supertype deletes subtypes' entries", modify(tmpls(tmpl("Name")), service.Entry{}), []service.Entry{location}, "", nil},
+		{"modify/null fields of a change are left alone", modify(tmpls(tmpl("Location")), entry(location, f("floor", null), f("room", str("302")))),
+			[]service.Entry{nameLaser, entry(location, f("building", null), f("floor", i64(3)), f("room", str("302"))), colorRed}, "", nil},
 		{"modify/a change sets a null field", modify(tmpls(tmpl("Location")), entry(location, f("building", str("B")))),
-			[]lookup.Entry{nameLaser, entry(location, f("building", str("B")), f("floor", i64(3)), f("room", str("301"))), colorRed}, "", nil},
+			[]service.Entry{nameLaser, entry(location, f("building", str("B")), f("floor", i64(3)), f("room", str("301"))), colorRed}, "", nil},
 		{"modify/a field the entry lacks is added", modify(tmpls(tmpl("Location")), entry(location, f("colour", str("grey")))),
-			[]lookup.Entry{nameLaser, entry(location, f("building", nil), f("colour", str("grey")), f("floor", i64(3)), f("room", str("301"))), colorRed}, "", nil},
+			[]service.Entry{nameLaser, entry(location, f("building", null), f("colour", str("grey")), f("floor", i64(3)), f("room", str("301"))), colorRed}, "", nil},
 		{"modify/duplicates that result are dropped", modify(tmpls(tmpl("ColorName")), entry(colorRed, f("name", str("laser")))),
-			[]lookup.Entry{nameLaser, location, entry(colorRed, f("name", str("laser")), f("shade", str("dark")))}, "", nil},
+			[]service.Entry{nameLaser, location, entry(colorRed, f("name", str("laser")), f("shade", str("dark")))}, "", nil},
 		{"modify/the highest index wins", modify(tmpls(tmpl("Location"), tmpl("Location")), entry(location, f("room", str("a"))), entry(location, f("room", str("b")))),
-			[]lookup.Entry{nameLaser, entry(location, f("building", nil), f("floor", i64(3)), f("room", str("b"))), colorRed}, "", nil},
+			[]service.Entry{nameLaser, entry(location, f("building", null), f("floor", i64(3)), f("room", str("b"))), colorRed}, "", nil},
 		{"modify/templates match the entries as they were", modify(tmpls(tmpl("Location", f("room", str("301"))), tmpl("Location", f("room", str("a")))),
 			entry(location, f("room", str("a"))), entry(location, f("floor", i64(9)))),
-			[]lookup.Entry{nameLaser, entry(location, f("building", nil), f("floor", i64(3)), f("room", str("a"))), colorRed}, "", nil},
-		{"modify/each change is checked against its own template", modify(tmpls(tmpl("Location"), tmpl("Entry")), lookup.Entry{}, entry(location, f("room", str("b")))),
+			[]service.Entry{nameLaser, entry(location, f("building", null), f("floor", i64(3)), f("room", str("a"))), colorRed}, "", nil},
+		{"modify/each change is checked against its own template", modify(tmpls(tmpl("Location"), tmpl("Entry")), service.Entry{}, entry(location, f("room", str("b")))),
 			nil, djinn.InvalidArgument, []string{"changes[1]"}},
-		{"modify/a deletion wins over an update of the same type", modify(tmpls(tmpl("Location"), tmpl("Location")), entry(location, f("room", str("b"))), lookup.Entry{}),
-			[]lookup.Entry{nameLaser, colorRed}, "", nil},
-		{"modify/matching nothing changes nothing", modify(tmpls(tmpl("Location", f("floor", i64(9)))), lookup.Entry{}), start, "", nil},
+		{"modify/a deletion wins over an update of the same type", modify(tmpls(tmpl("Location"), tmpl("Location")), entry(location, f("room", str("b"))), service.Entry{}),
+			[]service.Entry{nameLaser, colorRed}, "", nil},
+		{"modify/matching nothing changes nothing", modify(tmpls(tmpl("Location", f("floor", i64(9)))), service.Entry{}), start, "", nil},
 		{"modify/a type the item has no entry of is not checked", modify(tmpls(tmpl("Address")), nameLaser), start, "", nil},
-		{"modify/lengths differ", modify(tmpls(tmpl("Location")), lookup.Entry{}, lookup.Entry{}), nil, djinn.InvalidArgument, []string{"1 templates and 2 changes"}},
-		{"modify/a change with fields but no type", modify(tmpls(tmpl("Location")), lookup.Entry{Fields: []lookup.Field{f("room", str("x"))}}), nil, djinn.InvalidArgument, []string{"changes[0] type"}},
-		{"modify/a bad template", modify(tmpls(tmpl("")), lookup.Entry{}), nil, djinn.InvalidArgument, []string{"templates[0] type"}},
+		{"modify/lengths differ", modify(tmpls(tmpl("Location")), service.Entry{}, service.Entry{}), nil, djinn.InvalidArgument, []string{"1 templates and 2 changes"}},
+		{"modify/a change with fields but no type", modify(tmpls(tmpl("Location")), service.Entry{Fields: []service.Field{f("room", str("x"))}}), nil, djinn.InvalidArgument, []string{"changes[0] type"}},
+		{"modify/a bad template", modify(tmpls(tmpl("")), service.Entry{}), nil, djinn.InvalidArgument, []string{"templates[0] type"}},
 		{"modify/unknown service", func(r *lookup.Registry) ([]lookup.Event, error) { return r.ModifyAttributes(sid(7), nil, nil) }, nil, djinn.NoSuchObject, []string{sid(7).String()}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := newRegistry(t, lookup.Limits{})
+			r := newRegistry(t, service.Limits{})
 			ok(t)(r.Register(printer(), lid(1)))
-			if err := r.AddWatch(wid(1), lookup.Template{}, lookup.AllTransitions); err != nil {
+			if err := r.AddWatch(wid(1), service.Template{}, lookup.AllTransitions); err != nil {
 				t.Fatal(err)
 			}
 			before := entriesOf(t, r, sid(1))
@@ -271,12 +271,12 @@ func TestAttributes(t *testing.T) {
 }
 
 func TestLookupCountAndMax(t *testing.T) {
-	r := newRegistry(t, lookup.Limits{})
+	r := newRegistry(t, service.Limits{})
 	for _, b := range []byte{5, 3, 9, 1, 7} {
-		ok(t)(r.Register(lookup.Item{ID: sid(b), Ref: []byte{b}, Types: []string{"A"}}, lid(b)))
+		ok(t)(r.Register(service.Item{ID: sid(b), Service: []byte{b}, Types: []string{"A"}}, lid(b)))
 	}
-	ok(t)(r.Register(lookup.Item{ID: sid(2), Ref: []byte{2}, Types: []string{"B"}}, lid(2)))
-	ids := func(items []lookup.Item) (out []byte) {
+	ok(t)(r.Register(service.Item{ID: sid(2), Service: []byte{2}, Types: []string{"B"}}, lid(2)))
+	ids := func(items []service.Item) (out []byte) {
 		for _, it := range items {
 			out = append(out, it.ID[1])
 		}
@@ -284,19 +284,19 @@ func TestLookupCountAndMax(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name  string
-		tmpl  lookup.Template
+		tmpl  service.Template
 		max   int
 		total int
 		ids   []byte
 	}{
-		{"6/max below the count: the first by id", lookup.Template{Types: []string{"A"}}, 2, 5, []byte{1, 3}},
-		{"6/max 0 only counts", lookup.Template{Types: []string{"A"}}, 0, 5, nil},
-		{"6/max above the count", lookup.Template{Types: []string{"A"}}, 100, 5, []byte{1, 3, 5, 7, 9}},
-		{"6/every item", lookup.Template{}, 3, 6, []byte{1, 2, 3}},
-		{"6/by id", lookup.Template{ID: idp(sid(7))}, 1, 1, []byte{7}},
-		{"6/by id and another type", lookup.Template{ID: idp(sid(7)), Types: []string{"B"}}, 1, 0, nil},
-		{"6/no match", lookup.Template{Types: []string{"A", "B"}}, 1, 0, nil},
-		{"6/a type nobody has", lookup.Template{Types: []string{"C"}}, 1, 0, nil},
+		{"6/max below the count: the first by id", service.Template{Types: []string{"A"}}, 2, 5, []byte{1, 3}},
+		{"6/max 0 only counts", service.Template{Types: []string{"A"}}, 0, 5, nil},
+		{"6/max above the count", service.Template{Types: []string{"A"}}, 100, 5, []byte{1, 3, 5, 7, 9}},
+		{"6/every item", service.Template{}, 3, 6, []byte{1, 2, 3}},
+		{"6/by id", service.Template{ID: idp(sid(7))}, 1, 1, []byte{7}},
+		{"6/by id and another type", service.Template{ID: idp(sid(7)), Types: []string{"B"}}, 1, 0, nil},
+		{"6/no match", service.Template{Types: []string{"A", "B"}}, 1, 0, nil},
+		{"6/a type nobody has", service.Template{Types: []string{"C"}}, 1, 0, nil},
 	} {
 		total, items, err := r.Lookup(c.tmpl, c.max)
 		if err != nil {
@@ -306,24 +306,24 @@ func TestLookupCountAndMax(t *testing.T) {
 			t.Errorf("%s: %d %v, want %d %v", c.name, total, ids(items), c.total, c.ids)
 		}
 	}
-	_, _, err := r.Lookup(lookup.Template{}, -1)
+	_, _, err := r.Lookup(service.Template{}, -1)
 	wantErr(t, err, djinn.InvalidArgument, "max -1")
-	_, _, err = r.Lookup(lookup.Template{ID: &djinn.ID{}}, 1)
+	_, _, err = r.Lookup(service.Template{ID: &djinn.ID{}}, 1)
 	wantErr(t, err, djinn.InvalidArgument, "template service id")
-	_, _, err = r.Lookup(lookup.Template{Entries: []lookup.EntryTemplate{{Type: "X", Fields: []lookup.Field{f("a", nil), f("a", str("x"))}}}}, 1)
+	_, _, err = r.Lookup(service.Template{Entries: []service.EntryTemplate{{Type: "X", Fields: []service.Field{f("a", null), f("a", str("x"))}}}}, 1)
 	wantErr(t, err, djinn.InvalidArgument, `"a"`, "twice")
 }
 
 // browsing is a registry of three items for the browsing tests.
 func browsing(t *testing.T) *lookup.Registry {
-	r := newRegistry(t, lookup.Limits{})
+	r := newRegistry(t, service.Limits{})
 	ok(t)(r.Register(printer(), lid(1)))
-	ok(t)(r.Register(lookup.Item{ID: sid(2), Ref: []byte("2"), Types: []string{"Printer", "Object", "net.Fax"}, Entries: []lookup.Entry{
+	ok(t)(r.Register(service.Item{ID: sid(2), Service: []byte("2"), Types: []string{"Printer", "Object", "net.Fax"}, Entries: []service.Entry{
 		entry(nameLaser, f("name", str("b"))),
 		entry(location, f("floor", i64(1))),
-		{Type: "Name", Supertypes: []string{"Base"}, Fields: []lookup.Field{f("name", str("odd"))}},
+		{Type: "Name", Supertypes: []string{"Base"}, Fields: []service.Field{f("name", str("odd"))}},
 	}}, lid(2)))
-	ok(t)(r.Register(lookup.Item{ID: sid(3), Ref: []byte("3"), Types: []string{"net.Clock"}, Entries: []lookup.Entry{address}}, lid(3)))
+	ok(t)(r.Register(service.Item{ID: sid(3), Service: []byte("3"), Types: []string{"net.Clock"}, Entries: []service.Entry{address}}, lid(3)))
 	return r
 }
 
@@ -331,17 +331,17 @@ func TestEntryTypes(t *testing.T) {
 	r := browsing(t)
 	for _, c := range []struct {
 		name string
-		tmpl lookup.Template
-		want []lookup.EntryType
+		tmpl service.Template
+		want []service.EntryType
 	}{
-		{"6/every item's entry types, sorted", lookup.Template{}, []lookup.EntryType{
+		{"6/every item's entry types, sorted", service.Template{}, []service.EntryType{
 			{Type: "Address"}, {Type: "ColorName", Supertypes: []string{"Name", "Entry"}},
 			{Type: "Location", Supertypes: []string{"Entry"}},
 			{Type: "Name", Supertypes: []string{"Base"}}, {Type: "Name", Supertypes: []string{"Entry"}}}},
-		{"6/of the matching items only", lookup.Template{Types: []string{"net.Clock"}}, []lookup.EntryType{{Type: "Address"}}},
-		{"6/entry templates select items, not entries", lookup.Template{Entries: []lookup.EntryTemplate{{Type: "Name", Fields: []lookup.Field{f("name", str("odd"))}}}}, []lookup.EntryType{
+		{"6/of the matching items only", service.Template{Types: []string{"net.Clock"}}, []service.EntryType{{Type: "Address"}}},
+		{"6/entry templates select items, not entries", service.Template{Entries: []service.EntryTemplate{{Type: "Name", Fields: []service.Field{f("name", str("odd"))}}}}, []service.EntryType{
 			{Type: "Location", Supertypes: []string{"Entry"}}, {Type: "Name", Supertypes: []string{"Base"}}, {Type: "Name", Supertypes: []string{"Entry"}}}},
-		{"6/no matching item", lookup.Template{Types: []string{"Nothing"}}, nil},
+		{"6/no matching item", service.Template{Types: []string{"Nothing"}}, nil},
 	} {
 		got, err := r.EntryTypes(c.tmpl)
 		if err != nil {
@@ -351,27 +351,27 @@ func TestEntryTypes(t *testing.T) {
 			t.Errorf("%s:\n%+v\nwant\n%+v", c.name, got, c.want)
 		}
 	}
-	_, err := r.EntryTypes(lookup.Template{Types: []string{""}})
+	_, err := r.EntryTypes(service.Template{Types: []string{""}})
 	wantErr(t, err, djinn.InvalidArgument, "template types[0]")
 }
 
 func TestFieldValues(t *testing.T) {
 	r := browsing(t)
-	ok(t)(r.Register(lookup.Item{ID: sid(4), Ref: []byte("4"), Entries: []lookup.Entry{entry(nameLaser, f("name", nil))}}, lid(4)))
-	names := lookup.Template{Entries: []lookup.EntryTemplate{{Type: "Name"}}}
+	ok(t)(r.Register(service.Item{ID: sid(4), Service: []byte("4"), Entries: []service.Entry{entry(nameLaser, f("name", null))}}, lid(4)))
+	names := service.Template{Entries: []service.EntryTemplate{{Type: "Name"}}}
 	for _, c := range []struct {
 		name  string
-		tmpl  lookup.Template
+		tmpl  service.Template
 		set   int
 		field string
-		want  []*lookup.Value
+		want  []service.Value
 	}{
-		{"6/distinct values, null first, then sorted", names, 0, "name", []*lookup.Value{nil, str("b"), str("laser"), str("odd"), str("red")}},
-		{"6/only of the entries matching the set's template", lookup.Template{Entries: []lookup.EntryTemplate{{Type: "ColorName"}}}, 0, "name", []*lookup.Value{str("red")}},
-		{"6/entries lacking the field give nothing", names, 0, "shade", []*lookup.Value{str("dark")}},
+		{"6/distinct values, null first, then sorted", names, 0, "name", []service.Value{null, str("b"), str("laser"), str("odd"), str("red")}},
+		{"6/only of the entries matching the set's template", service.Template{Entries: []service.EntryTemplate{{Type: "ColorName"}}}, 0, "name", []service.Value{str("red")}},
+		{"6/entries lacking the field give nothing", names, 0, "shade", []service.Value{str("dark")}},
 		{"6/a field no entry has", names, 0, "nothing", nil},
-		{"6/of the matching items only", lookup.Template{Types: []string{"net.Fax"}, Entries: []lookup.EntryTemplate{{Type: "Name"}}}, 0, "name", []*lookup.Value{str("b"), str("odd")}},
-		{"6/the second set index", lookup.Template{Entries: []lookup.EntryTemplate{{Type: "Name"}, {Type: "Location"}}}, 1, "floor", []*lookup.Value{i64(1), i64(3)}},
+		{"6/of the matching items only", service.Template{Types: []string{"net.Fax"}, Entries: []service.EntryTemplate{{Type: "Name"}}}, 0, "name", []service.Value{str("b"), str("odd")}},
+		{"6/the second set index", service.Template{Entries: []service.EntryTemplate{{Type: "Name"}, {Type: "Location"}}}, 1, "floor", []service.Value{i64(1), i64(3)}},
 	} {
 		got, err := r.FieldValues(c.tmpl, c.set, c.field)
 		if err != nil {
@@ -393,15 +393,15 @@ func TestServiceTypes(t *testing.T) {
 	r := browsing(t)
 	for _, c := range []struct {
 		name   string
-		tmpl   lookup.Template
+		tmpl   service.Template
 		prefix string
 		want   []string
 	}{
-		{"6/every type of every item, sorted", lookup.Template{}, "", []string{"Object", "Printer", "net.Clock", "net.Fax"}},
-		{"6/with a prefix", lookup.Template{}, "net.", []string{"net.Clock", "net.Fax"}},
-		{"6/of the matching items", lookup.Template{Types: []string{"Printer"}}, "", []string{"Object", "Printer", "net.Fax"}},
-		{"6/of items matching entries", lookup.Template{Entries: []lookup.EntryTemplate{{Type: "Address"}}}, "", []string{"net.Clock"}},
-		{"6/no type with the prefix", lookup.Template{}, "zz", nil},
+		{"6/every type of every item, sorted", service.Template{}, "", []string{"Object", "Printer", "net.Clock", "net.Fax"}},
+		{"6/with a prefix", service.Template{}, "net.", []string{"net.Clock", "net.Fax"}},
+		{"6/of the matching items, the template's own types left out", service.Template{Types: []string{"Printer"}}, "", []string{"Object", "net.Fax"}},
+		{"6/of items matching entries", service.Template{Entries: []service.EntryTemplate{{Type: "Address"}}}, "", []string{"net.Clock"}},
+		{"6/no type with the prefix", service.Template{}, "zz", nil},
 	} {
 		got, err := r.ServiceTypes(c.tmpl, c.prefix)
 		if err != nil {
@@ -411,18 +411,58 @@ func TestServiceTypes(t *testing.T) {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
-	_, err := r.ServiceTypes(lookup.Template{}, strings.Repeat("x", 300))
+	_, err := r.ServiceTypes(service.Template{}, strings.Repeat("x", 300))
 	wantErr(t, err, djinn.ResourceExhausted, "MaxNameLen", "300")
+}
+
+// TestServiceTypesHierarchy is Jini's getServiceTypes on items that
+// declare their type hierarchy: for each matching item, its most specific
+// types that are neither a template type nor a supertype of one, or where
+// such a type lacks the prefix, its nearest supertypes that have it.
+func TestServiceTypesHierarchy(t *testing.T) {
+	// The issue's example: a Laser, which is a Printer, found by Printer.
+	r := newRegistry(t, service.Limits{})
+	laser := service.Item{ID: sid(1), Service: []byte("1"), Types: []string{"Laser"},
+		Supertypes: map[string][]string{"Laser": {"Printer"}, "Printer": {"Device"}}}
+	ok(t)(r.Register(laser, lid(1)))
+	if got, err := r.ServiceTypes(service.Template{Types: []string{"Printer"}}, ""); err != nil || !reflect.DeepEqual(got, []string{"Laser"}) {
+		t.Errorf("a Laser found as a Printer: service types %v, %v; want [Laser] alone", got, err)
+	}
+
+	ok(t)(r.Register(service.Item{ID: sid(2), Service: []byte("2"), Types: []string{"Scanner"}, Supertypes: map[string][]string{"Scanner": {"Device"}}}, lid(2)))
+	ok(t)(r.Register(service.Item{ID: sid(3), Service: []byte("3"), Types: []string{"Printer", "Fax"}}, lid(3))) // flat
+	ok(t)(r.Register(service.Item{ID: sid(4), Service: []byte("4"), Types: []string{"ColorLaser"},
+		Supertypes: map[string][]string{"ColorLaser": {"Laser"}, "Laser": {"Printer"}, "Printer": {"Device"}}}, lid(4)))
+	for _, c := range []struct {
+		name   string
+		types  []string
+		prefix string
+		want   []string
+	}{
+		{"getServiceTypes/the most specific types of each item", nil, "", []string{"ColorLaser", "Fax", "Laser", "Printer", "Scanner"}},
+		{"getServiceTypes/a type equal to a template type left out", []string{"Printer"}, "", []string{"ColorLaser", "Fax", "Laser"}},
+		{"getServiceTypes/supertypes of a template type left out", []string{"Laser"}, "", []string{"ColorLaser"}},
+		{"getServiceTypes/the template's type itself left out", []string{"ColorLaser"}, "", nil},
+		{"getServiceTypes/prefix: a type without it gives way to its supertypes, each reported once", nil, "Dev", []string{"Device"}},
+		{"getServiceTypes/prefix: never a supertype of a template type", []string{"Printer"}, "Dev", nil},
+		{"getServiceTypes/prefix on the most specific type", nil, "Col", []string{"ColorLaser"}},
+		{"getServiceTypes/a flat item: all its types but the template's", []string{"Fax"}, "", []string{"Printer"}},
+	} {
+		got, err := r.ServiceTypes(service.Template{Types: c.types}, c.prefix)
+		if err != nil || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %v, %v; want %v", c.name, got, err, c.want)
+		}
+	}
 }
 
 // TestLookupOne: the one-item lookup counts every match and returns one of
 // them, each with the chance intn gives it, without collecting them.
 func TestLookupOne(t *testing.T) {
-	r := newRegistry(t, lookup.Limits{})
+	r := newRegistry(t, service.Limits{})
 	for _, b := range []byte{5, 3, 9} {
-		ok(t)(r.Register(lookup.Item{ID: sid(b), Ref: []byte{b}, Types: []string{"A"}}, lid(b)))
+		ok(t)(r.Register(service.Item{ID: sid(b), Service: []byte{b}, Types: []string{"A"}}, lid(b)))
 	}
-	total, one, err := r.LookupOne(lookup.Template{Types: []string{"B"}}, func(int) int { return 0 })
+	total, one, err := r.LookupOne(service.Template{Types: []string{"B"}}, func(int) int { return 0 })
 	if err != nil || total != 0 || one != nil {
 		t.Errorf("no match: %d %v %v", total, one, err)
 	}
@@ -432,7 +472,7 @@ func TestLookupOne(t *testing.T) {
 	seen := map[byte]bool{}
 	for range 300 {
 		var calls []int
-		total, one, err := r.LookupOne(lookup.Template{Types: []string{"A"}}, func(n int) int {
+		total, one, err := r.LookupOne(service.Template{Types: []string{"A"}}, func(n int) int {
 			calls = append(calls, n)
 			return rand.IntN(n)
 		})
@@ -444,7 +484,7 @@ func TestLookupOne(t *testing.T) {
 	if len(seen) != 3 {
 		t.Errorf("picks %v: want each of the three matches once", seen)
 	}
-	_, _, err = r.LookupOne(lookup.Template{ID: &djinn.ID{}}, func(int) int { return 0 })
+	_, _, err = r.LookupOne(service.Template{ID: &djinn.ID{}}, func(int) int { return 0 })
 	wantErr(t, err, djinn.InvalidArgument, "template service id")
 }
 
@@ -453,11 +493,11 @@ func TestLookupOne(t *testing.T) {
 // modified, replaced) and stop finding them once the entries change or
 // the item goes.
 func TestLookupByEntryIndex(t *testing.T) {
-	r := newRegistry(t, lookup.Limits{})
+	r := newRegistry(t, service.Limits{})
 	ok(t)(r.Register(printer(), lid(1)))
-	find := func(et lookup.EntryTemplate) []byte {
+	find := func(et service.EntryTemplate) []byte {
 		t.Helper()
-		_, items, err := r.Lookup(lookup.Template{Entries: []lookup.EntryTemplate{et}}, 10)
+		_, items, err := r.Lookup(service.Template{Entries: []service.EntryTemplate{et}}, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -467,10 +507,10 @@ func TestLookupByEntryIndex(t *testing.T) {
 		}
 		return out
 	}
-	name := func(v string) lookup.EntryTemplate {
-		return lookup.EntryTemplate{Type: "Name", Fields: []lookup.Field{f("name", str(v))}}
+	name := func(v string) service.EntryTemplate {
+		return service.EntryTemplate{Type: "Name", Fields: []service.Field{f("name", str(v))}}
 	}
-	check := func(what string, et lookup.EntryTemplate, want ...byte) {
+	check := func(what string, et service.EntryTemplate, want ...byte) {
 		t.Helper()
 		if got := find(et); !slices.Equal(got, want) {
 			t.Errorf("%s: found %v, want %v", what, got, want)
@@ -478,66 +518,66 @@ func TestLookupByEntryIndex(t *testing.T) {
 	}
 	check("registered field", name("laser"), 1)
 	check("a subtype's field", name("red"), 1)
-	check("supertype only", lookup.EntryTemplate{Type: "Entry"}, 1)
-	check("null field", lookup.EntryTemplate{Type: "Location", Fields: []lookup.Field{f("building", nil)}}, 1)
-	check("value of another field", lookup.EntryTemplate{Type: "Location", Fields: []lookup.Field{f("room", i64(3))}})
+	check("supertype only", service.EntryTemplate{Type: "Entry"}, 1)
+	check("null field", service.EntryTemplate{Type: "Location", Fields: []service.Field{f("building", null)}}, 1)
+	check("value of another field", service.EntryTemplate{Type: "Location", Fields: []service.Field{f("room", i64(3))}})
 
-	ok(t)(r.AddAttributes(sid(1), []lookup.Entry{{Type: "Name", Fields: []lookup.Field{f("name", str("added"))}}}))
+	ok(t)(r.AddAttributes(sid(1), []service.Entry{{Type: "Name", Fields: []service.Field{f("name", str("added"))}}}))
 	check("added", name("added"), 1)
-	ok(t)(r.ModifyAttributes(sid(1), []lookup.EntryTemplate{name("added")}, []lookup.Entry{{Type: "Name", Fields: []lookup.Field{f("name", str("modified"))}}}))
+	ok(t)(r.ModifyAttributes(sid(1), []service.EntryTemplate{name("added")}, []service.Entry{{Type: "Name", Fields: []service.Field{f("name", str("modified"))}}}))
 	check("modified away", name("added"))
 	check("modified to", name("modified"), 1)
-	ok(t)(r.SetAttributes(sid(1), []lookup.Entry{{Type: "Name", Fields: []lookup.Field{f("name", str("set"))}}}))
+	ok(t)(r.SetAttributes(sid(1), []service.Entry{{Type: "Name", Fields: []service.Field{f("name", str("set"))}}}))
 	check("set away", name("laser"))
 	check("set to", name("set"), 1)
-	check("set away, type", lookup.EntryTemplate{Type: "Location"})
+	check("set away, type", service.EntryTemplate{Type: "Location"})
 
 	two := printer()
 	two.ID = sid(2)
 	ok(t)(r.Register(two, lid(2)))
 	check("second item", name("laser"), 2)
-	check("both by type", lookup.EntryTemplate{Type: "Name"}, 1, 2)
+	check("both by type", service.EntryTemplate{Type: "Name"}, 1, 2)
 	replaced := two
 	replaced.Entries = nil
 	ok(t)(r.Register(replaced, lid(2)))
-	check("replaced without entries", lookup.EntryTemplate{Type: "Name"}, 1)
+	check("replaced without entries", service.EntryTemplate{Type: "Name"}, 1)
 	ok(t)(r.Remove(sid(1)))
 	check("removed", name("set"))
-	check("nothing left with a Name", lookup.EntryTemplate{Type: "Name"})
+	check("nothing left with a Name", service.EntryTemplate{Type: "Name"})
 }
 
 // TestOwnItem: the registrar's own item (DESIGN.md 6) is found by lookups
 // and browsing like any item, carries the registrar's service id, and is
 // out of reach of the registration calls; an import keeps it.
 func TestOwnItem(t *testing.T) {
-	r := newRegistry(t, lookup.Limits{})
-	wantErr(t, r.SetOwn(lookup.Item{ID: sid(9), Types: []string{"Registrar"}}), djinn.InvalidArgument, "own item service id")
-	wantErr(t, r.SetOwn(lookup.Item{Types: []string{""}}), djinn.InvalidArgument)
-	if err := r.SetOwn(lookup.Item{Ref: []byte("me"), Types: []string{"Registrar"},
-		Entries: []lookup.Entry{{Type: "ServiceInfo", Fields: []lookup.Field{f("name", str("lookup"))}}}}); err != nil {
+	r := newRegistry(t, service.Limits{})
+	wantErr(t, r.SetOwn(service.Item{ID: sid(9), Types: []string{"Registrar"}}), djinn.InvalidArgument, "own item service id")
+	wantErr(t, r.SetOwn(service.Item{Types: []string{""}}), djinn.InvalidArgument)
+	if err := r.SetOwn(service.Item{Service: []byte("me"), Types: []string{"Registrar"},
+		Entries: []service.Entry{{Type: "ServiceInfo", Fields: []service.Field{f("name", str("lookup"))}}}}); err != nil {
 		t.Fatal(err)
 	}
 	ok(t)(r.Register(printer(), lid(1)))
-	total, items, err := r.Lookup(lookup.Template{}, 10)
+	total, items, err := r.Lookup(service.Template{}, 10)
 	if err != nil || total != 2 || len(items) != 2 {
 		t.Fatalf("every item: %d %v %v", total, items, err)
 	}
-	for _, tmpl := range []lookup.Template{
+	for _, tmpl := range []service.Template{
 		{ID: idp(self)},
 		{Types: []string{"Registrar"}},
-		{Entries: []lookup.EntryTemplate{{Type: "ServiceInfo", Fields: []lookup.Field{f("name", str("lookup"))}}}},
+		{Entries: []service.EntryTemplate{{Type: "ServiceInfo", Fields: []service.Field{f("name", str("lookup"))}}}},
 	} {
 		total, items, err := r.Lookup(tmpl, 10)
-		if err != nil || total != 1 || items[0].ID != self || string(items[0].Ref) != "me" {
+		if err != nil || total != 1 || items[0].ID != self || string(items[0].Service) != "me" {
 			t.Errorf("%+v: %d %v %v, want the own item", tmpl, total, items, err)
 		}
 	}
-	if types, err := r.ServiceTypes(lookup.Template{}, "Reg"); err != nil || !slices.Equal(types, []string{"Registrar"}) {
+	if types, err := r.ServiceTypes(service.Template{}, "Reg"); err != nil || !slices.Equal(types, []string{"Registrar"}) {
 		t.Errorf("service types: %v %v", types, err)
 	}
 	_, err = r.Get(self)
 	wantErr(t, err, djinn.InvalidArgument, "reserved")
-	_, err = r.Register(lookup.Item{ID: self, Types: []string{"X"}}, lid(2))
+	_, err = r.Register(service.Item{ID: self, Types: []string{"X"}}, lid(2))
 	wantErr(t, err, djinn.InvalidArgument, "reserved")
 	_, err = r.AddAttributes(self, nil)
 	wantErr(t, err, djinn.InvalidArgument, "reserved")

@@ -12,6 +12,7 @@ import (
 	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
+	"github.com/djinn-go/djinn/service"
 )
 
 // Proposer appends commands to the replicated log and returns what
@@ -85,7 +86,7 @@ func NewService(s *State, l *lease.Lessor, log Proposer, now func() time.Time, s
 	dc.OnFailure = event.CancelOnDefinite(cfg.Logger, "notification", l.Cancel)
 	svc.engine = event.New(dc)
 	s.SetNotify(svc.deliver)
-	if err := s.SetOwn(func() Item { return OwnItem(self()) }); err != nil {
+	if err := s.SetOwn(func() service.Item { return OwnItem(self()) }); err != nil {
 		return nil, err
 	}
 	return svc, nil
@@ -103,13 +104,13 @@ const (
 // OwnItem is the item the registrar registers for itself (DESIGN.md 6):
 // its service id (filled in by the registry), its reference, the
 // registrar's service types and a ServiceInfo entry.
-func OwnItem(ref djinn.Ref) Item {
-	name, maker := NewString(ownItemName), NewString(ownItemManufacturer)
-	return Item{
-		Ref:   []byte(ref.String()),
-		Types: []string{RegistrarType, LookupServiceType},
-		Entries: []Entry{{Type: ServiceInfoType, Supertypes: []string{"net.jini.entry.AbstractEntry"},
-			Fields: []Field{{Name: "name", Value: name}, {Name: "manufacturer", Value: maker}, {Name: "vendor", Value: maker}}}},
+func OwnItem(ref djinn.Ref) service.Item {
+	name, maker := service.NewString(ownItemName), service.NewString(ownItemManufacturer)
+	return service.Item{
+		Service: []byte(ref.String()),
+		Types:   []string{RegistrarType, LookupServiceType},
+		Entries: []service.Entry{{Type: ServiceInfoType, Supertypes: []string{"net.jini.entry.AbstractEntry"},
+			Fields: []service.Field{{Name: "name", Value: name}, {Name: "manufacturer", Value: maker}, {Name: "vendor", Value: maker}}}},
 	}
 }
 
@@ -153,7 +154,7 @@ func (s *Service) Register(ctx context.Context, item *djinnpb.ServiceItem, d tim
 	if err != nil {
 		return Registered{}, err
 	}
-	it, err := ItemFromProto(item)
+	it, err := wire.ItemFrom(item)
 	if err != nil {
 		return Registered{}, err
 	}
@@ -169,7 +170,7 @@ func (s *Service) Register(ctx context.Context, item *djinnpb.ServiceItem, d tim
 	exp := djinn.AddDuration(now, granted)
 	cookie := djinn.NewID()
 	_, err = s.log.Propose(ctx, &statepb.Command{NowUnixNanos: now.UnixNano(), Op: &statepb.Command_LookupRegister{LookupRegister: &statepb.LookupRegister{
-		Item: ItemToProto(it), Cookie: cookie[:], ExpiresUnixNanos: wire.Nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp),
+		Item: wire.Item(it), Cookie: cookie[:], ExpiresUnixNanos: wire.Nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp),
 	}}})
 	if err != nil {
 		return Registered{}, err
@@ -178,10 +179,10 @@ func (s *Service) Register(ctx context.Context, item *djinnpb.ServiceItem, d tim
 }
 
 // registered reports whether service id is registered.
-func (s *Service) registered(id djinn.ID) (Item, int, bool) {
-	total, items, err := s.state.Lookup(Template{ID: &id}, 1)
+func (s *Service) registered(id djinn.ID) (service.Item, int, bool) {
+	total, items, err := s.state.Lookup(service.Template{ID: &id}, 1)
 	if err != nil || total == 0 {
-		return Item{}, 0, false
+		return service.Item{}, 0, false
 	}
 	return items[0], total, true
 }
@@ -210,7 +211,7 @@ func (s *Service) Attributes(ctx context.Context, cookie []byte, op int32, entri
 // in its wire form, the protobuf encoding of a djinnpb.ServiceItem
 // (Registry.LookupEncoded).
 func (s *Service) Lookup(tmpl *djinnpb.ServiceTemplate, max int, one bool) (int, [][]byte, error) {
-	t, err := TemplateFromProto(tmpl)
+	t, err := wire.TemplateFrom(tmpl)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -239,7 +240,7 @@ func (s *Service) Notify(ctx context.Context, tmpl *djinnpb.ServiceTemplate, tra
 	if transitions == 0 || transitions&^uint32(AllTransitions) != 0 {
 		return Notification{}, djinn.Errorf(djinn.InvalidArgument, "transitions %#x: want a non-empty set of MATCH_NOMATCH (1), NOMATCH_MATCH (2), MATCH_MATCH (4)", transitions)
 	}
-	if _, err := TemplateFromProto(tmpl); err != nil {
+	if _, err := wire.TemplateFrom(tmpl); err != nil {
 		return Notification{}, err
 	}
 	if err := s.leading(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/service"
 )
 
 // Snapshot is the registry's state as plain values, for raft snapshots.
@@ -21,7 +22,7 @@ type Snapshot struct {
 // sorted by name.
 type Watch struct {
 	ID          djinn.ID
-	Template    Template
+	Template    service.Template
 	Transitions Transition
 }
 
@@ -29,7 +30,7 @@ type Watch struct {
 func (r *Registry) Export() Snapshot {
 	var s Snapshot
 	for _, it := range r.items {
-		s.Registrations = append(s.Registrations, Registration{Item: it.public(), Lease: it.lease})
+		s.Registrations = append(s.Registrations, Registration{Item: it.Item(), Lease: it.lease})
 	}
 	slices.SortFunc(s.Registrations, func(a, b Registration) int { return bytes.Compare(a.Item.ID[:], b.Item.ID[:]) })
 	s.Watches = r.ExportWatches()
@@ -41,15 +42,14 @@ func (r *Registry) Export() Snapshot {
 func (r *Registry) ExportWatches() []Watch {
 	var ws []Watch
 	for _, w := range r.watches.all {
-		ws = append(ws, Watch{ID: w.id, Template: w.tmpl.public(), Transitions: w.mask})
+		ws = append(ws, Watch{ID: w.id, Template: w.tmpl.Template(), Transitions: w.mask})
 	}
 	slices.SortFunc(ws, func(a, b Watch) int { return bytes.Compare(a.ID[:], b.ID[:]) })
 	return ws
 }
 
 // EncodedRegistration is a registration as ExportEncoded gives it: the
-// item in its wire form (the protobuf encoding of the djinnpb.ServiceItem
-// ItemToProto gives for it) and its lease.
+// item in its wire form (service.Record.AppendWire) and its lease.
 type EncodedRegistration struct {
 	Item  []byte
 	Lease djinn.ID
@@ -65,7 +65,7 @@ func (r *Registry) ExportEncoded() []EncodedRegistration {
 	for _, it := range r.items {
 		its = append(its, it)
 	}
-	slices.SortFunc(its, func(a, b *item) int { return bytes.Compare(a.id[:], b.id[:]) })
+	slices.SortFunc(its, byID)
 	regs := make([]EncodedRegistration, len(its))
 	for i, b := range encodeItems(its) {
 		regs[i] = EncodedRegistration{Item: b, Lease: its[i].lease}
@@ -81,14 +81,13 @@ func (r *Registry) ExportEncoded() []EncodedRegistration {
 func (r *Registry) Import(s Snapshot) error {
 	n := &Registry{self: r.self, lim: r.lim, own: r.own}
 	n.reset()
-	lim := unlimited
 	for i, reg := range s.Registrations {
-		st, err := lim.item(reg.Item, n.self)
+		st, err := checkItem(unlimited, reg.Item, n.self)
 		if err == nil && reg.Lease.IsZero() {
 			err = djinn.Errorf(djinn.InvalidArgument, "item %s lease id %s: zero", reg.Item.ID, reg.Lease)
 		}
-		if err == nil && n.items[st.id] != nil {
-			err = djinn.Errorf(djinn.InvalidArgument, "service id %s: registered twice", st.id)
+		if err == nil && n.items[st.ID()] != nil {
+			err = djinn.Errorf(djinn.InvalidArgument, "service id %s: registered twice", st.ID())
 		}
 		if err != nil {
 			return importErr("registration", i, err)
@@ -97,7 +96,7 @@ func (r *Registry) Import(s Snapshot) error {
 		n.put(st)
 	}
 	for i, w := range s.Watches {
-		if err := n.addWatch(&lim, w.ID, w.Template, w.Transitions); err != nil {
+		if err := n.addWatch(unlimited, w.ID, w.Template, w.Transitions); err != nil {
 			return importErr("watch", i, err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lookup"
+	"github.com/djinn-go/djinn/service"
 )
 
 func equalSnapshots(a, b lookup.Snapshot) bool { return reflect.DeepEqual(a, b) }
@@ -19,11 +20,11 @@ func populated(t *testing.T) *lookup.Registry {
 			t.Fatal(err)
 		}
 	}
-	tmpl := lookup.Template{Types: []string{"b", "a", "b"}, Entries: []lookup.EntryTemplate{{Type: "E", Fields: []lookup.Field{f("z", nil), f("y", str("1")), f("x", i64(1))}}}}
+	tmpl := service.Template{Types: []string{"b", "a", "b"}, Entries: []service.EntryTemplate{{Type: "E", Fields: []service.Field{f("z", null), f("y", str("1")), f("x", i64(1))}}}}
 	if err := r.AddWatch(wid(9), tmpl, lookup.MatchMatch); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.AddWatch(wid(8), lookup.Template{}, lookup.NoMatchMatch); err != nil {
+	if err := r.AddWatch(wid(8), service.Template{}, lookup.NoMatchMatch); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -40,11 +41,11 @@ func TestExportImport(t *testing.T) {
 	}
 	// Stored form: the watch's template lost its wildcard and got sorted.
 	w9 := snap.Watches[len(snap.Watches)-1]
-	want9 := lookup.Template{Types: []string{"a", "b"}, Entries: []lookup.EntryTemplate{{Type: "E", Fields: []lookup.Field{f("x", i64(1)), f("y", str("1"))}}}}
+	want9 := service.Template{Types: []string{"a", "b"}, Entries: []service.EntryTemplate{{Type: "E", Fields: []service.Field{f("x", i64(1)), f("y", str("1"))}}}}
 	if w9.ID != wid(9) || !reflect.DeepEqual(w9.Template, want9) || w9.Transitions != lookup.MatchMatch {
 		t.Fatalf("watch 9 exported as %+v", w9)
 	}
-	b := newRegistry(t, lookup.Limits{})
+	b := newRegistry(t, service.Limits{})
 	ok(t)(b.Register(printer(), lid(7))) // replaced by the import
 	if err := b.Import(snap); err != nil {
 		t.Fatal(err)
@@ -57,10 +58,10 @@ func TestExportImport(t *testing.T) {
 		func(r *lookup.Registry) ([]lookup.Event, error) { return r.Register(onFloor(4), lid(1)) },
 		func(r *lookup.Registry) ([]lookup.Event, error) { return r.Register(onFloor(3), lid(1)) },
 		func(r *lookup.Registry) ([]lookup.Event, error) {
-			return r.AddAttributes(sid(2), []lookup.Entry{address})
+			return r.AddAttributes(sid(2), []service.Entry{address})
 		},
 		func(r *lookup.Registry) ([]lookup.Event, error) {
-			return r.ModifyAttributes(sid(1), []lookup.EntryTemplate{{Type: "Location"}}, []lookup.Entry{{}})
+			return r.ModifyAttributes(sid(1), []service.EntryTemplate{{Type: "Location"}}, []service.Entry{{}})
 		},
 		func(r *lookup.Registry) ([]lookup.Event, error) { return r.SetAttributes(sid(3), nil) },
 		func(r *lookup.Registry) ([]lookup.Event, error) { return r.Remove(sid(2)) },
@@ -73,13 +74,13 @@ func TestExportImport(t *testing.T) {
 			t.Fatalf("op %d: %+v %v, imported: %+v %v", i, ea, erra, eb, errb)
 		}
 	}
-	ta, ia, _ := a.Lookup(lookup.Template{}, 10)
-	tb, ib, _ := b.Lookup(lookup.Template{}, 10)
+	ta, ia, _ := a.Lookup(service.Template{}, 10)
+	tb, ib, _ := b.Lookup(service.Template{}, 10)
 	if ta != tb || !reflect.DeepEqual(ia, ib) || !equalSnapshots(a.Export(), b.Export()) {
 		t.Fatal("the registries diverged")
 	}
 	// An empty registry exports and imports too.
-	e := newRegistry(t, lookup.Limits{})
+	e := newRegistry(t, service.Limits{})
 	if err := b.Import(e.Export()); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestImportRefuses(t *testing.T) {
 		})
 	}
 	// Larger than this registry's limits is fine.
-	small := newRegistry(t, lookup.Limits{MaxEntries: 1, MaxTypes: 1})
+	small := newRegistry(t, service.Limits{MaxEntries: 1, MaxTypes: 1})
 	if err := small.Import(good); err != nil {
 		t.Fatal(err)
 	}

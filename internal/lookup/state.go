@@ -13,6 +13,7 @@ import (
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
+	"github.com/djinn-go/djinn/service"
 )
 
 // State is the lookup service's replicated state: the registry, each
@@ -31,8 +32,8 @@ type State struct {
 	restoring []byte
 
 	self   func() djinn.ID
-	own    func() Item // the registrar's own item, nil for none
-	limits Limits
+	own    func() service.Item // the registrar's own item, nil for none
+	limits service.Limits
 	leases *lease.Table
 	// notify, when set, hears the service events to deliver, in log
 	// order, outside mu; the leader's service sets it.
@@ -58,7 +59,7 @@ type Delivery struct {
 
 // NewState returns an empty state whose leases live in t; self gives the
 // registrar's service id (the cluster's).
-func NewState(t *lease.Table, self func() djinn.ID, limits Limits) *State {
+func NewState(t *lease.Table, self func() djinn.ID, limits service.Limits) *State {
 	s := &State{leases: t, self: self, limits: limits}
 	s.resetLocked()
 	return s
@@ -108,7 +109,7 @@ func (s *State) registryLocked() (*Registry, error) {
 // SetOwn sets the function that makes the registrar's own item (see
 // Registry.SetOwn); it runs when the registry is made, once the service id
 // is known. The item is this node's: it is not replicated.
-func (s *State) SetOwn(own func() Item) error {
+func (s *State) SetOwn(own func() service.Item) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.own = own
@@ -129,7 +130,7 @@ func (s *State) deliveriesLocked(evs []Event) []Delivery {
 		w.seq++
 		se := &djinnpb.ServiceEvent{Transition: djinnpb.Transition(ev.Transition), ServiceId: ev.ServiceID[:]}
 		if ev.Item != nil {
-			se.Item = ItemToProto(*ev.Item)
+			se.Item = wire.Item(*ev.Item)
 		}
 		out = append(out, Delivery{Watch: ev.Watch, EventID: w.eventID, Seq: w.seq, Listener: w.listener, Handback: w.handback, Event: se})
 	}
@@ -139,7 +140,7 @@ func (s *State) deliveriesLocked(evs []Event) []Delivery {
 // ApplyRegister registers an item (replacing one with the same service
 // id, whose old registration ends) and grants its lease.
 func (s *State) ApplyRegister(c *statepb.LookupRegister) error {
-	it, err := ItemFromProto(c.GetItem())
+	it, err := wire.ItemFrom(c.GetItem())
 	if err != nil {
 		return err
 	}
@@ -213,11 +214,11 @@ func (s *State) ApplyAttributes(c *statepb.LookupAttributes) error {
 	var evs []Event
 	switch c.GetOp() {
 	case OpAdd:
-		evs, err = s.reg.AddAttributes(id, EntriesFromProto(c.GetEntries()))
+		evs, err = s.reg.AddAttributes(id, wire.EntriesFrom(c.GetEntries()))
 	case OpModify:
-		evs, err = s.reg.ModifyAttributes(id, EntryTemplatesFromProto(c.GetTemplates()), EntriesFromProto(c.GetEntries()))
+		evs, err = s.reg.ModifyAttributes(id, wire.EntryTemplatesFrom(c.GetTemplates()), wire.EntriesFrom(c.GetEntries()))
 	case OpSet:
-		evs, err = s.reg.SetAttributes(id, EntriesFromProto(c.GetEntries()))
+		evs, err = s.reg.SetAttributes(id, wire.EntriesFrom(c.GetEntries()))
 	default:
 		return djinn.Errorf(djinn.InvalidArgument, "attribute operation %d: unknown", c.GetOp())
 	}
@@ -235,7 +236,7 @@ func (s *State) ApplyNotify(c *statepb.LookupNotify) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	tmpl, err := TemplateFromProto(c.GetTemplate())
+	tmpl, err := wire.TemplateFrom(c.GetTemplate())
 	if err != nil {
 		return 0, err
 	}
@@ -288,7 +289,7 @@ func (s *State) LeaseEnded(o lease.Owner) {
 }
 
 // Lookup returns the number of items matching tmpl and up to max of them.
-func (s *State) Lookup(tmpl Template, max int) (total int, items []Item, err error) {
+func (s *State) Lookup(tmpl service.Template, max int) (total int, items []service.Item, err error) {
 	err = s.Browse(func(r *Registry) error {
 		total, items, err = r.Lookup(tmpl, max)
 		return err
@@ -297,7 +298,7 @@ func (s *State) Lookup(tmpl Template, max int) (total int, items []Item, err err
 }
 
 // LookupEncoded is Registry.LookupEncoded on the current registry.
-func (s *State) LookupEncoded(tmpl Template, max int, one bool, intn func(int) int) (total int, items [][]byte, err error) {
+func (s *State) LookupEncoded(tmpl service.Template, max int, one bool, intn func(int) int) (total int, items [][]byte, err error) {
 	err = s.Browse(func(r *Registry) error {
 		total, items, err = r.LookupEncoded(tmpl, max, one, intn)
 		return err
@@ -390,7 +391,7 @@ func (s *State) Records() ([]*statepb.LookupRecord, error) {
 			if meta == nil {
 				continue
 			}
-			tb, merr := proto.Marshal(TemplateToProto(w.Template))
+			tb, merr := proto.Marshal(wire.Template(w.Template))
 			err = cmp.Or(err, merr)
 			lb, merr := proto.Marshal(meta.listener)
 			err = cmp.Or(err, merr)
@@ -431,7 +432,7 @@ func (s *State) Restore(r *statepb.LookupRecord) error {
 		if err := proto.Unmarshal(si.Item, &pb); err != nil {
 			return djinn.Errorf(djinn.Internal, "lookup snapshot item: %v", err)
 		}
-		it, err := ItemFromProto(&pb)
+		it, err := wire.ItemFrom(&pb)
 		if err != nil {
 			return err
 		}
@@ -444,7 +445,7 @@ func (s *State) Restore(r *statepb.LookupRecord) error {
 		if err := cmp.Or(proto.Unmarshal(sw.Template, &tp), proto.Unmarshal(sw.Listener, &lp)); err != nil {
 			return djinn.Errorf(djinn.Internal, "lookup snapshot watch: %v", err)
 		}
-		tmpl, err := TemplateFromProto(&tp)
+		tmpl, err := wire.TemplateFrom(&tp)
 		if err != nil {
 			return err
 		}

@@ -11,10 +11,11 @@ import (
 	"github.com/djinn-go/djinn/internal/state/statetest"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
+	"github.com/djinn-go/djinn/service"
 )
 
 func newLookupState(m *state.Machine) *lookup.State {
-	return lookup.NewState(m.Leases, m.ServiceID, lookup.Limits{})
+	return lookup.NewState(m.Leases, m.ServiceID, service.Limits{})
 }
 
 func propose(t *testing.T, log *statetest.Log, cmd *statepb.Command) any {
@@ -104,7 +105,7 @@ func TestStateSurvivesSnapshot(t *testing.T) {
 	if items, watches := m.Len(); items != 2 || watches != 1 {
 		t.Fatalf("restored %d items, %d watches; want 2 and 1", items, watches)
 	}
-	total, items, err := m.Lookup(lookup.Template{Types: []string{"Device"}}, 10)
+	total, items, err := m.Lookup(service.Template{Types: []string{"Device"}}, 10)
 	if err != nil || total != 1 || items[0].ID != a {
 		t.Fatalf("restored lookup: %d %v %v", total, items, err)
 	}

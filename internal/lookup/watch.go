@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/service"
 )
 
 // Transition is a set of the transitions a watch hears of (Jini's
@@ -56,13 +57,13 @@ type Event struct {
 	Watch      djinn.ID
 	ServiceID  djinn.ID
 	Transition Transition
-	Item       *Item
+	Item       *service.Item
 }
 
 // watch is a notify registration.
 type watch struct {
 	id   djinn.ID
-	tmpl *template
+	tmpl *service.Matcher
 	mask Transition
 }
 
@@ -76,8 +77,8 @@ type watch struct {
 type watchIndex struct {
 	all         map[djinn.ID]*watch
 	byService   map[djinn.ID]map[djinn.ID]*watch
-	byType      map[name]map[djinn.ID]*watch
-	byEntryType map[name]map[djinn.ID]*watch
+	byType      map[service.Name]map[djinn.ID]*watch
+	byEntryType map[service.Name]map[djinn.ID]*watch
 	rest        map[djinn.ID]*watch
 }
 
@@ -85,8 +86,8 @@ func newWatchIndex() watchIndex {
 	return watchIndex{
 		all:         map[djinn.ID]*watch{},
 		byService:   map[djinn.ID]map[djinn.ID]*watch{},
-		byType:      map[name]map[djinn.ID]*watch{},
-		byEntryType: map[name]map[djinn.ID]*watch{},
+		byType:      map[service.Name]map[djinn.ID]*watch{},
+		byEntryType: map[service.Name]map[djinn.ID]*watch{},
 		rest:        map[djinn.ID]*watch{},
 	}
 }
@@ -110,13 +111,14 @@ func bucketDelete[K comparable](m map[K]map[djinn.ID]*watch, k K, id djinn.ID) {
 
 func (x *watchIndex) add(w *watch) {
 	x.all[w.id] = w
+	id, hasID := w.tmpl.ID()
 	switch t := w.tmpl; {
-	case t.hasID:
-		bucketAdd(x.byService, t.id, w)
-	case len(t.types) > 0:
-		bucketAdd(x.byType, t.types[0], w)
-	case len(t.entries) > 0:
-		bucketAdd(x.byEntryType, t.entries[0].typ, w)
+	case hasID:
+		bucketAdd(x.byService, id, w)
+	case len(t.Types()) > 0:
+		bucketAdd(x.byType, t.Types()[0], w)
+	case t.NumEntries() > 0:
+		bucketAdd(x.byEntryType, t.EntryType(0), w)
 	default:
 		x.rest[w.id] = w
 	}
@@ -124,13 +126,14 @@ func (x *watchIndex) add(w *watch) {
 
 func (x *watchIndex) remove(w *watch) {
 	delete(x.all, w.id)
+	id, hasID := w.tmpl.ID()
 	switch t := w.tmpl; {
-	case t.hasID:
-		bucketDelete(x.byService, t.id, w.id)
-	case len(t.types) > 0:
-		bucketDelete(x.byType, t.types[0], w.id)
-	case len(t.entries) > 0:
-		bucketDelete(x.byEntryType, t.entries[0].typ, w.id)
+	case hasID:
+		bucketDelete(x.byService, id, w.id)
+	case len(t.Types()) > 0:
+		bucketDelete(x.byType, t.Types()[0], w.id)
+	case t.NumEntries() > 0:
+		bucketDelete(x.byEntryType, t.EntryType(0), w.id)
 	default:
 		delete(x.rest, w.id)
 	}
@@ -149,12 +152,12 @@ func (x *watchIndex) candidates(pre, post *item) []*watch {
 	add(x.byService[id])
 	add(x.rest)
 	if len(x.byType) > 0 {
-		seen := map[name]bool{}
+		seen := map[service.Name]bool{}
 		for _, it := range []*item{pre, post} {
 			if it == nil {
 				continue
 			}
-			for _, t := range it.types {
+			for _, t := range it.Types() {
 				if !seen[t] {
 					seen[t] = true
 					add(x.byType[t])
@@ -163,13 +166,13 @@ func (x *watchIndex) candidates(pre, post *item) []*watch {
 		}
 	}
 	if len(x.byEntryType) > 0 {
-		seen := map[name]bool{}
+		seen := map[service.Name]bool{}
 		for _, it := range []*item{pre, post} {
 			if it == nil {
 				continue
 			}
-			for i := range it.entries {
-				for _, t := range it.entries[i].types {
+			for i := range it.NumEntries() {
+				for _, t := range it.EntryTypes(i) {
 					if !seen[t] {
 						seen[t] = true
 						add(x.byEntryType[t])
@@ -183,27 +186,27 @@ func (x *watchIndex) candidates(pre, post *item) []*watch {
 
 func itemID(pre, post *item) djinn.ID {
 	if pre != nil {
-		return pre.id
+		return pre.ID()
 	}
-	return post.id
+	return post.ID()
 }
 
 // AddWatch adds a watch (a notify registration's matching part): from now
 // on every change to an item that makes one of the transitions in
 // transitions for tmpl yields an Event for id. The caller assigns the id,
 // which must be new. Adding a watch yields no events.
-func (r *Registry) AddWatch(id djinn.ID, tmpl Template, transitions Transition) error {
-	return r.addWatch(&r.lim, id, tmpl, transitions)
+func (r *Registry) AddWatch(id djinn.ID, tmpl service.Template, transitions Transition) error {
+	return r.addWatch(r.lim, id, tmpl, transitions)
 }
 
-func (r *Registry) addWatch(lim *Limits, id djinn.ID, tmpl Template, transitions Transition) error {
+func (r *Registry) addWatch(lim service.Limits, id djinn.ID, tmpl service.Template, transitions Transition) error {
 	if id.IsZero() {
 		return djinn.Errorf(djinn.InvalidArgument, "watch id %s: zero (the caller assigns ids)", id)
 	}
 	if transitions == 0 || transitions&^AllTransitions != 0 {
 		return djinn.Errorf(djinn.InvalidArgument, "transitions %#x (%s): want a non-empty set of MatchNoMatch (1), NoMatchMatch (2) and MatchMatch (4)", uint8(transitions), transitions)
 	}
-	t, err := lim.template(tmpl)
+	t, err := lim.Matcher(tmpl)
 	if err != nil {
 		return err
 	}
@@ -229,10 +232,10 @@ func (r *Registry) RemoveWatch(id djinn.ID) error {
 // it for a real change or a re-registration.
 func (r *Registry) notify(pre, post *item) []Event {
 	var events []Event
-	var pub *Item
+	var pub *service.Item
 	for _, w := range r.watches.candidates(pre, post) {
-		before := pre != nil && w.tmpl.matches(pre)
-		after := post != nil && w.tmpl.matches(post)
+		before := pre != nil && w.tmpl.Matches(&pre.Record)
+		after := post != nil && w.tmpl.Matches(&post.Record)
 		var tr Transition
 		switch {
 		case before && after:
@@ -246,7 +249,7 @@ func (r *Registry) notify(pre, post *item) []Event {
 			continue
 		}
 		if pub == nil && post != nil {
-			p := post.public()
+			p := post.Item()
 			pub = &p
 		}
 		events = append(events, Event{Watch: w.id, ServiceID: itemID(pre, post), Transition: tr, Item: pub})

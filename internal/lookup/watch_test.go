@@ -7,25 +7,26 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lookup"
+	"github.com/djinn-go/djinn/service"
 )
 
 // floor3 is an entry template the transition tests turn on and off.
-var floor3 = lookup.EntryTemplate{Type: "Location", Fields: []lookup.Field{f("floor", i64(3))}}
+var floor3 = service.EntryTemplate{Type: "Location", Fields: []service.Field{f("floor", i64(3))}}
 
 // watchShapes are templates that mean the same for the printer (it has
 // Location floor 3) but sit in different buckets of the watch index: by
 // id, by service type, by entry type, by an entry supertype.
 var watchShapes = []struct {
 	name string
-	tmpl lookup.Template
+	tmpl service.Template
 }{
-	{"by id", lookup.Template{ID: idp(sid(1)), Entries: []lookup.EntryTemplate{floor3}}},
-	{"by type", lookup.Template{Types: []string{"Printer"}, Entries: []lookup.EntryTemplate{floor3}}},
-	{"by entry type", lookup.Template{Entries: []lookup.EntryTemplate{floor3}}},
-	{"by entry supertype", lookup.Template{Entries: []lookup.EntryTemplate{{Type: "Entry", Fields: floor3.Fields}}}},
+	{"by id", service.Template{ID: idp(sid(1)), Entries: []service.EntryTemplate{floor3}}},
+	{"by type", service.Template{Types: []string{"Printer"}, Entries: []service.EntryTemplate{floor3}}},
+	{"by entry type", service.Template{Entries: []service.EntryTemplate{floor3}}},
+	{"by entry supertype", service.Template{Entries: []service.EntryTemplate{{Type: "Entry", Fields: floor3.Fields}}}},
 }
 
-func onFloor(n int64) lookup.Item {
+func onFloor(n int64) service.Item {
 	it := printer()
 	it.Entries[1].Fields[0] = f("floor", i64(n))
 	return it
@@ -36,14 +37,14 @@ func onFloor(n int64) lookup.Item {
 // and exclude the transition.
 func TestTransitions(t *testing.T) {
 	type op func(r *lookup.Registry) ([]lookup.Event, error)
-	reg := func(it lookup.Item) op {
+	reg := func(it service.Item) op {
 		return func(r *lookup.Registry) ([]lookup.Event, error) { return r.Register(it, lid(5)) }
 	}
 	withAddress := printer()
 	withAddress.Entries = append(withAddress.Entries, address)
 	for _, c := range []struct {
 		name    string
-		initial *lookup.Item
+		initial *service.Item
 		op      op
 		want    lookup.Transition // 0: no event
 		removed bool              // the event carries no item
@@ -58,19 +59,19 @@ func TestTransitions(t *testing.T) {
 		{"6/removed, matching: match-nomatch without an item", new(onFloor(3)), func(r *lookup.Registry) ([]lookup.Event, error) { return r.Remove(sid(1)) }, lookup.MatchNoMatch, true},
 		{"6/removed, not matching: nothing", new(onFloor(4)), func(r *lookup.Registry) ([]lookup.Event, error) { return r.Remove(sid(1)) }, 0, false},
 		{"6/attributes added, matching: match-match", new(onFloor(3)), func(r *lookup.Registry) ([]lookup.Event, error) {
-			return r.AddAttributes(sid(1), []lookup.Entry{address})
+			return r.AddAttributes(sid(1), []service.Entry{address})
 		}, lookup.MatchMatch, false},
 		{"6/attributes added, no change: nothing", new(onFloor(3)), func(r *lookup.Registry) ([]lookup.Event, error) {
-			return r.AddAttributes(sid(1), []lookup.Entry{location})
+			return r.AddAttributes(sid(1), []service.Entry{location})
 		}, 0, false},
 		{"6/attributes modified, stops matching: match-nomatch with the item", new(onFloor(3)), func(r *lookup.Registry) ([]lookup.Event, error) {
-			return r.ModifyAttributes(sid(1), []lookup.EntryTemplate{{Type: "Location"}}, []lookup.Entry{entry(location, f("floor", i64(4)))})
+			return r.ModifyAttributes(sid(1), []service.EntryTemplate{{Type: "Location"}}, []service.Entry{entry(location, f("floor", i64(4)))})
 		}, lookup.MatchNoMatch, false},
 		{"6/attributes modified, starts matching: nomatch-match", new(onFloor(4)), func(r *lookup.Registry) ([]lookup.Event, error) {
-			return r.ModifyAttributes(sid(1), []lookup.EntryTemplate{{Type: "Location"}}, []lookup.Entry{entry(location, f("floor", i64(3)))})
+			return r.ModifyAttributes(sid(1), []service.EntryTemplate{{Type: "Location"}}, []service.Entry{entry(location, f("floor", i64(3)))})
 		}, lookup.NoMatchMatch, false},
 		{"6/attributes modified, matching neither: nothing", new(onFloor(4)), func(r *lookup.Registry) ([]lookup.Event, error) {
-			return r.ModifyAttributes(sid(1), []lookup.EntryTemplate{{Type: "Location"}}, []lookup.Entry{entry(location, f("floor", i64(5)))})
+			return r.ModifyAttributes(sid(1), []service.EntryTemplate{{Type: "Location"}}, []service.Entry{entry(location, f("floor", i64(5)))})
 		}, 0, false},
 		{"6/attributes set, stops matching: match-nomatch with the item", new(onFloor(3)), func(r *lookup.Registry) ([]lookup.Event, error) { return r.SetAttributes(sid(1), nil) }, lookup.MatchNoMatch, false},
 		{"6/attributes set, the same: nothing", new(onFloor(3)), func(r *lookup.Registry) ([]lookup.Event, error) {
@@ -84,10 +85,10 @@ func TestTransitions(t *testing.T) {
 		for _, shape := range watchShapes {
 			for _, mask := range masks {
 				t.Run(fmt.Sprintf("%s/%s/%s", c.name, shape.name, mask), func(t *testing.T) {
-					r := newRegistry(t, lookup.Limits{})
+					r := newRegistry(t, service.Limits{})
 					// Decoys: watches in the same buckets that never match.
-					ok(t)(r.Register(lookup.Item{ID: sid(2), Ref: []byte("2"), Types: []string{"Printer"}, Entries: []lookup.Entry{location}}, lid(2)))
-					for i, d := range []lookup.Template{{ID: idp(sid(2))}, {Types: []string{"Printer", "Scanner"}}, {Entries: []lookup.EntryTemplate{floor3, {Type: "Address", Fields: []lookup.Field{f("street", str("Nowhere"))}}}}} {
+					ok(t)(r.Register(service.Item{ID: sid(2), Service: []byte("2"), Types: []string{"Printer"}, Entries: []service.Entry{location}}, lid(2)))
+					for i, d := range []service.Template{{ID: idp(sid(2))}, {Types: []string{"Printer", "Scanner"}}, {Entries: []service.EntryTemplate{floor3, {Type: "Address", Fields: []service.Field{f("street", str("Nowhere"))}}}}} {
 						if err := r.AddWatch(wid(byte(10+i)), d, lookup.AllTransitions); err != nil {
 							t.Fatal(err)
 						}
@@ -134,12 +135,12 @@ func TestTransitions(t *testing.T) {
 // TestEventsInWatchOrder: a change heard by several watches gives one event
 // each, sorted by watch id, sharing one item.
 func TestEventsInWatchOrder(t *testing.T) {
-	r := newRegistry(t, lookup.Limits{})
+	r := newRegistry(t, service.Limits{})
 	order := []byte{7, 2, 9, 4, 1}
 	for i, b := range order {
 		tmpl := watchShapes[i%len(watchShapes)].tmpl
 		if i == 4 {
-			tmpl = lookup.Template{} // the empty template: checked on every change
+			tmpl = service.Template{} // the empty template: checked on every change
 		}
 		if err := r.AddWatch(wid(b), tmpl, lookup.AllTransitions); err != nil {
 			t.Fatal(err)
@@ -173,22 +174,22 @@ func TestAddWatchRules(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		id    djinn.ID
-		tmpl  lookup.Template
+		tmpl  service.Template
 		mask  lookup.Transition
 		kind  djinn.Kind
 		names []string
 	}{
-		{"6/zero watch id", djinn.ID{}, lookup.Template{}, lookup.MatchMatch, djinn.InvalidArgument, []string{"watch id"}},
-		{"6/a watch id in use", wid(1), lookup.Template{}, lookup.MatchMatch, djinn.InvalidArgument, []string{wid(1).String(), "in use"}},
-		{"6/no transitions", wid(2), lookup.Template{}, 0, djinn.InvalidArgument, []string{"transitions 0x0"}},
-		{"6/an unknown transition bit", wid(2), lookup.Template{}, lookup.MatchMatch | 8, djinn.InvalidArgument, []string{"transitions 0xc"}},
-		{"6/a bad template", wid(2), lookup.Template{Types: []string{""}}, lookup.MatchMatch, djinn.InvalidArgument, []string{"template types[0]"}},
-		{"6/a zero template id", wid(2), lookup.Template{ID: &djinn.ID{}}, lookup.MatchMatch, djinn.InvalidArgument, []string{"template service id"}},
-		{"6/every transition alone is fine", wid(2), lookup.Template{}, lookup.MatchNoMatch, "", nil},
+		{"6/zero watch id", djinn.ID{}, service.Template{}, lookup.MatchMatch, djinn.InvalidArgument, []string{"watch id"}},
+		{"6/a watch id in use", wid(1), service.Template{}, lookup.MatchMatch, djinn.InvalidArgument, []string{wid(1).String(), "in use"}},
+		{"6/no transitions", wid(2), service.Template{}, 0, djinn.InvalidArgument, []string{"transitions 0x0"}},
+		{"6/an unknown transition bit", wid(2), service.Template{}, lookup.MatchMatch | 8, djinn.InvalidArgument, []string{"transitions 0xc"}},
+		{"6/a bad template", wid(2), service.Template{Types: []string{""}}, lookup.MatchMatch, djinn.InvalidArgument, []string{"template types[0]"}},
+		{"6/a zero template id", wid(2), service.Template{ID: &djinn.ID{}}, lookup.MatchMatch, djinn.InvalidArgument, []string{"template service id"}},
+		{"6/every transition alone is fine", wid(2), service.Template{}, lookup.MatchNoMatch, "", nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := newRegistry(t, lookup.Limits{})
-			if err := r.AddWatch(wid(1), lookup.Template{}, lookup.AllTransitions); err != nil {
+			r := newRegistry(t, service.Limits{})
+			if err := r.AddWatch(wid(1), service.Template{}, lookup.AllTransitions); err != nil {
 				t.Fatal(err)
 			}
 			err := r.AddWatch(c.id, c.tmpl, c.mask)
@@ -204,7 +205,7 @@ func TestAddWatchRules(t *testing.T) {
 			}
 		})
 	}
-	r := newRegistry(t, lookup.Limits{})
+	r := newRegistry(t, service.Limits{})
 	wantErr(t, r.RemoveWatch(wid(3)), djinn.NoSuchObject, wid(3).String())
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/djinn-go/djinn/internal/server"
 	"github.com/djinn-go/djinn/internal/server/servertest"
 	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/service"
 )
 
 // TestCluster runs three servers in this process: one bootstraps, two join
@@ -82,7 +83,7 @@ func TestCluster(t *testing.T) {
 				return false
 			}
 			defer s.Close()
-			total, _, err := s.LookupN(ctx, client.ServiceTemplate{}, 0)
+			total, _, err := s.LookupN(ctx, service.Template{}, 0)
 			return err == nil && total >= 1 // the registrar's own item at least
 		})
 	})

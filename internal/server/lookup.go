@@ -15,6 +15,7 @@ import (
 	"github.com/djinn-go/djinn/internal/backoff"
 	"github.com/djinn-go/djinn/internal/grpcerr"
 	"github.com/djinn-go/djinn/internal/lookup"
+	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
@@ -152,7 +153,7 @@ func (r *lookupRPC) SetAttributes(ctx context.Context, req *djinnpb.AttributesRe
 }
 
 func (r *lookupRPC) GetEntryTypes(ctx context.Context, req *djinnpb.BrowseRequest) (*djinnpb.EntryTypesResponse, error) {
-	tmpl, err := lookup.TemplateFromProto(req.GetTemplate())
+	tmpl, err := wire.TemplateFrom(req.GetTemplate())
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +172,7 @@ func (r *lookupRPC) GetEntryTypes(ctx context.Context, req *djinnpb.BrowseReques
 }
 
 func (r *lookupRPC) GetFieldValues(ctx context.Context, req *djinnpb.BrowseRequest) (*djinnpb.FieldValuesResponse, error) {
-	tmpl, err := lookup.TemplateFromProto(req.GetTemplate())
+	tmpl, err := wire.TemplateFrom(req.GetTemplate())
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +180,7 @@ func (r *lookupRPC) GetFieldValues(ctx context.Context, req *djinnpb.BrowseReque
 	err = r.s.lookup.Browse(func(reg *lookup.Registry) error {
 		vs, err := reg.FieldValues(tmpl, int(req.GetSetIndex()), req.GetField())
 		for _, v := range vs {
-			pv := lookup.ValueToProto(v)
+			pv := wire.Value(v)
 			if pv == nil {
 				pv = &djinnpb.Value{}
 			}
@@ -194,7 +195,7 @@ func (r *lookupRPC) GetFieldValues(ctx context.Context, req *djinnpb.BrowseReque
 }
 
 func (r *lookupRPC) GetServiceTypes(ctx context.Context, req *djinnpb.BrowseRequest) (*djinnpb.ServiceTypesResponse, error) {
-	tmpl, err := lookup.TemplateFromProto(req.GetTemplate())
+	tmpl, err := wire.TemplateFrom(req.GetTemplate())
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/djinn-go/djinn/internal/server/servertest"
 	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/service"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -279,8 +280,8 @@ func TestLookupStream(t *testing.T) {
 	}
 	var ids []djinn.ID
 	for _, model := range []string{"laser", "inkjet", "plotter"} {
-		r, err := reg.Register(ctx, client.ServiceItem{Service: []byte("127.0.0.1:9"), Types: []string{"Printer"},
-			Entries: []client.Entry{{Type: "Name", Fields: []client.Field{{Name: "name", Value: client.NewString(model)}}}}}, time.Hour)
+		r, err := reg.Register(ctx, service.Item{Service: []byte("127.0.0.1:9"), Types: []string{"Printer"},
+			Entries: []service.Entry{{Type: "Name", Fields: []service.Field{{Name: "name", Value: service.NewString(model)}}}}}, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -341,24 +342,24 @@ func TestLookupStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	it, err := s.Lookup(ctx, client.ServiceTemplate{Entries: []client.EntryTemplate{{Type: "Name", Fields: []client.Field{{Name: "name", Value: client.NewString("plotter")}}}}})
+	it, err := s.Lookup(ctx, service.Template{Entries: []service.EntryTemplate{{Type: "Name", Fields: []service.Field{{Name: "name", Value: service.NewString("plotter")}}}}})
 	if err != nil || it == nil || it.ID != ids[2] {
 		t.Errorf("stream lookup of plotter: %+v %v", it, err)
 	}
-	if it, err := s.Lookup(ctx, client.ServiceTemplate{Types: []string{"Scanner"}}); it != nil || err != nil {
+	if it, err := s.Lookup(ctx, service.Template{Types: []string{"Scanner"}}); it != nil || err != nil {
 		t.Errorf("stream lookup of nothing: %+v %v, want nil, nil", it, err)
 	}
-	total, items, err := s.LookupN(ctx, client.ServiceTemplate{Types: []string{"Printer"}}, 2)
+	total, items, err := s.LookupN(ctx, service.Template{Types: []string{"Printer"}}, 2)
 	if err != nil || total != 3 || len(items) != 2 {
 		t.Errorf("stream LookupN: %d %d %v, want 3 and 2 items", total, len(items), err)
 	}
-	if _, _, err := s.LookupN(ctx, client.ServiceTemplate{}, -1); !errors.Is(err, djinn.ErrInvalidArgument) {
+	if _, _, err := s.LookupN(ctx, service.Template{}, -1); !errors.Is(err, djinn.ErrInvalidArgument) {
 		t.Errorf("stream LookupN -1: %v, want invalid argument", err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Lookup(ctx, client.ServiceTemplate{}); err == nil {
+	if _, err := s.Lookup(ctx, service.Template{}); err == nil {
 		t.Error("lookup on a closed stream succeeded")
 	}
 
@@ -367,14 +368,14 @@ func TestLookupStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Lookup(ctx, client.ServiceTemplate{}); err != nil {
+	if _, err := s.Lookup(ctx, service.Template{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := srv.Close(); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if _, err := s.Lookup(ctx, client.ServiceTemplate{}); err == nil {
+		if _, err := s.Lookup(ctx, service.Template{}); err == nil {
 			t.Error("lookup on a stream to a stopped server succeeded")
 		}
 	}

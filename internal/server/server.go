@@ -42,6 +42,7 @@ import (
 	"github.com/djinn-go/djinn/participant"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
+	"github.com/djinn-go/djinn/service"
 )
 
 // Server is a running djinn server.
@@ -322,7 +323,7 @@ func newMachine() (*state.Machine, states, error) {
 		renewal: renewal.NewState(m.Leases, m.ServiceID),
 		txn:     txn.NewState(m.Leases),
 		lock:    lock.NewState(m.Leases),
-		lookup:  lookup.NewState(m.Leases, m.ServiceID, lookup.Limits{}),
+		lookup:  lookup.NewState(m.Leases, m.ServiceID, service.Limits{}),
 		lds:     lds.NewState(m.Leases),
 	}
 	for _, p := range []state.Part{st.mailbox.Part(), st.renewal.Part(), st.txn.Part(), st.lock.Part(), st.lookup.Part(), st.lds.Part()} {

@@ -21,6 +21,7 @@ import (
 	"github.com/djinn-go/djinn/internal/txn"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
+	"github.com/djinn-go/djinn/service"
 )
 
 func newMailboxState(m *state.Machine) *mailbox.State {
@@ -41,7 +42,7 @@ func newMachine(t testing.TB) full {
 	statetest.Add(m, newMailboxState(m))
 	statetest.Add(m, txn.NewState(m.Leases))
 	statetest.Add(m, lock.NewState(m.Leases))
-	statetest.Add(m, lookup.NewState(m.Leases, m.ServiceID, lookup.Limits{}))
+	statetest.Add(m, lookup.NewState(m.Leases, m.ServiceID, service.Limits{}))
 	statetest.Add(m, lds.NewState(m.Leases))
 	if missing := m.Unhandled(); len(missing) > 0 {
 		t.Fatalf("no state part handles %v", missing)
