@@ -19,4 +19,27 @@
 // last snapshot are applied again to the restored state, which is how state is
 // rebuilt). Propose only succeeds on the leader; elsewhere it returns an
 // Unavailable error carrying the leader's gRPC address, if known.
+//
+// # Damage on disk
+//
+// Open gives back everything the node acknowledged, or refuses to start with
+// a *disk.DamageError naming the file and offset and saying how to recover.
+// Before raft reads anything it checks (storage.go):
+//   - every batch of every log segment against its CRC, each entry's
+//     encoding against its frame (walcheck.go; raft-wal itself checks only
+//     the last batch, and takes one that fails for a torn write). A batch
+//     that fails with a valid batch after it is damage; so is a last batch
+//     written whole that fails. A last batch a crash tore (a sector of it
+//     never written) was never acknowledged and is left out, and logged.
+//   - the record a clean shutdown leaves (shutdown.go): after one, a log
+//     that ends earlier than recorded is damage, whatever its last batch
+//     looks like.
+//   - every snapshot's meta.json against its name, the newest one's data
+//     against meta.json (a header repeats the index, term and
+//     configuration: snapstore.go) and its CRC, and the newest snapshot
+//     against the log: the log must start no later than just after it.
+//
+// Repair, only when asked, keeps the newest snapshot that checks out and
+// the log's entries up to the first damage, and reports exactly which
+// acknowledged entries it dropped.
 package replica

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 )
@@ -16,6 +17,7 @@ type failStop struct {
 	raft.LogStore
 	once   sync.Once
 	failed chan error // capacity 1: holds the first failure
+	did    atomic.Bool
 }
 
 func newFailStop(logs raft.LogStore) *failStop {
@@ -28,7 +30,10 @@ func (f *failStop) StoreLogs(ls []*raft.Log) error { return f.check(f.LogStore.S
 
 func (f *failStop) check(err error) error {
 	if err != nil {
-		f.once.Do(func() { f.failed <- err })
+		f.once.Do(func() { f.did.Store(true); f.failed <- err })
 	}
 	return err
 }
+
+// hasFailed reports whether a write has failed.
+func (f *failStop) hasFailed() bool { return f.did.Load() }

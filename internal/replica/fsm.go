@@ -3,6 +3,7 @@ package replica
 import (
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
@@ -15,6 +16,10 @@ import (
 type fsm struct {
 	sm      StateMachine
 	applied func(index uint64)
+
+	mu sync.Mutex
+	// restoreErr is the last error Restore returned; guarded by mu.
+	restoreErr error
 }
 
 var (
@@ -58,10 +63,21 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 
 func (f *fsm) Restore(r io.ReadCloser) error {
 	defer r.Close()
-	if err := f.sm.Restore(r); err != nil {
+	err := f.sm.Restore(r)
+	f.mu.Lock()
+	f.restoreErr = err
+	f.mu.Unlock()
+	if err != nil {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
 	return nil
+}
+
+// lastRestoreErr returns the last error Restore returned.
+func (f *fsm) lastRestoreErr() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.restoreErr
 }
 
 type snapshot func(w io.Writer) error

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/disk"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
 
@@ -69,7 +70,9 @@ type Node struct {
 	cfg   Config
 	id    string
 	raft  *raft.Raft
+	dir   string // the raft directory in DataDir
 	log   *wal.WAL
+	snaps *snapStore
 	trans *raft.NetworkTransport
 	notes chan bool
 	logs  *failStop // the log as raft writes it
@@ -119,7 +122,7 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, id: id, notes: make(chan bool, 16), stop: make(chan struct{}), done: make(chan struct{})}
+	n := &Node{cfg: cfg, id: id, dir: dir, notes: make(chan bool, 16), stop: make(chan struct{}), done: make(chan struct{})}
 
 	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: slogWriter{cfg.Logger}})
 	rc := raft.DefaultConfig()
@@ -135,28 +138,24 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	rc.BatchApplyCh = true
 	rc.NotifyCh = n.notes
 
-	n.log, err = wal.Open(filepath.Join(dir, "wal"), wal.WithSegmentSize(cfg.WALSegmentSize))
+	st, err := openStorage(dir, cfg.WALSegmentSize, hlog, cfg.Logger)
 	if err != nil {
-		return nil, fmt.Errorf("open log in %s: %w", dir, err)
+		return nil, disk.WithRecovery(fmt.Errorf("data directory %s: %w", cfg.DataDir, err), recovery(cfg.DataDir))
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hlog)
-	if err != nil {
-		n.log.Close()
-		return nil, fmt.Errorf("open snapshots in %s: %w", dir, err)
-	}
+	n.log, n.snaps = st.log, st.snaps
 	n.trans, err = newTransport(cfg, hlog)
 	if err != nil {
 		n.log.Close()
 		return nil, err
 	}
-	exists, err := raft.HasExistingState(n.log, n.log, snaps)
+	exists, err := raft.HasExistingState(n.log, n.log, n.snaps)
 	if err != nil {
 		n.closeStores()
 		return nil, fmt.Errorf("read state in %s: %w", dir, err)
 	}
 	if !exists && cfg.Bootstrap {
 		conf := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: rc.LocalID, Address: n.trans.LocalAddr()}}}
-		if err := raft.BootstrapCluster(rc, n.log, n.log, snaps, n.trans, conf); err != nil {
+		if err := raft.BootstrapCluster(rc, n.log, n.log, n.snaps, n.trans, conf); err != nil {
 			n.closeStores()
 			return nil, fmt.Errorf("bootstrap cluster: %w", err)
 		}
@@ -167,10 +166,13 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	}
 	n.logs = newFailStop(logs)
 	f := &fsm{sm: sm, applied: func(i uint64) { n.applied.Store(i) }}
-	n.raft, err = raft.NewRaft(rc, f, n.logs, n.log, snaps, n.trans)
+	n.raft, err = raft.NewRaft(rc, f, n.logs, n.log, n.snaps, n.trans)
 	if err != nil {
 		n.closeStores()
-		return nil, fmt.Errorf("start raft: %w", err)
+		if why := st.restoreFailure(dir, f.lastRestoreErr()); why != nil {
+			err = why
+		}
+		return nil, disk.WithRecovery(fmt.Errorf("data directory %s: start raft: %w", cfg.DataDir, err), recovery(cfg.DataDir))
 	}
 	go n.watchLeadership()
 	return n, nil
@@ -451,7 +453,9 @@ func (n *Node) Snapshot() error {
 // write. Entries that failed were never acknowledged.
 func (n *Node) Failed() <-chan error { return n.logs.failed }
 
-// Close stops leader work, shuts Raft down and closes the log.
+// Close stops leader work, shuts Raft down and closes the log. When all
+// went well it records where the log ended, so that the next start can
+// tell a log damaged at its end from one a crash cut short.
 func (n *Node) Close() error {
 	n.mu.Lock()
 	if n.closed {
@@ -463,8 +467,32 @@ func (n *Node) Close() error {
 	close(n.stop)
 	<-n.done
 	err := n.raft.Shutdown().Error()
+	stop, ok := n.lastEntry()
 	n.closeStores()
+	if err == nil && ok {
+		if err = writeCleanStop(n.dir, stop); err != nil {
+			err = fmt.Errorf("record a clean shutdown in %s: %w", n.dir, err)
+		}
+	}
 	return err
+}
+
+// lastEntry returns the log's last index and term, and whether they make
+// a clean stop: not when a log write failed, leaving the log's end in
+// doubt.
+func (n *Node) lastEntry() (cleanStop, bool) {
+	if n.logs.hasFailed() {
+		return cleanStop{}, false
+	}
+	last, err := n.log.LastIndex()
+	if err != nil || last == 0 {
+		return cleanStop{}, err == nil
+	}
+	var e raft.Log
+	if err := n.log.GetLog(last, &e); err != nil {
+		return cleanStop{}, false
+	}
+	return cleanStop{LastIndex: last, LastTerm: e.Term}, true
 }
 
 func (n *Node) closeStores() {

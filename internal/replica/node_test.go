@@ -34,6 +34,9 @@ type counter struct {
 	n  uint64
 	// changed is closed and replaced on every change.
 	changed chan struct{}
+	// refuse makes Restore fail, as a state machine given data it cannot
+	// take does.
+	refuse bool
 }
 
 func newCounter() *counter { return &counter{changed: make(chan struct{})} }
@@ -85,6 +88,9 @@ func (c *counter) Snapshot() (func(io.Writer) error, error) {
 }
 
 func (c *counter) Restore(r io.Reader) error {
+	if c.refuse {
+		return errors.New("snapshot record 0: unknown record")
+	}
 	var b bytes.Buffer
 	if _, err := io.Copy(&b, r); err != nil {
 		return err

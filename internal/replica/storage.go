@@ -1,0 +1,178 @@
+package replica
+
+import (
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	wal "github.com/hashicorp/raft-wal"
+
+	"github.com/djinn-go/djinn/internal/disk"
+)
+
+// recovery is the advice a node that refuses its data directory gives.
+func recovery(dataDir string) string {
+	return fmt.Sprintf("restore the data directory %s from a backup; in a cluster, you may instead replace this member with a new one, "+
+		"which copies the state from the others; or run `djinn repair --data-dir %s`, which keeps what checks out and reports what it drops", dataDir, dataDir)
+}
+
+// storage is a node's checked log and snapshots.
+type storage struct {
+	log   *wal.WAL
+	snaps *snapStore
+}
+
+// openStorage checks the log and snapshots in raftDir and opens them. It
+// refuses (with a *disk.DamageError) storage that would not give back
+// everything it acknowledged: damage in the log or the snapshots, a log
+// that ends before where a clean shutdown left it, a snapshot that
+// disagrees with the log. A torn last write, never acknowledged, is left
+// out and logged.
+func openStorage(raftDir string, segSize int, hlog hclog.Logger, logger *slog.Logger) (*storage, error) {
+	walDir := filepath.Join(raftDir, "wal")
+	clean, wasClean, err := readCleanStop(raftDir)
+	if err != nil {
+		return nil, err
+	}
+	wc, err := checkWAL(walDir, false)
+	if err != nil {
+		return nil, err
+	}
+	if wc.damage != nil {
+		return nil, wc.damage
+	}
+	sc, err := checkSnapshots(raftDir, false)
+	if err != nil {
+		return nil, err
+	}
+	if d := sc.damage(); d != nil {
+		return nil, d
+	}
+	log, err := wal.Open(walDir, wal.WithSegmentSize(segSize))
+	if err != nil {
+		return nil, fmt.Errorf("open log in %s: %w", walDir, err)
+	}
+	if err := checkOpenedLog(log, wc, clean, wasClean, logger); err != nil {
+		log.Close()
+		return nil, err
+	}
+	if err := sc.settle(log, walDir, logger); err != nil {
+		log.Close()
+		return nil, err
+	}
+	if err := removeCleanStop(raftDir); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("clean-shutdown record in %s: %w", raftDir, err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(raftDir, 2, hlog)
+	if err != nil {
+		log.Close()
+		return nil, fmt.Errorf("open snapshots in %s: %w", raftDir, err)
+	}
+	return &storage{log: log, snaps: &snapStore{FileSnapshotStore: snaps}}, nil
+}
+
+// checkOpenedLog checks the log raft-wal opened against the check of its
+// files and against the record of a clean shutdown, if any.
+func checkOpenedLog(log *wal.WAL, wc walCheck, clean cleanStop, wasClean bool, logger *slog.Logger) error {
+	first, err := log.FirstIndex()
+	if err != nil {
+		return err
+	}
+	last, err := log.LastIndex()
+	if err != nil {
+		return err
+	}
+	if first != wc.first || last != wc.last {
+		return fmt.Errorf("the log serves entries %d to %d, its check found %d to %d: not starting on a log whose reading is in doubt", first, last, wc.first, wc.last)
+	}
+	var tail *segCheck
+	if len(wc.segs) > 0 {
+		tail = &wc.segs[len(wc.segs)-1]
+	}
+	if wasClean {
+		return matchCleanStop(log, tail, clean, last)
+	}
+	if tail == nil || tail.cutFrom < 0 {
+		return nil
+	}
+	if tail.after != nil {
+		return tail.after
+	}
+	logger.Warn("log: a write a crash interrupted was torn and is left out; it was never acknowledged",
+		"file", tail.path, "offset", tail.cutFrom, "entries", tail.cut)
+	return nil
+}
+
+// matchCleanStop checks that the log ends where the node's last, clean,
+// shutdown left it.
+func matchCleanStop(log *wal.WAL, tail *segCheck, clean cleanStop, last uint64) error {
+	where, off := "", int64(-1)
+	if tail != nil {
+		where, off = tail.path, tail.keptEnd
+	}
+	if last != clean.LastIndex {
+		return &disk.DamageError{Path: where, Offset: off, Problem: fmt.Sprintf(
+			"the node stopped cleanly with its log at index %d, but the log now ends at index %d: its last entries are damaged", clean.LastIndex, last)}
+	}
+	if last == 0 {
+		return nil
+	}
+	var e raft.Log
+	if err := log.GetLog(last, &e); err != nil {
+		return &disk.DamageError{Path: where, Offset: -1, Problem: fmt.Sprintf("the log's last entry, %d, cannot be read: %v", last, err)}
+	}
+	if e.Term != clean.LastTerm {
+		return &disk.DamageError{Path: where, Offset: -1, Problem: fmt.Sprintf(
+			"the node stopped cleanly with its last entry, %d, of term %d, but the log's is of term %d", last, clean.LastTerm, e.Term)}
+	}
+	return nil
+}
+
+// settle checks the newest snapshot against the opened log, and drops a
+// log that the snapshot wholly replaces.
+func (c snapCheck) settle(log *wal.WAL, walDir string, logger *slog.Logger) error {
+	first, err := log.FirstIndex()
+	if err != nil {
+		return err
+	}
+	last, err := log.LastIndex()
+	if err != nil {
+		return err
+	}
+	stale, d := c.againstLog(walDir, first, last)
+	if d != nil {
+		return d
+	}
+	if !stale {
+		return nil
+	}
+	logger.Info("log: dropping entries the newest snapshot already holds (its install was interrupted)",
+		"first", first, "last", last, "snapshot", c.newest().meta.Index)
+	if err := log.DeleteRange(first, last); err != nil {
+		return fmt.Errorf("drop log entries %d to %d: %w", first, last, err)
+	}
+	return nil
+}
+
+// restoreFailure explains why raft did not start when it could not
+// restore the newest snapshot: the snapshot did not open (damage), or the
+// state machine did not take its data (restoreErr). nil: neither.
+func (st *storage) restoreFailure(raftDir string, restoreErr error) error {
+	l, err := st.snaps.FileSnapshotStore.List()
+	if err != nil || len(l) == 0 {
+		return nil
+	}
+	path := filepath.Join(raftDir, snapDirName, l[0].ID, snapStateName)
+	if cause := st.snaps.failure(); cause != nil {
+		return &disk.DamageError{Path: path, Offset: -1, Problem: "the snapshot does not check out: " + cause.Error()}
+	}
+	if restoreErr != nil {
+		return fmt.Errorf("snapshot %s checks out but the state does not take it (written by another version of djinn?): %w", path, restoreErr)
+	}
+	return nil
+}
+
+func (st *storage) close() error { return st.log.Close() }
