@@ -1,0 +1,279 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/djinn-go/djinn/internal/disk"
+)
+
+// RepairReport says what Repair found in a node's data directory and what
+// it did.
+type RepairReport struct {
+	// Dir is the data directory.
+	Dir string
+	// Saved is where the files Repair replaced or dropped were moved;
+	// empty when it changed nothing.
+	Saved string
+	// Snapshot is the index of the snapshot the node restores (0: none);
+	// First and Last are the log entries it replays after it (0, 0:
+	// none).
+	Snapshot, First, Last uint64
+	// Found lists the damage found; Dropped says what was dropped,
+	// naming the entries and whether they had been acknowledged.
+	Found, Dropped []string
+	// LostFirst and LostLast are the acknowledged log entries dropped
+	// (0, 0: none).
+	LostFirst, LostLast uint64
+}
+
+// String describes the report for an operator.
+func (r RepairReport) String() string {
+	var b strings.Builder
+	if len(r.Found) == 0 && r.Saved == "" {
+		fmt.Fprintf(&b, "%s: no damage found; nothing changed", r.Dir)
+		return b.String()
+	}
+	for _, f := range r.Found {
+		fmt.Fprintf(&b, "found: %s\n", f)
+	}
+	for _, d := range r.Dropped {
+		fmt.Fprintf(&b, "dropped: %s\n", d)
+	}
+	if r.Saved != "" {
+		fmt.Fprintf(&b, "the files replaced or dropped are kept in %s\n", r.Saved)
+	}
+	fmt.Fprintf(&b, "kept: %s", r.kept())
+	return b.String()
+}
+
+func (r RepairReport) kept() string {
+	var parts []string
+	if r.Snapshot > 0 {
+		parts = append(parts, fmt.Sprintf("the snapshot at index %d", r.Snapshot))
+	}
+	if r.Last > 0 {
+		parts = append(parts, fmt.Sprintf("log entries %d to %d", r.First, r.Last))
+	}
+	if len(parts) == 0 {
+		return "nothing"
+	}
+	return strings.Join(parts, ", then ")
+}
+
+// Repair makes the node data directory dataDir, whose node must not be
+// running, start again: it keeps the newest snapshot that checks out and
+// the log entries that check out up to the first damage and follow on
+// from that snapshot, and drops the rest, moving every file it replaces
+// into a damaged-N directory beside. The report names what was dropped;
+// acknowledged writes in it are lost to this node. Use it only when no
+// backup or healthy peer holds the data: a member of a cluster that lost
+// entries is better replaced.
+func Repair(dataDir string) (RepairReport, error) {
+	rep := RepairReport{Dir: dataDir}
+	raftDir := filepath.Join(dataDir, "raft")
+	walDir := filepath.Join(raftDir, "wal")
+	if _, err := os.Stat(raftDir); err != nil {
+		return rep, fmt.Errorf("data directory %s: %w", dataDir, err)
+	}
+	clean, wasClean, err := readCleanStop(raftDir)
+	var d *disk.DamageError
+	switch {
+	case errors.As(err, &d):
+		rep.Found = append(rep.Found, d.Error())
+	case err != nil:
+		return rep, err
+	}
+	wc, err := checkWAL(walDir, true)
+	if err != nil {
+		return rep, err
+	}
+	sc, err := checkSnapshots(raftDir, true)
+	if err != nil {
+		return rep, err
+	}
+	p := plan(wc, sc, clean, wasClean)
+	rep.Found = append(rep.Found, p.found...)
+	rep.Dropped = p.dropped
+	rep.Snapshot, rep.First, rep.Last = p.snapshot, p.first, p.last
+	rep.LostFirst, rep.LostLast = p.lost[0], p.lost[1]
+	if p.empty {
+		return rep, fmt.Errorf("data directory %s: nothing can be kept: %s; restore it from a backup, or replace this member of its cluster", dataDir, strings.Join(p.found, "; "))
+	}
+	if !p.rebuild && len(p.dropSnaps) == 0 && d == nil {
+		return rep, nil
+	}
+	if rep.Saved, err = freeDir(dataDir); err != nil {
+		return rep, err
+	}
+	return rep, p.apply(raftDir, rep.Saved, wc)
+}
+
+// repairPlan is what Repair keeps and drops.
+type repairPlan struct {
+	found, dropped []string
+	dropSnaps      []string  // snapshot directories to move aside
+	snapshot       uint64    // the snapshot kept
+	first, last    uint64    // the log kept
+	lost           [2]uint64 // the acknowledged entries dropped
+	rebuild        bool      // the log must be rewritten with first..last
+	empty          bool      // nothing can be kept
+}
+
+func plan(wc walCheck, sc snapCheck, clean cleanStop, wasClean bool) repairPlan {
+	var p repairPlan
+	for _, s := range sc.snaps {
+		switch {
+		case s.damage != nil:
+			p.found = append(p.found, s.damage.Error())
+			p.dropSnaps = append(p.dropSnaps, s.dir)
+			p.dropped = append(p.dropped, "the damaged snapshot "+s.dir)
+		case p.snapshot == 0:
+			p.snapshot = s.meta.Index
+		}
+	}
+	var end uint64 // the last entry the log held, as far as can be told
+	p.first, p.last, end = p.logPrefix(wc)
+	// Damage in the last segment may hide entries after it, unless a clean
+	// shutdown recorded where the log ended.
+	hidden := len(wc.segs) > 0 && !wasClean && (wc.segs[len(wc.segs)-1].damage != nil || wc.segs[len(wc.segs)-1].after != nil)
+	if wasClean && clean.LastIndex > max(end, p.last) {
+		p.found = append(p.found, fmt.Sprintf("the node stopped cleanly with its log at entry %d, but the log ends at entry %d", clean.LastIndex, max(end, p.last)))
+		end = clean.LastIndex
+	}
+	switch {
+	case p.last > 0 && p.first > p.snapshot+1:
+		if p.snapshot == 0 && p.first > 1 {
+			p.found = append(p.found, fmt.Sprintf("no snapshot holds the log's entries before %d", p.first))
+			p.empty = true
+			return p
+		}
+		p.found = append(p.found, fmt.Sprintf("the log starts at entry %d, after the snapshot kept (index %d): the entries between are missing", p.first, p.snapshot))
+		p.first, p.last, p.rebuild = 0, 0, true
+	case p.last > 0 && p.last < p.snapshot:
+		p.first, p.last, p.rebuild = 0, 0, true // the snapshot holds it all
+	}
+	if lost := max(p.last, p.snapshot) + 1; end >= lost {
+		p.rebuild = true
+		p.lost = [2]uint64{lost, end}
+		more := ""
+		if hidden {
+			more = " (and any later ones the damage hides)"
+		}
+		p.dropped = append(p.dropped, fmt.Sprintf("log entries %d to %d%s, acknowledged: lost to this node", lost, end, more))
+	}
+	if p.last == 0 && p.snapshot == 0 && end > 0 {
+		p.empty = true
+	}
+	return p
+}
+
+// logPrefix returns the entries of the log that check out, from its first
+// up to the first damage, and the last entry the log held as far as its
+// segments tell.
+func (p *repairPlan) logPrefix(wc walCheck) (first, last, end uint64) {
+	broken := false
+	for _, s := range wc.segs {
+		end = max(end, segEnd(s))
+		if broken {
+			continue
+		}
+		n := s.valid
+		if s.damage == nil {
+			n = s.kept
+		}
+		if s.damage != nil {
+			p.found = append(p.found, s.damage.Error())
+		} else if s.after != nil {
+			p.found = append(p.found, s.after.Error())
+			p.rebuild = true
+		}
+		lo, hi := s.info.MinIndex, s.info.BaseIndex+uint64(n)-1
+		if !s.tail {
+			hi = min(hi, s.info.MaxIndex)
+		}
+		if n > 0 && hi >= lo {
+			if first == 0 {
+				first = lo
+			}
+			last = hi
+		}
+		broken = s.damage != nil
+	}
+	return first, last, end
+}
+
+// segEnd returns the last index a segment held acknowledged, as far as
+// it tells: a torn last write's entries never were; a last batch written
+// whole that fails its checksum held at least one.
+func segEnd(s segCheck) uint64 {
+	if !s.tail {
+		return s.info.MaxIndex
+	}
+	n := s.kept
+	switch {
+	case s.damage != nil && len(s.walk.commits) > 0:
+		n = s.walk.commits[len(s.walk.commits)-1].entries
+	case s.after != nil:
+		n += max(s.cut, 1)
+	}
+	end := s.held
+	if n > 0 {
+		end = max(end, s.info.BaseIndex+uint64(n)-1)
+	}
+	return end
+}
+
+// apply carries the plan out: snapshots dropped and a log rewritten are
+// moved into saved.
+func (p repairPlan) apply(raftDir, saved string, wc walCheck) error {
+	for _, dir := range p.dropSnaps {
+		if err := moveInto(dir, filepath.Join(saved, snapDirName)); err != nil {
+			return err
+		}
+	}
+	walDir := filepath.Join(raftDir, "wal")
+	if p.rebuild {
+		if err := rebuildLog(walDir, wc, p.first, p.last); err != nil {
+			return err
+		}
+		if err := moveInto(walDir, saved); err != nil {
+			return err
+		}
+		if err := os.Rename(walDir+".repair", walDir); err != nil {
+			return err
+		}
+	}
+	if err := removeCleanStop(raftDir); err != nil {
+		return err
+	}
+	return syncDir(raftDir)
+}
+
+// freeDir returns the first damaged-N directory in dataDir that does not
+// exist yet.
+func freeDir(dataDir string) (string, error) {
+	for i := 1; ; i++ {
+		d := filepath.Join(dataDir, fmt.Sprintf("damaged-%d", i))
+		if _, err := os.Stat(d); errors.Is(err, fs.ErrNotExist) {
+			return d, nil
+		} else if err != nil {
+			return "", err
+		}
+	}
+}
+
+// moveInto moves path into the directory into, making it.
+func moveInto(path, into string) error {
+	if err := os.MkdirAll(into, 0o700); err != nil {
+		return err
+	}
+	if err := os.Rename(path, filepath.Join(into, filepath.Base(path))); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
