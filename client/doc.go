@@ -42,7 +42,9 @@
 // was sent: half the granted duration, or earlier so that a safety margin
 // is left, and batches the due leases of each landlord into one RenewAll. It
 // retries indefinite failures with backoff while the lease lasts and reports
-// definite failures and expiries to a handler. It owns its goroutines;
+// definite failures and expiries to a handler. A lease leaves it at its
+// desired expiration, and a second handler hears of that (River's
+// DesiredExpirationListener). It owns its goroutines;
 // Close stops them and waits. Tests drive it under testing/synctest.
 //
 // # Events

@@ -26,6 +26,7 @@ type RenewerOption func(*renewerConfig)
 
 type renewerConfig struct {
 	onFailure     func(Failure)
+	onReached     func(*Lease)
 	renewDuration time.Duration
 	margin        time.Duration
 	minBackoff    time.Duration
@@ -49,6 +50,15 @@ const (
 // slog.
 func WithFailureHandler(f func(Failure)) RenewerOption {
 	return func(c *renewerConfig) { c.onFailure = f }
+}
+
+// WithDesiredExpirationHandler sets the function told of every lease that
+// leaves the Renewer because its desired expiration was reached (River's
+// DesiredExpirationListener). It is called like the failure handler: from
+// the same goroutine, one notice at a time and in the order they arose,
+// never after Close returns. Without it such leases leave quietly.
+func WithDesiredExpirationHandler(f func(*Lease)) RenewerOption {
+	return func(c *renewerConfig) { c.onReached = f }
 }
 
 // WithRenewDuration sets the duration each renewal asks for (default
@@ -86,8 +96,10 @@ func WithRetryBackoff(min, max time.Duration) RenewerOption {
 // the lease's renewal at once and is reported. All due leases of one landlord
 // are renewed with one RenewAll per round.
 //
-// A lease leaves the Renewer when its desired expiration is reached (quietly),
-// when it fails (reported), or by Remove or Cancel. The Renewer owns its
+// A lease leaves the Renewer when its desired expiration is reached — also a
+// lease granted past it, which is never renewed — and the desired-expiration
+// handler hears of it then; when it fails (reported); or by Remove or
+// Cancel. Expiration answers djinn.ErrUnknownLease once it has left. The Renewer owns its
 // goroutines: Close stops them and waits. It is safe for concurrent use.
 type Renewer struct {
 	dial   landlordDialer
@@ -99,10 +111,16 @@ type Renewer struct {
 	done   chan struct{} // closed when every goroutine has stopped
 	wg     sync.WaitGroup
 
-	mu       sync.Mutex
-	leases   map[leaseKey]*managed // guarded by mu
-	failures []Failure             // guarded by mu: waiting for the handler
-	closed   bool                  // guarded by mu
+	mu      sync.Mutex
+	leases  map[leaseKey]*managed // guarded by mu
+	notices []notice              // guarded by mu: waiting for the handlers
+	closed  bool                  // guarded by mu
+}
+
+// notice is a failure, or a lease that reached its desired expiration.
+type notice struct {
+	failure Failure
+	reached *Lease
 }
 
 // managed is a lease under management. Fields are guarded by Renewer.mu.
@@ -190,7 +208,8 @@ func (r *Renewer) unknown(l *Lease) error {
 }
 
 // Expiration returns l's desired expiration: when the Renewer lets it
-// expire (not l.Expiration, when it expires unless renewed).
+// expire (not l.Expiration, when it expires unless renewed). Once that is
+// reached, l has left the Renewer: djinn.ErrUnknownLease.
 func (r *Renewer) Expiration(l *Lease) (time.Time, error) {
 	if l == nil {
 		return time.Time{}, djinn.Errorf(djinn.InvalidArgument, "lease: missing")
@@ -249,8 +268,8 @@ func (r *Renewer) Cancel(ctx context.Context, l *Lease) error {
 }
 
 // Close stops renewing and waits for the Renewer's goroutines. Leases are
-// not cancelled; they expire when they will. Failures not yet handed to the
-// handler are dropped.
+// not cancelled; they expire when they will. Notices not yet handed to the
+// handlers are dropped.
 func (r *Renewer) Close() error {
 	r.mu.Lock()
 	r.closed = true
@@ -352,6 +371,13 @@ func (r *Renewer) step(now time.Time) (next time.Time, ok bool) {
 		return exp, exp.Before(m.until)
 	}
 	for k, m := range r.leases {
+		if !m.until.After(now) && !m.lease.Expiration().Before(m.until) {
+			// Desired expiration reached (in flight or not: a renewal
+			// under way is ignored when it ends).
+			delete(r.leases, k)
+			r.notices = append(r.notices, notice{reached: m.lease})
+			continue
+		}
 		if m.inflight {
 			continue
 		}
@@ -359,7 +385,7 @@ func (r *Renewer) step(now time.Time) (next time.Time, ok bool) {
 		if !exp.After(now) {
 			delete(r.leases, k)
 			if need {
-				r.failures = append(r.failures, Failure{Lease: m.lease, Err: expiredError(m.lease, m.lastErr)})
+				r.notices = append(r.notices, notice{failure: Failure{Lease: m.lease, Err: expiredError(m.lease, m.lastErr)}})
 			}
 			continue
 		}
@@ -398,11 +424,14 @@ func (r *Renewer) step(now time.Time) (next time.Time, ok bool) {
 		if need && m.next.Before(t) {
 			t = m.next
 		}
+		if m.until.Before(t) {
+			t = m.until
+		}
 		if !ok || t.Before(next) {
 			next, ok = t, true
 		}
 	}
-	if len(r.failures) > 0 {
+	if len(r.notices) > 0 {
 		select {
 		case r.signal <- struct{}{}:
 		default:
@@ -490,7 +519,7 @@ func (r *Renewer) renewBatch(items []renewItem) {
 		case r.closed:
 		case djinn.IsDefinite(e):
 			delete(r.leases, it.lease.key())
-			r.failures = append(r.failures, Failure{Lease: m.lease, Err: fmt.Errorf("renew %v: %w", m.lease, e)})
+			r.notices = append(r.notices, notice{failure: Failure{Lease: m.lease, Err: fmt.Errorf("renew %v: %w", m.lease, e)}})
 		default:
 			m.attempts++
 			m.lastErr = e
@@ -507,7 +536,8 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-// notifier hands failures to the handler, one at a time.
+// notifier hands failures and desired expirations reached to the
+// handlers, one at a time.
 func (r *Renewer) notifier() {
 	defer r.wg.Done()
 	for {
@@ -518,17 +548,22 @@ func (r *Renewer) notifier() {
 		}
 		for {
 			r.mu.Lock()
-			fs := r.failures
-			r.failures = nil
+			ns := r.notices
+			r.notices = nil
 			r.mu.Unlock()
-			if len(fs) == 0 {
+			if len(ns) == 0 {
 				break
 			}
-			for _, f := range fs {
+			for _, n := range ns {
 				if r.ctx.Err() != nil {
 					return
 				}
-				r.cfg.onFailure(f)
+				switch {
+				case n.reached == nil:
+					r.cfg.onFailure(n.failure)
+				case r.cfg.onReached != nil:
+					r.cfg.onReached(n.reached)
+				}
 			}
 		}
 	}

@@ -458,3 +458,49 @@ func TestRenewerSameLeaseTwice(t *testing.T) {
 		}
 	})
 }
+
+// LE.3.1 (River's LeaseRenewalManager): a lease leaves the Renewer at its
+// desired expiration — also one granted past it, which needs no renewal —
+// and the desired-expiration handler hears of it then; reaching it is no
+// failure.
+func TestLE31RenewerLeaseLeavesAtItsDesiredExpiration(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		grant   time.Duration
+		desired time.Duration
+		calls   int // renewals before the desired expiration
+	}{
+		{"LE.3.1 a lease granted past its desired expiration leaves at the desired expiration", time.Hour, 20 * time.Second, 0},
+		{"LE.3.1 a lease renewed up to its desired expiration leaves then", time.Minute, 100 * time.Second, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				reached := make(chan *Lease, 10)
+				ll := clienttest.NewLandlord(time.Minute, time.Hour)
+				g := newRigDial(t, ll, inProcess(ll), WithDesiredExpirationHandler(func(l *Lease) { reached <- l }))
+				l := grant(t, g.ll, tt.grant)
+				if err := g.r.Renew(l, g.at(tt.desired)); err != nil {
+					t.Fatal(err)
+				}
+				got := recv(t, reached)
+				if got != l || !time.Now().Equal(g.at(tt.desired)) {
+					t.Fatalf("handler heard of %v at +%v, want the lease at +%v", got, time.Since(g.t0), tt.desired)
+				}
+				if _, err := g.r.Expiration(l); !errors.Is(err, djinn.ErrUnknownLease) {
+					t.Errorf("a lease past its desired expiration is still managed: %v", err)
+				}
+				if n := len(pending(g.ll)); n != tt.calls {
+					t.Errorf("%d renewals, want %d", n, tt.calls)
+				}
+				synctest.Wait()
+				select {
+				case f := <-g.failures:
+					t.Errorf("reaching the desired expiration is no failure: %v", f.Err)
+				case l := <-reached:
+					t.Errorf("handler told twice, again of %v", l)
+				default:
+				}
+			})
+		})
+	}
+}
