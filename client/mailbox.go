@@ -178,13 +178,15 @@ func (r *MailboxRegistration) Pull(ctx context.Context, after uint64) iter.Seq2[
 		defer cancel()
 		stream, err := mc.Pull(ctx, &djinnpb.PullRequest{RegistrationId: r.ID[:], AfterIndex: after})
 		if err != nil {
-			yield(StoredEvent{}, err)
+			if !ended(ctx) {
+				yield(StoredEvent{}, err)
+			}
 			return
 		}
 		for {
 			msg, err := stream.Recv()
 			if err != nil {
-				if ctx.Err() == nil {
+				if !ended(ctx) {
 					yield(StoredEvent{}, err)
 				}
 				return
@@ -201,6 +203,17 @@ func (r *MailboxRegistration) Pull(ctx context.Context, after uint64) iter.Seq2[
 			}
 		}
 	}
+}
+
+// ended reports whether ctx has ended: done, or past its deadline. The
+// second matters at the deadline itself: the server may end the call first,
+// and gRPC then reports DEADLINE_EXCEEDED before ctx's own timer has fired.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // Ack forgets stored events through index.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -222,5 +223,35 @@ func stopInsideHandler(t *testing.T, c *client.Client, stop func(context.Context
 	}
 	if proxy.resetsHeld() == 0 {
 		t.Fatal("the mailbox never cancelled its batch: the test did not exercise a batch in flight")
+	}
+}
+
+// A Pull whose context ends ends with nil, as its doc says — also at the
+// deadline itself, when the server may end the stream before the
+// client's own deadline timer has fired (gRPC then reports
+// DEADLINE_EXCEEDED with the context not yet done). Before the fix, a few
+// in a hundred pulls with short deadlines ended with that error.
+func TestPullEndsWithNilWhenTheContextEnds(t *testing.T) {
+	t.Parallel()
+	srv := servertest.Start(t, servertest.Config(t))
+	c := servertest.Dial(t, srv.Addr())
+	ctx, cancel := context.WithTimeout(t.Context(), servertest.Timeout)
+	defer cancel()
+	reg, err := c.Mailbox().Register(ctx, djinn.Any)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := djinn.Ref{Endpoint: "127.0.0.1:1", Service: djinn.NewID(), Object: djinn.NewID()}
+	if err := client.Notify(ctx, c, reg.Listener, &client.RemoteEvent{Source: src, ID: 1, Seq: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		pctx, pcancel := context.WithTimeout(ctx, time.Duration(1+i%5)*time.Millisecond)
+		for _, err := range reg.Pull(pctx, 0) {
+			if err != nil {
+				t.Fatalf("pull %d: the sequence ended with %v once its context ended; want nil", i, err)
+			}
+		}
+		pcancel()
 	}
 }
