@@ -3,8 +3,6 @@ package client
 import (
 	"context"
 	"math"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/djinn-go/djinn"
@@ -35,76 +33,22 @@ func lookedUp(encoded [][]byte) ([]ServiceItem, error) {
 	return items, nil
 }
 
-// Transition is a set of the service event transitions (DESIGN.md 6): how
-// an item's matching of a Notify template changed.
-type Transition uint32
+// Transition is service.Transition, a set of the service event
+// transitions (DESIGN.md 6): how an item's matching of a Notify template
+// changed.
+type Transition = service.Transition
 
-// The transitions; Notify takes any non-empty union of them, a
-// ServiceEvent carries one.
+// The transitions, as package service names them; Notify takes any
+// non-empty union of them, a ServiceEvent carries one.
 const (
-	MatchNoMatch = Transition(djinnpb.Transition_TRANSITION_MATCH_NOMATCH) // it matched and no longer does, or was removed
-	NoMatchMatch = Transition(djinnpb.Transition_TRANSITION_NOMATCH_MATCH) // it did not match (or was not there) and now does
-	MatchMatch   = Transition(djinnpb.Transition_TRANSITION_MATCH_MATCH)   // it matched, changed, and still matches
-
-	AllTransitions = MatchNoMatch | NoMatchMatch | MatchMatch
+	MatchNoMatch   = service.MatchNoMatch // it matched and no longer does, or was removed
+	NoMatchMatch   = service.NoMatchMatch // it did not match (or was not there) and now does
+	MatchMatch     = service.MatchMatch   // it matched, changed, and still matches
+	AllTransitions = service.AllTransitions
 )
 
-var transitionNames = []struct {
-	t    Transition
-	name string
-}{{MatchNoMatch, "match-nomatch"}, {NoMatchMatch, "nomatch-match"}, {MatchMatch, "match-match"}}
-
-// String names the transitions in t, joined by "|": "match-nomatch",
-// "nomatch-match", "match-match"; "none" for the empty set and
-// "Transition(0x…)" for a value with unknown bits.
-func (t Transition) String() string {
-	if t == 0 {
-		return "none"
-	}
-	if t&^AllTransitions != 0 {
-		return "Transition(0x" + strconv.FormatUint(uint64(t), 16) + ")"
-	}
-	var names []string
-	for _, n := range transitionNames {
-		if t&n.t != 0 {
-			names = append(names, n.name)
-		}
-	}
-	return strings.Join(names, "|")
-}
-
-// ParseTransitions parses a comma-separated list of transition names:
-// match-nomatch, nomatch-match, match-match (in any case, with
-// underscores or hyphens; "all" is the three). An empty list or an unknown
-// name is djinn.ErrInvalidArgument naming it.
-func ParseTransitions(s string) (Transition, error) {
-	var t Transition
-	for part := range strings.SplitSeq(s, ",") {
-		name := strings.ReplaceAll(strings.ToLower(strings.TrimSpace(part)), "_", "-")
-		found := name == "all"
-		if found {
-			t |= AllTransitions
-		}
-		for _, n := range transitionNames {
-			if name == n.name {
-				t |= n.t
-				found = true
-			}
-		}
-		if !found {
-			return 0, djinn.Errorf(djinn.InvalidArgument, "transition %q: want match-nomatch, nomatch-match, match-match or all", abbrev(part))
-		}
-	}
-	return t, nil
-}
-
-// checkTransitions refuses an empty set and unknown bits.
-func checkTransitions(t Transition) error {
-	if t == 0 || t&^AllTransitions != 0 {
-		return djinn.Errorf(djinn.InvalidArgument, "transitions %#x: want a non-empty union of MatchNoMatch, NoMatchMatch and MatchMatch", uint32(t))
-	}
-	return nil
-}
+// ParseTransitions is service.ParseTransitions.
+func ParseTransitions(s string) (Transition, error) { return service.ParseTransitions(s) }
 
 // Registrar is a client of a lookup service (DESIGN.md 6): services
 // register items there for a lease, and clients find, browse and watch
@@ -329,7 +273,7 @@ func (r *Registrar) lookup(ctx context.Context, req *djinnpb.LookupRequest) (int
 // as transitions selects, for a lease of about d. The registration's
 // Source is the registrar; its lease covers the interest.
 func (r *Registrar) Notify(ctx context.Context, tmpl ServiceTemplate, transitions Transition, listener djinn.Ref, handback []byte, d time.Duration) (*EventRegistration, error) {
-	if err := checkTransitions(transitions); err != nil {
+	if err := transitions.Check(); err != nil {
 		return nil, err
 	}
 	if listener.IsZero() {

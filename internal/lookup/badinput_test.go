@@ -113,7 +113,7 @@ func TestBadInputNeverPanics(t *testing.T) {
 			case 4:
 				_, err = r.ModifyAttributes(anyID.Draw(t, "id"), rapid.SliceOfN(anyEntryTemplate, 0, 3).Draw(t, "templates"), rapid.SliceOfN(anyEntry, 0, 3).Draw(t, "changes"))
 			case 5:
-				err = r.AddWatch(anyID.Draw(t, "watch"), anyTemplate.Draw(t, "tmpl"), lookup.Transition(rapid.Uint8().Draw(t, "mask")))
+				err = r.AddWatch(anyID.Draw(t, "watch"), anyTemplate.Draw(t, "tmpl"), service.Transition(rapid.Uint8().Draw(t, "mask")))
 			case 6:
 				err = r.RemoveWatch(anyID.Draw(t, "watch"))
 			case 7:

@@ -21,7 +21,7 @@ func Example() {
 			{Name: "floor", Value: service.NewInt(3)},
 		}}},
 	}
-	if err := r.AddWatch(djinn.ID{1}, floor3, lookup.NoMatchMatch|lookup.MatchNoMatch); err != nil {
+	if err := r.AddWatch(djinn.ID{1}, floor3, service.NoMatchMatch|service.MatchNoMatch); err != nil {
 		panic(err)
 	}
 	item := service.Item{

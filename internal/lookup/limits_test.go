@@ -29,7 +29,7 @@ func TestLimits(t *testing.T) {
 		return func(r *lookup.Registry) error { _, err := r.Register(it, lid(1)); return err }
 	}
 	watch := func(tmpl service.Template) func(r *lookup.Registry) error {
-		return func(r *lookup.Registry) error { return r.AddWatch(wid(1), tmpl, lookup.AllTransitions) }
+		return func(r *lookup.Registry) error { return r.AddWatch(wid(1), tmpl, service.AllTransitions) }
 	}
 	long := strings.Repeat("n", 11)
 	for _, c := range []struct {

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/djinn-go/djinn"
-	"github.com/djinn-go/djinn/internal/lookup"
 	"github.com/djinn-go/djinn/service"
 )
 
@@ -65,7 +64,7 @@ func TestMatching(t *testing.T) {
 			r := newRegistry(t, service.Limits{})
 			// A second item of other types, which no template matches.
 			ok(t)(r.Register(service.Item{ID: sid(9), Service: []byte("r"), Types: []string{"Clock"}}, lid(9)))
-			if err := r.AddWatch(wid(1), c.tmpl, lookup.AllTransitions); err != nil {
+			if err := r.AddWatch(wid(1), c.tmpl, service.AllTransitions); err != nil {
 				t.Fatal(err)
 			}
 			events := ok(t)(r.Register(printer(), lid(1)))
@@ -84,7 +83,7 @@ func TestMatching(t *testing.T) {
 			if total != want+clock || len(items) != want+clock || len(events) != want {
 				t.Fatalf("lookup found %d (%d items), watch heard %d events, want %d", total, len(items), len(events), want)
 			}
-			if want == 1 && (items[0].ID != sid(1) || events[0].Transition != lookup.NoMatchMatch) {
+			if want == 1 && (items[0].ID != sid(1) || events[0].Transition != service.NoMatchMatch) {
 				t.Fatalf("found %s, heard %v", items[0].ID, events[0])
 			}
 		})

@@ -9,7 +9,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/djinn-go/djinn"
-	"github.com/djinn-go/djinn/internal/lookup"
 	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/service"
 )
@@ -144,7 +143,7 @@ func BenchmarkNotify(b *testing.B) {
 	for i := range 10000 {
 		var w djinn.ID
 		w[0], w[1], w[15] = byte(i>>8), byte(i), 2
-		if err := r.AddWatch(w, service.Template{Types: []string{fmt.Sprintf("Type%d", i)}}, lookup.AllTransitions); err != nil {
+		if err := r.AddWatch(w, service.Template{Types: []string{fmt.Sprintf("Type%d", i)}}, service.AllTransitions); err != nil {
 			b.Fatal(err)
 		}
 	}

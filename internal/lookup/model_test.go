@@ -27,7 +27,7 @@ type model struct {
 
 type mWatch struct {
 	tmpl service.Template
-	mask lookup.Transition
+	mask service.Transition
 }
 
 func newModel() *model {
@@ -113,14 +113,14 @@ func (m *model) events(pre, post *service.Item) []lookup.Event {
 		w := m.watches[id]
 		before := pre != nil && mMatches(w.tmpl, *pre)
 		after := post != nil && mMatches(w.tmpl, *post)
-		var tr lookup.Transition
+		var tr service.Transition
 		switch {
 		case before && after:
-			tr = lookup.MatchMatch
+			tr = service.MatchMatch
 		case before:
-			tr = lookup.MatchNoMatch
+			tr = service.MatchNoMatch
 		case after:
-			tr = lookup.NoMatchMatch
+			tr = service.NoMatchMatch
 		}
 		if tr&w.mask == 0 {
 			continue
@@ -242,8 +242,8 @@ func (m *model) modifyAttributes(id djinn.ID, tmpls []service.EntryTemplate, cha
 	return m.setEntries(id, mCanonEntries(out)), nil
 }
 
-func (m *model) addWatch(id djinn.ID, tmpl service.Template, mask lookup.Transition) error {
-	if mask == 0 || mask&^lookup.AllTransitions != 0 {
+func (m *model) addWatch(id djinn.ID, tmpl service.Template, mask service.Transition) error {
+	if mask == 0 || mask&^service.AllTransitions != 0 {
 		return errKind(djinn.InvalidArgument)
 	}
 	if _, ok := m.watches[id]; ok {
@@ -521,7 +521,7 @@ func modelRun(maxSteps int) func(*rapid.T) {
 				sameEvents(t, "modify attributes", got, want)
 			case 7:
 				id, tmpl := drawID(t, "watch", wid), drawTemplate(t, "watch-tmpl")
-				mask := lookup.Transition(rapid.IntRange(0, 8).Draw(t, "mask"))
+				mask := service.Transition(rapid.IntRange(0, 8).Draw(t, "mask"))
 				sameErr(t, "add watch", r.AddWatch(id, tmpl, mask), m.addWatch(id, storedTemplate(tmpl), mask))
 			case 8:
 				id := drawID(t, "watch", wid)

@@ -243,7 +243,7 @@ func TestAttributes(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRegistry(t, service.Limits{})
 			ok(t)(r.Register(printer(), lid(1)))
-			if err := r.AddWatch(wid(1), service.Template{}, lookup.AllTransitions); err != nil {
+			if err := r.AddWatch(wid(1), service.Template{}, service.AllTransitions); err != nil {
 				t.Fatal(err)
 			}
 			before := entriesOf(t, r, sid(1))
@@ -263,7 +263,7 @@ func TestAttributes(t *testing.T) {
 				t.Fatalf("entries\n%+v\nwant\n%+v", got, c.want)
 			}
 			changed := !reflect.DeepEqual(got, before)
-			if changed != (len(events) == 1) || changed && events[0].Transition != lookup.MatchMatch {
+			if changed != (len(events) == 1) || changed && events[0].Transition != service.MatchMatch {
 				t.Fatalf("changed %v, events %+v", changed, events)
 			}
 		})

@@ -23,7 +23,7 @@ type Snapshot struct {
 type Watch struct {
 	ID          djinn.ID
 	Template    service.Template
-	Transitions Transition
+	Transitions service.Transition
 }
 
 // Export returns the registry's state. The caller owns it.

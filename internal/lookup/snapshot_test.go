@@ -16,15 +16,15 @@ func equalSnapshots(a, b lookup.Snapshot) bool { return reflect.DeepEqual(a, b) 
 func populated(t *testing.T) *lookup.Registry {
 	r := browsing(t)
 	for i, shape := range watchShapes {
-		if err := r.AddWatch(wid(byte(i+1)), shape.tmpl, lookup.Transition(i%7+1)); err != nil {
+		if err := r.AddWatch(wid(byte(i+1)), shape.tmpl, service.Transition(i%7+1)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	tmpl := service.Template{Types: []string{"b", "a", "b"}, Entries: []service.EntryTemplate{{Type: "E", Fields: []service.Field{f("z", null), f("y", str("1")), f("x", i64(1))}}}}
-	if err := r.AddWatch(wid(9), tmpl, lookup.MatchMatch); err != nil {
+	if err := r.AddWatch(wid(9), tmpl, service.MatchMatch); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.AddWatch(wid(8), service.Template{}, lookup.NoMatchMatch); err != nil {
+	if err := r.AddWatch(wid(8), service.Template{}, service.NoMatchMatch); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -42,7 +42,7 @@ func TestExportImport(t *testing.T) {
 	// Stored form: the watch's template lost its wildcard and got sorted.
 	w9 := snap.Watches[len(snap.Watches)-1]
 	want9 := service.Template{Types: []string{"a", "b"}, Entries: []service.EntryTemplate{{Type: "E", Fields: []service.Field{f("x", i64(1)), f("y", str("1"))}}}}
-	if w9.ID != wid(9) || !reflect.DeepEqual(w9.Template, want9) || w9.Transitions != lookup.MatchMatch {
+	if w9.ID != wid(9) || !reflect.DeepEqual(w9.Template, want9) || w9.Transitions != service.MatchMatch {
 		t.Fatalf("watch 9 exported as %+v", w9)
 	}
 	b := newRegistry(t, service.Limits{})

@@ -249,7 +249,7 @@ func (s *State) ApplyNotify(c *statepb.LookupNotify) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := r.AddWatch(cookie, tmpl, Transition(c.GetTransitions())); err != nil {
+	if err := r.AddWatch(cookie, tmpl, service.Transition(c.GetTransitions())); err != nil {
 		return 0, err
 	}
 	if err := s.leases.ApplyGrant(cookie, lease.Owner{Kind: WatchLeaseKind, ID: cookie}, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
@@ -365,7 +365,7 @@ type snapItem struct {
 type snapWatch struct {
 	ID          djinn.ID
 	Template    []byte // a djinnpb.ServiceTemplate
-	Transitions Transition
+	Transitions service.Transition
 	EventID     int64
 	Listener    []byte // a djinnpb.Ref
 	Handback    []byte

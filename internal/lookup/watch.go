@@ -2,51 +2,11 @@ package lookup
 
 import (
 	"bytes"
-	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/service"
 )
-
-// Transition is a set of the transitions a watch hears of (Jini's
-// ServiceRegistrar TRANSITION_* constants, with their values).
-type Transition uint8
-
-// The transitions. An item matches a watch's template before a change and
-// not after it (MatchNoMatch: the item changed or was removed), not before
-// and after (NoMatchMatch: it was registered or changed), or before and
-// after (MatchMatch: it changed, or was registered again).
-const (
-	MatchNoMatch Transition = 1 << iota
-	NoMatchMatch
-	MatchMatch
-
-	// AllTransitions is every transition.
-	AllTransitions = MatchNoMatch | NoMatchMatch | MatchMatch
-)
-
-// String returns the set as names joined by "|", for example
-// "match-nomatch|match-match"; unknown bits are shown in hex.
-func (t Transition) String() string {
-	var parts []string
-	for _, x := range []struct {
-		t Transition
-		s string
-	}{{MatchNoMatch, "match-nomatch"}, {NoMatchMatch, "nomatch-match"}, {MatchMatch, "match-match"}} {
-		if t&x.t != 0 {
-			parts = append(parts, x.s)
-		}
-	}
-	if rest := t &^ AllTransitions; rest != 0 {
-		parts = append(parts, fmt.Sprintf("%#x", uint8(rest)))
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, "|")
-}
 
 // Event is what a change tells a watch (a ServiceEvent's content). Item is
 // the item after the change, nil when it was removed (Jini's
@@ -56,7 +16,7 @@ func (t Transition) String() string {
 type Event struct {
 	Watch      djinn.ID
 	ServiceID  djinn.ID
-	Transition Transition
+	Transition service.Transition
 	Item       *service.Item
 }
 
@@ -64,7 +24,7 @@ type Event struct {
 type watch struct {
 	id   djinn.ID
 	tmpl *service.Matcher
-	mask Transition
+	mask service.Transition
 }
 
 // watchIndex holds the watches, each in exactly one bucket: by the service
@@ -195,16 +155,16 @@ func itemID(pre, post *item) djinn.ID {
 // on every change to an item that makes one of the transitions in
 // transitions for tmpl yields an Event for id. The caller assigns the id,
 // which must be new. Adding a watch yields no events.
-func (r *Registry) AddWatch(id djinn.ID, tmpl service.Template, transitions Transition) error {
+func (r *Registry) AddWatch(id djinn.ID, tmpl service.Template, transitions service.Transition) error {
 	return r.addWatch(r.lim, id, tmpl, transitions)
 }
 
-func (r *Registry) addWatch(lim service.Limits, id djinn.ID, tmpl service.Template, transitions Transition) error {
+func (r *Registry) addWatch(lim service.Limits, id djinn.ID, tmpl service.Template, transitions service.Transition) error {
 	if id.IsZero() {
 		return djinn.Errorf(djinn.InvalidArgument, "watch id %s: zero (the caller assigns ids)", id)
 	}
-	if transitions == 0 || transitions&^AllTransitions != 0 {
-		return djinn.Errorf(djinn.InvalidArgument, "transitions %#x (%s): want a non-empty set of MatchNoMatch (1), NoMatchMatch (2) and MatchMatch (4)", uint8(transitions), transitions)
+	if err := transitions.Check(); err != nil {
+		return err
 	}
 	t, err := lim.Matcher(tmpl)
 	if err != nil {
@@ -236,14 +196,14 @@ func (r *Registry) notify(pre, post *item) []Event {
 	for _, w := range r.watches.candidates(pre, post) {
 		before := pre != nil && w.tmpl.Matches(&pre.Record)
 		after := post != nil && w.tmpl.Matches(&post.Record)
-		var tr Transition
+		var tr service.Transition
 		switch {
 		case before && after:
-			tr = MatchMatch
+			tr = service.MatchMatch
 		case before:
-			tr = MatchNoMatch
+			tr = service.MatchNoMatch
 		case after:
-			tr = NoMatchMatch
+			tr = service.NoMatchMatch
 		}
 		if tr == 0 || w.mask&tr == 0 {
 			continue

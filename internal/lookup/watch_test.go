@@ -46,41 +46,41 @@ func TestTransitions(t *testing.T) {
 		name    string
 		initial *service.Item
 		op      op
-		want    lookup.Transition // 0: no event
-		removed bool              // the event carries no item
+		want    service.Transition // 0: no event
+		removed bool               // the event carries no item
 	}{
-		{"6/registered, matching: nomatch-match", nil, reg(onFloor(3)), lookup.NoMatchMatch, false},
+		{"6/registered, matching: nomatch-match", nil, reg(onFloor(3)), service.NoMatchMatch, false},
 		{"6/registered, not matching: nothing", nil, reg(onFloor(4)), 0, false},
-		{"6/registered again, identical: match-match", new(onFloor(3)), reg(onFloor(3)), lookup.MatchMatch, false},
-		{"6/registered again, changed, matching: match-match", new(onFloor(3)), reg(withAddress), lookup.MatchMatch, false},
-		{"6/registered again, stops matching: match-nomatch with the item", new(onFloor(3)), reg(onFloor(4)), lookup.MatchNoMatch, false},
-		{"6/registered again, starts matching: nomatch-match", new(onFloor(4)), reg(onFloor(3)), lookup.NoMatchMatch, false},
+		{"6/registered again, identical: match-match", new(onFloor(3)), reg(onFloor(3)), service.MatchMatch, false},
+		{"6/registered again, changed, matching: match-match", new(onFloor(3)), reg(withAddress), service.MatchMatch, false},
+		{"6/registered again, stops matching: match-nomatch with the item", new(onFloor(3)), reg(onFloor(4)), service.MatchNoMatch, false},
+		{"6/registered again, starts matching: nomatch-match", new(onFloor(4)), reg(onFloor(3)), service.NoMatchMatch, false},
 		{"6/registered again, matching neither: nothing", new(onFloor(4)), reg(onFloor(5)), 0, false},
-		{"6/removed, matching: match-nomatch without an item", new(onFloor(3)), func(r *lookup.Registry) ([]lookup.Event, error) { return r.Remove(sid(1)) }, lookup.MatchNoMatch, true},
+		{"6/removed, matching: match-nomatch without an item", new(onFloor(3)), func(r *lookup.Registry) ([]lookup.Event, error) { return r.Remove(sid(1)) }, service.MatchNoMatch, true},
 		{"6/removed, not matching: nothing", new(onFloor(4)), func(r *lookup.Registry) ([]lookup.Event, error) { return r.Remove(sid(1)) }, 0, false},
 		{"6/attributes added, matching: match-match", new(onFloor(3)), func(r *lookup.Registry) ([]lookup.Event, error) {
 			return r.AddAttributes(sid(1), []service.Entry{address})
-		}, lookup.MatchMatch, false},
+		}, service.MatchMatch, false},
 		{"6/attributes added, no change: nothing", new(onFloor(3)), func(r *lookup.Registry) ([]lookup.Event, error) {
 			return r.AddAttributes(sid(1), []service.Entry{location})
 		}, 0, false},
 		{"6/attributes modified, stops matching: match-nomatch with the item", new(onFloor(3)), func(r *lookup.Registry) ([]lookup.Event, error) {
 			return r.ModifyAttributes(sid(1), []service.EntryTemplate{{Type: "Location"}}, []service.Entry{entry(location, f("floor", i64(4)))})
-		}, lookup.MatchNoMatch, false},
+		}, service.MatchNoMatch, false},
 		{"6/attributes modified, starts matching: nomatch-match", new(onFloor(4)), func(r *lookup.Registry) ([]lookup.Event, error) {
 			return r.ModifyAttributes(sid(1), []service.EntryTemplate{{Type: "Location"}}, []service.Entry{entry(location, f("floor", i64(3)))})
-		}, lookup.NoMatchMatch, false},
+		}, service.NoMatchMatch, false},
 		{"6/attributes modified, matching neither: nothing", new(onFloor(4)), func(r *lookup.Registry) ([]lookup.Event, error) {
 			return r.ModifyAttributes(sid(1), []service.EntryTemplate{{Type: "Location"}}, []service.Entry{entry(location, f("floor", i64(5)))})
 		}, 0, false},
-		{"6/attributes set, stops matching: match-nomatch with the item", new(onFloor(3)), func(r *lookup.Registry) ([]lookup.Event, error) { return r.SetAttributes(sid(1), nil) }, lookup.MatchNoMatch, false},
+		{"6/attributes set, stops matching: match-nomatch with the item", new(onFloor(3)), func(r *lookup.Registry) ([]lookup.Event, error) { return r.SetAttributes(sid(1), nil) }, service.MatchNoMatch, false},
 		{"6/attributes set, the same: nothing", new(onFloor(3)), func(r *lookup.Registry) ([]lookup.Event, error) {
 			return r.SetAttributes(sid(1), printer().Entries)
 		}, 0, false},
 	} {
-		masks := []lookup.Transition{lookup.AllTransitions}
+		masks := []service.Transition{service.AllTransitions}
 		if c.want != 0 {
-			masks = append(masks, c.want, lookup.AllTransitions&^c.want)
+			masks = append(masks, c.want, service.AllTransitions&^c.want)
 		}
 		for _, shape := range watchShapes {
 			for _, mask := range masks {
@@ -89,7 +89,7 @@ func TestTransitions(t *testing.T) {
 					// Decoys: watches in the same buckets that never match.
 					ok(t)(r.Register(service.Item{ID: sid(2), Service: []byte("2"), Types: []string{"Printer"}, Entries: []service.Entry{location}}, lid(2)))
 					for i, d := range []service.Template{{ID: idp(sid(2))}, {Types: []string{"Printer", "Scanner"}}, {Entries: []service.EntryTemplate{floor3, {Type: "Address", Fields: []service.Field{f("street", str("Nowhere"))}}}}} {
-						if err := r.AddWatch(wid(byte(10+i)), d, lookup.AllTransitions); err != nil {
+						if err := r.AddWatch(wid(byte(10+i)), d, service.AllTransitions); err != nil {
 							t.Fatal(err)
 						}
 					}
@@ -142,7 +142,7 @@ func TestEventsInWatchOrder(t *testing.T) {
 		if i == 4 {
 			tmpl = service.Template{} // the empty template: checked on every change
 		}
-		if err := r.AddWatch(wid(b), tmpl, lookup.AllTransitions); err != nil {
+		if err := r.AddWatch(wid(b), tmpl, service.AllTransitions); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -175,21 +175,21 @@ func TestAddWatchRules(t *testing.T) {
 		name  string
 		id    djinn.ID
 		tmpl  service.Template
-		mask  lookup.Transition
+		mask  service.Transition
 		kind  djinn.Kind
 		names []string
 	}{
-		{"6/zero watch id", djinn.ID{}, service.Template{}, lookup.MatchMatch, djinn.InvalidArgument, []string{"watch id"}},
-		{"6/a watch id in use", wid(1), service.Template{}, lookup.MatchMatch, djinn.InvalidArgument, []string{wid(1).String(), "in use"}},
+		{"6/zero watch id", djinn.ID{}, service.Template{}, service.MatchMatch, djinn.InvalidArgument, []string{"watch id"}},
+		{"6/a watch id in use", wid(1), service.Template{}, service.MatchMatch, djinn.InvalidArgument, []string{wid(1).String(), "in use"}},
 		{"6/no transitions", wid(2), service.Template{}, 0, djinn.InvalidArgument, []string{"transitions 0x0"}},
-		{"6/an unknown transition bit", wid(2), service.Template{}, lookup.MatchMatch | 8, djinn.InvalidArgument, []string{"transitions 0xc"}},
-		{"6/a bad template", wid(2), service.Template{Types: []string{""}}, lookup.MatchMatch, djinn.InvalidArgument, []string{"template types[0]"}},
-		{"6/a zero template id", wid(2), service.Template{ID: &djinn.ID{}}, lookup.MatchMatch, djinn.InvalidArgument, []string{"template service id"}},
-		{"6/every transition alone is fine", wid(2), service.Template{}, lookup.MatchNoMatch, "", nil},
+		{"6/an unknown transition bit", wid(2), service.Template{}, service.MatchMatch | 8, djinn.InvalidArgument, []string{"transitions 0xc"}},
+		{"6/a bad template", wid(2), service.Template{Types: []string{""}}, service.MatchMatch, djinn.InvalidArgument, []string{"template types[0]"}},
+		{"6/a zero template id", wid(2), service.Template{ID: &djinn.ID{}}, service.MatchMatch, djinn.InvalidArgument, []string{"template service id"}},
+		{"6/every transition alone is fine", wid(2), service.Template{}, service.MatchNoMatch, "", nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRegistry(t, service.Limits{})
-			if err := r.AddWatch(wid(1), service.Template{}, lookup.AllTransitions); err != nil {
+			if err := r.AddWatch(wid(1), service.Template{}, service.AllTransitions); err != nil {
 				t.Fatal(err)
 			}
 			err := r.AddWatch(c.id, c.tmpl, c.mask)
@@ -207,15 +207,4 @@ func TestAddWatchRules(t *testing.T) {
 	}
 	r := newRegistry(t, service.Limits{})
 	wantErr(t, r.RemoveWatch(wid(3)), djinn.NoSuchObject, wid(3).String())
-}
-
-func TestTransitionString(t *testing.T) {
-	for tr, want := range map[lookup.Transition]string{
-		0: "none", lookup.MatchNoMatch: "match-nomatch", lookup.AllTransitions: "match-nomatch|nomatch-match|match-match",
-		lookup.MatchMatch | 0x10: "match-match|0x10",
-	} {
-		if tr.String() != want {
-			t.Errorf("%d: %s, want %s", tr, tr, want)
-		}
-	}
 }
