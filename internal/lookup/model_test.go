@@ -61,8 +61,24 @@ func mCanonEntries(es []service.Entry) []service.Entry {
 
 func mCanonItem(it service.Item) service.Item {
 	out := service.Item{ID: it.ID, Service: slices.Clone(it.Service), Entries: mCanonEntries(it.Entries)}
-	if len(it.Types) > 0 {
-		out.Types = slices.Compact(slices.Sorted(slices.Values(it.Types)))
+	var types []string
+	for todo := slices.Clone(it.Types); len(todo) > 0; todo = todo[1:] { // with the types the hierarchy adds
+		if !slices.Contains(types, todo[0]) {
+			types = append(types, todo[0])
+			todo = append(todo, it.Supertypes[todo[0]]...)
+		}
+	}
+	slices.Sort(types)
+	if len(types) > 0 {
+		out.Types = types
+	}
+	for ty, sup := range it.Supertypes {
+		if len(sup) > 0 {
+			if out.Supertypes == nil {
+				out.Supertypes = map[string][]string{}
+			}
+			out.Supertypes[ty] = slices.Compact(slices.Sorted(slices.Values(sup)))
+		}
 	}
 	return out
 }
@@ -312,11 +328,29 @@ func (m *model) fieldValues(tmpl service.Template, set int, field string) []serv
 func (m *model) serviceTypes(tmpl service.Template, prefix string) []string {
 	var out []string
 	for _, it := range m.matching(tmpl) {
+		// Jini's getServiceTypes: from each most specific type, the first
+		// types up the hierarchy with the prefix, stopping at a template
+		// type or a supertype of one.
+		var walk func(ty string)
+		walk = func(ty string) {
+			for _, b := range tmpl.Types {
+				if mSupertypeOf(it, ty, b) {
+					return
+				}
+			}
+			if strings.HasPrefix(ty, prefix) {
+				if !slices.Contains(out, ty) {
+					out = append(out, ty)
+				}
+				return
+			}
+			for _, s := range it.Supertypes[ty] {
+				walk(s)
+			}
+		}
 		for _, ty := range it.Types {
-			// The model's items declare no hierarchy: every type is most
-			// specific, and only the template's own are left out.
-			if strings.HasPrefix(ty, prefix) && !slices.Contains(out, ty) && !slices.Contains(tmpl.Types, ty) {
-				out = append(out, ty)
+			if !slices.ContainsFunc(it.Types, func(o string) bool { return slices.Contains(it.Supertypes[o], ty) }) {
+				walk(ty)
 			}
 		}
 	}
@@ -398,12 +432,29 @@ func drawTemplate(t *rapid.T, label string) service.Template {
 }
 
 func drawItem(t *rapid.T) service.Item {
-	return service.Item{
+	it := service.Item{
 		ID:      drawID(t, "id", sid),
 		Service: []byte{byte(rapid.IntRange(0, 2).Draw(t, "ref"))},
 		Types:   rapid.SliceOfN(rapid.SampledFrom(mServiceTypes), 0, 3).Draw(t, "types"),
 		Entries: drawEntries(t, "entries"),
 	}
+	// A hierarchy of some of the links S1 < S2, S1 < S3, S2 < S3 (none,
+	// often: the item lists its types flat) whose types the item has.
+	for _, l := range rapid.SliceOfDistinct(rapid.SampledFrom([][2]string{{"S1", "S2"}, {"S1", "S3"}, {"S2", "S3"}}), func(l [2]string) string { return l[0] + l[1] }).Draw(t, "links") {
+		if slices.Contains(mCanonItem(it).Types, l[0]) {
+			if it.Supertypes == nil {
+				it.Supertypes = map[string][]string{}
+			}
+			it.Supertypes[l[0]] = append(it.Supertypes[l[0]], l[1])
+		}
+	}
+	return it
+}
+
+// mSupertypeOf reports whether s is t or, by it's hierarchy, a supertype
+// of t.
+func mSupertypeOf(it service.Item, s, t string) bool {
+	return s == t || slices.ContainsFunc(it.Supertypes[t], func(u string) bool { return mSupertypeOf(it, s, u) })
 }
 
 // storedTemplate is a template as the registry stores and exports it.
