@@ -19,24 +19,27 @@ var ErrDamaged = disk.ErrDamaged
 // RepairReport says what RepairFileStore found and did.
 type RepairReport struct {
 	// Path is the store's log.
-	Path string
+	Path string `json:"path"`
 	// Saved is a copy of the log as it was found; empty when nothing was
 	// changed.
-	Saved string
+	Saved string `json:"saved,omitempty"`
 	// Dropped lists the damaged spans of the log, whose changes are lost.
-	Dropped []Span
+	Dropped []Span `json:"dropped,omitempty"`
 	// Torn is the length of a torn last frame cut off: a write a crash
 	// interrupted, never acknowledged. 0: none.
-	Torn int64
+	Torn int64 `json:"torn,omitempty"`
 	// Records is how many records the repaired store holds.
-	Records int
+	Records int `json:"records"`
 	// CrashCount is the crash count written; the next opening takes a
 	// higher one than any the damaged spans could hold.
-	CrashCount int64
+	CrashCount int64 `json:"crash_count"`
 }
 
 // Span is a range of bytes of a file.
-type Span struct{ Offset, Length int64 }
+type Span struct {
+	Offset int64 `json:"offset"`
+	Length int64 `json:"length"`
+}
 
 // String describes the report for an operator.
 func (r RepairReport) String() string {

@@ -13,6 +13,7 @@
 //	djinn lds …            the lookup discovery service: registrations, their groups, locators, registrars
 //	djinn demo transfer    one transaction across two servers' key/value stores
 //	djinn bench …          measure a running server (package internal/bench)
+//	djinn repair           make a damaged data directory start again, saying what it drops
 //
 // main hands off to Main; each command group has its file.
 package main

@@ -68,6 +68,7 @@ func newRoot() *cobra.Command {
 		g.kvCmd(),
 		g.demoCmd(),
 		g.benchCmd(),
+		g.repairCmd(),
 	)
 	return root
 }

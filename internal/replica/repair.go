@@ -15,20 +15,24 @@ import (
 // it did.
 type RepairReport struct {
 	// Dir is the data directory.
-	Dir string
+	Dir string `json:"data_dir"`
 	// Saved is where the files Repair replaced or dropped were moved;
 	// empty when it changed nothing.
-	Saved string
+	Saved string `json:"saved,omitempty"`
 	// Snapshot is the index of the snapshot the node restores (0: none);
 	// First and Last are the log entries it replays after it (0, 0:
 	// none).
-	Snapshot, First, Last uint64
+	Snapshot uint64 `json:"snapshot"`
+	First    uint64 `json:"first"`
+	Last     uint64 `json:"last"`
 	// Found lists the damage found; Dropped says what was dropped,
 	// naming the entries and whether they had been acknowledged.
-	Found, Dropped []string
+	Found   []string `json:"found,omitempty"`
+	Dropped []string `json:"dropped,omitempty"`
 	// LostFirst and LostLast are the acknowledged log entries dropped
 	// (0, 0: none).
-	LostFirst, LostLast uint64
+	LostFirst uint64 `json:"lost_first,omitempty"`
+	LostLast  uint64 `json:"lost_last,omitempty"`
 }
 
 // String describes the report for an operator.
@@ -57,7 +61,7 @@ func (r RepairReport) kept() string {
 		parts = append(parts, fmt.Sprintf("the snapshot at index %d", r.Snapshot))
 	}
 	if r.Last > 0 {
-		parts = append(parts, fmt.Sprintf("log entries %d to %d", r.First, r.Last))
+		parts = append(parts, entries(r.First, r.Last))
 	}
 	if len(parts) == 0 {
 		return "nothing"
@@ -164,12 +168,20 @@ func plan(wc walCheck, sc snapCheck, clean cleanStop, wasClean bool) repairPlan 
 		if hidden {
 			more = " (and any later ones the damage hides)"
 		}
-		p.dropped = append(p.dropped, fmt.Sprintf("log entries %d to %d%s, acknowledged: lost to this node", lost, end, more))
+		p.dropped = append(p.dropped, fmt.Sprintf("%s%s, acknowledged: lost to this node", entries(lost, end), more))
 	}
 	if p.last == 0 && p.snapshot == 0 && end > 0 {
 		p.empty = true
 	}
 	return p
+}
+
+// entries names the log entries first..last.
+func entries(first, last uint64) string {
+	if first == last {
+		return fmt.Sprintf("log entry %d", first)
+	}
+	return fmt.Sprintf("log entries %d to %d", first, last)
 }
 
 // logPrefix returns the entries of the log that check out, from its first

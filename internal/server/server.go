@@ -27,6 +27,7 @@ import (
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/discovery"
 	"github.com/djinn-go/djinn/internal/backoff"
+	"github.com/djinn-go/djinn/internal/disk"
 	"github.com/djinn-go/djinn/internal/event"
 	"github.com/djinn-go/djinn/internal/grpcerr"
 	"github.com/djinn-go/djinn/internal/lds"
@@ -228,7 +229,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 		}
 		if err != nil {
 			s.Close()
-			return nil, fmt.Errorf("key/value participant: %w", err)
+			return nil, disk.WithRecovery(fmt.Errorf("key/value participant: %w", err), repairAdvice(cfg.DataDir))
 		}
 	}
 	s.metrics = newMetrics(s)

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+// runBinary runs the binary to its end and returns its exit status and output.
+func runBinary(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, djinnBinary(t), args...).CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, string(out)
+	case errors.As(err, &exit) && ctx.Err() == nil:
+		return exit.ExitCode(), string(out)
+	}
+	t.Fatalf("djinn %v: %v\n%s", args, err, out)
+	return 0, ""
+}
+
+// tailSegment returns the log segment being appended to and where its
+// written bytes end.
+func tailSegment(t *testing.T, dir string) (string, int) {
+	t.Helper()
+	segs, err := filepath.Glob(filepath.Join(dir, "raft", "wal", "*.wal"))
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("no log segments: %v", err)
+	}
+	slices.Sort(segs)
+	data, err := os.ReadFile(segs[len(segs)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := len(data)
+	for end > 0 && data[end-1] == 0 {
+		end--
+	}
+	return segs[len(segs)-1], (end + 7) / 8 * 8
+}
+
+func flipAt(t *testing.T, path string, off int) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[off] ^= 0x20
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestServeRefusesDamage: djinn serve on a data directory whose log's last
+// record was damaged after a clean shutdown, or whose key/value store has
+// a damaged frame before others, exits with status 1 and a message naming
+// the file and offset and how to recover; djinn repair says what it
+// drops, and the server then starts (README, Disk damage).
+func TestServeRefusesDamage(t *testing.T) {
+	n := newNode(t)
+	p := n.start(t)
+	mb := djinnpb.NewEventMailboxClient(dial(t, p.addr))
+	for range 5 {
+		if _, err := mb.Register(ctxT(t), &djinnpb.MailboxRegisterRequest{LeaseDurationNanos: int64(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.stop(t)
+
+	seg, end := tailSegment(t, n.dir)
+	flipAt(t, seg, end-20) // in the last entry, before the commit frame
+	serve := []string{"serve", "--data-dir", n.dir, "--listen", n.listen, "--admin", n.admin, "--raft", n.raft, "--discovery", n.discovery}
+	code, out := runBinary(t, serve...)
+	for _, want := range []string{seg + " at offset", "stopped cleanly", "to recover", "djinn repair --data-dir " + n.dir} {
+		if code != 1 || !strings.Contains(out, want) {
+			t.Fatalf("exit %d, want 1 with %q in:\n%s", code, want, out)
+		}
+	}
+	code, out = runBinary(t, "repair", "--data-dir", n.dir)
+	if code != 0 || !strings.Contains(out, "acknowledged: lost to this node") || !strings.Contains(out, filepath.Join(n.dir, "damaged-1")) {
+		t.Fatalf("repair: exit %d:\n%s", code, out)
+	}
+	n.start(t).stop(t)
+
+	kvLog := filepath.Join(n.dir, "kv", "store.log")
+	flipAt(t, kvLog, 40) // in the first crash-count frame, the header's 34 bytes before it
+	code, out = runBinary(t, serve...)
+	if code != 1 || !strings.Contains(out, kvLog+" at offset 34") || !strings.Contains(out, "djinn repair --data-dir "+n.dir) {
+		t.Fatalf("damaged key/value store: exit %d:\n%s", code, out)
+	}
+	code, out = runBinary(t, "repair", "--data-dir", n.dir)
+	if code != 0 || !strings.Contains(out, "dropped 17 damaged bytes at offset 34") {
+		t.Fatalf("repair of the key/value store: exit %d:\n%s", code, out)
+	}
+	n.start(t).stop(t)
+}
