@@ -78,6 +78,15 @@ type Node struct {
 	logs  *failStop // the log as raft writes it
 
 	applied atomic.Uint64
+	// leading is set while this node leads and has applied its term's
+	// first entry (the barrier OnLeader waits for).
+	leading atomic.Bool
+
+	// Waiters for the applied index: WaitApplied counts itself in waiting
+	// and waits for advanced, which appliedTo closes and replaces.
+	waiting  atomic.Int32
+	waitMu   sync.Mutex
+	advanced chan struct{} // guarded by waitMu
 
 	stop chan struct{}
 	done chan struct{}
@@ -122,7 +131,7 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, id: id, dir: dir, notes: make(chan bool, 16), stop: make(chan struct{}), done: make(chan struct{})}
+	n := &Node{cfg: cfg, id: id, dir: dir, notes: make(chan bool, 16), advanced: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 
 	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: slogWriter{cfg.Logger}})
 	rc := raft.DefaultConfig()
@@ -165,7 +174,7 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 		logs = cfg.wrapLogs(logs)
 	}
 	n.logs = newFailStop(logs)
-	f := &fsm{sm: sm, applied: func(i uint64) { n.applied.Store(i) }}
+	f := &fsm{sm: sm, applied: n.appliedTo}
 	n.raft, err = raft.NewRaft(rc, f, n.logs, n.log, n.snaps, n.trans)
 	if err != nil {
 		n.closeStores()
@@ -260,6 +269,7 @@ func (n *Node) watchLeadership() {
 			<-term
 			cancel, term = nil, nil
 		}
+		n.leading.Store(false) // after the term's goroutine is done
 	}
 	defer end()
 	for {
@@ -283,6 +293,7 @@ func (n *Node) watchLeadership() {
 				if ctx.Err() != nil {
 					return
 				}
+				n.leading.Store(true)
 				n.cfg.Logger.Info("leading", "node", n.id)
 				if n.cfg.OnLeader != nil {
 					n.cfg.OnLeader(ctx)
