@@ -77,18 +77,24 @@ var (
 // status for status.FromError. A call refused by a djinn follower that names
 // the leader is retried once at the leader (the follower did nothing).
 type Pool struct {
-	opts options
+	opts   options
+	ctx    context.Context // the pool's life: ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the clusters' refresh loops and the learning calls
 
-	mu     sync.Mutex
-	conns  map[string]*pooled // guarded by mu
-	tick   uint64             // guarded by mu: a clock of uses, for LRU
-	closed bool               // guarded by mu
+	mu         sync.Mutex
+	conns      map[string]*pooled       // guarded by mu
+	tick       uint64                   // guarded by mu: a clock of uses, for LRU
+	closed     bool                     // guarded by mu
+	clusters   map[djinn.ID]*cluster    // guarded by mu: by service id
+	byEndpoint map[string]*cluster      // guarded by mu: members' and seeds' endpoints
+	learning   map[djinn.ID]*learnState // guarded by mu: service ids asked about
+	owned      []*cluster               // guarded by mu: every cluster made, closed at Close
 }
 
 type pooled struct {
 	cc      *grpc.ClientConn
 	lastUse uint64
-	pinned  bool // the connection a Client was dialled with: never evicted
 }
 
 // DefaultMaxConns bounds a pool's connections.
@@ -101,7 +107,9 @@ func WithMaxConns(n int) Option {
 
 // NewPool returns an empty pool.
 func NewPool(opts ...Option) *Pool {
-	p := &Pool{conns: map[string]*pooled{}}
+	p := &Pool{conns: map[string]*pooled{}, clusters: map[djinn.ID]*cluster{},
+		byEndpoint: map[string]*cluster{}, learning: map[djinn.ID]*learnState{}}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.opts.maxConns = DefaultMaxConns
 	for _, o := range opts {
 		o(&p.opts)
@@ -145,15 +153,6 @@ func (p *Pool) Conn(endpoint string) (*grpc.ClientConn, error) {
 	return cc, nil
 }
 
-// pin keeps endpoint's connection from eviction.
-func (p *Pool) pin(endpoint string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if pc, ok := p.conns[endpoint]; ok {
-		pc.pinned = true
-	}
-}
-
 // evictLocked closes the least recently used connection.
 func (p *Pool) evictLocked() {
 	var (
@@ -161,27 +160,38 @@ func (p *Pool) evictLocked() {
 		use    uint64 = math.MaxUint64
 	)
 	for ep, pc := range p.conns {
-		if !pc.pinned && pc.lastUse < use {
+		if pc.lastUse < use {
 			oldest, use = ep, pc.lastUse
 		}
 	}
-	if pc, ok := p.conns[oldest]; ok && !pc.pinned {
+	if pc, ok := p.conns[oldest]; ok {
 		delete(p.conns, oldest)
 		_ = pc.cc.Close()
 	}
 }
 
-// Close closes every connection. Calls in flight fail; later Conn calls
-// return an error.
+// Close stops following clusters and closes every connection. Calls in
+// flight fail; later Conn calls return an error.
 func (p *Pool) Close() error {
 	p.mu.Lock()
-	conns := p.conns
-	p.conns = map[string]*pooled{}
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	conns, owned := p.conns, p.owned
+	p.conns, p.owned = map[string]*pooled{}, nil
 	p.closed = true
 	p.mu.Unlock()
+	p.cancel()
+	p.wg.Wait()
 	var errs []error
 	for _, pc := range conns {
 		if err := pc.cc.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, cl := range owned {
+		if err := cl.cc.Close(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -284,57 +294,94 @@ func errClosed(what string) error {
 	return djinn.Errorf(djinn.Unavailable, "%s closed", what)
 }
 
-// Client is a connection to one djinn server, the usual start of a program:
-// Dial it, use Conn or ClientConn for the server's services, and pass it as
-// the Connector for leases and listeners, which may name other endpoints (a
-// Client reaches those through its own Pool).
+// Client is a connection to a djinn server or cluster, the usual start of
+// a program: Dial it, use ClientConn for the cluster's services, and pass
+// it as the Connector for leases and references, which may name other
+// endpoints (a Client reaches those through its own Pool, and the members
+// of every cluster it knows through that cluster's connection).
 type Client struct {
-	pool *Pool
-	addr string
-	cc   *grpc.ClientConn
+	pool    *Pool
+	addr    string
+	cluster *cluster
 }
 
-// Dial connects to the djinn server at addr (host:port) and waits until the
-// connection is up, ctx ends, or the first attempt fails: it does not retry a
-// server that is not there.
-func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
+// Dial connects to the djinn server or cluster at target: an endpoint
+// (host:port), several separated by commas, or a DNS name that resolves to
+// several addresses. It waits until a connection to one of them is up, ctx
+// ends, or the first attempt at each has failed: it does not retry servers
+// that are not there. It then asks for the cluster's member list, and
+// follows the cluster from then on: calls go to the leader first and to the
+// other members when it is down, and the list is kept fresh.
+func Dial(ctx context.Context, target string, opts ...Option) (*Client, error) {
+	eps, err := SplitEndpoints(target)
+	if err != nil {
+		return nil, err
+	}
+	if len(eps) == 0 {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "dial: no endpoint given: want host:port, several comma-separated, or a DNS name")
+	}
 	if err := ctx.Err(); err != nil {
-		return nil, errors.Join(err, djinn.Errorf(djinn.Unavailable, "dial %s: %v", addr, err))
+		return nil, errors.Join(err, djinn.Errorf(djinn.Unavailable, "dial %s: %v", target, err))
 	}
 	p := NewPool(opts...)
-	cc, err := p.Conn(addr)
+	cl, err := p.follow(eps)
 	if err != nil {
 		p.Close()
 		return nil, err
 	}
-	p.pin(addr)
+	if err := waitReady(ctx, target, cl.cc); err != nil {
+		p.Close()
+		return nil, err
+	}
+	cl.refresh(ctx)
+	p.start(cl)
+	return &Client{pool: p, addr: eps[0], cluster: cl}, nil
+}
+
+// waitReady waits until cc has a connection up, fails at once, or ctx
+// ends.
+func waitReady(ctx context.Context, target string, cc *grpc.ClientConn) error {
 	cc.Connect()
 	for {
 		s := cc.GetState()
 		if s == connectivity.Ready {
-			return &Client{pool: p, addr: addr, cc: cc}, nil
+			return nil
 		}
 		if s == connectivity.TransientFailure || s == connectivity.Shutdown {
-			why := connectError(ctx, cc)
-			p.Close()
-			return nil, djinn.Errorf(djinn.Unavailable, "dial %s: cannot connect: %s", addr, why)
+			return djinn.Errorf(djinn.Unavailable, "dial %s: cannot connect: %s", target, connectError(ctx, cc))
 		}
 		if !cc.WaitForStateChange(ctx, s) {
-			p.Close()
-			return nil, errors.Join(ctx.Err(), djinn.Errorf(djinn.Unavailable, "dial %s: %v", addr, ctx.Err()))
+			return errors.Join(ctx.Err(), djinn.Errorf(djinn.Unavailable, "dial %s: %v", target, ctx.Err()))
 		}
 	}
 }
 
-// Addr returns the address the client dialled.
+// Addr returns the (first) endpoint the client dialled.
 func (c *Client) Addr() string { return c.addr }
 
-// ClientConn returns the connection to the dialled server, for its gRPC
-// services (for example djinnpb.NewEventMailboxClient(c.ClientConn())).
-func (c *Client) ClientConn() *grpc.ClientConn { return c.cc }
+// ClientConn returns the connection to the dialled cluster, for its gRPC
+// services (for example djinnpb.NewEventMailboxClient(c.ClientConn())):
+// calls go to the leader while it is up, and to the other members when it
+// is not. Use Conn(Addr()) to reach one member in particular.
+func (c *Client) ClientConn() *grpc.ClientConn { return c.cluster.cc }
+
+// ServiceID returns the dialled cluster's service id, zero when the server
+// did not give it (a server that is not a djinn server, or a cluster not
+// yet initialised).
+func (c *Client) ServiceID() djinn.ID { return c.cluster.serviceID() }
 
 // Conn returns a connection to endpoint through the client's pool.
 func (c *Client) Conn(endpoint string) (*grpc.ClientConn, error) { return c.pool.Conn(endpoint) }
+
+// ConnFor returns the connection for the object ref names, through the
+// client's pool: the dialled cluster's for a reference to one of its
+// services, wherever its endpoint points.
+func (c *Client) ConnFor(ref djinn.Ref) (*grpc.ClientConn, error) {
+	if ref.Service.IsZero() && ref.Endpoint == c.addr {
+		return c.cluster.cc, nil
+	}
+	return c.pool.ConnFor(ref)
+}
 
 // Pool returns the client's pool.
 func (c *Client) Pool() *Pool { return c.pool }

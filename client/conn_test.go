@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"google.golang.org/grpc/connectivity"
 	"io"
 	"net"
 	"strings"
@@ -247,22 +248,21 @@ func TestPoolEvictsLeastRecentlyUsed(t *testing.T) {
 	}
 }
 
-// TestPoolNeverEvictsTheDialledConnection: a Client's own connection stays
-// however many other endpoints its pool meets.
-func TestPoolNeverEvictsTheDialledConnection(t *testing.T) {
+// TestPoolNeverEvictsAClusterConnection: the connection of a cluster a
+// Client was dialled to stays however many other endpoints its pool meets.
+func TestPoolNeverEvictsAClusterConnection(t *testing.T) {
 	p := NewPool(WithMaxConns(2))
 	defer p.Close()
-	own, err := p.Conn("127.0.0.1:1")
+	cl, err := p.follow([]string{"127.0.0.1:1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.pin("127.0.0.1:1")
-	for _, ep := range []string{"127.0.0.1:2", "127.0.0.1:3", "127.0.0.1:4"} {
+	for _, ep := range []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3", "127.0.0.1:4"} {
 		if _, err := p.Conn(ep); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if again, _ := p.Conn("127.0.0.1:1"); again != own {
-		t.Fatal("the pinned connection was evicted")
+	if s := cl.cc.GetState(); s == connectivity.Shutdown {
+		t.Fatal("the cluster's connection was closed")
 	}
 }

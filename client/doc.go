@@ -4,12 +4,31 @@
 //
 // # Connections
 //
-// Dial connects to one server. Leases and references, though, name the
-// endpoint that serves them, which need not be the one dialled (another
-// cluster member, another service, a listener in another program), so every
-// call that reaches a remote object takes a Connector, and a Pool keeps one
-// gRPC connection per endpoint, dialled on first use. Connections are
-// plaintext unless WithTLS is given: fine on loopback, not beyond.
+// Dial connects to a server or a cluster: one endpoint, several
+// (comma-separated), or a DNS name with several addresses. Leases and
+// references, though, name the endpoint that made them, which need not be
+// the one dialled (another cluster member, another service, a listener in
+// another program), so every call that reaches a remote object takes a
+// Connector, and a Pool keeps one gRPC connection per endpoint, dialled on
+// first use. Connections are plaintext unless WithTLS is given: fine on
+// loopback, not beyond.
+//
+// # Clusters
+//
+// Every member of a djinn cluster serves the same services under the
+// cluster's service id, so a reference to a cluster service is the same
+// object whichever member made it (references are equal when their service
+// and object ids are: the endpoint is only where to start). A Client
+// follows the cluster it dialled: it asks for the member list, keeps it
+// fresh, and sends each call to the leader while it is up and to the other
+// members when it is not. A Pool follows every cluster it learns of (by
+// Follow, or by reaching a member through ConnFor), and ConnFor reaches a
+// reference to a followed cluster's service at whichever member serves. So
+// a lease granted by a member that later died renews through the others
+// with no change to the lease, its token or the caller, and so do the
+// references held by the mailbox, transaction, lock, lookup, renewal and
+// lookup discovery clients. Listener references of clients name the
+// client, and stay where they are.
 //
 // Every error a remote call returns is a *djinn.Error of the kind the server
 // named, so errors.Is(err, djinn.ErrUnknownLease) works whichever side of the

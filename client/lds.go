@@ -141,7 +141,7 @@ func NewLookupDiscoveryService(c Connector, ref djinn.Ref) *LookupDiscoveryServi
 // address (a follower points calls at the leader). A server that does not
 // run it gives djinn.ErrUnsupported.
 func (c *Client) LookupDiscovery(ctx context.Context) (*LookupDiscoveryService, error) {
-	st, err := djinnpb.NewAdminClient(c.cc).Status(ctx, &djinnpb.StatusRequest{})
+	st, err := djinnpb.NewAdminClient(c.cluster.cc).Status(ctx, &djinnpb.StatusRequest{})
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +171,7 @@ func (s *LookupDiscoveryService) client() (djinnpb.LookupDiscoveryServiceClient,
 	if s.c == nil {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "connector: missing")
 	}
-	cc, err := s.c.Conn(s.ref.Endpoint)
+	cc, err := ConnFor(s.c, s.ref)
 	if err != nil {
 		return nil, err
 	}

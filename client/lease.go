@@ -250,16 +250,19 @@ func checkGranted(landlord djinn.Ref, g time.Duration) error {
 	return nil
 }
 
-// landlordDialer gives the Landlord client for an endpoint: the seam between
+// landlordDialer gives the Landlord client for a landlord: the seam between
 // the lease machinery and the network.
-type landlordDialer func(endpoint string) (djinnpb.LandlordClient, error)
+type landlordDialer func(landlord djinn.Ref) (djinnpb.LandlordClient, error)
 
+// dialLandlord reaches landlords through c: a landlord of a cluster c
+// follows at whichever member serves, so a lease outlives the member that
+// granted it.
 func dialLandlord(c Connector) landlordDialer {
-	return func(endpoint string) (djinnpb.LandlordClient, error) {
+	return func(landlord djinn.Ref) (djinnpb.LandlordClient, error) {
 		if c == nil {
 			return nil, djinn.Errorf(djinn.InvalidArgument, "connector: missing")
 		}
-		cc, err := c.Conn(endpoint)
+		cc, err := ConnFor(c, landlord)
 		if err != nil {
 			return nil, err
 		}
@@ -281,7 +284,7 @@ func (l *Lease) renew(ctx context.Context, dial landlordDialer, d time.Duration)
 	if err := checkRenewDuration(d); err != nil {
 		return err
 	}
-	lc, err := dial(l.landlord.Endpoint)
+	lc, err := dial(l.landlord)
 	if err != nil {
 		return err
 	}
@@ -302,7 +305,7 @@ func (l *Lease) renew(ctx context.Context, dial landlordDialer, d time.Duration)
 // takes no further action for it. Cancelling a lease the landlord does not
 // know (expired, cancelled) fails with djinn.ErrUnknownLease.
 func (l *Lease) Cancel(ctx context.Context, c Connector) error {
-	lc, err := dialLandlord(c)(l.landlord.Endpoint)
+	lc, err := dialLandlord(c)(l.landlord)
 	if err != nil {
 		return err
 	}

@@ -220,7 +220,7 @@ func (m *LeaseMap) begin(dial landlordDialer) ([]mapEntry, djinn.Ref, djinnpb.La
 		return nil, djinn.Ref{}, nil, nil, nil
 	}
 	landlord := entries[0].lease.landlord
-	lc, err := dial(landlord.Endpoint)
+	lc, err := dial(landlord)
 	if err != nil {
 		return nil, landlord, nil, nil, err
 	}

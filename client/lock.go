@@ -112,7 +112,7 @@ func NewLockService(c Connector, ref djinn.Ref) *LockService {
 // follower points calls at the leader). A server that does not run the
 // lock service gives djinn.ErrUnsupported.
 func (c *Client) LockService(ctx context.Context) (*LockService, error) {
-	st, err := djinnpb.NewAdminClient(c.cc).Status(ctx, &djinnpb.StatusRequest{})
+	st, err := djinnpb.NewAdminClient(c.cluster.cc).Status(ctx, &djinnpb.StatusRequest{})
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +143,7 @@ func (s *LockService) client() (djinnpb.LockServiceClient, error) {
 	if s.c == nil {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "connector: missing")
 	}
-	cc, err := s.c.Conn(s.ref.Endpoint)
+	cc, err := ConnFor(s.c, s.ref)
 	if err != nil {
 		return nil, err
 	}

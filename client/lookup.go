@@ -68,7 +68,7 @@ func NewRegistrar(c Connector, ref djinn.Ref) *Registrar { return &Registrar{c: 
 // follower points calls at the leader). A server that does not run the
 // lookup service gives djinn.ErrUnsupported.
 func (c *Client) Lookup(ctx context.Context) (*Registrar, error) {
-	st, err := djinnpb.NewAdminClient(c.cc).Status(ctx, &djinnpb.StatusRequest{})
+	st, err := djinnpb.NewAdminClient(c.cluster.cc).Status(ctx, &djinnpb.StatusRequest{})
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +96,7 @@ func (r *Registrar) conn() (*grpc.ClientConn, error) {
 	if r.c == nil {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "connector: missing")
 	}
-	return r.c.Conn(r.ref.Endpoint)
+	return ConnFor(r.c, r.ref)
 }
 
 func (r *Registrar) client() (djinnpb.LookupServiceClient, error) {

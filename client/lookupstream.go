@@ -79,9 +79,10 @@ func (r *Registrar) Stream(ctx context.Context) (*LookupStream, error) {
 	return s, nil
 }
 
-// open starts a stream to s.endpoint.
+// open starts a stream to s.endpoint (to the leader of its cluster, when
+// the connector follows it).
 func (s *LookupStream) open() error {
-	cc, err := s.reg.c.Conn(s.endpoint)
+	cc, err := ConnFor(s.reg.c, djinn.Ref{Endpoint: s.endpoint, Service: s.reg.ref.Service})
 	if err != nil {
 		return err
 	}
@@ -226,6 +227,7 @@ func (s *LookupStream) send(batch []*streamLookup) error {
 		s.drop()
 		if leader != "" {
 			s.endpoint = leader // the next stream goes there
+			noteLeader(s.reg.c, s.reg.ref, leader)
 		}
 		if fresh || !errors.Is(err, djinn.ErrUnavailable) || s.ctx.Err() != nil {
 			return err

@@ -16,16 +16,27 @@ type Mailbox struct {
 	ref djinn.Ref // where the mailbox is served (its endpoint)
 }
 
-// NewMailbox returns a client for the mailbox served at endpoint.
+// NewMailbox returns a client for the mailbox served at endpoint (and, when
+// c follows the cluster endpoint is a member of, at any of its members).
 func NewMailbox(c Connector, endpoint string) *Mailbox {
 	return &Mailbox{c: c, ref: djinn.Ref{Endpoint: endpoint}}
 }
 
-// Mailbox returns a client for the mailbox of the server c is dialled to.
-func (c *Client) Mailbox() *Mailbox { return NewMailbox(c, c.addr) }
+// Mailbox returns a client for the mailbox of the cluster c is dialled to.
+func (c *Client) Mailbox() *Mailbox {
+	return &Mailbox{c: c, ref: djinn.Ref{Endpoint: c.addr, Service: c.ServiceID()}}
+}
 
-func (m *Mailbox) client(endpoint string) (djinnpb.EventMailboxClient, error) {
-	cc, err := m.c.Conn(endpoint)
+// client returns the mailbox's client at endpoint, in the cluster of
+// service svc (zero: the cluster endpoint is a member of, if known).
+func (m *Mailbox) client(endpoint string, svc djinn.ID) (djinnpb.EventMailboxClient, error) {
+	if m.c == nil {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "connector: missing")
+	}
+	if svc.IsZero() {
+		svc = m.ref.Service
+	}
+	cc, err := ConnFor(m.c, djinn.Ref{Endpoint: endpoint, Service: svc})
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +75,7 @@ func (m *Mailbox) Register(ctx context.Context, d time.Duration) (*MailboxRegist
 	if d <= 0 && d != djinn.Any {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "lease duration %s: must be positive or Any (EM.3)", djinn.FormatDuration(d))
 	}
-	mc, err := m.client(m.ref.Endpoint)
+	mc, err := m.client(m.ref.Endpoint, m.ref.Service)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +90,7 @@ func (m *Mailbox) Register(ctx context.Context, d time.Duration) (*MailboxRegist
 // Registration reads a registration by id: the way back to it after a
 // restart, from its id alone.
 func (m *Mailbox) Registration(ctx context.Context, id djinn.ID) (*MailboxRegistration, error) {
-	mc, err := m.client(m.ref.Endpoint)
+	mc, err := m.client(m.ref.Endpoint, m.ref.Service)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +142,7 @@ func (m *Mailbox) fromProto(endpoint string, pb *djinnpb.MailboxRegistration, se
 // end with the handler's (context.WithoutCancel): the handler's context
 // ends when the mailbox stops the batch in flight, before this returns.
 func (r *MailboxRegistration) EnableDelivery(ctx context.Context, target djinn.Ref) error {
-	mc, err := r.m.client(r.endpoint)
+	mc, err := r.m.client(r.endpoint, r.Listener.Service)
 	if err != nil {
 		return err
 	}
@@ -148,7 +159,7 @@ func (r *MailboxRegistration) EnableDelivery(ctx context.Context, target djinn.R
 // previous target: the target is handed nothing more afterwards, and is
 // free to close.
 func (r *MailboxRegistration) DisableDelivery(ctx context.Context) error {
-	mc, err := r.m.client(r.endpoint)
+	mc, err := r.m.client(r.endpoint, r.Listener.Service)
 	if err != nil {
 		return err
 	}
@@ -169,7 +180,7 @@ type StoredEvent struct {
 // it processed.
 func (r *MailboxRegistration) Pull(ctx context.Context, after uint64) iter.Seq2[StoredEvent, error] {
 	return func(yield func(StoredEvent, error) bool) {
-		mc, err := r.m.client(r.endpoint)
+		mc, err := r.m.client(r.endpoint, r.Listener.Service)
 		if err != nil {
 			yield(StoredEvent{}, err)
 			return
@@ -218,7 +229,7 @@ func ended(ctx context.Context) bool {
 
 // Ack forgets stored events through index.
 func (r *MailboxRegistration) Ack(ctx context.Context, index uint64) error {
-	mc, err := r.m.client(r.endpoint)
+	mc, err := r.m.client(r.endpoint, r.Listener.Service)
 	if err != nil {
 		return err
 	}
@@ -230,7 +241,7 @@ func (r *MailboxRegistration) Ack(ctx context.Context, index uint64) error {
 // kinds of events: generators get djinn.ErrUnknownEvent for them and stored
 // ones are dropped (River's MailboxPullRegistration.addUnknownEvents).
 func (r *MailboxRegistration) AddUnknownEvents(ctx context.Context, keys ...EventKey) error {
-	mc, err := r.m.client(r.endpoint)
+	mc, err := r.m.client(r.endpoint, r.Listener.Service)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client/clienttest"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
@@ -59,7 +60,7 @@ func grant(t *testing.T, ll *clienttest.Landlord, d time.Duration) *Lease {
 
 // inProcess reaches ll without a network, for tests under testing/synctest.
 func inProcess(ll *clienttest.Landlord) landlordDialer {
-	return func(string) (djinnpb.LandlordClient, error) { return ll.Client(), nil }
+	return func(djinn.Ref) (djinnpb.LandlordClient, error) { return ll.Client(), nil }
 }
 
 // pending returns the calls ll answered that the test has not read yet.

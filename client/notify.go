@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -30,7 +31,7 @@ func Notify(ctx context.Context, c Connector, target djinn.Ref, ev *RemoteEvent)
 }
 
 func notifyOne(ctx context.Context, c Connector, target djinn.Ref, ev *djinnpb.RemoteEvent) error {
-	cc, err := c.Conn(target.Endpoint)
+	cc, err := listenerConn(c, target)
 	if err != nil {
 		return err
 	}
@@ -155,7 +156,7 @@ func sendEvents(ctx context.Context, c Connector, target djinn.Ref, events []*dj
 }
 
 func notifyBatch(ctx context.Context, c Connector, target djinn.Ref, events []*djinnpb.RemoteEvent) (int, error) {
-	cc, err := c.Conn(target.Endpoint)
+	cc, err := listenerConn(c, target)
 	if err != nil {
 		return 0, err
 	}
@@ -196,4 +197,18 @@ func isUnimplemented(err error) bool {
 		}
 	}
 	return true
+}
+
+// listenerConn returns c's connection to a listener: its cluster's when the
+// listener is a service of a cluster c follows (a mailbox's listener), the
+// connection to its endpoint otherwise (a client's listener, which stays
+// where it is).
+func listenerConn(c Connector, target djinn.Ref) (*grpc.ClientConn, error) {
+	switch c := c.(type) {
+	case *Pool:
+		return c.knownConn(target)
+	case *Client:
+		return c.pool.knownConn(target)
+	}
+	return c.Conn(target.Endpoint)
 }

@@ -32,14 +32,21 @@ func NewRenewalService(c Connector, endpoint string) *RenewalService {
 }
 
 // RenewalService returns a client for the lease renewal service of the
-// server c is dialled to.
-func (c *Client) RenewalService() *RenewalService { return NewRenewalService(c, c.addr) }
+// cluster c is dialled to.
+func (c *Client) RenewalService() *RenewalService {
+	return &RenewalService{c: c, ref: djinn.Ref{Endpoint: c.addr, Service: c.ServiceID()}}
+}
 
-func (s *RenewalService) client(endpoint string) (djinnpb.LeaseRenewalServiceClient, error) {
+// client returns the service's client at endpoint, in the cluster of
+// service svc (zero: the cluster endpoint is a member of, if known).
+func (s *RenewalService) client(endpoint string, svc djinn.ID) (djinnpb.LeaseRenewalServiceClient, error) {
 	if s.c == nil {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "connector: missing")
 	}
-	cc, err := s.c.Conn(endpoint)
+	if svc.IsZero() {
+		svc = s.ref.Service
+	}
+	cc, err := ConnFor(s.c, djinn.Ref{Endpoint: endpoint, Service: svc})
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +60,7 @@ func (s *RenewalService) CreateSet(ctx context.Context, d time.Duration) (*Renew
 	if err := djinn.CheckLeaseDuration("lease duration", d); err != nil {
 		return nil, err
 	}
-	rc, err := s.client(s.ref.Endpoint)
+	rc, err := s.client(s.ref.Endpoint, s.ref.Service)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +81,7 @@ func (s *RenewalService) Set(ctx context.Context, id djinn.ID) (*RenewalSet, err
 }
 
 func (s *RenewalService) getSet(ctx context.Context, endpoint string, id djinn.ID) (*RenewalSet, *RenewalSetInfo, error) {
-	rc, err := s.client(endpoint)
+	rc, err := s.client(endpoint, djinn.ID{})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -212,7 +219,7 @@ func (s *RenewalSet) RenewFor(ctx context.Context, l *Lease, desired, renew time
 	if err := checkRenewalDuration(desired, renew); err != nil {
 		return err
 	}
-	rc, err := s.s.client(s.endpoint)
+	rc, err := s.s.client(s.endpoint, s.ref.Service)
 	if err != nil {
 		return err
 	}
@@ -255,7 +262,7 @@ func (s *RenewalSet) Remove(ctx context.Context, l *Lease) (*Lease, error) {
 	if l == nil {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "lease: missing")
 	}
-	rc, err := s.s.client(s.endpoint)
+	rc, err := s.s.client(s.endpoint, s.ref.Service)
 	if err != nil {
 		return nil, err
 	}
@@ -290,7 +297,7 @@ type ClientLease struct {
 // Leases returns the client leases in the set now (LR.2's getLeases), in
 // no particular order.
 func (s *RenewalSet) Leases(ctx context.Context) ([]ClientLease, error) {
-	rc, err := s.s.client(s.endpoint)
+	rc, err := s.s.client(s.endpoint, s.ref.Service)
 	if err != nil {
 		return nil, err
 	}
@@ -333,7 +340,7 @@ func (s *RenewalSet) SetExpirationWarningListener(ctx context.Context, listener 
 	if minWarning < 0 {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "minimum warning %s: must be zero or positive (LR.2.1)", djinn.FormatDuration(minWarning))
 	}
-	rc, err := s.s.client(s.endpoint)
+	rc, err := s.s.client(s.endpoint, s.ref.Service)
 	if err != nil {
 		return nil, err
 	}
@@ -351,7 +358,7 @@ func (s *RenewalSet) SetExpirationWarningListener(ctx context.Context, listener 
 // ClearExpirationWarningListener removes the expiration warning
 // registration, if there is one (LR.2.1).
 func (s *RenewalSet) ClearExpirationWarningListener(ctx context.Context) error {
-	rc, err := s.s.client(s.endpoint)
+	rc, err := s.s.client(s.endpoint, s.ref.Service)
 	if err != nil {
 		return err
 	}
@@ -370,7 +377,7 @@ func (s *RenewalSet) SetRenewalFailureListener(ctx context.Context, listener dji
 	if listener.IsZero() {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "listener: missing")
 	}
-	rc, err := s.s.client(s.endpoint)
+	rc, err := s.s.client(s.endpoint, s.ref.Service)
 	if err != nil {
 		return nil, err
 	}
@@ -388,7 +395,7 @@ func (s *RenewalSet) SetRenewalFailureListener(ctx context.Context, listener dji
 // ClearRenewalFailureListener removes the renewal failure registration, if
 // there is one (LR.2.1).
 func (s *RenewalSet) ClearRenewalFailureListener(ctx context.Context) error {
-	rc, err := s.s.client(s.endpoint)
+	rc, err := s.s.client(s.endpoint, s.ref.Service)
 	if err != nil {
 		return err
 	}

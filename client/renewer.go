@@ -259,7 +259,7 @@ func (r *Renewer) Cancel(ctx context.Context, l *Lease) error {
 	if err := r.Remove(l); err != nil {
 		return err
 	}
-	lc, err := r.dial(l.landlord.Endpoint)
+	lc, err := r.dial(l.landlord)
 	if err != nil {
 		return err
 	}
@@ -478,7 +478,7 @@ func (r *Renewer) renewBatch(items []renewItem) {
 		granted []time.Duration
 		errs    []error
 	)
-	lc, err := r.dial(landlord.Endpoint)
+	lc, err := r.dial(landlord)
 	if err == nil {
 		var resp *djinnpb.RenewAllResponse
 		resp, err = lc.RenewAll(ctx, req)

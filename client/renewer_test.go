@@ -126,8 +126,8 @@ func TestRenewerBatches(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ll := clienttest.NewLandlord(time.Minute, 10*time.Minute)
 		other := clienttest.NewLandlord(time.Minute, time.Minute)
-		g := newRigDial(t, ll, func(endpoint string) (djinnpb.LandlordClient, error) {
-			if endpoint == other.Ref().Endpoint {
+		g := newRigDial(t, ll, func(landlord djinn.Ref) (djinnpb.LandlordClient, error) {
+			if landlord.Endpoint == other.Ref().Endpoint {
 				return other.Client(), nil
 			}
 			return ll.Client(), nil

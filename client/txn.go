@@ -73,7 +73,7 @@ func NewTransactionManager(c Connector, ref djinn.Ref) *TransactionManager {
 // follower points calls at the leader). A server that does not run the
 // manager gives djinn.ErrUnsupported.
 func (c *Client) TransactionManager(ctx context.Context) (*TransactionManager, error) {
-	st, err := djinnpb.NewAdminClient(c.cc).Status(ctx, &djinnpb.StatusRequest{})
+	st, err := djinnpb.NewAdminClient(c.cluster.cc).Status(ctx, &djinnpb.StatusRequest{})
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func (m *TransactionManager) client() (djinnpb.TransactionManagerClient, error) 
 	if m.ref.Service.IsZero() || m.ref.Object.IsZero() {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "transaction manager %s: names no object (zero service or object id)", m.ref)
 	}
-	cc, err := m.c.Conn(m.ref.Endpoint)
+	cc, err := ConnFor(m.c, m.ref)
 	if err != nil {
 		return nil, err
 	}

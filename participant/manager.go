@@ -34,7 +34,7 @@ func Remote(c client.Connector) Managers { return remote{c} }
 type remote struct{ c client.Connector }
 
 func (r remote) manager(tx Tx) (djinnpb.TransactionManagerClient, error) {
-	conn, err := r.c.Conn(tx.Manager.Endpoint)
+	conn, err := client.ConnFor(r.c, tx.Manager)
 	if err != nil {
 		return nil, err
 	}

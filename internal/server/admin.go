@@ -10,7 +10,6 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/proto/djinnpb"
-	"github.com/djinn-go/djinn/proto/statepb"
 )
 
 // adminRPC serves the Admin service.
@@ -25,33 +24,24 @@ func refProto(r djinn.Ref) *djinnpb.Ref {
 
 func (a *adminRPC) Status(ctx context.Context, _ *djinnpb.StatusRequest) (*djinnpb.StatusResponse, error) {
 	s := a.s
-	leaderID, _ := s.node.Leader()
-	svc := s.machine.ServiceID()
 	regs, events := s.states.mailbox.Len()
 	sets, clientLeases := s.states.renewal.Len()
 	txns, activeTxns := s.states.txn.Len()
 	lockSets, lockOwners := s.states.lock.Len()
-	resp := &djinnpb.StatusResponse{
-		ServiceId:     svc[:],
-		NodeId:        s.node.ID(),
-		State:         s.node.State(),
-		LeaderId:      leaderID,
-		LeaderAddress: s.node.LeaderEndpoint(),
-		AppliedIndex:  s.node.AppliedIndex(),
-		Services:      []string{"landlord", "admin"},
-		Counts: map[string]int64{
-			"leases":                int64(s.machine.Leases.Len()),
-			"mailbox_registrations": int64(regs),
-			"mailbox_stored_events": int64(events),
-			"renewal_sets":          int64(sets),
-			"renewal_leases":        int64(clientLeases),
-			"transactions":          int64(txns),
-			"transactions_active":   int64(activeTxns),
-			"lock_sets":             int64(lockSets),
-			"lock_owners":           int64(lockOwners),
-		},
-		Landlord: refProto(s.ref(lease.LandlordID)()),
+	resp := s.nodeStatus()
+	resp.Services = []string{"landlord", "admin"}
+	resp.Counts = map[string]int64{
+		"leases":                int64(s.machine.Leases.Len()),
+		"mailbox_registrations": int64(regs),
+		"mailbox_stored_events": int64(events),
+		"renewal_sets":          int64(sets),
+		"renewal_leases":        int64(clientLeases),
+		"transactions":          int64(txns),
+		"transactions_active":   int64(activeTxns),
+		"lock_sets":             int64(lockSets),
+		"lock_owners":           int64(lockOwners),
 	}
+	resp.Landlord = refProto(s.ref(lease.LandlordID)())
 	if s.cfg.Mailbox.Enabled {
 		resp.Services = append(resp.Services, "mailbox")
 		resp.Mailbox = refProto(s.ref(MailboxID)())
@@ -87,26 +77,6 @@ func (a *adminRPC) Status(ctx context.Context, _ *djinnpb.StatusRequest) (*djinn
 		}
 	}
 	return resp, nil
-}
-
-func (a *adminRPC) Join(ctx context.Context, r *djinnpb.JoinRequest) (*djinnpb.JoinResponse, error) {
-	s := a.s
-	if err := s.node.CheckLeader(); err != nil {
-		return nil, err
-	}
-	if err := djinn.CheckEndpoint(r.GetGrpcAddress()); err != nil {
-		return nil, djinn.Errorf(djinn.InvalidArgument, "grpc address: %v", err)
-	}
-	if err := s.node.AddVoter(ctx, r.GetNodeId(), r.GetRaftAddress()); err != nil {
-		return nil, err
-	}
-	if _, err := s.node.Propose(ctx, &statepb.Command{Op: &statepb.Command_Member{Member: &statepb.Member{
-		NodeId: r.GetNodeId(), GrpcAddress: r.GetGrpcAddress(),
-	}}}); err != nil {
-		return nil, err
-	}
-	s.log.Info("node joined", "node", r.GetNodeId(), "raft", r.GetRaftAddress(), "grpc", r.GetGrpcAddress())
-	return &djinnpb.JoinResponse{}, nil
 }
 
 // adminHandler serves /healthz, /readyz, /metrics and /debug/pprof/.

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/server"
@@ -27,8 +29,10 @@ func TestCluster(t *testing.T) {
 		c.Raftcfg.ElectionTimeout = server.Duration(200 * time.Millisecond)
 	})
 	clients := map[*server.Server]*client.Client{}
+	direct := map[*server.Server]*grpc.ClientConn{} // to the one server
 	for _, s := range ss {
 		clients[s] = servertest.Dial(t, s.Addr())
+		direct[s] = servertest.Conn(t, s.Addr())
 	}
 	// leader waits for the current leader among some servers (leadership
 	// may move under load) and returns it with the others.
@@ -53,7 +57,7 @@ func TestCluster(t *testing.T) {
 		servertest.Eventually(t, "a follower's status naming the leader", func() bool {
 			l, others := leader(t, ss...)
 			var err error
-			st, err = servertest.Status(djinnpb.NewAdminClient(clients[others[0]].ClientConn()))
+			st, err = servertest.Status(djinnpb.NewAdminClient(direct[others[0]]))
 			return err == nil && st.GetState() == "Follower" && st.GetLeaderAddress() == l.Addr()
 		})
 		var addrs []string
@@ -172,10 +176,10 @@ func TestCluster(t *testing.T) {
 		servertest.Eventually(t, "the surviving follower to know the new leader", func() bool {
 			l, others := leader(t, survivors...)
 			follower = others[0]
-			st, err := servertest.Status(djinnpb.NewAdminClient(clients[follower].ClientConn()))
+			st, err := servertest.Status(djinnpb.NewAdminClient(direct[follower]))
 			return err == nil && st.GetLeaderAddress() == l.Addr()
 		})
-		landlord := djinnpb.NewLandlordClient(clients[follower].ClientConn())
+		landlord := djinnpb.NewLandlordClient(direct[follower])
 		_, err := landlord.Renew(testContext(t), &djinnpb.RenewRequest{Cookie: idBytes(fresh.Lease.Cookie()), DurationNanos: int64(djinn.Any)})
 		if err != nil {
 			t.Fatalf("renew through the surviving follower: %v", err)

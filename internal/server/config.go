@@ -11,6 +11,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client"
 )
 
 // Config is a server's configuration. It is read, in increasing order of
@@ -28,8 +29,9 @@ type Config struct {
 	// RaftAdvertise is the Raft address peers dial (default: Raft).
 	RaftAdvertise string `toml:"raft-advertise"`
 	NodeID        string `toml:"node-id"`
-	// Join is the gRPC address of a member of an existing cluster. A node
-	// with Join set and no state joins instead of bootstrapping.
+	// Join is the gRPC address of a member of an existing cluster, or
+	// several, comma-separated (tried in turn). A node with Join set and no
+	// state joins instead of bootstrapping.
 	Join     string `toml:"join"`
 	LogLevel string `toml:"log-level"`
 	LogJSON  bool   `toml:"log-json"`
@@ -44,6 +46,20 @@ type Config struct {
 	Lookup  LookupConfig  `toml:"lookup"`
 	LDS     LDSConfig     `toml:"lds"`
 	Raftcfg RaftConfig    `toml:"raft-tuning"`
+	Cluster ClusterConfig `toml:"cluster"`
+}
+
+// ClusterConfig tunes membership.
+type ClusterConfig struct {
+	// Bootstrap makes a node with no state and no Join start a cluster of
+	// its own. Without it such a node waits until a member adds it
+	// (djinn member add).
+	Bootstrap bool `toml:"bootstrap"`
+	// MaxLag is how many log entries a member may be behind the leader
+	// and still count as caught up: a joining member is promoted to voter
+	// within it, reported healthy within it, and serves reads that allow
+	// staleness only within it.
+	MaxLag uint64 `toml:"max-lag"`
 }
 
 // TLSConfig secures the client and peer ports.
@@ -222,6 +238,7 @@ func Default() Config {
 			HeartbeatTimeout: Duration(500 * time.Millisecond), ElectionTimeout: Duration(500 * time.Millisecond),
 			SnapshotInterval: Duration(30 * time.Second), SnapshotThreshold: 65536, WALSegmentSize: 64 << 20,
 		},
+		Cluster: ClusterConfig{Bootstrap: true, MaxLag: 1024},
 	}
 }
 
@@ -329,7 +346,10 @@ func (c *Config) Check() error {
 			return djinn.Errorf(djinn.InvalidArgument, "%s: %v", a.name, err)
 		}
 	}
-	for _, a := range []struct{ name, v string }{{"advertise", c.Advertise}, {"raft-advertise", c.RaftAdvertise}, {"join", c.Join}} {
+	if _, err := client.SplitEndpoints(c.Join); err != nil {
+		return djinn.Errorf(djinn.InvalidArgument, "join: %v", err)
+	}
+	for _, a := range []struct{ name, v string }{{"advertise", c.Advertise}, {"raft-advertise", c.RaftAdvertise}} {
 		if a.v == "" {
 			continue
 		}

@@ -140,7 +140,7 @@ type landlords struct {
 }
 
 func (l landlords) RenewAll(ctx context.Context, landlord djinn.Ref, cookies []djinn.ID, durations []time.Duration) ([]time.Duration, []*djinnpb.Error, *djinnpb.Error) {
-	conn, err := l.pool.Conn(landlord.Endpoint)
+	conn, err := l.pool.ConnFor(landlord)
 	if err != nil {
 		return nil, nil, grpcerr.ToProto(djinn.Errorf(djinn.Unavailable, "landlord %s: %v", landlord.Endpoint, err))
 	}

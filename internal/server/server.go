@@ -76,8 +76,10 @@ type Server struct {
 	adminLn   net.Listener
 	advertise string
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	stop      chan struct{}
+	left      chan struct{} // closed once this node has left the cluster
+	leaveOnce sync.Once
+	wg        sync.WaitGroup
 }
 
 // MailboxID is the object id of the event mailbox service.
@@ -92,7 +94,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, log: logger, now: time.Now, stop: make(chan struct{})}
+	s := &Server{cfg: cfg, log: logger, now: time.Now, stop: make(chan struct{}), left: make(chan struct{})}
 	serverTLS, peerTLS, clientTLS, err := loadTLS(cfg.TLS)
 	if err != nil {
 		return nil, err
@@ -128,7 +130,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 	}
 	s.node, err = replica.Open(replica.Config{
 		DataDir: cfg.DataDir, NodeID: cfg.NodeID, RaftAddr: cfg.Raft, AdvertiseRaft: cfg.RaftAdvertise,
-		TLS: peerTLS, Bootstrap: cfg.Join == "", Now: s.now, OnLeader: s.lead,
+		TLS: peerTLS, Bootstrap: cfg.Join == "" && cfg.Cluster.Bootstrap, Now: s.now, OnLeader: s.lead,
 		Endpoint: s.machine.Endpoint, Logger: logger,
 		HeartbeatTimeout: time.Duration(cfg.Raftcfg.HeartbeatTimeout), ElectionTimeout: time.Duration(cfg.Raftcfg.ElectionTimeout),
 		SnapshotInterval: time.Duration(cfg.Raftcfg.SnapshotInterval), SnapshotThreshold: cfg.Raftcfg.SnapshotThreshold,
@@ -303,6 +305,13 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 			return nil, err
 		}
 	}
+	// The server reaches its own cluster's services (the renewal service
+	// renewing leases this cluster granted, ...) at whichever member
+	// serves, not at the member a reference names, which may be gone.
+	if err := s.pool.Follow(s.advertise); err != nil {
+		s.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -348,6 +357,9 @@ func (s *Server) ref(obj djinn.ID) func() djinn.Ref {
 
 // Addr returns the gRPC address the server listens on.
 func (s *Server) Addr() string { return s.grpcLn.Addr().String() }
+
+// Advertise returns the gRPC address put in references and member records.
+func (s *Server) Advertise() string { return s.advertise }
 
 // AdminAddr returns the admin HTTP address.
 func (s *Server) AdminAddr() string { return s.adminLn.Addr().String() }
@@ -412,16 +424,21 @@ func (s *Server) lead(ctx context.Context) {
 			return
 		}
 	}
-	if s.machine.Endpoint(s.node.ID()) != s.advertise {
-		if _, err := s.node.Propose(ctx, &statepb.Command{Op: &statepb.Command_Member{Member: &statepb.Member{NodeId: s.node.ID(), GrpcAddress: s.advertise}}}); err != nil {
+	if info, ok := s.machine.Member(s.node.ID()); !ok || info.Endpoint != s.advertise || !info.Voter {
+		// A leader votes; a member recorded before records said so is one.
+		if err := s.recordMember(ctx, &statepb.Member{NodeId: s.node.ID(), GrpcAddress: s.advertise, Voter: true}); err != nil {
 			s.log.Warn("recording member address failed", "err", err)
 		}
 	}
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		s.lessor.Run(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		s.tendMembers(ctx)
 	}()
 	if s.cfg.Mailbox.Enabled {
 		wg.Add(1)
@@ -469,16 +486,21 @@ func (s *Server) lead(ctx context.Context) {
 	wg.Wait()
 }
 
-// join asks a member of an existing cluster to add this node. The pool's
-// connections follow a follower's leader hint, so any member will do.
+// join asks a member of an existing cluster to add this node, trying each
+// address given in turn. The pool's connections follow a follower's leader
+// hint, so any member will do.
 func (s *Server) join(ctx context.Context) error {
 	if members, err := s.node.Members(); err == nil && len(members) > 0 {
 		return nil // already a member (restart)
 	}
 	req := &djinnpb.JoinRequest{NodeId: s.node.ID(), RaftAddress: s.node.RaftAddr(), GrpcAddress: s.advertise}
+	eps, err := client.SplitEndpoints(s.cfg.Join)
+	if err != nil {
+		return fmt.Errorf("join %s: %w", s.cfg.Join, err)
+	}
 	var last error
-	for range 50 {
-		conn, err := s.pool.Conn(s.cfg.Join)
+	for i := range 50 {
+		conn, err := s.pool.Conn(eps[i%len(eps)])
 		if err == nil {
 			if _, err = djinnpb.NewAdminClient(conn).Join(ctx, req); err == nil {
 				return nil

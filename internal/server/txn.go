@@ -257,7 +257,7 @@ type otherManagers struct {
 }
 
 func (o otherManagers) client(mgr djinn.Ref) (djinnpb.TransactionManagerClient, error) {
-	conn, err := o.pool.Conn(mgr.Endpoint)
+	conn, err := o.pool.ConnFor(mgr)
 	if err != nil {
 		return nil, djinn.Errorf(djinn.Unavailable, "transaction manager %s: %v", mgr.Endpoint, err)
 	}

@@ -26,7 +26,7 @@ func (m *Machine) clusterPart() Part {
 			m.mu.Lock()
 			defer m.mu.Unlock()
 			m.service = djinn.ID{}
-			m.members = map[string]string{}
+			m.members = map[string]MemberInfo{}
 		},
 	}
 }
@@ -46,18 +46,23 @@ func (m *Machine) applyInit(c *statepb.Init) (djinn.ID, error) {
 	return m.service, nil
 }
 
+// setMember records or forgets a member.
 func (m *Machine) setMember(c *statepb.Member) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.members[c.GetNodeId()] = c.GetGrpcAddress()
+	if c.GetRemoved() {
+		delete(m.members, c.GetNodeId())
+		return
+	}
+	m.members[c.GetNodeId()] = MemberInfo{Endpoint: c.GetGrpcAddress(), Voter: c.GetVoter()}
 }
 
 func (m *Machine) clusterRecords() (Dump, error) {
 	var recs []*statepb.Member
 	m.mu.Lock()
 	service := m.service
-	for node, addr := range m.members {
-		recs = append(recs, &statepb.Member{NodeId: node, GrpcAddress: addr})
+	for node, info := range m.members {
+		recs = append(recs, &statepb.Member{NodeId: node, GrpcAddress: info.Endpoint, Voter: info.Voter})
 	}
 	m.mu.Unlock()
 	return func(emit func(proto.Message) error) error {

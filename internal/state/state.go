@@ -35,7 +35,7 @@ type Machine struct {
 	mu sync.Mutex
 	// service and members are guarded by mu.
 	service djinn.ID
-	members map[string]string // node id -> gRPC address
+	members map[string]MemberInfo // by node id
 
 	// The parts and what they handle, fixed before the first Apply.
 	parts    []Part
@@ -58,7 +58,7 @@ var (
 func New() *Machine {
 	m := &Machine{
 		Leases:   lease.NewTable(),
-		members:  map[string]string{},
+		members:  map[string]MemberInfo{},
 		commands: map[protoreflect.FieldNumber]Command{},
 		records:  map[protoreflect.FieldNumber]Record{},
 		kinds:    map[lease.Kind]LeaseKind{},
@@ -166,11 +166,38 @@ func (m *Machine) ServiceID() djinn.ID {
 	return m.service
 }
 
+// MemberInfo is what the log records of a member: where it serves gRPC,
+// and whether it is to vote (a non-voter that is to vote is promoted by the
+// leader once it has caught up).
+type MemberInfo struct {
+	Endpoint string
+	Voter    bool
+}
+
 // Endpoint returns a member's gRPC address.
 func (m *Machine) Endpoint(node string) string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.members[node]
+	return m.members[node].Endpoint
+}
+
+// Member returns what the log records of a member.
+func (m *Machine) Member(node string) (MemberInfo, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	info, ok := m.members[node]
+	return info, ok
+}
+
+// MemberIDs returns the node ids the log has member records of.
+func (m *Machine) MemberIDs() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ids := make([]string, 0, len(m.members))
+	for id := range m.members {
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 // Apply implements replica.StateMachine: it hands the command's op to the

@@ -75,8 +75,12 @@ type StatusResponse struct {
 	Lock          *Ref                   `protobuf:"bytes,14,opt,name=lock,proto3" json:"lock,omitempty"`       // the lock service (its transaction participant)
 	Lookup        *Ref                   `protobuf:"bytes,15,opt,name=lookup,proto3" json:"lookup,omitempty"`   // the lookup service (the registrar)
 	Lds           *Ref                   `protobuf:"bytes,16,opt,name=lds,proto3" json:"lds,omitempty"`         // the lookup discovery service
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Time since this member last heard from the leader: 0 on the leader,
+	// -1 when it never has.
+	LastContactNanos int64  `protobuf:"varint,17,opt,name=last_contact_nanos,json=lastContactNanos,proto3" json:"last_contact_nanos,omitempty"`
+	CommitIndex      uint64 `protobuf:"varint,18,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"` // the highest log index this member knows committed
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -221,14 +225,38 @@ func (x *StatusResponse) GetLds() *Ref {
 	return nil
 }
 
+func (x *StatusResponse) GetLastContactNanos() int64 {
+	if x != nil {
+		return x.LastContactNanos
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetCommitIndex() uint64 {
+	if x != nil {
+		return x.CommitIndex
+	}
+	return 0
+}
+
 type Member struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	RaftAddress   string                 `protobuf:"bytes,2,opt,name=raft_address,json=raftAddress,proto3" json:"raft_address,omitempty"`
-	Voter         bool                   `protobuf:"varint,3,opt,name=voter,proto3" json:"voter,omitempty"`
-	GrpcAddress   string                 `protobuf:"bytes,4,opt,name=grpc_address,json=grpcAddress,proto3" json:"grpc_address,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	NodeId      string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	RaftAddress string                 `protobuf:"bytes,2,opt,name=raft_address,json=raftAddress,proto3" json:"raft_address,omitempty"`
+	Voter       bool                   `protobuf:"varint,3,opt,name=voter,proto3" json:"voter,omitempty"`
+	GrpcAddress string                 `protobuf:"bytes,4,opt,name=grpc_address,json=grpcAddress,proto3" json:"grpc_address,omitempty"`
+	// role: leader, follower or nonvoter by the configuration; with health
+	// asked, the member's own state (a candidate says candidate).
+	Role string `protobuf:"bytes,5,opt,name=role,proto3" json:"role,omitempty"`
+	// staged: a non-voter the leader promotes once it has caught up.
+	Staged bool `protobuf:"varint,6,opt,name=staged,proto3" json:"staged,omitempty"`
+	// Filled only when health was asked.
+	Health           string `protobuf:"bytes,7,opt,name=health,proto3" json:"health,omitempty"` // healthy, lagging or unreachable
+	AppliedIndex     uint64 `protobuf:"varint,8,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	LastContactNanos int64  `protobuf:"varint,9,opt,name=last_contact_nanos,json=lastContactNanos,proto3" json:"last_contact_nanos,omitempty"` // as in StatusResponse
+	Error            string `protobuf:"bytes,10,opt,name=error,proto3" json:"error,omitempty"`                                                 // why it is unreachable or lagging
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Member) Reset() {
@@ -289,6 +317,512 @@ func (x *Member) GetGrpcAddress() string {
 	return ""
 }
 
+func (x *Member) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *Member) GetStaged() bool {
+	if x != nil {
+		return x.Staged
+	}
+	return false
+}
+
+func (x *Member) GetHealth() string {
+	if x != nil {
+		return x.Health
+	}
+	return ""
+}
+
+func (x *Member) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *Member) GetLastContactNanos() int64 {
+	if x != nil {
+		return x.LastContactNanos
+	}
+	return 0
+}
+
+func (x *Member) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type MembersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Health        bool                   `protobuf:"varint,1,opt,name=health,proto3" json:"health,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MembersRequest) Reset() {
+	*x = MembersRequest{}
+	mi := &file_djinn_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MembersRequest) ProtoMessage() {}
+
+func (x *MembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
+func (*MembersRequest) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *MembersRequest) GetHealth() bool {
+	if x != nil {
+		return x.Health
+	}
+	return false
+}
+
+type MembersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ServiceId     []byte                 `protobuf:"bytes,1,opt,name=service_id,json=serviceId,proto3" json:"service_id,omitempty"` // the cluster's service id
+	NodeId        string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`          // the member that answered
+	LeaderId      string                 `protobuf:"bytes,3,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	LeaderAddress string                 `protobuf:"bytes,4,opt,name=leader_address,json=leaderAddress,proto3" json:"leader_address,omitempty"` // gRPC address of the leader
+	Members       []*Member              `protobuf:"bytes,5,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MembersResponse) Reset() {
+	*x = MembersResponse{}
+	mi := &file_djinn_v1_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MembersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MembersResponse) ProtoMessage() {}
+
+func (x *MembersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
+func (*MembersResponse) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *MembersResponse) GetServiceId() []byte {
+	if x != nil {
+		return x.ServiceId
+	}
+	return nil
+}
+
+func (x *MembersResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *MembersResponse) GetLeaderId() string {
+	if x != nil {
+		return x.LeaderId
+	}
+	return ""
+}
+
+func (x *MembersResponse) GetLeaderAddress() string {
+	if x != nil {
+		return x.LeaderAddress
+	}
+	return ""
+}
+
+func (x *MembersResponse) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+type AddMemberRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	RaftAddress   string                 `protobuf:"bytes,2,opt,name=raft_address,json=raftAddress,proto3" json:"raft_address,omitempty"`
+	GrpcAddress   string                 `protobuf:"bytes,3,opt,name=grpc_address,json=grpcAddress,proto3" json:"grpc_address,omitempty"`
+	Nonvoter      bool                   `protobuf:"varint,4,opt,name=nonvoter,proto3" json:"nonvoter,omitempty"` // stay a non-voter: never promoted
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddMemberRequest) Reset() {
+	*x = AddMemberRequest{}
+	mi := &file_djinn_v1_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddMemberRequest) ProtoMessage() {}
+
+func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
+func (*AddMemberRequest) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_admin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *AddMemberRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *AddMemberRequest) GetRaftAddress() string {
+	if x != nil {
+		return x.RaftAddress
+	}
+	return ""
+}
+
+func (x *AddMemberRequest) GetGrpcAddress() string {
+	if x != nil {
+		return x.GrpcAddress
+	}
+	return ""
+}
+
+func (x *AddMemberRequest) GetNonvoter() bool {
+	if x != nil {
+		return x.Nonvoter
+	}
+	return false
+}
+
+type AddMemberResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddMemberResponse) Reset() {
+	*x = AddMemberResponse{}
+	mi := &file_djinn_v1_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddMemberResponse) ProtoMessage() {}
+
+func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
+func (*AddMemberResponse) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_admin_proto_rawDescGZIP(), []int{6}
+}
+
+type RemoveMemberRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveMemberRequest) Reset() {
+	*x = RemoveMemberRequest{}
+	mi := &file_djinn_v1_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveMemberRequest) ProtoMessage() {}
+
+func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
+func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RemoveMemberRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+type RemoveMemberResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveMemberResponse) Reset() {
+	*x = RemoveMemberResponse{}
+	mi := &file_djinn_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveMemberResponse) ProtoMessage() {}
+
+func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
+func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+type LeaveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaveRequest) Reset() {
+	*x = LeaveRequest{}
+	mi := &file_djinn_v1_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaveRequest) ProtoMessage() {}
+
+func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
+func (*LeaveRequest) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_admin_proto_rawDescGZIP(), []int{9}
+}
+
+type LeaveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaveResponse) Reset() {
+	*x = LeaveResponse{}
+	mi := &file_djinn_v1_admin_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaveResponse) ProtoMessage() {}
+
+func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_admin_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
+func (*LeaveResponse) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_admin_proto_rawDescGZIP(), []int{10}
+}
+
+type TransferLeadershipRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"` // empty: the most up-to-date voter
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeadershipRequest) Reset() {
+	*x = TransferLeadershipRequest{}
+	mi := &file_djinn_v1_admin_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeadershipRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeadershipRequest) ProtoMessage() {}
+
+func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_admin_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
+func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_admin_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *TransferLeadershipRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+type TransferLeadershipResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LeaderId      string                 `protobuf:"bytes,1,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"` // the new leader, when known
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeadershipResponse) Reset() {
+	*x = TransferLeadershipResponse{}
+	mi := &file_djinn_v1_admin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeadershipResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeadershipResponse) ProtoMessage() {}
+
+func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_admin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
+func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_admin_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *TransferLeadershipResponse) GetLeaderId() string {
+	if x != nil {
+		return x.LeaderId
+	}
+	return ""
+}
+
 type JoinRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -300,7 +834,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_djinn_v1_admin_proto_msgTypes[3]
+	mi := &file_djinn_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -312,7 +846,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_admin_proto_msgTypes[3]
+	mi := &file_djinn_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -325,7 +859,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_djinn_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *JoinRequest) GetNodeId() string {
@@ -357,7 +891,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_djinn_v1_admin_proto_msgTypes[4]
+	mi := &file_djinn_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -369,7 +903,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_admin_proto_msgTypes[4]
+	mi := &file_djinn_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -382,7 +916,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_djinn_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 var File_djinn_v1_admin_proto protoreflect.FileDescriptor
@@ -390,7 +924,7 @@ var File_djinn_v1_admin_proto protoreflect.FileDescriptor
 const file_djinn_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"\x14djinn/v1/admin.proto\x12\bdjinn.v1\x1a\x15djinn/v1/common.proto\"\x0f\n" +
-	"\rStatusRequest\"\x91\x05\n" +
+	"\rStatusRequest\"\xe2\x05\n" +
 	"\x0eStatusResponse\x12\x1d\n" +
 	"\n" +
 	"service_id\x18\x01 \x01(\fR\tserviceId\x12\x17\n" +
@@ -409,23 +943,61 @@ const file_djinn_v1_admin_proto_rawDesc = "" +
 	"\x03txn\x18\r \x01(\v2\r.djinn.v1.RefR\x03txn\x12!\n" +
 	"\x04lock\x18\x0e \x01(\v2\r.djinn.v1.RefR\x04lock\x12%\n" +
 	"\x06lookup\x18\x0f \x01(\v2\r.djinn.v1.RefR\x06lookup\x12\x1f\n" +
-	"\x03lds\x18\x10 \x01(\v2\r.djinn.v1.RefR\x03lds\x1a9\n" +
+	"\x03lds\x18\x10 \x01(\v2\r.djinn.v1.RefR\x03lds\x12,\n" +
+	"\x12last_contact_nanos\x18\x11 \x01(\x03R\x10lastContactNanos\x12!\n" +
+	"\fcommit_index\x18\x12 \x01(\x04R\vcommitIndex\x1a9\n" +
 	"\vCountsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"}\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xaa\x02\n" +
 	"\x06Member\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12\x14\n" +
 	"\x05voter\x18\x03 \x01(\bR\x05voter\x12!\n" +
-	"\fgrpc_address\x18\x04 \x01(\tR\vgrpcAddress\"l\n" +
+	"\fgrpc_address\x18\x04 \x01(\tR\vgrpcAddress\x12\x12\n" +
+	"\x04role\x18\x05 \x01(\tR\x04role\x12\x16\n" +
+	"\x06staged\x18\x06 \x01(\bR\x06staged\x12\x16\n" +
+	"\x06health\x18\a \x01(\tR\x06health\x12#\n" +
+	"\rapplied_index\x18\b \x01(\x04R\fappliedIndex\x12,\n" +
+	"\x12last_contact_nanos\x18\t \x01(\x03R\x10lastContactNanos\x12\x14\n" +
+	"\x05error\x18\n" +
+	" \x01(\tR\x05error\"(\n" +
+	"\x0eMembersRequest\x12\x16\n" +
+	"\x06health\x18\x01 \x01(\bR\x06health\"\xb9\x01\n" +
+	"\x0fMembersResponse\x12\x1d\n" +
+	"\n" +
+	"service_id\x18\x01 \x01(\fR\tserviceId\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x1b\n" +
+	"\tleader_id\x18\x03 \x01(\tR\bleaderId\x12%\n" +
+	"\x0eleader_address\x18\x04 \x01(\tR\rleaderAddress\x12*\n" +
+	"\amembers\x18\x05 \x03(\v2\x10.djinn.v1.MemberR\amembers\"\x8d\x01\n" +
+	"\x10AddMemberRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
+	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12!\n" +
+	"\fgrpc_address\x18\x03 \x01(\tR\vgrpcAddress\x12\x1a\n" +
+	"\bnonvoter\x18\x04 \x01(\bR\bnonvoter\"\x13\n" +
+	"\x11AddMemberResponse\".\n" +
+	"\x13RemoveMemberRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\x16\n" +
+	"\x14RemoveMemberResponse\"\x0e\n" +
+	"\fLeaveRequest\"\x0f\n" +
+	"\rLeaveResponse\"4\n" +
+	"\x19TransferLeadershipRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"9\n" +
+	"\x1aTransferLeadershipResponse\x12\x1b\n" +
+	"\tleader_id\x18\x01 \x01(\tR\bleaderId\"l\n" +
 	"\vJoinRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12!\n" +
 	"\fgrpc_address\x18\x03 \x01(\tR\vgrpcAddress\"\x0e\n" +
-	"\fJoinResponse2{\n" +
+	"\fJoinResponse2\xeb\x03\n" +
 	"\x05Admin\x12;\n" +
 	"\x06Status\x12\x17.djinn.v1.StatusRequest\x1a\x18.djinn.v1.StatusResponse\x125\n" +
-	"\x04Join\x12\x15.djinn.v1.JoinRequest\x1a\x16.djinn.v1.JoinResponseB1Z/github.com/djinn-go/djinn/proto/djinnpb;djinnpbb\x06proto3"
+	"\x04Join\x12\x15.djinn.v1.JoinRequest\x1a\x16.djinn.v1.JoinResponse\x12>\n" +
+	"\aMembers\x12\x18.djinn.v1.MembersRequest\x1a\x19.djinn.v1.MembersResponse\x12D\n" +
+	"\tAddMember\x12\x1a.djinn.v1.AddMemberRequest\x1a\x1b.djinn.v1.AddMemberResponse\x12M\n" +
+	"\fRemoveMember\x12\x1d.djinn.v1.RemoveMemberRequest\x1a\x1e.djinn.v1.RemoveMemberResponse\x128\n" +
+	"\x05Leave\x12\x16.djinn.v1.LeaveRequest\x1a\x17.djinn.v1.LeaveResponse\x12_\n" +
+	"\x12TransferLeadership\x12#.djinn.v1.TransferLeadershipRequest\x1a$.djinn.v1.TransferLeadershipResponseB1Z/github.com/djinn-go/djinn/proto/djinnpb;djinnpbb\x06proto3"
 
 var (
 	file_djinn_v1_admin_proto_rawDescOnce sync.Once
@@ -439,35 +1011,56 @@ func file_djinn_v1_admin_proto_rawDescGZIP() []byte {
 	return file_djinn_v1_admin_proto_rawDescData
 }
 
-var file_djinn_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_djinn_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_djinn_v1_admin_proto_goTypes = []any{
-	(*StatusRequest)(nil),  // 0: djinn.v1.StatusRequest
-	(*StatusResponse)(nil), // 1: djinn.v1.StatusResponse
-	(*Member)(nil),         // 2: djinn.v1.Member
-	(*JoinRequest)(nil),    // 3: djinn.v1.JoinRequest
-	(*JoinResponse)(nil),   // 4: djinn.v1.JoinResponse
-	nil,                    // 5: djinn.v1.StatusResponse.CountsEntry
-	(*Ref)(nil),            // 6: djinn.v1.Ref
+	(*StatusRequest)(nil),              // 0: djinn.v1.StatusRequest
+	(*StatusResponse)(nil),             // 1: djinn.v1.StatusResponse
+	(*Member)(nil),                     // 2: djinn.v1.Member
+	(*MembersRequest)(nil),             // 3: djinn.v1.MembersRequest
+	(*MembersResponse)(nil),            // 4: djinn.v1.MembersResponse
+	(*AddMemberRequest)(nil),           // 5: djinn.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),          // 6: djinn.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),        // 7: djinn.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),       // 8: djinn.v1.RemoveMemberResponse
+	(*LeaveRequest)(nil),               // 9: djinn.v1.LeaveRequest
+	(*LeaveResponse)(nil),              // 10: djinn.v1.LeaveResponse
+	(*TransferLeadershipRequest)(nil),  // 11: djinn.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 12: djinn.v1.TransferLeadershipResponse
+	(*JoinRequest)(nil),                // 13: djinn.v1.JoinRequest
+	(*JoinResponse)(nil),               // 14: djinn.v1.JoinResponse
+	nil,                                // 15: djinn.v1.StatusResponse.CountsEntry
+	(*Ref)(nil),                        // 16: djinn.v1.Ref
 }
 var file_djinn_v1_admin_proto_depIdxs = []int32{
 	2,  // 0: djinn.v1.StatusResponse.members:type_name -> djinn.v1.Member
-	5,  // 1: djinn.v1.StatusResponse.counts:type_name -> djinn.v1.StatusResponse.CountsEntry
-	6,  // 2: djinn.v1.StatusResponse.landlord:type_name -> djinn.v1.Ref
-	6,  // 3: djinn.v1.StatusResponse.mailbox:type_name -> djinn.v1.Ref
-	6,  // 4: djinn.v1.StatusResponse.renewal:type_name -> djinn.v1.Ref
-	6,  // 5: djinn.v1.StatusResponse.txn:type_name -> djinn.v1.Ref
-	6,  // 6: djinn.v1.StatusResponse.lock:type_name -> djinn.v1.Ref
-	6,  // 7: djinn.v1.StatusResponse.lookup:type_name -> djinn.v1.Ref
-	6,  // 8: djinn.v1.StatusResponse.lds:type_name -> djinn.v1.Ref
-	0,  // 9: djinn.v1.Admin.Status:input_type -> djinn.v1.StatusRequest
-	3,  // 10: djinn.v1.Admin.Join:input_type -> djinn.v1.JoinRequest
-	1,  // 11: djinn.v1.Admin.Status:output_type -> djinn.v1.StatusResponse
-	4,  // 12: djinn.v1.Admin.Join:output_type -> djinn.v1.JoinResponse
-	11, // [11:13] is the sub-list for method output_type
-	9,  // [9:11] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	15, // 1: djinn.v1.StatusResponse.counts:type_name -> djinn.v1.StatusResponse.CountsEntry
+	16, // 2: djinn.v1.StatusResponse.landlord:type_name -> djinn.v1.Ref
+	16, // 3: djinn.v1.StatusResponse.mailbox:type_name -> djinn.v1.Ref
+	16, // 4: djinn.v1.StatusResponse.renewal:type_name -> djinn.v1.Ref
+	16, // 5: djinn.v1.StatusResponse.txn:type_name -> djinn.v1.Ref
+	16, // 6: djinn.v1.StatusResponse.lock:type_name -> djinn.v1.Ref
+	16, // 7: djinn.v1.StatusResponse.lookup:type_name -> djinn.v1.Ref
+	16, // 8: djinn.v1.StatusResponse.lds:type_name -> djinn.v1.Ref
+	2,  // 9: djinn.v1.MembersResponse.members:type_name -> djinn.v1.Member
+	0,  // 10: djinn.v1.Admin.Status:input_type -> djinn.v1.StatusRequest
+	13, // 11: djinn.v1.Admin.Join:input_type -> djinn.v1.JoinRequest
+	3,  // 12: djinn.v1.Admin.Members:input_type -> djinn.v1.MembersRequest
+	5,  // 13: djinn.v1.Admin.AddMember:input_type -> djinn.v1.AddMemberRequest
+	7,  // 14: djinn.v1.Admin.RemoveMember:input_type -> djinn.v1.RemoveMemberRequest
+	9,  // 15: djinn.v1.Admin.Leave:input_type -> djinn.v1.LeaveRequest
+	11, // 16: djinn.v1.Admin.TransferLeadership:input_type -> djinn.v1.TransferLeadershipRequest
+	1,  // 17: djinn.v1.Admin.Status:output_type -> djinn.v1.StatusResponse
+	14, // 18: djinn.v1.Admin.Join:output_type -> djinn.v1.JoinResponse
+	4,  // 19: djinn.v1.Admin.Members:output_type -> djinn.v1.MembersResponse
+	6,  // 20: djinn.v1.Admin.AddMember:output_type -> djinn.v1.AddMemberResponse
+	8,  // 21: djinn.v1.Admin.RemoveMember:output_type -> djinn.v1.RemoveMemberResponse
+	10, // 22: djinn.v1.Admin.Leave:output_type -> djinn.v1.LeaveResponse
+	12, // 23: djinn.v1.Admin.TransferLeadership:output_type -> djinn.v1.TransferLeadershipResponse
+	17, // [17:24] is the sub-list for method output_type
+	10, // [10:17] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_djinn_v1_admin_proto_init() }
@@ -482,7 +1075,7 @@ func file_djinn_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_djinn_v1_admin_proto_rawDesc), len(file_djinn_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

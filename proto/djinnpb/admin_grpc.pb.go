@@ -19,8 +19,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Admin_Status_FullMethodName = "/djinn.v1.Admin/Status"
-	Admin_Join_FullMethodName   = "/djinn.v1.Admin/Join"
+	Admin_Status_FullMethodName             = "/djinn.v1.Admin/Status"
+	Admin_Join_FullMethodName               = "/djinn.v1.Admin/Join"
+	Admin_Members_FullMethodName            = "/djinn.v1.Admin/Members"
+	Admin_AddMember_FullMethodName          = "/djinn.v1.Admin/AddMember"
+	Admin_RemoveMember_FullMethodName       = "/djinn.v1.Admin/RemoveMember"
+	Admin_Leave_FullMethodName              = "/djinn.v1.Admin/Leave"
+	Admin_TransferLeadership_FullMethodName = "/djinn.v1.Admin/TransferLeadership"
 )
 
 // AdminClient is the client API for Admin service.
@@ -30,9 +35,29 @@ const (
 // Admin reports on and manages a djinn server and its cluster.
 type AdminClient interface {
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
-	// Join adds a server to the cluster as a voter. Sent to any member; a
-	// follower forwards it to the leader.
+	// Join adds the calling server to the cluster: as a non-voter first,
+	// promoted to voter by the leader once it has caught up with the log.
+	// Sent to any member; a follower points it at the leader. Operator only.
 	Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error)
+	// Members lists the cluster's members as the answering member sees
+	// them. Any authenticated client may call it (it holds addresses only):
+	// clients use it to follow the cluster. With health set, the answering
+	// member first asks every member for its role, applied index and last
+	// contact with the leader.
+	Members(ctx context.Context, in *MembersRequest, opts ...grpc.CallOption) (*MembersResponse, error)
+	// AddMember adds a server that runs without a cluster of its own (djinn
+	// serve --bootstrap=false): as a non-voter, promoted to voter once it
+	// has caught up unless nonvoter is set. Operator only.
+	AddMember(ctx context.Context, in *AddMemberRequest, opts ...grpc.CallOption) (*AddMemberResponse, error)
+	// RemoveMember removes a member from the cluster. Operator only.
+	RemoveMember(ctx context.Context, in *RemoveMemberRequest, opts ...grpc.CallOption) (*RemoveMemberResponse, error)
+	// Leave makes the answering member leave the cluster: it hands its
+	// leadership on if it leads, has itself removed, and stops. Operator
+	// only.
+	Leave(ctx context.Context, in *LeaveRequest, opts ...grpc.CallOption) (*LeaveResponse, error)
+	// TransferLeadership makes the leader hand leadership to node_id, or to
+	// the most up-to-date voter when node_id is empty. Operator only.
+	TransferLeadership(ctx context.Context, in *TransferLeadershipRequest, opts ...grpc.CallOption) (*TransferLeadershipResponse, error)
 }
 
 type adminClient struct {
@@ -63,6 +88,56 @@ func (c *adminClient) Join(ctx context.Context, in *JoinRequest, opts ...grpc.Ca
 	return out, nil
 }
 
+func (c *adminClient) Members(ctx context.Context, in *MembersRequest, opts ...grpc.CallOption) (*MembersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MembersResponse)
+	err := c.cc.Invoke(ctx, Admin_Members_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) AddMember(ctx context.Context, in *AddMemberRequest, opts ...grpc.CallOption) (*AddMemberResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddMemberResponse)
+	err := c.cc.Invoke(ctx, Admin_AddMember_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) RemoveMember(ctx context.Context, in *RemoveMemberRequest, opts ...grpc.CallOption) (*RemoveMemberResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveMemberResponse)
+	err := c.cc.Invoke(ctx, Admin_RemoveMember_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) Leave(ctx context.Context, in *LeaveRequest, opts ...grpc.CallOption) (*LeaveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LeaveResponse)
+	err := c.cc.Invoke(ctx, Admin_Leave_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) TransferLeadership(ctx context.Context, in *TransferLeadershipRequest, opts ...grpc.CallOption) (*TransferLeadershipResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TransferLeadershipResponse)
+	err := c.cc.Invoke(ctx, Admin_TransferLeadership_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -70,9 +145,29 @@ func (c *adminClient) Join(ctx context.Context, in *JoinRequest, opts ...grpc.Ca
 // Admin reports on and manages a djinn server and its cluster.
 type AdminServer interface {
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
-	// Join adds a server to the cluster as a voter. Sent to any member; a
-	// follower forwards it to the leader.
+	// Join adds the calling server to the cluster: as a non-voter first,
+	// promoted to voter by the leader once it has caught up with the log.
+	// Sent to any member; a follower points it at the leader. Operator only.
 	Join(context.Context, *JoinRequest) (*JoinResponse, error)
+	// Members lists the cluster's members as the answering member sees
+	// them. Any authenticated client may call it (it holds addresses only):
+	// clients use it to follow the cluster. With health set, the answering
+	// member first asks every member for its role, applied index and last
+	// contact with the leader.
+	Members(context.Context, *MembersRequest) (*MembersResponse, error)
+	// AddMember adds a server that runs without a cluster of its own (djinn
+	// serve --bootstrap=false): as a non-voter, promoted to voter once it
+	// has caught up unless nonvoter is set. Operator only.
+	AddMember(context.Context, *AddMemberRequest) (*AddMemberResponse, error)
+	// RemoveMember removes a member from the cluster. Operator only.
+	RemoveMember(context.Context, *RemoveMemberRequest) (*RemoveMemberResponse, error)
+	// Leave makes the answering member leave the cluster: it hands its
+	// leadership on if it leads, has itself removed, and stops. Operator
+	// only.
+	Leave(context.Context, *LeaveRequest) (*LeaveResponse, error)
+	// TransferLeadership makes the leader hand leadership to node_id, or to
+	// the most up-to-date voter when node_id is empty. Operator only.
+	TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -88,6 +183,21 @@ func (UnimplementedAdminServer) Status(context.Context, *StatusRequest) (*Status
 }
 func (UnimplementedAdminServer) Join(context.Context, *JoinRequest) (*JoinResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Join not implemented")
+}
+func (UnimplementedAdminServer) Members(context.Context, *MembersRequest) (*MembersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Members not implemented")
+}
+func (UnimplementedAdminServer) AddMember(context.Context, *AddMemberRequest) (*AddMemberResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddMember not implemented")
+}
+func (UnimplementedAdminServer) RemoveMember(context.Context, *RemoveMemberRequest) (*RemoveMemberResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveMember not implemented")
+}
+func (UnimplementedAdminServer) Leave(context.Context, *LeaveRequest) (*LeaveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Leave not implemented")
+}
+func (UnimplementedAdminServer) TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TransferLeadership not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -146,6 +256,96 @@ func _Admin_Join_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_Members_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MembersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Members(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Members_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Members(ctx, req.(*MembersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_AddMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddMemberRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).AddMember(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_AddMember_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).AddMember(ctx, req.(*AddMemberRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_RemoveMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveMemberRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).RemoveMember(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_RemoveMember_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).RemoveMember(ctx, req.(*RemoveMemberRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_Leave_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LeaveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Leave(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Leave_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Leave(ctx, req.(*LeaveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_TransferLeadership_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TransferLeadershipRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).TransferLeadership(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_TransferLeadership_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).TransferLeadership(ctx, req.(*TransferLeadershipRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -160,6 +360,26 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Join",
 			Handler:    _Admin_Join_Handler,
+		},
+		{
+			MethodName: "Members",
+			Handler:    _Admin_Members_Handler,
+		},
+		{
+			MethodName: "AddMember",
+			Handler:    _Admin_AddMember_Handler,
+		},
+		{
+			MethodName: "RemoveMember",
+			Handler:    _Admin_RemoveMember_Handler,
+		},
+		{
+			MethodName: "Leave",
+			Handler:    _Admin_Leave_Handler,
+		},
+		{
+			MethodName: "TransferLeadership",
+			Handler:    _Admin_TransferLeadership_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -859,11 +859,16 @@ func (x *Init) GetServiceId() []byte {
 }
 
 // Member records where a node serves gRPC, so followers can point clients
-// and forwarded writes at the leader.
+// and forwarded writes at the leader, and what the cluster wants of it.
 type Member struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	GrpcAddress   string                 `protobuf:"bytes,2,opt,name=grpc_address,json=grpcAddress,proto3" json:"grpc_address,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	NodeId      string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	GrpcAddress string                 `protobuf:"bytes,2,opt,name=grpc_address,json=grpcAddress,proto3" json:"grpc_address,omitempty"`
+	// voter: the member is to vote. A node added as a non-voter with voter
+	// set is promoted by the leader once it has caught up with the log.
+	Voter bool `protobuf:"varint,3,opt,name=voter,proto3" json:"voter,omitempty"`
+	// removed: the member left the cluster; its record goes.
+	Removed       bool `protobuf:"varint,4,opt,name=removed,proto3" json:"removed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -910,6 +915,20 @@ func (x *Member) GetGrpcAddress() string {
 		return x.GrpcAddress
 	}
 	return ""
+}
+
+func (x *Member) GetVoter() bool {
+	if x != nil {
+		return x.Voter
+	}
+	return false
+}
+
+func (x *Member) GetRemoved() bool {
+	if x != nil {
+		return x.Removed
+	}
+	return false
 }
 
 // LeaseCancel cancels leases (LE.2.2); Apply answers one error (or nil)
@@ -3703,10 +3722,12 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\x02op\"%\n" +
 	"\x04Init\x12\x1d\n" +
 	"\n" +
-	"service_id\x18\x01 \x01(\fR\tserviceId\"D\n" +
+	"service_id\x18\x01 \x01(\fR\tserviceId\"t\n" +
 	"\x06Member\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
-	"\fgrpc_address\x18\x02 \x01(\tR\vgrpcAddress\"'\n" +
+	"\fgrpc_address\x18\x02 \x01(\tR\vgrpcAddress\x12\x14\n" +
+	"\x05voter\x18\x03 \x01(\bR\x05voter\x12\x18\n" +
+	"\aremoved\x18\x04 \x01(\bR\aremoved\"'\n" +
 	"\vLeaseCancel\x12\x18\n" +
 	"\acookies\x18\x01 \x03(\fR\acookies\"'\n" +
 	"\vLeaseExpire\x12\x18\n" +

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/server"
 	"github.com/djinn-go/djinn/proto/djinnpb"
@@ -87,7 +89,8 @@ func WaitReady(t testing.TB, s *server.Server) {
 // StartCluster starts n servers: the first bootstraps the cluster, the
 // others join it through the first one's gRPC address. configure, if not
 // nil, adjusts every member's configuration. It returns once every member
-// reports, over gRPC, all n members and a leader.
+// reports, over gRPC, all n members, each a voter with its address, and a
+// leader.
 func StartCluster(t testing.TB, n int, configure func(*server.Config)) []*server.Server {
 	t.Helper()
 	ss := make([]*server.Server, n)
@@ -109,16 +112,16 @@ func StartCluster(t testing.TB, n int, configure func(*server.Config)) []*server
 	}
 	admins := make([]djinnpb.AdminClient, n)
 	for i, s := range ss {
-		admins[i] = djinnpb.NewAdminClient(Dial(t, s.Addr()).ClientConn())
+		admins[i] = djinnpb.NewAdminClient(Conn(t, s.Addr()))
 	}
-	Eventually(t, fmt.Sprintf("%d members with their addresses and a leader, seen by every server", n), func() bool {
+	Eventually(t, fmt.Sprintf("%d voters with their addresses and a leader, seen by every server", n), func() bool {
 		for _, a := range admins {
 			st, err := Status(a)
 			if err != nil || len(st.GetMembers()) != n || st.GetLeaderAddress() == "" {
 				return false
 			}
 			for _, m := range st.GetMembers() {
-				if m.GetGrpcAddress() == "" {
+				if m.GetGrpcAddress() == "" || !m.GetVoter() {
 					return false
 				}
 			}
@@ -180,6 +183,19 @@ func Dial(t testing.TB, addr string, opts ...client.Option) *client.Client {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// Conn returns a connection to the one server at addr, closed when the test
+// ends: unlike a Client's, it does not follow the cluster.
+func Conn(t testing.TB, addr string, opts ...client.Option) *grpc.ClientConn {
+	t.Helper()
+	p := client.NewPool(opts...)
+	t.Cleanup(func() { p.Close() })
+	cc, err := p.Conn(addr)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", addr, err)
+	}
+	return cc
 }
 
 // Eventually checks cond every 10ms until it holds, and fails the test
