@@ -20,9 +20,13 @@ func envOr(name, def string) string {
 	return def
 }
 
-// dial connects to --server with the TLS flags.
+// dial connects to --server (one endpoint or several, comma-separated, or a
+// DNS name with several addresses) with the TLS flags.
 func (g *globals) dial(ctx context.Context) (*client.Client, error) {
-	if err := djinn.CheckEndpoint(g.server); err != nil {
+	if eps, err := client.SplitEndpoints(g.server); err != nil || len(eps) == 0 {
+		if err == nil {
+			err = djinn.Errorf(djinn.InvalidArgument, "no endpoint given")
+		}
 		return nil, fmt.Errorf("--server: %w", err)
 	}
 	return g.dialAt(ctx, g.server)

@@ -48,7 +48,7 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.server, "server", envOr("DJINN_SERVER", "127.0.0.1:4161"), "gRPC address of a djinn server")
+	pf.StringVar(&g.server, "server", envOr("DJINN_SERVER", "127.0.0.1:4161"), "gRPC address of a djinn server, or several of one cluster (comma-separated, or a DNS name with several addresses)")
 	pf.StringVarP(&g.output, "output", "o", "text", "output format: text or json")
 	pf.StringVar(&g.tlsCA, "ca", "", "PEM CA that verifies the server (enables TLS)")
 	pf.StringVar(&g.cert, "cert", "", "PEM client certificate (mutual TLS)")
@@ -69,6 +69,8 @@ func newRoot() *cobra.Command {
 		g.demoCmd(),
 		g.benchCmd(),
 		g.repairCmd(),
+		g.memberCmd(),
+		g.leaderCmd(),
 	)
 	return root
 }

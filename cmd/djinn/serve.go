@@ -56,7 +56,8 @@ func serveFlags(f *pflag.FlagSet, cfg *server.Config) {
 	f.StringVar(&cfg.Raft, "raft", cfg.Raft, "Raft peer address")
 	f.StringVar(&cfg.RaftAdvertise, "raft-advertise", "", "Raft address peers dial (default: --raft)")
 	f.StringVar(&cfg.NodeID, "node-id", "", "node id (default: stored in the data directory, random on first start)")
-	f.StringVar(&cfg.Join, "join", "", "gRPC address of a member of the cluster to join")
+	f.StringVar(&cfg.Join, "join", "", "gRPC address of a member of the cluster to join (or several, comma-separated)")
+	f.BoolVar(&cfg.Cluster.Bootstrap, "bootstrap", cfg.Cluster.Bootstrap, "without --join and state, start a cluster of its own (false: wait for djinn member add)")
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	f.BoolVar(&cfg.LogJSON, "log-json", false, "log JSON lines instead of text")
 	f.StringVar(&cfg.TLS.Cert, "tls-cert", "", "PEM certificate for the client and peer ports")
@@ -110,6 +111,7 @@ func flagSetters(final, flagged *server.Config) map[string]func() {
 		"raft-advertise":           func() { final.RaftAdvertise = flagged.RaftAdvertise },
 		"node-id":                  func() { final.NodeID = flagged.NodeID },
 		"join":                     func() { final.Join = flagged.Join },
+		"bootstrap":                func() { final.Cluster.Bootstrap = flagged.Cluster.Bootstrap },
 		"log-level":                func() { final.LogLevel = flagged.LogLevel },
 		"log-json":                 func() { final.LogJSON = flagged.LogJSON },
 		"tls-cert":                 func() { final.TLS.Cert = flagged.TLS.Cert },
@@ -170,14 +172,22 @@ func serve(ctx context.Context, cfg server.Config, out, errw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	readyCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = s.WaitReady(readyCtx)
-	cancel()
-	if err != nil && ctx.Err() == nil {
-		logger.Warn("no leader yet; serving anyway", "err", err)
+	waiting := false
+	if ms, err := s.Node().Members(); err == nil && len(ms) == 0 {
+		waiting = true // started with --bootstrap=false: no cluster until added
+	} else {
+		readyCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err = s.WaitReady(readyCtx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			logger.Warn("no leader yet; serving anyway", "err", err)
+		}
 	}
 	st := s.Describe()
 	fmt.Fprintf(out, "djinn serving (node %s, %s)\n", st.NodeID, st.State)
+	if waiting {
+		fmt.Fprintf(out, "  waiting to be added to a cluster: djinn member add %s --raft %s --grpc %s --server MEMBER\n", st.NodeID, s.RaftAddr(), s.Advertise())
+	}
 	fmt.Fprintf(out, "  data      %s\n", s.DataDir())
 	fmt.Fprintf(out, "  grpc      %s\n", s.Addr())
 	fmt.Fprintf(out, "  admin     http://%s  (/healthz /readyz /metrics /debug/pprof/)\n", s.AdminAddr())
@@ -187,6 +197,8 @@ func serve(ctx context.Context, cfg server.Config, out, errw io.Writer) error {
 	}
 	select {
 	case <-ctx.Done():
+	case <-s.Left():
+		logger.Info("left the cluster")
 	case err := <-s.Failed():
 		// Fail-stop: a node that cannot write its log must not go on
 		// leading. A restart reads what the log holds; nothing that was

@@ -11,13 +11,6 @@ import (
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
-type memberView struct {
-	Node  string `json:"node"`
-	Raft  string `json:"raft"`
-	GRPC  string `json:"grpc"`
-	Voter bool   `json:"voter"`
-}
-
 type statusView struct {
 	ServiceID string           `json:"service_id"`
 	Node      string           `json:"node"`
@@ -36,9 +29,6 @@ func viewStatus(st *djinnpb.StatusResponse) statusView {
 	v := statusView{
 		ServiceID: fmt.Sprintf("%x", st.ServiceId), Node: st.NodeId, State: st.State, Leader: st.LeaderId,
 		LeaderAt: st.LeaderAddress, Applied: st.AppliedIndex, Services: st.Services, Counts: st.Counts,
-	}
-	for _, m := range st.Members {
-		v.Members = append(v.Members, memberView{m.NodeId, m.RaftAddress, m.GrpcAddress, m.Voter})
 	}
 	if r, err := client.RefFromProto("landlord", st.Landlord); err == nil {
 		v.Landlord = r.String()
@@ -66,15 +56,14 @@ func printStatus(w io.Writer, v statusView) {
 	for _, k := range keys {
 		fmt.Fprintf(w, "%-22s %d\n", k, v.Counts[k])
 	}
-	for _, m := range v.Members {
-		fmt.Fprintf(w, "member    %s raft=%s grpc=%s voter=%v\n", m.Node, m.Raft, m.GRPC, m.Voter)
-	}
+	fmt.Fprintln(w)
+	printMembers(w, v.Members)
 }
 
 func (g *globals) statusCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
-		Short: "Show a server's node, leader, services and counts",
+		Short: "Show a server's node, leader, services and counts, and every member's health",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.dial(cmd.Context())
@@ -82,11 +71,24 @@ func (g *globals) statusCmd() *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			st, err := djinnpb.NewAdminClient(c.ClientConn()).Status(cmd.Context(), &djinnpb.StatusRequest{})
+			// The status of the member asked (the first --server address),
+			// and the health of every member, as the cluster sees them.
+			conn, err := c.Conn(c.Addr())
+			if err != nil {
+				return err
+			}
+			st, err := djinnpb.NewAdminClient(conn).Status(cmd.Context(), &djinnpb.StatusRequest{})
 			if err != nil {
 				return err
 			}
 			v := viewStatus(st)
+			if ms, err := c.Members(cmd.Context(), true); err == nil {
+				v.Members = viewMembers(ms)
+			} else {
+				for _, m := range st.Members {
+					v.Members = append(v.Members, memberView{Node: m.NodeId, Raft: m.RaftAddress, GRPC: m.GrpcAddress, Voter: m.Voter, Error: err.Error()})
+				}
+			}
 			return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printStatus(w, v) })
 		},
 	}

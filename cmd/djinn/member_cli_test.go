@@ -1,0 +1,111 @@
+package main
+
+import (
+	"encoding/json"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runAt runs a client command with --server servers (one or several
+// addresses) and returns its stdout, stderr and whether it succeeded.
+func runAt(t *testing.T, servers string, args ...string) (string, string, bool) {
+	t.Helper()
+	cmd := exec.Command(djinnBinary(t), append(args, "--server", servers)...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	return out.String(), errb.String(), err == nil
+}
+
+type membersJSON struct {
+	Leader  string       `json:"leader"`
+	Members []memberView `json:"members"`
+}
+
+func (ms membersJSON) find(node string) (memberView, bool) {
+	for _, m := range ms.Members {
+		if m.Node == node {
+			return m, true
+		}
+	}
+	return memberView{}, false
+}
+
+// eventually polls cond (poll) for 30s, failing the test without it.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	if !poll(30*time.Second, cond) {
+		t.Fatalf("waited 30s for %s", what)
+	}
+}
+
+// TestCLIMembers: a server started with --bootstrap=false prints how to
+// add it; djinn member add makes it a voter once caught up, member ls and
+// status show both members healthy, leader transfer moves the leadership
+// to it, and member leave makes it leave and stop.
+func TestCLIMembers(t *testing.T) {
+	a, b := newNode(t), newNode(t)
+	pa := a.start(t)
+	defer pa.stop(t)
+	pb := b.start(t, "--bootstrap=false")
+	m := regexp.MustCompile(`djinn member add (\S+) --raft (\S+) --grpc (\S+)`).FindStringSubmatch(pb.output())
+	if m == nil {
+		pb.kill()
+		t.Fatalf("a server waiting to be added does not say how:\n%s", pb.output())
+	}
+	bID := m[1]
+	out, errs, ok := runAt(t, a.listen, "member", "add", bID, "--raft", m[2], "--grpc", m[3])
+	if !ok {
+		pb.kill()
+		t.Fatalf("member add: %s%s", out, errs)
+	}
+	both := a.listen + "," + b.listen
+	var ms membersJSON
+	eventually(t, "the added member to vote, both healthy", func() bool {
+		out, _, ok := runAt(t, both, "member", "ls", "-o", "json")
+		ms = membersJSON{}
+		if !ok || json.Unmarshal([]byte(out), &ms) != nil || len(ms.Members) != 2 {
+			return false
+		}
+		for _, m := range ms.Members {
+			if !m.Voter || m.Health != "healthy" {
+				return false
+			}
+		}
+		return true
+	})
+	var st struct {
+		Members []memberView `json:"members"`
+	}
+	out, errs, ok = runAt(t, b.listen, "status", "-o", "json")
+	if !ok || json.Unmarshal([]byte(out), &st) != nil || len(st.Members) != 2 || st.Members[0].Health == "" {
+		t.Errorf("status at the new member: %s%s, want both members with their health", out, errs)
+	}
+	eventually(t, "leadership transferred to the new member", func() bool {
+		runAt(t, both, "leader", "transfer", bID)
+		out, _, ok := runAt(t, both, "member", "ls", "-o", "json", "--health=false")
+		ms = membersJSON{}
+		return ok && json.Unmarshal([]byte(out), &ms) == nil && ms.Leader == bID
+	})
+	if out, errs, ok := runAt(t, both, "member", "remove", "no-such-node"); ok || !strings.Contains(errs, "no-such-node") {
+		t.Errorf("remove a node that is no member: %s%s, want an error naming it", out, errs)
+	}
+	if out, errs, ok := runAt(t, b.listen, "member", "leave"); !ok {
+		t.Fatalf("member leave: %s%s", out, errs)
+	}
+	if err := pb.cmd.Wait(); err != nil {
+		t.Errorf("the member that left exited with %v:\n%s", err, pb.output())
+	}
+	eventually(t, "one member left, leading", func() bool {
+		out, _, ok := runAt(t, a.listen, "member", "ls", "-o", "json")
+		ms = membersJSON{}
+		if !ok || json.Unmarshal([]byte(out), &ms) != nil || len(ms.Members) != 1 {
+			return false
+		}
+		_, left := ms.find(bID)
+		return !left && ms.Members[0].Role == "leader"
+	})
+}
