@@ -17,7 +17,11 @@
 // expiration if that comes first. The leader takes due leases, up to a
 // window early so that leases of one landlord share a call, renews them in
 // batches per landlord (Landlord.RenewAll), and records successes in batched
-// commands. An indefinite failure is retried with backoff until the lease
+// commands. Between renewals, the leader probes each lease every Probe (a
+// minute): a RenewAll entry asking for the time the lease has left, which
+// extends nothing and is not logged unless the landlord granted less, so that
+// a lease cancelled behind the set's back is reported within about Probe
+// rather than up to two thirds of its grant. An indefinite failure is retried with backoff until the lease
 // would expire; a definite one (LR.2's definite exceptions: djinn error kinds
 // for which djinn.IsDefinite holds) ends it at once. A lease leaves its set
 // exactly in LR.2's five cases, and the two failure cases raise a renewal

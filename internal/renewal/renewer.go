@@ -111,6 +111,11 @@ func (r *renewer) renew(ctx context.Context, ll djinn.Ref, batch []renewal) {
 	granted, errs, callErr := r.s.cfg.Landlords.RenewAll(cctx, ll, cookies, durations)
 	cancel()
 	r.s.Calls.Add(1)
+	for _, b := range batch {
+		if b.probe {
+			r.s.Probes.Add(1)
+		}
+	}
 	if ctx.Err() != nil {
 		return // leadership ended: the next leader starts over
 	}
@@ -124,13 +129,26 @@ func (r *renewer) renew(ctx context.Context, ll djinn.Ref, batch []renewal) {
 		if err == nil && i >= len(granted) {
 			err = &djinnpb.Error{Code: 13, Kind: string(djinn.Internal), Message: "landlord answered fewer leases than asked"}
 		}
+		ok := err == nil || err.GetCode() == 0
+		var exp int64
+		if ok {
+			exp = nanos(djinn.AddDuration(sent, granted[i]))
+		}
 		switch {
-		case err == nil || err.GetCode() == 0:
-			exp := nanos(djinn.AddDuration(sent, granted[i]))
+		case b.probe && ok && exp >= b.actual:
+			// Alive, and its recorded expiration still holds: nothing
+			// to record.
+			r.s.state.probed(b, true, sent.UnixNano(), r.s.now().UnixNano())
+		case ok:
+			// Renewed, or probed and found to expire sooner than
+			// recorded: recorded either way.
 			r.keys = append(r.keys, b.key[:]...)
 			r.exps = append(r.exps, exp)
 		case djinn.IsDefinite(djinn.Kind(err.GetKind())):
 			ends = append(ends, &statepb.RenewalEnding{Key: b.key[:], Reason: statepb.RenewalEndReason_RENEWAL_END_REASON_DEFINITE, Error: err})
+		case b.probe:
+			// Unreachable, say: no news. The renewal, when due, retries.
+			r.s.state.probed(b, false, 0, r.s.now().UnixNano())
 		default:
 			r.s.Retried.Add(1)
 			attempts := r.s.state.attempts(b)

@@ -13,13 +13,81 @@ import (
 // and putting back the ones a failed renewal must retry. Time comes in as
 // arguments; nothing here is replicated.
 
-// renewal is one client lease to renew.
+// renewal is one client lease to renew, or to probe.
 type renewal struct {
 	cl      *clientLease
 	key     Key
 	cookie  djinn.ID
 	request time.Duration // what to ask the landlord for
 	actual  int64         // its expiration when taken
+	// probe: a check that the landlord still holds the lease, asking for
+	// the time it has left, so that it is not extended.
+	probe bool
+}
+
+// SetProbe sets how long a client lease may go unchecked at its landlord
+// between renewals (0 or less: until its renewal). A long lease is renewed
+// a third of its grant before it expires; one cancelled behind the set's
+// back (at its landlord, by its holder) would go unnoticed until then, so
+// the leader checks it every d with a renewal that asks for the time it has
+// left: that extends nothing, needs no log entry, rides in the landlord's
+// RenewAll with the renewals, and a definite answer (UnknownLease) ends the
+// lease with a failure event at once. Call it before the state is used.
+func (s *State) SetProbe(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.probe = int64(max(d, 0))
+}
+
+// scheduleLocked puts a client lease in the schedule for its next action:
+// renewal a third of its granted time before it expires, or its removal
+// when its desired expiration comes first (LR.2: a lease whose actual
+// expiration is beyond its desired one is not renewed), or a probe before
+// either when the lease would otherwise go unchecked longer than the probe
+// interval.
+func (s *State) scheduleLocked(now int64, cl *clientLease) {
+	due, probe := s.nextLocked(now, cl)
+	cl.early, cl.probe = true, probe
+	s.pushLocked(cl, due)
+}
+
+// nextLocked returns when the lease is next due, and whether for a probe.
+func (s *State) nextLocked(now int64, cl *clientLease) (int64, bool) {
+	if cl.actual >= cl.desired {
+		return cl.desired, false
+	}
+	due := min(max(cl.renewAt(), now), cl.desired)
+	if s.probe > 0 {
+		if p := max(cl.renewed, cl.checked) + s.probe; p < due {
+			return max(p, now), true
+		}
+	}
+	return due, false
+}
+
+// renewAt is when the lease is due for renewal: a third of its granted
+// time before it expires.
+func (c *clientLease) renewAt() int64 {
+	granted := max(c.actual-c.renewed, 0)
+	return c.actual - granted/3
+}
+
+// probed puts back a probed client lease: found alive at checked, or not
+// known to be otherwise (the probe failed indefinitely). A lease that was
+// removed, or put back by a command since it was taken, is left alone.
+func (s *State) probed(r renewal, alive bool, checked, now int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cl, ok := s.leases.get(r.key)
+	if !ok || cl != r.cl || cl.heapIdx >= 0 {
+		return
+	}
+	if alive {
+		cl.checked = checked
+	} else {
+		cl.checked = now // tried: the next probe is an interval later
+	}
+	s.scheduleLocked(now, cl)
 }
 
 // work is what the schedule hands the leader in one pass.
@@ -58,7 +126,7 @@ func (s *State) take(now, window int64, max int) (work, int64) {
 		case !live:
 			// The set's lease has ended and the log is about to destroy
 			// the set: no further action on its leases (LR.2).
-			cl.due, cl.early = now+int64(time.Second), false
+			cl.due, cl.early, cl.probe = now+int64(time.Second), false, false
 			later = append(later, cl)
 			continue
 		case cl.desired <= now:
@@ -67,9 +135,14 @@ func (s *State) take(now, window int64, max int) (work, int64) {
 			w.ends = append(w.ends, &statepb.RenewalEnding{Key: keyBytes(cl.key()), Reason: statepb.RenewalEndReason_RENEWAL_END_REASON_EXPIRED, Error: cl.lastErr})
 		case cl.actual >= cl.desired:
 			// Not renewed (LR.2): it waits for its desired expiration.
-			cl.due = cl.desired
+			cl.due, cl.probe = cl.desired, false
 			later = append(later, cl)
 			continue
+		case cl.probe && cl.renewAt()-cl.ahead(window) > now:
+			// Checked now, renewed later.
+			w.renew[cl.landlord] = append(w.renew[cl.landlord], renewal{
+				cl: cl, key: cl.key(), cookie: cl.cookie, request: time.Duration(cl.actual - now), actual: cl.actual, probe: true,
+			})
 		default:
 			w.renew[cl.landlord] = append(w.renew[cl.landlord], renewal{
 				cl: cl, key: cl.key(), cookie: cl.cookie, request: cl.request(now), actual: cl.actual,
@@ -125,7 +198,7 @@ func (s *State) retry(r renewal, err *djinnpb.Error, due int64) {
 	}
 	cl.attempts++
 	cl.lastErr = err
-	cl.early = false
+	cl.early, cl.probe = false, false
 	s.pushLocked(cl, min(due, cl.actual))
 }
 
@@ -143,7 +216,7 @@ func (s *State) release(keys []Key, due int64) {
 	defer s.mu.Unlock()
 	for _, k := range keys {
 		if cl, ok := s.leases.get(k); ok && cl.heapIdx < 0 {
-			cl.early = false
+			cl.early, cl.probe = false, false
 			s.pushLocked(cl, due)
 		}
 	}
@@ -156,7 +229,7 @@ func (s *State) promote(now int64) {
 	defer s.mu.Unlock()
 	for cl := range s.leases.all() {
 		if cl.heapIdx < 0 {
-			cl.attempts, cl.lastErr, cl.early = 0, nil, false
+			cl.attempts, cl.lastErr, cl.early, cl.probe = 0, nil, false, false
 			s.pushLocked(cl, now)
 		}
 	}

@@ -54,6 +54,11 @@ type Config struct {
 	// Window is how early a renewal may be made so that renewals to one
 	// landlord batch (default 1s).
 	Window time.Duration
+	// Probe is how long a client lease may go unchecked at its landlord
+	// between renewals (default DefaultProbe; negative: until its
+	// renewal). A lease cancelled behind the set's back is reported about
+	// this soon (see State.SetProbe).
+	Probe time.Duration
 	// WarnPoll is how often set lease expirations are checked for warning
 	// listeners (default 250ms); warnings come this much early at most.
 	WarnPoll time.Duration
@@ -69,6 +74,7 @@ const (
 	DefaultMaxSetLeases = 1_000_000
 	DefaultRenewBatch   = 4096
 	DefaultMaxCalls     = 16
+	DefaultProbe        = time.Minute
 )
 
 // DefaultPolicy is the set lease policy: sets are leased long (LR.1), so a
@@ -92,6 +98,7 @@ type Service struct {
 	Retried    atomic.Uint64 // renewals failed indefinitely, to be retried
 	Failed     atomic.Uint64 // client leases removed with a failure event
 	Unrecorded atomic.Uint64 // renewal outcomes the log did not take
+	Probes     atomic.Uint64 // client leases checked between renewals
 }
 
 // New returns the service over state s.
@@ -125,6 +132,10 @@ func New(s *State, l *lease.Lessor, log Proposer, now func() time.Time, self fun
 	defd(&cfg.MaxRetry, 30*time.Second)
 	defd(&cfg.Window, time.Second)
 	defd(&cfg.WarnPoll, 250*time.Millisecond)
+	if cfg.Probe == 0 {
+		cfg.Probe = DefaultProbe
+	}
+	s.SetProbe(cfg.Probe)
 	if cfg.Delivery.MaxQueue < DefaultMaxPending {
 		cfg.Delivery.MaxQueue = DefaultMaxPending
 	}

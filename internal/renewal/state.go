@@ -70,7 +70,9 @@ type clientLease struct {
 	format   djinnpb.SerialFormat
 
 	early    bool           // due is a renewal time, which take may anticipate by its window (in format's padding)
+	probe    bool           // due is a probe time (the renewal comes later)
 	due      int64          // when the schedule next looks at the lease
+	checked  int64          // when a probe last found the lease alive (leader)
 	heapIdx  int32          // in the schedule; -1 while taken
 	attempts int32          // failed renewals since the last success
 	lastErr  *djinnpb.Error // the last renewal failure since the last success
@@ -126,6 +128,9 @@ type State struct {
 
 	table   *lease.Table
 	service func() djinn.ID // the cluster's service id
+	// probe is how long a client lease may go unchecked at its landlord
+	// between renewals (0: until its renewal); set once, before use.
+	probe int64
 	// wake is signalled when the schedule's earliest entry moves earlier;
 	// warn when a warning listener is set.
 	wake, warn chan struct{}
@@ -630,24 +635,6 @@ func (s *State) LeaseEnded(id djinn.ID) {
 	if s.sink != nil {
 		s.sink.Removed(id)
 	}
-}
-
-// scheduleLocked puts a client lease in the schedule for its next action:
-// renewal a third of its granted time before it expires, or its removal
-// when its desired expiration comes first (LR.2: a lease whose actual
-// expiration is beyond its desired one is not renewed).
-func (s *State) scheduleLocked(now int64, cl *clientLease) {
-	var due int64
-	switch {
-	case cl.actual >= cl.desired:
-		due = cl.desired
-	default:
-		granted := max(cl.actual-cl.renewed, 0)
-		due = max(cl.actual-granted/3, now)
-		due = min(due, cl.desired)
-	}
-	cl.early = true
-	s.pushLocked(cl, due)
 }
 
 func (s *State) pushLocked(cl *clientLease, due int64) {
