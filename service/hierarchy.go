@@ -150,18 +150,16 @@ func acyclic(all, links []Name) error {
 	return nil
 }
 
-// isSupertype reports whether s is t or one of its supertypes, by the
-// links.
-func isSupertype(links []Name, s, t Name) bool {
-	if s == t {
-		return true
+// upward returns t and every supertype of it, by the links, added to
+// seen.
+func upward(links []Name, t Name, seen map[Name]bool) {
+	if seen[t] {
+		return
 	}
-	for _, u := range supersOf(links, t) {
-		if isSupertype(links, s, u) {
-			return true
-		}
+	seen[t] = true
+	for _, s := range supersOf(links, t) {
+		upward(links, s, seen)
 	}
-	return false
 }
 
 // ServiceTypes calls add with the item's service types that Jini's
@@ -176,16 +174,22 @@ func isSupertype(links []Name, s, t Name) bool {
 // Printer and for one naming nothing; with the prefix "Pri" and a
 // template naming nothing, Printer. An item without a hierarchy has every
 // type most specific: all its types but tmpl's are reported, those
-// starting with prefix. add may hear a type more than once.
+// starting with prefix. add hears each type once; the work is linear in
+// the item's types and links, however the hierarchy is shaped.
 func (r *Record) ServiceTypes(tmpl []Name, prefix string, add func(Name)) {
 	links := r.links()
+	// Each type is looked at once, however many paths lead to it: the
+	// template's types and their supertypes are marked seen first.
+	seen := make(map[Name]bool, len(r.types))
+	for _, b := range tmpl {
+		upward(links, b, seen)
+	}
 	var walk func(t Name)
 	walk = func(t Name) {
-		for _, b := range tmpl {
-			if isSupertype(links, t, b) {
-				return
-			}
+		if seen[t] {
+			return
 		}
+		seen[t] = true
 		if strings.HasPrefix(t.String(), prefix) {
 			add(t)
 			return

@@ -2,7 +2,9 @@ package service_test
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -139,5 +141,26 @@ func TestAttributeCalls(t *testing.T) {
 	same, changed, err := added.SetAttributes(service.Limits{MaxEntries: 1}, []service.Entry{loc, loc, laser.Entries[0]})
 	if err == nil || changed || same.NumEntries() != 2 {
 		t.Errorf("SetAttributes over MaxEntries: changed %v, %d entries, %v; want an error and the record as it was", changed, same.NumEntries(), err)
+	}
+}
+
+// TestServiceTypesDiamonds: a hierarchy of diamonds, each type reached by
+// two paths from below, is walked once per type (the answer comes at
+// once, where following every path would take 2^31 steps).
+func TestServiceTypesDiamonds(t *testing.T) {
+	const n = 31
+	sup := map[string][]string{}
+	for i := range n {
+		a, l, r, b := fmt.Sprint("T", i), fmt.Sprint("L", i), fmt.Sprint("R", i), fmt.Sprint("T", i+1)
+		sup[a], sup[l], sup[r] = []string{l, r}, []string{b}, []string{b}
+	}
+	rec, err := service.Limits{MaxTypes: 4 * n}.Record(service.Item{Service: []byte("x"), Types: []string{"T0"}, Supertypes: sup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	rec.ServiceTypes(nil, fmt.Sprint("T", n), func(n service.Name) { got = append(got, n.String()) })
+	if want := []string{fmt.Sprint("T", n)}; !slices.Equal(got, want) {
+		t.Errorf("service types with the top's prefix: %v, want %v", got, want)
 	}
 }
