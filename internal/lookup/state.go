@@ -428,13 +428,9 @@ func (s *State) Restore(r *statepb.LookupRecord) error {
 	var ex Snapshot
 	regs, cookies, watches := map[djinn.ID]djinn.ID{}, map[djinn.ID]djinn.ID{}, map[djinn.ID]*watchMeta{}
 	for _, si := range snap.Items {
-		var pb djinnpb.ServiceItem
-		if err := proto.Unmarshal(si.Item, &pb); err != nil {
-			return djinn.Errorf(djinn.Internal, "lookup snapshot item: %v", err)
-		}
-		it, err := wire.ItemFrom(&pb)
+		it, err := service.DecodeItem(si.Item) // the wire form Records wrote
 		if err != nil {
-			return err
+			return djinn.Errorf(djinn.Internal, "lookup snapshot item: %v", err)
 		}
 		ex.Registrations = append(ex.Registrations, Registration{Item: it, Lease: si.Cookie})
 		regs[si.Cookie], cookies[it.ID] = it.ID, si.Cookie
