@@ -339,8 +339,15 @@ func (r *Registrar) FieldValues(ctx context.Context, tmpl ServiceTemplate, setIn
 	return out, nil
 }
 
-// ServiceTypes returns the service type names, starting with prefix, of
-// the items matching tmpl (Jini's getServiceTypes), each once.
+// ServiceTypes returns service type names of the items matching tmpl, as
+// Jini's getServiceTypes: for each item, its most specific types that are
+// neither one of tmpl's types nor a supertype of one, those starting with
+// prefix — or, in the place of one that does not, its nearest supertypes
+// that do — each name once, sorted. So a Laser that is a Printer, found by
+// a template naming Printer, gives [Laser]. The supertypes are known from
+// the hierarchy an item declares (service.Item.Supertypes); an item that
+// lists its types flat has each of them most specific, and gives all but
+// tmpl's.
 func (r *Registrar) ServiceTypes(ctx context.Context, tmpl ServiceTemplate, prefix string) ([]string, error) {
 	lc, err := r.client()
 	if err != nil {
