@@ -33,23 +33,6 @@ func lookedUp(encoded [][]byte) ([]ServiceItem, error) {
 	return items, nil
 }
 
-// Transition is service.Transition, a set of the service event
-// transitions (DESIGN.md 6): how an item's matching of a Notify template
-// changed.
-type Transition = service.Transition
-
-// The transitions, as package service names them; Notify takes any
-// non-empty union of them, a ServiceEvent carries one.
-const (
-	MatchNoMatch   = service.MatchNoMatch // it matched and no longer does, or was removed
-	NoMatchMatch   = service.NoMatchMatch // it did not match (or was not there) and now does
-	MatchMatch     = service.MatchMatch   // it matched, changed, and still matches
-	AllTransitions = service.AllTransitions
-)
-
-// ParseTransitions is service.ParseTransitions.
-func ParseTransitions(s string) (Transition, error) { return service.ParseTransitions(s) }
-
 // Registrar is a client of a lookup service (DESIGN.md 6): services
 // register items there for a lease, and clients find, browse and watch
 // them. It is safe for concurrent use and holds no connection of its own:

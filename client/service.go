@@ -47,6 +47,23 @@ func NewBool(b bool) Value { return service.NewBool(b) }
 // NewBytes is service.NewBytes.
 func NewBytes(b []byte) Value { return service.NewBytes(b) }
 
+// Transition is service.Transition, a set of the service event
+// transitions (DESIGN.md 6): how an item's matching of a Notify template
+// changed.
+type Transition = service.Transition
+
+// The transitions, as package service names them; Notify takes any
+// non-empty union of them, a ServiceEvent carries one.
+const (
+	MatchNoMatch   = service.MatchNoMatch // it matched and no longer does, or was removed
+	NoMatchMatch   = service.NoMatchMatch // it did not match (or was not there) and now does
+	MatchMatch     = service.MatchMatch   // it matched, changed, and still matches
+	AllTransitions = service.AllTransitions
+)
+
+// ParseTransitions is service.ParseTransitions.
+func ParseTransitions(s string) (Transition, error) { return service.ParseTransitions(s) }
+
 // ValueToProto returns the wire form of v: nil for null.
 func ValueToProto(v Value) *djinnpb.Value { return wire.Value(v) }
 
