@@ -174,6 +174,17 @@ func (s *Service) registration(in Info, remaining time.Duration) Registration {
 // a follower must not answer NoSuchObject from its stale view.
 func (s *Service) leading() error { return s.lessor.Serving("mailbox") }
 
+// CheckOwner is the ownership rule of the calls on registration id: it
+// answers NoSuchObject when the registration belongs to another principal
+// than the caller's (for the caller it does not exist), and nil otherwise
+// — a registration that does not exist is left to the call to answer.
+func (s *Service) CheckOwner(ctx context.Context, id djinn.ID) error {
+	if in, err := s.state.Get(id); err == nil && in.Principal != principal.From(ctx) {
+		return noSuchRegistration(id)
+	}
+	return nil
+}
+
 // live returns the registration if its lease has not ended (EM.4: every
 // call on an ended registration is NoSuchObject) and it belongs to the
 // caller's principal (another principal's registration does not exist for

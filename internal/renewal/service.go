@@ -257,6 +257,17 @@ func nanos(t time.Time) int64 {
 // leader knows whether a set's lease is still alive.
 func (s *Service) leading() error { return s.lessor.Serving("renewal service") }
 
+// CheckOwner is the ownership rule of the calls on set id: it answers
+// NoSuchObject when the set belongs to another principal than the
+// caller's (for the caller it does not exist), and nil otherwise — a set
+// that does not exist is left to the call to answer.
+func (s *Service) CheckOwner(ctx context.Context, id djinn.ID) error {
+	if in, err := s.state.Get(id); err == nil && in.Principal != principal.From(ctx) {
+		return noSuchSet(id)
+	}
+	return nil
+}
+
 // live returns the set if its lease has not ended (LR.2: NoSuchObject for a
 // destroyed set) and it belongs to the caller's principal.
 func (s *Service) live(ctx context.Context, id djinn.ID) (SetInfo, time.Duration, error) {

@@ -8,9 +8,35 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/djinn-go/djinn"
-	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
+
+// adminPart is the Admin service, and the leader's tending of the
+// cluster's members.
+func adminPart(s *Server) *part {
+	return &part{
+		name:    "admin",
+		enabled: true,
+		serve: func(r *registrar) error {
+			return r.serve(&djinnpb.Admin_ServiceDesc, &adminRPC{s: s}, adminRules)
+		},
+		run: s.tendMembers,
+	}
+}
+
+// adminRules declares who may call each Admin RPC. The member list and a
+// member's status are read by any authenticated client: they hold
+// addresses and counts only, and clients need the list to follow the
+// cluster. Every change to the membership needs the operator role.
+var adminRules = Rules{
+	"Status":             authenticated,
+	"Members":            authenticated,
+	"Join":               operator,
+	"AddMember":          operator,
+	"RemoveMember":       operator,
+	"Leave":              operator,
+	"TransferLeadership": operator,
+}
 
 // adminRPC serves the Admin service.
 type adminRPC struct {
@@ -22,53 +48,19 @@ func refProto(r djinn.Ref) *djinnpb.Ref {
 	return &djinnpb.Ref{Endpoint: r.Endpoint, ServiceId: r.Service[:], ObjectId: r.Object[:]}
 }
 
+// Status reports the node, the cluster and every service: the names of
+// those this node serves, their references and their counts.
 func (a *adminRPC) Status(ctx context.Context, _ *djinnpb.StatusRequest) (*djinnpb.StatusResponse, error) {
 	s := a.s
-	regs, events := s.states.mailbox.Len()
-	sets, clientLeases := s.states.renewal.Len()
-	txns, activeTxns := s.states.txn.Len()
-	lockSets, lockOwners := s.states.lock.Len()
 	resp := s.nodeStatus()
-	resp.Services = []string{"landlord", "admin"}
-	resp.Counts = map[string]int64{
-		"leases":                int64(s.machine.Leases.Len()),
-		"mailbox_registrations": int64(regs),
-		"mailbox_stored_events": int64(events),
-		"renewal_sets":          int64(sets),
-		"renewal_leases":        int64(clientLeases),
-		"transactions":          int64(txns),
-		"transactions_active":   int64(activeTxns),
-		"lock_sets":             int64(lockSets),
-		"lock_owners":           int64(lockOwners),
-	}
-	resp.Landlord = refProto(s.ref(lease.LandlordID)())
-	if s.cfg.Mailbox.Enabled {
-		resp.Services = append(resp.Services, "mailbox")
-		resp.Mailbox = refProto(s.ref(MailboxID)())
-	}
-	if s.cfg.Txn.Enabled {
-		resp.Services = append(resp.Services, "txn")
-		resp.Txn = refProto(s.ref(TxnID)())
-	}
-	if s.cfg.Lookup.Enabled {
-		resp.Services = append(resp.Services, "lookup")
-		resp.Lookup = refProto(s.ref(LookupID)())
-		items, watches := s.states.lookup.Len()
-		resp.Counts["lookup_items"], resp.Counts["lookup_watches"] = int64(items), int64(watches)
-	}
-	if s.cfg.LDS.Enabled {
-		resp.Services = append(resp.Services, "lds")
-		resp.Lds = refProto(s.ref(LDSID)())
-		regs, registrars := s.states.lds.Len()
-		resp.Counts["lds_registrations"], resp.Counts["lds_registrars"] = int64(regs), int64(registrars)
-	}
-	if s.cfg.Lock.Enabled {
-		resp.Services = append(resp.Services, "lock")
-		resp.Lock = refProto(s.ref(LockID)())
-	}
-	if s.cfg.Renewal.Enabled {
-		resp.Services = append(resp.Services, "renewal")
-		resp.Renewal = refProto(s.ref(RenewalID)())
+	resp.Counts = map[string]int64{}
+	for _, p := range s.parts {
+		if p.enabled && p.serve != nil {
+			resp.Services = append(resp.Services, p.name)
+		}
+		if p.status != nil {
+			p.status(resp)
+		}
 	}
 	members, err := s.node.Members()
 	if err == nil {

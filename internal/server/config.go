@@ -81,84 +81,6 @@ type LeaseConfig struct {
 	ExpiryRate  int      `toml:"expiry-rate"`
 }
 
-// MailboxConfig tunes the event mailbox.
-type MailboxConfig struct {
-	Enabled       bool     `toml:"enabled"`
-	DefaultLease  Duration `toml:"default-lease"`
-	MaxLease      Duration `toml:"max-lease"`
-	MaxStored     int      `toml:"max-stored"`
-	MaxEventBytes int      `toml:"max-event-bytes"`
-	// MaxRegistrations bounds live registrations.
-	MaxRegistrations int `toml:"max-registrations"`
-}
-
-// RenewalConfig tunes the lease renewal service.
-type RenewalConfig struct {
-	Enabled      bool     `toml:"enabled"`
-	DefaultLease Duration `toml:"default-lease"` // set lease granted for Any
-	MaxLease     Duration `toml:"max-lease"`     // longest set lease
-	MaxSets      int      `toml:"max-sets"`
-	// MaxLeases bounds the client leases of all sets.
-	MaxLeases int `toml:"max-leases"`
-}
-
-// TxnConfig tunes the transaction manager.
-type TxnConfig struct {
-	Enabled      bool     `toml:"enabled"`
-	DefaultLease Duration `toml:"default-lease"` // transaction lease granted for Any
-	MaxLease     Duration `toml:"max-lease"`
-	MaxActive    int      `toml:"max-active"`
-	// Abandon is how long a participant may stay unreachable before it is
-	// reported (it is still retried).
-	Abandon Duration `toml:"abandon"`
-}
-
-// LockConfig tunes the lock service.
-type LockConfig struct {
-	Enabled           bool     `toml:"enabled"`
-	DefaultSetLease   Duration `toml:"default-set-lease"` // lock set lease granted for Any
-	MaxSetLease       Duration `toml:"max-set-lease"`
-	DefaultOwnerLease Duration `toml:"default-owner-lease"` // lock owner lease granted for Any
-	MaxOwnerLease     Duration `toml:"max-owner-lease"`
-	MaxSets           int      `toml:"max-sets"`
-	MaxOwners         int      `toml:"max-owners"`
-}
-
-// LookupConfig tunes the lookup service and its discovery.
-type LookupConfig struct {
-	Enabled bool `toml:"enabled"`
-	// Groups are the registrar's member groups ("" is the public group).
-	Groups []string `toml:"groups"`
-	// Discovery is the unicast discovery address ("" turns discovery off).
-	Discovery string `toml:"discovery"`
-	// Multicast turns on multicast announcements and answers to multicast
-	// requests, on Interfaces (all multicast-capable ones when empty).
-	Multicast  bool     `toml:"multicast"`
-	Interfaces []string `toml:"interfaces"`
-	// Announce is the announcement interval.
-	Announce Duration `toml:"announce"`
-	MaxItems int      `toml:"max-items"`
-}
-
-// LDSConfig tunes the lookup discovery service.
-type LDSConfig struct {
-	Enabled      bool     `toml:"enabled"`
-	DefaultLease Duration `toml:"default-lease"` // registration lease granted for Any
-	MaxLease     Duration `toml:"max-lease"`
-	// MaxRegistrations bounds the registrations held.
-	MaxRegistrations int `toml:"max-registrations"`
-	// Multicast runs group discovery by multicast on Interfaces (all
-	// multicast-capable ones when empty); without it lookup services are
-	// found at the registrations' locators only.
-	Multicast  bool     `toml:"multicast"`
-	Interfaces []string `toml:"interfaces"`
-	// Grace is how long a new leader waits for the lookup services known
-	// before to be found again, and how long one a client discarded may
-	// take to be found again, before they are discarded as lost (0: three
-	// of the lookup service's announcement intervals).
-	Grace Duration `toml:"grace"`
-}
-
 // KVConfig turns the reference key/value participant on or off.
 type KVConfig struct {
 	Enabled bool `toml:"enabled"`
@@ -336,8 +258,27 @@ func setField(f reflect.Value, s string) error {
 // Environ is os.Environ, named for tests.
 var Environ = os.Environ
 
-// Check validates the configuration, naming the first bad value.
+// Check validates the configuration, naming the first bad value: the
+// server's own settings, then every section that checks itself (each
+// service's, beside its part).
 func (c *Config) Check() error {
+	if err := c.checkServer(); err != nil {
+		return err
+	}
+	v := reflect.ValueOf(c).Elem()
+	for i := range v.NumField() {
+		if sec, ok := v.Field(i).Addr().Interface().(interface{ check() error }); ok {
+			if err := sec.check(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkServer checks the settings of the server itself: its data, its
+// addresses, TLS, logging.
+func (c *Config) checkServer() error {
 	if c.DataDir == "" {
 		return djinn.Errorf(djinn.InvalidArgument, "data-dir: must not be empty")
 	}
@@ -357,86 +298,8 @@ func (c *Config) Check() error {
 			return djinn.Errorf(djinn.InvalidArgument, "%s: %v", a.name, err)
 		}
 	}
-	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
-		return djinn.Errorf(djinn.InvalidArgument, "tls: cert and key go together (cert %q, key %q)", c.TLS.Cert, c.TLS.Key)
-	}
-	if c.TLS.ClientAuth && c.TLS.CA == "" {
-		return djinn.Errorf(djinn.InvalidArgument, "tls client-auth: needs a CA to verify clients")
-	}
-	if c.TLS.ClientAuth && c.TLS.Cert == "" {
-		return djinn.Errorf(djinn.InvalidArgument, "tls client-auth: needs the server's cert and key")
-	}
-	if c.Mailbox.MaxStored <= 0 {
-		return djinn.Errorf(djinn.InvalidArgument, "mailbox max-stored %d: must be positive", c.Mailbox.MaxStored)
-	}
-	if cp := time.Duration(c.Lease.Checkpoint); cp < 100*time.Millisecond || cp == djinn.Forever {
-		return djinn.Errorf(djinn.InvalidArgument, "lease checkpoint %s: want at least 100ms", djinn.FormatDuration(cp))
-	}
-	for _, n := range []struct {
-		name string
-		v    int
-	}{
-		{"mailbox max-event-bytes", c.Mailbox.MaxEventBytes},
-		{"mailbox max-registrations", c.Mailbox.MaxRegistrations},
-		{"renewal max-sets", c.Renewal.MaxSets},
-		{"renewal max-leases", c.Renewal.MaxLeases},
-		{"txn max-active", c.Txn.MaxActive},
-		{"lock max-sets", c.Lock.MaxSets},
-		{"lock max-owners", c.Lock.MaxOwners},
-		{"lookup max-items", c.Lookup.MaxItems},
-		{"lds max-registrations", c.LDS.MaxRegistrations},
-		{"lease expiry-batch", c.Lease.ExpiryBatch},
-		{"lease expiry-rate", c.Lease.ExpiryRate},
-	} {
-		if n.v <= 0 {
-			return djinn.Errorf(djinn.InvalidArgument, "%s %d: must be positive", n.name, n.v)
-		}
-	}
-	for _, p := range []struct {
-		name     string
-		def, max Duration
-	}{
-		{"lock default-set-lease, max-set-lease", c.Lock.DefaultSetLease, c.Lock.MaxSetLease},
-		{"lock default-owner-lease, max-owner-lease", c.Lock.DefaultOwnerLease, c.Lock.MaxOwnerLease},
-		{"lds default-lease, max-lease", c.LDS.DefaultLease, c.LDS.MaxLease},
-	} {
-		if def, max := time.Duration(p.def), time.Duration(p.max); def <= 0 || max <= 0 || def > max {
-			return djinn.Errorf(djinn.InvalidArgument, "%s %s, %s: want 0 < default <= max", p.name, djinn.FormatDuration(def), djinn.FormatDuration(max))
-		}
-	}
-	if g := time.Duration(c.LDS.Grace); g < 0 {
-		return djinn.Errorf(djinn.InvalidArgument, "lds grace %s: must not be negative", djinn.FormatDuration(g))
-	}
-	def, max := time.Duration(c.Mailbox.DefaultLease), time.Duration(c.Mailbox.MaxLease)
-	if def <= 0 || max <= 0 || def > max {
-		return djinn.Errorf(djinn.InvalidArgument, "mailbox default-lease %s max-lease %s: want 0 < default <= max",
-			djinn.FormatDuration(def), djinn.FormatDuration(max))
-	}
-	def, max = time.Duration(c.Renewal.DefaultLease), time.Duration(c.Renewal.MaxLease)
-	if def <= 0 || max <= 0 || def > max {
-		return djinn.Errorf(djinn.InvalidArgument, "renewal default-lease %s max-lease %s: want 0 < default <= max",
-			djinn.FormatDuration(def), djinn.FormatDuration(max))
-	}
-	def, max = time.Duration(c.Txn.DefaultLease), time.Duration(c.Txn.MaxLease)
-	if def <= 0 || max <= 0 || def > max {
-		return djinn.Errorf(djinn.InvalidArgument, "txn default-lease %s max-lease %s: want 0 < default <= max",
-			djinn.FormatDuration(def), djinn.FormatDuration(max))
-	}
-	if a := time.Duration(c.Txn.Abandon); a <= 0 {
-		return djinn.Errorf(djinn.InvalidArgument, "txn abandon %s: must be positive", djinn.FormatDuration(a))
-	}
-	hb, el := time.Duration(c.Raftcfg.HeartbeatTimeout), time.Duration(c.Raftcfg.ElectionTimeout)
-	if hb < 10*time.Millisecond || hb == djinn.Forever {
-		return djinn.Errorf(djinn.InvalidArgument, "raft-tuning heartbeat-timeout %s: want at least 10ms", djinn.FormatDuration(hb))
-	}
-	if el < hb || el == djinn.Forever {
-		return djinn.Errorf(djinn.InvalidArgument, "raft-tuning election-timeout %s: want at least the heartbeat timeout %s", djinn.FormatDuration(el), hb)
-	}
-	if si := time.Duration(c.Raftcfg.SnapshotInterval); si <= 0 || si == djinn.Forever {
-		return djinn.Errorf(djinn.InvalidArgument, "raft-tuning snapshot-interval %s: must be positive", djinn.FormatDuration(si))
-	}
-	if n := c.Raftcfg.WALSegmentSize; n < MinWALSegmentSize || n > MaxWALSegmentSize {
-		return djinn.Errorf(djinn.InvalidArgument, "raft-tuning wal-segment-size %d: want %d (64 KiB) to %d (1 GiB) bytes", n, MinWALSegmentSize, MaxWALSegmentSize)
+	if err := c.TLS.check(); err != nil {
+		return err
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
@@ -444,4 +307,66 @@ func (c *Config) Check() error {
 		return djinn.Errorf(djinn.InvalidArgument, "log-level %q: want debug, info, warn or error", c.LogLevel)
 	}
 	return nil
+}
+
+func (c *TLSConfig) check() error {
+	if (c.Cert == "") != (c.Key == "") {
+		return djinn.Errorf(djinn.InvalidArgument, "tls: cert and key go together (cert %q, key %q)", c.Cert, c.Key)
+	}
+	if c.ClientAuth && c.CA == "" {
+		return djinn.Errorf(djinn.InvalidArgument, "tls client-auth: needs a CA to verify clients")
+	}
+	if c.ClientAuth && c.Cert == "" {
+		return djinn.Errorf(djinn.InvalidArgument, "tls client-auth: needs the server's cert and key")
+	}
+	return nil
+}
+
+func (c *LeaseConfig) check() error {
+	if cp := time.Duration(c.Checkpoint); cp < 100*time.Millisecond || cp == djinn.Forever {
+		return djinn.Errorf(djinn.InvalidArgument, "lease checkpoint %s: want at least 100ms", djinn.FormatDuration(cp))
+	}
+	if err := positive("lease expiry-batch", c.ExpiryBatch); err != nil {
+		return err
+	}
+	return positive("lease expiry-rate", c.ExpiryRate)
+}
+
+func (c *RaftConfig) check() error {
+	hb, el := time.Duration(c.HeartbeatTimeout), time.Duration(c.ElectionTimeout)
+	if hb < 10*time.Millisecond || hb == djinn.Forever {
+		return djinn.Errorf(djinn.InvalidArgument, "raft-tuning heartbeat-timeout %s: want at least 10ms", djinn.FormatDuration(hb))
+	}
+	if el < hb || el == djinn.Forever {
+		return djinn.Errorf(djinn.InvalidArgument, "raft-tuning election-timeout %s: want at least the heartbeat timeout %s", djinn.FormatDuration(el), hb)
+	}
+	if si := time.Duration(c.SnapshotInterval); si <= 0 || si == djinn.Forever {
+		return djinn.Errorf(djinn.InvalidArgument, "raft-tuning snapshot-interval %s: must be positive", djinn.FormatDuration(si))
+	}
+	if n := c.WALSegmentSize; n < MinWALSegmentSize || n > MaxWALSegmentSize {
+		return djinn.Errorf(djinn.InvalidArgument, "raft-tuning wal-segment-size %d: want %d (64 KiB) to %d (1 GiB) bytes", n, MinWALSegmentSize, MaxWALSegmentSize)
+	}
+	return nil
+}
+
+// positive refuses a count that is not positive, naming its key.
+func positive(name string, v int) error {
+	if v <= 0 {
+		return djinn.Errorf(djinn.InvalidArgument, "%s %d: must be positive", name, v)
+	}
+	return nil
+}
+
+// leasePolicy refuses a lease policy unless 0 < default <= max, naming
+// its keys: "name default, max" with one name, "name default max2 max"
+// with two.
+func leasePolicy(name, name2 string, def, max Duration) error {
+	d, m := time.Duration(def), time.Duration(max)
+	if d > 0 && m > 0 && d <= m {
+		return nil
+	}
+	if name2 == "" {
+		return djinn.Errorf(djinn.InvalidArgument, "%s %s, %s: want 0 < default <= max", name, djinn.FormatDuration(d), djinn.FormatDuration(m))
+	}
+	return djinn.Errorf(djinn.InvalidArgument, "%s %s %s %s: want 0 < default <= max", name, djinn.FormatDuration(d), name2, djinn.FormatDuration(m))
 }

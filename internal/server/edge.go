@@ -21,23 +21,47 @@ import (
 // a call reached a follower.
 const LeaderTrailer = "djinn-leader"
 
-// unaryEdge turns service errors into statuses through the one error table,
-// adds the leader hint, and counts the call.
+// unaryEdge names the caller, authorizes the call by its method's rule,
+// turns service errors into statuses through the one error table, adds
+// the leader hint, and counts the call.
 func (s *Server) unaryEdge(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
 	start := time.Now()
 	defer s.recoverPanic(info.FullMethod, &err)
-	resp, err = h(withPrincipal(ctx), req)
+	ctx = withPrincipal(ctx)
+	rule, err := s.rule(info.FullMethod)
+	if err == nil {
+		err = authorize(ctx, rule, req)
+	}
+	if err == nil {
+		resp, err = h(ctx, req)
+	}
 	err = s.edgeError(ctx, err)
 	s.metrics.observe(info.FullMethod, err, time.Since(start))
 	return resp, err
 }
 
+// streamEdge is unaryEdge for streams: every request the handler receives
+// is authorized by the method's rule.
 func (s *Server) streamEdge(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
 	start := time.Now()
 	defer s.recoverPanic(info.FullMethod, &err)
-	err = s.edgeError(ss.Context(), h(srv, &principalStream{ServerStream: ss, ctx: withPrincipal(ss.Context())}))
+	rule, err := s.rule(info.FullMethod)
+	if err == nil {
+		err = h(srv, &edgeStream{ServerStream: ss, ctx: withPrincipal(ss.Context()), rule: rule})
+	}
+	err = s.edgeError(ss.Context(), err)
 	s.metrics.observe(info.FullMethod, err, time.Since(start))
 	return err
+}
+
+// rule returns a method's authorization rule. Every method served has
+// one (the registrar refuses others), so a miss is a bug: refused.
+func (s *Server) rule(method string) (Rule, error) {
+	r, ok := s.rules[method]
+	if !ok {
+		return Rule{}, djinn.Errorf(djinn.Internal, "rpc %s: no authorization rule", method)
+	}
+	return r, nil
 }
 
 func (s *Server) edgeError(ctx context.Context, err error) error {
@@ -81,9 +105,19 @@ func withPrincipal(ctx context.Context) context.Context {
 	return principal.With(ctx, principal.OfCertificate(ti.State.VerifiedChains[0][0]))
 }
 
-type principalStream struct {
+// edgeStream carries the caller's principal and authorizes each request
+// the handler receives.
+type edgeStream struct {
 	grpc.ServerStream
-	ctx context.Context
+	ctx  context.Context
+	rule Rule
 }
 
-func (p *principalStream) Context() context.Context { return p.ctx }
+func (e *edgeStream) Context() context.Context { return e.ctx }
+
+func (e *edgeStream) RecvMsg(m any) error {
+	if err := e.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	return authorize(e.ctx, e.rule, m)
+}

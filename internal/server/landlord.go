@@ -6,11 +6,55 @@ import (
 	"io"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/batch"
 	"github.com/djinn-go/djinn/internal/grpcerr"
+	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
+
+// landlordPart is the lessor — the lease table's leader side, through
+// which every service grants and renews — and the Landlord service that
+// renews and cancels any lease this server grants. A lease cookie is a
+// capability: any holder may renew or cancel (the renewal service must).
+func landlordPart(s *Server) *part {
+	c := s.cfg.Lease
+	return &part{
+		name:    "landlord",
+		enabled: true,
+		open: func() error {
+			s.lessor = lease.NewLessor(s.machine.Leases, s.node, lease.Config{
+				Slack: time.Duration(c.Checkpoint), Grace: s.node.ElectionTimeout(),
+				ExpiryBatch: c.ExpiryBatch, ExpiryRate: c.ExpiryRate, Now: s.now, Logger: s.log,
+			})
+			return nil
+		},
+		serve: func(r *registrar) error {
+			return r.serve(&djinnpb.Landlord_ServiceDesc, &landlordRPC{s: s}, Rules{
+				"Renew": capability, "Cancel": capability, "RenewAll": capability, "CancelAll": capability, "RenewStream": capability,
+			})
+		},
+		run: func(ctx context.Context) { s.lessor.Run(ctx) },
+		ref: s.ref(lease.LandlordID),
+		status: func(resp *djinnpb.StatusResponse) {
+			resp.Landlord = refProto(s.ref(lease.LandlordID)())
+			resp.Counts["leases"] = int64(s.machine.Leases.Len())
+		},
+		metrics: func() []prometheus.Collector {
+			l := s.lessor
+			return []prometheus.Collector{
+				gauge("djinn_leases", "Live leases.", func() float64 { return float64(s.machine.Leases.Len()) }),
+				counter("djinn_lease_renewals_total", "Lease renewals granted by this node as leader.", func() float64 { return float64(l.Renewals.Load()) }),
+				counter("djinn_lease_expired_total", "Leases expired by this node as leader.", func() float64 { return float64(l.Expired.Load()) }),
+				counter("djinn_lease_cancelled_total", "Leases cancelled through this node.", func() float64 { return float64(l.Cancelled.Load()) }),
+				counter("djinn_lease_horizon_syncs_total", "Renewals that waited for a horizon write.", func() float64 { return float64(l.HorizonSyncs.Load()) }),
+				counter("djinn_lease_checkpoints_total", "Lease horizons raised ahead of need.", func() float64 { return float64(l.Checkpoints.Load()) }),
+			}
+		},
+	}
+}
 
 // landlordRPC serves the Landlord service for every lease this server
 // grants.

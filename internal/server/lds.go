@@ -5,23 +5,102 @@ import (
 	"time"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/discovery"
+	"github.com/djinn-go/djinn/internal/event"
 	"github.com/djinn-go/djinn/internal/lds"
+	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
 // LDSID is the object id of the lookup discovery service.
 var LDSID = djinn.ID{'l', 'd', 's'}
 
+// LDSConfig tunes the lookup discovery service.
+type LDSConfig struct {
+	Enabled      bool     `toml:"enabled"`
+	DefaultLease Duration `toml:"default-lease"` // registration lease granted for Any
+	MaxLease     Duration `toml:"max-lease"`
+	// MaxRegistrations bounds the registrations held.
+	MaxRegistrations int `toml:"max-registrations"`
+	// Multicast runs group discovery by multicast on Interfaces (all
+	// multicast-capable ones when empty); without it lookup services are
+	// found at the registrations' locators only.
+	Multicast  bool     `toml:"multicast"`
+	Interfaces []string `toml:"interfaces"`
+	// Grace is how long a new leader waits for the lookup services known
+	// before to be found again, and how long one a client discarded may
+	// take to be found again, before they are discarded as lost (0: three
+	// of the lookup service's announcement intervals).
+	Grace Duration `toml:"grace"`
+}
+
+func (c *LDSConfig) check() error {
+	if err := positive("lds max-registrations", c.MaxRegistrations); err != nil {
+		return err
+	}
+	if err := leasePolicy("lds default-lease, max-lease", "", c.DefaultLease, c.MaxLease); err != nil {
+		return err
+	}
+	if g := time.Duration(c.Grace); g < 0 {
+		return djinn.Errorf(djinn.InvalidArgument, "lds grace %s: must not be negative", djinn.FormatDuration(g))
+	}
+	return nil
+}
+
+// ldsPart is the lookup discovery service (LD) and, while this node
+// leads, the discovery it runs for its registrations. A registration's
+// lease cookie is the capability for every call on it (LD.4.1.1).
+func ldsPart(s *Server) *part {
+	c := s.cfg.LDS
+	rpc := &ldsRPC{s: s}
+	return &part{
+		name:    "lds",
+		enabled: c.Enabled,
+		state: func(m *state.Machine) error {
+			rpc.st = lds.NewState(m.Leases)
+			return m.Add(rpc.st.Part())
+		},
+		open: func() (err error) {
+			rpc.svc, err = lds.NewService(rpc.st, s.lessor, s.node, s.now, s.ref(LDSID), lds.Config{
+				Leases:           lease.Policy{Default: time.Duration(c.DefaultLease), Max: time.Duration(c.MaxLease)},
+				MaxRegistrations: c.MaxRegistrations,
+				Delivery:         event.Config{Sender: client.NewEventSender(s.pool), MaxBatch: 64},
+				Logger:           s.log,
+			})
+			return err
+		},
+		serve: func(r *registrar) error {
+			return r.serve(&djinnpb.LookupDiscoveryService_ServiceDesc, rpc, Rules{
+				"Register": authenticated, "GetRegistration": capability, "GetRegistrars": capability,
+				"ChangeGroups": capability, "ChangeLocators": capability, "Discard": capability,
+			})
+		},
+		run: func(ctx context.Context) { s.ldsDiscover(ctx, rpc.svc) },
+		ref: s.ref(LDSID),
+		status: func(resp *djinnpb.StatusResponse) {
+			regs, registrars := rpc.st.Len()
+			resp.Counts["lds_registrations"], resp.Counts["lds_registrars"] = int64(regs), int64(registrars)
+			if c.Enabled {
+				resp.Lds = refProto(s.ref(LDSID)())
+			}
+		},
+		close: func() { rpc.svc.Close() },
+	}
+}
+
 // ldsRPC serves the LookupDiscoveryService. A registration is named by its
 // lease's cookie.
 type ldsRPC struct {
 	djinnpb.UnimplementedLookupDiscoveryServiceServer
-	s *Server
+	s   *Server
+	st  *lds.State
+	svc *lds.Service
 }
 
 func (r *ldsRPC) Register(ctx context.Context, req *djinnpb.LDSRegisterRequest) (*djinnpb.LDSRegistration, error) {
-	reg, err := r.s.lds.Register(ctx, req)
+	reg, err := r.svc.Register(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -29,11 +108,11 @@ func (r *ldsRPC) Register(ctx context.Context, req *djinnpb.LDSRegisterRequest) 
 }
 
 func (r *ldsRPC) GetRegistration(_ context.Context, req *djinnpb.LDSRegistrationRequest) (*djinnpb.LDSRegistrationState, error) {
-	return r.s.lds.Get(req.GetLeaseCookie())
+	return r.svc.Get(req.GetLeaseCookie())
 }
 
 func (r *ldsRPC) GetRegistrars(_ context.Context, req *djinnpb.LDSRegistrationRequest) (*djinnpb.LDSRegistrarsResponse, error) {
-	rs, err := r.s.lds.Registrars(req.GetLeaseCookie())
+	rs, err := r.svc.Registrars(req.GetLeaseCookie())
 	if err != nil {
 		return nil, err
 	}
@@ -41,15 +120,15 @@ func (r *ldsRPC) GetRegistrars(_ context.Context, req *djinnpb.LDSRegistrationRe
 }
 
 func (r *ldsRPC) ChangeGroups(ctx context.Context, req *djinnpb.LDSGroupsRequest) (*djinnpb.LDSRegistrationState, error) {
-	return r.s.lds.ChangeGroups(ctx, req)
+	return r.svc.ChangeGroups(ctx, req)
 }
 
 func (r *ldsRPC) ChangeLocators(ctx context.Context, req *djinnpb.LDSLocatorsRequest) (*djinnpb.LDSRegistrationState, error) {
-	return r.s.lds.ChangeLocators(ctx, req)
+	return r.svc.ChangeLocators(ctx, req)
 }
 
 func (r *ldsRPC) Discard(ctx context.Context, req *djinnpb.LDSDiscardRequest) (*djinnpb.LDSDiscardResponse, error) {
-	discarded, err := r.s.lds.Discard(ctx, req)
+	discarded, err := r.svc.Discard(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +139,7 @@ func (r *ldsRPC) Discard(ctx context.Context, req *djinnpb.LDSDiscardRequest) (*
 // node leads: a LookupDiscoveryManager (group discovery only with
 // [lds] multicast) that also finds this server's own lookup service, at
 // its discovery locator.
-func (s *Server) ldsDiscover(ctx context.Context) {
+func (s *Server) ldsDiscover(ctx context.Context, svc *lds.Service) {
 	log := s.log.With("part", "lds discovery")
 	dm, err := discovery.NewLookupDiscoveryManager(discovery.LookupDiscoveryManagerConfig{
 		DisableMulticast: !s.cfg.LDS.Multicast,
@@ -80,7 +159,7 @@ func (s *Server) ldsDiscover(ctx context.Context) {
 		cfg.Locators = append(cfg.Locators, own)
 	}
 	log.Info("lookup discovery service: discovering", "multicast", s.cfg.LDS.Multicast, "own", cfg.Locators)
-	s.lds.Discover(ctx, dm, cfg)
+	svc.Discover(ctx, dm, cfg)
 }
 
 // ownLocator waits, a little, for this node's lookup service to serve

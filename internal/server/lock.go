@@ -7,13 +7,82 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/lock"
+	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
 // LockID is the object id of the lock service (and its transaction
 // participant).
 var LockID = djinn.ID{'l', 'o', 'c', 'k'}
+
+// LockConfig tunes the lock service.
+type LockConfig struct {
+	Enabled           bool     `toml:"enabled"`
+	DefaultSetLease   Duration `toml:"default-set-lease"` // lock set lease granted for Any
+	MaxSetLease       Duration `toml:"max-set-lease"`
+	DefaultOwnerLease Duration `toml:"default-owner-lease"` // lock owner lease granted for Any
+	MaxOwnerLease     Duration `toml:"max-owner-lease"`
+	MaxSets           int      `toml:"max-sets"`
+	MaxOwners         int      `toml:"max-owners"`
+}
+
+func (c *LockConfig) check() error {
+	if err := positive("lock max-sets", c.MaxSets); err != nil {
+		return err
+	}
+	if err := positive("lock max-owners", c.MaxOwners); err != nil {
+		return err
+	}
+	if err := leasePolicy("lock default-set-lease, max-set-lease", "", c.DefaultSetLease, c.MaxSetLease); err != nil {
+		return err
+	}
+	return leasePolicy("lock default-owner-lease, max-owner-lease", "", c.DefaultOwnerLease, c.MaxOwnerLease)
+}
+
+// lockPart is the lock service (the OMG concurrency service): a lock
+// set's id is the capability to lock and unlock in it (never to destroy:
+// that is its lease's), a lock owner's lease cookie names the owner.
+func lockPart(s *Server) *part {
+	c := s.cfg.Lock
+	var st *lock.State
+	return &part{
+		name:    "lock",
+		enabled: c.Enabled,
+		state: func(m *state.Machine) error {
+			st = lock.NewState(m.Leases)
+			return m.Add(st.Part())
+		},
+		open: func() (err error) {
+			s.lock, err = lock.NewService(st, s.lessor, s.node, s.now, s.ref(LockID), lock.Config{
+				Sets:      lease.Policy{Default: time.Duration(c.DefaultSetLease), Max: time.Duration(c.MaxSetLease)},
+				Owners:    lease.Policy{Default: time.Duration(c.DefaultOwnerLease), Max: time.Duration(c.MaxOwnerLease)},
+				MaxSets:   c.MaxSets,
+				MaxOwners: c.MaxOwners,
+				Joiner:    lockJoiner{s: s},
+				Logger:    s.log,
+			})
+			return err
+		},
+		serve: func(r *registrar) error {
+			return r.serve(&djinnpb.LockService_ServiceDesc, &lockRPC{s: s}, Rules{
+				"CreateSet": authenticated, "CreateOwner": authenticated,
+				"Lock": capability, "ChangeMode": capability, "Unlock": capability, "DropLocks": capability,
+				"Describe": capability, "ValidateFence": capability,
+			})
+		},
+		run: func(ctx context.Context) { s.lock.Run(ctx) },
+		ref: s.ref(LockID),
+		status: func(resp *djinnpb.StatusResponse) {
+			sets, owners := st.Len()
+			resp.Counts["lock_sets"], resp.Counts["lock_owners"] = int64(sets), int64(owners)
+			if c.Enabled {
+				resp.Lock = refProto(s.ref(LockID)())
+			}
+		},
+	}
+}
 
 // lockRPC serves the LockService.
 type lockRPC struct {

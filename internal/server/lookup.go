@@ -11,37 +11,107 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/discovery"
 	"github.com/djinn-go/djinn/internal/backoff"
+	"github.com/djinn-go/djinn/internal/event"
 	"github.com/djinn-go/djinn/internal/grpcerr"
 	"github.com/djinn-go/djinn/internal/lookup"
+	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/service"
 )
 
 // LookupID is the object id of the lookup service (the registrar).
 var LookupID = djinn.ID{'l', 'o', 'o', 'k', 'u', 'p'}
 
+// LookupConfig tunes the lookup service and its discovery.
+type LookupConfig struct {
+	Enabled bool `toml:"enabled"`
+	// Groups are the registrar's member groups ("" is the public group).
+	Groups []string `toml:"groups"`
+	// Discovery is the unicast discovery address ("" turns discovery off).
+	Discovery string `toml:"discovery"`
+	// Multicast turns on multicast announcements and answers to multicast
+	// requests, on Interfaces (all multicast-capable ones when empty).
+	Multicast  bool     `toml:"multicast"`
+	Interfaces []string `toml:"interfaces"`
+	// Announce is the announcement interval.
+	Announce Duration `toml:"announce"`
+	MaxItems int      `toml:"max-items"`
+}
+
+func (c *LookupConfig) check() error { return positive("lookup max-items", c.MaxItems) }
+
+// lookupPart is the lookup service (the registrar) and, while this node
+// leads, its discovery. Registering and looking up are any authenticated
+// caller's; a registration's lease cookie is the capability to change its
+// attributes.
+func lookupPart(s *Server) *part {
+	c := s.cfg.Lookup
+	rpc := &lookupRPC{s: s}
+	p := &part{
+		name:    "lookup",
+		enabled: c.Enabled,
+		state: func(m *state.Machine) error {
+			rpc.st = lookup.NewState(m.Leases, m.ServiceID, service.Limits{})
+			return m.Add(rpc.st.Part())
+		},
+		open: func() (err error) {
+			rpc.svc, err = lookup.NewService(rpc.st, s.lessor, s.node, s.now, s.ref(LookupID), lookup.Config{
+				MaxItems: c.MaxItems,
+				Delivery: event.Config{Sender: client.NewEventSender(s.pool), MaxBatch: 64},
+				Logger:   s.log,
+			})
+			return err
+		},
+		serve: func(r *registrar) error {
+			return r.serve(lookupDesc(rpc), rpc, Rules{
+				"Register": authenticated, "Lookup": authenticated, "LookupStream": authenticated, "Notify": authenticated,
+				"AddAttributes": capability, "ModifyAttributes": capability, "SetAttributes": capability,
+				"GetEntryTypes": authenticated, "GetFieldValues": authenticated, "GetServiceTypes": authenticated,
+				"GetRegistrar": authenticated,
+			})
+		},
+		ref: s.ref(LookupID),
+		status: func(resp *djinnpb.StatusResponse) {
+			items, watches := rpc.st.Len()
+			resp.Counts["lookup_items"], resp.Counts["lookup_watches"] = int64(items), int64(watches)
+			if c.Enabled {
+				resp.Lookup = refProto(s.ref(LookupID)())
+			}
+		},
+		close: func() { rpc.svc.Close() },
+	}
+	if c.Discovery != "" {
+		p.run = s.discover
+	}
+	return p
+}
+
 // lookupRPC serves the LookupService.
 type lookupRPC struct {
 	djinnpb.UnimplementedLookupServiceServer
-	s *Server
+	s   *Server
+	st  *lookup.State
+	svc *lookup.Service
 }
 
 func (r *lookupRPC) Register(ctx context.Context, req *djinnpb.RegisterRequest) (*djinnpb.ServiceRegistration, error) {
-	reg, err := r.s.lookup.Register(ctx, req.GetItem(), time.Duration(req.GetLeaseDurationNanos()))
+	reg, err := r.svc.Register(ctx, req.GetItem(), time.Duration(req.GetLeaseDurationNanos()))
 	if err != nil {
 		return nil, err
 	}
 	return &djinnpb.ServiceRegistration{ServiceId: reg.ID[:], Lease: reg.Lease}, nil
 }
 
-// registerLookup registers the lookup service. Lookup is answered by
+// lookupDesc is the lookup service's description. Lookup is answered by
 // lookupEncoded rather than the generated method: the description is the
 // generated one with that method's handler replaced, so that the answer
 // can carry the items' wire form (EncodedLookupResponse, the same bytes as
 // a LookupResponse) without building a message per item, entry and field.
-func registerLookup(g *grpc.Server, r *lookupRPC) {
+func lookupDesc(r *lookupRPC) *grpc.ServiceDesc {
 	desc := djinnpb.LookupService_ServiceDesc
 	desc.Methods = slices.Clone(desc.Methods)
 	i := slices.IndexFunc(desc.Methods, func(m grpc.MethodDesc) bool { return m.MethodName == "Lookup" })
@@ -49,7 +119,7 @@ func registerLookup(g *grpc.Server, r *lookupRPC) {
 		panic("server: the lookup service has no Lookup method to answer")
 	}
 	desc.Methods[i].Handler = r.lookupEncoded
-	g.RegisterService(&desc, r)
+	return &desc
 }
 
 // lookupEncoded is the Lookup method's handler (grpc.MethodDesc.Handler).
@@ -73,14 +143,14 @@ func (r *lookupRPC) lookupEncoded(_ any, ctx context.Context, dec func(any) erro
 
 // Lookup is not called: lookupEncoded answers the method.
 func (r *lookupRPC) Lookup(context.Context, *djinnpb.LookupRequest) (*djinnpb.LookupResponse, error) {
-	return nil, djinn.Errorf(djinn.Internal, "lookup: not registered through registerLookup")
+	return nil, djinn.Errorf(djinn.Internal, "lookup: not registered through lookupDesc")
 }
 
 func (r *lookupRPC) lookup(req *djinnpb.LookupRequest) (int64, [][]byte, error) {
 	if req.GetMaxMatches() < 0 {
 		return 0, nil, djinn.Errorf(djinn.InvalidArgument, "max matches %d: must not be negative", req.GetMaxMatches())
 	}
-	total, items, err := r.s.lookup.Lookup(req.GetTemplate(), int(req.GetMaxMatches()), req.GetOne())
+	total, items, err := r.svc.Lookup(req.GetTemplate(), int(req.GetMaxMatches()), req.GetOne())
 	return int64(total), items, err
 }
 
@@ -92,7 +162,7 @@ const maxLookupBatch = 1024
 // on, except when this node cannot answer (not the leader): the stream
 // ends, so the client goes elsewhere; so does a batch over the limit.
 // Responses are written as EncodedLookupBatchResponse, the same bytes as a
-// LookupBatchResponse (see registerLookup).
+// LookupBatchResponse (see lookupDesc).
 func (r *lookupRPC) LookupStream(stream djinnpb.LookupService_LookupStreamServer) error {
 	for {
 		batch, err := stream.Recv()
@@ -126,7 +196,7 @@ func (r *lookupRPC) LookupStream(stream djinnpb.LookupService_LookupStreamServer
 }
 
 func (r *lookupRPC) Notify(ctx context.Context, req *djinnpb.LookupNotifyRequest) (*djinnpb.EventRegistration, error) {
-	n, err := r.s.lookup.Notify(ctx, req.GetTemplate(), req.GetTransitions(), req.GetListener(), req.GetHandback(), time.Duration(req.GetLeaseDurationNanos()))
+	n, err := r.svc.Notify(ctx, req.GetTemplate(), req.GetTransitions(), req.GetListener(), req.GetHandback(), time.Duration(req.GetLeaseDurationNanos()))
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +204,7 @@ func (r *lookupRPC) Notify(ctx context.Context, req *djinnpb.LookupNotifyRequest
 }
 
 func (r *lookupRPC) attributes(ctx context.Context, req *djinnpb.AttributesRequest, op int32) (*djinnpb.AttributesResponse, error) {
-	if err := r.s.lookup.Attributes(ctx, req.GetLeaseCookie(), op, req.GetEntries(), req.GetTemplates()); err != nil {
+	if err := r.svc.Attributes(ctx, req.GetLeaseCookie(), op, req.GetEntries(), req.GetTemplates()); err != nil {
 		return nil, err
 	}
 	return &djinnpb.AttributesResponse{}, nil
@@ -158,7 +228,7 @@ func (r *lookupRPC) GetEntryTypes(ctx context.Context, req *djinnpb.BrowseReques
 		return nil, err
 	}
 	resp := &djinnpb.EntryTypesResponse{}
-	err = r.s.lookup.Browse(func(reg *lookup.Registry) error {
+	err = r.svc.Browse(func(reg *lookup.Registry) error {
 		ts, err := reg.EntryTypes(tmpl)
 		for _, t := range ts {
 			resp.Types = append(resp.Types, &djinnpb.Entry{Type: t.Type, Supertypes: t.Supertypes})
@@ -177,7 +247,7 @@ func (r *lookupRPC) GetFieldValues(ctx context.Context, req *djinnpb.BrowseReque
 		return nil, err
 	}
 	resp := &djinnpb.FieldValuesResponse{}
-	err = r.s.lookup.Browse(func(reg *lookup.Registry) error {
+	err = r.svc.Browse(func(reg *lookup.Registry) error {
 		vs, err := reg.FieldValues(tmpl, int(req.GetSetIndex()), req.GetField())
 		for _, v := range vs {
 			pv := wire.Value(v)
@@ -200,7 +270,7 @@ func (r *lookupRPC) GetServiceTypes(ctx context.Context, req *djinnpb.BrowseRequ
 		return nil, err
 	}
 	resp := &djinnpb.ServiceTypesResponse{}
-	err = r.s.lookup.Browse(func(reg *lookup.Registry) error {
+	err = r.svc.Browse(func(reg *lookup.Registry) error {
 		var err error
 		resp.Types, err = reg.ServiceTypes(tmpl, req.GetPrefix())
 		return err
@@ -213,7 +283,7 @@ func (r *lookupRPC) GetServiceTypes(ctx context.Context, req *djinnpb.BrowseRequ
 
 func (r *lookupRPC) GetRegistrar(ctx context.Context, _ *djinnpb.GetRegistrarRequest) (*djinnpb.RegistrarInfo, error) {
 	svc := r.s.machine.ServiceID()
-	items, _ := r.s.states.lookup.Len()
+	items, _ := r.st.Len()
 	info := &djinnpb.RegistrarInfo{ServiceId: svc[:], Groups: r.s.cfg.Lookup.Groups, Registrar: refProto(r.s.ref(LookupID)()), Items: int64(items)}
 	r.s.mu.Lock()
 	if r.s.registrar != nil {

@@ -4,16 +4,125 @@ import (
 	"context"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/event"
 	"github.com/djinn-go/djinn/internal/grpcerr"
+	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/mailbox"
+	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
+
+// MailboxID is the object id of the event mailbox service.
+var MailboxID = djinn.ID{'m', 'a', 'i', 'l', 'b', 'o', 'x'}
+
+// MailboxConfig tunes the event mailbox.
+type MailboxConfig struct {
+	Enabled       bool     `toml:"enabled"`
+	DefaultLease  Duration `toml:"default-lease"`
+	MaxLease      Duration `toml:"max-lease"`
+	MaxStored     int      `toml:"max-stored"`
+	MaxEventBytes int      `toml:"max-event-bytes"`
+	// MaxRegistrations bounds live registrations.
+	MaxRegistrations int `toml:"max-registrations"`
+}
+
+func (c *MailboxConfig) check() error {
+	if c.MaxStored <= 0 {
+		return djinn.Errorf(djinn.InvalidArgument, "mailbox max-stored %d: must be positive", c.MaxStored)
+	}
+	if err := positive("mailbox max-event-bytes", c.MaxEventBytes); err != nil {
+		return err
+	}
+	if err := positive("mailbox max-registrations", c.MaxRegistrations); err != nil {
+		return err
+	}
+	return leasePolicy("mailbox default-lease", "max-lease", c.DefaultLease, c.MaxLease)
+}
+
+// mailboxPart is the event mailbox (EM): registrations, which their
+// creator owns, and the mailbox listeners, whose references are
+// capabilities handed to event generators.
+func mailboxPart(s *Server) *part {
+	c := s.cfg.Mailbox
+	var (
+		st  *mailbox.State
+		svc *mailbox.Service
+	)
+	return &part{
+		name:    "mailbox",
+		enabled: c.Enabled,
+		state: func(m *state.Machine) error {
+			st = mailbox.NewState(m.Leases, mailbox.DefaultMaxStored, m.ServiceID)
+			return m.Add(st.Part())
+		},
+		open: func() (err error) {
+			svc, err = mailbox.New(st, s.lessor, s.node, s.now, s.ref(MailboxID), mailbox.Config{
+				Lease:            lease.Policy{Default: time.Duration(c.DefaultLease), Max: time.Duration(c.MaxLease)},
+				MaxStored:        c.MaxStored,
+				MaxEventBytes:    c.MaxEventBytes,
+				MaxRegistrations: c.MaxRegistrations,
+				Delivery: event.Config{
+					Sender: client.NewEventSender(s.pool), MaxBatch: 256,
+					MinBackoff: 100 * time.Millisecond, MaxBackoff: 30 * time.Second,
+				},
+				Logger: s.log,
+			})
+			return err
+		},
+		serve: func(r *registrar) error {
+			owns := owner(func(ctx context.Context, req interface{ GetRegistrationId() []byte }) error {
+				id, err := regID(req.GetRegistrationId())
+				if err != nil {
+					return nil // the handler names the bad id
+				}
+				return svc.CheckOwner(ctx, id)
+			})
+			err := r.serve(&djinnpb.EventMailbox_ServiceDesc, &mailboxRPC{svc: svc}, Rules{
+				"Register": authenticated, "GetRegistration": owns, "EnableDelivery": owns, "DisableDelivery": owns,
+				"Pull": owns, "Ack": owns, "AddUnknownEvents": owns,
+			})
+			if err != nil {
+				return err
+			}
+			return r.serve(&djinnpb.EventListener_ServiceDesc, &listenerRPC{svc: svc}, Rules{
+				"Notify": capability, "NotifyBatch": capability, "StopDelivery": capability,
+			})
+		},
+		run: func(ctx context.Context) { svc.Run(ctx) },
+		ref: s.ref(MailboxID),
+		status: func(resp *djinnpb.StatusResponse) {
+			regs, events := st.Len()
+			resp.Counts["mailbox_registrations"], resp.Counts["mailbox_stored_events"] = int64(regs), int64(events)
+			if c.Enabled {
+				resp.Mailbox = refProto(s.ref(MailboxID)())
+			}
+		},
+		metrics: func() []prometheus.Collector { return mailboxMetrics(st, svc) },
+	}
+}
+
+func mailboxMetrics(st *mailbox.State, svc *mailbox.Service) []prometheus.Collector {
+	return []prometheus.Collector{
+		gauge("djinn_mailbox_registrations", "Mailbox registrations.", func() float64 { r, _ := st.Len(); return float64(r) }),
+		gauge("djinn_mailbox_stored_events", "Events stored in mailboxes.", func() float64 { _, e := st.Len(); return float64(e) }),
+		counter("djinn_mailbox_refused_full_total", "Events refused because their registration held its maximum of stored events.", func() float64 { return float64(svc.RefusedFull.Load()) }),
+		gauge("djinn_delivery_queued_events", "Events queued for delivery on this leader.", func() float64 { return float64(svc.DeliveryStats().Queued) }),
+		gauge("djinn_delivery_queues", "Registrations with events queued for delivery.", func() float64 { return float64(svc.DeliveryStats().Queues) }),
+		gauge("djinn_delivery_delivered_events", "Events delivered in this leader term.", func() float64 { return float64(svc.DeliveryStats().Delivered) }),
+		gauge("djinn_delivery_failed_events", "Events dropped by a definite failure or UnknownEvent in this leader term.", func() float64 { return float64(svc.DeliveryStats().Failed) }),
+		gauge("djinn_delivery_retried_rounds", "Delivery attempts that failed indefinitely and were retried, in this leader term.", func() float64 { return float64(svc.DeliveryStats().Retried) }),
+		gauge("djinn_delivery_overflowed_events", "Events refused by a full delivery queue, in this leader term.", func() float64 { return float64(svc.DeliveryStats().Overflowed) }),
+	}
+}
 
 // mailboxRPC serves the EventMailbox service.
 type mailboxRPC struct {
 	djinnpb.UnimplementedEventMailboxServer
-	s *Server
+	svc *mailbox.Service
 }
 
 func regProto(r mailbox.Registration) *djinnpb.MailboxRegistration {
@@ -28,7 +137,7 @@ func regProto(r mailbox.Registration) *djinnpb.MailboxRegistration {
 }
 
 func (m *mailboxRPC) Register(ctx context.Context, r *djinnpb.MailboxRegisterRequest) (*djinnpb.MailboxRegistration, error) {
-	reg, err := m.s.mailbox.Register(ctx, time.Duration(r.GetLeaseDurationNanos()))
+	reg, err := m.svc.Register(ctx, time.Duration(r.GetLeaseDurationNanos()))
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +151,7 @@ func (m *mailboxRPC) GetRegistration(ctx context.Context, r *djinnpb.MailboxRegi
 	if err != nil {
 		return nil, err
 	}
-	reg, err := m.s.mailbox.Get(ctx, id)
+	reg, err := m.svc.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +163,7 @@ func (m *mailboxRPC) EnableDelivery(ctx context.Context, r *djinnpb.EnableDelive
 	if err != nil {
 		return nil, err
 	}
-	if err := m.s.mailbox.EnableDelivery(ctx, id, r.GetTarget()); err != nil {
+	if err := m.svc.EnableDelivery(ctx, id, r.GetTarget()); err != nil {
 		return nil, err
 	}
 	return &djinnpb.EnableDeliveryResponse{}, nil
@@ -65,7 +174,7 @@ func (m *mailboxRPC) DisableDelivery(ctx context.Context, r *djinnpb.MailboxRegi
 	if err != nil {
 		return nil, err
 	}
-	if err := m.s.mailbox.DisableDelivery(ctx, id); err != nil {
+	if err := m.svc.DisableDelivery(ctx, id); err != nil {
 		return nil, err
 	}
 	return &djinnpb.DisableDeliveryResponse{}, nil
@@ -76,7 +185,7 @@ func (m *mailboxRPC) Pull(r *djinnpb.PullRequest, stream djinnpb.EventMailbox_Pu
 	if err != nil {
 		return err
 	}
-	return m.s.mailbox.Pull(stream.Context(), id, r.GetAfterIndex(), int(r.GetMaxBatch()), func(events []mailbox.Stored) error {
+	return m.svc.Pull(stream.Context(), id, r.GetAfterIndex(), int(r.GetMaxBatch()), func(events []mailbox.Stored) error {
 		msg := &djinnpb.PullResponse{Events: make([]*djinnpb.StoredEvent, len(events))}
 		for i, e := range events {
 			msg.Events[i] = &djinnpb.StoredEvent{Index: e.Index, Event: e.Event}
@@ -90,7 +199,7 @@ func (m *mailboxRPC) Ack(ctx context.Context, r *djinnpb.AckRequest) (*djinnpb.A
 	if err != nil {
 		return nil, err
 	}
-	if err := m.s.mailbox.Ack(ctx, id, r.GetThroughIndex()); err != nil {
+	if err := m.svc.Ack(ctx, id, r.GetThroughIndex()); err != nil {
 		return nil, err
 	}
 	return &djinnpb.AckResponse{}, nil
@@ -101,7 +210,7 @@ func (m *mailboxRPC) AddUnknownEvents(ctx context.Context, r *djinnpb.AddUnknown
 	if err != nil {
 		return nil, err
 	}
-	if err := m.s.mailbox.AddUnknownEvents(ctx, id, r.GetEvents()); err != nil {
+	if err := m.svc.AddUnknownEvents(ctx, id, r.GetEvents()); err != nil {
 		return nil, err
 	}
 	return &djinnpb.AddUnknownEventsResponse{}, nil
@@ -111,7 +220,7 @@ func (m *mailboxRPC) AddUnknownEvents(ctx context.Context, r *djinnpb.AddUnknown
 // is an object of this server's EventListener service.
 type listenerRPC struct {
 	djinnpb.UnimplementedEventListenerServer
-	s *Server
+	svc *mailbox.Service
 }
 
 func (l *listenerRPC) Notify(ctx context.Context, r *djinnpb.NotifyRequest) (*djinnpb.NotifyResponse, error) {
@@ -119,7 +228,7 @@ func (l *listenerRPC) Notify(ctx context.Context, r *djinnpb.NotifyRequest) (*dj
 	if err != nil {
 		return nil, err
 	}
-	if err := l.s.mailbox.Notify(ctx, id, r.GetEvent()); err != nil {
+	if err := l.svc.Notify(ctx, id, r.GetEvent()); err != nil {
 		return nil, err
 	}
 	return &djinnpb.NotifyResponse{}, nil
@@ -130,7 +239,7 @@ func (l *listenerRPC) NotifyBatch(ctx context.Context, r *djinnpb.NotifyBatchReq
 	if err != nil {
 		return nil, err
 	}
-	n, err := l.s.mailbox.NotifyBatch(ctx, id, r.GetEvents())
+	n, err := l.svc.NotifyBatch(ctx, id, r.GetEvents())
 	if err != nil && n == 0 && len(r.GetEvents()) > 0 && djinn.KindOf(err) == djinn.Unavailable {
 		return nil, err // nothing stored and worth retrying: a call error, so the leader hint travels
 	}

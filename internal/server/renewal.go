@@ -4,21 +4,115 @@ import (
 	"context"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/batch"
+	"github.com/djinn-go/djinn/internal/event"
 	"github.com/djinn-go/djinn/internal/grpcerr"
+	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/renewal"
+	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
 // RenewalID is the object id of the lease renewal service.
 var RenewalID = djinn.ID{'r', 'e', 'n', 'e', 'w', 'a', 'l'}
 
+// RenewalConfig tunes the lease renewal service.
+type RenewalConfig struct {
+	Enabled      bool     `toml:"enabled"`
+	DefaultLease Duration `toml:"default-lease"` // set lease granted for Any
+	MaxLease     Duration `toml:"max-lease"`     // longest set lease
+	MaxSets      int      `toml:"max-sets"`
+	// MaxLeases bounds the client leases of all sets.
+	MaxLeases int `toml:"max-leases"`
+}
+
+func (c *RenewalConfig) check() error {
+	if err := positive("renewal max-sets", c.MaxSets); err != nil {
+		return err
+	}
+	if err := positive("renewal max-leases", c.MaxLeases); err != nil {
+		return err
+	}
+	return leasePolicy("renewal default-lease", "max-lease", c.DefaultLease, c.MaxLease)
+}
+
+// renewalPart is the lease renewal service (LR): renewal sets, which
+// their creator owns.
+func renewalPart(s *Server) *part {
+	c := s.cfg.Renewal
+	var (
+		st  *renewal.State
+		svc *renewal.Service
+	)
+	return &part{
+		name:    "renewal",
+		enabled: c.Enabled,
+		state: func(m *state.Machine) error {
+			st = renewal.NewState(m.Leases, m.ServiceID)
+			return m.Add(st.Part())
+		},
+		open: func() (err error) {
+			svc, err = renewal.New(st, s.lessor, s.node, s.now, s.ref(RenewalID), renewal.Config{
+				Lease:     lease.Policy{Default: time.Duration(c.DefaultLease), Max: time.Duration(c.MaxLease)},
+				MaxSets:   c.MaxSets,
+				MaxLeases: c.MaxLeases,
+				Landlords: landlords{pool: s.pool},
+				Delivery: event.Config{
+					Sender: client.NewEventSender(s.pool), MaxBatch: 64,
+					MinBackoff: 100 * time.Millisecond, MaxBackoff: 30 * time.Second,
+				},
+				Logger: s.log,
+			})
+			return err
+		},
+		serve: func(r *registrar) error {
+			owns := owner(func(ctx context.Context, req interface{ GetSetId() []byte }) error {
+				id, err := setID(req.GetSetId())
+				if err != nil {
+					return nil // the handler names the bad id
+				}
+				return svc.CheckOwner(ctx, id)
+			})
+			return r.serve(&djinnpb.LeaseRenewalService_ServiceDesc, &renewalRPC{svc: svc}, Rules{
+				"CreateSet": authenticated, "GetSet": owns, "RenewFor": owns, "Remove": owns, "GetLeases": owns,
+				"SetExpirationWarningListener": owns, "ClearExpirationWarningListener": owns,
+				"SetRenewalFailureListener": owns, "ClearRenewalFailureListener": owns,
+			})
+		},
+		run: func(ctx context.Context) { svc.Run(ctx) },
+		ref: s.ref(RenewalID),
+		status: func(resp *djinnpb.StatusResponse) {
+			sets, leases := st.Len()
+			resp.Counts["renewal_sets"], resp.Counts["renewal_leases"] = int64(sets), int64(leases)
+			if c.Enabled {
+				resp.Renewal = refProto(s.ref(RenewalID)())
+			}
+		},
+		metrics: func() []prometheus.Collector { return renewalMetrics(st, svc) },
+	}
+}
+
+func renewalMetrics(st *renewal.State, svc *renewal.Service) []prometheus.Collector {
+	return []prometheus.Collector{
+		gauge("djinn_renewal_sets", "Lease renewal sets.", func() float64 { n, _ := st.Len(); return float64(n) }),
+		gauge("djinn_renewal_leases", "Client leases in renewal sets.", func() float64 { _, n := st.Len(); return float64(n) }),
+		counter("djinn_renewal_calls_total", "Renewal calls made to landlords by this node as leader.", func() float64 { return float64(svc.Calls.Load()) }),
+		counter("djinn_renewal_renewed_total", "Client leases renewed and recorded by this node as leader.", func() float64 { return float64(svc.Renewed.Load()) }),
+		counter("djinn_renewal_retried_total", "Client lease renewals that failed indefinitely and will be retried.", func() float64 { return float64(svc.Retried.Load()) }),
+		counter("djinn_renewal_failed_total", "Client leases removed with a renewal failure event.", func() float64 { return float64(svc.Failed.Load()) }),
+		counter("djinn_renewal_unrecorded_total", "Renewal outcomes the log did not take (renewed again).", func() float64 { return float64(svc.Unrecorded.Load()) }),
+		counter("djinn_renewal_events_overflowed_total", "Renewal events not kept because their registration held its maximum undelivered.", func() float64 { return float64(st.Overflowed()) }),
+	}
+}
+
 // renewalRPC serves the LeaseRenewalService.
 type renewalRPC struct {
 	djinnpb.UnimplementedLeaseRenewalServiceServer
-	s *Server
+	svc *renewal.Service
 }
 
 func setID(b []byte) (djinn.ID, error) { return djinn.IDFromBytes("set id", b) }
@@ -43,7 +137,7 @@ func setProto(st renewal.Set) *djinnpb.RenewalSet {
 }
 
 func (r *renewalRPC) CreateSet(ctx context.Context, req *djinnpb.CreateSetRequest) (*djinnpb.RenewalSet, error) {
-	st, err := r.s.renewal.Create(ctx, time.Duration(req.GetLeaseDurationNanos()))
+	st, err := r.svc.Create(ctx, time.Duration(req.GetLeaseDurationNanos()))
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +149,7 @@ func (r *renewalRPC) GetSet(ctx context.Context, req *djinnpb.SetRequest) (*djin
 	if err != nil {
 		return nil, err
 	}
-	st, err := r.s.renewal.Get(ctx, id)
+	st, err := r.svc.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +161,7 @@ func (r *renewalRPC) RenewFor(ctx context.Context, req *djinnpb.RenewForRequest)
 	if err != nil {
 		return nil, err
 	}
-	err = r.s.renewal.RenewFor(ctx, id, req.GetLease(), time.Duration(req.GetDesiredDurationNanos()), time.Duration(req.GetRenewDurationNanos()))
+	err = r.svc.RenewFor(ctx, id, req.GetLease(), time.Duration(req.GetDesiredDurationNanos()), time.Duration(req.GetRenewDurationNanos()))
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +173,7 @@ func (r *renewalRPC) Remove(ctx context.Context, req *djinnpb.RemoveRequest) (*d
 	if err != nil {
 		return nil, err
 	}
-	l, err := r.s.renewal.Remove(ctx, id, req.GetLease())
+	l, err := r.svc.Remove(ctx, id, req.GetLease())
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +185,7 @@ func (r *renewalRPC) GetLeases(ctx context.Context, req *djinnpb.SetRequest) (*d
 	if err != nil {
 		return nil, err
 	}
-	ls, err := r.s.renewal.Leases(ctx, id)
+	ls, err := r.svc.Leases(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +197,7 @@ func (r *renewalRPC) SetExpirationWarningListener(ctx context.Context, req *djin
 	if err != nil {
 		return nil, err
 	}
-	return r.s.renewal.Listen(ctx, id, renewal.WarningEventID, req.GetListener(), time.Duration(req.GetMinWarningNanos()), req.GetHandback())
+	return r.svc.Listen(ctx, id, renewal.WarningEventID, req.GetListener(), time.Duration(req.GetMinWarningNanos()), req.GetHandback())
 }
 
 func (r *renewalRPC) ClearExpirationWarningListener(ctx context.Context, req *djinnpb.SetRequest) (*djinnpb.ClearListenerResponse, error) {
@@ -115,7 +209,7 @@ func (r *renewalRPC) SetRenewalFailureListener(ctx context.Context, req *djinnpb
 	if err != nil {
 		return nil, err
 	}
-	return r.s.renewal.Listen(ctx, id, renewal.FailureEventID, req.GetListener(), 0, req.GetHandback())
+	return r.svc.Listen(ctx, id, renewal.FailureEventID, req.GetListener(), 0, req.GetHandback())
 }
 
 func (r *renewalRPC) ClearRenewalFailureListener(ctx context.Context, req *djinnpb.SetRequest) (*djinnpb.ClearListenerResponse, error) {
@@ -127,7 +221,7 @@ func (r *renewalRPC) clear(ctx context.Context, req *djinnpb.SetRequest, eid int
 	if err != nil {
 		return nil, err
 	}
-	if err := r.s.renewal.Clear(ctx, id, eid); err != nil {
+	if err := r.svc.Clear(ctx, id, eid); err != nil {
 		return nil, err
 	}
 	return &djinnpb.ClearListenerResponse{}, nil

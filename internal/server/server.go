@@ -3,14 +3,12 @@ package server
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"runtime"
 	"sync"
 	"time"
@@ -27,15 +25,8 @@ import (
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/discovery"
 	"github.com/djinn-go/djinn/internal/backoff"
-	"github.com/djinn-go/djinn/internal/disk"
-	"github.com/djinn-go/djinn/internal/event"
-	"github.com/djinn-go/djinn/internal/grpcerr"
-	"github.com/djinn-go/djinn/internal/lds"
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/lock"
-	"github.com/djinn-go/djinn/internal/lookup"
-	"github.com/djinn-go/djinn/internal/mailbox"
-	"github.com/djinn-go/djinn/internal/renewal"
 	"github.com/djinn-go/djinn/internal/replica"
 	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/internal/txn"
@@ -43,31 +34,35 @@ import (
 	"github.com/djinn-go/djinn/participant"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
-	"github.com/djinn-go/djinn/service"
 )
 
-// Server is a running djinn server.
+// Server is a running djinn server: the replicated state machine and its
+// Raft node, and the parts (parts.go) that make up its services.
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	now     func() time.Time
 	machine *state.Machine
-	states  states
 	node    *replica.Node
 	lessor  *lease.Lessor
-	mailbox *mailbox.Service
-	renewal *renewal.Service
+	pool    *client.Pool
+	metrics *metrics
+
+	parts  []*part
+	opened []*part // parts whose open ran, to close
+	rules  map[string]Rule
+
+	// The services other parts call in process, nil until opened: the
+	// transaction manager (joined by the lock service and the key/value
+	// participant), the lock service and the key/value participant
+	// (called by the transaction manager).
 	txn     *txn.Service
 	lock    *lock.Service
-	lookup  *lookup.Service
-	lds     *lds.Service
+	kv      *kv.DB
+	kvStore *participant.FileStore
 
 	mu        sync.Mutex
 	registrar *discovery.Registrar // guarded by mu: serving discovery while leading
-	kvStore   *participant.FileStore
-	kv        *kv.DB
-	pool      *client.Pool
-	metrics   *metrics
 
 	grpc      *grpc.Server
 	health    *health.Server
@@ -81,9 +76,6 @@ type Server struct {
 	leaveOnce sync.Once
 	wg        sync.WaitGroup
 }
-
-// MailboxID is the object id of the event mailbox service.
-var MailboxID = djinn.ID{'m', 'a', 'i', 'l', 'b', 'o', 'x'}
 
 // Open starts a server: it binds its ports, opens (or bootstraps) its data
 // directory and starts serving. The caller must Close it.
@@ -99,206 +91,19 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data directory %s: %w", cfg.DataDir, err)
+	if err := s.listen(); err != nil {
+		return nil, err
 	}
-	s.grpcLn, err = net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
-	}
-	s.advertise = cfg.Advertise
-	if s.advertise == "" {
-		s.advertise = s.grpcLn.Addr().String()
-	}
-	s.adminLn, err = net.Listen("tcp", cfg.Admin)
-	if err != nil {
-		s.grpcLn.Close()
-		return nil, fmt.Errorf("listen %s: %w", cfg.Admin, err)
-	}
-
 	var poolOpts []client.Option
 	if clientTLS != nil {
 		poolOpts = append(poolOpts, client.WithTLS(clientTLS))
 	}
 	s.pool = client.NewPool(poolOpts...)
-	s.machine, s.states, err = newMachine()
-	if err != nil {
-		s.grpcLn.Close()
-		s.adminLn.Close()
-		s.pool.Close()
-		return nil, err
-	}
-	s.node, err = replica.Open(replica.Config{
-		DataDir: cfg.DataDir, NodeID: cfg.NodeID, RaftAddr: cfg.Raft, AdvertiseRaft: cfg.RaftAdvertise,
-		TLS: peerTLS, Bootstrap: cfg.Join == "" && cfg.Cluster.Bootstrap, Now: s.now, OnLeader: s.lead,
-		Endpoint: s.machine.Endpoint, Logger: logger,
-		HeartbeatTimeout: time.Duration(cfg.Raftcfg.HeartbeatTimeout), ElectionTimeout: time.Duration(cfg.Raftcfg.ElectionTimeout),
-		SnapshotInterval: time.Duration(cfg.Raftcfg.SnapshotInterval), SnapshotThreshold: cfg.Raftcfg.SnapshotThreshold,
-		WALSegmentSize: cfg.Raftcfg.WALSegmentSize,
-	}, s.machine)
-	if err != nil {
-		s.grpcLn.Close()
-		s.adminLn.Close()
-		s.pool.Close()
-		return nil, err
-	}
-	s.lessor = lease.NewLessor(s.machine.Leases, s.node, lease.Config{
-		Slack: time.Duration(cfg.Lease.Checkpoint), Grace: s.node.ElectionTimeout(),
-		ExpiryBatch: cfg.Lease.ExpiryBatch, ExpiryRate: cfg.Lease.ExpiryRate, Now: s.now, Logger: logger,
-	})
-	s.mailbox, err = mailbox.New(s.states.mailbox, s.lessor, s.node, s.now, s.ref(MailboxID), mailbox.Config{
-		Lease:            lease.Policy{Default: time.Duration(cfg.Mailbox.DefaultLease), Max: time.Duration(cfg.Mailbox.MaxLease)},
-		MaxStored:        cfg.Mailbox.MaxStored,
-		MaxEventBytes:    cfg.Mailbox.MaxEventBytes,
-		MaxRegistrations: cfg.Mailbox.MaxRegistrations,
-		Delivery: event.Config{
-			Sender: client.NewEventSender(s.pool), MaxBatch: 256,
-			MinBackoff: 100 * time.Millisecond, MaxBackoff: 30 * time.Second,
-		},
-		Logger: logger,
-	})
-	if err != nil {
+	if err := s.open(peerTLS, serverTLS); err != nil {
 		s.Close()
 		return nil, err
 	}
-	s.renewal, err = renewal.New(s.states.renewal, s.lessor, s.node, s.now, s.ref(RenewalID), renewal.Config{
-		Lease:     lease.Policy{Default: time.Duration(cfg.Renewal.DefaultLease), Max: time.Duration(cfg.Renewal.MaxLease)},
-		MaxSets:   cfg.Renewal.MaxSets,
-		MaxLeases: cfg.Renewal.MaxLeases,
-		Landlords: landlords{pool: s.pool},
-		Delivery: event.Config{
-			Sender: client.NewEventSender(s.pool), MaxBatch: 64,
-			MinBackoff: 100 * time.Millisecond, MaxBackoff: 30 * time.Second,
-		},
-		Logger: logger,
-	})
-	if err != nil {
-		s.Close()
-		return nil, err
-	}
-	s.txn, err = txn.New(s.states.txn, s.lessor, s.node, s.now, s.ref(TxnID), txn.Config{
-		Lease:        lease.Policy{Default: time.Duration(cfg.Txn.DefaultLease), Max: time.Duration(cfg.Txn.MaxLease)},
-		MaxActive:    cfg.Txn.MaxActive,
-		Participants: participants{s: s},
-		Managers:     otherManagers{pool: s.pool},
-		Abandon:      time.Duration(cfg.Txn.Abandon),
-		ErrorProto:   grpcerr.ToProto,
-		Logger:       logger,
-	})
-	if err != nil {
-		s.Close()
-		return nil, err
-	}
-	s.lock, err = lock.NewService(s.states.lock, s.lessor, s.node, s.now, s.ref(LockID), lock.Config{
-		Sets:      lease.Policy{Default: time.Duration(cfg.Lock.DefaultSetLease), Max: time.Duration(cfg.Lock.MaxSetLease)},
-		Owners:    lease.Policy{Default: time.Duration(cfg.Lock.DefaultOwnerLease), Max: time.Duration(cfg.Lock.MaxOwnerLease)},
-		MaxSets:   cfg.Lock.MaxSets,
-		MaxOwners: cfg.Lock.MaxOwners,
-		Joiner:    lockJoiner{s: s},
-		Logger:    logger,
-	})
-	if err != nil {
-		s.Close()
-		return nil, err
-	}
-	s.lookup, err = lookup.NewService(s.states.lookup, s.lessor, s.node, s.now, s.ref(LookupID), lookup.Config{
-		MaxItems: cfg.Lookup.MaxItems,
-		Delivery: event.Config{Sender: client.NewEventSender(s.pool), MaxBatch: 64},
-		Logger:   logger,
-	})
-	if err != nil {
-		s.Close()
-		return nil, err
-	}
-	s.lds, err = lds.NewService(s.states.lds, s.lessor, s.node, s.now, s.ref(LDSID), lds.Config{
-		Leases:           lease.Policy{Default: time.Duration(cfg.LDS.DefaultLease), Max: time.Duration(cfg.LDS.MaxLease)},
-		MaxRegistrations: cfg.LDS.MaxRegistrations,
-		Delivery:         event.Config{Sender: client.NewEventSender(s.pool), MaxBatch: 64},
-		Logger:           logger,
-	})
-	if err != nil {
-		s.Close()
-		return nil, err
-	}
-	if cfg.KV.Enabled {
-		// The reference participant: this node's own key/value store, not
-		// replicated, durable in the data directory.
-		s.kvStore, err = participant.OpenFileStore(filepath.Join(cfg.DataDir, "kv"))
-		if err == nil {
-			s.kv, err = kv.Open(kv.Config{Participant: participant.Config{
-				Endpoint: s.advertise, Store: s.kvStore, Managers: managers{s: s, remote: participant.Remote(s.pool)}, Logger: logger,
-			}})
-		}
-		if err != nil {
-			s.Close()
-			return nil, disk.WithRecovery(fmt.Errorf("key/value participant: %w", err), repairAdvice(cfg.DataDir))
-		}
-	}
-	s.metrics = newMetrics(s)
-
-	opts := []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(s.unaryEdge),
-		grpc.ChainStreamInterceptor(s.streamEdge),
-		grpc.MaxConcurrentStreams(4096),
-		// Reuse handler goroutines: a fresh goroutine per call grows its
-		// stack again on every call.
-		grpc.NumStreamWorkers(uint32(4 * runtime.GOMAXPROCS(0))),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-	}
-	if serverTLS != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(serverTLS)))
-	} else {
-		opts = append(opts, grpc.Creds(insecure.NewCredentials()))
-	}
-	s.grpc = grpc.NewServer(opts...)
-	djinnpb.RegisterLandlordServer(s.grpc, &landlordRPC{s: s})
-	djinnpb.RegisterAdminServer(s.grpc, &adminRPC{s: s})
-	if cfg.Mailbox.Enabled {
-		djinnpb.RegisterEventMailboxServer(s.grpc, &mailboxRPC{s: s})
-		djinnpb.RegisterEventListenerServer(s.grpc, &listenerRPC{s: s})
-	}
-	if cfg.Renewal.Enabled {
-		djinnpb.RegisterLeaseRenewalServiceServer(s.grpc, &renewalRPC{s: s})
-	}
-	if cfg.Txn.Enabled {
-		djinnpb.RegisterTransactionManagerServer(s.grpc, &txnRPC{s: s})
-	}
-	if cfg.Lock.Enabled {
-		djinnpb.RegisterLockServiceServer(s.grpc, &lockRPC{s: s})
-	}
-	if cfg.LDS.Enabled {
-		djinnpb.RegisterLookupDiscoveryServiceServer(s.grpc, &ldsRPC{s: s})
-	}
-	if cfg.Lookup.Enabled {
-		registerLookup(s.grpc, &lookupRPC{s: s})
-	}
-	if cfg.Txn.Enabled || cfg.Lock.Enabled || s.kv != nil {
-		rpc := &participantRPC{s: s}
-		if s.kv != nil {
-			rpc.hosts = participant.NewServer()
-			rpc.hosts.Add(s.kv.Participant())
-			kv.NewServer(s.kv).Register(s.grpc)
-		}
-		djinnpb.RegisterTransactionParticipantServer(s.grpc, rpc)
-	}
-	s.health = health.NewServer()
-	healthpb.RegisterHealthServer(s.grpc, s.health)
-	reflection.Register(s.grpc)
-
-	s.admin = &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
-	s.wg.Add(2)
-	go func() {
-		defer s.wg.Done()
-		if err := s.grpc.Serve(s.grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			logger.Error("grpc server stopped", "err", err)
-		}
-	}()
-	go func() {
-		defer s.wg.Done()
-		if err := s.admin.Serve(s.adminLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("admin server stopped", "err", err)
-		}
-	}()
+	s.serve()
 	if cfg.Join != "" {
 		if err := s.join(ctx); err != nil {
 			s.Close()
@@ -315,36 +120,109 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 	return s, nil
 }
 
-// states are the services' replicated states.
-type states struct {
-	mailbox *mailbox.State
-	renewal *renewal.State
-	txn     *txn.State
-	lock    *lock.State
-	lookup  *lookup.State
-	lds     *lds.State
+// listen makes the data directory and binds the gRPC and admin ports.
+func (s *Server) listen() error {
+	cfg := s.cfg
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data directory %s: %w", cfg.DataDir, err)
+	}
+	var err error
+	s.grpcLn, err = net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	s.advertise = cfg.Advertise
+	if s.advertise == "" {
+		s.advertise = s.grpcLn.Addr().String()
+	}
+	s.adminLn, err = net.Listen("tcp", cfg.Admin)
+	if err != nil {
+		s.grpcLn.Close()
+		return fmt.Errorf("listen %s: %w", cfg.Admin, err)
+	}
+	return nil
 }
 
-// newMachine returns a state machine holding every service's state.
-func newMachine() (*state.Machine, states, error) {
-	m := state.New()
-	st := states{
-		mailbox: mailbox.NewState(m.Leases, mailbox.DefaultMaxStored, m.ServiceID),
-		renewal: renewal.NewState(m.Leases, m.ServiceID),
-		txn:     txn.NewState(m.Leases),
-		lock:    lock.NewState(m.Leases),
-		lookup:  lookup.NewState(m.Leases, m.ServiceID, service.Limits{}),
-		lds:     lds.NewState(m.Leases),
+// open builds the state machine from the parts, replays the log into it
+// through the Raft node, opens the parts' cores and their gRPC services.
+func (s *Server) open(peerTLS, serverTLS *tls.Config) error {
+	cfg := s.cfg
+	s.machine = state.New()
+	if err := s.openParts(); err != nil {
+		return err
 	}
-	for _, p := range []state.Part{st.mailbox.Part(), st.renewal.Part(), st.txn.Part(), st.lock.Part(), st.lookup.Part(), st.lds.Part()} {
-		if err := m.Add(p); err != nil {
-			return nil, states{}, err
+	var err error
+	s.node, err = replica.Open(replica.Config{
+		DataDir: cfg.DataDir, NodeID: cfg.NodeID, RaftAddr: cfg.Raft, AdvertiseRaft: cfg.RaftAdvertise,
+		TLS: peerTLS, Bootstrap: cfg.Join == "" && cfg.Cluster.Bootstrap, Now: s.now, OnLeader: s.lead,
+		Endpoint: s.machine.Endpoint, Logger: s.log,
+		HeartbeatTimeout: time.Duration(cfg.Raftcfg.HeartbeatTimeout), ElectionTimeout: time.Duration(cfg.Raftcfg.ElectionTimeout),
+		SnapshotInterval: time.Duration(cfg.Raftcfg.SnapshotInterval), SnapshotThreshold: cfg.Raftcfg.SnapshotThreshold,
+		WALSegmentSize: cfg.Raftcfg.WALSegmentSize,
+	}, s.machine)
+	if err != nil {
+		return err
+	}
+	if err := s.openCores(); err != nil {
+		return err
+	}
+	s.metrics = newMetrics(s)
+	return s.openGRPC(serverTLS)
+}
+
+// openGRPC makes the gRPC server and registers the parts' services, the
+// health service and reflection, each method under its rule.
+func (s *Server) openGRPC(serverTLS *tls.Config) error {
+	opts := []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(s.unaryEdge),
+		grpc.ChainStreamInterceptor(s.streamEdge),
+		grpc.MaxConcurrentStreams(4096),
+		// Reuse handler goroutines: a fresh goroutine per call grows its
+		// stack again on every call.
+		grpc.NumStreamWorkers(uint32(4 * runtime.GOMAXPROCS(0))),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	}
+	if serverTLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(serverTLS)))
+	} else {
+		opts = append(opts, grpc.Creds(insecure.NewCredentials()))
+	}
+	s.grpc = grpc.NewServer(opts...)
+	r := newRegistrar(s.grpc)
+	if err := s.serveParts(r); err != nil {
+		return err
+	}
+	s.health = health.NewServer()
+	everyone := Rules{anyMethod: public} // probes and tools, before any identity
+	if err := r.serve(&healthpb.Health_ServiceDesc, s.health, everyone); err != nil {
+		return err
+	}
+	if err := r.with(everyone, func(g grpc.ServiceRegistrar) { reflection.Register(g.(reflection.GRPCServer)) }); err != nil {
+		return err
+	}
+	if err := r.verify(); err != nil {
+		return err
+	}
+	s.rules = r.rules
+	return nil
+}
+
+// serve starts serving gRPC and the admin HTTP endpoints.
+func (s *Server) serve() {
+	s.admin = &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		if err := s.grpc.Serve(s.grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			s.log.Error("grpc server stopped", "err", err)
 		}
-	}
-	if missing := m.Unhandled(); len(missing) > 0 {
-		return nil, states{}, djinn.Errorf(djinn.Internal, "state machine: no part handles %v", missing)
-	}
-	return m, st, nil
+	}()
+	go func() {
+		defer s.wg.Done()
+		if err := s.admin.Serve(s.adminLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("admin server stopped", "err", err)
+		}
+	}()
 }
 
 // ref returns a function giving the reference of one of this server's
@@ -409,10 +287,26 @@ func (s *Server) ready() bool {
 	return id != ""
 }
 
-// lead runs leader-only work for one term.
+// lead runs leader-only work for one term: it makes sure the cluster has
+// its service id and this node's address is recorded, then runs every
+// enabled part's leader work until the term ends.
 func (s *Server) lead(ctx context.Context) {
-	// A new cluster gets its service id from its first leader. Without it
-	// nothing can be served, so keep trying while this node leads.
+	if !s.initCluster(ctx) {
+		return
+	}
+	if info, ok := s.machine.Member(s.node.ID()); !ok || info.Endpoint != s.advertise || !info.Voter {
+		// A leader votes; a member recorded before records said so is one.
+		if err := s.recordMember(ctx, &statepb.Member{NodeId: s.node.ID(), GrpcAddress: s.advertise, Voter: true}); err != nil {
+			s.log.Warn("recording member address failed", "err", err)
+		}
+	}
+	s.runParts(ctx, func() { s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING) })
+}
+
+// initCluster gives a new cluster its service id, from its first leader.
+// Without it nothing can be served, so it keeps trying while this node
+// leads; false when the term ended first.
+func (s *Server) initCluster(ctx context.Context) bool {
 	for b := backoff.New(100*time.Millisecond, 5*time.Second); s.machine.ServiceID().IsZero(); {
 		id := djinn.NewID()
 		_, err := s.node.Propose(ctx, &statepb.Command{Op: &statepb.Command_Init{Init: &statepb.Init{ServiceId: id[:]}}})
@@ -421,69 +315,10 @@ func (s *Server) lead(ctx context.Context) {
 		}
 		s.log.Warn("cluster init failed; retrying", "err", err, "within", b.Next())
 		if !b.Wait(ctx) {
-			return
+			return false
 		}
 	}
-	if info, ok := s.machine.Member(s.node.ID()); !ok || info.Endpoint != s.advertise || !info.Voter {
-		// A leader votes; a member recorded before records said so is one.
-		if err := s.recordMember(ctx, &statepb.Member{NodeId: s.node.ID(), GrpcAddress: s.advertise, Voter: true}); err != nil {
-			s.log.Warn("recording member address failed", "err", err)
-		}
-	}
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		s.lessor.Run(ctx)
-	}()
-	go func() {
-		defer wg.Done()
-		s.tendMembers(ctx)
-	}()
-	if s.cfg.Mailbox.Enabled {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.mailbox.Run(ctx)
-		}()
-	}
-	if s.cfg.Renewal.Enabled {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.renewal.Run(ctx)
-		}()
-	}
-	if s.cfg.Txn.Enabled {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.txn.Run(ctx)
-		}()
-	}
-	if s.cfg.Lock.Enabled {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.lock.Run(ctx)
-		}()
-	}
-	if s.cfg.LDS.Enabled {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.ldsDiscover(ctx)
-		}()
-	}
-	if s.cfg.Lookup.Enabled && s.cfg.Lookup.Discovery != "" {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.discover(ctx)
-		}()
-	}
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	wg.Wait()
+	return true
 }
 
 // join asks a member of an existing cluster to add this node, trying each
@@ -517,7 +352,7 @@ func (s *Server) join(ctx context.Context) error {
 }
 
 // Close stops serving: the gRPC server drains, leader work stops, Raft
-// shuts down and the log is closed.
+// shuts down and the log is closed, then the parts close.
 func (s *Server) Close() error {
 	select {
 	case <-s.stop:
@@ -528,48 +363,13 @@ func (s *Server) Close() error {
 	if s.health != nil {
 		s.health.Shutdown()
 	}
-	if s.grpc != nil {
-		done := make(chan struct{})
-		go func() {
-			s.grpc.GracefulStop()
-			close(done)
-		}()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			s.grpc.Stop()
-		}
-	} else if s.grpcLn != nil {
-		s.grpcLn.Close()
-	}
-	if s.admin != nil {
-		// Shutdown waits for requests in flight, but takes a connection
-		// that has not yet sent a request (a probe, a port scan) for idle
-		// only after 5 seconds; Close then ends whatever is left.
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		if err := s.admin.Shutdown(ctx); err != nil {
-			s.admin.Close()
-		}
-		cancel()
-	} else if s.adminLn != nil {
-		s.adminLn.Close()
-	}
+	s.stopGRPC()
+	s.stopAdmin()
 	var err error
 	if s.node != nil {
 		err = s.node.Close()
 	}
-	if s.lds != nil {
-		s.lds.Close()
-	}
-	if s.lookup != nil {
-		s.lookup.Close()
-	}
-	if s.kv != nil {
-		s.kv.Close()
-	}
-	if s.kvStore != nil {
-		s.kvStore.Close()
-	}
+	s.closeParts()
 	if s.pool != nil {
 		s.pool.Close()
 	}
@@ -577,41 +377,42 @@ func (s *Server) Close() error {
 	return err
 }
 
-// loadTLS builds the server's, the Raft peers' and the outgoing clients'
-// TLS configurations (all nil without a certificate).
-func loadTLS(c TLSConfig) (server, peer, out *tls.Config, err error) {
-	if c.Cert == "" {
-		return nil, nil, nil, nil
-	}
-	cert, err := tls.LoadX509KeyPair(c.Cert, c.Key)
-	if err != nil {
-		return nil, nil, nil, djinn.Errorf(djinn.InvalidArgument, "tls cert %s key %s: %v", c.Cert, c.Key, err)
-	}
-	var pool *x509.CertPool
-	if c.CA != "" {
-		pem, err := os.ReadFile(c.CA)
-		if err != nil {
-			return nil, nil, nil, djinn.Errorf(djinn.InvalidArgument, "tls ca %s: %v", c.CA, err)
+// stopGRPC drains the gRPC server, for at most 5 seconds.
+func (s *Server) stopGRPC() {
+	if s.grpc == nil {
+		if s.grpcLn != nil {
+			s.grpcLn.Close()
 		}
-		pool = x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, nil, nil, djinn.Errorf(djinn.InvalidArgument, "tls ca %s: no PEM certificates", c.CA)
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		s.grpc.Stop()
+	}
+}
+
+// stopAdmin stops the admin HTTP server. Shutdown waits for requests in
+// flight, but takes a connection that has not yet sent a request (a
+// probe, a port scan) for idle only after 5 seconds; Close then ends
+// whatever is left.
+func (s *Server) stopAdmin() {
+	if s.admin == nil {
+		if s.adminLn != nil {
+			s.adminLn.Close()
 		}
+		return
 	}
-	server = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if c.ClientAuth {
-		server.ClientAuth = tls.RequireAndVerifyClientCert
-		server.ClientCAs = pool
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := s.admin.Shutdown(ctx); err != nil {
+		s.admin.Close()
 	}
-	peer = &tls.Config{
-		Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12,
-		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool, RootCAs: pool,
-	}
-	if pool == nil {
-		peer.ClientAuth = tls.RequireAnyClientCert
-	}
-	out = &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}
-	return server, peer, out, nil
 }
 
 // Description says where a server's services are.
@@ -626,21 +427,14 @@ type NamedRef struct {
 	Ref  djinn.Ref
 }
 
-// Describe returns the server's node, state and service references.
+// Describe returns the server's node, state and the references of its
+// enabled services.
 func (s *Server) Describe() Description {
 	d := Description{NodeID: s.node.ID(), State: s.node.State()}
-	d.Services = append(d.Services, NamedRef{"landlord", s.ref(lease.LandlordID)()})
-	if s.cfg.Mailbox.Enabled {
-		d.Services = append(d.Services, NamedRef{"mailbox", s.ref(MailboxID)()})
-	}
-	if s.cfg.Renewal.Enabled {
-		d.Services = append(d.Services, NamedRef{"renewal", s.ref(RenewalID)()})
-	}
-	if s.cfg.Txn.Enabled {
-		d.Services = append(d.Services, NamedRef{"txn", s.ref(TxnID)()})
-	}
-	if s.kv != nil {
-		d.Services = append(d.Services, NamedRef{"kv", s.kv.Participant().Ref()})
+	for _, p := range s.parts {
+		if p.enabled && p.ref != nil {
+			d.Services = append(d.Services, NamedRef{p.name, p.ref()})
+		}
 	}
 	return d
 }

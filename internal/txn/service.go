@@ -381,6 +381,17 @@ func (s *Service) Promote(ctx context.Context, id uint64, parts []*djinnpb.Ref, 
 	return err
 }
 
+// CheckOwner is the ownership rule of commit, abort and describe: it
+// answers UnknownTransaction when transaction id belongs to another
+// principal than the caller's (for the caller it does not exist), and nil
+// otherwise — a transaction that does not exist is left to the call.
+func (s *Service) CheckOwner(ctx context.Context, id uint64) error {
+	if in, err := s.state.Get(id); err == nil && in.Principal != principal.From(ctx) {
+		return unknown(id)
+	}
+	return nil
+}
+
 func (s *Service) owned(ctx context.Context, id uint64) (Info, error) {
 	in, err := s.get(id)
 	if err != nil {

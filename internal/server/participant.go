@@ -1,0 +1,390 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/disk"
+	"github.com/djinn-go/djinn/internal/txn"
+	"github.com/djinn-go/djinn/kv"
+	"github.com/djinn-go/djinn/participant"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+// participantPart is the TransactionParticipant service, served when
+// anything here is a participant: the lock service, the transaction
+// manager's nest participant (for transactions nested in other
+// managers'), the key/value participant. Transaction managers call it
+// about the transactions the participant joined: the manager's reference
+// and the transaction's id are the capability.
+func participantPart(s *Server) *part {
+	c := s.cfg
+	rpc := &participantRPC{s: s}
+	return &part{
+		name:    "participant",
+		enabled: c.Txn.Enabled || c.Lock.Enabled || c.KV.Enabled,
+		serve: func(r *registrar) error {
+			if s.kv != nil {
+				rpc.hosts = participant.NewServer()
+				rpc.hosts.Add(s.kv.Participant())
+			}
+			return r.serve(&djinnpb.TransactionParticipant_ServiceDesc, rpc, Rules{
+				"Prepare": capability, "PrepareAndCommit": capability, "Commit": capability, "Abort": capability,
+			})
+		},
+	}
+}
+
+// kvPart is the reference participant: this node's own key/value store,
+// not replicated, durable in the data directory. Its data is any
+// authenticated caller's.
+func kvPart(s *Server) *part {
+	c := s.cfg
+	return &part{
+		name:    "kv",
+		enabled: c.KV.Enabled,
+		open: func() error {
+			if !c.KV.Enabled {
+				return nil
+			}
+			var err error
+			s.kvStore, err = participant.OpenFileStore(filepath.Join(c.DataDir, "kv"))
+			if err == nil {
+				s.kv, err = kv.Open(kv.Config{Participant: participant.Config{
+					Endpoint: s.advertise, Store: s.kvStore, Managers: managers{s: s, remote: participant.Remote(s.pool)}, Logger: s.log,
+				}})
+			}
+			if err != nil {
+				return disk.WithRecovery(fmt.Errorf("key/value participant: %w", err), repairAdvice(c.DataDir))
+			}
+			return nil
+		},
+		serve: func(r *registrar) error {
+			return r.with(Rules{"Put": authenticated, "Get": authenticated, "Delete": authenticated, "List": authenticated}, kv.NewServer(s.kv).Register)
+		},
+		ref: func() djinn.Ref { return s.kv.Participant().Ref() },
+		close: func() {
+			if s.kv != nil {
+				s.kv.Close()
+			}
+			if s.kvStore != nil {
+				s.kvStore.Close()
+			}
+		},
+	}
+}
+
+// participants calls transaction participants: the one this server hosts
+// (its key/value store) in process, every other over the connection pool.
+type participants struct {
+	s *Server
+}
+
+// local returns this server's own participant when ref names it.
+func (p participants) local(ref *djinnpb.Ref) *participant.Participant {
+	if p.s.kv == nil {
+		return nil
+	}
+	own := p.s.kv.Participant()
+	r := own.Ref()
+	if ref.GetEndpoint() != r.Endpoint || string(ref.GetServiceId()) != string(r.Service[:]) || string(ref.GetObjectId()) != string(r.Object[:]) {
+		return nil
+	}
+	return own
+}
+
+func (p participants) client(ref *djinnpb.Ref) (djinnpb.TransactionParticipantClient, error) {
+	conn, err := p.s.pool.Conn(ref.GetEndpoint())
+	if err != nil {
+		return nil, djinn.Errorf(djinn.Unavailable, "participant %s: %v", ref.GetEndpoint(), err)
+	}
+	return djinnpb.NewTransactionParticipantClient(conn), nil
+}
+
+func request(ref *djinnpb.Ref, mgr djinn.Ref, id uint64) *djinnpb.ParticipantRequest {
+	return &djinnpb.ParticipantRequest{ParticipantId: ref.GetObjectId(), Manager: refProto(mgr), Id: id}
+}
+
+// lockService reports whether ref names this server's lock service.
+func (p participants) lockService(ref *djinnpb.Ref) bool {
+	r := p.s.ref(LockID)()
+	return p.s.cfg.Lock.Enabled && ref.GetEndpoint() == r.Endpoint && string(ref.GetServiceId()) == string(r.Service[:]) && string(ref.GetObjectId()) == string(r.Object[:])
+}
+
+func (p participants) Prepare(ctx context.Context, ref *djinnpb.Ref, mgr djinn.Ref, id uint64) (djinnpb.TransactionState, error) {
+	if p.lockService(ref) {
+		return p.s.lock.Prepare(ctx, refProto(mgr), id)
+	}
+	if own := p.local(ref); own != nil {
+		v, err := own.Prepare(ctx, participant.Tx{Manager: mgr, ID: id})
+		return v.Proto(), err
+	}
+	c, err := p.client(ref)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.Prepare(ctx, request(ref, mgr, id))
+	return resp.GetVote(), err
+}
+
+func (p participants) PrepareAndCommit(ctx context.Context, ref *djinnpb.Ref, mgr djinn.Ref, id uint64) (djinnpb.TransactionState, error) {
+	if p.lockService(ref) {
+		return p.s.lock.PrepareAndCommit(ctx, refProto(mgr), id)
+	}
+	if own := p.local(ref); own != nil {
+		v, err := own.PrepareAndCommit(ctx, participant.Tx{Manager: mgr, ID: id})
+		return v.Proto(), err
+	}
+	c, err := p.client(ref)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.PrepareAndCommit(ctx, request(ref, mgr, id))
+	return resp.GetVote(), err
+}
+
+func (p participants) Commit(ctx context.Context, ref *djinnpb.Ref, mgr djinn.Ref, id uint64) error {
+	if p.lockService(ref) {
+		return p.s.lock.End(ctx, refProto(mgr), id, true)
+	}
+	if own := p.local(ref); own != nil {
+		return own.Commit(ctx, participant.Tx{Manager: mgr, ID: id})
+	}
+	c, err := p.client(ref)
+	if err != nil {
+		return err
+	}
+	_, err = c.Commit(ctx, request(ref, mgr, id))
+	return err
+}
+
+func (p participants) Abort(ctx context.Context, ref *djinnpb.Ref, mgr djinn.Ref, id uint64) error {
+	if p.lockService(ref) {
+		return p.s.lock.End(ctx, refProto(mgr), id, false)
+	}
+	if own := p.local(ref); own != nil {
+		return own.Abort(ctx, participant.Tx{Manager: mgr, ID: id})
+	}
+	c, err := p.client(ref)
+	if err != nil {
+		return err
+	}
+	_, err = c.Abort(ctx, request(ref, mgr, id))
+	return err
+}
+
+var _ txn.Participants = participants{}
+
+// managers is how this server's own participant reaches transaction
+// managers: this server's in process while it leads, every other (and this
+// one when it does not) over the connection pool.
+type managers struct {
+	s      *Server
+	remote participant.Managers
+}
+
+// local reports whether tx is this server's manager's and the manager is
+// serving here.
+func (m managers) local(tx participant.Tx) bool {
+	return m.s.txn != nil && tx.Manager == m.s.ref(TxnID)() && m.s.lessor.Serving("transaction manager") == nil
+}
+
+func (m managers) Join(ctx context.Context, tx participant.Tx, self djinn.Ref, crash int64) ([]participant.Tx, error) {
+	if m.local(tx) {
+		err := m.s.txn.Join(ctx, tx.ID, client.RefToProto(self), crash)
+		if err == nil {
+			ids, mgrs, err := m.s.txn.Ancestors(tx.ID)
+			if err != nil {
+				return nil, err
+			}
+			return participant.AncestorsFromProto(tx, &djinnpb.JoinTransactionResponse{Ancestors: ids, AncestorManagers: mgrs})
+		}
+		if djinn.KindOf(err) != djinn.Unavailable {
+			return nil, err
+		}
+		// Leadership moved while calling: the pool finds the new leader.
+	}
+	return m.remote.Join(ctx, tx, self, crash)
+}
+
+func (m managers) GetState(ctx context.Context, tx participant.Tx) (participant.State, error) {
+	if m.local(tx) {
+		st, err := m.s.txn.GetState(ctx, tx.ID)
+		if err == nil {
+			return participant.StateFromProto(st), nil
+		}
+		if djinn.KindOf(err) != djinn.Unavailable {
+			return 0, err
+		}
+	}
+	return m.remote.GetState(ctx, tx)
+}
+
+var _ participant.Managers = managers{}
+
+// otherManagers calls other transaction managers over the connection
+// pool, for transactions nested in theirs.
+type otherManagers struct {
+	pool *client.Pool
+}
+
+func (o otherManagers) client(mgr djinn.Ref) (djinnpb.TransactionManagerClient, error) {
+	conn, err := o.pool.ConnFor(mgr)
+	if err != nil {
+		return nil, djinn.Errorf(djinn.Unavailable, "transaction manager %s: %v", mgr.Endpoint, err)
+	}
+	return djinnpb.NewTransactionManagerClient(conn), nil
+}
+
+func (o otherManagers) Join(ctx context.Context, mgr djinn.Ref, id uint64, p *djinnpb.Ref, crash int64) (*djinnpb.JoinTransactionResponse, error) {
+	c, err := o.client(mgr)
+	if err != nil {
+		return nil, err
+	}
+	return c.Join(ctx, &djinnpb.JoinTransactionRequest{Id: id, Participant: p, CrashCount: crash})
+}
+
+func (o otherManagers) Promote(ctx context.Context, mgr djinn.Ref, id uint64, parts []*djinnpb.Ref, crashes []int64, drop *djinnpb.Ref) error {
+	c, err := o.client(mgr)
+	if err != nil {
+		return err
+	}
+	_, err = c.Promote(ctx, &djinnpb.PromoteRequest{Id: id, Participants: parts, CrashCounts: crashes, Drop: drop})
+	return err
+}
+
+var _ txn.Managers = otherManagers{}
+
+// participantRPC serves the TransactionParticipant service: the
+// manager's nest participant (for transactions nested in other managers'),
+// and the participants this server hosts.
+type participantRPC struct {
+	djinnpb.UnimplementedTransactionParticipantServer
+	s     *Server
+	hosts *participant.Server // nil: none
+}
+
+// nest reports whether req is for the nest participant, and its manager.
+func (r *participantRPC) nest(req *djinnpb.ParticipantRequest) (bool, error) {
+	if string(req.GetParticipantId()) != string(txn.NestID[:]) {
+		return false, nil
+	}
+	if _, err := client.RefFromProto("manager", req.GetManager()); err != nil {
+		return true, err
+	}
+	return true, nil
+}
+
+func (r *participantRPC) other(req *djinnpb.ParticipantRequest) error {
+	return djinn.Errorf(djinn.NoSuchObject, "participant %x: no such participant here", req.GetParticipantId())
+}
+
+// lockService reports whether req is for the lock service.
+func (r *participantRPC) lockService(req *djinnpb.ParticipantRequest) (bool, error) {
+	if !r.s.cfg.Lock.Enabled || string(req.GetParticipantId()) != string(LockID[:]) {
+		return false, nil
+	}
+	if _, err := client.RefFromProto("manager", req.GetManager()); err != nil {
+		return true, err
+	}
+	return true, nil
+}
+
+func (r *participantRPC) Prepare(ctx context.Context, req *djinnpb.ParticipantRequest) (*djinnpb.PrepareResponse, error) {
+	if ok, err := r.lockService(req); ok {
+		if err != nil {
+			return nil, err
+		}
+		v, err := r.s.lock.Prepare(ctx, req.GetManager(), req.GetId())
+		if err != nil {
+			return nil, err
+		}
+		return &djinnpb.PrepareResponse{Vote: v}, nil
+	}
+	if ok, err := r.nest(req); ok {
+		if err != nil {
+			return nil, err
+		}
+		v, err := r.s.txn.NestPrepare(ctx, req.GetManager(), req.GetId())
+		if err != nil {
+			return nil, err
+		}
+		return &djinnpb.PrepareResponse{Vote: v}, nil
+	}
+	if r.hosts == nil {
+		return nil, r.other(req)
+	}
+	return r.hosts.Prepare(ctx, req)
+}
+
+func (r *participantRPC) PrepareAndCommit(ctx context.Context, req *djinnpb.ParticipantRequest) (*djinnpb.PrepareResponse, error) {
+	if ok, err := r.lockService(req); ok {
+		if err != nil {
+			return nil, err
+		}
+		v, err := r.s.lock.PrepareAndCommit(ctx, req.GetManager(), req.GetId())
+		if err != nil {
+			return nil, err
+		}
+		return &djinnpb.PrepareResponse{Vote: v}, nil
+	}
+	if ok, _ := r.nest(req); ok {
+		return r.Prepare(ctx, req) // NOTCHANGED: nothing to commit
+	}
+	if r.hosts == nil {
+		return nil, r.other(req)
+	}
+	return r.hosts.PrepareAndCommit(ctx, req)
+}
+
+func (r *participantRPC) Commit(ctx context.Context, req *djinnpb.ParticipantRequest) (*djinnpb.ParticipantResponse, error) {
+	if ok, err := r.lockService(req); ok {
+		if err == nil {
+			err = r.s.lock.End(ctx, req.GetManager(), req.GetId(), true)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &djinnpb.ParticipantResponse{}, nil
+	}
+	if ok, err := r.nest(req); ok {
+		if err != nil {
+			return nil, err
+		}
+		// Never PREPARED, so never told to commit; as a participant that
+		// forgot a transaction, say so (TX.2.6).
+		return nil, djinn.Errorf(djinn.UnknownTransaction, "transaction %d: the nest participant holds no changes", req.GetId())
+	}
+	if r.hosts == nil {
+		return nil, r.other(req)
+	}
+	return r.hosts.Commit(ctx, req)
+}
+
+func (r *participantRPC) Abort(ctx context.Context, req *djinnpb.ParticipantRequest) (*djinnpb.ParticipantResponse, error) {
+	if ok, err := r.lockService(req); ok {
+		if err == nil {
+			err = r.s.lock.End(ctx, req.GetManager(), req.GetId(), false)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &djinnpb.ParticipantResponse{}, nil
+	}
+	if ok, err := r.nest(req); ok {
+		if err != nil {
+			return nil, err
+		}
+		if err := r.s.txn.NestAbort(ctx, req.GetManager(), req.GetId()); err != nil {
+			return nil, err
+		}
+		return &djinnpb.ParticipantResponse{}, nil
+	}
+	if r.hosts == nil {
+		return nil, r.other(req)
+	}
+	return r.hosts.Abort(ctx, req)
+}

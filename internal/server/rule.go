@@ -1,0 +1,225 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"google.golang.org/grpc"
+
+	"github.com/djinn-go/djinn"
+)
+
+// Who may call an RPC is decided in one place (DESIGN.md 7): each service
+// declares a rule for every method it serves, the server refuses to start
+// with a method that has none, and the edge looks the rule up on every call
+// (authorize).
+
+// Access is the kind of right an RPC needs.
+type Access int
+
+// The kinds of right.
+const (
+	// Public: anyone who reaches the port — health checks, reflection.
+	Public Access = iota + 1
+	// Authenticated: any principal the transport authenticated (without
+	// TLS, the one local principal) — creating a resource, lookups, status.
+	Authenticated
+	// Owner: the principal that created the resource the request names,
+	// found by the rule's ownership hook; others get "not found".
+	Owner
+	// Capability: whoever presents the unguessable value the request
+	// carries (a lease cookie, a lock set id, a mailbox listener, a
+	// transaction's manager and id); the service checks the value names
+	// something.
+	Capability
+	// Operator: the principals configuration names as operators —
+	// membership, snapshots, destroying, runtime administration.
+	Operator
+	// Peer: another member of this cluster.
+	Peer
+)
+
+func (a Access) String() string {
+	switch a {
+	case Public:
+		return "public"
+	case Authenticated:
+		return "authenticated"
+	case Owner:
+		return "owner"
+	case Capability:
+		return "capability"
+	case Operator:
+		return "operator"
+	case Peer:
+		return "peer"
+	}
+	return fmt.Sprintf("access(%d)", int(a))
+}
+
+// Rule is the authorization declared for one RPC.
+type Rule struct {
+	Access Access
+	// Owns is an Owner rule's ownership hook, which the service provides:
+	// given the call's context (its principal) and a request, it answers
+	// the service's own "not found" error when the resource the request
+	// names belongs to another principal, and nil otherwise (a resource
+	// that does not exist is left to the handler to answer).
+	Owns func(ctx context.Context, req any) error
+}
+
+// The rules without a hook.
+var (
+	public        = Rule{Access: Public}
+	authenticated = Rule{Access: Authenticated}
+	capability    = Rule{Access: Capability}
+	operator      = Rule{Access: Operator}
+)
+
+// owner returns the Owner rule whose hook is owns, on requests of type R.
+func owner[R any](owns func(ctx context.Context, req R) error) Rule {
+	return Rule{Access: Owner, Owns: func(ctx context.Context, req any) error {
+		r, ok := req.(R)
+		if !ok {
+			return djinn.Errorf(djinn.Internal, "ownership hook for %T given a %T", *new(R), req)
+		}
+		return owns(ctx, r)
+	}}
+}
+
+// Rules are a gRPC service's rules, by method name ("Register").
+type Rules map[string]Rule
+
+// anyMethod is the key of a rule for every method of a service. Only
+// services djinn does not define (health, reflection), whose methods are
+// all Public, use it.
+const anyMethod = "*"
+
+// check reports whether rule is complete.
+func (r Rule) check(method string) error {
+	switch {
+	case r.Access < Public || r.Access > Peer:
+		return djinn.Errorf(djinn.Internal, "rpc %s: authorization rule with no access kind", method)
+	case r.Access == Owner && r.Owns == nil:
+		return djinn.Errorf(djinn.Internal, "rpc %s: owner rule without an ownership hook", method)
+	}
+	return nil
+}
+
+// authorize decides whether the call may go on under its rule. Public,
+// Authenticated and Capability calls pass here (the transport
+// authenticated the caller; the service checks a capability names
+// something); Owner calls pass when the service's hook finds nothing of
+// another principal's. Operator and Peer calls pass every caller until
+// operators and peer identities are configured.
+func authorize(ctx context.Context, r Rule, req any) error {
+	if r.Access == Owner {
+		return r.Owns(ctx, req)
+	}
+	return nil
+}
+
+// registrar registers gRPC services with the server, each with a rule for
+// every method; it refuses a service with a method without one.
+type registrar struct {
+	g     *grpc.Server
+	rules map[string]Rule // by full method name, "/djinn.v1.EventMailbox/Register"
+}
+
+func newRegistrar(g *grpc.Server) *registrar {
+	return &registrar{g: g, rules: map[string]Rule{}}
+}
+
+// serve registers impl as the service desc describes, with rules: every
+// method and stream of desc must have one.
+func (r *registrar) serve(desc *grpc.ServiceDesc, impl any, rules Rules) error {
+	full := map[string]Rule{}
+	for _, name := range methodNames(desc) {
+		method := "/" + desc.ServiceName + "/" + name
+		rule, ok := rules[name]
+		if !ok {
+			rule, ok = rules[anyMethod]
+		}
+		if !ok {
+			return djinn.Errorf(djinn.Internal, "rpc %s: no authorization rule; declare one with the service's registration", method)
+		}
+		if err := rule.check(method); err != nil {
+			return err
+		}
+		full[method] = rule
+	}
+	for name := range rules {
+		if name != anyMethod && !hasMethod(desc, name) {
+			return djinn.Errorf(djinn.Internal, "service %s: a rule for %q, which it does not serve", desc.ServiceName, name)
+		}
+	}
+	for m, rule := range full {
+		r.rules[m] = rule
+	}
+	r.g.RegisterService(desc, impl)
+	return nil
+}
+
+// with lets register, which registers services itself (a package's
+// Register(grpc.ServiceRegistrar)), register them under rules.
+func (r *registrar) with(rules Rules, register func(grpc.ServiceRegistrar)) error {
+	w := &ruled{r: r, rules: rules}
+	register(w)
+	return w.err
+}
+
+// ruled is a grpc.ServiceRegistrar that registers through its registrar
+// with the same rules, keeping the first error.
+type ruled struct {
+	r     *registrar
+	rules Rules
+	err   error
+}
+
+func (w *ruled) RegisterService(desc *grpc.ServiceDesc, impl any) {
+	if err := w.r.serve(desc, impl, w.rules); err != nil && w.err == nil {
+		w.err = err
+	}
+}
+
+// GetServiceInfo lets reflection.Register take a ruled registrar.
+func (w *ruled) GetServiceInfo() map[string]grpc.ServiceInfo { return w.r.g.GetServiceInfo() }
+
+// verify checks that every method the gRPC server serves has a rule, so
+// nothing registered around the registrar goes unruled.
+func (r *registrar) verify() error {
+	var missing []string
+	for svc, info := range r.g.GetServiceInfo() {
+		for _, m := range info.Methods {
+			if _, ok := r.rules["/"+svc+"/"+m.Name]; !ok {
+				missing = append(missing, "/"+svc+"/"+m.Name)
+			}
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return djinn.Errorf(djinn.Internal, "rpcs without an authorization rule: %v", missing)
+	}
+	return nil
+}
+
+func methodNames(desc *grpc.ServiceDesc) []string {
+	var out []string
+	for _, m := range desc.Methods {
+		out = append(out, m.MethodName)
+	}
+	for _, s := range desc.Streams {
+		out = append(out, s.StreamName)
+	}
+	return out
+}
+
+func hasMethod(desc *grpc.ServiceDesc, name string) bool {
+	for _, n := range methodNames(desc) {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
