@@ -57,6 +57,10 @@ const (
 	Deadlock Kind = "DEADLOCK"
 	// ResourceExhausted: a quota or bound was reached; nothing was done.
 	ResourceExhausted Kind = "RESOURCE_EXHAUSTED"
+	// InvalidIterator: a stream of events was superseded by another
+	// consumer of the same registration (InvalidIteratorException, River's
+	// event mailbox): a newer pull, or push delivery enabled.
+	InvalidIterator Kind = "INVALID_ITERATOR"
 	// Unsupported: the operation is not supported in this state
 	// (UnsupportedOperationException).
 	Unsupported Kind = "UNSUPPORTED"
@@ -84,6 +88,7 @@ var (
 	ErrDeadlock              error = Deadlock
 	ErrTransactionRolledBack error = TransactionRolledBack
 	ErrResourceExhausted     error = ResourceExhausted
+	ErrInvalidIterator       error = InvalidIterator
 	ErrUnsupported           error = Unsupported
 	ErrUnavailable           error = Unavailable
 	ErrInternal              error = Internal
@@ -105,6 +110,7 @@ var kindText = map[Kind]string{
 	TransactionRolledBack: "transaction rolled back",
 	Deadlock:              "deadlock",
 	ResourceExhausted:     "resource exhausted",
+	InvalidIterator:       "invalid iterator",
 	Unsupported:           "unsupported operation",
 	Unavailable:           "unavailable",
 	Internal:              "internal error",
@@ -114,7 +120,7 @@ var kindText = map[Kind]string{
 func Kinds() []Kind {
 	return []Kind{InvalidArgument, UnknownLease, LeaseDenied, UnknownEvent, NoSuchObject,
 		UnknownTransaction, CannotJoin, CannotCommit, CannotAbort, CrashCount, TimeoutExpired,
-		LockNotHeld, TransactionRolledBack, Deadlock, ResourceExhausted, Unsupported, Unavailable, Internal}
+		LockNotHeld, TransactionRolledBack, Deadlock, ResourceExhausted, InvalidIterator, Unsupported, Unavailable, Internal}
 }
 
 // Error is an error of a kind with its own message. errors.Is(err, k) holds

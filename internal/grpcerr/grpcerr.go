@@ -35,6 +35,7 @@ var codeOf = map[djinn.Kind]codes.Code{
 	djinn.TransactionRolledBack: codes.Aborted,
 	djinn.Deadlock:              codes.Aborted,
 	djinn.ResourceExhausted:     codes.ResourceExhausted,
+	djinn.InvalidIterator:       codes.Aborted,
 	djinn.Unsupported:           codes.Unimplemented,
 	djinn.Unavailable:           codes.Unavailable,
 	djinn.Internal:              codes.Internal,
