@@ -132,11 +132,12 @@ func (m *Mailbox) fromProto(endpoint string, pb *djinnpb.MailboxRegistration, se
 }
 
 // EnableDelivery forwards stored and future events to target (EM.4.1),
-// replacing any previous target. It returns once delivery to the previous
-// target has stopped: a listener hosted by this package is handed no event
-// of the mailbox afterwards (one whose handler was running finishes; the
-// others of its batch go to the new target). A mailbox listener of the same
-// mailbox is refused.
+// replacing any previous target, and supersedes a Pull of the registration
+// (see Pull). It returns once delivery to the previous target has stopped:
+// a listener hosted by this package is handed no event of the mailbox
+// afterwards (one whose handler was running finishes; the others of its
+// batch go to the new target). A mailbox listener of the same mailbox is
+// refused.
 //
 // Called from inside the old target's handler, pass a context that does not
 // end with the handler's (context.WithoutCancel): the handler's context
@@ -178,6 +179,15 @@ type StoredEvent struct {
 // the error that stopped it (nil when ctx ended). Pulled events stay stored
 // until acknowledged with Ack, so a client can resume from the last index
 // it processed.
+//
+// Push and pull are exclusive, as in River's MailboxPullRegistration: one
+// consumer takes a registration's events at a time, and a consumer that is
+// superseded is told. Pull disables push delivery (it begins once the
+// target is handed nothing more), and supersedes any earlier Pull of the
+// registration; EnableDelivery to a target supersedes it too. A superseded
+// Pull ends with an error matching djinn.ErrInvalidIterator; the events it
+// received and did not acknowledge go to the new consumer. DisableDelivery
+// leaves a Pull alone.
 func (r *MailboxRegistration) Pull(ctx context.Context, after uint64) iter.Seq2[StoredEvent, error] {
 	return func(yield func(StoredEvent, error) bool) {
 		mc, err := r.m.client(r.endpoint, r.Listener.Service)

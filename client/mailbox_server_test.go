@@ -3,8 +3,10 @@ package client_test
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -254,4 +256,90 @@ func TestPullEndsWithNilWhenTheContextEnds(t *testing.T) {
 		}
 		pcancel()
 	}
+}
+
+// Push and pull are exclusive (River's MailboxPullRegistration), through
+// the client: EnableDelivery ends a Pull with djinn.ErrInvalidIterator and
+// a message that says what to do; a Pull disables delivery.
+func TestMailboxPullAndPushAreExclusive(t *testing.T) {
+	t.Parallel()
+	srv := servertest.Start(t, servertest.Config(t))
+	c := servertest.Dial(t, srv.Addr())
+	ctx, cancel := context.WithTimeout(t.Context(), servertest.Timeout)
+	defer cancel()
+	reg, err := c.Mailbox().Register(ctx, djinn.Any)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := djinn.Ref{Endpoint: "127.0.0.1:1", Service: djinn.NewID(), Object: djinn.NewID()}
+	notify := func(seq int64) {
+		t.Helper()
+		if err := client.Notify(ctx, c, reg.Listener, &client.RemoteEvent{Source: src, ID: 1, Seq: seq}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := make(chan int64, 10)
+	l, err := client.Listen(ctx, "127.0.0.1:0", func(_ context.Context, ev *client.RemoteEvent) error {
+		got <- ev.Seq
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+
+	t.Run("pull then enableDelivery: the pull ends with invalid iterator", func(t *testing.T) {
+		notify(1)
+		var pullErr error
+		for se, err := range reg.Pull(ctx, 0) {
+			if err != nil {
+				pullErr = err
+				break
+			}
+			if se.Event.Seq == 1 {
+				if err := reg.EnableDelivery(ctx, l.Ref()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if !errors.Is(pullErr, djinn.ErrInvalidIterator) || !strings.Contains(pullErr.Error(), "pull again") {
+			t.Fatalf("pull after enable ended with %v; want invalid iterator telling what to do", pullErr)
+		}
+		if seq := <-got; seq != 1 {
+			t.Fatalf("target got %d, want the unacknowledged event 1", seq)
+		}
+	})
+	t.Run("enableDelivery then pull: delivery is disabled", func(t *testing.T) {
+		pctx, pcancel := context.WithCancel(ctx)
+		pulled, done := make(chan int64, 10), make(chan error, 1)
+		go func() {
+			for se, err := range reg.Pull(pctx, 0) {
+				if err != nil {
+					done <- err
+					return
+				}
+				pulled <- se.Event.Seq
+			}
+			done <- nil
+		}()
+		servertest.Eventually(t, "the pull to disable delivery", func() bool {
+			r, err := c.Mailbox().Registration(ctx, reg.ID)
+			return err == nil && r.Target.IsZero()
+		})
+		notify(2)
+		for seq := range pulled {
+			if seq == 2 {
+				break
+			}
+		}
+		pcancel()
+		if err := <-done; err != nil {
+			t.Fatalf("pull ended with %v", err)
+		}
+		select {
+		case seq := <-got:
+			t.Fatalf("the target got %d after the pull began", seq)
+		default:
+		}
+	})
 }

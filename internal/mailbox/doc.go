@@ -36,5 +36,10 @@
 // Pull mode (River's MailboxPullRegistration) streams stored events after an
 // index to a client that cannot accept connections; the client acknowledges
 // what it has processed, and can resume from any index it has not
-// acknowledged.
+// acknowledged. Push and pull are exclusive, as in River: a pull (the
+// MailboxPull command) disables push delivery and supersedes the earlier
+// pull stream; enabling delivery to a target supersedes the pull stream. A
+// registration numbers its current pull stream in the replicated state, so
+// the rule holds on every leader, and a superseded stream ends with
+// InvalidIterator: one consumer at a time, and a superseded one is told.
 package mailbox

@@ -711,7 +711,7 @@ func TestNotifyBatch(t *testing.T) {
 		if n != 0 || !errors.Is(err, djinn.ErrInvalidArgument) {
 			t.Fatalf("a bad first event = %d, %v", n, err)
 		}
-		got, _, _ := f.state.After(r.ID, 0, 10)
+		got, _, _ := f.state.After(r.ID, 0, 0, 10) // no pull stream yet: number 0
 		for i, s := range got {
 			if s.Event.Sequence != int64(i+1) {
 				t.Fatalf("stored out of order: %v", got)

@@ -21,6 +21,7 @@ func (s *State) Part() state.Part {
 			state.On(func(_ int64, c *statepb.MailboxStore) any { return s.ApplyStore(c) }),
 			state.On(func(_ int64, c *statepb.MailboxDelivered) any { s.ApplyDelivered(c); return nil }),
 			state.On(func(_ int64, c *statepb.MailboxUnknown) any { return s.ApplyUnknown(c) }),
+			state.On(func(_ int64, c *statepb.MailboxPull) any { return state.Result(s.ApplyPull(c)) }),
 		},
 		Records:  []state.Record{state.Restores(s.Restore)},
 		Snapshot: func() (state.Dump, error) { return state.Each(s.Records()), nil },

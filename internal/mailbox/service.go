@@ -219,7 +219,8 @@ func (s *Service) Get(ctx context.Context, id djinn.ID) (Registration, error) {
 
 // EnableDelivery sets the target listener (EM.4.1). A nil target disables
 // delivery. A mailbox listener of this mailbox is refused. It returns once
-// delivery to any previous target has stopped.
+// delivery to any previous target has stopped. A target supersedes the
+// registration's pull stream, if any (see Pull).
 func (s *Service) EnableDelivery(ctx context.Context, id djinn.ID, target *djinnpb.Ref) error {
 	if err := s.state.CheckTarget(target); err != nil {
 		return err
@@ -351,6 +352,14 @@ func (s *Service) checkEvent(ev *djinnpb.RemoteEvent) error {
 // Pull sends stored events with an index above after, in batches of at
 // most max, and then each new one as it arrives, until ctx ends or the
 // registration does (NoSuchObject). Events stay stored until acknowledged.
+//
+// Push and pull are exclusive (River's MailboxPullRegistration): Pull
+// first disables push delivery, and waits until delivery to the target has
+// stopped, and it supersedes the registration's earlier pull stream. A
+// stream superseded by a newer Pull, or by EnableDelivery to a target,
+// ends with InvalidIterator. So at any time one consumer takes the events,
+// and one that is superseded is told; the events it received and did not
+// acknowledge go to the next one.
 func (s *Service) Pull(ctx context.Context, id djinn.ID, after uint64, max int, send func([]Stored) error) error {
 	if max <= 0 {
 		max = DefaultPullBatch
@@ -358,11 +367,24 @@ func (s *Service) Pull(ctx context.Context, id djinn.ID, after uint64, max int, 
 	if max > 4096 {
 		return djinn.Errorf(djinn.InvalidArgument, "pull batch %d: at most 4096", max)
 	}
+	if _, _, err := s.live(ctx, id); err != nil {
+		return err
+	}
+	res, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_MailboxPull{MailboxPull: &statepb.MailboxPull{RegistrationId: id[:]}}})
+	if err != nil {
+		return err
+	}
+	begun := res.(PullBegun)
+	if begun.Done != nil {
+		if err := wait(ctx, begun.Done); err != nil {
+			return err
+		}
+	}
 	for {
 		if _, _, err := s.live(ctx, id); err != nil {
 			return err
 		}
-		events, more, err := s.state.After(id, after, max)
+		events, more, err := s.state.After(id, begun.Pull, after, max)
 		if err != nil {
 			return err
 		}

@@ -43,7 +43,12 @@ type registration struct {
 	unknown   map[eventKey]*djinnpb.EventKey // nil while empty
 	events    []Stored
 	next      uint64 // index of the next stored event
-	// wait is closed when an event is stored; pullers wait on it.
+	// pull numbers the registration's current pull stream: bumped by
+	// every pull and every enable of delivery to a target, which
+	// supersede the streams before.
+	pull uint64
+	// wait is closed when an event is stored or the pull stream is
+	// superseded; pullers wait on it.
 	wait chan struct{}
 }
 
@@ -173,14 +178,18 @@ func (s *State) IsUnknown(reg djinn.ID, ev *djinnpb.RemoteEvent) bool {
 	return bad
 }
 
-// After returns up to max stored events with an index above after, and a
-// channel closed when another event is stored.
-func (s *State) After(reg djinn.ID, after uint64, max int) ([]Stored, <-chan struct{}, error) {
+// After returns, for pull stream number pull, up to max stored events with
+// an index above after, and a channel closed when another event is stored
+// or the stream is superseded (then InvalidIterator).
+func (s *State) After(reg djinn.ID, pull, after uint64, max int) ([]Stored, <-chan struct{}, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.regs[reg]
 	if !ok {
 		return nil, nil, noSuchRegistration(reg)
+	}
+	if r.pull != pull {
+		return nil, nil, superseded(reg)
 	}
 	var out []Stored
 	for _, e := range r.events {
@@ -273,8 +282,61 @@ func (s *State) ApplyEnable(c *statepb.MailboxEnable) (chan struct{}, error) {
 	r.epoch++
 	if r.target != nil {
 		r.unknown = nil
+		r.supersedeLocked() // push and pull are exclusive
 	}
 	return s.retargetLocked(r), nil
+}
+
+// supersedeLocked ends the registration's pull stream: a newer consumer
+// takes the events.
+func (r *registration) supersedeLocked() {
+	r.pull++
+	r.wakeLocked()
+}
+
+// wakeLocked wakes the pullers waiting on the registration.
+func (r *registration) wakeLocked() {
+	if r.wait != nil {
+		close(r.wait)
+		r.wait = nil
+	}
+}
+
+// PullBegun is what ApplyPull returns: the new pull stream's number, and a
+// channel closed when push delivery has stopped (nil when there is none
+// to stop here).
+type PullBegun struct {
+	Pull uint64
+	Done chan struct{}
+}
+
+// ApplyPull begins a pull stream (River's MailboxPullRegistration): push
+// and pull are exclusive, so it disables push delivery, and it supersedes
+// the registration's earlier pull stream, whose puller gets
+// InvalidIterator.
+func (s *State) ApplyPull(c *statepb.MailboxPull) (PullBegun, error) {
+	id, err := djinn.IDFromBytes("registration id", c.GetRegistrationId())
+	if err != nil {
+		return PullBegun{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.regs[id]
+	if !ok {
+		return PullBegun{}, noSuchRegistration(id)
+	}
+	r.supersedeLocked()
+	b := PullBegun{Pull: r.pull}
+	if r.target != nil {
+		r.target = nil
+		r.epoch++
+		b.Done = s.retargetLocked(r)
+	}
+	return b, nil
+}
+
+func superseded(id djinn.ID) error {
+	return djinn.Errorf(djinn.InvalidIterator, "mailbox registration %s: this pull stream was superseded by delivery enabled to a target or by a newer pull; pull again to take the events back (those received and not acknowledged come again)", id)
 }
 
 // ApplyDisable clears the target. With only_if_epoch set it does so only
@@ -349,9 +411,8 @@ func (s *State) ApplyStore(c *statepb.MailboxStore) StoreResult {
 			s.sink.Stored(r.id, r.target, r.epoch, st)
 		}
 	}
-	if res.Accepted > 0 && r.wait != nil {
-		close(r.wait)
-		r.wait = nil
+	if res.Accepted > 0 {
+		r.wakeLocked()
 	}
 	return res
 }
@@ -455,7 +516,7 @@ func (s *State) Records() []*statepb.MailboxRecord {
 	for _, r := range s.regs {
 		rec := &statepb.MailboxRecord{
 			RegistrationId: r.id[:], ListenerId: r.listener[:], Cookie: r.cookie[:],
-			Target: r.target, NextIndex: r.next, Principal: r.principal, Epoch: r.epoch,
+			Target: r.target, NextIndex: r.next, Principal: r.principal, Epoch: r.epoch, Pull: r.pull,
 		}
 		for _, k := range r.unknown {
 			rec.Unknown = append(rec.Unknown, k)
@@ -497,7 +558,7 @@ func (s *State) Restore(rec *statepb.MailboxRecord) error {
 		return err
 	}
 	r := &registration{id: id, principal: rec.GetPrincipal(), listener: listener, cookie: cookie, target: rec.GetTarget(), epoch: rec.GetEpoch(),
-		next: rec.GetNextIndex()}
+		next: rec.GetNextIndex(), pull: rec.GetPull()}
 	if len(rec.GetUnknown()) > 0 {
 		r.unknown = map[eventKey]*djinnpb.EventKey{}
 	}

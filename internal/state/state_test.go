@@ -130,7 +130,11 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	// The restored machine goes on applying: the next index follows.
 	l2 := &statetest.Log{M: m2}
 	store(t, l2, listener, 6)
-	events, _, err := mb2.After(reg, 5, 10)
+	res, err := l2.Propose(context.Background(), &statepb.Command{Op: &statepb.Command_MailboxPull{MailboxPull: &statepb.MailboxPull{RegistrationId: reg[:]}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, _, err := mb2.After(reg, res.(mailbox.PullBegun).Pull, 5, 10)
 	if err != nil || len(events) != 1 || events[0].Index != 6 {
 		t.Fatalf("after restore the next event got %v, %v", events, err)
 	}

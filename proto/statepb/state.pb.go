@@ -99,6 +99,7 @@ type Command struct {
 	//	*Command_MailboxStore
 	//	*Command_MailboxDelivered
 	//	*Command_MailboxUnknown
+	//	*Command_MailboxPull
 	//	*Command_RenewalCreate
 	//	*Command_RenewalAdd
 	//	*Command_RenewalRemove
@@ -273,6 +274,15 @@ func (x *Command) GetMailboxUnknown() *MailboxUnknown {
 	if x != nil {
 		if x, ok := x.Op.(*Command_MailboxUnknown); ok {
 			return x.MailboxUnknown
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetMailboxPull() *MailboxPull {
+	if x != nil {
+		if x, ok := x.Op.(*Command_MailboxPull); ok {
+			return x.MailboxPull
 		}
 	}
 	return nil
@@ -605,6 +615,10 @@ type Command_MailboxUnknown struct {
 	MailboxUnknown *MailboxUnknown `protobuf:"bytes,25,opt,name=mailbox_unknown,json=mailboxUnknown,proto3,oneof"`
 }
 
+type Command_MailboxPull struct {
+	MailboxPull *MailboxPull `protobuf:"bytes,26,opt,name=mailbox_pull,json=mailboxPull,proto3,oneof"`
+}
+
 type Command_RenewalCreate struct {
 	RenewalCreate *RenewalCreate `protobuf:"bytes,30,opt,name=renewal_create,json=renewalCreate,proto3,oneof"`
 }
@@ -750,6 +764,8 @@ func (*Command_MailboxStore) isCommand_Op() {}
 func (*Command_MailboxDelivered) isCommand_Op() {}
 
 func (*Command_MailboxUnknown) isCommand_Op() {}
+
+func (*Command_MailboxPull) isCommand_Op() {}
 
 func (*Command_RenewalCreate) isCommand_Op() {}
 
@@ -1525,6 +1541,53 @@ func (x *MailboxUnknown) GetKeys() []*djinnpb.EventKey {
 	return nil
 }
 
+// MailboxPull begins a pull stream (River's MailboxPullRegistration): it
+// disables push delivery and supersedes the registration's earlier pull
+// stream, if any. Its result is the new stream's number.
+type MailboxPull struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	RegistrationId []byte                 `protobuf:"bytes,1,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *MailboxPull) Reset() {
+	*x = MailboxPull{}
+	mi := &file_state_v1_state_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MailboxPull) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MailboxPull) ProtoMessage() {}
+
+func (x *MailboxPull) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MailboxPull.ProtoReflect.Descriptor instead.
+func (*MailboxPull) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *MailboxPull) GetRegistrationId() []byte {
+	if x != nil {
+		return x.RegistrationId
+	}
+	return nil
+}
+
 // RenewalCreate creates a lease renewal set and grants its lease.
 type RenewalCreate struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
@@ -1539,7 +1602,7 @@ type RenewalCreate struct {
 
 func (x *RenewalCreate) Reset() {
 	*x = RenewalCreate{}
-	mi := &file_state_v1_state_proto_msgTypes[14]
+	mi := &file_state_v1_state_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1551,7 +1614,7 @@ func (x *RenewalCreate) String() string {
 func (*RenewalCreate) ProtoMessage() {}
 
 func (x *RenewalCreate) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[14]
+	mi := &file_state_v1_state_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1564,7 +1627,7 @@ func (x *RenewalCreate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalCreate.ProtoReflect.Descriptor instead.
 func (*RenewalCreate) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{14}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RenewalCreate) GetSetId() []byte {
@@ -1620,7 +1683,7 @@ type RenewalAdd struct {
 
 func (x *RenewalAdd) Reset() {
 	*x = RenewalAdd{}
-	mi := &file_state_v1_state_proto_msgTypes[15]
+	mi := &file_state_v1_state_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1632,7 +1695,7 @@ func (x *RenewalAdd) String() string {
 func (*RenewalAdd) ProtoMessage() {}
 
 func (x *RenewalAdd) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[15]
+	mi := &file_state_v1_state_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1645,7 +1708,7 @@ func (x *RenewalAdd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalAdd.ProtoReflect.Descriptor instead.
 func (*RenewalAdd) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{15}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RenewalAdd) GetSetId() []byte {
@@ -1709,7 +1772,7 @@ type RenewalRemove struct {
 
 func (x *RenewalRemove) Reset() {
 	*x = RenewalRemove{}
-	mi := &file_state_v1_state_proto_msgTypes[16]
+	mi := &file_state_v1_state_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1721,7 +1784,7 @@ func (x *RenewalRemove) String() string {
 func (*RenewalRemove) ProtoMessage() {}
 
 func (x *RenewalRemove) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[16]
+	mi := &file_state_v1_state_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1734,7 +1797,7 @@ func (x *RenewalRemove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalRemove.ProtoReflect.Descriptor instead.
 func (*RenewalRemove) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{16}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RenewalRemove) GetSetId() []byte {
@@ -1769,7 +1832,7 @@ type RenewalListen struct {
 
 func (x *RenewalListen) Reset() {
 	*x = RenewalListen{}
-	mi := &file_state_v1_state_proto_msgTypes[17]
+	mi := &file_state_v1_state_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1781,7 +1844,7 @@ func (x *RenewalListen) String() string {
 func (*RenewalListen) ProtoMessage() {}
 
 func (x *RenewalListen) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[17]
+	mi := &file_state_v1_state_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1794,7 +1857,7 @@ func (x *RenewalListen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalListen.ProtoReflect.Descriptor instead.
 func (*RenewalListen) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{17}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RenewalListen) GetSetId() []byte {
@@ -1851,7 +1914,7 @@ type RenewalRenewed struct {
 
 func (x *RenewalRenewed) Reset() {
 	*x = RenewalRenewed{}
-	mi := &file_state_v1_state_proto_msgTypes[18]
+	mi := &file_state_v1_state_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1863,7 +1926,7 @@ func (x *RenewalRenewed) String() string {
 func (*RenewalRenewed) ProtoMessage() {}
 
 func (x *RenewalRenewed) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[18]
+	mi := &file_state_v1_state_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1876,7 +1939,7 @@ func (x *RenewalRenewed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalRenewed.ProtoReflect.Descriptor instead.
 func (*RenewalRenewed) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{18}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RenewalRenewed) GetKeys() []byte {
@@ -1904,7 +1967,7 @@ type RenewalEnd struct {
 
 func (x *RenewalEnd) Reset() {
 	*x = RenewalEnd{}
-	mi := &file_state_v1_state_proto_msgTypes[19]
+	mi := &file_state_v1_state_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1916,7 +1979,7 @@ func (x *RenewalEnd) String() string {
 func (*RenewalEnd) ProtoMessage() {}
 
 func (x *RenewalEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[19]
+	mi := &file_state_v1_state_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1929,7 +1992,7 @@ func (x *RenewalEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalEnd.ProtoReflect.Descriptor instead.
 func (*RenewalEnd) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{19}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RenewalEnd) GetEntries() []*RenewalEnding {
@@ -1950,7 +2013,7 @@ type RenewalEnding struct {
 
 func (x *RenewalEnding) Reset() {
 	*x = RenewalEnding{}
-	mi := &file_state_v1_state_proto_msgTypes[20]
+	mi := &file_state_v1_state_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1962,7 +2025,7 @@ func (x *RenewalEnding) String() string {
 func (*RenewalEnding) ProtoMessage() {}
 
 func (x *RenewalEnding) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[20]
+	mi := &file_state_v1_state_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1975,7 +2038,7 @@ func (x *RenewalEnding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalEnding.ProtoReflect.Descriptor instead.
 func (*RenewalEnding) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{20}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RenewalEnding) GetKey() []byte {
@@ -2014,7 +2077,7 @@ type RenewalWarn struct {
 
 func (x *RenewalWarn) Reset() {
 	*x = RenewalWarn{}
-	mi := &file_state_v1_state_proto_msgTypes[21]
+	mi := &file_state_v1_state_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2026,7 +2089,7 @@ func (x *RenewalWarn) String() string {
 func (*RenewalWarn) ProtoMessage() {}
 
 func (x *RenewalWarn) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[21]
+	mi := &file_state_v1_state_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2039,7 +2102,7 @@ func (x *RenewalWarn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalWarn.ProtoReflect.Descriptor instead.
 func (*RenewalWarn) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{21}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RenewalWarn) GetSetId() []byte {
@@ -2073,7 +2136,7 @@ type RenewalDelivered struct {
 
 func (x *RenewalDelivered) Reset() {
 	*x = RenewalDelivered{}
-	mi := &file_state_v1_state_proto_msgTypes[22]
+	mi := &file_state_v1_state_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2085,7 +2148,7 @@ func (x *RenewalDelivered) String() string {
 func (*RenewalDelivered) ProtoMessage() {}
 
 func (x *RenewalDelivered) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[22]
+	mi := &file_state_v1_state_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2098,7 +2161,7 @@ func (x *RenewalDelivered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalDelivered.ProtoReflect.Descriptor instead.
 func (*RenewalDelivered) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{22}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RenewalDelivered) GetEntries() []*RenewalDeliveredEntry {
@@ -2119,7 +2182,7 @@ type RenewalDeliveredEntry struct {
 
 func (x *RenewalDeliveredEntry) Reset() {
 	*x = RenewalDeliveredEntry{}
-	mi := &file_state_v1_state_proto_msgTypes[23]
+	mi := &file_state_v1_state_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2131,7 +2194,7 @@ func (x *RenewalDeliveredEntry) String() string {
 func (*RenewalDeliveredEntry) ProtoMessage() {}
 
 func (x *RenewalDeliveredEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[23]
+	mi := &file_state_v1_state_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2144,7 +2207,7 @@ func (x *RenewalDeliveredEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalDeliveredEntry.ProtoReflect.Descriptor instead.
 func (*RenewalDeliveredEntry) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{23}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RenewalDeliveredEntry) GetSetId() []byte {
@@ -2191,7 +2254,7 @@ type TxnCreate struct {
 
 func (x *TxnCreate) Reset() {
 	*x = TxnCreate{}
-	mi := &file_state_v1_state_proto_msgTypes[24]
+	mi := &file_state_v1_state_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2203,7 +2266,7 @@ func (x *TxnCreate) String() string {
 func (*TxnCreate) ProtoMessage() {}
 
 func (x *TxnCreate) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[24]
+	mi := &file_state_v1_state_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2216,7 +2279,7 @@ func (x *TxnCreate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnCreate.ProtoReflect.Descriptor instead.
 func (*TxnCreate) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{24}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TxnCreate) GetCookie() []byte {
@@ -2281,7 +2344,7 @@ type TxnRemoteParent struct {
 
 func (x *TxnRemoteParent) Reset() {
 	*x = TxnRemoteParent{}
-	mi := &file_state_v1_state_proto_msgTypes[25]
+	mi := &file_state_v1_state_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2293,7 +2356,7 @@ func (x *TxnRemoteParent) String() string {
 func (*TxnRemoteParent) ProtoMessage() {}
 
 func (x *TxnRemoteParent) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[25]
+	mi := &file_state_v1_state_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2306,7 +2369,7 @@ func (x *TxnRemoteParent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRemoteParent.ProtoReflect.Descriptor instead.
 func (*TxnRemoteParent) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{25}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TxnRemoteParent) GetManager() *djinnpb.Ref {
@@ -2344,7 +2407,7 @@ type TxnJoin struct {
 
 func (x *TxnJoin) Reset() {
 	*x = TxnJoin{}
-	mi := &file_state_v1_state_proto_msgTypes[26]
+	mi := &file_state_v1_state_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2356,7 +2419,7 @@ func (x *TxnJoin) String() string {
 func (*TxnJoin) ProtoMessage() {}
 
 func (x *TxnJoin) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[26]
+	mi := &file_state_v1_state_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2369,7 +2432,7 @@ func (x *TxnJoin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnJoin.ProtoReflect.Descriptor instead.
 func (*TxnJoin) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{26}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TxnJoin) GetId() uint64 {
@@ -2410,7 +2473,7 @@ type TxnVoting struct {
 
 func (x *TxnVoting) Reset() {
 	*x = TxnVoting{}
-	mi := &file_state_v1_state_proto_msgTypes[27]
+	mi := &file_state_v1_state_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2422,7 +2485,7 @@ func (x *TxnVoting) String() string {
 func (*TxnVoting) ProtoMessage() {}
 
 func (x *TxnVoting) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[27]
+	mi := &file_state_v1_state_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2435,7 +2498,7 @@ func (x *TxnVoting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnVoting.ProtoReflect.Descriptor instead.
 func (*TxnVoting) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{27}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TxnVoting) GetId() uint64 {
@@ -2462,7 +2525,7 @@ type TxnDecide struct {
 
 func (x *TxnDecide) Reset() {
 	*x = TxnDecide{}
-	mi := &file_state_v1_state_proto_msgTypes[28]
+	mi := &file_state_v1_state_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2474,7 +2537,7 @@ func (x *TxnDecide) String() string {
 func (*TxnDecide) ProtoMessage() {}
 
 func (x *TxnDecide) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[28]
+	mi := &file_state_v1_state_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2487,7 +2550,7 @@ func (x *TxnDecide) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnDecide.ProtoReflect.Descriptor instead.
 func (*TxnDecide) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{28}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TxnDecide) GetId() uint64 {
@@ -2528,7 +2591,7 @@ type TxnNotified struct {
 
 func (x *TxnNotified) Reset() {
 	*x = TxnNotified{}
-	mi := &file_state_v1_state_proto_msgTypes[29]
+	mi := &file_state_v1_state_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2540,7 +2603,7 @@ func (x *TxnNotified) String() string {
 func (*TxnNotified) ProtoMessage() {}
 
 func (x *TxnNotified) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[29]
+	mi := &file_state_v1_state_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2553,7 +2616,7 @@ func (x *TxnNotified) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnNotified.ProtoReflect.Descriptor instead.
 func (*TxnNotified) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{29}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TxnNotified) GetEntries() []*TxnParticipantRef {
@@ -2573,7 +2636,7 @@ type TxnParticipantRef struct {
 
 func (x *TxnParticipantRef) Reset() {
 	*x = TxnParticipantRef{}
-	mi := &file_state_v1_state_proto_msgTypes[30]
+	mi := &file_state_v1_state_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2585,7 +2648,7 @@ func (x *TxnParticipantRef) String() string {
 func (*TxnParticipantRef) ProtoMessage() {}
 
 func (x *TxnParticipantRef) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[30]
+	mi := &file_state_v1_state_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2598,7 +2661,7 @@ func (x *TxnParticipantRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnParticipantRef.ProtoReflect.Descriptor instead.
 func (*TxnParticipantRef) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{30}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TxnParticipantRef) GetId() uint64 {
@@ -2630,7 +2693,7 @@ type TxnPromote struct {
 
 func (x *TxnPromote) Reset() {
 	*x = TxnPromote{}
-	mi := &file_state_v1_state_proto_msgTypes[31]
+	mi := &file_state_v1_state_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2642,7 +2705,7 @@ func (x *TxnPromote) String() string {
 func (*TxnPromote) ProtoMessage() {}
 
 func (x *TxnPromote) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[31]
+	mi := &file_state_v1_state_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2655,7 +2718,7 @@ func (x *TxnPromote) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnPromote.ProtoReflect.Descriptor instead.
 func (*TxnPromote) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{31}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TxnPromote) GetId() uint64 {
@@ -2696,7 +2759,7 @@ type TxnForget struct {
 
 func (x *TxnForget) Reset() {
 	*x = TxnForget{}
-	mi := &file_state_v1_state_proto_msgTypes[32]
+	mi := &file_state_v1_state_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2708,7 +2771,7 @@ func (x *TxnForget) String() string {
 func (*TxnForget) ProtoMessage() {}
 
 func (x *TxnForget) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[32]
+	mi := &file_state_v1_state_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2721,7 +2784,7 @@ func (x *TxnForget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnForget.ProtoReflect.Descriptor instead.
 func (*TxnForget) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{32}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *TxnForget) GetIds() []uint64 {
@@ -2753,7 +2816,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_state_v1_state_proto_msgTypes[33]
+	mi := &file_state_v1_state_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2765,7 +2828,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[33]
+	mi := &file_state_v1_state_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2778,7 +2841,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{33}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Record) GetRecord() isRecord_Record {
@@ -2955,7 +3018,7 @@ type LeaseRecord struct {
 
 func (x *LeaseRecord) Reset() {
 	*x = LeaseRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[34]
+	mi := &file_state_v1_state_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2967,7 +3030,7 @@ func (x *LeaseRecord) String() string {
 func (*LeaseRecord) ProtoMessage() {}
 
 func (x *LeaseRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[34]
+	mi := &file_state_v1_state_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2980,7 +3043,7 @@ func (x *LeaseRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRecord.ProtoReflect.Descriptor instead.
 func (*LeaseRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{34}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *LeaseRecord) GetCookie() []byte {
@@ -3029,13 +3092,16 @@ type MailboxRecord struct {
 	Events         []*StoredEvent         `protobuf:"bytes,7,rep,name=events,proto3" json:"events,omitempty"`
 	Principal      string                 `protobuf:"bytes,8,opt,name=principal,proto3" json:"principal,omitempty"`
 	Epoch          uint64                 `protobuf:"varint,9,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// pull is the number of the registration's current pull stream, bumped
+	// by every pull and every enable of delivery to a target (0: none yet).
+	Pull          uint64 `protobuf:"varint,10,opt,name=pull,proto3" json:"pull,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MailboxRecord) Reset() {
 	*x = MailboxRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[35]
+	mi := &file_state_v1_state_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3047,7 +3113,7 @@ func (x *MailboxRecord) String() string {
 func (*MailboxRecord) ProtoMessage() {}
 
 func (x *MailboxRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[35]
+	mi := &file_state_v1_state_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3060,7 +3126,7 @@ func (x *MailboxRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MailboxRecord.ProtoReflect.Descriptor instead.
 func (*MailboxRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{35}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *MailboxRecord) GetRegistrationId() []byte {
@@ -3126,6 +3192,13 @@ func (x *MailboxRecord) GetEpoch() uint64 {
 	return 0
 }
 
+func (x *MailboxRecord) GetPull() uint64 {
+	if x != nil {
+		return x.Pull
+	}
+	return 0
+}
+
 type StoredEvent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
@@ -3136,7 +3209,7 @@ type StoredEvent struct {
 
 func (x *StoredEvent) Reset() {
 	*x = StoredEvent{}
-	mi := &file_state_v1_state_proto_msgTypes[36]
+	mi := &file_state_v1_state_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3148,7 +3221,7 @@ func (x *StoredEvent) String() string {
 func (*StoredEvent) ProtoMessage() {}
 
 func (x *StoredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[36]
+	mi := &file_state_v1_state_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3161,7 +3234,7 @@ func (x *StoredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredEvent.ProtoReflect.Descriptor instead.
 func (*StoredEvent) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{36}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StoredEvent) GetIndex() uint64 {
@@ -3192,7 +3265,7 @@ type RenewalSetRecord struct {
 
 func (x *RenewalSetRecord) Reset() {
 	*x = RenewalSetRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[37]
+	mi := &file_state_v1_state_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3204,7 +3277,7 @@ func (x *RenewalSetRecord) String() string {
 func (*RenewalSetRecord) ProtoMessage() {}
 
 func (x *RenewalSetRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[37]
+	mi := &file_state_v1_state_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3217,7 +3290,7 @@ func (x *RenewalSetRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalSetRecord.ProtoReflect.Descriptor instead.
 func (*RenewalSetRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{37}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RenewalSetRecord) GetSetId() []byte {
@@ -3277,7 +3350,7 @@ type RenewalListenerRecord struct {
 
 func (x *RenewalListenerRecord) Reset() {
 	*x = RenewalListenerRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[38]
+	mi := &file_state_v1_state_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3289,7 +3362,7 @@ func (x *RenewalListenerRecord) String() string {
 func (*RenewalListenerRecord) ProtoMessage() {}
 
 func (x *RenewalListenerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[38]
+	mi := &file_state_v1_state_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3302,7 +3375,7 @@ func (x *RenewalListenerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalListenerRecord.ProtoReflect.Descriptor instead.
 func (*RenewalListenerRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{38}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RenewalListenerRecord) GetEventId() int64 {
@@ -3369,7 +3442,7 @@ type RenewalLeaseRecord struct {
 
 func (x *RenewalLeaseRecord) Reset() {
 	*x = RenewalLeaseRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[39]
+	mi := &file_state_v1_state_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3381,7 +3454,7 @@ func (x *RenewalLeaseRecord) String() string {
 func (*RenewalLeaseRecord) ProtoMessage() {}
 
 func (x *RenewalLeaseRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[39]
+	mi := &file_state_v1_state_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3394,7 +3467,7 @@ func (x *RenewalLeaseRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalLeaseRecord.ProtoReflect.Descriptor instead.
 func (*RenewalLeaseRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{39}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RenewalLeaseRecord) GetLandlord() *djinnpb.Ref {
@@ -3462,7 +3535,7 @@ type TxnRecord struct {
 
 func (x *TxnRecord) Reset() {
 	*x = TxnRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[40]
+	mi := &file_state_v1_state_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3474,7 +3547,7 @@ func (x *TxnRecord) String() string {
 func (*TxnRecord) ProtoMessage() {}
 
 func (x *TxnRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[40]
+	mi := &file_state_v1_state_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3487,7 +3560,7 @@ func (x *TxnRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRecord.ProtoReflect.Descriptor instead.
 func (*TxnRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{40}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TxnRecord) GetId() uint64 {
@@ -3558,7 +3631,7 @@ type TxnParticipantRecord struct {
 
 func (x *TxnParticipantRecord) Reset() {
 	*x = TxnParticipantRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[41]
+	mi := &file_state_v1_state_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3570,7 +3643,7 @@ func (x *TxnParticipantRecord) String() string {
 func (*TxnParticipantRecord) ProtoMessage() {}
 
 func (x *TxnParticipantRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[41]
+	mi := &file_state_v1_state_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3583,7 +3656,7 @@ func (x *TxnParticipantRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnParticipantRecord.ProtoReflect.Descriptor instead.
 func (*TxnParticipantRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{41}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *TxnParticipantRecord) GetParticipant() *djinnpb.Ref {
@@ -3623,7 +3696,7 @@ type TxnCounter struct {
 
 func (x *TxnCounter) Reset() {
 	*x = TxnCounter{}
-	mi := &file_state_v1_state_proto_msgTypes[42]
+	mi := &file_state_v1_state_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3635,7 +3708,7 @@ func (x *TxnCounter) String() string {
 func (*TxnCounter) ProtoMessage() {}
 
 func (x *TxnCounter) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[42]
+	mi := &file_state_v1_state_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3648,7 +3721,7 @@ func (x *TxnCounter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnCounter.ProtoReflect.Descriptor instead.
 func (*TxnCounter) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{42}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *TxnCounter) GetNextId() uint64 {
@@ -3662,7 +3735,7 @@ var File_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x14state/v1/state.proto\x12\bstate.v1\x1a\x15djinn/v1/common.proto\x1a\x13state/v1/lock.proto\x1a\x15state/v1/lookup.proto\x1a\x12state/v1/lds.proto\"\xa0\x14\n" +
+	"\x14state/v1/state.proto\x12\bstate.v1\x1a\x15djinn/v1/common.proto\x1a\x13state/v1/lock.proto\x1a\x15state/v1/lookup.proto\x1a\x12state/v1/lds.proto\"\xdc\x14\n" +
 	"\aCommand\x12$\n" +
 	"\x0enow_unix_nanos\x18\x01 \x01(\x03R\fnowUnixNanos\x12$\n" +
 	"\x04init\x18\x02 \x01(\v2\x0e.state.v1.InitH\x00R\x04init\x12*\n" +
@@ -3676,7 +3749,8 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\x0fmailbox_disable\x18\x16 \x01(\v2\x18.state.v1.MailboxDisableH\x00R\x0emailboxDisable\x12=\n" +
 	"\rmailbox_store\x18\x17 \x01(\v2\x16.state.v1.MailboxStoreH\x00R\fmailboxStore\x12I\n" +
 	"\x11mailbox_delivered\x18\x18 \x01(\v2\x1a.state.v1.MailboxDeliveredH\x00R\x10mailboxDelivered\x12C\n" +
-	"\x0fmailbox_unknown\x18\x19 \x01(\v2\x18.state.v1.MailboxUnknownH\x00R\x0emailboxUnknown\x12@\n" +
+	"\x0fmailbox_unknown\x18\x19 \x01(\v2\x18.state.v1.MailboxUnknownH\x00R\x0emailboxUnknown\x12:\n" +
+	"\fmailbox_pull\x18\x1a \x01(\v2\x15.state.v1.MailboxPullH\x00R\vmailboxPull\x12@\n" +
 	"\x0erenewal_create\x18\x1e \x01(\v2\x17.state.v1.RenewalCreateH\x00R\rrenewalCreate\x127\n" +
 	"\vrenewal_add\x18\x1f \x01(\v2\x14.state.v1.RenewalAddH\x00R\n" +
 	"renewalAdd\x12@\n" +
@@ -3763,7 +3837,9 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\rthrough_index\x18\x02 \x01(\x04R\fthroughIndex\"a\n" +
 	"\x0eMailboxUnknown\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\fR\x0eregistrationId\x12&\n" +
-	"\x04keys\x18\x02 \x03(\v2\x12.djinn.v1.EventKeyR\x04keys\"\xb8\x01\n" +
+	"\x04keys\x18\x02 \x03(\v2\x12.djinn.v1.EventKeyR\x04keys\"6\n" +
+	"\vMailboxPull\x12'\n" +
+	"\x0fregistration_id\x18\x01 \x01(\fR\x0eregistrationId\"\xb8\x01\n" +
 	"\rRenewalCreate\x12\x15\n" +
 	"\x06set_id\x18\x01 \x01(\fR\x05setId\x12\x16\n" +
 	"\x06cookie\x18\x02 \x01(\fR\x06cookie\x12,\n" +
@@ -3869,7 +3945,7 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"owner_kind\x18\x02 \x01(\rR\townerKind\x12\x19\n" +
 	"\bowner_id\x18\x03 \x01(\fR\aownerId\x12,\n" +
 	"\x12expires_unix_nanos\x18\x04 \x01(\x03R\x10expiresUnixNanos\x12,\n" +
-	"\x12horizon_unix_nanos\x18\x05 \x01(\x03R\x10horizonUnixNanos\"\xc8\x02\n" +
+	"\x12horizon_unix_nanos\x18\x05 \x01(\x03R\x10horizonUnixNanos\"\xdc\x02\n" +
 	"\rMailboxRecord\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\fR\x0eregistrationId\x12\x1f\n" +
 	"\vlistener_id\x18\x02 \x01(\fR\n" +
@@ -3881,7 +3957,9 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"next_index\x18\x06 \x01(\x04R\tnextIndex\x12-\n" +
 	"\x06events\x18\a \x03(\v2\x15.state.v1.StoredEventR\x06events\x12\x1c\n" +
 	"\tprincipal\x18\b \x01(\tR\tprincipal\x12\x14\n" +
-	"\x05epoch\x18\t \x01(\x04R\x05epoch\"P\n" +
+	"\x05epoch\x18\t \x01(\x04R\x05epoch\x12\x12\n" +
+	"\x04pull\x18\n" +
+	" \x01(\x04R\x04pull\"P\n" +
 	"\vStoredEvent\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12+\n" +
 	"\x05event\x18\x02 \x01(\v2\x15.djinn.v1.RemoteEventR\x05event\"\x8f\x02\n" +
@@ -3946,7 +4024,7 @@ func file_state_v1_state_proto_rawDescGZIP() []byte {
 }
 
 var file_state_v1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_state_v1_state_proto_goTypes = []any{
 	(RenewalEndReason)(0),         // 0: state.v1.RenewalEndReason
 	(*Command)(nil),               // 1: state.v1.Command
@@ -3963,60 +4041,61 @@ var file_state_v1_state_proto_goTypes = []any{
 	(*MailboxDelivered)(nil),      // 12: state.v1.MailboxDelivered
 	(*Delivered)(nil),             // 13: state.v1.Delivered
 	(*MailboxUnknown)(nil),        // 14: state.v1.MailboxUnknown
-	(*RenewalCreate)(nil),         // 15: state.v1.RenewalCreate
-	(*RenewalAdd)(nil),            // 16: state.v1.RenewalAdd
-	(*RenewalRemove)(nil),         // 17: state.v1.RenewalRemove
-	(*RenewalListen)(nil),         // 18: state.v1.RenewalListen
-	(*RenewalRenewed)(nil),        // 19: state.v1.RenewalRenewed
-	(*RenewalEnd)(nil),            // 20: state.v1.RenewalEnd
-	(*RenewalEnding)(nil),         // 21: state.v1.RenewalEnding
-	(*RenewalWarn)(nil),           // 22: state.v1.RenewalWarn
-	(*RenewalDelivered)(nil),      // 23: state.v1.RenewalDelivered
-	(*RenewalDeliveredEntry)(nil), // 24: state.v1.RenewalDeliveredEntry
-	(*TxnCreate)(nil),             // 25: state.v1.TxnCreate
-	(*TxnRemoteParent)(nil),       // 26: state.v1.TxnRemoteParent
-	(*TxnJoin)(nil),               // 27: state.v1.TxnJoin
-	(*TxnVoting)(nil),             // 28: state.v1.TxnVoting
-	(*TxnDecide)(nil),             // 29: state.v1.TxnDecide
-	(*TxnNotified)(nil),           // 30: state.v1.TxnNotified
-	(*TxnParticipantRef)(nil),     // 31: state.v1.TxnParticipantRef
-	(*TxnPromote)(nil),            // 32: state.v1.TxnPromote
-	(*TxnForget)(nil),             // 33: state.v1.TxnForget
-	(*Record)(nil),                // 34: state.v1.Record
-	(*LeaseRecord)(nil),           // 35: state.v1.LeaseRecord
-	(*MailboxRecord)(nil),         // 36: state.v1.MailboxRecord
-	(*StoredEvent)(nil),           // 37: state.v1.StoredEvent
-	(*RenewalSetRecord)(nil),      // 38: state.v1.RenewalSetRecord
-	(*RenewalListenerRecord)(nil), // 39: state.v1.RenewalListenerRecord
-	(*RenewalLeaseRecord)(nil),    // 40: state.v1.RenewalLeaseRecord
-	(*TxnRecord)(nil),             // 41: state.v1.TxnRecord
-	(*TxnParticipantRecord)(nil),  // 42: state.v1.TxnParticipantRecord
-	(*TxnCounter)(nil),            // 43: state.v1.TxnCounter
-	(*LockCreateSet)(nil),         // 44: state.v1.LockCreateSet
-	(*LockCreateOwner)(nil),       // 45: state.v1.LockCreateOwner
-	(*LockAcquire)(nil),           // 46: state.v1.LockAcquire
-	(*LockRelease)(nil),           // 47: state.v1.LockRelease
-	(*LockCancel)(nil),            // 48: state.v1.LockCancel
-	(*LockTxnEnd)(nil),            // 49: state.v1.LockTxnEnd
-	(*LockDrop)(nil),              // 50: state.v1.LockDrop
-	(*LookupRegister)(nil),        // 51: state.v1.LookupRegister
-	(*LookupAttributes)(nil),      // 52: state.v1.LookupAttributes
-	(*LookupNotify)(nil),          // 53: state.v1.LookupNotify
-	(*LDSRegister)(nil),           // 54: state.v1.LDSRegister
-	(*LDSGroups)(nil),             // 55: state.v1.LDSGroups
-	(*LDSLocators)(nil),           // 56: state.v1.LDSLocators
-	(*LDSDiscard)(nil),            // 57: state.v1.LDSDiscard
-	(*LDSFound)(nil),              // 58: state.v1.LDSFound
-	(*LDSLost)(nil),               // 59: state.v1.LDSLost
-	(*djinnpb.Ref)(nil),           // 60: djinn.v1.Ref
-	(*djinnpb.RemoteEvent)(nil),   // 61: djinn.v1.RemoteEvent
-	(*djinnpb.EventKey)(nil),      // 62: djinn.v1.EventKey
-	(djinnpb.SerialFormat)(0),     // 63: djinn.v1.SerialFormat
-	(*djinnpb.Error)(nil),         // 64: djinn.v1.Error
-	(*djinnpb.Lease)(nil),         // 65: djinn.v1.Lease
-	(*LockRecord)(nil),            // 66: state.v1.LockRecord
-	(*LookupRecord)(nil),          // 67: state.v1.LookupRecord
-	(*LDSRecord)(nil),             // 68: state.v1.LDSRecord
+	(*MailboxPull)(nil),           // 15: state.v1.MailboxPull
+	(*RenewalCreate)(nil),         // 16: state.v1.RenewalCreate
+	(*RenewalAdd)(nil),            // 17: state.v1.RenewalAdd
+	(*RenewalRemove)(nil),         // 18: state.v1.RenewalRemove
+	(*RenewalListen)(nil),         // 19: state.v1.RenewalListen
+	(*RenewalRenewed)(nil),        // 20: state.v1.RenewalRenewed
+	(*RenewalEnd)(nil),            // 21: state.v1.RenewalEnd
+	(*RenewalEnding)(nil),         // 22: state.v1.RenewalEnding
+	(*RenewalWarn)(nil),           // 23: state.v1.RenewalWarn
+	(*RenewalDelivered)(nil),      // 24: state.v1.RenewalDelivered
+	(*RenewalDeliveredEntry)(nil), // 25: state.v1.RenewalDeliveredEntry
+	(*TxnCreate)(nil),             // 26: state.v1.TxnCreate
+	(*TxnRemoteParent)(nil),       // 27: state.v1.TxnRemoteParent
+	(*TxnJoin)(nil),               // 28: state.v1.TxnJoin
+	(*TxnVoting)(nil),             // 29: state.v1.TxnVoting
+	(*TxnDecide)(nil),             // 30: state.v1.TxnDecide
+	(*TxnNotified)(nil),           // 31: state.v1.TxnNotified
+	(*TxnParticipantRef)(nil),     // 32: state.v1.TxnParticipantRef
+	(*TxnPromote)(nil),            // 33: state.v1.TxnPromote
+	(*TxnForget)(nil),             // 34: state.v1.TxnForget
+	(*Record)(nil),                // 35: state.v1.Record
+	(*LeaseRecord)(nil),           // 36: state.v1.LeaseRecord
+	(*MailboxRecord)(nil),         // 37: state.v1.MailboxRecord
+	(*StoredEvent)(nil),           // 38: state.v1.StoredEvent
+	(*RenewalSetRecord)(nil),      // 39: state.v1.RenewalSetRecord
+	(*RenewalListenerRecord)(nil), // 40: state.v1.RenewalListenerRecord
+	(*RenewalLeaseRecord)(nil),    // 41: state.v1.RenewalLeaseRecord
+	(*TxnRecord)(nil),             // 42: state.v1.TxnRecord
+	(*TxnParticipantRecord)(nil),  // 43: state.v1.TxnParticipantRecord
+	(*TxnCounter)(nil),            // 44: state.v1.TxnCounter
+	(*LockCreateSet)(nil),         // 45: state.v1.LockCreateSet
+	(*LockCreateOwner)(nil),       // 46: state.v1.LockCreateOwner
+	(*LockAcquire)(nil),           // 47: state.v1.LockAcquire
+	(*LockRelease)(nil),           // 48: state.v1.LockRelease
+	(*LockCancel)(nil),            // 49: state.v1.LockCancel
+	(*LockTxnEnd)(nil),            // 50: state.v1.LockTxnEnd
+	(*LockDrop)(nil),              // 51: state.v1.LockDrop
+	(*LookupRegister)(nil),        // 52: state.v1.LookupRegister
+	(*LookupAttributes)(nil),      // 53: state.v1.LookupAttributes
+	(*LookupNotify)(nil),          // 54: state.v1.LookupNotify
+	(*LDSRegister)(nil),           // 55: state.v1.LDSRegister
+	(*LDSGroups)(nil),             // 56: state.v1.LDSGroups
+	(*LDSLocators)(nil),           // 57: state.v1.LDSLocators
+	(*LDSDiscard)(nil),            // 58: state.v1.LDSDiscard
+	(*LDSFound)(nil),              // 59: state.v1.LDSFound
+	(*LDSLost)(nil),               // 60: state.v1.LDSLost
+	(*djinnpb.Ref)(nil),           // 61: djinn.v1.Ref
+	(*djinnpb.RemoteEvent)(nil),   // 62: djinn.v1.RemoteEvent
+	(*djinnpb.EventKey)(nil),      // 63: djinn.v1.EventKey
+	(djinnpb.SerialFormat)(0),     // 64: djinn.v1.SerialFormat
+	(*djinnpb.Error)(nil),         // 65: djinn.v1.Error
+	(*djinnpb.Lease)(nil),         // 66: djinn.v1.Lease
+	(*LockRecord)(nil),            // 67: state.v1.LockRecord
+	(*LookupRecord)(nil),          // 68: state.v1.LookupRecord
+	(*LDSRecord)(nil),             // 69: state.v1.LDSRecord
 }
 var file_state_v1_state_proto_depIdxs = []int32{
 	2,  // 0: state.v1.Command.init:type_name -> state.v1.Init
@@ -4030,85 +4109,86 @@ var file_state_v1_state_proto_depIdxs = []int32{
 	11, // 8: state.v1.Command.mailbox_store:type_name -> state.v1.MailboxStore
 	12, // 9: state.v1.Command.mailbox_delivered:type_name -> state.v1.MailboxDelivered
 	14, // 10: state.v1.Command.mailbox_unknown:type_name -> state.v1.MailboxUnknown
-	15, // 11: state.v1.Command.renewal_create:type_name -> state.v1.RenewalCreate
-	16, // 12: state.v1.Command.renewal_add:type_name -> state.v1.RenewalAdd
-	17, // 13: state.v1.Command.renewal_remove:type_name -> state.v1.RenewalRemove
-	18, // 14: state.v1.Command.renewal_listen:type_name -> state.v1.RenewalListen
-	19, // 15: state.v1.Command.renewal_renewed:type_name -> state.v1.RenewalRenewed
-	20, // 16: state.v1.Command.renewal_end:type_name -> state.v1.RenewalEnd
-	22, // 17: state.v1.Command.renewal_warn:type_name -> state.v1.RenewalWarn
-	23, // 18: state.v1.Command.renewal_delivered:type_name -> state.v1.RenewalDelivered
-	25, // 19: state.v1.Command.txn_create:type_name -> state.v1.TxnCreate
-	27, // 20: state.v1.Command.txn_join:type_name -> state.v1.TxnJoin
-	28, // 21: state.v1.Command.txn_voting:type_name -> state.v1.TxnVoting
-	29, // 22: state.v1.Command.txn_decide:type_name -> state.v1.TxnDecide
-	30, // 23: state.v1.Command.txn_notified:type_name -> state.v1.TxnNotified
-	33, // 24: state.v1.Command.txn_forget:type_name -> state.v1.TxnForget
-	32, // 25: state.v1.Command.txn_promote:type_name -> state.v1.TxnPromote
-	44, // 26: state.v1.Command.lock_create_set:type_name -> state.v1.LockCreateSet
-	45, // 27: state.v1.Command.lock_create_owner:type_name -> state.v1.LockCreateOwner
-	46, // 28: state.v1.Command.lock_acquire:type_name -> state.v1.LockAcquire
-	47, // 29: state.v1.Command.lock_release:type_name -> state.v1.LockRelease
-	48, // 30: state.v1.Command.lock_cancel:type_name -> state.v1.LockCancel
-	49, // 31: state.v1.Command.lock_txn_end:type_name -> state.v1.LockTxnEnd
-	50, // 32: state.v1.Command.lock_drop:type_name -> state.v1.LockDrop
-	51, // 33: state.v1.Command.lookup_register:type_name -> state.v1.LookupRegister
-	52, // 34: state.v1.Command.lookup_attributes:type_name -> state.v1.LookupAttributes
-	53, // 35: state.v1.Command.lookup_notify:type_name -> state.v1.LookupNotify
-	54, // 36: state.v1.Command.lds_register:type_name -> state.v1.LDSRegister
-	55, // 37: state.v1.Command.lds_groups:type_name -> state.v1.LDSGroups
-	56, // 38: state.v1.Command.lds_locators:type_name -> state.v1.LDSLocators
-	57, // 39: state.v1.Command.lds_discard:type_name -> state.v1.LDSDiscard
-	58, // 40: state.v1.Command.lds_found:type_name -> state.v1.LDSFound
-	59, // 41: state.v1.Command.lds_lost:type_name -> state.v1.LDSLost
-	7,  // 42: state.v1.LeaseHorizon.entries:type_name -> state.v1.HorizonEntry
-	60, // 43: state.v1.MailboxEnable.target:type_name -> djinn.v1.Ref
-	61, // 44: state.v1.MailboxStore.events:type_name -> djinn.v1.RemoteEvent
-	13, // 45: state.v1.MailboxDelivered.entries:type_name -> state.v1.Delivered
-	62, // 46: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
-	60, // 47: state.v1.RenewalAdd.landlord:type_name -> djinn.v1.Ref
-	63, // 48: state.v1.RenewalAdd.format:type_name -> djinn.v1.SerialFormat
-	60, // 49: state.v1.RenewalListen.target:type_name -> djinn.v1.Ref
-	21, // 50: state.v1.RenewalEnd.entries:type_name -> state.v1.RenewalEnding
-	0,  // 51: state.v1.RenewalEnding.reason:type_name -> state.v1.RenewalEndReason
-	64, // 52: state.v1.RenewalEnding.error:type_name -> djinn.v1.Error
-	65, // 53: state.v1.RenewalWarn.set_lease:type_name -> djinn.v1.Lease
-	24, // 54: state.v1.RenewalDelivered.entries:type_name -> state.v1.RenewalDeliveredEntry
-	26, // 55: state.v1.TxnCreate.remote:type_name -> state.v1.TxnRemoteParent
-	60, // 56: state.v1.TxnRemoteParent.manager:type_name -> djinn.v1.Ref
-	60, // 57: state.v1.TxnRemoteParent.ancestor_managers:type_name -> djinn.v1.Ref
-	60, // 58: state.v1.TxnJoin.participant:type_name -> djinn.v1.Ref
-	31, // 59: state.v1.TxnNotified.entries:type_name -> state.v1.TxnParticipantRef
-	60, // 60: state.v1.TxnPromote.participants:type_name -> djinn.v1.Ref
-	60, // 61: state.v1.TxnPromote.drop:type_name -> djinn.v1.Ref
-	2,  // 62: state.v1.Record.init:type_name -> state.v1.Init
-	3,  // 63: state.v1.Record.member:type_name -> state.v1.Member
-	35, // 64: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
-	36, // 65: state.v1.Record.mailbox:type_name -> state.v1.MailboxRecord
-	38, // 66: state.v1.Record.renewal_set:type_name -> state.v1.RenewalSetRecord
-	41, // 67: state.v1.Record.txn:type_name -> state.v1.TxnRecord
-	43, // 68: state.v1.Record.txn_counter:type_name -> state.v1.TxnCounter
-	66, // 69: state.v1.Record.lock:type_name -> state.v1.LockRecord
-	67, // 70: state.v1.Record.lookup:type_name -> state.v1.LookupRecord
-	68, // 71: state.v1.Record.lds:type_name -> state.v1.LDSRecord
-	60, // 72: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
-	62, // 73: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
-	37, // 74: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
-	61, // 75: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
-	39, // 76: state.v1.RenewalSetRecord.listeners:type_name -> state.v1.RenewalListenerRecord
-	40, // 77: state.v1.RenewalSetRecord.leases:type_name -> state.v1.RenewalLeaseRecord
-	60, // 78: state.v1.RenewalListenerRecord.target:type_name -> djinn.v1.Ref
-	61, // 79: state.v1.RenewalListenerRecord.pending:type_name -> djinn.v1.RemoteEvent
-	60, // 80: state.v1.RenewalLeaseRecord.landlord:type_name -> djinn.v1.Ref
-	63, // 81: state.v1.RenewalLeaseRecord.format:type_name -> djinn.v1.SerialFormat
-	42, // 82: state.v1.TxnRecord.participants:type_name -> state.v1.TxnParticipantRecord
-	26, // 83: state.v1.TxnRecord.remote:type_name -> state.v1.TxnRemoteParent
-	60, // 84: state.v1.TxnParticipantRecord.participant:type_name -> djinn.v1.Ref
-	85, // [85:85] is the sub-list for method output_type
-	85, // [85:85] is the sub-list for method input_type
-	85, // [85:85] is the sub-list for extension type_name
-	85, // [85:85] is the sub-list for extension extendee
-	0,  // [0:85] is the sub-list for field type_name
+	15, // 11: state.v1.Command.mailbox_pull:type_name -> state.v1.MailboxPull
+	16, // 12: state.v1.Command.renewal_create:type_name -> state.v1.RenewalCreate
+	17, // 13: state.v1.Command.renewal_add:type_name -> state.v1.RenewalAdd
+	18, // 14: state.v1.Command.renewal_remove:type_name -> state.v1.RenewalRemove
+	19, // 15: state.v1.Command.renewal_listen:type_name -> state.v1.RenewalListen
+	20, // 16: state.v1.Command.renewal_renewed:type_name -> state.v1.RenewalRenewed
+	21, // 17: state.v1.Command.renewal_end:type_name -> state.v1.RenewalEnd
+	23, // 18: state.v1.Command.renewal_warn:type_name -> state.v1.RenewalWarn
+	24, // 19: state.v1.Command.renewal_delivered:type_name -> state.v1.RenewalDelivered
+	26, // 20: state.v1.Command.txn_create:type_name -> state.v1.TxnCreate
+	28, // 21: state.v1.Command.txn_join:type_name -> state.v1.TxnJoin
+	29, // 22: state.v1.Command.txn_voting:type_name -> state.v1.TxnVoting
+	30, // 23: state.v1.Command.txn_decide:type_name -> state.v1.TxnDecide
+	31, // 24: state.v1.Command.txn_notified:type_name -> state.v1.TxnNotified
+	34, // 25: state.v1.Command.txn_forget:type_name -> state.v1.TxnForget
+	33, // 26: state.v1.Command.txn_promote:type_name -> state.v1.TxnPromote
+	45, // 27: state.v1.Command.lock_create_set:type_name -> state.v1.LockCreateSet
+	46, // 28: state.v1.Command.lock_create_owner:type_name -> state.v1.LockCreateOwner
+	47, // 29: state.v1.Command.lock_acquire:type_name -> state.v1.LockAcquire
+	48, // 30: state.v1.Command.lock_release:type_name -> state.v1.LockRelease
+	49, // 31: state.v1.Command.lock_cancel:type_name -> state.v1.LockCancel
+	50, // 32: state.v1.Command.lock_txn_end:type_name -> state.v1.LockTxnEnd
+	51, // 33: state.v1.Command.lock_drop:type_name -> state.v1.LockDrop
+	52, // 34: state.v1.Command.lookup_register:type_name -> state.v1.LookupRegister
+	53, // 35: state.v1.Command.lookup_attributes:type_name -> state.v1.LookupAttributes
+	54, // 36: state.v1.Command.lookup_notify:type_name -> state.v1.LookupNotify
+	55, // 37: state.v1.Command.lds_register:type_name -> state.v1.LDSRegister
+	56, // 38: state.v1.Command.lds_groups:type_name -> state.v1.LDSGroups
+	57, // 39: state.v1.Command.lds_locators:type_name -> state.v1.LDSLocators
+	58, // 40: state.v1.Command.lds_discard:type_name -> state.v1.LDSDiscard
+	59, // 41: state.v1.Command.lds_found:type_name -> state.v1.LDSFound
+	60, // 42: state.v1.Command.lds_lost:type_name -> state.v1.LDSLost
+	7,  // 43: state.v1.LeaseHorizon.entries:type_name -> state.v1.HorizonEntry
+	61, // 44: state.v1.MailboxEnable.target:type_name -> djinn.v1.Ref
+	62, // 45: state.v1.MailboxStore.events:type_name -> djinn.v1.RemoteEvent
+	13, // 46: state.v1.MailboxDelivered.entries:type_name -> state.v1.Delivered
+	63, // 47: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
+	61, // 48: state.v1.RenewalAdd.landlord:type_name -> djinn.v1.Ref
+	64, // 49: state.v1.RenewalAdd.format:type_name -> djinn.v1.SerialFormat
+	61, // 50: state.v1.RenewalListen.target:type_name -> djinn.v1.Ref
+	22, // 51: state.v1.RenewalEnd.entries:type_name -> state.v1.RenewalEnding
+	0,  // 52: state.v1.RenewalEnding.reason:type_name -> state.v1.RenewalEndReason
+	65, // 53: state.v1.RenewalEnding.error:type_name -> djinn.v1.Error
+	66, // 54: state.v1.RenewalWarn.set_lease:type_name -> djinn.v1.Lease
+	25, // 55: state.v1.RenewalDelivered.entries:type_name -> state.v1.RenewalDeliveredEntry
+	27, // 56: state.v1.TxnCreate.remote:type_name -> state.v1.TxnRemoteParent
+	61, // 57: state.v1.TxnRemoteParent.manager:type_name -> djinn.v1.Ref
+	61, // 58: state.v1.TxnRemoteParent.ancestor_managers:type_name -> djinn.v1.Ref
+	61, // 59: state.v1.TxnJoin.participant:type_name -> djinn.v1.Ref
+	32, // 60: state.v1.TxnNotified.entries:type_name -> state.v1.TxnParticipantRef
+	61, // 61: state.v1.TxnPromote.participants:type_name -> djinn.v1.Ref
+	61, // 62: state.v1.TxnPromote.drop:type_name -> djinn.v1.Ref
+	2,  // 63: state.v1.Record.init:type_name -> state.v1.Init
+	3,  // 64: state.v1.Record.member:type_name -> state.v1.Member
+	36, // 65: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
+	37, // 66: state.v1.Record.mailbox:type_name -> state.v1.MailboxRecord
+	39, // 67: state.v1.Record.renewal_set:type_name -> state.v1.RenewalSetRecord
+	42, // 68: state.v1.Record.txn:type_name -> state.v1.TxnRecord
+	44, // 69: state.v1.Record.txn_counter:type_name -> state.v1.TxnCounter
+	67, // 70: state.v1.Record.lock:type_name -> state.v1.LockRecord
+	68, // 71: state.v1.Record.lookup:type_name -> state.v1.LookupRecord
+	69, // 72: state.v1.Record.lds:type_name -> state.v1.LDSRecord
+	61, // 73: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
+	63, // 74: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
+	38, // 75: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
+	62, // 76: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
+	40, // 77: state.v1.RenewalSetRecord.listeners:type_name -> state.v1.RenewalListenerRecord
+	41, // 78: state.v1.RenewalSetRecord.leases:type_name -> state.v1.RenewalLeaseRecord
+	61, // 79: state.v1.RenewalListenerRecord.target:type_name -> djinn.v1.Ref
+	62, // 80: state.v1.RenewalListenerRecord.pending:type_name -> djinn.v1.RemoteEvent
+	61, // 81: state.v1.RenewalLeaseRecord.landlord:type_name -> djinn.v1.Ref
+	64, // 82: state.v1.RenewalLeaseRecord.format:type_name -> djinn.v1.SerialFormat
+	43, // 83: state.v1.TxnRecord.participants:type_name -> state.v1.TxnParticipantRecord
+	27, // 84: state.v1.TxnRecord.remote:type_name -> state.v1.TxnRemoteParent
+	61, // 85: state.v1.TxnParticipantRecord.participant:type_name -> djinn.v1.Ref
+	86, // [86:86] is the sub-list for method output_type
+	86, // [86:86] is the sub-list for method input_type
+	86, // [86:86] is the sub-list for extension type_name
+	86, // [86:86] is the sub-list for extension extendee
+	0,  // [0:86] is the sub-list for field type_name
 }
 
 func init() { file_state_v1_state_proto_init() }
@@ -4131,6 +4211,7 @@ func file_state_v1_state_proto_init() {
 		(*Command_MailboxStore)(nil),
 		(*Command_MailboxDelivered)(nil),
 		(*Command_MailboxUnknown)(nil),
+		(*Command_MailboxPull)(nil),
 		(*Command_RenewalCreate)(nil),
 		(*Command_RenewalAdd)(nil),
 		(*Command_RenewalRemove)(nil),
@@ -4163,7 +4244,7 @@ func file_state_v1_state_proto_init() {
 		(*Command_LdsFound)(nil),
 		(*Command_LdsLost)(nil),
 	}
-	file_state_v1_state_proto_msgTypes[33].OneofWrappers = []any{
+	file_state_v1_state_proto_msgTypes[34].OneofWrappers = []any{
 		(*Record_Init)(nil),
 		(*Record_Member)(nil),
 		(*Record_Lease)(nil),
@@ -4181,7 +4262,7 @@ func file_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_state_v1_state_proto_rawDesc), len(file_state_v1_state_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   43,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
