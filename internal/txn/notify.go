@@ -20,15 +20,22 @@ const maxCalls = 64
 // decided transactions until each has been told (TX.2.7: at reasonable
 // intervals, for as long as it takes), and forgets settled transactions
 // after the retention time.
+//
+// Run returns once the votes it ran have stopped: a vote still waiting
+// for participants when the term ends stops undecided, and the next leader
+// votes again.
 func (s *Service) Run(ctx context.Context) {
 	s.mu.Lock()
 	term := s.term
+	s.running = true
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
+		s.running = false
 		s.term = make(chan struct{})
 		s.mu.Unlock()
 		close(term)
+		s.voting.Wait()
 	}()
 	for _, id := range s.state.Voting() {
 		s.startVote(id, true)

@@ -81,8 +81,12 @@ type Service struct {
 	// votes holds the vote in progress on this leader, by transaction.
 	votes map[uint64]chan struct{}
 	// term is closed when the current (or next) run as leader ends: a
-	// vote waiting for a participant that must answer stops then.
+	// vote stops then, undecided.
 	term chan struct{}
+	// running is set while Run runs: votes start only then, each counted
+	// in voting, which Run waits for before it returns.
+	running bool
+	voting  sync.WaitGroup
 	// calls holds the leader's record of failing participant calls.
 	calls map[callKey]*callState
 
@@ -483,17 +487,23 @@ func (s *Service) wait(ctx context.Context, in Info, waitFor *time.Duration, com
 
 // startVote runs the vote of a VOTING transaction, once per leader;
 // resumed if an earlier leader may have begun it.
+//
+// Only while Run runs: a transaction moved to VOTING just before (or
+// after) is voted by the Run that starts next, which resumes every VOTING
+// transaction. Run waits for the votes it owns before it returns.
 func (s *Service) startVote(id uint64, resumed bool) {
 	s.mu.Lock()
-	if _, running := s.votes[id]; running {
+	if _, voting := s.votes[id]; voting || !s.running {
 		s.mu.Unlock()
 		return
 	}
 	done := make(chan struct{})
 	s.votes[id] = done
 	term := s.term
+	s.voting.Add(1)
 	s.mu.Unlock()
 	go func() {
+		defer s.voting.Done()
 		defer func() {
 			s.mu.Lock()
 			delete(s.votes, id)
@@ -585,6 +595,9 @@ func (s *Service) vote(id uint64, resumed bool, term <-chan struct{}) {
 			case <-wait.C:
 			case <-ctx.Done():
 				wait.Stop()
+			case <-term:
+				wait.Stop()
+				return false
 			}
 		}
 	}
@@ -598,6 +611,9 @@ func (s *Service) vote(id uint64, resumed bool, term <-chan struct{}) {
 		}()
 	}
 	wg.Wait()
+	if ended(term) {
+		return // undecided: the next leader votes again
+	}
 	if n > 0 {
 		onlyLast, shown := true, false
 		for i := range last {
@@ -647,6 +663,16 @@ func (s *Service) vote(id uint64, resumed bool, term <-chan struct{}) {
 	if _, err := s.log.Propose(pctx, &statepb.Command{NowUnixNanos: s.now().UnixNano(), Op: &statepb.Command_TxnDecide{TxnDecide: dec}}); err != nil &&
 		djinn.KindOf(err) != djinn.CannotCommit && djinn.KindOf(err) != djinn.CannotAbort {
 		s.cfg.Logger.Warn("transaction: recording the outcome failed; the next leader votes again", "id", id, "err", err)
+	}
+}
+
+// ended reports whether term is closed.
+func ended(term <-chan struct{}) bool {
+	select {
+	case <-term:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -672,3 +672,36 @@ func logCreate(t *testing.T, log *statetest.Log) uint64 {
 	}
 	return res.(txn.Info).ID
 }
+
+// TestRunWaitsForItsVotes: the votes a leader runs end with its term —
+// undecided, for the next leader to vote again — and Run returns only
+// once they have: no vote goes on calling participants after it.
+func TestRunWaitsForItsVotes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		f.parts.set("a", txn.Prepared, nil)
+		f.parts.set("b", 0, djinn.Errorf(djinn.Unavailable, "b: unreachable")) // retried until the vote timeout
+		c := f.create(time.Minute)
+		f.join(c.ID, "a", "b")
+		ctx, cancel := context.WithCancel(context.Background())
+		committed := make(chan error, 1)
+		go func() { committed <- f.svc.Commit(ctx, c.ID, nil) }()
+		time.Sleep(time.Second) // the vote is retrying b
+		synctest.Wait()
+		if count(f.parts.got(), "b prepare") == 0 {
+			t.Fatal("the vote did not start")
+		}
+		f.stop() // the term ends: Run returns
+		calls := len(f.parts.got())
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got := f.parts.got(); len(got) != calls {
+			t.Fatalf("after Run returned, the vote went on calling: %v", got[calls:])
+		}
+		if in, _ := f.log.State.Get(c.ID); in.State != txn.Voting {
+			t.Fatalf("a vote cut short by the term's end decided %v; want it left VOTING for the next leader", in.State)
+		}
+		cancel()
+		<-committed
+	})
+}
