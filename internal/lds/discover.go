@@ -93,7 +93,7 @@ func (s *Service) Discover(ctx context.Context, d Discoverer, cfg DiscoverConfig
 		flush: stoppedTimer(), lost: stoppedTimer()}
 	defer r.flush.Stop()
 	defer r.lost.Stop()
-	now := time.Now()
+	now := s.now()
 	for _, k := range s.state.Known() {
 		r.missing[k.ID] = now.Add(cfg.Grace)
 	}
@@ -236,7 +236,7 @@ func (r *runner) drop(id djinn.ID) {
 	delete(r.held, id)
 	delete(r.found, id)
 	if _, ok := r.missing[id]; !ok {
-		r.missing[id] = time.Now().Add(r.cfg.Grace)
+		r.missing[id] = r.s.now().Add(r.cfg.Grace)
 	}
 }
 
@@ -262,7 +262,7 @@ func (r *runner) logFound(ctx context.Context) {
 
 // logLost logs lost the missing lookup services that are due.
 func (r *runner) logLost(ctx context.Context) {
-	now := time.Now()
+	now := r.s.now()
 	var due []djinn.ID
 	for id, at := range r.missing {
 		if !at.After(now) {
@@ -289,7 +289,7 @@ func (r *runner) proposeLost(ctx context.Context, ids []djinn.ID) {
 		if ctx.Err() == nil {
 			r.s.cfg.Logger.Warn("lds: logging lookup services lost failed; retrying", "err", err)
 			for _, id := range ids {
-				r.missing[id] = time.Now().Add(r.cfg.Retry)
+				r.missing[id] = r.s.now().Add(r.cfg.Retry)
 			}
 			r.armLost()
 		}
@@ -308,5 +308,5 @@ func (r *runner) armLost() {
 			first = at
 		}
 	}
-	r.lost.Reset(max(time.Until(first), 0))
+	r.lost.Reset(max(first.Sub(r.s.now()), 0))
 }
