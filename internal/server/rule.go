@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 
 	"google.golang.org/grpc"
 
@@ -125,6 +126,9 @@ func authorize(ctx context.Context, r Rule, req any) error {
 type registrar struct {
 	g     *grpc.Server
 	rules map[string]Rule // by full method name, "/djinn.v1.EventMailbox/Register"
+	// undecoded, when set, holds the requests the server's codec could not
+	// decode (requestCodec): the services' handlers answer them.
+	undecoded *sync.Map
 }
 
 func newRegistrar(g *grpc.Server) *registrar {
@@ -156,6 +160,9 @@ func (r *registrar) serve(desc *grpc.ServiceDesc, impl any, rules Rules) error {
 	}
 	for m, rule := range full {
 		r.rules[m] = rule
+	}
+	if r.undecoded != nil {
+		desc = decoding(desc, r.undecoded)
 	}
 	r.g.RegisterService(desc, impl)
 	return nil

@@ -187,8 +187,11 @@ func (s *Server) openGRPC(serverTLS *tls.Config) error {
 	} else {
 		opts = append(opts, grpc.Creds(insecure.NewCredentials()))
 	}
+	undecoded := new(sync.Map)
+	opts = append(opts, grpc.ForceServerCodecV2(newRequestCodec(undecoded)))
 	s.grpc = grpc.NewServer(opts...)
 	r := newRegistrar(s.grpc)
+	r.undecoded = undecoded
 	if err := s.serveParts(r); err != nil {
 		return err
 	}
