@@ -233,13 +233,14 @@ func (l *Lease) renewed(sent time.Time, g time.Duration) {
 	l.expiration = djinn.AddDuration(sent, g)
 }
 
-// checkRenewDuration enforces renew's argument rule: a duration is zero or
-// more (Forever included) or Any.
+// checkRenewDuration enforces renew's argument rule, a new lease's: a
+// duration is positive, Forever or Any (a renewed lease is like any other,
+// LE.2.1).
 func checkRenewDuration(d time.Duration) error {
-	if d >= 0 || d == djinn.Any {
+	if d > 0 || d == djinn.Any {
 		return nil
 	}
-	return djinn.Errorf(djinn.InvalidArgument, "lease duration %s: must be zero or more, Forever or Any", d)
+	return djinn.Errorf(djinn.InvalidArgument, "lease duration %s: must be positive, Forever or Any (to end a lease, cancel it)", djinn.FormatDuration(d))
 }
 
 // checkGranted rejects a granted duration no landlord may return.
@@ -271,7 +272,7 @@ func dialLandlord(c Connector) landlordDialer {
 }
 
 // Renew asks the landlord to renew the lease for d from now (LE.2.2): d is
-// zero or more, djinn.Forever or djinn.Any, and the landlord may grant less.
+// positive, djinn.Forever or djinn.Any, and the landlord may grant less.
 // On success the lease's expiration becomes the time the request was sent
 // plus the granted duration; on failure it is unchanged. Errors carry the
 // landlord's kind: djinn.ErrUnknownLease, djinn.ErrLeaseDenied, or

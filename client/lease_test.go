@@ -140,7 +140,6 @@ func TestLeaseRenewCancel(t *testing.T) {
 		{"LE.2.2 ANY gets the landlord's choice", djinn.Any, 5 * time.Minute},
 		{"LE.2.2 grant is no more than requested", 2 * time.Minute, 2 * time.Minute},
 		{"LE.2.2 landlord may grant less than requested", djinn.Forever, time.Hour},
-		{"zero duration", 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -237,5 +236,20 @@ func TestLeaseRenewedKeepsNewest(t *testing.T) {
 	l.renewed(t0.Add(time.Second), time.Hour) // answer to an older request
 	if want := t0.Add(2*time.Second + time.Minute); !l.Expiration().Equal(want) {
 		t.Errorf("expiration %v, want %v", l.Expiration(), want)
+	}
+}
+
+// TestLeaseRenewZero: a renewed lease is just like any other lease
+// (LE.2.1), so a renewal for zero is refused as a grant of zero is, before
+// any call.
+func TestLeaseRenewZero(t *testing.T) {
+	ll, p := startLandlord(t, 5*time.Minute, time.Hour)
+	l := grant(t, ll, time.Minute)
+	if err := l.Renew(context.Background(), p, 0); !errors.Is(err, djinn.ErrInvalidArgument) || !strings.Contains(err.Error(), "0s: must be positive") {
+		t.Fatalf("LE.2.1 renew for zero: %v, want an invalid argument naming it", err)
+	}
+	m := NewLeaseMap()
+	if err := m.Put(l, 0); !errors.Is(err, djinn.ErrInvalidArgument) {
+		t.Fatalf("LE.2.1 a lease map entry renewed for zero: %v, want an invalid argument", err)
 	}
 }

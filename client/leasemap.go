@@ -61,7 +61,7 @@ func (m *LeaseMap) canContainLocked(l *Lease) bool {
 	return len(m.entries) == 0 || m.landlord.Equal(l.landlord)
 }
 
-// Put adds l, to be renewed for d (zero or more, Forever or Any), or changes
+// Put adds l, to be renewed for d (positive, Forever or Any), or changes
 // the duration of a lease already in the map. A lease that cannot be batched
 // with the others is refused with djinn.ErrInvalidArgument, as LE.2.2's
 // IllegalArgumentException.

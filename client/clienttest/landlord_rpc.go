@@ -61,8 +61,8 @@ func (l *Landlord) enter(ctx context.Context, c Call) error {
 // renewLocked renews one lease at now. A lease found expired counts as a
 // lapse the first time, after that as unknown.
 func (l *Landlord) renewLocked(c djinn.ID, d time.Duration, now time.Time) (time.Duration, error) {
-	if d < 0 && d != djinn.Any {
-		return 0, djinn.Errorf(djinn.InvalidArgument, "lease duration %s: must be zero or more, Forever or Any", d)
+	if d <= 0 && d != djinn.Any {
+		return 0, djinn.Errorf(djinn.InvalidArgument, "lease duration %s: must be positive, Forever or Any (to end a lease, cancel it)", djinn.FormatDuration(d))
 	}
 	r, ok := l.leases[c]
 	switch {

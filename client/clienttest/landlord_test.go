@@ -37,7 +37,7 @@ func TestLandlordTerms(t *testing.T) {
 			{"LE.2.2 longer than max is capped", time.Hour, time.Minute, nil},
 			{"LE.2.2 forever is capped", djinn.Forever, time.Minute, nil},
 			{"LE.2.2 any is the default", djinn.Any, time.Minute, nil},
-			{"LE.2.2 zero is granted, as a renewal may ask", 0, 0, nil},
+			{"LE.2.1 a renewed lease is like any other: zero is invalid, as for a grant", 0, 0, djinn.ErrInvalidArgument},
 			{"LE.2.2 negative is invalid", -5 * time.Second, 0, djinn.ErrInvalidArgument},
 		}
 		for _, tt := range tests {
@@ -56,8 +56,8 @@ func TestLandlordTerms(t *testing.T) {
 				t.Errorf("%s: asked %s, granted %s (%v), want %s", tt.name, tt.ask, time.Duration(resp.GetGrantedNanos()), err, tt.want)
 			}
 		}
-		if c := l.Counts(); c.Renewed != 6 || c.Lapses != 0 || c.RenewCalls != 7 {
-			t.Errorf("counts %+v: want 7 calls, 6 renewed, no lapse", c)
+		if c := l.Counts(); c.Renewed != 5 || c.Lapses != 0 || c.RenewCalls != 7 {
+			t.Errorf("counts %+v: want 7 calls, 5 renewed, no lapse", c)
 		}
 	})
 }

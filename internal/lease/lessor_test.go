@@ -156,7 +156,7 @@ func TestRenewNegotiation(t *testing.T) {
 		{name: "renewal never shortens below remaining time unless asked", policy: policy, initial: 20 * time.Minute, request: time.Hour, want: 20 * time.Minute},
 		{name: "renewal with Any keeps a longer remaining time", policy: policy, initial: 5 * time.Minute, request: djinn.Any, want: 5 * time.Minute},
 		{name: "renewal may shorten when the holder asks for less", policy: policy, initial: 5 * time.Minute, request: time.Second, want: time.Second},
-		{name: "zero duration is allowed and ends the lease now", policy: policy, initial: time.Minute, request: 0, want: 0},
+		{name: "LE.2.1 a renewed lease is like any other: zero is refused as for a grant", policy: policy, initial: time.Minute, request: 0, wantKind: djinn.InvalidArgument, wantInErr: "lease duration 0s: must be positive, Forever or Any"},
 		{name: "negative duration other than Any is invalid", policy: policy, initial: time.Minute, request: -5 * time.Second, wantKind: djinn.InvalidArgument, wantInErr: "-5s"},
 	}
 	for _, tt := range tests {

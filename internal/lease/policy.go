@@ -78,11 +78,13 @@ func (p Policy) Renewal(requested, remaining time.Duration) time.Duration {
 	return g
 }
 
-// CheckRenewal enforces the renewal argument rule: a duration is
-// non-negative, Forever or Any.
+// CheckRenewal enforces the renewal argument rule: a duration is positive,
+// Forever or Any — the rule of a new lease, since "a renewed lease is just
+// like any other lease" (LE.2.1). Zero is refused as a grant of zero is;
+// a holder done with a lease cancels it.
 func CheckRenewal(d time.Duration) error {
-	if d >= 0 || d == djinn.Any {
+	if d > 0 || d == djinn.Any {
 		return nil
 	}
-	return djinn.Errorf(djinn.InvalidArgument, "lease duration %s: must not be negative (except Any)", d)
+	return djinn.Errorf(djinn.InvalidArgument, "lease duration %s: must be positive, Forever or Any (to end a lease, cancel it)", djinn.FormatDuration(d))
 }
