@@ -39,6 +39,9 @@ type Config struct {
 	// TLS, when set, secures the peer port (mutual TLS if it asks for client
 	// certificates).
 	TLS *tls.Config
+	// HandshakeTimeout bounds a peer connection's TLS handshake; one that
+	// takes longer is closed. Default 10s.
+	HandshakeTimeout time.Duration
 	// Bootstrap makes a node with no state the single voter of a new
 	// cluster. A node that will join an existing cluster leaves it false.
 	Bootstrap bool
@@ -119,6 +122,9 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	}
 	if cfg.SnapshotThreshold == 0 {
 		cfg.SnapshotThreshold = 65536
+	}
+	if cfg.HandshakeTimeout == 0 {
+		cfg.HandshakeTimeout = 10 * time.Second
 	}
 	if cfg.WALSegmentSize == 0 {
 		cfg.WALSegmentSize = wal.DefaultSegmentSize
@@ -205,7 +211,7 @@ func newTransport(cfg Config, hlog hclog.Logger) (*raft.NetworkTransport, error)
 	}
 	var stream raft.StreamLayer
 	if cfg.TLS != nil {
-		stream = &tlsStream{Listener: tls.NewListener(ln, cfg.TLS), advertise: adv, config: cfg.TLS}
+		stream = &tlsStream{Listener: tls.NewListener(ln, cfg.TLS), advertise: adv, config: cfg.TLS, handshake: cfg.HandshakeTimeout}
 	} else {
 		stream = &tcpStream{Listener: ln, advertise: adv}
 	}

@@ -35,6 +35,10 @@ type Config struct {
 	Join     string `toml:"join"`
 	LogLevel string `toml:"log-level"`
 	LogJSON  bool   `toml:"log-json"`
+	// HandshakeTimeout bounds how long a new connection to the client or
+	// the Raft port may take to complete its handshakes (TLS, then HTTP/2
+	// on the client port) before it is closed.
+	HandshakeTimeout Duration `toml:"handshake-timeout"`
 
 	TLS     TLSConfig     `toml:"tls"`
 	Lease   LeaseConfig   `toml:"lease"`
@@ -130,7 +134,10 @@ func Default() Config {
 		Admin:    "127.0.0.1:4162",
 		Raft:     "127.0.0.1:4163",
 		LogLevel: "info",
-		Lease:    LeaseConfig{Checkpoint: Duration(30 * time.Second), ExpiryBatch: 1000, ExpiryRate: 20},
+		// Long enough for a slow client on a slow link, short enough that
+		// connections that never handshake do not pile up.
+		HandshakeTimeout: Duration(10 * time.Second),
+		Lease:            LeaseConfig{Checkpoint: Duration(30 * time.Second), ExpiryBatch: 1000, ExpiryRate: 20},
 		Mailbox: MailboxConfig{
 			Enabled: true, DefaultLease: Duration(5 * time.Minute), MaxLease: Duration(time.Hour),
 			MaxStored: 10000, MaxEventBytes: 64 << 10, MaxRegistrations: 2_000_000,
@@ -297,6 +304,9 @@ func (c *Config) checkServer() error {
 		if err := djinn.CheckEndpoint(a.v); err != nil {
 			return djinn.Errorf(djinn.InvalidArgument, "%s: %v", a.name, err)
 		}
+	}
+	if c.HandshakeTimeout <= 0 {
+		return djinn.Errorf(djinn.InvalidArgument, "handshake-timeout %s: must be positive", djinn.FormatDuration(time.Duration(c.HandshakeTimeout)))
 	}
 	if err := c.TLS.check(); err != nil {
 		return err

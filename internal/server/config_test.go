@@ -167,6 +167,7 @@ func TestConfigCheck(t *testing.T) {
 		{"a bad advertised address", func(c *server.Config) { c.Advertise = "example.org" }, "advertise"},
 		{"a bad raft advertised address", func(c *server.Config) { c.RaftAdvertise = "10.0.0.1:123456" }, "raft-advertise"},
 		{"a bad join address", func(c *server.Config) { c.Join = "10.0.0.1" }, "join"},
+		{"a handshake timeout of zero", func(c *server.Config) { c.HandshakeTimeout = 0 }, "handshake-timeout 0s"},
 		{"a certificate without a key", func(c *server.Config) { c.TLS.Cert = "server.pem" }, "tls"},
 		{"a key without a certificate", func(c *server.Config) { c.TLS.Key = "server-key.pem" }, "tls"},
 		{"client-auth without a CA", func(c *server.Config) {

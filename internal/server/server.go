@@ -158,7 +158,7 @@ func (s *Server) open(peerTLS, serverTLS *tls.Config) error {
 		Endpoint: s.machine.Endpoint, Logger: s.log,
 		HeartbeatTimeout: time.Duration(cfg.Raftcfg.HeartbeatTimeout), ElectionTimeout: time.Duration(cfg.Raftcfg.ElectionTimeout),
 		SnapshotInterval: time.Duration(cfg.Raftcfg.SnapshotInterval), SnapshotThreshold: cfg.Raftcfg.SnapshotThreshold,
-		WALSegmentSize: cfg.Raftcfg.WALSegmentSize,
+		WALSegmentSize: cfg.Raftcfg.WALSegmentSize, HandshakeTimeout: time.Duration(cfg.HandshakeTimeout),
 	}, s.machine)
 	if err != nil {
 		return err
@@ -181,6 +181,9 @@ func (s *Server) openGRPC(serverTLS *tls.Config) error {
 		// stack again on every call.
 		grpc.NumStreamWorkers(uint32(4 * runtime.GOMAXPROCS(0))),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		// A connection that does not finish its TLS and HTTP/2 handshakes
+		// in time is closed.
+		grpc.ConnectionTimeout(time.Duration(s.cfg.HandshakeTimeout)),
 	}
 	if serverTLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(serverTLS)))

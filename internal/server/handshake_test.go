@@ -1,0 +1,48 @@
+package server_test
+
+import (
+	"errors"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/server"
+	"github.com/djinn-go/djinn/internal/server/servertest"
+)
+
+// TestSilentConnectionsAreClosed: a connection to the client port or the
+// Raft port that never starts its TLS handshake is closed once the
+// handshake timeout has passed, instead of being held open; clients that
+// do handshake are served.
+func TestSilentConnectionsAreClosed(t *testing.T) {
+	t.Parallel()
+	pki := servertest.NewPKI(t)
+	cfg := servertest.Config(t)
+	cfg.TLS = server.TLSConfig{Cert: pki.ServerCert, Key: pki.ServerKey, CA: pki.CA}
+	cfg.HandshakeTimeout = server.Duration(200 * time.Millisecond)
+	srv := servertest.Start(t, cfg)
+
+	for _, port := range []struct{ name, addr string }{{"client port", srv.Addr()}, {"raft port", srv.RaftAddr()}} {
+		conn, err := net.Dial("tcp", port.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		// The deadline only stops the test from hanging if the server
+		// never closes: the read returns when the server closes.
+		if err := conn.SetReadDeadline(time.Now().Add(servertest.Timeout)); err != nil {
+			t.Fatal(err)
+		}
+		n, err := conn.Read(make([]byte, 1))
+		if errors.Is(err, os.ErrDeadlineExceeded) || err == nil {
+			t.Errorf("%s: a connection that never handshakes is still open (read %d bytes, %v)", port.name, n, err)
+		}
+	}
+
+	c := servertest.Dial(t, srv.Addr(), client.WithTLS(pki.ClientTLS()))
+	if _, err := c.Mailbox().Register(testContext(t), time.Minute); err != nil {
+		t.Fatalf("a client that handshakes is not served: %v", err)
+	}
+}
