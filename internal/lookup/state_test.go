@@ -2,6 +2,7 @@ package lookup_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -117,5 +118,34 @@ func TestStateSurvivesSnapshot(t *testing.T) {
 	register(t, log2.Log, djinn.NewID(), "Printer")
 	if len(after) != 1 || after[0].Seq != 3 || string(after[0].Handback) != "hb" {
 		t.Fatalf("the next event after the restore: %+v, want sequence 3", after)
+	}
+}
+
+// TestHierarchySurvivesSnapshot: an item's type hierarchy goes through the
+// log and a snapshot, and browsing by type still knows it.
+func TestHierarchySurvivesSnapshot(t *testing.T) {
+	log := statetest.For(newLookupState)
+	id, cookie := djinn.NewID(), djinn.NewID()
+	propose(t, log.Log, &statepb.Command{Op: &statepb.Command_LookupRegister{LookupRegister: &statepb.LookupRegister{
+		Item: &djinnpb.ServiceItem{ServiceId: id[:], Service: []byte("ref"), Types: []string{"Laser"},
+			Supertypes: []*djinnpb.TypeSupertypes{{Type: "Laser", Supertypes: []string{"Printer"}}}},
+		Cookie: cookie[:], ExpiresUnixNanos: time.Now().Add(time.Hour).UnixNano(),
+	}}})
+	log2, err := statetest.Restart(log.Log, newLookupState)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total, items, err := log2.State.Lookup(service.Template{Types: []string{"Printer"}}, 1)
+	want := service.Item{ID: id, Service: []byte("ref"), Types: []string{"Laser", "Printer"}, Supertypes: map[string][]string{"Laser": {"Printer"}}}
+	if err != nil || total != 1 || !items[0].Equal(want) {
+		t.Fatalf("restored item: %d %+v %v; want %+v", total, items, err, want)
+	}
+	var types []string
+	err = log2.State.Browse(func(r *lookup.Registry) (err error) {
+		types, err = r.ServiceTypes(service.Template{Types: []string{"Printer"}}, "")
+		return err
+	})
+	if err != nil || !slices.Equal(types, []string{"Laser"}) {
+		t.Errorf("restored service types: %v, %v; want [Laser]", types, err)
 	}
 }
