@@ -247,7 +247,7 @@ func (s *LookupStream) roundTrip(batch []*streamLookup) (leader string, err erro
 	}
 	// The answers' items are read as the bytes they are on the wire
 	// (EncodedLookupBatchResponse is LookupBatchResponse so read) and
-	// decoded by decodeServiceItem, without proto's messages in between.
+	// decoded by service.DecodeItem, without proto's messages in between.
 	resp := &djinnpb.EncodedLookupBatchResponse{}
 	if err := s.stream.RecvMsg(resp); err != nil {
 		return s.ended(err)
