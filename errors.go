@@ -61,6 +61,9 @@ const (
 	// consumer of the same registration (InvalidIteratorException, River's
 	// event mailbox): a newer pull, or push delivery enabled.
 	InvalidIterator Kind = "INVALID_ITERATOR"
+	// PermissionDenied: the call needs a role the caller does not hold
+	// (the operator role, or a peer's identity); nothing was done.
+	PermissionDenied Kind = "PERMISSION_DENIED"
 	// Unsupported: the operation is not supported in this state
 	// (UnsupportedOperationException).
 	Unsupported Kind = "UNSUPPORTED"
@@ -89,6 +92,7 @@ var (
 	ErrTransactionRolledBack error = TransactionRolledBack
 	ErrResourceExhausted     error = ResourceExhausted
 	ErrInvalidIterator       error = InvalidIterator
+	ErrPermissionDenied      error = PermissionDenied
 	ErrUnsupported           error = Unsupported
 	ErrUnavailable           error = Unavailable
 	ErrInternal              error = Internal
@@ -111,6 +115,7 @@ var kindText = map[Kind]string{
 	Deadlock:              "deadlock",
 	ResourceExhausted:     "resource exhausted",
 	InvalidIterator:       "invalid iterator",
+	PermissionDenied:      "permission denied",
 	Unsupported:           "unsupported operation",
 	Unavailable:           "unavailable",
 	Internal:              "internal error",
@@ -120,7 +125,7 @@ var kindText = map[Kind]string{
 func Kinds() []Kind {
 	return []Kind{InvalidArgument, UnknownLease, LeaseDenied, UnknownEvent, NoSuchObject,
 		UnknownTransaction, CannotJoin, CannotCommit, CannotAbort, CrashCount, TimeoutExpired,
-		LockNotHeld, TransactionRolledBack, Deadlock, ResourceExhausted, InvalidIterator, Unsupported, Unavailable, Internal}
+		LockNotHeld, TransactionRolledBack, Deadlock, ResourceExhausted, InvalidIterator, PermissionDenied, Unsupported, Unavailable, Internal}
 }
 
 // Error is an error of a kind with its own message. errors.Is(err, k) holds

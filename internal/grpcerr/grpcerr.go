@@ -36,6 +36,7 @@ var codeOf = map[djinn.Kind]codes.Code{
 	djinn.Deadlock:              codes.Aborted,
 	djinn.ResourceExhausted:     codes.ResourceExhausted,
 	djinn.InvalidIterator:       codes.Aborted,
+	djinn.PermissionDenied:      codes.PermissionDenied,
 	djinn.Unsupported:           codes.Unimplemented,
 	djinn.Unavailable:           codes.Unavailable,
 	djinn.Internal:              codes.Internal,
