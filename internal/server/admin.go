@@ -27,13 +27,16 @@ func adminPart(s *Server) *part {
 // adminRules declares who may call each Admin RPC. The member list and a
 // member's status are read by any authenticated client: they hold
 // addresses and counts only, and clients need the list to follow the
-// cluster. Every change to the membership needs the operator role.
+// cluster. Every change to the membership needs the operator role, but for
+// the two a server makes itself: Join (a new server asks to be added,
+// proving itself a peer) and RemoveMember (a leaving server asks the
+// leader to remove it).
 var adminRules = Rules{
 	"Status":             authenticated,
 	"Members":            authenticated,
-	"Join":               operator,
+	"Join":               peerOrOp,
 	"AddMember":          operator,
-	"RemoveMember":       operator,
+	"RemoveMember":       peerOrOp,
 	"Leave":              operator,
 	"TransferLeadership": operator,
 }

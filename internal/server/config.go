@@ -40,17 +40,18 @@ type Config struct {
 	// on the client port) before it is closed.
 	HandshakeTimeout Duration `toml:"handshake-timeout"`
 
-	TLS     TLSConfig     `toml:"tls"`
-	Lease   LeaseConfig   `toml:"lease"`
-	Mailbox MailboxConfig `toml:"mailbox"`
-	Renewal RenewalConfig `toml:"renewal"`
-	Txn     TxnConfig     `toml:"txn"`
-	KV      KVConfig      `toml:"kv"`
-	Lock    LockConfig    `toml:"lock"`
-	Lookup  LookupConfig  `toml:"lookup"`
-	LDS     LDSConfig     `toml:"lds"`
-	Raftcfg RaftConfig    `toml:"raft-tuning"`
-	Cluster ClusterConfig `toml:"cluster"`
+	TLS      TLSConfig      `toml:"tls"`
+	Security SecurityConfig `toml:"security"`
+	Lease    LeaseConfig    `toml:"lease"`
+	Mailbox  MailboxConfig  `toml:"mailbox"`
+	Renewal  RenewalConfig  `toml:"renewal"`
+	Txn      TxnConfig      `toml:"txn"`
+	KV       KVConfig       `toml:"kv"`
+	Lock     LockConfig     `toml:"lock"`
+	Lookup   LookupConfig   `toml:"lookup"`
+	LDS      LDSConfig      `toml:"lds"`
+	Raftcfg  RaftConfig     `toml:"raft-tuning"`
+	Cluster  ClusterConfig  `toml:"cluster"`
 }
 
 // ClusterConfig tunes membership.
@@ -66,11 +67,17 @@ type ClusterConfig struct {
 	MaxLag uint64 `toml:"max-lag"`
 }
 
-// TLSConfig secures the client and peer ports.
+// TLSConfig secures the client and peer ports (tls.go).
 type TLSConfig struct {
-	Cert string `toml:"cert"` // PEM certificate of this server
+	Cert string `toml:"cert"` // PEM certificate of this server's client port
 	Key  string `toml:"key"`  // PEM private key
-	// CA verifies peers' and, with ClientAuth, clients' certificates.
+	// PeerCert and PeerKey are this node's peer certificate, which
+	// carries a URI SAN djinn-peer://NODE-ID: the Raft port's, and what
+	// the server presents when it calls others (default: Cert and Key,
+	// which then must carry the SAN).
+	PeerCert string `toml:"peer-cert"`
+	PeerKey  string `toml:"peer-key"`
+	// CA verifies peers' and clients' certificates.
 	CA         string `toml:"ca"`
 	ClientAuth bool   `toml:"client-auth"` // require client certificates (mutual TLS)
 }
@@ -311,6 +318,9 @@ func (c *Config) checkServer() error {
 	if err := c.TLS.check(); err != nil {
 		return err
 	}
+	if err := c.checkSecurity(); err != nil {
+		return err
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -323,11 +333,17 @@ func (c *TLSConfig) check() error {
 	if (c.Cert == "") != (c.Key == "") {
 		return djinn.Errorf(djinn.InvalidArgument, "tls: cert and key go together (cert %q, key %q)", c.Cert, c.Key)
 	}
+	if (c.PeerCert == "") != (c.PeerKey == "") {
+		return djinn.Errorf(djinn.InvalidArgument, "tls: peer-cert and peer-key go together (peer-cert %q, peer-key %q)", c.PeerCert, c.PeerKey)
+	}
 	if c.ClientAuth && c.CA == "" {
 		return djinn.Errorf(djinn.InvalidArgument, "tls client-auth: needs a CA to verify clients")
 	}
-	if c.ClientAuth && c.Cert == "" {
-		return djinn.Errorf(djinn.InvalidArgument, "tls client-auth: needs the server's cert and key")
+	if (c.ClientAuth || c.PeerCert != "") && c.Cert == "" {
+		return djinn.Errorf(djinn.InvalidArgument, "tls client-auth and peer-cert: need the server's cert and key")
+	}
+	if c.Cert != "" && c.CA == "" {
+		return djinn.Errorf(djinn.InvalidArgument, "tls ca: needed with a certificate, to verify the peers on the Raft port (and clients' certificates)")
 	}
 	return nil
 }

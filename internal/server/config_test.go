@@ -174,6 +174,30 @@ func TestConfigCheck(t *testing.T) {
 			c.TLS = server.TLSConfig{Cert: "server.pem", Key: "server-key.pem", ClientAuth: true}
 		}, "client-auth"},
 		{"client-auth without a certificate", func(c *server.Config) { c.TLS = server.TLSConfig{CA: "ca.pem", ClientAuth: true} }, "client-auth"},
+		{"a certificate without a CA to verify peers", func(c *server.Config) {
+			c.TLS = server.TLSConfig{Cert: "server.pem", Key: "server-key.pem"}
+		}, "tls ca"},
+		{"a peer certificate without its key", func(c *server.Config) {
+			c.TLS = server.TLSConfig{Cert: "server.pem", Key: "server-key.pem", CA: "ca.pem", PeerCert: "peer.pem"}
+		}, "peer-key"},
+		{"a peer certificate without a server certificate", func(c *server.Config) {
+			c.TLS = server.TLSConfig{CA: "ca.pem", PeerCert: "peer.pem", PeerKey: "peer-key.pem"}
+		}, "peer-cert"},
+		{"DESIGN.md 7 an operator named as no certificate names a principal", func(c *server.Config) {
+			c.TLS = server.TLSConfig{Cert: "server.pem", Key: "server-key.pem", CA: "ca.pem", ClientAuth: true}
+			c.Security.Operators = []string{"alice"}
+		}, "security operators"},
+		{"DESIGN.md 7 the peers named as an operator", func(c *server.Config) {
+			c.TLS = server.TLSConfig{Cert: "server.pem", Key: "server-key.pem", CA: "ca.pem", ClientAuth: true}
+			c.Security.Operators = []string{"cn:alice", "uri:djinn-peer://n1"}
+		}, "djinn-peer"},
+		{"DESIGN.md 7 operators without client certificates to name them", func(c *server.Config) {
+			c.Security.Operators = []string{"cn:alice"}
+		}, "client-auth"},
+		{"DESIGN.md 7 a join secret under mutual TLS", func(c *server.Config) {
+			c.TLS = server.TLSConfig{Cert: "server.pem", Key: "server-key.pem", CA: "ca.pem", ClientAuth: true}
+			c.Security.JoinSecretFile = "secret"
+		}, "join-secret-file"},
 		{"no room for stored events", func(c *server.Config) { c.Mailbox.MaxStored = 0 }, "max-stored"},
 		{"a zero checkpoint", func(c *server.Config) { c.Lease.Checkpoint = 0 }, "checkpoint"},
 		{"an unknown log level", func(c *server.Config) { c.LogLevel = "loud" }, "log-level"},

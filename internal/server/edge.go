@@ -13,7 +13,6 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/grpcerr"
-	"github.com/djinn-go/djinn/internal/principal"
 	"github.com/djinn-go/djinn/internal/replica"
 )
 
@@ -30,7 +29,7 @@ func (s *Server) unaryEdge(ctx context.Context, req any, info *grpc.UnaryServerI
 	ctx = withPrincipal(ctx)
 	rule, err := s.rule(info.FullMethod)
 	if err == nil {
-		err = authorize(ctx, rule, req)
+		err = s.guard.authorize(ctx, info.FullMethod, rule, req)
 	}
 	if err == nil {
 		resp, err = h(ctx, req)
@@ -47,7 +46,7 @@ func (s *Server) streamEdge(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 	defer s.recoverPanic(info.FullMethod, &err)
 	rule, err := s.rule(info.FullMethod)
 	if err == nil {
-		err = h(srv, &edgeStream{ServerStream: ss, ctx: withPrincipal(ss.Context()), rule: rule})
+		err = h(srv, &edgeStream{ServerStream: ss, ctx: withPrincipal(ss.Context()), rule: rule, method: info.FullMethod, guard: &s.guard})
 	}
 	err = s.edgeError(ss.Context(), err)
 	s.metrics.observe(info.FullMethod, err, time.Since(start))
@@ -92,7 +91,8 @@ func (s *Server) recoverPanic(method string, err *error) {
 	}
 }
 
-// withPrincipal names the caller by its verified client certificate.
+// withPrincipal names the caller by its verified certificate: a client's
+// principal, or a peer (without one, the caller is the local principal).
 func withPrincipal(ctx context.Context) context.Context {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
@@ -102,15 +102,17 @@ func withPrincipal(ctx context.Context) context.Context {
 	if !ok || len(ti.State.VerifiedChains) == 0 || len(ti.State.VerifiedChains[0]) == 0 {
 		return ctx
 	}
-	return principal.With(ctx, principal.OfCertificate(ti.State.VerifiedChains[0][0]))
+	return withCertificate(ctx, ti.State.VerifiedChains[0][0])
 }
 
 // edgeStream carries the caller's principal and authorizes each request
 // the handler receives.
 type edgeStream struct {
 	grpc.ServerStream
-	ctx  context.Context
-	rule Rule
+	ctx    context.Context
+	rule   Rule
+	method string
+	guard  *guard
 }
 
 func (e *edgeStream) Context() context.Context { return e.ctx }
@@ -119,5 +121,5 @@ func (e *edgeStream) RecvMsg(m any) error {
 	if err := e.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	return authorize(e.ctx, e.rule, m)
+	return e.guard.authorize(e.ctx, e.method, e.rule, m)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/backoff"
+	"github.com/djinn-go/djinn/internal/principal"
 	"github.com/djinn-go/djinn/internal/replica"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
@@ -148,7 +149,12 @@ func lower(s string) string {
 
 // Join adds the calling server as a non-voter that is to vote: the leader
 // promotes it once it has caught up.
+//
+// A peer certificate proves one node: its holder joins as that node only.
 func (a *adminRPC) Join(ctx context.Context, r *djinnpb.JoinRequest) (*djinnpb.JoinResponse, error) {
+	if node, ok := principal.PeerNode(ctx); ok && node != r.GetNodeId() && a.s.guard.operator(ctx, "Admin/Join") != nil {
+		return nil, djinn.Errorf(djinn.PermissionDenied, "join as node %q: the peer certificate presented is node %q's", r.GetNodeId(), node)
+	}
 	if err := a.s.addMember(ctx, r.GetNodeId(), r.GetRaftAddress(), r.GetGrpcAddress(), true); err != nil {
 		return nil, err
 	}
@@ -257,7 +263,7 @@ func (s *Server) removeSelf(ctx context.Context) error {
 	if leader == "" {
 		return djinn.Errorf(djinn.Unavailable, "no leader is known to remove this node; try again once the cluster has one")
 	}
-	conn, err := s.pool.Conn(leader)
+	conn, err := s.peers.Conn(leader)
 	if err != nil {
 		return err
 	}

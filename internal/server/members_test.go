@@ -87,15 +87,14 @@ func TestMembersWithHealth(t *testing.T) {
 func TestJoinCatchesUpBeforeVoting(t *testing.T) {
 	t.Parallel()
 	first := servertest.Start(t, servertest.Config(t))
-	c := servertest.Dial(t, first.Addr())
+	c := servertest.Dial(t, first.Addr(), servertest.Operator(t, first))
 	ctx := testContext(t)
 	for range 50 {
 		if _, err := c.Mailbox().Register(ctx, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cfg := servertest.Config(t)
-	cfg.Join = first.Addr()
+	cfg := servertest.JoinConfig(t, first)
 	cfg.Advertise = "127.0.0.1:1" // the leader cannot ask it how far it is
 	joiner := servertest.Open(t, cfg)
 	servertest.Eventually(t, "the joiner to apply the log", func() bool {
@@ -123,10 +122,11 @@ func TestJoinCatchesUpBeforeVoting(t *testing.T) {
 func TestNonvoterStaysNonvoter(t *testing.T) {
 	t.Parallel()
 	first := servertest.Start(t, servertest.Config(t))
-	c := servertest.Dial(t, first.Addr())
+	c := servertest.Dial(t, first.Addr(), servertest.Operator(t, first))
 	ctx := testContext(t)
 	cfg := servertest.Config(t)
 	cfg.Cluster.Bootstrap = false
+	cfg.Security.JoinSecretFile = servertest.SecretFile(first)
 	replica := servertest.Open(t, cfg)
 	err := c.AddMember(ctx, client.NewMember{NodeID: replica.NodeID(), RaftAddress: replica.RaftAddr(), Endpoint: replica.Addr(), Nonvoter: true})
 	if err != nil {
@@ -155,7 +155,7 @@ func TestNonvoterStaysNonvoter(t *testing.T) {
 func TestRemoveMember(t *testing.T) {
 	t.Parallel()
 	ss := followCluster(t)
-	c := servertest.Dial(t, ss[0].Addr())
+	c := servertest.Dial(t, ss[0].Addr(), servertest.Operator(t, ss[0]))
 	ctx := testContext(t)
 	l := leaderOf(t, ss...)
 	var gone *server.Server
@@ -174,7 +174,7 @@ func TestRemoveMember(t *testing.T) {
 	}
 
 	single := servertest.Start(t, servertest.Config(t))
-	sc := servertest.Dial(t, single.Addr())
+	sc := servertest.Dial(t, single.Addr(), servertest.Operator(t, single))
 	if err := sc.RemoveMember(ctx, single.NodeID()); !errors.Is(err, djinn.ErrInvalidArgument) || !strings.Contains(err.Error(), "last voter") {
 		t.Errorf("remove the last voter: %v, want invalid argument", err)
 	}
@@ -186,7 +186,7 @@ func TestLeaderLeaves(t *testing.T) {
 	t.Parallel()
 	ss := followCluster(t)
 	l := leaderOf(t, ss...)
-	c := servertest.Dial(t, strings.Join([]string{ss[0].Addr(), ss[1].Addr(), ss[2].Addr()}, ","))
+	c := servertest.Dial(t, strings.Join([]string{ss[0].Addr(), ss[1].Addr(), ss[2].Addr()}, ","), servertest.Operator(t, ss[0]))
 	ctx := testContext(t)
 	if err := c.Leave(ctx, l.Addr()); err != nil {
 		t.Fatalf("leave: %v", err)
@@ -211,7 +211,7 @@ func TestLeaderLeaves(t *testing.T) {
 func TestTransferLeadership(t *testing.T) {
 	t.Parallel()
 	ss := followCluster(t)
-	c := servertest.Dial(t, ss[0].Addr())
+	c := servertest.Dial(t, ss[0].Addr(), servertest.Operator(t, ss[0]))
 	l := leaderOf(t, ss...)
 	var to *server.Server
 	for _, s := range ss {

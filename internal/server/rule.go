@@ -34,10 +34,12 @@ const (
 	// transaction's manager and id); the service checks the value names
 	// something.
 	Capability
-	// Operator: the principals configuration names as operators —
+	// Operator: under mutual TLS the principals configuration names as
+	// operators, without it whoever presents the cluster's join secret —
 	// membership, snapshots, destroying, runtime administration.
 	Operator
-	// Peer: another member of this cluster.
+	// Peer: another server of this cluster (its peer certificate, or
+	// without mutual TLS the join secret says so), or an operator.
 	Peer
 )
 
@@ -76,6 +78,7 @@ var (
 	authenticated = Rule{Access: Authenticated}
 	capability    = Rule{Access: Capability}
 	operator      = Rule{Access: Operator}
+	peerOrOp      = Rule{Access: Peer}
 )
 
 // owner returns the Owner rule whose hook is owns, on requests of type R.
@@ -104,19 +107,6 @@ func (r Rule) check(method string) error {
 		return djinn.Errorf(djinn.Internal, "rpc %s: authorization rule with no access kind", method)
 	case r.Access == Owner && r.Owns == nil:
 		return djinn.Errorf(djinn.Internal, "rpc %s: owner rule without an ownership hook", method)
-	}
-	return nil
-}
-
-// authorize decides whether the call may go on under its rule. Public,
-// Authenticated and Capability calls pass here (the transport
-// authenticated the caller; the service checks a capability names
-// something); Owner calls pass when the service's hook finds nothing of
-// another principal's. Operator and Peer calls pass every caller until
-// operators and peer identities are configured.
-func authorize(ctx context.Context, r Rule, req any) error {
-	if r.Access == Owner {
-		return r.Owns(ctx, req)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"time"
@@ -27,7 +28,9 @@ import (
 	"github.com/djinn-go/djinn/internal/backoff"
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/lock"
+	"github.com/djinn-go/djinn/internal/principal"
 	"github.com/djinn-go/djinn/internal/replica"
+	"github.com/djinn-go/djinn/internal/secret"
 	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/internal/txn"
 	"github.com/djinn-go/djinn/kv"
@@ -47,6 +50,11 @@ type Server struct {
 	lessor  *lease.Lessor
 	pool    *client.Pool
 	metrics *metrics
+	// guard decides the operator role and peers' identity; peers is the
+	// pool for the calls this server makes as a member of its cluster
+	// (joining, leaving), which present the join secret when there is one.
+	guard guard
+	peers *client.Pool
 
 	parts  []*part
 	opened []*part // parts whose open ran, to close
@@ -86,20 +94,27 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, log: logger, now: time.Now, stop: make(chan struct{}), left: make(chan struct{})}
-	serverTLS, peerTLS, clientTLS, err := loadTLS(cfg.TLS)
+	t, err := loadTLS(cfg.TLS)
 	if err != nil {
 		return nil, err
 	}
+	if t.node != "" {
+		// The peer certificate names the node.
+		if cfg.NodeID != "" && cfg.NodeID != t.node {
+			return nil, djinn.Errorf(djinn.InvalidArgument, "node id %q: the peer certificate is node %q's (%s://%s)", cfg.NodeID, t.node, principal.PeerScheme, t.node)
+		}
+		cfg.NodeID = t.node
+	}
+	s := &Server{cfg: cfg, log: logger, now: time.Now, stop: make(chan struct{}), left: make(chan struct{})}
 	if err := s.listen(); err != nil {
 		return nil, err
 	}
-	var poolOpts []client.Option
-	if clientTLS != nil {
-		poolOpts = append(poolOpts, client.WithTLS(clientTLS))
+	if s.guard, err = newGuard(cfg); err != nil {
+		s.Close()
+		return nil, err
 	}
-	s.pool = client.NewPool(poolOpts...)
-	if err := s.open(peerTLS, serverTLS); err != nil {
+	s.pool, s.peers = s.pools(t.out)
+	if err := s.open(t.peer, t.server); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -118,6 +133,22 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 		return nil, err
 	}
 	return s, nil
+}
+
+// pools returns the server's connection pools: pool for every call it
+// makes, peers for the calls only a member may make. Both present the peer
+// certificate under TLS; peers alone carries the join secret, which must
+// never reach a listener or anything outside the cluster.
+func (s *Server) pools(out *tls.Config) (pool, peers *client.Pool) {
+	var opts []client.Option
+	if out != nil {
+		opts = append(opts, client.WithTLS(out))
+	}
+	pool = client.NewPool(opts...)
+	if s.guard.hasSecret {
+		opts = append(opts, client.WithJoinSecret(s.guard.secret.String()))
+	}
+	return pool, client.NewPool(opts...)
 }
 
 // listen makes the data directory and binds the gRPC and admin ports.
@@ -254,6 +285,15 @@ func (s *Server) RaftAddr() string { return s.node.RaftAddr() }
 // NodeID returns the Raft node id.
 func (s *Server) NodeID() string { return s.node.ID() }
 
+// JoinSecretFile returns the file holding the cluster's join secret, or
+// "" under mutual TLS, where there is none.
+func (s *Server) JoinSecretFile() string {
+	if !s.guard.hasSecret {
+		return ""
+	}
+	return filepath.Join(s.cfg.DataDir, secret.FileName)
+}
+
 // DataDir returns the data directory.
 func (s *Server) DataDir() string { return s.cfg.DataDir }
 
@@ -341,10 +381,13 @@ func (s *Server) join(ctx context.Context) error {
 	}
 	var last error
 	for i := range 50 {
-		conn, err := s.pool.Conn(eps[i%len(eps)])
+		conn, err := s.peers.Conn(eps[i%len(eps)])
 		if err == nil {
 			if _, err = djinnpb.NewAdminClient(conn).Join(ctx, req); err == nil {
 				return nil
+			}
+			if k := djinn.KindOf(err); k == djinn.PermissionDenied || k == djinn.InvalidArgument {
+				return fmt.Errorf("join %s: %w", s.cfg.Join, err) // asking again cannot help
 			}
 		}
 		last = err
@@ -378,6 +421,9 @@ func (s *Server) Close() error {
 	s.closeParts()
 	if s.pool != nil {
 		s.pool.Close()
+	}
+	if s.peers != nil {
+		s.peers.Close()
 	}
 	s.wg.Wait()
 	return err

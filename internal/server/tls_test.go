@@ -133,8 +133,10 @@ func TestTLSFiles(t *testing.T) {
 		tls  server.TLSConfig
 		text string
 	}{
-		{"a missing certificate file", server.TLSConfig{Cert: pki.CA + ".missing", Key: pki.ServerKey}, ".missing"},
-		{"a key that does not match the certificate", server.TLSConfig{Cert: pki.ServerCert, Key: pki.ClientKey}, pki.ClientKey},
+		{"a missing certificate file", server.TLSConfig{Cert: pki.CA + ".missing", Key: pki.ServerKey, CA: pki.CA}, ".missing"},
+		{"a key that does not match the certificate", server.TLSConfig{Cert: pki.ServerCert, Key: pki.ClientKey, CA: pki.CA}, pki.ClientKey},
+		{"a missing CA file", server.TLSConfig{Cert: pki.ServerCert, Key: pki.ServerKey, CA: pki.CA + ".gone"}, ".gone"},
+		{"a peer key that does not match the peer certificate", server.TLSConfig{Cert: pki.ServerCert, Key: pki.ServerKey, CA: pki.CA, PeerCert: pki.ServerCert, PeerKey: pki.ClientKey}, pki.ClientKey},
 		{"a CA file without certificates", server.TLSConfig{Cert: pki.ServerCert, Key: pki.ServerKey, CA: pki.ServerKey, ClientAuth: true}, pki.ServerKey},
 	}
 	for _, tt := range tests {

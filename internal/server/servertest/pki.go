@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -20,9 +21,10 @@ import (
 
 // PKI is a throwaway certificate authority with one server and one client
 // certificate, written as PEM files in a test's temporary directory. The
-// server certificate is for 127.0.0.1 and serves both ends of a TLS
-// connection, as a djinn server's does (it is also the Raft peer and the
-// event sender's client certificate).
+// server certificate is for 127.0.0.1 and is node ServerNode's peer
+// certificate too (it carries the URI SAN djinn-peer://ServerNode): it
+// serves both ends of a TLS connection, as a djinn server's does (the
+// client port, the Raft port, and the event sender's client certificate).
 type PKI struct {
 	// Paths of the PEM files.
 	CA, ServerCert, ServerKey, ClientCert, ClientKey string
@@ -36,6 +38,9 @@ type PKI struct {
 	dir   string
 	n     atomic.Int64 // client certificates issued by NewClient
 }
+
+// ServerNode is the node id the PKI's server certificate names.
+const ServerNode = "n1"
 
 // NewPKI creates a CA and its certificates in t.TempDir().
 func NewPKI(t testing.TB) *PKI {
@@ -71,10 +76,28 @@ func NewPKI(t testing.TB) *PKI {
 	writePEM(t, p.CA, "CERTIFICATE", caDER)
 
 	p.ca, p.caKey, p.dir = ca, caKey, dir
-	p.Server = p.issue(t, "djinn test server", []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		[]net.IP{net.IPv4(127, 0, 0, 1)}, p.ServerCert, p.ServerKey)
-	p.Client = p.issue(t, "djinn test client", []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil, p.ClientCert, p.ClientKey)
+	p.Server = p.issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: "djinn test server"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, URIs: []*url.URL{peerURI(ServerNode)}}, p.ServerCert, p.ServerKey)
+	p.Client = p.issue(t, clientTemplate("djinn test client"), p.ClientCert, p.ClientKey)
 	return p
+}
+
+func peerURI(node string) *url.URL { return &url.URL{Scheme: "djinn-peer", Host: node} }
+
+func clientTemplate(cn string) *x509.Certificate {
+	return &x509.Certificate{Subject: pkix.Name{CommonName: cn}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+}
+
+// NewPeer issues node's peer certificate, for 127.0.0.1, and returns the
+// paths of it and its key.
+func (p *PKI) NewPeer(t testing.TB, node string) (cert, key string) {
+	t.Helper()
+	base := filepath.Join(p.dir, "peer-"+node)
+	p.issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: node},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, URIs: []*url.URL{peerURI(node)}}, base+".pem", base+"-key.pem")
+	return base + ".pem", base + "-key.pem"
 }
 
 // NewClient issues another client certificate, for the common name cn:
@@ -82,22 +105,17 @@ func NewPKI(t testing.TB) *PKI {
 func (p *PKI) NewClient(t testing.TB, cn string) tls.Certificate {
 	t.Helper()
 	base := filepath.Join(p.dir, fmt.Sprintf("client-%d", p.n.Add(1)))
-	return p.issue(t, cn, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil, base+".pem", base+"-key.pem")
+	return p.issue(t, clientTemplate(cn), base+".pem", base+"-key.pem")
 }
 
-// issue signs a certificate for cn and writes it and its key.
-func (p *PKI) issue(t testing.TB, cn string, usage []x509.ExtKeyUsage, ips []net.IP, certPath, keyPath string) tls.Certificate {
+// issue signs a certificate from tmpl and writes it and its key.
+func (p *PKI) issue(t testing.TB, tmpl *x509.Certificate, certPath, keyPath string) tls.Certificate {
 	t.Helper()
 	key := newKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(t),
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  usage,
-		IPAddresses:  ips,
-	}
+	tmpl.SerialNumber = serial(t)
+	tmpl.NotBefore = time.Now().Add(-time.Hour)
+	tmpl.NotAfter = time.Now().Add(24 * time.Hour)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/secret"
 	"github.com/djinn-go/djinn/internal/server"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
@@ -101,6 +103,9 @@ func StartCluster(t testing.TB, n int, configure func(*server.Config)) []*server
 		}
 		if i > 0 {
 			cfg.Join = ss[0].Addr()
+			if !cfg.TLS.ClientAuth {
+				cfg.Security.JoinSecretFile = SecretFile(ss[0])
+			}
 		}
 		ss[i] = Open(t, cfg)
 		if i == 0 {
@@ -170,6 +175,31 @@ func Leader(ss ...*server.Server) *server.Server {
 		}
 	}
 	return nil
+}
+
+// SecretFile returns the path of s's join secret (a server without mutual
+// TLS has one).
+func SecretFile(s *server.Server) string { return filepath.Join(s.DataDir(), secret.FileName) }
+
+// Operator returns the client option that presents s's join secret: the
+// operator role in s's cluster.
+func Operator(t testing.TB, s *server.Server) client.Option {
+	t.Helper()
+	sec, err := secret.Load(SecretFile(s))
+	if err != nil {
+		t.Fatalf("join secret of %s: %v", s.NodeID(), err)
+	}
+	return client.WithJoinSecret(sec.String())
+}
+
+// JoinConfig returns a test server's configuration (Config) for a node
+// that joins first's cluster: with its address and its join secret.
+func JoinConfig(t testing.TB, first *server.Server) server.Config {
+	t.Helper()
+	cfg := Config(t)
+	cfg.Join = first.Addr()
+	cfg.Security.JoinSecretFile = SecretFile(first)
+	return cfg
 }
 
 // Dial connects a client to addr and closes it when the test ends.

@@ -1,0 +1,217 @@
+package server
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"path/filepath"
+
+	"google.golang.org/grpc/metadata"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/principal"
+	"github.com/djinn-go/djinn/internal/secret"
+)
+
+// SecurityConfig says who holds the operator role (DESIGN.md 7).
+type SecurityConfig struct {
+	// Operators names the principals with the operator role under mutual
+	// TLS, as the server names a client certificate's principal:
+	// "cn:COMMON-NAME", "dns:DNS-NAME" or "uri:URI" (its first URI SAN).
+	// Without mutual TLS there are none: the operator is whoever presents
+	// the cluster's join secret.
+	Operators []string `toml:"operators"`
+	// JoinSecretFile, without mutual TLS, is a file holding the cluster's
+	// join secret (a copy of the join-secret file in a member's data
+	// directory), for a node that joins a cluster (--join, or bootstrap
+	// off): it presents it to join and keeps a copy in its own data
+	// directory.
+	JoinSecretFile string `toml:"join-secret-file"`
+}
+
+// check validates the section on its own; checkSecurity checks it against
+// the TLS settings.
+func (c *SecurityConfig) check() error {
+	for _, op := range c.Operators {
+		if err := principal.Check(op); err != nil {
+			return djinn.Errorf(djinn.InvalidArgument, "security operators: %v", err)
+		}
+	}
+	return nil
+}
+
+// checkSecurity checks the security section against TLS: operators are
+// named only by client certificates, and a join secret exists only
+// without them.
+func (c *Config) checkSecurity() error {
+	mutual := c.TLS.ClientAuth
+	if len(c.Security.Operators) > 0 && !mutual {
+		return djinn.Errorf(djinn.InvalidArgument, "security operators: principals are named by client certificates, which needs tls client-auth; without it the operator is whoever presents the join secret")
+	}
+	if c.Security.JoinSecretFile != "" && mutual {
+		return djinn.Errorf(djinn.InvalidArgument, "security join-secret-file: under mutual TLS a joining node proves itself with its peer certificate; there is no join secret")
+	}
+	return nil
+}
+
+// guard decides the rights that take more than a principal: the operator
+// role and a peer's identity.
+type guard struct {
+	// mutual: client certificates name principals (tls client-auth), and
+	// operators are the principals configuration names.
+	mutual    bool
+	operators map[string]bool
+	// secret, without mutual TLS, is the cluster's join secret; whoever
+	// presents it is an operator and may join.
+	secret    secret.Secret
+	hasSecret bool
+}
+
+// newGuard returns the guard of a server configured with cfg; without
+// mutual TLS it loads or makes the join secret (loadSecret).
+func newGuard(cfg Config) (guard, error) {
+	g := guard{mutual: cfg.TLS.ClientAuth, operators: map[string]bool{}}
+	for _, op := range cfg.Security.Operators {
+		g.operators[op] = true
+	}
+	if g.mutual {
+		return g, nil
+	}
+	s, err := loadSecret(cfg)
+	if err != nil {
+		return guard{}, err
+	}
+	g.secret, g.hasSecret = s, true
+	return g, nil
+}
+
+// loadSecret returns the join secret of a node without mutual TLS: the one
+// in its data directory; else the one its join-secret-file holds, which it
+// copies there; else, for a node that starts a cluster, a new one it
+// writes there. A node that joins needs the cluster's.
+func loadSecret(cfg Config) (secret.Secret, error) {
+	path := filepath.Join(cfg.DataDir, secret.FileName)
+	stored, err := secret.Load(path)
+	switch {
+	case err == nil:
+		if f := cfg.Security.JoinSecretFile; f != "" {
+			given, err := secret.Load(f)
+			if err != nil {
+				return secret.Secret{}, djinn.Errorf(djinn.InvalidArgument, "security join-secret-file: %v", err)
+			}
+			if given != stored {
+				return secret.Secret{}, djinn.Errorf(djinn.InvalidArgument, "security join-secret-file %s: not the join secret this node keeps in %s, the one of the cluster it belongs to; drop the flag (or, if this node never joined, remove %s)", f, path, path)
+			}
+		}
+		return stored, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return secret.Secret{}, fmt.Errorf("join secret: %w", err)
+	}
+	s := secret.New()
+	if f := cfg.Security.JoinSecretFile; f != "" {
+		if s, err = secret.Load(f); err != nil {
+			return secret.Secret{}, djinn.Errorf(djinn.InvalidArgument, "security join-secret-file: %v", err)
+		}
+	} else if cfg.Join != "" || !cfg.Cluster.Bootstrap {
+		return secret.Secret{}, djinn.Errorf(djinn.InvalidArgument, "a node that joins a cluster needs its join secret: copy the %s file from a member's data directory and pass it with --join-secret-file", secret.FileName)
+	}
+	if err := s.Write(path); err != nil {
+		return secret.Secret{}, fmt.Errorf("join secret: %w", err)
+	}
+	return s, nil
+}
+
+// presented reports whether the call carries the join secret.
+func (g *guard) presented(ctx context.Context) bool {
+	if !g.hasSecret {
+		return false
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get(secret.Header) {
+		if g.secret.Matches(v) {
+			return true
+		}
+	}
+	return false
+}
+
+// operator answers nil when the caller holds the operator role, and
+// PermissionDenied saying how to get it otherwise.
+func (g *guard) operator(ctx context.Context, method string) error {
+	if g.mutual {
+		p := principal.From(ctx)
+		if g.operators[p] {
+			return nil
+		}
+		return djinn.Errorf(djinn.PermissionDenied, "%s needs the operator role: principal %q is not among the [security] operators of the server's configuration", method, p)
+	}
+	if g.presented(ctx) {
+		return nil
+	}
+	return djinn.Errorf(djinn.PermissionDenied, "%s needs the operator role: present the cluster's join secret (the %s file in the data directory of its first node; djinn --join-secret-file FILE)", method, secret.FileName)
+}
+
+// peer answers nil when the caller is a peer (its certificate says so, or,
+// without mutual TLS, it presents the join secret) or an operator.
+func (g *guard) peer(ctx context.Context, method string) error {
+	if _, ok := principal.PeerNode(ctx); ok || g.presented(ctx) {
+		return nil
+	}
+	if err := g.operator(ctx, method); err == nil {
+		return nil
+	}
+	if g.mutual {
+		return djinn.Errorf(djinn.PermissionDenied, "%s is for the cluster's servers and operators: present a peer certificate (one with a %s://NODE-ID URI SAN) or an operator's", method, principal.PeerScheme)
+	}
+	return djinn.Errorf(djinn.PermissionDenied, "%s is for the cluster's servers and operators: present the cluster's join secret (--join-secret-file)", method)
+}
+
+// authorize decides whether a call may go on under its rule: Owner calls
+// when the service's hook finds nothing of another principal's, Operator
+// calls from operators, Peer calls from peers and operators. Public,
+// Authenticated and Capability calls pass here: the transport
+// authenticated the caller, and the service checks that a capability
+// names something.
+func (g *guard) authorize(ctx context.Context, method string, r Rule, req any) error {
+	switch r.Access {
+	case Owner:
+		return r.Owns(ctx, req)
+	case Operator:
+		return g.operator(ctx, method)
+	case Peer:
+		return g.peer(ctx, method)
+	}
+	return nil
+}
+
+// OperatorHeader is the HTTP header that carries the join secret to the
+// admin port.
+const OperatorHeader = "Djinn-Join-Secret"
+
+// operatorHTTP answers nil when an admin-port request comes from an
+// operator: under mutual TLS, its verified client certificate names one;
+// otherwise it carries the join secret in OperatorHeader. The admin
+// port's actions (the console's) call it before they act.
+func (s *Server) operatorHTTP(r *http.Request) error {
+	g := &s.guard
+	ctx := r.Context()
+	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
+		ctx = withCertificate(ctx, r.TLS.VerifiedChains[0][0])
+	}
+	if v := r.Header.Get(OperatorHeader); v != "" {
+		ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(secret.Header, v))
+	}
+	return g.operator(ctx, r.Method+" "+r.URL.Path)
+}
+
+// withCertificate names the caller by a verified certificate: a peer, or
+// a client principal.
+func withCertificate(ctx context.Context, c *x509.Certificate) context.Context {
+	if node, ok := principal.PeerNodeOf(c); ok {
+		return principal.WithPeer(ctx, node)
+	}
+	return principal.With(ctx, principal.OfCertificate(c))
+}
