@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -50,14 +51,19 @@ func TestCLIMembers(t *testing.T) {
 	a, b := newNode(t), newNode(t)
 	pa := a.start(t)
 	defer pa.stop(t)
-	pb := b.start(t, "--bootstrap=false")
-	m := regexp.MustCompile(`djinn member add (\S+) --raft (\S+) --grpc (\S+)`).FindStringSubmatch(pb.output())
-	if m == nil {
+	sec := filepath.Join(a.dir, "join-secret")
+	pb := b.start(t, "--bootstrap=false", "--join-secret-file", sec)
+	addLine := regexp.MustCompile(`djinn member add (\S+) --raft (\S+) --grpc (\S+) --server MEMBER --join-secret-file (\S+)\n`)
+	var m []string
+	if !poll(10*time.Second, func() bool { m = addLine.FindStringSubmatch(pb.output()); return m != nil }) {
 		pb.kill()
 		t.Fatalf("a server waiting to be added does not say how:\n%s", pb.output())
 	}
 	bID := m[1]
-	out, errs, ok := runAt(t, a.listen, "member", "add", bID, "--raft", m[2], "--grpc", m[3])
+	if out, errs, ok := runAt(t, a.listen, "member", "add", bID, "--raft", m[2], "--grpc", m[3]); ok || !strings.Contains(errs, "operator role") {
+		t.Errorf("member add without the join secret: %s%s, want refused for want of the operator role", out, errs)
+	}
+	out, errs, ok := runAt(t, a.listen, "member", "add", bID, "--raft", m[2], "--grpc", m[3], "--join-secret-file", m[4])
 	if !ok {
 		pb.kill()
 		t.Fatalf("member add: %s%s", out, errs)
@@ -85,15 +91,15 @@ func TestCLIMembers(t *testing.T) {
 		t.Errorf("status at the new member: %s%s, want both members with their health", out, errs)
 	}
 	eventually(t, "leadership transferred to the new member", func() bool {
-		runAt(t, both, "leader", "transfer", bID)
+		runAt(t, both, "leader", "transfer", bID, "--join-secret-file", sec)
 		out, _, ok := runAt(t, both, "member", "ls", "-o", "json", "--health=false")
 		ms = membersJSON{}
 		return ok && json.Unmarshal([]byte(out), &ms) == nil && ms.Leader == bID
 	})
-	if out, errs, ok := runAt(t, both, "member", "remove", "no-such-node"); ok || !strings.Contains(errs, "no-such-node") {
+	if out, errs, ok := runAt(t, both, "member", "remove", "no-such-node", "--join-secret-file", sec); ok || !strings.Contains(errs, "no-such-node") {
 		t.Errorf("remove a node that is no member: %s%s, want an error naming it", out, errs)
 	}
-	if out, errs, ok := runAt(t, b.listen, "member", "leave"); !ok {
+	if out, errs, ok := runAt(t, b.listen, "member", "leave", "--join-secret-file", sec); !ok {
 		t.Fatalf("member leave: %s%s", out, errs)
 	}
 	if err := pb.cmd.Wait(); err != nil {

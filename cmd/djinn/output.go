@@ -45,6 +45,13 @@ func (g *globals) dialAt(ctx context.Context, addr string) (*client.Client, erro
 		}
 		opts = append(opts, client.WithTLS(cfg))
 	}
+	sec, err := g.joinSecret()
+	if err != nil {
+		return nil, err
+	}
+	if sec != nil {
+		opts = append(opts, sec)
+	}
 	return client.Dial(ctx, addr, opts...)
 }
 

@@ -35,6 +35,8 @@ type globals struct {
 	tlsCA  string
 	cert   string
 	key    string
+	// secretFile holds the cluster's join secret (joinSecret).
+	secretFile string
 }
 
 // newRoot returns the djinn command with every command group. A new group
@@ -53,6 +55,7 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.tlsCA, "ca", "", "PEM CA that verifies the server (enables TLS)")
 	pf.StringVar(&g.cert, "cert", "", "PEM client certificate (mutual TLS)")
 	pf.StringVar(&g.key, "key", "", "PEM client key (mutual TLS)")
+	pf.StringVar(&g.secretFile, "join-secret-file", envOr("DJINN_JOIN_SECRET_FILE", ""), "file holding the cluster's join secret, the operator role without mutual TLS (default: djinn-data/join-secret when --server is on this machine)")
 	root.AddCommand(
 		newServe(),
 		g.statusCmd(),

@@ -64,6 +64,9 @@ func serveFlags(f *pflag.FlagSet, cfg *server.Config) {
 	f.StringVar(&cfg.TLS.Key, "tls-key", "", "PEM private key for --tls-cert")
 	f.StringVar(&cfg.TLS.CA, "tls-ca", "", "PEM CA certificates that verify peers and clients")
 	f.BoolVar(&cfg.TLS.ClientAuth, "tls-client-auth", false, "require client certificates (mutual TLS)")
+	f.StringVar(&cfg.TLS.PeerCert, "tls-peer-cert", "", "PEM peer certificate, with a djinn-peer://NODE-ID URI SAN (default: --tls-cert)")
+	f.StringVar(&cfg.TLS.PeerKey, "tls-peer-key", "", "PEM private key for --tls-peer-cert")
+	f.StringVar(&cfg.Security.JoinSecretFile, "join-secret-file", "", "without mutual TLS, the cluster's join secret (a member's data-dir/join-secret) for a node that joins")
 	f.Var((*durationFlag)(&cfg.Lease.Checkpoint), "lease-checkpoint", "lease horizon slack: the most a lease may outlive its grant after a restart or failover")
 	f.Var((*durationFlag)(&cfg.Mailbox.DefaultLease), "mailbox-default-lease", "mailbox lease granted for Any")
 	f.Var((*durationFlag)(&cfg.Mailbox.MaxLease), "mailbox-max-lease", "longest mailbox lease (forever allowed)")
@@ -118,6 +121,9 @@ func flagSetters(final, flagged *server.Config) map[string]func() {
 		"tls-key":                  func() { final.TLS.Key = flagged.TLS.Key },
 		"tls-ca":                   func() { final.TLS.CA = flagged.TLS.CA },
 		"tls-client-auth":          func() { final.TLS.ClientAuth = flagged.TLS.ClientAuth },
+		"tls-peer-cert":            func() { final.TLS.PeerCert = flagged.TLS.PeerCert },
+		"tls-peer-key":             func() { final.TLS.PeerKey = flagged.TLS.PeerKey },
+		"join-secret-file":         func() { final.Security.JoinSecretFile = flagged.Security.JoinSecretFile },
 		"lease-checkpoint":         func() { final.Lease.Checkpoint = flagged.Lease.Checkpoint },
 		"mailbox-default-lease":    func() { final.Mailbox.DefaultLease = flagged.Mailbox.DefaultLease },
 		"mailbox-max-lease":        func() { final.Mailbox.MaxLease = flagged.Mailbox.MaxLease },
@@ -142,6 +148,15 @@ func flagSetters(final, flagged *server.Config) map[string]func() {
 		"lds":                      func() { final.LDS.Enabled = flagged.LDS.Enabled },
 		"lds-multicast":            func() { final.LDS.Multicast = flagged.LDS.Multicast },
 	}
+}
+
+// secretHint is the flag a command needs to present s's cluster's join
+// secret, if it has one.
+func secretHint(s *server.Server) string {
+	if f := s.JoinSecretFile(); f != "" {
+		return " --join-secret-file " + f
+	}
+	return ""
 }
 
 type durationFlag server.Duration
@@ -186,12 +201,15 @@ func serve(ctx context.Context, cfg server.Config, out, errw io.Writer) error {
 	st := s.Describe()
 	fmt.Fprintf(out, "djinn serving (node %s, %s)\n", st.NodeID, st.State)
 	if waiting {
-		fmt.Fprintf(out, "  waiting to be added to a cluster: djinn member add %s --raft %s --grpc %s --server MEMBER\n", st.NodeID, s.RaftAddr(), s.Advertise())
+		fmt.Fprintf(out, "  waiting to be added to a cluster: djinn member add %s --raft %s --grpc %s --server MEMBER%s\n", st.NodeID, s.RaftAddr(), s.Advertise(), secretHint(s))
 	}
 	fmt.Fprintf(out, "  data      %s\n", s.DataDir())
 	fmt.Fprintf(out, "  grpc      %s\n", s.Addr())
 	fmt.Fprintf(out, "  admin     http://%s  (/healthz /readyz /metrics /debug/pprof/)\n", s.AdminAddr())
 	fmt.Fprintf(out, "  raft      %s\n", s.RaftAddr())
+	if f := s.JoinSecretFile(); f != "" {
+		fmt.Fprintf(out, "  secret    %s  (the operator role: djinn --join-secret-file; serve --join --join-secret-file)\n", f)
+	}
 	for _, svc := range st.Services {
 		fmt.Fprintf(out, "  %-9s %s\n", svc.Name, svc.Ref)
 	}
