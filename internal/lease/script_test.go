@@ -106,21 +106,26 @@ func (w *leaseWorld) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		return fmt.Sprintf("ended %s\n", w.ownerNames(ended)) + w.show()
 	case "restart":
-		// A new leader, or the node restarted: it knows what the log holds.
-		recs := w.t.Records()
-		w.t.Reset()
-		for _, r := range recs {
-			if err := w.t.Restore(r); err != nil {
-				return err.Error()
-			}
-		}
-		w.t.Promote(w.at(), scriptDuration(t, d, "grace"))
-		return w.show()
+		return w.restart(scriptDuration(t, d, "grace"))
 	case "show":
 		return w.show()
 	}
 	d.Fatalf(t, "unknown command %s", d.Cmd)
 	return ""
+}
+
+// restart is a new leader, or the node restarted: it knows what the log
+// holds, and promotes the table.
+func (w *leaseWorld) restart(grace time.Duration) string {
+	recs := w.t.Records()
+	w.t.Reset()
+	for _, r := range recs {
+		if err := w.t.Restore(r); err != nil {
+			return err.Error()
+		}
+	}
+	w.t.Promote(w.at(), grace)
+	return w.show()
 }
 
 // renew renews one lease; the horizon it needs is logged unless the

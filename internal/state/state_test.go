@@ -165,40 +165,7 @@ func TestLeaseEndRemovesRegistration(t *testing.T) {
 // applying the same commands to two machines leaves equal snapshots
 // (determinism).
 func FuzzApply(f *testing.F) {
-	id := djinn.NewID()
-	seeds := []*statepb.Command{
-		{Op: &statepb.Command_Init{Init: &statepb.Init{ServiceId: id[:]}}},
-		{Op: &statepb.Command_MailboxRegister{MailboxRegister: &statepb.MailboxRegister{RegistrationId: id[:], ListenerId: id[:], Cookie: id[:], ExpiresUnixNanos: 5}}},
-		{Op: &statepb.Command_MailboxStore{MailboxStore: &statepb.MailboxStore{ListenerId: id[:], Events: []*djinnpb.RemoteEvent{{}}}}},
-		{Op: &statepb.Command_LeaseCancel{LeaseCancel: &statepb.LeaseCancel{Cookies: [][]byte{id[:], {1}}}}},
-		{Op: &statepb.Command_MailboxDelivered{MailboxDelivered: &statepb.MailboxDelivered{Entries: []*statepb.Delivered{{RegistrationId: id[:], ThroughIndex: 3}}}}},
-		{Op: &statepb.Command_MailboxUnknown{MailboxUnknown: &statepb.MailboxUnknown{RegistrationId: id[:], Keys: []*djinnpb.EventKey{{}}}}},
-		{Op: &statepb.Command_RenewalCreate{RenewalCreate: &statepb.RenewalCreate{SetId: id[:], Cookie: id[:], ExpiresUnixNanos: 5}}},
-		{NowUnixNanos: 3, Op: &statepb.Command_RenewalAdd{RenewalAdd: &statepb.RenewalAdd{SetId: id[:], Landlord: &djinnpb.Ref{ServiceId: id[:], ObjectId: id[:]},
-			Cookie: id[:], ExpiresUnixNanos: 9, DesiredUnixNanos: 7, RenewNanos: 1}}},
-		{Op: &statepb.Command_RenewalListen{RenewalListen: &statepb.RenewalListen{SetId: id[:], EventId: 1, Target: &djinnpb.Ref{}}}},
-		{Op: &statepb.Command_RenewalRenewed{RenewalRenewed: &statepb.RenewalRenewed{Keys: append(append(id[:], id[:]...), id[:]...), ExpiresUnixNanos: []int64{4, 5}}}},
-		{NowUnixNanos: 8, Op: &statepb.Command_RenewalEnd{RenewalEnd: &statepb.RenewalEnd{Entries: []*statepb.RenewalEnding{{Key: append(append(id[:], id[:]...), id[:]...), Reason: 2}}}}},
-		{Op: &statepb.Command_RenewalWarn{RenewalWarn: &statepb.RenewalWarn{SetId: id[:], SetExpiresUnixNanos: 5}}},
-		{Op: &statepb.Command_RenewalDelivered{RenewalDelivered: &statepb.RenewalDelivered{Entries: []*statepb.RenewalDeliveredEntry{{SetId: id[:], EventId: 1, ThroughSequence: 2}}}}},
-		{Op: &statepb.Command_RenewalRemove{RenewalRemove: &statepb.RenewalRemove{SetId: id[:], Key: id[:]}}},
-		{Op: &statepb.Command_TxnCreate{TxnCreate: &statepb.TxnCreate{Cookie: id[:], ExpiresUnixNanos: 5, Id: 7}}},
-		{Op: &statepb.Command_TxnJoin{TxnJoin: &statepb.TxnJoin{Id: 7, Participant: &djinnpb.Ref{ServiceId: id[:], ObjectId: id[:]}, MaxParticipants: 1}}},
-		{Op: &statepb.Command_LockCreateSet{LockCreateSet: &statepb.LockCreateSet{SetId: id[:], Cookie: id[:], ExpiresUnixNanos: 5}}},
-		{Op: &statepb.Command_LockCreateOwner{LockCreateOwner: &statepb.LockCreateOwner{Cookie: id[:], ExpiresUnixNanos: 5}}},
-		{Op: &statepb.Command_LockAcquire{LockAcquire: &statepb.LockAcquire{SetId: id[:], Holder: &statepb.LockHolderState{Owner: id[:]}, Mode: 5, RequestId: 1}}},
-		{Op: &statepb.Command_LockAcquire{LockAcquire: &statepb.LockAcquire{SetId: id[:], Holder: &statepb.LockHolderState{Manager: &djinnpb.Ref{ServiceId: id[:], ObjectId: id[:]}, Txn: 3,
-			AncestorIds: []uint64{2}, AncestorManagers: []*djinnpb.Ref{{ServiceId: id[:], ObjectId: id[:]}}}, Mode: 1, RequestId: 2}}},
-		{Op: &statepb.Command_LockRelease{LockRelease: &statepb.LockRelease{SetId: id[:], Holder: &statepb.LockHolderState{Owner: id[:]}, Mode: 5}}},
-		{Op: &statepb.Command_LockCancel{LockCancel: &statepb.LockCancel{RequestIds: []uint64{1, 2}}}},
-		{Op: &statepb.Command_LockTxnEnd{LockTxnEnd: &statepb.LockTxnEnd{Manager: &djinnpb.Ref{ServiceId: id[:], ObjectId: id[:]}, Txn: 3, Commit: true}}},
-		{Op: &statepb.Command_LookupRegister{LookupRegister: &statepb.LookupRegister{Item: &djinnpb.ServiceItem{ServiceId: id[:], Service: []byte("r"), Types: []string{"T"},
-			Entries: []*djinnpb.Entry{{Type: "E", Fields: []*djinnpb.Field{{Name: "f", Value: &djinnpb.Value{Kind: &djinnpb.Value_IntValue{IntValue: 3}}}}}}}, Cookie: id[:], ExpiresUnixNanos: 5}}},
-		{Op: &statepb.Command_LookupNotify{LookupNotify: &statepb.LookupNotify{Template: &djinnpb.ServiceTemplate{Types: []string{"T"}}, Transitions: 7,
-			Listener: &djinnpb.Ref{ServiceId: id[:], ObjectId: id[:]}, Cookie: id[:], ExpiresUnixNanos: 5}}},
-		{Op: &statepb.Command_LookupAttributes{LookupAttributes: &statepb.LookupAttributes{Cookie: id[:], Op: 1, Entries: []*djinnpb.Entry{{Type: "E"}}}}},
-	}
-	for _, s := range seeds {
+	for _, s := range applySeeds() {
 		b, _ := proto.Marshal(s)
 		f.Add(b, b)
 	}
@@ -254,5 +221,42 @@ func TestAddRefusesClashes(t *testing.T) {
 				t.Fatal("a machine without most services says every command is handled")
 			}
 		})
+	}
+}
+
+// applySeeds are FuzzApply's seeds: a command of each kind.
+func applySeeds() []*statepb.Command {
+	id := djinn.NewID()
+	return []*statepb.Command{
+		{Op: &statepb.Command_Init{Init: &statepb.Init{ServiceId: id[:]}}},
+		{Op: &statepb.Command_MailboxRegister{MailboxRegister: &statepb.MailboxRegister{RegistrationId: id[:], ListenerId: id[:], Cookie: id[:], ExpiresUnixNanos: 5}}},
+		{Op: &statepb.Command_MailboxStore{MailboxStore: &statepb.MailboxStore{ListenerId: id[:], Events: []*djinnpb.RemoteEvent{{}}}}},
+		{Op: &statepb.Command_LeaseCancel{LeaseCancel: &statepb.LeaseCancel{Cookies: [][]byte{id[:], {1}}}}},
+		{Op: &statepb.Command_MailboxDelivered{MailboxDelivered: &statepb.MailboxDelivered{Entries: []*statepb.Delivered{{RegistrationId: id[:], ThroughIndex: 3}}}}},
+		{Op: &statepb.Command_MailboxUnknown{MailboxUnknown: &statepb.MailboxUnknown{RegistrationId: id[:], Keys: []*djinnpb.EventKey{{}}}}},
+		{Op: &statepb.Command_RenewalCreate{RenewalCreate: &statepb.RenewalCreate{SetId: id[:], Cookie: id[:], ExpiresUnixNanos: 5}}},
+		{NowUnixNanos: 3, Op: &statepb.Command_RenewalAdd{RenewalAdd: &statepb.RenewalAdd{SetId: id[:], Landlord: &djinnpb.Ref{ServiceId: id[:], ObjectId: id[:]},
+			Cookie: id[:], ExpiresUnixNanos: 9, DesiredUnixNanos: 7, RenewNanos: 1}}},
+		{Op: &statepb.Command_RenewalListen{RenewalListen: &statepb.RenewalListen{SetId: id[:], EventId: 1, Target: &djinnpb.Ref{}}}},
+		{Op: &statepb.Command_RenewalRenewed{RenewalRenewed: &statepb.RenewalRenewed{Keys: append(append(id[:], id[:]...), id[:]...), ExpiresUnixNanos: []int64{4, 5}}}},
+		{NowUnixNanos: 8, Op: &statepb.Command_RenewalEnd{RenewalEnd: &statepb.RenewalEnd{Entries: []*statepb.RenewalEnding{{Key: append(append(id[:], id[:]...), id[:]...), Reason: 2}}}}},
+		{Op: &statepb.Command_RenewalWarn{RenewalWarn: &statepb.RenewalWarn{SetId: id[:], SetExpiresUnixNanos: 5}}},
+		{Op: &statepb.Command_RenewalDelivered{RenewalDelivered: &statepb.RenewalDelivered{Entries: []*statepb.RenewalDeliveredEntry{{SetId: id[:], EventId: 1, ThroughSequence: 2}}}}},
+		{Op: &statepb.Command_RenewalRemove{RenewalRemove: &statepb.RenewalRemove{SetId: id[:], Key: id[:]}}},
+		{Op: &statepb.Command_TxnCreate{TxnCreate: &statepb.TxnCreate{Cookie: id[:], ExpiresUnixNanos: 5, Id: 7}}},
+		{Op: &statepb.Command_TxnJoin{TxnJoin: &statepb.TxnJoin{Id: 7, Participant: &djinnpb.Ref{ServiceId: id[:], ObjectId: id[:]}, MaxParticipants: 1}}},
+		{Op: &statepb.Command_LockCreateSet{LockCreateSet: &statepb.LockCreateSet{SetId: id[:], Cookie: id[:], ExpiresUnixNanos: 5}}},
+		{Op: &statepb.Command_LockCreateOwner{LockCreateOwner: &statepb.LockCreateOwner{Cookie: id[:], ExpiresUnixNanos: 5}}},
+		{Op: &statepb.Command_LockAcquire{LockAcquire: &statepb.LockAcquire{SetId: id[:], Holder: &statepb.LockHolderState{Owner: id[:]}, Mode: 5, RequestId: 1}}},
+		{Op: &statepb.Command_LockAcquire{LockAcquire: &statepb.LockAcquire{SetId: id[:], Holder: &statepb.LockHolderState{Manager: &djinnpb.Ref{ServiceId: id[:], ObjectId: id[:]}, Txn: 3,
+			AncestorIds: []uint64{2}, AncestorManagers: []*djinnpb.Ref{{ServiceId: id[:], ObjectId: id[:]}}}, Mode: 1, RequestId: 2}}},
+		{Op: &statepb.Command_LockRelease{LockRelease: &statepb.LockRelease{SetId: id[:], Holder: &statepb.LockHolderState{Owner: id[:]}, Mode: 5}}},
+		{Op: &statepb.Command_LockCancel{LockCancel: &statepb.LockCancel{RequestIds: []uint64{1, 2}}}},
+		{Op: &statepb.Command_LockTxnEnd{LockTxnEnd: &statepb.LockTxnEnd{Manager: &djinnpb.Ref{ServiceId: id[:], ObjectId: id[:]}, Txn: 3, Commit: true}}},
+		{Op: &statepb.Command_LookupRegister{LookupRegister: &statepb.LookupRegister{Item: &djinnpb.ServiceItem{ServiceId: id[:], Service: []byte("r"), Types: []string{"T"},
+			Entries: []*djinnpb.Entry{{Type: "E", Fields: []*djinnpb.Field{{Name: "f", Value: &djinnpb.Value{Kind: &djinnpb.Value_IntValue{IntValue: 3}}}}}}}, Cookie: id[:], ExpiresUnixNanos: 5}}},
+		{Op: &statepb.Command_LookupNotify{LookupNotify: &statepb.LookupNotify{Template: &djinnpb.ServiceTemplate{Types: []string{"T"}}, Transitions: 7,
+			Listener: &djinnpb.Ref{ServiceId: id[:], ObjectId: id[:]}, Cookie: id[:], ExpiresUnixNanos: 5}}},
+		{Op: &statepb.Command_LookupAttributes{LookupAttributes: &statepb.LookupAttributes{Cookie: id[:], Op: 1, Entries: []*djinnpb.Entry{{Type: "E"}}}}},
 	}
 }
