@@ -3,6 +3,7 @@ package replica
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -13,22 +14,36 @@ import (
 // error and steps down, but would try again at its next election and so
 // limp on. The first failure is reported, once, through failed, so that
 // the node can stop and be restarted on a log it can read (Node.Failed).
+//
+// Every write (an append and its fsync) is also reported to observe, for
+// metrics: how long it took and whether it failed.
 type failStop struct {
 	raft.LogStore
-	once   sync.Once
-	failed chan error // capacity 1: holds the first failure
-	did    atomic.Bool
+	observe func(d time.Duration, err error)
+	once    sync.Once
+	failed  chan error // capacity 1: holds the first failure
+	did     atomic.Bool
 }
 
-func newFailStop(logs raft.LogStore) *failStop {
-	return &failStop{LogStore: logs, failed: make(chan error, 1)}
+func newFailStop(logs raft.LogStore, observe func(time.Duration, error)) *failStop {
+	if observe == nil {
+		observe = func(time.Duration, error) {}
+	}
+	return &failStop{LogStore: logs, observe: observe, failed: make(chan error, 1)}
 }
 
-func (f *failStop) StoreLog(l *raft.Log) error { return f.check(f.LogStore.StoreLog(l)) }
+func (f *failStop) StoreLog(l *raft.Log) error {
+	start := time.Now()
+	return f.check(start, f.LogStore.StoreLog(l))
+}
 
-func (f *failStop) StoreLogs(ls []*raft.Log) error { return f.check(f.LogStore.StoreLogs(ls)) }
+func (f *failStop) StoreLogs(ls []*raft.Log) error {
+	start := time.Now()
+	return f.check(start, f.LogStore.StoreLogs(ls))
+}
 
-func (f *failStop) check(err error) error {
+func (f *failStop) check(start time.Time, err error) error {
+	f.observe(time.Since(start), err)
 	if err != nil {
 		f.once.Do(func() { f.did.Store(true); f.failed <- err })
 	}

@@ -54,8 +54,11 @@ type Config struct {
 	OnLeader func(ctx context.Context)
 	// Endpoint maps a node id to its gRPC address, for leader hints.
 	Endpoint func(nodeID string) string
-	// Logger receives the node's structured logs.
+	// Logger receives the node's structured logs, Raft's among them.
 	Logger *slog.Logger
+	// OnLogWrite, when set, hears of every write to the log (an append
+	// and its fsync): how long it took and its error. It must not block.
+	OnLogWrite func(d time.Duration, err error)
 
 	// Timing; zero values take defaults suited to a LAN or loopback.
 	HeartbeatTimeout  time.Duration // default 500ms
@@ -152,6 +155,7 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	rc.MaxAppendEntries = 512
 	rc.BatchApplyCh = true
 	rc.NotifyCh = n.notes
+	rc.NoLegacyTelemetry = true // per-follower figures as labels, not names
 
 	st, err := openStorage(dir, cfg.WALSegmentSize, hlog, cfg.Logger)
 	if err != nil {
@@ -179,7 +183,7 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	if cfg.wrapLogs != nil {
 		logs = cfg.wrapLogs(logs)
 	}
-	n.logs = newFailStop(logs)
+	n.logs = newFailStop(logs, cfg.OnLogWrite)
 	f := &fsm{sm: sm, applied: n.appliedTo}
 	n.raft, err = raft.NewRaft(rc, f, n.logs, n.log, n.snaps, n.trans)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
+	walmetrics "github.com/hashicorp/raft-wal/metrics"
 
 	"github.com/djinn-go/djinn/internal/disk"
 )
@@ -50,7 +51,12 @@ func openStorage(raftDir string, segSize int, hlog hclog.Logger, logger *slog.Lo
 	if d := sc.damage(); d != nil {
 		return nil, d
 	}
-	log, err := wal.Open(walDir, wal.WithSegmentSize(segSize))
+	// Raft's telemetry first: the log's metrics go where it sends them.
+	if _, err := RaftMetrics(); err != nil {
+		return nil, fmt.Errorf("raft metrics: %w", err)
+	}
+	log, err := wal.Open(walDir, wal.WithSegmentSize(segSize),
+		wal.WithMetricsCollector(walmetrics.NewGoMetricsCollector([]string{"raft", "wal"}, nil, nil)))
 	if err != nil {
 		return nil, fmt.Errorf("open log in %s: %w", walDir, err)
 	}
