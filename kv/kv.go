@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/participant"
@@ -46,6 +47,21 @@ type DB struct {
 	locks    map[string]*lock             // by key
 	prefixes map[string]map[*txn]struct{} // List under a transaction
 	txs      map[participant.TxKey]*txn   // transactions with state here
+
+	// Ops counts the operations asked of the DB, for metrics.
+	Ops Ops
+}
+
+// Ops counts operations by kind, whatever their outcome.
+type Ops struct {
+	Gets, Puts, Deletes, Lists atomic.Uint64
+}
+
+// Len returns the number of committed keys.
+func (d *DB) Len() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.data)
 }
 
 // txn is what one transaction holds here (or a write without one, for
@@ -146,6 +162,7 @@ func errLockedPrefix(prefix, key string) error {
 // Put sets key to value: under tx, seen only by tx until it commits;
 // with a nil tx, at once and durably.
 func (d *DB) Put(ctx context.Context, tx *participant.Tx, key string, value []byte) error {
+	d.Ops.Puts.Add(1)
 	if err := d.checkKey(key); err != nil {
 		return err
 	}
@@ -168,6 +185,7 @@ func (d *DB) Put(ctx context.Context, tx *participant.Tx, key string, value []by
 // under tx, seen only by tx until it commits; with a nil tx, at once and
 // durably.
 func (d *DB) Delete(ctx context.Context, tx *participant.Tx, key string) (found bool, err error) {
+	d.Ops.Deletes.Add(1)
 	if err := d.checkKey(key); err != nil {
 		return false, err
 	}
@@ -227,6 +245,7 @@ func (d *DB) writeNow(ctx context.Context, key string, c change) (found bool, er
 // (its own changes included), read-locking key against other transactions'
 // writes; with a nil tx, the committed value.
 func (d *DB) Get(ctx context.Context, tx *participant.Tx, key string) (value []byte, found bool, err error) {
+	d.Ops.Gets.Add(1)
 	if err := d.checkKey(key); err != nil {
 		return nil, false, err
 	}
@@ -257,6 +276,7 @@ func (d *DB) Get(ctx context.Context, tx *participant.Tx, key string) (value []b
 // under tx, as tx sees them, locking the prefix against other
 // transactions' writes; with a nil tx, the committed entries.
 func (d *DB) List(ctx context.Context, tx *participant.Tx, prefix string) ([]Entry, error) {
+	d.Ops.Lists.Add(1)
 	if len(prefix) > d.maxKey {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "prefix of %d bytes: longer than %d", len(prefix), d.maxKey)
 	}

@@ -32,6 +32,9 @@ type Config struct {
 	Logger   *slog.Logger
 }
 
+// DeliveryStats returns the counters of discovery event delivery.
+func (s *Service) DeliveryStats() event.Stats { return s.engine.Stats() }
+
 // Service is the lookup discovery service on the leader: it checks calls,
 // logs their commands, delivers the events applying them produces, and
 // runs discovery for the registrations (Discover).

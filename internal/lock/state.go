@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/djinn-go/djinn/internal/wire"
 
@@ -44,6 +45,17 @@ type State struct {
 	// notify, when set, hears what became of waiting requests. It is
 	// called outside mu, in log order; the leader's service sets it.
 	notify func([]Event)
+
+	// Counts are what this node has applied, for metrics; they are not
+	// replicated state (a restart counts again from its snapshot).
+	Counts Counts
+}
+
+// Counts are lock requests as applied: granted (at once or after
+// waiting), queued to wait, refused (a try that could not be granted)
+// and refused as a deadlock.
+type Counts struct {
+	Granted, Queued, Refused, Deadlocks atomic.Uint64
 }
 
 type setInfo struct {
@@ -141,6 +153,7 @@ func (s *State) tell(evs []Event) {
 // grantsLocked records grants as recent and returns them as events.
 func (s *State) grantsLocked(gs []Grant) []Event {
 	evs := make([]Event, 0, len(gs))
+	s.Counts.Granted.Add(uint64(len(gs)))
 	for _, g := range gs {
 		s.recent.add(g.Request, g.Fence)
 		evs = append(evs, Event{Request: g.Request, Fence: g.Fence})
@@ -326,14 +339,23 @@ func (s *State) ApplyAcquire(c *statepb.LockAcquire) (Result, error) {
 	}
 	res, err := s.table.Acquire(Request{ID: c.GetRequestId(), Set: tid, Holder: h, Mode: Mode(c.GetMode()), From: Mode(c.GetFrom()), Try: c.GetTry()})
 	if err != nil {
+		if djinn.KindOf(err) == djinn.Deadlock {
+			s.Counts.Deadlocks.Add(1)
+		}
 		what := Mode(c.GetMode()).String()
 		if djinn.KindOf(err) == djinn.LockNotHeld {
 			what = Mode(c.GetFrom()).String()
 		}
 		return Result{}, rename(err, ext, c.GetHolder(), what)
 	}
-	if res.Outcome == Granted {
+	switch res.Outcome {
+	case Granted:
+		s.Counts.Granted.Add(1)
 		s.recent.add(c.GetRequestId(), res.Fence)
+	case Queued:
+		s.Counts.Queued.Add(1)
+	case Refused:
+		s.Counts.Refused.Add(1)
 	}
 	evs = s.grantsLocked(res.Grants)
 	return res, nil

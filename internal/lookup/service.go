@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/djinn-go/djinn"
@@ -47,7 +48,14 @@ type Service struct {
 	self   func() djinn.Ref
 	cfg    Config
 	engine *event.Engine
+
+	// Lookups counts lookups served, Registered registrations made, for
+	// metrics.
+	Lookups, Registered atomic.Uint64
 }
+
+// DeliveryStats returns the counters of service event delivery.
+func (s *Service) DeliveryStats() event.Stats { return s.engine.Stats() }
 
 // NewService returns the service over s; self is the registrar's reference
 // (the source of its events).
@@ -175,6 +183,7 @@ func (s *Service) Register(ctx context.Context, item *djinnpb.ServiceItem, d tim
 	if err != nil {
 		return Registered{}, err
 	}
+	s.Registered.Add(1)
 	return Registered{ID: it.ID, Lease: lease.Proto(s.self(), cookie, granted)}, nil
 }
 
@@ -218,6 +227,7 @@ func (s *Service) Lookup(tmpl *djinnpb.ServiceTemplate, max int, one bool) (int,
 	if err := s.leading(); err != nil {
 		return 0, nil, err
 	}
+	s.Lookups.Add(1)
 	return s.state.LookupEncoded(t, max, one, rand.IntN)
 }
 

@@ -3,6 +3,7 @@ package mailbox
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,6 +57,10 @@ type Service struct {
 	cfg    Config
 	// current is the deliverer of the term this node leads, if any.
 	current atomic.Pointer[deliverer]
+	// ended adds up the delivery counters of the terms that ended, so
+	// that DeliveryStats counts since the service started.
+	endedMu sync.Mutex
+	ended   event.Stats // guarded by endedMu
 	// RefusedFull counts events refused because their registration held
 	// its maximum of stored events.
 	RefusedFull atomic.Uint64
@@ -94,17 +99,33 @@ func New(s *State, l *lease.Lessor, log Proposer, now func() time.Time, self fun
 func (s *Service) Run(ctx context.Context) {
 	d := newDeliverer(s.state, s.log, s.cfg.Logger, s.cfg.Delivery)
 	s.current.Store(d)
-	defer s.current.CompareAndSwap(d, nil)
 	d.run(ctx)
+	s.endedMu.Lock()
+	defer s.endedMu.Unlock()
+	s.ended = addStats(s.ended, d.engine.Stats())
+	s.ended.Queues, s.ended.Queued = 0, 0
+	s.current.CompareAndSwap(d, nil)
 }
 
-// DeliveryStats returns the delivery engine's counters while this node
-// leads (zero otherwise).
+// DeliveryStats returns the delivery counters: events sent, delivered,
+// failed, retried and overflowed since the service started, over every
+// term this node led; and the queues of the current term (zero when not
+// leading).
 func (s *Service) DeliveryStats() event.Stats {
+	s.endedMu.Lock()
+	defer s.endedMu.Unlock()
 	if d := s.current.Load(); d != nil {
-		return d.engine.Stats()
+		return addStats(s.ended, d.engine.Stats())
 	}
-	return event.Stats{}
+	return s.ended
+}
+
+func addStats(a, b event.Stats) event.Stats {
+	return event.Stats{
+		Queues: a.Queues + b.Queues, Queued: a.Queued + b.Queued,
+		Sends: a.Sends + b.Sends, Delivered: a.Delivered + b.Delivered, Failed: a.Failed + b.Failed,
+		Retried: a.Retried + b.Retried, Overflowed: a.Overflowed + b.Overflowed,
+	}
 }
 
 // Registration is what Register returns: EM.4's MailboxRegistration.

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lease"
@@ -76,6 +77,15 @@ type State struct {
 
 	table *lease.Table
 	wake  chan struct{}
+
+	// Outcomes count the transactions this node saw decided, for metrics;
+	// they are not replicated state.
+	Outcomes Outcomes
+}
+
+// Outcomes count decided transactions by their outcome.
+type Outcomes struct {
+	Committed, Aborted atomic.Uint64
 }
 
 // NewState returns an empty state whose transaction leases live in t.
@@ -472,6 +482,11 @@ func (s *State) ApplyPromote(now int64, c *statepb.TxnPromote) error {
 // every participant that did not vote NOTCHANGED or ABORTED (TX.2.7: those
 // that voted PREPARED and those not yet asked).
 func (s *State) decideLocked(now int64, t *transaction, to djinnpb.TransactionState) {
+	if to == Committed {
+		s.Outcomes.Committed.Add(1)
+	} else {
+		s.Outcomes.Aborted.Add(1)
+	}
 	t.state, t.ended = to, now
 	s.undecided--
 	// A lease holds an ACTIVE transaction open, and has nothing to do
