@@ -356,7 +356,7 @@ func (r *txnRun) served(ctx context.Context) (*servedCalls, error) {
 	s := &servedCalls{at: time.Now(), calls: map[string]float64{}, cpu: map[string]float64{}}
 	for _, a := range admins {
 		m, err := adminMetrics(ctx, a[1], func(n string) bool {
-			return strings.HasPrefix(n, "djinn_rpc_total{") || n == "process_cpu_seconds_total" || n == "djinn_raft_applied_index"
+			return strings.HasPrefix(n, "grpc_server_handled_total{") || n == "process_cpu_seconds_total" || n == "djinn_raft_applied_index"
 		})
 		if err != nil {
 			return nil, err
@@ -379,7 +379,7 @@ func (s *servedCalls) add(name string, manager bool, m map[string]float64) {
 			}
 			continue
 		}
-		_, method, ok := strings.Cut(metric, `method="`)
+		_, method, ok := strings.Cut(metric, `grpc_method="`)
 		if !ok {
 			continue
 		}

@@ -73,8 +73,9 @@ func TestAdminHTTP(t *testing.T) {
 		{"GET", "/healthz", http.StatusOK, []string{"ok"}},
 		{"GET", "/readyz", http.StatusOK, []string{"ready"}},
 		{"GET", "/metrics", http.StatusOK, []string{
-			"djinn_leases 1", `djinn_rpc_total{code="OK",method="Register"} 1`, "djinn_is_leader 1",
-			"djinn_mailbox_registrations 1", "djinn_rpc_seconds_bucket", "go_goroutines",
+			"djinn_leases 1", `grpc_server_handled_total{grpc_code="OK",grpc_method="Register",grpc_service="djinn.v1.EventMailbox",grpc_type="unary"} 1`,
+			`grpc_server_handled_total{grpc_code="OK",grpc_method="Register",grpc_service="djinn.v1.LookupService",grpc_type="unary"} 0`,
+			"djinn_is_leader 1", "djinn_mailbox_registrations 1", "grpc_server_handling_seconds_bucket", "go_goroutines",
 		}},
 		{"GET", "/debug/pprof/", http.StatusOK, []string{"goroutine"}},
 		{"GET", "/debug/pprof/cmdline", http.StatusOK, nil},

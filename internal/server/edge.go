@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"runtime/debug"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -20,37 +19,50 @@ import (
 // a call reached a follower.
 const LeaderTrailer = "djinn-leader"
 
-// unaryEdge names the caller, authorizes the call by its method's rule,
-// turns service errors into statuses through the one error table, adds
-// the leader hint, and counts the call.
+// The interceptors run in this order: the edge (names the caller and
+// authorizes the call by its method's rule), the gRPC metrics (so they
+// count authorized calls only, with their final status code), then
+// errors (turns service errors into statuses through the one error table,
+// adds the leader hint, recovers a handler's panic). A call the edge
+// refuses gets its status from the edge itself.
+
+// unaryEdge names the caller and authorizes the call by its method's rule.
 func (s *Server) unaryEdge(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
-	start := time.Now()
 	defer s.recoverPanic(info.FullMethod, &err)
 	ctx = withPrincipal(ctx)
 	rule, err := s.rule(info.FullMethod)
 	if err == nil {
 		err = s.guard.authorize(ctx, info.FullMethod, rule, req)
 	}
-	if err == nil {
-		resp, err = h(ctx, req)
+	if err != nil {
+		return nil, s.edgeError(ctx, err)
 	}
-	err = s.edgeError(ctx, err)
-	s.metrics.observe(info.FullMethod, err, time.Since(start))
-	return resp, err
+	return h(ctx, req)
 }
 
 // streamEdge is unaryEdge for streams: every request the handler receives
 // is authorized by the method's rule.
 func (s *Server) streamEdge(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
-	start := time.Now()
 	defer s.recoverPanic(info.FullMethod, &err)
 	rule, err := s.rule(info.FullMethod)
-	if err == nil {
-		err = h(srv, &edgeStream{ServerStream: ss, ctx: withPrincipal(ss.Context()), rule: rule, method: info.FullMethod, guard: &s.guard})
+	if err != nil {
+		return s.edgeError(ss.Context(), err)
 	}
-	err = s.edgeError(ss.Context(), err)
-	s.metrics.observe(info.FullMethod, err, time.Since(start))
-	return err
+	return h(srv, &edgeStream{ServerStream: ss, ctx: withPrincipal(ss.Context()), rule: rule, method: info.FullMethod, guard: &s.guard})
+}
+
+// unaryErrors turns the handler's error into a status and recovers its
+// panic.
+func (s *Server) unaryErrors(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+	defer s.recoverPanic(info.FullMethod, &err)
+	resp, err = h(ctx, req)
+	return resp, s.edgeError(ctx, err)
+}
+
+// streamErrors is unaryErrors for streams.
+func (s *Server) streamErrors(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
+	defer s.recoverPanic(info.FullMethod, &err)
+	return s.edgeError(ss.Context(), h(srv, ss))
 }
 
 // rule returns a method's authorization rule. Every method served has

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/discovery"
@@ -77,8 +79,9 @@ func ldsPart(s *Server) *part {
 				"ChangeGroups": capability, "ChangeLocators": capability, "Discard": capability,
 			})
 		},
-		run: func(ctx context.Context) { s.ldsDiscover(ctx, rpc.svc) },
-		ref: s.ref(LDSID),
+		run:     func(ctx context.Context) { s.ldsDiscover(ctx, rpc.svc) },
+		ref:     s.ref(LDSID),
+		metrics: func() []prometheus.Collector { return ldsMetrics(rpc.st, rpc.svc) },
 		status: func(resp *djinnpb.StatusResponse) {
 			regs, registrars := rpc.st.Len()
 			resp.Counts["lds_registrations"], resp.Counts["lds_registrars"] = int64(regs), int64(registrars)
@@ -87,6 +90,16 @@ func ldsPart(s *Server) *part {
 			}
 		},
 		close: func() { rpc.svc.Close() },
+	}
+}
+
+func ldsMetrics(st *lds.State, svc *lds.Service) []prometheus.Collector {
+	return []prometheus.Collector{
+		gauge("djinn_lds_registrations", "Lookup discovery registrations.", func() float64 { n, _ := st.Len(); return float64(n) }),
+		gauge("djinn_lds_registrars", "Lookup services discovered for the registrations.", func() float64 { _, n := st.Len(); return float64(n) }),
+		counter("djinn_lds_delivered_events_total", "Discovery events delivered to listeners.", func() float64 { return float64(svc.DeliveryStats().Delivered) }),
+		counter("djinn_lds_delivery_failed_events_total", "Discovery events dropped by a definite failure.", func() float64 { return float64(svc.DeliveryStats().Failed) }),
+		counter("djinn_lds_delivery_retried_total", "Discovery event deliveries that failed indefinitely and were retried.", func() float64 { return float64(svc.DeliveryStats().Retried) }),
 	}
 }
 

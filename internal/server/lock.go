@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/lease"
@@ -72,8 +74,9 @@ func lockPart(s *Server) *part {
 				"Describe": capability, "ValidateFence": capability,
 			})
 		},
-		run: func(ctx context.Context) { s.lock.Run(ctx) },
-		ref: s.ref(LockID),
+		run:     func(ctx context.Context) { s.lock.Run(ctx) },
+		ref:     s.ref(LockID),
+		metrics: func() []prometheus.Collector { return lockMetrics(st) },
 		status: func(resp *djinnpb.StatusResponse) {
 			sets, owners := st.Len()
 			resp.Counts["lock_sets"], resp.Counts["lock_owners"] = int64(sets), int64(owners)
@@ -81,6 +84,20 @@ func lockPart(s *Server) *part {
 				resp.Lock = refProto(s.ref(LockID)())
 			}
 		},
+	}
+}
+
+func lockMetrics(st *lock.State) []prometheus.Collector {
+	const name, help = "djinn_lock_requests_total", "Lock requests as this node applied them, by outcome: granted (at once or after waiting), queued, refused (a try), deadlock."
+	c := &st.Counts
+	return []prometheus.Collector{
+		gauge("djinn_lock_sets", "Lock sets.", func() float64 { n, _ := st.Len(); return float64(n) }),
+		gauge("djinn_lock_owners", "Lock owners.", func() float64 { _, n := st.Len(); return float64(n) }),
+		gauge("djinn_lock_waiters", "Lock requests waiting in a queue.", func() float64 { return float64(len(st.Waiting())) }),
+		labelled(name, help, "outcome", "granted", func() float64 { return float64(c.Granted.Load()) }),
+		labelled(name, help, "outcome", "queued", func() float64 { return float64(c.Queued.Load()) }),
+		labelled(name, help, "outcome", "refused", func() float64 { return float64(c.Refused.Load()) }),
+		labelled(name, help, "outcome", "deadlock", func() float64 { return float64(c.Deadlocks.Load()) }),
 	}
 }
 

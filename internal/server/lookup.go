@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	"github.com/djinn-go/djinn"
@@ -74,7 +75,8 @@ func lookupPart(s *Server) *part {
 				"GetRegistrar": authenticated,
 			})
 		},
-		ref: s.ref(LookupID),
+		ref:     s.ref(LookupID),
+		metrics: func() []prometheus.Collector { return lookupMetrics(rpc.st, rpc.svc) },
 		status: func(resp *djinnpb.StatusResponse) {
 			items, watches := rpc.st.Len()
 			resp.Counts["lookup_items"], resp.Counts["lookup_watches"] = int64(items), int64(watches)
@@ -88,6 +90,17 @@ func lookupPart(s *Server) *part {
 		p.run = s.discover
 	}
 	return p
+}
+
+func lookupMetrics(st *lookup.State, svc *lookup.Service) []prometheus.Collector {
+	return []prometheus.Collector{
+		gauge("djinn_lookup_items", "Service items registered.", func() float64 { n, _ := st.Len(); return float64(n) }),
+		gauge("djinn_lookup_watches", "Service event registrations (notify).", func() float64 { _, n := st.Len(); return float64(n) }),
+		counter("djinn_lookup_lookups_total", "Lookups served by this node as leader.", func() float64 { return float64(svc.Lookups.Load()) }),
+		counter("djinn_lookup_registrations_total", "Registrations made through this node as leader.", func() float64 { return float64(svc.Registered.Load()) }),
+		counter("djinn_lookup_delivered_events_total", "Service events delivered to listeners.", func() float64 { return float64(svc.DeliveryStats().Delivered) }),
+		counter("djinn_lookup_delivery_failed_events_total", "Service events dropped by a definite failure.", func() float64 { return float64(svc.DeliveryStats().Failed) }),
+	}
 }
 
 // lookupRPC serves the LookupService.

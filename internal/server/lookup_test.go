@@ -147,7 +147,7 @@ func TestLookupService(t *testing.T) {
 	if !proto.Equal(one.GetItems()[0], want) {
 		t.Errorf("looked-up item %v, want %v", one.GetItems()[0], want)
 	}
-	if m := served(t, srv, "Lookup"); !strings.Contains(m, `code="OK"`) || !strings.Contains(m, `code="InvalidArgument"`) {
+	if m := served(t, srv, "LookupService", "Lookup"); !strings.Contains(m, "OK ") || !strings.Contains(m, "InvalidArgument ") {
 		t.Errorf("Lookup calls counted %q, want OK and InvalidArgument ones", m)
 	}
 	// Attributes change through the registration's lease cookie: the item

@@ -110,12 +110,13 @@ func mailboxMetrics(st *mailbox.State, svc *mailbox.Service) []prometheus.Collec
 		gauge("djinn_mailbox_registrations", "Mailbox registrations.", func() float64 { r, _ := st.Len(); return float64(r) }),
 		gauge("djinn_mailbox_stored_events", "Events stored in mailboxes.", func() float64 { _, e := st.Len(); return float64(e) }),
 		counter("djinn_mailbox_refused_full_total", "Events refused because their registration held its maximum of stored events.", func() float64 { return float64(svc.RefusedFull.Load()) }),
-		gauge("djinn_delivery_queued_events", "Events queued for delivery on this leader.", func() float64 { return float64(svc.DeliveryStats().Queued) }),
-		gauge("djinn_delivery_queues", "Registrations with events queued for delivery.", func() float64 { return float64(svc.DeliveryStats().Queues) }),
-		gauge("djinn_delivery_delivered_events", "Events delivered in this leader term.", func() float64 { return float64(svc.DeliveryStats().Delivered) }),
-		gauge("djinn_delivery_failed_events", "Events dropped by a definite failure or UnknownEvent in this leader term.", func() float64 { return float64(svc.DeliveryStats().Failed) }),
-		gauge("djinn_delivery_retried_rounds", "Delivery attempts that failed indefinitely and were retried, in this leader term.", func() float64 { return float64(svc.DeliveryStats().Retried) }),
-		gauge("djinn_delivery_overflowed_events", "Events refused by a full delivery queue, in this leader term.", func() float64 { return float64(svc.DeliveryStats().Overflowed) }),
+		gauge("djinn_mailbox_delivery_queued_events", "Events queued for delivery on this leader.", func() float64 { return float64(svc.DeliveryStats().Queued) }),
+		gauge("djinn_mailbox_delivery_queues", "Registrations with events queued for delivery on this leader.", func() float64 { return float64(svc.DeliveryStats().Queues) }),
+		counter("djinn_mailbox_delivery_sends_total", "Delivery calls made to listeners by this node as leader.", func() float64 { return float64(svc.DeliveryStats().Sends) }),
+		counter("djinn_mailbox_delivered_events_total", "Events delivered by this node as leader.", func() float64 { return float64(svc.DeliveryStats().Delivered) }),
+		counter("djinn_mailbox_delivery_failed_events_total", "Events dropped by a definite failure or UnknownEvent, by this node as leader.", func() float64 { return float64(svc.DeliveryStats().Failed) }),
+		counter("djinn_mailbox_delivery_retried_total", "Delivery rounds that failed indefinitely and were retried, by this node as leader.", func() float64 { return float64(svc.DeliveryStats().Retried) }),
+		counter("djinn_mailbox_delivery_overflowed_events_total", "Events refused by a full delivery queue, by this node as leader.", func() float64 { return float64(svc.DeliveryStats().Overflowed) }),
 	}
 }
 

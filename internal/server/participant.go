@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/disk"
@@ -65,7 +67,8 @@ func kvPart(s *Server) *part {
 		serve: func(r *registrar) error {
 			return r.with(Rules{"Put": authenticated, "Get": authenticated, "Delete": authenticated, "List": authenticated}, kv.NewServer(s.kv).Register)
 		},
-		ref: func() djinn.Ref { return s.kv.Participant().Ref() },
+		ref:     func() djinn.Ref { return s.kv.Participant().Ref() },
+		metrics: func() []prometheus.Collector { return kvMetrics(s) },
 		close: func() {
 			if s.kv != nil {
 				s.kv.Close()
@@ -74,6 +77,21 @@ func kvPart(s *Server) *part {
 				s.kvStore.Close()
 			}
 		},
+	}
+}
+
+func kvMetrics(s *Server) []prometheus.Collector {
+	if s.kv == nil {
+		return nil
+	}
+	const name, help = "djinn_kv_operations_total", "Key/value operations asked of this node, by kind."
+	ops := &s.kv.Ops
+	return []prometheus.Collector{
+		gauge("djinn_kv_keys", "Committed keys in this node's key/value store.", func() float64 { return float64(s.kv.Len()) }),
+		labelled(name, help, "op", "get", func() float64 { return float64(ops.Gets.Load()) }),
+		labelled(name, help, "op", "put", func() float64 { return float64(ops.Puts.Load()) }),
+		labelled(name, help, "op", "delete", func() float64 { return float64(ops.Deletes.Load()) }),
+		labelled(name, help, "op", "list", func() float64 { return float64(ops.Lists.Load()) }),
 	}
 }
 

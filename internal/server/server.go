@@ -105,7 +105,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 		}
 		cfg.NodeID = t.node
 	}
-	s := &Server{cfg: cfg, log: logger, now: time.Now, stop: make(chan struct{}), left: make(chan struct{})}
+	s := &Server{cfg: cfg, log: logger, now: time.Now, metrics: newMetrics(), stop: make(chan struct{}), left: make(chan struct{})}
 	if err := s.listen(); err != nil {
 		return nil, err
 	}
@@ -140,7 +140,11 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 // certificate under TLS; peers alone carries the join secret, which must
 // never reach a listener or anything outside the cluster.
 func (s *Server) pools(out *tls.Config) (pool, peers *client.Pool) {
-	var opts []client.Option
+	// The server's outgoing calls are counted (grpc_client_*).
+	opts := []client.Option{client.WithDialOptions(
+		grpc.WithChainUnaryInterceptor(s.metrics.client.UnaryClientInterceptor()),
+		grpc.WithChainStreamInterceptor(s.metrics.client.StreamClientInterceptor()),
+	)}
 	if out != nil {
 		opts = append(opts, client.WithTLS(out))
 	}
@@ -186,7 +190,7 @@ func (s *Server) open(peerTLS, serverTLS *tls.Config) error {
 	s.node, err = replica.Open(replica.Config{
 		DataDir: cfg.DataDir, NodeID: cfg.NodeID, RaftAddr: cfg.Raft, AdvertiseRaft: cfg.RaftAdvertise,
 		TLS: peerTLS, Bootstrap: cfg.Join == "" && cfg.Cluster.Bootstrap, Now: s.now, OnLeader: s.lead,
-		Endpoint: s.machine.Endpoint, Logger: s.log,
+		Endpoint: s.machine.Endpoint, Logger: s.log, OnLogWrite: s.metrics.logWrite,
 		HeartbeatTimeout: time.Duration(cfg.Raftcfg.HeartbeatTimeout), ElectionTimeout: time.Duration(cfg.Raftcfg.ElectionTimeout),
 		SnapshotInterval: time.Duration(cfg.Raftcfg.SnapshotInterval), SnapshotThreshold: cfg.Raftcfg.SnapshotThreshold,
 		WALSegmentSize: cfg.Raftcfg.WALSegmentSize, HandshakeTimeout: time.Duration(cfg.HandshakeTimeout),
@@ -197,16 +201,18 @@ func (s *Server) open(peerTLS, serverTLS *tls.Config) error {
 	if err := s.openCores(); err != nil {
 		return err
 	}
-	s.metrics = newMetrics(s)
-	return s.openGRPC(serverTLS)
+	if err := s.openGRPC(serverTLS); err != nil {
+		return err
+	}
+	return s.metrics.addServer(s)
 }
 
 // openGRPC makes the gRPC server and registers the parts' services, the
 // health service and reflection, each method under its rule.
 func (s *Server) openGRPC(serverTLS *tls.Config) error {
 	opts := []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(s.unaryEdge),
-		grpc.ChainStreamInterceptor(s.streamEdge),
+		grpc.ChainUnaryInterceptor(s.unaryEdge, s.metrics.server.UnaryServerInterceptor(), s.unaryErrors),
+		grpc.ChainStreamInterceptor(s.streamEdge, s.metrics.server.StreamServerInterceptor(), s.streamErrors),
 		grpc.MaxConcurrentStreams(4096),
 		// Reuse handler goroutines: a fresh goroutine per call grows its
 		// stack again on every call.

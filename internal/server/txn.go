@@ -98,6 +98,8 @@ func txnMetrics(st *txn.State, svc *txn.Service) []prometheus.Collector {
 		counter("djinn_txn_commits_total", "Commits that returned COMMITTED on this node as leader.", func() float64 { return float64(svc.Commits.Load()) }),
 		counter("djinn_txn_aborts_total", "Aborts requested through this node as leader.", func() float64 { return float64(svc.Aborts.Load()) }),
 		counter("djinn_txn_mixed_outcomes_total", "Participants that answered an abort with CannotAbort (they committed).", func() float64 { return float64(svc.MixedOutcomes.Load()) }),
+		labelled("djinn_txn_outcomes_total", "Transactions decided, by outcome, as this node applied them.", "state", "COMMITTED", func() float64 { return float64(st.Outcomes.Committed.Load()) }),
+		labelled("djinn_txn_outcomes_total", "Transactions decided, by outcome, as this node applied them.", "state", "ABORTED", func() float64 { return float64(st.Outcomes.Aborted.Load()) }),
 		gauge("djinn_txn_unreachable_participants", "Participants failing to take an outcome for longer than the abandon time (still retried).", func() float64 { return float64(svc.Unreachable.Load()) }),
 	}
 }

@@ -16,8 +16,9 @@ import (
 	"github.com/djinn-go/djinn/participant"
 )
 
-// served returns the server's djinn_rpc_total lines for the named method.
-func served(t *testing.T, srv *server.Server, method string) string {
+// served returns the calls of the named method the server answered, by
+// code ("OK 1"), from its grpc_server_handled_total series.
+func served(t *testing.T, srv *server.Server, service, method string) string {
 	t.Helper()
 	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: servertest.Timeout}
 	resp, err := hc.Get("http://" + srv.AdminAddr() + "/metrics")
@@ -31,9 +32,14 @@ func served(t *testing.T, srv *server.Server, method string) string {
 	}
 	var out []string
 	for l := range strings.Lines(string(b)) {
-		if strings.HasPrefix(l, "djinn_rpc_total{") && strings.Contains(l, `method="`+method+`"`) {
-			out = append(out, strings.TrimSpace(l))
+		labels, value, ok := strings.Cut(strings.TrimSpace(l), "} ")
+		if !ok || !strings.HasPrefix(labels, "grpc_server_handled_total{") || value == "0" ||
+			!strings.Contains(labels, `grpc_method="`+method+`"`) || !strings.Contains(labels, `grpc_service="djinn.v1.`+service+`"`) {
+			continue
 		}
+		_, code, _ := strings.Cut(labels, `grpc_code="`)
+		code, _, _ = strings.Cut(code, `"`)
+		out = append(out, code+" "+value)
 	}
 	return strings.Join(out, "; ")
 }
@@ -88,16 +94,18 @@ func TestTransactionOwnParticipantInProcess(t *testing.T) {
 	srv := servertest.Start(t, servertest.Config(t))
 	c := servertest.Dial(t, srv.Addr())
 	transfer(t, c, kvClient(t, c, srv.Addr()))
-	for _, m := range []string{"Join", "PrepareAndCommit", "Prepare", "Commit"} {
-		got := served(t, srv, m)
-		if m == "Commit" {
-			if got != `djinn_rpc_total{code="OK",method="Commit"} 1` {
+	for _, m := range []struct{ service, method string }{
+		{"TransactionManager", "Join"}, {"TransactionParticipant", "PrepareAndCommit"}, {"TransactionParticipant", "Prepare"}, {"TransactionManager", "Commit"},
+	} {
+		got := served(t, srv, m.service, m.method)
+		if m.method == "Commit" {
+			if got != "OK 1" {
 				t.Errorf("Commit served: %q, want the client's one call", got)
 			}
 			continue
 		}
 		if got != "" {
-			t.Errorf("%s served over gRPC: %q, want none", m, got)
+			t.Errorf("%s served over gRPC: %q, want none", m.method, got)
 		}
 	}
 }
@@ -109,10 +117,10 @@ func TestTransactionOtherServersParticipant(t *testing.T) {
 	mgrSrv := servertest.Start(t, servertest.Config(t))
 	kvSrv := servertest.Start(t, servertest.Config(t))
 	transfer(t, servertest.Dial(t, mgrSrv.Addr()), kvClient(t, servertest.Dial(t, kvSrv.Addr()), kvSrv.Addr()))
-	if got := served(t, mgrSrv, "Join"); got != `djinn_rpc_total{code="OK",method="Join"} 1` {
+	if got := served(t, mgrSrv, "TransactionManager", "Join"); got != "OK 1" {
 		t.Errorf("manager served Join: %q, want one", got)
 	}
-	if got := served(t, kvSrv, "PrepareAndCommit"); got != `djinn_rpc_total{code="OK",method="PrepareAndCommit"} 1` {
+	if got := served(t, kvSrv, "TransactionParticipant", "PrepareAndCommit"); got != "OK 1" {
 		t.Errorf("participant served PrepareAndCommit: %q, want one", got)
 	}
 }
