@@ -30,6 +30,15 @@ func TestCloseEndsSilentAdminConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	// A request on a connection made after it is answered only once the
+	// server accepted it (connections are accepted in order): closing
+	// before that would reset the silent one unaccepted, not close it.
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: servertest.Timeout}
+	resp, err := hc.Get("http://" + srv.AdminAddr() + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
 	if err := srv.Close(); err != nil {
 		t.Fatal(err)
 	}
