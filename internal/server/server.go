@@ -186,6 +186,8 @@ func (s *Server) open(peerTLS, serverTLS *tls.Config) error {
 	if err := s.openParts(); err != nil {
 		return err
 	}
+	// Before the node: it may lead at once, and lead marks health serving.
+	s.health = health.NewServer()
 	var err error
 	s.node, err = replica.Open(replica.Config{
 		DataDir: cfg.DataDir, NodeID: cfg.NodeID, RaftAddr: cfg.Raft, AdvertiseRaft: cfg.RaftAdvertise,
@@ -235,7 +237,6 @@ func (s *Server) openGRPC(serverTLS *tls.Config) error {
 	if err := s.serveParts(r); err != nil {
 		return err
 	}
-	s.health = health.NewServer()
 	everyone := Rules{anyMethod: public} // probes and tools, before any identity
 	if err := r.serve(&healthpb.Health_ServiceDesc, s.health, everyone); err != nil {
 		return err
