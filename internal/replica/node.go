@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -142,7 +141,8 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, id: id, dir: dir, notes: make(chan bool, 16), advanced: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 
-	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: slogWriter{cfg.Logger}})
+	hlog := newRaftLog(cfg.Logger, "raft")
+	hlog.demote = routine
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(id)
 	rc.Logger = hlog
@@ -524,22 +524,3 @@ func (n *Node) closeStores() {
 		n.log.Close()
 	}
 }
-
-// slogWriter sends raft's hclog lines to slog at their own level, without
-// hclog's timestamp and level prefix.
-type slogWriter struct{ l *slog.Logger }
-
-func (w slogWriter) Write(p []byte) (int, error) {
-	line := strings.TrimSpace(string(p))
-	level := slog.LevelInfo
-	for tag, l := range map[string]slog.Level{"[ERROR]": slog.LevelError, "[WARN]": slog.LevelWarn, "[INFO]": slog.LevelInfo, "[DEBUG]": slog.LevelDebug} {
-		if _, rest, ok := strings.Cut(line, tag); ok {
-			line, level = strings.TrimSpace(rest), l
-			break
-		}
-	}
-	w.l.Log(context.Background(), level, line, "component", "raft")
-	return len(p), nil
-}
-
-var _ io.Writer = slogWriter{}
