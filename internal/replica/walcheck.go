@@ -317,7 +317,7 @@ func checksOut(r io.ReaderAt, size, start int64) bool {
 // It returns the batch's offset, or -1.
 func laterBatch(r io.ReaderAt, size, from int64) int64 {
 	from += (segFrameLen - from%segFrameLen) % segFrameLen
-	buf := make([]byte, 1<<20)
+	buf := make([]byte, min(max(size-from, segFrameLen), 1<<20))
 	for base := from; base < size; base += int64(len(buf)) {
 		n, _ := r.ReadAt(buf, base)
 		n -= n % segFrameLen
@@ -340,7 +340,7 @@ func laterBatch(r io.ReaderAt, size, from int64) int64 {
 // and ends in a commit frame whose CRC matches, where the next batch
 // starts, and the index of its last entry (0: none).
 func readBatch(r io.ReaderAt, size, start int64) (next int64, last uint64, ok bool) {
-	br := bufio.NewReaderSize(io.NewSectionReader(r, start, size-start), 64<<10)
+	br := bufio.NewReaderSize(io.NewSectionReader(r, start, size-start), int(min(max(size-start, 16), 64<<10)))
 	var crc uint32
 	var fh [segFrameLen]byte
 	var buf []byte

@@ -58,7 +58,7 @@ type segWalk struct {
 // encoding ends where the frame does; reading stops at the first frame
 // that does not check out, so a damaged length is found at its frame.
 func walkSegment(r io.ReaderAt, size int64, base uint64) segWalk {
-	br := bufio.NewReaderSize(io.NewSectionReader(r, 0, size), 1<<20)
+	br := bufio.NewReaderSize(io.NewSectionReader(r, 0, size), int(min(size, 1<<20)))
 	w := segWalk{indexAt: -1}
 	hdr := make([]byte, segHeaderLen)
 	n, _ := io.ReadFull(br, hdr)
