@@ -46,9 +46,8 @@ type FileStore struct {
 	live     map[string][]byte // the records on disk
 	liveSize int64             // bytes of keys and values in live
 	size     int64             // bytes of the log file
-	pending  []byte            // the changes queued and not yet written (appendOps)
-	nPending int               // how many changes pending holds
-	batches  [][]Op            // the batches in pending
+	pending  [][]byte          // the batches queued and not yet written (appendOps)
+	batches  [][]Op            // the same batches
 	queued   uint64            // batches queued so far
 	synced   uint64            // batches on disk so far
 	flushing bool              // a flush is writing pending
@@ -61,6 +60,9 @@ var _ Store = (*FileStore)(nil)
 const (
 	// compactMin is the smallest log that is compacted.
 	compactMin = 1 << 20
+	// maxGroup bounds the bytes of changes one write (one frame) holds,
+	// well under maxFrame: a larger batch is refused.
+	maxGroup = 256 << 20
 )
 
 // OpenFileStore opens the store in dir, creating dir and the store if
@@ -213,7 +215,8 @@ func (s *FileStore) Range(prefix string, fn func(key string, value []byte) error
 }
 
 // Apply implements Store: the batch is queued, and the first Apply to find
-// no flush running writes every queued batch with one write and one fsync.
+// no flush running writes the queued batches (up to maxGroup bytes of
+// them) with one write and one fsync.
 // ctx is checked before queueing; a write under way is not abandoned.
 func (s *FileStore) Apply(ctx context.Context, b *Batch) error {
 	if b.Len() == 0 {
@@ -223,14 +226,16 @@ func (s *FileStore) Apply(ctx context.Context, b *Batch) error {
 		return err
 	}
 	enc := appendOps(nil, b.Ops())
+	if len(enc) > maxGroup {
+		return djinn.Errorf(djinn.InvalidArgument, "participant store %s: a batch of %d bytes: at most %d fit one write", s.dir, len(enc), maxGroup)
+	}
 	ops := slices.Clone(b.Ops())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.usableLocked(); err != nil {
 		return err
 	}
-	s.pending = append(s.pending, enc...)
-	s.nPending += len(ops)
+	s.pending = append(s.pending, enc)
 	s.batches = append(s.batches, ops)
 	s.queued++
 	mine := s.queued
@@ -257,16 +262,21 @@ func (s *FileStore) usableLocked() error {
 	return nil
 }
 
-// flushLocked writes and fsyncs the queued batches. It releases mu while
-// it writes.
+// flushLocked writes and fsyncs the oldest queued batches, up to maxGroup
+// bytes of them, as one frame: a crash tears at most this last frame. It
+// releases mu while it writes.
 func (s *FileStore) flushLocked() {
 	s.flushing = true
-	pending, n, batches, upto := s.pending, s.nPending, s.batches, s.queued
-	s.pending, s.nPending, s.batches = nil, 0, nil
+	k, size, n := 0, 0, 0
+	for ; k < len(s.pending) && (k == 0 || size+len(s.pending[k]) <= maxGroup); k++ {
+		size += len(s.pending[k])
+		n += len(s.batches[k])
+	}
+	pending, batches := s.pending[:k], s.batches[:k]
+	s.pending, s.batches = s.pending[k:], s.batches[k:]
 	f := s.f
 	s.mu.Unlock()
-	// One frame for the whole group: a crash tears at most this last frame.
-	buf := batchFrame(n, pending)
+	buf := batchFrame(n, slices.Concat(pending...))
 	_, err := f.Write(buf)
 	if err == nil {
 		err = f.Sync()
@@ -284,7 +294,7 @@ func (s *FileStore) flushLocked() {
 		s.applyLive(ops)
 	}
 	s.size += int64(len(buf))
-	s.synced = upto
+	s.synced += uint64(k)
 	if s.size > compactMin && s.size > 4*(s.liveSize+int64(64*len(s.live))) {
 		if err := s.compactLocked(); err != nil {
 			s.err = err
