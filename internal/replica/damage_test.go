@@ -3,12 +3,14 @@ package replica
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -178,6 +180,11 @@ func TestLogDamage(t *testing.T) {
 			damageFile(t, s.path, e+4, func(b []byte) { b[0] += 8 })
 			return s.walk.batchStart(len(s.walk.commits) - 1)
 		}, 0},
+		{"last commit frame turned into an index frame, crash", false, func(t *testing.T, s segCheck) int64 {
+			j := len(s.walk.commits) - 1
+			damageFile(t, s.path, s.walk.commits[j].off, func(b []byte) { b[0] = frameIndex; binary.LittleEndian.PutUint32(b[4:], 8) })
+			return s.walk.batchStart(j)
+		}, 0},
 		{"torn tail, clean shutdown", true, tornTail, 0},
 		{"torn tail, crash", false, func(t *testing.T, s segCheck) int64 { tornTail(t, s); return -1 }, n - 1},
 		{"torn tail's commit never written, crash", false, func(t *testing.T, s segCheck) int64 {
@@ -284,8 +291,16 @@ func TestEveryFlippedBitInTheLog(t *testing.T) {
 	if testing.Short() {
 		t.Skip("opens the log once per bit")
 	}
-	for _, clean := range []bool{true, false} {
-		dir := writeHistory(t, 6, 10, 0, smallSegments)
+	for _, h := range []struct {
+		clean, together bool
+	}{{clean: true}, {clean: false}, {clean: false, together: true}} {
+		clean := h.clean
+		var dir string
+		if h.together {
+			dir = writeTogether(t, 4, 3)
+		} else {
+			dir = writeHistory(t, 6, 10, 0, smallSegments)
+		}
 		if !clean {
 			crashed(t, dir)
 		}
@@ -299,7 +314,7 @@ func TestEveryFlippedBitInTheLog(t *testing.T) {
 		record, _ := os.ReadFile(filepath.Join(dir, "raft", shutdownName))
 		for off := range int(tail.keptEnd) + 64 {
 			data := bytes.Clone(orig)
-			data[off] ^= 1 << (off % 8)
+			data[off] ^= 1 << ((off + off/8) % 8) // every bit of a frame's type byte, over the frames
 			if err := os.WriteFile(tail.path, data, 0o600); err != nil {
 				t.Fatal(err)
 			}
@@ -322,4 +337,39 @@ func TestEveryFlippedBitInTheLog(t *testing.T) {
 			}
 		}
 	}
+}
+
+// writeTogether starts a node on a new directory and has it acknowledge
+// n commands from each of g goroutines at once, so that appends hold
+// several entries, and stops it cleanly.
+func writeTogether(t *testing.T, g, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	leading := make(chan struct{}, 1)
+	node, err := openSized(dir, smallSegments, newCounter(), leading)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-leading
+	errs := make(chan error, g*n)
+	var wg sync.WaitGroup
+	for range g {
+		wg.Go(func() {
+			for range n {
+				_, err := propose(context.Background(), node)
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := node.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

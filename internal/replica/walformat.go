@@ -114,8 +114,12 @@ func walkSegment(r io.ReaderAt, size int64, base uint64) segWalk {
 			}
 			w.entries = append(w.entries, off)
 		} else {
-			if got < need {
-				w.stop = off
+			if got < need && l == uint32(4*len(w.entries)) {
+				w.stop = off // cut short by the end of the file
+				return w
+			}
+			if !indexMatches(payload[:min(got, int(l))], l, w.entries) {
+				w.stop, w.bad, w.seen = off, true, off+segFrameLen
 				return w
 			}
 			w.indexAt = off
@@ -124,6 +128,21 @@ func walkSegment(r io.ReaderAt, size int64, base uint64) segWalk {
 		crc = crc32.Update(crc, castagnoli, payload)
 		off += segFrameLen + int64(need)
 	}
+}
+
+// indexMatches reports whether an index frame of length l holding p lists
+// the offsets of the entry frames read, as raft-wal writes it when it
+// seals a segment.
+func indexMatches(p []byte, l uint32, entries []int64) bool {
+	if l != uint32(4*len(entries)) || len(p) != int(l) {
+		return false
+	}
+	for i, off := range entries {
+		if binary.LittleEndian.Uint32(p[4*i:]) != uint32(off) {
+			return false
+		}
+	}
+	return true
 }
 
 // padLen is the padding after a payload of n bytes.
