@@ -50,5 +50,15 @@ func (f *failStop) check(start time.Time, err error) error {
 	return err
 }
 
+// IsMonotonic passes on whether the log store takes only consecutive
+// indexes (raft-wal does): raft then empties it after it installs a
+// snapshot, instead of appending after a hole the store refuses.
+func (f *failStop) IsMonotonic() bool {
+	m, ok := f.LogStore.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
+}
+
+var _ raft.MonotonicLogStore = (*failStop)(nil)
+
 // hasFailed reports whether a write has failed.
 func (f *failStop) hasFailed() bool { return f.did.Load() }
