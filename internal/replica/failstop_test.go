@@ -3,11 +3,13 @@ package replica
 import (
 	"context"
 	"errors"
+	"io"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+	wal "github.com/hashicorp/raft-wal"
 )
 
 // brokenDisk is a log store whose writes fail once broken is set.
@@ -93,5 +95,57 @@ func TestFailedLogWrite(t *testing.T) {
 	<-leading2
 	if got, err := propose(ctx, n2); err != nil || got.(uint64) != 3 {
 		t.Fatalf("after a restart, propose = %v, %v; want 3: the 2 entries acknowledged, then this one", got, err)
+	}
+}
+
+// TestFailStopPassesOnMonotonic: raft must know that the log (raft-wal)
+// takes only consecutive indexes, or after installing a snapshot it
+// appends after a hole the log refuses, and the node stops.
+func TestFailStopPassesOnMonotonic(t *testing.T) {
+	w, err := wal.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if !newFailStop(w).IsMonotonic() {
+		t.Error("the fail-stop log hides that raft-wal is monotonic")
+	}
+	if newFailStop(raft.NewInmemStore()).IsMonotonic() {
+		t.Error("the fail-stop log calls a store monotonic that is not")
+	}
+}
+
+// TestSnapshotSizeIsWhatOpenGives: a follower installing a snapshot
+// receives meta.Size bytes and checks the count, so Open's size is that of
+// the state machine's bytes it gives, not of the file with its header.
+func TestSnapshotSizeIsWhatOpenGives(t *testing.T) {
+	fs, err := raft.NewFileSnapshotStore(t.TempDir(), 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &snapStore{FileSnapshotStore: fs}
+	_, trans := raft.NewInmemTransport("")
+	sink, err := s.Create(raft.SnapshotVersionMax, 7, 2, raft.Configuration{}, 1, trans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := []byte("the state machine's snapshot stream")
+	if _, err := sink.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Close(); err != nil {
+		t.Fatal(err)
+	}
+	meta, rc, err := s.Open(sink.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	got, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(data) || meta.Size != int64(len(got)) {
+		t.Fatalf("open gives %d bytes %q with size %d; want %q", len(got), got, meta.Size, data)
 	}
 }

@@ -70,6 +70,11 @@ func (f *fsm) Restore(r io.ReadCloser) error {
 	if err != nil {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
+	// The state now is the snapshot's: applied up to its index, which
+	// the snapshot store's reader knows (raft does not say).
+	if ir, ok := r.(indexedReader); ok && f.applied != nil {
+		f.applied(ir.index)
+	}
 	return nil
 }
 

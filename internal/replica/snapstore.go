@@ -141,7 +141,7 @@ func (s *snapStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
 	}
 	h, err := decodeSnapHeader(head[:n])
 	if errors.Is(err, errNoHeader) {
-		return meta, readCloser{io.MultiReader(bytes.NewReader(head[:n]), rc), rc}, nil
+		return meta, indexedReader{readCloser{io.MultiReader(bytes.NewReader(head[:n]), rc), rc}, meta.Index}, nil
 	}
 	if err == nil {
 		err = h.agrees(meta)
@@ -150,7 +150,18 @@ func (s *snapStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
 		rc.Close()
 		return nil, nil, s.fail(fmt.Errorf("snapshot %s: %w", id, err))
 	}
-	return meta, rc, nil
+	// The size is of what the reader gives: raft sends that many bytes
+	// to a follower that installs the snapshot, which checks the count.
+	m := *meta
+	m.Size -= int64(snapHeaderLen)
+	return &m, indexedReader{rc, meta.Index}, nil
+}
+
+// indexedReader is a snapshot's state machine bytes, with the index of
+// the last entry the snapshot holds.
+type indexedReader struct {
+	io.ReadCloser
+	index uint64
 }
 
 func (s *snapStore) fail(err error) error {
