@@ -26,22 +26,29 @@ func (m *Machine) clusterPart() Part {
 			m.mu.Lock()
 			defer m.mu.Unlock()
 			m.service = djinn.ID{}
+			m.previous = nil
 			m.members = map[string]MemberInfo{}
 		},
 	}
 }
 
-// applyInit sets the cluster's service id, once: a second Init (two
-// first leaders racing) keeps the first.
+// applyInit sets the cluster's service id, and those it was restored
+// from, once: a second Init (two first leaders racing) keeps the first.
 func (m *Machine) applyInit(c *statepb.Init) (djinn.ID, error) {
 	id, err := djinn.IDFromBytes("service id", c.GetServiceId())
 	if err != nil {
 		return djinn.ID{}, err
 	}
+	previous := make([]djinn.ID, len(c.GetPreviousIds()))
+	for i, b := range c.GetPreviousIds() {
+		if previous[i], err = djinn.IDFromBytes("previous service id", b); err != nil {
+			return djinn.ID{}, err
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.service.IsZero() {
-		m.service = id
+		m.service, m.previous = id, previous
 	}
 	return m.service, nil
 }
@@ -60,6 +67,10 @@ func (m *Machine) setMember(c *statepb.Member) {
 func (m *Machine) clusterRecords() (Dump, error) {
 	var recs []*statepb.Member
 	m.mu.Lock()
+	initRec := &statepb.Init{ServiceId: m.service[:]}
+	for _, id := range m.previous {
+		initRec.PreviousIds = append(initRec.PreviousIds, id[:])
+	}
 	service := m.service
 	for node, info := range m.members {
 		recs = append(recs, &statepb.Member{NodeId: node, GrpcAddress: info.Endpoint, Voter: info.Voter})
@@ -67,7 +78,7 @@ func (m *Machine) clusterRecords() (Dump, error) {
 	m.mu.Unlock()
 	return func(emit func(proto.Message) error) error {
 		if !service.IsZero() {
-			if err := emit(&statepb.Init{ServiceId: service[:]}); err != nil {
+			if err := emit(initRec); err != nil {
 				return err
 			}
 		}

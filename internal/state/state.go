@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"google.golang.org/protobuf/encoding/protodelim"
@@ -34,8 +35,9 @@ type Machine struct {
 
 	mu sync.Mutex
 	// service and members are guarded by mu.
-	service djinn.ID
-	members map[string]MemberInfo // by node id
+	service  djinn.ID
+	previous []djinn.ID            // the service ids of the clusters this one was restored from
+	members  map[string]MemberInfo // by node id
 
 	// The parts and what they handle, fixed before the first Apply.
 	parts    []Part
@@ -164,6 +166,14 @@ func (m *Machine) ServiceID() djinn.ID {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.service
+}
+
+// PreviousIDs returns the service ids of the clusters this one was
+// restored from, newest first.
+func (m *Machine) PreviousIDs() []djinn.ID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.previous)
 }
 
 // MemberInfo is what the log records of a member: where it serves gRPC,

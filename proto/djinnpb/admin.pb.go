@@ -410,8 +410,11 @@ type MembersResponse struct {
 	LeaderId      string                 `protobuf:"bytes,3,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
 	LeaderAddress string                 `protobuf:"bytes,4,opt,name=leader_address,json=leaderAddress,proto3" json:"leader_address,omitempty"` // gRPC address of the leader
 	Members       []*Member              `protobuf:"bytes,5,rep,name=members,proto3" json:"members,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The service ids of the clusters this one was restored from: references
+	// they made name this cluster's resources.
+	PreviousServiceIds [][]byte `protobuf:"bytes,6,rep,name=previous_service_ids,json=previousServiceIds,proto3" json:"previous_service_ids,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *MembersResponse) Reset() {
@@ -475,6 +478,13 @@ func (x *MembersResponse) GetLeaderAddress() string {
 func (x *MembersResponse) GetMembers() []*Member {
 	if x != nil {
 		return x.Members
+	}
+	return nil
+}
+
+func (x *MembersResponse) GetPreviousServiceIds() [][]byte {
+	if x != nil {
+		return x.PreviousServiceIds
 	}
 	return nil
 }
@@ -919,6 +929,87 @@ func (*JoinResponse) Descriptor() ([]byte, []int) {
 	return file_djinn_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
+type SaveSnapshotRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SaveSnapshotRequest) Reset() {
+	*x = SaveSnapshotRequest{}
+	mi := &file_djinn_v1_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SaveSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SaveSnapshotRequest) ProtoMessage() {}
+
+func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SaveSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*SaveSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_admin_proto_rawDescGZIP(), []int{15}
+}
+
+// SnapshotChunk is the next piece of a snapshot file.
+type SnapshotChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotChunk) Reset() {
+	*x = SnapshotChunk{}
+	mi := &file_djinn_v1_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotChunk) ProtoMessage() {}
+
+func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
+func (*SnapshotChunk) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_admin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *SnapshotChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 var File_djinn_v1_admin_proto protoreflect.FileDescriptor
 
 const file_djinn_v1_admin_proto_rawDesc = "" +
@@ -962,14 +1053,15 @@ const file_djinn_v1_admin_proto_rawDesc = "" +
 	"\x05error\x18\n" +
 	" \x01(\tR\x05error\"(\n" +
 	"\x0eMembersRequest\x12\x16\n" +
-	"\x06health\x18\x01 \x01(\bR\x06health\"\xb9\x01\n" +
+	"\x06health\x18\x01 \x01(\bR\x06health\"\xeb\x01\n" +
 	"\x0fMembersResponse\x12\x1d\n" +
 	"\n" +
 	"service_id\x18\x01 \x01(\fR\tserviceId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tleader_id\x18\x03 \x01(\tR\bleaderId\x12%\n" +
 	"\x0eleader_address\x18\x04 \x01(\tR\rleaderAddress\x12*\n" +
-	"\amembers\x18\x05 \x03(\v2\x10.djinn.v1.MemberR\amembers\"\x8d\x01\n" +
+	"\amembers\x18\x05 \x03(\v2\x10.djinn.v1.MemberR\amembers\x120\n" +
+	"\x14previous_service_ids\x18\x06 \x03(\fR\x12previousServiceIds\"\x8d\x01\n" +
 	"\x10AddMemberRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12!\n" +
@@ -989,7 +1081,10 @@ const file_djinn_v1_admin_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12!\n" +
 	"\fgrpc_address\x18\x03 \x01(\tR\vgrpcAddress\"\x0e\n" +
-	"\fJoinResponse2\xeb\x03\n" +
+	"\fJoinResponse\"\x15\n" +
+	"\x13SaveSnapshotRequest\"#\n" +
+	"\rSnapshotChunk\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data2\xb5\x04\n" +
 	"\x05Admin\x12;\n" +
 	"\x06Status\x12\x17.djinn.v1.StatusRequest\x1a\x18.djinn.v1.StatusResponse\x125\n" +
 	"\x04Join\x12\x15.djinn.v1.JoinRequest\x1a\x16.djinn.v1.JoinResponse\x12>\n" +
@@ -997,7 +1092,8 @@ const file_djinn_v1_admin_proto_rawDesc = "" +
 	"\tAddMember\x12\x1a.djinn.v1.AddMemberRequest\x1a\x1b.djinn.v1.AddMemberResponse\x12M\n" +
 	"\fRemoveMember\x12\x1d.djinn.v1.RemoveMemberRequest\x1a\x1e.djinn.v1.RemoveMemberResponse\x128\n" +
 	"\x05Leave\x12\x16.djinn.v1.LeaveRequest\x1a\x17.djinn.v1.LeaveResponse\x12_\n" +
-	"\x12TransferLeadership\x12#.djinn.v1.TransferLeadershipRequest\x1a$.djinn.v1.TransferLeadershipResponseB1Z/github.com/djinn-go/djinn/proto/djinnpb;djinnpbb\x06proto3"
+	"\x12TransferLeadership\x12#.djinn.v1.TransferLeadershipRequest\x1a$.djinn.v1.TransferLeadershipResponse\x12H\n" +
+	"\fSaveSnapshot\x12\x1d.djinn.v1.SaveSnapshotRequest\x1a\x17.djinn.v1.SnapshotChunk0\x01B1Z/github.com/djinn-go/djinn/proto/djinnpb;djinnpbb\x06proto3"
 
 var (
 	file_djinn_v1_admin_proto_rawDescOnce sync.Once
@@ -1011,7 +1107,7 @@ func file_djinn_v1_admin_proto_rawDescGZIP() []byte {
 	return file_djinn_v1_admin_proto_rawDescData
 }
 
-var file_djinn_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_djinn_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_djinn_v1_admin_proto_goTypes = []any{
 	(*StatusRequest)(nil),              // 0: djinn.v1.StatusRequest
 	(*StatusResponse)(nil),             // 1: djinn.v1.StatusResponse
@@ -1028,19 +1124,21 @@ var file_djinn_v1_admin_proto_goTypes = []any{
 	(*TransferLeadershipResponse)(nil), // 12: djinn.v1.TransferLeadershipResponse
 	(*JoinRequest)(nil),                // 13: djinn.v1.JoinRequest
 	(*JoinResponse)(nil),               // 14: djinn.v1.JoinResponse
-	nil,                                // 15: djinn.v1.StatusResponse.CountsEntry
-	(*Ref)(nil),                        // 16: djinn.v1.Ref
+	(*SaveSnapshotRequest)(nil),        // 15: djinn.v1.SaveSnapshotRequest
+	(*SnapshotChunk)(nil),              // 16: djinn.v1.SnapshotChunk
+	nil,                                // 17: djinn.v1.StatusResponse.CountsEntry
+	(*Ref)(nil),                        // 18: djinn.v1.Ref
 }
 var file_djinn_v1_admin_proto_depIdxs = []int32{
 	2,  // 0: djinn.v1.StatusResponse.members:type_name -> djinn.v1.Member
-	15, // 1: djinn.v1.StatusResponse.counts:type_name -> djinn.v1.StatusResponse.CountsEntry
-	16, // 2: djinn.v1.StatusResponse.landlord:type_name -> djinn.v1.Ref
-	16, // 3: djinn.v1.StatusResponse.mailbox:type_name -> djinn.v1.Ref
-	16, // 4: djinn.v1.StatusResponse.renewal:type_name -> djinn.v1.Ref
-	16, // 5: djinn.v1.StatusResponse.txn:type_name -> djinn.v1.Ref
-	16, // 6: djinn.v1.StatusResponse.lock:type_name -> djinn.v1.Ref
-	16, // 7: djinn.v1.StatusResponse.lookup:type_name -> djinn.v1.Ref
-	16, // 8: djinn.v1.StatusResponse.lds:type_name -> djinn.v1.Ref
+	17, // 1: djinn.v1.StatusResponse.counts:type_name -> djinn.v1.StatusResponse.CountsEntry
+	18, // 2: djinn.v1.StatusResponse.landlord:type_name -> djinn.v1.Ref
+	18, // 3: djinn.v1.StatusResponse.mailbox:type_name -> djinn.v1.Ref
+	18, // 4: djinn.v1.StatusResponse.renewal:type_name -> djinn.v1.Ref
+	18, // 5: djinn.v1.StatusResponse.txn:type_name -> djinn.v1.Ref
+	18, // 6: djinn.v1.StatusResponse.lock:type_name -> djinn.v1.Ref
+	18, // 7: djinn.v1.StatusResponse.lookup:type_name -> djinn.v1.Ref
+	18, // 8: djinn.v1.StatusResponse.lds:type_name -> djinn.v1.Ref
 	2,  // 9: djinn.v1.MembersResponse.members:type_name -> djinn.v1.Member
 	0,  // 10: djinn.v1.Admin.Status:input_type -> djinn.v1.StatusRequest
 	13, // 11: djinn.v1.Admin.Join:input_type -> djinn.v1.JoinRequest
@@ -1049,15 +1147,17 @@ var file_djinn_v1_admin_proto_depIdxs = []int32{
 	7,  // 14: djinn.v1.Admin.RemoveMember:input_type -> djinn.v1.RemoveMemberRequest
 	9,  // 15: djinn.v1.Admin.Leave:input_type -> djinn.v1.LeaveRequest
 	11, // 16: djinn.v1.Admin.TransferLeadership:input_type -> djinn.v1.TransferLeadershipRequest
-	1,  // 17: djinn.v1.Admin.Status:output_type -> djinn.v1.StatusResponse
-	14, // 18: djinn.v1.Admin.Join:output_type -> djinn.v1.JoinResponse
-	4,  // 19: djinn.v1.Admin.Members:output_type -> djinn.v1.MembersResponse
-	6,  // 20: djinn.v1.Admin.AddMember:output_type -> djinn.v1.AddMemberResponse
-	8,  // 21: djinn.v1.Admin.RemoveMember:output_type -> djinn.v1.RemoveMemberResponse
-	10, // 22: djinn.v1.Admin.Leave:output_type -> djinn.v1.LeaveResponse
-	12, // 23: djinn.v1.Admin.TransferLeadership:output_type -> djinn.v1.TransferLeadershipResponse
-	17, // [17:24] is the sub-list for method output_type
-	10, // [10:17] is the sub-list for method input_type
+	15, // 17: djinn.v1.Admin.SaveSnapshot:input_type -> djinn.v1.SaveSnapshotRequest
+	1,  // 18: djinn.v1.Admin.Status:output_type -> djinn.v1.StatusResponse
+	14, // 19: djinn.v1.Admin.Join:output_type -> djinn.v1.JoinResponse
+	4,  // 20: djinn.v1.Admin.Members:output_type -> djinn.v1.MembersResponse
+	6,  // 21: djinn.v1.Admin.AddMember:output_type -> djinn.v1.AddMemberResponse
+	8,  // 22: djinn.v1.Admin.RemoveMember:output_type -> djinn.v1.RemoveMemberResponse
+	10, // 23: djinn.v1.Admin.Leave:output_type -> djinn.v1.LeaveResponse
+	12, // 24: djinn.v1.Admin.TransferLeadership:output_type -> djinn.v1.TransferLeadershipResponse
+	16, // 25: djinn.v1.Admin.SaveSnapshot:output_type -> djinn.v1.SnapshotChunk
+	18, // [18:26] is the sub-list for method output_type
+	10, // [10:18] is the sub-list for method input_type
 	10, // [10:10] is the sub-list for extension type_name
 	10, // [10:10] is the sub-list for extension extendee
 	0,  // [0:10] is the sub-list for field type_name
@@ -1075,7 +1175,7 @@ func file_djinn_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_djinn_v1_admin_proto_rawDesc), len(file_djinn_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,6 +26,7 @@ const (
 	Admin_RemoveMember_FullMethodName       = "/djinn.v1.Admin/RemoveMember"
 	Admin_Leave_FullMethodName              = "/djinn.v1.Admin/Leave"
 	Admin_TransferLeadership_FullMethodName = "/djinn.v1.Admin/TransferLeadership"
+	Admin_SaveSnapshot_FullMethodName       = "/djinn.v1.Admin/SaveSnapshot"
 )
 
 // AdminClient is the client API for Admin service.
@@ -58,6 +59,10 @@ type AdminClient interface {
 	// TransferLeadership makes the leader hand leadership to node_id, or to
 	// the most up-to-date voter when node_id is empty. Operator only.
 	TransferLeadership(ctx context.Context, in *TransferLeadershipRequest, opts ...grpc.CallOption) (*TransferLeadershipResponse, error)
+	// SaveSnapshot streams a consistent snapshot of the cluster's state,
+	// taken by the leader, in the snapshot file format (djinn snapshot save
+	// writes it verbatim). Operator only.
+	SaveSnapshot(ctx context.Context, in *SaveSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error)
 }
 
 type adminClient struct {
@@ -138,6 +143,25 @@ func (c *adminClient) TransferLeadership(ctx context.Context, in *TransferLeader
 	return out, nil
 }
 
+func (c *adminClient) SaveSnapshot(ctx context.Context, in *SaveSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Admin_ServiceDesc.Streams[0], Admin_SaveSnapshot_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SaveSnapshotRequest, SnapshotChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Admin_SaveSnapshotClient = grpc.ServerStreamingClient[SnapshotChunk]
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -168,6 +192,10 @@ type AdminServer interface {
 	// TransferLeadership makes the leader hand leadership to node_id, or to
 	// the most up-to-date voter when node_id is empty. Operator only.
 	TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error)
+	// SaveSnapshot streams a consistent snapshot of the cluster's state,
+	// taken by the leader, in the snapshot file format (djinn snapshot save
+	// writes it verbatim). Operator only.
+	SaveSnapshot(*SaveSnapshotRequest, grpc.ServerStreamingServer[SnapshotChunk]) error
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -198,6 +226,9 @@ func (UnimplementedAdminServer) Leave(context.Context, *LeaveRequest) (*LeaveRes
 }
 func (UnimplementedAdminServer) TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TransferLeadership not implemented")
+}
+func (UnimplementedAdminServer) SaveSnapshot(*SaveSnapshotRequest, grpc.ServerStreamingServer[SnapshotChunk]) error {
+	return status.Error(codes.Unimplemented, "method SaveSnapshot not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -346,6 +377,17 @@ func _Admin_TransferLeadership_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_SaveSnapshot_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SaveSnapshotRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AdminServer).SaveSnapshot(m, &grpc.GenericServerStream[SaveSnapshotRequest, SnapshotChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Admin_SaveSnapshotServer = grpc.ServerStreamingServer[SnapshotChunk]
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -382,6 +424,12 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Admin_TransferLeadership_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "SaveSnapshot",
+			Handler:       _Admin_SaveSnapshot_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "djinn/v1/admin.proto",
 }

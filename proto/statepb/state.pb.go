@@ -831,8 +831,11 @@ func (*Command_LdsLost) isCommand_Op() {}
 
 // Init is the first command of a cluster: it fixes the cluster's service id.
 type Init struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ServiceId     []byte                 `protobuf:"bytes,1,opt,name=service_id,json=serviceId,proto3" json:"service_id,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ServiceId []byte                 `protobuf:"bytes,1,opt,name=service_id,json=serviceId,proto3" json:"service_id,omitempty"`
+	// The service ids of the clusters this one was restored from (newest
+	// first): references made by them name this cluster's resources too.
+	PreviousIds   [][]byte `protobuf:"bytes,2,rep,name=previous_ids,json=previousIds,proto3" json:"previous_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -870,6 +873,13 @@ func (*Init) Descriptor() ([]byte, []int) {
 func (x *Init) GetServiceId() []byte {
 	if x != nil {
 		return x.ServiceId
+	}
+	return nil
+}
+
+func (x *Init) GetPreviousIds() [][]byte {
+	if x != nil {
+		return x.PreviousIds
 	}
 	return nil
 }
@@ -3731,6 +3741,84 @@ func (x *TxnCounter) GetNextId() uint64 {
 	return 0
 }
 
+// BackupHeader opens a snapshot file (djinn snapshot save): what it is a
+// snapshot of.
+type BackupHeader struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ServiceId      []byte                 `protobuf:"bytes,1,opt,name=service_id,json=serviceId,proto3" json:"service_id,omitempty"` // the cluster saved
+	NodeId         string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`          // the leader that saved it
+	Index          uint64                 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`                         // the last log entry it holds
+	Term           uint64                 `protobuf:"varint,4,opt,name=term,proto3" json:"term,omitempty"`
+	SavedUnixNanos int64                  `protobuf:"varint,5,opt,name=saved_unix_nanos,json=savedUnixNanos,proto3" json:"saved_unix_nanos,omitempty"` // the leader's clock when it was saved
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *BackupHeader) Reset() {
+	*x = BackupHeader{}
+	mi := &file_state_v1_state_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupHeader) ProtoMessage() {}
+
+func (x *BackupHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupHeader.ProtoReflect.Descriptor instead.
+func (*BackupHeader) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *BackupHeader) GetServiceId() []byte {
+	if x != nil {
+		return x.ServiceId
+	}
+	return nil
+}
+
+func (x *BackupHeader) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *BackupHeader) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *BackupHeader) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *BackupHeader) GetSavedUnixNanos() int64 {
+	if x != nil {
+		return x.SavedUnixNanos
+	}
+	return 0
+}
+
 var File_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_state_v1_state_proto_rawDesc = "" +
@@ -3793,10 +3881,11 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"ldsDiscard\x121\n" +
 	"\tlds_found\x18J \x01(\v2\x12.state.v1.LDSFoundH\x00R\bldsFound\x12.\n" +
 	"\blds_lost\x18K \x01(\v2\x11.state.v1.LDSLostH\x00R\aldsLostB\x04\n" +
-	"\x02op\"%\n" +
+	"\x02op\"H\n" +
 	"\x04Init\x12\x1d\n" +
 	"\n" +
-	"service_id\x18\x01 \x01(\fR\tserviceId\"t\n" +
+	"service_id\x18\x01 \x01(\fR\tserviceId\x12!\n" +
+	"\fprevious_ids\x18\x02 \x03(\fR\vpreviousIds\"t\n" +
 	"\x06Member\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fgrpc_address\x18\x02 \x01(\tR\vgrpcAddress\x12\x14\n" +
@@ -4004,7 +4093,14 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\bnotified\x18\x04 \x01(\bR\bnotified\"%\n" +
 	"\n" +
 	"TxnCounter\x12\x17\n" +
-	"\anext_id\x18\x01 \x01(\x04R\x06nextId*\x97\x01\n" +
+	"\anext_id\x18\x01 \x01(\x04R\x06nextId\"\x9a\x01\n" +
+	"\fBackupHeader\x12\x1d\n" +
+	"\n" +
+	"service_id\x18\x01 \x01(\fR\tserviceId\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x14\n" +
+	"\x05index\x18\x03 \x01(\x04R\x05index\x12\x12\n" +
+	"\x04term\x18\x04 \x01(\x04R\x04term\x12(\n" +
+	"\x10saved_unix_nanos\x18\x05 \x01(\x03R\x0esavedUnixNanos*\x97\x01\n" +
 	"\x10RenewalEndReason\x12\"\n" +
 	"\x1eRENEWAL_END_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aRENEWAL_END_REASON_DESIRED\x10\x01\x12\x1e\n" +
@@ -4024,7 +4120,7 @@ func file_state_v1_state_proto_rawDescGZIP() []byte {
 }
 
 var file_state_v1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_state_v1_state_proto_goTypes = []any{
 	(RenewalEndReason)(0),         // 0: state.v1.RenewalEndReason
 	(*Command)(nil),               // 1: state.v1.Command
@@ -4071,31 +4167,32 @@ var file_state_v1_state_proto_goTypes = []any{
 	(*TxnRecord)(nil),             // 42: state.v1.TxnRecord
 	(*TxnParticipantRecord)(nil),  // 43: state.v1.TxnParticipantRecord
 	(*TxnCounter)(nil),            // 44: state.v1.TxnCounter
-	(*LockCreateSet)(nil),         // 45: state.v1.LockCreateSet
-	(*LockCreateOwner)(nil),       // 46: state.v1.LockCreateOwner
-	(*LockAcquire)(nil),           // 47: state.v1.LockAcquire
-	(*LockRelease)(nil),           // 48: state.v1.LockRelease
-	(*LockCancel)(nil),            // 49: state.v1.LockCancel
-	(*LockTxnEnd)(nil),            // 50: state.v1.LockTxnEnd
-	(*LockDrop)(nil),              // 51: state.v1.LockDrop
-	(*LookupRegister)(nil),        // 52: state.v1.LookupRegister
-	(*LookupAttributes)(nil),      // 53: state.v1.LookupAttributes
-	(*LookupNotify)(nil),          // 54: state.v1.LookupNotify
-	(*LDSRegister)(nil),           // 55: state.v1.LDSRegister
-	(*LDSGroups)(nil),             // 56: state.v1.LDSGroups
-	(*LDSLocators)(nil),           // 57: state.v1.LDSLocators
-	(*LDSDiscard)(nil),            // 58: state.v1.LDSDiscard
-	(*LDSFound)(nil),              // 59: state.v1.LDSFound
-	(*LDSLost)(nil),               // 60: state.v1.LDSLost
-	(*djinnpb.Ref)(nil),           // 61: djinn.v1.Ref
-	(*djinnpb.RemoteEvent)(nil),   // 62: djinn.v1.RemoteEvent
-	(*djinnpb.EventKey)(nil),      // 63: djinn.v1.EventKey
-	(djinnpb.SerialFormat)(0),     // 64: djinn.v1.SerialFormat
-	(*djinnpb.Error)(nil),         // 65: djinn.v1.Error
-	(*djinnpb.Lease)(nil),         // 66: djinn.v1.Lease
-	(*LockRecord)(nil),            // 67: state.v1.LockRecord
-	(*LookupRecord)(nil),          // 68: state.v1.LookupRecord
-	(*LDSRecord)(nil),             // 69: state.v1.LDSRecord
+	(*BackupHeader)(nil),          // 45: state.v1.BackupHeader
+	(*LockCreateSet)(nil),         // 46: state.v1.LockCreateSet
+	(*LockCreateOwner)(nil),       // 47: state.v1.LockCreateOwner
+	(*LockAcquire)(nil),           // 48: state.v1.LockAcquire
+	(*LockRelease)(nil),           // 49: state.v1.LockRelease
+	(*LockCancel)(nil),            // 50: state.v1.LockCancel
+	(*LockTxnEnd)(nil),            // 51: state.v1.LockTxnEnd
+	(*LockDrop)(nil),              // 52: state.v1.LockDrop
+	(*LookupRegister)(nil),        // 53: state.v1.LookupRegister
+	(*LookupAttributes)(nil),      // 54: state.v1.LookupAttributes
+	(*LookupNotify)(nil),          // 55: state.v1.LookupNotify
+	(*LDSRegister)(nil),           // 56: state.v1.LDSRegister
+	(*LDSGroups)(nil),             // 57: state.v1.LDSGroups
+	(*LDSLocators)(nil),           // 58: state.v1.LDSLocators
+	(*LDSDiscard)(nil),            // 59: state.v1.LDSDiscard
+	(*LDSFound)(nil),              // 60: state.v1.LDSFound
+	(*LDSLost)(nil),               // 61: state.v1.LDSLost
+	(*djinnpb.Ref)(nil),           // 62: djinn.v1.Ref
+	(*djinnpb.RemoteEvent)(nil),   // 63: djinn.v1.RemoteEvent
+	(*djinnpb.EventKey)(nil),      // 64: djinn.v1.EventKey
+	(djinnpb.SerialFormat)(0),     // 65: djinn.v1.SerialFormat
+	(*djinnpb.Error)(nil),         // 66: djinn.v1.Error
+	(*djinnpb.Lease)(nil),         // 67: djinn.v1.Lease
+	(*LockRecord)(nil),            // 68: state.v1.LockRecord
+	(*LookupRecord)(nil),          // 69: state.v1.LookupRecord
+	(*LDSRecord)(nil),             // 70: state.v1.LDSRecord
 }
 var file_state_v1_state_proto_depIdxs = []int32{
 	2,  // 0: state.v1.Command.init:type_name -> state.v1.Init
@@ -4125,42 +4222,42 @@ var file_state_v1_state_proto_depIdxs = []int32{
 	31, // 24: state.v1.Command.txn_notified:type_name -> state.v1.TxnNotified
 	34, // 25: state.v1.Command.txn_forget:type_name -> state.v1.TxnForget
 	33, // 26: state.v1.Command.txn_promote:type_name -> state.v1.TxnPromote
-	45, // 27: state.v1.Command.lock_create_set:type_name -> state.v1.LockCreateSet
-	46, // 28: state.v1.Command.lock_create_owner:type_name -> state.v1.LockCreateOwner
-	47, // 29: state.v1.Command.lock_acquire:type_name -> state.v1.LockAcquire
-	48, // 30: state.v1.Command.lock_release:type_name -> state.v1.LockRelease
-	49, // 31: state.v1.Command.lock_cancel:type_name -> state.v1.LockCancel
-	50, // 32: state.v1.Command.lock_txn_end:type_name -> state.v1.LockTxnEnd
-	51, // 33: state.v1.Command.lock_drop:type_name -> state.v1.LockDrop
-	52, // 34: state.v1.Command.lookup_register:type_name -> state.v1.LookupRegister
-	53, // 35: state.v1.Command.lookup_attributes:type_name -> state.v1.LookupAttributes
-	54, // 36: state.v1.Command.lookup_notify:type_name -> state.v1.LookupNotify
-	55, // 37: state.v1.Command.lds_register:type_name -> state.v1.LDSRegister
-	56, // 38: state.v1.Command.lds_groups:type_name -> state.v1.LDSGroups
-	57, // 39: state.v1.Command.lds_locators:type_name -> state.v1.LDSLocators
-	58, // 40: state.v1.Command.lds_discard:type_name -> state.v1.LDSDiscard
-	59, // 41: state.v1.Command.lds_found:type_name -> state.v1.LDSFound
-	60, // 42: state.v1.Command.lds_lost:type_name -> state.v1.LDSLost
+	46, // 27: state.v1.Command.lock_create_set:type_name -> state.v1.LockCreateSet
+	47, // 28: state.v1.Command.lock_create_owner:type_name -> state.v1.LockCreateOwner
+	48, // 29: state.v1.Command.lock_acquire:type_name -> state.v1.LockAcquire
+	49, // 30: state.v1.Command.lock_release:type_name -> state.v1.LockRelease
+	50, // 31: state.v1.Command.lock_cancel:type_name -> state.v1.LockCancel
+	51, // 32: state.v1.Command.lock_txn_end:type_name -> state.v1.LockTxnEnd
+	52, // 33: state.v1.Command.lock_drop:type_name -> state.v1.LockDrop
+	53, // 34: state.v1.Command.lookup_register:type_name -> state.v1.LookupRegister
+	54, // 35: state.v1.Command.lookup_attributes:type_name -> state.v1.LookupAttributes
+	55, // 36: state.v1.Command.lookup_notify:type_name -> state.v1.LookupNotify
+	56, // 37: state.v1.Command.lds_register:type_name -> state.v1.LDSRegister
+	57, // 38: state.v1.Command.lds_groups:type_name -> state.v1.LDSGroups
+	58, // 39: state.v1.Command.lds_locators:type_name -> state.v1.LDSLocators
+	59, // 40: state.v1.Command.lds_discard:type_name -> state.v1.LDSDiscard
+	60, // 41: state.v1.Command.lds_found:type_name -> state.v1.LDSFound
+	61, // 42: state.v1.Command.lds_lost:type_name -> state.v1.LDSLost
 	7,  // 43: state.v1.LeaseHorizon.entries:type_name -> state.v1.HorizonEntry
-	61, // 44: state.v1.MailboxEnable.target:type_name -> djinn.v1.Ref
-	62, // 45: state.v1.MailboxStore.events:type_name -> djinn.v1.RemoteEvent
+	62, // 44: state.v1.MailboxEnable.target:type_name -> djinn.v1.Ref
+	63, // 45: state.v1.MailboxStore.events:type_name -> djinn.v1.RemoteEvent
 	13, // 46: state.v1.MailboxDelivered.entries:type_name -> state.v1.Delivered
-	63, // 47: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
-	61, // 48: state.v1.RenewalAdd.landlord:type_name -> djinn.v1.Ref
-	64, // 49: state.v1.RenewalAdd.format:type_name -> djinn.v1.SerialFormat
-	61, // 50: state.v1.RenewalListen.target:type_name -> djinn.v1.Ref
+	64, // 47: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
+	62, // 48: state.v1.RenewalAdd.landlord:type_name -> djinn.v1.Ref
+	65, // 49: state.v1.RenewalAdd.format:type_name -> djinn.v1.SerialFormat
+	62, // 50: state.v1.RenewalListen.target:type_name -> djinn.v1.Ref
 	22, // 51: state.v1.RenewalEnd.entries:type_name -> state.v1.RenewalEnding
 	0,  // 52: state.v1.RenewalEnding.reason:type_name -> state.v1.RenewalEndReason
-	65, // 53: state.v1.RenewalEnding.error:type_name -> djinn.v1.Error
-	66, // 54: state.v1.RenewalWarn.set_lease:type_name -> djinn.v1.Lease
+	66, // 53: state.v1.RenewalEnding.error:type_name -> djinn.v1.Error
+	67, // 54: state.v1.RenewalWarn.set_lease:type_name -> djinn.v1.Lease
 	25, // 55: state.v1.RenewalDelivered.entries:type_name -> state.v1.RenewalDeliveredEntry
 	27, // 56: state.v1.TxnCreate.remote:type_name -> state.v1.TxnRemoteParent
-	61, // 57: state.v1.TxnRemoteParent.manager:type_name -> djinn.v1.Ref
-	61, // 58: state.v1.TxnRemoteParent.ancestor_managers:type_name -> djinn.v1.Ref
-	61, // 59: state.v1.TxnJoin.participant:type_name -> djinn.v1.Ref
+	62, // 57: state.v1.TxnRemoteParent.manager:type_name -> djinn.v1.Ref
+	62, // 58: state.v1.TxnRemoteParent.ancestor_managers:type_name -> djinn.v1.Ref
+	62, // 59: state.v1.TxnJoin.participant:type_name -> djinn.v1.Ref
 	32, // 60: state.v1.TxnNotified.entries:type_name -> state.v1.TxnParticipantRef
-	61, // 61: state.v1.TxnPromote.participants:type_name -> djinn.v1.Ref
-	61, // 62: state.v1.TxnPromote.drop:type_name -> djinn.v1.Ref
+	62, // 61: state.v1.TxnPromote.participants:type_name -> djinn.v1.Ref
+	62, // 62: state.v1.TxnPromote.drop:type_name -> djinn.v1.Ref
 	2,  // 63: state.v1.Record.init:type_name -> state.v1.Init
 	3,  // 64: state.v1.Record.member:type_name -> state.v1.Member
 	36, // 65: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
@@ -4168,22 +4265,22 @@ var file_state_v1_state_proto_depIdxs = []int32{
 	39, // 67: state.v1.Record.renewal_set:type_name -> state.v1.RenewalSetRecord
 	42, // 68: state.v1.Record.txn:type_name -> state.v1.TxnRecord
 	44, // 69: state.v1.Record.txn_counter:type_name -> state.v1.TxnCounter
-	67, // 70: state.v1.Record.lock:type_name -> state.v1.LockRecord
-	68, // 71: state.v1.Record.lookup:type_name -> state.v1.LookupRecord
-	69, // 72: state.v1.Record.lds:type_name -> state.v1.LDSRecord
-	61, // 73: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
-	63, // 74: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
+	68, // 70: state.v1.Record.lock:type_name -> state.v1.LockRecord
+	69, // 71: state.v1.Record.lookup:type_name -> state.v1.LookupRecord
+	70, // 72: state.v1.Record.lds:type_name -> state.v1.LDSRecord
+	62, // 73: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
+	64, // 74: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
 	38, // 75: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
-	62, // 76: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
+	63, // 76: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
 	40, // 77: state.v1.RenewalSetRecord.listeners:type_name -> state.v1.RenewalListenerRecord
 	41, // 78: state.v1.RenewalSetRecord.leases:type_name -> state.v1.RenewalLeaseRecord
-	61, // 79: state.v1.RenewalListenerRecord.target:type_name -> djinn.v1.Ref
-	62, // 80: state.v1.RenewalListenerRecord.pending:type_name -> djinn.v1.RemoteEvent
-	61, // 81: state.v1.RenewalLeaseRecord.landlord:type_name -> djinn.v1.Ref
-	64, // 82: state.v1.RenewalLeaseRecord.format:type_name -> djinn.v1.SerialFormat
+	62, // 79: state.v1.RenewalListenerRecord.target:type_name -> djinn.v1.Ref
+	63, // 80: state.v1.RenewalListenerRecord.pending:type_name -> djinn.v1.RemoteEvent
+	62, // 81: state.v1.RenewalLeaseRecord.landlord:type_name -> djinn.v1.Ref
+	65, // 82: state.v1.RenewalLeaseRecord.format:type_name -> djinn.v1.SerialFormat
 	43, // 83: state.v1.TxnRecord.participants:type_name -> state.v1.TxnParticipantRecord
 	27, // 84: state.v1.TxnRecord.remote:type_name -> state.v1.TxnRemoteParent
-	61, // 85: state.v1.TxnParticipantRecord.participant:type_name -> djinn.v1.Ref
+	62, // 85: state.v1.TxnParticipantRecord.participant:type_name -> djinn.v1.Ref
 	86, // [86:86] is the sub-list for method output_type
 	86, // [86:86] is the sub-list for method input_type
 	86, // [86:86] is the sub-list for extension type_name
@@ -4262,7 +4359,7 @@ func file_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_state_v1_state_proto_rawDesc), len(file_state_v1_state_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   44,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
