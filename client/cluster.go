@@ -112,9 +112,10 @@ type cluster struct {
 	ready  atomic.Pointer[map[string]bool] // the addresses whose connection is up (from the picker)
 	plain  atomic.Bool                     // the endpoints serve no member list: not a djinn cluster
 
-	mu      sync.Mutex
-	id      djinn.ID // guarded by mu: zero until the member list names it
-	members []string // guarded by mu: the members' endpoints, as last listed
+	mu       sync.Mutex
+	id       djinn.ID   // guarded by mu: zero until the member list names it
+	previous []djinn.ID // guarded by mu: the service ids of the clusters it was restored from
+	members  []string   // guarded by mu: the members' endpoints, as last listed
 }
 
 // newCluster makes the connection of a cluster reached at seeds. It does
@@ -214,6 +215,17 @@ func (cl *cluster) serviceID() djinn.ID {
 	return cl.id
 }
 
+// ids returns the cluster's service id and those of the clusters it was
+// restored from: references with any of them name its resources.
+func (cl *cluster) ids() []djinn.ID {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.id.IsZero() {
+		return nil
+	}
+	return append([]djinn.ID{cl.id}, cl.previous...)
+}
+
 // refreshSoon asks the refresh loop for a refresh now.
 func (cl *cluster) refreshSoon() {
 	select {
@@ -295,11 +307,20 @@ func (cl *cluster) refresh(ctx context.Context) {
 	if err != nil || id.IsZero() {
 		return // a cluster not yet initialised: ask again later
 	}
+	var previous []djinn.ID
+	for _, b := range resp.GetPreviousServiceIds() {
+		if p, err := djinn.IDFromBytes("previous service id", b); err == nil {
+			previous = append(previous, p)
+		}
+	}
 	cl.mu.Lock()
 	if cl.id.IsZero() {
 		cl.id = id
 	}
 	same := cl.id == id
+	if same {
+		cl.previous = previous
+	}
 	cl.mu.Unlock()
 	if !same {
 		return // the seeds now reach another cluster; keep following this one's members

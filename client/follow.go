@@ -80,17 +80,19 @@ func (p *Pool) start(cl *cluster) {
 	}()
 }
 
-// adopt makes cl the pool's cluster for its service id, unless another
-// cluster already is or the pool follows as many as it may.
+// adopt makes cl the pool's cluster for its service id, and for those of
+// the clusters it was restored from, unless another cluster already is or
+// the pool follows as many as it may.
 func (p *Pool) adopt(cl *cluster) {
-	id := cl.serviceID()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if _, ok := p.clusters[id]; ok || id.IsZero() || len(p.clusters) >= maxClusters {
-		return
+	for _, id := range cl.ids() {
+		if _, ok := p.clusters[id]; ok || len(p.clusters) >= maxClusters {
+			continue
+		}
+		p.clusters[id] = cl
+		p.learning[id] = &learnState{at: time.Now()}
 	}
-	p.clusters[id] = cl
-	p.learning[id] = &learnState{at: time.Now()}
 }
 
 // indexMembers finds cl by its members' endpoints: old ones are dropped,
@@ -216,7 +218,7 @@ func (p *Pool) learn(ref djinn.Ref) {
 	case err != nil:
 		return // unreachable: ask again later
 	}
-	if id, err := djinn.IDFromBytes("service id", resp.GetServiceId()); err != nil || id != ref.Service {
+	if !namesService(resp, ref.Service) {
 		state.never = true // another service lives at that endpoint
 		return
 	}
@@ -257,4 +259,18 @@ func noteLeader(c Connector, ref djinn.Ref, leader string) {
 		cl.setLeader(leader)
 		cl.refreshSoon()
 	}
+}
+
+// namesService reports whether a member list is of the cluster with
+// service id service, or of one restored from it.
+func namesService(resp *djinnpb.MembersResponse, service djinn.ID) bool {
+	if string(resp.GetServiceId()) == string(service[:]) {
+		return true
+	}
+	for _, b := range resp.GetPreviousServiceIds() {
+		if string(b) == string(service[:]) {
+			return true
+		}
+	}
+	return false
 }

@@ -35,6 +35,9 @@ type Members struct {
 	LeaderID  string // "" when no leader is known
 	Leader    string // the leader's endpoint
 	Members   []Member
+	// Previous are the service ids of the clusters this one was restored
+	// from: references they made name its resources.
+	Previous []djinn.ID
 }
 
 // Members lists the dialled cluster's members, as whichever member answers
@@ -56,6 +59,13 @@ func membersFromProto(pb *djinnpb.MembersResponse) (*Members, error) {
 			return nil, err
 		}
 		ms.ServiceID = id
+	}
+	for _, b := range pb.GetPreviousServiceIds() {
+		id, err := djinn.IDFromBytes("previous service id", b)
+		if err != nil {
+			return nil, err
+		}
+		ms.Previous = append(ms.Previous, id)
 	}
 	for _, m := range pb.GetMembers() {
 		ms.Members = append(ms.Members, Member{

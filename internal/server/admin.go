@@ -39,6 +39,7 @@ var adminRules = Rules{
 	"RemoveMember":       peerOrOp,
 	"Leave":              operator,
 	"TransferLeadership": operator,
+	"SaveSnapshot":       operator,
 }
 
 // adminRPC serves the Admin service.

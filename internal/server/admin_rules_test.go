@@ -17,7 +17,7 @@ func TestEveryAdminRPCHasARule(t *testing.T) {
 	if err := newRegistrar(g).serve(&djinnpb.Admin_ServiceDesc, &adminRPC{}, adminRules); err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range []string{"AddMember", "Leave", "TransferLeadership"} {
+	for _, m := range []string{"AddMember", "Leave", "TransferLeadership", "SaveSnapshot"} {
 		if adminRules[m].Access != Operator {
 			t.Errorf("%s: %v, want the operator role", m, adminRules[m].Access)
 		}

@@ -36,6 +36,9 @@ func (a *adminRPC) Members(ctx context.Context, r *djinnpb.MembersRequest) (*dji
 	resp := &djinnpb.MembersResponse{
 		ServiceId: svc[:], NodeId: s.node.ID(), LeaderId: leaderID, LeaderAddress: s.node.LeaderEndpoint(),
 	}
+	for _, id := range s.machine.PreviousIDs() {
+		resp.PreviousServiceIds = append(resp.PreviousServiceIds, id[:])
+	}
 	for _, m := range ms {
 		info, _ := s.machine.Member(m.ID)
 		pb := &djinnpb.Member{
@@ -244,7 +247,11 @@ func (a *adminRPC) Leave(ctx context.Context, _ *djinnpb.LeaveRequest) (*djinnpb
 		if err == nil {
 			break
 		}
-		if djinn.KindOf(err) != djinn.Unavailable || !b.Wait(ctx) {
+		if djinn.KindOf(err) != djinn.Unavailable {
+			return nil, err
+		}
+		s.log.Warn("leave: this node's removal is not done yet; retrying", "err", err, "within", b.Next())
+		if !b.Wait(ctx) {
 			return nil, err
 		}
 	}
@@ -319,7 +326,7 @@ func (s *Server) tendOnce(ctx context.Context) {
 		if err != nil {
 			continue // not up yet; the next round asks again
 		}
-		if lag := s.node.AppliedIndex() - min(st.GetAppliedIndex(), s.node.AppliedIndex()); lag > s.cfg.Cluster.MaxLag {
+		if !caughtUp(s.node.AppliedIndex(), st.GetAppliedIndex(), s.cfg.Cluster.MaxLag) {
 			continue
 		}
 		if err := s.node.AddVoter(ctx, m.ID, m.RaftAddr); err != nil {
@@ -328,6 +335,13 @@ func (s *Server) tendOnce(ctx context.Context) {
 		}
 		s.log.Info("member promoted to voter", "node", m.ID, "applied", st.GetAppliedIndex())
 	}
+}
+
+// caughtUp reports whether a member that applied the log up to applied
+// has caught up with a leader that applied it up to leader: it has applied
+// something (the log or a snapshot reached it), and is within maxLag.
+func caughtUp(leader, applied, maxLag uint64) bool {
+	return applied > 0 && (applied >= leader || leader-applied <= maxLag)
 }
 
 // dropStaleRecords forgets member records of servers no longer in the

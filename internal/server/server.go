@@ -120,6 +120,10 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 	}
 	s.serve()
 	if cfg.Join != "" {
+		if hasPendingRestore(cfg.DataDir) {
+			s.Close()
+			return nil, djinn.Errorf(djinn.InvalidArgument, "data directory %s holds a snapshot to restore: start it without --join, as the first member of the new cluster it seeds, and join the others to it", cfg.DataDir)
+		}
 		if err := s.join(ctx); err != nil {
 			s.Close()
 			return nil, err
@@ -344,6 +348,18 @@ func (s *Server) ready() bool {
 // its service id and this node's address is recorded, then runs every
 // enabled part's leader work until the term ends.
 func (s *Server) lead(ctx context.Context) {
+	// A data directory seeded from a snapshot takes it on first: until it
+	// has, this new cluster has no identity and serves nothing.
+	for b := backoff.New(100*time.Millisecond, 5*time.Second); ; {
+		err := s.installRestore(ctx)
+		if err == nil {
+			break
+		}
+		s.log.Error("restoring the snapshot failed; retrying", "err", err, "within", b.Next())
+		if !b.Wait(ctx) {
+			return
+		}
+	}
 	if !s.initCluster(ctx) {
 		return
 	}
