@@ -74,6 +74,7 @@ func newRoot() *cobra.Command {
 		g.repairCmd(),
 		g.memberCmd(),
 		g.leaderCmd(),
+		g.snapshotCmd(),
 	)
 	return root
 }
