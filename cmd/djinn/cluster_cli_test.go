@@ -134,7 +134,10 @@ func TestCLISnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(t.TempDir(), "djinn.snap")
-	out := mustRun(t, pa, "snapshot", "save", file)
+	if out, errs, ok := run(t, pa, "snapshot", "save", file); ok || !strings.Contains(errs, "operator role") {
+		t.Errorf("snapshot save without the join secret: %s%s, want refused for want of the operator role", out, errs)
+	}
+	out := mustRun(t, pa, "snapshot", "save", file, "--join-secret-file", filepath.Join(a.dir, "join-secret"))
 	if !strings.Contains(out, "saved "+file) {
 		t.Errorf("snapshot save said %q", out)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -77,7 +78,7 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 			follower = s
 		}
 	}
-	c := servertest.Dial(t, follower.Addr())
+	c := servertest.Dial(t, follower.Addr(), servertest.Operator(t, ss[0]))
 	h := holdLeases(t, c)
 	ctx := testContext(t)
 	short, err := c.Mailbox().Register(ctx, 3*time.Second)
@@ -129,9 +130,7 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	}
 
 	// The restored node seeds a cluster: a member joins and gets the state.
-	jcfg := servertest.Config(t)
-	jcfg.Join = restored.Addr()
-	joiner := servertest.Start(t, jcfg)
+	joiner := servertest.Start(t, servertest.JoinConfig(t, restored))
 	servertest.Eventually(t, "the joiner to hold the restored state", func() bool {
 		return maps.Equal(counts(t, joiner), counts(t, restored))
 	})
@@ -194,13 +193,17 @@ func checkRestored(t *testing.T, ctx context.Context, c2 *client.Client, h *held
 
 // TestRestoreRefusesDamage: a damaged, truncated, foreign or future file is
 // refused with an error saying so, and so is a data directory that holds
-// a node already; nothing is left to restore.
+// a node already; nothing is left to restore. Saving needs the operator
+// role.
 func TestRestoreRefusesDamage(t *testing.T) {
 	t.Parallel()
 	s := servertest.Start(t, servertest.Config(t))
-	c := servertest.Dial(t, s.Addr())
+	c := servertest.Dial(t, s.Addr(), servertest.Operator(t, s))
 	if _, err := c.Mailbox().Register(testContext(t), time.Minute); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := servertest.Dial(t, s.Addr()).SaveSnapshot(testContext(t), io.Discard); !errors.Is(err, djinn.ErrPermissionDenied) {
+		t.Errorf("save without the operator role: %v, want permission denied", err)
 	}
 	path, _ := saveFile(t, c)
 	good, err := os.ReadFile(path)
