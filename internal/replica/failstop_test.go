@@ -107,10 +107,10 @@ func TestFailStopPassesOnMonotonic(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	if !newFailStop(w).IsMonotonic() {
+	if !newFailStop(w, nil).IsMonotonic() {
 		t.Error("the fail-stop log hides that raft-wal is monotonic")
 	}
-	if newFailStop(raft.NewInmemStore()).IsMonotonic() {
+	if newFailStop(raft.NewInmemStore(), nil).IsMonotonic() {
 		t.Error("the fail-stop log calls a store monotonic that is not")
 	}
 }
