@@ -304,3 +304,12 @@ func (m *Machine) restore(rec *statepb.Record) error {
 	}
 	return djinn.Errorf(djinn.Internal, "unknown record %T", rec.Record)
 }
+
+// LeaseKindName returns the name its owner gave lease kind k ("kind N"
+// for one no part declared).
+func (m *Machine) LeaseKindName(k lease.Kind) string {
+	if lk, ok := m.kinds[k]; ok {
+		return lk.Name
+	}
+	return fmt.Sprintf("kind %d", k)
+}

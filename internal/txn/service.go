@@ -683,3 +683,16 @@ func (s *Service) backoff(attempt int) time.Duration {
 	}
 	return d/2 + rand.N(d/2+1)
 }
+
+// ForceAbort aborts a transaction whoever owns it: an operator's action.
+// CannotAbort once it committed.
+func (s *Service) ForceAbort(ctx context.Context, id uint64) error {
+	if _, err := s.get(id); err != nil {
+		return err
+	}
+	if _, err := s.log.Propose(ctx, &statepb.Command{NowUnixNanos: s.now().UnixNano(), Op: &statepb.Command_TxnDecide{TxnDecide: &statepb.TxnDecide{Id: id}}}); err != nil {
+		return err
+	}
+	s.Aborts.Add(1)
+	return nil
+}
