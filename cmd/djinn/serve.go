@@ -205,7 +205,8 @@ func serve(ctx context.Context, cfg server.Config, out, errw io.Writer) error {
 	}
 	fmt.Fprintf(out, "  data      %s\n", s.DataDir())
 	fmt.Fprintf(out, "  grpc      %s\n", s.Addr())
-	fmt.Fprintf(out, "  admin     http://%s  (/healthz /readyz /metrics /debug/pprof/)\n", s.AdminAddr())
+	fmt.Fprintf(out, "  console   %s/\n", s.AdminURL())
+	fmt.Fprintf(out, "  admin     %s  (/healthz /readyz /metrics /debug/pprof/)\n", s.AdminURL())
 	fmt.Fprintf(out, "  raft      %s\n", s.RaftAddr())
 	if f := s.JoinSecretFile(); f != "" {
 		fmt.Fprintf(out, "  secret    %s  (the operator role: djinn --join-secret-file; serve --join --join-secret-file)\n", f)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/console"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
@@ -21,7 +23,57 @@ func adminPart(s *Server) *part {
 			return r.serve(&djinnpb.Admin_ServiceDesc, &adminRPC{s: s}, adminRules)
 		},
 		run: s.tendMembers,
+		page: &page{
+			title: "Cluster",
+			view:  func(ctx context.Context, _ url.Values) (any, error) { return s.clusterView(ctx) },
+			actions: map[string]func(context.Context, string) error{
+				"remove": s.removeMember,
+			},
+		},
 	}
+}
+
+// clusterView is the console's cluster page: this node, the leader, and
+// every member with its health as the probe finds it.
+func (s *Server) clusterView(ctx context.Context) (any, error) {
+	type member struct {
+		Node          string `json:"node"`
+		Raft          string `json:"raft"`
+		GRPC          string `json:"grpc"`
+		Voter         bool   `json:"voter"`
+		Role          string `json:"role"`
+		Health        string `json:"health"`
+		Error         string `json:"error,omitempty"`
+		Applied       uint64 `json:"applied"`
+		LastContactMs int64  `json:"lastContactMs"`
+	}
+	ms, err := (&adminRPC{s: s}).Members(ctx, &djinnpb.MembersRequest{Health: true})
+	if err != nil {
+		return nil, err
+	}
+	n := s.node
+	v := struct {
+		Now           int64    `json:"now"`
+		Node          string   `json:"node"`
+		State         string   `json:"state"`
+		Leader        string   `json:"leader"`
+		Term          uint64   `json:"term"`
+		Applied       uint64   `json:"applied"`
+		Commit        uint64   `json:"commit"`
+		LogBytes      int64    `json:"logBytes"`
+		SnapshotBytes int64    `json:"snapshotBytes"`
+		Members       []member `json:"members"`
+	}{Now: s.nowMs(), Node: n.ID(), State: n.State(), Leader: ms.GetLeaderId(), Term: n.Term(), Applied: n.AppliedIndex(),
+		Commit: n.CommitIndex(), LogBytes: n.LogBytes(), SnapshotBytes: n.SnapshotBytes(), Members: []member{}}
+	for _, m := range ms.GetMembers() {
+		contact := m.GetLastContactNanos()
+		if contact > 0 {
+			contact /= 1e6
+		}
+		v.Members = append(v.Members, member{Node: m.GetNodeId(), Raft: m.GetRaftAddress(), GRPC: m.GetGrpcAddress(), Voter: m.GetVoter(),
+			Role: m.GetRole(), Health: m.GetHealth(), Error: m.GetError(), Applied: m.GetAppliedIndex(), LastContactMs: contact})
+	}
+	return v, nil
 }
 
 // adminRules declares who may call each Admin RPC. The member list and a
@@ -75,7 +127,8 @@ func (a *adminRPC) Status(ctx context.Context, _ *djinnpb.StatusRequest) (*djinn
 	return resp, nil
 }
 
-// adminHandler serves /healthz, /readyz, /metrics and /debug/pprof/.
+// adminHandler serves /healthz, /readyz, /metrics, /debug/pprof/ and the
+// console (/ and /api/).
 func (s *Server) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -89,6 +142,7 @@ func (s *Server) adminHandler() http.Handler {
 		w.Write([]byte("ready\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
+	console.Register(mux, s.consoleSource())
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
+	"net/url"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,6 +46,7 @@ func landlordPart(s *Server) *part {
 			resp.Landlord = refProto(s.ref(lease.LandlordID)())
 			resp.Counts["leases"] = int64(s.machine.Leases.Len())
 		},
+		page: &page{title: "Leases", view: s.leasesView, actions: map[string]func(context.Context, string) error{"cancel": s.cancelLease}},
 		metrics: func() []prometheus.Collector {
 			l := s.lessor
 			return []prometheus.Collector{
@@ -54,6 +59,58 @@ func landlordPart(s *Server) *part {
 			}
 		},
 	}
+}
+
+// maxListed bounds the rows of a console page.
+const maxListed = 500
+
+// leasesView is the console's lease list: every live lease with its
+// kind, the fingerprint of what it guards, its principal where the owner
+// records one and its expiration; searched by kind, principal and owner.
+func (s *Server) leasesView(_ context.Context, q url.Values) (any, error) {
+	type listed struct {
+		Lease     string `json:"lease"`
+		Kind      string `json:"kind"`
+		Owner     string `json:"owner"`
+		Principal string `json:"principal"`
+		Expires   *int64 `json:"expires"`
+	}
+	principals := map[djinn.ID]string{}
+	kinds := map[string]bool{}
+	for _, p := range s.parts {
+		if p.principals != nil {
+			maps.Copy(principals, p.principals())
+		}
+	}
+	all := s.machine.Leases.List()
+	rows := []listed{}
+	for _, l := range all {
+		kind := s.machine.LeaseKindName(l.Owner.Kind)
+		kinds[kind] = true
+		row := listed{Lease: fingerprint(l.Cookie), Kind: kind, Owner: fingerprint(l.Owner.ID), Principal: principals[l.Cookie]}
+		if l.Expires.Before(djinn.EndOfTime) {
+			ms := l.Expires.UnixMilli()
+			row.Expires = &ms
+		}
+		if k := q.Get("kind"); k != "" && k != kind ||
+			q.Get("principal") != "" && !strings.Contains(row.Principal, q.Get("principal")) ||
+			q.Get("owner") != "" && row.Owner != q.Get("owner") && row.Lease != q.Get("owner") {
+			continue
+		}
+		if len(rows) < maxListed {
+			rows = append(rows, row)
+		}
+	}
+	l := s.lessor
+	return struct {
+		Now       int64    `json:"now"`
+		Total     int      `json:"total"`
+		Kinds     []string `json:"kinds"`
+		Renewals  uint64   `json:"renewals"`
+		Expired   uint64   `json:"expired"`
+		Cancelled uint64   `json:"cancelled"`
+		Leases    []listed `json:"leases"`
+	}{s.nowMs(), len(all), slices.Sorted(maps.Keys(kinds)), l.Renewals.Load(), l.Expired.Load(), l.Cancelled.Load(), rows}, nil
 }
 
 // landlordRPC serves the Landlord service for every lease this server

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -82,6 +84,9 @@ func ldsPart(s *Server) *part {
 		run:     func(ctx context.Context) { s.ldsDiscover(ctx, rpc.svc) },
 		ref:     s.ref(LDSID),
 		metrics: func() []prometheus.Collector { return ldsMetrics(rpc.st, rpc.svc) },
+		page: &page{title: "Lookup discovery", actions: drop(s), view: func(context.Context, url.Values) (any, error) {
+			return s.ldsView(rpc.st, rpc.svc), nil
+		}},
 		status: func(resp *djinnpb.StatusResponse) {
 			regs, registrars := rpc.st.Len()
 			resp.Counts["lds_registrations"], resp.Counts["lds_registrars"] = int64(regs), int64(registrars)
@@ -101,6 +106,43 @@ func ldsMetrics(st *lds.State, svc *lds.Service) []prometheus.Collector {
 		counter("djinn_lds_delivery_failed_events_total", "Discovery events dropped by a definite failure.", func() float64 { return float64(svc.DeliveryStats().Failed) }),
 		counter("djinn_lds_delivery_retried_total", "Discovery event deliveries that failed indefinitely and were retried.", func() float64 { return float64(svc.DeliveryStats().Retried) }),
 	}
+}
+
+// ldsView is the console's lookup discovery page: every registration with
+// its groups and locators and the registrars discovered for it.
+func (s *Server) ldsView(st *lds.State, svc *lds.Service) any {
+	type reg struct {
+		ID         string   `json:"id"`
+		Lease      string   `json:"lease"`
+		Groups     string   `json:"groups"`
+		Locators   []string `json:"locators"`
+		Registrars []string `json:"registrars"`
+		EventID    int64    `json:"eventId"`
+		Expires    *int64   `json:"expires"`
+	}
+	_, known := st.Len()
+	v := struct {
+		Now           int64  `json:"now"`
+		Registrars    int    `json:"registrars"`
+		Delivered     uint64 `json:"delivered"`
+		Registrations []reg  `json:"registrations"`
+	}{Now: s.nowMs(), Registrars: known, Delivered: svc.DeliveryStats().Delivered, Registrations: []reg{}}
+	for _, l := range st.List() {
+		if len(v.Registrations) == maxListed {
+			break
+		}
+		groups := "all groups"
+		if !l.Info.AllGroups {
+			groups = client.GroupsOf(l.Info.Groups...).String()
+		}
+		g := reg{ID: fingerprint(l.Cookie), Lease: fingerprint(l.Cookie), Groups: groups, Locators: append([]string{}, l.Info.Locators...),
+			Registrars: []string{}, EventID: l.Info.EventID, Expires: s.expiresMs(l.Cookie)}
+		for _, r := range l.Registrars {
+			g.Registrars = append(g.Registrars, fmt.Sprintf("%s at %s (groups %s)", r.ID, r.Endpoint, client.GroupsOf(r.Groups...)))
+		}
+		v.Registrations = append(v.Registrations, g)
+	}
+	return v
 }
 
 // ldsRPC serves the LookupDiscoveryService. A registration is named by its

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"crypto/sha256"
+	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -77,6 +79,9 @@ func lockPart(s *Server) *part {
 		run:     func(ctx context.Context) { s.lock.Run(ctx) },
 		ref:     s.ref(LockID),
 		metrics: func() []prometheus.Collector { return lockMetrics(st) },
+		page: &page{title: "Lock sets", actions: drop(s), view: func(context.Context, url.Values) (any, error) {
+			return s.lockView(st), nil
+		}},
 		status: func(resp *djinnpb.StatusResponse) {
 			sets, owners := st.Len()
 			resp.Counts["lock_sets"], resp.Counts["lock_owners"] = int64(sets), int64(owners)
@@ -99,6 +104,73 @@ func lockMetrics(st *lock.State) []prometheus.Collector {
 		labelled(name, help, "outcome", "refused", func() float64 { return float64(c.Refused.Load()) }),
 		labelled(name, help, "outcome", "deadlock", func() float64 { return float64(c.Deadlocks.Load()) }),
 	}
+}
+
+// lockView is the console's lock page: every set with its holders (their
+// modes, counts and fencing tokens) and its FIFO queue of waiters.
+func (s *Server) lockView(st *lock.State) any {
+	type held struct {
+		Mode  string `json:"mode"`
+		Fence uint64 `json:"fence"`
+	}
+	type holder struct {
+		Holder string         `json:"holder"`
+		Counts map[string]int `json:"counts"`
+		Locks  []held         `json:"locks"`
+	}
+	type waiter struct {
+		Holder  string `json:"holder"`
+		Mode    string `json:"mode"`
+		From    string `json:"from,omitempty"`
+		Request string `json:"request"`
+	}
+	type set struct {
+		ID            string   `json:"id"`
+		Lease         string   `json:"lease"`
+		Transactional bool     `json:"transactional"`
+		Fence         uint64   `json:"fence"`
+		Holders       []holder `json:"holders"`
+		Waiters       []waiter `json:"waiters"`
+		Expires       *int64   `json:"expires"`
+	}
+	name := func(h lock.HolderView) string {
+		if h.IsTxn {
+			return fmt.Sprintf("transaction %d", h.Txn.ID)
+		}
+		return "owner " + fingerprint(h.Owner)
+	}
+	_, owners := st.Len()
+	v := struct {
+		Now       int64  `json:"now"`
+		Owners    int    `json:"owners"`
+		Waiting   int    `json:"waiting"`
+		Deadlocks uint64 `json:"deadlocks"`
+		Sets      []set  `json:"sets"`
+	}{Now: s.nowMs(), Owners: owners, Waiting: len(st.Waiting()), Deadlocks: st.Counts.Deadlocks.Load(), Sets: []set{}}
+	for _, sv := range st.Sets() {
+		if len(v.Sets) == maxListed {
+			break
+		}
+		g := set{ID: fingerprint(sv.ID), Lease: fingerprint(sv.Cookie), Transactional: sv.Transactional, Fence: sv.Fence,
+			Holders: []holder{}, Waiters: []waiter{}, Expires: s.expiresMs(sv.Cookie)}
+		for _, h := range sv.Holders {
+			hv := holder{Holder: name(h), Counts: map[string]int{}, Locks: []held{}}
+			for _, l := range h.Locks {
+				hv.Counts[l.Mode.String()]++
+				hv.Locks = append(hv.Locks, held{Mode: l.Mode.String(), Fence: l.Fence})
+			}
+			g.Holders = append(g.Holders, hv)
+		}
+		for _, w := range sv.Waiters {
+			wv := waiter{Holder: name(w.HolderView), Mode: w.Mode.String(), Request: fmt.Sprintf("%016x", w.Request)}
+			if w.From.Valid() {
+				wv.From = w.From.String()
+			}
+			g.Waiters = append(g.Waiters, wv)
+		}
+		v.Sets = append(v.Sets, g)
+	}
+	return v
 }
 
 // lockRPC serves the LockService.

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -77,6 +79,9 @@ func lookupPart(s *Server) *part {
 		},
 		ref:     s.ref(LookupID),
 		metrics: func() []prometheus.Collector { return lookupMetrics(rpc.st, rpc.svc) },
+		page: &page{title: "Lookup", actions: drop(s), view: func(_ context.Context, q url.Values) (any, error) {
+			return s.lookupView(rpc.st, rpc.svc, q)
+		}},
 		status: func(resp *djinnpb.StatusResponse) {
 			items, watches := rpc.st.Len()
 			resp.Counts["lookup_items"], resp.Counts["lookup_watches"] = int64(items), int64(watches)
@@ -341,4 +346,117 @@ func (s *Server) discover(ctx context.Context) {
 	if err := r.Close(); err != nil {
 		s.log.Warn("discovery: closing", "err", err)
 	}
+}
+
+// lookupView is the console's lookup page, a service browser: the items
+// matching a template made of the search terms (a service type, an
+// attribute as Type.field=value, a service id), and every watch.
+func (s *Server) lookupView(st *lookup.State, svc *lookup.Service, q url.Values) (any, error) {
+	type item struct {
+		ID      string   `json:"id"`
+		Lease   string   `json:"lease"`
+		Types   []string `json:"types"`
+		Entries []string `json:"entries"`
+		Service string   `json:"service"`
+		Expires *int64   `json:"expires"`
+	}
+	type watch struct {
+		ID          string `json:"id"`
+		Template    string `json:"template"`
+		Transitions string `json:"transitions"`
+		EventID     int64  `json:"eventId"`
+		Seq         int64  `json:"seq"`
+		Listener    string `json:"listener"`
+		Expires     *int64 `json:"expires"`
+	}
+	tmpl, err := browseTemplate(q)
+	if err != nil {
+		return nil, err
+	}
+	total, items, err := st.Lookup(tmpl, maxListed)
+	if err != nil {
+		return nil, err
+	}
+	v := struct {
+		Now     int64   `json:"now"`
+		Total   int     `json:"total"`
+		Lookups uint64  `json:"lookups"`
+		Items   []item  `json:"items"`
+		Watches []watch `json:"watches"`
+	}{Now: s.nowMs(), Total: total, Lookups: svc.Lookups.Load(), Items: []item{}, Watches: []watch{}}
+	for _, it := range items {
+		row := item{ID: it.ID.String(), Types: it.Types, Entries: []string{}, Service: string(it.Service)}
+		if c, ok := st.Cookie(it.ID); ok {
+			row.Lease, row.Expires = fingerprint(c), s.expiresMs(c)
+		}
+		for _, e := range it.Entries {
+			row.Entries = append(row.Entries, entryString(e.Type, e.Fields))
+		}
+		v.Items = append(v.Items, row)
+	}
+	for _, w := range st.Watches() {
+		wv := watch{ID: fingerprint(w.ID), Template: templateString(w.Template), Transitions: w.Transitions.String(),
+			EventID: w.EventID, Seq: w.Seq, Expires: s.expiresMs(w.ID)}
+		if l := w.Listener; l != nil {
+			obj, _ := djinn.IDFromBytes("listener", l.GetObjectId())
+			wv.Listener = refString(l.GetEndpoint(), obj)
+		}
+		v.Watches = append(v.Watches, wv)
+	}
+	return v, nil
+}
+
+// browseTemplate makes the template of the lookup page's search: type
+// (a service type), attr (Type.field=value, a string value; Type alone
+// for any entry of that type) and id (a service id).
+func browseTemplate(q url.Values) (service.Template, error) {
+	var t service.Template
+	if typ := strings.TrimSpace(q.Get("type")); typ != "" {
+		t.Types = []string{typ}
+	}
+	if attr := strings.TrimSpace(q.Get("attr")); attr != "" {
+		path, value, hasValue := strings.Cut(attr, "=")
+		typ, field, hasField := strings.Cut(path, ".")
+		if typ == "" || hasField != hasValue || hasField && field == "" {
+			return t, djinn.Errorf(djinn.InvalidArgument, "attribute %q: want Type.field=value, or Type alone", attr)
+		}
+		et := service.EntryTemplate{Type: typ}
+		if hasField {
+			et.Fields = []service.Field{{Name: field, Value: service.NewString(value)}}
+		}
+		t.Entries = []service.EntryTemplate{et}
+	}
+	if id := strings.TrimSpace(q.Get("id")); id != "" {
+		sid, err := djinn.ParseID(id)
+		if err != nil {
+			return t, djinn.Errorf(djinn.InvalidArgument, "service id %q: %v", id, err)
+		}
+		t.ID = &sid
+	}
+	return t, nil
+}
+
+func entryString(typ string, fields []service.Field) string {
+	parts := make([]string, 0, len(fields))
+	for _, f := range fields {
+		parts = append(parts, f.Name+"="+f.Value.String())
+	}
+	return typ + "{" + strings.Join(parts, ", ") + "}"
+}
+
+func templateString(t service.Template) string {
+	var parts []string
+	if t.ID != nil {
+		parts = append(parts, "id "+t.ID.String())
+	}
+	if len(t.Types) > 0 {
+		parts = append(parts, "types "+strings.Join(t.Types, ", "))
+	}
+	for _, e := range t.Entries {
+		parts = append(parts, entryString(e.Type, e.Fields))
+	}
+	if len(parts) == 0 {
+		return "any service"
+	}
+	return strings.Join(parts, "; ")
 }

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -102,6 +104,16 @@ func mailboxPart(s *Server) *part {
 			}
 		},
 		metrics: func() []prometheus.Collector { return mailboxMetrics(st, svc) },
+		page: &page{title: "Event mailboxes", actions: drop(s), view: func(context.Context, url.Values) (any, error) {
+			return s.mailboxView(st, svc), nil
+		}},
+		principals: func() map[djinn.ID]string {
+			out := map[djinn.ID]string{}
+			for _, r := range st.List() {
+				out[r.Cookie] = r.Principal
+			}
+			return out
+		},
 	}
 }
 
@@ -118,6 +130,47 @@ func mailboxMetrics(st *mailbox.State, svc *mailbox.Service) []prometheus.Collec
 		counter("djinn_mailbox_delivery_retried_total", "Delivery rounds that failed indefinitely and were retried, by this node as leader.", func() float64 { return float64(svc.DeliveryStats().Retried) }),
 		counter("djinn_mailbox_delivery_overflowed_events_total", "Events refused by a full delivery queue, by this node as leader.", func() float64 { return float64(svc.DeliveryStats().Overflowed) }),
 	}
+}
+
+// mailboxView is the console's mailbox page: every registration with its
+// stored events, delivery target and unknown events.
+func (s *Server) mailboxView(st *mailbox.State, svc *mailbox.Service) any {
+	type reg struct {
+		ID        string   `json:"id"`
+		Lease     string   `json:"lease"`
+		Principal string   `json:"principal"`
+		Stored    int      `json:"stored"`
+		Target    string   `json:"target"`
+		State     string   `json:"state"`
+		Unknown   []string `json:"unknown"`
+		Expires   *int64   `json:"expires"`
+	}
+	v := struct {
+		Now           int64  `json:"now"`
+		Stored        int    `json:"stored"`
+		Delivered     uint64 `json:"delivered"`
+		Failed        uint64 `json:"failed"`
+		Registrations []reg  `json:"registrations"`
+	}{Now: s.nowMs(), Registrations: []reg{}}
+	d := svc.DeliveryStats()
+	v.Delivered, v.Failed = d.Delivered, d.Failed
+	for _, r := range st.List() {
+		v.Stored += r.Stored
+		if len(v.Registrations) == maxListed {
+			continue
+		}
+		g := reg{ID: fingerprint(r.ID), Lease: fingerprint(r.Cookie), Principal: r.Principal, Stored: r.Stored, State: "disabled: events kept until pulled", Unknown: []string{}, Expires: s.expiresMs(r.Cookie)}
+		if t := r.Target; t != nil {
+			obj, _ := djinn.IDFromBytes("target", t.GetObjectId())
+			g.Target, g.State = refString(t.GetEndpoint(), obj), "delivering"
+		}
+		for _, k := range r.Unknown {
+			src, _ := djinn.IDFromBytes("source", k.GetSource().GetServiceId())
+			g.Unknown = append(g.Unknown, fmt.Sprintf("%s event %d", refString(k.GetSource().GetEndpoint(), src), k.GetEventId()))
+		}
+		v.Registrations = append(v.Registrations, g)
+	}
+	return v
 }
 
 // mailboxRPC serves the EventMailbox service.

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -93,6 +95,16 @@ func renewalPart(s *Server) *part {
 			}
 		},
 		metrics: func() []prometheus.Collector { return renewalMetrics(st, svc) },
+		page: &page{title: "Renewal sets", actions: drop(s), view: func(context.Context, url.Values) (any, error) {
+			return s.renewalView(st, svc), nil
+		}},
+		principals: func() map[djinn.ID]string {
+			out := map[djinn.ID]string{}
+			for _, in := range st.List() {
+				out[in.Cookie] = in.Principal
+			}
+			return out
+		},
 	}
 }
 
@@ -107,6 +119,70 @@ func renewalMetrics(st *renewal.State, svc *renewal.Service) []prometheus.Collec
 		counter("djinn_renewal_unrecorded_total", "Renewal outcomes the log did not take (renewed again).", func() float64 { return float64(svc.Unrecorded.Load()) }),
 		counter("djinn_renewal_events_overflowed_total", "Renewal events not kept because their registration held its maximum undelivered.", func() float64 { return float64(st.Overflowed()) }),
 	}
+}
+
+// renewalView is the console's renewal page: every set with its client
+// leases, their desired expirations and last failures, and its listeners.
+func (s *Server) renewalView(st *renewal.State, svc *renewal.Service) any {
+	type clientLease struct {
+		Lease    string `json:"lease"`
+		Landlord string `json:"landlord"`
+		Expires  *int64 `json:"expires"`
+		Desired  *int64 `json:"desired"`
+		Error    string `json:"error,omitempty"`
+	}
+	type set struct {
+		ID              string        `json:"id"`
+		Lease           string        `json:"lease"`
+		Principal       string        `json:"principal"`
+		Expires         *int64        `json:"expires"`
+		FailureListener string        `json:"failureListener"`
+		WarningListener string        `json:"warningListener"`
+		Leases          []clientLease `json:"leases"`
+	}
+	ms := func(t time.Time) *int64 {
+		if !t.Before(djinn.EndOfTime) {
+			return nil
+		}
+		v := t.UnixMilli()
+		return &v
+	}
+	listener := func(l renewal.ListenerInfo, warning bool) string {
+		if l.Target == nil {
+			return ""
+		}
+		obj, _ := djinn.IDFromBytes("listener", l.Target.GetObjectId())
+		out := fmt.Sprintf("%s (%d pending)", refString(l.Target.GetEndpoint(), obj), l.Pending)
+		if warning {
+			out += ", warns " + djinn.FormatDuration(l.MinWarning) + " ahead"
+		}
+		return out
+	}
+	v := struct {
+		Now     int64  `json:"now"`
+		Leases  int    `json:"leases"`
+		Renewed uint64 `json:"renewed"`
+		Failed  uint64 `json:"failed"`
+		Sets    []set  `json:"sets"`
+	}{Now: s.nowMs(), Renewed: svc.Renewed.Load(), Failed: svc.Failed.Load(), Sets: []set{}}
+	for _, in := range st.List() {
+		v.Leases += in.Leases
+		if len(v.Sets) == maxListed {
+			continue
+		}
+		g := set{ID: fingerprint(in.ID), Lease: fingerprint(in.Cookie), Principal: in.Principal, Expires: s.expiresMs(in.Cookie),
+			FailureListener: listener(in.Listeners[0], false), WarningListener: listener(in.Listeners[1], true), Leases: []clientLease{}}
+		cls, _ := st.Leases(in.ID)
+		for _, c := range cls {
+			cl := clientLease{Lease: fingerprint(c.Cookie), Landlord: refString(c.Landlord.Endpoint, c.Landlord.Object), Expires: ms(c.Actual), Desired: ms(c.Desired)}
+			if c.LastErr != nil {
+				cl.Error = c.LastErr.GetMessage()
+			}
+			g.Leases = append(g.Leases, cl)
+		}
+		v.Sets = append(v.Sets, g)
+	}
+	return v
 }
 
 // renewalRPC serves the LeaseRenewalService.

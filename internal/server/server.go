@@ -75,6 +75,7 @@ type Server struct {
 	grpc      *grpc.Server
 	health    *health.Server
 	admin     *http.Server
+	adminTLS  *tls.Config // nil without TLS
 	grpcLn    net.Listener
 	adminLn   net.Listener
 	advertise string
@@ -113,6 +114,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 		s.Close()
 		return nil, err
 	}
+	s.adminTLS = adminTLS(t.server)
 	s.pool, s.peers = s.pools(t.out)
 	if err := s.open(t.peer, t.server); err != nil {
 		s.Close()
@@ -258,6 +260,10 @@ func (s *Server) openGRPC(serverTLS *tls.Config) error {
 // serve starts serving gRPC and the admin HTTP endpoints.
 func (s *Server) serve() {
 	s.admin = &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
+	ln := s.adminLn
+	if s.adminTLS != nil {
+		ln = tls.NewListener(ln, s.adminTLS)
+	}
 	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
@@ -267,7 +273,7 @@ func (s *Server) serve() {
 	}()
 	go func() {
 		defer s.wg.Done()
-		if err := s.admin.Serve(s.adminLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.admin.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("admin server stopped", "err", err)
 		}
 	}()
@@ -289,6 +295,14 @@ func (s *Server) Advertise() string { return s.advertise }
 
 // AdminAddr returns the admin HTTP address.
 func (s *Server) AdminAddr() string { return s.adminLn.Addr().String() }
+
+// AdminURL returns the admin port's base URL: https under TLS.
+func (s *Server) AdminURL() string {
+	if s.adminTLS != nil {
+		return "https://" + s.AdminAddr()
+	}
+	return "http://" + s.AdminAddr()
+}
 
 // RaftAddr returns the Raft address.
 func (s *Server) RaftAddr() string { return s.node.RaftAddr() }

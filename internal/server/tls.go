@@ -87,3 +87,17 @@ func onlyPeers(cs tls.ConnectionState) error {
 	}
 	return nil
 }
+
+// adminTLS is the admin port's configuration under TLS: the client
+// port's certificate and CA, a client certificate verified when given (the
+// console's identities, the operator's) but not asked of probes and
+// scrapers; nil without TLS.
+func adminTLS(server *tls.Config) *tls.Config {
+	if server == nil {
+		return nil
+	}
+	c := server.Clone()
+	c.ClientAuth = tls.VerifyClientCertIfGiven
+	c.NextProtos = []string{"http/1.1"}
+	return c
+}

@@ -2,6 +2,9 @@ package server
 
 import (
 	"context"
+	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -87,6 +90,18 @@ func txnPart(s *Server) *part {
 			}
 		},
 		metrics: func() []prometheus.Collector { return txnMetrics(st, s.txn) },
+		page: &page{
+			title:   "Transactions",
+			view:    func(_ context.Context, q url.Values) (any, error) { return s.txnView(st, q), nil },
+			actions: map[string]func(context.Context, string) error{"abort": s.abortTxn},
+		},
+		principals: func() map[djinn.ID]string {
+			out := map[djinn.ID]string{}
+			for _, in := range st.All(maxListed) {
+				out[in.Cookie] = in.Principal
+			}
+			return out
+		},
 	}
 }
 
@@ -102,6 +117,69 @@ func txnMetrics(st *txn.State, svc *txn.Service) []prometheus.Collector {
 		labelled("djinn_txn_outcomes_total", "Transactions decided, by outcome, as this node applied them.", "state", "ABORTED", func() float64 { return float64(st.Outcomes.Aborted.Load()) }),
 		gauge("djinn_txn_unreachable_participants", "Participants failing to take an outcome for longer than the abandon time (still retried).", func() float64 { return float64(svc.Unreachable.Load()) }),
 	}
+}
+
+// txnView is the console's transaction page: the newest transactions,
+// their participants' votes and who has not been told the outcome yet;
+// searched by state and principal.
+func (s *Server) txnView(st *txn.State, q url.Values) any {
+	type part struct {
+		Ref      string `json:"ref"`
+		Vote     string `json:"vote"`
+		Notified bool   `json:"notified"`
+	}
+	type transaction struct {
+		ID           uint64 `json:"id"`
+		State        string `json:"state"`
+		Principal    string `json:"principal"`
+		Parent       uint64 `json:"parent"`
+		Participants []part `json:"participants"`
+		Untold       int    `json:"untold"`
+	}
+	v := struct {
+		Now          int64         `json:"now"`
+		Active       int           `json:"active"`
+		Committed    uint64        `json:"committed"`
+		Aborted      uint64        `json:"aborted"`
+		Unreachable  int64         `json:"unreachable"`
+		Transactions []transaction `json:"transactions"`
+	}{Now: s.nowMs(), Committed: st.Outcomes.Committed.Load(), Aborted: st.Outcomes.Aborted.Load(), Unreachable: s.txn.Unreachable.Load(), Transactions: []transaction{}}
+	_, v.Active = st.Len()
+	for _, in := range st.All(maxListed) {
+		t := transaction{ID: in.ID, State: stateName(in.State), Principal: in.Principal, Parent: in.Parent, Participants: []part{}}
+		if q.Get("state") != "" && q.Get("state") != t.State || q.Get("principal") != "" && !strings.Contains(t.Principal, q.Get("principal")) {
+			continue
+		}
+		decided := in.State == txn.Committed || in.State == txn.Aborted
+		for _, p := range in.Parts {
+			obj, _ := djinn.IDFromBytes("participant", p.Ref.GetObjectId())
+			t.Participants = append(t.Participants, part{Ref: refString(p.Ref.GetEndpoint(), obj), Vote: stateName(p.Vote), Notified: p.Notified})
+			if decided && !p.Notified {
+				t.Untold++
+			}
+		}
+		v.Transactions = append(v.Transactions, t)
+	}
+	return v
+}
+
+// stateName is a transaction state as the console prints it: ACTIVE,
+// VOTING, PREPARED, NOTCHANGED, COMMITTED, ABORTED; "not voted" for a
+// participant's vote not yet given.
+func stateName(st djinnpb.TransactionState) string {
+	if st == djinnpb.TransactionState_TRANSACTION_STATE_UNSPECIFIED {
+		return "not voted"
+	}
+	return strings.TrimPrefix(st.String(), "TRANSACTION_STATE_")
+}
+
+// abortTxn is the operator's abort of transaction id, whoever owns it.
+func (s *Server) abortTxn(ctx context.Context, id string) error {
+	n, err := strconv.ParseUint(id, 10, 64)
+	if err != nil {
+		return djinn.Errorf(djinn.InvalidArgument, "transaction id %q: not a number", id)
+	}
+	return s.txn.ForceAbort(ctx, n)
 }
 
 // txnRPC serves the TransactionManager.

@@ -255,3 +255,15 @@ func Poll(d time.Duration, cond func() bool) bool {
 		}
 	}
 }
+
+// Secret returns s's join secret, which makes an operator of whoever
+// presents it (without mutual TLS): on the admin port, in the header
+// server.OperatorHeader.
+func Secret(t testing.TB, s *server.Server) string {
+	t.Helper()
+	sec, err := secret.Load(SecretFile(s))
+	if err != nil {
+		t.Fatalf("join secret of %s: %v", s.NodeID(), err)
+	}
+	return sec.String()
+}

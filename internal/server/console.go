@@ -1,0 +1,143 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/console"
+)
+
+// The web console on the admin port (package console). Each part that
+// has a page provides it: a read-only view of its state, read in process,
+// and the actions an operator may take on it. The console shows no
+// capability: lease cookies and the ids that are capabilities appear as
+// fingerprints (fingerprint), by which actions name them too.
+
+// page is a part's console page.
+type page struct {
+	title string
+	// view returns the page's JSON view, given its search terms.
+	view func(ctx context.Context, q url.Values) (any, error)
+	// actions are the operator's, by name; each takes the name of the
+	// object as the page shows it.
+	actions map[string]func(ctx context.Context, target string) error
+}
+
+// consoleSource gathers the enabled parts' pages for the console.
+func (s *Server) consoleSource() console.Source {
+	byName := map[string]*page{}
+	src := console.Source{
+		Operator: s.operatorHTTP,
+		Reader:   s.consoleReader,
+		Version:  s.node.AppliedIndex,
+		Done:     s.stop,
+	}
+	for _, p := range s.parts {
+		if p.page != nil && (p.enabled || p.name == "admin") {
+			byName[p.name] = p.page
+			src.Pages = append(src.Pages, console.Page{Name: pageName(p.name), Title: p.page.title})
+		}
+	}
+	find := func(name string) *page { return byName[partName(name)] }
+	src.View = func(ctx context.Context, name string, q url.Values) (any, error) {
+		return find(name).view(ctx, q)
+	}
+	src.Act = func(ctx context.Context, name, action, target string) error {
+		do, ok := find(name).actions[action]
+		if !ok {
+			return djinn.Errorf(djinn.InvalidArgument, "action %q: the %s page has no such action", action, name)
+		}
+		return do(ctx, target)
+	}
+	return src
+}
+
+// The console names the admin part's page "cluster" and the landlord's
+// "leases"; every other page is its part's name.
+func pageName(part string) string {
+	switch part {
+	case "admin":
+		return "cluster"
+	case "landlord":
+		return "leases"
+	}
+	return part
+}
+
+func partName(page string) string {
+	switch page {
+	case "cluster":
+		return "admin"
+	case "leases":
+		return "landlord"
+	}
+	return page
+}
+
+// consoleReader lets in whoever reaches the admin port, except that
+// under mutual TLS the console wants a verified client certificate, as
+// the client port does.
+func (s *Server) consoleReader(r *http.Request) error {
+	if !s.cfg.TLS.ClientAuth {
+		return nil
+	}
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+		return djinn.Errorf(djinn.PermissionDenied, "the console needs a client certificate from the cluster's CA, as the client port does")
+	}
+	return nil
+}
+
+// fingerprint names a capability without giving it away: the first 8
+// bytes of its SHA-256, in hex.
+func fingerprint(id djinn.ID) string {
+	sum := sha256.Sum256(id[:])
+	return hex.EncodeToString(sum[:8])
+}
+
+// expiresMs returns when the lease with cookie c expires, in ms since the
+// epoch: nil for Forever, now for a lease gone.
+func (s *Server) expiresMs(c djinn.ID) *int64 {
+	now := s.now()
+	in, ok := s.machine.Leases.Lookup(c, now)
+	if !ok {
+		ms := now.UnixMilli()
+		return &ms
+	}
+	if !in.Expires.Before(djinn.EndOfTime) {
+		return nil
+	}
+	ms := in.Expires.UnixMilli()
+	return &ms
+}
+
+// cancelLease is the operator's cancel of the lease whose cookie has
+// fingerprint fp: it ends whatever the lease guards.
+func (s *Server) cancelLease(ctx context.Context, fp string) error {
+	for _, l := range s.machine.Leases.List() {
+		if fingerprint(l.Cookie) == strings.ToLower(fp) {
+			return s.lessor.Cancel(ctx, []djinn.ID{l.Cookie})[0]
+		}
+	}
+	return djinn.Errorf(djinn.UnknownLease, "lease %s: no live lease has this fingerprint (expired or cancelled already)", fp)
+}
+
+// drop is the action that ends an object by cancelling its lease.
+var drop = func(s *Server) map[string]func(context.Context, string) error {
+	return map[string]func(context.Context, string) error{"drop": s.cancelLease}
+}
+
+// nowMs is the server's clock for the page's countdowns.
+func (s *Server) nowMs() int64 { return s.now().UnixMilli() }
+
+// refString prints a reference's endpoint and object.
+func refString(endpoint string, obj djinn.ID) string {
+	if obj.IsZero() {
+		return endpoint
+	}
+	return endpoint + "/" + obj.String()[:8]
+}

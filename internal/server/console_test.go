@@ -1,0 +1,228 @@
+package server_test
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/djinn-go/djinn/internal/server"
+	"github.com/djinn-go/djinn/internal/server/servertest"
+)
+
+// consoleGet reads a console view as JSON.
+func consoleGet(t *testing.T, srv *server.Server, path string) (int, map[string]any) {
+	t.Helper()
+	code, raw := consoleRaw(t, srv, path)
+	var v map[string]any
+	if err := json.Unmarshal([]byte(raw), &v); err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	return code, v
+}
+
+// consoleRaw reads a console view as it comes.
+func consoleRaw(t *testing.T, srv *server.Server, path string) (int, string) {
+	t.Helper()
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: servertest.Timeout}
+	resp, err := hc.Get("http://" + srv.AdminAddr() + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// consoleAct posts an action as the console's page does: confirmed, with
+// the join secret when one is given.
+func consoleAct(t *testing.T, srv *server.Server, page, action, target, secret string, confirmed bool) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest("POST", "http://"+srv.AdminAddr()+"/api/action/"+page+"/"+action, strings.NewReader(url.Values{"target": {target}}.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if confirmed {
+		req.Header.Set("Djinn-Confirm", "yes")
+	}
+	if secret != "" {
+		req.Header.Set(server.OperatorHeader, secret)
+	}
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: servertest.Timeout}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestConsoleViews: every page's view lists what was made in its service,
+// and shows no capability (lease cookies, registration ids) in the clear.
+func TestConsoleViews(t *testing.T) {
+	t.Parallel()
+	srv := servertest.Start(t, servertest.Config(t))
+	c := servertest.Dial(t, srv.Addr())
+	p := servertest.Populate(t, c, srv.Addr(), time.Minute)
+	code, pages := consoleRaw(t, srv, "/api/pages")
+	if code != http.StatusOK || strings.Count(pages, `"name"`) != 8 {
+		t.Fatalf("/api/pages: %d %s, want the 8 pages", code, pages)
+	}
+	for _, tt := range []struct {
+		page   string
+		want   []string
+		absent []string
+	}{
+		{"cluster", []string{`"state":"Leader"`, `"health":"healthy"`, srv.NodeID()}, nil},
+		{"leases", []string{"mailbox registration", "renewal set", "transaction", "lock set", "lock owner", "lookup registration", "lookup discovery registration"},
+			[]string{p.Mailbox.Lease.Cookie().String()}},
+		{"mailbox", []string{`"state":"disabled`, `"stored":`}, []string{p.Mailbox.ID.String()}},
+		{"renewal", []string{`"desired":`, `"landlord":`}, []string{p.Renewal.ID().String()}},
+		{"txn", []string{fmt.Sprintf(`"id":%d,"state":"ACTIVE"`, p.Txn.ID()), `"vote":"not voted"`}, nil},
+		{"lock", []string{`"w":1`, `"fence":1`}, []string{p.LockSet.ID().String()}},
+		{"lookup", []string{p.Item.ID.String(), `Name{name=\"` + p.ItemName, `"transitions"`}, nil},
+		{"lds", []string{p.LDSGroup}, nil},
+	} {
+		code, b := consoleRaw(t, srv, "/api/view/"+tt.page)
+		if code != http.StatusOK {
+			t.Errorf("%s: %d %s", tt.page, code, b)
+			continue
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(string(b), w) {
+				t.Errorf("%s view lacks %s: %s", tt.page, w, b)
+			}
+		}
+		for _, a := range tt.absent {
+			if strings.Contains(string(b), a) {
+				t.Errorf("%s view shows capability %s", tt.page, a)
+			}
+		}
+	}
+	code, v := consoleGet(t, srv, "/api/view/lookup?type=Nothing")
+	if code != http.StatusOK || v["total"] != float64(0) {
+		t.Errorf("lookup for type Nothing: %d %v, want no item", code, v["total"])
+	}
+	code, v = consoleGet(t, srv, "/api/view/lookup?attr=Name.name%3D"+p.ItemName)
+	if code != http.StatusOK || v["total"] != float64(1) {
+		t.Errorf("lookup by attribute: %d %v, want the item", code, v["total"])
+	}
+	if code, v := consoleGet(t, srv, "/api/view/lookup?attr=Name.=x"); code != http.StatusBadRequest {
+		t.Errorf("a bad attribute: %d %v, want 400 naming it", code, v)
+	}
+	if code, _ := consoleGet(t, srv, "/api/view/nothing"); code != http.StatusNotFound {
+		t.Errorf("an unknown page: %d, want 404", code)
+	}
+}
+
+// TestConsoleActionsNeedTheOperator: an action is refused without the
+// operator role or a confirmation, and done with both.
+func TestConsoleActionsNeedTheOperator(t *testing.T) {
+	t.Parallel()
+	srv := servertest.Start(t, servertest.Config(t))
+	c := servertest.Dial(t, srv.Addr())
+	p := servertest.Populate(t, c, srv.Addr(), time.Minute)
+	id := fmt.Sprint(p.Txn.ID())
+	if code, body := consoleAct(t, srv, "txn", "abort", id, "", true); code != http.StatusForbidden {
+		t.Errorf("abort without the operator role: %d %s, want 403", code, body)
+	}
+	if code, body := consoleAct(t, srv, "txn", "abort", id, "wrong", true); code != http.StatusForbidden {
+		t.Errorf("abort with a wrong secret: %d %s, want 403", code, body)
+	}
+	secret := servertest.Secret(t, srv)
+	if code, body := consoleAct(t, srv, "txn", "abort", id, secret, false); code != http.StatusBadRequest {
+		t.Errorf("abort unconfirmed: %d %s, want 400", code, body)
+	}
+	if code, body := consoleAct(t, srv, "txn", "explode", id, secret, true); code != http.StatusBadRequest {
+		t.Errorf("an unknown action: %d %s, want 400", code, body)
+	}
+	if code, body := consoleAct(t, srv, "txn", "abort", id, secret, true); code != http.StatusOK {
+		t.Fatalf("abort as operator: %d %s", code, body)
+	}
+	if _, b := consoleRaw(t, srv, "/api/view/txn?state=ABORTED"); !strings.Contains(b, fmt.Sprintf(`"id":%s,"state":"ABORTED"`, id)) {
+		t.Errorf("after the abort: %s", b)
+	}
+	// Dropping a registration cancels its lease: it leaves the page.
+	_, v := consoleGet(t, srv, "/api/view/mailbox")
+	regs := v["registrations"].([]any)
+	lease := regs[0].(map[string]any)["lease"].(string)
+	if code, body := consoleAct(t, srv, "mailbox", "drop", lease, secret, true); code != http.StatusOK {
+		t.Fatalf("drop as operator: %d %s", code, body)
+	}
+	if _, v = consoleGet(t, srv, "/api/view/mailbox"); len(v["registrations"].([]any)) != 0 {
+		t.Errorf("after the drop: %v", v["registrations"])
+	}
+	if code, body := consoleAct(t, srv, "mailbox", "drop", lease, secret, true); code != http.StatusNotFound {
+		t.Errorf("drop again: %d %s, want 404", code, body)
+	}
+}
+
+// TestConsoleUnderMutualTLS: under mutual TLS the admin port speaks TLS;
+// the console is read with a client certificate from the cluster's CA,
+// and its actions are an operator's (a principal named in the
+// configuration) alone.
+func TestConsoleUnderMutualTLS(t *testing.T) {
+	t.Parallel()
+	pki := servertest.NewPKI(t)
+	cfg := servertest.Config(t)
+	cfg.TLS = server.TLSConfig{Cert: pki.ServerCert, Key: pki.ServerKey, CA: pki.CA, ClientAuth: true}
+	cfg.Security.Operators = []string{"cn:console-admin"}
+	srv := servertest.Start(t, cfg)
+	if !strings.HasPrefix(srv.AdminURL(), "https://") {
+		t.Fatalf("admin URL %s under TLS", srv.AdminURL())
+	}
+	get := func(cert *tls.Certificate, method, path string) int {
+		t.Helper()
+		tc := &tls.Config{RootCAs: pki.Roots, MinVersion: tls.VersionTLS12}
+		if cert != nil {
+			tc.Certificates = []tls.Certificate{*cert}
+		}
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc, DisableKeepAlives: true}, Timeout: servertest.Timeout}
+		req, err := http.NewRequest(method, srv.AdminURL()+path, strings.NewReader("target=nobody"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Djinn-Confirm", "yes")
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	admin := pki.NewClient(t, "console-admin")
+	for _, tt := range []struct {
+		name         string
+		cert         *tls.Certificate
+		method, path string
+		want         int
+	}{
+		{"a probe needs no certificate", nil, "GET", "/healthz", http.StatusOK},
+		{"the console wants a client certificate", nil, "GET", "/api/view/cluster", http.StatusForbidden},
+		{"a client reads the console", &pki.Client, "GET", "/api/view/cluster", http.StatusOK},
+		{"a client is no operator", &pki.Client, "POST", "/api/action/cluster/remove", http.StatusForbidden},
+		{"an operator acts (on a member that is not there)", &admin, "POST", "/api/action/cluster/remove", http.StatusNotFound},
+	} {
+		if got := get(tt.cert, tt.method, tt.path); got != tt.want {
+			t.Errorf("%s: %s %s answered %d, want %d", tt.name, tt.method, tt.path, got, tt.want)
+		}
+	}
+	// Plain HTTP gets no answer from a TLS port.
+	if resp, err := http.Get("http://" + srv.AdminAddr() + "/healthz"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Errorf("plain HTTP served under TLS")
+		}
+	}
+}
