@@ -683,7 +683,9 @@ type LockSetDescription struct {
 	// 2.5's create_related).
 	Related []djinn.ID
 	// Lease is the set's lease as the service holds it, with the time it
-	// had left; nil once it ended.
+	// had left; nil once it ended, and for anyone but the set's creator
+	// (its principal): a set's id lets one lock in it, not keep it alive
+	// or end it.
 	Lease *Lease
 	// Holders hold locks, in the service's order; Waiters wait for one, in
 	// queue order (CC 1.3.1.3).

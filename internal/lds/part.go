@@ -2,6 +2,7 @@ package lds
 
 import (
 	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/quota"
 	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
@@ -28,6 +29,6 @@ func (s *State) Part() state.Part {
 			return state.Each(recs), err
 		},
 		Reset:  s.Reset,
-		Leases: []state.LeaseKind{{Kind: LeaseKind, Name: "lookup discovery registration", Ended: func(o lease.Owner) { s.LeaseEnded(o.ID) }}},
+		Leases: []state.LeaseKind{{Kind: LeaseKind, Name: "lookup discovery registration", Quota: quota.LDSRegistrations, Ended: func(o lease.Owner) { s.LeaseEnded(o.ID) }}},
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/event"
 	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/principal"
 	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
@@ -156,7 +157,7 @@ func (s *Service) Register(ctx context.Context, req *djinnpb.LDSRegisterRequest)
 	cookie := djinn.NewID()
 	res, err := s.log.Propose(ctx, &statepb.Command{NowUnixNanos: now.UnixNano(), Op: &statepb.Command_LdsRegister{LdsRegister: &statepb.LDSRegister{
 		AllGroups: req.GetAllGroups(), Groups: groups, Locators: locators, Listener: req.GetListener(), Handback: req.GetHandback(),
-		Cookie: cookie[:], ExpiresUnixNanos: wire.Nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp),
+		Cookie: cookie[:], ExpiresUnixNanos: wire.Nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp), Principal: principal.From(ctx),
 	}}})
 	if err != nil {
 		return Registered{}, err
@@ -177,7 +178,7 @@ func (s *Service) registration(cookie []byte) (djinn.ID, error) {
 		return djinn.ID{}, err
 	}
 	if li, ok := s.lessor.Table().Lookup(c, s.now()); !ok || li.Owner.Kind != LeaseKind {
-		return djinn.ID{}, errNoRegistration
+		return djinn.ID{}, ErrNoRegistration
 	}
 	return c, nil
 }

@@ -145,7 +145,7 @@ func TestServiceArguments(t *testing.T) {
 			t.Fatal(errs[0])
 		}
 		other := djinn.NewID()
-		if err := f.log.M.Leases.ApplyGrant(other, lease.Owner{Kind: lock.SetLeaseKind, ID: other}, time.Now().Add(time.Hour).UnixNano(), 0); err != nil {
+		if err := f.log.M.Leases.ApplyGrant(other, lease.Owner{Kind: lock.SetLeaseKind, ID: other}, "", time.Now().Add(time.Hour).UnixNano(), 0); err != nil {
 			t.Fatal(err)
 		}
 		reg := func(r *djinnpb.LDSRegisterRequest) func() error {

@@ -288,12 +288,14 @@ func (s *State) reconcileLocked(g *registration) []Delivery {
 func (s *State) findLocked(cookie djinn.ID) (*registration, error) {
 	g, ok := s.regs[cookie]
 	if !ok {
-		return nil, errNoRegistration
+		return nil, ErrNoRegistration
 	}
 	return g, nil
 }
 
-var errNoRegistration = djinn.Errorf(djinn.NoSuchObject, "lookup discovery registration: no such registration (its lease ended or was cancelled)")
+// ErrNoRegistration answers for a registration that does not exist — or
+// is another principal's, to whom it does not.
+var ErrNoRegistration = djinn.Errorf(djinn.NoSuchObject, "lookup discovery registration: no such registration (its lease ended or was cancelled)")
 
 // ApplyRegister makes a registration (LD.3.1), grants its lease and
 // returns its event id, a number no other registration had. The live
@@ -324,7 +326,7 @@ func (s *State) ApplyRegister(c *statepb.LDSRegister) (int64, error) {
 	if _, ok := s.regs[cookie]; ok {
 		return 0, djinn.Errorf(djinn.Internal, "lease cookie %s: in use", cookie)
 	}
-	if err := s.leases.ApplyGrant(cookie, lease.Owner{Kind: LeaseKind, ID: cookie}, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
+	if err := s.leases.ApplyGrant(cookie, lease.Owner{Kind: LeaseKind, ID: cookie}, c.GetPrincipal(), c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
 		return 0, err
 	}
 	s.nextEvent++

@@ -36,4 +36,18 @@
 // the state machine hands it to the service that owns its kind. A service
 // that ends its own lease (a decided transaction, a replaced registration)
 // calls ApplyRelease, and nobody is told.
+//
+// # Owners and holders
+//
+// Every lease belongs to the principal whose call created it (DESIGN.md
+// 7); the table keeps it (Principal) and counts each principal's leases in
+// the state machine's quota ledger (Quotas): all its leases, and those of
+// each kind that has a quota, refusing a grant past a limit inside Apply.
+// A lease's cookie is a capability: any holder may renew it, as a renewal
+// service renews its clients' leases. What a holder that is not the owner
+// may do stops there: its renewal never brings the expiration earlier
+// (Table.Renew), and cancelling — ending the lease — is the owner's (the
+// server's rule for Cancel answers UnknownLease to anyone else). So a
+// cookie handed to a helper can keep a resource alive but never destroy
+// it.
 package lease

@@ -72,16 +72,24 @@ type undo struct {
 	gen uint16 // the record's gen right after the renewal
 }
 
-// Renew renews leases at now (LE.2.2): cookies[i] for durations[i], each
-// negotiated by its kind's policy. A renewal whose new expiration passes
-// the lease's logged horizon is granted in memory and listed in the
-// returned Pending, with the horizon (slack past it) to log first.
-func (t *Table) Renew(now time.Time, slack time.Duration, cookies []djinn.ID, durations []time.Duration) ([]RenewResult, Pending) {
+// Renew renews leases at now (LE.2.2) for holder: cookies[i] for
+// durations[i], each negotiated by its kind's policy. A renewal whose new
+// expiration passes the lease's logged horizon is granted in memory and
+// listed in the returned Pending, with the horizon (slack past it) to log
+// first.
+//
+// A holder that is not the lease's principal holds its cookie as a
+// capability to keep it alive (a renewal service does): its renewal never
+// brings the expiration earlier. Asked for less than the lease has left,
+// it is granted what it asked and the lease keeps its later expiration,
+// which only the owner may bring forward (or end, with cancel).
+func (t *Table) Renew(now time.Time, slack time.Duration, holder string, cookies []djinn.ID, durations []time.Duration) ([]RenewResult, Pending) {
 	out := make([]RenewResult, len(cookies))
 	var p Pending
 	n := now.UnixNano()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	who, known := t.numbers[holder]
 	for i, c := range cookies {
 		d := durations[i]
 		if err := CheckRenewal(d); err != nil {
@@ -99,6 +107,10 @@ func (t *Table) Renew(now time.Time, slack time.Duration, cookies []djinn.ID, du
 		}
 		g := t.policyLocked(Kind(r.kind)).Renewal(d, remaining)
 		exp := toNanos(djinn.AddDuration(now, g))
+		if exp < r.expires && (!known || r.principal != who) {
+			out[i].Granted = g // the lease lives on as it was
+			continue
+		}
 		old := r.expires
 		t.setExpiresLocked(r, exp)
 		out[i].Granted = g

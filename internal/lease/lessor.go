@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/principal"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
 
@@ -149,7 +150,7 @@ func (l *Lessor) RenewAll(ctx context.Context, cookies []djinn.ID, durations []t
 		}
 		return out
 	}
-	out, pending := l.table.Renew(l.cfg.Now(), l.cfg.Slack, cookies, durations)
+	out, pending := l.table.Renew(l.cfg.Now(), l.cfg.Slack, principal.From(ctx), cookies, durations)
 	if len(pending.Horizons) > 0 {
 		l.HorizonSyncs.Add(uint64(len(pending.Horizons)))
 		if _, err := l.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LeaseHorizon{LeaseHorizon: &statepb.LeaseHorizon{Entries: pending.Horizons}}}); err != nil {

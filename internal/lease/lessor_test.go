@@ -129,7 +129,7 @@ func (f *fixture) stop() {
 func (f *fixture) grant(d time.Duration) djinn.ID {
 	c := djinn.NewID()
 	exp := djinn.AddDuration(time.Now(), d)
-	if err := f.table.ApplyGrant(c, Owner{Kind: testKind, ID: c}, toNanos(exp), f.lessor.Horizon(exp)); err != nil {
+	if err := f.table.ApplyGrant(c, Owner{Kind: testKind, ID: c}, "", toNanos(exp), f.lessor.Horizon(exp)); err != nil {
 		f.t.Fatal(err)
 	}
 	synctest.Wait()

@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/quota"
 )
 
 // TestScripts runs the lease protocol scripts under testdata/: commands
@@ -78,10 +79,28 @@ func (w *leaseWorld) run(t *testing.T, d *datadriven.TestData) string {
 	case "grant":
 		exp := toNanos(djinn.AddDuration(w.at(), scriptDuration(t, d, "for")))
 		c := w.cookie(lease)
-		if err := w.t.ApplyGrant(c, Owner{Kind: 1, ID: c}, exp, horizonOf(exp, w.slack)); err != nil {
+		var p string
+		d.MaybeScanArgs(t, "principal", &p)
+		if err := w.t.ApplyGrant(c, Owner{Kind: 1, ID: c}, p, exp, horizonOf(exp, w.slack)); err != nil {
 			return err.Error()
 		}
 		return w.show()
+	case "quota":
+		// quota per=N total=N: the limits on leases of kind 1, each
+		// principal's and all together (the quota test-kind).
+		var per, total int64
+		d.MaybeScanArgs(t, "per", &per)
+		d.MaybeScanArgs(t, "total", &total)
+		w.t.SetQuota(1, "test-kind")
+		w.t.Quotas().ApplyLimits(quota.Limits{"test-kind": {PerPrincipal: per, Total: total}}.Proto())
+		return "ok"
+	case "held":
+		var b strings.Builder
+		for _, p := range strings.Fields(d.Input) {
+			fmt.Fprintf(&b, "%s holds %d leases, %d of the test kind\n", p, w.t.Quotas().Held(p, quota.Leases), w.t.Quotas().Held(p, "test-kind"))
+		}
+		fmt.Fprintf(&b, "all hold %d leases", w.t.Quotas().Total(quota.Leases))
+		return b.String()
 	case "renew":
 		return w.renew(t, d, lease)
 	case "checkpoint":
@@ -132,7 +151,9 @@ func (w *leaseWorld) restart(grace time.Duration) string {
 // script says the log refuses it (refused).
 func (w *leaseWorld) renew(t *testing.T, d *datadriven.TestData, lease string) string {
 	c := w.cookie(lease)
-	res, pending := w.t.Renew(w.at(), w.slack, []djinn.ID{c}, []time.Duration{scriptDuration(t, d, "for")})
+	var by string
+	d.MaybeScanArgs(t, "by", &by)
+	res, pending := w.t.Renew(w.at(), w.slack, by, []djinn.ID{c}, []time.Duration{scriptDuration(t, d, "for")})
 	var b strings.Builder
 	if res[0].Err != nil {
 		fmt.Fprintf(&b, "refused: %v\n", res[0].Err)

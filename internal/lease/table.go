@@ -7,18 +7,20 @@ import (
 	"time"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/quota"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
 
 // never is the expiration of a Forever lease, in unix nanoseconds.
 const never = math.MaxInt64
 
-// record is one lease. cookie, owner and horizon are replicated state;
-// expires is the leader's live expiration (on followers, the last logged
-// one); heapKey and heapIdx place it in the expiry heap.
+// record is one lease. cookie, owner, principal and horizon are
+// replicated state; expires is the leader's live expiration (on
+// followers, the last logged one); heapKey and heapIdx place it in the
+// expiry heap.
 //
-// Fields are ordered so a record fills a 64-byte size class exactly: a
-// million leases are 64 MB of records.
+// A record takes the 80-byte size class: a million leases are 80 MB of
+// records.
 type record struct {
 	cookie  djinn.ID
 	ownerID djinn.ID
@@ -30,29 +32,80 @@ type record struct {
 	// gen changes with every in-memory change of expires, so an undo can
 	// tell whether anything renewed the lease after it.
 	gen uint16
+	// principal is the lease's principal, by its number in the table's
+	// principals.
+	principal uint32
 }
 
 func (r *record) owner() Owner { return Owner{Kind: Kind(r.kind), ID: r.ownerID} }
 
-// Table is the set of live leases.
+// Table is the set of live leases. Every lease belongs to a principal,
+// and the table counts each principal's leases in its quota ledger: all
+// of them (quota.Leases), and those of each kind that has a quota
+// (SetQuota), refusing a grant past a limit.
 type Table struct {
 	mu sync.Mutex
-	// leases, byExpiry and policies are guarded by mu.
+	// leases, byExpiry, policies, quotas, principals and numbers are
+	// guarded by mu.
 	leases   map[djinn.ID]*record
 	byExpiry expiryHeap
 	policies map[Kind]Policy
+	quotas   map[Kind]quota.Name
+	// principals are the principals leases have had, numbered in the
+	// order they came (0 is ""); numbers finds a principal's number.
+	principals []string
+	numbers    map[string]uint32
 	// wake is signalled (without blocking) when the earliest expiration
 	// moves earlier, so the expiry loop can re-arm its timer.
 	wake chan struct{}
+
+	ledger *quota.Ledger
 }
 
-// NewTable returns an empty table.
+// NewTable returns an empty table with an empty ledger.
 func NewTable() *Table {
 	return &Table{
-		leases:   make(map[djinn.ID]*record),
-		policies: make(map[Kind]Policy),
-		wake:     make(chan struct{}, 1),
+		leases:     make(map[djinn.ID]*record),
+		policies:   make(map[Kind]Policy),
+		quotas:     make(map[Kind]quota.Name),
+		principals: []string{""},
+		numbers:    map[string]uint32{"": 0},
+		wake:       make(chan struct{}, 1),
+		ledger:     quota.New(),
 	}
+}
+
+// Quotas returns the ledger the table counts leases in: the replicated
+// state machine's, which the services count their other holdings in too.
+func (t *Table) Quotas() *quota.Ledger { return t.ledger }
+
+// SetQuota makes the leases of kind k count towards quota q too.
+func (t *Table) SetQuota(k Kind, q quota.Name) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.quotas[k] = q
+}
+
+// numberLocked returns principal p's number, giving it one if it has none.
+func (t *Table) numberLocked(p string) uint32 {
+	if n, ok := t.numbers[p]; ok {
+		return n
+	}
+	n := uint32(len(t.principals))
+	t.principals = append(t.principals, p)
+	t.numbers[p] = n
+	return n
+}
+
+// Principal returns the principal of a live lease.
+func (t *Table) Principal(cookie djinn.ID) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.leases[cookie]
+	if !ok {
+		return "", false
+	}
+	return t.principals[r.principal], true
 }
 
 // SetPolicy sets the lease policy of a kind of owner.
@@ -107,19 +160,66 @@ func (t *Table) Alive(cookie djinn.ID, now time.Time) bool {
 	return ok && r.expires > now.UnixNano()
 }
 
-// ApplyGrant records a new lease. The owning service calls it from its own
-// command's Apply. A cookie already in use is refused: cookies are random,
-// so this only happens when a command is replayed in error.
-func (t *Table) ApplyGrant(cookie djinn.ID, owner Owner, expires, horizon int64) error {
+// ApplyGrant records a new lease of principal p. The owning service calls
+// it from its own command's Apply, before it changes anything of its own:
+// a grant that would take p (or all principals) past a quota is refused
+// with ResourceExhausted, and nothing changes. A cookie already in use is
+// refused too: cookies are random, so this only happens when a command is
+// replayed in error.
+func (t *Table) ApplyGrant(cookie djinn.ID, owner Owner, p string, expires, horizon int64) error {
+	return t.grant(cookie, owner, p, expires, horizon, true)
+}
+
+// CheckGrant answers what ApplyGrant would answer for the quotas of a new
+// lease of kind k for principal p, granting nothing: for a service that
+// must know before it changes its own state.
+func (t *Table) CheckGrant(k Kind, p string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.checkLocked(k, p)
+}
+
+func (t *Table) checkLocked(k Kind, p string) error {
+	if err := t.ledger.Check(p, quota.Leases, 1); err != nil {
+		return err
+	}
+	if q, ok := t.quotas[k]; ok {
+		return t.ledger.Check(p, q, 1)
+	}
+	return nil
+}
+
+// ApplyGrantReplacing grants a lease that takes the place of lease prev of
+// the same principal (a registration made again), ending prev without
+// telling anyone: what p holds does not change, so no quota refuses it.
+func (t *Table) ApplyGrantReplacing(prev, cookie djinn.ID, owner Owner, p string, expires, horizon int64) error {
+	if err := t.grant(cookie, owner, p, expires, horizon, false); err != nil {
+		return err
+	}
+	t.ApplyRelease(prev[:])
+	return nil
+}
+
+func (t *Table) grant(cookie djinn.ID, owner Owner, p string, expires, horizon int64, check bool) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, ok := t.leases[cookie]; ok {
 		return djinn.Errorf(djinn.Internal, "lease %s: cookie already in use", cookie)
 	}
+	if check {
+		if err := t.checkLocked(owner.Kind, p); err != nil {
+			return err
+		}
+	}
+	q, counted := t.quotas[owner.Kind]
+	t.ledger.Add(p, quota.Leases, 1)
+	if counted {
+		t.ledger.Add(p, q, 1)
+	}
 	if horizon < expires {
 		horizon = expires
 	}
-	r := &record{cookie: cookie, ownerID: owner.ID, kind: uint16(owner.Kind), expires: expires, horizon: horizon}
+	r := &record{cookie: cookie, ownerID: owner.ID, kind: uint16(owner.Kind), expires: expires, horizon: horizon, principal: t.numberLocked(p)}
 	t.leases[cookie] = r
 	t.pushLocked(r)
 	return nil
@@ -150,6 +250,10 @@ func (t *Table) ApplyCancel(cookies [][]byte) ([]error, []Owner) {
 	}
 	return errs, owners
 }
+
+// UnknownLease is the error for a lease that is unknown, expired or
+// cancelled — or another principal's, to whom it does not exist.
+func UnknownLease(c djinn.ID) error { return unknownLease(c) }
 
 func unknownLease(c djinn.ID) error {
 	return djinn.Errorf(djinn.UnknownLease, "lease %s: unknown, expired or cancelled", c)
@@ -217,17 +321,19 @@ func (t *Table) Records() []*statepb.LeaseRecord {
 		out = append(out, &statepb.LeaseRecord{
 			Cookie: r.cookie[:], OwnerKind: uint32(r.kind), OwnerId: r.ownerID[:],
 			ExpiresUnixNanos: min(r.expires, r.horizon), HorizonUnixNanos: r.horizon,
+			Principal: t.principals[r.principal],
 		})
 	}
 	return out
 }
 
-// Reset empties the table before a restore.
+// Reset empties the table, and its ledger, before a restore.
 func (t *Table) Reset() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.leases = make(map[djinn.ID]*record)
 	t.byExpiry = nil
+	t.ledger.Reset()
 }
 
 // Restore adds one snapshot record.
@@ -240,7 +346,8 @@ func (t *Table) Restore(rec *statepb.LeaseRecord) error {
 	if err != nil {
 		return err
 	}
-	return t.ApplyGrant(c, Owner{Kind: Kind(rec.GetOwnerKind()), ID: o}, rec.GetExpiresUnixNanos(), rec.GetHorizonUnixNanos())
+	// Counted, never refused: the lease exists.
+	return t.grant(c, Owner{Kind: Kind(rec.GetOwnerKind()), ID: o}, rec.GetPrincipal(), rec.GetExpiresUnixNanos(), rec.GetHorizonUnixNanos(), false)
 }
 
 // setExpiresLocked changes a lease's live expiration, keeping the expiry
@@ -274,6 +381,11 @@ func (t *Table) pushLocked(r *record) {
 }
 
 func (t *Table) removeLocked(r *record) {
+	p := t.principals[r.principal]
+	t.ledger.Release(p, quota.Leases, 1)
+	if q, ok := t.quotas[Kind(r.kind)]; ok {
+		t.ledger.Release(p, q, 1)
+	}
 	delete(t.leases, r.cookie)
 	if i := int(r.heapIdx); i >= 0 && i < len(t.byExpiry) && t.byExpiry[i] == r {
 		heap.Remove(&t.byExpiry, i)

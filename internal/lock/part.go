@@ -2,6 +2,7 @@ package lock
 
 import (
 	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/quota"
 	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
@@ -33,8 +34,8 @@ func (s *State) Part() state.Part {
 		},
 		Reset: s.Reset,
 		Leases: []state.LeaseKind{
-			{Kind: SetLeaseKind, Name: "lock set", Ended: s.LeaseEnded},
-			{Kind: OwnerLeaseKind, Name: "lock owner", Ended: s.LeaseEnded},
+			{Kind: SetLeaseKind, Name: "lock set", Quota: quota.LockSets, Ended: s.LeaseEnded},
+			{Kind: OwnerLeaseKind, Name: "lock owner", Quota: quota.LockOwners, Ended: s.LeaseEnded},
 		},
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/principal"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
@@ -190,7 +191,7 @@ func (s *Service) CreateSet(ctx context.Context, related []byte, transactional b
 	id, cookie := djinn.NewID(), djinn.NewID()
 	_, err := s.log.Propose(ctx, &statepb.Command{NowUnixNanos: now.UnixNano(), Op: &statepb.Command_LockCreateSet{LockCreateSet: &statepb.LockCreateSet{
 		SetId: id[:], Cookie: cookie[:], ExpiresUnixNanos: wire.Nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp),
-		Related: related, Transactional: transactional,
+		Related: related, Transactional: transactional, Principal: principal.From(ctx),
 	}}})
 	if err != nil {
 		return Created{}, err
@@ -214,7 +215,7 @@ func (s *Service) CreateOwner(ctx context.Context, d time.Duration) (Created, er
 	exp := djinn.AddDuration(now, granted)
 	cookie := djinn.NewID()
 	_, err := s.log.Propose(ctx, &statepb.Command{NowUnixNanos: now.UnixNano(), Op: &statepb.Command_LockCreateOwner{LockCreateOwner: &statepb.LockCreateOwner{
-		Cookie: cookie[:], ExpiresUnixNanos: wire.Nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp),
+		Cookie: cookie[:], ExpiresUnixNanos: wire.Nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp), Principal: principal.From(ctx),
 	}}})
 	if err != nil {
 		return Created{}, err
@@ -397,8 +398,11 @@ func (s *Service) DropLocks(ctx context.Context, set []byte, mgr *djinnpb.Ref, i
 	return err
 }
 
-// Describe returns a lock set, with its lease as it stands.
-func (s *Service) Describe(set []byte) (SetView, *djinnpb.Lease, error) {
+// Describe returns a lock set, with its lease as it stands — to the set's
+// owner only: the set id is a capability to lock and unlock, and its
+// lease's cookie one to keep it alive, which its creator hands out if it
+// wants to, never Describe.
+func (s *Service) Describe(ctx context.Context, set []byte) (SetView, *djinnpb.Lease, error) {
 	if err := s.leading(); err != nil {
 		return SetView{}, nil, err
 	}
@@ -408,6 +412,9 @@ func (s *Service) Describe(set []byte) (SetView, *djinnpb.Lease, error) {
 	}
 	var l *djinnpb.Lease
 	now := s.now()
+	if p, _ := s.lessor.Table().Principal(v.Cookie); p != principal.From(ctx) {
+		return v, nil, nil
+	}
 	if li, ok := s.lessor.Table().Lookup(v.Cookie, now); ok {
 		l = lease.Proto(s.self(), v.Cookie, djinn.Remaining(li.Expires, now))
 	}

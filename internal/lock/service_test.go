@@ -126,7 +126,7 @@ func TestRetriedRequestGetsItsGrant(t *testing.T) {
 		if b := f.lock(set, o, lock.R, 77); b != a {
 			t.Fatalf("retried request: fence %d, want the first grant's %d", b, a)
 		}
-		v, _, err := f.svc.Describe(set)
+		v, _, err := f.svc.Describe(context.Background(), set)
 		if err != nil || len(v.Holders) != 1 || len(v.Holders[0].Locks) != 1 {
 			t.Fatalf("after a retry: %+v %v, want one lock", v, err)
 		}
@@ -162,7 +162,7 @@ func TestOrphanedWaitersCancelled(t *testing.T) {
 		}()
 		time.Sleep(11 * time.Second)
 		synctest.Wait()
-		v, _, err := g.svc.Describe(set)
+		v, _, err := g.svc.Describe(context.Background(), set)
 		if err != nil || len(v.Waiters) != 1 || v.Waiters[0].Request != 3 {
 			t.Fatalf("waiters after the grace period: %+v %v, want only the one whose caller came back", v.Waiters, err)
 		}
@@ -201,7 +201,7 @@ func TestParticipantVotes(t *testing.T) {
 		if err := f.svc.End(ctx, mgrProto(), 11, true); err != nil {
 			t.Fatal(err)
 		}
-		v, _, _ := f.svc.Describe(set)
+		v, _, _ := f.svc.Describe(context.Background(), set)
 		if len(v.Holders) != 1 || v.Holders[0].Txn.ID != 10 || len(v.Holders[0].Locks) != 3 {
 			t.Fatalf("after the child committed: %+v, want the parent holding all three locks", v.Holders)
 		}
@@ -217,7 +217,7 @@ func TestParticipantVotes(t *testing.T) {
 		if v, err := f.svc.PrepareAndCommit(ctx, mgrProto(), 10); err != nil || v != djinnpb.TransactionState_TRANSACTION_STATE_COMMITTED {
 			t.Fatalf("prepareAndCommit of the parent: %v %v", v, err)
 		}
-		if v, _, _ := f.svc.Describe(set); len(v.Holders) != 0 {
+		if v, _, _ := f.svc.Describe(context.Background(), set); len(v.Holders) != 0 {
 			t.Fatalf("after the family committed: %+v, want no holders", v.Holders)
 		}
 	})
@@ -239,15 +239,15 @@ func TestSnapshotKeepsEverything(t *testing.T) {
 		f.lock(s2, b, lock.R, 6)
 		go func() { _, _, _ = f.svc.Lock(context.Background(), s1, b, lock.W, 0, false, 7) }()
 		synctest.Wait()
-		before1, _, _ := f.svc.Describe(s1)
-		before2, _, _ := f.svc.Describe(s2)
+		before1, _, _ := f.svc.Describe(context.Background(), s1)
+		before2, _, _ := f.svc.Describe(context.Background(), s2)
 		g := f.restart()
 		defer g.stop()
-		after1, _, err := g.svc.Describe(s1)
+		after1, _, err := g.svc.Describe(context.Background(), s1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		after2, _, _ := g.svc.Describe(s2)
+		after2, _, _ := g.svc.Describe(context.Background(), s2)
 		if len(after1.Holders) != len(before1.Holders) || len(after1.Waiters) != 1 || after1.Waiters[0].Request != 7 ||
 			len(after1.Related) != 1 || !bytes.Equal(after1.Related[0][:], s2) || after1.Fence != before1.Fence ||
 			len(after2.Holders) != len(before2.Holders) {
@@ -334,7 +334,7 @@ func TestDropLocks(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i, s := range [][]byte{s1, s2, s3} {
-			v, _, err := f.svc.Describe(s)
+			v, _, err := f.svc.Describe(context.Background(), s)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -377,7 +377,7 @@ func TestRemovedSetsMakeRoom(t *testing.T) {
 		if err := <-refused; !errors.Is(err, djinn.ErrNoSuchObject) {
 			t.Fatalf("a request waiting in a set that went: %v, want NoSuchObject", err)
 		}
-		if _, _, err := f.svc.Describe(sets[1]); !errors.Is(err, djinn.ErrNoSuchObject) {
+		if _, _, err := f.svc.Describe(context.Background(), sets[1]); !errors.Is(err, djinn.ErrNoSuchObject) {
 			t.Fatalf("a removed set: %v, want NoSuchObject", err)
 		}
 		g := f.restart()
@@ -388,7 +388,7 @@ func TestRemovedSetsMakeRoom(t *testing.T) {
 				t.Fatalf("new set %d: first fence %d, want 1", i, fence)
 			}
 		}
-		if v, _, err := g.svc.Describe(sets[0]); err != nil || len(v.Holders) != 0 {
+		if v, _, err := g.svc.Describe(context.Background(), sets[0]); err != nil || len(v.Holders) != 0 {
 			t.Fatalf("the set that stayed: %+v %v", v, err)
 		}
 	})

@@ -236,7 +236,7 @@ func (s *State) ApplyCreateSet(c *statepb.LockCreateSet) error {
 	if err := s.table.CreateSet(tid, related, c.GetTransactional()); err != nil {
 		return err
 	}
-	if err := s.leases.ApplyGrant(cookie, lease.Owner{Kind: SetLeaseKind, ID: id}, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
+	if err := s.leases.ApplyGrant(cookie, lease.Owner{Kind: SetLeaseKind, ID: id}, c.GetPrincipal(), c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
 		_, _ = s.table.RemoveSet(tid)
 		return err
 	}
@@ -262,7 +262,7 @@ func (s *State) ApplyCreateOwner(c *statepb.LockCreateOwner) error {
 	if _, ok := s.owners[cookie]; ok {
 		return djinn.Errorf(djinn.InvalidArgument, "%s: exists", ownerName(cookie))
 	}
-	if err := s.leases.ApplyGrant(cookie, lease.Owner{Kind: OwnerLeaseKind, ID: cookie}, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
+	if err := s.leases.ApplyGrant(cookie, lease.Owner{Kind: OwnerLeaseKind, ID: cookie}, c.GetPrincipal(), c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
 		return err
 	}
 	s.nextID++

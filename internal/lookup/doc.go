@@ -60,6 +60,21 @@
 // the indexes hold their sets in their maps, and a field value's index key
 // shares the bytes of the one item that has it.
 //
+// # Ownership
+//
+// An item belongs to the principal that registered it (its lease's
+// principal, DESIGN.md 7): registering again under its service id replaces
+// it only for that principal. Anyone else is refused with PermissionDenied
+// — in Apply, so two principals racing for one id cannot both win — and
+// the owner's item, lease and attributes stay. The refusal says only that
+// another principal's item holds the id, which a lookup by that id shows
+// anyone, and nothing of the item, its owner or its lease: treating the id
+// as free would let anyone replace a live service (the lookup service is
+// where clients find it), and answering "not found" would be false, since
+// a lookup finds it. Changing attributes is the owner's too (the server's
+// rule for those calls), while its lease's cookie lets any holder renew
+// it. Items and watches count towards their principal's quotas.
+//
 // # Errors
 //
 // Every bad argument gets a djinn error naming the bad value: InvalidArgument

@@ -2,6 +2,7 @@ package lookup
 
 import (
 	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/quota"
 	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
@@ -29,8 +30,8 @@ func (s *State) Part() state.Part {
 		},
 		Reset: s.Reset,
 		Leases: []state.LeaseKind{
-			{Kind: ItemLeaseKind, Name: "lookup registration", Ended: s.LeaseEnded},
-			{Kind: WatchLeaseKind, Name: "lookup notification", Ended: s.LeaseEnded},
+			{Kind: ItemLeaseKind, Name: "lookup registration", Quota: quota.LookupItems, Ended: s.LeaseEnded},
+			{Kind: WatchLeaseKind, Name: "lookup notification", Quota: quota.LookupWatches, Ended: s.LeaseEnded},
 		},
 	}
 }

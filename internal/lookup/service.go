@@ -10,6 +10,7 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/event"
 	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/principal"
 	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
@@ -179,6 +180,7 @@ func (s *Service) Register(ctx context.Context, item *djinnpb.ServiceItem, d tim
 	cookie := djinn.NewID()
 	_, err = s.log.Propose(ctx, &statepb.Command{NowUnixNanos: now.UnixNano(), Op: &statepb.Command_LookupRegister{LookupRegister: &statepb.LookupRegister{
 		Item: wire.Item(it), Cookie: cookie[:], ExpiresUnixNanos: wire.Nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp),
+		Principal: principal.From(ctx),
 	}}})
 	if err != nil {
 		return Registered{}, err
@@ -265,7 +267,7 @@ func (s *Service) Notify(ctx context.Context, tmpl *djinnpb.ServiceTemplate, tra
 	cookie := djinn.NewID()
 	res, err := s.log.Propose(ctx, &statepb.Command{NowUnixNanos: now.UnixNano(), Op: &statepb.Command_LookupNotify{LookupNotify: &statepb.LookupNotify{
 		Template: tmpl, Transitions: transitions, Listener: listener, Handback: handback,
-		Cookie: cookie[:], ExpiresUnixNanos: wire.Nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp),
+		Cookie: cookie[:], ExpiresUnixNanos: wire.Nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp), Principal: principal.From(ctx),
 	}}})
 	if err != nil {
 		return Notification{}, err

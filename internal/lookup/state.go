@@ -151,16 +151,19 @@ func (s *State) ApplyRegister(c *statepb.LookupRegister) error {
 	if err != nil {
 		return err
 	}
+	p := c.GetPrincipal()
 	var ds []Delivery
-	var old []byte
-	defer func() {
-		if old != nil {
-			s.leases.ApplyRelease(old)
-		}
-		s.tell(ds)
-	}()
+	defer func() { s.tell(ds) }()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	prev, replacing := s.cookies[it.ID]
+	if replacing {
+		if owner, _ := s.leases.Principal(prev); owner != p {
+			return errTaken(it.ID)
+		}
+	} else if err := s.leases.CheckGrant(ItemLeaseKind, p); err != nil {
+		return err
+	}
 	r, err := s.registryLocked()
 	if err != nil {
 		return err
@@ -169,24 +172,34 @@ func (s *State) ApplyRegister(c *statepb.LookupRegister) error {
 	if err != nil {
 		return err
 	}
-	if err := s.leases.ApplyGrant(cookie, lease.Owner{Kind: ItemLeaseKind, ID: cookie}, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
+	owner := lease.Owner{Kind: ItemLeaseKind, ID: cookie}
+	if replacing {
+		err = s.leases.ApplyGrantReplacing(prev, cookie, owner, p, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos())
+		delete(s.regs, prev)
+	} else {
+		err = s.leases.ApplyGrant(cookie, owner, p, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos())
+	}
+	if err != nil {
 		// A cookie in use: never from a working leader.
 		rev, _ := r.Remove(it.ID)
 		ds = s.deliveriesLocked(append(evs, rev...))
-		if prev, ok := s.cookies[it.ID]; ok {
-			delete(s.regs, prev)
-			delete(s.cookies, it.ID)
-			old = prev[:]
+		delete(s.cookies, it.ID)
+		if replacing {
+			s.leases.ApplyRelease(prev[:])
 		}
 		return err
-	}
-	if prev, ok := s.cookies[it.ID]; ok {
-		delete(s.regs, prev)
-		old = prev[:]
 	}
 	s.regs[cookie], s.cookies[it.ID] = it.ID, cookie
 	ds = s.deliveriesLocked(evs)
 	return nil
+}
+
+// errTaken refuses a registration under a service id another principal's
+// item holds. It says no more than a lookup by that id shows anyone — that
+// an item holds it — and nothing of the item, its owner or its lease; the
+// item stays as its owner registered it.
+func errTaken(id djinn.ID) error {
+	return djinn.Errorf(djinn.PermissionDenied, "service id %s: registered by another principal; register under a service id of your own, or none (the lookup service assigns one)", id)
 }
 
 // The attribute operations of ApplyAttributes.
@@ -252,7 +265,7 @@ func (s *State) ApplyNotify(c *statepb.LookupNotify) (int64, error) {
 	if err := r.AddWatch(cookie, tmpl, service.Transition(c.GetTransitions())); err != nil {
 		return 0, err
 	}
-	if err := s.leases.ApplyGrant(cookie, lease.Owner{Kind: WatchLeaseKind, ID: cookie}, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
+	if err := s.leases.ApplyGrant(cookie, lease.Owner{Kind: WatchLeaseKind, ID: cookie}, c.GetPrincipal(), c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
 		_ = r.RemoveWatch(cookie)
 		return 0, err
 	}

@@ -2,12 +2,14 @@ package lookup_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lookup"
+	"github.com/djinn-go/djinn/internal/quota"
 	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/internal/state/statetest"
 	"github.com/djinn-go/djinn/proto/djinnpb"
@@ -147,5 +149,56 @@ func TestHierarchySurvivesSnapshot(t *testing.T) {
 	})
 	if err != nil || !slices.Equal(types, []string{"Laser"}) {
 		t.Errorf("restored service types: %v, %v; want [Laser]", types, err)
+	}
+}
+
+// TestRegisterUnderAnotherPrincipalsID (DESIGN.md 7): a service id another
+// principal's live item holds is refused, in the replicated state (two
+// principals racing for one id cannot both win), and the owner's item and
+// lease stay. The owner registers it again at its quota's limit: the new
+// registration takes the old one's place, so nothing is added. Counts
+// survive a restart.
+func TestRegisterUnderAnotherPrincipalsID(t *testing.T) {
+	log := statetest.For(newLookupState)
+	propose(t, log.Log, &statepb.Command{Op: &statepb.Command_Quotas{Quotas: quota.Limits{quota.LookupItems: {PerPrincipal: 1}}.Proto()}})
+	reg := func(id djinn.ID, p string) error {
+		cookie := djinn.NewID()
+		_, err := log.Propose(context.Background(), &statepb.Command{Op: &statepb.Command_LookupRegister{LookupRegister: &statepb.LookupRegister{
+			Item:   &djinnpb.ServiceItem{ServiceId: id[:], Service: []byte(p), Types: []string{"Printer"}},
+			Cookie: cookie[:], ExpiresUnixNanos: time.Now().Add(time.Hour).UnixNano(), Principal: p,
+		}}})
+		return err
+	}
+	x, y := djinn.NewID(), djinn.NewID()
+	if err := reg(x, "cn:alice"); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg(x, "cn:bob"); !errors.Is(err, djinn.ErrPermissionDenied) {
+		t.Fatalf("bob registers under alice's id: %v, want permission denied", err)
+	}
+	if err := reg(x, "cn:alice"); err != nil {
+		t.Fatalf("alice registers her item again at her quota: %v", err)
+	}
+	if err := reg(y, "cn:alice"); !errors.Is(err, djinn.ErrResourceExhausted) {
+		t.Fatalf("alice registers a second item past her quota of 1: %v", err)
+	}
+	if err := reg(y, "cn:bob"); err != nil {
+		t.Fatalf("bob registers an item of his own: %v", err)
+	}
+	_, items, err := log.State.Lookup(service.Template{ID: &x}, 1)
+	if err != nil || len(items) != 1 || string(items[0].Service) != "cn:alice" {
+		t.Fatalf("the item under alice's id: %v, %v", items, err)
+	}
+	restarted, err := statetest.Restart(log.Log, newLookupState)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := restarted.M.Leases.Quotas()
+	if q.Held("cn:alice", quota.LookupItems) != 1 || q.Held("cn:bob", quota.LookupItems) != 1 || q.Total(quota.Leases) != 2 {
+		t.Fatalf("after a restart alice holds %d items, bob %d, all %d leases; want 1, 1, 2",
+			q.Held("cn:alice", quota.LookupItems), q.Held("cn:bob", quota.LookupItems), q.Total(quota.Leases))
+	}
+	if lim := q.Limits()[quota.LookupItems]; lim.PerPrincipal != 1 {
+		t.Fatalf("after a restart the quota is %+v, want the snapshot's", lim)
 	}
 }

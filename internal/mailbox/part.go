@@ -2,6 +2,7 @@ package mailbox
 
 import (
 	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/quota"
 	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
@@ -26,6 +27,6 @@ func (s *State) Part() state.Part {
 		Records:  []state.Record{state.Restores(s.Restore)},
 		Snapshot: func() (state.Dump, error) { return state.Each(s.Records()), nil },
 		Reset:    s.Reset,
-		Leases:   []state.LeaseKind{{Kind: LeaseKind, Name: "mailbox registration", Ended: func(o lease.Owner) { s.LeaseEnded(o.ID) }}},
+		Leases:   []state.LeaseKind{{Kind: LeaseKind, Name: "mailbox registration", Quota: quota.MailboxRegistrations, Ended: func(o lease.Owner) { s.LeaseEnded(o.ID) }}},
 	}
 }

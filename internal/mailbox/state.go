@@ -228,7 +228,7 @@ func (s *State) ApplyRegister(c *statepb.MailboxRegister) (Info, error) {
 	if _, dup := s.byListener[listener]; dup {
 		return Info{}, djinn.Errorf(djinn.Internal, "mailbox listener %s: already exists", listener)
 	}
-	if err := s.leases.ApplyGrant(cookie, lease.Owner{Kind: LeaseKind, ID: id}, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
+	if err := s.leases.ApplyGrant(cookie, lease.Owner{Kind: LeaseKind, ID: id}, c.GetPrincipal(), c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
 		return Info{}, err
 	}
 	r := &registration{id: id, principal: c.GetPrincipal(), listener: listener, cookie: cookie, next: 1}

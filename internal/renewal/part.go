@@ -4,6 +4,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/quota"
 	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
@@ -34,6 +35,6 @@ func (s *State) Part() state.Part {
 			}, nil
 		},
 		Reset:  s.Reset,
-		Leases: []state.LeaseKind{{Kind: LeaseKind, Name: "renewal set", Ended: func(o lease.Owner) { s.LeaseEnded(o.ID) }}},
+		Leases: []state.LeaseKind{{Kind: LeaseKind, Name: "renewal set", Quota: quota.RenewalSets, Ended: func(o lease.Owner) { s.LeaseEnded(o.ID) }}},
 	}
 }

@@ -277,7 +277,7 @@ func (s *State) ApplyCreate(c *statepb.RenewalCreate) (SetInfo, error) {
 	if _, dup := s.sets[id]; dup {
 		return SetInfo{}, djinn.Errorf(djinn.Internal, "renewal set %s: already exists", id)
 	}
-	if err := s.table.ApplyGrant(cookie, lease.Owner{Kind: LeaseKind, ID: id}, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
+	if err := s.table.ApplyGrant(cookie, lease.Owner{Kind: LeaseKind, ID: id}, c.GetPrincipal(), c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
 		return SetInfo{}, err
 	}
 	st := newSet(id, cookie, c.GetPrincipal())

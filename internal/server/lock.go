@@ -262,7 +262,7 @@ func (r *lockRPC) DropLocks(ctx context.Context, req *djinnpb.DropLocksRequest) 
 }
 
 func (r *lockRPC) Describe(ctx context.Context, req *djinnpb.LockSetRequest) (*djinnpb.LockSetDescription, error) {
-	v, l, err := r.s.lock.Describe(req.GetSetId())
+	v, l, err := r.s.lock.Describe(ctx, req.GetSetId())
 	if err != nil {
 		return nil, err
 	}

@@ -106,10 +106,23 @@ func (m *Machine) leasePart() Part {
 				return nil
 			}),
 			On(func(_ int64, c *statepb.LeaseHorizon) any { t.ApplyHorizon(c.GetEntries()); return nil }),
+			On(func(_ int64, c *statepb.Quotas) any { t.Quotas().ApplyLimits(c); return nil }),
 		},
-		Records: []Record{Restores(t.Restore)},
+		Records: []Record{
+			Restores(t.Restore),
+			Restores(func(r *statepb.Quotas) error { t.Quotas().ApplyLimits(r); return nil }),
+		},
 		Snapshot: func() (Dump, error) {
-			return Each(t.Records()), nil
+			recs := t.Records()
+			limits := t.Quotas().Limits()
+			return func(emit func(proto.Message) error) error {
+				if len(limits) > 0 {
+					if err := emit(limits.Proto()); err != nil {
+						return err
+					}
+				}
+				return Each(recs)(emit)
+			}, nil
 		},
 		Reset: t.Reset,
 	}

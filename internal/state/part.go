@@ -5,6 +5,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/quota"
 )
 
 // Part is one service's share of the replicated state, as the Machine
@@ -42,6 +43,9 @@ type LeaseKind struct {
 	// snapshots: once used, it never changes.
 	Kind lease.Kind
 	Name string
+	// Quota is the quota leases of this kind count towards, beside
+	// quota.Leases (none: only that one).
+	Quota quota.Name
 	// Ended is told, inside the Apply of a cancel or expiry, that a lease
 	// of this kind ended. It is not told of leases the owner releases
 	// itself (lease.Table.ApplyRelease).

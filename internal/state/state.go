@@ -109,6 +109,9 @@ func (m *Machine) Add(p Part) error {
 	}
 	for _, k := range p.Leases {
 		m.kinds[k.Kind] = k
+		if k.Quota != "" {
+			m.Leases.SetQuota(k.Kind, k.Quota)
+		}
 	}
 	m.parts = append(m.parts, p)
 	return nil

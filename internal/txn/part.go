@@ -4,6 +4,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/quota"
 	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
@@ -39,6 +40,6 @@ func (s *State) Part() state.Part {
 			}, nil
 		},
 		Reset:  s.Reset,
-		Leases: []state.LeaseKind{{Kind: LeaseKind, Name: "transaction", Ended: func(o lease.Owner) { s.LeaseEnded(o.ID) }}},
+		Leases: []state.LeaseKind{{Kind: LeaseKind, Name: "transaction", Quota: quota.Transactions, Ended: func(o lease.Owner) { s.LeaseEnded(o.ID) }}},
 	}
 }

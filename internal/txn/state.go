@@ -254,7 +254,7 @@ func (s *State) ApplyCreate(c *statepb.TxnCreate) (Info, error) {
 	if _, used := s.txns[id]; used {
 		return Info{}, djinn.Errorf(djinn.Unavailable, "transaction id %d: in use; draw another", id)
 	}
-	if err := s.table.ApplyGrant(cookie, lease.Owner{Kind: LeaseKind, ID: OwnerID(id)}, c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
+	if err := s.table.ApplyGrant(cookie, lease.Owner{Kind: LeaseKind, ID: OwnerID(id)}, c.GetPrincipal(), c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
 		return Info{}, err
 	}
 	if c.GetId() == 0 {

@@ -36,6 +36,7 @@ type LDSRegister struct {
 	Cookie           []byte                 `protobuf:"bytes,6,opt,name=cookie,proto3" json:"cookie,omitempty"`
 	ExpiresUnixNanos int64                  `protobuf:"varint,7,opt,name=expires_unix_nanos,json=expiresUnixNanos,proto3" json:"expires_unix_nanos,omitempty"`
 	HorizonUnixNanos int64                  `protobuf:"varint,8,opt,name=horizon_unix_nanos,json=horizonUnixNanos,proto3" json:"horizon_unix_nanos,omitempty"`
+	Principal        string                 `protobuf:"bytes,9,opt,name=principal,proto3" json:"principal,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -124,6 +125,13 @@ func (x *LDSRegister) GetHorizonUnixNanos() int64 {
 		return x.HorizonUnixNanos
 	}
 	return 0
+}
+
+func (x *LDSRegister) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
 }
 
 // LDSGroups changes a registration's managed set of groups.
@@ -492,7 +500,7 @@ var File_state_v1_lds_proto protoreflect.FileDescriptor
 
 const file_state_v1_lds_proto_rawDesc = "" +
 	"\n" +
-	"\x12state/v1/lds.proto\x12\bstate.v1\x1a\x15djinn/v1/common.proto\x1a\x12djinn/v1/lds.proto\"\x9b\x02\n" +
+	"\x12state/v1/lds.proto\x12\bstate.v1\x1a\x15djinn/v1/common.proto\x1a\x12djinn/v1/lds.proto\"\xb9\x02\n" +
 	"\vLDSRegister\x12\x1d\n" +
 	"\n" +
 	"all_groups\x18\x01 \x01(\bR\tallGroups\x12\x16\n" +
@@ -502,7 +510,8 @@ const file_state_v1_lds_proto_rawDesc = "" +
 	"\bhandback\x18\x05 \x01(\fR\bhandback\x12\x16\n" +
 	"\x06cookie\x18\x06 \x01(\fR\x06cookie\x12,\n" +
 	"\x12expires_unix_nanos\x18\a \x01(\x03R\x10expiresUnixNanos\x12,\n" +
-	"\x12horizon_unix_nanos\x18\b \x01(\x03R\x10horizonUnixNanos\"{\n" +
+	"\x12horizon_unix_nanos\x18\b \x01(\x03R\x10horizonUnixNanos\x12\x1c\n" +
+	"\tprincipal\x18\t \x01(\tR\tprincipal\"{\n" +
 	"\tLDSGroups\x12\x16\n" +
 	"\x06cookie\x18\x01 \x01(\fR\x06cookie\x12\x1f\n" +
 	"\x02op\x18\x02 \x01(\x0e2\x0f.djinn.v1.SetOpR\x02op\x12\x1d\n" +

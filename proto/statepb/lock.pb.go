@@ -112,6 +112,7 @@ type LockCreateSet struct {
 	HorizonUnixNanos int64                  `protobuf:"varint,4,opt,name=horizon_unix_nanos,json=horizonUnixNanos,proto3" json:"horizon_unix_nanos,omitempty"`
 	Related          []byte                 `protobuf:"bytes,5,opt,name=related,proto3" json:"related,omitempty"`
 	Transactional    bool                   `protobuf:"varint,6,opt,name=transactional,proto3" json:"transactional,omitempty"`
+	Principal        string                 `protobuf:"bytes,7,opt,name=principal,proto3" json:"principal,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -188,12 +189,20 @@ func (x *LockCreateSet) GetTransactional() bool {
 	return false
 }
 
+func (x *LockCreateSet) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
 // LockCreateOwner grants a lock owner's lease.
 type LockCreateOwner struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	Cookie           []byte                 `protobuf:"bytes,1,opt,name=cookie,proto3" json:"cookie,omitempty"`
 	ExpiresUnixNanos int64                  `protobuf:"varint,2,opt,name=expires_unix_nanos,json=expiresUnixNanos,proto3" json:"expires_unix_nanos,omitempty"`
 	HorizonUnixNanos int64                  `protobuf:"varint,3,opt,name=horizon_unix_nanos,json=horizonUnixNanos,proto3" json:"horizon_unix_nanos,omitempty"`
+	Principal        string                 `protobuf:"bytes,4,opt,name=principal,proto3" json:"principal,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -247,6 +256,13 @@ func (x *LockCreateOwner) GetHorizonUnixNanos() int64 {
 		return x.HorizonUnixNanos
 	}
 	return 0
+}
+
+func (x *LockCreateOwner) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
 }
 
 // LockAcquire is lock, try_lock or (with from) change_mode.
@@ -629,18 +645,20 @@ const file_state_v1_lock_proto_rawDesc = "" +
 	"\amanager\x18\x02 \x01(\v2\r.djinn.v1.RefR\amanager\x12\x10\n" +
 	"\x03txn\x18\x03 \x01(\x04R\x03txn\x12:\n" +
 	"\x11ancestor_managers\x18\x04 \x03(\v2\r.djinn.v1.RefR\x10ancestorManagers\x12!\n" +
-	"\fancestor_ids\x18\x05 \x03(\x04R\vancestorIds\"\xda\x01\n" +
+	"\fancestor_ids\x18\x05 \x03(\x04R\vancestorIds\"\xf8\x01\n" +
 	"\rLockCreateSet\x12\x15\n" +
 	"\x06set_id\x18\x01 \x01(\fR\x05setId\x12\x16\n" +
 	"\x06cookie\x18\x02 \x01(\fR\x06cookie\x12,\n" +
 	"\x12expires_unix_nanos\x18\x03 \x01(\x03R\x10expiresUnixNanos\x12,\n" +
 	"\x12horizon_unix_nanos\x18\x04 \x01(\x03R\x10horizonUnixNanos\x12\x18\n" +
 	"\arelated\x18\x05 \x01(\fR\arelated\x12$\n" +
-	"\rtransactional\x18\x06 \x01(\bR\rtransactional\"\x85\x01\n" +
+	"\rtransactional\x18\x06 \x01(\bR\rtransactional\x12\x1c\n" +
+	"\tprincipal\x18\a \x01(\tR\tprincipal\"\xa3\x01\n" +
 	"\x0fLockCreateOwner\x12\x16\n" +
 	"\x06cookie\x18\x01 \x01(\fR\x06cookie\x12,\n" +
 	"\x12expires_unix_nanos\x18\x02 \x01(\x03R\x10expiresUnixNanos\x12,\n" +
-	"\x12horizon_unix_nanos\x18\x03 \x01(\x03R\x10horizonUnixNanos\"\xb0\x01\n" +
+	"\x12horizon_unix_nanos\x18\x03 \x01(\x03R\x10horizonUnixNanos\x12\x1c\n" +
+	"\tprincipal\x18\x04 \x01(\tR\tprincipal\"\xb0\x01\n" +
 	"\vLockAcquire\x12\x15\n" +
 	"\x06set_id\x18\x01 \x01(\fR\x05setId\x121\n" +
 	"\x06holder\x18\x02 \x01(\v2\x19.state.v1.LockHolderStateR\x06holder\x12\x12\n" +

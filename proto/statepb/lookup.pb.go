@@ -31,8 +31,11 @@ type LookupRegister struct {
 	Cookie           []byte                 `protobuf:"bytes,2,opt,name=cookie,proto3" json:"cookie,omitempty"`
 	ExpiresUnixNanos int64                  `protobuf:"varint,3,opt,name=expires_unix_nanos,json=expiresUnixNanos,proto3" json:"expires_unix_nanos,omitempty"`
 	HorizonUnixNanos int64                  `protobuf:"varint,4,opt,name=horizon_unix_nanos,json=horizonUnixNanos,proto3" json:"horizon_unix_nanos,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// principal registers: an item of another principal's with the same
+	// service id is not replaced.
+	Principal     string `protobuf:"bytes,5,opt,name=principal,proto3" json:"principal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LookupRegister) Reset() {
@@ -91,6 +94,13 @@ func (x *LookupRegister) GetHorizonUnixNanos() int64 {
 		return x.HorizonUnixNanos
 	}
 	return 0
+}
+
+func (x *LookupRegister) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
 }
 
 // LookupAttributes changes a registration's attributes.
@@ -172,6 +182,7 @@ type LookupNotify struct {
 	Cookie           []byte                   `protobuf:"bytes,5,opt,name=cookie,proto3" json:"cookie,omitempty"`
 	ExpiresUnixNanos int64                    `protobuf:"varint,6,opt,name=expires_unix_nanos,json=expiresUnixNanos,proto3" json:"expires_unix_nanos,omitempty"`
 	HorizonUnixNanos int64                    `protobuf:"varint,7,opt,name=horizon_unix_nanos,json=horizonUnixNanos,proto3" json:"horizon_unix_nanos,omitempty"`
+	Principal        string                   `protobuf:"bytes,8,opt,name=principal,proto3" json:"principal,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -255,6 +266,13 @@ func (x *LookupNotify) GetHorizonUnixNanos() int64 {
 	return 0
 }
 
+func (x *LookupNotify) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
 // LookupRecord is a piece of the lookup service's state in a snapshot,
 // encoded by the lookup package; the last has last set.
 type LookupRecord struct {
@@ -313,17 +331,18 @@ var File_state_v1_lookup_proto protoreflect.FileDescriptor
 
 const file_state_v1_lookup_proto_rawDesc = "" +
 	"\n" +
-	"\x15state/v1/lookup.proto\x12\bstate.v1\x1a\x15djinn/v1/common.proto\x1a\x15djinn/v1/lookup.proto\"\xaf\x01\n" +
+	"\x15state/v1/lookup.proto\x12\bstate.v1\x1a\x15djinn/v1/common.proto\x1a\x15djinn/v1/lookup.proto\"\xcd\x01\n" +
 	"\x0eLookupRegister\x12)\n" +
 	"\x04item\x18\x01 \x01(\v2\x15.djinn.v1.ServiceItemR\x04item\x12\x16\n" +
 	"\x06cookie\x18\x02 \x01(\fR\x06cookie\x12,\n" +
 	"\x12expires_unix_nanos\x18\x03 \x01(\x03R\x10expiresUnixNanos\x12,\n" +
-	"\x12horizon_unix_nanos\x18\x04 \x01(\x03R\x10horizonUnixNanos\"\x9c\x01\n" +
+	"\x12horizon_unix_nanos\x18\x04 \x01(\x03R\x10horizonUnixNanos\x12\x1c\n" +
+	"\tprincipal\x18\x05 \x01(\tR\tprincipal\"\x9c\x01\n" +
 	"\x10LookupAttributes\x12\x16\n" +
 	"\x06cookie\x18\x01 \x01(\fR\x06cookie\x12\x0e\n" +
 	"\x02op\x18\x02 \x01(\x05R\x02op\x12)\n" +
 	"\aentries\x18\x03 \x03(\v2\x0f.djinn.v1.EntryR\aentries\x125\n" +
-	"\ttemplates\x18\x04 \x03(\v2\x17.djinn.v1.EntryTemplateR\ttemplates\"\xa2\x02\n" +
+	"\ttemplates\x18\x04 \x03(\v2\x17.djinn.v1.EntryTemplateR\ttemplates\"\xc0\x02\n" +
 	"\fLookupNotify\x125\n" +
 	"\btemplate\x18\x01 \x01(\v2\x19.djinn.v1.ServiceTemplateR\btemplate\x12 \n" +
 	"\vtransitions\x18\x02 \x01(\rR\vtransitions\x12)\n" +
@@ -331,7 +350,8 @@ const file_state_v1_lookup_proto_rawDesc = "" +
 	"\bhandback\x18\x04 \x01(\fR\bhandback\x12\x16\n" +
 	"\x06cookie\x18\x05 \x01(\fR\x06cookie\x12,\n" +
 	"\x12expires_unix_nanos\x18\x06 \x01(\x03R\x10expiresUnixNanos\x12,\n" +
-	"\x12horizon_unix_nanos\x18\a \x01(\x03R\x10horizonUnixNanos\"8\n" +
+	"\x12horizon_unix_nanos\x18\a \x01(\x03R\x10horizonUnixNanos\x12\x1c\n" +
+	"\tprincipal\x18\b \x01(\tR\tprincipal\"8\n" +
 	"\fLookupRecord\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\fR\x05state\x12\x12\n" +
 	"\x04last\x18\x02 \x01(\bR\x04lastB1Z/github.com/djinn-go/djinn/proto/statepb;statepbb\x06proto3"

@@ -93,6 +93,7 @@ type Command struct {
 	//	*Command_LeaseCancel
 	//	*Command_LeaseExpire
 	//	*Command_LeaseHorizon
+	//	*Command_Quotas
 	//	*Command_MailboxRegister
 	//	*Command_MailboxEnable
 	//	*Command_MailboxDisable
@@ -220,6 +221,15 @@ func (x *Command) GetLeaseHorizon() *LeaseHorizon {
 	if x != nil {
 		if x, ok := x.Op.(*Command_LeaseHorizon); ok {
 			return x.LeaseHorizon
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetQuotas() *Quotas {
+	if x != nil {
+		if x, ok := x.Op.(*Command_Quotas); ok {
+			return x.Quotas
 		}
 	}
 	return nil
@@ -591,6 +601,10 @@ type Command_LeaseHorizon struct {
 	LeaseHorizon *LeaseHorizon `protobuf:"bytes,12,opt,name=lease_horizon,json=leaseHorizon,proto3,oneof"`
 }
 
+type Command_Quotas struct {
+	Quotas *Quotas `protobuf:"bytes,13,opt,name=quotas,proto3,oneof"`
+}
+
 type Command_MailboxRegister struct {
 	MailboxRegister *MailboxRegister `protobuf:"bytes,20,opt,name=mailbox_register,json=mailboxRegister,proto3,oneof"`
 }
@@ -752,6 +766,8 @@ func (*Command_LeaseCancel) isCommand_Op() {}
 func (*Command_LeaseExpire) isCommand_Op() {}
 
 func (*Command_LeaseHorizon) isCommand_Op() {}
+
+func (*Command_Quotas) isCommand_Op() {}
 
 func (*Command_MailboxRegister) isCommand_Op() {}
 
@@ -2819,6 +2835,7 @@ type Record struct {
 	//	*Record_Lock
 	//	*Record_Lookup
 	//	*Record_Lds
+	//	*Record_Quotas
 	Record        isRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2951,6 +2968,15 @@ func (x *Record) GetLds() *LDSRecord {
 	return nil
 }
 
+func (x *Record) GetQuotas() *Quotas {
+	if x != nil {
+		if x, ok := x.Record.(*Record_Quotas); ok {
+			return x.Quotas
+		}
+	}
+	return nil
+}
+
 type isRecord_Record interface {
 	isRecord_Record()
 }
@@ -2995,6 +3021,10 @@ type Record_Lds struct {
 	Lds *LDSRecord `protobuf:"bytes,10,opt,name=lds,proto3,oneof"`
 }
 
+type Record_Quotas struct {
+	Quotas *Quotas `protobuf:"bytes,11,opt,name=quotas,proto3,oneof"`
+}
+
 func (*Record_Init) isRecord_Record() {}
 
 func (*Record_Member) isRecord_Record() {}
@@ -3015,6 +3045,8 @@ func (*Record_Lookup) isRecord_Record() {}
 
 func (*Record_Lds) isRecord_Record() {}
 
+func (*Record_Quotas) isRecord_Record() {}
+
 type LeaseRecord struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	Cookie           []byte                 `protobuf:"bytes,1,opt,name=cookie,proto3" json:"cookie,omitempty"`
@@ -3022,8 +3054,10 @@ type LeaseRecord struct {
 	OwnerId          []byte                 `protobuf:"bytes,3,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
 	ExpiresUnixNanos int64                  `protobuf:"varint,4,opt,name=expires_unix_nanos,json=expiresUnixNanos,proto3" json:"expires_unix_nanos,omitempty"`
 	HorizonUnixNanos int64                  `protobuf:"varint,5,opt,name=horizon_unix_nanos,json=horizonUnixNanos,proto3" json:"horizon_unix_nanos,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// principal is the principal the lease (and what it guards) belongs to.
+	Principal     string `protobuf:"bytes,6,opt,name=principal,proto3" json:"principal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LeaseRecord) Reset() {
@@ -3091,6 +3125,132 @@ func (x *LeaseRecord) GetHorizonUnixNanos() int64 {
 	return 0
 }
 
+func (x *LeaseRecord) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+// Quotas sets the limits on what principals hold (DESIGN.md 7), which
+// Apply enforces: the leader proposes its configuration's when it starts
+// leading, and a snapshot keeps the limits in force.
+type Quotas struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Quotas        []*Quota               `protobuf:"bytes,1,rep,name=quotas,proto3" json:"quotas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Quotas) Reset() {
+	*x = Quotas{}
+	mi := &file_state_v1_state_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Quotas) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Quotas) ProtoMessage() {}
+
+func (x *Quotas) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Quotas.ProtoReflect.Descriptor instead.
+func (*Quotas) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *Quotas) GetQuotas() []*Quota {
+	if x != nil {
+		return x.Quotas
+	}
+	return nil
+}
+
+// Quota limits one kind of thing ("lookup-items"): what each principal may
+// hold, and all principals together. 0 is no limit.
+type Quota struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Name         string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	PerPrincipal int64                  `protobuf:"varint,2,opt,name=per_principal,json=perPrincipal,proto3" json:"per_principal,omitempty"`
+	Total        int64                  `protobuf:"varint,3,opt,name=total,proto3" json:"total,omitempty"`
+	// principals are principals' own limits, in place of per_principal
+	// (0: none).
+	Principals    map[string]int64 `protobuf:"bytes,4,rep,name=principals,proto3" json:"principals,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Quota) Reset() {
+	*x = Quota{}
+	mi := &file_state_v1_state_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Quota) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Quota) ProtoMessage() {}
+
+func (x *Quota) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Quota.ProtoReflect.Descriptor instead.
+func (*Quota) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *Quota) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Quota) GetPerPrincipal() int64 {
+	if x != nil {
+		return x.PerPrincipal
+	}
+	return 0
+}
+
+func (x *Quota) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *Quota) GetPrincipals() map[string]int64 {
+	if x != nil {
+		return x.Principals
+	}
+	return nil
+}
+
 type MailboxRecord struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	RegistrationId []byte                 `protobuf:"bytes,1,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
@@ -3111,7 +3271,7 @@ type MailboxRecord struct {
 
 func (x *MailboxRecord) Reset() {
 	*x = MailboxRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[36]
+	mi := &file_state_v1_state_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3123,7 +3283,7 @@ func (x *MailboxRecord) String() string {
 func (*MailboxRecord) ProtoMessage() {}
 
 func (x *MailboxRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[36]
+	mi := &file_state_v1_state_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3136,7 +3296,7 @@ func (x *MailboxRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MailboxRecord.ProtoReflect.Descriptor instead.
 func (*MailboxRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{36}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *MailboxRecord) GetRegistrationId() []byte {
@@ -3219,7 +3379,7 @@ type StoredEvent struct {
 
 func (x *StoredEvent) Reset() {
 	*x = StoredEvent{}
-	mi := &file_state_v1_state_proto_msgTypes[37]
+	mi := &file_state_v1_state_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3231,7 +3391,7 @@ func (x *StoredEvent) String() string {
 func (*StoredEvent) ProtoMessage() {}
 
 func (x *StoredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[37]
+	mi := &file_state_v1_state_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3244,7 +3404,7 @@ func (x *StoredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredEvent.ProtoReflect.Descriptor instead.
 func (*StoredEvent) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{37}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *StoredEvent) GetIndex() uint64 {
@@ -3275,7 +3435,7 @@ type RenewalSetRecord struct {
 
 func (x *RenewalSetRecord) Reset() {
 	*x = RenewalSetRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[38]
+	mi := &file_state_v1_state_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3287,7 +3447,7 @@ func (x *RenewalSetRecord) String() string {
 func (*RenewalSetRecord) ProtoMessage() {}
 
 func (x *RenewalSetRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[38]
+	mi := &file_state_v1_state_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3300,7 +3460,7 @@ func (x *RenewalSetRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalSetRecord.ProtoReflect.Descriptor instead.
 func (*RenewalSetRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{38}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RenewalSetRecord) GetSetId() []byte {
@@ -3360,7 +3520,7 @@ type RenewalListenerRecord struct {
 
 func (x *RenewalListenerRecord) Reset() {
 	*x = RenewalListenerRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[39]
+	mi := &file_state_v1_state_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3372,7 +3532,7 @@ func (x *RenewalListenerRecord) String() string {
 func (*RenewalListenerRecord) ProtoMessage() {}
 
 func (x *RenewalListenerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[39]
+	mi := &file_state_v1_state_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3385,7 +3545,7 @@ func (x *RenewalListenerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalListenerRecord.ProtoReflect.Descriptor instead.
 func (*RenewalListenerRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{39}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RenewalListenerRecord) GetEventId() int64 {
@@ -3452,7 +3612,7 @@ type RenewalLeaseRecord struct {
 
 func (x *RenewalLeaseRecord) Reset() {
 	*x = RenewalLeaseRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[40]
+	mi := &file_state_v1_state_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3464,7 +3624,7 @@ func (x *RenewalLeaseRecord) String() string {
 func (*RenewalLeaseRecord) ProtoMessage() {}
 
 func (x *RenewalLeaseRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[40]
+	mi := &file_state_v1_state_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3477,7 +3637,7 @@ func (x *RenewalLeaseRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalLeaseRecord.ProtoReflect.Descriptor instead.
 func (*RenewalLeaseRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{40}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RenewalLeaseRecord) GetLandlord() *djinnpb.Ref {
@@ -3545,7 +3705,7 @@ type TxnRecord struct {
 
 func (x *TxnRecord) Reset() {
 	*x = TxnRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[41]
+	mi := &file_state_v1_state_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3557,7 +3717,7 @@ func (x *TxnRecord) String() string {
 func (*TxnRecord) ProtoMessage() {}
 
 func (x *TxnRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[41]
+	mi := &file_state_v1_state_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3570,7 +3730,7 @@ func (x *TxnRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRecord.ProtoReflect.Descriptor instead.
 func (*TxnRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{41}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *TxnRecord) GetId() uint64 {
@@ -3641,7 +3801,7 @@ type TxnParticipantRecord struct {
 
 func (x *TxnParticipantRecord) Reset() {
 	*x = TxnParticipantRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[42]
+	mi := &file_state_v1_state_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3653,7 +3813,7 @@ func (x *TxnParticipantRecord) String() string {
 func (*TxnParticipantRecord) ProtoMessage() {}
 
 func (x *TxnParticipantRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[42]
+	mi := &file_state_v1_state_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3666,7 +3826,7 @@ func (x *TxnParticipantRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnParticipantRecord.ProtoReflect.Descriptor instead.
 func (*TxnParticipantRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{42}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *TxnParticipantRecord) GetParticipant() *djinnpb.Ref {
@@ -3706,7 +3866,7 @@ type TxnCounter struct {
 
 func (x *TxnCounter) Reset() {
 	*x = TxnCounter{}
-	mi := &file_state_v1_state_proto_msgTypes[43]
+	mi := &file_state_v1_state_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3718,7 +3878,7 @@ func (x *TxnCounter) String() string {
 func (*TxnCounter) ProtoMessage() {}
 
 func (x *TxnCounter) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[43]
+	mi := &file_state_v1_state_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3731,7 +3891,7 @@ func (x *TxnCounter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnCounter.ProtoReflect.Descriptor instead.
 func (*TxnCounter) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{43}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *TxnCounter) GetNextId() uint64 {
@@ -3756,7 +3916,7 @@ type BackupHeader struct {
 
 func (x *BackupHeader) Reset() {
 	*x = BackupHeader{}
-	mi := &file_state_v1_state_proto_msgTypes[44]
+	mi := &file_state_v1_state_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3768,7 +3928,7 @@ func (x *BackupHeader) String() string {
 func (*BackupHeader) ProtoMessage() {}
 
 func (x *BackupHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[44]
+	mi := &file_state_v1_state_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3781,7 +3941,7 @@ func (x *BackupHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupHeader.ProtoReflect.Descriptor instead.
 func (*BackupHeader) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{44}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *BackupHeader) GetServiceId() []byte {
@@ -3823,7 +3983,7 @@ var File_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x14state/v1/state.proto\x12\bstate.v1\x1a\x15djinn/v1/common.proto\x1a\x13state/v1/lock.proto\x1a\x15state/v1/lookup.proto\x1a\x12state/v1/lds.proto\"\xdc\x14\n" +
+	"\x14state/v1/state.proto\x12\bstate.v1\x1a\x15djinn/v1/common.proto\x1a\x13state/v1/lock.proto\x1a\x15state/v1/lookup.proto\x1a\x12state/v1/lds.proto\"\x88\x15\n" +
 	"\aCommand\x12$\n" +
 	"\x0enow_unix_nanos\x18\x01 \x01(\x03R\fnowUnixNanos\x12$\n" +
 	"\x04init\x18\x02 \x01(\v2\x0e.state.v1.InitH\x00R\x04init\x12*\n" +
@@ -3831,7 +3991,8 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\flease_cancel\x18\n" +
 	" \x01(\v2\x15.state.v1.LeaseCancelH\x00R\vleaseCancel\x12:\n" +
 	"\flease_expire\x18\v \x01(\v2\x15.state.v1.LeaseExpireH\x00R\vleaseExpire\x12=\n" +
-	"\rlease_horizon\x18\f \x01(\v2\x16.state.v1.LeaseHorizonH\x00R\fleaseHorizon\x12F\n" +
+	"\rlease_horizon\x18\f \x01(\v2\x16.state.v1.LeaseHorizonH\x00R\fleaseHorizon\x12*\n" +
+	"\x06quotas\x18\r \x01(\v2\x10.state.v1.QuotasH\x00R\x06quotas\x12F\n" +
 	"\x10mailbox_register\x18\x14 \x01(\v2\x19.state.v1.MailboxRegisterH\x00R\x0fmailboxRegister\x12@\n" +
 	"\x0emailbox_enable\x18\x15 \x01(\v2\x17.state.v1.MailboxEnableH\x00R\rmailboxEnable\x12C\n" +
 	"\x0fmailbox_disable\x18\x16 \x01(\v2\x18.state.v1.MailboxDisableH\x00R\x0emailboxDisable\x12=\n" +
@@ -4012,7 +4173,7 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\fcrash_counts\x18\x03 \x03(\x03R\vcrashCounts\x12!\n" +
 	"\x04drop\x18\x04 \x01(\v2\r.djinn.v1.RefR\x04drop\"\x1d\n" +
 	"\tTxnForget\x12\x10\n" +
-	"\x03ids\x18\x01 \x03(\x04R\x03ids\"\xf0\x03\n" +
+	"\x03ids\x18\x01 \x03(\x04R\x03ids\"\x9c\x04\n" +
 	"\x06Record\x12$\n" +
 	"\x04init\x18\x01 \x01(\v2\x0e.state.v1.InitH\x00R\x04init\x12*\n" +
 	"\x06member\x18\x02 \x01(\v2\x10.state.v1.MemberH\x00R\x06member\x12-\n" +
@@ -4026,15 +4187,29 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\x04lock\x18\b \x01(\v2\x14.state.v1.LockRecordH\x00R\x04lock\x120\n" +
 	"\x06lookup\x18\t \x01(\v2\x16.state.v1.LookupRecordH\x00R\x06lookup\x12'\n" +
 	"\x03lds\x18\n" +
-	" \x01(\v2\x13.state.v1.LDSRecordH\x00R\x03ldsB\b\n" +
-	"\x06record\"\xbb\x01\n" +
+	" \x01(\v2\x13.state.v1.LDSRecordH\x00R\x03lds\x12*\n" +
+	"\x06quotas\x18\v \x01(\v2\x10.state.v1.QuotasH\x00R\x06quotasB\b\n" +
+	"\x06record\"\xd9\x01\n" +
 	"\vLeaseRecord\x12\x16\n" +
 	"\x06cookie\x18\x01 \x01(\fR\x06cookie\x12\x1d\n" +
 	"\n" +
 	"owner_kind\x18\x02 \x01(\rR\townerKind\x12\x19\n" +
 	"\bowner_id\x18\x03 \x01(\fR\aownerId\x12,\n" +
 	"\x12expires_unix_nanos\x18\x04 \x01(\x03R\x10expiresUnixNanos\x12,\n" +
-	"\x12horizon_unix_nanos\x18\x05 \x01(\x03R\x10horizonUnixNanos\"\xdc\x02\n" +
+	"\x12horizon_unix_nanos\x18\x05 \x01(\x03R\x10horizonUnixNanos\x12\x1c\n" +
+	"\tprincipal\x18\x06 \x01(\tR\tprincipal\"1\n" +
+	"\x06Quotas\x12'\n" +
+	"\x06quotas\x18\x01 \x03(\v2\x0f.state.v1.QuotaR\x06quotas\"\xd6\x01\n" +
+	"\x05Quota\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
+	"\rper_principal\x18\x02 \x01(\x03R\fperPrincipal\x12\x14\n" +
+	"\x05total\x18\x03 \x01(\x03R\x05total\x12?\n" +
+	"\n" +
+	"principals\x18\x04 \x03(\v2\x1f.state.v1.Quota.PrincipalsEntryR\n" +
+	"principals\x1a=\n" +
+	"\x0fPrincipalsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xdc\x02\n" +
 	"\rMailboxRecord\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\fR\x0eregistrationId\x12\x1f\n" +
 	"\vlistener_id\x18\x02 \x01(\fR\n" +
@@ -4120,7 +4295,7 @@ func file_state_v1_state_proto_rawDescGZIP() []byte {
 }
 
 var file_state_v1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_state_v1_state_proto_goTypes = []any{
 	(RenewalEndReason)(0),         // 0: state.v1.RenewalEndReason
 	(*Command)(nil),               // 1: state.v1.Command
@@ -4159,40 +4334,43 @@ var file_state_v1_state_proto_goTypes = []any{
 	(*TxnForget)(nil),             // 34: state.v1.TxnForget
 	(*Record)(nil),                // 35: state.v1.Record
 	(*LeaseRecord)(nil),           // 36: state.v1.LeaseRecord
-	(*MailboxRecord)(nil),         // 37: state.v1.MailboxRecord
-	(*StoredEvent)(nil),           // 38: state.v1.StoredEvent
-	(*RenewalSetRecord)(nil),      // 39: state.v1.RenewalSetRecord
-	(*RenewalListenerRecord)(nil), // 40: state.v1.RenewalListenerRecord
-	(*RenewalLeaseRecord)(nil),    // 41: state.v1.RenewalLeaseRecord
-	(*TxnRecord)(nil),             // 42: state.v1.TxnRecord
-	(*TxnParticipantRecord)(nil),  // 43: state.v1.TxnParticipantRecord
-	(*TxnCounter)(nil),            // 44: state.v1.TxnCounter
-	(*BackupHeader)(nil),          // 45: state.v1.BackupHeader
-	(*LockCreateSet)(nil),         // 46: state.v1.LockCreateSet
-	(*LockCreateOwner)(nil),       // 47: state.v1.LockCreateOwner
-	(*LockAcquire)(nil),           // 48: state.v1.LockAcquire
-	(*LockRelease)(nil),           // 49: state.v1.LockRelease
-	(*LockCancel)(nil),            // 50: state.v1.LockCancel
-	(*LockTxnEnd)(nil),            // 51: state.v1.LockTxnEnd
-	(*LockDrop)(nil),              // 52: state.v1.LockDrop
-	(*LookupRegister)(nil),        // 53: state.v1.LookupRegister
-	(*LookupAttributes)(nil),      // 54: state.v1.LookupAttributes
-	(*LookupNotify)(nil),          // 55: state.v1.LookupNotify
-	(*LDSRegister)(nil),           // 56: state.v1.LDSRegister
-	(*LDSGroups)(nil),             // 57: state.v1.LDSGroups
-	(*LDSLocators)(nil),           // 58: state.v1.LDSLocators
-	(*LDSDiscard)(nil),            // 59: state.v1.LDSDiscard
-	(*LDSFound)(nil),              // 60: state.v1.LDSFound
-	(*LDSLost)(nil),               // 61: state.v1.LDSLost
-	(*djinnpb.Ref)(nil),           // 62: djinn.v1.Ref
-	(*djinnpb.RemoteEvent)(nil),   // 63: djinn.v1.RemoteEvent
-	(*djinnpb.EventKey)(nil),      // 64: djinn.v1.EventKey
-	(djinnpb.SerialFormat)(0),     // 65: djinn.v1.SerialFormat
-	(*djinnpb.Error)(nil),         // 66: djinn.v1.Error
-	(*djinnpb.Lease)(nil),         // 67: djinn.v1.Lease
-	(*LockRecord)(nil),            // 68: state.v1.LockRecord
-	(*LookupRecord)(nil),          // 69: state.v1.LookupRecord
-	(*LDSRecord)(nil),             // 70: state.v1.LDSRecord
+	(*Quotas)(nil),                // 37: state.v1.Quotas
+	(*Quota)(nil),                 // 38: state.v1.Quota
+	(*MailboxRecord)(nil),         // 39: state.v1.MailboxRecord
+	(*StoredEvent)(nil),           // 40: state.v1.StoredEvent
+	(*RenewalSetRecord)(nil),      // 41: state.v1.RenewalSetRecord
+	(*RenewalListenerRecord)(nil), // 42: state.v1.RenewalListenerRecord
+	(*RenewalLeaseRecord)(nil),    // 43: state.v1.RenewalLeaseRecord
+	(*TxnRecord)(nil),             // 44: state.v1.TxnRecord
+	(*TxnParticipantRecord)(nil),  // 45: state.v1.TxnParticipantRecord
+	(*TxnCounter)(nil),            // 46: state.v1.TxnCounter
+	(*BackupHeader)(nil),          // 47: state.v1.BackupHeader
+	nil,                           // 48: state.v1.Quota.PrincipalsEntry
+	(*LockCreateSet)(nil),         // 49: state.v1.LockCreateSet
+	(*LockCreateOwner)(nil),       // 50: state.v1.LockCreateOwner
+	(*LockAcquire)(nil),           // 51: state.v1.LockAcquire
+	(*LockRelease)(nil),           // 52: state.v1.LockRelease
+	(*LockCancel)(nil),            // 53: state.v1.LockCancel
+	(*LockTxnEnd)(nil),            // 54: state.v1.LockTxnEnd
+	(*LockDrop)(nil),              // 55: state.v1.LockDrop
+	(*LookupRegister)(nil),        // 56: state.v1.LookupRegister
+	(*LookupAttributes)(nil),      // 57: state.v1.LookupAttributes
+	(*LookupNotify)(nil),          // 58: state.v1.LookupNotify
+	(*LDSRegister)(nil),           // 59: state.v1.LDSRegister
+	(*LDSGroups)(nil),             // 60: state.v1.LDSGroups
+	(*LDSLocators)(nil),           // 61: state.v1.LDSLocators
+	(*LDSDiscard)(nil),            // 62: state.v1.LDSDiscard
+	(*LDSFound)(nil),              // 63: state.v1.LDSFound
+	(*LDSLost)(nil),               // 64: state.v1.LDSLost
+	(*djinnpb.Ref)(nil),           // 65: djinn.v1.Ref
+	(*djinnpb.RemoteEvent)(nil),   // 66: djinn.v1.RemoteEvent
+	(*djinnpb.EventKey)(nil),      // 67: djinn.v1.EventKey
+	(djinnpb.SerialFormat)(0),     // 68: djinn.v1.SerialFormat
+	(*djinnpb.Error)(nil),         // 69: djinn.v1.Error
+	(*djinnpb.Lease)(nil),         // 70: djinn.v1.Lease
+	(*LockRecord)(nil),            // 71: state.v1.LockRecord
+	(*LookupRecord)(nil),          // 72: state.v1.LookupRecord
+	(*LDSRecord)(nil),             // 73: state.v1.LDSRecord
 }
 var file_state_v1_state_proto_depIdxs = []int32{
 	2,  // 0: state.v1.Command.init:type_name -> state.v1.Init
@@ -4200,92 +4378,96 @@ var file_state_v1_state_proto_depIdxs = []int32{
 	4,  // 2: state.v1.Command.lease_cancel:type_name -> state.v1.LeaseCancel
 	5,  // 3: state.v1.Command.lease_expire:type_name -> state.v1.LeaseExpire
 	6,  // 4: state.v1.Command.lease_horizon:type_name -> state.v1.LeaseHorizon
-	8,  // 5: state.v1.Command.mailbox_register:type_name -> state.v1.MailboxRegister
-	9,  // 6: state.v1.Command.mailbox_enable:type_name -> state.v1.MailboxEnable
-	10, // 7: state.v1.Command.mailbox_disable:type_name -> state.v1.MailboxDisable
-	11, // 8: state.v1.Command.mailbox_store:type_name -> state.v1.MailboxStore
-	12, // 9: state.v1.Command.mailbox_delivered:type_name -> state.v1.MailboxDelivered
-	14, // 10: state.v1.Command.mailbox_unknown:type_name -> state.v1.MailboxUnknown
-	15, // 11: state.v1.Command.mailbox_pull:type_name -> state.v1.MailboxPull
-	16, // 12: state.v1.Command.renewal_create:type_name -> state.v1.RenewalCreate
-	17, // 13: state.v1.Command.renewal_add:type_name -> state.v1.RenewalAdd
-	18, // 14: state.v1.Command.renewal_remove:type_name -> state.v1.RenewalRemove
-	19, // 15: state.v1.Command.renewal_listen:type_name -> state.v1.RenewalListen
-	20, // 16: state.v1.Command.renewal_renewed:type_name -> state.v1.RenewalRenewed
-	21, // 17: state.v1.Command.renewal_end:type_name -> state.v1.RenewalEnd
-	23, // 18: state.v1.Command.renewal_warn:type_name -> state.v1.RenewalWarn
-	24, // 19: state.v1.Command.renewal_delivered:type_name -> state.v1.RenewalDelivered
-	26, // 20: state.v1.Command.txn_create:type_name -> state.v1.TxnCreate
-	28, // 21: state.v1.Command.txn_join:type_name -> state.v1.TxnJoin
-	29, // 22: state.v1.Command.txn_voting:type_name -> state.v1.TxnVoting
-	30, // 23: state.v1.Command.txn_decide:type_name -> state.v1.TxnDecide
-	31, // 24: state.v1.Command.txn_notified:type_name -> state.v1.TxnNotified
-	34, // 25: state.v1.Command.txn_forget:type_name -> state.v1.TxnForget
-	33, // 26: state.v1.Command.txn_promote:type_name -> state.v1.TxnPromote
-	46, // 27: state.v1.Command.lock_create_set:type_name -> state.v1.LockCreateSet
-	47, // 28: state.v1.Command.lock_create_owner:type_name -> state.v1.LockCreateOwner
-	48, // 29: state.v1.Command.lock_acquire:type_name -> state.v1.LockAcquire
-	49, // 30: state.v1.Command.lock_release:type_name -> state.v1.LockRelease
-	50, // 31: state.v1.Command.lock_cancel:type_name -> state.v1.LockCancel
-	51, // 32: state.v1.Command.lock_txn_end:type_name -> state.v1.LockTxnEnd
-	52, // 33: state.v1.Command.lock_drop:type_name -> state.v1.LockDrop
-	53, // 34: state.v1.Command.lookup_register:type_name -> state.v1.LookupRegister
-	54, // 35: state.v1.Command.lookup_attributes:type_name -> state.v1.LookupAttributes
-	55, // 36: state.v1.Command.lookup_notify:type_name -> state.v1.LookupNotify
-	56, // 37: state.v1.Command.lds_register:type_name -> state.v1.LDSRegister
-	57, // 38: state.v1.Command.lds_groups:type_name -> state.v1.LDSGroups
-	58, // 39: state.v1.Command.lds_locators:type_name -> state.v1.LDSLocators
-	59, // 40: state.v1.Command.lds_discard:type_name -> state.v1.LDSDiscard
-	60, // 41: state.v1.Command.lds_found:type_name -> state.v1.LDSFound
-	61, // 42: state.v1.Command.lds_lost:type_name -> state.v1.LDSLost
-	7,  // 43: state.v1.LeaseHorizon.entries:type_name -> state.v1.HorizonEntry
-	62, // 44: state.v1.MailboxEnable.target:type_name -> djinn.v1.Ref
-	63, // 45: state.v1.MailboxStore.events:type_name -> djinn.v1.RemoteEvent
-	13, // 46: state.v1.MailboxDelivered.entries:type_name -> state.v1.Delivered
-	64, // 47: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
-	62, // 48: state.v1.RenewalAdd.landlord:type_name -> djinn.v1.Ref
-	65, // 49: state.v1.RenewalAdd.format:type_name -> djinn.v1.SerialFormat
-	62, // 50: state.v1.RenewalListen.target:type_name -> djinn.v1.Ref
-	22, // 51: state.v1.RenewalEnd.entries:type_name -> state.v1.RenewalEnding
-	0,  // 52: state.v1.RenewalEnding.reason:type_name -> state.v1.RenewalEndReason
-	66, // 53: state.v1.RenewalEnding.error:type_name -> djinn.v1.Error
-	67, // 54: state.v1.RenewalWarn.set_lease:type_name -> djinn.v1.Lease
-	25, // 55: state.v1.RenewalDelivered.entries:type_name -> state.v1.RenewalDeliveredEntry
-	27, // 56: state.v1.TxnCreate.remote:type_name -> state.v1.TxnRemoteParent
-	62, // 57: state.v1.TxnRemoteParent.manager:type_name -> djinn.v1.Ref
-	62, // 58: state.v1.TxnRemoteParent.ancestor_managers:type_name -> djinn.v1.Ref
-	62, // 59: state.v1.TxnJoin.participant:type_name -> djinn.v1.Ref
-	32, // 60: state.v1.TxnNotified.entries:type_name -> state.v1.TxnParticipantRef
-	62, // 61: state.v1.TxnPromote.participants:type_name -> djinn.v1.Ref
-	62, // 62: state.v1.TxnPromote.drop:type_name -> djinn.v1.Ref
-	2,  // 63: state.v1.Record.init:type_name -> state.v1.Init
-	3,  // 64: state.v1.Record.member:type_name -> state.v1.Member
-	36, // 65: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
-	37, // 66: state.v1.Record.mailbox:type_name -> state.v1.MailboxRecord
-	39, // 67: state.v1.Record.renewal_set:type_name -> state.v1.RenewalSetRecord
-	42, // 68: state.v1.Record.txn:type_name -> state.v1.TxnRecord
-	44, // 69: state.v1.Record.txn_counter:type_name -> state.v1.TxnCounter
-	68, // 70: state.v1.Record.lock:type_name -> state.v1.LockRecord
-	69, // 71: state.v1.Record.lookup:type_name -> state.v1.LookupRecord
-	70, // 72: state.v1.Record.lds:type_name -> state.v1.LDSRecord
-	62, // 73: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
-	64, // 74: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
-	38, // 75: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
-	63, // 76: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
-	40, // 77: state.v1.RenewalSetRecord.listeners:type_name -> state.v1.RenewalListenerRecord
-	41, // 78: state.v1.RenewalSetRecord.leases:type_name -> state.v1.RenewalLeaseRecord
-	62, // 79: state.v1.RenewalListenerRecord.target:type_name -> djinn.v1.Ref
-	63, // 80: state.v1.RenewalListenerRecord.pending:type_name -> djinn.v1.RemoteEvent
-	62, // 81: state.v1.RenewalLeaseRecord.landlord:type_name -> djinn.v1.Ref
-	65, // 82: state.v1.RenewalLeaseRecord.format:type_name -> djinn.v1.SerialFormat
-	43, // 83: state.v1.TxnRecord.participants:type_name -> state.v1.TxnParticipantRecord
-	27, // 84: state.v1.TxnRecord.remote:type_name -> state.v1.TxnRemoteParent
-	62, // 85: state.v1.TxnParticipantRecord.participant:type_name -> djinn.v1.Ref
-	86, // [86:86] is the sub-list for method output_type
-	86, // [86:86] is the sub-list for method input_type
-	86, // [86:86] is the sub-list for extension type_name
-	86, // [86:86] is the sub-list for extension extendee
-	0,  // [0:86] is the sub-list for field type_name
+	37, // 5: state.v1.Command.quotas:type_name -> state.v1.Quotas
+	8,  // 6: state.v1.Command.mailbox_register:type_name -> state.v1.MailboxRegister
+	9,  // 7: state.v1.Command.mailbox_enable:type_name -> state.v1.MailboxEnable
+	10, // 8: state.v1.Command.mailbox_disable:type_name -> state.v1.MailboxDisable
+	11, // 9: state.v1.Command.mailbox_store:type_name -> state.v1.MailboxStore
+	12, // 10: state.v1.Command.mailbox_delivered:type_name -> state.v1.MailboxDelivered
+	14, // 11: state.v1.Command.mailbox_unknown:type_name -> state.v1.MailboxUnknown
+	15, // 12: state.v1.Command.mailbox_pull:type_name -> state.v1.MailboxPull
+	16, // 13: state.v1.Command.renewal_create:type_name -> state.v1.RenewalCreate
+	17, // 14: state.v1.Command.renewal_add:type_name -> state.v1.RenewalAdd
+	18, // 15: state.v1.Command.renewal_remove:type_name -> state.v1.RenewalRemove
+	19, // 16: state.v1.Command.renewal_listen:type_name -> state.v1.RenewalListen
+	20, // 17: state.v1.Command.renewal_renewed:type_name -> state.v1.RenewalRenewed
+	21, // 18: state.v1.Command.renewal_end:type_name -> state.v1.RenewalEnd
+	23, // 19: state.v1.Command.renewal_warn:type_name -> state.v1.RenewalWarn
+	24, // 20: state.v1.Command.renewal_delivered:type_name -> state.v1.RenewalDelivered
+	26, // 21: state.v1.Command.txn_create:type_name -> state.v1.TxnCreate
+	28, // 22: state.v1.Command.txn_join:type_name -> state.v1.TxnJoin
+	29, // 23: state.v1.Command.txn_voting:type_name -> state.v1.TxnVoting
+	30, // 24: state.v1.Command.txn_decide:type_name -> state.v1.TxnDecide
+	31, // 25: state.v1.Command.txn_notified:type_name -> state.v1.TxnNotified
+	34, // 26: state.v1.Command.txn_forget:type_name -> state.v1.TxnForget
+	33, // 27: state.v1.Command.txn_promote:type_name -> state.v1.TxnPromote
+	49, // 28: state.v1.Command.lock_create_set:type_name -> state.v1.LockCreateSet
+	50, // 29: state.v1.Command.lock_create_owner:type_name -> state.v1.LockCreateOwner
+	51, // 30: state.v1.Command.lock_acquire:type_name -> state.v1.LockAcquire
+	52, // 31: state.v1.Command.lock_release:type_name -> state.v1.LockRelease
+	53, // 32: state.v1.Command.lock_cancel:type_name -> state.v1.LockCancel
+	54, // 33: state.v1.Command.lock_txn_end:type_name -> state.v1.LockTxnEnd
+	55, // 34: state.v1.Command.lock_drop:type_name -> state.v1.LockDrop
+	56, // 35: state.v1.Command.lookup_register:type_name -> state.v1.LookupRegister
+	57, // 36: state.v1.Command.lookup_attributes:type_name -> state.v1.LookupAttributes
+	58, // 37: state.v1.Command.lookup_notify:type_name -> state.v1.LookupNotify
+	59, // 38: state.v1.Command.lds_register:type_name -> state.v1.LDSRegister
+	60, // 39: state.v1.Command.lds_groups:type_name -> state.v1.LDSGroups
+	61, // 40: state.v1.Command.lds_locators:type_name -> state.v1.LDSLocators
+	62, // 41: state.v1.Command.lds_discard:type_name -> state.v1.LDSDiscard
+	63, // 42: state.v1.Command.lds_found:type_name -> state.v1.LDSFound
+	64, // 43: state.v1.Command.lds_lost:type_name -> state.v1.LDSLost
+	7,  // 44: state.v1.LeaseHorizon.entries:type_name -> state.v1.HorizonEntry
+	65, // 45: state.v1.MailboxEnable.target:type_name -> djinn.v1.Ref
+	66, // 46: state.v1.MailboxStore.events:type_name -> djinn.v1.RemoteEvent
+	13, // 47: state.v1.MailboxDelivered.entries:type_name -> state.v1.Delivered
+	67, // 48: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
+	65, // 49: state.v1.RenewalAdd.landlord:type_name -> djinn.v1.Ref
+	68, // 50: state.v1.RenewalAdd.format:type_name -> djinn.v1.SerialFormat
+	65, // 51: state.v1.RenewalListen.target:type_name -> djinn.v1.Ref
+	22, // 52: state.v1.RenewalEnd.entries:type_name -> state.v1.RenewalEnding
+	0,  // 53: state.v1.RenewalEnding.reason:type_name -> state.v1.RenewalEndReason
+	69, // 54: state.v1.RenewalEnding.error:type_name -> djinn.v1.Error
+	70, // 55: state.v1.RenewalWarn.set_lease:type_name -> djinn.v1.Lease
+	25, // 56: state.v1.RenewalDelivered.entries:type_name -> state.v1.RenewalDeliveredEntry
+	27, // 57: state.v1.TxnCreate.remote:type_name -> state.v1.TxnRemoteParent
+	65, // 58: state.v1.TxnRemoteParent.manager:type_name -> djinn.v1.Ref
+	65, // 59: state.v1.TxnRemoteParent.ancestor_managers:type_name -> djinn.v1.Ref
+	65, // 60: state.v1.TxnJoin.participant:type_name -> djinn.v1.Ref
+	32, // 61: state.v1.TxnNotified.entries:type_name -> state.v1.TxnParticipantRef
+	65, // 62: state.v1.TxnPromote.participants:type_name -> djinn.v1.Ref
+	65, // 63: state.v1.TxnPromote.drop:type_name -> djinn.v1.Ref
+	2,  // 64: state.v1.Record.init:type_name -> state.v1.Init
+	3,  // 65: state.v1.Record.member:type_name -> state.v1.Member
+	36, // 66: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
+	39, // 67: state.v1.Record.mailbox:type_name -> state.v1.MailboxRecord
+	41, // 68: state.v1.Record.renewal_set:type_name -> state.v1.RenewalSetRecord
+	44, // 69: state.v1.Record.txn:type_name -> state.v1.TxnRecord
+	46, // 70: state.v1.Record.txn_counter:type_name -> state.v1.TxnCounter
+	71, // 71: state.v1.Record.lock:type_name -> state.v1.LockRecord
+	72, // 72: state.v1.Record.lookup:type_name -> state.v1.LookupRecord
+	73, // 73: state.v1.Record.lds:type_name -> state.v1.LDSRecord
+	37, // 74: state.v1.Record.quotas:type_name -> state.v1.Quotas
+	38, // 75: state.v1.Quotas.quotas:type_name -> state.v1.Quota
+	48, // 76: state.v1.Quota.principals:type_name -> state.v1.Quota.PrincipalsEntry
+	65, // 77: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
+	67, // 78: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
+	40, // 79: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
+	66, // 80: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
+	42, // 81: state.v1.RenewalSetRecord.listeners:type_name -> state.v1.RenewalListenerRecord
+	43, // 82: state.v1.RenewalSetRecord.leases:type_name -> state.v1.RenewalLeaseRecord
+	65, // 83: state.v1.RenewalListenerRecord.target:type_name -> djinn.v1.Ref
+	66, // 84: state.v1.RenewalListenerRecord.pending:type_name -> djinn.v1.RemoteEvent
+	65, // 85: state.v1.RenewalLeaseRecord.landlord:type_name -> djinn.v1.Ref
+	68, // 86: state.v1.RenewalLeaseRecord.format:type_name -> djinn.v1.SerialFormat
+	45, // 87: state.v1.TxnRecord.participants:type_name -> state.v1.TxnParticipantRecord
+	27, // 88: state.v1.TxnRecord.remote:type_name -> state.v1.TxnRemoteParent
+	65, // 89: state.v1.TxnParticipantRecord.participant:type_name -> djinn.v1.Ref
+	90, // [90:90] is the sub-list for method output_type
+	90, // [90:90] is the sub-list for method input_type
+	90, // [90:90] is the sub-list for extension type_name
+	90, // [90:90] is the sub-list for extension extendee
+	0,  // [0:90] is the sub-list for field type_name
 }
 
 func init() { file_state_v1_state_proto_init() }
@@ -4302,6 +4484,7 @@ func file_state_v1_state_proto_init() {
 		(*Command_LeaseCancel)(nil),
 		(*Command_LeaseExpire)(nil),
 		(*Command_LeaseHorizon)(nil),
+		(*Command_Quotas)(nil),
 		(*Command_MailboxRegister)(nil),
 		(*Command_MailboxEnable)(nil),
 		(*Command_MailboxDisable)(nil),
@@ -4352,6 +4535,7 @@ func file_state_v1_state_proto_init() {
 		(*Record_Lock)(nil),
 		(*Record_Lookup)(nil),
 		(*Record_Lds)(nil),
+		(*Record_Quotas)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -4359,7 +4543,7 @@ func file_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_state_v1_state_proto_rawDesc), len(file_state_v1_state_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   45,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
