@@ -16,6 +16,7 @@ import (
 	"github.com/djinn-go/djinn/internal/batch"
 	"github.com/djinn-go/djinn/internal/grpcerr"
 	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/principal"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
@@ -36,9 +37,7 @@ func landlordPart(s *Server) *part {
 			return nil
 		},
 		serve: func(r *registrar) error {
-			return r.serve(&djinnpb.Landlord_ServiceDesc, &landlordRPC{s: s}, Rules{
-				"Renew": capability, "Cancel": capability, "RenewAll": capability, "CancelAll": capability, "RenewStream": capability,
-			})
+			return r.serve(&djinnpb.Landlord_ServiceDesc, &landlordRPC{s: s}, landlordRules(s))
 		},
 		run: func(ctx context.Context) { s.lessor.Run(ctx) },
 		ref: s.ref(lease.LandlordID),
@@ -113,6 +112,20 @@ func (s *Server) leasesView(_ context.Context, q url.Values) (any, error) {
 	}{s.nowMs(), len(all), slices.Sorted(maps.Keys(kinds)), l.Renewals.Load(), l.Expired.Load(), l.Cancelled.Load(), rows}, nil
 }
 
+// landlordRules: a lease's cookie is a capability to renew it — any
+// holder may, as a renewal service does for its clients (a holder that is
+// not the lease's owner only ever extends it: lease.Table.Renew). Ending
+// a lease is its owner's: for another principal, a lease it cancels does
+// not exist (UnknownLease). CancelAll checks each lease, answering for
+// each.
+func landlordRules(s *Server) Rules {
+	return Rules{
+		"Renew": capability, "RenewAll": capability, "RenewStream": capability,
+		"Cancel":    leaseOwner(s, (*djinnpb.CancelRequest).GetCookie, lease.UnknownLease),
+		"CancelAll": owner(func(context.Context, *djinnpb.CancelAllRequest) error { return nil }), // per lease, in the handler
+	}
+}
+
 // landlordRPC serves the Landlord service for every lease this server
 // grants.
 type landlordRPC struct {
@@ -173,7 +186,22 @@ func (l *landlordRPC) CancelAll(ctx context.Context, r *djinnpb.CancelAllRequest
 	if err != nil {
 		return nil, err
 	}
-	return &djinnpb.CancelAllResponse{Errors: batch.Errors(l.s.lessor.Cancel(ctx, cookies))}, nil
+	// Leases of another principal's are unknown to the caller: answered
+	// so, and not cancelled.
+	errs := make([]error, len(cookies))
+	var mine []djinn.ID
+	var at []int
+	for i, c := range cookies {
+		if p, ok := l.s.machine.Leases.Principal(c); ok && p != principal.From(ctx) {
+			errs[i] = lease.UnknownLease(c)
+			continue
+		}
+		mine, at = append(mine, c), append(at, i)
+	}
+	for j, err := range l.s.lessor.Cancel(ctx, mine) {
+		errs[at[j]] = err
+	}
+	return &djinnpb.CancelAllResponse{Errors: batch.Errors(errs)}, nil
 }
 
 func (l *landlordRPC) RenewStream(stream djinnpb.Landlord_RenewStreamServer) error {

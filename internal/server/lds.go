@@ -76,9 +76,16 @@ func ldsPart(s *Server) *part {
 			return err
 		},
 		serve: func(r *registrar) error {
+			// A registration is its creator's: others may renew its lease
+			// (its cookie), nothing more.
+			noReg := func(djinn.ID) error { return lds.ErrNoRegistration }
 			return r.serve(&djinnpb.LookupDiscoveryService_ServiceDesc, rpc, Rules{
-				"Register": authenticated, "GetRegistration": capability, "GetRegistrars": capability,
-				"ChangeGroups": capability, "ChangeLocators": capability, "Discard": capability,
+				"Register":        authenticated,
+				"GetRegistration": leaseOwner(s, (*djinnpb.LDSRegistrationRequest).GetLeaseCookie, noReg),
+				"GetRegistrars":   leaseOwner(s, (*djinnpb.LDSRegistrationRequest).GetLeaseCookie, noReg),
+				"ChangeGroups":    leaseOwner(s, (*djinnpb.LDSGroupsRequest).GetLeaseCookie, noReg),
+				"ChangeLocators":  leaseOwner(s, (*djinnpb.LDSLocatorsRequest).GetLeaseCookie, noReg),
+				"Discard":         leaseOwner(s, (*djinnpb.LDSDiscardRequest).GetLeaseCookie, noReg),
 			})
 		},
 		run:     func(ctx context.Context) { s.ldsDiscover(ctx, rpc.svc) },

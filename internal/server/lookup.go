@@ -70,9 +70,14 @@ func lookupPart(s *Server) *part {
 			return err
 		},
 		serve: func(r *registrar) error {
+			attrs := leaseOwner(s, (*djinnpb.AttributesRequest).GetLeaseCookie, func(djinn.ID) error {
+				return djinn.Errorf(djinn.UnknownLease, "registration: its lease ended")
+			})
 			return r.serve(lookupDesc(rpc), rpc, Rules{
 				"Register": authenticated, "Lookup": authenticated, "LookupStream": authenticated, "Notify": authenticated,
-				"AddAttributes": capability, "ModifyAttributes": capability, "SetAttributes": capability,
+				// Modifying a registration is its owner's; its lease's
+				// cookie alone lets another principal renew it, no more.
+				"AddAttributes": attrs, "ModifyAttributes": attrs, "SetAttributes": attrs,
 				"GetEntryTypes": authenticated, "GetFieldValues": authenticated, "GetServiceTypes": authenticated,
 				"GetRegistrar": authenticated,
 			})

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/principal"
 )
 
 // Who may call an RPC is decided in one place (DESIGN.md 7): each service
@@ -90,6 +91,24 @@ func owner[R any](owns func(ctx context.Context, req R) error) Rule {
 		}
 		return owns(ctx, r)
 	}}
+}
+
+// leaseOwner returns the Owner rule of calls on requests of type R that
+// name what they act on by its lease's cookie (cookie gets it): the
+// lease's principal owns it, and for any other the hook answers
+// notFound(cookie). A cookie that does not parse, or names no live
+// lease, is left to the handler.
+func leaseOwner[R any](s *Server, cookie func(R) []byte, notFound func(djinn.ID) error) Rule {
+	return owner(func(ctx context.Context, req R) error {
+		c, err := djinn.IDFromBytes("lease cookie", cookie(req))
+		if err != nil {
+			return nil
+		}
+		if p, ok := s.machine.Leases.Principal(c); ok && p != principal.From(ctx) {
+			return notFound(c)
+		}
+		return nil
+	})
 }
 
 // Rules are a gRPC service's rules, by method name ("Register").
