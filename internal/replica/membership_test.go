@@ -1,0 +1,90 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/djinn-go/djinn"
+)
+
+// twoNodes starts a leader n0 (its hook reported on leading) and a
+// follower n1 voting beside it, and closes them when the test ends.
+func twoNodes(t *testing.T) (leader, follower *Node, fsm *counter) {
+	t.Helper()
+	leading := make(chan *Node, 4)
+	var n0 *Node
+	ready := make(chan struct{})
+	n0, _ = open(t, t.TempDir(), true, func(ctx context.Context) {
+		<-ready
+		leading <- n0
+		<-ctx.Done()
+	})
+	close(ready)
+	t.Cleanup(func() { n0.Close() })
+	leaderOf(t, leading)
+	n1, c1 := open(t, t.TempDir(), false, nil)
+	t.Cleanup(func() { n1.Close() })
+	if err := n0.AddVoter(context.Background(), n1.ID(), n1.RaftAddr()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := propose(context.Background(), n0); err != nil {
+		t.Fatal(err)
+	}
+	c1.wait(t, 1)
+	return n0, n1, c1
+}
+
+// TestReadBarrier: the leader's barrier returns once it has applied what
+// was committed; a follower's refuses, naming the leader's node.
+func TestReadBarrier(t *testing.T) {
+	l, f, _ := twoNodes(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := l.ReadBarrier(ctx); err != nil {
+		t.Fatalf("leader's read barrier: %v", err)
+	}
+	if l.AppliedIndex() < l.CommitIndex() {
+		t.Errorf("after the barrier applied %d < committed %d", l.AppliedIndex(), l.CommitIndex())
+	}
+	var nl *NotLeaderError
+	if err := f.ReadBarrier(ctx); !errors.As(err, &nl) {
+		t.Errorf("follower's read barrier: %v, want not the leader", err)
+	}
+	short, cancel2 := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel2()
+	if err := l.WaitApplied(short, l.AppliedIndex()+1000); !errors.Is(err, djinn.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("waiting for an index never written: %v, want unavailable once ctx ends", err)
+	}
+}
+
+// TestStaleness: a follower answers reads within a staleness bound while
+// it hears from the leader, and, the leader gone, only within the bound.
+func TestStaleness(t *testing.T) {
+	l, f, _ := twoNodes(t)
+	if err := l.Staleness(time.Nanosecond, 0); err != nil {
+		t.Errorf("the leader refuses a stale read: %v", err)
+	}
+	if err := f.Staleness(time.Hour, 1<<20); err != nil {
+		t.Errorf("a follower in touch refuses a read an hour stale: %v", err)
+	}
+	if c := f.LastContact(); c < 0 {
+		t.Errorf("a follower in touch says it never heard from a leader (%v)", c)
+	}
+	l.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for f.LastContact() <= 300*time.Millisecond {
+		if time.Now().After(deadline) {
+			t.Fatal("the follower's last contact did not age")
+		}
+		<-time.After(20 * time.Millisecond)
+	}
+	var nl *NotLeaderError
+	if err := f.Staleness(300*time.Millisecond, 1<<20); !errors.As(err, &nl) {
+		t.Errorf("a follower cut off for %v answers reads at most 300ms stale: %v", f.LastContact(), err)
+	}
+	if err := f.Staleness(time.Hour, 1<<20); err != nil {
+		t.Errorf("without a leader, a follower refuses reads an hour stale: %v", err)
+	}
+}
