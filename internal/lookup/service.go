@@ -217,16 +217,30 @@ func (s *Service) Attributes(ctx context.Context, cookie []byte, op int32, entri
 	return err
 }
 
+// MayRead says whether this node may answer a read now, and if not why
+// (the server decides by the caller's read mode: on the leader only, or on
+// any member whose state is fresh enough). Nil means on the leader only.
+type MayRead func() error
+
+// may checks m, or leadership when m is nil.
+func (s *Service) may(m MayRead) error {
+	if m == nil {
+		return s.leading()
+	}
+	return m()
+}
+
 // Lookup returns the number of items tmpl matches and up to max of them,
 // or, when one is set, one chosen at random among them all; each item is
 // in its wire form, the protobuf encoding of a djinnpb.ServiceItem
-// (Registry.LookupEncoded).
-func (s *Service) Lookup(tmpl *djinnpb.ServiceTemplate, max int, one bool) (int, [][]byte, error) {
+// (Registry.LookupEncoded). It answers from this node's state when may
+// allows.
+func (s *Service) Lookup(tmpl *djinnpb.ServiceTemplate, max int, one bool, may MayRead) (int, [][]byte, error) {
 	t, err := wire.TemplateFrom(tmpl)
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := s.leading(); err != nil {
+	if err := s.may(may); err != nil {
 		return 0, nil, err
 	}
 	s.Lookups.Add(1)
@@ -275,9 +289,9 @@ func (s *Service) Notify(ctx context.Context, tmpl *djinnpb.ServiceTemplate, tra
 	return Notification{EventID: res.(int64), Lease: lease.Proto(s.self(), cookie, granted)}, nil
 }
 
-// Browse runs fn on the registry, on the leader.
-func (s *Service) Browse(fn func(*Registry) error) error {
-	if err := s.leading(); err != nil {
+// Browse runs fn on the registry of this node's state, when may allows.
+func (s *Service) Browse(may MayRead, fn func(*Registry) error) error {
+	if err := s.may(may); err != nil {
 		return err
 	}
 	return s.state.Browse(fn)

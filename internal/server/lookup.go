@@ -106,7 +106,7 @@ func lookupMetrics(st *lookup.State, svc *lookup.Service) []prometheus.Collector
 	return []prometheus.Collector{
 		gauge("djinn_lookup_items", "Service items registered.", func() float64 { n, _ := st.Len(); return float64(n) }),
 		gauge("djinn_lookup_watches", "Service event registrations (notify).", func() float64 { _, n := st.Len(); return float64(n) }),
-		counter("djinn_lookup_lookups_total", "Lookups served by this node as leader.", func() float64 { return float64(svc.Lookups.Load()) }),
+		counter("djinn_lookup_lookups_total", "Lookups served by this node.", func() float64 { return float64(svc.Lookups.Load()) }),
 		counter("djinn_lookup_registrations_total", "Registrations made through this node as leader.", func() float64 { return float64(svc.Registered.Load()) }),
 		counter("djinn_lookup_delivered_events_total", "Service events delivered to listeners.", func() float64 { return float64(svc.DeliveryStats().Delivered) }),
 		counter("djinn_lookup_delivery_failed_events_total", "Service events dropped by a definite failure.", func() float64 { return float64(svc.DeliveryStats().Failed) }),
@@ -151,8 +151,12 @@ func (r *lookupRPC) lookupEncoded(_ any, ctx context.Context, dec func(any) erro
 	if err := dec(req); err != nil {
 		return nil, err
 	}
-	h := func(_ context.Context, req any) (any, error) {
-		total, items, err := r.lookup(req.(*djinnpb.LookupRequest))
+	h := func(ctx context.Context, req any) (any, error) {
+		may, err := r.s.mayRead(ctx, "lookup service")
+		if err != nil {
+			return nil, err
+		}
+		total, items, err := r.lookup(req.(*djinnpb.LookupRequest), may)
 		if err != nil {
 			return nil, err
 		}
@@ -169,11 +173,11 @@ func (r *lookupRPC) Lookup(context.Context, *djinnpb.LookupRequest) (*djinnpb.Lo
 	return nil, djinn.Errorf(djinn.Internal, "lookup: not registered through lookupDesc")
 }
 
-func (r *lookupRPC) lookup(req *djinnpb.LookupRequest) (int64, [][]byte, error) {
+func (r *lookupRPC) lookup(req *djinnpb.LookupRequest, may lookup.MayRead) (int64, [][]byte, error) {
 	if req.GetMaxMatches() < 0 {
 		return 0, nil, djinn.Errorf(djinn.InvalidArgument, "max matches %d: must not be negative", req.GetMaxMatches())
 	}
-	total, items, err := r.svc.Lookup(req.GetTemplate(), int(req.GetMaxMatches()), req.GetOne())
+	total, items, err := r.svc.Lookup(req.GetTemplate(), int(req.GetMaxMatches()), req.GetOne(), may)
 	return int64(total), items, err
 }
 
@@ -187,6 +191,10 @@ const maxLookupBatch = 1024
 // Responses are written as EncodedLookupBatchResponse, the same bytes as a
 // LookupBatchResponse (see lookupDesc).
 func (r *lookupRPC) LookupStream(stream djinnpb.LookupService_LookupStreamServer) error {
+	may, err := r.s.mayRead(stream.Context(), "lookup service")
+	if err != nil {
+		return err
+	}
 	for {
 		batch, err := stream.Recv()
 		if err != nil {
@@ -203,7 +211,7 @@ func (r *lookupRPC) LookupStream(stream djinnpb.LookupService_LookupStreamServer
 		resp := &djinnpb.EncodedLookupBatchResponse{Answers: make([]*djinnpb.EncodedLookupAnswer, len(lookups))}
 		for i, req := range lookups {
 			a := &answers[i]
-			a.Total, a.Items, err = r.lookup(req)
+			a.Total, a.Items, err = r.lookup(req, may)
 			if err != nil {
 				if djinn.KindOf(err) == djinn.Unavailable {
 					return err
@@ -250,8 +258,12 @@ func (r *lookupRPC) GetEntryTypes(ctx context.Context, req *djinnpb.BrowseReques
 	if err != nil {
 		return nil, err
 	}
+	may, err := r.s.mayRead(ctx, "lookup service")
+	if err != nil {
+		return nil, err
+	}
 	resp := &djinnpb.EntryTypesResponse{}
-	err = r.svc.Browse(func(reg *lookup.Registry) error {
+	err = r.svc.Browse(may, func(reg *lookup.Registry) error {
 		ts, err := reg.EntryTypes(tmpl)
 		for _, t := range ts {
 			resp.Types = append(resp.Types, &djinnpb.Entry{Type: t.Type, Supertypes: t.Supertypes})
@@ -269,8 +281,12 @@ func (r *lookupRPC) GetFieldValues(ctx context.Context, req *djinnpb.BrowseReque
 	if err != nil {
 		return nil, err
 	}
+	may, err := r.s.mayRead(ctx, "lookup service")
+	if err != nil {
+		return nil, err
+	}
 	resp := &djinnpb.FieldValuesResponse{}
-	err = r.svc.Browse(func(reg *lookup.Registry) error {
+	err = r.svc.Browse(may, func(reg *lookup.Registry) error {
 		vs, err := reg.FieldValues(tmpl, int(req.GetSetIndex()), req.GetField())
 		for _, v := range vs {
 			pv := wire.Value(v)
@@ -292,8 +308,12 @@ func (r *lookupRPC) GetServiceTypes(ctx context.Context, req *djinnpb.BrowseRequ
 	if err != nil {
 		return nil, err
 	}
+	may, err := r.s.mayRead(ctx, "lookup service")
+	if err != nil {
+		return nil, err
+	}
 	resp := &djinnpb.ServiceTypesResponse{}
-	err = r.svc.Browse(func(reg *lookup.Registry) error {
+	err = r.svc.Browse(may, func(reg *lookup.Registry) error {
 		var err error
 		resp.Types, err = reg.ServiceTypes(tmpl, req.GetPrefix())
 		return err
