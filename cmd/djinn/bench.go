@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/bench"
 )
 
@@ -88,7 +89,10 @@ func (g *globals) runBench(cmd *cobra.Command, b bench.Bench) error {
 	if err := b.Check(); err != nil {
 		return err
 	}
-	if err := djinn.CheckEndpoint(g.server); err != nil {
+	if eps, err := client.SplitEndpoints(g.server); err != nil || len(eps) == 0 {
+		if err == nil {
+			err = djinn.Errorf(djinn.InvalidArgument, "no endpoint given")
+		}
 		return fmt.Errorf("--server: %w", err)
 	}
 	env := bench.Env{Server: g.server, Dial: g.dialAt, Progress: cmd.ErrOrStderr()}
@@ -324,6 +328,7 @@ func (g *globals) benchLookupCmd() *cobra.Command {
 	f.DurationVar(&b.RetryMax, "retry-max", 10*time.Millisecond, "discovery: the client's longest wait between attempts")
 	f.StringVar(&b.Listen, "listen", "127.0.0.1:0", "address of the bench's listeners for the notify workload (the server must reach it)")
 	f.StringVar(&b.Admin, "admin", "127.0.0.1:4162", "admin address of the server, for its memory and CPU (empty: not read)")
+	f.DurationVar(&b.MaxStaleness, "max-staleness", 0, "let any member answer the lookups from a state at most this old (with several --server addresses, lookups spread over the cluster)")
 	return cmd
 }
 

@@ -164,3 +164,24 @@ func TestCLISnapshot(t *testing.T) {
 	mustRun(t, pr, "mailbox", "show", reg.ID)
 	mustRun(t, pr, "lease", "renew", reg.Lease.Token, "--duration", "1m")
 }
+
+// TestCLIReadModes: the lookup commands read with the freshness asked for,
+// and refuse two at once.
+func TestCLIReadModes(t *testing.T) {
+	n := newNode(t)
+	p := n.start(t)
+	defer p.stop(t)
+	mustRun(t, p, "lookup", "register", "--type", "Fresh", "--endpoint", "127.0.0.1:9")
+	for _, mode := range [][]string{{"--max-staleness", "10s"}, {"--linearizable"}} {
+		var found struct {
+			Total int `json:"total"`
+		}
+		out := mustRun(t, p, append([]string{"lookup", "find", "--type", "Fresh", "-o", "json"}, mode...)...)
+		if err := json.Unmarshal([]byte(out), &found); err != nil || found.Total != 1 {
+			t.Errorf("lookup find %v: %s, want the item", mode, out)
+		}
+	}
+	if out, errs, ok := run(t, p, "lookup", "find", "--linearizable", "--max-staleness", "1s"); ok || !strings.Contains(errs, "choose one") {
+		t.Errorf("two read modes at once: %s%s, want refused", out, errs)
+	}
+}

@@ -207,7 +207,34 @@ func (g *globals) withRegistrar(cmd *cobra.Command, fn func(ctx context.Context,
 	if err != nil {
 		return err
 	}
-	return fn(ctx, c, r)
+	return fn(g.reads.context(ctx), c, r)
+}
+
+// readFlags are the lookup commands' choice of freshness.
+type readFlags struct {
+	maxStaleness time.Duration
+	linearizable bool
+}
+
+// context asks for the chosen freshness on the reads made with ctx.
+func (f readFlags) context(ctx context.Context) context.Context {
+	switch {
+	case f.linearizable:
+		return client.ReadLinearizable(ctx)
+	case f.maxStaleness > 0:
+		return client.ReadStale(ctx, f.maxStaleness)
+	}
+	return ctx
+}
+
+func (f *readFlags) check() error {
+	if f.linearizable && f.maxStaleness > 0 {
+		return errors.New("--linearizable and --max-staleness: choose one")
+	}
+	if f.maxStaleness < 0 {
+		return fmt.Errorf("--max-staleness %s: must be positive", f.maxStaleness)
+	}
+	return nil
 }
 
 func (g *globals) lookupCmd() *cobra.Command {
@@ -217,6 +244,12 @@ func (g *globals) lookupCmd() *cobra.Command {
 		Long: "The lookup service (the registrar): register service items with types and attribute entries, " +
 			"find them by template, watch them come and go, and change their attributes.\n\n--attr: " + attrSyntax + ".",
 	}
+	pf := cmd.PersistentFlags()
+	pf.DurationVar(&g.reads.maxStaleness, "max-staleness", 0,
+		"let any cluster member answer lookups from a state at most this old (spreads reads over the cluster)")
+	pf.BoolVar(&g.reads.linearizable, "linearizable", false,
+		"lookups see every write acknowledged before them (the leader confirms with a quorum first)")
+	cmd.PersistentPreRunE = func(*cobra.Command, []string) error { return g.reads.check() }
 	cmd.AddCommand(g.lookupRegisterCmd(),
 		g.lookupFindCmd("find [--type T]… [--attr Type.field=value]… [--id ID] [--max N]", "Find the services matching a template: the total and the items", true),
 		g.lookupFindCmd("ls [--max N]", "List the registered services: the total and the items", false),

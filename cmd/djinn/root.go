@@ -37,6 +37,7 @@ type globals struct {
 	key    string
 	// secretFile holds the cluster's join secret (joinSecret).
 	secretFile string
+	reads      readFlags // the lookup commands' freshness
 }
 
 // newRoot returns the djinn command with every command group. A new group

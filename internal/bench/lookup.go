@@ -56,6 +56,10 @@ type Lookup struct {
 	RetryMax time.Duration
 	Listen   string // address of the bench's listeners for notify
 	Admin    string // the server's admin endpoint ("": not read)
+	// MaxStaleness, when positive, lets any member of the cluster answer
+	// the lookups from a state at most that old (client.ReadStale): with
+	// several --server addresses, the lookups spread over the members.
+	MaxStaleness time.Duration
 }
 
 // LookupWorkloads are the workloads of Lookup, in the order they run by
@@ -111,6 +115,8 @@ func (b *Lookup) Check() error {
 		return fmt.Errorf("rounds %d: want at least 1", b.Rounds)
 	case b.RetryMin <= 0 || b.RetryMax < b.RetryMin:
 		return fmt.Errorf("retry %s to %s: want 0 < retry-min <= retry-max", b.RetryMin, b.RetryMax)
+	case b.MaxStaleness < 0:
+		return fmt.Errorf("max-staleness %s: want a positive bound, or 0 for the leader alone", b.MaxStaleness)
 	}
 	return nil
 }
@@ -355,9 +361,18 @@ type lookupNer interface {
 	LookupN(ctx context.Context, tmpl client.ServiceTemplate, max int) (int, []client.ServiceItem, error)
 }
 
+// reads asks for the lookups' freshness on ctx.
+func (r *lookupRun) reads(ctx context.Context) context.Context {
+	if r.MaxStaleness > 0 {
+		return client.ReadStale(ctx, r.MaxStaleness)
+	}
+	return ctx
+}
+
 // lookupStep looks up a random item by its name with client c's lookupNer.
 func (r *lookupRun) lookupStep(ids [][]byte, of func(c int) lookupNer) func(context.Context, int, *Recorder) error {
 	return func(ctx context.Context, c int, rec *Recorder) error {
+		ctx = r.reads(ctx)
 		k := rand.IntN(len(ids))
 		t0 := time.Now()
 		total, items, err := of(c).LookupN(ctx, r.template(k), 1)
@@ -377,7 +392,7 @@ func (r *lookupRun) openStreams(ctx context.Context, n int) ([]*client.LookupStr
 	streams := make([]*client.LookupStream, 0, n)
 	for i := range n {
 		cc := r.conns.For(i)
-		s, err := client.NewRegistrar(fixedConn{cc}, djinn.Ref{Endpoint: cc.Target()}).Stream(ctx)
+		s, err := client.NewRegistrar(fixedConn{cc}, djinn.Ref{Endpoint: cc.Target()}).Stream(r.reads(ctx))
 		if err != nil {
 			closeAll(streams)
 			return nil, fmt.Errorf("lookup stream: %w", err)
