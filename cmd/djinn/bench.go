@@ -160,10 +160,17 @@ func (g *globals) benchRenewalCmd() *cobra.Command {
 const benchTxnHelp = `Measure transactions through the transaction manager of --server.
 
 Each client, in a loop for --duration: create a transaction, put two keys
-under it to key/value participants, commit. Reports committed
-transactions/s, p50/p99 per transaction and per commit call, the calls per
-transaction, and the rate as a fraction of the empty gRPC call's, which it
-measures on --server at the same concurrency just before. At one client it
+under it to key/value participants, commit. A transaction counts once
+every participant has been told its outcome: after the load the bench
+waits for the manager to have told them all, checks each transaction of
+the run at the manager, and reads a sample of the writes back from the
+participants. Reports completed transactions/s beside decided ones
+(commits returned), p50/p99 per transaction and per commit call, the
+calls per transaction, and the rate as a fraction of the empty gRPC
+call's, which it measures on --server at the same concurrency just
+before. The run fails when a participant was not told, or when the last
+was told more than --lag after the last commit returned (phase 2 fell
+behind). At one client it
 also measures the register workload (one durable log append) to compare
 the commit's latency with a log append and the participants' round trips.
 
@@ -204,6 +211,7 @@ func (g *globals) benchTxnCmd() *cobra.Command {
 	f.StringVar(&b.Admin, "admin", "", "admin address of --server, to read the calls it served (optional)")
 	f.StringVar(&kvAdmins, "kv-admin", "", "admin addresses of the --kv servers, in the same order (optional)")
 	f.DurationVar(&b.Lease, "lease", time.Minute, "lease asked for each transaction")
+	f.DurationVar(&b.Lag, "lag", 0, "how long after the last commit every participant must have been told (0: a ninth of the run's time, at least 500ms)")
 	return cmd
 }
 

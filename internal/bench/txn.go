@@ -40,11 +40,18 @@ type Txn struct {
 	Admin    string        // the manager's admin endpoint (optional)
 	KVAdmins []string      // the participants' admin endpoints, in KV's order (optional)
 	Lease    time.Duration // asked for each transaction
+	// Lag is how long after the last commit of a run every participant
+	// must have been told the outcome (default: a ninth of the run's time,
+	// at least half a second).
+	Lag time.Duration
 }
 
 // txnWrites is the number of key/value writes in each transaction: write i
 // goes to the i-th KV address (the only one when there is one).
 const txnWrites = 2
+
+// txnValue is the value of every key the bench writes.
+const txnValue = "djinn-bench-txn-value"
 
 // txnMaxErrors ends a run once this many transactions failed with
 // something other than a lock conflict or an abort: the servers are not
@@ -61,6 +68,9 @@ func (b *Txn) Check() error {
 	}
 	if len(b.KVAdmins) > 0 && len(b.KVAdmins) != max(1, len(b.KV)) {
 		return fmt.Errorf("kv-admin %q: want one admin address per --kv address (%d)", strings.Join(b.KVAdmins, ","), max(1, len(b.KV)))
+	}
+	if b.Lag < 0 {
+		return fmt.Errorf("lag %s: must not be negative (0: the default)", b.Lag)
 	}
 	return djinn.CheckLeaseDuration("lease", b.Lease)
 }
@@ -202,38 +212,59 @@ type txnErrors struct {
 }
 
 // transactions runs the transactions at n clients for the duration. A
-// transaction under way when the time is up is finished and counted.
+// transaction under way when the time is up is finished and counted. The
+// run ends once every participant has been told its transaction's
+// outcome (txn_phase2.go).
 func (r *txnRun) transactions(ctx context.Context, n int) (Result, error) {
 	before, err := r.served(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	base, err := r.unsettled(ctx)
 	if err != nil {
 		return Result{}, err
 	}
 	// Keys are distinct per transaction: a participant keeps its write
 	// locks until the manager tells it the outcome, after commit returned.
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	seq := make([]int, n)
+	done := make([][]txnDone, n)
 	errs := &txnErrors{}
+	backlog := r.sampleBacklog(ctx)
 	m, err := Load{Clients: n, Duration: r.Duration, Finish: true, Slack: 30 * time.Second,
 		Step: func(ctx context.Context, c int, rec *Recorder) error {
-			seq[c]++
-			return r.step(ctx, c, fmt.Sprintf("bench/%s/%d/%d", run, c, seq[c]), rec, errs)
+			key := fmt.Sprintf("bench/%s/%d/%d", run, c, len(done[c]))
+			return r.step(ctx, c, key, rec, errs, &done[c])
 		}}.Run(ctx)
+	p2 := phase2{backlogMax: backlog()}
 	if err != nil {
 		return Result{}, err
 	}
-	res := r.result(m, errs)
+	p2.elapsed, p2.allowed = m.Elapsed, r.lagAllowed(m.Elapsed)
+	if p2.lag, p2.drained, err = r.drain(ctx, base, p2.allowed); err != nil {
+		return Result{}, err
+	}
 	after, err := r.served(ctx)
 	if err != nil {
-		return res, err
+		return Result{}, err
 	}
+	all := slices.Concat(done...)
+	if p2.out, err = r.outcomes(ctx, all); err != nil {
+		return Result{}, err
+	}
+	if p2.read, p2.miss, err = r.readBack(ctx, all); err != nil {
+		return Result{}, err
+	}
+	res := r.result(m, errs)
+	p2.apply(&res)
 	res.Figures = append(res.Figures, servedFigures(before, after, m.Ops)...)
 	return res, nil
 }
 
 // step runs one transaction and sorts its failure: a conflict or an abort
-// is counted, another error too until there are too many.
-func (r *txnRun) step(ctx context.Context, c int, key string, rec *Recorder, errs *txnErrors) error {
-	err := r.transact(ctx, c, key, rec)
+// is counted, another error too until there are too many. Each
+// transaction created joins done.
+func (r *txnRun) step(ctx context.Context, c int, key string, rec *Recorder, errs *txnErrors, done *[]txnDone) error {
+	err := r.transact(ctx, c, key, rec, done)
 	switch {
 	case err == nil:
 	case errors.Is(err, errConflict):
@@ -285,7 +316,7 @@ var errConflict = errors.New("lock conflict")
 // transact runs one transaction of client c, writing keys key+"/0" and
 // key+"/1": create, the writes, commit. A failed write aborts the
 // transaction.
-func (r *txnRun) transact(ctx context.Context, c int, key string, rec *Recorder) error {
+func (r *txnRun) transact(ctx context.Context, c int, key string, rec *Recorder, done *[]txnDone) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	mgr := r.mgrs[c%len(r.mgrs)]
@@ -295,6 +326,7 @@ func (r *txnRun) transact(ctx context.Context, c int, key string, rec *Recorder)
 	if err != nil {
 		return fmt.Errorf("create: %w", err)
 	}
+	*done = append(*done, txnDone{id: tx.ID(), key: key})
 	t1 := time.Now()
 	if err := r.write(ctx, c, tx, key, rec); err != nil {
 		return err
@@ -304,6 +336,7 @@ func (r *txnRun) transact(ctx context.Context, c int, key string, rec *Recorder)
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	(*done)[len(*done)-1].committed = true
 	t3 := time.Now()
 	rec.Op(t3.Sub(t0))
 	rec.Phase("create", t1.Sub(t0))
@@ -315,7 +348,7 @@ func (r *txnRun) transact(ctx context.Context, c int, key string, rec *Recorder)
 // write puts the transaction's keys; a failure aborts it.
 func (r *txnRun) write(ctx context.Context, c int, tx *client.Transaction, key string, rec *Recorder) error {
 	ptx := &participant.Tx{Manager: tx.Manager().Ref(), ID: tx.ID()}
-	value := []byte("djinn-bench-txn-value")
+	value := []byte(txnValue)
 	for i := range txnWrites {
 		rec.Count("calls", 1)
 		kc := r.kvcs[i][c%len(r.kvcs[i])]
@@ -388,6 +421,11 @@ func (s *servedCalls) add(name string, manager bool, m map[string]float64) {
 	}
 }
 
+// bookkeeping are the calls that are not the transactions': the bench's
+// own questions (how many transactions are left to tell) and the
+// clients' following of the cluster.
+var bookkeeping = map[string]bool{"Status": true, "Members": true}
+
 // servedFigures are the calls each server served per committed
 // transaction, its CPU, and the manager's log entries per transaction.
 func servedFigures(before, after *servedCalls, committed int64) []Figure {
@@ -397,6 +435,9 @@ func servedFigures(before, after *servedCalls, committed int64) []Figure {
 	var figs []Figure
 	total := 0.0
 	for _, key := range slices.Sorted(maps.Keys(after.calls)) {
+		if _, method, _ := strings.Cut(key, ":"); bookkeeping[method] {
+			continue
+		}
 		if d := after.calls[key] - before.calls[key]; d > 0 {
 			figs = append(figs, fig("served/tx "+key, d/float64(committed), ""))
 			total += d / float64(committed)

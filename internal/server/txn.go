@@ -85,6 +85,8 @@ func txnPart(s *Server) *part {
 		status: func(resp *djinnpb.StatusResponse) {
 			txns, active := st.Len()
 			resp.Counts["transactions"], resp.Counts["transactions_active"] = int64(txns), int64(active)
+			// Decided, with participants still to tell (phase 2 under way).
+			resp.Counts["transactions_unsettled"] = int64(st.UnsettledLen())
 			if c.Enabled {
 				resp.Txn = refProto(s.ref(TxnID)())
 			}
@@ -109,6 +111,7 @@ func txnMetrics(st *txn.State, svc *txn.Service) []prometheus.Collector {
 	return []prometheus.Collector{
 		gauge("djinn_txn_transactions", "Transactions the manager remembers.", func() float64 { n, _ := st.Len(); return float64(n) }),
 		gauge("djinn_txn_active", "Transactions not yet decided.", func() float64 { _, n := st.Len(); return float64(n) }),
+		gauge("djinn_txn_unsettled", "Decided transactions with participants still to tell the outcome.", func() float64 { return float64(st.UnsettledLen()) }),
 		counter("djinn_txn_created_total", "Transactions created through this node as leader.", func() float64 { return float64(svc.Created.Load()) }),
 		counter("djinn_txn_commits_total", "Commits that returned COMMITTED on this node as leader.", func() float64 { return float64(svc.Commits.Load()) }),
 		counter("djinn_txn_aborts_total", "Aborts requested through this node as leader.", func() float64 { return float64(svc.Aborts.Load()) }),

@@ -593,6 +593,14 @@ func (s *State) LeaseEnded(owner djinn.ID) {
 	}
 }
 
+// UnsettledLen returns the number of decided transactions with
+// participants still to tell.
+func (s *State) UnsettledLen() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.unsettled)
+}
+
 // Unsettled returns the decided transactions with participants still to
 // tell.
 func (s *State) Unsettled() []Info {
