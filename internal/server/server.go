@@ -82,6 +82,7 @@ type Server struct {
 
 	stop      chan struct{}
 	left      chan struct{} // closed once this node has left the cluster
+	partsOpen chan struct{} // closed once open has opened every part; lead waits for it
 	leaveOnce sync.Once
 	wg        sync.WaitGroup
 }
@@ -106,7 +107,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 		}
 		cfg.NodeID = t.node
 	}
-	s := &Server{cfg: cfg, log: logger, now: time.Now, metrics: newMetrics(), stop: make(chan struct{}), left: make(chan struct{})}
+	s := &Server{cfg: cfg, log: logger, now: time.Now, metrics: newMetrics(), stop: make(chan struct{}), left: make(chan struct{}), partsOpen: make(chan struct{})}
 	if err := s.listen(); err != nil {
 		return nil, err
 	}
@@ -120,6 +121,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 		s.Close()
 		return nil, err
 	}
+	close(s.partsOpen)
 	s.serve()
 	if cfg.Join != "" {
 		if hasPendingRestore(cfg.DataDir) {
@@ -362,6 +364,13 @@ func (s *Server) ready() bool {
 // its service id and this node's address is recorded, then runs every
 // enabled part's leader work until the term ends.
 func (s *Server) lead(ctx context.Context) {
+	// The node may lead as soon as it starts, before open has opened the
+	// parts (and set s.node).
+	select {
+	case <-s.partsOpen:
+	case <-ctx.Done():
+		return
+	}
 	// A data directory seeded from a snapshot takes it on first: until it
 	// has, this new cluster has no identity and serves nothing.
 	for b := backoff.New(100*time.Millisecond, 5*time.Second); ; {
