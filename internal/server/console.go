@@ -1,11 +1,13 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/djinn-go/djinn"
@@ -43,6 +45,14 @@ func (s *Server) consoleSource() console.Source {
 			src.Pages = append(src.Pages, console.Page{Name: pageName(p.name), Title: p.page.title})
 		}
 	}
+	// The cluster first: the page an operator opens first.
+	first := func(p console.Page) int {
+		if p.Name == "cluster" {
+			return 0
+		}
+		return 1
+	}
+	slices.SortStableFunc(src.Pages, func(a, b console.Page) int { return cmp.Compare(first(a), first(b)) })
 	find := func(name string) *page { return byName[partName(name)] }
 	src.View = func(ctx context.Context, name string, q url.Values) (any, error) {
 		return find(name).view(ctx, q)

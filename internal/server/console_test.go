@@ -88,7 +88,7 @@ func TestConsoleViews(t *testing.T) {
 			[]string{p.Mailbox.Lease.Cookie().String()}},
 		{"mailbox", []string{`"state":"disabled`, `"stored":`}, []string{p.Mailbox.ID.String()}},
 		{"renewal", []string{`"desired":`, `"landlord":`}, []string{p.Renewal.ID().String()}},
-		{"txn", []string{fmt.Sprintf(`"id":%d,"state":"ACTIVE"`, p.Txn.ID()), `"vote":"not voted"`}, nil},
+		{"txn", []string{fmt.Sprintf(`"id":"%d","state":"ACTIVE"`, p.Txn.ID()), `"vote":"not voted"`}, nil},
 		{"lock", []string{`"w":1`, `"fence":1`}, []string{p.LockSet.ID().String()}},
 		{"lookup", []string{p.Item.ID.String(), `Name{name=\"` + p.ItemName, `"transitions"`}, nil},
 		{"lds", []string{p.LDSGroup}, nil},
@@ -149,7 +149,7 @@ func TestConsoleActionsNeedTheOperator(t *testing.T) {
 	if code, body := consoleAct(t, srv, "txn", "abort", id, secret, true); code != http.StatusOK {
 		t.Fatalf("abort as operator: %d %s", code, body)
 	}
-	if _, b := consoleRaw(t, srv, "/api/view/txn?state=ABORTED"); !strings.Contains(b, fmt.Sprintf(`"id":%s,"state":"ABORTED"`, id)) {
+	if _, b := consoleRaw(t, srv, "/api/view/txn?state=ABORTED"); !strings.Contains(b, fmt.Sprintf(`"id":"%s","state":"ABORTED"`, id)) {
 		t.Errorf("after the abort: %s", b)
 	}
 	// Dropping a registration cancels its lease: it leaves the page.

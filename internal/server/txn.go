@@ -132,10 +132,10 @@ func (s *Server) txnView(st *txn.State, q url.Values) any {
 		Notified bool   `json:"notified"`
 	}
 	type transaction struct {
-		ID           uint64 `json:"id"`
+		ID           uint64 `json:"id,string"` // above 2^53: a string for JavaScript
 		State        string `json:"state"`
 		Principal    string `json:"principal"`
-		Parent       uint64 `json:"parent"`
+		Parent       uint64 `json:"parent,string"`
 		Participants []part `json:"participants"`
 		Untold       int    `json:"untold"`
 	}

@@ -24,7 +24,7 @@ function table(headers, rows, empty) {
   if (!rows.length) return el("p", { class: "muted" }, empty || "None.");
   return el("table", {},
     el("thead", {}, el("tr", {}, headers.map(h => el("th", { class: h.endsWith("#") ? "num" : "" }, h.replace(/#$/, ""))))),
-    el("tbody", {}, rows.map(r => el("tr", r.attrs || {}, r.cells.map(c => c instanceof Node ? el("td", {}, c) : el("td", {}, c ?? ""))))));
+    el("tbody", {}, rows.map(r => el("tr", r.attrs || {}, r.cells.map((c, i) => el("td", { class: headers[i]?.endsWith("#") ? "num" : "" }, c ?? ""))))));
 }
 
 function cards(pairs) {
@@ -139,7 +139,7 @@ const pages = {
       cards([["registrations", v.registrations.length], ["stored events", v.stored], ["delivered", v.delivered], ["failed", v.failed]]),
       table(["Registration", "Principal", "Stored#", "Delivery", "Unknown events", "Expires in", ""], v.registrations.map(r => ({
         attrs: { "data-registration": r.id },
-        cells: [mono(r.id), r.principal || "", r.stored, r.target ? el("span", {}, "to ", mono(r.target)) : el("span", { class: "muted" }, r.state),
+        cells: [mono(r.id), r.principal || el("span", { class: "muted" }, "—"), r.stored, r.target ? el("span", {}, "to ", mono(r.target)) : el("span", { class: "muted" }, r.state),
           r.unknown.length ? el("ul", { class: "plain" }, r.unknown.map(u => el("li", {}, mono(u)))) : "",
           countdown(r.expires), act("drop", r.lease, `Drop mailbox registration ${r.id}`)],
       })), "No registration."),
@@ -162,7 +162,7 @@ const pages = {
       search([{ name: "state", label: "State", options: ["ACTIVE", "VOTING", "PREPARED", "COMMITTED", "ABORTED"] }, { name: "principal", label: "Principal" }]),
       table(["Id#", "State", "Principal", "Parent", "Participants (vote, told)", "Not yet told", ""], v.transactions.map(t => ({
         attrs: { "data-txn": t.id },
-        cells: [t.id, t.state, t.principal || "", t.parent || "", el("ul", { class: "plain" }, t.participants.map(p => el("li", {}, mono(p.ref), ` ${p.vote}${p.notified ? ", told" : ""}`))),
+        cells: [t.id, t.state, t.principal || el("span", { class: "muted" }, "—"), t.parent === "0" ? "" : t.parent, el("ul", { class: "plain" }, t.participants.map(p => el("li", {}, mono(p.ref), ` ${p.vote}${p.notified ? ", told" : ""}`))),
           t.untold, t.state === "ACTIVE" || t.state === "VOTING" ? act("abort", String(t.id), `Abort transaction ${t.id}`) : ""],
       })), "No transaction."),
     ];
