@@ -332,7 +332,8 @@ func (s *Service) Lock(ctx context.Context, set []byte, h *djinnpb.LockHolder, m
 		s.mu.Unlock()
 	}()
 	res, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LockAcquire{LockAcquire: &statepb.LockAcquire{
-		SetId: set, Holder: hs, Mode: int32(mode), From: int32(from), Try: try, RequestId: request,
+		Principal: principal.From(ctx),
+		SetId:     set, Holder: hs, Mode: int32(mode), From: int32(from), Try: try, RequestId: request,
 	}}})
 	if err != nil {
 		return false, 0, err

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/quota"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
@@ -37,6 +39,9 @@ type State struct {
 	holders  map[uint64]holderName
 	nextID   uint64 // holder ids, shared by owners and transactions
 	recent   recentGrants
+	// waiting holds the principal of each waiting request, by request
+	// id: a waiter counts towards its principal's quota.
+	waiting map[uint64]string
 
 	// restoring gathers the snapshot records until the last.
 	restoring []byte
@@ -128,7 +133,7 @@ func (r *recentGrants) add(req, fence uint64) {
 // NewState returns an empty state whose set and owner leases live in t.
 func NewState(t *lease.Table) *State {
 	return &State{table: New(), sets: map[djinn.ID]uint64{}, setInfo: []setInfo{{}},
-		owners: map[djinn.ID]uint64{}, txns: map[TxnKey]uint64{}, holders: map[uint64]holderName{}, leases: t}
+		owners: map[djinn.ID]uint64{}, txns: map[TxnKey]uint64{}, holders: map[uint64]holderName{}, waiting: map[uint64]string{}, leases: t}
 }
 
 // SetNotify sets the function that hears what became of waiting requests.
@@ -155,6 +160,7 @@ func (s *State) grantsLocked(gs []Grant) []Event {
 	evs := make([]Event, 0, len(gs))
 	s.Counts.Granted.Add(uint64(len(gs)))
 	for _, g := range gs {
+		s.unwaitLocked(g.Request)
 		s.recent.add(g.Request, g.Fence)
 		evs = append(evs, Event{Request: g.Request, Fence: g.Fence})
 	}
@@ -348,6 +354,16 @@ func (s *State) ApplyAcquire(c *statepb.LockAcquire) (Result, error) {
 		}
 		return Result{}, rename(err, ext, c.GetHolder(), what)
 	}
+	if res.Outcome == Queued {
+		// A waiter past its principal's quota is taken back out and
+		// refused; nothing else changed when it queued.
+		if err := s.leases.Quotas().Take(c.GetPrincipal(), quota.LockWaiters, 1); err != nil {
+			gs, _ := s.table.Cancel(c.GetRequestId())
+			evs = s.grantsLocked(gs)
+			return Result{}, err
+		}
+		s.waiting[c.GetRequestId()] = c.GetPrincipal()
+	}
 	switch res.Outcome {
 	case Granted:
 		s.Counts.Granted.Add(1)
@@ -359,6 +375,15 @@ func (s *State) ApplyAcquire(c *statepb.LockAcquire) (Result, error) {
 	}
 	evs = s.grantsLocked(res.Grants)
 	return res, nil
+}
+
+// unwaitLocked forgets a request that no longer waits, giving back its
+// place in its principal's quota.
+func (s *State) unwaitLocked(id uint64) {
+	if p, ok := s.waiting[id]; ok {
+		delete(s.waiting, id)
+		s.leases.Quotas().Release(p, quota.LockWaiters, 1)
+	}
 }
 
 // ApplyRelease is unlock.
@@ -395,6 +420,7 @@ func (s *State) ApplyCancel(c *statepb.LockCancel) {
 		if err != nil {
 			continue
 		}
+		s.unwaitLocked(id)
 		evs = append(evs, s.grantsLocked(gs)...)
 	}
 }
@@ -404,6 +430,7 @@ func (s *State) ApplyCancel(c *statepb.LockCancel) {
 func (s *State) effectsLocked(e Effects, err error) []Event {
 	evs := s.grantsLocked(e.Grants)
 	for _, id := range e.Cancelled {
+		s.unwaitLocked(id)
 		evs = append(evs, Event{Request: id, Err: err})
 	}
 	return evs
@@ -614,6 +641,8 @@ type snapshot struct {
 	Holders  []snapHolder
 	NextID   uint64
 	Recent   []uint64 // request id, fence pairs, oldest first
+	// Waiting are the principals of waiting requests, by request id.
+	Waiting map[uint64]string `json:",omitempty"`
 }
 
 type snapSet struct {
@@ -648,6 +677,7 @@ func (s *State) encode() ([]byte, error) {
 		}
 	}
 	snap.FreeSets = slices.Clone(s.freeSets)
+	snap.Waiting = maps.Clone(s.waiting)
 	for id, n := range s.holders {
 		h := snapHolder{ID: id}
 		if n.isTxn {
@@ -730,6 +760,11 @@ func (s *State) Restore(r *statepb.LockRecord) error {
 	for i := 0; i < len(snap.Recent); i += 2 {
 		s.recent.add(snap.Recent[i], snap.Recent[i+1])
 	}
+	s.waiting = map[uint64]string{}
+	for id, p := range snap.Waiting {
+		s.waiting[id] = p
+		s.leases.Quotas().Add(p, quota.LockWaiters, 1)
+	}
 	return nil
 }
 
@@ -742,6 +777,7 @@ func (s *State) Reset() {
 	s.owners, s.txns, s.holders = map[djinn.ID]uint64{}, map[TxnKey]uint64{}, map[uint64]holderName{}
 	s.recent = recentGrants{}
 	s.restoring = nil
+	s.waiting = map[uint64]string{}
 }
 
 // waitersOf returns set id's waiting requests (none for an unknown set).

@@ -5,6 +5,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/quota"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
@@ -403,6 +404,10 @@ func (s *State) ApplyStore(c *statepb.MailboxStore) StoreResult {
 			res.Err = djinn.Errorf(djinn.ResourceExhausted, "mailbox registration %s: holds %d stored events, the most allowed", r.id, s.maxStored)
 			break
 		}
+		if err := s.leases.Quotas().Take(r.principal, quota.StoredEvents, 1); err != nil {
+			res.Err = err
+			break
+		}
 		st := Stored{Index: r.next, Event: ev}
 		r.next++
 		r.events = append(r.events, st)
@@ -432,12 +437,14 @@ func (s *State) ApplyDelivered(c *statepb.MailboxDelivered) {
 			continue
 		}
 		if r, ok := s.regs[id]; ok {
-			r.forgetThrough(e.GetThroughIndex())
+			s.leases.Quotas().Release(r.principal, quota.StoredEvents, int64(r.forgetThrough(e.GetThroughIndex())))
 		}
 	}
 }
 
-func (r *registration) forgetThrough(through uint64) {
+// forgetThrough forgets the stored events through an index, and returns
+// how many.
+func (r *registration) forgetThrough(through uint64) int {
 	n := 0
 	for n < len(r.events) && r.events[n].Index <= through {
 		n++
@@ -449,6 +456,7 @@ func (r *registration) forgetThrough(through uint64) {
 			r.events = nil
 		}
 	}
+	return n
 }
 
 // ApplyUnknown adds (source, id) pairs to the unknown-event list and drops
@@ -477,6 +485,7 @@ func (s *State) ApplyUnknown(c *statepb.MailboxUnknown) error {
 		}
 	}
 	clear(r.events[len(kept):])
+	s.leases.Quotas().Release(r.principal, quota.StoredEvents, int64(len(r.events)-len(kept)))
 	r.events = kept
 	if s.sink != nil {
 		unknown := make(map[eventKey]bool, len(r.unknown))
@@ -499,6 +508,7 @@ func (s *State) LeaseEnded(id djinn.ID) {
 	}
 	delete(s.regs, id)
 	delete(s.byListener, r.listener)
+	s.leases.Quotas().Release(r.principal, quota.StoredEvents, int64(len(r.events)))
 	if r.wait != nil {
 		close(r.wait)
 		r.wait = nil
@@ -572,5 +582,6 @@ func (s *State) Restore(rec *statepb.MailboxRecord) error {
 	defer s.mu.Unlock()
 	s.regs[id] = r
 	s.byListener[listener] = r
+	s.leases.Quotas().Add(r.principal, quota.StoredEvents, int64(len(r.events)))
 	return nil
 }

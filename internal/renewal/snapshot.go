@@ -2,6 +2,7 @@ package renewal
 
 import (
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/quota"
 	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
@@ -132,6 +133,7 @@ func (s *State) Restore(rec *statepb.RenewalSetRecord) error {
 		}
 		s.leases.put(KeyOf(ref, c), cl)
 		st.leases[cl] = struct{}{}
+		s.table.Quotas().Add(st.principal, quota.RenewalLeases, 1)
 		s.scheduleLocked(cl.renewed, cl)
 	}
 	return nil

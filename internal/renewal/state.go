@@ -12,6 +12,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/quota"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
@@ -330,6 +331,9 @@ func (s *State) ApplyAdd(now int64, c *statepb.RenewalAdd) (AddResult, error) {
 	case ok:
 		cl.desired, cl.renew = c.GetDesiredUnixNanos(), c.GetRenewNanos()
 	default:
+		if err := s.table.Quotas().Take(st.principal, quota.RenewalLeases, 1); err != nil {
+			return AddResult{}, err
+		}
 		cl = &clientLease{
 			set: st, landlord: s.landlordLocked(ref, c.GetLandlord()), cookie: cookie,
 			actual: c.GetExpiresUnixNanos(), desired: c.GetDesiredUnixNanos(), renew: c.GetRenewNanos(),
@@ -368,6 +372,7 @@ func (s *State) landlordLocked(ref djinn.Ref, pb *djinnpb.Ref) *landlord {
 
 // removeLocked takes a client lease out of its set and the schedule.
 func (s *State) removeLocked(cl *clientLease) {
+	s.table.Quotas().Release(cl.set.principal, quota.RenewalLeases, 1)
 	k := cl.key()
 	s.leases.del(k)
 	delete(cl.set.leases, cl)

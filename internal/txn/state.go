@@ -8,6 +8,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/quota"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
@@ -309,6 +310,11 @@ func (s *State) ApplyJoin(now int64, c *statepb.TxnJoin) error {
 	if m := int(c.GetMaxParticipants()); m > 0 && len(t.parts) >= m {
 		return djinn.Errorf(djinn.ResourceExhausted, "transaction %d has %d participants, the most allowed", t.id, len(t.parts))
 	}
+	// A transaction's participants are its owner's to hold, whoever
+	// joined them with its capability.
+	if err := s.table.Quotas().Take(t.principal, quota.Participants, 1); err != nil {
+		return err
+	}
 	t.parts = append(t.parts, &participant{ref: p, crash: c.GetCrashCount()})
 	return nil
 }
@@ -444,6 +450,15 @@ func (s *State) promoteLocked(now int64, t *transaction, refs []*djinnpb.Ref, cr
 			return djinn.Errorf(djinn.CrashCount, "transaction %d: participant known with crash count %d, promoted with %d; the transaction aborts (TX.2.7)", t.id, p.crash, crashes[i])
 		}
 	}
+	added := int64(0)
+	for _, r := range refs {
+		if _, ok := known[partKey(r)]; !ok {
+			added++
+		}
+	}
+	if err := s.table.Quotas().Take(t.principal, quota.Participants, added); err != nil {
+		return err
+	}
 	for i, r := range refs {
 		if _, ok := known[partKey(r)]; !ok {
 			p := &participant{ref: r, crash: crashes[i]}
@@ -459,6 +474,7 @@ func (s *State) promoteLocked(now int64, t *transaction, refs []*djinnpb.Ref, cr
 			}
 		}
 		clear(t.parts[len(kept):])
+		s.table.Quotas().Release(t.principal, quota.Participants, int64(len(t.parts)-len(kept)))
 		t.parts = kept
 	}
 	return nil
@@ -548,6 +564,7 @@ func (s *State) ApplyForget(c *statepb.TxnForget) {
 	var cookies [][]byte
 	var forget func(t *transaction)
 	forget = func(t *transaction) {
+		s.table.Quotas().Release(t.principal, quota.Participants, int64(len(t.parts)))
 		delete(s.txns, t.id)
 		delete(s.unsettled, t.id)
 		if t.remote != nil {
@@ -711,6 +728,7 @@ func (s *State) Restore(r *statepb.TxnRecord) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.txns[t.id] = t
+	s.table.Quotas().Add(t.principal, quota.Participants, int64(len(t.parts)))
 	s.next = max(s.next, t.id)
 	if t.remote != nil {
 		s.indexRemoteLocked(t)

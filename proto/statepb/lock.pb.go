@@ -267,13 +267,15 @@ func (x *LockCreateOwner) GetPrincipal() string {
 
 // LockAcquire is lock, try_lock or (with from) change_mode.
 type LockAcquire struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SetId         []byte                 `protobuf:"bytes,1,opt,name=set_id,json=setId,proto3" json:"set_id,omitempty"`
-	Holder        *LockHolderState       `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"`
-	Mode          int32                  `protobuf:"varint,3,opt,name=mode,proto3" json:"mode,omitempty"`
-	From          int32                  `protobuf:"varint,4,opt,name=from,proto3" json:"from,omitempty"`
-	Try           bool                   `protobuf:"varint,5,opt,name=try,proto3" json:"try,omitempty"`
-	RequestId     uint64                 `protobuf:"varint,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SetId     []byte                 `protobuf:"bytes,1,opt,name=set_id,json=setId,proto3" json:"set_id,omitempty"`
+	Holder    *LockHolderState       `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"`
+	Mode      int32                  `protobuf:"varint,3,opt,name=mode,proto3" json:"mode,omitempty"`
+	From      int32                  `protobuf:"varint,4,opt,name=from,proto3" json:"from,omitempty"`
+	Try       bool                   `protobuf:"varint,5,opt,name=try,proto3" json:"try,omitempty"`
+	RequestId uint64                 `protobuf:"varint,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// principal asks: a request left waiting counts towards its quota.
+	Principal     string `protobuf:"bytes,7,opt,name=principal,proto3" json:"principal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -348,6 +350,13 @@ func (x *LockAcquire) GetRequestId() uint64 {
 		return x.RequestId
 	}
 	return 0
+}
+
+func (x *LockAcquire) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
 }
 
 // LockRelease is unlock.
@@ -658,7 +667,7 @@ const file_state_v1_lock_proto_rawDesc = "" +
 	"\x06cookie\x18\x01 \x01(\fR\x06cookie\x12,\n" +
 	"\x12expires_unix_nanos\x18\x02 \x01(\x03R\x10expiresUnixNanos\x12,\n" +
 	"\x12horizon_unix_nanos\x18\x03 \x01(\x03R\x10horizonUnixNanos\x12\x1c\n" +
-	"\tprincipal\x18\x04 \x01(\tR\tprincipal\"\xb0\x01\n" +
+	"\tprincipal\x18\x04 \x01(\tR\tprincipal\"\xce\x01\n" +
 	"\vLockAcquire\x12\x15\n" +
 	"\x06set_id\x18\x01 \x01(\fR\x05setId\x121\n" +
 	"\x06holder\x18\x02 \x01(\v2\x19.state.v1.LockHolderStateR\x06holder\x12\x12\n" +
@@ -666,7 +675,8 @@ const file_state_v1_lock_proto_rawDesc = "" +
 	"\x04from\x18\x04 \x01(\x05R\x04from\x12\x10\n" +
 	"\x03try\x18\x05 \x01(\bR\x03try\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x06 \x01(\x04R\trequestId\"k\n" +
+	"request_id\x18\x06 \x01(\x04R\trequestId\x12\x1c\n" +
+	"\tprincipal\x18\a \x01(\tR\tprincipal\"k\n" +
 	"\vLockRelease\x12\x15\n" +
 	"\x06set_id\x18\x01 \x01(\fR\x05setId\x121\n" +
 	"\x06holder\x18\x02 \x01(\v2\x19.state.v1.LockHolderStateR\x06holder\x12\x12\n" +
