@@ -42,6 +42,7 @@ type Config struct {
 
 	TLS      TLSConfig      `toml:"tls"`
 	Security SecurityConfig `toml:"security"`
+	Quota    QuotaConfig    `toml:"quota"`
 	Lease    LeaseConfig    `toml:"lease"`
 	Mailbox  MailboxConfig  `toml:"mailbox"`
 	Renewal  RenewalConfig  `toml:"renewal"`
@@ -175,6 +176,7 @@ func Default() Config {
 			SnapshotInterval: Duration(30 * time.Second), SnapshotThreshold: 65536, WALSegmentSize: 64 << 20,
 		},
 		Cluster: ClusterConfig{Bootstrap: true, MaxLag: 1024},
+		Quota:   defaultQuota(),
 	}
 }
 
@@ -251,6 +253,12 @@ func setField(f reflect.Value, s string) error {
 			return fmt.Errorf("not an integer")
 		}
 		f.SetInt(int64(n))
+	case reflect.Int64:
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return fmt.Errorf("not an integer")
+		}
+		f.SetInt(n)
 	case reflect.Uint64:
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {

@@ -59,6 +59,16 @@ max-stored = 7
 [raft-tuning]
 election-timeout = "250ms"
 snapshot-threshold = 100
+
+[security]
+operators = ["cn:ops", "uri:spiffe://example.org/ops"]
+
+[quota]
+lookup-items = 500
+streams = 10
+
+[quota.principals."cn:batch"]
+lookup-items = 50000
 `)
 		cfg := server.Default()
 		if err := cfg.LoadFile(path); err != nil {
@@ -70,6 +80,9 @@ snapshot-threshold = 100
 		want.Lease.Checkpoint = server.Duration(10 * time.Second)
 		want.Mailbox.DefaultLease, want.Mailbox.MaxLease, want.Mailbox.MaxStored = server.Duration(djinn.Any), server.Duration(djinn.Forever), 7
 		want.Raftcfg.ElectionTimeout, want.Raftcfg.SnapshotThreshold = server.Duration(250*time.Millisecond), 100
+		want.Security.Operators = []string{"cn:ops", "uri:spiffe://example.org/ops"}
+		want.Quota.LookupItems, want.Quota.Streams = 500, 10
+		want.Quota.Principals = map[string]map[string]int64{"cn:batch": {"lookup-items": 50000}}
 		if !reflect.DeepEqual(cfg, want) {
 			t.Errorf("loaded\n%+v\nwant\n%+v", cfg, want)
 		}
@@ -121,6 +134,8 @@ func TestConfigLoadEnv(t *testing.T) {
 		"DJINN_RAFT_TUNING_SNAPSHOT_THRESHOLD=12",
 		"DJINN_RAFT=127.0.0.1:7002",
 		"DJINN_RAFT_ADVERTISE=10.0.0.2:7002",
+		"DJINN_QUOTA_LOOKUP_ITEMS=77",
+		"DJINN_SECURITY_OPERATORS=cn:ops,cn:admin",
 		"DJINN_SERVER=127.0.0.1:9", // the CLI's, not a server key
 		"LISTEN=127.0.0.1:1",       // not ours
 		"DJINN_NO_EQUALS",
@@ -133,6 +148,7 @@ func TestConfigLoadEnv(t *testing.T) {
 	want.Mailbox.MaxStored, want.Mailbox.DefaultLease, want.Mailbox.Enabled = 9, server.Duration(90*time.Second), false
 	want.TLS.ClientAuth = true
 	want.Raftcfg.HeartbeatTimeout, want.Raftcfg.SnapshotThreshold = server.Duration(50*time.Millisecond), 12
+	want.Quota.LookupItems, want.Security.Operators = 77, []string{"cn:ops", "cn:admin"}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("loaded\n%+v\nwant\n%+v", cfg, want)
 	}
@@ -198,6 +214,18 @@ func TestConfigCheck(t *testing.T) {
 			c.TLS = server.TLSConfig{Cert: "server.pem", Key: "server-key.pem", CA: "ca.pem", ClientAuth: true}
 			c.Security.JoinSecretFile = "secret"
 		}, "join-secret-file"},
+		{"DESIGN.md 7 a negative quota", func(c *server.Config) { c.Quota.LookupItems = -1 }, "quota lookup-items"},
+		{"DESIGN.md 7 a principal's own quota for an unknown quota", func(c *server.Config) {
+			c.TLS = server.TLSConfig{Cert: "server.pem", Key: "server-key.pem", CA: "ca.pem", ClientAuth: true}
+			c.Quota.Principals = map[string]map[string]int64{"cn:a": {"lookup-itemz": 5}}
+		}, "lookup-itemz"},
+		{"DESIGN.md 7 a quota for a principal no certificate names", func(c *server.Config) {
+			c.TLS = server.TLSConfig{Cert: "server.pem", Key: "server-key.pem", CA: "ca.pem", ClientAuth: true}
+			c.Quota.Principals = map[string]map[string]int64{"batch": {"lookup-items": 5}}
+		}, "quota principals"},
+		{"DESIGN.md 7 principals' quotas without client certificates to name them", func(c *server.Config) {
+			c.Quota.Principals = map[string]map[string]int64{"cn:a": {"lookup-items": 5}}
+		}, "client-auth"},
 		{"no room for stored events", func(c *server.Config) { c.Mailbox.MaxStored = 0 }, "max-stored"},
 		{"a zero checkpoint", func(c *server.Config) { c.Lease.Checkpoint = 0 }, "checkpoint"},
 		{"an unknown log level", func(c *server.Config) { c.LogLevel = "loud" }, "log-level"},

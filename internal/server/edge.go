@@ -12,6 +12,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/grpcerr"
+	"github.com/djinn-go/djinn/internal/principal"
 	"github.com/djinn-go/djinn/internal/replica"
 )
 
@@ -41,14 +42,20 @@ func (s *Server) unaryEdge(ctx context.Context, req any, info *grpc.UnaryServerI
 }
 
 // streamEdge is unaryEdge for streams: every request the handler receives
-// is authorized by the method's rule.
+// is authorized by the method's rule, and the stream counts towards its
+// principal's streams quota while it is open.
 func (s *Server) streamEdge(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
 	defer s.recoverPanic(info.FullMethod, &err)
+	ctx := withPrincipal(ss.Context())
 	rule, err := s.rule(info.FullMethod)
+	if err == nil {
+		err = s.streams.take(principal.From(ctx))
+	}
 	if err != nil {
 		return s.edgeError(ss.Context(), err)
 	}
-	return h(srv, &edgeStream{ServerStream: ss, ctx: withPrincipal(ss.Context()), rule: rule, method: info.FullMethod, guard: &s.guard})
+	defer s.streams.done(principal.From(ctx))
+	return h(srv, &edgeStream{ServerStream: ss, ctx: ctx, rule: rule, method: info.FullMethod, guard: &s.guard})
 }
 
 // unaryErrors turns the handler's error into a status and recovers its

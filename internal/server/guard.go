@@ -51,6 +51,9 @@ func (c *Config) checkSecurity() error {
 	if len(c.Security.Operators) > 0 && !mutual {
 		return djinn.Errorf(djinn.InvalidArgument, "security operators: principals are named by client certificates, which needs tls client-auth; without it the operator is whoever presents the join secret")
 	}
+	if len(c.Quota.Principals) > 0 && !mutual {
+		return djinn.Errorf(djinn.InvalidArgument, "quota principals: principals are named by client certificates, which needs tls client-auth; without it every caller is the one local principal")
+	}
 	if c.Security.JoinSecretFile != "" && mutual {
 		return djinn.Errorf(djinn.InvalidArgument, "security join-secret-file: under mutual TLS a joining node proves itself with its peer certificate; there is no join secret")
 	}

@@ -55,6 +55,8 @@ type Server struct {
 	// (joining, leaving), which present the join secret when there is one.
 	guard guard
 	peers *client.Pool
+	// streams counts the streams each principal has open here.
+	streams *streams
 
 	parts  []*part
 	opened []*part // parts whose open ran, to close
@@ -107,7 +109,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 		}
 		cfg.NodeID = t.node
 	}
-	s := &Server{cfg: cfg, log: logger, now: time.Now, metrics: newMetrics(), stop: make(chan struct{}), left: make(chan struct{}), partsOpen: make(chan struct{})}
+	s := &Server{cfg: cfg, log: logger, now: time.Now, metrics: newMetrics(), stop: make(chan struct{}), left: make(chan struct{}), partsOpen: make(chan struct{}), streams: newStreams(cfg)}
 	if err := s.listen(); err != nil {
 		return nil, err
 	}
@@ -383,7 +385,7 @@ func (s *Server) lead(ctx context.Context) {
 			return
 		}
 	}
-	if !s.initCluster(ctx) {
+	if !s.initCluster(ctx) || !s.proposeQuotas(ctx) {
 		return
 	}
 	if info, ok := s.machine.Member(s.node.ID()); !ok || info.Endpoint != s.advertise || !info.Voter {
