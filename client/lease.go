@@ -163,6 +163,22 @@ func (l *Lease) Expiration() time.Time {
 	return l.expiration
 }
 
+// Granted returns the duration the landlord granted at the lease's grant,
+// or at its last renewal by this program (djinn.Forever for a Forever
+// lease), and false for a lease this program did not get from its landlord
+// (a parsed token, NewLease).
+func (l *Lease) Granted() (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sent.IsZero() {
+		return 0, false
+	}
+	if !l.expiration.Before(djinn.EndOfTime) {
+		return djinn.Forever, true
+	}
+	return l.expiration.Sub(l.sent), true
+}
+
 // SerialFormat returns the format Token and Proto use.
 func (l *Lease) SerialFormat() SerialFormat {
 	l.mu.Lock()

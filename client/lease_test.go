@@ -253,3 +253,38 @@ func TestLeaseRenewZero(t *testing.T) {
 		t.Fatalf("LE.2.1 a lease map entry renewed for zero: %v, want an invalid argument", err)
 	}
 }
+
+// TestLeaseGranted: a lease knows the duration its landlord granted, so a
+// holder can tell a request that was cut short (LE.2.2) — also with
+// latency, also after a renewal — and a lease it did not get from its
+// landlord says it does not know.
+func TestLeaseGranted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ll := clienttest.NewLandlord(time.Minute, 5*time.Minute)
+		ll.SetLatency(time.Second)
+		l := grant(t, ll, time.Minute)
+		if g, ok := l.Granted(); !ok || g != time.Minute {
+			t.Errorf("granted %v %v, want 1m", g, ok)
+		}
+		if err := l.renew(context.Background(), inProcess(ll), 10*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if g, ok := l.Granted(); !ok || g != 5*time.Minute {
+			t.Errorf("granted after asking 10m of a landlord granting at most 5m: %v %v, want 5m", g, ok)
+		}
+		forever, err := LeaseFromProto(wireLease(func(pb *djinnpb.Lease) { pb.DurationNanos = int64(djinn.Forever) }), time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, ok := forever.Granted(); !ok || g != djinn.Forever {
+			t.Errorf("forever lease granted %v %v", g, ok)
+		}
+		parsed, err := ParseToken(l.Token())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := parsed.Granted(); ok {
+			t.Error("a lease read from a token says what was granted")
+		}
+	})
+}
