@@ -54,9 +54,10 @@ type Lease struct {
 	cookie   djinn.ID
 
 	mu         sync.Mutex
-	expiration time.Time    // guarded by mu
-	sent       time.Time    // guarded by mu: when the request that set expiration was sent
-	format     SerialFormat // guarded by mu
+	expiration time.Time     // guarded by mu
+	sent       time.Time     // guarded by mu: when the request that set expiration was sent
+	granted    time.Duration // guarded by mu: what the landlord granted at the grant or last renewal; -1: not known
+	format     SerialFormat  // guarded by mu
 }
 
 // NewLease returns a lease granted by landlord under cookie that expires at
@@ -64,7 +65,7 @@ type Lease struct {
 // format. Servers use it; clients get leases from LeaseFromProto or
 // ParseToken.
 func NewLease(landlord djinn.Ref, cookie djinn.ID, expiration time.Time) *Lease {
-	return &Lease{landlord: landlord, cookie: cookie, expiration: expiration, format: SerialDuration}
+	return &Lease{landlord: landlord, cookie: cookie, expiration: expiration, format: SerialDuration, granted: -1}
 }
 
 // LeaseFromProto converts a lease received in the answer to a request sent
@@ -91,7 +92,7 @@ func LeaseFromProto(pb *djinnpb.Lease, sent time.Time) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Lease{landlord: landlord, cookie: cookie, sent: sent}
+	l := &Lease{landlord: landlord, cookie: cookie, sent: sent, granted: -1}
 	switch f := pb.GetFormat(); f {
 	case djinnpb.SerialFormat_SERIAL_FORMAT_UNSPECIFIED, djinnpb.SerialFormat_SERIAL_FORMAT_DURATION:
 		d := time.Duration(pb.GetDurationNanos())
@@ -99,7 +100,7 @@ func LeaseFromProto(pb *djinnpb.Lease, sent time.Time) (*Lease, error) {
 			return nil, djinn.Errorf(djinn.InvalidArgument, "lease duration %s: negative", d)
 		}
 		l.format = SerialDuration
-		l.expiration = djinn.AddDuration(sent, d)
+		l.expiration, l.granted = djinn.AddDuration(sent, d), d
 	case djinnpb.SerialFormat_SERIAL_FORMAT_ABSOLUTE:
 		n := pb.GetExpirationUnixNanos()
 		if n < 0 {
@@ -170,13 +171,10 @@ func (l *Lease) Expiration() time.Time {
 func (l *Lease) Granted() (time.Duration, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.sent.IsZero() {
+	if l.granted < 0 {
 		return 0, false
 	}
-	if !l.expiration.Before(djinn.EndOfTime) {
-		return djinn.Forever, true
-	}
-	return l.expiration.Sub(l.sent), true
+	return l.granted, true
 }
 
 // SerialFormat returns the format Token and Proto use.
@@ -245,7 +243,7 @@ func (l *Lease) renewed(sent time.Time, g time.Duration) {
 	if sent.Before(l.sent) {
 		return
 	}
-	l.sent = sent
+	l.sent, l.granted = sent, g
 	l.expiration = djinn.AddDuration(sent, g)
 }
 
@@ -316,6 +314,37 @@ func (l *Lease) renew(ctx context.Context, dial landlordDialer, d time.Duration)
 	}
 	l.renewed(sent, g)
 	return nil
+}
+
+// Refresh asks the landlord how long the lease has left and sets its
+// expiration from the answer: the time the request was sent plus the time
+// left (LE.2.3). It returns what the lease covers, as the landlord names
+// it ("mailbox registration"; empty when it does not say). A lease the
+// landlord no longer knows (expired, cancelled) is djinn.ErrUnknownLease.
+func (l *Lease) Refresh(ctx context.Context, c Connector) (string, error) {
+	return l.refresh(ctx, dialLandlord(c))
+}
+
+func (l *Lease) refresh(ctx context.Context, dial landlordDialer) (string, error) {
+	lc, err := dial(l.landlord)
+	if err != nil {
+		return "", err
+	}
+	sent := time.Now()
+	resp, err := lc.Remaining(ctx, &djinnpb.RemainingRequest{Cookie: l.cookie[:]})
+	if err != nil {
+		return "", fromRPC(err)
+	}
+	left := time.Duration(resp.GetRemainingNanos())
+	if left < 0 {
+		return "", djinn.Errorf(djinn.Internal, "landlord %s says lease has %s left: negative", l.landlord.Endpoint, left)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !sent.Before(l.sent) {
+		l.sent, l.expiration = sent, djinn.AddDuration(sent, left)
+	}
+	return resp.GetCovers(), nil
 }
 
 // Cancel cancels the lease (LE.2.2): the landlord frees what it guards and

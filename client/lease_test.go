@@ -288,3 +288,32 @@ func TestLeaseGranted(t *testing.T) {
 		}
 	})
 }
+
+// TestLeaseRefresh: the landlord's answer sets the lease's expiration from
+// the time the question was sent (LE.2.3), not what was granted earlier;
+// a lease it dropped is unknown.
+func TestLeaseRefresh(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ll := clienttest.NewLandlord(time.Minute, time.Hour)
+		ll.SetLatency(time.Second)
+		l := grant(t, ll, time.Minute)
+		parsed, err := ParseToken(l.Token())
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Second)
+		sent := time.Now()
+		covers, err := parsed.refresh(context.Background(), inProcess(ll))
+		if err != nil || covers != "test lease" {
+			t.Fatalf("refresh: %q %v", covers, err)
+		}
+		srv, _ := ll.Expiration(l.Cookie())
+		if want := sent.Add(srv.Sub(sent.Add(time.Second))); !parsed.Expiration().Equal(want) {
+			t.Errorf("expiration %v, want the send time plus the time left at the landlord, %v", parsed.Expiration(), want)
+		}
+		ll.Forget(l.Cookie())
+		if _, err := parsed.refresh(context.Background(), inProcess(ll)); !errors.Is(err, djinn.ErrUnknownLease) {
+			t.Errorf("refresh of a lease the landlord dropped: %v, want unknown lease", err)
+		}
+	})
+}

@@ -59,7 +59,7 @@ func parseToken(s string, now time.Time) (*Lease, error) {
 	if err != nil {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "lease token %q: %v", abbrev(s), err)
 	}
-	l.sent = time.Time{} // this program was granted nothing: Granted does not know
+	l.granted = -1 // this program was granted nothing: Granted does not know
 	return l, nil
 }
 

@@ -58,6 +58,10 @@ func (c inProcess) Renew(ctx context.Context, r *djinnpb.RenewRequest, _ ...grpc
 	return call(ctx, c, c.l.Renew, r)
 }
 
+func (c inProcess) Remaining(ctx context.Context, r *djinnpb.RemainingRequest, _ ...grpc.CallOption) (*djinnpb.RemainingResponse, error) {
+	return call(ctx, c, c.l.Remaining, r)
+}
+
 func (c inProcess) Cancel(ctx context.Context, r *djinnpb.CancelRequest, _ ...grpc.CallOption) (*djinnpb.CancelResponse, error) {
 	return call(ctx, c, c.l.Cancel, r)
 }

@@ -116,6 +116,29 @@ func (l *Landlord) Renew(ctx context.Context, r *djinnpb.RenewRequest) (*djinnpb
 	return &djinnpb.RenewResponse{GrantedNanos: int64(g)}, nil
 }
 
+// Remaining implements djinnpb.LandlordServer: the time a held lease has
+// left; it covers "test lease".
+func (l *Landlord) Remaining(ctx context.Context, r *djinnpb.RemainingRequest) (*djinnpb.RemainingResponse, error) {
+	c, err := djinn.IDFromBytes("lease cookie", r.GetCookie())
+	if err != nil {
+		return nil, grpcerr.Status(err)
+	}
+	if err := l.enter(ctx, Call{Method: "Remaining", Cookies: []djinn.ID{c}}); err != nil {
+		return nil, grpcerr.Status(err)
+	}
+	defer l.mu.Unlock()
+	now := time.Now()
+	rec, ok := l.leases[c]
+	if !ok || !rec.expires.After(now) {
+		return nil, grpcerr.Status(djinn.Errorf(djinn.UnknownLease, "lease %s: unknown or expired", c.String()[:8]))
+	}
+	left := djinn.Forever
+	if rec.expires.Before(djinn.EndOfTime) {
+		left = rec.expires.Sub(now)
+	}
+	return &djinnpb.RemainingResponse{RemainingNanos: int64(left), Covers: "test lease"}, nil
+}
+
 // Cancel implements djinnpb.LandlordServer.
 func (l *Landlord) Cancel(ctx context.Context, r *djinnpb.CancelRequest) (*djinnpb.CancelResponse, error) {
 	c, err := djinn.IDFromBytes("lease cookie", r.GetCookie())

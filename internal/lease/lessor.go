@@ -140,6 +140,24 @@ func (l *Lessor) Renew(ctx context.Context, cookie djinn.ID, d time.Duration) (t
 	return res[0].Granted, res[0].Err
 }
 
+// Remaining returns how long the lease with cookie has left, and what it
+// covers; UnknownLease when it is unknown, expired or cancelled. Only the
+// leader knows (renewals are not logged), so a follower refuses.
+func (l *Lessor) Remaining(cookie djinn.ID) (time.Duration, Owner, error) {
+	if err := l.checkActive(); err != nil {
+		return 0, Owner{}, err
+	}
+	now := l.cfg.Now()
+	info, ok := l.table.Lookup(cookie, now)
+	if !ok {
+		return 0, Owner{}, unknownLease(cookie)
+	}
+	if !info.Expires.Before(djinn.EndOfTime) {
+		return djinn.Forever, info.Owner, nil
+	}
+	return info.Expires.Sub(now), info.Owner, nil
+}
+
 // RenewAll renews leases in one pass: cookies[i] for durations[i]. Leases
 // whose new expiration passes their horizon share one horizon write.
 func (l *Lessor) RenewAll(ctx context.Context, cookies []djinn.ID, durations []time.Duration) []RenewResult {

@@ -121,6 +121,7 @@ func (s *Server) leasesView(_ context.Context, q url.Values) (any, error) {
 func landlordRules(s *Server) Rules {
 	return Rules{
 		"Renew": capability, "RenewAll": capability, "RenewStream": capability,
+		"Remaining": capability, // like Renew: the cookie is the capability
 		"Cancel":    leaseOwner(s, (*djinnpb.CancelRequest).GetCookie, lease.UnknownLease),
 		"CancelAll": owner(func(context.Context, *djinnpb.CancelAllRequest) error { return nil }), // per lease, in the handler
 	}
@@ -143,6 +144,18 @@ func (l *landlordRPC) Renew(ctx context.Context, r *djinnpb.RenewRequest) (*djin
 		return nil, err
 	}
 	return &djinnpb.RenewResponse{GrantedNanos: int64(g)}, nil
+}
+
+func (l *landlordRPC) Remaining(_ context.Context, r *djinnpb.RemainingRequest) (*djinnpb.RemainingResponse, error) {
+	c, err := djinn.IDFromBytes("lease cookie", r.GetCookie())
+	if err != nil {
+		return nil, err
+	}
+	d, owner, err := l.s.lessor.Remaining(c)
+	if err != nil {
+		return nil, err
+	}
+	return &djinnpb.RemainingResponse{RemainingNanos: int64(d), Covers: l.s.machine.LeaseKindName(owner.Kind)}, nil
 }
 
 func (l *landlordRPC) Cancel(ctx context.Context, r *djinnpb.CancelRequest) (*djinnpb.CancelResponse, error) {

@@ -400,3 +400,37 @@ func TestLandlordCancelAll(t *testing.T) {
 		wantErr(t, "cancelAll", err, djinn.ErrInvalidArgument, "5 bytes")
 	})
 }
+
+// TestLandlordRemaining: the landlord tells a lease's holder how long it
+// has left and what it covers; a lease it no longer holds is unknown.
+func TestLandlordRemaining(t *testing.T) {
+	f := newLandlordFixture(t)
+	ctx := testContext(t)
+	reg := f.register(t, testMaxLease)
+	before := reg.Lease.Expiration()
+	covers, err := reg.Lease.Refresh(ctx, f.c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if covers != "mailbox registration" {
+		t.Errorf("the lease covers %q, want a mailbox registration", covers)
+	}
+	// The landlord's answer is at most what was granted, counted from a
+	// later send: the expiration does not move past the granted one.
+	if exp := reg.Lease.Expiration(); exp.After(before.Add(time.Millisecond)) || exp.Before(before.Add(-testMaxLease)) {
+		t.Errorf("expiration %v after the refresh, granted %v", exp, before)
+	}
+	resp, err := f.landlord.Remaining(ctx, &djinnpb.RemainingRequest{Cookie: idBytes(reg.Lease.Cookie())})
+	if err != nil || resp.GetRemainingNanos() <= 0 || resp.GetRemainingNanos() > int64(testMaxLease) {
+		t.Errorf("remaining %v %v, want within the 5s granted", resp, err)
+	}
+	if err := reg.Lease.Cancel(ctx, f.c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Lease.Refresh(ctx, f.c); !errors.Is(err, djinn.ErrUnknownLease) {
+		t.Errorf("refresh of a cancelled lease: %v, want unknown lease", err)
+	}
+	if _, err := f.landlord.Remaining(ctx, &djinnpb.RemainingRequest{Cookie: []byte{1, 2}}); !errors.Is(err, djinn.ErrInvalidArgument) {
+		t.Errorf("a cookie of 2 bytes: %v, want invalid argument", err)
+	}
+}

@@ -16,7 +16,7 @@ import (
 )
 
 // everyLandlordMethod is a complete set of rules for the Landlord service.
-var everyLandlordMethod = Rules{"Renew": capability, "Cancel": capability, "RenewAll": capability, "CancelAll": capability, "RenewStream": capability}
+var everyLandlordMethod = Rules{"Renew": capability, "Cancel": capability, "RenewAll": capability, "CancelAll": capability, "RenewStream": capability, "Remaining": capability}
 
 func without(r Rules, method string) Rules {
 	out := Rules{}
@@ -63,8 +63,8 @@ func TestRegisterNeedsARulePerMethod(t *testing.T) {
 		if err := r.serve(&djinnpb.Landlord_ServiceDesc, &landlordRPC{}, everyLandlordMethod); err != nil {
 			t.Fatal(err)
 		}
-		if err := r.verify(); err != nil || len(r.rules) != 5 {
-			t.Fatalf("verify = %v with %d rules, want nil and 5", err, len(r.rules))
+		if err := r.verify(); err != nil || len(r.rules) != 6 {
+			t.Fatalf("verify = %v with %d rules, want nil and 6", err, len(r.rules))
 		}
 	})
 }

@@ -21,6 +21,102 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type RemainingRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cookie        []byte                 `protobuf:"bytes,1,opt,name=cookie,proto3" json:"cookie,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemainingRequest) Reset() {
+	*x = RemainingRequest{}
+	mi := &file_djinn_v1_landlord_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemainingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemainingRequest) ProtoMessage() {}
+
+func (x *RemainingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_landlord_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemainingRequest.ProtoReflect.Descriptor instead.
+func (*RemainingRequest) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *RemainingRequest) GetCookie() []byte {
+	if x != nil {
+		return x.Cookie
+	}
+	return nil
+}
+
+type RemainingResponse struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	RemainingNanos int64                  `protobuf:"varint,1,opt,name=remaining_nanos,json=remainingNanos,proto3" json:"remaining_nanos,omitempty"` // math.MaxInt64 = Forever
+	Covers         string                 `protobuf:"bytes,2,opt,name=covers,proto3" json:"covers,omitempty"`                                        // what the lease covers: "mailbox registration", "transaction", ...
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RemainingResponse) Reset() {
+	*x = RemainingResponse{}
+	mi := &file_djinn_v1_landlord_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemainingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemainingResponse) ProtoMessage() {}
+
+func (x *RemainingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_landlord_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemainingResponse.ProtoReflect.Descriptor instead.
+func (*RemainingResponse) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RemainingResponse) GetRemainingNanos() int64 {
+	if x != nil {
+		return x.RemainingNanos
+	}
+	return 0
+}
+
+func (x *RemainingResponse) GetCovers() string {
+	if x != nil {
+		return x.Covers
+	}
+	return ""
+}
+
 type RenewRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Cookie        []byte                 `protobuf:"bytes,1,opt,name=cookie,proto3" json:"cookie,omitempty"`
@@ -31,7 +127,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_djinn_v1_landlord_proto_msgTypes[0]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -43,7 +139,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_landlord_proto_msgTypes[0]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -56,7 +152,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{0}
+	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *RenewRequest) GetCookie() []byte {
@@ -82,7 +178,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_djinn_v1_landlord_proto_msgTypes[1]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -94,7 +190,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_landlord_proto_msgTypes[1]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -107,7 +203,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{1}
+	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RenewResponse) GetGrantedNanos() int64 {
@@ -127,7 +223,7 @@ type RenewStreamResponse struct {
 
 func (x *RenewStreamResponse) Reset() {
 	*x = RenewStreamResponse{}
-	mi := &file_djinn_v1_landlord_proto_msgTypes[2]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -139,7 +235,7 @@ func (x *RenewStreamResponse) String() string {
 func (*RenewStreamResponse) ProtoMessage() {}
 
 func (x *RenewStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_landlord_proto_msgTypes[2]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -152,7 +248,7 @@ func (x *RenewStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewStreamResponse.ProtoReflect.Descriptor instead.
 func (*RenewStreamResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{2}
+	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RenewStreamResponse) GetGrantedNanos() int64 {
@@ -178,7 +274,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_djinn_v1_landlord_proto_msgTypes[3]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -190,7 +286,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_landlord_proto_msgTypes[3]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -203,7 +299,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{3}
+	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CancelRequest) GetCookie() []byte {
@@ -221,7 +317,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_djinn_v1_landlord_proto_msgTypes[4]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -233,7 +329,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_landlord_proto_msgTypes[4]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -246,7 +342,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{4}
+	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{6}
 }
 
 // RenewAllRequest renews n leases in one call, in a compact form for bulk
@@ -262,7 +358,7 @@ type RenewAllRequest struct {
 
 func (x *RenewAllRequest) Reset() {
 	*x = RenewAllRequest{}
-	mi := &file_djinn_v1_landlord_proto_msgTypes[5]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -274,7 +370,7 @@ func (x *RenewAllRequest) String() string {
 func (*RenewAllRequest) ProtoMessage() {}
 
 func (x *RenewAllRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_landlord_proto_msgTypes[5]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -287,7 +383,7 @@ func (x *RenewAllRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewAllRequest.ProtoReflect.Descriptor instead.
 func (*RenewAllRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{5}
+	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RenewAllRequest) GetCookies() []byte {
@@ -316,7 +412,7 @@ type RenewAllResponse struct {
 
 func (x *RenewAllResponse) Reset() {
 	*x = RenewAllResponse{}
-	mi := &file_djinn_v1_landlord_proto_msgTypes[6]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -328,7 +424,7 @@ func (x *RenewAllResponse) String() string {
 func (*RenewAllResponse) ProtoMessage() {}
 
 func (x *RenewAllResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_landlord_proto_msgTypes[6]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -341,7 +437,7 @@ func (x *RenewAllResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewAllResponse.ProtoReflect.Descriptor instead.
 func (*RenewAllResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{6}
+	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RenewAllResponse) GetGrantedNanos() []int64 {
@@ -369,7 +465,7 @@ type IndexedError struct {
 
 func (x *IndexedError) Reset() {
 	*x = IndexedError{}
-	mi := &file_djinn_v1_landlord_proto_msgTypes[7]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -381,7 +477,7 @@ func (x *IndexedError) String() string {
 func (*IndexedError) ProtoMessage() {}
 
 func (x *IndexedError) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_landlord_proto_msgTypes[7]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -394,7 +490,7 @@ func (x *IndexedError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexedError.ProtoReflect.Descriptor instead.
 func (*IndexedError) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{7}
+	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *IndexedError) GetIndex() uint32 {
@@ -421,7 +517,7 @@ type CancelAllRequest struct {
 
 func (x *CancelAllRequest) Reset() {
 	*x = CancelAllRequest{}
-	mi := &file_djinn_v1_landlord_proto_msgTypes[8]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -433,7 +529,7 @@ func (x *CancelAllRequest) String() string {
 func (*CancelAllRequest) ProtoMessage() {}
 
 func (x *CancelAllRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_landlord_proto_msgTypes[8]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -446,7 +542,7 @@ func (x *CancelAllRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelAllRequest.ProtoReflect.Descriptor instead.
 func (*CancelAllRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{8}
+	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CancelAllRequest) GetCookies() []byte {
@@ -466,7 +562,7 @@ type CancelAllResponse struct {
 
 func (x *CancelAllResponse) Reset() {
 	*x = CancelAllResponse{}
-	mi := &file_djinn_v1_landlord_proto_msgTypes[9]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -478,7 +574,7 @@ func (x *CancelAllResponse) String() string {
 func (*CancelAllResponse) ProtoMessage() {}
 
 func (x *CancelAllResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_landlord_proto_msgTypes[9]
+	mi := &file_djinn_v1_landlord_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -491,7 +587,7 @@ func (x *CancelAllResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelAllResponse.ProtoReflect.Descriptor instead.
 func (*CancelAllResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{9}
+	return file_djinn_v1_landlord_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CancelAllResponse) GetErrors() []*IndexedError {
@@ -505,7 +601,12 @@ var File_djinn_v1_landlord_proto protoreflect.FileDescriptor
 
 const file_djinn_v1_landlord_proto_rawDesc = "" +
 	"\n" +
-	"\x17djinn/v1/landlord.proto\x12\bdjinn.v1\x1a\x15djinn/v1/common.proto\"M\n" +
+	"\x17djinn/v1/landlord.proto\x12\bdjinn.v1\x1a\x15djinn/v1/common.proto\"*\n" +
+	"\x10RemainingRequest\x12\x16\n" +
+	"\x06cookie\x18\x01 \x01(\fR\x06cookie\"T\n" +
+	"\x11RemainingResponse\x12'\n" +
+	"\x0fremaining_nanos\x18\x01 \x01(\x03R\x0eremainingNanos\x12\x16\n" +
+	"\x06covers\x18\x02 \x01(\tR\x06covers\"M\n" +
 	"\fRenewRequest\x12\x16\n" +
 	"\x06cookie\x18\x01 \x01(\fR\x06cookie\x12%\n" +
 	"\x0eduration_nanos\x18\x02 \x01(\x03R\rdurationNanos\"4\n" +
@@ -529,13 +630,14 @@ const file_djinn_v1_landlord_proto_rawDesc = "" +
 	"\x10CancelAllRequest\x12\x18\n" +
 	"\acookies\x18\x01 \x01(\fR\acookies\"C\n" +
 	"\x11CancelAllResponse\x12.\n" +
-	"\x06errors\x18\x01 \x03(\v2\x16.djinn.v1.IndexedErrorR\x06errors2\xd4\x02\n" +
+	"\x06errors\x18\x01 \x03(\v2\x16.djinn.v1.IndexedErrorR\x06errors2\x9a\x03\n" +
 	"\bLandlord\x128\n" +
 	"\x05Renew\x12\x16.djinn.v1.RenewRequest\x1a\x17.djinn.v1.RenewResponse\x12;\n" +
 	"\x06Cancel\x12\x17.djinn.v1.CancelRequest\x1a\x18.djinn.v1.CancelResponse\x12A\n" +
 	"\bRenewAll\x12\x19.djinn.v1.RenewAllRequest\x1a\x1a.djinn.v1.RenewAllResponse\x12D\n" +
 	"\tCancelAll\x12\x1a.djinn.v1.CancelAllRequest\x1a\x1b.djinn.v1.CancelAllResponse\x12H\n" +
-	"\vRenewStream\x12\x16.djinn.v1.RenewRequest\x1a\x1d.djinn.v1.RenewStreamResponse(\x010\x01B1Z/github.com/djinn-go/djinn/proto/djinnpb;djinnpbb\x06proto3"
+	"\vRenewStream\x12\x16.djinn.v1.RenewRequest\x1a\x1d.djinn.v1.RenewStreamResponse(\x010\x01\x12D\n" +
+	"\tRemaining\x12\x1a.djinn.v1.RemainingRequest\x1a\x1b.djinn.v1.RemainingResponseB1Z/github.com/djinn-go/djinn/proto/djinnpb;djinnpbb\x06proto3"
 
 var (
 	file_djinn_v1_landlord_proto_rawDescOnce sync.Once
@@ -549,37 +651,41 @@ func file_djinn_v1_landlord_proto_rawDescGZIP() []byte {
 	return file_djinn_v1_landlord_proto_rawDescData
 }
 
-var file_djinn_v1_landlord_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_djinn_v1_landlord_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_djinn_v1_landlord_proto_goTypes = []any{
-	(*RenewRequest)(nil),        // 0: djinn.v1.RenewRequest
-	(*RenewResponse)(nil),       // 1: djinn.v1.RenewResponse
-	(*RenewStreamResponse)(nil), // 2: djinn.v1.RenewStreamResponse
-	(*CancelRequest)(nil),       // 3: djinn.v1.CancelRequest
-	(*CancelResponse)(nil),      // 4: djinn.v1.CancelResponse
-	(*RenewAllRequest)(nil),     // 5: djinn.v1.RenewAllRequest
-	(*RenewAllResponse)(nil),    // 6: djinn.v1.RenewAllResponse
-	(*IndexedError)(nil),        // 7: djinn.v1.IndexedError
-	(*CancelAllRequest)(nil),    // 8: djinn.v1.CancelAllRequest
-	(*CancelAllResponse)(nil),   // 9: djinn.v1.CancelAllResponse
-	(*Error)(nil),               // 10: djinn.v1.Error
+	(*RemainingRequest)(nil),    // 0: djinn.v1.RemainingRequest
+	(*RemainingResponse)(nil),   // 1: djinn.v1.RemainingResponse
+	(*RenewRequest)(nil),        // 2: djinn.v1.RenewRequest
+	(*RenewResponse)(nil),       // 3: djinn.v1.RenewResponse
+	(*RenewStreamResponse)(nil), // 4: djinn.v1.RenewStreamResponse
+	(*CancelRequest)(nil),       // 5: djinn.v1.CancelRequest
+	(*CancelResponse)(nil),      // 6: djinn.v1.CancelResponse
+	(*RenewAllRequest)(nil),     // 7: djinn.v1.RenewAllRequest
+	(*RenewAllResponse)(nil),    // 8: djinn.v1.RenewAllResponse
+	(*IndexedError)(nil),        // 9: djinn.v1.IndexedError
+	(*CancelAllRequest)(nil),    // 10: djinn.v1.CancelAllRequest
+	(*CancelAllResponse)(nil),   // 11: djinn.v1.CancelAllResponse
+	(*Error)(nil),               // 12: djinn.v1.Error
 }
 var file_djinn_v1_landlord_proto_depIdxs = []int32{
-	10, // 0: djinn.v1.RenewStreamResponse.error:type_name -> djinn.v1.Error
-	7,  // 1: djinn.v1.RenewAllResponse.errors:type_name -> djinn.v1.IndexedError
-	10, // 2: djinn.v1.IndexedError.error:type_name -> djinn.v1.Error
-	7,  // 3: djinn.v1.CancelAllResponse.errors:type_name -> djinn.v1.IndexedError
-	0,  // 4: djinn.v1.Landlord.Renew:input_type -> djinn.v1.RenewRequest
-	3,  // 5: djinn.v1.Landlord.Cancel:input_type -> djinn.v1.CancelRequest
-	5,  // 6: djinn.v1.Landlord.RenewAll:input_type -> djinn.v1.RenewAllRequest
-	8,  // 7: djinn.v1.Landlord.CancelAll:input_type -> djinn.v1.CancelAllRequest
-	0,  // 8: djinn.v1.Landlord.RenewStream:input_type -> djinn.v1.RenewRequest
-	1,  // 9: djinn.v1.Landlord.Renew:output_type -> djinn.v1.RenewResponse
-	4,  // 10: djinn.v1.Landlord.Cancel:output_type -> djinn.v1.CancelResponse
-	6,  // 11: djinn.v1.Landlord.RenewAll:output_type -> djinn.v1.RenewAllResponse
-	9,  // 12: djinn.v1.Landlord.CancelAll:output_type -> djinn.v1.CancelAllResponse
-	2,  // 13: djinn.v1.Landlord.RenewStream:output_type -> djinn.v1.RenewStreamResponse
-	9,  // [9:14] is the sub-list for method output_type
-	4,  // [4:9] is the sub-list for method input_type
+	12, // 0: djinn.v1.RenewStreamResponse.error:type_name -> djinn.v1.Error
+	9,  // 1: djinn.v1.RenewAllResponse.errors:type_name -> djinn.v1.IndexedError
+	12, // 2: djinn.v1.IndexedError.error:type_name -> djinn.v1.Error
+	9,  // 3: djinn.v1.CancelAllResponse.errors:type_name -> djinn.v1.IndexedError
+	2,  // 4: djinn.v1.Landlord.Renew:input_type -> djinn.v1.RenewRequest
+	5,  // 5: djinn.v1.Landlord.Cancel:input_type -> djinn.v1.CancelRequest
+	7,  // 6: djinn.v1.Landlord.RenewAll:input_type -> djinn.v1.RenewAllRequest
+	10, // 7: djinn.v1.Landlord.CancelAll:input_type -> djinn.v1.CancelAllRequest
+	2,  // 8: djinn.v1.Landlord.RenewStream:input_type -> djinn.v1.RenewRequest
+	0,  // 9: djinn.v1.Landlord.Remaining:input_type -> djinn.v1.RemainingRequest
+	3,  // 10: djinn.v1.Landlord.Renew:output_type -> djinn.v1.RenewResponse
+	6,  // 11: djinn.v1.Landlord.Cancel:output_type -> djinn.v1.CancelResponse
+	8,  // 12: djinn.v1.Landlord.RenewAll:output_type -> djinn.v1.RenewAllResponse
+	11, // 13: djinn.v1.Landlord.CancelAll:output_type -> djinn.v1.CancelAllResponse
+	4,  // 14: djinn.v1.Landlord.RenewStream:output_type -> djinn.v1.RenewStreamResponse
+	1,  // 15: djinn.v1.Landlord.Remaining:output_type -> djinn.v1.RemainingResponse
+	10, // [10:16] is the sub-list for method output_type
+	4,  // [4:10] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
 	4,  // [4:4] is the sub-list for extension extendee
 	0,  // [0:4] is the sub-list for field type_name
@@ -597,7 +703,7 @@ func file_djinn_v1_landlord_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_djinn_v1_landlord_proto_rawDesc), len(file_djinn_v1_landlord_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,6 +24,7 @@ const (
 	Landlord_RenewAll_FullMethodName    = "/djinn.v1.Landlord/RenewAll"
 	Landlord_CancelAll_FullMethodName   = "/djinn.v1.Landlord/CancelAll"
 	Landlord_RenewStream_FullMethodName = "/djinn.v1.Landlord/RenewStream"
+	Landlord_Remaining_FullMethodName   = "/djinn.v1.Landlord/Remaining"
 )
 
 // LandlordClient is the client API for Landlord service.
@@ -41,6 +42,11 @@ type LandlordClient interface {
 	// call per renewal, for holders that renew many times (etcd's keep-alive
 	// stream).
 	RenewStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RenewRequest, RenewStreamResponse], error)
+	// Remaining tells the holder of a lease how long it has left, as the
+	// landlord knows it: the holder's expiration is the time it sent the
+	// request plus the answer (LE.2.3). The cookie is the capability, as for
+	// Renew. A lease unknown, expired or cancelled is UNKNOWN_LEASE.
+	Remaining(ctx context.Context, in *RemainingRequest, opts ...grpc.CallOption) (*RemainingResponse, error)
 }
 
 type landlordClient struct {
@@ -104,6 +110,16 @@ func (c *landlordClient) RenewStream(ctx context.Context, opts ...grpc.CallOptio
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Landlord_RenewStreamClient = grpc.BidiStreamingClient[RenewRequest, RenewStreamResponse]
 
+func (c *landlordClient) Remaining(ctx context.Context, in *RemainingRequest, opts ...grpc.CallOption) (*RemainingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemainingResponse)
+	err := c.cc.Invoke(ctx, Landlord_Remaining_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LandlordServer is the server API for Landlord service.
 // All implementations must embed UnimplementedLandlordServer
 // for forward compatibility.
@@ -119,6 +135,11 @@ type LandlordServer interface {
 	// call per renewal, for holders that renew many times (etcd's keep-alive
 	// stream).
 	RenewStream(grpc.BidiStreamingServer[RenewRequest, RenewStreamResponse]) error
+	// Remaining tells the holder of a lease how long it has left, as the
+	// landlord knows it: the holder's expiration is the time it sent the
+	// request plus the answer (LE.2.3). The cookie is the capability, as for
+	// Renew. A lease unknown, expired or cancelled is UNKNOWN_LEASE.
+	Remaining(context.Context, *RemainingRequest) (*RemainingResponse, error)
 	mustEmbedUnimplementedLandlordServer()
 }
 
@@ -143,6 +164,9 @@ func (UnimplementedLandlordServer) CancelAll(context.Context, *CancelAllRequest)
 }
 func (UnimplementedLandlordServer) RenewStream(grpc.BidiStreamingServer[RenewRequest, RenewStreamResponse]) error {
 	return status.Error(codes.Unimplemented, "method RenewStream not implemented")
+}
+func (UnimplementedLandlordServer) Remaining(context.Context, *RemainingRequest) (*RemainingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Remaining not implemented")
 }
 func (UnimplementedLandlordServer) mustEmbedUnimplementedLandlordServer() {}
 func (UnimplementedLandlordServer) testEmbeddedByValue()                  {}
@@ -244,6 +268,24 @@ func _Landlord_RenewStream_Handler(srv interface{}, stream grpc.ServerStream) er
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Landlord_RenewStreamServer = grpc.BidiStreamingServer[RenewRequest, RenewStreamResponse]
 
+func _Landlord_Remaining_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemainingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LandlordServer).Remaining(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Landlord_Remaining_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LandlordServer).Remaining(ctx, req.(*RemainingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Landlord_ServiceDesc is the grpc.ServiceDesc for Landlord service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -266,6 +308,10 @@ var Landlord_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelAll",
 			Handler:    _Landlord_CancelAll_Handler,
+		},
+		{
+			MethodName: "Remaining",
+			Handler:    _Landlord_Remaining_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
