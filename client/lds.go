@@ -193,7 +193,7 @@ func (s *LookupDiscoveryService) Register(ctx context.Context, groups Groups, lo
 		return nil, err
 	}
 	if listener.IsZero() {
-		return nil, djinn.Errorf(djinn.InvalidArgument, "listener: missing (LD.3.1: a registration needs a listener)")
+		return nil, djinn.Errorf(djinn.InvalidArgument, "listener: missing: a registration sends its events to a listener; give one")
 	}
 	if err := djinn.CheckLeaseDuration("registration lease duration", d); err != nil {
 		return nil, err
@@ -500,7 +500,7 @@ func DiscoveryEventFrom(ev *RemoteEvent) (*RemoteDiscoveryEvent, error) {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "discovery event payload: %v", err)
 	}
 	if len(pb.GetRegistrars()) == 0 {
-		return nil, djinn.Errorf(djinn.InvalidArgument, "discovery event: no lookup service (LD.4.2.1: at least one)")
+		return nil, djinn.Errorf(djinn.InvalidArgument, "discovery event: names no lookup service, where one names at least one")
 	}
 	rs, err := discoveredList("discovery event registrar", pb.GetRegistrars())
 	if err != nil {

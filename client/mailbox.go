@@ -73,7 +73,7 @@ type EventKey struct {
 // djinn.Any; the mailbox may grant less.
 func (m *Mailbox) Register(ctx context.Context, d time.Duration) (*MailboxRegistration, error) {
 	if d <= 0 && d != djinn.Any {
-		return nil, djinn.Errorf(djinn.InvalidArgument, "lease duration %s: must be positive or Any (EM.3)", djinn.FormatDuration(d))
+		return nil, djinn.Errorf(djinn.InvalidArgument, "lease duration %s: must be positive or Any", djinn.FormatDuration(d))
 	}
 	mc, err := m.client(m.ref.Endpoint, m.ref.Service)
 	if err != nil {

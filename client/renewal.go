@@ -248,10 +248,10 @@ func checkRenewalDuration(desired, renew time.Duration) error {
 	case renew == djinn.Any && desired == djinn.Forever:
 		return nil
 	case renew == djinn.Any:
-		return djinn.Errorf(djinn.InvalidArgument, "renew duration Any: allowed only when the desired duration is Forever, not %s (LR.2)",
+		return djinn.Errorf(djinn.InvalidArgument, "renew duration Any: allowed only when the desired duration is Forever, not %s: give a positive renew duration",
 			djinn.FormatDuration(desired))
 	}
-	return djinn.Errorf(djinn.InvalidArgument, "renew duration %s: must be positive (LR.2)", djinn.FormatDuration(renew))
+	return djinn.Errorf(djinn.InvalidArgument, "renew duration %s: must be positive", djinn.FormatDuration(renew))
 }
 
 // Remove takes l out of the set without cancelling it (LR.2). It returns
@@ -338,7 +338,7 @@ func (s *RenewalSet) SetExpirationWarningListener(ctx context.Context, listener 
 		return nil, djinn.Errorf(djinn.InvalidArgument, "listener: missing")
 	}
 	if minWarning < 0 {
-		return nil, djinn.Errorf(djinn.InvalidArgument, "minimum warning %s: must be zero or positive (LR.2.1)", djinn.FormatDuration(minWarning))
+		return nil, djinn.Errorf(djinn.InvalidArgument, "minimum warning %s: must be zero or positive", djinn.FormatDuration(minWarning))
 	}
 	rc, err := s.s.client(s.endpoint, s.ref.Service)
 	if err != nil {

@@ -403,7 +403,7 @@ func (p *Participant) Join(ctx context.Context, tx Tx) (done func(), err error) 
 		st := e.state
 		p.leaveLocked(e)
 		p.mu.Unlock()
-		return nil, djinn.Errorf(djinn.CannotJoin, "transaction %d: %s at this participant; operations need it ACTIVE (TX.2.6)", tx.ID, st)
+		return nil, djinn.Errorf(djinn.CannotJoin, "transaction %d: %s at this participant; work under it needs it ACTIVE: start a new transaction", tx.ID, st)
 	}
 	if err := p.enclosingLocked(e); err != nil {
 		p.leaveLocked(e)
@@ -428,7 +428,7 @@ func (p *Participant) Join(ctx context.Context, tx Tx) (done func(), err error) 
 func (p *Participant) enclosingLocked(e *entry) error {
 	for _, at := range e.anc {
 		if a := p.txs[at.Key()]; a != nil && a.state != Active {
-			return djinn.Errorf(djinn.CannotJoin, "transaction %d: the enclosing transaction %d is %s at this participant; operations need it ACTIVE (TX.2.6)", e.tx.ID, at.ID, a.state)
+			return djinn.Errorf(djinn.CannotJoin, "transaction %d: the enclosing transaction %d is %s at this participant; work under it needs it ACTIVE: start a new transaction", e.tx.ID, at.ID, a.state)
 		}
 	}
 	return nil
@@ -771,7 +771,7 @@ func (p *Participant) commitEntry(ctx context.Context, e *entry) error {
 	case Aborted:
 		return djinn.Errorf(djinn.CannotCommit, "transaction %d: aborted at this participant", tx.ID)
 	}
-	return djinn.Errorf(djinn.CannotCommit, "transaction %d: %s at this participant, not PREPARED: commit follows a PREPARED vote (TX.2.6)", tx.ID, st)
+	return djinn.Errorf(djinn.CannotCommit, "transaction %d: %s at this participant, not PREPARED: it can commit only after voting PREPARED", tx.ID, st)
 }
 
 // commitNested is commit for the nested e: PREPARED, it rolls forward
@@ -795,7 +795,7 @@ func (p *Participant) commitNested(ctx context.Context, e *entry) error {
 		case st == Aborted:
 			return djinn.Errorf(djinn.CannotCommit, "transaction %d: aborted at this participant", tx.ID)
 		case pe == nil && waited:
-			return djinn.Errorf(djinn.CannotCommit, "transaction %d: %s at this participant, not PREPARED: commit follows a PREPARED vote (TX.2.6)", tx.ID, st)
+			return djinn.Errorf(djinn.CannotCommit, "transaction %d: %s at this participant, not PREPARED: it can commit only after voting PREPARED", tx.ID, st)
 		case pe == nil:
 			// A vote may be under way: wait for it, and look again.
 			if err := take(ctx, e); err != nil {

@@ -125,7 +125,7 @@ type Registered struct {
 // one on every call.
 func (s *Service) Register(ctx context.Context, req *djinnpb.LDSRegisterRequest) (Registered, error) {
 	if req.GetListener() == nil {
-		return Registered{}, djinn.Errorf(djinn.InvalidArgument, "listener: missing (LD.3.1: a registration needs a listener)")
+		return Registered{}, djinn.Errorf(djinn.InvalidArgument, "listener: missing: a registration sends its events to a listener; give one")
 	}
 	if _, err := wire.RefTo("listener", req.GetListener()); err != nil {
 		return Registered{}, err

@@ -393,7 +393,7 @@ func (s *State) ApplyGroups(c *statepb.LDSGroups) (Info, error) {
 	switch op {
 	case djinnpb.SetOp_SET_OP_ADD, djinnpb.SetOp_SET_OP_REMOVE:
 		if g.allGroups {
-			return Info{}, djinn.Errorf(djinn.Unsupported, "%s groups: the registration discovers all groups and has no managed set of groups to change (LD.4.1.1); set groups instead", opName(op))
+			return Info{}, djinn.Errorf(djinn.Unsupported, "%s groups: the registration discovers all groups and has no managed set of groups to change; set groups instead", opName(op))
 		}
 		if op == djinnpb.SetOp_SET_OP_ADD {
 			groups = union(g.groups, in)

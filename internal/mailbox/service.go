@@ -142,7 +142,7 @@ type Registration struct {
 // positive or Any.
 func (s *Service) Register(ctx context.Context, d time.Duration) (Registration, error) {
 	if d <= 0 && d != djinn.Any {
-		return Registration{}, djinn.Errorf(djinn.InvalidArgument, "lease duration %s: must be positive or Any (EM.3)", djinn.FormatDuration(d))
+		return Registration{}, djinn.Errorf(djinn.InvalidArgument, "lease duration %s: must be positive or Any", djinn.FormatDuration(d))
 	}
 	if err := s.leading(); err != nil {
 		return Registration{}, err

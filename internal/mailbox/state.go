@@ -257,7 +257,7 @@ func (s *State) CheckTarget(t *djinnpb.Ref) error {
 	}
 	if svc == s.service() {
 		obj, _ := djinn.IDFromBytes("", t.GetObjectId())
-		return djinn.Errorf(djinn.InvalidArgument, "target %s: a mailbox listener of this mailbox cannot be a delivery target (EM.4.1)", obj)
+		return djinn.Errorf(djinn.InvalidArgument, "target %s: a mailbox listener of this mailbox cannot be a delivery target: the mailbox would deliver to itself; give a listener outside it", obj)
 	}
 	return nil
 }

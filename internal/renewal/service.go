@@ -221,7 +221,7 @@ func (s *Service) set(in SetInfo, remaining time.Duration) Set {
 // no longer than asked.
 func (s *Service) Create(ctx context.Context, d time.Duration) (Set, error) {
 	if d <= 0 && d != djinn.Any {
-		return Set{}, djinn.Errorf(djinn.InvalidArgument, "lease duration %s: must be positive, Forever or Any (LR.2)", djinn.FormatDuration(d))
+		return Set{}, djinn.Errorf(djinn.InvalidArgument, "lease duration %s: must be positive, Forever or Any", djinn.FormatDuration(d))
 	}
 	if err := s.leading(); err != nil {
 		return Set{}, err
@@ -331,9 +331,9 @@ func (s *Service) RenewFor(ctx context.Context, id djinn.ID, l *djinnpb.Lease, d
 	case renew > 0:
 	case renew == djinn.Any && desired == djinn.Forever:
 	case renew == djinn.Any:
-		return djinn.Errorf(djinn.InvalidArgument, "renew duration Any: allowed only when the desired duration is Forever, not %s (LR.2)", djinn.FormatDuration(desired))
+		return djinn.Errorf(djinn.InvalidArgument, "renew duration Any: allowed only when the desired duration is Forever, not %s: give a positive renew duration", djinn.FormatDuration(desired))
 	default:
-		return djinn.Errorf(djinn.InvalidArgument, "renew duration %s: must be positive (LR.2)", djinn.FormatDuration(renew))
+		return djinn.Errorf(djinn.InvalidArgument, "renew duration %s: must be positive", djinn.FormatDuration(renew))
 	}
 	now := s.now()
 	var actual int64
@@ -357,11 +357,11 @@ func (s *Service) RenewFor(ctx context.Context, id djinn.ID, l *djinnpb.Lease, d
 	// leasing. The cookie decides, whatever landlord reference the lease
 	// names: renewals reach the landlord by endpoint and cookie alone.
 	if li, ok := s.lessor.Table().Lookup(cookie, now); ok && li.Owner.Kind == LeaseKind {
-		return djinn.Errorf(djinn.InvalidArgument, "lease %s: granted by this renewal service itself (a set's lease) (LR.2)", cookie)
+		return djinn.Errorf(djinn.InvalidArgument, "lease %s: granted by this renewal service itself (a set's lease), which a set cannot renew; renew it yourself", cookie)
 	}
 	k := KeyOf(ref, cookie)
 	if other, ok := s.state.SetOf(k); ok && other != id {
-		return djinn.Errorf(djinn.InvalidArgument, "lease %s: already in another renewal set of this service (LR.2)", cookie)
+		return djinn.Errorf(djinn.InvalidArgument, "lease %s: already in another renewal set of this service; remove it there first", cookie)
 	} else if !ok {
 		if in.Leases >= s.cfg.MaxSetLeases {
 			return djinn.Errorf(djinn.ResourceExhausted, "renewal set %s holds %d leases, the most allowed", id, in.Leases)
@@ -463,7 +463,7 @@ func (s *Service) Leases(ctx context.Context, id djinn.ID) ([]*djinnpb.ClientLea
 // must not be negative.
 func (s *Service) Listen(ctx context.Context, id djinn.ID, eventID int64, target *djinnpb.Ref, minWarning time.Duration, handback []byte) (*djinnpb.EventRegistration, error) {
 	if target == nil {
-		return nil, djinn.Errorf(djinn.InvalidArgument, "listener: missing (null) (LR.2.1)")
+		return nil, djinn.Errorf(djinn.InvalidArgument, "listener: missing: give the listener the events go to")
 	}
 	if _, err := wire.RefFrom("listener", target); err != nil {
 		return nil, err
@@ -472,7 +472,7 @@ func (s *Service) Listen(ctx context.Context, id djinn.ID, eventID int64, target
 		return nil, djinn.Errorf(djinn.InvalidArgument, "listener: %v", err)
 	}
 	if minWarning < 0 {
-		return nil, djinn.Errorf(djinn.InvalidArgument, "minimum warning %s: must be zero or positive (LR.2.1)", djinn.FormatDuration(minWarning))
+		return nil, djinn.Errorf(djinn.InvalidArgument, "minimum warning %s: must be zero or positive", djinn.FormatDuration(minWarning))
 	}
 	if len(handback) > MaxHandback {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "handback of %d bytes: at most %d", len(handback), MaxHandback)

@@ -327,7 +327,7 @@ func (s *State) ApplyAdd(now int64, c *statepb.RenewalAdd) (AddResult, error) {
 	cl, ok := s.leases.get(k)
 	switch {
 	case ok && cl.set != st:
-		return AddResult{}, djinn.Errorf(djinn.InvalidArgument, "lease %s: already in another renewal set of this service (LR.2)", cookie)
+		return AddResult{}, djinn.Errorf(djinn.InvalidArgument, "lease %s: already in another renewal set of this service; remove it there first", cookie)
 	case ok:
 		cl.desired, cl.renew = c.GetDesiredUnixNanos(), c.GetRenewNanos()
 	default:

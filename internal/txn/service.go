@@ -418,7 +418,7 @@ func (s *Service) Commit(ctx context.Context, id uint64, waitFor *time.Duration)
 	resumed := in.State == Voting // a vote another leader may have begun
 	if in.State == Active {
 		if !s.lessor.Table().Alive(in.Cookie, s.now()) {
-			return djinn.Errorf(djinn.CannotCommit, "transaction %d: its lease ended, so it aborted (TX.2.1)", id)
+			return djinn.Errorf(djinn.CannotCommit, "transaction %d: its lease ended, so it aborted; renew a transaction's lease while the work goes on", id)
 		}
 		res, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_TxnVoting{TxnVoting: &statepb.TxnVoting{Id: id}}})
 		if err != nil {
@@ -439,7 +439,7 @@ func (s *Service) Commit(ctx context.Context, id uint64, waitFor *time.Duration)
 		return err
 	}
 	if in.State != Committed {
-		return djinn.Errorf(djinn.CannotCommit, "transaction %d: aborted (TX.2.5)", id)
+		return djinn.Errorf(djinn.CannotCommit, "transaction %d: aborted", id)
 	}
 	s.Commits.Add(1)
 	return s.wait(ctx, in, waitFor, true)
@@ -479,7 +479,7 @@ func (s *Service) wait(ctx context.Context, in Info, waitFor *time.Duration, com
 		return nil
 	case <-t.C:
 		return &djinn.Error{Kind: djinn.TimeoutExpired, Committed: committed,
-			Message: "transaction outcome not yet delivered to every participant within waitFor (TX.2.5)"}
+			Message: "the transaction's outcome was not told to every participant within waitFor; the manager goes on telling them"}
 	case <-ctx.Done():
 		return ctx.Err()
 	}

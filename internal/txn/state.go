@@ -244,7 +244,7 @@ func (s *State) ApplyCreate(c *statepb.TxnCreate) (Info, error) {
 			return Info{}, unknown(pid)
 		}
 		if p.state != Active {
-			return Info{}, djinn.Errorf(djinn.CannotJoin, "parent transaction %d: %s, no longer active (TX.2.2)", pid, stateName(p.state))
+			return Info{}, djinn.Errorf(djinn.CannotJoin, "parent transaction %d: %s, no longer active: nest under an ACTIVE transaction", pid, stateName(p.state))
 		}
 		parent = p
 	}
@@ -301,11 +301,11 @@ func (s *State) ApplyJoin(now int64, c *statepb.TxnJoin) error {
 			if t.state == Active || t.state == Voting {
 				s.decideLocked(now, t, Aborted)
 			}
-			return djinn.Errorf(djinn.CrashCount, "transaction %d: participant joined with crash count %d, now %d: it lost its state; the transaction aborts (TX.2.3)", t.id, q.crash, c.GetCrashCount())
+			return djinn.Errorf(djinn.CrashCount, "transaction %d: participant joined with crash count %d, now %d: it lost its state; the transaction aborts", t.id, q.crash, c.GetCrashCount())
 		}
 	}
 	if t.state != Active {
-		return djinn.Errorf(djinn.CannotJoin, "transaction %d: %s, no longer active (TX.2.3)", t.id, stateName(t.state))
+		return djinn.Errorf(djinn.CannotJoin, "transaction %d: %s, no longer active: join an ACTIVE transaction", t.id, stateName(t.state))
 	}
 	if m := int(c.GetMaxParticipants()); m > 0 && len(t.parts) >= m {
 		return djinn.Errorf(djinn.ResourceExhausted, "transaction %d has %d participants, the most allowed", t.id, len(t.parts))
@@ -389,7 +389,7 @@ func (s *State) ApplyDecide(now int64, c *statepb.TxnDecide) (Info, error) {
 		p, ok := s.txns[t.parent]
 		if !ok || p.state != Active {
 			s.decideLocked(now, t, Aborted)
-			return t.info(), djinn.Errorf(djinn.CannotCommit, "transaction %d: its parent %d is no longer active, so it aborted (TX.2.7)", t.id, t.parent)
+			return t.info(), djinn.Errorf(djinn.CannotCommit, "transaction %d: its parent %d is no longer active, so it aborted", t.id, t.parent)
 		}
 		var refs []*djinnpb.Ref
 		var crashes []int64
@@ -405,11 +405,11 @@ func (s *State) ApplyDecide(now int64, c *statepb.TxnDecide) (Info, error) {
 	case c.GetCommit() && t.state == Voting:
 		s.commitLocked(now, t, c.GetPrepared())
 	case c.GetCommit() && t.state == Aborted:
-		return t.info(), djinn.Errorf(djinn.CannotCommit, "transaction %d: aborted (TX.2.5)", t.id)
+		return t.info(), djinn.Errorf(djinn.CannotCommit, "transaction %d: aborted", t.id)
 	case c.GetCommit() && t.state == Active:
 		return t.info(), djinn.Errorf(djinn.Internal, "transaction %d: commit decided while ACTIVE", t.id)
 	case !c.GetCommit() && t.state == Committed:
-		return t.info(), djinn.Errorf(djinn.CannotAbort, "transaction %d: committed (TX.2.5)", t.id)
+		return t.info(), djinn.Errorf(djinn.CannotAbort, "transaction %d: committed", t.id)
 	case !c.GetCommit() && (t.state == Active || t.state == Voting):
 		s.decideLocked(now, t, Aborted)
 	}
@@ -438,7 +438,7 @@ func (s *State) commitLocked(now int64, t *transaction, prepared []uint32) {
 // another the transaction aborts (CrashCount). drop, if set, leaves.
 func (s *State) promoteLocked(now int64, t *transaction, refs []*djinnpb.Ref, crashes []int64, drop *djinnpb.Ref) error {
 	if t.state != Active {
-		return djinn.Errorf(djinn.CannotJoin, "transaction %d: %s, no longer active (TX.2.7)", t.id, stateName(t.state))
+		return djinn.Errorf(djinn.CannotJoin, "transaction %d: %s, no longer active: nothing can be promoted into it", t.id, stateName(t.state))
 	}
 	known := map[[32]byte]*participant{}
 	for _, p := range t.parts {
@@ -447,7 +447,7 @@ func (s *State) promoteLocked(now int64, t *transaction, refs []*djinnpb.Ref, cr
 	for i, r := range refs {
 		if p, ok := known[partKey(r)]; ok && p.crash != crashes[i] {
 			s.decideLocked(now, t, Aborted)
-			return djinn.Errorf(djinn.CrashCount, "transaction %d: participant known with crash count %d, promoted with %d; the transaction aborts (TX.2.7)", t.id, p.crash, crashes[i])
+			return djinn.Errorf(djinn.CrashCount, "transaction %d: participant known with crash count %d, promoted with %d: it lost its state; the transaction aborts", t.id, p.crash, crashes[i])
 		}
 	}
 	added := int64(0)
