@@ -47,7 +47,8 @@ func (g *globals) benchCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&ops, "ops", "empty,renew,renewall,register,notify,deliver", "workloads to run")
 	f.StringVar(&clients, "clients", "1,16,64", "concurrent clients")
-	f.DurationVar(&b.Duration, "duration", 5*time.Second, "time per measurement")
+	f.DurationVar(&b.Duration, "for", 5*time.Second, "time per measurement")
+	alias(f, "duration", "for")
 	f.IntVar(&b.Batch, "batch", 1000, "leases per renewall call")
 	f.IntVar(&b.Leases, "leases", 1000000, "registrations for the leases workload")
 	f.StringVar(&b.Admin, "admin", "127.0.0.1:4162", "admin address of the server, for its memory")
@@ -96,11 +97,11 @@ func (g *globals) runBench(cmd *cobra.Command, b bench.Bench) error {
 		return fmt.Errorf("--server: %w", err)
 	}
 	env := bench.Env{Server: g.server, Dial: g.dialAt, Progress: cmd.ErrOrStderr()}
-	if g.output != "json" {
+	if !g.structured() {
 		env.Result = func(r bench.Result) { bench.Print(cmd.OutOrStdout(), r) }
 	}
 	rep, err := b.Run(cmd.Context(), env)
-	if g.output == "json" && len(rep.Results) > 0 {
+	if g.structured() && len(rep.Results) > 0 {
 		if perr := g.print(cmd.OutOrStdout(), rep, nil); perr != nil && err == nil {
 			err = perr
 		}
@@ -115,16 +116,16 @@ const benchRenewalHelp = `Measure the lease renewal service of a djinn server ru
 process (--server, with its admin endpoint at --admin).
 
 The bench hosts --landlords landlords that grant leases of at most
---lease-duration, creates --sets renewal sets with a renewal failure
+--client-lease, creates --sets renewal sets with a renewal failure
 listener hosted here, and adds --leases client leases (spread evenly over
 sets and landlords) with renewFor(lease, Forever), --clients calls at a
-time. It then watches for --run: the server's CPU and resident memory,
+time. It then watches for --for: the server's CPU and resident memory,
 the renewal calls the landlords receive, lapses (a lease the landlords saw
 expire) and renewal failure events. It exits non-zero when a lease lapsed,
 a failure event arrived, or a set lost a lease.
 
 The issue's configuration is the default; a quick check is
-  djinn bench renewal --leases 20000 --sets 200 --run 30s --lease-duration 10s`
+  djinn bench renewal --leases 20000 --sets 200 --for 30s --client-lease 10s`
 
 func (g *globals) benchRenewalCmd() *cobra.Command {
 	b := &bench.Renewal{}
@@ -147,8 +148,10 @@ func (g *globals) benchRenewalCmd() *cobra.Command {
 	f.IntVar(&b.Leases, "leases", 1_000_000, "client leases to keep alive")
 	f.IntVar(&b.Sets, "sets", 10_000, "renewal sets the leases are spread over")
 	f.IntVar(&b.Landlords, "landlords", 4, "landlords hosted by the bench, granting the leases")
-	f.DurationVar(&b.LeaseDuration, "lease-duration", time.Minute, "the longest lease the landlords grant")
-	f.DurationVar(&b.RunFor, "run", 10*time.Minute, "steady-state time, after the leases are added")
+	f.DurationVar(&b.LeaseDuration, "client-lease", time.Minute, "the longest lease the landlords grant their clients")
+	alias(f, "lease-duration", "client-lease")
+	f.DurationVar(&b.RunFor, "for", 10*time.Minute, "steady-state time, after the leases are added")
+	alias(f, "run", "for")
 	f.DurationVar(&b.Sample, "sample", 5*time.Second, "time between samples of the server and the landlords")
 	f.IntVar(&b.Clients, "clients", 64, "concurrent calls while setting up")
 	f.IntVar(&b.Conns, "conns", 4, "gRPC connections the setup calls share")
@@ -159,7 +162,7 @@ func (g *globals) benchRenewalCmd() *cobra.Command {
 
 const benchTxnHelp = `Measure transactions through the transaction manager of --server.
 
-Each client, in a loop for --duration: create a transaction, put two keys
+Each client, in a loop for --for: create a transaction, put two keys
 under it to key/value participants, commit. A transaction counts once
 every participant has been told its outcome: after the load the bench
 waits for the manager to have told them all, checks each transaction of
@@ -205,7 +208,8 @@ func (g *globals) benchTxnCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&clients, "clients", "1,16,64", "concurrent clients")
-	f.DurationVar(&b.Duration, "duration", 5*time.Second, "time per measurement")
+	f.DurationVar(&b.Duration, "for", 5*time.Second, "time per measurement")
+	alias(f, "duration", "for")
 	f.IntVar(&b.Conns, "conns", 4, "gRPC connections per server that the clients share")
 	f.StringVar(&kvAddrs, "kv", "", "gRPC addresses of the key/value participants, one per write (default: --server)")
 	f.StringVar(&b.Admin, "admin", "", "admin address of --server, to read the calls it served (optional)")
@@ -257,7 +261,8 @@ func (g *globals) benchLockCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&ops, "ops", strings.Join(bench.LockWorkloads, ","), "workloads to run")
 	f.StringVar(&clients, "clients", "1,16,64", "concurrent clients")
-	f.DurationVar(&b.Duration, "duration", 5*time.Second, "time per measurement")
+	f.DurationVar(&b.Duration, "for", 5*time.Second, "time per measurement")
+	alias(f, "duration", "for")
 	f.IntVar(&b.Conns, "conns", 4, "gRPC connections the clients share")
 	f.IntVar(&b.Sets, "sets", 1_000_000, "lock sets for the sets workload")
 	f.StringVar(&b.Admin, "admin", "127.0.0.1:4162", "admin address of the server, for its memory and CPU (empty: not read; the sets workload needs it)")
@@ -326,7 +331,8 @@ func (g *globals) benchLookupCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&ops, "ops", strings.Join(bench.LookupWorkloads, ","), "workloads to run")
 	f.StringVar(&clients, "clients", "1,16,64", "concurrent clients")
-	f.DurationVar(&b.Duration, "duration", 5*time.Second, "time per measurement")
+	f.DurationVar(&b.Duration, "for", 5*time.Second, "time per measurement")
+	alias(f, "duration", "for")
 	f.IntVar(&b.Conns, "conns", 4, "gRPC connections the clients share")
 	f.IntVar(&b.Streams, "streams", 2, "lookup-shared: lookup streams all the clients share, spread over the connections")
 	f.IntVar(&b.Items, "items", 100_000, "items registered for the lookup workload")
@@ -361,7 +367,7 @@ Every event is checked: sequence numbers strictly increasing per
 registration, no lookup service discovered twice for a registration, no
 discarded events, the groups each lookup service announced. The bench
 exits non-zero on any violation or when a registration is still missing
-a lookup service after --timeout. It cancels its registrations at the end.`
+a lookup service after --wait. It cancels its registrations at the end.`
 
 func (g *globals) benchLDSCmd() *cobra.Command {
 	b := &bench.LDS{}
@@ -377,7 +383,8 @@ func (g *globals) benchLDSCmd() *cobra.Command {
 	f.IntVar(&b.Registrars, "registrars", 50, "lookup services to start")
 	f.IntVar(&b.Clients, "clients", 64, "concurrent callers making the registrations")
 	f.IntVar(&b.Conns, "conns", 4, "gRPC connections the callers share")
-	f.DurationVar(&b.Timeout, "timeout", 5*time.Minute, "longest wait for the last discovered event")
+	f.DurationVar(&b.Timeout, "wait", 5*time.Minute, "longest wait for the last discovered event")
+	alias(f, "timeout", "wait")
 	f.StringVar(&b.Listen, "listen", "127.0.0.1:0", "address of the bench's listener (the server must reach it)")
 	f.StringVar(&b.Admin, "admin", "127.0.0.1:4162", "admin address of the server, for its memory (empty: not read)")
 	return cmd

@@ -17,7 +17,7 @@ import (
 // and error.
 func runBench(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	root := newRoot()
+	root, _ := newRoot()
 	var out, errb bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&errb)
@@ -99,7 +99,7 @@ func TestBenchLDSArgs(t *testing.T) {
 		{"registrars at most 256", []string{"--registrars", "257"}, "registrars 257"},
 		{"clients at least 1", []string{"--clients", "0"}, "clients 0"},
 		{"conns at least 1", []string{"--conns", "0"}, "conns 0"},
-		{"timeout positive", []string{"--timeout", "0s"}, "timeout 0s"},
+		{"wait positive", []string{"--wait", "0s"}, "--wait 0s"},
 	})
 }
 
@@ -109,7 +109,7 @@ func TestBenchLockArgs(t *testing.T) {
 		{"no workload", []string{"--ops", ","}, "want uncontended, contended or sets"},
 		{"clients must be positive", []string{"--clients", "1,0"}, `clients "1,0"`},
 		{"clients must be numbers", []string{"--clients", "many"}, `clients "many"`},
-		{"duration must be positive", []string{"--duration", "0s"}, "duration 0s"},
+		{"duration must be positive", []string{"--for", "0s"}, "--for 0s"},
 		{"conns at least 1", []string{"--conns", "0"}, "conns 0"},
 		{"sets at least 1", []string{"--sets", "0"}, "sets 0"},
 		{"sets needs the admin endpoint", []string{"--ops", "sets", "--admin", ""}, "--admin"},
@@ -122,14 +122,14 @@ func TestBenchLookupArgs(t *testing.T) {
 		{"no workload", []string{"--ops", ","}, "want register, lookup, lookup-stream, lookup-shared, notify or discovery"},
 		{"clients must be positive", []string{"--clients", "1,0"}, `clients "1,0"`},
 		{"clients must be numbers", []string{"--clients", "many"}, `clients "many"`},
-		{"duration must be positive", []string{"--duration", "0s"}, "duration 0s"},
+		{"duration must be positive", []string{"--for", "0s"}, "--for 0s"},
 		{"conns at least 1", []string{"--conns", "0"}, "conns 0"},
 		{"streams at least 1", []string{"--streams", "0"}, "streams 0"},
 		{"items at least 1", []string{"--items", "0"}, "items 0"},
 		{"watchers at least 1", []string{"--watchers", "0"}, "watchers 0"},
 		{"rounds at least 1", []string{"--rounds", "0"}, "rounds 0"},
-		{"retry min positive", []string{"--retry-min", "0s"}, "retry 0s to"},
-		{"retry max at least min", []string{"--retry-min", "5ms", "--retry-max", "1ms"}, "retry 5ms to 1ms"},
+		{"retry min positive", []string{"--retry-min", "0s"}, "--retry-min 0s"},
+		{"retry max at least min", []string{"--retry-min", "5ms", "--retry-max", "1ms"}, "--retry-min 5ms, --retry-max 1ms"},
 	})
 }
 
@@ -171,7 +171,7 @@ func TestBenchLockWorkloads(t *testing.T) {
 	defer p.stop(t)
 	levels := []int{1, 4}
 	rep := benchReport(t, "lock", "--server", p.addr, "--admin", n.admin, "--clients", "1,4",
-		"--duration", "200ms", "--conns", "2", "--sets", "300")
+		"--for", "200ms", "--conns", "2", "--sets", "300")
 	if len(rep.Results) != 2*len(levels)+1 {
 		t.Fatalf("%d results, want uncontended and contended at %v clients, and sets", len(rep.Results), levels)
 	}
@@ -209,7 +209,7 @@ func TestBenchLookupWorkloads(t *testing.T) {
 	defer p.stop(t)
 	levels := []int{1, 4}
 	rep := benchReport(t, "lookup", "--server", p.addr, "--admin", n.admin, "--clients", "1,4",
-		"--duration", "200ms", "--conns", "2", "--items", "300", "--watchers", "20", "--rounds", "3")
+		"--for", "200ms", "--conns", "2", "--items", "300", "--watchers", "20", "--rounds", "3")
 	byOp := map[string][]bench.Result{}
 	for _, r := range rep.Results {
 		byOp[r.Workload] = append(byOp[r.Workload], r)

@@ -25,7 +25,7 @@ const (
 )
 
 // secondServer is how to start the second participant the transfer needs.
-const secondServer = "djinn serve --data-dir d2 --listen 127.0.0.1:4171 --admin 127.0.0.1:4172 --raft 127.0.0.1:4173"
+const secondServer = "djinn serve --data-dir d2 --listen 127.0.0.1:4171 --admin 127.0.0.1:4172 --raft 127.0.0.1:4173 --discovery 127.0.0.1:4170"
 
 func (g *globals) demoCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -40,7 +40,7 @@ func (g *globals) demoCmd() *cobra.Command {
 type transferSide struct {
 	Address string `json:"address"`
 	// Created is whether the demo wrote the initial balance first.
-	Created bool `json:"created,omitempty"`
+	Created bool `json:"created"`
 	// Before is the balance read under the transaction; After the one
 	// read outside it once it committed.
 	Before int64 `json:"before"`
@@ -50,7 +50,7 @@ type transferSide struct {
 }
 
 type transferView struct {
-	Transaction uint64       `json:"transaction"`
+	Transaction string       `json:"transaction"`
 	Manager     string       `json:"manager"`
 	Key         string       `json:"key"`
 	Amount      int64        `json:"amount"`
@@ -112,7 +112,7 @@ func (g *globals) demoTransferCmd() *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			v, err := f.run(cmd.Context(), c)
+			v, err := f.run(cmd.Context(), g, c)
 			if err != nil {
 				return err
 			}
@@ -130,7 +130,7 @@ func (g *globals) demoTransferCmd() *cobra.Command {
 
 // run does the transfer under a transaction of c's manager and reads the
 // balances back once it committed.
-func (f *transferFlags) run(ctx context.Context, c *client.Client) (*transferView, error) {
+func (f *transferFlags) run(ctx context.Context, g *globals, c *client.Client) (*transferView, error) {
 	m, err := c.TransactionManager(ctx)
 	if err != nil {
 		return nil, err
@@ -150,12 +150,12 @@ func (f *transferFlags) run(ctx context.Context, c *client.Client) (*transferVie
 	if err != nil {
 		return nil, err
 	}
-	v.Transaction = tx.ID()
+	v.Transaction = jsonUint(tx.ID())
 	if err := transfer(ctx, tx, v); err != nil {
 		return nil, abortTransfer(ctx, tx, err)
 	}
 	if err := tx.CommitWait(ctx, transferCommitWait); err != nil {
-		return nil, txnError("commit", err)
+		return nil, g.finishError(ctx, tx, "commit", transferCommitWait, err)
 	}
 	for _, s := range []*transferSide{&v.From, &v.To} {
 		if s.After, _, err = readBalance(ctx, s, nil, f.key); err != nil {
@@ -178,7 +178,7 @@ func abortTransfer(ctx context.Context, tx *client.Transaction, err error) error
 }
 
 func printTransfer(w io.Writer, v *transferView, initial int64) {
-	fmt.Fprintf(w, "transaction %d of %s\n", v.Transaction, v.Manager)
+	fmt.Fprintf(w, "transaction %s of %s\n", v.Transaction, v.Manager)
 	fmt.Fprintf(w, "moved %d of %q from %s to %s: committed\n", v.Amount, v.Key, v.From.Address, v.To.Address)
 	for _, s := range []struct {
 		name string

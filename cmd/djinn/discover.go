@@ -48,9 +48,9 @@ func discoveryGroupsText(gs []string) string {
 
 const discoverHelp = "Find lookup services (registrars) and list each once: its service id, gRPC endpoint, " +
 	"locator and member groups (the public group shows as \"\").\n\n" +
-	"With --locator only, it runs unicast discovery at each locator, retrying until it answers or --timeout " +
+	"With --locator only, it runs unicast discovery at each locator, retrying until it answers or --wait " +
 	"passes, and exits as soon as all have answered. With --groups or --all-groups, or with no flags at all " +
-	"(the public group), it also runs multicast discovery for --timeout: on a network without multicast it " +
+	"(the public group), it also runs multicast discovery for --wait: on a network without multicast it " +
 	"finds nothing, prints nothing and exits 0. A locator that never answered is an error, after the list.\n\n" +
 	"--groups takes comma-separated names; the public group is the empty name: --groups \"\" is the public " +
 	"group alone, --groups ,lab the public group and lab."
@@ -72,7 +72,7 @@ type discoverFlags struct {
 func (f *discoverFlags) check(groupsSet bool) error {
 	d, err := time.ParseDuration(f.timeout)
 	if err != nil || d <= 0 {
-		return fmt.Errorf("--timeout %q: want a positive Go duration", f.timeout)
+		return fmt.Errorf("--wait %q: want a positive Go duration", f.timeout)
 	}
 	f.wait = d
 	if f.allGroups && groupsSet {
@@ -127,14 +127,11 @@ func (f *discoverFlags) run(ctx context.Context) ([]registrarView, error) {
 func (g *globals) discoverCmd() *cobra.Command {
 	f := &discoverFlags{}
 	cmd := &cobra.Command{
-		Use:   "discover [--groups a,b | --all-groups] [--locator jini://host:port]… [--timeout D]",
+		Use:   "discover [--groups a,b | --all-groups] [--locator jini://host:port]… [--wait D]",
 		Short: "Find lookup services by multicast (groups) and unicast (locators) discovery",
 		Long:  discoverHelp,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if g.output != "text" && g.output != "json" {
-				return fmt.Errorf("--output %q: want text or json", g.output)
-			}
 			if err := f.check(cmd.Flags().Changed("groups")); err != nil {
 				return err
 			}
@@ -153,7 +150,8 @@ func (g *globals) discoverCmd() *cobra.Command {
 	fs.BoolVar(&f.allGroups, "all-groups", false, "discover the lookup services of every group by multicast")
 	fs.StringArrayVar(&f.locators, "locator", nil, "a lookup service's unicast discovery address, jini://host[:port] (repeatable)")
 	fs.StringArrayVar(&f.interfaces, "interface", nil, "network interface for multicast (repeatable; default every multicast-capable one)")
-	fs.StringVar(&f.timeout, "timeout", "5s", "how long to discover: multicast listens this long; unicast retries until then")
+	fs.StringVar(&f.timeout, "wait", "5s", "how long to discover: multicast listens this long; unicast retries until then")
+	alias(fs, "timeout", "wait")
 	return cmd
 }
 

@@ -2,10 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,12 +13,14 @@ import (
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
+// The remote event commands: host a listener, send an event.
+
 type eventView struct {
-	Index    uint64 `json:"index,omitempty"`
-	Source   string `json:"source"`
-	ID       int64  `json:"event_id"`
-	Seq      int64  `json:"sequence"`
-	Handback string `json:"handback"`
+	Index    *string `json:"index"` // a mailbox's index of a stored event; null for an event delivered
+	Source   string  `json:"source"`
+	ID       string  `json:"event_id"`
+	Seq      string  `json:"sequence"`
+	Handback string  `json:"handback"`
 	// Discovery is set for a lookup discovery service's event.
 	Discovery *discoveryEventView `json:"discovery,omitempty"`
 }
@@ -39,93 +40,110 @@ func viewDiscoveryEvent(ev *client.RemoteEvent) *discoveryEventView {
 	if err != nil {
 		return nil
 	}
-	v := &discoveryEventView{Discarded: de.Discarded, Registrars: viewDiscovered(de.Registrars)}
-	return v
+	return &discoveryEventView{Discarded: de.Discarded, Registrars: viewDiscovered(de.Registrars)}
 }
 
-var printMu sync.Mutex
-
+// printEvent prints one event on a line; index is its mailbox index, 0
+// for an event delivered.
 func printEvent(g *globals, w io.Writer, index uint64, ev *client.RemoteEvent) {
-	v := eventView{Index: index, Source: ev.Source.String(), ID: ev.ID, Seq: ev.Seq, Handback: string(ev.Handback), Discovery: viewDiscoveryEvent(ev)}
-	printMu.Lock()
-	defer printMu.Unlock()
-	if g.output == "json" {
-		b, _ := json.Marshal(v)
-		fmt.Fprintln(w, string(b))
-		return
-	}
+	v := eventView{Source: ev.Source.String(), ID: jsonInt(ev.ID), Seq: jsonInt(ev.Seq), Handback: string(ev.Handback), Discovery: viewDiscoveryEvent(ev)}
 	if index > 0 {
-		fmt.Fprintf(w, "#%d ", index)
+		i := jsonUint(index)
+		v.Index = &i
 	}
-	fmt.Fprintf(w, "source=%s id=%d seq=%d handback=%q", v.Source, v.ID, v.Seq, v.Handback)
-	if d := v.Discovery; d != nil {
-		what := "discovered"
-		if d.Discarded {
-			what = "discarded"
+	g.printLine(w, v, func(w io.Writer) {
+		if index > 0 {
+			fmt.Fprintf(w, "#%d ", index)
 		}
-		for _, r := range d.Registrars {
-			fmt.Fprintf(w, " %s=%s(%s groups=%s)", what, r.ServiceID, r.Endpoint, discoveryGroupsText(r.Groups))
+		fmt.Fprintf(w, "source=%s id=%s seq=%s handback=%q", v.Source, v.ID, v.Seq, v.Handback)
+		if d := v.Discovery; d != nil {
+			what := "discovered"
+			if d.Discarded {
+				what = "discarded"
+			}
+			for _, r := range d.Registrars {
+				fmt.Fprintf(w, " %s=%s(%s groups=%s)", what, r.ServiceID, r.Endpoint, discoveryGroupsText(r.Groups))
+			}
 		}
-	}
-	fmt.Fprintln(w)
+		fmt.Fprintln(w)
+	})
 }
 
 func (g *globals) eventsCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "events", Short: "Host a listener; send an event"}
+	cmd := &cobra.Command{Use: "events", Short: "Host a remote event listener; send an event"}
 	cmd.AddCommand(g.eventsListenCmd(), g.eventsSendCmd())
 	return cmd
 }
 
 func (g *globals) eventsListenCmd() *cobra.Command {
-	var addr string
+	var addr, runFor string
 	cmd := &cobra.Command{
-		Use:   "listen [--listen ADDR]",
-		Short: "Host a listener, print its reference, then one line per event received",
+		Use:   "listen [--listen ADDR] [--for D]",
+		Short: "Host a listener: print its reference, then one line per event received, until interrupted or --for passes",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := parseFor(runFor)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := withTimeout(cmd.Context(), d)
+			defer cancel()
 			w := cmd.OutOrStdout()
-			l, err := client.Listen(cmd.Context(), addr, func(_ context.Context, ev *client.RemoteEvent) error {
+			l, err := client.Listen(ctx, addr, func(_ context.Context, ev *client.RemoteEvent) error {
 				printEvent(g, w, 0, ev)
 				return nil
 			})
 			if err != nil {
-				return err
+				return fmt.Errorf("--listen %s: %w", addr, err)
 			}
 			defer l.Close()
-			if g.output == "json" {
-				b, _ := json.Marshal(map[string]string{"listener": l.Ref().String()})
-				fmt.Fprintln(w, string(b))
-			} else {
-				fmt.Fprintln(w, "listener", l.Ref())
-			}
+			g.printLine(w, map[string]string{"listener": l.Ref().String()}, func(w io.Writer) { fmt.Fprintln(w, "listener", l.Ref()) })
 			select {
-			case <-cmd.Context().Done():
+			case <-ctx.Done():
 			case <-l.Done():
 			}
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&addr, "listen", "127.0.0.1:0", "address to serve the listener on")
+	cmd.Flags().StringVar(&addr, "listen", "127.0.0.1:0", "address to serve the listener on (port 0: any free port); event senders must reach it")
+	forFlag(cmd, &runFor, "listen")
 	return cmd
+}
+
+// forFlag registers --for D: how long to run.
+func forFlag(cmd *cobra.Command, d *string, what string) {
+	cmd.Flags().StringVar(d, "for", "forever", "how long to "+what+": a positive Go duration, or forever (until interrupted)")
+}
+
+// parseFor parses a --for value; 0 is forever.
+func parseFor(s string) (time.Duration, error) {
+	d, err := djinn.ParseDuration(s)
+	if err != nil || d == djinn.Any || d == 0 || (d < 0 && d != djinn.Forever) {
+		return 0, fmt.Errorf("--for %q: want a positive Go duration, or forever", s)
+	}
+	if d == djinn.Forever {
+		return 0, nil
+	}
+	return d, nil
 }
 
 func (g *globals) eventsSendCmd() *cobra.Command {
 	var (
-		to, source, handback string
-		id, seq              int64
+		listener, source, handback string
+		id, seq                    int64
 	)
 	cmd := &cobra.Command{
-		Use:   "send --to LISTENER --source REF --id N --seq N [--handback TEXT]",
+		Use:   "send --listener REF --source REF --id N --seq N [--handback TEXT]",
 		Short: "Send one event to a listener",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			target, err := djinn.ParseRef(to)
+			target, err := parseRef("listener", listener)
 			if err != nil {
-				return fmt.Errorf("--to: %w", err)
+				return err
 			}
-			src, err := djinn.ParseRef(source)
+			src, err := parseRef("source", source)
 			if err != nil {
-				return fmt.Errorf("--source: %w", err)
+				return err
 			}
 			c, err := g.dial(cmd.Context())
 			if err != nil {
@@ -136,16 +154,15 @@ func (g *globals) eventsSendCmd() *cobra.Command {
 			if err := client.Notify(cmd.Context(), c, target, ev); err != nil {
 				return err
 			}
-			return g.print(cmd.OutOrStdout(), map[string]bool{"sent": true}, func(w io.Writer) { fmt.Fprintln(w, "sent") })
+			return g.print(cmd.OutOrStdout(), map[string]any{"listener": target.String(), "sent": true}, func(w io.Writer) { fmt.Fprintln(w, "sent") })
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&to, "to", "", "listener reference")
+	f.StringVar(&listener, "listener", "", "the listener's reference (a mailbox registration's listener, or djinn events listen's)")
+	alias(f, "to", "listener")
 	f.StringVar(&source, "source", "", "the event source's reference")
 	f.Int64Var(&id, "id", 0, "event id")
 	f.Int64Var(&seq, "seq", 0, "sequence number")
 	f.StringVar(&handback, "handback", "", "handback bytes, as text")
-	_ = cmd.MarkFlagRequired("to")
-	_ = cmd.MarkFlagRequired("source")
 	return cmd
 }

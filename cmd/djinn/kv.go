@@ -21,9 +21,10 @@ type kvTxnFlags struct {
 	manager string
 }
 
-func (f *kvTxnFlags) register(cmd *cobra.Command) {
+func (f *kvTxnFlags) register(g *globals, cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.txn, "txn", "", "work under transaction ID (of --server's transaction manager unless --manager)")
-	cmd.Flags().StringVar(&f.manager, "manager", "", "reference (djinn://…) of the manager of --txn, when it is not --server's")
+	cmd.Flags().StringVar(&f.manager, "manager", "", "reference (djinn://host:port/SERVICE/OBJECT) of the manager of --txn, when it is not --server's")
+	_ = cmd.RegisterFlagCompletionFunc("txn", g.completeFlagIDs("txn"))
 }
 
 // tx returns the transaction the flags name, or nil for none. c is the
@@ -116,7 +117,7 @@ func (g *globals) withKV(use, short string, args cobra.PositionalArgs, run func(
 			return kvError(c.Addr(), run(ctx, cmd, args, kv.NewClient(c.ClientConn()), tx))
 		},
 	}
-	f.register(cmd)
+	f.register(g, cmd)
 	return cmd
 }
 
@@ -126,12 +127,13 @@ func (g *globals) kvPutCmd() *cobra.Command {
 			return err
 		}
 		v := struct {
-			Key    string `json:"key"`
-			Stored bool   `json:"stored"`
-			Txn    uint64 `json:"transaction,omitempty"`
+			Key    string  `json:"key"`
+			Stored bool    `json:"stored"`
+			Txn    *string `json:"transaction"` // null: none
 		}{Key: args[0], Stored: true}
 		if tx != nil {
-			v.Txn = tx.ID
+			id := jsonUint(tx.ID)
+			v.Txn = &id
 		}
 		return g.print(cmd.OutOrStdout(), v, func(w io.Writer) {
 			if tx == nil {
@@ -150,7 +152,7 @@ func (g *globals) kvGetCmd() *cobra.Command {
 			return err
 		}
 		if !found {
-			return fmt.Errorf("key %q: not found%s", args[0], underTxn(tx))
+			return negative{fmt.Sprintf("key %q: not found%s", args[0], underTxn(tx))}
 		}
 		return g.print(cmd.OutOrStdout(), kvEntryView{Key: args[0], Value: string(value)}, func(w io.Writer) {
 			fmt.Fprintf(w, "%s\n", value)
@@ -159,7 +161,7 @@ func (g *globals) kvGetCmd() *cobra.Command {
 }
 
 func (g *globals) kvDeleteCmd() *cobra.Command {
-	return g.withKV("delete KEY [--txn ID]", "Delete KEY", cobra.ExactArgs(1), func(ctx context.Context, cmd *cobra.Command, args []string, db *kv.Client, tx *participant.Tx) error {
+	return g.withKV("delete KEY [--txn ID]", "Delete KEY; exits 1 when it was not there", cobra.ExactArgs(1), func(ctx context.Context, cmd *cobra.Command, args []string, db *kv.Client, tx *participant.Tx) error {
 		found, err := db.Delete(ctx, tx, args[0])
 		if err != nil {
 			return err
@@ -168,13 +170,16 @@ func (g *globals) kvDeleteCmd() *cobra.Command {
 			Key     string `json:"key"`
 			Deleted bool   `json:"deleted"`
 		}{args[0], found}
-		return g.print(cmd.OutOrStdout(), v, func(w io.Writer) {
+		if err := g.print(cmd.OutOrStdout(), v, func(w io.Writer) {
 			if found {
 				fmt.Fprintf(w, "deleted%s\n", underTxn(tx))
 			} else {
 				fmt.Fprintf(w, "key %q was not there%s\n", args[0], underTxn(tx))
 			}
-		})
+		}); err != nil || found {
+			return err
+		}
+		return negative{fmt.Sprintf("key %q: not found%s", args[0], underTxn(tx))}
 	})
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -60,7 +59,7 @@ func ldsLocators(what string, locs []string) ([]string, error) {
 }
 
 // withLDS calls fn with the server's lookup discovery service.
-func (g *globals) withLDS(cmd *cobra.Command, fn func(ctx context.Context, lds *client.LookupDiscoveryService) error) error {
+func (g *globals) withLDS(cmd *cobra.Command, fn func(ctx context.Context, c *client.Client, lds *client.LookupDiscoveryService) error) error {
 	ctx := cmd.Context()
 	c, err := g.dial(ctx)
 	if err != nil {
@@ -71,17 +70,21 @@ func (g *globals) withLDS(cmd *cobra.Command, fn func(ctx context.Context, lds *
 	if err != nil {
 		return err
 	}
-	return fn(ctx, lds)
+	return fn(ctx, c, lds)
 }
 
-// withLDSRegistration calls fn with the registration named by the lease
-// token in args or token.
+// withLDSRegistration calls fn with the registration named in args or by
+// the old --token: its lease's name or token.
 func (g *globals) withLDSRegistration(cmd *cobra.Command, args []string, token string, fn func(ctx context.Context, r *client.LDSRegistration) error) error {
-	l, err := ldsRegistration(args, token)
+	name, err := ldsRegistration(args, token)
 	if err != nil {
 		return err
 	}
-	return g.withLDS(cmd, func(ctx context.Context, lds *client.LookupDiscoveryService) error {
+	return g.withLDS(cmd, func(ctx context.Context, c *client.Client, lds *client.LookupDiscoveryService) error {
+		l, err := leaseArg(ctx, c, "REG", name)
+		if err != nil {
+			return err
+		}
 		r, err := lds.Registration(ctx, l)
 		if err != nil {
 			return err
@@ -90,47 +93,44 @@ func (g *globals) withLDSRegistration(cmd *cobra.Command, args []string, token s
 	})
 }
 
-// ldsRegistration reads a registration's lease token: the argument or
-// --token, given once.
-func ldsRegistration(args []string, token string) (*client.Lease, error) {
+// ldsRegistration reads a registration's name: the argument or --token,
+// given once.
+func ldsRegistration(args []string, token string) (string, error) {
 	if len(args) > 0 {
 		if token != "" && token != args[0] {
-			return nil, errors.New("--token: the registration is named twice: give the token once")
+			return "", usageError{errors.New("--token: the registration is named twice: give its name once")}
 		}
 		token = args[0]
 	}
 	if token == "" {
-		return nil, errors.New("REG: missing: the registration's lease token, which `djinn lds register` prints")
+		return "", usageError{errors.New("REG: missing: the registration's name (or its lease token), which `djinn lds register` prints")}
 	}
-	l, err := client.ParseToken(token)
-	if err != nil {
-		return nil, fmt.Errorf("REG: %w", err)
-	}
-	return l, nil
+	return token, checkLeaseArg("REG", token)
+}
+
+// ldsTokenFlag registers the old --token, hidden: the registration is the
+// argument.
+func ldsTokenFlag(cmd *cobra.Command, token *string) {
+	cmd.Flags().StringVar(token, "token", "", "the registration: give it as the argument")
+	cmd.Flags().Lookup("token").Hidden = true
 }
 
 // ldsStateView is a registration as show prints it.
 type ldsStateView struct {
-	EventID   int64    `json:"event_id"`
-	AllGroups bool     `json:"all_groups"`
-	Groups    []string `json:"groups"`
-	Locators  []string `json:"locators"`
-	Sequence  int64    `json:"sequence"`
-	Expires   string   `json:"expires"`
+	Registration string   `json:"registration"`
+	EventID      string   `json:"event_id"`
+	AllGroups    bool     `json:"all_groups"`
+	Groups       []string `json:"groups"`
+	Locators     []string `json:"locators"`
+	Sequence     string   `json:"sequence"`
+	Expires      *string  `json:"expires"` // null: never
 }
 
-func viewLDSState(st *client.LDSState) ldsStateView {
-	v := ldsStateView{EventID: st.EventID, AllGroups: st.Groups.All, Groups: st.Groups.Names, Locators: st.Locators, Sequence: st.Seq}
-	if v.Groups == nil {
-		v.Groups = []string{}
-	}
-	if v.Locators == nil {
-		v.Locators = []string{}
-	}
-	if st.Expires.IsZero() || !st.Expires.Before(djinn.EndOfTime) {
-		v.Expires = "never"
-	} else {
-		v.Expires = st.Expires.UTC().Format(time.RFC3339Nano)
+func viewLDSState(r *client.LDSRegistration, st *client.LDSState) ldsStateView {
+	v := ldsStateView{Registration: r.EventRegistration().Lease.Cookie().String(), EventID: jsonInt(st.EventID), AllGroups: st.Groups.All,
+		Groups: orEmpty(st.Groups.Names), Locators: orEmpty(st.Locators), Sequence: jsonInt(st.Seq)}
+	if !st.Expires.IsZero() {
+		v.Expires = jsonInstant(st.Expires)
 	}
 	return v
 }
@@ -141,7 +141,7 @@ func (g *globals) printLDSState(ctx context.Context, cmd *cobra.Command, r *clie
 	if err != nil {
 		return err
 	}
-	v := viewLDSState(st)
+	v := viewLDSState(r, st)
 	return g.print(cmd.OutOrStdout(), v, func(w io.Writer) {
 		groups := "(all)"
 		if !v.AllGroups {
@@ -151,27 +151,41 @@ func (g *globals) printLDSState(ctx context.Context, cmd *cobra.Command, r *clie
 		if locs == "" {
 			locs = "(none)"
 		}
-		fmt.Fprintf(w, "event id  %d\ngroups    %s\nlocators  %s\nsequence  %d\nexpires   %s\n", v.EventID, groups, locs, v.Sequence, v.Expires)
+		expires := "never"
+		if v.Expires != nil {
+			expires = *v.Expires
+		}
+		fmt.Fprintf(w, "registration  %s\nevent id      %s\ngroups        %s\nlocators      %s\nsequence      %s\nexpires       %s\n",
+			v.Registration, v.EventID, groups, locs, v.Sequence, expires)
 	})
+}
+
+const ldsRegisterHelp = "Make a registration: the lookup discovery service discovers the lookup services of the groups " +
+	"(--all-groups: of every group; neither flag: none, until groups are added) and at the locators, " +
+	"and sends the listener discovered and discarded events (`djinn events listen` hosts one and prints " +
+	"them). Prints the registration's name REG (its lease's short name), which the other lds commands " +
+	"and `djinn lease renew|cancel` take, and its event id.\n\n" +
+	"--groups takes comma-separated names; the public group is the empty name: --groups \"\" is the " +
+	"public group alone, --groups ,lab the public group and lab."
+
+// ldsRegisteredView is what lds register prints.
+type ldsRegisteredView struct {
+	Registration string    `json:"registration"`
+	EventID      string    `json:"event_id"`
+	Lease        leaseView `json:"lease"`
 }
 
 func (g *globals) ldsRegisterCmd() *cobra.Command {
 	var (
-		groups, locators             []string
-		allGroups                    bool
-		listener, duration, handback string
+		groups, locators      []string
+		allGroups             bool
+		listener, d, handback string
 	)
 	cmd := &cobra.Command{
-		Use:   "register [--groups a,b | --all-groups] [--locator jini://host:port]… --listener REF [--duration D]",
-		Short: "Register a listener for discovered and discarded events; prints the registration's lease token",
-		Long: "Make a registration: the lookup discovery service discovers the lookup services of the groups " +
-			"(--all-groups: of every group; neither flag: none, until groups are added) and at the locators, " +
-			"and sends the listener discovered and discarded events (`djinn events listen` hosts one and prints " +
-			"them). Prints the registration's event id and its lease token REG, which the other lds commands " +
-			"and `djinn lease renew|cancel` take.\n\n" +
-			"--groups takes comma-separated names; the public group is the empty name: --groups \"\" is the " +
-			"public group alone, --groups ,lab the public group and lab.",
-		Args: cobra.NoArgs,
+		Use:   "register [--groups a,b | --all-groups] [--locator jini://host:port]… --listener REF [--lease D]",
+		Short: "Register a listener for discovered and discarded events; prints the registration's name REG",
+		Long:  ldsRegisterHelp,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			all, gs, err := ldsGroupsFlag(cmd, groups, allGroups)
 			if err != nil {
@@ -181,27 +195,24 @@ func (g *globals) ldsRegisterCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if listener == "" {
-				return errors.New("--listener: missing: the reference of the listener the events go to (djinn events listen prints one)")
-			}
-			ref, err := djinn.ParseRef(listener)
+			ref, err := parseRef("listener", listener)
 			if err != nil {
-				return fmt.Errorf("--listener %q: %w", listener, err)
+				return err
 			}
-			d, err := djinn.ParseDuration(duration)
+			dur, err := djinn.ParseDuration(d)
 			if err != nil {
-				return fmt.Errorf("--duration %q: %w", duration, err)
+				return fmt.Errorf("--lease: %w", err)
 			}
-			return g.withLDS(cmd, func(ctx context.Context, lds *client.LookupDiscoveryService) error {
-				r, err := lds.Register(ctx, client.Groups{All: all, Names: gs}, locs, ref, []byte(handback), d)
+			return g.withLDS(cmd, func(ctx context.Context, _ *client.Client, lds *client.LookupDiscoveryService) error {
+				r, err := lds.Register(ctx, client.Groups{All: all, Names: gs}, locs, ref, []byte(handback), dur)
 				if err != nil {
 					return err
 				}
 				er := r.EventRegistration()
-				lv := viewLease(er.Lease)
-				v := map[string]any{"registration": lv.Token, "event_id": er.ID, "lease": lv}
+				g.noticeClamp(cmd, "registration's lease", dur, er.Lease)
+				v := ldsRegisteredView{Registration: er.Lease.Cookie().String(), EventID: jsonInt(er.ID), Lease: viewLease(er.Lease)}
 				return g.print(cmd.OutOrStdout(), v, func(w io.Writer) {
-					fmt.Fprintf(w, "registration  %s\nevent id      %d\nexpires       %s (in %s)\n", lv.Token, er.ID, lv.Expiration, lv.Remaining)
+					fmt.Fprintf(w, "registration  %s\nevent id      %s\nexpires       %s\ntoken         %s\n", v.Registration, v.EventID, v.Lease.expiresText(), v.Lease.Token)
 				})
 			})
 		},
@@ -210,8 +221,8 @@ func (g *globals) ldsRegisterCmd() *cobra.Command {
 	f.StringSliceVar(&groups, "groups", nil, `groups to discover, comma-separated ("" is the public group)`)
 	f.BoolVar(&allGroups, "all-groups", false, "discover the lookup services of every group")
 	f.StringArrayVar(&locators, "locator", nil, "a lookup service to discover by unicast, jini://host[:port] (repeatable)")
-	f.StringVar(&listener, "listener", "", "reference of the listener the events go to")
-	f.StringVar(&duration, "duration", "any", "lease duration: a positive Go duration, forever or any")
+	f.StringVar(&listener, "listener", "", "reference of the listener the events go to (djinn events listen prints one)")
+	leaseFlag(cmd, &d, "the registration")
 	f.StringVar(&handback, "handback", "", "handback bytes the events carry, as text")
 	return cmd
 }
@@ -219,25 +230,27 @@ func (g *globals) ldsRegisterCmd() *cobra.Command {
 func (g *globals) ldsShowCmd() *cobra.Command {
 	var token string
 	cmd := &cobra.Command{
-		Use:   "show REG",
-		Short: "Show a registration: event id, managed groups and locators, last sequence number, expiry",
-		Args:  cobra.MaximumNArgs(1),
+		Use:               "show REG",
+		ValidArgsFunction: g.completeIDs("lds"),
+		Short:             "Show a registration: event id, managed groups and locators, last sequence number, expiry",
+		Args:              cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withLDSRegistration(cmd, args, token, func(ctx context.Context, r *client.LDSRegistration) error {
 				return g.printLDSState(ctx, cmd, r)
 			})
 		},
 	}
-	cmd.Flags().StringVar(&token, "token", "", "the registration's lease token")
+	ldsTokenFlag(cmd, &token)
 	return cmd
 }
 
 func (g *globals) ldsRegistrarsCmd() *cobra.Command {
 	var token string
 	cmd := &cobra.Command{
-		Use:   "registrars REG",
-		Short: "List the lookup services discovered for a registration: service id, endpoint, locator, groups",
-		Args:  cobra.MaximumNArgs(1),
+		Use:               "registrars REG",
+		ValidArgsFunction: g.completeIDs("lds"),
+		Short:             "List the lookup services discovered for a registration: service id, endpoint, locator, groups",
+		Args:              cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withLDSRegistration(cmd, args, token, func(ctx context.Context, r *client.LDSRegistration) error {
 				rs, err := r.Registrars(ctx)
@@ -255,7 +268,7 @@ func (g *globals) ldsRegistrarsCmd() *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&token, "token", "", "the registration's lease token")
+	ldsTokenFlag(cmd, &token)
 	return cmd
 }
 
@@ -369,7 +382,7 @@ func (g *globals) ldsDiscardCmd() *cobra.Command {
 		Short: "Discard a discovered lookup service for a registration, making it eligible for rediscovery",
 		Long: "Discard the lookup service REGISTRAR-ID (its service id, as `djinn lds registrars` prints it) for the " +
 			"registration: it gets a discarded event, and a discovered event when the lookup service is found " +
-			"again. Prints whether the lookup service was among the registration's discovered ones.",
+			"again. Exits 1 when the lookup service was not among the registration's discovered ones.",
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := djinn.ParseID(args[1])
@@ -381,13 +394,16 @@ func (g *globals) ldsDiscardCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return g.print(cmd.OutOrStdout(), map[string]any{"discarded": ok}, func(w io.Writer) {
+				if err := g.print(cmd.OutOrStdout(), map[string]any{"registrar": id.String(), "discarded": ok}, func(w io.Writer) {
 					if ok {
 						fmt.Fprintf(w, "discarded %s\n", id)
 					} else {
 						fmt.Fprintf(w, "%s was not discovered for the registration: nothing discarded\n", id)
 					}
-				})
+				}); err != nil || ok {
+					return err
+				}
+				return negative{fmt.Sprintf("registrar %s: not among the registration's discovered lookup services (lds registrars lists them)", id)}
 			})
 		},
 	}

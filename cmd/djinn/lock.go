@@ -23,10 +23,11 @@ type lockHolderFlags struct {
 	manager string
 }
 
-func (f *lockHolderFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.owner, "owner", "", "the lock owner's lease token (djinn lock owner prints one)")
+func (f *lockHolderFlags) register(g *globals, cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.owner, "owner", "", "the lock owner: its name (djinn lock owner prints it) or its lease token")
 	cmd.Flags().StringVar(&f.txn, "txn", "", "transaction ID (of --server's transaction manager unless --manager)")
-	cmd.Flags().StringVar(&f.manager, "manager", "", "reference (djinn://…) of the manager of --txn, when it is not --server's")
+	cmd.Flags().StringVar(&f.manager, "manager", "", "reference (djinn://host:port/SERVICE/OBJECT) of the manager of --txn, when it is not --server's")
+	_ = cmd.RegisterFlagCompletionFunc("txn", g.completeFlagIDs("txn"))
 }
 
 // check parses what needs no server, so that bad flags fail before a
@@ -39,7 +40,7 @@ func (f *lockHolderFlags) check() error {
 		if f.manager != "" {
 			return fmt.Errorf("--manager %s: names the manager of --txn, which is missing", f.manager)
 		}
-		return errors.New("--owner or --txn: missing: name the lock's holder, a lock owner's lease token or a transaction id")
+		return usageError{errors.New("--owner or --txn: missing: name the lock's holder, a lock owner (djinn lock owner makes one) or a transaction id")}
 	case f.owner != "":
 		if f.manager != "" {
 			return fmt.Errorf("--manager %s: names the manager of --txn, not of an --owner", f.manager)
@@ -57,12 +58,17 @@ func (f *lockHolderFlags) check() error {
 	return nil
 }
 
+// ownerCookie reads --owner: the owner's name (its lease's cookie) or its
+// lease token.
 func (f *lockHolderFlags) ownerCookie() (djinn.ID, error) {
-	l, err := client.ParseToken(f.owner)
-	if err != nil {
-		return djinn.ID{}, fmt.Errorf("--owner: %w", err)
+	if l, err := client.ParseToken(f.owner); err == nil {
+		return l.Cookie(), nil
 	}
-	return l.Cookie(), nil
+	id, err := djinn.ParseID(f.owner)
+	if err != nil {
+		return djinn.ID{}, fmt.Errorf("--owner %q: neither an owner's name (32 hex digits, djinn lock owner prints it) nor its lease token", abbrev(f.owner))
+	}
+	return id, nil
 }
 
 // holder returns the holder the flags name, once check has passed; c is
@@ -115,7 +121,7 @@ func checkManagerRef(s string) (djinn.Ref, error) {
 // parseModeFlag parses a lock mode flag's value, naming the flag.
 func parseModeFlag(flag, s string) (client.LockMode, error) {
 	if s == "" {
-		return 0, fmt.Errorf("--%s: missing: want ir, r, u, iw or w", flag)
+		return 0, usageError{fmt.Errorf("--%s: missing: want ir, r, u, iw or w", flag)}
 	}
 	m, err := client.ParseLockMode(s)
 	if err != nil {
@@ -133,21 +139,6 @@ func parseSetArg(s string) (djinn.ID, error) {
 	return id, nil
 }
 
-// parseTimeout parses --timeout: empty for none.
-func parseTimeout(s string) (time.Duration, error) {
-	if s == "" {
-		return 0, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("--timeout %q: not a duration", s)
-	}
-	if d <= 0 {
-		return 0, fmt.Errorf("--timeout %s: must be positive", d)
-	}
-	return d, nil
-}
-
 // lockError names the server when it does not run the lock service.
 func lockError(addr string, err error) error {
 	if errors.Is(err, djinn.ErrUnsupported) {
@@ -156,10 +147,10 @@ func lockError(addr string, err error) error {
 	return err
 }
 
-// waitError turns a wait that ran out of --timeout into one line.
-func waitError(ctx context.Context, timeout time.Duration, what string, err error) error {
-	if timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("%s: not granted within --timeout %s (the request left the queue)", what, timeout)
+// waitError turns a wait that ran out of --wait into one line.
+func waitError(ctx context.Context, wait time.Duration, what string, err error) error {
+	if wait > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return negative{fmt.Sprintf("%s: not granted within --wait %s (the request left the queue; lock show lists who holds and waits)", what, wait)}
 	}
 	return err
 }
@@ -200,14 +191,14 @@ func (g *globals) lockCreateCmd() *cobra.Command {
 		transactional bool
 	)
 	cmd := &cobra.Command{
-		Use:   "create [--related SET] [--transactional] [--duration D]",
-		Short: "Create a lock set; prints its id and its lease token",
+		Use:   "create [--related SET] [--transactional] [--lease D]",
+		Short: "Create a lock set; prints its id SET and its lease",
 		Long: "Create a lock set leased for D (LockSetFactory.create). --transactional makes a set whose\n" +
 			"locks only transactions hold; --related SET relates the new set to SET, of the same kind:\n" +
 			"related sets share a lock coordinator and drop a transaction's locks together.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dur, err := parseLeaseFlag("duration", d)
+			dur, err := parseLease(d)
 			if err != nil {
 				return err
 			}
@@ -226,43 +217,33 @@ func (g *globals) lockCreateCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
+				g.noticeClamp(cmd, "set's lease", dur, set.Lease())
 				v := lockCreatedView{Set: set.ID().String(), Transactional: set.Transactional(), Lease: viewLease(set.Lease())}
 				if related != "" {
-					v.Related = rel.String()
+					r := rel.String()
+					v.Related = &r
 				}
 				return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printLockCreated(w, v) })
 			})
 		},
 	}
-	cmd.Flags().StringVar(&d, "duration", "any", "the set's lease duration: a positive Go duration, forever or any")
+	leaseFlag(cmd, &d, "the set")
 	cmd.Flags().StringVar(&related, "related", "", "relate the new set to this set (same kind): they share a lock coordinator")
 	cmd.Flags().BoolVar(&transactional, "transactional", false, "only transactions hold the set's locks")
 	return cmd
 }
 
-// parseLeaseFlag parses a lease duration flag, naming the flag.
-func parseLeaseFlag(flag, s string) (time.Duration, error) {
-	dur, err := djinn.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("--%s: %w", flag, err)
-	}
-	if err := djinn.CheckLeaseDuration("--"+flag, dur); err != nil {
-		return 0, err
-	}
-	return dur, nil
-}
-
 func (g *globals) lockOwnerCmd() *cobra.Command {
 	var d string
 	cmd := &cobra.Command{
-		Use:   "owner --duration D",
-		Short: "Create a lock owner; prints its lease token, which --owner takes",
+		Use:   "owner [--lease D]",
+		Short: "Create a lock owner; prints its name, which --owner takes",
 		Long: "Lease a lock owner for D: a client identity that holds locks in sets that are not\n" +
-			"transactional. Its locks last as long as its lease: renew it with djinn lease renew, cancel it\n" +
-			"with djinn lease cancel to drop every lock it holds.",
+			"transactional. Its name is its lease's short name. Its locks last as long as its lease: renew\n" +
+			"it with djinn lease renew NAME, cancel it with djinn lease cancel NAME to drop every lock it holds.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dur, err := parseLeaseFlag("duration", d)
+			dur, err := parseLease(d)
 			if err != nil {
 				return err
 			}
@@ -271,14 +252,13 @@ func (g *globals) lockOwnerCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				v := lockOwnerView{Owner: viewLockHolder(client.HeldByOwner(o)).Owner, Lease: viewLease(o.Lease())}
-				return g.print(cmd.OutOrStdout(), v, func(w io.Writer) {
-					fmt.Fprintf(w, "owner          %s\nlease          %s\nexpires        %s (in %s)\n", v.Owner, v.Lease.Token, v.Lease.Expiration, v.Lease.Remaining)
-				})
+				g.noticeClamp(cmd, "owner's lease", dur, o.Lease())
+				v := lockOwnerView{Owner: o.Lease().Cookie().String(), Fingerprint: *viewLockHolder(client.HeldByOwner(o)).Owner, Lease: viewLease(o.Lease())}
+				return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printLockOwner(w, v) })
 			})
 		},
 	}
-	cmd.Flags().StringVar(&d, "duration", "any", "the owner's lease duration: a positive Go duration, forever or any")
+	leaseFlag(cmd, &d, "the owner")
 	return cmd
 }
 
@@ -287,9 +267,10 @@ func (g *globals) lockOwnerCmd() *cobra.Command {
 func (g *globals) withHolder(use, short string, check func() error, run func(ctx context.Context, cmd *cobra.Command, set *client.LockSet, h client.LockHolder) error) *cobra.Command {
 	f := &lockHolderFlags{}
 	cmd := &cobra.Command{
-		Use:   use,
-		Short: short,
-		Args:  cobra.ExactArgs(1),
+		Use:               use,
+		Short:             short,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: g.completeIDs("lock"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := parseSetArg(args[0])
 			if err != nil {
@@ -310,25 +291,42 @@ func (g *globals) withHolder(use, short string, check func() error, run func(ctx
 			})
 		},
 	}
-	f.register(cmd)
+	f.register(g, cmd)
 	return cmd
 }
 
+// modeFlag registers a lock mode flag with its completion.
+func modeFlag(cmd *cobra.Command, p *string, name, usage string) {
+	cmd.Flags().StringVar(p, name, "", usage)
+	_ = cmd.RegisterFlagCompletionFunc(name, completeWords("ir", "r", "u", "iw", "w"))
+}
+
+// waitFlag registers --wait, with --timeout as its old name.
+func waitFlag(cmd *cobra.Command, p *string, usage string) {
+	cmd.Flags().StringVar(p, "wait", "", usage)
+	alias(cmd.Flags(), "timeout", "wait")
+}
+
+const acquireHelp = "Acquire a lock in SET in a mode, for a lock owner (--owner, its name or lease token) or a\n" +
+	"transaction (--txn ID, of --server's transaction manager unless --manager names another). It waits\n" +
+	"until the lock is granted, first come first served, or until --wait passes; with --try it does not\n" +
+	"wait, but prints \"not granted\" and exits 1. Prints the grant's fencing token."
+
 func (g *globals) lockAcquireCmd() *cobra.Command {
 	var (
-		modeFlag, timeoutFlag string
-		try                   bool
-		mode                  client.LockMode
-		timeout               time.Duration
+		modeS, waitS string
+		try          bool
+		mode         client.LockMode
+		wait         time.Duration
 	)
 	check := func() (err error) {
-		if mode, err = parseModeFlag("mode", modeFlag); err != nil {
+		if mode, err = parseModeFlag("mode", modeS); err != nil {
 			return err
 		}
-		timeout, err = parseTimeout(timeoutFlag)
+		wait, err = parseWait(waitS)
 		return err
 	}
-	cmd := g.withHolder("acquire SET --mode ir|r|u|iw|w (--owner TOKEN | --txn ID [--manager REF]) [--try] [--timeout D]",
+	cmd := g.withHolder("acquire SET --mode ir|r|u|iw|w (--owner OWNER | --txn ID [--manager REF]) [--try] [--wait D]",
 		"Acquire a lock; prints its fencing token", check,
 		func(ctx context.Context, cmd *cobra.Command, set *client.LockSet, h client.LockHolder) error {
 			v := lockGrantView{Set: set.ID().String(), Mode: mode.String()}
@@ -342,27 +340,24 @@ func (g *globals) lockAcquireCmd() *cobra.Command {
 					if err := g.print(cmd.OutOrStdout(), v, func(w io.Writer) { fmt.Fprintln(w, "not granted") }); err != nil {
 						return err
 					}
-					return fmt.Errorf("%s: not granted (--try): held in a conflicting mode, or others wait first", what)
+					return negative{what + ": not granted (--try): held in a conflicting mode, or others wait first (lock show SET says who)"}
 				}
-				v.Granted, v.Fence = true, fence
-				return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { fmt.Fprintln(w, v.Fence) })
+				v = v.granted(fence)
+				return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { fmt.Fprintln(w, fence) })
 			}
-			ctx, cancel := withTimeout(ctx, timeout)
+			ctx, cancel := withTimeout(ctx, wait)
 			defer cancel()
 			fence, err := set.Lock(ctx, h, mode)
 			if err != nil {
-				return waitError(ctx, timeout, what, err)
+				return waitError(ctx, wait, what, err)
 			}
-			v.Granted, v.Fence = true, fence
-			return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { fmt.Fprintln(w, v.Fence) })
+			v = v.granted(fence)
+			return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { fmt.Fprintln(w, fence) })
 		})
-	cmd.Long = "Acquire a lock in SET in a mode, for a lock owner (--owner, its lease token) or a transaction\n" +
-		"(--txn ID, of --server's transaction manager unless --manager names another). It waits until the\n" +
-		"lock is granted, first come first served, or until --timeout; with --try it does not wait, but\n" +
-		"prints \"not granted\" and fails. Prints the grant's fencing token."
-	cmd.Flags().StringVar(&modeFlag, "mode", "", "lock mode: ir, r, u, iw or w")
-	cmd.Flags().BoolVar(&try, "try", false, "do not wait: fail if the lock cannot be granted at once")
-	cmd.Flags().StringVar(&timeoutFlag, "timeout", "", "give up waiting after this long (a Go duration); default: wait")
+	cmd.Long = acquireHelp
+	modeFlag(cmd, &modeS, "mode", "lock mode: ir, r, u, iw or w")
+	cmd.Flags().BoolVar(&try, "try", false, "do not wait: exit 1 if the lock cannot be granted at once")
+	waitFlag(cmd, &waitS, "give up waiting after this long (a Go duration); default: wait until granted")
 	return cmd
 }
 
@@ -376,14 +371,14 @@ func withTimeout(ctx context.Context, d time.Duration) (context.Context, context
 
 func (g *globals) lockReleaseCmd() *cobra.Command {
 	var (
-		modeFlag string
-		mode     client.LockMode
+		modeS string
+		mode  client.LockMode
 	)
 	check := func() (err error) {
-		mode, err = parseModeFlag("mode", modeFlag)
+		mode, err = parseModeFlag("mode", modeS)
 		return err
 	}
-	cmd := g.withHolder("release SET --mode M (--owner TOKEN | --txn ID [--manager REF])", "Release one lock held in a mode", check,
+	cmd := g.withHolder("release SET --mode M (--owner OWNER | --txn ID [--manager REF])", "Release one lock held in a mode", check,
 		func(ctx context.Context, cmd *cobra.Command, set *client.LockSet, h client.LockHolder) error {
 			if err := set.Unlock(ctx, h, mode); err != nil {
 				return err
@@ -391,15 +386,15 @@ func (g *globals) lockReleaseCmd() *cobra.Command {
 			return g.print(cmd.OutOrStdout(), map[string]any{"set": set.ID().String(), "mode": mode.String(), "released": true},
 				func(w io.Writer) { fmt.Fprintln(w, "released") })
 		})
-	cmd.Flags().StringVar(&modeFlag, "mode", "", "lock mode: ir, r, u, iw or w")
+	modeFlag(cmd, &modeS, "mode", "lock mode: ir, r, u, iw or w")
 	return cmd
 }
 
 func (g *globals) lockChangeCmd() *cobra.Command {
 	var (
-		from, to, timeoutFlag string
-		fromMode, toMode      client.LockMode
-		timeout               time.Duration
+		from, to, waitS  string
+		fromMode, toMode client.LockMode
+		wait             time.Duration
 	)
 	check := func() (err error) {
 		if fromMode, err = parseModeFlag("from", from); err != nil {
@@ -408,34 +403,36 @@ func (g *globals) lockChangeCmd() *cobra.Command {
 		if toMode, err = parseModeFlag("to", to); err != nil {
 			return err
 		}
-		timeout, err = parseTimeout(timeoutFlag)
+		wait, err = parseWait(waitS)
 		return err
 	}
-	cmd := g.withHolder("change SET --from M --to M (--owner TOKEN | --txn ID [--manager REF]) [--timeout D]",
+	cmd := g.withHolder("change SET --from M --to M (--owner OWNER | --txn ID [--manager REF]) [--wait D]",
 		"Change one lock's mode, atomically; prints the new grant's fencing token", check,
 		func(ctx context.Context, cmd *cobra.Command, set *client.LockSet, h client.LockHolder) error {
-			ctx, cancel := withTimeout(ctx, timeout)
+			ctx, cancel := withTimeout(ctx, wait)
 			defer cancel()
 			fence, err := set.ChangeMode(ctx, h, fromMode, toMode)
 			if err != nil {
-				return waitError(ctx, timeout, fmt.Sprintf("change from %s to %s in set %s for %s", fromMode, toMode, set.ID(), h), err)
+				return waitError(ctx, wait, fmt.Sprintf("change from %s to %s in set %s for %s", fromMode, toMode, set.ID(), h), err)
 			}
-			v := lockGrantView{Set: set.ID().String(), Mode: toMode.String(), From: fromMode.String(), Granted: true, Fence: fence}
+			from := fromMode.String()
+			v := lockGrantView{Set: set.ID().String(), Mode: toMode.String(), From: &from}.granted(fence)
 			return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { fmt.Fprintln(w, fence) })
 		})
 	cmd.Long = "Change one lock held in --from to --to (change_mode): the --from lock stays held until --to is\n" +
 		"granted, waiting as acquire does. Prints the new grant's fencing token."
-	cmd.Flags().StringVar(&from, "from", "", "the mode of the lock held: ir, r, u, iw or w")
-	cmd.Flags().StringVar(&to, "to", "", "the new mode: ir, r, u, iw or w")
-	cmd.Flags().StringVar(&timeoutFlag, "timeout", "", "give up waiting after this long (a Go duration); default: wait")
+	modeFlag(cmd, &from, "from", "the mode of the lock held: ir, r, u, iw or w")
+	modeFlag(cmd, &to, "to", "the new mode: ir, r, u, iw or w")
+	waitFlag(cmd, &waitS, "give up waiting after this long (a Go duration); default: wait until granted")
 	return cmd
 }
 
 func (g *globals) lockShowCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "show SET",
-		Short: "Show a lock set: its holders with their modes and counts, its waiters in order",
-		Args:  cobra.ExactArgs(1),
+		Use:               "show SET",
+		Short:             "Show a lock set: its holders with their modes and counts, its waiters in order",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: g.completeIDs("lock"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := parseSetArg(args[0])
 			if err != nil {
@@ -456,9 +453,10 @@ func (g *globals) lockShowCmd() *cobra.Command {
 func (g *globals) lockDropCmd() *cobra.Command {
 	var txn, manager string
 	cmd := &cobra.Command{
-		Use:   "drop SET --txn ID [--manager REF]",
-		Short: "Drop every lock a transaction holds in SET and the sets related to it (drop_locks)",
-		Args:  cobra.ExactArgs(1),
+		Use:               "drop SET --txn ID [--manager REF]",
+		Short:             "Drop every lock a transaction holds in SET and the sets related to it (drop_locks)",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: g.completeIDs("lock"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := parseSetArg(args[0])
 			if err != nil {
@@ -475,20 +473,20 @@ func (g *globals) lockDropCmd() *cobra.Command {
 				if err := s.Set(id).Coordinator(tx).DropLocks(ctx); err != nil {
 					return err
 				}
-				return g.print(cmd.OutOrStdout(), map[string]any{"set": id.String(), "transaction": tx.ID(), "dropped": true},
+				return g.print(cmd.OutOrStdout(), map[string]any{"set": id.String(), "transaction": jsonUint(tx.ID()), "dropped": true},
 					func(w io.Writer) { fmt.Fprintln(w, "dropped") })
 			})
 		},
 	}
 	cmd.Flags().StringVar(&txn, "txn", "", "transaction ID (of --server's transaction manager unless --manager)")
-	cmd.Flags().StringVar(&manager, "manager", "", "reference (djinn://…) of the manager of --txn, when it is not --server's")
+	cmd.Flags().StringVar(&manager, "manager", "", "reference (djinn://host:port/SERVICE/OBJECT) of the manager of --txn, when it is not --server's")
 	return cmd
 }
 
 // checkDropFlags checks drop's --txn and --manager before a dial.
 func checkDropFlags(txn, manager string) error {
 	if txn == "" {
-		return errors.New("--txn: missing: name the transaction whose locks to drop")
+		return usageError{errors.New("--txn: missing: name the transaction whose locks to drop")}
 	}
 	if _, err := parseTxnID(txn); err != nil {
 		return fmt.Errorf("--txn: %w", err)
@@ -503,9 +501,10 @@ func checkDropFlags(txn, manager string) error {
 
 func (g *globals) lockValidateCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "validate SET FENCE",
-		Short: "Print whether a fencing token's grant still holds its lock: valid or invalid",
-		Args:  cobra.ExactArgs(2),
+		Use:               "validate SET FENCE",
+		Short:             "Say whether a fencing token's grant still holds its lock: valid (exit 0) or invalid (exit 1)",
+		Args:              cobra.ExactArgs(2),
+		ValidArgsFunction: g.completeIDs("lock"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := parseSetArg(args[0])
 			if err != nil {
@@ -513,20 +512,19 @@ func (g *globals) lockValidateCmd() *cobra.Command {
 			}
 			fence, err := strconv.ParseUint(args[1], 10, 64)
 			if err != nil || fence == 0 {
-				return fmt.Errorf("fencing token %q: want a decimal number from 1", args[1])
+				return fmt.Errorf("fencing token %q: want a decimal number from 1 (lock acquire prints one)", args[1])
 			}
 			return g.withLockService(cmd, func(ctx context.Context, _ *client.Client, s *client.LockService) error {
 				ok, err := s.Set(id).ValidateFence(ctx, fence)
 				if err != nil {
 					return err
 				}
-				return g.print(cmd.OutOrStdout(), map[string]any{"set": id.String(), "fence": fence, "valid": ok}, func(w io.Writer) {
-					if ok {
-						fmt.Fprintln(w, "valid")
-					} else {
-						fmt.Fprintln(w, "invalid")
-					}
-				})
+				if err := g.print(cmd.OutOrStdout(), map[string]any{"set": id.String(), "fence": jsonUint(fence), "valid": ok}, func(w io.Writer) {
+					fmt.Fprintln(w, map[bool]string{true: "valid", false: "invalid"}[ok])
+				}); err != nil || ok {
+					return err
+				}
+				return negative{fmt.Sprintf("fencing token %d of set %s: invalid: that grant no longer holds its lock", fence, id)}
 			})
 		},
 	}

@@ -71,25 +71,25 @@ func (b *bgRun) running() bool {
 
 type lockHolderJSON struct {
 	Owner       string         `json:"owner"`
-	Transaction uint64         `json:"transaction"`
+	Transaction uint64         `json:"transaction,string"`
 	Manager     string         `json:"manager"`
 	Locks       map[string]int `json:"locks"`
-	Fences      []uint64       `json:"fences"`
+	Fences      []string       `json:"fences"`
 }
 
 type lockWaiterJSON struct {
 	Owner       string `json:"owner"`
-	Transaction uint64 `json:"transaction"`
+	Transaction uint64 `json:"transaction,string"`
 	Mode        string `json:"mode"`
 	From        string `json:"from"`
-	Request     uint64 `json:"request"`
+	Request     uint64 `json:"request,string"`
 }
 
 type lockSetJSON struct {
 	Set           string           `json:"set"`
 	Transactional bool             `json:"transactional"`
 	Related       []string         `json:"related"`
-	LastFence     uint64           `json:"last_fence"`
+	LastFence     uint64           `json:"last_fence,string"`
 	Holders       []lockHolderJSON `json:"holders"`
 	Waiters       []lockWaiterJSON `json:"waiters"`
 	Lease         *struct {
@@ -99,8 +99,10 @@ type lockSetJSON struct {
 
 // lockOwnerJSON is what lock owner prints.
 type lockOwnerJSON struct {
-	Owner string `json:"owner"`
-	Lease struct {
+	Owner       string `json:"owner"`       // its name: its lease's short name
+	Fingerprint string `json:"fingerprint"` // how lock show names it
+	Lease       struct {
+		Name  string `json:"name"`
 		Token string `json:"token"`
 	} `json:"lease"`
 }
@@ -138,8 +140,8 @@ func (s *lockScript) fenceOf(out string) uint64 {
 func (s *lockScript) newOwner() lockOwnerJSON {
 	s.t.Helper()
 	var o lockOwnerJSON
-	s.json(&o, "lock", "owner", "--duration", "10m")
-	if o.Owner == "" || !strings.HasPrefix(o.Lease.Token, "djinn-lease:") {
+	s.json(&o, "lock", "owner", "--lease", "10m")
+	if len(o.Owner) != 32 || o.Owner != o.Lease.Name || len(o.Fingerprint) != 8 || !strings.HasPrefix(o.Lease.Token, "djinn-lease:") {
 		s.t.Fatalf("lock owner printed %+v", o)
 	}
 	return o
@@ -173,19 +175,19 @@ func (s *lockScript) createAndHold() {
 			Token string `json:"token"`
 		} `json:"lease"`
 	}
-	s.json(&created, "lock", "create", "--duration", "10m")
+	s.json(&created, "lock", "create", "--lease", "10m")
 	if len(created.Set) != 32 || created.Transactional || !strings.HasPrefix(created.Lease.Token, "djinn-lease:") {
 		t.Fatalf("lock create printed %+v", created)
 	}
 	s.set = created.Set
 	s.a, s.b, s.c = s.newOwner(), s.newOwner(), s.newOwner()
-	if s.a.Owner == s.b.Owner || s.b.Owner == s.c.Owner {
-		t.Fatalf("owners %s %s %s: not distinct", s.a.Owner, s.b.Owner, s.c.Owner)
+	if s.a.Fingerprint == s.b.Fingerprint || s.b.Fingerprint == s.c.Fingerprint {
+		t.Fatalf("owners %s %s %s: not distinct", s.a.Fingerprint, s.b.Fingerprint, s.c.Fingerprint)
 	}
-	if text := s.must("lock", "owner", "--duration", "1m"); !strings.HasPrefix(text, "owner          ") || !strings.Contains(text, "lease          djinn-lease:") {
+	if text := s.must("lock", "owner", "--lease", "1m"); !strings.HasPrefix(text, "owner          ") || !strings.Contains(text, "token          djinn-lease:") {
 		t.Errorf("lock owner printed:\n%s", text)
 	}
-	s.fa = s.fenceOf(s.must("lock", "acquire", s.set, "--mode", "w", "--owner", s.a.Lease.Token))
+	s.fa = s.fenceOf(s.must("lock", "acquire", s.set, "--mode", "w", "--owner", s.a.Owner))
 	out, errs, ok := s.run("lock", "acquire", s.set, "--mode", "r", "--owner", s.b.Lease.Token, "--try")
 	if ok || strings.TrimSpace(out) != "not granted" || strings.Count(strings.TrimSpace(errs), "\n") != 0 || !strings.Contains(errs, "not granted") {
 		t.Errorf("refused --try: ok=%v stdout %q stderr %q; want \"not granted\" and one line", ok, out, errs)
@@ -205,11 +207,11 @@ func (s *lockScript) createAndHold() {
 func (s *lockScript) showsAHolding() {
 	t := s.t
 	v := s.show(s.set)
-	if len(v.Holders) != 1 || v.Holders[0].Owner != s.a.Owner || !maps.Equal(v.Holders[0].Locks, map[string]int{"w": 1}) ||
-		!slices.Equal(v.Holders[0].Fences, []uint64{s.fa}) || len(v.Waiters) != 0 || v.LastFence != s.fa || v.Lease == nil {
+	if len(v.Holders) != 1 || v.Holders[0].Owner != s.a.Fingerprint || !maps.Equal(v.Holders[0].Locks, map[string]int{"w": 1}) ||
+		!slices.Equal(v.Holders[0].Fences, []string{strconv.FormatUint(s.fa, 10)}) || len(v.Waiters) != 0 || v.LastFence != s.fa || v.Lease == nil {
 		t.Fatalf("show with A holding w: %+v", v)
 	}
-	if text := s.must("lock", "show", s.set); !strings.Contains(text, "holder         owner "+s.a.Owner+"  w=1  fences "+strconv.FormatUint(s.fa, 10)+"\n") ||
+	if text := s.must("lock", "show", s.set); !strings.Contains(text, "holder         owner "+s.a.Fingerprint+"  w=1  fences "+strconv.FormatUint(s.fa, 10)+"\n") ||
 		!strings.Contains(text, "waiters        (none)\n") {
 		t.Errorf("show printed:\n%s", text)
 	}
@@ -233,17 +235,17 @@ func (s *lockScript) queue() {
 		t.Fatalf("C's request is not queued: %+v", s.show(s.set))
 	}
 	v := s.show(s.set)
-	if w := v.Waiters; w[0].Owner != s.b.Owner || w[0].Mode != "r" || w[1].Owner != s.c.Owner || w[1].Mode != "w" || w[0].Request == 0 || w[0].Request == w[1].Request {
+	if w := v.Waiters; w[0].Owner != s.b.Fingerprint || w[0].Mode != "r" || w[1].Owner != s.c.Fingerprint || w[1].Mode != "w" || w[0].Request == 0 || w[0].Request == w[1].Request {
 		t.Errorf("waiters %+v, want B's r then C's w", w)
 	}
-	if text := s.must("lock", "show", s.set); !strings.Contains(text, "waiter 1       owner "+s.b.Owner+"  r  request ") ||
-		!strings.Contains(text, "waiter 2       owner "+s.c.Owner+"  w  request ") {
+	if text := s.must("lock", "show", s.set); !strings.Contains(text, "waiter 1       owner "+s.b.Fingerprint+"  r  request ") ||
+		!strings.Contains(text, "waiter 2       owner "+s.c.Fingerprint+"  w  request ") {
 		t.Errorf("show printed:\n%s", text)
 	}
 	s.errors([]errRow{{[]string{"lock", "acquire", s.set, "--mode", "r", "--owner", s.a.Lease.Token}, "deadlock"}})
 	d := s.newOwner()
-	_, errs, ok := s.run("lock", "acquire", s.set, "--mode", "r", "--owner", d.Lease.Token, "--timeout", "300ms")
-	if ok || strings.Count(strings.TrimSpace(errs), "\n") != 0 || !strings.Contains(errs, "not granted within --timeout 300ms") {
+	_, errs, ok := s.run("lock", "acquire", s.set, "--mode", "r", "--owner", d.Lease.Token, "--wait", "300ms")
+	if ok || strings.Count(strings.TrimSpace(errs), "\n") != 0 || !strings.Contains(errs, "not granted within --wait 300ms") {
 		t.Errorf("acquire --timeout: ok=%v stderr %q", ok, errs)
 	}
 	if !poll(20*time.Second, func() bool { return len(s.show(s.set).Waiters) == 2 }) {
@@ -269,11 +271,11 @@ func (s *lockScript) handOff() {
 		out, errs, _ := s.wc.wait(t)
 		t.Fatalf("C's w was granted over B's r: %q %q", out, errs)
 	}
-	if v := strings.TrimSpace(s.must("lock", "validate", s.set, strconv.FormatUint(s.fa, 10))); v != "invalid" {
-		t.Errorf("validate %d after its release: %s", s.fa, v)
+	if out, errs, ok := s.run("lock", "validate", s.set, strconv.FormatUint(s.fa, 10)); ok || strings.TrimSpace(out) != "invalid" || !strings.Contains(errs, "invalid") {
+		t.Errorf("validate %d after its release: ok=%v %q %q; want invalid, exit 1", s.fa, ok, out, errs)
 	}
 	var valid struct {
-		Fence uint64 `json:"fence"`
+		Fence uint64 `json:"fence,string"`
 		Valid bool   `json:"valid"`
 	}
 	s.json(&valid, "lock", "validate", s.set, strconv.FormatUint(s.fb, 10))
@@ -299,14 +301,14 @@ func (s *lockScript) change() {
 	var changed struct {
 		Mode  string `json:"mode"`
 		From  string `json:"from"`
-		Fence uint64 `json:"fence"`
+		Fence uint64 `json:"fence,string"`
 	}
 	s.json(&changed, "lock", "change", s.set, "--from", "w", "--to", "read", "--owner", s.c.Lease.Token)
 	if changed.Mode != "r" || changed.From != "w" || changed.Fence <= fc {
 		t.Errorf("change printed %+v after fence %d", changed, fc)
 	}
 	v := s.show(s.set)
-	if len(v.Holders) != 1 || v.Holders[0].Owner != s.c.Owner || !maps.Equal(v.Holders[0].Locks, map[string]int{"r": 1}) || len(v.Waiters) != 0 {
+	if len(v.Holders) != 1 || v.Holders[0].Owner != s.c.Fingerprint || !maps.Equal(v.Holders[0].Locks, map[string]int{"r": 1}) || len(v.Waiters) != 0 {
 		t.Errorf("show after the change: %+v", v)
 	}
 	s.fenceOf(s.must("lock", "acquire", s.set, "--mode", "r", "--owner", s.b.Lease.Token, "--try"))
@@ -317,23 +319,23 @@ func (s *lockScript) change() {
 func (s *lockScript) transactions() {
 	t := s.t
 	var tset, rset struct {
-		Set           string `json:"set"`
-		Transactional bool   `json:"transactional"`
-		Related       string `json:"related"`
+		Set           string  `json:"set"`
+		Transactional bool    `json:"transactional"`
+		Related       *string `json:"related"`
 	}
 	s.json(&tset, "lock", "create", "--transactional")
 	s.json(&rset, "lock", "create", "--transactional", "--related", tset.Set)
-	if !tset.Transactional || !rset.Transactional || rset.Related != tset.Set {
+	if !tset.Transactional || !rset.Transactional || tset.Related != nil || rset.Related == nil || *rset.Related != tset.Set {
 		t.Fatalf("created %+v and %+v", tset, rset)
 	}
 	s.tset, s.rset = tset.Set, rset.Set
 	type txn struct {
-		ID      uint64 `json:"id"`
+		ID      uint64 `json:"id,string"`
 		Manager string `json:"manager"`
 	}
 	var x, y txn
-	s.json(&x, "txn", "create", "--duration", "10m")
-	s.json(&y, "txn", "create", "--duration", "10m")
+	s.json(&x, "txn", "create", "--lease", "10m")
+	s.json(&y, "txn", "create", "--lease", "10m")
 	s.xID, s.yID, s.xManager = strconv.FormatUint(x.ID, 10), strconv.FormatUint(y.ID, 10), x.Manager
 	s.fenceOf(s.must("lock", "acquire", s.tset, "--mode", "u", "--txn", s.xID))
 	s.fenceOf(s.must("lock", "acquire", s.rset, "--mode", "iw", "--txn", s.xID, "--manager", x.Manager))
@@ -396,13 +398,13 @@ func (s *lockScript) errorRows() {
 		{[]string{"lock", "acquire", set, "--owner", a}, "--mode: missing"},
 		{[]string{"lock", "acquire", set, "--mode", "w"}, "--owner or --txn: missing"},
 		{[]string{"lock", "acquire", set, "--mode", "w", "--owner", a, "--txn", xID}, "--owner and --txn"},
-		{[]string{"lock", "acquire", set, "--mode", "w", "--owner", "nope"}, `--owner: lease token "nope"`},
+		{[]string{"lock", "acquire", set, "--mode", "w", "--owner", "nope"}, `--owner "nope": neither an owner's name`},
 		{[]string{"lock", "acquire", set, "--mode", "w", "--txn", "0"}, `--txn: transaction id "0"`},
 		{[]string{"lock", "acquire", set, "--mode", "w", "--txn", "99999"}, "transaction 99999"},
 		{[]string{"lock", "acquire", set, "--mode", "w", "--txn", xID, "--manager", "bad"}, `--manager: reference "bad"`},
 		{[]string{"lock", "acquire", set, "--mode", "w", "--manager", s.xManager}, "--manager " + s.xManager},
-		{[]string{"lock", "acquire", set, "--mode", "w", "--owner", a, "--timeout", "soon"}, `--timeout "soon"`},
-		{[]string{"lock", "acquire", set, "--mode", "w", "--owner", a, "--timeout", "-1s"}, "--timeout -1s"},
+		{[]string{"lock", "acquire", set, "--mode", "w", "--owner", a, "--wait", "soon"}, `--wait "soon"`},
+		{[]string{"lock", "acquire", set, "--mode", "w", "--owner", a, "--wait", "-1s"}, "--wait -1s"},
 		{[]string{"lock", "acquire", "zzz", "--mode", "w", "--owner", a}, `lock set: id "zzz"`},
 		{[]string{"lock", "acquire", bogusSet, "--mode", "w", "--owner", a}, bogusSet},
 		{[]string{"lock", "release", set, "--mode", "upgrade!", "--owner", a}, `--mode: lock mode "upgrade!"`},
@@ -416,20 +418,20 @@ func (s *lockScript) errorRows() {
 		{[]string{"lock", "validate", set, "0"}, `fencing token "0"`},
 		{[]string{"lock", "drop", tset}, "--txn: missing"},
 		{[]string{"lock", "drop", tset, "--txn", "seven"}, `--txn: transaction id "seven"`},
-		{[]string{"lock", "create", "--duration", "0s"}, "--duration 0s"},
-		{[]string{"lock", "create", "--duration", "soon"}, `--duration: lease duration "soon"`},
+		{[]string{"lock", "create", "--lease", "0s"}, "--lease 0s"},
+		{[]string{"lock", "create", "--lease", "soon"}, `--lease: lease duration "soon"`},
 		{[]string{"lock", "create", "--related", "nope"}, `--related: id "nope"`},
 		{[]string{"lock", "create", "--related", bogusSet}, bogusSet},
-		{[]string{"lock", "owner", "--duration", "-5s"}, "--duration -5s"},
+		{[]string{"lock", "owner", "--lease", "-5s"}, "--lease -5s"},
 	})
 }
 
 // cancelOwner: an owner whose lease is cancelled loses its locks.
 func (s *lockScript) cancelOwner() {
-	s.must("lease", "cancel", s.c.Lease.Token)
+	s.must("lease", "cancel", s.c.Owner)
 	if !poll(20*time.Second, func() bool {
 		for _, h := range s.show(s.set).Holders {
-			if h.Owner == s.c.Owner {
+			if h.Owner == s.c.Fingerprint {
 				return false
 			}
 		}

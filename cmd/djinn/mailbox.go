@@ -11,46 +11,51 @@ import (
 	"github.com/djinn-go/djinn/client"
 )
 
+// The event mailbox commands. A registration is named by its id (REG),
+// which register prints; its lease by the lease's short name.
+
 type registrationView struct {
 	ID       string     `json:"registration"`
 	Lease    leaseView  `json:"lease"`
 	Listener string     `json:"listener"`
-	Target   string     `json:"target,omitempty"`
+	Target   *string    `json:"target"` // null: delivery disabled
 	Stored   int64      `json:"stored_events"`
-	Unknown  []eventKey `json:"unknown_events,omitempty"`
+	Unknown  []eventKey `json:"unknown_events"`
 }
 
 type eventKey struct {
 	Source string `json:"source"`
-	ID     int64  `json:"event_id"`
+	ID     string `json:"event_id"`
 }
 
 func viewRegistration(r *client.MailboxRegistration) registrationView {
-	v := registrationView{ID: r.ID.String(), Lease: viewLease(r.Lease), Listener: r.Listener.String(), Stored: r.Stored}
+	v := registrationView{ID: r.ID.String(), Lease: viewLease(r.Lease), Listener: r.Listener.String(), Stored: r.Stored, Unknown: []eventKey{}}
 	if !r.Target.IsZero() {
-		v.Target = r.Target.String()
+		t := r.Target.String()
+		v.Target = &t
 	}
 	for _, k := range r.Unknown {
-		v.Unknown = append(v.Unknown, eventKey{k.Source.String(), k.ID})
+		v.Unknown = append(v.Unknown, eventKey{k.Source.String(), jsonInt(k.ID)})
 	}
 	return v
 }
 
 func printRegistration(w io.Writer, v registrationView) {
-	fmt.Fprintf(w, "registration %s\nlistener     %s\nlease        %s\nexpires      %s (in %s)\n", v.ID, v.Listener, v.Lease.Token, v.Lease.Expiration, v.Lease.Remaining)
-	if v.Target != "" {
-		fmt.Fprintf(w, "target       %s\n", v.Target)
+	fmt.Fprintf(w, "registration %s\nlistener     %s\nlease        %s\nexpires      %s\ntoken        %s\n",
+		v.ID, v.Listener, v.Lease.Name, v.Lease.expiresText(), v.Lease.Token)
+	if v.Target != nil {
+		fmt.Fprintf(w, "target       %s\n", *v.Target)
 	} else {
 		fmt.Fprintf(w, "target       (delivery disabled)\n")
 	}
 	fmt.Fprintf(w, "stored       %d\n", v.Stored)
 	for _, k := range v.Unknown {
-		fmt.Fprintf(w, "unknown      %s id %d\n", k.Source, k.ID)
+		fmt.Fprintf(w, "unknown      %s id %s\n", k.Source, k.ID)
 	}
 }
 
 func (g *globals) mailboxCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "mailbox", Short: "Event mailbox registrations"}
+	cmd := &cobra.Command{Use: "mailbox", Short: "Event mailbox registrations: events stored for you, delivered or pulled"}
 	cmd.AddCommand(g.mailboxRegisterCmd(), g.mailboxShowCmd(), g.mailboxEnableCmd(), g.mailboxDisableCmd(), g.mailboxPullCmd(), g.mailboxAckCmd())
 	return cmd
 }
@@ -58,13 +63,13 @@ func (g *globals) mailboxCmd() *cobra.Command {
 func (g *globals) mailboxRegisterCmd() *cobra.Command {
 	var d string
 	cmd := &cobra.Command{
-		Use:   "register --duration D",
-		Short: "Create a registration; prints its id, lease token and listener reference",
+		Use:   "register [--lease D]",
+		Short: "Create a registration; prints its id REG, its lease and its listener reference",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dur, err := djinn.ParseDuration(d)
 			if err != nil {
-				return err
+				return fmt.Errorf("--lease: %w", err)
 			}
 			c, err := g.dial(cmd.Context())
 			if err != nil {
@@ -75,26 +80,28 @@ func (g *globals) mailboxRegisterCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			g.noticeClamp(cmd, "registration's lease", dur, r.Lease)
 			v := viewRegistration(r)
 			return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printRegistration(w, v) })
 		},
 	}
-	cmd.Flags().StringVar(&d, "duration", "any", "lease duration: a positive Go duration or any")
+	leaseFlag(cmd, &d, "the registration")
 	return cmd
 }
 
 // withRegistration builds a command on registration REG: it parses REG,
 // dials, reads the registration and calls run with the arguments after
 // REG.
-func (g *globals) withRegistration(use, short string, run func(cmd *cobra.Command, r *client.MailboxRegistration, args []string) error) *cobra.Command {
+func (g *globals) withRegistration(use, short string, args cobra.PositionalArgs, run func(cmd *cobra.Command, r *client.MailboxRegistration, args []string) error) *cobra.Command {
 	return &cobra.Command{
-		Use:   use,
-		Short: short,
-		Args:  cobra.MinimumNArgs(1),
+		Use:               use,
+		Short:             short,
+		Args:              args,
+		ValidArgsFunction: g.completeIDs("mailbox"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := djinn.ParseID(args[0])
 			if err != nil {
-				return fmt.Errorf("registration: %w", err)
+				return fmt.Errorf("REG: %w", err)
 			}
 			c, err := g.dial(cmd.Context())
 			if err != nil {
@@ -111,42 +118,45 @@ func (g *globals) withRegistration(use, short string, run func(cmd *cobra.Comman
 }
 
 func (g *globals) mailboxShowCmd() *cobra.Command {
-	return g.withRegistration("show REG", "Show a registration", func(cmd *cobra.Command, r *client.MailboxRegistration, _ []string) error {
-		v := viewRegistration(r)
-		return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printRegistration(w, v) })
-	})
+	return g.withRegistration("show REG", "Show a registration: its lease, listener, delivery target and stored events", cobra.ExactArgs(1),
+		func(cmd *cobra.Command, r *client.MailboxRegistration, _ []string) error {
+			v := viewRegistration(r)
+			return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printRegistration(w, v) })
+		})
 }
 
 func (g *globals) mailboxEnableCmd() *cobra.Command {
-	var target string
-	cmd := g.withRegistration("enable REG --target LISTENER", "Deliver stored and future events to a listener", func(cmd *cobra.Command, r *client.MailboxRegistration, _ []string) error {
-		t, err := djinn.ParseRef(target)
-		if err != nil {
-			return fmt.Errorf("--target: %w", err)
-		}
-		if err := r.EnableDelivery(cmd.Context(), t); err != nil {
-			return err
-		}
-		return g.print(cmd.OutOrStdout(), map[string]string{"target": t.String()}, func(w io.Writer) { fmt.Fprintln(w, "delivering to", t) })
-	})
-	cmd.Flags().StringVar(&target, "target", "", "listener reference (djinn://host:port/SERVICE/OBJECT)")
+	var listener string
+	cmd := g.withRegistration("enable REG --listener REF", "Deliver stored and future events to a listener, in order", cobra.ExactArgs(1),
+		func(cmd *cobra.Command, r *client.MailboxRegistration, _ []string) error {
+			t, err := parseRef("listener", listener)
+			if err != nil {
+				return err
+			}
+			if err := r.EnableDelivery(cmd.Context(), t); err != nil {
+				return err
+			}
+			return g.print(cmd.OutOrStdout(), map[string]string{"registration": r.ID.String(), "target": t.String()},
+				func(w io.Writer) { fmt.Fprintln(w, "delivering to", t) })
+		})
+	cmd.Flags().StringVar(&listener, "listener", "", "the listener's reference (djinn://host:port/SERVICE/OBJECT; djinn events listen prints one)")
+	alias(cmd.Flags(), "target", "listener")
 	cmd.PreRunE = func(*cobra.Command, []string) error {
-		if _, err := djinn.ParseRef(target); err != nil {
-			return fmt.Errorf("--target: %w", err)
-		}
-		return nil
+		_, err := parseRef("listener", listener)
+		return err
 	}
-	_ = cmd.MarkFlagRequired("target")
 	return cmd
 }
 
 func (g *globals) mailboxDisableCmd() *cobra.Command {
-	return g.withRegistration("disable REG", "Stop delivery; events are stored meanwhile", func(cmd *cobra.Command, r *client.MailboxRegistration, _ []string) error {
-		if err := r.DisableDelivery(cmd.Context()); err != nil {
-			return err
-		}
-		return g.print(cmd.OutOrStdout(), map[string]bool{"disabled": true}, func(w io.Writer) { fmt.Fprintln(w, "delivery disabled") })
-	})
+	return g.withRegistration("disable REG", "Stop delivery; events are stored meanwhile", cobra.ExactArgs(1),
+		func(cmd *cobra.Command, r *client.MailboxRegistration, _ []string) error {
+			if err := r.DisableDelivery(cmd.Context()); err != nil {
+				return err
+			}
+			return g.print(cmd.OutOrStdout(), map[string]any{"registration": r.ID.String(), "disabled": true},
+				func(w io.Writer) { fmt.Fprintln(w, "delivery disabled") })
+		})
 }
 
 func (g *globals) mailboxPullCmd() *cobra.Command {
@@ -155,30 +165,30 @@ func (g *globals) mailboxPullCmd() *cobra.Command {
 		follow bool
 		ack    bool
 	)
-	cmd := g.withRegistration("pull REG", "Print stored events (one line each); --follow waits for more, --ack forgets what was printed", func(cmd *cobra.Command, r *client.MailboxRegistration, _ []string) error {
-		ctx := cmd.Context()
-		remaining := r.Stored
-		var last uint64
-		w := cmd.OutOrStdout()
-		if !follow && remaining == 0 {
+	cmd := g.withRegistration("pull REG [--after INDEX] [--follow] [--ack]", "Print stored events (one line each); --follow waits for more, --ack forgets what was printed", cobra.ExactArgs(1),
+		func(cmd *cobra.Command, r *client.MailboxRegistration, _ []string) error {
+			ctx := cmd.Context()
+			remaining := r.Stored
+			var last uint64
+			if !follow && remaining == 0 {
+				return nil
+			}
+			for se, err := range r.Pull(ctx, after) {
+				if err != nil {
+					return err
+				}
+				printEvent(g, cmd.OutOrStdout(), se.Index, se.Event)
+				last = se.Index
+				remaining--
+				if !follow && remaining <= 0 {
+					break
+				}
+			}
+			if ack && last > 0 {
+				return r.Ack(ctx, last)
+			}
 			return nil
-		}
-		for se, err := range r.Pull(ctx, after) {
-			if err != nil {
-				return err
-			}
-			printEvent(g, w, se.Index, se.Event)
-			last = se.Index
-			remaining--
-			if !follow && remaining <= 0 {
-				break
-			}
-		}
-		if ack && last > 0 {
-			return r.Ack(ctx, last)
-		}
-		return nil
-	})
+		})
 	cmd.Flags().Uint64Var(&after, "after", 0, "resume after this index")
 	cmd.Flags().BoolVar(&follow, "follow", false, "keep waiting for new events")
 	cmd.Flags().BoolVar(&ack, "ack", false, "acknowledge (forget) the printed events")
@@ -186,14 +196,16 @@ func (g *globals) mailboxPullCmd() *cobra.Command {
 }
 
 func (g *globals) mailboxAckCmd() *cobra.Command {
-	return g.withRegistration("ack REG INDEX", "Forget stored events through INDEX", func(cmd *cobra.Command, r *client.MailboxRegistration, args []string) error {
-		if len(args) != 1 {
-			return fmt.Errorf("ack takes REG and INDEX")
-		}
-		i, err := strconv.ParseUint(args[0], 10, 64)
-		if err != nil {
-			return fmt.Errorf("index %q: not a number", args[0])
-		}
-		return r.Ack(cmd.Context(), i)
-	})
+	return g.withRegistration("ack REG INDEX", "Forget stored events through INDEX", cobra.ExactArgs(2),
+		func(cmd *cobra.Command, r *client.MailboxRegistration, args []string) error {
+			i, err := strconv.ParseUint(args[0], 10, 64)
+			if err != nil {
+				return fmt.Errorf("INDEX %q: not a number (pull prints each event's index after #)", args[0])
+			}
+			if err := r.Ack(cmd.Context(), i); err != nil {
+				return err
+			}
+			return g.print(cmd.OutOrStdout(), map[string]any{"registration": r.ID.String(), "acknowledged_through": jsonUint(i)},
+				func(w io.Writer) { fmt.Fprintf(w, "forgot the events through #%d\n", i) })
+		})
 }

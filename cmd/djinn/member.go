@@ -12,25 +12,35 @@ import (
 
 // memberView is one member as the member commands print it.
 type memberView struct {
-	Node        string `json:"node"`
-	GRPC        string `json:"grpc"`
-	Raft        string `json:"raft"`
-	Voter       bool   `json:"voter"`
-	Role        string `json:"role"`
-	Staged      bool   `json:"staged,omitempty"`
-	Health      string `json:"health,omitempty"`
-	Applied     uint64 `json:"applied_index,omitempty"`
-	LastContact string `json:"last_contact,omitempty"`
-	Error       string `json:"error,omitempty"`
+	Node        string        `json:"node"`
+	GRPC        string        `json:"grpc"`
+	Raft        string        `json:"raft"`
+	Voter       bool          `json:"voter"`
+	Role        string        `json:"role"`
+	Staged      bool          `json:"staged"`
+	Health      string        `json:"health"`
+	Applied     string        `json:"applied_index"`
+	LastContact *durationJSON `json:"last_contact"` // since the leader heard from it; null: never, or not asked
+	Error       *string       `json:"error"`        // null: none
+
+	applied uint64
+	contact string
 }
 
 func viewMembers(ms *client.Members) []memberView {
 	out := make([]memberView, 0, len(ms.Members))
 	for _, m := range ms.Members {
 		v := memberView{Node: m.NodeID, GRPC: m.Endpoint, Raft: m.RaftAddress, Voter: m.Voter, Role: m.Role,
-			Staged: m.Staged, Health: m.Health, Applied: m.AppliedIndex, Error: m.Error}
+			Staged: m.Staged, Health: m.Health, Applied: jsonUint(m.AppliedIndex), applied: m.AppliedIndex}
+		if m.Error != "" {
+			v.Error = &m.Error
+		}
 		if m.Health != "" && m.Health != "unreachable" {
-			v.LastContact = lastContact(m.LastContact)
+			v.contact = lastContact(m.LastContact)
+			if m.LastContact > 0 {
+				d := jsonDuration(m.LastContact)
+				v.LastContact = &d
+			}
 		}
 		out = append(out, v)
 	}
@@ -55,9 +65,9 @@ func printMembers(w io.Writer, vs []memberView) {
 		if v.Staged {
 			role += "*"
 		}
-		fmt.Fprintf(w, "%-14s %-9s %-11s %-8d %-22s %-22s %s\n", v.Node, role, v.Health, v.Applied, v.GRPC, v.Raft, v.LastContact)
-		if v.Error != "" {
-			fmt.Fprintf(w, "%14s %s\n", "", v.Error)
+		fmt.Fprintf(w, "%-14s %-9s %-11s %-8d %-22s %-22s %s\n", v.Node, role, v.Health, v.applied, v.GRPC, v.Raft, v.contact)
+		if v.Error != nil {
+			fmt.Fprintf(w, "%14s %s\n", "", *v.Error)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -8,10 +9,54 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
+	"sync"
+	"text/template"
+
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v2"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 )
+
+// globals are the flags the client commands share.
+type globals struct {
+	server string
+	output string
+	tlsCA  string
+	cert   string
+	key    string
+	// secretFile holds the cluster's join secret (joinSecret).
+	secretFile string
+	reads      readFlags // the lookup commands' freshness
+}
+
+// outputHelp describes -o.
+const outputHelp = "output: text, json, yaml, or template=GO-TEMPLATE (over the JSON form, e.g. template='{{.id}}')"
+
+// withOutput registers -o on cmd and its subcommands.
+func (g *globals) withOutput(cmd *cobra.Command) *cobra.Command {
+	pf := cmd.PersistentFlags()
+	pf.StringVarP(&g.output, "output", "o", "text", outputHelp)
+	_ = cmd.RegisterFlagCompletionFunc("output", completeWords("text", "json", "yaml", "template="))
+	return cmd
+}
+
+// client registers the flags of a client command group: --server, the
+// client's TLS and -o.
+func (g *globals) client(cmd *cobra.Command) *cobra.Command {
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&g.server, "server", envOr("DJINN_SERVER", "127.0.0.1:4161"), "gRPC address of a djinn server, or several of one cluster (comma-separated, or a DNS name with several addresses); or DJINN_SERVER")
+	pf.StringVar(&g.tlsCA, "tls-ca", envOr("DJINN_TLS_CA", ""), "PEM CA that verifies the server: connect with TLS (or DJINN_TLS_CA)")
+	pf.StringVar(&g.cert, "tls-cert", envOr("DJINN_TLS_CERT", ""), "PEM client certificate, for mutual TLS (or DJINN_TLS_CERT)")
+	pf.StringVar(&g.key, "tls-key", envOr("DJINN_TLS_KEY", ""), "PEM key of --tls-cert (or DJINN_TLS_KEY)")
+	pf.StringVar(&g.secretFile, "join-secret-file", envOr("DJINN_JOIN_SECRET_FILE", ""), "file holding the cluster's join secret, the operator role without mutual TLS (default: djinn-data/join-secret when --server is on this machine)")
+	alias(pf, "ca", "tls-ca")
+	alias(pf, "cert", "tls-cert")
+	alias(pf, "key", "tls-key")
+	return g.withOutput(cmd)
+}
 
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
@@ -19,6 +64,24 @@ func envOr(name, def string) string {
 	}
 	return def
 }
+
+// checkOutput checks -o.
+func (g *globals) checkOutput() error {
+	switch {
+	case g.output == "", g.output == "text", g.output == "json", g.output == "yaml":
+		return nil
+	case strings.HasPrefix(g.output, "template="):
+		_, err := template.New("o").Parse(strings.TrimPrefix(g.output, "template="))
+		if err != nil {
+			return usageError{fmt.Errorf("-o %s: %w", g.output, err)}
+		}
+		return nil
+	}
+	return usageError{fmt.Errorf("-o %q: want text, json, yaml or template=GO-TEMPLATE", g.output)}
+}
+
+// structured reports whether -o asks for a machine-readable form.
+func (g *globals) structured() bool { return g.output != "text" }
 
 // dial connects to --server (one endpoint or several, comma-separated, or a
 // DNS name with several addresses) with the TLS flags.
@@ -34,8 +97,8 @@ func (g *globals) dial(ctx context.Context) (*client.Client, error) {
 
 // dialAt connects to addr with the TLS flags.
 func (g *globals) dialAt(ctx context.Context, addr string) (*client.Client, error) {
-	if g.output != "text" && g.output != "json" {
-		return nil, fmt.Errorf("--output %q: want text or json", g.output)
+	if err := g.checkOutput(); err != nil {
+		return nil, err
 	}
 	var opts []client.Option
 	if g.tlsCA != "" || g.cert != "" {
@@ -55,38 +118,167 @@ func (g *globals) dialAt(ctx context.Context, addr string) (*client.Client, erro
 	return client.Dial(ctx, addr, opts...)
 }
 
-// tlsConfig is the client's TLS: --ca verifies the server, --cert and
-// --key are its own certificate.
+// tlsConfig is the client's TLS: --tls-ca verifies the server, --tls-cert
+// and --tls-key are its own certificate.
 func (g *globals) tlsConfig() (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if g.tlsCA != "" {
 		pem, err := os.ReadFile(g.tlsCA)
 		if err != nil {
-			return nil, fmt.Errorf("--ca: %w", err)
+			return nil, fmt.Errorf("--tls-ca: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--ca %s: no PEM certificates", g.tlsCA)
+			return nil, fmt.Errorf("--tls-ca %s: no PEM certificates in it", g.tlsCA)
 		}
 		cfg.RootCAs = pool
 	}
 	if g.cert != "" || g.key != "" {
 		cert, err := tls.LoadX509KeyPair(g.cert, g.key)
 		if err != nil {
-			return nil, fmt.Errorf("--cert/--key: %w", err)
+			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	return cfg, nil
 }
 
-// print writes v as JSON with -o json, or calls text otherwise.
+// printMu keeps the lines of commands that print from several goroutines
+// (listeners) whole.
+var printMu sync.Mutex
+
+// print writes v in the form -o asks for: its JSON form (json), the same
+// as YAML (yaml), a template over the JSON form, or text, which calls text.
+// v follows the JSON convention of jsonform.go.
 func (g *globals) print(w io.Writer, v any, text func(io.Writer)) error {
-	if g.output == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
+	printMu.Lock()
+	defer printMu.Unlock()
+	if g.output == "text" || g.output == "" {
+		text(w)
+		return nil
 	}
-	text(w)
-	return nil
+	return g.encode(w, v, true)
 }
+
+// printLine writes v as one line of its JSON form (json), a YAML document
+// (yaml), a template's line, or text: the form of commands that print a
+// stream of answers (events, service events).
+func (g *globals) printLine(w io.Writer, v any, text func(io.Writer)) {
+	printMu.Lock()
+	defer printMu.Unlock()
+	if !g.structured() {
+		text(w)
+		return
+	}
+	_ = g.encode(w, v, false)
+}
+
+// encode writes v as -o asks: indented JSON or one line of it, a YAML
+// document, or a template's output and a newline.
+func (g *globals) encode(w io.Writer, v any, indent bool) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	switch {
+	case g.output == "json" && indent:
+		var out bytes.Buffer
+		_ = json.Indent(&out, b, "", "  ")
+		out.WriteByte('\n')
+		_, err = w.Write(out.Bytes())
+	case g.output == "json":
+		_, err = fmt.Fprintf(w, "%s\n", b)
+	case g.output == "yaml":
+		err = writeYAML(w, b)
+	default:
+		err = writeTemplate(w, strings.TrimPrefix(g.output, "template="), b)
+	}
+	return err
+}
+
+// writeYAML writes a JSON document as a YAML one, keys in the same order.
+func writeYAML(w io.Writer, jsonDoc []byte) error {
+	// Wrapped in an object, every object inside decodes in order.
+	var wrapped yaml.MapSlice
+	if err := yaml.Unmarshal(append(append([]byte(`{"v":`), jsonDoc...), '}'), &wrapped); err != nil {
+		return err
+	}
+	out, err := yaml.Marshal(wrapped[0].Value)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "---\n%s", out)
+	return err
+}
+
+// writeTemplate executes a Go template over a JSON document's value.
+func writeTemplate(w io.Writer, text string, jsonDoc []byte) error {
+	t, err := template.New("o").Option("missingkey=error").Parse(text)
+	if err != nil {
+		return usageError{fmt.Errorf("-o template=%s: %w", text, err)}
+	}
+	var v any
+	if err := json.Unmarshal(jsonDoc, &v); err != nil {
+		return err
+	}
+	var out bytes.Buffer
+	if err := t.Execute(&out, v); err != nil {
+		return fmt.Errorf("-o template=%s: %w", text, err)
+	}
+	out.WriteByte('\n')
+	_, err = w.Write(out.Bytes())
+	return err
+}
+
+// printError writes err as the command's last word on stderr: one line,
+// or a JSON object with -o json (and -o yaml).
+func (g *globals) printError(w io.Writer, err error, code int) {
+	printMu.Lock()
+	defer printMu.Unlock()
+	if g.output != "json" && g.output != "yaml" {
+		fmt.Fprintln(w, "djinn:", oneLine(err.Error()))
+		return
+	}
+	v := map[string]any{"error": errorJSON{Message: oneLine(err.Error()), Kind: errorKind(err), ExitStatus: code}}
+	b, _ := json.Marshal(v)
+	fmt.Fprintf(w, "%s\n", b)
+}
+
+// errorJSON is an error in JSON.
+type errorJSON struct {
+	Message    string `json:"message"`
+	Kind       string `json:"kind"` // a djinn error kind (UNKNOWN_LEASE, …), USAGE, NEGATIVE, or ERROR
+	ExitStatus int    `json:"exit_status"`
+}
+
+// errorKind names err's kind for errorJSON.
+func errorKind(err error) string {
+	var u usageError
+	var n negative
+	switch {
+	case exitStatus(err) == exitUsage || errorsAs(err, &u):
+		return "USAGE"
+	case errorsAs(err, &n):
+		return "NEGATIVE"
+	}
+	if k := djinn.KindOf(err); k != "" {
+		return string(k)
+	}
+	return "ERROR"
+}
+
+// notice writes a notice on stderr: a line, or a JSON object with -o json.
+func (g *globals) notice(w io.Writer, v map[string]any, text string) {
+	printMu.Lock()
+	defer printMu.Unlock()
+	if g.output != "json" && g.output != "yaml" {
+		fmt.Fprintln(w, "djinn: note:", text)
+		return
+	}
+	v["message"] = text
+	b, _ := json.Marshal(map[string]any{"notice": v})
+	fmt.Fprintf(w, "%s\n", b)
+}
+
+// oneLine keeps an error on one line.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -12,112 +11,8 @@ import (
 	"github.com/djinn-go/djinn/client"
 )
 
-type renewalSetView struct {
-	ID                string               `json:"set"`
-	Ref               string               `json:"reference"`
-	Lease             leaseView            `json:"lease"`
-	Leases            int64                `json:"leases"`
-	ExpirationWarning *renewalListenerView `json:"expiration_warning,omitempty"`
-	RenewalFailure    *renewalListenerView `json:"renewal_failure,omitempty"`
-}
-
-type renewalListenerView struct {
-	Listener   string `json:"listener"`
-	Handback   string `json:"handback"`
-	MinWarning string `json:"min_warning,omitempty"`
-	NextSeq    int64  `json:"next_sequence"`
-	Pending    int64  `json:"pending_events"`
-}
-
-func viewRenewalSet(s *client.RenewalSet, info *client.RenewalSetInfo) renewalSetView {
-	v := renewalSetView{ID: s.ID().String(), Ref: s.Ref().String(), Lease: viewLease(s.Lease())}
-	if info == nil {
-		return v
-	}
-	v.Lease, v.Leases = viewLease(info.Lease), info.Leases
-	v.ExpirationWarning = viewRenewalListener(info.ExpirationWarning, true)
-	v.RenewalFailure = viewRenewalListener(info.RenewalFailure, false)
-	return v
-}
-
-func viewRenewalListener(l *client.RenewalListener, warning bool) *renewalListenerView {
-	if l == nil {
-		return nil
-	}
-	v := &renewalListenerView{Listener: l.Listener.String(), Handback: string(l.Handback), NextSeq: l.NextSeq, Pending: l.Pending}
-	if warning {
-		v.MinWarning = djinn.FormatDuration(l.MinWarning)
-	}
-	return v
-}
-
-func printRenewalSet(w io.Writer, v renewalSetView, listeners bool) {
-	fmt.Fprintf(w, "set        %s\nreference  %s\nlease      %s\nexpires    %s (in %s)\nleases     %d\n",
-		v.ID, v.Ref, v.Lease.Token, v.Lease.Expiration, v.Lease.Remaining, v.Leases)
-	if !listeners {
-		return
-	}
-	if l := v.ExpirationWarning; l != nil {
-		fmt.Fprintf(w, "warning    %s min-warning=%s handback=%q next-seq=%d pending=%d\n", l.Listener, l.MinWarning, l.Handback, l.NextSeq, l.Pending)
-	} else {
-		fmt.Fprintf(w, "warning    (none)\n")
-	}
-	if l := v.RenewalFailure; l != nil {
-		fmt.Fprintf(w, "failures   %s handback=%q next-seq=%d pending=%d\n", l.Listener, l.Handback, l.NextSeq, l.Pending)
-	} else {
-		fmt.Fprintf(w, "failures   (none)\n")
-	}
-}
-
-type clientLeaseView struct {
-	Landlord      string `json:"landlord"`
-	Expiration    string `json:"expiration"`
-	Desired       string `json:"desired_expiration"`
-	RenewDuration string `json:"renew_duration"`
-	LastError     string `json:"last_error,omitempty"`
-	Token         string `json:"token"`
-}
-
-func formatTime(t time.Time) string {
-	if !t.Before(djinn.EndOfTime) {
-		return "never"
-	}
-	return t.Format(time.RFC3339Nano)
-}
-
-func viewClientLease(c client.ClientLease) clientLeaseView {
-	v := clientLeaseView{
-		Landlord: c.Lease.Landlord().String(), Expiration: formatTime(c.Lease.Expiration()), Desired: formatTime(c.Desired),
-		RenewDuration: djinn.FormatDuration(c.RenewDuration), Token: c.Lease.Token(),
-	}
-	if c.LastError != nil {
-		v.LastError = c.LastError.Error()
-	}
-	return v
-}
-
-type eventRegistrationView struct {
-	ID     int64     `json:"event_id"`
-	Source string    `json:"source"`
-	Seq    int64     `json:"sequence"`
-	Lease  leaseView `json:"lease"`
-}
-
-func printEventRegistration(g *globals, w io.Writer, r *client.EventRegistration) error {
-	v := eventRegistrationView{ID: r.ID, Source: r.Source.String(), Seq: r.Seq, Lease: viewLease(r.Lease)}
-	return g.print(w, v, func(w io.Writer) {
-		fmt.Fprintf(w, "event id   %d\nsource     %s\nsequence   %d\nlease      %s\n", v.ID, v.Source, v.Seq, v.Lease.Token)
-	})
-}
-
-// parseRef parses a reference flag, naming the flag in the error.
-func parseRef(flag, s string) (djinn.Ref, error) {
-	r, err := djinn.ParseRef(s)
-	if err != nil {
-		return r, fmt.Errorf("--%s: %w", flag, err)
-	}
-	return r, nil
-}
+// The lease renewal service's commands. A set is named by its id (SET);
+// the leases it renews by their short names or tokens.
 
 func (g *globals) renewalCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "renewal", Short: "Lease renewal sets: leases the service renews for you"}
@@ -129,13 +24,13 @@ func (g *globals) renewalCmd() *cobra.Command {
 func (g *globals) renewalCreateCmd() *cobra.Command {
 	var d string
 	cmd := &cobra.Command{
-		Use:   "create --duration D",
-		Short: "Create a renewal set; prints its id and lease token",
+		Use:   "create [--lease D]",
+		Short: "Create a renewal set; prints its id SET and its lease",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dur, err := djinn.ParseDuration(d)
 			if err != nil {
-				return err
+				return fmt.Errorf("--lease: %w", err)
 			}
 			c, err := g.dial(cmd.Context())
 			if err != nil {
@@ -146,25 +41,27 @@ func (g *globals) renewalCreateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			g.noticeClamp(cmd, "set's lease", dur, s.Lease())
 			v := viewRenewalSet(s, nil)
 			return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printRenewalSet(w, v, false) })
 		},
 	}
-	cmd.Flags().StringVar(&d, "duration", "any", "set lease duration: a positive Go duration, forever or any")
+	leaseFlag(cmd, &d, "the set")
 	return cmd
 }
 
 // withSet builds a command on renewal set SET: it parses SET, dials, reads
 // the set and calls run with the arguments after SET (n of them).
-func (g *globals) withSet(use, short string, n int, run func(cmd *cobra.Command, s *client.RenewalSet, args []string) error) *cobra.Command {
+func (g *globals) withSet(use, short string, n int, run func(cmd *cobra.Command, c *client.Client, s *client.RenewalSet, args []string) error) *cobra.Command {
 	return &cobra.Command{
-		Use:   use,
-		Short: short,
-		Args:  cobra.ExactArgs(1 + n),
+		Use:               use,
+		Short:             short,
+		Args:              cobra.ExactArgs(1 + n),
+		ValidArgsFunction: g.completeIDs("renewal"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := djinn.ParseID(args[0])
 			if err != nil {
-				return fmt.Errorf("set: %w", err)
+				return fmt.Errorf("SET: %w", err)
 			}
 			c, err := g.dial(cmd.Context())
 			if err != nil {
@@ -175,14 +72,14 @@ func (g *globals) withSet(use, short string, n int, run func(cmd *cobra.Command,
 			if err != nil {
 				return err
 			}
-			return run(cmd, s, args[1:])
+			return run(cmd, c, s, args[1:])
 		},
 	}
 }
 
 func (g *globals) renewalShowCmd() *cobra.Command {
 	return g.withSet("show SET", "Show a set: its lease, number of leases and listeners with their sequence numbers", 0,
-		func(cmd *cobra.Command, s *client.RenewalSet, _ []string) error {
+		func(cmd *cobra.Command, c *client.Client, s *client.RenewalSet, _ []string) error {
 			info, err := s.Info(cmd.Context())
 			if err != nil {
 				return err
@@ -194,9 +91,9 @@ func (g *globals) renewalShowCmd() *cobra.Command {
 
 func (g *globals) renewalAddCmd() *cobra.Command {
 	var desired, renew string
-	cmd := g.withSet("add SET TOKEN --desired D [--renew D]", "Have the set renew a lease until --desired from now, --renew at a time (default forever)", 1,
-		func(cmd *cobra.Command, s *client.RenewalSet, args []string) error {
-			l, err := client.ParseToken(args[0])
+	cmd := g.withSet("add SET LEASE --desired D [--renew D]", "Have the set renew a lease (its short name, for a lease of --server, or its token) until --desired from now, --renew at a time", 1,
+		func(cmd *cobra.Command, c *client.Client, s *client.RenewalSet, args []string) error {
+			l, err := leaseArg(cmd.Context(), c, "LEASE", args[0])
 			if err != nil {
 				return err
 			}
@@ -205,7 +102,7 @@ func (g *globals) renewalAddCmd() *cobra.Command {
 				return fmt.Errorf("--desired: %w", err)
 			}
 			each := djinn.Forever
-			if cmd.Flags().Changed("renew") {
+			if flagChanged(cmd, "renew") {
 				if each, err = djinn.ParseDuration(renew); err != nil {
 					return fmt.Errorf("--renew: %w", err)
 				}
@@ -216,21 +113,22 @@ func (g *globals) renewalAddCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := map[string]string{"set": s.ID().String(), "desired": djinn.FormatDuration(want), "renew": djinn.FormatDuration(each)}
+			out := map[string]any{"set": s.ID().String(), "lease": l.Cookie().String(), "desired": jsonDuration(want), "renew": jsonDuration(each)}
 			return g.print(cmd.OutOrStdout(), out, func(w io.Writer) {
-				fmt.Fprintf(w, "set %s renews %v: desired %s, renew %s\n", out["set"], l, out["desired"], out["renew"])
+				fmt.Fprintf(w, "set %s renews lease %s: desired %s, renew %s\n", s.ID(), l.Cookie(), djinn.FormatDuration(want), djinn.FormatDuration(each))
 			})
 		})
 	cmd.Flags().StringVar(&desired, "desired", "", "how long to keep the lease: a Go duration or forever (negative: drop it)")
 	cmd.Flags().StringVar(&renew, "renew", "forever", "duration of each renewal: a positive Go duration, or any with --desired forever")
 	_ = cmd.MarkFlagRequired("desired")
+	_ = cmd.RegisterFlagCompletionFunc("desired", completeWords("forever", "10m", "1h", "24h"))
 	return cmd
 }
 
 func (g *globals) renewalRemoveCmd() *cobra.Command {
-	return g.withSet("remove SET TOKEN", "Take a lease out of a set without cancelling it", 1,
-		func(cmd *cobra.Command, s *client.RenewalSet, args []string) error {
-			l, err := client.ParseToken(args[0])
+	return g.withSet("remove SET LEASE", "Take a lease out of a set without cancelling it; exits 1 when it was not in the set", 1,
+		func(cmd *cobra.Command, c *client.Client, s *client.RenewalSet, args []string) error {
+			l, err := leaseArg(cmd.Context(), c, "LEASE", args[0])
 			if err != nil {
 				return err
 			}
@@ -239,7 +137,10 @@ func (g *globals) renewalRemoveCmd() *cobra.Command {
 				return err
 			}
 			if removed == nil {
-				return g.print(cmd.OutOrStdout(), map[string]bool{"removed": false}, func(w io.Writer) { fmt.Fprintln(w, "not in the set") })
+				if err := g.print(cmd.OutOrStdout(), map[string]any{"removed": false, "lease": nil}, func(w io.Writer) { fmt.Fprintln(w, "not in the set") }); err != nil {
+					return err
+				}
+				return negative{fmt.Sprintf("lease %s: not in set %s (renewal ls lists what it holds)", l.Cookie(), s.ID())}
 			}
 			v := struct {
 				Removed bool      `json:"removed"`
@@ -254,7 +155,7 @@ func (g *globals) renewalRemoveCmd() *cobra.Command {
 
 func (g *globals) renewalLsCmd() *cobra.Command {
 	return g.withSet("ls SET", "List a set's leases: landlord, expiration, desired expiration, renew duration, last error", 0,
-		func(cmd *cobra.Command, s *client.RenewalSet, _ []string) error {
+		func(cmd *cobra.Command, c *client.Client, s *client.RenewalSet, _ []string) error {
 			leases, err := s.Leases(cmd.Context())
 			if err != nil {
 				return err
@@ -273,20 +174,10 @@ func (g *globals) renewalLsCmd() *cobra.Command {
 		})
 }
 
-func printClientLeases(w io.Writer, vs []clientLeaseView) {
-	for _, v := range vs {
-		fmt.Fprintf(w, "landlord=%s expires=%s desired=%s renew=%s", v.Landlord, v.Expiration, v.Desired, v.RenewDuration)
-		if v.LastError != "" {
-			fmt.Fprintf(w, " last-error=%q", v.LastError)
-		}
-		fmt.Fprintf(w, " token=%s\n", v.Token)
-	}
-}
-
 func (g *globals) renewalWarnCmd() *cobra.Command {
 	var listener, minWarning, handback string
 	cmd := g.withSet("warn SET --listener REF --min-warning D [--handback S]", "Send an expiration warning event to a listener D before the set's lease expires", 0,
-		func(cmd *cobra.Command, s *client.RenewalSet, _ []string) error {
+		func(cmd *cobra.Command, c *client.Client, s *client.RenewalSet, _ []string) error {
 			ref, err := parseRef("listener", listener)
 			if err != nil {
 				return err
@@ -312,7 +203,7 @@ func (g *globals) renewalWarnCmd() *cobra.Command {
 func (g *globals) renewalFailuresCmd() *cobra.Command {
 	var listener, handback string
 	cmd := g.withSet("failures SET --listener REF [--handback S]", "Send a renewal failure event to a listener for each lease the set cannot renew", 0,
-		func(cmd *cobra.Command, s *client.RenewalSet, _ []string) error {
+		func(cmd *cobra.Command, c *client.Client, s *client.RenewalSet, _ []string) error {
 			ref, err := parseRef("listener", listener)
 			if err != nil {
 				return err
@@ -331,7 +222,7 @@ func (g *globals) renewalFailuresCmd() *cobra.Command {
 
 func (g *globals) renewalClearWarnCmd() *cobra.Command {
 	return g.withSet("clear-warn SET", "Remove the expiration warning listener", 0,
-		func(cmd *cobra.Command, s *client.RenewalSet, _ []string) error {
+		func(cmd *cobra.Command, c *client.Client, s *client.RenewalSet, _ []string) error {
 			if err := s.ClearExpirationWarningListener(cmd.Context()); err != nil {
 				return err
 			}
@@ -343,7 +234,7 @@ func (g *globals) renewalClearWarnCmd() *cobra.Command {
 
 func (g *globals) renewalClearFailuresCmd() *cobra.Command {
 	return g.withSet("clear-failures SET", "Remove the renewal failure listener", 0,
-		func(cmd *cobra.Command, s *client.RenewalSet, _ []string) error {
+		func(cmd *cobra.Command, c *client.Client, s *client.RenewalSet, _ []string) error {
 			if err := s.ClearRenewalFailureListener(cmd.Context()); err != nil {
 				return err
 			}
@@ -351,12 +242,4 @@ func (g *globals) renewalClearFailuresCmd() *cobra.Command {
 				fmt.Fprintln(w, "renewal failure listener cleared")
 			})
 		})
-}
-
-// handbackBytes is the handback of a flag: none when empty.
-func handbackBytes(s string) []byte {
-	if s == "" {
-		return nil
-	}
-	return []byte(s)
 }

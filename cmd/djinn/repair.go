@@ -1,8 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -29,21 +29,69 @@ the member: those lose nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dataDir == "" {
-				return fmt.Errorf("--data-dir: missing: name the data directory of a stopped server")
+				return usageError{fmt.Errorf("--data-dir: missing: name the data directory of a stopped server")}
 			}
 			rep, err := server.Repair(dataDir)
 			if err != nil {
 				return err
 			}
-			if g.output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(rep)
-			}
-			_, err = fmt.Fprint(cmd.OutOrStdout(), rep)
-			return err
+			v := viewRepair(rep)
+			return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { fmt.Fprint(w, rep) })
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "data directory of a stopped djinn server")
 	return cmd
+}
+
+// repairView is a repair's report in JSON: log positions and crash counts
+// are strings, as every 64-bit integer.
+type repairView struct {
+	Node struct {
+		Dir       string   `json:"data_dir"`
+		Saved     *string  `json:"saved"` // null: nothing changed
+		Snapshot  string   `json:"snapshot"`
+		First     string   `json:"first"`
+		Last      string   `json:"last"`
+		Found     []string `json:"found"`
+		Dropped   []string `json:"dropped"`
+		LostFirst string   `json:"lost_first"` // "0": no acknowledged entry lost
+		LostLast  string   `json:"lost_last"`
+	} `json:"node"`
+	KV *repairKVView `json:"kv"` // null: no key/value store
+}
+
+type repairKVView struct {
+	Path       string           `json:"path"`
+	Saved      *string          `json:"saved"`
+	Dropped    []repairSpanView `json:"dropped"`
+	Torn       int64            `json:"torn"`
+	Records    int              `json:"records"`
+	CrashCount string           `json:"crash_count"`
+}
+
+type repairSpanView struct {
+	Offset int64 `json:"offset"`
+	Length int64 `json:"length"`
+}
+
+func viewRepair(r server.RepairReport) repairView {
+	var v repairView
+	n := r.Node
+	v.Node.Dir, v.Node.Snapshot, v.Node.First, v.Node.Last = n.Dir, jsonUint(n.Snapshot), jsonUint(n.First), jsonUint(n.Last)
+	v.Node.Found, v.Node.Dropped = orEmpty(n.Found), orEmpty(n.Dropped)
+	v.Node.LostFirst, v.Node.LostLast = jsonUint(n.LostFirst), jsonUint(n.LostLast)
+	if n.Saved != "" {
+		v.Node.Saved = &n.Saved
+	}
+	if kv := r.KV; kv != nil {
+		k := &repairKVView{Path: kv.Path, Dropped: []repairSpanView{}, Torn: kv.Torn, Records: kv.Records, CrashCount: jsonInt(kv.CrashCount)}
+		if kv.Saved != "" {
+			k.Saved = &kv.Saved
+		}
+		for _, d := range kv.Dropped {
+			k.Dropped = append(k.Dropped, repairSpanView{d.Offset, d.Length})
+		}
+		v.KV = k
+	}
+	return v
 }

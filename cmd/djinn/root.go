@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -14,35 +16,91 @@ type Main struct {
 	Stdout, Stderr io.Writer
 }
 
-// Run runs the command line args and returns the exit status: 0, or 1
-// after printing the error on one line.
+// The exit statuses (djinn help exit-codes).
+const (
+	exitOK       = 0
+	exitFailed   = 1 // an error, or a negative answer: not granted, invalid, not found
+	exitUsage    = 2 // the command line was not understood
+	exitHelpText = `djinn exits with
+
+  0  the command did what it was asked, and the answer is yes
+  1  a negative answer — "not granted" (lock acquire --try), "invalid"
+     (lock validate), "not found" (kv get, kv delete, renewal remove, lds
+     discard, lookup find with no match, a lease or resource that is gone) —
+     or an error: the server refused the request (an invalid argument names
+     the bad value), could not be reached, or failed
+  2  the command line was not understood: an unknown command or flag, a
+     flag value that is not of the flag's type, a missing or extra
+     argument, a required flag not given
+
+Every status but 0 comes with one line on stderr saying why (with -o json,
+a JSON object: {"error": {"message": ..., "kind": ..., "exit_status": ...}}),
+after whatever answer the command printed on stdout.`
+)
+
+// Run runs the command line args and returns the exit status, after
+// printing the error, when there is one, on one line of stderr.
 func (m Main) Run(ctx context.Context, args []string) int {
-	root := newRoot()
+	root, g := newRoot()
 	root.SetArgs(args)
 	root.SetOut(m.Stdout)
 	root.SetErr(m.Stderr)
-	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(m.Stderr, "djinn:", err)
-		return 1
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
 	}
-	return 0
+	err = g.diagnose(context.WithoutCancel(ctx), err)
+	code := exitStatus(err)
+	if o, ok := outputArg(args); ok {
+		g.output = o // also when the command line failed to parse before -o
+	}
+	g.printError(m.Stderr, err, code)
+	return code
 }
 
-// globals are the flags every client command takes.
-type globals struct {
-	server string
-	output string
-	tlsCA  string
-	cert   string
-	key    string
-	// secretFile holds the cluster's join secret (joinSecret).
-	secretFile string
-	reads      readFlags // the lookup commands' freshness
+// outputArg finds -o in args, whether or not the command line parsed.
+func outputArg(args []string) (string, bool) {
+	out, found := "", false
+	for i, a := range args {
+		switch {
+		case a == "--":
+			return out, found
+		case (a == "-o" || a == "--output") && i+1 < len(args):
+			out, found = args[i+1], true
+		case strings.HasPrefix(a, "-o="), strings.HasPrefix(a, "--output="):
+			out, found = a[strings.IndexByte(a, '=')+1:], true
+		case strings.HasPrefix(a, "-o") && len(a) > 2:
+			out, found = a[2:], true
+		}
+	}
+	return out, found
 }
 
-// newRoot returns the djinn command with every command group. A new group
-// is one line here and a file of its own.
-func newRoot() *cobra.Command {
+// usageError is a command line that was not understood.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// negative is a negative answer: not granted, invalid, not found.
+type negative struct{ msg string }
+
+func (e negative) Error() string { return e.msg }
+
+// exitStatus is the exit status err ends the command with.
+func exitStatus(err error) int {
+	var u usageError
+	if errors.As(err, &u) || strings.HasPrefix(err.Error(), "required flag(s)") ||
+		strings.HasPrefix(err.Error(), "if any flags in the group") {
+		return exitUsage
+	}
+	return exitFailed
+}
+
+// newRoot returns the djinn command with every command group, and the
+// flags the client commands share. A new group is a file of its own and
+// one line here.
+func newRoot() (*cobra.Command, *globals) {
 	g := &globals{}
 	root := &cobra.Command{
 		Use:           "djinn",
@@ -50,32 +108,94 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	pf := root.PersistentFlags()
-	pf.StringVar(&g.server, "server", envOr("DJINN_SERVER", "127.0.0.1:4161"), "gRPC address of a djinn server, or several of one cluster (comma-separated, or a DNS name with several addresses)")
-	pf.StringVarP(&g.output, "output", "o", "text", "output format: text or json")
-	pf.StringVar(&g.tlsCA, "ca", "", "PEM CA that verifies the server (enables TLS)")
-	pf.StringVar(&g.cert, "cert", "", "PEM client certificate (mutual TLS)")
-	pf.StringVar(&g.key, "key", "", "PEM client key (mutual TLS)")
-	pf.StringVar(&g.secretFile, "join-secret-file", envOr("DJINN_JOIN_SECRET_FILE", ""), "file holding the cluster's join secret, the operator role without mutual TLS (default: djinn-data/join-secret when --server is on this machine)")
 	root.AddCommand(
 		newServe(),
-		g.statusCmd(),
-		g.leaseCmd(),
-		g.mailboxCmd(),
-		g.renewalCmd(),
-		g.eventsCmd(),
-		g.txnCmd(),
-		g.lockCmd(),
-		g.lookupCmd(),
-		g.discoverCmd(),
-		g.ldsCmd(),
-		g.kvCmd(),
-		g.demoCmd(),
-		g.benchCmd(),
-		g.repairCmd(),
-		g.memberCmd(),
-		g.leaderCmd(),
-		g.snapshotCmd(),
+		g.client(g.statusCmd()),
+		g.client(g.leaseCmd()),
+		g.client(g.mailboxCmd()),
+		g.client(g.renewalCmd()),
+		g.client(g.eventsCmd()),
+		g.client(g.txnCmd()),
+		g.client(g.lockCmd()),
+		g.client(g.lookupCmd()),
+		g.withOutput(g.discoverCmd()),
+		g.client(g.ldsCmd()),
+		g.client(g.kvCmd()),
+		g.client(g.demoCmd()),
+		g.client(g.benchCmd()),
+		g.withOutput(g.versionCmd()),
+		g.withOutput(g.tlsCmd()),
+		g.withOutput(g.repairCmd()),
+		g.client(g.memberCmd()),
+		g.client(g.leaderCmd()),
+		g.client(g.snapshotCmd()),
+		exitCodesTopic(),
 	)
-	return root
+	strictTree(root, g)
+	return root, g
+}
+
+// exitCodesTopic is `djinn help exit-codes`: a help topic, not a command.
+func exitCodesTopic() *cobra.Command {
+	return &cobra.Command{Use: "exit-codes", Short: "What djinn's exit statuses mean", Long: exitHelpText}
+}
+
+// strictTree makes every command of the tree refuse what it does not
+// understand as a usage error — unknown flags, unknown subcommands, the
+// wrong number of arguments, an unknown -o — and say when an old flag name
+// was used.
+func strictTree(root *cobra.Command, g *globals) {
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.HasSubCommands() && !c.Runnable() {
+			c.Args, c.RunE = cobra.ArbitraryArgs, groupRun
+			c.Annotations = map[string]string{"group": "true"}
+		} else if c.RunE != nil {
+			c.Args, c.RunE = usageArgs(c.Args), g.checked(c.RunE)
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+}
+
+// usageArgs makes an argument check's errors usage errors.
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	if check == nil {
+		return nil
+	}
+	return func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}
+
+// checked runs a command after checking -o and telling of old flag names.
+func (g *globals) checked(run func(*cobra.Command, []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := g.checkOutput(); err != nil {
+			return err
+		}
+		for _, n := range oldNamesUsed(cmd) {
+			g.notice(cmd.ErrOrStderr(), map[string]any{}, n)
+		}
+		return run(cmd, args)
+	}
+}
+
+// groupRun is what a command group does by itself: it shows its help, or
+// refuses a subcommand it does not have.
+func groupRun(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return cmd.Help()
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += fmt.Sprintf("; did you mean %q?", s[0])
+	}
+	return usageError{fmt.Errorf("%s (%s --help lists them)", msg, cmd.CommandPath())}
 }

@@ -29,8 +29,8 @@ type snapshotView struct {
 	File      string `json:"file"`
 	ServiceID string `json:"service_id"`
 	Node      string `json:"node,omitempty"`
-	Index     uint64 `json:"index"`
-	Term      uint64 `json:"term"`
+	Index     string `json:"index"`
+	Term      string `json:"term"`
 	SavedAt   string `json:"saved_at"`
 	Bytes     int64  `json:"bytes,omitempty"`
 	DataDir   string `json:"data_dir,omitempty"`
@@ -56,10 +56,10 @@ with djinn snapshot restore.`,
 			if err != nil {
 				return err
 			}
-			v := snapshotView{File: args[0], ServiceID: info.ServiceID.String(), Node: info.NodeID, Index: info.Index,
-				Term: info.Term, SavedAt: info.SavedAt.UTC().Format(time.RFC3339Nano), Bytes: info.Bytes}
+			v := snapshotView{File: args[0], ServiceID: info.ServiceID.String(), Node: info.NodeID, Index: jsonUint(info.Index),
+				Term: jsonUint(info.Term), SavedAt: info.SavedAt.UTC().Format(time.RFC3339Nano), Bytes: info.Bytes}
 			return g.print(cmd.OutOrStdout(), v, func(w io.Writer) {
-				fmt.Fprintf(w, "saved %s: %d bytes, cluster %s at log index %d (leader %s, %s)\n",
+				fmt.Fprintf(w, "saved %s: %d bytes, cluster %s at log index %s (leader %s, %s)\n",
 					v.File, v.Bytes, v.ServiceID, v.Index, v.Node, v.SavedAt)
 			})
 		},
@@ -108,22 +108,20 @@ from the moment the new cluster starts, the time it had left when saved.
 To seed a cluster of several members, start the others with --join.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if dataDir == "" {
-				return fmt.Errorf("--data-dir: missing: name a new data directory for the restored server")
-			}
 			h, err := server.RestoreSnapshot(args[0], dataDir)
 			if err != nil {
 				return err
 			}
 			id, _ := djinn.IDFromBytes("service id", h.GetServiceId())
-			v := snapshotView{File: args[0], ServiceID: id.String(), Node: h.GetNodeId(), Index: h.GetIndex(), Term: h.GetTerm(),
+			v := snapshotView{File: args[0], ServiceID: id.String(), Node: h.GetNodeId(), Index: jsonUint(h.GetIndex()), Term: jsonUint(h.GetTerm()),
 				SavedAt: time.Unix(0, h.GetSavedUnixNanos()).UTC().Format(time.RFC3339Nano), DataDir: dataDir}
 			return g.print(cmd.OutOrStdout(), v, func(w io.Writer) {
-				fmt.Fprintf(w, "checked %s: cluster %s at log index %d, saved %s\n", v.File, v.ServiceID, v.Index, v.SavedAt)
+				fmt.Fprintf(w, "checked %s: cluster %s at log index %s, saved %s\n", v.File, v.ServiceID, v.Index, v.SavedAt)
 				fmt.Fprintf(w, "seeded %s; start it with: djinn serve --data-dir %s\n", dataDir, dataDir)
 			})
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "a new data directory to seed")
+	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"sort"
@@ -17,7 +18,7 @@ type statusView struct {
 	State     string           `json:"state"`
 	Leader    string           `json:"leader"`
 	LeaderAt  string           `json:"leader_address"`
-	Applied   uint64           `json:"applied_index"`
+	Applied   string           `json:"applied_index"`
 	Services  []string         `json:"services"`
 	Counts    map[string]int64 `json:"counts"`
 	Members   []memberView     `json:"members"`
@@ -28,7 +29,7 @@ type statusView struct {
 func viewStatus(st *djinnpb.StatusResponse) statusView {
 	v := statusView{
 		ServiceID: fmt.Sprintf("%x", st.ServiceId), Node: st.NodeId, State: st.State, Leader: st.LeaderId,
-		LeaderAt: st.LeaderAddress, Applied: st.AppliedIndex, Services: st.Services, Counts: st.Counts,
+		LeaderAt: st.LeaderAddress, Applied: jsonUint(st.AppliedIndex), Services: st.Services, Counts: st.Counts,
 	}
 	if r, err := client.RefFromProto("landlord", st.Landlord); err == nil {
 		v.Landlord = r.String()
@@ -40,7 +41,7 @@ func viewStatus(st *djinnpb.StatusResponse) statusView {
 }
 
 func printStatus(w io.Writer, v statusView) {
-	fmt.Fprintf(w, "service   %s\nnode      %s (%s)\nleader    %s at %s\napplied   %d\n", v.ServiceID, v.Node, v.State, v.Leader, v.LeaderAt, v.Applied)
+	fmt.Fprintf(w, "service   %s\nnode      %s (%s)\nleader    %s at %s\napplied   %s\n", v.ServiceID, v.Node, v.State, v.Leader, v.LeaderAt, v.Applied)
 	fmt.Fprintf(w, "services  %v\n", v.Services)
 	if v.Landlord != "" {
 		fmt.Fprintf(w, "landlord  %s\n", v.Landlord)
@@ -71,13 +72,7 @@ func (g *globals) statusCmd() *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			// The status of the member asked (the first --server address),
-			// and the health of every member, as the cluster sees them.
-			conn, err := c.Conn(c.Addr())
-			if err != nil {
-				return err
-			}
-			st, err := djinnpb.NewAdminClient(conn).Status(cmd.Context(), &djinnpb.StatusRequest{})
+			st, err := adminStatus(cmd.Context(), c)
 			if err != nil {
 				return err
 			}
@@ -86,10 +81,21 @@ func (g *globals) statusCmd() *cobra.Command {
 				v.Members = viewMembers(ms)
 			} else {
 				for _, m := range st.Members {
-					v.Members = append(v.Members, memberView{Node: m.NodeId, Raft: m.RaftAddress, GRPC: m.GrpcAddress, Voter: m.Voter, Error: err.Error()})
+					e := err.Error()
+					v.Members = append(v.Members, memberView{Node: m.NodeId, Raft: m.RaftAddress, GRPC: m.GrpcAddress, Voter: m.Voter, Applied: "0", Error: &e})
 				}
 			}
 			return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printStatus(w, v) })
 		},
 	}
+}
+
+// adminStatus asks the member c was dialled at (the first --server
+// address) what it is doing.
+func adminStatus(ctx context.Context, c *client.Client) (*djinnpb.StatusResponse, error) {
+	conn, err := c.Conn(c.Addr())
+	if err != nil {
+		return nil, err
+	}
+	return djinnpb.NewAdminClient(conn).Status(ctx, &djinnpb.StatusRequest{})
 }

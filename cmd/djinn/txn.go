@@ -2,13 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -16,160 +11,19 @@ import (
 	"github.com/djinn-go/djinn/client"
 )
 
-type txnView struct {
-	ID      uint64    `json:"id"`
-	Parent  uint64    `json:"parent,omitempty"` // nested in it (TX.2.2)
-	Manager string    `json:"manager"`
-	Lease   leaseView `json:"lease"`
-}
-
-func printTxn(w io.Writer, v txnView) {
-	fmt.Fprintf(w, "transaction %d\n", v.ID)
-	if v.Parent != 0 {
-		fmt.Fprintf(w, "nested in   %d\n", v.Parent)
-	}
-	fmt.Fprintf(w, "manager     %s\nlease       %s\nexpires     %s (in %s)\n", v.Manager, v.Lease.Token, v.Lease.Expiration, v.Lease.Remaining)
-}
-
-type txnDescriptionView struct {
-	ID           uint64            `json:"id"`
-	State        string            `json:"state"`
-	Parent       uint64            `json:"parent,omitempty"`
-	Nested       []uint64          `json:"nested,omitempty"`
-	Lease        *leaseView        `json:"lease,omitempty"`
-	Participants []participantView `json:"participants"`
-}
-
-type participantView struct {
-	Participant  string `json:"participant"`
-	CrashCount   int64  `json:"crash_count"`
-	Vote         string `json:"vote"`
-	Notified     bool   `json:"notified"`
-	LastError    string `json:"last_error,omitempty"`
-	FailingSince string `json:"failing_since,omitempty"`
-}
-
-func viewTxnDescription(d *client.TransactionDescription) txnDescriptionView {
-	v := txnDescriptionView{ID: d.ID, State: d.State.String(), Parent: d.Parent, Nested: d.Children, Participants: []participantView{}}
-	if d.Lease != nil {
-		l := viewLease(d.Lease)
-		v.Lease = &l
-	}
-	for _, p := range d.Participants {
-		pv := participantView{Participant: p.Participant.String(), CrashCount: p.CrashCount, Vote: p.Vote.String(), Notified: p.Notified}
-		if p.LastError != nil {
-			pv.LastError = p.LastError.Error()
-		}
-		if !p.FailingSince.IsZero() {
-			pv.FailingSince = p.FailingSince.Format(time.RFC3339Nano)
-		}
-		v.Participants = append(v.Participants, pv)
-	}
-	return v
-}
-
-func printTxnDescription(w io.Writer, v txnDescriptionView) {
-	fmt.Fprintf(w, "transaction  %d\nstate        %s\n", v.ID, v.State)
-	if v.Parent != 0 {
-		fmt.Fprintf(w, "nested in    %d\n", v.Parent)
-	}
-	if len(v.Nested) > 0 {
-		ids := make([]string, len(v.Nested))
-		for i, id := range v.Nested {
-			ids[i] = strconv.FormatUint(id, 10)
-		}
-		fmt.Fprintf(w, "nested       %s\n", strings.Join(ids, " "))
-	}
-	if v.Lease != nil {
-		fmt.Fprintf(w, "lease        %s\nexpires      %s (in %s)\n", v.Lease.Token, v.Lease.Expiration, v.Lease.Remaining)
-	} else {
-		fmt.Fprintf(w, "lease        (ended)\n")
-	}
-	if len(v.Participants) == 0 {
-		fmt.Fprintf(w, "participants (none)\n")
-	}
-	for _, p := range v.Participants {
-		fmt.Fprintf(w, "participant  %s crash=%d vote=%s notified=%v\n", p.Participant, p.CrashCount, p.Vote, p.Notified)
-		if p.LastError != "" {
-			fmt.Fprintf(w, "             failing since %s: %s\n", p.FailingSince, p.LastError)
-		}
-	}
-}
-
-// printTxnList prints one transaction a line.
-func printTxnList(w io.Writer, vs []txnDescriptionView) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tPARENT\tPARTICIPANTS\tLEASE LEFT")
-	for _, v := range vs {
-		parent, left := "-", "(ended)"
-		if v.Parent != 0 {
-			parent = strconv.FormatUint(v.Parent, 10)
-		}
-		if v.Lease != nil {
-			left = v.Lease.Remaining
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\n", v.ID, v.State, parent, len(v.Participants), left)
-	}
-	tw.Flush()
-}
-
-// parseTxnState parses --state: empty for any.
-func parseTxnState(s string) (client.TransactionState, error) {
-	switch strings.ToLower(s) {
-	case "":
-		return 0, nil
-	case "active":
-		return client.TxnActive, nil
-	case "voting":
-		return client.TxnVoting, nil
-	case "committed":
-		return client.TxnCommitted, nil
-	case "aborted":
-		return client.TxnAborted, nil
-	}
-	return 0, fmt.Errorf("--state %q: want active, voting, committed or aborted", s)
-}
-
-// parseTxnID parses a transaction id argument.
-func parseTxnID(s string) (uint64, error) {
-	id, err := strconv.ParseUint(s, 10, 64)
-	if err != nil || id == 0 {
-		return 0, fmt.Errorf("transaction id %q: want a decimal number from 1", s)
-	}
-	return id, nil
-}
-
-// txnError adds to a commit or abort error what the transaction's kind of
-// failure means (TX.2.5).
-func txnError(op string, err error) error {
-	var de *djinn.Error
-	switch {
-	case errors.As(err, &de) && de.Kind == djinn.TimeoutExpired:
-		outcome := "aborted"
-		if de.Committed {
-			outcome = "committed"
-		}
-		return fmt.Errorf("%w: the transaction %s; the manager keeps telling the participants", err, outcome)
-	case errors.Is(err, djinn.ErrCannotCommit), errors.Is(err, djinn.ErrCannotAbort):
-		return fmt.Errorf("cannot %s: %w", op, err)
-	}
-	return err
-}
+// The transaction manager's commands. A transaction is named by its id at
+// the manager of --server (or of --manager where a command takes it).
 
 func (g *globals) txnCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "txn",
 		Short: "Transactions of a server's transaction manager",
-		Long: "Create, nest, inspect, commit and abort transactions (TX.2) of the transaction manager\n" +
-			"of --server. A transaction is named by its id at that manager.",
+		Long: "Create, nest, inspect, commit and abort transactions of the transaction manager of --server " +
+			"(the two-phase commit of the Jini Transaction specification, chapter TX.2). A transaction is named " +
+			"by its id at that manager.",
 	}
-	commit := g.txnFinishCmd("commit", "committed", "Commit a transaction; --wait D also waits until its participants were told",
-		func(ctx context.Context, tx *client.Transaction) error { return tx.Commit(ctx) },
-		func(ctx context.Context, tx *client.Transaction, w time.Duration) error { return tx.CommitWait(ctx, w) })
-	abort := g.txnFinishCmd("abort", "aborted", "Abort a transaction; --wait D also waits until its participants were told",
-		func(ctx context.Context, tx *client.Transaction) error { return tx.Abort(ctx) },
-		func(ctx context.Context, tx *client.Transaction, w time.Duration) error { return tx.AbortWait(ctx, w) })
-	cmd.AddCommand(g.txnCreateCmd(), g.txnNestCmd(), g.txnShowCmd(), g.txnStateCmd(), commit, abort, g.txnLsCmd())
+	cmd.AddCommand(g.txnCreateCmd(), g.txnNestCmd(), g.txnShowCmd(), g.txnStateCmd(),
+		g.txnFinishCmd("commit", "committed"), g.txnFinishCmd("abort", "aborted"), g.txnLsCmd())
 	return cmd
 }
 
@@ -191,39 +45,40 @@ func (g *globals) withManager(cmd *cobra.Command, fn func(ctx context.Context, m
 func (g *globals) txnCreateCmd() *cobra.Command {
 	var d string
 	cmd := &cobra.Command{
-		Use:   "create --duration D",
-		Short: "Create a transaction; prints its id, its manager's reference and its lease token",
-		Long: "Create a top-level transaction, ACTIVE, leased for D (TX.2.1). Renew the lease with\n" +
-			"djinn lease renew while the work goes on: cancelling it, or letting it expire, aborts the transaction.",
+		Use:   "create [--lease D]",
+		Short: "Create a transaction; prints its id, its manager's reference and its lease",
+		Long: "Create a top-level transaction, ACTIVE, leased for D. Renew the lease with djinn lease renew " +
+			"while the work goes on: cancelling it, or letting it expire, aborts the transaction.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dur, err := djinn.ParseDuration(d)
 			if err != nil {
-				return err
+				return fmt.Errorf("--lease: %w", err)
 			}
 			return g.withManager(cmd, func(ctx context.Context, m *client.TransactionManager) error {
 				tx, err := m.Create(ctx, dur)
 				if err != nil {
 					return err
 				}
-				v := txnView{ID: tx.ID(), Manager: m.Ref().String(), Lease: viewLease(tx.Lease())}
+				g.noticeClamp(cmd, "transaction's lease", dur, tx.Lease())
+				v := viewTxn(tx, 0)
 				return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printTxn(w, v) })
 			})
 		},
 	}
-	cmd.Flags().StringVar(&d, "duration", "any", "lease duration: a positive Go duration, forever or any")
+	leaseFlag(cmd, &d, "the transaction")
 	return cmd
 }
 
 func (g *globals) txnNestCmd() *cobra.Command {
 	var d string
 	cmd := &cobra.Command{
-		Use:   "nest PARENT --duration D",
-		Short: "Create a transaction nested in PARENT; prints its id, its manager's reference and its lease token",
-		Long: "Create a transaction nested in transaction PARENT of the same manager (TX.2.2), ACTIVE, leased\n" +
-			"for D. Its work becomes PARENT's when it commits and is undone when PARENT aborts; aborting\n" +
-			"PARENT aborts it too.",
-		Args: cobra.ExactArgs(1),
+		Use:   "nest PARENT [--lease D]",
+		Short: "Create a transaction nested in PARENT; prints its id, its manager's reference and its lease",
+		Long: "Create a transaction nested in transaction PARENT of the same manager, ACTIVE, leased for D. Its " +
+			"work becomes PARENT's when it commits and is undone when PARENT aborts; aborting PARENT aborts it too.",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: g.completeIDs("txn"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			parent, err := parseTxnID(args[0])
 			if err != nil {
@@ -231,19 +86,20 @@ func (g *globals) txnNestCmd() *cobra.Command {
 			}
 			dur, err := djinn.ParseDuration(d)
 			if err != nil {
-				return err
+				return fmt.Errorf("--lease: %w", err)
 			}
 			return g.withManager(cmd, func(ctx context.Context, m *client.TransactionManager) error {
 				tx, err := m.CreateNested(ctx, parent, dur)
 				if err != nil {
 					return err
 				}
-				v := txnView{ID: tx.ID(), Parent: parent, Manager: m.Ref().String(), Lease: viewLease(tx.Lease())}
+				g.noticeClamp(cmd, "transaction's lease", dur, tx.Lease())
+				v := viewTxn(tx, parent)
 				return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printTxn(w, v) })
 			})
 		},
 	}
-	cmd.Flags().StringVar(&d, "duration", "any", "lease duration: a positive Go duration, forever or any")
+	leaseFlag(cmd, &d, "the nested transaction")
 	return cmd
 }
 
@@ -251,9 +107,10 @@ func (g *globals) txnNestCmd() *cobra.Command {
 // and calls run with the transaction.
 func (g *globals) withTxn(use, short string, run func(ctx context.Context, cmd *cobra.Command, tx *client.Transaction) error) *cobra.Command {
 	return &cobra.Command{
-		Use:   use,
-		Short: short,
-		Args:  cobra.ExactArgs(1),
+		Use:               use,
+		Short:             short,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: g.completeIDs("txn"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := parseTxnID(args[0])
 			if err != nil {
@@ -278,36 +135,42 @@ func (g *globals) txnShowCmd() *cobra.Command {
 }
 
 func (g *globals) txnStateCmd() *cobra.Command {
-	return g.withTxn("state ID", "Print a transaction's state (TX.2.4)", func(ctx context.Context, cmd *cobra.Command, tx *client.Transaction) error {
+	return g.withTxn("state ID", "Print a transaction's state: ACTIVE, VOTING, COMMITTED or ABORTED", func(ctx context.Context, cmd *cobra.Command, tx *client.Transaction) error {
 		st, err := tx.State(ctx)
 		if err != nil {
 			return err
 		}
-		return g.print(cmd.OutOrStdout(), map[string]any{"id": tx.ID(), "state": st.String()}, func(w io.Writer) { fmt.Fprintln(w, st) })
+		return g.print(cmd.OutOrStdout(), map[string]any{"id": jsonUint(tx.ID()), "state": st.String()}, func(w io.Writer) { fmt.Fprintln(w, st) })
 	})
 }
 
-// txnFinishCmd is commit or abort, with its --wait form (TX.2.5).
-func (g *globals) txnFinishCmd(op, done, short string, now func(context.Context, *client.Transaction) error, wait func(context.Context, *client.Transaction, time.Duration) error) *cobra.Command {
+// txnFinishCmd is commit or abort; with --wait D the command also waits,
+// D at most, until every participant was told.
+func (g *globals) txnFinishCmd(op, outcome string) *cobra.Command {
 	var waitFor string
-	cmd := g.withTxn(op+" ID [--wait D]", short, func(ctx context.Context, cmd *cobra.Command, tx *client.Transaction) error {
-		var err error
-		if cmd.Flags().Changed("wait") {
-			w, perr := time.ParseDuration(waitFor)
-			if perr != nil {
-				return fmt.Errorf("--wait %q: not a duration", waitFor)
-			}
-			err = wait(ctx, tx, w)
-		} else {
-			err = now(ctx, tx)
-		}
+	cmd := g.withTxn(op+" ID [--wait D]", finishHelp[op], func(ctx context.Context, cmd *cobra.Command, tx *client.Transaction) error {
+		wait, err := parseWait(waitFor)
 		if err != nil {
-			return txnError(op, err)
+			return err
 		}
-		return g.print(cmd.OutOrStdout(), map[string]any{"id": tx.ID(), done: true}, func(w io.Writer) { fmt.Fprintln(w, done) })
+		if err := g.finish(cmd, tx, op, wait); err != nil {
+			return err
+		}
+		return g.print(cmd.OutOrStdout(), map[string]any{"id": jsonUint(tx.ID()), "outcome": outcome, "participants_told": wait > 0},
+			func(w io.Writer) { fmt.Fprintln(w, outcome) })
 	})
-	cmd.Flags().StringVar(&waitFor, "wait", "", "also wait up to D until every participant has been told the outcome")
+	cmd.Long = finishHelp[op] + ". Without --wait the command returns once the outcome is decided (the manager " +
+		"goes on telling the participants); with --wait D it also waits until every participant was told, D " +
+		"at most, saying on stderr which participants have not answered while it waits, and why the " +
+		"transaction aborted when it did."
+	cmd.Flags().StringVar(&waitFor, "wait", "", "wait at most this long (a Go duration) until every participant was told the outcome")
+	_ = cmd.RegisterFlagCompletionFunc("wait", completeWords("1s", "5s", "30s", "1m"))
 	return cmd
+}
+
+var finishHelp = map[string]string{
+	"commit": "Commit a transaction: every participant prepares, then commits; one that cannot aborts it",
+	"abort":  "Abort a transaction: every participant undoes its work",
 }
 
 func (g *globals) txnLsCmd() *cobra.Command {
@@ -341,6 +204,7 @@ func (g *globals) txnLsCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&state, "state", "", "only transactions in this state: active, voting, committed or aborted")
+	_ = cmd.RegisterFlagCompletionFunc("state", completeWords("active", "voting", "committed", "aborted"))
 	cmd.Flags().IntVar(&max, "max", 0, "at most this many (0: all)")
 	return cmd
 }

@@ -55,11 +55,11 @@ func (b *Calls) Check() error {
 	}
 	switch {
 	case b.Batch <= 0:
-		return fmt.Errorf("batch %d: want at least 1", b.Batch)
+		return fmt.Errorf("--batch %d: want at least 1", b.Batch)
 	case b.Events <= 0:
-		return fmt.Errorf("events %d: want at least 1", b.Events)
+		return fmt.Errorf("--events %d: want at least 1", b.Events)
 	case b.Leases <= 0:
-		return fmt.Errorf("leases %d: want at least 1", b.Leases)
+		return fmt.Errorf("--leases %d: want at least 1", b.Leases)
 	case contains(b.Ops, "leases") && b.Admin == "":
 		return fmt.Errorf("the leases workload reads the server's memory from --admin: give it")
 	}
@@ -364,7 +364,7 @@ func ParseClients(s string) ([]int, error) {
 	for _, f := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("clients %q: want a comma-separated list of positive numbers", s)
+			return nil, fmt.Errorf("--clients %q: want a comma-separated list of positive numbers", s)
 		}
 		levels = append(levels, n)
 	}
@@ -385,18 +385,18 @@ func SplitList(s string) []string {
 // checkCommon checks the settings of a closed-loop bench.
 func checkCommon(levels []int, d time.Duration, conns int) error {
 	if len(levels) == 0 {
-		return fmt.Errorf("clients: want at least one number of clients")
+		return fmt.Errorf("--clients: want at least one number of clients")
 	}
 	for _, n := range levels {
 		if n <= 0 {
-			return fmt.Errorf("clients %d: want a positive number", n)
+			return fmt.Errorf("--clients %d: want a positive number", n)
 		}
 	}
 	if d <= 0 {
-		return fmt.Errorf("duration %s: want positive", d)
+		return fmt.Errorf("--for %s: want a positive time per measurement", d)
 	}
 	if conns <= 0 {
-		return fmt.Errorf("conns %d: want at least 1", conns)
+		return fmt.Errorf("--conns %d: want at least 1", conns)
 	}
 	return nil
 }

@@ -45,15 +45,15 @@ const ldsLease = 30 * time.Minute
 func (b *LDS) Check() error {
 	switch {
 	case b.Registrations <= 0:
-		return fmt.Errorf("registrations %d: want at least 1", b.Registrations)
+		return fmt.Errorf("--registrations %d: want at least 1", b.Registrations)
 	case b.Registrars <= 0 || b.Registrars > 256:
-		return fmt.Errorf("registrars %d: want 1 to 256", b.Registrars)
+		return fmt.Errorf("--registrars %d: want 1 to 256", b.Registrars)
 	case b.Clients <= 0:
-		return fmt.Errorf("clients %d: want at least 1", b.Clients)
+		return fmt.Errorf("--clients %d: want at least 1", b.Clients)
 	case b.Conns <= 0:
-		return fmt.Errorf("conns %d: want at least 1", b.Conns)
+		return fmt.Errorf("--conns %d: want at least 1", b.Conns)
 	case b.Timeout <= 0:
-		return fmt.Errorf("timeout %s: want positive", b.Timeout)
+		return fmt.Errorf("--wait %s: want positive", b.Timeout)
 	}
 	return nil
 }

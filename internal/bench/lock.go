@@ -67,7 +67,7 @@ const lockSlack = time.Minute
 // Check implements Bench.
 func (b *Lock) Check() error {
 	if len(b.Ops) == 0 {
-		return errors.New("ops: want uncontended, contended or sets")
+		return errors.New("--ops: want uncontended, contended or sets")
 	}
 	for _, op := range b.Ops {
 		switch op {
@@ -84,7 +84,7 @@ func (b *Lock) Check() error {
 		return err
 	}
 	if b.Sets <= 0 {
-		return fmt.Errorf("sets %d: want at least 1", b.Sets)
+		return fmt.Errorf("--sets %d: want at least 1", b.Sets)
 	}
 	return nil
 }

@@ -94,7 +94,7 @@ const (
 func (b *Lookup) Check() error {
 	want := strings.Join(LookupWorkloads[:len(LookupWorkloads)-1], ", ") + " or discovery"
 	if len(b.Ops) == 0 {
-		return fmt.Errorf("ops: want %s", want)
+		return fmt.Errorf("--ops: want %s", want)
 	}
 	for _, op := range b.Ops {
 		if !contains(LookupWorkloads, op) {
@@ -106,17 +106,17 @@ func (b *Lookup) Check() error {
 	}
 	switch {
 	case b.Streams <= 0:
-		return fmt.Errorf("streams %d: want at least 1", b.Streams)
+		return fmt.Errorf("--streams %d: want at least 1", b.Streams)
 	case b.Items <= 0:
-		return fmt.Errorf("items %d: want at least 1", b.Items)
+		return fmt.Errorf("--items %d: want at least 1", b.Items)
 	case b.Watchers <= 0:
-		return fmt.Errorf("watchers %d: want at least 1", b.Watchers)
+		return fmt.Errorf("--watchers %d: want at least 1", b.Watchers)
 	case b.Rounds <= 0:
-		return fmt.Errorf("rounds %d: want at least 1", b.Rounds)
+		return fmt.Errorf("--rounds %d: want at least 1", b.Rounds)
 	case b.RetryMin <= 0 || b.RetryMax < b.RetryMin:
-		return fmt.Errorf("retry %s to %s: want 0 < retry-min <= retry-max", b.RetryMin, b.RetryMax)
+		return fmt.Errorf("--retry-min %s, --retry-max %s: want 0 < retry-min <= retry-max", b.RetryMin, b.RetryMax)
 	case b.MaxStaleness < 0:
-		return fmt.Errorf("max-staleness %s: want a positive bound, or 0 for the leader alone", b.MaxStaleness)
+		return fmt.Errorf("--max-staleness %s: want a positive bound, or 0 for the leader alone", b.MaxStaleness)
 	}
 	return nil
 }

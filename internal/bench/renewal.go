@@ -39,23 +39,23 @@ type Renewal struct {
 func (b *Renewal) Check() error {
 	switch {
 	case b.Leases <= 0:
-		return fmt.Errorf("leases %d: want at least 1", b.Leases)
+		return fmt.Errorf("--leases %d: want at least 1", b.Leases)
 	case b.Sets <= 0:
-		return fmt.Errorf("sets %d: want at least 1", b.Sets)
+		return fmt.Errorf("--sets %d: want at least 1", b.Sets)
 	case b.Landlords <= 0:
-		return fmt.Errorf("landlords %d: want at least 1", b.Landlords)
+		return fmt.Errorf("--landlords %d: want at least 1", b.Landlords)
 	case b.LeaseDuration <= 0:
-		return fmt.Errorf("lease duration %s: want positive", b.LeaseDuration)
+		return fmt.Errorf("--client-lease %s: want positive", b.LeaseDuration)
 	case b.RunFor <= 0:
-		return fmt.Errorf("run %s: want positive", b.RunFor)
+		return fmt.Errorf("--for %s: want positive", b.RunFor)
 	case b.Sample <= 0:
-		return fmt.Errorf("sample %s: want positive", b.Sample)
+		return fmt.Errorf("--sample %s: want positive", b.Sample)
 	case b.Clients <= 0:
-		return fmt.Errorf("clients %d: want at least 1", b.Clients)
+		return fmt.Errorf("--clients %d: want at least 1", b.Clients)
 	case b.Conns <= 0:
-		return fmt.Errorf("conns %d: want at least 1", b.Conns)
+		return fmt.Errorf("--conns %d: want at least 1", b.Conns)
 	}
-	return djinn.CheckLeaseDuration("set lease", b.SetLease)
+	return djinn.CheckLeaseDuration("--set-lease", b.SetLease)
 }
 
 // renewalRun is one run of the renewal bench: what it builds and counts.

@@ -64,15 +64,15 @@ func (b *Txn) Check() error {
 		return err
 	}
 	if len(b.KV) > txnWrites {
-		return fmt.Errorf("kv %q: want at most %d addresses, one per write", strings.Join(b.KV, ","), txnWrites)
+		return fmt.Errorf("--kv %q: want at most %d addresses, one per write", strings.Join(b.KV, ","), txnWrites)
 	}
 	if len(b.KVAdmins) > 0 && len(b.KVAdmins) != max(1, len(b.KV)) {
-		return fmt.Errorf("kv-admin %q: want one admin address per --kv address (%d)", strings.Join(b.KVAdmins, ","), max(1, len(b.KV)))
+		return fmt.Errorf("--kv-admin %q: want one admin address per --kv address (%d)", strings.Join(b.KVAdmins, ","), max(1, len(b.KV)))
 	}
 	if b.Lag < 0 {
-		return fmt.Errorf("lag %s: must not be negative (0: the default)", b.Lag)
+		return fmt.Errorf("--lag %s: must not be negative (0: the default)", b.Lag)
 	}
-	return djinn.CheckLeaseDuration("lease", b.Lease)
+	return djinn.CheckLeaseDuration("--lease", b.Lease)
 }
 
 // txnRun is the bench's connections.

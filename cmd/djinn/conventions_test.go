@@ -1,0 +1,142 @@
+package main
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+// TestClampNotice: a grant shorter than asked says so on stderr (a JSON
+// notice with -o json), and one as asked, or asked as any, does not; an
+// old flag name works and says what replaced it.
+func TestClampNotice(t *testing.T) {
+	r := newRig(t, "--mailbox-max-lease", "5m")
+	_, errs, ok := r.run("mailbox", "register", "--lease", "10m")
+	if !ok || !strings.Contains(errs, "djinn: note: the registration's lease was granted for 5m0s, not the 10m0s asked") {
+		t.Errorf("register --lease 10m: ok=%v stderr %q, want a notice of the clamp", ok, errs)
+	}
+	for _, lease := range []string{"any", "1m"} {
+		if _, errs, ok := r.run("mailbox", "register", "--lease", lease); !ok || errs != "" {
+			t.Errorf("register --lease %s: ok=%v stderr %q, want nothing", lease, ok, errs)
+		}
+	}
+	_, errs, ok = r.run("mailbox", "register", "--lease", "1h", "-o", "json")
+	var n struct {
+		Notice struct {
+			Message string `json:"message"`
+			Asked   struct {
+				Seconds float64 `json:"seconds"`
+			} `json:"asked"`
+			Granted struct {
+				Seconds float64 `json:"seconds"`
+			} `json:"granted"`
+		} `json:"notice"`
+	}
+	if err := json.Unmarshal([]byte(errs), &n); !ok || err != nil || n.Notice.Asked.Seconds != 3600 || n.Notice.Granted.Seconds != 300 {
+		t.Errorf("register --lease 1h -o json: ok=%v stderr %q (%v), want a JSON notice of 3600s asked, 300s granted", ok, errs, err)
+	}
+	_, errs, ok = r.run("mailbox", "register", "--duration", "1m")
+	if !ok || !strings.Contains(errs, "--duration is an old name: use --lease") {
+		t.Errorf("register --duration 1m: ok=%v stderr %q, want served, with a notice of the new name", ok, errs)
+	}
+}
+
+// TestCommitWaitBounded: txn commit --wait D returns within D, while the
+// manager still waits for a participant that does not answer, saying on
+// stderr which one it waits for and why; the transaction goes on without
+// the command.
+func TestCommitWaitBounded(t *testing.T) {
+	r := newRig(t)
+	var tx txnCreatedJSON
+	r.json(&tx, "txn", "create", "--lease", "10m")
+	part, err := djinn.ParseRef("djinn://" + freePort(t) + "/" + djinn.NewID().String() + "/" + djinn.NewID().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := djinnpb.NewTransactionManagerClient(dial(t, r.p.addr)).Join(ctxT(t), &djinnpb.JoinTransactionRequest{
+		Id: tx.ID, Participant: &djinnpb.Ref{Endpoint: part.Endpoint, ServiceId: part.Service[:], ObjectId: part.Object[:]}, CrashCount: 1,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	id := strconv.FormatUint(tx.ID, 10)
+	_, errs, ok := r.run("txn", "commit", id, "--wait", "2500ms")
+	lines := strings.Split(strings.TrimSpace(errs), "\n")
+	last := lines[len(lines)-1]
+	if ok || !strings.Contains(last, "--wait 2.5s passed with the transaction VOTING") || !strings.Contains(last, part.String()+" (no vote yet") ||
+		!strings.Contains(last, "djinn txn show "+id) {
+		t.Errorf("commit --wait 2500ms: ok=%v stderr %q, want the wait to end with the participant not answered named", ok, errs)
+	}
+	if len(lines) < 2 || !strings.Contains(lines[0], "djinn: note: waited") || !strings.Contains(lines[0], "waiting for "+part.String()) {
+		t.Errorf("commit --wait: stderr %q, want a progress line each second naming the participant waited for", errs)
+	}
+	// The vote goes on (it gives up after 30s): the command did not wait
+	// for it.
+	if st := strings.TrimSpace(r.must("txn", "state", id)); st != "VOTING" {
+		t.Errorf("state after the command returned: %s, want VOTING", st)
+	}
+}
+
+// TestServeHelp: serve --help lists the server's flags only; client
+// commands list the client's.
+func TestServeHelp(t *testing.T) {
+	out, _, ok := runNoServer(t, "serve", "--help")
+	if !ok || !strings.Contains(out, "--listen") || !strings.Contains(out, "--tls-cert") {
+		t.Fatalf("serve --help printed:\n%s", out)
+	}
+	for _, client := range []string{"--server", "--output", "--tls-key string      PEM key of --tls-cert"} {
+		if strings.Contains(out, client) {
+			t.Errorf("serve --help lists the client flag %s:\n%s", client, out)
+		}
+	}
+	out, _, _ = runNoServer(t, "status", "--help")
+	if !strings.Contains(out, "--server") || !strings.Contains(out, "--tls-ca") || strings.Contains(out, "--data-dir") || strings.Contains(out, "--ca ") {
+		t.Errorf("status --help printed:\n%s", out)
+	}
+}
+
+// TestCompletion: the shell completion completes modes, formats and the
+// caller's transactions from the server.
+func TestCompletion(t *testing.T) {
+	r := newRig(t)
+	var tx txnCreatedJSON
+	r.json(&tx, "txn", "create")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"__complete", "lock", "acquire", "0123456789abcdef0123456789abcdef", "--mode", ""}, "iw\n"},
+		{[]string{"__complete", "status", "-o", ""}, "yaml\n"},
+		{[]string{"__complete", "txn", "ls", "--state", "c"}, "committed\n"},
+		{[]string{"__complete", "txn", "--server", r.p.addr, "show", ""}, strconv.FormatUint(tx.ID, 10) + "\tACTIVE\n"},
+	} {
+		out, errs, ok := runNoServer(t, tc.args...)
+		if !ok || !strings.Contains(out, tc.want) {
+			t.Errorf("djinn %v: ok=%v %q %q, want %q among the completions", tc.args, ok, out, errs, tc.want)
+		}
+	}
+	if out, _, ok := runNoServer(t, "completion", "bash"); !ok || !strings.Contains(out, "__djinn") {
+		t.Errorf("completion bash printed %.200q", out)
+	}
+}
+
+// TestVersion: djinn version says the module, the Go version and, for a
+// build of a checkout, the commit.
+func TestVersion(t *testing.T) {
+	out, errs, ok := runNoServer(t, "version", "-o", "json")
+	var v struct {
+		Module  string  `json:"module"`
+		Version string  `json:"version"`
+		Commit  *string `json:"commit"`
+		Go      string  `json:"go"`
+	}
+	if err := json.Unmarshal([]byte(out), &v); !ok || err != nil || v.Module != "github.com/djinn-go/djinn" || v.Version == "" || !strings.HasPrefix(v.Go, "go1.") {
+		t.Fatalf("version -o json: ok=%v %q %q (%v)", ok, out, errs, err)
+	}
+	if text, _, _ := runNoServer(t, "version"); !strings.HasPrefix(text, "djinn "+v.Version+"\n") || !strings.Contains(text, v.Go) {
+		t.Errorf("version printed %q", text)
+	}
+}

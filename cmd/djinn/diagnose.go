@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/djinn-go/djinn/client"
+)
+
+// A client that cannot connect is told why, when a look at the port
+// tells: a TLS port dialled without TLS, a plaintext port dialled with it,
+// a port that wants a client certificate, or the admin port, which speaks
+// HTTP. gRPC alone only reports what broke on the wire.
+
+// probeWait bounds each look at the port.
+const probeWait = 2 * time.Second
+
+// connectionFailure reports whether err is a failure to connect or to
+// speak gRPC, which a look at the port may explain.
+func connectionFailure(err error) bool {
+	s := err.Error()
+	for _, sign := range []string{"cannot connect", "connection error", "server preface", "broken pipe", "connection reset",
+		"tls:", "first record does not look like a TLS handshake"} {
+		if strings.Contains(s, sign) {
+			return true
+		}
+	}
+	return false
+}
+
+// diagnose returns err with its cause and the next step in front, when a
+// look at --server's first address tells them; err otherwise.
+func (g *globals) diagnose(ctx context.Context, err error) error {
+	if g.server == "" || !connectionFailure(err) {
+		return err
+	}
+	eps, perr := client.SplitEndpoints(g.server)
+	if perr != nil || len(eps) == 0 {
+		return err
+	}
+	addr := eps[0]
+	if why := g.probe(ctx, addr); why != "" {
+		return fmt.Errorf("%s: %s (%w)", addr, why, err)
+	}
+	return err
+}
+
+// probe looks at addr and says what is wrong with dialling it as
+// configured, or "".
+func (g *globals) probe(ctx context.Context, addr string) string {
+	tlsPort, asksCert, tlsErr := probeTLS(ctx, addr)
+	withTLS := g.tlsCA != "" || g.cert != ""
+	switch {
+	case tlsPort && !withTLS:
+		return "this port speaks TLS: give --tls-ca with the CA that signed its certificate (djinn tls ca makes a lab one)" + certHint(asksCert)
+	case tlsPort && asksCert && g.cert == "":
+		return "this port asks for a client certificate (mutual TLS): give --tls-cert and --tls-key (djinn tls client NAME makes one)"
+	case tlsPort:
+		return ""
+	}
+	if probeHTTP(ctx, addr) {
+		return "this is djinn's admin port (HTTP: /healthz, /readyz, /metrics): dial the gRPC port instead, djinn serve's --listen (127.0.0.1:4161 by default)"
+	}
+	if withTLS && tlsErr != nil && strings.Contains(tlsErr.Error(), "does not look like a TLS handshake") {
+		return "this port does not speak TLS: drop --tls-ca, --tls-cert and --tls-key, or dial the server's TLS port"
+	}
+	return ""
+}
+
+func certHint(asksCert bool) string {
+	if asksCert {
+		return ", and --tls-cert and --tls-key: it asks for a client certificate (mutual TLS)"
+	}
+	return ""
+}
+
+// probeTLS says whether addr completes a TLS handshake (whoever signed its
+// certificate), and whether it asked for a client certificate.
+func probeTLS(ctx context.Context, addr string) (tlsPort, asksCert bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, probeWait)
+	defer cancel()
+	d := tls.Dialer{Config: &tls.Config{
+		InsecureSkipVerify: true, // a look at the port, nothing is sent: whose certificate it is does not matter
+		NextProtos:         []string{"h2"},
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			asksCert = true
+			return &tls.Certificate{}, nil
+		},
+	}}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		var rec tls.RecordHeaderError
+		if errors.As(err, &rec) {
+			return false, false, err
+		}
+		return false, asksCert, err
+	}
+	conn.Close()
+	return true, asksCert, nil
+}
+
+// probeHTTP says whether addr answers plain HTTP/1.1 as djinn's admin port
+// does.
+func probeHTTP(ctx context.Context, addr string) bool {
+	ctx, cancel := context.WithTimeout(ctx, probeWait)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/healthz", nil)
+	if err != nil {
+		return false
+	}
+	c := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{}).DialContext, DisableKeepAlives: true}}
+	resp, err := c.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.ProtoMajor == 1
+}

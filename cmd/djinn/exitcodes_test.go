@@ -1,0 +1,112 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// exitOf runs djinn with args through the real binary and returns its exit
+// status, stdout and stderr.
+func exitOf(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(djinnBinary(t), args...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, out.String(), errb.String()
+	case errors.As(err, &exit):
+		return exit.ExitCode(), out.String(), errb.String()
+	}
+	t.Fatalf("djinn %v: %v", args, err)
+	return 0, "", ""
+}
+
+// sectionNumber is a bare spec section in an error, which must not be.
+var sectionNumber = regexp.MustCompile(`\((TX|LR|LE|EM|LD|EV)\.[0-9]`)
+
+// TestExitCodes is the table of djinn help exit-codes, through the real
+// binary: 2 for a command line not understood, 1 for a negative answer or
+// an error, 0 for yes; every non-zero status with one line on stderr (a
+// JSON object with -o json) that cites no section number.
+func TestExitCodes(t *testing.T) {
+	r := newRig(t)
+	s := r.p.addr
+	var set, owner struct {
+		Set   string `json:"set"`
+		Owner string `json:"owner"`
+	}
+	r.json(&set, "lock", "create")
+	r.json(&owner, "lock", "owner")
+	r.must("lock", "acquire", set.Set, "--mode", "w", "--owner", owner.Owner)
+	var gone mailboxRegJSON
+	r.json(&gone, "mailbox", "register")
+	r.must("lease", "cancel", gone.Lease.Name)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"an unknown command", []string{"lease", "typo", "--server", s}, 2},
+		{"an unknown top command", []string{"typo"}, 2},
+		{"an unknown flag", []string{"status", "--bogus", "--server", s}, 2},
+		{"a missing argument", []string{"lease", "show", "--server", s}, 2},
+		{"an extra argument", []string{"txn", "show", "1", "2", "--server", s}, 2},
+		{"a flag value not of its type", []string{"mailbox", "pull", gone.ID, "--after", "x", "--server", s}, 2},
+		{"an unknown output", []string{"status", "-o", "xml", "--server", s}, 2},
+		{"a missing required flag", []string{"mailbox", "enable", gone.ID, "--server", s}, 2},
+		{"not granted", []string{"lock", "acquire", set.Set, "--mode", "r", "--owner", owner.Owner, "--try", "--server", s}, 0},
+		{"not granted to another", []string{"lock", "acquire", set.Set, "--mode", "r", "--owner", gone.Lease.Name, "--try", "--server", s}, 1},
+		{"invalid", []string{"lock", "validate", set.Set, "99", "--server", s}, 1},
+		{"not found", []string{"kv", "get", "nothing", "--server", s}, 1},
+		{"a lease gone", []string{"lease", "show", gone.Lease.Token, "--server", s}, 1},
+		{"an error of the server", []string{"txn", "show", "99999", "--server", s}, 1},
+		{"no server", []string{"status", "--server", freePort(t)}, 1},
+		{"yes", []string{"status", "--server", s}, 0},
+		{"a group's help", []string{"lease"}, 0},
+		{"the help of exit codes", []string{"help", "exit-codes"}, 0},
+	} {
+		got, out, errs := exitOf(t, tc.args...)
+		if got != tc.want {
+			t.Errorf("%s: djinn %v exited %d, want %d; stderr %q", tc.name, tc.args, got, tc.want, errs)
+		}
+		if got != 0 && (strings.Count(strings.TrimSpace(errs), "\n") != 0 || !strings.HasPrefix(errs, "djinn: ") || sectionNumber.MatchString(errs)) {
+			t.Errorf("%s: stderr %q, want one line saying why, without section numbers", tc.name, errs)
+		}
+		if tc.name == "the help of exit-codes" && !strings.Contains(out, "2  the command line was not understood") {
+			t.Errorf("djinn help exit-codes printed %q", out)
+		}
+		if got != 0 {
+			checkJSONError(t, tc.name, append(tc.args, "-o", "json"), got)
+		}
+	}
+}
+
+// checkJSONError runs a failing command with -o json: stderr is one JSON
+// object naming the error and its exit status.
+func checkJSONError(t *testing.T, name string, args []string, want int) {
+	t.Helper()
+	if name == "an unknown output" {
+		return // -o json would make it understood
+	}
+	got, _, errs := exitOf(t, args...)
+	var e struct {
+		Error struct {
+			Message    string `json:"message"`
+			Kind       string `json:"kind"`
+			ExitStatus int    `json:"exit_status"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(errs), &e); err != nil || got != want || e.Error.ExitStatus != want || e.Error.Message == "" || e.Error.Kind == "" {
+		t.Errorf("%s with -o json: exit %d, stderr %q (%v), want a JSON error with exit status %d", name, got, errs, err, want)
+	}
+	if want == 2 && e.Error.Kind != "USAGE" {
+		t.Errorf("%s with -o json: kind %q, want USAGE", name, e.Error.Kind)
+	}
+}
