@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/djinn-go/djinn/internal/principal"
 )
 
 // djinn tls: a lab certificate authority and the certificates a cluster
@@ -30,9 +32,6 @@ import (
 // client certificate never does, so a peer cannot pass for a client nor a
 // client for a peer. Server certificates name the hosts clients dial (DNS
 // and IP SANs).
-
-// peerScheme is the URI scheme of a peer's identity.
-const peerScheme = "djinn-peer"
 
 // tlsFlags are the flags every djinn tls command takes.
 type tlsFlags struct {
@@ -56,8 +55,9 @@ func (g *globals) tlsCmd() *cobra.Command {
 			"for mutual TLS), and peer certificates (a node id each, as the URI SAN djinn-peer://NODE-ID, for " +
 			"the Raft port). Keys are ECDSA P-256, written readable by their owner only. For production, use " +
 			"your own certificate authority.\n\n" +
-			"  djinn tls ca\n  djinn tls server --host localhost --host 127.0.0.1\n  djinn tls client alice\n" +
-			"  djinn serve --tls-cert server.pem --tls-key server-key.pem --tls-ca ca.pem --tls-client-auth\n" +
+			"  djinn tls ca\n  djinn tls server --host localhost --host 127.0.0.1\n  djinn tls client alice\n  djinn tls peer n1\n" +
+			"  djinn serve --node-id n1 --tls-cert server.pem --tls-key server-key.pem --tls-peer-cert peer-n1.pem \\\n" +
+			"    --tls-peer-key peer-n1-key.pem --tls-ca ca.pem --tls-client-auth\n" +
 			"  djinn status --tls-ca ca.pem --tls-cert client-alice.pem --tls-key client-alice-key.pem",
 	}
 	cmd.AddCommand(g.tlsCACmd(), g.tlsServerCmd(), g.tlsClientCmd(), g.tlsPeerCmd())
@@ -186,7 +186,7 @@ func (g *globals) tlsPeerCmd() *cobra.Command {
 			}
 			tmpl := certTemplate(args[0], f.days)
 			tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
-			tmpl.URIs = []*url.URL{{Scheme: peerScheme, Host: args[0]}}
+			tmpl.URIs = []*url.URL{{Scheme: principal.PeerScheme, Host: args[0]}}
 			if err := addHosts(tmpl, hosts); err != nil {
 				return err
 			}
@@ -194,7 +194,7 @@ func (g *globals) tlsPeerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			v.Use = "the node " + args[0] + "'s certificate on the Raft port"
+			v.Use = fmt.Sprintf("djinn serve --node-id %s --tls-peer-cert %s --tls-peer-key %s (the node's certificate on the Raft port and in its calls to others)", args[0], v.Cert, v.Key)
 			return g.printWritten(cmd, v)
 		},
 	}

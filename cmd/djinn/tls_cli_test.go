@@ -86,8 +86,12 @@ func TestCLITLS(t *testing.T) {
 // its certificate is served; one that dials in plaintext, without a
 // client certificate, or at the admin port is told what to give.
 func testTLSServer(t *testing.T, dir string) {
+	if _, errs, ok := runNoServer(t, "tls", "peer", "lab1", "--dir", dir); !ok {
+		t.Fatalf("djinn tls peer lab1: %s", errs)
+	}
 	n := newNode(t)
 	p := n.start(t, "--tls-cert", filepath.Join(dir, "server.pem"), "--tls-key", filepath.Join(dir, "server-key.pem"),
+		"--tls-peer-cert", filepath.Join(dir, "peer-lab1.pem"), "--tls-peer-key", filepath.Join(dir, "peer-lab1-key.pem"),
 		"--tls-ca", filepath.Join(dir, "ca.pem"), "--tls-client-auth")
 	defer p.stop(t)
 	tlsArgs := []string{"--tls-ca", filepath.Join(dir, "ca.pem"), "--tls-cert", filepath.Join(dir, "client-alice.pem"), "--tls-key", filepath.Join(dir, "client-alice-key.pem")}
