@@ -263,7 +263,9 @@ func (s *Server) openGRPC(serverTLS *tls.Config) error {
 
 // serve starts serving gRPC and the admin HTTP endpoints.
 func (s *Server) serve() {
-	s.admin = &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
+	s.admin = &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 10 * time.Second,
+		// Failed handshakes and the like: debug lines, not stderr.
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
 	ln := s.adminLn
 	if s.adminTLS != nil {
 		ln = tls.NewListener(ln, s.adminTLS)
