@@ -53,6 +53,7 @@ type FileStore struct {
 	flushing bool              // a flush is writing pending
 	err      error             // sticky: the store failed and must be reopened
 	closed   bool
+	writes   uint64 // frames of batches written and fsynced
 }
 
 var _ Store = (*FileStore)(nil)
@@ -295,6 +296,7 @@ func (s *FileStore) flushLocked() {
 	}
 	s.size += int64(len(buf))
 	s.synced += uint64(k)
+	s.writes++
 	if s.size > compactMin && s.size > 4*(s.liveSize+int64(64*len(s.live))) {
 		if err := s.compactLocked(); err != nil {
 			s.err = err
@@ -390,6 +392,14 @@ func syncDir(dir string) error {
 		err = cerr
 	}
 	return err
+}
+
+// Writes returns the batches applied and the writes (each one frame and
+// one fsync) that carried them: concurrent Applies share a write.
+func (s *FileStore) Writes() (batches, writes uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.synced, s.writes
 }
 
 // Close waits for a write under way and closes the log. Later Applies

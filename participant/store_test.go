@@ -158,6 +158,9 @@ func TestFileStoreConcurrentAppliesAllLand(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	if batches, writes := s.Writes(); batches != 16*20 || writes < 1 || writes > batches {
+		t.Errorf("Writes: %d batches in %d writes, want %d batches in 1 to %[3]d writes", batches, writes, 16*20)
+	}
 	s.Close()
 	n := 0
 	if err := openFile(t, dir).Range("g", func(string, []byte) error { n++; return nil }); err != nil {

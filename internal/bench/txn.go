@@ -368,10 +368,20 @@ func (r *txnRun) write(ctx context.Context, c int, tx *client.Transaction, key s
 
 // servedCalls is what the servers' /metrics said at one time.
 type servedCalls struct {
-	at      time.Time
-	calls   map[string]float64 // by "server:method", every status code
-	cpu     map[string]float64 // CPU seconds by server
-	applied float64            // the manager's last applied log index
+	at    time.Time
+	calls map[string]float64 // by "server:method", every status code
+	// streamed counts the messages received on streams, by
+	// "server:method": each is a call, on a stream.
+	streamed map[string]float64
+	figures  map[string]float64 // perServer's, by "server:metric"
+}
+
+// perServer are the metrics read from each server, counted per
+// transaction: CPU, the manager's log entries (its last applied index) and
+// log writes (each fsynced), the key/value stores' batches and writes.
+var perServer = map[string]bool{
+	"process_cpu_seconds_total": true, "djinn_raft_applied_index": true, "djinn_raft_log_write_seconds_count": true,
+	"djinn_kv_store_batches_total": true, "djinn_kv_store_writes_total": true,
 }
 
 // served reads the calls the servers served and their CPU, from the admin
@@ -386,30 +396,24 @@ func (r *txnRun) served(ctx context.Context) (*servedCalls, error) {
 			admins = append(admins, [2]string{"p" + strconv.Itoa(i+1), a})
 		}
 	}
-	s := &servedCalls{at: time.Now(), calls: map[string]float64{}, cpu: map[string]float64{}}
+	s := &servedCalls{at: time.Now(), calls: map[string]float64{}, streamed: map[string]float64{}, figures: map[string]float64{}}
 	for _, a := range admins {
 		m, err := adminMetrics(ctx, a[1], func(n string) bool {
-			return strings.HasPrefix(n, "grpc_server_handled_total{") || n == "process_cpu_seconds_total" || n == "djinn_raft_applied_index"
+			return strings.HasPrefix(n, "grpc_server_handled_total{") || strings.HasPrefix(n, "grpc_server_msg_received_total{") || perServer[n]
 		})
 		if err != nil {
 			return nil, err
 		}
-		s.add(a[0], a[1] == r.Admin, m)
+		s.add(a[0], m)
 	}
 	return s, nil
 }
 
 // add sorts one server's metrics into s.
-func (s *servedCalls) add(name string, manager bool, m map[string]float64) {
+func (s *servedCalls) add(name string, m map[string]float64) {
 	for metric, v := range m {
-		switch metric {
-		case "process_cpu_seconds_total":
-			s.cpu[name] = v
-			continue
-		case "djinn_raft_applied_index":
-			if manager {
-				s.applied = v
-			}
+		if perServer[metric] {
+			s.figures[name+":"+metric] = v
 			continue
 		}
 		_, method, ok := strings.Cut(metric, `grpc_method="`)
@@ -417,6 +421,12 @@ func (s *servedCalls) add(name string, manager bool, m map[string]float64) {
 			continue
 		}
 		method, _, _ = strings.Cut(method, `"`)
+		if strings.HasPrefix(metric, "grpc_server_msg_received_total{") {
+			if strings.Contains(metric, `grpc_type="bidi_stream"`) || strings.Contains(metric, `grpc_type="client_stream"`) {
+				s.streamed[name+":"+method] += v
+			}
+			continue
+		}
 		s.calls[name+":"+method] += v
 	}
 }
@@ -427,26 +437,47 @@ func (s *servedCalls) add(name string, manager bool, m map[string]float64) {
 var bookkeeping = map[string]bool{"Status": true, "Members": true}
 
 // servedFigures are the calls each server served per committed
-// transaction, its CPU, and the manager's log entries per transaction.
+// transaction (a message on a stream counts as a call, marked "streamed"),
+// its CPU, the manager's log entries and writes, and the key/value stores'
+// batches and writes.
 func servedFigures(before, after *servedCalls, committed int64) []Figure {
 	if before == nil || after == nil || committed == 0 {
 		return nil
 	}
+	per := func(d float64) float64 { return d / float64(committed) }
 	var figs []Figure
 	total := 0.0
-	for _, key := range slices.Sorted(maps.Keys(after.calls)) {
-		if _, method, _ := strings.Cut(key, ":"); bookkeeping[method] {
-			continue
-		}
-		if d := after.calls[key] - before.calls[key]; d > 0 {
-			figs = append(figs, fig("served/tx "+key, d/float64(committed), ""))
-			total += d / float64(committed)
+	for _, set := range []struct {
+		what          string
+		before, after map[string]float64
+	}{{"served/tx ", before.calls, after.calls}, {"streamed/tx ", before.streamed, after.streamed}} {
+		for _, key := range slices.Sorted(maps.Keys(set.after)) {
+			if _, method, _ := strings.Cut(key, ":"); bookkeeping[method] {
+				continue
+			}
+			if d := set.after[key] - set.before[key]; d > 0 {
+				figs = append(figs, fig(set.what+key, per(d), ""))
+				total += per(d)
+			}
 		}
 	}
 	figs = append(figs, fig("served calls/tx", total, ""))
 	secs := after.at.Sub(before.at).Seconds()
-	for _, name := range slices.Sorted(maps.Keys(after.cpu)) {
-		figs = append(figs, fig("CPU "+name, (after.cpu[name]-before.cpu[name])/secs, "cores"))
+	for _, key := range slices.Sorted(maps.Keys(after.figures)) {
+		server, metric, _ := strings.Cut(key, ":")
+		d := after.figures[key] - before.figures[key]
+		switch {
+		case metric == "process_cpu_seconds_total":
+			figs = append(figs, fig("CPU "+server, d/secs, "cores"))
+		case metric == "djinn_raft_applied_index" && server == "mgr":
+			figs = append(figs, fig("manager log entries/tx", per(d), ""))
+		case metric == "djinn_raft_log_write_seconds_count" && server == "mgr":
+			figs = append(figs, fig("manager log writes/tx", per(d), ""))
+		case metric == "djinn_kv_store_batches_total":
+			figs = append(figs, fig(server+" store batches/tx", per(d), ""))
+		case metric == "djinn_kv_store_writes_total":
+			figs = append(figs, fig(server+" store writes/tx", per(d), ""))
+		}
 	}
-	return append(figs, fig("manager log entries/tx", (after.applied-before.applied)/float64(committed), ""))
+	return figs
 }

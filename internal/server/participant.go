@@ -88,6 +88,14 @@ func kvMetrics(s *Server) []prometheus.Collector {
 	ops := &s.kv.Ops
 	return []prometheus.Collector{
 		gauge("djinn_kv_keys", "Committed keys in this node's key/value store.", func() float64 { return float64(s.kv.Len()) }),
+		counter("djinn_kv_store_batches_total", "Batches written to the key/value store (prepared records, commits, writes outside transactions).", func() float64 {
+			b, _ := s.kvStore.Writes()
+			return float64(b)
+		}),
+		counter("djinn_kv_store_writes_total", "Writes to the key/value store's log, each fsynced; concurrent batches share one.", func() float64 {
+			_, w := s.kvStore.Writes()
+			return float64(w)
+		}),
 		labelled(name, help, "op", "get", func() float64 { return float64(ops.Gets.Load()) }),
 		labelled(name, help, "op", "put", func() float64 { return float64(ops.Puts.Load()) }),
 		labelled(name, help, "op", "delete", func() float64 { return float64(ops.Deletes.Load()) }),
