@@ -300,9 +300,9 @@ func TestTransactionCommit(t *testing.T) {
 	}
 }
 
-// TestTransactionPrepareAndCommit: one participant is asked
-// prepareAndCommit (TX.2.7), and is not told again.
-func TestTransactionPrepareAndCommit(t *testing.T) {
+// TestTransactionOneParticipant: one participant is asked to prepare, then
+// told to commit (TX.2.7), and is not told again.
+func TestTransactionOneParticipant(t *testing.T) {
 	_, m := txnServer(t)
 	ctx := t.Context()
 	p := newTestParticipant(t)
@@ -316,7 +316,8 @@ func TestTransactionPrepareAndCommit(t *testing.T) {
 	if err := tx.CommitWait(ctx, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	p.expect(t, "PrepareAndCommit", tx)
+	p.expect(t, "Prepare", tx)
+	p.expect(t, "Commit", tx)
 	p.quiet(t)
 	wantState(t, tx, client.TxnCommitted)
 }
@@ -605,7 +606,8 @@ func TestTransactionInContext(t *testing.T) {
 	if err := tx.CommitWait(ctx, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	p.expect(t, "PrepareAndCommit", tx)
+	p.expect(t, "Prepare", tx)
+	p.expect(t, "Commit", tx)
 
 	// A malformed transaction in the metadata is refused, naming the key.
 	bad := metadata.AppendToOutgoingContext(ctx, client.TxnManagerMetadataKey, tx.Manager().Ref().String(), client.TxnIDMetadataKey, "-1")

@@ -181,7 +181,7 @@ the commit's latency with a log append and the participants' round trips.
 server at P1 and the second on P2's (their transaction managers are not
 used): three processes, two participants, prepare and commit to each.
 Without --kv both keys go to --server's own participant: one participant,
-which gets prepareAndCommit.
+in the manager's process, which the manager calls in process.
 
 --admin and --kv-admin, when given, name the servers' admin endpoints:
 the bench then reads the calls each served from /metrics, and their CPU.

@@ -28,9 +28,9 @@ import (
 //
 // The bench counts the calls it makes. The calls among the servers are
 // derived from the protocol: every participant joins the manager once
-// (TX.2.3); two participants that both vote PREPARED get prepare and then
-// commit each, one participant alone gets prepareAndCommit (TX.2.7). With
-// the servers' admin endpoints the bench also reads the calls each server
+// (TX.2.3), and gets prepare and then commit (TX.2.7); a participant in
+// the manager's process is called in process, without gRPC. With the
+// servers' admin endpoints the bench also reads the calls each server
 // served from its /metrics, which checks the derivation.
 type Txn struct {
 	Levels   []int
@@ -145,28 +145,27 @@ func (r *txnRun) connect(ctx context.Context, env Env) error {
 }
 
 // participants returns the number of distinct participants the writes go
-// to (one per distinct server), and whether all of them are in the
-// manager's process.
-func (r *txnRun) participants() (n int, inProcess bool) {
+// to (one per distinct server), and how many of them are in other
+// processes than the manager.
+func (r *txnRun) participants() (n, remote int) {
 	seen := map[string]bool{}
-	inProcess = true
 	for i := range txnWrites {
 		a := r.kvs[i%len(r.kvs)]
+		if !seen[a] && a != r.server {
+			remote++
+		}
 		seen[a] = true
-		inProcess = inProcess && a == r.server
 	}
-	return len(seen), inProcess
+	return len(seen), remote
 }
 
 // serverCalls is the calls among the servers for one committed transaction
-// with k participants that all vote PREPARED (the reference participant
-// does, having written): k joins (participant to manager), then prepare and
-// commit to each, or prepareAndCommit alone for one participant.
-func serverCalls(k int) (joins, toParticipants int) {
-	if k == 1 {
-		return 1, 1
-	}
-	return k, 2 * k
+// whose participants all vote PREPARED (the reference participant does,
+// having written), remote of them in other processes than the manager:
+// each joins (participant to manager) and is told to prepare, then to
+// commit. Those in the manager's process are called in process: no call.
+func serverCalls(remote int) (joins, toParticipants int) {
+	return remote, 2 * remote
 }
 
 // measure runs the empty call, the transactions at n clients, and at one
@@ -190,16 +189,15 @@ func (r *txnRun) measure(ctx context.Context, n int) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("register: %w", err)
 	}
-	// The commit call waits for the VOTING record, one prepare (or
-	// prepareAndCommit) per participant, one after the other, and the
-	// decision record; the phase-2 commits come after it returns.
-	k, _ := r.participants()
-	ref := reg.P50ms + float64(k)*empty.P50ms
+	// The commit call waits for the prepares, sent to every participant
+	// at once, and the decision record; the phase-2 commits come after it
+	// returns.
+	ref := reg.P50ms + empty.P50ms
 	commit := res.Phases[2].P50ms
 	res.Figures = append(res.Figures, fig("register p50", reg.P50ms, "ms"), fig("commit reference", ref, "ms"))
 	if ref > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("commit p50 %.3f ms vs register p50 %.3f + %d × empty p50 %.3f = %.3f ms: %.2f×",
-			commit, reg.P50ms, k, empty.P50ms, ref, commit/ref))
+		res.Notes = append(res.Notes, fmt.Sprintf("commit p50 %.3f ms vs register p50 %.3f + empty p50 %.3f = %.3f ms: %.2f×",
+			commit, reg.P50ms, empty.P50ms, ref, commit/ref))
 	}
 	return res, nil
 }
@@ -284,24 +282,16 @@ func (r *txnRun) step(ctx context.Context, c int, key string, rec *Recorder, err
 
 // result is a run's result.
 func (r *txnRun) result(m *Measurement, errs *txnErrors) Result {
-	k, inProcess := r.participants()
-	joins, toParts := serverCalls(k)
+	k, remote := r.participants()
+	joins, toParts := serverCalls(remote)
 	res := m.Result("txn", "transaction", "create", "writes", "commit")
 	benchCalls := 0.0
 	if m.Ops > 0 {
 		benchCalls = float64(m.Count("calls")) / float64(m.Ops)
 	}
 	res.CallsPerOp = benchCalls + float64(joins+toParts)
-	layout := "in separate processes"
-	if inProcess {
-		layout = "in the manager's process"
-	}
-	vote := "prepare, commit"
-	if k == 1 {
-		vote = "prepareAndCommit"
-	}
-	res.Notes = append(res.Notes, fmt.Sprintf("%d participants %s; calls/tx: bench %.2f + join %d + manager→participant %d (%s)",
-		k, layout, benchCalls, joins, toParts, vote))
+	res.Notes = append(res.Notes, fmt.Sprintf("%d participants, %d in the manager's process (called in process); calls/tx: bench %.2f + join %d + manager→participant %d (prepare, commit)",
+		k, k-remote, benchCalls, joins, toParts))
 	res.Figures = append(res.Figures, fig("participants", float64(k), ""), fig("conflicts", float64(m.Count("conflicts")), ""),
 		fig("aborted", float64(m.Count("aborted")), ""), fig("errors", float64(errs.n.Load()), ""))
 	if errs.first != nil {

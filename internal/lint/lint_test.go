@@ -37,8 +37,10 @@ var leaderSide = map[string]string{
 	"internal/renewal/renewer.go": "renewing client leases",
 	"internal/renewal/service.go": "the service's loops",
 	"internal/txn/notify.go":      "telling participants outcomes",
+	"internal/txn/pool.go":        "the workers of votes and outcomes",
 	"internal/txn/remote.go":      "promoting into another manager",
-	"internal/txn/service.go":     "votes",
+	"internal/txn/service.go":     "the waitFor of commit and abort",
+	"internal/txn/vote.go":        "votes: retries and the slow vote's VOTING record",
 	"internal/lock/service.go":    "waiting lock requests and the request sweep",
 	"internal/lds/discover.go":    "the discovery runner",
 }

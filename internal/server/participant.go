@@ -34,7 +34,7 @@ func participantPart(s *Server) *part {
 				rpc.hosts.Add(s.kv.Participant())
 			}
 			return r.serve(&djinnpb.TransactionParticipant_ServiceDesc, rpc, Rules{
-				"Prepare": capability, "PrepareAndCommit": capability, "Commit": capability, "Abort": capability,
+				"Prepare": capability, "PrepareAndCommit": capability, "Commit": capability, "Abort": capability, "Calls": capability,
 			})
 		},
 	}
@@ -200,6 +200,18 @@ func (p participants) Abort(ctx context.Context, ref *djinnpb.Ref, mgr djinn.Ref
 	}
 	_, err = c.Abort(ctx, request(ref, mgr, id))
 	return err
+}
+
+// Call implements txn.Participants: this server's lock service and
+// key/value participant are called in process, on the manager's worker,
+// to the end (they wait for nothing but this process); any other
+// participant over the connection pool, in a goroutine of its own.
+func (p participants) Call(ctx context.Context, op txn.Op, ref *djinnpb.Ref, mgr djinn.Ref, id uint64, done func(djinnpb.TransactionState, error)) {
+	if p.lockService(ref) || p.local(ref) != nil {
+		done(txn.CallBlocking(ctx, p, op, ref, mgr, id))
+		return
+	}
+	go func() { done(txn.CallBlocking(ctx, p, op, ref, mgr, id)) }()
 }
 
 var _ txn.Participants = participants{}

@@ -120,9 +120,10 @@ func TestTransactionOtherServersParticipant(t *testing.T) {
 	if got := served(t, mgrSrv, "TransactionManager", "Join"); got != "OK 1" {
 		t.Errorf("manager served Join: %q, want one", got)
 	}
-	if got := served(t, kvSrv, "TransactionParticipant", "PrepareAndCommit"); got != "OK 1" {
-		t.Errorf("participant served PrepareAndCommit: %q, want one", got)
+	if got := served(t, kvSrv, "TransactionParticipant", "Prepare"); got != "OK 1" {
+		t.Errorf("participant served Prepare: %q, want one", got)
 	}
+	servertest.Eventually(t, "the participant told to commit", func() bool { return served(t, kvSrv, "TransactionParticipant", "Commit") == "OK 1" })
 }
 
 // twoManagers starts two servers, each a manager with its own key/value

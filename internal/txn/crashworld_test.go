@@ -145,7 +145,7 @@ type genParts struct {
 	n int // the generation's number
 }
 
-var _ txn.Participants = genParts{}
+var _ txn.BlockingParticipants = genParts{}
 
 func (gp genParts) call(op string, id uint64, ref *djinnpb.Ref, f func(p *modelPart) (djinnpb.TransactionState, error)) (djinnpb.TransactionState, error) {
 	kind := "phase2"
@@ -222,7 +222,7 @@ func (w *world) start(log *statetest.Service[*txn.State]) *gen {
 	l := faultLog{g}
 	lessor := lease.NewLessor(g.log.M.Leases, l, lease.Config{Slack: 10 * time.Second})
 	self := djinn.Ref{Endpoint: "127.0.0.1:4161", Service: g.log.M.ServiceID(), Object: djinn.ID{'t'}}
-	svc, err := txn.New(g.log.State, lessor, l, time.Now, func() djinn.Ref { return self }, sweepConfig(genParts{g, w.m, len(w.gens) + 1}))
+	svc, err := txn.New(g.log.State, lessor, l, time.Now, func() djinn.Ref { return self }, sweepConfig(txn.Blocking(genParts{g, w.m, len(w.gens) + 1})))
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -8,8 +8,11 @@
 // point (TX.2.8) — and every participant that needs telling is told that
 // decision, again and again, until it takes it. Nothing said to a
 // participant runs ahead of the log: no participant hears COMMITTED or
-// ABORTED before the decision is logged, and none is asked to prepare
-// before the transaction is logged VOTING.
+// ABORTED before the decision is logged, and none is asked to roll
+// forward (prepareAndCommit) before the transaction is logged VOTING.
+// A prepare is only a question: a top-level transaction's participants are
+// asked it without a VOTING record (vote.go), and the decision commits
+// only the participant list they were.
 //
 // # States (TX.2.4)
 //
@@ -23,12 +26,18 @@
 //     accepted and ignored; another one aborts the transaction
 //     (CrashCount). The transaction's lease holds it open: a cancel or
 //     expiry of the lease while ACTIVE aborts it (TX.2.1).
-//   - VOTING: commit was asked. Each participant is asked to prepare; the
-//     first ABORTED vote, UnknownTransaction or definite error, or a
-//     participant unreachable past the vote timeout, aborts; NOTCHANGED
-//     participants are dropped; the last participant after only NOTCHANGED
-//     votes gets prepareAndCommit. A transaction's vote is past the lease:
-//     its lease ending while VOTING changes nothing.
+//   - VOTING: commit was asked. Every participant is asked to prepare, all
+//     at once; the first ABORTED vote, UnknownTransaction or definite
+//     error, or a participant unreachable past the vote timeout, aborts;
+//     NOTCHANGED participants are dropped. A transaction's vote is past
+//     the lease: its lease ending while VOTING changes nothing. A
+//     top-level transaction is VOTING on the leader (getState says so, a
+//     join is refused) before the log says it: its vote records VOTING
+//     only if it turns slow — a participant to ask again, or undecided a
+//     call's time after it began — or its lease ends within two calls'
+//     time; until then a lease's end or an abort decides it ABORTED and
+//     the vote's commit is refused (the commit counts as received when
+//     the log has it).
 //   - COMMITTED or ABORTED: decided. The lease ends (ApplyRelease: nobody
 //     is told, the transaction is its owner). PREPARED participants are
 //     told to commit; on abort, those that voted PREPARED or were not yet
@@ -48,11 +57,16 @@
 //
 //	TxnCreate    create: the id (random, a positive Java long), the lease, the creator's principal
 //	TxnJoin      join: the participant and its crash count (and the bound on participants)
-//	TxnVoting    commit: ACTIVE → VOTING, before any prepare is sent
-//	TxnDecide    the vote's outcome, or an abort: the commit point, with the votes
+//	TxnVoting    commit of a nested transaction, before any prepare; a top-level one's slow vote
+//	TxnDecide    the vote's outcome, or an abort: the commit point, with the votes and the
+//	             version of the participant list asked (a list changed since aborts)
 //	TxnPromote   another manager's nested transaction promoting its participants into ours
 //	TxnNotified  participants told the outcome, in batches, after they took it
-//	TxnForget    settled transactions past the retention time
+//	TxnForget    settled transactions past the retention time, in batches
+//
+// So a top-level transaction whose participants answer at once costs
+// TxnCreate, a TxnJoin per participant and TxnDecide, and its share of a
+// TxnNotified and a TxnForget; why each is needed is in BENCHMARKS.md.
 //
 // The state (state.go) is the deterministic part: ApplyX functions of those
 // commands, run inside Apply. The Service (service.go, notify.go,
@@ -67,9 +81,15 @@
 //   - ACTIVE ones stay ACTIVE (their leases follow the lessor's rule: never
 //     expired before their granted expiration).
 //   - VOTING ones are voted again (Run resumes them): participants answer a
-//     repeated prepare with their vote (TX.2.6). A last participant that may
-//     have rolled forward on an earlier leader's prepareAndCommit must
-//     answer, however long that takes, and its COMMITTED decides.
+//     repeated prepare with their vote (TX.2.6). A VOTING record without
+//     the prepare-only mark is an older manager's, which may have sent the
+//     last participant prepareAndCommit: that one is asked after the
+//     others and must answer, however long that takes, and its COMMITTED
+//     decides.
+//   - A top-level transaction whose vote left no VOTING record is ACTIVE:
+//     its client's commit failed (Unavailable) and it commits again —
+//     participants answer the repeated prepare with their vote — or the
+//     lease ends it, and the participants that prepared are told ABORTED.
 //   - Decided ones go on being told: a participant not yet recorded as told
 //     is told again. Participants take a repeated outcome idempotently;
 //     UnknownTransaction from a commit means it rolled forward already.
@@ -88,11 +108,14 @@
 //
 // # Goroutines
 //
-// Run owns the leader's work for one term: the votes it starts (each in a
-// goroutine counted in a WaitGroup), the outcome calls (at most maxCalls in
-// flight) and the forgetting. When the term ends, a vote still waiting for
-// participants stops undecided — the next leader votes again — and Run
-// returns only once every vote and call it started has.
+// Run owns the leader's work for one term: at most Workers goroutines
+// (pool.go) that run the votes' steps, the outcome calls (at most maxCalls
+// in flight) and the records of outcomes told; the votes (counted in a
+// WaitGroup) and the forgetting. A call to a participant over the network
+// holds no worker while it waits: its answer comes to a callback. When the
+// term ends, a vote still waiting for participants stops undecided — the
+// next leader votes again — and Run returns only once every vote, task
+// and call it started has.
 //
 // Who may call what: commit, abort, describe and list answer only the
 // principal that created the transaction (others get UnknownTransaction);

@@ -35,8 +35,9 @@ type modelPart struct {
 	// it remembers them across a crash (see crashLocked).
 	onePhase map[uint64]bool
 	// beforePrepare, if set, runs (once, with the model locked) as its
-	// next prepare arrives.
-	beforePrepare func()
+	// next prepare arrives — of transaction beforePrepareID, if not 0.
+	beforePrepare   func()
+	beforePrepareID uint64
 	// lose is how many of its next answers are lost on the way back;
 	// lossy loses one in three.
 	lose  int
@@ -124,8 +125,8 @@ func stateName(s djinnpb.TransactionState) string {
 }
 
 func (m *model) prepareLocked(p *modelPart, id uint64, andCommit bool) (djinnpb.TransactionState, error) {
-	if f := p.beforePrepare; f != nil {
-		p.beforePrepare = nil
+	if f := p.beforePrepare; f != nil && (p.beforePrepareID == 0 || p.beforePrepareID == id) {
+		p.beforePrepare, p.beforePrepareID = nil, 0
 		f()
 	}
 	switch s, ok := p.mem[id]; {

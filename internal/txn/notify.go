@@ -11,7 +11,10 @@ import (
 )
 
 // maxCalls bounds the outcome calls in flight.
-const maxCalls = 64
+const maxCalls = 256
+
+// forgetBatch bounds the transactions one TxnForget forgets.
+const forgetBatch = 4096
 
 // Run drives transactions while this node leads, until ctx ends: it
 // resumes the votes of VOTING transactions (a transaction that was voting
@@ -25,22 +28,27 @@ const maxCalls = 64
 // for participants when the term ends stops undecided, and the next leader
 // votes again.
 func (s *Service) Run(ctx context.Context) {
+	termCtx, endTerm := context.WithCancel(context.Background())
+	work := newWorkers(s.cfg.Workers)
 	s.mu.Lock()
 	term := s.term
-	s.running = true
+	s.running, s.work, s.termCtx = true, work, termCtx
 	s.mu.Unlock()
+	n := &notifier{s: s, work: work, done: make(chan notified, maxCalls), recorded: make(chan error, 1), forgot: make(chan struct{}, 1)}
 	defer func() {
 		s.mu.Lock()
 		s.running = false
 		s.term = make(chan struct{})
 		s.mu.Unlock()
 		close(term)
+		endTerm()
+		n.stop()
+		work.close()
 		s.voting.Wait()
 	}()
 	for _, id := range s.state.Voting() {
 		s.startVote(id, true)
 	}
-	n := &notifier{s: s, done: make(chan notified, maxCalls)}
 	n.run(ctx)
 }
 
@@ -63,7 +71,8 @@ type outcomeCall struct {
 // and the calls due beyond maxCalls wait in queue, not in a goroutine. So
 // no pass can stall however many calls are due.
 type notifier struct {
-	s *Service
+	s    *Service
+	work *workers
 	// queue holds the calls due and not yet started (marked busy, so no
 	// scan adds them twice); inflight counts those started and not yet
 	// received on done.
@@ -71,22 +80,24 @@ type notifier struct {
 	inflight int
 	done     chan notified
 	wg       sync.WaitGroup
+	// recording is set while a record of participants told is being
+	// logged, on a worker: it reports on recorded. Those told meanwhile
+	// wait in told for the next record. forgetting likewise, on forgot.
+	recording, forgetting bool
+	told                  []*statepb.TxnParticipantRef
+	recorded              chan error
+	forgot                chan struct{}
 }
 
 func (n *notifier) run(ctx context.Context) {
-	defer n.stop()
 	s := n.s
 	tick := time.NewTicker(s.cfg.MinRetry)
 	defer tick.Stop()
 	forget := time.NewTicker(max(s.cfg.Retention/10, time.Second))
 	defer forget.Stop()
-	var told []*statepb.TxnParticipantRef
 	for {
-		if len(told) > 0 {
-			if !n.recordTold(ctx, told) {
-				return
-			}
-			told = nil
+		if len(n.told) > 0 && !n.recording {
+			n.record(ctx)
 		}
 		n.dispatch(ctx)
 		select {
@@ -95,43 +106,76 @@ func (n *notifier) run(ctx context.Context) {
 		case <-s.state.wake:
 		case <-tick.C:
 		case r := <-n.done:
-			told = n.record(r, told)
+			n.took(r)
 			for more := true; more; {
 				select {
 				case r := <-n.done:
-					told = n.record(r, told)
+					n.took(r)
 				default:
 					more = false
 				}
 			}
-		case <-forget.C:
-			if ids := s.state.Settled(s.now().Add(-s.cfg.Retention).UnixNano(), 4096); len(ids) > 0 {
-				if _, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_TxnForget{TxnForget: &statepb.TxnForget{Ids: ids}}}); err != nil && ctx.Err() == nil {
-					s.cfg.Logger.Warn("transaction: forgetting settled transactions failed", "err", err)
-				}
+		case err := <-n.recorded:
+			n.recording = false
+			if err != nil && ctx.Err() != nil {
+				return
 			}
+		case <-forget.C:
+			if !n.forgetting {
+				n.forgetting = true
+				n.wg.Add(1)
+				n.work.Go(func() {
+					defer n.wg.Done()
+					n.forget(ctx)
+					n.forgot <- struct{}{} // never blocks: one forgetting at a time
+				})
+			}
+		case <-n.forgot:
+			n.forgetting = false
 		}
 	}
 }
 
-// recordTold records the participants told; false if ctx ended first.
-// Until recorded, a participant told stays busy so that it is not told
-// again; if the record fails, it is told again.
-func (n *notifier) recordTold(ctx context.Context, told []*statepb.TxnParticipantRef) bool {
+// forget forgets the transactions settled before the retention time, in
+// batches, until none is left.
+func (n *notifier) forget(ctx context.Context) {
 	s := n.s
-	_, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_TxnNotified{TxnNotified: &statepb.TxnNotified{Entries: told}}})
-	if err != nil {
-		if ctx.Err() != nil {
-			return false
+	for ctx.Err() == nil {
+		ids := s.state.Settled(s.now().Add(-s.cfg.Retention).UnixNano(), forgetBatch)
+		if len(ids) == 0 {
+			return
 		}
-		s.cfg.Logger.Warn("transaction: recording outcomes delivered failed; will tell again", "err", err)
+		if _, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_TxnForget{TxnForget: &statepb.TxnForget{Ids: ids}}}); err != nil {
+			if ctx.Err() == nil {
+				s.cfg.Logger.Warn("transaction: forgetting settled transactions failed", "err", err)
+			}
+			return
+		}
 	}
-	s.mu.Lock()
-	for _, e := range told {
-		delete(s.calls, callKey{e.GetId(), int(e.GetParticipant())})
-	}
-	s.mu.Unlock()
-	return true
+}
+
+// record logs the participants told so far, on a worker; it reports on
+// recorded. Until recorded, a participant told stays busy so that it is
+// not told again; if the record fails, it is told again.
+func (n *notifier) record(ctx context.Context) {
+	told := n.told
+	n.told = nil
+	n.recording = true
+	s := n.s
+	n.wg.Add(1)
+	n.work.Go(func() {
+		defer n.wg.Done()
+		_, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_TxnNotified{TxnNotified: &statepb.TxnNotified{Entries: told}}})
+		if err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Warn("transaction: recording outcomes delivered failed; will tell again", "err", err)
+		}
+		s.mu.Lock()
+		for _, e := range told {
+			delete(s.calls, callKey{e.GetId(), int(e.GetParticipant())})
+		}
+		s.mu.Unlock()
+		n.recorded <- err // never blocks: one record at a time
+	})
 }
 
 // stop waits for the calls in flight, then frees every call this run
@@ -192,33 +236,36 @@ func (n *notifier) scan() {
 	}
 }
 
-// start calls one participant in a goroutine that reports on done.
+// start calls one participant, on a worker; its answer comes on done.
 func (n *notifier) start(ctx context.Context, c outcomeCall) {
 	s := n.s
 	mgr := s.self()
 	n.inflight++
 	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
+	n.work.Go(func() {
 		cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
-		err := s.tell(cctx, c, mgr)
-		cancel()
-		n.done <- notified{c.key, err} // never blocks: see notifier
-	}()
+		op := OpAbort
+		if c.commit {
+			op = OpCommit
+		}
+		s.cfg.Participants.Call(cctx, op, c.ref, mgr, c.key.id, func(_ djinnpb.TransactionState, err error) {
+			cancel()
+			n.done <- notified{c.key, s.told(c, err)} // never blocks: see notifier
+			n.wg.Done()
+		})
+	})
 }
 
-// tell tells one participant the outcome; nil once there is nothing more
-// to tell it.
-func (s *Service) tell(ctx context.Context, c outcomeCall, mgr djinn.Ref) error {
+// told sorts a participant's answer to its outcome call: nil once there is
+// nothing more to tell it.
+func (s *Service) told(c outcomeCall, err error) error {
 	id := c.key.id
 	if c.commit {
-		err := s.cfg.Participants.Commit(ctx, c.ref, mgr, id)
 		if djinn.KindOf(err) == djinn.UnknownTransaction {
 			err = nil // it rolled forward already (TX.2.7)
 		}
 		return err
 	}
-	err := s.cfg.Participants.Abort(ctx, c.ref, mgr, id)
 	if djinn.KindOf(err) == djinn.CannotAbort {
 		// The participant says it committed what the manager aborted: a
 		// broken participant, and a mixed outcome an operator must see.
@@ -231,23 +278,24 @@ func (s *Service) tell(ctx context.Context, c outcomeCall, mgr djinn.Ref) error 
 	return err
 }
 
-// record notes a call's outcome: a participant told joins told; a failed
+// took notes a call's outcome: a participant told joins told; a failed
 // one is tried again after a backoff, and reported once it has failed for
 // longer than Abandon.
-func (n *notifier) record(r notified, told []*statepb.TxnParticipantRef) []*statepb.TxnParticipantRef {
+func (n *notifier) took(r notified) {
 	n.inflight--
 	s := n.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.calls[r.key]
 	if c == nil {
-		return told
+		return
 	}
 	if r.err == nil {
 		if !c.since.IsZero() && s.now().Sub(c.since) > s.cfg.Abandon {
 			s.Unreachable.Add(-1)
 		}
-		return append(told, &statepb.TxnParticipantRef{Id: r.key.id, Participant: uint32(r.key.part)})
+		n.told = append(n.told, &statepb.TxnParticipantRef{Id: r.key.id, Participant: uint32(r.key.part)})
+		return
 	}
 	c.busy = false
 	now := s.now()
@@ -262,5 +310,4 @@ func (n *notifier) record(r notified, told []*statepb.TxnParticipantRef) []*stat
 		s.Unreachable.Add(1)
 		s.cfg.Logger.Warn("transaction: participant unreachable past the abandon time; still trying", "id", r.key.id, "participant", r.key.part, "since", c.since, "err", r.err)
 	}
-	return told
 }

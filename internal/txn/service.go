@@ -25,14 +25,6 @@ type Proposer interface {
 	Propose(ctx context.Context, cmd *statepb.Command) (any, error)
 }
 
-// Participants calls participants (TX.2.6) on behalf of the manager mgr.
-type Participants interface {
-	Prepare(ctx context.Context, p *djinnpb.Ref, mgr djinn.Ref, id uint64) (djinnpb.TransactionState, error)
-	PrepareAndCommit(ctx context.Context, p *djinnpb.Ref, mgr djinn.Ref, id uint64) (djinnpb.TransactionState, error)
-	Commit(ctx context.Context, p *djinnpb.Ref, mgr djinn.Ref, id uint64) error
-	Abort(ctx context.Context, p *djinnpb.Ref, mgr djinn.Ref, id uint64) error
-}
-
 // Config configures the manager. Zero values take the defaults.
 type Config struct {
 	// Lease is the transaction lease policy (default: Any is a minute, at
@@ -44,6 +36,10 @@ type Config struct {
 	MaxActive, MaxParticipants, MaxDepth int
 	// Participants calls participants. Required.
 	Participants Participants
+	// Workers bounds the goroutines that run the votes and tell the
+	// outcomes (default 64): each runs a vote's steps and calls, one after
+	// another, and a call that waits on the network holds none.
+	Workers int
 	// CallTimeout bounds one call to a participant (default 10s).
 	CallTimeout time.Duration
 	// VoteTimeout is how long a vote may retry a participant that fails
@@ -78,15 +74,18 @@ type Service struct {
 	cfg    Config
 
 	mu sync.Mutex
-	// votes holds the vote in progress on this leader, by transaction.
-	votes map[uint64]chan struct{}
+	// votes holds the votes in progress on this leader, by transaction.
+	votes map[uint64]*vote
 	// term is closed when the current (or next) run as leader ends: a
 	// vote stops then, undecided.
 	term chan struct{}
 	// running is set while Run runs: votes start only then, each counted
-	// in voting, which Run waits for before it returns.
+	// in voting, which Run waits for before it returns. work and termCtx
+	// are the run's workers and its term (ended as it ends).
 	running bool
 	voting  sync.WaitGroup
+	work    *workers
+	termCtx context.Context
 	// calls holds the leader's record of failing participant calls.
 	calls map[callKey]*callState
 
@@ -128,6 +127,7 @@ func New(s *State, l *lease.Lessor, log Proposer, now func() time.Time, self fun
 	defInt(&cfg.MaxActive, 1_000_000)
 	defInt(&cfg.MaxParticipants, 1000)
 	defInt(&cfg.MaxDepth, 16)
+	defInt(&cfg.Workers, 64)
 	defDur := func(v *time.Duration, d time.Duration) {
 		if *v <= 0 {
 			*v = d
@@ -147,7 +147,7 @@ func New(s *State, l *lease.Lessor, log Proposer, now func() time.Time, self fun
 			return &djinnpb.Error{Kind: string(djinn.KindOf(err)), Message: err.Error()}
 		}
 	}
-	return &Service{state: s, lessor: l, log: log, now: now, self: self, cfg: cfg, votes: map[uint64]chan struct{}{}, term: make(chan struct{}), calls: map[callKey]*callState{}}, nil
+	return &Service{state: s, lessor: l, log: log, now: now, self: self, cfg: cfg, votes: map[uint64]*vote{}, term: make(chan struct{}), calls: map[callKey]*callState{}}, nil
 }
 
 func (s *Service) leading() error { return s.lessor.Serving("transaction manager") }
@@ -268,6 +268,12 @@ func (s *Service) Join(ctx context.Context, id uint64, p *djinnpb.Ref, crash int
 	if err != nil {
 		return err
 	}
+	if in.State == Active && s.voteRuns(id) && !crashCountChanged(in, p, crash) {
+		// Voting without a VOTING record yet: a join is refused as it would
+		// be after one. A known participant with another crash count goes
+		// on to the log, which aborts the transaction (TX.2.3).
+		return djinn.Errorf(djinn.CannotJoin, "transaction %d: VOTING (its commit is under way), no longer active (TX.2.3)", id)
+	}
 	if in.State == Active && len(in.Parts) >= s.cfg.MaxParticipants {
 		return djinn.Errorf(djinn.ResourceExhausted, "transaction %d has %d participants, the most allowed", id, len(in.Parts))
 	}
@@ -285,10 +291,32 @@ func (s *Service) GetState(ctx context.Context, id uint64) (djinnpb.TransactionS
 	if err != nil {
 		return 0, err
 	}
-	if in.State == Active && !s.lessor.Table().Alive(in.Cookie, s.now()) {
+	switch {
+	case in.State == Active && s.voteRuns(id):
+		return Voting, nil // a vote without a VOTING record (yet)
+	case in.State == Active && !s.lessor.Table().Alive(in.Cookie, s.now()):
 		return Aborted, nil
 	}
 	return in.State, nil
+}
+
+// crashCountChanged reports whether p joined in with another crash count.
+func crashCountChanged(in Info, p *djinnpb.Ref, crash int64) bool {
+	k := partKey(p)
+	for _, q := range in.Parts {
+		if partKey(q.Ref) == k {
+			return q.Crash != crash
+		}
+	}
+	return false
+}
+
+// voteRuns reports whether a vote of transaction id runs on this leader.
+func (s *Service) voteRuns(id uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.votes[id]
+	return ok
 }
 
 // Describe returns a transaction with its participants and, on the
@@ -376,6 +404,9 @@ func (s *Service) Promote(ctx context.Context, id uint64, parts []*djinnpb.Ref, 
 	if err != nil {
 		return err
 	}
+	if in.State == Active && s.voteRuns(id) {
+		return djinn.Errorf(djinn.CannotJoin, "transaction %d: VOTING (its commit is under way), no longer active (TX.2.7)", id)
+	}
 	if len(in.Parts)+len(parts) > s.cfg.MaxParticipants {
 		return djinn.Errorf(djinn.ResourceExhausted, "transaction %d would have %d participants, the most allowed is %d", id, len(in.Parts)+len(parts), s.cfg.MaxParticipants)
 	}
@@ -410,6 +441,9 @@ func (s *Service) owned(ctx context.Context, id uint64) (Info, error) {
 // Commit commits a transaction (TX.2.5): it returns once the transaction
 // is COMMITTED (CannotCommit if it aborts), and with waitFor, once every
 // participant has been told, or TimeoutExpired{committed} after waitFor.
+//
+// A top-level transaction is voted without a VOTING record (vote.go); a
+// nested one records VOTING first.
 func (s *Service) Commit(ctx context.Context, id uint64, waitFor *time.Duration) error {
 	in, err := s.owned(ctx, id)
 	if err != nil {
@@ -420,17 +454,26 @@ func (s *Service) Commit(ctx context.Context, id uint64, waitFor *time.Duration)
 		if !s.lessor.Table().Alive(in.Cookie, s.now()) {
 			return djinn.Errorf(djinn.CannotCommit, "transaction %d: its lease ended, so it aborted; renew a transaction's lease while the work goes on", id)
 		}
-		res, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_TxnVoting{TxnVoting: &statepb.TxnVoting{Id: id}}})
-		if err != nil {
-			return err
+		if in.Parent != 0 || in.Remote != nil {
+			res, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_TxnVoting{TxnVoting: &statepb.TxnVoting{Id: id, PrepareOnly: true}}})
+			if err != nil {
+				return err
+			}
+			in = res.(Info)
 		}
-		in = res.(Info)
 	}
-	if in.State == Voting {
-		s.startVote(id, resumed)
+	var voted <-chan struct{}
+	if in.State == Active || in.State == Voting {
+		voted = s.startVote(id, resumed)
 	}
 	select {
 	case <-in.Decided:
+	case <-voted:
+		select {
+		case <-in.Decided:
+		default:
+			return djinn.Errorf(djinn.Unavailable, "transaction %d: the vote stopped undecided (this node stopped leading); commit again", id)
+		}
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -485,196 +528,38 @@ func (s *Service) wait(ctx context.Context, in Info, waitFor *time.Duration, com
 	}
 }
 
-// startVote runs the vote of a VOTING transaction, once per leader;
-// resumed if an earlier leader may have begun it.
+// startVote runs the vote of transaction id, once per leader, and
+// returns a channel closed when it ends (decided, or undecided because
+// this node stopped leading); resumed if an earlier leader may have begun
+// it. A transaction no longer ACTIVE or VOTING is not voted: the channel
+// is then closed at once.
 //
 // Only while Run runs: a transaction moved to VOTING just before (or
 // after) is voted by the Run that starts next, which resumes every VOTING
 // transaction. Run waits for the votes it owns before it returns.
-func (s *Service) startVote(id uint64, resumed bool) {
-	s.mu.Lock()
-	if _, voting := s.votes[id]; voting || !s.running {
-		s.mu.Unlock()
-		return
+func (s *Service) startVote(id uint64, resumed bool) <-chan struct{} {
+	in, err := s.state.Get(id)
+	if err != nil || (in.State != Active && in.State != Voting) {
+		return closedChan
 	}
-	done := make(chan struct{})
-	s.votes[id] = done
-	term := s.term
+	s.mu.Lock()
+	if v, ok := s.votes[id]; ok {
+		s.mu.Unlock()
+		return v.done
+	}
+	if !s.running {
+		s.mu.Unlock()
+		return closedChan
+	}
+	v := s.newVote(in, resumed, s.work, s.termCtx)
+	s.votes[id] = v
 	s.voting.Add(1)
 	s.mu.Unlock()
-	go func() {
-		defer s.voting.Done()
-		defer func() {
-			s.mu.Lock()
-			delete(s.votes, id)
-			s.mu.Unlock()
-			close(done)
-		}()
-		s.vote(id, resumed, term)
-	}()
+	v.begin()
+	return v.done
 }
 
-// vote asks each participant to prepare (TX.2.7) and decides: ABORTED at
-// the first ABORTED vote, UnknownTransaction or definite error, or when a
-// participant stays unreachable past VoteTimeout; otherwise COMMITTED. A
-// transaction whose last participant to vote follows only NOTCHANGED votes
-// gets prepareAndCommit.
-//
-// A participant that may have rolled forward on prepareAndCommit holds the
-// outcome: the manager must hear from it, however long it stays
-// unreachable, and its COMMITTED decides. That is the last participant
-// when this vote sends it prepareAndCommit, and, in a vote resumed after
-// another leader's (which may have sent it before its answer was lost),
-// unless another participant's answer, PREPARED or ABORTED, shows it was
-// never sent (a participant that voted NOTCHANGED never says either
-// later). The vote ends undecided if this node stops leading meanwhile;
-// the next leader votes again.
-func (s *Service) vote(id uint64, resumed bool, term <-chan struct{}) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.VoteTimeout+s.cfg.CallTimeout)
-	defer cancel()
-	in, err := s.state.Get(id)
-	if err != nil || in.State != Voting {
-		return
-	}
-	mgr := s.self()
-	n := len(in.Parts)
-	votes := make([]djinnpb.TransactionState, n)
-	// silent marks the participants that never answered: one may have
-	// prepared and lost the answer, so it is told the outcome. answered
-	// marks those that voted PREPARED or ABORTED.
-	silent, answered := make([]bool, n), make([]bool, n)
-	deadline := s.now().Add(s.cfg.VoteTimeout)
-	// ask gets participant i's vote; false if this node's run as leader
-	// ended while waiting for one that must answer.
-	ask := func(i int, andCommit, mustAnswer bool) bool {
-		within := ctx
-		if mustAnswer {
-			within = context.Background() // no vote deadline
-		}
-		for attempt := 0; ; attempt++ {
-			cctx, ccancel := context.WithTimeout(within, s.cfg.CallTimeout)
-			var v djinnpb.TransactionState
-			var err error
-			if andCommit {
-				v, err = s.cfg.Participants.PrepareAndCommit(cctx, in.Parts[i].Ref, mgr, id)
-			} else {
-				v, err = s.cfg.Participants.Prepare(cctx, in.Parts[i].Ref, mgr, id)
-			}
-			ccancel()
-			switch {
-			case err == nil && (v == Prepared || v == NotChanged || v == Aborted || (i == n-1 && v == Committed)):
-				// COMMITTED: the last participant rolled forward on a
-				// prepareAndCommit, this one or an earlier leader's.
-				votes[i], answered[i] = v, v == Prepared || v == Aborted
-				return true
-			case err == nil:
-				s.cfg.Logger.Warn("transaction: participant answered prepare with a state that is not a vote", "id", id, "vote", v)
-				votes[i] = Aborted
-				return true
-			case djinn.IsDefinite(err):
-				// UnknownTransaction: the participant lost its state.
-				votes[i] = Aborted
-				return true
-			case mustAnswer:
-				// No deadline: try again.
-			case !s.now().Before(deadline) || ctx.Err() != nil:
-				votes[i], silent[i] = Aborted, true
-				return true
-			}
-			wait := time.NewTimer(s.backoff(attempt))
-			if mustAnswer {
-				select {
-				case <-wait.C:
-				case <-term:
-					wait.Stop()
-					return false
-				}
-				continue
-			}
-			select {
-			case <-wait.C:
-			case <-ctx.Done():
-				wait.Stop()
-			case <-term:
-				wait.Stop()
-				return false
-			}
-		}
-	}
-	var wg sync.WaitGroup
-	last := n - 1
-	for i := range last {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ask(i, false, false)
-		}()
-	}
-	wg.Wait()
-	if ended(term) {
-		return // undecided: the next leader votes again
-	}
-	if n > 0 {
-		onlyLast, shown := true, false
-		for i := range last {
-			onlyLast = onlyLast && votes[i] == NotChanged
-			shown = shown || answered[i]
-		}
-		// Not for a nested transaction: its participants are promoted into
-		// the parent, and one that prepareAndCommit rolled forward into
-		// it would still have to join it.
-		top := in.Parent == 0 && in.Remote == nil
-		andCommit := onlyLast && top
-		if !ask(last, andCommit, andCommit || (resumed && !shown && top)) {
-			return
-		}
-	}
-	commit := true
-	var prepared []uint32
-	for i, v := range votes {
-		switch v {
-		case Aborted:
-			commit = false
-		case Prepared:
-			prepared = append(prepared, uint32(i))
-		}
-	}
-	if n > 0 && votes[last] == Committed {
-		commit = true // the others voted NOTCHANGED when it was sent
-	}
-	if commit && in.Remote != nil && len(prepared) > 0 {
-		// Nested in another manager's transaction: its participants become
-		// the parent's, all at once, before it commits (TX.2.7).
-		ok, stop := s.promoteRemote(ctx, in, prepared, deadline, term)
-		if stop {
-			return
-		}
-		commit = ok
-	}
-	dec := &statepb.TxnDecide{Id: id, Commit: commit, Prepared: prepared}
-	for i, v := range votes {
-		if silent[i] {
-			v = 0 // no vote: told the outcome like one not yet asked
-		}
-		dec.Votes = append(dec.Votes, int32(v))
-	}
-	pctx, pcancel := context.WithTimeout(context.Background(), s.cfg.CallTimeout)
-	defer pcancel()
-	if _, err := s.log.Propose(pctx, &statepb.Command{NowUnixNanos: s.now().UnixNano(), Op: &statepb.Command_TxnDecide{TxnDecide: dec}}); err != nil &&
-		djinn.KindOf(err) != djinn.CannotCommit && djinn.KindOf(err) != djinn.CannotAbort {
-		s.cfg.Logger.Warn("transaction: recording the outcome failed; the next leader votes again", "id", id, "err", err)
-	}
-}
-
-// ended reports whether term is closed.
-func ended(term <-chan struct{}) bool {
-	select {
-	case <-term:
-		return true
-	default:
-		return false
-	}
-}
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 func (s *Service) backoff(attempt int) time.Duration {
 	d := s.cfg.MinRetry << min(attempt, 20)

@@ -52,6 +52,12 @@ type transaction struct {
 	remote   *statepb.TxnRemoteParent
 	remoteID uint64
 	ended    int64 // when it was decided (unix nanos; 0 for a lease end)
+	// version counts the changes to parts (joins, promotions): a vote
+	// commits only the list it asked.
+	version uint32
+	// prepareOnly: VOTING from a vote that asks prepare only, never
+	// prepareAndCommit.
+	prepareOnly bool
 	// decided is closed when the transaction is COMMITTED or ABORTED;
 	// settled when, besides, every participant has been told.
 	decided, settled chan struct{}
@@ -68,6 +74,9 @@ type State struct {
 	// unsettled holds decided transactions with participants still to
 	// tell; wake is signalled when it grows.
 	unsettled map[uint64]*transaction
+	// settled holds the settled top-level transactions, oldest first: the
+	// next to forget. forgotten ones leave it from its head.
+	settled []*transaction
 
 	// orphans holds, while a snapshot is restored, the children restored
 	// before their parent, by parent.
@@ -119,8 +128,13 @@ type Info struct {
 	// nil for a transaction that is top-level or nested at this manager.
 	Remote   *statepb.TxnRemoteParent
 	RemoteID uint64
-	Decided  <-chan struct{}
-	Settled  <-chan struct{}
+	// Version is the participant list's: it changes with every join and
+	// promotion.
+	Version uint32
+	// PrepareOnly marks a VOTING transaction whose vote asks prepare only.
+	PrepareOnly bool
+	Decided     <-chan struct{}
+	Settled     <-chan struct{}
 }
 
 // PartInfo is a participant as callers see it.
@@ -133,7 +147,8 @@ type PartInfo struct {
 
 func (t *transaction) info() Info {
 	in := Info{ID: t.id, Cookie: t.cookie, Principal: t.principal, State: t.state, Decided: t.decided, Settled: t.settled,
-		Parent: t.parent, Children: append([]uint64(nil), t.children...), Remote: t.remote, RemoteID: t.remoteID}
+		Parent: t.parent, Children: append([]uint64(nil), t.children...), Remote: t.remote, RemoteID: t.remoteID,
+		Version: t.version, PrepareOnly: t.prepareOnly}
 	in.Parts = make([]PartInfo, len(t.parts))
 	for i, p := range t.parts {
 		in.Parts[i] = PartInfo{Ref: p.ref, Crash: p.crash, Vote: p.vote, Notified: p.notified}
@@ -316,6 +331,7 @@ func (s *State) ApplyJoin(now int64, c *statepb.TxnJoin) error {
 		return err
 	}
 	t.parts = append(t.parts, &participant{ref: p, crash: c.GetCrashCount()})
+	t.version++
 	return nil
 }
 
@@ -347,7 +363,7 @@ func (s *State) ApplyVoting(c *statepb.TxnVoting) (Info, error) {
 		return Info{}, unknown(c.GetId())
 	}
 	if t.state == Active {
-		t.state = Voting
+		t.state, t.prepareOnly = Voting, c.GetPrepareOnly()
 		// A parent's vote settles its nested transactions: those not yet
 		// decided abort (their participants would have to vote ABORTED in
 		// the parent anyway, TX.2.7).
@@ -377,10 +393,23 @@ func (s *State) ApplyDecide(now int64, c *statepb.TxnDecide) (Info, error) {
 	if !ok {
 		return Info{}, unknown(c.GetId())
 	}
+	if v := c.GetVersion(); c.GetCommit() && v != 0 && v-1 != t.version && (t.state == Active || t.state == Voting) {
+		// The list the vote asked is no longer the transaction's: whoever
+		// joined meanwhile was not asked, so it cannot commit.
+		s.decideLocked(now, t, Aborted)
+		return t.info(), djinn.Errorf(djinn.CannotCommit, "transaction %d: a participant joined while the vote was taken, so it aborted (TX.2.3)", t.id)
+	}
 	if votes := c.GetVotes(); len(votes) == len(t.parts) && (t.state == Active || t.state == Voting) {
 		for i, v := range votes {
 			t.parts[i].vote = djinnpb.TransactionState(v)
 		}
+	}
+	if c.GetCommit() && c.GetVersion() != 0 && t.state == Active && t.parent == 0 && t.remote == nil {
+		// A vote taken without a VOTING record: the decision is the first
+		// the log hears of it, and a parent's vote settles its nested
+		// transactions (as ApplyVoting does).
+		t.state = Voting
+		s.abortChildrenLocked(now, t)
 	}
 	switch {
 	case c.GetCommit() && t.state == Voting && t.parent != 0:
@@ -464,6 +493,7 @@ func (s *State) promoteLocked(now int64, t *transaction, refs []*djinnpb.Ref, cr
 			p := &participant{ref: r, crash: crashes[i]}
 			t.parts = append(t.parts, p)
 			known[partKey(r)] = p
+			t.version++
 		}
 	}
 	if drop != nil {
@@ -472,6 +502,9 @@ func (s *State) promoteLocked(now int64, t *transaction, refs []*djinnpb.Ref, cr
 			if partKey(p.ref) != partKey(drop) {
 				kept = append(kept, p)
 			}
+		}
+		if len(kept) < len(t.parts) {
+			t.version++
 		}
 		clear(t.parts[len(kept):])
 		s.table.Quotas().Release(t.principal, quota.Participants, int64(len(t.parts)-len(kept)))
@@ -540,6 +573,9 @@ func (s *State) settleLocked(t *transaction) {
 	case <-t.settled:
 	default:
 		close(t.settled)
+		if t.parent == 0 {
+			s.settled = append(s.settled, t)
+		}
 	}
 }
 
@@ -592,6 +628,7 @@ func (s *State) ApplyForget(c *statepb.TxnForget) {
 		}
 		forget(t)
 	}
+	s.popForgottenLocked()
 	s.mu.Unlock()
 	if len(cookies) > 0 {
 		s.table.ApplyRelease(cookies...)
@@ -644,23 +681,41 @@ func (s *State) Voting() []uint64 {
 	return out
 }
 
-// Settled returns the ids of settled transactions decided before cutoff
-// (unix nanos), at most max.
+// Settled returns the ids of settled top-level transactions decided
+// before cutoff (unix nanos), at most max, oldest settled first. It stops
+// at the first settled at or after cutoff: those behind it wait their
+// turn (after a restore, for up to the retention time).
 func (s *State) Settled(cutoff int64, max int) []uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []uint64
-	for id, t := range s.txns {
+	for _, t := range s.settled {
 		if len(out) == max {
 			break
 		}
-		if t.parent == 0 && (t.state == Committed || t.state == Aborted) && t.ended < cutoff {
-			if _, ok := s.unsettled[id]; !ok {
-				out = append(out, id)
-			}
+		if s.txns[t.id] != t {
+			continue // forgotten
 		}
+		if t.ended >= cutoff {
+			break
+		}
+		out = append(out, t.id)
 	}
 	return out
+}
+
+// popForgottenLocked drops the forgotten transactions from the head of
+// settled.
+func (s *State) popForgottenLocked() {
+	i := 0
+	for i < len(s.settled) && s.txns[s.settled[i].id] != s.settled[i] {
+		s.settled[i] = nil
+		i++
+	}
+	s.settled = s.settled[i:]
+	if len(s.settled) == 0 {
+		s.settled = nil // let the drained array go
+	}
 }
 
 func insertSorted(ids []uint64, id uint64) []uint64 {
@@ -669,90 +724,4 @@ func insertSorted(ids []uint64, id uint64) []uint64 {
 		return ids
 	}
 	return slices.Insert(ids, i, id)
-}
-
-// Records returns the state for a snapshot.
-func (s *State) Records() (*statepb.TxnCounter, []*statepb.TxnRecord) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]*statepb.TxnRecord, 0, len(s.txns))
-	for _, t := range s.txns {
-		r := &statepb.TxnRecord{Id: t.id, Cookie: t.cookie[:], Principal: t.principal, State: int32(t.state), EndedUnixNanos: t.ended, ParentId: t.parent}
-		if t.remote != nil {
-			r.ParentId, r.Remote = t.remoteID, t.remote
-		}
-		for _, p := range t.parts {
-			r.Participants = append(r.Participants, &statepb.TxnParticipantRecord{Participant: p.ref, CrashCount: p.crash, Vote: int32(p.vote), Notified: p.notified})
-		}
-		out = append(out, r)
-	}
-	return &statepb.TxnCounter{NextId: s.next}, out
-}
-
-// Reset empties the state before a restore.
-func (s *State) Reset() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.txns = map[uint64]*transaction{}
-	s.unsettled = map[uint64]*transaction{}
-	s.next = 0
-	s.undecided = 0
-	s.orphans, s.remoteKids = nil, nil
-}
-
-// RestoreCounter restores the id counter.
-func (s *State) RestoreCounter(c *statepb.TxnCounter) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.next = max(s.next, c.GetNextId())
-}
-
-// Restore adds one snapshot record (its lease is restored separately).
-func (s *State) Restore(r *statepb.TxnRecord) error {
-	cookie, err := djinn.IDFromBytes("lease cookie", r.GetCookie())
-	if err != nil {
-		return err
-	}
-	st := djinnpb.TransactionState(r.GetState())
-	if st != Active && st != Voting && st != Committed && st != Aborted {
-		return djinn.Errorf(djinn.Internal, "transaction %d: state %d", r.GetId(), r.GetState())
-	}
-	t := newTransaction(r.GetId(), cookie, r.GetPrincipal())
-	t.state, t.ended, t.parent = st, r.GetEndedUnixNanos(), r.GetParentId()
-	if r.GetRemote() != nil {
-		t.parent, t.remote, t.remoteID = 0, r.GetRemote(), r.GetParentId()
-	}
-	for _, p := range r.GetParticipants() {
-		t.parts = append(t.parts, &participant{ref: p.GetParticipant(), crash: p.GetCrashCount(), vote: djinnpb.TransactionState(p.GetVote()), notified: p.GetNotified()})
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.txns[t.id] = t
-	s.table.Quotas().Add(t.principal, quota.Participants, int64(len(t.parts)))
-	s.next = max(s.next, t.id)
-	if t.remote != nil {
-		s.indexRemoteLocked(t)
-	}
-	// Records come in any order: link t to its parent and its children.
-	if t.parent != 0 {
-		if p, ok := s.txns[t.parent]; ok {
-			p.children = insertSorted(p.children, t.id)
-		} else {
-			if s.orphans == nil {
-				s.orphans = map[uint64][]uint64{}
-			}
-			s.orphans[t.parent] = append(s.orphans[t.parent], t.id)
-		}
-	}
-	for _, cid := range s.orphans[t.id] {
-		t.children = insertSorted(t.children, cid)
-	}
-	delete(s.orphans, t.id)
-	if st == Committed || st == Aborted {
-		close(t.decided)
-		s.settleLocked(t)
-	} else {
-		s.undecided++
-	}
-	return nil
 }

@@ -14,18 +14,24 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/txn"
 	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/proto/statepb"
 )
 
 // The crash-point sweep (issue 3, section 5): the manager is "killed" at
-// each step of a commit — after its VOTING record, after k of n prepares
-// reached their participants, before and after its decision record, after
-// k of n phase-2 calls, before and after its record of the participants
-// told — and started again from a snapshot of what its log held at that
-// moment, over hundreds of transactions whose 2–5 model participants vote
-// at random, fail for a while, and crash too. After recovery no
+// each step of a commit — after its VOTING record (a vote that turned slow,
+// or whose lease ends soon, records one), after k of n prepares reached
+// their participants, before and after its decision record, after k of n
+// phase-2 calls, before and after its record of the participants told —
+// and started again from a snapshot of what its log held at that moment,
+// over hundreds of transactions whose 2–5 model participants vote at
+// random, fail for a while, and crash too. Some transactions have leases
+// too short for a vote without a VOTING record; into some a participant
+// joins while the vote is under way (its join reaches the log: the race
+// the leader's own refusal of such joins cannot close). After recovery no
 // transaction may have a mixed outcome, every commit that returned nil is
-// committed at every participant that voted PREPARED, and no participant
-// applies an outcome twice or applies the other one.
+// committed at every participant that voted PREPARED, a participant whose
+// join the log took is committed whenever the transaction is, and no
+// participant applies an outcome twice or applies the other one.
 
 // sweepConfig is the managers' configuration in the sweep: short retry
 // times, so that fake time moves in few steps.
@@ -45,6 +51,11 @@ type sweepTxn struct {
 	// lost names the participants that lost it to a crash after they
 	// joined and before they prepared: it must abort (TX.2.3).
 	lost []string
+	// late names a participant that joins once the vote asked the first
+	// one; lateJoined, guarded by the model's lock, that the log took its
+	// join.
+	late       string
+	lateJoined bool
 	// pending: the client still has to call (first time, or again after
 	// an answer lost in a crash).
 	pending  bool
@@ -58,6 +69,9 @@ type sweep struct {
 	rng   *rand.Rand
 	txns  []*sweepTxn
 	fired map[string]int
+	// shortLeases, when set, gives every transaction begun a lease too
+	// short for a vote without a VOTING record.
+	shortLeases bool
 }
 
 var allVotes = []djinnpb.TransactionState{txn.Prepared, txn.Prepared, txn.Prepared, txn.NotChanged, txn.NotChanged, txn.Aborted}
@@ -67,7 +81,13 @@ var allVotes = []djinnpb.TransactionState{txn.Prepared, txn.Prepared, txn.Prepar
 func (s *sweep) begin(n int) *sweepTxn {
 	s.t.Helper()
 	g := s.g
-	c, err := g.svc.Create(context.Background(), time.Minute)
+	// One in four has a lease too short for a vote without a VOTING record
+	// (under two calls' time left when it begins).
+	d := time.Minute
+	if s.rng.IntN(4) == 0 || s.shortLeases {
+		d = 3 * time.Second
+	}
+	c, err := g.svc.Create(context.Background(), d)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -75,6 +95,9 @@ func (s *sweep) begin(n int) *sweepTxn {
 	names := slices.Clone(s.m.names)
 	s.rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
 	tx.parts = names[:n]
+	if n < len(names) && s.rng.IntN(8) == 0 {
+		s.joinLate(tx, names[n])
+	}
 	// One in four changes one participant only: the others vote NOTCHANGED
 	// and the last gets prepareAndCommit.
 	readMostly := s.rng.IntN(4) == 0
@@ -94,6 +117,33 @@ func (s *sweep) begin(n int) *sweepTxn {
 	}
 	s.txns = append(s.txns, tx)
 	return tx
+}
+
+// joinLate has participant late join tx as the vote asks tx's first
+// participant: its join goes straight to the log (the leader refuses joins
+// while it votes, but one it let through a moment before the vote began
+// reaches the log after).
+func (s *sweep) joinLate(tx *sweepTxn, late string) {
+	tx.late = late
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	first := s.m.parts[tx.parts[0]]
+	first.beforePrepareID = tx.id
+	first.beforePrepare = func() {
+		// Called with s.m.mu held.
+		g := s.g
+		if g.isDead() {
+			return
+		}
+		p := s.m.parts[late]
+		_, err := g.log.Propose(context.Background(), &statepb.Command{Op: &statepb.Command_TxnJoin{TxnJoin: &statepb.TxnJoin{
+			Id: tx.id, Participant: part(late), CrashCount: p.crash}}})
+		if err == nil {
+			tx.lateJoined = true
+			p.mem[tx.id] = txn.Active
+			p.votes[tx.id] = txn.Prepared
+		}
+	}
 }
 
 // crashParticipant crashes participant pn now: the transactions it had
@@ -206,7 +256,11 @@ func (s *sweep) settled(batch []*sweepTxn) bool {
 			}
 		}
 		s.m.mu.Lock()
-		for _, n := range tx.parts {
+		parts := tx.parts
+		if tx.lateJoined {
+			parts = append(slices.Clip(parts), tx.late)
+		}
+		for _, n := range parts {
 			if st, ok := s.m.parts[n].mem[tx.id]; ok && (st == txn.Active || st == txn.Prepared) {
 				s.m.mu.Unlock()
 				return false
@@ -325,6 +379,8 @@ func (s *sweep) check() (committed, aborted int) {
 			problem = "the client was told it aborted"
 		case len(tx.lost) > 0 && st != txn.Aborted:
 			problem = "TX.2.3: a participant lost it between join and prepare, so it must abort"
+		case tx.lateJoined && st == txn.Committed && s.m.parts[tx.late].applied[tx.id] != txn.Committed:
+			problem = fmt.Sprintf("%s joined during the vote and the log took it, yet the transaction committed without it", tx.late)
 		}
 		if problem != "" {
 			s.t.Errorf("%s: %s; calls:\n\t%s", what, problem, strings.Join(s.m.trace[tx.id], "\n\t"))
@@ -360,12 +416,19 @@ func (s *sweep) finish() (committed, aborted int) {
 	time.Sleep(time.Minute)
 	synctest.Wait()
 	committed, aborted = s.check()
+	late := 0
+	for _, tx := range s.txns {
+		if tx.lateJoined {
+			late++
+		}
+	}
 	var kinds []string
 	for k, n := range s.fired {
 		kinds = append(kinds, fmt.Sprintf("%s:%d", k, n))
 	}
 	sort.Strings(kinds)
-	s.t.Logf("%d transactions (%d committed, %d aborted), %d manager crashes by kind %v", len(s.txns), committed, aborted, len(s.gens)-1, kinds)
+	s.t.Logf("%d transactions (%d committed, %d aborted, %d joined by a participant during the vote), %d manager crashes by kind %v",
+		len(s.txns), committed, aborted, late, len(s.gens)-1, kinds)
 	return committed, aborted
 }
 
@@ -393,6 +456,9 @@ func TestCrashSweep(t *testing.T) {
 		for range 4 {
 			for n := 2; n <= 5; n++ {
 				for _, pt := range sweepPoints(n) {
+					// A vote records VOTING for a short lease: the crash
+					// after that record needs one.
+					s.shortLeases = pt.kind == "voting"
 					tx := s.begin(n)
 					if s.rng.IntN(8) == 0 {
 						s.crashParticipant(tx.parts[s.rng.IntN(n)], []*sweepTxn{tx})
@@ -445,7 +511,9 @@ func TestCrashSweepConcurrent(t *testing.T) {
 // A participant that rolled forward on prepareAndCommit holds the outcome:
 // a manager that lost its answer, to the network or in a crash, must hear
 // it again before deciding, whatever the NOTCHANGED participant answers
-// when the vote is taken again.
+// when the vote is taken again. The manager sends prepareAndCommit only in
+// a vote taken again for an older manager's VOTING record (one without
+// the prepare-only mark), which these transactions start from.
 func TestPrepareAndCommitAnswerLost(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -478,6 +546,7 @@ func TestPrepareAndCommitAnswerLost(t *testing.T) {
 				nc, last := s.m.parts[tx.parts[0]], s.m.parts[tx.parts[1]]
 				nc.votes[tx.id], last.votes[tx.id] = txn.NotChanged, txn.Prepared
 				s.m.mu.Unlock()
+				olderVoting(t, s.g, tx.id)
 				then := func() {
 					s.m.mu.Lock()
 					defer s.m.mu.Unlock()
@@ -496,5 +565,14 @@ func TestPrepareAndCommitAnswerLost(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// olderVoting logs a VOTING record for transaction id as an older manager
+// wrote it: without the prepare-only mark.
+func olderVoting(t *testing.T, g *gen, id uint64) {
+	t.Helper()
+	if _, err := g.log.Propose(context.Background(), &statepb.Command{Op: &statepb.Command_TxnVoting{TxnVoting: &statepb.TxnVoting{Id: id}}}); err != nil {
+		t.Fatal(err)
 	}
 }

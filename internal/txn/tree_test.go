@@ -51,7 +51,7 @@ type treeParts struct {
 	bad      []string
 }
 
-var _ txn.Participants = (*treeParts)(nil)
+var _ txn.BlockingParticipants = (*treeParts)(nil)
 
 func newTreeParts() *treeParts {
 	return &treeParts{parent: map[uint64]uint64{}, kids: map[uint64][]uint64{}, veto: map[uint64]string{},
@@ -237,7 +237,7 @@ func TestNestedTreesAgainstModel(t *testing.T) {
 		log := statetest.For(newTxnState)
 		lessor := lease.NewLessor(log.M.Leases, log, lease.Config{Slack: 10 * time.Second})
 		self := djinn.Ref{Endpoint: "127.0.0.1:4161", Service: log.M.ServiceID(), Object: djinn.ID{'t'}}
-		svc, err := txn.New(log.State, lessor, log, time.Now, func() djinn.Ref { return self }, sweepConfig(tp))
+		svc, err := txn.New(log.State, lessor, log, time.Now, func() djinn.Ref { return self }, sweepConfig(txn.Blocking(tp)))
 		if err != nil {
 			t.Fatal(err)
 		}

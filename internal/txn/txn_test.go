@@ -32,17 +32,27 @@ type fakeParts struct {
 	hold  chan struct{}
 	calls []string // "name op"
 	byID  []string // "name op id"
+	// onCall, when set, runs as each call arrives, before anything else.
+	onCall func(p *djinnpb.Ref, op string, id uint64)
+	// inflight and most count the calls under way, and the most at once.
+	inflight, most int
 }
 
 func name(p *djinnpb.Ref) string { return string(p.GetObjectId()[:1]) }
 
 func (f *fakeParts) call(p *djinnpb.Ref, op string, id uint64) error {
 	f.mu.Lock()
-	d := f.slow[name(p)+" "+op]
+	d, on := f.slow[name(p)+" "+op], f.onCall
+	f.inflight++
+	f.most = max(f.most, f.inflight)
 	f.mu.Unlock()
+	if on != nil {
+		on(p, op, id)
+	}
 	time.Sleep(d)
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.inflight--
 	f.calls = append(f.calls, name(p)+" "+op)
 	f.byID = append(f.byID, fmt.Sprintf("%s %s %d", name(p), op, id))
 	if err := f.opErr[name(p)+" "+op]; err != nil {
@@ -137,12 +147,22 @@ func newFixture(t *testing.T) *fixture { return newFixtureWith(t, nil) }
 
 // newFixtureWith is newFixture with other managers to call.
 func newFixtureWith(t *testing.T, managers txn.Managers) *fixture {
+	return newFixtureConfig(t, managers, nil)
+}
+
+// newFixtureConfig is newFixtureWith with the manager's configuration
+// changed by configure, if not nil.
+func newFixtureConfig(t *testing.T, managers txn.Managers, configure func(*txn.Config)) *fixture {
 	f := &fixture{t: t, managers: managers, log: statetest.For(newTxnState), parts: &fakeParts{vote: map[string]djinnpb.TransactionState{}, fail: map[string]error{}, opErr: map[string]error{}, slow: map[string]time.Duration{}}}
 	f.lessor = lease.NewLessor(f.log.M.Leases, f.log, lease.Config{Slack: 10 * time.Second})
 	self := djinn.Ref{Endpoint: "127.0.0.1:4161", Service: f.log.M.ServiceID(), Object: djinn.ID{'t'}}
-	svc, err := txn.New(f.log.State, f.lessor, f.log, time.Now, func() djinn.Ref { return self }, txn.Config{
-		Participants: f.parts, VoteTimeout: 5 * time.Second, Abandon: time.Minute, Retention: time.Hour, Managers: f.managers,
-	})
+	cfg := txn.Config{
+		Participants: txn.Blocking(f.parts), VoteTimeout: 5 * time.Second, Abandon: time.Minute, Retention: time.Hour, Managers: f.managers,
+	}
+	if configure != nil {
+		configure(&cfg)
+	}
+	svc, err := txn.New(f.log.State, f.lessor, f.log, time.Now, func() djinn.Ref { return self }, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +326,12 @@ func TestCommitAbortedVote(t *testing.T) {
 	})
 }
 
-func TestNotChangedAndPrepareAndCommit(t *testing.T) {
+// TX.2.7: every participant is asked to prepare at once — the manager
+// never sends prepareAndCommit in a vote of its own (the spec allows it,
+// not requires it: it would have to ask the last participant after the
+// others) — NOTCHANGED participants are dropped, and the PREPARED ones
+// told to commit.
+func TestNotChangedAndPreparesAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t)
 		defer f.stop()
@@ -319,28 +344,58 @@ func TestNotChangedAndPrepareAndCommit(t *testing.T) {
 			t.Fatal(err)
 		}
 		calls := f.parts.got()
-		// TX.2.7: the last participant after only NOTCHANGED votes gets
-		// prepareAndCommit; NOTCHANGED participants are dropped.
-		if count(calls, "c prepareAndCommit") != 1 || count(calls, "c commit") != 0 {
-			t.Fatalf("calls %v: want one prepareAndCommit to c and no commit", calls)
+		for _, n := range []string{"a", "b", "c"} {
+			if count(calls, n+" prepare") != 1 {
+				t.Fatalf("calls %v: want one prepare to %s", calls, n)
+			}
+		}
+		if count(calls, "c prepareAndCommit") != 0 || count(calls, "c commit") != 1 {
+			t.Fatalf("calls %v: want c told to commit after its PREPARED vote", calls)
 		}
 		if count(calls, "a commit")+count(calls, "b commit") != 0 {
 			t.Fatalf("calls %v: NOTCHANGED participants must be dropped", calls)
 		}
-		// A single participant is the special case.
+		// A single participant is asked the same way.
 		d := f.create(time.Minute)
 		f.join(d.ID, "c")
-		if err := f.svc.Commit(context.Background(), d.ID, nil); err != nil {
+		if err := f.svc.Commit(context.Background(), d.ID, dur(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
-		if count(f.parts.got(), "c prepareAndCommit") != 2 {
-			t.Fatalf("calls %v: one participant gets prepareAndCommit", f.parts.got())
+		if count(f.parts.got(), "c prepareAndCommit") != 0 || count(f.parts.got(), "c commit") != 2 {
+			t.Fatalf("calls %v: one participant gets prepare, then commit", f.parts.got())
 		}
 		// All NOTCHANGED: COMMITTED, read-only.
 		e := f.create(time.Minute)
 		f.join(e.ID, "a", "b")
 		if err := f.svc.Commit(context.Background(), e.ID, nil); err != nil || f.state(e.ID) != txn.Committed {
 			t.Fatalf("all NOTCHANGED: %v, state %v; want COMMITTED", err, f.state(e.ID))
+		}
+	})
+}
+
+// TX.2.7: a vote taken again for a VOTING record of an older manager —
+// one that does not say the vote asks prepare only — asks the last
+// participant after the others, prepareAndCommit after only NOTCHANGED
+// votes: that manager may have sent it one already.
+func TestOlderVotingRecordPrepareAndCommit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		defer f.stop()
+		f.parts.set("a", txn.NotChanged, nil)
+		f.parts.set("c", txn.Prepared, nil)
+		c := f.create(time.Minute)
+		f.join(c.ID, "a", "c")
+		if _, err := f.log.Propose(context.Background(), &statepb.Command{Op: &statepb.Command_TxnVoting{TxnVoting: &statepb.TxnVoting{Id: c.ID}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.svc.Commit(context.Background(), c.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		if calls := f.parts.got(); !slices.Equal(calls, []string{"a prepare", "c prepareAndCommit"}) {
+			t.Fatalf("calls %v: want a prepare, then c prepareAndCommit", calls)
+		}
+		if f.state(c.ID) != txn.Committed {
+			t.Fatalf("state %v, want COMMITTED", f.state(c.ID))
 		}
 	})
 }

@@ -83,6 +83,62 @@ func (TransactionState) EnumDescriptor() ([]byte, []int) {
 	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{0}
 }
 
+// ParticipantOp is the call a ParticipantCall makes.
+type ParticipantOp int32
+
+const (
+	ParticipantOp_PARTICIPANT_OP_UNSPECIFIED        ParticipantOp = 0
+	ParticipantOp_PARTICIPANT_OP_PREPARE            ParticipantOp = 1
+	ParticipantOp_PARTICIPANT_OP_COMMIT             ParticipantOp = 2
+	ParticipantOp_PARTICIPANT_OP_ABORT              ParticipantOp = 3
+	ParticipantOp_PARTICIPANT_OP_PREPARE_AND_COMMIT ParticipantOp = 4
+)
+
+// Enum value maps for ParticipantOp.
+var (
+	ParticipantOp_name = map[int32]string{
+		0: "PARTICIPANT_OP_UNSPECIFIED",
+		1: "PARTICIPANT_OP_PREPARE",
+		2: "PARTICIPANT_OP_COMMIT",
+		3: "PARTICIPANT_OP_ABORT",
+		4: "PARTICIPANT_OP_PREPARE_AND_COMMIT",
+	}
+	ParticipantOp_value = map[string]int32{
+		"PARTICIPANT_OP_UNSPECIFIED":        0,
+		"PARTICIPANT_OP_PREPARE":            1,
+		"PARTICIPANT_OP_COMMIT":             2,
+		"PARTICIPANT_OP_ABORT":              3,
+		"PARTICIPANT_OP_PREPARE_AND_COMMIT": 4,
+	}
+)
+
+func (x ParticipantOp) Enum() *ParticipantOp {
+	p := new(ParticipantOp)
+	*p = x
+	return p
+}
+
+func (x ParticipantOp) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ParticipantOp) Descriptor() protoreflect.EnumDescriptor {
+	return file_djinn_v1_txn_proto_enumTypes[1].Descriptor()
+}
+
+func (ParticipantOp) Type() protoreflect.EnumType {
+	return &file_djinn_v1_txn_proto_enumTypes[1]
+}
+
+func (x ParticipantOp) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ParticipantOp.Descriptor instead.
+func (ParticipantOp) EnumDescriptor() ([]byte, []int) {
+	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{1}
+}
+
 type CreateTransactionRequest struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	LeaseDurationNanos int64                  `protobuf:"varint,1,opt,name=lease_duration_nanos,json=leaseDurationNanos,proto3" json:"lease_duration_nanos,omitempty"` // positive, Forever or -1 (Any)
@@ -895,6 +951,128 @@ func (x *ParticipantStatus) GetFailingSinceUnixNanos() int64 {
 	return 0
 }
 
+type ParticipantCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Call  uint64                 `protobuf:"varint,1,opt,name=call,proto3" json:"call,omitempty"` // the caller's id for the call, in its answer
+	Op    ParticipantOp          `protobuf:"varint,2,opt,name=op,proto3,enum=djinn.v1.ParticipantOp" json:"op,omitempty"`
+	// request is as for the unary call; its manager may be left out after
+	// the stream's first call, which then stands for it.
+	Request       *ParticipantRequest `protobuf:"bytes,3,opt,name=request,proto3" json:"request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ParticipantCall) Reset() {
+	*x = ParticipantCall{}
+	mi := &file_djinn_v1_txn_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ParticipantCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ParticipantCall) ProtoMessage() {}
+
+func (x *ParticipantCall) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_txn_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ParticipantCall.ProtoReflect.Descriptor instead.
+func (*ParticipantCall) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ParticipantCall) GetCall() uint64 {
+	if x != nil {
+		return x.Call
+	}
+	return 0
+}
+
+func (x *ParticipantCall) GetOp() ParticipantOp {
+	if x != nil {
+		return x.Op
+	}
+	return ParticipantOp_PARTICIPANT_OP_UNSPECIFIED
+}
+
+func (x *ParticipantCall) GetRequest() *ParticipantRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+type ParticipantAnswer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Call          uint64                 `protobuf:"varint,1,opt,name=call,proto3" json:"call,omitempty"`
+	Vote          TransactionState       `protobuf:"varint,2,opt,name=vote,proto3,enum=djinn.v1.TransactionState" json:"vote,omitempty"` // a prepare's (or prepareAndCommit's) answer
+	Error         *Error                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`                               // set when the call failed
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ParticipantAnswer) Reset() {
+	*x = ParticipantAnswer{}
+	mi := &file_djinn_v1_txn_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ParticipantAnswer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ParticipantAnswer) ProtoMessage() {}
+
+func (x *ParticipantAnswer) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_txn_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ParticipantAnswer.ProtoReflect.Descriptor instead.
+func (*ParticipantAnswer) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ParticipantAnswer) GetCall() uint64 {
+	if x != nil {
+		return x.Call
+	}
+	return 0
+}
+
+func (x *ParticipantAnswer) GetVote() TransactionState {
+	if x != nil {
+		return x.Vote
+	}
+	return TransactionState_TRANSACTION_STATE_UNSPECIFIED
+}
+
+func (x *ParticipantAnswer) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 type ParticipantRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// participant names the participant object at its endpoint (the Ref
@@ -908,7 +1086,7 @@ type ParticipantRequest struct {
 
 func (x *ParticipantRequest) Reset() {
 	*x = ParticipantRequest{}
-	mi := &file_djinn_v1_txn_proto_msgTypes[14]
+	mi := &file_djinn_v1_txn_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -920,7 +1098,7 @@ func (x *ParticipantRequest) String() string {
 func (*ParticipantRequest) ProtoMessage() {}
 
 func (x *ParticipantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_txn_proto_msgTypes[14]
+	mi := &file_djinn_v1_txn_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -933,7 +1111,7 @@ func (x *ParticipantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParticipantRequest.ProtoReflect.Descriptor instead.
 func (*ParticipantRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{14}
+	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ParticipantRequest) GetParticipantId() []byte {
@@ -966,7 +1144,7 @@ type PrepareResponse struct {
 
 func (x *PrepareResponse) Reset() {
 	*x = PrepareResponse{}
-	mi := &file_djinn_v1_txn_proto_msgTypes[15]
+	mi := &file_djinn_v1_txn_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -978,7 +1156,7 @@ func (x *PrepareResponse) String() string {
 func (*PrepareResponse) ProtoMessage() {}
 
 func (x *PrepareResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_txn_proto_msgTypes[15]
+	mi := &file_djinn_v1_txn_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -991,7 +1169,7 @@ func (x *PrepareResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareResponse.ProtoReflect.Descriptor instead.
 func (*PrepareResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{15}
+	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PrepareResponse) GetVote() TransactionState {
@@ -1009,7 +1187,7 @@ type ParticipantResponse struct {
 
 func (x *ParticipantResponse) Reset() {
 	*x = ParticipantResponse{}
-	mi := &file_djinn_v1_txn_proto_msgTypes[16]
+	mi := &file_djinn_v1_txn_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +1199,7 @@ func (x *ParticipantResponse) String() string {
 func (*ParticipantResponse) ProtoMessage() {}
 
 func (x *ParticipantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_txn_proto_msgTypes[16]
+	mi := &file_djinn_v1_txn_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +1212,7 @@ func (x *ParticipantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParticipantResponse.ProtoReflect.Descriptor instead.
 func (*ParticipantResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{16}
+	return file_djinn_v1_txn_proto_rawDescGZIP(), []int{18}
 }
 
 var File_djinn_v1_txn_proto protoreflect.FileDescriptor
@@ -1096,7 +1274,15 @@ const file_djinn_v1_txn_proto_rawDesc = "" +
 	"\bnotified\x18\x04 \x01(\bR\bnotified\x12.\n" +
 	"\n" +
 	"last_error\x18\x05 \x01(\v2\x0f.djinn.v1.ErrorR\tlastError\x127\n" +
-	"\x18failing_since_unix_nanos\x18\x06 \x01(\x03R\x15failingSinceUnixNanos\"t\n" +
+	"\x18failing_since_unix_nanos\x18\x06 \x01(\x03R\x15failingSinceUnixNanos\"\x86\x01\n" +
+	"\x0fParticipantCall\x12\x12\n" +
+	"\x04call\x18\x01 \x01(\x04R\x04call\x12'\n" +
+	"\x02op\x18\x02 \x01(\x0e2\x17.djinn.v1.ParticipantOpR\x02op\x126\n" +
+	"\arequest\x18\x03 \x01(\v2\x1c.djinn.v1.ParticipantRequestR\arequest\"~\n" +
+	"\x11ParticipantAnswer\x12\x12\n" +
+	"\x04call\x18\x01 \x01(\x04R\x04call\x12.\n" +
+	"\x04vote\x18\x02 \x01(\x0e2\x1a.djinn.v1.TransactionStateR\x04vote\x12%\n" +
+	"\x05error\x18\x03 \x01(\v2\x0f.djinn.v1.ErrorR\x05error\"t\n" +
 	"\x12ParticipantRequest\x12%\n" +
 	"\x0eparticipant_id\x18\x01 \x01(\fR\rparticipantId\x12'\n" +
 	"\amanager\x18\x02 \x01(\v2\r.djinn.v1.RefR\amanager\x12\x0e\n" +
@@ -1111,7 +1297,13 @@ const file_djinn_v1_txn_proto_rawDesc = "" +
 	"\x1aTRANSACTION_STATE_PREPARED\x10\x03\x12 \n" +
 	"\x1cTRANSACTION_STATE_NOTCHANGED\x10\x04\x12\x1f\n" +
 	"\x1bTRANSACTION_STATE_COMMITTED\x10\x05\x12\x1d\n" +
-	"\x19TRANSACTION_STATE_ABORTED\x10\x062\x83\x05\n" +
+	"\x19TRANSACTION_STATE_ABORTED\x10\x06*\xa7\x01\n" +
+	"\rParticipantOp\x12\x1e\n" +
+	"\x1aPARTICIPANT_OP_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16PARTICIPANT_OP_PREPARE\x10\x01\x12\x19\n" +
+	"\x15PARTICIPANT_OP_COMMIT\x10\x02\x12\x18\n" +
+	"\x14PARTICIPANT_OP_ABORT\x10\x03\x12%\n" +
+	"!PARTICIPANT_OP_PREPARE_AND_COMMIT\x10\x042\x83\x05\n" +
 	"\x12TransactionManager\x12J\n" +
 	"\x06Create\x12\".djinn.v1.CreateTransactionRequest\x1a\x1c.djinn.v1.CreatedTransaction\x12K\n" +
 	"\x04Join\x12 .djinn.v1.JoinTransactionRequest\x1a!.djinn.v1.JoinTransactionResponse\x12L\n" +
@@ -1120,12 +1312,13 @@ const file_djinn_v1_txn_proto_rawDesc = "" +
 	"\x05Abort\x12$.djinn.v1.CompleteTransactionRequest\x1a%.djinn.v1.CompleteTransactionResponse\x12J\n" +
 	"\bDescribe\x12\x1c.djinn.v1.TransactionRequest\x1a .djinn.v1.TransactionDescription\x12>\n" +
 	"\aPromote\x12\x18.djinn.v1.PromoteRequest\x1a\x19.djinn.v1.PromoteResponse\x12M\n" +
-	"\x04List\x12!.djinn.v1.ListTransactionsRequest\x1a\".djinn.v1.ListTransactionsResponse2\xb6\x02\n" +
+	"\x04List\x12!.djinn.v1.ListTransactionsRequest\x1a\".djinn.v1.ListTransactionsResponse2\xfb\x02\n" +
 	"\x16TransactionParticipant\x12B\n" +
 	"\aPrepare\x12\x1c.djinn.v1.ParticipantRequest\x1a\x19.djinn.v1.PrepareResponse\x12E\n" +
 	"\x06Commit\x12\x1c.djinn.v1.ParticipantRequest\x1a\x1d.djinn.v1.ParticipantResponse\x12D\n" +
 	"\x05Abort\x12\x1c.djinn.v1.ParticipantRequest\x1a\x1d.djinn.v1.ParticipantResponse\x12K\n" +
-	"\x10PrepareAndCommit\x12\x1c.djinn.v1.ParticipantRequest\x1a\x19.djinn.v1.PrepareResponseB1Z/github.com/djinn-go/djinn/proto/djinnpb;djinnpbb\x06proto3"
+	"\x10PrepareAndCommit\x12\x1c.djinn.v1.ParticipantRequest\x1a\x19.djinn.v1.PrepareResponse\x12C\n" +
+	"\x05Calls\x12\x19.djinn.v1.ParticipantCall\x1a\x1b.djinn.v1.ParticipantAnswer(\x010\x01B1Z/github.com/djinn-go/djinn/proto/djinnpb;djinnpbb\x06proto3"
 
 var (
 	file_djinn_v1_txn_proto_rawDescOnce sync.Once
@@ -1139,80 +1332,89 @@ func file_djinn_v1_txn_proto_rawDescGZIP() []byte {
 	return file_djinn_v1_txn_proto_rawDescData
 }
 
-var file_djinn_v1_txn_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_djinn_v1_txn_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_djinn_v1_txn_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_djinn_v1_txn_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_djinn_v1_txn_proto_goTypes = []any{
 	(TransactionState)(0),               // 0: djinn.v1.TransactionState
-	(*CreateTransactionRequest)(nil),    // 1: djinn.v1.CreateTransactionRequest
-	(*PromoteRequest)(nil),              // 2: djinn.v1.PromoteRequest
-	(*PromoteResponse)(nil),             // 3: djinn.v1.PromoteResponse
-	(*CreatedTransaction)(nil),          // 4: djinn.v1.CreatedTransaction
-	(*JoinTransactionRequest)(nil),      // 5: djinn.v1.JoinTransactionRequest
-	(*JoinTransactionResponse)(nil),     // 6: djinn.v1.JoinTransactionResponse
-	(*TransactionRequest)(nil),          // 7: djinn.v1.TransactionRequest
-	(*TransactionStateResponse)(nil),    // 8: djinn.v1.TransactionStateResponse
-	(*CompleteTransactionRequest)(nil),  // 9: djinn.v1.CompleteTransactionRequest
-	(*CompleteTransactionResponse)(nil), // 10: djinn.v1.CompleteTransactionResponse
-	(*TransactionDescription)(nil),      // 11: djinn.v1.TransactionDescription
-	(*ListTransactionsRequest)(nil),     // 12: djinn.v1.ListTransactionsRequest
-	(*ListTransactionsResponse)(nil),    // 13: djinn.v1.ListTransactionsResponse
-	(*ParticipantStatus)(nil),           // 14: djinn.v1.ParticipantStatus
-	(*ParticipantRequest)(nil),          // 15: djinn.v1.ParticipantRequest
-	(*PrepareResponse)(nil),             // 16: djinn.v1.PrepareResponse
-	(*ParticipantResponse)(nil),         // 17: djinn.v1.ParticipantResponse
-	(*Ref)(nil),                         // 18: djinn.v1.Ref
-	(*Lease)(nil),                       // 19: djinn.v1.Lease
-	(*Error)(nil),                       // 20: djinn.v1.Error
+	(ParticipantOp)(0),                  // 1: djinn.v1.ParticipantOp
+	(*CreateTransactionRequest)(nil),    // 2: djinn.v1.CreateTransactionRequest
+	(*PromoteRequest)(nil),              // 3: djinn.v1.PromoteRequest
+	(*PromoteResponse)(nil),             // 4: djinn.v1.PromoteResponse
+	(*CreatedTransaction)(nil),          // 5: djinn.v1.CreatedTransaction
+	(*JoinTransactionRequest)(nil),      // 6: djinn.v1.JoinTransactionRequest
+	(*JoinTransactionResponse)(nil),     // 7: djinn.v1.JoinTransactionResponse
+	(*TransactionRequest)(nil),          // 8: djinn.v1.TransactionRequest
+	(*TransactionStateResponse)(nil),    // 9: djinn.v1.TransactionStateResponse
+	(*CompleteTransactionRequest)(nil),  // 10: djinn.v1.CompleteTransactionRequest
+	(*CompleteTransactionResponse)(nil), // 11: djinn.v1.CompleteTransactionResponse
+	(*TransactionDescription)(nil),      // 12: djinn.v1.TransactionDescription
+	(*ListTransactionsRequest)(nil),     // 13: djinn.v1.ListTransactionsRequest
+	(*ListTransactionsResponse)(nil),    // 14: djinn.v1.ListTransactionsResponse
+	(*ParticipantStatus)(nil),           // 15: djinn.v1.ParticipantStatus
+	(*ParticipantCall)(nil),             // 16: djinn.v1.ParticipantCall
+	(*ParticipantAnswer)(nil),           // 17: djinn.v1.ParticipantAnswer
+	(*ParticipantRequest)(nil),          // 18: djinn.v1.ParticipantRequest
+	(*PrepareResponse)(nil),             // 19: djinn.v1.PrepareResponse
+	(*ParticipantResponse)(nil),         // 20: djinn.v1.ParticipantResponse
+	(*Ref)(nil),                         // 21: djinn.v1.Ref
+	(*Lease)(nil),                       // 22: djinn.v1.Lease
+	(*Error)(nil),                       // 23: djinn.v1.Error
 }
 var file_djinn_v1_txn_proto_depIdxs = []int32{
-	18, // 0: djinn.v1.CreateTransactionRequest.parent_manager:type_name -> djinn.v1.Ref
-	18, // 1: djinn.v1.PromoteRequest.participants:type_name -> djinn.v1.Ref
-	18, // 2: djinn.v1.PromoteRequest.drop:type_name -> djinn.v1.Ref
-	19, // 3: djinn.v1.CreatedTransaction.lease:type_name -> djinn.v1.Lease
-	18, // 4: djinn.v1.CreatedTransaction.manager:type_name -> djinn.v1.Ref
-	18, // 5: djinn.v1.JoinTransactionRequest.participant:type_name -> djinn.v1.Ref
-	18, // 6: djinn.v1.JoinTransactionResponse.ancestor_managers:type_name -> djinn.v1.Ref
+	21, // 0: djinn.v1.CreateTransactionRequest.parent_manager:type_name -> djinn.v1.Ref
+	21, // 1: djinn.v1.PromoteRequest.participants:type_name -> djinn.v1.Ref
+	21, // 2: djinn.v1.PromoteRequest.drop:type_name -> djinn.v1.Ref
+	22, // 3: djinn.v1.CreatedTransaction.lease:type_name -> djinn.v1.Lease
+	21, // 4: djinn.v1.CreatedTransaction.manager:type_name -> djinn.v1.Ref
+	21, // 5: djinn.v1.JoinTransactionRequest.participant:type_name -> djinn.v1.Ref
+	21, // 6: djinn.v1.JoinTransactionResponse.ancestor_managers:type_name -> djinn.v1.Ref
 	0,  // 7: djinn.v1.TransactionStateResponse.state:type_name -> djinn.v1.TransactionState
 	0,  // 8: djinn.v1.TransactionDescription.state:type_name -> djinn.v1.TransactionState
-	14, // 9: djinn.v1.TransactionDescription.participants:type_name -> djinn.v1.ParticipantStatus
-	19, // 10: djinn.v1.TransactionDescription.lease:type_name -> djinn.v1.Lease
-	18, // 11: djinn.v1.TransactionDescription.parent_manager:type_name -> djinn.v1.Ref
+	15, // 9: djinn.v1.TransactionDescription.participants:type_name -> djinn.v1.ParticipantStatus
+	22, // 10: djinn.v1.TransactionDescription.lease:type_name -> djinn.v1.Lease
+	21, // 11: djinn.v1.TransactionDescription.parent_manager:type_name -> djinn.v1.Ref
 	0,  // 12: djinn.v1.ListTransactionsRequest.state:type_name -> djinn.v1.TransactionState
-	11, // 13: djinn.v1.ListTransactionsResponse.transactions:type_name -> djinn.v1.TransactionDescription
-	18, // 14: djinn.v1.ParticipantStatus.participant:type_name -> djinn.v1.Ref
+	12, // 13: djinn.v1.ListTransactionsResponse.transactions:type_name -> djinn.v1.TransactionDescription
+	21, // 14: djinn.v1.ParticipantStatus.participant:type_name -> djinn.v1.Ref
 	0,  // 15: djinn.v1.ParticipantStatus.vote:type_name -> djinn.v1.TransactionState
-	20, // 16: djinn.v1.ParticipantStatus.last_error:type_name -> djinn.v1.Error
-	18, // 17: djinn.v1.ParticipantRequest.manager:type_name -> djinn.v1.Ref
-	0,  // 18: djinn.v1.PrepareResponse.vote:type_name -> djinn.v1.TransactionState
-	1,  // 19: djinn.v1.TransactionManager.Create:input_type -> djinn.v1.CreateTransactionRequest
-	5,  // 20: djinn.v1.TransactionManager.Join:input_type -> djinn.v1.JoinTransactionRequest
-	7,  // 21: djinn.v1.TransactionManager.GetState:input_type -> djinn.v1.TransactionRequest
-	9,  // 22: djinn.v1.TransactionManager.Commit:input_type -> djinn.v1.CompleteTransactionRequest
-	9,  // 23: djinn.v1.TransactionManager.Abort:input_type -> djinn.v1.CompleteTransactionRequest
-	7,  // 24: djinn.v1.TransactionManager.Describe:input_type -> djinn.v1.TransactionRequest
-	2,  // 25: djinn.v1.TransactionManager.Promote:input_type -> djinn.v1.PromoteRequest
-	12, // 26: djinn.v1.TransactionManager.List:input_type -> djinn.v1.ListTransactionsRequest
-	15, // 27: djinn.v1.TransactionParticipant.Prepare:input_type -> djinn.v1.ParticipantRequest
-	15, // 28: djinn.v1.TransactionParticipant.Commit:input_type -> djinn.v1.ParticipantRequest
-	15, // 29: djinn.v1.TransactionParticipant.Abort:input_type -> djinn.v1.ParticipantRequest
-	15, // 30: djinn.v1.TransactionParticipant.PrepareAndCommit:input_type -> djinn.v1.ParticipantRequest
-	4,  // 31: djinn.v1.TransactionManager.Create:output_type -> djinn.v1.CreatedTransaction
-	6,  // 32: djinn.v1.TransactionManager.Join:output_type -> djinn.v1.JoinTransactionResponse
-	8,  // 33: djinn.v1.TransactionManager.GetState:output_type -> djinn.v1.TransactionStateResponse
-	10, // 34: djinn.v1.TransactionManager.Commit:output_type -> djinn.v1.CompleteTransactionResponse
-	10, // 35: djinn.v1.TransactionManager.Abort:output_type -> djinn.v1.CompleteTransactionResponse
-	11, // 36: djinn.v1.TransactionManager.Describe:output_type -> djinn.v1.TransactionDescription
-	3,  // 37: djinn.v1.TransactionManager.Promote:output_type -> djinn.v1.PromoteResponse
-	13, // 38: djinn.v1.TransactionManager.List:output_type -> djinn.v1.ListTransactionsResponse
-	16, // 39: djinn.v1.TransactionParticipant.Prepare:output_type -> djinn.v1.PrepareResponse
-	17, // 40: djinn.v1.TransactionParticipant.Commit:output_type -> djinn.v1.ParticipantResponse
-	17, // 41: djinn.v1.TransactionParticipant.Abort:output_type -> djinn.v1.ParticipantResponse
-	16, // 42: djinn.v1.TransactionParticipant.PrepareAndCommit:output_type -> djinn.v1.PrepareResponse
-	31, // [31:43] is the sub-list for method output_type
-	19, // [19:31] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	23, // 16: djinn.v1.ParticipantStatus.last_error:type_name -> djinn.v1.Error
+	1,  // 17: djinn.v1.ParticipantCall.op:type_name -> djinn.v1.ParticipantOp
+	18, // 18: djinn.v1.ParticipantCall.request:type_name -> djinn.v1.ParticipantRequest
+	0,  // 19: djinn.v1.ParticipantAnswer.vote:type_name -> djinn.v1.TransactionState
+	23, // 20: djinn.v1.ParticipantAnswer.error:type_name -> djinn.v1.Error
+	21, // 21: djinn.v1.ParticipantRequest.manager:type_name -> djinn.v1.Ref
+	0,  // 22: djinn.v1.PrepareResponse.vote:type_name -> djinn.v1.TransactionState
+	2,  // 23: djinn.v1.TransactionManager.Create:input_type -> djinn.v1.CreateTransactionRequest
+	6,  // 24: djinn.v1.TransactionManager.Join:input_type -> djinn.v1.JoinTransactionRequest
+	8,  // 25: djinn.v1.TransactionManager.GetState:input_type -> djinn.v1.TransactionRequest
+	10, // 26: djinn.v1.TransactionManager.Commit:input_type -> djinn.v1.CompleteTransactionRequest
+	10, // 27: djinn.v1.TransactionManager.Abort:input_type -> djinn.v1.CompleteTransactionRequest
+	8,  // 28: djinn.v1.TransactionManager.Describe:input_type -> djinn.v1.TransactionRequest
+	3,  // 29: djinn.v1.TransactionManager.Promote:input_type -> djinn.v1.PromoteRequest
+	13, // 30: djinn.v1.TransactionManager.List:input_type -> djinn.v1.ListTransactionsRequest
+	18, // 31: djinn.v1.TransactionParticipant.Prepare:input_type -> djinn.v1.ParticipantRequest
+	18, // 32: djinn.v1.TransactionParticipant.Commit:input_type -> djinn.v1.ParticipantRequest
+	18, // 33: djinn.v1.TransactionParticipant.Abort:input_type -> djinn.v1.ParticipantRequest
+	18, // 34: djinn.v1.TransactionParticipant.PrepareAndCommit:input_type -> djinn.v1.ParticipantRequest
+	16, // 35: djinn.v1.TransactionParticipant.Calls:input_type -> djinn.v1.ParticipantCall
+	5,  // 36: djinn.v1.TransactionManager.Create:output_type -> djinn.v1.CreatedTransaction
+	7,  // 37: djinn.v1.TransactionManager.Join:output_type -> djinn.v1.JoinTransactionResponse
+	9,  // 38: djinn.v1.TransactionManager.GetState:output_type -> djinn.v1.TransactionStateResponse
+	11, // 39: djinn.v1.TransactionManager.Commit:output_type -> djinn.v1.CompleteTransactionResponse
+	11, // 40: djinn.v1.TransactionManager.Abort:output_type -> djinn.v1.CompleteTransactionResponse
+	12, // 41: djinn.v1.TransactionManager.Describe:output_type -> djinn.v1.TransactionDescription
+	4,  // 42: djinn.v1.TransactionManager.Promote:output_type -> djinn.v1.PromoteResponse
+	14, // 43: djinn.v1.TransactionManager.List:output_type -> djinn.v1.ListTransactionsResponse
+	19, // 44: djinn.v1.TransactionParticipant.Prepare:output_type -> djinn.v1.PrepareResponse
+	20, // 45: djinn.v1.TransactionParticipant.Commit:output_type -> djinn.v1.ParticipantResponse
+	20, // 46: djinn.v1.TransactionParticipant.Abort:output_type -> djinn.v1.ParticipantResponse
+	19, // 47: djinn.v1.TransactionParticipant.PrepareAndCommit:output_type -> djinn.v1.PrepareResponse
+	17, // 48: djinn.v1.TransactionParticipant.Calls:output_type -> djinn.v1.ParticipantAnswer
+	36, // [36:49] is the sub-list for method output_type
+	23, // [23:36] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_djinn_v1_txn_proto_init() }
@@ -1227,8 +1429,8 @@ func file_djinn_v1_txn_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_djinn_v1_txn_proto_rawDesc), len(file_djinn_v1_txn_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   17,
+			NumEnums:      2,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -415,6 +415,7 @@ const (
 	TransactionParticipant_Commit_FullMethodName           = "/djinn.v1.TransactionParticipant/Commit"
 	TransactionParticipant_Abort_FullMethodName            = "/djinn.v1.TransactionParticipant/Abort"
 	TransactionParticipant_PrepareAndCommit_FullMethodName = "/djinn.v1.TransactionParticipant/PrepareAndCommit"
+	TransactionParticipant_Calls_FullMethodName            = "/djinn.v1.TransactionParticipant/Calls"
 )
 
 // TransactionParticipantClient is the client API for TransactionParticipant service.
@@ -427,6 +428,14 @@ type TransactionParticipantClient interface {
 	Commit(ctx context.Context, in *ParticipantRequest, opts ...grpc.CallOption) (*ParticipantResponse, error)
 	Abort(ctx context.Context, in *ParticipantRequest, opts ...grpc.CallOption) (*ParticipantResponse, error)
 	PrepareAndCommit(ctx context.Context, in *ParticipantRequest, opts ...grpc.CallOption) (*PrepareResponse, error)
+	// Calls carries the four calls above over one stream from a manager:
+	// each call names an id of the manager's choosing, and its answer comes
+	// back with that id as soon as it is ready, in any order, so that one
+	// stream carries many calls at once. A call fails alone (its answer's
+	// error); the stream ends only when either side ends it. A participant
+	// that does not serve it answers UNIMPLEMENTED, and the manager uses
+	// the methods above.
+	Calls(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ParticipantCall, ParticipantAnswer], error)
 }
 
 type transactionParticipantClient struct {
@@ -477,6 +486,19 @@ func (c *transactionParticipantClient) PrepareAndCommit(ctx context.Context, in 
 	return out, nil
 }
 
+func (c *transactionParticipantClient) Calls(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ParticipantCall, ParticipantAnswer], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &TransactionParticipant_ServiceDesc.Streams[0], TransactionParticipant_Calls_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ParticipantCall, ParticipantAnswer]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type TransactionParticipant_CallsClient = grpc.BidiStreamingClient[ParticipantCall, ParticipantAnswer]
+
 // TransactionParticipantServer is the server API for TransactionParticipant service.
 // All implementations must embed UnimplementedTransactionParticipantServer
 // for forward compatibility.
@@ -487,6 +509,14 @@ type TransactionParticipantServer interface {
 	Commit(context.Context, *ParticipantRequest) (*ParticipantResponse, error)
 	Abort(context.Context, *ParticipantRequest) (*ParticipantResponse, error)
 	PrepareAndCommit(context.Context, *ParticipantRequest) (*PrepareResponse, error)
+	// Calls carries the four calls above over one stream from a manager:
+	// each call names an id of the manager's choosing, and its answer comes
+	// back with that id as soon as it is ready, in any order, so that one
+	// stream carries many calls at once. A call fails alone (its answer's
+	// error); the stream ends only when either side ends it. A participant
+	// that does not serve it answers UNIMPLEMENTED, and the manager uses
+	// the methods above.
+	Calls(grpc.BidiStreamingServer[ParticipantCall, ParticipantAnswer]) error
 	mustEmbedUnimplementedTransactionParticipantServer()
 }
 
@@ -508,6 +538,9 @@ func (UnimplementedTransactionParticipantServer) Abort(context.Context, *Partici
 }
 func (UnimplementedTransactionParticipantServer) PrepareAndCommit(context.Context, *ParticipantRequest) (*PrepareResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PrepareAndCommit not implemented")
+}
+func (UnimplementedTransactionParticipantServer) Calls(grpc.BidiStreamingServer[ParticipantCall, ParticipantAnswer]) error {
+	return status.Error(codes.Unimplemented, "method Calls not implemented")
 }
 func (UnimplementedTransactionParticipantServer) mustEmbedUnimplementedTransactionParticipantServer() {
 }
@@ -603,6 +636,13 @@ func _TransactionParticipant_PrepareAndCommit_Handler(srv interface{}, ctx conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TransactionParticipant_Calls_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(TransactionParticipantServer).Calls(&grpc.GenericServerStream[ParticipantCall, ParticipantAnswer]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type TransactionParticipant_CallsServer = grpc.BidiStreamingServer[ParticipantCall, ParticipantAnswer]
+
 // TransactionParticipant_ServiceDesc is the grpc.ServiceDesc for TransactionParticipant service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -627,6 +667,13 @@ var TransactionParticipant_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _TransactionParticipant_PrepareAndCommit_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Calls",
+			Handler:       _TransactionParticipant_Calls_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "djinn/v1/txn.proto",
 }

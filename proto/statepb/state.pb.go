@@ -2491,8 +2491,12 @@ func (x *TxnJoin) GetMaxParticipants() uint32 {
 
 // TxnVoting moves an ACTIVE transaction to VOTING (a commit began).
 type TxnVoting struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// prepare_only: the vote asks every participant to prepare, never
+	// prepareAndCommit, so a vote taken again after a failover need not wait
+	// for a participant that may hold the outcome.
+	PrepareOnly   bool `protobuf:"varint,2,opt,name=prepare_only,json=prepareOnly,proto3" json:"prepare_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2534,6 +2538,13 @@ func (x *TxnVoting) GetId() uint64 {
 	return 0
 }
 
+func (x *TxnVoting) GetPrepareOnly() bool {
+	if x != nil {
+		return x.PrepareOnly
+	}
+	return false
+}
+
 // TxnDecide is a transaction's outcome. A commit is the manager's commit
 // point (TX.2.8): it names the participants that voted PREPARED, which
 // must be told to roll forward.
@@ -2544,7 +2555,12 @@ type TxnDecide struct {
 	Prepared []uint32               `protobuf:"varint,3,rep,packed,name=prepared,proto3" json:"prepared,omitempty"` // participant indexes
 	// voted holds every participant's vote (TransactionState values), in
 	// join order, when the decision follows a vote.
-	Votes         []int32 `protobuf:"varint,4,rep,packed,name=votes,proto3" json:"votes,omitempty"`
+	Votes []int32 `protobuf:"varint,4,rep,packed,name=votes,proto3" json:"votes,omitempty"`
+	// version, when not 0, is the version of the participant list the vote
+	// asked, plus one: a commit applies only to that list (a participant
+	// that joined or was promoted meanwhile aborts the transaction). A vote
+	// taken without a VOTING record commits an ACTIVE transaction this way.
+	Version       uint32 `protobuf:"varint,5,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2605,6 +2621,13 @@ func (x *TxnDecide) GetVotes() []int32 {
 		return x.Votes
 	}
 	return nil
+}
+
+func (x *TxnDecide) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
 }
 
 // TxnNotified records participants told the outcome.
@@ -3698,7 +3721,9 @@ type TxnRecord struct {
 	Participants   []*TxnParticipantRecord `protobuf:"bytes,5,rep,name=participants,proto3" json:"participants,omitempty"`
 	EndedUnixNanos int64                   `protobuf:"varint,6,opt,name=ended_unix_nanos,json=endedUnixNanos,proto3" json:"ended_unix_nanos,omitempty"` // when it was decided
 	ParentId       uint64                  `protobuf:"varint,7,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
-	Remote         *TxnRemoteParent        `protobuf:"bytes,8,opt,name=remote,proto3" json:"remote,omitempty"` // parent_id is of that manager
+	Remote         *TxnRemoteParent        `protobuf:"bytes,8,opt,name=remote,proto3" json:"remote,omitempty"`                                // parent_id is of that manager
+	Version        uint32                  `protobuf:"varint,9,opt,name=version,proto3" json:"version,omitempty"`                             // of the participant list: joins and promotions change it
+	PrepareOnly    bool                    `protobuf:"varint,10,opt,name=prepare_only,json=prepareOnly,proto3" json:"prepare_only,omitempty"` // VOTING with TxnVoting.prepare_only
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -3787,6 +3812,20 @@ func (x *TxnRecord) GetRemote() *TxnRemoteParent {
 		return x.Remote
 	}
 	return nil
+}
+
+func (x *TxnRecord) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *TxnRecord) GetPrepareOnly() bool {
+	if x != nil {
+		return x.PrepareOnly
+	}
+	return false
 }
 
 type TxnParticipantRecord struct {
@@ -4153,14 +4192,16 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\vparticipant\x18\x02 \x01(\v2\r.djinn.v1.RefR\vparticipant\x12\x1f\n" +
 	"\vcrash_count\x18\x03 \x01(\x03R\n" +
 	"crashCount\x12)\n" +
-	"\x10max_participants\x18\x04 \x01(\rR\x0fmaxParticipants\"\x1b\n" +
+	"\x10max_participants\x18\x04 \x01(\rR\x0fmaxParticipants\">\n" +
 	"\tTxnVoting\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x04R\x02id\"e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12!\n" +
+	"\fprepare_only\x18\x02 \x01(\bR\vprepareOnly\"\x7f\n" +
 	"\tTxnDecide\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
 	"\x06commit\x18\x02 \x01(\bR\x06commit\x12\x1a\n" +
 	"\bprepared\x18\x03 \x03(\rR\bprepared\x12\x14\n" +
-	"\x05votes\x18\x04 \x03(\x05R\x05votes\"D\n" +
+	"\x05votes\x18\x04 \x03(\x05R\x05votes\x12\x18\n" +
+	"\aversion\x18\x05 \x01(\rR\aversion\"D\n" +
 	"\vTxnNotified\x125\n" +
 	"\aentries\x18\x01 \x03(\v2\x1b.state.v1.TxnParticipantRefR\aentries\"E\n" +
 	"\x11TxnParticipantRef\x12\x0e\n" +
@@ -4250,7 +4291,7 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\x12desired_unix_nanos\x18\x05 \x01(\x03R\x10desiredUnixNanos\x12\x1f\n" +
 	"\vrenew_nanos\x18\x06 \x01(\x03R\n" +
 	"renewNanos\x12,\n" +
-	"\x12renewed_unix_nanos\x18\a \x01(\x03R\x10renewedUnixNanos\"\xa5\x02\n" +
+	"\x12renewed_unix_nanos\x18\a \x01(\x03R\x10renewedUnixNanos\"\xe2\x02\n" +
 	"\tTxnRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
 	"\x06cookie\x18\x02 \x01(\fR\x06cookie\x12\x1c\n" +
@@ -4259,7 +4300,10 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\fparticipants\x18\x05 \x03(\v2\x1e.state.v1.TxnParticipantRecordR\fparticipants\x12(\n" +
 	"\x10ended_unix_nanos\x18\x06 \x01(\x03R\x0eendedUnixNanos\x12\x1b\n" +
 	"\tparent_id\x18\a \x01(\x04R\bparentId\x121\n" +
-	"\x06remote\x18\b \x01(\v2\x19.state.v1.TxnRemoteParentR\x06remote\"\x98\x01\n" +
+	"\x06remote\x18\b \x01(\v2\x19.state.v1.TxnRemoteParentR\x06remote\x12\x18\n" +
+	"\aversion\x18\t \x01(\rR\aversion\x12!\n" +
+	"\fprepare_only\x18\n" +
+	" \x01(\bR\vprepareOnly\"\x98\x01\n" +
 	"\x14TxnParticipantRecord\x12/\n" +
 	"\vparticipant\x18\x01 \x01(\v2\r.djinn.v1.RefR\vparticipant\x12\x1f\n" +
 	"\vcrash_count\x18\x02 \x01(\x03R\n" +
