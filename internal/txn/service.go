@@ -272,7 +272,7 @@ func (s *Service) Join(ctx context.Context, id uint64, p *djinnpb.Ref, crash int
 		// Voting without a VOTING record yet: a join is refused as it would
 		// be after one. A known participant with another crash count goes
 		// on to the log, which aborts the transaction (TX.2.3).
-		return djinn.Errorf(djinn.CannotJoin, "transaction %d: VOTING (its commit is under way), no longer active (TX.2.3)", id)
+		return djinn.Errorf(djinn.CannotJoin, "transaction %d: its commit is under way (VOTING), so it takes no new participant; do the work under another transaction", id)
 	}
 	if in.State == Active && len(in.Parts) >= s.cfg.MaxParticipants {
 		return djinn.Errorf(djinn.ResourceExhausted, "transaction %d has %d participants, the most allowed", id, len(in.Parts))
@@ -405,7 +405,7 @@ func (s *Service) Promote(ctx context.Context, id uint64, parts []*djinnpb.Ref, 
 		return err
 	}
 	if in.State == Active && s.voteRuns(id) {
-		return djinn.Errorf(djinn.CannotJoin, "transaction %d: VOTING (its commit is under way), no longer active (TX.2.7)", id)
+		return djinn.Errorf(djinn.CannotJoin, "transaction %d: its commit is under way (VOTING), so nothing can be promoted into it", id)
 	}
 	if len(in.Parts)+len(parts) > s.cfg.MaxParticipants {
 		return djinn.Errorf(djinn.ResourceExhausted, "transaction %d would have %d participants, the most allowed is %d", id, len(in.Parts)+len(parts), s.cfg.MaxParticipants)

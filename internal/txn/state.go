@@ -397,7 +397,7 @@ func (s *State) ApplyDecide(now int64, c *statepb.TxnDecide) (Info, error) {
 		// The list the vote asked is no longer the transaction's: whoever
 		// joined meanwhile was not asked, so it cannot commit.
 		s.decideLocked(now, t, Aborted)
-		return t.info(), djinn.Errorf(djinn.CannotCommit, "transaction %d: a participant joined while the vote was taken, so it aborted (TX.2.3)", t.id)
+		return t.info(), djinn.Errorf(djinn.CannotCommit, "transaction %d: a participant joined while the vote was taken, unasked, so it aborted; run the transaction again", t.id)
 	}
 	if votes := c.GetVotes(); len(votes) == len(t.parts) && (t.state == Active || t.state == Voting) {
 		for i, v := range votes {
