@@ -23,6 +23,14 @@ var tokenEncoding = base64.RawURLEncoding.Strict()
 // base64url encoding of the lease's wire form in its serial format (the time
 // left now, or the expiration instant). Anyone holding the token can renew
 // or cancel the lease.
+//
+// The token names its landlord by reference, and a reference to a cluster
+// service names the cluster by its service id: a client that follows the
+// cluster (dialled to any member, or having reached one) renews the lease
+// at whichever member serves, even when the member that granted it, whose
+// endpoint the token carries, is gone. So the token carries no member list
+// and its format is the same as before clusters were followed: every token
+// ever printed still parses.
 func (l *Lease) Token() string { return l.token(time.Now()) }
 
 func (l *Lease) token(now time.Time) string {
