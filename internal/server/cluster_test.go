@@ -179,11 +179,13 @@ func TestCluster(t *testing.T) {
 			st, err := servertest.Status(djinnpb.NewAdminClient(direct[follower]))
 			return err == nil && st.GetLeaderAddress() == l.Addr()
 		})
+		// The leader may still be starting its lessor (Unavailable): ask
+		// again, always through the follower.
 		landlord := djinnpb.NewLandlordClient(direct[follower])
-		_, err := landlord.Renew(testContext(t), &djinnpb.RenewRequest{Cookie: idBytes(fresh.Lease.Cookie()), DurationNanos: int64(djinn.Any)})
-		if err != nil {
-			t.Fatalf("renew through the surviving follower: %v", err)
-		}
+		retryUnavailable(t, "renew through the surviving follower", func(ctx context.Context) error {
+			_, err := landlord.Renew(ctx, &djinnpb.RenewRequest{Cookie: idBytes(fresh.Lease.Cookie()), DurationNanos: int64(djinn.Any)})
+			return err
+		})
 	})
 }
 

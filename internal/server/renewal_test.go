@@ -178,10 +178,6 @@ func TestRenewalFailover(t *testing.T) {
 	cfg.Mailbox.MaxLease = server.Duration(6 * time.Second)
 	ll := servertest.Start(t, cfg)
 	boxes := djinnpb.NewEventMailboxClient(servertest.Dial(t, ll.Addr()).ClientConn())
-	reg, err := boxes.Register(testContext(t), &djinnpb.MailboxRegisterRequest{LeaseDurationNanos: int64(djinn.Any)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ss := servertest.StartCluster(t, 3, func(c *server.Config) {
 		c.Raftcfg.HeartbeatTimeout = server.Duration(200 * time.Millisecond)
 		c.Raftcfg.ElectionTimeout = server.Duration(200 * time.Millisecond)
@@ -194,6 +190,13 @@ func TestRenewalFailover(t *testing.T) {
 		set, err = sets.CreateSet(ctx, &djinnpb.CreateSetRequest{LeaseDurationNanos: int64(time.Hour)})
 		return err
 	})
+	// The client lease is taken last, so that its whole time is left for
+	// the failover (starting the cluster takes a while on a loaded
+	// machine).
+	reg, err := boxes.Register(testContext(t), &djinnpb.MailboxRegisterRequest{LeaseDurationNanos: int64(djinn.Any)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := sets.RenewFor(testContext(t), &djinnpb.RenewForRequest{SetId: set.GetSet().GetObjectId(), Lease: reg.GetLease(),
 		DesiredDurationNanos: int64(djinn.Forever), RenewDurationNanos: int64(djinn.Forever)}); err != nil {
 		t.Fatal(err)
