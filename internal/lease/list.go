@@ -10,9 +10,10 @@ import (
 
 // Listed is one live lease as List shows it.
 type Listed struct {
-	Cookie  djinn.ID
-	Owner   Owner
-	Expires time.Time // djinn.EndOfTime for Forever
+	Cookie    djinn.ID
+	Owner     Owner
+	Principal string
+	Expires   time.Time // djinn.EndOfTime for Forever
 }
 
 // List returns every live lease, soonest expiry first. The cookies are
@@ -21,7 +22,7 @@ func (t *Table) List() []Listed {
 	t.mu.Lock()
 	out := make([]Listed, 0, len(t.leases))
 	for _, r := range t.leases {
-		out = append(out, Listed{Cookie: r.cookie, Owner: r.owner(), Expires: fromNanos(r.expires)})
+		out = append(out, Listed{Cookie: r.cookie, Owner: r.owner(), Principal: t.principals[r.principal], Expires: fromNanos(r.expires)})
 	}
 	t.mu.Unlock()
 	slices.SortFunc(out, func(a, b Listed) int {

@@ -141,6 +141,13 @@ var drop = func(s *Server) map[string]func(context.Context, string) error {
 	return map[string]func(context.Context, string) error{"drop": s.cancelLease}
 }
 
+// principalOf returns the principal of the lease with cookie c ("" when
+// gone).
+func (s *Server) principalOf(c djinn.ID) string {
+	p, _ := s.machine.Leases.Principal(c)
+	return p
+}
+
 // nowMs is the server's clock for the page's countdowns.
 func (s *Server) nowMs() int64 { return s.now().UnixMilli() }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/server"
 	"github.com/djinn-go/djinn/internal/server/servertest"
 )
@@ -217,6 +218,22 @@ func TestConsoleUnderMutualTLS(t *testing.T) {
 		if got := get(tt.cert, tt.method, tt.path); got != tt.want {
 			t.Errorf("%s: %s %s answered %d, want %d", tt.name, tt.method, tt.path, got, tt.want)
 		}
+	}
+	// The lease list names each lease's principal: the client's.
+	c := servertest.Dial(t, srv.Addr(), client.WithTLS(pki.ClientTLS()))
+	if _, err := c.Mailbox().Register(t.Context(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	tc := &tls.Config{RootCAs: pki.Roots, MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pki.Client}}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc, DisableKeepAlives: true}, Timeout: servertest.Timeout}
+	resp, err := hc.Get(srv.AdminURL() + "/api/view/leases?principal=djinn+test+client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `"kind":"mailbox registration","owner":`) || !strings.Contains(string(b), `"principal":"cn:djinn test client"`) {
+		t.Errorf("leases of the client's principal: %s", b)
 	}
 	// Plain HTTP gets no answer from a TLS port.
 	if resp, err := http.Get("http://" + srv.AdminAddr() + "/healthz"); err == nil {

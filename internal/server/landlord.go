@@ -64,8 +64,8 @@ func landlordPart(s *Server) *part {
 const maxListed = 500
 
 // leasesView is the console's lease list: every live lease with its
-// kind, the fingerprint of what it guards, its principal where the owner
-// records one and its expiration; searched by kind, principal and owner.
+// kind, the fingerprint of what it guards, its principal and its
+// expiration; searched by kind, principal and owner.
 func (s *Server) leasesView(_ context.Context, q url.Values) (any, error) {
 	type listed struct {
 		Lease     string `json:"lease"`
@@ -74,19 +74,13 @@ func (s *Server) leasesView(_ context.Context, q url.Values) (any, error) {
 		Principal string `json:"principal"`
 		Expires   *int64 `json:"expires"`
 	}
-	principals := map[djinn.ID]string{}
 	kinds := map[string]bool{}
-	for _, p := range s.parts {
-		if p.principals != nil {
-			maps.Copy(principals, p.principals())
-		}
-	}
 	all := s.machine.Leases.List()
 	rows := []listed{}
 	for _, l := range all {
 		kind := s.machine.LeaseKindName(l.Owner.Kind)
 		kinds[kind] = true
-		row := listed{Lease: fingerprint(l.Cookie), Kind: kind, Owner: fingerprint(l.Owner.ID), Principal: principals[l.Cookie]}
+		row := listed{Lease: fingerprint(l.Cookie), Kind: kind, Owner: fingerprint(l.Owner.ID), Principal: l.Principal}
 		if l.Expires.Before(djinn.EndOfTime) {
 			ms := l.Expires.UnixMilli()
 			row.Expires = &ms

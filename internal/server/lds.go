@@ -121,6 +121,7 @@ func (s *Server) ldsView(st *lds.State, svc *lds.Service) any {
 	type reg struct {
 		ID         string   `json:"id"`
 		Lease      string   `json:"lease"`
+		Principal  string   `json:"principal"`
 		Groups     string   `json:"groups"`
 		Locators   []string `json:"locators"`
 		Registrars []string `json:"registrars"`
@@ -142,7 +143,7 @@ func (s *Server) ldsView(st *lds.State, svc *lds.Service) any {
 		if !l.Info.AllGroups {
 			groups = client.GroupsOf(l.Info.Groups...).String()
 		}
-		g := reg{ID: fingerprint(l.Cookie), Lease: fingerprint(l.Cookie), Groups: groups, Locators: append([]string{}, l.Info.Locators...),
+		g := reg{ID: fingerprint(l.Cookie), Lease: fingerprint(l.Cookie), Principal: s.principalOf(l.Cookie), Groups: groups, Locators: append([]string{}, l.Info.Locators...),
 			Registrars: []string{}, EventID: l.Info.EventID, Expires: s.expiresMs(l.Cookie)}
 		for _, r := range l.Registrars {
 			g.Registrars = append(g.Registrars, fmt.Sprintf("%s at %s (groups %s)", r.ID, r.Endpoint, client.GroupsOf(r.Groups...)))

@@ -127,6 +127,7 @@ func (s *Server) lockView(st *lock.State) any {
 	type set struct {
 		ID            string   `json:"id"`
 		Lease         string   `json:"lease"`
+		Principal     string   `json:"principal"`
 		Transactional bool     `json:"transactional"`
 		Fence         uint64   `json:"fence"`
 		Holders       []holder `json:"holders"`
@@ -151,7 +152,7 @@ func (s *Server) lockView(st *lock.State) any {
 		if len(v.Sets) == maxListed {
 			break
 		}
-		g := set{ID: fingerprint(sv.ID), Lease: fingerprint(sv.Cookie), Transactional: sv.Transactional, Fence: sv.Fence,
+		g := set{ID: fingerprint(sv.ID), Lease: fingerprint(sv.Cookie), Principal: s.principalOf(sv.Cookie), Transactional: sv.Transactional, Fence: sv.Fence,
 			Holders: []holder{}, Waiters: []waiter{}, Expires: s.expiresMs(sv.Cookie)}
 		for _, h := range sv.Holders {
 			hv := holder{Holder: name(h), Counts: map[string]int{}, Locks: []held{}}

@@ -378,12 +378,13 @@ func (s *Server) discover(ctx context.Context) {
 // attribute as Type.field=value, a service id), and every watch.
 func (s *Server) lookupView(st *lookup.State, svc *lookup.Service, q url.Values) (any, error) {
 	type item struct {
-		ID      string   `json:"id"`
-		Lease   string   `json:"lease"`
-		Types   []string `json:"types"`
-		Entries []string `json:"entries"`
-		Service string   `json:"service"`
-		Expires *int64   `json:"expires"`
+		ID        string   `json:"id"`
+		Lease     string   `json:"lease"`
+		Principal string   `json:"principal"`
+		Types     []string `json:"types"`
+		Entries   []string `json:"entries"`
+		Service   string   `json:"service"`
+		Expires   *int64   `json:"expires"`
 	}
 	type watch struct {
 		ID          string `json:"id"`
@@ -412,7 +413,7 @@ func (s *Server) lookupView(st *lookup.State, svc *lookup.Service, q url.Values)
 	for _, it := range items {
 		row := item{ID: it.ID.String(), Types: it.Types, Entries: []string{}, Service: string(it.Service)}
 		if c, ok := st.Cookie(it.ID); ok {
-			row.Lease, row.Expires = fingerprint(c), s.expiresMs(c)
+			row.Lease, row.Principal, row.Expires = fingerprint(c), s.principalOf(c), s.expiresMs(c)
 		}
 		for _, e := range it.Entries {
 			row.Entries = append(row.Entries, entryString(e.Type, e.Fields))

@@ -107,13 +107,6 @@ func mailboxPart(s *Server) *part {
 		page: &page{title: "Event mailboxes", actions: drop(s), view: func(context.Context, url.Values) (any, error) {
 			return s.mailboxView(st, svc), nil
 		}},
-		principals: func() map[djinn.ID]string {
-			out := map[djinn.ID]string{}
-			for _, r := range st.List() {
-				out[r.Cookie] = r.Principal
-			}
-			return out
-		},
 	}
 }
 

@@ -57,9 +57,6 @@ type part struct {
 	metrics func() []prometheus.Collector
 	// page is the service's page on the web console (console.go).
 	page *page
-	// principals maps the service's lease cookies to the principals that
-	// own them, for the console's lease list.
-	principals func() map[djinn.ID]string
 	// close releases what open took; it runs after the node is closed.
 	close func()
 }

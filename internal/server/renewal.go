@@ -98,13 +98,6 @@ func renewalPart(s *Server) *part {
 		page: &page{title: "Renewal sets", actions: drop(s), view: func(context.Context, url.Values) (any, error) {
 			return s.renewalView(st, svc), nil
 		}},
-		principals: func() map[djinn.ID]string {
-			out := map[djinn.ID]string{}
-			for _, in := range st.List() {
-				out[in.Cookie] = in.Principal
-			}
-			return out
-		},
 	}
 }
 

@@ -97,13 +97,6 @@ func txnPart(s *Server) *part {
 			view:    func(_ context.Context, q url.Values) (any, error) { return s.txnView(st, q), nil },
 			actions: map[string]func(context.Context, string) error{"abort": s.abortTxn},
 		},
-		principals: func() map[djinn.ID]string {
-			out := map[djinn.ID]string{}
-			for _, in := range st.All(maxListed) {
-				out[in.Cookie] = in.Principal
-			}
-			return out
-		},
 	}
 }
 

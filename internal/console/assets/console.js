@@ -170,7 +170,8 @@ const pages = {
   lock(v) {
     const out = [cards([["lock sets", v.sets.length], ["owners", v.owners], ["waiting", v.waiting], ["deadlocks refused", v.deadlocks]])];
     for (const s of v.sets) {
-      out.push(el("h2", { "data-set": s.id }, "Set ", mono(s.id), s.transactional ? " (transactional)" : "", ` — last fencing token ${s.fence}`, " ", act("drop", s.lease, `Destroy lock set ${s.id}`)));
+      out.push(el("h2", { "data-set": s.id }, "Set ", mono(s.id), s.transactional ? " (transactional)" : "", " ", el("span", { class: "muted" }, s.principal || ""),
+        ` — last fencing token ${s.fence}`, " ", act("drop", s.lease, `Destroy lock set ${s.id}`)));
       out.push(table(["Holder", "Modes (count)", "Fencing tokens"], s.holders.map(h => ({
         cells: [mono(h.holder), Object.entries(h.counts).map(([m, n]) => `${m}×${n}`).join(" "), h.locks.map(l => `${l.mode}:${l.fence}`).join(" ")],
       })), "Nobody holds a lock."));
@@ -186,9 +187,9 @@ const pages = {
     return [
       cards([["items", v.total], ["watches", v.watches.length], ["lookups", v.lookups]]),
       search([{ name: "type", label: "Service type", placeholder: "Printer" }, { name: "attr", label: "Attribute", placeholder: "Name.name=laser" }, { name: "id", label: "Service id" }]),
-      table(["Service id", "Types", "Attributes", "Service", "Expires in", ""], v.items.map(i => ({
+      table(["Service id", "Principal", "Types", "Attributes", "Service", "Expires in", ""], v.items.map(i => ({
         attrs: { "data-item": i.id },
-        cells: [mono(i.id), i.types.join(", "), el("ul", { class: "plain" }, i.entries.map(e => el("li", {}, e))), mono(i.service), countdown(i.expires), i.lease ? act("drop", i.lease, `Drop the registration of ${i.id}`) : el("span", { class: "muted" }, "the registrar's own")],
+        cells: [mono(i.id), i.principal || el("span", { class: "muted" }, "—"), i.types.join(", "), el("ul", { class: "plain" }, i.entries.map(e => el("li", {}, e))), mono(i.service), countdown(i.expires), i.lease ? act("drop", i.lease, `Drop the registration of ${i.id}`) : el("span", { class: "muted" }, "the registrar's own")],
       })), "No item matches."),
       el("h2", {}, "Watches"),
       table(["Watch", "Template", "Transitions", "Event id#", "Sequence#", "Listener", "Expires in"], v.watches.map(w => ({
@@ -199,9 +200,9 @@ const pages = {
   lds(v) {
     return [
       cards([["registrations", v.registrations.length], ["registrars known", v.registrars], ["events delivered", v.delivered]]),
-      table(["Registration", "Groups", "Locators", "Discovered registrars", "Event id#", "Expires in", ""], v.registrations.map(r => ({
+      table(["Registration", "Principal", "Groups", "Locators", "Discovered registrars", "Event id#", "Expires in", ""], v.registrations.map(r => ({
         attrs: { "data-registration": r.id },
-        cells: [mono(r.id), r.groups, r.locators.join(", ") || el("span", { class: "muted" }, "none"),
+        cells: [mono(r.id), r.principal || el("span", { class: "muted" }, "—"), r.groups, r.locators.join(", ") || el("span", { class: "muted" }, "none"),
           r.registrars.length ? el("ul", { class: "plain" }, r.registrars.map(g => el("li", {}, mono(g)))) : el("span", { class: "muted" }, "none yet"),
           r.eventId, countdown(r.expires), act("drop", r.lease, `Drop lookup discovery registration ${r.id}`)],
       })), "No registration."),
