@@ -105,7 +105,7 @@ func (g *globals) demoTransferCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.check(g.server); err != nil {
-				return err
+				return usageError{err}
 			}
 			c, err := g.dial(cmd.Context())
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/djinn-go/djinn/client"
@@ -55,6 +56,12 @@ func (g *globals) diagnose(ctx context.Context, err error) error {
 // configured, or "".
 func (g *globals) probe(ctx context.Context, addr string) string {
 	tlsPort, asksCert, tlsErr := probeTLS(ctx, addr)
+	if errors.Is(tlsErr, syscall.ECONNREFUSED) {
+		return "nothing listens there: start a server (djinn serve), or name a running one with --server or DJINN_SERVER"
+	}
+	if probeHTTP(ctx, addr, tlsPort) {
+		return "this is djinn's admin port (HTTP: the console, /healthz, /readyz, /metrics): dial the gRPC port instead, djinn serve's --listen (127.0.0.1:4161 by default)"
+	}
 	withTLS := g.tlsCA != "" || g.cert != ""
 	switch {
 	case tlsPort && !withTLS:
@@ -63,9 +70,6 @@ func (g *globals) probe(ctx context.Context, addr string) string {
 		return "this port asks for a client certificate (mutual TLS): give --tls-cert and --tls-key (djinn tls client NAME makes one)"
 	case tlsPort:
 		return ""
-	}
-	if probeHTTP(ctx, addr) {
-		return "this is djinn's admin port (HTTP: /healthz, /readyz, /metrics): dial the gRPC port instead, djinn serve's --listen (127.0.0.1:4161 by default)"
 	}
 	if withTLS && tlsErr != nil && strings.Contains(tlsErr.Error(), "does not look like a TLS handshake") {
 		return "this port does not speak TLS: drop --tls-ca, --tls-cert and --tls-key, or dial the server's TLS port"
@@ -105,16 +109,23 @@ func probeTLS(ctx context.Context, addr string) (tlsPort, asksCert bool, err err
 	return true, asksCert, nil
 }
 
-// probeHTTP says whether addr answers plain HTTP/1.1 as djinn's admin port
-// does.
-func probeHTTP(ctx context.Context, addr string) bool {
+// probeHTTP says whether addr answers HTTP/1.1 as djinn's admin port
+// does: over TLS when the port speaks it (under TLS the admin port does).
+func probeHTTP(ctx context.Context, addr string, overTLS bool) bool {
 	ctx, cancel := context.WithTimeout(ctx, probeWait)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/healthz", nil)
+	scheme := "http://"
+	if overTLS {
+		scheme = "https://"
+	}
+	req, err := http.NewRequestWithContext(ctx, "GET", scheme+addr+"/healthz", nil)
 	if err != nil {
 		return false
 	}
-	c := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{}).DialContext, DisableKeepAlives: true}}
+	c := &http.Client{Transport: &http.Transport{
+		DialContext: (&net.Dialer{}).DialContext, DisableKeepAlives: true,
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // a look at the port: whose certificate it is does not matter
+	}}
 	resp, err := c.Do(req)
 	if err != nil {
 		return false

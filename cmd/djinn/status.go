@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
@@ -62,32 +65,79 @@ func printStatus(w io.Writer, v statusView) {
 }
 
 func (g *globals) statusCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "status",
+	var waitS string
+	cmd := &cobra.Command{
+		Use:   "status [--wait D]",
 		Short: "Show a server's node, leader, services and counts, and every member's health",
-		Args:  cobra.NoArgs,
+		Long: "Show a server's node, leader, services and counts, and every member's health.\n\n" +
+			"With --wait, a server that does not answer yet (starting, or not yet listening), or is not ready\n" +
+			"(no leader yet, the cluster not yet initialised), is asked again until it is ready or --wait\n" +
+			"passes: scripts start a server in the background, then djinn status --wait 30s.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.dial(cmd.Context())
+			wait, err := parseWait(waitS)
+			if err != nil {
+				return usageError{err}
+			}
+			v, err := g.statusUntil(cmd.Context(), wait)
 			if err != nil {
 				return err
-			}
-			defer c.Close()
-			st, err := adminStatus(cmd.Context(), c)
-			if err != nil {
-				return err
-			}
-			v := viewStatus(st)
-			if ms, err := c.Members(cmd.Context(), true); err == nil {
-				v.Members = viewMembers(ms)
-			} else {
-				for _, m := range st.Members {
-					e := err.Error()
-					v.Members = append(v.Members, memberView{Node: m.NodeId, Raft: m.RaftAddress, GRPC: m.GrpcAddress, Voter: m.Voter, Applied: "0", Error: &e})
-				}
 			}
 			return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printStatus(w, v) })
 		},
 	}
+	waitFlag(cmd, &waitS, "ask again until the server answers, for at most this long (a Go duration); default: ask once")
+	return cmd
+}
+
+// statusUntil asks for the status until the server answers or wait
+// passes (at once without wait).
+func (g *globals) statusUntil(ctx context.Context, wait time.Duration) (statusView, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		v, err := g.status(ctx)
+		if err == nil && wait > 0 && !ready(v) {
+			err = djinn.Errorf(djinn.Unavailable, "%s answers but is not ready (waited %s): no leader yet, or the cluster not yet initialised — still electing, or without a quorum (djinn member ls)", g.server, wait)
+		}
+		if err == nil || wait == 0 || djinn.KindOf(err) != djinn.Unavailable || time.Now().After(deadline) {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// ready reports whether a status is a ready server's: a leader known, the
+// cluster initialised (as /readyz has it).
+func ready(v statusView) bool {
+	return v.Leader != "" && strings.Trim(v.ServiceID, "0") != ""
+}
+
+// status asks the first --server address for its status and every
+// member's health.
+func (g *globals) status(ctx context.Context) (statusView, error) {
+	c, err := g.dial(ctx)
+	if err != nil {
+		return statusView{}, err
+	}
+	defer c.Close()
+	st, err := adminStatus(ctx, c)
+	if err != nil {
+		return statusView{}, err
+	}
+	v := viewStatus(st)
+	if ms, err := c.Members(ctx, true); err == nil {
+		v.Members = viewMembers(ms)
+	} else {
+		for _, m := range st.Members {
+			e := err.Error()
+			v.Members = append(v.Members, memberView{Node: m.NodeId, Raft: m.RaftAddress, GRPC: m.GrpcAddress, Voter: m.Voter, Applied: "0", Error: &e})
+		}
+	}
+	return v, nil
 }
 
 // adminStatus asks the member c was dialled at (the first --server

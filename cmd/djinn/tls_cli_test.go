@@ -106,6 +106,7 @@ func testTLSServer(t *testing.T, dir string) {
 		{"plaintext", []string{"status"}, "this port speaks TLS: give --tls-ca"},
 		{"no client certificate", []string{"status", "--tls-ca", filepath.Join(dir, "ca.pem")}, "asks for a client certificate (mutual TLS): give --tls-cert and --tls-key"},
 		{"the admin port", []string{"status", "--server", n.admin}, "this is djinn's admin port"},
+		{"the admin port, with TLS", append([]string{"status", "--server", n.admin}, tlsArgs...), "this is djinn's admin port"},
 	} {
 		args := tc.args
 		if len(args) == 1 || args[1] != "--server" {
