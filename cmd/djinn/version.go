@@ -19,7 +19,26 @@ type versionView struct {
 	GoVersion string  `json:"go"`
 }
 
+// buildVersion and buildCommit are what a build that cannot record them
+// itself says (go build -ldflags "-X main.buildVersion=v1.2.3 -X
+// main.buildCommit=REV", as the Dockerfile does, whose build context has
+// no .git).
+var buildVersion, buildCommit string
+
 func readVersion() versionView {
+	v := buildInfoVersion()
+	if buildVersion != "" && (v.Version == "(devel)" || v.Version == "(unknown)" || v.Version == "") {
+		v.Version = buildVersion
+	}
+	if buildCommit != "" && v.Commit == nil {
+		c := buildCommit
+		v.Commit = &c
+	}
+	return v
+}
+
+// buildInfoVersion is what the Go toolchain recorded in the binary.
+func buildInfoVersion() versionView {
 	v := versionView{Module: "github.com/djinn-go/djinn", Version: "(unknown)", GoVersion: "(unknown)"}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
