@@ -14,7 +14,7 @@ import (
 )
 
 // This file is the client of the lookup discovery service
-// (specs/lookup-discovery-service.md, cited as LD n.n): registrations that
+// (the Jini Lookup Discovery Service Specification, cited as LD n.n; docs/specs.md): registrations that
 // have the service discover lookup services on their behalf, and the
 // discovered and discarded events it sends their listeners.
 

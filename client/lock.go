@@ -19,7 +19,7 @@ import (
 )
 
 // This file is the client of the lock service: the OMG Concurrency Control
-// Service (specs/concurrency-service.md, cited as CC n.n) bound to djinn
+// Service Specification (cited as CC n.n; docs/specs.md) bound to djinn
 // transactions and leases.
 
 // LockMode is a lock mode (CC 2.1.1's lock_mode, CC 1.3.1). Its values are

@@ -1,6 +1,6 @@
-// Package lds is the lookup discovery service (specs/lookup-discovery-
-// service.md, cited as LD n.n; River's Fiddler): group and locator
-// discovery run on behalf of registrations, which hear of the lookup
+// Package lds is the lookup discovery service (the Jini Lookup Discovery
+// Service Specification, cited as LD n.n; River's Fiddler): group and
+// locator discovery run on behalf of registrations, which hear of the lookup
 // services found and dropped through discovered and discarded remote
 // events.
 //

@@ -1,7 +1,7 @@
-// Package lock is the lock table of the concurrency-control service
-// (specs/concurrency-service.md, the OMG Concurrency Service bound to
-// djinn's transactions): lock sets, the locks held in them and the requests
-// waiting for locks. It is deterministic state code — it runs inside the
+// Package lock is the lock table of the concurrency-control service (the
+// OMG Concurrency Control Service Specification, CC in docs/specs.md, bound
+// to djinn's transactions): lock sets, the locks held in them and the
+// requests waiting for locks. It is deterministic state code — it runs inside the
 // Raft state machine's Apply — so it reads no clock, starts no goroutine and
 // returns nothing whose order depends on map iteration: answers that span
 // sets list them by ascending set id, holders by kind and id, cancelled

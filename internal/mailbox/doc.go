@@ -1,6 +1,6 @@
-// Package mailbox is the event mailbox service (specs/event-mailbox.md): a
-// third-party agent (EV.3.3) that stores remote events for its clients and
-// forwards them when asked.
+// Package mailbox is the event mailbox service (the Jini Event Mailbox
+// Service Specification, EM; docs/specs.md): a third-party agent (EV.3.3)
+// that stores remote events for its clients and forwards them when asked.
 //
 // A registration owns a lease (granted in the same log entry that creates the
 // registration), a mailbox listener that event generators notify, an optional

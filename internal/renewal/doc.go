@@ -1,6 +1,7 @@
-// Package renewal is the lease renewal service (specs/lease-renewal-service.md):
-// it renews other services' leases, kept in renewal sets, for clients that
-// sleep, disconnect or hold too many leases to renew themselves.
+// Package renewal is the lease renewal service (the Jini Lease Renewal
+// Service Specification, LR; docs/specs.md): it renews other services'
+// leases, kept in renewal sets, for clients that sleep, disconnect or hold
+// too many leases to renew themselves.
 //
 // A set owns a lease granted in the same log entry that creates it; when the
 // lease ends the set is destroyed and its client leases are left alone. Each
