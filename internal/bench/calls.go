@@ -31,7 +31,8 @@ var CallWorkloads = []string{"empty", "renew", "renewstream", "renewall", "regis
 //	deliver      ingest with delivery enabled to a listener hosted by the
 //	             bench; reports the events it received per second
 //	deliverbatch the same, Events events a call
-//	leases       Leases registrations, and the server's memory from Admin
+//	leases       Leases registrations, a snapshot forced, and the server's
+//	             memory from Admin (memory.go)
 type Calls struct {
 	Ops      []string
 	Levels   []int // clients
@@ -325,37 +326,6 @@ func deliverTo(ctx context.Context, conns *Conns, regs []*djinnpb.MailboxRegistr
 		}
 	}
 	return got.Load, func() { l.Close() }, nil
-}
-
-// leaseMemory grants Leases registrations and reports the server's
-// resident memory before and after.
-func (b *Calls) leaseMemory(ctx context.Context, env Env, conns *Conns) (Result, error) {
-	before, err := readProcess(ctx, b.Admin)
-	if err != nil {
-		return Result{}, err
-	}
-	start := time.Now()
-	regs, err := register(ctx, conns, b.Leases)
-	took := time.Since(start)
-	defer func() {
-		cookies := make([][]byte, len(regs))
-		for i, r := range regs {
-			cookies[i] = r.GetLease().GetCookie()
-		}
-		cancelLeases(env, conns.For(0), "registrations", cookies)
-	}()
-	if err != nil {
-		return Result{}, err
-	}
-	after, err := readProcess(ctx, b.Admin)
-	if err != nil {
-		return Result{}, err
-	}
-	return Result{Workload: "leases", Clients: 64, Unit: "registration", Ops: int64(b.Leases), Seconds: took.Seconds(),
-		OpsPerS: float64(b.Leases) / took.Seconds(), Figures: []Figure{
-			fig("server RSS before", before.rss/(1<<20), "MB"), fig("server RSS after", after.rss/(1<<20), "MB"),
-			fig("bytes per lease", (after.rss-before.rss)/float64(b.Leases), ""),
-		}}, nil
 }
 
 // ParseClients parses a comma-separated list of numbers of clients.

@@ -85,6 +85,9 @@ func TestAdminHTTP(t *testing.T) {
 			"djinn_leases 1", `grpc_server_handled_total{grpc_code="OK",grpc_method="Register",grpc_service="djinn.v1.EventMailbox",grpc_type="unary"} 1`,
 			`grpc_server_handled_total{grpc_code="OK",grpc_method="Register",grpc_service="djinn.v1.LookupService",grpc_type="unary"} 0`,
 			"djinn_is_leader 1", "djinn_mailbox_registrations 1", "grpc_server_handling_seconds_bucket", "go_goroutines",
+			// What djinn bench's leases workload reads of the server's memory.
+			"go_gc_heap_live_bytes", "djinn_process_resident_memory_peak_bytes", "go_gc_heap_allocs_objects_total",
+			"go_gc_heap_allocs_bytes_total", "go_cpu_classes_gc_total_cpu_seconds_total", "go_cpu_classes_total_cpu_seconds_total",
 		}},
 		{"GET", "/debug/pprof/", http.StatusOK, []string{"goroutine"}},
 		{"GET", "/debug/pprof/cmdline", http.StatusOK, nil},

@@ -2,11 +2,13 @@ package server
 
 import (
 	"context"
+	"regexp"
 	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/procfs"
 
 	"github.com/djinn-go/djinn/internal/replica"
 	"github.com/djinn-go/djinn/proto/djinnpb"
@@ -44,11 +46,36 @@ func newMetrics() *metrics {
 		}),
 	}
 	m.registry.MustRegister(
-		collectors.NewGoCollector(),
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(memoryRuntimeMetrics)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		gauge("djinn_process_resident_memory_peak_bytes", "The most resident memory the process has held since it started (VmHWM).", peakRSS),
 		m.server, m.client, m.logWrites, m.logFailed,
 	)
 	return m
+}
+
+// memoryRuntimeMetrics are the runtime's figures exported beside the
+// memory statistics: the live heap as the last collection marked it
+// (go_gc_heap_live_bytes), what was allocated (go_gc_heap_allocs_*), and
+// the CPU time the collector took of all the process's
+// (go_cpu_classes_gc_total_cpu_seconds_total,
+// go_cpu_classes_total_cpu_seconds_total).
+var memoryRuntimeMetrics = collectors.GoRuntimeMetricsRule{
+	Matcher: regexp.MustCompile(`^/gc/heap/(live|allocs):(bytes|objects)$|^/cpu/classes/(gc/)?total:cpu-seconds$`),
+}
+
+// peakRSS is the process's peak resident memory in bytes, 0 where
+// /proc does not tell it.
+func peakRSS() float64 {
+	p, err := procfs.Self()
+	if err != nil {
+		return 0
+	}
+	st, err := p.NewStatus()
+	if err != nil {
+		return 0
+	}
+	return float64(st.VmHWM)
 }
 
 // logWrite is the node's replica.Config.OnLogWrite.
