@@ -54,11 +54,18 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 }
 
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	if v, ok := f.sm.(Viewer); ok {
+		write, release, err := v.View()
+		if err != nil {
+			return nil, err
+		}
+		return snapshot{write, release}, nil
+	}
 	write, err := f.sm.Snapshot()
 	if err != nil {
 		return nil, err
 	}
-	return snapshot(write), nil
+	return snapshot{write: write}, nil
 }
 
 func (f *fsm) Restore(r io.ReadCloser) error {
@@ -85,14 +92,23 @@ func (f *fsm) lastRestoreErr() error {
 	return f.restoreErr
 }
 
-type snapshot func(w io.Writer) error
+// snapshot is a state machine's snapshot for raft, which persists it
+// (streaming it to the snapshot store's file) and then releases it.
+type snapshot struct {
+	write   func(w io.Writer) error
+	release func() // nil: nothing to let go
+}
 
 func (s snapshot) Persist(sink raft.SnapshotSink) error {
-	if err := s(sink); err != nil {
+	if err := s.write(sink); err != nil {
 		_ = sink.Cancel()
 		return err
 	}
 	return sink.Close()
 }
 
-func (s snapshot) Release() {}
+func (s snapshot) Release() {
+	if s.release != nil {
+		s.release()
+	}
+}

@@ -22,3 +22,11 @@ type StateMachine interface {
 	// Restore replaces the state with a snapshot written by Snapshot.
 	Restore(r io.Reader) error
 }
+
+// Viewer is a StateMachine that takes a snapshot as a view, which it lets
+// go when the snapshot is done with. The node prefers View to Snapshot:
+// View is called between applies, write later while applies go on, and
+// release once the snapshot is persisted, or given up without a write.
+type Viewer interface {
+	View() (write func(w io.Writer) error, release func(), err error)
+}

@@ -23,9 +23,18 @@ type Part struct {
 	// Records restore the part's snapshot records: one per Record kind,
 	// made with Restores.
 	Records []Record
-	// Snapshot gathers the part's records now and returns the function
-	// that writes them, later and outside Apply, in the order Restore is
-	// to read them. Nil: the part keeps nothing in snapshots.
+	// View takes a view of the part's state now, without copying its
+	// records (the lease table's and the mailbox's slabs copy a chunk
+	// only when it changes while a view is held), and returns the Dump
+	// that writes it later, outside Apply while applies go on, and the
+	// function that lets the view go once written or given up. A part
+	// with many records takes a view: a snapshot then costs no memory
+	// for the state it writes.
+	View func() (Dump, func())
+	// Snapshot, for a part without a View, gathers the part's records now
+	// and returns the function that writes them, later and outside Apply,
+	// in the order Restore is to read them. Nil with View nil: the part
+	// keeps nothing in snapshots.
 	Snapshot func() (Dump, error)
 	// Reset empties the part before a snapshot is restored.
 	Reset func()

@@ -14,6 +14,7 @@ package state
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,8 @@ import (
 	"sync"
 
 	"google.golang.org/protobuf/encoding/protodelim"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/djinn-go/djinn"
@@ -235,42 +238,137 @@ func (m *Machine) leasesEnded(owners []lease.Owner) {
 	}
 }
 
-// Snapshot implements replica.StateMachine: it gathers every part's
-// records now and writes them, length-delimited, later.
-func (m *Machine) Snapshot() (func(io.Writer) error, error) {
-	dumps := make([]Dump, 0, len(m.parts))
+// View implements replica's view-taking state machine: it takes every
+// part's view (or, for a part without one, gathers its records) now, in
+// one moment between applies, and returns the function that writes them
+// later while applies go on, and the one that lets the views go — after
+// the write, or instead of it. The write streams record by record: a
+// snapshot of the lease table and the mailbox is never held in memory.
+func (m *Machine) View() (write func(io.Writer) error, release func(), err error) {
+	s := &snapshot{}
 	for _, p := range m.parts {
-		if p.Snapshot == nil {
-			continue
+		switch {
+		case p.View != nil:
+			d, rel := p.View()
+			s.dumps, s.releases = append(s.dumps, d), append(s.releases, rel)
+		case p.Snapshot != nil:
+			d, err := p.Snapshot()
+			if err != nil {
+				s.release()
+				return nil, nil, fmt.Errorf("snapshot of %s: %w", p.Name, err)
+			}
+			s.dumps = append(s.dumps, d)
 		}
-		d, err := p.Snapshot()
-		if err != nil {
-			return nil, fmt.Errorf("snapshot of %s: %w", p.Name, err)
-		}
-		dumps = append(dumps, d)
+	}
+	return s.write, s.release, nil
+}
+
+// Snapshot implements replica.StateMachine: it takes the machine's view
+// now (View) and returns the function that writes it, once, and lets it
+// go. A snapshot that is never written holds its views: write it.
+func (m *Machine) Snapshot() (func(io.Writer) error, error) {
+	write, release, err := m.View()
+	if err != nil {
+		return nil, err
 	}
 	return func(w io.Writer) error {
-		bw := bufio.NewWriterSize(w, 1<<16)
-		for _, d := range dumps {
-			if err := d(func(msg protoreflect.ProtoMessage) error { return writeRecord(bw, msg) }); err != nil {
-				return fmt.Errorf("write snapshot: %w", err)
-			}
-		}
-		return bw.Flush()
+		defer release()
+		return write(w)
 	}, nil
 }
 
-// writeRecord writes msg as the Record kind that holds it.
-func writeRecord(w io.Writer, msg protoreflect.ProtoMessage) error {
-	var rec statepb.Record
-	f := fieldFor(recordField, msg.ProtoReflect().Descriptor())
-	if f == nil {
-		return djinn.Errorf(djinn.Internal, "%s is no snapshot record", msg.ProtoReflect().Descriptor().FullName())
+// snapshot is the machine's views, taken together.
+type snapshot struct {
+	dumps    []Dump
+	releases []func()
+
+	mu       sync.Mutex
+	released bool // guarded by mu
+}
+
+// write writes every part's records, length-delimited, in the parts'
+// order. It fails once the views are let go.
+func (s *snapshot) write(w io.Writer) error {
+	s.mu.Lock()
+	released := s.released
+	s.mu.Unlock()
+	if released {
+		return djinn.Errorf(djinn.Internal, "snapshot written after it was let go")
 	}
-	rec.ProtoReflect().Set(f, protoreflect.ValueOfMessage(msg.ProtoReflect()))
-	_, err := protodelim.MarshalTo(w, &rec)
+	rw := newRecordWriter(w)
+	for _, d := range s.dumps {
+		if err := d(rw.write); err != nil {
+			return fmt.Errorf("write snapshot: %w", err)
+		}
+	}
+	return rw.flush()
+}
+
+// release lets the views go; a second call does nothing.
+func (s *snapshot) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.released {
+		return
+	}
+	s.released = true
+	for _, r := range s.releases {
+		r()
+	}
+	s.dumps = nil
+}
+
+// recordWriter writes snapshot records, each as the Record kind that
+// holds it, length-delimited (protodelim's framing), through one buffer
+// it reuses: a record costs no allocation of its own.
+type recordWriter struct {
+	w   *bufio.Writer
+	buf []byte
+	// fields caches the Record field that holds each record message.
+	fields map[protoreflect.FullName]protowire.Number
+}
+
+func newRecordWriter(w io.Writer) *recordWriter {
+	return &recordWriter{w: bufio.NewWriterSize(w, 1<<16), buf: make([]byte, 0, 1<<12), fields: map[protoreflect.FullName]protowire.Number{}}
+}
+
+// write writes msg as the Record kind that holds it: the bytes
+// proto.Marshal gives for a Record whose oneof holds msg, after their
+// length.
+func (rw *recordWriter) write(msg proto.Message) error {
+	d := msg.ProtoReflect().Descriptor()
+	num, ok := rw.fields[d.FullName()]
+	if !ok {
+		f := fieldFor(recordField, d)
+		if f == nil {
+			return djinn.Errorf(djinn.Internal, "%s is no snapshot record", d.FullName())
+		}
+		num = f.Number()
+		rw.fields[d.FullName()] = num
+	}
+	// The message goes at the buffer's end, leaving room for the framing
+	// before it: two lengths and a tag, at most 25 bytes.
+	const room = 3 * binary.MaxVarintLen64
+	body, err := proto.MarshalOptions{}.MarshalAppend(rw.buf[:room], msg)
+	if err != nil {
+		return err
+	}
+	rw.buf = body
+	inner := len(body) - room
+	var head [room]byte
+	h := protowire.AppendTag(head[:0], num, protowire.BytesType)
+	h = protowire.AppendVarint(h, uint64(inner))
+	outer := len(h) + inner
+	var fr [binary.MaxVarintLen64]byte
+	frame := protowire.AppendVarint(fr[:0], uint64(outer))
+	start := room - len(h) - len(frame)
+	copy(body[start:], frame)
+	copy(body[start+len(frame):], h)
+	_, err = rw.w.Write(body[start:])
 	return err
 }
+
+func (rw *recordWriter) flush() error { return rw.w.Flush() }
 
 // maxRecord bounds one snapshot record, so a corrupt length cannot make
 // Restore allocate without limit.
