@@ -1,7 +1,6 @@
 package lease
 
 import (
-	"container/heap"
 	"time"
 
 	"github.com/djinn-go/djinn"
@@ -29,8 +28,14 @@ func (t *Table) Promote(now time.Time, grace time.Duration) {
 	defer t.mu.Unlock()
 	n := now.UnixNano()
 	floor := n + int64(grace)
-	t.byExpiry = t.byExpiry[:0]
-	for _, r := range t.leases {
+	h := &t.byExpiry
+	h.reset()
+	h.grow(t.recs.Cap())
+	for slot := range t.recs.Cap() {
+		if !t.recs.Live(slot) {
+			continue
+		}
+		r := t.recs.Mut(slot)
 		switch {
 		case r.horizon <= n:
 			r.expires = r.horizon
@@ -39,11 +44,11 @@ func (t *Table) Promote(now time.Time, grace time.Duration) {
 		default:
 			r.expires = r.horizon
 		}
-		r.heapKey = r.expires
-		r.heapIdx = int32(len(t.byExpiry))
-		t.byExpiry = append(t.byExpiry, r)
+		h.pos[slot] = int32(len(h.keys))
+		h.keys = append(h.keys, r.expires)
+		h.slots = append(h.slots, slot)
 	}
-	heap.Init(&t.byExpiry)
+	h.init()
 	t.signal()
 }
 
@@ -67,9 +72,10 @@ type Pending struct {
 
 // undo restores one renewal's lease to the expiration it had.
 type undo struct {
-	r   *record
-	old int64
-	gen uint16 // the record's gen right after the renewal
+	slot   uint32
+	cookie djinn.ID
+	old    int64
+	gen    uint16 // the record's gen right after the renewal
 }
 
 // Renew renews leases at now (LE.2.2) for holder: cookies[i] for
@@ -96,7 +102,7 @@ func (t *Table) Renew(now time.Time, slack time.Duration, holder string, cookies
 			out[i].Err = err
 			continue
 		}
-		r, ok := t.leases[c]
+		slot, r, ok := t.findLocked(c)
 		if !ok || r.expires <= n {
 			out[i].Err = unknownLease(c)
 			continue
@@ -111,13 +117,13 @@ func (t *Table) Renew(now time.Time, slack time.Duration, holder string, cookies
 			out[i].Granted = g // the lease lives on as it was
 			continue
 		}
-		old := r.expires
-		t.setExpiresLocked(r, exp)
+		old, horizon := r.expires, r.horizon
+		t.setExpiresLocked(slot, exp)
 		out[i].Granted = g
-		if exp > r.horizon {
+		if exp > horizon {
 			p.Horizons = append(p.Horizons, &statepb.HorizonEntry{Cookie: c[:], HorizonUnixNanos: horizonOf(exp, slack)})
 			p.Indexes = append(p.Indexes, i)
-			p.undos = append(p.undos, undo{r, old, r.gen})
+			p.undos = append(p.undos, undo{slot, c, old, t.recs.At(slot).gen})
 		}
 	}
 	return out, p
@@ -131,26 +137,37 @@ func (t *Table) Unrenew(p Pending) {
 	defer t.mu.Unlock()
 	for j := len(p.undos) - 1; j >= 0; j-- {
 		u := p.undos[j]
-		if cur, ok := t.leases[u.r.cookie]; ok && cur == u.r && u.r.gen == u.gen {
-			t.setExpiresLocked(u.r, u.old)
+		if t.holds(u.slot, u.cookie) && t.recs.At(u.slot).gen == u.gen {
+			t.setExpiresLocked(u.slot, u.old)
 		}
 	}
+}
+
+// holds reports whether slot holds the lease with cookie c.
+func (t *Table) holds(slot uint32, c djinn.ID) bool {
+	return t.recs.Live(slot) && t.recs.At(slot).cookie == c
 }
 
 // Expiring is a batch of leases taken off the expiry heap, for one expiry
 // command.
 type Expiring struct {
-	recs []*record
+	leases []expiring
+}
+
+// expiring is one lease of an Expiring batch, and where it was.
+type expiring struct {
+	slot   uint32
+	cookie djinn.ID
 }
 
 // Len returns the number of leases in the batch.
-func (e Expiring) Len() int { return len(e.recs) }
+func (e Expiring) Len() int { return len(e.leases) }
 
 // Cookies returns the batch's lease cookies, for the expiry command.
 func (e Expiring) Cookies() [][]byte {
-	out := make([][]byte, len(e.recs))
-	for i, r := range e.recs {
-		out[i] = r.cookie[:]
+	out := make([][]byte, len(e.leases))
+	for i := range e.leases {
+		out[i] = e.leases[i].cookie[:]
 	}
 	return out
 }
@@ -163,19 +180,20 @@ func (t *Table) PopExpired(now time.Time, most int) (Expiring, int64) {
 	n := now.UnixNano()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var batch []*record
-	for len(t.byExpiry) > 0 && t.byExpiry[0].heapKey <= n && len(batch) < most {
-		r := heap.Pop(&t.byExpiry).(*record)
+	var batch []expiring
+	h := &t.byExpiry
+	for h.len() > 0 && h.keys[0] <= n && len(batch) < most {
+		slot := h.pop()
+		r := t.recs.At(slot)
 		if r.expires > n {
-			r.heapKey = r.expires
-			heap.Push(&t.byExpiry, r)
+			h.push(slot, r.expires)
 			continue
 		}
-		batch = append(batch, r)
+		batch = append(batch, expiring{slot, r.cookie})
 	}
 	next := int64(never)
-	if len(t.byExpiry) > 0 {
-		next = t.byExpiry[0].heapKey
+	if h.len() > 0 {
+		next = h.keys[0]
 	}
 	return Expiring{batch}, next
 }
@@ -185,10 +203,9 @@ func (t *Table) PopExpired(now time.Time, most int) (Expiring, int64) {
 func (t *Table) Requeue(e Expiring) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, r := range e.recs {
-		if cur, ok := t.leases[r.cookie]; ok && cur == r && r.heapIdx < 0 {
-			r.heapKey = r.expires
-			heap.Push(&t.byExpiry, r)
+	for _, x := range e.leases {
+		if t.holds(x.slot, x.cookie) && !t.byExpiry.onHeap(x.slot) {
+			t.byExpiry.push(x.slot, t.recs.At(x.slot).expires)
 		}
 	}
 }
@@ -202,12 +219,13 @@ func (t *Table) DueHorizons(now time.Time, slack time.Duration) []*statepb.Horiz
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var out []*statepb.HorizonEntry
-	for _, r := range t.leases {
+	t.recs.Each(func(_ uint32, r *record) {
 		if r.expires == never || r.expires <= n || r.horizon-r.expires >= half {
-			continue
+			return
 		}
-		out = append(out, &statepb.HorizonEntry{Cookie: r.cookie[:], HorizonUnixNanos: horizonOf(r.expires, slack)})
-	}
+		c := r.cookie
+		out = append(out, &statepb.HorizonEntry{Cookie: c[:], HorizonUnixNanos: horizonOf(r.expires, slack)})
+	})
 	return out
 }
 

@@ -311,7 +311,7 @@ func TestExpiryWaitsForConfirmedLeadership(t *testing.T) {
 		f.log.mu.Unlock()
 		time.Sleep(time.Second)
 		synctest.Wait()
-		if _, ok := f.table.leases[c]; ok {
+		if _, ok := f.table.Principal(c); ok {
 			t.Fatal("expiry not retried after leadership was confirmed")
 		}
 	})

@@ -20,10 +20,10 @@ type Listed struct {
 // capabilities: whoever shows them must not show them to just anyone.
 func (t *Table) List() []Listed {
 	t.mu.Lock()
-	out := make([]Listed, 0, len(t.leases))
-	for _, r := range t.leases {
+	out := make([]Listed, 0, t.recs.Len())
+	t.recs.Each(func(_ uint32, r *record) {
 		out = append(out, Listed{Cookie: r.cookie, Owner: r.owner(), Principal: t.principals[r.principal], Expires: fromNanos(r.expires)})
-	}
+	})
 	t.mu.Unlock()
 	slices.SortFunc(out, func(a, b Listed) int {
 		if c := a.Expires.Compare(b.Expires); c != 0 {

@@ -204,13 +204,13 @@ func (w *leaseWorld) show() string {
 	defer w.t.mu.Unlock()
 	var lines []string
 	n := w.at().UnixNano()
-	for c, r := range w.t.leases {
+	w.t.recs.Each(func(_ uint32, r *record) {
 		state := "alive"
 		if r.expires <= n {
 			state = "expired"
 		}
-		lines = append(lines, fmt.Sprintf("%s: expires %s, horizon %s, %s", w.names[c], since(r.expires), since(r.horizon), state))
-	}
+		lines = append(lines, fmt.Sprintf("%s: expires %s, horizon %s, %s", w.names[r.cookie], since(r.expires), since(r.horizon), state))
+	})
 	if len(lines) == 0 {
 		return "no leases"
 	}

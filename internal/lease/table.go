@@ -1,43 +1,52 @@
 package lease
 
 import (
-	"container/heap"
 	"math"
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/quota"
+	"github.com/djinn-go/djinn/internal/slab"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
 
 // never is the expiration of a Forever lease, in unix nanoseconds.
 const never = math.MaxInt64
 
-// record is one lease. cookie, owner, principal and horizon are
-// replicated state; expires is the leader's live expiration (on
-// followers, the last logged one); heapKey and heapIdx place it in the
-// expiry heap.
+// record is one lease, by value in the table's slab: cookie, owner,
+// principal and horizon are replicated state; expires is the leader's
+// live expiration (on followers, the last logged one). Where it sits in
+// the expiry heap is kept beside it, in the heap, so that moving a lease
+// there does not change its record.
 //
-// A record takes the 80-byte size class: a million leases are 80 MB of
-// records.
+// A record is 56 bytes with no pointer: a million leases are 56 MB of
+// records the collector does not scan, beside a slot number in the cookie
+// index (4 bytes, the index between three eighths and three quarters
+// full) and 16 bytes in the expiry heap each.
 type record struct {
 	cookie  djinn.ID
 	ownerID djinn.ID
 	expires int64
 	horizon int64
-	heapKey int64
-	heapIdx int32
-	kind    uint16
-	// gen changes with every in-memory change of expires, so an undo can
-	// tell whether anything renewed the lease after it.
-	gen uint16
 	// principal is the lease's principal, by its number in the table's
 	// principals.
 	principal uint32
+	kind      uint16
+	// gen changes with every in-memory change of expires, so an undo can
+	// tell whether anything renewed the lease after it.
+	gen uint16
 }
 
 func (r *record) owner() Owner { return Owner{Kind: Kind(r.kind), ID: r.ownerID} }
+
+// Handle names a live lease by where the table keeps it, for a service
+// that holds one lease per resource and would otherwise store the lease's
+// cookie a second time (the mailbox). It stays the lease's while the
+// lease lives, and is meaningless once it ends or the table is reset.
+type Handle uint32
 
 // Table is the set of live leases. Every lease belongs to a principal,
 // and the table counts each principal's leases in its quota ledger: all
@@ -45,9 +54,10 @@ func (r *record) owner() Owner { return Owner{Kind: Kind(r.kind), ID: r.ownerID}
 // (SetQuota), refusing a grant past a limit.
 type Table struct {
 	mu sync.Mutex
-	// leases, byExpiry, policies, quotas, principals and numbers are
-	// guarded by mu.
-	leases   map[djinn.ID]*record
+	// recs, byCookie, byExpiry, policies, quotas, principals and numbers
+	// are guarded by mu.
+	recs     slab.Slab[record]
+	byCookie *slab.Index[djinn.ID]
 	byExpiry expiryHeap
 	policies map[Kind]Policy
 	quotas   map[Kind]quota.Name
@@ -64,8 +74,7 @@ type Table struct {
 
 // NewTable returns an empty table with an empty ledger.
 func NewTable() *Table {
-	return &Table{
-		leases:     make(map[djinn.ID]*record),
+	t := &Table{
 		policies:   make(map[Kind]Policy),
 		quotas:     make(map[Kind]quota.Name),
 		principals: []string{""},
@@ -73,6 +82,17 @@ func NewTable() *Table {
 		wake:       make(chan struct{}, 1),
 		ledger:     quota.New(),
 	}
+	t.byCookie = slab.NewIndex(func(slot uint32) djinn.ID { return t.recs.At(slot).cookie })
+	return t
+}
+
+// findLocked returns the slot of the lease with cookie c.
+func (t *Table) findLocked(c djinn.ID) (uint32, *record, bool) {
+	slot, ok := t.byCookie.Find(c)
+	if !ok {
+		return 0, nil, false
+	}
+	return slot, t.recs.At(slot), true
 }
 
 // Quotas returns the ledger the table counts leases in: the replicated
@@ -101,11 +121,36 @@ func (t *Table) numberLocked(p string) uint32 {
 func (t *Table) Principal(cookie djinn.ID) (string, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r, ok := t.leases[cookie]
+	_, r, ok := t.findLocked(cookie)
 	if !ok {
 		return "", false
 	}
 	return t.principals[r.principal], true
+}
+
+// Handle returns the handle of the live lease with cookie c.
+func (t *Table) Handle(c djinn.ID) (Handle, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	slot, ok := t.byCookie.Find(c)
+	return Handle(slot), ok
+}
+
+// Owned returns the cookie and principal of the lease h names, if it is
+// live and o's: a resource that keeps its lease's handle may be read
+// between the end of its lease and its own removal, in the same Apply.
+func (t *Table) Owned(h Handle, o Owner) (djinn.ID, string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	slot := uint32(h)
+	if !t.recs.Live(slot) {
+		return djinn.ID{}, "", false
+	}
+	r := t.recs.At(slot)
+	if r.owner() != o {
+		return djinn.ID{}, "", false
+	}
+	return r.cookie, t.principals[r.principal], true
 }
 
 // SetPolicy sets the lease policy of a kind of owner.
@@ -130,7 +175,7 @@ func (t *Table) policyLocked(k Kind) Policy {
 func (t *Table) Len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.leases)
+	return t.recs.Len()
 }
 
 // Info describes a lease.
@@ -145,7 +190,7 @@ type Info struct {
 func (t *Table) Lookup(cookie djinn.ID, now time.Time) (Info, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r, ok := t.leases[cookie]
+	_, r, ok := t.findLocked(cookie)
 	if !ok || r.expires <= now.UnixNano() {
 		return Info{}, false
 	}
@@ -156,7 +201,7 @@ func (t *Table) Lookup(cookie djinn.ID, now time.Time) (Info, bool) {
 func (t *Table) Alive(cookie djinn.ID, now time.Time) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r, ok := t.leases[cookie]
+	_, r, ok := t.findLocked(cookie)
 	return ok && r.expires > now.UnixNano()
 }
 
@@ -203,7 +248,7 @@ func (t *Table) ApplyGrantReplacing(prev, cookie djinn.ID, owner Owner, p string
 func (t *Table) grant(cookie djinn.ID, owner Owner, p string, expires, horizon int64, check bool) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if _, ok := t.leases[cookie]; ok {
+	if _, _, ok := t.findLocked(cookie); ok {
 		return djinn.Errorf(djinn.Internal, "lease %s: cookie already in use", cookie)
 	}
 	if check {
@@ -219,9 +264,14 @@ func (t *Table) grant(cookie djinn.ID, owner Owner, p string, expires, horizon i
 	if horizon < expires {
 		horizon = expires
 	}
-	r := &record{cookie: cookie, ownerID: owner.ID, kind: uint16(owner.Kind), expires: expires, horizon: horizon, principal: t.numberLocked(p)}
-	t.leases[cookie] = r
-	t.pushLocked(r)
+	slot := t.recs.Alloc()
+	*t.recs.Mut(slot) = record{cookie: cookie, ownerID: owner.ID, kind: uint16(owner.Kind), expires: expires, horizon: horizon, principal: t.numberLocked(p)}
+	t.byCookie.Insert(slot)
+	t.byExpiry.grow(t.recs.Cap())
+	t.byExpiry.push(slot, expires)
+	if t.byExpiry.pos[slot] == 0 {
+		t.signal()
+	}
 	return nil
 }
 
@@ -240,13 +290,13 @@ func (t *Table) ApplyCancel(cookies [][]byte) ([]error, []Owner) {
 			errs[i] = err
 			continue
 		}
-		r, ok := t.leases[c]
+		slot, r, ok := t.findLocked(c)
 		if !ok {
 			errs[i] = unknownLease(c)
 			continue
 		}
-		t.removeLocked(r)
 		owners = append(owners, r.owner())
+		t.removeLocked(slot)
 	}
 	return errs, owners
 }
@@ -270,9 +320,9 @@ func (t *Table) ApplyExpire(cookies [][]byte) []Owner {
 		if err != nil {
 			continue
 		}
-		if r, ok := t.leases[c]; ok {
-			t.removeLocked(r)
+		if slot, r, ok := t.findLocked(c); ok {
 			owners = append(owners, r.owner())
+			t.removeLocked(slot)
 		}
 	}
 	return owners
@@ -289,8 +339,8 @@ func (t *Table) ApplyRelease(cookies ...[]byte) {
 		if err != nil {
 			continue
 		}
-		if r, ok := t.leases[c]; ok {
-			t.removeLocked(r)
+		if slot, _, ok := t.findLocked(c); ok {
+			t.removeLocked(slot)
 		}
 	}
 }
@@ -304,26 +354,22 @@ func (t *Table) ApplyHorizon(entries []*statepb.HorizonEntry) {
 		if err != nil {
 			continue
 		}
-		if r, ok := t.leases[c]; ok && e.GetHorizonUnixNanos() > r.horizon {
-			r.horizon = e.GetHorizonUnixNanos()
+		if slot, r, ok := t.findLocked(c); ok && e.GetHorizonUnixNanos() > r.horizon {
+			t.recs.Mut(slot).horizon = e.GetHorizonUnixNanos()
 		}
 	}
 }
 
-// Records returns every lease for a snapshot, in no particular order.
+// Records returns every lease as a snapshot record, in no particular
+// order: what a view writes, gathered.
 func (t *Table) Records() []*statepb.LeaseRecord {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make([]*statepb.LeaseRecord, 0, len(t.leases))
-	for _, r := range t.leases {
-		// An expiration past the horizon is a renewal whose horizon write
-		// is still pending and may fail: it is not state yet.
-		out = append(out, &statepb.LeaseRecord{
-			Cookie: r.cookie[:], OwnerKind: uint32(r.kind), OwnerId: r.ownerID[:],
-			ExpiresUnixNanos: min(r.expires, r.horizon), HorizonUnixNanos: r.horizon,
-			Principal: t.principals[r.principal],
-		})
-	}
+	v := t.View()
+	defer v.Release()
+	out := make([]*statepb.LeaseRecord, 0, v.Len())
+	_ = v.Each(func(r *statepb.LeaseRecord) error {
+		out = append(out, proto.CloneOf(r))
+		return nil
+	})
 	return out
 }
 
@@ -331,8 +377,9 @@ func (t *Table) Records() []*statepb.LeaseRecord {
 func (t *Table) Reset() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.leases = make(map[djinn.ID]*record)
-	t.byExpiry = nil
+	t.recs.Reset()
+	t.byCookie.Reset()
+	t.byExpiry.reset()
 	t.ledger.Reset()
 }
 
@@ -353,43 +400,35 @@ func (t *Table) Restore(rec *statepb.LeaseRecord) error {
 // setExpiresLocked changes a lease's live expiration, keeping the expiry
 // heap able to find it: a later expiration is found lazily when the old key
 // pops; an earlier one moves the key now.
-func (t *Table) setExpiresLocked(r *record, exp int64) {
+func (t *Table) setExpiresLocked(slot uint32, exp int64) {
+	r := t.recs.Mut(slot)
 	r.expires = exp
 	r.gen++
-	if exp >= r.heapKey && r.heapIdx >= 0 {
-		return
-	}
-	r.heapKey = min(r.heapKey, exp)
-	if r.heapIdx >= 0 {
-		heap.Fix(&t.byExpiry, int(r.heapIdx))
+	h := &t.byExpiry
+	if i := h.pos[slot]; i >= 0 {
+		if exp >= h.keys[i] {
+			return
+		}
+		h.keys[i] = exp
+		h.up(int(i))
 	} else {
-		r.heapKey = exp
-		heap.Push(&t.byExpiry, r)
+		h.push(slot, exp)
 	}
-	if r.heapIdx == 0 {
+	if h.pos[slot] == 0 {
 		t.signal()
 	}
 }
 
-// pushLocked adds r to the heap keyed by its expiration.
-func (t *Table) pushLocked(r *record) {
-	r.heapKey = r.expires
-	heap.Push(&t.byExpiry, r)
-	if r.heapIdx == 0 {
-		t.signal()
-	}
-}
-
-func (t *Table) removeLocked(r *record) {
+func (t *Table) removeLocked(slot uint32) {
+	r := t.recs.At(slot)
 	p := t.principals[r.principal]
 	t.ledger.Release(p, quota.Leases, 1)
 	if q, ok := t.quotas[Kind(r.kind)]; ok {
 		t.ledger.Release(p, q, 1)
 	}
-	delete(t.leases, r.cookie)
-	if i := int(r.heapIdx); i >= 0 && i < len(t.byExpiry) && t.byExpiry[i] == r {
-		heap.Remove(&t.byExpiry, i)
-	}
+	t.byCookie.Delete(r.cookie)
+	t.byExpiry.remove(slot)
+	t.recs.Free(slot)
 }
 
 func (t *Table) signal() {
@@ -411,28 +450,4 @@ func toNanos(t time.Time) int64 {
 		return never
 	}
 	return t.UnixNano()
-}
-
-// expiryHeap orders records by heapKey, earliest first.
-type expiryHeap []*record
-
-func (h expiryHeap) Len() int           { return len(h) }
-func (h expiryHeap) Less(i, j int) bool { return h[i].heapKey < h[j].heapKey }
-func (h expiryHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].heapIdx = int32(i)
-	h[j].heapIdx = int32(j)
-}
-func (h *expiryHeap) Push(x any) {
-	r := x.(*record)
-	r.heapIdx = int32(len(*h))
-	*h = append(*h, r)
-}
-func (h *expiryHeap) Pop() any {
-	old := *h
-	r := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	r.heapIdx = -1
-	return r
 }

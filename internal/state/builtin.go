@@ -112,8 +112,8 @@ func (m *Machine) leasePart() Part {
 			Restores(t.Restore),
 			Restores(func(r *statepb.Quotas) error { t.Quotas().ApplyLimits(r); return nil }),
 		},
-		Snapshot: func() (Dump, error) {
-			recs := t.Records()
+		View: func() (Dump, func()) {
+			v := t.View()
 			limits := t.Quotas().Limits()
 			return func(emit func(proto.Message) error) error {
 				if len(limits) > 0 {
@@ -121,8 +121,8 @@ func (m *Machine) leasePart() Part {
 						return err
 					}
 				}
-				return Each(recs)(emit)
-			}, nil
+				return v.Each(func(r *statepb.LeaseRecord) error { return emit(r) })
+			}, v.Release
 		},
 		Reset: t.Reset,
 	}
