@@ -8,10 +8,12 @@ import (
 // List returns every registration, by id.
 func (s *State) List() []Info {
 	s.mu.Lock()
-	out := make([]Info, 0, len(s.regs))
-	for _, r := range s.regs {
-		out = append(out, r.info())
-	}
+	out := make([]Info, 0, s.regs.Len())
+	s.regs.Each(func(slot uint32, _ *registration) {
+		if in, ok := s.infoLocked(slot); ok {
+			out = append(out, in)
+		}
+	})
 	s.mu.Unlock()
 	slices.SortFunc(out, func(a, b Info) int { return bytes.Compare(a.ID[:], b.ID[:]) })
 	return out

@@ -1,6 +1,8 @@
 package mailbox
 
 import (
+	"google.golang.org/protobuf/proto"
+
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/quota"
 	"github.com/djinn-go/djinn/internal/state"
@@ -24,9 +26,14 @@ func (s *State) Part() state.Part {
 			state.On(func(_ int64, c *statepb.MailboxUnknown) any { return s.ApplyUnknown(c) }),
 			state.On(func(_ int64, c *statepb.MailboxPull) any { return state.Result(s.ApplyPull(c)) }),
 		},
-		Records:  []state.Record{state.Restores(s.Restore)},
-		Snapshot: func() (state.Dump, error) { return state.Each(s.Records()), nil },
-		Reset:    s.Reset,
-		Leases:   []state.LeaseKind{{Kind: LeaseKind, Name: "mailbox registration", Quota: quota.MailboxRegistrations, Ended: func(o lease.Owner) { s.LeaseEnded(o.ID) }}},
+		Records: []state.Record{state.Restores(s.Restore)},
+		View: func() (state.Dump, func()) {
+			v := s.View()
+			return func(emit func(proto.Message) error) error {
+				return v.Each(func(r *statepb.MailboxRecord) error { return emit(r) })
+			}, v.Release
+		},
+		Reset:  s.Reset,
+		Leases: []state.LeaseKind{{Kind: LeaseKind, Name: "mailbox registration", Quota: quota.MailboxRegistrations, Ended: func(o lease.Owner) { s.LeaseEnded(o.ID) }}},
 	}
 }

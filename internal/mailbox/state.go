@@ -5,9 +5,8 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lease"
-	"github.com/djinn-go/djinn/internal/quota"
+	"github.com/djinn-go/djinn/internal/slab"
 	"github.com/djinn-go/djinn/proto/djinnpb"
-	"github.com/djinn-go/djinn/proto/statepb"
 )
 
 // eventKey is a (source, event id) pair, the identity of a kind of event
@@ -34,16 +33,35 @@ type Stored struct {
 	Event *djinnpb.RemoteEvent
 }
 
+// registration is what every registration holds, by value in the
+// state's slab: 40 bytes and no pointer. Its lease's cookie and principal
+// are the lease table's, found by the lease's handle; the rest of its
+// state, which most registrations never have, is an extra.
 type registration struct {
-	id        djinn.ID
+	id       djinn.ID
+	listener djinn.ID
+	lease    lease.Handle
+	// more is 1 + the slot of the registration's extra, 0 for none.
+	more uint32
+}
+
+// extra is the state a registration gains once used: a delivery target,
+// stored events, unknown events, pull streams. Without one, a
+// registration has no target, no event, epoch and pull 0, and its next
+// event's index is 1.
+//
+// A snapshot's view shares an extra's target, map and slice: while one is
+// held (State.more.Shared), they are replaced, never changed in place
+// (events are appended past every view's end, which no view reads).
+type extra struct {
+	// principal is the registration's, kept for its quotas: its lease may
+	// end before its stored events are released.
 	principal string
-	listener  djinn.ID
-	cookie    djinn.ID
-	target    *djinnpb.Ref                   // nil: delivery disabled
-	epoch     uint64                         // bumped by every enable and disable
-	unknown   map[eventKey]*djinnpb.EventKey // nil while empty
+	target    *djinnpb.Ref // nil: delivery disabled
+	epoch     uint64       // bumped by every enable and disable
+	next      uint64       // index of the next stored event
+	unknown   map[eventKey]*djinnpb.EventKey
 	events    []Stored
-	next      uint64 // index of the next stored event
 	// pull numbers the registration's current pull stream: bumped by
 	// every pull and every enable of delivery to a target, which
 	// supersede the streams before.
@@ -52,6 +70,9 @@ type registration struct {
 	// superseded; pullers wait on it.
 	wait chan struct{}
 }
+
+// noExtra is the extra of a registration that has none.
+var noExtra = extra{next: 1}
 
 // Sink observes the state machine's changes in log order, on the leader.
 // Its methods are called from Apply with the state locked: they must not
@@ -68,9 +89,12 @@ type Sink interface {
 // State is the replicated mailbox state.
 type State struct {
 	mu sync.Mutex
-	// regs, byListener and sink are guarded by mu.
-	regs       map[djinn.ID]*registration
-	byListener map[djinn.ID]*registration
+	// regs, more, byID, byListener, stored and sink are guarded by mu.
+	regs       slab.Slab[registration]
+	more       slab.Slab[extra]
+	byID       *slab.Index[djinn.ID]
+	byListener *slab.Index[djinn.ID]
+	stored     int // events stored, in every registration
 	sink       Sink
 
 	leases    *lease.Table
@@ -83,10 +107,38 @@ type State struct {
 // maxStored bounds stored events per registration; service returns the
 // mailbox's service id.
 func NewState(t *lease.Table, maxStored int, service func() djinn.ID) *State {
-	return &State{
-		regs: make(map[djinn.ID]*registration), byListener: make(map[djinn.ID]*registration),
-		leases: t, maxStored: maxStored, service: service,
+	s := &State{leases: t, maxStored: maxStored, service: service}
+	s.byID = slab.NewIndex(func(slot uint32) djinn.ID { return s.regs.At(slot).id })
+	s.byListener = slab.NewIndex(func(slot uint32) djinn.ID { return s.regs.At(slot).listener })
+	return s
+}
+
+// findLocked returns the slot of registration id.
+func (s *State) findLocked(id djinn.ID) (uint32, bool) { return s.byID.Find(id) }
+
+// extraLocked returns the extra of the registration at slot, to read
+// only: noExtra when it has none.
+func (s *State) extraLocked(slot uint32) *extra {
+	if m := s.regs.At(slot).more; m != 0 {
+		return s.more.At(m - 1)
 	}
+	return &noExtra
+}
+
+// mutExtraLocked returns the extra of the registration at slot, to
+// change, giving it one first if it has none. The pointer is good until
+// the next extra is made or let go.
+func (s *State) mutExtraLocked(slot uint32) *extra {
+	r := s.regs.At(slot)
+	if r.more == 0 {
+		m := s.more.Alloc()
+		e := s.more.Mut(m)
+		*e = noExtra
+		_, e.principal, _ = s.leases.Owned(r.lease, lease.Owner{Kind: LeaseKind, ID: r.id})
+		s.regs.Mut(slot).more = m + 1
+		return e
+	}
+	return s.more.Mut(r.more - 1)
 }
 
 // SetSink attaches (or, with nil, detaches) the leader's deliverer and
@@ -99,28 +151,25 @@ func (s *State) SetSink(k Sink) {
 	if k == nil {
 		return
 	}
-	for _, r := range s.regs {
-		if r.target != nil && len(r.events) > 0 {
-			k.Retargeted(r.id, r.target, r.epoch, append([]Stored(nil), r.events...), nil)
+	s.regs.Each(func(slot uint32, r *registration) {
+		if e := s.extraLocked(slot); e.target != nil && len(e.events) > 0 {
+			k.Retargeted(r.id, e.target, e.epoch, append([]Stored(nil), e.events...), nil)
 		}
-	}
+	})
 }
 
 // Len returns the number of registrations and of stored events.
 func (s *State) Len() (regs, events int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, r := range s.regs {
-		events += len(r.events)
-	}
-	return len(s.regs), events
+	return s.regs.Len(), s.stored
 }
 
 // Registrations returns the number of registrations.
 func (s *State) Registrations() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.regs)
+	return s.regs.Len()
 }
 
 // Info is a registration as clients see it.
@@ -132,38 +181,52 @@ type Info struct {
 	Unknown              []*djinnpb.EventKey
 }
 
-func (r *registration) info() Info {
-	in := Info{ID: r.id, Listener: r.listener, Cookie: r.cookie, Principal: r.principal, Target: r.target, Stored: len(r.events)}
-	for _, k := range r.unknown {
+// infoLocked returns the registration at slot as clients see it, or
+// false when its lease has just ended (it is removed in the same Apply).
+func (s *State) infoLocked(slot uint32) (Info, bool) {
+	r := s.regs.At(slot)
+	cookie, principal, ok := s.leases.Owned(r.lease, lease.Owner{Kind: LeaseKind, ID: r.id})
+	if !ok {
+		return Info{}, false
+	}
+	e := s.extraLocked(slot)
+	in := Info{ID: r.id, Listener: r.listener, Cookie: cookie, Principal: principal, Target: e.target, Stored: len(e.events)}
+	for _, k := range e.unknown {
 		in.Unknown = append(in.Unknown, k)
 	}
-	return in
+	return in, true
 }
 
 func noSuchRegistration(id djinn.ID) error {
 	return djinn.Errorf(djinn.NoSuchObject, "mailbox registration %s: no such registration (lease expired or cancelled)", id)
 }
 
+func noSuchListener(id djinn.ID) error {
+	return djinn.Errorf(djinn.NoSuchObject, "mailbox listener %s: no such listener (its registration's lease ended)", id)
+}
+
 // Get returns a registration.
 func (s *State) Get(id djinn.ID) (Info, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.regs[id]
-	if !ok {
-		return Info{}, noSuchRegistration(id)
+	if slot, ok := s.findLocked(id); ok {
+		if in, ok := s.infoLocked(slot); ok {
+			return in, nil
+		}
 	}
-	return r.info(), nil
+	return Info{}, noSuchRegistration(id)
 }
 
 // ByListener returns the registration a mailbox listener belongs to.
 func (s *State) ByListener(listener djinn.ID) (Info, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.byListener[listener]
-	if !ok {
-		return Info{}, djinn.Errorf(djinn.NoSuchObject, "mailbox listener %s: no such listener (its registration's lease ended)", listener)
+	if slot, ok := s.byListener.Find(listener); ok {
+		if in, ok := s.infoLocked(slot); ok {
+			return in, nil
+		}
 	}
-	return r.info(), nil
+	return Info{}, noSuchListener(listener)
 }
 
 // IsUnknown reports whether the registration's unknown-event list holds
@@ -171,11 +234,11 @@ func (s *State) ByListener(listener djinn.ID) (Info, error) {
 func (s *State) IsUnknown(reg djinn.ID, ev *djinnpb.RemoteEvent) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.regs[reg]
+	slot, ok := s.findLocked(reg)
 	if !ok {
 		return false
 	}
-	_, bad := r.unknown[keyOf(ev)]
+	_, bad := s.extraLocked(slot).unknown[keyOf(ev)]
 	return bad
 }
 
@@ -185,403 +248,48 @@ func (s *State) IsUnknown(reg djinn.ID, ev *djinnpb.RemoteEvent) bool {
 func (s *State) After(reg djinn.ID, pull, after uint64, max int) ([]Stored, <-chan struct{}, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.regs[reg]
+	slot, ok := s.findLocked(reg)
 	if !ok {
 		return nil, nil, noSuchRegistration(reg)
 	}
-	if r.pull != pull {
+	if s.extraLocked(slot).pull != pull {
 		return nil, nil, superseded(reg)
 	}
+	e := s.mutExtraLocked(slot)
 	var out []Stored
-	for _, e := range r.events {
-		if e.Index > after {
-			out = append(out, e)
+	for _, ev := range e.events {
+		if ev.Index > after {
+			out = append(out, ev)
 			if len(out) == max {
 				break
 			}
 		}
 	}
-	if r.wait == nil {
-		r.wait = make(chan struct{})
+	if e.wait == nil {
+		e.wait = make(chan struct{})
 	}
-	return out, r.wait, nil
+	return out, e.wait, nil
 }
 
-// ApplyRegister creates a registration and grants its lease.
-func (s *State) ApplyRegister(c *statepb.MailboxRegister) (Info, error) {
-	id, err := djinn.IDFromBytes("registration id", c.GetRegistrationId())
-	if err != nil {
-		return Info{}, err
+// wakeLocked wakes the pullers waiting on the registration.
+func (e *extra) wakeLocked() {
+	if e.wait != nil {
+		close(e.wait)
+		e.wait = nil
 	}
-	listener, err := djinn.IDFromBytes("listener id", c.GetListenerId())
-	if err != nil {
-		return Info{}, err
-	}
-	cookie, err := djinn.IDFromBytes("lease cookie", c.GetCookie())
-	if err != nil {
-		return Info{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, dup := s.regs[id]; dup {
-		return Info{}, djinn.Errorf(djinn.Internal, "mailbox registration %s: already exists", id)
-	}
-	if _, dup := s.byListener[listener]; dup {
-		return Info{}, djinn.Errorf(djinn.Internal, "mailbox listener %s: already exists", listener)
-	}
-	if err := s.leases.ApplyGrant(cookie, lease.Owner{Kind: LeaseKind, ID: id}, c.GetPrincipal(), c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
-		return Info{}, err
-	}
-	r := &registration{id: id, principal: c.GetPrincipal(), listener: listener, cookie: cookie, next: 1}
-	s.regs[id] = r
-	s.byListener[listener] = r
-	return r.info(), nil
-}
-
-// CheckTarget enforces EM.4.1: a mailbox listener of this mailbox cannot be
-// a target, which would make a notification loop. Every listener this
-// service's id names is one of the mailbox's own.
-func (s *State) CheckTarget(t *djinnpb.Ref) error {
-	if t == nil {
-		return nil
-	}
-	svc, err := djinn.IDFromBytes("target service id", t.GetServiceId())
-	if err != nil {
-		return err
-	}
-	if _, err := djinn.IDFromBytes("target object id", t.GetObjectId()); err != nil {
-		return err
-	}
-	if err := djinn.CheckEndpoint(t.GetEndpoint()); err != nil {
-		return djinn.Errorf(djinn.InvalidArgument, "target: %v", err)
-	}
-	if svc == s.service() {
-		obj, _ := djinn.IDFromBytes("", t.GetObjectId())
-		return djinn.Errorf(djinn.InvalidArgument, "target %s: a mailbox listener of this mailbox cannot be a delivery target: the mailbox would deliver to itself; give a listener outside it", obj)
-	}
-	return nil
-}
-
-// ApplyEnable sets the target (nil disables), clearing the unknown-event
-// list (EM.4.1). It returns a channel closed when the leader's deliverer has
-// switched, or nil where there is no deliverer.
-func (s *State) ApplyEnable(c *statepb.MailboxEnable) (chan struct{}, error) {
-	id, err := djinn.IDFromBytes("registration id", c.GetRegistrationId())
-	if err != nil {
-		return nil, err
-	}
-	if err := s.CheckTarget(c.GetTarget()); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, ok := s.regs[id]
-	if !ok {
-		return nil, noSuchRegistration(id)
-	}
-	r.target = c.GetTarget()
-	r.epoch++
-	if r.target != nil {
-		r.unknown = nil
-		r.supersedeLocked() // push and pull are exclusive
-	}
-	return s.retargetLocked(r), nil
 }
 
 // supersedeLocked ends the registration's pull stream: a newer consumer
 // takes the events.
-func (r *registration) supersedeLocked() {
-	r.pull++
-	r.wakeLocked()
-}
-
-// wakeLocked wakes the pullers waiting on the registration.
-func (r *registration) wakeLocked() {
-	if r.wait != nil {
-		close(r.wait)
-		r.wait = nil
-	}
-}
-
-// PullBegun is what ApplyPull returns: the new pull stream's number, and a
-// channel closed when push delivery has stopped (nil when there is none
-// to stop here).
-type PullBegun struct {
-	Pull uint64
-	Done chan struct{}
-}
-
-// ApplyPull begins a pull stream (River's MailboxPullRegistration): push
-// and pull are exclusive, so it disables push delivery, and it supersedes
-// the registration's earlier pull stream, whose puller gets
-// InvalidIterator.
-func (s *State) ApplyPull(c *statepb.MailboxPull) (PullBegun, error) {
-	id, err := djinn.IDFromBytes("registration id", c.GetRegistrationId())
-	if err != nil {
-		return PullBegun{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, ok := s.regs[id]
-	if !ok {
-		return PullBegun{}, noSuchRegistration(id)
-	}
-	r.supersedeLocked()
-	b := PullBegun{Pull: r.pull}
-	if r.target != nil {
-		r.target = nil
-		r.epoch++
-		b.Done = s.retargetLocked(r)
-	}
-	return b, nil
+func (e *extra) supersedeLocked() {
+	e.pull++
+	e.wakeLocked()
 }
 
 func superseded(id djinn.ID) error {
 	return djinn.Errorf(djinn.InvalidIterator, "mailbox registration %s: this pull stream was superseded by delivery enabled to a target or by a newer pull; pull again to take the events back (those received and not acknowledged come again)", id)
 }
 
-// ApplyDisable clears the target. With only_if_epoch set it does so only
-// while no enable or disable came since: a delivery failure must not
-// disable a target the client set since.
-func (s *State) ApplyDisable(c *statepb.MailboxDisable) (chan struct{}, error) {
-	id, err := djinn.IDFromBytes("registration id", c.GetRegistrationId())
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, ok := s.regs[id]
-	if !ok {
-		return nil, noSuchRegistration(id)
-	}
-	if want := c.GetOnlyIfEpoch(); want != 0 && want != r.epoch {
-		return nil, nil
-	}
-	r.target = nil
-	r.epoch++
-	return s.retargetLocked(r), nil
-}
-
-func (s *State) retargetLocked(r *registration) chan struct{} {
-	if s.sink == nil {
-		return nil
-	}
-	done := make(chan struct{})
-	s.sink.Retargeted(r.id, r.target, r.epoch, append([]Stored(nil), r.events...), done)
-	return done
-}
-
-// StoreResult is the outcome of ApplyStore: how many events, from the
-// first, were stored, and why the next one was refused.
-type StoreResult struct {
-	Accepted int
-	Err      error
-}
-
-// ApplyStore stores events that arrived at a mailbox listener, in order,
-// until one is refused: with NoSuchObject when the registration is gone
-// (EM.4.1), UnknownEvent when the event's (source, id) is on the
-// unknown-event list (EM.4.1), and ResourceExhausted when the registration
-// holds its maximum of stored events.
-func (s *State) ApplyStore(c *statepb.MailboxStore) StoreResult {
-	lid, err := djinn.IDFromBytes("listener id", c.GetListenerId())
-	if err != nil {
-		return StoreResult{Err: err}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, ok := s.byListener[lid]
-	if !ok {
-		return StoreResult{Err: djinn.Errorf(djinn.NoSuchObject, "mailbox listener %s: no such listener (its registration's lease ended)", lid)}
-	}
-	var res StoreResult
-	for _, ev := range c.GetEvents() {
-		if _, bad := r.unknown[keyOf(ev)]; bad {
-			res.Err = unknownEvent(ev)
-			break
-		}
-		if len(r.events) >= s.maxStored {
-			res.Err = djinn.Errorf(djinn.ResourceExhausted, "mailbox registration %s: holds %d stored events, the most allowed", r.id, s.maxStored)
-			break
-		}
-		if err := s.leases.Quotas().Take(r.principal, quota.StoredEvents, 1); err != nil {
-			res.Err = err
-			break
-		}
-		st := Stored{Index: r.next, Event: ev}
-		r.next++
-		r.events = append(r.events, st)
-		res.Accepted++
-		if s.sink != nil && r.target != nil {
-			s.sink.Stored(r.id, r.target, r.epoch, st)
-		}
-	}
-	if res.Accepted > 0 {
-		r.wakeLocked()
-	}
-	return res
-}
-
 func unknownEvent(ev *djinnpb.RemoteEvent) error {
 	return djinn.Errorf(djinn.UnknownEvent, "event id %d from %x: refused by the registration's target (UnknownEvent)", ev.GetEventId(), ev.GetSource().GetObjectId())
-}
-
-// ApplyDelivered forgets stored events through an index, for each entry.
-// Registrations already gone are skipped.
-func (s *State) ApplyDelivered(c *statepb.MailboxDelivered) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, e := range c.GetEntries() {
-		id, err := djinn.IDFromBytes("registration id", e.GetRegistrationId())
-		if err != nil {
-			continue
-		}
-		if r, ok := s.regs[id]; ok {
-			s.leases.Quotas().Release(r.principal, quota.StoredEvents, int64(r.forgetThrough(e.GetThroughIndex())))
-		}
-	}
-}
-
-// forgetThrough forgets the stored events through an index, and returns
-// how many.
-func (r *registration) forgetThrough(through uint64) int {
-	n := 0
-	for n < len(r.events) && r.events[n].Index <= through {
-		n++
-	}
-	if n > 0 {
-		clear(r.events[:n])
-		r.events = r.events[n:]
-		if len(r.events) == 0 {
-			r.events = nil
-		}
-	}
-	return n
-}
-
-// ApplyUnknown adds (source, id) pairs to the unknown-event list and drops
-// stored events that match them (EM.4.1: they will never be delivered).
-func (s *State) ApplyUnknown(c *statepb.MailboxUnknown) error {
-	id, err := djinn.IDFromBytes("registration id", c.GetRegistrationId())
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, ok := s.regs[id]
-	if !ok {
-		return noSuchRegistration(id)
-	}
-	if r.unknown == nil && len(c.GetKeys()) > 0 {
-		r.unknown = map[eventKey]*djinnpb.EventKey{}
-	}
-	for _, k := range c.GetKeys() {
-		r.unknown[eventKey{source: refKey(k.GetSource()), id: k.GetEventId()}] = k
-	}
-	kept := r.events[:0]
-	for _, e := range r.events {
-		if _, bad := r.unknown[keyOf(e.Event)]; !bad {
-			kept = append(kept, e)
-		}
-	}
-	clear(r.events[len(kept):])
-	s.leases.Quotas().Release(r.principal, quota.StoredEvents, int64(len(r.events)-len(kept)))
-	r.events = kept
-	if s.sink != nil {
-		unknown := make(map[eventKey]bool, len(r.unknown))
-		for k := range r.unknown {
-			unknown[k] = true
-		}
-		s.sink.Forgot(r.id, func(st Stored) bool { return unknown[keyOf(st.Event)] })
-	}
-	return nil
-}
-
-// LeaseEnded removes the registration whose lease ended: its listener is no
-// longer valid (EM.4.1) and its events are dropped.
-func (s *State) LeaseEnded(id djinn.ID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, ok := s.regs[id]
-	if !ok {
-		return
-	}
-	delete(s.regs, id)
-	delete(s.byListener, r.listener)
-	s.leases.Quotas().Release(r.principal, quota.StoredEvents, int64(len(r.events)))
-	if r.wait != nil {
-		close(r.wait)
-		r.wait = nil
-	}
-	if s.sink != nil {
-		s.sink.Removed(id)
-	}
-}
-
-// Records returns the state for a snapshot.
-func (s *State) Records() []*statepb.MailboxRecord {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]*statepb.MailboxRecord, 0, len(s.regs))
-	for _, r := range s.regs {
-		rec := &statepb.MailboxRecord{
-			RegistrationId: r.id[:], ListenerId: r.listener[:], Cookie: r.cookie[:],
-			Target: r.target, NextIndex: r.next, Principal: r.principal, Epoch: r.epoch, Pull: r.pull,
-		}
-		for _, k := range r.unknown {
-			rec.Unknown = append(rec.Unknown, k)
-		}
-		for _, e := range r.events {
-			rec.Events = append(rec.Events, &statepb.StoredEvent{Index: e.Index, Event: e.Event})
-		}
-		out = append(out, rec)
-	}
-	return out
-}
-
-// Reset empties the state before a restore.
-func (s *State) Reset() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, r := range s.regs {
-		if r.wait != nil {
-			close(r.wait) // pullers look again, at the restored state
-			r.wait = nil
-		}
-	}
-	s.regs = make(map[djinn.ID]*registration)
-	s.byListener = make(map[djinn.ID]*registration)
-}
-
-// Restore adds one snapshot record (its lease is restored separately).
-func (s *State) Restore(rec *statepb.MailboxRecord) error {
-	id, err := djinn.IDFromBytes("registration id", rec.GetRegistrationId())
-	if err != nil {
-		return err
-	}
-	listener, err := djinn.IDFromBytes("listener id", rec.GetListenerId())
-	if err != nil {
-		return err
-	}
-	cookie, err := djinn.IDFromBytes("lease cookie", rec.GetCookie())
-	if err != nil {
-		return err
-	}
-	r := &registration{id: id, principal: rec.GetPrincipal(), listener: listener, cookie: cookie, target: rec.GetTarget(), epoch: rec.GetEpoch(),
-		next: rec.GetNextIndex(), pull: rec.GetPull()}
-	if len(rec.GetUnknown()) > 0 {
-		r.unknown = map[eventKey]*djinnpb.EventKey{}
-	}
-	for _, k := range rec.GetUnknown() {
-		r.unknown[eventKey{source: refKey(k.GetSource()), id: k.GetEventId()}] = k
-	}
-	for _, e := range rec.GetEvents() {
-		r.events = append(r.events, Stored{Index: e.GetIndex(), Event: e.GetEvent()})
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.regs[id] = r
-	s.byListener[listener] = r
-	s.leases.Quotas().Add(r.principal, quota.StoredEvents, int64(len(r.events)))
-	return nil
 }
