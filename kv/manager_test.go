@@ -13,6 +13,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/pstream"
 	"github.com/djinn-go/djinn/internal/server/servertest"
 	"github.com/djinn-go/djinn/kv"
 	"github.com/djinn-go/djinn/participant"
@@ -56,15 +57,10 @@ func startNode(t *testing.T, pool *client.Pool, addr, dir string, cut *atomic.Bo
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.g = grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		if cut.Load() && info.FullMethod == djinnpb.TransactionParticipant_Commit_FullMethodName {
-			return nil, status.Error(codes.Unavailable, "link cut by the test")
-		}
-		return h(ctx, req)
-	}))
+	n.g = grpc.NewServer()
 	ps := participant.NewServer()
 	ps.Add(n.db.Participant())
-	ps.Register(n.g)
+	djinnpb.RegisterTransactionParticipantServer(n.g, cuttable{ps, cut})
 	kv.NewServer(n.db).Register(n.g)
 	go n.g.Serve(ln)
 	conn, err := pool.Conn(n.addr)
@@ -74,6 +70,30 @@ func startNode(t *testing.T, pool *client.Pool, addr, dir string, cut *atomic.Bo
 	n.kv = kv.NewClient(conn)
 	t.Cleanup(n.crash)
 	return n
+}
+
+// cuttable serves the participant, refusing the manager's commit calls —
+// unary or on the Calls stream — as a broken link would (Unavailable)
+// while cut is set.
+type cuttable struct {
+	*participant.Server
+	cut *atomic.Bool
+}
+
+func (c cuttable) Commit(ctx context.Context, req *djinnpb.ParticipantRequest) (*djinnpb.ParticipantResponse, error) {
+	if c.cut.Load() {
+		return nil, status.Error(codes.Unavailable, "link cut by the test")
+	}
+	return c.Server.Commit(ctx, req)
+}
+
+func (c cuttable) Calls(stream djinnpb.TransactionParticipant_CallsServer) error {
+	return pstream.Serve(stream, func(ctx context.Context, op djinnpb.ParticipantOp, req *djinnpb.ParticipantRequest) (djinnpb.TransactionState, error) {
+		if c.cut.Load() && op == djinnpb.ParticipantOp_PARTICIPANT_OP_COMMIT {
+			return 0, djinn.Errorf(djinn.Unavailable, "link cut by the test")
+		}
+		return c.Server.Call(ctx, op, req)
+	}, nil)
 }
 
 // crash stops the node without any goodbye: what is not in its store is

@@ -9,6 +9,7 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/grpcerr"
+	"github.com/djinn-go/djinn/internal/pstream"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
@@ -17,18 +18,31 @@ import (
 // participant whose object id it names, and one for an object not here
 // gets djinn.ErrNoSuchObject. Errors travel with their djinn kinds
 // (converted here, whatever the gRPC server's interceptors), so the manager
-// tells UnknownTransaction from a failure. It is safe for concurrent use.
+// tells UnknownTransaction from a failure. Besides the unary calls it
+// serves Calls, the stream on which a djinn manager sends them all, many
+// at once. It is safe for concurrent use.
 type Server struct {
 	djinnpb.UnimplementedTransactionParticipantServer
 
 	mu    sync.RWMutex
 	parts map[djinn.ID]*Participant // guarded by mu
+
+	stop     chan struct{} // closed by Shutdown
+	stopOnce sync.Once
 }
 
 var _ djinnpb.TransactionParticipantServer = (*Server)(nil)
 
 // NewServer returns a server with no participants.
-func NewServer() *Server { return &Server{parts: map[djinn.ID]*Participant{}} }
+func NewServer() *Server {
+	return &Server{parts: map[djinn.ID]*Participant{}, stop: make(chan struct{})}
+}
+
+// Shutdown ends the Calls streams managers hold open to s (their calls
+// under way are abandoned; the managers call again, elsewhere or later),
+// so that a graceful stop of the gRPC server does not wait for them: call
+// it before GracefulStop. Unary calls are served on.
+func (s *Server) Shutdown() { s.stopOnce.Do(func() { close(s.stop) }) }
 
 // Register registers the service on g.
 func (s *Server) Register(g grpc.ServiceRegistrar) {
@@ -95,6 +109,35 @@ func (s *Server) PrepareAndCommit(ctx context.Context, req *djinnpb.ParticipantR
 		return nil, grpcerr.Status(err)
 	}
 	return &djinnpb.PrepareResponse{Vote: v.Proto()}, nil
+}
+
+// Calls implements djinnpb.TransactionParticipantServer: the calls of one
+// manager over one stream, answered as each is done.
+func (s *Server) Calls(stream djinnpb.TransactionParticipant_CallsServer) error {
+	return pstream.Serve(stream, s.Call, s.stop)
+}
+
+// Call makes one call of a manager to the participant req names, as the
+// unary methods and Calls do, and returns djinn errors: for a gRPC
+// service that hosts participants among other objects of its own.
+func (s *Server) Call(ctx context.Context, op djinnpb.ParticipantOp, req *djinnpb.ParticipantRequest) (djinnpb.TransactionState, error) {
+	p, tx, err := s.request(req)
+	if err != nil {
+		return 0, err
+	}
+	switch op {
+	case djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE:
+		v, err := p.Prepare(ctx, tx)
+		return v.Proto(), err
+	case djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE_AND_COMMIT:
+		v, err := p.PrepareAndCommit(ctx, tx)
+		return v.Proto(), err
+	case djinnpb.ParticipantOp_PARTICIPANT_OP_COMMIT:
+		return 0, p.Commit(ctx, tx)
+	case djinnpb.ParticipantOp_PARTICIPANT_OP_ABORT:
+		return 0, p.Abort(ctx, tx)
+	}
+	return 0, djinn.Errorf(djinn.InvalidArgument, "participant call %v: unknown", op)
 }
 
 // Commit implements djinnpb.TransactionParticipantServer.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/pstream"
 	"github.com/djinn-go/djinn/participant"
 	"github.com/djinn-go/djinn/participant/participanttest"
 	"github.com/djinn-go/djinn/proto/djinnpb"
@@ -98,4 +99,57 @@ func TestServerCarriesKinds(t *testing.T) {
 	srv.Remove(p)
 	_, err = c.Prepare(bg, req(tx))
 	wantKind(t, err, djinn.NoSuchObject)
+}
+
+// TestServerCallsStream: the same calls over the Calls stream, as a djinn
+// manager makes them, give the same answers with the same kinds.
+func TestServerCallsStream(t *testing.T) {
+	srv, addr, _ := serve(t)
+	mgr := participanttest.NewManager()
+	res := newFakeRes()
+	p, err := participant.New(participant.Config{Endpoint: addr, Store: participant.NewMemStore(), Resource: res, Managers: mgr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	srv.Add(p)
+	pool := client.NewPool()
+	defer pool.Close()
+	calls := pstream.NewCaller(func(a string) (grpc.ClientConnInterface, error) { return pool.Conn(a) })
+	defer calls.Close()
+	self := client.RefToProto(p.Ref())
+	call := func(op djinnpb.ParticipantOp, tx participant.Tx, ref *djinnpb.Ref) (djinnpb.TransactionState, error) {
+		type answer struct {
+			v   djinnpb.TransactionState
+			err error
+		}
+		ch := make(chan answer, 1)
+		calls.Call(bg, op, ref, client.RefToProto(tx.Manager), tx.ID, func(v djinnpb.TransactionState, err error) { ch <- answer{v, err} })
+		a := <-ch
+		return a.v, a.err
+	}
+	tx := mgr.Create()
+	_, err = call(djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE, tx, self)
+	wantKind(t, err, djinn.UnknownTransaction)
+	other := client.RefToProto(djinn.Ref{Endpoint: addr, Service: djinn.NewID(), Object: djinn.NewID()})
+	_, err = call(djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE, tx, other)
+	wantKind(t, err, djinn.NoSuchObject)
+
+	done, err := p.Join(bg, tx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.change(tx, "a")
+	done()
+	if v, err := call(djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE, tx, self); err != nil || v != djinnpb.TransactionState_TRANSACTION_STATE_PREPARED {
+		t.Fatalf("prepare: %v, %v; want PREPARED", v, err)
+	}
+	if _, err := call(djinnpb.ParticipantOp_PARTICIPANT_OP_COMMIT, tx, self); err != nil {
+		t.Fatal(err)
+	}
+	_, err = call(djinnpb.ParticipantOp_PARTICIPANT_OP_ABORT, tx, self)
+	wantKind(t, err, djinn.CannotAbort)
+	if st, _ := p.State(tx); st != participant.Committed {
+		t.Fatalf("state %v, want COMMITTED", st)
+	}
 }

@@ -11,7 +11,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/pstream"
 	"github.com/djinn-go/djinn/internal/server/servertest"
 	"github.com/djinn-go/djinn/kv"
 	"github.com/djinn-go/djinn/participant"
@@ -64,14 +66,24 @@ func TestTxnCompletes(t *testing.T) {
 	}
 }
 
-// refusingCommits is a participant's service that refuses every commit:
-// its participants are never told a transaction committed.
+// refusingCommits is a participant's service that refuses every commit,
+// unary or on the Calls stream: its participants are never told a
+// transaction committed.
 type refusingCommits struct {
 	*participant.Server
 }
 
 func (refusingCommits) Commit(context.Context, *djinnpb.ParticipantRequest) (*djinnpb.ParticipantResponse, error) {
 	return nil, status.Error(codes.Unavailable, "test participant: refusing every commit")
+}
+
+func (r refusingCommits) Calls(stream djinnpb.TransactionParticipant_CallsServer) error {
+	return pstream.Serve(stream, func(ctx context.Context, op djinnpb.ParticipantOp, req *djinnpb.ParticipantRequest) (djinnpb.TransactionState, error) {
+		if op == djinnpb.ParticipantOp_PARTICIPANT_OP_COMMIT {
+			return 0, djinn.Errorf(djinn.Unavailable, "test participant: refusing every commit")
+		}
+		return r.Server.Call(ctx, op, req)
+	}, nil)
 }
 
 // refusingParticipant serves a key/value store whose participant refuses

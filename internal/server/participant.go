@@ -10,6 +10,7 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/disk"
+	"github.com/djinn-go/djinn/internal/pstream"
 	"github.com/djinn-go/djinn/internal/txn"
 	"github.com/djinn-go/djinn/kv"
 	"github.com/djinn-go/djinn/participant"
@@ -211,7 +212,15 @@ func (p participants) Call(ctx context.Context, op txn.Op, ref *djinnpb.Ref, mgr
 		done(txn.CallBlocking(ctx, p, op, ref, mgr, id))
 		return
 	}
-	go func() { done(txn.CallBlocking(ctx, p, op, ref, mgr, id)) }()
+	p.s.participantCalls.Call(ctx, streamOps[op], ref, refProto(mgr), id, done)
+}
+
+// streamOps are the Calls stream's names of the manager's calls.
+var streamOps = map[txn.Op]djinnpb.ParticipantOp{
+	txn.OpPrepare:          djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE,
+	txn.OpPrepareAndCommit: djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE_AND_COMMIT,
+	txn.OpCommit:           djinnpb.ParticipantOp_PARTICIPANT_OP_COMMIT,
+	txn.OpAbort:            djinnpb.ParticipantOp_PARTICIPANT_OP_ABORT,
 }
 
 var _ txn.Participants = participants{}
@@ -316,10 +325,6 @@ func (r *participantRPC) nest(req *djinnpb.ParticipantRequest) (bool, error) {
 	return true, nil
 }
 
-func (r *participantRPC) other(req *djinnpb.ParticipantRequest) error {
-	return djinn.Errorf(djinn.NoSuchObject, "participant %x: no such participant here", req.GetParticipantId())
-}
-
 // lockService reports whether req is for the lock service.
 func (r *participantRPC) lockService(req *djinnpb.ParticipantRequest) (bool, error) {
 	if !r.s.cfg.Lock.Enabled || string(req.GetParticipantId()) != string(LockID[:]) {
@@ -331,98 +336,74 @@ func (r *participantRPC) lockService(req *djinnpb.ParticipantRequest) (bool, err
 	return true, nil
 }
 
-func (r *participantRPC) Prepare(ctx context.Context, req *djinnpb.ParticipantRequest) (*djinnpb.PrepareResponse, error) {
+// call makes one call of a manager to a participant here: the lock
+// service, the nest participant or a hosted one. The unary methods and
+// the Calls stream make theirs through it.
+func (r *participantRPC) call(ctx context.Context, op djinnpb.ParticipantOp, req *djinnpb.ParticipantRequest) (djinnpb.TransactionState, error) {
 	if ok, err := r.lockService(req); ok {
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
-		v, err := r.s.lock.Prepare(ctx, req.GetManager(), req.GetId())
-		if err != nil {
-			return nil, err
+		switch op {
+		case djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE:
+			return r.s.lock.Prepare(ctx, req.GetManager(), req.GetId())
+		case djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE_AND_COMMIT:
+			return r.s.lock.PrepareAndCommit(ctx, req.GetManager(), req.GetId())
 		}
-		return &djinnpb.PrepareResponse{Vote: v}, nil
+		return 0, r.s.lock.End(ctx, req.GetManager(), req.GetId(), op == djinnpb.ParticipantOp_PARTICIPANT_OP_COMMIT)
 	}
 	if ok, err := r.nest(req); ok {
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
-		v, err := r.s.txn.NestPrepare(ctx, req.GetManager(), req.GetId())
-		if err != nil {
-			return nil, err
+		switch op {
+		case djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE, djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE_AND_COMMIT:
+			// NOTCHANGED: nothing to commit.
+			return r.s.txn.NestPrepare(ctx, req.GetManager(), req.GetId())
+		case djinnpb.ParticipantOp_PARTICIPANT_OP_COMMIT:
+			// Never PREPARED, so never told to commit; as a participant that
+			// forgot a transaction, say so (TX.2.6).
+			return 0, djinn.Errorf(djinn.UnknownTransaction, "transaction %d: the nest participant holds no changes", req.GetId())
 		}
-		return &djinnpb.PrepareResponse{Vote: v}, nil
+		return 0, r.s.txn.NestAbort(ctx, req.GetManager(), req.GetId())
 	}
 	if r.hosts == nil {
-		return nil, r.other(req)
+		return 0, djinn.Errorf(djinn.NoSuchObject, "participant %x: no such participant here", req.GetParticipantId())
 	}
-	return r.hosts.Prepare(ctx, req)
+	return r.hosts.Call(ctx, op, req)
+}
+
+func (r *participantRPC) Prepare(ctx context.Context, req *djinnpb.ParticipantRequest) (*djinnpb.PrepareResponse, error) {
+	v, err := r.call(ctx, djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE, req)
+	if err != nil {
+		return nil, err
+	}
+	return &djinnpb.PrepareResponse{Vote: v}, nil
 }
 
 func (r *participantRPC) PrepareAndCommit(ctx context.Context, req *djinnpb.ParticipantRequest) (*djinnpb.PrepareResponse, error) {
-	if ok, err := r.lockService(req); ok {
-		if err != nil {
-			return nil, err
-		}
-		v, err := r.s.lock.PrepareAndCommit(ctx, req.GetManager(), req.GetId())
-		if err != nil {
-			return nil, err
-		}
-		return &djinnpb.PrepareResponse{Vote: v}, nil
+	v, err := r.call(ctx, djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE_AND_COMMIT, req)
+	if err != nil {
+		return nil, err
 	}
-	if ok, _ := r.nest(req); ok {
-		return r.Prepare(ctx, req) // NOTCHANGED: nothing to commit
-	}
-	if r.hosts == nil {
-		return nil, r.other(req)
-	}
-	return r.hosts.PrepareAndCommit(ctx, req)
+	return &djinnpb.PrepareResponse{Vote: v}, nil
 }
 
 func (r *participantRPC) Commit(ctx context.Context, req *djinnpb.ParticipantRequest) (*djinnpb.ParticipantResponse, error) {
-	if ok, err := r.lockService(req); ok {
-		if err == nil {
-			err = r.s.lock.End(ctx, req.GetManager(), req.GetId(), true)
-		}
-		if err != nil {
-			return nil, err
-		}
-		return &djinnpb.ParticipantResponse{}, nil
+	if _, err := r.call(ctx, djinnpb.ParticipantOp_PARTICIPANT_OP_COMMIT, req); err != nil {
+		return nil, err
 	}
-	if ok, err := r.nest(req); ok {
-		if err != nil {
-			return nil, err
-		}
-		// Never PREPARED, so never told to commit; as a participant that
-		// forgot a transaction, say so (TX.2.6).
-		return nil, djinn.Errorf(djinn.UnknownTransaction, "transaction %d: the nest participant holds no changes", req.GetId())
-	}
-	if r.hosts == nil {
-		return nil, r.other(req)
-	}
-	return r.hosts.Commit(ctx, req)
+	return &djinnpb.ParticipantResponse{}, nil
 }
 
 func (r *participantRPC) Abort(ctx context.Context, req *djinnpb.ParticipantRequest) (*djinnpb.ParticipantResponse, error) {
-	if ok, err := r.lockService(req); ok {
-		if err == nil {
-			err = r.s.lock.End(ctx, req.GetManager(), req.GetId(), false)
-		}
-		if err != nil {
-			return nil, err
-		}
-		return &djinnpb.ParticipantResponse{}, nil
+	if _, err := r.call(ctx, djinnpb.ParticipantOp_PARTICIPANT_OP_ABORT, req); err != nil {
+		return nil, err
 	}
-	if ok, err := r.nest(req); ok {
-		if err != nil {
-			return nil, err
-		}
-		if err := r.s.txn.NestAbort(ctx, req.GetManager(), req.GetId()); err != nil {
-			return nil, err
-		}
-		return &djinnpb.ParticipantResponse{}, nil
-	}
-	if r.hosts == nil {
-		return nil, r.other(req)
-	}
-	return r.hosts.Abort(ctx, req)
+	return &djinnpb.ParticipantResponse{}, nil
+}
+
+// Calls serves a manager's calls over one stream (pstream).
+func (r *participantRPC) Calls(stream djinnpb.TransactionParticipant_CallsServer) error {
+	return pstream.Serve(stream, r.call, r.s.stop)
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/lock"
 	"github.com/djinn-go/djinn/internal/principal"
+	"github.com/djinn-go/djinn/internal/pstream"
 	"github.com/djinn-go/djinn/internal/replica"
 	"github.com/djinn-go/djinn/internal/secret"
 	"github.com/djinn-go/djinn/internal/state"
@@ -49,7 +50,10 @@ type Server struct {
 	node    *replica.Node
 	lessor  *lease.Lessor
 	pool    *client.Pool
-	metrics *metrics
+	// participantCalls makes the transaction manager's calls to
+	// participants in other processes, over one stream to each.
+	participantCalls *pstream.Caller
+	metrics          *metrics
 	// guard decides the operator role and peers' identity; peers is the
 	// pool for the calls this server makes as a member of its cluster
 	// (joining, leaving), which present the join secret when there is one.
@@ -119,6 +123,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 	}
 	s.adminTLS = adminTLS(t.server)
 	s.pool, s.peers = s.pools(t.out)
+	s.participantCalls = pstream.NewCaller(func(addr string) (grpc.ClientConnInterface, error) { return s.pool.Conn(addr) })
 	if err := s.open(t.peer, t.server); err != nil {
 		s.Close()
 		return nil, err
@@ -469,6 +474,9 @@ func (s *Server) Close() error {
 		err = s.node.Close()
 	}
 	s.closeParts()
+	if s.participantCalls != nil {
+		s.participantCalls.Close()
+	}
 	if s.pool != nil {
 		s.pool.Close()
 	}

@@ -20,6 +20,18 @@ import (
 // code ("OK 1"), from its grpc_server_handled_total series.
 func served(t *testing.T, srv *server.Server, service, method string) string {
 	t.Helper()
+	return counted(t, srv, "grpc_server_handled_total", service, method)
+}
+
+// streamed returns the messages srv received on method's streams.
+func streamed(t *testing.T, srv *server.Server, service, method string) string {
+	t.Helper()
+	return counted(t, srv, "grpc_server_msg_received_total", service, method)
+}
+
+// counted returns the samples of metric for method, by code if it has one.
+func counted(t *testing.T, srv *server.Server, metric, service, method string) string {
+	t.Helper()
 	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: servertest.Timeout}
 	resp, err := hc.Get("http://" + srv.AdminAddr() + "/metrics")
 	if err != nil {
@@ -33,13 +45,15 @@ func served(t *testing.T, srv *server.Server, service, method string) string {
 	var out []string
 	for l := range strings.Lines(string(b)) {
 		labels, value, ok := strings.Cut(strings.TrimSpace(l), "} ")
-		if !ok || !strings.HasPrefix(labels, "grpc_server_handled_total{") || value == "0" ||
+		if !ok || !strings.HasPrefix(labels, metric+"{") || value == "0" ||
 			!strings.Contains(labels, `grpc_method="`+method+`"`) || !strings.Contains(labels, `grpc_service="djinn.v1.`+service+`"`) {
 			continue
 		}
-		_, code, _ := strings.Cut(labels, `grpc_code="`)
-		code, _, _ = strings.Cut(code, `"`)
-		out = append(out, code+" "+value)
+		if _, code, ok := strings.Cut(labels, `grpc_code="`); ok {
+			code, _, _ = strings.Cut(code, `"`)
+			value = code + " " + value
+		}
+		out = append(out, value)
 	}
 	return strings.Join(out, "; ")
 }
@@ -87,15 +101,17 @@ func transfer(t *testing.T, mgr *client.Client, kvc *kv.Client) {
 }
 
 // TestTransactionOwnParticipantInProcess: the server's manager and its own
-// key/value participant talk in process — no join or prepareAndCommit is
-// served over gRPC — and give the same outcome as over the wire.
+// key/value participant talk in process — no join, prepare or commit is
+// served over gRPC, unary or streamed — and give the same outcome as over
+// the wire.
 func TestTransactionOwnParticipantInProcess(t *testing.T) {
 	t.Parallel()
 	srv := servertest.Start(t, servertest.Config(t))
 	c := servertest.Dial(t, srv.Addr())
 	transfer(t, c, kvClient(t, c, srv.Addr()))
 	for _, m := range []struct{ service, method string }{
-		{"TransactionManager", "Join"}, {"TransactionParticipant", "PrepareAndCommit"}, {"TransactionParticipant", "Prepare"}, {"TransactionManager", "Commit"},
+		{"TransactionManager", "Join"}, {"TransactionParticipant", "PrepareAndCommit"}, {"TransactionParticipant", "Prepare"}, {"TransactionParticipant", "Calls"},
+		{"TransactionManager", "Commit"},
 	} {
 		got := served(t, srv, m.service, m.method)
 		if m.method == "Commit" {
@@ -104,14 +120,15 @@ func TestTransactionOwnParticipantInProcess(t *testing.T) {
 			}
 			continue
 		}
-		if got != "" {
+		if got != "" || streamed(t, srv, m.service, m.method) != "" {
 			t.Errorf("%s served over gRPC: %q, want none", m.method, got)
 		}
 	}
 }
 
 // TestTransactionOtherServersParticipant: a participant on another server
-// joins and votes over gRPC.
+// joins over gRPC, and is asked to prepare and told to commit over the
+// manager's Calls stream, not by unary calls.
 func TestTransactionOtherServersParticipant(t *testing.T) {
 	t.Parallel()
 	mgrSrv := servertest.Start(t, servertest.Config(t))
@@ -120,10 +137,14 @@ func TestTransactionOtherServersParticipant(t *testing.T) {
 	if got := served(t, mgrSrv, "TransactionManager", "Join"); got != "OK 1" {
 		t.Errorf("manager served Join: %q, want one", got)
 	}
-	if got := served(t, kvSrv, "TransactionParticipant", "Prepare"); got != "OK 1" {
-		t.Errorf("participant served Prepare: %q, want one", got)
+	servertest.Eventually(t, "the participant's prepare and commit on the Calls stream", func() bool {
+		return streamed(t, kvSrv, "TransactionParticipant", "Calls") == "2"
+	})
+	for _, m := range []string{"Prepare", "Commit", "PrepareAndCommit"} {
+		if got := served(t, kvSrv, "TransactionParticipant", m); got != "" {
+			t.Errorf("participant served %s unary: %q, want none", m, got)
+		}
 	}
-	servertest.Eventually(t, "the participant told to commit", func() bool { return served(t, kvSrv, "TransactionParticipant", "Commit") == "OK 1" })
 }
 
 // twoManagers starts two servers, each a manager with its own key/value

@@ -1,0 +1,368 @@
+package pstream
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/grpcerr"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+// MaxUnary bounds the unary calls in flight to one participant endpoint
+// that does not serve the stream; the calls beyond it wait their turn in a
+// queue, not in goroutines.
+const MaxUnary = 64
+
+// Caller makes a manager's calls to participants: over one Calls stream
+// per participant endpoint, opened at the first call and opened again at
+// the next call after it breaks, or, to an endpoint that answered
+// UNIMPLEMENTED, with the unary calls. It is safe for concurrent use.
+type Caller struct {
+	conn   func(endpoint string) (grpc.ClientConnInterface, error)
+	ctx    context.Context // the streams': ends with Close
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	endpoints map[string]*endpoint // guarded by mu
+}
+
+// NewCaller returns a Caller that reaches an endpoint through conn.
+func NewCaller(conn func(endpoint string) (grpc.ClientConnInterface, error)) *Caller {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Caller{conn: conn, ctx: ctx, cancel: cancel, endpoints: map[string]*endpoint{}}
+}
+
+// Close ends the streams; their calls under way fail as Unavailable.
+func (c *Caller) Close() { c.cancel() }
+
+// endpoint is what the Caller holds for one participant endpoint.
+type endpoint struct {
+	c    *Caller
+	addr string
+
+	mu sync.Mutex
+	// Guarded by mu.
+	stream *callStream // nil until a call opens it, and after it broke
+	// unaryOnly: the endpoint does not serve the stream. inflight counts
+	// its unary calls under way, queue holds those waiting.
+	unaryOnly bool
+	inflight  int
+	queue     []*pending
+}
+
+// pending is a call waiting for its answer.
+type pending struct {
+	ctx  context.Context
+	op   djinnpb.ParticipantOp
+	req  *djinnpb.ParticipantRequest
+	done func(djinnpb.TransactionState, error)
+	// claimed is set by the one that answers: the answer, the end of ctx,
+	// or the stream's end. stop stops watching ctx.
+	claimed atomic.Bool
+	stop    func() bool
+}
+
+// claim reports whether the caller is the one to answer p.
+func (p *pending) claim() bool {
+	if !p.claimed.CompareAndSwap(false, true) {
+		return false
+	}
+	if p.stop != nil {
+		p.stop()
+	}
+	return true
+}
+
+// again returns p as a new call, to send on its way again.
+func (p *pending) again() *pending {
+	return &pending{ctx: p.ctx, op: p.op, req: p.req, done: p.done}
+}
+
+// Call makes call op of the participant at ref for transaction id of the
+// manager mgr, and reports its answer to done, once: from the stream's
+// receiving goroutine, or a unary call's. When ctx ends first, done gets
+// Unavailable (the participant may still do the call: every call is
+// idempotent). Call itself waits for no answer.
+func (c *Caller) Call(ctx context.Context, op djinnpb.ParticipantOp, ref *djinnpb.Ref, mgr *djinnpb.Ref, id uint64, done func(djinnpb.TransactionState, error)) {
+	p := &pending{ctx: ctx, op: op, req: &djinnpb.ParticipantRequest{ParticipantId: ref.GetObjectId(), Manager: mgr, Id: id}, done: done}
+	c.endpoint(ref.GetEndpoint()).call(p)
+}
+
+func (c *Caller) endpoint(addr string) *endpoint {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ep := c.endpoints[addr]
+	if ep == nil {
+		ep = &endpoint{c: c, addr: addr}
+		c.endpoints[addr] = ep
+	}
+	return ep
+}
+
+func (ep *endpoint) call(p *pending) {
+	ep.mu.Lock()
+	if ep.unaryOnly {
+		ep.enqueueLocked(p)
+		ep.mu.Unlock()
+		return
+	}
+	s := ep.stream
+	if s == nil {
+		s = ep.open()
+		ep.stream = s
+	}
+	ep.mu.Unlock()
+	s.call(p)
+}
+
+// open starts opening a stream to the endpoint; calls queue on it
+// meanwhile.
+func (ep *endpoint) open() *callStream {
+	ctx, cancel := context.WithCancel(ep.c.ctx)
+	s := &callStream{ep: ep, ctx: ctx, cancel: cancel, pending: map[uint64]*pending{}, wake: make(chan struct{}, 1)}
+	go s.run()
+	return s
+}
+
+// callStream is one open Calls stream. Its calls are sent by a goroutine
+// of its own, from a queue: a participant slow to read holds back that
+// goroutine, not the manager's workers.
+type callStream struct {
+	ep     *endpoint
+	stream grpc.BidiStreamingClient[djinnpb.ParticipantCall, djinnpb.ParticipantAnswer]
+	ctx    context.Context
+	cancel context.CancelFunc
+	wake   chan struct{} // a call was queued
+
+	mu sync.Mutex
+	// Guarded by mu.
+	pending map[uint64]*pending
+	queue   []*djinnpb.ParticipantCall
+	next    uint64
+	broken  bool
+	sent    *djinnpb.Ref // the last manager the queue named
+}
+
+// call queues p on the stream. A stream that broke before p could wait on
+// it sends p on its way again: to a new stream or the unary calls.
+func (s *callStream) call(p *pending) {
+	s.mu.Lock()
+	if s.broken {
+		s.mu.Unlock()
+		s.ep.call(p)
+		return
+	}
+	s.next++
+	id := s.next
+	s.pending[id] = p
+	p.stop = context.AfterFunc(p.ctx, func() {
+		s.take(id)
+		if p.claim() {
+			p.done(0, djinn.Errorf(djinn.Unavailable, "participant %s: no answer to %s of transaction %d: %v", s.ep.addr, opName(p.op), p.req.GetId(), p.ctx.Err()))
+		}
+	})
+	req := p.req
+	if s.sent != nil && proto.Equal(s.sent, req.GetManager()) {
+		req = &djinnpb.ParticipantRequest{ParticipantId: req.GetParticipantId(), Id: req.GetId()}
+	} else {
+		s.sent = req.GetManager()
+	}
+	s.queue = append(s.queue, &djinnpb.ParticipantCall{Call: id, Op: p.op, Request: req})
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run opens the stream, then sends the queued calls until it ends, while
+// another goroutine receives the answers.
+func (s *callStream) run() {
+	conn, err := s.ep.c.conn(s.ep.addr)
+	if err == nil {
+		s.stream, err = djinnpb.NewTransactionParticipantClient(conn).Calls(s.ctx)
+	}
+	if err != nil {
+		s.broke(err)
+		return
+	}
+	go s.receive()
+	s.send()
+}
+
+// send sends the queued calls until the stream ends.
+func (s *callStream) send() {
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.wake:
+		}
+		s.mu.Lock()
+		q := s.queue
+		s.queue = nil
+		s.mu.Unlock()
+		for _, c := range q {
+			if err := s.stream.Send(c); err != nil {
+				// The stream ended: receive hears why, and sends its calls
+				// on their way.
+				s.cancel()
+				return
+			}
+		}
+	}
+}
+
+// take removes and returns call id's pending, nil when it is gone.
+func (s *callStream) take(id uint64) *pending {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.pending[id]
+	delete(s.pending, id)
+	return p
+}
+
+// receive hands each answer to its call until the stream ends, then
+// sends the calls still waiting on their way again.
+func (s *callStream) receive() {
+	for {
+		a, err := s.stream.Recv()
+		if err != nil {
+			s.broke(err)
+			return
+		}
+		p := s.take(a.GetCall())
+		if p == nil || !p.claim() {
+			continue // its time ran out: it was answered Unavailable
+		}
+		if e := a.GetError(); e != nil {
+			p.done(0, grpcerr.FromProto(e))
+		} else {
+			p.done(a.GetVote(), nil)
+		}
+	}
+}
+
+// broke ends the stream: an endpoint that does not serve it is called
+// unary from now on, its waiting calls too; otherwise they fail as
+// Unavailable (each was made or not: the manager asks again).
+func (s *callStream) broke(err error) {
+	s.cancel()
+	s.mu.Lock()
+	s.broken = true
+	waiting := s.pending
+	s.pending = nil
+	s.mu.Unlock()
+	ep := s.ep
+	unimplemented := status.Code(err) == codes.Unimplemented
+	ep.mu.Lock()
+	if ep.stream == s {
+		ep.stream = nil
+	}
+	ep.unaryOnly = ep.unaryOnly || unimplemented
+	ep.mu.Unlock()
+	for _, p := range waiting {
+		if !p.claim() {
+			continue
+		}
+		if unimplemented {
+			ep.call(p.again())
+			continue
+		}
+		if errors.Is(err, context.Canceled) && ep.c.ctx.Err() != nil {
+			err = errors.New("the manager is closing")
+		}
+		p.done(0, djinn.Errorf(djinn.Unavailable, "participant %s: the call stream broke before %s of transaction %d was answered: %v", ep.addr, opName(p.op), p.req.GetId(), err))
+	}
+}
+
+// enqueueLocked starts p as a unary call, or queues it when MaxUnary are
+// under way; ep.mu is held.
+func (ep *endpoint) enqueueLocked(p *pending) {
+	if ep.inflight >= MaxUnary {
+		ep.queue = append(ep.queue, p)
+		return
+	}
+	ep.inflight++
+	go ep.unary(p)
+}
+
+// unary makes p as a unary call, then the queued ones.
+func (ep *endpoint) unary(p *pending) {
+	for p != nil {
+		vote, err := ep.unaryCall(p)
+		p.done(vote, err)
+		ep.mu.Lock()
+		p = nil
+		if len(ep.queue) > 0 {
+			p = ep.queue[0]
+			ep.queue[0] = nil
+			ep.queue = ep.queue[1:]
+		} else {
+			ep.inflight--
+		}
+		ep.mu.Unlock()
+	}
+}
+
+func (ep *endpoint) unaryCall(p *pending) (djinnpb.TransactionState, error) {
+	if err := p.ctx.Err(); err != nil {
+		return 0, djinn.Errorf(djinn.Unavailable, "participant %s: no time left for %s of transaction %d: %v", ep.addr, opName(p.op), p.req.GetId(), err)
+	}
+	conn, err := ep.c.conn(ep.addr)
+	if err != nil {
+		return 0, djinn.Errorf(djinn.Unavailable, "participant %s: %v", ep.addr, err)
+	}
+	c := djinnpb.NewTransactionParticipantClient(conn)
+	switch p.op {
+	case djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE:
+		resp, err := c.Prepare(p.ctx, p.req)
+		return resp.GetVote(), kinded(err)
+	case djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE_AND_COMMIT:
+		resp, err := c.PrepareAndCommit(p.ctx, p.req)
+		return resp.GetVote(), kinded(err)
+	case djinnpb.ParticipantOp_PARTICIPANT_OP_COMMIT:
+		_, err := c.Commit(p.ctx, p.req)
+		return 0, kinded(err)
+	case djinnpb.ParticipantOp_PARTICIPANT_OP_ABORT:
+		_, err := c.Abort(p.ctx, p.req)
+		return 0, kinded(err)
+	}
+	return 0, djinn.Errorf(djinn.InvalidArgument, "participant call %v: unknown", p.op)
+}
+
+// kinded gives a gRPC error its djinn kind, for connections that do not
+// convert errors themselves.
+func kinded(err error) error {
+	if err == nil {
+		return nil
+	}
+	var de *djinn.Error
+	var k djinn.Kind
+	if errors.As(err, &de) || errors.As(err, &k) {
+		return err
+	}
+	return grpcerr.FromStatus(err)
+}
+
+func opName(op djinnpb.ParticipantOp) string {
+	switch op {
+	case djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE:
+		return "prepare"
+	case djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE_AND_COMMIT:
+		return "prepareAndCommit"
+	case djinnpb.ParticipantOp_PARTICIPANT_OP_COMMIT:
+		return "commit"
+	case djinnpb.ParticipantOp_PARTICIPANT_OP_ABORT:
+		return "abort"
+	}
+	return op.String()
+}

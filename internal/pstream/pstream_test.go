@@ -1,0 +1,279 @@
+package pstream
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/grpcerr"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+// wait bounds every wait for an event in these tests: it fails a test
+// that hangs, it times nothing.
+const wait = 20 * time.Second
+
+// participant is a participant's gRPC service whose calls a test scripts:
+// handle answers every call, over the stream or unary. unary, when set,
+// serves no stream (UNIMPLEMENTED), as an older participant.
+type participant struct {
+	djinnpb.UnimplementedTransactionParticipantServer
+	handle   Handler
+	stop     chan struct{} // Serve's
+	unary    bool
+	streams  atomic.Int32 // Calls streams opened
+	unaries  atomic.Int32 // unary calls
+	inflight atomic.Int32
+	most     atomic.Int32
+}
+
+func (p *participant) Calls(stream djinnpb.TransactionParticipant_CallsServer) error {
+	if p.unary {
+		return p.UnimplementedTransactionParticipantServer.Calls(stream)
+	}
+	p.streams.Add(1)
+	return Serve(stream, p.handle, p.stop)
+}
+
+func (p *participant) unaryCall(ctx context.Context, op djinnpb.ParticipantOp, req *djinnpb.ParticipantRequest) (djinnpb.TransactionState, error) {
+	p.unaries.Add(1)
+	n := p.inflight.Add(1)
+	defer p.inflight.Add(-1)
+	for m := p.most.Load(); n > m && !p.most.CompareAndSwap(m, n); m = p.most.Load() {
+	}
+	v, err := p.handle(ctx, op, req)
+	return v, grpcerr.Status(err)
+}
+
+func (p *participant) Prepare(ctx context.Context, req *djinnpb.ParticipantRequest) (*djinnpb.PrepareResponse, error) {
+	v, err := p.unaryCall(ctx, djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE, req)
+	if err != nil {
+		return nil, err
+	}
+	return &djinnpb.PrepareResponse{Vote: v}, nil
+}
+
+func (p *participant) Commit(ctx context.Context, req *djinnpb.ParticipantRequest) (*djinnpb.ParticipantResponse, error) {
+	if _, err := p.unaryCall(ctx, djinnpb.ParticipantOp_PARTICIPANT_OP_COMMIT, req); err != nil {
+		return nil, err
+	}
+	return &djinnpb.ParticipantResponse{}, nil
+}
+
+// serve runs p on an in-memory listener and returns a Caller that reaches
+// it at the endpoint "p:1", and a function that stops the server.
+func serve(t *testing.T, p *participant) (*Caller, func()) {
+	t.Helper()
+	lis := bufconn.Listen(1 << 20)
+	g := grpc.NewServer()
+	djinnpb.RegisterTransactionParticipantServer(g, p)
+	go g.Serve(lis)
+	cc, err := grpc.NewClient("passthrough:///p:1", grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCaller(func(string) (grpc.ClientConnInterface, error) { return cc, nil })
+	t.Cleanup(func() {
+		c.Close()
+		cc.Close()
+		g.Stop()
+	})
+	return c, g.Stop
+}
+
+var (
+	mgr  = &djinnpb.Ref{Endpoint: "m:1", ServiceId: make([]byte, 16), ObjectId: []byte("mgr-object-id-16")}
+	part = &djinnpb.Ref{Endpoint: "p:1", ServiceId: make([]byte, 16), ObjectId: []byte("participant-id16")}
+)
+
+type answer struct {
+	vote djinnpb.TransactionState
+	err  error
+}
+
+// call makes one call and returns a channel of its answer.
+func call(ctx context.Context, c *Caller, op djinnpb.ParticipantOp, id uint64) <-chan answer {
+	ch := make(chan answer, 1)
+	c.Call(ctx, op, part, mgr, id, func(v djinnpb.TransactionState, err error) { ch <- answer{v, err} })
+	return ch
+}
+
+func await(t *testing.T, ch <-chan answer) answer {
+	t.Helper()
+	select {
+	case a := <-ch:
+		return a
+	case <-time.After(wait):
+		t.Fatal("no answer")
+		return answer{}
+	}
+}
+
+// Calls on one stream are answered as each is done, in any order; every
+// call reaches the participant with the manager, which the stream names
+// only once; an error keeps its djinn kind.
+func TestCallsAnsweredOutOfOrder(t *testing.T) {
+	first := make(chan struct{})
+	p := &participant{handle: func(ctx context.Context, op djinnpb.ParticipantOp, req *djinnpb.ParticipantRequest) (djinnpb.TransactionState, error) {
+		if req.GetManager().GetEndpoint() != "m:1" || string(req.GetParticipantId()) != "participant-id16" {
+			return 0, djinn.Errorf(djinn.InvalidArgument, "call %d of %v for %x", req.GetId(), req.GetManager(), req.GetParticipantId())
+		}
+		switch req.GetId() {
+		case 1:
+			<-first // answered after 2
+			return djinnpb.TransactionState_TRANSACTION_STATE_PREPARED, nil
+		case 3:
+			return 0, djinn.Errorf(djinn.UnknownTransaction, "transaction 3: unknown")
+		}
+		return djinnpb.TransactionState_TRANSACTION_STATE_NOTCHANGED, nil
+	}}
+	c, _ := serve(t, p)
+	ctx := t.Context()
+	a1 := call(ctx, c, djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE, 1)
+	a2 := await(t, call(ctx, c, djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE, 2))
+	if a2.err != nil || a2.vote != djinnpb.TransactionState_TRANSACTION_STATE_NOTCHANGED {
+		t.Fatalf("call 2: %+v, want NOTCHANGED", a2)
+	}
+	close(first)
+	if a := await(t, a1); a.err != nil || a.vote != djinnpb.TransactionState_TRANSACTION_STATE_PREPARED {
+		t.Fatalf("call 1: %+v, want PREPARED", a)
+	}
+	if a := await(t, call(ctx, c, djinnpb.ParticipantOp_PARTICIPANT_OP_COMMIT, 3)); djinn.KindOf(a.err) != djinn.UnknownTransaction {
+		t.Fatalf("call 3: %+v, want UnknownTransaction", a)
+	}
+	if n := p.streams.Load(); n != 1 || p.unaries.Load() != 0 {
+		t.Fatalf("%d streams and %d unary calls, want every call on one stream", n, p.unaries.Load())
+	}
+}
+
+// A call whose context ends first is answered Unavailable at once (the
+// manager asks again); the stream goes on carrying the other calls.
+func TestCallContextEnds(t *testing.T) {
+	hold := make(chan struct{})
+	defer close(hold)
+	p := &participant{handle: func(ctx context.Context, op djinnpb.ParticipantOp, req *djinnpb.ParticipantRequest) (djinnpb.TransactionState, error) {
+		if req.GetId() == 1 {
+			<-hold
+		}
+		return djinnpb.TransactionState_TRANSACTION_STATE_PREPARED, nil
+	}}
+	c, _ := serve(t, p)
+	ctx, cancel := context.WithCancel(t.Context())
+	a1 := call(ctx, c, djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE, 1)
+	cancel()
+	if a := await(t, a1); djinn.KindOf(a.err) != djinn.Unavailable {
+		t.Fatalf("call whose context ended: %+v, want Unavailable", a)
+	}
+	if a := await(t, call(t.Context(), c, djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE, 2)); a.err != nil {
+		t.Fatalf("next call: %v", a.err)
+	}
+}
+
+// A participant that does not serve the stream gets unary calls, the
+// waiting ones too, at most MaxUnary at once, and every call is answered.
+func TestUnaryForParticipantsWithoutTheStream(t *testing.T) {
+	release, full := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var p *participant
+	p = &participant{unary: true, handle: func(ctx context.Context, op djinnpb.ParticipantOp, req *djinnpb.ParticipantRequest) (djinnpb.TransactionState, error) {
+		if p.inflight.Load() == MaxUnary {
+			once.Do(func() { close(full) })
+		}
+		<-release
+		return djinnpb.TransactionState_TRANSACTION_STATE_PREPARED, nil
+	}}
+	c, _ := serve(t, p)
+	n := 2*MaxUnary + 5
+	answers := make([]<-chan answer, n)
+	for i := range answers {
+		answers[i] = call(t.Context(), c, djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE, uint64(i+1))
+	}
+	select {
+	case <-full: // MaxUnary under way, the rest queued
+	case <-time.After(wait):
+		t.Fatalf("%d unary calls under way, never %d", p.inflight.Load(), MaxUnary)
+	}
+	close(release)
+	for i, ch := range answers {
+		if a := await(t, ch); a.err != nil || a.vote != djinnpb.TransactionState_TRANSACTION_STATE_PREPARED {
+			t.Fatalf("call %d: %+v", i+1, a)
+		}
+	}
+	if got := p.unaries.Load(); int(got) != n {
+		t.Fatalf("%d unary calls, want %d", got, n)
+	}
+	if most := p.most.Load(); most > MaxUnary {
+		t.Fatalf("%d unary calls at once, want at most %d", most, MaxUnary)
+	}
+}
+
+// A stream that breaks fails its waiting calls as Unavailable; the next
+// call opens a new one.
+func TestStreamBreaks(t *testing.T) {
+	started := make(chan struct{})
+	var once sync.Once
+	p := &participant{handle: func(ctx context.Context, op djinnpb.ParticipantOp, req *djinnpb.ParticipantRequest) (djinnpb.TransactionState, error) {
+		if req.GetId() == 1 {
+			once.Do(func() { close(started) })
+			<-ctx.Done()
+			return 0, ctx.Err()
+		}
+		return djinnpb.TransactionState_TRANSACTION_STATE_PREPARED, nil
+	}}
+	c, _ := serve(t, p)
+	a1 := call(t.Context(), c, djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE, 1)
+	<-started
+	// Break the stream from the manager's side, as a failed connection does.
+	ep := c.endpoint("p:1")
+	ep.mu.Lock()
+	s := ep.stream
+	ep.mu.Unlock()
+	s.cancel()
+	if a := await(t, a1); djinn.KindOf(a.err) != djinn.Unavailable {
+		t.Fatalf("call on a broken stream: %+v, want Unavailable", a)
+	}
+	if a := await(t, call(t.Context(), c, djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE, 2)); a.err != nil {
+		t.Fatalf("call after the break: %v", a.err)
+	}
+	if n := p.streams.Load(); n != 2 {
+		t.Fatalf("%d streams opened, want a second after the break", n)
+	}
+}
+
+// A participant that cannot be reached fails the calls as Unavailable.
+func TestUnreachable(t *testing.T) {
+	c := NewCaller(func(addr string) (grpc.ClientConnInterface, error) { return nil, fmt.Errorf("no route to %s", addr) })
+	defer c.Close()
+	if a := await(t, call(t.Context(), c, djinnpb.ParticipantOp_PARTICIPANT_OP_ABORT, 1)); djinn.KindOf(a.err) != djinn.Unavailable {
+		t.Fatalf("call to an unreachable participant: %+v, want Unavailable", a)
+	}
+}
+
+// A participant shutting down ends the streams it serves: the calls under
+// way fail as Unavailable (the manager calls again later), and Serve
+// returns, so a graceful stop of the gRPC server need not wait for it.
+func TestServeEndsAtShutdown(t *testing.T) {
+	started := make(chan struct{})
+	p := &participant{stop: make(chan struct{}), handle: func(ctx context.Context, op djinnpb.ParticipantOp, req *djinnpb.ParticipantRequest) (djinnpb.TransactionState, error) {
+		close(started)
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}}
+	c, _ := serve(t, p)
+	a := call(t.Context(), c, djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE, 1)
+	<-started
+	close(p.stop)
+	if got := await(t, a); djinn.KindOf(got.err) != djinn.Unavailable {
+		t.Fatalf("call under way at the participant's shutdown: %+v, want Unavailable", got)
+	}
+}

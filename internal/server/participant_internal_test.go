@@ -1,0 +1,80 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/djinn-go/djinn/internal/txn"
+	"github.com/djinn-go/djinn/participant"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+// goroutine returns the id of the goroutine that calls it.
+func goroutine() string {
+	b := make([]byte, 64)
+	b = b[:runtime.Stack(b, false)]
+	id, _, _ := bytes.Cut(bytes.TrimPrefix(b, []byte("goroutine ")), []byte(" "))
+	return string(id)
+}
+
+// TestOwnParticipantCalledInPlace: the manager's call to the key/value
+// participant of its own server is a function call — made, and answered,
+// on the goroutine that asks (one of the manager's workers), before Call
+// returns: no gRPC, no message, no goroutine of its own. A participant of
+// another server goes through the Calls stream instead.
+func TestOwnParticipantCalledInPlace(t *testing.T) {
+	cfg := Default()
+	cfg.DataDir, cfg.Listen, cfg.Admin, cfg.Raft, cfg.Lookup.Discovery = t.TempDir(), "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Raftcfg.HeartbeatTimeout, cfg.Raftcfg.ElectionTimeout = Duration(100*time.Millisecond), Duration(100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := Open(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.txn.Create(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr := s.ref(TxnID)()
+	if err := s.kv.Put(ctx, &participant.Tx{Manager: mgr, ID: c.ID}, "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	own := refProto(s.kv.Participant().Ref())
+	p := participants{s: s}
+	for _, op := range []txn.Op{txn.OpPrepare, txn.OpCommit} {
+		caller, answered := goroutine(), ""
+		var got djinnpb.TransactionState
+		var gotErr error
+		p.Call(ctx, op, own, mgr, c.ID, func(v djinnpb.TransactionState, err error) {
+			answered, got, gotErr = goroutine(), v, err
+		})
+		if answered != caller {
+			t.Fatalf("%v to the server's own participant: answered on goroutine %q, asked on %q; want in place, before Call returned", op, answered, caller)
+		}
+		if gotErr != nil || (op == txn.OpPrepare && got != txn.Prepared) {
+			t.Fatalf("%v: %v %v", op, got, gotErr)
+		}
+	}
+	if v, ok, err := s.kv.Get(ctx, nil, "k"); err != nil || !ok || string(v) != "v" {
+		t.Fatalf("the committed write: %q %v %v", v, ok, err)
+	}
+	// Another server's participant: the call goes out, and is answered
+	// later, elsewhere.
+	other := &djinnpb.Ref{Endpoint: "127.0.0.1:1", ServiceId: make([]byte, 16), ObjectId: make([]byte, 16)}
+	cctx, ccancel := context.WithCancel(ctx)
+	done := make(chan string, 1)
+	p.Call(cctx, txn.OpAbort, other, mgr, c.ID, func(djinnpb.TransactionState, error) { done <- goroutine() })
+	ccancel()
+	if g := <-done; g == goroutine() {
+		t.Fatalf("a call to another server's participant was answered in place")
+	}
+}
