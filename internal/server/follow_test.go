@@ -18,8 +18,8 @@ import (
 // leadership steady under the race detector and parallel tests.
 func followCluster(t *testing.T) []*server.Server {
 	return servertest.StartCluster(t, 3, func(c *server.Config) {
-		c.Raftcfg.HeartbeatTimeout = server.Duration(300 * time.Millisecond)
-		c.Raftcfg.ElectionTimeout = server.Duration(300 * time.Millisecond)
+		c.Raftcfg.HeartbeatTimeout = server.Duration(500 * time.Millisecond)
+		c.Raftcfg.ElectionTimeout = server.Duration(500 * time.Millisecond)
 	})
 }
 
