@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"runtime/pprof"
 	"strings"
@@ -56,7 +57,7 @@ func (g *globals) benchCmd() *cobra.Command {
 	f.IntVar(&b.Events, "events", 100, "events per notifybatch call")
 	cmd.PersistentFlags().StringVar(&profile, "cpuprofile", "", "write this process's CPU profile (the load generator's) to FILE")
 	cmd.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return profileCPU(cmd, profile) }
-	cmd.AddCommand(g.benchRenewalCmd(), g.benchTxnCmd(), g.benchLockCmd(), g.benchLookupCmd(), g.benchLDSCmd())
+	cmd.AddCommand(g.benchRenewalCmd(), g.benchTxnCmd(), g.benchLockCmd(), g.benchLookupCmd(), g.benchLDSCmd(), benchPlainServerCmd())
 	return cmd
 }
 
@@ -96,7 +97,7 @@ func (g *globals) runBench(cmd *cobra.Command, b bench.Bench) error {
 		}
 		return fmt.Errorf("--server: %w", err)
 	}
-	env := bench.Env{Server: g.server, Dial: g.dialAt, Progress: cmd.ErrOrStderr()}
+	env := bench.Env{Server: g.server, Dial: g.dialAt, Progress: cmd.ErrOrStderr(), Plain: plainProcess()}
 	if !g.structured() {
 		env.Result = func(r bench.Result) { bench.Print(cmd.OutOrStdout(), r) }
 	}
@@ -388,4 +389,35 @@ func (g *globals) benchLDSCmd() *cobra.Command {
 	f.StringVar(&b.Listen, "listen", "127.0.0.1:0", "address of the bench's listener (the server must reach it)")
 	f.StringVar(&b.Admin, "admin", "127.0.0.1:4162", "admin address of the server, for its memory (empty: not read)")
 	return cmd
+}
+
+// plainProcess runs the plain gRPC server of a bench's ceiling as this
+// program's hidden "bench plain-server", in a process of its own; nil (in
+// the bench's process) when this program is a test binary.
+func plainProcess() bench.Plain {
+	exe, err := os.Executable()
+	if err != nil || strings.HasSuffix(exe, ".test") {
+		return nil
+	}
+	return bench.PlainProcess(exe, "bench", "plain-server")
+}
+
+// benchPlainServerCmd serves the plain gRPC server a bench measures its
+// ceiling on: the health service on a loopback port the system picks,
+// until the process is stopped.
+func benchPlainServerCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    "plain-server",
+		Short:  "Serve a plain gRPC server (health only) for a bench's ceiling",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), bench.PlainReady+lis.Addr().String())
+			return bench.ServePlain(cmd.Context(), lis)
+		},
+	}
 }

@@ -26,6 +26,10 @@ type Env struct {
 	Progress io.Writer
 	// Result, when set, is given each result as soon as it is measured.
 	Result func(Result)
+	// Plain, when set, starts the plain gRPC server whose empty call is
+	// the ceiling a workload is set beside (plain.go); nil serves one in
+	// the bench's own process.
+	Plain Plain
 }
 
 func (e Env) progress(format string, args ...any) {

@@ -47,12 +47,14 @@ type Phase struct {
 	P99ms float64 `json:"p99_ms"`
 }
 
-// Baseline is the plain gRPC empty call (a health check) at the same
-// concurrency, measured just before.
+// Baseline is the empty gRPC call (a health check) at the same
+// concurrency, measured just before: of a plain gRPC server when Server
+// says so, of the server measured otherwise.
 type Baseline struct {
-	PerS  float64 `json:"per_s"`
-	P50ms float64 `json:"p50_ms"`
-	P99ms float64 `json:"p99_ms"`
+	PerS   float64 `json:"per_s"`
+	P50ms  float64 `json:"p50_ms"`
+	P99ms  float64 `json:"p99_ms"`
+	Server string  `json:"server,omitempty"`
 }
 
 // Figure is a named figure: a count, a rate, a size, a CPU share.
@@ -162,8 +164,12 @@ func Print(w io.Writer, r Result) {
 		if b.PerS > 0 {
 			frac = calls / b.PerS
 		}
-		fmt.Fprintf(w, "    %s calls/%s: %.0f calls/s = %.0f%% of the empty call's %.0f/s (p50 %.3f ms, p99 %.3f ms)\n",
-			num(r.CallsPerOp), r.Unit, calls, 100*frac, b.PerS, b.P50ms, b.P99ms)
+		of := "the empty call's"
+		if b.Server != "" {
+			of = "the empty call's, " + b.Server + ","
+		}
+		fmt.Fprintf(w, "    %s calls/%s: %.0f calls/s = %.0f%% of %s %.0f/s (p50 %.3f ms, p99 %.3f ms)\n",
+			num(r.CallsPerOp), r.Unit, calls, 100*frac, of, b.PerS, b.P50ms, b.P99ms)
 	}
 	var figs []string
 	for _, f := range r.Figures {

@@ -78,6 +78,7 @@ func (b *Txn) Check() error {
 // txnRun is the bench's connections.
 type txnRun struct {
 	*Txn
+	env    Env
 	server string
 	kvs    []string
 
@@ -90,7 +91,7 @@ type txnRun struct {
 // Run implements Bench.
 func (b *Txn) Run(ctx context.Context, env Env) (Report, error) {
 	var rep Report
-	r := &txnRun{Txn: b, server: env.Server, kvs: b.KV}
+	r := &txnRun{Txn: b, env: env, server: env.Server, kvs: b.KV}
 	if len(r.kvs) == 0 {
 		r.kvs = []string{env.Server}
 	}
@@ -173,6 +174,10 @@ func serverCalls(remote int) (joins, toParticipants int) {
 // commit's latency beside a log append and the participants' round trips.
 func (r *txnRun) measure(ctx context.Context, n int) (Result, error) {
 	mgrConns := r.conns[r.server]
+	plain, err := r.env.plainEmpty(ctx, n, r.Conns, r.Duration)
+	if err != nil {
+		return Result{}, err
+	}
 	empty, err := emptyCall(ctx, mgrConns, n, r.Duration)
 	if err != nil {
 		return Result{}, err
@@ -181,7 +186,9 @@ func (r *txnRun) measure(ctx context.Context, n int) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	res = res.withBaseline(empty, res.CallsPerOp)
+	res = res.withBaseline(plain, res.CallsPerOp)
+	res.Figures = append(res.Figures, fig("djinn empty call/s", empty.PerS, ""), fig("djinn empty call p50", empty.P50ms, "ms"),
+		fig("djinn empty call p99", empty.P99ms, "ms"))
 	if n != 1 {
 		return res, nil
 	}
