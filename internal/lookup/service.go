@@ -105,7 +105,7 @@ func NewService(s *State, l *lease.Lessor, log Proposer, now func() time.Time, s
 const (
 	RegistrarType       = "net.jini.core.lookup.ServiceRegistrar"
 	LookupServiceType   = "djinn.v1.LookupService"
-	ServiceInfoType     = "net.jini.lookup.entry.ServiceInfo"
+	ServiceInfoType     = service.ServiceInfoType
 	ownItemName         = "djinn lookup service"
 	ownItemManufacturer = "djinn"
 )
@@ -118,7 +118,7 @@ func OwnItem(ref djinn.Ref) service.Item {
 	return service.Item{
 		Service: []byte(ref.String()),
 		Types:   []string{RegistrarType, LookupServiceType},
-		Entries: []service.Entry{{Type: ServiceInfoType, Supertypes: []string{"net.jini.entry.AbstractEntry"},
+		Entries: []service.Entry{{Type: ServiceInfoType, Supertypes: []string{service.AbstractEntryType},
 			Fields: []service.Field{{Name: "name", Value: name}, {Name: "manufacturer", Value: maker}, {Name: "vendor", Value: maker}}}},
 	}
 }
