@@ -48,7 +48,10 @@
 // background, with backoff.
 //
 // Terminate cancels every registration's lease, so the item leaves every
-// lookup service at once rather than when the leases would end.
+// lookup service at once rather than when the leases would end. Abandon
+// stops the manager and leaves the registrations in place, for another
+// manager with the same service id to take over (a cluster's next leader
+// does): they end with their leases unless it does.
 //
 // # ServiceDiscoveryManager and LookupCache
 //

@@ -70,6 +70,7 @@ type JoinManager struct {
 	joins      map[djinn.ID]*join // guarded by mu: by registrar service id
 	byCookie   map[djinn.ID]*join // guarded by mu: by registration lease cookie
 	terminated bool               // guarded by mu
+	abandoned  bool               // guarded by mu: stopped by Abandon, registrations left in place
 }
 
 // join is one lookup service the item is kept registered at. Its keeper
@@ -168,7 +169,7 @@ func (m *JoinManager) Registrars() []discovery.RegistrarInfo {
 	return out
 }
 
-// Done is closed when Terminate has finished.
+// Done is closed when Terminate (or Abandon) has finished.
 func (m *JoinManager) Done() <-chan struct{} { return m.done }
 
 func (m *JoinManager) heard(ev discovery.Event) {
@@ -314,7 +315,11 @@ func (m *JoinManager) syncLocked(ctx context.Context, j *join) error {
 	}
 	m.mu.Lock()
 	if m.terminated {
+		abandoned := m.abandoned
 		m.mu.Unlock()
+		if abandoned {
+			return nil // left in place, as Abandon leaves the others
+		}
 		// Terminate has collected the leases to cancel already.
 		return cancelLeases(m.pool, []*client.Lease{nreg.Lease})
 	}
@@ -444,15 +449,28 @@ func (m *JoinManager) Replace(ctx context.Context, item service.Item) error {
 // Terminate stops the manager (Jini's terminate): it stops following
 // discovery, and cancels every registration's lease, so the item leaves
 // every lookup service. The discovery source is not closed. The first call
-// returns the cancellations' failures (a lookup service that cannot be
-// reached keeps the item until the lease ends); later and concurrent calls
-// wait for the first and return nil.
-func (m *JoinManager) Terminate() error {
+// (of Terminate or Abandon) returns the cancellations' failures (a lookup
+// service that cannot be reached keeps the item until the lease ends);
+// later and concurrent calls wait for the first and return nil.
+func (m *JoinManager) Terminate() error { return m.stop(true) }
+
+// Abandon stops the manager as Terminate does but leaves its
+// registrations in place: their leases are no longer renewed, so the item
+// stays at each lookup service until its lease ends — or until another
+// manager registers the same service id there, which replaces it. This is
+// how a service hands its registrations over: a djinn cluster's leader
+// abandons them when its term ends, and the next leader takes them over
+// under the same service ids, so that lookups never see the service gone
+// (Jini has no counterpart: its JoinManager's service dies with it).
+func (m *JoinManager) Abandon() error { return m.stop(false) }
+
+// stop stops the manager, cancelling its registrations' leases if cancel.
+func (m *JoinManager) stop(cancel bool) error {
 	first := false
 	m.termOnce.Do(func() {
 		first = true
 		m.mu.Lock()
-		m.terminated = true
+		m.terminated, m.abandoned = true, !cancel
 		var leases []*client.Lease
 		for _, j := range m.joins {
 			if j.reg != nil {
@@ -462,7 +480,9 @@ func (m *JoinManager) Terminate() error {
 		m.mu.Unlock()
 		m.cancel()
 		m.wg.Wait()
-		m.termErr = cancelLeases(m.pool, leases)
+		if cancel {
+			m.termErr = cancelLeases(m.pool, leases)
+		}
 		m.renewer.Close()
 		m.pool.Close()
 		close(m.done)

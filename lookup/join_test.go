@@ -280,6 +280,45 @@ func TestJoinManagerTerminate(t *testing.T) {
 	}
 }
 
+// TestJoinManagerAbandon: Abandon stops the manager and leaves its
+// registrations in place, and another manager with the same service id
+// takes them over: the lookup services hold one item, the newer.
+func TestJoinManagerAbandon(t *testing.T) {
+	s1, s2 := startLookup(t), startLookup(t)
+	id := djinn.NewID()
+	m := newJoinManager(t, discoverAt(t, s1, s2), JoinManagerConfig{Item: printer(id, "laser")})
+	servertest.Eventually(t, "registered at both", func() bool { return len(m.Registrars()) == 2 })
+	if err := m.Abandon(); err != nil {
+		t.Fatalf("Abandon: %v", err)
+	}
+	select {
+	case <-m.Done():
+	default:
+		t.Error("Done not closed after Abandon")
+	}
+	for _, s := range []*lookupServer{s1, s2} {
+		if !hasName(s.found(t, id), "laser") {
+			t.Errorf("after Abandon the item is gone from %s", s.id)
+		}
+	}
+	if err := m.Terminate(); err != nil {
+		t.Errorf("Terminate after Abandon: %v", err)
+	}
+	if !hasName(s1.found(t, id), "laser") {
+		t.Error("Terminate after Abandon cancelled the registrations")
+	}
+	next := newJoinManager(t, discoverAt(t, s1, s2), JoinManagerConfig{Item: printer(id, "inkjet")})
+	servertest.Eventually(t, "the next manager's item at both", func() bool {
+		return hasName(s1.found(t, id), "inkjet") && hasName(s2.found(t, id), "inkjet") && len(next.Registrars()) == 2
+	})
+	for _, s := range []*lookupServer{s1, s2} {
+		total, _, err := s.r.LookupN(testContext(t), service.Template{ID: &id}, 10)
+		if err != nil || total != 1 {
+			t.Errorf("items with the service id at %s: %d, %v; want one", s.id, total, err)
+		}
+	}
+}
+
 // TestJoinManagerDiscardsMisnamedRegistrar: an endpoint that serves a
 // lookup service with another service id than discovery reported is
 // discarded, and nothing is registered there.
