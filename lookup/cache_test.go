@@ -47,11 +47,11 @@ func serviceEvent(seq int64, tr client.Transition, it service.Item) *client.Serv
 
 // wantSet checks calls against want in any order: the changes one lookup
 // brings come in service id order.
-func wantSet(t *testing.T, got []recorded, want ...string) {
+func wantSet(t *testing.T, got []Recorded, want ...string) {
 	t.Helper()
 	var kinds []string
 	for _, c := range got {
-		kinds = append(kinds, c.kind+" "+c.id().String()[:8])
+		kinds = append(kinds, c.Kind+" "+c.ID().String()[:8])
 	}
 	slices.Sort(kinds)
 	slices.Sort(want)
@@ -73,28 +73,28 @@ func resyncAsked(cr *cacheReg) bool {
 // lookup they raced with; duplicates are dropped; a gap or an unreadable
 // event makes the cache look up again, and the lookup's answer stands.
 func TestCacheSequence(t *testing.T) {
-	rec := &recorder{}
+	rec := &Recorder{}
 	c := bareCache(rec, nil)
 	cr, rid := follow(c)
-	a, b, z := printer(djinn.NewID(), "a"), printer(djinn.NewID(), "b"), printer(djinn.NewID(), "z")
+	a, b, z := Printer(djinn.NewID(), "a"), Printer(djinn.NewID(), "b"), Printer(djinn.NewID(), "z")
 
 	// An event that arrives while the first lookup is under way waits
 	// for it.
 	c.deliver(cr, serviceEvent(1, client.NoMatchMatch, a))
-	if len(rec.got()) != 0 {
+	if len(rec.Got()) != 0 {
 		t.Fatal("an event was applied before the lookup")
 	}
 	c.snapshot(rid, cr.reg, cr.gen, []service.Item{b})
-	wantCalls(t, rec.got(), call("added", b.ID), call("added", a.ID))
+	WantCalls(t, rec.Got(), Call("added", b.ID), Call("added", a.ID))
 
 	c.deliver(cr, serviceEvent(1, client.NoMatchMatch, a)) // a duplicate
-	a2 := printer(a.ID, "a2")
+	a2 := Printer(a.ID, "a2")
 	c.deliver(cr, serviceEvent(2, client.MatchMatch, a2))
 	c.deliver(cr, serviceEvent(2, client.MatchMatch, a2))
 	other := serviceEvent(3, client.NoMatchMatch, z)
 	other.ID = 8 // another registration's
 	c.deliver(cr, other)
-	wantCalls(t, rec.got(), call("added", b.ID), call("added", a.ID), call("changed", a.ID))
+	WantCalls(t, rec.Got(), Call("added", b.ID), Call("added", a.ID), Call("changed", a.ID))
 
 	// Event 3 is lost: 4 shows the gap, is not applied, and the cache
 	// looks up again; what arrives meanwhile waits.
@@ -103,16 +103,16 @@ func TestCacheSequence(t *testing.T) {
 		t.Fatalf("after a gap: syncing %v, resyncs %d: want a new lookup", cr.syncing, c.resyncs.Load())
 	}
 	c.deliver(cr, serviceEvent(5, client.NoMatchMatch, z))
-	if n := len(rec.got()); n != 3 {
-		t.Fatalf("events applied during the new lookup: %v", rec.got())
+	if n := len(rec.Got()); n != 3 {
+		t.Fatalf("events applied during the new lookup: %v", rec.Got())
 	}
 	// The lookup says b is gone (event 4), a is as event 3 left it; then
 	// event 5 adds z.
-	a3 := printer(a.ID, "a3")
+	a3 := Printer(a.ID, "a3")
 	c.snapshot(rid, cr.reg, cr.gen, []service.Item{a3})
-	got := rec.got()
-	wantCalls(t, got[len(got)-1:], call("added", z.ID))
-	wantSet(t, got[3:len(got)-1], call("changed", a.ID), call("removed", b.ID))
+	got := rec.Got()
+	WantCalls(t, got[len(got)-1:], Call("added", z.ID))
+	wantSet(t, got[3:len(got)-1], Call("changed", a.ID), Call("removed", b.ID))
 	if cr.syncing || cr.lastSeq != 5 {
 		t.Errorf("after the new lookup: syncing %v, last sequence %d", cr.syncing, cr.lastSeq)
 	}
@@ -143,24 +143,24 @@ func TestCacheSequence(t *testing.T) {
 // registrar has it; when the registrars disagree the latest word wins, and
 // losing the registrar that said it falls back to another's.
 func TestCacheServiceAtSeveralRegistrars(t *testing.T) {
-	rec := &recorder{}
+	rec := &Recorder{}
 	c := bareCache(rec, nil)
 	r1, id1 := follow(c)
 	r2, id2 := follow(c)
-	x := printer(djinn.NewID(), "old")
+	x := Printer(djinn.NewID(), "old")
 	c.snapshot(id1, r1.reg, r1.gen, []service.Item{x})
 	c.snapshot(id2, r2.reg, r2.gen, []service.Item{x})
-	wantCalls(t, rec.got(), call("added", x.ID))
+	WantCalls(t, rec.Got(), Call("added", x.ID))
 
-	xNew := printer(x.ID, "new")
+	xNew := Printer(x.ID, "new")
 	c.deliver(r1, serviceEvent(1, client.MatchMatch, xNew))
 	c.deliver(r1, serviceEvent(2, client.MatchNoMatch, xNew))
-	got := rec.got()
-	wantCalls(t, got, call("added", x.ID), call("changed", x.ID), call("changed", x.ID))
-	if !hasName(got[2].post, "old") {
-		t.Errorf("after the registrar with the new item lost it: %+v, want the other's", got[2].post)
+	got := rec.Got()
+	WantCalls(t, got, Call("added", x.ID), Call("changed", x.ID), Call("changed", x.ID))
+	if !HasName(got[2].Post, "old") {
+		t.Errorf("after the registrar with the new item lost it: %+v, want the other's", got[2].Post)
 	}
 	r2.er = nil // nothing to release: there is no renewer here
 	c.detached(r2.reg)
-	wantCalls(t, rec.got(), call("added", x.ID), call("changed", x.ID), call("changed", x.ID), call("removed", x.ID))
+	WantCalls(t, rec.Got(), Call("added", x.ID), Call("changed", x.ID), Call("changed", x.ID), Call("removed", x.ID))
 }

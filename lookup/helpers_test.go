@@ -1,10 +1,9 @@
-package lookup
+package lookup_test
 
 import (
 	"context"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/djinn-go/djinn/discovery"
 	"github.com/djinn-go/djinn/internal/server"
 	"github.com/djinn-go/djinn/internal/server/servertest"
+	"github.com/djinn-go/djinn/lookup"
 	"github.com/djinn-go/djinn/service"
 )
 
@@ -117,28 +117,7 @@ func testContext(t *testing.T) context.Context {
 	return ctx
 }
 
-func name(v string) service.Entry {
-	return service.Entry{Type: "Name", Fields: []service.Field{{Name: "name", Value: service.NewString(v)}}}
-}
-
-func nameTemplate(v string) service.EntryTemplate {
-	return service.EntryTemplate{Type: "Name", Fields: []service.Field{{Name: "name", Value: service.NewString(v)}}}
-}
-
-// hasName reports whether it has a Name entry named v.
-func hasName(it *service.Item, v string) bool {
-	return it != nil && slices.ContainsFunc(it.Entries, func(e service.Entry) bool {
-		got, ok := e.Get("name")
-		return e.Type == "Name" && ok && got == service.NewString(v)
-	})
-}
-
-// printer is a printer's item named v.
-func printer(id djinn.ID, v string) service.Item {
-	return service.Item{ID: id, Service: []byte("127.0.0.1:9"), Types: []string{"Printer"}, Entries: []service.Entry{name(v)}}
-}
-
-// memDiscovery is a DiscoveryManagement the test drives by hand: it reports
+// memDiscovery is a lookup.DiscoveryManagement the test drives by hand: it reports
 // what Report sends and records what is discarded.
 type memDiscovery struct {
 	events chan discovery.Event
@@ -147,7 +126,7 @@ type memDiscovery struct {
 	discarded []djinn.ID // guarded by mu
 }
 
-var _ DiscoveryManagement = (*memDiscovery)(nil)
+var _ lookup.DiscoveryManagement = (*memDiscovery)(nil)
 
 func newMemDiscovery() *memDiscovery { return &memDiscovery{events: make(chan discovery.Event, 16)} }
 
@@ -165,72 +144,23 @@ func (d *memDiscovery) wasDiscarded(id djinn.ID) bool {
 	return slices.Contains(d.discarded, id)
 }
 
-// recorded is one call to a recorder.
-type recorded struct {
-	kind      string // added, removed, changed
-	pre, post *service.Item
-}
-
-// id is the service the call is about.
-func (r recorded) id() djinn.ID {
-	if r.post != nil {
-		return r.post.ID
-	}
-	return r.pre.ID
-}
-
-// recorder is a ServiceDiscoveryListener that records its calls and checks
-// that they never overlap.
-type recorder struct {
-	running atomic.Int32
-	overlap atomic.Bool
-
-	mu    sync.Mutex
-	calls []recorded // guarded by mu
-}
-
-func (r *recorder) record(kind string, ev ServiceDiscoveryEvent) {
-	if r.running.Add(1) > 1 {
-		r.overlap.Store(true)
-	}
-	defer r.running.Add(-1)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.calls = append(r.calls, recorded{kind, ev.Pre, ev.Post})
-}
-
-func (r *recorder) ServiceAdded(ev ServiceDiscoveryEvent)   { r.record("added", ev) }
-func (r *recorder) ServiceRemoved(ev ServiceDiscoveryEvent) { r.record("removed", ev) }
-func (r *recorder) ServiceChanged(ev ServiceDiscoveryEvent) { r.record("changed", ev) }
-
-func (r *recorder) got() []recorded {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.calls)
-}
-
-// wait waits until r has n calls and returns them; it fails the test if
-// calls overlapped.
-func (r *recorder) wait(t *testing.T, n int) []recorded {
+// waitCalls waits until r has n calls and returns them; it fails the
+// test if calls overlapped.
+func waitCalls(t *testing.T, r *lookup.Recorder, n int) []lookup.Recorded {
 	t.Helper()
-	servertest.Eventually(t, "listener calls", func() bool { return len(r.got()) >= n })
-	if r.overlap.Load() {
+	servertest.Eventually(t, "listener calls", func() bool { return len(r.Got()) >= n })
+	if r.Overlapped() {
 		t.Error("listener calls overlapped")
 	}
-	return r.got()
+	return r.Got()
 }
 
-// probe runs f on c's loop, where it may read the loop's state, and waits
-// for it: every piece of work queued before it has been done.
-func probe(t *testing.T, c *LookupCache, f func()) {
+// probe runs f on c's loop, where it may read c.Registrations(), and
+// waits for it: every piece of work queued before it has been done.
+func probe(t *testing.T, c *lookup.LookupCache, f func()) {
 	t.Helper()
-	done := make(chan struct{})
-	c.in.push(func() {
-		defer close(done)
-		f()
-	})
 	select {
-	case <-done:
+	case <-c.OnLoop(f):
 	case <-time.After(servertest.Timeout):
 		t.Fatal("the cache's loop did not run the probe")
 	}
@@ -238,17 +168,18 @@ func probe(t *testing.T, c *LookupCache, f func()) {
 
 // synced waits until c follows exactly the lookup services ids, each with
 // its event registration made and its lookup applied.
-func synced(t *testing.T, c *LookupCache, ids ...djinn.ID) {
+func synced(t *testing.T, c *lookup.LookupCache, ids ...djinn.ID) {
 	t.Helper()
 	servertest.Eventually(t, "the cache following its lookup services", func() bool {
 		ok := true
 		probe(t, c, func() {
-			if len(c.regs) != len(ids) {
+			regs := c.Registrations()
+			if len(regs) != len(ids) {
 				ok = false
 			}
 			for _, id := range ids {
-				cr := c.regs[id]
-				if cr == nil || cr.er == nil || cr.syncing {
+				cr, has := regs[id]
+				if !has || cr.ER == nil || cr.Syncing {
 					ok = false
 				}
 			}
@@ -259,12 +190,12 @@ func synced(t *testing.T, c *LookupCache, ids ...djinn.ID) {
 
 // holds reports whether the lookup service id holds service sid, as c
 // knows it.
-func holds(t *testing.T, c *LookupCache, id, sid djinn.ID, check func(service.Item) bool) bool {
+func holds(t *testing.T, c *lookup.LookupCache, id, sid djinn.ID, check func(service.Item) bool) bool {
 	t.Helper()
 	ok := false
 	probe(t, c, func() {
-		if cr := c.regs[id]; cr != nil && !cr.syncing {
-			it, has := cr.items[sid]
+		if cr, ok2 := c.Registrations()[id]; ok2 && !cr.Syncing {
+			it, has := cr.Items[sid]
 			ok = has && (check == nil || check(it))
 		}
 	})

@@ -1,4 +1,4 @@
-package lookup
+package lookup_test
 
 import (
 	"bytes"
@@ -11,33 +11,22 @@ import (
 	"time"
 
 	"github.com/djinn-go/djinn"
-	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/discovery"
 	"github.com/djinn-go/djinn/internal/server/servertest"
+	"github.com/djinn-go/djinn/lookup"
 	"github.com/djinn-go/djinn/service"
 )
 
-func newJoinManager(t *testing.T, dm DiscoveryManagement, cfg JoinManagerConfig) *JoinManager {
+func newJoinManager(t *testing.T, dm lookup.DiscoveryManagement, cfg lookup.JoinManagerConfig) *lookup.JoinManager {
 	t.Helper()
 	cfg.RetryMin, cfg.RetryMax = 10*time.Millisecond, 200*time.Millisecond
 	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
-	m, err := NewJoinManager(dm, cfg)
+	m, err := lookup.NewJoinManager(dm, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Terminate() })
 	return m
-}
-
-// registration returns the manager's registration at the lookup service
-// id, nil when there is none.
-func (m *JoinManager) registration(id djinn.ID) *client.ServiceRegistration {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if j := m.joins[id]; j != nil {
-		return j.reg
-	}
-	return nil
 }
 
 func registrarIDs(infos []discovery.RegistrarInfo) []djinn.ID {
@@ -61,8 +50,8 @@ func sortedPair(a, b djinn.ID) []djinn.ID {
 func TestJoinManagerJoinsEveryLookupService(t *testing.T) {
 	s1, s2 := startLookup(t), startLookup(t)
 	var reported []djinn.ID
-	m := newJoinManager(t, discoverAt(t, s1, s2), JoinManagerConfig{
-		Item:              printer(djinn.ID{}, "laser"),
+	m := newJoinManager(t, discoverAt(t, s1, s2), lookup.JoinManagerConfig{
+		Item:              lookup.Printer(djinn.ID{}, "laser"),
 		ServiceIDListener: func(id djinn.ID) { reported = append(reported, id) },
 	})
 	id := m.ServiceID()
@@ -70,7 +59,7 @@ func TestJoinManagerJoinsEveryLookupService(t *testing.T) {
 		t.Fatalf("service id %s, reported %v: want one new id, reported once before NewJoinManager returned", id, reported)
 	}
 	servertest.Eventually(t, "the item at both lookup services", func() bool {
-		return hasName(s1.found(t, id), "laser") && hasName(s2.found(t, id), "laser") && len(m.Registrars()) == 2
+		return lookup.HasName(s1.found(t, id), "laser") && lookup.HasName(s2.found(t, id), "laser") && len(m.Registrars()) == 2
 	})
 	if got, want := registrarIDs(m.Registrars()), sortedPair(s1.id, s2.id); !slices.Equal(got, want) {
 		t.Errorf("Registrars %v, want %v", got, want)
@@ -91,29 +80,29 @@ func TestJoinManagerAttributes(t *testing.T) {
 	dm := discoverAt(t, s1)
 	id := djinn.NewID()
 	called := false
-	m := newJoinManager(t, dm, JoinManagerConfig{Item: printer(id, "laser"), ServiceIDListener: func(djinn.ID) { called = true }})
+	m := newJoinManager(t, dm, lookup.JoinManagerConfig{Item: lookup.Printer(id, "laser"), ServiceIDListener: func(djinn.ID) { called = true }})
 	if called || m.ServiceID() != id {
 		t.Fatalf("service id %s (listener called: %v), want the item's %s and no call", m.ServiceID(), called, id)
 	}
 	servertest.Eventually(t, "the item at the first lookup service", func() bool { return s1.found(t, id) != nil })
 	ctx := testContext(t)
 
-	if err := m.AddAttributes(ctx, []service.Entry{name("added"), name("laser")}); err != nil {
+	if err := m.AddAttributes(ctx, []service.Entry{lookup.NameEntry("added"), lookup.NameEntry("laser")}); err != nil {
 		t.Fatal(err)
 	}
-	if it := s1.found(t, id); !hasName(it, "added") || !hasName(it, "laser") || len(it.Entries) != 2 {
+	if it := s1.found(t, id); !lookup.HasName(it, "added") || !lookup.HasName(it, "laser") || len(it.Entries) != 2 {
 		t.Errorf("after AddAttributes: %+v, want laser and added (the duplicate dropped)", it)
 	}
-	if err := m.ModifyAttributes(ctx, []service.EntryTemplate{nameTemplate("added")}, []service.Entry{name("modified")}); err != nil {
+	if err := m.ModifyAttributes(ctx, []service.EntryTemplate{lookup.NameTemplate("added")}, []service.Entry{lookup.NameEntry("modified")}); err != nil {
 		t.Fatal(err)
 	}
-	if it, held := s1.found(t, id), m.Item(); !hasName(it, "modified") || hasName(it, "added") || !itemsEqual(*it, held) {
+	if it, held := s1.found(t, id), m.Item(); !lookup.HasName(it, "modified") || lookup.HasName(it, "added") || !lookup.ItemsEqual(*it, held) {
 		t.Errorf("after ModifyAttributes: registered %+v, held %+v: want the same, modified", it, held)
 	}
-	if err := m.SetAttributes(ctx, []service.Entry{name("set")}); err != nil {
+	if err := m.SetAttributes(ctx, []service.Entry{lookup.NameEntry("set")}); err != nil {
 		t.Fatal(err)
 	}
-	if it := s1.found(t, id); !hasName(it, "set") || len(it.Entries) != 1 {
+	if it := s1.found(t, id); !lookup.HasName(it, "set") || len(it.Entries) != 1 {
 		t.Errorf("after SetAttributes: %+v", it)
 	}
 	// A bad change is refused before anything is sent, naming the value.
@@ -121,11 +110,11 @@ func TestJoinManagerAttributes(t *testing.T) {
 	if !errors.Is(err, djinn.ErrInvalidArgument) {
 		t.Errorf("AddAttributes with an entry without a type: %v, want InvalidArgument", err)
 	}
-	err = m.ModifyAttributes(ctx, []service.EntryTemplate{nameTemplate("set")}, nil)
+	err = m.ModifyAttributes(ctx, []service.EntryTemplate{lookup.NameTemplate("set")}, nil)
 	if !errors.Is(err, djinn.ErrInvalidArgument) || !strings.Contains(err.Error(), "1 templates") {
 		t.Errorf("ModifyAttributes with a template and no change: %v, want InvalidArgument naming the counts", err)
 	}
-	if it := m.Item(); !hasName(&it, "set") || len(it.Entries) != 1 {
+	if it := m.Item(); !lookup.HasName(&it, "set") || len(it.Entries) != 1 {
 		t.Errorf("held item after refused changes: %+v", it)
 	}
 
@@ -135,19 +124,19 @@ func TestJoinManagerAttributes(t *testing.T) {
 	}
 	servertest.Eventually(t, "the current item at the lookup service joined later", func() bool {
 		it := s2.found(t, id)
-		return hasName(it, "set") && len(it.Entries) == 1 && len(m.Registrars()) == 2
+		return lookup.HasName(it, "set") && len(it.Entries) == 1 && len(m.Registrars()) == 2
 	})
 
 	// Replace registers another reference and types everywhere.
-	if err := m.Replace(ctx, service.Item{Service: []byte("127.0.0.1:10"), Types: []string{"Printer", "Scanner"}, Entries: []service.Entry{name("replaced")}}); err != nil {
+	if err := m.Replace(ctx, service.Item{Service: []byte("127.0.0.1:10"), Types: []string{"Printer", "Scanner"}, Entries: []service.Entry{lookup.NameEntry("replaced")}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range []*lookupServer{s1, s2} {
-		if it := s.found(t, id); it == nil || string(it.Service) != "127.0.0.1:10" || len(it.Types) != 2 || !hasName(it, "replaced") {
+		if it := s.found(t, id); it == nil || string(it.Service) != "127.0.0.1:10" || len(it.Types) != 2 || !lookup.HasName(it, "replaced") {
 			t.Errorf("after Replace at %s: %+v", s.id, it)
 		}
 	}
-	if err := m.Replace(ctx, printer(djinn.NewID(), "other")); !errors.Is(err, djinn.ErrInvalidArgument) {
+	if err := m.Replace(ctx, lookup.Printer(djinn.NewID(), "other")); !errors.Is(err, djinn.ErrInvalidArgument) {
 		t.Errorf("Replace with another service id: %v, want InvalidArgument", err)
 	}
 }
@@ -158,13 +147,13 @@ func TestJoinManagerRenewsLeases(t *testing.T) {
 	s1, s2 := startLookup(t), startLookup(t)
 	id := djinn.NewID()
 	const lease = time.Second
-	m := newJoinManager(t, discoverAt(t, s1, s2), JoinManagerConfig{Item: printer(id, "laser"), LeaseDuration: lease})
+	m := newJoinManager(t, discoverAt(t, s1, s2), lookup.JoinManagerConfig{Item: lookup.Printer(id, "laser"), LeaseDuration: lease})
 	servertest.Eventually(t, "registered at both", func() bool {
-		return m.registration(s1.id) != nil && m.registration(s2.id) != nil
+		return m.RegistrationAt(s1.id) != nil && m.RegistrationAt(s2.id) != nil
 	})
 	first := map[djinn.ID]time.Time{}
 	for _, s := range []*lookupServer{s1, s2} {
-		reg := m.registration(s.id)
+		reg := m.RegistrationAt(s.id)
 		first[s.id] = reg.Lease.Expiration()
 		if d := time.Until(first[s.id]); d > lease {
 			t.Fatalf("lease at %s granted %v, want at most %v", s.id, d, lease)
@@ -174,7 +163,7 @@ func TestJoinManagerRenewsLeases(t *testing.T) {
 	latest := later(first[s1.id], first[s2.id])
 	servertest.Eventually(t, "the first leases to have ended", func() bool { return time.Now().After(latest.Add(lease)) })
 	for _, s := range []*lookupServer{s1, s2} {
-		reg := m.registration(s.id)
+		reg := m.RegistrationAt(s.id)
 		if reg == nil || !reg.Lease.Expiration().After(first[s.id]) {
 			t.Errorf("lease at %s not renewed: %v", s.id, reg)
 		}
@@ -197,13 +186,13 @@ func later(a, b time.Time) time.Time {
 func TestJoinManagerRegistersAgain(t *testing.T) {
 	s1 := startLookup(t)
 	id := djinn.NewID()
-	m := newJoinManager(t, discoverAt(t, s1), JoinManagerConfig{Item: printer(id, "laser"), LeaseDuration: time.Second})
-	servertest.Eventually(t, "registered", func() bool { return m.registration(s1.id) != nil })
+	m := newJoinManager(t, discoverAt(t, s1), lookup.JoinManagerConfig{Item: lookup.Printer(id, "laser"), LeaseDuration: time.Second})
+	servertest.Eventually(t, "registered", func() bool { return m.RegistrationAt(s1.id) != nil })
 	ctx := testContext(t)
-	if err := m.SetAttributes(ctx, []service.Entry{name("current")}); err != nil {
+	if err := m.SetAttributes(ctx, []service.Entry{lookup.NameEntry("current")}); err != nil {
 		t.Fatal(err)
 	}
-	lost := m.registration(s1.id)
+	lost := m.RegistrationAt(s1.id)
 	if err := lost.Lease.Cancel(ctx, s1.c); err != nil {
 		t.Fatal(err)
 	}
@@ -211,8 +200,8 @@ func TestJoinManagerRegistersAgain(t *testing.T) {
 		t.Fatal("the item is still registered after its lease was cancelled")
 	}
 	servertest.Eventually(t, "registered again", func() bool {
-		reg := m.registration(s1.id)
-		return reg != nil && reg.Lease.Cookie() != lost.Lease.Cookie() && hasName(s1.found(t, id), "current")
+		reg := m.RegistrationAt(s1.id)
+		return reg != nil && reg.Lease.Cookie() != lost.Lease.Cookie() && lookup.HasName(s1.found(t, id), "current")
 	})
 }
 
@@ -223,7 +212,7 @@ func TestJoinManagerLeavesDiscarded(t *testing.T) {
 	s1, s2 := startLookup(t), startLookup(t)
 	dm := discoverAt(t, s1, s2)
 	id := djinn.NewID()
-	m := newJoinManager(t, dm, JoinManagerConfig{Item: printer(id, "laser"), LeaseDuration: time.Second})
+	m := newJoinManager(t, dm, lookup.JoinManagerConfig{Item: lookup.Printer(id, "laser"), LeaseDuration: time.Second})
 	servertest.Eventually(t, "joined both", func() bool { return len(m.Registrars()) == 2 })
 	if err := dm.RemoveLocators(s2.loc); err != nil {
 		t.Fatal(err)
@@ -233,20 +222,20 @@ func TestJoinManagerLeavesDiscarded(t *testing.T) {
 		return len(got) == 1 && got[0] == s1.id
 	})
 	servertest.Eventually(t, "the registration at the discarded lookup service to lapse", func() bool { return s2.found(t, id) == nil })
-	if err := m.SetAttributes(testContext(t), []service.Entry{name("after")}); err != nil {
+	if err := m.SetAttributes(testContext(t), []service.Entry{lookup.NameEntry("after")}); err != nil {
 		t.Fatal(err)
 	}
-	if !hasName(s1.found(t, id), "after") {
+	if !lookup.HasName(s1.found(t, id), "after") {
 		t.Errorf("the remaining lookup service did not get the change: %+v", s1.found(t, id))
 	}
 }
 
 // TestJoinManagerTerminate: Terminate cancels every registration, at once;
-// it is idempotent and safe concurrently; later calls get ErrTerminated.
+// it is idempotent and safe concurrently; later calls get lookup.ErrTerminated.
 func TestJoinManagerTerminate(t *testing.T) {
 	s1, s2 := startLookup(t), startLookup(t)
 	id := djinn.NewID()
-	m := newJoinManager(t, discoverAt(t, s1, s2), JoinManagerConfig{Item: printer(id, "laser")})
+	m := newJoinManager(t, discoverAt(t, s1, s2), lookup.JoinManagerConfig{Item: lookup.Printer(id, "laser")})
 	servertest.Eventually(t, "registered at both", func() bool { return len(m.Registrars()) == 2 })
 	var wg sync.WaitGroup
 	errs := make([]error, 3)
@@ -272,8 +261,8 @@ func TestJoinManagerTerminate(t *testing.T) {
 	if got := m.Registrars(); len(got) != 0 {
 		t.Errorf("Registrars after Terminate: %v", got)
 	}
-	if err := m.AddAttributes(testContext(t), []service.Entry{name("late")}); !errors.Is(err, ErrTerminated) || !errors.Is(err, djinn.ErrUnavailable) {
-		t.Errorf("AddAttributes after Terminate: %v, want ErrTerminated (Unavailable)", err)
+	if err := m.AddAttributes(testContext(t), []service.Entry{lookup.NameEntry("late")}); !errors.Is(err, lookup.ErrTerminated) || !errors.Is(err, djinn.ErrUnavailable) {
+		t.Errorf("AddAttributes after Terminate: %v, want lookup.ErrTerminated (Unavailable)", err)
 	}
 	if err := m.Terminate(); err != nil {
 		t.Errorf("Terminate again: %v", err)
@@ -286,7 +275,7 @@ func TestJoinManagerTerminate(t *testing.T) {
 func TestJoinManagerAbandon(t *testing.T) {
 	s1, s2 := startLookup(t), startLookup(t)
 	id := djinn.NewID()
-	m := newJoinManager(t, discoverAt(t, s1, s2), JoinManagerConfig{Item: printer(id, "laser")})
+	m := newJoinManager(t, discoverAt(t, s1, s2), lookup.JoinManagerConfig{Item: lookup.Printer(id, "laser")})
 	servertest.Eventually(t, "registered at both", func() bool { return len(m.Registrars()) == 2 })
 	if err := m.Abandon(); err != nil {
 		t.Fatalf("Abandon: %v", err)
@@ -297,19 +286,19 @@ func TestJoinManagerAbandon(t *testing.T) {
 		t.Error("Done not closed after Abandon")
 	}
 	for _, s := range []*lookupServer{s1, s2} {
-		if !hasName(s.found(t, id), "laser") {
+		if !lookup.HasName(s.found(t, id), "laser") {
 			t.Errorf("after Abandon the item is gone from %s", s.id)
 		}
 	}
 	if err := m.Terminate(); err != nil {
 		t.Errorf("Terminate after Abandon: %v", err)
 	}
-	if !hasName(s1.found(t, id), "laser") {
+	if !lookup.HasName(s1.found(t, id), "laser") {
 		t.Error("Terminate after Abandon cancelled the registrations")
 	}
-	next := newJoinManager(t, discoverAt(t, s1, s2), JoinManagerConfig{Item: printer(id, "inkjet")})
+	next := newJoinManager(t, discoverAt(t, s1, s2), lookup.JoinManagerConfig{Item: lookup.Printer(id, "inkjet")})
 	servertest.Eventually(t, "the next manager's item at both", func() bool {
-		return hasName(s1.found(t, id), "inkjet") && hasName(s2.found(t, id), "inkjet") && len(next.Registrars()) == 2
+		return lookup.HasName(s1.found(t, id), "inkjet") && lookup.HasName(s2.found(t, id), "inkjet") && len(next.Registrars()) == 2
 	})
 	for _, s := range []*lookupServer{s1, s2} {
 		total, _, err := s.r.LookupN(testContext(t), service.Template{ID: &id}, 10)
@@ -327,7 +316,7 @@ func TestJoinManagerDiscardsMisnamedRegistrar(t *testing.T) {
 	dm := newMemDiscovery()
 	wrong := djinn.NewID()
 	id := djinn.NewID()
-	m := newJoinManager(t, dm, JoinManagerConfig{Item: printer(id, "laser")})
+	m := newJoinManager(t, dm, lookup.JoinManagerConfig{Item: lookup.Printer(id, "laser")})
 	dm.events <- discovery.Event{Kind: discovery.Discovered, Registrar: discovery.RegistrarInfo{ServiceID: wrong, Endpoint: s1.srv.Addr()}}
 	servertest.Eventually(t, "the misnamed registrar discarded", func() bool { return dm.wasDiscarded(wrong) })
 	if s1.found(t, id) != nil || len(m.Registrars()) != 0 {
@@ -339,22 +328,22 @@ func TestJoinManagerDiscardsMisnamedRegistrar(t *testing.T) {
 // bad value.
 func TestJoinManagerConfigErrors(t *testing.T) {
 	dm := newMemDiscovery()
-	ok := printer(djinn.ID{}, "x")
+	ok := lookup.Printer(djinn.ID{}, "x")
 	for _, tc := range []struct {
 		name string
-		dm   DiscoveryManagement
-		cfg  JoinManagerConfig
+		dm   lookup.DiscoveryManagement
+		cfg  lookup.JoinManagerConfig
 		want string
 	}{
-		{"no discovery", nil, JoinManagerConfig{Item: ok}, "discovery management: missing"},
-		{"discovery reporting to a function", &memDiscovery{}, JoinManagerConfig{Item: ok}, "no event channel"},
-		{"item without reference", dm, JoinManagerConfig{Item: service.Item{Types: []string{"T"}}}, "service reference"},
-		{"negative lease", dm, JoinManagerConfig{Item: ok, LeaseDuration: -5}, "lease duration"},
-		{"retry bounds", dm, JoinManagerConfig{Item: ok, RetryMin: time.Second, RetryMax: time.Millisecond}, "retry bounds"},
-		{"bad entry", dm, JoinManagerConfig{Item: service.Item{Service: []byte("a:1"), Types: []string{"T"}, Entries: []service.Entry{{}}}}, "type"},
+		{"no discovery", nil, lookup.JoinManagerConfig{Item: ok}, "discovery management: missing"},
+		{"discovery reporting to a function", &memDiscovery{}, lookup.JoinManagerConfig{Item: ok}, "no event channel"},
+		{"item without reference", dm, lookup.JoinManagerConfig{Item: service.Item{Types: []string{"T"}}}, "service reference"},
+		{"negative lease", dm, lookup.JoinManagerConfig{Item: ok, LeaseDuration: -5}, "lease duration"},
+		{"retry bounds", dm, lookup.JoinManagerConfig{Item: ok, RetryMin: time.Second, RetryMax: time.Millisecond}, "retry bounds"},
+		{"bad entry", dm, lookup.JoinManagerConfig{Item: service.Item{Service: []byte("a:1"), Types: []string{"T"}, Entries: []service.Entry{{}}}}, "type"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, err := NewJoinManager(tc.dm, tc.cfg)
+			m, err := lookup.NewJoinManager(tc.dm, tc.cfg)
 			if err == nil {
 				m.Terminate()
 			}

@@ -1,4 +1,4 @@
-package lookup
+package lookup_test
 
 import (
 	"context"
@@ -13,12 +13,13 @@ import (
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/discovery"
 	"github.com/djinn-go/djinn/internal/server/servertest"
+	"github.com/djinn-go/djinn/lookup"
 	"github.com/djinn-go/djinn/service"
 )
 
-func newSDM(t *testing.T, dm DiscoveryManagement, leaseDuration time.Duration) *ServiceDiscoveryManager {
+func newSDM(t *testing.T, dm lookup.DiscoveryManagement, leaseDuration time.Duration) *lookup.ServiceDiscoveryManager {
 	t.Helper()
-	m, err := NewServiceDiscoveryManager(dm, ServiceDiscoveryManagerConfig{
+	m, err := lookup.NewServiceDiscoveryManager(dm, lookup.ServiceDiscoveryManagerConfig{
 		LeaseDuration: leaseDuration, RetryMin: 10 * time.Millisecond, RetryMax: 200 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
 	})
@@ -29,7 +30,7 @@ func newSDM(t *testing.T, dm DiscoveryManagement, leaseDuration time.Duration) *
 	return m
 }
 
-func newCache(t *testing.T, m *ServiceDiscoveryManager, filter ItemFilter, l ServiceDiscoveryListener) *LookupCache {
+func newCache(t *testing.T, m *lookup.ServiceDiscoveryManager, filter lookup.ItemFilter, l lookup.ServiceDiscoveryListener) *lookup.LookupCache {
 	t.Helper()
 	c, err := m.CreateLookupCache(testContext(t), service.Template{Types: []string{"Printer"}}, filter, l)
 	if err != nil {
@@ -39,26 +40,13 @@ func newCache(t *testing.T, m *ServiceDiscoveryManager, filter ItemFilter, l Ser
 }
 
 // connectedTo waits until m is connected to exactly the lookup services ids.
-func connectedTo(t *testing.T, m *ServiceDiscoveryManager, ids ...djinn.ID) {
+func connectedTo(t *testing.T, m *lookup.ServiceDiscoveryManager, ids ...djinn.ID) {
 	t.Helper()
 	servertest.Eventually(t, "the manager connected to its lookup services", func() bool {
 		got := registrarIDs(m.Registrars())
 		return len(got) == len(ids) && !slices.ContainsFunc(ids, func(id djinn.ID) bool { return !slices.Contains(got, id) })
 	})
 }
-
-func wantCalls(t *testing.T, got []recorded, want ...string) {
-	t.Helper()
-	var kinds []string
-	for _, c := range got {
-		kinds = append(kinds, c.kind+" "+c.id().String()[:8])
-	}
-	if !slices.Equal(kinds, want) {
-		t.Fatalf("listener calls %q, want %q", kinds, want)
-	}
-}
-
-func call(kind string, id djinn.ID) string { return kind + " " + id.String()[:8] }
 
 // TestLookupCacheOneServiceAtTwoLookupServices: a service registered at
 // two lookup services is one service to the cache: added when the first
@@ -67,7 +55,7 @@ func call(kind string, id djinn.ID) string { return kind + " " + id.String()[:8]
 func TestLookupCacheOneServiceAtTwoLookupServices(t *testing.T) {
 	s1, s2 := startLookup(t), startLookup(t)
 	m := newSDM(t, discoverAt(t, s1, s2), djinn.Any)
-	rec := &recorder{}
+	rec := &lookup.Recorder{}
 	c := newCache(t, m, nil, rec)
 	synced(t, c, s1.id, s2.id)
 	if got := c.LookupN(nil, -1); len(got) != 0 {
@@ -76,46 +64,46 @@ func TestLookupCacheOneServiceAtTwoLookupServices(t *testing.T) {
 	ctx := testContext(t)
 
 	x := djinn.NewID()
-	reg1 := s1.register(t, printer(x, "laser"))
-	calls := rec.wait(t, 1)
-	wantCalls(t, calls, call("added", x))
-	if !hasName(calls[0].post, "laser") || calls[0].pre != nil {
+	reg1 := s1.register(t, lookup.Printer(x, "laser"))
+	calls := waitCalls(t, rec, 1)
+	lookup.WantCalls(t, calls, lookup.Call("added", x))
+	if !lookup.HasName(calls[0].Post, "laser") || calls[0].Pre != nil {
 		t.Errorf("added: %+v", calls[0])
 	}
 
-	reg2 := s2.register(t, printer(x, "laser"))
+	reg2 := s2.register(t, lookup.Printer(x, "laser"))
 	servertest.Eventually(t, "the cache to see the second registration", func() bool { return holds(t, c, s2.id, x, nil) })
 
-	if err := reg1.SetAttributes(ctx, []service.Entry{name("inkjet")}); err != nil {
+	if err := reg1.SetAttributes(ctx, []service.Entry{lookup.NameEntry("inkjet")}); err != nil {
 		t.Fatal(err)
 	}
-	calls = rec.wait(t, 2)
-	wantCalls(t, calls, call("added", x), call("changed", x))
-	if !hasName(calls[1].pre, "laser") || !hasName(calls[1].post, "inkjet") {
-		t.Errorf("changed: pre %+v post %+v", calls[1].pre, calls[1].post)
+	calls = waitCalls(t, rec, 2)
+	lookup.WantCalls(t, calls, lookup.Call("added", x), lookup.Call("changed", x))
+	if !lookup.HasName(calls[1].Pre, "laser") || !lookup.HasName(calls[1].Post, "inkjet") {
+		t.Errorf("changed: pre %+v post %+v", calls[1].Pre, calls[1].Post)
 	}
 	// The other lookup service catching up is no change.
-	if err := reg2.SetAttributes(ctx, []service.Entry{name("inkjet")}); err != nil {
+	if err := reg2.SetAttributes(ctx, []service.Entry{lookup.NameEntry("inkjet")}); err != nil {
 		t.Fatal(err)
 	}
 	servertest.Eventually(t, "the cache to see the second lookup service catch up", func() bool {
-		return holds(t, c, s2.id, x, func(it service.Item) bool { return hasName(&it, "inkjet") })
+		return holds(t, c, s2.id, x, func(it service.Item) bool { return lookup.HasName(&it, "inkjet") })
 	})
 
 	if err := reg1.Lease.Cancel(ctx, s1.c); err != nil {
 		t.Fatal(err)
 	}
 	servertest.Eventually(t, "the cache to see the first lookup service lose it", func() bool { return !holds(t, c, s1.id, x, nil) })
-	if it := c.Lookup(nil); it == nil || it.ID != x || !hasName(it, "inkjet") {
+	if it := c.Lookup(nil); it == nil || it.ID != x || !lookup.HasName(it, "inkjet") {
 		t.Errorf("Lookup with the service at one lookup service of two: %+v", it)
 	}
 
 	if err := reg2.Lease.Cancel(ctx, s2.c); err != nil {
 		t.Fatal(err)
 	}
-	calls = rec.wait(t, 3)
-	wantCalls(t, calls, call("added", x), call("changed", x), call("removed", x))
-	if !hasName(calls[2].pre, "inkjet") || calls[2].post != nil {
+	calls = waitCalls(t, rec, 3)
+	lookup.WantCalls(t, calls, lookup.Call("added", x), lookup.Call("changed", x), lookup.Call("removed", x))
+	if !lookup.HasName(calls[2].Pre, "inkjet") || calls[2].Post != nil {
 		t.Errorf("removed: %+v", calls[2])
 	}
 	if it := c.Lookup(nil); it != nil {
@@ -130,21 +118,21 @@ func TestLookupCacheRegistrarDiscarded(t *testing.T) {
 	dm := discoverAt(t, s1, s2)
 	m := newSDM(t, dm, djinn.Any)
 	only1, both := djinn.NewID(), djinn.NewID()
-	s1.register(t, printer(only1, "one"))
-	s1.register(t, printer(both, "both"))
-	s2.register(t, printer(both, "both"))
-	rec := &recorder{}
+	s1.register(t, lookup.Printer(only1, "one"))
+	s1.register(t, lookup.Printer(both, "both"))
+	s2.register(t, lookup.Printer(both, "both"))
+	rec := &lookup.Recorder{}
 	c := newCache(t, m, nil, rec)
 	synced(t, c, s1.id, s2.id)
 	if got := c.LookupN(nil, -1); len(got) != 2 {
 		t.Fatalf("cache holds %d services, want 2", len(got))
 	}
-	n := len(rec.wait(t, 2))
+	n := len(waitCalls(t, rec, 2))
 	if err := dm.RemoveLocators(s1.loc); err != nil {
 		t.Fatal(err)
 	}
-	calls := rec.wait(t, n+1)
-	wantCalls(t, calls[n:], call("removed", only1))
+	calls := waitCalls(t, rec, n+1)
+	lookup.WantCalls(t, calls[n:], lookup.Call("removed", only1))
 	synced(t, c, s2.id)
 	if got := c.LookupN(nil, -1); len(got) != 1 || got[0].ID != both {
 		t.Errorf("after the discard the cache holds %+v, want only the service at both", got)
@@ -156,24 +144,24 @@ func TestLookupCacheRegistrarDiscarded(t *testing.T) {
 func TestLookupCacheFilter(t *testing.T) {
 	s1 := startLookup(t)
 	m := newSDM(t, discoverAt(t, s1), djinn.Any)
-	rec := &recorder{}
-	notHidden := func(it service.Item) bool { return !hasName(&it, "hidden") }
+	rec := &lookup.Recorder{}
+	notHidden := func(it service.Item) bool { return !lookup.HasName(&it, "hidden") }
 	c := newCache(t, m, notHidden, rec)
 	synced(t, c, s1.id)
 	x, y := djinn.NewID(), djinn.NewID()
-	regX := s1.register(t, printer(x, "hidden"))
-	s1.register(t, printer(y, "shown"))
-	calls := rec.wait(t, 1)
-	wantCalls(t, calls, call("added", y))
+	regX := s1.register(t, lookup.Printer(x, "hidden"))
+	s1.register(t, lookup.Printer(y, "shown"))
+	calls := waitCalls(t, rec, 1)
+	lookup.WantCalls(t, calls, lookup.Call("added", y))
 	ctx := testContext(t)
-	if err := regX.SetAttributes(ctx, []service.Entry{name("visible")}); err != nil {
+	if err := regX.SetAttributes(ctx, []service.Entry{lookup.NameEntry("visible")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := regX.SetAttributes(ctx, []service.Entry{name("hidden")}); err != nil {
+	if err := regX.SetAttributes(ctx, []service.Entry{lookup.NameEntry("hidden")}); err != nil {
 		t.Fatal(err)
 	}
-	calls = rec.wait(t, 3)
-	wantCalls(t, calls, call("added", y), call("added", x), call("removed", x))
+	calls = waitCalls(t, rec, 3)
+	lookup.WantCalls(t, calls, lookup.Call("added", y), lookup.Call("added", x), lookup.Call("removed", x))
 	if got := c.LookupN(nil, -1); len(got) != 1 || got[0].ID != y {
 		t.Errorf("cache holds %+v, want only the shown service", got)
 	}
@@ -189,9 +177,9 @@ func TestServiceDiscoveryManagerLookup(t *testing.T) {
 	s1, s2 := startLookup(t), startLookup(t)
 	m := newSDM(t, discoverAt(t, s1, s2), djinn.Any)
 	a, b := djinn.NewID(), djinn.NewID()
-	s1.register(t, printer(a, "a"))
-	s2.register(t, printer(a, "a"))
-	s2.register(t, printer(b, "b"))
+	s1.register(t, lookup.Printer(a, "a"))
+	s2.register(t, lookup.Printer(a, "a"))
+	s2.register(t, lookup.Printer(b, "b"))
 	connectedTo(t, m, s1.id, s2.id)
 	ctx := testContext(t)
 	tmpl := service.Template{Types: []string{"Printer"}}
@@ -210,7 +198,7 @@ func TestServiceDiscoveryManagerLookup(t *testing.T) {
 	if got, err := m.Lookup(ctx, tmpl, nil, 1); err != nil || len(got) != 1 {
 		t.Errorf("Lookup of at most 1: %d items, %v", len(got), err)
 	}
-	onlyB := func(it service.Item) bool { return hasName(&it, "b") }
+	onlyB := func(it service.Item) bool { return lookup.HasName(&it, "b") }
 	if got, err := m.Lookup(ctx, tmpl, onlyB, 10); err != nil || len(got) != 1 || got[0].ID != b {
 		t.Errorf("Lookup with a filter: %+v, %v", got, err)
 	}
@@ -228,29 +216,29 @@ func TestServiceDiscoveryManagerLookup(t *testing.T) {
 func TestLookupCacheRegistersAgain(t *testing.T) {
 	s1 := startLookup(t)
 	m := newSDM(t, discoverAt(t, s1), time.Second)
-	rec := &recorder{}
+	rec := &lookup.Recorder{}
 	c := newCache(t, m, nil, rec)
 	x := djinn.NewID()
-	s1.register(t, printer(x, "before"))
-	rec.wait(t, 1)
+	s1.register(t, lookup.Printer(x, "before"))
+	waitCalls(t, rec, 1)
 	synced(t, c, s1.id)
 	var lost *client.EventRegistration
-	probe(t, c, func() { lost = c.regs[s1.id].er })
+	probe(t, c, func() { lost = c.Registrations()[s1.id].ER })
 	if err := lost.Lease.Cancel(testContext(t), s1.c); err != nil {
 		t.Fatal(err)
 	}
 	servertest.Eventually(t, "a new event registration", func() bool {
 		again := false
 		probe(t, c, func() {
-			cr := c.regs[s1.id]
-			again = cr.er != nil && cr.er.Lease.Cookie() != lost.Lease.Cookie() && !cr.syncing
+			cr := c.Registrations()[s1.id]
+			again = cr.ER != nil && cr.ER.Lease.Cookie() != lost.Lease.Cookie() && !cr.Syncing
 		})
 		return again
 	})
 	y := djinn.NewID()
-	s1.register(t, printer(y, "after"))
-	calls := rec.wait(t, 2)
-	wantCalls(t, calls, call("added", x), call("added", y))
+	s1.register(t, lookup.Printer(y, "after"))
+	calls := waitCalls(t, rec, 2)
+	lookup.WantCalls(t, calls, lookup.Call("added", x), lookup.Call("added", y))
 }
 
 // TestLookupCacheWaitAndAddListener: Wait returns when a matching service
@@ -274,18 +262,18 @@ func TestLookupCacheWaitAndAddListener(t *testing.T) {
 		}
 		got <- it
 	}()
-	s1.register(t, printer(x, "awaited"))
+	s1.register(t, lookup.Printer(x, "awaited"))
 	if it := <-got; it == nil || it.ID != x {
 		t.Errorf("Wait returned %+v", it)
 	}
-	rec := &recorder{}
+	rec := &lookup.Recorder{}
 	remove := c.AddListener(rec)
-	wantCalls(t, rec.wait(t, 1), call("added", x))
+	lookup.WantCalls(t, waitCalls(t, rec, 1), lookup.Call("added", x))
 	remove()
 	y := djinn.NewID()
-	s1.register(t, printer(y, "unheard"))
+	s1.register(t, lookup.Printer(y, "unheard"))
 	servertest.Eventually(t, "the cache to hold the second service", func() bool { return len(c.LookupN(nil, -1)) == 2 })
-	if calls := rec.got(); len(calls) != 1 {
+	if calls := rec.Got(); len(calls) != 1 {
 		t.Errorf("a removed listener heard %v", calls)
 	}
 }
@@ -296,15 +284,15 @@ func TestLookupCacheWaitAndAddListener(t *testing.T) {
 func TestLookupCacheTerminate(t *testing.T) {
 	s1, s2 := startLookup(t), startLookup(t)
 	m := newSDM(t, discoverAt(t, s1, s2), djinn.Any)
-	s1.register(t, printer(djinn.NewID(), "x"))
+	s1.register(t, lookup.Printer(djinn.NewID(), "x"))
 	c1 := newCache(t, m, nil, nil)
 	c2 := newCache(t, m, nil, nil)
 	synced(t, c1, s1.id, s2.id)
 	synced(t, c2, s1.id, s2.id)
 	var leases []*client.Lease
 	probe(t, c1, func() {
-		for _, cr := range c1.regs {
-			leases = append(leases, cr.er.Lease)
+		for _, cr := range c1.Registrations() {
+			leases = append(leases, cr.ER.Lease)
 		}
 	})
 	if err := c1.Terminate(); err != nil {
@@ -315,15 +303,15 @@ func TestLookupCacheTerminate(t *testing.T) {
 	}
 	ctx := testContext(t)
 	for _, l := range leases {
-		if err := l.Renew(ctx, m.pool, time.Minute); !errors.Is(err, djinn.ErrUnknownLease) {
+		if err := l.Renew(ctx, s1.c, time.Minute); !errors.Is(err, djinn.ErrUnknownLease) {
 			t.Errorf("renewing a terminated cache's event registration: %v, want UnknownLease", err)
 		}
 	}
 	if it := c1.Lookup(nil); it != nil {
 		t.Errorf("Lookup on a terminated cache: %+v", it)
 	}
-	if _, err := c1.Wait(ctx, nil); !errors.Is(err, ErrTerminated) {
-		t.Errorf("Wait on a terminated cache: %v, want ErrTerminated", err)
+	if _, err := c1.Wait(ctx, nil); !errors.Is(err, lookup.ErrTerminated) {
+		t.Errorf("Wait on a terminated cache: %v, want lookup.ErrTerminated", err)
 	}
 	if err := m.Terminate(); err != nil {
 		t.Fatal(err)
@@ -333,10 +321,10 @@ func TestLookupCacheTerminate(t *testing.T) {
 	default:
 		t.Error("the manager's Terminate left a cache running")
 	}
-	if _, err := m.CreateLookupCache(ctx, service.Template{}, nil, nil); !errors.Is(err, ErrTerminated) {
+	if _, err := m.CreateLookupCache(ctx, service.Template{}, nil, nil); !errors.Is(err, lookup.ErrTerminated) {
 		t.Errorf("CreateLookupCache after Terminate: %v", err)
 	}
-	if _, err := m.Lookup(ctx, service.Template{}, nil, 1); !errors.Is(err, ErrTerminated) {
+	if _, err := m.Lookup(ctx, service.Template{}, nil, 1); !errors.Is(err, lookup.ErrTerminated) {
 		t.Errorf("Lookup after Terminate: %v", err)
 	}
 }
