@@ -47,6 +47,12 @@
 // be updated at once is brought up to date by its keeper in the
 // background, with backoff.
 //
+// A lookup service that discovery discards is let go: its registration is
+// no longer renewed and lapses, as in Jini. One discarded because the
+// service no longer wants it — its group or its locator was taken away
+// (discovery.NoInterest, discovery.Removed) — is left at once: the
+// registration's lease is cancelled there.
+//
 // Terminate cancels every registration's lease, so the item leaves every
 // lookup service at once rather than when the leases would end. Abandon
 // stops the manager and leaves the registrations in place, for another

@@ -197,11 +197,23 @@ func (m *JoinManager) heard(ev discovery.Event) {
 		m.wg.Add(1) // the follower holds a count: Terminate's Wait cannot have seen zero
 		go m.keep(ctx, j)
 	case discovery.Discarded:
-		if j != nil {
-			// Jini's JoinManager forgets a discarded lookup service and
-			// stops renewing there: the registration lapses by itself.
-			j.cancel()
-			delete(m.joins, id)
+		if j == nil {
+			return
+		}
+		// Jini's JoinManager forgets a discarded lookup service and stops
+		// renewing there: the registration lapses by itself. A lookup
+		// service the service no longer wants (its group or locator was
+		// taken away) is left at once: the registration is cancelled.
+		j.cancel()
+		delete(m.joins, id)
+		if reg := j.reg; reg != nil && (ev.Reason == discovery.NoInterest || ev.Reason == discovery.Removed) {
+			m.wg.Add(1) // the follower holds a count, as for keep
+			go func() {
+				defer m.wg.Done()
+				if err := cancelLeases(m.pool, []*client.Lease{reg.Lease}); err != nil {
+					m.log.Warn("cannot cancel the registration at a lookup service no longer wanted; it lapses", "registrar", id, "err", err)
+				}
+			}()
 		}
 	}
 }

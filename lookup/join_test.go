@@ -206,13 +206,13 @@ func TestJoinManagerRegistersAgain(t *testing.T) {
 }
 
 // TestJoinManagerLeavesDiscarded: a lookup service discovery discards is
-// left, not fatal: its registration is no longer renewed, and the others
-// carry on.
+// left, not fatal, and the others carry on; one whose locator was removed
+// is left at once, its registration cancelled (the lease is an hour).
 func TestJoinManagerLeavesDiscarded(t *testing.T) {
 	s1, s2 := startLookup(t), startLookup(t)
 	dm := discoverAt(t, s1, s2)
 	id := djinn.NewID()
-	m := newJoinManager(t, dm, lookup.JoinManagerConfig{Item: lookup.Printer(id, "laser"), LeaseDuration: time.Second})
+	m := newJoinManager(t, dm, lookup.JoinManagerConfig{Item: lookup.Printer(id, "laser"), LeaseDuration: time.Hour})
 	servertest.Eventually(t, "joined both", func() bool { return len(m.Registrars()) == 2 })
 	if err := dm.RemoveLocators(s2.loc); err != nil {
 		t.Fatal(err)
@@ -221,7 +221,7 @@ func TestJoinManagerLeavesDiscarded(t *testing.T) {
 		got := registrarIDs(m.Registrars())
 		return len(got) == 1 && got[0] == s1.id
 	})
-	servertest.Eventually(t, "the registration at the discarded lookup service to lapse", func() bool { return s2.found(t, id) == nil })
+	servertest.Eventually(t, "the registration at the discarded lookup service cancelled", func() bool { return s2.found(t, id) == nil })
 	if err := m.SetAttributes(testContext(t), []service.Entry{lookup.NameEntry("after")}); err != nil {
 		t.Fatal(err)
 	}
