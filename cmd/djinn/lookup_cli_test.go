@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -45,7 +47,13 @@ type lookupScript struct {
 // attribute and id, list them and their types, change attributes through
 // a registration's lease; bad input is a one-line error naming it.
 func TestCLILookup(t *testing.T) {
-	s := &lookupScript{rig: newRig(t)}
+	// The registry holds the test's items and the registrar's own: the
+	// server's services do not join it.
+	conf := filepath.Join(t.TempDir(), "djinn.toml")
+	if err := os.WriteFile(conf, []byte("[lookup-join]\nenabled = false\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := &lookupScript{rig: newRig(t, "--config", conf)}
 	s.register()
 	s.find()
 	s.listAndTypes()

@@ -15,7 +15,7 @@ import (
 var root = filepath.Join("..", "..")
 
 // cores are the service cores: they must not import gRPC (DESIGN.md 1).
-var cores = []string{"internal/lease", "internal/mailbox", "internal/renewal", "internal/txn", "internal/event", "internal/state", "internal/replica", "internal/lock", "internal/lookup", "internal/lds", "internal/wire", "service"}
+var cores = []string{"internal/lease", "internal/mailbox", "internal/renewal", "internal/txn", "internal/event", "internal/state", "internal/replica", "internal/lock", "internal/lookup", "internal/lds", "internal/join", "internal/wire", "service"}
 
 // deterministic are the packages whose state machines run inside Apply
 // (DESIGN.md 2). Every file of them is checked (their sub-packages are
@@ -24,7 +24,7 @@ var cores = []string{"internal/lease", "internal/mailbox", "internal/renewal", "
 // starts a goroutine or a timer, except the leader-side files below.
 var deterministic = []string{
 	"internal/state", "internal/lease", "internal/mailbox", "internal/renewal", "internal/txn",
-	"internal/lock", "internal/lookup", "internal/lds", "internal/wire", "service",
+	"internal/lock", "internal/lookup", "internal/lds", "internal/join", "internal/wire", "service",
 }
 
 // leaderSide are the files of deterministic packages that run only on the

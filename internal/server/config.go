@@ -40,19 +40,20 @@ type Config struct {
 	// on the client port) before it is closed.
 	HandshakeTimeout Duration `toml:"handshake-timeout"`
 
-	TLS      TLSConfig      `toml:"tls"`
-	Security SecurityConfig `toml:"security"`
-	Quota    QuotaConfig    `toml:"quota"`
-	Lease    LeaseConfig    `toml:"lease"`
-	Mailbox  MailboxConfig  `toml:"mailbox"`
-	Renewal  RenewalConfig  `toml:"renewal"`
-	Txn      TxnConfig      `toml:"txn"`
-	KV       KVConfig       `toml:"kv"`
-	Lock     LockConfig     `toml:"lock"`
-	Lookup   LookupConfig   `toml:"lookup"`
-	LDS      LDSConfig      `toml:"lds"`
-	Raftcfg  RaftConfig     `toml:"raft-tuning"`
-	Cluster  ClusterConfig  `toml:"cluster"`
+	TLS        TLSConfig      `toml:"tls"`
+	Security   SecurityConfig `toml:"security"`
+	Quota      QuotaConfig    `toml:"quota"`
+	Lease      LeaseConfig    `toml:"lease"`
+	Mailbox    MailboxConfig  `toml:"mailbox"`
+	Renewal    RenewalConfig  `toml:"renewal"`
+	Txn        TxnConfig      `toml:"txn"`
+	KV         KVConfig       `toml:"kv"`
+	Lock       LockConfig     `toml:"lock"`
+	Lookup     LookupConfig   `toml:"lookup"`
+	LDS        LDSConfig      `toml:"lds"`
+	LookupJoin JoinConfig     `toml:"lookup-join"`
+	Raftcfg    RaftConfig     `toml:"raft-tuning"`
+	Cluster    ClusterConfig  `toml:"cluster"`
 }
 
 // ClusterConfig tunes membership.
@@ -166,6 +167,7 @@ func Default() Config {
 		LDS: LDSConfig{
 			Enabled: true, DefaultLease: Duration(10 * time.Minute), MaxLease: Duration(time.Hour), MaxRegistrations: 100_000,
 		},
+		LookupJoin: JoinConfig{Enabled: true, Own: true, Groups: []string{""}},
 		Lock: LockConfig{
 			Enabled: true, DefaultSetLease: Duration(djinn.Forever), MaxSetLease: Duration(djinn.Forever),
 			DefaultOwnerLease: Duration(time.Minute), MaxOwnerLease: Duration(24 * time.Hour),

@@ -18,6 +18,7 @@ import (
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/principal"
 	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/service"
 )
 
 // landlordPart is the lessor — the lease table's leader side, through
@@ -28,6 +29,7 @@ func landlordPart(s *Server) *part {
 	c := s.cfg.Lease
 	return &part{
 		name:    "landlord",
+		joins:   &joinKind{typ: service.LandlordType, title: "djinn landlord"},
 		enabled: true,
 		open: func() error {
 			s.lessor = lease.NewLessor(s.machine.Leases, s.node, lease.Config{

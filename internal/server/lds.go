@@ -16,6 +16,7 @@ import (
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/service"
 )
 
 // LDSID is the object id of the lookup discovery service.
@@ -61,6 +62,7 @@ func ldsPart(s *Server) *part {
 	rpc := &ldsRPC{s: s}
 	return &part{
 		name:    "lds",
+		joins:   &joinKind{typ: service.LookupDiscoveryServiceType, title: "djinn lookup discovery service"},
 		enabled: c.Enabled,
 		state: func(m *state.Machine) error {
 			rpc.st = lds.NewState(m.Leases)

@@ -15,6 +15,7 @@ import (
 	"github.com/djinn-go/djinn/internal/lock"
 	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/service"
 )
 
 // LockID is the object id of the lock service (and its transaction
@@ -53,6 +54,7 @@ func lockPart(s *Server) *part {
 	var st *lock.State
 	return &part{
 		name:    "lock",
+		joins:   &joinKind{typ: service.LockServiceType, title: "djinn lock service"},
 		enabled: c.Enabled,
 		state: func(m *state.Machine) error {
 			st = lock.NewState(m.Leases)

@@ -16,6 +16,7 @@ import (
 	"github.com/djinn-go/djinn/internal/mailbox"
 	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/service"
 )
 
 // MailboxID is the object id of the event mailbox service.
@@ -56,6 +57,7 @@ func mailboxPart(s *Server) *part {
 	)
 	return &part{
 		name:    "mailbox",
+		joins:   &joinKind{typ: service.EventMailboxType, title: "djinn event mailbox"},
 		enabled: c.Enabled,
 		state: func(m *state.Machine) error {
 			st = mailbox.NewState(m.Leases, mailbox.DefaultMaxStored, m.ServiceID)

@@ -25,6 +25,7 @@ var parts = []func(*Server) *part{
 	ldsPart,
 	kvPart,
 	participantPart, // after the participants it routes to
+	joinPart,        // registers the others in lookup services
 }
 
 // A part is one service as the server runs it. The server iterates its
@@ -57,6 +58,12 @@ type part struct {
 	metrics func() []prometheus.Collector
 	// page is the service's page on the web console (console.go).
 	page *page
+	// joins, when set, makes the service register in lookup services
+	// (join.go): its type and name there.
+	joins *joinKind
+	// stop runs first when the server closes, while it still serves: a
+	// part ends there what needs the network (leaving lookup services).
+	stop func()
 	// close releases what open took; it runs after the node is closed.
 	close func()
 }
@@ -118,6 +125,15 @@ func (s *Server) runParts(ctx context.Context, started func()) {
 	}
 	started()
 	wg.Wait()
+}
+
+// stopParts runs the opened parts' stop hooks, in reverse order.
+func (s *Server) stopParts() {
+	for i := len(s.opened) - 1; i >= 0; i-- {
+		if stop := s.opened[i].stop; stop != nil {
+			stop()
+		}
+	}
 }
 
 // closeParts closes the opened parts, in reverse order.

@@ -15,6 +15,7 @@ import (
 	"github.com/djinn-go/djinn/kv"
 	"github.com/djinn-go/djinn/participant"
 	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/service"
 )
 
 // participantPart is the TransactionParticipant service, served when
@@ -49,6 +50,7 @@ func kvPart(s *Server) *part {
 	return &part{
 		name:    "kv",
 		enabled: c.KV.Enabled,
+		joins:   &joinKind{typ: service.KeyValueType, title: "djinn key/value store", nodeID: func() djinn.ID { return s.kv.Participant().Ref().Service }},
 		open: func() error {
 			if !c.KV.Enabled {
 				return nil

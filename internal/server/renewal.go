@@ -17,6 +17,7 @@ import (
 	"github.com/djinn-go/djinn/internal/renewal"
 	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/service"
 )
 
 // RenewalID is the object id of the lease renewal service.
@@ -52,6 +53,7 @@ func renewalPart(s *Server) *part {
 	)
 	return &part{
 		name:    "renewal",
+		joins:   &joinKind{typ: service.LeaseRenewalServiceType, title: "djinn lease renewal service"},
 		enabled: c.Enabled,
 		state: func(m *state.Machine) error {
 			st = renewal.NewState(m.Leases, m.ServiceID)

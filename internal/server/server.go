@@ -61,6 +61,9 @@ type Server struct {
 	peers *client.Pool
 	// streams counts the streams each principal has open here.
 	streams *streams
+	// outOpts are the options of the server's outgoing connections (TLS
+	// with the peer certificate, metrics), for those it makes itself.
+	outOpts []client.Option
 
 	parts  []*part
 	opened []*part // parts whose open ran, to close
@@ -163,6 +166,7 @@ func (s *Server) pools(out *tls.Config) (pool, peers *client.Pool) {
 	if out != nil {
 		opts = append(opts, client.WithTLS(out))
 	}
+	s.outOpts = opts
 	pool = client.NewPool(opts...)
 	if s.guard.hasSecret {
 		opts = append(opts, client.WithJoinSecret(s.guard.secret.String()))
@@ -464,6 +468,7 @@ func (s *Server) Close() error {
 	default:
 	}
 	close(s.stop)
+	s.stopParts()
 	if s.health != nil {
 		s.health.Shutdown()
 	}

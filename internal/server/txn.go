@@ -16,6 +16,7 @@ import (
 	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/internal/txn"
 	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/service"
 )
 
 // TxnID is the object id of the transaction manager.
@@ -53,6 +54,7 @@ func txnPart(s *Server) *part {
 	var st *txn.State
 	return &part{
 		name:    "txn",
+		joins:   &joinKind{typ: service.TransactionManagerType, title: "djinn transaction manager"},
 		enabled: c.Enabled,
 		state: func(m *state.Machine) error {
 			st = txn.NewState(m.Leases)

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/join"
 	"github.com/djinn-go/djinn/internal/lds"
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/lock"
@@ -44,6 +45,7 @@ func newMachine(t testing.TB) full {
 	statetest.Add(m, lock.NewState(m.Leases))
 	statetest.Add(m, lookup.NewState(m.Leases, m.ServiceID, service.Limits{}))
 	statetest.Add(m, lds.NewState(m.Leases))
+	statetest.Add(m, join.NewState())
 	if missing := m.Unhandled(); len(missing) > 0 {
 		t.Fatalf("no state part handles %v", missing)
 	}
@@ -258,5 +260,9 @@ func applySeeds() []*statepb.Command {
 		{Op: &statepb.Command_LookupNotify{LookupNotify: &statepb.LookupNotify{Template: &djinnpb.ServiceTemplate{Types: []string{"T"}}, Transitions: 7,
 			Listener: &djinnpb.Ref{ServiceId: id[:], ObjectId: id[:]}, Cookie: id[:], ExpiresUnixNanos: 5}}},
 		{Op: &statepb.Command_LookupAttributes{LookupAttributes: &statepb.LookupAttributes{Cookie: id[:], Op: 1, Entries: []*djinnpb.Entry{{Type: "E"}}}}},
+		{Op: &statepb.Command_JoinConfigure{JoinConfigure: &statepb.JoinConfigure{Service: "txn", ServiceId: id[:], Groups: []string{""}, Locators: []string{"jini://h"}}}},
+		{Op: &statepb.Command_JoinGroups{JoinGroups: &statepb.JoinGroupsChange{Service: "txn", Op: djinnpb.SetOp_SET_OP_ADD, Groups: []string{"g"}}}},
+		{Op: &statepb.Command_JoinLocators{JoinLocators: &statepb.JoinLocatorsChange{Service: "txn", Op: djinnpb.SetOp_SET_OP_REMOVE, Locators: []string{"jini://h"}}}},
+		{Op: &statepb.Command_JoinAttributes{JoinAttributes: &statepb.JoinAttributesChange{Service: "txn", Op: 1, Entries: []*djinnpb.Entry{{Type: "E"}}}}},
 	}
 }

@@ -132,6 +132,10 @@ type Command struct {
 	//	*Command_LdsDiscard
 	//	*Command_LdsFound
 	//	*Command_LdsLost
+	//	*Command_JoinConfigure
+	//	*Command_JoinGroups
+	//	*Command_JoinLocators
+	//	*Command_JoinAttributes
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -577,6 +581,42 @@ func (x *Command) GetLdsLost() *LDSLost {
 	return nil
 }
 
+func (x *Command) GetJoinConfigure() *JoinConfigure {
+	if x != nil {
+		if x, ok := x.Op.(*Command_JoinConfigure); ok {
+			return x.JoinConfigure
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetJoinGroups() *JoinGroupsChange {
+	if x != nil {
+		if x, ok := x.Op.(*Command_JoinGroups); ok {
+			return x.JoinGroups
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetJoinLocators() *JoinLocatorsChange {
+	if x != nil {
+		if x, ok := x.Op.(*Command_JoinLocators); ok {
+			return x.JoinLocators
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetJoinAttributes() *JoinAttributesChange {
+	if x != nil {
+		if x, ok := x.Op.(*Command_JoinAttributes); ok {
+			return x.JoinAttributes
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -757,6 +797,22 @@ type Command_LdsLost struct {
 	LdsLost *LDSLost `protobuf:"bytes,75,opt,name=lds_lost,json=ldsLost,proto3,oneof"`
 }
 
+type Command_JoinConfigure struct {
+	JoinConfigure *JoinConfigure `protobuf:"bytes,80,opt,name=join_configure,json=joinConfigure,proto3,oneof"`
+}
+
+type Command_JoinGroups struct {
+	JoinGroups *JoinGroupsChange `protobuf:"bytes,81,opt,name=join_groups,json=joinGroups,proto3,oneof"`
+}
+
+type Command_JoinLocators struct {
+	JoinLocators *JoinLocatorsChange `protobuf:"bytes,82,opt,name=join_locators,json=joinLocators,proto3,oneof"`
+}
+
+type Command_JoinAttributes struct {
+	JoinAttributes *JoinAttributesChange `protobuf:"bytes,83,opt,name=join_attributes,json=joinAttributes,proto3,oneof"`
+}
+
 func (*Command_Init) isCommand_Op() {}
 
 func (*Command_Member) isCommand_Op() {}
@@ -844,6 +900,14 @@ func (*Command_LdsDiscard) isCommand_Op() {}
 func (*Command_LdsFound) isCommand_Op() {}
 
 func (*Command_LdsLost) isCommand_Op() {}
+
+func (*Command_JoinConfigure) isCommand_Op() {}
+
+func (*Command_JoinGroups) isCommand_Op() {}
+
+func (*Command_JoinLocators) isCommand_Op() {}
+
+func (*Command_JoinAttributes) isCommand_Op() {}
 
 // Init is the first command of a cluster: it fixes the cluster's service id.
 type Init struct {
@@ -2859,6 +2923,7 @@ type Record struct {
 	//	*Record_Lookup
 	//	*Record_Lds
 	//	*Record_Quotas
+	//	*Record_Join
 	Record        isRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3000,6 +3065,15 @@ func (x *Record) GetQuotas() *Quotas {
 	return nil
 }
 
+func (x *Record) GetJoin() *JoinRecord {
+	if x != nil {
+		if x, ok := x.Record.(*Record_Join); ok {
+			return x.Join
+		}
+	}
+	return nil
+}
+
 type isRecord_Record interface {
 	isRecord_Record()
 }
@@ -3048,6 +3122,10 @@ type Record_Quotas struct {
 	Quotas *Quotas `protobuf:"bytes,11,opt,name=quotas,proto3,oneof"`
 }
 
+type Record_Join struct {
+	Join *JoinRecord `protobuf:"bytes,20,opt,name=join,proto3,oneof"`
+}
+
 func (*Record_Init) isRecord_Record() {}
 
 func (*Record_Member) isRecord_Record() {}
@@ -3069,6 +3147,8 @@ func (*Record_Lookup) isRecord_Record() {}
 func (*Record_Lds) isRecord_Record() {}
 
 func (*Record_Quotas) isRecord_Record() {}
+
+func (*Record_Join) isRecord_Record() {}
 
 type LeaseRecord struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
@@ -4022,7 +4102,7 @@ var File_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x14state/v1/state.proto\x12\bstate.v1\x1a\x15djinn/v1/common.proto\x1a\x13state/v1/lock.proto\x1a\x15state/v1/lookup.proto\x1a\x12state/v1/lds.proto\"\x88\x15\n" +
+	"\x14state/v1/state.proto\x12\bstate.v1\x1a\x15djinn/v1/common.proto\x1a\x13state/v1/lock.proto\x1a\x15state/v1/lookup.proto\x1a\x12state/v1/lds.proto\x1a\x13state/v1/join.proto\"\x99\x17\n" +
 	"\aCommand\x12$\n" +
 	"\x0enow_unix_nanos\x18\x01 \x01(\x03R\fnowUnixNanos\x12$\n" +
 	"\x04init\x18\x02 \x01(\v2\x0e.state.v1.InitH\x00R\x04init\x12*\n" +
@@ -4080,7 +4160,12 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\vlds_discard\x18I \x01(\v2\x14.state.v1.LDSDiscardH\x00R\n" +
 	"ldsDiscard\x121\n" +
 	"\tlds_found\x18J \x01(\v2\x12.state.v1.LDSFoundH\x00R\bldsFound\x12.\n" +
-	"\blds_lost\x18K \x01(\v2\x11.state.v1.LDSLostH\x00R\aldsLostB\x04\n" +
+	"\blds_lost\x18K \x01(\v2\x11.state.v1.LDSLostH\x00R\aldsLost\x12@\n" +
+	"\x0ejoin_configure\x18P \x01(\v2\x17.state.v1.JoinConfigureH\x00R\rjoinConfigure\x12=\n" +
+	"\vjoin_groups\x18Q \x01(\v2\x1a.state.v1.JoinGroupsChangeH\x00R\n" +
+	"joinGroups\x12C\n" +
+	"\rjoin_locators\x18R \x01(\v2\x1c.state.v1.JoinLocatorsChangeH\x00R\fjoinLocators\x12I\n" +
+	"\x0fjoin_attributes\x18S \x01(\v2\x1e.state.v1.JoinAttributesChangeH\x00R\x0ejoinAttributesB\x04\n" +
 	"\x02op\"H\n" +
 	"\x04Init\x12\x1d\n" +
 	"\n" +
@@ -4214,7 +4299,7 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\fcrash_counts\x18\x03 \x03(\x03R\vcrashCounts\x12!\n" +
 	"\x04drop\x18\x04 \x01(\v2\r.djinn.v1.RefR\x04drop\"\x1d\n" +
 	"\tTxnForget\x12\x10\n" +
-	"\x03ids\x18\x01 \x03(\x04R\x03ids\"\x9c\x04\n" +
+	"\x03ids\x18\x01 \x03(\x04R\x03ids\"\xc8\x04\n" +
 	"\x06Record\x12$\n" +
 	"\x04init\x18\x01 \x01(\v2\x0e.state.v1.InitH\x00R\x04init\x12*\n" +
 	"\x06member\x18\x02 \x01(\v2\x10.state.v1.MemberH\x00R\x06member\x12-\n" +
@@ -4229,7 +4314,8 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\x06lookup\x18\t \x01(\v2\x16.state.v1.LookupRecordH\x00R\x06lookup\x12'\n" +
 	"\x03lds\x18\n" +
 	" \x01(\v2\x13.state.v1.LDSRecordH\x00R\x03lds\x12*\n" +
-	"\x06quotas\x18\v \x01(\v2\x10.state.v1.QuotasH\x00R\x06quotasB\b\n" +
+	"\x06quotas\x18\v \x01(\v2\x10.state.v1.QuotasH\x00R\x06quotas\x12*\n" +
+	"\x04join\x18\x14 \x01(\v2\x14.state.v1.JoinRecordH\x00R\x04joinB\b\n" +
 	"\x06record\"\xd9\x01\n" +
 	"\vLeaseRecord\x12\x16\n" +
 	"\x06cookie\x18\x01 \x01(\fR\x06cookie\x12\x1d\n" +
@@ -4406,15 +4492,20 @@ var file_state_v1_state_proto_goTypes = []any{
 	(*LDSDiscard)(nil),            // 62: state.v1.LDSDiscard
 	(*LDSFound)(nil),              // 63: state.v1.LDSFound
 	(*LDSLost)(nil),               // 64: state.v1.LDSLost
-	(*djinnpb.Ref)(nil),           // 65: djinn.v1.Ref
-	(*djinnpb.RemoteEvent)(nil),   // 66: djinn.v1.RemoteEvent
-	(*djinnpb.EventKey)(nil),      // 67: djinn.v1.EventKey
-	(djinnpb.SerialFormat)(0),     // 68: djinn.v1.SerialFormat
-	(*djinnpb.Error)(nil),         // 69: djinn.v1.Error
-	(*djinnpb.Lease)(nil),         // 70: djinn.v1.Lease
-	(*LockRecord)(nil),            // 71: state.v1.LockRecord
-	(*LookupRecord)(nil),          // 72: state.v1.LookupRecord
-	(*LDSRecord)(nil),             // 73: state.v1.LDSRecord
+	(*JoinConfigure)(nil),         // 65: state.v1.JoinConfigure
+	(*JoinGroupsChange)(nil),      // 66: state.v1.JoinGroupsChange
+	(*JoinLocatorsChange)(nil),    // 67: state.v1.JoinLocatorsChange
+	(*JoinAttributesChange)(nil),  // 68: state.v1.JoinAttributesChange
+	(*djinnpb.Ref)(nil),           // 69: djinn.v1.Ref
+	(*djinnpb.RemoteEvent)(nil),   // 70: djinn.v1.RemoteEvent
+	(*djinnpb.EventKey)(nil),      // 71: djinn.v1.EventKey
+	(djinnpb.SerialFormat)(0),     // 72: djinn.v1.SerialFormat
+	(*djinnpb.Error)(nil),         // 73: djinn.v1.Error
+	(*djinnpb.Lease)(nil),         // 74: djinn.v1.Lease
+	(*LockRecord)(nil),            // 75: state.v1.LockRecord
+	(*LookupRecord)(nil),          // 76: state.v1.LookupRecord
+	(*LDSRecord)(nil),             // 77: state.v1.LDSRecord
+	(*JoinRecord)(nil),            // 78: state.v1.JoinRecord
 }
 var file_state_v1_state_proto_depIdxs = []int32{
 	2,  // 0: state.v1.Command.init:type_name -> state.v1.Init
@@ -4461,57 +4552,62 @@ var file_state_v1_state_proto_depIdxs = []int32{
 	62, // 41: state.v1.Command.lds_discard:type_name -> state.v1.LDSDiscard
 	63, // 42: state.v1.Command.lds_found:type_name -> state.v1.LDSFound
 	64, // 43: state.v1.Command.lds_lost:type_name -> state.v1.LDSLost
-	7,  // 44: state.v1.LeaseHorizon.entries:type_name -> state.v1.HorizonEntry
-	65, // 45: state.v1.MailboxEnable.target:type_name -> djinn.v1.Ref
-	66, // 46: state.v1.MailboxStore.events:type_name -> djinn.v1.RemoteEvent
-	13, // 47: state.v1.MailboxDelivered.entries:type_name -> state.v1.Delivered
-	67, // 48: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
-	65, // 49: state.v1.RenewalAdd.landlord:type_name -> djinn.v1.Ref
-	68, // 50: state.v1.RenewalAdd.format:type_name -> djinn.v1.SerialFormat
-	65, // 51: state.v1.RenewalListen.target:type_name -> djinn.v1.Ref
-	22, // 52: state.v1.RenewalEnd.entries:type_name -> state.v1.RenewalEnding
-	0,  // 53: state.v1.RenewalEnding.reason:type_name -> state.v1.RenewalEndReason
-	69, // 54: state.v1.RenewalEnding.error:type_name -> djinn.v1.Error
-	70, // 55: state.v1.RenewalWarn.set_lease:type_name -> djinn.v1.Lease
-	25, // 56: state.v1.RenewalDelivered.entries:type_name -> state.v1.RenewalDeliveredEntry
-	27, // 57: state.v1.TxnCreate.remote:type_name -> state.v1.TxnRemoteParent
-	65, // 58: state.v1.TxnRemoteParent.manager:type_name -> djinn.v1.Ref
-	65, // 59: state.v1.TxnRemoteParent.ancestor_managers:type_name -> djinn.v1.Ref
-	65, // 60: state.v1.TxnJoin.participant:type_name -> djinn.v1.Ref
-	32, // 61: state.v1.TxnNotified.entries:type_name -> state.v1.TxnParticipantRef
-	65, // 62: state.v1.TxnPromote.participants:type_name -> djinn.v1.Ref
-	65, // 63: state.v1.TxnPromote.drop:type_name -> djinn.v1.Ref
-	2,  // 64: state.v1.Record.init:type_name -> state.v1.Init
-	3,  // 65: state.v1.Record.member:type_name -> state.v1.Member
-	36, // 66: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
-	39, // 67: state.v1.Record.mailbox:type_name -> state.v1.MailboxRecord
-	41, // 68: state.v1.Record.renewal_set:type_name -> state.v1.RenewalSetRecord
-	44, // 69: state.v1.Record.txn:type_name -> state.v1.TxnRecord
-	46, // 70: state.v1.Record.txn_counter:type_name -> state.v1.TxnCounter
-	71, // 71: state.v1.Record.lock:type_name -> state.v1.LockRecord
-	72, // 72: state.v1.Record.lookup:type_name -> state.v1.LookupRecord
-	73, // 73: state.v1.Record.lds:type_name -> state.v1.LDSRecord
-	37, // 74: state.v1.Record.quotas:type_name -> state.v1.Quotas
-	38, // 75: state.v1.Quotas.quotas:type_name -> state.v1.Quota
-	48, // 76: state.v1.Quota.principals:type_name -> state.v1.Quota.PrincipalsEntry
-	65, // 77: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
-	67, // 78: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
-	40, // 79: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
-	66, // 80: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
-	42, // 81: state.v1.RenewalSetRecord.listeners:type_name -> state.v1.RenewalListenerRecord
-	43, // 82: state.v1.RenewalSetRecord.leases:type_name -> state.v1.RenewalLeaseRecord
-	65, // 83: state.v1.RenewalListenerRecord.target:type_name -> djinn.v1.Ref
-	66, // 84: state.v1.RenewalListenerRecord.pending:type_name -> djinn.v1.RemoteEvent
-	65, // 85: state.v1.RenewalLeaseRecord.landlord:type_name -> djinn.v1.Ref
-	68, // 86: state.v1.RenewalLeaseRecord.format:type_name -> djinn.v1.SerialFormat
-	45, // 87: state.v1.TxnRecord.participants:type_name -> state.v1.TxnParticipantRecord
-	27, // 88: state.v1.TxnRecord.remote:type_name -> state.v1.TxnRemoteParent
-	65, // 89: state.v1.TxnParticipantRecord.participant:type_name -> djinn.v1.Ref
-	90, // [90:90] is the sub-list for method output_type
-	90, // [90:90] is the sub-list for method input_type
-	90, // [90:90] is the sub-list for extension type_name
-	90, // [90:90] is the sub-list for extension extendee
-	0,  // [0:90] is the sub-list for field type_name
+	65, // 44: state.v1.Command.join_configure:type_name -> state.v1.JoinConfigure
+	66, // 45: state.v1.Command.join_groups:type_name -> state.v1.JoinGroupsChange
+	67, // 46: state.v1.Command.join_locators:type_name -> state.v1.JoinLocatorsChange
+	68, // 47: state.v1.Command.join_attributes:type_name -> state.v1.JoinAttributesChange
+	7,  // 48: state.v1.LeaseHorizon.entries:type_name -> state.v1.HorizonEntry
+	69, // 49: state.v1.MailboxEnable.target:type_name -> djinn.v1.Ref
+	70, // 50: state.v1.MailboxStore.events:type_name -> djinn.v1.RemoteEvent
+	13, // 51: state.v1.MailboxDelivered.entries:type_name -> state.v1.Delivered
+	71, // 52: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
+	69, // 53: state.v1.RenewalAdd.landlord:type_name -> djinn.v1.Ref
+	72, // 54: state.v1.RenewalAdd.format:type_name -> djinn.v1.SerialFormat
+	69, // 55: state.v1.RenewalListen.target:type_name -> djinn.v1.Ref
+	22, // 56: state.v1.RenewalEnd.entries:type_name -> state.v1.RenewalEnding
+	0,  // 57: state.v1.RenewalEnding.reason:type_name -> state.v1.RenewalEndReason
+	73, // 58: state.v1.RenewalEnding.error:type_name -> djinn.v1.Error
+	74, // 59: state.v1.RenewalWarn.set_lease:type_name -> djinn.v1.Lease
+	25, // 60: state.v1.RenewalDelivered.entries:type_name -> state.v1.RenewalDeliveredEntry
+	27, // 61: state.v1.TxnCreate.remote:type_name -> state.v1.TxnRemoteParent
+	69, // 62: state.v1.TxnRemoteParent.manager:type_name -> djinn.v1.Ref
+	69, // 63: state.v1.TxnRemoteParent.ancestor_managers:type_name -> djinn.v1.Ref
+	69, // 64: state.v1.TxnJoin.participant:type_name -> djinn.v1.Ref
+	32, // 65: state.v1.TxnNotified.entries:type_name -> state.v1.TxnParticipantRef
+	69, // 66: state.v1.TxnPromote.participants:type_name -> djinn.v1.Ref
+	69, // 67: state.v1.TxnPromote.drop:type_name -> djinn.v1.Ref
+	2,  // 68: state.v1.Record.init:type_name -> state.v1.Init
+	3,  // 69: state.v1.Record.member:type_name -> state.v1.Member
+	36, // 70: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
+	39, // 71: state.v1.Record.mailbox:type_name -> state.v1.MailboxRecord
+	41, // 72: state.v1.Record.renewal_set:type_name -> state.v1.RenewalSetRecord
+	44, // 73: state.v1.Record.txn:type_name -> state.v1.TxnRecord
+	46, // 74: state.v1.Record.txn_counter:type_name -> state.v1.TxnCounter
+	75, // 75: state.v1.Record.lock:type_name -> state.v1.LockRecord
+	76, // 76: state.v1.Record.lookup:type_name -> state.v1.LookupRecord
+	77, // 77: state.v1.Record.lds:type_name -> state.v1.LDSRecord
+	37, // 78: state.v1.Record.quotas:type_name -> state.v1.Quotas
+	78, // 79: state.v1.Record.join:type_name -> state.v1.JoinRecord
+	38, // 80: state.v1.Quotas.quotas:type_name -> state.v1.Quota
+	48, // 81: state.v1.Quota.principals:type_name -> state.v1.Quota.PrincipalsEntry
+	69, // 82: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
+	71, // 83: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
+	40, // 84: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
+	70, // 85: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
+	42, // 86: state.v1.RenewalSetRecord.listeners:type_name -> state.v1.RenewalListenerRecord
+	43, // 87: state.v1.RenewalSetRecord.leases:type_name -> state.v1.RenewalLeaseRecord
+	69, // 88: state.v1.RenewalListenerRecord.target:type_name -> djinn.v1.Ref
+	70, // 89: state.v1.RenewalListenerRecord.pending:type_name -> djinn.v1.RemoteEvent
+	69, // 90: state.v1.RenewalLeaseRecord.landlord:type_name -> djinn.v1.Ref
+	72, // 91: state.v1.RenewalLeaseRecord.format:type_name -> djinn.v1.SerialFormat
+	45, // 92: state.v1.TxnRecord.participants:type_name -> state.v1.TxnParticipantRecord
+	27, // 93: state.v1.TxnRecord.remote:type_name -> state.v1.TxnRemoteParent
+	69, // 94: state.v1.TxnParticipantRecord.participant:type_name -> djinn.v1.Ref
+	95, // [95:95] is the sub-list for method output_type
+	95, // [95:95] is the sub-list for method input_type
+	95, // [95:95] is the sub-list for extension type_name
+	95, // [95:95] is the sub-list for extension extendee
+	0,  // [0:95] is the sub-list for field type_name
 }
 
 func init() { file_state_v1_state_proto_init() }
@@ -4522,6 +4618,7 @@ func file_state_v1_state_proto_init() {
 	file_state_v1_lock_proto_init()
 	file_state_v1_lookup_proto_init()
 	file_state_v1_lds_proto_init()
+	file_state_v1_join_proto_init()
 	file_state_v1_state_proto_msgTypes[0].OneofWrappers = []any{
 		(*Command_Init)(nil),
 		(*Command_Member)(nil),
@@ -4567,6 +4664,10 @@ func file_state_v1_state_proto_init() {
 		(*Command_LdsDiscard)(nil),
 		(*Command_LdsFound)(nil),
 		(*Command_LdsLost)(nil),
+		(*Command_JoinConfigure)(nil),
+		(*Command_JoinGroups)(nil),
+		(*Command_JoinLocators)(nil),
+		(*Command_JoinAttributes)(nil),
 	}
 	file_state_v1_state_proto_msgTypes[34].OneofWrappers = []any{
 		(*Record_Init)(nil),
@@ -4580,6 +4681,7 @@ func file_state_v1_state_proto_init() {
 		(*Record_Lookup)(nil),
 		(*Record_Lds)(nil),
 		(*Record_Quotas)(nil),
+		(*Record_Join)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
