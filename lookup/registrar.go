@@ -136,7 +136,9 @@ func dialOnce(ctx context.Context, info discovery.RegistrarInfo, opts []client.O
 }
 
 // cancelLeases cancels leases at their landlords, at once, each within
-// cancelTimeout; a lease already gone is no error.
+// cancelTimeout; a lease already gone is no error. A cancel that fails in
+// a way that may pass (a cluster between leaders, a connection lost) is
+// tried again, with backoff, until then.
 func cancelLeases(c client.Connector, leases []*client.Lease) error {
 	errs := make([]error, len(leases))
 	var wg sync.WaitGroup
@@ -144,13 +146,24 @@ func cancelLeases(c client.Connector, leases []*client.Lease) error {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
 			defer cancel()
-			if err := l.Cancel(ctx, c); err != nil && !errors.Is(err, djinn.ErrUnknownLease) && !errors.Is(err, djinn.ErrNoSuchObject) {
-				errs[i] = err
-			}
+			errs[i] = cancelLease(ctx, c, l)
 		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+func cancelLease(ctx context.Context, c client.Connector, l *client.Lease) error {
+	b := backoff.New(50*time.Millisecond, time.Second)
+	for {
+		err := l.Cancel(ctx, c)
+		switch {
+		case err == nil || errors.Is(err, djinn.ErrUnknownLease) || errors.Is(err, djinn.ErrNoSuchObject):
+			return nil
+		case djinn.IsDefinite(err) || !b.Wait(ctx):
+			return err
+		}
+	}
 }
 
 // lostRegistration reports whether err says a registration's lease is gone
