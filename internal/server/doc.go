@@ -16,6 +16,12 @@
 // Operator or Peer — the server refuses to start with a method that has
 // none, and the edge interceptor (edge.go) looks the rule up on every call.
 //
+// Services are found through lookup services (join.go, joiner.go): every
+// part that declares a joinKind keeps an item registered at the lookup
+// services it discovers — the cluster's services by the leader, under
+// service ids the cluster keeps, a node's own by that node — through
+// package lookup's JoinManager, as the replicated join settings say.
+//
 // Leader-only work starts when the node gains leadership and stops when it
 // loses it: each enabled part's run (the lessor's expiry and checkpoint
 // loops, the mailbox's delivery, the transaction manager's phase 2, …). On
