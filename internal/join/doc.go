@@ -15,7 +15,10 @@
 //     so every later leader registers the service under the same id and a
 //     lookup service holds one item for it, not one per member. (The id
 //     is drawn, not derived from the cluster's id, so that nobody can
-//     register an item under it before the cluster does.)
+//     register an item under it before the cluster does.) A cluster
+//     restored from another's snapshot, which answers to the saved
+//     cluster's references, keeps the ids too: its leader takes the saved
+//     cluster's items over.
 //   - an operator, through JoinGroupsChange, JoinLocatorsChange and
 //     JoinAttributesChange (the JoinAdmin calls). Each marks what it
 //     changed as set: from then on the configuration no longer governs it,

@@ -136,10 +136,7 @@ func joinPart(s *Server) *part {
 		},
 		run:     j.lead,
 		metrics: func() []prometheus.Collector { return j.metrics() },
-		status: func(resp *djinnpb.StatusResponse) {
-			resp.Counts["join_registrations"] = int64(j.registrations())
-		},
-		stop: j.stop,
+		stop:    j.stop,
 	}
 }
 

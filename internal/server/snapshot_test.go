@@ -70,6 +70,7 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 		c.Raftcfg.HeartbeatTimeout = server.Duration(300 * time.Millisecond)
 		c.Raftcfg.ElectionTimeout = server.Duration(300 * time.Millisecond)
 		c.Lease.Checkpoint = server.Duration(100 * time.Millisecond) // horizons close to expirations
+		c.LookupJoin.Enabled = false                                 // the counts are the test's resources alone
 	})
 	l := leaderOf(t, ss...)
 	var follower *server.Server
@@ -106,6 +107,7 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	restoredAt := time.Now()
 	cfg := servertest.Config(t)
 	cfg.DataDir = dir
+	cfg.LookupJoin.Enabled = false // counts only what was saved: its services do not register again
 	restored := servertest.Start(t, cfg)
 	c2 := servertest.Dial(t, restored.Addr())
 
@@ -130,7 +132,9 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	}
 
 	// The restored node seeds a cluster: a member joins and gets the state.
-	joiner := servertest.Start(t, servertest.JoinConfig(t, restored))
+	jcfg := servertest.JoinConfig(t, restored)
+	jcfg.LookupJoin.Enabled = false
+	joiner := servertest.Start(t, jcfg)
 	servertest.Eventually(t, "the joiner to hold the restored state", func() bool {
 		return maps.Equal(counts(t, joiner), counts(t, restored))
 	})
