@@ -154,3 +154,49 @@ func TestMemoryPerRegistration(t *testing.T) {
 		t.Fatalf("a registration takes %.1f bytes of heap, want at most 150", per)
 	}
 }
+
+// TestViewWrittenWhileApplying: a view is written by another goroutine
+// while commands are applied and the leader renews and expires leases —
+// what Raft does — and writes the state it was taken of (run it with
+// -race: the view is read without the state's locks).
+func TestViewWrittenWhileApplying(t *testing.T) {
+	w := newFixtureWorld()
+	l := statetest.Over(w.m)
+	now := time.Unix(0, fixtureNow)
+	var cookies []djinn.ID
+	for i := range 3000 {
+		reg, listener, cookie := djinn.NewID(), djinn.NewID(), djinn.NewID()
+		cookies = append(cookies, cookie)
+		exp := now.Add(time.Duration(i) * time.Millisecond).UnixNano()
+		if _, err := l.Propose(context.Background(), &statepb.Command{Op: &statepb.Command_MailboxRegister{MailboxRegister: &statepb.MailboxRegister{
+			RegistrationId: reg[:], ListenerId: listener[:], Cookie: cookie[:], ExpiresUnixNanos: exp, HorizonUnixNanos: exp}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.m.Leases.Promote(now, 0)
+	want := canonicalRecords(t, writeNow(t, w.m))
+	write, release, err := w.m.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	written := make(chan error)
+	go func() { written <- write(&got) }()
+	for i, c := range cookies[:1000] {
+		switch i % 3 {
+		case 0:
+			_, _ = l.Propose(context.Background(), &statepb.Command{Op: &statepb.Command_LeaseCancel{LeaseCancel: &statepb.LeaseCancel{Cookies: [][]byte{c[:]}}}})
+		case 1:
+			w.m.Leases.Renew(now, time.Second, "", []djinn.ID{c}, []time.Duration{time.Hour})
+		default:
+			w.m.Leases.PopExpired(now.Add(time.Duration(i)*time.Millisecond), 10)
+		}
+	}
+	if err := <-written; err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if !slices.Equal(canonicalRecords(t, got.Bytes()), want) {
+		t.Fatal("the view, written while commands applied, wrote another state than the one it was taken of")
+	}
+}
