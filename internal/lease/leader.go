@@ -29,8 +29,7 @@ func (t *Table) Promote(now time.Time, grace time.Duration) {
 	n := now.UnixNano()
 	floor := n + int64(grace)
 	h := &t.byExpiry
-	h.reset()
-	h.grow(t.recs.Cap())
+	h.Reset()
 	for slot := range t.recs.Cap() {
 		if !t.recs.Live(slot) {
 			continue
@@ -44,11 +43,9 @@ func (t *Table) Promote(now time.Time, grace time.Duration) {
 		default:
 			r.expires = r.horizon
 		}
-		h.pos[slot] = int32(len(h.keys))
-		h.keys = append(h.keys, r.expires)
-		h.slots = append(h.slots, slot)
+		h.Append(slot, r.expires)
 	}
-	h.init()
+	h.Init()
 	t.signal()
 }
 
@@ -182,18 +179,21 @@ func (t *Table) PopExpired(now time.Time, most int) (Expiring, int64) {
 	defer t.mu.Unlock()
 	var batch []expiring
 	h := &t.byExpiry
-	for h.len() > 0 && h.keys[0] <= n && len(batch) < most {
-		slot := h.pop()
+	for h.Len() > 0 && len(batch) < most {
+		if _, key := h.Min(); key > n {
+			break
+		}
+		slot := h.Pop()
 		r := t.recs.At(slot)
 		if r.expires > n {
-			h.push(slot, r.expires)
+			h.Push(slot, r.expires)
 			continue
 		}
 		batch = append(batch, expiring{slot, r.cookie})
 	}
 	next := int64(never)
-	if h.len() > 0 {
-		next = h.keys[0]
+	if h.Len() > 0 {
+		_, next = h.Min()
 	}
 	return Expiring{batch}, next
 }
@@ -204,8 +204,8 @@ func (t *Table) Requeue(e Expiring) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, x := range e.leases {
-		if t.holds(x.slot, x.cookie) && !t.byExpiry.onHeap(x.slot) {
-			t.byExpiry.push(x.slot, t.recs.At(x.slot).expires)
+		if t.holds(x.slot, x.cookie) && !t.byExpiry.Has(x.slot) {
+			t.byExpiry.Push(x.slot, t.recs.At(x.slot).expires)
 		}
 	}
 }

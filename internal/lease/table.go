@@ -58,7 +58,7 @@ type Table struct {
 	// are guarded by mu.
 	recs     slab.Slab[record]
 	byCookie *slab.Index[djinn.ID]
-	byExpiry expiryHeap
+	byExpiry slab.Heap
 	policies map[Kind]Policy
 	quotas   map[Kind]quota.Name
 	// principals are the principals leases have had, numbered in the
@@ -267,9 +267,8 @@ func (t *Table) grant(cookie djinn.ID, owner Owner, p string, expires, horizon i
 	slot := t.recs.Alloc()
 	*t.recs.Mut(slot) = record{cookie: cookie, ownerID: owner.ID, kind: uint16(owner.Kind), expires: expires, horizon: horizon, principal: t.numberLocked(p)}
 	t.byCookie.Insert(slot)
-	t.byExpiry.grow(t.recs.Cap())
-	t.byExpiry.push(slot, expires)
-	if t.byExpiry.pos[slot] == 0 {
+	t.byExpiry.Push(slot, expires)
+	if t.byExpiry.IsMin(slot) {
 		t.signal()
 	}
 	return nil
@@ -379,7 +378,7 @@ func (t *Table) Reset() {
 	defer t.mu.Unlock()
 	t.recs.Reset()
 	t.byCookie.Reset()
-	t.byExpiry.reset()
+	t.byExpiry.Reset()
 	t.ledger.Reset()
 }
 
@@ -405,16 +404,11 @@ func (t *Table) setExpiresLocked(slot uint32, exp int64) {
 	r.expires = exp
 	r.gen++
 	h := &t.byExpiry
-	if i := h.pos[slot]; i >= 0 {
-		if exp >= h.keys[i] {
-			return
-		}
-		h.keys[i] = exp
-		h.up(int(i))
-	} else {
-		h.push(slot, exp)
+	if h.Has(slot) && exp >= h.Key(slot) {
+		return
 	}
-	if h.pos[slot] == 0 {
+	h.Set(slot, exp)
+	if h.IsMin(slot) {
 		t.signal()
 	}
 }
@@ -427,7 +421,7 @@ func (t *Table) removeLocked(slot uint32) {
 		t.ledger.Release(p, q, 1)
 	}
 	t.byCookie.Delete(r.cookie)
-	t.byExpiry.remove(slot)
+	t.byExpiry.Remove(slot)
 	t.recs.Free(slot)
 }
 
