@@ -28,11 +28,11 @@ func (s *State) Part() state.Part {
 			state.On(func(_ int64, c *statepb.RenewalDelivered) any { s.ApplyDelivered(c); return nil }),
 		},
 		Records: []state.Record{state.Restores(s.Restore)},
-		Snapshot: func() (state.Dump, error) {
-			write := s.Snapshot()
+		View: func() (state.Dump, func()) {
+			v := s.View()
 			return func(emit func(proto.Message) error) error {
-				return write(func(r *statepb.RenewalSetRecord) error { return emit(r) })
-			}, nil
+				return v.Each(func(r *statepb.RenewalSetRecord) error { return emit(r) })
+			}, v.Release
 		},
 		Reset:  s.Reset,
 		Leases: []state.LeaseKind{{Kind: LeaseKind, Name: "renewal set", Quota: quota.RenewalSets, Ended: func(o lease.Owner) { s.LeaseEnded(o.ID) }}},

@@ -1,7 +1,6 @@
 package renewal
 
 import (
-	"container/heap"
 	"time"
 
 	"github.com/djinn-go/djinn"
@@ -15,7 +14,10 @@ import (
 
 // renewal is one client lease to renew, or to probe.
 type renewal struct {
-	cl      *clientLease
+	// slot and serial name the client lease in the state, as long as it
+	// is the one taken.
+	slot    uint32
+	serial  uint32
 	key     Key
 	cookie  djinn.ID
 	request time.Duration // what to ask the landlord for
@@ -45,10 +47,30 @@ func (s *State) SetProbe(d time.Duration) {
 // expiration is beyond its desired one is not renewed), or a probe before
 // either when the lease would otherwise go unchecked longer than the probe
 // interval.
-func (s *State) scheduleLocked(now int64, cl *clientLease) {
-	due, probe := s.nextLocked(now, cl)
+func (s *State) scheduleLocked(now int64, slot uint32) {
+	due, probe := s.nextLocked(now, s.cls.At(slot))
+	cl := s.cls.Mut(slot)
 	cl.early, cl.probe = true, probe
-	s.pushLocked(cl, due)
+	s.pushLocked(slot, due)
+}
+
+// pushLocked puts the client lease at slot in the schedule, due then.
+func (s *State) pushLocked(slot uint32, due int64) {
+	s.cls.Mut(slot).due = due
+	s.sched.Set(slot, due)
+	if s.sched.IsMin(slot) {
+		s.signal()
+	}
+}
+
+// takenLocked returns the slot of the client lease r was taken as, if it
+// is still there and still out of the schedule.
+func (s *State) takenLocked(r renewal) (uint32, bool) {
+	slot, ok := s.findLocked(r.key)
+	if !ok || slot != r.slot || s.cls.At(slot).serial != r.serial || s.sched.Has(slot) {
+		return 0, false
+	}
+	return slot, true
 }
 
 // nextLocked returns when the lease is next due, and whether for a probe.
@@ -78,16 +100,16 @@ func (c *clientLease) renewAt() int64 {
 func (s *State) probed(r renewal, alive bool, checked, now int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cl, ok := s.leases.get(r.key)
-	if !ok || cl != r.cl || cl.heapIdx >= 0 {
+	slot, ok := s.takenLocked(r)
+	if !ok {
 		return
 	}
 	if alive {
-		cl.checked = checked
+		s.cls.Mut(slot).checked = checked
 	} else {
-		cl.checked = now // tried: the next probe is an interval later
+		s.cls.Mut(slot).checked = now // tried: the next probe is an interval later
 	}
-	s.scheduleLocked(now, cl)
+	s.scheduleLocked(now, slot)
 }
 
 // work is what the schedule hands the leader in one pass.
@@ -109,55 +131,78 @@ func (s *State) take(now, window int64, max int) (work, int64) {
 	w := work{renew: map[*landlord][]renewal{}}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var later []*clientLease
+	var later []uint32
 	alive := map[*set]bool{}
-	for len(s.sched) > 0 && w.n < max {
-		cl := s.sched[0]
+	for s.sched.Len() > 0 && w.n < max {
+		slot, _ := s.sched.Min()
+		cl := s.cls.At(slot)
 		if cl.due > now && (cl.due-cl.ahead(window) > now || cl.actual >= cl.desired) {
 			break
 		}
-		heap.Pop(&s.sched)
-		live, ok := alive[cl.set]
+		s.sched.Pop()
+		st := s.setNums[cl.set]
+		live, ok := alive[st]
 		if !ok {
-			live = s.table.Alive(cl.set.cookie, time.Unix(0, now))
-			alive[cl.set] = live
+			live = s.table.Alive(st.cookie, time.Unix(0, now))
+			alive[st] = live
 		}
-		switch {
-		case !live:
-			// The set's lease has ended and the log is about to destroy
-			// the set: no further action on its leases (LR.2).
-			cl.due, cl.early, cl.probe = now+int64(time.Second), false, false
-			later = append(later, cl)
-			continue
-		case cl.desired <= now:
-			w.ends = append(w.ends, &statepb.RenewalEnding{Key: keyBytes(cl.key()), Reason: statepb.RenewalEndReason_RENEWAL_END_REASON_DESIRED, Error: cl.lastErr})
-		case cl.actual <= now:
-			w.ends = append(w.ends, &statepb.RenewalEnding{Key: keyBytes(cl.key()), Reason: statepb.RenewalEndReason_RENEWAL_END_REASON_EXPIRED, Error: cl.lastErr})
-		case cl.actual >= cl.desired:
-			// Not renewed (LR.2): it waits for its desired expiration.
-			cl.due, cl.probe = cl.desired, false
-			later = append(later, cl)
-			continue
-		case cl.probe && cl.renewAt()-cl.ahead(window) > now:
-			// Checked now, renewed later.
-			w.renew[cl.landlord] = append(w.renew[cl.landlord], renewal{
-				cl: cl, key: cl.key(), cookie: cl.cookie, request: time.Duration(cl.actual - now), actual: cl.actual, probe: true,
-			})
-		default:
-			w.renew[cl.landlord] = append(w.renew[cl.landlord], renewal{
-				cl: cl, key: cl.key(), cookie: cl.cookie, request: cl.request(now), actual: cl.actual,
-			})
+		if end, ok := s.dueLocked(now, window, slot, live, &later); ok {
+			if end != nil {
+				w.ends = append(w.ends, end)
+			} else {
+				r := s.renewalLocked(now, window, slot)
+				ll := s.landlords[cl.landlord]
+				w.renew[ll] = append(w.renew[ll], r)
+			}
+			w.n++
 		}
-		w.n++
 	}
-	for _, cl := range later {
-		heap.Push(&s.sched, cl)
+	for _, slot := range later {
+		s.sched.Push(slot, s.cls.At(slot).due)
 	}
 	next := int64(never)
-	if len(s.sched) > 0 {
-		next = s.sched[0].due
+	if s.sched.Len() > 0 {
+		_, next = s.sched.Min()
 	}
 	return w, next
+}
+
+// dueLocked decides what a due client lease, just taken off the schedule,
+// needs: nothing now (it goes on later, false), its end (an entry), or a
+// renewal or probe (nil).
+func (s *State) dueLocked(now, window int64, slot uint32, live bool, later *[]uint32) (*statepb.RenewalEnding, bool) {
+	cl := s.cls.At(slot)
+	switch {
+	case !live:
+		// The set's lease has ended and the log is about to destroy
+		// the set: no further action on its leases (LR.2).
+		m := s.cls.Mut(slot)
+		m.due, m.early, m.probe = now+int64(time.Second), false, false
+		*later = append(*later, slot)
+		return nil, false
+	case cl.desired <= now:
+		return &statepb.RenewalEnding{Key: keyBytes(s.keyAt(slot)), Reason: statepb.RenewalEndReason_RENEWAL_END_REASON_DESIRED, Error: s.lastErr[slot]}, true
+	case cl.actual <= now:
+		return &statepb.RenewalEnding{Key: keyBytes(s.keyAt(slot)), Reason: statepb.RenewalEndReason_RENEWAL_END_REASON_EXPIRED, Error: s.lastErr[slot]}, true
+	case cl.actual >= cl.desired:
+		// Not renewed (LR.2): it waits for its desired expiration.
+		m := s.cls.Mut(slot)
+		m.due, m.probe = cl.desired, false
+		*later = append(*later, slot)
+		return nil, false
+	}
+	return nil, true
+}
+
+// renewalLocked is the renewal (or probe) of the due client lease at slot.
+func (s *State) renewalLocked(now, window int64, slot uint32) renewal {
+	cl := s.cls.At(slot)
+	r := renewal{slot: slot, serial: cl.serial, key: s.keyAt(slot), cookie: cl.cookie, request: cl.request(now), actual: cl.actual}
+	if cl.probe && cl.renewAt()-cl.ahead(window) > now {
+		// Checked now, renewed later.
+		r.request, r.probe = time.Duration(cl.actual-now), true
+	}
+	return r
 }
 
 func keyBytes(k Key) []byte { return k[:] }
@@ -192,21 +237,27 @@ func (c *clientLease) request(now int64) time.Duration {
 func (s *State) retry(r renewal, err *djinnpb.Error, due int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cl, ok := s.leases.get(r.key)
-	if !ok || cl != r.cl || cl.heapIdx >= 0 {
+	slot, ok := s.takenLocked(r)
+	if !ok {
 		return
 	}
+	cl := s.cls.Mut(slot)
 	cl.attempts++
-	cl.lastErr = err
 	cl.early, cl.probe = false, false
-	s.pushLocked(cl, min(due, cl.actual))
+	s.lastErr[slot] = err
+	s.pushLocked(slot, min(due, cl.actual))
 }
 
-// attempts returns how many renewals of the lease failed in a row.
+// attempts returns how many renewals of the lease failed in a row (0 once
+// it is gone).
 func (s *State) attempts(r renewal) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return int(r.cl.attempts)
+	slot, ok := s.findLocked(r.key)
+	if !ok || slot != r.slot || s.cls.At(slot).serial != r.serial {
+		return 0
+	}
+	return int(s.cls.At(slot).attempts)
 }
 
 // release puts back taken client leases whose outcome could not be
@@ -215,9 +266,10 @@ func (s *State) release(keys []Key, due int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, k := range keys {
-		if cl, ok := s.leases.get(k); ok && cl.heapIdx < 0 {
+		if slot, ok := s.findLocked(k); ok && !s.sched.Has(slot) {
+			cl := s.cls.Mut(slot)
 			cl.early, cl.probe = false, false
-			s.pushLocked(cl, due)
+			s.pushLocked(slot, due)
 		}
 	}
 }
@@ -227,10 +279,12 @@ func (s *State) release(keys []Key, due int64) {
 func (s *State) promote(now int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for cl := range s.leases.all() {
-		if cl.heapIdx < 0 {
-			cl.attempts, cl.lastErr, cl.early, cl.probe = 0, nil, false, false
-			s.pushLocked(cl, now)
+	for slot := range s.cls.Cap() {
+		if s.cls.Live(slot) && !s.sched.Has(slot) {
+			cl := s.cls.Mut(slot)
+			cl.attempts, cl.early, cl.probe = 0, false, false
+			delete(s.lastErr, slot)
+			s.pushLocked(slot, now)
 		}
 	}
 	s.signal()

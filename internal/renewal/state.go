@@ -1,20 +1,15 @@
 package renewal
 
 import (
-	"container/heap"
 	"math"
 	"sync"
 	"time"
 
-	"github.com/djinn-go/djinn/internal/wire"
-
-	"google.golang.org/protobuf/types/known/anypb"
-
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/quota"
+	"github.com/djinn-go/djinn/internal/slab"
 	"github.com/djinn-go/djinn/proto/djinnpb"
-	"github.com/djinn-go/djinn/proto/statepb"
 )
 
 // Event ids of LR.2 (LeaseRenewalSet.RENEWAL_FAILURE_EVENT_ID and
@@ -49,37 +44,40 @@ func keyFrom(b []byte) (Key, error) {
 	return k, nil
 }
 
-// landlord is a landlord reference shared by the client leases it granted.
+// landlord is a landlord reference shared by the client leases it
+// granted, by its number in the state's landlords.
 type landlord struct {
+	num  uint32
 	ref  djinn.Ref
 	pb   *djinnpb.Ref
 	refs int
 }
 
-// clientLease is a lease in a renewal set. The fields down to format are
-// replicated state; the rest is the leader's renewal schedule, which every
-// member keeps from the log (so a new leader has it) and the leader alone
-// adjusts for retries.
+// clientLease is a lease in a renewal set, by value in the state's slab:
+// 96 bytes and no pointer. The fields down to format are replicated state;
+// the rest is the leader's renewal schedule, which every member keeps from
+// the log (so a new leader has it) and the leader alone adjusts for
+// retries. Where it sits in the schedule is the schedule's (a slab.Heap).
 type clientLease struct {
-	set      *set
-	landlord *landlord
-	cookie   djinn.ID
-	actual   int64 // the last recorded expiration
-	desired  int64
-	renew    int64 // the renewal duration: positive, or Any
-	renewed  int64 // when the lease was last recorded renewed (or added)
+	cookie  djinn.ID
+	actual  int64 // the last recorded expiration
+	desired int64
+	renew   int64 // the renewal duration: positive, or Any
+	renewed int64 // when the lease was last recorded renewed (or added)
+	due     int64 // when the schedule next looks at the lease
+	checked int64 // when a probe last found the lease alive (leader)
+	// set and landlord are numbers in the state's sets and landlords.
+	set      uint32
+	landlord uint32
+	// prev and next link the set's leases: 1 + a slot, 0 for none.
+	prev, next uint32
+	// serial tells this lease from a later one in the same slot.
+	serial   uint32
+	attempts int32 // failed renewals since the last success
 	format   djinnpb.SerialFormat
-
-	early    bool           // due is a renewal time, which take may anticipate by its window (in format's padding)
-	probe    bool           // due is a probe time (the renewal comes later)
-	due      int64          // when the schedule next looks at the lease
-	checked  int64          // when a probe last found the lease alive (leader)
-	heapIdx  int32          // in the schedule; -1 while taken
-	attempts int32          // failed renewals since the last success
-	lastErr  *djinnpb.Error // the last renewal failure since the last success
+	early    bool // due is a renewal time, which take may anticipate by its window (in format's padding)
+	probe    bool // due is a probe time (the renewal comes later)
 }
-
-func (c *clientLease) key() Key { return KeyOf(c.landlord.ref, c.cookie) }
 
 // listener is a set's registration for one kind of event (LR.2.1).
 type listener struct {
@@ -91,10 +89,15 @@ type listener struct {
 	pending    []*djinnpb.RemoteEvent
 }
 
+// set is a renewal set; sets are few beside their leases, and stay
+// pointers.
 type set struct {
 	id, cookie djinn.ID
 	principal  string
-	leases     map[*clientLease]struct{}
+	num        uint32      // in the state's sets by number
+	first      uint32      // 1 + the slot of its first lease, 0 for none
+	last       uint32      // 1 + the slot of its last lease, 0 for none
+	n          int         // its leases
 	lis        [2]listener // by event id
 	warnedExp  int64       // the set lease expiration last warned of
 }
@@ -117,12 +120,25 @@ type Sink interface {
 type State struct {
 	mu sync.Mutex
 	// Everything below is guarded by mu.
-	sets      map[djinn.ID]*set
-	leases    index
-	landlords map[[32]byte]*landlord
-	warnSets  map[*set]struct{} // sets with a warning listener
-	sched     schedule
-	sink      Sink
+	sets map[djinn.ID]*set
+	// setNums and landlords are the sets and landlords by number (nil:
+	// a free number, in freeSets or freeLandlords); landlordNums finds a
+	// landlord's number by its service and object ids.
+	setNums       []*set
+	freeSets      []uint32
+	landlords     []*landlord
+	freeLandlords []uint32
+	landlordNums  map[[32]byte]uint32
+	// cls are the client leases, found by key in byKey and by due time in
+	// sched; lastErr holds the last renewal failure of those that have
+	// one since their last success.
+	cls      slab.Slab[clientLease]
+	byKey    *slab.Index[Key]
+	sched    slab.Heap
+	lastErr  map[uint32]*djinnpb.Error
+	serial   uint32
+	warnSets map[*set]struct{} // sets with a warning listener
+	sink     Sink
 	// Overflowed counts events not kept because a registration already
 	// held DefaultMaxPending undelivered ones.
 	overflowed uint64
@@ -146,16 +162,21 @@ const DefaultMaxPending = 1000
 // returns the cluster's service id, the service id of every set.
 func NewState(t *lease.Table, service func() djinn.ID) *State {
 	s := &State{table: t, service: service, wake: make(chan struct{}, 1), warn: make(chan struct{}, 1)}
+	s.byKey = slab.NewIndex(func(slot uint32) Key { return s.keyAt(slot) })
 	s.resetLocked()
 	return s
 }
 
 func (s *State) resetLocked() {
 	s.sets = make(map[djinn.ID]*set)
-	s.leases = newIndex()
-	s.landlords = make(map[[32]byte]*landlord)
+	s.setNums, s.freeSets = nil, nil
+	s.landlords, s.freeLandlords = nil, nil
+	s.landlordNums = make(map[[32]byte]uint32)
+	s.cls.Reset()
+	s.byKey.Reset()
+	s.sched.Reset()
+	s.lastErr = make(map[uint32]*djinnpb.Error)
 	s.warnSets = make(map[*set]struct{})
-	s.sched = nil
 }
 
 func (s *State) signal() {
@@ -165,11 +186,33 @@ func (s *State) signal() {
 	}
 }
 
+// keyAt returns the key of the client lease at slot.
+func (s *State) keyAt(slot uint32) Key {
+	cl := s.cls.At(slot)
+	return KeyOf(s.landlords[cl.landlord].ref, cl.cookie)
+}
+
+// findLocked returns the slot of the client lease with key k.
+func (s *State) findLocked(k Key) (uint32, bool) { return s.byKey.Find(k) }
+
+// setOf returns the set of the client lease at slot.
+func (s *State) setOf(slot uint32) *set { return s.setNums[s.cls.At(slot).set] }
+
+// leasesOf calls fn with the slot of each of a set's client leases; fn may
+// remove the lease it is given.
+func (s *State) leasesOf(st *set, fn func(slot uint32)) {
+	for next := st.first; next != 0; {
+		slot := next - 1
+		next = s.cls.At(slot).next
+		fn(slot)
+	}
+}
+
 // Len returns the number of sets and client leases.
 func (s *State) Len() (sets, leases int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.sets), s.leases.len()
+	return len(s.sets), s.cls.Len()
 }
 
 func noSuchSet(id djinn.ID) error {
@@ -194,7 +237,7 @@ type ListenerInfo struct {
 }
 
 func (st *set) info() SetInfo {
-	in := SetInfo{ID: st.id, Cookie: st.cookie, Principal: st.principal, Leases: len(st.leases)}
+	in := SetInfo{ID: st.id, Cookie: st.cookie, Principal: st.principal, Leases: st.n}
 	for i, l := range st.lis {
 		in.Listeners[i] = ListenerInfo{Target: l.target, Handback: l.handback, MinWarning: time.Duration(l.minWarning), Next: l.next, Pending: len(l.pending)}
 	}
@@ -230,10 +273,12 @@ type ClientLease struct {
 	LastErr  *djinnpb.Error
 }
 
-func (c *clientLease) view() ClientLease {
+// viewLocked returns the client lease at slot as clients see it.
+func (s *State) viewLocked(slot uint32) ClientLease {
+	c := s.cls.At(slot)
 	return ClientLease{
-		Landlord: c.landlord.ref, Cookie: c.cookie, Actual: fromNanos(c.actual), Format: c.format,
-		Desired: fromNanos(c.desired), Renew: time.Duration(c.renew), LastErr: c.lastErr,
+		Landlord: s.landlords[c.landlord].ref, Cookie: c.cookie, Actual: fromNanos(c.actual), Format: c.format,
+		Desired: fromNanos(c.desired), Renew: time.Duration(c.renew), LastErr: s.lastErr[slot],
 	}
 }
 
@@ -245,10 +290,8 @@ func (s *State) Leases(id djinn.ID) ([]ClientLease, error) {
 	if !ok {
 		return nil, noSuchSet(id)
 	}
-	out := make([]ClientLease, 0, len(st.leases))
-	for c := range st.leases {
-		out = append(out, c.view())
-	}
+	out := make([]ClientLease, 0, st.n)
+	s.leasesOf(st, func(slot uint32) { out = append(out, s.viewLocked(slot)) })
 	return out, nil
 }
 
@@ -256,401 +299,112 @@ func (s *State) Leases(id djinn.ID) ([]ClientLease, error) {
 func (s *State) SetOf(k Key) (djinn.ID, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c, ok := s.leases.get(k)
+	slot, ok := s.findLocked(k)
 	if !ok {
 		return djinn.ID{}, false
 	}
-	return c.set.id, true
+	return s.setOf(slot).id, true
 }
 
-// ApplyCreate creates a set and grants its lease.
-func (s *State) ApplyCreate(c *statepb.RenewalCreate) (SetInfo, error) {
-	id, err := djinn.IDFromBytes("set id", c.GetSetId())
-	if err != nil {
-		return SetInfo{}, err
+// addSetLocked adds a set, giving it a number.
+func (s *State) addSetLocked(st *set) {
+	if n := len(s.freeSets); n > 0 {
+		st.num = s.freeSets[n-1]
+		s.freeSets = s.freeSets[:n-1]
+		s.setNums[st.num] = st
+	} else {
+		st.num = uint32(len(s.setNums))
+		s.setNums = append(s.setNums, st)
 	}
-	cookie, err := djinn.IDFromBytes("lease cookie", c.GetCookie())
-	if err != nil {
-		return SetInfo{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, dup := s.sets[id]; dup {
-		return SetInfo{}, djinn.Errorf(djinn.Internal, "renewal set %s: already exists", id)
-	}
-	if err := s.table.ApplyGrant(cookie, lease.Owner{Kind: LeaseKind, ID: id}, c.GetPrincipal(), c.GetExpiresUnixNanos(), c.GetHorizonUnixNanos()); err != nil {
-		return SetInfo{}, err
-	}
-	st := newSet(id, cookie, c.GetPrincipal())
-	s.sets[id] = st
-	return st.info(), nil
+	s.sets[st.id] = st
 }
 
-func newSet(id, cookie djinn.ID, principal string) *set {
-	st := &set{id: id, cookie: cookie, principal: principal, leases: map[*clientLease]struct{}{}}
-	st.lis[0].next, st.lis[1].next = 1, 1
-	return st
+// dropSetLocked removes a set that holds no lease.
+func (s *State) dropSetLocked(st *set) {
+	delete(s.sets, st.id)
+	delete(s.warnSets, st)
+	s.setNums[st.num] = nil
+	s.freeSets = append(s.freeSets, st.num)
 }
 
-// AddResult is the outcome of ApplyAdd: whether the lease stayed in the set
-// (a lease whose desired or actual expiration has passed is dropped at
-// once, LR.2).
-type AddResult struct {
-	Kept bool
-}
-
-// ApplyAdd is renewFor (LR.2). A lease in another set of this service is
-// refused; an equal lease in this set gets the new durations (the original
-// copy is kept). A lease whose desired or actual expiration has passed is
-// dropped at once, with a renewal failure event if and only if its actual
-// expiration is before its desired one.
-func (s *State) ApplyAdd(now int64, c *statepb.RenewalAdd) (AddResult, error) {
-	id, err := djinn.IDFromBytes("set id", c.GetSetId())
-	if err != nil {
-		return AddResult{}, err
-	}
-	ref, err := wire.RefFrom("lease landlord", c.GetLandlord())
-	if err != nil {
-		return AddResult{}, err
-	}
-	cookie, err := djinn.IDFromBytes("lease cookie", c.GetCookie())
-	if err != nil {
-		return AddResult{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st, ok := s.sets[id]
-	if !ok {
-		return AddResult{}, noSuchSet(id)
-	}
-	k := KeyOf(ref, cookie)
-	cl, ok := s.leases.get(k)
-	switch {
-	case ok && cl.set != st:
-		return AddResult{}, djinn.Errorf(djinn.InvalidArgument, "lease %s: already in another renewal set of this service; remove it there first", cookie)
-	case ok:
-		cl.desired, cl.renew = c.GetDesiredUnixNanos(), c.GetRenewNanos()
-	default:
-		if err := s.table.Quotas().Take(st.principal, quota.RenewalLeases, 1); err != nil {
-			return AddResult{}, err
-		}
-		cl = &clientLease{
-			set: st, landlord: s.landlordLocked(ref, c.GetLandlord()), cookie: cookie,
-			actual: c.GetExpiresUnixNanos(), desired: c.GetDesiredUnixNanos(), renew: c.GetRenewNanos(),
-			renewed: now, format: c.GetFormat(), heapIdx: -1,
-		}
-		s.leases.put(k, cl)
-		st.leases[cl] = struct{}{}
-	}
-	if cl.desired <= now || cl.actual <= now {
-		s.endLocked(cl, cl.actual < cl.desired, nil)
-		return AddResult{}, nil
-	}
-	cl.attempts, cl.lastErr = 0, nil
-	s.scheduleLocked(now, cl)
-	return AddResult{Kept: true}, nil
-}
-
-func (s *State) landlordLocked(ref djinn.Ref, pb *djinnpb.Ref) *landlord {
+// landlordLocked returns the number of the landlord ref names, adding it
+// when new, and counts one more lease of it.
+func (s *State) landlordLocked(ref djinn.Ref, pb *djinnpb.Ref) uint32 {
 	var k [32]byte
 	copy(k[:16], ref.Service[:])
 	copy(k[16:], ref.Object[:])
-	l, ok := s.landlords[k]
+	num, ok := s.landlordNums[k]
 	if !ok {
-		l = &landlord{}
-		s.landlords[k] = l
+		if n := len(s.freeLandlords); n > 0 {
+			num = s.freeLandlords[n-1]
+			s.freeLandlords = s.freeLandlords[:n-1]
+		} else {
+			num = uint32(len(s.landlords))
+			s.landlords = append(s.landlords, nil)
+		}
+		s.landlords[num] = &landlord{num: num}
+		s.landlordNums[k] = num
 	}
+	l := s.landlords[num]
 	if !ok || l.ref.Endpoint != ref.Endpoint {
 		// The endpoint last given is where the landlord is renewed: a
-		// landlord that moved is followed, not called where it was.
-		l.ref = ref
-		l.pb = &djinnpb.Ref{Endpoint: ref.Endpoint, ServiceId: ref.Service[:], ObjectId: ref.Object[:]}
+		// landlord that moved is followed, not called where it was. The
+		// landlord is replaced, not changed: a snapshot's view holds it.
+		l = &landlord{num: num, ref: ref, pb: &djinnpb.Ref{Endpoint: ref.Endpoint, ServiceId: ref.Service[:], ObjectId: ref.Object[:]}, refs: l.refs}
+		s.landlords[num] = l
 	}
 	l.refs++
-	return l
+	return num
+}
+
+// addLeaseLocked adds a client lease at the end of its set (cl.set), and
+// returns its slot; the caller schedules it. A set's leases are in the
+// order they came, which a snapshot keeps.
+func (s *State) addLeaseLocked(cl clientLease) uint32 {
+	st := s.setNums[cl.set]
+	s.serial++
+	cl.serial, cl.prev, cl.next = s.serial, st.last, 0
+	slot := s.cls.Alloc()
+	if st.last != 0 {
+		s.cls.Mut(st.last - 1).next = slot + 1
+	} else {
+		st.first = slot + 1
+	}
+	*s.cls.Mut(slot) = cl
+	st.last = slot + 1
+	st.n++
+	s.byKey.Insert(slot)
+	return slot
 }
 
 // removeLocked takes a client lease out of its set and the schedule.
-func (s *State) removeLocked(cl *clientLease) {
-	s.table.Quotas().Release(cl.set.principal, quota.RenewalLeases, 1)
-	k := cl.key()
-	s.leases.del(k)
-	delete(cl.set.leases, cl)
-	if cl.heapIdx >= 0 {
-		heap.Remove(&s.sched, int(cl.heapIdx))
-	}
-	if cl.landlord.refs--; cl.landlord.refs == 0 {
-		delete(s.landlords, [32]byte(k[:32]))
-	}
-}
-
-// endLocked removes a client lease on the service's own account, with a
-// renewal failure event when failed (LR.2.1) carrying err.
-func (s *State) endLocked(cl *clientLease, failed bool, err *djinnpb.Error) {
-	s.removeLocked(cl)
-	if !failed {
-		return
-	}
-	p := &djinnpb.RenewalFailure{Lease: cl.absolute(), Error: err}
-	s.raiseLocked(cl.set, FailureEventID, p)
-}
-
-// absolute returns the client lease's wire form with its recorded
-// expiration as an instant: events are kept and delivered later, so a
-// duration would be stale.
-func (c *clientLease) absolute() *djinnpb.Lease {
-	return &djinnpb.Lease{
-		Landlord: c.landlord.pb, Cookie: c.cookie[:],
-		ExpirationUnixNanos: c.actual, Format: djinnpb.SerialFormat_SERIAL_FORMAT_ABSOLUTE,
-	}
-}
-
-// raiseLocked gives the next sequence number of a set's event id to an
-// event and keeps it for delivery if a listener is registered. An event
-// with no registration still uses its sequence number (LR.2.1: two events
-// never share one).
-func (s *State) raiseLocked(st *set, eventID int64, payload *djinnpb.RenewalFailure) {
-	a, err := anypb.New(payload)
-	if err != nil {
-		return // a message of ours always marshals
-	}
-	s.raiseAnyLocked(st, eventID, a)
-}
-
-func (s *State) raiseAnyLocked(st *set, eventID int64, payload *anypb.Any) {
-	svc := s.service()
-	l := &st.lis[eventID]
-	seq := l.next
-	l.next++
-	if l.target == nil {
-		return
-	}
-	if len(l.pending) >= DefaultMaxPending {
-		s.overflowed++
-		return
-	}
-	ev := &djinnpb.RemoteEvent{
-		Source: &djinnpb.Ref{ServiceId: svc[:], ObjectId: st.id[:]}, EventId: eventID, Sequence: seq,
-		Handback: l.handback, Payload: payload,
-	}
-	l.pending = append(l.pending, ev)
-	if s.sink != nil {
-		s.sink.Event(st.id, eventID, l.target, l.epoch, ev)
-	}
-}
-
-// ApplyRemove takes a client lease out of a set (LR.2 remove). It returns
-// the lease as it was, or nil when it was not in the set.
-func (s *State) ApplyRemove(c *statepb.RenewalRemove) (*ClientLease, error) {
-	id, err := djinn.IDFromBytes("set id", c.GetSetId())
-	if err != nil {
-		return nil, err
-	}
-	k, err := keyFrom(c.GetKey())
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st, ok := s.sets[id]
-	if !ok {
-		return nil, noSuchSet(id)
-	}
-	cl, ok := s.leases.get(k)
-	if !ok || cl.set != st {
-		return nil, nil
-	}
-	v := cl.view()
-	s.removeLocked(cl)
-	return &v, nil
-}
-
-// ApplyListen sets or clears a set's registration for one event id. It
-// returns the registration's sequence number (the last one used) and a
-// channel closed when the leader's deliverer has switched (nil without
-// one).
-func (s *State) ApplyListen(c *statepb.RenewalListen) (ListenResult, error) {
-	id, err := djinn.IDFromBytes("set id", c.GetSetId())
-	if err != nil {
-		return ListenResult{}, err
-	}
-	eid := c.GetEventId()
-	if eid != FailureEventID && eid != WarningEventID {
-		return ListenResult{}, djinn.Errorf(djinn.InvalidArgument, "event id %d: want %d or %d", eid, FailureEventID, WarningEventID)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st, ok := s.sets[id]
-	if !ok {
-		return ListenResult{}, noSuchSet(id)
-	}
-	l := &st.lis[eid]
-	if want := c.GetOnlyIfEpoch(); want != 0 && want != l.epoch {
-		return ListenResult{Seq: l.next - 1}, nil
-	}
-	l.epoch++
-	l.target, l.handback, l.minWarning = c.GetTarget(), c.GetHandback(), c.GetMinWarningNanos()
-	if l.target == nil {
-		l.handback, l.minWarning = nil, 0
-		clear(l.pending)
-		l.pending = nil
-	}
-	if eid == WarningEventID {
-		if l.target != nil {
-			// A new registration is warned even of an expiration an
-			// earlier one was warned of.
-			st.warnedExp = 0
-			s.warnSets[st] = struct{}{}
-			select {
-			case s.warn <- struct{}{}:
-			default:
-			}
-		} else {
-			delete(s.warnSets, st)
-		}
-	}
-	res := ListenResult{Seq: l.next - 1}
-	if s.sink != nil {
-		res.Done = make(chan struct{})
-		s.sink.Retargeted(st.id, eid, l.target, l.epoch, append([]*djinnpb.RemoteEvent(nil), l.pending...), res.Done)
-	}
-	return res, nil
-}
-
-// ListenResult is the outcome of ApplyListen.
-type ListenResult struct {
-	Seq  int64
-	Done chan struct{}
-}
-
-// ApplyRenewed records successful renewals and schedules the next ones.
-func (s *State) ApplyRenewed(now int64, c *statepb.RenewalRenewed) {
-	keys, exps := c.GetKeys(), c.GetExpiresUnixNanos()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i := 0; i < len(exps) && (i+1)*len(Key{}) <= len(keys); i++ {
-		k := Key(keys[i*len(Key{}) : (i+1)*len(Key{})])
-		cl, ok := s.leases.get(k)
-		if !ok {
-			continue // removed meanwhile
-		}
-		cl.actual, cl.renewed = exps[i], now
-		cl.attempts, cl.lastErr = 0, nil
-		s.scheduleLocked(now, cl)
-	}
-}
-
-// ApplyEnd takes client leases out of their sets on the service's own
-// account, checking that the reason still holds: a renewFor applied since
-// the leader decided may have changed it. Entries whose reason no longer
-// holds are rescheduled.
-func (s *State) ApplyEnd(now int64, c *statepb.RenewalEnd) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, e := range c.GetEntries() {
-		k, err := keyFrom(e.GetKey())
-		if err != nil {
-			continue
-		}
-		cl, ok := s.leases.get(k)
-		if !ok {
-			continue
-		}
-		switch e.GetReason() {
-		case statepb.RenewalEndReason_RENEWAL_END_REASON_DESIRED:
-			if cl.desired <= now {
-				s.endLocked(cl, cl.actual < cl.desired, e.GetError())
-				continue
-			}
-		case statepb.RenewalEndReason_RENEWAL_END_REASON_EXPIRED:
-			if cl.actual <= now && cl.actual < cl.desired {
-				s.endLocked(cl, true, e.GetError())
-				continue
-			}
-		case statepb.RenewalEndReason_RENEWAL_END_REASON_DEFINITE:
-			s.endLocked(cl, true, e.GetError())
-			continue
-		}
-		s.scheduleLocked(now, cl)
-	}
-}
-
-// ApplyWarn raises a set's expiration warning event, once for each set
-// lease expiration.
-func (s *State) ApplyWarn(c *statepb.RenewalWarn) {
-	id, err := djinn.IDFromBytes("set id", c.GetSetId())
-	if err != nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st, ok := s.sets[id]
-	if !ok || st.lis[WarningEventID].target == nil || c.GetSetExpiresUnixNanos() == st.warnedExp {
-		return
-	}
-	st.warnedExp = c.GetSetExpiresUnixNanos()
-	a, err := anypb.New(&djinnpb.ExpirationWarning{SetLease: c.GetSetLease()})
-	if err != nil {
-		return
-	}
-	s.raiseAnyLocked(st, WarningEventID, a)
-}
-
-// ApplyDelivered forgets delivered events.
-func (s *State) ApplyDelivered(c *statepb.RenewalDelivered) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, e := range c.GetEntries() {
-		id, err := djinn.IDFromBytes("set id", e.GetSetId())
-		if err != nil {
-			continue
-		}
-		st, ok := s.sets[id]
-		eid := e.GetEventId()
-		if !ok || (eid != FailureEventID && eid != WarningEventID) {
-			continue
-		}
-		l := &st.lis[eid]
-		n := 0
-		for n < len(l.pending) && l.pending[n].GetSequence() <= e.GetThroughSequence() {
-			n++
-		}
-		clear(l.pending[:n])
-		l.pending = l.pending[n:]
-		if len(l.pending) == 0 {
-			l.pending = nil
-		}
-	}
-}
-
-// LeaseEnded destroys the set whose lease ended. Its client leases are left
-// alone: neither renewed nor cancelled (LR.2).
-func (s *State) LeaseEnded(id djinn.ID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st, ok := s.sets[id]
-	if !ok {
-		return
-	}
-	for cl := range st.leases {
-		s.removeLocked(cl)
-	}
-	delete(s.sets, id)
-	delete(s.warnSets, st)
-	if s.sink != nil {
-		s.sink.Removed(id)
-	}
-}
-
-func (s *State) pushLocked(cl *clientLease, due int64) {
-	cl.due = due
-	if cl.heapIdx >= 0 {
-		heap.Fix(&s.sched, int(cl.heapIdx))
+func (s *State) removeLocked(slot uint32) {
+	cl := *s.cls.At(slot)
+	st := s.setNums[cl.set]
+	s.table.Quotas().Release(st.principal, quota.RenewalLeases, 1)
+	s.byKey.Delete(s.keyAt(slot))
+	if cl.prev != 0 {
+		s.cls.Mut(cl.prev - 1).next = cl.next
 	} else {
-		heap.Push(&s.sched, cl)
+		st.first = cl.next
 	}
-	if cl.heapIdx == 0 {
-		s.signal()
+	if cl.next != 0 {
+		s.cls.Mut(cl.next - 1).prev = cl.prev
+	} else {
+		st.last = cl.prev
+	}
+	st.n--
+	s.sched.Remove(slot)
+	delete(s.lastErr, slot)
+	s.cls.Free(slot)
+	l := s.landlords[cl.landlord]
+	if l.refs--; l.refs == 0 {
+		var k [32]byte
+		copy(k[:16], l.ref.Service[:])
+		copy(k[16:], l.ref.Object[:])
+		delete(s.landlordNums, k)
+		s.landlords[cl.landlord] = nil
+		s.freeLandlords = append(s.freeLandlords, cl.landlord)
 	}
 }
 
@@ -659,28 +413,4 @@ func fromNanos(n int64) time.Time {
 		return djinn.EndOfTime
 	}
 	return time.Unix(0, n)
-}
-
-// schedule orders client leases by due time, earliest first.
-type schedule []*clientLease
-
-func (h schedule) Len() int           { return len(h) }
-func (h schedule) Less(i, j int) bool { return h[i].due < h[j].due }
-func (h schedule) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].heapIdx = int32(i)
-	h[j].heapIdx = int32(j)
-}
-func (h *schedule) Push(x any) {
-	c := x.(*clientLease)
-	c.heapIdx = int32(len(*h))
-	*h = append(*h, c)
-}
-func (h *schedule) Pop() any {
-	old := *h
-	c := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	c.heapIdx = -1
-	return c
 }

@@ -18,15 +18,26 @@ import (
 	"github.com/djinn-go/djinn/proto/statepb"
 )
 
-// drawCommand draws a lease or mailbox command over a few registrations
-// (numbered 1..8): enough to create, change and end them while a view is
-// held.
+// drawCommand draws a lease, mailbox or renewal command over a few
+// registrations, renewal sets and client leases (numbered 1..8): enough
+// to create, change and end them while a view is held.
 func drawCommand(t *rapid.T) *statepb.Command {
 	n := byte(rapid.IntRange(1, 8).Draw(t, "reg"))
 	reg, listener, cookie := fid(n), fid(n+100), fid(n+200)
 	exp := fixtureExp + int64(rapid.IntRange(0, 3).Draw(t, "exp"))
 	ev := &djinnpb.RemoteEvent{Source: fref(1 + byte(rapid.IntRange(0, 1).Draw(t, "source"))), EventId: 7, Sequence: int64(rapid.IntRange(0, 99).Draw(t, "seq"))}
-	switch rapid.IntRange(0, 9).Draw(t, "op") {
+	set, ll := fid(n+50), fref(60+byte(rapid.IntRange(0, 1).Draw(t, "landlord")))
+	key := append(append(slices.Clone(ll.ServiceId), ll.ObjectId...), cookie...)
+	switch rapid.IntRange(0, 14).Draw(t, "op") {
+	case 10:
+		return &statepb.Command{Op: &statepb.Command_RenewalCreate{RenewalCreate: &statepb.RenewalCreate{SetId: set, Cookie: fid(n + 150), ExpiresUnixNanos: exp, HorizonUnixNanos: exp}}}
+	case 11, 12:
+		return &statepb.Command{NowUnixNanos: fixtureNow, Op: &statepb.Command_RenewalAdd{RenewalAdd: &statepb.RenewalAdd{SetId: fid(byte(rapid.IntRange(1, 8).Draw(t, "set")) + 50),
+			Landlord: ll, Cookie: cookie, ExpiresUnixNanos: exp, DesiredUnixNanos: exp, RenewNanos: int64(time.Minute)}}}
+	case 13:
+		return &statepb.Command{Op: &statepb.Command_RenewalRemove{RenewalRemove: &statepb.RenewalRemove{SetId: set, Key: key}}}
+	case 14:
+		return &statepb.Command{NowUnixNanos: fixtureNow, Op: &statepb.Command_RenewalRenewed{RenewalRenewed: &statepb.RenewalRenewed{Keys: key, ExpiresUnixNanos: []int64{exp + 7}}}}
 	case 0, 1:
 		return &statepb.Command{Op: &statepb.Command_MailboxRegister{MailboxRegister: &statepb.MailboxRegister{
 			RegistrationId: reg, ListenerId: listener, Cookie: cookie, ExpiresUnixNanos: exp, HorizonUnixNanos: exp + 1}}}
