@@ -22,7 +22,9 @@
 //     over gRPC.
 //   - A Server serves the TransactionParticipant gRPC service for any number
 //     of participants on one gRPC server, by object id, with djinn error
-//     kinds on the wire.
+//     kinds on the wire: the unary calls, and Calls, the stream on which a
+//     djinn manager sends them all, many at once (Shutdown ends those
+//     streams before a graceful stop).
 //
 // # Operations
 //
