@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/grpcerr"
@@ -170,7 +169,7 @@ func (s *callStream) call(p *pending) {
 		}
 	})
 	req := p.req
-	if s.sent != nil && proto.Equal(s.sent, req.GetManager()) {
+	if sameRef(s.sent, req.GetManager()) {
 		req = &djinnpb.ParticipantRequest{ParticipantId: req.GetParticipantId(), Id: req.GetId()}
 	} else {
 		s.sent = req.GetManager()
@@ -365,4 +364,11 @@ func opName(op djinnpb.ParticipantOp) string {
 		return "abort"
 	}
 	return op.String()
+}
+
+// sameRef reports whether a and b name the same object at the same
+// endpoint (nil: none).
+func sameRef(a, b *djinnpb.Ref) bool {
+	return a != nil && b != nil && a.GetEndpoint() == b.GetEndpoint() &&
+		string(a.GetServiceId()) == string(b.GetServiceId()) && string(a.GetObjectId()) == string(b.GetObjectId())
 }

@@ -77,6 +77,7 @@ type notifier struct {
 	// scan adds them twice); inflight counts those started and not yet
 	// received on done.
 	queue    []outcomeCall
+	untold   []Untold // scan's, kept between scans
 	inflight int
 	done     chan notified
 	wg       sync.WaitGroup
@@ -213,27 +214,23 @@ func (n *notifier) dispatch(ctx context.Context) {
 func (n *notifier) scan() {
 	s := n.s
 	now := s.now()
-	unsettled := s.state.Unsettled()
+	n.untold = s.state.Untold(n.untold[:0])
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, in := range unsettled {
-		for i, p := range in.Parts {
-			if p.Notified {
-				continue
-			}
-			k := callKey{in.ID, i}
-			c, ok := s.calls[k]
-			if !ok {
-				c = &callState{}
-				s.calls[k] = c
-			}
-			if c.busy || now.Before(c.next) {
-				continue
-			}
-			c.busy = true
-			n.queue = append(n.queue, outcomeCall{key: k, commit: in.State == Committed, ref: p.Ref})
+	for _, u := range n.untold {
+		k := callKey{u.ID, u.Part}
+		c, ok := s.calls[k]
+		if !ok {
+			c = &callState{}
+			s.calls[k] = c
 		}
+		if c.busy || now.Before(c.next) {
+			continue
+		}
+		c.busy = true
+		n.queue = append(n.queue, outcomeCall{key: k, commit: u.Commit, ref: u.Ref})
 	}
+	clear(n.untold)
 }
 
 // start calls one participant, on a worker; its answer comes on done.

@@ -209,7 +209,7 @@ func (s *Service) newID() uint64 {
 		var b [8]byte
 		_, _ = crand.Read(b[:]) // never fails
 		id := binary.BigEndian.Uint64(b[:]) >> 1
-		if _, err := s.state.Get(id); id != 0 && err != nil {
+		if id != 0 && !s.state.Has(id) {
 			return id
 		}
 	}

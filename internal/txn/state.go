@@ -156,6 +156,14 @@ func (t *transaction) info() Info {
 	return in
 }
 
+// Has reports whether transaction id is known.
+func (s *State) Has(id uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.txns[id]
+	return ok
+}
+
 // Get returns a transaction.
 func (s *State) Get(id uint64) (Info, error) {
 	s.mu.Lock()
@@ -655,16 +663,28 @@ func (s *State) UnsettledLen() int {
 	return len(s.unsettled)
 }
 
-// Unsettled returns the decided transactions with participants still to
-// tell.
-func (s *State) Unsettled() []Info {
+// Untold is a participant of a decided transaction still to be told the
+// outcome.
+type Untold struct {
+	ID     uint64
+	Part   int // its index, in join order
+	Ref    *djinnpb.Ref
+	Commit bool // the outcome: COMMITTED, or else ABORTED
+}
+
+// Untold appends to dst the participants of decided transactions still
+// to be told, and returns it.
+func (s *State) Untold(dst []Untold) []Untold {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Info, 0, len(s.unsettled))
 	for _, t := range s.unsettled {
-		out = append(out, t.info())
+		for i, p := range t.parts {
+			if !p.notified {
+				dst = append(dst, Untold{ID: t.id, Part: i, Ref: p.ref, Commit: t.state == Committed})
+			}
+		}
 	}
-	return out
+	return dst
 }
 
 // Voting returns the transactions in VOTING: a new leader resumes their
