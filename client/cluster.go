@@ -46,13 +46,17 @@ import (
 
 // Member list freshness and bounds.
 const (
-	refreshEvery    = 10 * time.Second       // the member list's age at most, while all is well
-	refreshMinGap   = 250 * time.Millisecond // between two refreshes asked for by failures
-	refreshTimeout  = 2 * time.Second        // one refresh's member-list call
-	learnRetry      = 5 * time.Second        // before asking an unreachable endpoint again
-	maxLearning     = 1024                   // service ids remembered as learnt or not clusters
-	maxClusters     = 64                     // clusters a pool follows
-	clusterKeepTime = 10 * time.Second       // keepalive ping of cluster connections
+	refreshEvery   = 10 * time.Second       // the member list's age at most, while all is well
+	refreshMinGap  = 250 * time.Millisecond // between two refreshes asked for by failures
+	refreshTimeout = 2 * time.Second        // one refresh's member-list call
+	learnRetry     = 5 * time.Second        // before asking an unreachable endpoint again
+	maxLearning    = 1024                   // service ids remembered as learnt or not clusters
+	maxClusters    = 64                     // clusters a pool follows
+	// clusterKeepTime is the keepalive ping interval of cluster
+	// connections, which finds a member that went silent (a partition)
+	// without waiting for a call to fail; djinn servers allow one every
+	// 10s, so it stays clear of that.
+	clusterKeepTime = 15 * time.Second
 )
 
 // SplitEndpoints splits a comma-separated list of endpoints (host:port),
