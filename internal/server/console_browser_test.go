@@ -120,7 +120,7 @@ func TestConsoleInABrowser(t *testing.T) {
 			{"txn", strconv.FormatUint(p.Txn.ID(), 10)},
 			{"lock", fp(p.LockSet.ID())},
 			{"lookup", p.Item.ID.String()},
-			{"lds", p.LDSGroup},
+			{"lds", c.ServiceID().String()}, // its own lookup service, discovered
 		} {
 			openPage(t, ctx, srv, tt.page)
 			waitFor(t, ctx, tt.page+" shows "+tt.text, shows(tt.text))

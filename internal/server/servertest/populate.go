@@ -31,7 +31,8 @@ type Population struct {
 	Item               *client.ServiceRegistration
 	ItemType, ItemName string
 	Watch              *client.EventRegistration
-	// LDS is a lookup discovery registration for group LDSGroup, whose
+	// LDS is a lookup discovery registration for group LDSGroup and the
+	// server's own lookup service's locator (it discovers that one), whose
 	// events go to the mailbox.
 	LDS      *client.LDSRegistration
 	LDSGroup string
@@ -68,7 +69,15 @@ func Populate(t testing.TB, c *client.Client, kvAddr string, d time.Duration) *P
 	check("lookup registration")
 	ldsSvc, err := c.LookupDiscovery(ctx)
 	check("lookup discovery service")
-	p.LDS, err = ldsSvc.Register(ctx, client.GroupsOf(p.LDSGroup), nil, p.Mailbox.Listener, []byte("lds"), d)
+	// The registration finds this server's own lookup service by its
+	// locator, when it serves discovery.
+	info, err := reg.Info(ctx)
+	check("lookup service info")
+	var locators []string
+	if info.Locator != "" {
+		locators = []string{info.Locator}
+	}
+	p.LDS, err = ldsSvc.Register(ctx, client.GroupsOf(p.LDSGroup), locators, p.Mailbox.Listener, []byte("lds"), d)
 	check("lookup discovery registration")
 	locks, err := c.LockService(ctx)
 	check("lock service")
