@@ -36,6 +36,23 @@
 // help. Pool connections do this for raw gRPC calls too, and follow a djinn
 // follower's hint to the leader once.
 //
+// # Finding services
+//
+// Find finds a service by type without knowing where it is, as a Jini
+// client does: it discovers lookup services — by group (InGroups, over
+// multicast) or at locators (AtLocators) — and asks them for an item of
+// the type, with the attributes Matching gives. Every djinn service
+// registers in the lookup services its server discovers, under the types
+// package service names (service.TransactionManagerType is
+// "djinn.TransactionManager", which is a Jini TransactionManager too), so
+//
+//	found, err := client.Find(ctx, service.TransactionManagerType, client.InGroups("prod"))
+//
+// finds a transaction manager of group prod's lookup services. The Found
+// holds a Client that follows the service's cluster (its item names the
+// members) and gives the client of its kind: TransactionManager, Mailbox,
+// RenewalService, LockService, LookupDiscovery.
+//
 // # Leases
 //
 // A Lease (LE.2.2) is a value: the landlord's reference, the cookie that
