@@ -239,6 +239,7 @@ func TestGoldenJSON(t *testing.T) {
 	g.ldsAndDiscover(p)
 	g.others(p)
 	g.snapshot(p, n)
+	g.join(p, n)
 	root, _ := newRoot()
 	var missing []string
 	for _, name := range leafNames(root) {
@@ -377,4 +378,15 @@ func (g *goldenRun) snapshot(p *proc, n node) {
 	file := filepath.Join(g.t.TempDir(), "djinn.snap")
 	g.on(p, "snapshot-save", "snapshot", "save", file, "--join-secret-file", filepath.Join(n.dir, "join-secret"))
 	g.plain("snapshot-restore", "snapshot", "restore", file, "--data-dir", filepath.Join(g.t.TempDir(), "restored"))
+}
+
+func (g *goldenRun) join(p *proc, n node) {
+	op := []string{"--join-secret-file", filepath.Join(n.dir, "join-secret")}
+	g.on(p, "join-ls", "join", "ls")
+	g.on(p, "join-show", "join", "show", "txn")
+	g.on(p, "join-groups", append([]string{"join", "groups", "add", "txn", "ops"}, op...)...)
+	g.on(p, "join-locators", append([]string{"join", "locators", "add", "txn", "jini://" + n.discovery}, op...)...)
+	g.on(p, "join-attrs", append([]string{"join", "attrs", "add", "txn", "--attr", "Location.floor=3"}, op...)...)
+	g.on(p, "join-reset", append([]string{"join", "reset", "txn"}, op...)...)
+	g.plain("find", "find", "djinn.TransactionManager", "--locator", "jini://"+n.discovery)
 }

@@ -119,6 +119,8 @@ func newRoot() (*cobra.Command, *globals) {
 		g.client(g.lockCmd()),
 		g.client(g.lookupCmd()),
 		g.withOutput(g.discoverCmd()),
+		g.withOutput(g.findCmd()),
+		g.client(g.joinCmd()),
 		g.client(g.ldsCmd()),
 		g.client(g.kvCmd()),
 		g.client(g.demoCmd()),
