@@ -728,6 +728,10 @@ func (s *State) Restore(r *statepb.LockRecord) error {
 	if err := json.Unmarshal(b, &snap); err != nil {
 		return djinn.Errorf(djinn.Internal, "lock state snapshot: %v", err)
 	}
+	// Every table id up to NextSet is a live set's or a free one.
+	if snap.NextSet > uint64(len(snap.Sets)+len(snap.FreeSets)) {
+		return djinn.Errorf(djinn.Internal, "lock state snapshot: table ids up to %d, but %d sets and %d free ids", snap.NextSet, len(snap.Sets), len(snap.FreeSets))
+	}
 	t, err := Import(snap.Table)
 	if err != nil {
 		return err
@@ -737,6 +741,9 @@ func (s *State) Restore(r *statepb.LockRecord) error {
 	s.table, s.nextSet, s.nextID = t, snap.NextSet, snap.NextID
 	s.sets, s.setInfo, s.freeSets = map[djinn.ID]uint64{}, make([]setInfo, snap.NextSet+1), snap.FreeSets
 	for _, ss := range snap.Sets {
+		if ss.ID.IsZero() {
+			return djinn.Errorf(djinn.Internal, "lock state snapshot: a set with the zero id")
+		}
 		if ss.Table == 0 || ss.Table > snap.NextSet {
 			return djinn.Errorf(djinn.Internal, "lock state snapshot: set %s has table id %d, beyond %d", ss.ID, ss.Table, snap.NextSet)
 		}
