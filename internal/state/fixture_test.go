@@ -208,3 +208,26 @@ func canonicalRecords(t interface {
 	slices.Sort(out)
 	return out
 }
+
+// FuzzRestore: any bytes given to Restore are restored or refused with an
+// error, never a panic; what restores is written again and restores the
+// same.
+func FuzzRestore(f *testing.F) {
+	if old, err := os.ReadFile(fixturePath); err == nil {
+		f.Add(old)
+	}
+	f.Fuzz(func(t *testing.T, snap []byte) {
+		w := newFixtureWorld()
+		if err := w.m.Restore(bytes.NewReader(snap)); err != nil {
+			return
+		}
+		again := snapshot(t, w.m)
+		w2 := newFixtureWorld()
+		if err := w2.m.Restore(bytes.NewReader(again)); err != nil {
+			t.Fatalf("a restored state's snapshot does not restore: %v", err)
+		}
+		if !slices.Equal(canonicalRecords(t, snapshot(t, w2.m)), canonicalRecords(t, again)) {
+			t.Fatal("a restored state's snapshot restores to another state")
+		}
+	})
+}
