@@ -14,10 +14,18 @@
 // records its outcomes by proposing commands, never by changing state
 // directly.
 //
+// Commands proposed concurrently share log entries: one entry, one fsync
+// and one round of replication carry every command that arrived while the
+// entries before it were on their way, and the leader applies the commands
+// it holds rather than decoding its own entries (propose.go). A caller
+// waits for its own command's result; no goroutine is started per
+// proposal.
+//
 // Invariants: Apply is called from one goroutine, in index order, exactly once
-// per committed command on each member (after a restart, commands after the
-// last snapshot are applied again to the restored state, which is how state is
-// rebuilt). Propose only succeeds on the leader; elsewhere it returns an
+// per committed command on each member — the commands of one entry in their
+// order, each with the entry's index. After a restart, commands after the
+// last snapshot are applied again to the restored state, which is how state
+// is rebuilt. Propose only succeeds on the leader; elsewhere it returns an
 // Unavailable error carrying the leader's gRPC address, if known.
 //
 // # Damage on disk

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
@@ -16,6 +17,10 @@ import (
 type fsm struct {
 	sm      StateMachine
 	applied func(index uint64)
+	// proposer, once the node has one, holds the commands of the entries
+	// this node proposed and has in flight: applied as they are, not
+	// decoded again.
+	proposer atomic.Pointer[proposer]
 
 	mu sync.Mutex
 	// restoreErr is the last error Restore returned; guarded by mu.
@@ -38,11 +43,21 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		if l.Type != raft.LogCommand {
 			continue
 		}
+		if p := f.proposer.Load(); p != nil {
+			if cmds, ok := p.commands(l.Data); ok {
+				out[i] = f.applyAll(l.Index, cmds)
+				continue
+			}
+		}
 		cmd.Reset()
 		if err := proto.Unmarshal(l.Data, &cmd); err != nil {
 			// A command that does not decode was written by a broken or
 			// newer member; applying nothing keeps every replica equal.
 			out[i] = djinn.Errorf(djinn.Internal, "log entry %d: undecodable command: %v", l.Index, err)
+			continue
+		}
+		if len(cmd.Batch) > 0 {
+			out[i] = f.applyBatch(l.Index, &cmd)
 			continue
 		}
 		out[i] = f.sm.Apply(l.Index, &cmd)
@@ -51,6 +66,34 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		f.applied(logs[len(logs)-1].Index)
 	}
 	return out
+}
+
+// applyAll applies the commands of an entry this node proposed: one, whose
+// result is the entry's, or several, whose results are.
+func (f *fsm) applyAll(index uint64, cmds []*statepb.Command) any {
+	if len(cmds) == 1 {
+		return f.sm.Apply(index, cmds[0])
+	}
+	out := make([]any, len(cmds))
+	for i, c := range cmds {
+		out[i] = f.sm.Apply(index, c)
+	}
+	return out
+}
+
+// applyBatch applies a decoded entry of several commands, in order. An
+// entry that holds an op beside its batch, or a batch inside its batch,
+// was written by a broken member: none of it applies.
+func (f *fsm) applyBatch(index uint64, cmd *statepb.Command) any {
+	if cmd.Op != nil || cmd.NowUnixNanos != 0 {
+		return djinn.Errorf(djinn.Internal, "log entry %d: a batch with a command of its own", index)
+	}
+	for _, c := range cmd.Batch {
+		if len(c.Batch) > 0 {
+			return djinn.Errorf(djinn.Internal, "log entry %d: a batch inside a batch", index)
+		}
+	}
+	return f.applyAll(index, cmd.Batch)
 }
 
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {

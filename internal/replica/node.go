@@ -17,7 +17,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/disk"
@@ -81,6 +80,8 @@ type Node struct {
 	trans *raft.NetworkTransport
 	notes chan bool
 	logs  *failStop // the log as raft writes it
+
+	proposer *proposer
 
 	applied atomic.Uint64
 	// leading is set while this node leads and has applied its term's
@@ -193,6 +194,8 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 		}
 		return nil, disk.WithRecovery(fmt.Errorf("data directory %s: start raft: %w", cfg.DataDir, err), recovery(cfg.DataDir))
 	}
+	n.proposer = newProposer(n.raft, n.raftError)
+	f.proposer.Store(n.proposer)
 	go n.watchLeadership()
 	return n, nil
 }
@@ -315,43 +318,20 @@ func (n *Node) watchLeadership() {
 
 // Propose appends cmd to the log, waits until it is applied on this node,
 // and returns the state machine's result. It stamps cmd with the node's
-// clock unless cmd already carries a time.
+// clock unless cmd already carries a time. Commands proposed concurrently
+// share log entries (propose.go). cmd is the node's from then on: the
+// caller must not change it, and the state machine may keep parts of it.
 func (n *Node) Propose(ctx context.Context, cmd *statepb.Command) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, errors.Join(err, djinn.Errorf(djinn.Unavailable, "gave up before proposing: the change was not made"))
+	}
+	if !n.IsLeader() {
+		return nil, &NotLeaderError{Leader: n.LeaderEndpoint()}
+	}
 	if cmd.NowUnixNanos == 0 {
 		cmd.NowUnixNanos = n.cfg.Now().UnixNano()
 	}
-	b, err := proto.Marshal(cmd)
-	if err != nil {
-		return nil, djinn.Errorf(djinn.Internal, "encode command: %v", err)
-	}
-	var timeout time.Duration
-	if dl, ok := ctx.Deadline(); ok {
-		if timeout = time.Until(dl); timeout <= 0 {
-			return nil, context.DeadlineExceeded
-		}
-	}
-	f := n.raft.Apply(b, timeout)
-	if done := ctx.Done(); done != nil {
-		// Raft's future knows no context: wait for it beside ctx, so a
-		// caller that gives up is not held until the entry commits.
-		waited := make(chan error, 1)
-		go func() { waited <- f.Error() }()
-		select {
-		case err := <-waited:
-			if err != nil {
-				return nil, n.raftError(err)
-			}
-		case <-done:
-			return nil, errors.Join(ctx.Err(), djinn.Errorf(djinn.Unavailable, "gave up waiting for the log: the change may or may not have been made"))
-		}
-	} else if err := f.Error(); err != nil {
-		return nil, n.raftError(err)
-	}
-	resp := f.Response()
-	if err, ok := resp.(error); ok {
-		return nil, err
-	}
-	return resp, nil
+	return n.proposer.propose(ctx, cmd)
 }
 
 // NotLeaderError says this node is not the leader; Leader is the leader's
@@ -487,6 +467,7 @@ func (n *Node) Close() error {
 	n.mu.Unlock()
 	close(n.stop)
 	<-n.done
+	n.proposer.close() // raft, still running, answers what is in flight
 	err := n.raft.Shutdown().Error()
 	stop, ok := n.lastEntry()
 	n.closeStores()

@@ -86,6 +86,11 @@ type Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The proposing leader's clock. Apply takes all time from here.
 	NowUnixNanos int64 `protobuf:"varint,1,opt,name=now_unix_nanos,json=nowUnixNanos,proto3" json:"now_unix_nanos,omitempty"`
+	// batch, in a log entry, holds commands proposed together: the entry
+	// carries no op of its own, and its commands apply in order, each with
+	// its own time, as if each were an entry (a batch inside a batch is
+	// refused). One entry and one fsync serve them all.
+	Batch []*Command `protobuf:"bytes,100,rep,name=batch,proto3" json:"batch,omitempty"`
 	// Types that are valid to be assigned to Op:
 	//
 	//	*Command_Init
@@ -176,6 +181,13 @@ func (x *Command) GetNowUnixNanos() int64 {
 		return x.NowUnixNanos
 	}
 	return 0
+}
+
+func (x *Command) GetBatch() []*Command {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
 }
 
 func (x *Command) GetOp() isCommand_Op {
@@ -4102,9 +4114,10 @@ var File_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x14state/v1/state.proto\x12\bstate.v1\x1a\x15djinn/v1/common.proto\x1a\x13state/v1/lock.proto\x1a\x15state/v1/lookup.proto\x1a\x12state/v1/lds.proto\x1a\x13state/v1/join.proto\"\x99\x17\n" +
+	"\x14state/v1/state.proto\x12\bstate.v1\x1a\x15djinn/v1/common.proto\x1a\x13state/v1/lock.proto\x1a\x15state/v1/lookup.proto\x1a\x12state/v1/lds.proto\x1a\x13state/v1/join.proto\"\xc2\x17\n" +
 	"\aCommand\x12$\n" +
-	"\x0enow_unix_nanos\x18\x01 \x01(\x03R\fnowUnixNanos\x12$\n" +
+	"\x0enow_unix_nanos\x18\x01 \x01(\x03R\fnowUnixNanos\x12'\n" +
+	"\x05batch\x18d \x03(\v2\x11.state.v1.CommandR\x05batch\x12$\n" +
 	"\x04init\x18\x02 \x01(\v2\x0e.state.v1.InitH\x00R\x04init\x12*\n" +
 	"\x06member\x18\x03 \x01(\v2\x10.state.v1.MemberH\x00R\x06member\x12:\n" +
 	"\flease_cancel\x18\n" +
@@ -4508,106 +4521,107 @@ var file_state_v1_state_proto_goTypes = []any{
 	(*JoinRecord)(nil),            // 78: state.v1.JoinRecord
 }
 var file_state_v1_state_proto_depIdxs = []int32{
-	2,  // 0: state.v1.Command.init:type_name -> state.v1.Init
-	3,  // 1: state.v1.Command.member:type_name -> state.v1.Member
-	4,  // 2: state.v1.Command.lease_cancel:type_name -> state.v1.LeaseCancel
-	5,  // 3: state.v1.Command.lease_expire:type_name -> state.v1.LeaseExpire
-	6,  // 4: state.v1.Command.lease_horizon:type_name -> state.v1.LeaseHorizon
-	37, // 5: state.v1.Command.quotas:type_name -> state.v1.Quotas
-	8,  // 6: state.v1.Command.mailbox_register:type_name -> state.v1.MailboxRegister
-	9,  // 7: state.v1.Command.mailbox_enable:type_name -> state.v1.MailboxEnable
-	10, // 8: state.v1.Command.mailbox_disable:type_name -> state.v1.MailboxDisable
-	11, // 9: state.v1.Command.mailbox_store:type_name -> state.v1.MailboxStore
-	12, // 10: state.v1.Command.mailbox_delivered:type_name -> state.v1.MailboxDelivered
-	14, // 11: state.v1.Command.mailbox_unknown:type_name -> state.v1.MailboxUnknown
-	15, // 12: state.v1.Command.mailbox_pull:type_name -> state.v1.MailboxPull
-	16, // 13: state.v1.Command.renewal_create:type_name -> state.v1.RenewalCreate
-	17, // 14: state.v1.Command.renewal_add:type_name -> state.v1.RenewalAdd
-	18, // 15: state.v1.Command.renewal_remove:type_name -> state.v1.RenewalRemove
-	19, // 16: state.v1.Command.renewal_listen:type_name -> state.v1.RenewalListen
-	20, // 17: state.v1.Command.renewal_renewed:type_name -> state.v1.RenewalRenewed
-	21, // 18: state.v1.Command.renewal_end:type_name -> state.v1.RenewalEnd
-	23, // 19: state.v1.Command.renewal_warn:type_name -> state.v1.RenewalWarn
-	24, // 20: state.v1.Command.renewal_delivered:type_name -> state.v1.RenewalDelivered
-	26, // 21: state.v1.Command.txn_create:type_name -> state.v1.TxnCreate
-	28, // 22: state.v1.Command.txn_join:type_name -> state.v1.TxnJoin
-	29, // 23: state.v1.Command.txn_voting:type_name -> state.v1.TxnVoting
-	30, // 24: state.v1.Command.txn_decide:type_name -> state.v1.TxnDecide
-	31, // 25: state.v1.Command.txn_notified:type_name -> state.v1.TxnNotified
-	34, // 26: state.v1.Command.txn_forget:type_name -> state.v1.TxnForget
-	33, // 27: state.v1.Command.txn_promote:type_name -> state.v1.TxnPromote
-	49, // 28: state.v1.Command.lock_create_set:type_name -> state.v1.LockCreateSet
-	50, // 29: state.v1.Command.lock_create_owner:type_name -> state.v1.LockCreateOwner
-	51, // 30: state.v1.Command.lock_acquire:type_name -> state.v1.LockAcquire
-	52, // 31: state.v1.Command.lock_release:type_name -> state.v1.LockRelease
-	53, // 32: state.v1.Command.lock_cancel:type_name -> state.v1.LockCancel
-	54, // 33: state.v1.Command.lock_txn_end:type_name -> state.v1.LockTxnEnd
-	55, // 34: state.v1.Command.lock_drop:type_name -> state.v1.LockDrop
-	56, // 35: state.v1.Command.lookup_register:type_name -> state.v1.LookupRegister
-	57, // 36: state.v1.Command.lookup_attributes:type_name -> state.v1.LookupAttributes
-	58, // 37: state.v1.Command.lookup_notify:type_name -> state.v1.LookupNotify
-	59, // 38: state.v1.Command.lds_register:type_name -> state.v1.LDSRegister
-	60, // 39: state.v1.Command.lds_groups:type_name -> state.v1.LDSGroups
-	61, // 40: state.v1.Command.lds_locators:type_name -> state.v1.LDSLocators
-	62, // 41: state.v1.Command.lds_discard:type_name -> state.v1.LDSDiscard
-	63, // 42: state.v1.Command.lds_found:type_name -> state.v1.LDSFound
-	64, // 43: state.v1.Command.lds_lost:type_name -> state.v1.LDSLost
-	65, // 44: state.v1.Command.join_configure:type_name -> state.v1.JoinConfigure
-	66, // 45: state.v1.Command.join_groups:type_name -> state.v1.JoinGroupsChange
-	67, // 46: state.v1.Command.join_locators:type_name -> state.v1.JoinLocatorsChange
-	68, // 47: state.v1.Command.join_attributes:type_name -> state.v1.JoinAttributesChange
-	7,  // 48: state.v1.LeaseHorizon.entries:type_name -> state.v1.HorizonEntry
-	69, // 49: state.v1.MailboxEnable.target:type_name -> djinn.v1.Ref
-	70, // 50: state.v1.MailboxStore.events:type_name -> djinn.v1.RemoteEvent
-	13, // 51: state.v1.MailboxDelivered.entries:type_name -> state.v1.Delivered
-	71, // 52: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
-	69, // 53: state.v1.RenewalAdd.landlord:type_name -> djinn.v1.Ref
-	72, // 54: state.v1.RenewalAdd.format:type_name -> djinn.v1.SerialFormat
-	69, // 55: state.v1.RenewalListen.target:type_name -> djinn.v1.Ref
-	22, // 56: state.v1.RenewalEnd.entries:type_name -> state.v1.RenewalEnding
-	0,  // 57: state.v1.RenewalEnding.reason:type_name -> state.v1.RenewalEndReason
-	73, // 58: state.v1.RenewalEnding.error:type_name -> djinn.v1.Error
-	74, // 59: state.v1.RenewalWarn.set_lease:type_name -> djinn.v1.Lease
-	25, // 60: state.v1.RenewalDelivered.entries:type_name -> state.v1.RenewalDeliveredEntry
-	27, // 61: state.v1.TxnCreate.remote:type_name -> state.v1.TxnRemoteParent
-	69, // 62: state.v1.TxnRemoteParent.manager:type_name -> djinn.v1.Ref
-	69, // 63: state.v1.TxnRemoteParent.ancestor_managers:type_name -> djinn.v1.Ref
-	69, // 64: state.v1.TxnJoin.participant:type_name -> djinn.v1.Ref
-	32, // 65: state.v1.TxnNotified.entries:type_name -> state.v1.TxnParticipantRef
-	69, // 66: state.v1.TxnPromote.participants:type_name -> djinn.v1.Ref
-	69, // 67: state.v1.TxnPromote.drop:type_name -> djinn.v1.Ref
-	2,  // 68: state.v1.Record.init:type_name -> state.v1.Init
-	3,  // 69: state.v1.Record.member:type_name -> state.v1.Member
-	36, // 70: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
-	39, // 71: state.v1.Record.mailbox:type_name -> state.v1.MailboxRecord
-	41, // 72: state.v1.Record.renewal_set:type_name -> state.v1.RenewalSetRecord
-	44, // 73: state.v1.Record.txn:type_name -> state.v1.TxnRecord
-	46, // 74: state.v1.Record.txn_counter:type_name -> state.v1.TxnCounter
-	75, // 75: state.v1.Record.lock:type_name -> state.v1.LockRecord
-	76, // 76: state.v1.Record.lookup:type_name -> state.v1.LookupRecord
-	77, // 77: state.v1.Record.lds:type_name -> state.v1.LDSRecord
-	37, // 78: state.v1.Record.quotas:type_name -> state.v1.Quotas
-	78, // 79: state.v1.Record.join:type_name -> state.v1.JoinRecord
-	38, // 80: state.v1.Quotas.quotas:type_name -> state.v1.Quota
-	48, // 81: state.v1.Quota.principals:type_name -> state.v1.Quota.PrincipalsEntry
-	69, // 82: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
-	71, // 83: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
-	40, // 84: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
-	70, // 85: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
-	42, // 86: state.v1.RenewalSetRecord.listeners:type_name -> state.v1.RenewalListenerRecord
-	43, // 87: state.v1.RenewalSetRecord.leases:type_name -> state.v1.RenewalLeaseRecord
-	69, // 88: state.v1.RenewalListenerRecord.target:type_name -> djinn.v1.Ref
-	70, // 89: state.v1.RenewalListenerRecord.pending:type_name -> djinn.v1.RemoteEvent
-	69, // 90: state.v1.RenewalLeaseRecord.landlord:type_name -> djinn.v1.Ref
-	72, // 91: state.v1.RenewalLeaseRecord.format:type_name -> djinn.v1.SerialFormat
-	45, // 92: state.v1.TxnRecord.participants:type_name -> state.v1.TxnParticipantRecord
-	27, // 93: state.v1.TxnRecord.remote:type_name -> state.v1.TxnRemoteParent
-	69, // 94: state.v1.TxnParticipantRecord.participant:type_name -> djinn.v1.Ref
-	95, // [95:95] is the sub-list for method output_type
-	95, // [95:95] is the sub-list for method input_type
-	95, // [95:95] is the sub-list for extension type_name
-	95, // [95:95] is the sub-list for extension extendee
-	0,  // [0:95] is the sub-list for field type_name
+	1,  // 0: state.v1.Command.batch:type_name -> state.v1.Command
+	2,  // 1: state.v1.Command.init:type_name -> state.v1.Init
+	3,  // 2: state.v1.Command.member:type_name -> state.v1.Member
+	4,  // 3: state.v1.Command.lease_cancel:type_name -> state.v1.LeaseCancel
+	5,  // 4: state.v1.Command.lease_expire:type_name -> state.v1.LeaseExpire
+	6,  // 5: state.v1.Command.lease_horizon:type_name -> state.v1.LeaseHorizon
+	37, // 6: state.v1.Command.quotas:type_name -> state.v1.Quotas
+	8,  // 7: state.v1.Command.mailbox_register:type_name -> state.v1.MailboxRegister
+	9,  // 8: state.v1.Command.mailbox_enable:type_name -> state.v1.MailboxEnable
+	10, // 9: state.v1.Command.mailbox_disable:type_name -> state.v1.MailboxDisable
+	11, // 10: state.v1.Command.mailbox_store:type_name -> state.v1.MailboxStore
+	12, // 11: state.v1.Command.mailbox_delivered:type_name -> state.v1.MailboxDelivered
+	14, // 12: state.v1.Command.mailbox_unknown:type_name -> state.v1.MailboxUnknown
+	15, // 13: state.v1.Command.mailbox_pull:type_name -> state.v1.MailboxPull
+	16, // 14: state.v1.Command.renewal_create:type_name -> state.v1.RenewalCreate
+	17, // 15: state.v1.Command.renewal_add:type_name -> state.v1.RenewalAdd
+	18, // 16: state.v1.Command.renewal_remove:type_name -> state.v1.RenewalRemove
+	19, // 17: state.v1.Command.renewal_listen:type_name -> state.v1.RenewalListen
+	20, // 18: state.v1.Command.renewal_renewed:type_name -> state.v1.RenewalRenewed
+	21, // 19: state.v1.Command.renewal_end:type_name -> state.v1.RenewalEnd
+	23, // 20: state.v1.Command.renewal_warn:type_name -> state.v1.RenewalWarn
+	24, // 21: state.v1.Command.renewal_delivered:type_name -> state.v1.RenewalDelivered
+	26, // 22: state.v1.Command.txn_create:type_name -> state.v1.TxnCreate
+	28, // 23: state.v1.Command.txn_join:type_name -> state.v1.TxnJoin
+	29, // 24: state.v1.Command.txn_voting:type_name -> state.v1.TxnVoting
+	30, // 25: state.v1.Command.txn_decide:type_name -> state.v1.TxnDecide
+	31, // 26: state.v1.Command.txn_notified:type_name -> state.v1.TxnNotified
+	34, // 27: state.v1.Command.txn_forget:type_name -> state.v1.TxnForget
+	33, // 28: state.v1.Command.txn_promote:type_name -> state.v1.TxnPromote
+	49, // 29: state.v1.Command.lock_create_set:type_name -> state.v1.LockCreateSet
+	50, // 30: state.v1.Command.lock_create_owner:type_name -> state.v1.LockCreateOwner
+	51, // 31: state.v1.Command.lock_acquire:type_name -> state.v1.LockAcquire
+	52, // 32: state.v1.Command.lock_release:type_name -> state.v1.LockRelease
+	53, // 33: state.v1.Command.lock_cancel:type_name -> state.v1.LockCancel
+	54, // 34: state.v1.Command.lock_txn_end:type_name -> state.v1.LockTxnEnd
+	55, // 35: state.v1.Command.lock_drop:type_name -> state.v1.LockDrop
+	56, // 36: state.v1.Command.lookup_register:type_name -> state.v1.LookupRegister
+	57, // 37: state.v1.Command.lookup_attributes:type_name -> state.v1.LookupAttributes
+	58, // 38: state.v1.Command.lookup_notify:type_name -> state.v1.LookupNotify
+	59, // 39: state.v1.Command.lds_register:type_name -> state.v1.LDSRegister
+	60, // 40: state.v1.Command.lds_groups:type_name -> state.v1.LDSGroups
+	61, // 41: state.v1.Command.lds_locators:type_name -> state.v1.LDSLocators
+	62, // 42: state.v1.Command.lds_discard:type_name -> state.v1.LDSDiscard
+	63, // 43: state.v1.Command.lds_found:type_name -> state.v1.LDSFound
+	64, // 44: state.v1.Command.lds_lost:type_name -> state.v1.LDSLost
+	65, // 45: state.v1.Command.join_configure:type_name -> state.v1.JoinConfigure
+	66, // 46: state.v1.Command.join_groups:type_name -> state.v1.JoinGroupsChange
+	67, // 47: state.v1.Command.join_locators:type_name -> state.v1.JoinLocatorsChange
+	68, // 48: state.v1.Command.join_attributes:type_name -> state.v1.JoinAttributesChange
+	7,  // 49: state.v1.LeaseHorizon.entries:type_name -> state.v1.HorizonEntry
+	69, // 50: state.v1.MailboxEnable.target:type_name -> djinn.v1.Ref
+	70, // 51: state.v1.MailboxStore.events:type_name -> djinn.v1.RemoteEvent
+	13, // 52: state.v1.MailboxDelivered.entries:type_name -> state.v1.Delivered
+	71, // 53: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
+	69, // 54: state.v1.RenewalAdd.landlord:type_name -> djinn.v1.Ref
+	72, // 55: state.v1.RenewalAdd.format:type_name -> djinn.v1.SerialFormat
+	69, // 56: state.v1.RenewalListen.target:type_name -> djinn.v1.Ref
+	22, // 57: state.v1.RenewalEnd.entries:type_name -> state.v1.RenewalEnding
+	0,  // 58: state.v1.RenewalEnding.reason:type_name -> state.v1.RenewalEndReason
+	73, // 59: state.v1.RenewalEnding.error:type_name -> djinn.v1.Error
+	74, // 60: state.v1.RenewalWarn.set_lease:type_name -> djinn.v1.Lease
+	25, // 61: state.v1.RenewalDelivered.entries:type_name -> state.v1.RenewalDeliveredEntry
+	27, // 62: state.v1.TxnCreate.remote:type_name -> state.v1.TxnRemoteParent
+	69, // 63: state.v1.TxnRemoteParent.manager:type_name -> djinn.v1.Ref
+	69, // 64: state.v1.TxnRemoteParent.ancestor_managers:type_name -> djinn.v1.Ref
+	69, // 65: state.v1.TxnJoin.participant:type_name -> djinn.v1.Ref
+	32, // 66: state.v1.TxnNotified.entries:type_name -> state.v1.TxnParticipantRef
+	69, // 67: state.v1.TxnPromote.participants:type_name -> djinn.v1.Ref
+	69, // 68: state.v1.TxnPromote.drop:type_name -> djinn.v1.Ref
+	2,  // 69: state.v1.Record.init:type_name -> state.v1.Init
+	3,  // 70: state.v1.Record.member:type_name -> state.v1.Member
+	36, // 71: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
+	39, // 72: state.v1.Record.mailbox:type_name -> state.v1.MailboxRecord
+	41, // 73: state.v1.Record.renewal_set:type_name -> state.v1.RenewalSetRecord
+	44, // 74: state.v1.Record.txn:type_name -> state.v1.TxnRecord
+	46, // 75: state.v1.Record.txn_counter:type_name -> state.v1.TxnCounter
+	75, // 76: state.v1.Record.lock:type_name -> state.v1.LockRecord
+	76, // 77: state.v1.Record.lookup:type_name -> state.v1.LookupRecord
+	77, // 78: state.v1.Record.lds:type_name -> state.v1.LDSRecord
+	37, // 79: state.v1.Record.quotas:type_name -> state.v1.Quotas
+	78, // 80: state.v1.Record.join:type_name -> state.v1.JoinRecord
+	38, // 81: state.v1.Quotas.quotas:type_name -> state.v1.Quota
+	48, // 82: state.v1.Quota.principals:type_name -> state.v1.Quota.PrincipalsEntry
+	69, // 83: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
+	71, // 84: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
+	40, // 85: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
+	70, // 86: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
+	42, // 87: state.v1.RenewalSetRecord.listeners:type_name -> state.v1.RenewalListenerRecord
+	43, // 88: state.v1.RenewalSetRecord.leases:type_name -> state.v1.RenewalLeaseRecord
+	69, // 89: state.v1.RenewalListenerRecord.target:type_name -> djinn.v1.Ref
+	70, // 90: state.v1.RenewalListenerRecord.pending:type_name -> djinn.v1.RemoteEvent
+	69, // 91: state.v1.RenewalLeaseRecord.landlord:type_name -> djinn.v1.Ref
+	72, // 92: state.v1.RenewalLeaseRecord.format:type_name -> djinn.v1.SerialFormat
+	45, // 93: state.v1.TxnRecord.participants:type_name -> state.v1.TxnParticipantRecord
+	27, // 94: state.v1.TxnRecord.remote:type_name -> state.v1.TxnRemoteParent
+	69, // 95: state.v1.TxnParticipantRecord.participant:type_name -> djinn.v1.Ref
+	96, // [96:96] is the sub-list for method output_type
+	96, // [96:96] is the sub-list for method input_type
+	96, // [96:96] is the sub-list for extension type_name
+	96, // [96:96] is the sub-list for extension extendee
+	0,  // [0:96] is the sub-list for field type_name
 }
 
 func init() { file_state_v1_state_proto_init() }

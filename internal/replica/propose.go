@@ -1,0 +1,363 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/proto/statepb"
+)
+
+// How commands reach the log.
+//
+// Every caller of Propose hands its command, encoded, to the node's
+// proposer and waits for its result; nothing is started per proposal. The
+// proposer appends the commands waiting as one log entry — one append, one
+// fsync, one round of replication for all of them — with at most
+// maxInFlight entries on their way at once. So with one caller at a time a
+// command is appended at once, as it would be alone, and under load entries
+// grow rather than multiply: whatever arrives while entries are in flight
+// goes in the next. An entry of several commands is a Command whose batch
+// field holds them (state.proto); an entry of one is that command.
+//
+// The leader applies its own entries from the commands it holds — the fsm
+// finds them by the entry's data (own) — rather than decoding what it has
+// just encoded. Every other member, and the leader itself after a restart,
+// decodes the entry. Both apply the same commands: proto's decoding gives
+// back what its encoding was given, and Apply may not keep a command it was
+// given past its return except as state (StateMachine).
+//
+// A proposal's outcome is its entry's: a result for each command when the
+// entry applies, one error for all of them when it does not. A caller that
+// gives up before its command is taken into an entry gets a definite
+// error (the change was not made); after that, an indefinite one.
+
+// The proposer's bounds.
+const (
+	// maxInFlight bounds the entries appended and not yet applied: while
+	// one is written, the next gathers what arrives meanwhile.
+	maxInFlight = 2
+	// maxEntryCommands and maxEntryBytes bound an entry of several
+	// commands; a command larger than maxEntryBytes is an entry alone.
+	maxEntryCommands = 1024
+	maxEntryBytes    = 1 << 20
+)
+
+// batchTag is the key of the Command's batch field (100, bytes) on the
+// wire: an entry of several commands is each command's encoding after it.
+var batchTag = protowire.AppendTag(nil, 100, protowire.BytesType)
+
+// A proposal's states: queued until the proposer takes it into an entry,
+// unless its caller abandons it first.
+const (
+	queued int32 = iota
+	taken
+	abandoned
+)
+
+// proposal is one command on its way to the log.
+type proposal struct {
+	cmd   *statepb.Command
+	data  []byte // cmd encoded, in a pooled buffer
+	state atomic.Int32
+	// done is sent one value once res and err are set.
+	done chan struct{}
+	res  any
+	err  error
+}
+
+// entry is one log entry of proposals.
+type entry struct {
+	props  []*proposal
+	cmds   []*statepb.Command // the commands, as the fsm applies them
+	data   []byte
+	pooled bool // data is a pooled buffer of the entry's own
+	future raft.ApplyFuture
+}
+
+// proposer gathers proposals into log entries. It runs two goroutines,
+// owned by the node: submit (appends entries) and complete (waits for them
+// in order and hands out their outcomes).
+type proposer struct {
+	raft *raft.Raft
+	fail func(error) error // a raft error as the caller sees it
+
+	mu       sync.Mutex
+	queue    []*proposal // guarded by mu: waiting for an entry
+	inFlight int         // guarded by mu: entries appended, not yet done
+	stopped  bool        // guarded by mu: no new proposals
+
+	// own holds the entries in flight by the address of their data's first
+	// byte, for the fsm (guarded by ownMu).
+	ownMu sync.Mutex
+	own   map[*byte]*entry
+
+	wake      chan struct{} // 1-buffered: submit has work
+	appended  chan *entry   // to complete, in log order
+	stop      chan struct{}
+	submitted chan struct{} // closed when submit has returned
+	completed chan struct{} // closed when complete has returned
+}
+
+var (
+	proposals = sync.Pool{New: func() any { return &proposal{done: make(chan struct{}, 1)} }}
+	buffers   = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+)
+
+func newProposer(r *raft.Raft, fail func(error) error) *proposer {
+	p := &proposer{raft: r, fail: fail, own: map[*byte]*entry{},
+		wake: make(chan struct{}, 1), appended: make(chan *entry, maxInFlight),
+		stop: make(chan struct{}), submitted: make(chan struct{}), completed: make(chan struct{})}
+	go p.submit()
+	go p.complete()
+	return p
+}
+
+// errShutdown answers proposals the node will not append: it is closing.
+var errShutdown = djinn.Errorf(djinn.Unavailable, "server shutting down: the change was not made")
+
+// propose appends cmd, waits for it to be applied and returns its result.
+func (p *proposer) propose(ctx context.Context, cmd *statepb.Command) (any, error) {
+	bp := buffers.Get().(*[]byte)
+	data, err := proto.MarshalOptions{}.MarshalAppend((*bp)[:0], cmd)
+	if err != nil {
+		buffers.Put(bp)
+		return nil, djinn.Errorf(djinn.Internal, "encode command: %v", err)
+	}
+	pr := proposals.Get().(*proposal)
+	pr.cmd, pr.data = cmd, data
+	pr.state.Store(queued)
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		p.release(pr)
+		return nil, errShutdown
+	}
+	p.queue = append(p.queue, pr)
+	kick := p.inFlight < maxInFlight
+	p.mu.Unlock()
+	if kick {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+	select {
+	case <-pr.done:
+	case <-ctx.Done():
+		if pr.state.CompareAndSwap(queued, abandoned) {
+			// Never taken: the proposer drops it, and whoever holds it
+			// last lets it go to the collector.
+			return nil, errors.Join(ctx.Err(), djinn.Errorf(djinn.Unavailable, "gave up waiting for the log: the change was not made"))
+		}
+		select {
+		case <-pr.done:
+		default:
+			// Taken into an entry that is on its way: the proposal stays
+			// with it, and is not reused.
+			return nil, errors.Join(ctx.Err(), djinn.Errorf(djinn.Unavailable, "gave up waiting for the log: the change may or may not have been made"))
+		}
+	}
+	res, perr := pr.res, pr.err
+	p.release(pr)
+	return res, perr
+}
+
+// release returns a finished proposal and its buffer to their pools.
+func (p *proposer) release(pr *proposal) {
+	b := pr.data[:0]
+	buffers.Put(&b)
+	*pr = proposal{done: pr.done}
+	proposals.Put(pr)
+}
+
+// submit appends entries while there are proposals and room in flight.
+func (p *proposer) submit() {
+	defer close(p.submitted)
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-p.wake:
+		}
+		for {
+			e := p.take()
+			if e == nil {
+				break
+			}
+			p.append(e)
+		}
+	}
+}
+
+// take takes the proposals waiting, up to an entry's bounds, into an
+// entry counted in flight; nil when none wait or the entries in flight
+// are at their bound.
+func (p *proposer) take() *entry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.inFlight >= maxInFlight || p.stopped {
+		return nil
+	}
+	e := &entry{}
+	size, n := 0, 0
+	for _, pr := range p.queue {
+		if len(e.props) > 0 && (len(e.props) == maxEntryCommands || size+len(pr.data) > maxEntryBytes) {
+			break
+		}
+		n++
+		if !pr.state.CompareAndSwap(queued, taken) {
+			continue // abandoned by its caller
+		}
+		e.props = append(e.props, pr)
+		size += len(pr.data)
+	}
+	rest := copy(p.queue, p.queue[n:])
+	clear(p.queue[rest:])
+	p.queue = p.queue[:rest]
+	if len(e.props) == 0 {
+		if rest > 0 {
+			p.kickLocked()
+		}
+		return nil
+	}
+	p.inFlight++
+	if rest > 0 && p.inFlight < maxInFlight {
+		p.kickLocked()
+	}
+	return e
+}
+
+func (p *proposer) kickLocked() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// append encodes e, hands it to raft and on to complete.
+func (p *proposer) append(e *entry) {
+	e.cmds = make([]*statepb.Command, len(e.props))
+	for i, pr := range e.props {
+		e.cmds[i] = pr.cmd
+	}
+	if len(e.props) == 1 {
+		e.data = e.props[0].data
+	} else {
+		bp := buffers.Get().(*[]byte)
+		b := (*bp)[:0]
+		for _, pr := range e.props {
+			b = append(b, batchTag...)
+			b = protowire.AppendBytes(b, pr.data)
+		}
+		e.data, e.pooled = b, true
+	}
+	p.ownMu.Lock()
+	p.own[&e.data[0]] = e
+	p.ownMu.Unlock()
+	e.future = p.raft.Apply(e.data, 0)
+	p.appended <- e // room for maxInFlight: never blocks
+}
+
+// complete waits for each entry appended, in order, and hands its outcome
+// to its proposals. It returns once submit has and every entry in flight
+// is done.
+func (p *proposer) complete() {
+	defer close(p.completed)
+	for {
+		select {
+		case e := <-p.appended:
+			p.finish(e)
+		case <-p.submitted:
+			for {
+				select {
+				case e := <-p.appended:
+					p.finish(e)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// finish waits for e and answers its proposals.
+func (p *proposer) finish(e *entry) {
+	err := e.future.Error()
+	p.ownMu.Lock()
+	delete(p.own, &e.data[0]) // the fsm took it, unless it never applied
+	p.ownMu.Unlock()
+	var results []any
+	if err != nil {
+		err = p.fail(err)
+	} else if len(e.props) == 1 {
+		results = []any{e.future.Response()}
+	} else if rs, ok := e.future.Response().([]any); ok && len(rs) == len(e.props) {
+		results = rs
+	} else {
+		err = djinn.Errorf(djinn.Internal, "log entry %d: %d results for %d commands", e.future.Index(), len(rs), len(e.props))
+	}
+	for i, pr := range e.props {
+		if err != nil {
+			pr.err = err
+		} else if rerr, ok := results[i].(error); ok {
+			pr.err = rerr
+		} else {
+			pr.res = results[i]
+		}
+		pr.done <- struct{}{}
+	}
+	if e.pooled {
+		b := e.data[:0]
+		buffers.Put(&b)
+	}
+	p.mu.Lock()
+	p.inFlight--
+	if len(p.queue) > 0 {
+		p.kickLocked()
+	}
+	p.mu.Unlock()
+}
+
+// commands returns the commands of the entry whose data is data, if this
+// node proposed it and it is in flight, and forgets them: the fsm applies
+// them instead of decoding data.
+func (p *proposer) commands(data []byte) ([]*statepb.Command, bool) {
+	if len(data) == 0 {
+		return nil, false
+	}
+	p.ownMu.Lock()
+	defer p.ownMu.Unlock()
+	e, ok := p.own[&data[0]]
+	if !ok {
+		return nil, false
+	}
+	delete(p.own, &data[0])
+	return e.cmds, true
+}
+
+// close stops taking proposals, fails those waiting, and waits until every
+// entry in flight is done: raft, still running, answers each (applied, or
+// refused when this node no longer leads).
+func (p *proposer) close() {
+	p.mu.Lock()
+	p.stopped = true
+	waiting := p.queue
+	p.queue = nil
+	p.mu.Unlock()
+	close(p.stop)
+	for _, pr := range waiting {
+		if pr.state.CompareAndSwap(queued, taken) {
+			pr.err = errShutdown
+			pr.done <- struct{}{}
+		}
+	}
+	<-p.submitted
+	<-p.completed
+}
