@@ -22,6 +22,12 @@
 // service ids the cluster keeps, a node's own by that node — through
 // package lookup's JoinManager, as the replicated join settings say.
 //
+// Every unary RPC is also served in a session (session.go): one stream per
+// connection carries calls of every service by id, answered as they
+// finish; each runs the same interceptor chain as its unary call, so its
+// rule, its errors and leader hint, its limits and its metrics are the
+// unary call's. Sessions' calls run on workers kept from call to call.
+//
 // Leader-only work starts when the node gains leadership and stops when it
 // loses it: each enabled part's run (the lessor's expiry and checkpoint
 // loops, the mailbox's delivery, the transaction manager's phase 2, …). On

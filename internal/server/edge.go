@@ -58,6 +58,24 @@ func (s *Server) streamEdge(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 	return h(srv, &edgeStream{ServerStream: ss, ctx: ctx, rule: rule, method: info.FullMethod, guard: &s.guard})
 }
 
+// chainUnary chains unary interceptors, the first outermost, as
+// grpc.ChainUnaryInterceptor does: the server's one chain, which sessions
+// run their calls through too.
+func chainUnary(ics ...grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		return chainFrom(ics, 0, info, h)(ctx, req)
+	}
+}
+
+func chainFrom(ics []grpc.UnaryServerInterceptor, i int, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) grpc.UnaryHandler {
+	if i == len(ics) {
+		return h
+	}
+	return func(ctx context.Context, req any) (any, error) {
+		return ics[i](ctx, req, info, chainFrom(ics, i+1, info, h))
+	}
+}
+
 // unaryErrors turns the handler's error into a status and recovers its
 // panic.
 func (s *Server) unaryErrors(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {

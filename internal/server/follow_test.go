@@ -164,12 +164,20 @@ func checkServiceClients(t *testing.T, ctx context.Context, h *heldLeases) {
 	if reg, err := h.mailbox.Registration(ctx, h.mreg.ID); err != nil || reg.ID != h.mreg.ID {
 		t.Errorf("mailbox registration after failover: %v", err)
 	}
-	for se, err := range h.mreg.Pull(ctx, 0) {
-		if err != nil || se.Event.Seq != 7 {
-			t.Errorf("mailbox pull after failover: seq %d, %v; want the event stored before", se.Event.Seq, err)
+	// The new leader's mailbox may still be starting (Unavailable): a
+	// caller tries again, as with any indefinite failure.
+	retryUnavailable(t, "mailbox pull after failover", func(ctx context.Context) error {
+		for se, err := range h.mreg.Pull(ctx, 0) {
+			if err != nil {
+				return err
+			}
+			if se.Event.Seq != 7 {
+				t.Errorf("mailbox pull after failover: seq %d; want the event stored before, 7", se.Event.Seq)
+			}
+			break
 		}
-		break
-	}
+		return nil
+	})
 	if st, err := h.tx.State(ctx); err != nil || st != client.TxnActive {
 		t.Errorf("transaction state after failover: %v, %v", st, err)
 	}

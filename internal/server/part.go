@@ -26,6 +26,7 @@ var parts = []func(*Server) *part{
 	kvPart,
 	participantPart, // after the participants it routes to
 	joinPart,        // registers the others in lookup services
+	sessionPart,     // any unary call of the parts before, over one stream
 }
 
 // A part is one service as the server runs it. The server iterates its

@@ -135,13 +135,16 @@ func (r Rule) check(method string) error {
 type registrar struct {
 	g     *grpc.Server
 	rules map[string]Rule // by full method name, "/djinn.v1.EventMailbox/Register"
+	// unary are the unary methods registered, by full method name: what a
+	// session may call (session.go).
+	unary map[string]sessionMethod
 	// undecoded, when set, holds the requests the server's codec could not
 	// decode (requestCodec): the services' handlers answer them.
 	undecoded *sync.Map
 }
 
 func newRegistrar(g *grpc.Server) *registrar {
-	return &registrar{g: g, rules: map[string]Rule{}}
+	return &registrar{g: g, rules: map[string]Rule{}, unary: map[string]sessionMethod{}}
 }
 
 // serve registers impl as the service desc describes, with rules: every
@@ -169,6 +172,9 @@ func (r *registrar) serve(desc *grpc.ServiceDesc, impl any, rules Rules) error {
 	}
 	for m, rule := range full {
 		r.rules[m] = rule
+	}
+	for _, m := range desc.Methods {
+		r.unary["/"+desc.ServiceName+"/"+m.MethodName] = sessionMethod{srv: impl, handler: m.Handler}
 	}
 	if r.undecoded != nil {
 		desc = decoding(desc, r.undecoded)

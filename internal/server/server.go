@@ -69,6 +69,15 @@ type Server struct {
 	opened []*part // parts whose open ran, to close
 	rules  map[string]Rule
 
+	// unary is the interceptor chain of every unary call, on its own or in
+	// a session; sessionMethods are the unary methods a session may call;
+	// workers run sessions' calls; sessions counts the sessions open.
+	unary          grpc.UnaryServerInterceptor
+	sessionMethods map[string]sessionMethod
+	workers        *workers
+	sessions       sync.WaitGroup
+	sessionStats   sessionStats
+
 	// The services other parts call in process, nil until opened: the
 	// transaction manager (joined by the lock service and the key/value
 	// participant), the lock service and the key/value participant
@@ -231,13 +240,16 @@ func (s *Server) open(peerTLS, serverTLS *tls.Config) error {
 // openGRPC makes the gRPC server and registers the parts' services, the
 // health service and reflection, each method under its rule.
 func (s *Server) openGRPC(serverTLS *tls.Config) error {
+	s.unary = chainUnary(s.unaryEdge, s.metrics.server.UnaryServerInterceptor(), s.unaryErrors)
+	s.workers = newWorkers(maxIdleWorkers)
 	opts := []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(s.unaryEdge, s.metrics.server.UnaryServerInterceptor(), s.unaryErrors),
+		grpc.UnaryInterceptor(s.unary),
 		grpc.ChainStreamInterceptor(s.streamEdge, s.metrics.server.StreamServerInterceptor(), s.streamErrors),
-		grpc.MaxConcurrentStreams(4096),
+		grpc.MaxConcurrentStreams(maxSessionCalls),
 		// Reuse handler goroutines: a fresh goroutine per call grows its
-		// stack again on every call.
-		grpc.NumStreamWorkers(uint32(4 * runtime.GOMAXPROCS(0))),
+		// stack again on every call. Calls block (on the log, on a lock),
+		// so there are as many workers as calls commonly in flight.
+		grpc.NumStreamWorkers(uint32(max(streamWorkers, 4*runtime.GOMAXPROCS(0)))),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		// A connection that does not finish its TLS and HTTP/2 handshakes
 		// in time is closed.
@@ -266,7 +278,7 @@ func (s *Server) openGRPC(serverTLS *tls.Config) error {
 	if err := r.verify(); err != nil {
 		return err
 	}
-	s.rules = r.rules
+	s.rules, s.sessionMethods = r.rules, r.unary
 	return nil
 }
 
@@ -473,6 +485,10 @@ func (s *Server) Close() error {
 		s.health.Shutdown()
 	}
 	s.stopGRPC()
+	s.sessions.Wait() // sessions a forced stop cut short end with their calls
+	if s.workers != nil {
+		s.workers.stop()
+	}
 	s.stopAdmin()
 	var err error
 	if s.node != nil {

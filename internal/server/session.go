@@ -1,0 +1,431 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+// A session (djinn.v1.Session, DESIGN.md 7a) carries a client's calls to
+// any unary RPC the server serves over one stream, answered by id as they
+// finish. Every unary method a part registers (registrar.serve) is a
+// session call: registering it is declaring it, so no list of calls
+// exists apart from the services' own registrations.
+//
+// A call in a session is its unary call in all but transport: it runs the
+// server's unary interceptor chain (s.unary) — the edge names the caller
+// by the stream's certificate and authorizes the call by its method's own
+// rule, then the gRPC metrics count it under its method, then the one
+// error table turns its error into a status with the leader hint — and
+// the method's handler, with a context that carries the call's deadline
+// and metadata, and captures what the handler sets as headers and
+// trailers for its reply. The Open stream's own rule is Authenticated:
+// opening a session lets a caller do nothing its calls' rules do not.
+//
+// Limits: a session has at most maxSessionCalls calls in flight (a
+// connection's streams are bounded alike); beyond that the server stops
+// reading it until one finishes. A reply larger than maxSessionReply
+// answers ResourceExhausted instead (a unary call's response is bounded
+// alike, by the client's receive limit). Calls run on the server's
+// workers, goroutines kept from one call to the next.
+//
+// Shutdown: a server that closes sends goaway, answers every call it has
+// read, and ends the session once the client has closed its side (or the
+// server stops waiting).
+
+// Session bounds.
+const (
+	maxSessionCalls = 4096
+	// maxSessionReply bounds one reply's response; a batch of replies is
+	// sent once it holds sessionBatchBytes.
+	maxSessionReply   = 4<<20 - 64<<10
+	sessionBatchBytes = 1 << 20
+)
+
+// sessionMethod is a unary method as a session calls it: the registered
+// implementation and the generated handler, which decodes the request and
+// runs the interceptor chain it is given.
+type sessionMethod struct {
+	srv     any
+	handler grpc.MethodHandler
+}
+
+// sessionPart is the session service: any unary RPC of the other parts,
+// over one stream per connection.
+func sessionPart(s *Server) *part {
+	return &part{
+		name:    "session",
+		enabled: true,
+		serve: func(r *registrar) error {
+			return r.serve(&djinnpb.Session_ServiceDesc, &sessionRPC{s: s}, Rules{"Open": authenticated})
+		},
+		metrics: func() []prometheus.Collector {
+			return []prometheus.Collector{
+				gauge("djinn_sessions", "Session streams open.", func() float64 { return float64(s.sessionStats.open.Load()) }),
+				counter("djinn_session_calls_total", "Calls received over sessions (each also counted under its method in grpc_server_handled_total).", func() float64 { return float64(s.sessionStats.calls.Load()) }),
+			}
+		},
+	}
+}
+
+// sessionStats are the server's session counts.
+type sessionStats struct {
+	open  atomic.Int64
+	calls atomic.Uint64
+}
+
+// sessionRPC serves djinn.v1.Session.
+type sessionRPC struct {
+	djinnpb.UnimplementedSessionServer
+	s *Server
+}
+
+// Open serves one session until the client closes its side and every call
+// is answered, or the stream ends.
+func (r *sessionRPC) Open(stream djinnpb.Session_OpenServer) error {
+	s := r.s
+	s.sessions.Add(1)
+	defer s.sessions.Done()
+	s.sessionStats.open.Add(1)
+	defer s.sessionStats.open.Add(-1)
+	md, _ := metadata.FromIncomingContext(stream.Context())
+	ss := &session{s: s, stream: stream, ctx: stream.Context(), md: md,
+		slots: make(chan struct{}, maxSessionCalls), calls: map[uint64]context.CancelFunc{},
+		wake: make(chan struct{}, 1), quit: make(chan struct{}), sent: make(chan struct{})}
+	go ss.send()
+	err := ss.receive()
+	if err != nil {
+		ss.cancelAll() // the stream is ending: its calls with it
+	}
+	ss.wg.Wait() // every call answered (or its reply dropped with the stream)
+	close(ss.quit)
+	<-ss.sent
+	if err != nil {
+		return err
+	}
+	return ss.sendErr
+}
+
+// session is one open session.
+type session struct {
+	s      *Server
+	stream djinnpb.Session_OpenServer
+	ctx    context.Context // the stream's: its caller's principal, its end
+	md     metadata.MD     // the stream's metadata, every call's too
+	slots  chan struct{}   // one held per call in flight
+	wg     sync.WaitGroup  // calls in flight
+
+	mu      sync.Mutex
+	calls   map[uint64]context.CancelFunc // guarded by mu: calls in flight
+	replies []*djinnpb.SessionReply       // guarded by mu: to send
+
+	wake    chan struct{} // 1-buffered: replies to send
+	quit    chan struct{} // closed when no call is left: send the rest and return
+	sent    chan struct{} // closed when send has returned
+	sendErr error         // set by send before sent closes
+}
+
+// receive reads calls and cancellations until the client closes its side
+// (nil) or the stream ends (its error).
+func (ss *session) receive() error {
+	for {
+		req := new(djinnpb.SessionRequest)
+		if err := ss.stream.RecvMsg(req); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		for _, id := range req.GetCancel() {
+			ss.cancel(id)
+		}
+		for _, c := range req.GetCalls() {
+			if err := ss.start(c); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (ss *session) cancel(id uint64) {
+	ss.mu.Lock()
+	cancel := ss.calls[id]
+	ss.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+func (ss *session) cancelAll() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for _, cancel := range ss.calls {
+		cancel()
+	}
+}
+
+// start starts a call, once a slot is free; an error ends the session.
+func (ss *session) start(c *djinnpb.SessionCall) error {
+	ss.s.sessionStats.calls.Add(1)
+	select {
+	case ss.slots <- struct{}{}:
+	case <-ss.ctx.Done():
+		return ss.ctx.Err()
+	}
+	m, ok := ss.s.sessionMethods[c.GetMethod()]
+	if !ok {
+		ss.reply(&djinnpb.SessionReply{Id: c.GetId(), Status: sessionStatus(status.New(codes.Unimplemented,
+			"method "+c.GetMethod()+" is not served in a session: call it on its own (unary)"))})
+		<-ss.slots
+		return nil
+	}
+	if err := checkMetadata(c.GetMetadata()); err != nil {
+		ss.reply(&djinnpb.SessionReply{Id: c.GetId(), Status: sessionStatus(status.Convert(ss.s.edgeError(ss.ctx, err)))})
+		<-ss.slots
+		return nil
+	}
+	ctx, cancel := ss.callContext(c)
+	ss.mu.Lock()
+	if _, dup := ss.calls[c.GetId()]; dup {
+		ss.mu.Unlock()
+		cancel()
+		<-ss.slots
+		return status.Errorf(codes.InvalidArgument, "session call id %d: already in flight on this session; give each call in flight its own id", c.GetId())
+	}
+	ss.calls[c.GetId()] = cancel
+	ss.mu.Unlock()
+	ss.wg.Add(1)
+	ss.s.workers.run(func() { ss.serve(ctx, cancel, c, m) })
+	return nil
+}
+
+// callContext is the context of call c: the stream's, with c's deadline
+// and metadata, and a transport stream that keeps what the handler sets as
+// headers and trailers.
+func (ss *session) callContext(c *djinnpb.SessionCall) (context.Context, context.CancelFunc) {
+	var (
+		ctx    context.Context
+		cancel context.CancelFunc
+	)
+	if d := c.GetTimeoutNanos(); d > 0 {
+		ctx, cancel = context.WithTimeout(ss.ctx, time.Duration(d))
+	} else {
+		ctx, cancel = context.WithCancel(ss.ctx)
+	}
+	if len(c.GetMetadata()) > 0 {
+		ctx = metadata.NewIncomingContext(ctx, withCallMetadata(ss.md, c.GetMetadata()))
+	}
+	return grpc.NewContextWithServerTransportStream(ctx, &callStream{method: c.GetMethod()}), cancel
+}
+
+// withCallMetadata returns the stream's metadata with a call's own: a key
+// the call sets replaces the stream's values of it.
+func withCallMetadata(stream metadata.MD, call []*djinnpb.MetadataEntry) metadata.MD {
+	md := stream.Copy()
+	seen := map[string]bool{}
+	for _, e := range call {
+		k := e.GetKey()
+		if !seen[k] {
+			delete(md, k)
+			seen[k] = true
+		}
+		md[k] = append(md[k], string(e.GetValue()))
+	}
+	return md
+}
+
+// serve runs call c on a worker and queues its reply.
+func (ss *session) serve(ctx context.Context, cancel context.CancelFunc, c *djinnpb.SessionCall, m sessionMethod) {
+	defer ss.wg.Done()
+	dec := func(v any) error {
+		msg, ok := v.(proto.Message)
+		if !ok {
+			return status.Errorf(codes.Internal, "method %s: request %T is no protobuf message", c.GetMethod(), v)
+		}
+		if err := proto.Unmarshal(c.GetRequest(), msg); err != nil {
+			return status.Errorf(codes.InvalidArgument, "request %s does not decode: %v: send a valid protobuf message, its strings in UTF-8",
+				msg.ProtoReflect().Descriptor().FullName(), err)
+		}
+		return nil
+	}
+	resp, err := ss.handle(ctx, c.GetMethod(), m, dec)
+	r := &djinnpb.SessionReply{Id: c.GetId()}
+	if err == nil {
+		r.Response, err = marshalReply(resp)
+	}
+	if err != nil {
+		r.Status = sessionStatus(status.Convert(err))
+	}
+	cs := grpc.ServerTransportStreamFromContext(ctx).(*callStream)
+	r.Header, r.Trailer = cs.entries()
+	cancel()
+	ss.mu.Lock()
+	delete(ss.calls, c.GetId())
+	ss.mu.Unlock()
+	ss.reply(r)
+	<-ss.slots
+}
+
+// handle runs the method's handler under the server's unary interceptor
+// chain, a panic of the handler's (not caught by the chain: a decoding)
+// answered Internal.
+func (ss *session) handle(ctx context.Context, method string, m sessionMethod, dec func(any) error) (resp any, err error) {
+	defer ss.s.recoverPanic(method, &err)
+	return m.handler(m.srv, ctx, dec, ss.s.unary)
+}
+
+// marshalReply encodes a handler's response, refusing one too large for a
+// session's reply.
+func marshalReply(resp any) ([]byte, error) {
+	msg, ok := resp.(proto.Message)
+	if !ok {
+		return nil, status.Errorf(codes.Internal, "response %T is no protobuf message", resp)
+	}
+	b, err := proto.Marshal(msg)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "encode response: %v", err)
+	}
+	if len(b) > maxSessionReply {
+		return nil, status.Errorf(codes.ResourceExhausted, "response of %d bytes: a session's reply holds at most %d; make the call on its own (unary) with a larger receive limit", len(b), maxSessionReply)
+	}
+	return b, nil
+}
+
+func (ss *session) reply(r *djinnpb.SessionReply) {
+	ss.mu.Lock()
+	ss.replies = append(ss.replies, r)
+	ss.mu.Unlock()
+	select {
+	case ss.wake <- struct{}{}:
+	default:
+	}
+}
+
+// send sends the replies as they come, batched, and goaway when the
+// server starts shutting down; after quit it sends what is left and
+// returns. A send that fails ends the stream: its error is kept, later
+// replies dropped.
+func (ss *session) send() {
+	defer close(ss.sent)
+	stopping := ss.s.stop
+	for {
+		goaway := false
+		select {
+		case <-ss.wake:
+		case <-stopping:
+			stopping, goaway = nil, true
+		case <-ss.quit:
+			ss.flush(false)
+			return
+		}
+		ss.flush(goaway)
+	}
+}
+
+// flush sends the replies queued, in messages of about sessionBatchBytes,
+// the first with goaway when asked.
+func (ss *session) flush(goaway bool) {
+	ss.mu.Lock()
+	rs := ss.replies
+	ss.replies = nil
+	ss.mu.Unlock()
+	for len(rs) > 0 || goaway {
+		n, size := 0, 0
+		for n < len(rs) && (n == 0 || size+len(rs[n].Response) <= sessionBatchBytes) {
+			size += len(rs[n].Response)
+			n++
+		}
+		msg := &djinnpb.SessionResponse{Replies: rs[:n], Goaway: goaway}
+		rs, goaway = rs[n:], false
+		if ss.sendErr != nil {
+			continue
+		}
+		if err := ss.stream.SendMsg(msg); err != nil {
+			ss.sendErr = err
+		}
+	}
+}
+
+// sessionStatus is a status as a reply carries it; nil for OK.
+func sessionStatus(st *status.Status) *djinnpb.SessionStatus {
+	if st.Code() == codes.OK {
+		return nil
+	}
+	p := st.Proto()
+	return &djinnpb.SessionStatus{Code: p.GetCode(), Message: p.GetMessage(), Details: p.GetDetails()}
+}
+
+// callStream is a session call's grpc.ServerTransportStream: it keeps the
+// headers and trailers the call's handler and interceptors set, for its
+// reply.
+type callStream struct {
+	method string
+
+	mu      sync.Mutex
+	header  metadata.MD // guarded by mu
+	trailer metadata.MD // guarded by mu
+}
+
+var _ grpc.ServerTransportStream = (*callStream)(nil)
+
+func (c *callStream) Method() string { return c.method }
+
+func (c *callStream) SetHeader(md metadata.MD) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.header = metadata.Join(c.header, md)
+	return nil
+}
+
+func (c *callStream) SendHeader(md metadata.MD) error { return c.SetHeader(md) }
+
+func (c *callStream) SetTrailer(md metadata.MD) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.trailer = metadata.Join(c.trailer, md)
+	return nil
+}
+
+// entries returns the header and trailer as a reply carries them.
+func (c *callStream) entries() (header, trailer []*djinnpb.MetadataEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return metadataEntries(c.header), metadataEntries(c.trailer)
+}
+
+func metadataEntries(md metadata.MD) []*djinnpb.MetadataEntry {
+	var out []*djinnpb.MetadataEntry
+	for k, vs := range md {
+		for _, v := range vs {
+			out = append(out, &djinnpb.MetadataEntry{Key: k, Value: []byte(v)})
+		}
+	}
+	return out
+}
+
+// checkMetadata refuses a call's metadata key that a unary call could not
+// carry: not lower case letters, digits and "-_.", or reserved to HTTP/2
+// and gRPC themselves.
+func checkMetadata(call []*djinnpb.MetadataEntry) error {
+	for _, e := range call {
+		k := e.GetKey()
+		if k == "" || strings.HasPrefix(k, "grpc-") || strings.Trim(k, "abcdefghijklmnopqrstuvwxyz0123456789-_.") != "" {
+			return djinn.Errorf(djinn.InvalidArgument, "call metadata key %q: want lower case letters, digits, '-', '_' and '.', not starting with grpc-", k)
+		}
+	}
+	return nil
+}
