@@ -140,6 +140,10 @@ func (p *Pool) newCluster(seeds []string) (*cluster, error) {
 		grpc.WithChainUnaryInterceptor(cl.unaryInterceptor),
 		grpc.WithChainStreamInterceptor(streamInterceptor),
 	}, p.opts.dialOpts...)
+	opts = append(opts, p.sessionOption(func() (string, bool) {
+		ep := cl.leaderEndpoint()
+		return ep, ep != "" && cl.isReady(ep)
+	})...)
 	cc, err := grpc.NewClient("djinn-cluster:///"+strings.Join(seeds, ","), opts...)
 	if err != nil {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "endpoints %q: %v", seeds, err)

@@ -31,9 +31,10 @@ const leaderTrailer = "djinn-leader"
 type Option func(*options)
 
 type options struct {
-	tls      *tls.Config
-	dialOpts []grpc.DialOption
-	maxConns int
+	tls       *tls.Config
+	dialOpts  []grpc.DialOption
+	maxConns  int
+	noSession bool // every call on its own (session.go)
 }
 
 // WithTLS makes connections use TLS with cfg (mutual TLS when cfg holds a
@@ -163,6 +164,7 @@ func (p *Pool) Conn(endpoint string) (*grpc.ClientConn, error) {
 		grpc.WithChainUnaryInterceptor(p.unaryInterceptor(endpoint)),
 		grpc.WithChainStreamInterceptor(streamInterceptor),
 	}, p.opts.dialOpts...)
+	dialOpts = append(dialOpts, p.sessionOption(nil)...)
 	cc, err := grpc.NewClient(endpoint, dialOpts...)
 	if err != nil {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "endpoint %q: %v", endpoint, err)
@@ -172,6 +174,32 @@ func (p *Pool) Conn(endpoint string) (*grpc.ClientConn, error) {
 	}
 	p.conns[endpoint] = &pooled{cc: cc, lastUse: p.tick}
 	return cc, nil
+}
+
+// sessionOption returns the dial option that carries a connection's
+// calls in its session (session.go), the innermost interceptor; none
+// WithoutSession. leader, on a cluster's connection, names the leader.
+func (p *Pool) sessionOption(leader func() (string, bool)) []grpc.DialOption {
+	if p.opts.noSession {
+		return nil
+	}
+	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(newSessionConn(p, leader).intercept)}
+}
+
+// goOwned runs f on a goroutine the pool waits for at Close; false when
+// the pool is closed.
+func (p *Pool) goOwned(f func()) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		f()
+	}()
+	return true
 }
 
 // evictLocked closes the least recently used connection.

@@ -30,6 +30,19 @@
 // lookup discovery clients. Listener references of clients name the
 // client, and stay where they are.
 //
+// # Sessions
+//
+// A connection carries its unary calls — the methods of this package and
+// generated clients on a Pool's connections alike — over one session
+// stream to the server (DESIGN.md 7a), many in flight at once with no
+// per-call stream or headers. It is transparent: each call still returns
+// its own answer or error. A call a broken session had sent fails as
+// Unavailable, "may or may not have been made", as a unary call on a
+// broken connection does (sent again only when its method is declared
+// idempotent in its proto); a call not yet sent goes on a new session.
+// WithoutSession turns sessions off; servers without them are called
+// unary (session.go).
+//
 // Every error a remote call returns is a *djinn.Error of the kind the server
 // named, so errors.Is(err, djinn.ErrUnknownLease) works whichever side of the
 // wire the error came from, and djinn.IsDefinite tells whether retrying can

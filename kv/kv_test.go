@@ -23,10 +23,6 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreTopFunction("github.com/hashicorp/raft-wal.(*WAL).runRotate"),
 		goleak.IgnoreAnyFunction("github.com/hashicorp/raft.(*netPipeline).decodeResponses"),
 		goleak.IgnoreAnyFunction("github.com/hashicorp/raft.(*NetworkTransport).handleConn"),
-		// A proposal queued when raft shut down is never answered
-		// (hashicorp/raft answers queued applies only while a loop
-		// runs); its waiter, whose caller has long given up, stays.
-		goleak.IgnoreAnyFunction("github.com/djinn-go/djinn/internal/replica.(*Node).Propose.func1"),
 	)
 }
 

@@ -1084,11 +1084,11 @@ const file_djinn_v1_admin_proto_rawDesc = "" +
 	"\fJoinResponse\"\x15\n" +
 	"\x13SaveSnapshotRequest\"#\n" +
 	"\rSnapshotChunk\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data2\xb5\x04\n" +
-	"\x05Admin\x12;\n" +
-	"\x06Status\x12\x17.djinn.v1.StatusRequest\x1a\x18.djinn.v1.StatusResponse\x125\n" +
-	"\x04Join\x12\x15.djinn.v1.JoinRequest\x1a\x16.djinn.v1.JoinResponse\x12>\n" +
-	"\aMembers\x12\x18.djinn.v1.MembersRequest\x1a\x19.djinn.v1.MembersResponse\x12D\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data2\xbf\x04\n" +
+	"\x05Admin\x12@\n" +
+	"\x06Status\x12\x17.djinn.v1.StatusRequest\x1a\x18.djinn.v1.StatusResponse\"\x03\x90\x02\x01\x125\n" +
+	"\x04Join\x12\x15.djinn.v1.JoinRequest\x1a\x16.djinn.v1.JoinResponse\x12C\n" +
+	"\aMembers\x12\x18.djinn.v1.MembersRequest\x1a\x19.djinn.v1.MembersResponse\"\x03\x90\x02\x01\x12D\n" +
 	"\tAddMember\x12\x1a.djinn.v1.AddMemberRequest\x1a\x1b.djinn.v1.AddMemberResponse\x12M\n" +
 	"\fRemoveMember\x12\x1d.djinn.v1.RemoveMemberRequest\x1a\x1e.djinn.v1.RemoveMemberResponse\x128\n" +
 	"\x05Leave\x12\x16.djinn.v1.LeaveRequest\x1a\x17.djinn.v1.LeaveResponse\x12_\n" +

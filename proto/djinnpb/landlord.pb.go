@@ -630,9 +630,9 @@ const file_djinn_v1_landlord_proto_rawDesc = "" +
 	"\x10CancelAllRequest\x12\x18\n" +
 	"\acookies\x18\x01 \x01(\fR\acookies\"C\n" +
 	"\x11CancelAllResponse\x12.\n" +
-	"\x06errors\x18\x01 \x03(\v2\x16.djinn.v1.IndexedErrorR\x06errors2\x9a\x03\n" +
-	"\bLandlord\x128\n" +
-	"\x05Renew\x12\x16.djinn.v1.RenewRequest\x1a\x17.djinn.v1.RenewResponse\x12;\n" +
+	"\x06errors\x18\x01 \x03(\v2\x16.djinn.v1.IndexedErrorR\x06errors2\x9f\x03\n" +
+	"\bLandlord\x12=\n" +
+	"\x05Renew\x12\x16.djinn.v1.RenewRequest\x1a\x17.djinn.v1.RenewResponse\"\x03\x90\x02\x02\x12;\n" +
 	"\x06Cancel\x12\x17.djinn.v1.CancelRequest\x1a\x18.djinn.v1.CancelResponse\x12A\n" +
 	"\bRenewAll\x12\x19.djinn.v1.RenewAllRequest\x1a\x1a.djinn.v1.RenewAllResponse\x12D\n" +
 	"\tCancelAll\x12\x1a.djinn.v1.CancelAllRequest\x1a\x1b.djinn.v1.CancelAllResponse\x12H\n" +

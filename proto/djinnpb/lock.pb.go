@@ -1239,7 +1239,7 @@ const file_djinn_v1_lock_proto_rawDesc = "" +
 	"\x0eLOCK_MODE_READ\x10\x02\x12\x15\n" +
 	"\x11LOCK_MODE_UPGRADE\x10\x03\x12\x1d\n" +
 	"\x19LOCK_MODE_INTENTION_WRITE\x10\x04\x12\x13\n" +
-	"\x0fLOCK_MODE_WRITE\x10\x052\xad\x04\n" +
+	"\x0fLOCK_MODE_WRITE\x10\x052\xb7\x04\n" +
 	"\vLockService\x12E\n" +
 	"\tCreateSet\x12\x1e.djinn.v1.CreateLockSetRequest\x1a\x18.djinn.v1.LockSetCreated\x12D\n" +
 	"\vCreateOwner\x12 .djinn.v1.CreateLockOwnerRequest\x1a\x13.djinn.v1.LockOwner\x125\n" +
@@ -1247,9 +1247,9 @@ const file_djinn_v1_lock_proto_rawDesc = "" +
 	"\n" +
 	"ChangeMode\x12\x1b.djinn.v1.ChangeModeRequest\x1a\x16.djinn.v1.LockResponse\x12;\n" +
 	"\x06Unlock\x12\x17.djinn.v1.UnlockRequest\x1a\x18.djinn.v1.UnlockResponse\x12D\n" +
-	"\tDropLocks\x12\x1a.djinn.v1.DropLocksRequest\x1a\x1b.djinn.v1.DropLocksResponse\x12B\n" +
-	"\bDescribe\x12\x18.djinn.v1.LockSetRequest\x1a\x1c.djinn.v1.LockSetDescription\x12P\n" +
-	"\rValidateFence\x12\x1e.djinn.v1.ValidateFenceRequest\x1a\x1f.djinn.v1.ValidateFenceResponseB1Z/github.com/djinn-go/djinn/proto/djinnpb;djinnpbb\x06proto3"
+	"\tDropLocks\x12\x1a.djinn.v1.DropLocksRequest\x1a\x1b.djinn.v1.DropLocksResponse\x12G\n" +
+	"\bDescribe\x12\x18.djinn.v1.LockSetRequest\x1a\x1c.djinn.v1.LockSetDescription\"\x03\x90\x02\x01\x12U\n" +
+	"\rValidateFence\x12\x1e.djinn.v1.ValidateFenceRequest\x1a\x1f.djinn.v1.ValidateFenceResponse\"\x03\x90\x02\x01B1Z/github.com/djinn-go/djinn/proto/djinnpb;djinnpbb\x06proto3"
 
 var (
 	file_djinn_v1_lock_proto_rawDescOnce sync.Once

@@ -1760,19 +1760,19 @@ const file_djinn_v1_lookup_proto_rawDesc = "" +
 	"\x16TRANSITION_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18TRANSITION_MATCH_NOMATCH\x10\x01\x12\x1c\n" +
 	"\x18TRANSITION_NOMATCH_MATCH\x10\x02\x12\x1a\n" +
-	"\x16TRANSITION_MATCH_MATCH\x10\x042\xaf\x06\n" +
+	"\x16TRANSITION_MATCH_MATCH\x10\x042\xc8\x06\n" +
 	"\rLookupService\x12D\n" +
-	"\bRegister\x12\x19.djinn.v1.RegisterRequest\x1a\x1d.djinn.v1.ServiceRegistration\x12;\n" +
-	"\x06Lookup\x12\x17.djinn.v1.LookupRequest\x1a\x18.djinn.v1.LookupResponse\x12H\n" +
+	"\bRegister\x12\x19.djinn.v1.RegisterRequest\x1a\x1d.djinn.v1.ServiceRegistration\x12@\n" +
+	"\x06Lookup\x12\x17.djinn.v1.LookupRequest\x1a\x18.djinn.v1.LookupResponse\"\x03\x90\x02\x01\x12H\n" +
 	"\fLookupStream\x12\x15.djinn.v1.LookupBatch\x1a\x1d.djinn.v1.LookupBatchResponse(\x010\x01\x12D\n" +
 	"\x06Notify\x12\x1d.djinn.v1.LookupNotifyRequest\x1a\x1b.djinn.v1.EventRegistration\x12J\n" +
 	"\rAddAttributes\x12\x1b.djinn.v1.AttributesRequest\x1a\x1c.djinn.v1.AttributesResponse\x12M\n" +
 	"\x10ModifyAttributes\x12\x1b.djinn.v1.AttributesRequest\x1a\x1c.djinn.v1.AttributesResponse\x12J\n" +
-	"\rSetAttributes\x12\x1b.djinn.v1.AttributesRequest\x1a\x1c.djinn.v1.AttributesResponse\x12F\n" +
-	"\rGetEntryTypes\x12\x17.djinn.v1.BrowseRequest\x1a\x1c.djinn.v1.EntryTypesResponse\x12H\n" +
-	"\x0eGetFieldValues\x12\x17.djinn.v1.BrowseRequest\x1a\x1d.djinn.v1.FieldValuesResponse\x12J\n" +
-	"\x0fGetServiceTypes\x12\x17.djinn.v1.BrowseRequest\x1a\x1e.djinn.v1.ServiceTypesResponse\x12F\n" +
-	"\fGetRegistrar\x12\x1d.djinn.v1.GetRegistrarRequest\x1a\x17.djinn.v1.RegistrarInfoB1Z/github.com/djinn-go/djinn/proto/djinnpb;djinnpbb\x06proto3"
+	"\rSetAttributes\x12\x1b.djinn.v1.AttributesRequest\x1a\x1c.djinn.v1.AttributesResponse\x12K\n" +
+	"\rGetEntryTypes\x12\x17.djinn.v1.BrowseRequest\x1a\x1c.djinn.v1.EntryTypesResponse\"\x03\x90\x02\x01\x12M\n" +
+	"\x0eGetFieldValues\x12\x17.djinn.v1.BrowseRequest\x1a\x1d.djinn.v1.FieldValuesResponse\"\x03\x90\x02\x01\x12O\n" +
+	"\x0fGetServiceTypes\x12\x17.djinn.v1.BrowseRequest\x1a\x1e.djinn.v1.ServiceTypesResponse\"\x03\x90\x02\x01\x12K\n" +
+	"\fGetRegistrar\x12\x1d.djinn.v1.GetRegistrarRequest\x1a\x17.djinn.v1.RegistrarInfo\"\x03\x90\x02\x01B1Z/github.com/djinn-go/djinn/proto/djinnpb;djinnpbb\x06proto3"
 
 var (
 	file_djinn_v1_lookup_proto_rawDescOnce sync.Once

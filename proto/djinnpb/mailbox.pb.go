@@ -688,10 +688,10 @@ const file_djinn_v1_mailbox_proto_rawDesc = "" +
 	"\x17AddUnknownEventsRequest\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\fR\x0eregistrationId\x12*\n" +
 	"\x06events\x18\x02 \x03(\v2\x12.djinn.v1.EventKeyR\x06events\"\x1a\n" +
-	"\x18AddUnknownEventsResponse2\xac\x04\n" +
+	"\x18AddUnknownEventsResponse2\xb1\x04\n" +
 	"\fEventMailbox\x12K\n" +
-	"\bRegister\x12 .djinn.v1.MailboxRegisterRequest\x1a\x1d.djinn.v1.MailboxRegistration\x12V\n" +
-	"\x0fGetRegistration\x12$.djinn.v1.MailboxRegistrationRequest\x1a\x1d.djinn.v1.MailboxRegistration\x12S\n" +
+	"\bRegister\x12 .djinn.v1.MailboxRegisterRequest\x1a\x1d.djinn.v1.MailboxRegistration\x12[\n" +
+	"\x0fGetRegistration\x12$.djinn.v1.MailboxRegistrationRequest\x1a\x1d.djinn.v1.MailboxRegistration\"\x03\x90\x02\x01\x12S\n" +
 	"\x0eEnableDelivery\x12\x1f.djinn.v1.EnableDeliveryRequest\x1a .djinn.v1.EnableDeliveryResponse\x12Z\n" +
 	"\x0fDisableDelivery\x12$.djinn.v1.MailboxRegistrationRequest\x1a!.djinn.v1.DisableDeliveryResponse\x127\n" +
 	"\x04Pull\x12\x15.djinn.v1.PullRequest\x1a\x16.djinn.v1.PullResponse0\x01\x122\n" +

@@ -1303,16 +1303,16 @@ const file_djinn_v1_txn_proto_rawDesc = "" +
 	"\x16PARTICIPANT_OP_PREPARE\x10\x01\x12\x19\n" +
 	"\x15PARTICIPANT_OP_COMMIT\x10\x02\x12\x18\n" +
 	"\x14PARTICIPANT_OP_ABORT\x10\x03\x12%\n" +
-	"!PARTICIPANT_OP_PREPARE_AND_COMMIT\x10\x042\x83\x05\n" +
+	"!PARTICIPANT_OP_PREPARE_AND_COMMIT\x10\x042\x92\x05\n" +
 	"\x12TransactionManager\x12J\n" +
 	"\x06Create\x12\".djinn.v1.CreateTransactionRequest\x1a\x1c.djinn.v1.CreatedTransaction\x12K\n" +
-	"\x04Join\x12 .djinn.v1.JoinTransactionRequest\x1a!.djinn.v1.JoinTransactionResponse\x12L\n" +
-	"\bGetState\x12\x1c.djinn.v1.TransactionRequest\x1a\".djinn.v1.TransactionStateResponse\x12U\n" +
+	"\x04Join\x12 .djinn.v1.JoinTransactionRequest\x1a!.djinn.v1.JoinTransactionResponse\x12Q\n" +
+	"\bGetState\x12\x1c.djinn.v1.TransactionRequest\x1a\".djinn.v1.TransactionStateResponse\"\x03\x90\x02\x01\x12U\n" +
 	"\x06Commit\x12$.djinn.v1.CompleteTransactionRequest\x1a%.djinn.v1.CompleteTransactionResponse\x12T\n" +
-	"\x05Abort\x12$.djinn.v1.CompleteTransactionRequest\x1a%.djinn.v1.CompleteTransactionResponse\x12J\n" +
-	"\bDescribe\x12\x1c.djinn.v1.TransactionRequest\x1a .djinn.v1.TransactionDescription\x12>\n" +
-	"\aPromote\x12\x18.djinn.v1.PromoteRequest\x1a\x19.djinn.v1.PromoteResponse\x12M\n" +
-	"\x04List\x12!.djinn.v1.ListTransactionsRequest\x1a\".djinn.v1.ListTransactionsResponse2\xfb\x02\n" +
+	"\x05Abort\x12$.djinn.v1.CompleteTransactionRequest\x1a%.djinn.v1.CompleteTransactionResponse\x12O\n" +
+	"\bDescribe\x12\x1c.djinn.v1.TransactionRequest\x1a .djinn.v1.TransactionDescription\"\x03\x90\x02\x01\x12>\n" +
+	"\aPromote\x12\x18.djinn.v1.PromoteRequest\x1a\x19.djinn.v1.PromoteResponse\x12R\n" +
+	"\x04List\x12!.djinn.v1.ListTransactionsRequest\x1a\".djinn.v1.ListTransactionsResponse\"\x03\x90\x02\x012\xfb\x02\n" +
 	"\x16TransactionParticipant\x12B\n" +
 	"\aPrepare\x12\x1c.djinn.v1.ParticipantRequest\x1a\x19.djinn.v1.PrepareResponse\x12E\n" +
 	"\x06Commit\x12\x1c.djinn.v1.ParticipantRequest\x1a\x1d.djinn.v1.ParticipantResponse\x12D\n" +
