@@ -29,7 +29,8 @@ import (
 // error conversion and leader following of the others see a session call
 // as they see a unary one. Calls that go on their own regardless: calls
 // any member of a cluster may serve (they are spread over the members,
-// while a cluster's session goes to the leader), calls with call options
+// while a cluster's session goes to the leader), calls of a cluster whose
+// leader is unknown or down (they are spread too, until it is known), calls with call options
 // a session cannot honour (WaitForReady, per-call credentials, ...),
 // requests over sessionCallBytes, calls to a server without sessions (it
 // answers Open with Unimplemented: the connection stops trying), and calls
@@ -139,15 +140,20 @@ func (sc *sessionConn) stream(cc *grpc.ClientConn, method string) *sessionStream
 	}
 	leader := ""
 	if sc.leader != nil {
-		if ep, ready := sc.leader(); ready {
-			leader = ep
+		ep, ready := sc.leader()
+		if !ready {
+			// No leader to pin a session to: the call goes on its own,
+			// and the picker spreads such calls over the members up, as
+			// it would without sessions.
+			return nil
 		}
+		leader = ep
 	}
 	if st := sc.cur; st != nil {
 		if !st.usable() {
 			sc.cur = nil
-		} else if leader != "" && leader != st.leader {
-			st.drain() // the leader moved, or is known now: new calls go to it
+		} else if leader != st.leader {
+			st.drain() // the leader moved: new calls go to it
 			sc.cur = nil
 		}
 	}

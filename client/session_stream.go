@@ -24,7 +24,7 @@ type sessionStream struct {
 	sc *sessionConn
 	cc *grpc.ClientConn
 	// leader, on a cluster's connection, is the leader's endpoint when st
-	// was opened with a connection to it up ("" otherwise): where it went.
+	// was opened (with a connection to it up): where it went.
 	leader string
 	wake   chan struct{} // 1-buffered: calls or cancellations to send
 
