@@ -283,9 +283,17 @@ func TestSessionAnswersOutOfOrder(t *testing.T) {
 	if _, err := ls.Lock(ctx, &djinnpb.LockRequest{SetId: set.GetSetId(), Holder: a, Mode: w}); err != nil {
 		t.Fatal(err)
 	}
+	waiters := func(n int) func() bool {
+		return func() bool {
+			d, err := ls.Describe(ctx, &djinnpb.LockSetRequest{SetId: set.GetSetId()})
+			return err == nil && len(d.GetWaiters()) == n
+		}
+	}
 	s := openSession(t, unaryConn(t, srv.Addr()))
 	s.call(1, djinnpb.LockService_Lock_FullMethodName, &djinnpb.LockRequest{SetId: set.GetSetId(), Holder: b, Mode: w})
+	servertest.Eventually(t, "the first lock to wait", waiters(1))
 	s.call(2, djinnpb.LockService_Lock_FullMethodName, &djinnpb.LockRequest{SetId: set.GetSetId(), Holder: c, Mode: w})
+	servertest.Eventually(t, "the second lock to wait", waiters(2))
 	s.call(3, djinnpb.Landlord_Renew_FullMethodName, &djinnpb.RenewRequest{Cookie: set.GetLease().GetCookie(), DurationNanos: int64(time.Minute)})
 	if err := s.result(3, &djinnpb.RenewResponse{}); err != nil {
 		t.Fatalf("a renewal after two waiting locks: %v", err)
