@@ -65,8 +65,13 @@ type Config struct {
 	SnapshotThreshold uint64        // default 65536 entries
 	WALSegmentSize    int           // bytes; default 64 MiB
 
-	// wrapLogs, in tests, stands between raft and the log it writes.
-	wrapLogs func(raft.LogStore) raft.LogStore
+	// wrapLogs, in tests, stands between raft and the log it writes;
+	// wrapStable between raft and its stable store.
+	wrapLogs   func(raft.LogStore) raft.LogStore
+	wrapStable func(raft.StableStore) raft.StableStore
+	// onDrain, in tests, runs when Close begins to wait for the
+	// transport's connection handlers.
+	onDrain func()
 }
 
 // Node is one member of a djinn cluster.
@@ -78,6 +83,7 @@ type Node struct {
 	log   *wal.WAL
 	snaps *snapStore
 	trans *raft.NetworkTransport
+	conns *trackedStream // the transport's accepted connections
 	notes chan bool
 	logs  *failStop // the log as raft writes it
 
@@ -163,7 +169,7 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 		return nil, disk.WithRecovery(fmt.Errorf("data directory %s: %w", cfg.DataDir, err), recovery(cfg.DataDir))
 	}
 	n.log, n.snaps = st.log, st.snaps
-	n.trans, err = newTransport(cfg, hlog)
+	n.trans, n.conns, err = newTransport(cfg, hlog)
 	if err != nil {
 		n.log.Close()
 		return nil, err
@@ -185,8 +191,12 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 		logs = cfg.wrapLogs(logs)
 	}
 	n.logs = newFailStop(logs, cfg.OnLogWrite)
+	var stable raft.StableStore = n.log
+	if cfg.wrapStable != nil {
+		stable = cfg.wrapStable(stable)
+	}
 	f := &fsm{sm: sm, applied: n.appliedTo}
-	n.raft, err = raft.NewRaft(rc, f, n.logs, n.log, n.snaps, n.trans)
+	n.raft, err = raft.NewRaft(rc, f, n.logs, stable, n.snaps, n.trans)
 	if err != nil {
 		n.closeStores()
 		if why := st.restoreFailure(dir, f.lastRestoreErr()); why != nil {
@@ -200,18 +210,18 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	return n, nil
 }
 
-func newTransport(cfg Config, hlog hclog.Logger) (*raft.NetworkTransport, error) {
+func newTransport(cfg Config, hlog hclog.Logger) (*raft.NetworkTransport, *trackedStream, error) {
 	var adv net.Addr
 	if cfg.AdvertiseRaft != "" {
 		a, err := net.ResolveTCPAddr("tcp", cfg.AdvertiseRaft)
 		if err != nil {
-			return nil, djinn.Errorf(djinn.InvalidArgument, "raft advertise address %q: %v", cfg.AdvertiseRaft, err)
+			return nil, nil, djinn.Errorf(djinn.InvalidArgument, "raft advertise address %q: %v", cfg.AdvertiseRaft, err)
 		}
 		adv = a
 	}
 	ln, err := net.Listen("tcp", cfg.RaftAddr)
 	if err != nil {
-		return nil, fmt.Errorf("raft address %s: %w", cfg.RaftAddr, err)
+		return nil, nil, fmt.Errorf("raft address %s: %w", cfg.RaftAddr, err)
 	}
 	if adv == nil {
 		adv = ln.Addr()
@@ -222,9 +232,13 @@ func newTransport(cfg Config, hlog hclog.Logger) (*raft.NetworkTransport, error)
 	} else {
 		stream = &tcpStream{Listener: ln, advertise: adv}
 	}
+	tracked := newTrackedStream(stream)
+	if cfg.onDrain != nil {
+		tracked.onDrain = cfg.onDrain
+	}
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: stream, MaxPool: 4, Timeout: 10 * time.Second, Logger: hlog,
-	}), nil
+		Stream: tracked, MaxPool: 4, Timeout: 10 * time.Second, Logger: hlog,
+	}), tracked, nil
 }
 
 type tcpStream struct {
@@ -469,6 +483,11 @@ func (n *Node) Close() error {
 	<-n.done
 	n.proposer.close() // raft, still running, answers what is in flight
 	err := n.raft.Shutdown().Error()
+	// The transport's handlers outlive raft: a heartbeat accepted before
+	// the shutdown may still write the term. Wait for them before reading
+	// the log's end and closing the stores.
+	n.trans.Close()
+	n.conns.drained()
 	stop, ok := n.lastEntry()
 	n.closeStores()
 	if err == nil && ok {
@@ -497,9 +516,12 @@ func (n *Node) lastEntry() (cleanStop, bool) {
 	return cleanStop{LastIndex: last, LastTerm: e.Term}, true
 }
 
+// closeStores closes the transport, waits until no handler of a connection
+// it accepted can reach the stores, then closes them.
 func (n *Node) closeStores() {
 	if n.trans != nil {
 		n.trans.Close()
+		n.conns.drained()
 	}
 	if n.log != nil {
 		n.log.Close()
