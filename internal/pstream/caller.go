@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -14,6 +15,11 @@ import (
 	"github.com/djinn-go/djinn/internal/grpcerr"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
+
+// Idle is how long a stream with no call waiting stays open: then it
+// closes, and the next call to its endpoint opens another, so that
+// participants that come and go hold nothing here.
+const Idle = 30 * time.Second
 
 // MaxUnary bounds the unary calls in flight to one participant endpoint
 // that does not serve the stream; the calls beyond it wait their turn in a
@@ -28,6 +34,9 @@ type Caller struct {
 	conn   func(endpoint string) (grpc.ClientConnInterface, error)
 	ctx    context.Context // the streams': ends with Close
 	cancel context.CancelFunc
+	idle   time.Duration
+	// closedIdle, when set, hears of each stream closed idle (tests).
+	closedIdle func(addr string)
 
 	mu        sync.Mutex
 	endpoints map[string]*endpoint // guarded by mu
@@ -36,7 +45,7 @@ type Caller struct {
 // NewCaller returns a Caller that reaches an endpoint through conn.
 func NewCaller(conn func(endpoint string) (grpc.ClientConnInterface, error)) *Caller {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Caller{conn: conn, ctx: ctx, cancel: cancel, endpoints: map[string]*endpoint{}}
+	return &Caller{conn: conn, ctx: ctx, cancel: cancel, idle: Idle, endpoints: map[string]*endpoint{}}
 }
 
 // Close ends the streams; their calls under way fail as Unavailable.
@@ -197,13 +206,23 @@ func (s *callStream) run() {
 	s.send()
 }
 
-// send sends the queued calls until the stream ends.
+// send sends the queued calls until the stream ends, or until it has
+// had no call waiting for the idle time.
 func (s *callStream) send() {
+	idle := time.NewTimer(s.ep.c.idle)
+	defer idle.Stop()
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
+		case <-idle.C:
+			if s.closeIdle() {
+				return
+			}
+			idle.Reset(s.ep.c.idle)
+			continue
 		case <-s.wake:
+			idle.Reset(s.ep.c.idle)
 		}
 		s.mu.Lock()
 		q := s.queue
@@ -218,6 +237,37 @@ func (s *callStream) send() {
 			}
 		}
 	}
+}
+
+// closeIdle closes the stream if no call waits on it; the next call to
+// the endpoint opens another.
+func (s *callStream) closeIdle() bool {
+	s.mu.Lock()
+	if len(s.pending) > 0 || len(s.queue) > 0 {
+		s.mu.Unlock()
+		return false
+	}
+	s.broken = true
+	s.mu.Unlock()
+	s.cancel()
+	ep := s.ep
+	ep.mu.Lock()
+	if ep.stream == s {
+		ep.stream = nil
+	}
+	unused := ep.stream == nil && ep.inflight == 0 && len(ep.queue) == 0
+	ep.mu.Unlock()
+	if unused {
+		ep.c.mu.Lock()
+		if ep.c.endpoints[ep.addr] == ep {
+			delete(ep.c.endpoints, ep.addr)
+		}
+		ep.c.mu.Unlock()
+	}
+	if f := ep.c.closedIdle; f != nil {
+		f(ep.addr)
+	}
+	return true
 }
 
 // take removes and returns call id's pending, nil when it is gone.

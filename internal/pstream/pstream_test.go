@@ -277,3 +277,37 @@ func TestServeEndsAtShutdown(t *testing.T) {
 		t.Fatalf("call under way at the participant's shutdown: %+v, want Unavailable", got)
 	}
 }
+
+// A stream with no call waiting for the idle time closes, and leaves
+// nothing behind for its endpoint; the next call opens another.
+func TestIdleStreamCloses(t *testing.T) {
+	p := &participant{handle: func(ctx context.Context, op djinnpb.ParticipantOp, req *djinnpb.ParticipantRequest) (djinnpb.TransactionState, error) {
+		return djinnpb.TransactionState_TRANSACTION_STATE_PREPARED, nil
+	}}
+	c, _ := serve(t, p)
+	closed := make(chan string, 1)
+	c.idle, c.closedIdle = time.Millisecond, func(addr string) { closed <- addr }
+	if a := await(t, call(t.Context(), c, djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE, 1)); a.err != nil {
+		t.Fatal(a.err)
+	}
+	select {
+	case addr := <-closed:
+		if addr != "p:1" {
+			t.Fatalf("closed the stream to %s", addr)
+		}
+	case <-time.After(wait):
+		t.Fatal("the idle stream never closed")
+	}
+	c.mu.Lock()
+	n := len(c.endpoints)
+	c.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d endpoints held after the stream closed idle, want 0", n)
+	}
+	if a := await(t, call(t.Context(), c, djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE, 2)); a.err != nil {
+		t.Fatal(a.err)
+	}
+	if got := p.streams.Load(); got != 2 {
+		t.Fatalf("%d streams opened, want a second after the first closed idle", got)
+	}
+}
