@@ -33,7 +33,7 @@ func (f *fixture) restart() *fixture {
 	g.lessor = lease.NewLessor(m.Leases, g.log, lease.Config{Slack: 10 * time.Second})
 	self := djinn.Ref{Endpoint: "127.0.0.1:4161", Service: m.ServiceID(), Object: djinn.ID{'t'}}
 	svc, err := txn.New(log.State, g.lessor, g.log, time.Now, func() djinn.Ref { return self }, txn.Config{
-		Participants: txn.Blocking(f.parts), VoteTimeout: 5 * time.Second, Abandon: time.Minute, Retention: time.Hour, Managers: f.managers,
+		Participants: remote{f.parts}, VoteTimeout: 5 * time.Second, Abandon: time.Minute, Retention: time.Hour, Managers: f.managers,
 	})
 	if err != nil {
 		f.t.Fatal(err)

@@ -150,17 +150,27 @@ func newFixtureWith(t *testing.T, managers txn.Managers) *fixture {
 	return newFixtureConfig(t, managers, nil)
 }
 
+// remote calls the fake participants as participants in other processes
+// are called: each call returns at once, and its answer comes from a
+// goroutine of its own, so that a participant slow to answer holds none
+// of the manager's workers.
+type remote struct{ b txn.BlockingParticipants }
+
+func (r remote) Call(ctx context.Context, op txn.Op, p *djinnpb.Ref, mgr djinn.Ref, id uint64, done func(djinnpb.TransactionState, error)) {
+	go func() { done(txn.CallBlocking(ctx, r.b, op, p, mgr, id)) }()
+}
+
 // newFixtureConfig is newFixtureWith with the manager's configuration
 // changed by configure, if not nil.
-func newFixtureConfig(t *testing.T, managers txn.Managers, configure func(*txn.Config)) *fixture {
+func newFixtureConfig(t *testing.T, managers txn.Managers, configure func(*txn.Config, *fakeParts)) *fixture {
 	f := &fixture{t: t, managers: managers, log: statetest.For(newTxnState), parts: &fakeParts{vote: map[string]djinnpb.TransactionState{}, fail: map[string]error{}, opErr: map[string]error{}, slow: map[string]time.Duration{}}}
 	f.lessor = lease.NewLessor(f.log.M.Leases, f.log, lease.Config{Slack: 10 * time.Second})
 	self := djinn.Ref{Endpoint: "127.0.0.1:4161", Service: f.log.M.ServiceID(), Object: djinn.ID{'t'}}
 	cfg := txn.Config{
-		Participants: txn.Blocking(f.parts), VoteTimeout: 5 * time.Second, Abandon: time.Minute, Retention: time.Hour, Managers: f.managers,
+		Participants: remote{f.parts}, VoteTimeout: 5 * time.Second, Abandon: time.Minute, Retention: time.Hour, Managers: f.managers,
 	}
 	if configure != nil {
-		configure(&cfg)
+		configure(&cfg, f.parts)
 	}
 	svc, err := txn.New(f.log.State, f.lessor, f.log, time.Now, func() djinn.Ref { return self }, cfg)
 	if err != nil {

@@ -381,6 +381,7 @@ func (v *vote) finish() {
 	s := v.s
 	v.mu.Lock()
 	n := v.stopTimersLocked()
+	v.fast = false // deciding: no VOTING record any more
 	votes, silent := v.votes, v.silent
 	v.mu.Unlock()
 	defer v.release(n)

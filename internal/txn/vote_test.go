@@ -214,11 +214,12 @@ func TestVotingFirstForShortLeaseOrRetry(t *testing.T) {
 }
 
 // The votes share Workers goroutines: with 2, no more than 2 calls to
-// participants that block on the worker run at once, however many
-// transactions commit together, and every one commits.
+// participants that block on the worker (participants in the manager's
+// process) run at once, however many transactions commit together, and
+// every one commits.
 func TestVotesShareBoundedWorkers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFixtureConfig(t, nil, func(c *txn.Config) { c.Workers = 2 })
+		f := newFixtureConfig(t, nil, func(c *txn.Config, parts *fakeParts) { c.Workers, c.Participants = 2, txn.Blocking(parts) })
 		defer f.stop()
 		f.parts.mu.Lock()
 		for _, n := range []string{"a", "b", "c"} {
