@@ -50,8 +50,13 @@ func TestDashboardAndAlertsNameExportedSeries(t *testing.T) {
 			}
 		}
 	}
-	srvs := servertest.StartCluster(t, 3, nil)
-	leader := servertest.Leader(srvs...)
+	// Timeouts that keep leadership steady under the race detector and
+	// parallel tests: the population is written through one leader.
+	srvs := servertest.StartCluster(t, 3, func(c *server.Config) {
+		c.Raftcfg.HeartbeatTimeout = server.Duration(500 * time.Millisecond)
+		c.Raftcfg.ElectionTimeout = server.Duration(500 * time.Millisecond)
+	})
+	leader := servertest.ServingLeader(t, srvs...)
 	c := servertest.Dial(t, leader.Addr())
 	servertest.Populate(t, c, leader.Addr(), time.Minute)
 	// Series that record an event (a replication round, an outgoing

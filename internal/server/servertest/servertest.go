@@ -131,9 +131,32 @@ func StartCluster(t testing.TB, n int, configure func(*server.Config)) []*server
 				}
 			}
 		}
-		return Leader(ss...) != nil
+		return serving(Leader(ss...))
 	})
 	return ss
+}
+
+// ServingLeader waits until a member of ss leads and serves writes (its
+// leases taken over: a leader just elected refuses them as not ready for a
+// moment), and returns it.
+func ServingLeader(t testing.TB, ss ...*server.Server) *server.Server {
+	t.Helper()
+	var l *server.Server
+	Eventually(t, "a leader serving writes", func() bool {
+		l = Leader(ss...)
+		return serving(l)
+	})
+	return l
+}
+
+// serving reports whether l is not nil, leads and serves writes.
+func serving(l *server.Server) bool {
+	if l == nil {
+		return false
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // WaitReady looks once before it waits
+	return l.WaitReady(ctx) == nil && l.Node().IsLeader()
 }
 
 // testLog writes to a test's log until the test is over: a server's
