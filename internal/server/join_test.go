@@ -495,3 +495,48 @@ func TestJoinGroupsMulticast(t *testing.T) {
 		return len(byType(t, rb, service.TransactionManagerType, ofCluster(ca.ServiceID()))) == 0
 	})
 }
+
+// TestJoinMutualTLS: under mutual TLS the servers register their services
+// over TLS with their peer certificates, so the items are the peers'
+// principal's: a client cannot replace one under its service id, nor
+// change a service's join without being a configured operator.
+func TestJoinMutualTLS(t *testing.T) {
+	t.Parallel()
+	pki := servertest.NewPKI(t)
+	cfg := servertest.Config(t)
+	cfg.TLS = server.TLSConfig{Cert: pki.ServerCert, Key: pki.ServerKey, CA: pki.CA, ClientAuth: true}
+	cfg.Security.Operators = []string{"cn:op"}
+	srv := servertest.Start(t, cfg)
+	alice := servertest.Dial(t, srv.Addr(), client.WithTLS(pki.TLSFor(pki.NewClient(t, "alice"))))
+	ctx := testContext(t)
+	r, err := alice.Lookup(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := joined(t, r, alice.ServiceID(), 1)
+	txn := items["txn"]
+
+	// alice registers an item under the transaction manager's id.
+	fake := service.Item{ID: txn.ID, Service: []byte("djinn://127.0.0.1:9/" + djinn.NewID().String() + "/" + djinn.NewID().String()),
+		Types: []string{service.TransactionManagerType}}
+	if _, err := r.Register(ctx, fake, time.Minute); err == nil {
+		t.Error("a client replaced the server's transaction manager item under its service id")
+	}
+	if got := byType(t, r, service.TransactionManagerType); len(got) != 1 || string(got[0].Service) != string(txn.Service) {
+		t.Errorf("the transaction manager's items after alice's try: %v", got)
+	}
+
+	asAlice := djinnpb.NewJoinAdminClient(alice.ClientConn())
+	req := &djinnpb.JoinAttributesRequest{Service: "txn", Attributes: wire.Entries([]service.Entry{nameEntry("payments")})}
+	if _, err := asAlice.AddLookupAttributes(ctx, req); !errors.Is(err, djinn.ErrPermissionDenied) {
+		t.Errorf("alice changes the join: %v, want PermissionDenied", err)
+	}
+	op := servertest.Dial(t, srv.Addr(), client.WithTLS(pki.TLSFor(pki.NewClient(t, "op"))))
+	if _, err := djinnpb.NewJoinAdminClient(op.ClientConn()).AddLookupAttributes(ctx, req); err != nil {
+		t.Fatalf("the operator changes the join: %v", err)
+	}
+	payments := service.EntryTemplate{Type: "Name", Fields: []service.Field{{Name: "name", Value: service.NewString("payments")}}}
+	servertest.Eventually(t, "the operator's attribute seen over TLS", func() bool {
+		return len(byType(t, r, service.TransactionManagerType, payments)) == 1
+	})
+}
