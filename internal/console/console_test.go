@@ -57,36 +57,43 @@ func serve(t *testing.T, src Source) *httptest.Server {
 	return srv
 }
 
+// post sends a form naming target t1 to path, with the operator's secret
+// and the confirmation if given, and answers the status code.
+func post(t *testing.T, srv *httptest.Server, path, secret string, confirmed bool) int {
+	t.Helper()
+	req, _ := http.NewRequest("POST", srv.URL+path, strings.NewReader("target=t1"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if confirmed {
+		req.Header.Set(ConfirmHeader, "yes")
+	}
+	if secret != "" {
+		req.Header.Set("Djinn-Join-Secret", secret)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// get fetches path and answers the status code and the body.
+func get(t *testing.T, srv *httptest.Server, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(srv.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
 func TestConsoleRoutes(t *testing.T) {
 	m := &memSource{}
 	done := make(chan struct{})
 	defer close(done)
 	srv := serve(t, m.source(done))
-	post := func(path, secret string, confirmed bool) int {
-		req, _ := http.NewRequest("POST", srv.URL+path, strings.NewReader("target=t1"))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		if confirmed {
-			req.Header.Set(ConfirmHeader, "yes")
-		}
-		if secret != "" {
-			req.Header.Set("Djinn-Join-Secret", secret)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
-	get := func(path string) (int, string) {
-		resp, err := http.Get(srv.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
 	for _, tt := range []struct {
 		path string
 		code int
@@ -101,11 +108,18 @@ func TestConsoleRoutes(t *testing.T) {
 		{"/api/view/nothing", 404, "no such page"},
 		{"/console/missing.js", 404, ""},
 	} {
-		code, body := get(tt.path)
+		code, body := get(t, srv, tt.path)
 		if code != tt.code || !strings.Contains(body, tt.body) {
 			t.Errorf("GET %s: %d %.80q, want %d with %q", tt.path, code, body, tt.code, tt.body)
 		}
 	}
+}
+
+func TestConsoleActions(t *testing.T) {
+	m := &memSource{}
+	done := make(chan struct{})
+	defer close(done)
+	srv := serve(t, m.source(done))
 	for _, tt := range []struct {
 		name, path, secret string
 		confirmed          bool
@@ -117,14 +131,14 @@ func TestConsoleRoutes(t *testing.T) {
 		{"unknown action", "/api/action/things/burn", "s3cret", true, 400},
 		{"done", "/api/action/things/drop", "s3cret", true, 200},
 	} {
-		if code := post(tt.path, tt.secret, tt.confirmed); code != tt.code {
+		if code := post(t, srv, tt.path, tt.secret, tt.confirmed); code != tt.code {
 			t.Errorf("%s: POST %s answered %d, want %d", tt.name, tt.path, code, tt.code)
 		}
 	}
 	if got, _ := m.acted.Load().(string); got != "things drop t1" {
 		t.Errorf("acted %q, want the one confirmed operator's drop", got)
 	}
-	if code := post("/api/view/things", "s3cret", true); code != http.StatusMethodNotAllowed {
+	if code := post(t, srv, "/api/view/things", "s3cret", true); code != http.StatusMethodNotAllowed {
 		t.Errorf("POST to a view: %d, want 405", code)
 	}
 }

@@ -69,152 +69,165 @@ func callSeqs(calls []call) [][]int64 {
 	return out
 }
 
+// deliveryScenario is one delivery story: the listener answers by script.
+type deliveryScenario struct {
+	name          string
+	maxBatch      int
+	script        []reply
+	onFailure     func(Item, error) Action // nil: the default policy, unrecorded
+	push          uint64
+	wantCalls     [][]int64
+	wantDelivered []uint64
+	wantFailures  []uint64
+	wantStats     Stats
+}
+
+// deliveryScenarios are the delivery stories of TestDeliveryScenarios.
+var deliveryScenarios = []deliveryScenario{{
+	name:          "in order across batches",
+	maxBatch:      3,
+	push:          10,
+	wantCalls:     [][]int64{{1, 2, 3}, {4, 5, 6}, {7, 8, 9}, {10}},
+	wantDelivered: []uint64{3, 6, 9, 10},
+	wantStats:     Stats{Sends: 4, Delivered: 10},
+}, {
+	name:          "partial accept resumes after the accepted prefix",
+	maxBatch:      4,
+	script:        []reply{{2, errDown}},
+	push:          6,
+	wantCalls:     [][]int64{{1, 2, 3, 4}, {3, 4, 5, 6}},
+	wantDelivered: []uint64{2, 6},
+	wantStats:     Stats{Sends: 2, Delivered: 6, Retried: 1},
+}, {
+	name:          "indefinite failures are retried then succeed (EM.4.1)",
+	maxBatch:      2,
+	script:        []reply{{0, errDown}, {0, errDown}, {0, errDown}},
+	push:          2,
+	wantCalls:     [][]int64{{1, 2}, {1, 2}, {1, 2}, {1, 2}},
+	wantDelivered: []uint64{2},
+	wantStats:     Stats{Sends: 4, Delivered: 2, Retried: 3},
+}, {
+	name:          "definite failure stops the queue by default (EM.4.1)",
+	maxBatch:      3,
+	script:        []reply{{1, errGone}},
+	push:          5,
+	wantCalls:     [][]int64{{1, 2, 3}},
+	wantDelivered: []uint64{1},
+	wantStats:     Stats{Sends: 1, Delivered: 1, Failed: 4},
+}, {
+	name:         "Stop reports the failed item and drops the queue",
+	maxBatch:     3,
+	script:       []reply{{0, errDown}},
+	onFailure:    always(Stop),
+	push:         4,
+	wantCalls:    [][]int64{{1, 2, 3}},
+	wantFailures: []uint64{1},
+	wantStats:    Stats{Sends: 1, Failed: 4},
+}, {
+	name:          "Skip drops only the head item",
+	maxBatch:      3,
+	script:        []reply{{1, errUnknown}},
+	onFailure:     skipUnknown,
+	push:          4,
+	wantCalls:     [][]int64{{1, 2, 3}, {3, 4}},
+	wantDelivered: []uint64{1, 4},
+	wantFailures:  []uint64{2},
+	wantStats:     Stats{Sends: 2, Delivered: 3, Failed: 1},
+}, {
+	name:          "OnFailure may retry a definite failure",
+	maxBatch:      3,
+	script:        []reply{{0, errGone}},
+	onFailure:     always(Retry),
+	push:          2,
+	wantCalls:     [][]int64{{1, 2}, {1, 2}},
+	wantDelivered: []uint64{2},
+	wantFailures:  []uint64{1},
+	wantStats:     Stats{Sends: 2, Delivered: 2, Retried: 1},
+}, {
+	name:          "an unknown action counts as retry",
+	maxBatch:      3,
+	script:        []reply{{0, errGone}},
+	onFailure:     always(Action(42)),
+	push:          1,
+	wantCalls:     [][]int64{{1}, {1}},
+	wantDelivered: []uint64{1},
+	wantFailures:  []uint64{1},
+	wantStats:     Stats{Sends: 2, Delivered: 1, Retried: 1},
+}, {
+	name:          "a short answer without an error is an internal failure and retried",
+	maxBatch:      3,
+	script:        []reply{{1, nil}},
+	onFailure:     always(Retry),
+	push:          3,
+	wantCalls:     [][]int64{{1, 2, 3}, {2, 3}},
+	wantDelivered: []uint64{1, 3},
+	wantFailures:  []uint64{2},
+	wantStats:     Stats{Sends: 2, Delivered: 3, Retried: 1},
+}, {
+	name:          "an answer beyond the batch counts as all accepted",
+	maxBatch:      2,
+	script:        []reply{{5, errDown}},
+	push:          3,
+	wantCalls:     [][]int64{{1, 2}, {3}},
+	wantDelivered: []uint64{2, 3},
+	wantStats:     Stats{Sends: 2, Delivered: 3},
+}}
+
+// skipUnknown skips an item its listener does not know and retries others.
+func skipUnknown(_ Item, err error) Action {
+	if errors.Is(err, djinn.ErrUnknownEvent) {
+		return Skip
+	}
+	return Retry
+}
+
+// always answers a to every failure.
+func always(a Action) func(Item, error) Action { return func(Item, error) Action { return a } }
+
 // TestDeliveryScenarios pushes items 1..push for one key and lets an hour
 // of fake time pass: every row is one delivery story.
 func TestDeliveryScenarios(t *testing.T) {
-	skipUnknown := func(_ Item, err error) Action {
-		if errors.Is(err, djinn.ErrUnknownEvent) {
-			return Skip
-		}
-		return Retry
-	}
-	always := func(a Action) func(Item, error) Action { return func(Item, error) Action { return a } }
-	tests := []struct {
-		name          string
-		maxBatch      int
-		script        []reply
-		onFailure     func(Item, error) Action // nil: the default policy, unrecorded
-		push          uint64
-		wantCalls     [][]int64
-		wantDelivered []uint64
-		wantFailures  []uint64
-		wantStats     Stats
-	}{{
-		name:          "in order across batches",
-		maxBatch:      3,
-		push:          10,
-		wantCalls:     [][]int64{{1, 2, 3}, {4, 5, 6}, {7, 8, 9}, {10}},
-		wantDelivered: []uint64{3, 6, 9, 10},
-		wantStats:     Stats{Sends: 4, Delivered: 10},
-	}, {
-		name:          "partial accept resumes after the accepted prefix",
-		maxBatch:      4,
-		script:        []reply{{2, errDown}},
-		push:          6,
-		wantCalls:     [][]int64{{1, 2, 3, 4}, {3, 4, 5, 6}},
-		wantDelivered: []uint64{2, 6},
-		wantStats:     Stats{Sends: 2, Delivered: 6, Retried: 1},
-	}, {
-		name:          "indefinite failures are retried then succeed (EM.4.1)",
-		maxBatch:      2,
-		script:        []reply{{0, errDown}, {0, errDown}, {0, errDown}},
-		push:          2,
-		wantCalls:     [][]int64{{1, 2}, {1, 2}, {1, 2}, {1, 2}},
-		wantDelivered: []uint64{2},
-		wantStats:     Stats{Sends: 4, Delivered: 2, Retried: 3},
-	}, {
-		name:          "definite failure stops the queue by default (EM.4.1)",
-		maxBatch:      3,
-		script:        []reply{{1, errGone}},
-		push:          5,
-		wantCalls:     [][]int64{{1, 2, 3}},
-		wantDelivered: []uint64{1},
-		wantStats:     Stats{Sends: 1, Delivered: 1, Failed: 4},
-	}, {
-		name:         "Stop reports the failed item and drops the queue",
-		maxBatch:     3,
-		script:       []reply{{0, errDown}},
-		onFailure:    always(Stop),
-		push:         4,
-		wantCalls:    [][]int64{{1, 2, 3}},
-		wantFailures: []uint64{1},
-		wantStats:    Stats{Sends: 1, Failed: 4},
-	}, {
-		name:          "Skip drops only the head item",
-		maxBatch:      3,
-		script:        []reply{{1, errUnknown}},
-		onFailure:     skipUnknown,
-		push:          4,
-		wantCalls:     [][]int64{{1, 2, 3}, {3, 4}},
-		wantDelivered: []uint64{1, 4},
-		wantFailures:  []uint64{2},
-		wantStats:     Stats{Sends: 2, Delivered: 3, Failed: 1},
-	}, {
-		name:          "OnFailure may retry a definite failure",
-		maxBatch:      3,
-		script:        []reply{{0, errGone}},
-		onFailure:     always(Retry),
-		push:          2,
-		wantCalls:     [][]int64{{1, 2}, {1, 2}},
-		wantDelivered: []uint64{2},
-		wantFailures:  []uint64{1},
-		wantStats:     Stats{Sends: 2, Delivered: 2, Retried: 1},
-	}, {
-		name:          "an unknown action counts as retry",
-		maxBatch:      3,
-		script:        []reply{{0, errGone}},
-		onFailure:     always(Action(42)),
-		push:          1,
-		wantCalls:     [][]int64{{1}, {1}},
-		wantDelivered: []uint64{1},
-		wantFailures:  []uint64{1},
-		wantStats:     Stats{Sends: 2, Delivered: 1, Retried: 1},
-	}, {
-		name:          "a short answer without an error is an internal failure and retried",
-		maxBatch:      3,
-		script:        []reply{{1, nil}},
-		onFailure:     always(Retry),
-		push:          3,
-		wantCalls:     [][]int64{{1, 2, 3}, {2, 3}},
-		wantDelivered: []uint64{1, 3},
-		wantFailures:  []uint64{2},
-		wantStats:     Stats{Sends: 2, Delivered: 3, Retried: 1},
-	}, {
-		name:          "an answer beyond the batch counts as all accepted",
-		maxBatch:      2,
-		script:        []reply{{5, errDown}},
-		push:          3,
-		wantCalls:     [][]int64{{1, 2}, {3}},
-		wantDelivered: []uint64{2, 3},
-		wantStats:     Stats{Sends: 2, Delivered: 3},
-	}}
-	for _, tt := range tests {
+	for _, tt := range deliveryScenarios {
 		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				fs := &fakeSender{script: tt.script}
-				var rec recorder
-				cfg := Config{Sender: fs, MaxBatch: tt.maxBatch, MinBackoff: time.Second, MaxBackoff: time.Minute, OnDelivered: rec.onDelivered}
-				if tt.onFailure != nil {
-					cfg.OnFailure = rec.onFailure(tt.onFailure)
-				}
-				e := New(cfg)
-				defer e.Close()
-				if err := e.Push(keyA, targetA, items(keyA, 1, tt.push)...); err != nil {
-					t.Fatalf("Push: %v", err)
-				}
-				elapse(time.Hour)
-
-				if got := callSeqs(fs.Calls()); !slices.EqualFunc(got, tt.wantCalls, slices.Equal) {
-					t.Errorf("sends = %v, want %v", got, tt.wantCalls)
-				}
-				if got := rec.Delivered(keyA); !slices.Equal(got, tt.wantDelivered) {
-					t.Errorf("delivered through = %v, want %v", got, tt.wantDelivered)
-				}
-				var failed []uint64
-				for _, f := range rec.Failures() {
-					if f.key != keyA {
-						t.Errorf("failure for key %v, want %v", f.key, keyA)
-					}
-					failed = append(failed, f.cursor)
-				}
-				if !slices.Equal(failed, tt.wantFailures) {
-					t.Errorf("failures at cursors %v, want %v", failed, tt.wantFailures)
-				}
-				if got := e.Stats(); got != tt.wantStats {
-					t.Errorf("stats = %+v, want %+v", got, tt.wantStats)
-				}
-			})
+			synctest.Test(t, func(t *testing.T) { runDeliveryScenario(t, tt) })
 		})
+	}
+}
+
+// runDeliveryScenario pushes tt's items, lets an hour pass and checks the
+// sends, deliveries, failures and stats tt wants.
+func runDeliveryScenario(t *testing.T, tt deliveryScenario) {
+	fs := &fakeSender{script: tt.script}
+	var rec recorder
+	cfg := Config{Sender: fs, MaxBatch: tt.maxBatch, MinBackoff: time.Second, MaxBackoff: time.Minute, OnDelivered: rec.onDelivered}
+	if tt.onFailure != nil {
+		cfg.OnFailure = rec.onFailure(tt.onFailure)
+	}
+	e := New(cfg)
+	defer e.Close()
+	if err := e.Push(keyA, targetA, items(keyA, 1, tt.push)...); err != nil {
+		t.Fatalf("Push: %v", err)
+	}
+	elapse(time.Hour)
+
+	if got := callSeqs(fs.Calls()); !slices.EqualFunc(got, tt.wantCalls, slices.Equal) {
+		t.Errorf("sends = %v, want %v", got, tt.wantCalls)
+	}
+	if got := rec.Delivered(keyA); !slices.Equal(got, tt.wantDelivered) {
+		t.Errorf("delivered through = %v, want %v", got, tt.wantDelivered)
+	}
+	var failed []uint64
+	for _, f := range rec.Failures() {
+		if f.key != keyA {
+			t.Errorf("failure for key %v, want %v", f.key, keyA)
+		}
+		failed = append(failed, f.cursor)
+	}
+	if !slices.Equal(failed, tt.wantFailures) {
+		t.Errorf("failures at cursors %v, want %v", failed, tt.wantFailures)
+	}
+	if got := e.Stats(); got != tt.wantStats {
+		t.Errorf("stats = %+v, want %+v", got, tt.wantStats)
 	}
 }
 

@@ -31,20 +31,8 @@ func (e *Engine) run(q *queue) {
 // held, and releases it around the Send, the callbacks and the wait.
 func (e *Engine) roundLocked(q *queue) {
 	gen := q.gen
-	q.round++
-	q.busy = true
-	if q.ctx == nil {
-		q.ctx, q.cancel = context.WithCancel(context.Background())
-	}
-	ctx := q.ctx
-	target := q.target
-	n := min(len(q.items), e.cfg.MaxBatch)
-	q.inFlight = n
-	buf := q.buf[:0]
-	for _, it := range q.items[:n] {
-		buf = append(buf, it.Event)
-	}
-	q.buf = buf
+	ctx, target, buf := e.startRoundLocked(q)
+	n := len(buf)
 	e.mu.Unlock()
 
 	sent, called, err := e.send(ctx, target, buf)
@@ -55,16 +43,7 @@ func (e *Engine) roundLocked(q *queue) {
 		e.stats.Sends++
 	}
 	voided := q.gen != gen // retargeted, dropped or closed during the Send
-	var through uint64
-	if sent > 0 {
-		through = q.items[sent-1].Cursor
-		e.removeLocked(q, 0, sent)
-		q.inFlight -= sent
-		e.stats.Delivered += uint64(sent)
-		if !voided {
-			q.attempt = 0
-		}
-	}
+	through := e.acceptLocked(q, sent, voided)
 	failed := sent < n
 	var head Item
 	if failed {
@@ -85,31 +64,76 @@ func (e *Engine) roundLocked(q *queue) {
 	// An answer about a listener that was replaced meanwhile is ignored:
 	// the next round goes to the new one at once.
 	if failed && q.gen == gen {
-		switch action {
-		case Skip:
-			e.removeLocked(q, 0, 1)
-			e.stats.Failed++
-			q.attempt = 0
-		case Stop:
-			e.stats.Failed += uint64(len(q.items))
-			e.removeLocked(q, 0, len(q.items))
-			q.attempt = 0
-		default:
-			e.stats.Retried++
-			q.attempt++
-			if q.target != target {
-				break // a Push named a new listener meanwhile: try it now
-			}
-			q.waiting = true
-			d := e.backoff(q.attempt)
-			e.mu.Unlock()
-			wait(ctx, d)
-			e.mu.Lock()
-			q.waiting = false
-		}
+		e.settleLocked(ctx, q, target, action)
 	}
 	q.busy = false
 	e.idle.Broadcast()
+}
+
+// startRoundLocked marks q busy and gathers the events of its first
+// MaxBatch items into q's buffer. It returns the round's context and
+// target and the batch to send.
+func (e *Engine) startRoundLocked(q *queue) (context.Context, djinn.Ref, []*djinnpb.RemoteEvent) {
+	q.round++
+	q.busy = true
+	if q.ctx == nil {
+		q.ctx, q.cancel = context.WithCancel(context.Background())
+	}
+	n := min(len(q.items), e.cfg.MaxBatch)
+	q.inFlight = n
+	buf := q.buf[:0]
+	for _, it := range q.items[:n] {
+		buf = append(buf, it.Event)
+	}
+	q.buf = buf
+	return q.ctx, q.target, buf
+}
+
+// acceptLocked removes the sent items, accepted by the listener, from the
+// head of q and counts them; it returns the cursor of the last one (0 when
+// none was sent). A round that was not voided meanwhile starts q's retries
+// afresh.
+func (e *Engine) acceptLocked(q *queue, sent int, voided bool) (through uint64) {
+	if sent == 0 {
+		return 0
+	}
+	through = q.items[sent-1].Cursor
+	e.removeLocked(q, 0, sent)
+	q.inFlight -= sent
+	e.stats.Delivered += uint64(sent)
+	if !voided {
+		q.attempt = 0
+	}
+	return through
+}
+
+// settleLocked does what action says about the item refused at the head of
+// q: Skip drops it, Stop drops the whole queue, and Retry waits out the
+// backoff (releasing e.mu meanwhile) — unless a Push replaced target by
+// a new listener meanwhile, which is then tried at once.
+func (e *Engine) settleLocked(ctx context.Context, q *queue, target djinn.Ref, action Action) {
+	switch action {
+	case Skip:
+		e.removeLocked(q, 0, 1)
+		e.stats.Failed++
+		q.attempt = 0
+	case Stop:
+		e.stats.Failed += uint64(len(q.items))
+		e.removeLocked(q, 0, len(q.items))
+		q.attempt = 0
+	default:
+		e.stats.Retried++
+		q.attempt++
+		if q.target != target {
+			return // a Push named a new listener meanwhile: try it now
+		}
+		q.waiting = true
+		d := e.backoff(q.attempt)
+		e.mu.Unlock()
+		wait(ctx, d)
+		e.mu.Lock()
+		q.waiting = false
+	}
 }
 
 // send sends events with the Sender, within the MaxInFlight bound, and

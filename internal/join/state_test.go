@@ -94,13 +94,24 @@ func configured(id djinn.ID) *statepb.JoinConfigure {
 		Attributes: wire.Entries([]service.Entry{name("tm")})}
 }
 
-// TestRules: how configuration and operators set a service's join, one
-// row per rule of the package doc.
+// rule is one row of the rules tests: run acts on a fresh world and
+// checks it.
+type rule struct {
+	name string
+	run  func(w *world)
+}
+
+// runRules runs each row on a world of its own.
+func runRules(t *testing.T, rows []rule) {
+	for _, tt := range rows {
+		t.Run(tt.name, func(t *testing.T) { tt.run(newWorld(t)) })
+	}
+}
+
+// TestRules: how configuration sets a service's join, one row per rule of
+// the package doc; TestAdminRules has the operator's.
 func TestRules(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		run  func(w *world)
-	}{
+	runRules(t, []rule{
 		{"configure: the first id is kept, settings canonical", func(w *world) {
 			j := w.must(w.configure(configured(id1)))
 			if j.ID != id1 || !slices.Equal(j.Groups, []string{"a", "b"}) || !slices.Equal(j.Locators, []string{"jini://lookup.example:4160/"}) ||
@@ -140,6 +151,13 @@ func TestRules(t *testing.T) {
 				t.Errorf("id %s, want none", j.ID)
 			}
 		}},
+	})
+}
+
+// TestAdminRules: how operators set a service's join through JoinAdmin,
+// one row per rule of the package doc.
+func TestAdminRules(t *testing.T) {
+	runRules(t, []rule{
 		{"JoinAdmin add, remove, set groups; the public group is a group", func(w *world) {
 			w.must(w.configure(configured(id1)))
 			if j := w.must(w.groups(djinnpb.SetOp_SET_OP_ADD, "", "c", "a")); !slices.Equal(j.Groups, []string{"", "a", "b", "c"}) || !j.GroupsSet {
@@ -194,9 +212,7 @@ func TestRules(t *testing.T) {
 				t.Errorf("changes heard: %v, want one", w.changes)
 			}
 		}},
-	} {
-		t.Run(tt.name, func(t *testing.T) { tt.run(newWorld(t)) })
-	}
+	})
 }
 
 // TestBadInput: every bad value is refused, naming it, and nothing
