@@ -1,0 +1,120 @@
+package lock
+
+import (
+	"slices"
+
+	"github.com/djinn-go/djinn"
+)
+
+// SetView is a lock set as Describe shows it.
+type SetView struct {
+	ID            djinn.ID
+	Cookie        djinn.ID
+	Transactional bool
+	Related       []djinn.ID
+	Fence         uint64
+	Holders       []HolderView
+	Waiters       []WaiterView
+}
+
+// HolderView is a holder by its world name.
+type HolderView struct {
+	Owner djinn.ID // zero for a transaction
+	Txn   TxnKey
+	IsTxn bool
+	Locks []Lock
+}
+
+// WaiterView is a waiting request.
+type WaiterView struct {
+	HolderView
+	Mode, From Mode
+	Request    uint64
+}
+
+func (s *State) nameLocked(h Holder) HolderView {
+	n := s.holders[h.ID]
+	return HolderView{Owner: n.owner, Txn: n.txn, IsTxn: n.isTxn}
+}
+
+// Describe returns lock set id.
+func (s *State) Describe(b []byte) (SetView, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tid, id, err := s.setLocked(b)
+	if err != nil {
+		return SetView{}, err
+	}
+	st, err := s.table.Set(tid)
+	if err != nil {
+		return SetView{}, err
+	}
+	v := SetView{ID: id, Cookie: s.setInfo[tid].cookie, Transactional: st.Transactional, Fence: st.Fence}
+	for _, m := range s.table.groupOf(tid) {
+		if m != tid {
+			v.Related = append(v.Related, s.setInfo[m].id)
+		}
+	}
+	for _, h := range st.Holders {
+		hv := s.nameLocked(h.Holder)
+		hv.Locks = h.Locks
+		v.Holders = append(v.Holders, hv)
+	}
+	for _, w := range st.Waiters {
+		v.Waiters = append(v.Waiters, WaiterView{HolderView: s.nameLocked(w.Holder), Mode: w.Mode, From: w.From, Request: w.ID})
+	}
+	return v, nil
+}
+
+// Validate reports whether the grant with fencing token fence in set b is
+// still held.
+func (s *State) Validate(b []byte, fence uint64) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tid, _, err := s.setLocked(b)
+	if err != nil {
+		return false, err
+	}
+	return s.table.Validate(tid, fence)
+}
+
+// Transactional reports whether set b is transactional.
+func (s *State) Transactional(b []byte) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tid, _, err := s.setLocked(b)
+	if err != nil {
+		return false, err
+	}
+	st, err := s.table.Set(tid)
+	return st.Transactional, err
+}
+
+// HoldsAny reports whether transaction k holds or waits for any lock here.
+func (s *State) HoldsAny(k TxnKey) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.txns[k]
+	return ok
+}
+
+// Waiting returns the ids of every waiting request, sorted.
+func (s *State) Waiting() []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []uint64
+	for _, tid := range s.table.sortedSets() {
+		for _, w := range s.table.waitersOf(tid) {
+			out = append(out, w.ID)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Len returns the numbers of lock sets and owners.
+func (s *State) Len() (sets, owners int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sets), len(s.owners)
+}
