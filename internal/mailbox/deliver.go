@@ -40,6 +40,9 @@ type deliverer struct {
 	stopped  map[djinn.ID]bool
 	failures []*statepb.Command
 	report   chan struct{} // signalled when acks or failures grow
+	// ended is closed when the term ends: delivery streams served in it
+	// end too, and their clients reconnect to the next leader.
+	ended chan struct{}
 }
 
 var _ Sink = (*deliverer)(nil)
@@ -50,6 +53,7 @@ func newDeliverer(s *State, log Proposer, logger *slog.Logger, ec event.Config) 
 		targets: map[djinn.ID]*djinnpb.Ref{}, epochs: map[djinn.ID]uint64{}, acks: map[djinn.ID]uint64{}, through: map[djinn.ID]uint64{},
 		stopped: map[djinn.ID]bool{},
 		report:  make(chan struct{}, 1),
+		ended:   make(chan struct{}),
 	}
 	ec.OnDelivered = d.delivered
 	ec.OnFailure = d.failed
@@ -62,6 +66,7 @@ func newDeliverer(s *State, log Proposer, logger *slog.Logger, ec event.Config) 
 func (d *deliverer) run(ctx context.Context) {
 	d.state.SetSink(d)
 	d.reportLoop(ctx)
+	close(d.ended)
 	d.state.SetSink(nil)
 	// The sink is detached, so nothing is queued after this; closing the
 	// engine ends the Sends that work in progress waits for. Anyone waiting

@@ -42,4 +42,9 @@
 // registration numbers its current pull stream in the replicated state, so
 // the rule holds on every leader, and a superseded stream ends with
 // InvalidIterator: one consumer at a time, and a superseded one is told.
+//
+// A delivery stream (Deliveries, stream.go) is such a consumer with its
+// acknowledgements on the stream itself and a window of events in flight:
+// the way to receive a registration's events as they are stored, in order,
+// without a call per event or per acknowledgement.
 package mailbox

@@ -1,6 +1,8 @@
 package mailbox
 
 import (
+	"slices"
+	"sort"
 	"sync"
 
 	"github.com/djinn-go/djinn"
@@ -243,8 +245,9 @@ func (s *State) IsUnknown(reg djinn.ID, ev *djinnpb.RemoteEvent) bool {
 }
 
 // After returns, for pull stream number pull, up to max stored events with
-// an index above after, and a channel closed when another event is stored
-// or the stream is superseded (then InvalidIterator).
+// an index above after (none for max 0), and a channel closed when another
+// event is stored, the registration ends or the stream is superseded (then
+// InvalidIterator).
 func (s *State) After(reg djinn.ID, pull, after uint64, max int) ([]Stored, <-chan struct{}, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -256,14 +259,11 @@ func (s *State) After(reg djinn.ID, pull, after uint64, max int) ([]Stored, <-ch
 		return nil, nil, superseded(reg)
 	}
 	e := s.mutExtraLocked(slot)
+	// Stored events are in index order.
+	i := sort.Search(len(e.events), func(i int) bool { return e.events[i].Index > after })
 	var out []Stored
-	for _, ev := range e.events {
-		if ev.Index > after {
-			out = append(out, ev)
-			if len(out) == max {
-				break
-			}
-		}
+	if n := min(max, len(e.events)-i); n > 0 {
+		out = slices.Clone(e.events[i : i+n])
 	}
 	if e.wait == nil {
 		e.wait = make(chan struct{})

@@ -561,6 +561,142 @@ func (*AckResponse) Descriptor() ([]byte, []int) {
 	return file_djinn_v1_mailbox_proto_rawDescGZIP(), []int{10}
 }
 
+type DeliveriesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// registration_id names the registration: required in the stream's
+	// first message; later messages may leave it out or repeat it.
+	RegistrationId []byte `protobuf:"bytes,1,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
+	// The stream's first message only:
+	AfterIndex uint64 `protobuf:"varint,2,opt,name=after_index,json=afterIndex,proto3" json:"after_index,omitempty"` // send events with a larger index; 0 = every stored event
+	Window     int32  `protobuf:"varint,3,opt,name=window,proto3" json:"window,omitempty"`                           // most events sent and not acknowledged; 0 = 1024, at most 65536
+	MaxBatch   int32  `protobuf:"varint,4,opt,name=max_batch,json=maxBatch,proto3" json:"max_batch,omitempty"`       // events per message; 0 = 256, at most 4096
+	// Any message: every event with an index up to this one has been
+	// processed and may be forgotten. At most the last index received (or
+	// after_index); a smaller one than before changes nothing.
+	AckThrough    uint64 `protobuf:"varint,5,opt,name=ack_through,json=ackThrough,proto3" json:"ack_through,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeliveriesRequest) Reset() {
+	*x = DeliveriesRequest{}
+	mi := &file_djinn_v1_mailbox_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeliveriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeliveriesRequest) ProtoMessage() {}
+
+func (x *DeliveriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_mailbox_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeliveriesRequest.ProtoReflect.Descriptor instead.
+func (*DeliveriesRequest) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_mailbox_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *DeliveriesRequest) GetRegistrationId() []byte {
+	if x != nil {
+		return x.RegistrationId
+	}
+	return nil
+}
+
+func (x *DeliveriesRequest) GetAfterIndex() uint64 {
+	if x != nil {
+		return x.AfterIndex
+	}
+	return 0
+}
+
+func (x *DeliveriesRequest) GetWindow() int32 {
+	if x != nil {
+		return x.Window
+	}
+	return 0
+}
+
+func (x *DeliveriesRequest) GetMaxBatch() int32 {
+	if x != nil {
+		return x.MaxBatch
+	}
+	return 0
+}
+
+func (x *DeliveriesRequest) GetAckThrough() uint64 {
+	if x != nil {
+		return x.AckThrough
+	}
+	return 0
+}
+
+type DeliveriesResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Events []*StoredEvent         `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	// When set, the mailbox has recorded the acknowledgements through this
+	// index: those events are forgotten, and a new stream will not send them.
+	AcknowledgedThrough uint64 `protobuf:"varint,2,opt,name=acknowledged_through,json=acknowledgedThrough,proto3" json:"acknowledged_through,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *DeliveriesResponse) Reset() {
+	*x = DeliveriesResponse{}
+	mi := &file_djinn_v1_mailbox_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeliveriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeliveriesResponse) ProtoMessage() {}
+
+func (x *DeliveriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_mailbox_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeliveriesResponse.ProtoReflect.Descriptor instead.
+func (*DeliveriesResponse) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_mailbox_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DeliveriesResponse) GetEvents() []*StoredEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *DeliveriesResponse) GetAcknowledgedThrough() uint64 {
+	if x != nil {
+		return x.AcknowledgedThrough
+	}
+	return 0
+}
+
 type AddUnknownEventsRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	RegistrationId []byte                 `protobuf:"bytes,1,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
@@ -571,7 +707,7 @@ type AddUnknownEventsRequest struct {
 
 func (x *AddUnknownEventsRequest) Reset() {
 	*x = AddUnknownEventsRequest{}
-	mi := &file_djinn_v1_mailbox_proto_msgTypes[11]
+	mi := &file_djinn_v1_mailbox_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -583,7 +719,7 @@ func (x *AddUnknownEventsRequest) String() string {
 func (*AddUnknownEventsRequest) ProtoMessage() {}
 
 func (x *AddUnknownEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_mailbox_proto_msgTypes[11]
+	mi := &file_djinn_v1_mailbox_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -596,7 +732,7 @@ func (x *AddUnknownEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddUnknownEventsRequest.ProtoReflect.Descriptor instead.
 func (*AddUnknownEventsRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_mailbox_proto_rawDescGZIP(), []int{11}
+	return file_djinn_v1_mailbox_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AddUnknownEventsRequest) GetRegistrationId() []byte {
@@ -621,7 +757,7 @@ type AddUnknownEventsResponse struct {
 
 func (x *AddUnknownEventsResponse) Reset() {
 	*x = AddUnknownEventsResponse{}
-	mi := &file_djinn_v1_mailbox_proto_msgTypes[12]
+	mi := &file_djinn_v1_mailbox_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -633,7 +769,7 @@ func (x *AddUnknownEventsResponse) String() string {
 func (*AddUnknownEventsResponse) ProtoMessage() {}
 
 func (x *AddUnknownEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_mailbox_proto_msgTypes[12]
+	mi := &file_djinn_v1_mailbox_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -646,7 +782,7 @@ func (x *AddUnknownEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddUnknownEventsResponse.ProtoReflect.Descriptor instead.
 func (*AddUnknownEventsResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_mailbox_proto_rawDescGZIP(), []int{12}
+	return file_djinn_v1_mailbox_proto_rawDescGZIP(), []int{14}
 }
 
 var File_djinn_v1_mailbox_proto protoreflect.FileDescriptor
@@ -684,18 +820,31 @@ const file_djinn_v1_mailbox_proto_rawDesc = "" +
 	"AckRequest\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\fR\x0eregistrationId\x12#\n" +
 	"\rthrough_index\x18\x02 \x01(\x04R\fthroughIndex\"\r\n" +
-	"\vAckResponse\"n\n" +
+	"\vAckResponse\"\xb3\x01\n" +
+	"\x11DeliveriesRequest\x12'\n" +
+	"\x0fregistration_id\x18\x01 \x01(\fR\x0eregistrationId\x12\x1f\n" +
+	"\vafter_index\x18\x02 \x01(\x04R\n" +
+	"afterIndex\x12\x16\n" +
+	"\x06window\x18\x03 \x01(\x05R\x06window\x12\x1b\n" +
+	"\tmax_batch\x18\x04 \x01(\x05R\bmaxBatch\x12\x1f\n" +
+	"\vack_through\x18\x05 \x01(\x04R\n" +
+	"ackThrough\"v\n" +
+	"\x12DeliveriesResponse\x12-\n" +
+	"\x06events\x18\x01 \x03(\v2\x15.djinn.v1.StoredEventR\x06events\x121\n" +
+	"\x14acknowledged_through\x18\x02 \x01(\x04R\x13acknowledgedThrough\"n\n" +
 	"\x17AddUnknownEventsRequest\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\fR\x0eregistrationId\x12*\n" +
 	"\x06events\x18\x02 \x03(\v2\x12.djinn.v1.EventKeyR\x06events\"\x1a\n" +
-	"\x18AddUnknownEventsResponse2\xb1\x04\n" +
+	"\x18AddUnknownEventsResponse2\xfe\x04\n" +
 	"\fEventMailbox\x12K\n" +
 	"\bRegister\x12 .djinn.v1.MailboxRegisterRequest\x1a\x1d.djinn.v1.MailboxRegistration\x12[\n" +
 	"\x0fGetRegistration\x12$.djinn.v1.MailboxRegistrationRequest\x1a\x1d.djinn.v1.MailboxRegistration\"\x03\x90\x02\x01\x12S\n" +
 	"\x0eEnableDelivery\x12\x1f.djinn.v1.EnableDeliveryRequest\x1a .djinn.v1.EnableDeliveryResponse\x12Z\n" +
 	"\x0fDisableDelivery\x12$.djinn.v1.MailboxRegistrationRequest\x1a!.djinn.v1.DisableDeliveryResponse\x127\n" +
 	"\x04Pull\x12\x15.djinn.v1.PullRequest\x1a\x16.djinn.v1.PullResponse0\x01\x122\n" +
-	"\x03Ack\x12\x14.djinn.v1.AckRequest\x1a\x15.djinn.v1.AckResponse\x12Y\n" +
+	"\x03Ack\x12\x14.djinn.v1.AckRequest\x1a\x15.djinn.v1.AckResponse\x12K\n" +
+	"\n" +
+	"Deliveries\x12\x1b.djinn.v1.DeliveriesRequest\x1a\x1c.djinn.v1.DeliveriesResponse(\x010\x01\x12Y\n" +
 	"\x10AddUnknownEvents\x12!.djinn.v1.AddUnknownEventsRequest\x1a\".djinn.v1.AddUnknownEventsResponseB1Z/github.com/djinn-go/djinn/proto/djinnpb;djinnpbb\x06proto3"
 
 var (
@@ -710,7 +859,7 @@ func file_djinn_v1_mailbox_proto_rawDescGZIP() []byte {
 	return file_djinn_v1_mailbox_proto_rawDescData
 }
 
-var file_djinn_v1_mailbox_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_djinn_v1_mailbox_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_djinn_v1_mailbox_proto_goTypes = []any{
 	(*MailboxRegisterRequest)(nil),     // 0: djinn.v1.MailboxRegisterRequest
 	(*MailboxRegistration)(nil),        // 1: djinn.v1.MailboxRegistration
@@ -723,41 +872,46 @@ var file_djinn_v1_mailbox_proto_goTypes = []any{
 	(*PullResponse)(nil),               // 8: djinn.v1.PullResponse
 	(*AckRequest)(nil),                 // 9: djinn.v1.AckRequest
 	(*AckResponse)(nil),                // 10: djinn.v1.AckResponse
-	(*AddUnknownEventsRequest)(nil),    // 11: djinn.v1.AddUnknownEventsRequest
-	(*AddUnknownEventsResponse)(nil),   // 12: djinn.v1.AddUnknownEventsResponse
-	(*Lease)(nil),                      // 13: djinn.v1.Lease
-	(*Ref)(nil),                        // 14: djinn.v1.Ref
-	(*EventKey)(nil),                   // 15: djinn.v1.EventKey
-	(*RemoteEvent)(nil),                // 16: djinn.v1.RemoteEvent
+	(*DeliveriesRequest)(nil),          // 11: djinn.v1.DeliveriesRequest
+	(*DeliveriesResponse)(nil),         // 12: djinn.v1.DeliveriesResponse
+	(*AddUnknownEventsRequest)(nil),    // 13: djinn.v1.AddUnknownEventsRequest
+	(*AddUnknownEventsResponse)(nil),   // 14: djinn.v1.AddUnknownEventsResponse
+	(*Lease)(nil),                      // 15: djinn.v1.Lease
+	(*Ref)(nil),                        // 16: djinn.v1.Ref
+	(*EventKey)(nil),                   // 17: djinn.v1.EventKey
+	(*RemoteEvent)(nil),                // 18: djinn.v1.RemoteEvent
 }
 var file_djinn_v1_mailbox_proto_depIdxs = []int32{
-	13, // 0: djinn.v1.MailboxRegistration.lease:type_name -> djinn.v1.Lease
-	14, // 1: djinn.v1.MailboxRegistration.listener:type_name -> djinn.v1.Ref
-	14, // 2: djinn.v1.MailboxRegistration.target:type_name -> djinn.v1.Ref
-	15, // 3: djinn.v1.MailboxRegistration.unknown_events:type_name -> djinn.v1.EventKey
-	14, // 4: djinn.v1.EnableDeliveryRequest.target:type_name -> djinn.v1.Ref
-	16, // 5: djinn.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
+	15, // 0: djinn.v1.MailboxRegistration.lease:type_name -> djinn.v1.Lease
+	16, // 1: djinn.v1.MailboxRegistration.listener:type_name -> djinn.v1.Ref
+	16, // 2: djinn.v1.MailboxRegistration.target:type_name -> djinn.v1.Ref
+	17, // 3: djinn.v1.MailboxRegistration.unknown_events:type_name -> djinn.v1.EventKey
+	16, // 4: djinn.v1.EnableDeliveryRequest.target:type_name -> djinn.v1.Ref
+	18, // 5: djinn.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
 	7,  // 6: djinn.v1.PullResponse.events:type_name -> djinn.v1.StoredEvent
-	15, // 7: djinn.v1.AddUnknownEventsRequest.events:type_name -> djinn.v1.EventKey
-	0,  // 8: djinn.v1.EventMailbox.Register:input_type -> djinn.v1.MailboxRegisterRequest
-	2,  // 9: djinn.v1.EventMailbox.GetRegistration:input_type -> djinn.v1.MailboxRegistrationRequest
-	3,  // 10: djinn.v1.EventMailbox.EnableDelivery:input_type -> djinn.v1.EnableDeliveryRequest
-	2,  // 11: djinn.v1.EventMailbox.DisableDelivery:input_type -> djinn.v1.MailboxRegistrationRequest
-	6,  // 12: djinn.v1.EventMailbox.Pull:input_type -> djinn.v1.PullRequest
-	9,  // 13: djinn.v1.EventMailbox.Ack:input_type -> djinn.v1.AckRequest
-	11, // 14: djinn.v1.EventMailbox.AddUnknownEvents:input_type -> djinn.v1.AddUnknownEventsRequest
-	1,  // 15: djinn.v1.EventMailbox.Register:output_type -> djinn.v1.MailboxRegistration
-	1,  // 16: djinn.v1.EventMailbox.GetRegistration:output_type -> djinn.v1.MailboxRegistration
-	4,  // 17: djinn.v1.EventMailbox.EnableDelivery:output_type -> djinn.v1.EnableDeliveryResponse
-	5,  // 18: djinn.v1.EventMailbox.DisableDelivery:output_type -> djinn.v1.DisableDeliveryResponse
-	8,  // 19: djinn.v1.EventMailbox.Pull:output_type -> djinn.v1.PullResponse
-	10, // 20: djinn.v1.EventMailbox.Ack:output_type -> djinn.v1.AckResponse
-	12, // 21: djinn.v1.EventMailbox.AddUnknownEvents:output_type -> djinn.v1.AddUnknownEventsResponse
-	15, // [15:22] is the sub-list for method output_type
-	8,  // [8:15] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	7,  // 7: djinn.v1.DeliveriesResponse.events:type_name -> djinn.v1.StoredEvent
+	17, // 8: djinn.v1.AddUnknownEventsRequest.events:type_name -> djinn.v1.EventKey
+	0,  // 9: djinn.v1.EventMailbox.Register:input_type -> djinn.v1.MailboxRegisterRequest
+	2,  // 10: djinn.v1.EventMailbox.GetRegistration:input_type -> djinn.v1.MailboxRegistrationRequest
+	3,  // 11: djinn.v1.EventMailbox.EnableDelivery:input_type -> djinn.v1.EnableDeliveryRequest
+	2,  // 12: djinn.v1.EventMailbox.DisableDelivery:input_type -> djinn.v1.MailboxRegistrationRequest
+	6,  // 13: djinn.v1.EventMailbox.Pull:input_type -> djinn.v1.PullRequest
+	9,  // 14: djinn.v1.EventMailbox.Ack:input_type -> djinn.v1.AckRequest
+	11, // 15: djinn.v1.EventMailbox.Deliveries:input_type -> djinn.v1.DeliveriesRequest
+	13, // 16: djinn.v1.EventMailbox.AddUnknownEvents:input_type -> djinn.v1.AddUnknownEventsRequest
+	1,  // 17: djinn.v1.EventMailbox.Register:output_type -> djinn.v1.MailboxRegistration
+	1,  // 18: djinn.v1.EventMailbox.GetRegistration:output_type -> djinn.v1.MailboxRegistration
+	4,  // 19: djinn.v1.EventMailbox.EnableDelivery:output_type -> djinn.v1.EnableDeliveryResponse
+	5,  // 20: djinn.v1.EventMailbox.DisableDelivery:output_type -> djinn.v1.DisableDeliveryResponse
+	8,  // 21: djinn.v1.EventMailbox.Pull:output_type -> djinn.v1.PullResponse
+	10, // 22: djinn.v1.EventMailbox.Ack:output_type -> djinn.v1.AckResponse
+	12, // 23: djinn.v1.EventMailbox.Deliveries:output_type -> djinn.v1.DeliveriesResponse
+	14, // 24: djinn.v1.EventMailbox.AddUnknownEvents:output_type -> djinn.v1.AddUnknownEventsResponse
+	17, // [17:25] is the sub-list for method output_type
+	9,  // [9:17] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_djinn_v1_mailbox_proto_init() }
@@ -772,7 +926,7 @@ func file_djinn_v1_mailbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_djinn_v1_mailbox_proto_rawDesc), len(file_djinn_v1_mailbox_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,7 @@ const (
 	EventMailbox_DisableDelivery_FullMethodName  = "/djinn.v1.EventMailbox/DisableDelivery"
 	EventMailbox_Pull_FullMethodName             = "/djinn.v1.EventMailbox/Pull"
 	EventMailbox_Ack_FullMethodName              = "/djinn.v1.EventMailbox/Ack"
+	EventMailbox_Deliveries_FullMethodName       = "/djinn.v1.EventMailbox/Deliveries"
 	EventMailbox_AddUnknownEvents_FullMethodName = "/djinn.v1.EventMailbox/AddUnknownEvents"
 )
 
@@ -43,6 +44,17 @@ type EventMailboxClient interface {
 	// the client goes away. Events stay stored until acknowledged.
 	Pull(ctx context.Context, in *PullRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[PullResponse], error)
 	Ack(ctx context.Context, in *AckRequest, opts ...grpc.CallOption) (*AckResponse, error)
+	// Deliveries holds one stream open for a registration: the mailbox sends
+	// its stored events in arrival order, then each new one as it is stored,
+	// and the client acknowledges on the same stream up to an index; the
+	// mailbox forgets what is acknowledged and tells the client once the
+	// forgetting is recorded. At most window events are sent and not yet
+	// acknowledged. A new stream resumes after the last acknowledged event,
+	// so events received and not acknowledged come again, with the same
+	// index. It is a consumer as Pull is: it disables push delivery and
+	// supersedes the registration's earlier stream or Pull (that one ends
+	// with Aborted); EnableDelivery to a target supersedes it.
+	Deliveries(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[DeliveriesRequest, DeliveriesResponse], error)
 	// AddUnknownEvents adds (source, event id) pairs to the registration's
 	// unknown-event list, as a pulling client's UnknownEventException would.
 	AddUnknownEvents(ctx context.Context, in *AddUnknownEventsRequest, opts ...grpc.CallOption) (*AddUnknownEventsResponse, error)
@@ -125,6 +137,19 @@ func (c *eventMailboxClient) Ack(ctx context.Context, in *AckRequest, opts ...gr
 	return out, nil
 }
 
+func (c *eventMailboxClient) Deliveries(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[DeliveriesRequest, DeliveriesResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &EventMailbox_ServiceDesc.Streams[1], EventMailbox_Deliveries_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[DeliveriesRequest, DeliveriesResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type EventMailbox_DeliveriesClient = grpc.BidiStreamingClient[DeliveriesRequest, DeliveriesResponse]
+
 func (c *eventMailboxClient) AddUnknownEvents(ctx context.Context, in *AddUnknownEventsRequest, opts ...grpc.CallOption) (*AddUnknownEventsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(AddUnknownEventsResponse)
@@ -150,6 +175,17 @@ type EventMailboxServer interface {
 	// the client goes away. Events stay stored until acknowledged.
 	Pull(*PullRequest, grpc.ServerStreamingServer[PullResponse]) error
 	Ack(context.Context, *AckRequest) (*AckResponse, error)
+	// Deliveries holds one stream open for a registration: the mailbox sends
+	// its stored events in arrival order, then each new one as it is stored,
+	// and the client acknowledges on the same stream up to an index; the
+	// mailbox forgets what is acknowledged and tells the client once the
+	// forgetting is recorded. At most window events are sent and not yet
+	// acknowledged. A new stream resumes after the last acknowledged event,
+	// so events received and not acknowledged come again, with the same
+	// index. It is a consumer as Pull is: it disables push delivery and
+	// supersedes the registration's earlier stream or Pull (that one ends
+	// with Aborted); EnableDelivery to a target supersedes it.
+	Deliveries(grpc.BidiStreamingServer[DeliveriesRequest, DeliveriesResponse]) error
 	// AddUnknownEvents adds (source, event id) pairs to the registration's
 	// unknown-event list, as a pulling client's UnknownEventException would.
 	AddUnknownEvents(context.Context, *AddUnknownEventsRequest) (*AddUnknownEventsResponse, error)
@@ -180,6 +216,9 @@ func (UnimplementedEventMailboxServer) Pull(*PullRequest, grpc.ServerStreamingSe
 }
 func (UnimplementedEventMailboxServer) Ack(context.Context, *AckRequest) (*AckResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Ack not implemented")
+}
+func (UnimplementedEventMailboxServer) Deliveries(grpc.BidiStreamingServer[DeliveriesRequest, DeliveriesResponse]) error {
+	return status.Error(codes.Unimplemented, "method Deliveries not implemented")
 }
 func (UnimplementedEventMailboxServer) AddUnknownEvents(context.Context, *AddUnknownEventsRequest) (*AddUnknownEventsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AddUnknownEvents not implemented")
@@ -306,6 +345,13 @@ func _EventMailbox_Ack_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EventMailbox_Deliveries_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(EventMailboxServer).Deliveries(&grpc.GenericServerStream[DeliveriesRequest, DeliveriesResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type EventMailbox_DeliveriesServer = grpc.BidiStreamingServer[DeliveriesRequest, DeliveriesResponse]
+
 func _EventMailbox_AddUnknownEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(AddUnknownEventsRequest)
 	if err := dec(in); err != nil {
@@ -361,6 +407,12 @@ var EventMailbox_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "Pull",
 			Handler:       _EventMailbox_Pull_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "Deliveries",
+			Handler:       _EventMailbox_Deliveries_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "djinn/v1/mailbox.proto",

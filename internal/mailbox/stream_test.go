@@ -1,0 +1,375 @@
+package mailbox_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/mailbox"
+	"github.com/djinn-go/djinn/internal/principal"
+)
+
+// streamer is a delivery stream run by a test: the client's side of it.
+type streamer struct {
+	acks chan uint64 // the client's acknowledgements; closed: it ends its side
+	ctx  context.Context
+	stop context.CancelFunc
+	done chan error
+
+	mu       sync.Mutex
+	got      []mailbox.Stored
+	sends    int    // messages received
+	recorded uint64 // the highest recorded acknowledgement told
+}
+
+func (s *streamer) Recv() (uint64, error) {
+	select {
+	case a, ok := <-s.acks:
+		if !ok {
+			return 0, io.EOF
+		}
+		return a, nil
+	case <-s.ctx.Done():
+		return 0, s.ctx.Err()
+	}
+}
+
+func (s *streamer) Send(events []mailbox.Stored, recorded uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.got = append(s.got, events...)
+	s.sends++
+	s.recorded = max(s.recorded, recorded)
+	return nil
+}
+
+// stream opens a delivery stream as ctx's principal; it ends (as gRPC
+// ends a stream) when Deliveries returns or stop is called.
+func (f *fixture) stream(ctx context.Context, id djinn.ID, open mailbox.StreamOpen) *streamer {
+	ctx, cancel := context.WithCancel(ctx)
+	s := &streamer{acks: make(chan uint64), ctx: ctx, stop: cancel, done: make(chan error, 1)}
+	go func() {
+		err := f.svc.Deliveries(ctx, id, open, s)
+		cancel()
+		s.done <- err
+	}()
+	synctest.Wait()
+	return s
+}
+
+func (s *streamer) ack(through uint64) {
+	s.acks <- through
+	synctest.Wait()
+}
+
+func (s *streamer) indexes() []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []uint64
+	for _, e := range s.got {
+		out = append(out, e.Index)
+	}
+	return out
+}
+
+func (s *streamer) seqs() []int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []int64
+	for _, e := range s.got {
+		out = append(out, e.Event.Sequence)
+	}
+	return out
+}
+
+func (s *streamer) told() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.recorded
+}
+
+// ended returns how the stream ended, or nil and false if it is running.
+func (s *streamer) ended() (error, bool) {
+	select {
+	case err := <-s.done:
+		return err, true
+	default:
+		return nil, false
+	}
+}
+
+func span(lo, hi uint64) []uint64 {
+	var out []uint64
+	for i := lo; i <= hi; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+func (f *fixture) notifyN(r mailbox.Registration, from, to int64) {
+	f.t.Helper()
+	for i := from; i <= to; i++ {
+		if err := f.notify(r, ev(1, i)); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+func (f *fixture) stored(r mailbox.Registration) int {
+	f.t.Helper()
+	g, err := f.svc.Get(context.Background(), r.ID)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return g.Stored
+}
+
+// A delivery stream sends the stored events in arrival order, then each
+// new one as it is stored, on the same stream.
+func TestDeliveriesInArrivalOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, 1000)
+		defer f.stop()
+		r := f.register(time.Hour)
+		f.notifyN(r, 1, 5)
+		s := f.stream(context.Background(), r.ID, mailbox.StreamOpen{MaxBatch: 2})
+		defer s.stop()
+		f.notifyN(r, 6, 10)
+		synctest.Wait()
+		if got := s.indexes(); !slices.Equal(got, span(1, 10)) {
+			t.Fatalf("indexes %v, want 1..10", got)
+		}
+		if got := s.seqs(); !slices.Equal(got, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}) {
+			t.Fatalf("sequence numbers %v, want 1..10 in arrival order", got)
+		}
+		if _, over := s.ended(); over {
+			t.Fatal("the stream ended")
+		}
+	})
+}
+
+// Acknowledging on the stream forgets the events through the index, and
+// the mailbox says when the forgetting is recorded.
+func TestDeliveriesAcknowledgementForgets(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, 1000)
+		defer f.stop()
+		r := f.register(time.Hour)
+		f.notifyN(r, 1, 5)
+		s := f.stream(context.Background(), r.ID, mailbox.StreamOpen{})
+		defer s.stop()
+		s.ack(3)
+		if got := s.told(); got != 3 {
+			t.Fatalf("told recorded through %d, want 3", got)
+		}
+		if n := f.stored(r); n != 2 {
+			t.Fatalf("after acknowledging through 3: %d stored, want 2", n)
+		}
+		s.ack(2) // smaller than before: changes nothing
+		s.ack(5)
+		if n, got := f.stored(r), s.told(); n != 0 || got != 5 {
+			t.Fatalf("after acknowledging through 5: %d stored, told %d; want 0 and 5", n, got)
+		}
+	})
+}
+
+// At most a window of events is sent and not acknowledged; acknowledging
+// opens it again.
+func TestDeliveriesWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, 1000)
+		defer f.stop()
+		r := f.register(time.Hour)
+		f.notifyN(r, 1, 10)
+		s := f.stream(context.Background(), r.ID, mailbox.StreamOpen{Window: 3})
+		defer s.stop()
+		if got := s.indexes(); !slices.Equal(got, span(1, 3)) {
+			t.Fatalf("sent %v with a window of 3, want 1..3", got)
+		}
+		s.ack(2)
+		if got := s.indexes(); !slices.Equal(got, span(1, 5)) {
+			t.Fatalf("sent %v after acknowledging 2, want 1..5", got)
+		}
+		after := f.stream(context.Background(), r.ID, mailbox.StreamOpen{After: 7, Window: 2})
+		defer after.stop()
+		if got := after.indexes(); !slices.Equal(got, span(8, 9)) {
+			t.Fatalf("sent %v after 7 with a window of 2, want 8 9", got)
+		}
+	})
+}
+
+// A new stream resumes after the last recorded acknowledgement: nothing is
+// lost, and what comes again comes with the index and sequence number it
+// had, so the client can tell a duplicate.
+func TestDeliveriesResumeAfterReconnect(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, 1000)
+		defer f.stop()
+		r := f.register(time.Hour)
+		f.notifyN(r, 1, 5)
+		first := f.stream(context.Background(), r.ID, mailbox.StreamOpen{})
+		first.ack(2)
+		first.stop() // the connection breaks
+		if err := <-first.done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("broken stream ended with %v", err)
+		}
+		f.notifyN(r, 6, 6)
+		second := f.stream(context.Background(), r.ID, mailbox.StreamOpen{})
+		defer second.stop()
+		if got := second.indexes(); !slices.Equal(got, span(3, 6)) {
+			t.Fatalf("resumed with %v, want 3..6", got)
+		}
+		seen := map[uint64]int64{}
+		for _, e := range first.got {
+			seen[e.Index] = e.Event.Sequence
+		}
+		for _, e := range second.got {
+			if seq, dup := seen[e.Index]; dup && seq != e.Event.Sequence {
+				t.Errorf("index %d came again with sequence number %d, first %d", e.Index, e.Event.Sequence, seq)
+			}
+		}
+	})
+}
+
+// Ending its side, the client gets its acknowledgements recorded before
+// the stream ends.
+func TestDeliveriesCloseRecordsAcknowledgements(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, 1000)
+		defer f.stop()
+		r := f.register(time.Hour)
+		f.notifyN(r, 1, 4)
+		s := f.stream(context.Background(), r.ID, mailbox.StreamOpen{})
+		s.acks <- 4
+		close(s.acks)
+		if err := <-s.done; err != nil {
+			t.Fatalf("closed stream ended with %v", err)
+		}
+		if n, got := f.stored(r), s.told(); n != 0 || got != 4 {
+			t.Fatalf("after close: %d stored, told %d; want 0 and 4", n, got)
+		}
+	})
+}
+
+// Push and pull are exclusive: a stream disables push delivery and
+// supersedes the earlier stream; enabling delivery to a target supersedes
+// the stream (EM.4.1's single target, River's MailboxPullRegistration).
+func TestDeliveriesExclusive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, 1000)
+		defer f.stop()
+		r := f.register(time.Hour)
+		tp, tref := target("t")
+		if err := f.svc.EnableDelivery(context.Background(), r.ID, tp); err != nil {
+			t.Fatal(err)
+		}
+		s := f.stream(context.Background(), r.ID, mailbox.StreamOpen{})
+		f.notifyN(r, 1, 2)
+		synctest.Wait()
+		if got := f.sink.seqs(tref); len(got) != 0 {
+			t.Fatalf("the target got %v while a stream was open", got)
+		}
+		if g, _ := f.svc.Get(context.Background(), r.ID); g.Target != nil {
+			t.Fatal("EM.4.1: a stream left delivery to the target enabled")
+		}
+		newer := f.stream(context.Background(), r.ID, mailbox.StreamOpen{})
+		if err, over := s.ended(); !over || !errors.Is(err, djinn.ErrInvalidIterator) {
+			t.Fatalf("superseded stream: ended %v with %v, want InvalidIterator", over, err)
+		}
+		if err := f.svc.EnableDelivery(context.Background(), r.ID, tp); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if err, over := newer.ended(); !over || !errors.Is(err, djinn.ErrInvalidIterator) {
+			t.Fatalf("stream after enable: ended %v with %v, want InvalidIterator", over, err)
+		}
+		if got := f.sink.seqs(tref); !slices.Equal(got, []int64{1, 2}) {
+			t.Fatalf("the target got %v, want the unacknowledged 1 2", got)
+		}
+	})
+}
+
+// A stream ends with NoSuchObject when its registration's lease ends.
+func TestDeliveriesEndWithTheLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, 1000)
+		defer f.stop()
+		r := f.register(time.Minute)
+		s := f.stream(context.Background(), r.ID, mailbox.StreamOpen{})
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if err, over := s.ended(); !over || !errors.Is(err, djinn.ErrNoSuchObject) {
+			t.Fatalf("EM.4: stream after the lease ended: ended %v with %v, want NoSuchObject", over, err)
+		}
+		if err := <-f.stream(context.Background(), r.ID, mailbox.StreamOpen{}).done; !errors.Is(err, djinn.ErrNoSuchObject) {
+			t.Fatalf("EM.4: opening a stream after the lease ended = %v, want NoSuchObject", err)
+		}
+	})
+}
+
+// A stream ends with Unavailable when this node stops leading, so that
+// its client opens one at the next leader.
+func TestDeliveriesEndWithTheTerm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, 1000)
+		r := f.register(time.Hour)
+		s := f.stream(context.Background(), r.ID, mailbox.StreamOpen{})
+		f.stop()
+		if err := <-s.done; !errors.Is(err, djinn.ErrUnavailable) {
+			t.Fatalf("stream after the term ended with %v, want Unavailable", err)
+		}
+	})
+}
+
+// DESIGN.md 7: another principal's registration does not exist for the
+// caller.
+func TestDeliveriesOwner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, 1000)
+		defer f.stop()
+		alice := principal.With(context.Background(), "cn:alice")
+		bob := principal.With(context.Background(), "cn:bob")
+		r, err := f.svc.Register(alice, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.notifyN(r, 1, 1)
+		if err := <-f.stream(bob, r.ID, mailbox.StreamOpen{}).done; !errors.Is(err, djinn.ErrNoSuchObject) {
+			t.Fatalf("stream by another principal = %v, want NoSuchObject", err)
+		}
+		s := f.stream(alice, r.ID, mailbox.StreamOpen{})
+		defer s.stop()
+		if got := s.indexes(); !slices.Equal(got, span(1, 1)) {
+			t.Fatalf("owner's stream got %v, want 1", got)
+		}
+	})
+}
+
+// Bad input is refused with InvalidArgument naming the bad value.
+func TestDeliveriesBadInput(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, 1000)
+		defer f.stop()
+		r := f.register(time.Hour)
+		for _, open := range []mailbox.StreamOpen{{Window: -1}, {Window: mailbox.MaxWindow + 1}, {MaxBatch: -1}, {MaxBatch: mailbox.MaxStreamBatch + 1}} {
+			if err := <-f.stream(context.Background(), r.ID, open).done; !errors.Is(err, djinn.ErrInvalidArgument) {
+				t.Errorf("open %+v = %v, want InvalidArgument", open, err)
+			}
+		}
+		f.notifyN(r, 1, 2)
+		s := f.stream(context.Background(), r.ID, mailbox.StreamOpen{})
+		s.acks <- 3
+		if err := <-s.done; !errors.Is(err, djinn.ErrInvalidArgument) {
+			t.Fatalf("acknowledging 3 with 2 sent = %v, want InvalidArgument", err)
+		}
+		if n := f.stored(r); n != 2 {
+			t.Fatalf("a refused acknowledgement forgot events: %d stored, want 2", n)
+		}
+	})
+}
