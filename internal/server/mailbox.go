@@ -1,12 +1,16 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
@@ -87,7 +91,7 @@ func mailboxPart(s *Server) *part {
 			})
 			err := r.serve(&djinnpb.EventMailbox_ServiceDesc, &mailboxRPC{svc: svc}, Rules{
 				"Register": authenticated, "GetRegistration": owns, "EnableDelivery": owns, "DisableDelivery": owns,
-				"Pull": owns, "Ack": owns, "AddUnknownEvents": owns,
+				"Pull": owns, "Ack": owns, "AddUnknownEvents": owns, "Deliveries": owns,
 			})
 			if err != nil {
 				return err
@@ -241,6 +245,58 @@ func (m *mailboxRPC) Pull(r *djinnpb.PullRequest, stream djinnpb.EventMailbox_Pu
 		}
 		return stream.Send(msg)
 	})
+}
+
+// Deliveries serves a delivery stream: its first message names the
+// registration and opens the stream, and every message may acknowledge.
+func (m *mailboxRPC) Deliveries(stream grpc.BidiStreamingServer[djinnpb.DeliveriesRequest, djinnpb.DeliveriesResponse]) error {
+	first, err := stream.Recv()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return djinn.Errorf(djinn.InvalidArgument, "delivery stream ended before its first message: send the registration id to open it")
+		}
+		return err
+	}
+	id, err := regID(first.GetRegistrationId())
+	if err != nil {
+		return err
+	}
+	open := mailbox.StreamOpen{After: first.GetAfterIndex(), Window: int(first.GetWindow()), MaxBatch: int(first.GetMaxBatch())}
+	return m.svc.Deliveries(stream.Context(), id, open, &deliveryConn{stream: stream, id: id, first: first.GetAckThrough(), pending: true})
+}
+
+// deliveryConn is a delivery stream's transport over gRPC.
+type deliveryConn struct {
+	stream  grpc.BidiStreamingServer[djinnpb.DeliveriesRequest, djinnpb.DeliveriesResponse]
+	id      djinn.ID
+	first   uint64 // the first message's acknowledgement, given by the first Recv
+	pending bool
+}
+
+func (c *deliveryConn) Recv() (uint64, error) {
+	if c.pending {
+		c.pending = false
+		return c.first, nil
+	}
+	r, err := c.stream.Recv()
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case len(r.GetRegistrationId()) > 0 && !bytes.Equal(r.GetRegistrationId(), c.id[:]):
+		return 0, djinn.Errorf(djinn.InvalidArgument, "delivery stream of registration %s: a later message names registration %x; open a stream per registration", c.id, r.GetRegistrationId())
+	case r.GetAfterIndex() != 0 || r.GetWindow() != 0 || r.GetMaxBatch() != 0:
+		return 0, djinn.Errorf(djinn.InvalidArgument, "delivery stream: after_index, window and max_batch belong in the stream's first message; later ones only acknowledge")
+	}
+	return r.GetAckThrough(), nil
+}
+
+func (c *deliveryConn) Send(events []mailbox.Stored, recorded uint64) error {
+	msg := &djinnpb.DeliveriesResponse{AcknowledgedThrough: recorded, Events: make([]*djinnpb.StoredEvent, len(events))}
+	for i, e := range events {
+		msg.Events[i] = &djinnpb.StoredEvent{Index: e.Index, Event: e.Event}
+	}
+	return c.stream.Send(msg)
 }
 
 func (m *mailboxRPC) Ack(ctx context.Context, r *djinnpb.AckRequest) (*djinnpb.AckResponse, error) {
