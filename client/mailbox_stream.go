@@ -1,0 +1,297 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/backoff"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+// DeliveryOption tunes a delivery stream (Deliveries, Receive).
+type DeliveryOption func(*deliveryConfig)
+
+type deliveryConfig struct {
+	after, ack    uint64
+	window, batch int
+}
+
+// DeliverAfter starts the stream after an index: events with a larger
+// one are sent (default 0: every stored event, which is every event not
+// acknowledged).
+func DeliverAfter(index uint64) DeliveryOption {
+	return func(c *deliveryConfig) { c.after = index }
+}
+
+// DeliveryWindow bounds the events sent and not yet acknowledged (default
+// 1024, at most 65536): a client that falls behind holds the mailbox back
+// by no more than this.
+func DeliveryWindow(events int) DeliveryOption {
+	return func(c *deliveryConfig) { c.window = events }
+}
+
+// DeliveryBatch bounds the events of one message (default 256, at most
+// 4096).
+func DeliveryBatch(events int) DeliveryOption {
+	return func(c *deliveryConfig) { c.batch = events }
+}
+
+func deliveryOptions(opts []DeliveryOption) (deliveryConfig, error) {
+	var c deliveryConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	switch {
+	case c.window < 0 || c.window > 65536:
+		return c, djinn.Errorf(djinn.InvalidArgument, "delivery window %d: must be between 1 and 65536", c.window)
+	case c.batch < 0 || c.batch > 4096:
+		return c, djinn.Errorf(djinn.InvalidArgument, "delivery batch %d: must be between 1 and 4096", c.batch)
+	}
+	return c, nil
+}
+
+// DeliveryStream is one delivery stream of a registration (the mailbox's
+// Deliveries): the mailbox sends the stored events in arrival order, then
+// each new one as it is stored; the client acknowledges on the same stream,
+// and the mailbox forgets what is acknowledged. Delivery is at least once:
+// a new stream starts after the last acknowledgement the mailbox recorded,
+// so events received and not acknowledged come again, with the same index
+// (and the sequence number their generator gave them), which tells a
+// duplicate.
+//
+// A stream is a consumer of the registration as Pull is: opening one
+// disables push delivery and supersedes the registration's earlier stream
+// or Pull, and EnableDelivery to a target supersedes it; a superseded
+// stream fails with an error matching djinn.ErrInvalidIterator.
+//
+// Recv and Ack may be called at the same time, from two goroutines; Close
+// not while Recv runs.
+type DeliveryStream struct {
+	r      *MailboxRegistration
+	stream djinnpb.EventMailbox_DeliveriesClient
+	cancel context.CancelFunc
+	sendMu sync.Mutex
+	acked  atomic.Uint64
+}
+
+// Deliveries opens a delivery stream of the registration. It ends when ctx
+// does, when Close is called, or with an error from Recv: Unavailable when
+// the mailbox's leadership moved (open another: the connection follows the
+// cluster's leader), NoSuchObject when the registration ended.
+func (r *MailboxRegistration) Deliveries(ctx context.Context, opts ...DeliveryOption) (*DeliveryStream, error) {
+	cfg, err := deliveryOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	mc, err := r.m.client(r.endpoint, r.Listener.Service)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stream, err := mc.Deliveries(ctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	s := &DeliveryStream{r: r, stream: stream, cancel: cancel}
+	err = stream.Send(&djinnpb.DeliveriesRequest{
+		RegistrationId: r.ID[:], AfterIndex: cfg.after, AckThrough: cfg.ack,
+		Window: int32(cfg.window), MaxBatch: int32(cfg.batch),
+	})
+	if err != nil && !errors.Is(err, io.EOF) { // at io.EOF, Recv has the stream's status
+		cancel()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Recv returns the next events, in arrival order, waiting for them. It
+// returns io.EOF after Close, and the stream's error when it failed.
+func (s *DeliveryStream) Recv() ([]StoredEvent, error) {
+	for {
+		msg, err := s.stream.Recv()
+		if err != nil {
+			return nil, s.ended(err)
+		}
+		if a := msg.GetAcknowledgedThrough(); a > s.acked.Load() {
+			s.acked.Store(a)
+		}
+		if len(msg.GetEvents()) == 0 {
+			continue
+		}
+		out := make([]StoredEvent, len(msg.GetEvents()))
+		for i, e := range msg.GetEvents() {
+			ev, err := RemoteEventFromProto(e.GetEvent())
+			if err != nil {
+				s.cancel()
+				return nil, err
+			}
+			out[i] = StoredEvent{Index: e.GetIndex(), Event: ev}
+		}
+		return out, nil
+	}
+}
+
+// ended is the error a failed Recv reports; a server that moved its
+// leadership names the new leader, and the next stream goes there.
+func (s *DeliveryStream) ended(err error) error {
+	defer s.cancel()
+	if errors.Is(err, io.EOF) {
+		return io.EOF
+	}
+	if leader := leaderOf(s.stream.Trailer()); leader != "" {
+		noteLeader(s.r.m.c, djinn.Ref{Endpoint: s.r.endpoint, Service: s.r.Listener.Service}, leader)
+	}
+	return err
+}
+
+// Ack acknowledges every event through index: they are processed, and
+// the mailbox may forget them. It is at most the last index received; a
+// smaller one than before changes nothing. The mailbox records
+// acknowledgements as they come, several at once when they come fast.
+func (s *DeliveryStream) Ack(index uint64) error {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	err := s.stream.Send(&djinnpb.DeliveriesRequest{AckThrough: index})
+	if errors.Is(err, io.EOF) {
+		return djinn.Errorf(djinn.Unavailable, "delivery stream: ended; Recv tells why")
+	}
+	return err
+}
+
+// Acknowledged returns the index through which the mailbox has recorded
+// acknowledgements: those events are forgotten, and no later stream sends
+// them.
+func (s *DeliveryStream) Acknowledged() uint64 { return s.acked.Load() }
+
+// Close ends the stream once the mailbox has recorded the
+// acknowledgements it received; events that arrive meanwhile are not
+// returned (they come again on the next stream). It returns nil, or the
+// stream's error.
+func (s *DeliveryStream) Close() error {
+	defer s.cancel()
+	s.sendMu.Lock()
+	err := s.stream.CloseSend()
+	s.sendMu.Unlock()
+	if err != nil {
+		return err
+	}
+	for {
+		_, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// Receive hands the registration's events to handle, in arrival order,
+// one at a time, over a delivery stream it keeps open, and acknowledges
+// each event once handle returns nil for it. When the stream breaks or the
+// mailbox's leadership moves, it opens another, after the last event
+// handled: nothing is lost, and no event handle took comes again within
+// one Receive (a new Receive may see, once more, events handled just before
+// the last one stopped, with the same index).
+//
+// handle returning an error matching djinn.ErrUnknownEvent adds the
+// event's kind (source and event id) to the registration's unknown-event
+// list, as a target's UnknownEvent would: the mailbox refuses further
+// events of that kind, and Receive skips those it already holds. Any other
+// error from handle stops Receive, which returns it; that event is not
+// acknowledged.
+//
+// Receive returns nil when ctx ends, or the error that stopped it: that
+// of handle, djinn.ErrInvalidIterator when another consumer took over the
+// registration, djinn.ErrNoSuchObject when the registration ended.
+func (r *MailboxRegistration) Receive(ctx context.Context, handle func(context.Context, StoredEvent) error, opts ...DeliveryOption) error {
+	cfg, err := deliveryOptions(opts)
+	if err != nil {
+		return err
+	}
+	rc := &receiver{r: r, cfg: cfg, handle: handle, handled: cfg.after, unknown: map[unknownKind]bool{}}
+	wait := backoff.New(50*time.Millisecond, 5*time.Second)
+	for {
+		err := rc.stream(ctx, wait)
+		if ended(ctx) {
+			return nil
+		}
+		if !errors.Is(err, djinn.ErrUnavailable) {
+			return err
+		}
+		if !wait.Wait(ctx) {
+			return nil
+		}
+	}
+}
+
+// receiver is one Receive's state.
+type receiver struct {
+	r       *MailboxRegistration
+	cfg     deliveryConfig
+	handle  func(context.Context, StoredEvent) error
+	handled uint64 // the last index handled
+	unknown map[unknownKind]bool
+}
+
+type unknownKind struct {
+	service, object djinn.ID
+	id              int64
+}
+
+// stream runs one delivery stream: it opens after the last event handled,
+// acknowledging it, and handles what comes until the stream fails.
+func (rc *receiver) stream(ctx context.Context, wait *backoff.Backoff) error {
+	cfg := rc.cfg
+	cfg.after, cfg.ack = rc.handled, rc.handled
+	s, err := rc.r.Deliveries(ctx, func(c *deliveryConfig) { *c = cfg })
+	if err != nil {
+		return err
+	}
+	defer s.cancel()
+	for {
+		events, err := s.Recv()
+		if err != nil {
+			return err
+		}
+		wait.Reset()
+		for _, e := range events {
+			if err := rc.take(ctx, e); err != nil {
+				if rc.handled > 0 {
+					_ = s.Ack(rc.handled)
+				}
+				_ = s.Close()
+				return err
+			}
+		}
+		if err := s.Ack(rc.handled); err != nil {
+			return err
+		}
+	}
+}
+
+// take hands one event to handle, unless it is of a kind handle refused.
+func (rc *receiver) take(ctx context.Context, e StoredEvent) error {
+	k := unknownKind{e.Event.Source.Service, e.Event.Source.Object, e.Event.ID}
+	if e.Index <= rc.handled || rc.unknown[k] {
+		rc.handled = max(rc.handled, e.Index)
+		return nil
+	}
+	if err := rc.handle(ctx, e); err != nil {
+		if !errors.Is(err, djinn.ErrUnknownEvent) {
+			return err
+		}
+		if err := rc.r.AddUnknownEvents(ctx, EventKey{Source: e.Event.Source, ID: e.Event.ID}); err != nil {
+			return err
+		}
+		rc.unknown[k] = true
+	}
+	rc.handled = e.Index
+	return nil
+}
