@@ -1,0 +1,50 @@
+// Package robust is djinn's robustness suite: it runs a cluster of real
+// djinn serve processes with every link through a fault-injecting network,
+// runs concurrent workloads of the services against it while faults are
+// injected, records what every call asked and was answered, and checks the
+// histories against the promises djinn makes.
+//
+// # The network
+//
+// Each member has three proxies (Net, Proxy): its client port (the
+// suite's workers dial it), its advertised gRPC address (the members'
+// calls to each other and references go there) and its advertised Raft
+// address. A Raft connection's sender is told from its first bytes (every
+// Raft request begins with a header naming the sending member), so rules
+// apply to directed links between members: a link drops (a partition, one
+// way or both) or delays its bytes. Gaining or losing a drop cuts the
+// link's open connections, so a stream never resumes after losing bytes:
+// to the members a partition looks like connections that time out and
+// then fail to reach the peer. Clients are never partitioned from a member
+// (a partitioned leader still hears its clients, which is where stale
+// reads would show).
+//
+// # Faults
+//
+// kill -9 of the leader and of a follower (then a restart on the same
+// data), the leader partitioned from both followers, a minority partition
+// (a follower alone), one-way loss (the leader's bytes to the followers
+// dropped, theirs to it delivered), added delay on every Raft link, every
+// connection cut, and a clean restart of a follower. After each, the
+// network is healed, stopped members are started again, and the schedule
+// goes on once every member votes.
+//
+// # Checkers
+//
+//   - KVModel: each member's key/value store (its own, not replicated) is
+//     a register per key, linearizable across kills and cut connections
+//     (porcupine);
+//   - LockModel: a lock set's write lock taken with try_lock, with fencing
+//     tokens above every earlier one, valid while held, linearizable
+//     (porcupine); CheckFencing: no two holders at once, no token twice,
+//     tokens in the order granted;
+//   - CheckLeases: no lease gone, nor reported to end, before the
+//     expiration its holder was granted; none alive after its cancel or
+//     after it was found gone.
+//
+// A call whose answer was lost (a timeout, a reset, a lost leadership) may
+// or may not have taken effect: it is asked again where that is safe (the
+// same lock request id; an unlock whose refusal says it was done), and
+// otherwise recorded with an unknown outcome, which the checkers allow to
+// have happened at any time after its call, or not at all.
+package robust

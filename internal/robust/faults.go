@@ -1,0 +1,146 @@
+package robust
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+// Fault kinds.
+const (
+	KillLeader      = "kill -9 leader"
+	KillFollower    = "kill -9 follower"
+	PartitionLeader = "leader partitioned"
+	Minority        = "minority partition"
+	OneWay          = "one-way loss"
+	Delay           = "added delay"
+	CutConns        = "cut connections"
+	Restart         = "restart"
+)
+
+// AllFaults is every kind, in the order the short schedule injects them.
+var AllFaults = []string{KillLeader, PartitionLeader, KillFollower, Minority, OneWay, Delay, CutConns, Restart}
+
+// Fault is one fault of a schedule, held for Hold before it is healed.
+type Fault struct {
+	Kind string
+	Hold time.Duration
+}
+
+// Schedule draws n faults from the kinds with rng, each held 1–4s.
+func Schedule(rng *rand.Rand, n int) []Fault {
+	out := make([]Fault, n)
+	for i := range out {
+		out[i] = Fault{Kind: AllFaults[rng.IntN(len(AllFaults))], Hold: time.Duration(1000+rng.IntN(3000)) * time.Millisecond}
+	}
+	return out
+}
+
+// inject applies f, holds it, heals it, and waits until the cluster has
+// every member voting again.
+func (r *Run) inject(ctx context.Context, f Fault, rng *rand.Rand) error {
+	leader, err := r.c.WaitLeader(ctx)
+	if err != nil {
+		return err
+	}
+	var follower *Node
+	for _, n := range r.c.Nodes {
+		if n != leader && (follower == nil || rng.IntN(2) == 0) {
+			follower = n
+		}
+	}
+	r.log("fault %s (leader %s, follower %s, hold %v)", f.Kind, leader.ID, follower.ID, f.Hold)
+	var down *Node
+	switch f.Kind {
+	case KillLeader:
+		t0 := time.Now()
+		leader.Kill()
+		down = leader
+		r.measure(ctx, f.Kind, t0)
+	case KillFollower:
+		follower.Kill()
+		down = follower
+	case PartitionLeader:
+		t0 := time.Now()
+		r.isolate(leader)
+		r.measure(ctx, f.Kind, t0)
+	case Minority:
+		r.isolate(follower)
+	case OneWay:
+		for _, n := range r.c.Nodes {
+			if n != leader {
+				r.c.Net.Set(Link{From: leader.ID, To: n.ID}, Rule{Drop: true})
+			}
+		}
+	case Delay:
+		for _, a := range r.c.Nodes {
+			for _, b := range r.c.Nodes {
+				if a != b {
+					r.c.Net.Set(Link{From: a.ID, To: b.ID}, Rule{Delay: time.Duration(20+rng.IntN(80)) * time.Millisecond})
+				}
+			}
+		}
+	case CutConns:
+		r.c.Net.Cut("")
+	case Restart:
+		if err := follower.Stop(); err != nil {
+			return err
+		}
+		down = follower
+	default:
+		return fmt.Errorf("unknown fault %q", f.Kind)
+	}
+	r.pause(ctx, f.Hold)
+	if f.Kind == CutConns {
+		r.c.Net.Cut("")
+	}
+	r.c.Net.Heal()
+	if down != nil {
+		if err := down.Start(ctx); err != nil {
+			return err
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := r.c.WaitVoters(wctx); err != nil {
+		return fmt.Errorf("after %s: %w", f.Kind, err)
+	}
+	return nil
+}
+
+// isolate cuts n off from the other members, both ways: Raft and the
+// members' gRPC calls to it. Clients still reach it.
+func (r *Run) isolate(n *Node) {
+	for _, o := range r.c.Nodes {
+		if o != n {
+			r.c.Net.Set(Link{From: n.ID, To: o.ID}, Rule{Drop: true})
+			r.c.Net.Set(Link{From: o.ID, To: n.ID}, Rule{Drop: true})
+		}
+	}
+	r.c.Net.Set(Link{From: Peers, To: n.ID}, Rule{Drop: true})
+	r.c.Net.Set(Link{From: n.ID, To: Peers}, Rule{Drop: true})
+}
+
+// measure records how long after t0 a write first succeeds: a lock set
+// created by a client that tries every member in turn.
+func (r *Run) measure(ctx context.Context, kind string, t0 time.Time) {
+	mctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for i := 0; mctx.Err() == nil; i++ {
+		n := r.c.Nodes[i%len(r.c.Nodes)]
+		if !n.Up() {
+			continue
+		}
+		actx, stop := context.WithTimeout(mctx, 300*time.Millisecond)
+		_, err := djinnpb.NewLockServiceClient(n.Conn()).CreateSet(actx, &djinnpb.CreateLockSetRequest{LeaseDurationNanos: int64(time.Second)})
+		stop()
+		if err == nil {
+			r.outage(kind, time.Since(t0))
+			return
+		}
+		r.pause(mctx, 10*time.Millisecond)
+	}
+}

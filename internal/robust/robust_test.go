@@ -1,0 +1,82 @@
+package robust
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// startCluster starts a 3-member cluster of bin behind a Net, closed when
+// the test ends.
+func startCluster(t *testing.T, bin string) *Cluster {
+	t.Helper()
+	c, err := NewCluster(bin, t.TempDir(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range c.Nodes {
+				t.Logf("%s output:\n%s", n.ID, n.Output())
+			}
+		}
+		c.Close()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestShortSchedule: one fixed schedule injecting every kind of fault once
+// under every workload; every checker finds nothing.
+func TestShortSchedule(t *testing.T) {
+	c := startCluster(t, binary(t, ""))
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var faults []Fault
+	for _, k := range AllFaults {
+		faults = append(faults, Fault{Kind: k, Hold: 2 * time.Second})
+	}
+	r := NewRun(c, *seed, t.Logf)
+	rep, err := r.Go(ctx, Workers{KV: 2, Lock: 3, Lease: 3}, faults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(rep)
+	t.Logf("counts %v outages %v", rep.Counts, rep.Outages)
+	for _, v := range rep.Failed() {
+		t.Error(v)
+	}
+}
+
+// TestLongSchedules (-robust.long): -robust.schedules fault schedules of
+// four random faults each, from -robust.seed on, against one cluster;
+// prints the figures.
+func TestLongSchedules(t *testing.T) {
+	if !*long {
+		t.Skip("the long mode runs with -robust.long")
+	}
+	c := startCluster(t, binary(t, ""))
+	var sum Summary
+	for i := range *schedules {
+		s := *seed + int64(i)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		r := NewRun(c, s, func(string, ...any) {})
+		rep, err := r.Go(ctx, Workers{KV: 2, Lock: 3, Lease: 3}, Schedule(rand.New(rand.NewPCG(uint64(s), 1)), 4))
+		cancel()
+		if err != nil {
+			t.Fatalf("schedule %d (seed %d): %v", i, s, err)
+		}
+		t.Logf("schedule %d (seed %d): %v", i, s, rep)
+		for _, v := range rep.Failed() {
+			t.Errorf("schedule %d (seed %d): %s", i, s, v)
+		}
+		sum.Add(rep)
+	}
+	fmt.Print(sum.String())
+}

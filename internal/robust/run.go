@@ -1,0 +1,194 @@
+package robust
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Run is one fault schedule against a cluster: the workers, the faults,
+// and what was recorded.
+type Run struct {
+	c     *Cluster
+	clock Clock
+	seed  int64
+	log   func(format string, args ...any)
+
+	kv, lock History
+	leases   LeaseLog
+	sets     [][]byte // the lock workload's sets
+
+	// grace ends when the run stops asking again the calls whose answers
+	// were lost: after the workload, once the faults are healed.
+	grace context.Context
+
+	mu      sync.Mutex
+	counts  map[string]int             // guarded by mu
+	outages map[string][]time.Duration // unavailability by fault kind, guarded by mu
+}
+
+// Report is what a run found.
+type Report struct {
+	Faults     map[string]int
+	Ops        map[string]int // operations recorded by history
+	Violations map[string][]string
+	Counts     map[string]int
+	Outages    map[string][]time.Duration
+}
+
+// Workers is how many workers of each workload a run starts.
+type Workers struct{ KV, Lock, Lease int }
+
+// NewRun prepares a run on a started cluster.
+func NewRun(c *Cluster, seed int64, log func(string, ...any)) *Run {
+	return &Run{c: c, clock: Clock{start: time.Now()}, seed: seed, log: log,
+		counts: map[string]int{}, outages: map[string][]time.Duration{}}
+}
+
+func (r *Run) count(what string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.counts[what]++
+}
+
+func (r *Run) outage(kind string, d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.outages[kind] = append(r.outages[kind], d)
+}
+
+// pause waits d or until ctx ends.
+func (r *Run) pause(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// Go runs the workers while schedule injects its faults, then heals the
+// network, restarts whatever is down, lets the lost calls be asked again
+// and checks the histories.
+func (r *Run) Go(ctx context.Context, w Workers, faults []Fault) (*Report, error) {
+	if err := r.lockSets(ctx, 2); err != nil {
+		return nil, err
+	}
+	grace, cancelGrace := context.WithCancel(ctx)
+	defer cancelGrace()
+	r.grace = grace
+	work, stopWork := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	start := func(n int, base int, f func(context.Context, int, *rand.Rand)) {
+		for i := range n {
+			wg.Add(1)
+			id := base + i
+			rng := rand.New(rand.NewPCG(uint64(r.seed), uint64(id)))
+			go func() { defer wg.Done(); f(work, id, rng) }()
+		}
+	}
+	start(w.KV, 0, r.kvWorker)
+	start(w.Lock, 0, r.lockWorker)
+	start(w.Lease, 100, r.leaseWorker)
+
+	injected := map[string]int{}
+	var err error
+	rng := rand.New(rand.NewPCG(uint64(r.seed), 0xfa17))
+	for _, f := range faults {
+		r.pause(ctx, time.Duration(500+rng.IntN(1000))*time.Millisecond)
+		if err = r.inject(ctx, f, rng); err != nil {
+			break
+		}
+		injected[f.Kind]++
+	}
+	r.pause(ctx, time.Second)
+	stopWork()
+	if herr := r.heal(ctx); err == nil {
+		err = herr
+	}
+	// Calls whose answers were lost are asked again until they are
+	// answered, for a while.
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		cancelGrace()
+		<-done
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r.check(injected), nil
+}
+
+// heal removes every network rule and starts every stopped member, then
+// waits until all are voters again.
+func (r *Run) heal(ctx context.Context) error {
+	r.c.Net.Heal()
+	for _, n := range r.c.Nodes {
+		if !n.Up() {
+			if err := n.Start(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	return r.c.WaitVoters(wctx)
+}
+
+func (r *Run) check(injected map[string]int) *Report {
+	rep := &Report{Faults: injected, Ops: map[string]int{}, Violations: map[string][]string{}, Counts: map[string]int{}, Outages: map[string][]time.Duration{}}
+	kv, lock, leases := r.kv.Ops(), r.lock.Ops(), r.leases.Leases()
+	rep.Ops["kv"], rep.Ops["lock"] = len(kv), len(lock)
+	for _, l := range leases {
+		rep.Ops["lease"] += len(l)
+	}
+	rep.Violations["kv linearizable"] = CheckLinearizable("kv", KVModel, kv, time.Minute)
+	rep.Violations["lock linearizable"] = CheckLinearizable("lock", LockModel, lock, time.Minute)
+	rep.Violations["fencing"] = CheckFencing(lock)
+	rep.Violations["lease safety"] = CheckLeases(leases)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, v := range r.counts {
+		rep.Counts[k] = v
+	}
+	for k, v := range r.outages {
+		rep.Outages[k] = v
+	}
+	return rep
+}
+
+// Failed lists every violation, checker by checker.
+func (rep *Report) Failed() []string {
+	var out []string
+	for k, v := range rep.Violations {
+		for _, s := range v {
+			out = append(out, k+": "+s)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// String is a one-line summary.
+func (rep *Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "faults %v; operations %v; violations", rep.Faults, rep.Ops)
+	for _, k := range sortedKeys(rep.Violations) {
+		fmt.Fprintf(&b, " %s=%d", k, len(rep.Violations[k]))
+	}
+	return b.String()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
