@@ -22,9 +22,9 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files of testdata/json")
 
 // dataKeyed are the objects whose keys are data, not names of the form:
-// an entry's fields, a holder's lock counts, a status's counts. Their
-// values' shapes merge under "*".
-var dataKeyed = map[string]bool{"fields": true, "locks": true, "counts": true}
+// an entry's fields, a holder's lock counts, a status's counts, an item's
+// type hierarchy. Their values' shapes merge under "*".
+var dataKeyed = map[string]bool{"fields": true, "locks": true, "counts": true, "supertypes": true}
 
 // shape replaces every value of a decoded JSON document by its type. The
 // elements of a list merge into one shape, as the values of a data-keyed
@@ -327,7 +327,7 @@ func (g *goldenRun) lock(p *proc) {
 }
 
 func (g *goldenRun) lookup(p *proc) {
-	reg := g.on(p, "lookup-register", "lookup", "register", "--type", "Printer", "--attr", "Name.model=laser", "--attr", "Name.n=3",
+	reg := g.on(p, "lookup-register", "lookup", "register", "--type", "Laser", "--supertype", "Laser=Printer", "--attr", "Name.model=laser", "--attr", "Name.n=3",
 		"--attr", "Name.ok=true", "--endpoint", "127.0.0.1:9")
 	lease := reg["lease"].(map[string]any)["name"].(string)
 	g.on(p, "lookup-attrs", "lookup", "attrs", "add", lease, "--attr", "Status.state=idle")

@@ -81,8 +81,11 @@ func (g *globals) lookupCmd() *cobra.Command {
 	return cmd
 }
 
-const lookupRegisterHelp = "Register a service item for a lease: its type names (give every type it inherits too), its " +
-	"attributes, and its reference, the --endpoint address. Without --id the registrar assigns the service id; " +
+const lookupRegisterHelp = "Register a service item for a lease: its type names, its type hierarchy, its " +
+	"attributes, and its reference, the --endpoint address. Give every type the item has with --type, or its " +
+	"most specific ones and the types each directly extends with --supertype (--type Laser --supertype " +
+	"Laser=Printer --supertype Printer=Device): a template naming Printer then finds it, and lookup types " +
+	"answers Laser for it, as Jini's getServiceTypes does. Without --id the registrar assigns the service id; " +
 	"registering an id again replaces that item. Prints the service id and the registration's lease, whose name " +
 	"`djinn lease renew|cancel` and `djinn lookup attrs` take.\n\n--attr: " + attrSyntax + "."
 
@@ -90,9 +93,10 @@ func (g *globals) lookupRegisterCmd() *cobra.Command {
 	var (
 		f           lookupFlags
 		endpoint, d string
+		supers      []string
 	)
 	cmd := &cobra.Command{
-		Use:   "register --type T [--type T2]… [--attr Type.field=value]… --endpoint ADDR [--lease D] [--id ID]",
+		Use:   "register --type T [--type T2]… [--supertype T=S[,S2]]… [--attr Type.field=value]… --endpoint ADDR [--lease D] [--id ID]",
 		Short: "Register a service item; prints its service id and the registration's lease",
 		Long:  lookupRegisterHelp,
 		Args:  cobra.NoArgs,
@@ -100,6 +104,9 @@ func (g *globals) lookupRegisterCmd() *cobra.Command {
 			item, dur, err := f.item(endpoint, d)
 			if err != nil {
 				return err
+			}
+			if item.Supertypes, err = parseSupertypes(supers); err != nil {
+				return usageError{err}
 			}
 			return g.withRegistrar(cmd, func(ctx context.Context, _ *client.Client, r *client.Registrar) error {
 				sr, err := r.Register(ctx, item, dur)
@@ -116,8 +123,31 @@ func (g *globals) lookupRegisterCmd() *cobra.Command {
 	}
 	f.register(cmd, "the item's")
 	cmd.Flags().StringVar(&endpoint, "endpoint", "", "the service's address, host:port (stored as its reference)")
+	cmd.Flags().StringArrayVar(&supers, "supertype", nil, "TYPE=SUPER[,SUPER…]: the types TYPE directly extends (repeatable): the item's type hierarchy")
 	leaseFlag(cmd, &d, "the registration")
 	return cmd
+}
+
+// parseSupertypes parses --supertype TYPE=SUPER[,SUPER…] flags into an
+// item's type hierarchy; nil for none.
+func parseSupertypes(flags []string) (map[string][]string, error) {
+	if len(flags) == 0 {
+		return nil, nil
+	}
+	out := map[string][]string{}
+	for _, f := range flags {
+		t, supers, ok := strings.Cut(f, "=")
+		if !ok || t == "" || supers == "" {
+			return nil, fmt.Errorf("--supertype %q: want TYPE=SUPER[,SUPER…], e.g. Laser=Printer", f)
+		}
+		for _, s := range strings.Split(supers, ",") {
+			if s == "" {
+				return nil, fmt.Errorf("--supertype %q: an empty supertype name", f)
+			}
+			out[t] = append(out[t], s)
+		}
+	}
+	return out, nil
 }
 
 // lookupRegisteredView is what lookup register prints.

@@ -20,7 +20,9 @@ type lookupItemJSON struct {
 	ID      string   `json:"id"`
 	Service string   `json:"service"`
 	Types   []string `json:"types"`
-	Attrs   []struct {
+	// Supertypes is the item's type hierarchy.
+	Supertypes map[string][]string `json:"supertypes"`
+	Attrs      []struct {
 		Type   string                    `json:"type"`
 		Fields map[string]map[string]any `json:"fields"` // the value under its kind
 	} `json:"attrs"`
@@ -70,6 +72,34 @@ func TestCLILookup(t *testing.T) {
 		t.Errorf("info printed %+v", info)
 	}
 	s.errorRows()
+}
+
+// TestCLILookupHierarchy: an item registered with its most specific type
+// and --supertype is found by its supertypes, lookup types answers the
+// most specific type as getServiceTypes does, and the views show the
+// hierarchy; a --supertype without a supertype is a usage error.
+func TestCLILookupHierarchy(t *testing.T) {
+	r := newRig(t)
+	var reg lookupRegisteredJSON
+	r.json(&reg, "lookup", "register", "--type", "Laser", "--supertype", "Laser=Printer", "--supertype", "Printer=Device,Machine",
+		"--endpoint", "127.0.0.1:9")
+	var f lookupFoundJSON
+	r.json(&f, "lookup", "find", "--type", "Machine")
+	if f.Total != 1 || f.Items[0].ID != reg.ID || strings.Join(f.Items[0].Supertypes["Printer"], ",") != "Device,Machine" ||
+		strings.Join(f.Items[0].Supertypes["Laser"], ",") != "Printer" {
+		t.Errorf("find --type Machine: %+v, want the laser and its hierarchy", f)
+	}
+	if out := r.must("lookup", "types", "--prefix", "L"); out != "Laser\n" {
+		t.Errorf("lookup types --prefix L printed %q, want Laser", out)
+	}
+	if out := r.must("lookup", "find", "--type", "Printer"); !strings.Contains(out, "extends=Laser<Printer;Printer<Device,Machine") {
+		t.Errorf("find printed %q, want the hierarchy", out)
+	}
+	for _, bad := range []string{"Laser", "=Printer", "Laser=", "Laser=Printer,"} {
+		if _, errs, ok := r.run("lookup", "register", "--type", "Laser", "--supertype", bad, "--endpoint", "127.0.0.1:9"); ok || !strings.Contains(errs, "--supertype") {
+			t.Errorf("--supertype %q: ok=%v %s, want refused naming the flag", bad, ok, errs)
+		}
+	}
 }
 
 func (s *lookupScript) register() {

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -159,10 +160,13 @@ type lookupEntryView struct {
 }
 
 type lookupItemView struct {
-	ID      string            `json:"id"`
-	Service string            `json:"service"`
-	Types   []string          `json:"types"`
-	Attrs   []lookupEntryView `json:"attrs"`
+	ID      string   `json:"id"`
+	Service string   `json:"service"`
+	Types   []string `json:"types"`
+	// Supertypes is the item's type hierarchy: for a type, the types it
+	// directly extends; {} when the item declares none.
+	Supertypes map[string][]string `json:"supertypes"`
+	Attrs      []lookupEntryView   `json:"attrs"`
 }
 
 // lookupServiceText shows an item's reference: the text a djinn CLI
@@ -175,7 +179,10 @@ func lookupServiceText(b []byte) string {
 }
 
 func viewLookupItem(it client.ServiceItem) lookupItemView {
-	v := lookupItemView{ID: it.ID.String(), Service: lookupServiceText(it.Service), Types: it.Types, Attrs: []lookupEntryView{}}
+	v := lookupItemView{ID: it.ID.String(), Service: lookupServiceText(it.Service), Types: it.Types, Supertypes: it.Supertypes, Attrs: []lookupEntryView{}}
+	if v.Supertypes == nil {
+		v.Supertypes = map[string][]string{}
+	}
 	if v.Types == nil {
 		v.Types = []string{}
 	}
@@ -201,6 +208,14 @@ func lookupItemText(v lookupItemView) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s  %s  types=%s", v.ID, service, strings.Join(v.Types, ","))
+	if len(v.Supertypes) > 0 {
+		ts := make([]string, 0, len(v.Supertypes))
+		for t, supers := range v.Supertypes {
+			ts = append(ts, t+"<"+strings.Join(supers, ","))
+		}
+		sort.Strings(ts)
+		b.WriteString("  extends=" + strings.Join(ts, ";"))
+	}
 	for _, e := range v.Attrs {
 		b.WriteString("  " + e.text)
 	}
