@@ -93,6 +93,7 @@ func ldsPart(s *Server) *part {
 		run:     func(ctx context.Context) { s.ldsDiscover(ctx, rpc.svc) },
 		ref:     s.ref(LDSID),
 		metrics: func() []prometheus.Collector { return ldsMetrics(rpc.st, rpc.svc) },
+		list:    map[string]lister{"lds-registrations": func(f map[string]string) ([]*djinnpb.Resource, error) { return s.listLDSRegistrations(rpc.st)(f) }},
 		page: &page{title: "Lookup discovery", actions: drop(s), view: func(context.Context, url.Values) (any, error) {
 			return s.ldsView(rpc.st, rpc.svc), nil
 		}},

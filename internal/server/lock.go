@@ -81,6 +81,7 @@ func lockPart(s *Server) *part {
 		run:     func(ctx context.Context) { s.lock.Run(ctx) },
 		ref:     s.ref(LockID),
 		metrics: func() []prometheus.Collector { return lockMetrics(st) },
+		list:    map[string]lister{"lock-sets": func(f map[string]string) ([]*djinnpb.Resource, error) { return s.listLockSets(st)(f) }},
 		page: &page{title: "Lock sets", actions: drop(s), view: func(context.Context, url.Values) (any, error) {
 			return s.lockView(st), nil
 		}},

@@ -84,6 +84,7 @@ func lookupPart(s *Server) *part {
 		},
 		ref:     s.ref(LookupID),
 		metrics: func() []prometheus.Collector { return lookupMetrics(rpc.st, rpc.svc) },
+		list:    map[string]lister{"lookup-items": func(f map[string]string) ([]*djinnpb.Resource, error) { return s.listLookupItems(rpc.st)(f) }},
 		page: &page{title: "Lookup", actions: drop(s), view: func(_ context.Context, q url.Values) (any, error) {
 			return s.lookupView(rpc.st, rpc.svc, q)
 		}},

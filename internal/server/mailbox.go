@@ -110,6 +110,7 @@ func mailboxPart(s *Server) *part {
 			}
 		},
 		metrics: func() []prometheus.Collector { return mailboxMetrics(st, svc) },
+		list:    map[string]lister{"mailboxes": func(f map[string]string) ([]*djinnpb.Resource, error) { return s.listMailboxes(st)(f) }},
 		page: &page{title: "Event mailboxes", actions: drop(s), view: func(context.Context, url.Values) (any, error) {
 			return s.mailboxView(st, svc), nil
 		}},

@@ -26,6 +26,7 @@ var parts = []func(*Server) *part{
 	kvPart,
 	participantPart, // after the participants it routes to
 	joinPart,        // registers the others in lookup services
+	resourcesPart,   // lists what the others hold
 	sessionPart,     // any unary call of the parts before, over one stream
 }
 
@@ -65,6 +66,9 @@ type part struct {
 	// stop runs first when the server closes, while it still serves: a
 	// part ends there what needs the network (leaving lookup services).
 	stop func()
+	// list lists the service's resources for Resources.List
+	// (resources.go), by kind.
+	list map[string]lister
 	// close releases what open took; it runs after the node is closed.
 	close func()
 }

@@ -97,6 +97,7 @@ func renewalPart(s *Server) *part {
 			}
 		},
 		metrics: func() []prometheus.Collector { return renewalMetrics(st, svc) },
+		list:    map[string]lister{"renewal-sets": func(f map[string]string) ([]*djinnpb.Resource, error) { return s.listRenewalSets(st)(f) }},
 		page: &page{title: "Renewal sets", actions: drop(s), view: func(context.Context, url.Values) (any, error) {
 			return s.renewalView(st, svc), nil
 		}},

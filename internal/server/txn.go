@@ -94,6 +94,7 @@ func txnPart(s *Server) *part {
 			}
 		},
 		metrics: func() []prometheus.Collector { return txnMetrics(st, s.txn) },
+		list:    map[string]lister{"transactions": func(f map[string]string) ([]*djinnpb.Resource, error) { return s.listTransactions(st)(f) }},
 		page: &page{
 			title:   "Transactions",
 			view:    func(_ context.Context, q url.Values) (any, error) { return s.txnView(st, q), nil },

@@ -1,0 +1,134 @@
+package server_test
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/server"
+	"github.com/djinn-go/djinn/internal/server/servertest"
+)
+
+// listAll pages through a kind and returns every resource, checking the
+// pages are in name order without repeats and add up to the total.
+func listAll(t *testing.T, c *client.Client, q client.ResourceQuery) []client.Resource {
+	t.Helper()
+	var out []client.Resource
+	for {
+		page, err := c.Resources(testContext(t), q)
+		if err != nil {
+			t.Fatalf("list %s after %q: %v", q.Kind, q.After, err)
+		}
+		out = append(out, page.Resources...)
+		if page.Next == "" {
+			if len(out) != page.Total {
+				t.Errorf("list %s: %d resources over the pages, total %d", q.Kind, len(out), page.Total)
+			}
+			break
+		}
+		q.After = page.Next
+	}
+	for i := 1; i < len(out); i++ {
+		a, b := out[i-1].Name, out[i].Name
+		if len(a) > len(b) || len(a) == len(b) && a >= b {
+			t.Errorf("list %s: %q before %q: not in name order", q.Kind, a, b)
+		}
+	}
+	return out
+}
+
+func names(rs []client.Resource) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.Name
+	}
+	return out
+}
+
+// TestResourcesList (DESIGN.md 7): every kind lists its resources — the
+// caller's own; an operator lists every principal's or one's, others may
+// not; pages follow each other; filters narrow a kind.
+func TestResourcesList(t *testing.T) {
+	t.Parallel()
+	pki := servertest.NewPKI(t)
+	cfg := servertest.Config(t)
+	cfg.TLS = server.TLSConfig{Cert: pki.ServerCert, Key: pki.ServerKey, CA: pki.CA, ClientAuth: true}
+	cfg.Security.Operators = []string{"cn:ops"}
+	srv := servertest.Start(t, cfg)
+	alice := servertest.Dial(t, srv.Addr(), client.WithTLS(pki.TLSFor(pki.NewClient(t, "alice"))))
+	bob := servertest.Dial(t, srv.Addr(), client.WithTLS(pki.TLSFor(pki.NewClient(t, "bob"))))
+	ops := servertest.Dial(t, srv.Addr(), client.WithTLS(pki.TLSFor(pki.NewClient(t, "ops"))))
+	pop := servertest.Populate(t, alice, srv.Addr(), time.Hour)
+
+	want := map[string]string{
+		client.KindMailboxes:        pop.Mailbox.ID.String(),
+		client.KindRenewalSets:      pop.Renewal.ID().String(),
+		client.KindLockSets:         pop.LockSet.ID().String(),
+		client.KindLDSRegistrations: pop.LDS.Lease().Cookie().String(),
+		client.KindTransactions:     strconv.FormatUint(pop.Txn.ID(), 10),
+		client.KindLookupItems:      pop.Item.ID.String(),
+		client.KindLeases:           pop.Mailbox.Lease.Cookie().String(),
+	}
+	for kind, name := range want {
+		own := listAll(t, alice, client.ResourceQuery{Kind: kind, Max: 2})
+		if !slices.Contains(names(own), name) {
+			t.Errorf("alice lists her %s %v, without %s", kind, names(own), name)
+		}
+		for _, r := range own {
+			if r.Principal != "cn:alice" {
+				t.Errorf("alice's %s list has %s of %q", kind, r.Name, r.Principal)
+			}
+		}
+		if theirs := listAll(t, bob, client.ResourceQuery{Kind: kind}); len(theirs) != 0 {
+			t.Errorf("bob lists alice's %s: %v", kind, names(theirs))
+		}
+		all := listAll(t, ops, client.ResourceQuery{Kind: kind, All: true})
+		if !slices.Contains(names(all), name) {
+			t.Errorf("an operator's list of every %s %v lacks alice's %s", kind, names(all), name)
+		}
+		p := "cn:alice"
+		if hers := listAll(t, ops, client.ResourceQuery{Kind: kind, Principal: &p}); len(hers) != len(own) {
+			t.Errorf("an operator lists %d of alice's %s, she %d", len(hers), kind, len(own))
+		}
+	}
+	for _, q := range []client.ResourceQuery{{Kind: client.KindLeases, All: true}, {Kind: client.KindLeases, Principal: new(string)}} {
+		if _, err := bob.Resources(testContext(t), q); !errors.Is(err, djinn.ErrPermissionDenied) {
+			t.Errorf("bob lists other principals' leases (%+v): %v, want refused for want of the operator role", q, err)
+		}
+	}
+	resourceFilters(t, alice, pop)
+	for _, q := range []client.ResourceQuery{{Kind: "widgets"}, {Kind: client.KindLeases, Max: 1001}, {Kind: client.KindLeases, Max: -1},
+		{Kind: client.KindTransactions, Filter: map[string]string{"state": "DANCING"}}} {
+		if _, err := alice.Resources(testContext(t), q); !errors.Is(err, djinn.ErrInvalidArgument) {
+			t.Errorf("list %+v: %v, want an invalid argument", q, err)
+		}
+	}
+}
+
+// resourceFilters: leases by what they cover, transactions by state,
+// lookup items by type.
+func resourceFilters(t *testing.T, c *client.Client, pop *servertest.Population) {
+	t.Helper()
+	leases := listAll(t, c, client.ResourceQuery{Kind: client.KindLeases, Filter: map[string]string{"kind": "mailbox registration"}})
+	if len(leases) != 1 || leases[0].Name != pop.Mailbox.Lease.Cookie().String() || leases[0].Details["covers"] != "mailbox registration" {
+		t.Errorf("alice's mailbox registration leases: %+v", leases)
+	}
+	active := listAll(t, c, client.ResourceQuery{Kind: client.KindTransactions, Filter: map[string]string{"state": "active"}})
+	if len(active) != 1 || active[0].Details["state"] != "ACTIVE" {
+		t.Errorf("alice's active transactions: %+v", active)
+	}
+	if none := listAll(t, c, client.ResourceQuery{Kind: client.KindTransactions, Filter: map[string]string{"state": "COMMITTED"}}); len(none) != 0 {
+		t.Errorf("alice's committed transactions: %+v, want none", none)
+	}
+	items := listAll(t, c, client.ResourceQuery{Kind: client.KindLookupItems, Filter: map[string]string{"type": pop.ItemType}})
+	if len(items) != 1 || items[0].Name != pop.Item.ID.String() || !items[0].Expires.Before(djinn.EndOfTime) {
+		t.Errorf("alice's %s items: %+v", pop.ItemType, items)
+	}
+	if none := listAll(t, c, client.ResourceQuery{Kind: client.KindLookupItems, Filter: map[string]string{"type": "Toaster"}}); len(none) != 0 {
+		t.Errorf("alice's Toaster items: %+v, want none", none)
+	}
+}
