@@ -104,6 +104,8 @@ func TestCompletion(t *testing.T) {
 	r := newRig(t)
 	var tx txnCreatedJSON
 	r.json(&tx, "txn", "create")
+	var reg mailboxRegJSON
+	r.json(&reg, "mailbox", "register")
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -112,6 +114,9 @@ func TestCompletion(t *testing.T) {
 		{[]string{"__complete", "status", "-o", ""}, "yaml\n"},
 		{[]string{"__complete", "txn", "ls", "--state", "c"}, "committed\n"},
 		{[]string{"__complete", "txn", "--server", r.p.addr, "show", ""}, strconv.FormatUint(tx.ID, 10) + "\tACTIVE\n"},
+		{[]string{"__complete", "mailbox", "--server", r.p.addr, "show", ""}, reg.ID + "\tstored_events=0"},
+		{[]string{"__complete", "lease", "--server", r.p.addr, "show", ""}, reg.Lease.Name + "\tcovers=mailbox registration"},
+		{[]string{"__complete", "ls", ""}, "lookup-items\t"},
 	} {
 		out, errs, ok := runNoServer(t, tc.args...)
 		if !ok || !strings.Contains(out, tc.want) {

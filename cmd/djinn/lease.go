@@ -129,9 +129,10 @@ type leaseStatusView struct {
 
 func (g *globals) leaseShowCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "show LEASE",
-		Short: "Ask the landlord about a lease: how long it has left and what it covers; exits 1 when it is gone",
-		Args:  cobra.ExactArgs(1),
+		Use:               "show LEASE",
+		ValidArgsFunction: g.completeIDs("lease"),
+		Short:             "Ask the landlord about a lease: how long it has left and what it covers; exits 1 when it is gone",
+		Args:              cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkLeaseArg("LEASE", args[0]); err != nil {
 				return err
@@ -173,9 +174,10 @@ func (g *globals) leaseGone(cmd *cobra.Command, v leaseStatusView) error {
 func (g *globals) leaseRenewCmd() *cobra.Command {
 	var d string
 	cmd := &cobra.Command{
-		Use:   "renew LEASE [--lease D]",
-		Short: "Renew a lease for D from now (a Go duration, forever or any); prints the renewed lease",
-		Args:  cobra.ExactArgs(1),
+		Use:               "renew LEASE [--lease D]",
+		ValidArgsFunction: g.completeIDs("lease"),
+		Short:             "Renew a lease for D from now (a Go duration, forever or any); prints the renewed lease",
+		Args:              cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dur, err := djinn.ParseDuration(d)
 			if err != nil {
@@ -202,9 +204,10 @@ func (g *globals) leaseRenewCmd() *cobra.Command {
 
 func (g *globals) leaseCancelCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "cancel LEASE",
-		Short: "Cancel a lease: what it covers ends now",
-		Args:  cobra.ExactArgs(1),
+		Use:               "cancel LEASE",
+		ValidArgsFunction: g.completeIDs("lease"),
+		Short:             "Cancel a lease: what it covers ends now",
+		Args:              cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkLeaseArg("LEASE", args[0]); err != nil {
 				return err

@@ -111,6 +111,7 @@ func newRoot() (*cobra.Command, *globals) {
 	root.AddCommand(
 		newServe(),
 		g.client(g.statusCmd()),
+		g.client(g.lsCmd()),
 		g.client(g.leaseCmd()),
 		g.client(g.mailboxCmd()),
 		g.client(g.renewalCmd()),

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,14 +31,33 @@ type Result struct {
 	P99ms    float64 `json:"p99_ms"`
 	// Phases are named parts of an operation (lock and unlock of a
 	// cycle, create and commit of a transaction).
-	Phases []Phase `json:"phases,omitempty"`
+	Phases []Phase `json:"phases"`
 	// CallsPerOp is the gRPC calls one op makes, to set its rate beside
-	// the Baseline's.
-	CallsPerOp float64   `json:"calls_per_op,omitempty"`
-	Empty      *Baseline `json:"empty_call,omitempty"`
-	Figures    []Figure  `json:"figures,omitempty"`
-	Checks     []Check   `json:"checks,omitempty"`
-	Notes      []string  `json:"notes,omitempty"`
+	// the Baseline's (0: not measured against one).
+	CallsPerOp float64 `json:"calls_per_op"`
+	// Empty is the plain gRPC empty call at the same concurrency; nil
+	// when the workload is not set beside one.
+	Empty   *Baseline `json:"empty_call"`
+	Figures []Figure  `json:"figures"`
+	Checks  []Check   `json:"checks"`
+	Notes   []string  `json:"notes"`
+}
+
+// MarshalJSON writes r with every field, lists as [] when empty, so that
+// every result of every bench has one shape.
+func (r Result) MarshalJSON() ([]byte, error) {
+	type plain Result
+	p := plain(r)
+	p.Phases, p.Figures, p.Checks, p.Notes = orEmpty(p.Phases), orEmpty(p.Figures), orEmpty(p.Checks), orEmpty(p.Notes)
+	return json.Marshal(p)
+}
+
+// orEmpty returns s, or an empty list for nil.
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 // Phase is the latency of a named part of an operation.
@@ -61,7 +81,7 @@ type Baseline struct {
 type Figure struct {
 	Name  string  `json:"name"`
 	Value float64 `json:"value"`
-	Unit  string  `json:"unit,omitempty"`
+	Unit  string  `json:"unit"`
 }
 
 // Check is a condition on what was measured. A must that fails is the
