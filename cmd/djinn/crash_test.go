@@ -84,7 +84,24 @@ type node struct {
 }
 
 func newNode(t *testing.T) node {
-	return node{dir: t.TempDir(), listen: freePort(t), admin: freePort(t), raft: freePort(t), discovery: freePort(t)}
+	ps := freePorts(t, 4)
+	return node{dir: t.TempDir(), listen: ps[0], admin: ps[1], raft: ps[2], discovery: ps[3]}
+}
+
+// freePorts returns n distinct free addresses: each stays taken until all
+// are chosen, so that no two are one port.
+func freePorts(t *testing.T, n int) []string {
+	t.Helper()
+	out := make([]string, n)
+	for i := range out {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		out[i] = l.Addr().String()
+	}
+	return out
 }
 
 // start runs djinn serve and waits until it prints that it serves.

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -156,8 +157,23 @@ func commands(block string) string {
 // server's are always there).
 func readmeScript(t *testing.T, blocks []readmeBlock, ports map[string]string) string {
 	t.Helper()
+	// Each free port stays taken until all are chosen, so no two are one.
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
+	free := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+		return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	}
 	for _, p := range []string{"4160", "4161", "4162", "4163"} {
-		ports[p] = strings.TrimPrefix(freePort(t), "127.0.0.1:")
+		ports[p] = free()
 	}
 	var sb strings.Builder
 	for _, bl := range blocks[1:] { // the quick start is the test's own doing
@@ -167,7 +183,7 @@ func readmeScript(t *testing.T, blocks []readmeBlock, ports map[string]string) s
 		text := readmePorts.ReplaceAllStringFunc(bl.text, func(s string) string {
 			m := readmePorts.FindStringSubmatch(s)
 			if ports[m[2]] == "" {
-				ports[m[2]] = strings.TrimPrefix(freePort(t), "127.0.0.1:")
+				ports[m[2]] = free()
 			}
 			return m[1] + ports[m[2]]
 		})
