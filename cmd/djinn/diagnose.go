@@ -5,12 +5,13 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
-	"net/http"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 )
 
@@ -25,6 +26,11 @@ const probeWait = 2 * time.Second
 // connectionFailure reports whether err is a failure to connect or to
 // speak gRPC, which a look at the port may explain.
 func connectionFailure(err error) bool {
+	switch djinn.KindOf(err) {
+	case djinn.Unavailable, djinn.Internal:
+	default:
+		return false // the server answered: whatever it said, the port is right
+	}
 	s := err.Error()
 	for _, sign := range []string{"cannot connect", "connection error", "server preface", "broken pipe", "connection reset",
 		"tls:", "first record does not look like a TLS handshake"} {
@@ -111,25 +117,34 @@ func probeTLS(ctx context.Context, addr string) (tlsPort, asksCert bool, err err
 
 // probeHTTP says whether addr answers HTTP/1.1 as djinn's admin port
 // does: over TLS when the port speaks it (under TLS the admin port does).
+// It speaks the request itself, on a connection of its own, rather than
+// through net/http, which would log what a gRPC port answers.
 func probeHTTP(ctx context.Context, addr string, overTLS bool) bool {
 	ctx, cancel := context.WithTimeout(ctx, probeWait)
 	defer cancel()
-	scheme := "http://"
+	var (
+		conn net.Conn
+		err  error
+	)
 	if overTLS {
-		scheme = "https://"
+		d := tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}} // a look at the port: whose certificate it is does not matter
+		conn, err = d.DialContext(ctx, "tcp", addr)
+	} else {
+		conn, err = (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 	}
-	req, err := http.NewRequestWithContext(ctx, "GET", scheme+addr+"/healthz", nil)
 	if err != nil {
 		return false
 	}
-	c := &http.Client{Transport: &http.Transport{
-		DialContext: (&net.Dialer{}).DialContext, DisableKeepAlives: true,
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // a look at the port: whose certificate it is does not matter
-	}}
-	resp, err := c.Do(req)
-	if err != nil {
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: djinn\r\nConnection: close\r\n\r\n"); err != nil {
 		return false
 	}
-	resp.Body.Close()
-	return resp.ProtoMajor == 1
+	head := make([]byte, len("HTTP/1.1 "))
+	if _, err := io.ReadFull(conn, head); err != nil {
+		return false
+	}
+	return strings.HasPrefix(string(head), "HTTP/1.")
 }
