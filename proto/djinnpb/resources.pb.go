@@ -304,9 +304,9 @@ const file_djinn_v1_resources_proto_rawDesc = "" +
 	"\x15ListResourcesResponse\x120\n" +
 	"\tresources\x18\x01 \x03(\v2\x12.djinn.v1.ResourceR\tresources\x12\x12\n" +
 	"\x04next\x18\x02 \x01(\tR\x04next\x12\x14\n" +
-	"\x05total\x18\x03 \x01(\x03R\x05total2T\n" +
-	"\tResources\x12G\n" +
-	"\x04List\x12\x1e.djinn.v1.ListResourcesRequest\x1a\x1f.djinn.v1.ListResourcesResponseB1Z/github.com/djinn-go/djinn/proto/djinnpb;djinnpbb\x06proto3"
+	"\x05total\x18\x03 \x01(\x03R\x05total2Y\n" +
+	"\tResources\x12L\n" +
+	"\x04List\x12\x1e.djinn.v1.ListResourcesRequest\x1a\x1f.djinn.v1.ListResourcesResponse\"\x03\x90\x02\x01B1Z/github.com/djinn-go/djinn/proto/djinnpb;djinnpbb\x06proto3"
 
 var (
 	file_djinn_v1_resources_proto_rawDescOnce sync.Once
