@@ -230,12 +230,15 @@ Workloads (--ops):
                each), p50/p99 of the wait for a grant, and fence violations
                (a grant overlapping another, told by the fencing tokens:
                must be 0)
+  spread       the contended workload over --locks lock sets at once, the
+               clients spread evenly over them (hand-offs of different locks
+               may share the log's appends); reports grants/s in total
   sets         --sets lock sets, each with one W lock held by one of a few
                owners (one per client), created at the largest --clients;
                reports the setup rate and the server's resident memory
                from --admin, per set
 
-Each uncontended and contended measurement runs the empty workload (a gRPC
+Each uncontended, contended and spread measurement runs the empty workload (a gRPC
 health check) at the same concurrency first, and reports the calls/s it
 reached as a fraction of the empty call's. With --admin the server's CPU
 is read from its /metrics too. The bench exits non-zero when a fence was
@@ -266,6 +269,7 @@ func (g *globals) benchLockCmd() *cobra.Command {
 	alias(f, "duration", "for")
 	f.IntVar(&b.Conns, "conns", 4, "gRPC connections the clients share")
 	f.IntVar(&b.Sets, "sets", 1_000_000, "lock sets for the sets workload")
+	f.IntVar(&b.Locks, "locks", 16, "lock sets the spread workload's clients share")
 	f.StringVar(&b.Admin, "admin", "127.0.0.1:4162", "admin address of the server, for its memory and CPU (empty: not read; the sets workload needs it)")
 	return cmd
 }

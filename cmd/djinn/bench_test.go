@@ -106,12 +106,13 @@ func TestBenchLDSArgs(t *testing.T) {
 func TestBenchLockArgs(t *testing.T) {
 	wantArgErrors(t, "lock", []argRow{
 		{"unknown workload", []string{"--ops", "uncontended,spin"}, `workload "spin"`},
-		{"no workload", []string{"--ops", ","}, "want uncontended, contended or sets"},
+		{"no workload", []string{"--ops", ","}, "want uncontended, contended, spread or sets"},
 		{"clients must be positive", []string{"--clients", "1,0"}, `clients "1,0"`},
 		{"clients must be numbers", []string{"--clients", "many"}, `clients "many"`},
 		{"duration must be positive", []string{"--for", "0s"}, "--for 0s"},
 		{"conns at least 1", []string{"--conns", "0"}, "conns 0"},
 		{"sets at least 1", []string{"--sets", "0"}, "sets 0"},
+		{"locks at least 1", []string{"--ops", "spread", "--locks", "0"}, "locks 0"},
 		{"sets needs the admin endpoint", []string{"--ops", "sets", "--admin", ""}, "--admin"},
 	})
 }
@@ -171,12 +172,12 @@ func TestBenchLockWorkloads(t *testing.T) {
 	defer p.stop(t)
 	levels := []int{1, 4}
 	rep := benchReport(t, "lock", "--server", p.addr, "--admin", n.admin, "--clients", "1,4",
-		"--for", "200ms", "--conns", "2", "--sets", "300")
-	if len(rep.Results) != 2*len(levels)+1 {
-		t.Fatalf("%d results, want uncontended and contended at %v clients, and sets", len(rep.Results), levels)
+		"--for", "200ms", "--conns", "2", "--sets", "300", "--locks", "3")
+	if len(rep.Results) != 3*len(levels)+1 {
+		t.Fatalf("%d results, want uncontended, contended and spread at %v clients, and sets", len(rep.Results), levels)
 	}
-	for i, r := range rep.Results[:2*len(levels)] {
-		wantOp := []string{"uncontended", "contended"}[i/len(levels)]
+	for i, r := range rep.Results[:3*len(levels)] {
+		wantOp := []string{"uncontended", "contended", "spread"}[i/len(levels)]
 		if r.Workload != wantOp || r.Clients != levels[i%len(levels)] {
 			t.Errorf("run %d is %s at %d clients, want %s at %d", i, r.Workload, r.Clients, wantOp, levels[i%len(levels)])
 		}
@@ -187,6 +188,9 @@ func TestBenchLockWorkloads(t *testing.T) {
 			t.Errorf("%s at %d clients: %v fences issued for %d grants", r.Workload, r.Clients, figure(t, r, "fences issued"), r.Ops)
 		}
 		passed(t, r, "fence violations", "left held", "fences issued per grant")
+		if r.Workload == "spread" && figure(t, r, "locks") != 3 {
+			t.Errorf("spread at %d clients over %v locks, want 3", r.Clients, figure(t, r, "locks"))
+		}
 		if r.Empty == nil || r.Empty.PerS <= 0 || figure(t, r, "server CPU") <= 0 {
 			t.Errorf("%s at %d clients: empty call %+v, server CPU: want both measured", r.Workload, r.Clients, r.Empty)
 		}
