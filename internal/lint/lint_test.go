@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -169,4 +170,49 @@ func TestSleepsOnlyOnTheFakeClock(t *testing.T) {
 			t.Errorf("%s sleeps outside testing/synctest: wait for the event itself", path)
 		}
 	}
+}
+
+// TestStateMachinesAreChecked: every package that gives the state machine
+// a part (a method Part() state.Part) runs inside Apply, so it is in
+// deterministic — a new service cannot slip past the clock lint. Test
+// support packages (named …test) are left out: they build parts for tests.
+func TestStateMachinesAreChecked(t *testing.T) {
+	found := 0
+	for _, path := range goFiles(t, ".", false) {
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !declaresPart(f) {
+			continue
+		}
+		found++
+		dir, _ := filepath.Rel(root, filepath.Dir(path))
+		dir = filepath.ToSlash(dir)
+		if strings.HasSuffix(dir, "test") || slices.Contains(deterministic, dir) {
+			continue
+		}
+		t.Errorf("%s declares a state machine part but package %s is not in the deterministic list of internal/lint: add it", path, dir)
+	}
+	if found == 0 {
+		t.Error("no package declares Part() state.Part: the lint no longer finds the state machine's parts")
+	}
+}
+
+// declaresPart reports whether f declares a method Part() state.Part.
+func declaresPart(f *ast.File) bool {
+	for _, d := range f.Decls {
+		fn, ok := d.(*ast.FuncDecl)
+		if !ok || fn.Recv == nil || fn.Name.Name != "Part" || fn.Type.Results == nil || len(fn.Type.Results.List) != 1 {
+			continue
+		}
+		sel, ok := fn.Type.Results.List[0].Type.(*ast.SelectorExpr)
+		if !ok {
+			continue
+		}
+		if x, ok := sel.X.(*ast.Ident); ok && x.Name == "state" && sel.Sel.Name == "Part" {
+			return true
+		}
+	}
+	return false
 }
