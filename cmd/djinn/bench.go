@@ -25,7 +25,11 @@ renew (one lease per client), renewstream (renewals over one stream per
 client), renewall (--batch leases per call), register
 (mailbox registration: a logged lease grant), notify (durable mailbox
 ingest, one event a call), notifybatch (--events per call), deliver (ingest with delivery enabled to a listener hosted by the
-bench; reports events received per second), leases (grants --leases
+bench; reports events received per second), deliverbatch (the same,
+--events per call), deliverstream (ingest, one event a call, each
+registration's events taken by the bench over a delivery stream,
+acknowledged on the stream; reports events received per second),
+deliverstreambatch (the same, --events per call), leases (grants --leases
 registrations and reports the server's resident memory from --admin).`
 
 func (g *globals) benchCmd() *cobra.Command {

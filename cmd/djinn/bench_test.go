@@ -270,3 +270,30 @@ func checkLookupOnce(t *testing.T, byOp map[string][]bench.Result) {
 	}
 	passed(t, d, "attempts per round")
 }
+
+// TestBenchDelivery runs the delivery workloads briefly against a real
+// server: pushed to a listener and taken over delivery streams, one event
+// a call and in batches; every event accepted is delivered (and those of
+// calls the end of the run cut short, which are not counted accepted, may
+// be too).
+func TestBenchDelivery(t *testing.T) {
+	n := newNode(t)
+	p := n.start(t)
+	defer p.stop(t)
+	ops := []string{"deliver", "deliverstream", "deliverstreambatch"}
+	rep := benchReport(t, "--server", p.addr, "--ops", strings.Join(ops, ","), "--clients", "3",
+		"--for", "200ms", "--conns", "2", "--events", "10")
+	if len(rep.Results) != len(ops) {
+		t.Fatalf("%d results, want %d", len(rep.Results), len(ops))
+	}
+	for i, r := range rep.Results {
+		if r.Workload != ops[i] {
+			t.Errorf("result %d is %s, want %s", i, r.Workload, ops[i])
+		}
+		delivered, accepted := figure(t, r, "events delivered"), figure(t, r, "events accepted")
+		if accepted <= 0 || delivered < accepted {
+			t.Errorf("%s: %v events delivered of %v accepted, want all of some", r.Workload, delivered, accepted)
+		}
+		passed(t, r, "events not delivered")
+	}
+}

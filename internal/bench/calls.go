@@ -5,18 +5,20 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
 // CallWorkloads are the workloads of Calls, in the order they run by
 // default.
-var CallWorkloads = []string{"empty", "renew", "renewstream", "renewall", "register", "notify", "notifybatch", "deliver", "deliverbatch", "leases"}
+var CallWorkloads = []string{"empty", "renew", "renewstream", "renewall", "register", "notify", "notifybatch", "deliver", "deliverbatch", "deliverstream", "deliverstreambatch", "leases"}
 
 // Calls measures single calls of the landlord and the event mailbox, each
 // a call on the wire, at each number of clients:
@@ -31,6 +33,11 @@ var CallWorkloads = []string{"empty", "renew", "renewstream", "renewall", "regis
 //	deliver      ingest with delivery enabled to a listener hosted by the
 //	             bench; reports the events it received per second
 //	deliverbatch the same, Events events a call
+//	deliverstream ingest, one event a call, each registration's events
+//	             taken by the bench over a delivery stream (client Receive,
+//	             acknowledged on the stream); reports events received per
+//	             second
+//	deliverstreambatch the same, Events events a call
 //	leases       Leases registrations, a snapshot forced, and the server's
 //	             memory from Admin (memory.go)
 type Calls struct {
@@ -100,8 +107,11 @@ func (b *Calls) Run(ctx context.Context, env Env) (Report, error) {
 type callLoad struct {
 	step  func(ctx context.Context, c int, rec *Recorder) error
 	after func() int64
-	done  func()
-	units string // what a unit is, when it is not a call
+	// failed, when set, says why the work after the calls failed, if it
+	// did (a delivery stream ended).
+	failed func() error
+	done   func()
+	units  string // what a unit is, when it is not a call
 }
 
 // measure runs op at n clients.
@@ -117,6 +127,7 @@ func (b *Calls) measure(ctx context.Context, env Env, conns *Conns, op string, n
 	if err != nil {
 		return Result{}, err
 	}
+	accepted := m.Units
 	if cl.after != nil {
 		// Delivery: give the mailbox a moment to drain, and count what the
 		// listener received over the whole run.
@@ -127,9 +138,18 @@ func (b *Calls) measure(ctx context.Context, env Env, conns *Conns, op string, n
 		m.Elapsed += time.Since(drain)
 		m.Units = cl.after()
 	}
+	if cl.failed != nil {
+		if err := cl.failed(); err != nil {
+			return Result{}, err
+		}
+	}
 	r := m.Result(op, "call")
 	if cl.units != "" {
 		r.Figures = append(r.Figures, fig(cl.units, float64(m.Units), ""), fig(cl.units+"/s", m.PerS(m.Units), ""))
+	}
+	if cl.after != nil {
+		r.Figures = append(r.Figures, fig("events accepted", float64(accepted), ""))
+		r.Checks = append(r.Checks, mustZero("events not delivered", float64(max(0, accepted-m.Units))))
 	}
 	return r, nil
 }
@@ -261,7 +281,16 @@ func (b *Calls) notifyLoad(ctx context.Context, env Env, conns *Conns, op string
 		cookies[i] = r.GetLease().GetCookie()
 	}
 	cl := callLoad{units: "events accepted", done: func() { cancelLeases(env, conns.For(0), "registrations", cookies) }}
-	if strings.HasPrefix(op, "deliver") {
+	if strings.HasPrefix(op, "deliverstream") {
+		after, failed, stop, err := deliverOverStreams(ctx, conns, regs)
+		if err != nil {
+			cl.done()
+			return callLoad{}, err
+		}
+		cleanup := cl.done
+		cl.after, cl.failed, cl.units = after, failed, "events delivered"
+		cl.done = func() { stop(); cleanup() }
+	} else if strings.HasPrefix(op, "deliver") {
 		after, stop, err := deliverTo(ctx, conns, regs)
 		if err != nil {
 			cl.done()
@@ -326,6 +355,51 @@ func deliverTo(ctx context.Context, conns *Conns, regs []*djinnpb.MailboxRegistr
 		}
 	}
 	return got.Load, func() { l.Close() }, nil
+}
+
+// deliverOverStreams takes every registration's events over a delivery
+// stream of its own (client Receive: acknowledged on the stream), and
+// returns the count of events received and why a stream failed, if one
+// did.
+func deliverOverStreams(ctx context.Context, conns *Conns, regs []*djinnpb.MailboxRegistration) (received func() int64, failed func() error, stop func(), err error) {
+	var (
+		got   atomic.Int64
+		first atomic.Pointer[error]
+		wg    sync.WaitGroup
+	)
+	sctx, cancel := context.WithCancel(ctx)
+	stop = func() { cancel(); wg.Wait() }
+	for i, r := range regs {
+		id, err := djinn.IDFromBytes("registration id", r.GetRegistrationId())
+		if err != nil {
+			stop()
+			return nil, nil, nil, err
+		}
+		reg, err := conns.clients[i%len(conns.clients)].Mailbox().Registration(ctx, id)
+		if err != nil {
+			stop()
+			return nil, nil, nil, err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := reg.Receive(sctx, func(context.Context, client.StoredEvent) error {
+				got.Add(1)
+				return nil
+			})
+			if err != nil {
+				err = fmt.Errorf("delivery stream of registration %s: %w", id, err)
+				first.CompareAndSwap(nil, &err)
+			}
+		}()
+	}
+	failed = func() error {
+		if err := first.Load(); err != nil {
+			return *err
+		}
+		return nil
+	}
+	return got.Load, failed, stop, nil
 }
 
 // ParseClients parses a comma-separated list of numbers of clients.
