@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -258,6 +259,12 @@ func TestSnapshotKeepsEverything(t *testing.T) {
 		}
 		if ok, err := g.svc.Validate(s1, fa); err != nil || !ok {
 			t.Fatalf("the held grant's fence after the restore: %v %v", ok, err)
+		}
+		// A fence the set never gave names the set as its caller knows it.
+		var id djinn.ID
+		copy(id[:], s1)
+		if _, err := g.svc.Validate(s1, 999); !errors.Is(err, djinn.ErrInvalidArgument) || !strings.Contains(err.Error(), "fence 999: never granted by lock set "+id.String()) {
+			t.Fatalf("a fence never granted: %v, want an invalid argument naming the fence and the set %s", err, id)
 		}
 		// Unknown commands' bad input is refused without a change.
 		if _, err := g.log.Propose(context.Background(), &statepb.Command{Op: &statepb.Command_LockAcquire{LockAcquire: &statepb.LockAcquire{SetId: s1, Mode: 2, RequestId: 9}}}); !errors.Is(err, djinn.ErrInvalidArgument) {

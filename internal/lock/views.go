@@ -71,11 +71,18 @@ func (s *State) Describe(b []byte) (SetView, error) {
 func (s *State) Validate(b []byte, fence uint64) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	tid, _, err := s.setLocked(b)
+	tid, id, err := s.setLocked(b)
 	if err != nil {
 		return false, err
 	}
-	return s.table.Validate(tid, fence)
+	ok, err := s.table.Validate(tid, fence)
+	if djinn.KindOf(err) == djinn.InvalidArgument {
+		// The table names the set by its own number: the caller knows it
+		// by its id.
+		st, _ := s.table.Set(tid)
+		return false, djinn.Errorf(djinn.InvalidArgument, "fence %d: never granted by lock set %s (its last is %d)", fence, id, st.Fence)
+	}
+	return ok, err
 }
 
 // Transactional reports whether set b is transactional.
