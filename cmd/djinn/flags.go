@@ -72,10 +72,10 @@ func leaseFlag(cmd *cobra.Command, d *string, what string) {
 func parseLease(s string) (time.Duration, error) {
 	d, err := djinn.ParseDuration(s)
 	if err != nil {
-		return 0, fmt.Errorf("--lease: %w", err)
+		return 0, usageError{fmt.Errorf("--lease: %w", err)}
 	}
 	if err := djinn.CheckLeaseDuration("--lease", d); err != nil {
-		return 0, err
+		return 0, usageError{err}
 	}
 	return d, nil
 }
@@ -88,10 +88,10 @@ func parseWait(s string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, fmt.Errorf("--wait %q: not a duration (a Go duration: 300ms, 5s, 2m)", s)
+		return 0, usageError{fmt.Errorf("--wait %q: not a duration (a Go duration: 300ms, 5s, 2m)", s)}
 	}
 	if d <= 0 {
-		return 0, fmt.Errorf("--wait %s: must be positive", d)
+		return 0, usageError{fmt.Errorf("--wait %s: must be positive", d)}
 	}
 	return d, nil
 }

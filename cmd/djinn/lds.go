@@ -387,7 +387,7 @@ func (g *globals) ldsDiscardCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := djinn.ParseID(args[1])
 			if err != nil {
-				return fmt.Errorf("REGISTRAR-ID %q: %w", args[1], err)
+				return usageError{fmt.Errorf("REGISTRAR-ID %q: %w", args[1], err)}
 			}
 			return g.withLDSRegistration(cmd, args[:1], "", func(ctx context.Context, r *client.LDSRegistration) error {
 				ok, err := r.Discard(ctx, id)

@@ -70,7 +70,7 @@ func leaseArg(ctx context.Context, c *client.Client, what, s string) (*client.Le
 	if l, err := client.ParseToken(s); err == nil {
 		return l, nil
 	} else if _, idErr := djinn.ParseID(s); idErr != nil {
-		return nil, fmt.Errorf("%s %q: neither a lease's short name (32 hex digits) nor its token (djinn-lease:…)", what, abbrev(s))
+		return nil, usageError{fmt.Errorf("%s %q: neither a lease's short name (32 hex digits) nor its token (djinn-lease:…)", what, abbrev(s))}
 	}
 	cookie, _ := djinn.ParseID(s)
 	landlord, err := serverLandlord(ctx, c)
@@ -91,7 +91,7 @@ func checkLeaseArg(what, s string) error {
 		return nil
 	}
 	if _, err := djinn.ParseID(s); err != nil {
-		return fmt.Errorf("%s %q: neither a lease's short name (32 hex digits) nor its token (djinn-lease:…)", what, abbrev(s))
+		return usageError{fmt.Errorf("%s %q: neither a lease's short name (32 hex digits) nor its token (djinn-lease:…)", what, abbrev(s))}
 	}
 	return nil
 }

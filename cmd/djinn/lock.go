@@ -66,7 +66,7 @@ func (f *lockHolderFlags) ownerCookie() (djinn.ID, error) {
 	}
 	id, err := djinn.ParseID(f.owner)
 	if err != nil {
-		return djinn.ID{}, fmt.Errorf("--owner %q: neither an owner's name (32 hex digits, djinn lock owner prints it) nor its lease token", abbrev(f.owner))
+		return djinn.ID{}, usageError{fmt.Errorf("--owner %q: neither an owner's name (32 hex digits, djinn lock owner prints it) nor its lease token", abbrev(f.owner))}
 	}
 	return id, nil
 }
@@ -110,10 +110,10 @@ func txnOf(ctx context.Context, c *client.Client, id, manager string) (*client.T
 func checkManagerRef(s string) (djinn.Ref, error) {
 	ref, err := djinn.ParseRef(s)
 	if err != nil {
-		return ref, fmt.Errorf("--manager: %w", err)
+		return ref, usageError{fmt.Errorf("--manager: %w", err)}
 	}
 	if ref.Service.IsZero() || ref.Object.IsZero() {
-		return ref, fmt.Errorf("--manager %s: names no object (zero service or object id)", s)
+		return ref, usageError{fmt.Errorf("--manager %s: names no object (zero service or object id)", s)}
 	}
 	return ref, nil
 }
@@ -134,7 +134,7 @@ func parseModeFlag(flag, s string) (client.LockMode, error) {
 func parseSetArg(s string) (djinn.ID, error) {
 	id, err := djinn.ParseID(s)
 	if err != nil {
-		return id, fmt.Errorf("lock set: %w", err)
+		return id, usageError{fmt.Errorf("lock set: %w", err)}
 	}
 	return id, nil
 }
@@ -205,7 +205,7 @@ func (g *globals) lockCreateCmd() *cobra.Command {
 			var rel djinn.ID
 			if related != "" {
 				if rel, err = djinn.ParseID(related); err != nil {
-					return fmt.Errorf("--related: %w", err)
+					return usageError{fmt.Errorf("--related: %w", err)}
 				}
 			}
 			return g.withLockService(cmd, func(ctx context.Context, _ *client.Client, s *client.LockService) error {
@@ -512,7 +512,7 @@ func (g *globals) lockValidateCmd() *cobra.Command {
 			}
 			fence, err := strconv.ParseUint(args[1], 10, 64)
 			if err != nil || fence == 0 {
-				return fmt.Errorf("fencing token %q: want a decimal number from 1 (lock acquire prints one)", args[1])
+				return usageError{fmt.Errorf("fencing token %q: want a decimal number from 1 (lock acquire prints one)", args[1])}
 			}
 			return g.withLockService(cmd, func(ctx context.Context, _ *client.Client, s *client.LockService) error {
 				ok, err := s.Set(id).ValidateFence(ctx, fence)

@@ -107,7 +107,7 @@ func (f *lookupFlags) serviceID() (*djinn.ID, error) {
 	}
 	id, err := djinn.ParseID(f.id)
 	if err != nil {
-		return nil, fmt.Errorf("--id: %w", err)
+		return nil, usageError{fmt.Errorf("--id: %w", err)}
 	}
 	return &id, nil
 }

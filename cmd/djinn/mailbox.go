@@ -101,7 +101,7 @@ func (g *globals) withRegistration(use, short string, args cobra.PositionalArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := djinn.ParseID(args[0])
 			if err != nil {
-				return fmt.Errorf("REG: %w", err)
+				return usageError{fmt.Errorf("REG: %w", err)}
 			}
 			c, err := g.dial(cmd.Context())
 			if err != nil {
@@ -200,7 +200,7 @@ func (g *globals) mailboxAckCmd() *cobra.Command {
 		func(cmd *cobra.Command, r *client.MailboxRegistration, args []string) error {
 			i, err := strconv.ParseUint(args[0], 10, 64)
 			if err != nil {
-				return fmt.Errorf("INDEX %q: not a number (pull prints each event's index after #)", args[0])
+				return usageError{fmt.Errorf("INDEX %q: not a number (pull prints each event's index after #)", args[0])}
 			}
 			if err := r.Ack(cmd.Context(), i); err != nil {
 				return err

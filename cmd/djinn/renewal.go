@@ -61,7 +61,7 @@ func (g *globals) withSet(use, short string, n int, run func(cmd *cobra.Command,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := djinn.ParseID(args[0])
 			if err != nil {
-				return fmt.Errorf("SET: %w", err)
+				return usageError{fmt.Errorf("SET: %w", err)}
 			}
 			c, err := g.dial(cmd.Context())
 			if err != nil {

@@ -127,7 +127,7 @@ func parseRef(flag, s string) (djinn.Ref, error) {
 	}
 	r, err := djinn.ParseRef(s)
 	if err != nil {
-		return r, fmt.Errorf("--%s: %w", flag, err)
+		return r, usageError{fmt.Errorf("--%s: %w", flag, err)}
 	}
 	return r, nil
 }

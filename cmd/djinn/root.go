@@ -30,8 +30,9 @@ const (
      or an error: the server refused the request (an invalid argument names
      the bad value), could not be reached, or failed
   2  the command line was not understood: an unknown command or flag, a
-     flag value that is not of the flag's type, a missing or extra
-     argument, a required flag not given
+     flag value or an argument that is not of its kind (an id that is not
+     32 hex digits, a transaction id that is not a number, a duration that
+     is not one), a missing or extra argument, a required flag not given
 
 Every status but 0 comes with one line on stderr saying why (with -o json,
 a JSON object: {"error": {"message": ..., "kind": ..., "exit_status": ...}}),

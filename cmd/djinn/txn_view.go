@@ -138,7 +138,7 @@ func parseTxnState(s string) (client.TransactionState, error) {
 func parseTxnID(s string) (uint64, error) {
 	id, err := strconv.ParseUint(s, 10, 64)
 	if err != nil || id == 0 {
-		return 0, fmt.Errorf("transaction id %q: want a decimal number from 1 (txn create and txn ls print them)", s)
+		return 0, usageError{fmt.Errorf("transaction id %q: want a decimal number from 1 (txn create and txn ls print them)", s)}
 	}
 	return id, nil
 }
