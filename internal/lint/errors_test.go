@@ -10,8 +10,9 @@ import (
 )
 
 // sectionRef is a bare reference to a section of a Jini specification, as
-// "(TX.2.5)" or "(LR.2: …)".
-var sectionRef = regexp.MustCompile(`\(\s*(TX|LR|LE|EM|LD|EV|DJ|DU|LU|CC)[ .][0-9]`)
+// "(TX.2.5)" or "(LR.2: …)", or of a document it does not name, as
+// "(spec 2.3)".
+var sectionRef = regexp.MustCompile(`\(\s*((TX|LR|LE|EM|LD|EV|DJ|DU|LU|CC)[ .]|(spec|section|§)\s*)[0-9]`)
 
 // TestErrorsCiteNoSection: an error says its cause and the next step in
 // words; a bare section number of a document the user may not have is no
@@ -54,7 +55,7 @@ func makesError(call *ast.CallExpr) bool {
 		return false
 	}
 	switch pkg.Name + "." + sel.Sel.Name {
-	case "djinn.Errorf", "fmt.Errorf", "errors.New":
+	case "djinn.Errorf", "fmt.Errorf", "errors.New", "status.Errorf", "status.Error":
 		return true
 	}
 	return false

@@ -185,7 +185,7 @@ func describe(h *statepb.LockHolderState) string {
 func rename(err error, set djinn.ID, h *statepb.LockHolderState, what string) error {
 	switch djinn.KindOf(err) {
 	case djinn.LockNotHeld:
-		return djinn.Errorf(djinn.LockNotHeld, "lock set %s: %s holds no %s lock to give up (spec 2.3)", set, describe(h), what)
+		return djinn.Errorf(djinn.LockNotHeld, "lock set %s: %s holds no %s lock to give up: nothing released (djinn lock show lists the set's holders)", set, describe(h), what)
 	case djinn.Deadlock:
 		return djinn.Errorf(djinn.Deadlock, "lock set %s: %s waiting for %s would deadlock (a cycle of waiting requests): refused, nothing changed", set, describe(h), what)
 	}
