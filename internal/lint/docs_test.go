@@ -91,3 +91,54 @@ func TestCitationsResolve(t *testing.T) {
 		}
 	}
 }
+
+// codeSpan is the first code span of a table cell's item: the path in
+// "`internal/lease`" or "`*.go` (package `djinn`)".
+var codeSpan = regexp.MustCompile("`([^`]+)`")
+
+// TestLayoutListsEveryPackage: the README's project layout table names
+// every package of the module with hand-written code (its first cell
+// holds paths, `path` or `path/`, separated by commas), and names no path
+// that is gone.
+func TestLayoutListsEveryPackage(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(b), "\n## Project layout\n")
+	if !ok {
+		t.Fatal(`README.md has no "## Project layout" section`)
+	}
+	table, _, _ = strings.Cut(table, "\n## ")
+	listed := map[string]bool{}
+	for _, line := range strings.Split(table, "\n") {
+		first, _, ok := strings.Cut(strings.TrimPrefix(line, "| "), " |")
+		if !ok || !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		for _, item := range strings.Split(first, ", ") {
+			if m := codeSpan.FindStringSubmatch(item); m != nil {
+				listed[strings.TrimSuffix(m[1], "/")] = true
+			}
+		}
+	}
+	pkgs := map[string]bool{}
+	for _, f := range repositoryFiles(t) {
+		if dir := filepath.Dir(f.rel); dir != "." && !strings.HasSuffix(f.rel, "_test.go") {
+			pkgs[filepath.ToSlash(dir)] = true
+		}
+	}
+	for p := range pkgs {
+		if !listed[p] {
+			t.Errorf("package %s is missing from the README's project layout table: add a row saying what it holds", p)
+		}
+	}
+	for p := range listed {
+		if strings.Contains(p, "*") {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(root, p)); err != nil {
+			t.Errorf("the README's project layout table names %s, which does not exist", p)
+		}
+	}
+}
