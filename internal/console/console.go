@@ -32,8 +32,11 @@ type Source struct {
 	// Act takes action on page's object target; the caller is an
 	// operator who confirmed.
 	Act func(ctx context.Context, page, action, target string) error
-	// Reader answers nil when r may read the console.
-	Reader func(r *http.Request) error
+	// Reader answers the context in which r reads the console (View
+	// gets it: it may name who reads, and so what the views show), or an
+	// error when r may not read it. Nil lets every request read in its
+	// own context.
+	Reader func(r *http.Request) (context.Context, error)
 	// Operator answers nil when r comes from an operator.
 	Operator func(r *http.Request) error
 	// Version changes whenever the state may have changed.
@@ -56,14 +59,14 @@ func Register(mux *http.ServeMux, src Source) {
 	static, _ := fs.Sub(assets, "assets")
 	files := http.FileServerFS(static)
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		if src.read(w, r) {
+		if _, ok := src.read(w, r); ok {
 			w.Header().Set("Cache-Control", "no-store")
 			http.ServeFileFS(w, r, static, "index.html")
 		}
 	})
 	mux.Handle("GET /console/", http.StripPrefix("/console/", files))
 	mux.HandleFunc("GET /api/pages", func(w http.ResponseWriter, r *http.Request) {
-		if src.read(w, r) {
+		if _, ok := src.read(w, r); ok {
 			writeJSON(w, http.StatusOK, src.Pages)
 		}
 	})
@@ -72,15 +75,18 @@ func Register(mux *http.ServeMux, src Source) {
 	mux.HandleFunc("POST /api/action/{page}/{action}", src.act)
 }
 
-func (s Source) read(w http.ResponseWriter, r *http.Request) bool {
+// read answers the context r reads the console in, and false (having
+// answered 403) when r may not read it.
+func (s Source) read(w http.ResponseWriter, r *http.Request) (context.Context, bool) {
 	if s.Reader == nil {
-		return true
+		return r.Context(), true
 	}
-	if err := s.Reader(r); err != nil {
+	ctx, err := s.Reader(r)
+	if err != nil {
 		writeError(w, http.StatusForbidden, err)
-		return false
+		return nil, false
 	}
-	return true
+	return ctx, true
 }
 
 func (s Source) hasPage(name string) bool {
@@ -93,7 +99,8 @@ func (s Source) hasPage(name string) bool {
 }
 
 func (s Source) view(w http.ResponseWriter, r *http.Request) {
-	if !s.read(w, r) {
+	ctx, ok := s.read(w, r)
+	if !ok {
 		return
 	}
 	page := r.PathValue("page")
@@ -101,7 +108,7 @@ func (s Source) view(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Errorf("page %q: no such page", page))
 		return
 	}
-	v, err := s.View(r.Context(), page, r.URL.Query())
+	v, err := s.View(ctx, page, r.URL.Query())
 	if err != nil {
 		writeError(w, statusOf(err), err)
 		return
@@ -141,7 +148,7 @@ func (s Source) act(w http.ResponseWriter, r *http.Request) {
 
 // events streams an event each time the version changes, and every tick.
 func (s Source) events(w http.ResponseWriter, r *http.Request) {
-	if !s.read(w, r) {
+	if _, ok := s.read(w, r); !ok {
 		return
 	}
 	flusher, ok := w.(http.Flusher)

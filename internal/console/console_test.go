@@ -16,7 +16,9 @@ import (
 )
 
 // memSource is a console source in memory: one page, whose view echoes
-// its query, and one action that records what it was asked.
+// its query and who reads it, and one action that records what it was
+// asked. Its reader is the request's reader parameter; "nobody" may not
+// read.
 type memSource struct {
 	version atomic.Uint64
 	acted   atomic.Value // string
@@ -25,11 +27,19 @@ type memSource struct {
 func (m *memSource) source(done <-chan struct{}) Source {
 	return Source{
 		Pages: []Page{{Name: "things", Title: "Things"}},
-		View: func(_ context.Context, page string, q url.Values) (any, error) {
+		View: func(ctx context.Context, page string, q url.Values) (any, error) {
 			if q.Get("bad") != "" {
 				return nil, djinn.Errorf(djinn.InvalidArgument, "bad %q: not a term", q.Get("bad"))
 			}
-			return map[string]string{"page": page, "q": q.Get("q")}, nil
+			who, _ := ctx.Value(readerKey{}).(string)
+			return map[string]string{"page": page, "q": q.Get("q"), "reader": who}, nil
+		},
+		Reader: func(r *http.Request) (context.Context, error) {
+			who := r.URL.Query().Get("reader")
+			if who == "nobody" {
+				return nil, errors.New("nobody may read the console")
+			}
+			return context.WithValue(r.Context(), readerKey{}, who), nil
 		},
 		Act: func(_ context.Context, page, action, target string) error {
 			if action != "drop" {
@@ -48,6 +58,8 @@ func (m *memSource) source(done <-chan struct{}) Source {
 		Done:    done,
 	}
 }
+
+type readerKey struct{}
 
 func serve(t *testing.T, src Source) *httptest.Server {
 	mux := http.NewServeMux()
@@ -104,6 +116,11 @@ func TestConsoleRoutes(t *testing.T) {
 		{"/console/console.css", 200, ".countdown"},
 		{"/api/pages", 200, `[{"name":"things","title":"Things"}]`},
 		{"/api/view/things?q=x", 200, `"q":"x"`},
+		{"/api/view/things?reader=ann", 200, `"reader":"ann"`},
+		{"/api/view/things?reader=nobody", 403, "nobody may read"},
+		{"/api/pages?reader=nobody", 403, "nobody may read"},
+		{"/?reader=nobody", 403, "nobody may read"},
+		{"/api/events?reader=nobody", 403, "nobody may read"},
 		{"/api/view/things?bad=y", 400, `bad \"y\": not a term`},
 		{"/api/view/nothing", 404, "no such page"},
 		{"/console/missing.js", 404, ""},

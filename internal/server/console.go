@@ -12,6 +12,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/console"
+	"github.com/djinn-go/djinn/internal/principal"
 )
 
 // The web console on the admin port (package console). Each part that
@@ -89,17 +90,49 @@ func partName(page string) string {
 	return page
 }
 
-// consoleReader lets in whoever reaches the admin port, except that
-// under mutual TLS the console wants a verified client certificate, as
-// the client port does.
-func (s *Server) consoleReader(r *http.Request) error {
-	if !s.cfg.TLS.ClientAuth {
-		return nil
+// consoleReader decides whether r may read the console, and what it shows
+// the reader (its viewer, in the context the views get). Without TLS there
+// is one local principal: whoever reaches the admin port reads it all, as
+// /metrics. Under TLS an operator reads it all; any other reader sees its
+// own principal's resources (that of its verified client certificate, or
+// the anonymous principal's without one): other principals' are not
+// shown, as their services answer "not found" to it. Under mutual TLS the
+// console wants a verified client certificate, as the client port does.
+func (s *Server) consoleReader(r *http.Request) (context.Context, error) {
+	verified := r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0
+	if s.cfg.TLS.ClientAuth && !verified {
+		return nil, djinn.Errorf(djinn.PermissionDenied, "the console needs a client certificate from the cluster's CA, as the client port does")
 	}
-	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
-		return djinn.Errorf(djinn.PermissionDenied, "the console needs a client certificate from the cluster's CA, as the client port does")
+	if s.adminTLS == nil || s.operatorHTTP(r) == nil {
+		return withViewer(r.Context(), viewer{all: true}), nil
 	}
-	return nil
+	var p string
+	if verified {
+		p = principal.OfCertificate(r.TLS.VerifiedChains[0][0])
+	}
+	return withViewer(r.Context(), viewer{principal: p}), nil
+}
+
+// A viewer is who reads the console: all of it, or one principal's
+// resources. A context without one sees nobody's.
+type viewer struct {
+	all       bool
+	principal string
+	set       bool
+}
+
+type viewerKey struct{}
+
+func withViewer(ctx context.Context, v viewer) context.Context {
+	v.set = true
+	return context.WithValue(ctx, viewerKey{}, v)
+}
+
+// sees reports whether the console's reader in ctx may see a resource of
+// principal p.
+func sees(ctx context.Context, p string) bool {
+	v, _ := ctx.Value(viewerKey{}).(viewer)
+	return v.set && (v.all || p == v.principal)
 }
 
 // fingerprint names a capability without giving it away: the first 8

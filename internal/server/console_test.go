@@ -243,3 +243,116 @@ func TestConsoleUnderMutualTLS(t *testing.T) {
 		}
 	}
 }
+
+// TestConsoleShowsAReaderItsOwn: under TLS the console shows an operator
+// every principal's resources and any other reader its own alone (other
+// principals' services answer it "not found"); lookup items, which any
+// principal's lookup finds, it shows to all.
+func TestConsoleShowsAReaderItsOwn(t *testing.T) {
+	t.Parallel()
+	pki := servertest.NewPKI(t)
+	const alice = "cn:djinn test client"
+	// check reads every page as alice and as an operator: other is the
+	// principal that made the same resources as alice.
+	type reader func(page string) map[string]any
+	check := func(t *testing.T, asAlice, asOperator reader, other string) {
+		for _, page := range []string{"leases", "mailbox", "renewal", "txn", "lock", "lds", "lookup"} {
+			a, op := asAlice(page), asOperator(page)
+			if page == "lookup" {
+				if got := principalsIn(a["items"]); !got[other] {
+					t.Errorf("lookup items alice sees: principals %v, want %q's item too (any lookup finds it)", got, other)
+				}
+				if na, nop := len(a["watches"].([]any)), len(op["watches"].([]any)); na != 1 || nop != 2 {
+					t.Errorf("lookup watches: alice sees %d, the operator %d; want her 1 and both", na, nop)
+				}
+				continue
+			}
+			if got := principalsIn(a); len(got) != 1 || !got[alice] {
+				t.Errorf("%s page as alice shows principals %v, want hers alone", page, got)
+			}
+			if got := principalsIn(op); !got[alice] || !got[other] {
+				t.Errorf("%s page as the operator shows principals %v, want alice's and %q's", page, got, other)
+			}
+		}
+	}
+	t.Run("mutual TLS", func(t *testing.T) {
+		t.Parallel()
+		cfg := servertest.Config(t)
+		cfg.TLS = server.TLSConfig{Cert: pki.ServerCert, Key: pki.ServerKey, CA: pki.CA, ClientAuth: true}
+		cfg.Security.Operators = []string{"cn:ops"}
+		cfg.LookupJoin.Enabled = false // only the test's principals
+		srv := servertest.Start(t, cfg)
+		bob := pki.TLSFor(pki.NewClient(t, "bob"))
+		for _, tc := range []*tls.Config{pki.ClientTLS(), bob} {
+			servertest.Populate(t, servertest.Dial(t, srv.Addr(), client.WithTLS(tc)), srv.Addr(), time.Minute)
+		}
+		ops := pki.TLSFor(pki.NewClient(t, "ops"))
+		check(t, func(page string) map[string]any { return viewAs(t, srv, pki.ClientTLS(), "", page) },
+			func(page string) map[string]any { return viewAs(t, srv, ops, "", page) }, "cn:bob")
+	})
+	t.Run("TLS, clients without certificates", func(t *testing.T) {
+		t.Parallel()
+		cfg := servertest.Config(t)
+		cfg.TLS = server.TLSConfig{Cert: pki.ServerCert, Key: pki.ServerKey, CA: pki.CA}
+		cfg.LookupJoin.Enabled = false
+		srv := servertest.Start(t, cfg)
+		anon := &tls.Config{RootCAs: pki.Roots, MinVersion: tls.VersionTLS12}
+		for _, tc := range []*tls.Config{pki.ClientTLS(), anon} {
+			servertest.Populate(t, servertest.Dial(t, srv.Addr(), client.WithTLS(tc)), srv.Addr(), time.Minute)
+		}
+		// The join secret makes an operator.
+		secret := servertest.Secret(t, srv)
+		check(t, func(page string) map[string]any { return viewAs(t, srv, pki.ClientTLS(), "", page) },
+			func(page string) map[string]any { return viewAs(t, srv, anon, secret, page) }, "")
+		if v := viewAs(t, srv, anon, "", "leases"); len(v["leases"].([]any)) == 0 || principalsIn(v)[alice] {
+			t.Errorf("leases an anonymous reader sees: %v; want the anonymous principal's alone", v["leases"])
+		}
+	})
+}
+
+// viewAs reads a console page over TLS with tc, with the join secret when
+// one is given.
+func viewAs(t *testing.T, srv *server.Server, tc *tls.Config, secret, page string) map[string]any {
+	t.Helper()
+	req, err := http.NewRequest("GET", srv.AdminURL()+"/api/view/"+page, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if secret != "" {
+		req.Header.Set(server.OperatorHeader, secret)
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc, DisableKeepAlives: true}, Timeout: servertest.Timeout}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v %v", page, resp.StatusCode, v, err)
+	}
+	return v
+}
+
+// principalsIn returns every "principal" value in a decoded JSON value.
+func principalsIn(v any) map[string]bool {
+	out := map[string]bool{}
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				if p, ok := x.(string); ok && k == "principal" {
+					out[p] = true
+				}
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(v)
+	return out
+}

@@ -68,8 +68,9 @@ const maxListed = 500
 
 // leasesView is the console's lease list: every live lease with its
 // kind, the fingerprint of what it guards, its principal and its
-// expiration; searched by kind, principal and owner.
-func (s *Server) leasesView(_ context.Context, q url.Values) (any, error) {
+// expiration; searched by kind, principal and owner. It lists the leases
+// the reader sees (sees); the totals count every lease.
+func (s *Server) leasesView(ctx context.Context, q url.Values) (any, error) {
 	type listed struct {
 		Lease     string `json:"lease"`
 		Kind      string `json:"kind"`
@@ -81,6 +82,9 @@ func (s *Server) leasesView(_ context.Context, q url.Values) (any, error) {
 	all := s.machine.Leases.List()
 	rows := []listed{}
 	for _, l := range all {
+		if !sees(ctx, l.Principal) {
+			continue
+		}
 		kind := s.machine.LeaseKindName(l.Owner.Kind)
 		kinds[kind] = true
 		row := listed{Lease: fingerprint(l.Cookie), Kind: kind, Owner: fingerprint(l.Owner.ID), Principal: l.Principal}

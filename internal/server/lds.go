@@ -94,8 +94,8 @@ func ldsPart(s *Server) *part {
 		ref:     s.ref(LDSID),
 		metrics: func() []prometheus.Collector { return ldsMetrics(rpc.st, rpc.svc) },
 		list:    map[string]lister{"lds-registrations": func(f map[string]string) ([]*djinnpb.Resource, error) { return s.listLDSRegistrations(rpc.st)(f) }},
-		page: &page{title: "Lookup discovery", actions: drop(s), view: func(context.Context, url.Values) (any, error) {
-			return s.ldsView(rpc.st, rpc.svc), nil
+		page: &page{title: "Lookup discovery", actions: drop(s), view: func(ctx context.Context, _ url.Values) (any, error) {
+			return s.ldsView(ctx, rpc.st, rpc.svc), nil
 		}},
 		status: func(resp *djinnpb.StatusResponse) {
 			regs, registrars := rpc.st.Len()
@@ -119,8 +119,9 @@ func ldsMetrics(st *lds.State, svc *lds.Service) []prometheus.Collector {
 }
 
 // ldsView is the console's lookup discovery page: every registration with
-// its groups and locators and the registrars discovered for it.
-func (s *Server) ldsView(st *lds.State, svc *lds.Service) any {
+// its groups and locators and the registrars discovered for it: those the
+// reader sees (sees); the totals count every one.
+func (s *Server) ldsView(ctx context.Context, st *lds.State, svc *lds.Service) any {
 	type reg struct {
 		ID         string   `json:"id"`
 		Lease      string   `json:"lease"`
@@ -141,6 +142,9 @@ func (s *Server) ldsView(st *lds.State, svc *lds.Service) any {
 	for _, l := range st.List() {
 		if len(v.Registrations) == maxListed {
 			break
+		}
+		if !sees(ctx, s.principalOf(l.Cookie)) {
+			continue
 		}
 		groups := "all groups"
 		if !l.Info.AllGroups {

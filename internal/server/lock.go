@@ -82,8 +82,8 @@ func lockPart(s *Server) *part {
 		ref:     s.ref(LockID),
 		metrics: func() []prometheus.Collector { return lockMetrics(st) },
 		list:    map[string]lister{"lock-sets": func(f map[string]string) ([]*djinnpb.Resource, error) { return s.listLockSets(st)(f) }},
-		page: &page{title: "Lock sets", actions: drop(s), view: func(context.Context, url.Values) (any, error) {
-			return s.lockView(st), nil
+		page: &page{title: "Lock sets", actions: drop(s), view: func(ctx context.Context, _ url.Values) (any, error) {
+			return s.lockView(ctx, st), nil
 		}},
 		status: func(resp *djinnpb.StatusResponse) {
 			sets, owners := st.Len()
@@ -110,8 +110,9 @@ func lockMetrics(st *lock.State) []prometheus.Collector {
 }
 
 // lockView is the console's lock page: every set with its holders (their
-// modes, counts and fencing tokens) and its FIFO queue of waiters.
-func (s *Server) lockView(st *lock.State) any {
+// modes, counts and fencing tokens) and its FIFO queue of waiters: the
+// sets the reader sees (sees); the totals count every one.
+func (s *Server) lockView(ctx context.Context, st *lock.State) any {
 	type held struct {
 		Mode  string `json:"mode"`
 		Fence uint64 `json:"fence"`
@@ -154,6 +155,9 @@ func (s *Server) lockView(st *lock.State) any {
 	for _, sv := range st.Sets() {
 		if len(v.Sets) == maxListed {
 			break
+		}
+		if !sees(ctx, s.principalOf(sv.Cookie)) {
+			continue
 		}
 		g := set{ID: fingerprint(sv.ID), Lease: fingerprint(sv.Cookie), Principal: s.principalOf(sv.Cookie), Transactional: sv.Transactional, Fence: sv.Fence,
 			Holders: []holder{}, Waiters: []waiter{}, Expires: s.expiresMs(sv.Cookie)}

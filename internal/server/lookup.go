@@ -85,8 +85,8 @@ func lookupPart(s *Server) *part {
 		ref:     s.ref(LookupID),
 		metrics: func() []prometheus.Collector { return lookupMetrics(rpc.st, rpc.svc) },
 		list:    map[string]lister{"lookup-items": func(f map[string]string) ([]*djinnpb.Resource, error) { return s.listLookupItems(rpc.st)(f) }},
-		page: &page{title: "Lookup", actions: drop(s), view: func(_ context.Context, q url.Values) (any, error) {
-			return s.lookupView(rpc.st, rpc.svc, q)
+		page: &page{title: "Lookup", actions: drop(s), view: func(ctx context.Context, q url.Values) (any, error) {
+			return s.lookupView(ctx, rpc.st, rpc.svc, q)
 		}},
 		status: func(resp *djinnpb.StatusResponse) {
 			items, watches := rpc.st.Len()
@@ -376,8 +376,9 @@ func (s *Server) discover(ctx context.Context) {
 
 // lookupView is the console's lookup page, a service browser: the items
 // matching a template made of the search terms (a service type, an
-// attribute as Type.field=value, a service id), and every watch.
-func (s *Server) lookupView(st *lookup.State, svc *lookup.Service, q url.Values) (any, error) {
+// attribute as Type.field=value, a service id), as any principal's lookup
+// finds them, and the watches the reader sees (sees).
+func (s *Server) lookupView(ctx context.Context, st *lookup.State, svc *lookup.Service, q url.Values) (any, error) {
 	type item struct {
 		ID        string   `json:"id"`
 		Lease     string   `json:"lease"`
@@ -422,6 +423,9 @@ func (s *Server) lookupView(st *lookup.State, svc *lookup.Service, q url.Values)
 		v.Items = append(v.Items, row)
 	}
 	for _, w := range st.Watches() {
+		if !sees(ctx, s.principalOf(w.ID)) {
+			continue
+		}
 		wv := watch{ID: fingerprint(w.ID), Template: templateString(w.Template), Transitions: w.Transitions.String(),
 			EventID: w.EventID, Seq: w.Seq, Expires: s.expiresMs(w.ID)}
 		if l := w.Listener; l != nil {

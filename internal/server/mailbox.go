@@ -111,8 +111,8 @@ func mailboxPart(s *Server) *part {
 		},
 		metrics: func() []prometheus.Collector { return mailboxMetrics(st, svc) },
 		list:    map[string]lister{"mailboxes": func(f map[string]string) ([]*djinnpb.Resource, error) { return s.listMailboxes(st)(f) }},
-		page: &page{title: "Event mailboxes", actions: drop(s), view: func(context.Context, url.Values) (any, error) {
-			return s.mailboxView(st, svc), nil
+		page: &page{title: "Event mailboxes", actions: drop(s), view: func(ctx context.Context, _ url.Values) (any, error) {
+			return s.mailboxView(ctx, st, svc), nil
 		}},
 	}
 }
@@ -133,8 +133,9 @@ func mailboxMetrics(st *mailbox.State, svc *mailbox.Service) []prometheus.Collec
 }
 
 // mailboxView is the console's mailbox page: every registration with its
-// stored events, delivery target and unknown events.
-func (s *Server) mailboxView(st *mailbox.State, svc *mailbox.Service) any {
+// stored events, delivery target and unknown events: those the reader
+// sees (sees); the totals count every registration's.
+func (s *Server) mailboxView(ctx context.Context, st *mailbox.State, svc *mailbox.Service) any {
 	type reg struct {
 		ID        string   `json:"id"`
 		Lease     string   `json:"lease"`
@@ -156,7 +157,7 @@ func (s *Server) mailboxView(st *mailbox.State, svc *mailbox.Service) any {
 	v.Delivered, v.Failed = d.Delivered, d.Failed
 	for _, r := range st.List() {
 		v.Stored += r.Stored
-		if len(v.Registrations) == maxListed {
+		if len(v.Registrations) == maxListed || !sees(ctx, r.Principal) {
 			continue
 		}
 		g := reg{ID: fingerprint(r.ID), Lease: fingerprint(r.Cookie), Principal: r.Principal, Stored: r.Stored, State: "disabled: events kept until pulled", Unknown: []string{}, Expires: s.expiresMs(r.Cookie)}

@@ -98,8 +98,8 @@ func renewalPart(s *Server) *part {
 		},
 		metrics: func() []prometheus.Collector { return renewalMetrics(st, svc) },
 		list:    map[string]lister{"renewal-sets": func(f map[string]string) ([]*djinnpb.Resource, error) { return s.listRenewalSets(st)(f) }},
-		page: &page{title: "Renewal sets", actions: drop(s), view: func(context.Context, url.Values) (any, error) {
-			return s.renewalView(st, svc), nil
+		page: &page{title: "Renewal sets", actions: drop(s), view: func(ctx context.Context, _ url.Values) (any, error) {
+			return s.renewalView(ctx, st, svc), nil
 		}},
 	}
 }
@@ -118,8 +118,9 @@ func renewalMetrics(st *renewal.State, svc *renewal.Service) []prometheus.Collec
 }
 
 // renewalView is the console's renewal page: every set with its client
-// leases, their desired expirations and last failures, and its listeners.
-func (s *Server) renewalView(st *renewal.State, svc *renewal.Service) any {
+// leases, their desired expirations and last failures, and its listeners:
+// the sets the reader sees (sees); the totals count every set's.
+func (s *Server) renewalView(ctx context.Context, st *renewal.State, svc *renewal.Service) any {
 	type clientLease struct {
 		Lease    string `json:"lease"`
 		Landlord string `json:"landlord"`
@@ -163,7 +164,7 @@ func (s *Server) renewalView(st *renewal.State, svc *renewal.Service) any {
 	}{Now: s.nowMs(), Renewed: svc.Renewed.Load(), Failed: svc.Failed.Load(), Sets: []set{}}
 	for _, in := range st.List() {
 		v.Leases += in.Leases
-		if len(v.Sets) == maxListed {
+		if len(v.Sets) == maxListed || !sees(ctx, in.Principal) {
 			continue
 		}
 		g := set{ID: fingerprint(in.ID), Lease: fingerprint(in.Cookie), Principal: in.Principal, Expires: s.expiresMs(in.Cookie),

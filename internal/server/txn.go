@@ -97,7 +97,7 @@ func txnPart(s *Server) *part {
 		list:    map[string]lister{"transactions": func(f map[string]string) ([]*djinnpb.Resource, error) { return s.listTransactions(st)(f) }},
 		page: &page{
 			title:   "Transactions",
-			view:    func(_ context.Context, q url.Values) (any, error) { return s.txnView(st, q), nil },
+			view:    func(ctx context.Context, q url.Values) (any, error) { return s.txnView(ctx, st, q), nil },
 			actions: map[string]func(context.Context, string) error{"abort": s.abortTxn},
 		},
 	}
@@ -120,8 +120,9 @@ func txnMetrics(st *txn.State, svc *txn.Service) []prometheus.Collector {
 
 // txnView is the console's transaction page: the newest transactions,
 // their participants' votes and who has not been told the outcome yet;
-// searched by state and principal.
-func (s *Server) txnView(st *txn.State, q url.Values) any {
+// searched by state and principal. It lists the transactions the reader
+// sees (sees); the totals count every one.
+func (s *Server) txnView(ctx context.Context, st *txn.State, q url.Values) any {
 	type part struct {
 		Ref      string `json:"ref"`
 		Vote     string `json:"vote"`
@@ -146,7 +147,7 @@ func (s *Server) txnView(st *txn.State, q url.Values) any {
 	_, v.Active = st.Len()
 	for _, in := range st.All(maxListed) {
 		t := transaction{ID: in.ID, State: stateName(in.State), Principal: in.Principal, Parent: in.Parent, Participants: []part{}}
-		if q.Get("state") != "" && q.Get("state") != t.State || q.Get("principal") != "" && !strings.Contains(t.Principal, q.Get("principal")) {
+		if !sees(ctx, t.Principal) || q.Get("state") != "" && q.Get("state") != t.State || q.Get("principal") != "" && !strings.Contains(t.Principal, q.Get("principal")) {
 			continue
 		}
 		decided := in.State == txn.Committed || in.State == txn.Aborted

@@ -68,14 +68,21 @@ function notice(text, error) {
   n.hidden = !text;
 }
 
+// operator adds the operator secret, when one was given, to headers: an
+// operator's actions need it, and under TLS it shows every principal's
+// resources.
+function operator(headers) {
+  const secret = sessionStorage.getItem("djinn-secret");
+  if (secret) headers["Djinn-Join-Secret"] = secret;
+  return headers;
+}
+
 // act asks the operator to confirm, then posts the action.
 function act(action, target, what) {
   return el("button", {
     class: "act", "data-action": action, "data-target": target,
     onclick: () => confirmThen(what, async () => {
-      const headers = { "Djinn-Confirm": "yes", "Content-Type": "application/x-www-form-urlencoded" };
-      const secret = sessionStorage.getItem("djinn-secret");
-      if (secret) headers["Djinn-Join-Secret"] = secret;
+      const headers = operator({ "Djinn-Confirm": "yes", "Content-Type": "application/x-www-form-urlencoded" });
       const resp = await fetch(`/api/action/${state.page}/${action}`, { method: "POST", headers, body: new URLSearchParams({ target }) });
       const body = await resp.json().catch(() => ({}));
       if (!resp.ok) notice(`${what}: refused (${resp.status}): ${body.error || resp.statusText}`, true);
@@ -217,7 +224,7 @@ async function load() {
     do {
       state.again = false;
       const page = state.page;
-      const resp = await fetch(`/api/view/${page}?${state.query}`, { headers: { Accept: "application/json" } });
+      const resp = await fetch(`/api/view/${page}?${state.query}`, { headers: operator({ Accept: "application/json" }) });
       const v = await resp.json();
       if (page !== state.page) continue;
       const root = document.getElementById("page");
@@ -258,7 +265,7 @@ async function start() {
   document.getElementById("menu").replaceChildren(...state.pages.map(p => el("a", { href: "#/" + p.name, "data-page": p.name }, p.title)));
   const secret = document.getElementById("secret");
   secret.value = sessionStorage.getItem("djinn-secret") || "";
-  secret.addEventListener("change", () => sessionStorage.setItem("djinn-secret", secret.value));
+  secret.addEventListener("change", () => { sessionStorage.setItem("djinn-secret", secret.value); load(); });
   document.getElementById("operator").addEventListener("submit", e => e.preventDefault());
   window.addEventListener("hashchange", route);
   setInterval(tickCountdowns, 200);

@@ -2,6 +2,7 @@ package servertest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ type Population struct {
 	// Renewal is a renewal set renewing the lock owner's lease.
 	Renewal *client.RenewalSet
 	// Txn is an active transaction that the key/value participant joined
-	// (TxnKey written under it).
+	// (TxnKey, a key of its own, written under it).
 	Txn    *client.Transaction
 	TxnKey string
 	// LockSet has its lock held in write mode by LockOwner.
@@ -47,7 +48,7 @@ func Populate(t testing.TB, c *client.Client, kvAddr string, d time.Duration) *P
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	defer cancel()
-	p := &Population{TxnKey: "console/txn", ItemType: "Printer", ItemName: "laser", LDSGroup: "djinn-test", Key: "console/key"}
+	p := &Population{ItemType: "Printer", ItemName: "laser", LDSGroup: "djinn-test", Key: "console/key"}
 	var err error
 	check := func(what string) {
 		t.Helper()
@@ -95,6 +96,7 @@ func Populate(t testing.TB, c *client.Client, kvAddr string, d time.Duration) *P
 	check("transaction manager")
 	p.Txn, err = mgr.Create(ctx, d)
 	check("transaction")
+	p.TxnKey = fmt.Sprintf("console/txn/%d", p.Txn.ID())
 	conn, err := c.Conn(kvAddr)
 	check("key/value connection")
 	kvc := kv.NewClient(conn)
