@@ -52,7 +52,7 @@ func serveFlags(f *pflag.FlagSet, cfg *server.Config) {
 	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "data directory")
 	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "gRPC API address")
 	f.StringVar(&cfg.Advertise, "advertise", "", "gRPC address put in references (default: --listen)")
-	f.StringVar(&cfg.Admin, "admin", cfg.Admin, "admin HTTP address (/healthz, /readyz, /metrics, /debug/pprof)")
+	f.StringVar(&cfg.Admin, "admin", cfg.Admin, "admin HTTP address: the web console (/), /healthz, /readyz, /metrics, /debug/pprof")
 	f.StringVar(&cfg.Raft, "raft", cfg.Raft, "Raft peer address")
 	f.StringVar(&cfg.RaftAdvertise, "raft-advertise", "", "Raft address peers dial (default: --raft)")
 	f.StringVar(&cfg.NodeID, "node-id", "", "node id (default: stored in the data directory, random on first start)")

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -83,6 +84,40 @@ func TestDashboardAndAlertsNameExportedSeries(t *testing.T) {
 	for _, n := range missing {
 		t.Errorf("series %s: named by the dashboard or the alerts, not exported", n)
 	}
+	memberDown(t, srvs)
+}
+
+// memberDown stops a follower of srvs and waits for the leader to export
+// it as down (djinn_member_up{node} 0, what DjinnMemberDown alerts on)
+// while it goes on exporting each other member as up and its lag.
+func memberDown(t *testing.T, srvs []*server.Server) {
+	t.Helper()
+	leader := servertest.ServingLeader(t, srvs...)
+	var down *server.Server
+	for _, s := range srvs {
+		if s != leader {
+			down = s
+		}
+	}
+	if err := down.Close(); err != nil {
+		t.Fatal(err)
+	}
+	series := func(name, node string) string { return fmt.Sprintf("%s{node=%q}", name, node) }
+	servertest.Eventually(t, "the leader to export the stopped member as down", func() bool {
+		l := servertest.Leader(srvs...)
+		if l == nil {
+			return false
+		}
+		m := scrape(t, l)
+		for _, s := range srvs {
+			up, ok := m[series("djinn_member_up", s.NodeID())]
+			_, lag := m[series("djinn_raft_follower_lag_entries", s.NodeID())]
+			if s == down && (!ok || up != 0 || lag) || s != down && (!ok || up != 1 || !lag) {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // dashboardQueries returns every PromQL expression of the dashboard: its
