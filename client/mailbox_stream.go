@@ -200,6 +200,10 @@ func (s *DeliveryStream) Close() error {
 // one Receive (a new Receive may see, once more, events handled just before
 // the last one stopped, with the same index).
 //
+// handle returning ErrStopReceiving (or an error matching it) ends Receive
+// once the event is acknowledged and the acknowledgement recorded; Receive
+// then returns nil.
+//
 // handle returning an error matching djinn.ErrUnknownEvent adds the
 // event's kind (source and event id) to the registration's unknown-event
 // list, as a target's UnknownEvent would: the mailbox refuses further
@@ -219,6 +223,9 @@ func (r *MailboxRegistration) Receive(ctx context.Context, handle func(context.C
 	wait := backoff.New(50*time.Millisecond, 5*time.Second)
 	for {
 		err := rc.stream(ctx, wait)
+		if errors.Is(err, ErrStopReceiving) {
+			return rc.stopped(ctx)
+		}
 		if ended(ctx) {
 			return nil
 		}
@@ -231,6 +238,10 @@ func (r *MailboxRegistration) Receive(ctx context.Context, handle func(context.C
 	}
 }
 
+// ErrStopReceiving, returned by Receive's handler, ends Receive after that
+// event, acknowledged.
+var ErrStopReceiving = errors.New("stop receiving")
+
 // receiver is one Receive's state.
 type receiver struct {
 	r       *MailboxRegistration
@@ -238,6 +249,18 @@ type receiver struct {
 	handle  func(context.Context, StoredEvent) error
 	handled uint64 // the last index handled
 	unknown map[unknownKind]bool
+	// closeErr is why the last stream did not close cleanly: its
+	// acknowledgements may not be recorded.
+	closeErr error
+}
+
+// stopped ends a Receive its handler stopped: the events handled are
+// acknowledged, on the stream or, if it did not close cleanly, by a call.
+func (rc *receiver) stopped(ctx context.Context) error {
+	if rc.closeErr == nil {
+		return nil
+	}
+	return rc.r.Ack(ctx, rc.handled)
 }
 
 type unknownKind struct {
@@ -266,7 +289,7 @@ func (rc *receiver) stream(ctx context.Context, wait *backoff.Backoff) error {
 				if rc.handled > 0 {
 					_ = s.Ack(rc.handled)
 				}
-				_ = s.Close()
+				rc.closeErr = s.Close()
 				return err
 			}
 		}
@@ -284,6 +307,10 @@ func (rc *receiver) take(ctx context.Context, e StoredEvent) error {
 		return nil
 	}
 	if err := rc.handle(ctx, e); err != nil {
+		if errors.Is(err, ErrStopReceiving) {
+			rc.handled = e.Index
+			return err
+		}
 		if !errors.Is(err, djinn.ErrUnknownEvent) {
 			return err
 		}

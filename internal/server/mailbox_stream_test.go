@@ -220,3 +220,28 @@ func TestMailboxDeliveriesOwner(t *testing.T) {
 		t.Fatalf("alice's own stream: %v, %v; want the event notified", msg, err)
 	}
 }
+
+// TestMailboxReceiveStop: a handler that returns ErrStopReceiving ends
+// Receive with its event acknowledged and forgotten.
+func TestMailboxReceiveStop(t *testing.T) {
+	t.Parallel()
+	f := newMailboxFixture(t, nil)
+	reg := f.register(t)
+	for range 3 {
+		f.gen.mustNotify(t, reg.Listener, 1)
+	}
+	var got []uint64
+	err := reg.Receive(testContext(t), func(_ context.Context, e client.StoredEvent) error {
+		got = append(got, e.Index)
+		if e.Index == 2 {
+			return client.ErrStopReceiving
+		}
+		return nil
+	})
+	if err != nil || len(got) != 2 {
+		t.Fatalf("Receive = %v after %v, want nil after 1 2", err, got)
+	}
+	if r := f.read(t, reg); r.Stored != 1 {
+		t.Fatalf("after stopping at 2: %d stored, want 1", r.Stored)
+	}
+}
