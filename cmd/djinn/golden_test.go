@@ -322,6 +322,7 @@ func (g *goldenRun) mailboxAndEvents(p *proc) {
 	g.on(p, "events-send", "events", "send", "--listener", listener, "--source", listener, "--id", "7", "--seq", "1", "--handback", "h")
 	g.on(p, "mailbox-show", "mailbox", "show", id)
 	g.on(p, "mailbox-pull", "mailbox", "pull", id)
+	g.on(p, "mailbox-receive", "mailbox", "receive", id, "--count", "1")
 	g.on(p, "mailbox-ack", "mailbox", "ack", id, "1")
 	l := listenEvents(g.t)
 	g.check("events-listen", fmt.Sprintf(`{"listener": %q}`, l.ref))

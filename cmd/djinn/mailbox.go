@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strconv"
@@ -56,7 +57,7 @@ func printRegistration(w io.Writer, v registrationView) {
 
 func (g *globals) mailboxCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "mailbox", Short: "Event mailbox registrations: events stored for you, delivered or pulled"}
-	cmd.AddCommand(g.mailboxRegisterCmd(), g.mailboxShowCmd(), g.mailboxEnableCmd(), g.mailboxDisableCmd(), g.mailboxPullCmd(), g.mailboxAckCmd())
+	cmd.AddCommand(g.mailboxRegisterCmd(), g.mailboxShowCmd(), g.mailboxEnableCmd(), g.mailboxDisableCmd(), g.mailboxPullCmd(), g.mailboxReceiveCmd(), g.mailboxAckCmd())
 	return cmd
 }
 
@@ -192,6 +193,38 @@ func (g *globals) mailboxPullCmd() *cobra.Command {
 	cmd.Flags().Uint64Var(&after, "after", 0, "resume after this index")
 	cmd.Flags().BoolVar(&follow, "follow", false, "keep waiting for new events")
 	cmd.Flags().BoolVar(&ack, "ack", false, "acknowledge (forget) the printed events")
+	return cmd
+}
+
+func (g *globals) mailboxReceiveCmd() *cobra.Command {
+	var (
+		after  uint64
+		window int
+		count  int
+	)
+	cmd := g.withRegistration("receive REG [--after INDEX] [--count N]", "Print events as they are stored (one line each) over one stream, forgetting each once printed", cobra.ExactArgs(1),
+		func(cmd *cobra.Command, r *client.MailboxRegistration, _ []string) error {
+			n := 0
+			return r.Receive(cmd.Context(), func(_ context.Context, e client.StoredEvent) error {
+				printEvent(g, cmd.OutOrStdout(), e.Index, e.Event)
+				if n++; count > 0 && n == count {
+					return client.ErrStopReceiving
+				}
+				return nil
+			}, client.DeliverAfter(after), client.DeliveryWindow(window))
+		})
+	cmd.Flags().Uint64Var(&after, "after", 0, "start after this index (the events through it count as processed, and are forgotten)")
+	cmd.Flags().IntVar(&window, "window", 0, "most events sent and not yet acknowledged (default 1024)")
+	cmd.Flags().IntVar(&count, "count", 0, "stop after this many events (default: until interrupted)")
+	cmd.PreRunE = func(*cobra.Command, []string) error {
+		if count < 0 {
+			return usageError{fmt.Errorf("--count %d: want 0 (no limit) or more", count)}
+		}
+		if window < 0 || window > 65536 {
+			return usageError{fmt.Errorf("--window %d: want between 1 and 65536 (0 for the default)", window)}
+		}
+		return nil
+	}
 	return cmd
 }
 
