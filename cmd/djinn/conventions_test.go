@@ -145,3 +145,25 @@ func TestVersion(t *testing.T) {
 		t.Errorf("version printed %q", text)
 	}
 }
+
+// TestRootHelp: djinn --help starts with what djinn is and a first
+// session, says how a client command finds its server, formats its output
+// and exits, and lists every command under a heading of what it is for.
+func TestRootHelp(t *testing.T) {
+	out, errs, ok := runNoServer(t, "--help")
+	if !ok {
+		t.Fatalf("--help: %q", errs)
+	}
+	for _, want := range []string{"djinn serve ", "DJINN_SERVER", "-o json", "djinn help exit-codes",
+		"Run a server and look at it:", "Use its services:", "Operate a cluster:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("djinn --help lacks %q:\n%s", want, out)
+		}
+	}
+	root, _ := newRoot()
+	for _, c := range root.Commands() {
+		if c.IsAvailableCommand() && c.GroupID == "" && c.Name() != "help" && c.Name() != "completion" {
+			t.Errorf("djinn %s is listed under no heading of djinn --help", c.Name())
+		}
+	}
+}

@@ -106,38 +106,66 @@ func newRoot() (*cobra.Command, *globals) {
 	root := &cobra.Command{
 		Use:           "djinn",
 		Short:         "djinn: leases, remote events and the Jini services, in Go",
+		Long:          rootHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(
+	root.AddGroup(&cobra.Group{ID: "start", Title: "Run a server and look at it:"},
+		&cobra.Group{ID: "services", Title: "Use its services:"},
+		&cobra.Group{ID: "ops", Title: "Operate a cluster:"})
+	in(root, "start",
 		newServe(),
 		g.client(g.statusCmd()),
 		g.client(g.lsCmd()),
+		g.withOutput(g.versionCmd()))
+	in(root, "services",
 		g.client(g.leaseCmd()),
 		g.client(g.mailboxCmd()),
 		g.client(g.renewalCmd()),
 		g.client(g.eventsCmd()),
 		g.client(g.txnCmd()),
+		g.client(g.kvCmd()),
 		g.client(g.lockCmd()),
 		g.client(g.lookupCmd()),
+		g.client(g.ldsCmd()),
 		g.withOutput(g.discoverCmd()),
 		g.withOutput(g.findCmd()),
-		g.client(g.joinCmd()),
-		g.client(g.ldsCmd()),
-		g.client(g.kvCmd()),
-		g.client(g.demoCmd()),
-		g.client(g.benchCmd()),
-		g.withOutput(g.versionCmd()),
-		g.withOutput(g.tlsCmd()),
-		g.withOutput(g.repairCmd()),
+		g.client(g.demoCmd()))
+	in(root, "ops",
 		g.client(g.memberCmd()),
 		g.client(g.leaderCmd()),
+		g.client(g.joinCmd()),
 		g.client(g.snapshotCmd()),
-		exitCodesTopic(),
-	)
+		g.withOutput(g.repairCmd()),
+		g.withOutput(g.tlsCmd()),
+		g.client(g.benchCmd()))
+	root.AddCommand(exitCodesTopic())
 	strictTree(root, g)
 	return root, g
 }
+
+// in adds commands to root under a group of its help.
+func in(root *cobra.Command, group string, cmds ...*cobra.Command) {
+	for _, c := range cmds {
+		c.GroupID = group
+		root.AddCommand(c)
+	}
+}
+
+// rootHelp is what djinn --help says before the commands.
+const rootHelp = `djinn runs a server of leases, remote events and the Jini services —
+transactions, event mailbox, lease renewal, locks, lookup and discovery —
+replicated through Raft, and talks to one.
+
+  djinn serve                  a server on 127.0.0.1:4161, data in ./djinn-data
+  djinn status                 what it serves, its leader and its counts
+  djinn mailbox register       a leased registration; djinn ls leases lists them
+  djinn txn create             a transaction; djinn txn commit ID commits it
+
+The client commands reach --server (127.0.0.1:4161, or DJINN_SERVER), with
+--tls-ca/--tls-cert/--tls-key for TLS. They print text, or -o json, -o yaml,
+-o template='{{.field}}'. They exit 0 for yes, 1 for a negative answer or
+an error, 2 for a command line not understood (djinn help exit-codes).`
 
 // exitCodesTopic is `djinn help exit-codes`: a help topic, not a command.
 func exitCodesTopic() *cobra.Command {
