@@ -141,7 +141,13 @@ func TestCLIWalkThrough(t *testing.T) {
 		t.Fatalf("renew printed %+v", renewed)
 	}
 	r.must("lease", "renew", reg.Lease.Name, "--lease", "1h") // by its short name
-	r.must("lease", "show", reg.Lease.Token)
+	// show asks the landlord: the first token, which says 10m, shows the
+	// hour the renewal gave.
+	var shown leaseJSON
+	r.json(&shown, "lease", "show", reg.Lease.Token)
+	if shown.Name != reg.Lease.Name || shown.Remaining.Seconds == nil || *shown.Remaining.Seconds <= 600 {
+		t.Fatalf("show of the token before the renewal printed %+v, want the renewed hour", shown)
+	}
 	r.must("lease", "cancel", reg.Lease.Name)
 	walkThroughErrors(r, reg.ID, reg.Lease.Token)
 }
