@@ -38,15 +38,20 @@ type snapHolder struct {
 }
 
 // Records returns the state as snapshot records.
-func (s *State) Records() ([]*statepb.LockRecord, error) {
-	b, err := s.encode()
+func (s *State) Records() ([]*statepb.LockRecord, error) { return s.export().records() }
+
+// records encodes an exported state as snapshot records.
+func (snap snapshot) records() ([]*statepb.LockRecord, error) {
+	b, err := json.Marshal(snap)
 	if err != nil {
-		return nil, err
+		return nil, djinn.Errorf(djinn.Internal, "lock state snapshot: %v", err)
 	}
 	return wire.Records(b, func(c []byte, last bool) *statepb.LockRecord { return &statepb.LockRecord{Table: c, Last: last} }), nil
 }
 
-func (s *State) encode() ([]byte, error) {
+// export copies the state, as plain values that no later change touches:
+// a snapshot encodes them afterwards, while applies go on.
+func (s *State) export() snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap := snapshot{Table: s.table.Export(), NextSet: s.nextSet, NextID: s.nextID}
@@ -73,11 +78,7 @@ func (s *State) encode() ([]byte, error) {
 		req := s.recent.order[(s.recent.head+i)%n]
 		snap.Recent = append(snap.Recent, req, s.recent.fence[req])
 	}
-	b, err := json.Marshal(snap)
-	if err != nil {
-		return nil, djinn.Errorf(djinn.Internal, "lock state snapshot: %v", err)
-	}
-	return b, nil
+	return snap
 }
 
 func cmpUint(a, b uint64) int {

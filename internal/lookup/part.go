@@ -1,6 +1,8 @@
 package lookup
 
 import (
+	"google.golang.org/protobuf/proto"
+
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/quota"
 	"github.com/djinn-go/djinn/internal/state"
@@ -25,8 +27,14 @@ func (s *State) Part() state.Part {
 		},
 		Records: []state.Record{state.Restores(s.Restore)},
 		Snapshot: func() (state.Dump, error) {
-			recs, err := s.Records()
-			return state.Each(recs), err
+			snap, err := s.export() // now, between applies; encoded while they go on
+			return func(emit func(proto.Message) error) error {
+				recs, err := snap.records()
+				if err != nil {
+					return err
+				}
+				return state.Each(recs)(emit)
+			}, err
 		},
 		Reset: s.Reset,
 		Leases: []state.LeaseKind{

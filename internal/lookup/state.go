@@ -390,7 +390,19 @@ type snapWatch struct {
 // milliseconds. Changes wait (they come through Apply, which does not run
 // during a snapshot anyway).
 func (s *State) Records() ([]*statepb.LookupRecord, error) {
+	snap, err := s.export()
+	if err != nil {
+		return nil, err
+	}
+	return snap.records()
+}
+
+// export gathers the state as plain values that no later change touches
+// (the items encoded afresh): a snapshot encodes them afterwards, while
+// applies go on.
+func (s *State) export() (snapshot, error) {
 	s.mu.RLock()
+	defer s.mu.RUnlock()
 	snap := snapshot{NextEvent: s.nextEvent}
 	var err error
 	if s.reg != nil {
@@ -412,10 +424,14 @@ func (s *State) Records() ([]*statepb.LookupRecord, error) {
 				Listener: lb, Handback: meta.handback, Seq: meta.seq})
 		}
 	}
-	s.mu.RUnlock()
 	if err != nil {
-		return nil, djinn.Errorf(djinn.Internal, "lookup snapshot: %v", err)
+		return snapshot{}, djinn.Errorf(djinn.Internal, "lookup snapshot: %v", err)
 	}
+	return snap, nil
+}
+
+// records encodes an exported state as snapshot records.
+func (snap snapshot) records() ([]*statepb.LookupRecord, error) {
 	b, err := json.Marshal(snap)
 	if err != nil {
 		return nil, djinn.Errorf(djinn.Internal, "lookup snapshot: %v", err)
