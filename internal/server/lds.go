@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -258,5 +259,24 @@ func (s *Server) ownLocator(ctx context.Context) (discovery.Locator, bool) {
 			return discovery.Locator{}, false
 		case <-tick.C:
 		}
+	}
+}
+
+// listLDSRegistrations lists the lookup discovery service's
+// registrations, named by their leases.
+func (s *Server) listLDSRegistrations(st *lds.State) lister {
+	return func(map[string]string) ([]*djinnpb.Resource, error) {
+		var out []*djinnpb.Resource
+		for _, l := range st.List() {
+			groups := strings.Join(l.Info.Groups, ",")
+			if l.Info.AllGroups {
+				groups = "(all)"
+			}
+			d := map[string]string{"groups": groups, "locators": strings.Join(l.Info.Locators, ","), "registrars": itoa(len(l.Registrars))}
+			if res, ok := s.leaseResource(l.Cookie.String(), l.Cookie, d); ok {
+				out = append(out, res)
+			}
+		}
+		return out, nil
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -336,4 +337,18 @@ func (j lockJoiner) Join(ctx context.Context, mgr djinn.Ref, id uint64, self *dj
 		}
 	}
 	return otherManagers{pool: j.s.pool}.Join(ctx, mgr, id, self, crash)
+}
+
+// listLockSets lists the lock service's sets.
+func (s *Server) listLockSets(st *lock.State) lister {
+	return func(map[string]string) ([]*djinnpb.Resource, error) {
+		var out []*djinnpb.Resource
+		for _, v := range st.Sets() {
+			d := map[string]string{"transactional": strconv.FormatBool(v.Transactional), "holders": itoa(len(v.Holders)), "waiters": itoa(len(v.Waiters))}
+			if res, ok := s.leaseResource(v.ID.String(), v.Cookie, d); ok {
+				out = append(out, res)
+			}
+		}
+		return out, nil
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net/url"
 	"slices"
 	"strings"
@@ -490,4 +491,32 @@ func templateString(t service.Template) string {
 		return "any service"
 	}
 	return strings.Join(parts, "; ")
+}
+
+// listLookupItems lists the lookup service's registrations (not its own
+// item, which has no lease), named by service id; filter "type" keeps
+// those of a service type.
+func (s *Server) listLookupItems(st *lookup.State) lister {
+	return func(filter map[string]string) ([]*djinnpb.Resource, error) {
+		var tmpl service.Template
+		if t, ok := filter["type"]; ok {
+			tmpl.Types = []string{t}
+		}
+		_, items, err := st.Lookup(tmpl, math.MaxInt32)
+		if err != nil {
+			return nil, err
+		}
+		var out []*djinnpb.Resource
+		for _, it := range items {
+			c, ok := st.Cookie(it.ID)
+			if !ok {
+				continue
+			}
+			d := map[string]string{"types": strings.Join(it.Types, ","), "service": string(it.Service)}
+			if res, ok := s.leaseResource(it.ID.String(), c, d); ok {
+				out = append(out, res)
+			}
+		}
+		return out, nil
+	}
 }

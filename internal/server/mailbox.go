@@ -352,3 +352,18 @@ func (l *listenerRPC) NotifyBatch(ctx context.Context, r *djinnpb.NotifyBatchReq
 	}
 	return &djinnpb.NotifyBatchResponse{Accepted: int32(n), Error: grpcerr.ToProto(err)}, nil
 }
+
+// listMailboxes lists the event mailbox's registrations.
+func (s *Server) listMailboxes(st *mailbox.State) lister {
+	return func(map[string]string) ([]*djinnpb.Resource, error) {
+		var out []*djinnpb.Resource
+		for _, in := range st.List() {
+			d := map[string]string{"stored_events": itoa(in.Stored), "target": refText(in.Target)}
+			if res, ok := s.leaseResource(in.ID.String(), in.Cookie, d); ok {
+				res.Principal = in.Principal
+				out = append(out, res)
+			}
+		}
+		return out, nil
+	}
+}

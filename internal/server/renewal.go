@@ -339,3 +339,17 @@ func (l landlords) RenewAll(ctx context.Context, landlord djinn.Ref, cookies []d
 	}
 	return granted, errs, nil
 }
+
+// listRenewalSets lists the renewal service's sets.
+func (s *Server) listRenewalSets(st *renewal.State) lister {
+	return func(map[string]string) ([]*djinnpb.Resource, error) {
+		var out []*djinnpb.Resource
+		for _, in := range st.List() {
+			if res, ok := s.leaseResource(in.ID.String(), in.Cookie, map[string]string{"leases": itoa(in.Leases)}); ok {
+				res.Principal = in.Principal
+				out = append(out, res)
+			}
+		}
+		return out, nil
+	}
+}

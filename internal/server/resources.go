@@ -10,6 +10,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/principal"
+	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
@@ -159,3 +160,15 @@ func (s *Server) listLeases(filter map[string]string) ([]*djinnpb.Resource, erro
 
 // itoa is a count in a resource's details.
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// refText is a reference as text, or "" for none.
+func refText(r *djinnpb.Ref) string {
+	if r == nil {
+		return ""
+	}
+	ref, err := wire.RefFrom("ref", r)
+	if err != nil {
+		return ""
+	}
+	return ref.String()
+}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"math"
 	"net/url"
 	"strconv"
 	"strings"
@@ -268,4 +269,39 @@ func (r *txnRPC) List(ctx context.Context, req *djinnpb.ListTransactionsRequest)
 		return nil, err
 	}
 	return &djinnpb.ListTransactionsResponse{Transactions: txs, NextAfterId: next}, nil
+}
+
+// listTransactions lists the transaction manager's transactions, named by
+// id; filter "state" keeps those in one state (ACTIVE, COMMITTED, …).
+func (s *Server) listTransactions(st *txn.State) lister {
+	return func(filter map[string]string) ([]*djinnpb.Resource, error) {
+		var want djinnpb.TransactionState
+		if name, ok := filter["state"]; ok {
+			v, known := djinnpb.TransactionState_value["TRANSACTION_STATE_"+strings.ToUpper(name)]
+			if !known || v == 0 {
+				return nil, djinn.Errorf(djinn.InvalidArgument, "state %q: want ACTIVE, VOTING, PREPARED, NOTCHANGED, COMMITTED or ABORTED", name)
+			}
+			want = djinnpb.TransactionState(v)
+		}
+		var out []*djinnpb.Resource
+		for _, in := range st.All(math.MaxInt) {
+			if want != 0 && in.State != want {
+				continue
+			}
+			parent := ""
+			if in.Parent != 0 {
+				parent = strconv.FormatUint(in.Parent, 10)
+			}
+			state := strings.TrimPrefix(in.State.String(), "TRANSACTION_STATE_")
+			d := map[string]string{"state": state, "parent": parent, "participants": itoa(len(in.Parts))}
+			res := &djinnpb.Resource{Name: strconv.FormatUint(in.ID, 10), Principal: in.Principal, LeaseCookie: in.Cookie[:], Details: d}
+			if l, ok := s.leaseResource(res.Name, in.Cookie, d); ok {
+				res.ExpiresUnixNanos = l.ExpiresUnixNanos
+			} else {
+				res.LeaseCookie = nil // decided: its lease ended
+			}
+			out = append(out, res)
+		}
+		return out, nil
+	}
 }
