@@ -64,6 +64,10 @@ type Service struct {
 	// RefusedFull counts events refused because their registration held
 	// its maximum of stored events.
 	RefusedFull atomic.Uint64
+	// Streams counts the delivery streams open on this node, and
+	// StreamedEvents the events they sent.
+	Streams        atomic.Int64
+	StreamedEvents atomic.Uint64
 }
 
 // New returns the mailbox service over state s, whose leases the lessor

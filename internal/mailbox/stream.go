@@ -99,6 +99,8 @@ func (s *Service) Deliveries(ctx context.Context, id djinn.ID, open StreamOpen, 
 	if err := wait(ctx, begun.Done); err != nil {
 		return err
 	}
+	s.Streams.Add(1)
+	defer s.Streams.Add(-1)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	st := &stream{svc: s, id: id, pull: begun.Pull, open: open, sent: open.After,
@@ -234,6 +236,7 @@ func (st *stream) serve(ctx context.Context, conn StreamConn, ended <-chan struc
 			if err := conn.Send(events, tell); err != nil {
 				return err
 			}
+			st.svc.StreamedEvents.Add(uint64(len(events)))
 			told = max(told, tell)
 			continue
 		}

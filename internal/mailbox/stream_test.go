@@ -148,6 +148,9 @@ func TestDeliveriesInArrivalOrder(t *testing.T) {
 		if got := s.seqs(); !slices.Equal(got, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}) {
 			t.Fatalf("sequence numbers %v, want 1..10 in arrival order", got)
 		}
+		if open, sent := f.svc.Streams.Load(), f.svc.StreamedEvents.Load(); open != 1 || sent != 10 {
+			t.Fatalf("counted %d streams open, %d events sent; want 1 and 10", open, sent)
+		}
 		if _, over := s.ended(); over {
 			t.Fatal("the stream ended")
 		}

@@ -121,6 +121,8 @@ func mailboxMetrics(st *mailbox.State, svc *mailbox.Service) []prometheus.Collec
 	return []prometheus.Collector{
 		gauge("djinn_mailbox_registrations", "Mailbox registrations.", func() float64 { r, _ := st.Len(); return float64(r) }),
 		gauge("djinn_mailbox_stored_events", "Events stored in mailboxes.", func() float64 { _, e := st.Len(); return float64(e) }),
+		gauge("djinn_mailbox_delivery_streams", "Delivery streams open on this node.", func() float64 { return float64(svc.Streams.Load()) }),
+		counter("djinn_mailbox_streamed_events_total", "Events sent over delivery streams by this node.", func() float64 { return float64(svc.StreamedEvents.Load()) }),
 		counter("djinn_mailbox_refused_full_total", "Events refused because their registration held its maximum of stored events.", func() float64 { return float64(svc.RefusedFull.Load()) }),
 		gauge("djinn_mailbox_delivery_queued_events", "Events queued for delivery on this leader.", func() float64 { return float64(svc.DeliveryStats().Queued) }),
 		gauge("djinn_mailbox_delivery_queues", "Registrations with events queued for delivery on this leader.", func() float64 { return float64(svc.DeliveryStats().Queues) }),

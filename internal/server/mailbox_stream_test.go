@@ -11,6 +11,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/server/servertest"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
@@ -243,5 +244,81 @@ func TestMailboxReceiveStop(t *testing.T) {
 	}
 	if r := f.read(t, reg); r.Stored != 1 {
 		t.Fatalf("after stopping at 2: %d stored, want 1", r.Stored)
+	}
+}
+
+// TestMailboxReceiveAcrossRestart: Receive keeps taking a registration's
+// events across a restart of the server: it opens a new stream after the
+// last event it handled, so every event comes once, in order.
+func TestMailboxReceiveAcrossRestart(t *testing.T) {
+	t.Parallel()
+	cfg := servertest.Config(t)
+	cfg.Listen, cfg.Raft = freeAddr(t), freeAddr(t)
+	cfg.LookupJoin.Enabled = false
+	srv := servertest.Start(t, cfg)
+	c := servertest.Dial(t, srv.Addr())
+	gen := newGenerator(c)
+	reg, err := c.Mailbox().Register(testContext(t), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan client.StoredEvent, 16)
+	done := make(chan error, 1)
+	ctx, cancel := context.WithCancel(testContext(t))
+	defer cancel()
+	go func() {
+		done <- reg.Receive(ctx, func(_ context.Context, e client.StoredEvent) error {
+			got <- e
+			return nil
+		})
+	}()
+	var sent []*client.RemoteEvent
+	notify := func() {
+		t.Helper()
+		for {
+			ev, err := gen.notify(testContext(t), reg.Listener, 1)
+			if err == nil {
+				sent = append(sent, ev)
+				return
+			}
+			if !errors.Is(err, djinn.ErrUnavailable) {
+				t.Fatalf("notify: %v", err)
+			}
+			gen.seq[1]-- // not stored: the same sequence number again
+			select {
+			case <-time.After(20 * time.Millisecond):
+			case <-testContext(t).Done():
+				t.Fatalf("notify after the restart: %v", err)
+			}
+		}
+	}
+	take := func(index uint64) {
+		t.Helper()
+		select {
+		case e := <-got:
+			if e.Index != index || e.Event.Seq != sent[index-1].Seq {
+				t.Fatalf("received index %d seq %d, want index %d seq %d", e.Index, e.Event.Seq, index, sent[index-1].Seq)
+			}
+		case err := <-done:
+			t.Fatalf("Receive ended with %v waiting for index %d", err, index)
+		case <-testContext(t).Done():
+			t.Fatalf("index %d never came", index)
+		}
+	}
+	for i := range uint64(3) {
+		notify()
+		take(i + 1)
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	servertest.Start(t, cfg)
+	for i := range uint64(3) {
+		notify()
+		take(i + 4)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Receive ended by its context = %v, want nil", err)
 	}
 }
