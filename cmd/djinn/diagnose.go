@@ -13,12 +13,15 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/discovery"
 )
 
 // A client that cannot connect is told why, when a look at the port
 // tells: a TLS port dialled without TLS, a plaintext port dialled with it,
-// a port that wants a client certificate, or the admin port, which speaks
-// HTTP. gRPC alone only reports what broke on the wire.
+// a port that wants a client certificate, the admin port, which speaks
+// HTTP, a discovery port, which names the gRPC port, or a port that does
+// not speak gRPC at all (the raft port). gRPC alone only reports what
+// broke on the wire.
 
 // probeWait bounds each look at the port.
 const probeWait = 2 * time.Second
@@ -52,15 +55,15 @@ func (g *globals) diagnose(ctx context.Context, err error) error {
 		return err
 	}
 	addr := eps[0]
-	if why := g.probe(ctx, addr); why != "" {
+	if why := g.probe(ctx, addr, err); why != "" {
 		return fmt.Errorf("%s: %s (%w)", addr, why, err)
 	}
 	return err
 }
 
-// probe looks at addr and says what is wrong with dialling it as
-// configured, or "".
-func (g *globals) probe(ctx context.Context, addr string) string {
+// probe looks at addr, which failed with err, and says what is wrong with
+// dialling it as configured, or "".
+func (g *globals) probe(ctx context.Context, addr string, err error) string {
 	tlsPort, asksCert, tlsErr := probeTLS(ctx, addr)
 	if errors.Is(tlsErr, syscall.ECONNREFUSED) {
 		return "nothing listens there: start a server (djinn serve), or name a running one with --server or DJINN_SERVER"
@@ -68,7 +71,15 @@ func (g *globals) probe(ctx context.Context, addr string) string {
 	if probeHTTP(ctx, addr, tlsPort) {
 		return "this is djinn's admin port (HTTP: the console, /healthz, /readyz, /metrics): dial the gRPC port instead, djinn serve's --listen (127.0.0.1:4161 by default)"
 	}
+	if !tlsPort {
+		if grpc, ok := probeDiscovery(ctx, addr); ok {
+			return "this is a lookup service's unicast discovery port (djinn serve's --discovery): its gRPC port is " + grpc + ", dial that (--server " + grpc + ")"
+		}
+	}
 	withTLS := g.tlsCA != "" || g.cert != ""
+	if !tlsPort && !withTLS && strings.Contains(err.Error(), "server preface") {
+		return "this port does not speak gRPC (djinn serve's --raft port, or another program's): dial the gRPC port, djinn serve's --listen (127.0.0.1:4161 by default)"
+	}
 	switch {
 	case tlsPort && !withTLS:
 		return "this port speaks TLS: give --tls-ca with the CA that signed its certificate (djinn tls ca makes a lab one)" + certHint(asksCert)
@@ -147,4 +158,24 @@ func probeHTTP(ctx context.Context, addr string, overTLS bool) bool {
 		return false
 	}
 	return strings.HasPrefix(string(head), "HTTP/1.")
+}
+
+// probeDiscovery asks addr for unicast discovery, as a lookup service's
+// discovery port answers it, and returns the gRPC endpoint it names.
+func probeDiscovery(ctx context.Context, addr string) (string, bool) {
+	ctx, cancel := context.WithTimeout(ctx, probeWait)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return "", false
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	resp, err := discovery.RequestUnicast(conn, 64<<10)
+	if err != nil || resp.Endpoint == "" {
+		return "", false
+	}
+	return resp.Endpoint, true
 }

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestDiagnosedPorts: a client that dials one of a server's other ports,
+// or a port where nothing listens, is told which port it reached and which
+// to dial, on one line, exiting 1.
+func TestDiagnosedPorts(t *testing.T) {
+	n := newNode(t)
+	p := n.start(t)
+	defer p.stop(t)
+	for _, tc := range []struct {
+		name, addr, want string
+	}{
+		{"the admin port", n.admin, "this is djinn's admin port"},
+		{"the raft port", n.raft, "this port does not speak gRPC (djinn serve's --raft port"},
+		{"the discovery port", n.discovery, "unicast discovery port (djinn serve's --discovery): its gRPC port is " + n.listen + ", dial that (--server " + n.listen + ")"},
+		{"nothing", freePort(t), "nothing listens there: start a server (djinn serve)"},
+	} {
+		code, _, errs := exitOf(t, "status", "--server", tc.addr)
+		if code != 1 || !strings.Contains(errs, tc.want) || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+			t.Errorf("%s: status --server %s exited %d with %q, want 1 and one line saying %q", tc.name, tc.addr, code, errs, tc.want)
+		}
+	}
+}
