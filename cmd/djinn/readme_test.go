@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 )
 
 // The README's shell examples run as pasted. TestREADME runs every ```sh
@@ -120,6 +122,7 @@ func checkREADMEBlocks(t *testing.T, blocks []readmeBlock) {
 	if len(blocks) == 0 || commands(blocks[0].text) != "go run ./cmd/djinn serve\ngo test ./..." {
 		t.Errorf("the README's first shell block is the quick start, exactly two commands; it is:\n%s", blocks[0].text)
 	}
+	checkQuickStartPorts(t)
 	mod, err := os.ReadFile("../../go.mod")
 	if err != nil {
 		t.Fatal(err)
@@ -232,4 +235,31 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// checkQuickStartPorts: the README's quick start says how to change every
+// port djinn serve listens on by default (each flag whose default is an
+// address).
+func checkQuickStartPorts(t *testing.T) {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(b), "## Quick start")
+	quick, _, _ := strings.Cut(rest, "\n## ")
+	addr := regexp.MustCompile(`^[0-9.]+:[0-9]+$`)
+	n := 0
+	newServe().Flags().VisitAll(func(f *pflag.Flag) {
+		if !addr.MatchString(f.DefValue) {
+			return
+		}
+		n++
+		if !strings.Contains(quick, "`--"+f.Name+"`") {
+			t.Errorf("the README's quick start does not say how to change serve's --%s (default %s)", f.Name, f.DefValue)
+		}
+	})
+	if n < 4 {
+		t.Errorf("serve has %d flags with an address by default, want at least 4 (listen, admin, raft, discovery)", n)
+	}
 }
