@@ -84,6 +84,9 @@ func serveFlags(f *pflag.FlagSet, cfg *server.Config) {
 	f.StringVar(&cfg.Lookup.Discovery, "discovery", cfg.Lookup.Discovery, `unicast discovery address of the lookup service ("" turns discovery off)`)
 	f.BoolVar(&cfg.Lookup.Multicast, "multicast", cfg.Lookup.Multicast, "multicast discovery: announcements, and answers to multicast requests")
 	f.StringSliceVar(&cfg.Lookup.Groups, "groups", cfg.Lookup.Groups, `the lookup service's member groups ("" is the public group)`)
+	f.StringSliceVar(&cfg.LookupJoin.Groups, "join-groups", cfg.LookupJoin.Groups, `groups of the lookup services djinn's services register in ([lookup-join] groups; default the public group "")`)
+	f.StringSliceVar(&cfg.LookupJoin.Locators, "join-locators", cfg.LookupJoin.Locators, "lookup services djinn's services register in by unicast, jini://host[:port] ([lookup-join] locators)")
+	f.BoolVar(&cfg.LookupJoin.Multicast, "join-multicast", cfg.LookupJoin.Multicast, "find the lookup services of --join-groups by multicast ([lookup-join] multicast)")
 	f.BoolVar(&cfg.LDS.Enabled, "lds", cfg.LDS.Enabled, "run the lookup discovery service")
 	f.BoolVar(&cfg.LDS.Multicast, "lds-multicast", cfg.LDS.Multicast, "the lookup discovery service's group discovery by multicast (without it: locators only)")
 	f.Var((*durationFlag)(&cfg.Lock.DefaultOwnerLease), "lock-default-owner-lease", "lock owner lease granted for Any")
@@ -114,6 +117,9 @@ func flagSetters(final, flagged *server.Config) map[string]func() {
 		"raft-advertise":           func() { final.RaftAdvertise = flagged.RaftAdvertise },
 		"node-id":                  func() { final.NodeID = flagged.NodeID },
 		"join":                     func() { final.Join = flagged.Join },
+		"join-groups":              func() { final.LookupJoin.Groups = flagged.LookupJoin.Groups },
+		"join-locators":            func() { final.LookupJoin.Locators = flagged.LookupJoin.Locators },
+		"join-multicast":           func() { final.LookupJoin.Multicast = flagged.LookupJoin.Multicast },
 		"bootstrap":                func() { final.Cluster.Bootstrap = flagged.Cluster.Bootstrap },
 		"log-level":                func() { final.LogLevel = flagged.LogLevel },
 		"log-json":                 func() { final.LogJSON = flagged.LogJSON },

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/spf13/pflag"
@@ -19,5 +20,24 @@ func TestServeFlagsApplied(t *testing.T) {
 			t.Errorf("djinn serve --%s has no setter: its value is ignored", f.Name)
 		}
 	})
+}
 
+// TestServeJoinFlags: --join-groups, --join-locators and --join-multicast
+// set the [lookup-join] section over the file's and the environment's.
+func TestServeJoinFlags(t *testing.T) {
+	final, flagged := server.Default(), server.Default()
+	final.LookupJoin.Locators = []string{"jini://from-the-file:4160"}
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	serveFlags(fs, &flagged)
+	if err := fs.Parse([]string{"--join-groups", "lab,ops", "--join-locators", "jini://a:4160,jini://b", "--join-multicast"}); err != nil {
+		t.Fatal(err)
+	}
+	applyFlags(fs, &final, &flagged)
+	j := final.LookupJoin
+	if !slices.Equal(j.Groups, []string{"lab", "ops"}) || !slices.Equal(j.Locators, []string{"jini://a:4160", "jini://b"}) || !j.Multicast || !j.Enabled {
+		t.Errorf("[lookup-join] after the flags: %+v", j)
+	}
+	if err := final.Check(); err != nil {
+		t.Errorf("the configuration the flags made: %v", err)
+	}
 }
