@@ -21,12 +21,13 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// KVTransaction names a transaction: its manager and id. Absent: the
-// operation applies at once.
+// KVTransaction names a transaction: its manager, id and secret (the
+// capability to work under it). Absent: the operation applies at once.
 type KVTransaction struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Manager       *Ref                   `protobuf:"bytes,1,opt,name=manager,proto3" json:"manager,omitempty"`
 	Id            uint64                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	Secret        []byte                 `protobuf:"bytes,3,opt,name=secret,proto3" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -73,6 +74,13 @@ func (x *KVTransaction) GetId() uint64 {
 		return x.Id
 	}
 	return 0
+}
+
+func (x *KVTransaction) GetSecret() []byte {
+	if x != nil {
+		return x.Secret
+	}
+	return nil
 }
 
 type KVPutRequest struct {
@@ -523,10 +531,11 @@ var File_djinn_v1_kv_proto protoreflect.FileDescriptor
 
 const file_djinn_v1_kv_proto_rawDesc = "" +
 	"\n" +
-	"\x11djinn/v1/kv.proto\x12\bdjinn.v1\x1a\x15djinn/v1/common.proto\"H\n" +
+	"\x11djinn/v1/kv.proto\x12\bdjinn.v1\x1a\x15djinn/v1/common.proto\"`\n" +
 	"\rKVTransaction\x12'\n" +
 	"\amanager\x18\x01 \x01(\v2\r.djinn.v1.RefR\amanager\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\x04R\x02id\"a\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\x12\x16\n" +
+	"\x06secret\x18\x03 \x01(\fR\x06secret\"a\n" +
 	"\fKVPutRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12)\n" +

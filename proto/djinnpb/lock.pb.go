@@ -288,11 +288,14 @@ func (x *LockOwner) GetLease() *Lease {
 	return nil
 }
 
-// TransactionRef is a transaction of a djinn transaction manager.
+// TransactionRef is a transaction of a djinn transaction manager. A lock
+// request carries its secret, the capability to lock under it; a
+// description never does.
 type TransactionRef struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Manager       *Ref                   `protobuf:"bytes,1,opt,name=manager,proto3" json:"manager,omitempty"`
 	Id            uint64                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	Secret        []byte                 `protobuf:"bytes,3,opt,name=secret,proto3" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -339,6 +342,13 @@ func (x *TransactionRef) GetId() uint64 {
 		return x.Id
 	}
 	return 0
+}
+
+func (x *TransactionRef) GetSecret() []byte {
+	if x != nil {
+		return x.Secret
+	}
+	return nil
 }
 
 // LockHolder is who holds or asks: exactly one of owner and transaction,
@@ -1171,10 +1181,11 @@ const file_djinn_v1_lock_proto_rawDesc = "" +
 	"\x16CreateLockOwnerRequest\x120\n" +
 	"\x14lease_duration_nanos\x18\x01 \x01(\x03R\x12leaseDurationNanos\"2\n" +
 	"\tLockOwner\x12%\n" +
-	"\x05lease\x18\x01 \x01(\v2\x0f.djinn.v1.LeaseR\x05lease\"I\n" +
+	"\x05lease\x18\x01 \x01(\v2\x0f.djinn.v1.LeaseR\x05lease\"a\n" +
 	"\x0eTransactionRef\x12'\n" +
 	"\amanager\x18\x01 \x01(\v2\r.djinn.v1.RefR\amanager\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\x04R\x02id\"\x8b\x01\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\x12\x16\n" +
+	"\x06secret\x18\x03 \x01(\fR\x06secret\"\x8b\x01\n" +
 	"\n" +
 	"LockHolder\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\fR\x05owner\x12:\n" +

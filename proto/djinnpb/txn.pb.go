@@ -147,6 +147,7 @@ type CreateTransactionRequest struct {
 	// this manager then joins as a participant.
 	ParentManager *Ref   `protobuf:"bytes,2,opt,name=parent_manager,json=parentManager,proto3" json:"parent_manager,omitempty"`
 	ParentId      uint64 `protobuf:"varint,3,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
+	ParentSecret  []byte `protobuf:"bytes,4,opt,name=parent_secret,json=parentSecret,proto3" json:"parent_secret,omitempty"` // the parent's secret
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -202,12 +203,20 @@ func (x *CreateTransactionRequest) GetParentId() uint64 {
 	return 0
 }
 
+func (x *CreateTransactionRequest) GetParentSecret() []byte {
+	if x != nil {
+		return x.ParentSecret
+	}
+	return nil
+}
+
 type PromoteRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	Participants  []*Ref                 `protobuf:"bytes,2,rep,name=participants,proto3" json:"participants,omitempty"`
 	CrashCounts   []int64                `protobuf:"varint,3,rep,packed,name=crash_counts,json=crashCounts,proto3" json:"crash_counts,omitempty"`
 	Drop          *Ref                   `protobuf:"bytes,4,opt,name=drop,proto3" json:"drop,omitempty"` // optional
+	Secret        []byte                 `protobuf:"bytes,5,opt,name=secret,proto3" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -270,6 +279,13 @@ func (x *PromoteRequest) GetDrop() *Ref {
 	return nil
 }
 
+func (x *PromoteRequest) GetSecret() []byte {
+	if x != nil {
+		return x.Secret
+	}
+	return nil
+}
+
 type PromoteResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -311,6 +327,7 @@ type CreatedTransaction struct {
 	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	Lease         *Lease                 `protobuf:"bytes,2,opt,name=lease,proto3" json:"lease,omitempty"`
 	Manager       *Ref                   `protobuf:"bytes,3,opt,name=manager,proto3" json:"manager,omitempty"`
+	Secret        []byte                 `protobuf:"bytes,4,opt,name=secret,proto3" json:"secret,omitempty"` // the capability to join it, ask its state, nest in it
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -366,11 +383,19 @@ func (x *CreatedTransaction) GetManager() *Ref {
 	return nil
 }
 
+func (x *CreatedTransaction) GetSecret() []byte {
+	if x != nil {
+		return x.Secret
+	}
+	return nil
+}
+
 type JoinTransactionRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	Participant   *Ref                   `protobuf:"bytes,2,opt,name=participant,proto3" json:"participant,omitempty"`
 	CrashCount    int64                  `protobuf:"varint,3,opt,name=crash_count,json=crashCount,proto3" json:"crash_count,omitempty"`
+	Secret        []byte                 `protobuf:"bytes,4,opt,name=secret,proto3" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -424,6 +449,13 @@ func (x *JoinTransactionRequest) GetCrashCount() int64 {
 		return x.CrashCount
 	}
 	return 0
+}
+
+func (x *JoinTransactionRequest) GetSecret() []byte {
+	if x != nil {
+		return x.Secret
+	}
+	return nil
 }
 
 type JoinTransactionResponse struct {
@@ -487,6 +519,7 @@ func (x *JoinTransactionResponse) GetAncestorManagers() []*Ref {
 type TransactionRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Secret        []byte                 `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"` // GetState's; Describe is the creator's and needs none
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -526,6 +559,13 @@ func (x *TransactionRequest) GetId() uint64 {
 		return x.Id
 	}
 	return 0
+}
+
+func (x *TransactionRequest) GetSecret() []byte {
+	if x != nil {
+		return x.Secret
+	}
+	return nil
 }
 
 type TransactionStateResponse struct {
@@ -1080,6 +1120,9 @@ type ParticipantRequest struct {
 	ParticipantId []byte `protobuf:"bytes,1,opt,name=participant_id,json=participantId,proto3" json:"participant_id,omitempty"`
 	Manager       *Ref   `protobuf:"bytes,2,opt,name=manager,proto3" json:"manager,omitempty"`
 	Id            uint64 `protobuf:"varint,3,opt,name=id,proto3" json:"id,omitempty"`
+	// secret is the transaction's: a participant that knows it (it joined
+	// with it) refuses a call without it, as from no manager.
+	Secret        []byte `protobuf:"bytes,4,opt,name=secret,proto3" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1133,6 +1176,13 @@ func (x *ParticipantRequest) GetId() uint64 {
 		return x.Id
 	}
 	return 0
+}
+
+func (x *ParticipantRequest) GetSecret() []byte {
+	if x != nil {
+		return x.Secret
+	}
+	return nil
 }
 
 type PrepareResponse struct {
@@ -1219,31 +1269,36 @@ var File_djinn_v1_txn_proto protoreflect.FileDescriptor
 
 const file_djinn_v1_txn_proto_rawDesc = "" +
 	"\n" +
-	"\x12djinn/v1/txn.proto\x12\bdjinn.v1\x1a\x15djinn/v1/common.proto\"\x9f\x01\n" +
+	"\x12djinn/v1/txn.proto\x12\bdjinn.v1\x1a\x15djinn/v1/common.proto\"\xc4\x01\n" +
 	"\x18CreateTransactionRequest\x120\n" +
 	"\x14lease_duration_nanos\x18\x01 \x01(\x03R\x12leaseDurationNanos\x124\n" +
 	"\x0eparent_manager\x18\x02 \x01(\v2\r.djinn.v1.RefR\rparentManager\x12\x1b\n" +
-	"\tparent_id\x18\x03 \x01(\x04R\bparentId\"\x99\x01\n" +
+	"\tparent_id\x18\x03 \x01(\x04R\bparentId\x12#\n" +
+	"\rparent_secret\x18\x04 \x01(\fR\fparentSecret\"\xb1\x01\n" +
 	"\x0ePromoteRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x121\n" +
 	"\fparticipants\x18\x02 \x03(\v2\r.djinn.v1.RefR\fparticipants\x12!\n" +
 	"\fcrash_counts\x18\x03 \x03(\x03R\vcrashCounts\x12!\n" +
-	"\x04drop\x18\x04 \x01(\v2\r.djinn.v1.RefR\x04drop\"\x11\n" +
-	"\x0fPromoteResponse\"t\n" +
+	"\x04drop\x18\x04 \x01(\v2\r.djinn.v1.RefR\x04drop\x12\x16\n" +
+	"\x06secret\x18\x05 \x01(\fR\x06secret\"\x11\n" +
+	"\x0fPromoteResponse\"\x8c\x01\n" +
 	"\x12CreatedTransaction\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12%\n" +
 	"\x05lease\x18\x02 \x01(\v2\x0f.djinn.v1.LeaseR\x05lease\x12'\n" +
-	"\amanager\x18\x03 \x01(\v2\r.djinn.v1.RefR\amanager\"z\n" +
+	"\amanager\x18\x03 \x01(\v2\r.djinn.v1.RefR\amanager\x12\x16\n" +
+	"\x06secret\x18\x04 \x01(\fR\x06secret\"\x92\x01\n" +
 	"\x16JoinTransactionRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12/\n" +
 	"\vparticipant\x18\x02 \x01(\v2\r.djinn.v1.RefR\vparticipant\x12\x1f\n" +
 	"\vcrash_count\x18\x03 \x01(\x03R\n" +
-	"crashCount\"s\n" +
+	"crashCount\x12\x16\n" +
+	"\x06secret\x18\x04 \x01(\fR\x06secret\"s\n" +
 	"\x17JoinTransactionResponse\x12\x1c\n" +
 	"\tancestors\x18\x01 \x03(\x04R\tancestors\x12:\n" +
-	"\x11ancestor_managers\x18\x02 \x03(\v2\r.djinn.v1.RefR\x10ancestorManagers\"$\n" +
+	"\x11ancestor_managers\x18\x02 \x03(\v2\r.djinn.v1.RefR\x10ancestorManagers\"<\n" +
 	"\x12TransactionRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x04R\x02id\"L\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\fR\x06secret\"L\n" +
 	"\x18TransactionStateResponse\x120\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1a.djinn.v1.TransactionStateR\x05state\"j\n" +
 	"\x1aCompleteTransactionRequest\x12\x0e\n" +
@@ -1282,11 +1337,12 @@ const file_djinn_v1_txn_proto_rawDesc = "" +
 	"\x11ParticipantAnswer\x12\x12\n" +
 	"\x04call\x18\x01 \x01(\x04R\x04call\x12.\n" +
 	"\x04vote\x18\x02 \x01(\x0e2\x1a.djinn.v1.TransactionStateR\x04vote\x12%\n" +
-	"\x05error\x18\x03 \x01(\v2\x0f.djinn.v1.ErrorR\x05error\"t\n" +
+	"\x05error\x18\x03 \x01(\v2\x0f.djinn.v1.ErrorR\x05error\"\x8c\x01\n" +
 	"\x12ParticipantRequest\x12%\n" +
 	"\x0eparticipant_id\x18\x01 \x01(\fR\rparticipantId\x12'\n" +
 	"\amanager\x18\x02 \x01(\v2\r.djinn.v1.RefR\amanager\x12\x0e\n" +
-	"\x02id\x18\x03 \x01(\x04R\x02id\"A\n" +
+	"\x02id\x18\x03 \x01(\x04R\x02id\x12\x16\n" +
+	"\x06secret\x18\x04 \x01(\fR\x06secret\"A\n" +
 	"\x0fPrepareResponse\x12.\n" +
 	"\x04vote\x18\x01 \x01(\x0e2\x1a.djinn.v1.TransactionStateR\x04vote\"\x15\n" +
 	"\x13ParticipantResponse*\xf3\x01\n" +

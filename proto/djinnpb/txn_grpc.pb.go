@@ -36,6 +36,13 @@ const (
 // TransactionManager is the two-phase-commit manager (TX.2). A
 // transaction is named by its manager's reference and its id; its lease is
 // a normal djinn lease, and its end (cancel or expiry) aborts it.
+//
+// A transaction's id names it; its secret — 16 random bytes Create
+// returns — is the capability to work under it: Join, GetState, nesting a
+// transaction in it and Promote need it, and the manager passes it to the
+// participants it calls. Without it, or with another, the transaction does
+// not exist (UNKNOWN_TRANSACTION). Commit, Abort and Describe are its
+// creator's (its principal's).
 type TransactionManagerClient interface {
 	Create(ctx context.Context, in *CreateTransactionRequest, opts ...grpc.CallOption) (*CreatedTransaction, error)
 	Join(ctx context.Context, in *JoinTransactionRequest, opts ...grpc.CallOption) (*JoinTransactionResponse, error)
@@ -150,6 +157,13 @@ func (c *transactionManagerClient) List(ctx context.Context, in *ListTransaction
 // TransactionManager is the two-phase-commit manager (TX.2). A
 // transaction is named by its manager's reference and its id; its lease is
 // a normal djinn lease, and its end (cancel or expiry) aborts it.
+//
+// A transaction's id names it; its secret — 16 random bytes Create
+// returns — is the capability to work under it: Join, GetState, nesting a
+// transaction in it and Promote need it, and the manager passes it to the
+// participants it calls. Without it, or with another, the transaction does
+// not exist (UNKNOWN_TRANSACTION). Commit, Abort and Describe are its
+// creator's (its principal's).
 type TransactionManagerServer interface {
 	Create(context.Context, *CreateTransactionRequest) (*CreatedTransaction, error)
 	Join(context.Context, *JoinTransactionRequest) (*JoinTransactionResponse, error)

@@ -34,6 +34,7 @@ type LockHolderState struct {
 	Txn              uint64                 `protobuf:"varint,3,opt,name=txn,proto3" json:"txn,omitempty"`
 	AncestorManagers []*djinnpb.Ref         `protobuf:"bytes,4,rep,name=ancestor_managers,json=ancestorManagers,proto3" json:"ancestor_managers,omitempty"`
 	AncestorIds      []uint64               `protobuf:"varint,5,rep,packed,name=ancestor_ids,json=ancestorIds,proto3" json:"ancestor_ids,omitempty"`
+	Secret           []byte                 `protobuf:"bytes,6,opt,name=secret,proto3" json:"secret,omitempty"` // the transaction's, checked when its manager calls
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -99,6 +100,13 @@ func (x *LockHolderState) GetAncestorManagers() []*djinnpb.Ref {
 func (x *LockHolderState) GetAncestorIds() []uint64 {
 	if x != nil {
 		return x.AncestorIds
+	}
+	return nil
+}
+
+func (x *LockHolderState) GetSecret() []byte {
+	if x != nil {
+		return x.Secret
 	}
 	return nil
 }
@@ -648,13 +656,14 @@ var File_state_v1_lock_proto protoreflect.FileDescriptor
 
 const file_state_v1_lock_proto_rawDesc = "" +
 	"\n" +
-	"\x13state/v1/lock.proto\x12\bstate.v1\x1a\x15djinn/v1/common.proto\"\xc1\x01\n" +
+	"\x13state/v1/lock.proto\x12\bstate.v1\x1a\x15djinn/v1/common.proto\"\xd9\x01\n" +
 	"\x0fLockHolderState\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\fR\x05owner\x12'\n" +
 	"\amanager\x18\x02 \x01(\v2\r.djinn.v1.RefR\amanager\x12\x10\n" +
 	"\x03txn\x18\x03 \x01(\x04R\x03txn\x12:\n" +
 	"\x11ancestor_managers\x18\x04 \x03(\v2\r.djinn.v1.RefR\x10ancestorManagers\x12!\n" +
-	"\fancestor_ids\x18\x05 \x03(\x04R\vancestorIds\"\xf8\x01\n" +
+	"\fancestor_ids\x18\x05 \x03(\x04R\vancestorIds\x12\x16\n" +
+	"\x06secret\x18\x06 \x01(\fR\x06secret\"\xf8\x01\n" +
 	"\rLockCreateSet\x12\x15\n" +
 	"\x06set_id\x18\x01 \x01(\fR\x05setId\x12\x16\n" +
 	"\x06cookie\x18\x02 \x01(\fR\x06cookie\x12,\n" +

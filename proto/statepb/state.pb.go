@@ -2349,7 +2349,9 @@ type TxnCreate struct {
 	Id uint64 `protobuf:"varint,6,opt,name=id,proto3" json:"id,omitempty"`
 	// remote, when set, nests the transaction in transaction parent_id of
 	// another manager, which this manager joined as a participant (TX.2.2).
-	Remote        *TxnRemoteParent `protobuf:"bytes,7,opt,name=remote,proto3" json:"remote,omitempty"`
+	Remote *TxnRemoteParent `protobuf:"bytes,7,opt,name=remote,proto3" json:"remote,omitempty"`
+	// secret is the transaction's capability (16 random bytes).
+	Secret        []byte `protobuf:"bytes,8,opt,name=secret,proto3" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2433,6 +2435,13 @@ func (x *TxnCreate) GetRemote() *TxnRemoteParent {
 	return nil
 }
 
+func (x *TxnCreate) GetSecret() []byte {
+	if x != nil {
+		return x.Secret
+	}
+	return nil
+}
+
 // TxnRemoteParent is a parent transaction at another manager: the manager,
 // and the transaction's ancestors there (parent first) as its join answered.
 type TxnRemoteParent struct {
@@ -2440,6 +2449,7 @@ type TxnRemoteParent struct {
 	Manager          *djinnpb.Ref           `protobuf:"bytes,1,opt,name=manager,proto3" json:"manager,omitempty"`
 	AncestorManagers []*djinnpb.Ref         `protobuf:"bytes,2,rep,name=ancestor_managers,json=ancestorManagers,proto3" json:"ancestor_managers,omitempty"`
 	AncestorIds      []uint64               `protobuf:"varint,3,rep,packed,name=ancestor_ids,json=ancestorIds,proto3" json:"ancestor_ids,omitempty"`
+	Secret           []byte                 `protobuf:"bytes,4,opt,name=secret,proto3" json:"secret,omitempty"` // the parent's, to promote into it
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -2491,6 +2501,13 @@ func (x *TxnRemoteParent) GetAncestorManagers() []*djinnpb.Ref {
 func (x *TxnRemoteParent) GetAncestorIds() []uint64 {
 	if x != nil {
 		return x.AncestorIds
+	}
+	return nil
+}
+
+func (x *TxnRemoteParent) GetSecret() []byte {
+	if x != nil {
+		return x.Secret
 	}
 	return nil
 }
@@ -3816,6 +3833,7 @@ type TxnRecord struct {
 	Remote         *TxnRemoteParent        `protobuf:"bytes,8,opt,name=remote,proto3" json:"remote,omitempty"`                                // parent_id is of that manager
 	Version        uint32                  `protobuf:"varint,9,opt,name=version,proto3" json:"version,omitempty"`                             // of the participant list: joins and promotions change it
 	PrepareOnly    bool                    `protobuf:"varint,10,opt,name=prepare_only,json=prepareOnly,proto3" json:"prepare_only,omitempty"` // VOTING with TxnVoting.prepare_only
+	Secret         []byte                  `protobuf:"bytes,11,opt,name=secret,proto3" json:"secret,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -3918,6 +3936,13 @@ func (x *TxnRecord) GetPrepareOnly() bool {
 		return x.PrepareOnly
 	}
 	return false
+}
+
+func (x *TxnRecord) GetSecret() []byte {
+	if x != nil {
+		return x.Secret
+	}
+	return nil
 }
 
 type TxnParticipantRecord struct {
@@ -4272,7 +4297,7 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\x15RenewalDeliveredEntry\x12\x15\n" +
 	"\x06set_id\x18\x01 \x01(\fR\x05setId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\x03R\aeventId\x12)\n" +
-	"\x10through_sequence\x18\x03 \x01(\x03R\x0fthroughSequence\"\xfd\x01\n" +
+	"\x10through_sequence\x18\x03 \x01(\x03R\x0fthroughSequence\"\x95\x02\n" +
 	"\tTxnCreate\x12\x16\n" +
 	"\x06cookie\x18\x01 \x01(\fR\x06cookie\x12,\n" +
 	"\x12expires_unix_nanos\x18\x02 \x01(\x03R\x10expiresUnixNanos\x12,\n" +
@@ -4280,11 +4305,13 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\tprincipal\x18\x04 \x01(\tR\tprincipal\x12\x1b\n" +
 	"\tparent_id\x18\x05 \x01(\x04R\bparentId\x12\x0e\n" +
 	"\x02id\x18\x06 \x01(\x04R\x02id\x121\n" +
-	"\x06remote\x18\a \x01(\v2\x19.state.v1.TxnRemoteParentR\x06remote\"\x99\x01\n" +
+	"\x06remote\x18\a \x01(\v2\x19.state.v1.TxnRemoteParentR\x06remote\x12\x16\n" +
+	"\x06secret\x18\b \x01(\fR\x06secret\"\xb1\x01\n" +
 	"\x0fTxnRemoteParent\x12'\n" +
 	"\amanager\x18\x01 \x01(\v2\r.djinn.v1.RefR\amanager\x12:\n" +
 	"\x11ancestor_managers\x18\x02 \x03(\v2\r.djinn.v1.RefR\x10ancestorManagers\x12!\n" +
-	"\fancestor_ids\x18\x03 \x03(\x04R\vancestorIds\"\x96\x01\n" +
+	"\fancestor_ids\x18\x03 \x03(\x04R\vancestorIds\x12\x16\n" +
+	"\x06secret\x18\x04 \x01(\fR\x06secret\"\x96\x01\n" +
 	"\aTxnJoin\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12/\n" +
 	"\vparticipant\x18\x02 \x01(\v2\r.djinn.v1.RefR\vparticipant\x12\x1f\n" +
@@ -4390,7 +4417,7 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\x12desired_unix_nanos\x18\x05 \x01(\x03R\x10desiredUnixNanos\x12\x1f\n" +
 	"\vrenew_nanos\x18\x06 \x01(\x03R\n" +
 	"renewNanos\x12,\n" +
-	"\x12renewed_unix_nanos\x18\a \x01(\x03R\x10renewedUnixNanos\"\xe2\x02\n" +
+	"\x12renewed_unix_nanos\x18\a \x01(\x03R\x10renewedUnixNanos\"\xfa\x02\n" +
 	"\tTxnRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
 	"\x06cookie\x18\x02 \x01(\fR\x06cookie\x12\x1c\n" +
@@ -4402,7 +4429,8 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"\x06remote\x18\b \x01(\v2\x19.state.v1.TxnRemoteParentR\x06remote\x12\x18\n" +
 	"\aversion\x18\t \x01(\rR\aversion\x12!\n" +
 	"\fprepare_only\x18\n" +
-	" \x01(\bR\vprepareOnly\"\x98\x01\n" +
+	" \x01(\bR\vprepareOnly\x12\x16\n" +
+	"\x06secret\x18\v \x01(\fR\x06secret\"\x98\x01\n" +
 	"\x14TxnParticipantRecord\x12/\n" +
 	"\vparticipant\x18\x01 \x01(\v2\r.djinn.v1.RefR\vparticipant\x12\x1f\n" +
 	"\vcrash_count\x18\x02 \x01(\x03R\n" +
