@@ -179,7 +179,7 @@ func (h LockHolder) proto(ctx context.Context) (*djinnpb.LockHolder, error) {
 }
 
 func txnRefProto(tx *Transaction) *djinnpb.LockHolder {
-	return &djinnpb.LockHolder{Transaction: &djinnpb.TransactionRef{Manager: RefToProto(tx.mgr.ref), Id: tx.id}}
+	return &djinnpb.LockHolder{Transaction: &djinnpb.TransactionRef{Manager: RefToProto(tx.mgr.ref), Id: tx.id, Secret: secretProto(tx.secret)}}
 }
 
 // holderFromProto converts a holder the service named; c reaches the

@@ -128,18 +128,20 @@ func (m *TransactionManager) Create(ctx context.Context, leaseFor time.Duration)
 }
 
 // CreateNested starts a transaction nested in transaction parent of this
-// manager (TX.2.2's NestableTransactionManager.create with this manager as
-// the parent's), ACTIVE, leased for leaseFor as Create's. The nested
-// transaction's work becomes its parent's when it commits, and is undone
-// if the parent aborts. A parent the manager does not know gives
-// djinn.ErrUnknownTransaction; one no longer ACTIVE, djinn.ErrCannotJoin;
-// one nested as deep as the manager allows, djinn.ErrResourceExhausted.
-// The returned transaction IsNested, with Parent m.Transaction(parent).
-func (m *TransactionManager) CreateNested(ctx context.Context, parent uint64, leaseFor time.Duration) (*Transaction, error) {
+// manager, whose secret the caller presents (TX.2.2's
+// NestableTransactionManager.create with this manager as the parent's),
+// ACTIVE, leased for leaseFor as Create's. The nested transaction's work
+// becomes its parent's when it commits, and is undone if the parent
+// aborts. A parent the manager does not know — or not with that secret —
+// gives djinn.ErrUnknownTransaction; one no longer ACTIVE,
+// djinn.ErrCannotJoin; one nested as deep as the manager allows,
+// djinn.ErrResourceExhausted. The returned transaction IsNested, with
+// Parent m.TransactionOf(parent, parentSecret).
+func (m *TransactionManager) CreateNested(ctx context.Context, parent uint64, parentSecret djinn.ID, leaseFor time.Duration) (*Transaction, error) {
 	if parent == 0 {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "parent transaction id 0: want a transaction id, from 1")
 	}
-	return m.create(ctx, m.Transaction(parent), leaseFor)
+	return m.create(ctx, m.TransactionOf(parent, parentSecret), leaseFor)
 }
 
 // CreateNestedIn starts, at this manager, a transaction nested in parent,
@@ -170,7 +172,7 @@ func (m *TransactionManager) create(ctx context.Context, parent *Transaction, le
 	}
 	req := &djinnpb.CreateTransactionRequest{LeaseDurationNanos: int64(leaseFor)}
 	if parent != nil {
-		req.ParentManager, req.ParentId = RefToProto(parent.mgr.ref), parent.id
+		req.ParentManager, req.ParentId, req.ParentSecret = RefToProto(parent.mgr.ref), parent.id, secretProto(parent.secret)
 	}
 	sent := time.Now()
 	pb, err := mc.Create(ctx, req)
@@ -203,47 +205,62 @@ func (m *TransactionManager) created(pb *djinnpb.CreatedTransaction, sent time.T
 	if err != nil {
 		return nil, err
 	}
-	return &Transaction{mgr: m, id: pb.GetId(), lease: l}, nil
+	secret, err := secretFromProto("created transaction secret", pb.GetSecret())
+	if err != nil {
+		return nil, err
+	}
+	return &Transaction{mgr: m, id: pb.GetId(), secret: secret, lease: l}, nil
 }
 
-// Transaction returns the transaction id of this manager, as TX.3.3's
-// ServerTransaction constructor: for a participant given an id with the
-// manager's reference, or a program that stored the id. It makes no remote
-// call, so the transaction need not exist; its Lease is nil, and it does
-// not know its parent (IsNested is false even if the manager nested it:
-// Describe tells).
+// Transaction returns the transaction id of this manager, by its id alone:
+// for its creator to commit, abort or describe it (those are its
+// principal's). Joining it, asking its state and nesting in it take its
+// secret too (TransactionOf). It makes no remote call, so the transaction
+// need not exist; its Lease is nil, and it does not know its parent
+// (IsNested is false even if the manager nested it: Describe tells).
 func (m *TransactionManager) Transaction(id uint64) *Transaction {
 	return &Transaction{mgr: m, id: id}
 }
 
-// Join adds participant to transaction id (TX.2.3), under its crash count:
+// TransactionOf returns transaction id of this manager with its secret,
+// the capability to work under it, as TX.3.3's ServerTransaction
+// constructor: for a participant given the transaction (a Token, or the
+// metadata WithTransaction sends), or a program that stored it. It makes
+// no remote call; see Transaction.
+func (m *TransactionManager) TransactionOf(id uint64, secret djinn.ID) *Transaction {
+	return &Transaction{mgr: m, id: id, secret: secret}
+}
+
+// Join adds participant to transaction id (TX.2.3), presenting its secret,
+// under its crash count:
 // the version of the participant's storage that holds the transaction's
 // state. Participants call it the first time they do work under a
 // transaction, and should fail that work if Join fails. A repeated join
 // with the same crash count is accepted and ignored; with another one it
 // fails with djinn.ErrCrashCount and the transaction aborts. A transaction
 // that is no longer ACTIVE gives djinn.ErrCannotJoin; one the manager does
-// not know, djinn.ErrUnknownTransaction.
-func (m *TransactionManager) Join(ctx context.Context, id uint64, participant djinn.Ref, crashCount int64) error {
+// not know, or not with that secret, djinn.ErrUnknownTransaction.
+func (m *TransactionManager) Join(ctx context.Context, id uint64, secret djinn.ID, participant djinn.Ref, crashCount int64) error {
 	mc, err := m.client()
 	if err != nil {
 		return err
 	}
-	_, err = mc.Join(ctx, &djinnpb.JoinTransactionRequest{Id: id, Participant: RefToProto(participant), CrashCount: crashCount})
+	_, err = mc.Join(ctx, &djinnpb.JoinTransactionRequest{Id: id, Participant: RefToProto(participant), CrashCount: crashCount, Secret: secretProto(secret)})
 	return err
 }
 
-// GetState returns transaction id's state (TX.2.7): ACTIVE, VOTING,
-// COMMITTED, ABORTED (also for an ACTIVE transaction whose lease ended), or
-// NOTCHANGED. djinn.ErrUnknownTransaction means the manager never knew it
-// or has forgotten it: for a participant recovering a PREPARED record, that
-// means ABORTED (TX.2.8.1).
-func (m *TransactionManager) GetState(ctx context.Context, id uint64) (TransactionState, error) {
+// GetState returns transaction id's state (TX.2.7), for a caller that
+// presents its secret: ACTIVE, VOTING, COMMITTED, ABORTED (also for an
+// ACTIVE transaction whose lease ended), or NOTCHANGED.
+// djinn.ErrUnknownTransaction means the manager never knew it, has
+// forgotten it, or not with that secret: for a participant recovering a
+// PREPARED record, that means ABORTED (TX.2.8.1).
+func (m *TransactionManager) GetState(ctx context.Context, id uint64, secret djinn.ID) (TransactionState, error) {
 	mc, err := m.client()
 	if err != nil {
 		return 0, err
 	}
-	resp, err := mc.GetState(ctx, &djinnpb.TransactionRequest{Id: id})
+	resp, err := mc.GetState(ctx, &djinnpb.TransactionRequest{Id: id, Secret: secretProto(secret)})
 	if err != nil {
 		return 0, err
 	}
@@ -441,7 +458,7 @@ func (t *Transaction) Promote(ctx context.Context, parts []djinn.Ref, crashCount
 	if err != nil {
 		return err
 	}
-	req := &djinnpb.PromoteRequest{Id: t.id, CrashCounts: crashCounts}
+	req := &djinnpb.PromoteRequest{Id: t.id, CrashCounts: crashCounts, Secret: secretProto(t.secret)}
 	for _, p := range parts {
 		req.Participants = append(req.Participants, RefToProto(p))
 	}
@@ -453,11 +470,17 @@ func (t *Transaction) Promote(ctx context.Context, parts []djinn.Ref, crashCount
 }
 
 // Transaction is a transaction (TX.3.3's ServerTransaction): the manager
-// that created it and the id it gave, with the lease it granted when this
-// program created it. Its methods call the manager with the id, so they
-// cannot reach the wrong manager. Two Transactions are the same
-// transaction when their managers and ids are equal (Equal), and Key gives
-// that identity as a map key.
+// that created it and the id it gave, with its secret and the lease it
+// granted when this program created it. Its methods call the manager with
+// the id, so they cannot reach the wrong manager. Two Transactions are the
+// same transaction when their managers and ids are equal (Equal), and Key
+// gives that identity as a map key.
+//
+// The id names the transaction; the secret — 128 random bits — is the
+// capability to work under it: to join it, ask its state, nest a
+// transaction in it, lock and write under it. Hand it (Token, or
+// WithTransaction) to whoever is to do the transaction's work. Commit,
+// Abort and Describe are its creator's, by principal, with the id alone.
 //
 // A Transaction is a handle, safe for concurrent use: the transaction's
 // state lives at the manager. It is also TX.3.3's NestableServerTransaction:
@@ -466,12 +489,17 @@ func (t *Transaction) Promote(ctx context.Context, parts []djinn.Ref, crashCount
 type Transaction struct {
 	mgr    *TransactionManager
 	id     uint64
+	secret djinn.ID     // zero when named by id alone
 	lease  *Lease       // as granted to this program; nil when not created here
 	parent *Transaction // the enclosing transaction; nil when top-level or not known here
 }
 
 // ID returns the transaction's id at its manager.
 func (t *Transaction) ID() uint64 { return t.id }
+
+// Secret returns the transaction's secret, the capability to work under
+// it; zero for a transaction named by id alone.
+func (t *Transaction) Secret() djinn.ID { return t.secret }
 
 // Manager returns the manager that created the transaction.
 func (t *Transaction) Manager() *TransactionManager { return t.mgr }
@@ -555,13 +583,13 @@ func (t *Transaction) String() string {
 // Join adds participant to the transaction (TX.2.3); see
 // TransactionManager.Join.
 func (t *Transaction) Join(ctx context.Context, participant djinn.Ref, crashCount int64) error {
-	return t.mgr.Join(ctx, t.id, participant, crashCount)
+	return t.mgr.Join(ctx, t.id, t.secret, participant, crashCount)
 }
 
 // State returns the transaction's state (TX.3.3's getState); see
 // TransactionManager.GetState.
 func (t *Transaction) State(ctx context.Context) (TransactionState, error) {
-	return t.mgr.GetState(ctx, t.id)
+	return t.mgr.GetState(ctx, t.id, t.secret)
 }
 
 // Commit commits the transaction (TX.2.5); see TransactionManager.Commit.

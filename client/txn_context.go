@@ -11,11 +11,13 @@ import (
 
 // The gRPC metadata keys that carry the current transaction on a call
 // (WithTransaction): the manager's reference in its printable form
-// (djinn://host:port/SERVICE/OBJECT) and the transaction id in decimal.
-// A call carries both or neither.
+// (djinn://host:port/SERVICE/OBJECT), the transaction id in decimal, and
+// its secret in 32 hex digits (absent for a transaction named by id
+// alone). A call carries the first two or neither.
 const (
 	TxnManagerMetadataKey = "djinn-txn-manager"
 	TxnIDMetadataKey      = "djinn-txn-id"
+	TxnSecretMetadataKey  = "djinn-txn-secret"
 )
 
 type txnKey struct{}
@@ -33,12 +35,16 @@ func WithTransaction(ctx context.Context, t *Transaction) context.Context {
 	if md == nil {
 		md = metadata.MD{}
 	}
+	md.Delete(TxnSecretMetadataKey)
 	if t == nil {
 		md.Delete(TxnManagerMetadataKey)
 		md.Delete(TxnIDMetadataKey)
 	} else {
 		md.Set(TxnManagerMetadataKey, t.mgr.ref.String())
 		md.Set(TxnIDMetadataKey, strconv.FormatUint(t.id, 10))
+		if !t.secret.IsZero() {
+			md.Set(TxnSecretMetadataKey, t.secret.String())
+		}
 	}
 	return context.WithValue(metadata.NewOutgoingContext(ctx, md), txnKey{}, t)
 }
@@ -66,7 +72,16 @@ func TransactionFromIncoming(ctx context.Context, c Connector) (*Transaction, er
 	if err != nil || !ok {
 		return nil, err
 	}
-	return NewTransactionManager(c, mgr).Transaction(id), nil
+	var secret djinn.ID
+	switch sv := md.Get(TxnSecretMetadataKey); {
+	case len(sv) > 1:
+		return nil, djinn.Errorf(djinn.InvalidArgument, "metadata %s: %d values, want one", TxnSecretMetadataKey, len(sv))
+	case len(sv) == 1:
+		if secret, err = djinn.ParseID(sv[0]); err != nil || len(sv[0]) != 32 {
+			return nil, djinn.Errorf(djinn.InvalidArgument, "metadata %s: want 32 hex digits", TxnSecretMetadataKey)
+		}
+	}
+	return NewTransactionManager(c, mgr).TransactionOf(id, secret), nil
 }
 
 // parseTxnMetadata reads the transaction in md: ok is false when md

@@ -458,7 +458,7 @@ func TestTransactionNested(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	grandchild, err := m.CreateNested(ctx, child.ID(), time.Minute)
+	grandchild, err := m.CreateNested(ctx, child.ID(), child.Secret(), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -495,7 +495,7 @@ func TestTransactionNested(t *testing.T) {
 		}
 	}
 
-	_, err = m.CreateNested(ctx, 1<<40, time.Minute)
+	_, err = m.CreateNested(ctx, 1<<40, djinn.NewID(), time.Minute)
 	wantKind(t, "TX.2.2 nested in an unknown transaction", err, djinn.UnknownTransaction)
 
 	if err := parent.AbortWait(ctx, 10*time.Second); err != nil {

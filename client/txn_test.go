@@ -140,9 +140,9 @@ func TestTransactionArguments(t *testing.T) {
 	}{
 		{"TX.2.1 lease duration zero", func() error { _, err := m.Create(ctx, 0); return err }(), "lease duration 0s"},
 		{"TX.2.1 lease duration negative", func() error { _, err := m.Create(ctx, -5*time.Second); return err }(), "lease duration -5s"},
-		{"TX.2.2 nested lease duration zero", func() error { _, err := m.CreateNested(ctx, 1, 0); return err }(), "lease duration 0s"},
+		{"TX.2.2 nested lease duration zero", func() error { _, err := m.CreateNested(ctx, 1, djinn.ID{}, 0); return err }(), "lease duration 0s"},
 		{"TX.2.2 nested lease duration zero, by the parent", func() error { _, err := m.Transaction(1).CreateNested(ctx, 0); return err }(), "lease duration 0s"},
-		{"TX.2.2 parent id zero", func() error { _, err := m.CreateNested(ctx, 0, time.Minute); return err }(), "parent transaction id 0"},
+		{"TX.2.2 parent id zero", func() error { _, err := m.CreateNested(ctx, 0, djinn.ID{}, time.Minute); return err }(), "parent transaction id 0"},
 		{"TX.2.5 commit waitFor negative", m.CommitWait(ctx, 1, -time.Second), "waitFor -1s"},
 		{"TX.2.5 abort waitFor negative", m.AbortWait(ctx, 1, -time.Second), "waitFor -1s"},
 		{"TX.3.3 manager names no object", noRef.Commit(ctx, 1), "names no object"},
@@ -323,7 +323,7 @@ func TestCreateNestedRequest(t *testing.T) {
 			t.Errorf("%s: sent %v, want parent %v of %v", how, req, parent.ID(), m.Ref())
 		}
 	}
-	tx, err := m.CreateNested(ctx, 3, time.Minute)
+	tx, err := m.CreateNested(ctx, 3, djinn.ID{}, time.Minute)
 	check("manager's CreateNested", tx, err, m.Transaction(3))
 	parent := m.Transaction(5)
 	tx, err = parent.CreateNested(ctx, time.Minute)
@@ -333,7 +333,7 @@ func TestCreateNestedRequest(t *testing.T) {
 	}
 
 	f.set(djinn.Errorf(djinn.UnknownTransaction, "transaction 3: unknown"), nil)
-	if _, err := m.CreateNested(ctx, 3, time.Minute); !errors.Is(err, djinn.ErrUnknownTransaction) {
+	if _, err := m.CreateNested(ctx, 3, djinn.ID{}, time.Minute); !errors.Is(err, djinn.ErrUnknownTransaction) {
 		t.Errorf("unknown parent: %v, want unknown transaction", err)
 	}
 }

@@ -164,7 +164,7 @@ func (w *world) create() *participant.Tx {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	return &participant.Tx{Manager: mgr, ID: c.GetId()}
+	return &participant.Tx{Manager: mgr, ID: c.GetId(), Secret: djinn.ID(c.GetSecret())}
 }
 
 // complete commits or aborts tx and, with wait, waits until every

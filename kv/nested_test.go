@@ -23,7 +23,7 @@ func (w *world) nest(parent *participant.Tx) *participant.Tx {
 	defer cancel()
 	c, err := w.mgr.Create(ctx, &djinnpb.CreateTransactionRequest{
 		LeaseDurationNanos: int64(time.Minute),
-		ParentManager:      client.RefToProto(parent.Manager), ParentId: parent.ID,
+		ParentManager:      client.RefToProto(parent.Manager), ParentId: parent.ID, ParentSecret: parent.Secret[:],
 	})
 	if err != nil {
 		w.t.Fatal(err)
@@ -32,7 +32,7 @@ func (w *world) nest(parent *participant.Tx) *participant.Tx {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	return &participant.Tx{Manager: mgr, ID: c.GetId()}
+	return &participant.Tx{Manager: mgr, ID: c.GetId(), Secret: djinn.ID(c.GetSecret())}
 }
 
 // getUnder returns key's value as tx sees it at n ("-": absent).

@@ -41,7 +41,11 @@ func TxFromProto(t *djinnpb.KVTransaction) (*participant.Tx, error) {
 	if mgr.Endpoint == "" {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "transaction manager: endpoint missing")
 	}
-	return &participant.Tx{Manager: mgr, ID: t.GetId()}, nil
+	secret, err := participant.SecretFromProto(t.GetSecret())
+	if err != nil {
+		return nil, err
+	}
+	return &participant.Tx{Manager: mgr, ID: t.GetId(), Secret: secret}, nil
 }
 
 // TxToProto converts a transaction for a request (nil: none).
@@ -49,7 +53,11 @@ func TxToProto(tx *participant.Tx) *djinnpb.KVTransaction {
 	if tx == nil {
 		return nil
 	}
-	return &djinnpb.KVTransaction{Manager: client.RefToProto(tx.Manager), Id: tx.ID}
+	kt := &djinnpb.KVTransaction{Manager: client.RefToProto(tx.Manager), Id: tx.ID}
+	if !tx.Secret.IsZero() {
+		kt.Secret = tx.Secret[:]
+	}
+	return kt
 }
 
 // Put implements djinnpb.KeyValueServer.

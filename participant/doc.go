@@ -131,6 +131,19 @@
 // Prepared transactions are unaffected: a manager never joins them again,
 // and finds the participant by its reference, which the Store keeps.
 //
+// # Secrets
+//
+// A Tx carries its transaction's secret, the capability to work under it
+// (DESIGN.md 7): the participant joins with it, and the manager presents
+// it when it calls. Once the participant holds a transaction with its
+// secret — joined with it, or recovered from a prepared record, which
+// keeps it — a Join or a manager's call that does not present that secret
+// finds no transaction (UnknownTransaction) and changes nothing: knowing a
+// transaction's id is no way to write under it, vote on it or end it. A
+// transaction held without a secret (an ancestor known from a nested
+// transaction's join, or a record written before records had secrets) is
+// not checked.
+//
 // # Durability
 //
 // The participant's durability is its Store's. FileStore writes each batch

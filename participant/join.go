@@ -56,6 +56,10 @@ func (p *Participant) Join(ctx context.Context, tx Tx) (done func(), err error) 
 			return nil, err
 		}
 	} else {
+		if !e.tx.admits(tx) {
+			p.mu.Unlock()
+			return nil, unknownTx(tx)
+		}
 		joined := e.joined
 		p.mu.Unlock()
 		select {

@@ -46,7 +46,7 @@ func (r remote) Join(ctx context.Context, tx Tx, self djinn.Ref, crash int64) ([
 	if err != nil {
 		return nil, err
 	}
-	resp, err := m.Join(ctx, &djinnpb.JoinTransactionRequest{Id: tx.ID, Participant: client.RefToProto(self), CrashCount: crash})
+	resp, err := m.Join(ctx, &djinnpb.JoinTransactionRequest{Id: tx.ID, Participant: client.RefToProto(self), CrashCount: crash, Secret: secretProto(tx.Secret)})
 	if err != nil {
 		return nil, kinded(err)
 	}
@@ -78,7 +78,7 @@ func (r remote) GetState(ctx context.Context, tx Tx) (State, error) {
 	if err != nil {
 		return 0, err
 	}
-	resp, err := m.GetState(ctx, &djinnpb.TransactionRequest{Id: tx.ID})
+	resp, err := m.GetState(ctx, &djinnpb.TransactionRequest{Id: tx.ID, Secret: secretProto(tx.Secret)})
 	if err != nil {
 		return 0, kinded(err)
 	}

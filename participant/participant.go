@@ -336,7 +336,7 @@ func (p *Participant) begin(tx Tx) (*entry, error) {
 		return nil, p.errClosed()
 	}
 	e := p.txs[tx.Key()]
-	if e == nil {
+	if e == nil || !e.tx.admits(tx) {
 		return nil, unknownTx(tx)
 	}
 	if tx.Manager.Endpoint != "" {

@@ -17,7 +17,9 @@ const (
 	// prepareAndCommit, kept until their manager is known to have decided.
 	committedPrefix = ReservedPrefix + "committed/"
 
-	recordVersion = 1
+	// recordVersion is the version of the prepared records written: 2
+	// carries the transaction's secret; 1, read still, does not.
+	recordVersion = 2
 )
 
 // preparedKey is the Store key of tx's prepared record.
@@ -31,16 +33,18 @@ func committedKey(tx Tx) string {
 }
 
 // encodeRecord returns a prepared record: the transaction (with the
-// manager's endpoint, to ask it for the roll decision) and the resource's
-// own record.
+// manager's endpoint, to ask it for the roll decision, and its secret, to
+// take the manager's calls on it after a restart) and the resource's own
+// record.
 func encodeRecord(tx Tx, rec []byte) []byte {
-	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(tx.Manager.Endpoint)+40+len(rec))
+	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(tx.Manager.Endpoint)+56+len(rec))
 	b = append(b, recordVersion)
 	b = binary.AppendUvarint(b, uint64(len(tx.Manager.Endpoint)))
 	b = append(b, tx.Manager.Endpoint...)
 	b = append(b, tx.Manager.Service[:]...)
 	b = append(b, tx.Manager.Object[:]...)
 	b = binary.BigEndian.AppendUint64(b, tx.ID)
+	b = append(b, tx.Secret[:]...)
 	return append(b, rec...)
 }
 
@@ -48,9 +52,10 @@ func encodeRecord(tx Tx, rec []byte) []byte {
 // sub-slice of b.
 func decodeRecord(b []byte) (Tx, []byte, error) {
 	var tx Tx
-	if len(b) == 0 || b[0] != recordVersion {
+	if len(b) == 0 || (b[0] != 1 && b[0] != recordVersion) {
 		return tx, nil, djinn.Errorf(djinn.Internal, "prepared record: unknown version")
 	}
+	version := b[0]
 	b = b[1:]
 	l, k := binary.Uvarint(b)
 	if k <= 0 || l > uint64(len(b)-k) {
@@ -64,5 +69,13 @@ func decodeRecord(b []byte) (Tx, []byte, error) {
 	copy(tx.Manager.Service[:], b[:16])
 	copy(tx.Manager.Object[:], b[16:32])
 	tx.ID = binary.BigEndian.Uint64(b[32:40])
-	return tx, b[40:], nil
+	b = b[40:]
+	if version >= 2 {
+		if len(b) < len(tx.Secret) {
+			return tx, nil, djinn.Errorf(djinn.Internal, "prepared record: cut short")
+		}
+		copy(tx.Secret[:], b)
+		b = b[len(tx.Secret):]
+	}
+	return tx, b, nil
 }

@@ -2,6 +2,7 @@ package participant
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"testing"
 
@@ -12,6 +13,9 @@ func FuzzDecodeRecord(f *testing.F) {
 	tx := Tx{Manager: djinn.Ref{Endpoint: "127.0.0.1:4160", Service: djinn.NewID(), Object: djinn.NewID()}, ID: 42}
 	f.Add(encodeRecord(tx, []byte("changes")))
 	f.Add(encodeRecord(tx, nil))
+	tx.Secret = djinn.NewID()
+	f.Add(encodeRecord(tx, []byte("changes")))
+	f.Add(v1Record(tx, []byte("changes")))
 	f.Add([]byte{1, 200})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		got, rec, err := decodeRecord(b)
@@ -39,4 +43,33 @@ func FuzzDecodeBatch(f *testing.F) {
 			t.Fatalf("encoding what was decoded from % x changed it: %v -> %v (%v)", b, ops, again, err)
 		}
 	})
+}
+
+// v1Record is tx's prepared record as version 1 wrote it, without the
+// secret.
+func v1Record(tx Tx, rec []byte) []byte {
+	b := append([]byte{1, byte(len(tx.Manager.Endpoint))}, tx.Manager.Endpoint...)
+	b = append(b, tx.Manager.Service[:]...)
+	b = append(b, tx.Manager.Object[:]...)
+	b = binary.BigEndian.AppendUint64(b, tx.ID)
+	return append(b, rec...)
+}
+
+// TestRecordVersions: a record keeps the transaction's secret, and one
+// written before records had secrets still reads, without one.
+func TestRecordVersions(t *testing.T) {
+	tx := Tx{Manager: djinn.Ref{Endpoint: "127.0.0.1:4160", Service: djinn.NewID(), Object: djinn.NewID()}, ID: 42, Secret: djinn.NewID()}
+	got, rec, err := decodeRecord(encodeRecord(tx, []byte("changes")))
+	if err != nil || got != tx || string(rec) != "changes" {
+		t.Fatalf("record: %v %q %v, want %v", got, rec, err, tx)
+	}
+	got, rec, err = decodeRecord(v1Record(tx, []byte("changes")))
+	want := tx
+	want.Secret = djinn.ID{}
+	if err != nil || got != want || string(rec) != "changes" {
+		t.Fatalf("version 1 record: %v %q %v, want %v", got, rec, err, want)
+	}
+	if _, _, err := decodeRecord(encodeRecord(tx, nil)[:60]); err == nil {
+		t.Fatal("a record cut in its secret decoded")
+	}
 }

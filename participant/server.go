@@ -82,7 +82,11 @@ func (s *Server) request(req *djinnpb.ParticipantRequest) (*Participant, Tx, err
 	if p == nil {
 		return nil, Tx{}, djinn.Errorf(djinn.NoSuchObject, "participant %s: no such participant here", id)
 	}
-	return p, Tx{Manager: mgr, ID: req.GetId()}, nil
+	secret, err := SecretFromProto(req.GetSecret())
+	if err != nil {
+		return nil, Tx{}, err
+	}
+	return p, Tx{Manager: mgr, ID: req.GetId(), Secret: secret}, nil
 }
 
 // Prepare implements djinnpb.TransactionParticipantServer.

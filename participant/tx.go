@@ -1,20 +1,63 @@
 package participant
 
 import (
+	"crypto/subtle"
 	"fmt"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
 // Tx names a transaction: its manager and the id the manager gave it
-// (TX.1.1). Two Tx are the same transaction when their managers are equal
+// (TX.1.1), with its secret, the capability to work under it, which the
+// manager gave its creator (zero for a transaction from before secrets).
+// Two Tx are the same transaction when their managers are equal
 // (djinn.Ref.Equal: service and object ids; the endpoint is only where to
 // reach the manager, and changes when another member of a djinn cluster
 // leads) and their ids are equal. Compare with Same, not ==.
+//
+// The participant joins with the secret, and from then on takes calls on
+// the transaction — operations, and the manager's prepare, commit and
+// abort — only with it: to anyone else it does not exist.
 type Tx struct {
 	Manager djinn.Ref
 	ID      uint64
+	Secret  djinn.ID
+}
+
+// TxOf returns the Tx of a client's transaction, with its secret.
+func TxOf(t *client.Transaction) *Tx {
+	return &Tx{Manager: t.Manager().Ref(), ID: t.ID(), Secret: t.Secret()}
+}
+
+// SecretFromProto reads a transaction's secret from the wire: 16 bytes, or
+// none.
+func SecretFromProto(b []byte) (djinn.ID, error) {
+	var s djinn.ID
+	switch len(b) {
+	case 0:
+	case len(s):
+		copy(s[:], b)
+	default:
+		return s, djinn.Errorf(djinn.InvalidArgument, "transaction secret: %d bytes, want 16", len(b))
+	}
+	return s, nil
+}
+
+// secretProto is a secret on the wire: none for the zero secret.
+func secretProto(s djinn.ID) []byte {
+	if s.IsZero() {
+		return nil
+	}
+	return s[:]
+}
+
+// admits reports, in constant time, whether a call that presents tx may
+// act on the transaction this participant holds as held: with its
+// secret, when the participant knows one.
+func (held Tx) admits(tx Tx) bool {
+	return held.Secret.IsZero() || subtle.ConstantTimeCompare(held.Secret[:], tx.Secret[:]) == 1
 }
 
 // Same reports whether t and o name the same transaction.

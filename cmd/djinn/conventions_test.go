@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
@@ -57,8 +58,12 @@ func TestCommitWaitBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, secret, err := client.ParseTransactionToken(tx.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := djinnpb.NewTransactionManagerClient(dial(t, r.p.addr)).Join(ctxT(t), &djinnpb.JoinTransactionRequest{
-		Id: tx.ID, Participant: &djinnpb.Ref{Endpoint: part.Endpoint, ServiceId: part.Service[:], ObjectId: part.Object[:]}, CrashCount: 1,
+		Id: tx.ID, Secret: secret[:], Participant: &djinnpb.Ref{Endpoint: part.Endpoint, ServiceId: part.Service[:], ObjectId: part.Object[:]}, CrashCount: 1,
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +80,7 @@ func TestCommitWaitBounded(t *testing.T) {
 	}
 	// The vote goes on (it gives up after 30s): the command did not wait
 	// for it.
-	if st := strings.TrimSpace(r.must("txn", "state", id)); st != "VOTING" {
+	if st := strings.TrimSpace(r.must("txn", "state", tx.Token)); st != "VOTING" {
 		t.Errorf("state after the command returned: %s, want VOTING", st)
 	}
 }

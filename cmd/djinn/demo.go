@@ -231,7 +231,7 @@ func readBalance(ctx context.Context, s *transferSide, tx *participant.Tx, key s
 // transfer does the transfer's work under tx: it reads both balances and
 // writes the new ones. An error leaves the transaction to be aborted.
 func transfer(ctx context.Context, tx *client.Transaction, v *transferView) error {
-	ptx := &participant.Tx{Manager: tx.Manager().Ref(), ID: tx.ID()}
+	ptx := participant.TxOf(tx)
 	for _, s := range []*transferSide{&v.From, &v.To} {
 		n, found, err := readBalance(ctx, s, ptx, v.Key)
 		if err != nil {

@@ -38,8 +38,9 @@ func TestCLIDemoTransfer(t *testing.T) {
 		t.Fatalf("transfer printed %+v", v)
 	}
 	tx := strconv.FormatUint(v.Transaction, 10)
-	if s := strings.TrimSpace(mustRun(t, p, "txn", "state", tx)); s != "COMMITTED" {
-		t.Errorf("state of transaction %s: %s", tx, s)
+	var d txnDescribedJSON
+	if err := json.Unmarshal([]byte(mustRun(t, p, "txn", "show", tx, "-o", "json")), &d); err != nil || d.State != "COMMITTED" {
+		t.Errorf("state of transaction %s: %s (%v)", tx, d.State, err)
 	}
 	// Both sides, read by the kv commands outside any transaction.
 	if b := strings.TrimSpace(mustRun(t, p, "kv", "get", "balance")); b != "70" {

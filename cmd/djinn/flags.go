@@ -20,7 +20,7 @@ import (
 //	--listener REF                 a remote event listener, by reference
 //	--listen ADDR                  an address to serve on
 //	--tls-ca, --tls-cert, --tls-key  TLS, for the client and the server alike
-//	--owner LEASE, --txn ID, --manager REF   who holds a lock or works under a transaction
+//	--owner LEASE, --txn TOKEN, --manager REF   who holds a lock or works under a transaction (TOKEN: ID.SECRET)
 //	-o FORMAT                      text, json, yaml or template=…
 //
 // A lease is named by its short name (its cookie, 32 hex digits) or its

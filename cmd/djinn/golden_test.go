@@ -348,7 +348,7 @@ func (g *goldenRun) renewal(p *proc) {
 }
 
 func (g *goldenRun) txnAndKV(p *proc) {
-	tx := g.on(p, "txn-create", "txn", "create", "--lease", "10m")["id"].(string)
+	tx := g.on(p, "txn-create", "txn", "create", "--lease", "10m")["token"].(string)
 	g.on(p, "txn-nest", "txn", "nest", tx, "--lease", "1m")
 	g.on(p, "kv-put", "kv", "put", "k", "v", "--txn", tx)
 	g.on(p, "kv-get", "kv", "get", "k", "--txn", tx)
@@ -358,7 +358,7 @@ func (g *goldenRun) txnAndKV(p *proc) {
 	g.on(p, "txn-ls", "txn", "ls")
 	g.on(p, "txn-commit", "txn", "commit", tx, "--wait", "10s")
 	g.on(p, "kv-delete", "kv", "delete", "k")
-	tx2 := g.on(p, "txn-create", "txn", "create", "--lease", "1m")["id"].(string)
+	tx2 := g.on(p, "txn-create", "txn", "create", "--lease", "1m")["token"].(string)
 	g.on(p, "txn-abort", "txn", "abort", tx2)
 }
 
@@ -371,7 +371,7 @@ func (g *goldenRun) lock(p *proc) {
 	g.on(p, "lock-show", "lock", "show", set)
 	g.on(p, "lock-release", "lock", "release", set, "--mode", "r", "--owner", owner)
 	tset := g.on(p, "lock-create-forever", "lock", "create", "--transactional")["set"].(string)
-	tx := g.on(p, "txn-create", "txn", "create", "--lease", "1m")["id"].(string)
+	tx := g.on(p, "txn-create", "txn", "create", "--lease", "1m")["token"].(string)
 	mustRun(g.t, p, "lock", "acquire", tset, "--mode", "w", "--txn", tx)
 	g.on(p, "lock-drop", "lock", "drop", tset, "--txn", tx)
 }

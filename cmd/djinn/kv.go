@@ -14,15 +14,15 @@ import (
 	"github.com/djinn-go/djinn/participant"
 )
 
-// kvTxnFlags name the transaction a kv command works under: --txn ID of
-// --server's manager, or of the manager --manager names.
+// kvTxnFlags name the transaction a kv command works under: --txn TOKEN
+// (ID.SECRET) of --server's manager, or of the manager --manager names.
 type kvTxnFlags struct {
 	txn     string
 	manager string
 }
 
 func (f *kvTxnFlags) register(g *globals, cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.txn, "txn", "", "work under transaction ID (of --server's transaction manager unless --manager)")
+	cmd.Flags().StringVar(&f.txn, "txn", "", "work under the transaction whose token (ID.SECRET, txn create prints it) this is (of --server's transaction manager unless --manager)")
 	cmd.Flags().StringVar(&f.manager, "manager", "", "reference (djinn://host:port/SERVICE/OBJECT) of the manager of --txn, when it is not --server's")
 	_ = cmd.RegisterFlagCompletionFunc("txn", g.completeFlagIDs("txn"))
 }
@@ -36,7 +36,7 @@ func (f *kvTxnFlags) tx(ctx context.Context, c *client.Client) (*participant.Tx,
 		}
 		return nil, nil
 	}
-	id, err := parseTxnID(f.txn)
+	id, secret, err := parseTxnToken(f.txn)
 	if err != nil {
 		return nil, fmt.Errorf("--txn: %w", err)
 	}
@@ -45,7 +45,7 @@ func (f *kvTxnFlags) tx(ctx context.Context, c *client.Client) (*participant.Tx,
 		if err != nil {
 			return nil, err
 		}
-		return &participant.Tx{Manager: m.Ref(), ID: id}, nil
+		return &participant.Tx{Manager: m.Ref(), ID: id, Secret: secret}, nil
 	}
 	ref, err := djinn.ParseRef(f.manager)
 	if err != nil {
@@ -57,7 +57,7 @@ func (f *kvTxnFlags) tx(ctx context.Context, c *client.Client) (*participant.Tx,
 	if err := djinn.CheckEndpoint(ref.Endpoint); err != nil {
 		return nil, fmt.Errorf("--manager %s: %w", f.manager, err)
 	}
-	return &participant.Tx{Manager: ref, ID: id}, nil
+	return &participant.Tx{Manager: ref, ID: id, Secret: secret}, nil
 }
 
 // kvError says which server an error of its key/value store came from
@@ -87,7 +87,7 @@ func (g *globals) kvCmd() *cobra.Command {
 		Use:   "kv",
 		Short: "Read and write the key/value store of a server, under a transaction or not",
 		Long: "Read and write the reference key/value participant of --server. Without --txn a write\n" +
-			"applies at once and a read sees committed data. With --txn ID the command works under that\n" +
+			"applies at once and a read sees committed data. With --txn TOKEN the command works under that\n" +
 			"transaction: its writes are seen only under the same --txn until the transaction commits\n" +
 			"(djinn txn commit ID), and vanish if it aborts.",
 	}
@@ -122,7 +122,7 @@ func (g *globals) withKV(use, short string, args cobra.PositionalArgs, run func(
 }
 
 func (g *globals) kvPutCmd() *cobra.Command {
-	return g.withKV("put KEY VALUE [--txn ID]", "Set KEY to VALUE", cobra.ExactArgs(2), func(ctx context.Context, cmd *cobra.Command, args []string, db *kv.Client, tx *participant.Tx) error {
+	return g.withKV("put KEY VALUE [--txn TOKEN]", "Set KEY to VALUE", cobra.ExactArgs(2), func(ctx context.Context, cmd *cobra.Command, args []string, db *kv.Client, tx *participant.Tx) error {
 		if err := db.Put(ctx, tx, args[0], []byte(args[1])); err != nil {
 			return err
 		}
@@ -146,7 +146,7 @@ func (g *globals) kvPutCmd() *cobra.Command {
 }
 
 func (g *globals) kvGetCmd() *cobra.Command {
-	return g.withKV("get KEY [--txn ID]", "Print KEY's value; fails if KEY is not there", cobra.ExactArgs(1), func(ctx context.Context, cmd *cobra.Command, args []string, db *kv.Client, tx *participant.Tx) error {
+	return g.withKV("get KEY [--txn TOKEN]", "Print KEY's value; fails if KEY is not there", cobra.ExactArgs(1), func(ctx context.Context, cmd *cobra.Command, args []string, db *kv.Client, tx *participant.Tx) error {
 		value, found, err := db.Get(ctx, tx, args[0])
 		if err != nil {
 			return err
@@ -161,7 +161,7 @@ func (g *globals) kvGetCmd() *cobra.Command {
 }
 
 func (g *globals) kvDeleteCmd() *cobra.Command {
-	return g.withKV("delete KEY [--txn ID]", "Delete KEY; exits 1 when it was not there", cobra.ExactArgs(1), func(ctx context.Context, cmd *cobra.Command, args []string, db *kv.Client, tx *participant.Tx) error {
+	return g.withKV("delete KEY [--txn TOKEN]", "Delete KEY; exits 1 when it was not there", cobra.ExactArgs(1), func(ctx context.Context, cmd *cobra.Command, args []string, db *kv.Client, tx *participant.Tx) error {
 		found, err := db.Delete(ctx, tx, args[0])
 		if err != nil {
 			return err
@@ -184,7 +184,7 @@ func (g *globals) kvDeleteCmd() *cobra.Command {
 }
 
 func (g *globals) kvLsCmd() *cobra.Command {
-	return g.withKV("ls [PREFIX] [--txn ID]", "List the keys that start with PREFIX, with their values", cobra.MaximumNArgs(1), func(ctx context.Context, cmd *cobra.Command, args []string, db *kv.Client, tx *participant.Tx) error {
+	return g.withKV("ls [PREFIX] [--txn TOKEN]", "List the keys that start with PREFIX, with their values", cobra.MaximumNArgs(1), func(ctx context.Context, cmd *cobra.Command, args []string, db *kv.Client, tx *participant.Tx) error {
 		prefix := ""
 		if len(args) == 1 {
 			prefix = args[0]

@@ -1,9 +1,10 @@
 package main
 
 import (
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/djinn-go/djinn"
 )
 
 type kvEntryJSON struct {
@@ -27,12 +28,17 @@ func (s *kvScript) notFound(key string, extra ...string) {
 	}
 }
 
-func (s *kvScript) create() (id, manager string) {
+// create returns a new transaction's token (what --txn takes; txn show,
+// commit and abort take it too) and its manager's reference.
+func (s *kvScript) create() (token, manager string) {
 	s.t.Helper()
 	var c txnCreatedJSON
 	s.json(&c, "txn", "create", "--lease", "10m")
-	return strconv.FormatUint(c.ID, 10), c.Manager
+	return c.Token, c.Manager
 }
+
+// idOf is a token's transaction id.
+func idOf(token string) string { return strings.Split(token, ".")[0] }
 
 // TestCLIKV runs the kv commands against a real server's key/value
 // participant: writes without a transaction apply at once; under one they
@@ -46,11 +52,13 @@ func TestCLIKV(t *testing.T) {
 	tx3 := s.otherManager(mgr)
 	s.errors([]errRow{
 		{[]string{"kv", "get", "nothing"}, `key "nothing": not found`},
-		{[]string{"kv", "get", "nothing", "--txn", tx3}, "transaction " + tx3 + ": COMMITTED"}, // TX.2.3, TX.2.6
-		{[]string{"kv", "put", "k", "v", "--txn", "99999"}, "transaction 99999: unknown"},
+		{[]string{"kv", "get", "nothing", "--txn", tx3}, "transaction " + idOf(tx3) + ": COMMITTED"}, // TX.2.3, TX.2.6
+		{[]string{"kv", "put", "k", "v", "--txn", "99999." + djinn.NewID().String()}, "transaction 99999: unknown"},
+		{[]string{"kv", "put", "k", "v", "--txn", idOf(tx3)}, "transaction " + idOf(tx3) + ": its id alone does not let one work under it"},
+		{[]string{"kv", "put", "k", "v", "--txn", idOf(tx3) + "." + djinn.NewID().String()}, ": unknown"},
 		{[]string{"kv", "put", "k", "v", "--txn", "0"}, `--txn: transaction id "0"`},
 		{[]string{"kv", "ls", "--manager", mgr}, "--txn, which is missing"},
-		{[]string{"kv", "get", "k", "--txn", "1", "--manager", "mgr"}, `--manager: reference "mgr"`},
+		{[]string{"kv", "get", "k", "--txn", "1." + djinn.NewID().String(), "--manager", "mgr"}, `--manager: reference "mgr"`},
 		{[]string{"kv", "put", "k"}, "accepts 2 arg(s)"},
 	})
 	off := newRig(t, "--kv=false")
@@ -104,7 +112,7 @@ func (s *kvScript) withoutTxn() {
 func (s *kvScript) underTxn() {
 	t := s.t
 	tx, _ := s.create()
-	if out := s.must("kv", "put", "x", "ex", "--txn", tx); !strings.Contains(out, "under transaction "+tx) {
+	if out := s.must("kv", "put", "x", "ex", "--txn", tx); !strings.Contains(out, "under transaction "+idOf(tx)) {
 		t.Errorf("put --txn printed %q", out)
 	}
 	s.notFound("x")

@@ -15,8 +15,8 @@ import (
 )
 
 // lockHolderFlags name who holds a lock: --owner TOKEN (a lock owner's
-// lease token) or --txn ID of --server's transaction manager, or of the
-// manager --manager names.
+// lease token) or --txn TOKEN (a transaction's ID.SECRET) of --server's
+// transaction manager, or of the manager --manager names.
 type lockHolderFlags struct {
 	owner   string
 	txn     string
@@ -25,7 +25,7 @@ type lockHolderFlags struct {
 
 func (f *lockHolderFlags) register(g *globals, cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.owner, "owner", "", "the lock owner: its name (djinn lock owner prints it) or its lease token")
-	cmd.Flags().StringVar(&f.txn, "txn", "", "transaction ID (of --server's transaction manager unless --manager)")
+	cmd.Flags().StringVar(&f.txn, "txn", "", "transaction token ID.SECRET (txn create prints it; of --server's transaction manager unless --manager)")
 	cmd.Flags().StringVar(&f.manager, "manager", "", "reference (djinn://host:port/SERVICE/OBJECT) of the manager of --txn, when it is not --server's")
 	_ = cmd.RegisterFlagCompletionFunc("txn", g.completeFlagIDs("txn"))
 }
@@ -40,7 +40,7 @@ func (f *lockHolderFlags) check() error {
 		if f.manager != "" {
 			return fmt.Errorf("--manager %s: names the manager of --txn, which is missing", f.manager)
 		}
-		return usageError{errors.New("--owner or --txn: missing: name the lock's holder, a lock owner (djinn lock owner makes one) or a transaction id")}
+		return usageError{errors.New("--owner or --txn: missing: name the lock's holder, a lock owner (djinn lock owner makes one) or a transaction token")}
 	case f.owner != "":
 		if f.manager != "" {
 			return fmt.Errorf("--manager %s: names the manager of --txn, not of an --owner", f.manager)
@@ -48,7 +48,7 @@ func (f *lockHolderFlags) check() error {
 		_, err := f.ownerCookie()
 		return err
 	}
-	if _, err := parseTxnID(f.txn); err != nil {
+	if _, _, err := parseTxnToken(f.txn); err != nil {
 		return fmt.Errorf("--txn: %w", err)
 	}
 	if f.manager != "" {
@@ -86,10 +86,11 @@ func (f *lockHolderFlags) holder(ctx context.Context, c *client.Client) (client.
 	return client.HeldByTransaction(tx), nil
 }
 
-// txnOf returns transaction id (a --txn value) of --server's manager, or
-// of the manager named by manager when it is not empty.
-func txnOf(ctx context.Context, c *client.Client, id, manager string) (*client.Transaction, error) {
-	n, err := parseTxnID(id)
+// txnOf returns the transaction whose token (a --txn value, ID.SECRET) is
+// given, of --server's manager, or of the manager named by manager when it
+// is not empty.
+func txnOf(ctx context.Context, c *client.Client, token, manager string) (*client.Transaction, error) {
+	n, secret, err := parseTxnToken(token)
 	if err != nil {
 		return nil, fmt.Errorf("--txn: %w", err)
 	}
@@ -98,13 +99,13 @@ func txnOf(ctx context.Context, c *client.Client, id, manager string) (*client.T
 		if err != nil {
 			return nil, err
 		}
-		return m.Transaction(n), nil
+		return m.TransactionOf(n, secret), nil
 	}
 	ref, err := checkManagerRef(manager)
 	if err != nil {
 		return nil, err
 	}
-	return client.NewTransactionManager(c, ref).Transaction(n), nil
+	return client.NewTransactionManager(c, ref).TransactionOf(n, secret), nil
 }
 
 func checkManagerRef(s string) (djinn.Ref, error) {
@@ -308,9 +309,9 @@ func waitFlag(cmd *cobra.Command, p *string, usage string) {
 }
 
 const acquireHelp = "Acquire a lock in SET in a mode, for a lock owner (--owner, its name or lease token) or a\n" +
-	"transaction (--txn ID, of --server's transaction manager unless --manager names another). It waits\n" +
-	"until the lock is granted, first come first served, or until --wait passes; with --try it does not\n" +
-	"wait, but prints \"not granted\" and exits 1. Prints the grant's fencing token."
+	"transaction (--txn, its token ID.SECRET, of --server's transaction manager unless --manager names\n" +
+	"another). It waits until the lock is granted, first come first served, or until --wait passes; with\n" +
+	"--try it does not wait, but prints \"not granted\" and exits 1. Prints the grant's fencing token."
 
 func (g *globals) lockAcquireCmd() *cobra.Command {
 	var (
@@ -326,7 +327,7 @@ func (g *globals) lockAcquireCmd() *cobra.Command {
 		wait, err = parseWait(waitS)
 		return err
 	}
-	cmd := g.withHolder("acquire SET --mode ir|r|u|iw|w (--owner OWNER | --txn ID [--manager REF]) [--try] [--wait D]",
+	cmd := g.withHolder("acquire SET --mode ir|r|u|iw|w (--owner OWNER | --txn TOKEN [--manager REF]) [--try] [--wait D]",
 		"Acquire a lock; prints its fencing token", check,
 		func(ctx context.Context, cmd *cobra.Command, set *client.LockSet, h client.LockHolder) error {
 			v := lockGrantView{Set: set.ID().String(), Mode: mode.String()}
@@ -378,7 +379,7 @@ func (g *globals) lockReleaseCmd() *cobra.Command {
 		mode, err = parseModeFlag("mode", modeS)
 		return err
 	}
-	cmd := g.withHolder("release SET --mode M (--owner OWNER | --txn ID [--manager REF])", "Release one lock held in a mode", check,
+	cmd := g.withHolder("release SET --mode M (--owner OWNER | --txn TOKEN [--manager REF])", "Release one lock held in a mode", check,
 		func(ctx context.Context, cmd *cobra.Command, set *client.LockSet, h client.LockHolder) error {
 			if err := set.Unlock(ctx, h, mode); err != nil {
 				return err
@@ -406,7 +407,7 @@ func (g *globals) lockChangeCmd() *cobra.Command {
 		wait, err = parseWait(waitS)
 		return err
 	}
-	cmd := g.withHolder("change SET --from M --to M (--owner OWNER | --txn ID [--manager REF]) [--wait D]",
+	cmd := g.withHolder("change SET --from M --to M (--owner OWNER | --txn TOKEN [--manager REF]) [--wait D]",
 		"Change one lock's mode, atomically; prints the new grant's fencing token", check,
 		func(ctx context.Context, cmd *cobra.Command, set *client.LockSet, h client.LockHolder) error {
 			ctx, cancel := withTimeout(ctx, wait)
@@ -453,7 +454,7 @@ func (g *globals) lockShowCmd() *cobra.Command {
 func (g *globals) lockDropCmd() *cobra.Command {
 	var txn, manager string
 	cmd := &cobra.Command{
-		Use:               "drop SET --txn ID [--manager REF]",
+		Use:               "drop SET --txn TOKEN [--manager REF]",
 		Short:             "Drop every lock a transaction holds in SET and the sets related to it (drop_locks)",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: g.completeIDs("lock"),
@@ -478,7 +479,7 @@ func (g *globals) lockDropCmd() *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&txn, "txn", "", "transaction ID (of --server's transaction manager unless --manager)")
+	cmd.Flags().StringVar(&txn, "txn", "", "transaction token ID.SECRET (txn create prints it; of --server's transaction manager unless --manager)")
 	cmd.Flags().StringVar(&manager, "manager", "", "reference (djinn://host:port/SERVICE/OBJECT) of the manager of --txn, when it is not --server's")
 	return cmd
 }
@@ -488,7 +489,7 @@ func checkDropFlags(txn, manager string) error {
 	if txn == "" {
 		return usageError{errors.New("--txn: missing: name the transaction whose locks to drop")}
 	}
-	if _, err := parseTxnID(txn); err != nil {
+	if _, _, err := parseTxnToken(txn); err != nil {
 		return fmt.Errorf("--txn: %w", err)
 	}
 	if manager != "" {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/djinn-go/djinn"
 )
 
 // bgRun is a client command running in the background: a lock request
@@ -331,12 +333,15 @@ func (s *lockScript) transactions() {
 	s.tset, s.rset = tset.Set, rset.Set
 	type txn struct {
 		ID      uint64 `json:"id,string"`
+		Token   string `json:"token"`
 		Manager string `json:"manager"`
 	}
 	var x, y txn
 	s.json(&x, "txn", "create", "--lease", "10m")
 	s.json(&y, "txn", "create", "--lease", "10m")
-	s.xID, s.yID, s.xManager = strconv.FormatUint(x.ID, 10), strconv.FormatUint(y.ID, 10), x.Manager
+	// The transactions' tokens: --txn takes them, and txn show and
+	// commit do too.
+	s.xID, s.yID, s.xManager = x.Token, y.Token, x.Manager
 	s.fenceOf(s.must("lock", "acquire", s.tset, "--mode", "u", "--txn", s.xID))
 	s.fenceOf(s.must("lock", "acquire", s.rset, "--mode", "iw", "--txn", s.xID, "--manager", x.Manager))
 	if out, _, ok := s.run("lock", "acquire", s.tset, "--mode", "u", "--txn", s.yID, "--try"); ok || strings.TrimSpace(out) != "not granted" {
@@ -357,7 +362,7 @@ func (s *lockScript) transactions() {
 	if !maps.Equal(held[x.ID], map[string]int{"u": 1}) || !maps.Equal(held[y.ID], map[string]int{"r": 1}) {
 		t.Errorf("holders %+v: want X with u, Y with r", v.Holders)
 	}
-	if text := s.must("lock", "show", s.tset); !strings.Contains(text, "holder         transaction "+s.xID+" of ") || !strings.Contains(text, "  u=1  fences ") {
+	if text := s.must("lock", "show", s.tset); !strings.Contains(text, "holder         transaction "+idOf(s.xID)+" of ") || !strings.Contains(text, "  u=1  fences ") {
 		t.Errorf("show printed:\n%s", text)
 	}
 }
@@ -400,7 +405,8 @@ func (s *lockScript) errorRows() {
 		{[]string{"lock", "acquire", set, "--mode", "w", "--owner", a, "--txn", xID}, "--owner and --txn"},
 		{[]string{"lock", "acquire", set, "--mode", "w", "--owner", "nope"}, `--owner "nope": neither an owner's name`},
 		{[]string{"lock", "acquire", set, "--mode", "w", "--txn", "0"}, `--txn: transaction id "0"`},
-		{[]string{"lock", "acquire", set, "--mode", "w", "--txn", "99999"}, "transaction 99999"},
+		{[]string{"lock", "acquire", set, "--mode", "w", "--txn", "99999." + djinn.NewID().String()}, "transaction 99999"},
+		{[]string{"lock", "acquire", set, "--mode", "w", "--txn", "99999"}, "transaction 99999: its id alone does not let one work under it"},
 		{[]string{"lock", "acquire", set, "--mode", "w", "--txn", xID, "--manager", "bad"}, `--manager: reference "bad"`},
 		{[]string{"lock", "acquire", set, "--mode", "w", "--manager", s.xManager}, "--manager " + s.xManager},
 		{[]string{"lock", "acquire", set, "--mode", "w", "--owner", a, "--wait", "soon"}, `--wait "soon"`},

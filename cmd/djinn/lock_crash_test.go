@@ -50,7 +50,7 @@ func TestLockSurvivesKill(t *testing.T) {
 	must(err)
 	tx, err := tm.Create(ctx, &djinnpb.CreateTransactionRequest{LeaseDurationNanos: int64(time.Hour)})
 	must(err)
-	txHolder := &djinnpb.LockHolder{Transaction: &djinnpb.TransactionRef{Manager: st.GetTxn(), Id: tx.GetId()}}
+	txHolder := &djinnpb.LockHolder{Transaction: &djinnpb.TransactionRef{Manager: st.GetTxn(), Id: tx.GetId(), Secret: tx.GetSecret()}}
 	txSet, err := ls.CreateSet(ctx, &djinnpb.CreateLockSetRequest{LeaseDurationNanos: int64(djinn.Forever), Transactional: true})
 	must(err)
 	txLock, err := ls.Lock(ctx, &djinnpb.LockRequest{SetId: txSet.GetSetId(), Holder: txHolder, Mode: djinnpb.LockMode_LOCK_MODE_UPGRADE})
@@ -111,7 +111,7 @@ func TestLockSurvivesKill(t *testing.T) {
 	other, err := tm.Create(ctx, &djinnpb.CreateTransactionRequest{LeaseDurationNanos: int64(time.Hour)})
 	must(err)
 	tryTx, err := ls.Lock(ctx, &djinnpb.LockRequest{SetId: txSet.GetSetId(), Mode: djinnpb.LockMode_LOCK_MODE_UPGRADE, Try: true,
-		Holder: &djinnpb.LockHolder{Transaction: &djinnpb.TransactionRef{Manager: st.GetTxn(), Id: other.GetId()}}})
+		Holder: &djinnpb.LockHolder{Transaction: &djinnpb.TransactionRef{Manager: st.GetTxn(), Id: other.GetId(), Secret: other.GetSecret()}}})
 	if err != nil || tryTx.GetGranted() {
 		t.Fatalf("U over the undecided transaction's U after the restart: %v %v, want refused", tryTx, err)
 	}

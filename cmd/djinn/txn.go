@@ -12,7 +12,10 @@ import (
 )
 
 // The transaction manager's commands. A transaction is named by its id at
-// the manager of --server (or of --manager where a command takes it).
+// the manager of --server (or of --manager where a command takes it); its
+// token, ID.SECRET, is the capability to work under it (txn state, txn
+// nest, and --txn of kv and lock). Its creator commits, aborts and shows it
+// by its id.
 
 func (g *globals) txnCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -20,7 +23,8 @@ func (g *globals) txnCmd() *cobra.Command {
 		Short: "Transactions of a server's transaction manager",
 		Long: "Create, nest, inspect, commit and abort transactions of the transaction manager of --server " +
 			"(the two-phase commit of the Jini Transaction specification, chapter TX.2). A transaction is named " +
-			"by its id at that manager.",
+			"by its id at that manager; its token, ID.SECRET, which create prints, is the capability to work " +
+			"under it (state, nest, and --txn of kv and lock). Its creator commits, aborts and shows it by its id.",
 	}
 	cmd.AddCommand(g.txnCreateCmd(), g.txnNestCmd(), g.txnShowCmd(), g.txnStateCmd(),
 		g.txnFinishCmd("commit", "committed"), g.txnFinishCmd("abort", "aborted"), g.txnLsCmd())
@@ -46,7 +50,7 @@ func (g *globals) txnCreateCmd() *cobra.Command {
 	var d string
 	cmd := &cobra.Command{
 		Use:   "create [--lease D]",
-		Short: "Create a transaction; prints its id, its manager's reference and its lease",
+		Short: "Create a transaction; prints its id, its token (ID.SECRET), its manager's reference and its lease",
 		Long: "Create a top-level transaction, ACTIVE, leased for D. Renew the lease with djinn lease renew " +
 			"while the work goes on: cancelling it, or letting it expire, aborts the transaction.",
 		Args: cobra.NoArgs,
@@ -73,14 +77,15 @@ func (g *globals) txnCreateCmd() *cobra.Command {
 func (g *globals) txnNestCmd() *cobra.Command {
 	var d string
 	cmd := &cobra.Command{
-		Use:   "nest PARENT [--lease D]",
-		Short: "Create a transaction nested in PARENT; prints its id, its manager's reference and its lease",
-		Long: "Create a transaction nested in transaction PARENT of the same manager, ACTIVE, leased for D. Its " +
-			"work becomes PARENT's when it commits and is undone when PARENT aborts; aborting PARENT aborts it too.",
+		Use:   "nest PARENT-TOKEN [--lease D]",
+		Short: "Create a transaction nested in PARENT; prints its id, its token, its manager's reference and its lease",
+		Long: "Create a transaction nested in transaction PARENT of the same manager, named by its token (ID.SECRET), " +
+			"ACTIVE, leased for D. Its work becomes PARENT's when it commits and is undone when PARENT aborts; " +
+			"aborting PARENT aborts it too.",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: g.completeIDs("txn"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			parent, err := parseTxnID(args[0])
+			parent, secret, err := parseTxnToken(args[0])
 			if err != nil {
 				return err
 			}
@@ -89,7 +94,7 @@ func (g *globals) txnNestCmd() *cobra.Command {
 				return fmt.Errorf("--lease: %w", err)
 			}
 			return g.withManager(cmd, func(ctx context.Context, m *client.TransactionManager) error {
-				tx, err := m.CreateNested(ctx, parent, dur)
+				tx, err := m.CreateNested(ctx, parent, secret, dur)
 				if err != nil {
 					return err
 				}
@@ -135,13 +140,25 @@ func (g *globals) txnShowCmd() *cobra.Command {
 }
 
 func (g *globals) txnStateCmd() *cobra.Command {
-	return g.withTxn("state ID", "Print a transaction's state: ACTIVE, VOTING, COMMITTED or ABORTED", func(ctx context.Context, cmd *cobra.Command, tx *client.Transaction) error {
-		st, err := tx.State(ctx)
-		if err != nil {
-			return err
-		}
-		return g.print(cmd.OutOrStdout(), map[string]any{"id": jsonUint(tx.ID()), "state": st.String()}, func(w io.Writer) { fmt.Fprintln(w, st) })
-	})
+	return &cobra.Command{
+		Use:               "state TOKEN",
+		Short:             "Print a transaction's state, ACTIVE, VOTING, COMMITTED or ABORTED, given its token (ID.SECRET)",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: g.completeIDs("txn"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, secret, err := parseTxnToken(args[0])
+			if err != nil {
+				return err
+			}
+			return g.withManager(cmd, func(ctx context.Context, m *client.TransactionManager) error {
+				st, err := m.TransactionOf(id, secret).State(ctx)
+				if err != nil {
+					return err
+				}
+				return g.print(cmd.OutOrStdout(), map[string]any{"id": jsonUint(id), "state": st.String()}, func(w io.Writer) { fmt.Fprintln(w, st) })
+			})
+		},
+	}
 }
 
 // txnFinishCmd is commit or abort; with --wait D the command also waits,

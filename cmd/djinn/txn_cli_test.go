@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
 type txnCreatedJSON struct {
 	ID      uint64    `json:"id,string"`
+	Token   string    `json:"token"`
 	Parent  *string   `json:"parent"`
 	Manager string    `json:"manager"`
 	Lease   leaseJSON `json:"lease"`
@@ -41,24 +43,49 @@ type txnScript struct {
 	*rig
 	a, b     txnCreatedJSON
 	aID, bID string
+	// tokens are the transactions' tokens (ID.SECRET) by id, as create
+	// and nest printed them.
+	tokens map[string]string
+}
+
+func newTxnScript(t *testing.T) *txnScript {
+	return &txnScript{rig: newRig(t), tokens: map[string]string{}}
 }
 
 func (s *txnScript) create(lease string) (txnCreatedJSON, string) {
 	s.t.Helper()
 	var c txnCreatedJSON
 	s.json(&c, "txn", "create", "--lease", lease)
-	return c, strconv.FormatUint(c.ID, 10)
+	return c, s.record(c)
 }
 
+// record keeps a created transaction's token and returns its id.
+func (s *txnScript) record(c txnCreatedJSON) string {
+	s.t.Helper()
+	id := strconv.FormatUint(c.ID, 10)
+	if !strings.HasPrefix(c.Token, id+".") || len(c.Token) != len(id)+33 {
+		s.t.Fatalf("transaction %s: token %q, want ID.SECRET", id, c.Token)
+	}
+	s.tokens[id] = c.Token
+	return id
+}
+
+// state returns transaction id's state: by txn state and its token when
+// the script knows it, else as its creator sees it (txn show).
 func (s *txnScript) state(id string) string {
 	s.t.Helper()
-	return strings.TrimSpace(s.must("txn", "state", id))
+	if tok, ok := s.tokens[id]; ok {
+		return strings.TrimSpace(s.must("txn", "state", tok))
+	}
+	var d txnDescribedJSON
+	s.json(&d, "txn", "show", id)
+	return d.State
 }
 
 // TestCLITxn runs the transaction commands against a real server: create,
 // show, state, commit and abort, with the errors of TX.2.5, and ls.
 func TestCLITxn(t *testing.T) {
-	s := &txnScript{rig: newRig(t)}
+	s := newTxnScript(t)
 	s.unreachableParticipant()
 	s.abortWaits()
 	s.commitEmpty()
@@ -84,8 +111,12 @@ func (s *txnScript) unreachableParticipant() {
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, secret, err := client.ParseTransactionToken(s.a.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := djinnpb.NewTransactionManagerClient(dial(t, s.p.addr)).Join(ctxT(t), &djinnpb.JoinTransactionRequest{
-		Id: s.a.ID, Participant: &djinnpb.Ref{Endpoint: part.Endpoint, ServiceId: part.Service[:], ObjectId: part.Object[:]}, CrashCount: 3,
+		Id: s.a.ID, Secret: secret[:], Participant: &djinnpb.Ref{Endpoint: part.Endpoint, ServiceId: part.Service[:], ObjectId: part.Object[:]}, CrashCount: 3,
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -150,6 +181,8 @@ func (s *txnScript) errorRows() {
 		{[]string{"txn", "show", "99999"}, "transaction 99999: unknown"},
 		{[]string{"txn", "commit", "99999"}, "transaction 99999: unknown"},
 		{[]string{"txn", "state", "0"}, `transaction id "0"`},
+		{[]string{"txn", "state", s.aID}, "transaction " + s.aID + ": its id alone does not let one work under it"},
+		{[]string{"txn", "state", s.aID + "." + djinn.NewID().String()}, "transaction " + s.aID + ": unknown"},
 		{[]string{"txn", "show", "seven"}, `transaction id "seven"`},
 		{[]string{"txn", "create", "--lease", "0s"}, "0s"},
 		{[]string{"txn", "commit", s.bID, "--wait", "-1s"}, "--wait -1s"},
@@ -196,16 +229,16 @@ func (s *txnScript) list(cID uint64) {
 // the same manager (TX.2.2), show names the tree, and aborting the parent
 // aborts the nested one.
 func TestCLITxnNest(t *testing.T) {
-	s := &txnScript{rig: newRig(t)}
+	s := newTxnScript(t)
 	parent, pID := s.create("10m")
 	var child txnCreatedJSON
-	s.json(&child, "txn", "nest", pID, "--lease", "10m")
+	s.json(&child, "txn", "nest", parent.Token, "--lease", "10m")
 	if child.ID == 0 || child.ID == parent.ID || child.Parent == nil || *child.Parent != pID || child.Manager != parent.Manager ||
 		!strings.HasPrefix(child.Lease.Token, "djinn-lease:") || parent.Parent != nil {
 		t.Fatalf("nest %s printed %+v (parent %+v)", pID, child, parent)
 	}
-	cID := strconv.FormatUint(child.ID, 10)
-	if text := s.must("txn", "nest", cID, "--lease", "1m"); !strings.Contains(text, "nested in   "+cID) {
+	cID := s.record(child)
+	if text := s.must("txn", "nest", child.Token, "--lease", "1m"); !strings.Contains(text, "nested in   "+cID) {
 		t.Errorf("nest printed:\n%s", text)
 	}
 	var d txnDescribedJSON
@@ -231,10 +264,11 @@ func TestCLITxnNest(t *testing.T) {
 		}
 	}
 	s.errors([]errRow{
-		{[]string{"txn", "nest", pID, "--lease", "1m"}, "transaction " + pID + ": ABORTED, no longer active"},
-		{[]string{"txn", "nest", "99999"}, "transaction 99999: unknown"},
+		{[]string{"txn", "nest", parent.Token, "--lease", "1m"}, "transaction " + pID + ": ABORTED, no longer active"},
+		{[]string{"txn", "nest", "99999." + djinn.NewID().String()}, "transaction 99999: unknown"},
+		{[]string{"txn", "nest", pID}, "transaction " + pID + ": its id alone does not let one work under it"},
 		{[]string{"txn", "nest", "0"}, `transaction id "0"`},
-		{[]string{"txn", "nest", cID, "--lease", "0s"}, "0s"},
+		{[]string{"txn", "nest", child.Token, "--lease", "0s"}, "0s"},
 		{[]string{"txn", "nest"}, "accepts 1 arg(s)"},
 	})
 }

@@ -141,7 +141,7 @@ func (k *killRig) transact(key string) *killResult {
 	r.id = c.GetId()
 	for j, kv := range k.kvs {
 		if err := retry(func() error {
-			_, err := kv.Put(k.ctx, &djinnpb.KVPutRequest{Key: r.key, Value: []byte("v"), Txn: &djinnpb.KVTransaction{Manager: k.ref, Id: r.id}})
+			_, err := kv.Put(k.ctx, &djinnpb.KVPutRequest{Key: r.key, Value: []byte("v"), Txn: &djinnpb.KVTransaction{Manager: k.ref, Id: r.id, Secret: c.GetSecret()}})
 			return err
 		}); err != nil {
 			t.Fatalf("transaction %d: put on participant %d: %v", r.id, j+1, err)

@@ -7,20 +7,24 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 )
 
 // What the transaction commands print.
 
 type txnView struct {
-	ID      string    `json:"id"`
+	ID string `json:"id"`
+	// Token is the transaction's capability, ID.SECRET: what --txn, txn
+	// state and txn nest take to work under it.
+	Token   string    `json:"token"`
 	Parent  *string   `json:"parent"` // the transaction it is nested in (TX.2.2); null for a top-level one
 	Manager string    `json:"manager"`
 	Lease   leaseView `json:"lease"`
 }
 
 func viewTxn(tx *client.Transaction, parent uint64) txnView {
-	v := txnView{ID: jsonUint(tx.ID()), Manager: tx.Manager().Ref().String(), Lease: viewLease(tx.Lease())}
+	v := txnView{ID: jsonUint(tx.ID()), Token: tx.Token(), Manager: tx.Manager().Ref().String(), Lease: viewLease(tx.Lease())}
 	if parent != 0 {
 		p := jsonUint(parent)
 		v.Parent = &p
@@ -30,6 +34,7 @@ func viewTxn(tx *client.Transaction, parent uint64) txnView {
 
 func printTxn(w io.Writer, v txnView) {
 	fmt.Fprintf(w, "transaction %s\n", v.ID)
+	fmt.Fprintf(w, "txn token   %s  (to work under it: --txn TOKEN; keep it secret)\n", v.Token)
 	if v.Parent != nil {
 		fmt.Fprintf(w, "nested in   %s\n", *v.Parent)
 	}
@@ -134,11 +139,37 @@ func parseTxnState(s string) (client.TransactionState, error) {
 	return 0, fmt.Errorf("--state %q: want active, voting, committed or aborted", s)
 }
 
-// parseTxnID parses a transaction id argument.
+// parseTxnID parses a transaction argument as its creator names it to
+// commit, abort or show it: its id, or its token (ID.SECRET).
 func parseTxnID(s string) (uint64, error) {
-	id, err := strconv.ParseUint(s, 10, 64)
+	id, _, err := client.ParseTransactionToken(s)
 	if err != nil || id == 0 {
-		return 0, usageError{fmt.Errorf("transaction id %q: want a decimal number from 1 (txn create and txn ls print them)", s)}
+		return 0, usageError{fmt.Errorf("transaction id %q: want a decimal number from 1 (txn create and txn ls print them), or a token ID.SECRET", abbrevArg(s))}
 	}
 	return id, nil
+}
+
+// parseTxnToken parses a transaction argument as the commands that work
+// under a transaction take it: its token, ID.SECRET, as txn create
+// printed it. Its id alone is no capability.
+func parseTxnToken(s string) (uint64, djinn.ID, error) {
+	id, secret, err := client.ParseTransactionToken(s)
+	switch {
+	case err != nil:
+		if n, perr := strconv.ParseUint(strings.Split(s, ".")[0], 10, 64); perr != nil || n == 0 {
+			return 0, djinn.ID{}, fmt.Errorf("transaction id %q: want a token ID.SECRET, as djinn txn create printed it", abbrevArg(s))
+		}
+		return 0, djinn.ID{}, err
+	case secret.IsZero():
+		return 0, djinn.ID{}, fmt.Errorf("transaction %d: its id alone does not let one work under it; pass its token, ID.SECRET, as djinn txn create printed it", id)
+	}
+	return id, secret, nil
+}
+
+// abbrevArg shortens an argument for an error message.
+func abbrevArg(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
 }

@@ -347,7 +347,7 @@ func (r *txnRun) transact(ctx context.Context, c int, key string, rec *Recorder,
 
 // write puts the transaction's keys; a failure aborts it.
 func (r *txnRun) write(ctx context.Context, c int, tx *client.Transaction, key string, rec *Recorder) error {
-	ptx := &participant.Tx{Manager: tx.Manager().Ref(), ID: tx.ID()}
+	ptx := participant.TxOf(tx)
 	value := []byte(txnValue)
 	for i := range txnWrites {
 		rec.Count("calls", 1)

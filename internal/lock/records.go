@@ -32,9 +32,10 @@ type snapSet struct {
 
 type snapHolder struct {
 	ID     uint64
-	Owner  djinn.ID `json:",omitempty"`
-	Txn    *TxnKey  `json:",omitempty"`
-	Holder uint64   `json:"-"`
+	Owner  djinn.ID  `json:",omitempty"`
+	Txn    *TxnKey   `json:",omitempty"`
+	Secret *djinn.ID `json:",omitempty"`
+	Holder uint64    `json:"-"`
 }
 
 // Records returns the state as snapshot records.
@@ -67,6 +68,10 @@ func (s *State) export() snapshot {
 		if n.isTxn {
 			k := n.txn
 			h.Txn = &k
+			if !n.secret.IsZero() {
+				sec := n.secret
+				h.Secret = &sec
+			}
 		} else {
 			h.Owner = n.owner
 		}
@@ -134,7 +139,11 @@ func (s *State) Restore(r *statepb.LockRecord) error {
 	for _, h := range snap.Holders {
 		if h.Txn != nil {
 			s.txns[*h.Txn] = h.ID
-			s.holders[h.ID] = holderName{txn: *h.Txn, isTxn: true}
+			n := holderName{txn: *h.Txn, isTxn: true}
+			if h.Secret != nil {
+				n.secret = *h.Secret
+			}
+			s.holders[h.ID] = n
 		} else {
 			s.owners[h.Owner] = h.ID
 			s.holders[h.ID] = holderName{owner: h.Owner}

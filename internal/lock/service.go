@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	crand "crypto/rand"
+	"crypto/subtle"
 	"encoding/binary"
 	"log/slog"
 	"sync"
@@ -27,7 +28,7 @@ type Proposer interface {
 // transaction id of the manager mgr (TX.2.3), returning the manager's
 // answer: the transaction's ancestors.
 type Joiner interface {
-	Join(ctx context.Context, mgr djinn.Ref, id uint64, self *djinnpb.Ref, crash int64) (*djinnpb.JoinTransactionResponse, error)
+	Join(ctx context.Context, mgr djinn.Ref, id uint64, secret djinn.ID, self *djinnpb.Ref, crash int64) (*djinnpb.JoinTransactionResponse, error)
 }
 
 // CrashCount is the lock service's crash count as a participant: its state
@@ -252,18 +253,31 @@ func (s *Service) holder(ctx context.Context, set []byte, h *djinnpb.LockHolder)
 	if t.GetId() == 0 {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "transaction id 0: want a transaction id")
 	}
+	secret, err := secretOf(t.GetSecret())
+	if err != nil {
+		return nil, err
+	}
 	k := TxnKeyOf(t.GetManager(), t.GetId())
 	s.mu.Lock()
 	hs, ok := s.joined[k]
 	s.mu.Unlock()
 	if ok {
+		// The transaction's secret is its capability: a request under it
+		// without the secret its manager accepted finds no transaction.
+		if subtle.ConstantTimeCompare(hs.GetSecret(), secretBytes(secret)) != 1 {
+			return nil, unknownTxn(t.GetId())
+		}
 		return hs, nil
 	}
-	resp, err := s.cfg.Joiner.Join(ctx, mgr, t.GetId(), wire.Ref(s.self()), CrashCount)
+	if err := s.checkSecret(k, t.GetId(), secret); err != nil {
+		return nil, err
+	}
+	resp, err := s.cfg.Joiner.Join(ctx, mgr, t.GetId(), secret, wire.Ref(s.self()), CrashCount)
 	if err != nil {
 		return nil, err
 	}
-	hs = &statepb.LockHolderState{Manager: wire.Ref(mgr), Txn: t.GetId(), AncestorIds: resp.GetAncestors(), AncestorManagers: resp.GetAncestorManagers()}
+	hs = &statepb.LockHolderState{Manager: wire.Ref(mgr), Txn: t.GetId(), AncestorIds: resp.GetAncestors(), AncestorManagers: resp.GetAncestorManagers(),
+		Secret: secretBytes(secret)}
 	if len(hs.AncestorManagers) == 0 {
 		for range hs.AncestorIds {
 			hs.AncestorManagers = append(hs.AncestorManagers, hs.Manager)
@@ -388,14 +402,21 @@ func (s *Service) Unlock(ctx context.Context, set []byte, h *djinnpb.LockHolder,
 
 // DropLocks is the lock coordinator's drop_locks for transaction id of mgr
 // over set's related sets.
-func (s *Service) DropLocks(ctx context.Context, set []byte, mgr *djinnpb.Ref, id uint64) error {
+func (s *Service) DropLocks(ctx context.Context, set []byte, mgr *djinnpb.Ref, id uint64, secret []byte) error {
 	if _, err := wire.RefTo("transaction manager", mgr); err != nil {
+		return err
+	}
+	sec, err := secretOf(secret)
+	if err != nil {
 		return err
 	}
 	if err := s.leading(); err != nil {
 		return err
 	}
-	_, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LockDrop{LockDrop: &statepb.LockDrop{SetId: set, Manager: mgr, Txn: id}}})
+	if err := s.checkSecret(TxnKeyOf(mgr, id), id, sec); err != nil {
+		return err
+	}
+	_, err = s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LockDrop{LockDrop: &statepb.LockDrop{SetId: set, Manager: mgr, Txn: id}}})
 	return err
 }
 
@@ -437,9 +458,46 @@ func (s *Service) Validate(set []byte, fence uint64) (bool, error) {
 // one's; abort drops them and refuses its waiting requests with
 // TransactionRolledBack.
 
-// Prepare votes.
-func (s *Service) Prepare(ctx context.Context, mgr *djinnpb.Ref, id uint64) (djinnpb.TransactionState, error) {
+// secretOf reads a transaction's secret from the wire: 16 bytes, or none.
+func secretOf(b []byte) (djinn.ID, error) {
+	var s djinn.ID
+	switch len(b) {
+	case 0:
+	case len(s):
+		copy(s[:], b)
+	default:
+		return s, djinn.Errorf(djinn.InvalidArgument, "transaction secret: %d bytes, want 16", len(b))
+	}
+	return s, nil
+}
+
+func secretBytes(s djinn.ID) []byte {
+	if s.IsZero() {
+		return nil
+	}
+	return s[:]
+}
+
+func unknownTxn(id uint64) error {
+	return djinn.Errorf(djinn.UnknownTransaction, "transaction %d: unknown here (or not with that secret)", id)
+}
+
+// checkSecret refuses, as UnknownTransaction, a call on transaction k
+// whose secret is not the one its lock requests presented. A transaction
+// no request named with a secret is not checked.
+func (s *Service) checkSecret(k TxnKey, id uint64, secret djinn.ID) error {
+	if known, ok := s.state.TxnSecret(k); ok && subtle.ConstantTimeCompare(known[:], secret[:]) != 1 {
+		return unknownTxn(id)
+	}
+	return nil
+}
+
+// Prepare votes, for the manager that presents the transaction's secret.
+func (s *Service) Prepare(ctx context.Context, mgr *djinnpb.Ref, id uint64, secret djinn.ID) (djinnpb.TransactionState, error) {
 	if err := s.leading(); err != nil {
+		return 0, err
+	}
+	if err := s.checkSecret(TxnKeyOf(mgr, id), id, secret); err != nil {
 		return 0, err
 	}
 	if s.state.HoldsAny(TxnKeyOf(mgr, id)) {
@@ -448,9 +506,13 @@ func (s *Service) Prepare(ctx context.Context, mgr *djinnpb.Ref, id uint64) (dji
 	return djinnpb.TransactionState_TRANSACTION_STATE_NOTCHANGED, nil
 }
 
-// End applies the transaction's outcome.
-func (s *Service) End(ctx context.Context, mgr *djinnpb.Ref, id uint64, commit bool) error {
+// End applies the transaction's outcome, told by the manager that
+// presents its secret.
+func (s *Service) End(ctx context.Context, mgr *djinnpb.Ref, id uint64, secret djinn.ID, commit bool) error {
 	if err := s.leading(); err != nil {
+		return err
+	}
+	if err := s.checkSecret(TxnKeyOf(mgr, id), id, secret); err != nil {
 		return err
 	}
 	_, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LockTxnEnd{LockTxnEnd: &statepb.LockTxnEnd{Manager: mgr, Txn: id, Commit: commit}}})
@@ -463,12 +525,12 @@ func (s *Service) End(ctx context.Context, mgr *djinnpb.Ref, id uint64, commit b
 }
 
 // PrepareAndCommit is prepare and, when PREPARED, commit.
-func (s *Service) PrepareAndCommit(ctx context.Context, mgr *djinnpb.Ref, id uint64) (djinnpb.TransactionState, error) {
-	v, err := s.Prepare(ctx, mgr, id)
+func (s *Service) PrepareAndCommit(ctx context.Context, mgr *djinnpb.Ref, id uint64, secret djinn.ID) (djinnpb.TransactionState, error) {
+	v, err := s.Prepare(ctx, mgr, id, secret)
 	if err != nil || v != djinnpb.TransactionState_TRANSACTION_STATE_PREPARED {
 		return v, err
 	}
-	if err := s.End(ctx, mgr, id, true); err != nil {
+	if err := s.End(ctx, mgr, id, secret, true); err != nil {
 		return 0, err
 	}
 	return djinnpb.TransactionState_TRANSACTION_STATE_COMMITTED, nil

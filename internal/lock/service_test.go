@@ -29,7 +29,7 @@ type joiner struct {
 	joins int
 }
 
-func (j *joiner) Join(_ context.Context, mgr djinn.Ref, id uint64, self *djinnpb.Ref, crash int64) (*djinnpb.JoinTransactionResponse, error) {
+func (j *joiner) Join(_ context.Context, mgr djinn.Ref, id uint64, _ djinn.ID, self *djinnpb.Ref, crash int64) (*djinnpb.JoinTransactionResponse, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.joins++
@@ -187,7 +187,7 @@ func TestParticipantVotes(t *testing.T) {
 		defer f.stop()
 		ctx := context.Background()
 		set := f.set(true)
-		if v, err := f.svc.Prepare(ctx, mgrProto(), 99); err != nil || v != djinnpb.TransactionState_TRANSACTION_STATE_NOTCHANGED {
+		if v, err := f.svc.Prepare(ctx, mgrProto(), 99, djinn.ID{}); err != nil || v != djinnpb.TransactionState_TRANSACTION_STATE_NOTCHANGED {
 			t.Fatalf("prepare of a stranger: %v %v, want NOTCHANGED", v, err)
 		}
 		f.lock(set, txn(10), lock.IW, 1)
@@ -196,10 +196,10 @@ func TestParticipantVotes(t *testing.T) {
 		if j.joins != 2 {
 			t.Fatalf("%d joins, want one per transaction", j.joins)
 		}
-		if v, err := f.svc.Prepare(ctx, mgrProto(), 11); err != nil || v != djinnpb.TransactionState_TRANSACTION_STATE_PREPARED {
+		if v, err := f.svc.Prepare(ctx, mgrProto(), 11, djinn.ID{}); err != nil || v != djinnpb.TransactionState_TRANSACTION_STATE_PREPARED {
 			t.Fatalf("prepare of a holder: %v %v, want PREPARED", v, err)
 		}
-		if err := f.svc.End(ctx, mgrProto(), 11, true); err != nil {
+		if err := f.svc.End(ctx, mgrProto(), 11, djinn.ID{}, true); err != nil {
 			t.Fatal(err)
 		}
 		v, _, _ := f.svc.Describe(context.Background(), set)
@@ -209,13 +209,13 @@ func TestParticipantVotes(t *testing.T) {
 		waited := make(chan error, 1)
 		go func() { _, _, err := f.svc.Lock(ctx, set, txn(12), lock.R, 0, false, 4); waited <- err }()
 		synctest.Wait()
-		if err := f.svc.End(ctx, mgrProto(), 12, false); err != nil {
+		if err := f.svc.End(ctx, mgrProto(), 12, djinn.ID{}, false); err != nil {
 			t.Fatal(err)
 		}
 		if err := <-waited; !errors.Is(err, djinn.ErrTransactionRolledBack) {
 			t.Fatalf("the aborted transaction's request: %v, want TransactionRolledBack", err)
 		}
-		if v, err := f.svc.PrepareAndCommit(ctx, mgrProto(), 10); err != nil || v != djinnpb.TransactionState_TRANSACTION_STATE_COMMITTED {
+		if v, err := f.svc.PrepareAndCommit(ctx, mgrProto(), 10, djinn.ID{}); err != nil || v != djinnpb.TransactionState_TRANSACTION_STATE_COMMITTED {
 			t.Fatalf("prepareAndCommit of the parent: %v %v", v, err)
 		}
 		if v, _, _ := f.svc.Describe(context.Background(), set); len(v.Holders) != 0 {
@@ -337,7 +337,7 @@ func TestDropLocks(t *testing.T) {
 		for i, s := range [][]byte{s1, s2, s3} {
 			f.lock(s, txn(20), lock.W, uint64(i+1))
 		}
-		if err := f.svc.DropLocks(ctx, s2, mgrProto(), 20); err != nil {
+		if err := f.svc.DropLocks(ctx, s2, mgrProto(), 20, nil); err != nil {
 			t.Fatal(err)
 		}
 		for i, s := range [][]byte{s1, s2, s3} {
@@ -397,6 +397,51 @@ func TestRemovedSetsMakeRoom(t *testing.T) {
 		}
 		if v, _, err := g.svc.Describe(context.Background(), sets[0]); err != nil || len(v.Holders) != 0 {
 			t.Fatalf("the set that stayed: %+v %v", v, err)
+		}
+	})
+}
+
+// TestTransactionSecret (DESIGN.md 7): a lock request under a transaction
+// carries the transaction's secret, its capability. Once a request named
+// it with its secret, a request without it, or its manager's call without
+// it, finds no transaction here (UnknownTransaction) and changes nothing —
+// on this leader and, from the replicated state, on the next.
+func TestTransactionSecret(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := start(t, statetest.For(newLockState), &joiner{})
+		ctx := context.Background()
+		set := f.set(true)
+		secret := djinn.NewID()
+		with := func(id uint64, s djinn.ID) *djinnpb.LockHolder {
+			h := txn(id)
+			if !s.IsZero() {
+				h.Transaction.Secret = s[:]
+			}
+			return h
+		}
+		f.lock(set, with(20, secret), lock.W, 1)
+		for _, wrong := range []djinn.ID{{}, djinn.NewID()} {
+			_, _, err := f.svc.Lock(ctx, set, with(20, wrong), lock.R, lock.W, false, 2)
+			if !errors.Is(err, djinn.ErrUnknownTransaction) {
+				t.Fatalf("a request without the transaction's secret: %v, want unknown transaction", err)
+			}
+			if err := f.svc.End(ctx, mgrProto(), 20, wrong, false); !errors.Is(err, djinn.ErrUnknownTransaction) {
+				t.Fatalf("an end without the transaction's secret: %v, want unknown transaction", err)
+			}
+		}
+		g := f.restart()
+		defer g.stop()
+		if err := g.svc.End(ctx, mgrProto(), 20, djinn.ID{}, false); !errors.Is(err, djinn.ErrUnknownTransaction) {
+			t.Fatalf("on the next leader, an end without the secret: %v, want unknown transaction", err)
+		}
+		if v, _, _ := g.svc.Describe(ctx, set); len(v.Holders) != 1 {
+			t.Fatalf("holders %+v, want the transaction holding its lock", v.Holders)
+		}
+		if err := g.svc.End(ctx, mgrProto(), 20, secret, false); err != nil {
+			t.Fatalf("its manager's end, with the secret: %v", err)
+		}
+		if v, _, _ := g.svc.Describe(ctx, set); len(v.Holders) != 0 {
+			t.Fatalf("after the abort: %+v, want no holders", v.Holders)
 		}
 	})
 }

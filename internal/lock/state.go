@@ -69,6 +69,10 @@ type holderName struct {
 	owner djinn.ID
 	txn   TxnKey
 	isTxn bool
+	// secret is a transaction's capability, as a lock request under it
+	// presented it; zero when no request did (an ancestor, known from its
+	// nested transactions' requests).
+	secret djinn.ID
 }
 
 // TxnKey names a transaction: its manager's identity (djinn.Ref.Key) and
@@ -296,6 +300,10 @@ func (s *State) holderLocked(h *statepb.LockHolderState) (Holder, error) {
 			return Holder{}, djinn.Errorf(djinn.InvalidArgument, "lock holder: %d ancestors, %d ancestor managers", len(h.GetAncestorIds()), len(h.GetAncestorManagers()))
 		}
 		out := Holder{Txn: true, ID: s.txnIDLocked(TxnKeyOf(h.GetManager(), h.GetTxn()))}
+		if n := s.holders[out.ID]; n.secret.IsZero() && len(h.GetSecret()) == len(n.secret) {
+			copy(n.secret[:], h.GetSecret())
+			s.holders[out.ID] = n
+		}
 		for i, a := range h.GetAncestorIds() {
 			out.Lineage = append(out.Lineage, s.txnIDLocked(TxnKeyOf(h.GetAncestorManagers()[i], a)))
 		}

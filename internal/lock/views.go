@@ -97,6 +97,18 @@ func (s *State) Transactional(b []byte) (bool, error) {
 	return st.Transactional, err
 }
 
+// TxnSecret returns the secret a lock request presented for transaction k,
+// when one did.
+func (s *State) TxnSecret(k TxnKey) (djinn.ID, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, ok := s.txns[k]
+	if !ok || s.holders[id].secret.IsZero() {
+		return djinn.ID{}, false
+	}
+	return s.holders[id].secret, true
+}
+
 // HoldsAny reports whether transaction k holds or waits for any lock here.
 func (s *State) HoldsAny(k TxnKey) bool {
 	s.mu.Lock()

@@ -95,12 +95,17 @@ func (p *pending) again() *pending {
 }
 
 // Call makes call op of the participant at ref for transaction id of the
-// manager mgr, and reports its answer to done, once: from the stream's
+// manager mgr, presenting the transaction's secret (none when zero), and
+// reports its answer to done, once: from the stream's
 // receiving goroutine, or a unary call's. When ctx ends first, done gets
 // Unavailable (the participant may still do the call: every call is
 // idempotent). Call itself waits for no answer.
-func (c *Caller) Call(ctx context.Context, op djinnpb.ParticipantOp, ref *djinnpb.Ref, mgr *djinnpb.Ref, id uint64, done func(djinnpb.TransactionState, error)) {
-	p := &pending{ctx: ctx, op: op, req: &djinnpb.ParticipantRequest{ParticipantId: ref.GetObjectId(), Manager: mgr, Id: id}, done: done}
+func (c *Caller) Call(ctx context.Context, op djinnpb.ParticipantOp, ref *djinnpb.Ref, mgr *djinnpb.Ref, id uint64, secret djinn.ID, done func(djinnpb.TransactionState, error)) {
+	req := &djinnpb.ParticipantRequest{ParticipantId: ref.GetObjectId(), Manager: mgr, Id: id}
+	if !secret.IsZero() {
+		req.Secret = secret[:]
+	}
+	p := &pending{ctx: ctx, op: op, req: req, done: done}
 	c.endpoint(ref.GetEndpoint()).call(p)
 }
 
@@ -179,7 +184,7 @@ func (s *callStream) call(p *pending) {
 	})
 	req := p.req
 	if sameRef(s.sent, req.GetManager()) {
-		req = &djinnpb.ParticipantRequest{ParticipantId: req.GetParticipantId(), Id: req.GetId()}
+		req = &djinnpb.ParticipantRequest{ParticipantId: req.GetParticipantId(), Id: req.GetId(), Secret: req.GetSecret()}
 	} else {
 		s.sent = req.GetManager()
 	}

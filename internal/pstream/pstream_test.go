@@ -104,7 +104,7 @@ type answer struct {
 // call makes one call and returns a channel of its answer.
 func call(ctx context.Context, c *Caller, op djinnpb.ParticipantOp, id uint64) <-chan answer {
 	ch := make(chan answer, 1)
-	c.Call(ctx, op, part, mgr, id, func(v djinnpb.TransactionState, err error) { ch <- answer{v, err} })
+	c.Call(ctx, op, part, mgr, id, djinn.ID{}, func(v djinnpb.TransactionState, err error) { ch <- answer{v, err} })
 	return ch
 }
 

@@ -126,7 +126,7 @@ func (s *server) request(call *djinnpb.ParticipantCall) (*djinnpb.ParticipantReq
 	case s.manager == nil:
 		return nil, djinn.Errorf(djinn.InvalidArgument, "participant call %d: no manager, and none named before on this stream: name it in the stream's first call", call.GetCall())
 	}
-	return &djinnpb.ParticipantRequest{ParticipantId: req.GetParticipantId(), Manager: s.manager, Id: req.GetId()}, nil
+	return &djinnpb.ParticipantRequest{ParticipantId: req.GetParticipantId(), Manager: s.manager, Id: req.GetId(), Secret: req.GetSecret()}, nil
 }
 
 // task is a call to make.

@@ -218,7 +218,7 @@ func (r *lockRPC) holder(ctx context.Context, h *djinnpb.LockHolder) (*djinnpb.L
 	if tx == nil {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "lock holder: missing: name an owner or a transaction, or call within a transaction")
 	}
-	return &djinnpb.LockHolder{Transaction: &djinnpb.TransactionRef{Manager: refProto(tx.Manager().Ref()), Id: tx.ID()}}, nil
+	return &djinnpb.LockHolder{Transaction: &djinnpb.TransactionRef{Manager: refProto(tx.Manager().Ref()), Id: tx.ID(), Secret: secretBytes(tx.Secret())}}, nil
 }
 
 func (r *lockRPC) Lock(ctx context.Context, req *djinnpb.LockRequest) (*djinnpb.LockResponse, error) {
@@ -264,7 +264,7 @@ func (r *lockRPC) DropLocks(ctx context.Context, req *djinnpb.DropLocksRequest) 
 	if t == nil {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "transaction: missing")
 	}
-	if err := r.s.lock.DropLocks(ctx, req.GetSetId(), t.GetManager(), t.GetId()); err != nil {
+	if err := r.s.lock.DropLocks(ctx, req.GetSetId(), t.GetManager(), t.GetId(), t.GetSecret()); err != nil {
 		return nil, err
 	}
 	return &djinnpb.DropLocksResponse{}, nil
@@ -321,10 +321,10 @@ type lockJoiner struct {
 	s *Server
 }
 
-func (j lockJoiner) Join(ctx context.Context, mgr djinn.Ref, id uint64, self *djinnpb.Ref, crash int64) (*djinnpb.JoinTransactionResponse, error) {
+func (j lockJoiner) Join(ctx context.Context, mgr djinn.Ref, id uint64, secret djinn.ID, self *djinnpb.Ref, crash int64) (*djinnpb.JoinTransactionResponse, error) {
 	own := j.s.ref(TxnID)()
 	if j.s.cfg.Txn.Enabled && mgr.Service == own.Service && mgr.Object == own.Object && j.s.lessor.Serving("transaction manager") == nil {
-		err := j.s.txn.Join(ctx, id, self, crash)
+		err := j.s.txn.Join(ctx, id, secret, self, crash)
 		if err == nil {
 			ids, mgrs, err := j.s.txn.Ancestors(id)
 			if err != nil {
@@ -336,7 +336,7 @@ func (j lockJoiner) Join(ctx context.Context, mgr djinn.Ref, id uint64, self *dj
 			return nil, err
 		}
 	}
-	return otherManagers{pool: j.s.pool}.Join(ctx, mgr, id, self, crash)
+	return otherManagers{pool: j.s.pool}.Join(ctx, mgr, id, secret, self, crash)
 }
 
 // listLockSets lists the lock service's sets.

@@ -66,7 +66,8 @@ func (f *lockFixture) txn() (*client.Transaction, *djinnpb.LockHolder) {
 }
 
 func txnHolder(tx *client.Transaction) *djinnpb.LockHolder {
-	return &djinnpb.LockHolder{Transaction: &djinnpb.TransactionRef{Manager: client.RefToProto(tx.Manager().Ref()), Id: tx.ID()}}
+	secret := tx.Secret()
+	return &djinnpb.LockHolder{Transaction: &djinnpb.TransactionRef{Manager: client.RefToProto(tx.Manager().Ref()), Id: tx.ID(), Secret: secret[:]}}
 }
 
 func (f *lockFixture) lock(set []byte, h *djinnpb.LockHolder, m djinnpb.LockMode) uint64 {

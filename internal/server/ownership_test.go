@@ -12,6 +12,8 @@ import (
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/server"
 	"github.com/djinn-go/djinn/internal/server/servertest"
+	"github.com/djinn-go/djinn/kv"
+	"github.com/djinn-go/djinn/participant"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
@@ -188,4 +190,51 @@ func TestLDSRegistrationIsItsCreators(t *testing.T) {
 	if _, err := djinnpb.NewLookupDiscoveryServiceClient(p.alice).GetRegistration(testContext(t), &djinnpb.LDSRegistrationRequest{LeaseCookie: reg.GetRegistration().GetLease().GetCookie()}); err != nil {
 		t.Fatalf("alice reads her registration: %v", err)
 	}
+}
+
+// TestTransactionIDIsNoCapability (issue 17, finding 4): whoever learns a
+// transaction's id — any principal — cannot join it, change a
+// participant's crash count (which aborts it, TX.2.3), ask its state or
+// tell its participants to abort: the secret its creator holds is the
+// capability. The creator's work commits.
+func TestTransactionIDIsNoCapability(t *testing.T) {
+	t.Parallel()
+	p := newPrincipals(t)
+	alice, bob := djinnpb.NewTransactionManagerClient(p.alice), djinnpb.NewTransactionManagerClient(p.bob)
+	tx, err := alice.Create(testContext(t), &djinnpb.CreateTransactionRequest{LeaseDurationNanos: int64(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tx.GetSecret()) != 16 {
+		t.Fatalf("created %v: want a 16-byte secret", tx)
+	}
+	kvc := kv.NewClient(p.alice)
+	ptx := &participant.Tx{Manager: djinn.Ref{Endpoint: tx.GetManager().GetEndpoint(), Service: djinn.ID(tx.GetManager().GetServiceId()), Object: djinn.ID(tx.GetManager().GetObjectId())},
+		ID: tx.GetId(), Secret: djinn.ID(tx.GetSecret())}
+	if err := kvc.Put(testContext(t), ptx, "k", []byte("alice's")); err != nil {
+		t.Fatal(err)
+	}
+	stranger := client.RefToProto(djinn.Ref{Endpoint: "127.0.0.1:1", Service: djinn.NewID(), Object: djinn.NewID()})
+	for _, secret := range [][]byte{nil, idBytes(djinn.NewID())} {
+		_, err = bob.Join(testContext(t), &djinnpb.JoinTransactionRequest{Id: tx.GetId(), Secret: secret, Participant: stranger, CrashCount: 1})
+		wantErr(t, "bob joins alice's transaction by its id", err, djinn.ErrUnknownTransaction, "")
+		_, err = bob.GetState(testContext(t), &djinnpb.TransactionRequest{Id: tx.GetId(), Secret: secret})
+		wantErr(t, "bob asks its state", err, djinn.ErrUnknownTransaction, "")
+		// The key/value participant joined: bob tells it to abort.
+		d, err := alice.Describe(testContext(t), &djinnpb.TransactionRequest{Id: tx.GetId()})
+		if err != nil || len(d.GetParticipants()) != 1 {
+			t.Fatalf("describe: %v, %v; want the key/value participant", d, err)
+		}
+		part := d.GetParticipants()[0].GetParticipant()
+		_, err = djinnpb.NewTransactionParticipantClient(p.bob).Abort(testContext(t), &djinnpb.ParticipantRequest{
+			ParticipantId: part.GetObjectId(), Manager: tx.GetManager(), Id: tx.GetId(), Secret: secret})
+		wantErr(t, "bob tells alice's participant to abort", err, djinn.ErrUnknownTransaction, "")
+	}
+	if _, err := alice.Commit(testContext(t), &djinnpb.CompleteTransactionRequest{Id: tx.GetId()}); err != nil {
+		t.Fatalf("alice commits: %v", err)
+	}
+	servertest.Eventually(t, "alice's committed write", func() bool {
+		v, ok, err := kvc.Get(testContext(t), nil, "k")
+		return err == nil && ok && string(v) == "alice's"
+	})
 }

@@ -133,8 +133,8 @@ func (p participants) client(ref *djinnpb.Ref) (djinnpb.TransactionParticipantCl
 	return djinnpb.NewTransactionParticipantClient(conn), nil
 }
 
-func request(ref *djinnpb.Ref, mgr djinn.Ref, id uint64) *djinnpb.ParticipantRequest {
-	return &djinnpb.ParticipantRequest{ParticipantId: ref.GetObjectId(), Manager: refProto(mgr), Id: id}
+func request(ref *djinnpb.Ref, mgr djinn.Ref, id uint64, secret djinn.ID) *djinnpb.ParticipantRequest {
+	return &djinnpb.ParticipantRequest{ParticipantId: ref.GetObjectId(), Manager: refProto(mgr), Id: id, Secret: secretBytes(secret)}
 }
 
 // lockService reports whether ref names this server's lock service.
@@ -143,65 +143,65 @@ func (p participants) lockService(ref *djinnpb.Ref) bool {
 	return p.s.cfg.Lock.Enabled && ref.GetEndpoint() == r.Endpoint && string(ref.GetServiceId()) == string(r.Service[:]) && string(ref.GetObjectId()) == string(r.Object[:])
 }
 
-func (p participants) Prepare(ctx context.Context, ref *djinnpb.Ref, mgr djinn.Ref, id uint64) (djinnpb.TransactionState, error) {
+func (p participants) Prepare(ctx context.Context, ref *djinnpb.Ref, mgr djinn.Ref, id uint64, secret djinn.ID) (djinnpb.TransactionState, error) {
 	if p.lockService(ref) {
-		return p.s.lock.Prepare(ctx, refProto(mgr), id)
+		return p.s.lock.Prepare(ctx, refProto(mgr), id, secret)
 	}
 	if own := p.local(ref); own != nil {
-		v, err := own.Prepare(ctx, participant.Tx{Manager: mgr, ID: id})
+		v, err := own.Prepare(ctx, participant.Tx{Manager: mgr, ID: id, Secret: secret})
 		return v.Proto(), err
 	}
 	c, err := p.client(ref)
 	if err != nil {
 		return 0, err
 	}
-	resp, err := c.Prepare(ctx, request(ref, mgr, id))
+	resp, err := c.Prepare(ctx, request(ref, mgr, id, secret))
 	return resp.GetVote(), err
 }
 
-func (p participants) PrepareAndCommit(ctx context.Context, ref *djinnpb.Ref, mgr djinn.Ref, id uint64) (djinnpb.TransactionState, error) {
+func (p participants) PrepareAndCommit(ctx context.Context, ref *djinnpb.Ref, mgr djinn.Ref, id uint64, secret djinn.ID) (djinnpb.TransactionState, error) {
 	if p.lockService(ref) {
-		return p.s.lock.PrepareAndCommit(ctx, refProto(mgr), id)
+		return p.s.lock.PrepareAndCommit(ctx, refProto(mgr), id, secret)
 	}
 	if own := p.local(ref); own != nil {
-		v, err := own.PrepareAndCommit(ctx, participant.Tx{Manager: mgr, ID: id})
+		v, err := own.PrepareAndCommit(ctx, participant.Tx{Manager: mgr, ID: id, Secret: secret})
 		return v.Proto(), err
 	}
 	c, err := p.client(ref)
 	if err != nil {
 		return 0, err
 	}
-	resp, err := c.PrepareAndCommit(ctx, request(ref, mgr, id))
+	resp, err := c.PrepareAndCommit(ctx, request(ref, mgr, id, secret))
 	return resp.GetVote(), err
 }
 
-func (p participants) Commit(ctx context.Context, ref *djinnpb.Ref, mgr djinn.Ref, id uint64) error {
+func (p participants) Commit(ctx context.Context, ref *djinnpb.Ref, mgr djinn.Ref, id uint64, secret djinn.ID) error {
 	if p.lockService(ref) {
-		return p.s.lock.End(ctx, refProto(mgr), id, true)
+		return p.s.lock.End(ctx, refProto(mgr), id, secret, true)
 	}
 	if own := p.local(ref); own != nil {
-		return own.Commit(ctx, participant.Tx{Manager: mgr, ID: id})
+		return own.Commit(ctx, participant.Tx{Manager: mgr, ID: id, Secret: secret})
 	}
 	c, err := p.client(ref)
 	if err != nil {
 		return err
 	}
-	_, err = c.Commit(ctx, request(ref, mgr, id))
+	_, err = c.Commit(ctx, request(ref, mgr, id, secret))
 	return err
 }
 
-func (p participants) Abort(ctx context.Context, ref *djinnpb.Ref, mgr djinn.Ref, id uint64) error {
+func (p participants) Abort(ctx context.Context, ref *djinnpb.Ref, mgr djinn.Ref, id uint64, secret djinn.ID) error {
 	if p.lockService(ref) {
-		return p.s.lock.End(ctx, refProto(mgr), id, false)
+		return p.s.lock.End(ctx, refProto(mgr), id, secret, false)
 	}
 	if own := p.local(ref); own != nil {
-		return own.Abort(ctx, participant.Tx{Manager: mgr, ID: id})
+		return own.Abort(ctx, participant.Tx{Manager: mgr, ID: id, Secret: secret})
 	}
 	c, err := p.client(ref)
 	if err != nil {
 		return err
 	}
-	_, err = c.Abort(ctx, request(ref, mgr, id))
+	_, err = c.Abort(ctx, request(ref, mgr, id, secret))
 	return err
 }
 
@@ -209,12 +209,12 @@ func (p participants) Abort(ctx context.Context, ref *djinnpb.Ref, mgr djinn.Ref
 // key/value participant are called in process, on the manager's worker,
 // to the end (they wait for nothing but this process); any other
 // participant over the connection pool, in a goroutine of its own.
-func (p participants) Call(ctx context.Context, op txn.Op, ref *djinnpb.Ref, mgr djinn.Ref, id uint64, done func(djinnpb.TransactionState, error)) {
+func (p participants) Call(ctx context.Context, op txn.Op, ref *djinnpb.Ref, mgr djinn.Ref, id uint64, secret djinn.ID, done func(djinnpb.TransactionState, error)) {
 	if p.lockService(ref) || p.local(ref) != nil {
-		done(txn.CallBlocking(ctx, p, op, ref, mgr, id))
+		done(txn.CallBlocking(ctx, p, op, ref, mgr, id, secret))
 		return
 	}
-	p.s.participantCalls.Call(ctx, streamOps[op], ref, refProto(mgr), id, done)
+	p.s.participantCalls.Call(ctx, streamOps[op], ref, refProto(mgr), id, secret, done)
 }
 
 // streamOps are the Calls stream's names of the manager's calls.
@@ -243,7 +243,7 @@ func (m managers) local(tx participant.Tx) bool {
 
 func (m managers) Join(ctx context.Context, tx participant.Tx, self djinn.Ref, crash int64) ([]participant.Tx, error) {
 	if m.local(tx) {
-		err := m.s.txn.Join(ctx, tx.ID, client.RefToProto(self), crash)
+		err := m.s.txn.Join(ctx, tx.ID, tx.Secret, client.RefToProto(self), crash)
 		if err == nil {
 			ids, mgrs, err := m.s.txn.Ancestors(tx.ID)
 			if err != nil {
@@ -261,7 +261,7 @@ func (m managers) Join(ctx context.Context, tx participant.Tx, self djinn.Ref, c
 
 func (m managers) GetState(ctx context.Context, tx participant.Tx) (participant.State, error) {
 	if m.local(tx) {
-		st, err := m.s.txn.GetState(ctx, tx.ID)
+		st, err := m.s.txn.GetState(ctx, tx.ID, tx.Secret)
 		if err == nil {
 			return participant.StateFromProto(st), nil
 		}
@@ -288,21 +288,30 @@ func (o otherManagers) client(mgr djinn.Ref) (djinnpb.TransactionManagerClient, 
 	return djinnpb.NewTransactionManagerClient(conn), nil
 }
 
-func (o otherManagers) Join(ctx context.Context, mgr djinn.Ref, id uint64, p *djinnpb.Ref, crash int64) (*djinnpb.JoinTransactionResponse, error) {
+func (o otherManagers) Join(ctx context.Context, mgr djinn.Ref, id uint64, secret djinn.ID, p *djinnpb.Ref, crash int64) (*djinnpb.JoinTransactionResponse, error) {
 	c, err := o.client(mgr)
 	if err != nil {
 		return nil, err
 	}
-	return c.Join(ctx, &djinnpb.JoinTransactionRequest{Id: id, Participant: p, CrashCount: crash})
+	return c.Join(ctx, &djinnpb.JoinTransactionRequest{Id: id, Participant: p, CrashCount: crash, Secret: secretBytes(secret)})
 }
 
-func (o otherManagers) Promote(ctx context.Context, mgr djinn.Ref, id uint64, parts []*djinnpb.Ref, crashes []int64, drop *djinnpb.Ref) error {
+func (o otherManagers) Promote(ctx context.Context, mgr djinn.Ref, id uint64, secret djinn.ID, parts []*djinnpb.Ref, crashes []int64, drop *djinnpb.Ref) error {
 	c, err := o.client(mgr)
 	if err != nil {
 		return err
 	}
-	_, err = c.Promote(ctx, &djinnpb.PromoteRequest{Id: id, Participants: parts, CrashCounts: crashes, Drop: drop})
+	_, err = c.Promote(ctx, &djinnpb.PromoteRequest{Id: id, Participants: parts, CrashCounts: crashes, Drop: drop, Secret: secretBytes(secret)})
 	return err
+}
+
+// secretBytes is a transaction's secret on the wire: none for the zero
+// secret (a transaction from before secrets).
+func secretBytes(s djinn.ID) []byte {
+	if s.IsZero() {
+		return nil
+	}
+	return s[:]
 }
 
 var _ txn.Managers = otherManagers{}
@@ -316,58 +325,58 @@ type participantRPC struct {
 	hosts *participant.Server // nil: none
 }
 
-// nest reports whether req is for the nest participant, and its manager.
-func (r *participantRPC) nest(req *djinnpb.ParticipantRequest) (bool, error) {
-	if string(req.GetParticipantId()) != string(txn.NestID[:]) {
-		return false, nil
-	}
-	if _, err := client.RefFromProto("manager", req.GetManager()); err != nil {
-		return true, err
-	}
-	return true, nil
+// nest reports whether req is for the nest participant.
+func (r *participantRPC) nest(req *djinnpb.ParticipantRequest) bool {
+	return string(req.GetParticipantId()) == string(txn.NestID[:])
 }
 
 // lockService reports whether req is for the lock service.
-func (r *participantRPC) lockService(req *djinnpb.ParticipantRequest) (bool, error) {
-	if !r.s.cfg.Lock.Enabled || string(req.GetParticipantId()) != string(LockID[:]) {
-		return false, nil
-	}
+func (r *participantRPC) lockService(req *djinnpb.ParticipantRequest) bool {
+	return r.s.cfg.Lock.Enabled && string(req.GetParticipantId()) == string(LockID[:])
+}
+
+// checked reads what req names for the lock service or the nest
+// participant: its manager must be a reference, its secret (the
+// transaction's, which they check) 16 bytes or none.
+func checked(req *djinnpb.ParticipantRequest) (djinn.ID, error) {
 	if _, err := client.RefFromProto("manager", req.GetManager()); err != nil {
-		return true, err
+		return djinn.ID{}, err
 	}
-	return true, nil
+	return txn.Secret(req.GetSecret())
 }
 
 // call makes one call of a manager to a participant here: the lock
 // service, the nest participant or a hosted one. The unary methods and
 // the Calls stream make theirs through it.
 func (r *participantRPC) call(ctx context.Context, op djinnpb.ParticipantOp, req *djinnpb.ParticipantRequest) (djinnpb.TransactionState, error) {
-	if ok, err := r.lockService(req); ok {
+	if r.lockService(req) {
+		secret, err := checked(req)
 		if err != nil {
 			return 0, err
 		}
 		switch op {
 		case djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE:
-			return r.s.lock.Prepare(ctx, req.GetManager(), req.GetId())
+			return r.s.lock.Prepare(ctx, req.GetManager(), req.GetId(), secret)
 		case djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE_AND_COMMIT:
-			return r.s.lock.PrepareAndCommit(ctx, req.GetManager(), req.GetId())
+			return r.s.lock.PrepareAndCommit(ctx, req.GetManager(), req.GetId(), secret)
 		}
-		return 0, r.s.lock.End(ctx, req.GetManager(), req.GetId(), op == djinnpb.ParticipantOp_PARTICIPANT_OP_COMMIT)
+		return 0, r.s.lock.End(ctx, req.GetManager(), req.GetId(), secret, op == djinnpb.ParticipantOp_PARTICIPANT_OP_COMMIT)
 	}
-	if ok, err := r.nest(req); ok {
+	if r.nest(req) {
+		secret, err := checked(req)
 		if err != nil {
 			return 0, err
 		}
 		switch op {
 		case djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE, djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE_AND_COMMIT:
 			// NOTCHANGED: nothing to commit.
-			return r.s.txn.NestPrepare(ctx, req.GetManager(), req.GetId())
+			return r.s.txn.NestPrepare(ctx, req.GetManager(), req.GetId(), secret)
 		case djinnpb.ParticipantOp_PARTICIPANT_OP_COMMIT:
 			// Never PREPARED, so never told to commit; as a participant that
 			// forgot a transaction, say so (TX.2.6).
 			return 0, djinn.Errorf(djinn.UnknownTransaction, "transaction %d: the nest participant holds no changes", req.GetId())
 		}
-		return 0, r.s.txn.NestAbort(ctx, req.GetManager(), req.GetId())
+		return 0, r.s.txn.NestAbort(ctx, req.GetManager(), req.GetId(), secret)
 	}
 	if r.hosts == nil {
 		return 0, djinn.Errorf(djinn.NoSuchObject, "participant %x: no such participant here", req.GetParticipantId())

@@ -89,7 +89,7 @@ var creators = map[quota.Name]creator{
 			t.Fatal(err)
 		}
 		return func(ctx context.Context) error {
-			_, err := djinnpb.NewTransactionManagerClient(conn).Join(ctx, &djinnpb.JoinTransactionRequest{Id: tx.GetId(),
+			_, err := djinnpb.NewTransactionManagerClient(conn).Join(ctx, &djinnpb.JoinTransactionRequest{Id: tx.GetId(), Secret: tx.GetSecret(),
 				Participant: client.RefToProto(djinn.Ref{Endpoint: "127.0.0.1:1", Service: djinn.NewID(), Object: djinn.NewID()})})
 			return err
 		}

@@ -154,7 +154,7 @@ func checkRestored(t *testing.T, ctx context.Context, c2 *client.Client, h *held
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st, err := mgr.GetState(ctx, h.tx.ID()); err != nil || st != client.TxnActive {
+	if st, err := mgr.GetState(ctx, h.tx.ID(), h.tx.Secret()); err != nil || st != client.TxnActive {
 		t.Errorf("transaction: %v, %v; want active", st, err)
 	}
 	ls, err := c2.LockService(ctx)

@@ -201,18 +201,26 @@ func (r *txnRPC) Create(ctx context.Context, req *djinnpb.CreateTransactionReque
 		if rerr != nil {
 			return nil, rerr
 		}
-		c, err = r.s.txn.CreateUnder(ctx, mgr, req.GetParentId(), d)
+		secret, serr := txn.Secret(req.GetParentSecret())
+		if serr != nil {
+			return nil, serr
+		}
+		c, err = r.s.txn.CreateUnder(ctx, mgr, req.GetParentId(), secret, d)
 	} else {
-		c, err = r.s.txn.CreateNested(ctx, 0, d)
+		c, err = r.s.txn.Create(ctx, d)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &djinnpb.CreatedTransaction{Id: c.ID, Lease: c.Lease, Manager: refProto(r.s.ref(TxnID)())}, nil
+	return &djinnpb.CreatedTransaction{Id: c.ID, Lease: c.Lease, Manager: refProto(r.s.ref(TxnID)()), Secret: c.Secret[:]}, nil
 }
 
 func (r *txnRPC) Join(ctx context.Context, req *djinnpb.JoinTransactionRequest) (*djinnpb.JoinTransactionResponse, error) {
-	if err := r.s.txn.Join(ctx, req.GetId(), req.GetParticipant(), req.GetCrashCount()); err != nil {
+	secret, err := txn.Secret(req.GetSecret())
+	if err != nil {
+		return nil, err
+	}
+	if err := r.s.txn.Join(ctx, req.GetId(), secret, req.GetParticipant(), req.GetCrashCount()); err != nil {
 		return nil, err
 	}
 	ids, mgrs, err := r.s.txn.Ancestors(req.GetId())
@@ -223,7 +231,11 @@ func (r *txnRPC) Join(ctx context.Context, req *djinnpb.JoinTransactionRequest) 
 }
 
 func (r *txnRPC) GetState(ctx context.Context, req *djinnpb.TransactionRequest) (*djinnpb.TransactionStateResponse, error) {
-	st, err := r.s.txn.GetState(ctx, req.GetId())
+	secret, err := txn.Secret(req.GetSecret())
+	if err != nil {
+		return nil, err
+	}
+	st, err := r.s.txn.GetState(ctx, req.GetId(), secret)
 	if err != nil {
 		return nil, err
 	}
@@ -253,7 +265,11 @@ func (r *txnRPC) Abort(ctx context.Context, req *djinnpb.CompleteTransactionRequ
 }
 
 func (r *txnRPC) Promote(ctx context.Context, req *djinnpb.PromoteRequest) (*djinnpb.PromoteResponse, error) {
-	if err := r.s.txn.Promote(ctx, req.GetId(), req.GetParticipants(), req.GetCrashCounts(), req.GetDrop()); err != nil {
+	secret, err := txn.Secret(req.GetSecret())
+	if err != nil {
+		return nil, err
+	}
+	if err := r.s.txn.Promote(ctx, req.GetId(), secret, req.GetParticipants(), req.GetCrashCounts(), req.GetDrop()); err != nil {
 		return nil, err
 	}
 	return &djinnpb.PromoteResponse{}, nil

@@ -80,7 +80,7 @@ func transfer(t *testing.T, mgr *client.Client, kvc *kv.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ptx := &participant.Tx{Manager: m.Ref(), ID: tx.ID()}
+	ptx := participant.TxOf(tx)
 	for _, k := range []string{"a", "b"} {
 		if err := kvc.Put(ctx, ptx, k, []byte("v-"+k)); err != nil {
 			t.Fatal(err)
@@ -176,7 +176,7 @@ func startTwoManagers(t *testing.T) twoManagers {
 }
 
 func ptx(tx *client.Transaction) *participant.Tx {
-	return &participant.Tx{Manager: tx.Manager().Ref(), ID: tx.ID()}
+	return participant.TxOf(tx)
 }
 
 // value reads key outside any transaction: "" when absent.

@@ -40,10 +40,10 @@ func BenchmarkTransaction(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := svc.Join(ctx, c.ID, a, 1); err != nil {
+		if err := svc.Join(ctx, c.ID, c.Secret, a, 1); err != nil {
 			b.Fatal(err)
 		}
-		if err := svc.Join(ctx, c.ID, bb, 1); err != nil {
+		if err := svc.Join(ctx, c.ID, c.Secret, bb, 1); err != nil {
 			b.Fatal(err)
 		}
 		parts.mu.Lock()

@@ -49,7 +49,7 @@ func TestCrashCountChangeAborts(t *testing.T) {
 								if !rejoin {
 									return
 								}
-								err := s.g.svc.Join(s.g.ctx, tx.id, part(crashed.name), crashed.crash)
+								err := s.g.svc.Join(s.g.ctx, tx.id, txn.SecretOf(s.g.svc, tx.id), part(crashed.name), crashed.crash)
 								if err == nil {
 									// Accepted: it goes on with the transaction,
 									// what it did before the crash gone.
@@ -107,7 +107,7 @@ func TestCrashCountChangeThroughNested(t *testing.T) {
 		c := f.nest(p.ID)
 		// a restarted (crash count 2) and does work under the nested
 		// transaction, which has not seen it before.
-		if err := f.svc.Join(context.Background(), c.ID, part("a"), 2); err != nil {
+		if err := f.svc.Join(context.Background(), c.ID, txn.SecretOf(f.svc, c.ID), part("a"), 2); err != nil {
 			t.Fatalf("join of a nested transaction that does not know the participant: %v", err)
 		}
 		wantKind(t, "commit of a nested transaction promoting a participant with a new crash count", f.svc.Commit(context.Background(), c.ID, nil), djinn.CannotCommit)

@@ -179,20 +179,20 @@ func (gp genParts) call(op string, id uint64, ref *djinnpb.Ref, f func(p *modelP
 	return v, err
 }
 
-func (gp genParts) Prepare(_ context.Context, ref *djinnpb.Ref, _ djinn.Ref, id uint64) (djinnpb.TransactionState, error) {
+func (gp genParts) Prepare(_ context.Context, ref *djinnpb.Ref, _ djinn.Ref, id uint64, _ djinn.ID) (djinnpb.TransactionState, error) {
 	return gp.call("prepare", id, ref, func(p *modelPart) (djinnpb.TransactionState, error) { return gp.m.prepareLocked(p, id, false) })
 }
 
-func (gp genParts) PrepareAndCommit(_ context.Context, ref *djinnpb.Ref, _ djinn.Ref, id uint64) (djinnpb.TransactionState, error) {
+func (gp genParts) PrepareAndCommit(_ context.Context, ref *djinnpb.Ref, _ djinn.Ref, id uint64, _ djinn.ID) (djinnpb.TransactionState, error) {
 	return gp.call("prepareAndCommit", id, ref, func(p *modelPart) (djinnpb.TransactionState, error) { return gp.m.prepareLocked(p, id, true) })
 }
 
-func (gp genParts) Commit(_ context.Context, ref *djinnpb.Ref, _ djinn.Ref, id uint64) error {
+func (gp genParts) Commit(_ context.Context, ref *djinnpb.Ref, _ djinn.Ref, id uint64, _ djinn.ID) error {
 	_, err := gp.call("commit", id, ref, func(p *modelPart) (djinnpb.TransactionState, error) { return 0, gp.m.commitLocked(p, id) })
 	return err
 }
 
-func (gp genParts) Abort(_ context.Context, ref *djinnpb.Ref, _ djinn.Ref, id uint64) error {
+func (gp genParts) Abort(_ context.Context, ref *djinnpb.Ref, _ djinn.Ref, id uint64, _ djinn.ID) error {
 	_, err := gp.call("abort", id, ref, func(p *modelPart) (djinnpb.TransactionState, error) { return 0, gp.m.abortLocked(p, id) })
 	return err
 }

@@ -106,6 +106,20 @@
 //   - Joiners hear, with their join, the transaction's ancestors and their
 //     managers, so a participant can tell a nested transaction's family.
 //
+// # Capabilities (DESIGN.md 7)
+//
+// A transaction's id names it; its secret, 128 random bits from the
+// leader, logged with its creation and returned by Create, is the
+// capability to work under it. Join, GetState, nesting (CreateNested,
+// CreateUnder) and Promote need the secret: without it — none, another's
+// — the transaction does not exist for the caller (UnknownTransaction),
+// and nothing changes. So only those its creator handed the secret can
+// join it, and TX.2.3 (a participant back with another crash count aborts
+// the transaction) holds among them alone. The manager passes the secret
+// to every participant it calls, and the nest participant checks that the
+// parent's manager presents the parent's secret. Commit, Abort, Describe
+// and List are the creator's, by principal (the server's rules).
+//
 // # Goroutines
 //
 // Run owns the leader's work for one term: at most Workers goroutines

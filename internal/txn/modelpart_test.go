@@ -215,7 +215,7 @@ func (m *model) recover(svc *txn.Service) {
 	}
 	m.mu.Unlock()
 	for _, a := range asks {
-		st, err := svc.GetState(context.Background(), a.id)
+		st, err := svc.GetState(context.Background(), a.id, txn.SecretOf(svc, a.id))
 		m.mu.Lock()
 		if a.p.mem[a.id] == txn.Prepared && a.p.recovered[a.id] {
 			switch {

@@ -15,7 +15,7 @@ import (
 
 func (f *fixture) nest(parent uint64) txn.Created {
 	f.t.Helper()
-	c, err := f.svc.CreateNested(context.Background(), parent, time.Minute)
+	c, err := f.svc.CreateNested(context.Background(), parent, txn.SecretOf(f.svc, parent), time.Minute)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -35,20 +35,20 @@ func TestNestedCreateRules(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t)
 		defer f.stop()
-		_, err := f.svc.CreateNested(context.Background(), 999, time.Minute)
+		_, err := f.svc.CreateNested(context.Background(), 999, txn.SecretOf(f.svc, 999), time.Minute)
 		wantKind(t, "TX.2.2 create under an unknown parent", err, djinn.UnknownTransaction)
 		p := f.create(time.Minute)
 		if err := f.svc.Abort(context.Background(), p.ID, nil); err != nil {
 			t.Fatal(err)
 		}
-		_, err = f.svc.CreateNested(context.Background(), p.ID, time.Minute)
+		_, err = f.svc.CreateNested(context.Background(), p.ID, txn.SecretOf(f.svc, p.ID), time.Minute)
 		wantKind(t, "TX.2.2 create under a parent no longer active", err, djinn.CannotJoin)
 		// Nesting depth is bounded (16 by default).
 		id := f.create(time.Minute).ID
 		for range 15 {
 			id = f.nest(id).ID
 		}
-		_, err = f.svc.CreateNested(context.Background(), id, time.Minute)
+		_, err = f.svc.CreateNested(context.Background(), id, txn.SecretOf(f.svc, id), time.Minute)
 		wantKind(t, "nesting past the most levels", err, djinn.ResourceExhausted)
 	})
 }
@@ -157,7 +157,7 @@ func TestPromote(t *testing.T) {
 		defer f.stop()
 		p := f.create(time.Minute)
 		f.join(p.ID, "m") // a nested transaction's manager, joined as a participant
-		if err := f.svc.Promote(context.Background(), p.ID, []*djinnpb.Ref{part("x"), part("y")}, []int64{1, 1}, part("m")); err != nil {
+		if err := f.svc.Promote(context.Background(), p.ID, txn.SecretOf(f.svc, p.ID), []*djinnpb.Ref{part("x"), part("y")}, []int64{1, 1}, part("m")); err != nil {
 			t.Fatal(err)
 		}
 		d, _ := f.svc.Describe(context.Background(), p.ID)
@@ -168,16 +168,16 @@ func TestPromote(t *testing.T) {
 		if !slices.Equal(names, []string{"x", "y"}) {
 			t.Fatalf("participants %v: want x and y, and m dropped", names)
 		}
-		err := f.svc.Promote(context.Background(), p.ID, []*djinnpb.Ref{part("x")}, []int64{1, 2}, nil)
+		err := f.svc.Promote(context.Background(), p.ID, txn.SecretOf(f.svc, p.ID), []*djinnpb.Ref{part("x")}, []int64{1, 2}, nil)
 		wantKind(t, "promote with mismatched lengths", err, djinn.InvalidArgument)
-		err = f.svc.Promote(context.Background(), 999, nil, nil, nil)
+		err = f.svc.Promote(context.Background(), 999, txn.SecretOf(f.svc, 999), nil, nil, nil)
 		wantKind(t, "promote into an unknown transaction", err, djinn.UnknownTransaction)
-		err = f.svc.Promote(context.Background(), p.ID, []*djinnpb.Ref{part("x")}, []int64{7}, nil)
+		err = f.svc.Promote(context.Background(), p.ID, txn.SecretOf(f.svc, p.ID), []*djinnpb.Ref{part("x")}, []int64{7}, nil)
 		wantKind(t, "TX.2.7 promote with another crash count", err, djinn.CrashCount)
 		if f.state(p.ID) != txn.Aborted {
 			t.Fatal("TX.2.7: a crash count mismatch in promote aborts the transaction")
 		}
-		err = f.svc.Promote(context.Background(), p.ID, []*djinnpb.Ref{part("z")}, []int64{1}, nil)
+		err = f.svc.Promote(context.Background(), p.ID, txn.SecretOf(f.svc, p.ID), []*djinnpb.Ref{part("z")}, []int64{1}, nil)
 		wantKind(t, "promote into an aborted transaction", err, djinn.CannotJoin)
 	})
 }

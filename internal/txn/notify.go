@@ -62,6 +62,7 @@ type outcomeCall struct {
 	key    callKey
 	commit bool
 	ref    *djinnpb.Ref
+	secret djinn.ID // the transaction's, which participants check
 }
 
 // notifier tells participants outcomes, at most maxCalls at a time. Its
@@ -228,7 +229,7 @@ func (n *notifier) scan() {
 			continue
 		}
 		c.busy = true
-		n.queue = append(n.queue, outcomeCall{key: k, commit: u.Commit, ref: u.Ref})
+		n.queue = append(n.queue, outcomeCall{key: k, commit: u.Commit, ref: u.Ref, secret: u.Secret})
 	}
 	clear(n.untold)
 }
@@ -245,7 +246,7 @@ func (n *notifier) start(ctx context.Context, c outcomeCall) {
 		if c.commit {
 			op = OpCommit
 		}
-		s.cfg.Participants.Call(cctx, op, c.ref, mgr, c.key.id, func(_ djinnpb.TransactionState, err error) {
+		s.cfg.Participants.Call(cctx, op, c.ref, mgr, c.key.id, c.secret, func(_ djinnpb.TransactionState, err error) {
 			cancel()
 			n.done <- notified{c.key, s.told(c, err)} // never blocks: see notifier
 			n.wg.Done()

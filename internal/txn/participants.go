@@ -35,7 +35,8 @@ func (o Op) String() string {
 
 // Participants calls participants (TX.2.6) on behalf of the manager mgr.
 //
-// Call asks participant p to do op for transaction id and reports the
+// Call asks participant p to do op for transaction id, presenting the
+// transaction's secret (which a participant may check), and reports the
 // answer to done, exactly once: the vote for a prepare (PREPARED,
 // NOTCHANGED, ABORTED; COMMITTED from prepareAndCommit), 0 for a commit or
 // an abort, or an error with its djinn kind. ctx bounds the call; once it
@@ -48,15 +49,15 @@ func (o Op) String() string {
 // participant in it, writing to its disk) may run to its end and report
 // before it returns. done does not block.
 type Participants interface {
-	Call(ctx context.Context, op Op, p *djinnpb.Ref, mgr djinn.Ref, id uint64, done func(djinnpb.TransactionState, error))
+	Call(ctx context.Context, op Op, p *djinnpb.Ref, mgr djinn.Ref, id uint64, secret djinn.ID, done func(djinnpb.TransactionState, error))
 }
 
 // BlockingParticipants calls participants one blocking call at a time.
 type BlockingParticipants interface {
-	Prepare(ctx context.Context, p *djinnpb.Ref, mgr djinn.Ref, id uint64) (djinnpb.TransactionState, error)
-	PrepareAndCommit(ctx context.Context, p *djinnpb.Ref, mgr djinn.Ref, id uint64) (djinnpb.TransactionState, error)
-	Commit(ctx context.Context, p *djinnpb.Ref, mgr djinn.Ref, id uint64) error
-	Abort(ctx context.Context, p *djinnpb.Ref, mgr djinn.Ref, id uint64) error
+	Prepare(ctx context.Context, p *djinnpb.Ref, mgr djinn.Ref, id uint64, secret djinn.ID) (djinnpb.TransactionState, error)
+	PrepareAndCommit(ctx context.Context, p *djinnpb.Ref, mgr djinn.Ref, id uint64, secret djinn.ID) (djinnpb.TransactionState, error)
+	Commit(ctx context.Context, p *djinnpb.Ref, mgr djinn.Ref, id uint64, secret djinn.ID) error
+	Abort(ctx context.Context, p *djinnpb.Ref, mgr djinn.Ref, id uint64, secret djinn.ID) error
 }
 
 // Blocking returns Participants that make each call of b on the worker
@@ -66,21 +67,21 @@ func Blocking(b BlockingParticipants) Participants { return blocking{b} }
 
 type blocking struct{ b BlockingParticipants }
 
-func (b blocking) Call(ctx context.Context, op Op, p *djinnpb.Ref, mgr djinn.Ref, id uint64, done func(djinnpb.TransactionState, error)) {
-	done(CallBlocking(ctx, b.b, op, p, mgr, id))
+func (b blocking) Call(ctx context.Context, op Op, p *djinnpb.Ref, mgr djinn.Ref, id uint64, secret djinn.ID, done func(djinnpb.TransactionState, error)) {
+	done(CallBlocking(ctx, b.b, op, p, mgr, id, secret))
 }
 
 // CallBlocking makes call op of b.
-func CallBlocking(ctx context.Context, b BlockingParticipants, op Op, p *djinnpb.Ref, mgr djinn.Ref, id uint64) (djinnpb.TransactionState, error) {
+func CallBlocking(ctx context.Context, b BlockingParticipants, op Op, p *djinnpb.Ref, mgr djinn.Ref, id uint64, secret djinn.ID) (djinnpb.TransactionState, error) {
 	switch op {
 	case OpPrepare:
-		return b.Prepare(ctx, p, mgr, id)
+		return b.Prepare(ctx, p, mgr, id, secret)
 	case OpPrepareAndCommit:
-		return b.PrepareAndCommit(ctx, p, mgr, id)
+		return b.PrepareAndCommit(ctx, p, mgr, id, secret)
 	case OpCommit:
-		return 0, b.Commit(ctx, p, mgr, id)
+		return 0, b.Commit(ctx, p, mgr, id, secret)
 	case OpAbort:
-		return 0, b.Abort(ctx, p, mgr, id)
+		return 0, b.Abort(ctx, p, mgr, id, secret)
 	}
 	return 0, djinn.Errorf(djinn.InvalidArgument, "participant call %v: unknown", op)
 }

@@ -2,6 +2,7 @@ package txn
 
 import (
 	"context"
+	"crypto/subtle"
 	"time"
 
 	"github.com/djinn-go/djinn/internal/wire"
@@ -32,11 +33,11 @@ const NestCrashCount = 1
 
 // Managers calls other transaction managers.
 type Managers interface {
-	// Join joins p to transaction id of mgr (TX.2.3), returning mgr's
-	// answer: the transaction's ancestors there.
-	Join(ctx context.Context, mgr djinn.Ref, id uint64, p *djinnpb.Ref, crash int64) (*djinnpb.JoinTransactionResponse, error)
+	// Join joins p to transaction id of mgr (TX.2.3), presenting its
+	// secret, returning mgr's answer: the transaction's ancestors there.
+	Join(ctx context.Context, mgr djinn.Ref, id uint64, secret djinn.ID, p *djinnpb.Ref, crash int64) (*djinnpb.JoinTransactionResponse, error)
 	// Promote is mgr's promote of transaction id (TX.2.7).
-	Promote(ctx context.Context, mgr djinn.Ref, id uint64, parts []*djinnpb.Ref, crashes []int64, drop *djinnpb.Ref) error
+	Promote(ctx context.Context, mgr djinn.Ref, id uint64, secret djinn.ID, parts []*djinnpb.Ref, crashes []int64, drop *djinnpb.Ref) error
 }
 
 // nestRef is the reference of the nest participant.
@@ -47,14 +48,15 @@ func (s *Service) nestRef() *djinnpb.Ref {
 }
 
 // CreateUnder starts a transaction nested in transaction parent of the
-// manager mgr (TX.2.2's create(parentMgr, parentID, leaseFor)): this
-// manager's (CreateNested), or another's, which it first joins. The
-// parent's manager's errors pass through: UnknownTransaction for a parent
-// it does not know, CannotJoin for one no longer ACTIVE.
-func (s *Service) CreateUnder(ctx context.Context, mgr djinn.Ref, parent uint64, d time.Duration) (Created, error) {
+// manager mgr (TX.2.2's create(parentMgr, parentID, leaseFor)), whose
+// secret the caller presents: this manager's (CreateNested), or another's,
+// which it first joins with the secret. The parent's manager's errors pass
+// through: UnknownTransaction for a parent it does not know (or not with
+// that secret), CannotJoin for one no longer ACTIVE.
+func (s *Service) CreateUnder(ctx context.Context, mgr djinn.Ref, parent uint64, parentSecret djinn.ID, d time.Duration) (Created, error) {
 	self := s.self()
 	if mgr.Service == self.Service && mgr.Object == self.Object {
-		return s.CreateNested(ctx, parent, d)
+		return s.CreateNested(ctx, parent, parentSecret, d)
 	}
 	switch {
 	case parent == 0:
@@ -73,11 +75,14 @@ func (s *Service) CreateUnder(ctx context.Context, mgr djinn.Ref, parent uint64,
 	if _, n := s.state.Len(); n >= s.cfg.MaxActive {
 		return Created{}, djinn.Errorf(djinn.LeaseDenied, "transaction manager holds %d active transactions, the most allowed", n)
 	}
-	resp, err := s.cfg.Managers.Join(ctx, mgr, parent, s.nestRef(), NestCrashCount)
+	resp, err := s.cfg.Managers.Join(ctx, mgr, parent, parentSecret, s.nestRef(), NestCrashCount)
 	if err != nil {
 		return Created{}, err
 	}
 	remote := &statepb.TxnRemoteParent{Manager: wire.Ref(mgr), AncestorIds: resp.GetAncestors(), AncestorManagers: resp.GetAncestorManagers()}
+	if !parentSecret.IsZero() {
+		remote.Secret = parentSecret[:]
+	}
 	if len(remote.AncestorManagers) == 0 {
 		for range remote.AncestorIds {
 			remote.AncestorManagers = append(remote.AncestorManagers, remote.Manager)
@@ -92,16 +97,16 @@ func (s *Service) CreateUnder(ctx context.Context, mgr djinn.Ref, parent uint64,
 	granted := s.cfg.Lease.Grant(d)
 	now := s.now()
 	exp := djinn.AddDuration(now, granted)
-	cookie := djinn.NewID()
+	cookie, secret := djinn.NewID(), djinn.NewID()
 	res, err := s.log.Propose(ctx, &statepb.Command{NowUnixNanos: now.UnixNano(), Op: &statepb.Command_TxnCreate{TxnCreate: &statepb.TxnCreate{
 		Cookie: cookie[:], ExpiresUnixNanos: wire.Nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp), Principal: principal.From(ctx),
-		ParentId: parent, Id: s.newID(), Remote: remote,
+		ParentId: parent, Id: s.newID(), Remote: remote, Secret: secret[:],
 	}}})
 	if err != nil {
 		return Created{}, err
 	}
 	s.Created.Add(1)
-	return Created{ID: res.(Info).ID, Lease: lease.Proto(s.self(), cookie, granted)}, nil
+	return Created{ID: res.(Info).ID, Lease: lease.Proto(s.self(), cookie, granted), Secret: secret}, nil
 }
 
 // promoteRemote promotes in's PREPARED participants (indexes into
@@ -121,7 +126,8 @@ func (s *Service) promoteRemote(ctx context.Context, in Info, prepared []uint32,
 	}
 	for attempt := 0; ; attempt++ {
 		cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
-		err := s.cfg.Managers.Promote(cctx, mgr, in.RemoteID, parts, crashes, nil)
+		secret, _ := Secret(in.Remote.GetSecret())
+		err := s.cfg.Managers.Promote(cctx, mgr, in.RemoteID, secret, parts, crashes, nil)
 		cancel()
 		switch {
 		case err == nil:
@@ -152,11 +158,14 @@ func (s *Service) promoteRemote(ctx context.Context, in Info, prepared []uint32,
 // aborts, a VOTING one's vote is waited for (until ctx ends: the parent's
 // manager asks again) — and the vote is NOTCHANGED, for the participants
 // of those that committed were promoted into the parent.
-func (s *Service) NestPrepare(ctx context.Context, mgr *djinnpb.Ref, id uint64) (djinnpb.TransactionState, error) {
+//
+// The parent's manager presents the parent's secret: a call without it
+// finds no transaction nested here, and changes nothing.
+func (s *Service) NestPrepare(ctx context.Context, mgr *djinnpb.Ref, id uint64, secret djinn.ID) (djinnpb.TransactionState, error) {
 	if err := s.leading(); err != nil {
 		return 0, err
 	}
-	for _, kid := range s.state.NestedIn(mgr, id) {
+	for _, kid := range s.nestedIn(mgr, id, secret) {
 		in, err := s.state.Get(kid)
 		if err != nil {
 			continue // forgotten: long decided
@@ -183,11 +192,11 @@ func (s *Service) NestPrepare(ctx context.Context, mgr *djinnpb.Ref, id uint64) 
 // NestAbort is the nest participant's abort of transaction id of mgr: the
 // transactions nested in it here that are still ACTIVE abort (a VOTING
 // one's vote fails to promote into the aborted parent, and aborts too).
-func (s *Service) NestAbort(ctx context.Context, mgr *djinnpb.Ref, id uint64) error {
+func (s *Service) NestAbort(ctx context.Context, mgr *djinnpb.Ref, id uint64, secret djinn.ID) error {
 	if err := s.leading(); err != nil {
 		return err
 	}
-	for _, kid := range s.state.NestedIn(mgr, id) {
+	for _, kid := range s.nestedIn(mgr, id, secret) {
 		if in, err := s.state.Get(kid); err != nil || in.State != Active {
 			continue
 		}
@@ -197,4 +206,21 @@ func (s *Service) NestAbort(ctx context.Context, mgr *djinnpb.Ref, id uint64) er
 		}
 	}
 	return nil
+}
+
+// nestedIn returns the transactions nested here in transaction id of mgr
+// whose parent's secret — presented when this manager joined it — is
+// secret.
+func (s *Service) nestedIn(mgr *djinnpb.Ref, id uint64, secret djinn.ID) []uint64 {
+	var out []uint64
+	for _, kid := range s.state.NestedIn(mgr, id) {
+		in, err := s.state.Get(kid)
+		if err != nil {
+			continue
+		}
+		if got, _ := Secret(in.Remote.GetSecret()); subtle.ConstantTimeCompare(got[:], secret[:]) == 1 {
+			out = append(out, kid)
+		}
+	}
+	return out
 }

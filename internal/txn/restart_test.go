@@ -127,7 +127,7 @@ func TestRestartKeepsTheTree(t *testing.T) {
 		top := f.create(time.Hour)
 		ids := []uint64{top.ID}
 		for i := range 12 {
-			c, err := f.svc.CreateNested(ctx, ids[i/3], time.Hour)
+			c, err := f.svc.CreateNested(ctx, ids[i/3], txn.SecretOf(f.svc, ids[i/3]), time.Hour)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -163,7 +163,7 @@ type fakeManagers struct {
 	promoted [][]*djinnpb.Ref
 }
 
-func (m *fakeManagers) Join(_ context.Context, mgr djinn.Ref, id uint64, p *djinnpb.Ref, crash int64) (*djinnpb.JoinTransactionResponse, error) {
+func (m *fakeManagers) Join(_ context.Context, mgr djinn.Ref, id uint64, _ djinn.ID, p *djinnpb.Ref, crash int64) (*djinnpb.JoinTransactionResponse, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.joins = append(m.joins, fmt.Sprintf("%d %x %d", id, p.GetObjectId(), crash))
@@ -173,7 +173,7 @@ func (m *fakeManagers) Join(_ context.Context, mgr djinn.Ref, id uint64, p *djin
 	return &djinnpb.JoinTransactionResponse{Ancestors: []uint64{7}}, nil
 }
 
-func (m *fakeManagers) Promote(_ context.Context, mgr djinn.Ref, id uint64, parts []*djinnpb.Ref, crashes []int64, drop *djinnpb.Ref) error {
+func (m *fakeManagers) Promote(_ context.Context, mgr djinn.Ref, id uint64, _ djinn.ID, parts []*djinnpb.Ref, crashes []int64, drop *djinnpb.Ref) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.promoted = append(m.promoted, parts)
@@ -189,9 +189,9 @@ func TestRemoteParentSurvivesRestart(t *testing.T) {
 		f := newFixtureWith(t, other)
 		ctx := context.Background()
 		them := djinn.Ref{Endpoint: "127.0.0.9:4161", Service: djinn.ID{9}, Object: djinn.ID{'t'}}
-		_, err := f.svc.CreateUnder(ctx, them, 404, time.Hour)
+		_, err := f.svc.CreateUnder(ctx, them, 404, djinn.ID{}, time.Hour)
 		wantKind(t, "nesting in a transaction the other manager does not know", err, djinn.UnknownTransaction)
-		c, err := f.svc.CreateUnder(ctx, them, 5, time.Hour)
+		c, err := f.svc.CreateUnder(ctx, them, 5, djinn.ID{}, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}

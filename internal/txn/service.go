@@ -3,6 +3,7 @@ package txn
 import (
 	"context"
 	crand "crypto/rand"
+	"crypto/subtle"
 	"encoding/binary"
 	"log/slog"
 	"math/rand/v2"
@@ -152,22 +153,53 @@ func New(s *State, l *lease.Lessor, log Proposer, now func() time.Time, self fun
 
 func (s *Service) leading() error { return s.lessor.Serving("transaction manager") }
 
-// Created is what Create returns (TX.2.1).
+// Created is what Create returns (TX.2.1), with the transaction's secret:
+// the capability to join it, ask its state and nest in it.
 type Created struct {
-	ID    uint64
-	Lease *djinnpb.Lease
+	ID     uint64
+	Lease  *djinnpb.Lease
+	Secret djinn.ID
+}
+
+// Secret reads a transaction's secret from the wire: 16 bytes, or none
+// (which names only a transaction from before transactions had secrets).
+func Secret(b []byte) (djinn.ID, error) {
+	var s djinn.ID
+	switch len(b) {
+	case 0:
+	case len(s):
+		copy(s[:], b)
+	default:
+		return s, djinn.Errorf(djinn.InvalidArgument, "transaction secret: %d bytes, want 16", len(b))
+	}
+	return s, nil
+}
+
+// capable returns transaction id for a caller that presents secret, and
+// UnknownTransaction — the transaction does not exist for it — unless the
+// secret is the transaction's: its id alone is no capability.
+func (s *Service) capable(id uint64, secret djinn.ID) (Info, error) {
+	in, err := s.get(id)
+	if err != nil {
+		return Info{}, err
+	}
+	if subtle.ConstantTimeCompare(in.Secret[:], secret[:]) != 1 {
+		return Info{}, unknown(id)
+	}
+	return in, nil
 }
 
 // Create starts a top-level transaction, ACTIVE, with a lease of at most d
 // (positive, Forever or Any).
 func (s *Service) Create(ctx context.Context, d time.Duration) (Created, error) {
-	return s.CreateNested(ctx, 0, d)
+	return s.CreateNested(ctx, 0, djinn.ID{}, d)
 }
 
 // CreateNested starts a transaction nested in transaction parent of this
-// manager (TX.2.2; 0: top-level): UnknownTransaction for an unknown
-// parent, CannotJoin for one no longer ACTIVE.
-func (s *Service) CreateNested(ctx context.Context, parent uint64, d time.Duration) (Created, error) {
+// manager (TX.2.2; 0: top-level), whose secret the caller presents:
+// UnknownTransaction for an unknown parent, or without its secret,
+// CannotJoin for one no longer ACTIVE.
+func (s *Service) CreateNested(ctx context.Context, parent uint64, parentSecret djinn.ID, d time.Duration) (Created, error) {
 	if d <= 0 && d != djinn.Any {
 		return Created{}, djinn.Errorf(djinn.InvalidArgument, "lease duration %s: must be positive, Forever or Any", djinn.FormatDuration(d))
 	}
@@ -178,7 +210,7 @@ func (s *Service) CreateNested(ctx context.Context, parent uint64, d time.Durati
 		return Created{}, djinn.Errorf(djinn.LeaseDenied, "transaction manager holds %d active transactions, the most allowed", n)
 	}
 	if parent != 0 {
-		in, err := s.state.Get(parent)
+		in, err := s.capable(parent, parentSecret)
 		if err != nil {
 			return Created{}, err
 		}
@@ -189,21 +221,21 @@ func (s *Service) CreateNested(ctx context.Context, parent uint64, d time.Durati
 	granted := s.cfg.Lease.Grant(d)
 	now := s.now()
 	exp := djinn.AddDuration(now, granted)
-	cookie := djinn.NewID()
+	cookie, secret := djinn.NewID(), djinn.NewID()
 	res, err := s.log.Propose(ctx, &statepb.Command{NowUnixNanos: now.UnixNano(), Op: &statepb.Command_TxnCreate{TxnCreate: &statepb.TxnCreate{
 		Cookie: cookie[:], ExpiresUnixNanos: wire.Nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp), Principal: principal.From(ctx),
-		ParentId: parent, Id: s.newID(),
+		ParentId: parent, Id: s.newID(), Secret: secret[:],
 	}}})
 	if err != nil {
 		return Created{}, err
 	}
 	s.Created.Add(1)
-	return Created{ID: res.(Info).ID, Lease: lease.Proto(s.self(), cookie, granted)}, nil
+	return Created{ID: res.(Info).ID, Lease: lease.Proto(s.self(), cookie, granted), Secret: secret}, nil
 }
 
 // newID draws a transaction id: random, so that knowing one transaction
-// tells nothing of another's (the id and the manager's reference are what
-// a participant needs to join), positive as a Java long, and not in use.
+// tells nothing of another's, positive as a Java long, and not in use. It
+// names the transaction; its secret is the capability to work under it.
 func (s *Service) newID() uint64 {
 	for {
 		var b [8]byte
@@ -250,8 +282,11 @@ func (s *Service) Ancestors(id uint64) (ids []uint64, mgrs []*djinnpb.Ref, err e
 	}
 }
 
-// Join adds a participant (TX.2.3).
-func (s *Service) Join(ctx context.Context, id uint64, p *djinnpb.Ref, crash int64) error {
+// Join adds a participant (TX.2.3) for a caller that presents the
+// transaction's secret; without it the transaction does not exist
+// (UnknownTransaction), so no one without the capability can join, or
+// change a participant's crash count and abort the transaction.
+func (s *Service) Join(ctx context.Context, id uint64, secret djinn.ID, p *djinnpb.Ref, crash int64) error {
 	if p == nil {
 		return djinn.Errorf(djinn.InvalidArgument, "participant: missing (null)")
 	}
@@ -264,7 +299,7 @@ func (s *Service) Join(ctx context.Context, id uint64, p *djinnpb.Ref, crash int
 	if err := djinn.CheckEndpoint(p.GetEndpoint()); err != nil {
 		return djinn.Errorf(djinn.InvalidArgument, "participant: %v", err)
 	}
-	in, err := s.get(id)
+	in, err := s.capable(id, secret)
 	if err != nil {
 		return err
 	}
@@ -283,11 +318,12 @@ func (s *Service) Join(ctx context.Context, id uint64, p *djinnpb.Ref, crash int
 	return err
 }
 
-// GetState returns a transaction's state (TX.2.7). An ACTIVE transaction
-// whose lease has ended is ABORTED, even before its end is logged; a
-// VOTING one is not (the commit came first, TX.2.1).
-func (s *Service) GetState(ctx context.Context, id uint64) (djinnpb.TransactionState, error) {
-	in, err := s.get(id)
+// GetState returns a transaction's state (TX.2.7) to a caller that
+// presents its secret. An ACTIVE transaction whose lease has ended is
+// ABORTED, even before its end is logged; a VOTING one is not (the commit
+// came first, TX.2.1).
+func (s *Service) GetState(ctx context.Context, id uint64, secret djinn.ID) (djinnpb.TransactionState, error) {
+	in, err := s.capable(id, secret)
 	if err != nil {
 		return 0, err
 	}
@@ -388,7 +424,7 @@ func (s *Service) List(ctx context.Context, after uint64, limit int, state djinn
 // nested transaction's manager does when it commits (TX.2.7): a crash
 // count other than the one already known aborts the transaction
 // (CrashCount).
-func (s *Service) Promote(ctx context.Context, id uint64, parts []*djinnpb.Ref, crashes []int64, drop *djinnpb.Ref) error {
+func (s *Service) Promote(ctx context.Context, id uint64, secret djinn.ID, parts []*djinnpb.Ref, crashes []int64, drop *djinnpb.Ref) error {
 	if len(parts) != len(crashes) {
 		return djinn.Errorf(djinn.InvalidArgument, "promote: %d participants but %d crash counts", len(parts), len(crashes))
 	}
@@ -400,7 +436,7 @@ func (s *Service) Promote(ctx context.Context, id uint64, parts []*djinnpb.Ref, 
 			return djinn.Errorf(djinn.InvalidArgument, "promote: participant %d: %v", i, err)
 		}
 	}
-	in, err := s.get(id)
+	in, err := s.capable(id, secret)
 	if err != nil {
 		return err
 	}

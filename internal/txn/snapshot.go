@@ -17,6 +17,9 @@ func (s *State) Records() (*statepb.TxnCounter, []*statepb.TxnRecord) {
 	for _, t := range s.txns {
 		r := &statepb.TxnRecord{Id: t.id, Cookie: t.cookie[:], Principal: t.principal, State: int32(t.state), EndedUnixNanos: t.ended, ParentId: t.parent,
 			Version: t.version, PrepareOnly: t.prepareOnly}
+		if !t.secret.IsZero() {
+			r.Secret = t.secret[:]
+		}
 		if t.remote != nil {
 			r.ParentId, r.Remote = t.remoteID, t.remote
 		}
@@ -58,6 +61,7 @@ func (s *State) Restore(r *statepb.TxnRecord) error {
 		return djinn.Errorf(djinn.Internal, "transaction %d: state %d", r.GetId(), r.GetState())
 	}
 	t := newTransaction(r.GetId(), cookie, r.GetPrincipal())
+	copy(t.secret[:], r.GetSecret())
 	t.state, t.ended, t.parent = st, r.GetEndedUnixNanos(), r.GetParentId()
 	t.version, t.prepareOnly = r.GetVersion(), r.GetPrepareOnly()
 	if r.GetRemote() != nil {

@@ -43,10 +43,13 @@ type transaction struct {
 	id        uint64
 	cookie    djinn.ID
 	principal string
-	state     djinnpb.TransactionState
-	parts     []*participant
-	parent    uint64   // 0: top-level, or nested in another manager's
-	children  []uint64 // nested transactions, by id
+	// secret is the capability to work under the transaction (zero for
+	// one logged before transactions had secrets).
+	secret   djinn.ID
+	state    djinnpb.TransactionState
+	parts    []*participant
+	parent   uint64   // 0: top-level, or nested in another manager's
+	children []uint64 // nested transactions, by id
 	// remote, when set, is the parent at another manager: transaction
 	// remoteID there (TX.2.2).
 	remote   *statepb.TxnRemoteParent
@@ -119,6 +122,7 @@ type Info struct {
 	ID        uint64
 	Cookie    djinn.ID
 	Principal string
+	Secret    djinn.ID
 	State     djinnpb.TransactionState
 	Parts     []PartInfo
 	Parent    uint64
@@ -146,7 +150,7 @@ type PartInfo struct {
 }
 
 func (t *transaction) info() Info {
-	in := Info{ID: t.id, Cookie: t.cookie, Principal: t.principal, State: t.state, Decided: t.decided, Settled: t.settled,
+	in := Info{ID: t.id, Cookie: t.cookie, Principal: t.principal, Secret: t.secret, State: t.state, Decided: t.decided, Settled: t.settled,
 		Parent: t.parent, Children: append([]uint64(nil), t.children...), Remote: t.remote, RemoteID: t.remoteID,
 		Version: t.version, PrepareOnly: t.prepareOnly}
 	in.Parts = make([]PartInfo, len(t.parts))
@@ -285,6 +289,7 @@ func (s *State) ApplyCreate(c *statepb.TxnCreate) (Info, error) {
 		s.next = id
 	}
 	t := newTransaction(id, cookie, c.GetPrincipal())
+	copy(t.secret[:], c.GetSecret())
 	if parent != nil {
 		t.parent = parent.id
 		parent.children = insertSorted(parent.children, id)
@@ -669,7 +674,8 @@ type Untold struct {
 	ID     uint64
 	Part   int // its index, in join order
 	Ref    *djinnpb.Ref
-	Commit bool // the outcome: COMMITTED, or else ABORTED
+	Commit bool     // the outcome: COMMITTED, or else ABORTED
+	Secret djinn.ID // the transaction's, which its participants check
 }
 
 // Untold appends to dst the participants of decided transactions still
@@ -680,7 +686,7 @@ func (s *State) Untold(dst []Untold) []Untold {
 	for _, t := range s.unsettled {
 		for i, p := range t.parts {
 			if !p.notified {
-				dst = append(dst, Untold{ID: t.id, Part: i, Ref: p.ref, Commit: t.state == Committed})
+				dst = append(dst, Untold{ID: t.id, Part: i, Ref: p.ref, Commit: t.state == Committed, Secret: t.secret})
 			}
 		}
 	}

@@ -111,7 +111,7 @@ func (s *sweep) begin(n int) *sweepTxn {
 			p.votes[tx.id] = txn.NotChanged
 		}
 		s.m.mu.Unlock()
-		if err := g.svc.Join(context.Background(), tx.id, part(pn), crash); err != nil {
+		if err := g.svc.Join(context.Background(), tx.id, txn.SecretOf(g.svc, tx.id), part(pn), crash); err != nil {
 			s.t.Fatalf("join %s to %d: %v", pn, tx.id, err)
 		}
 	}
@@ -169,7 +169,7 @@ func (s *sweep) crashParticipant(pn string, batch []*sweepTxn) {
 		s.m.mu.Lock()
 		p.mem[tx.id] = txn.Active // the new join's state
 		s.m.mu.Unlock()
-		err := s.g.svc.Join(context.Background(), tx.id, part(pn), crash)
+		err := s.g.svc.Join(context.Background(), tx.id, txn.SecretOf(s.g.svc, tx.id), part(pn), crash)
 		if djinn.KindOf(err) != djinn.CrashCount {
 			s.t.Fatalf("TX.2.3: join of %s to %d with a new crash count: %v, want CrashCount", pn, tx.id, err)
 		}

@@ -96,7 +96,7 @@ func (tp *treeParts) settleKidsLocked(p string, id uint64) {
 			continue
 		}
 		tp.settleKidsLocked(p, c)
-		st, err := tp.svc.GetState(context.Background(), c)
+		st, err := tp.svc.GetState(context.Background(), c, txn.SecretOf(tp.svc, c))
 		if err == nil && st == txn.Committed {
 			tp.changes[p][id] = append(tp.changes[p][id], tp.changes[p][c]...)
 			delete(tp.changes[p], c)
@@ -152,15 +152,15 @@ func (tp *treeParts) rollForwardLocked(p string, id uint64) {
 	tp.done[p][id] = txn.Committed
 }
 
-func (tp *treeParts) Prepare(_ context.Context, ref *djinnpb.Ref, _ djinn.Ref, id uint64) (djinnpb.TransactionState, error) {
+func (tp *treeParts) Prepare(_ context.Context, ref *djinnpb.Ref, _ djinn.Ref, id uint64, _ djinn.ID) (djinnpb.TransactionState, error) {
 	return tp.vote(name(ref), id, false)
 }
 
-func (tp *treeParts) PrepareAndCommit(_ context.Context, ref *djinnpb.Ref, _ djinn.Ref, id uint64) (djinnpb.TransactionState, error) {
+func (tp *treeParts) PrepareAndCommit(_ context.Context, ref *djinnpb.Ref, _ djinn.Ref, id uint64, _ djinn.ID) (djinnpb.TransactionState, error) {
 	return tp.vote(name(ref), id, true)
 }
 
-func (tp *treeParts) Commit(_ context.Context, ref *djinnpb.Ref, _ djinn.Ref, id uint64) error {
+func (tp *treeParts) Commit(_ context.Context, ref *djinnpb.Ref, _ djinn.Ref, id uint64, _ djinn.ID) error {
 	p := name(ref)
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
@@ -181,7 +181,7 @@ func (tp *treeParts) Commit(_ context.Context, ref *djinnpb.Ref, _ djinn.Ref, id
 	return nil
 }
 
-func (tp *treeParts) Abort(_ context.Context, ref *djinnpb.Ref, _ djinn.Ref, id uint64) error {
+func (tp *treeParts) Abort(_ context.Context, ref *djinnpb.Ref, _ djinn.Ref, id uint64, _ djinn.ID) error {
 	p := name(ref)
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
@@ -263,7 +263,7 @@ func TestNestedTreesAgainstModel(t *testing.T) {
 				if parent != nil {
 					pid = parent.id
 				}
-				c, err := svc.CreateNested(bg, pid, time.Hour)
+				c, err := svc.CreateNested(bg, pid, txn.SecretOf(svc, pid), time.Hour)
 				if err != nil {
 					t.Fatalf("tree %d: create under %d: %v", tree, pid, err)
 				}
@@ -279,7 +279,7 @@ func TestNestedTreesAgainstModel(t *testing.T) {
 					p := pool[i]
 					n.parts = append(n.parts, p)
 					tp.change(p, n.id, fmt.Sprintf("%d/%s", n.id, p))
-					if err := svc.Join(bg, n.id, part(p), 1); err != nil {
+					if err := svc.Join(bg, n.id, txn.SecretOf(svc, n.id), part(p), 1); err != nil {
 						t.Fatalf("tree %d: join %s to %d: %v", tree, p, n.id, err)
 					}
 				}

@@ -36,6 +36,20 @@ type fakeParts struct {
 	onCall func(p *djinnpb.Ref, op string, id uint64)
 	// inflight and most count the calls under way, and the most at once.
 	inflight, most int
+	heard          []djinn.ID // the secrets of the calls, in order
+}
+
+// secrets returns the secrets the calls carried.
+func (f *fakeParts) secrets() []djinn.ID {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]djinn.ID(nil), f.heard...)
+}
+
+func (f *fakeParts) hear(s djinn.ID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.heard = append(f.heard, s)
 }
 
 func name(p *djinnpb.Ref) string { return string(p.GetObjectId()[:1]) }
@@ -61,7 +75,8 @@ func (f *fakeParts) call(p *djinnpb.Ref, op string, id uint64) error {
 	return f.fail[name(p)]
 }
 
-func (f *fakeParts) Prepare(_ context.Context, p *djinnpb.Ref, _ djinn.Ref, id uint64) (djinnpb.TransactionState, error) {
+func (f *fakeParts) Prepare(_ context.Context, p *djinnpb.Ref, _ djinn.Ref, id uint64, secret djinn.ID) (djinnpb.TransactionState, error) {
+	f.hear(secret)
 	if err := f.call(p, "prepare", id); err != nil {
 		return 0, err
 	}
@@ -70,7 +85,8 @@ func (f *fakeParts) Prepare(_ context.Context, p *djinnpb.Ref, _ djinn.Ref, id u
 	return f.vote[name(p)], nil
 }
 
-func (f *fakeParts) PrepareAndCommit(_ context.Context, p *djinnpb.Ref, _ djinn.Ref, id uint64) (djinnpb.TransactionState, error) {
+func (f *fakeParts) PrepareAndCommit(_ context.Context, p *djinnpb.Ref, _ djinn.Ref, id uint64, secret djinn.ID) (djinnpb.TransactionState, error) {
+	f.hear(secret)
 	if err := f.call(p, "prepareAndCommit", id); err != nil {
 		return 0, err
 	}
@@ -82,7 +98,8 @@ func (f *fakeParts) PrepareAndCommit(_ context.Context, p *djinnpb.Ref, _ djinn.
 	return txn.Committed, nil
 }
 
-func (f *fakeParts) Commit(ctx context.Context, p *djinnpb.Ref, _ djinn.Ref, id uint64) error {
+func (f *fakeParts) Commit(ctx context.Context, p *djinnpb.Ref, _ djinn.Ref, id uint64, secret djinn.ID) error {
+	f.hear(secret)
 	f.mu.Lock()
 	hold := f.hold
 	f.mu.Unlock()
@@ -96,7 +113,8 @@ func (f *fakeParts) Commit(ctx context.Context, p *djinnpb.Ref, _ djinn.Ref, id 
 	return f.call(p, "commit", id)
 }
 
-func (f *fakeParts) Abort(_ context.Context, p *djinnpb.Ref, _ djinn.Ref, id uint64) error {
+func (f *fakeParts) Abort(_ context.Context, p *djinnpb.Ref, _ djinn.Ref, id uint64, secret djinn.ID) error {
+	f.hear(secret)
 	return f.call(p, "abort", id)
 }
 
@@ -156,8 +174,8 @@ func newFixtureWith(t *testing.T, managers txn.Managers) *fixture {
 // of the manager's workers.
 type remote struct{ b txn.BlockingParticipants }
 
-func (r remote) Call(ctx context.Context, op txn.Op, p *djinnpb.Ref, mgr djinn.Ref, id uint64, done func(djinnpb.TransactionState, error)) {
-	go func() { done(txn.CallBlocking(ctx, r.b, op, p, mgr, id)) }()
+func (r remote) Call(ctx context.Context, op txn.Op, p *djinnpb.Ref, mgr djinn.Ref, id uint64, secret djinn.ID, done func(djinnpb.TransactionState, error)) {
+	go func() { done(txn.CallBlocking(ctx, r.b, op, p, mgr, id, secret)) }()
 }
 
 // newFixtureConfig is newFixtureWith with the manager's configuration
@@ -199,7 +217,7 @@ func (f *fixture) create(d time.Duration) txn.Created {
 func (f *fixture) join(id uint64, names ...string) {
 	f.t.Helper()
 	for _, n := range names {
-		if err := f.svc.Join(context.Background(), id, part(n), 1); err != nil {
+		if err := f.svc.Join(context.Background(), id, txn.SecretOf(f.svc, id), part(n), 1); err != nil {
 			f.t.Fatalf("join %s: %v", n, err)
 		}
 	}
@@ -207,7 +225,7 @@ func (f *fixture) join(id uint64, names ...string) {
 
 func (f *fixture) state(id uint64) djinnpb.TransactionState {
 	f.t.Helper()
-	s, err := f.svc.GetState(context.Background(), id)
+	s, err := f.svc.GetState(context.Background(), id, txn.SecretOf(f.svc, id))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -248,7 +266,7 @@ func TestCreate(t *testing.T) {
 		if f.state(a.ID) != txn.Active {
 			t.Fatal("TX.2.5: a new transaction is ACTIVE")
 		}
-		_, err := f.svc.GetState(context.Background(), 999)
+		_, err := f.svc.GetState(context.Background(), 999, txn.SecretOf(f.svc, 999))
 		wantKind(t, "TX.2.7 getState of an unknown id", err, djinn.UnknownTransaction)
 	})
 }
@@ -266,17 +284,17 @@ func TestJoinRules(t *testing.T) {
 		if len(in.Parts) != 1 {
 			t.Fatalf("TX.2.3 repeated join: %d participants, want 1", len(in.Parts))
 		}
-		err := f.svc.Join(context.Background(), 999, part("a"), 1)
+		err := f.svc.Join(context.Background(), 999, txn.SecretOf(f.svc, 999), part("a"), 1)
 		wantKind(t, "TX.2.3 join of an unknown transaction", err, djinn.UnknownTransaction)
-		err = f.svc.Join(context.Background(), c.ID, nil, 1)
+		err = f.svc.Join(context.Background(), c.ID, txn.SecretOf(f.svc, c.ID), nil, 1)
 		wantKind(t, "join with no participant", err, djinn.InvalidArgument)
 		// TX.2.3: another crash count aborts the transaction.
-		err = f.svc.Join(context.Background(), c.ID, part("a"), 2)
+		err = f.svc.Join(context.Background(), c.ID, txn.SecretOf(f.svc, c.ID), part("a"), 2)
 		wantKind(t, "TX.2.3 join with another crash count", err, djinn.CrashCount)
 		if f.state(c.ID) != txn.Aborted {
 			t.Fatal("TX.2.3: a crash count mismatch must abort the transaction")
 		}
-		err = f.svc.Join(context.Background(), c.ID, part("b"), 1)
+		err = f.svc.Join(context.Background(), c.ID, txn.SecretOf(f.svc, c.ID), part("b"), 1)
 		wantKind(t, "TX.2.3 join of an aborted transaction", err, djinn.CannotJoin)
 	})
 }
@@ -580,7 +598,7 @@ func TestLeaseEndsWithTheOutcome(t *testing.T) {
 		f.join(committed.ID, "a")
 		f.join(refused.ID, "b")
 		parent := f.create(time.Hour)
-		child, err := f.svc.CreateNested(ctx, parent.ID, time.Hour)
+		child, err := f.svc.CreateNested(ctx, parent.ID, txn.SecretOf(f.svc, parent.ID), time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -297,7 +297,7 @@ func (v *vote) ask(i int, op Op, must bool, attempt int) {
 	}
 	ctx, cancel := context.WithTimeout(parent, s.cfg.CallTimeout)
 	v.hold()
-	s.cfg.Participants.Call(ctx, op, v.in.Parts[i].Ref, v.mgr, v.in.ID, func(st djinnpb.TransactionState, err error) {
+	s.cfg.Participants.Call(ctx, op, v.in.Parts[i].Ref, v.mgr, v.in.ID, v.in.Secret, func(st djinnpb.TransactionState, err error) {
 		cancel()
 		v.answer(i, op, must, attempt, st, err)
 		v.release(1)

@@ -92,9 +92,9 @@ func TestVoteWithoutRecordRefusesJoins(t *testing.T) {
 		if s := f.state(c.ID); s != txn.Voting {
 			t.Fatalf("TX.2.7 getState during the vote: %v, want VOTING", s)
 		}
-		wantKind(t, "TX.2.3 join of a new participant during the vote", f.svc.Join(context.Background(), c.ID, part("c"), 1), djinn.CannotJoin)
-		wantKind(t, "TX.2.3 join again with the same crash count during the vote", f.svc.Join(context.Background(), c.ID, part("a"), 1), djinn.CannotJoin)
-		wantKind(t, "TX.2.3 join with another crash count during the vote", f.svc.Join(context.Background(), c.ID, part("a"), 2), djinn.CrashCount)
+		wantKind(t, "TX.2.3 join of a new participant during the vote", f.svc.Join(context.Background(), c.ID, txn.SecretOf(f.svc, c.ID), part("c"), 1), djinn.CannotJoin)
+		wantKind(t, "TX.2.3 join again with the same crash count during the vote", f.svc.Join(context.Background(), c.ID, txn.SecretOf(f.svc, c.ID), part("a"), 1), djinn.CannotJoin)
+		wantKind(t, "TX.2.3 join with another crash count during the vote", f.svc.Join(context.Background(), c.ID, txn.SecretOf(f.svc, c.ID), part("a"), 2), djinn.CrashCount)
 		wantKind(t, "commit of a transaction a participant lost", <-done, djinn.CannotCommit)
 		if in, _ := f.log.State.Get(c.ID); in.State != txn.Aborted || len(in.Parts) != 2 {
 			t.Fatalf("state %v with %d participants, want ABORTED with a and b", in.State, len(in.Parts))

@@ -100,7 +100,7 @@ func Populate(t testing.TB, c *client.Client, kvAddr string, d time.Duration) *P
 	conn, err := c.Conn(kvAddr)
 	check("key/value connection")
 	kvc := kv.NewClient(conn)
-	err = kvc.Put(ctx, &participant.Tx{Manager: mgr.Ref(), ID: p.Txn.ID()}, p.TxnKey, []byte("pending"))
+	err = kvc.Put(ctx, participant.TxOf(p.Txn), p.TxnKey, []byte("pending"))
 	check("key/value write under the transaction")
 	err = kvc.Put(ctx, nil, p.Key, []byte("committed"))
 	check("key/value write")
