@@ -299,6 +299,23 @@ func (s *Service) Notify(ctx context.Context, listener djinn.ID, ev *djinnpb.Rem
 	return err
 }
 
+// Listens answers NoSuchObject unless listener is the mailbox listener of
+// a live registration: what a call that names the listener — its
+// capability — must present.
+func (s *Service) Listens(listener djinn.ID) error {
+	if err := s.leading(); err != nil {
+		return err
+	}
+	in, err := s.state.ByListener(listener)
+	if err != nil {
+		return err
+	}
+	if !s.lessor.Table().Alive(in.Cookie, s.now()) {
+		return djinn.Errorf(djinn.NoSuchObject, "mailbox listener %s: its registration's lease ended", listener)
+	}
+	return nil
+}
+
 // NotifyBatch stores events in order, in one log entry, up to the first
 // that is refused (for Notify's reasons, or as invalid); it returns how
 // many were stored and why the next was not.

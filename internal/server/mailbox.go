@@ -332,6 +332,20 @@ type listenerRPC struct {
 	svc *mailbox.Service
 }
 
+// StopDelivery: the mailbox stores each event it is sent at once, so no
+// delivery to one of its listeners is ever under way to stop. A listener
+// id that names no live registration is NoSuchObject, as for Notify.
+func (l *listenerRPC) StopDelivery(ctx context.Context, r *djinnpb.StopDeliveryRequest) (*djinnpb.StopDeliveryResponse, error) {
+	id, err := djinn.IDFromBytes("listener id", r.GetListenerId())
+	if err != nil {
+		return nil, err
+	}
+	if err := l.svc.Listens(id); err != nil {
+		return nil, err
+	}
+	return &djinnpb.StopDeliveryResponse{}, nil
+}
+
 func (l *listenerRPC) Notify(ctx context.Context, r *djinnpb.NotifyRequest) (*djinnpb.NotifyResponse, error) {
 	id, err := djinn.IDFromBytes("listener id", r.GetListenerId())
 	if err != nil {
