@@ -1,0 +1,12 @@
+package server
+
+// AccessOf returns the access kind of every RPC s serves, by full method
+// name: what the gRPC server registered, each with the rule it was
+// registered under. The authorization matrix test drives every one.
+func AccessOf(s *Server) map[string]Access {
+	out := make(map[string]Access, len(s.rules))
+	for m, r := range s.rules {
+		out[m] = r.Access
+	}
+	return out
+}

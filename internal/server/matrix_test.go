@@ -1,0 +1,240 @@
+package server_test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/grpcerr"
+	"github.com/djinn-go/djinn/internal/server"
+	"github.com/djinn-go/djinn/internal/server/servertest"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+// The authorization matrix (DESIGN.md 7; issue 17): a real server under
+// mutual TLS, every RPC of every service it registered — the list comes
+// from the server, so an RPC without a row fails the test — called as
+// each of five identities, each cell's outcome checked against the rule
+// the RPC was registered under:
+//
+//	rule           owner    other              operator   no cert  other CA
+//	public         allowed  allowed            allowed    refused  refused
+//	authenticated  allowed  allowed            allowed    refused  refused
+//	owner          allowed  not found          not found  refused  refused
+//	capability     allowed  not found (forged) allowed    refused  refused
+//	operator, peer denied   denied             allowed    refused  refused
+//
+// "owner" created the resources a call names; "other" is another
+// principal, which for a capability presents a forged one (a random value
+// in its place); "operator" is a principal [security] operators names. A
+// refused cell that the server answered otherwise — with success, or an
+// error from past authorization — is an unauthorized success; the test
+// wants none.
+
+// identity is a matrix column.
+type identity int
+
+const (
+	asOwner identity = iota
+	asOther
+	asOperator
+	asNoCert
+	asOtherCA
+	identities
+)
+
+func (i identity) String() string {
+	return [...]string{"owner", "other", "operator", "no certificate", "another CA's certificate"}[i]
+}
+
+// outcome is what a cell wants.
+type outcome int
+
+const (
+	allowed  outcome = iota // authorization let the call through
+	notFound                // the resource does not exist for the caller
+	denied                  // PermissionDenied: a role is missing
+	refused                 // the TLS handshake refused the caller
+)
+
+func (o outcome) String() string {
+	return [...]string{"allowed", "not found", "permission denied", "refused by TLS"}[o]
+}
+
+// want returns the outcome the rule of access wants for identity id.
+func want(access server.Access, id identity) outcome {
+	switch {
+	case id == asNoCert || id == asOtherCA:
+		return refused
+	case access == server.Public || access == server.Authenticated:
+		return allowed
+	case access == server.Owner:
+		if id == asOwner {
+			return allowed
+		}
+		return notFound
+	case access == server.Capability:
+		if id == asOther {
+			return notFound
+		}
+		return allowed
+	}
+	if id == asOperator { // Operator, Peer
+		return allowed
+	}
+	return denied
+}
+
+// notFoundKinds answer for a resource that does not exist for the caller.
+var notFoundKinds = []djinn.Kind{djinn.NoSuchObject, djinn.UnknownLease, djinn.UnknownTransaction}
+
+// got classifies a call's error as the outcome it shows, for a call of
+// an RPC under a rule of access that wanted w: a refusal, or allowed — the
+// call got past authorization (it succeeded, or failed for another
+// reason). For an RPC whose resource is named by the call (owner and
+// capability rules) not found is a refusal even where the call wanted
+// through: the owner's call must find what it names.
+func got(access server.Access, w outcome, err error) outcome {
+	if err == nil {
+		return allowed
+	}
+	k := djinn.KindOf(err)
+	switch {
+	case k == djinn.Unavailable && w == refused:
+		return refused
+	case k == djinn.PermissionDenied:
+		return denied
+	case slices.Contains(notFoundKinds, k) && (w == notFound || access == server.Owner || access == server.Capability):
+		return notFound
+	}
+	return allowed
+}
+
+// call is one RPC of a row, made on conn. real is false for the other
+// principal's call of a capability RPC: it presents a forged capability.
+type call func(ctx context.Context, conn *grpc.ClientConn, r *resources, real bool) error
+
+// matrixEnv is the server and a connection as each identity.
+type matrixEnv struct {
+	srv   *server.Server
+	conns [identities]*grpc.ClientConn
+}
+
+func newMatrixEnv(t *testing.T) *matrixEnv {
+	t.Helper()
+	pki, other := servertest.NewPKI(t), servertest.NewPKI(t)
+	cfg := servertest.Config(t)
+	cfg.TLS = server.TLSConfig{Cert: pki.ServerCert, Key: pki.ServerKey, CA: pki.CA, ClientAuth: true}
+	cfg.Security.Operators = []string{"cn:ops"}
+	e := &matrixEnv{srv: servertest.Start(t, cfg)}
+	tlsAs := map[identity]*tls.Config{
+		asOwner:    pki.TLSFor(pki.NewClient(t, "alice")),
+		asOther:    pki.TLSFor(pki.NewClient(t, "bob")),
+		asOperator: pki.TLSFor(pki.NewClient(t, "ops")),
+		asNoCert:   {RootCAs: pki.Roots, MinVersion: tls.VersionTLS12},
+		asOtherCA:  {Certificates: []tls.Certificate{other.Client}, RootCAs: pki.Roots, MinVersion: tls.VersionTLS12},
+	}
+	for id := range identities {
+		e.conns[id] = servertest.Conn(t, e.srv.Addr(), client.WithTLS(tlsAs[id]))
+	}
+	return e
+}
+
+// matrixTimeout bounds one cell's call.
+const matrixTimeout = 10 * time.Second
+
+// TestAuthorizationMatrix drives every RPC the server serves as every
+// identity and checks each cell against the RPC's rule. It reports the
+// figure the README quotes: RPCs × identities, and unauthorized
+// successes (which must be 0).
+func TestAuthorizationMatrix(t *testing.T) {
+	t.Parallel()
+	e := newMatrixEnv(t)
+	served := server.AccessOf(e.srv)
+	methods := slices.Sorted(func(yield func(string) bool) {
+		for m := range served {
+			if !yield(m) {
+				return
+			}
+		}
+	})
+	rows := matrixRows()
+	for m := range rows {
+		if _, ok := served[m]; !ok {
+			t.Errorf("matrix row for %s, which the server does not serve: remove it", m)
+		}
+	}
+	cells, unauthorized := 0, 0
+	var tally [identities]map[outcome]int
+	for id := range identities {
+		tally[id] = map[outcome]int{}
+	}
+	for _, m := range methods {
+		c, ok := rows[m]
+		if !ok {
+			t.Errorf("no matrix row for %s (rule: %v): add one to matrixRows", m, served[m])
+			continue
+		}
+		r := &resources{t: t, owner: e.conns[asOwner], srv: e.srv}
+		// The owner calls last: its call may end what the others' name.
+		for _, id := range []identity{asNoCert, asOtherCA, asOther, asOperator, asOwner} {
+			w := want(served[m], id)
+			ctx, cancel := context.WithTimeout(context.Background(), matrixTimeout)
+			err := c(ctx, e.conns[id], r, id != asOther)
+			cancel()
+			g := got(served[m], w, err)
+			cells++
+			tally[id][g]++
+			if g != w {
+				if w != allowed {
+					unauthorized++
+				}
+				t.Errorf("%s as %s (rule %v): %v (%v), want %v", m, id, served[m], g, err, w)
+			}
+		}
+	}
+	t.Logf("authorization matrix: %d RPCs × %d identities = %d cells, %d unauthorized successes", len(methods), int(identities), cells, unauthorized)
+	for id := range identities {
+		t.Logf("  as %s: %v", id, tally[id])
+	}
+	if unauthorized != 0 {
+		t.Errorf("%d unauthorized successes, want 0", unauthorized)
+	}
+}
+
+// firstError turns a batch's per-element errors, which answer a call
+// that itself succeeded, into the call's error.
+func firstError[E interface{ GetError() *djinnpb.Error }](errs []E) error {
+	for _, e := range errs {
+		if pe := e.GetError(); pe != nil {
+			return grpcerr.FromProto(pe)
+		}
+	}
+	return nil
+}
+
+// recvFirst receives a stream's first message: its error is the call's.
+func recvFirst[T any](s interface{ Recv() (T, error) }) (T, error) {
+	m, err := s.Recv()
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return m, err
+}
+
+// named wraps err with what a call did, for the test's messages.
+func named(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
