@@ -213,6 +213,7 @@ const (
 	lookupSvc   = "/djinn.v1.LookupService/"
 	txnSvc      = "/djinn.v1.TransactionManager/"
 	partSvc     = "/djinn.v1.TransactionParticipant/"
+	joinSvc     = "/djinn.v1.JoinAdmin/"
 )
 
 // matrixRows is a call for every RPC the server serves, by full method
@@ -239,6 +240,9 @@ func matrixRows() map[string]call {
 	}
 	for m, c := range txnRows() {
 		rows[m] = c
+	}
+	for m, c := range joinRows() {
+		rows[joinSvc+m] = c
 	}
 	for m, c := range publicRows() {
 		rows[m] = c
@@ -644,4 +648,66 @@ func publicRows() map[string]call {
 			return ok(s.Recv())
 		},
 	}
+}
+
+// joinRows change the mailbox's join: groups and attributes an operator
+// may set, locators left empty so that nothing is dialled.
+func joinRows() map[string]call {
+	j := func(c *grpc.ClientConn) djinnpb.JoinAdminClient { return djinnpb.NewJoinAdminClient(c) }
+	const svc = "mailbox"
+	named := &djinnpb.JoinServiceRequest{Service: svc}
+	groups := &djinnpb.JoinGroupsRequest{Service: svc, Groups: []string{"matrix"}}
+	locators := &djinnpb.JoinLocatorsRequest{Service: svc}
+	attrs := &djinnpb.JoinAttributesRequest{Service: svc, Attributes: []*djinnpb.Entry{{Type: "net.jini.lookup.entry.Comment", Fields: comment("matrix")}}}
+	return map[string]call{
+		"ListJoins": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+			return ok(j(c).ListJoins(ctx, &djinnpb.ListJoinsRequest{}))
+		},
+		"ResetJoin": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+			return ok(j(c).ResetJoin(ctx, named))
+		},
+		"GetLookupGroups": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+			return ok(j(c).GetLookupGroups(ctx, named))
+		},
+		"AddLookupGroups": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+			return ok(j(c).AddLookupGroups(ctx, groups))
+		},
+		"RemoveLookupGroups": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+			return ok(j(c).RemoveLookupGroups(ctx, groups))
+		},
+		"SetLookupGroups": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+			return ok(j(c).SetLookupGroups(ctx, groups))
+		},
+		"GetLookupLocators": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+			return ok(j(c).GetLookupLocators(ctx, named))
+		},
+		"AddLookupLocators": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+			return ok(j(c).AddLookupLocators(ctx, locators))
+		},
+		"RemoveLookupLocators": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+			return ok(j(c).RemoveLookupLocators(ctx, locators))
+		},
+		"SetLookupLocators": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+			return ok(j(c).SetLookupLocators(ctx, locators))
+		},
+		"GetLookupAttributes": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+			return ok(j(c).GetLookupAttributes(ctx, named))
+		},
+		"AddLookupAttributes": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+			return ok(j(c).AddLookupAttributes(ctx, attrs))
+		},
+		"ModifyLookupAttributes": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+			return ok(j(c).ModifyLookupAttributes(ctx, &djinnpb.JoinModifyRequest{Service: svc,
+				Templates: []*djinnpb.EntryTemplate{{Type: "net.jini.lookup.entry.Comment"}},
+				Changes:   []*djinnpb.Entry{{Type: "net.jini.lookup.entry.Comment", Fields: comment("modified")}}}))
+		},
+		"SetLookupAttributes": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+			return ok(j(c).SetLookupAttributes(ctx, attrs))
+		},
+	}
+}
+
+// comment is a Comment entry's fields.
+func comment(text string) []*djinnpb.Field {
+	return []*djinnpb.Field{{Name: "comment", Value: &djinnpb.Value{Kind: &djinnpb.Value_StringValue{StringValue: text}}}}
 }
