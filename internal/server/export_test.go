@@ -10,3 +10,13 @@ func AccessOf(s *Server) map[string]Access {
 	}
 	return out
 }
+
+// SessionMethods returns the unary RPCs s serves in a session
+// (djinn.v1.Session/Open), by full method name.
+func SessionMethods(s *Server) map[string]bool {
+	out := make(map[string]bool, len(s.sessionMethods))
+	for m := range s.sessionMethods {
+		out[m] = true
+	}
+	return out
+}

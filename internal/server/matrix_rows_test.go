@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
@@ -251,32 +253,32 @@ func matrixRows() map[string]call {
 }
 
 func adminRows() map[string]call {
-	a := func(c *grpc.ClientConn) djinnpb.AdminClient { return djinnpb.NewAdminClient(c) }
+	a := func(c grpc.ClientConnInterface) djinnpb.AdminClient { return djinnpb.NewAdminClient(c) }
 	// Membership calls that pass authorization fail on their arguments
 	// (or on the node being the last voter) before they act.
 	return map[string]call{
-		"Status": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		"Status": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(a(c).Status(ctx, &djinnpb.StatusRequest{}))
 		},
-		"Members": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		"Members": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(a(c).Members(ctx, &djinnpb.MembersRequest{}))
 		},
-		"Join": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		"Join": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(a(c).Join(ctx, &djinnpb.JoinRequest{NodeId: "matrix", RaftAddress: "127.0.0.1:1", GrpcAddress: "no address"}))
 		},
-		"AddMember": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		"AddMember": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(a(c).AddMember(ctx, &djinnpb.AddMemberRequest{NodeId: "matrix", RaftAddress: "127.0.0.1:1", GrpcAddress: "no address"}))
 		},
-		"RemoveMember": func(ctx context.Context, c *grpc.ClientConn, r *resources, _ bool) error {
+		"RemoveMember": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			return ok(a(c).RemoveMember(ctx, &djinnpb.RemoveMemberRequest{NodeId: r.nodeID()}))
 		},
-		"Leave": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		"Leave": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(a(c).Leave(ctx, &djinnpb.LeaveRequest{}))
 		},
-		"TransferLeadership": func(ctx context.Context, c *grpc.ClientConn, r *resources, _ bool) error {
+		"TransferLeadership": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			return ok(a(c).TransferLeadership(ctx, &djinnpb.TransferLeadershipRequest{NodeId: r.nodeID()}))
 		},
-		"SaveSnapshot": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		"SaveSnapshot": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			s, err := a(c).SaveSnapshot(ctx, &djinnpb.SaveSnapshotRequest{})
 			if err != nil {
 				return err
@@ -291,14 +293,14 @@ func eventRows() map[string]call {
 		l := r.mailbox().GetListener()
 		return l, pick(real, l.GetObjectId())
 	}
-	mb := func(c *grpc.ClientConn) djinnpb.EventMailboxClient { return djinnpb.NewEventMailboxClient(c) }
+	mb := func(c grpc.ClientConnInterface) djinnpb.EventMailboxClient { return djinnpb.NewEventMailboxClient(c) }
 	reg := func(r *resources) []byte { return r.mailbox().GetRegistrationId() }
 	return map[string]call{
-		listener + "Notify": func(ctx context.Context, c *grpc.ClientConn, r *resources, real bool) error {
+		listener + "Notify": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, real bool) error {
 			src, id := ev(r, real)
 			return ok(djinnpb.NewEventListenerClient(c).Notify(ctx, &djinnpb.NotifyRequest{ListenerId: id, Event: &djinnpb.RemoteEvent{Source: src, EventId: 1, Sequence: 1}}))
 		},
-		listener + "NotifyBatch": func(ctx context.Context, c *grpc.ClientConn, r *resources, real bool) error {
+		listener + "NotifyBatch": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, real bool) error {
 			src, id := ev(r, real)
 			resp, err := djinnpb.NewEventListenerClient(c).NotifyBatch(ctx, &djinnpb.NotifyBatchRequest{ListenerId: id, Events: []*djinnpb.RemoteEvent{{Source: src, EventId: 1, Sequence: 2}}})
 			if err == nil && resp.GetError() != nil {
@@ -306,23 +308,23 @@ func eventRows() map[string]call {
 			}
 			return err
 		},
-		listener + "StopDelivery": func(ctx context.Context, c *grpc.ClientConn, r *resources, real bool) error {
+		listener + "StopDelivery": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, real bool) error {
 			_, id := ev(r, real)
 			return ok(djinnpb.NewEventListenerClient(c).StopDelivery(ctx, &djinnpb.StopDeliveryRequest{ListenerId: id, DeliveryId: idBytes(djinn.NewID())}))
 		},
-		mailboxSvc + "Register": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		mailboxSvc + "Register": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(mb(c).Register(ctx, &djinnpb.MailboxRegisterRequest{LeaseDurationNanos: int64(time.Minute)}))
 		},
-		mailboxSvc + "GetRegistration": func(ctx context.Context, c *grpc.ClientConn, r *resources, _ bool) error {
+		mailboxSvc + "GetRegistration": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			return ok(mb(c).GetRegistration(ctx, &djinnpb.MailboxRegistrationRequest{RegistrationId: reg(r)}))
 		},
-		mailboxSvc + "EnableDelivery": func(ctx context.Context, c *grpc.ClientConn, r *resources, _ bool) error {
+		mailboxSvc + "EnableDelivery": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			return ok(mb(c).EnableDelivery(ctx, &djinnpb.EnableDeliveryRequest{RegistrationId: reg(r), Target: anyListener()}))
 		},
-		mailboxSvc + "DisableDelivery": func(ctx context.Context, c *grpc.ClientConn, r *resources, _ bool) error {
+		mailboxSvc + "DisableDelivery": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			return ok(mb(c).DisableDelivery(ctx, &djinnpb.MailboxRegistrationRequest{RegistrationId: reg(r)}))
 		},
-		mailboxSvc + "Pull": func(ctx context.Context, c *grpc.ClientConn, r *resources, _ bool) error {
+		mailboxSvc + "Pull": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			// Something to pull, so the owner's first answer comes at once.
 			src, id := ev(r, true)
 			if _, err := djinnpb.NewEventListenerClient(r.owner).Notify(ctx, &djinnpb.NotifyRequest{ListenerId: id, Event: &djinnpb.RemoteEvent{Source: src, EventId: 2, Sequence: 1}}); err != nil {
@@ -334,45 +336,45 @@ func eventRows() map[string]call {
 			}
 			return ok(recvFirst[*djinnpb.PullResponse](s))
 		},
-		mailboxSvc + "Ack": func(ctx context.Context, c *grpc.ClientConn, r *resources, _ bool) error {
+		mailboxSvc + "Ack": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			return ok(mb(c).Ack(ctx, &djinnpb.AckRequest{RegistrationId: reg(r), ThroughIndex: 1}))
 		},
-		mailboxSvc + "AddUnknownEvents": func(ctx context.Context, c *grpc.ClientConn, r *resources, _ bool) error {
+		mailboxSvc + "AddUnknownEvents": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			return ok(mb(c).AddUnknownEvents(ctx, &djinnpb.AddUnknownEventsRequest{RegistrationId: reg(r), Events: []*djinnpb.EventKey{{Source: anyListener(), EventId: 9}}}))
 		},
-		kvSvc + "Put": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		kvSvc + "Put": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(djinnpb.NewKeyValueClient(c).Put(ctx, &djinnpb.KVPutRequest{Key: "k", Value: []byte("v")}))
 		},
-		kvSvc + "Get": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		kvSvc + "Get": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(djinnpb.NewKeyValueClient(c).Get(ctx, &djinnpb.KVGetRequest{Key: "k"}))
 		},
-		kvSvc + "Delete": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		kvSvc + "Delete": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(djinnpb.NewKeyValueClient(c).Delete(ctx, &djinnpb.KVDeleteRequest{Key: "k"}))
 		},
-		kvSvc + "List": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		kvSvc + "List": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(djinnpb.NewKeyValueClient(c).List(ctx, &djinnpb.KVListRequest{}))
 		},
 	}
 }
 
 func landlordRows() map[string]call {
-	l := func(c *grpc.ClientConn) djinnpb.LandlordClient { return djinnpb.NewLandlordClient(c) }
+	l := func(c grpc.ClientConnInterface) djinnpb.LandlordClient { return djinnpb.NewLandlordClient(c) }
 	cookie := func(r *resources, real bool) []byte { return pick(real, r.mailbox().GetLease().GetCookie()) }
 	return map[string]call{
-		"Renew": func(ctx context.Context, c *grpc.ClientConn, r *resources, real bool) error {
+		"Renew": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, real bool) error {
 			return ok(l(c).Renew(ctx, &djinnpb.RenewRequest{Cookie: cookie(r, real), DurationNanos: hour}))
 		},
-		"Remaining": func(ctx context.Context, c *grpc.ClientConn, r *resources, real bool) error {
+		"Remaining": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, real bool) error {
 			return ok(l(c).Remaining(ctx, &djinnpb.RemainingRequest{Cookie: cookie(r, real)}))
 		},
-		"RenewAll": func(ctx context.Context, c *grpc.ClientConn, r *resources, real bool) error {
+		"RenewAll": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, real bool) error {
 			resp, err := l(c).RenewAll(ctx, &djinnpb.RenewAllRequest{Cookies: cookie(r, real), DurationNanos: []int64{hour}})
 			if err != nil {
 				return err
 			}
 			return firstError(resp.GetErrors())
 		},
-		"RenewStream": func(ctx context.Context, c *grpc.ClientConn, r *resources, real bool) error {
+		"RenewStream": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, real bool) error {
 			s, err := l(c).RenewStream(ctx)
 			if err == nil {
 				err = s.Send(&djinnpb.RenewRequest{Cookie: cookie(r, real), DurationNanos: hour})
@@ -387,10 +389,10 @@ func landlordRows() map[string]call {
 			return err
 		},
 		// Ending a lease is its owner's, whoever holds its cookie.
-		"Cancel": func(ctx context.Context, c *grpc.ClientConn, r *resources, _ bool) error {
+		"Cancel": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			return ok(l(c).Cancel(ctx, &djinnpb.CancelRequest{Cookie: cookie(r, true)}))
 		},
-		"CancelAll": func(ctx context.Context, c *grpc.ClientConn, r *resources, _ bool) error {
+		"CancelAll": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			resp, err := l(c).CancelAll(ctx, &djinnpb.CancelAllRequest{Cookies: cookie(r, true)})
 			if err != nil {
 				return err
@@ -401,76 +403,76 @@ func landlordRows() map[string]call {
 }
 
 func renewalRows() map[string]call {
-	rs := func(c *grpc.ClientConn) djinnpb.LeaseRenewalServiceClient {
+	rs := func(c grpc.ClientConnInterface) djinnpb.LeaseRenewalServiceClient {
 		return djinnpb.NewLeaseRenewalServiceClient(c)
 	}
 	set := func(r *resources) []byte { return r.renewalSet().GetSet().GetObjectId() }
 	return map[string]call{
-		"CreateSet": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		"CreateSet": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(rs(c).CreateSet(ctx, &djinnpb.CreateSetRequest{LeaseDurationNanos: hour}))
 		},
-		"GetSet": func(ctx context.Context, c *grpc.ClientConn, r *resources, _ bool) error {
+		"GetSet": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			return ok(rs(c).GetSet(ctx, &djinnpb.SetRequest{SetId: set(r)}))
 		},
-		"RenewFor": func(ctx context.Context, c *grpc.ClientConn, r *resources, _ bool) error {
+		"RenewFor": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			return ok(rs(c).RenewFor(ctx, &djinnpb.RenewForRequest{SetId: set(r), Lease: r.mailbox().GetLease(), DesiredDurationNanos: hour, RenewDurationNanos: hour}))
 		},
-		"Remove": func(ctx context.Context, c *grpc.ClientConn, r *resources, _ bool) error {
+		"Remove": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			return ok(rs(c).Remove(ctx, &djinnpb.RemoveRequest{SetId: set(r), Lease: r.mailbox().GetLease()}))
 		},
-		"GetLeases": func(ctx context.Context, c *grpc.ClientConn, r *resources, _ bool) error {
+		"GetLeases": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			return ok(rs(c).GetLeases(ctx, &djinnpb.SetRequest{SetId: set(r)}))
 		},
-		"SetExpirationWarningListener": func(ctx context.Context, c *grpc.ClientConn, r *resources, _ bool) error {
+		"SetExpirationWarningListener": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			return ok(rs(c).SetExpirationWarningListener(ctx, &djinnpb.SetExpirationWarningListenerRequest{SetId: set(r), Listener: anyListener(), MinWarningNanos: int64(time.Minute)}))
 		},
-		"ClearExpirationWarningListener": func(ctx context.Context, c *grpc.ClientConn, r *resources, _ bool) error {
+		"ClearExpirationWarningListener": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			return ok(rs(c).ClearExpirationWarningListener(ctx, &djinnpb.SetRequest{SetId: set(r)}))
 		},
-		"SetRenewalFailureListener": func(ctx context.Context, c *grpc.ClientConn, r *resources, _ bool) error {
+		"SetRenewalFailureListener": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			return ok(rs(c).SetRenewalFailureListener(ctx, &djinnpb.SetRenewalFailureListenerRequest{SetId: set(r), Listener: anyListener()}))
 		},
-		"ClearRenewalFailureListener": func(ctx context.Context, c *grpc.ClientConn, r *resources, _ bool) error {
+		"ClearRenewalFailureListener": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			return ok(rs(c).ClearRenewalFailureListener(ctx, &djinnpb.SetRequest{SetId: set(r)}))
 		},
 	}
 }
 
 func lockRows() map[string]call {
-	ls := func(c *grpc.ClientConn) djinnpb.LockServiceClient { return djinnpb.NewLockServiceClient(c) }
+	ls := func(c grpc.ClientConnInterface) djinnpb.LockServiceClient { return djinnpb.NewLockServiceClient(c) }
 	w, rd := djinnpb.LockMode_LOCK_MODE_WRITE, djinnpb.LockMode_LOCK_MODE_READ
 	// The set id is the capability: a forged one names no set.
 	return map[string]call{
-		"CreateSet": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		"CreateSet": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(ls(c).CreateSet(ctx, &djinnpb.CreateLockSetRequest{LeaseDurationNanos: hour}))
 		},
-		"CreateOwner": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		"CreateOwner": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(ls(c).CreateOwner(ctx, &djinnpb.CreateLockOwnerRequest{LeaseDurationNanos: hour}))
 		},
-		"Lock": func(ctx context.Context, c *grpc.ClientConn, r *resources, real bool) error {
+		"Lock": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, real bool) error {
 			return ok(ls(c).Lock(ctx, &djinnpb.LockRequest{SetId: pick(real, r.lockSet().GetSetId()), Holder: r.ownerHolder(), Mode: rd, Try: true}))
 		},
-		"ChangeMode": func(ctx context.Context, c *grpc.ClientConn, r *resources, real bool) error {
+		"ChangeMode": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, real bool) error {
 			return ok(ls(c).ChangeMode(ctx, &djinnpb.ChangeModeRequest{SetId: pick(real, r.heldSet()), Holder: r.ownerHolder(), Held: w, Mode: w}))
 		},
-		"Unlock": func(ctx context.Context, c *grpc.ClientConn, r *resources, real bool) error {
+		"Unlock": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, real bool) error {
 			return ok(ls(c).Unlock(ctx, &djinnpb.UnlockRequest{SetId: pick(real, r.heldSet()), Holder: r.ownerHolder(), Mode: w}))
 		},
-		"DropLocks": func(ctx context.Context, c *grpc.ClientConn, r *resources, real bool) error {
+		"DropLocks": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, real bool) error {
 			return ok(ls(c).DropLocks(ctx, &djinnpb.DropLocksRequest{SetId: pick(real, r.txnSet()), Transaction: r.txnRef()}))
 		},
-		"Describe": func(ctx context.Context, c *grpc.ClientConn, r *resources, real bool) error {
+		"Describe": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, real bool) error {
 			return ok(ls(c).Describe(ctx, &djinnpb.LockSetRequest{SetId: pick(real, r.lockSet().GetSetId())}))
 		},
-		"ValidateFence": func(ctx context.Context, c *grpc.ClientConn, r *resources, real bool) error {
+		"ValidateFence": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, real bool) error {
 			return ok(ls(c).ValidateFence(ctx, &djinnpb.ValidateFenceRequest{SetId: pick(real, r.heldSet()), Fence: 1}))
 		},
 	}
 }
 
 func lookupRows() map[string]call {
-	lk := func(c *grpc.ClientConn) djinnpb.LookupServiceClient { return djinnpb.NewLookupServiceClient(c) }
-	ld := func(c *grpc.ClientConn) djinnpb.LookupDiscoveryServiceClient {
+	lk := func(c grpc.ClientConnInterface) djinnpb.LookupServiceClient { return djinnpb.NewLookupServiceClient(c) }
+	ld := func(c grpc.ClientConnInterface) djinnpb.LookupDiscoveryServiceClient {
 		return djinnpb.NewLookupDiscoveryServiceClient(c)
 	}
 	attrs := func(r *resources) *djinnpb.AttributesRequest {
@@ -478,13 +480,13 @@ func lookupRows() map[string]call {
 	}
 	browse := &djinnpb.BrowseRequest{Template: &djinnpb.ServiceTemplate{}}
 	return map[string]call{
-		lookupSvc + "Register": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		lookupSvc + "Register": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(lk(c).Register(ctx, &djinnpb.RegisterRequest{Item: item(djinn.NewID(), "x"), LeaseDurationNanos: hour}))
 		},
-		lookupSvc + "Lookup": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		lookupSvc + "Lookup": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(lk(c).Lookup(ctx, &djinnpb.LookupRequest{Template: &djinnpb.ServiceTemplate{}, MaxMatches: 1}))
 		},
-		lookupSvc + "LookupStream": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		lookupSvc + "LookupStream": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			s, err := lk(c).LookupStream(ctx)
 			if err == nil {
 				err = s.Send(&djinnpb.LookupBatch{Lookups: []*djinnpb.LookupRequest{{Template: &djinnpb.ServiceTemplate{}, MaxMatches: 1}}})
@@ -494,60 +496,60 @@ func lookupRows() map[string]call {
 			}
 			return ok(s.Recv())
 		},
-		lookupSvc + "Notify": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		lookupSvc + "Notify": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(lk(c).Notify(ctx, &djinnpb.LookupNotifyRequest{Template: &djinnpb.ServiceTemplate{}, Transitions: 7, Listener: anyListener(), LeaseDurationNanos: hour}))
 		},
-		lookupSvc + "AddAttributes": func(ctx context.Context, c *grpc.ClientConn, r *resources, _ bool) error {
+		lookupSvc + "AddAttributes": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			return ok(lk(c).AddAttributes(ctx, attrs(r)))
 		},
-		lookupSvc + "ModifyAttributes": func(ctx context.Context, c *grpc.ClientConn, r *resources, _ bool) error {
+		lookupSvc + "ModifyAttributes": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			req := attrs(r)
 			req.Templates = []*djinnpb.EntryTemplate{{Type: "Name"}}
 			return ok(lk(c).ModifyAttributes(ctx, req))
 		},
-		lookupSvc + "SetAttributes": func(ctx context.Context, c *grpc.ClientConn, r *resources, _ bool) error {
+		lookupSvc + "SetAttributes": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			return ok(lk(c).SetAttributes(ctx, attrs(r)))
 		},
-		lookupSvc + "GetEntryTypes": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		lookupSvc + "GetEntryTypes": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(lk(c).GetEntryTypes(ctx, browse))
 		},
-		lookupSvc + "GetFieldValues": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		lookupSvc + "GetFieldValues": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(lk(c).GetFieldValues(ctx, &djinnpb.BrowseRequest{Template: &djinnpb.ServiceTemplate{Entries: []*djinnpb.EntryTemplate{{Type: "Name"}}}, Field: "name"}))
 		},
-		lookupSvc + "GetServiceTypes": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		lookupSvc + "GetServiceTypes": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(lk(c).GetServiceTypes(ctx, browse))
 		},
-		lookupSvc + "GetRegistrar": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		lookupSvc + "GetRegistrar": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(lk(c).GetRegistrar(ctx, &djinnpb.GetRegistrarRequest{}))
 		},
-		ldsSvc + "Register": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		ldsSvc + "Register": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(ld(c).Register(ctx, &djinnpb.LDSRegisterRequest{Locators: []string{"jini://127.0.0.1:1"}, Listener: anyListener(), LeaseDurationNanos: hour}))
 		},
-		ldsSvc + "GetRegistration": func(ctx context.Context, c *grpc.ClientConn, r *resources, _ bool) error {
+		ldsSvc + "GetRegistration": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			return ok(ld(c).GetRegistration(ctx, &djinnpb.LDSRegistrationRequest{LeaseCookie: r.ldsCookie()}))
 		},
-		ldsSvc + "GetRegistrars": func(ctx context.Context, c *grpc.ClientConn, r *resources, _ bool) error {
+		ldsSvc + "GetRegistrars": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			return ok(ld(c).GetRegistrars(ctx, &djinnpb.LDSRegistrationRequest{LeaseCookie: r.ldsCookie()}))
 		},
-		ldsSvc + "ChangeGroups": func(ctx context.Context, c *grpc.ClientConn, r *resources, _ bool) error {
+		ldsSvc + "ChangeGroups": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			return ok(ld(c).ChangeGroups(ctx, &djinnpb.LDSGroupsRequest{LeaseCookie: r.ldsCookie(), Op: djinnpb.SetOp_SET_OP_ADD, Groups: []string{"matrix"}}))
 		},
-		ldsSvc + "ChangeLocators": func(ctx context.Context, c *grpc.ClientConn, r *resources, _ bool) error {
+		ldsSvc + "ChangeLocators": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			return ok(ld(c).ChangeLocators(ctx, &djinnpb.LDSLocatorsRequest{LeaseCookie: r.ldsCookie(), Op: djinnpb.SetOp_SET_OP_ADD, Locators: []string{"jini://127.0.0.1:2"}}))
 		},
-		ldsSvc + "Discard": func(ctx context.Context, c *grpc.ClientConn, r *resources, _ bool) error {
+		ldsSvc + "Discard": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			return ok(ld(c).Discard(ctx, &djinnpb.LDSDiscardRequest{LeaseCookie: r.ldsCookie(), RegistrarServiceId: idBytes(djinn.NewID())}))
 		},
 	}
 }
 
 func txnRows() map[string]call {
-	tm := func(c *grpc.ClientConn) djinnpb.TransactionManagerClient {
+	tm := func(c grpc.ClientConnInterface) djinnpb.TransactionManagerClient {
 		return djinnpb.NewTransactionManagerClient(c)
 	}
 	// The secret is the capability; the id names the transaction.
 	secret := func(r *resources, real bool) []byte { return pick(real, r.txn().GetSecret()) }
-	part := func(ctx context.Context, c *grpc.ClientConn, r *resources, real bool, op djinnpb.ParticipantOp) error {
+	part := func(ctx context.Context, c grpc.ClientConnInterface, r *resources, real bool, op djinnpb.ParticipantOp) error {
 		tx, p := r.kvTxn()
 		req := &djinnpb.ParticipantRequest{ParticipantId: p.GetObjectId(), Manager: tx.GetManager(), Id: tx.GetId(), Secret: pick(real, tx.GetSecret())}
 		pc := djinnpb.NewTransactionParticipantClient(c)
@@ -575,33 +577,33 @@ func txnRows() map[string]call {
 		return err
 	}
 	partRow := func(op djinnpb.ParticipantOp) call {
-		return func(ctx context.Context, c *grpc.ClientConn, r *resources, real bool) error {
+		return func(ctx context.Context, c grpc.ClientConnInterface, r *resources, real bool) error {
 			return part(ctx, c, r, real, op)
 		}
 	}
 	return map[string]call{
-		txnSvc + "Create": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		txnSvc + "Create": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(tm(c).Create(ctx, &djinnpb.CreateTransactionRequest{LeaseDurationNanos: hour}))
 		},
-		txnSvc + "List": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		txnSvc + "List": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(tm(c).List(ctx, &djinnpb.ListTransactionsRequest{}))
 		},
-		txnSvc + "Join": func(ctx context.Context, c *grpc.ClientConn, r *resources, real bool) error {
+		txnSvc + "Join": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, real bool) error {
 			return ok(tm(c).Join(ctx, &djinnpb.JoinTransactionRequest{Id: r.txn().GetId(), Secret: secret(r, real), Participant: anyListener(), CrashCount: 1}))
 		},
-		txnSvc + "GetState": func(ctx context.Context, c *grpc.ClientConn, r *resources, real bool) error {
+		txnSvc + "GetState": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, real bool) error {
 			return ok(tm(c).GetState(ctx, &djinnpb.TransactionRequest{Id: r.txn().GetId(), Secret: secret(r, real)}))
 		},
-		txnSvc + "Promote": func(ctx context.Context, c *grpc.ClientConn, r *resources, real bool) error {
+		txnSvc + "Promote": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, real bool) error {
 			return ok(tm(c).Promote(ctx, &djinnpb.PromoteRequest{Id: r.txn().GetId(), Secret: secret(r, real), Participants: []*djinnpb.Ref{anyListener()}, CrashCounts: []int64{1}}))
 		},
-		txnSvc + "Describe": func(ctx context.Context, c *grpc.ClientConn, r *resources, _ bool) error {
+		txnSvc + "Describe": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			return ok(tm(c).Describe(ctx, &djinnpb.TransactionRequest{Id: r.txn().GetId()}))
 		},
-		txnSvc + "Commit": func(ctx context.Context, c *grpc.ClientConn, r *resources, _ bool) error {
+		txnSvc + "Commit": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			return ok(tm(c).Commit(ctx, &djinnpb.CompleteTransactionRequest{Id: r.txn().GetId()}))
 		},
-		txnSvc + "Abort": func(ctx context.Context, c *grpc.ClientConn, r *resources, _ bool) error {
+		txnSvc + "Abort": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			return ok(tm(c).Abort(ctx, &djinnpb.CompleteTransactionRequest{Id: r.txn().GetId()}))
 		},
 		partSvc + "Prepare":          partRow(djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE),
@@ -614,20 +616,43 @@ func txnRows() map[string]call {
 
 func publicRows() map[string]call {
 	return map[string]call{
-		"/grpc.health.v1.Health/Check": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		// A session's own rule; what it carries meets each call's rule
+		// (every unary row runs in a session too).
+		"/djinn.v1.Session/Open": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
+			req, err := proto.Marshal(&djinnpb.MembersRequest{})
+			if err != nil {
+				return err
+			}
+			s, err := djinnpb.NewSessionClient(c).Open(ctx)
+			if err == nil {
+				err = s.Send(&djinnpb.SessionRequest{Calls: []*djinnpb.SessionCall{{Id: 7, Method: admin + "Members", Request: req}}})
+			}
+			if err != nil {
+				return err
+			}
+			resp, err := s.Recv()
+			if err == nil && len(resp.GetReplies()) != 1 {
+				err = fmt.Errorf("session answered %d replies to one call", len(resp.GetReplies()))
+			}
+			if err == nil {
+				err = sessionAnswer(resp.GetReplies()[0], &djinnpb.MembersResponse{})
+			}
+			return err
+		},
+		"/grpc.health.v1.Health/Check": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(healthpb.NewHealthClient(c).Check(ctx, &healthpb.HealthCheckRequest{}))
 		},
-		"/grpc.health.v1.Health/List": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		"/grpc.health.v1.Health/List": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(healthpb.NewHealthClient(c).List(ctx, &healthpb.HealthListRequest{}))
 		},
-		"/grpc.health.v1.Health/Watch": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		"/grpc.health.v1.Health/Watch": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			s, err := healthpb.NewHealthClient(c).Watch(ctx, &healthpb.HealthCheckRequest{})
 			if err != nil {
 				return err
 			}
 			return ok(recvFirst[*healthpb.HealthCheckResponse](s))
 		},
-		"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			s, err := reflectionv1.NewServerReflectionClient(c).ServerReflectionInfo(ctx)
 			if err == nil {
 				err = s.Send(&reflectionv1.ServerReflectionRequest{MessageRequest: &reflectionv1.ServerReflectionRequest_ListServices{}})
@@ -637,7 +662,7 @@ func publicRows() map[string]call {
 			}
 			return ok(s.Recv())
 		},
-		"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			s, err := reflectionv1alpha.NewServerReflectionClient(c).ServerReflectionInfo(ctx)
 			if err == nil {
 				err = s.Send(&reflectionv1alpha.ServerReflectionRequest{MessageRequest: &reflectionv1alpha.ServerReflectionRequest_ListServices{}})
@@ -653,55 +678,55 @@ func publicRows() map[string]call {
 // joinRows change the mailbox's join: groups and attributes an operator
 // may set, locators left empty so that nothing is dialled.
 func joinRows() map[string]call {
-	j := func(c *grpc.ClientConn) djinnpb.JoinAdminClient { return djinnpb.NewJoinAdminClient(c) }
+	j := func(c grpc.ClientConnInterface) djinnpb.JoinAdminClient { return djinnpb.NewJoinAdminClient(c) }
 	const svc = "mailbox"
 	named := &djinnpb.JoinServiceRequest{Service: svc}
 	groups := &djinnpb.JoinGroupsRequest{Service: svc, Groups: []string{"matrix"}}
 	locators := &djinnpb.JoinLocatorsRequest{Service: svc}
 	attrs := &djinnpb.JoinAttributesRequest{Service: svc, Attributes: []*djinnpb.Entry{{Type: "net.jini.lookup.entry.Comment", Fields: comment("matrix")}}}
 	return map[string]call{
-		"ListJoins": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		"ListJoins": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(j(c).ListJoins(ctx, &djinnpb.ListJoinsRequest{}))
 		},
-		"ResetJoin": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		"ResetJoin": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(j(c).ResetJoin(ctx, named))
 		},
-		"GetLookupGroups": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		"GetLookupGroups": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(j(c).GetLookupGroups(ctx, named))
 		},
-		"AddLookupGroups": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		"AddLookupGroups": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(j(c).AddLookupGroups(ctx, groups))
 		},
-		"RemoveLookupGroups": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		"RemoveLookupGroups": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(j(c).RemoveLookupGroups(ctx, groups))
 		},
-		"SetLookupGroups": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		"SetLookupGroups": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(j(c).SetLookupGroups(ctx, groups))
 		},
-		"GetLookupLocators": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		"GetLookupLocators": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(j(c).GetLookupLocators(ctx, named))
 		},
-		"AddLookupLocators": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		"AddLookupLocators": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(j(c).AddLookupLocators(ctx, locators))
 		},
-		"RemoveLookupLocators": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		"RemoveLookupLocators": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(j(c).RemoveLookupLocators(ctx, locators))
 		},
-		"SetLookupLocators": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		"SetLookupLocators": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(j(c).SetLookupLocators(ctx, locators))
 		},
-		"GetLookupAttributes": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		"GetLookupAttributes": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(j(c).GetLookupAttributes(ctx, named))
 		},
-		"AddLookupAttributes": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		"AddLookupAttributes": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(j(c).AddLookupAttributes(ctx, attrs))
 		},
-		"ModifyLookupAttributes": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		"ModifyLookupAttributes": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(j(c).ModifyLookupAttributes(ctx, &djinnpb.JoinModifyRequest{Service: svc,
 				Templates: []*djinnpb.EntryTemplate{{Type: "net.jini.lookup.entry.Comment"}},
 				Changes:   []*djinnpb.Entry{{Type: "net.jini.lookup.entry.Comment", Fields: comment("modified")}}}))
 		},
-		"SetLookupAttributes": func(ctx context.Context, c *grpc.ClientConn, _ *resources, _ bool) error {
+		"SetLookupAttributes": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(j(c).SetLookupAttributes(ctx, attrs))
 		},
 	}

@@ -6,11 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
@@ -39,6 +47,11 @@ import (
 // refused cell that the server answered otherwise — with success, or an
 // error from past authorization — is an unauthorized success; the test
 // wants none.
+//
+// Every unary RPC is driven twice: on its own, and carried in a session
+// (djinn.v1.Session/Open, one stream carrying calls by id), where the call
+// must meet its own rule, not the session's. Session/Open itself has a row
+// of its own.
 
 // identity is a matrix column.
 type identity int
@@ -60,14 +73,15 @@ func (i identity) String() string {
 type outcome int
 
 const (
-	allowed  outcome = iota // authorization let the call through
-	notFound                // the resource does not exist for the caller
-	denied                  // PermissionDenied: a role is missing
-	refused                 // the TLS handshake refused the caller
+	allowed   outcome = iota // authorization let the call through
+	notFound                 // the resource does not exist for the caller
+	denied                   // PermissionDenied: a role is missing
+	refused                  // the TLS handshake refused the caller
+	uncarried                // a session did not carry the call: no outcome of its rule
 )
 
 func (o outcome) String() string {
-	return [...]string{"allowed", "not found", "permission denied", "refused by TLS"}[o]
+	return [...]string{"allowed", "not found", "permission denied", "refused by TLS", "not carried by the session"}[o]
 }
 
 // want returns the outcome the rule of access wants for identity id.
@@ -107,6 +121,9 @@ func got(access server.Access, w outcome, err error) outcome {
 	if err == nil {
 		return allowed
 	}
+	if errors.Is(err, errUncarried) {
+		return uncarried
+	}
 	k := djinn.KindOf(err)
 	switch {
 	case k == djinn.Unavailable && w == refused:
@@ -121,12 +138,24 @@ func got(access server.Access, w outcome, err error) outcome {
 
 // call is one RPC of a row, made on conn. real is false for the other
 // principal's call of a capability RPC: it presents a forged capability.
-type call func(ctx context.Context, conn *grpc.ClientConn, r *resources, real bool) error
+type call func(ctx context.Context, conn grpc.ClientConnInterface, r *resources, real bool) error
 
-// matrixEnv is the server and a connection as each identity.
+// matrixEnv is the server and a connection as each identity, whose
+// unary calls go on their own.
 type matrixEnv struct {
 	srv   *server.Server
 	conns [identities]*grpc.ClientConn
+}
+
+// path is how a cell's unary calls reach the server.
+type path struct {
+	name string
+	conn func(*grpc.ClientConn) grpc.ClientConnInterface
+}
+
+var paths = []path{
+	{"", func(c *grpc.ClientConn) grpc.ClientConnInterface { return c }},
+	{" in a session", func(c *grpc.ClientConn) grpc.ClientConnInterface { return sessionConn{c} }},
 }
 
 func newMatrixEnv(t *testing.T) *matrixEnv {
@@ -144,7 +173,7 @@ func newMatrixEnv(t *testing.T) *matrixEnv {
 		asOtherCA:  {Certificates: []tls.Certificate{other.Client}, RootCAs: pki.Roots, MinVersion: tls.VersionTLS12},
 	}
 	for id := range identities {
-		e.conns[id] = servertest.Conn(t, e.srv.Addr(), client.WithTLS(tlsAs[id]))
+		e.conns[id] = servertest.Conn(t, e.srv.Addr(), client.WithTLS(tlsAs[id]), client.WithoutSession())
 	}
 	return e
 }
@@ -173,7 +202,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 			t.Errorf("matrix row for %s, which the server does not serve: remove it", m)
 		}
 	}
-	cells, unauthorized := 0, 0
+	inSession := server.SessionMethods(e.srv)
+	cells, carried, unauthorized := 0, 0, 0
 	var tally [identities]map[outcome]int
 	for id := range identities {
 		tally[id] = map[outcome]int{}
@@ -184,30 +214,61 @@ func TestAuthorizationMatrix(t *testing.T) {
 			t.Errorf("no matrix row for %s (rule: %v): add one to matrixRows", m, served[m])
 			continue
 		}
-		r := &resources{t: t, owner: e.conns[asOwner], srv: e.srv}
-		// The owner calls last: its call may end what the others' name.
-		for _, id := range []identity{asNoCert, asOtherCA, asOther, asOperator, asOwner} {
-			w := want(served[m], id)
-			ctx, cancel := context.WithTimeout(context.Background(), matrixTimeout)
-			err := c(ctx, e.conns[id], r, id != asOther)
-			cancel()
-			g := got(served[m], w, err)
-			cells++
-			tally[id][g]++
-			if g != w {
-				if w != allowed {
-					unauthorized++
+		for _, p := range paths {
+			if p.name != "" {
+				if !inSession[m] {
+					continue
 				}
-				t.Errorf("%s as %s (rule %v): %v (%v), want %v", m, id, served[m], g, err, w)
+				carried++
+			}
+			r := &resources{t: t, owner: e.conns[asOwner], srv: e.srv}
+			// The owner calls last: its call may end what the others' name.
+			for _, id := range []identity{asNoCert, asOtherCA, asOther, asOperator, asOwner} {
+				w := want(served[m], id)
+				ctx, cancel := context.WithTimeout(context.Background(), matrixTimeout)
+				err := c(ctx, p.conn(e.conns[id]), r, id != asOther)
+				cancel()
+				g := got(served[m], w, err)
+				cells++
+				tally[id][g]++
+				if g != w {
+					if w != allowed {
+						unauthorized++
+					}
+					t.Errorf("%s%s as %s (rule %v): %v (%v), want %v", m, p.name, id, served[m], g, err, w)
+				}
 			}
 		}
 	}
-	t.Logf("authorization matrix: %d RPCs × %d identities = %d cells, %d unauthorized successes", len(methods), int(identities), cells, unauthorized)
+	t.Logf("authorization matrix: %d RPCs (%d of them also in a session) × %d identities = %d cells, %d unauthorized successes",
+		len(methods), carried, int(identities), cells, unauthorized)
 	for id := range identities {
 		t.Logf("  as %s: %v", id, tally[id])
 	}
 	if unauthorized != 0 {
 		t.Errorf("%d unauthorized successes, want 0", unauthorized)
+	}
+	checkREADMEFigure(t, len(methods), carried, cells)
+}
+
+// readmeFigure is the matrix's figure as README.md's Security section
+// quotes it.
+var readmeFigure = regexp.MustCompile(`(\d+) RPCs, the (\d+) unary ones both on their own and carried in a session, (\d+) cells`)
+
+// checkREADMEFigure fails the test when the README quotes another figure
+// than the matrix's.
+func checkREADMEFigure(t *testing.T, rpcs, carried, cells int) {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatalf("read the README: %v", err)
+	}
+	m := readmeFigure.FindStringSubmatch(strings.Join(strings.Fields(string(b)), " "))
+	if m == nil {
+		t.Fatalf("README.md's Security section quotes no matrix figure matching %q", readmeFigure)
+	}
+	if want := fmt.Sprintf("%d RPCs, the %d unary ones both on their own and carried in a session, %d cells", rpcs, carried, cells); m[0] != want {
+		t.Errorf("README.md quotes %q, the matrix drove %q: update the README's Security section", m[0], want)
 	}
 }
 
@@ -237,4 +298,60 @@ func named(what string, err error) error {
 		return nil
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// errUncarried is a session's answer that it does not serve a method.
+var errUncarried = errors.New("the session did not carry the call")
+
+// sessionConn makes each unary call in a session stream of its own
+// (djinn.v1.Session/Open), so that every cell of the session path is
+// certainly carried by one: the client's own session may send a call on
+// its own. Streams go on the connection as they are.
+type sessionConn struct{ *grpc.ClientConn }
+
+func (c sessionConn) Invoke(ctx context.Context, method string, args, reply any, _ ...grpc.CallOption) error {
+	req, err := proto.Marshal(args.(proto.Message))
+	if err != nil {
+		return err
+	}
+	call := &djinnpb.SessionCall{Id: 1, Method: method, Request: req}
+	if d, ok := ctx.Deadline(); ok {
+		call.TimeoutNanos = int64(time.Until(d))
+	}
+	md, _ := metadata.FromOutgoingContext(ctx)
+	for k, vs := range md {
+		for _, v := range vs {
+			call.Metadata = append(call.Metadata, &djinnpb.MetadataEntry{Key: k, Value: []byte(v)})
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s, err := djinnpb.NewSessionClient(c.ClientConn).Open(ctx)
+	if err == nil {
+		err = s.Send(&djinnpb.SessionRequest{Calls: []*djinnpb.SessionCall{call}})
+	}
+	for err == nil {
+		var resp *djinnpb.SessionResponse
+		if resp, err = s.Recv(); err != nil {
+			break
+		}
+		for _, r := range resp.GetReplies() {
+			if r.GetId() == call.GetId() {
+				return sessionAnswer(r, reply)
+			}
+		}
+	}
+	return err
+}
+
+// sessionAnswer is a session's reply as a unary call's answer.
+func sessionAnswer(r *djinnpb.SessionReply, reply any) error {
+	st := r.GetStatus()
+	if st == nil {
+		return proto.Unmarshal(r.GetResponse(), reply.(proto.Message))
+	}
+	if codes.Code(st.GetCode()) == codes.Unimplemented {
+		return fmt.Errorf("%w: %s", errUncarried, st.GetMessage())
+	}
+	return grpcerr.FromStatus(status.ErrorProto(&spb.Status{Code: st.GetCode(), Message: st.GetMessage(), Details: st.GetDetails()}))
 }
