@@ -435,7 +435,7 @@ func (g *goldenRun) ls() {
 	mustRun(g.t, p, "renewal", "create")
 	mustRun(g.t, p, "lock", "create")
 	mustRun(g.t, p, "lock", "create", "--lease", "1h")
-	tx := g.on(p, "txn-create", "txn", "create")["id"].(string)
+	tx := g.on(p, "txn-create", "txn", "create")["token"].(string)
 	mustRun(g.t, p, "txn", "nest", tx)
 	done := g.on(p, "txn-create", "txn", "create")["id"].(string)
 	mustRun(g.t, p, "txn", "commit", done)

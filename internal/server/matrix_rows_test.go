@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -23,9 +24,10 @@ import (
 // first time a call asks for it: one set per row, so that a call that
 // ends a resource ends only its row's.
 type resources struct {
-	t     *testing.T
-	owner *grpc.ClientConn
-	srv   *server.Server
+	t      *testing.T
+	owner  *grpc.ClientConn
+	srv    *server.Server
+	caller identity // who makes the call under way
 
 	mreg   *djinnpb.MailboxRegistration
 	rset   *djinnpb.RenewalSet
@@ -335,6 +337,21 @@ func eventRows() map[string]call {
 				return err
 			}
 			return ok(recvFirst[*djinnpb.PullResponse](s))
+		},
+		mailboxSvc + "Deliveries": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
+			// Something to deliver, so the owner's first answer comes at once.
+			src, id := ev(r, true)
+			if _, err := djinnpb.NewEventListenerClient(r.owner).Notify(ctx, &djinnpb.NotifyRequest{ListenerId: id, Event: &djinnpb.RemoteEvent{Source: src, EventId: 3, Sequence: 1}}); err != nil {
+				return named("notify before the deliveries", err)
+			}
+			s, err := mb(c).Deliveries(ctx)
+			if err == nil {
+				err = s.Send(&djinnpb.DeliveriesRequest{RegistrationId: reg(r)})
+			}
+			if err != nil {
+				return err
+			}
+			return ok(s.Recv())
 		},
 		mailboxSvc + "Ack": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			return ok(mb(c).Ack(ctx, &djinnpb.AckRequest{RegistrationId: reg(r), ThroughIndex: 1}))
@@ -735,4 +752,38 @@ func joinRows() map[string]call {
 // comment is a Comment entry's fields.
 func comment(text string) []*djinnpb.Field {
 	return []*djinnpb.Field{{Name: "comment", Value: &djinnpb.Value{Kind: &djinnpb.Value_StringValue{StringValue: text}}}}
+}
+
+// hookRows are the rows of RPCs under an owner rule whose hook decides by
+// the call's arguments: each variant wants the outcomes of the rule the
+// hook applies to its arguments.
+func hookRows() map[string][]variant {
+	list := func(req *djinnpb.ListResourcesRequest, own bool) call {
+		return func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
+			mine := r.mailbox().GetRegistrationId()
+			resp, err := djinnpb.NewResourcesClient(c).List(ctx, req)
+			if err != nil || !own {
+				return err
+			}
+			// The caller's own: the owner's registration is the owner's
+			// answer alone.
+			found := slices.ContainsFunc(resp.GetResources(), func(res *djinnpb.Resource) bool {
+				return res.GetName() == djinn.ID(mine).String()
+			})
+			switch {
+			case found && r.caller != asOwner:
+				return fmt.Errorf("%w: %s lists the owner's registration", errLeaked, r.caller)
+			case !found && r.caller == asOwner:
+				return fmt.Errorf("%w: the owner's list lacks its registration", errWrongAnswer)
+			}
+			return nil
+		}
+	}
+	return map[string][]variant{
+		"/djinn.v1.Resources/List": {
+			{" (own)", server.Authenticated, list(&djinnpb.ListResourcesRequest{Kind: "mailboxes"}, true)},
+			{" (all)", server.Operator, list(&djinnpb.ListResourcesRequest{Kind: "mailboxes", All: true}, false)},
+			{" (another principal's)", server.Operator, list(&djinnpb.ListResourcesRequest{Kind: "mailboxes", IsPrincipal: true, Principal: "cn:alice"}, false)},
+		},
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -73,15 +74,16 @@ func (i identity) String() string {
 type outcome int
 
 const (
-	allowed   outcome = iota // authorization let the call through
-	notFound                 // the resource does not exist for the caller
-	denied                   // PermissionDenied: a role is missing
-	refused                  // the TLS handshake refused the caller
-	uncarried                // a session did not carry the call: no outcome of its rule
+	allowed     outcome = iota // authorization let the call through
+	notFound                   // the resource does not exist for the caller
+	denied                     // PermissionDenied: a role is missing
+	refused                    // the TLS handshake refused the caller
+	wrongAnswer                // an answer no rule gives: a session that did not carry the call, a list without the own
+	leaked                     // the answer holds another principal's resource
 )
 
 func (o outcome) String() string {
-	return [...]string{"allowed", "not found", "permission denied", "refused by TLS", "not carried by the session"}[o]
+	return [...]string{"allowed", "not found", "permission denied", "refused by TLS", "a wrong answer", "leaked another principal's resource"}[o]
 }
 
 // want returns the outcome the rule of access wants for identity id.
@@ -121,8 +123,11 @@ func got(access server.Access, w outcome, err error) outcome {
 	if err == nil {
 		return allowed
 	}
-	if errors.Is(err, errUncarried) {
-		return uncarried
+	if errors.Is(err, errWrongAnswer) {
+		return wrongAnswer
+	}
+	if errors.Is(err, errLeaked) {
+		return leaked
 	}
 	k := djinn.KindOf(err)
 	switch {
@@ -187,68 +192,91 @@ const matrixTimeout = 10 * time.Second
 // successes (which must be 0).
 func TestAuthorizationMatrix(t *testing.T) {
 	t.Parallel()
-	e := newMatrixEnv(t)
-	served := server.AccessOf(e.srv)
-	methods := slices.Sorted(func(yield func(string) bool) {
-		for m := range served {
-			if !yield(m) {
-				return
-			}
-		}
-	})
-	rows := matrixRows()
+	run := &matrixRun{t: t, e: newMatrixEnv(t)}
+	for id := range identities {
+		run.tally[id] = map[outcome]int{}
+	}
+	served := server.AccessOf(run.e.srv)
+	methods := slices.Sorted(maps.Keys(served))
+	rows, hooked := matrixRows(), hookRows()
 	for m := range rows {
 		if _, ok := served[m]; !ok {
 			t.Errorf("matrix row for %s, which the server does not serve: remove it", m)
 		}
 	}
-	inSession := server.SessionMethods(e.srv)
-	cells, carried, unauthorized := 0, 0, 0
-	var tally [identities]map[outcome]int
-	for id := range identities {
-		tally[id] = map[outcome]int{}
-	}
+	inSession := server.SessionMethods(run.e.srv)
 	for _, m := range methods {
-		c, ok := rows[m]
-		if !ok {
+		vs := hooked[m]
+		if c, ok := rows[m]; ok {
+			vs = append(vs, variant{as: served[m], call: c})
+		}
+		switch {
+		case len(vs) == 0:
 			t.Errorf("no matrix row for %s (rule: %v): add one to matrixRows", m, served[m])
 			continue
+		case len(hooked[m]) > 0 && served[m] != server.Owner:
+			t.Errorf("%s has hook rows but rule %v: a hook row is for an owner rule whose hook decides by the call's arguments", m, served[m])
 		}
 		for _, p := range paths {
 			if p.name != "" {
 				if !inSession[m] {
 					continue
 				}
-				carried++
+				run.carried++
 			}
-			r := &resources{t: t, owner: e.conns[asOwner], srv: e.srv}
-			// The owner calls last: its call may end what the others' name.
-			for _, id := range []identity{asNoCert, asOtherCA, asOther, asOperator, asOwner} {
-				w := want(served[m], id)
-				ctx, cancel := context.WithTimeout(context.Background(), matrixTimeout)
-				err := c(ctx, p.conn(e.conns[id]), r, id != asOther)
-				cancel()
-				g := got(served[m], w, err)
-				cells++
-				tally[id][g]++
-				if g != w {
-					if w != allowed {
-						unauthorized++
-					}
-					t.Errorf("%s%s as %s (rule %v): %v (%v), want %v", m, p.name, id, served[m], g, err, w)
-				}
+			for _, v := range vs {
+				run.row(m, p, v)
 			}
 		}
 	}
 	t.Logf("authorization matrix: %d RPCs (%d of them also in a session) × %d identities = %d cells, %d unauthorized successes",
-		len(methods), carried, int(identities), cells, unauthorized)
+		len(methods), run.carried, int(identities), run.cells, run.unauthorized)
 	for id := range identities {
-		t.Logf("  as %s: %v", id, tally[id])
+		t.Logf("  as %s: %v", id, run.tally[id])
 	}
-	if unauthorized != 0 {
-		t.Errorf("%d unauthorized successes, want 0", unauthorized)
+	if run.unauthorized != 0 {
+		t.Errorf("%d unauthorized successes, want 0", run.unauthorized)
 	}
-	checkREADMEFigure(t, len(methods), carried, cells)
+	checkREADMEFigure(t, len(methods), run.carried, run.cells)
+}
+
+// variant is a row of an RPC: its call, and the rule whose outcomes it
+// wants — the RPC's own, or for an owner rule whose hook decides by the
+// call's arguments, the rule the hook applies to these.
+type variant struct {
+	name string
+	as   server.Access
+	call call
+}
+
+// matrixRun is the matrix's counts as it runs.
+type matrixRun struct {
+	t                            *testing.T
+	e                            *matrixEnv
+	cells, carried, unauthorized int
+	tally                        [identities]map[outcome]int
+}
+
+// row runs one row of method m by path p as every identity.
+func (run *matrixRun) row(m string, p path, v variant) {
+	r := &resources{t: run.t, owner: run.e.conns[asOwner], srv: run.e.srv}
+	// The owner calls last: its call may end what the others' name.
+	for _, id := range []identity{asNoCert, asOtherCA, asOther, asOperator, asOwner} {
+		w := want(v.as, id)
+		ctx, cancel := context.WithTimeout(context.Background(), matrixTimeout)
+		r.caller = id
+		err := v.call(ctx, p.conn(run.e.conns[id]), r, id != asOther)
+		cancel()
+		g := got(v.as, w, err)
+		run.cells++
+		run.tally[id][g]++
+		if g != w {
+			if w != allowed || g == leaked {
+				run.unauthorized++
+			}
+			run.t.Errorf("%s%s%s as %s (rule %v): %v (%v), want %v", m, v.name, p.name, id, v.as, g, err, w)
+		}
+	}
 }
 
 // readmeFigure is the matrix's figure as README.md's Security section
@@ -300,8 +328,11 @@ func named(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// errUncarried is a session's answer that it does not serve a method.
-var errUncarried = errors.New("the session did not carry the call")
+// errWrongAnswer is an answer no rule gives.
+var errWrongAnswer = errors.New("a wrong answer")
+
+// errLeaked is an answer that holds what is not the caller's.
+var errLeaked = errors.New("the answer holds another principal's resource")
 
 // sessionConn makes each unary call in a session stream of its own
 // (djinn.v1.Session/Open), so that every cell of the session path is
@@ -351,7 +382,7 @@ func sessionAnswer(r *djinnpb.SessionReply, reply any) error {
 		return proto.Unmarshal(r.GetResponse(), reply.(proto.Message))
 	}
 	if codes.Code(st.GetCode()) == codes.Unimplemented {
-		return fmt.Errorf("%w: %s", errUncarried, st.GetMessage())
+		return fmt.Errorf("%w: the session did not carry the call: %s", errWrongAnswer, st.GetMessage())
 	}
 	return grpcerr.FromStatus(status.ErrorProto(&spb.Status{Code: st.GetCode(), Message: st.GetMessage(), Details: st.GetDetails()}))
 }
