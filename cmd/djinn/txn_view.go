@@ -157,11 +157,11 @@ func parseTxnToken(s string) (uint64, djinn.ID, error) {
 	switch {
 	case err != nil:
 		if n, perr := strconv.ParseUint(strings.Split(s, ".")[0], 10, 64); perr != nil || n == 0 {
-			return 0, djinn.ID{}, fmt.Errorf("transaction id %q: want a token ID.SECRET, as djinn txn create printed it", abbrevArg(s))
+			return 0, djinn.ID{}, usageError{fmt.Errorf("transaction id %q: want a token ID.SECRET, as djinn txn create printed it", abbrevArg(s))}
 		}
-		return 0, djinn.ID{}, err
+		return 0, djinn.ID{}, usageError{err}
 	case secret.IsZero():
-		return 0, djinn.ID{}, fmt.Errorf("transaction %d: its id alone does not let one work under it; pass its token, ID.SECRET, as djinn txn create printed it", id)
+		return 0, djinn.ID{}, usageError{fmt.Errorf("transaction %d: its id alone does not let one work under it; pass its token, ID.SECRET, as djinn txn create printed it", id)}
 	}
 	return id, secret, nil
 }
