@@ -110,49 +110,47 @@ func lockMetrics(st *lock.State) []prometheus.Collector {
 	}
 }
 
-// lockView is the console's lock page: every set with its holders (their
-// modes, counts and fencing tokens) and its FIFO queue of waiters: the
-// sets the reader sees (sees); the totals count every one.
-func (s *Server) lockView(ctx context.Context, st *lock.State) any {
-	type held struct {
+// The console's lock page in JSON: a set with its holders (their modes,
+// counts and fencing tokens) and its FIFO queue of waiters.
+type (
+	lockHeldView struct {
 		Mode  string `json:"mode"`
 		Fence uint64 `json:"fence"`
 	}
-	type holder struct {
+	lockHolderView struct {
 		Holder string         `json:"holder"`
 		Counts map[string]int `json:"counts"`
-		Locks  []held         `json:"locks"`
+		Locks  []lockHeldView `json:"locks"`
 	}
-	type waiter struct {
+	lockWaiterView struct {
 		Holder  string `json:"holder"`
 		Mode    string `json:"mode"`
 		From    string `json:"from,omitempty"`
 		Request string `json:"request"`
 	}
-	type set struct {
-		ID            string   `json:"id"`
-		Lease         string   `json:"lease"`
-		Principal     string   `json:"principal"`
-		Transactional bool     `json:"transactional"`
-		Fence         uint64   `json:"fence"`
-		Holders       []holder `json:"holders"`
-		Waiters       []waiter `json:"waiters"`
-		Expires       *int64   `json:"expires"`
+	lockSetView struct {
+		ID            string           `json:"id"`
+		Lease         string           `json:"lease"`
+		Principal     string           `json:"principal"`
+		Transactional bool             `json:"transactional"`
+		Fence         uint64           `json:"fence"`
+		Holders       []lockHolderView `json:"holders"`
+		Waiters       []lockWaiterView `json:"waiters"`
+		Expires       *int64           `json:"expires"`
 	}
-	name := func(h lock.HolderView) string {
-		if h.IsTxn {
-			return fmt.Sprintf("transaction %d", h.Txn.ID)
-		}
-		return "owner " + fingerprint(h.Owner)
-	}
+)
+
+// lockView is the console's lock page: every set with its holders and
+// waiters: the sets the reader sees (sees); the totals count every one.
+func (s *Server) lockView(ctx context.Context, st *lock.State) any {
 	_, owners := st.Len()
 	v := struct {
-		Now       int64  `json:"now"`
-		Owners    int    `json:"owners"`
-		Waiting   int    `json:"waiting"`
-		Deadlocks uint64 `json:"deadlocks"`
-		Sets      []set  `json:"sets"`
-	}{Now: s.nowMs(), Owners: owners, Waiting: len(st.Waiting()), Deadlocks: st.Counts.Deadlocks.Load(), Sets: []set{}}
+		Now       int64         `json:"now"`
+		Owners    int           `json:"owners"`
+		Waiting   int           `json:"waiting"`
+		Deadlocks uint64        `json:"deadlocks"`
+		Sets      []lockSetView `json:"sets"`
+	}{Now: s.nowMs(), Owners: owners, Waiting: len(st.Waiting()), Deadlocks: st.Counts.Deadlocks.Load(), Sets: []lockSetView{}}
 	for _, sv := range st.Sets() {
 		if len(v.Sets) == maxListed {
 			break
@@ -160,26 +158,41 @@ func (s *Server) lockView(ctx context.Context, st *lock.State) any {
 		if !sees(ctx, s.principalOf(sv.Cookie)) {
 			continue
 		}
-		g := set{ID: fingerprint(sv.ID), Lease: fingerprint(sv.Cookie), Principal: s.principalOf(sv.Cookie), Transactional: sv.Transactional, Fence: sv.Fence,
-			Holders: []holder{}, Waiters: []waiter{}, Expires: s.expiresMs(sv.Cookie)}
-		for _, h := range sv.Holders {
-			hv := holder{Holder: name(h), Counts: map[string]int{}, Locks: []held{}}
-			for _, l := range h.Locks {
-				hv.Counts[l.Mode.String()]++
-				hv.Locks = append(hv.Locks, held{Mode: l.Mode.String(), Fence: l.Fence})
-			}
-			g.Holders = append(g.Holders, hv)
-		}
-		for _, w := range sv.Waiters {
-			wv := waiter{Holder: name(w.HolderView), Mode: w.Mode.String(), Request: fmt.Sprintf("%016x", w.Request)}
-			if w.From.Valid() {
-				wv.From = w.From.String()
-			}
-			g.Waiters = append(g.Waiters, wv)
-		}
-		v.Sets = append(v.Sets, g)
+		v.Sets = append(v.Sets, s.lockSetView(sv))
 	}
 	return v
+}
+
+// lockSetView is one set as the console shows it: ids and leases by
+// fingerprint, holders and waiters by name.
+func (s *Server) lockSetView(sv lock.SetView) lockSetView {
+	g := lockSetView{ID: fingerprint(sv.ID), Lease: fingerprint(sv.Cookie), Principal: s.principalOf(sv.Cookie), Transactional: sv.Transactional, Fence: sv.Fence,
+		Holders: []lockHolderView{}, Waiters: []lockWaiterView{}, Expires: s.expiresMs(sv.Cookie)}
+	for _, h := range sv.Holders {
+		hv := lockHolderView{Holder: lockHolderName(h), Counts: map[string]int{}, Locks: []lockHeldView{}}
+		for _, l := range h.Locks {
+			hv.Counts[l.Mode.String()]++
+			hv.Locks = append(hv.Locks, lockHeldView{Mode: l.Mode.String(), Fence: l.Fence})
+		}
+		g.Holders = append(g.Holders, hv)
+	}
+	for _, w := range sv.Waiters {
+		wv := lockWaiterView{Holder: lockHolderName(w.HolderView), Mode: w.Mode.String(), Request: fmt.Sprintf("%016x", w.Request)}
+		if w.From.Valid() {
+			wv.From = w.From.String()
+		}
+		g.Waiters = append(g.Waiters, wv)
+	}
+	return g
+}
+
+// lockHolderName names a holder on the console: a transaction by its id,
+// an owner by the fingerprint of its cookie.
+func lockHolderName(h lock.HolderView) string {
+	if h.IsTxn {
+		return fmt.Sprintf("transaction %d", h.Txn.ID)
+	}
+	return "owner " + fingerprint(h.Owner)
 }
 
 // lockRPC serves the LockService.

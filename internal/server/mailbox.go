@@ -68,40 +68,12 @@ func mailboxPart(s *Server) *part {
 			return m.Add(st.Part())
 		},
 		open: func() (err error) {
-			svc, err = mailbox.New(st, s.lessor, s.node, s.now, s.ref(MailboxID), mailbox.Config{
-				Lease:            lease.Policy{Default: time.Duration(c.DefaultLease), Max: time.Duration(c.MaxLease)},
-				MaxStored:        c.MaxStored,
-				MaxEventBytes:    c.MaxEventBytes,
-				MaxRegistrations: c.MaxRegistrations,
-				Delivery: event.Config{
-					Sender: client.NewEventSender(s.pool), MaxBatch: 256,
-					MinBackoff: 100 * time.Millisecond, MaxBackoff: 30 * time.Second,
-				},
-				Logger: s.log,
-			})
+			svc, err = mailbox.New(st, s.lessor, s.node, s.now, s.ref(MailboxID), s.mailboxConfig())
 			return err
 		},
-		serve: func(r *registrar) error {
-			owns := owner(func(ctx context.Context, req interface{ GetRegistrationId() []byte }) error {
-				id, err := regID(req.GetRegistrationId())
-				if err != nil {
-					return nil // the handler names the bad id
-				}
-				return svc.CheckOwner(ctx, id)
-			})
-			err := r.serve(&djinnpb.EventMailbox_ServiceDesc, &mailboxRPC{svc: svc}, Rules{
-				"Register": authenticated, "GetRegistration": owns, "EnableDelivery": owns, "DisableDelivery": owns,
-				"Pull": owns, "Ack": owns, "AddUnknownEvents": owns, "Deliveries": owns,
-			})
-			if err != nil {
-				return err
-			}
-			return r.serve(&djinnpb.EventListener_ServiceDesc, &listenerRPC{svc: svc}, Rules{
-				"Notify": capability, "NotifyBatch": capability, "StopDelivery": capability,
-			})
-		},
-		run: func(ctx context.Context) { svc.Run(ctx) },
-		ref: s.ref(MailboxID),
+		serve: func(r *registrar) error { return serveMailbox(r, svc) },
+		run:   func(ctx context.Context) { svc.Run(ctx) },
+		ref:   s.ref(MailboxID),
 		status: func(resp *djinnpb.StatusResponse) {
 			regs, events := st.Len()
 			resp.Counts["mailbox_registrations"], resp.Counts["mailbox_stored_events"] = int64(regs), int64(events)
@@ -115,6 +87,45 @@ func mailboxPart(s *Server) *part {
 			return s.mailboxView(ctx, st, svc), nil
 		}},
 	}
+}
+
+// mailboxConfig is the mailbox core's configuration: the [mailbox]
+// section, and delivery through the server's own connections.
+func (s *Server) mailboxConfig() mailbox.Config {
+	c := s.cfg.Mailbox
+	return mailbox.Config{
+		Lease:            lease.Policy{Default: time.Duration(c.DefaultLease), Max: time.Duration(c.MaxLease)},
+		MaxStored:        c.MaxStored,
+		MaxEventBytes:    c.MaxEventBytes,
+		MaxRegistrations: c.MaxRegistrations,
+		Delivery: event.Config{
+			Sender: client.NewEventSender(s.pool), MaxBatch: 256,
+			MinBackoff: 100 * time.Millisecond, MaxBackoff: 30 * time.Second,
+		},
+		Logger: s.log,
+	}
+}
+
+// serveMailbox registers the mailbox's gRPC services: a registration is
+// its creator's, a mailbox listener's reference is a capability.
+func serveMailbox(r *registrar, svc *mailbox.Service) error {
+	owns := owner(func(ctx context.Context, req interface{ GetRegistrationId() []byte }) error {
+		id, err := regID(req.GetRegistrationId())
+		if err != nil {
+			return nil // the handler names the bad id
+		}
+		return svc.CheckOwner(ctx, id)
+	})
+	err := r.serve(&djinnpb.EventMailbox_ServiceDesc, &mailboxRPC{svc: svc}, Rules{
+		"Register": authenticated, "GetRegistration": owns, "EnableDelivery": owns, "DisableDelivery": owns,
+		"Pull": owns, "Ack": owns, "AddUnknownEvents": owns, "Deliveries": owns,
+	})
+	if err != nil {
+		return err
+	}
+	return r.serve(&djinnpb.EventListener_ServiceDesc, &listenerRPC{svc: svc}, Rules{
+		"Notify": capability, "NotifyBatch": capability, "StopDelivery": capability,
+	})
 }
 
 func mailboxMetrics(st *mailbox.State, svc *mailbox.Service) []prometheus.Collector {

@@ -137,24 +137,6 @@ func (s *Server) renewalView(ctx context.Context, st *renewal.State, svc *renewa
 		WarningListener string        `json:"warningListener"`
 		Leases          []clientLease `json:"leases"`
 	}
-	ms := func(t time.Time) *int64 {
-		if !t.Before(djinn.EndOfTime) {
-			return nil
-		}
-		v := t.UnixMilli()
-		return &v
-	}
-	listener := func(l renewal.ListenerInfo, warning bool) string {
-		if l.Target == nil {
-			return ""
-		}
-		obj, _ := djinn.IDFromBytes("listener", l.Target.GetObjectId())
-		out := fmt.Sprintf("%s (%d pending)", refString(l.Target.GetEndpoint(), obj), l.Pending)
-		if warning {
-			out += ", warns " + djinn.FormatDuration(l.MinWarning) + " ahead"
-		}
-		return out
-	}
 	v := struct {
 		Now     int64  `json:"now"`
 		Leases  int    `json:"leases"`
@@ -168,10 +150,10 @@ func (s *Server) renewalView(ctx context.Context, st *renewal.State, svc *renewa
 			continue
 		}
 		g := set{ID: fingerprint(in.ID), Lease: fingerprint(in.Cookie), Principal: in.Principal, Expires: s.expiresMs(in.Cookie),
-			FailureListener: listener(in.Listeners[0], false), WarningListener: listener(in.Listeners[1], true), Leases: []clientLease{}}
+			FailureListener: renewalListener(in.Listeners[0], false), WarningListener: renewalListener(in.Listeners[1], true), Leases: []clientLease{}}
 		cls, _ := st.Leases(in.ID)
 		for _, c := range cls {
-			cl := clientLease{Lease: fingerprint(c.Cookie), Landlord: refString(c.Landlord.Endpoint, c.Landlord.Object), Expires: ms(c.Actual), Desired: ms(c.Desired)}
+			cl := clientLease{Lease: fingerprint(c.Cookie), Landlord: refString(c.Landlord.Endpoint, c.Landlord.Object), Expires: unixMsOrForever(c.Actual), Desired: unixMsOrForever(c.Desired)}
 			if c.LastErr != nil {
 				cl.Error = c.LastErr.GetMessage()
 			}
@@ -180,6 +162,30 @@ func (s *Server) renewalView(ctx context.Context, st *renewal.State, svc *renewa
 		v.Sets = append(v.Sets, g)
 	}
 	return v
+}
+
+// unixMsOrForever is t in Unix milliseconds, or nil for forever.
+func unixMsOrForever(t time.Time) *int64 {
+	if !t.Before(djinn.EndOfTime) {
+		return nil
+	}
+	v := t.UnixMilli()
+	return &v
+}
+
+// renewalListener describes a set's listener on the console: its
+// reference and pending events, and for the warning listener how far
+// ahead it warns; "" for none.
+func renewalListener(l renewal.ListenerInfo, warning bool) string {
+	if l.Target == nil {
+		return ""
+	}
+	obj, _ := djinn.IDFromBytes("listener", l.Target.GetObjectId())
+	out := fmt.Sprintf("%s (%d pending)", refString(l.Target.GetEndpoint(), obj), l.Pending)
+	if warning {
+		out += ", warns " + djinn.FormatDuration(l.MinWarning) + " ahead"
+	}
+	return out
 }
 
 // renewalRPC serves the LeaseRenewalService.
