@@ -263,6 +263,7 @@ func TestSeriesIn(t *testing.T) {
 		`sum by (instance, le) (rate(djinn_raft_log_write_seconds_bucket{instance=~"$instance"}[5m]))`: "djinn_raft_log_write_seconds_bucket",
 		`max(djinn_raft_leader_known) == 0 or absent(djinn_raft_leader_known)`:                         "djinn_raft_leader_known djinn_raft_leader_known",
 		`djinn_raft_follower_lag_entries > 10000`:                                                      "djinn_raft_follower_lag_entries",
+		`up == 0 and on (job, instance) max_over_time(djinn_is_leader[1h])`:                            "up djinn_is_leader",
 		`histogram_quantile(0.99, sum by (le) (rate(x_bucket[5m]))) > 0.5`:                             "x_bucket",
 		`increase(a_total[1h]) > 3e2`:                                                                  "a_total",
 	} {
