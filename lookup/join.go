@@ -3,6 +3,7 @@ package lookup
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync"
@@ -242,18 +243,20 @@ func (m *JoinManager) keep(ctx context.Context, j *join) {
 	j.r = r
 	m.mu.Unlock()
 	b.Reset()
-	for {
+	for failures := 0; ; {
 		err := m.sync(ctx, j)
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
-			log.Warn("cannot bring the registration up to date; retrying", "err", err)
+			failures++
+			logRetry(log, err, failures)
 			if !b.Wait(ctx) {
 				return
 			}
 			continue
 		}
+		failures = 0
 		b.Reset()
 		select {
 		case <-ctx.Done():
@@ -261,6 +264,23 @@ func (m *JoinManager) keep(ctx context.Context, j *join) {
 		case <-j.wake:
 		}
 	}
+}
+
+// quietRetries is how many times in a row a registration may fail as
+// unavailable before it is worth a warning: a lookup service that is
+// electing a leader, or whose new leader is taking over its leases (as
+// when a server starts again and registers its own services), refuses
+// calls for a moment. Those first retries are logged at info level.
+const quietRetries = 3
+
+// logRetry logs the failures-th failure in a row to bring a registration
+// up to date.
+func logRetry(log *slog.Logger, err error, failures int) {
+	if failures <= quietRetries && errors.Is(err, djinn.ErrUnavailable) {
+		log.Info("the lookup service is not ready for the registration yet; retrying", "err", err, "attempt", failures)
+		return
+	}
+	log.Warn("cannot bring the registration up to date; retrying", "err", err, "attempt", failures)
 }
 
 // leave stops keeping j's registration: its lease is no longer renewed.
