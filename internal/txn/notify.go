@@ -289,7 +289,7 @@ func (n *notifier) took(r notified) {
 		return
 	}
 	if r.err == nil {
-		if !c.since.IsZero() && s.now().Sub(c.since) > s.cfg.Abandon {
+		if c.unreachable {
 			s.Unreachable.Add(-1)
 		}
 		n.told = append(n.told, &statepb.TxnParticipantRef{Id: r.key.id, Participant: uint32(r.key.part)})
@@ -300,11 +300,11 @@ func (n *notifier) took(r notified) {
 	if c.since.IsZero() {
 		c.since = now
 	}
-	wasAbandoned := now.Sub(c.since) > s.cfg.Abandon && c.attempts > 0
 	c.attempts++
 	c.lastErr = r.err
 	c.next = now.Add(s.backoff(c.attempts))
-	if !wasAbandoned && now.Sub(c.since) > s.cfg.Abandon {
+	if !c.unreachable && now.Sub(c.since) > s.cfg.Abandon {
+		c.unreachable = true
 		s.Unreachable.Add(1)
 		s.cfg.Logger.Warn("transaction: participant unreachable past the abandon time; still trying", "id", r.key.id, "participant", r.key.part, "since", c.since, "err", r.err)
 	}

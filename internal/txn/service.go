@@ -107,6 +107,9 @@ type callState struct {
 	since    time.Time
 	lastErr  error
 	busy     bool
+	// unreachable is set once the participant has failed for longer than
+	// Abandon: it counts in Unreachable until it takes the outcome.
+	unreachable bool
 }
 
 // New returns the manager over state s.
