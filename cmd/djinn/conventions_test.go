@@ -6,6 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"go.yaml.in/yaml/v2"
+
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/proto/djinnpb"
@@ -169,6 +173,59 @@ func TestRootHelp(t *testing.T) {
 	for _, c := range root.Commands() {
 		if c.IsAvailableCommand() && c.GroupID == "" && c.Name() != "help" && c.Name() != "completion" {
 			t.Errorf("djinn %s is listed under no heading of djinn --help", c.Name())
+		}
+	}
+}
+
+// TestOutputForms: -o yaml and -o template print the JSON form: the same
+// fields, 64-bit ids as strings in both.
+func TestOutputForms(t *testing.T) {
+	r := newRig(t)
+	var tx txnCreatedJSON
+	r.json(&tx, "txn", "create", "--lease", "10m")
+	id := strconv.FormatUint(tx.ID, 10)
+	var j map[string]any
+	if err := json.Unmarshal([]byte(r.must("txn", "show", id, "-o", "json")), &j); err != nil {
+		t.Fatal(err)
+	}
+	var y map[string]any
+	out := r.must("txn", "show", id, "-o", "yaml")
+	if err := yaml.Unmarshal([]byte(out), &y); err != nil {
+		t.Fatalf("txn show -o yaml: %v\n%s", err, out)
+	}
+	if y["id"] != id || j["id"] != id || y["state"] != j["state"] || len(y) != len(j) {
+		t.Errorf("txn show: yaml %v, json %v: want the same fields, the id %s a string in both", y, j, id)
+	}
+	if got := strings.TrimSpace(r.must("txn", "show", id, "-o", "template={{.id}} {{.state}}")); got != id+" ACTIVE" {
+		t.Errorf("-o template={{.id}} {{.state}} printed %q, want %q", got, id+" ACTIVE")
+	}
+}
+
+// TestFlagVocabulary: no command shows a flag by a name the vocabulary
+// retired (--timeout, --duration, --target, --ca, --cert): those are
+// hidden aliases of --wait, --lease or --for, --listener and --tls-*.
+func TestFlagVocabulary(t *testing.T) {
+	retired := map[string]bool{"timeout": true, "duration": true, "target": true, "ca": true, "cert": true}
+	root, _ := newRoot()
+	seen := map[string]bool{}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		check := func(f *pflag.Flag) {
+			if retired[f.Name] && !f.Hidden {
+				t.Errorf("%s shows --%s, a retired name", c.CommandPath(), f.Name)
+			}
+			seen[f.Name] = true
+		}
+		c.Flags().VisitAll(check)
+		c.PersistentFlags().VisitAll(check)
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	for name := range retired {
+		if !seen[name] {
+			t.Errorf("--%s is not even a hidden alias: scripts of the previous release break", name)
 		}
 	}
 }
