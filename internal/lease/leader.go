@@ -36,6 +36,7 @@ func (t *Table) Promote(now time.Time, grace time.Duration) {
 		}
 		r := t.recs.Mut(slot)
 		switch {
+		case plantedForgetsHorizons:
 		case r.horizon <= n:
 			r.expires = r.horizon
 		case r.horizon < floor:

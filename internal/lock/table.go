@@ -559,7 +559,9 @@ func (t *Table) clear(p *party, only []uint64, e *Effects) []uint64 {
 // grant gives p a lock in mode m in set sid, giving up one in from if from
 // is not 0, and returns its fence.
 func (t *Table) grant(sid uint64, s *set, p *party, m, from Mode) uint64 {
-	s.fence++
+	if !plantedStaleFence || s.fence == 0 {
+		s.fence++
+	}
 	i, ok := s.find(p.key)
 	if !ok {
 		s.holders = slices.Insert(s.holders, i, holding{p: p, idx: len(p.sets)})

@@ -80,3 +80,38 @@ func TestLongSchedules(t *testing.T) {
 	}
 	fmt.Print(sum.String())
 }
+
+// TestPlantedBugsAreCaught: the checkers find the bugs planted by build
+// tag in the server's code paths — the suite fails against them.
+func TestPlantedBugsAreCaught(t *testing.T) {
+	for _, tc := range []struct {
+		tag     string
+		checker string
+		w       Workers
+		faults  []Fault
+	}{
+		{"djinn_planted_fence", "fencing", Workers{Lock: 3, For: 3 * time.Second}, nil},
+		{"djinn_planted_lease", "lease safety", Workers{Lease: 6}, []Fault{{KillLeader, time.Second}, {PartitionLeader, time.Second}, {KillLeader, time.Second}}},
+	} {
+		t.Run(tc.tag, func(t *testing.T) {
+			c := startCluster(t, binary(t, tc.tag))
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			rep, err := NewRun(c, *seed, t.Logf).Go(ctx, tc.w, tc.faults)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Log(rep)
+			if len(rep.Violations[tc.checker]) == 0 {
+				t.Errorf("the %s checker found nothing against the bug planted by %s", tc.checker, tc.tag)
+			}
+			for i, v := range rep.Failed() {
+				if i == 5 {
+					t.Logf("found %d more", len(rep.Failed())-i)
+					break
+				}
+				t.Logf("found: %s", v)
+			}
+		})
+	}
+}

@@ -40,8 +40,12 @@ type Report struct {
 	Outages    map[string][]time.Duration
 }
 
-// Workers is how many workers of each workload a run starts.
-type Workers struct{ KV, Lock, Lease int }
+// Workers is how many workers of each workload a run starts, and the
+// least time they work (the faults may take longer).
+type Workers struct {
+	KV, Lock, Lease int
+	For             time.Duration
+}
 
 // NewRun prepares a run on a started cluster.
 func NewRun(c *Cluster, seed int64, log func(string, ...any)) *Run {
@@ -103,7 +107,7 @@ func (r *Run) Go(ctx context.Context, w Workers, faults []Fault) (*Report, error
 		}
 		injected[f.Kind]++
 	}
-	r.pause(ctx, time.Second)
+	r.pause(ctx, max(time.Second, w.For-time.Since(r.clock.start)))
 	stopWork()
 	if herr := r.heal(ctx); err == nil {
 		err = herr
