@@ -75,6 +75,18 @@ func TestCheckersCatch(t *testing.T) {
 			return CheckLeases(lease(granted, LeaseEvent{Kind: leaseRemaining, Call: 1100 * ms, Ret: 1110 * ms, Outcome: NotDone, Gone: true},
 				LeaseEvent{Kind: leaseRenew, Call: 1200 * ms, Ret: 1210 * ms, Outcome: Done, Duration: 1000 * ms}))
 		}, "resurrected"},
+		{"mailbox: every event, some twice, in order", func() []string {
+			return CheckMailbox(&MailboxLog{sent: 3, acked: []int64{1, 2, 3}, pulled: []pulledEvt{{1, 1}, {2, 2}, {3, 2}, {4, 3}, {3, 2}}})
+		}, ""},
+		{"mailbox: an acknowledged event lost", func() []string {
+			return CheckMailbox(&MailboxLog{sent: 3, acked: []int64{1, 2, 3}, pulled: []pulledEvt{{1, 1}, {2, 3}}})
+		}, "acknowledged but never pulled"},
+		{"mailbox: order not kept", func() []string {
+			return CheckMailbox(&MailboxLog{sent: 3, acked: []int64{1, 2, 3}, pulled: []pulledEvt{{1, 1}, {2, 3}, {3, 2}}})
+		}, "out of order"},
+		{"mailbox: an event never sent", func() []string {
+			return CheckMailbox(&MailboxLog{sent: 2, acked: []int64{1, 2}, pulled: []pulledEvt{{1, 1}, {2, 2}, {3, 7}}})
+		}, "never sent"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := tc.check()

@@ -43,7 +43,7 @@ func TestShortSchedule(t *testing.T) {
 		faults = append(faults, Fault{Kind: k, Hold: 2 * time.Second})
 	}
 	r := NewRun(c, *seed, t.Logf)
-	rep, err := r.Go(ctx, Workers{KV: 2, Lock: 3, Lease: 3}, faults)
+	rep, err := r.Go(ctx, Workers{KV: 2, Lock: 3, Lease: 3, Mailbox: true}, faults)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestLongSchedules(t *testing.T) {
 		s := *seed + int64(i)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		r := NewRun(c, s, func(string, ...any) {})
-		rep, err := r.Go(ctx, Workers{KV: 2, Lock: 3, Lease: 3}, Schedule(rand.New(rand.NewPCG(uint64(s), 1)), 4))
+		rep, err := r.Go(ctx, Workers{KV: 2, Lock: 3, Lease: 3, Mailbox: true}, Schedule(rand.New(rand.NewPCG(uint64(s), 1)), 4))
 		cancel()
 		if err != nil {
 			t.Fatalf("schedule %d (seed %d): %v", i, s, err)

@@ -20,6 +20,7 @@ type Run struct {
 
 	kv, lock History
 	leases   LeaseLog
+	mailbox  MailboxLog
 	sets     [][]byte // the lock workload's sets
 
 	// grace ends when the run stops asking again the calls whose answers
@@ -44,6 +45,7 @@ type Report struct {
 // least time they work (the faults may take longer).
 type Workers struct {
 	KV, Lock, Lease int
+	Mailbox         bool
 	For             time.Duration
 }
 
@@ -96,6 +98,10 @@ func (r *Run) Go(ctx context.Context, w Workers, faults []Fault) (*Report, error
 	start(w.KV, 0, r.kvWorker)
 	start(w.Lock, 0, r.lockWorker)
 	start(w.Lease, 100, r.leaseWorker)
+	if w.Mailbox {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.mailboxWorkload(work) }()
+	}
 
 	injected := map[string]int{}
 	var err error
@@ -155,6 +161,8 @@ func (r *Run) check(injected map[string]int) *Report {
 	rep.Violations["lock linearizable"] = CheckLinearizable("lock", LockModel, lock, time.Minute)
 	rep.Violations["fencing"] = CheckFencing(lock)
 	rep.Violations["lease safety"] = CheckLeases(leases)
+	rep.Violations["mailbox"] = CheckMailbox(&r.mailbox)
+	rep.Ops["mailbox"] = r.mailbox.ops()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, v := range r.counts {
