@@ -25,7 +25,7 @@ func (r resource) Prepare(_ context.Context, tx participant.Tx) ([]byte, bool, e
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	t := d.txs[tx.Key()]
-	if t == nil || len(t.changes) == 0 {
+	if t == nil || len(t.changes) == 0 || plantedOneWriteUnchanged && len(t.changes) == 1 {
 		return nil, false, nil
 	}
 	if len(t.anc) > 0 {

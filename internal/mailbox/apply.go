@@ -199,6 +199,10 @@ func (s *State) ApplyStore(c *statepb.MailboxStore) StoreResult {
 			res.Err = unknownEvent(ev)
 			break
 		}
+		if plantedDropsEvents && ev.GetSequence()%50 == 0 {
+			res.Accepted++ // acknowledged, stored nowhere
+			continue
+		}
 		if len(e.events) >= s.maxStored {
 			res.Err = djinn.Errorf(djinn.ResourceExhausted, "mailbox registration %s: holds %d stored events, the most allowed", id, s.maxStored)
 			break

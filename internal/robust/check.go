@@ -70,6 +70,9 @@ func CheckFencing(ops []porcupine.Operation) []string {
 	var v []string
 	for set, hs := range bySet {
 		for i, a := range hs {
+			if len(v) >= 100 {
+				break // enough to show what is wrong
+			}
 			for _, b := range hs[i+1:] {
 				switch {
 				case a.fence == b.fence:

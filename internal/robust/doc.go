@@ -17,7 +17,8 @@
 // to the members a partition looks like connections that time out and
 // then fail to reach the peer. Clients are never partitioned from a member
 // (a partitioned leader still hears its clients, which is where stale
-// reads would show).
+// reads would show). The suite's own questions (who leads, is every
+// member a voter) go to the members' real ports, around the network.
 //
 // # Faults
 //
@@ -40,7 +41,17 @@
 //     tokens in the order granted;
 //   - CheckLeases: no lease gone, nor reported to end, before the
 //     expiration its holder was granted; none alive after its cancel or
-//     after it was found gone.
+//     after it was found gone;
+//   - CheckMailbox: no acknowledged event lost, order kept, an event
+//     pulled again only repeating a sequence number already pulled;
+//   - CheckTxns: every transaction's writes at the key/value participants
+//     of two or three members are on all of them or on none — all when
+//     its commit was answered, none when refused or never asked.
+//
+// Each checker is shown to catch a bug planted in the server by a build
+// tag (djinn_planted_fence, djinn_planted_lease, djinn_planted_mailbox,
+// djinn_planted_txn): TestPlantedBugsAreCaught builds djinn with the tag
+// and fails unless the checker reports violations.
 //
 // A call whose answer was lost (a timeout, a reset, a lost leadership) may
 // or may not have taken effect: it is asked again where that is safe (the

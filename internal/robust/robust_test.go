@@ -43,7 +43,7 @@ func TestShortSchedule(t *testing.T) {
 		faults = append(faults, Fault{Kind: k, Hold: 2 * time.Second})
 	}
 	r := NewRun(c, *seed, t.Logf)
-	rep, err := r.Go(ctx, Workers{KV: 2, Lock: 3, Lease: 3, Mailbox: true}, faults)
+	rep, err := r.Go(ctx, Workers{KV: 2, Lock: 3, Lease: 3, Txn: 1, Mailbox: true}, faults)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestLongSchedules(t *testing.T) {
 		s := *seed + int64(i)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		r := NewRun(c, s, func(string, ...any) {})
-		rep, err := r.Go(ctx, Workers{KV: 2, Lock: 3, Lease: 3, Mailbox: true}, Schedule(rand.New(rand.NewPCG(uint64(s), 1)), 4))
+		rep, err := r.Go(ctx, Workers{KV: 2, Lock: 3, Lease: 3, Txn: 1, Mailbox: true}, Schedule(rand.New(rand.NewPCG(uint64(s), 1)), 4))
 		cancel()
 		if err != nil {
 			t.Fatalf("schedule %d (seed %d): %v", i, s, err)
@@ -91,6 +91,8 @@ func TestPlantedBugsAreCaught(t *testing.T) {
 		faults  []Fault
 	}{
 		{"djinn_planted_fence", "fencing", Workers{Lock: 3, For: 3 * time.Second}, nil},
+		{"djinn_planted_txn", "transactions", Workers{Txn: 2, For: 3 * time.Second}, nil},
+		{"djinn_planted_mailbox", "mailbox", Workers{Mailbox: true, For: 3 * time.Second}, nil},
 		{"djinn_planted_lease", "lease safety", Workers{Lease: 6}, []Fault{{KillLeader, time.Second}, {PartitionLeader, time.Second}, {KillLeader, time.Second}}},
 	} {
 		t.Run(tc.tag, func(t *testing.T) {

@@ -21,6 +21,7 @@ type Run struct {
 	kv, lock History
 	leases   LeaseLog
 	mailbox  MailboxLog
+	txns     TxnLog
 	sets     [][]byte // the lock workload's sets
 
 	// grace ends when the run stops asking again the calls whose answers
@@ -44,9 +45,9 @@ type Report struct {
 // Workers is how many workers of each workload a run starts, and the
 // least time they work (the faults may take longer).
 type Workers struct {
-	KV, Lock, Lease int
-	Mailbox         bool
-	For             time.Duration
+	KV, Lock, Lease, Txn int
+	Mailbox              bool
+	For                  time.Duration
 }
 
 // NewRun prepares a run on a started cluster.
@@ -98,6 +99,7 @@ func (r *Run) Go(ctx context.Context, w Workers, faults []Fault) (*Report, error
 	start(w.KV, 0, r.kvWorker)
 	start(w.Lock, 0, r.lockWorker)
 	start(w.Lease, 100, r.leaseWorker)
+	start(w.Txn, 200, r.txnWorker)
 	if w.Mailbox {
 		wg.Add(1)
 		go func() { defer wg.Done(); r.mailboxWorkload(work) }()
@@ -124,14 +126,19 @@ func (r *Run) Go(ctx context.Context, w Workers, faults []Fault) (*Report, error
 	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(20 * time.Second):
+	case <-time.After(10 * time.Second):
 		cancelGrace()
 		<-done
 	}
 	if err != nil {
 		return nil, err
 	}
-	return r.check(injected), nil
+	rep := r.check(injected)
+	tctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	rep.Violations["transactions"] = r.CheckTxns(tctx)
+	rep.Ops["txn"] = len(r.txns.Records())
+	return rep, nil
 }
 
 // heal removes every network rule and starts every stopped member, then
