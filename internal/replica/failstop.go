@@ -23,6 +23,7 @@ type failStop struct {
 	once    sync.Once
 	failed  chan error // capacity 1: holds the first failure
 	did     atomic.Bool
+	dir     string // the data directory, for the stalled-fsync failpoint
 }
 
 func newFailStop(logs raft.LogStore, observe func(time.Duration, error)) *failStop {
@@ -34,11 +35,13 @@ func newFailStop(logs raft.LogStore, observe func(time.Duration, error)) *failSt
 
 func (f *failStop) StoreLog(l *raft.Log) error {
 	start := time.Now()
+	stallFsync(f.dir)
 	return f.check(start, f.LogStore.StoreLog(l))
 }
 
 func (f *failStop) StoreLogs(ls []*raft.Log) error {
 	start := time.Now()
+	stallFsync(f.dir)
 	return f.check(start, f.LogStore.StoreLogs(ls))
 }
 

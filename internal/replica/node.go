@@ -191,6 +191,7 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 		logs = cfg.wrapLogs(logs)
 	}
 	n.logs = newFailStop(logs, cfg.OnLogWrite)
+	n.logs.dir = cfg.DataDir
 	var stable raft.StableStore = n.log
 	if cfg.wrapStable != nil {
 		stable = cfg.wrapStable(stable)

@@ -108,13 +108,13 @@ func CheckLeases(leases [][]LeaseEvent) []string {
 func checkLease(i int, evs []LeaseEvent) []string {
 	var v []string
 	cancelAsked := never
-	goneAt := never // when the lease was first known gone
-	for _, e := range evs {
+	var gone *LeaseEvent // the first answer that the lease is gone
+	for j, e := range evs {
 		if e.Kind == leaseCancel && e.Call < cancelAsked {
 			cancelAsked = e.Call
 		}
-		if e.Gone && e.Ret < goneAt || e.Kind == leaseCancel && e.Outcome == Done && e.Ret < goneAt {
-			goneAt = e.Ret
+		if (e.Gone || e.Kind == leaseCancel && e.Outcome == Done) && (gone == nil || e.Ret < gone.Ret) {
+			gone = &evs[j]
 		}
 	}
 	// promised(t) is the expiration the holder was given by answers that
@@ -129,16 +129,33 @@ func checkLease(i int, evs []LeaseEvent) []string {
 		return p
 	}
 	const rounding = int64(time.Millisecond)
+	found := map[string]bool{} // one report of each kind per lease
+	report := func(kind, msg string) {
+		if !found[kind] {
+			found[kind] = true
+			v = append(v, fmt.Sprintf("lease %d %s", i, msg))
+		}
+	}
 	for _, e := range evs {
 		p := promised(e.Ret)
 		switch {
 		case e.Gone && e.Ret < cancelAsked && e.Ret+rounding < p:
-			v = append(v, fmt.Sprintf("lease %d expired early: gone %v before the expiration its holder was granted", i, time.Duration(p-e.Ret)))
+			report("early", fmt.Sprintf("expired early: %s said gone %v before the expiration its holder was granted", e, time.Duration(p-e.Ret)))
 		case e.Kind == leaseRemaining && e.Outcome == Done && e.Ret < cancelAsked && e.Ret+e.Duration+rounding < p:
-			v = append(v, fmt.Sprintf("lease %d cut short: %v remaining reported, %v less than granted", i, time.Duration(e.Duration), time.Duration(p-e.Ret-e.Duration)))
-		case e.Outcome == Done && e.Kind != leaseCancel && e.Call > goneAt:
-			v = append(v, fmt.Sprintf("lease %d resurrected: alive %v after it was gone", i, time.Duration(e.Call-goneAt)))
+			report("short", fmt.Sprintf("cut short: %s reported %v remaining, %v less than granted", e, time.Duration(e.Duration), time.Duration(p-e.Ret-e.Duration)))
+		case gone != nil && e.Outcome == Done && e.Kind != leaseCancel && e.Call > gone.Ret:
+			report("resurrected", fmt.Sprintf("resurrected: %s found it alive %v after %s said it was gone", e, time.Duration(e.Call-gone.Ret), gone))
 		}
 	}
 	return v
+}
+
+// String names the question, the member that answered and when.
+func (e LeaseEvent) String() string {
+	kind := [...]string{"grant", "renew", "remaining", "cancel"}[e.Kind]
+	ret := "never"
+	if e.Ret != never {
+		ret = time.Duration(e.Ret).Round(time.Millisecond).String()
+	}
+	return fmt.Sprintf("%s at member %d (asked %v, answered %s)", kind, e.Node, time.Duration(e.Call).Round(time.Millisecond), ret)
 }

@@ -268,9 +268,11 @@ func dial(addr string) *grpc.ClientConn {
 	return cc
 }
 
-// Leader returns the node most members name as leader, or nil.
+// Leader returns the node that says it leads and that a majority of the
+// members name as leader, or nil.
 func (c *Cluster) Leader(ctx context.Context) *Node {
 	votes := map[string]int{}
+	leads := map[string]bool{}
 	for _, n := range c.Nodes {
 		if !n.Up() {
 			continue
@@ -280,15 +282,15 @@ func (c *Cluster) Leader(ctx context.Context) *Node {
 		cancel()
 		if err == nil && st.LeaderId != "" {
 			votes[st.LeaderId]++
+			leads[n.ID] = leads[n.ID] || st.State == "Leader" && st.LeaderId == n.ID
 		}
 	}
-	var best *Node
 	for _, n := range c.Nodes {
-		if votes[n.ID] > 0 && (best == nil || votes[n.ID] > votes[best.ID]) && n.Up() {
-			best = n
+		if leads[n.ID] && votes[n.ID] > len(c.Nodes)/2 {
+			return n
 		}
 	}
-	return best
+	return nil
 }
 
 // WaitLeader waits for a leader that every running, connected member

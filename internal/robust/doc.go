@@ -26,7 +26,9 @@
 // data), the leader partitioned from both followers, a minority partition
 // (a follower alone), one-way loss (the leader's bytes to the followers
 // dropped, theirs to it delivered), added delay on every Raft link, every
-// connection cut, and a clean restart of a follower. After each, the
+// connection cut, a clean restart of a follower, and the leader's log
+// writes stalled (its fsync hangs: a failpoint compiled in by the
+// djinn_failpoint_fsync tag, which the suite builds djinn with). After each, the
 // network is healed, stopped members are started again, and the schedule
 // goes on once every member votes.
 //

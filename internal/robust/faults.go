@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/djinn-go/djinn/proto/djinnpb"
@@ -19,10 +21,15 @@ const (
 	Delay           = "added delay"
 	CutConns        = "cut connections"
 	Restart         = "restart"
+	StalledFsync    = "stalled fsync"
 )
 
+// stallFsyncFile stalls a node's log writes while it is in its data
+// directory, in a djinn built with the djinn_failpoint_fsync tag.
+const stallFsyncFile = "failpoint-stall-fsync"
+
 // AllFaults is every kind, in the order the short schedule injects them.
-var AllFaults = []string{KillLeader, PartitionLeader, KillFollower, Minority, OneWay, Delay, CutConns, Restart}
+var AllFaults = []string{KillLeader, PartitionLeader, KillFollower, Minority, OneWay, Delay, CutConns, Restart, StalledFsync}
 
 // Fault is one fault of a schedule, held for Hold before it is healed.
 type Fault struct {
@@ -59,14 +66,14 @@ func (r *Run) inject(ctx context.Context, f Fault, rng *rand.Rand) error {
 		t0 := time.Now()
 		leader.Kill()
 		down = leader
-		r.measure(ctx, f.Kind, t0)
+		r.measure(ctx, f.Kind, t0, leader)
 	case KillFollower:
 		follower.Kill()
 		down = follower
 	case PartitionLeader:
 		t0 := time.Now()
 		r.isolate(leader)
-		r.measure(ctx, f.Kind, t0)
+		r.measure(ctx, f.Kind, t0, leader)
 	case Minority:
 		r.isolate(follower)
 	case OneWay:
@@ -85,6 +92,14 @@ func (r *Run) inject(ctx context.Context, f Fault, rng *rand.Rand) error {
 		}
 	case CutConns:
 		r.c.Net.Cut("")
+	case StalledFsync:
+		if err := os.WriteFile(filepath.Join(leader.dir, stallFsyncFile), nil, 0o600); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		measured := make(chan struct{})
+		go func() { defer close(measured); r.measure(ctx, f.Kind, t0, nil) }()
+		defer func() { <-measured }()
 	case Restart:
 		if err := follower.Stop(); err != nil {
 			return err
@@ -94,8 +109,13 @@ func (r *Run) inject(ctx context.Context, f Fault, rng *rand.Rand) error {
 		return fmt.Errorf("unknown fault %q", f.Kind)
 	}
 	r.pause(ctx, f.Hold)
-	if f.Kind == CutConns {
+	switch f.Kind {
+	case CutConns:
 		r.c.Net.Cut("")
+	case StalledFsync:
+		if err := os.Remove(filepath.Join(leader.dir, stallFsyncFile)); err != nil {
+			return err
+		}
 	}
 	r.c.Net.Heal()
 	if down != nil {
@@ -124,14 +144,15 @@ func (r *Run) isolate(n *Node) {
 	r.c.Net.Set(Link{From: n.ID, To: Peers}, Rule{Drop: true})
 }
 
-// measure records how long after t0 a write first succeeds: a lock set
-// created by a client that tries every member in turn.
-func (r *Run) measure(ctx context.Context, kind string, t0 time.Time) {
+// measure records how long after t0 a write first succeeds at a member
+// other than the old leader: a lock set created by a client that tries
+// the others in turn.
+func (r *Run) measure(ctx context.Context, kind string, t0 time.Time, old *Node) {
 	mctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	for i := 0; mctx.Err() == nil; i++ {
 		n := r.c.Nodes[i%len(r.c.Nodes)]
-		if !n.Up() {
+		if !n.Up() || n == old {
 			continue
 		}
 		actx, stop := context.WithTimeout(mctx, 300*time.Millisecond)

@@ -14,6 +14,7 @@ var (
 	long      = flag.Bool("robust.long", false, "run the long mode: many fault schedules, then print the figures")
 	schedules = flag.Int("robust.schedules", 100, "fault schedules in the long mode")
 	seed      = flag.Int64("robust.seed", 1, "the first schedule's seed")
+	longFor   = flag.Duration("robust.for", 0, "in the long mode, start no schedule after this long (0: no limit)")
 )
 
 var binDir string

@@ -4,9 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 )
+
+// suiteTags build the djinn the suite runs: with the stalled-fsync
+// failpoint, which does nothing until the suite creates its file.
+const suiteTags = "djinn_failpoint_fsync"
 
 // startCluster starts a 3-member cluster of bin behind a Net, closed when
 // the test ends.
@@ -35,7 +40,7 @@ func startCluster(t *testing.T, bin string) *Cluster {
 // TestShortSchedule: one fixed schedule injecting every kind of fault once
 // under every workload; every checker finds nothing.
 func TestShortSchedule(t *testing.T) {
-	c := startCluster(t, binary(t, ""))
+	c := startCluster(t, binary(t, suiteTags))
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var faults []Fault
@@ -52,6 +57,14 @@ func TestShortSchedule(t *testing.T) {
 	for _, v := range rep.Failed() {
 		t.Error(v)
 	}
+	for _, h := range []string{"kv", "lock", "lease", "mailbox", "txn"} {
+		if rep.Ops[h] == 0 {
+			t.Errorf("no %s operation recorded: that checker proved nothing", h)
+		}
+	}
+	if rep.Counts["transactions committed"] == 0 {
+		t.Errorf("no transaction committed: the transaction checker proved nothing")
+	}
 }
 
 // TestLongSchedules (-robust.long): -robust.schedules fault schedules of
@@ -61,9 +74,14 @@ func TestLongSchedules(t *testing.T) {
 	if !*long {
 		t.Skip("the long mode runs with -robust.long")
 	}
-	c := startCluster(t, binary(t, ""))
+	c := startCluster(t, binary(t, suiteTags))
 	var sum Summary
+	began := time.Now()
 	for i := range *schedules {
+		if *longFor > 0 && time.Since(began) > *longFor {
+			t.Logf("stopped after %d schedules: -robust.for %v passed", i, *longFor)
+			break
+		}
 		s := *seed + int64(i)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		r := NewRun(c, s, func(string, ...any) {})
@@ -77,43 +95,73 @@ func TestLongSchedules(t *testing.T) {
 			t.Errorf("schedule %d (seed %d): %s", i, s, v)
 		}
 		sum.Add(rep)
+		if (i+1)%10 == 0 {
+			fmt.Printf("after %d schedules (%v):\n%s", i+1, time.Since(began).Round(time.Second), sum.String())
+		}
 	}
 	fmt.Print(sum.String())
 }
 
-// TestPlantedBugsAreCaught: the checkers find the bugs planted by build
-// tag in the server's code paths — the suite fails against them.
+// planted is each bug planted by build tag, and the checker that must
+// catch it.
+var planted = []struct {
+	tag, checker string
+	w            Workers
+	faults       []Fault
+}{
+	{"djinn_planted_fence", "fencing", Workers{Lock: 3, For: 3 * time.Second}, nil},
+	{"djinn_planted_txn", "transactions", Workers{Txn: 2, For: 3 * time.Second}, nil},
+	{"djinn_planted_mailbox", "mailbox", Workers{Mailbox: true, For: 3 * time.Second}, nil},
+	{"djinn_planted_lease", "lease safety", Workers{Lease: 6}, leaderFaults},
+}
+
+// leaderFaults move the leadership, which the planted lease bug needs.
+var leaderFaults = []Fault{{KillLeader, time.Second}, {PartitionLeader, time.Second}, {KillLeader, time.Second}}
+
+// TestPlantedBugsAreCaught: against a djinn built with every planted bug
+// (each in its own service), every checker finds its bug — the suite fails
+// against them. With -robust.long each bug is also built and run alone.
 func TestPlantedBugsAreCaught(t *testing.T) {
-	for _, tc := range []struct {
-		tag     string
-		checker string
-		w       Workers
-		faults  []Fault
-	}{
-		{"djinn_planted_fence", "fencing", Workers{Lock: 3, For: 3 * time.Second}, nil},
-		{"djinn_planted_txn", "transactions", Workers{Txn: 2, For: 3 * time.Second}, nil},
-		{"djinn_planted_mailbox", "mailbox", Workers{Mailbox: true, For: 3 * time.Second}, nil},
-		{"djinn_planted_lease", "lease safety", Workers{Lease: 6}, []Fault{{KillLeader, time.Second}, {PartitionLeader, time.Second}, {KillLeader, time.Second}}},
-	} {
-		t.Run(tc.tag, func(t *testing.T) {
-			c := startCluster(t, binary(t, tc.tag))
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			defer cancel()
-			rep, err := NewRun(c, *seed, t.Logf).Go(ctx, tc.w, tc.faults)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Log(rep)
-			if len(rep.Violations[tc.checker]) == 0 {
-				t.Errorf("the %s checker found nothing against the bug planted by %s", tc.checker, tc.tag)
-			}
-			for i, v := range rep.Failed() {
-				if i == 5 {
-					t.Logf("found %d more", len(rep.Failed())-i)
-					break
-				}
-				t.Logf("found: %s", v)
+	var tags []string
+	for _, p := range planted {
+		tags = append(tags, p.tag)
+	}
+	c := startCluster(t, binary(t, strings.Join(tags, ",")))
+	rep := runPlanted(t, c, Workers{Lock: 1, Lease: 6, Txn: 1, Mailbox: true}, leaderFaults)
+	for _, p := range planted {
+		if len(rep.Violations[p.checker]) == 0 {
+			t.Errorf("the %s checker found nothing against the bug planted by %s", p.checker, p.tag)
+		}
+	}
+	if !*long {
+		return
+	}
+	for _, p := range planted {
+		t.Run(p.tag, func(t *testing.T) {
+			rep := runPlanted(t, startCluster(t, binary(t, p.tag)), p.w, p.faults)
+			if len(rep.Violations[p.checker]) == 0 {
+				t.Errorf("the %s checker found nothing against the bug planted by %s", p.checker, p.tag)
 			}
 		})
 	}
+}
+
+func runPlanted(t *testing.T, c *Cluster, w Workers, faults []Fault) *Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := NewRun(c, *seed, t.Logf).Go(ctx, w, faults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(rep)
+	failed := rep.Failed()
+	for i, v := range failed {
+		if i == 8 {
+			t.Logf("found %d more", len(failed)-i)
+			break
+		}
+		t.Logf("found: %s", v)
+	}
+	return rep
 }

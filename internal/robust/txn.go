@@ -73,13 +73,16 @@ func (r *Run) txnWorker(ctx context.Context, id int, rng *rand.Rand) {
 			r.pause(ctx, 50*time.Millisecond)
 			continue
 		}
-		rec := r.writeUnder(ctx, created, fmt.Sprintf("t%d-%d", id, seq), rng)
+		rec := r.writeUnder(ctx, created, fmt.Sprintf("r%d/t%d-%d", r.seed, id, seq), rng)
 		if rec.Result == txnNone {
 			r.txnAbort(ctx, caller, created.Id)
 		} else {
 			rec.Result = r.txnCommit(ctx, caller, created.Id)
 		}
 		r.txns.add(rec)
+		if rec.Result == txnCommitted {
+			r.count("transactions committed")
+		}
 		r.pause(ctx, time.Duration(10+rng.IntN(40))*time.Millisecond)
 	}
 }
@@ -92,7 +95,7 @@ func (r *Run) writeUnder(ctx context.Context, created *djinnpb.CreatedTransactio
 	if rng.IntN(2) == 0 {
 		skip = rng.IntN(len(r.c.Nodes))
 	}
-	tx := &djinnpb.KVTransaction{Manager: created.Manager, Id: created.Id}
+	tx := &djinnpb.KVTransaction{Manager: created.Manager, Id: created.Id, Secret: created.Secret}
 	for i, n := range r.c.Nodes {
 		if i == skip {
 			continue
