@@ -182,15 +182,18 @@ func (n *notifier) record(ctx context.Context) {
 
 // stop waits for the calls in flight, then frees every call this run
 // marked busy (queued, in flight, or told and not recorded), so that the
-// next run as leader tells them again.
+// next run as leader tells them again. A node that no longer leads calls
+// no participant: none counts as unreachable from it (the next run counts
+// again those still failing).
 func (n *notifier) stop() {
 	n.wg.Wait()
 	s := n.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, c := range s.calls {
-		c.busy = false
+		c.busy, c.unreachable = false, false
 	}
+	s.Unreachable.Store(0)
 }
 
 // dispatch starts the calls due, up to maxCalls in flight. It scans the

@@ -14,11 +14,12 @@ import (
 // for longer than the abandon time (the series
 // djinn_txn_unreachable_participants, which the participant-unreachable
 // alert reads): none before the abandon time, one after it while the
-// participant still fails, none again once it took the outcome.
+// participant still fails (none on a node that no longer leads), none
+// again once it took the outcome.
 func TestUnreachableParticipantsCounted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t) // Abandon: a minute
-		defer f.stop()
+		defer func() { f.stop() }()
 		f.parts.set("a", txn.Prepared, nil)
 		f.parts.set("b", txn.Prepared, nil) // two: a prepare, then a commit each
 		f.parts.failOp("a commit", djinn.Errorf(djinn.Unavailable, "a: down"))
@@ -35,6 +36,16 @@ func TestUnreachableParticipantsCounted(t *testing.T) {
 		synctest.Wait()
 		if n := f.svc.Unreachable.Load(); n != 1 {
 			t.Fatalf("a participant failing past the abandon time: %d unreachable, want 1", n)
+		}
+		f.stop()
+		if n := f.svc.Unreachable.Load(); n != 0 {
+			t.Fatalf("a node that no longer leads: %d unreachable, want 0 (it calls nobody)", n)
+		}
+		f.reelect()
+		time.Sleep(time.Minute) // past the longest backoff (30s): it is asked again, and fails
+		synctest.Wait()
+		if n := f.svc.Unreachable.Load(); n != 1 {
+			t.Fatalf("leading again, the participant still failing: %d unreachable, want 1", n)
 		}
 		f.parts.failOp("a commit", nil)
 		time.Sleep(time.Minute) // past the longest backoff (30s): it is asked again
