@@ -208,3 +208,27 @@ func registerCmd(id, listener, cookie djinn.ID) *statepb.Command {
 func pullCmd(id djinn.ID) *statepb.Command {
 	return &statepb.Command{Op: &statepb.Command_MailboxPull{MailboxPull: &statepb.MailboxPull{RegistrationId: id[:]}}}
 }
+
+// A pull stream waiting for a new event ends with Unavailable when this
+// node stops leading, as a delivery stream does, so that its client pulls
+// again at the next leader instead of waiting on a node that no longer
+// stores events.
+func TestEMPullEndsWithTheTerm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, 1000)
+		r := f.register(time.Hour)
+		f.notify(r, ev(1, 1))
+		p := f.pull(r.ID, 0)
+		defer p.stop()
+		if got := p.got(); !slices.Equal(got, []int64{1}) {
+			t.Fatalf("pulled %v, want 1", got)
+		}
+		if err, over := p.ended(); over {
+			t.Fatalf("the pull stream ended with %v while the term went on", err)
+		}
+		f.stop()
+		if err := <-p.done; !errors.Is(err, djinn.ErrUnavailable) {
+			t.Fatalf("pull stream after the term ended with %v, want Unavailable", err)
+		}
+	})
+}

@@ -401,7 +401,9 @@ func (s *Service) checkEvent(ev *djinnpb.RemoteEvent) error {
 // stream superseded by a newer Pull, or by EnableDelivery to a target,
 // ends with InvalidIterator. So at any time one consumer takes the events,
 // and one that is superseded is told; the events it received and did not
-// acknowledge go to the next one.
+// acknowledge go to the next one. Like a delivery stream, a pull stream
+// ends with Unavailable when this node stops leading, so that its client
+// pulls again at the next leader.
 func (s *Service) Pull(ctx context.Context, id djinn.ID, after uint64, max int, send func([]Stored) error) error {
 	if max <= 0 {
 		max = DefaultPullBatch
@@ -411,6 +413,10 @@ func (s *Service) Pull(ctx context.Context, id djinn.ID, after uint64, max int, 
 	}
 	if _, _, err := s.live(ctx, id); err != nil {
 		return err
+	}
+	term := s.current.Load()
+	if term == nil {
+		return djinn.Errorf(djinn.Unavailable, "mailbox not ready: leadership starting; pull again")
 	}
 	res, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_MailboxPull{MailboxPull: &statepb.MailboxPull{RegistrationId: id[:]}}})
 	if err != nil {
@@ -440,6 +446,8 @@ func (s *Service) Pull(ctx context.Context, id djinn.ID, after uint64, max int, 
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-term.ended:
+			return djinn.Errorf(djinn.Unavailable, "mailbox leadership moved; pull again (events not acknowledged come again)")
 		case <-more:
 		}
 	}
