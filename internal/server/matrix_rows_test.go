@@ -682,6 +682,7 @@ func publicRows() map[string]call {
 		"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			s, err := reflectionv1alpha.NewServerReflectionClient(c).ServerReflectionInfo(ctx)
 			if err == nil {
+				//lint:ignore SA1019 the server still serves v1alpha reflection for older tools, so the matrix drives it
 				err = s.Send(&reflectionv1alpha.ServerReflectionRequest{MessageRequest: &reflectionv1alpha.ServerReflectionRequest_ListServices{}})
 			}
 			if err != nil {
