@@ -146,7 +146,7 @@ func mtlsConfig(t *testing.T, pki *servertest.PKI, node string, operators ...str
 
 // TestPeersAuthenticateAsPeers (issue 17, finding 5): under TLS a node's
 // peer certificate carries djinn-peer://NODE-ID; the Raft port refuses
-// client certificates and certificates of another CA; a node whose
+// client certificates, certificates of another CA and self-signed ones; a node whose
 // certificate is no peer's refuses to start, saying why; a peer joins as
 // its own node only, and the operators named in configuration change the
 // membership — nobody else.
@@ -179,6 +179,7 @@ func TestPeersAuthenticateAsPeers(t *testing.T) {
 	}{
 		{"a client certificate", pki.Client, pki},
 		{"a peer certificate of another CA", other.Server, pki},
+		{"a self-signed peer certificate", servertest.SelfSignedPeer(t, servertest.ServerNode), pki},
 	} {
 		t.Run("the raft port refuses "+tt.name, func(t *testing.T) {
 			if err := raftHandshake(first.RaftAddr(), tt.cert, tt.ca); err == nil {
