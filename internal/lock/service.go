@@ -184,7 +184,7 @@ func (s *Service) CreateSet(ctx context.Context, related []byte, transactional b
 		return Created{}, err
 	}
 	if n, _ := s.state.Len(); n >= s.cfg.MaxSets {
-		return Created{}, djinn.Errorf(djinn.ResourceExhausted, "lock service holds %d lock sets, the most allowed", n)
+		return Created{}, djinn.Errorf(djinn.ResourceExhausted, "lock service holds %d lock sets, the most its server allows ([lock] max-sets); try again once some end, or ask the operator to raise it", n)
 	}
 	granted := s.cfg.Sets.Grant(d)
 	now := s.now()
@@ -209,7 +209,7 @@ func (s *Service) CreateOwner(ctx context.Context, d time.Duration) (Created, er
 		return Created{}, err
 	}
 	if _, n := s.state.Len(); n >= s.cfg.MaxOwners {
-		return Created{}, djinn.Errorf(djinn.ResourceExhausted, "lock service holds %d lock owners, the most allowed", n)
+		return Created{}, djinn.Errorf(djinn.ResourceExhausted, "lock service holds %d lock owners, the most its server allows ([lock] max-owners); try again once some end, or ask the operator to raise it", n)
 	}
 	granted := s.cfg.Owners.Grant(d)
 	now := s.now()

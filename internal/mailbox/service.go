@@ -154,7 +154,7 @@ func (s *Service) Register(ctx context.Context, d time.Duration) (Registration, 
 	if n := s.state.Registrations(); n >= s.cfg.MaxRegistrations {
 		// EM.3: a registration the service is unable to grant is refused
 		// with LeaseDeniedException.
-		return Registration{}, djinn.Errorf(djinn.LeaseDenied, "mailbox holds %d registrations, the most allowed", n)
+		return Registration{}, djinn.Errorf(djinn.LeaseDenied, "mailbox holds %d registrations, the most its server allows ([mailbox] max-registrations); try again once some end, or ask the operator to raise it", n)
 	}
 	granted := s.cfg.Lease.Grant(d)
 	now := s.now()

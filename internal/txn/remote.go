@@ -73,7 +73,7 @@ func (s *Service) CreateUnder(ctx context.Context, mgr djinn.Ref, parent uint64,
 		return Created{}, err
 	}
 	if _, n := s.state.Len(); n >= s.cfg.MaxActive {
-		return Created{}, djinn.Errorf(djinn.LeaseDenied, "transaction manager holds %d active transactions, the most allowed", n)
+		return Created{}, djinn.Errorf(djinn.LeaseDenied, "transaction manager holds %d active transactions, the most its server allows ([txn] max-active); try again once some complete, or ask the operator to raise it", n)
 	}
 	resp, err := s.cfg.Managers.Join(ctx, mgr, parent, parentSecret, s.nestRef(), NestCrashCount)
 	if err != nil {

@@ -210,7 +210,7 @@ func (s *Service) CreateNested(ctx context.Context, parent uint64, parentSecret 
 		return Created{}, err
 	}
 	if _, n := s.state.Len(); n >= s.cfg.MaxActive {
-		return Created{}, djinn.Errorf(djinn.LeaseDenied, "transaction manager holds %d active transactions, the most allowed", n)
+		return Created{}, djinn.Errorf(djinn.LeaseDenied, "transaction manager holds %d active transactions, the most its server allows ([txn] max-active); try again once some complete, or ask the operator to raise it", n)
 	}
 	if parent != 0 {
 		in, err := s.capable(parent, parentSecret)
