@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -236,8 +237,15 @@ func TestBenchLockWorkloads(t *testing.T) {
 // many, every watcher had every round's event, every discovery round
 // ended in a Discovered event after the client had settled.
 func TestBenchLookupWorkloads(t *testing.T) {
+	// The registry holds the bench's items alone: the server's services
+	// do not join it (their registrations, made at any time after the
+	// start, would count as items a register cycle left behind).
+	conf := filepath.Join(t.TempDir(), "djinn.toml")
+	if err := os.WriteFile(conf, []byte("[lookup-join]\nenabled = false\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	n := newNode(t)
-	p := n.start(t)
+	p := n.start(t, "--config", conf)
 	defer p.stop(t)
 	levels := []int{1, 4}
 	rep := benchReport(t, "lookup", "--server", p.addr, "--admin", n.admin, "--clients", "1,4",
