@@ -12,16 +12,21 @@ import (
 // one line each, naming the operations involved; none means the history
 // keeps the promise the checker stands for.
 
+// ErrUnfinished is the prefix of the report of a linearizability check
+// that did not finish in time: it proves nothing either way, and is
+// counted apart from violations.
+const ErrUnfinished = "unfinished: "
+
 // CheckLinearizable checks a history against a model with porcupine. A
-// check that does not finish within timeout is reported: it proves
-// nothing either way.
+// check that does not finish within timeout is reported with the prefix
+// ErrUnfinished.
 func CheckLinearizable(name string, m porcupine.Model, ops []porcupine.Operation, timeout time.Duration) []string {
 	res, info := porcupine.CheckOperationsVerbose(m, ops, timeout)
 	switch res {
 	case porcupine.Ok:
 		return nil
 	case porcupine.Unknown:
-		return []string{fmt.Sprintf("%s: the linearizability check of %d operations did not finish in %v", name, len(ops), timeout)}
+		return []string{fmt.Sprintf("%s%s: the linearizability check of %d operations did not finish in %v", ErrUnfinished, name, len(ops), timeout)}
 	}
 	var longest []porcupine.Operation
 	for _, part := range info.PartialLinearizationsOperations() {

@@ -74,7 +74,7 @@ func (r *Run) kvWorker(ctx context.Context, id int, rng *rand.Rand) {
 			r.pause(ctx, 20*time.Millisecond)
 			continue
 		}
-		in := kvInput{Node: node, Key: fmt.Sprintf("r%d/k%d", r.seed, rng.IntN(3)), Put: rng.IntN(2) == 0}
+		in := kvInput{Node: node, Key: fmt.Sprintf("r%d/k%d", r.seed, rng.IntN(8)), Put: rng.IntN(2) == 0}
 		kv := djinnpb.NewKeyValueClient(n.Conn())
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		call := r.clock.Now()

@@ -181,7 +181,8 @@ func (r *Run) check(injected map[string]int) *Report {
 	return rep
 }
 
-// Failed lists every violation, checker by checker.
+// Failed lists every violation, checker by checker, and every check that
+// did not finish.
 func (rep *Report) Failed() []string {
 	var out []string
 	for k, v := range rep.Violations {
@@ -193,12 +194,29 @@ func (rep *Report) Failed() []string {
 	return out
 }
 
+// violations counts a checker's violations, leaving out checks that did
+// not finish.
+func violations(v []string) (found, unfinished int) {
+	for _, s := range v {
+		if strings.HasPrefix(s, ErrUnfinished) {
+			unfinished++
+		} else {
+			found++
+		}
+	}
+	return found, unfinished
+}
+
 // String is a one-line summary.
 func (rep *Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "faults %v; operations %v; violations", rep.Faults, rep.Ops)
 	for _, k := range sortedKeys(rep.Violations) {
-		fmt.Fprintf(&b, " %s=%d", k, len(rep.Violations[k]))
+		n, u := violations(rep.Violations[k])
+		fmt.Fprintf(&b, " %s=%d", k, n)
+		if u > 0 {
+			fmt.Fprintf(&b, " (%d unfinished)", u)
+		}
 	}
 	return b.String()
 }

@@ -14,6 +14,7 @@ type Summary struct {
 	Histories  int
 	Ops        map[string]int
 	Violations map[string]int
+	Unfinished map[string]int // linearizability checks that did not finish
 	Counts     map[string]int
 	Outages    map[string][]time.Duration
 }
@@ -22,6 +23,7 @@ type Summary struct {
 func (s *Summary) Add(rep *Report) {
 	if s.Faults == nil {
 		s.Faults, s.Ops, s.Violations, s.Counts, s.Outages = map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}, map[string][]time.Duration{}
+		s.Unfinished = map[string]int{}
 	}
 	s.Schedules++
 	s.Histories += len(rep.Violations)
@@ -32,7 +34,9 @@ func (s *Summary) Add(rep *Report) {
 		s.Ops[k] += v
 	}
 	for k, v := range rep.Violations {
-		s.Violations[k] += len(v)
+		n, u := violations(v)
+		s.Violations[k] += n
+		s.Unfinished[k] += u
 	}
 	for k, v := range rep.Counts {
 		s.Counts[k] += v
@@ -76,7 +80,11 @@ func (s *Summary) String() string {
 	}
 	fmt.Fprintf(&b, "violations\n")
 	for _, k := range sortedKeys(s.Violations) {
-		fmt.Fprintf(&b, "  %-21s %d\n", k, s.Violations[k])
+		fmt.Fprintf(&b, "  %-21s %d", k, s.Violations[k])
+		if u := s.Unfinished[k]; u > 0 {
+			fmt.Fprintf(&b, "  (and %d checks unfinished)", u)
+		}
+		b.WriteString("\n")
 	}
 	fmt.Fprintf(&b, "unavailability (first write after the fault)\n")
 	for _, k := range sortedKeys(s.Outages) {
