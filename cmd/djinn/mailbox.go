@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -170,25 +172,27 @@ func (g *globals) mailboxPullCmd() *cobra.Command {
 		func(cmd *cobra.Command, r *client.MailboxRegistration, _ []string) error {
 			ctx := cmd.Context()
 			remaining := r.Stored
-			var last uint64
 			if !follow && remaining == 0 {
 				return nil
 			}
+			var a *acker
+			if ack {
+				a = startAcker(ctx, r)
+			}
+			var pullErr error
 			for se, err := range r.Pull(ctx, after) {
 				if err != nil {
-					return err
+					pullErr = err
+					break
 				}
 				printEvent(g, cmd.OutOrStdout(), se.Index, se.Event)
-				last = se.Index
+				a.printed(se.Index)
 				remaining--
 				if !follow && remaining <= 0 {
 					break
 				}
 			}
-			if ack && last > 0 {
-				return r.Ack(ctx, last)
-			}
-			return nil
+			return errors.Join(pullErr, a.finish())
 		})
 	cmd.Flags().Uint64Var(&after, "after", 0, "resume after this index")
 	cmd.Flags().BoolVar(&follow, "follow", false, "keep waiting for new events")
@@ -241,4 +245,83 @@ func (g *globals) mailboxAckCmd() *cobra.Command {
 			return g.print(cmd.OutOrStdout(), map[string]any{"registration": r.ID.String(), "acknowledged_through": jsonUint(i)},
 				func(w io.Writer) { fmt.Fprintf(w, "forgot the events through #%d\n", i) })
 		})
+}
+
+// ackTimeout bounds one acknowledgement of what pull printed.
+const ackTimeout = 10 * time.Second
+
+// acker forgets what pull --ack printed as it goes, one acknowledgement at
+// a time through the last index printed, so a long follow does not fill
+// the registration's store; finish acknowledges the rest. Acknowledgements
+// run under a context that outlives the command's, so an interrupt (the
+// way a follow ends) still forgets what was printed. A nil acker does
+// nothing.
+type acker struct {
+	ctx  context.Context // the command's, without its cancellation
+	r    *client.MailboxRegistration
+	next chan uint64 // the last index printed and not yet taken
+	stop chan struct{}
+	done chan struct{}
+	// acked and err are written by run and read once done is closed.
+	acked uint64
+	err   error
+	last  uint64 // the last index printed
+}
+
+func startAcker(ctx context.Context, r *client.MailboxRegistration) *acker {
+	a := &acker{ctx: context.WithoutCancel(ctx), r: r, next: make(chan uint64, 1),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go a.run()
+	return a
+}
+
+// printed hands index to the acknowledging goroutine, replacing an index
+// it has not taken yet. Only one goroutine calls it.
+func (a *acker) printed(index uint64) {
+	if a == nil {
+		return
+	}
+	a.last = index
+	select {
+	case <-a.next:
+	default:
+	}
+	a.next <- index
+}
+
+func (a *acker) run() {
+	defer close(a.done)
+	for {
+		select {
+		case <-a.stop:
+			return
+		case i := <-a.next:
+			if a.err = a.ack(i); a.err != nil {
+				return
+			}
+			a.acked = i
+		}
+	}
+}
+
+func (a *acker) ack(through uint64) error {
+	ctx, cancel := context.WithTimeout(a.ctx, ackTimeout)
+	defer cancel()
+	if err := a.r.Ack(ctx, through); err != nil {
+		return fmt.Errorf("acknowledging the events through #%d: %w (they stay stored; djinn mailbox ack forgets them)", through, err)
+	}
+	return nil
+}
+
+// finish stops acknowledging as it goes and acknowledges what is left.
+func (a *acker) finish() error {
+	if a == nil {
+		return nil
+	}
+	close(a.stop)
+	<-a.done
+	if a.err != nil || a.last <= a.acked {
+		return a.err
+	}
+	return a.ack(a.last)
 }
