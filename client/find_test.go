@@ -9,7 +9,6 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
-	"github.com/djinn-go/djinn/internal/server"
 	"github.com/djinn-go/djinn/internal/server/servertest"
 	"github.com/djinn-go/djinn/service"
 )
@@ -144,15 +143,15 @@ func TestFindBadInput(t *testing.T) {
 // others.
 func TestFindFollowsTheCluster(t *testing.T) {
 	t.Parallel()
-	ss := servertest.StartCluster(t, 3, func(c *server.Config) {
-		c.Raftcfg.HeartbeatTimeout = server.Duration(200 * time.Millisecond)
-		c.Raftcfg.ElectionTimeout = server.Duration(200 * time.Millisecond)
-	})
-	leader := servertest.Leader(ss...)
-	loc := locatorOf(t, servertest.Dial(t, leader.Addr()))
-	ctx := findContext(t)
+	// Timeouts that keep leadership steady under the race detector and
+	// parallel tests: the item names the members once the leader's joiner
+	// has followed them.
+	ss := servertest.StartCluster(t, 3, servertest.Steady)
+	loc := locatorOf(t, servertest.Dial(t, ss[0].Addr()))
+	ctx, cancel := context.WithTimeout(t.Context(), 2*servertest.Failover)
+	defer cancel()
 	var found *client.Found
-	servertest.Eventually(t, "the transaction manager, naming every member", func() bool {
+	servertest.EventuallyWithin(t, servertest.Failover, "the transaction manager, naming every member", func() bool {
 		f, err := client.Find(ctx, service.TransactionManagerType, client.AtLocators(loc))
 		if err != nil {
 			t.Fatal(err)
@@ -176,10 +175,12 @@ func TestFindFollowsTheCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The member that registered the item: the leader of the moment.
+	leader := servertest.ServingLeader(t, ss...)
 	if err := leader.Close(); err != nil {
 		t.Fatal(err)
 	}
-	servertest.Eventually(t, "a transaction created through the found client after its member left", func() bool {
+	servertest.EventuallyWithin(t, servertest.Failover, "a transaction created through the found client after its member left", func() bool {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		_, err := mgr.Create(cctx, time.Minute)

@@ -76,7 +76,7 @@ func joined(t *testing.T, r *client.Registrar, id djinn.ID, kvs int) map[string]
 	t.Helper()
 	var out map[string]service.Item
 	var seen []string // what the last look found, for the failure
-	ok := servertest.Poll(servertest.Timeout, func() bool {
+	ok := servertest.Poll(servertest.Failover, func() bool {
 		out, seen = map[string]service.Item{}, nil
 		for name, typ := range clusterTypes {
 			items, err := lookupType(t, r, typ, ofCluster(id))
@@ -102,7 +102,7 @@ func joined(t *testing.T, r *client.Registrar, id djinn.ID, kvs int) map[string]
 		return len(items) == kvs
 	})
 	if !ok {
-		t.Fatalf("waited %v for one item of each service of cluster %s and %d key/value stores; the last look found %v", servertest.Timeout, id, kvs, seen)
+		t.Fatalf("waited %v for one item of each service of cluster %s and %d key/value stores; the last look found %v", servertest.Failover, id, kvs, seen)
 	}
 	return out
 }
@@ -375,10 +375,7 @@ func TestJoinAdminAtRunTime(t *testing.T) {
 // live member — and the departed node's key/value store leaves.
 func TestJoinFailover(t *testing.T) {
 	t.Parallel()
-	ss := servertest.StartCluster(t, 3, func(c *server.Config) {
-		c.Raftcfg.HeartbeatTimeout = server.Duration(200 * time.Millisecond)
-		c.Raftcfg.ElectionTimeout = server.Duration(200 * time.Millisecond)
-	})
+	ss := servertest.StartCluster(t, 3, servertest.Steady)
 	var eps []string
 	for _, s := range ss {
 		eps = append(eps, s.Advertise())
@@ -415,10 +412,15 @@ func TestJoinFailover(t *testing.T) {
 			rest = append(rest, s)
 		}
 	}
-	servertest.Eventually(t, "a new leader", func() bool { return servertest.Leader(rest...) != nil })
-	next := servertest.Leader(rest...)
+	// Elections may take a few rounds under load, and leadership move
+	// again among the rest: wait for the items of the leader of the
+	// moment.
 	var after map[string]service.Item
-	servertest.Eventually(t, "every item taken over by the new leader", func() bool {
+	servertest.EventuallyWithin(t, servertest.Failover, "every item taken over by a new leader", func() bool {
+		next := servertest.Leader(rest...)
+		if next == nil {
+			return false
+		}
 		after = joined(t, r, cluster, 2)
 		for name := range clusterTypes {
 			if refOf(t, after[name]).Endpoint != next.Advertise() {

@@ -44,6 +44,15 @@ func Config(t testing.TB) server.Config {
 	return cfg
 }
 
+// Steady lengthens a test server's Raft timeouts to 500ms: long enough
+// that a cluster's leadership stays put under the race detector and
+// parallel tests, for a test that moves leadership itself or counts on one
+// leader. Pass it (or call it from) StartCluster's configure.
+func Steady(c *server.Config) {
+	c.Raftcfg.HeartbeatTimeout = server.Duration(500 * time.Millisecond)
+	c.Raftcfg.ElectionTimeout = server.Duration(500 * time.Millisecond)
+}
+
 // Open opens a server with cfg and closes it when the test ends. It does
 // not wait for the server to be ready. The server's warnings and errors go
 // to the test's log, so that a failing test shows what its servers saw.
@@ -257,6 +266,20 @@ func Eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	if !Poll(Timeout, cond) {
 		t.Fatalf("waited %v for %s", Timeout, what)
+	}
+}
+
+// Failover bounds a wait for a cluster to take over from a member that
+// left: a new election, the new leader taking the leases over, then its
+// work (a joiner's registrations, say). Under load elections may take a
+// few rounds, so it is longer than Timeout.
+const Failover = time.Minute
+
+// EventuallyWithin is Eventually bounded by d instead of Timeout.
+func EventuallyWithin(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if !Poll(d, cond) {
+		t.Fatalf("waited %v for %s", d, what)
 	}
 }
 
