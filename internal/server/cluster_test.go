@@ -22,12 +22,9 @@ import (
 // other two elect a new one, which keeps the registrations and leases.
 func TestCluster(t *testing.T) {
 	t.Parallel()
-	// Timeouts a little longer than a single node's: under the race
-	// detector and parallel tests, 100ms leader leases make leaders flap.
-	ss := servertest.StartCluster(t, 3, func(c *server.Config) {
-		c.Raftcfg.HeartbeatTimeout = server.Duration(200 * time.Millisecond)
-		c.Raftcfg.ElectionTimeout = server.Duration(200 * time.Millisecond)
-	})
+	// Timeouts longer than a single node's: under the race detector and
+	// parallel tests, short leader leases make leaders flap.
+	ss := servertest.StartCluster(t, 3, servertest.Steady)
 	clients := map[*server.Server]*client.Client{}
 	direct := map[*server.Server]*grpc.ClientConn{} // to the one server
 	for _, s := range ss {
@@ -39,7 +36,7 @@ func TestCluster(t *testing.T) {
 	leader := func(t *testing.T, among ...*server.Server) (*server.Server, []*server.Server) {
 		t.Helper()
 		var l *server.Server
-		servertest.Eventually(t, "a leader", func() bool {
+		servertest.EventuallyWithin(t, servertest.Failover, "a leader", func() bool {
 			l = servertest.Leader(among...)
 			return l != nil
 		})
@@ -93,11 +90,18 @@ func TestCluster(t *testing.T) {
 	})
 
 	t.Run("a follower sends a registration to the leader", func(t *testing.T) {
-		l, others := leader(t, ss...)
-		reg, err := clients[others[0]].Mailbox().Register(testContext(t), time.Minute)
-		if err != nil {
-			t.Fatalf("register through a follower: %v", err)
-		}
+		// Tried again only if leadership moves meanwhile.
+		var l *server.Server
+		var reg *client.MailboxRegistration
+		retryUnavailable(t, "register through a follower", func(ctx context.Context) (err error) {
+			var others []*server.Server
+			l, others = leader(t, ss...)
+			reg, err = clients[others[0]].Mailbox().Register(ctx, time.Minute)
+			if err == nil && servertest.Leader(ss...) != l {
+				return djinn.Errorf(djinn.Unavailable, "leadership moved during the call")
+			}
+			return err
+		})
 		if reg.Lease.Landlord().Endpoint != l.Addr() {
 			t.Errorf("lease granted by %s, want the leader %s", reg.Lease.Landlord().Endpoint, l.Addr())
 		}
@@ -194,7 +198,7 @@ func TestCluster(t *testing.T) {
 func retryUnavailable(t *testing.T, what string, f func(ctx context.Context) error) {
 	t.Helper()
 	var err error
-	servertest.Eventually(t, what, func() bool {
+	servertest.EventuallyWithin(t, servertest.Failover, what, func() bool {
 		ctx, cancel := context.WithTimeout(t.Context(), servertest.Timeout)
 		defer cancel()
 		err = f(ctx)
@@ -211,12 +215,8 @@ func retryUnavailable(t *testing.T, what string, f func(ctx context.Context) err
 // every lease its logged horizon.
 func TestFailoverHonoursRenewals(t *testing.T) {
 	t.Parallel()
-	ss := servertest.StartCluster(t, 3, func(c *server.Config) {
-		c.Raftcfg.HeartbeatTimeout = server.Duration(200 * time.Millisecond)
-		c.Raftcfg.ElectionTimeout = server.Duration(200 * time.Millisecond)
-	})
-	var l *server.Server
-	servertest.Eventually(t, "a leader", func() bool { l = servertest.Leader(ss...); return l != nil })
+	ss := servertest.StartCluster(t, 3, servertest.Steady)
+	l := servertest.ServingLeader(t, ss...)
 	c := servertest.Dial(t, l.Addr())
 	var reg *client.MailboxRegistration
 	retryUnavailable(t, "register", func(ctx context.Context) (err error) {
@@ -224,9 +224,9 @@ func TestFailoverHonoursRenewals(t *testing.T) {
 		return err
 	})
 	logged := reg.Lease.Expiration()
-	if err := reg.Lease.Renew(testContext(t), c, 20*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	retryUnavailable(t, "renew", func(ctx context.Context) error { return reg.Lease.Renew(ctx, c, 20*time.Second) })
+	// The member that served the renewal from its memory goes.
+	l = servertest.ServingLeader(t, ss...)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -238,18 +238,18 @@ func TestFailoverHonoursRenewals(t *testing.T) {
 	}
 	// Wait until the expiration in the log has passed.
 	servertest.Eventually(t, "the logged expiration to pass", func() bool { return time.Now().After(logged.Add(time.Second)) })
-	var next *server.Server
-	servertest.Eventually(t, "a new leader", func() bool { next = servertest.Leader(survivors...); return next != nil })
+	next := servertest.ServingLeader(t, survivors...)
 	c2 := servertest.Dial(t, next.Addr())
 	retryUnavailable(t, "read the registration at the new leader", func(ctx context.Context) error {
 		_, err := c2.Mailbox().Registration(ctx, reg.ID)
 		return err
 	})
-	resp, err := djinnpb.NewLandlordClient(c2.ClientConn()).Renew(testContext(t),
-		&djinnpb.RenewRequest{Cookie: idBytes(reg.Lease.Cookie()), DurationNanos: int64(time.Minute)})
-	if err != nil {
-		t.Fatalf("a lease renewed on the old leader expired after failover: %v", err)
-	}
+	var resp *djinnpb.RenewResponse
+	retryUnavailable(t, "renew at the new leader a lease renewed on the old leader (it expired after failover if not found)", func(ctx context.Context) (err error) {
+		resp, err = djinnpb.NewLandlordClient(c2.ClientConn()).Renew(ctx,
+			&djinnpb.RenewRequest{Cookie: idBytes(reg.Lease.Cookie()), DurationNanos: int64(time.Minute)})
+		return err
+	})
 	if time.Duration(resp.GetGrantedNanos()) != time.Minute {
 		t.Fatalf("granted %v", time.Duration(resp.GetGrantedNanos()))
 	}
