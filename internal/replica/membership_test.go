@@ -41,14 +41,33 @@ func twoNodes(t *testing.T) (leader, follower *Node, fsm *counter) {
 	leaderOf(t, leading)
 	n1, c1 := steady(t, false, nil)
 	t.Cleanup(func() { n1.Close() })
-	if err := n0.AddVoter(context.Background(), n1.ID(), n1.RaftAddr()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := propose(context.Background(), n0); err != nil {
-		t.Fatal(err)
-	}
+	// Under load n0 may lose its leadership for a moment while n1 catches
+	// up: a refusal it retries until n0 leads again and the change is made.
+	untilLeading(t, "add the follower", func(ctx context.Context) error { return n0.AddVoter(ctx, n1.ID(), n1.RaftAddr()) })
+	untilLeading(t, "write through the leader", func(ctx context.Context) error { _, err := propose(ctx, n0); return err })
 	c1.wait(t, 1)
 	return n0, n1, c1
+}
+
+// untilLeading runs op until it succeeds, retrying it while it is refused
+// as unavailable (leadership lost or not yet regained), for at most 20s.
+func untilLeading(t *testing.T, what string, op func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for {
+		err := op(ctx)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, djinn.ErrUnavailable) || ctx.Err() != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // TestReadBarrier: the leader's barrier returns once it has applied what
