@@ -2,9 +2,13 @@ package robust
 
 import (
 	"bytes"
+	"io"
 	"net"
 	"sync"
 	"time"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+	"github.com/hashicorp/raft"
 )
 
 // Sources of connections whose sender a proxy cannot tell from their
@@ -46,8 +50,7 @@ func NewNet() *Net {
 }
 
 // Member declares a member id; raft proxies tell a connection's sender by
-// the first member id its first bytes carry (every Raft request begins
-// with a header naming its sender).
+// the header of its first request, which names the sending member.
 func (n *Net) Member(id string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -250,35 +253,39 @@ func (n *Net) remove(c *pconn) {
 	n.mu.Unlock()
 }
 
-// sender reads the connection's first bytes until they name a member.
+// sender decodes the connection's first Raft request as far as its
+// header, which names the sending member, and returns the member and the
+// bytes read. Every Raft request is a type byte and a msgpack value whose
+// header is the embedded RPCHeader; no other bytes are trusted (the
+// entries of an append may name any member).
 func (p *Proxy) sender(in net.Conn) (string, []byte) {
-	var buf []byte
-	chunk := make([]byte, 512)
+	var read bytes.Buffer
 	_ = in.SetReadDeadline(time.Now().Add(10 * time.Second))
 	defer in.SetReadDeadline(time.Time{})
-	for len(buf) < 4096 {
-		k, err := in.Read(chunk)
-		buf = append(buf, chunk[:k]...)
-		if id := p.net.firstID(buf); id != "" {
-			return id, buf
-		}
-		if err != nil {
-			break
-		}
+	r := io.TeeReader(in, &read)
+	var typ [1]byte
+	if _, err := io.ReadFull(r, typ[:]); err != nil {
+		return p.from, read.Bytes()
 	}
-	return p.from, buf
+	var req struct{ raft.RPCHeader }
+	if err := codec.NewDecoder(r, &codec.MsgpackHandle{}).Decode(&req); err != nil {
+		return p.from, read.Bytes()
+	}
+	if id := string(req.ID); p.net.isMember(id) {
+		return id, read.Bytes()
+	}
+	return p.from, read.Bytes()
 }
 
-func (n *Net) firstID(b []byte) string {
+func (n *Net) isMember(id string) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	at, id := -1, ""
 	for _, m := range n.ids {
-		if i := bytes.Index(b, m); i >= 0 && (at < 0 || i < at) {
-			at, id = i, string(m)
+		if string(m) == id {
+			return true
 		}
 	}
-	return id
+	return false
 }
 
 // chunk is bytes read at a time, to be written once the link's delay has
