@@ -111,6 +111,10 @@ func (s *Service) Run(ctx context.Context) {
 	s.current.CompareAndSwap(d, nil)
 }
 
+// Serving reports whether this node serves as the mailbox's leader: its
+// term's delivery has started (streams and pulls are served).
+func (s *Service) Serving() bool { return s.current.Load() != nil }
+
 // DeliveryStats returns the delivery counters: events sent, delivered,
 // failed, retried and overflowed since the service started, over every
 // term this node led; and the queues of the current term (zero when not

@@ -136,7 +136,7 @@ func (s *Server) adminHandler() http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !s.ready() {
-			http.Error(w, "not ready: no leader or cluster not initialised", http.StatusServiceUnavailable)
+			http.Error(w, "not ready: no leader, the cluster not initialised, or the leader's services still starting", http.StatusServiceUnavailable)
 			return
 		}
 		w.Write([]byte("ready\n"))

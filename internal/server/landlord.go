@@ -41,8 +41,9 @@ func landlordPart(s *Server) *part {
 		serve: func(r *registrar) error {
 			return r.serve(&djinnpb.Landlord_ServiceDesc, &landlordRPC{s: s}, landlordRules(s))
 		},
-		run: func(ctx context.Context) { s.lessor.Run(ctx) },
-		ref: s.ref(lease.LandlordID),
+		run:     func(ctx context.Context) { s.lessor.Run(ctx) },
+		serving: func() bool { return s.lessor.Active() },
+		ref:     s.ref(lease.LandlordID),
 		status: func(resp *djinnpb.StatusResponse) {
 			resp.Landlord = refProto(s.ref(lease.LandlordID)())
 			resp.Counts["leases"] = int64(s.machine.Leases.Len())

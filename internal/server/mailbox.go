@@ -71,9 +71,10 @@ func mailboxPart(s *Server) *part {
 			svc, err = mailbox.New(st, s.lessor, s.node, s.now, s.ref(MailboxID), s.mailboxConfig())
 			return err
 		},
-		serve: func(r *registrar) error { return serveMailbox(r, svc) },
-		run:   func(ctx context.Context) { svc.Run(ctx) },
-		ref:   s.ref(MailboxID),
+		serve:   func(r *registrar) error { return serveMailbox(r, svc) },
+		run:     func(ctx context.Context) { svc.Run(ctx) },
+		serving: func() bool { return svc.Serving() },
+		ref:     s.ref(MailboxID),
 		status: func(resp *djinnpb.StatusResponse) {
 			regs, events := st.Len()
 			resp.Counts["mailbox_registrations"], resp.Counts["mailbox_stored_events"] = int64(regs), int64(events)

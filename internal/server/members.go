@@ -105,7 +105,7 @@ func (s *Server) nodeStatus() *djinnpb.StatusResponse {
 	return &djinnpb.StatusResponse{
 		ServiceId: svc[:], NodeId: s.node.ID(), State: s.node.State(), LeaderId: leaderID,
 		LeaderAddress: s.node.LeaderEndpoint(), AppliedIndex: s.node.AppliedIndex(),
-		CommitIndex: s.node.CommitIndex(), LastContactNanos: int64(s.node.LastContact()),
+		CommitIndex: s.node.CommitIndex(), LastContactNanos: int64(s.node.LastContact()), Ready: s.ready(),
 	}
 }
 

@@ -51,6 +51,10 @@ type part struct {
 	// run is the service's leader work for one term; it returns when ctx
 	// ends.
 	run func(ctx context.Context)
+	// serving reports whether the service's leader work serves in this
+	// node's term; a leader is ready (/readyz, Status) once every enabled
+	// part's does.
+	serving func() bool
 	// ref is the service's reference, for Describe.
 	ref func() djinn.Ref
 	// status fills the service's part of an Admin.Status answer: its
@@ -130,6 +134,16 @@ func (s *Server) runParts(ctx context.Context, started func()) {
 	}
 	started()
 	wg.Wait()
+}
+
+// partsServing reports whether every enabled part's leader work serves.
+func (s *Server) partsServing() bool {
+	for _, p := range s.parts {
+		if p.enabled && p.serving != nil && !p.serving() {
+			return false
+		}
+	}
+	return true
 }
 
 // stopParts runs the opened parts' stop hooks, in reverse order.

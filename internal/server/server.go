@@ -358,7 +358,8 @@ func (s *Server) Failed() <-chan error { return s.node.Failed() }
 func (s *Server) Node() *replica.Node { return s.node }
 
 // WaitReady blocks until the server can serve writes through some leader:
-// the cluster has its service id and this node knows a leader.
+// the cluster has its service id and this node knows a leader; on the
+// leader, its services serve (its term's leader work has started).
 func (s *Server) WaitReady(ctx context.Context) error {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
@@ -379,7 +380,7 @@ func (s *Server) ready() bool {
 		return false
 	}
 	if s.node.IsLeader() {
-		return s.lessor.Active()
+		return s.partsServing()
 	}
 	id, _ := s.node.Leader()
 	return id != ""

@@ -79,8 +79,12 @@ type StatusResponse struct {
 	// -1 when it never has.
 	LastContactNanos int64  `protobuf:"varint,17,opt,name=last_contact_nanos,json=lastContactNanos,proto3" json:"last_contact_nanos,omitempty"`
 	CommitIndex      uint64 `protobuf:"varint,18,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"` // the highest log index this member knows committed
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// ready: as /readyz has it — the cluster initialised and, on the leader,
+	// its services serve (its term's leader work has started: the leases are
+	// taken over); on a follower, a leader known.
+	Ready         bool `protobuf:"varint,19,opt,name=ready,proto3" json:"ready,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -237,6 +241,13 @@ func (x *StatusResponse) GetCommitIndex() uint64 {
 		return x.CommitIndex
 	}
 	return 0
+}
+
+func (x *StatusResponse) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
 }
 
 type Member struct {
@@ -1015,7 +1026,7 @@ var File_djinn_v1_admin_proto protoreflect.FileDescriptor
 const file_djinn_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"\x14djinn/v1/admin.proto\x12\bdjinn.v1\x1a\x15djinn/v1/common.proto\"\x0f\n" +
-	"\rStatusRequest\"\xe2\x05\n" +
+	"\rStatusRequest\"\xf8\x05\n" +
 	"\x0eStatusResponse\x12\x1d\n" +
 	"\n" +
 	"service_id\x18\x01 \x01(\fR\tserviceId\x12\x17\n" +
@@ -1036,7 +1047,8 @@ const file_djinn_v1_admin_proto_rawDesc = "" +
 	"\x06lookup\x18\x0f \x01(\v2\r.djinn.v1.RefR\x06lookup\x12\x1f\n" +
 	"\x03lds\x18\x10 \x01(\v2\r.djinn.v1.RefR\x03lds\x12,\n" +
 	"\x12last_contact_nanos\x18\x11 \x01(\x03R\x10lastContactNanos\x12!\n" +
-	"\fcommit_index\x18\x12 \x01(\x04R\vcommitIndex\x1a9\n" +
+	"\fcommit_index\x18\x12 \x01(\x04R\vcommitIndex\x12\x14\n" +
+	"\x05ready\x18\x13 \x01(\bR\x05ready\x1a9\n" +
 	"\vCountsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xaa\x02\n" +
