@@ -107,6 +107,19 @@ func freePorts(t *testing.T, n int) []string {
 // start runs djinn serve and waits until it prints that it serves.
 func (n node) start(t *testing.T, extra ...string) *proc {
 	t.Helper()
+	p, ready := n.launch(t, extra...)
+	select {
+	case <-ready:
+	case <-time.After(60 * time.Second):
+		p.kill()
+		t.Fatalf("server did not start:\n%s", p.output())
+	}
+	return p
+}
+
+// launch runs djinn serve; ready is closed once it prints that it serves.
+func (n node) launch(t *testing.T, extra ...string) (*proc, <-chan struct{}) {
+	t.Helper()
 	args := append([]string{"serve", "--data-dir", n.dir, "--listen", n.listen, "--admin", n.admin, "--raft", n.raft,
 		"--discovery", n.discovery, "--election-timeout", "200ms", "--heartbeat-timeout", "200ms"}, extra...)
 	cmd := exec.Command(djinnBinary(t), args...)
@@ -132,13 +145,7 @@ func (n node) start(t *testing.T, extra ...string) *proc {
 			}
 		}
 	}()
-	select {
-	case <-ready:
-	case <-time.After(60 * time.Second):
-		p.kill()
-		t.Fatalf("server did not start:\n%s", p.output())
-	}
-	return p
+	return p, ready
 }
 
 type lockedWriter struct{ p *proc }

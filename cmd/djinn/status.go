@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -27,6 +26,8 @@ type statusView struct {
 	Members   []memberView     `json:"members"`
 	Landlord  string           `json:"landlord,omitempty"`
 	Mailbox   string           `json:"mailbox,omitempty"`
+	// ready: the cluster initialised and its leader's services serve.
+	ready bool
 }
 
 func viewStatus(st *djinnpb.StatusResponse) statusView {
@@ -71,8 +72,9 @@ func (g *globals) statusCmd() *cobra.Command {
 		Short: "Show a server's node, leader, services and counts, and every member's health",
 		Long: "Show a server's node, leader, services and counts, and every member's health.\n\n" +
 			"With --wait, a server that does not answer yet (starting, or not yet listening), or is not ready\n" +
-			"(no leader yet, the cluster not yet initialised), is asked again until it is ready or --wait\n" +
-			"passes: scripts start a server in the background, then djinn status --wait 30s.",
+			"(no leader yet, the cluster not yet initialised, or the leader's services still starting), is asked\n" +
+			"again until it is ready or --wait passes: scripts start a server in the background, then\n" +
+			"djinn status --wait 30s.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			wait, err := parseWait(waitS)
@@ -96,8 +98,8 @@ func (g *globals) statusUntil(ctx context.Context, wait time.Duration) (statusVi
 	deadline := time.Now().Add(wait)
 	for {
 		v, err := g.status(ctx)
-		if err == nil && wait > 0 && !ready(v) {
-			err = djinn.Errorf(djinn.Unavailable, "%s answers but is not ready (waited %s): no leader yet, or the cluster not yet initialised — still electing, or without a quorum (djinn member ls)", g.server, wait)
+		if err == nil && wait > 0 && !v.ready {
+			err = djinn.Errorf(djinn.Unavailable, "%s answers but is not ready (waited %s): no leader yet, the cluster not yet initialised, or the leader's services still starting — still electing, or without a quorum (djinn member ls)", g.server, wait)
 		}
 		if err == nil || wait == 0 || djinn.KindOf(err) != djinn.Unavailable || time.Now().After(deadline) {
 			return v, err
@@ -110,10 +112,19 @@ func (g *globals) statusUntil(ctx context.Context, wait time.Duration) (statusVi
 	}
 }
 
-// ready reports whether a status is a ready server's: a leader known, the
-// cluster initialised (as /readyz has it).
-func ready(v statusView) bool {
-	return v.Leader != "" && strings.Trim(v.ServiceID, "0") != ""
+// leaderReady reports whether the server that answered st is ready and,
+// if it follows, whether its leader is too: a follower is ready once it
+// knows a leader, and the leader once its services serve.
+func leaderReady(ctx context.Context, c *client.Client, st *djinnpb.StatusResponse) bool {
+	if !st.GetReady() || st.GetState() == "Leader" {
+		return st.GetReady()
+	}
+	conn, err := c.Conn(st.GetLeaderAddress())
+	if err != nil {
+		return false
+	}
+	lst, err := djinnpb.NewAdminClient(conn).Status(ctx, &djinnpb.StatusRequest{})
+	return err == nil && lst.GetReady() && lst.GetState() == "Leader"
 }
 
 // status asks the first --server address for its status and every
@@ -129,6 +140,7 @@ func (g *globals) status(ctx context.Context) (statusView, error) {
 		return statusView{}, err
 	}
 	v := viewStatus(st)
+	v.ready = leaderReady(ctx, c, st)
 	if ms, err := c.Members(ctx, true); err == nil {
 		v.Members = viewMembers(ms)
 	} else {
