@@ -525,3 +525,37 @@ func (m *JoinManager) stop(cancel bool) error {
 	}
 	return nil
 }
+
+// Check asks each lookup service whether the manager's registration there
+// still stands, by reading its lease (no change is made). A registration
+// that another registration of the same service id has replaced — a
+// deposed cluster leader's late Register landing after its successor's —
+// or that the lookup service lost is registered again by its keeper at
+// once, instead of when its next renewal fails. Lookup services that
+// cannot be reached are left to the renewer.
+func (m *JoinManager) Check(ctx context.Context) {
+	m.mu.Lock()
+	var js []*join
+	var leases []*client.Lease
+	for _, j := range m.joins {
+		if j.reg != nil && !j.lost {
+			js, leases = append(js, j), append(leases, j.reg.Lease)
+		}
+	}
+	m.mu.Unlock()
+	for i, j := range js {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		_, err := leases[i].Refresh(cctx, m.pool)
+		cancel()
+		if !lostRegistration(err) {
+			continue
+		}
+		m.mu.Lock()
+		if j.reg != nil && j.reg.Lease == leases[i] && !j.lost {
+			m.log.Info("registration replaced or lost; registering again", "registrar", j.info.ServiceID, "err", err)
+			j.lost = true
+			j.poke()
+		}
+		m.mu.Unlock()
+	}
+}

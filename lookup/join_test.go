@@ -353,3 +353,32 @@ func TestJoinManagerConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestJoinManagerCheckTakesItsItemBack: a registration of the same service
+// id made elsewhere (a deposed cluster leader's late Register) replaces the
+// manager's; Check finds its lease gone and the item is registered again,
+// long before the hour-long lease would need renewing.
+func TestJoinManagerCheckTakesItsItemBack(t *testing.T) {
+	s1 := startLookup(t)
+	id := djinn.NewID()
+	m := newJoinManager(t, discoverAt(t, s1), lookup.JoinManagerConfig{Item: lookup.Printer(id, "inkjet"), LeaseDuration: time.Hour})
+	servertest.Eventually(t, "registered", func() bool { return m.RegistrationAt(s1.id) != nil })
+	ctx := testContext(t)
+	replaced := m.RegistrationAt(s1.id)
+	if _, err := s1.r.Register(ctx, lookup.Printer(id, "laser"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if !lookup.HasName(s1.found(t, id), "laser") {
+		t.Fatal("the late registration did not replace the item")
+	}
+	m.Check(ctx)
+	servertest.Eventually(t, "the manager's item back", func() bool {
+		reg := m.RegistrationAt(s1.id)
+		return reg != nil && reg.Lease.Cookie() != replaced.Lease.Cookie() && lookup.HasName(s1.found(t, id), "inkjet")
+	})
+	kept := m.RegistrationAt(s1.id)
+	m.Check(ctx)
+	if reg := m.RegistrationAt(s1.id); reg != kept {
+		t.Error("Check registered again a registration that stands")
+	}
+}

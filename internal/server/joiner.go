@@ -224,6 +224,7 @@ func (jr *joiner) run(ctx context.Context) {
 			return
 		case <-jr.wake:
 		case <-t.C:
+			jm.Check(ctx)
 		}
 		cur = jr.follow(ctx, d, jm, cur)
 	}
