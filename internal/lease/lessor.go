@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -147,6 +148,11 @@ func (l *Lessor) Remaining(cookie djinn.ID) (time.Duration, Owner, error) {
 	if err := l.checkActive(); err != nil {
 		return 0, Owner{}, err
 	}
+	// A deposed leader that has not yet heard of its successor must answer
+	// neither way: the successor may have granted or cancelled the lease.
+	if err := l.log.VerifyLeader(); err != nil {
+		return 0, Owner{}, err
+	}
 	now := l.cfg.Now()
 	info, ok := l.table.Lookup(cookie, now)
 	if !ok {
@@ -180,12 +186,40 @@ func (l *Lessor) RenewAll(ctx context.Context, cookies []djinn.ID, durations []t
 			}
 		}
 	}
+	errs := make([]*error, len(out))
+	for i := range out {
+		errs[i] = &out[i].Err
+	}
+	l.confirmUnknown(errs)
 	for _, r := range out {
 		if r.Err == nil {
 			l.Renewals.Add(1)
 		}
 	}
 	return out
+}
+
+// confirmUnknown confirms leadership with a quorum before UnknownLease
+// answers leave: a deposed leader that has not yet heard of its successor
+// must not deny a lease the successor granted. When this node no longer
+// leads, each UnknownLease among errs becomes the error saying so
+// (Unavailable, with the leader when known), and the caller asks again.
+// Nothing is asked when no answer is UnknownLease.
+func (l *Lessor) confirmUnknown(errs []*error) {
+	var verr error
+	verified := false
+	for _, e := range errs {
+		if !errors.Is(*e, djinn.ErrUnknownLease) {
+			continue
+		}
+		if !verified {
+			verr, verified = l.log.VerifyLeader(), true
+		}
+		if verr == nil {
+			return
+		}
+		*e = verr
+	}
 }
 
 // Cancel cancels leases (LE.2.2): one error (or nil) per cookie, and
@@ -211,6 +245,7 @@ func (l *Lessor) Cancel(ctx context.Context, cookies []djinn.ID) []error {
 		send = append(send, c[:])
 		idx = append(idx, i)
 	}
+	l.confirmUnknown(pointers(errs))
 	if len(send) == 0 {
 		return errs
 	}
@@ -309,4 +344,13 @@ func (l *Lessor) checkpointLoop(ctx context.Context) {
 			entries = entries[n:]
 		}
 	}
+}
+
+// pointers returns pointers to the elements of errs.
+func pointers(errs []error) []*error {
+	out := make([]*error, len(errs))
+	for i := range errs {
+		out[i] = &errs[i]
+	}
+	return out
 }

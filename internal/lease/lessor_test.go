@@ -21,6 +21,7 @@ type memLog struct {
 	cmds     []*statepb.Command
 	fail     error
 	notLeads bool
+	noExpiry bool // expiry proposals fail: the lease stays in the table
 }
 
 var _ Proposer = (*memLog)(nil)
@@ -30,6 +31,9 @@ func (m *memLog) Propose(_ context.Context, c *statepb.Command) (any, error) {
 	defer m.mu.Unlock()
 	if m.fail != nil {
 		return nil, m.fail
+	}
+	if _, ok := c.Op.(*statepb.Command_LeaseExpire); ok && m.noExpiry {
+		return nil, djinn.Errorf(djinn.Unavailable, "expiry held back by the test")
 	}
 	m.cmds = append(m.cmds, c)
 	switch op := c.Op.(type) {
@@ -202,7 +206,7 @@ func TestUnknownLease(t *testing.T) {
 		{"LE.2.2 an expired lease not yet removed is unknown", func(f *fixture) djinn.ID {
 			c := f.grant(time.Second)
 			f.log.mu.Lock()
-			f.log.notLeads = true // the expiry loop cannot remove it
+			f.log.noExpiry = true // the expiry loop cannot remove it
 			f.log.mu.Unlock()
 			time.Sleep(2 * time.Second)
 			synctest.Wait()
@@ -547,6 +551,34 @@ func TestFailedRenewalDoesNotUndoAnother(t *testing.T) {
 		info, ok := f.table.Lookup(c, time.Now())
 		if !ok || info.Expires.Before(time.Now().Add(9*time.Minute)) {
 			t.Fatalf("the successful renewal was undone: %v %v", info.Expires, ok)
+		}
+	})
+}
+
+// A deposed leader that has not yet heard of its successor denies no
+// lease: Renew, Cancel and Remaining of a lease it does not know answer
+// Unavailable once a quorum no longer confirms it leads (the successor may
+// have granted the lease), and Remaining of one it knows does too (the
+// successor may have cancelled it).
+func TestDeposedLeaderDeniesNoLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, policy)
+		defer f.stop()
+		known := f.grant(time.Minute)
+		f.log.mu.Lock()
+		f.log.notLeads = true
+		f.log.mu.Unlock()
+		unknown := djinn.NewID()
+		if _, err := f.lessor.Renew(context.Background(), unknown, time.Minute); !errors.Is(err, djinn.ErrUnavailable) {
+			t.Errorf("Renew of a lease it does not know = %v, want Unavailable", err)
+		}
+		if err := f.lessor.Cancel(context.Background(), []djinn.ID{unknown})[0]; !errors.Is(err, djinn.ErrUnavailable) {
+			t.Errorf("Cancel of a lease it does not know = %v, want Unavailable", err)
+		}
+		for _, c := range []djinn.ID{unknown, known} {
+			if _, _, err := f.lessor.Remaining(c); !errors.Is(err, djinn.ErrUnavailable) {
+				t.Errorf("Remaining(%s) = %v, want Unavailable", c, err)
+			}
 		}
 	})
 }
