@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
@@ -179,7 +180,7 @@ func (h LockHolder) proto(ctx context.Context) (*djinnpb.LockHolder, error) {
 }
 
 func txnRefProto(tx *Transaction) *djinnpb.LockHolder {
-	return &djinnpb.LockHolder{Transaction: &djinnpb.TransactionRef{Manager: RefToProto(tx.mgr.ref), Id: tx.id, Secret: secretProto(tx.secret)}}
+	return &djinnpb.LockHolder{Transaction: &djinnpb.TransactionRef{Manager: RefToProto(tx.mgr.ref), Id: tx.id, Secret: wire.TxnSecretBytes(tx.secret)}}
 }
 
 // holderFromProto converts a holder the service named; c reaches the

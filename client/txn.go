@@ -8,6 +8,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/grpcerr"
+	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
@@ -172,7 +173,7 @@ func (m *TransactionManager) create(ctx context.Context, parent *Transaction, le
 	}
 	req := &djinnpb.CreateTransactionRequest{LeaseDurationNanos: int64(leaseFor)}
 	if parent != nil {
-		req.ParentManager, req.ParentId, req.ParentSecret = RefToProto(parent.mgr.ref), parent.id, secretProto(parent.secret)
+		req.ParentManager, req.ParentId, req.ParentSecret = RefToProto(parent.mgr.ref), parent.id, wire.TxnSecretBytes(parent.secret)
 	}
 	sent := time.Now()
 	pb, err := mc.Create(ctx, req)
@@ -245,7 +246,7 @@ func (m *TransactionManager) Join(ctx context.Context, id uint64, secret djinn.I
 	if err != nil {
 		return err
 	}
-	_, err = mc.Join(ctx, &djinnpb.JoinTransactionRequest{Id: id, Participant: RefToProto(participant), CrashCount: crashCount, Secret: secretProto(secret)})
+	_, err = mc.Join(ctx, &djinnpb.JoinTransactionRequest{Id: id, Participant: RefToProto(participant), CrashCount: crashCount, Secret: wire.TxnSecretBytes(secret)})
 	return err
 }
 
@@ -260,7 +261,7 @@ func (m *TransactionManager) GetState(ctx context.Context, id uint64, secret dji
 	if err != nil {
 		return 0, err
 	}
-	resp, err := mc.GetState(ctx, &djinnpb.TransactionRequest{Id: id, Secret: secretProto(secret)})
+	resp, err := mc.GetState(ctx, &djinnpb.TransactionRequest{Id: id, Secret: wire.TxnSecretBytes(secret)})
 	if err != nil {
 		return 0, err
 	}
@@ -458,7 +459,7 @@ func (t *Transaction) Promote(ctx context.Context, parts []djinn.Ref, crashCount
 	if err != nil {
 		return err
 	}
-	req := &djinnpb.PromoteRequest{Id: t.id, CrashCounts: crashCounts, Secret: secretProto(t.secret)}
+	req := &djinnpb.PromoteRequest{Id: t.id, CrashCounts: crashCounts, Secret: wire.TxnSecretBytes(t.secret)}
 	for _, p := range parts {
 		req.Participants = append(req.Participants, RefToProto(p))
 	}

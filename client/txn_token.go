@@ -57,11 +57,3 @@ func secretFromProto(what string, b []byte) (djinn.ID, error) {
 	}
 	return s, nil
 }
-
-// secretProto is a secret on the wire: none for the zero secret.
-func secretProto(s djinn.ID) []byte {
-	if s.IsZero() {
-		return nil
-	}
-	return s[:]
-}

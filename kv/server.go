@@ -8,6 +8,7 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/grpcerr"
+	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/participant"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
@@ -41,7 +42,7 @@ func TxFromProto(t *djinnpb.KVTransaction) (*participant.Tx, error) {
 	if mgr.Endpoint == "" {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "transaction manager: endpoint missing")
 	}
-	secret, err := participant.SecretFromProto(t.GetSecret())
+	secret, err := wire.TxnSecret(t.GetSecret())
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/grpcerr"
+	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
@@ -46,7 +47,7 @@ func (r remote) Join(ctx context.Context, tx Tx, self djinn.Ref, crash int64) ([
 	if err != nil {
 		return nil, err
 	}
-	resp, err := m.Join(ctx, &djinnpb.JoinTransactionRequest{Id: tx.ID, Participant: client.RefToProto(self), CrashCount: crash, Secret: secretProto(tx.Secret)})
+	resp, err := m.Join(ctx, &djinnpb.JoinTransactionRequest{Id: tx.ID, Participant: client.RefToProto(self), CrashCount: crash, Secret: wire.TxnSecretBytes(tx.Secret)})
 	if err != nil {
 		return nil, kinded(err)
 	}
@@ -78,7 +79,7 @@ func (r remote) GetState(ctx context.Context, tx Tx) (State, error) {
 	if err != nil {
 		return 0, err
 	}
-	resp, err := m.GetState(ctx, &djinnpb.TransactionRequest{Id: tx.ID, Secret: secretProto(tx.Secret)})
+	resp, err := m.GetState(ctx, &djinnpb.TransactionRequest{Id: tx.ID, Secret: wire.TxnSecretBytes(tx.Secret)})
 	if err != nil {
 		return 0, kinded(err)
 	}

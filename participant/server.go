@@ -10,6 +10,7 @@ import (
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/grpcerr"
 	"github.com/djinn-go/djinn/internal/pstream"
+	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
@@ -82,7 +83,7 @@ func (s *Server) request(req *djinnpb.ParticipantRequest) (*Participant, Tx, err
 	if p == nil {
 		return nil, Tx{}, djinn.Errorf(djinn.NoSuchObject, "participant %s: no such participant here", id)
 	}
-	secret, err := SecretFromProto(req.GetSecret())
+	secret, err := wire.TxnSecret(req.GetSecret())
 	if err != nil {
 		return nil, Tx{}, err
 	}

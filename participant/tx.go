@@ -31,28 +31,6 @@ func TxOf(t *client.Transaction) *Tx {
 	return &Tx{Manager: t.Manager().Ref(), ID: t.ID(), Secret: t.Secret()}
 }
 
-// SecretFromProto reads a transaction's secret from the wire: 16 bytes, or
-// none.
-func SecretFromProto(b []byte) (djinn.ID, error) {
-	var s djinn.ID
-	switch len(b) {
-	case 0:
-	case len(s):
-		copy(s[:], b)
-	default:
-		return s, djinn.Errorf(djinn.InvalidArgument, "transaction secret: %d bytes, want 16", len(b))
-	}
-	return s, nil
-}
-
-// secretProto is a secret on the wire: none for the zero secret.
-func secretProto(s djinn.ID) []byte {
-	if s.IsZero() {
-		return nil
-	}
-	return s[:]
-}
-
 // admits reports, in constant time, whether a call that presents tx may
 // act on the transaction this participant holds as held: with its
 // secret, when the participant knows one.

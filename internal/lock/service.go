@@ -9,11 +9,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/djinn-go/djinn/internal/wire"
-
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/principal"
+	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
@@ -253,7 +252,7 @@ func (s *Service) holder(ctx context.Context, set []byte, h *djinnpb.LockHolder)
 	if t.GetId() == 0 {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "transaction id 0: want a transaction id")
 	}
-	secret, err := secretOf(t.GetSecret())
+	secret, err := wire.TxnSecret(t.GetSecret())
 	if err != nil {
 		return nil, err
 	}
@@ -264,7 +263,7 @@ func (s *Service) holder(ctx context.Context, set []byte, h *djinnpb.LockHolder)
 	if ok {
 		// The transaction's secret is its capability: a request under it
 		// without the secret its manager accepted finds no transaction.
-		if subtle.ConstantTimeCompare(hs.GetSecret(), secretBytes(secret)) != 1 {
+		if subtle.ConstantTimeCompare(hs.GetSecret(), wire.TxnSecretBytes(secret)) != 1 {
 			return nil, unknownTxn(t.GetId())
 		}
 		return hs, nil
@@ -277,7 +276,7 @@ func (s *Service) holder(ctx context.Context, set []byte, h *djinnpb.LockHolder)
 		return nil, err
 	}
 	hs = &statepb.LockHolderState{Manager: wire.Ref(mgr), Txn: t.GetId(), AncestorIds: resp.GetAncestors(), AncestorManagers: resp.GetAncestorManagers(),
-		Secret: secretBytes(secret)}
+		Secret: wire.TxnSecretBytes(secret)}
 	if len(hs.AncestorManagers) == 0 {
 		for range hs.AncestorIds {
 			hs.AncestorManagers = append(hs.AncestorManagers, hs.Manager)
@@ -406,7 +405,7 @@ func (s *Service) DropLocks(ctx context.Context, set []byte, mgr *djinnpb.Ref, i
 	if _, err := wire.RefTo("transaction manager", mgr); err != nil {
 		return err
 	}
-	sec, err := secretOf(secret)
+	sec, err := wire.TxnSecret(secret)
 	if err != nil {
 		return err
 	}
@@ -457,26 +456,6 @@ func (s *Service) Validate(set []byte, fence uint64) (bool, error) {
 // passes a nested transaction's locks to its parent and drops a top-level
 // one's; abort drops them and refuses its waiting requests with
 // TransactionRolledBack.
-
-// secretOf reads a transaction's secret from the wire: 16 bytes, or none.
-func secretOf(b []byte) (djinn.ID, error) {
-	var s djinn.ID
-	switch len(b) {
-	case 0:
-	case len(s):
-		copy(s[:], b)
-	default:
-		return s, djinn.Errorf(djinn.InvalidArgument, "transaction secret: %d bytes, want 16", len(b))
-	}
-	return s, nil
-}
-
-func secretBytes(s djinn.ID) []byte {
-	if s.IsZero() {
-		return nil
-	}
-	return s[:]
-}
 
 func unknownTxn(id uint64) error {
 	return djinn.Errorf(djinn.UnknownTransaction, "transaction %d: unknown here (or not with that secret)", id)

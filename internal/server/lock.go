@@ -15,6 +15,7 @@ import (
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/lock"
 	"github.com/djinn-go/djinn/internal/state"
+	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/service"
 )
@@ -231,7 +232,7 @@ func (r *lockRPC) holder(ctx context.Context, h *djinnpb.LockHolder) (*djinnpb.L
 	if tx == nil {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "lock holder: missing: name an owner or a transaction, or call within a transaction")
 	}
-	return &djinnpb.LockHolder{Transaction: &djinnpb.TransactionRef{Manager: refProto(tx.Manager().Ref()), Id: tx.ID(), Secret: secretBytes(tx.Secret())}}, nil
+	return &djinnpb.LockHolder{Transaction: &djinnpb.TransactionRef{Manager: refProto(tx.Manager().Ref()), Id: tx.ID(), Secret: wire.TxnSecretBytes(tx.Secret())}}, nil
 }
 
 func (r *lockRPC) Lock(ctx context.Context, req *djinnpb.LockRequest) (*djinnpb.LockResponse, error) {

@@ -12,6 +12,7 @@ import (
 	"github.com/djinn-go/djinn/internal/disk"
 	"github.com/djinn-go/djinn/internal/pstream"
 	"github.com/djinn-go/djinn/internal/txn"
+	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/kv"
 	"github.com/djinn-go/djinn/participant"
 	"github.com/djinn-go/djinn/proto/djinnpb"
@@ -134,7 +135,7 @@ func (p participants) client(ref *djinnpb.Ref) (djinnpb.TransactionParticipantCl
 }
 
 func request(ref *djinnpb.Ref, mgr djinn.Ref, id uint64, secret djinn.ID) *djinnpb.ParticipantRequest {
-	return &djinnpb.ParticipantRequest{ParticipantId: ref.GetObjectId(), Manager: refProto(mgr), Id: id, Secret: secretBytes(secret)}
+	return &djinnpb.ParticipantRequest{ParticipantId: ref.GetObjectId(), Manager: refProto(mgr), Id: id, Secret: wire.TxnSecretBytes(secret)}
 }
 
 // lockService reports whether ref names this server's lock service.
@@ -293,7 +294,7 @@ func (o otherManagers) Join(ctx context.Context, mgr djinn.Ref, id uint64, secre
 	if err != nil {
 		return nil, err
 	}
-	return c.Join(ctx, &djinnpb.JoinTransactionRequest{Id: id, Participant: p, CrashCount: crash, Secret: secretBytes(secret)})
+	return c.Join(ctx, &djinnpb.JoinTransactionRequest{Id: id, Participant: p, CrashCount: crash, Secret: wire.TxnSecretBytes(secret)})
 }
 
 func (o otherManagers) Promote(ctx context.Context, mgr djinn.Ref, id uint64, secret djinn.ID, parts []*djinnpb.Ref, crashes []int64, drop *djinnpb.Ref) error {
@@ -301,17 +302,8 @@ func (o otherManagers) Promote(ctx context.Context, mgr djinn.Ref, id uint64, se
 	if err != nil {
 		return err
 	}
-	_, err = c.Promote(ctx, &djinnpb.PromoteRequest{Id: id, Participants: parts, CrashCounts: crashes, Drop: drop, Secret: secretBytes(secret)})
+	_, err = c.Promote(ctx, &djinnpb.PromoteRequest{Id: id, Participants: parts, CrashCounts: crashes, Drop: drop, Secret: wire.TxnSecretBytes(secret)})
 	return err
-}
-
-// secretBytes is a transaction's secret on the wire: none for the zero
-// secret (a transaction from before secrets).
-func secretBytes(s djinn.ID) []byte {
-	if s.IsZero() {
-		return nil
-	}
-	return s[:]
 }
 
 var _ txn.Managers = otherManagers{}
@@ -342,7 +334,7 @@ func checked(req *djinnpb.ParticipantRequest) (djinn.ID, error) {
 	if _, err := client.RefFromProto("manager", req.GetManager()); err != nil {
 		return djinn.ID{}, err
 	}
-	return txn.Secret(req.GetSecret())
+	return wire.TxnSecret(req.GetSecret())
 }
 
 // call makes one call of a manager to a participant here: the lock

@@ -16,6 +16,7 @@ import (
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/internal/txn"
+	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/service"
 )
@@ -201,7 +202,7 @@ func (r *txnRPC) Create(ctx context.Context, req *djinnpb.CreateTransactionReque
 		if rerr != nil {
 			return nil, rerr
 		}
-		secret, serr := txn.Secret(req.GetParentSecret())
+		secret, serr := wire.TxnSecret(req.GetParentSecret())
 		if serr != nil {
 			return nil, serr
 		}
@@ -216,7 +217,7 @@ func (r *txnRPC) Create(ctx context.Context, req *djinnpb.CreateTransactionReque
 }
 
 func (r *txnRPC) Join(ctx context.Context, req *djinnpb.JoinTransactionRequest) (*djinnpb.JoinTransactionResponse, error) {
-	secret, err := txn.Secret(req.GetSecret())
+	secret, err := wire.TxnSecret(req.GetSecret())
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +232,7 @@ func (r *txnRPC) Join(ctx context.Context, req *djinnpb.JoinTransactionRequest) 
 }
 
 func (r *txnRPC) GetState(ctx context.Context, req *djinnpb.TransactionRequest) (*djinnpb.TransactionStateResponse, error) {
-	secret, err := txn.Secret(req.GetSecret())
+	secret, err := wire.TxnSecret(req.GetSecret())
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +266,7 @@ func (r *txnRPC) Abort(ctx context.Context, req *djinnpb.CompleteTransactionRequ
 }
 
 func (r *txnRPC) Promote(ctx context.Context, req *djinnpb.PromoteRequest) (*djinnpb.PromoteResponse, error) {
-	secret, err := txn.Secret(req.GetSecret())
+	secret, err := wire.TxnSecret(req.GetSecret())
 	if err != nil {
 		return nil, err
 	}

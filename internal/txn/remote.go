@@ -5,11 +5,10 @@ import (
 	"crypto/subtle"
 	"time"
 
-	"github.com/djinn-go/djinn/internal/wire"
-
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/principal"
+	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
@@ -126,7 +125,7 @@ func (s *Service) promoteRemote(ctx context.Context, in Info, prepared []uint32,
 	}
 	for attempt := 0; ; attempt++ {
 		cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
-		secret, _ := Secret(in.Remote.GetSecret())
+		secret, _ := wire.TxnSecret(in.Remote.GetSecret())
 		err := s.cfg.Managers.Promote(cctx, mgr, in.RemoteID, secret, parts, crashes, nil)
 		cancel()
 		switch {
@@ -218,7 +217,7 @@ func (s *Service) nestedIn(mgr *djinnpb.Ref, id uint64, secret djinn.ID) []uint6
 		if err != nil {
 			continue
 		}
-		if got, _ := Secret(in.Remote.GetSecret()); subtle.ConstantTimeCompare(got[:], secret[:]) == 1 {
+		if got, _ := wire.TxnSecret(in.Remote.GetSecret()); subtle.ConstantTimeCompare(got[:], secret[:]) == 1 {
 			out = append(out, kid)
 		}
 	}

@@ -11,11 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/djinn-go/djinn/internal/wire"
-
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/principal"
+	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
@@ -162,20 +161,6 @@ type Created struct {
 	ID     uint64
 	Lease  *djinnpb.Lease
 	Secret djinn.ID
-}
-
-// Secret reads a transaction's secret from the wire: 16 bytes, or none
-// (which names only a transaction from before transactions had secrets).
-func Secret(b []byte) (djinn.ID, error) {
-	var s djinn.ID
-	switch len(b) {
-	case 0:
-	case len(s):
-		copy(s[:], b)
-	default:
-		return s, djinn.Errorf(djinn.InvalidArgument, "transaction secret: %d bytes, want 16", len(b))
-	}
-	return s, nil
 }
 
 // capable returns transaction id for a caller that presents secret, and

@@ -79,3 +79,27 @@ func Chunks(b []byte) [][]byte {
 	}
 	return append(out, b)
 }
+
+// TxnSecret reads a transaction's secret from the wire: 16 bytes, or none
+// (the zero secret, which names only a transaction from before
+// transactions had secrets).
+func TxnSecret(b []byte) (djinn.ID, error) {
+	var s djinn.ID
+	switch len(b) {
+	case 0:
+	case len(s):
+		copy(s[:], b)
+	default:
+		return s, djinn.Errorf(djinn.InvalidArgument, "transaction secret: %d bytes, want 16", len(b))
+	}
+	return s, nil
+}
+
+// TxnSecretBytes is a transaction's secret on the wire: none for the zero
+// secret.
+func TxnSecretBytes(s djinn.ID) []byte {
+	if s.IsZero() {
+		return nil
+	}
+	return s[:]
+}

@@ -2,6 +2,8 @@ package wire
 
 import (
 	"bytes"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,5 +66,18 @@ func TestRefsAndNanos(t *testing.T) {
 	}
 	if Nanos(djinn.EndOfTime) != int64(djinn.Forever) || Nanos(time.Unix(0, 5)) != 5 {
 		t.Fatal("nanos")
+	}
+}
+
+func TestTxnSecret(t *testing.T) {
+	s := djinn.NewID()
+	if got, err := TxnSecret(TxnSecretBytes(s)); err != nil || got != s {
+		t.Errorf("TxnSecret(TxnSecretBytes(s)) = %v, %v; want s", got, err)
+	}
+	if got, err := TxnSecret(nil); err != nil || !got.IsZero() || TxnSecretBytes(got) != nil {
+		t.Errorf("no secret: %v, %v; want the zero secret, sent as none", got, err)
+	}
+	if _, err := TxnSecret(make([]byte, 15)); !errors.Is(err, djinn.ErrInvalidArgument) || !strings.Contains(err.Error(), "15 bytes") {
+		t.Errorf("15 bytes: %v; want InvalidArgument naming the length", err)
 	}
 }
