@@ -97,32 +97,21 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) error {
 	if !n.IsLeader() {
 		return &NotLeaderError{Leader: n.LeaderEndpoint()}
 	}
-	var f raft.Future
-	if id == "" {
-		f = n.raft.LeadershipTransfer()
-	} else {
-		ms, err := n.Members()
-		if err != nil {
-			return err
-		}
-		var target *Member
-		for i := range ms {
-			if ms[i].ID == id {
-				target = &ms[i]
-			}
-		}
-		switch {
-		case target == nil:
-			return djinn.Errorf(djinn.NoSuchObject, "node %q: not a member of the cluster", id)
-		case !target.Voter:
-			return djinn.Errorf(djinn.InvalidArgument, "node %q: a non-voter cannot lead; wait until it is promoted", id)
-		case id == n.id:
-			return nil // already leads
-		}
-		f = n.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(target.RaftAddr))
+	// The successor is elected without waiting for timeouts: no leader
+	// lease may outlive the transfer's start, nor start before it ends
+	// (leaderlease.go).
+	release := n.lease.hold()
+	f, err := n.startTransfer(id)
+	if err != nil || f == nil {
+		release()
+		return err
 	}
 	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
+	go func() {
+		err := f.Error()
+		release()
+		done <- err
+	}()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -131,6 +120,41 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) error {
 		return nil
 	case <-ctx.Done():
 		return errors.Join(ctx.Err(), djinn.Errorf(djinn.Unavailable, "gave up waiting for the leadership transfer: it may still happen"))
+	}
+}
+
+// startTransfer starts the transfer to voter id (any, when empty); a nil
+// future when this node is id already.
+func (n *Node) startTransfer(id string) (raft.Future, error) {
+	if id == "" {
+		n.beforeTransfer()
+		return n.raft.LeadershipTransfer(), nil
+	}
+	ms, err := n.Members()
+	if err != nil {
+		return nil, err
+	}
+	var target *Member
+	for i := range ms {
+		if ms[i].ID == id {
+			target = &ms[i]
+		}
+	}
+	switch {
+	case target == nil:
+		return nil, djinn.Errorf(djinn.NoSuchObject, "node %q: not a member of the cluster", id)
+	case !target.Voter:
+		return nil, djinn.Errorf(djinn.InvalidArgument, "node %q: a non-voter cannot lead; wait until it is promoted", id)
+	case id == n.id:
+		return nil, nil // already leads
+	}
+	n.beforeTransfer()
+	return n.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(target.RaftAddr)), nil
+}
+
+func (n *Node) beforeTransfer() {
+	if n.cfg.onTransfer != nil {
+		n.cfg.onTransfer()
 	}
 }
 
@@ -182,8 +206,10 @@ func (n *Node) ReadBarrier(ctx context.Context) error {
 		return djinn.Errorf(djinn.Unavailable, "leader just elected: not yet serving reads")
 	}
 	index := n.CommitIndex()
-	if err := n.VerifyLeader(); err != nil {
-		return err
+	if !n.LeaderLease() {
+		if err := n.VerifyLeader(); err != nil {
+			return err
+		}
 	}
 	return n.WaitApplied(ctx, index)
 }

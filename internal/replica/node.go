@@ -72,6 +72,8 @@ type Config struct {
 	// onDrain, in tests, runs when Close begins to wait for the
 	// transport's connection handlers.
 	onDrain func()
+	// onTransfer, in tests, runs just before a leadership transfer starts.
+	onTransfer func()
 }
 
 // Node is one member of a djinn cluster.
@@ -88,6 +90,7 @@ type Node struct {
 	logs  *failStop // the log as raft writes it
 
 	proposer *proposer
+	lease    *leaderLease // valid while a quorum recently confirmed this node leads
 
 	applied atomic.Uint64
 	// leading is set while this node leads and has applied its term's
@@ -147,6 +150,7 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, id: id, dir: dir, notes: make(chan bool, 16), advanced: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	n.lease = newLeaderLease(leaseBound(cfg.HeartbeatTimeout), time.Now())
 
 	hlog := newRaftLog(cfg.Logger, "raft")
 	hlog.demote = routine
@@ -195,6 +199,12 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	var stable raft.StableStore = n.log
 	if cfg.wrapStable != nil {
 		stable = cfg.wrapStable(stable)
+	}
+	if exists {
+		// A member that restarts forgets the leader it heard from, and
+		// would vote at once: it waits until a leader lease it may have
+		// confirmed before it stopped is over (leaderlease.go).
+		time.Sleep(cfg.HeartbeatTimeout)
 	}
 	f := &fsm{sm: sm, applied: n.appliedTo}
 	n.raft, err = raft.NewRaft(rc, f, n.logs, stable, n.snaps, n.trans)
@@ -298,6 +308,7 @@ func (n *Node) watchLeadership() {
 			cancel, term = nil, nil
 		}
 		n.leading.Store(false) // after the term's goroutine is done
+		n.lease.revoke()
 	}
 	defer end()
 	for {
@@ -323,9 +334,15 @@ func (n *Node) watchLeadership() {
 				}
 				n.leading.Store(true)
 				n.cfg.Logger.Info("leading", "node", n.id)
+				leased := make(chan struct{})
+				go func() {
+					defer close(leased)
+					n.lease.run(ctx, n.barrier, time.Now)
+				}()
 				if n.cfg.OnLeader != nil {
 					n.cfg.OnLeader(ctx)
 				}
+				<-leased
 			}(ctx, term)
 		}
 	}
@@ -387,6 +404,17 @@ func (n *Node) CheckLeader() error {
 	}
 	return &NotLeaderError{Leader: n.LeaderEndpoint()}
 }
+
+// LeaderLease reports whether this node leads and holds a valid leader
+// lease: no other member can have been elected since a quorum last
+// confirmed it leads (leaderlease.go), so it may answer from its own state
+// as the leader. It costs no round trip; on false, confirm with
+// VerifyLeader. Safe for concurrent use.
+func (n *Node) LeaderLease() bool { return n.IsLeader() && n.lease.valid(time.Now()) }
+
+// barrier commits an entry in this node's term, confirming the leader
+// lease (leaderlease.go).
+func (n *Node) barrier() error { return n.raft.Barrier(n.cfg.HeartbeatTimeout).Error() }
 
 // VerifyLeader confirms with a quorum that this node still leads.
 func (n *Node) VerifyLeader() error {
