@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -14,11 +15,14 @@ import (
 
 // Proposer appends commands to the replicated log. Propose blocks until the
 // command is applied on this node and returns the state machine's result;
-// VerifyLeader confirms leadership with a quorum. Both are safe for
-// concurrent use.
+// VerifyLeader confirms leadership with a quorum (a round trip);
+// LeaderLease reports, without blocking, whether this node holds a leader
+// lease: no other member can have been elected since a quorum last
+// confirmed it leads. All are safe for concurrent use.
 type Proposer interface {
 	Propose(ctx context.Context, cmd *statepb.Command) (any, error)
 	VerifyLeader() error
+	LeaderLease() bool
 }
 
 // Config tunes a Lessor. Zero values take the defaults.
@@ -148,13 +152,13 @@ func (l *Lessor) Remaining(cookie djinn.ID) (time.Duration, Owner, error) {
 	if err := l.checkActive(); err != nil {
 		return 0, Owner{}, err
 	}
-	// A deposed leader that has not yet heard of its successor must answer
-	// neither way: the successor may have granted or cancelled the lease.
-	if err := l.log.VerifyLeader(); err != nil {
-		return 0, Owner{}, err
-	}
 	now := l.cfg.Now()
 	info, ok := l.table.Lookup(cookie, now)
+	// A deposed leader that has not yet heard of its successor must answer
+	// neither way: the successor may have granted or cancelled the lease.
+	if err := l.confirmLeader(); err != nil {
+		return 0, Owner{}, err
+	}
 	if !ok {
 		return 0, Owner{}, unknownLease(cookie)
 	}
@@ -186,11 +190,7 @@ func (l *Lessor) RenewAll(ctx context.Context, cookies []djinn.ID, durations []t
 			}
 		}
 	}
-	errs := make([]*error, len(out))
-	for i := range out {
-		errs[i] = &out[i].Err
-	}
-	l.confirmUnknown(errs)
+	l.confirmFromMemory(out, pending.Indexes)
 	for _, r := range out {
 		if r.Err == nil {
 			l.Renewals.Add(1)
@@ -199,26 +199,73 @@ func (l *Lessor) RenewAll(ctx context.Context, cookies []djinn.ID, durations []t
 	return out
 }
 
-// confirmUnknown confirms leadership with a quorum before UnknownLease
-// answers leave: a deposed leader that has not yet heard of its successor
-// must not deny a lease the successor granted. When this node no longer
-// leads, each UnknownLease among errs becomes the error saying so
-// (Unavailable, with the leader when known), and the caller asks again.
-// Nothing is asked when no answer is UnknownLease.
-func (l *Lessor) confirmUnknown(errs []*error) {
-	var verr error
-	verified := false
-	for _, e := range errs {
-		if !errors.Is(*e, djinn.ErrUnknownLease) {
+// confirmLeader confirms that this node still leads, after it read its
+// table for an answer: at once while it holds a leader lease (the lease
+// was valid after the read, so no successor existed at the read), with a
+// quorum round trip otherwise. It returns why not — Unavailable, naming the
+// leader when known — and the caller asks again.
+func (l *Lessor) confirmLeader() error {
+	if l.log.LeaderLease() {
+		return nil
+	}
+	return l.log.VerifyLeader()
+}
+
+// confirmFromMemory confirms leadership before renewals answered from
+// memory leave: a deposed leader that has not yet heard of its successor
+// must neither renew a lease the successor cancelled or expired nor deny
+// one it granted. The answers are the positive ones that wrote nothing
+// (logged ones are confirmed by their commit: logged lists their indexes)
+// and the UnknownLease ones; logged is ascending. When this node no longer leads, each becomes
+// the error saying so. The renewal may have changed this node's table;
+// its leases are the successor's to decide from then on.
+func (l *Lessor) confirmFromMemory(out []RenewResult, logged []int) {
+	fromMemory := func(i int) bool {
+		if errors.Is(out[i].Err, djinn.ErrUnknownLease) {
+			return true
+		}
+		_, wrote := slices.BinarySearch(logged, i) // ascending
+		return out[i].Err == nil && !wrote
+	}
+	var err error
+	confirmed := false
+	for i := range out {
+		if !fromMemory(i) {
 			continue
 		}
-		if !verified {
-			verr, verified = l.log.VerifyLeader(), true
+		if !confirmed {
+			err, confirmed = l.confirmLeader(), true
 		}
-		if verr == nil {
+		if err == nil {
 			return
 		}
-		*e = verr
+		out[i].Err = err
+	}
+}
+
+// confirmUnknown confirms leadership before UnknownLease answers among
+// errs leave (confirmAnswers).
+func (l *Lessor) confirmUnknown(errs []*error) {
+	var unknown []*error
+	for _, e := range errs {
+		if errors.Is(*e, djinn.ErrUnknownLease) {
+			unknown = append(unknown, e)
+		}
+	}
+	l.confirmAnswers(unknown)
+}
+
+// confirmAnswers confirms leadership once for answers read from this
+// node's table; when it no longer leads each becomes the error saying so.
+// Nothing is asked when there is no such answer.
+func (l *Lessor) confirmAnswers(errs []*error) {
+	if len(errs) == 0 {
+		return
+	}
+	if err := l.confirmLeader(); err != nil {
+		for _, e := range errs {
+			*e = err
+		}
 	}
 }
 

@@ -21,6 +21,8 @@ type memLog struct {
 	cmds     []*statepb.Command
 	fail     error
 	notLeads bool
+	lapsed   bool // no leader lease: answers need VerifyLeader
+	verifies int  // VerifyLeader calls
 	noExpiry bool // expiry proposals fail: the lease stays in the table
 }
 
@@ -58,9 +60,18 @@ func (m *memLog) tell(owners []Owner) {
 	}
 }
 
+// LeaderLease holds unless the test let it lapse or deposed the leader
+// (a deposed leader's lease has lapsed: that is the lease's guarantee).
+func (m *memLog) LeaderLease() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return !m.lapsed && !m.notLeads
+}
+
 func (m *memLog) VerifyLeader() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.verifies++
 	if m.notLeads {
 		return djinn.Errorf(djinn.Unavailable, "not the leader")
 	}

@@ -130,6 +130,8 @@ func (f faultLog) Propose(ctx context.Context, cmd *statepb.Command) (any, error
 	return res, err
 }
 
+func (f faultLog) LeaderLease() bool { return !f.g.isDead() }
+
 func (f faultLog) VerifyLeader() error {
 	if f.g.isDead() {
 		return crashedErr()

@@ -126,6 +126,9 @@ func (l *Log) Propose(_ context.Context, cmd *statepb.Command) (any, error) {
 // VerifyLeader always succeeds: this log has one member.
 func (l *Log) VerifyLeader() error { return nil }
 
+// LeaderLease always holds: this log has one member.
+func (l *Log) LeaderLease() bool { return true }
+
 // Commands returns the commands applied so far.
 func (l *Log) Commands() []*statepb.Command {
 	l.mu.Lock()
