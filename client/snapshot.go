@@ -42,10 +42,10 @@ func (c *Client) SaveSnapshot(ctx context.Context, w io.Writer) (*SnapshotInfo, 
 	r, err := backup.NewReader(io.TeeReader(in, counted))
 	if err != nil {
 		c.followHint(stream, err)
-		return nil, err
+		return nil, backup.Named(err, sentSnapshot, nextSave)
 	}
 	if _, err := io.Copy(io.Discard, r); err != nil {
-		return nil, err
+		return nil, backup.Named(err, sentSnapshot, nextSave)
 	}
 	h := r.Header()
 	info := &SnapshotInfo{NodeID: h.GetNodeId(), Index: h.GetIndex(), Term: h.GetTerm(),
@@ -53,6 +53,12 @@ func (c *Client) SaveSnapshot(ctx context.Context, w io.Writer) (*SnapshotInfo, 
 	info.ServiceID, _ = djinn.IDFromBytes("service id", h.GetServiceId())
 	return info, nil
 }
+
+// How SaveSnapshot names a snapshot that arrived damaged, and what to do.
+const (
+	sentSnapshot = "the snapshot the server sent"
+	nextSave     = "save it again"
+)
 
 // followHint makes the leader a refusing follower named the cluster's
 // first choice, for the next try.

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -31,6 +35,9 @@ the member: those lose nothing.`,
 			if dataDir == "" {
 				return usageError{fmt.Errorf("--data-dir: missing: name the data directory of a stopped server")}
 			}
+			if err := checkNodeDir(dataDir); err != nil {
+				return err
+			}
 			rep, err := server.Repair(dataDir)
 			if err != nil {
 				return err
@@ -41,6 +48,24 @@ the member: those lose nothing.`,
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "data directory of a stopped djinn server")
 	return cmd
+}
+
+// checkNodeDir refuses, in plain words, a --data-dir that holds no node.
+func checkNodeDir(dir string) error {
+	const next = "name the data directory of a stopped djinn server (the --data-dir it was started with)"
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return usageError{fmt.Errorf("data directory %s: no such directory; %s", dir, next)}
+	case err != nil:
+		return fmt.Errorf("data directory %s cannot be read (%w); %s", dir, err, next)
+	case !fi.IsDir():
+		return usageError{fmt.Errorf("data directory %s is a file, not a directory; %s", dir, next)}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "raft")); errors.Is(err, fs.ErrNotExist) {
+		return usageError{fmt.Errorf("data directory %s holds no djinn node (it has no raft directory); %s", dir, next)}
+	}
+	return nil
 }
 
 // repairView is a repair's report in JSON: log positions and crash counts

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -47,6 +49,9 @@ FILE first, so FILE is either the whole snapshot or left as it was. Restore it
 with djinn snapshot restore.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkSaveTarget(args[0]); err != nil {
+				return err
+			}
 			c, err := g.dial(cmd.Context())
 			if err != nil {
 				return err
@@ -66,11 +71,32 @@ with djinn snapshot restore.`,
 	}
 }
 
+// checkSaveTarget refuses, before the cluster is asked, a path the
+// snapshot cannot be written to.
+func checkSaveTarget(path string) error {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return usageError{fmt.Errorf("%s is a directory; name a file to write the snapshot to", path)}
+	}
+	if dir := filepath.Dir(path); !isDir(dir) {
+		return usageError{fmt.Errorf("%s cannot be written: no directory %s; create it, or name a file in a directory that exists", path, dir)}
+	}
+	return nil
+}
+
+func isDir(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
+}
+
 // saveSnapshot writes the snapshot beside path, then puts it in place.
 func saveSnapshot(cmd *cobra.Command, c *client.Client, path string) (*client.SnapshotInfo, error) {
 	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".partial-*")
 	if err != nil {
-		return nil, err
+		var pe *fs.PathError // names the file beside path: say only why
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("%s cannot be written (%w); name a file in a directory you may write to", path, err)
 	}
 	defer os.Remove(f.Name()) // gone once renamed
 	defer f.Close()

@@ -44,10 +44,66 @@ const (
 	checksumLength = sha256.Size
 )
 
-// damaged refuses a file: it is not a snapshot file this djinn can read,
-// or it was damaged. The kind is InvalidArgument.
-func damaged(format string, args ...any) error {
-	return djinn.Errorf(djinn.InvalidArgument, "snapshot file "+format, args...)
+// Error refuses a file a Reader cannot read: not a snapshot file, of
+// another version, truncated or damaged. It is an InvalidArgument. Its text
+// names the file once (File, or "the snapshot file"), the byte where the
+// problem is, the cause, and what to do next.
+type Error struct {
+	File    string // the file's name; set with Named by the caller who knows it
+	Problem string // "is damaged", "is truncated", "is not a djinn snapshot file", ...
+	Offset  int64  // where the problem is; -1 when it is the file as a whole
+	Detail  string // the cause, in plain words
+	Next    string // what to do
+	damage  bool   // truncated or damaged: another copy would do
+}
+
+// The next steps of a refused file.
+const (
+	nextCopy    = "use an intact copy of the file, or save a new snapshot with djinn snapshot save"
+	nextFile    = "name a file written by djinn snapshot save"
+	nextRelease = "restore it with the djinn release that saved it"
+)
+
+func (e *Error) Error() string {
+	file := e.File
+	if file == "" {
+		file = "the snapshot file"
+	}
+	at := ""
+	if e.Offset >= 0 {
+		at = fmt.Sprintf(" at byte %d", e.Offset)
+	}
+	return fmt.Sprintf("%s %s%s: %s; %s", file, e.Problem, at, e.Detail, e.Next)
+}
+
+// Is makes the error an InvalidArgument.
+func (e *Error) Is(target error) bool { return target == djinn.InvalidArgument }
+
+// Named returns err naming file, if it is an *Error; with next, when not
+// empty, as the next step for a truncated or damaged file. Other errors are
+// returned as they are.
+func Named(err error, file, next string) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	named := *e
+	named.File = file
+	if next != "" && named.damage {
+		named.Next = next
+	}
+	return &named
+}
+
+// damaged refuses a file damaged at offset (-1: as a whole).
+func damaged(offset int64, format string, args ...any) error {
+	return &Error{Problem: "is damaged", Offset: offset, Detail: fmt.Sprintf(format, args...), Next: nextCopy, damage: true}
+}
+
+// notSnapshot refuses a file that is not a snapshot file.
+func notSnapshot(start []byte) error {
+	return &Error{Problem: "is not a djinn snapshot file", Offset: -1,
+		Detail: fmt.Sprintf("it starts with %q, not %q", start, Magic), Next: nextFile}
 }
 
 // Writer writes a snapshot file: NewWriter writes the opening, Write the
@@ -152,19 +208,20 @@ func NewReader(r io.Reader) (*Reader, error) {
 	var opening [16]byte
 	if err := br.full(opening[:]); err != nil {
 		if n := min(int(br.offset), len(Magic)); string(opening[:n]) != Magic[:n] {
-			return nil, damaged("starts with %q: not a djinn snapshot file (want %q)", opening[:n], Magic)
+			return nil, notSnapshot(opening[:n])
 		}
 		return nil, br.short("opening", err)
 	}
 	if string(opening[:8]) != Magic {
-		return nil, damaged("starts with %q: not a djinn snapshot file (want %q)", opening[:8], Magic)
+		return nil, notSnapshot(opening[:8])
 	}
 	if v := binary.BigEndian.Uint32(opening[8:]); v != Version {
-		return nil, damaged("version %d: this djinn reads version %d", v, Version)
+		return nil, &Error{Problem: fmt.Sprintf("is of format version %d", v), Offset: -1,
+			Detail: fmt.Sprintf("this djinn reads version %d", Version), Next: nextRelease}
 	}
 	n := binary.BigEndian.Uint32(opening[12:])
 	if n > MaxHeader {
-		return nil, damaged("header of %d bytes: longer than %d (damaged)", n, MaxHeader)
+		return nil, damaged(12, "its header claims %d bytes, more than the %d a header may have", n, MaxHeader)
 	}
 	hb := make([]byte, n)
 	if err := br.full(hb); err != nil {
@@ -172,10 +229,10 @@ func NewReader(r io.Reader) (*Reader, error) {
 	}
 	br.header = &statepb.BackupHeader{}
 	if err := proto.Unmarshal(hb, br.header); err != nil {
-		return nil, damaged("header: %v (damaged)", err)
+		return nil, damaged(16, "its header does not decode (%v)", err)
 	}
 	if _, err := djinn.IDFromBytes("snapshot service id", br.header.GetServiceId()); err != nil {
-		return nil, damaged("header: %v (damaged)", err)
+		return nil, damaged(16, "its header names no cluster (%v)", err)
 	}
 	return br, nil
 }
@@ -191,12 +248,15 @@ func (r *Reader) full(p []byte) error {
 	return err
 }
 
-// short explains a read of what that failed.
+// short explains a read of what that failed: a file that ends too soon is
+// truncated; any other error (of the file system, or of the stream the file
+// comes from) is returned as it is.
 func (r *Reader) short(what string, err error) error {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return damaged("truncated: it ends at byte %d, inside its %s", r.offset, what)
+		return &Error{Problem: "is truncated", Offset: r.offset, Next: nextCopy, damage: true,
+			Detail: fmt.Sprintf("it ends there, inside its %s (the copy is incomplete)", what)}
 	}
-	return fmt.Errorf("read snapshot file %s at byte %d: %w", what, r.offset, err)
+	return err
 }
 
 // Read reads body bytes. At the body's end it checks the checksum: io.EOF
@@ -228,7 +288,7 @@ func (r *Reader) nextChunk() error {
 	}
 	n := binary.BigEndian.Uint32(l[:])
 	if n > MaxChunk {
-		return damaged("chunk of %d bytes at byte %d: longer than %d (damaged)", n, r.offset-4, MaxChunk)
+		return damaged(r.offset-4, "a chunk claims %d bytes, more than the %d a chunk may have", n, MaxChunk)
 	}
 	if n > 0 {
 		r.left = int(n)
@@ -242,10 +302,10 @@ func (r *Reader) nextChunk() error {
 		return r.short("checksum", err)
 	}
 	if string(got[:]) != string(want) {
-		return damaged("checksum mismatch: the file was damaged (SHA-256 %x, its contents give %x)", got[:8], want[:8])
+		return damaged(-1, "checksum mismatch: its contents give SHA-256 %x…, its checksum says %x…", want[:8], got[:8])
 	}
 	if _, err := r.r.ReadByte(); err == nil {
-		return damaged("has bytes after its checksum at byte %d (damaged, or two files joined)", r.offset)
+		return damaged(r.offset, "bytes follow its checksum, which ends the file (two files joined?)")
 	}
 	return io.EOF
 }

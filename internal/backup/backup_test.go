@@ -92,15 +92,15 @@ func TestRefusesDamage(t *testing.T) {
 		{"empty", nil, "truncated"},
 		{"not a snapshot", []byte("hello, this is not a snapshot file at all"), "not a djinn snapshot file"},
 		{"another version", version, "version 2"},
-		{"a header too long", bigHeader, "header of"},
-		{"a chunk too long", bigChunk, "chunk of"},
+		{"a header too long", bigHeader, "its header claims"},
+		{"a chunk too long", bigChunk, "a chunk claims"},
 		{"truncated in the body", good[:len(good)-100], "truncated"},
 		{"truncated in the checksum", good[:len(good)-5], "truncated"},
 		{"a byte flipped in the body", flip(len(good) - 40 - 1000), "checksum mismatch"},
 		{"a byte flipped in the header", flip(20), ""},
 		{"a byte flipped in the checksum", flip(len(good) - 1), "checksum mismatch"},
-		{"bytes after the checksum", append(bytes.Clone(good), 0), "after its checksum"},
-		{"two files joined", append(bytes.Clone(good), good...), "after its checksum"},
+		{"bytes after the checksum", append(bytes.Clone(good), 0), "follow its checksum"},
+		{"two files joined", append(bytes.Clone(good), good...), "follow its checksum"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, _, err := read(c.b)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -98,9 +99,9 @@ func RestoreSnapshot(path, dataDir string) (*statepb.BackupHeader, error) {
 	if err := checkEmptyDataDir(dataDir); err != nil {
 		return nil, err
 	}
-	in, err := os.Open(path)
+	in, err := openSnapshotFile(path)
 	if err != nil {
-		return nil, djinn.Errorf(djinn.InvalidArgument, "snapshot file: %v", err)
+		return nil, err
 	}
 	defer in.Close()
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
@@ -118,7 +119,7 @@ func RestoreSnapshot(path, dataDir string) (*statepb.BackupHeader, error) {
 		_, err = io.Copy(io.Discard, r)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, backup.Named(err, path, "")
 	}
 	if err := tmp.Sync(); err != nil {
 		return nil, err
@@ -126,8 +127,8 @@ func RestoreSnapshot(path, dataDir string) (*statepb.BackupHeader, error) {
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return nil, err
 	}
-	if err := checkRecords(tmp); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	if err := checkRecords(tmp, path); err != nil {
+		return nil, err
 	}
 	if err := os.Rename(tmp.Name(), filepath.Join(dataDir, pendingRestore)); err != nil {
 		return nil, err
@@ -135,22 +136,41 @@ func RestoreSnapshot(path, dataDir string) (*statepb.BackupHeader, error) {
 	return r.Header(), syncDir(dataDir)
 }
 
-// checkRecords restores every record of an intact snapshot file read from
-// r into a state machine of its own, which checks each of them.
-func checkRecords(r io.Reader) error {
+// openSnapshotFile opens the snapshot file at path to read, refusing what
+// is not a file in plain words.
+func openSnapshotFile(path string) (*os.File, error) {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, djinn.Errorf(djinn.InvalidArgument, "%s: no such file; name a file written by djinn snapshot save", path)
+	case err != nil:
+		return nil, djinn.Errorf(djinn.InvalidArgument, "%s cannot be read (%v); name a file written by djinn snapshot save that you may read", path, err)
+	case fi.IsDir():
+		return nil, djinn.Errorf(djinn.InvalidArgument, "%s is a directory, not a snapshot file; name a file written by djinn snapshot save", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "%s cannot be read (%v); name a file written by djinn snapshot save that you may read", path, err)
+	}
+	return f, nil
+}
+
+// checkRecords restores every record of an intact snapshot file (path)
+// read from r into a state machine of its own, which checks each of them.
+func checkRecords(r io.Reader, path string) error {
 	br, err := backup.NewReader(r)
 	if err != nil {
-		return err
+		return backup.Named(err, path, "")
 	}
 	m, err := newMachine()
 	if err != nil {
 		return err
 	}
 	if err := m.Restore(br); err != nil {
-		return djinn.Errorf(djinn.InvalidArgument, "snapshot file: a record does not restore (written by another djinn?): %v", err)
+		return djinn.Errorf(djinn.InvalidArgument, "%s holds a record this djinn cannot restore (%v); restore it with the djinn release that saved it", path, err)
 	}
 	if m.ServiceID().IsZero() {
-		return djinn.Errorf(djinn.InvalidArgument, "snapshot file: a cluster that was never initialised: nothing to restore")
+		return djinn.Errorf(djinn.InvalidArgument, "%s holds a cluster that was never initialised: nothing to restore; save the snapshot from a cluster that has led", path)
 	}
 	return nil
 }
@@ -209,7 +229,7 @@ func (s *Server) installRestore(ctx context.Context) error {
 	defer f.Close()
 	r, err := backup.NewReader(f)
 	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return backup.Named(err, path, "restore the snapshot file again into a new data directory")
 	}
 	h := r.Header()
 	saved, _ := djinn.IDFromBytes("saved service id", h.GetServiceId())
