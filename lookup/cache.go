@@ -131,7 +131,7 @@ func newLookupCache(m *ServiceDiscoveryManager, tmpl service.Template, filter It
 		return nil, err
 	}
 	c := &LookupCache{
-		sdm: m, tmpl: tmpl.Clone(), filter: filter, log: m.log.With("part", "lookup cache"),
+		sdm: m, tmpl: tmpl.Clone(), filter: filter, log: m.base.With("part", "lookup cache"),
 		done: make(chan struct{}), in: inbox{wake: make(chan struct{}, 1)},
 		regs: map[djinn.ID]*cacheReg{}, services: map[djinn.ID]*cached{},
 		view: map[djinn.ID]service.Item{}, listeners: map[uint64]*listening{},

@@ -44,7 +44,8 @@ type ServiceDiscoveryManagerConfig struct {
 // changes. See the package doc. Its methods are safe for concurrent use.
 type ServiceDiscoveryManager struct {
 	cfg  ServiceDiscoveryManagerConfig
-	log  *slog.Logger
+	log  *slog.Logger // the manager's: part is the manager
+	base *slog.Logger // the configured one, for the caches' (each key once)
 	dm   DiscoveryManagement
 	pool *client.Pool // for the caches' renewers and lease cancellations
 
@@ -105,6 +106,7 @@ func NewServiceDiscoveryManager(dm DiscoveryManagement, cfg ServiceDiscoveryMana
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
+	m.base = m.log
 	m.log = m.log.With("part", what)
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.wg.Add(1)

@@ -200,14 +200,17 @@ func (jr *joiner) run(ctx context.Context) {
 		return
 	}
 	s := jr.j.s
-	log := s.log.With("part", "join", "service", jr.p.name)
+	// The join manager names itself (part) and the item (service): its
+	// logger gets the service's name under a key of its own.
+	joined := s.log.With("joined", jr.p.name)
+	log := joined.With("part", "join")
 	d, err := newJoinDiscovery(s, cur)
 	if err != nil {
 		log.Error("join: cannot start discovery; the service is not registered in lookup services", "err", err)
 		return
 	}
 	defer d.Close()
-	jm, err := lookup.NewJoinManager(d, lookup.JoinManagerConfig{Item: s.joinItem(jr.p, jr.id(cur), cur.Attributes), DialOptions: s.outOpts, Logger: log})
+	jm, err := lookup.NewJoinManager(d, lookup.JoinManagerConfig{Item: s.joinItem(jr.p, jr.id(cur), cur.Attributes), DialOptions: s.outOpts, Logger: joined})
 	if err != nil {
 		log.Error("join: cannot start; the service is not registered in lookup services", "err", err)
 		return

@@ -1,0 +1,93 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/djinn-go/djinn/internal/server"
+	"github.com/djinn-go/djinn/internal/server/servertest"
+)
+
+// lockedBuffer collects a server's log lines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Split(strings.TrimSpace(l.b.String()), "\n")
+}
+
+// TestLogKeysOnce: every line a server logs, the join managers' among
+// them (a service's name under joined, the join manager as part and the
+// item's id as service), names each key once.
+func TestLogKeysOnce(t *testing.T) {
+	t.Parallel()
+	var buf lockedBuffer
+	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ctx, cancel := context.WithTimeout(context.Background(), servertest.Timeout)
+	defer cancel()
+	s, err := server.Open(ctx, servertest.Config(t), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	servertest.WaitReady(t, s)
+	registered := func() map[string]any {
+		for _, line := range buf.lines() {
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "registered" && strings.Contains(line, `"lds"`) {
+				return m
+			}
+		}
+		return nil
+	}
+	servertest.Eventually(t, "the lookup discovery service's registration logged", func() bool { return registered() != nil })
+	if m := registered(); m["joined"] != "lds" || m["part"] != "join manager" || m["service"] == "lds" || m["service"] == nil {
+		t.Errorf("registered: %v, want joined \"lds\", part \"join manager\" and the item's id as service", m)
+	}
+	for _, line := range buf.lines() {
+		if err := keysOnce(line); err != nil {
+			t.Errorf("%v in %s", err, line)
+		}
+	}
+}
+
+// keysOnce checks that a JSON log line names each of its keys once.
+func keysOnce(line string) error {
+	dec := json.NewDecoder(strings.NewReader(line))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return fmt.Errorf("not a JSON object (%v)", err)
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		key := tok.(string)
+		if seen[key] {
+			return fmt.Errorf("key %q twice", key)
+		}
+		seen[key] = true
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
