@@ -3,6 +3,7 @@ package djinn
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"log/slog"
 )
 
 // ID is a 128-bit identifier: a service id, an object id, a lease cookie.
@@ -22,6 +23,10 @@ func NewID() ID {
 
 // String returns the ID as 32 lower-case hex digits.
 func (id ID) String() string { return hex.EncodeToString(id[:]) }
+
+// LogValue makes a logged ID its 32 hex digits, in every slog handler (a
+// JSON handler would otherwise write its 16 bytes as a list of numbers).
+func (id ID) LogValue() slog.Value { return slog.StringValue(id.String()) }
 
 // IsZero reports whether the ID is all zeros (absent).
 func (id ID) IsZero() bool { return id == ID{} }

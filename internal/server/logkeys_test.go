@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/server"
 	"github.com/djinn-go/djinn/internal/server/servertest"
 )
@@ -57,14 +58,20 @@ func TestLogKeysOnce(t *testing.T) {
 		return nil
 	}
 	servertest.Eventually(t, "the lookup discovery service's registration logged", func() bool { return registered() != nil })
-	if m := registered(); m["joined"] != "lds" || m["part"] != "join manager" || m["service"] == "lds" || m["service"] == nil {
-		t.Errorf("registered: %v, want joined \"lds\", part \"join manager\" and the item's id as service", m)
+	if m := registered(); m["joined"] != "lds" || m["part"] != "join manager" || !isHexID(m["service"]) {
+		t.Errorf("registered: %v, want joined \"lds\", part \"join manager\" and the item's id (32 hex digits) as service", m)
 	}
 	for _, line := range buf.lines() {
 		if err := keysOnce(line); err != nil {
 			t.Errorf("%v in %s", err, line)
 		}
 	}
+}
+
+func isHexID(v any) bool {
+	s, ok := v.(string)
+	_, err := djinn.ParseID(s)
+	return ok && len(s) == 32 && err == nil
 }
 
 // keysOnce checks that a JSON log line names each of its keys once.
