@@ -199,6 +199,20 @@ func (l *Lessor) RenewAll(ctx context.Context, cookies []djinn.ID, durations []t
 	return out
 }
 
+// Confirm confirms, after a service read its state for an answer that
+// must reflect every write acknowledged before it was asked (a fence's
+// validity, a transaction's outcome), that this node still serves as
+// leader: a deposed leader that has not yet heard of its successor answers
+// Unavailable, naming the leader when known, instead of from a stale
+// state. Under the leader lease it costs nothing; otherwise a quorum
+// round trip.
+func (l *Lessor) Confirm(what string) error {
+	if err := l.Serving(what); err != nil {
+		return err
+	}
+	return l.confirmLeader()
+}
+
 // confirmLeader confirms that this node still leads, after it read its
 // table for an answer: at once while it holds a leader lease (the lease
 // was valid after the read, so no successor existed at the read), with a

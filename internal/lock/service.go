@@ -447,7 +447,13 @@ func (s *Service) Validate(set []byte, fence uint64) (bool, error) {
 	if err := s.leading(); err != nil {
 		return false, err
 	}
-	return s.state.Validate(set, fence)
+	ok, err := s.state.Validate(set, fence)
+	if err == nil {
+		// A deposed leader must not vouch for a fence its successor
+		// ended.
+		err = s.lessor.Confirm("lock service")
+	}
+	return ok, err
 }
 
 // The lock service as a transaction participant (TX.2.6): it votes

@@ -445,3 +445,23 @@ func TestTransactionSecret(t *testing.T) {
 		}
 	})
 }
+
+// TestDeposedLeaderVouchesForNoFence: a fence's validity is confirmed
+// with the leader lease, or a quorum, after the lookup: a deposed leader
+// that has not heard of its successor (which may have ended the grant)
+// answers Unavailable, neither valid nor invalid.
+func TestDeposedLeaderVouchesForNoFence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := start(t, statetest.For(newLockState), &joiner{})
+		defer f.stop()
+		set := f.set(false)
+		fence := f.lock(set, f.owner(), lock.W, 1)
+		if ok, err := f.svc.Validate(set, fence); err != nil || !ok {
+			t.Fatalf("a held grant's fence at the leader: %v %v", ok, err)
+		}
+		f.log.Deposed.Store(true)
+		if ok, err := f.svc.Validate(set, fence); !errors.Is(err, djinn.ErrUnavailable) {
+			t.Fatalf("a held grant's fence at a deposed leader: %v %v, want Unavailable", ok, err)
+		}
+	})
+}

@@ -82,3 +82,24 @@ func TestParticipantsHearTheSecret(t *testing.T) {
 		}
 	})
 }
+
+// TestDeposedLeaderGivesNoState: a participant acts on a transaction's
+// state (TX.2.7: it rolls back an unknown or aborted one), so a deposed
+// leader that has not heard of its successor answers Unavailable instead
+// of from its own state, for a transaction it knows and one it does not.
+func TestDeposedLeaderGivesNoState(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		defer f.stop()
+		c := f.create(time.Minute)
+		bg := context.Background()
+		if st, err := f.svc.GetState(bg, c.ID, c.Secret); err != nil || st != txn.Active {
+			t.Fatalf("TX.2.7 state at the leader: %v, %v; want ACTIVE", st, err)
+		}
+		f.log.Deposed.Store(true)
+		_, err := f.svc.GetState(bg, c.ID, c.Secret)
+		wantKind(t, "TX.2.7 a known transaction at a deposed leader", err, djinn.Unavailable)
+		_, err = f.svc.GetState(bg, c.ID+1000, djinn.NewID())
+		wantKind(t, "TX.2.7 an unknown transaction at a deposed leader", err, djinn.Unavailable)
+	})
+}

@@ -5,6 +5,7 @@ import (
 	crand "crypto/rand"
 	"crypto/subtle"
 	"encoding/binary"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -311,6 +312,20 @@ func (s *Service) Join(ctx context.Context, id uint64, secret djinn.ID, p *djinn
 // ABORTED, even before its end is logged; a VOTING one is not (the commit
 // came first, TX.2.1).
 func (s *Service) GetState(ctx context.Context, id uint64, secret djinn.ID) (djinnpb.TransactionState, error) {
+	st, err := s.stateOf(id, secret)
+	if err == nil || errors.Is(err, djinn.ErrUnknownTransaction) {
+		// A participant acts on the answer (an unknown or aborted
+		// transaction is rolled back): a deposed leader must not give
+		// one its successor's state contradicts.
+		if cerr := s.lessor.Confirm("transaction manager"); cerr != nil {
+			return 0, cerr
+		}
+	}
+	return st, err
+}
+
+// stateOf is GetState from this node's state.
+func (s *Service) stateOf(id uint64, secret djinn.ID) (djinnpb.TransactionState, error) {
 	in, err := s.capable(id, secret)
 	if err != nil {
 		return 0, err

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -76,6 +77,9 @@ type Log struct {
 	cmds  []*statepb.Command
 	// Fail, when set, makes every Propose fail with it.
 	Fail error
+	// Deposed, when set, makes this log's node a deposed leader that has
+	// not heard of its successor: no leader lease, and VerifyLeader fails.
+	Deposed atomic.Bool
 }
 
 // New returns a Log over a fresh, initialised Machine. The machine holds
@@ -123,11 +127,16 @@ func (l *Log) Propose(_ context.Context, cmd *statepb.Command) (any, error) {
 	return res, nil
 }
 
-// VerifyLeader always succeeds: this log has one member.
-func (l *Log) VerifyLeader() error { return nil }
+// VerifyLeader succeeds (this log has one member) unless Deposed.
+func (l *Log) VerifyLeader() error {
+	if l.Deposed.Load() {
+		return djinn.Errorf(djinn.Unavailable, "not the leader: deposed by the test")
+	}
+	return nil
+}
 
-// LeaderLease always holds: this log has one member.
-func (l *Log) LeaderLease() bool { return true }
+// LeaderLease holds (this log has one member) unless Deposed.
+func (l *Log) LeaderLease() bool { return !l.Deposed.Load() }
 
 // Commands returns the commands applied so far.
 func (l *Log) Commands() []*statepb.Command {
