@@ -221,6 +221,22 @@ func (n *Node) Kill() {
 	_ = cmd.Wait()
 }
 
+// Freeze stops the node's process (SIGSTOP) where it is, as a long pause
+// of its machine would: it neither answers nor notices time passing until
+// Thaw, and then carries on believing what it believed.
+func (n *Node) Freeze() { n.signal(syscall.SIGSTOP) }
+
+// Thaw resumes a frozen node's process (SIGCONT).
+func (n *Node) Thaw() { n.signal(syscall.SIGCONT) }
+
+func (n *Node) signal(sig syscall.Signal) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil {
+		_ = n.cmd.Process.Signal(sig)
+	}
+}
+
 // Stop sends SIGTERM and waits for the process to exit.
 func (n *Node) Stop() error {
 	n.mu.Lock()
