@@ -28,6 +28,8 @@ type snapStore struct {
 	mu sync.Mutex
 	// failed is the first error Open returned; guarded by mu.
 	failed error
+	// dataDir is the node's data directory, for the snapshot failpoint.
+	dataDir string
 }
 
 var _ raft.SnapshotStore = (*snapStore)(nil)
@@ -114,7 +116,27 @@ func (s *snapStore) Create(version raft.SnapshotVersion, index, term uint64, con
 		_ = sink.Cancel()
 		return nil, err
 	}
+	if snapshotFailpoint {
+		return &stallingSink{SnapshotSink: sink, dataDir: s.dataDir}, nil
+	}
 	return sink, nil
+}
+
+// stallingSink stalls after its first write while the snapshot
+// failpoint's file is present (failpoint_snapshot.go).
+type stallingSink struct {
+	raft.SnapshotSink
+	dataDir string
+	wrote   bool
+}
+
+func (s *stallingSink) Write(b []byte) (int, error) {
+	n, err := s.SnapshotSink.Write(b)
+	if !s.wrote {
+		s.wrote = true
+		stallSnapshot(s.dataDir)
+	}
+	return n, err
 }
 
 // List implements raft.SnapshotStore: the newest snapshot only.

@@ -77,7 +77,7 @@ func openStorage(raftDir string, segSize int, hlog hclog.Logger, logger *slog.Lo
 		log.Close()
 		return nil, fmt.Errorf("open snapshots in %s: %w", raftDir, err)
 	}
-	return &storage{log: log, snaps: &snapStore{FileSnapshotStore: snaps}}, nil
+	return &storage{log: log, snaps: &snapStore{FileSnapshotStore: snaps, dataDir: filepath.Dir(raftDir)}}, nil
 }
 
 // checkOpenedLog checks the log raft-wal opened against the check of its
