@@ -132,13 +132,26 @@ func (c *Cluster) WaitVoters(ctx context.Context) error {
 	})
 }
 
-// Start runs djinn serve for the node and waits until it says it serves.
+// robustConfig is every member's configuration: no lookup joining, and
+// snapshots taken often (every 1–2 s once 256 entries are new), so that
+// the runs write and restart from many of them.
+const robustConfig = `[lookup-join]
+enabled = false
+
+[raft-tuning]
+snapshot-interval = "1s"
+snapshot-threshold = 256
+`
+
+// Start runs djinn serve for the node and waits until it says it serves;
+// a process that exits first is an error carrying what it printed (why
+// it refused to start).
 func (n *Node) Start(ctx context.Context, extra ...string) error {
 	if err := os.MkdirAll(n.dir, 0o700); err != nil {
 		return err
 	}
 	cfg := filepath.Join(n.c.Dir, "robust.toml")
-	if err := os.WriteFile(cfg, []byte("[lookup-join]\nenabled = false\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(robustConfig), 0o600); err != nil {
 		return err
 	}
 	args := append([]string{"serve", "--config", cfg, "--data-dir", n.dir, "--node-id", n.ID,
@@ -158,8 +171,9 @@ func (n *Node) Start(ctx context.Context, extra ...string) error {
 	n.mu.Lock()
 	n.cmd, n.out = cmd, out
 	n.mu.Unlock()
-	ready := make(chan struct{})
+	ready, exited := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(exited)
 		sc := bufio.NewScanner(stdout)
 		once := sync.Once{}
 		for sc.Scan() {
@@ -174,11 +188,18 @@ func (n *Node) Start(ctx context.Context, extra ...string) error {
 	select {
 	case <-ready:
 		return nil
+	case <-exited:
+		n.Kill()
+		return fmt.Errorf("%w: %s exited before serving:\n%s", ErrRefused, n.ID, n.Output())
 	case <-ctx.Done():
 		n.Kill()
 		return fmt.Errorf("%s did not start: %w\n%s", n.ID, ctx.Err(), n.Output())
 	}
 }
+
+// ErrRefused is a member's process exiting before it serves: it refused
+// to start (its output says why).
+var ErrRefused = errors.New("refused to start")
 
 type lockedWriter struct {
 	mu *sync.Mutex

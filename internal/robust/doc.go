@@ -28,7 +28,16 @@
 // dropped, theirs to it delivered), added delay on every Raft link, every
 // connection cut, a clean restart of a follower, and the leader's log
 // writes stalled (its fsync hangs: a failpoint compiled in by the
-// djinn_failpoint_fsync tag, which the suite builds djinn with). After each, the
+// djinn_failpoint_fsync tag, which the suite builds djinn with), and a
+// member (the leader or a follower) killed in the middle of writing a Raft
+// snapshot: the djinn_failpoint_snapshot tag compiles in a failpoint that
+// stalls the next snapshot write after its first bytes and announces it
+// with a file; the suite waits for that file, kills the member, and
+// starts it on the same data. It must come back serving (a member that
+// refuses to start fails the run, with what it said), and the checkers
+// then find whether anything acknowledged was lost. The members take
+// snapshots every second or two (every 256 new entries), so the other
+// faults land between and during snapshots too. After each, the
 // network is healed, stopped members are started again, and the schedule
 // goes on once every member votes.
 //
@@ -48,12 +57,36 @@
 //     pulled again only repeating a sequence number already pulled;
 //   - CheckTxns: every transaction's writes at the key/value participants
 //     of two or three members are on all of them or on none — all when
-//     its commit was answered, none when refused or never asked.
+//     its commit was answered, none when refused or never asked;
+//   - CheckLookups: items registered with the lookup service, their
+//     attribute rewritten and some cancelled, looked up linearizably (the
+//     leader answers) and allowing a second's staleness (any member
+//     answers): a linearizable lookup finds every item whose registration
+//     was answered before it began and whose cancel was not yet asked; no
+//     lookup finds an item whose cancel was answered before it began (a
+//     stale lookup: more than its bound before); a stale lookup is never
+//     staler than its bound (it finds what was registered more than the
+//     bound before it began); the attribute found is one some call wrote,
+//     and not older than one whose write was answered before;
+//   - CheckRenewals: client leases (lock owners) in renewal sets, with a
+//     membership duration each, some removed, some cancelled by their
+//     holder, some sets cancelled: a lease in a live set is renewed until
+//     its membership ends (LR.2) — except where a fault was under way
+//     within a lease length before it was found gone (an outage can make
+//     renewal impossible in time: those are counted, as "renewal: leases
+//     lost in an outage (allowed)", not hidden); a lease removed, or of a
+//     cancelled set, or past its desired expiration is no longer renewed
+//     (LR.2); a lease that expired in its set, or whose renewal failed
+//     definitely (its holder cancelled it), is named by a renewal failure
+//     event (LR.2, LR.2.1), which the workload pulls from an event
+//     mailbox.
 //
 // Each checker is shown to catch a bug planted in the server by a build
 // tag (djinn_planted_fence, djinn_planted_lease, djinn_planted_mailbox,
-// djinn_planted_txn): TestPlantedBugsAreCaught builds djinn with the tag
-// and fails unless the checker reports violations.
+// djinn_planted_txn, djinn_planted_lookup: lookups by service id miss a
+// quarter of the items; djinn_planted_renewal: the renewal service never
+// renews a quarter of the client leases): TestPlantedBugsAreCaught builds
+// djinn with the tags and fails unless each checker reports violations.
 //
 // A call whose answer was lost (a timeout, a reset, a lost leadership) may
 // or may not have taken effect: it is asked again where that is safe (the

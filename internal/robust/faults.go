@@ -22,14 +22,24 @@ const (
 	CutConns        = "cut connections"
 	Restart         = "restart"
 	StalledFsync    = "stalled fsync"
+	SnapshotKill    = "kill -9 mid-snapshot"
 )
 
 // stallFsyncFile stalls a node's log writes while it is in its data
 // directory, in a djinn built with the djinn_failpoint_fsync tag.
 const stallFsyncFile = "failpoint-stall-fsync"
 
+// stallSnapshotFile stalls a node's next snapshot write after its first
+// bytes while it is in its data directory, and the node announces the
+// stall with snapshotStalledFile, in a djinn built with the
+// djinn_failpoint_snapshot tag.
+const (
+	stallSnapshotFile   = "failpoint-stall-snapshot"
+	snapshotStalledFile = "failpoint-snapshot-stalled"
+)
+
 // AllFaults is every kind, in the order the short schedule injects them.
-var AllFaults = []string{KillLeader, PartitionLeader, KillFollower, Minority, OneWay, Delay, CutConns, Restart, StalledFsync}
+var AllFaults = []string{KillLeader, PartitionLeader, KillFollower, Minority, OneWay, Delay, CutConns, Restart, StalledFsync, SnapshotKill}
 
 // Fault is one fault of a schedule, held for Hold before it is healed.
 type Fault struct {
@@ -60,6 +70,8 @@ func (r *Run) inject(ctx context.Context, f Fault, rng *rand.Rand) error {
 		}
 	}
 	r.log("fault %s (leader %s, follower %s, hold %v)", f.Kind, leader.ID, follower.ID, f.Hold)
+	began := r.clock.Now()
+	defer func() { r.window(began, r.clock.Now()) }()
 	var down *Node
 	switch f.Kind {
 	case KillLeader:
@@ -100,6 +112,15 @@ func (r *Run) inject(ctx context.Context, f Fault, rng *rand.Rand) error {
 		measured := make(chan struct{})
 		go func() { defer close(measured); r.measure(ctx, f.Kind, t0, nil) }()
 		defer func() { <-measured }()
+	case SnapshotKill:
+		victim := follower
+		if rng.IntN(2) == 0 {
+			victim = leader
+		}
+		if err := r.killMidSnapshot(ctx, victim); err != nil {
+			return err
+		}
+		down = victim
 	case Restart:
 		if err := follower.Stop(); err != nil {
 			return err
@@ -120,7 +141,7 @@ func (r *Run) inject(ctx context.Context, f Fault, rng *rand.Rand) error {
 	r.c.Net.Heal()
 	if down != nil {
 		if err := down.Start(ctx); err != nil {
-			return err
+			return fmt.Errorf("after %s: %w", f.Kind, err)
 		}
 	}
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -164,4 +185,37 @@ func (r *Run) measure(ctx context.Context, kind string, t0 time.Time, old *Node)
 		}
 		r.pause(mctx, 10*time.Millisecond)
 	}
+}
+
+// killMidSnapshot stalls n's next snapshot write, waits until n announces
+// that it is stalled in the middle of writing one, and kills it there.
+// The member is then started on the same data like any killed member: it
+// must come back serving everything acknowledged (or refuse to start,
+// saying why, which the run reports as an error: the suite expects a
+// member killed mid-snapshot to recover from its previous snapshot and
+// log, and the checkers then find whether anything acknowledged was
+// lost).
+func (r *Run) killMidSnapshot(ctx context.Context, n *Node) error {
+	stall, stalled := filepath.Join(n.dir, stallSnapshotFile), filepath.Join(n.dir, snapshotStalledFile)
+	_ = os.Remove(stalled)
+	if err := os.WriteFile(stall, nil, 0o600); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err := poll(wctx, n.ID+" stalled in a snapshot", func() bool {
+		_, err := os.Stat(stalled)
+		return err == nil
+	})
+	n.Kill()
+	for _, f := range []string{stall, stalled} {
+		if rerr := os.Remove(f); rerr != nil && !os.IsNotExist(rerr) && err == nil {
+			err = rerr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	r.count("members killed mid-snapshot")
+	return nil
 }

@@ -9,9 +9,10 @@ import (
 	"time"
 )
 
-// suiteTags build the djinn the suite runs: with the stalled-fsync
-// failpoint, which does nothing until the suite creates its file.
-const suiteTags = "djinn_failpoint_fsync"
+// suiteTags build the djinn the suite runs: with the stalled-fsync and
+// stalled-snapshot failpoints, which do nothing until the suite creates
+// their files.
+const suiteTags = "djinn_failpoint_fsync,djinn_failpoint_snapshot"
 
 // startCluster starts a 3-member cluster of bin behind a Net, closed when
 // the test ends.
@@ -48,7 +49,7 @@ func TestShortSchedule(t *testing.T) {
 		faults = append(faults, Fault{Kind: k, Hold: 2 * time.Second})
 	}
 	r := NewRun(c, *seed, t.Logf)
-	rep, err := r.Go(ctx, Workers{KV: 2, Lock: 3, Lease: 3, Txn: 1, Mailbox: true}, faults)
+	rep, err := r.Go(ctx, Workers{KV: 2, Lock: 3, Lease: 3, Txn: 1, Lookup: 2, Renewal: 1, Mailbox: true}, faults)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func TestShortSchedule(t *testing.T) {
 	for _, v := range rep.Failed() {
 		t.Error(v)
 	}
-	for _, h := range []string{"kv", "lock", "lease", "mailbox", "txn"} {
+	for _, h := range []string{"kv", "lock", "lease", "mailbox", "txn", "lookup", "renewal"} {
 		if rep.Ops[h] == 0 {
 			t.Errorf("no %s operation recorded: that checker proved nothing", h)
 		}
@@ -85,7 +86,7 @@ func TestLongSchedules(t *testing.T) {
 		s := *seed + int64(i)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		r := NewRun(c, s, func(string, ...any) {})
-		rep, err := r.Go(ctx, Workers{KV: 2, Lock: 3, Lease: 3, Txn: 1, Mailbox: true}, Schedule(rand.New(rand.NewPCG(uint64(s), 1)), 4))
+		rep, err := r.Go(ctx, Workers{KV: 2, Lock: 3, Lease: 3, Txn: 1, Lookup: 2, Renewal: 1, Mailbox: true}, Schedule(rand.New(rand.NewPCG(uint64(s), 1)), 4))
 		cancel()
 		if err != nil {
 			t.Fatalf("schedule %d (seed %d): %v", i, s, err)
@@ -113,6 +114,8 @@ var planted = []struct {
 	{"djinn_planted_txn", "transactions", Workers{Txn: 2, For: 3 * time.Second}, nil},
 	{"djinn_planted_mailbox", "mailbox", Workers{Mailbox: true, For: 3 * time.Second}, nil},
 	{"djinn_planted_lease", "lease safety", Workers{Lease: 6}, leaderFaults},
+	{"djinn_planted_lookup", "lookup", Workers{Lookup: 2, For: 3 * time.Second}, nil},
+	{"djinn_planted_renewal", "renewal", Workers{Renewal: 2, For: 6 * time.Second}, nil},
 }
 
 // leaderFaults move the leadership, which the planted lease bug needs.
@@ -127,7 +130,7 @@ func TestPlantedBugsAreCaught(t *testing.T) {
 		tags = append(tags, p.tag)
 	}
 	c := startCluster(t, binary(t, strings.Join(tags, ",")))
-	rep := runPlanted(t, c, Workers{Lock: 1, Lease: 6, Txn: 1, Mailbox: true}, leaderFaults)
+	rep := runPlanted(t, c, Workers{Lock: 1, Lease: 6, Txn: 1, Lookup: 1, Renewal: 2, Mailbox: true}, leaderFaults)
 	for _, p := range planted {
 		if len(rep.Violations[p.checker]) == 0 {
 			t.Errorf("the %s checker found nothing against the bug planted by %s", p.checker, p.tag)
@@ -155,13 +158,14 @@ func runPlanted(t *testing.T, c *Cluster, w Workers, faults []Fault) *Report {
 		t.Fatal(err)
 	}
 	t.Log(rep)
-	failed := rep.Failed()
-	for i, v := range failed {
-		if i == 8 {
-			t.Logf("found %d more", len(failed)-i)
-			break
+	for _, k := range sortedKeys(rep.Violations) {
+		for i, v := range rep.Violations[k] {
+			if i == 2 {
+				t.Logf("found %d more by %s", len(rep.Violations[k])-i, k)
+				break
+			}
+			t.Logf("found by %s: %s", k, v)
 		}
-		t.Logf("found: %s", v)
 	}
 	return rep
 }

@@ -22,6 +22,8 @@ type Run struct {
 	leases   LeaseLog
 	mailbox  MailboxLog
 	txns     TxnLog
+	items    ItemLog
+	renewals RenewalLog
 	sets     [][]byte // the lock workload's sets
 
 	// grace ends when the run stops asking again the calls whose answers
@@ -31,6 +33,7 @@ type Run struct {
 	mu      sync.Mutex
 	counts  map[string]int             // guarded by mu
 	outages map[string][]time.Duration // unavailability by fault kind, guarded by mu
+	windows [][2]int64                 // when each fault began and the cluster was whole again, guarded by mu
 }
 
 // Report is what a run found.
@@ -45,9 +48,9 @@ type Report struct {
 // Workers is how many workers of each workload a run starts, and the
 // least time they work (the faults may take longer).
 type Workers struct {
-	KV, Lock, Lease, Txn int
-	Mailbox              bool
-	For                  time.Duration
+	KV, Lock, Lease, Txn, Lookup, Renewal int
+	Mailbox                               bool
+	For                                   time.Duration
 }
 
 // NewRun prepares a run on a started cluster.
@@ -60,6 +63,21 @@ func (r *Run) count(what string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.counts[what]++
+}
+
+func (r *Run) countN(what string, n int) {
+	if n == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.counts[what] += n
+}
+
+func (r *Run) window(from, to int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.windows = append(r.windows, [2]int64{from, to})
 }
 
 func (r *Run) outage(kind string, d time.Duration) {
@@ -100,6 +118,8 @@ func (r *Run) Go(ctx context.Context, w Workers, faults []Fault) (*Report, error
 	start(w.Lock, 0, r.lockWorker)
 	start(w.Lease, 100, r.leaseWorker)
 	start(w.Txn, 200, r.txnWorker)
+	start(w.Lookup, 300, r.lookupWorker)
+	start(w.Renewal, 400, r.renewalWorker)
 	if w.Mailbox {
 		wg.Add(1)
 		go func() { defer wg.Done(); r.mailboxWorkload(work) }()
@@ -170,6 +190,21 @@ func (r *Run) check(injected map[string]int) *Report {
 	rep.Violations["lease safety"] = CheckLeases(leases)
 	rep.Violations["mailbox"] = CheckMailbox(&r.mailbox)
 	rep.Ops["mailbox"] = r.mailbox.ops()
+	items := r.items.Items()
+	for _, it := range items {
+		rep.Ops["lookup"] += len(it)
+	}
+	rep.Violations["lookup"] = CheckLookups(items)
+	cls, failures, pulled := r.renewals.Snapshot()
+	for _, cl := range cls {
+		rep.Ops["renewal"] += len(cl.Added) + len(cl.Removed) + len(cl.Cancel) + len(cl.SetEnd) + len(cl.Seen)
+	}
+	var excused int
+	r.mu.Lock()
+	windows := append([][2]int64(nil), r.windows...)
+	r.mu.Unlock()
+	rep.Violations["renewal"], excused = CheckRenewals(cls, failures, pulled, windows)
+	r.countN("renewal: leases lost in an outage (allowed)", excused)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, v := range r.counts {
