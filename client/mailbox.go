@@ -2,10 +2,12 @@ package client
 
 import (
 	"context"
+	"errors"
 	"iter"
 	"time"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/backoff"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
@@ -180,6 +182,13 @@ type StoredEvent struct {
 // until acknowledged with Ack, so a client can resume from the last index
 // it processed.
 //
+// Pull follows the cluster as the other calls do: when its stream breaks
+// Unavailable (the serving member went away, or the mailbox's leadership
+// moved) it opens another, at the leader the member named or another
+// member, after the last event it yielded, waiting longer between tries
+// while none answers: nothing is lost, and no event comes twice within one
+// Pull. Bound ctx to give up on a cluster that does not come back.
+//
 // Push and pull are exclusive, as in River's MailboxPullRegistration: one
 // consumer takes a registration's events at a time, and a consumer that is
 // superseded is told. Pull disables push delivery (it begins once the
@@ -190,37 +199,69 @@ type StoredEvent struct {
 // leaves a Pull alone.
 func (r *MailboxRegistration) Pull(ctx context.Context, after uint64) iter.Seq2[StoredEvent, error] {
 	return func(yield func(StoredEvent, error) bool) {
-		mc, err := r.m.client(r.endpoint, r.Listener.Service)
-		if err != nil {
-			yield(StoredEvent{}, err)
-			return
-		}
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		stream, err := mc.Pull(ctx, &djinnpb.PullRequest{RegistrationId: r.ID[:], AfterIndex: after})
-		if err != nil {
-			if !ended(ctx) {
-				yield(StoredEvent{}, err)
-			}
-			return
-		}
+		p := &puller{r: r, after: after, yield: yield}
+		wait := backoff.New(50*time.Millisecond, 5*time.Second)
 		for {
-			msg, err := stream.Recv()
-			if err != nil {
-				if !ended(ctx) {
-					yield(StoredEvent{}, err)
-				}
+			err := p.stream(ctx, wait)
+			if p.stopped || ended(ctx) {
 				return
 			}
-			for _, e := range msg.GetEvents() {
-				ev, err := RemoteEventFromProto(e.GetEvent())
-				if err != nil {
-					yield(StoredEvent{}, err)
-					return
-				}
-				if !yield(StoredEvent{Index: e.GetIndex(), Event: ev}, nil) {
-					return
-				}
+			if !errors.Is(err, djinn.ErrUnavailable) {
+				yield(StoredEvent{}, err)
+				return
+			}
+			if !wait.Wait(ctx) {
+				return
+			}
+		}
+	}
+}
+
+// puller is one Pull's state.
+type puller struct {
+	r       *MailboxRegistration
+	after   uint64 // the last index yielded
+	yield   func(StoredEvent, error) bool
+	stopped bool // the caller stopped, or an event did not decode
+}
+
+// stream runs one Pull stream, after the last event yielded, and yields
+// what comes until the stream fails. A member that ends it for a leader
+// elsewhere names the leader: the next stream goes there.
+func (p *puller) stream(ctx context.Context, wait *backoff.Backoff) error {
+	mc, err := p.r.m.client(p.r.endpoint, p.r.Listener.Service)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := mc.Pull(ctx, &djinnpb.PullRequest{RegistrationId: p.r.ID[:], AfterIndex: p.after})
+	if err != nil {
+		return err
+	}
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			if leader := leaderOf(stream.Trailer()); leader != "" {
+				noteLeader(p.r.m.c, djinn.Ref{Endpoint: p.r.endpoint, Service: p.r.Listener.Service}, leader)
+			}
+			return err
+		}
+		wait.Reset()
+		for _, e := range msg.GetEvents() {
+			if e.GetIndex() <= p.after {
+				continue // sent before the stream broke
+			}
+			ev, err := RemoteEventFromProto(e.GetEvent())
+			if err != nil {
+				p.stopped = true
+				p.yield(StoredEvent{}, err)
+				return err
+			}
+			p.after = e.GetIndex()
+			if !p.yield(StoredEvent{Index: e.GetIndex(), Event: ev}, nil) {
+				p.stopped = true
+				return nil
 			}
 		}
 	}
