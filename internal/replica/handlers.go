@@ -28,6 +28,9 @@ type trackedStream struct {
 	empty chan struct{}
 	// onDrain, in tests, runs when drained begins to wait.
 	onDrain func()
+	// strangers, when set, checks what accepted connections send first
+	// (memberConn).
+	strangers *strangers
 }
 
 func newTrackedStream(s raft.StreamLayer) *trackedStream {
@@ -40,6 +43,9 @@ func (t *trackedStream) Accept() (net.Conn, error) {
 	c, err := t.StreamLayer.Accept()
 	if err != nil {
 		return nil, err
+	}
+	if t.strangers != nil {
+		c = &memberConn{Conn: c, strangers: t.strangers}
 	}
 	hc := &handlerConn{Conn: c, stream: t}
 	t.mu.Lock()

@@ -244,6 +244,7 @@ func newTransport(cfg Config, hlog hclog.Logger) (*raft.NetworkTransport, *track
 		stream = &tcpStream{Listener: ln, advertise: adv}
 	}
 	tracked := newTrackedStream(stream)
+	tracked.strangers = &strangers{log: cfg.Logger, now: cfg.Now}
 	if cfg.onDrain != nil {
 		tracked.onDrain = cfg.onDrain
 	}
