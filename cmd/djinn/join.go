@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
@@ -130,6 +131,30 @@ func (g *globals) withJoin(cmd *cobra.Command, run func(ctx context.Context, a d
 	return run(cmd.Context(), djinnpb.NewJoinAdminClient(c.ClientConn()))
 }
 
+// joinChangeFunc changes one service's join.
+type joinChangeFunc func(ctx context.Context, a djinnpb.JoinAdminClient, svc string) error
+
+// joinEach is the shape of every join command that names SERVICE|all: it
+// dials the cluster, makes change (nil: none) to each service name names,
+// in turn, stopping at the first that fails, and prints their joins.
+func (g *globals) joinEach(cmd *cobra.Command, name string, change joinChangeFunc) error {
+	return g.withJoin(cmd, func(ctx context.Context, a djinnpb.JoinAdminClient) error {
+		services, err := joinServices(ctx, a, name)
+		if err != nil {
+			return err
+		}
+		for _, s := range services {
+			if change == nil {
+				break
+			}
+			if err := change(ctx, a, s); err != nil {
+				return err
+			}
+		}
+		return g.printJoins(ctx, cmd, a, services)
+	})
+}
+
 // joinServices returns the services SERVICE names: one, or every one for
 // all.
 func joinServices(ctx context.Context, a djinnpb.JoinAdminClient, name string) ([]string, error) {
@@ -215,13 +240,7 @@ func (g *globals) joinShowCmd() *cobra.Command {
 		Short: "Show a service's join: its types, groups, locators, attributes (its own too) and the lookup services it is registered at",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.withJoin(cmd, func(ctx context.Context, a djinnpb.JoinAdminClient) error {
-				services, err := joinServices(ctx, a, args[0])
-				if err != nil {
-					return err
-				}
-				return g.printJoins(ctx, cmd, a, services)
-			})
+			return g.joinEach(cmd, args[0], nil)
 		},
 	}
 }
@@ -245,7 +264,7 @@ func (g *globals) joinSetCmd(what string) *cobra.Command {
 		Args:  cobra.RangeArgs(2, 3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			op := args[0]
-			if op != "add" && op != "set" && op != "remove" {
+			if _, ok := groupCalls[op]; !ok {
 				return usageError{fmt.Errorf("%q: want add, set or remove", op)}
 			}
 			var values []string
@@ -254,35 +273,28 @@ func (g *globals) joinSetCmd(what string) *cobra.Command {
 			} else if op != "set" {
 				return usageError{fmt.Errorf("%s %s: missing: the %s to %s", what, op, what, op)}
 			}
-			return g.withJoin(cmd, func(ctx context.Context, a djinnpb.JoinAdminClient) error {
-				services, err := joinServices(ctx, a, args[1])
-				if err != nil {
-					return err
-				}
-				for _, s := range services {
-					if err := joinChange(ctx, a, what, op, s, values); err != nil {
-						return err
-					}
-				}
-				return g.printJoins(ctx, cmd, a, services)
+			return g.joinEach(cmd, args[1], func(ctx context.Context, a djinnpb.JoinAdminClient, svc string) error {
+				return joinChange(ctx, a, what, op, svc, values)
 			})
 		},
 	}
 }
 
-// joinChange makes one change of a service's groups or locators.
+// The calls of join groups and join locators, by operation.
+var (
+	groupCalls = map[string]func(djinnpb.JoinAdminClient, context.Context, *djinnpb.JoinGroupsRequest, ...grpc.CallOption) (*djinnpb.JoinGroups, error){
+		"add": djinnpb.JoinAdminClient.AddLookupGroups, "set": djinnpb.JoinAdminClient.SetLookupGroups, "remove": djinnpb.JoinAdminClient.RemoveLookupGroups,
+	}
+	locatorCalls = map[string]func(djinnpb.JoinAdminClient, context.Context, *djinnpb.JoinLocatorsRequest, ...grpc.CallOption) (*djinnpb.JoinLocators, error){
+		"add": djinnpb.JoinAdminClient.AddLookupLocators, "set": djinnpb.JoinAdminClient.SetLookupLocators, "remove": djinnpb.JoinAdminClient.RemoveLookupLocators,
+	}
+)
+
+// joinChange makes one change (op: add, set or remove) of a service's
+// groups or locators.
 func joinChange(ctx context.Context, a djinnpb.JoinAdminClient, what, op, svc string, values []string) error {
-	var err error
 	if what == "groups" {
-		req := &djinnpb.JoinGroupsRequest{Service: svc, Groups: values}
-		switch op {
-		case "add":
-			_, err = a.AddLookupGroups(ctx, req)
-		case "set":
-			_, err = a.SetLookupGroups(ctx, req)
-		default:
-			_, err = a.RemoveLookupGroups(ctx, req)
-		}
+		_, err := groupCalls[op](a, ctx, &djinnpb.JoinGroupsRequest{Service: svc, Groups: values})
 		return err
 	}
 	var locs []string
@@ -291,15 +303,7 @@ func joinChange(ctx context.Context, a djinnpb.JoinAdminClient, what, op, svc st
 			locs = append(locs, v)
 		}
 	}
-	req := &djinnpb.JoinLocatorsRequest{Service: svc, Locators: locs}
-	switch op {
-	case "add":
-		_, err = a.AddLookupLocators(ctx, req)
-	case "set":
-		_, err = a.SetLookupLocators(ctx, req)
-	default:
-		_, err = a.RemoveLookupLocators(ctx, req)
-	}
+	_, err := locatorCalls[op](a, ctx, &djinnpb.JoinLocatorsRequest{Service: svc, Locators: locs})
 	return err
 }
 
@@ -322,18 +326,7 @@ func (g *globals) joinAttrsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.withJoin(cmd, func(ctx context.Context, a djinnpb.JoinAdminClient) error {
-				services, err := joinServices(ctx, a, args[1])
-				if err != nil {
-					return err
-				}
-				for _, s := range services {
-					if err := change(ctx, a, s); err != nil {
-						return err
-					}
-				}
-				return g.printJoins(ctx, cmd, a, services)
-			})
+			return g.joinEach(cmd, args[1], change)
 		},
 	}
 	cmd.Flags().StringArrayVar(&attrs, "attr", nil, "an entry's "+attrFlagHelp)
@@ -407,17 +400,9 @@ func (g *globals) joinResetCmd() *cobra.Command {
 			"leader ([lookup-join]) governs them again, on every leader to come. Needs the operator role.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.withJoin(cmd, func(ctx context.Context, a djinnpb.JoinAdminClient) error {
-				services, err := joinServices(ctx, a, args[0])
-				if err != nil {
-					return err
-				}
-				for _, s := range services {
-					if _, err := a.ResetJoin(ctx, &djinnpb.JoinServiceRequest{Service: s}); err != nil {
-						return err
-					}
-				}
-				return g.printJoins(ctx, cmd, a, services)
+			return g.joinEach(cmd, args[0], func(ctx context.Context, a djinnpb.JoinAdminClient, svc string) error {
+				_, err := a.ResetJoin(ctx, &djinnpb.JoinServiceRequest{Service: svc})
+				return err
 			})
 		},
 	}

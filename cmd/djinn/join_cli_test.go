@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -57,6 +58,7 @@ func TestCLIJoin(t *testing.T) {
 	if out := mustRun(t, p, "join", "show", "mailbox"); !strings.Contains(out, "attributes  Location{floor=3}  (set by an operator)") {
 		t.Errorf("the mailbox's attributes after txn's reset:\n%s", out)
 	}
+	joinSubcommands(t, p, op, at)
 
 	wantErrors(t, p, []errRow{
 		{[]string{"join", "groups", "frob", "txn", "a"}, `"frob": want add, set or remove`},
@@ -67,4 +69,43 @@ func TestCLIJoin(t *testing.T) {
 		{append([]string{"join", "attrs", "add", "txn", "--attr", "djinn.Cluster.cluster=x"}, op...), "the service sets its djinn.Cluster entries itself"},
 		{[]string{"join", "show", "printer"}, `service "printer": no such service joins lookup services`},
 	})
+}
+
+// joinSubcommands: one row per join subcommand and operation, each
+// checked by the join it prints (-o json) of the service it changed.
+func joinSubcommands(t *testing.T, p *proc, op []string, at string) {
+	t.Helper()
+	floors := func(v joinView) string {
+		var out []string
+		for _, e := range v.Attributes {
+			f, _ := e.Fields["floor"].(map[string]any)
+			out = append(out, fmt.Sprint(f["int"]))
+		}
+		return strings.Join(out, ",")
+	}
+	for _, row := range []struct {
+		args  []string
+		check func(joinView) bool
+	}{
+		{[]string{"join", "show", "lock"}, func(v joinView) bool { return v.Service == "lock" && v.GroupsConfigured }},
+		{[]string{"join", "groups", "set", "lock", "a,b"}, func(v joinView) bool { return strings.Join(v.Groups, ",") == "a,b" && !v.GroupsConfigured }},
+		{[]string{"join", "groups", "add", "lock", "c"}, func(v joinView) bool { return strings.Join(v.Groups, ",") == "a,b,c" }},
+		{[]string{"join", "groups", "remove", "lock", "a"}, func(v joinView) bool { return strings.Join(v.Groups, ",") == "b,c" }},
+		{[]string{"join", "locators", "set", "lock", at}, func(v joinView) bool { return strings.Join(v.Locators, ",") == at+"/" && !v.LocatorsConfigured }},
+		{[]string{"join", "locators", "remove", "lock", at}, func(v joinView) bool { return len(v.Locators) == 0 }},
+		{[]string{"join", "locators", "add", "lock", at}, func(v joinView) bool { return strings.Join(v.Locators, ",") == at+"/" }},
+		{[]string{"join", "attrs", "set", "lock", "--attr", "Location.floor=4"}, func(v joinView) bool { return floors(v) == "4" && !v.AttributesConfigured }},
+		{[]string{"join", "attrs", "add", "lock", "--attr", "Location.floor=6"}, func(v joinView) bool { return floors(v) == "4,6" }},
+		{[]string{"join", "attrs", "modify", "lock", "--match", "Location.floor=4", "--attr", "Location.floor=5"}, func(v joinView) bool { return floors(v) == "5,6" }},
+		{[]string{"join", "attrs", "remove", "lock", "--match", "Location.floor=6"}, func(v joinView) bool { return floors(v) == "5" }},
+		{[]string{"join", "reset", "lock"}, func(v joinView) bool {
+			return v.GroupsConfigured && v.LocatorsConfigured && v.AttributesConfigured && len(v.Attributes) == 0
+		}},
+	} {
+		var v joinView
+		out := mustRun(t, p, append(append(row.args, "-o", "json"), op...)...)
+		if err := json.Unmarshal([]byte(out), &v); err != nil || !row.check(v) {
+			t.Errorf("djinn %v printed %s (%v)", row.args, out, err)
+		}
+	}
 }
