@@ -61,6 +61,9 @@ type Lessor struct {
 	Cancelled    atomic.Uint64
 	HorizonSyncs atomic.Uint64 // renewals that waited for a horizon write
 	Checkpoints  atomic.Uint64 // horizons raised ahead of need
+	// Confirmations counts answers from memory that waited for a quorum
+	// round trip: no leader lease held when they were read.
+	Confirmations atomic.Uint64
 }
 
 // NewLessor returns a lessor for t that proposes through p.
@@ -222,6 +225,7 @@ func (l *Lessor) confirmLeader() error {
 	if l.log.LeaderLease() {
 		return nil
 	}
+	l.Confirmations.Add(1)
 	return l.log.VerifyLeader()
 }
 

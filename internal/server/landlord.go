@@ -59,6 +59,7 @@ func landlordPart(s *Server) *part {
 				counter("djinn_lease_cancelled_total", "Leases cancelled through this node.", func() float64 { return float64(l.Cancelled.Load()) }),
 				counter("djinn_lease_horizon_syncs_total", "Renewals that waited for a horizon write.", func() float64 { return float64(l.HorizonSyncs.Load()) }),
 				counter("djinn_lease_checkpoints_total", "Lease horizons raised ahead of need.", func() float64 { return float64(l.Checkpoints.Load()) }),
+				counter("djinn_lease_leadership_confirmations_total", "Answers from the leader's memory that waited for a quorum round trip (no leader lease held).", func() float64 { return float64(l.Confirmations.Load()) }),
 			}
 		},
 	}
