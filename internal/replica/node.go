@@ -63,6 +63,7 @@ type Config struct {
 	ElectionTimeout   time.Duration // default 500ms
 	SnapshotInterval  time.Duration // default 30s
 	SnapshotThreshold uint64        // default 65536 entries
+	TrailingLogs      uint64        // entries kept behind a snapshot; default 16384
 	WALSegmentSize    int           // bytes; default 64 MiB
 
 	// wrapLogs, in tests, stands between raft and the log it writes;
@@ -135,6 +136,9 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	if cfg.SnapshotThreshold == 0 {
 		cfg.SnapshotThreshold = 65536
 	}
+	if cfg.TrailingLogs == 0 {
+		cfg.TrailingLogs = 16384
+	}
 	if cfg.HandshakeTimeout == 0 {
 		cfg.HandshakeTimeout = 10 * time.Second
 	}
@@ -162,7 +166,7 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	rc.LeaderLeaseTimeout = cfg.HeartbeatTimeout / 2
 	rc.SnapshotInterval = cfg.SnapshotInterval
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
-	rc.TrailingLogs = 16384
+	rc.TrailingLogs = cfg.TrailingLogs
 	rc.MaxAppendEntries = 512
 	rc.BatchApplyCh = true
 	rc.NotifyCh = n.notes

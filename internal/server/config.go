@@ -111,6 +111,10 @@ type RaftConfig struct {
 	ElectionTimeout   Duration `toml:"election-timeout"`
 	SnapshotInterval  Duration `toml:"snapshot-interval"`
 	SnapshotThreshold uint64   `toml:"snapshot-threshold"`
+	// TrailingLogs is how many log entries a snapshot leaves behind it, so
+	// that a member that fell behind by fewer catches up from the log
+	// rather than from a snapshot the leader sends.
+	TrailingLogs uint64 `toml:"trailing-logs"`
 	// WALSegmentSize is the size in bytes at which the log starts a new
 	// segment file; compaction removes whole segments.
 	WALSegmentSize int `toml:"wal-segment-size"`
@@ -175,7 +179,7 @@ func Default() Config {
 		},
 		Raftcfg: RaftConfig{
 			HeartbeatTimeout: Duration(500 * time.Millisecond), ElectionTimeout: Duration(500 * time.Millisecond),
-			SnapshotInterval: Duration(30 * time.Second), SnapshotThreshold: 65536, WALSegmentSize: 64 << 20,
+			SnapshotInterval: Duration(30 * time.Second), SnapshotThreshold: 65536, TrailingLogs: 16384, WALSegmentSize: 64 << 20,
 		},
 		Cluster: ClusterConfig{Bootstrap: true, MaxLag: 1024},
 		Quota:   defaultQuota(),
@@ -378,6 +382,9 @@ func (c *RaftConfig) check() error {
 	}
 	if si := time.Duration(c.SnapshotInterval); si <= 0 || si == djinn.Forever {
 		return djinn.Errorf(djinn.InvalidArgument, "raft-tuning snapshot-interval %s: must be positive", djinn.FormatDuration(si))
+	}
+	if c.TrailingLogs == 0 {
+		return djinn.Errorf(djinn.InvalidArgument, "raft-tuning trailing-logs 0: must be positive (entries kept behind a snapshot)")
 	}
 	if n := c.WALSegmentSize; n < MinWALSegmentSize || n > MaxWALSegmentSize {
 		return djinn.Errorf(djinn.InvalidArgument, "raft-tuning wal-segment-size %d: want %d (64 KiB) to %d (1 GiB) bytes", n, MinWALSegmentSize, MaxWALSegmentSize)

@@ -238,6 +238,7 @@ func TestConfigCheck(t *testing.T) {
 		{"a heartbeat timeout of any", func(c *server.Config) { c.Raftcfg.HeartbeatTimeout = server.Duration(djinn.Any) }, "heartbeat-timeout"},
 		{"an election timeout below the heartbeat", func(c *server.Config) { c.Raftcfg.ElectionTimeout = server.Duration(time.Millisecond * 20) }, "election-timeout"},
 		{"a zero snapshot interval", func(c *server.Config) { c.Raftcfg.SnapshotInterval = 0 }, "snapshot-interval"},
+		{"no trailing log entries", func(c *server.Config) { c.Raftcfg.TrailingLogs = 0 }, "trailing-logs 0"},
 		{"log segments below 64 KiB", func(c *server.Config) { c.Raftcfg.WALSegmentSize = server.MinWALSegmentSize - 1 }, "wal-segment-size 65535"},
 		{"log segments above 1 GiB", func(c *server.Config) { c.Raftcfg.WALSegmentSize = server.MaxWALSegmentSize + 1 }, "wal-segment-size 1073741825"},
 	}

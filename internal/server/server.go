@@ -222,7 +222,7 @@ func (s *Server) open(peerTLS, serverTLS *tls.Config) error {
 		TLS: peerTLS, Bootstrap: cfg.Join == "" && cfg.Cluster.Bootstrap, Now: s.now, OnLeader: s.lead,
 		Endpoint: s.machine.Endpoint, Logger: s.log, OnLogWrite: s.metrics.logWrite,
 		HeartbeatTimeout: time.Duration(cfg.Raftcfg.HeartbeatTimeout), ElectionTimeout: time.Duration(cfg.Raftcfg.ElectionTimeout),
-		SnapshotInterval: time.Duration(cfg.Raftcfg.SnapshotInterval), SnapshotThreshold: cfg.Raftcfg.SnapshotThreshold,
+		SnapshotInterval: time.Duration(cfg.Raftcfg.SnapshotInterval), SnapshotThreshold: cfg.Raftcfg.SnapshotThreshold, TrailingLogs: cfg.Raftcfg.TrailingLogs,
 		WALSegmentSize: cfg.Raftcfg.WALSegmentSize, HandshakeTimeout: time.Duration(cfg.HandshakeTimeout),
 	}, s.machine)
 	if err != nil {
