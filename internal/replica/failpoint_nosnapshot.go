@@ -8,4 +8,4 @@ package replica
 // compiled out.
 const snapshotFailpoint = false
 
-func stallSnapshot(string) {}
+func stallSnapshot(_, _ string) {}

@@ -9,11 +9,12 @@ import (
 )
 
 // stallSnapshotFile, while present in a node's data directory, stalls the
-// node's next snapshot write (one it takes, or one the leader sends it)
-// after its first bytes, until it is removed; the node announces the
-// stall by creating snapshotStalledFile, so that the robustness suite can
-// kill it in the middle of the write. A failpoint for the suite; never in
-// a release.
+// node's next snapshot write after its first bytes, until it is removed:
+// one of the kind the file names ("persist": a snapshot the node takes of
+// its own state; "install": one the leader sends it), or either when it is
+// empty. The node announces the stall by writing the kind to
+// snapshotStalledFile, so that the robustness suite can kill it in the
+// middle of the write. A failpoint for the suite; never in a release.
 const (
 	stallSnapshotFile   = "failpoint-stall-snapshot"
 	snapshotStalledFile = "failpoint-snapshot-stalled"
@@ -21,11 +22,12 @@ const (
 
 const snapshotFailpoint = true
 
-func stallSnapshot(dataDir string) {
-	if _, err := os.Stat(filepath.Join(dataDir, stallSnapshotFile)); err != nil {
+func stallSnapshot(dataDir, kind string) {
+	want, err := os.ReadFile(filepath.Join(dataDir, stallSnapshotFile))
+	if err != nil || len(want) > 0 && string(want) != kind {
 		return
 	}
-	_ = os.WriteFile(filepath.Join(dataDir, snapshotStalledFile), nil, 0o600)
+	_ = os.WriteFile(filepath.Join(dataDir, snapshotStalledFile), []byte(kind), 0o600)
 	for {
 		if _, err := os.Stat(filepath.Join(dataDir, stallSnapshotFile)); err != nil {
 			return

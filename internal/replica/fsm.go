@@ -143,6 +143,9 @@ type snapshot struct {
 }
 
 func (s snapshot) Persist(sink raft.SnapshotSink) error {
+	if ss, ok := sink.(*stallingSink); ok {
+		ss.kind = "persist"
+	}
 	if err := s.write(sink); err != nil {
 		_ = sink.Cancel()
 		return err

@@ -117,16 +117,19 @@ func (s *snapStore) Create(version raft.SnapshotVersion, index, term uint64, con
 		return nil, err
 	}
 	if snapshotFailpoint {
-		return &stallingSink{SnapshotSink: sink, dataDir: s.dataDir}, nil
+		return &stallingSink{SnapshotSink: sink, dataDir: s.dataDir, kind: "install"}, nil
 	}
 	return sink, nil
 }
 
 // stallingSink stalls after its first write while the snapshot
-// failpoint's file is present (failpoint_snapshot.go).
+// failpoint's file is present (failpoint_snapshot.go). Its kind is
+// "install" (raft copies a snapshot the leader sent into it) unless the
+// state machine's Persist says "persist".
 type stallingSink struct {
 	raft.SnapshotSink
 	dataDir string
+	kind    string
 	wrote   bool
 }
 
@@ -134,7 +137,7 @@ func (s *stallingSink) Write(b []byte) (int, error) {
 	n, err := s.SnapshotSink.Write(b)
 	if !s.wrote {
 		s.wrote = true
-		stallSnapshot(s.dataDir)
+		stallSnapshot(s.dataDir, s.kind)
 	}
 	return n, err
 }
