@@ -133,14 +133,18 @@ func (c *Cluster) WaitVoters(ctx context.Context) error {
 }
 
 // robustConfig is every member's configuration: no lookup joining, and
-// snapshots taken often (every 1–2 s once 256 entries are new), so that
-// the runs write and restart from many of them.
+// snapshots taken often (every 1–2 s once 256 entries are new) keeping
+// only 64 entries behind them in small log segments (compaction removes
+// whole segments), so that the runs write, restart from and send many
+// of them.
 const robustConfig = `[lookup-join]
 enabled = false
 
 [raft-tuning]
 snapshot-interval = "1s"
 snapshot-threshold = 256
+trailing-logs = 64
+wal-segment-size = 65536
 `
 
 // Start runs djinn serve for the node and waits until it says it serves;

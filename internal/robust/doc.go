@@ -33,11 +33,16 @@
 // snapshot: the djinn_failpoint_snapshot tag compiles in a failpoint that
 // stalls the next snapshot write after its first bytes and announces it
 // with a file; the suite waits for that file, kills the member, and
-// starts it on the same data. It must come back serving (a member that
-// refuses to start fails the run, with what it said), and the checkers
-// then find whether anything acknowledged was lost. The members take
-// snapshots every second or two (every 256 new entries), so the other
-// faults land between and during snapshots too. After each, the
+// starts it on the same data; and a follower killed in the middle of
+// installing a snapshot the leader sent it (it is killed, the suite waits
+// until the leader's log begins past the follower's last applied entry —
+// the members keep 64 entries behind a snapshot in 64 KiB log segments —
+// then starts it with the failpoint set for installs). Either member must
+// come back serving (a member that refuses to start fails the run, with
+// what it said), and the checkers then find whether anything
+// acknowledged was lost. The members take snapshots every second or two
+// (every 256 new entries), so the other faults land between and during
+// snapshots too. After each, the
 // network is healed, stopped members are started again, and the schedule
 // goes on once every member votes.
 //

@@ -2,6 +2,7 @@ package robust
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -23,6 +24,7 @@ const (
 	Restart         = "restart"
 	StalledFsync    = "stalled fsync"
 	SnapshotKill    = "kill -9 mid-snapshot"
+	InstallKill     = "kill -9 mid-snapshot install"
 )
 
 // stallFsyncFile stalls a node's log writes while it is in its data
@@ -39,7 +41,7 @@ const (
 )
 
 // AllFaults is every kind, in the order the short schedule injects them.
-var AllFaults = []string{KillLeader, PartitionLeader, KillFollower, Minority, OneWay, Delay, CutConns, Restart, StalledFsync, SnapshotKill}
+var AllFaults = []string{KillLeader, PartitionLeader, KillFollower, Minority, OneWay, Delay, CutConns, Restart, StalledFsync, SnapshotKill, InstallKill}
 
 // Fault is one fault of a schedule, held for Hold before it is healed.
 type Fault struct {
@@ -117,10 +119,15 @@ func (r *Run) inject(ctx context.Context, f Fault, rng *rand.Rand) error {
 		if rng.IntN(2) == 0 {
 			victim = leader
 		}
-		if err := r.killMidSnapshot(ctx, victim); err != nil {
+		if err := r.killMidSnapshot(ctx, victim, "persist"); err != nil {
 			return err
 		}
 		down = victim
+	case InstallKill:
+		if err := r.killMidInstall(ctx, leader, follower); err != nil {
+			return err
+		}
+		down = follower
 	case Restart:
 		if err := follower.Stop(); err != nil {
 			return err
@@ -195,10 +202,10 @@ func (r *Run) measure(ctx context.Context, kind string, t0 time.Time, old *Node)
 // member killed mid-snapshot to recover from its previous snapshot and
 // log, and the checkers then find whether anything acknowledged was
 // lost).
-func (r *Run) killMidSnapshot(ctx context.Context, n *Node) error {
+func (r *Run) killMidSnapshot(ctx context.Context, n *Node, kind string) error {
 	stall, stalled := filepath.Join(n.dir, stallSnapshotFile), filepath.Join(n.dir, snapshotStalledFile)
 	_ = os.Remove(stalled)
-	if err := os.WriteFile(stall, nil, 0o600); err != nil {
+	if err := os.WriteFile(stall, []byte(kind), 0o600); err != nil {
 		return err
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -216,6 +223,52 @@ func (r *Run) killMidSnapshot(ctx context.Context, n *Node) error {
 	if err != nil {
 		return err
 	}
-	r.count("members killed mid-snapshot")
+	r.count("members killed mid-snapshot " + kind)
 	return nil
+}
+
+// killMidInstall kills the follower, waits until the leader's log begins
+// past the follower's last applied entry (the members snapshot often,
+// keep 64 entries behind a snapshot and write small log segments, so the
+// leader soon compacts them away), so that the follower can only catch
+// up from a snapshot the leader sends; then starts the follower with its
+// next snapshot install
+// stalled, kills it in the middle of writing the snapshot the leader
+// sent, and leaves it down (inject starts it again on the same data).
+func (r *Run) killMidInstall(ctx context.Context, leader, follower *Node) error {
+	sctx, cancel := context.WithTimeout(ctx, time.Second)
+	st, err := djinnpb.NewAdminClient(follower.Direct()).Status(sctx, &djinnpb.StatusRequest{})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("%s's applied index: %w", follower.ID, err)
+	}
+	follower.Kill()
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := poll(wctx, leader.ID+" compacted past "+follower.ID, func() bool {
+		return firstLogIndex(leader) > st.AppliedIndex+1
+	}); err != nil {
+		return err
+	}
+	started := make(chan error, 1)
+	go func() { started <- follower.Start(ctx) }()
+	err = r.killMidSnapshot(ctx, follower, "install")
+	if serr := <-started; err == nil && serr != nil && !errors.Is(serr, ErrRefused) {
+		err = serr // killed while starting is expected; not starting at all is not
+	}
+	return err
+}
+
+// firstLogIndex is the first index n's log holds: the least base index of
+// its log's segment files (named base-id.wal, in hex the id), or 0.
+func firstLogIndex(n *Node) uint64 {
+	ents, _ := os.ReadDir(filepath.Join(n.dir, "raft", "wal"))
+	var first uint64
+	for _, e := range ents {
+		var base, id uint64
+		if _, err := fmt.Sscanf(e.Name(), "%020d-%016x.wal", &base, &id); err == nil && (first == 0 || base < first) {
+			first = base
+		}
+	}
+	return first
 }

@@ -115,7 +115,7 @@ var planted = []struct {
 	{"djinn_planted_mailbox", "mailbox", Workers{Mailbox: true, For: 3 * time.Second}, nil},
 	{"djinn_planted_lease", "lease safety", Workers{Lease: 6}, leaderFaults},
 	{"djinn_planted_lookup", "lookup", Workers{Lookup: 2, For: 3 * time.Second}, nil},
-	{"djinn_planted_renewal", "renewal", Workers{Renewal: 2, For: 6 * time.Second}, nil},
+	{"djinn_planted_renewal", "renewal", Workers{Renewal: 3, For: 10 * time.Second}, nil},
 }
 
 // leaderFaults move the leadership, which the planted lease bug needs.
@@ -130,7 +130,7 @@ func TestPlantedBugsAreCaught(t *testing.T) {
 		tags = append(tags, p.tag)
 	}
 	c := startCluster(t, binary(t, strings.Join(tags, ",")))
-	rep := runPlanted(t, c, Workers{Lock: 1, Lease: 6, Txn: 1, Lookup: 1, Renewal: 2, Mailbox: true}, leaderFaults)
+	rep := runPlanted(t, c, Workers{Lock: 1, Lease: 6, Txn: 1, Lookup: 1, Renewal: 3, Mailbox: true}, leaderFaults)
 	for _, p := range planted {
 		if len(rep.Violations[p.checker]) == 0 {
 			t.Errorf("the %s checker found nothing against the bug planted by %s", p.checker, p.tag)
