@@ -5,7 +5,6 @@ import (
 	"regexp"
 	"time"
 
-	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/procfs"
@@ -22,7 +21,7 @@ import (
 type metrics struct {
 	registry  *prometheus.Registry
 	server    *rpcMetrics
-	client    *grpcprom.ClientMetrics
+	client    *rpcMetrics
 	logWrites prometheus.Histogram
 	logFailed prometheus.Counter
 }
@@ -35,8 +34,8 @@ var latencyBuckets = prometheus.ExponentialBuckets(50e-6, 2, 16)
 func newMetrics() *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
-		server:   newRPCMetrics(),
-		client:   grpcprom.NewClientMetrics(grpcprom.WithClientHandlingTimeHistogram(grpcprom.WithHistogramBuckets(latencyBuckets))),
+		server:   newServerRPCMetrics(),
+		client:   newClientRPCMetrics(),
 		logWrites: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "djinn_raft_log_write_seconds", Help: "Writes to the Raft log, each an append and its fsync.",
 			Buckets: latencyBuckets,
@@ -49,9 +48,10 @@ func newMetrics() *metrics {
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(memoryRuntimeMetrics)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		gauge("djinn_process_resident_memory_peak_bytes", "The most resident memory the process has held since it started (VmHWM).", peakRSS),
-		m.client, m.logWrites, m.logFailed,
+		m.logWrites, m.logFailed,
 	)
 	m.registry.MustRegister(m.server.collectors()...)
+	m.registry.MustRegister(m.client.collectors()...)
 	return m
 }
 
