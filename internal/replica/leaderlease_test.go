@@ -208,3 +208,17 @@ func untilLeased(t *testing.T, n *Node) {
 		}
 	}
 }
+
+// BenchmarkLeaderLeaseValid is what the lease adds to an answer from
+// memory: the check every renewal makes, from many goroutines at once.
+func BenchmarkLeaderLeaseValid(b *testing.B) {
+	l := newLeaderLease(time.Hour, time.Now())
+	l.confirmed(l.begin(), time.Now())
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if !l.valid(time.Now()) {
+				b.Fatal("lease lapsed")
+			}
+		}
+	})
+}
