@@ -51,6 +51,11 @@ type Resource struct {
 	Expires time.Time
 	// Details are its kind's facts, by name.
 	Details map[string]string
+	// Redacted says it is another principal's, listed to an operator:
+	// Lease is zero, Name, when it is a capability, its fingerprint (the
+	// first 16 hex digits of its SHA-256, as the console shows it), and a
+	// delivery target "(redacted)".
+	Redacted bool
 }
 
 // ResourcePage is one page of resources, in name order.
@@ -76,7 +81,7 @@ func (c *Client) Resources(ctx context.Context, q ResourceQuery) (*ResourcePage,
 	}
 	page := &ResourcePage{Next: resp.GetNext(), Total: int(resp.GetTotal()), Resources: make([]Resource, 0, len(resp.GetResources()))}
 	for _, r := range resp.GetResources() {
-		res := Resource{Name: r.GetName(), Principal: r.GetPrincipal(), Expires: djinn.EndOfTime, Details: r.GetDetails()}
+		res := Resource{Name: r.GetName(), Principal: r.GetPrincipal(), Expires: djinn.EndOfTime, Details: r.GetDetails(), Redacted: r.GetRedacted()}
 		if len(r.GetLeaseCookie()) > 0 {
 			if res.Lease, err = djinn.IDFromBytes("lease cookie", r.GetLeaseCookie()); err != nil {
 				return nil, err

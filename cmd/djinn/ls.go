@@ -86,6 +86,11 @@ func (g *globals) lsCmd() *cobra.Command {
 		Short: "List what the cluster holds, one kind at a time: your own, or (operators) everyone's",
 		Long: "List one kind of resource, a page at a time, in name order: the resources your principal\n" +
 			"created, or with --all every principal's, with --principal one's (both need the operator role).\n" +
+			"Another principal's resources are shown to an operator redacted: what each is, whose, and its\n" +
+			"time left, but not what would let the reader use it — no lease cookie, no delivery target, and a\n" +
+			"name that is a capability (a lease's cookie, a registration's or a set's id) shown as its\n" +
+			"fingerprint, as on the console (the first 16 hex digits of its SHA-256). An operator sees what\n" +
+			"exists, not another principal's capabilities.\n" +
 			"A page that is not the last ends with the --after NAME that lists the next.\n\nKinds:\n" +
 			strings.Join(kinds, "\n") + "\n\nFilters: leases --covers (what a lease covers, e.g. \"mailbox registration\"),\n" +
 			"transactions --state (active, voting, prepared, notchanged, committed, aborted), lookup-items --type.",
@@ -185,9 +190,14 @@ func viewResources(k lsKind, page *client.ResourcePage, now time.Time) resources
 		v.Next = &page.Next
 	}
 	for _, r := range page.Resources {
-		row := map[string]any{"name": r.Name, "principal": r.Principal, "lease": nil, "expiration": jsonInstant(r.Expires), "remaining": nil}
-		if !r.Lease.IsZero() {
-			row["lease"] = r.Lease.String()
+		row := map[string]any{"name": r.Name, "principal": r.Principal, "lease": nil, "expiration": jsonInstant(r.Expires), "remaining": nil, "redacted": r.Redacted}
+		if r.Redacted {
+			row["lease"] = "(redacted)"
+		}
+		if !r.Lease.IsZero() || r.Redacted {
+			if !r.Lease.IsZero() {
+				row["lease"] = r.Lease.String()
+			}
 			left := djinn.Forever
 			if r.Expires.Before(djinn.EndOfTime) {
 				left = max(r.Expires.Sub(now), 0)

@@ -1,13 +1,18 @@
 package main
 
 import (
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/djinn-go/djinn"
 )
 
 // runNoServer runs djinn with args and no --server, and returns its
@@ -90,7 +95,11 @@ func testTLSServer(t *testing.T, dir string) {
 		t.Fatalf("djinn tls peer lab1: %s", errs)
 	}
 	n := newNode(t)
-	p := n.start(t, "--tls-cert", filepath.Join(dir, "server.pem"), "--tls-key", filepath.Join(dir, "server-key.pem"),
+	config := filepath.Join(dir, "djinn.toml") // bob is an operator
+	if err := os.WriteFile(config, []byte("[security]\noperators = [\"cn:bob\"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := n.start(t, "--config", config, "--tls-cert", filepath.Join(dir, "server.pem"), "--tls-key", filepath.Join(dir, "server-key.pem"),
 		"--tls-peer-cert", filepath.Join(dir, "peer-lab1.pem"), "--tls-peer-key", filepath.Join(dir, "peer-lab1-key.pem"),
 		"--tls-ca", filepath.Join(dir, "ca.pem"), "--tls-client-auth")
 	defer p.stop(t)
@@ -117,9 +126,46 @@ func testTLSServer(t *testing.T, dir string) {
 			t.Errorf("%s: ok=%v stderr %q, want one line saying %q", tc.name, ok, errs, tc.want)
 		}
 	}
+	lsRedacted(t, p, dir, tlsArgs)
 	// The old names still work, for one release, saying so.
 	out, errs, ok := run(t, p, "status", "--ca", filepath.Join(dir, "ca.pem"), "--cert", filepath.Join(dir, "client-alice.pem"), "--key", filepath.Join(dir, "client-alice-key.pem"))
 	if !ok || !strings.Contains(out, "Leader") || !strings.Contains(errs, "--ca is an old name: use --tls-ca") {
 		t.Errorf("status with the old flag names: ok=%v %q %q, want it served and a notice", ok, out, errs)
+	}
+}
+
+// lsRedacted: an operator (bob, by the configuration) lists alice's
+// mailbox registration with --all redacted — whose it is and its time
+// left, but not its id (a capability: its fingerprint stands for it) nor
+// its lease's cookie; the help says so.
+func lsRedacted(t *testing.T, p *proc, dir string, alice []string) {
+	t.Helper()
+	if _, errs, ok := runNoServer(t, "tls", "client", "bob", "--dir", dir); !ok {
+		t.Fatalf("djinn tls client bob: %s", errs)
+	}
+	bob := []string{"--tls-ca", filepath.Join(dir, "ca.pem"), "--tls-cert", filepath.Join(dir, "client-bob.pem"), "--tls-key", filepath.Join(dir, "client-bob-key.pem")}
+	var reg mailboxRegJSON
+	if err := json.Unmarshal([]byte(mustRun(t, p, append([]string{"mailbox", "register", "--lease", "10m", "-o", "json"}, alice...)...)), &reg); err != nil {
+		t.Fatal(err)
+	}
+	out := mustRun(t, p, append([]string{"ls", "mailboxes", "--all", "-o", "json"}, bob...)...)
+	var page lsJSON
+	if err := json.Unmarshal([]byte(out), &page); err != nil || len(page.Resources) != 1 {
+		t.Fatalf("ls mailboxes --all: %s (%v), want alice's registration", out, err)
+	}
+	r := page.Resources[0]
+	id, err := djinn.ParseID(reg.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(id[:])
+	if fp := hex.EncodeToString(sum[:8]); r["name"] != fp || r["principal"] != "cn:alice" || r["redacted"] != true || r["lease"] != "(redacted)" || r["remaining"] == nil {
+		t.Errorf("alice's registration as an operator lists it: %v; want its fingerprint %s, her principal, redacted, its time left", r, fp)
+	}
+	if cookie := reg.Lease.Token; strings.Contains(out, reg.ID) || cookie == "" || strings.Contains(out, reg.Lease.Name) {
+		t.Errorf("an operator's listing shows alice's capabilities:\n%s", out)
+	}
+	if help := mustRun(t, p, "ls", "--help"); !strings.Contains(help, "Another principal's resources are shown to an operator redacted") {
+		t.Errorf("ls --help does not say an operator sees others' resources redacted:\n%s", help)
 	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"cmp"
 	"context"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -103,18 +104,69 @@ func (r *resourcesRPC) List(ctx context.Context, req *djinnpb.ListResourcesReque
 		mine = req.GetPrincipal()
 	}
 	rows = slices.DeleteFunc(rows, func(res *djinnpb.Resource) bool { return !req.GetAll() && res.GetPrincipal() != mine })
+	caller := principal.From(ctx)
+	for i, res := range rows {
+		if res.GetPrincipal() != caller {
+			rows[i] = redact(req.GetKind(), res)
+		}
+	}
 	slices.SortFunc(rows, func(a, b *djinnpb.Resource) int { return compareNames(a.GetName(), b.GetName()) })
 	resp := &djinnpb.ListResourcesResponse{Total: int64(len(rows))}
 	start := 0
 	if after := req.GetAfter(); after != "" {
 		start = sort.Search(len(rows), func(i int) bool { return compareNames(rows[i].GetName(), after) > 0 })
 	}
-	end := min(start+limit, len(rows))
+	end := pageEnd(rows, start, limit)
 	resp.Resources = rows[start:end]
 	if end < len(rows) {
 		resp.Next = rows[end-1].GetName()
 	}
 	return resp, nil
+}
+
+// The kinds whose names are capabilities: a lease's cookie, a mailbox
+// registration's, renewal set's or lock set's id. A transaction's id and
+// a lookup item's service id are not.
+var capabilityNames = map[string]bool{"leases": true, "mailboxes": true, "renewal-sets": true, "lock-sets": true, "lds-registrations": true}
+
+// redact returns another principal's resource as an operator sees it:
+// what it is, whose, and when its lease ends, without what would let the
+// reader use it — its lease cookie, its name when the name is a capability
+// (its fingerprint stands for it, as on the console), a mailbox's delivery
+// target (a listener's reference).
+func redact(kind string, res *djinnpb.Resource) *djinnpb.Resource {
+	out := &djinnpb.Resource{Name: res.GetName(), Principal: res.GetPrincipal(), ExpiresUnixNanos: res.GetExpiresUnixNanos(),
+		Details: maps.Clone(res.GetDetails()), Redacted: true}
+	if id, err := djinn.ParseID(out.Name); err == nil && capabilityNames[kind] {
+		out.Name = fingerprint(id)
+	}
+	if out.Details["target"] != "" {
+		out.Details["target"] = "(redacted)"
+	}
+	return out
+}
+
+// pageEnd is where the page that starts at start ends: after at most
+// limit rows, and never between two of the same name (fingerprints may,
+// however rarely, repeat), which the next page's After could not tell apart — the page
+// ends before such a pair, or, when they begin it, after the last of them.
+func pageEnd(rows []*djinnpb.Resource, start, limit int) int {
+	end := min(start+limit, len(rows))
+	if end == len(rows) || rows[end].GetName() != rows[end-1].GetName() {
+		return end
+	}
+	name := rows[end-1].GetName()
+	back := end - 1
+	for back > start && rows[back-1].GetName() == name {
+		back--
+	}
+	if back > start {
+		return back
+	}
+	for end < len(rows) && rows[end].GetName() == name {
+		end++
+	}
+	return end
 }
 
 // compareNames orders names: decimal ones (transaction ids) by value,

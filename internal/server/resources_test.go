@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"slices"
 	"strconv"
@@ -87,9 +89,14 @@ func TestResourcesList(t *testing.T) {
 			t.Errorf("bob lists alice's %s: %v", kind, names(theirs))
 		}
 		all := listAll(t, ops, client.ResourceQuery{Kind: kind, All: true})
-		if !slices.Contains(names(all), name) {
-			t.Errorf("an operator's list of every %s %v lacks alice's %s", kind, names(all), name)
+		shown := name
+		if kind != client.KindTransactions && kind != client.KindLookupItems {
+			shown = fingerprintOf(t, name) // a capability: not for an operator's eyes
 		}
+		if !slices.Contains(names(all), shown) {
+			t.Errorf("an operator's list of every %s %v lacks alice's %s, shown as %s", kind, names(all), name, shown)
+		}
+		redacted(t, kind, own, all)
 		p := "cn:alice"
 		if hers := listAll(t, ops, client.ResourceQuery{Kind: kind, Principal: &p}); len(hers) != len(own) {
 			t.Errorf("an operator lists %d of alice's %s, she %d", len(hers), kind, len(own))
@@ -105,6 +112,45 @@ func TestResourcesList(t *testing.T) {
 		{Kind: client.KindTransactions, Filter: map[string]string{"state": "DANCING"}}} {
 		if _, err := alice.Resources(testContext(t), q); !errors.Is(err, djinn.ErrInvalidArgument) {
 			t.Errorf("list %+v: %v, want an invalid argument", q, err)
+		}
+	}
+}
+
+// fingerprintOf is a capability's fingerprint, as the console shows it:
+// the first 16 hex digits of its SHA-256.
+func fingerprintOf(t *testing.T, name string) string {
+	t.Helper()
+	id, err := djinn.ParseID(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(id[:])
+	return hex.EncodeToString(sum[:8])
+}
+
+// redacted: an operator's list of every principal's resources shows
+// alice's — each of hers, by its name or, when the name is a capability,
+// its fingerprint — with her principal and expiration, and none of
+// her capabilities: no lease cookie, no delivery target.
+func redacted(t *testing.T, kind string, own, all []client.Resource) {
+	t.Helper()
+	for _, o := range own {
+		i := slices.IndexFunc(all, func(r client.Resource) bool {
+			return r.Name == o.Name || len(o.Name) == 32 && kind != client.KindLookupItems && r.Name == fingerprintOf(t, o.Name)
+		})
+		if i < 0 {
+			t.Errorf("an operator's list of every %s lacks alice's %s", kind, o.Name)
+			continue
+		}
+		r := all[i]
+		if !r.Redacted || !r.Lease.IsZero() || r.Principal != "cn:alice" || !r.Expires.Equal(o.Expires) {
+			t.Errorf("alice's %s %s as an operator sees it: %+v; want redacted, no lease cookie, her principal and expiration %v", kind, o.Name, r, o.Expires)
+		}
+		if o.Details["target"] != "" && r.Details["target"] != "(redacted)" {
+			t.Errorf("alice's %s %s: an operator sees its delivery target %q", kind, o.Name, r.Details["target"])
+		}
+		if o.Redacted {
+			t.Errorf("alice's own %s %s listed redacted to her", kind, o.Name)
 		}
 	}
 }

@@ -143,7 +143,13 @@ type Resource struct {
 	// lookup discovery registration its groups, locators and registrars,
 	// for a transaction its state, parent and participants, for a lookup
 	// item its service types and reference.
-	Details       map[string]string `protobuf:"bytes,5,rep,name=details,proto3" json:"details,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Details map[string]string `protobuf:"bytes,5,rep,name=details,proto3" json:"details,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// redacted says the resource is another principal's, listed to an
+	// operator (all, or another principal): what would let the reader use
+	// it is left out — its lease cookie, its name when the name is a
+	// capability (then its fingerprint, as the console shows it: the first
+	// 16 hex digits of its SHA-256), a delivery target.
+	Redacted      bool `protobuf:"varint,6,opt,name=redacted,proto3" json:"redacted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -211,6 +217,13 @@ func (x *Resource) GetDetails() map[string]string {
 		return x.Details
 	}
 	return nil
+}
+
+func (x *Resource) GetRedacted() bool {
+	if x != nil {
+		return x.Redacted
+	}
+	return false
 }
 
 type ListResourcesResponse struct {
@@ -291,13 +304,14 @@ const file_djinn_v1_resources_proto_rawDesc = "" +
 	"\x06filter\x18\a \x03(\v2*.djinn.v1.ListResourcesRequest.FilterEntryR\x06filter\x1a9\n" +
 	"\vFilterEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x84\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa0\x02\n" +
 	"\bResource\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12!\n" +
 	"\flease_cookie\x18\x03 \x01(\fR\vleaseCookie\x12,\n" +
 	"\x12expires_unix_nanos\x18\x04 \x01(\x03R\x10expiresUnixNanos\x129\n" +
-	"\adetails\x18\x05 \x03(\v2\x1f.djinn.v1.Resource.DetailsEntryR\adetails\x1a:\n" +
+	"\adetails\x18\x05 \x03(\v2\x1f.djinn.v1.Resource.DetailsEntryR\adetails\x12\x1a\n" +
+	"\bredacted\x18\x06 \x01(\bR\bredacted\x1a:\n" +
 	"\fDetailsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"s\n" +
