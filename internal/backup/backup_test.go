@@ -142,3 +142,32 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+// TestRefusalWording: a refused file's error names it once, with the byte
+// where the problem is, the cause and the next step; Named gives a
+// truncated or damaged file another next step, and leaves other errors as
+// they are.
+func TestRefusalWording(t *testing.T) {
+	good := file(t, []byte("a body"))
+	_, _, err := read(good[:20])
+	if got, want := err.Error(), "the snapshot file is truncated at byte 20: it ends there, inside its header (the copy is incomplete); "+
+		"use an intact copy of the file, or save a new snapshot with djinn snapshot save"; got != want {
+		t.Errorf("unnamed:\n%s\nwant\n%s", got, want)
+	}
+	named := backup.Named(err, "the snapshot the server sent", "save it again")
+	if got, want := named.Error(), "the snapshot the server sent is truncated at byte 20: it ends there, inside its header (the copy is incomplete); save it again"; got != want {
+		t.Errorf("named:\n%s\nwant\n%s", got, want)
+	}
+	if !errors.Is(named, djinn.ErrInvalidArgument) {
+		t.Errorf("%v: not an invalid argument", named)
+	}
+	_, _, err = read([]byte("hello, this is not a snapshot"))
+	if got, want := backup.Named(err, "x.snap", "save it again").Error(),
+		`x.snap is not a djinn snapshot file: it starts with "hello, t", not "DJINNSNP"; name a file written by djinn snapshot save`; got != want {
+		t.Errorf("not a snapshot file, named:\n%s\nwant\n%s (the next step of a damaged file only)", got, want)
+	}
+	other := errors.New("connection reset")
+	if backup.Named(other, "x.snap", "") != other {
+		t.Error("Named changed an error that is no refusal")
+	}
+}
