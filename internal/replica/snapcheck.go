@@ -8,6 +8,7 @@ import (
 	"hash/crc64"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -223,4 +224,29 @@ func (c snapCheck) againstLog(walDir string, first, last uint64) (stale bool, er
 		return false, &disk.DamageError{Path: where, Offset: -1, Problem: fmt.Sprintf("the newest snapshot ends at index %d but the log starts at index %d: entries %d to %d are missing", at, first, at+1, first-1)}
 	}
 	return last < at, nil
+}
+
+// removeUnfinishedSnapshots removes the snapshot directories a process
+// that stopped while writing them left behind (named .tmp until they are
+// complete): nothing finishes them, raft ignores them (warning on every
+// snapshot), and each holds up to a whole state's bytes.
+func removeUnfinishedSnapshots(raftDir string, logger *slog.Logger) error {
+	base := filepath.Join(raftDir, snapDirName)
+	ents, err := os.ReadDir(base)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if !e.IsDir() || !strings.HasSuffix(e.Name(), snapTmpSuffix) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(base, e.Name())); err != nil {
+			return fmt.Errorf("remove the unfinished snapshot %s: %w", filepath.Join(base, e.Name()), err)
+		}
+		logger.Warn("removed a snapshot left unfinished when the node stopped", "snapshot", e.Name())
+	}
+	return nil
 }

@@ -178,3 +178,26 @@ func TestSnapshotAndLogAgree(t *testing.T) {
 		wantRefused(t, err, filepath.Join(dir, "raft", "wal"), -1)
 	})
 }
+
+// TestUnfinishedSnapshotRemoved: a snapshot directory left unfinished by a
+// node killed while writing it (raft names it .tmp until it is complete)
+// is removed when the node starts, which serves everything from its
+// complete snapshots and log.
+func TestUnfinishedSnapshotRemoved(t *testing.T) {
+	const n = 12
+	dir := writeSnapshots(t, n, 10, 0, 5, 9)
+	tmp := filepath.Join(dir, "raft", snapDirName, "9-99-1.tmp")
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, snapStateName), []byte("half a snapshot"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := reopen(t, dir, 0)
+	if err != nil || got != n {
+		t.Fatalf("served %d, %v; want %d", got, err, n)
+	}
+	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the unfinished snapshot %s is still there (%v)", tmp, err)
+	}
+}

@@ -72,6 +72,10 @@ func openStorage(raftDir string, segSize int, hlog hclog.Logger, logger *slog.Lo
 		log.Close()
 		return nil, fmt.Errorf("clean-shutdown record in %s: %w", raftDir, err)
 	}
+	if err := removeUnfinishedSnapshots(raftDir, logger); err != nil {
+		log.Close()
+		return nil, err
+	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(raftDir, 2, hlog)
 	if err != nil {
 		log.Close()
