@@ -181,9 +181,11 @@ func (r *Run) watchSet(ctx context.Context, caller *Caller, rng *rand.Rand, set 
 	sid := set.Set.ObjectId
 	removeAt, cancelAt, endAt, renewAt := 1+rng.IntN(8), 1+rng.IntN(8), 6+rng.IntN(8), 4
 	cancelSet := rng.IntN(2) == 0
+	// Watched until every lease is gone, or the workload ends: the run's
+	// grace is left for pulling the failure events.
 	deadline := time.Now().Add(7*time.Second + clientLeaseLength + 3*time.Second)
-	for round := 0; time.Now().Before(deadline) && r.grace.Err() == nil; round++ {
-		r.pause(r.grace, time.Duration(300+rng.IntN(300))*time.Millisecond)
+	for round := 0; time.Now().Before(deadline) && ctx.Err() == nil; round++ {
+		r.pause(ctx, time.Duration(300+rng.IntN(300))*time.Millisecond)
 		i := rng.IntN(len(cls))
 		switch {
 		case round == removeAt:
@@ -213,7 +215,7 @@ func (r *Run) watchSet(ctx context.Context, caller *Caller, rng *rand.Rand, set 
 			}
 		}
 		for j, cl := range cls {
-			cl.Seen = append(cl.Seen, r.leaseCall(r.grace, caller, leaseRemaining, func(ctx context.Context, cc *grpc.ClientConn) (int64, error) {
+			cl.Seen = append(cl.Seen, r.leaseCall(ctx, caller, leaseRemaining, func(ctx context.Context, cc *grpc.ClientConn) (int64, error) {
 				got, err := ll(cc).Remaining(ctx, &djinnpb.RemainingRequest{Cookie: leases[j].Cookie})
 				return got.GetRemainingNanos(), err
 			}))
