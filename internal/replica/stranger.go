@@ -20,7 +20,8 @@ import (
 // the other side had hung up (Raft then logs nothing), and strangers says
 // so, once a minute at most at Info, counting those it did not say, and
 // each at Debug. A connection that opens and closes sending nothing (a TCP
-// health check) is no stranger to Raft: it logs nothing either.
+// health check) is no stranger to Raft: it logs nothing either; nor does
+// one the node closes as it stops.
 
 // lastRPCType is the last RPC type Raft's network transport sends first
 // on a connection (rpcRequestPreVote in hashicorp/raft 1.7).
@@ -71,6 +72,12 @@ type memberConn struct {
 
 func (c *memberConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
+	if errors.Is(err, net.ErrClosed) {
+		// Closed by the node itself, its transport stopping (only it and
+		// the handler close the connection): an end, as the other side
+		// hanging up is, not an error to log.
+		err = io.EOF
+	}
 	if c.checked {
 		return n, err
 	}

@@ -91,7 +91,8 @@ func TestStrangersSaidOnceAMinute(t *testing.T) {
 // TestStrangersAtTheRaftPort: an HTTP request and a connection that sends
 // nothing, at a node's raft port, log no warning or error: the request is
 // said once at Info as a connection that is not a djinn member, the empty
-// connection not at all; the node goes on leading.
+// connection not at all; the node goes on leading. A connection still open
+// when the node stops, closed by it, logs nothing either.
 func TestStrangersAtTheRaftPort(t *testing.T) {
 	recs := newStrangerLog()
 	leading := make(chan struct{}, 1)
@@ -147,6 +148,14 @@ func TestStrangersAtTheRaftPort(t *testing.T) {
 	}
 	if !n.IsLeader() {
 		t.Error("the node stopped leading")
+	}
+	idle, err := net.Dial("tcp", n.RaftAddr()) // open, silent, as the node stops
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	if _, err := idle.Write([]byte{0}); err != nil { // an append's first byte: Raft's handler waits for the rest
+		t.Fatal(err)
 	}
 	if err := n.Close(); err != nil { // waits for the connections' handlers
 		t.Fatal(err)
