@@ -270,14 +270,14 @@ func (jr *joiner) follow(ctx context.Context, d *joinDiscovery, jm *lookup.JoinM
 		return cur
 	}
 	if err := d.set(cur, next); err != nil {
-		s.log.Warn("join: cannot change discovery", "service", jr.p.name, "err", err)
+		s.log.Warn("join: cannot change discovery", "part", "join", "joined", jr.p.name, "err", err)
 	}
 	want := s.joinItem(jr.p, jr.id(next), next.Attributes)
 	if have := jm.Item(); !entriesEqual(have.Entries, canonicalEntries(want)) {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		if err := jm.SetAttributes(ctx, want.Entries); err != nil && ctx.Err() == nil {
-			s.log.Warn("join: cannot change the item's attributes", "service", jr.p.name, "err", err)
+			s.log.Warn("join: cannot change the item's attributes", "part", "join", "joined", jr.p.name, "err", err)
 		}
 	}
 	return next
@@ -298,7 +298,7 @@ func (jr *joiner) leave(jm *lookup.JoinManager) {
 	s := jr.j.s
 	if jr.j.closed.Err() != nil && (jr.p.joins.nodeID != nil || s.soleMember()) {
 		if err := jm.Terminate(); err != nil {
-			s.log.Warn("join: cannot cancel every registration; they lapse", "service", jr.p.name, "err", err)
+			s.log.Warn("join: cannot cancel every registration; they lapse", "part", "join", "joined", jr.p.name, "err", err)
 		}
 	} else {
 		_ = jm.Abandon()
@@ -343,7 +343,7 @@ func newJoinDiscovery(s *Server, st join.Join) (*joinDiscovery, error) {
 		Groups:           discovery.LookupDiscoveryConfig{Groups: st.Groups, Interfaces: c.Interfaces},
 		DisableMulticast: !c.Multicast,
 		Locators:         discovery.LookupLocatorDiscoveryConfig{Locators: locs},
-		Logger:           s.log.With("part", "join discovery", "service", st.Service),
+		Logger:           s.log.With("part", "join discovery", "joined", st.Service),
 	})
 	if err != nil {
 		return nil, err
