@@ -24,7 +24,11 @@
 //     extends a lease does not touch the heap; the loop re-checks on pop), and
 //     proposed in rate-limited batches after the leader re-confirms its
 //     leadership with a quorum. A lease whose expiration has passed can no
-//     longer be renewed, so an expiry in flight never races a renewal.
+//     longer be renewed, so an expiry in flight never races a renewal. A
+//     caller told a lease is gone (UnknownLease of Renew, Cancel or
+//     Remaining) before the loop logged its expiry waits for that expiry to
+//     be logged first: a successor would otherwise promote the lease to its
+//     horizon, and a lease said gone would be alive again.
 //
 // The Table is the one owner of the leases and of the mutex that guards
 // them; every operation is a method of it. Methods named Apply* run only

@@ -157,13 +157,17 @@ func (l *Lessor) Remaining(cookie djinn.ID) (time.Duration, Owner, error) {
 	}
 	now := l.cfg.Now()
 	info, ok := l.table.Lookup(cookie, now)
+	if !ok {
+		err := unknownLease(cookie)
+		if settled := l.settleLapsed(context.Background(), []djinn.ID{cookie}, []*error{&err}); len(settled) == 0 {
+			l.confirmUnknown([]*error{&err})
+		}
+		return 0, Owner{}, err
+	}
 	// A deposed leader that has not yet heard of its successor must answer
 	// neither way: the successor may have granted or cancelled the lease.
 	if err := l.confirmLeader(); err != nil {
 		return 0, Owner{}, err
-	}
-	if !ok {
-		return 0, Owner{}, unknownLease(cookie)
 	}
 	if !info.Expires.Before(djinn.EndOfTime) {
 		return djinn.Forever, info.Owner, nil
@@ -193,7 +197,12 @@ func (l *Lessor) RenewAll(ctx context.Context, cookies []djinn.ID, durations []t
 			}
 		}
 	}
-	l.confirmFromMemory(out, pending.Indexes)
+	errs := make([]*error, len(out))
+	for i := range out {
+		errs[i] = &out[i].Err
+	}
+	settled := l.settleLapsed(ctx, cookies, errs)
+	l.confirmFromMemory(out, mergeSorted(pending.Indexes, settled))
 	for _, r := range out {
 		if r.Err == nil {
 			l.Renewals.Add(1)
@@ -234,16 +243,16 @@ func (l *Lessor) confirmLeader() error {
 // must neither renew a lease the successor cancelled or expired nor deny
 // one it granted. The answers are the positive ones that wrote nothing
 // (logged ones are confirmed by their commit: logged lists their indexes)
-// and the UnknownLease ones; logged is ascending. When this node no longer leads, each becomes
+// and the UnknownLease ones not settled by a logged expiry; logged is
+// ascending. When this node no longer leads, each becomes
 // the error saying so. The renewal may have changed this node's table;
 // its leases are the successor's to decide from then on.
 func (l *Lessor) confirmFromMemory(out []RenewResult, logged []int) {
 	fromMemory := func(i int) bool {
-		if errors.Is(out[i].Err, djinn.ErrUnknownLease) {
-			return true
+		if _, wrote := slices.BinarySearch(logged, i); wrote { // ascending
+			return false
 		}
-		_, wrote := slices.BinarySearch(logged, i) // ascending
-		return out[i].Err == nil && !wrote
+		return out[i].Err == nil || errors.Is(out[i].Err, djinn.ErrUnknownLease)
 	}
 	var err error
 	confirmed := false
@@ -259,6 +268,52 @@ func (l *Lessor) confirmFromMemory(out []RenewResult, logged []int) {
 		}
 		out[i].Err = err
 	}
+}
+
+// settleLapsed logs the expiry of the leases among cookies whose answer
+// (errs, one per cookie) is UnknownLease because this node found them
+// expired while their expiry is not yet applied, before those answers
+// leave. A successor promotes every lease still in the log to its horizon,
+// so an expiry known only to this node's clock would come back to life
+// after a failover: a lease its holder was told is gone would be alive
+// again. The commit also confirms this node leads, so the answers it
+// settles need no other confirmation: it returns their positions,
+// ascending. When the expiry is not logged, those answers become the
+// error saying why (Unavailable while no leader takes it), and the caller
+// asks again.
+func (l *Lessor) settleLapsed(ctx context.Context, cookies []djinn.ID, errs []*error) []int {
+	now := l.cfg.Now()
+	var (
+		lapsed  [][]byte
+		settled []int
+	)
+	for i, e := range errs {
+		if errors.Is(*e, djinn.ErrUnknownLease) && l.table.Lapsed(cookies[i], now) {
+			lapsed = append(lapsed, cookies[i][:])
+			settled = append(settled, i)
+		}
+	}
+	if len(lapsed) == 0 {
+		return nil
+	}
+	if _, err := l.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LeaseExpire{LeaseExpire: &statepb.LeaseExpire{Cookies: lapsed}}}); err != nil {
+		for _, i := range settled {
+			*errs[i] = err
+		}
+		return settled
+	}
+	l.Expired.Add(uint64(len(lapsed)))
+	return settled
+}
+
+// mergeSorted returns the ascending union of two ascending lists.
+func mergeSorted(a, b []int) []int {
+	if len(b) == 0 {
+		return a
+	}
+	out := append(slices.Clone(a), b...)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // confirmUnknown confirms leadership before UnknownLease answers among
@@ -310,7 +365,11 @@ func (l *Lessor) Cancel(ctx context.Context, cookies []djinn.ID) []error {
 		send = append(send, c[:])
 		idx = append(idx, i)
 	}
-	l.confirmUnknown(pointers(errs))
+	ptrs := pointers(errs)
+	for _, i := range slices.Backward(l.settleLapsed(ctx, cookies, ptrs)) {
+		ptrs = slices.Delete(ptrs, i, i+1)
+	}
+	l.confirmUnknown(ptrs)
 	if len(send) == 0 {
 		return errs
 	}

@@ -221,6 +221,9 @@ func TestUnknownLease(t *testing.T) {
 			f.log.mu.Unlock()
 			time.Sleep(2 * time.Second)
 			synctest.Wait()
+			f.log.mu.Lock()
+			f.log.noExpiry = false // the answer may log it
+			f.log.mu.Unlock()
 			return c
 		}},
 	}
@@ -592,4 +595,74 @@ func TestDeposedLeaderDeniesNoLease(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A lease this leader found expired before its expiry loop logged the
+// expiry is expired in the log before the UnknownLease answer leaves: a
+// successor promotes every lease still in the log to its horizon, so a
+// denial known only to the old leader's clock would come back to life
+// after a failover (found by the robustness suite: a lease said gone at
+// one member, alive at the next leader). When the expiry cannot be
+// logged, the answer is Unavailable, and nobody was told the lease is gone.
+func TestFoundExpiredStaysExpiredAfterFailover(t *testing.T) {
+	type call func(f *fixture, c djinn.ID) error
+	renew := func(f *fixture, c djinn.ID) error {
+		_, err := f.lessor.Renew(context.Background(), c, time.Minute)
+		return err
+	}
+	cancel := func(f *fixture, c djinn.ID) error {
+		return f.lessor.Cancel(context.Background(), []djinn.ID{c})[0]
+	}
+	remaining := func(f *fixture, c djinn.ID) error {
+		_, _, err := f.lessor.Remaining(c)
+		return err
+	}
+	tests := []struct {
+		name      string
+		call      call
+		logFails  bool
+		want      djinn.Kind
+		aliveNext bool // alive after the next leader's promotion
+	}{
+		{"LE.2.2 Renew's UnknownLease for a lapsed lease is logged first", renew, false, djinn.UnknownLease, false},
+		{"LE.2.2 Cancel's UnknownLease for a lapsed lease is logged first", cancel, false, djinn.UnknownLease, false},
+		{"Remaining's UnknownLease for a lapsed lease is logged first", remaining, false, djinn.UnknownLease, false},
+		{"LE.2.2 a lapsed lease whose expiry cannot be logged is not denied", renew, true, djinn.Unavailable, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFixture(t, policy)
+				c := f.grant(time.Second)
+				// The expiry loop confirms leadership first and fails:
+				// the lease lapses in memory, its expiry unlogged.
+				f.log.mu.Lock()
+				f.log.notLeads = true
+				f.log.mu.Unlock()
+				time.Sleep(2 * time.Second)
+				synctest.Wait()
+				if !f.table.Lapsed(c, time.Now()) {
+					t.Fatal("the lease's expiry was logged before the call: the test proves nothing")
+				}
+				f.log.mu.Lock()
+				f.log.noExpiry = tt.logFails
+				f.log.mu.Unlock()
+				if err := tt.call(f, c); !errors.Is(err, tt.want) {
+					t.Fatalf("answer = %v, want %s", err, tt.want)
+				}
+				if got, want := f.log.count("expire"), map[bool]int{false: 1, true: 0}[tt.logFails]; got != want {
+					t.Errorf("%d expiry entries logged by the answer, want %d", got, want)
+				}
+				// Failover: a successor promotes what the log holds.
+				f.stop()
+				f.log.mu.Lock()
+				f.log.notLeads, f.log.noExpiry = false, false
+				f.log.mu.Unlock()
+				f.table.Promote(time.Now(), time.Second)
+				if got := f.table.Alive(c, time.Now()); got != tt.aliveNext {
+					t.Errorf("after a failover the lease is alive = %v, want %v", got, tt.aliveNext)
+				}
+			})
+		})
+	}
 }

@@ -205,6 +205,16 @@ func (t *Table) Alive(cookie djinn.ID, now time.Time) bool {
 	return ok && r.expires > now.UnixNano()
 }
 
+// Lapsed reports whether the lease is still in the table although it
+// expired at now: this leader found it expired, and its expiry is not yet
+// applied.
+func (t *Table) Lapsed(cookie djinn.ID, now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, r, ok := t.findLocked(cookie)
+	return ok && r.expires <= now.UnixNano()
+}
+
 // ApplyGrant records a new lease of principal p. The owning service calls
 // it from its own command's Apply, before it changes anything of its own:
 // a grant that would take p (or all principals) past a quota is refused
