@@ -2,8 +2,14 @@ package replica
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"log/slog"
+	"math/big"
 	"net"
 	"strings"
 	"sync"
@@ -170,5 +176,40 @@ func TestStrangersAtTheRaftPort(t *testing.T) {
 	}
 	if len(recs.said) != 0 {
 		t.Errorf("%d more strangers said: the empty connection is none", len(recs.said))
+	}
+}
+
+// TestStrangerWithoutTLS: at a raft port that speaks TLS, a connection
+// whose first record is no TLS handshake (an HTTP request in plaintext) is
+// said as a stranger that sent no TLS handshake, and ends as EOF.
+func TestStrangerWithoutTLS(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, client := net.Pipe()
+	defer client.Close()
+	tc := tls.Server(server, &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}})
+	recs := newStrangerLog()
+	c := &memberConn{Conn: &handshakeConn{Conn: tc, timeout: time.Minute},
+		strangers: &strangers{log: slog.New(recs), now: func() time.Time { return time.Unix(1e9, 0) }}}
+	defer c.Close()
+	go func() {
+		_, _ = io.WriteString(client, "GET / HTTP/1.1\r\nHost: djinn\r\n\r\n")
+		_, _ = io.Copy(io.Discard, client)
+	}()
+	if n, err := c.Read(make([]byte, 64)); n != 0 || err != io.EOF {
+		t.Fatalf("read %d bytes, %v; want none and EOF", n, err)
+	}
+	if level := <-recs.said; level != slog.LevelInfo {
+		t.Errorf("said at %v, want info", level)
+	}
+	if got := attr(recs.all()[0], "sent"); got != "no TLS handshake" {
+		t.Errorf("sent %q, want no TLS handshake", got)
 	}
 }
