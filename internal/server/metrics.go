@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"time"
 
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/procfs"
@@ -21,7 +22,7 @@ import (
 type metrics struct {
 	registry  *prometheus.Registry
 	server    *rpcMetrics
-	client    *rpcMetrics
+	client    *grpcprom.ClientMetrics
 	logWrites prometheus.Histogram
 	logFailed prometheus.Counter
 }
@@ -34,8 +35,8 @@ var latencyBuckets = prometheus.ExponentialBuckets(50e-6, 2, 16)
 func newMetrics() *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
-		server:   newServerRPCMetrics(),
-		client:   newClientRPCMetrics(),
+		server:   newRPCMetrics(),
+		client:   grpcprom.NewClientMetrics(grpcprom.WithClientHandlingTimeHistogram(grpcprom.WithHistogramBuckets(latencyBuckets))),
 		logWrites: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "djinn_raft_log_write_seconds", Help: "Writes to the Raft log, each an append and its fsync.",
 			Buckets: latencyBuckets,
@@ -48,10 +49,9 @@ func newMetrics() *metrics {
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(memoryRuntimeMetrics)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		gauge("djinn_process_resident_memory_peak_bytes", "The most resident memory the process has held since it started (VmHWM).", peakRSS),
-		m.logWrites, m.logFailed,
+		m.client, m.logWrites, m.logFailed,
 	)
 	m.registry.MustRegister(m.server.collectors()...)
-	m.registry.MustRegister(m.client.collectors()...)
 	return m
 }
 

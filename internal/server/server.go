@@ -169,8 +169,8 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 func (s *Server) pools(out *tls.Config) (pool, peers *client.Pool) {
 	// The server's outgoing calls are counted (grpc_client_*).
 	opts := []client.Option{client.WithDialOptions(
-		grpc.WithChainUnaryInterceptor(s.metrics.client.unaryClient),
-		grpc.WithChainStreamInterceptor(s.metrics.client.streamClient),
+		grpc.WithChainUnaryInterceptor(s.metrics.client.UnaryClientInterceptor()),
+		grpc.WithChainStreamInterceptor(s.metrics.client.StreamClientInterceptor()),
 	)}
 	if out != nil {
 		opts = append(opts, client.WithTLS(out))
