@@ -63,3 +63,43 @@ func BenchmarkEngine(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEngineOneAtATime measures delivery one event at a time, as a
+// listener fed by one client calling Notify sees it: each event is pushed
+// after the one before was reported delivered, so every Push finds its
+// key idle. The Sender grows its stack as a gRPC call does.
+func BenchmarkEngineOneAtATime(b *testing.B) {
+	delivered := make(chan struct{}, 1)
+	e := New(Config{
+		Sender:      deepSender{},
+		OnDelivered: func(djinn.ID, uint64) { delivered <- struct{}{} },
+	})
+	defer e.Close()
+	ev := &djinnpb.RemoteEvent{EventId: 1}
+	key := keyN(1)
+	b.ReportAllocs()
+	for n := 0; b.Loop(); n++ {
+		if err := e.Push(key, targetA, Item{Cursor: uint64(n + 1), Event: ev}); err != nil {
+			b.Fatal(err)
+		}
+		<-delivered
+	}
+}
+
+// deepSender accepts everything after using 16 KB of stack, about what a
+// unary gRPC call uses.
+type deepSender struct{}
+
+func (deepSender) Send(_ context.Context, _ djinn.Ref, events []*djinnpb.RemoteEvent) (int, error) {
+	return len(events) + deep(64), nil
+}
+
+//go:noinline
+func deep(depth int) int {
+	var pad [256]byte
+	pad[depth%len(pad)] = byte(depth)
+	if depth == 0 {
+		return int(pad[0])
+	}
+	return deep(depth-1) + int(pad[depth%len(pad)]) - depth%256
+}

@@ -112,8 +112,9 @@ func TestManyKeys(t *testing.T) {
 	})
 }
 
-// TestIdleWorkersExit checks that a key costs no goroutine once its queue
-// is empty.
+// TestIdleWorkersExit checks that a key holds no worker once its queue is
+// empty, that at most maxIdleWorkers goroutines are kept for the next
+// keys, and that those end after idleTimeout.
 func TestIdleWorkersExit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := New(Config{Sender: &fakeSender{}})
@@ -129,6 +130,44 @@ func TestIdleWorkersExit(t *testing.T) {
 		}
 		if n := workers(); n != 0 {
 			t.Errorf("%d delivery workers left after delivery, want none", n)
+		}
+		if n := pooled(); n < 1 || n > maxIdleWorkers {
+			t.Errorf("%d idle workers kept, want 1 to %d", n, maxIdleWorkers)
+		}
+		time.Sleep(idleTimeout)
+		synctest.Wait()
+		if n := pooled(); n != 0 {
+			t.Errorf("%d idle workers left after %v idle, want none", n, idleTimeout)
+		}
+	})
+}
+
+// TestIdleWorkersServeNextKeys checks that one event at a time, on keys
+// one after the other, is delivered in order by the worker kept idle,
+// and that Close ends it.
+func TestIdleWorkersServeNextKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := &fakeSender{}
+		e := New(Config{Sender: fs})
+		for k := range 50 {
+			for seq := range uint64(3) {
+				if err := e.Push(keyN(k%5), targetA, item(keyN(k%5), uint64(k/5)*3+seq+1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			synctest.Wait()
+			if n := pooled(); n != 1 {
+				t.Fatalf("after key %d: %d workers, want the one kept idle", k, n)
+			}
+		}
+		for k := range 5 {
+			if got := fs.Got(keyN(k)); !slices.Equal(got, seqs(1, 30)) {
+				t.Errorf("key %d got %v, want 1..30 in order", k, got)
+			}
+		}
+		e.Close()
+		if n := pooled(); n != 0 {
+			t.Errorf("%d workers after Close, want none", n)
 		}
 	})
 }
@@ -175,12 +214,18 @@ func TestMaxInFlight(t *testing.T) {
 // workers counts the goroutines running a queue's delivery loop. It reads
 // stacks rather than runtime.NumGoroutine, which also counts goroutines of
 // the runtime and the test framework that come and go on their own.
-func workers() int {
+func workers() int { return countFrames("event.(*Engine).run(") }
+
+// pooled returns how many goroutines the pools of this package run, busy
+// or idle.
+func pooled() int { return countFrames("event.(*pool[...]).loop(") }
+
+func countFrames(frame string) int {
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
 		if n < len(buf) {
-			return strings.Count(string(buf[:n]), "event.(*Engine).run(")
+			return strings.Count(string(buf[:n]), frame)
 		}
 		buf = make([]byte, 2*len(buf))
 	}

@@ -14,10 +14,15 @@
 //
 // # Design
 //
-// One worker goroutine per active key. A key is active while it has items
-// queued or in flight; Push starts its worker, and the worker exits and the
-// key is forgotten as soon as its queue is empty, so idle keys (there may be
-// 100k registrations) cost no goroutine and no memory. A worker runs rounds:
+// One worker per active key. A key is active while it has items queued or
+// in flight; Push hands it to a worker, and the worker leaves the key, which
+// is forgotten, as soon as its queue is empty, so idle keys (there may be
+// 100k registrations) cost no goroutine and no memory. Workers are
+// long-lived goroutines: one whose key emptied waits, up to 128 at a time
+// and for 10 s, for the next key to become active, so that delivering one
+// event at a time does not start a goroutine per event and grow its stack
+// again through every listener call. A key never has two workers, so
+// reusing them changes no order. A worker runs rounds:
 // take up to MaxBatch items from the head of the queue, Send them, remove the
 // accepted prefix, and on a failure ask Config.OnFailure what to do with the
 // first refused item (Retry after a backoff, Skip it, or Stop the queue).
@@ -47,14 +52,14 @@
 //     not yet accepted. (The one exception is a Push racing with a Drop of
 //     the same key from another goroutine: the new queue may start sending
 //     while the dropped one's cancelled Send is still returning.)
-//   - A key is in the engine's map if and only if its worker is running.
+//   - A key is in the engine's map if and only if a worker is running it.
 //   - Cursors of a key's queued items are strictly increasing, so "delivered
 //     through cursor c" is well defined; Push enforces it.
 //   - Items in flight are never removed by Discard; Retarget and Drop cancel
 //     the in-flight Send (through its context) and wait for it, and for the
 //     callbacks that follow it, before they return.
 //   - After Drop(key) returns no callback runs for that key's dropped queue;
-//     after Close returns no goroutine of the engine runs.
+//     after Close returns no goroutine of the engine runs, idle or busy.
 //
 // # Caveats
 //

@@ -120,7 +120,8 @@ type Engine struct {
 	closed bool
 	stats  Stats     // Queues is computed by Stats
 	idle   sync.Cond // broadcast (L is mu) whenever a round ends
-	wg     sync.WaitGroup
+
+	workers *pool[*queue] // runs each active queue's worker
 }
 
 // queue is one key's delivery state.
@@ -164,6 +165,7 @@ func New(cfg Config) *Engine {
 		e.sem = make(chan struct{}, cfg.MaxInFlight)
 	}
 	e.idle.L = &e.mu
+	e.workers = newPool(e.run)
 	return e
 }
 
@@ -227,8 +229,7 @@ func (e *Engine) Push(key djinn.ID, target djinn.Ref, items ...Item) error {
 	q.items = append(q.items, items...)
 	e.stats.Queued += len(items)
 	if start {
-		e.wg.Add(1)
-		go e.run(q)
+		e.workers.start(q)
 	}
 	return nil
 }
@@ -339,7 +340,7 @@ func (e *Engine) Close() {
 		}
 	}
 	e.mu.Unlock()
-	e.wg.Wait()
+	e.workers.stop()
 }
 
 // cancelLocked cancels q's context, ending a Send in flight or a backoff

@@ -12,14 +12,16 @@ import (
 // registration, without one registration's slow Drop (which waits for its
 // listener to confirm it stopped) holding up the others.
 //
-// Like the Engine, a key costs a goroutine only while it has work. The
-// zero Serial is ready to use.
+// Like the Engine, a key holds a goroutine only while it has work, taken
+// from the idle workers kept for the next key. The zero Serial is ready
+// to use.
 type Serial struct {
 	mu sync.Mutex
 	// pending holds each busy key's functions not yet started; a key is
-	// in it exactly while its goroutine runs. Guarded by mu.
+	// in it exactly while a worker runs it. Guarded by mu, as is workers,
+	// made by the first Add after New or Wait.
 	pending map[djinn.ID][]func()
-	wg      sync.WaitGroup
+	workers *pool[djinn.ID]
 }
 
 // Add queues fn to run after the functions added before it for key.
@@ -32,13 +34,14 @@ func (s *Serial) Add(key djinn.ID, fn func()) {
 	fns, busy := s.pending[key]
 	s.pending[key] = append(fns, fn)
 	if !busy {
-		s.wg.Add(1)
-		go s.run(key)
+		if s.workers == nil {
+			s.workers = newPool(s.run)
+		}
+		s.workers.start(key)
 	}
 }
 
 func (s *Serial) run(key djinn.ID) {
-	defer s.wg.Done()
 	for {
 		s.mu.Lock()
 		fns := s.pending[key]
@@ -56,6 +59,14 @@ func (s *Serial) run(key djinn.ID) {
 	}
 }
 
-// Wait waits until every function added has returned. Call it once
-// nothing more is added.
-func (s *Serial) Wait() { s.wg.Wait() }
+// Wait waits until every function added has returned and ends the idle
+// workers. Call it once nothing more is added.
+func (s *Serial) Wait() {
+	s.mu.Lock()
+	p := s.workers
+	s.workers = nil
+	s.mu.Unlock()
+	if p != nil {
+		p.stop()
+	}
+}

@@ -10,9 +10,9 @@ import (
 )
 
 // run is q's worker: it runs rounds until the queue is empty, dropped or the
-// engine closed, then forgets the key and exits.
+// engine closed, then forgets the key and returns, its goroutine to the
+// engine's idle workers.
 func (e *Engine) run(q *queue) {
-	defer e.wg.Done()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for !q.dropped && !e.closed && len(q.items) > 0 {
