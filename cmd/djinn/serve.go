@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -60,6 +61,7 @@ func serveFlags(f *pflag.FlagSet, cfg *server.Config) {
 	f.BoolVar(&cfg.Cluster.Bootstrap, "bootstrap", cfg.Cluster.Bootstrap, "without --join and state, start a cluster of its own (false: wait for djinn member add)")
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	f.BoolVar(&cfg.LogJSON, "log-json", false, "log JSON lines instead of text")
+	f.BoolVar(&cfg.ProfileContention, "profile-contention", false, "record where goroutines wait (admin /debug/pprof/block and /debug/pprof/mutex); costs some CPU")
 	f.StringVar(&cfg.TLS.Cert, "tls-cert", "", "PEM certificate for the client and peer ports")
 	f.StringVar(&cfg.TLS.Key, "tls-key", "", "PEM private key for --tls-cert")
 	f.StringVar(&cfg.TLS.CA, "tls-ca", "", "PEM CA certificates that verify peers and clients")
@@ -123,6 +125,7 @@ func flagSetters(final, flagged *server.Config) map[string]func() {
 		"bootstrap":                func() { final.Cluster.Bootstrap = flagged.Cluster.Bootstrap },
 		"log-level":                func() { final.LogLevel = flagged.LogLevel },
 		"log-json":                 func() { final.LogJSON = flagged.LogJSON },
+		"profile-contention":       func() { final.ProfileContention = flagged.ProfileContention },
 		"tls-cert":                 func() { final.TLS.Cert = flagged.TLS.Cert },
 		"tls-key":                  func() { final.TLS.Key = flagged.TLS.Key },
 		"tls-ca":                   func() { final.TLS.CA = flagged.TLS.CA },
@@ -189,6 +192,7 @@ func serve(ctx context.Context, cfg server.Config, out, errw io.Writer) error {
 		return err
 	}
 	logger := newLogger(cfg, errw)
+	profileContention(cfg.ProfileContention)
 	s, err := server.Open(ctx, cfg, logger)
 	if err != nil {
 		return err
@@ -241,4 +245,15 @@ func serve(ctx context.Context, cfg server.Config, out, errw io.Writer) error {
 	fmt.Fprintln(out, "djinn stopped")
 	_ = os.Stdout.Sync()
 	return nil
+}
+
+// profileContention turns on the runtime's block profile (every wait of
+// 10µs or more, sampled in proportion below that) and its mutex profile
+// (one contended unlock in 10) for the whole process, when on.
+func profileContention(on bool) {
+	if !on {
+		return
+	}
+	runtime.SetBlockProfileRate(int((10 * time.Microsecond).Nanoseconds()))
+	runtime.SetMutexProfileFraction(10)
 }

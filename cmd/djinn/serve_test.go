@@ -1,8 +1,11 @@
 package main
 
 import (
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -39,5 +42,34 @@ func TestServeJoinFlags(t *testing.T) {
 	}
 	if err := final.Check(); err != nil {
 		t.Errorf("the configuration the flags made: %v", err)
+	}
+}
+
+// TestProfileContention: --profile-contention turns on the runtime's mutex
+// and block profiles, which are otherwise off: a contended wait is then
+// recorded.
+func TestProfileContention(t *testing.T) {
+	if runtime.SetMutexProfileFraction(-1) != 0 {
+		t.Fatal("the mutex profile is on before --profile-contention")
+	}
+	profileContention(false)
+	if runtime.SetMutexProfileFraction(-1) != 0 {
+		t.Fatal("profile-contention off turned the mutex profile on")
+	}
+	profileContention(true)
+	t.Cleanup(func() {
+		runtime.SetBlockProfileRate(0)
+		runtime.SetMutexProfileFraction(0)
+	})
+	if got := runtime.SetMutexProfileFraction(-1); got != 10 {
+		t.Errorf("mutex profile fraction %d, want 10", got)
+	}
+	before := pprof.Lookup("block").Count()
+	ch := make(chan struct{})
+	timer := time.AfterFunc(time.Millisecond, func() { close(ch) })
+	defer timer.Stop()
+	<-ch // a wait of a millisecond: above the 10 µs rate, always recorded
+	if after := pprof.Lookup("block").Count(); after <= before {
+		t.Errorf("block profile has %d records after a 1ms channel wait, %d before: want more", after, before)
 	}
 }

@@ -35,6 +35,10 @@ type Config struct {
 	Join     string `toml:"join"`
 	LogLevel string `toml:"log-level"`
 	LogJSON  bool   `toml:"log-json"`
+	// ProfileContention turns on the runtime's block and mutex profiles,
+	// served on the admin port at /debug/pprof/block and /debug/pprof/mutex
+	// (off by default: sampling every contended wait costs CPU).
+	ProfileContention bool `toml:"profile-contention"`
 	// HandshakeTimeout bounds how long a new connection to the client or
 	// the Raft port may take to complete its handshakes (TLS, then HTTP/2
 	// on the client port) before it is closed.
