@@ -47,6 +47,13 @@ func From(ctx context.Context) string {
 	return p
 }
 
+// Named reports whether ctx names its caller, by With or WithPeer; a
+// context that names none is the local principal's ("" from From).
+func Named(ctx context.Context) bool {
+	_, ok := ctx.Value(key{}).(string)
+	return ok
+}
+
 // WithPeer returns ctx carrying the Peer principal of node.
 func WithPeer(ctx context.Context, node string) context.Context {
 	return context.WithValue(With(ctx, Peer), peerKey{}, node)

@@ -71,3 +71,24 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+type otherKey struct{}
+
+// TestNamed: a context names its caller once With or WithPeer named one,
+// the empty local principal included, and not before.
+func TestNamed(t *testing.T) {
+	ctx := context.Background()
+	if Named(ctx) {
+		t.Error("a bare context names a caller")
+	}
+	for name, named := range map[string]context.Context{
+		"With":          With(ctx, "cn:alice"),
+		"With (empty)":  With(ctx, ""),
+		"WithPeer":      WithPeer(ctx, "n1"),
+		"under a value": context.WithValue(With(ctx, "cn:alice"), otherKey{}, 1),
+	} {
+		if !Named(named) {
+			t.Errorf("%s: Named = false, want true", name)
+		}
+	}
+}

@@ -30,15 +30,26 @@ const LeaderTrailer = "djinn-leader"
 // unaryEdge names the caller and authorizes the call by its method's rule.
 func (s *Server) unaryEdge(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
 	defer s.recoverPanic(info.FullMethod, &err)
-	ctx = withPrincipal(ctx)
-	rule, err := s.rule(info.FullMethod)
-	if err == nil {
-		err = s.guard.authorize(ctx, info.FullMethod, rule, req)
-	}
+	ctx, err = s.admit(ctx, info.FullMethod, req)
 	if err != nil {
 		return nil, s.edgeError(ctx, err)
 	}
 	return h(ctx, req)
+}
+
+// admit names the caller, unless ctx names it already (a session's call
+// runs in its stream's context, which the stream's edge named by the same
+// connection's certificate), and authorizes the call by its method's
+// rule. It returns the context that names the caller.
+func (s *Server) admit(ctx context.Context, method string, req any) (context.Context, error) {
+	if !principal.Named(ctx) {
+		ctx = withPrincipal(ctx)
+	}
+	rule, err := s.rule(method)
+	if err == nil {
+		err = s.guard.authorize(ctx, method, rule, req)
+	}
+	return ctx, err
 }
 
 // streamEdge is unaryEdge for streams: every request the handler receives
@@ -58,21 +69,21 @@ func (s *Server) streamEdge(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 	return h(srv, &edgeStream{ServerStream: ss, ctx: ctx, rule: rule, method: info.FullMethod, guard: &s.guard})
 }
 
-// chainUnary chains unary interceptors, the first outermost, as
-// grpc.ChainUnaryInterceptor does: the server's one chain, which sessions
-// run their calls through too.
-func chainUnary(ics ...grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		return chainFrom(ics, 0, info, h)(ctx, req)
-	}
-}
-
-func chainFrom(ics []grpc.UnaryServerInterceptor, i int, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) grpc.UnaryHandler {
-	if i == len(ics) {
-		return h
-	}
-	return func(ctx context.Context, req any) (any, error) {
-		return ics[i](ctx, req, info, chainFrom(ics, i+1, info, h))
+// unaryChain is the server's one unary chain, which sessions run their
+// calls through too: the edge (unaryEdge), then the gRPC metrics
+// interceptor, then errors (unaryErrors), composed once. A call makes one
+// handler, errors around the method's; chaining the three generically, as
+// grpc.ChainUnaryInterceptor does, makes one for each step on every call.
+func (s *Server) unaryChain(metrics grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+		defer s.recoverPanic(info.FullMethod, &err)
+		ctx, err = s.admit(ctx, info.FullMethod, req)
+		if err != nil {
+			return nil, s.edgeError(ctx, err)
+		}
+		return metrics(ctx, req, info, func(ctx context.Context, req any) (any, error) {
+			return s.unaryErrors(ctx, req, info, h)
+		})
 	}
 }
 

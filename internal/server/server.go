@@ -240,7 +240,7 @@ func (s *Server) open(peerTLS, serverTLS *tls.Config) error {
 // openGRPC makes the gRPC server and registers the parts' services, the
 // health service and reflection, each method under its rule.
 func (s *Server) openGRPC(serverTLS *tls.Config) error {
-	s.unary = chainUnary(s.unaryEdge, s.metrics.server.UnaryServerInterceptor(), s.unaryErrors)
+	s.unary = s.unaryChain(s.metrics.server.UnaryServerInterceptor())
 	s.workers = newWorkers(maxIdleWorkers)
 	opts := []grpc.ServerOption{
 		grpc.UnaryInterceptor(s.unary),

@@ -209,7 +209,9 @@ func (ss *session) start(c *djinnpb.SessionCall) error {
 	ss.calls[c.GetId()] = cancel
 	ss.mu.Unlock()
 	ss.wg.Add(1)
-	ss.s.workers.run(func() { ss.serve(ctx, cancel, c, m) })
+	sc := newSessionCall()
+	sc.ss, sc.call, sc.method, sc.ctx, sc.cancel = ss, c, m, ctx, cancel
+	ss.s.workers.run(sc.serveFn)
 	return nil
 }
 
@@ -248,21 +250,45 @@ func withCallMetadata(stream metadata.MD, call []*djinnpb.MetadataEntry) metadat
 	return md
 }
 
-// serve runs call c on a worker and queues its reply.
-func (ss *session) serve(ctx context.Context, cancel context.CancelFunc, c *djinnpb.SessionCall, m sessionMethod) {
-	defer ss.wg.Done()
-	dec := func(v any) error {
-		msg, ok := v.(proto.Message)
-		if !ok {
-			return status.Errorf(codes.Internal, "method %s: request %T is no protobuf message", c.GetMethod(), v)
-		}
-		if err := proto.Unmarshal(c.GetRequest(), msg); err != nil {
-			return status.Errorf(codes.InvalidArgument, "request %s does not decode: %v: send a valid protobuf message, its strings in UTF-8",
-				msg.ProtoReflect().Descriptor().FullName(), err)
-		}
-		return nil
+// sessionCall is a session's call on its way to its worker: what serve
+// needs. They are pooled, with their serve and decode functions bound
+// once, so a call makes neither a task nor a decoder. A pooled one is
+// reachable only from its worker and from the decoder, which the generated
+// handler calls before it returns; what the call's context reaches (its
+// callStream, the context itself) is made for each call, since a context
+// may be kept beyond its call.
+type sessionCall struct {
+	ss     *session
+	call   *djinnpb.SessionCall
+	method sessionMethod
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	serveFn  func()          // serve, bound once
+	decodeFn func(any) error // decode, bound once
+}
+
+// sessionCalls are the sessionCalls of every session, not in use.
+var sessionCalls sync.Pool
+
+// newSessionCall returns a sessionCall from the pool, or a new one.
+func newSessionCall() *sessionCall {
+	if sc, ok := sessionCalls.Get().(*sessionCall); ok {
+		return sc
 	}
-	resp, err := ss.handle(ctx, c.GetMethod(), m, dec)
+	sc := new(sessionCall)
+	sc.serveFn, sc.decodeFn = sc.serve, sc.decode
+	return sc
+}
+
+// serve runs the call on a worker, returns sc to the pool and queues the
+// call's reply.
+func (sc *sessionCall) serve() {
+	ss, c, ctx, cancel := sc.ss, sc.call, sc.ctx, sc.cancel
+	defer ss.wg.Done()
+	resp, err := ss.handle(ctx, c.GetMethod(), sc.method, sc.decodeFn)
+	*sc = sessionCall{serveFn: sc.serveFn, decodeFn: sc.decodeFn}
+	sessionCalls.Put(sc)
 	r := &djinnpb.SessionReply{Id: c.GetId()}
 	if err == nil {
 		r.Response, err = marshalReply(resp)
@@ -278,6 +304,20 @@ func (ss *session) serve(ctx context.Context, cancel context.CancelFunc, c *djin
 	ss.mu.Unlock()
 	ss.reply(r)
 	<-ss.slots
+}
+
+// decode decodes the call's request into v, the method's request message.
+func (sc *sessionCall) decode(v any) error {
+	c := sc.call
+	msg, ok := v.(proto.Message)
+	if !ok {
+		return status.Errorf(codes.Internal, "method %s: request %T is no protobuf message", c.GetMethod(), v)
+	}
+	if err := proto.Unmarshal(c.GetRequest(), msg); err != nil {
+		return status.Errorf(codes.InvalidArgument, "request %s does not decode: %v: send a valid protobuf message, its strings in UTF-8",
+			msg.ProtoReflect().Descriptor().FullName(), err)
+	}
+	return nil
 }
 
 // handle runs the method's handler under the server's unary interceptor

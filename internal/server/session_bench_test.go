@@ -28,3 +28,28 @@ func BenchmarkSessionRegister(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkSessionRead measures a read through the client's session (a
+// registration looked up by id: authorized, answered from the leader's
+// state, no log write), client and server in this process: what a
+// session call costs apart from the log.
+//
+//	go test -run XXX -bench SessionRead -benchmem ./internal/server
+func BenchmarkSessionRead(b *testing.B) {
+	srv := servertest.Start(b, servertest.Config(b))
+	c := servertest.Dial(b, srv.Addr())
+	ctx := context.Background()
+	reg, err := c.Mailbox().Register(ctx, time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := c.Mailbox().Registration(ctx, reg.ID); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

@@ -573,3 +573,54 @@ func FuzzSessionRequest(f *testing.F) {
 		}
 	})
 }
+
+// TestSessionPooledCallsKeepTheirOwn: calls in flight at once, on pooled
+// call objects reused round after round, each decode their own request
+// and get their own answer, with their own status and trailer. Run it
+// with -race.
+func TestSessionPooledCallsKeepTheirOwn(t *testing.T) {
+	t.Parallel()
+	srv := servertest.Start(t, servertest.Config(t))
+	mb := djinnpb.NewEventMailboxClient(unaryConn(t, srv.Addr()))
+	ctx := testContext(t)
+	var regs [][]byte
+	for range 8 {
+		r, err := mb.Register(ctx, &djinnpb.MailboxRegisterRequest{LeaseDurationNanos: int64(time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		regs = append(regs, r.GetRegistrationId())
+	}
+	unknown := make([]byte, 16)
+	s := openSession(t, unaryConn(t, srv.Addr()))
+	for round := range 20 {
+		var calls []*djinnpb.SessionCall
+		for i := range 2 * len(regs) {
+			id := uint64(round*100 + i)
+			want := unknown
+			if i%2 == 0 {
+				want = regs[i/2]
+			}
+			b, err := proto.Marshal(&djinnpb.MailboxRegistrationRequest{RegistrationId: want})
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls = append(calls, &djinnpb.SessionCall{Id: id, Method: djinnpb.EventMailbox_GetRegistration_FullMethodName, Request: b})
+		}
+		s.send(calls...)
+		for i := range 2 * len(regs) {
+			id := uint64(round*100 + i)
+			var got djinnpb.MailboxRegistration
+			err := s.result(id, &got)
+			if i%2 == 1 {
+				if status.Code(err) != codes.NotFound {
+					t.Fatalf("round %d call %d, an unknown registration: %v, want NotFound", round, id, err)
+				}
+				continue
+			}
+			if err != nil || string(got.GetRegistrationId()) != string(regs[i/2]) {
+				t.Fatalf("round %d call %d: registration %x, %v; want %x", round, id, got.GetRegistrationId(), err, regs[i/2])
+			}
+		}
+	}
+}
