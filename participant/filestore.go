@@ -40,7 +40,7 @@ type FileStore struct {
 	crash int64
 
 	mu   sync.Mutex
-	cond *sync.Cond // signalled when a flush ends; uses mu
+	cond *sync.Cond // signalled when a flush ends, for Close; uses mu
 	// Guarded by mu.
 	f        *os.File
 	live     map[string][]byte // the records on disk
@@ -48,6 +48,7 @@ type FileStore struct {
 	size     int64             // bytes of the log file
 	pending  [][]byte          // the batches queued and not yet written (appendOps)
 	batches  [][]Op            // the same batches
+	wakes    []chan struct{}   // the same batches' writers, waiting (see wake)
 	queued   uint64            // batches queued so far
 	synced   uint64            // batches on disk so far
 	flushing bool              // a flush is writing pending
@@ -219,6 +220,12 @@ func (s *FileStore) Range(prefix string, fn func(key string, value []byte) error
 // no flush running writes the queued batches (up to maxGroup bytes of
 // them) with one write and one fsync.
 // ctx is checked before queueing; a write under way is not abandoned.
+//
+// A writer whose batch waits is woken only when it has something to do: by
+// the flush that wrote its batch, to return; as the oldest still queued
+// when a flush ends, to write the next group; or when the store fails or
+// closes. So a flush wakes the writers it wrote and one more, not every
+// writer waiting.
 func (s *FileStore) Apply(ctx context.Context, b *Batch) error {
 	if b.Len() == 0 {
 		return nil
@@ -236,8 +243,10 @@ func (s *FileStore) Apply(ctx context.Context, b *Batch) error {
 	if err := s.usableLocked(); err != nil {
 		return err
 	}
+	woken := make(chan struct{}, 1)
 	s.pending = append(s.pending, enc)
 	s.batches = append(s.batches, ops)
+	s.wakes = append(s.wakes, woken)
 	s.queued++
 	mine := s.queued
 	for s.synced < mine {
@@ -248,9 +257,37 @@ func (s *FileStore) Apply(ctx context.Context, b *Batch) error {
 			s.flushLocked()
 			continue
 		}
-		s.cond.Wait()
+		s.mu.Unlock()
+		<-woken
+		s.mu.Lock()
 	}
 	return nil
+}
+
+// wake tells a waiting writer to look again; a writer already told keeps
+// the one wake-up.
+func wake(w chan struct{}) {
+	select {
+	case w <- struct{}{}:
+	default:
+	}
+}
+
+// wakeLocked wakes, after a flush, the writers it wrote, and then every
+// writer still queued if the store failed, or else the oldest, to write
+// the next group.
+func (s *FileStore) wakeLocked(written []chan struct{}) {
+	for _, w := range written {
+		wake(w)
+	}
+	switch {
+	case s.err != nil || s.closed:
+		for _, w := range s.wakes {
+			wake(w)
+		}
+	case len(s.wakes) > 0:
+		wake(s.wakes[0])
+	}
 }
 
 func (s *FileStore) usableLocked() error {
@@ -273,8 +310,8 @@ func (s *FileStore) flushLocked() {
 		size += len(s.pending[k])
 		n += len(s.batches[k])
 	}
-	pending, batches := s.pending[:k], s.batches[:k]
-	s.pending, s.batches = s.pending[k:], s.batches[k:]
+	pending, batches, written := s.pending[:k], s.batches[:k], s.wakes[:k]
+	s.pending, s.batches, s.wakes = s.pending[k:], s.batches[k:], s.wakes[k:]
 	f := s.f
 	s.mu.Unlock()
 	buf := batchFrame(n, slices.Concat(pending...))
@@ -285,6 +322,7 @@ func (s *FileStore) flushLocked() {
 	s.mu.Lock()
 	s.flushing = false
 	defer s.cond.Broadcast()
+	defer s.wakeLocked(written)
 	if err != nil {
 		// After a failed write or fsync what is on disk is unknown: refuse
 		// every later write; reopening replays what survived.
@@ -415,5 +453,6 @@ func (s *FileStore) Close() error {
 	}
 	s.closed = true
 	s.cond.Broadcast()
+	s.wakeLocked(nil)
 	return s.f.Close()
 }
