@@ -252,6 +252,12 @@ func TestWithManagerParticipantCrashBetweenPrepareAndCommit(t *testing.T) {
 		st, _ := w.a.db.Participant().State(*tx)
 		return st == participant.Committed
 	})
+	// B hears the outcome from the manager's phase 2, which the commit
+	// above did not wait for.
+	servertest.Eventually(t, "participant B told to commit", func() bool {
+		st, _ := w.b.db.Participant().State(*tx)
+		return st == participant.Committed
+	})
 	if got := w.a.get("from") + "," + w.b.get("to"); got != "90,10" {
 		t.Fatalf("after recovery: %s", got)
 	}
