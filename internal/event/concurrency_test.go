@@ -142,18 +142,18 @@ func TestIdleWorkersExit(t *testing.T) {
 	})
 }
 
-// TestIdleWorkersServeNextKeys checks that one event at a time, on keys
-// one after the other, is delivered in order by the worker kept idle,
-// and that Close ends it.
+// TestIdleWorkersServeNextKeys checks that keys that become active one
+// after the other, each once the one before was delivered, are served by
+// the one worker kept idle, in order, and that Close ends it.
 func TestIdleWorkersServeNextKeys(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := &fakeSender{}
 		e := New(Config{Sender: fs})
+		defer e.Close()
 		for k := range 50 {
-			for seq := range uint64(3) {
-				if err := e.Push(keyN(k%5), targetA, item(keyN(k%5), uint64(k/5)*3+seq+1)); err != nil {
-					t.Fatal(err)
-				}
+			key, from := keyN(k%5), uint64(k/5)*3+1
+			if err := e.Push(key, targetA, items(key, from, from+2)...); err != nil {
+				t.Fatal(err)
 			}
 			synctest.Wait()
 			if n := pooled(); n != 1 {
