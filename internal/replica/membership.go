@@ -199,19 +199,34 @@ func (n *Node) appliedTo(index uint64) {
 // leader that has applied its own term's first entry can, so it fails with
 // a NotLeaderError elsewhere and Unavailable on a leader just elected.
 func (n *Node) ReadBarrier(ctx context.Context) error {
+	index, err := n.ReadIndex()
+	if err != nil {
+		return err
+	}
+	return n.WaitApplied(ctx, index)
+}
+
+// ReadIndex returns Raft's read index: an index at or above that of every
+// write acknowledged, by this leader or an earlier one, before the call.
+// It notes the commit index and then confirms that this node still leads
+// (free under the leader lease, a quorum round trip otherwise). Only a
+// leader that has applied its own term's first entry can answer, so it
+// fails with a NotLeaderError elsewhere and Unavailable on a leader just
+// elected.
+func (n *Node) ReadIndex() (uint64, error) {
 	if !n.IsLeader() {
-		return &NotLeaderError{Leader: n.LeaderEndpoint()}
+		return 0, &NotLeaderError{Leader: n.LeaderEndpoint()}
 	}
 	if !n.leading.Load() {
-		return djinn.Errorf(djinn.Unavailable, "leader just elected: not yet serving reads")
+		return 0, djinn.Errorf(djinn.Unavailable, "leader just elected: not yet serving reads")
 	}
 	index := n.CommitIndex()
 	if !n.LeaderLease() {
 		if err := n.VerifyLeader(); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return n.WaitApplied(ctx, index)
+	return index, nil
 }
 
 // Staleness reports whether this node's state may serve a read that

@@ -106,8 +106,15 @@ func refProto(r djinn.Ref) *djinnpb.Ref {
 
 // Status reports the node, the cluster and every service: the names of
 // those this node serves, their references and their counts.
-func (a *adminRPC) Status(ctx context.Context, _ *djinnpb.StatusRequest) (*djinnpb.StatusResponse, error) {
+func (a *adminRPC) Status(ctx context.Context, r *djinnpb.StatusRequest) (*djinnpb.StatusResponse, error) {
 	s := a.s
+	if r.GetReadIndex() {
+		index, err := s.node.ReadIndex()
+		if err != nil {
+			return nil, err
+		}
+		return &djinnpb.StatusResponse{NodeId: s.node.ID(), State: "Leader", CommitIndex: index}, nil
+	}
 	resp := s.nodeStatus()
 	resp.Counts = map[string]int64{}
 	for _, p := range s.parts {

@@ -20,11 +20,13 @@ import (
 //     before the call (Raft's read index), so the answer reflects every
 //     write acknowledged before the read began;
 //   - "stale=D" (a Go duration): any member answers whose state is at most
-//     D old — it heard from the leader within D, and has applied the log to
-//     within cluster.max-lag entries of the commit index it knows. So
-//     lookups spread over every member, and lookup capacity grows with the
-//     cluster. A member that cannot answers Unavailable naming the leader,
-//     and the client asks the leader.
+//     D old — it holds every write acknowledged more than D before the
+//     answer (a follower learns so from the leader's read index, asked at
+//     most once per D/2: followerreads.go), it heard from the leader within
+//     D, and it has applied the log to within cluster.max-lag entries of
+//     the commit index it knows. So lookups spread over every member, and
+//     lookup capacity grows with the cluster. A member that cannot answers
+//     Unavailable naming the leader, and the client asks the leader.
 
 // ReadMetadata is the gRPC metadata key of a read's freshness.
 const ReadMetadata = "djinn-read"
@@ -70,7 +72,7 @@ func (s *Server) mayRead(ctx context.Context, what string) (lookup.MayRead, erro
 				return err
 			}
 		case mode.maxAge > 0 && !s.node.IsLeader():
-			return s.node.Staleness(mode.maxAge, s.cfg.Cluster.MaxLag)
+			return s.followerRead(ctx, mode.maxAge)
 		}
 		return s.lessor.Serving(what)
 	}, nil

@@ -50,6 +50,9 @@ type Server struct {
 	node    *replica.Node
 	lessor  *lease.Lessor
 	pool    *client.Pool
+	// readPoints is what this node, as a follower, learned of the
+	// leader's read index, for reads that allow staleness.
+	readPoints readPoints
 	// participantCalls makes the transaction manager's calls to
 	// participants in other processes, over one stream to each.
 	participantCalls *pstream.Caller

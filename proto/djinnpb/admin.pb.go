@@ -22,7 +22,13 @@ const (
 )
 
 type StatusRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// read_index asks the leader for its read index: it answers once it has
+	// confirmed it still leads, and commit_index is then at or above the
+	// index of every write acknowledged before the call. A member that does
+	// not lead refuses (Unavailable, naming the leader). Members ask it to
+	// serve reads that allow bounded staleness.
+	ReadIndex     bool `protobuf:"varint,1,opt,name=read_index,json=readIndex,proto3" json:"read_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -55,6 +61,13 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
 	return file_djinn_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *StatusRequest) GetReadIndex() bool {
+	if x != nil {
+		return x.ReadIndex
+	}
+	return false
 }
 
 type StatusResponse struct {
@@ -1025,8 +1038,10 @@ var File_djinn_v1_admin_proto protoreflect.FileDescriptor
 
 const file_djinn_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x14djinn/v1/admin.proto\x12\bdjinn.v1\x1a\x15djinn/v1/common.proto\"\x0f\n" +
-	"\rStatusRequest\"\xf8\x05\n" +
+	"\x14djinn/v1/admin.proto\x12\bdjinn.v1\x1a\x15djinn/v1/common.proto\".\n" +
+	"\rStatusRequest\x12\x1d\n" +
+	"\n" +
+	"read_index\x18\x01 \x01(\bR\treadIndex\"\xf8\x05\n" +
 	"\x0eStatusResponse\x12\x1d\n" +
 	"\n" +
 	"service_id\x18\x01 \x01(\fR\tserviceId\x12\x17\n" +
