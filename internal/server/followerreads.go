@@ -46,7 +46,8 @@ type readPoints struct {
 
 // fresh returns the latest read point if it is younger than half of
 // maxAge at now; otherwise it asks (or joins the question under way) and
-// returns the answer.
+// returns the answer — or, when no answer comes, the latest point while it
+// is younger than maxAge.
 func (r *readPoints) fresh(ctx context.Context, maxAge time.Duration, now func() time.Time, ask func(context.Context) (uint64, error)) (readPoint, error) {
 	r.mu.Lock()
 	p := r.latest
@@ -73,10 +74,16 @@ func (r *readPoints) fresh(ctx context.Context, maxAge time.Duration, now func()
 	})
 	select {
 	case res := <-ch:
-		if res.Err != nil {
-			return readPoint{}, res.Err
+		if res.Err == nil {
+			return res.Val.(readPoint), nil
 		}
-		return res.Val.(readPoint), nil
+		// No answer (no leader, say): the point held still serves while
+		// it is younger than the bound, so a cluster that lost its leader
+		// answers reads a while longer.
+		if !p.at.IsZero() && now().Sub(p.at) < maxAge {
+			return p, nil
+		}
+		return readPoint{}, res.Err
 	case <-ctx.Done():
 		return readPoint{}, ctx.Err()
 	}
