@@ -39,7 +39,7 @@ func TestRaftTelemetryFilter(t *testing.T) {
 		have[mf.GetName()] = true
 	}
 	for _, name := range []string{
-		"djinn_raft_commitTime", "djinn_raft_fsm_apply", "djinn_raft_state_leader", "djinn_raft_rpc_appendEntries_storeLogs",
+		"djinn_raft_commitTime", "djinn_raft_fsm_applyBatch", "djinn_raft_state_leader", "djinn_raft_rpc_appendEntries_storeLogs",
 		"djinn_raft_replication_appendEntries_rpc", "djinn_raft_wal_stable_sets", "djinn_raft_wal_last_segment_age_seconds",
 	} {
 		if !have[name] {
