@@ -213,13 +213,17 @@ func (st *sessionStream) receive(cs grpc.ClientStream) {
 			delete(st.inFlight, r.GetId())
 		}
 		st.mu.Unlock()
+		// A goaway retires the session before its replies are handed
+		// out: a caller's next call must not find it still open.
+		if resp.GetGoaway() {
+			st.sc.retire(st)
+		}
 		for i, r := range resp.GetReplies() {
 			if c := calls[i]; c != nil {
 				c.done <- st.outcome(c, r, p)
 			}
 		}
 		if resp.GetGoaway() {
-			st.sc.retire(st)
 			st.drain()
 		}
 	}
