@@ -193,9 +193,8 @@ func (n *Node) appliedTo(index uint64) {
 	n.waitMu.Unlock()
 }
 
-// ReadBarrier makes a following read of the state linearizable (Raft's
-// read index): it notes the commit index, confirms with a quorum that this
-// node still leads, and waits until it has applied that index. Only a
+// ReadBarrier makes a following read of the state linearizable: it takes
+// the read index (ReadIndex) and waits until this node has applied it. Only a
 // leader that has applied its own term's first entry can, so it fails with
 // a NotLeaderError elsewhere and Unavailable on a leader just elected.
 func (n *Node) ReadBarrier(ctx context.Context) error {
@@ -206,12 +205,19 @@ func (n *Node) ReadBarrier(ctx context.Context) error {
 	return n.WaitApplied(ctx, index)
 }
 
-// ReadIndex returns Raft's read index: an index at or above that of every
-// write acknowledged, by this leader or an earlier one, before the call.
-// It notes the commit index and then confirms that this node still leads
-// (free under the leader lease, a quorum round trip otherwise). Only a
-// leader that has applied its own term's first entry can answer, so it
-// fails with a NotLeaderError elsewhere and Unavailable on a leader just
+// ReadIndex returns a read index: an index at or above that of every
+// write acknowledged, by this leader or an earlier one, before the call,
+// and one the state machine applies (a command's). It notes the index of
+// the last command applied here and then confirms that this node still
+// leads (free under the leader lease, a quorum round trip otherwise). A
+// write this leader acknowledged was applied here first (Propose answers
+// once it is), and one an earlier leader acknowledged was applied before
+// this node began to serve as leader (its term's barrier), so both are at
+// or below it. (Raft's commit index would do too, but it may name a
+// barrier or a term's first entry, which no state machine applies, so a
+// member waiting for it would wait for the next command.) Only a leader
+// that has applied its own term's first entry can answer, so it fails
+// with a NotLeaderError elsewhere and Unavailable on a leader just
 // elected.
 func (n *Node) ReadIndex() (uint64, error) {
 	if !n.IsLeader() {
@@ -220,7 +226,7 @@ func (n *Node) ReadIndex() (uint64, error) {
 	if !n.leading.Load() {
 		return 0, djinn.Errorf(djinn.Unavailable, "leader just elected: not yet serving reads")
 	}
-	index := n.CommitIndex()
+	index := n.AppliedIndex()
 	if !n.LeaderLease() {
 		if err := n.VerifyLeader(); err != nil {
 			return 0, err

@@ -20,99 +20,105 @@ import (
 // by its own log, so it can look caught up while far behind. So the
 // follower asks the leader for its read index (Admin/Status with
 // read_index): every write acknowledged before the question was sent is at
-// or below it. The follower notes when it sent the question (at, on its
-// own clock) and answers a read only while now < at + D and once it has
-// applied that index: every write acknowledged before now − D, which is
-// before at, is then in its state. One question serves every read that
-// arrives while its answer is fresh enough; questions are asked one at a
-// time, and asked again once the last answer is older than half the
-// bound a read allows.
+// or below it. Once the follower has applied that index, it holds a read
+// point: the index, and when it sent the question (at, on its own clock).
+// It answers a read while now < at + D: every write acknowledged before
+// now − D, which is before at, is then in its state. Reads never wait for
+// a question while the point is young enough: one is asked in the
+// background, one at a time, once the point is half as old as a read
+// allows; a read waits (at most followerWait) only when the point is
+// already too old for it.
 
-// readPoint is what a follower learned of the leader's read index: every
-// write acknowledged before at (this node's clock, read before it asked)
-// is at or below index.
+// followerWait is the longest a read waits for a new read point before
+// the follower refuses it, and the client asks the leader.
+const followerWait = 500 * time.Millisecond
+
+// readPoint is what a follower learned of the leader's read index, and
+// has applied: every write acknowledged before at (this node's clock, read
+// before it asked) is at or below index.
 type readPoint struct {
 	index uint64
 	at    time.Time
 }
 
-// readPoints keeps the freshest read point and asks for a new one, one
-// question at a time.
+// readPoints keeps the freshest applied read point and asks for a new one,
+// one question at a time.
 type readPoints struct {
 	mu     sync.Mutex
 	latest readPoint // guarded by mu
 	asking singleflight.Group
 }
 
-// fresh returns the latest read point if it is younger than half of
-// maxAge at now; otherwise it asks (or joins the question under way) and
-// returns the answer — or, when no answer comes, the latest point while it
-// is younger than maxAge.
-func (r *readPoints) fresh(ctx context.Context, maxAge time.Duration, now func() time.Time, ask func(context.Context) (uint64, error)) (readPoint, error) {
+// fresh returns a read point younger than maxAge at now, asking for a new
+// one (or joining the question under way) in the background once the
+// latest is half as old as maxAge, and waiting for it when the latest is
+// too old. ask returns the leader's read index; apply waits until this
+// node has applied an index.
+func (r *readPoints) fresh(ctx context.Context, maxAge time.Duration, now func() time.Time,
+	ask func(context.Context) (uint64, error), apply func(context.Context, uint64) error) (readPoint, error) {
 	r.mu.Lock()
 	p := r.latest
 	r.mu.Unlock()
-	if !p.at.IsZero() && now().Sub(p.at) < maxAge/2 {
-		return p, nil
+	age := now().Sub(p.at)
+	if p.at.IsZero() || age >= maxAge/2 {
+		ch := r.asking.DoChan("", func() (any, error) { return r.ask(ctx, now, ask, apply) })
+		if !p.at.IsZero() && age < maxAge {
+			return p, nil // the question goes on in the background
+		}
+		select {
+		case res := <-ch:
+			if res.Err != nil {
+				return readPoint{}, res.Err
+			}
+			p = res.Val.(readPoint)
+		case <-ctx.Done():
+			return readPoint{}, ctx.Err()
+		}
 	}
-	ch := r.asking.DoChan("", func() (any, error) {
-		at := now()
-		// The question outlives the read that started it: others wait on it.
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeTimeout)
-		defer cancel()
-		index, err := ask(actx)
-		if err != nil {
-			return nil, err
-		}
-		q := readPoint{index: index, at: at}
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if q.at.After(r.latest.at) {
-			r.latest = q
-		}
-		return q, nil
-	})
-	select {
-	case res := <-ch:
-		if res.Err == nil {
-			return res.Val.(readPoint), nil
-		}
-		// No answer (no leader, say): the point held still serves while
-		// it is younger than the bound, so a cluster that lost its leader
-		// answers reads a while longer.
-		if !p.at.IsZero() && now().Sub(p.at) < maxAge {
-			return p, nil
-		}
-		return readPoint{}, res.Err
-	case <-ctx.Done():
-		return readPoint{}, ctx.Err()
+	if now().Sub(p.at) >= maxAge {
+		return readPoint{}, djinn.Errorf(djinn.Unavailable, "no read point younger than %v", maxAge)
 	}
+	return p, nil
+}
+
+// ask asks the leader for its read index, waits until this node applied
+// it, and keeps the new read point.
+func (r *readPoints) ask(ctx context.Context, now func() time.Time,
+	ask func(context.Context) (uint64, error), apply func(context.Context, uint64) error) (readPoint, error) {
+	at := now()
+	// The question outlives the read that started it: others wait on it.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeTimeout)
+	defer cancel()
+	index, err := ask(actx)
+	if err == nil {
+		err = apply(actx, index)
+	}
+	if err != nil {
+		return readPoint{}, err
+	}
+	q := readPoint{index: index, at: at}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if q.at.After(r.latest.at) {
+		r.latest = q
+	}
+	return r.latest, nil
 }
 
 // followerRead decides whether this follower may answer a read allowing
 // maxAge of staleness: it heard from the leader within maxAge and is not
 // more than cluster.max-lag entries behind the commit index it knows
-// (cheap checks first), and it has applied the leader's read index of a
-// question sent less than maxAge before the answer leaves. Otherwise it
-// refuses with a NotLeaderError naming the leader, and the client asks the
-// leader.
+// (cheap checks first), and it holds a read point younger than maxAge,
+// waiting at most followerWait for a new one. Otherwise it refuses with a
+// NotLeaderError naming the leader, and the client asks the leader.
 func (s *Server) followerRead(ctx context.Context, maxAge time.Duration) error {
 	if err := s.node.Staleness(maxAge, s.cfg.Cluster.MaxLag); err != nil {
 		return err
 	}
-	refuse := &replica.NotLeaderError{Leader: s.node.LeaderEndpoint()}
-	p, err := s.readPoints.fresh(ctx, maxAge, s.now, s.askReadIndex)
-	if err != nil {
-		return refuse
-	}
-	wctx, cancel := context.WithDeadline(ctx, p.at.Add(maxAge))
+	wctx, cancel := context.WithTimeout(ctx, followerWait)
 	defer cancel()
-	if err := s.node.WaitApplied(wctx, p.index); err != nil {
-		return refuse
-	}
-	// WaitApplied returned in time, but the answer must leave in time too.
-	if !s.now().Before(p.at.Add(maxAge)) {
-		return refuse
+	if _, err := s.readPoints.fresh(wctx, maxAge, s.now, s.askReadIndex, s.node.WaitApplied); err != nil {
+		return &replica.NotLeaderError{Leader: s.node.LeaderEndpoint()}
 	}
 	return nil
 }
