@@ -16,9 +16,11 @@ import (
 const readMetadata = "djinn-read"
 
 // ReadStale lets the reads made with ctx be answered by any member of the
-// cluster whose state is at most maxAge old: it heard from the leader
-// within maxAge, and has applied the log to within the cluster's max-lag
-// entries (cluster.max-lag) of what it knows committed. Such reads spread
+// cluster whose state is at most maxAge old: it holds every write
+// acknowledged more than maxAge before its answer (a follower learns so
+// from the leader's read index), it heard from the leader within maxAge,
+// and it has applied the log to within the cluster's max-lag entries
+// (cluster.max-lag) of what it knows committed. Such reads spread
 // over every member that is up, so lookup capacity grows with the cluster;
 // a member that cannot answer names the leader, which answers. A write
 // acknowledged less than maxAge ago may not be seen.
