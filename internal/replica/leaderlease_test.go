@@ -42,6 +42,23 @@ func runLease(t *testing.T, l *leaderLease, q *quorum) {
 	})
 }
 
+// startLease starts a lease of 75ms with its loop against a new quorum.
+func startLease(t *testing.T) (*leaderLease, *quorum) {
+	l := newLeaderLease(75*time.Millisecond, time.Now())
+	q := newQuorum()
+	runLease(t, l, q)
+	return l, q
+}
+
+// askAndAnswer has a caller ask for the lease and the quorum answer its
+// confirmation with err.
+func askAndAnswer(l *leaderLease, q *quorum, err error) {
+	l.valid(time.Now())
+	<-q.asked
+	q.answers <- err
+	synctest.Wait()
+}
+
 func TestLeaderLeaseLapsesWithoutQuorumContact(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const bound = 75 * time.Millisecond
@@ -72,13 +89,8 @@ func TestLeaderLeaseLapsesWithoutQuorumContact(t *testing.T) {
 
 func TestLeaderLeaseFailedConfirmationGrantsNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := newLeaderLease(75*time.Millisecond, time.Now())
-		q := newQuorum()
-		runLease(t, l, q)
-		l.valid(time.Now()) // a caller asks for the lease
-		<-q.asked
-		q.answers <- errors.New("leadership lost")
-		synctest.Wait()
+		l, q := startLease(t)
+		askAndAnswer(l, q, errors.New("leadership lost"))
 		if l.valid(time.Now()) {
 			t.Fatal("lease valid after a failed confirmation")
 		}
@@ -87,13 +99,8 @@ func TestLeaderLeaseFailedConfirmationGrantsNothing(t *testing.T) {
 
 func TestLeaderLeaseHoldRevokesFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := newLeaderLease(75*time.Millisecond, time.Now())
-		q := newQuorum()
-		runLease(t, l, q)
-		l.valid(time.Now()) // a caller asks for the lease
-		<-q.asked
-		q.answers <- nil
-		synctest.Wait()
+		l, q := startLease(t)
+		askAndAnswer(l, q, nil)
 		if !l.valid(time.Now()) {
 			t.Fatal("lease not valid after a quorum confirmed")
 		}
@@ -126,13 +133,8 @@ func TestLeaderLeaseHoldRevokesFirst(t *testing.T) {
 
 func TestLeaderLeaseRevoke(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := newLeaderLease(75*time.Millisecond, time.Now())
-		q := newQuorum()
-		runLease(t, l, q)
-		l.valid(time.Now()) // a caller asks for the lease
-		<-q.asked
-		q.answers <- nil
-		synctest.Wait()
+		l, q := startLease(t)
+		askAndAnswer(l, q, nil)
 		l.revoke() // leadership lost
 		if l.valid(time.Now()) {
 			t.Fatal("lease valid after revoke")
@@ -142,9 +144,7 @@ func TestLeaderLeaseRevoke(t *testing.T) {
 
 func TestLeaderLeaseIdleConfirmsNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := newLeaderLease(75*time.Millisecond, time.Now())
-		q := newQuorum()
-		runLease(t, l, q)
+		l, q := startLease(t)
 		l.valid(time.Now()) // a caller asks for the lease
 		<-q.asked
 		q.answers <- nil
