@@ -39,7 +39,10 @@ type deliverer struct {
 	// recorded past the events that were not delivered.
 	stopped  map[djinn.ID]bool
 	failures []*statepb.Command
-	report   chan struct{} // signalled when acks or failures grow
+	// streams are the delivery streams with an acknowledgement to record:
+	// they share the command that records push deliveries.
+	streams []*stream
+	report  chan struct{} // signalled when acks, failures or streams grow
 	// ended is closed when the term ends: delivery streams served in it
 	// end too, and their clients reconnect to the next leader.
 	ended chan struct{}
@@ -207,8 +210,9 @@ func (d *deliverer) failed(reg djinn.ID, it event.Item, err error) event.Action 
 	return event.Retry
 }
 
-// reportLoop logs delivery outcomes: forgets delivered events in one
-// command per round and records failures. What could not be recorded is
+// reportLoop logs delivery outcomes: forgets delivered events (pushed to
+// a target, or acknowledged on a delivery stream) in one command per round
+// and records failures. What could not be recorded is
 // kept and tried again after a pause.
 func (d *deliverer) reportLoop(ctx context.Context) {
 	retry := time.NewTimer(time.Hour)
@@ -222,30 +226,19 @@ func (d *deliverer) reportLoop(ctx context.Context) {
 		case <-retry.C:
 		}
 		d.mu.Lock()
-		acks, failures := d.acks, d.failures
-		d.acks, d.failures = map[djinn.ID]uint64{}, nil
-		d.mu.Unlock()
-		var unrecorded []*statepb.Command
-		if len(acks) > 0 {
-			c := &statepb.MailboxDelivered{}
-			for reg, through := range acks {
-				c.Entries = append(c.Entries, &statepb.Delivered{RegistrationId: reg[:], ThroughIndex: through})
-			}
-			if _, err := d.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_MailboxDelivered{MailboxDelivered: c}}); err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				d.logger.Warn("mailbox: recording deliveries failed; will retry", "err", err)
-				d.mu.Lock()
-				for reg, through := range acks {
-					if through > d.acks[reg] {
-						d.acks[reg] = through
-					}
-				}
-				d.mu.Unlock()
-				retry.Reset(100 * time.Millisecond)
-			}
+		acks, failures, streams := d.acks, d.failures, d.streams
+		d.acks, d.failures, d.streams = map[djinn.ID]uint64{}, nil, nil
+		for _, st := range streams {
+			st.queued = false
 		}
+		d.mu.Unlock()
+		if !d.recordDelivered(ctx, acks, streams) {
+			if ctx.Err() != nil {
+				return
+			}
+			retry.Reset(100 * time.Millisecond)
+		}
+		var unrecorded []*statepb.Command
 		for _, c := range failures {
 			if _, err := d.log.Propose(ctx, c); err != nil {
 				if ctx.Err() != nil {
@@ -265,4 +258,58 @@ func (d *deliverer) reportLoop(ctx context.Context) {
 			retry.Reset(100 * time.Millisecond)
 		}
 	}
+}
+
+// streamAcked queues a delivery stream's acknowledgement for the next
+// round of reportLoop.
+func (d *deliverer) streamAcked(st *stream) {
+	d.mu.Lock()
+	if !st.queued {
+		st.queued = true
+		d.streams = append(d.streams, st)
+	}
+	d.mu.Unlock()
+	d.signalReport()
+}
+
+// recordDelivered records, in one command, the pushed deliveries and the
+// acknowledgements the streams received by now, and tells the streams.
+// Pushed deliveries that could not be recorded are kept for the next
+// round (false); a stream whose acknowledgement could not be recorded
+// fails, and its client opens another.
+func (d *deliverer) recordDelivered(ctx context.Context, acks map[djinn.ID]uint64, streams []*stream) bool {
+	c := &statepb.MailboxDelivered{Entries: make([]*statepb.Delivered, 0, len(acks)+len(streams))}
+	for reg, through := range acks {
+		c.Entries = append(c.Entries, &statepb.Delivered{RegistrationId: reg[:], ThroughIndex: through})
+	}
+	throughs := make([]uint64, len(streams))
+	for i, st := range streams {
+		if through, ok := st.toRecord(); ok {
+			throughs[i] = through
+			c.Entries = append(c.Entries, &statepb.Delivered{RegistrationId: st.id[:], ThroughIndex: through})
+		}
+	}
+	if len(c.Entries) == 0 {
+		return true
+	}
+	_, err := d.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_MailboxDelivered{MailboxDelivered: c}})
+	for i, st := range streams {
+		if throughs[i] > 0 {
+			st.recordedThrough(throughs[i], err)
+		}
+	}
+	if err == nil {
+		return true
+	}
+	if ctx.Err() == nil {
+		d.logger.Warn("mailbox: recording deliveries failed; will retry", "err", err)
+	}
+	d.mu.Lock()
+	for reg, through := range acks {
+		if through > d.acks[reg] {
+			d.acks[reg] = through
+		}
+	}
+	d.mu.Unlock()
+	return len(acks) == 0
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/proto/statepb"
@@ -15,11 +16,13 @@ import (
 // for its registration, the mailbox sends the stored events in arrival
 // order and then each new one as it is stored, and the client acknowledges
 // up to an index whenever it likes. The mailbox records the
-// acknowledgements in the log (one command at a time per stream, each
-// covering every acknowledgement that arrived meanwhile), forgets those
-// events, and tells the client how far it has recorded. At most a window
-// of events is sent and not yet acknowledged, so a slow client holds back
-// only its own stream.
+// acknowledgements in the log (one command at a time for all the streams
+// of the term and the deliveries pushed to targets, each covering every
+// acknowledgement that arrived meanwhile), forgets those events, and tells
+// the client how far it has recorded: with the next events it sends, or
+// alone once TellDelay has passed without any (at once when the client has
+// ended its side). At most a window of events is sent and not yet
+// acknowledged, so a slow client holds back only its own stream.
 //
 // A stream is a pull consumer: it begins with the MailboxPull command, so
 // it disables push delivery (and waits until the target is handed nothing
@@ -36,6 +39,11 @@ const (
 	DefaultStreamBatch = 256
 	MaxStreamBatch     = 4096
 )
+
+// TellDelay is how long a recorded acknowledgement waits for events to
+// ride with before the mailbox sends it alone (acknowledged_through): while
+// events flow, telling costs no message of its own.
+const TellDelay = 20 * time.Millisecond
 
 // StreamOpen is how a delivery stream begins.
 type StreamOpen struct {
@@ -103,32 +111,40 @@ func (s *Service) Deliveries(ctx context.Context, id djinn.ID, open StreamOpen, 
 	defer s.Streams.Add(-1)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	st := &stream{svc: s, id: id, pull: begun.Pull, open: open, sent: open.After,
-		wake: make(chan struct{}, 1), acked: make(chan struct{}, 1)}
+	st := &stream{svc: s, term: term, id: id, pull: begun.Pull, open: open, sent: open.After,
+		wake: make(chan struct{}, 1)}
+	defer st.stopTelling()
 	// The receiver ends with the stream, which ends when this returns.
 	go st.receive(conn)
-	go st.record(ctx)
 	return st.serve(ctx, conn, term.ended)
 }
 
 // stream is one delivery stream's state.
 type stream struct {
 	svc  *Service
+	term *deliverer // records the acknowledgements
 	id   djinn.ID
 	pull uint64
 	open StreamOpen
-	// wake is signalled when the client acknowledges, an acknowledgement
-	// is recorded, or the stream fails; acked when there is an
-	// acknowledgement to record.
-	wake, acked chan struct{}
+	// wake is signalled when an acknowledgement opens a full window, an
+	// acknowledgement recorded is to be told alone, the client ends its
+	// side, or the stream fails.
+	wake chan struct{}
+	// queued is set while the term holds the stream for its next round of
+	// recording; guarded by term.mu.
+	queued bool
 
 	mu sync.Mutex
-	// sent, asked, recorded, closing and err are guarded by mu.
+	// The fields below are guarded by mu.
 	sent     uint64 // the last index sent (or After)
 	asked    uint64 // the highest acknowledgement received
 	recorded uint64 // the highest acknowledgement recorded in the log
+	full     bool   // the window was full when events were last sent
 	closing  bool   // the client has ended its side
 	err      error  // why the stream must end
+	tell     *time.Timer
+	telling  bool // tell is set to wake the stream
+	stopped  bool // the stream ended: tell is not set again
 }
 
 func signal(c chan struct{}) {
@@ -143,6 +159,7 @@ func (st *stream) receive(conn StreamConn) {
 	for {
 		ack, err := conn.Recv()
 		st.mu.Lock()
+		wake, record := true, false
 		switch {
 		case errors.Is(err, io.EOF):
 			st.closing = true
@@ -152,11 +169,20 @@ func (st *stream) receive(conn StreamConn) {
 			err = djinn.Errorf(djinn.InvalidArgument, "ack_through %d: past the last event sent on this stream (%d); acknowledge only events received", ack, st.sent)
 			st.failLocked(err)
 		case ack > st.asked:
-			st.asked = ack
-			signal(st.acked)
+			st.asked, record = ack, true
+			// Only an acknowledgement that opens a full window gives the
+			// sender something new to do.
+			wake, st.full = st.full, false
+		default:
+			wake = false
 		}
 		st.mu.Unlock()
-		signal(st.wake)
+		if record {
+			st.term.streamAcked(st)
+		}
+		if wake {
+			signal(st.wake)
+		}
 		if err != nil {
 			return
 		}
@@ -169,35 +195,52 @@ func (st *stream) failLocked(err error) {
 	}
 }
 
-// record records acknowledgements in the log, one command at a time, each
-// through the highest acknowledgement received by then.
-func (st *stream) record(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-st.acked:
-		}
-		st.mu.Lock()
-		through, done := st.asked, st.recorded
-		st.mu.Unlock()
-		if through <= done {
-			continue
-		}
-		_, err := st.svc.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_MailboxDelivered{MailboxDelivered: &statepb.MailboxDelivered{
-			Entries: []*statepb.Delivered{{RegistrationId: st.id[:], ThroughIndex: through}},
-		}}})
-		st.mu.Lock()
-		if err != nil {
-			st.failLocked(err)
-		} else {
-			st.recorded = max(st.recorded, through)
-		}
-		st.mu.Unlock()
+// toRecord returns the acknowledgement to record, if one is not recorded.
+func (st *stream) toRecord() (uint64, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.asked, st.asked > st.recorded
+}
+
+// recordedThrough notes that the acknowledgements through an index are
+// recorded (or why they could not be): the client is told with the next
+// events, alone after TellDelay, or at once when it ended its side.
+func (st *stream) recordedThrough(through uint64, err error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if err != nil {
+		st.failLocked(err)
 		signal(st.wake)
-		if err != nil {
-			return
-		}
+		return
+	}
+	st.recorded = max(st.recorded, through)
+	switch {
+	case st.closing:
+		signal(st.wake)
+	case st.telling || st.stopped:
+	case st.tell == nil:
+		st.telling = true
+		st.tell = time.AfterFunc(TellDelay, st.tellAlone)
+	default:
+		st.telling = true
+		st.tell.Reset(TellDelay)
+	}
+}
+
+// tellAlone wakes the sender to tell the recorded acknowledgements.
+func (st *stream) tellAlone() {
+	st.mu.Lock()
+	st.telling = false
+	st.mu.Unlock()
+	signal(st.wake)
+}
+
+func (st *stream) stopTelling() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.stopped = true
+	if st.tell != nil {
+		st.tell.Stop()
 	}
 }
 
@@ -231,6 +274,7 @@ func (st *stream) serve(ctx context.Context, conn StreamConn, ended <-chan struc
 			if len(events) > 0 {
 				st.mu.Lock()
 				st.sent = events[len(events)-1].Index
+				st.full = st.open.Window-int(st.sent-max(st.asked, st.open.After)) <= 0
 				st.mu.Unlock()
 			}
 			if err := conn.Send(events, tell); err != nil {

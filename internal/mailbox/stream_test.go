@@ -88,6 +88,12 @@ func (s *streamer) seqs() []int64 {
 	return out
 }
 
+func (s *streamer) messages() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sends
+}
+
 func (s *streamer) told() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -168,16 +174,47 @@ func TestDeliveriesAcknowledgementForgets(t *testing.T) {
 		s := f.stream(context.Background(), r.ID, mailbox.StreamOpen{})
 		defer s.stop()
 		s.ack(3)
-		if got := s.told(); got != 3 {
-			t.Fatalf("told recorded through %d, want 3", got)
-		}
 		if n := f.stored(r); n != 2 {
 			t.Fatalf("after acknowledging through 3: %d stored, want 2", n)
 		}
+		// No events to ride with: the recorded acknowledgement goes alone.
+		time.Sleep(mailbox.TellDelay)
+		synctest.Wait()
+		if got := s.told(); got != 3 {
+			t.Fatalf("told recorded through %d, want 3", got)
+		}
 		s.ack(2) // smaller than before: changes nothing
 		s.ack(5)
+		time.Sleep(mailbox.TellDelay)
+		synctest.Wait()
 		if n, got := f.stored(r), s.told(); n != 0 || got != 5 {
 			t.Fatalf("after acknowledging through 5: %d stored, told %d; want 0 and 5", n, got)
+		}
+	})
+}
+
+// While events flow, the recorded acknowledgement rides with the next
+// events sent: telling it costs no message of its own (the proto's
+// acknowledged_through, on any message).
+func TestDeliveriesToldWithTheNextEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, 1000)
+		defer f.stop()
+		r := f.register(time.Hour)
+		f.notifyN(r, 1, 2)
+		s := f.stream(context.Background(), r.ID, mailbox.StreamOpen{})
+		defer s.stop()
+		s.ack(2)
+		before := s.messages()
+		f.notifyN(r, 3, 3)
+		synctest.Wait()
+		if got, sent := s.told(), s.messages()-before; got != 2 || sent != 1 {
+			t.Fatalf("told %d in %d messages after event 3; want 2 in one (with the event)", got, sent)
+		}
+		time.Sleep(10 * mailbox.TellDelay)
+		synctest.Wait()
+		if sent := s.messages() - before; sent != 1 {
+			t.Fatalf("%d messages with nothing new to tell, want 1", sent)
 		}
 	})
 }
