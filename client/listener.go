@@ -48,7 +48,9 @@ func WithAdvertise(endpoint string) ListenOption {
 	return func(c *listenConfig) { c.advertise = endpoint }
 }
 
-// WithServerOptions adds gRPC server options.
+// WithServerOptions adds gRPC server options. A listener given any serves
+// every call on its own, so that interceptors given here see each one
+// (without, a sender's connection may carry its calls in a session).
 func WithServerOptions(opts ...grpc.ServerOption) ListenOption {
 	return func(c *listenConfig) { c.serverOpts = append(c.serverOpts, opts...) }
 }
@@ -124,6 +126,9 @@ func Listen(ctx context.Context, addr string, fn NotifyFunc, opts ...ListenOptio
 	}
 	h.srv = grpc.NewServer(srvOpts...)
 	djinnpb.RegisterEventListenerServer(h.srv, h)
+	if len(cfg.serverOpts) == 0 {
+		djinnpb.RegisterSessionServer(h.srv, &listenerSession{h: h})
+	}
 	id := djinn.NewID()
 	h.fns[id] = fn
 	h.wg.Add(2)
