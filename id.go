@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
+	"sync"
 )
 
 // ID is a 128-bit identifier: a service id, an object id, a lease cookie.
@@ -13,13 +14,21 @@ type ID [16]byte
 
 // NewID returns a random ID from crypto/rand.
 func NewID() ID {
-	var id ID
-	if _, err := rand.Read(id[:]); err != nil {
+	// rand.Read's buffer escapes (it may be any io.Reader's): a pooled one
+	// keeps an ID from costing an allocation.
+	b := idBuffers.Get().(*ID)
+	if _, err := rand.Read(b[:]); err != nil {
 		// crypto/rand.Read never fails on supported platforms (Go 1.24+).
 		panic("djinn: crypto/rand failed: " + err.Error())
 	}
+	id := *b
+	*b = ID{}
+	idBuffers.Put(b)
 	return id
 }
+
+// idBuffers are NewID's buffers.
+var idBuffers = sync.Pool{New: func() any { return new(ID) }}
 
 // String returns the ID as 32 lower-case hex digits.
 func (id ID) String() string { return hex.EncodeToString(id[:]) }
