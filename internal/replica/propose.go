@@ -64,7 +64,8 @@ const (
 // proposal is one command on its way to the log.
 type proposal struct {
 	cmd   *statepb.Command
-	data  []byte // cmd encoded, in a pooled buffer
+	data  []byte  // cmd encoded, in buf
+	buf   *[]byte // the pooled buffer data is in, put back as it came
 	state atomic.Int32
 	// done is sent one value once res and err are set.
 	done chan struct{}
@@ -77,7 +78,7 @@ type entry struct {
 	props  []*proposal
 	cmds   []*statepb.Command // the commands, as the fsm applies them
 	data   []byte
-	pooled bool // data is a pooled buffer of the entry's own
+	buf    *[]byte // the entry's own pooled buffer holding data; nil when data is its one proposal's
 	future raft.ApplyFuture
 }
 
@@ -131,7 +132,7 @@ func (p *proposer) propose(ctx context.Context, cmd *statepb.Command) (any, erro
 		return nil, djinn.Errorf(djinn.Internal, "encode command: %v", err)
 	}
 	pr := proposals.Get().(*proposal)
-	pr.cmd, pr.data = cmd, data
+	pr.cmd, pr.data, pr.buf = cmd, data, bp
 	pr.state.Store(queued)
 	p.mu.Lock()
 	if p.stopped {
@@ -171,10 +172,16 @@ func (p *proposer) propose(ctx context.Context, cmd *statepb.Command) (any, erro
 
 // release returns a finished proposal and its buffer to their pools.
 func (p *proposer) release(pr *proposal) {
-	b := pr.data[:0]
-	buffers.Put(&b)
+	putBuffer(pr.buf, pr.data)
 	*pr = proposal{done: pr.done}
 	proposals.Put(pr)
+}
+
+// putBuffer puts a pooled buffer back, holding b (which grew from it):
+// the pointer taken from the pool goes back, so a put allocates nothing.
+func putBuffer(bp *[]byte, b []byte) {
+	*bp = b[:0]
+	buffers.Put(bp)
 }
 
 // submit appends entries while there are proposals and room in flight.
@@ -256,7 +263,7 @@ func (p *proposer) append(e *entry) {
 			b = append(b, batchTag...)
 			b = protowire.AppendBytes(b, pr.data)
 		}
-		e.data, e.pooled = b, true
+		e.data, e.buf = b, bp
 	}
 	p.ownMu.Lock()
 	p.own[&e.data[0]] = e
@@ -313,9 +320,8 @@ func (p *proposer) finish(e *entry) {
 		}
 		pr.done <- struct{}{}
 	}
-	if e.pooled {
-		b := e.data[:0]
-		buffers.Put(&b)
+	if e.buf != nil {
+		putBuffer(e.buf, e.data)
 	}
 	p.mu.Lock()
 	p.inFlight--
