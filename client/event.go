@@ -28,15 +28,20 @@ func RefFromProto(what string, r *djinnpb.Ref) (djinn.Ref, error) {
 			return out, djinn.Errorf(djinn.InvalidArgument, "%s: %v", what, err)
 		}
 	}
-	svc, err := djinn.IDFromBytes(what+" service id", r.GetServiceId())
-	if err != nil {
+	// The ids' names are built only for an error: a reference decodes
+	// with every reply that carries one.
+	if len(r.GetServiceId()) != len(out.Service) {
+		_, err := djinn.IDFromBytes(what+" service id", r.GetServiceId())
 		return out, err
 	}
-	obj, err := djinn.IDFromBytes(what+" object id", r.GetObjectId())
-	if err != nil {
+	if len(r.GetObjectId()) != len(out.Object) {
+		_, err := djinn.IDFromBytes(what+" object id", r.GetObjectId())
 		return out, err
 	}
-	return djinn.Ref{Endpoint: r.GetEndpoint(), Service: svc, Object: obj}, nil
+	out.Endpoint = r.GetEndpoint()
+	copy(out.Service[:], r.GetServiceId())
+	copy(out.Object[:], r.GetObjectId())
+	return out, nil
 }
 
 // RemoteEvent is a notification that an event of a kind happened (EV.2.3.2):

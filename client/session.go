@@ -230,7 +230,13 @@ func (o outcome) result(out proto.Message, opts []grpc.CallOption) error {
 	return nil
 }
 
+// metadataOf is a reply's header or trailer as metadata: nil when it has
+// none (as a unary call's is when its stream carried none), so a call
+// pays for no map unless its reply carries metadata.
 func metadataOf(es []*djinnpb.MetadataEntry) metadata.MD {
+	if len(es) == 0 {
+		return nil
+	}
 	md := metadata.MD{}
 	for _, e := range es {
 		md[e.GetKey()] = append(md[e.GetKey()], string(e.GetValue()))
@@ -250,7 +256,13 @@ type sessionCall struct {
 	id        uint64
 	sent      bool
 	abandoned bool
-	done      chan outcome // 1-buffered
+	done      chan outcome // 1-buffered, made once: one outcome an attempt
+
+	// first is the call as its first attempt sends it, made with the call
+	// rather than apart from it; an attempt after that sends a message of
+	// its own (a message sent is not changed).
+	first     djinnpb.SessionCall
+	firstUsed bool
 }
 
 // newSessionCall encodes a call; nil when it is too large for a session.
@@ -259,7 +271,7 @@ func newSessionCall(ctx context.Context, method string, req proto.Message) (*ses
 	if err != nil || len(b) > sessionCallBytes {
 		return nil, err
 	}
-	c := &sessionCall{method: method, req: b, idempotent: idempotent(method)}
+	c := &sessionCall{method: method, req: b, idempotent: idempotent(method), done: make(chan outcome, 1)}
 	c.deadline, _ = ctx.Deadline()
 	if md, ok := metadata.FromOutgoingContext(ctx); ok {
 		for k, vs := range md {
@@ -273,7 +285,12 @@ func newSessionCall(ctx context.Context, method string, req proto.Message) (*ses
 
 // wire is the call as sent, with its deadline as a timeout from now.
 func (c *sessionCall) wire() *djinnpb.SessionCall {
-	w := &djinnpb.SessionCall{Id: c.id, Method: c.method, Request: c.req, Metadata: c.md}
+	w := &c.first
+	if c.firstUsed {
+		w = new(djinnpb.SessionCall)
+	}
+	c.firstUsed = true
+	w.Id, w.Method, w.Request, w.Metadata = c.id, c.method, c.req, c.md
 	if !c.deadline.IsZero() {
 		w.TimeoutNanos = max(int64(time.Until(c.deadline)), 1)
 	}

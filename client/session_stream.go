@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 
@@ -65,7 +66,7 @@ func (st *sessionStream) do(ctx context.Context, c *sessionCall) outcome {
 		return outcome{kind: resend, err: errNotSent}
 	}
 	st.next++
-	c.id, c.sent, c.abandoned, c.done = st.next, false, false, make(chan outcome, 1)
+	c.id, c.sent, c.abandoned = st.next, false, false
 	st.waiting = append(st.waiting, c)
 	st.mu.Unlock()
 	st.kick()
@@ -167,7 +168,7 @@ func (st *sessionStream) take() (req *djinnpb.SessionRequest, closeSend, stop bo
 	if st.broken {
 		return nil, false, true
 	}
-	var calls []*djinnpb.SessionCall
+	calls := make([]*djinnpb.SessionCall, 0, len(st.waiting))
 	size, n := 0, 0
 	for _, c := range st.waiting {
 		if len(calls) > 0 && size+len(c.req) > sessionCallBytes {
@@ -198,6 +199,7 @@ func (st *sessionStream) take() (req *djinnpb.SessionRequest, closeSend, stop bo
 
 // receive hands each reply to its call until the stream ends.
 func (st *sessionStream) receive(cs grpc.ClientStream) {
+	var calls []*sessionCall // each message's, reused
 	for {
 		resp := new(djinnpb.SessionResponse)
 		if err := cs.RecvMsg(resp); err != nil {
@@ -207,7 +209,8 @@ func (st *sessionStream) receive(cs grpc.ClientStream) {
 		st.mu.Lock()
 		st.replied = true
 		p := st.peer
-		calls := make([]*sessionCall, len(resp.GetReplies()))
+		clear(calls)
+		calls = slices.Grow(calls[:0], len(resp.GetReplies()))[:len(resp.GetReplies())]
 		for i, r := range resp.GetReplies() {
 			calls[i] = st.inFlight[r.GetId()]
 			delete(st.inFlight, r.GetId())
