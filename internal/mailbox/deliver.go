@@ -293,9 +293,15 @@ func (d *deliverer) recordDelivered(ctx context.Context, acks map[djinn.ID]uint6
 		return true
 	}
 	_, err := d.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_MailboxDelivered{MailboxDelivered: c}})
+	streamErr := err
+	if err != nil && ctx.Err() != nil {
+		// The term ended: the streams end as every stream of the term does,
+		// and their clients open others at the next leader.
+		streamErr = termEnded()
+	}
 	for i, st := range streams {
 		if throughs[i] > 0 {
-			st.recordedThrough(throughs[i], err)
+			st.recordedThrough(throughs[i], streamErr)
 		}
 	}
 	if err == nil {

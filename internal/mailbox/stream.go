@@ -291,9 +291,13 @@ func (st *stream) serve(ctx context.Context, conn StreamConn, ended <-chan struc
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-ended:
-			return djinn.Errorf(djinn.Unavailable, "mailbox leadership moved; open the stream again (events not acknowledged come again)")
+			return termEnded()
 		case <-more:
 		case <-st.wake:
 		}
 	}
+}
+
+func termEnded() error {
+	return djinn.Errorf(djinn.Unavailable, "mailbox leadership moved; open the stream again (events not acknowledged come again)")
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/mailbox"
 	"github.com/djinn-go/djinn/internal/principal"
+	"github.com/djinn-go/djinn/internal/state/statetest"
+	"github.com/djinn-go/djinn/proto/statepb"
 )
 
 // streamer is a delivery stream run by a test: the client's side of it.
@@ -365,6 +367,36 @@ func TestDeliveriesEndWithTheTerm(t *testing.T) {
 			t.Fatalf("stream after the term ended with %v, want Unavailable", err)
 		}
 	})
+}
+
+// An acknowledgement still being recorded when the term ends does not turn
+// the stream's end into another error: it ends Unavailable, so that its
+// client opens a stream at the next leader (the acknowledgement comes again
+// with it).
+func TestDeliveriesEndWithTheTermWhileRecording(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixtureWith(t, 1000, nil, func(l *statetest.Log) mailbox.Proposer { return stuckAcks{l} })
+		r := f.register(time.Hour)
+		f.notifyN(r, 1, 1)
+		s := f.stream(context.Background(), r.ID, mailbox.StreamOpen{})
+		s.ack(1)
+		f.stop()
+		if err := <-s.done; !errors.Is(err, djinn.ErrUnavailable) {
+			t.Fatalf("stream after the term ended while recording: %v, want Unavailable", err)
+		}
+	})
+}
+
+// stuckAcks is a log whose recording of deliveries waits until its
+// proposer gives up (a leader losing its quorum).
+type stuckAcks struct{ *statetest.Log }
+
+func (s stuckAcks) Propose(ctx context.Context, c *statepb.Command) (any, error) {
+	if c.GetMailboxDelivered() != nil {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return s.Log.Propose(ctx, c)
 }
 
 // DESIGN.md 7: another principal's registration does not exist for the
