@@ -30,7 +30,10 @@ bench; reports events received per second), deliverbatch (the same,
 registration's events taken by the bench over a delivery stream,
 acknowledged on the stream; reports events received per second),
 deliverstreambatch (the same, --events per call), leases (grants --leases
-registrations and reports the server's resident memory from --admin).`
+registrations and reports the server's resident memory from --admin).
+With --admin, the deliver workloads also report, from the server's
+counters, the events per delivery call or the stream messages sent and
+acknowledgements received per event.`
 
 func (g *globals) benchCmd() *cobra.Command {
 	b := &bench.Calls{}

@@ -38,6 +38,8 @@ var CallWorkloads = []string{"empty", "renew", "renewstream", "renewall", "regis
 //	             acknowledged on the stream); reports events received per
 //	             second
 //	deliverstreambatch the same, Events events a call
+//	             (the deliver forms, with Admin, also say what each event
+//	             cost on the wire: delivery.go)
 //	leases       Leases registrations, a snapshot forced, and the server's
 //	             memory from Admin (memory.go)
 type Calls struct {
@@ -123,6 +125,10 @@ func (b *Calls) measure(ctx context.Context, env Env, conns *Conns, op string, n
 	if cl.done != nil {
 		defer cl.done()
 	}
+	var wire0 map[string]float64
+	if cl.after != nil {
+		wire0 = deliveryCounts(ctx, b.Admin)
+	}
 	m, err := Load{Clients: n, Duration: b.Duration, Step: cl.step}.Run(ctx)
 	if err != nil {
 		return Result{}, err
@@ -149,6 +155,7 @@ func (b *Calls) measure(ctx context.Context, env Env, conns *Conns, op string, n
 	}
 	if cl.after != nil {
 		r.Figures = append(r.Figures, fig("events accepted", float64(accepted), ""))
+		r.Figures = append(r.Figures, deliveryFigures(op, wire0, deliveryCounts(ctx, b.Admin))...)
 		r.Checks = append(r.Checks, mustZero("events not delivered", float64(max(0, accepted-m.Units))))
 	}
 	return r, nil
