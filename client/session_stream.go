@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -140,6 +141,9 @@ func (st *sessionStream) send(ctx context.Context, cs grpc.ClientStream) {
 		case <-ctx.Done():
 			return
 		}
+		// Let the callers ready to run queue their calls first: one
+		// message then carries them all, not one message each.
+		runtime.Gosched()
 		for {
 			req, closeSend, stop := st.take()
 			if stop {

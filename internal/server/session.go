@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -366,6 +367,10 @@ func (ss *session) send() {
 		goaway := false
 		select {
 		case <-ss.wake:
+			// Let the calls that finished with this one queue their
+			// replies first (an entry's calls are answered together):
+			// one message then carries them all, not one message each.
+			runtime.Gosched()
 		case <-stopping:
 			stopping, goaway = nil, true
 		case <-ss.quit:
