@@ -2,9 +2,12 @@ package server_test
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/server/servertest"
 )
 
@@ -52,4 +55,94 @@ func BenchmarkSessionRead(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkSessionLockCycle measures an uncontended lock and unlock (two
+// logged calls) through the client's LockSet and session, client and
+// server in this process: each goroutine has its own set and owner.
+// allocs/op counts both sides of both calls, the log's appends and the
+// applies.
+//
+//	go test -run XXX -bench SessionLockCycle -benchmem ./internal/server
+func BenchmarkSessionLockCycle(b *testing.B) {
+	srv := servertest.Start(b, servertest.Config(b))
+	c := servertest.Dial(b, srv.Addr())
+	ctx := context.Background()
+	ls, err := c.LockService(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		set, err := ls.CreateSet(ctx, client.LockSetOptions{Lease: time.Hour})
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		o, err := ls.CreateOwner(ctx, time.Hour)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		h := client.HeldByOwner(o)
+		for pb.Next() {
+			if _, err := set.Lock(ctx, h, client.LockW); err != nil {
+				b.Error(err)
+				return
+			}
+			if err := set.Unlock(ctx, h, client.LockW); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkSessionLockHandOff measures the hand-off of one lock between
+// two owners, client and server in this process: each of two goroutines
+// loops a blocking Lock then Unlock on the same set, so an op is one
+// grant, and while one holds the other waits — ns/op is the hand-off's
+// latency (the holder's unlock, its apply granting the waiter, the
+// waiter's answer, the waiter's unlock).
+//
+//	go test -run XXX -bench SessionLockHandOff -benchmem ./internal/server
+func BenchmarkSessionLockHandOff(b *testing.B) {
+	srv := servertest.Start(b, servertest.Config(b))
+	c := servertest.Dial(b, srv.Addr())
+	ctx := context.Background()
+	ls, err := c.LockService(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	set, err := ls.CreateSet(ctx, client.LockSetOptions{Lease: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var owners [2]client.LockHolder
+	for i := range owners {
+		o, err := ls.CreateOwner(ctx, time.Hour)
+		if err != nil {
+			b.Fatal(err)
+		}
+		owners[i] = client.HeldByOwner(o)
+	}
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for _, h := range owners {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				if _, err := set.Lock(ctx, h, client.LockW); err != nil {
+					b.Error(err)
+					return
+				}
+				if err := set.Unlock(ctx, h, client.LockW); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
