@@ -341,10 +341,8 @@ func (s *State) ApplyAcquire(c *statepb.LockAcquire) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	for _, w := range s.table.waitersOf(tid) {
-		if w.ID == c.GetRequestId() {
-			return Result{Outcome: Queued}, nil
-		}
+	if s.table.waitingIn(c.GetRequestId(), tid) {
+		return Result{Outcome: Queued}, nil
 	}
 	res, err := s.table.Acquire(Request{ID: c.GetRequestId(), Set: tid, Holder: h, Mode: Mode(c.GetMode()), From: Mode(c.GetFrom()), Try: c.GetTry()})
 	if err != nil {
@@ -520,6 +518,24 @@ func (s *State) LeaseEnded(o lease.Owner) {
 		delete(s.owners, o.ID)
 		delete(s.holders, id)
 	}
+}
+
+// waitingIn reports whether request id waits in set id: a retried
+// request found where it queued. A lookup by id, not a walk of the queue:
+// every request applied asks it, and a contended set's queue is long.
+func (t *Table) waitingIn(id, set uint64) bool {
+	w, ok := t.waiting[id]
+	return ok && w.set == set
+}
+
+// transactional reports whether set id takes requests from transactions
+// only.
+func (t *Table) transactional(id uint64) (bool, error) {
+	s, err := t.set(id)
+	if err != nil {
+		return false, err
+	}
+	return s.txn, nil
 }
 
 // waitersOf returns set id's waiting requests (none for an unknown set).

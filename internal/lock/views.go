@@ -93,8 +93,9 @@ func (s *State) Transactional(b []byte) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	st, err := s.table.Set(tid)
-	return st.Transactional, err
+	// Every lock and unlock asks this: read the flag alone, not the
+	// set's holders and waiters.
+	return s.table.transactional(tid)
 }
 
 // TxnSecret returns the secret a lock request presented for transaction k,
