@@ -14,29 +14,60 @@ import (
 //
 // Keys are hashed with a seed of the process's own, so that keys a client
 // chooses cannot be made to collide.
+//
+// An entry's bits above those its slot needs hold some of its key's hash
+// (a tag): a probe reads a record's key only where the tag matches, so a
+// lookup of a key not held — every new key's check — reads about one
+// record in 2^tag bits instead of one for each entry it passes, each of
+// them a cache miss in a large slab.
 type Index[K comparable] struct {
 	keyOf func(slot uint32) K
 	seed  maphash.Seed
-	// table holds slot+1 per entry, 0 for none.
-	table []uint32
-	n     int
+	// table holds per entry slot+1 in its low slotBits bits and the tag
+	// above them; 0 for none.
+	table    []uint32
+	slotBits uint
+	n        int
 }
 
-// minTable is the smallest table an index keeps.
-const minTable = 16
+// minTable is the smallest table an index keeps; minSlotBits the fewest
+// bits an entry gives its slot, slotHeadroom the bits added to those a
+// slot needs when a larger slot comes.
+const (
+	minTable     = 16
+	minSlotBits  = 16
+	slotHeadroom = 2
+)
 
 // NewIndex returns an empty index whose keys keyOf reads from the records.
 func NewIndex[K comparable](keyOf func(slot uint32) K) *Index[K] {
-	return &Index[K]{keyOf: keyOf, seed: maphash.MakeSeed(), table: make([]uint32, minTable)}
+	return &Index[K]{keyOf: keyOf, seed: maphash.MakeSeed(), table: make([]uint32, minTable), slotBits: minSlotBits}
 }
+
+// slotMask selects an entry's slot+1.
+func (x *Index[K]) slotMask() uint32 {
+	if x.slotBits >= 32 {
+		return ^uint32(0)
+	}
+	return 1<<x.slotBits - 1
+}
+
+// tagOf is the tag of hash h, in an entry's tag bits (0 when the slot
+// takes them all: every entry then matches).
+func (x *Index[K]) tagOf(h uint64) uint32 {
+	return uint32(h) >> x.slotBits << x.slotBits
+}
+
+// hash is k's hash.
+func (x *Index[K]) hash(k K) uint64 { return maphash.Comparable(x.seed, k) }
 
 // Len returns the number of slots the index holds.
 func (x *Index[K]) Len() int { return x.n }
 
 // home is the position k's probe starts at: the hash scaled to the
 // table's size (which need not be a power of two).
-func (x *Index[K]) home(k K) int {
-	hi, _ := bits.Mul64(maphash.Comparable(x.seed, k), uint64(len(x.table)))
+func (x *Index[K]) home(h uint64) int {
+	hi, _ := bits.Mul64(h, uint64(len(x.table)))
 	return int(hi)
 }
 
@@ -54,17 +85,19 @@ func (x *Index[K]) Find(k K) (uint32, bool) {
 	if !ok {
 		return 0, false
 	}
-	return x.table[i] - 1, true
+	return x.table[i]&x.slotMask() - 1, true
 }
 
 // find returns the table position holding k, or false.
 func (x *Index[K]) find(k K) (int, bool) {
-	for i := x.home(k); ; i = x.after(i) {
+	h := x.hash(k)
+	tag, mask := x.tagOf(h), x.slotMask()
+	for i := x.home(h); ; i = x.after(i) {
 		e := x.table[i]
 		if e == 0 {
 			return 0, false
 		}
-		if x.keyOf(e-1) == k {
+		if e&^mask == tag && x.keyOf(e&mask-1) == k {
 			return i, true
 		}
 	}
@@ -72,6 +105,13 @@ func (x *Index[K]) find(k K) (int, bool) {
 
 // Insert adds slot, whose record's key no other slot in the index has.
 func (x *Index[K]) Insert(slot uint32) {
+	if uint64(slot)+1 > uint64(x.slotMask()) {
+		// The slot needs more bits than the entries give it: retag
+		// every entry, with room for the slots to come.
+		was := x.slotMask()
+		x.slotBits = min(32, uint(bits.Len32(slot+1))+slotHeadroom)
+		x.rebuild(len(x.table), was)
+	}
 	if (x.n+1)*4 > len(x.table)*3 {
 		x.resize(len(x.table) * 3 / 2)
 	}
@@ -81,11 +121,12 @@ func (x *Index[K]) Insert(slot uint32) {
 
 // place puts slot in the first free position from its key's home.
 func (x *Index[K]) place(slot uint32) {
-	i := x.home(x.keyOf(slot))
+	h := x.hash(x.keyOf(slot))
+	i := x.home(h)
 	for x.table[i] != 0 {
 		i = x.after(i)
 	}
-	x.table[i] = slot + 1
+	x.table[i] = x.tagOf(h) | (slot + 1)
 }
 
 // Delete removes the slot whose record's key is k, and reports whether
@@ -98,8 +139,9 @@ func (x *Index[K]) Delete(k K) bool {
 	// Backward-shift deletion: move each later entry of the run whose home
 	// does not lie cyclically in (i, j] into the hole, so that no lookup
 	// stops short of it.
+	mask := x.slotMask()
 	for j := x.after(i); x.table[j] != 0; j = x.after(j) {
-		h := x.home(x.keyOf(x.table[j] - 1))
+		h := x.home(x.hash(x.keyOf(x.table[j]&mask - 1)))
 		if i <= j && (h <= i || h > j) || i > j && h <= i && h > j {
 			x.table[i] = x.table[j]
 			i = j
@@ -114,17 +156,21 @@ func (x *Index[K]) Delete(k K) bool {
 }
 
 // resize moves every entry to a table of size positions.
-func (x *Index[K]) resize(size int) {
+func (x *Index[K]) resize(size int) { x.rebuild(size, x.slotMask()) }
+
+// rebuild moves every entry, whose slot+1 is in the bits was selects, to
+// a table of size positions, tagged as the index tags now.
+func (x *Index[K]) rebuild(size int, was uint32) {
 	old := x.table
 	x.table = make([]uint32, size)
 	for _, e := range old {
 		if e != 0 {
-			x.place(e - 1)
+			x.place(e&was - 1)
 		}
 	}
 }
 
 // Reset empties the index.
 func (x *Index[K]) Reset() {
-	x.table, x.n = make([]uint32, minTable), 0
+	x.table, x.n, x.slotBits = make([]uint32, minTable), 0, minSlotBits
 }
