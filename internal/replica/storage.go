@@ -8,7 +8,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
-	walmetrics "github.com/hashicorp/raft-wal/metrics"
 
 	"github.com/djinn-go/djinn/internal/disk"
 )
@@ -56,7 +55,7 @@ func openStorage(raftDir string, segSize int, hlog hclog.Logger, logger *slog.Lo
 		return nil, fmt.Errorf("raft metrics: %w", err)
 	}
 	log, err := wal.Open(walDir, wal.WithSegmentSize(segSize),
-		wal.WithMetricsCollector(walmetrics.NewGoMetricsCollector([]string{"raft", "wal"}, nil, nil)))
+		wal.WithMetricsCollector(telemetry.wal))
 	if err != nil {
 		return nil, fmt.Errorf("open log in %s: %w", walDir, err)
 	}
