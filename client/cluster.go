@@ -248,9 +248,10 @@ func (cl *cluster) refreshSoon() {
 // connection of its own.
 func (cl *cluster) unaryInterceptor(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
 	invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	var trailer metadata.MD
-	withTrailer := append(opts[:len(opts):len(opts)], grpc.Trailer(&trailer))
-	err := invoker(ctx, method, req, reply, cc, withTrailer...)
+	t := newTrailerOpts(opts)
+	err := invoker(ctx, method, req, reply, cc, t.opts...)
+	trailer := t.trailer
+	t.release()
 	if err == nil || status.Code(err) != codes.Unavailable {
 		return fromRPC(err)
 	}
@@ -269,6 +270,28 @@ func (cl *cluster) unaryInterceptor(ctx context.Context, method string, req, rep
 		return fromRPC(err)
 	}
 	return leader.Invoke(rctx, method, req, reply, opts...)
+}
+
+// trailerOpts is a call's options with a trailer option added, to read
+// the leader hint of a failed call. They are pooled: a call's options are
+// let go of when its invoker returns.
+type trailerOpts struct {
+	trailer metadata.MD
+	opts    []grpc.CallOption
+}
+
+var trailerOptsPool = sync.Pool{New: func() any { return new(trailerOpts) }}
+
+func newTrailerOpts(opts []grpc.CallOption) *trailerOpts {
+	t := trailerOptsPool.Get().(*trailerOpts)
+	t.opts = append(append(t.opts[:0], opts...), grpc.Trailer(&t.trailer))
+	return t
+}
+
+func (t *trailerOpts) release() {
+	clear(t.opts)
+	t.trailer, t.opts = nil, t.opts[:0]
+	trailerOptsPool.Put(t)
 }
 
 // run keeps the member list fresh until the pool closes.
