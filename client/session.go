@@ -100,7 +100,9 @@ func (sc *sessionConn) intercept(ctx context.Context, method string, req, reply 
 		}
 		switch o := st.do(ctx, c); o.kind {
 		case replied:
-			return o.result(out, opts)
+			err := o.result(out, opts)
+			c.release()
+			return err
 		case useUnary:
 			return invoker(ctx, method, req, reply, cc, opts...)
 		case failed:
@@ -265,13 +267,25 @@ type sessionCall struct {
 	firstUsed bool
 }
 
+// answeredCalls are calls answered, for the next: a call, its done
+// channel and its request's buffer are made once for many calls.
+var answeredCalls sync.Pool
+
+// pooledRequestBytes bounds the request buffer a call kept for the pool.
+const pooledRequestBytes = 64 << 10
+
 // newSessionCall encodes a call; nil when it is too large for a session.
 func newSessionCall(ctx context.Context, method string, req proto.Message) (*sessionCall, error) {
-	b, err := proto.Marshal(req)
+	c, _ := answeredCalls.Get().(*sessionCall)
+	if c == nil {
+		c = &sessionCall{done: make(chan outcome, 1)}
+	}
+	b, err := proto.MarshalOptions{}.MarshalAppend(c.req[:0], req)
 	if err != nil || len(b) > sessionCallBytes {
+		c.release()
 		return nil, err
 	}
-	c := &sessionCall{method: method, req: b, idempotent: idempotent(method), done: make(chan outcome, 1)}
+	c.method, c.req, c.idempotent = method, b, idempotent(method)
 	c.deadline, _ = ctx.Deadline()
 	if md, ok := metadata.FromOutgoingContext(ctx); ok {
 		for k, vs := range md {
@@ -281,6 +295,20 @@ func newSessionCall(ctx context.Context, method string, req proto.Message) (*ses
 		}
 	}
 	return c, nil
+}
+
+// release returns a call to the pool once it is answered: its stream has
+// let go of it (the reply took it out of those in flight, and the message
+// that carried it was encoded before the server could answer), and its
+// done channel is empty. A call that ended any other way is not released:
+// its stream may still hold it.
+func (c *sessionCall) release() {
+	req := c.req[:0]
+	if cap(req) > pooledRequestBytes {
+		req = nil
+	}
+	*c = sessionCall{req: req, done: c.done}
+	answeredCalls.Put(c)
 }
 
 // wire is the call as sent, with its deadline as a timeout from now.
