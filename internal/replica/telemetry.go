@@ -66,9 +66,9 @@ var raftTelemetry = struct{ summaries, counters [][]string }{
 }
 
 // raftTelemetryBlocked are the measurements raftSink drops (key prefixes,
-// as go-metrics' filter took them): ones taken on every log write or replication round
-// that no dashboard, alert or test names and that the node's own figures
-// already give (batch sizes: djinn_raft_log_write_seconds counts appends,
+// as go-metrics' filter took them): ones taken on every log write or
+// replication round that no dashboard, alert or test names and that the
+// node's own figures already give (batch sizes: djinn_raft_log_write_seconds counts appends,
 // djinn_raft_applied_index entries), and the transport's per-RPC timings.
 var raftTelemetryBlocked = []string{
 	"raft.apply", // one a call: djinn_raft_applied_index gives the rate
