@@ -67,6 +67,26 @@ func batchFrame(n int, ops []byte) []byte {
 	return appendFrame(nil, batchPayload(n, ops))
 }
 
+// appendBatchFrame appends to dst one batch frame holding the changes of
+// batches, in order: the frame batchFrame makes of them, encoded in place.
+func appendBatchFrame(dst []byte, batches [][]Op) []byte {
+	n := 0
+	for _, ops := range batches {
+		n += len(ops)
+	}
+	start := len(dst)
+	dst = append(dst, make([]byte, frameHead)...)
+	dst = append(dst, frameBatch)
+	dst = binary.AppendUvarint(dst, uint64(n))
+	for _, ops := range batches {
+		dst = appendOps(dst, ops)
+	}
+	payload := dst[start+frameHead:]
+	binary.LittleEndian.PutUint32(dst[start:], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(payload, crcTable))
+	return dst
+}
+
 // encodeBatch returns the payload of a batch frame holding ops.
 func encodeBatch(ops []Op) []byte { return batchPayload(len(ops), appendOps(nil, ops)) }
 
@@ -75,6 +95,26 @@ func batchPayload(n int, ops []byte) []byte {
 	payload = append(payload, frameBatch)
 	payload = binary.AppendUvarint(payload, uint64(n))
 	return append(payload, ops...)
+}
+
+// opsSize returns the length of appendOps' encoding of ops.
+func opsSize(ops []Op) int {
+	n := 0
+	for _, op := range ops {
+		n += 1 + uvarintLen(len(op.Key)) + len(op.Key)
+		if !op.Delete {
+			n += uvarintLen(len(op.Value)) + len(op.Value)
+		}
+	}
+	return n
+}
+
+func uvarintLen(x int) int {
+	n := 1
+	for ; x >= 0x80; x >>= 7 {
+		n++
+	}
+	return n
 }
 
 // appendOps appends the encoding of ops to dst.

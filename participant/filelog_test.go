@@ -54,3 +54,31 @@ func FuzzScanLog(f *testing.F) {
 		}
 	})
 }
+
+// TestAppendBatchFrame: a group's frame encoded in place is byte for byte
+// the frame of its batches' encodings joined, after what the buffer held,
+// and opsSize is the length of each batch's encoding.
+func TestAppendBatchFrame(t *testing.T) {
+	long := bytes.Repeat([]byte("x"), 300)
+	batches := [][]Op{
+		{{Key: "k", Value: []byte("v")}, {Key: "d", Delete: true}},
+		{{Key: string(long), Value: long}, {Key: "", Value: nil}},
+		{{Key: "only", Delete: true}},
+	}
+	var joined []byte
+	n := 0
+	for _, ops := range batches {
+		enc := appendOps(nil, ops)
+		if got := opsSize(ops); got != len(enc) {
+			t.Errorf("opsSize %d, encoding %d bytes", got, len(enc))
+		}
+		joined = append(joined, enc...)
+		n += len(ops)
+	}
+	prefix := []byte("before")
+	got := appendBatchFrame(bytes.Clone(prefix), batches)
+	want := append(bytes.Clone(prefix), batchFrame(n, joined)...)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("frame in place\n%x\nwant\n%x", got, want)
+	}
+}

@@ -46,8 +46,9 @@ type FileStore struct {
 	live     map[string][]byte // the records on disk
 	liveSize int64             // bytes of keys and values in live
 	size     int64             // bytes of the log file
-	pending  [][]byte          // the batches queued and not yet written (appendOps)
+	sizes    []int             // the encoded sizes (opsSize) of the batches queued and not yet written
 	batches  [][]Op            // the same batches
+	frame    []byte            // the flush's buffer, reused; only the flusher touches it
 	wakes    []chan struct{}   // the same batches' writers, waiting (see wake)
 	queued   uint64            // batches queued so far
 	synced   uint64            // batches on disk so far
@@ -65,6 +66,8 @@ const (
 	// maxGroup bounds the bytes of changes one write (one frame) holds,
 	// well under maxFrame: a larger batch is refused.
 	maxGroup = 256 << 20
+	// maxKeptFrame bounds the flush buffer kept for the next flush.
+	maxKeptFrame = 1 << 20
 )
 
 // OpenFileStore opens the store in dir, creating dir and the store if
@@ -233,9 +236,9 @@ func (s *FileStore) Apply(ctx context.Context, b *Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	enc := appendOps(nil, b.Ops())
-	if len(enc) > maxGroup {
-		return djinn.Errorf(djinn.InvalidArgument, "participant store %s: a batch of %d bytes: at most %d fit one write", s.dir, len(enc), maxGroup)
+	size := opsSize(b.Ops())
+	if size > maxGroup {
+		return djinn.Errorf(djinn.InvalidArgument, "participant store %s: a batch of %d bytes: at most %d fit one write", s.dir, size, maxGroup)
 	}
 	ops := slices.Clone(b.Ops())
 	s.mu.Lock()
@@ -244,7 +247,7 @@ func (s *FileStore) Apply(ctx context.Context, b *Batch) error {
 		return err
 	}
 	woken := make(chan struct{}, 1)
-	s.pending = append(s.pending, enc)
+	s.sizes = append(s.sizes, size)
 	s.batches = append(s.batches, ops)
 	s.wakes = append(s.wakes, woken)
 	s.queued++
@@ -305,16 +308,18 @@ func (s *FileStore) usableLocked() error {
 // releases mu while it writes.
 func (s *FileStore) flushLocked() {
 	s.flushing = true
-	k, size, n := 0, 0, 0
-	for ; k < len(s.pending) && (k == 0 || size+len(s.pending[k]) <= maxGroup); k++ {
-		size += len(s.pending[k])
-		n += len(s.batches[k])
+	k, size := 0, 0
+	for ; k < len(s.sizes) && (k == 0 || size+s.sizes[k] <= maxGroup); k++ {
+		size += s.sizes[k]
 	}
-	pending, batches, written := s.pending[:k], s.batches[:k], s.wakes[:k]
-	s.pending, s.batches, s.wakes = s.pending[k:], s.batches[k:], s.wakes[k:]
+	batches, written := s.batches[:k], s.wakes[:k]
+	s.sizes, s.batches, s.wakes = s.sizes[k:], s.batches[k:], s.wakes[k:]
 	f := s.f
 	s.mu.Unlock()
-	buf := batchFrame(n, slices.Concat(pending...))
+	buf := appendBatchFrame(s.frame[:0], batches)
+	if cap(buf) <= maxKeptFrame {
+		s.frame = buf
+	}
 	_, err := f.Write(buf)
 	if err == nil {
 		err = f.Sync()
