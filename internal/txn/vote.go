@@ -2,6 +2,7 @@ package txn
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -76,7 +77,7 @@ type vote struct {
 	fast             bool // no VOTING record: the decision commits an ACTIVE transaction
 	escalating       bool // the VOTING record is asked for
 	refs             int
-	timers           map[uint64]*time.Timer
+	timers           []voteTimer // armed
 	nextTimer        uint64
 	stopped          bool
 }
@@ -89,7 +90,7 @@ func (s *Service) newVote(in Info, resumed bool, work *workers, termCtx context.
 	v := &vote{s: s, work: work, in: in, mgr: s.self(), n: n, top: top, resumed: resumed,
 		parallel: !resumed || in.PrepareOnly || in.State == Active, termCtx: termCtx, done: make(chan struct{}),
 		votes: make([]djinnpb.TransactionState, n), silent: make([]bool, n), answered: make([]bool, n),
-		fast: in.State == Active, timers: map[uint64]*time.Timer{}}
+		fast: in.State == Active}
 	v.ctx, v.cancel = context.WithTimeout(termCtx, s.cfg.VoteTimeout+s.cfg.CallTimeout)
 	v.deadline = s.now().Add(s.cfg.VoteTimeout)
 	v.refs = 1 // the start, released by begin's task
@@ -161,28 +162,45 @@ func (v *vote) afterLocked(d time.Duration, f func()) {
 	v.refs++
 	k := v.nextTimer
 	v.nextTimer++
-	v.timers[k] = time.AfterFunc(d, func() {
+	v.timers = append(v.timers, voteTimer{k, time.AfterFunc(d, func() {
 		v.mu.Lock()
-		_, armed := v.timers[k]
-		delete(v.timers, k)
+		armed := v.disarmLocked(k)
 		v.mu.Unlock()
 		if armed {
 			v.goTask(f)
 			v.release(1)
 		}
-	})
+	})})
+}
+
+// voteTimer is a timer a vote armed, with its key.
+type voteTimer struct {
+	k uint64
+	t *time.Timer
+}
+
+// disarmLocked forgets the timer of key k; false if it was not armed.
+func (v *vote) disarmLocked(k uint64) bool {
+	for j, t := range v.timers {
+		if t.k == k {
+			v.timers = slices.Delete(v.timers, j, j+1)
+			return true
+		}
+	}
+	return false
 }
 
 // stopTimersLocked stops the timers armed and returns the references
 // they held.
 func (v *vote) stopTimersLocked() int {
 	n := 0
-	for k, t := range v.timers {
-		if t.Stop() {
-			delete(v.timers, k)
+	v.timers = slices.DeleteFunc(v.timers, func(t voteTimer) bool {
+		if t.t.Stop() {
 			n++
+			return true
 		}
-	}
+		return false
+	})
 	return n
 }
 
@@ -297,22 +315,46 @@ func (v *vote) ask(i int, op Op, must bool, attempt int) {
 	}
 	ctx, cancel := context.WithTimeout(parent, s.cfg.CallTimeout)
 	v.hold()
+	// A participant in this process answers before Call returns, on this
+	// goroutine, a worker: what its answer starts (the decision, the next
+	// participant) runs here after Call, not as a task handed to another
+	// worker. An answer that comes later, from elsewhere, queues it.
+	var (
+		mu       sync.Mutex
+		returned bool
+		inline   []func()
+	)
 	s.cfg.Participants.Call(ctx, op, v.in.Parts[i].Ref, v.mgr, v.in.ID, v.in.Secret, func(st djinnpb.TransactionState, err error) {
 		cancel()
-		v.answer(i, op, must, attempt, st, err)
-		v.release(1)
-	})
-}
-
-// answer takes participant i's answer to op.
-func (v *vote) answer(i int, op Op, must bool, attempt int, st djinnpb.TransactionState, err error) {
-	s := v.s
-	var next []func()
-	defer func() {
+		next := v.answer(i, op, must, attempt, st, err)
+		mu.Lock()
+		if !returned && len(next) > 0 {
+			inline, next = next, nil
+			v.hold() // released once they ran
+		}
+		mu.Unlock()
 		for _, f := range next {
 			v.goTask(f)
 		}
-	}()
+		v.release(1)
+	})
+	mu.Lock()
+	returned = true
+	run := inline
+	mu.Unlock()
+	if len(run) > 0 {
+		for _, f := range run {
+			f()
+		}
+		v.release(1)
+	}
+}
+
+// answer takes participant i's answer to op. It returns what runs next on
+// a worker: a retry's escalation, the last participant's call, or the
+// decision.
+func (v *vote) answer(i int, op Op, must bool, attempt int, st djinnpb.TransactionState, err error) (next []func()) {
+	s := v.s
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.stopped || v.termCtx.Err() != nil {
@@ -348,6 +390,7 @@ func (v *vote) answer(i int, op Op, must bool, attempt int, st djinnpb.Transacti
 	default:
 		next = append(next, v.finish)
 	}
+	return next
 }
 
 // askLast asks the last participant, after the others (a vote taken again
