@@ -104,15 +104,18 @@ func (r *sessionRPC) Open(stream djinnpb.Session_OpenServer) error {
 	s.sessionStats.open.Add(1)
 	defer s.sessionStats.open.Add(-1)
 	md, _ := metadata.FromIncomingContext(stream.Context())
-	ss := &session{s: s, stream: stream, ctx: stream.Context(), md: md,
-		slots: make(chan struct{}, maxSessionCalls), calls: map[uint64]context.CancelFunc{},
+	ss := &session{s: s, stream: stream, ctx: stream.Context(), values: context.WithoutCancel(stream.Context()), md: md,
+		slots: make(chan struct{}, maxSessionCalls), calls: map[uint64]*callCtx{},
 		wake: make(chan struct{}, 1), quit: make(chan struct{}), sent: make(chan struct{})}
+	stopEnding := context.AfterFunc(ss.ctx, ss.cancelAll) // the stream ends: its calls with it
 	go ss.send()
 	err := ss.receive()
 	if err != nil {
 		ss.cancelAll() // the stream is ending: its calls with it
 	}
 	ss.wg.Wait() // every call answered (or its reply dropped with the stream)
+	stopEnding()
+	ss.deadlines.stop()
 	close(ss.quit)
 	<-ss.sent
 	if err != nil {
@@ -126,13 +129,16 @@ type session struct {
 	s      *Server
 	stream djinnpb.Session_OpenServer
 	ctx    context.Context // the stream's: its caller's principal, its end
+	values context.Context // ctx without its end: its calls' values
 	md     metadata.MD     // the stream's metadata, every call's too
 	slots  chan struct{}   // one held per call in flight
 	wg     sync.WaitGroup  // calls in flight
 
+	deadlines callDeadlines // its calls' deadlines
+
 	mu      sync.Mutex
-	calls   map[uint64]context.CancelFunc // guarded by mu: calls in flight
-	replies []*djinnpb.SessionReply       // guarded by mu: to send
+	calls   map[uint64]*callCtx     // guarded by mu: calls in flight
+	replies []*djinnpb.SessionReply // guarded by mu: to send
 
 	wake    chan struct{} // 1-buffered: replies to send
 	quit    chan struct{} // closed when no call is left: send the rest and return
@@ -164,19 +170,38 @@ func (ss *session) receive() error {
 
 func (ss *session) cancel(id uint64) {
 	ss.mu.Lock()
-	cancel := ss.calls[id]
+	cc := ss.calls[id]
 	ss.mu.Unlock()
-	if cancel != nil {
-		cancel()
+	if cc != nil {
+		ss.endCall(cc, context.Canceled)
 	}
 }
 
+// cancelAll ends every call in flight, as the stream's end ends the
+// contexts made from it: with the stream context's error (Canceled, or
+// DeadlineExceeded at the stream's deadline).
 func (ss *session) cancelAll() {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	for _, cancel := range ss.calls {
-		cancel()
+	err := ss.ctx.Err()
+	if err == nil {
+		err = context.Canceled
 	}
+	ss.mu.Lock()
+	calls := make([]*callCtx, 0, len(ss.calls))
+	for _, cc := range ss.calls {
+		calls = append(calls, cc)
+	}
+	ss.mu.Unlock()
+	for _, cc := range calls {
+		ss.endCall(cc, err)
+	}
+}
+
+// endCall ends a call's context with err.
+func (ss *session) endCall(cc *callCtx, err error) {
+	if !cc.deadline.IsZero() {
+		ss.deadlines.remove(cc)
+	}
+	cc.end(err)
 }
 
 // start starts a call, once a slot is free; an error ends the session.
@@ -199,40 +224,50 @@ func (ss *session) start(c *djinnpb.SessionCall) error {
 		<-ss.slots
 		return nil
 	}
-	ctx, cancel := ss.callContext(c)
+	cc := ss.callContext(c)
 	ss.mu.Lock()
 	if _, dup := ss.calls[c.GetId()]; dup {
 		ss.mu.Unlock()
-		cancel()
+		cc.end(context.Canceled)
 		<-ss.slots
 		return status.Errorf(codes.InvalidArgument, "session call id %d: already in flight on this session; give each call in flight its own id", c.GetId())
 	}
-	ss.calls[c.GetId()] = cancel
+	ss.calls[c.GetId()] = cc
 	ss.mu.Unlock()
+	if c.GetTimeoutNanos() > 0 && cc.Err() == nil {
+		ss.deadlines.add(cc)
+	}
 	ss.wg.Add(1)
 	sc := newSessionCall()
-	sc.ss, sc.call, sc.method, sc.ctx, sc.cancel = ss, c, m, ctx, cancel
+	sc.ss, sc.call, sc.method, sc.cc = ss, c, m, cc
 	ss.s.workers.run(sc.serveFn)
 	return nil
 }
 
 // callContext is the context of call c: the stream's, with c's deadline
 // and metadata, and a transport stream that keeps what the handler sets as
-// headers and trailers.
-func (ss *session) callContext(c *djinnpb.SessionCall) (context.Context, context.CancelFunc) {
-	var (
-		ctx    context.Context
-		cancel context.CancelFunc
-	)
+// headers and trailers; and the call's end. A deadline already past ends
+// the call's context at once, as context.WithDeadline's does.
+func (ss *session) callContext(c *djinnpb.SessionCall) *callCtx {
+	cc := &callCtx{at: -1}
+	cc.deadline, _ = ss.ctx.Deadline()
 	if d := c.GetTimeoutNanos(); d > 0 {
-		ctx, cancel = context.WithTimeout(ss.ctx, time.Duration(d))
-	} else {
-		ctx, cancel = context.WithCancel(ss.ctx)
+		now := time.Now()
+		if dl := now.Add(time.Duration(d)); cc.deadline.IsZero() || dl.Before(cc.deadline) {
+			cc.deadline = dl
+		}
+		if !now.Before(cc.deadline) {
+			cc.end(context.DeadlineExceeded)
+		}
 	}
+	// The values go under cc, not over it: cc is the context the handler
+	// gets, so contexts made from it find its AfterFunc.
+	values := ss.values
 	if len(c.GetMetadata()) > 0 {
-		ctx = metadata.NewIncomingContext(ctx, withCallMetadata(ss.md, c.GetMetadata()))
+		values = metadata.NewIncomingContext(values, withCallMetadata(ss.md, c.GetMetadata()))
 	}
-	return grpc.NewContextWithServerTransportStream(ctx, &callStream{method: c.GetMethod()}), cancel
+	cc.values = grpc.NewContextWithServerTransportStream(values, &callStream{method: c.GetMethod()})
+	return cc
 }
 
 // withCallMetadata returns the stream's metadata with a call's own: a key
@@ -262,8 +297,7 @@ type sessionCall struct {
 	ss     *session
 	call   *djinnpb.SessionCall
 	method sessionMethod
-	ctx    context.Context
-	cancel context.CancelFunc
+	cc     *callCtx // its context
 
 	serveFn  func()          // serve, bound once
 	decodeFn func(any) error // decode, bound once
@@ -285,9 +319,9 @@ func newSessionCall() *sessionCall {
 // serve runs the call on a worker, returns sc to the pool and queues the
 // call's reply.
 func (sc *sessionCall) serve() {
-	ss, c, ctx, cancel := sc.ss, sc.call, sc.ctx, sc.cancel
+	ss, c, cc := sc.ss, sc.call, sc.cc
 	defer ss.wg.Done()
-	resp, err := ss.handle(ctx, c.GetMethod(), sc.method, sc.decodeFn)
+	resp, err := ss.handle(cc, c.GetMethod(), sc.method, sc.decodeFn)
 	*sc = sessionCall{serveFn: sc.serveFn, decodeFn: sc.decodeFn}
 	sessionCalls.Put(sc)
 	r := &djinnpb.SessionReply{Id: c.GetId()}
@@ -297,9 +331,9 @@ func (sc *sessionCall) serve() {
 	if err != nil {
 		r.Status = sessionStatus(status.Convert(err))
 	}
-	cs := grpc.ServerTransportStreamFromContext(ctx).(*callStream)
+	cs := grpc.ServerTransportStreamFromContext(cc).(*callStream)
 	r.Header, r.Trailer = cs.entries()
-	cancel()
+	ss.endCall(cc, context.Canceled)
 	ss.mu.Lock()
 	delete(ss.calls, c.GetId())
 	ss.mu.Unlock()

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -413,6 +414,52 @@ func TestSessionDeadline(t *testing.T) {
 	if err := s.result(1, &djinnpb.LockResponse{}); status.Code(err) != codes.DeadlineExceeded {
 		t.Errorf("a waiting lock past its timeout: %v, want DeadlineExceeded", err)
 	}
+}
+
+// TestSessionStreamEndEndsCalls: a call waiting when its session's stream
+// ends — after the client closed its side, so only the stream's end can
+// reach it — is ended with it, as a unary call is when its stream ends:
+// the lock it waited for no longer counts it.
+func TestSessionStreamEndEndsCalls(t *testing.T) {
+	t.Parallel()
+	srv := servertest.Start(t, servertest.Config(t))
+	ls := djinnpb.NewLockServiceClient(unaryConn(t, srv.Addr()))
+	ctx := testContext(t)
+	set, err := ls.CreateSet(ctx, &djinnpb.CreateLockSetRequest{LeaseDurationNanos: int64(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var holders []*djinnpb.LockHolder
+	for range 2 {
+		o, err := ls.CreateOwner(ctx, &djinnpb.CreateLockOwnerRequest{LeaseDurationNanos: int64(time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		holders = append(holders, &djinnpb.LockHolder{Owner: o.GetLease().GetCookie()})
+	}
+	w := djinnpb.LockMode_LOCK_MODE_WRITE
+	if _, err := ls.Lock(ctx, &djinnpb.LockRequest{SetId: set.GetSetId(), Holder: holders[0], Mode: w}); err != nil {
+		t.Fatal(err)
+	}
+	waiters := func(n int) func() bool {
+		return func() bool {
+			d, err := ls.Describe(ctx, &djinnpb.LockSetRequest{SetId: set.GetSetId()})
+			return err == nil && len(d.GetWaiters()) == n
+		}
+	}
+	sctx, end := context.WithCancel(ctx)
+	stream, err := djinnpb.NewSessionClient(unaryConn(t, srv.Addr())).Open(sctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &rawSession{t: t, s: stream, replies: map[uint64]*djinnpb.SessionReply{}}
+	s.call(1, djinnpb.LockService_Lock_FullMethodName, &djinnpb.LockRequest{SetId: set.GetSetId(), Holder: holders[1], Mode: w})
+	servertest.Eventually(t, "the lock to wait", waiters(1))
+	if err := stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	end()
+	servertest.Eventually(t, "the waiting lock to end with its stream", waiters(0))
 }
 
 // TestSessionLeaderHint: a follower answers a session's write as it
