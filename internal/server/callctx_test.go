@@ -71,8 +71,11 @@ func TestCallContextAnswered(t *testing.T) {
 		ds.remove(first)
 		first.end(context.Canceled)
 		<-ran
-		if !errors.Is(first.Err(), context.Canceled) || len(ds.calls) != 1 {
-			t.Errorf("an answered call: Err %v, %d deadlines left; want Canceled, 1", first.Err(), len(ds.calls))
+		ds.mu.Lock()
+		left := len(ds.calls)
+		ds.mu.Unlock()
+		if !errors.Is(first.Err(), context.Canceled) || left != 1 {
+			t.Errorf("an answered call: Err %v, %d deadlines left; want Canceled, 1", first.Err(), left)
 		}
 		time.Sleep(3*time.Second - time.Nanosecond)
 		synctest.Wait()
