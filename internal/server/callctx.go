@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,8 +22,10 @@ type callCtx struct {
 	deadline time.Time       // zero: none
 	at       int             // its index in its session's deadlines; -1: not there
 
+	done  atomic.Value // chan struct{}: made by Done (under mu), closed at the end
+	ended atomic.Bool  // set with err, at the end
+
 	mu     sync.Mutex
-	done   chan struct{}        // guarded by mu: made by Done, closed at the end
 	err    error                // guarded by mu: set at the end
 	afters map[*func()]struct{} // guarded by mu: functions to run at the end
 }
@@ -35,15 +38,23 @@ func (c *callCtx) Deadline() (time.Time, bool) { return c.deadline, !c.deadline.
 func (c *callCtx) Value(key any) any           { return c.values.Value(key) }
 
 func (c *callCtx) Done() <-chan struct{} {
+	if d := c.done.Load(); d != nil {
+		return d.(chan struct{})
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.done == nil {
-		c.done = make(chan struct{})
+	d := c.done.Load()
+	if d == nil {
+		d = make(chan struct{})
+		c.done.Store(d)
 	}
-	return c.done
+	return d.(chan struct{})
 }
 
 func (c *callCtx) Err() error {
+	if !c.ended.Load() {
+		return nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.err
@@ -81,10 +92,11 @@ func (c *callCtx) end(err error) {
 		return
 	}
 	c.err = err
-	if c.done == nil {
-		c.done = closedDone
+	c.ended.Store(true)
+	if d := c.done.Load(); d == nil {
+		c.done.Store(closedDone)
 	} else {
-		close(c.done)
+		close(d.(chan struct{}))
 	}
 	for f := range c.afters {
 		go (*f)()
