@@ -6,6 +6,7 @@ import (
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/quota"
 	"github.com/djinn-go/djinn/internal/state"
+	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
 
@@ -33,11 +34,7 @@ func (s *State) Part() state.Part {
 		Snapshot: func() (state.Dump, error) {
 			snap := s.export() // now, between applies; encoded while they go on
 			return func(emit func(proto.Message) error) error {
-				recs, err := snap.records()
-				if err != nil {
-					return err
-				}
-				return state.Each(recs)(emit)
+				return snap.encode(wire.RecordSize, func(r *statepb.LockRecord) error { return emit(r) })
 			}, nil
 		},
 		Reset: s.Reset,

@@ -39,15 +39,10 @@ type snapHolder struct {
 }
 
 // Records returns the state as snapshot records.
-func (s *State) Records() ([]*statepb.LockRecord, error) { return s.export().records() }
-
-// records encodes an exported state as snapshot records.
-func (snap snapshot) records() ([]*statepb.LockRecord, error) {
-	b, err := json.Marshal(snap)
-	if err != nil {
-		return nil, djinn.Errorf(djinn.Internal, "lock state snapshot: %v", err)
-	}
-	return wire.Records(b, func(c []byte, last bool) *statepb.LockRecord { return &statepb.LockRecord{Table: c, Last: last} }), nil
+func (s *State) Records() ([]*statepb.LockRecord, error) {
+	var out []*statepb.LockRecord
+	err := s.export().encode(wire.RecordSize, func(r *statepb.LockRecord) error { out = append(out, r); return nil })
+	return out, err
 }
 
 // export copies the state, as plain values that no later change touches:
