@@ -45,12 +45,14 @@ type Report struct {
 	Outages    map[string][]time.Duration
 }
 
-// Workers is how many workers of each workload a run starts, and the
-// least time they work (the faults may take longer).
+// Workers is how many workers of each workload a run starts, the least
+// time they work (the faults may take longer), and the least time they
+// go on working after the last fault (a second unless said).
 type Workers struct {
 	KV, Lock, Lease, Txn, Lookup, Renewal int
 	Mailbox                               bool
 	For                                   time.Duration
+	Tail                                  time.Duration
 }
 
 // NewRun prepares a run on a started cluster.
@@ -135,7 +137,7 @@ func (r *Run) Go(ctx context.Context, w Workers, faults []Fault) (*Report, error
 		}
 		injected[f.Kind]++
 	}
-	r.pause(ctx, max(time.Second, w.For-time.Since(r.clock.start)))
+	r.pause(ctx, max(time.Second, w.Tail, w.For-time.Since(r.clock.start)))
 	stopWork()
 	if herr := r.heal(ctx); err == nil {
 		err = herr
