@@ -268,22 +268,9 @@ func TestSessionAnswersOutOfOrder(t *testing.T) {
 	srv := servertest.Start(t, servertest.Config(t))
 	ls := djinnpb.NewLockServiceClient(unaryConn(t, srv.Addr()))
 	ctx := testContext(t)
-	set, err := ls.CreateSet(ctx, &djinnpb.CreateLockSetRequest{LeaseDurationNanos: int64(time.Minute)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner := func() *djinnpb.LockHolder {
-		o, err := ls.CreateOwner(ctx, &djinnpb.CreateLockOwnerRequest{LeaseDurationNanos: int64(time.Minute)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &djinnpb.LockHolder{Owner: o.GetLease().GetCookie()}
-	}
-	a, b, c := owner(), owner(), owner()
+	set, holders := heldLockSet(ctx, t, ls, 3)
+	b, c := holders[1], holders[2]
 	w := djinnpb.LockMode_LOCK_MODE_WRITE
-	if _, err := ls.Lock(ctx, &djinnpb.LockRequest{SetId: set.GetSetId(), Holder: a, Mode: w}); err != nil {
-		t.Fatal(err)
-	}
 	waiters := func(n int) func() bool {
 		return func() bool {
 			d, err := ls.Describe(ctx, &djinnpb.LockSetRequest{SetId: set.GetSetId()})
@@ -308,7 +295,7 @@ func TestSessionAnswersOutOfOrder(t *testing.T) {
 	if _, ok := s.replies[1]; ok {
 		t.Fatal("the first waiting lock was answered while another held the lock")
 	}
-	if _, err := ls.Unlock(ctx, &djinnpb.UnlockRequest{SetId: set.GetSetId(), Holder: a, Mode: w}); err != nil {
+	if _, err := ls.Unlock(ctx, &djinnpb.UnlockRequest{SetId: set.GetSetId(), Holder: holders[0], Mode: w}); err != nil {
 		t.Fatal(err)
 	}
 	var granted djinnpb.LockResponse
@@ -389,22 +376,8 @@ func TestSessionDeadline(t *testing.T) {
 	srv := servertest.Start(t, servertest.Config(t))
 	ls := djinnpb.NewLockServiceClient(unaryConn(t, srv.Addr()))
 	ctx := testContext(t)
-	set, err := ls.CreateSet(ctx, &djinnpb.CreateLockSetRequest{LeaseDurationNanos: int64(time.Minute)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var holders []*djinnpb.LockHolder
-	for range 2 {
-		o, err := ls.CreateOwner(ctx, &djinnpb.CreateLockOwnerRequest{LeaseDurationNanos: int64(time.Minute)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		holders = append(holders, &djinnpb.LockHolder{Owner: o.GetLease().GetCookie()})
-	}
+	set, holders := heldLockSet(ctx, t, ls, 2)
 	w := djinnpb.LockMode_LOCK_MODE_WRITE
-	if _, err := ls.Lock(ctx, &djinnpb.LockRequest{SetId: set.GetSetId(), Holder: holders[0], Mode: w}); err != nil {
-		t.Fatal(err)
-	}
 	s := openSession(t, unaryConn(t, srv.Addr()))
 	b, err := proto.Marshal(&djinnpb.LockRequest{SetId: set.GetSetId(), Holder: holders[1], Mode: w})
 	if err != nil {
@@ -416,21 +389,16 @@ func TestSessionDeadline(t *testing.T) {
 	}
 }
 
-// TestSessionStreamEndEndsCalls: a call waiting when its session's stream
-// ends — after the client closed its side, so only the stream's end can
-// reach it — is ended with it, as a unary call is when its stream ends:
-// the lock it waited for no longer counts it.
-func TestSessionStreamEndEndsCalls(t *testing.T) {
-	t.Parallel()
-	srv := servertest.Start(t, servertest.Config(t))
-	ls := djinnpb.NewLockServiceClient(unaryConn(t, srv.Addr()))
-	ctx := testContext(t)
+// heldLockSet makes a lock set and n owners, the first holding the set's
+// write lock: it returns the set and the holders.
+func heldLockSet(ctx context.Context, t *testing.T, ls djinnpb.LockServiceClient, n int) (*djinnpb.LockSetCreated, []*djinnpb.LockHolder) {
+	t.Helper()
 	set, err := ls.CreateSet(ctx, &djinnpb.CreateLockSetRequest{LeaseDurationNanos: int64(time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var holders []*djinnpb.LockHolder
-	for range 2 {
+	for range n {
 		o, err := ls.CreateOwner(ctx, &djinnpb.CreateLockOwnerRequest{LeaseDurationNanos: int64(time.Minute)})
 		if err != nil {
 			t.Fatal(err)
@@ -441,6 +409,20 @@ func TestSessionStreamEndEndsCalls(t *testing.T) {
 	if _, err := ls.Lock(ctx, &djinnpb.LockRequest{SetId: set.GetSetId(), Holder: holders[0], Mode: w}); err != nil {
 		t.Fatal(err)
 	}
+	return set, holders
+}
+
+// TestSessionStreamEndEndsCalls: a call waiting when its session's stream
+// ends — after the client closed its side, so only the stream's end can
+// reach it — is ended with it, as a unary call is when its stream ends:
+// the lock it waited for no longer counts it.
+func TestSessionStreamEndEndsCalls(t *testing.T) {
+	t.Parallel()
+	srv := servertest.Start(t, servertest.Config(t))
+	ls := djinnpb.NewLockServiceClient(unaryConn(t, srv.Addr()))
+	ctx := testContext(t)
+	set, holders := heldLockSet(ctx, t, ls, 2)
+	w := djinnpb.LockMode_LOCK_MODE_WRITE
 	waiters := func(n int) func() bool {
 		return func() bool {
 			d, err := ls.Describe(ctx, &djinnpb.LockSetRequest{SetId: set.GetSetId()})
