@@ -65,13 +65,8 @@ func BenchmarkSessionRead(b *testing.B) {
 //
 //	go test -run XXX -bench SessionLockCycle -benchmem ./internal/server
 func BenchmarkSessionLockCycle(b *testing.B) {
-	srv := servertest.Start(b, servertest.Config(b))
-	c := servertest.Dial(b, srv.Addr())
 	ctx := context.Background()
-	ls, err := c.LockService(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
+	ls := benchLockService(ctx, b)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		set, err := ls.CreateSet(ctx, client.LockSetOptions{Lease: time.Hour})
@@ -85,15 +80,7 @@ func BenchmarkSessionLockCycle(b *testing.B) {
 			return
 		}
 		h := client.HeldByOwner(o)
-		for pb.Next() {
-			if _, err := set.Lock(ctx, h, client.LockW); err != nil {
-				b.Error(err)
-				return
-			}
-			if err := set.Unlock(ctx, h, client.LockW); err != nil {
-				b.Error(err)
-				return
-			}
+		for pb.Next() && lockCycle(ctx, b, set, h) {
 		}
 	})
 }
@@ -107,13 +94,8 @@ func BenchmarkSessionLockCycle(b *testing.B) {
 //
 //	go test -run XXX -bench SessionLockHandOff -benchmem ./internal/server
 func BenchmarkSessionLockHandOff(b *testing.B) {
-	srv := servertest.Start(b, servertest.Config(b))
-	c := servertest.Dial(b, srv.Addr())
 	ctx := context.Background()
-	ls, err := c.LockService(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
+	ls := benchLockService(ctx, b)
 	set, err := ls.CreateSet(ctx, client.LockSetOptions{Lease: time.Hour})
 	if err != nil {
 		b.Fatal(err)
@@ -132,17 +114,35 @@ func BenchmarkSessionLockHandOff(b *testing.B) {
 	var wg sync.WaitGroup
 	for _, h := range owners {
 		wg.Go(func() {
-			for next.Add(1) <= int64(b.N) {
-				if _, err := set.Lock(ctx, h, client.LockW); err != nil {
-					b.Error(err)
-					return
-				}
-				if err := set.Unlock(ctx, h, client.LockW); err != nil {
-					b.Error(err)
-					return
-				}
+			for next.Add(1) <= int64(b.N) && lockCycle(ctx, b, set, h) {
 			}
 		})
 	}
 	wg.Wait()
+}
+
+// benchLockService starts a server in this process and returns its lock
+// service through a client of its own.
+func benchLockService(ctx context.Context, b *testing.B) *client.LockService {
+	b.Helper()
+	srv := servertest.Start(b, servertest.Config(b))
+	ls, err := servertest.Dial(b, srv.Addr()).LockService(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ls
+}
+
+// lockCycle locks and unlocks set's write lock for h; false (the error
+// reported) when either call failed.
+func lockCycle(ctx context.Context, b *testing.B, set *client.LockSet, h client.LockHolder) bool {
+	if _, err := set.Lock(ctx, h, client.LockW); err != nil {
+		b.Error(err)
+		return false
+	}
+	if err := set.Unlock(ctx, h, client.LockW); err != nil {
+		b.Error(err)
+		return false
+	}
+	return true
 }
