@@ -232,14 +232,11 @@ func (o outcome) result(out proto.Message, opts []grpc.CallOption) error {
 	return nil
 }
 
-// metadataOf is a reply's header or trailer as metadata: nil when it has
-// none (as a unary call's is when its stream carried none), so a call
-// pays for no map unless its reply carries metadata.
+// metadataOf is a reply's header or trailer as metadata: never nil, even
+// when the reply carries none, as grpc-go hands a unary call's, so code
+// that adds to the received metadata works the same in a session.
 func metadataOf(es []*djinnpb.MetadataEntry) metadata.MD {
-	if len(es) == 0 {
-		return nil
-	}
-	md := metadata.MD{}
+	md := make(metadata.MD, len(es))
 	for _, e := range es {
 		md[e.GetKey()] = append(md[e.GetKey()], string(e.GetValue()))
 	}

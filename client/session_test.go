@@ -170,8 +170,16 @@ func TestSessionCarriesUnaryCalls(t *testing.T) {
 	if got := trailer.Get("x-test"); len(got) != 1 || got[0] != "v" {
 		t.Errorf("trailer %v, want x-test: v from the reply", trailer)
 	}
-	if f.opened.Load() != 1 || f.read.Load() != 6 || f.unary.Load() != 0 {
-		t.Errorf("%d sessions, %d calls in them, %d unary; want 1, 6, 0", f.opened.Load(), f.read.Load(), f.unary.Load())
+	var header metadata.MD
+	if _, err := hc.Check(ctxT(t), &healthpb.HealthCheckRequest{}, grpc.Header(&header)); err != nil {
+		t.Fatal(err)
+	}
+	if header == nil {
+		t.Fatal("a reply without a header gave a nil header; want empty metadata one may add to, as a unary call's")
+	}
+	header.Set("added-by-caller", "ok")
+	if f.opened.Load() != 1 || f.read.Load() != 7 || f.unary.Load() != 0 {
+		t.Errorf("%d sessions, %d calls in them, %d unary; want 1, 7, 0", f.opened.Load(), f.read.Load(), f.unary.Load())
 	}
 	if !sawDeadline.Load() || !sawMetadata.Load() {
 		t.Errorf("the calls' deadline seen %v, metadata seen %v; want both", sawDeadline.Load(), sawMetadata.Load())
