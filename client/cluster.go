@@ -139,7 +139,8 @@ func (p *Pool) newCluster(seeds []string) (*cluster, error) {
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: clusterKeepTime, Timeout: clusterKeepTime / 2, PermitWithoutStream: true}),
 		grpc.WithChainUnaryInterceptor(cl.unaryInterceptor),
 		grpc.WithChainStreamInterceptor(streamInterceptor),
-	}, p.opts.dialOpts...)
+	}, windows...)
+	opts = append(opts, p.opts.dialOpts...)
 	opts = append(opts, p.sessionOption(func() (string, bool) {
 		ep := cl.leaderEndpoint()
 		return ep, ep != "" && cl.isReady(ep)

@@ -120,7 +120,8 @@ func Listen(ctx context.Context, addr string, fn NotifyFunc, opts ...ListenOptio
 	if h.endpoint == "" {
 		h.endpoint = ln.Addr().String()
 	}
-	srvOpts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(recoverUnary)}, cfg.serverOpts...)
+	srvOpts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(recoverUnary),
+		grpc.StaticStreamWindowSize(streamWindow), grpc.StaticConnWindowSize(connWindow)}, cfg.serverOpts...)
 	if cfg.tls != nil {
 		srvOpts = append([]grpc.ServerOption{grpc.Creds(credentials.NewTLS(cfg.tls))}, srvOpts...)
 	}

@@ -253,6 +253,8 @@ func (s *Server) openGRPC(serverTLS *tls.Config) error {
 		// stack again on every call. Calls block (on the log, on a lock),
 		// so there are as many workers as calls commonly in flight.
 		grpc.NumStreamWorkers(uint32(max(streamWorkers, 4*runtime.GOMAXPROCS(0)))),
+		grpc.StaticStreamWindowSize(streamWindow),
+		grpc.StaticConnWindowSize(connWindow),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		// A connection that does not finish its TLS and HTTP/2 handshakes
 		// in time is closed.

@@ -83,3 +83,15 @@ func (w *workers) stop() {
 	w.mu.Unlock()
 	w.wg.Wait()
 }
+
+// HTTP/2 flow control windows of the server's connections: set, not
+// estimated. gRPC's estimation answers data with a window update and a
+// ping whenever no ping is out, and the client acknowledges each: on a
+// connection of small calls, about three control frames per message each
+// way. A stream may have streamWindow bytes unread (a session the server
+// stopped reading, at maxSessionCalls, holds at most that), a connection
+// connWindow.
+const (
+	streamWindow = 1 << 20
+	connWindow   = 4 << 20
+)
