@@ -35,6 +35,7 @@ var leaderSide = map[string]string{
 	"internal/lease/lessor.go":    "the expiry and checkpoint loops",
 	"internal/mailbox/deliver.go": "delivery to targets",
 	"internal/mailbox/stream.go":  "a delivery stream's acknowledgement receiver and recorder",
+	"internal/mailbox/shared.go":  "a shared delivery stream's receiver and its registrations' senders",
 	"internal/renewal/deliver.go": "delivery of renewal events",
 	"internal/renewal/renewer.go": "renewing client leases",
 	"internal/renewal/service.go": "the service's loops",

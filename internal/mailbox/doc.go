@@ -46,5 +46,7 @@
 // A delivery stream (Deliveries, stream.go) is such a consumer with its
 // acknowledgements on the stream itself and a window of events in flight:
 // the way to receive a registration's events as they are stored, in order,
-// without a call per event or per acknowledgement.
+// without a call per event or per acknowledgement. A shared stream
+// (shared.go) carries several registrations of one caller, each served as
+// a stream of its own, and packs their ready events into each message.
 package mailbox

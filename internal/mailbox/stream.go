@@ -79,6 +79,11 @@ func (o *StreamOpen) check() error {
 // Send from another.
 type StreamConn interface {
 	Recv() (ackThrough uint64, err error)
+	streamSender
+}
+
+// streamSender sends a stream's events and recorded acknowledgements.
+type streamSender interface {
 	Send(events []Stored, recorded uint64) error
 }
 
@@ -92,31 +97,41 @@ func (s *Service) Deliveries(ctx context.Context, id djinn.ID, open StreamOpen, 
 	if err := open.check(); err != nil {
 		return err
 	}
-	if _, _, err := s.live(ctx, id); err != nil {
-		return err
-	}
-	term := s.current.Load()
-	if term == nil {
-		return djinn.Errorf(djinn.Unavailable, "mailbox not ready: leadership starting; open the stream again")
-	}
-	res, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_MailboxPull{MailboxPull: &statepb.MailboxPull{RegistrationId: id[:]}}})
+	st, err := s.openStream(ctx, id, open)
 	if err != nil {
-		return err
-	}
-	begun := res.(PullBegun)
-	if err := wait(ctx, begun.Done); err != nil {
 		return err
 	}
 	s.Streams.Add(1)
 	defer s.Streams.Add(-1)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	st := &stream{svc: s, term: term, id: id, pull: begun.Pull, open: open, sent: open.After,
-		wake: make(chan struct{}, 1)}
 	defer st.stopTelling()
 	// The receiver ends with the stream, which ends when this returns.
 	go st.receive(conn)
-	return st.serve(ctx, conn, term.ended)
+	return st.serve(ctx, conn, st.term.ended)
+}
+
+// openStream makes registration id's stream the registration's consumer
+// (the MailboxPull command), once the registration is found live and the
+// caller's.
+func (s *Service) openStream(ctx context.Context, id djinn.ID, open StreamOpen) (*stream, error) {
+	if _, _, err := s.live(ctx, id); err != nil {
+		return nil, err
+	}
+	term := s.current.Load()
+	if term == nil {
+		return nil, djinn.Errorf(djinn.Unavailable, "mailbox not ready: leadership starting; open the stream again")
+	}
+	res, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_MailboxPull{MailboxPull: &statepb.MailboxPull{RegistrationId: id[:]}}})
+	if err != nil {
+		return nil, err
+	}
+	begun := res.(PullBegun)
+	if err := wait(ctx, begun.Done); err != nil {
+		return nil, err
+	}
+	return &stream{svc: s, term: term, id: id, pull: begun.Pull, open: open, sent: open.After,
+		wake: make(chan struct{}, 1)}, nil
 }
 
 // stream is one delivery stream's state.
@@ -158,35 +173,45 @@ func signal(c chan struct{}) {
 func (st *stream) receive(conn StreamConn) {
 	for {
 		ack, err := conn.Recv()
-		st.mu.Lock()
-		wake, record := true, false
-		switch {
-		case errors.Is(err, io.EOF):
-			st.closing = true
-		case err != nil:
-			st.failLocked(err)
-		case ack > st.sent:
-			err = djinn.Errorf(djinn.InvalidArgument, "ack_through %d: past the last event sent on this stream (%d); acknowledge only events received", ack, st.sent)
-			st.failLocked(err)
-		case ack > st.asked:
-			st.asked, record = ack, true
-			// Only an acknowledgement that opens a full window gives the
-			// sender something new to do.
-			wake, st.full = st.full, false
-		default:
-			wake = false
-		}
-		st.mu.Unlock()
-		if record {
-			st.term.streamAcked(st)
-		}
-		if wake {
-			signal(st.wake)
-		}
-		if err != nil {
+		if st.received(ack, err) != nil {
 			return
 		}
 	}
+}
+
+// received takes one acknowledgement (or the client's end, io.EOF, or
+// why its side failed), and returns why the stream must end, if it must.
+func (st *stream) received(ack uint64, err error) error {
+	st.mu.Lock()
+	wake, record := true, false
+	switch {
+	case errors.Is(err, io.EOF):
+		st.closing, err = true, nil
+	case err != nil:
+		st.failLocked(err)
+	case ack > st.sent:
+		err = djinn.Errorf(djinn.InvalidArgument, "ack_through %d: past the last event sent on this stream (%d); acknowledge only events received", ack, st.sent)
+		st.failLocked(err)
+	case ack > st.asked:
+		st.asked, record = ack, true
+		// Only an acknowledgement that opens a full window gives the
+		// sender something new to do.
+		wake, st.full = st.full, false
+	default:
+		wake = false
+	}
+	closing := st.closing
+	st.mu.Unlock()
+	if record {
+		st.term.streamAcked(st)
+	}
+	if wake {
+		signal(st.wake)
+	}
+	if err == nil && closing {
+		return io.EOF
+	}
+	return err
 }
 
 func (st *stream) failLocked(err error) {
@@ -245,7 +270,7 @@ func (st *stream) stopTelling() {
 }
 
 // serve sends events and recorded acknowledgements until the stream ends.
-func (st *stream) serve(ctx context.Context, conn StreamConn, ended <-chan struct{}) error {
+func (st *stream) serve(ctx context.Context, conn streamSender, ended <-chan struct{}) error {
 	var told uint64 // the recorded acknowledgement the client was told of
 	for {
 		st.mu.Lock()

@@ -564,16 +564,29 @@ func (*AckResponse) Descriptor() ([]byte, []int) {
 type DeliveriesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// registration_id names the registration: required in the stream's
-	// first message; later messages may leave it out or repeat it.
+	// first message; later messages may leave it out or repeat it. A first
+	// message without it opens the shared form (add, acks, remove).
 	RegistrationId []byte `protobuf:"bytes,1,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
 	// The stream's first message only:
 	AfterIndex uint64 `protobuf:"varint,2,opt,name=after_index,json=afterIndex,proto3" json:"after_index,omitempty"` // send events with a larger index; 0 = every stored event
 	Window     int32  `protobuf:"varint,3,opt,name=window,proto3" json:"window,omitempty"`                           // most events sent and not acknowledged; 0 = 1024, at most 65536
-	MaxBatch   int32  `protobuf:"varint,4,opt,name=max_batch,json=maxBatch,proto3" json:"max_batch,omitempty"`       // events per message; 0 = 256, at most 4096
+	// Events per message; 0 = 256, at most 4096. In the shared form it
+	// bounds a message's events over all its registrations.
+	MaxBatch int32 `protobuf:"varint,4,opt,name=max_batch,json=maxBatch,proto3" json:"max_batch,omitempty"`
 	// Any message: every event with an index up to this one has been
 	// processed and may be forgotten. At most the last index received (or
 	// after_index); a smaller one than before changes nothing.
-	AckThrough    uint64 `protobuf:"varint,5,opt,name=ack_through,json=ackThrough,proto3" json:"ack_through,omitempty"`
+	AckThrough uint64 `protobuf:"varint,5,opt,name=ack_through,json=ackThrough,proto3" json:"ack_through,omitempty"`
+	// Shared form, any message: registrations to add to the stream (at most
+	// 65536 on a stream at once; one already on it is INVALID_ARGUMENT).
+	Add []*DeliveryCursor `protobuf:"bytes,6,rep,name=add,proto3" json:"add,omitempty"`
+	// Shared form, any message: acknowledgements, as ack_through, of
+	// registrations on the stream. One of a registration that has left the
+	// stream is ignored (it may cross the registration's ended message).
+	Acks []*DeliveryCursor `protobuf:"bytes,7,rep,name=acks,proto3" json:"acks,omitempty"`
+	// Shared form, any message: registrations to take off the stream once
+	// their acknowledgements are recorded; each then ends with no error.
+	Remove        [][]byte `protobuf:"bytes,8,rep,name=remove,proto3" json:"remove,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -643,19 +656,117 @@ func (x *DeliveriesRequest) GetAckThrough() uint64 {
 	return 0
 }
 
+func (x *DeliveriesRequest) GetAdd() []*DeliveryCursor {
+	if x != nil {
+		return x.Add
+	}
+	return nil
+}
+
+func (x *DeliveriesRequest) GetAcks() []*DeliveryCursor {
+	if x != nil {
+		return x.Acks
+	}
+	return nil
+}
+
+func (x *DeliveriesRequest) GetRemove() [][]byte {
+	if x != nil {
+		return x.Remove
+	}
+	return nil
+}
+
+// DeliveryCursor is one registration's part of a shared delivery stream's
+// request.
+type DeliveryCursor struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	RegistrationId []byte                 `protobuf:"bytes,1,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
+	// add only: send events with a larger index (0 = every stored event).
+	AfterIndex uint64 `protobuf:"varint,2,opt,name=after_index,json=afterIndex,proto3" json:"after_index,omitempty"`
+	// add only: most events of this registration sent and not acknowledged;
+	// 0 = 1024, at most 65536.
+	Window int32 `protobuf:"varint,3,opt,name=window,proto3" json:"window,omitempty"`
+	// add or acks: every event through this index is processed.
+	AckThrough    uint64 `protobuf:"varint,4,opt,name=ack_through,json=ackThrough,proto3" json:"ack_through,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeliveryCursor) Reset() {
+	*x = DeliveryCursor{}
+	mi := &file_djinn_v1_mailbox_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeliveryCursor) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeliveryCursor) ProtoMessage() {}
+
+func (x *DeliveryCursor) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_mailbox_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeliveryCursor.ProtoReflect.Descriptor instead.
+func (*DeliveryCursor) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_mailbox_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DeliveryCursor) GetRegistrationId() []byte {
+	if x != nil {
+		return x.RegistrationId
+	}
+	return nil
+}
+
+func (x *DeliveryCursor) GetAfterIndex() uint64 {
+	if x != nil {
+		return x.AfterIndex
+	}
+	return 0
+}
+
+func (x *DeliveryCursor) GetWindow() int32 {
+	if x != nil {
+		return x.Window
+	}
+	return 0
+}
+
+func (x *DeliveryCursor) GetAckThrough() uint64 {
+	if x != nil {
+		return x.AckThrough
+	}
+	return 0
+}
+
 type DeliveriesResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Events []*StoredEvent         `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
 	// When set, the mailbox has recorded the acknowledgements through this
 	// index: those events are forgotten, and a new stream will not send them.
 	AcknowledgedThrough uint64 `protobuf:"varint,2,opt,name=acknowledged_through,json=acknowledgedThrough,proto3" json:"acknowledged_through,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Shared form: each registration's part of the message, in the order
+	// the mailbox produced them (a registration may appear more than once).
+	Registrations []*RegistrationDeliveries `protobuf:"bytes,3,rep,name=registrations,proto3" json:"registrations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeliveriesResponse) Reset() {
 	*x = DeliveriesResponse{}
-	mi := &file_djinn_v1_mailbox_proto_msgTypes[12]
+	mi := &file_djinn_v1_mailbox_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -667,7 +778,7 @@ func (x *DeliveriesResponse) String() string {
 func (*DeliveriesResponse) ProtoMessage() {}
 
 func (x *DeliveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_mailbox_proto_msgTypes[12]
+	mi := &file_djinn_v1_mailbox_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -680,7 +791,7 @@ func (x *DeliveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveriesResponse.ProtoReflect.Descriptor instead.
 func (*DeliveriesResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_mailbox_proto_rawDescGZIP(), []int{12}
+	return file_djinn_v1_mailbox_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeliveriesResponse) GetEvents() []*StoredEvent {
@@ -697,6 +808,96 @@ func (x *DeliveriesResponse) GetAcknowledgedThrough() uint64 {
 	return 0
 }
 
+func (x *DeliveriesResponse) GetRegistrations() []*RegistrationDeliveries {
+	if x != nil {
+		return x.Registrations
+	}
+	return nil
+}
+
+// RegistrationDeliveries is one registration's part of a shared delivery
+// stream's message.
+type RegistrationDeliveries struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	RegistrationId      []byte                 `protobuf:"bytes,1,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
+	Events              []*StoredEvent         `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`                                                       // in arrival order, after those sent before
+	AcknowledgedThrough uint64                 `protobuf:"varint,3,opt,name=acknowledged_through,json=acknowledgedThrough,proto3" json:"acknowledged_through,omitempty"` // as DeliveriesResponse's
+	// ended: the registration has left the stream; nothing more of it comes.
+	// Without error, it was removed and its acknowledgements are recorded;
+	// with one, it is why (NOT_FOUND: the registration ended or is not the
+	// caller's; ABORTED: another consumer took over; INVALID_ARGUMENT: a bad
+	// acknowledgement).
+	Ended         bool   `protobuf:"varint,4,opt,name=ended,proto3" json:"ended,omitempty"`
+	Error         *Error `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegistrationDeliveries) Reset() {
+	*x = RegistrationDeliveries{}
+	mi := &file_djinn_v1_mailbox_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegistrationDeliveries) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegistrationDeliveries) ProtoMessage() {}
+
+func (x *RegistrationDeliveries) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_mailbox_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegistrationDeliveries.ProtoReflect.Descriptor instead.
+func (*RegistrationDeliveries) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_mailbox_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RegistrationDeliveries) GetRegistrationId() []byte {
+	if x != nil {
+		return x.RegistrationId
+	}
+	return nil
+}
+
+func (x *RegistrationDeliveries) GetEvents() []*StoredEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *RegistrationDeliveries) GetAcknowledgedThrough() uint64 {
+	if x != nil {
+		return x.AcknowledgedThrough
+	}
+	return 0
+}
+
+func (x *RegistrationDeliveries) GetEnded() bool {
+	if x != nil {
+		return x.Ended
+	}
+	return false
+}
+
+func (x *RegistrationDeliveries) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 type AddUnknownEventsRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	RegistrationId []byte                 `protobuf:"bytes,1,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
@@ -707,7 +908,7 @@ type AddUnknownEventsRequest struct {
 
 func (x *AddUnknownEventsRequest) Reset() {
 	*x = AddUnknownEventsRequest{}
-	mi := &file_djinn_v1_mailbox_proto_msgTypes[13]
+	mi := &file_djinn_v1_mailbox_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -719,7 +920,7 @@ func (x *AddUnknownEventsRequest) String() string {
 func (*AddUnknownEventsRequest) ProtoMessage() {}
 
 func (x *AddUnknownEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_mailbox_proto_msgTypes[13]
+	mi := &file_djinn_v1_mailbox_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -732,7 +933,7 @@ func (x *AddUnknownEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddUnknownEventsRequest.ProtoReflect.Descriptor instead.
 func (*AddUnknownEventsRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_mailbox_proto_rawDescGZIP(), []int{13}
+	return file_djinn_v1_mailbox_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AddUnknownEventsRequest) GetRegistrationId() []byte {
@@ -757,7 +958,7 @@ type AddUnknownEventsResponse struct {
 
 func (x *AddUnknownEventsResponse) Reset() {
 	*x = AddUnknownEventsResponse{}
-	mi := &file_djinn_v1_mailbox_proto_msgTypes[14]
+	mi := &file_djinn_v1_mailbox_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -769,7 +970,7 @@ func (x *AddUnknownEventsResponse) String() string {
 func (*AddUnknownEventsResponse) ProtoMessage() {}
 
 func (x *AddUnknownEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_mailbox_proto_msgTypes[14]
+	mi := &file_djinn_v1_mailbox_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -782,7 +983,7 @@ func (x *AddUnknownEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddUnknownEventsResponse.ProtoReflect.Descriptor instead.
 func (*AddUnknownEventsResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_mailbox_proto_rawDescGZIP(), []int{14}
+	return file_djinn_v1_mailbox_proto_rawDescGZIP(), []int{16}
 }
 
 var File_djinn_v1_mailbox_proto protoreflect.FileDescriptor
@@ -820,7 +1021,7 @@ const file_djinn_v1_mailbox_proto_rawDesc = "" +
 	"AckRequest\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\fR\x0eregistrationId\x12#\n" +
 	"\rthrough_index\x18\x02 \x01(\x04R\fthroughIndex\"\r\n" +
-	"\vAckResponse\"\xb3\x01\n" +
+	"\vAckResponse\"\xa5\x02\n" +
 	"\x11DeliveriesRequest\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\fR\x0eregistrationId\x12\x1f\n" +
 	"\vafter_index\x18\x02 \x01(\x04R\n" +
@@ -828,10 +1029,27 @@ const file_djinn_v1_mailbox_proto_rawDesc = "" +
 	"\x06window\x18\x03 \x01(\x05R\x06window\x12\x1b\n" +
 	"\tmax_batch\x18\x04 \x01(\x05R\bmaxBatch\x12\x1f\n" +
 	"\vack_through\x18\x05 \x01(\x04R\n" +
-	"ackThrough\"v\n" +
+	"ackThrough\x12*\n" +
+	"\x03add\x18\x06 \x03(\v2\x18.djinn.v1.DeliveryCursorR\x03add\x12,\n" +
+	"\x04acks\x18\a \x03(\v2\x18.djinn.v1.DeliveryCursorR\x04acks\x12\x16\n" +
+	"\x06remove\x18\b \x03(\fR\x06remove\"\x93\x01\n" +
+	"\x0eDeliveryCursor\x12'\n" +
+	"\x0fregistration_id\x18\x01 \x01(\fR\x0eregistrationId\x12\x1f\n" +
+	"\vafter_index\x18\x02 \x01(\x04R\n" +
+	"afterIndex\x12\x16\n" +
+	"\x06window\x18\x03 \x01(\x05R\x06window\x12\x1f\n" +
+	"\vack_through\x18\x04 \x01(\x04R\n" +
+	"ackThrough\"\xbe\x01\n" +
 	"\x12DeliveriesResponse\x12-\n" +
 	"\x06events\x18\x01 \x03(\v2\x15.djinn.v1.StoredEventR\x06events\x121\n" +
-	"\x14acknowledged_through\x18\x02 \x01(\x04R\x13acknowledgedThrough\"n\n" +
+	"\x14acknowledged_through\x18\x02 \x01(\x04R\x13acknowledgedThrough\x12F\n" +
+	"\rregistrations\x18\x03 \x03(\v2 .djinn.v1.RegistrationDeliveriesR\rregistrations\"\xe0\x01\n" +
+	"\x16RegistrationDeliveries\x12'\n" +
+	"\x0fregistration_id\x18\x01 \x01(\fR\x0eregistrationId\x12-\n" +
+	"\x06events\x18\x02 \x03(\v2\x15.djinn.v1.StoredEventR\x06events\x121\n" +
+	"\x14acknowledged_through\x18\x03 \x01(\x04R\x13acknowledgedThrough\x12\x14\n" +
+	"\x05ended\x18\x04 \x01(\bR\x05ended\x12%\n" +
+	"\x05error\x18\x05 \x01(\v2\x0f.djinn.v1.ErrorR\x05error\"n\n" +
 	"\x17AddUnknownEventsRequest\x12'\n" +
 	"\x0fregistration_id\x18\x01 \x01(\fR\x0eregistrationId\x12*\n" +
 	"\x06events\x18\x02 \x03(\v2\x12.djinn.v1.EventKeyR\x06events\"\x1a\n" +
@@ -859,7 +1077,7 @@ func file_djinn_v1_mailbox_proto_rawDescGZIP() []byte {
 	return file_djinn_v1_mailbox_proto_rawDescData
 }
 
-var file_djinn_v1_mailbox_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_djinn_v1_mailbox_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_djinn_v1_mailbox_proto_goTypes = []any{
 	(*MailboxRegisterRequest)(nil),     // 0: djinn.v1.MailboxRegisterRequest
 	(*MailboxRegistration)(nil),        // 1: djinn.v1.MailboxRegistration
@@ -873,45 +1091,53 @@ var file_djinn_v1_mailbox_proto_goTypes = []any{
 	(*AckRequest)(nil),                 // 9: djinn.v1.AckRequest
 	(*AckResponse)(nil),                // 10: djinn.v1.AckResponse
 	(*DeliveriesRequest)(nil),          // 11: djinn.v1.DeliveriesRequest
-	(*DeliveriesResponse)(nil),         // 12: djinn.v1.DeliveriesResponse
-	(*AddUnknownEventsRequest)(nil),    // 13: djinn.v1.AddUnknownEventsRequest
-	(*AddUnknownEventsResponse)(nil),   // 14: djinn.v1.AddUnknownEventsResponse
-	(*Lease)(nil),                      // 15: djinn.v1.Lease
-	(*Ref)(nil),                        // 16: djinn.v1.Ref
-	(*EventKey)(nil),                   // 17: djinn.v1.EventKey
-	(*RemoteEvent)(nil),                // 18: djinn.v1.RemoteEvent
+	(*DeliveryCursor)(nil),             // 12: djinn.v1.DeliveryCursor
+	(*DeliveriesResponse)(nil),         // 13: djinn.v1.DeliveriesResponse
+	(*RegistrationDeliveries)(nil),     // 14: djinn.v1.RegistrationDeliveries
+	(*AddUnknownEventsRequest)(nil),    // 15: djinn.v1.AddUnknownEventsRequest
+	(*AddUnknownEventsResponse)(nil),   // 16: djinn.v1.AddUnknownEventsResponse
+	(*Lease)(nil),                      // 17: djinn.v1.Lease
+	(*Ref)(nil),                        // 18: djinn.v1.Ref
+	(*EventKey)(nil),                   // 19: djinn.v1.EventKey
+	(*RemoteEvent)(nil),                // 20: djinn.v1.RemoteEvent
+	(*Error)(nil),                      // 21: djinn.v1.Error
 }
 var file_djinn_v1_mailbox_proto_depIdxs = []int32{
-	15, // 0: djinn.v1.MailboxRegistration.lease:type_name -> djinn.v1.Lease
-	16, // 1: djinn.v1.MailboxRegistration.listener:type_name -> djinn.v1.Ref
-	16, // 2: djinn.v1.MailboxRegistration.target:type_name -> djinn.v1.Ref
-	17, // 3: djinn.v1.MailboxRegistration.unknown_events:type_name -> djinn.v1.EventKey
-	16, // 4: djinn.v1.EnableDeliveryRequest.target:type_name -> djinn.v1.Ref
-	18, // 5: djinn.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
+	17, // 0: djinn.v1.MailboxRegistration.lease:type_name -> djinn.v1.Lease
+	18, // 1: djinn.v1.MailboxRegistration.listener:type_name -> djinn.v1.Ref
+	18, // 2: djinn.v1.MailboxRegistration.target:type_name -> djinn.v1.Ref
+	19, // 3: djinn.v1.MailboxRegistration.unknown_events:type_name -> djinn.v1.EventKey
+	18, // 4: djinn.v1.EnableDeliveryRequest.target:type_name -> djinn.v1.Ref
+	20, // 5: djinn.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
 	7,  // 6: djinn.v1.PullResponse.events:type_name -> djinn.v1.StoredEvent
-	7,  // 7: djinn.v1.DeliveriesResponse.events:type_name -> djinn.v1.StoredEvent
-	17, // 8: djinn.v1.AddUnknownEventsRequest.events:type_name -> djinn.v1.EventKey
-	0,  // 9: djinn.v1.EventMailbox.Register:input_type -> djinn.v1.MailboxRegisterRequest
-	2,  // 10: djinn.v1.EventMailbox.GetRegistration:input_type -> djinn.v1.MailboxRegistrationRequest
-	3,  // 11: djinn.v1.EventMailbox.EnableDelivery:input_type -> djinn.v1.EnableDeliveryRequest
-	2,  // 12: djinn.v1.EventMailbox.DisableDelivery:input_type -> djinn.v1.MailboxRegistrationRequest
-	6,  // 13: djinn.v1.EventMailbox.Pull:input_type -> djinn.v1.PullRequest
-	9,  // 14: djinn.v1.EventMailbox.Ack:input_type -> djinn.v1.AckRequest
-	11, // 15: djinn.v1.EventMailbox.Deliveries:input_type -> djinn.v1.DeliveriesRequest
-	13, // 16: djinn.v1.EventMailbox.AddUnknownEvents:input_type -> djinn.v1.AddUnknownEventsRequest
-	1,  // 17: djinn.v1.EventMailbox.Register:output_type -> djinn.v1.MailboxRegistration
-	1,  // 18: djinn.v1.EventMailbox.GetRegistration:output_type -> djinn.v1.MailboxRegistration
-	4,  // 19: djinn.v1.EventMailbox.EnableDelivery:output_type -> djinn.v1.EnableDeliveryResponse
-	5,  // 20: djinn.v1.EventMailbox.DisableDelivery:output_type -> djinn.v1.DisableDeliveryResponse
-	8,  // 21: djinn.v1.EventMailbox.Pull:output_type -> djinn.v1.PullResponse
-	10, // 22: djinn.v1.EventMailbox.Ack:output_type -> djinn.v1.AckResponse
-	12, // 23: djinn.v1.EventMailbox.Deliveries:output_type -> djinn.v1.DeliveriesResponse
-	14, // 24: djinn.v1.EventMailbox.AddUnknownEvents:output_type -> djinn.v1.AddUnknownEventsResponse
-	17, // [17:25] is the sub-list for method output_type
-	9,  // [9:17] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	12, // 7: djinn.v1.DeliveriesRequest.add:type_name -> djinn.v1.DeliveryCursor
+	12, // 8: djinn.v1.DeliveriesRequest.acks:type_name -> djinn.v1.DeliveryCursor
+	7,  // 9: djinn.v1.DeliveriesResponse.events:type_name -> djinn.v1.StoredEvent
+	14, // 10: djinn.v1.DeliveriesResponse.registrations:type_name -> djinn.v1.RegistrationDeliveries
+	7,  // 11: djinn.v1.RegistrationDeliveries.events:type_name -> djinn.v1.StoredEvent
+	21, // 12: djinn.v1.RegistrationDeliveries.error:type_name -> djinn.v1.Error
+	19, // 13: djinn.v1.AddUnknownEventsRequest.events:type_name -> djinn.v1.EventKey
+	0,  // 14: djinn.v1.EventMailbox.Register:input_type -> djinn.v1.MailboxRegisterRequest
+	2,  // 15: djinn.v1.EventMailbox.GetRegistration:input_type -> djinn.v1.MailboxRegistrationRequest
+	3,  // 16: djinn.v1.EventMailbox.EnableDelivery:input_type -> djinn.v1.EnableDeliveryRequest
+	2,  // 17: djinn.v1.EventMailbox.DisableDelivery:input_type -> djinn.v1.MailboxRegistrationRequest
+	6,  // 18: djinn.v1.EventMailbox.Pull:input_type -> djinn.v1.PullRequest
+	9,  // 19: djinn.v1.EventMailbox.Ack:input_type -> djinn.v1.AckRequest
+	11, // 20: djinn.v1.EventMailbox.Deliveries:input_type -> djinn.v1.DeliveriesRequest
+	15, // 21: djinn.v1.EventMailbox.AddUnknownEvents:input_type -> djinn.v1.AddUnknownEventsRequest
+	1,  // 22: djinn.v1.EventMailbox.Register:output_type -> djinn.v1.MailboxRegistration
+	1,  // 23: djinn.v1.EventMailbox.GetRegistration:output_type -> djinn.v1.MailboxRegistration
+	4,  // 24: djinn.v1.EventMailbox.EnableDelivery:output_type -> djinn.v1.EnableDeliveryResponse
+	5,  // 25: djinn.v1.EventMailbox.DisableDelivery:output_type -> djinn.v1.DisableDeliveryResponse
+	8,  // 26: djinn.v1.EventMailbox.Pull:output_type -> djinn.v1.PullResponse
+	10, // 27: djinn.v1.EventMailbox.Ack:output_type -> djinn.v1.AckResponse
+	13, // 28: djinn.v1.EventMailbox.Deliveries:output_type -> djinn.v1.DeliveriesResponse
+	16, // 29: djinn.v1.EventMailbox.AddUnknownEvents:output_type -> djinn.v1.AddUnknownEventsResponse
+	22, // [22:30] is the sub-list for method output_type
+	14, // [14:22] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_djinn_v1_mailbox_proto_init() }
@@ -926,7 +1152,7 @@ func file_djinn_v1_mailbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_djinn_v1_mailbox_proto_rawDesc), len(file_djinn_v1_mailbox_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -54,6 +54,15 @@ type EventMailboxClient interface {
 	// index. It is a consumer as Pull is: it disables push delivery and
 	// supersedes the registration's earlier stream or Pull (that one ends
 	// with Aborted); EnableDelivery to a target supersedes it.
+	//
+	// Shared form: a stream whose first message names no registration_id
+	// carries several registrations of the caller at once. Registrations
+	// join it (add) and leave it (remove) while it is open, each with its
+	// own after_index, window and acknowledgements, exactly as a stream of
+	// its own would; a message from the mailbox packs the ready events of
+	// several registrations. A registration that ends, is superseded or is
+	// not the caller's leaves the stream with its error (ended), and the
+	// stream goes on with the others.
 	Deliveries(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[DeliveriesRequest, DeliveriesResponse], error)
 	// AddUnknownEvents adds (source, event id) pairs to the registration's
 	// unknown-event list, as a pulling client's UnknownEventException would.
@@ -185,6 +194,15 @@ type EventMailboxServer interface {
 	// index. It is a consumer as Pull is: it disables push delivery and
 	// supersedes the registration's earlier stream or Pull (that one ends
 	// with Aborted); EnableDelivery to a target supersedes it.
+	//
+	// Shared form: a stream whose first message names no registration_id
+	// carries several registrations of the caller at once. Registrations
+	// join it (add) and leave it (remove) while it is open, each with its
+	// own after_index, window and acknowledgements, exactly as a stream of
+	// its own would; a message from the mailbox packs the ready events of
+	// several registrations. A registration that ends, is superseded or is
+	// not the caller's leaves the stream with its error (ended), and the
+	// stream goes on with the others.
 	Deliveries(grpc.BidiStreamingServer[DeliveriesRequest, DeliveriesResponse]) error
 	// AddUnknownEvents adds (source, event id) pairs to the registration's
 	// unknown-event list, as a pulling client's UnknownEventException would.
