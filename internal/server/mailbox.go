@@ -273,9 +273,15 @@ func (m *mailboxRPC) Deliveries(stream grpc.BidiStreamingServer[djinnpb.Deliveri
 		}
 		return err
 	}
+	if len(first.GetRegistrationId()) == 0 {
+		return m.sharedDeliveries(stream, first)
+	}
 	id, err := regID(first.GetRegistrationId())
 	if err != nil {
 		return err
+	}
+	if len(first.GetAdd()) > 0 || len(first.GetAcks()) > 0 || len(first.GetRemove()) > 0 {
+		return djinn.Errorf(djinn.InvalidArgument, "delivery stream of registration %s: add, acks and remove belong to a shared stream, whose first message names no registration_id", id)
 	}
 	open := mailbox.StreamOpen{After: first.GetAfterIndex(), Window: int(first.GetWindow()), MaxBatch: int(first.GetMaxBatch())}
 	return m.svc.Deliveries(stream.Context(), id, open, &deliveryConn{stream: stream, id: id, first: first.GetAckThrough(), pending: true})
@@ -303,6 +309,8 @@ func (c *deliveryConn) Recv() (uint64, error) {
 		return 0, djinn.Errorf(djinn.InvalidArgument, "delivery stream of registration %s: a later message names registration %x; open a stream per registration", c.id, r.GetRegistrationId())
 	case r.GetAfterIndex() != 0 || r.GetWindow() != 0 || r.GetMaxBatch() != 0:
 		return 0, djinn.Errorf(djinn.InvalidArgument, "delivery stream: after_index, window and max_batch belong in the stream's first message; later ones only acknowledge")
+	case len(r.GetAdd()) > 0 || len(r.GetAcks()) > 0 || len(r.GetRemove()) > 0:
+		return 0, djinn.Errorf(djinn.InvalidArgument, "delivery stream of registration %s: add, acks and remove belong to a shared stream, whose first message names no registration_id", c.id)
 	}
 	return r.GetAckThrough(), nil
 }

@@ -165,7 +165,7 @@ func TestMailboxDeliveriesArguments(t *testing.T) {
 		text string
 	}{
 		{"a stream ended before its first message", nil, "before its first message"},
-		{"a first message without a registration id", []*djinnpb.DeliveriesRequest{{Window: 4}}, "registration id"},
+		{"a shared first message with a window", []*djinnpb.DeliveriesRequest{{Window: 4}}, "window 4"},
 		{"a window above 65536", []*djinnpb.DeliveriesRequest{{RegistrationId: id, Window: 70000}}, "delivery window 70000"},
 		{"a negative batch", []*djinnpb.DeliveriesRequest{{RegistrationId: id, MaxBatch: -1}}, "delivery batch -1"},
 		{"an acknowledgement past the events sent", []*djinnpb.DeliveriesRequest{{RegistrationId: id, AckThrough: 5}}, "ack_through 5"},

@@ -1,0 +1,94 @@
+package server
+
+import (
+	"fmt"
+
+	"google.golang.org/grpc"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/grpcerr"
+	"github.com/djinn-go/djinn/internal/mailbox"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+// sharedDeliveries serves the shared form of a delivery stream: its first
+// message names no registration and may set max_batch; every message may
+// add, acknowledge and remove registrations. Each registration added is
+// authorized as a stream of its own is: one not the caller's leaves the
+// stream at once with NotFound.
+func (m *mailboxRPC) sharedDeliveries(stream grpc.BidiStreamingServer[djinnpb.DeliveriesRequest, djinnpb.DeliveriesResponse], first *djinnpb.DeliveriesRequest) error {
+	if first.GetAfterIndex() != 0 || first.GetWindow() != 0 || first.GetAckThrough() != 0 {
+		return djinn.Errorf(djinn.InvalidArgument, "shared delivery stream: after_index %d, window %d, ack_through %d: a stream whose first message names no registration_id takes them per registration, in add and acks", first.GetAfterIndex(), first.GetWindow(), first.GetAckThrough())
+	}
+	return m.svc.SharedDeliveries(stream.Context(), int(first.GetMaxBatch()), &sharedConn{stream: stream, first: first})
+}
+
+// sharedConn is a shared delivery stream's transport over gRPC.
+type sharedConn struct {
+	stream grpc.BidiStreamingServer[djinnpb.DeliveriesRequest, djinnpb.DeliveriesResponse]
+	first  *djinnpb.DeliveriesRequest // given by the first Recv
+}
+
+func (c *sharedConn) Recv() (mailbox.SharedRequest, error) {
+	r, isFirst := c.first, c.first != nil
+	c.first = nil
+	if !isFirst {
+		var err error
+		if r, err = c.stream.Recv(); err != nil {
+			return mailbox.SharedRequest{}, err
+		}
+	}
+	return sharedRequest(r, isFirst)
+}
+
+// sharedRequest decodes a message of a shared delivery stream (the
+// stream's first one when first is set).
+func sharedRequest(r *djinnpb.DeliveriesRequest, first bool) (mailbox.SharedRequest, error) {
+	var out mailbox.SharedRequest
+	switch {
+	case len(r.GetRegistrationId()) > 0:
+		return out, djinn.Errorf(djinn.InvalidArgument, "shared delivery stream: a later message names registration %x; name registrations in add, acks and remove", r.GetRegistrationId())
+	case !first && (r.GetAfterIndex() != 0 || r.GetWindow() != 0 || r.GetMaxBatch() != 0 || r.GetAckThrough() != 0):
+		return out, djinn.Errorf(djinn.InvalidArgument, "shared delivery stream: after_index, window, max_batch and ack_through are not taken after the first message; use add and acks")
+	}
+	for i, a := range r.GetAdd() {
+		id, err := djinn.IDFromBytes(fmt.Sprintf("add[%d] registration id", i), a.GetRegistrationId())
+		if err != nil {
+			return out, err
+		}
+		out.Add = append(out.Add, mailbox.SharedJoin{ID: id, After: a.GetAfterIndex(), Window: int(a.GetWindow()), Ack: a.GetAckThrough()})
+	}
+	for i, a := range r.GetAcks() {
+		id, err := djinn.IDFromBytes(fmt.Sprintf("acks[%d] registration id", i), a.GetRegistrationId())
+		if err != nil {
+			return out, err
+		}
+		if a.GetAfterIndex() != 0 || a.GetWindow() != 0 {
+			return out, djinn.Errorf(djinn.InvalidArgument, "acks[%d] of registration %s: after_index %d, window %d: only add takes them", i, id, a.GetAfterIndex(), a.GetWindow())
+		}
+		out.Acks = append(out.Acks, mailbox.SharedAck{ID: id, Through: a.GetAckThrough()})
+	}
+	for i, b := range r.GetRemove() {
+		id, err := djinn.IDFromBytes(fmt.Sprintf("remove[%d] registration id", i), b)
+		if err != nil {
+			return out, err
+		}
+		out.Remove = append(out.Remove, id)
+	}
+	return out, nil
+}
+
+func (c *sharedConn) Send(parts []mailbox.SharedPart) error {
+	msg := &djinnpb.DeliveriesResponse{Registrations: make([]*djinnpb.RegistrationDeliveries, len(parts))}
+	for i, p := range parts {
+		rd := &djinnpb.RegistrationDeliveries{RegistrationId: p.ID[:], AcknowledgedThrough: p.Recorded, Ended: p.Ended, Error: grpcerr.ToProto(p.Err)}
+		if len(p.Events) > 0 {
+			rd.Events = make([]*djinnpb.StoredEvent, len(p.Events))
+			for j, e := range p.Events {
+				rd.Events[j] = &djinnpb.StoredEvent{Index: e.Index, Event: e.Event}
+			}
+		}
+		msg.Registrations[i] = rd
+	}
+	return c.stream.Send(msg)
+}
