@@ -19,6 +19,7 @@ type DeliveryOption func(*deliveryConfig)
 type deliveryConfig struct {
 	after, ack    uint64
 	window, batch int
+	alone         bool
 }
 
 // DeliverAfter starts the stream after an index: events with a larger
@@ -36,9 +37,18 @@ func DeliveryWindow(events int) DeliveryOption {
 }
 
 // DeliveryBatch bounds the events of one message (default 256, at most
-// 4096).
+// 4096). A stream with a batch of its own is not shared.
 func DeliveryBatch(events int) DeliveryOption {
 	return func(c *deliveryConfig) { c.batch = events }
+}
+
+// DeliveryOwnStream opens a gRPC stream for this registration alone,
+// instead of sharing the connection's delivery stream with the client's
+// other registrations. Sharing costs nothing in behaviour; a stream of
+// its own is for a registration that should not wait behind the others'
+// messages on the connection.
+func DeliveryOwnStream() DeliveryOption {
+	return func(c *deliveryConfig) { c.alone = true }
 }
 
 func deliveryOptions(opts []DeliveryOption) (deliveryConfig, error) {
@@ -69,11 +79,21 @@ func deliveryOptions(opts []DeliveryOption) (deliveryConfig, error) {
 // or Pull, and EnableDelivery to a target supersedes it; a superseded
 // stream fails with an error matching djinn.ErrInvalidIterator.
 //
+// The streams of a client's registrations at one mailbox share one gRPC
+// stream per connection unless DeliveryOwnStream or DeliveryBatch says
+// otherwise: the mailbox packs the events of several registrations into
+// one message, and their acknowledgements go back together. Each
+// DeliveryStream still behaves as a stream of its own.
+//
 // Recv and Ack may be called at the same time, from two goroutines; Close
 // not while Recv runs.
 type DeliveryStream struct {
-	r      *MailboxRegistration
+	r *MailboxRegistration
+	// stream is the gRPC stream of this registration alone; member its
+	// place on the connection's shared stream instead.
 	stream djinnpb.EventMailbox_DeliveriesClient
+	member *sharedMember
+	ctx    context.Context
 	cancel context.CancelFunc
 	sendMu sync.Mutex
 	acked  atomic.Uint64
@@ -88,17 +108,31 @@ func (r *MailboxRegistration) Deliveries(ctx context.Context, opts ...DeliveryOp
 	if err != nil {
 		return nil, err
 	}
-	mc, err := r.m.client(r.endpoint, r.Listener.Service)
+	ref := djinn.Ref{Endpoint: r.endpoint, Service: r.Listener.Service}
+	if ref.Service.IsZero() {
+		ref.Service = r.m.ref.Service
+	}
+	cc, err := ConnFor(r.m.c, ref)
 	if err != nil {
 		return nil, err
 	}
+	if !cfg.alone && cfg.batch == 0 {
+		m, err := joinShared(r.m.c, ref, cc, r.ID, cfg)
+		if err != nil {
+			return nil, err
+		}
+		if m != nil {
+			stop := context.AfterFunc(ctx, m.leave)
+			return &DeliveryStream{r: r, member: m, ctx: ctx, cancel: func() { stop(); m.leave() }}, nil
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
-	stream, err := mc.Deliveries(ctx)
+	stream, err := djinnpb.NewEventMailboxClient(cc).Deliveries(ctx)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	s := &DeliveryStream{r: r, stream: stream, cancel: cancel}
+	s := &DeliveryStream{r: r, stream: stream, ctx: ctx, cancel: cancel}
 	err = stream.Send(&djinnpb.DeliveriesRequest{
 		RegistrationId: r.ID[:], AfterIndex: cfg.after, AckThrough: cfg.ack,
 		Window: int32(cfg.window), MaxBatch: int32(cfg.batch),
@@ -114,18 +148,18 @@ func (r *MailboxRegistration) Deliveries(ctx context.Context, opts ...DeliveryOp
 // returns io.EOF after Close, and the stream's error when it failed.
 func (s *DeliveryStream) Recv() ([]StoredEvent, error) {
 	for {
-		msg, err := s.stream.Recv()
+		events, acked, err := s.recv()
 		if err != nil {
-			return nil, s.ended(err)
+			return nil, err
 		}
-		if a := msg.GetAcknowledgedThrough(); a > s.acked.Load() {
-			s.acked.Store(a)
+		if acked > s.acked.Load() {
+			s.acked.Store(acked)
 		}
-		if len(msg.GetEvents()) == 0 {
+		if len(events) == 0 {
 			continue
 		}
-		out := make([]StoredEvent, len(msg.GetEvents()))
-		for i, e := range msg.GetEvents() {
+		out := make([]StoredEvent, len(events))
+		for i, e := range events {
 			ev, err := RemoteEventFromProto(e.GetEvent())
 			if err != nil {
 				s.cancel()
@@ -135,6 +169,23 @@ func (s *DeliveryStream) Recv() ([]StoredEvent, error) {
 		}
 		return out, nil
 	}
+}
+
+// recv returns the next message's events and recorded acknowledgement.
+func (s *DeliveryStream) recv() ([]*djinnpb.StoredEvent, uint64, error) {
+	if s.member != nil {
+		rd, err := s.member.next(s.ctx)
+		if err != nil {
+			s.cancel()
+			return nil, 0, err
+		}
+		return rd.GetEvents(), rd.GetAcknowledgedThrough(), nil
+	}
+	msg, err := s.stream.Recv()
+	if err != nil {
+		return nil, 0, s.ended(err)
+	}
+	return msg.GetEvents(), msg.GetAcknowledgedThrough(), nil
 }
 
 // ended is the error a failed Recv reports; a server that moved its
@@ -155,6 +206,9 @@ func (s *DeliveryStream) ended(err error) error {
 // smaller one than before changes nothing. The mailbox records
 // acknowledgements as they come, several at once when they come fast.
 func (s *DeliveryStream) Ack(index uint64) error {
+	if s.member != nil {
+		return s.member.x.ack(s.member, index, false)
+	}
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
 	err := s.stream.Send(&djinnpb.DeliveriesRequest{AckThrough: index})
@@ -175,12 +229,22 @@ func (s *DeliveryStream) Acknowledged() uint64 { return s.acked.Load() }
 // stream's error.
 func (s *DeliveryStream) Close() error {
 	defer s.cancel()
+	if s.member != nil {
+		// When the member has already ended, drain says how.
+		_ = s.member.x.ack(s.member, 0, true)
+		return s.drain()
+	}
 	s.sendMu.Lock()
 	err := s.stream.CloseSend()
 	s.sendMu.Unlock()
 	if err != nil {
 		return err
 	}
+	return s.drain()
+}
+
+// drain receives until the stream ends: nil when it ended as closed.
+func (s *DeliveryStream) drain() error {
 	for {
 		_, err := s.Recv()
 		if errors.Is(err, io.EOF) {
