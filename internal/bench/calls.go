@@ -364,10 +364,12 @@ func deliverTo(ctx context.Context, conns *Conns, regs []*djinnpb.MailboxRegistr
 	return got.Load, func() { l.Close() }, nil
 }
 
-// deliverOverStreams takes every registration's events over a delivery
-// stream of its own (client Receive: acknowledged on the stream), and
-// returns the count of events received and why a stream failed, if one
-// did.
+// deliverOverStreams takes every registration's events with client
+// Receive, as a client does: the Receives of the registrations on one
+// connection share its delivery stream, which packs the events of several
+// registrations into a message and takes their acknowledgements in one.
+// It returns the count of events received and why a Receive failed, if
+// one did.
 func deliverOverStreams(ctx context.Context, conns *Conns, regs []*djinnpb.MailboxRegistration) (received func() int64, failed func() error, stop func(), err error) {
 	var (
 		got   atomic.Int64
