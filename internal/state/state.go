@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"sync"
 
@@ -45,6 +46,7 @@ type Machine struct {
 	// The parts and what they handle, fixed before the first Apply.
 	parts    []Part
 	commands map[protoreflect.FieldNumber]Command
+	ops      map[reflect.Type]Command // commands by their op's Go type, for Apply
 	records  map[protoreflect.FieldNumber]Record
 	kinds    map[lease.Kind]LeaseKind
 }
@@ -65,6 +67,7 @@ func New() *Machine {
 		Leases:   lease.NewTable(),
 		members:  map[string]MemberInfo{},
 		commands: map[protoreflect.FieldNumber]Command{},
+		ops:      map[reflect.Type]Command{},
 		records:  map[protoreflect.FieldNumber]Record{},
 		kinds:    map[lease.Kind]LeaseKind{},
 	}
@@ -106,6 +109,7 @@ func (m *Machine) Add(p Part) error {
 	}
 	for i, n := range cmds {
 		m.commands[n] = p.Commands[i]
+		m.ops[opType(n)] = p.Commands[i]
 	}
 	for i, n := range recs {
 		m.records[n] = p.Records[i]
@@ -219,13 +223,24 @@ func (m *Machine) MemberIDs() []string {
 // Apply implements replica.StateMachine: it hands the command's op to the
 // part that handles its type.
 func (m *Machine) Apply(index uint64, cmd *statepb.Command) any {
-	r := cmd.ProtoReflect()
-	if f := r.WhichOneof(opField); f != nil {
-		if c, ok := m.commands[f.Number()]; ok {
-			return c.apply(cmd.GetNowUnixNanos(), r.Get(f).Message().Interface())
+	if c, ok := m.ops[reflect.TypeOf(cmd.Op)]; ok {
+		if op := reflect.ValueOf(cmd.Op); !op.IsNil() {
+			return c.apply(cmd.GetNowUnixNanos(), op.Elem().Field(0).Interface().(proto.Message))
 		}
 	}
 	return djinn.Errorf(djinn.Internal, "log entry %d: unknown command %T", index, cmd.Op)
+}
+
+// opType is the Go type of a Command's op when the op is field n: the
+// generated wrapper of the oneof field, whose one field is the message.
+// Apply finds a command's handler by it, and takes the message out of it,
+// with no protobuf reflection on the apply path.
+func opType(n protoreflect.FieldNumber) reflect.Type {
+	c := &statepb.Command{}
+	r := c.ProtoReflect()
+	f := opField.Fields().ByNumber(n)
+	r.Set(f, r.NewField(f))
+	return reflect.TypeOf(c.Op)
 }
 
 // leasesEnded hands each ended lease to the part that owns its kind.

@@ -3,6 +3,7 @@ package state_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -264,5 +265,45 @@ func applySeeds() []*statepb.Command {
 		{Op: &statepb.Command_JoinGroups{JoinGroups: &statepb.JoinGroupsChange{Service: "txn", Op: djinnpb.SetOp_SET_OP_ADD, Groups: []string{"g"}}}},
 		{Op: &statepb.Command_JoinLocators{JoinLocators: &statepb.JoinLocatorsChange{Service: "txn", Op: djinnpb.SetOp_SET_OP_REMOVE, Locators: []string{"jini://h"}}}},
 		{Op: &statepb.Command_JoinAttributes{JoinAttributes: &statepb.JoinAttributesChange{Service: "txn", Op: 1, Entries: []*djinnpb.Entry{{Type: "E"}}}}},
+	}
+}
+
+// TestApplyHandsTheOpToItsHandler: Apply gives the handler of the op's
+// type the op itself and the command's time; a command with no op, an
+// op wrapper holding nothing, or an op no part handles is an Internal
+// error naming it, and reaches no handler.
+func TestApplyHandsTheOpToItsHandler(t *testing.T) {
+	m := state.New()
+	var got *statepb.MailboxStore
+	var at int64
+	if err := m.Add(state.Part{Name: "probe", Commands: []state.Command{state.On(func(now int64, c *statepb.MailboxStore) any {
+		got, at = c, now
+		return "applied"
+	})}}); err != nil {
+		t.Fatal(err)
+	}
+	op := &statepb.MailboxStore{ListenerId: []byte{1}}
+	if res := m.Apply(1, &statepb.Command{NowUnixNanos: 7, Op: &statepb.Command_MailboxStore{MailboxStore: op}}); res != "applied" || got != op || at != 7 {
+		t.Fatalf("Apply = %v; the handler got %p at %d, want %p at 7", res, got, at, op)
+	}
+	got = nil
+	for _, tt := range []struct {
+		name string
+		cmd  *statepb.Command
+		want string
+	}{
+		{"no op", &statepb.Command{}, "<nil>"},
+		{"an op wrapper that is nil", &statepb.Command{Op: (*statepb.Command_MailboxStore)(nil)}, "Command_MailboxStore"},
+		{"an op no part handles", &statepb.Command{Op: &statepb.Command_LockAcquire{LockAcquire: &statepb.LockAcquire{}}}, "Command_LockAcquire"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err, _ := m.Apply(2, tt.cmd).(error)
+			if djinn.KindOf(err) != djinn.Internal || !strings.Contains(fmt.Sprint(err), tt.want) {
+				t.Fatalf("Apply = %v, want an Internal error naming %s", err, tt.want)
+			}
+			if got != nil {
+				t.Fatal("a handler got a command that was not its")
+			}
+		})
 	}
 }
