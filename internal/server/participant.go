@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -208,14 +209,19 @@ func (p participants) Abort(ctx context.Context, ref *djinnpb.Ref, mgr djinn.Ref
 
 // Call implements txn.Participants: this server's lock service and
 // key/value participant are called in process, on the manager's worker,
-// to the end (they wait for nothing but this process); any other
-// participant over the connection pool, in a goroutine of its own.
-func (p participants) Call(ctx context.Context, op txn.Op, ref *djinnpb.Ref, mgr djinn.Ref, id uint64, secret djinn.ID, done func(djinnpb.TransactionState, error)) {
+// to the end and with no deadline timer (they wait for nothing but this
+// process); any other participant over the connection pool, answering
+// from another goroutine, within timeout.
+func (p participants) Call(ctx context.Context, timeout time.Duration, op txn.Op, ref *djinnpb.Ref, mgr djinn.Ref, id uint64, secret djinn.ID, done func(djinnpb.TransactionState, error)) {
 	if p.lockService(ref) || p.local(ref) != nil {
 		done(txn.CallBlocking(ctx, p, op, ref, mgr, id, secret))
 		return
 	}
-	p.s.participantCalls.Call(ctx, streamOps[op], ref, refProto(mgr), id, secret, done)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	p.s.participantCalls.Call(ctx, streamOps[op], ref, refProto(mgr), id, secret, func(st djinnpb.TransactionState, err error) {
+		cancel()
+		done(st, err)
+	})
 }
 
 // streamOps are the Calls stream's names of the manager's calls.

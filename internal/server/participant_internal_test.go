@@ -54,7 +54,7 @@ func TestOwnParticipantCalledInPlace(t *testing.T) {
 		caller, answered := goroutine(), ""
 		var got djinnpb.TransactionState
 		var gotErr error
-		p.Call(ctx, op, own, mgr, c.ID, c.Secret, func(v djinnpb.TransactionState, err error) {
+		p.Call(ctx, time.Minute, op, own, mgr, c.ID, c.Secret, func(v djinnpb.TransactionState, err error) {
 			answered, got, gotErr = goroutine(), v, err
 		})
 		if answered != caller {
@@ -72,7 +72,7 @@ func TestOwnParticipantCalledInPlace(t *testing.T) {
 	other := &djinnpb.Ref{Endpoint: "127.0.0.1:1", ServiceId: make([]byte, 16), ObjectId: make([]byte, 16)}
 	cctx, ccancel := context.WithCancel(ctx)
 	done := make(chan string, 1)
-	p.Call(cctx, txn.OpAbort, other, mgr, c.ID, c.Secret, func(djinnpb.TransactionState, error) { done <- goroutine() })
+	p.Call(cctx, time.Minute, txn.OpAbort, other, mgr, c.ID, c.Secret, func(djinnpb.TransactionState, error) { done <- goroutine() })
 	ccancel()
 	if g := <-done; g == goroutine() {
 		t.Fatalf("a call to another server's participant was answered in place")

@@ -244,13 +244,11 @@ func (n *notifier) start(ctx context.Context, c outcomeCall) {
 	n.inflight++
 	n.wg.Add(1)
 	n.work.Go(func() {
-		cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 		op := OpAbort
 		if c.commit {
 			op = OpCommit
 		}
-		s.cfg.Participants.Call(cctx, op, c.ref, mgr, c.key.id, c.secret, func(_ djinnpb.TransactionState, err error) {
-			cancel()
+		s.cfg.Participants.Call(ctx, s.cfg.CallTimeout, op, c.ref, mgr, c.key.id, c.secret, func(_ djinnpb.TransactionState, err error) {
 			n.done <- notified{c.key, s.told(c, err)} // never blocks: see notifier
 			n.wg.Done()
 		})

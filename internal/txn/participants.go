@@ -3,6 +3,7 @@ package txn
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/proto/djinnpb"
@@ -39,8 +40,11 @@ func (o Op) String() string {
 // transaction's secret (which a participant may check), and reports the
 // answer to done, exactly once: the vote for a prepare (PREPARED,
 // NOTCHANGED, ABORTED; COMMITTED from prepareAndCommit), 0 for a commit or
-// an abort, or an error with its djinn kind. ctx bounds the call; once it
-// ends, done must come promptly.
+// an abort, or an error with its djinn kind. ctx bounds the call, and so
+// does timeout from the call's start; once either ends, done must come
+// promptly. A participant in this process, whose call waits for nothing
+// but this process, may ignore timeout: the manager leaves the deadline's
+// timer to the calls that wait on the network.
 //
 // The manager calls Call from one of its workers, a bounded set shared by
 // every vote and outcome: a call that waits on the network should return
@@ -49,7 +53,7 @@ func (o Op) String() string {
 // participant in it, writing to its disk) may run to its end and report
 // before it returns. done does not block.
 type Participants interface {
-	Call(ctx context.Context, op Op, p *djinnpb.Ref, mgr djinn.Ref, id uint64, secret djinn.ID, done func(djinnpb.TransactionState, error))
+	Call(ctx context.Context, timeout time.Duration, op Op, p *djinnpb.Ref, mgr djinn.Ref, id uint64, secret djinn.ID, done func(djinnpb.TransactionState, error))
 }
 
 // BlockingParticipants calls participants one blocking call at a time.
@@ -61,13 +65,13 @@ type BlockingParticipants interface {
 }
 
 // Blocking returns Participants that make each call of b on the worker
-// that asks for it, to its end: for participants in this process, whose
-// calls wait for nothing but it.
+// that asks for it, to its end, without a deadline of its own: for
+// participants in this process, whose calls wait for nothing but it.
 func Blocking(b BlockingParticipants) Participants { return blocking{b} }
 
 type blocking struct{ b BlockingParticipants }
 
-func (b blocking) Call(ctx context.Context, op Op, p *djinnpb.Ref, mgr djinn.Ref, id uint64, secret djinn.ID, done func(djinnpb.TransactionState, error)) {
+func (b blocking) Call(ctx context.Context, _ time.Duration, op Op, p *djinnpb.Ref, mgr djinn.Ref, id uint64, secret djinn.ID, done func(djinnpb.TransactionState, error)) {
 	done(CallBlocking(ctx, b.b, op, p, mgr, id, secret))
 }
 

@@ -174,8 +174,12 @@ func newFixtureWith(t *testing.T, managers txn.Managers) *fixture {
 // of the manager's workers.
 type remote struct{ b txn.BlockingParticipants }
 
-func (r remote) Call(ctx context.Context, op txn.Op, p *djinnpb.Ref, mgr djinn.Ref, id uint64, secret djinn.ID, done func(djinnpb.TransactionState, error)) {
-	go func() { done(txn.CallBlocking(ctx, r.b, op, p, mgr, id, secret)) }()
+func (r remote) Call(ctx context.Context, timeout time.Duration, op txn.Op, p *djinnpb.Ref, mgr djinn.Ref, id uint64, secret djinn.ID, done func(djinnpb.TransactionState, error)) {
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		done(txn.CallBlocking(ctx, r.b, op, p, mgr, id, secret))
+	}()
 }
 
 // newFixtureConfig is newFixtureWith with the manager's configuration

@@ -313,7 +313,6 @@ func (v *vote) ask(i int, op Op, must bool, attempt int) {
 	if must {
 		parent = v.termCtx
 	}
-	ctx, cancel := context.WithTimeout(parent, s.cfg.CallTimeout)
 	v.hold()
 	// A participant in this process answers before Call returns, on this
 	// goroutine, a worker: what its answer starts (the decision, the next
@@ -324,8 +323,7 @@ func (v *vote) ask(i int, op Op, must bool, attempt int) {
 		returned bool
 		inline   []func()
 	)
-	s.cfg.Participants.Call(ctx, op, v.in.Parts[i].Ref, v.mgr, v.in.ID, v.in.Secret, func(st djinnpb.TransactionState, err error) {
-		cancel()
+	s.cfg.Participants.Call(parent, s.cfg.CallTimeout, op, v.in.Parts[i].Ref, v.mgr, v.in.ID, v.in.Secret, func(st djinnpb.TransactionState, err error) {
 		next := v.answer(i, op, must, attempt, st, err)
 		mu.Lock()
 		if !returned && len(next) > 0 {
@@ -450,7 +448,7 @@ func (v *vote) finish() {
 		}
 		commit = ok
 	}
-	dec := &statepb.TxnDecide{Id: v.in.ID, Commit: commit, Prepared: prepared, Version: v.in.Version + 1}
+	dec := &statepb.TxnDecide{Id: v.in.ID, Commit: commit, Prepared: prepared, Version: v.in.Version + 1, Votes: make([]int32, 0, len(votes))}
 	for i, vt := range votes {
 		if silent[i] {
 			vt = 0 // no vote: told the outcome like one not yet asked
