@@ -2,7 +2,7 @@ package participant
 
 import (
 	"encoding/binary"
-	"fmt"
+	"encoding/hex"
 
 	"github.com/djinn-go/djinn"
 )
@@ -23,13 +23,24 @@ const (
 )
 
 // preparedKey is the Store key of tx's prepared record.
-func preparedKey(tx Tx) string {
-	return fmt.Sprintf("%s%s%s/%016x", preparedPrefix, tx.Manager.Service, tx.Manager.Object, tx.ID)
-}
+func preparedKey(tx Tx) string { return txKey(preparedPrefix, tx) }
 
 // committedKey is the Store key of tx's committed marker.
-func committedKey(tx Tx) string {
-	return fmt.Sprintf("%s%s%s/%016x", committedPrefix, tx.Manager.Service, tx.Manager.Object, tx.ID)
+func committedKey(tx Tx) string { return txKey(committedPrefix, tx) }
+
+// txKey is prefix, then tx's manager's service and object ids in hex, a
+// slash and tx's id in 16 hex digits: one allocation, as every prepare
+// and commit makes one.
+func txKey(prefix string, tx Tx) string {
+	var buf [128]byte // on the stack: the string is the one allocation
+	b := append(buf[:0], prefix...)
+	b = hex.AppendEncode(b, tx.Manager.Service[:])
+	b = hex.AppendEncode(b, tx.Manager.Object[:])
+	b = append(b, '/')
+	var id [8]byte
+	binary.BigEndian.PutUint64(id[:], tx.ID)
+	b = hex.AppendEncode(b, id[:])
+	return string(b)
 }
 
 // encodeRecord returns a prepared record: the transaction (with the

@@ -73,3 +73,25 @@ func TestRecordVersions(t *testing.T) {
 		t.Fatal("a record cut in its secret decoded")
 	}
 }
+
+// TestRecordKeysKeepTheirForm: the keys of prepared records and committed
+// markers are on disk, so the form a restarted participant reads them in
+// is the one they were written in — prefix, the manager's service and
+// object ids in hex, "/", the id in 16 hex digits (TX.2.8).
+func TestRecordKeysKeepTheirForm(t *testing.T) {
+	for _, tx := range []Tx{
+		{ID: 1},
+		{Manager: djinn.Ref{Endpoint: "127.0.0.1:4160", Service: djinn.NewID(), Object: djinn.NewID()}, ID: 42},
+		{Manager: djinn.Ref{Service: djinn.ID{0xff}, Object: djinn.ID{15: 0x0a}}, ID: 1<<64 - 1},
+	} {
+		for _, k := range []struct {
+			prefix string
+			got    string
+		}{{preparedPrefix, preparedKey(tx)}, {committedPrefix, committedKey(tx)}} {
+			want := fmt.Sprintf("%s%s%s/%016x", k.prefix, tx.Manager.Service, tx.Manager.Object, tx.ID)
+			if k.got != want {
+				t.Errorf("key of %v: %q, want %q", tx, k.got, want)
+			}
+		}
+	}
+}
