@@ -2,7 +2,6 @@ package kv
 
 import (
 	"context"
-	"maps"
 	"slices"
 
 	"github.com/djinn-go/djinn"
@@ -85,7 +84,12 @@ func (r resource) Commit(_ context.Context, tx participant.Tx, write func(*parti
 	t := d.txs[tx.Key()]
 	var b participant.Batch
 	if t != nil {
-		for _, k := range slices.Sorted(maps.Keys(t.changes)) {
+		keys := make([]string, 0, len(t.changes))
+		for k := range t.changes {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
 			if c := t.changes[k]; c.deleted {
 				b.Delete(dataPrefix + k)
 			} else {

@@ -249,7 +249,7 @@ func (s *Service) get(id uint64) (Info, error) {
 // Each comes with its manager: this one's reference, or, past a
 // transaction nested in another manager's, that manager's (TX.2.2).
 func (s *Service) Ancestors(id uint64) (ids []uint64, mgrs []*djinnpb.Ref, err error) {
-	self := wire.Ref(s.self())
+	var self *djinnpb.Ref // made for the first parent here: most have none
 	for {
 		in, err := s.state.Get(id)
 		if err != nil {
@@ -264,6 +264,9 @@ func (s *Service) Ancestors(id uint64) (ids []uint64, mgrs []*djinnpb.Ref, err e
 		}
 		if in.Parent == 0 {
 			return ids, mgrs, nil
+		}
+		if self == nil {
+			self = wire.Ref(s.self())
 		}
 		ids = append(ids, in.Parent)
 		mgrs = append(mgrs, self)
