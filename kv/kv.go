@@ -71,18 +71,20 @@ type txn struct {
 	// their changes, and their locks do not block it (TX.3).
 	anc      []participant.TxKey
 	changes  map[string]change   // its writes, seen only by itself (and nested ones)
-	reads    map[string]struct{} // keys it read, shared-locked
-	prefixes map[string]struct{} // prefixes it listed, shared-locked
+	reads    map[string]struct{} // keys it read, shared-locked (nil until the first)
+	prefixes map[string]struct{} // prefixes it listed, shared-locked (nil until the first)
 }
 
+// newTxn returns an empty txn; the read and list locks' maps are made
+// when it first takes one: most transactions only write.
 func newTxn() *txn {
-	return &txn{changes: map[string]change{}, reads: map[string]struct{}{}, prefixes: map[string]struct{}{}}
+	return &txn{changes: map[string]change{}}
 }
 
 // lock is a key's lock: one writer, or readers (a writer may read too).
 type lock struct {
 	writer  *txn
-	readers map[*txn]struct{}
+	readers map[*txn]struct{} // nil until the first reader
 }
 
 // Entry is a key and its value.
@@ -416,7 +418,7 @@ func (d *DB) lockWriteLocked(t *txn, key string) error {
 		}
 	}
 	if l == nil {
-		l = &lock{readers: map[*txn]struct{}{}}
+		l = &lock{}
 		d.locks[key] = l
 	}
 	l.writer = t
@@ -431,10 +433,16 @@ func (d *DB) lockReadLocked(t *txn, key string) error {
 		return errLocked(key)
 	}
 	if l == nil {
-		l = &lock{readers: map[*txn]struct{}{}}
+		l = &lock{}
 		d.locks[key] = l
 	}
+	if l.readers == nil {
+		l.readers = map[*txn]struct{}{}
+	}
 	l.readers[t] = struct{}{}
+	if t.reads == nil {
+		t.reads = map[string]struct{}{}
+	}
 	t.reads[key] = struct{}{}
 	return nil
 }
@@ -457,6 +465,9 @@ func (d *DB) lockPrefixLocked(t *txn, prefix string) error {
 		d.prefixes[prefix] = h
 	}
 	h[t] = struct{}{}
+	if t.prefixes == nil {
+		t.prefixes = map[string]struct{}{}
+	}
 	t.prefixes[prefix] = struct{}{}
 	return nil
 }

@@ -62,7 +62,10 @@ func (r resource) Merge(_ context.Context, child, parent participant.Tx) {
 	for k := range c.reads {
 		if l := d.locks[k]; l != nil {
 			delete(l.readers, c)
-			l.readers[p] = struct{}{}
+			l.readers[p] = struct{}{} // not nil: c was one
+		}
+		if p.reads == nil {
+			p.reads = map[string]struct{}{}
 		}
 		p.reads[k] = struct{}{}
 	}
@@ -70,6 +73,9 @@ func (r resource) Merge(_ context.Context, child, parent participant.Tx) {
 		if h := d.prefixes[pre]; h != nil {
 			delete(h, c)
 			h[p] = struct{}{}
+		}
+		if p.prefixes == nil {
+			p.prefixes = map[string]struct{}{}
 		}
 		p.prefixes[pre] = struct{}{}
 	}

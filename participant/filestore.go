@@ -240,7 +240,9 @@ func (s *FileStore) Apply(ctx context.Context, b *Batch) error {
 	if size > maxGroup {
 		return djinn.Errorf(djinn.InvalidArgument, "participant store %s: a batch of %d bytes: at most %d fit one write", s.dir, size, maxGroup)
 	}
-	ops := slices.Clone(b.Ops())
+	// Not copied: the batch is read only by the flush that writes it,
+	// which this call waits for, and by none once the store failed.
+	ops := b.Ops()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.usableLocked(); err != nil {
