@@ -19,7 +19,7 @@ type fsm struct {
 	applied func(index uint64)
 	// proposer, once the node has one, holds the commands of the entries
 	// this node proposed and has in flight: applied as they are, not
-	// decoded again.
+	// decoded again, and answered to their proposers as they apply.
 	proposer atomic.Pointer[proposer]
 
 	mu sync.Mutex
@@ -44,8 +44,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 			continue
 		}
 		if p := f.proposer.Load(); p != nil {
-			if cmds, ok := p.commands(l.Data); ok {
-				out[i] = f.applyAll(l.Index, cmds)
+			if e, ok := p.takeOwn(l.Data); ok {
+				out[i] = f.applyAll(l.Index, e.cmds)
+				e.answer(out[i])
 				continue
 			}
 		}

@@ -34,7 +34,12 @@ import (
 // given past its return except as state (StateMachine).
 //
 // A proposal's outcome is its entry's: a result for each command when the
-// entry applies, one error for all of them when it does not. A caller that
+// entry applies, one error for all of them when it does not. An entry the
+// fsm applies from the commands it holds answers its proposals from the
+// apply itself (the entry is committed, and applied): the callers do not
+// wait for raft to answer the entry's future and complete to hear it.
+// Whichever of the fsm and complete takes the entry out of own answers
+// its proposals; complete answers them only when the fsm did not. A caller that
 // gives up before its command is taken into an entry gets a definite
 // error (the change was not made); after that, an indefinite one.
 
@@ -80,6 +85,9 @@ type entry struct {
 	data   []byte
 	buf    *[]byte // the entry's own pooled buffer holding data; nil when data is its one proposal's
 	future raft.ApplyFuture
+	// applied is set, under the proposer's ownMu, when the fsm takes the
+	// entry to apply: the fsm answers its proposals, complete does not.
+	applied bool
 }
 
 // proposer gathers proposals into log entries. It runs two goroutines,
@@ -299,7 +307,25 @@ func (p *proposer) finish(e *entry) {
 	err := e.future.Error()
 	p.ownMu.Lock()
 	delete(p.own, &e.data[0]) // the fsm took it, unless it never applied
+	applied := e.applied
 	p.ownMu.Unlock()
+	if !applied {
+		p.answerAll(e, err)
+	}
+	if e.buf != nil {
+		putBuffer(e.buf, e.data)
+	}
+	p.mu.Lock()
+	p.inFlight--
+	if len(p.queue) > 0 {
+		p.kickLocked()
+	}
+	p.mu.Unlock()
+}
+
+// answerAll answers the proposals of an entry the fsm did not apply from
+// the commands it holds: with err, or with the results raft has for it.
+func (p *proposer) answerAll(e *entry, err error) {
 	var results []any
 	if err != nil {
 		err = p.fail(err)
@@ -320,21 +346,12 @@ func (p *proposer) finish(e *entry) {
 		}
 		pr.done <- struct{}{}
 	}
-	if e.buf != nil {
-		putBuffer(e.buf, e.data)
-	}
-	p.mu.Lock()
-	p.inFlight--
-	if len(p.queue) > 0 {
-		p.kickLocked()
-	}
-	p.mu.Unlock()
 }
 
-// commands returns the commands of the entry whose data is data, if this
-// node proposed it and it is in flight, and forgets them: the fsm applies
-// them instead of decoding data.
-func (p *proposer) commands(data []byte) ([]*statepb.Command, bool) {
+// takeOwn returns the entry whose data is data, if this node proposed it and
+// it is in flight, and forgets it: the fsm applies its commands instead of
+// decoding data, and answers its proposals (answer).
+func (p *proposer) takeOwn(data []byte) (*entry, bool) {
 	if len(data) == 0 {
 		return nil, false
 	}
@@ -345,7 +362,27 @@ func (p *proposer) commands(data []byte) ([]*statepb.Command, bool) {
 		return nil, false
 	}
 	delete(p.own, &data[0])
-	return e.cmds, true
+	e.applied = true
+	return e, true
+}
+
+// answer hands each of e's proposals its command's result: res, the
+// entry's result as the fsm's applyAll gave it (one result, or one for
+// each command).
+func (e *entry) answer(res any) {
+	rs, _ := res.([]any)
+	for i, pr := range e.props {
+		r := res
+		if len(e.props) > 1 {
+			r = rs[i]
+		}
+		if rerr, ok := r.(error); ok {
+			pr.err = rerr
+		} else {
+			pr.res = r
+		}
+		pr.done <- struct{}{}
+	}
 }
 
 // close stops taking proposals, fails those waiting, and waits until every

@@ -342,3 +342,62 @@ func BenchmarkProposeEntries(b *testing.B) {
 		})
 	}
 }
+
+// answeredFuture is a raft future that is done, with err or res.
+type answeredFuture struct {
+	raft.ApplyFuture
+	err error
+	res any
+}
+
+func (f answeredFuture) Error() error  { return f.err }
+func (f answeredFuture) Response() any { return f.res }
+func (f answeredFuture) Index() uint64 { return 1 }
+
+// TestOwnEntryAnsweredByItsApply: an entry the leader applies from the
+// commands it holds answers each of its proposals from the apply itself,
+// with that command's result, before raft's future is done; complete,
+// once it is, answers none of them again — whatever the future says.
+func TestOwnEntryAnsweredByItsApply(t *testing.T) {
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d commands", n), func(t *testing.T) {
+			c := newCounter()
+			p := &proposer{own: map[*byte]*entry{}, fail: func(err error) error { return err }}
+			f := &fsm{sm: c}
+			f.proposer.Store(p)
+			e := &entry{data: []byte{1}, future: answeredFuture{err: raft.ErrLeadershipLost}}
+			for range n {
+				pr := &proposal{done: make(chan struct{}, 1), cmd: &statepb.Command{Op: &statepb.Command_Member{Member: &statepb.Member{NodeId: "x"}}}}
+				e.props = append(e.props, pr)
+				e.cmds = append(e.cmds, pr.cmd)
+			}
+			p.own[&e.data[0]] = e
+			p.inFlight = 1
+			f.ApplyBatch([]*raft.Log{{Index: 1, Type: raft.LogCommand, Data: e.data}})
+			for i, pr := range e.props {
+				select {
+				case <-pr.done:
+				default:
+					t.Fatalf("proposal %d: not answered when its entry applied", i)
+				}
+				if pr.err != nil || pr.res != uint64(i+1) {
+					t.Fatalf("proposal %d: answered %v, %v; want %d", i, pr.res, pr.err, i+1)
+				}
+			}
+			p.finish(e) // the future's error is not theirs: they were applied
+			for i, pr := range e.props {
+				select {
+				case <-pr.done:
+					t.Fatalf("proposal %d: answered twice", i)
+				default:
+				}
+				if pr.err != nil {
+					t.Fatalf("proposal %d: applied, then given the future's error %v", i, pr.err)
+				}
+			}
+			if p.inFlight != 0 || len(p.own) != 0 {
+				t.Fatalf("after finish: %d entries in flight, %d held, want none", p.inFlight, len(p.own))
+			}
+		})
+	}
+}
