@@ -41,6 +41,35 @@ func (s *Serial) Add(key djinn.ID, fn func()) {
 	}
 }
 
+// Do runs fn at once, on the caller's goroutine, when key has no function
+// queued or running; otherwise it queues fn as Add does. Functions added
+// for key while fn runs run after it. It is for short functions that do
+// not block: the common case then costs no hand-off to a worker.
+func (s *Serial) Do(key djinn.ID, fn func()) {
+	s.mu.Lock()
+	if s.pending == nil {
+		s.pending = map[djinn.ID][]func(){}
+	}
+	if _, busy := s.pending[key]; busy {
+		s.pending[key] = append(s.pending[key], fn)
+		s.mu.Unlock()
+		return
+	}
+	s.pending[key] = nil // busy: later functions queue behind fn
+	s.mu.Unlock()
+	fn()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pending[key]) == 0 {
+		delete(s.pending, key)
+		return
+	}
+	if s.workers == nil {
+		s.workers = newPool(s.run)
+	}
+	s.workers.start(key)
+}
+
 func (s *Serial) run(key djinn.ID) {
 	for {
 		s.mu.Lock()

@@ -47,3 +47,44 @@ func TestSerialOrderPerKeyAndIndependentKeys(t *testing.T) {
 		}
 	})
 }
+
+// Do runs a function at once on the caller's goroutine when its key is
+// idle, queues it behind the key's work otherwise, and what is added for
+// the key while it runs runs after it.
+func TestSerialDo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var s event.Serial
+		a, b := djinn.ID{'a'}, djinn.ID{'b'}
+		var got []string
+		var mu sync.Mutex
+		note := func(v string) func() {
+			return func() {
+				mu.Lock()
+				got = append(got, v)
+				mu.Unlock()
+			}
+		}
+		ran := false
+		s.Do(a, func() {
+			ran = true // on this goroutine: no lock needed
+			s.Add(a, note("added during do"))
+		})
+		if !ran {
+			t.Fatal("Do on an idle key did not run at once")
+		}
+		block := make(chan struct{})
+		s.Add(b, func() { <-block })
+		s.Do(b, note("b after blocked"))
+		synctest.Wait()
+		mu.Lock()
+		if len(got) != 1 || got[0] != "added during do" {
+			t.Fatalf("ran %v; want only the function added during Do (b's Do waits behind its blocked one)", got)
+		}
+		mu.Unlock()
+		close(block)
+		s.Wait()
+		if len(got) != 2 || got[1] != "b after blocked" {
+			t.Fatalf("ran %v; want b's Do after its blocked function", got)
+		}
+	})
+}

@@ -96,8 +96,12 @@ func items(events []Stored) []event.Item {
 }
 
 // Stored implements Sink.
+//
+// It queues the event for delivery on the caller's goroutine (the apply
+// of its command) unless the registration has earlier work still under
+// way: the common event then costs no hand-off on its way to the engine.
 func (d *deliverer) Stored(reg djinn.ID, target *djinnpb.Ref, epoch uint64, ev Stored) {
-	d.ops.Add(reg, func() {
+	d.ops.Do(reg, func() {
 		d.mu.Lock()
 		stopped := d.stopped[reg]
 		if d.targets[reg] == nil {
@@ -143,7 +147,7 @@ func (d *deliverer) Retargeted(reg djinn.ID, target *djinnpb.Ref, epoch uint64, 
 
 // Forgot implements Sink.
 func (d *deliverer) Forgot(reg djinn.ID, match func(Stored) bool) {
-	d.ops.Add(reg, func() {
+	d.ops.Do(reg, func() {
 		d.engine.Discard(reg, func(it event.Item) bool { return match(Stored{Index: it.Cursor, Event: it.Event}) })
 	})
 }
