@@ -92,3 +92,93 @@ func TestPullFollowsTheCluster(t *testing.T) {
 		t.Fatalf("Pull ended by its context with %v, want nil", err)
 	}
 }
+
+// TestReceiveFollowsTheCluster: the Receives of two registrations, sharing
+// their connection's delivery stream, go on at the next leader when the
+// serving member goes away: each handles every event of its registration
+// once, in order (what was handled is not handed again within a Receive),
+// and ends with nil when its context does.
+func TestReceiveFollowsTheCluster(t *testing.T) {
+	t.Parallel()
+	ss := servertest.StartCluster(t, 3, servertest.Steady)
+	dead := servertest.ServingLeader(t, ss...)
+	addrs := []string{dead.Addr()}
+	for _, s := range ss {
+		if s != dead {
+			addrs = append(addrs, s.Addr())
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*servertest.Failover)
+	defer cancel()
+	c, err := client.Dial(ctx, strings.Join(addrs, ","))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	src := djinn.Ref{Service: djinn.NewID(), Object: djinn.NewID()}
+	type got struct {
+		reg int
+		e   client.StoredEvent
+	}
+	events, ended := make(chan got), make(chan error, 2)
+	recvCtx, stop := context.WithCancel(ctx)
+	var regs []*client.MailboxRegistration
+	for i := range 2 {
+		reg, err := c.Mailbox().Register(ctx, 10*time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		regs = append(regs, reg)
+		go func() {
+			ended <- reg.Receive(recvCtx, func(_ context.Context, e client.StoredEvent) error {
+				select {
+				case events <- got{i, e}:
+				case <-recvCtx.Done():
+				}
+				return nil
+			})
+		}()
+	}
+	notify := func(seq int64) {
+		t.Helper()
+		for _, reg := range regs {
+			servertest.EventuallyWithin(t, servertest.Failover, "an event stored", func() bool {
+				err := client.Notify(ctx, c, reg.Listener, &client.RemoteEvent{Source: src, ID: 1, Seq: seq})
+				if err != nil && !errors.Is(err, djinn.ErrUnavailable) {
+					t.Fatalf("notify %d: %v", seq, err)
+				}
+				return err == nil
+			})
+		}
+	}
+	take := func(what string, seq int64) {
+		t.Helper()
+		seen := map[int]bool{}
+		for len(seen) < len(regs) {
+			select {
+			case g := <-events:
+				if seen[g.reg] || g.e.Index != uint64(seq) || g.e.Event.Seq != seq {
+					t.Fatalf("%s: registration %d got index %d seq %d, want index and seq %d, once", what, g.reg, g.e.Index, g.e.Event.Seq, seq)
+				}
+				seen[g.reg] = true
+			case err := <-ended:
+				t.Fatalf("%s: Receive ended with %v", what, err)
+			case <-ctx.Done():
+				t.Fatalf("%s: %d of %d registrations got it", what, len(seen), len(regs))
+			}
+		}
+	}
+	notify(1)
+	take("the first events", 1)
+	if err := dead.Close(); err != nil {
+		t.Fatalf("close the serving member: %v", err)
+	}
+	notify(2)
+	take("the events stored after the member went away", 2)
+	stop()
+	for range regs {
+		if err := <-ended; err != nil {
+			t.Fatalf("Receive ended by its context with %v, want nil", err)
+		}
+	}
+}

@@ -249,8 +249,15 @@ func TestMailboxReceiveStop(t *testing.T) {
 
 // TestMailboxReceiveAcrossRestart: Receive keeps taking a registration's
 // events across a restart of the server: it opens a new stream after the
-// last event it handled, so every event comes once, in order.
+// last event it handled, so every event comes once, in order — over the
+// connection's shared delivery stream and over a stream of its own.
 func TestMailboxReceiveAcrossRestart(t *testing.T) {
+	t.Parallel()
+	t.Run("shared stream", func(t *testing.T) { receiveAcrossRestart(t) })
+	t.Run("stream of its own", func(t *testing.T) { receiveAcrossRestart(t, client.DeliveryOwnStream()) })
+}
+
+func receiveAcrossRestart(t *testing.T, opts ...client.DeliveryOption) {
 	t.Parallel()
 	cfg := servertest.Config(t)
 	cfg.Listen, cfg.Raft = freeAddr(t), freeAddr(t)
@@ -270,7 +277,7 @@ func TestMailboxReceiveAcrossRestart(t *testing.T) {
 		done <- reg.Receive(ctx, func(_ context.Context, e client.StoredEvent) error {
 			got <- e
 			return nil
-		})
+		}, opts...)
 	}()
 	var sent []*client.RemoteEvent
 	notify := func() {
