@@ -3,6 +3,7 @@ package participant_test
 import (
 	"net"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -124,7 +125,7 @@ func TestServerCallsStream(t *testing.T) {
 			err error
 		}
 		ch := make(chan answer, 1)
-		calls.Call(bg, op, ref, client.RefToProto(tx.Manager), tx.ID, tx.Secret, func(v djinnpb.TransactionState, err error) { ch <- answer{v, err} })
+		calls.Call(bg, time.Minute, op, ref, client.RefToProto(tx.Manager), tx.ID, tx.Secret, func(v djinnpb.TransactionState, err error) { ch <- answer{v, err} })
 		a := <-ch
 		return a.v, a.err
 	}

@@ -21,6 +21,11 @@ import (
 // participants that come and go hold nothing here.
 const Idle = 30 * time.Second
 
+// sweepEvery is how often a stream fails the calls past their deadline:
+// a call's timeout is kept to within this, by one timer per stream
+// instead of one per call.
+const sweepEvery = 50 * time.Millisecond
+
 // MaxUnary bounds the unary calls in flight to one participant endpoint
 // that does not serve the stream; the calls beyond it wait their turn in a
 // queue, not in goroutines.
@@ -68,44 +73,41 @@ type endpoint struct {
 
 // pending is a call waiting for its answer.
 type pending struct {
-	ctx  context.Context
-	op   djinnpb.ParticipantOp
-	req  *djinnpb.ParticipantRequest
-	done func(djinnpb.TransactionState, error)
-	// claimed is set by the one that answers: the answer, the end of ctx,
-	// or the stream's end. stop stops watching ctx.
+	ctx      context.Context
+	deadline time.Time
+	op       djinnpb.ParticipantOp
+	req      *djinnpb.ParticipantRequest
+	done     func(djinnpb.TransactionState, error)
+	// claimed is set by the one that answers: the answer, the end of ctx
+	// or of its time, or the stream's end.
 	claimed atomic.Bool
-	stop    func() bool
 }
 
 // claim reports whether the caller is the one to answer p.
-func (p *pending) claim() bool {
-	if !p.claimed.CompareAndSwap(false, true) {
-		return false
-	}
-	if p.stop != nil {
-		p.stop()
-	}
-	return true
-}
+func (p *pending) claim() bool { return p.claimed.CompareAndSwap(false, true) }
 
 // again returns p as a new call, to send on its way again.
 func (p *pending) again() *pending {
-	return &pending{ctx: p.ctx, op: p.op, req: p.req, done: p.done}
+	return &pending{ctx: p.ctx, deadline: p.deadline, op: p.op, req: p.req, done: p.done}
 }
 
 // Call makes call op of the participant at ref for transaction id of the
 // manager mgr, presenting the transaction's secret (none when zero), and
 // reports its answer to done, once: from the stream's
 // receiving goroutine, or a unary call's. When ctx ends first, done gets
-// Unavailable (the participant may still do the call: every call is
-// idempotent). Call itself waits for no answer.
-func (c *Caller) Call(ctx context.Context, op djinnpb.ParticipantOp, ref *djinnpb.Ref, mgr *djinnpb.Ref, id uint64, secret djinn.ID, done func(djinnpb.TransactionState, error)) {
+// Unavailable at once; when timeout passes first, within sweepEvery of it
+// (the participant may still do the call: every call is idempotent). Call
+// itself waits for no answer.
+//
+// Calls sharing a context share its watch: a stream watches each
+// context its calls wait under once, not once per call, and bounds their
+// times with one timer.
+func (c *Caller) Call(ctx context.Context, timeout time.Duration, op djinnpb.ParticipantOp, ref *djinnpb.Ref, mgr *djinnpb.Ref, id uint64, secret djinn.ID, done func(djinnpb.TransactionState, error)) {
 	req := &djinnpb.ParticipantRequest{ParticipantId: ref.GetObjectId(), Manager: mgr, Id: id}
 	if !secret.IsZero() {
 		req.Secret = secret[:]
 	}
-	p := &pending{ctx: ctx, op: op, req: req, done: done}
+	p := &pending{ctx: ctx, deadline: time.Now().Add(timeout), op: op, req: req, done: done}
 	c.endpoint(ref.GetEndpoint()).call(p)
 }
 
@@ -140,7 +142,10 @@ func (ep *endpoint) call(p *pending) {
 // meanwhile.
 func (ep *endpoint) open() *callStream {
 	ctx, cancel := context.WithCancel(ep.c.ctx)
-	s := &callStream{ep: ep, ctx: ctx, cancel: cancel, pending: map[uint64]*pending{}, wake: make(chan struct{}, 1)}
+	s := &callStream{ep: ep, ctx: ctx, cancel: cancel, pending: map[uint64]*pending{}, watches: map[context.Context]*watch{},
+		wake: make(chan struct{}, 1)}
+	s.sweeper = time.AfterFunc(time.Hour, s.sweep)
+	s.sweeper.Reset(sweepEvery) // after the field is set: sweep reads it
 	go s.run()
 	return s
 }
@@ -154,10 +159,15 @@ type callStream struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wake   chan struct{} // a call was queued
+	// sweeper answers the calls past their deadline, on a timer of its
+	// own: a participant that stops reading holds back the sending
+	// goroutine, never the calls' time.
+	sweeper *time.Timer
 
 	mu sync.Mutex
 	// Guarded by mu.
 	pending map[uint64]*pending
+	watches map[context.Context]*watch // the contexts the pending calls wait under
 	queue   []*djinnpb.ParticipantCall
 	next    uint64
 	broken  bool
@@ -176,12 +186,7 @@ func (s *callStream) call(p *pending) {
 	s.next++
 	id := s.next
 	s.pending[id] = p
-	p.stop = context.AfterFunc(p.ctx, func() {
-		s.take(id)
-		if p.claim() {
-			p.done(0, djinn.Errorf(djinn.Unavailable, "participant %s: no answer to %s of transaction %d: %v", s.ep.addr, opName(p.op), p.req.GetId(), p.ctx.Err()))
-		}
-	})
+	s.watchLocked(p.ctx)
 	req := p.req
 	if sameRef(s.sent, req.GetManager()) {
 		req = &djinnpb.ParticipantRequest{ParticipantId: req.GetParticipantId(), Id: req.GetId(), Secret: req.GetSecret()}
@@ -280,8 +285,82 @@ func (s *callStream) take(id uint64) *pending {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.pending[id]
-	delete(s.pending, id)
+	if p != nil {
+		delete(s.pending, id)
+		s.unwatchLocked(p.ctx)
+	}
 	return p
+}
+
+// sweep answers the calls past their deadline, every sweepEvery until
+// the stream ends.
+func (s *callStream) sweep() {
+	if s.ctx.Err() != nil {
+		return
+	}
+	s.expire(nil, time.Now())
+	s.sweeper.Reset(sweepEvery)
+}
+
+// watch is the stream's watch of one context: the calls waiting under it,
+// and the stop of the function that answers them when it ends.
+type watch struct {
+	calls int
+	stop  func() bool
+}
+
+// watchLocked counts a call waiting under ctx, watching ctx from its
+// first.
+func (s *callStream) watchLocked(ctx context.Context) {
+	if ctx.Done() == nil {
+		return // never ends
+	}
+	w := s.watches[ctx]
+	if w == nil {
+		w = &watch{}
+		w.stop = context.AfterFunc(ctx, func() { s.expire(ctx, time.Time{}) })
+		s.watches[ctx] = w
+	}
+	w.calls++
+}
+
+// unwatchLocked uncounts a call waiting under ctx, and stops watching it
+// after its last.
+func (s *callStream) unwatchLocked(ctx context.Context) {
+	w := s.watches[ctx]
+	if w == nil {
+		return
+	}
+	if w.calls--; w.calls == 0 {
+		w.stop()
+		delete(s.watches, ctx)
+	}
+}
+
+// expire answers Unavailable the calls waiting under ctx, once it ended
+// (nil: under any that ended), and those past their deadline at now
+// (zero: none).
+func (s *callStream) expire(ctx context.Context, now time.Time) {
+	var out []*pending
+	s.mu.Lock()
+	for id, p := range s.pending {
+		if (ctx == nil || p.ctx == ctx) && p.ctx.Err() != nil || !now.IsZero() && !now.Before(p.deadline) {
+			delete(s.pending, id)
+			s.unwatchLocked(p.ctx)
+			out = append(out, p)
+		}
+	}
+	s.mu.Unlock()
+	for _, p := range out {
+		if !p.claim() {
+			continue
+		}
+		why := "its time ran out"
+		if err := p.ctx.Err(); err != nil {
+			why = err.Error()
+		}
+		p.done(0, djinn.Errorf(djinn.Unavailable, "participant %s: no answer to %s of transaction %d: %s", s.ep.addr, opName(p.op), p.req.GetId(), why))
+	}
 }
 
 // receive hands each answer to its call until the stream ends, then
@@ -314,6 +393,10 @@ func (s *callStream) broke(err error) {
 	s.broken = true
 	waiting := s.pending
 	s.pending = nil
+	for _, w := range s.watches {
+		w.stop()
+	}
+	s.watches = nil
 	s.mu.Unlock()
 	ep := s.ep
 	unimplemented := status.Code(err) == codes.Unimplemented
@@ -368,7 +451,9 @@ func (ep *endpoint) unary(p *pending) {
 }
 
 func (ep *endpoint) unaryCall(p *pending) (djinnpb.TransactionState, error) {
-	if err := p.ctx.Err(); err != nil {
+	ctx, cancel := context.WithDeadline(p.ctx, p.deadline)
+	defer cancel()
+	if err := ctx.Err(); err != nil {
 		return 0, djinn.Errorf(djinn.Unavailable, "participant %s: no time left for %s of transaction %d: %v", ep.addr, opName(p.op), p.req.GetId(), err)
 	}
 	conn, err := ep.c.conn(ep.addr)
@@ -378,16 +463,16 @@ func (ep *endpoint) unaryCall(p *pending) (djinnpb.TransactionState, error) {
 	c := djinnpb.NewTransactionParticipantClient(conn)
 	switch p.op {
 	case djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE:
-		resp, err := c.Prepare(p.ctx, p.req)
+		resp, err := c.Prepare(ctx, p.req)
 		return resp.GetVote(), kinded(err)
 	case djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE_AND_COMMIT:
-		resp, err := c.PrepareAndCommit(p.ctx, p.req)
+		resp, err := c.PrepareAndCommit(ctx, p.req)
 		return resp.GetVote(), kinded(err)
 	case djinnpb.ParticipantOp_PARTICIPANT_OP_COMMIT:
-		_, err := c.Commit(p.ctx, p.req)
+		_, err := c.Commit(ctx, p.req)
 		return 0, kinded(err)
 	case djinnpb.ParticipantOp_PARTICIPANT_OP_ABORT:
-		_, err := c.Abort(p.ctx, p.req)
+		_, err := c.Abort(ctx, p.req)
 		return 0, kinded(err)
 	}
 	return 0, djinn.Errorf(djinn.InvalidArgument, "participant call %v: unknown", p.op)

@@ -103,8 +103,13 @@ type answer struct {
 
 // call makes one call and returns a channel of its answer.
 func call(ctx context.Context, c *Caller, op djinnpb.ParticipantOp, id uint64) <-chan answer {
+	return callFor(ctx, c, wait, op, id)
+}
+
+// callFor is call with the call's timeout.
+func callFor(ctx context.Context, c *Caller, timeout time.Duration, op djinnpb.ParticipantOp, id uint64) <-chan answer {
 	ch := make(chan answer, 1)
-	c.Call(ctx, op, part, mgr, id, djinn.ID{}, func(v djinnpb.TransactionState, err error) { ch <- answer{v, err} })
+	c.Call(ctx, timeout, op, part, mgr, id, djinn.ID{}, func(v djinnpb.TransactionState, err error) { ch <- answer{v, err} })
 	return ch
 }
 
@@ -173,6 +178,63 @@ func TestCallContextEnds(t *testing.T) {
 	cancel()
 	if a := await(t, a1); djinn.KindOf(a.err) != djinn.Unavailable {
 		t.Fatalf("call whose context ended: %+v, want Unavailable", a)
+	}
+	if a := await(t, call(t.Context(), c, djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE, 2)); a.err != nil {
+		t.Fatalf("next call: %v", a.err)
+	}
+}
+
+// Calls waiting under one context all end with it, at once; calls under
+// another go on (the stream watches a context once, for all its calls).
+func TestCallsSharingAContextEnd(t *testing.T) {
+	hold := make(chan struct{})
+	defer close(hold)
+	p := &participant{handle: func(ctx context.Context, op djinnpb.ParticipantOp, req *djinnpb.ParticipantRequest) (djinnpb.TransactionState, error) {
+		if req.GetId() < 3 {
+			<-hold
+		}
+		return djinnpb.TransactionState_TRANSACTION_STATE_PREPARED, nil
+	}}
+	c, _ := serve(t, p)
+	ctx, cancel := context.WithCancel(t.Context())
+	a1 := call(ctx, c, djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE, 1)
+	a2 := call(ctx, c, djinnpb.ParticipantOp_PARTICIPANT_OP_COMMIT, 2)
+	other := call(t.Context(), c, djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE, 3)
+	cancel()
+	for i, a := range []<-chan answer{a1, a2} {
+		if got := await(t, a); djinn.KindOf(got.err) != djinn.Unavailable {
+			t.Fatalf("call %d, its context ended: %+v, want Unavailable", i+1, got)
+		}
+	}
+	if got := await(t, other); got.err != nil || got.vote != djinnpb.TransactionState_TRANSACTION_STATE_PREPARED {
+		t.Fatalf("call under another context: %+v, want PREPARED", got)
+	}
+	ep := c.endpoint("p:1")
+	ep.mu.Lock()
+	s := ep.stream
+	ep.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.watches) != 0 || len(s.pending) != 0 {
+		t.Fatalf("after every call was answered: %d contexts watched, %d calls pending; want none", len(s.watches), len(s.pending))
+	}
+}
+
+// A call the participant does not answer within its timeout is answered
+// Unavailable (the manager asks again); its context goes on, and so do
+// the calls with time left.
+func TestCallTimeout(t *testing.T) {
+	hold := make(chan struct{})
+	defer close(hold)
+	p := &participant{handle: func(ctx context.Context, op djinnpb.ParticipantOp, req *djinnpb.ParticipantRequest) (djinnpb.TransactionState, error) {
+		if req.GetId() == 1 {
+			<-hold
+		}
+		return djinnpb.TransactionState_TRANSACTION_STATE_PREPARED, nil
+	}}
+	c, _ := serve(t, p)
+	if a := await(t, callFor(t.Context(), c, time.Millisecond, djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE, 1)); djinn.KindOf(a.err) != djinn.Unavailable {
+		t.Fatalf("call past its timeout: %+v, want Unavailable", a)
 	}
 	if a := await(t, call(t.Context(), c, djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE, 2)); a.err != nil {
 		t.Fatalf("next call: %v", a.err)

@@ -217,11 +217,7 @@ func (p participants) Call(ctx context.Context, timeout time.Duration, op txn.Op
 		done(txn.CallBlocking(ctx, p, op, ref, mgr, id, secret))
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	p.s.participantCalls.Call(ctx, streamOps[op], ref, refProto(mgr), id, secret, func(st djinnpb.TransactionState, err error) {
-		cancel()
-		done(st, err)
-	})
+	p.s.participantCalls.Call(ctx, timeout, streamOps[op], ref, refProto(mgr), id, secret, done)
 }
 
 // streamOps are the Calls stream's names of the manager's calls.
