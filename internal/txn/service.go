@@ -519,11 +519,11 @@ func (s *Service) Commit(ctx context.Context, id uint64, waitFor *time.Duration)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	in, err = s.state.Get(id)
+	st, err := s.state.StateOf(id)
 	if err != nil {
 		return err
 	}
-	if in.State != Committed {
+	if st != Committed {
 		return djinn.Errorf(djinn.CannotCommit, "transaction %d: aborted", id)
 	}
 	s.Commits.Add(1)

@@ -168,6 +168,17 @@ func (s *State) Has(id uint64) bool {
 	return ok
 }
 
+// StateOf returns a transaction's state: Get without the copy of the rest.
+func (s *State) StateOf(id uint64) (djinnpb.TransactionState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.txns[id]
+	if !ok {
+		return 0, unknown(id)
+	}
+	return t.state, nil
+}
+
 // Get returns a transaction.
 func (s *State) Get(id uint64) (Info, error) {
 	s.mu.Lock()
