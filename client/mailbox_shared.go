@@ -39,6 +39,7 @@ type deliveryMux struct {
 	cc     *grpc.ClientConn
 	c      Connector
 	ref    djinn.Ref // the mailbox, whose cluster learns of a moved leader
+	// stream is set by run before the loops that use it start.
 	stream djinnpb.EventMailbox_DeliveriesClient
 	cancel context.CancelFunc
 	kick   chan struct{} // signalled when there is something to send
@@ -68,32 +69,29 @@ type sharedMember struct {
 }
 
 // joinShared puts registration id on cc's shared stream, opening the
-// stream if there is none; it returns nil (and no error) when the stream
+// stream if there is none; it returns nil when the registration's stream
 // is to be opened alone.
-func joinShared(c Connector, ref djinn.Ref, cc *grpc.ClientConn, id djinn.ID, cfg deliveryConfig) (*sharedMember, error) {
+func joinShared(c Connector, ref djinn.Ref, cc *grpc.ClientConn, id djinn.ID, cfg deliveryConfig) *sharedMember {
 	sharedStreams.Lock()
 	defer sharedStreams.Unlock()
 	x, ok := sharedStreams.m[cc]
 	if ok && x == nil {
-		return nil, nil
+		return nil
 	}
 	if x == nil || x.over() {
-		var err error
-		if x, err = openMux(c, ref, cc); err != nil {
-			return nil, err
-		}
+		x = openMux(c, ref, cc)
 		sharedStreams.m[cc] = x
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.members[id] != nil || len(x.members) >= maxSharedMembers {
-		return nil, nil
+		return nil
 	}
 	m := &sharedMember{x: x, id: id, ready: make(chan struct{}, 1)}
 	x.members[id] = m
 	x.adds = append(x.adds, &djinnpb.DeliveryCursor{RegistrationId: id[:], AfterIndex: cfg.after, Window: int32(cfg.window), AckThrough: cfg.ack})
 	signal(x.kick)
-	return m, nil
+	return m
 }
 
 func signal(c chan struct{}) {
@@ -103,18 +101,26 @@ func signal(c chan struct{}) {
 	}
 }
 
-func openMux(c Connector, ref djinn.Ref, cc *grpc.ClientConn) (*deliveryMux, error) {
+// openMux makes cc's shared stream; the stream itself is opened by the
+// mux's own goroutine, so that no join waits for the network.
+func openMux(c Connector, ref djinn.Ref, cc *grpc.ClientConn) *deliveryMux {
 	ctx, cancel := context.WithCancel(context.Background())
-	stream, err := djinnpb.NewEventMailboxClient(cc).Deliveries(ctx)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	x := &deliveryMux{cc: cc, c: c, ref: ref, stream: stream, cancel: cancel, kick: make(chan struct{}, 1),
+	x := &deliveryMux{cc: cc, c: c, ref: ref, cancel: cancel, kick: make(chan struct{}, 1),
 		members: map[djinn.ID]*sharedMember{}, acks: map[djinn.ID]uint64{}}
+	go x.run(ctx)
+	return x
+}
+
+// run opens the stream and serves it until it ends.
+func (x *deliveryMux) run(ctx context.Context) {
+	stream, err := djinnpb.NewEventMailboxClient(x.cc).Deliveries(ctx)
+	if err != nil {
+		x.fail(err)
+		return
+	}
+	x.stream = stream
 	go x.sendLoop(ctx)
-	go x.recvLoop()
-	return x, nil
+	x.recvLoop()
 }
 
 func (x *deliveryMux) over() bool {

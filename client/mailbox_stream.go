@@ -117,11 +117,7 @@ func (r *MailboxRegistration) Deliveries(ctx context.Context, opts ...DeliveryOp
 		return nil, err
 	}
 	if !cfg.alone && cfg.batch == 0 {
-		m, err := joinShared(r.m.c, ref, cc, r.ID, cfg)
-		if err != nil {
-			return nil, err
-		}
-		if m != nil {
+		if m := joinShared(r.m.c, ref, cc, r.ID, cfg); m != nil {
 			stop := context.AfterFunc(ctx, m.leave)
 			return &DeliveryStream{r: r, member: m, ctx: ctx, cancel: func() { stop(); m.leave() }}, nil
 		}
