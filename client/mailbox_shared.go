@@ -36,9 +36,9 @@ var sharedStreams = struct {
 
 // deliveryMux is a connection's shared delivery stream.
 type deliveryMux struct {
-	cc     *grpc.ClientConn
-	c      Connector
-	ref    djinn.Ref // the mailbox, whose cluster learns of a moved leader
+	cc  *grpc.ClientConn
+	c   Connector
+	ref djinn.Ref // the mailbox, whose cluster learns of a moved leader
 	// stream is set by run before the loops that use it start.
 	stream djinnpb.EventMailbox_DeliveriesClient
 	cancel context.CancelFunc
