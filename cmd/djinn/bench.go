@@ -27,7 +27,8 @@ client), renewall (--batch leases per call), register
 ingest, one event a call), notifybatch (--events per call), deliver (ingest with delivery enabled to a listener hosted by the
 bench; reports events received per second), deliverbatch (the same,
 --events per call), deliverstream (ingest, one event a call, each
-registration's events taken by the bench over a delivery stream,
+registration's events taken by the bench with the client library's
+Receive: the registrations of a connection share its delivery stream,
 acknowledged on the stream; reports events received per second),
 deliverstreambatch (the same, --events per call), leases (grants --leases
 registrations and reports the server's resident memory from --admin).
