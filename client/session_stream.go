@@ -39,6 +39,10 @@ type sessionStream struct {
 	draining bool                    // guarded by mu: takes no call; ends once its calls are answered
 	broken   bool                    // guarded by mu: ended; every call answered
 	replied  bool                    // guarded by mu: a reply came: the server serves sessions
+
+	// spare is the calls slice of the last message sent, emptied, for
+	// the next (SendMsg has encoded it). Only the sender touches it.
+	spare []*djinnpb.SessionCall
 }
 
 func newSessionStream(sc *sessionConn, cc *grpc.ClientConn, leader string) *sessionStream {
@@ -159,6 +163,8 @@ func (st *sessionStream) send(ctx context.Context, cs grpc.ClientStream) {
 			if err := cs.SendMsg(req); err != nil {
 				return // receive learns why
 			}
+			clear(req.Calls)
+			st.spare = req.Calls[:0]
 		}
 	}
 }
@@ -172,7 +178,8 @@ func (st *sessionStream) take() (req *djinnpb.SessionRequest, closeSend, stop bo
 	if st.broken {
 		return nil, false, true
 	}
-	calls := make([]*djinnpb.SessionCall, 0, len(st.waiting))
+	calls := st.spare
+	st.spare = nil
 	size, n := 0, 0
 	for _, c := range st.waiting {
 		if len(calls) > 0 && size+len(c.req) > sessionCallBytes {
@@ -191,6 +198,7 @@ func (st *sessionStream) take() (req *djinnpb.SessionRequest, closeSend, stop bo
 	clear(st.waiting[rest:])
 	st.waiting = st.waiting[:rest]
 	if len(calls) == 0 && len(st.cancels) == 0 {
+		st.spare = calls
 		return nil, st.draining, false
 	}
 	if rest > 0 {

@@ -139,6 +139,10 @@ type session struct {
 	mu      sync.Mutex
 	calls   map[uint64]*callCtx     // guarded by mu: calls in flight
 	replies []*djinnpb.SessionReply // guarded by mu: to send
+	// spare is the slice the last flush sent from, emptied: the next
+	// flush's queue, so queueing replies grows no slice once warm. Only
+	// send's goroutine touches it.
+	spare []*djinnpb.SessionReply
 
 	wake    chan struct{} // 1-buffered: replies to send
 	quit    chan struct{} // closed when no call is left: send the rest and return
@@ -420,8 +424,12 @@ func (ss *session) send() {
 func (ss *session) flush(goaway bool) {
 	ss.mu.Lock()
 	rs := ss.replies
-	ss.replies = nil
+	ss.replies = ss.spare
 	ss.mu.Unlock()
+	defer func(rs []*djinnpb.SessionReply) {
+		clear(rs)
+		ss.spare = rs[:0] // SendMsg has encoded every message
+	}(rs)
 	for len(rs) > 0 || goaway {
 		n, size := 0, 0
 		for n < len(rs) && (n == 0 || size+len(rs[n].Response) <= sessionBatchBytes) {
