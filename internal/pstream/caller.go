@@ -142,7 +142,7 @@ func (ep *endpoint) call(p *pending) {
 // meanwhile.
 func (ep *endpoint) open() *callStream {
 	ctx, cancel := context.WithCancel(ep.c.ctx)
-	s := &callStream{ep: ep, ctx: ctx, cancel: cancel, pending: map[uint64]*pending{}, watches: map[context.Context]*watch{},
+	s := &callStream{ep: ep, ctx: ctx, cancel: cancel, pending: map[uint64]*pending{}, watches: map[<-chan struct{}]*watch{},
 		wake: make(chan struct{}, 1)}
 	s.sweeper = time.AfterFunc(time.Hour, s.sweep)
 	s.sweeper.Reset(sweepEvery) // after the field is set: sweep reads it
@@ -167,7 +167,7 @@ type callStream struct {
 	mu sync.Mutex
 	// Guarded by mu.
 	pending map[uint64]*pending
-	watches map[context.Context]*watch // the contexts the pending calls wait under
+	watches map[<-chan struct{}]*watch // the contexts the pending calls wait under, by Done
 	queue   []*djinnpb.ParticipantCall
 	next    uint64
 	broken  bool
@@ -310,16 +310,18 @@ type watch struct {
 }
 
 // watchLocked counts a call waiting under ctx, watching ctx from its
-// first.
+// first. Contexts are told apart by their Done channel (any context has
+// one to compare; those that share it end together).
 func (s *callStream) watchLocked(ctx context.Context) {
-	if ctx.Done() == nil {
+	done := ctx.Done()
+	if done == nil {
 		return // never ends
 	}
-	w := s.watches[ctx]
+	w := s.watches[done]
 	if w == nil {
 		w = &watch{}
-		w.stop = context.AfterFunc(ctx, func() { s.expire(ctx, time.Time{}) })
-		s.watches[ctx] = w
+		w.stop = context.AfterFunc(ctx, func() { s.expire(done, time.Time{}) })
+		s.watches[done] = w
 	}
 	w.calls++
 }
@@ -327,24 +329,25 @@ func (s *callStream) watchLocked(ctx context.Context) {
 // unwatchLocked uncounts a call waiting under ctx, and stops watching it
 // after its last.
 func (s *callStream) unwatchLocked(ctx context.Context) {
-	w := s.watches[ctx]
+	done := ctx.Done()
+	w := s.watches[done]
 	if w == nil {
 		return
 	}
 	if w.calls--; w.calls == 0 {
 		w.stop()
-		delete(s.watches, ctx)
+		delete(s.watches, done)
 	}
 }
 
-// expire answers Unavailable the calls waiting under ctx, once it ended
-// (nil: under any that ended), and those past their deadline at now
-// (zero: none).
-func (s *callStream) expire(ctx context.Context, now time.Time) {
+// expire answers Unavailable the calls waiting under the context whose
+// Done is done, once it ended (nil: under any that ended), and those past
+// their deadline at now (zero: none).
+func (s *callStream) expire(done <-chan struct{}, now time.Time) {
 	var out []*pending
 	s.mu.Lock()
 	for id, p := range s.pending {
-		if (ctx == nil || p.ctx == ctx) && p.ctx.Err() != nil || !now.IsZero() && !now.Before(p.deadline) {
+		if (done == nil || p.ctx.Done() == done) && p.ctx.Err() != nil || !now.IsZero() && !now.Before(p.deadline) {
 			delete(s.pending, id)
 			s.unwatchLocked(p.ctx)
 			out = append(out, p)
