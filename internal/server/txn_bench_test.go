@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/server/servertest"
 	"github.com/djinn-go/djinn/kv"
 	"github.com/djinn-go/djinn/participant"
@@ -26,12 +27,37 @@ import (
 func BenchmarkSessionTransaction(b *testing.B) {
 	srv := servertest.Start(b, servertest.Config(b))
 	c := servertest.Dial(b, srv.Addr())
+	kvc := kv.NewClient(c.ClientConn())
+	benchTransactions(b, c, kvc, kvc)
+}
+
+// BenchmarkSessionTransactionThreeServers is BenchmarkSessionTransaction
+// with the two writes on the key/value participants of two other servers,
+// as `djinn bench txn --kv P1,P2` makes them: each participant joins the
+// manager, and the manager prepares and commits each over its stream of
+// participant calls. All three servers and the client are in this
+// process: allocs/op counts everything.
+//
+//	go test -run XXX -bench SessionTransactionThreeServers -benchmem ./internal/server
+func BenchmarkSessionTransactionThreeServers(b *testing.B) {
+	srv := servertest.Start(b, servertest.Config(b))
+	c := servertest.Dial(b, srv.Addr())
+	var kvcs [2]*kv.Client
+	for i := range kvcs {
+		p := servertest.Start(b, servertest.Config(b))
+		kvcs[i] = kv.NewClient(servertest.Dial(b, p.Addr()).ClientConn())
+	}
+	benchTransactions(b, c, kvcs[0], kvcs[1])
+}
+
+// benchTransactions runs the transactions of the benchmarks above: the
+// manager of c, the first write on kv0, the second on kv1.
+func benchTransactions(b *testing.B, c *client.Client, kv0, kv1 *kv.Client) {
 	ctx := context.Background()
 	mgr, err := c.TransactionManager(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
-	kvc := kv.NewClient(c.ClientConn())
 	value := []byte("bench-value")
 	var next atomic.Int64
 	b.ReportAllocs()
@@ -45,8 +71,8 @@ func BenchmarkSessionTransaction(b *testing.B) {
 			}
 			key := "bench/" + strconv.FormatInt(next.Add(1), 10)
 			ptx := participant.TxOf(tx)
-			for _, k := range []string{key + "/0", key + "/1"} {
-				if err := kvc.Put(ctx, ptx, k, value); err != nil {
+			for i, kvc := range []*kv.Client{kv0, kv1} {
+				if err := kvc.Put(ctx, ptx, key+"/"+strconv.Itoa(i), value); err != nil {
 					b.Error(err)
 					return
 				}
