@@ -39,9 +39,10 @@ import (
 // apply itself (the entry is committed, and applied): the callers do not
 // wait for raft to answer the entry's future and complete to hear it.
 // Whichever of the fsm and complete takes the entry out of own answers
-// its proposals; complete answers them only when the fsm did not. A caller that
-// gives up before its command is taken into an entry gets a definite
-// error (the change was not made); after that, an indefinite one.
+// its proposals: complete answers them only when the fsm did not. A
+// caller that gives up before its command is taken into an entry gets a
+// definite error (the change was not made); after that, an indefinite
+// one.
 
 // The proposer's bounds.
 const (
@@ -92,7 +93,8 @@ type entry struct {
 
 // proposer gathers proposals into log entries. It runs two goroutines,
 // owned by the node: submit (appends entries) and complete (waits for them
-// in order and hands out their outcomes).
+// in order, answers the proposals the fsm did not, and lets the entries
+// go).
 type proposer struct {
 	raft *raft.Raft
 	fail func(error) error // a raft error as the caller sees it
@@ -280,8 +282,7 @@ func (p *proposer) append(e *entry) {
 	p.appended <- e // room for maxInFlight: never blocks
 }
 
-// complete waits for each entry appended, in order, and hands its outcome
-// to its proposals. It returns once submit has and every entry in flight
+// complete waits for each entry appended, in order, and finishes it. It returns once submit has and every entry in flight
 // is done.
 func (p *proposer) complete() {
 	defer close(p.completed)
@@ -302,7 +303,8 @@ func (p *proposer) complete() {
 	}
 }
 
-// finish waits for e and answers its proposals.
+// finish waits for e, answers its proposals unless the fsm did, and
+// counts it out of those in flight.
 func (p *proposer) finish(e *entry) {
 	err := e.future.Error()
 	p.ownMu.Lock()
