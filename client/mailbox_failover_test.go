@@ -9,6 +9,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/server"
 	"github.com/djinn-go/djinn/internal/server/servertest"
 )
 
@@ -19,21 +20,9 @@ import (
 // does.
 func TestPullFollowsTheCluster(t *testing.T) {
 	t.Parallel()
-	ss := servertest.StartCluster(t, 3, servertest.Steady)
-	dead := servertest.ServingLeader(t, ss...)
-	addrs := []string{dead.Addr()}
-	for _, s := range ss {
-		if s != dead {
-			addrs = append(addrs, s.Addr())
-		}
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), 3*servertest.Failover)
 	defer cancel()
-	c, err := client.Dial(ctx, strings.Join(addrs, ","))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, dead := dialServingLeaderFirst(ctx, t)
 	reg, err := c.Mailbox().Register(ctx, 10*time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -100,21 +89,9 @@ func TestPullFollowsTheCluster(t *testing.T) {
 // and ends with nil when its context does.
 func TestReceiveFollowsTheCluster(t *testing.T) {
 	t.Parallel()
-	ss := servertest.StartCluster(t, 3, servertest.Steady)
-	dead := servertest.ServingLeader(t, ss...)
-	addrs := []string{dead.Addr()}
-	for _, s := range ss {
-		if s != dead {
-			addrs = append(addrs, s.Addr())
-		}
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), 3*servertest.Failover)
 	defer cancel()
-	c, err := client.Dial(ctx, strings.Join(addrs, ","))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, dead := dialServingLeaderFirst(ctx, t)
 	src := djinn.Ref{Service: djinn.NewID(), Object: djinn.NewID()}
 	type got struct {
 		reg int
@@ -181,4 +158,25 @@ func TestReceiveFollowsTheCluster(t *testing.T) {
 			t.Fatalf("Receive ended by its context with %v, want nil", err)
 		}
 	}
+}
+
+// dialServingLeaderFirst starts a cluster of three and dials it with its
+// serving leader first, so a client's calls and streams go there until it
+// goes away; it returns the client (closed when the test ends) and that
+// leader.
+func dialServingLeaderFirst(ctx context.Context, t *testing.T) (*client.Client, *server.Server) {
+	ss := servertest.StartCluster(t, 3, servertest.Steady)
+	dead := servertest.ServingLeader(t, ss...)
+	addrs := []string{dead.Addr()}
+	for _, s := range ss {
+		if s != dead {
+			addrs = append(addrs, s.Addr())
+		}
+	}
+	c, err := client.Dial(ctx, strings.Join(addrs, ","))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, dead
 }
