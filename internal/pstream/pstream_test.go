@@ -164,14 +164,7 @@ func TestCallsAnsweredOutOfOrder(t *testing.T) {
 // A call whose context ends first is answered Unavailable at once (the
 // manager asks again); the stream goes on carrying the other calls.
 func TestCallContextEnds(t *testing.T) {
-	hold := make(chan struct{})
-	defer close(hold)
-	p := &participant{handle: func(ctx context.Context, op djinnpb.ParticipantOp, req *djinnpb.ParticipantRequest) (djinnpb.TransactionState, error) {
-		if req.GetId() == 1 {
-			<-hold
-		}
-		return djinnpb.TransactionState_TRANSACTION_STATE_PREPARED, nil
-	}}
+	p := holdingCallOne(t)
 	c, _ := serve(t, p)
 	ctx, cancel := context.WithCancel(t.Context())
 	a1 := call(ctx, c, djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE, 1)
@@ -224,14 +217,7 @@ func TestCallsSharingAContextEnd(t *testing.T) {
 // Unavailable (the manager asks again); its context goes on, and so do
 // the calls with time left.
 func TestCallTimeout(t *testing.T) {
-	hold := make(chan struct{})
-	defer close(hold)
-	p := &participant{handle: func(ctx context.Context, op djinnpb.ParticipantOp, req *djinnpb.ParticipantRequest) (djinnpb.TransactionState, error) {
-		if req.GetId() == 1 {
-			<-hold
-		}
-		return djinnpb.TransactionState_TRANSACTION_STATE_PREPARED, nil
-	}}
+	p := holdingCallOne(t)
 	c, _ := serve(t, p)
 	if a := await(t, callFor(t.Context(), c, time.Millisecond, djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE, 1)); djinn.KindOf(a.err) != djinn.Unavailable {
 		t.Fatalf("call past its timeout: %+v, want Unavailable", a)
@@ -372,4 +358,17 @@ func TestIdleStreamCloses(t *testing.T) {
 	if got := p.streams.Load(); got != 2 {
 		t.Fatalf("%d streams opened, want a second after the first closed idle", got)
 	}
+}
+
+// holdingCallOne is a participant that answers every call prepared at
+// once, but call 1 only when the test ends.
+func holdingCallOne(t *testing.T) *participant {
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	return &participant{handle: func(ctx context.Context, op djinnpb.ParticipantOp, req *djinnpb.ParticipantRequest) (djinnpb.TransactionState, error) {
+		if req.GetId() == 1 {
+			<-hold
+		}
+		return djinnpb.TransactionState_TRANSACTION_STATE_PREPARED, nil
+	}}
 }
