@@ -202,8 +202,7 @@ func TestMailboxSharedDeliveriesMemberErrors(t *testing.T) {
 	got, _ = ss.until(func(m map[djinn.ID]*part) bool { return m[bobs2] != nil && m[bobs2].ended })
 	wantErr(t, "an acknowledgement past the events sent", got[bobs2].err, djinn.ErrInvalidArgument, "ack_through 9")
 	// Another consumer of bobs3 takes over: bob's own stream of it alone.
-	other := openShared(t, p.bob, &djinnpb.DeliveriesRequest{Add: []*djinnpb.DeliveryCursor{{RegistrationId: idBytes(bobs3)}}})
-	_ = other
+	openShared(t, p.bob, &djinnpb.DeliveriesRequest{Add: []*djinnpb.DeliveryCursor{{RegistrationId: idBytes(bobs3)}}})
 	got, _ = ss.until(func(m map[djinn.ID]*part) bool { return m[bobs3] != nil && m[bobs3].ended })
 	wantErr(t, "a registration taken over", got[bobs3].err, djinn.ErrInvalidIterator, "")
 	ev := &djinnpb.RemoteEvent{Source: &djinnpb.Ref{Endpoint: "127.0.0.1:1", ServiceId: idBytes(djinn.NewID()), ObjectId: idBytes(djinn.NewID())}, EventId: 1, Sequence: 7}
