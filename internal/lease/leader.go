@@ -28,6 +28,8 @@ func (t *Table) Promote(now time.Time, grace time.Duration) {
 	defer t.mu.Unlock()
 	n := now.UnixNano()
 	floor := n + int64(grace)
+	// A promoted expiration may be earlier than the one this node knew.
+	t.cuts.Add(1)
 	h := &t.byExpiry
 	h.Reset()
 	for slot := range t.recs.Cap() {

@@ -3,6 +3,7 @@ package lease
 import (
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -70,6 +71,10 @@ type Table struct {
 	wake chan struct{}
 
 	ledger *quota.Ledger
+
+	// cuts counts the times a lease ended or its expiration moved
+	// earlier: see Cuts.
+	cuts atomic.Uint64
 }
 
 // NewTable returns an empty table with an empty ledger.
@@ -184,6 +189,13 @@ type Info struct {
 	Expires time.Time // djinn.EndOfTime for Forever
 	Horizon time.Time
 }
+
+// Cuts counts the times, since the table was made, that a lease ended
+// (cancelled, expired, released, reset) or had its expiration moved
+// earlier. A caller that found a lease alive until a time may take it as
+// still alive before that time for as long as Cuts is what it was before
+// the lookup: a lease only ever lives longer without a cut.
+func (t *Table) Cuts() uint64 { return t.cuts.Load() }
 
 // Lookup returns a lease's owner and expiration, and whether it exists and
 // has not expired at now.
@@ -386,6 +398,7 @@ func (t *Table) Records() []*statepb.LeaseRecord {
 func (t *Table) Reset() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.cuts.Add(1)
 	t.recs.Reset()
 	t.byCookie.Reset()
 	t.byExpiry.Reset()
@@ -411,6 +424,9 @@ func (t *Table) Restore(rec *statepb.LeaseRecord) error {
 // pops; an earlier one moves the key now.
 func (t *Table) setExpiresLocked(slot uint32, exp int64) {
 	r := t.recs.Mut(slot)
+	if exp < r.expires {
+		t.cuts.Add(1)
+	}
 	r.expires = exp
 	r.gen++
 	h := &t.byExpiry
@@ -424,6 +440,7 @@ func (t *Table) setExpiresLocked(slot uint32, exp int64) {
 }
 
 func (t *Table) removeLocked(slot uint32) {
+	t.cuts.Add(1)
 	r := t.recs.At(slot)
 	p := t.principals[r.principal]
 	t.ledger.Release(p, quota.Leases, 1)
