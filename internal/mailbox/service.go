@@ -219,22 +219,32 @@ func (s *Service) CheckOwner(ctx context.Context, id djinn.ID) error {
 // caller's principal (another principal's registration does not exist for
 // the caller).
 func (s *Service) live(ctx context.Context, id djinn.ID) (Info, time.Duration, error) {
-	if err := s.leading(); err != nil {
-		return Info{}, 0, err
-	}
-	in, err := s.state.Get(id)
+	in, expires, now, err := s.liveUntil(ctx, id)
 	if err != nil {
 		return Info{}, 0, err
 	}
-	if in.Principal != principal.From(ctx) {
-		return Info{}, 0, noSuchRegistration(id)
+	return in, djinn.Remaining(expires, now), nil
+}
+
+// liveUntil is live answering its lease's expiration and the time it
+// looked at.
+func (s *Service) liveUntil(ctx context.Context, id djinn.ID) (in Info, expires, now time.Time, err error) {
+	if err := s.leading(); err != nil {
+		return Info{}, time.Time{}, time.Time{}, err
 	}
-	now := s.now()
+	in, err = s.state.Get(id)
+	if err != nil {
+		return Info{}, time.Time{}, time.Time{}, err
+	}
+	if in.Principal != principal.From(ctx) {
+		return Info{}, time.Time{}, time.Time{}, noSuchRegistration(id)
+	}
+	now = s.now()
 	li, ok := s.lessor.Table().Lookup(in.Cookie, now)
 	if !ok {
-		return Info{}, 0, noSuchRegistration(id)
+		return Info{}, time.Time{}, time.Time{}, noSuchRegistration(id)
 	}
-	return in, djinn.Remaining(li.Expires, now), nil
+	return in, li.Expires, now, nil
 }
 
 // Get returns a registration with its lease's remaining time.

@@ -148,6 +148,8 @@ type stream struct {
 	// queued is set while the term holds the stream for its next round of
 	// recording; guarded by term.mu.
 	queued bool
+	// The sender's goroutine alone uses lease: see stillLive.
+	lease liveness
 
 	mu sync.Mutex
 	// The fields below are guarded by mu.
@@ -279,7 +281,7 @@ func (st *stream) serve(ctx context.Context, conn streamSender, ended <-chan str
 		if err != nil {
 			return err
 		}
-		if _, _, err := st.svc.live(ctx, st.id); err != nil {
+		if err := st.stillLive(ctx); err != nil {
 			return err
 		}
 		room := 0
@@ -321,6 +323,38 @@ func (st *stream) serve(ctx context.Context, conn streamSender, ended <-chan str
 		case <-st.wake:
 		}
 	}
+}
+
+// liveness is what a stream last found of its registration's lease: alive
+// until until, with the lease table's Cuts at cuts.
+type liveness struct {
+	until time.Time
+	cuts  uint64
+}
+
+// stillLive answers what live answers for the stream's registration (nil,
+// or why the stream must end), asking the registration and its lease only
+// when the lease's expiration found last has come or a lease has been cut
+// since (ended or made to expire earlier). Between those the answer cannot
+// change: the registration's owner is fixed, the registration ends only
+// with its lease (and then After fails alike), and leadership is checked
+// each time.
+func (st *stream) stillLive(ctx context.Context) error {
+	s := st.svc
+	if err := s.leading(); err != nil {
+		return err
+	}
+	t := s.lessor.Table()
+	cuts := t.Cuts()
+	if cuts == st.lease.cuts && s.now().Before(st.lease.until) {
+		return nil
+	}
+	_, until, _, err := s.liveUntil(ctx, st.id)
+	if err != nil {
+		return err
+	}
+	st.lease = liveness{until: until, cuts: cuts}
+	return nil
 }
 
 func termEnded() error {
