@@ -43,9 +43,12 @@ type deliverer struct {
 	// they share the command that records push deliveries.
 	streams []*stream
 	report  chan struct{} // signalled when acks, failures or streams grow
-	// ended is closed when the term ends: delivery streams served in it
-	// end too, and their clients reconnect to the next leader.
-	ended chan struct{}
+	// ended is closed when the term ends (when endTerm cancels endedCtx):
+	// delivery streams served in it end too, and their clients reconnect
+	// to the next leader.
+	ended    <-chan struct{}
+	endedCtx context.Context
+	endTerm  context.CancelFunc
 }
 
 var _ Sink = (*deliverer)(nil)
@@ -56,8 +59,9 @@ func newDeliverer(s *State, log Proposer, logger *slog.Logger, ec event.Config) 
 		targets: map[djinn.ID]*djinnpb.Ref{}, epochs: map[djinn.ID]uint64{}, acks: map[djinn.ID]uint64{}, through: map[djinn.ID]uint64{},
 		stopped: map[djinn.ID]bool{},
 		report:  make(chan struct{}, 1),
-		ended:   make(chan struct{}),
 	}
+	d.endedCtx, d.endTerm = context.WithCancel(context.Background())
+	d.ended = d.endedCtx.Done()
 	ec.OnDelivered = d.delivered
 	ec.OnFailure = d.failed
 	d.engine = event.New(ec)
@@ -69,7 +73,7 @@ func newDeliverer(s *State, log Proposer, logger *slog.Logger, ec event.Config) 
 func (d *deliverer) run(ctx context.Context) {
 	d.state.SetSink(d)
 	d.reportLoop(ctx)
-	close(d.ended)
+	d.endTerm()
 	d.state.SetSink(nil)
 	// The sink is detached, so nothing is queued after this; closing the
 	// engine ends the Sends that work in progress waits for. Anyone waiting

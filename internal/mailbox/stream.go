@@ -273,6 +273,13 @@ func (st *stream) stopTelling() {
 
 // serve sends events and recorded acknowledgements until the stream ends.
 func (st *stream) serve(ctx context.Context, conn streamSender, ended <-chan struct{}) error {
+	// The end of ctx and of the term wake the stream, which then waits on
+	// channels of its own alone: waiting on those every stream of a
+	// connection or term shares too would have each wait lock them.
+	stopCtx := context.AfterFunc(ctx, func() { signal(st.wake) })
+	defer stopCtx()
+	stopTerm := context.AfterFunc(st.term.endedCtx, func() { signal(st.wake) })
+	defer stopTerm()
 	var told uint64 // the recorded acknowledgement the client was told of
 	for {
 		st.mu.Lock()
@@ -319,6 +326,9 @@ func (st *stream) serve(ctx context.Context, conn streamSender, ended <-chan str
 			return ctx.Err()
 		case <-ended:
 			return termEnded()
+		default:
+		}
+		select {
 		case <-more:
 		case <-st.wake:
 		}
