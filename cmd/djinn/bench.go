@@ -172,7 +172,8 @@ func (g *globals) benchRenewalCmd() *cobra.Command {
 const benchTxnHelp = `Measure transactions through the transaction manager of --server.
 
 Each client, in a loop for --for: create a transaction, put two keys
-under it to key/value participants, commit. A transaction counts once
+under it to key/value participants (both writes sent at once, as they
+are independent), commit. A transaction counts once
 every participant has been told its outcome: after the load the bench
 waits for the manager to have told them all, checks each transaction of
 the run at the manager, and reads a sample of the writes back from the

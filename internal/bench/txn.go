@@ -21,7 +21,7 @@ import (
 // Txn measures two-phase commit end to end: each client, in a loop,
 // creates a transaction at the manager of the server, writes two keys
 // under it to key/value participants (the reference participant served by
-// djinn serve), and commits. Each transaction writes keys no other
+// djinn serve), both writes at once, and commits. Each transaction writes keys no other
 // transaction touches, so the participants' locks never conflict unless
 // something is wrong; conflicts and other failures are counted apart from
 // the committed transactions.
@@ -345,25 +345,40 @@ func (r *txnRun) transact(ctx context.Context, c int, key string, rec *Recorder,
 	return nil
 }
 
-// write puts the transaction's keys; a failure aborts it.
+// write puts the transaction's keys, all at once: the writes are
+// independent (each its own key, each participant joining on its own
+// first write), so a client has no reason to wait for one before sending
+// the next. A failure aborts the transaction, once every write answered.
 func (r *txnRun) write(ctx context.Context, c int, tx *client.Transaction, key string, rec *Recorder) error {
 	ptx := participant.TxOf(tx)
 	value := []byte(txnValue)
+	var errs [txnWrites]error
+	var wg sync.WaitGroup
 	for i := range txnWrites {
-		rec.Count("calls", 1)
 		kc := r.kvcs[i][c%len(r.kvcs[i])]
-		if err := kc.Put(ctx, ptx, key+"/"+strconv.Itoa(i), value); err != nil {
-			rec.Count("calls", 1)
-			_ = tx.Abort(ctx)
-			if djinn.KindOf(err) == djinn.Unavailable {
-				// The reference participant refuses a write that meets
-				// another transaction's lock at once, as Unavailable.
-				return fmt.Errorf("put: %w: %w", errConflict, err)
-			}
-			return fmt.Errorf("put: %w", err)
+		put := func() { errs[i] = kc.Put(ctx, ptx, key+"/"+strconv.Itoa(i), value) }
+		if i == txnWrites-1 {
+			put() // the last on this goroutine
+			break
+		}
+		wg.Go(put)
+	}
+	wg.Wait()
+	rec.Count("calls", txnWrites)
+	err := errors.Join(errs[:]...)
+	if err == nil {
+		return nil
+	}
+	rec.Count("calls", 1)
+	_ = tx.Abort(ctx)
+	for _, e := range errs {
+		if e != nil && djinn.KindOf(e) == djinn.Unavailable {
+			// The reference participant refuses a write that meets
+			// another transaction's lock at once, as Unavailable.
+			return fmt.Errorf("put: %w: %w", errConflict, e)
 		}
 	}
-	return nil
+	return fmt.Errorf("put: %w", err)
 }
 
 // servedCalls is what the servers' /metrics said at one time.

@@ -139,3 +139,54 @@ func TestTxnFailsWhenParticipantsAreNotTold(t *testing.T) {
 		t.Errorf("decided %v/s, rate %v/s: want commits decided and none counted complete", decided, r.OpsPerS)
 	}
 }
+
+// refusingPuts is a key/value service that refuses every write as a lock
+// conflict (Unavailable), as the reference participant refuses a write
+// that meets another transaction's lock.
+type refusingPuts struct {
+	djinnpb.UnimplementedKeyValueServer
+}
+
+func (refusingPuts) Put(context.Context, *djinnpb.KVPutRequest) (*djinnpb.KVPutResponse, error) {
+	return nil, status.Error(codes.Unavailable, "test participant: refusing every write")
+}
+
+// TestTxnWriteRefusedAborts: the writes of a transaction go out together;
+// one participant refuses its write, so the bench aborts the transaction
+// once both answered and counts a conflict, no completed transaction —
+// and the write the other participant took is rolled back, not committed.
+func TestTxnWriteRefusedAborts(t *testing.T) {
+	mgr := servertest.Start(t, servertest.Config(t))
+	p2 := servertest.Start(t, servertest.Config(t))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	djinnpb.RegisterKeyValueServer(g, refusingPuts{})
+	go g.Serve(lis)
+	t.Cleanup(g.Stop)
+	b := &Txn{Levels: []int{2}, Duration: 200 * time.Millisecond, Conns: 1, KV: []string{lis.Addr().String(), p2.Addr()},
+		Lease: time.Minute, Lag: time.Minute}
+	rep, err := b.Run(t.Context(), txnEnv(mgr.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Results[0]
+	conflicts, _ := r.Figure("conflicts")
+	if r.Ops != 0 || conflicts == 0 {
+		t.Fatalf("ops %d, conflicts %v: every transaction met a refused write and must count as a conflict, none completed", r.Ops, conflicts)
+	}
+	c, err := client.Dial(t.Context(), p2.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	got, err := kv.NewClient(c.ClientConn()).List(t.Context(), nil, "bench/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 0 {
+		t.Errorf("the participant that took its write holds %d keys of aborted transactions, first %q", len(got), got[0].Key)
+	}
+}

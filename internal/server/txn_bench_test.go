@@ -2,7 +2,9 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,9 +17,9 @@ import (
 
 // BenchmarkSessionTransaction measures a transaction as `djinn bench txn`
 // makes one with the participant in the manager's process: create, two
-// writes to the server's key/value participant under it, commit — four
-// calls through the client's session, client and server in this process,
-// 32 clients per core.
+// writes to the server's key/value participant under it (sent at once),
+// commit — four calls through the client's session, client and server in
+// this process, 32 clients per core.
 // allocs/op counts both sides of the calls, the manager's log appends and
 // applies, the participant's prepare and roll forward, and the records of
 // the outcome told (phase 2 runs behind the commits: the last few
@@ -71,11 +73,14 @@ func benchTransactions(b *testing.B, c *client.Client, kv0, kv1 *kv.Client) {
 			}
 			key := "bench/" + strconv.FormatInt(next.Add(1), 10)
 			ptx := participant.TxOf(tx)
-			for i, kvc := range []*kv.Client{kv0, kv1} {
-				if err := kvc.Put(ctx, ptx, key+"/"+strconv.Itoa(i), value); err != nil {
-					b.Error(err)
-					return
-				}
+			var err0 error
+			var wg sync.WaitGroup
+			wg.Go(func() { err0 = kv0.Put(ctx, ptx, key+"/0", value) })
+			err1 := kv1.Put(ctx, ptx, key+"/1", value)
+			wg.Wait()
+			if err := errors.Join(err0, err1); err != nil {
+				b.Error(err)
+				return
 			}
 			if err := tx.Commit(ctx); err != nil {
 				b.Error(err)
