@@ -49,7 +49,7 @@ func TestShortSchedule(t *testing.T) {
 		faults = append(faults, Fault{Kind: k, Hold: 2 * time.Second})
 	}
 	r := NewRun(c, *seed, t.Logf)
-	rep, err := r.Go(ctx, Workers{KV: 2, Lock: 3, Lease: 3, Txn: 1, Lookup: 2, Renewal: 1, Mailbox: true}, faults)
+	rep, err := r.Go(ctx, Workers{KV: 2, Lock: 3, Lease: 3, Txn: 1, Lookup: 2, Renewal: 1, Mailbox: true, Delivery: 6}, faults)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestShortSchedule(t *testing.T) {
 	for _, v := range rep.Failed() {
 		t.Error(v)
 	}
-	for _, h := range []string{"kv", "lock", "lease", "mailbox", "txn", "lookup", "renewal"} {
+	for _, h := range []string{"kv", "lock", "lease", "mailbox", "delivery", "txn", "lookup", "renewal"} {
 		if rep.Ops[h] == 0 {
 			t.Errorf("no %s operation recorded: that checker proved nothing", h)
 		}
@@ -86,7 +86,7 @@ func TestLongSchedules(t *testing.T) {
 		s := *seed + int64(i)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		r := NewRun(c, s, func(string, ...any) {})
-		rep, err := r.Go(ctx, Workers{KV: 2, Lock: 3, Lease: 3, Txn: 1, Lookup: 2, Renewal: 1, Mailbox: true}, Schedule(rand.New(rand.NewPCG(uint64(s), 1)), 4))
+		rep, err := r.Go(ctx, Workers{KV: 2, Lock: 3, Lease: 3, Txn: 1, Lookup: 2, Renewal: 1, Mailbox: true, Delivery: 6}, Schedule(rand.New(rand.NewPCG(uint64(s), 1)), 4))
 		cancel()
 		if err != nil {
 			t.Fatalf("schedule %d (seed %d): %v", i, s, err)

@@ -18,13 +18,14 @@ type Run struct {
 	seed  int64
 	log   func(format string, args ...any)
 
-	kv, lock History
-	leases   LeaseLog
-	mailbox  MailboxLog
-	txns     TxnLog
-	items    ItemLog
-	renewals RenewalLog
-	sets     [][]byte // the lock workload's sets
+	kv, lock   History
+	leases     LeaseLog
+	mailbox    MailboxLog
+	deliveries DeliveryLog
+	txns       TxnLog
+	items      ItemLog
+	renewals   RenewalLog
+	sets       [][]byte // the lock workload's sets
 
 	// grace ends when the run stops asking again the calls whose answers
 	// were lost: after the workload, once the faults are healed.
@@ -34,6 +35,7 @@ type Run struct {
 	counts  map[string]int             // guarded by mu
 	outages map[string][]time.Duration // unavailability by fault kind, guarded by mu
 	windows [][2]int64                 // when each fault began and the cluster was whole again, guarded by mu
+	phase   string                     // what the schedule is doing, guarded by mu
 }
 
 // Report is what a run found.
@@ -51,6 +53,7 @@ type Report struct {
 type Workers struct {
 	KV, Lock, Lease, Txn, Lookup, Renewal int
 	Mailbox                               bool
+	Delivery                              int // mailbox registrations received over delivery streams
 	For                                   time.Duration
 	Tail                                  time.Duration
 }
@@ -74,6 +77,19 @@ func (r *Run) countN(what string, n int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.counts[what] += n
+}
+
+// setPhase names what the schedule does from now on.
+func (r *Run) setPhase(p string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.phase = p
+}
+
+func (r *Run) phaseNow() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.phase
 }
 
 func (r *Run) window(from, to int64) {
@@ -103,6 +119,7 @@ func (r *Run) Go(ctx context.Context, w Workers, faults []Fault) (*Report, error
 	if err := r.lockSets(ctx, 2); err != nil {
 		return nil, err
 	}
+	r.setPhase("before the faults")
 	grace, cancelGrace := context.WithCancel(ctx)
 	defer cancelGrace()
 	r.grace = grace
@@ -126,22 +143,29 @@ func (r *Run) Go(ctx context.Context, w Workers, faults []Fault) (*Report, error
 		wg.Add(1)
 		go func() { defer wg.Done(); r.mailboxWorkload(work) }()
 	}
+	if w.Delivery > 0 {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.deliveryWorkload(work, w.Delivery) }()
+	}
 
 	injected := map[string]int{}
 	var err error
 	rng := rand.New(rand.NewPCG(uint64(r.seed), 0xfa17))
-	for _, f := range faults {
+	for i, f := range faults {
 		r.pause(ctx, time.Duration(500+rng.IntN(1000))*time.Millisecond)
+		r.setPhase(fmt.Sprintf("fault %d of %d: %s", i+1, len(faults), f.Kind))
 		if err = r.inject(ctx, f, rng); err != nil {
 			break
 		}
 		injected[f.Kind]++
 	}
+	r.setPhase("after the faults")
 	r.pause(ctx, max(time.Second, w.Tail, w.For-time.Since(r.clock.start)))
 	stopWork()
 	if herr := r.heal(ctx); err == nil {
 		err = herr
 	}
+	r.setPhase("healed, work stopped")
 	// Calls whose answers were lost are asked again until they are
 	// answered, for a while.
 	done := make(chan struct{})
@@ -192,6 +216,8 @@ func (r *Run) check(injected map[string]int) *Report {
 	rep.Violations["lease safety"] = CheckLeases(leases)
 	rep.Violations["mailbox"] = CheckMailbox(&r.mailbox)
 	rep.Ops["mailbox"] = r.mailbox.ops()
+	rep.Violations["delivery"] = CheckDeliveries(r.deliveries.Snapshot())
+	rep.Ops["delivery"] = r.deliveries.ops()
 	items := r.items.Items()
 	for _, it := range items {
 		rep.Ops["lookup"] += len(it)
