@@ -317,8 +317,11 @@ func (c *deliveryConn) Recv() (uint64, error) {
 
 func (c *deliveryConn) Send(events []mailbox.Stored, recorded uint64) error {
 	msg := &djinnpb.DeliveriesResponse{AcknowledgedThrough: recorded, Events: make([]*djinnpb.StoredEvent, len(events))}
+	// The events in one allocation, not one each.
+	stored := make([]djinnpb.StoredEvent, len(events))
 	for i, e := range events {
-		msg.Events[i] = &djinnpb.StoredEvent{Index: e.Index, Event: e.Event}
+		stored[i].Index, stored[i].Event = e.Index, e.Event
+		msg.Events[i] = &stored[i]
 	}
 	return c.stream.Send(msg)
 }

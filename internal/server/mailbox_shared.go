@@ -78,14 +78,29 @@ func sharedRequest(r *djinnpb.DeliveriesRequest, first bool) (mailbox.SharedRequ
 	return out, nil
 }
 
+// Send sends one message of parts. Its registrations, their ids and their
+// events are each made in one allocation, not one per part or event.
 func (c *sharedConn) Send(parts []mailbox.SharedPart) error {
+	n := 0
+	for i := range parts {
+		n += len(parts[i].Events)
+	}
+	regs := make([]djinnpb.RegistrationDeliveries, len(parts))
+	ids := make([]djinn.ID, len(parts))
+	events := make([]djinnpb.StoredEvent, n)
+	slots := make([]*djinnpb.StoredEvent, n)
 	msg := &djinnpb.DeliveriesResponse{Registrations: make([]*djinnpb.RegistrationDeliveries, len(parts))}
-	for i, p := range parts {
-		rd := &djinnpb.RegistrationDeliveries{RegistrationId: p.ID[:], AcknowledgedThrough: p.Recorded, Ended: p.Ended, Error: grpcerr.ToProto(p.Err)}
-		if len(p.Events) > 0 {
-			rd.Events = make([]*djinnpb.StoredEvent, len(p.Events))
+	for i := range parts {
+		p, rd := &parts[i], &regs[i]
+		ids[i] = p.ID
+		rd.RegistrationId, rd.AcknowledgedThrough, rd.Ended, rd.Error = ids[i][:], p.Recorded, p.Ended, grpcerr.ToProto(p.Err)
+		if k := len(p.Events); k > 0 {
+			rd.Events, slots = slots[:k:k], slots[k:]
 			for j, e := range p.Events {
-				rd.Events[j] = &djinnpb.StoredEvent{Index: e.Index, Event: e.Event}
+				ev := &events[0]
+				events = events[1:]
+				ev.Index, ev.Event = e.Index, e.Event
+				rd.Events[j] = ev
 			}
 		}
 		msg.Registrations[i] = rd
