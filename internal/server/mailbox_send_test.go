@@ -1,6 +1,9 @@
 package server
 
 import (
+	"errors"
+	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -76,5 +79,28 @@ func TestDeliveryConnSendCarriesEveryEvent(t *testing.T) {
 	}
 	if allocs := testing.AllocsPerRun(100, func() { _ = c.Send(events, 1) }); allocs > 3 {
 		t.Errorf("sending 2 events: %v allocations, want at most 3", allocs)
+	}
+}
+
+// A message of acknowledgements decodes to them, in order, with one
+// allocation however many there are; a bad id still names its entry.
+func TestSharedRequestAcknowledgements(t *testing.T) {
+	r := &djinnpb.DeliveriesRequest{}
+	var want []mailbox.SharedAck
+	for i := range 32 {
+		id := djinn.ID{byte(i + 1)}
+		r.Acks = append(r.Acks, &djinnpb.DeliveryCursor{RegistrationId: id[:], AckThrough: uint64(i * 3)})
+		want = append(want, mailbox.SharedAck{ID: id, Through: uint64(i * 3)})
+	}
+	got, err := sharedRequest(r, false)
+	if err != nil || !slices.Equal(got.Acks, want) {
+		t.Fatalf("sharedRequest = %v, %v; want %v", got.Acks, err, want)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { _, _ = sharedRequest(r, false) }); allocs > 1 {
+		t.Errorf("decoding 32 acknowledgements: %v allocations, want at most 1", allocs)
+	}
+	r.Acks[5].RegistrationId = []byte{1, 2, 3}
+	if _, err := sharedRequest(r, false); !errors.Is(err, djinn.ErrInvalidArgument) || !strings.Contains(err.Error(), "acks[5] registration id: 3 bytes, want 16") {
+		t.Fatalf("a short id in acks[5]: %v, want InvalidArgument naming acks[5]", err)
 	}
 }

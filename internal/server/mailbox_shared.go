@@ -52,14 +52,17 @@ func sharedRequest(r *djinnpb.DeliveriesRequest, first bool) (mailbox.SharedRequ
 		return out, djinn.Errorf(djinn.InvalidArgument, "shared delivery stream: after_index, window, max_batch and ack_through are not taken after the first message; use add and acks")
 	}
 	for i, a := range r.GetAdd() {
-		id, err := djinn.IDFromBytes(fmt.Sprintf("add[%d] registration id", i), a.GetRegistrationId())
+		id, err := listedID("add", i, a.GetRegistrationId())
 		if err != nil {
 			return out, err
 		}
 		out.Add = append(out.Add, mailbox.SharedJoin{ID: id, After: a.GetAfterIndex(), Window: int(a.GetWindow()), Ack: a.GetAckThrough()})
 	}
+	if n := len(r.GetAcks()); n > 0 {
+		out.Acks = make([]mailbox.SharedAck, 0, n)
+	}
 	for i, a := range r.GetAcks() {
-		id, err := djinn.IDFromBytes(fmt.Sprintf("acks[%d] registration id", i), a.GetRegistrationId())
+		id, err := listedID("acks", i, a.GetRegistrationId())
 		if err != nil {
 			return out, err
 		}
@@ -69,7 +72,7 @@ func sharedRequest(r *djinnpb.DeliveriesRequest, first bool) (mailbox.SharedRequ
 		out.Acks = append(out.Acks, mailbox.SharedAck{ID: id, Through: a.GetAckThrough()})
 	}
 	for i, b := range r.GetRemove() {
-		id, err := djinn.IDFromBytes(fmt.Sprintf("remove[%d] registration id", i), b)
+		id, err := listedID("remove", i, b)
 		if err != nil {
 			return out, err
 		}
@@ -106,4 +109,14 @@ func (c *sharedConn) Send(parts []mailbox.SharedPart) error {
 		msg.Registrations[i] = rd
 	}
 	return c.stream.Send(msg)
+}
+
+// listedID decodes the registration id of entry i of a message's list,
+// naming the entry only when the id is bad: acknowledgements come by the
+// thousand.
+func listedID(list string, i int, b []byte) (djinn.ID, error) {
+	if id, err := djinn.IDFromBytes("", b); err == nil {
+		return id, nil
+	}
+	return djinn.IDFromBytes(fmt.Sprintf("%s[%d] registration id", list, i), b)
 }
