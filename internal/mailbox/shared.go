@@ -64,6 +64,7 @@ type SharedPart struct {
 // and Send from another.
 type SharedConn interface {
 	Recv() (SharedRequest, error)
+	// Send is done with parts when it returns.
 	Send(parts []SharedPart) error
 }
 
@@ -111,6 +112,7 @@ type shared struct {
 	// The fields below are guarded by mu.
 	subs    map[djinn.ID]*member // the registrations on the stream
 	out     []SharedPart         // what to send, in order
+	events  []Stored             // the events of out's parts
 	closing bool                 // the client has ended its side
 	err     error                // why the stream must end
 }
@@ -276,7 +278,14 @@ func (c memberConn) Send(events []Stored, recorded uint64) error {
 		sh.mu.Unlock()
 		return err
 	}
-	sh.out = append(sh.out, SharedPart{ID: c.id, Events: events, Recorded: recorded})
+	// The registration reuses events once Send returns: out keeps a copy.
+	var kept []Stored
+	if len(events) > 0 {
+		start := len(sh.events)
+		sh.events = append(sh.events, events...)
+		kept = sh.events[start:len(sh.events):len(sh.events)]
+	}
+	sh.out = append(sh.out, SharedPart{ID: c.id, Events: kept, Recorded: recorded})
 	sh.mu.Unlock()
 	signal(sh.wake)
 	return nil
@@ -286,12 +295,13 @@ func (c memberConn) Send(events []Stored, recorded uint64) error {
 // most maxBatch events, until the stream ends.
 func (sh *shared) send(ctx context.Context, conn SharedConn) error {
 	var spare []SharedPart
+	var spareEvents []Stored
 	for {
 		sh.mu.Lock()
-		out, err, done := sh.out, sh.err, sh.closing && len(sh.subs) == 0
+		out, events, err, done := sh.out, sh.events, sh.err, sh.closing && len(sh.subs) == 0
 		if len(out) > 0 {
-			// The registrations queue into the other slice meanwhile.
-			sh.out = spare[:0]
+			// The registrations queue into the other slices meanwhile.
+			sh.out, sh.events = spare[:0], spareEvents[:0]
 		}
 		sh.mu.Unlock()
 		if err != nil {
@@ -302,7 +312,8 @@ func (sh *shared) send(ctx context.Context, conn SharedConn) error {
 				return err
 			}
 			clear(out)
-			spare = out
+			clear(events)
+			spare, spareEvents = out, events
 			continue
 		}
 		if done {

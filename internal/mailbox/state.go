@@ -1,7 +1,6 @@
 package mailbox
 
 import (
-	"slices"
 	"sort"
 	"sync"
 
@@ -249,6 +248,12 @@ func (s *State) IsUnknown(reg djinn.ID, ev *djinnpb.RemoteEvent) bool {
 // event is stored, the registration ends or the stream is superseded (then
 // InvalidIterator).
 func (s *State) After(reg djinn.ID, pull, after uint64, max int) ([]Stored, <-chan struct{}, error) {
+	return s.AppendAfter(nil, reg, pull, after, max)
+}
+
+// AppendAfter is After appending the events to buf[:0]: a caller that is
+// done with them by its next call reuses one slice.
+func (s *State) AppendAfter(buf []Stored, reg djinn.ID, pull, after uint64, max int) ([]Stored, <-chan struct{}, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	slot, ok := s.findLocked(reg)
@@ -263,7 +268,7 @@ func (s *State) After(reg djinn.ID, pull, after uint64, max int) ([]Stored, <-ch
 	i := sort.Search(len(e.events), func(i int) bool { return e.events[i].Index > after })
 	var out []Stored
 	if n := min(max, len(e.events)-i); n > 0 {
-		out = slices.Clone(e.events[i : i+n])
+		out = append(buf[:0], e.events[i:i+n]...)
 	}
 	if e.wait == nil {
 		e.wait = make(chan struct{})

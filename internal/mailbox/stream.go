@@ -82,7 +82,8 @@ type StreamConn interface {
 	streamSender
 }
 
-// streamSender sends a stream's events and recorded acknowledgements.
+// streamSender sends a stream's events and recorded acknowledgements. It
+// is done with events when Send returns.
 type streamSender interface {
 	Send(events []Stored, recorded uint64) error
 }
@@ -281,6 +282,7 @@ func (st *stream) serve(ctx context.Context, conn streamSender, ended <-chan str
 	stopTerm := context.AfterFunc(st.term.endedCtx, func() { signal(st.wake) })
 	defer stopTerm()
 	var told uint64 // the recorded acknowledgement the client was told of
+	var buf []Stored
 	for {
 		st.mu.Lock()
 		sent, asked, recorded, closing, err := st.sent, st.asked, st.recorded, st.closing, st.err
@@ -296,7 +298,7 @@ func (st *stream) serve(ctx context.Context, conn streamSender, ended <-chan str
 			// Events through After count as acknowledged for the window.
 			room = min(st.open.Window-int(sent-max(asked, st.open.After)), st.open.MaxBatch)
 		}
-		events, more, err := st.svc.state.After(st.id, st.pull, sent, room)
+		events, more, err := st.svc.state.AppendAfter(buf, st.id, st.pull, sent, room)
 		if err != nil {
 			return err
 		}
@@ -313,6 +315,12 @@ func (st *stream) serve(ctx context.Context, conn streamSender, ended <-chan str
 			}
 			if err := conn.Send(events, tell); err != nil {
 				return err
+			}
+			if len(events) > 0 {
+				// Send is done with the events: the next pass reuses
+				// their slice, holding no event meanwhile.
+				clear(events)
+				buf = events[:0]
 			}
 			st.svc.StreamedEvents.Add(uint64(len(events)))
 			told = max(told, tell)
