@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -134,11 +135,16 @@ func TestPlantedBugsAreCaught(t *testing.T) {
 	// planted renewal bug skips to be added, lapse and be found gone
 	// outside every fault's window: the renewal checker excuses a lease
 	// lost within a lease length of a fault.
-	rep := runPlanted(t, c, Workers{Lock: 1, Lease: 6, Txn: 1, Lookup: 1, Renewal: 3, Mailbox: true, Tail: 5*clientLeaseLength + 2*time.Second}, leaderFaults)
+	rep := runPlanted(t, c, Workers{Lock: 1, Lease: 6, Txn: 1, Lookup: 1, Renewal: 3, Mailbox: true, Delivery: 3, Tail: 5*clientLeaseLength + 2*time.Second}, leaderFaults)
 	for _, p := range planted {
 		if len(rep.Violations[p.checker]) == 0 {
 			t.Errorf("the %s checker found nothing against the bug planted by %s", p.checker, p.tag)
 		}
+	}
+	// The planted mailbox bug stores no event whose sequence number is a
+	// multiple of 50: the delivery streams must not receive them either.
+	if !slices.ContainsFunc(rep.Violations["delivery"], func(v string) bool { return strings.Contains(v, "never delivered") }) {
+		t.Errorf("the delivery checker found no lost event against the bug planted by djinn_planted_mailbox: %q", rep.Violations["delivery"])
 	}
 	if !*long {
 		return
