@@ -60,6 +60,23 @@
 //     after it was found gone;
 //   - CheckMailbox: no acknowledged event lost, order kept, an event
 //     pulled again only repeating a sequence number already pulled;
+//   - CheckDeliveries: mailbox registrations (six per run) received over
+//     delivery streams — most over the client's one shared stream of the
+//     connection, every third over a stream of its own, one cancelled in
+//     the middle of the run — each acknowledging what it got and opening
+//     another stream when one fails: every event whose Notify was answered
+//     is received unless its registration ended; a stream delivers the
+//     registration's indexes in order without gaps and a new one begins at
+//     most one past the highest received; no event comes again at or below
+//     an acknowledgement the mailbox reported recorded before the stream
+//     opened (redelivery is of unacknowledged events only: EM, event
+//     delivery guarantees); an index always carries the same event and
+//     sequence numbers never fall along the indexes; no event reaches
+//     another registration's or principal's listener (the cluster runs
+//     without TLS, so all are the one local principal's: the isolation
+//     tried under faults is between registrations). A violation names the
+//     registration, sequence number, index, stream and phase of the
+//     schedule;
 //   - CheckTxns: every transaction's writes at the key/value participants
 //     of two or three members are on all of them or on none — all when
 //     its commit was answered, none when refused or never asked;
