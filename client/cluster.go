@@ -141,10 +141,7 @@ func (p *Pool) newCluster(seeds []string) (*cluster, error) {
 		grpc.WithChainStreamInterceptor(streamInterceptor),
 	}, windows...)
 	opts = append(opts, p.opts.dialOpts...)
-	opts = append(opts, p.sessionOption(func() (string, bool) {
-		ep := cl.leaderEndpoint()
-		return ep, ep != "" && cl.isReady(ep)
-	})...)
+	opts = append(opts, p.sessionOption(cl.sessionLeader)...)
 	cc, err := grpc.NewClient("djinn-cluster:///"+strings.Join(seeds, ","), opts...)
 	if err != nil {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "endpoints %q: %v", seeds, err)
@@ -233,6 +230,21 @@ func (cl *cluster) ids() []djinn.ID {
 		return nil
 	}
 	return append([]djinn.ID{cl.id}, cl.previous...)
+}
+
+// sessionLeader gives the cluster's session its leader: the endpoint,
+// and whether the connection to it is up. With no leader known yet (the
+// cluster was still electing one when the member list was read, say),
+// calls go on their own until a refresh names it: it asks for one now,
+// not at the next periodic refresh, so a client started beside its
+// cluster does not spend its first seconds without a session.
+func (cl *cluster) sessionLeader() (string, bool) {
+	ep := cl.leaderEndpoint()
+	if ep == "" {
+		cl.refreshSoon()
+		return "", false
+	}
+	return ep, cl.isReady(ep)
 }
 
 // refreshSoon asks the refresh loop for a refresh now.

@@ -306,3 +306,32 @@ func TestSessionCallGivenUp(t *testing.T) {
 		t.Fatal("the server was not told the call was given up")
 	}
 }
+
+// A cluster's session goes to its leader; while none is known (the member
+// list was read during an election, say), calls go on their own, and
+// each asks for the member list at once rather than at the next periodic
+// refresh, which would leave a client started beside its cluster without
+// a session for its first seconds.
+func TestSessionLeaderUnknownAsksForTheMembers(t *testing.T) {
+	p := NewPool()
+	t.Cleanup(func() { p.Close() })
+	cl, err := p.newCluster([]string{"127.0.0.1:1"}) // not connected, no refresh loop
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.cc.Close() })
+	if ep, ready := cl.sessionLeader(); ep != "" || ready {
+		t.Fatalf("no leader known: session leader %q ready %v, want none", ep, ready)
+	}
+	if len(cl.kick) != 1 {
+		t.Fatal("no leader known: no member-list refresh asked for")
+	}
+	<-cl.kick
+	cl.setLeader("127.0.0.1:1")
+	if ep, ready := cl.sessionLeader(); ep != "127.0.0.1:1" || ready {
+		t.Fatalf("leader known, not connected: session leader %q ready %v, want 127.0.0.1:1 not ready", ep, ready)
+	}
+	if len(cl.kick) != 0 {
+		t.Fatal("leader known: a member-list refresh asked for all the same")
+	}
+}
