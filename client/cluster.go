@@ -297,9 +297,16 @@ var trailerOptsPool = sync.Pool{New: func() any { return new(trailerOpts) }}
 
 func newTrailerOpts(opts []grpc.CallOption) *trailerOpts {
 	t := trailerOptsPool.Get().(*trailerOpts)
-	t.opts = append(append(t.opts[:0], opts...), grpc.Trailer(&t.trailer))
+	t.opts = append(append(t.opts[:0], opts...), hintTrailer{grpc.TrailerCallOption{TrailerAddr: &t.trailer}})
 	return t
 }
+
+// hintTrailer is the trailer option this package's interceptors add to a
+// call to read a failed call's leader hint. A unary call fills it as
+// grpc.Trailer; a session call only when its reply carries a trailer, so
+// a call answered without one makes no metadata for it (a nil trailer
+// holds no hint). A caller's own grpc.Trailer always gets metadata.
+type hintTrailer struct{ grpc.TrailerCallOption }
 
 func (t *trailerOpts) release() {
 	clear(t.opts)

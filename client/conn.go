@@ -256,9 +256,10 @@ type redirectedKey struct{}
 func (p *Pool) unaryInterceptor(endpoint string) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
 		invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		var trailer metadata.MD
-		withTrailer := append(opts[:len(opts):len(opts)], grpc.Trailer(&trailer)) // never into the caller's array
-		err := invoker(ctx, method, req, reply, cc, withTrailer...)
+		t := newTrailerOpts(opts) // never into the caller's array
+		err := invoker(ctx, method, req, reply, cc, t.opts...)
+		trailer := t.trailer
+		t.release()
 		if err == nil {
 			return nil
 		}

@@ -119,7 +119,7 @@ func (sc *sessionConn) intercept(ctx context.Context, method string, req, reply 
 func sessionOptions(opts []grpc.CallOption) bool {
 	for _, o := range opts {
 		switch o := o.(type) {
-		case grpc.HeaderCallOption, grpc.TrailerCallOption, grpc.PeerCallOption, grpc.StaticMethodCallOption,
+		case grpc.HeaderCallOption, grpc.TrailerCallOption, hintTrailer, grpc.PeerCallOption, grpc.StaticMethodCallOption,
 			grpc.MaxRecvMsgSizeCallOption, grpc.MaxSendMsgSizeCallOption, grpc.EmptyCallOption:
 		case grpc.FailFastCallOption:
 			if !o.FailFast {
@@ -213,6 +213,10 @@ func (o outcome) result(out proto.Message, opts []grpc.CallOption) error {
 	r := o.reply
 	for _, opt := range opts {
 		switch opt := opt.(type) {
+		case hintTrailer:
+			if len(r.GetTrailer()) > 0 {
+				*opt.TrailerAddr = metadataOf(r.GetTrailer())
+			}
 		case grpc.HeaderCallOption:
 			*opt.HeaderAddr = metadataOf(r.GetHeader())
 		case grpc.TrailerCallOption:
