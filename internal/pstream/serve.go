@@ -26,9 +26,14 @@ import (
 
 // MaxInFlight bounds the calls of one stream a participant works on at
 // once, each on a goroutine of the stream's, started as needed and kept
-// until the stream ends; past it the participant reads no more until one
-// is answered, and gRPC's flow control holds the manager back.
+// until the stream ends; past it (and past receiveAhead calls read and
+// waiting) the participant reads no more until one is answered, and
+// gRPC's flow control holds the manager back.
 const MaxInFlight = 256
+
+// receiveAhead bounds the calls of a stream read and waiting to be handed
+// to its goroutines.
+const receiveAhead = 64
 
 // Handler makes one call: the vote for a prepare or prepareAndCommit, 0
 // for a commit or abort, or an error with its djinn kind. ctx ends with
@@ -51,7 +56,11 @@ func Serve(stream grpc.BidiStreamingServer[djinnpb.ParticipantCall, djinnpb.Part
 		close(s.work)
 		s.wg.Wait()
 	}()
-	calls := make(chan *djinnpb.ParticipantCall)
+	// Buffered: the receiving goroutine reads on while this loop hands
+	// calls out, rather than both meeting once per call. What is read
+	// and not yet handed out when the stream ends is dropped, as a call
+	// still in Recv is: the manager hears the stream end, and calls again.
+	calls := make(chan *djinnpb.ParticipantCall, receiveAhead)
 	go receive(ctx, stream, calls)
 	for {
 		var call *djinnpb.ParticipantCall

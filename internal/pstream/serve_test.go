@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -132,4 +133,52 @@ func FuzzServeCall(f *testing.F) {
 			t.Fatalf("call %v refused as %s, want InvalidArgument", &c, e.GetKind())
 		}
 	})
+}
+
+// While every worker is busy, the stream is still read: up to
+// receiveAhead calls wait read, and each is answered once the workers are
+// free. (A handler here holds its call until the stream has been read to
+// the end, which needs the calls read ahead.)
+func TestServeReadsAheadWhileWorkersAreBusy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		prepare := djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE
+		m := &djinnpb.Ref{Endpoint: "m:1"}
+		n := MaxInFlight + 1 + receiveAhead // the workers', one being handed out, the read-ahead
+		calls := make([]*djinnpb.ParticipantCall, n)
+		for i := range calls {
+			calls[i] = pcall(uint64(i+1), prepare, m)
+		}
+		read := make(chan struct{})
+		f := &readStream{fakeStream: fakeStream{ctx: t.Context(), calls: calls, answers: map[uint64]*djinnpb.ParticipantAnswer{}}, read: read}
+		hold := func(context.Context, djinnpb.ParticipantOp, *djinnpb.ParticipantRequest) (djinnpb.TransactionState, error) {
+			<-read
+			return djinnpb.TransactionState_TRANSACTION_STATE_PREPARED, nil
+		}
+		if err := Serve(f, hold, nil); err != nil {
+			t.Fatal(err)
+		}
+		if len(f.answers) != n {
+			t.Fatalf("%d answers, want one per call (%d)", len(f.answers), n)
+		}
+		for id, a := range f.answers {
+			if a.GetError() != nil || a.GetVote() != djinnpb.TransactionState_TRANSACTION_STATE_PREPARED {
+				t.Errorf("call %d: answer %v, want PREPARED", id, a)
+			}
+		}
+	})
+}
+
+// readStream is a fakeStream that closes read once its calls were all read.
+type readStream struct {
+	fakeStream
+	read chan struct{}
+}
+
+func (r *readStream) Recv() (*djinnpb.ParticipantCall, error) {
+	c, err := r.fakeStream.Recv()
+	if err != nil && r.read != nil {
+		close(r.read)
+		r.read = nil
+	}
+	return c, err
 }
