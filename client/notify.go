@@ -35,13 +35,31 @@ func notifyOne(ctx context.Context, c Connector, target djinn.Ref, ev *djinnpb.R
 	if err != nil {
 		return err
 	}
-	id := djinn.NewID()
-	lc := djinnpb.NewEventListenerClient(cc)
-	_, err = lc.Notify(ctx, &djinnpb.NotifyRequest{ListenerId: target.Object[:], Event: ev, DeliveryId: id[:]})
+	call := newListenerCall(target)
+	call.notify.ListenerId, call.notify.Event, call.notify.DeliveryId = call.listener[:], ev, call.delivery[:]
+	err = cc.Invoke(ctx, djinnpb.EventListener_Notify_FullMethodName, &call.notify, &call.notified, call.opts[:]...)
 	if err != nil && ctx.Err() != nil {
-		stopDelivery(ctx, lc, target, id)
+		stopDelivery(ctx, djinnpb.NewEventListenerClient(cc), target, call.delivery)
 	}
 	return fromRPC(err)
+}
+
+// listenerCall is what one call to a listener sends and receives, made in
+// one allocation: a server delivers every event with such a call.
+type listenerCall struct {
+	listener, delivery djinn.ID
+	opts               [1]grpc.CallOption
+
+	notify   djinnpb.NotifyRequest
+	notified djinnpb.NotifyResponse
+	batch    djinnpb.NotifyBatchRequest
+	batched  djinnpb.NotifyBatchResponse
+}
+
+// newListenerCall returns a call to target's listener under a new
+// delivery id.
+func newListenerCall(target djinn.Ref) *listenerCall {
+	return &listenerCall{listener: target.Object, delivery: djinn.NewID(), opts: [1]grpc.CallOption{grpc.StaticMethod()}}
 }
 
 // stopTimeout bounds how long a sender that gave up on a call waits for
@@ -160,12 +178,13 @@ func notifyBatch(ctx context.Context, c Connector, target djinn.Ref, events []*d
 	if err != nil {
 		return 0, err
 	}
-	id := djinn.NewID()
-	lc := djinnpb.NewEventListenerClient(cc)
-	resp, err := lc.NotifyBatch(ctx, &djinnpb.NotifyBatchRequest{ListenerId: target.Object[:], Events: events, DeliveryId: id[:]})
+	call := newListenerCall(target)
+	call.batch.ListenerId, call.batch.Events, call.batch.DeliveryId = call.listener[:], events, call.delivery[:]
+	resp := &call.batched
+	err = cc.Invoke(ctx, djinnpb.EventListener_NotifyBatch_FullMethodName, &call.batch, resp, call.opts[:]...)
 	if err != nil {
 		if ctx.Err() != nil {
-			stopDelivery(ctx, lc, target, id)
+			stopDelivery(ctx, djinnpb.NewEventListenerClient(cc), target, call.delivery)
 		}
 		return 0, fromRPC(err)
 	}

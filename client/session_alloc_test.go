@@ -5,8 +5,10 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
@@ -69,4 +71,46 @@ func TestSessionReplyTrailers(t *testing.T) {
 		t.Errorf("leader hint trailer %v for a reply without one, want none", to.trailer)
 	}
 	to.release()
+}
+
+// callsAnswered is a Connector whose connection answers every call at
+// once, without a network: what a call costs its sender alone.
+type callsAnswered struct{ cc *grpc.ClientConn }
+
+func (c callsAnswered) Conn(string) (*grpc.ClientConn, error) { return c.cc, nil }
+
+// A server delivers each event with one call to its listener: the call's
+// request, response, ids and options are one allocation.
+func TestNotifyAllocations(t *testing.T) {
+	answer := func(_ context.Context, _ string, _, reply any, _ *grpc.ClientConn, _ grpc.UnaryInvoker, _ ...grpc.CallOption) error {
+		if r, ok := reply.(*djinnpb.NotifyBatchResponse); ok {
+			r.Accepted = 2 // every event of the batch
+		}
+		return nil
+	}
+	cc, err := grpc.NewClient("passthrough:///listener", grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithUnaryInterceptor(answer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	c := callsAnswered{cc}
+	target := djinn.Ref{Endpoint: "listener:1", Object: djinn.NewID()}
+	ev := &djinnpb.RemoteEvent{}
+	events := []*djinnpb.RemoteEvent{ev, ev}
+	ctx := context.Background()
+	if n := testing.AllocsPerRun(200, func() {
+		if err := notifyOne(ctx, c, target, ev); err != nil {
+			t.Fatal(err)
+		}
+	}); n > 1 {
+		t.Errorf("Notify: %v allocations, want at most 1", n)
+	}
+	if n := testing.AllocsPerRun(200, func() {
+		if _, err := notifyBatch(ctx, c, target, events); err != nil {
+			t.Fatal(err)
+		}
+	}); n > 1 {
+		t.Errorf("NotifyBatch: %v allocations, want at most 1", n)
+	}
 }
