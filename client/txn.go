@@ -72,7 +72,8 @@ func NewTransactionManager(c Connector, ref djinn.Ref) *TransactionManager {
 // server c is dialled to, as its Status names it, reached at the dialled
 // address (every member of a cluster names the same manager, and a
 // follower points calls at the leader). A server that does not run the
-// manager gives djinn.ErrUnsupported.
+// manager gives djinn.ErrUnsupported; one still starting, that has no
+// cluster service id yet, djinn.ErrUnavailable.
 func (c *Client) TransactionManager(ctx context.Context) (*TransactionManager, error) {
 	st, err := djinnpb.NewAdminClient(c.cluster.cc).Status(ctx, &djinnpb.StatusRequest{})
 	if err != nil {
@@ -84,6 +85,11 @@ func (c *Client) TransactionManager(ctx context.Context) (*TransactionManager, e
 	ref, err := RefFromProto("transaction manager", st.GetTxn())
 	if err != nil {
 		return nil, err
+	}
+	if ref.Service.IsZero() {
+		// A node that has not bootstrapped or joined a cluster yet has no
+		// service id: the manager it names would name no object.
+		return nil, djinn.Errorf(djinn.Unavailable, "server at %s is still starting: its cluster has no service id yet, so its transaction manager has no reference; retry once its /readyz answers ready", c.addr)
 	}
 	ref.Endpoint = c.addr
 	return NewTransactionManager(c, ref), nil

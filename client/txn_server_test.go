@@ -252,6 +252,25 @@ func TestTransactionManagerRef(t *testing.T) {
 	}
 }
 
+// TestTransactionManagerStarting: a server that answers Status before its
+// cluster has a service id (not bootstrapped, not joined yet) names no
+// manager; the client says it is unavailable instead of handing back a
+// manager whose every call fails for naming no object.
+func TestTransactionManagerStarting(t *testing.T) {
+	cfg := servertest.Config(t)
+	cfg.Cluster.Bootstrap = false // waits for a member add: no service id
+	cfg.Security.JoinSecretFile = servertest.SecretFile(servertest.Start(t, servertest.Config(t)))
+	s := servertest.Open(t, cfg)
+	c := servertest.Dial(t, s.Addr())
+	m, err := c.TransactionManager(t.Context())
+	if !errors.Is(err, djinn.ErrUnavailable) {
+		t.Fatalf("manager of a server with no service id: %v, %v; want unavailable", m, err)
+	}
+	if !strings.Contains(err.Error(), "no service id") || !strings.Contains(err.Error(), s.Addr()) {
+		t.Errorf("error %q: want the server's address and what is not ready", err)
+	}
+}
+
 // TestTransactionCommit: TX.2.7 with two participants that vote PREPARED:
 // both are asked to prepare, then told to commit.
 func TestTransactionCommit(t *testing.T) {
