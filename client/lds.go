@@ -139,7 +139,8 @@ func NewLookupDiscoveryService(c Connector, ref djinn.Ref) *LookupDiscoveryServi
 // LookupDiscovery returns a client for the lookup discovery service of the
 // server c is dialled to, as its Status names it, reached at the dialled
 // address (a follower points calls at the leader). A server that does not
-// run it gives djinn.ErrUnsupported.
+// run it gives djinn.ErrUnsupported; one still starting, with no cluster
+// service id yet, djinn.ErrUnavailable.
 func (c *Client) LookupDiscovery(ctx context.Context) (*LookupDiscoveryService, error) {
 	st, err := djinnpb.NewAdminClient(c.cluster.cc).Status(ctx, &djinnpb.StatusRequest{})
 	if err != nil {
@@ -148,11 +149,10 @@ func (c *Client) LookupDiscovery(ctx context.Context) (*LookupDiscoveryService, 
 	if st.GetLds() == nil {
 		return nil, djinn.Errorf(djinn.Unsupported, "server at %s does not run the lookup discovery service (services %v)", c.addr, st.GetServices())
 	}
-	ref, err := RefFromProto("lookup discovery service", st.GetLds())
+	ref, err := c.statusRef("lookup discovery service", st.GetLds())
 	if err != nil {
 		return nil, err
 	}
-	ref.Endpoint = c.addr
 	return NewLookupDiscoveryService(c, ref), nil
 }
 

@@ -44,7 +44,8 @@ func NewLockService(c Connector, ref djinn.Ref) *LockService {
 // LockService returns a client for the lock service of the server c is
 // dialled to, as its Status names it, reached at the dialled address (a
 // follower points calls at the leader). A server that does not run the
-// lock service gives djinn.ErrUnsupported.
+// lock service gives djinn.ErrUnsupported; one still starting, with no
+// cluster service id yet, djinn.ErrUnavailable.
 func (c *Client) LockService(ctx context.Context) (*LockService, error) {
 	st, err := djinnpb.NewAdminClient(c.cluster.cc).Status(ctx, &djinnpb.StatusRequest{})
 	if err != nil {
@@ -53,11 +54,10 @@ func (c *Client) LockService(ctx context.Context) (*LockService, error) {
 	if st.GetLock() == nil {
 		return nil, djinn.Errorf(djinn.Unsupported, "server at %s does not run the lock service (services %v)", c.addr, st.GetServices())
 	}
-	ref, err := RefFromProto("lock service", st.GetLock())
+	ref, err := c.statusRef("lock service", st.GetLock())
 	if err != nil {
 		return nil, err
 	}
-	ref.Endpoint = c.addr
 	return NewLockService(c, ref), nil
 }
 

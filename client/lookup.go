@@ -49,7 +49,8 @@ func NewRegistrar(c Connector, ref djinn.Ref) *Registrar { return &Registrar{c: 
 // Lookup returns a client for the lookup service of the server c is
 // dialled to, as its Status names it, reached at the dialled address (a
 // follower points calls at the leader). A server that does not run the
-// lookup service gives djinn.ErrUnsupported.
+// lookup service gives djinn.ErrUnsupported; one still starting, with no
+// cluster service id yet, djinn.ErrUnavailable.
 func (c *Client) Lookup(ctx context.Context) (*Registrar, error) {
 	st, err := djinnpb.NewAdminClient(c.cluster.cc).Status(ctx, &djinnpb.StatusRequest{})
 	if err != nil {
@@ -58,11 +59,10 @@ func (c *Client) Lookup(ctx context.Context) (*Registrar, error) {
 	if st.GetLookup() == nil {
 		return nil, djinn.Errorf(djinn.Unsupported, "server at %s does not run the lookup service (services %v)", c.addr, st.GetServices())
 	}
-	ref, err := RefFromProto("lookup service", st.GetLookup())
+	ref, err := c.statusRef("lookup service", st.GetLookup())
 	if err != nil {
 		return nil, err
 	}
-	ref.Endpoint = c.addr
 	return NewRegistrar(c, ref), nil
 }
 

@@ -82,16 +82,10 @@ func (c *Client) TransactionManager(ctx context.Context) (*TransactionManager, e
 	if st.GetTxn() == nil {
 		return nil, djinn.Errorf(djinn.Unsupported, "server at %s does not run the transaction manager (services %v)", c.addr, st.GetServices())
 	}
-	ref, err := RefFromProto("transaction manager", st.GetTxn())
+	ref, err := c.statusRef("transaction manager", st.GetTxn())
 	if err != nil {
 		return nil, err
 	}
-	if ref.Service.IsZero() {
-		// A node that has not bootstrapped or joined a cluster yet has no
-		// service id: the manager it names would name no object.
-		return nil, djinn.Errorf(djinn.Unavailable, "server at %s is still starting: its cluster has no service id yet, so its transaction manager has no reference; retry once its /readyz answers ready", c.addr)
-	}
-	ref.Endpoint = c.addr
 	return NewTransactionManager(c, ref), nil
 }
 

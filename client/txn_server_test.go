@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"slices"
 	"strings"
@@ -262,12 +263,21 @@ func TestTransactionManagerStarting(t *testing.T) {
 	cfg.Security.JoinSecretFile = servertest.SecretFile(servertest.Start(t, servertest.Config(t)))
 	s := servertest.Open(t, cfg)
 	c := servertest.Dial(t, s.Addr())
-	m, err := c.TransactionManager(t.Context())
-	if !errors.Is(err, djinn.ErrUnavailable) {
-		t.Fatalf("manager of a server with no service id: %v, %v; want unavailable", m, err)
-	}
-	if !strings.Contains(err.Error(), "no service id") || !strings.Contains(err.Error(), s.Addr()) {
-		t.Errorf("error %q: want the server's address and what is not ready", err)
+	ctx := t.Context()
+	for what, find := range map[string]func() (fmt.Stringer, error){
+		"transaction manager":      func() (fmt.Stringer, error) { return c.TransactionManager(ctx) },
+		"lock service":             func() (fmt.Stringer, error) { return c.LockService(ctx) },
+		"lookup service":           func() (fmt.Stringer, error) { return c.Lookup(ctx) },
+		"lookup discovery service": func() (fmt.Stringer, error) { return c.LookupDiscovery(ctx) },
+	} {
+		got, err := find()
+		if !errors.Is(err, djinn.ErrUnavailable) {
+			t.Errorf("%s of a server with no service id: %v, %v; want unavailable", what, got, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), "no service id") || !strings.Contains(err.Error(), s.Addr()) {
+			t.Errorf("%s: error %q: want the server's address and what is not ready", what, err)
+		}
 	}
 }
 
