@@ -146,14 +146,15 @@ func (r *EventRegistration) Proto(now time.Time) *djinnpb.EventRegistration {
 // statusRef decodes the reference Status gave for service what of the
 // server c is dialled to, reached at the dialled address. A node that has
 // not bootstrapped or joined a cluster yet has no service id: the service
-// it names would name no object, so it is unavailable until it has one.
+// it names would name no object, so it is unavailable (ErrNotReady) until
+// it has one.
 func (c *Client) statusRef(what string, r *djinnpb.Ref) (djinn.Ref, error) {
 	ref, err := RefFromProto(what, r)
 	if err != nil {
 		return ref, err
 	}
 	if ref.Service.IsZero() {
-		return ref, djinn.Errorf(djinn.Unavailable, "server at %s is still starting: its cluster has no service id yet, so its %s has no reference; retry once its /readyz answers ready", c.addr, what)
+		return ref, notReady(c.addr, "server at %s is still starting: its cluster has no service id yet, so its %s has no reference; retry once its /readyz answers ready", c.addr, what)
 	}
 	ref.Endpoint = c.addr
 	return ref, nil

@@ -1,0 +1,95 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/backoff"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+// ErrNotReady is in the chain of the error of a server that answers but
+// is still starting: its cluster has no service id yet (it has not
+// bootstrapped, or has not been added to a cluster yet), it knows no
+// leader, or its leader's services are not serving yet. Such an error is
+// djinn.ErrUnavailable too. Asking again later may succeed: WaitReady does.
+var ErrNotReady = errors.New("server not ready")
+
+// notReadyError is the error of a server still starting: Unavailable, and
+// ErrNotReady.
+type notReadyError struct {
+	addr string
+	err  error
+}
+
+func (e *notReadyError) Error() string   { return e.err.Error() }
+func (e *notReadyError) Unwrap() []error { return []error{e.err, ErrNotReady} }
+
+func notReady(addr, format string, args ...any) error {
+	return &notReadyError{addr: addr, err: djinn.Errorf(djinn.Unavailable, format, args...)}
+}
+
+// NotReadyServer returns the address of the server that err says is still
+// starting, and whether err says so.
+func NotReadyServer(err error) (string, bool) {
+	var e *notReadyError
+	if errors.As(err, &e) {
+		return e.addr, true
+	}
+	return "", false
+}
+
+// Ready asks the server c is dialled to whether it is ready, as its
+// /readyz has it: nil when it is, an error that is ErrNotReady when it
+// answers but is still starting, or the error of the call.
+func (c *Client) Ready(ctx context.Context) error {
+	st, err := djinnpb.NewAdminClient(c.cluster.cc).Status(ctx, &djinnpb.StatusRequest{})
+	if err != nil {
+		return err
+	}
+	if st.GetReady() {
+		return nil
+	}
+	why := "its leader's services are still starting"
+	switch id, err := djinn.IDFromBytes("service id", st.GetServiceId()); {
+	case err != nil || id.IsZero():
+		why = "its cluster has no service id yet (it has not bootstrapped, or not been added to a cluster)"
+	case st.GetLeaderId() == "" && st.GetState() != "Leader":
+		why = "it knows no leader (electing, or without a quorum)"
+	}
+	return notReady(c.addr, "server at %s is still starting: %s; retry once its /readyz answers ready", c.addr, why)
+}
+
+// WaitReady calls find until it returns anything but ErrNotReady, waiting
+// between tries with a growing backoff, for at most limit (never beyond
+// ctx). Before its first wait it calls waiting, when not nil, with the
+// error that made it wait: once, to say what it waits for. When the time
+// runs out it returns that error, saying how long it waited. With limit
+// zero or less it calls find once.
+func WaitReady[T any](ctx context.Context, limit time.Duration, waiting func(error), find func(context.Context) (T, error)) (T, error) {
+	if limit <= 0 {
+		return find(ctx)
+	}
+	bounded, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	var last error
+	for b := backoff.New(50*time.Millisecond, time.Second); ; {
+		v, err := find(bounded)
+		if last != nil && err != nil && bounded.Err() != nil {
+			err = last // the bound ran out during a call: the server had not become ready
+		}
+		if !errors.Is(err, ErrNotReady) {
+			return v, err
+		}
+		if last == nil && waiting != nil {
+			waiting(err)
+		}
+		last = err
+		if !b.Wait(bounded) {
+			return v, fmt.Errorf("%w (gave up after waiting %s)", err, limit)
+		}
+	}
+}

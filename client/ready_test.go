@@ -1,0 +1,131 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/server/servertest"
+)
+
+// notReadyYet is the error of a server still starting, as the client
+// makes it, for a find that stands in for one.
+func notReadyYet(t *testing.T) error {
+	t.Helper()
+	cfg := servertest.Config(t)
+	cfg.Cluster.Bootstrap = false // waits for a member add: no service id
+	cfg.Security.JoinSecretFile = servertest.SecretFile(servertest.Start(t, servertest.Config(t)))
+	s := servertest.Open(t, cfg)
+	err := servertest.Dial(t, s.Addr()).Ready(t.Context())
+	if !errors.Is(err, client.ErrNotReady) || !errors.Is(err, djinn.ErrUnavailable) {
+		t.Fatalf("Ready of a server with no service id: %v, want not ready and unavailable", err)
+	}
+	if addr, ok := client.NotReadyServer(err); !ok || addr != s.Addr() {
+		t.Fatalf("NotReadyServer(%v) = %q, %v; want %s", err, addr, ok, s.Addr())
+	}
+	if !strings.Contains(err.Error(), "no service id") {
+		t.Errorf("error %q: want what the server waits for", err)
+	}
+	return err
+}
+
+// TestReady: a started server is ready; one that waits to be added to a
+// cluster answers that it is still starting, naming itself.
+func TestReady(t *testing.T) {
+	s := servertest.Start(t, servertest.Config(t))
+	if err := servertest.Dial(t, s.Addr()).Ready(t.Context()); err != nil {
+		t.Errorf("Ready of a started server: %v", err)
+	}
+	notReadyYet(t)
+}
+
+// TestWaitReady: WaitReady asks again, with a backoff, while the server is
+// still starting; it says once what it waits for; it stops at the first
+// other answer, and gives up, saying so, when its time runs out. Time is
+// the bubble's.
+func TestWaitReady(t *testing.T) {
+	starting := notReadyYet(t)
+	other := djinn.Errorf(djinn.Unavailable, "connection refused")
+	for _, tc := range []struct {
+		name    string
+		answers []error // then starting forever
+		limit   time.Duration
+		want    error
+		tries   int
+		waited  int
+	}{
+		{name: "ready at once", answers: []error{nil}, limit: time.Minute, tries: 1},
+		{name: "ready after three", answers: []error{starting, starting, starting, nil}, limit: time.Minute, tries: 4, waited: 1},
+		{name: "another error ends it", answers: []error{starting, other}, limit: time.Minute, want: other, tries: 2, waited: 1},
+		{name: "never ready", limit: 10 * time.Second, want: client.ErrNotReady, waited: 1},
+		{name: "no limit asks once", limit: 0, want: client.ErrNotReady, tries: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tries, waited := 0, 0
+				start := time.Now()
+				v, err := client.WaitReady(t.Context(), tc.limit, func(error) { waited++ }, func(ctx context.Context) (int, error) {
+					tries++
+					if tries <= len(tc.answers) {
+						return tries, tc.answers[tries-1]
+					}
+					return tries, starting
+				})
+				if !errors.Is(err, tc.want) || (tc.want == nil && v != tc.tries) {
+					t.Fatalf("WaitReady: %v, %v; want %v after %d tries", v, err, tc.want, tc.tries)
+				}
+				if tc.tries > 0 && tries != tc.tries {
+					t.Errorf("%d tries, want %d", tries, tc.tries)
+				}
+				if waited != tc.waited {
+					t.Errorf("said %d times what it waits for, want %d", waited, tc.waited)
+				}
+				if tc.name == "never ready" {
+					if elapsed := time.Since(start); elapsed != tc.limit {
+						t.Errorf("gave up after %s, want %s", elapsed, tc.limit)
+					}
+					if !strings.Contains(err.Error(), "gave up after waiting 10s") || tries < 5 {
+						t.Errorf("gave up after %d tries with %q: want several tries and how long it waited", tries, err)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestWaitReadyJoined: a manager asked for while its server waits to be
+// added to a cluster is found once a member adds it.
+func TestWaitReadyJoined(t *testing.T) {
+	first := servertest.Start(t, servertest.Config(t))
+	cfg := servertest.Config(t)
+	cfg.Cluster.Bootstrap = false
+	cfg.Security.JoinSecretFile = servertest.SecretFile(first)
+	s := servertest.Open(t, cfg)
+	c := servertest.Dial(t, s.Addr())
+	waiting := make(chan error, 1)
+	type found struct {
+		m   *client.TransactionManager
+		err error
+	}
+	done := make(chan found, 1)
+	go func() {
+		m, err := client.WaitReady(t.Context(), servertest.Timeout, func(err error) { waiting <- err }, c.TransactionManager)
+		done <- found{m, err}
+	}()
+	if err := <-waiting; !errors.Is(err, client.ErrNotReady) {
+		t.Fatalf("waits for %v, want not ready", err)
+	}
+	op := servertest.Dial(t, first.Addr(), servertest.Operator(t, first))
+	if err := op.AddMember(t.Context(), client.NewMember{NodeID: s.NodeID(), RaftAddress: s.RaftAddr(), Endpoint: s.Addr()}); err != nil {
+		t.Fatal(err)
+	}
+	f := <-done
+	if f.err != nil || f.m.Ref().Service.IsZero() {
+		t.Fatalf("manager once added: %v, %v", f.m, f.err)
+	}
+}
