@@ -112,7 +112,7 @@ func (g *globals) demoTransferCmd() *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			v, err := f.run(cmd.Context(), g, c)
+			v, err := f.run(cmd.Context(), cmd.ErrOrStderr(), g, c)
 			if err != nil {
 				return err
 			}
@@ -129,9 +129,10 @@ func (g *globals) demoTransferCmd() *cobra.Command {
 }
 
 // run does the transfer under a transaction of c's manager and reads the
-// balances back once it committed.
-func (f *transferFlags) run(ctx context.Context, g *globals, c *client.Client) (*transferView, error) {
-	m, err := c.TransactionManager(ctx)
+// balances back once it committed; w is told when c's server is still
+// starting.
+func (f *transferFlags) run(ctx context.Context, w io.Writer, g *globals, c *client.Client) (*transferView, error) {
+	m, err := whenReady(ctx, w, c.TransactionManager)
 	if err != nil {
 		return nil, err
 	}

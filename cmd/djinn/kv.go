@@ -28,8 +28,9 @@ func (f *kvTxnFlags) register(g *globals, cmd *cobra.Command) {
 }
 
 // tx returns the transaction the flags name, or nil for none. c is the
-// client of --server, whose manager --txn names unless --manager is set.
-func (f *kvTxnFlags) tx(ctx context.Context, c *client.Client) (*participant.Tx, error) {
+// client of --server, whose manager --txn names unless --manager is set;
+// w is told when that server is still starting.
+func (f *kvTxnFlags) tx(ctx context.Context, w io.Writer, c *client.Client) (*participant.Tx, error) {
 	if f.txn == "" {
 		if f.manager != "" {
 			return nil, fmt.Errorf("--manager %s: names the manager of --txn, which is missing", f.manager)
@@ -41,7 +42,7 @@ func (f *kvTxnFlags) tx(ctx context.Context, c *client.Client) (*participant.Tx,
 		return nil, fmt.Errorf("--txn: %w", err)
 	}
 	if f.manager == "" {
-		m, err := c.TransactionManager(ctx)
+		m, err := whenReady(ctx, w, c.TransactionManager)
 		if err != nil {
 			return nil, err
 		}
@@ -110,7 +111,7 @@ func (g *globals) withKV(use, short string, args cobra.PositionalArgs, run func(
 				return err
 			}
 			defer c.Close()
-			tx, err := f.tx(ctx, c)
+			tx, err := f.tx(ctx, cmd.ErrOrStderr(), c)
 			if err != nil {
 				return err
 			}

@@ -39,7 +39,7 @@ func (g *globals) withManager(cmd *cobra.Command, fn func(ctx context.Context, m
 		return err
 	}
 	defer c.Close()
-	m, err := c.TransactionManager(ctx)
+	m, err := whenReady(ctx, cmd.ErrOrStderr(), c.TransactionManager)
 	if err != nil {
 		return err
 	}

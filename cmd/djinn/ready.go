@@ -1,0 +1,37 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/djinn-go/djinn/client"
+)
+
+// readyWait bounds how long a command waits for a server that answers but
+// is still starting (its cluster has no service id yet, or its leader's
+// services do not serve yet) to be ready. Ctrl-C ends the wait sooner.
+const readyWait = 30 * time.Second
+
+// whenReady finds a service of a server through find, asking again while
+// the server is still starting: for at most readyWait, saying once on w
+// what it waits for. When the time runs out, the error names the server
+// and how to see what it waits for.
+func whenReady[T any](ctx context.Context, w io.Writer, find func(context.Context) (T, error)) (T, error) {
+	say := func(err error) {
+		fmt.Fprintf(w, "djinn: waiting up to %s for the server to be ready: %v\n", readyWait, err)
+	}
+	v, err := client.WaitReady(ctx, readyWait, say, find)
+	return v, notReadyHint(err)
+}
+
+// notReadyHint adds to an error of a server still starting how to see
+// what it waits for.
+func notReadyHint(err error) error {
+	addr, ok := client.NotReadyServer(err)
+	if !ok {
+		return err
+	}
+	return fmt.Errorf("%w; djinn status --server %s says what it waits for (a server started with --bootstrap=false waits until djinn member add, at a member of its cluster, adds it)", err, addr)
+}
