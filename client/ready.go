@@ -70,26 +70,24 @@ func (c *Client) Ready(ctx context.Context) error {
 // runs out it returns that error, saying how long it waited. With limit
 // zero or less it calls find once.
 func WaitReady[T any](ctx context.Context, limit time.Duration, waiting func(error), find func(context.Context) (T, error)) (T, error) {
-	if limit <= 0 {
-		return find(ctx)
+	v, err := find(ctx)
+	if limit <= 0 || !errors.Is(err, ErrNotReady) {
+		return v, err
+	}
+	if waiting != nil {
+		waiting(err)
 	}
 	bounded, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	var last error
-	for b := backoff.New(50*time.Millisecond, time.Second); ; {
-		v, err := find(bounded)
-		if last != nil && err != nil && bounded.Err() != nil {
-			err = last // the bound ran out during a call: the server had not become ready
+	for b := backoff.New(50*time.Millisecond, time.Second); b.Wait(bounded); {
+		next, nerr := find(bounded)
+		if nerr != nil && bounded.Err() != nil {
+			break // the bound ran out during the call: the server had not become ready
 		}
-		if !errors.Is(err, ErrNotReady) {
-			return v, err
+		if !errors.Is(nerr, ErrNotReady) {
+			return next, nerr
 		}
-		if last == nil && waiting != nil {
-			waiting(err)
-		}
-		last = err
-		if !b.Wait(bounded) {
-			return v, fmt.Errorf("%w (gave up after waiting %s)", err, limit)
-		}
+		v, err = next, nerr
 	}
+	return v, fmt.Errorf("%w (gave up after waiting %s)", err, limit)
 }
