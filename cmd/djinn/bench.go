@@ -105,7 +105,7 @@ func (g *globals) runBench(cmd *cobra.Command, b bench.Bench) error {
 		}
 		return fmt.Errorf("--server: %w", err)
 	}
-	env := bench.Env{Server: g.server, Dial: g.dialAt, Progress: cmd.ErrOrStderr(), Plain: plainProcess()}
+	env := bench.Env{Server: g.server, Dial: g.dialAt, Progress: cmd.ErrOrStderr(), ReadyWait: readyWait, Plain: plainProcess()}
 	if !g.structured() {
 		env.Result = func(r bench.Result) { bench.Print(cmd.OutOrStdout(), r) }
 	}
@@ -116,7 +116,7 @@ func (g *globals) runBench(cmd *cobra.Command, b bench.Bench) error {
 		}
 	}
 	if err != nil {
-		return err
+		return notReadyHint(err)
 	}
 	return rep.Verdict()
 }

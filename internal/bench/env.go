@@ -24,6 +24,10 @@ type Env struct {
 	Dial func(ctx context.Context, addr string) (*client.Client, error)
 	// Progress takes progress lines and clean-up failures.
 	Progress io.Writer
+	// ReadyWait bounds how long a bench waits, before it measures, for a
+	// server that answers but is still starting (client.ErrNotReady) to
+	// be ready; zero skips the check (servers that are not djinn's).
+	ReadyWait time.Duration
 	// Result, when set, is given each result as soon as it is measured.
 	Result func(Result)
 	// Plain, when set, starts the plain gRPC server whose empty call is
@@ -53,12 +57,19 @@ type Conns struct {
 	clients []*client.Client
 }
 
-// dialConns dials addr n times.
+// dialConns dials addr n times, once the server there is ready: no bench
+// measures a server still starting.
 func dialConns(ctx context.Context, env Env, addr string, n int) (*Conns, error) {
 	c := &Conns{}
-	for range n {
+	for i := range n {
 		cl, err := env.Dial(ctx, addr)
+		if err == nil && i == 0 && env.ReadyWait > 0 {
+			err = env.awaitReady(ctx, cl)
+		}
 		if err != nil {
+			if cl != nil {
+				cl.Close()
+			}
 			c.Close()
 			return nil, err
 		}
@@ -66,6 +77,16 @@ func dialConns(ctx context.Context, env Env, addr string, n int) (*Conns, error)
 		c.ccs = append(c.ccs, cl.ClientConn())
 	}
 	return c, nil
+}
+
+// awaitReady waits, for at most ReadyWait, until the server cl is dialled
+// to is ready, saying once on Progress what it waits for.
+func (e Env) awaitReady(ctx context.Context, cl *client.Client) error {
+	say := func(err error) { e.progress("waiting up to %s for the server to be ready: %v", e.ReadyWait, err) }
+	_, err := client.WaitReady(ctx, e.ReadyWait, say, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, cl.Ready(ctx)
+	})
+	return err
 }
 
 // For returns client c's connection.
