@@ -227,7 +227,7 @@ func (g *globals) leaseCancelCmd() *cobra.Command {
 // withLease dials the server, reads the lease named by arg and calls fn.
 func (g *globals) withLease(cmd *cobra.Command, arg string, fn func(context.Context, *client.Lease, *client.Client) error) (*client.Lease, error) {
 	ctx := cmd.Context()
-	c, err := g.dial(ctx)
+	c, err := g.dialReady(cmd)
 	if err != nil {
 		return nil, err
 	}

@@ -74,7 +74,7 @@ func (g *globals) mailboxRegisterCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--lease: %w", err)
 			}
-			c, err := g.dial(cmd.Context())
+			c, err := g.dialReady(cmd)
 			if err != nil {
 				return err
 			}
@@ -106,7 +106,7 @@ func (g *globals) withRegistration(use, short string, args cobra.PositionalArgs,
 			if err != nil {
 				return usageError{fmt.Errorf("REG: %w", err)}
 			}
-			c, err := g.dial(cmd.Context())
+			c, err := g.dialReady(cmd)
 			if err != nil {
 				return err
 			}

@@ -6,6 +6,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/djinn-go/djinn/client"
 )
 
@@ -34,4 +36,21 @@ func notReadyHint(err error) error {
 		return err
 	}
 	return fmt.Errorf("%w; djinn status --server %s says what it waits for (a server started with --bootstrap=false waits until djinn member add, at a member of its cluster, adds it)", err, addr)
+}
+
+// dialReady dials --server and waits, as whenReady does, until it is
+// ready: for the services only a serving leader answers (the mailbox, the
+// renewal service, the landlord), whose commands would otherwise be
+// refused in a fresh server's first second.
+func (g *globals) dialReady(cmd *cobra.Command) (*client.Client, error) {
+	ctx := cmd.Context()
+	c, err := g.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := whenReady(ctx, cmd.ErrOrStderr(), func(ctx context.Context) (struct{}, error) { return struct{}{}, c.Ready(ctx) }); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
 }

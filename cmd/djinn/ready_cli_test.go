@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"os/exec"
 	"path/filepath"
@@ -15,10 +16,12 @@ import (
 	"github.com/djinn-go/djinn/internal/server/servertest"
 )
 
-// TestCLIWaitsForStartingServer: a command that finds a service through
-// the status of a server still starting (started with --bootstrap=false:
-// no cluster service id until a member adds it) says once on stderr what
-// it waits for, and succeeds once the server is added.
+// TestCLIWaitsForStartingServer: a command that needs a server's
+// services, run while the server is still starting (started with
+// --bootstrap=false: no cluster service id until a member adds it), says
+// once on stderr what it waits for, and succeeds once the server is
+// added: those that find their service through its status (txn) and those
+// that only its serving leader answers (mailbox, renewal).
 func TestCLIWaitsForStartingServer(t *testing.T) {
 	a, b := newNode(t), newNode(t)
 	pa := a.start(t)
@@ -31,31 +34,44 @@ func TestCLIWaitsForStartingServer(t *testing.T) {
 	if !poll(10*time.Second, func() bool { m = addLine.FindStringSubmatch(pb.output()); return m != nil }) {
 		t.Fatalf("a server waiting to be added does not say how:\n%s", pb.output())
 	}
-	cmd := exec.Command(djinnBinary(t), "txn", "create", "--lease", "1m", "-o", "template={{.token}}", "--server", b.listen)
-	var out strings.Builder
-	cmd.Stdout = &out
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
+	type waiter struct {
+		cmd   *exec.Cmd
+		out   strings.Builder
+		lines *bufio.Scanner
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := bufio.NewScanner(stderr)
-	if !lines.Scan() || !strings.Contains(lines.Text(), "waiting") || !strings.Contains(lines.Text(), b.listen) || !strings.Contains(lines.Text(), "no service id") {
-		cmd.Process.Kill()
-		t.Fatalf("first stderr line %q: want what it waits for, naming the server", lines.Text())
+	var ws []*waiter
+	for _, args := range [][]string{
+		{"txn", "create", "--lease", "1m"},
+		{"mailbox", "register", "--lease", "1m"},
+		{"renewal", "create", "--lease", "1m"},
+	} {
+		w := &waiter{cmd: exec.Command(djinnBinary(t), append(args, "-o", "json", "--server", b.listen)...)}
+		w.cmd.Stdout = &w.out
+		stderr, err := w.cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer w.cmd.Process.Kill()
+		w.lines = bufio.NewScanner(stderr)
+		if !w.lines.Scan() || !strings.Contains(w.lines.Text(), "waiting") || !strings.Contains(w.lines.Text(), b.listen) {
+			t.Fatalf("%v: first stderr line %q: want what it waits for, naming the server", args, w.lines.Text())
+		}
+		ws = append(ws, w)
 	}
 	if o, errs, ok := runAt(t, a.listen, "member", "add", m[1], "--raft", m[2], "--grpc", m[3], "--join-secret-file", sec); !ok {
-		cmd.Process.Kill()
 		t.Fatalf("member add: %s%s", o, errs)
 	}
-	var rest []string
-	for lines.Scan() {
-		rest = append(rest, lines.Text())
-	}
-	if err := cmd.Wait(); err != nil || len(rest) != 0 || !regexp.MustCompile(`^\d+\.\S+$`).MatchString(strings.TrimSpace(out.String())) {
-		t.Errorf("txn create once the server was added: %v, stdout %q, more stderr %q; want a token, and one notice", err, out.String(), rest)
+	for _, w := range ws {
+		var rest []string
+		for w.lines.Scan() {
+			rest = append(rest, w.lines.Text())
+		}
+		if err := w.cmd.Wait(); err != nil || len(rest) != 0 || !json.Valid([]byte(w.out.String())) {
+			t.Errorf("%v once the server was added: %v, stdout %q, more stderr %q; want its JSON, and one notice", w.cmd.Args[1:3], err, w.out.String(), rest)
+		}
 	}
 }
 

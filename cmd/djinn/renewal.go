@@ -32,7 +32,7 @@ func (g *globals) renewalCreateCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--lease: %w", err)
 			}
-			c, err := g.dial(cmd.Context())
+			c, err := g.dialReady(cmd)
 			if err != nil {
 				return err
 			}
@@ -63,7 +63,7 @@ func (g *globals) withSet(use, short string, n int, run func(cmd *cobra.Command,
 			if err != nil {
 				return usageError{fmt.Errorf("SET: %w", err)}
 			}
-			c, err := g.dial(cmd.Context())
+			c, err := g.dialReady(cmd)
 			if err != nil {
 				return err
 			}
