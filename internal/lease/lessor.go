@@ -116,7 +116,7 @@ func (l *Lessor) checkActive() error { return l.Serving("lessor") }
 // must not answer from a follower's stale view.
 func (l *Lessor) Serving(what string) error {
 	if !l.active.Load() {
-		return djinn.Errorf(djinn.Unavailable, "%s not ready: not the leader or leadership starting", what)
+		return djinn.Errorf(djinn.Unavailable, "%s not ready: this node is not the serving leader (its cluster still electing one, or the new leader taking over the leases); retry once the server's /readyz answers ready", what)
 	}
 	return nil
 }
