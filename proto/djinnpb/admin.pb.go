@@ -81,13 +81,18 @@ type StatusResponse struct {
 	Services      []string               `protobuf:"bytes,7,rep,name=services,proto3" json:"services,omitempty"`
 	Counts        map[string]int64       `protobuf:"bytes,8,rep,name=counts,proto3" json:"counts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	AppliedIndex  uint64                 `protobuf:"varint,9,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
-	Landlord      *Ref                   `protobuf:"bytes,10,opt,name=landlord,proto3" json:"landlord,omitempty"`
-	Mailbox       *Ref                   `protobuf:"bytes,11,opt,name=mailbox,proto3" json:"mailbox,omitempty"`
-	Renewal       *Ref                   `protobuf:"bytes,12,opt,name=renewal,proto3" json:"renewal,omitempty"` // the lease renewal service
-	Txn           *Ref                   `protobuf:"bytes,13,opt,name=txn,proto3" json:"txn,omitempty"`         // the transaction manager
-	Lock          *Ref                   `protobuf:"bytes,14,opt,name=lock,proto3" json:"lock,omitempty"`       // the lock service (its transaction participant)
-	Lookup        *Ref                   `protobuf:"bytes,15,opt,name=lookup,proto3" json:"lookup,omitempty"`   // the lookup service (the registrar)
-	Lds           *Ref                   `protobuf:"bytes,16,opt,name=lds,proto3" json:"lds,omitempty"`         // the lookup discovery service
+	// The references of the services: absent for a service this node does
+	// not run. While the cluster has no service id yet (not bootstrapped, or
+	// not yet added to a cluster) a service it runs has a reference whose
+	// service id is zero: it names no object yet, and clients call the
+	// service unavailable (the server still starting), not unsupported.
+	Landlord *Ref `protobuf:"bytes,10,opt,name=landlord,proto3" json:"landlord,omitempty"`
+	Mailbox  *Ref `protobuf:"bytes,11,opt,name=mailbox,proto3" json:"mailbox,omitempty"`
+	Renewal  *Ref `protobuf:"bytes,12,opt,name=renewal,proto3" json:"renewal,omitempty"` // the lease renewal service
+	Txn      *Ref `protobuf:"bytes,13,opt,name=txn,proto3" json:"txn,omitempty"`         // the transaction manager
+	Lock     *Ref `protobuf:"bytes,14,opt,name=lock,proto3" json:"lock,omitempty"`       // the lock service (its transaction participant)
+	Lookup   *Ref `protobuf:"bytes,15,opt,name=lookup,proto3" json:"lookup,omitempty"`   // the lookup service (the registrar)
+	Lds      *Ref `protobuf:"bytes,16,opt,name=lds,proto3" json:"lds,omitempty"`         // the lookup discovery service
 	// Time since this member last heard from the leader: 0 on the leader,
 	// -1 when it never has.
 	LastContactNanos int64  `protobuf:"varint,17,opt,name=last_contact_nanos,json=lastContactNanos,proto3" json:"last_contact_nanos,omitempty"`
