@@ -21,7 +21,8 @@ import (
 // --bootstrap=false: no cluster service id until a member adds it), says
 // once on stderr what it waits for, and succeeds once the server is
 // added: those that find their service through its status (txn) and those
-// that only its serving leader answers (mailbox, renewal).
+// that only its serving leader answers (mailbox, renewal). Its status
+// says, meanwhile, what it waits for.
 func TestCLIWaitsForStartingServer(t *testing.T) {
 	a, b := newNode(t), newNode(t)
 	pa := a.start(t)
@@ -33,6 +34,12 @@ func TestCLIWaitsForStartingServer(t *testing.T) {
 	var m []string
 	if !poll(10*time.Second, func() bool { m = addLine.FindStringSubmatch(pb.output()); return m != nil }) {
 		t.Fatalf("a server waiting to be added does not say how:\n%s", pb.output())
+	}
+	// Its status says what it lacks, and names no service by a reference
+	// that names no object.
+	st, errs, ok := runAt(t, b.listen, "status")
+	if !ok || !strings.Contains(st, "service   none yet") || !strings.Contains(st, "leader    none known yet") || strings.Contains(st, "landlord  ") {
+		t.Errorf("status of a server waiting to be added: %s%s; want no service id and no leader yet, and no references", st, errs)
 	}
 	type waiter struct {
 		cmd   *exec.Cmd

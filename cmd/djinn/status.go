@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -35,17 +36,25 @@ func viewStatus(st *djinnpb.StatusResponse) statusView {
 		ServiceID: fmt.Sprintf("%x", st.ServiceId), Node: st.NodeId, State: st.State, Leader: st.LeaderId,
 		LeaderAt: st.LeaderAddress, Applied: jsonUint(st.AppliedIndex), Services: st.Services, Counts: st.Counts,
 	}
-	if r, err := client.RefFromProto("landlord", st.Landlord); err == nil {
+	// Until the cluster has its service id, the references name no object.
+	if r, err := client.RefFromProto("landlord", st.Landlord); err == nil && !r.Service.IsZero() {
 		v.Landlord = r.String()
 	}
-	if r, err := client.RefFromProto("mailbox", st.Mailbox); err == nil {
+	if r, err := client.RefFromProto("mailbox", st.Mailbox); err == nil && !r.Service.IsZero() {
 		v.Mailbox = r.String()
 	}
 	return v
 }
 
 func printStatus(w io.Writer, v statusView) {
-	fmt.Fprintf(w, "service   %s\nnode      %s (%s)\nleader    %s at %s\napplied   %s\n", v.ServiceID, v.Node, v.State, v.Leader, v.LeaderAt, v.Applied)
+	service, leader := v.ServiceID, v.Leader+" at "+v.LeaderAt
+	if v.ServiceID == strings.Repeat("0", 2*len(djinn.ID{})) {
+		service = "none yet: not bootstrapped, or not yet added to a cluster (--wait waits until ready)"
+	}
+	if v.Leader == "" {
+		leader = "none known yet (electing, or without a quorum)"
+	}
+	fmt.Fprintf(w, "service   %s\nnode      %s (%s)\nleader    %s\napplied   %s\n", service, v.Node, v.State, leader, v.Applied)
 	fmt.Fprintf(w, "services  %v\n", v.Services)
 	if v.Landlord != "" {
 		fmt.Fprintf(w, "landlord  %s\n", v.Landlord)
