@@ -56,7 +56,7 @@ func (c *Client) Ready(ctx context.Context) error {
 	why := "its leader's services are still starting"
 	switch id, err := djinn.IDFromBytes("service id", st.GetServiceId()); {
 	case err != nil || id.IsZero():
-		why = "its cluster has no service id yet (it has not bootstrapped, or not been added to a cluster)"
+		why = "its cluster has no service id yet (its first leader gives it one once elected; a server started with --bootstrap=false, once added to a cluster)"
 	case st.GetLeaderId() == "" && st.GetState() != "Leader":
 		why = "it knows no leader (electing, or without a quorum)"
 	}
