@@ -49,7 +49,7 @@ func viewStatus(st *djinnpb.StatusResponse) statusView {
 func printStatus(w io.Writer, v statusView) {
 	service, leader := v.ServiceID, v.Leader+" at "+v.LeaderAt
 	if v.ServiceID == strings.Repeat("0", 2*len(djinn.ID{})) {
-		service = "none yet: not bootstrapped, or not yet added to a cluster (--wait waits until ready)"
+		service = "none yet: the first leader gives it once elected (a server started with --bootstrap=false, once added to a cluster); --wait waits until ready"
 	}
 	if v.Leader == "" {
 		leader = "none known yet (electing, or without a quorum)"
