@@ -40,8 +40,11 @@ type Net struct {
 	conns   map[*pconn]struct{} // guarded by mu
 	proxies []*Proxy            // guarded by mu
 	ids     [][]byte            // member ids to sniff, guarded by mu
-	closed  bool                // guarded by mu
-	wg      sync.WaitGroup      // the proxies' goroutines
+	// pids returns the running members' processes (pid → member id):
+	// how a TLS connection's sender is told.
+	pids   func() map[int]string // guarded by mu
+	closed bool                  // guarded by mu
+	wg     sync.WaitGroup        // the proxies' goroutines
 }
 
 // NewNet returns a network with no rules: every link delivers.
@@ -49,8 +52,10 @@ func NewNet() *Net {
 	return &Net{rules: map[Link]Rule{}, conns: map[*pconn]struct{}{}}
 }
 
-// Member declares a member id; raft proxies tell a connection's sender by
-// the header of its first request, which names the sending member.
+// Member declares a member id; raft proxies tell a plaintext connection's
+// sender by the header of its first request, which names the sending
+// member, and a TLS connection's by the process holding its socket (see
+// Processes).
 func (n *Net) Member(id string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -267,6 +272,12 @@ func (p *Proxy) sender(in net.Conn) (string, []byte) {
 	if _, err := io.ReadFull(r, typ[:]); err != nil {
 		return p.from, read.Bytes()
 	}
+	if typ[0] == tlsHandshake {
+		if id := p.net.owner(in); id != "" {
+			return id, read.Bytes()
+		}
+		return p.from, read.Bytes()
+	}
 	var req struct{ raft.RPCHeader }
 	if err := codec.NewDecoder(r, &codec.MsgpackHandle{}).Decode(&req); err != nil {
 		return p.from, read.Bytes()
@@ -275,6 +286,28 @@ func (p *Proxy) sender(in net.Conn) (string, []byte) {
 		return id, read.Bytes()
 	}
 	return p.from, read.Bytes()
+}
+
+// tlsHandshake is the first byte of a TLS connection (a handshake
+// record), which no Raft request type is.
+const tlsHandshake = 0x16
+
+// Processes sets how the network finds the running members' processes.
+func (n *Net) Processes(pids func() map[int]string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.pids = pids
+}
+
+// owner is the member whose process dialled in, or "".
+func (n *Net) owner(in net.Conn) string {
+	n.mu.Lock()
+	pids := n.pids
+	n.mu.Unlock()
+	if pids == nil {
+		return ""
+	}
+	return socketOwner(in.RemoteAddr(), in.LocalAddr(), pids())
 }
 
 func (n *Net) isMember(id string) bool {
