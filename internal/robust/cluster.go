@@ -3,6 +3,7 @@ package robust
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -15,7 +16,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
@@ -29,6 +30,9 @@ type Cluster struct {
 	Dir   string // data directories live under it
 	Net   *Net
 	Nodes []*Node
+	// Certs is the cluster's mutual TLS: every member requires client
+	// certificates, and clients call as one of the principals.
+	Certs *Certs
 	// Extra flags for every djinn serve.
 	Extra []string
 }
@@ -43,10 +47,10 @@ type Node struct {
 	c                 *Cluster
 
 	mu     sync.Mutex
-	cmd    *exec.Cmd        // guarded by mu; nil while down
-	out    *output          // guarded by mu
-	conn   *grpc.ClientConn // the client proxy, guarded by mu
-	direct *grpc.ClientConn // the real port, for the suite's own questions
+	cmd    *exec.Cmd                    // guarded by mu; nil while down
+	out    *output                      // guarded by mu
+	conns  [principals]*grpc.ClientConn // the client proxy, by principal, guarded by mu
+	direct *grpc.ClientConn             // the real port, for the suite's own questions
 }
 
 type output struct{ strings.Builder }
@@ -64,11 +68,13 @@ func freePort() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// NewCluster creates n nodes' directories and proxies; Start starts them.
-func NewCluster(bin, dir string, n int) (*Cluster, error) {
-	c := &Cluster{Bin: bin, Dir: dir, Net: NewNet()}
+// NewCluster creates n nodes' directories and proxies, the nodes serving
+// under certs' mutual TLS; Start starts them.
+func NewCluster(bin, dir string, n int, certs *Certs) (*Cluster, error) {
+	c := &Cluster{Bin: bin, Dir: dir, Net: NewNet(), Certs: certs}
+	c.Net.Processes(c.pids)
 	for i := range n {
-		node := &Node{ID: fmt.Sprintf("robust-member-%c", 'a'+i), c: c}
+		node := &Node{ID: memberID(i), c: c}
 		node.dir = filepath.Join(dir, node.ID)
 		var err error
 		if node.listen, err = freePort(); err != nil {
@@ -95,13 +101,26 @@ func NewCluster(bin, dir string, n int) (*Cluster, error) {
 	return c, nil
 }
 
+// pids returns the running members' processes: pid → member id.
+func (c *Cluster) pids() map[int]string {
+	out := map[int]string{}
+	for _, n := range c.Nodes {
+		n.mu.Lock()
+		if n.cmd != nil && n.cmd.Process != nil {
+			out[n.cmd.Process.Pid] = n.ID
+		}
+		n.mu.Unlock()
+	}
+	return out
+}
+
 // Start starts the first node, which forms the cluster, then the others,
-// which join it.
+// which join it with their peer certificates.
 func (c *Cluster) Start(ctx context.Context) error {
 	for i, n := range c.Nodes {
 		var join []string
 		if i > 0 {
-			join = []string{"--join", c.Nodes[0].peer.Addr(), "--join-secret-file", filepath.Join(c.Nodes[0].dir, "join-secret")}
+			join = []string{"--join", c.Nodes[0].peer.Addr()}
 		}
 		if err := n.Start(ctx, join...); err != nil {
 			return err
@@ -161,7 +180,8 @@ func (n *Node) Start(ctx context.Context, extra ...string) error {
 	args := append([]string{"serve", "--config", cfg, "--data-dir", n.dir, "--node-id", n.ID,
 		"--listen", n.listen, "--advertise", n.peer.Addr(), "--admin", "127.0.0.1:0",
 		"--raft", n.raft, "--raft-advertise", n.rft.Addr(), "--discovery", "",
-		"--log-level", "warn"}, n.c.Extra...)
+		"--log-level", "warn"}, n.c.Certs.serveFlags(n.ID)...)
+	args = append(args, n.c.Extra...)
 	cmd := exec.Command(n.c.Bin, append(args, extra...)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -280,29 +300,30 @@ func (n *Node) Stop() error {
 	return nil
 }
 
-// Conn is a connection through the node's client proxy.
-func (n *Node) Conn() *grpc.ClientConn {
+// Conn is p's connection through the node's client proxy.
+func (n *Node) Conn(p Principal) *grpc.ClientConn {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.conn == nil {
-		n.conn = dial(n.client.Addr())
+	if n.conns[p] == nil {
+		n.conns[p] = dial(n.client.Addr(), n.c.Certs.clients[p])
 	}
-	return n.conn
+	return n.conns[p]
 }
 
-// Direct is a connection to the node's real port, bypassing the network
-// the faults are injected into: the suite asks members who leads there.
+// Direct is Alice's connection to the node's real port, bypassing the
+// network the faults are injected into: the suite asks members who leads
+// there.
 func (n *Node) Direct() *grpc.ClientConn {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.direct == nil {
-		n.direct = dial(n.listen)
+		n.direct = dial(n.listen, n.c.Certs.clients[Alice])
 	}
 	return n.direct
 }
 
-func dial(addr string) *grpc.ClientConn {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func dial(addr string, tc *tls.Config) *grpc.ClientConn {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(tc)))
 	if err != nil {
 		panic(fmt.Sprintf("grpc.NewClient(%q): %v", addr, err)) // only for a malformed address
 	}
@@ -350,12 +371,12 @@ func (c *Cluster) Close() {
 	for _, n := range c.Nodes {
 		n.Kill()
 		n.mu.Lock()
-		for _, cc := range []*grpc.ClientConn{n.conn, n.direct} {
+		for _, cc := range append(n.conns[:], n.direct) {
 			if cc != nil {
 				cc.Close()
 			}
 		}
-		n.conn, n.direct = nil, nil
+		n.conns, n.direct = [principals]*grpc.ClientConn{}, nil
 		n.mu.Unlock()
 	}
 	c.Net.Close()

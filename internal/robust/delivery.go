@@ -20,11 +20,12 @@ import (
 // own (DeliveryOwnStream) for every third — and acknowledges what it got,
 // opening another stream whenever one fails. The first registration's
 // lease is cancelled in the middle of the run, so one member leaves the
-// shared stream for good while the others go on. Each event names the
-// registration and principal it was sent to (its handback); the cluster
-// runs without TLS, so every registration is the one local principal's
-// and the isolation checked is between registrations. CheckDeliveries
-// judges the histories.
+// shared stream for good while the others go on. The registrations
+// alternate between the principals, each principal's made and received
+// by a client of its own (its client certificate). Each event names the
+// registration and principal it was sent to (its handback), so an event
+// reaching another registration's or another principal's listener is
+// seen. CheckDeliveries judges the histories.
 
 // deliveryWorkload runs n registrations until ctx ends and then until
 // every stored event of a live registration is received or the run's
@@ -34,20 +35,26 @@ func (r *Run) deliveryWorkload(ctx context.Context, n int) {
 	for i, node := range r.c.Nodes {
 		addrs[i] = node.ClientAddr()
 	}
-	c, err := client.Dial(ctx, strings.Join(addrs, ","))
-	if err != nil {
-		r.log("delivery dial: %v", err)
-		return
+	var clients [principals]*client.Client
+	for p := range principals {
+		c, err := client.Dial(ctx, strings.Join(addrs, ","), client.WithTLS(r.c.Certs.clients[p]))
+		if err != nil {
+			r.log("delivery dial as %v: %v", p, err)
+			return
+		}
+		defer c.Close()
+		clients[p] = c
 	}
-	defer c.Close()
 	var wg sync.WaitGroup
 	for i := range n {
+		p := principalOf(i)
+		c := clients[p]
 		reg, err := r.registerMailbox(ctx, c)
 		if err != nil {
 			r.log("delivery register: %v", err)
 			break
 		}
-		g := &RegLog{Name: fmt.Sprintf("s%d-r%d", r.seed, i), Principal: "local", Shared: i%3 != 2}
+		g := &RegLog{Name: fmt.Sprintf("s%d-r%d", r.seed, i), Principal: p.String(), Shared: i%3 != 2}
 		r.deliveries.add(g)
 		wg.Add(2)
 		go func() { defer wg.Done(); r.generate(ctx, c, reg, g, i == 0) }()

@@ -4,13 +4,27 @@
 // injected, records what every call asked and was answered, and checks the
 // histories against the promises djinn makes.
 //
+// # Mutual TLS and principals
+//
+// The members run as a deployment does under mutual TLS (Certs): a CA made
+// in the test's temporary directory, a server certificate for the client
+// port, a peer certificate per member (Raft, joining, the members' own
+// calls) and a client certificate per principal, Alice and Bob. The
+// workers of each workload alternate between the two principals (a
+// resource made by one is used by the other only through a capability:
+// a lock set's id, a mailbox listener), and the isolation workload has
+// Bob try, under the same faults, the calls only Alice may make on her
+// resources.
+//
 // # The network
 //
 // Each member has three proxies (Net, Proxy): its client port (the
 // suite's workers dial it), its advertised gRPC address (the members'
 // calls to each other and references go there) and its advertised Raft
 // address. A Raft connection's sender is told from its first bytes (every
-// Raft request begins with a header naming the sending member), so rules
+// Raft request begins with a header naming the sending member) or, for a
+// TLS connection, whose bytes name no one, from the member process that
+// holds its socket (Linux's /proc), so rules
 // apply to directed links between members: a link drops (a partition, one
 // way or both) or delays its bytes. Gaining or losing a drop cuts the
 // link's open connections, so a stream never resumes after losing bytes:
@@ -72,9 +86,9 @@
 //     opened (redelivery is of unacknowledged events only: EM, event
 //     delivery guarantees); an index always carries the same event and
 //     sequence numbers never fall along the indexes; no event reaches
-//     another registration's or principal's listener (the cluster runs
-//     without TLS, so all are the one local principal's: the isolation
-//     tried under faults is between registrations). A violation names the
+//     another registration's or principal's listener (the registrations
+//     alternate between Alice and Bob, each principal's on a client of its
+//     own). A violation names the
 //     registration, sequence number, index, stream and phase of the
 //     schedule;
 //   - CheckTxns: every transaction's writes at the key/value participants
@@ -101,7 +115,20 @@
 //     (LR.2); a lease that expired in its set, or whose renewal failed
 //     definitely (its holder cancelled it), is named by a renewal failure
 //     event (LR.2, LR.2.1), which the workload pulls from an event
-//     mailbox.
+//     mailbox;
+//   - CheckIsolation: Alice makes a lock owner, a lock set, a mailbox
+//     registration holding an event, a transaction, a renewal set and a
+//     lookup item; Bob, holding every id and cookie of them, tries their
+//     leases' cancel, the mailbox's pull, ack, get and disable, the
+//     transaction's abort, commit, describe and get state by its id alone,
+//     the renewal set's get, list and listener clear, and the item's
+//     attribute change: every answer must be NOT_FOUND (no answer at all,
+//     in a fault, is allowed; another code is not, whichever member
+//     answers after a failover), and Alice must then find each resource as
+//     she left it (lease alive, event stored, transaction active, item
+//     unchanged). A lease's renewal with its cookie is a capability by
+//     design (a renewal service renews others' leases), and so are a lock
+//     set's calls with its id: they are not tried.
 //
 // Each checker is shown to catch a bug planted in the server by a build
 // tag (djinn_planted_fence, djinn_planted_lease, djinn_planted_mailbox,
@@ -109,6 +136,9 @@
 // quarter of the items; djinn_planted_renewal: the renewal service never
 // renews a quarter of the client leases): TestPlantedBugsAreCaught builds
 // djinn with the tags and fails unless each checker reports violations.
+// The isolation checker is shown to catch a leak planted in the suite:
+// the same run's intruder calls as Alice herself, so its calls are
+// answered and take effect.
 //
 // A call whose answer was lost (a timeout, a reset, a lost leadership) may
 // or may not have taken effect: it is asked again where that is safe (the

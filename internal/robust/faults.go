@@ -184,7 +184,7 @@ func (r *Run) measure(ctx context.Context, kind string, t0 time.Time, old *Node)
 			continue
 		}
 		actx, stop := context.WithTimeout(mctx, 300*time.Millisecond)
-		_, err := djinnpb.NewLockServiceClient(n.Conn()).CreateSet(actx, &djinnpb.CreateLockSetRequest{LeaseDurationNanos: int64(time.Second)})
+		_, err := djinnpb.NewLockServiceClient(n.Conn(Alice)).CreateSet(actx, &djinnpb.CreateLockSetRequest{LeaseDurationNanos: int64(time.Second)})
 		stop()
 		if err == nil {
 			r.outage(kind, time.Since(t0))

@@ -90,12 +90,14 @@ const never = int64(1) << 62
 type Caller struct {
 	nodes   []*Node
 	next    int
+	as      Principal
 	attempt time.Duration // each attempt's deadline
 }
 
-// NewCaller returns a caller over the cluster's members starting at first.
+// NewCaller returns a caller over the cluster's members starting at first,
+// calling as worker first's principal.
 func NewCaller(c *Cluster, first int) *Caller {
-	return &Caller{nodes: c.Nodes, next: first % len(c.Nodes), attempt: 2 * time.Second}
+	return &Caller{nodes: c.Nodes, next: first % len(c.Nodes), as: principalOf(first), attempt: 2 * time.Second}
 }
 
 // Call calls f until a member answers or refuses definitely, or ctx ends;
@@ -113,7 +115,7 @@ func (c *Caller) Call(ctx context.Context, f func(ctx context.Context, cc *grpc.
 			continue
 		}
 		actx, cancel := context.WithTimeout(ctx, c.attempt)
-		err := f(actx, n.Conn())
+		err := f(actx, n.Conn(c.as))
 		cancel()
 		o := outcome(err)
 		if o == Unknown && ctx.Err() == nil && isUnreached(err) {

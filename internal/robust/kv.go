@@ -75,7 +75,7 @@ func (r *Run) kvWorker(ctx context.Context, id int, rng *rand.Rand) {
 			continue
 		}
 		in := kvInput{Node: node, Key: fmt.Sprintf("r%d/k%d", r.seed, rng.IntN(8)), Put: rng.IntN(2) == 0}
-		kv := djinnpb.NewKeyValueClient(n.Conn())
+		kv := djinnpb.NewKeyValueClient(n.Conn(principalOf(id)))
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		call := r.clock.Now()
 		var out kvOutput

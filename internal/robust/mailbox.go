@@ -223,14 +223,15 @@ func (r *Run) drain(ctx context.Context, stream djinnpb.EventMailbox_PullClient,
 }
 
 // ackThrough acknowledges through index, once, without waiting: an
-// acknowledgement that is lost only leaves events stored.
+// acknowledgement that is lost only leaves events stored. The
+// registration is Alice's, the consumer's.
 func (r *Run) ackThrough(reg []byte, index uint64) {
 	for _, n := range r.c.Nodes {
 		if !n.Up() {
 			continue
 		}
 		actx, cancel := context.WithTimeout(r.grace, 300*time.Millisecond)
-		_, err := djinnpb.NewEventMailboxClient(n.Conn()).Ack(actx, &djinnpb.AckRequest{RegistrationId: reg, ThroughIndex: index})
+		_, err := djinnpb.NewEventMailboxClient(n.Conn(Alice)).Ack(actx, &djinnpb.AckRequest{RegistrationId: reg, ThroughIndex: index})
 		cancel()
 		if err == nil {
 			return

@@ -19,7 +19,7 @@ const suiteTags = "djinn_failpoint_fsync,djinn_failpoint_snapshot"
 // the test ends.
 func startCluster(t *testing.T, bin string) *Cluster {
 	t.Helper()
-	c, err := NewCluster(bin, t.TempDir(), 3)
+	c, err := NewCluster(bin, t.TempDir(), 3, NewCerts(t, 3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestShortSchedule(t *testing.T) {
 		faults = append(faults, Fault{Kind: k, Hold: 2 * time.Second})
 	}
 	r := NewRun(c, *seed, t.Logf)
-	rep, err := r.Go(ctx, Workers{KV: 2, Lock: 3, Lease: 3, Txn: 1, Lookup: 2, Renewal: 1, Mailbox: true, Delivery: 6}, faults)
+	rep, err := r.Go(ctx, Workers{KV: 2, Lock: 3, Lease: 3, Txn: 1, Lookup: 2, Renewal: 1, Mailbox: true, Delivery: 6, Isolation: 1}, faults)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,13 +59,16 @@ func TestShortSchedule(t *testing.T) {
 	for _, v := range rep.Failed() {
 		t.Error(v)
 	}
-	for _, h := range []string{"kv", "lock", "lease", "mailbox", "delivery", "txn", "lookup", "renewal"} {
+	for _, h := range []string{"kv", "lock", "lease", "mailbox", "delivery", "txn", "lookup", "renewal", "isolation"} {
 		if rep.Ops[h] == 0 {
 			t.Errorf("no %s operation recorded: that checker proved nothing", h)
 		}
 	}
 	if rep.Counts["transactions committed"] == 0 {
 		t.Errorf("no transaction committed: the transaction checker proved nothing")
+	}
+	if rep.Counts["isolation: resources found intact"] == 0 {
+		t.Errorf("no isolation resource checked intact: the isolation checker proved nothing")
 	}
 }
 
@@ -87,7 +90,7 @@ func TestLongSchedules(t *testing.T) {
 		s := *seed + int64(i)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		r := NewRun(c, s, func(string, ...any) {})
-		rep, err := r.Go(ctx, Workers{KV: 2, Lock: 3, Lease: 3, Txn: 1, Lookup: 2, Renewal: 1, Mailbox: true, Delivery: 6}, Schedule(rand.New(rand.NewPCG(uint64(s), 1)), 4))
+		rep, err := r.Go(ctx, Workers{KV: 2, Lock: 3, Lease: 3, Txn: 1, Lookup: 2, Renewal: 1, Mailbox: true, Delivery: 6, Isolation: 1}, Schedule(rand.New(rand.NewPCG(uint64(s), 1)), 4))
 		cancel()
 		if err != nil {
 			t.Fatalf("schedule %d (seed %d): %v", i, s, err)
@@ -135,10 +138,18 @@ func TestPlantedBugsAreCaught(t *testing.T) {
 	// planted renewal bug skips to be added, lapse and be found gone
 	// outside every fault's window: the renewal checker excuses a lease
 	// lost within a lease length of a fault.
-	rep := runPlanted(t, c, Workers{Lock: 1, Lease: 6, Txn: 1, Lookup: 1, Renewal: 3, Mailbox: true, Delivery: 3, Tail: 5*clientLeaseLength + 2*time.Second}, leaderFaults)
+	// The isolation workload's intruder calls as the owner herself: a
+	// planted leak, every call of hers answered and taking effect.
+	rep := runPlanted(t, c, Workers{Lock: 1, Lease: 6, Txn: 1, Lookup: 1, Renewal: 3, Mailbox: true, Delivery: 3, Isolation: 1,
+		Tail: 5*clientLeaseLength + 2*time.Second}, leaderFaults, Alice)
 	for _, p := range planted {
 		if len(rep.Violations[p.checker]) == 0 {
 			t.Errorf("the %s checker found nothing against the bug planted by %s", p.checker, p.tag)
+		}
+	}
+	for _, want := range []string{"was answered OK", "another principal's calls took effect"} {
+		if !slices.ContainsFunc(rep.Violations["isolation"], func(v string) bool { return strings.Contains(v, want) }) {
+			t.Errorf("the isolation checker found no %q against an intruder calling as the owner: %q", want, rep.Violations["isolation"])
 		}
 	}
 	// The planted mailbox bug stores no event whose sequence number is a
@@ -151,7 +162,7 @@ func TestPlantedBugsAreCaught(t *testing.T) {
 	}
 	for _, p := range planted {
 		t.Run(p.tag, func(t *testing.T) {
-			rep := runPlanted(t, startCluster(t, binary(t, p.tag)), p.w, p.faults)
+			rep := runPlanted(t, startCluster(t, binary(t, p.tag)), p.w, p.faults, Bob)
 			if len(rep.Violations[p.checker]) == 0 {
 				t.Errorf("the %s checker found nothing against the bug planted by %s", p.checker, p.tag)
 			}
@@ -159,11 +170,13 @@ func TestPlantedBugsAreCaught(t *testing.T) {
 	}
 }
 
-func runPlanted(t *testing.T, c *Cluster, w Workers, faults []Fault) *Report {
+func runPlanted(t *testing.T, c *Cluster, w Workers, faults []Fault, intruder Principal) *Report {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rep, err := NewRun(c, *seed, t.Logf).Go(ctx, w, faults)
+	r := NewRun(c, *seed, t.Logf)
+	r.intruder = intruder
+	rep, err := r.Go(ctx, w, faults)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,11 @@ type Run struct {
 	txns       TxnLog
 	items      ItemLog
 	renewals   RenewalLog
-	sets       [][]byte // the lock workload's sets
+	isolation  IsolationLog
+	// intruder is the principal the isolation workload's intruder calls
+	// as: Bob, but for a test that plants a leak.
+	intruder Principal
+	sets     [][]byte // the lock workload's sets
 
 	// grace ends when the run stops asking again the calls whose answers
 	// were lost: after the workload, once the faults are healed.
@@ -54,6 +58,7 @@ type Workers struct {
 	KV, Lock, Lease, Txn, Lookup, Renewal int
 	Mailbox                               bool
 	Delivery                              int // mailbox registrations received over delivery streams
+	Isolation                             int // workers trying one principal's resources as the other
 	For                                   time.Duration
 	Tail                                  time.Duration
 }
@@ -61,7 +66,7 @@ type Workers struct {
 // NewRun prepares a run on a started cluster.
 func NewRun(c *Cluster, seed int64, log func(string, ...any)) *Run {
 	return &Run{c: c, clock: Clock{start: time.Now()}, seed: seed, log: log,
-		counts: map[string]int{}, outages: map[string][]time.Duration{}}
+		counts: map[string]int{}, outages: map[string][]time.Duration{}, intruder: Bob}
 }
 
 func (r *Run) count(what string) {
@@ -138,7 +143,11 @@ func (r *Run) Go(ctx context.Context, w Workers, faults []Fault) (*Report, error
 	start(w.Lease, 100, r.leaseWorker)
 	start(w.Txn, 200, r.txnWorker)
 	start(w.Lookup, 300, r.lookupWorker)
-	start(w.Renewal, 400, r.renewalWorker)
+	start(w.Renewal, 401, r.renewalWorker) // Bob's: the other workloads' first workers are Alice's
+	for i := range w.Isolation {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.isolationWorker(work, 500+i) }()
+	}
 	if w.Mailbox {
 		wg.Add(1)
 		go func() { defer wg.Done(); r.mailboxWorkload(work) }()
@@ -232,6 +241,9 @@ func (r *Run) check(injected map[string]int) *Report {
 	windows := append([][2]int64(nil), r.windows...)
 	r.mu.Unlock()
 	rep.Violations["renewal"], excused = CheckRenewals(cls, failures, pulled, windows)
+	attempts, changed := r.isolation.Snapshot()
+	rep.Ops["isolation"] = len(attempts)
+	rep.Violations["isolation"] = CheckIsolation(attempts, changed)
 	r.countN("renewal: leases lost in an outage (allowed)", excused)
 	r.mu.Lock()
 	defer r.mu.Unlock()

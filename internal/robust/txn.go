@@ -73,7 +73,7 @@ func (r *Run) txnWorker(ctx context.Context, id int, rng *rand.Rand) {
 			r.pause(ctx, 50*time.Millisecond)
 			continue
 		}
-		rec := r.writeUnder(ctx, created, fmt.Sprintf("r%d/t%d-%d", r.seed, id, seq), rng)
+		rec := r.writeUnder(ctx, created, caller.as, fmt.Sprintf("r%d/t%d-%d", r.seed, id, seq), rng)
 		if rec.Result == txnNone {
 			r.txnAbort(ctx, caller, created.Id)
 		} else {
@@ -89,7 +89,7 @@ func (r *Run) txnWorker(ctx context.Context, id int, rng *rand.Rand) {
 
 // writeUnder writes one or two keys at two or three members under the
 // transaction; its result is txnNone if a write was not answered.
-func (r *Run) writeUnder(ctx context.Context, created *djinnpb.CreatedTransaction, prefix string, rng *rand.Rand) TxnRecord {
+func (r *Run) writeUnder(ctx context.Context, created *djinnpb.CreatedTransaction, as Principal, prefix string, rng *rand.Rand) TxnRecord {
 	rec := TxnRecord{ID: created.Id, Writes: map[int][]string{}, Result: txnCommitted}
 	skip := -1
 	if rng.IntN(2) == 0 {
@@ -104,7 +104,7 @@ func (r *Run) writeUnder(ctx context.Context, created *djinnpb.CreatedTransactio
 			key := fmt.Sprintf("%s/%d", prefix, k)
 			rec.Writes[i] = append(rec.Writes[i], key)
 			actx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			_, err := djinnpb.NewKeyValueClient(n.Conn()).Put(actx, &djinnpb.KVPutRequest{Key: key, Value: []byte(prefix), Txn: tx})
+			_, err := djinnpb.NewKeyValueClient(n.Conn(as)).Put(actx, &djinnpb.KVPutRequest{Key: key, Value: []byte(prefix), Txn: tx})
 			cancel()
 			if err != nil {
 				rec.Result = txnNone
@@ -169,7 +169,7 @@ func (r *Run) txnWrong(ctx context.Context, t TxnRecord) string {
 	for node, keys := range t.Writes {
 		for _, k := range keys {
 			actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			got, err := djinnpb.NewKeyValueClient(r.c.Nodes[node].Conn()).Get(actx, &djinnpb.KVGetRequest{Key: k})
+			got, err := djinnpb.NewKeyValueClient(r.c.Nodes[node].Conn(Alice)).Get(actx, &djinnpb.KVGetRequest{Key: k})
 			cancel()
 			switch {
 			case err != nil:
