@@ -39,7 +39,7 @@ func (g *globals) withManager(cmd *cobra.Command, fn func(ctx context.Context, m
 		return err
 	}
 	defer c.Close()
-	m, err := whenReady(ctx, cmd.ErrOrStderr(), c.TransactionManager)
+	m, err := whenReady(ctx, cmd.ErrOrStderr(), serving(c, c.TransactionManager))
 	if err != nil {
 		return err
 	}
