@@ -42,9 +42,11 @@ type Net struct {
 	ids     [][]byte            // member ids to sniff, guarded by mu
 	// pids returns the running members' processes (pid → member id):
 	// how a TLS connection's sender is told.
-	pids   func() map[int]string // guarded by mu
-	closed bool                  // guarded by mu
-	wg     sync.WaitGroup        // the proxies' goroutines
+	pids func() map[int]string // guarded by mu
+	// The TLS Raft connections whose sender was told, and not told.
+	told, untold int            // guarded by mu
+	closed       bool           // guarded by mu
+	wg           sync.WaitGroup // the proxies' goroutines
 }
 
 // NewNet returns a network with no rules: every link delivers.
@@ -273,7 +275,9 @@ func (p *Proxy) sender(in net.Conn) (string, []byte) {
 		return p.from, read.Bytes()
 	}
 	if typ[0] == tlsHandshake {
-		if id := p.net.owner(in); id != "" {
+		id := p.net.owner(in)
+		p.net.tell(id != "")
+		if id != "" {
 			return id, read.Bytes()
 		}
 		return p.from, read.Bytes()
@@ -297,6 +301,25 @@ func (n *Net) Processes(pids func() map[int]string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.pids = pids
+}
+
+func (n *Net) tell(told bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if told {
+		n.told++
+	} else {
+		n.untold++
+	}
+}
+
+// TLSSenders counts the TLS Raft connections whose sender was told by its
+// process, and those whose sender was not (its process gone first): their
+// links are the anonymous Peers'.
+func (n *Net) TLSSenders() (told, untold int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.told, n.untold
 }
 
 // owner is the member whose process dialled in, or "".

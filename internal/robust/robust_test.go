@@ -67,6 +67,9 @@ func TestShortSchedule(t *testing.T) {
 	if rep.Counts["transactions committed"] == 0 {
 		t.Errorf("no transaction committed: the transaction checker proved nothing")
 	}
+	if rep.Counts["raft TLS connections: sender told by its process"] == 0 {
+		t.Errorf("no Raft connection's sender told: the faults between members applied to no Raft link")
+	}
 	if rep.Counts["isolation: resources found intact"] == 0 {
 		t.Errorf("no isolation resource checked intact: the isolation checker proved nothing")
 	}

@@ -40,6 +40,8 @@ type Run struct {
 	outages map[string][]time.Duration // unavailability by fault kind, guarded by mu
 	windows [][2]int64                 // when each fault began and the cluster was whole again, guarded by mu
 	phase   string                     // what the schedule is doing, guarded by mu
+
+	told0, untold0 int // the network's TLS Raft senders told and not, when the run began
 }
 
 // Report is what a run found.
@@ -65,8 +67,10 @@ type Workers struct {
 
 // NewRun prepares a run on a started cluster.
 func NewRun(c *Cluster, seed int64, log func(string, ...any)) *Run {
-	return &Run{c: c, clock: Clock{start: time.Now()}, seed: seed, log: log,
+	r := &Run{c: c, clock: Clock{start: time.Now()}, seed: seed, log: log,
 		counts: map[string]int{}, outages: map[string][]time.Duration{}, intruder: Bob}
+	r.told0, r.untold0 = c.Net.TLSSenders()
+	return r
 }
 
 func (r *Run) count(what string) {
@@ -245,6 +249,9 @@ func (r *Run) check(injected map[string]int) *Report {
 	rep.Ops["isolation"] = len(attempts)
 	rep.Violations["isolation"] = CheckIsolation(attempts, changed)
 	r.countN("renewal: leases lost in an outage (allowed)", excused)
+	told, untold := r.c.Net.TLSSenders()
+	r.countN("raft TLS connections: sender told by its process", told-r.told0)
+	r.countN("raft TLS connections: sender not told", untold-r.untold0)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, v := range r.counts {
