@@ -100,10 +100,10 @@ func (r *Run) isolationWorker(ctx context.Context, id int) {
 // twice, and has the owner check and end them.
 func (r *Run) isolationRound(ctx context.Context, owner, intruder *Caller) {
 	var res []*isoResource
-	for _, make := range []func(context.Context, *Caller) *isoResource{
+	for _, newResource := range []func(context.Context, *Caller) *isoResource{
 		r.isoLockOwner, r.isoLockSet, r.isoMailbox, r.isoTxn, r.isoRenewalSet, r.isoItem,
 	} {
-		if x := make(ctx, owner); x != nil {
+		if x := newResource(ctx, owner); x != nil {
 			res = append(res, x)
 		}
 	}
