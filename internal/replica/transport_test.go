@@ -1,0 +1,168 @@
+package replica
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"io"
+	"math/big"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// A one-way cut that swallows a Raft connection's ClientHello must not
+// hold the dial: the dial's timeout bounds the TLS handshake as well as
+// the TCP connect, so the dial fails, and the next one after the heal
+// connects (Raft dials afresh for every failed connection).
+func TestRaftDialRecoversAfterSwallowedHandshake(t *testing.T) {
+	cfg := peerTLS(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := &tlsStream{Listener: tls.NewListener(ln, cfg), config: cfg, handshake: 10 * time.Second}
+	defer stream.Close()
+	go echo(stream)
+
+	var swallowing atomic.Bool
+	swallowing.Store(true)
+	proxy := startCutProxy(t, ln.Addr().String(), &swallowing)
+
+	if c, err := stream.Dial(raft.ServerAddress(proxy), 300*time.Millisecond); err == nil {
+		c.Close()
+		t.Fatal("dial through a cut that swallows the ClientHello succeeded")
+	}
+	swallowing.Store(false) // the network heals
+	c, err := stream.Dial(raft.ServerAddress(proxy), 10*time.Second)
+	if err != nil {
+		t.Fatalf("dial after the heal: %v", err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	var b [1]byte
+	if _, err := io.ReadFull(c, b[:]); err != nil || b[0] != 'x' {
+		t.Fatalf("echo after the heal: %q, %v", b[:], err)
+	}
+}
+
+// echo serves each accepted connection by sending back what it reads.
+func echo(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			_, _ = io.Copy(c, c)
+		}()
+	}
+}
+
+// startCutProxy forwards connections to target; while swallowing, the
+// dialler's bytes are read and dropped, the connection left open.
+func startCutProxy(t *testing.T, target string, swallowing *atomic.Bool) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, in, out)
+			mu.Unlock()
+			wg.Go(func() { cutCopy(out, in, swallowing) })
+			wg.Go(func() { _, _ = io.Copy(in, out); in.Close() })
+		}
+	})
+	return ln.Addr().String()
+}
+
+func cutCopy(dst, src net.Conn, swallowing *atomic.Bool) {
+	defer dst.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !swallowing.Load() {
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// peerTLS returns a member's mutual TLS configuration on 127.0.0.1: a
+// certificate for both ends signed by a CA made here, which it trusts.
+func peerTLS(t *testing.T) *tls.Config {
+	t.Helper()
+	key := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	caKey, leafKey := key(), key()
+	valid := func(c *x509.Certificate) *x509.Certificate {
+		c.NotBefore, c.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+		return c
+	}
+	ca := valid(&x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign})
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := valid(&x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "member"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}})
+	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &leafKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(caCert)
+	return &tls.Config{
+		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: leafKey}},
+		RootCAs:      roots, ClientCAs: roots, ClientAuth: tls.RequireAndVerifyClientCert,
+	}
+}
