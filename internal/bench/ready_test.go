@@ -10,6 +10,7 @@ import (
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/server"
 	"github.com/djinn-go/djinn/internal/server/servertest"
+	"github.com/djinn-go/djinn/kv"
 )
 
 // noticeWriter takes a bench's progress lines and hands each on, in order.
@@ -103,5 +104,64 @@ func TestBenchRefusesStartingServer(t *testing.T) {
 	rep, err := b.Run(t.Context(), env)
 	if addr, ok := client.NotReadyServer(err); !errors.Is(err, client.ErrNotReady) || !ok || addr != s.Addr() || len(rep.Results) != 0 {
 		t.Fatalf("bench of a server still starting: %v, %d results; want not ready, naming %s, nothing measured", err, len(rep.Results), s.Addr())
+	}
+}
+
+// addedMember starts a server and adds it to first's cluster, as
+// `djinn member add` does, and waits until it is ready.
+func addedMember(t *testing.T, first *server.Server) *server.Server {
+	t.Helper()
+	s := startingServer(t, first)
+	op := servertest.Dial(t, first.Addr(), servertest.Operator(t, first))
+	if err := op.AddMember(t.Context(), client.NewMember{NodeID: s.NodeID(), RaftAddress: s.RaftAddr(), Endpoint: s.Addr()}); err != nil {
+		t.Fatal(err)
+	}
+	servertest.WaitReady(t, s)
+	return s
+}
+
+// benchKeys lists the keys the bench wrote in the key/value store of the
+// server at addr, asked of that server alone.
+func benchKeys(t *testing.T, addr string) int {
+	t.Helper()
+	c := servertest.Dial(t, addr)
+	conn, err := c.Conn(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := kv.NewClient(conn).List(t.Context(), nil, "bench/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(entries)
+}
+
+// TestTxnWritesAtAddedMember: a participant whose server is a follower
+// just added to its leader's cluster gets the bench's writes, and its
+// read-back finds them there. The key/value store is each node's own:
+// the writes and the read-back go to the server named, never through the
+// cluster to its leader.
+func TestTxnWritesAtAddedMember(t *testing.T) {
+	leader := servertest.Start(t, servertest.Config(t))
+	follower := addedMember(t, leader)
+	b := &Txn{Levels: []int{2}, Duration: 200 * time.Millisecond, Conns: 2, KV: []string{follower.Addr()},
+		Lease: time.Minute, Lag: time.Minute}
+	if err := b.Check(); err != nil {
+		t.Fatal(err)
+	}
+	env := txnEnv(leader.Addr())
+	env.ReadyWait = servertest.Timeout
+	rep, err := b.Run(t.Context(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.Verdict(); err != nil || rep.Results[0].Ops == 0 {
+		t.Fatalf("bench with a participant on a member just added: %v, %+v", err, rep.Results[0])
+	}
+	if n := benchKeys(t, leader.Addr()); n != 0 {
+		t.Errorf("the leader's own key/value store holds %d of the bench's keys; want none: they are the follower's", n)
+	}
+	if n := benchKeys(t, follower.Addr()); n == 0 {
+		t.Errorf("the follower's key/value store holds none of the bench's keys")
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/kv"
@@ -36,7 +38,7 @@ type Txn struct {
 	Levels   []int
 	Duration time.Duration
 	Conns    int           // per server
-	KV       []string      // the participants' servers, one per write (default: the server)
+	KV       []string      // the participants' servers, one per write, each called itself (default: the server)
 	Admin    string        // the manager's admin endpoint (optional)
 	KVAdmins []string      // the participants' admin endpoints, in KV's order (optional)
 	Lease    time.Duration // asked for each transaction
@@ -138,11 +140,28 @@ func (r *txnRun) connect(ctx context.Context, env Env) error {
 		r.mgrs = append(r.mgrs, client.NewTransactionManager(cl, m.Ref()))
 	}
 	for i := range txnWrites {
-		for _, cc := range r.conns[r.kvs[i%len(r.kvs)]].ccs {
+		for _, cl := range r.conns[r.kvs[i%len(r.kvs)]].clients {
+			cc, err := nodeConn(cl)
+			if err != nil {
+				r.close()
+				return err
+			}
 			r.kvcs[i] = append(r.kvcs[i], kv.NewClient(cc))
 		}
 	}
 	return nil
+}
+
+// nodeConn returns a connection to the very server cl was dialled to. A
+// key/value store is each node's own, not replicated: its calls must not
+// follow the cluster to its leader, as cl's own connection's do (they
+// would write, and read back, the leader's store).
+func nodeConn(cl *client.Client) (*grpc.ClientConn, error) {
+	cc, err := cl.Conn(cl.Addr())
+	if err != nil {
+		return nil, fmt.Errorf("key/value store at %s: %w", cl.Addr(), err)
+	}
+	return cc, nil
 }
 
 // participants returns the number of distinct participants the writes go
