@@ -221,7 +221,7 @@ func (g *globals) benchTxnCmd() *cobra.Command {
 	f.DurationVar(&b.Duration, "for", 5*time.Second, "time per measurement")
 	alias(f, "duration", "for")
 	f.IntVar(&b.Conns, "conns", 4, "gRPC connections per server that the clients share")
-	f.StringVar(&kvAddrs, "kv", "", "gRPC addresses of the key/value participants, one per write (default: --server)")
+	f.StringVar(&kvAddrs, "kv", "", "gRPC addresses of the key/value participants, one per write, each written and read back at that server itself (default: --server)")
 	f.StringVar(&b.Admin, "admin", "", "admin address of --server, to read the calls it served (optional)")
 	f.StringVar(&kvAdmins, "kv-admin", "", "admin addresses of the --kv servers, in the same order (optional)")
 	f.DurationVar(&b.Lease, "lease", time.Minute, "lease asked for each transaction")

@@ -87,10 +87,11 @@ func (g *globals) kvCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "kv",
 		Short: "Read and write the key/value store of a server, under a transaction or not",
-		Long: "Read and write the reference key/value participant of --server. Without --txn a write\n" +
-			"applies at once and a read sees committed data. With --txn TOKEN the command works under that\n" +
-			"transaction: its writes are seen only under the same --txn until the transaction commits\n" +
-			"(djinn txn commit ID), and vanish if it aborts.",
+		Long: "Read and write the reference key/value participant of --server (the first address given): each\n" +
+			"node's own store, not replicated, so the command calls that node, not its cluster's leader.\n" +
+			"Without --txn a write applies at once and a read sees committed data. With --txn TOKEN the\n" +
+			"command works under that transaction: its writes are seen only under the same --txn until the\n" +
+			"transaction commits (djinn txn commit ID), and vanish if it aborts.",
 	}
 	cmd.AddCommand(g.kvPutCmd(), g.kvGetCmd(), g.kvDeleteCmd(), g.kvLsCmd())
 	return cmd
@@ -115,7 +116,13 @@ func (g *globals) withKV(use, short string, args cobra.PositionalArgs, run func(
 			if err != nil {
 				return err
 			}
-			return kvError(c.Addr(), run(ctx, cmd, args, kv.NewClient(c.ClientConn()), tx))
+			// The store is --server's own, not replicated: its calls go to
+			// that server, not through the cluster to its leader.
+			conn, err := c.Conn(c.Addr())
+			if err != nil {
+				return err
+			}
+			return kvError(c.Addr(), run(ctx, cmd, args, kv.NewClient(conn), tx))
 		},
 	}
 	f.register(g, cmd)
