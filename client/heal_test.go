@@ -25,45 +25,64 @@ import (
 // peer down). Once the network heals, the connection must come back by
 // itself within gRPC's connect timeout and backoff: no failed handshake
 // is kept, and no dial waits for ever on a ClientHello that never
-// arrived. Each case asserts recovery (an event delivered over mutual
-// TLS after the heal), not how long it took.
+// arrived. Both kinds of connection are shown: the per-endpoint one and a
+// cluster's (leader-first balancing, keepalive). Each case asserts
+// recovery (the connection up again, its mutual TLS handshake done, and
+// an event delivered after the heal), not how long it took.
 func TestConnRecoversAfterHandshakeFault(t *testing.T) {
-	for _, tc := range []struct {
+	faults := []struct {
 		name  string
 		fault proxyMode
 		// faulted: the proxy's signal that the fault has hit a handshake.
 		faulted func(p *faultProxy) <-chan struct{}
 	}{
-		{"client to server cut swallows the ClientHello", swallow, func(p *faultProxy) <-chan struct{} { return p.swallowed }},
-		{"peer closes during the handshake (EOF), three times", refuse, func(p *faultProxy) <-chan struct{} { return p.refusedN(3) }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			serverTLS, clientTLS := mutualTLS(t)
-			var rec recorder
-			l := startListener(t, rec.notify, WithServerTLS(serverTLS))
-			p := newFaultProxy(t, l.Addr())
-			ref := l.Ref()
-			ref.Endpoint = p.addr()
-
-			pool := NewPool(WithTLS(clientTLS))
-			defer pool.Close()
-			p.set(tc.fault)
-			cc, err := pool.Conn(ref.Endpoint)
+		{"a cut swallows the ClientHello", swallow, func(p *faultProxy) <-chan struct{} { return p.swallowed }},
+		{"the peer closes during the handshake (EOF) three times", refuse, func(p *faultProxy) <-chan struct{} { return p.refusedN(3) }},
+	}
+	conns := []struct {
+		name string
+		conn func(p *Pool, endpoint string) (*grpc.ClientConn, error)
+	}{
+		{"endpoint connection", (*Pool).Conn},
+		{"cluster connection", func(p *Pool, endpoint string) (*grpc.ClientConn, error) {
+			cl, err := p.follow([]string{endpoint})
 			if err != nil {
-				t.Fatal(err)
+				return nil, err
 			}
-			cc.Connect()
-			<-tc.faulted(p)
-			p.set(pass) // the network heals
+			return cl.cc, nil
+		}},
+	}
+	for _, f := range faults {
+		for _, c := range conns {
+			t.Run(c.name+": "+f.name, func(t *testing.T) {
+				t.Parallel()
+				serverTLS, clientTLS := mutualTLS(t)
+				var rec recorder
+				l := startListener(t, rec.notify, WithServerTLS(serverTLS))
+				p := newFaultProxy(t, l.Addr())
+				ref := l.Ref()
+				ref.Endpoint = p.addr()
 
-			awaitReady(t, cc)
-			if err := Notify(t.Context(), pool, ref, testEvent(1, "after heal")); err != nil {
-				t.Fatalf("notify after the heal: %v", err)
-			}
-			if got := len(rec.events()); got != 1 {
-				t.Errorf("listener got %d events after the heal, want 1", got)
-			}
-		})
+				pool := NewPool(WithTLS(clientTLS))
+				defer pool.Close()
+				p.set(f.fault)
+				cc, err := c.conn(pool, ref.Endpoint)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cc.Connect()
+				<-f.faulted(p)
+				p.set(pass) // the network heals
+
+				awaitReady(t, cc)
+				if err := Notify(t.Context(), pool, ref, testEvent(1, "after heal")); err != nil {
+					t.Fatalf("notify after the heal: %v", err)
+				}
+				if got := len(rec.events()); got != 1 {
+					t.Errorf("listener got %d events after the heal, want 1", got)
+				}
+			})
+		}
 	}
 }
 
