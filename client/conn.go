@@ -413,7 +413,8 @@ func (c *Client) Addr() string { return c.addr }
 // ClientConn returns the connection to the dialled cluster, for its gRPC
 // services (for example djinnpb.NewEventMailboxClient(c.ClientConn())):
 // calls go to the leader while it is up, and to the other members when it
-// is not. Use Conn(Addr()) to reach one member in particular.
+// is not. Use Conn(Addr()) to reach one member in particular, as for
+// what is each member's own (its key/value store, its status).
 func (c *Client) ClientConn() *grpc.ClientConn { return c.cluster.cc }
 
 // ServiceID returns the dialled cluster's service id, zero when the server
