@@ -1,21 +1,16 @@
 package client
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"io"
-	"math/big"
 	"net"
 	"sync"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
+
+	"github.com/djinn-go/djinn/internal/testpki"
 )
 
 // Under a network fault a member's connection to a peer (the pool's
@@ -101,54 +96,14 @@ func awaitReady(t *testing.T, cc *grpc.ClientConn) {
 }
 
 // mutualTLS returns a server and a client configuration for mutual TLS
-// on 127.0.0.1, both signed by a CA made here.
+// on 127.0.0.1, both signed by a CA made for the test.
 func mutualTLS(t *testing.T) (server, client *tls.Config) {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "djinn test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AddCert(caCert)
-	leaf := func(serial int64, name string, usage x509.ExtKeyUsage) tls.Certificate {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
-			ExtKeyUsage: []x509.ExtKeyUsage{usage},
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-	}
+	p := testpki.NewPKI(t)
 	server = &tls.Config{
-		Certificates: []tls.Certificate{leaf(2, "member", x509.ExtKeyUsageServerAuth)},
-		ClientAuth:   tls.RequireAndVerifyClientCert, ClientCAs: roots,
+		Certificates: []tls.Certificate{p.Server},
+		ClientAuth:   tls.RequireAndVerifyClientCert, ClientCAs: p.Roots,
 	}
-	client = &tls.Config{
-		Certificates: []tls.Certificate{leaf(3, "peer", x509.ExtKeyUsageClientAuth)},
-		RootCAs:      roots,
-	}
-	return server, client
+	return server, p.ClientTLS()
 }
 
 type proxyMode int

@@ -1,14 +1,8 @@
 package replica
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"io"
-	"math/big"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -16,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/djinn-go/djinn/internal/testpki"
 )
 
 // A one-way cut that swallows a Raft connection's ClientHello must not
@@ -127,42 +123,13 @@ func cutCopy(dst, src net.Conn, swallowing *atomic.Bool) {
 }
 
 // peerTLS returns a member's mutual TLS configuration on 127.0.0.1: a
-// certificate for both ends signed by a CA made here, which it trusts.
+// certificate for both ends signed by a CA made for the test, which it
+// trusts.
 func peerTLS(t *testing.T) *tls.Config {
 	t.Helper()
-	key := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	caKey, leafKey := key(), key()
-	valid := func(c *x509.Certificate) *x509.Certificate {
-		c.NotBefore, c.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
-		return c
-	}
-	ca := valid(&x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign})
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf := valid(&x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "member"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}})
-	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &leafKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AddCert(caCert)
+	p := testpki.NewPKI(t)
 	return &tls.Config{
-		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: leafKey}},
-		RootCAs:      roots, ClientCAs: roots, ClientAuth: tls.RequireAndVerifyClientCert,
+		Certificates: []tls.Certificate{p.Server},
+		RootCAs:      p.Roots, ClientCAs: p.Roots, ClientAuth: tls.RequireAndVerifyClientCert,
 	}
 }
