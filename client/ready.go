@@ -70,8 +70,24 @@ func (c *Client) Ready(ctx context.Context) error {
 // runs out it returns that error, saying how long it waited. With limit
 // zero or less it calls find once.
 func WaitReady[T any](ctx context.Context, limit time.Duration, waiting func(error), find func(context.Context) (T, error)) (T, error) {
+	return waitWhile(ctx, limit, waiting, find, func(err error) bool { return errors.Is(err, ErrNotReady) })
+}
+
+// WaitStarted is WaitReady for a server that may not answer at all yet —
+// one just started in the background, not listening yet, or restarting:
+// it also asks again while find fails as unavailable (djinn.Unavailable:
+// nothing listens there, the connection failed). Each try should dial
+// afresh, so that a server that starts listening is reached at once, not
+// after a failed connection's own backoff.
+func WaitStarted[T any](ctx context.Context, limit time.Duration, waiting func(error), find func(context.Context) (T, error)) (T, error) {
+	return waitWhile(ctx, limit, waiting, find, func(err error) bool { return djinn.KindOf(err) == djinn.Unavailable })
+}
+
+// waitWhile calls find until again says no to its error, as WaitReady
+// describes.
+func waitWhile[T any](ctx context.Context, limit time.Duration, waiting func(error), find func(context.Context) (T, error), again func(error) bool) (T, error) {
 	v, err := find(ctx)
-	if limit <= 0 || !errors.Is(err, ErrNotReady) {
+	if limit <= 0 || err == nil || !again(err) {
 		return v, err
 	}
 	if waiting != nil {
@@ -84,7 +100,7 @@ func WaitReady[T any](ctx context.Context, limit time.Duration, waiting func(err
 		if nerr != nil && bounded.Err() != nil {
 			break // the bound ran out during the call: the server had not become ready
 		}
-		if !errors.Is(nerr, ErrNotReady) {
+		if nerr == nil || !again(nerr) {
 			return next, nerr
 		}
 		v, err = next, nerr

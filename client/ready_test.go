@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -45,14 +46,17 @@ func TestReady(t *testing.T) {
 }
 
 // TestWaitReady: WaitReady asks again, with a backoff, while the server is
-// still starting; it says once what it waits for; it stops at the first
+// still starting; WaitStarted also while it does not answer at all (not
+// listening yet). Each says once what it waits for; it stops at the first
 // other answer, and gives up, saying so, when its time runs out. Time is
 // the bubble's.
 func TestWaitReady(t *testing.T) {
 	starting := notReadyYet(t)
-	other := djinn.Errorf(djinn.Unavailable, "connection refused")
+	unanswered := djinn.Errorf(djinn.Unavailable, "connection refused")
+	refused := djinn.Errorf(djinn.PermissionDenied, "not an operator")
 	for _, tc := range []struct {
 		name    string
+		started bool    // WaitStarted, not WaitReady
 		answers []error // then starting forever
 		limit   time.Duration
 		want    error
@@ -61,15 +65,24 @@ func TestWaitReady(t *testing.T) {
 	}{
 		{name: "ready at once", answers: []error{nil}, limit: time.Minute, tries: 1},
 		{name: "ready after three", answers: []error{starting, starting, starting, nil}, limit: time.Minute, tries: 4, waited: 1},
-		{name: "another error ends it", answers: []error{starting, other}, limit: time.Minute, want: other, tries: 2, waited: 1},
+		{name: "another error ends it", answers: []error{starting, unanswered}, limit: time.Minute, want: unanswered, tries: 2, waited: 1},
+		{name: "no answer ends it", answers: []error{unanswered}, limit: time.Minute, want: unanswered, tries: 1},
 		{name: "never ready", limit: 10 * time.Second, want: client.ErrNotReady, waited: 1},
 		{name: "no limit asks once", limit: 0, want: client.ErrNotReady, tries: 1},
+		{name: "started: not listening, then starting, then ready", started: true, answers: []error{unanswered, unanswered, starting, nil}, limit: time.Minute, tries: 4, waited: 1},
+		{name: "started: a definite error ends it", started: true, answers: []error{unanswered, refused}, limit: time.Minute, want: refused, tries: 2, waited: 1},
+		{name: "started: never ready", started: true, answers: []error{unanswered}, limit: 10 * time.Second, want: client.ErrNotReady, waited: 1},
+		{name: "started: never listening", started: true, answers: slices.Repeat([]error{unanswered}, 1000), limit: 10 * time.Second, want: unanswered, waited: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				tries, waited := 0, 0
 				start := time.Now()
-				v, err := client.WaitReady(t.Context(), tc.limit, func(error) { waited++ }, func(ctx context.Context) (int, error) {
+				wait := client.WaitReady[int]
+				if tc.started {
+					wait = client.WaitStarted[int]
+				}
+				v, err := wait(t.Context(), tc.limit, func(error) { waited++ }, func(ctx context.Context) (int, error) {
 					tries++
 					if tries <= len(tc.answers) {
 						return tries, tc.answers[tries-1]
@@ -85,7 +98,7 @@ func TestWaitReady(t *testing.T) {
 				if waited != tc.waited {
 					t.Errorf("said %d times what it waits for, want %d", waited, tc.waited)
 				}
-				if tc.name == "never ready" {
+				if strings.Contains(tc.name, "never") {
 					if elapsed := time.Since(start); elapsed != tc.limit {
 						t.Errorf("gave up after %s, want %s", elapsed, tc.limit)
 					}
