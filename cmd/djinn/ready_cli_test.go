@@ -42,6 +42,19 @@ func TestCLIWaitsForStartingServer(t *testing.T) {
 	if !ok || !strings.Contains(st, "service   none yet") || !strings.Contains(st, "leader    none known yet") || strings.Contains(st, "landlord  ") {
 		t.Errorf("status of a server waiting to be added: %s%s; want no service id and no leader yet, and no references", st, errs)
 	}
+	// status --wait gives up on it, saying what it lacks and how to see it;
+	// started again, it answers once the server is added.
+	if _, errs, ok := runAt(t, b.listen, "status", "--wait", "1s"); ok || !strings.Contains(errs, b.listen+" answers but is not ready: its cluster has no service id yet") ||
+		!strings.Contains(errs, "gave up after waiting 1s") || !strings.Contains(errs, "djinn status --server "+b.listen+", without --wait, shows what it lacks") {
+		t.Errorf("status --wait 1s of a server waiting to be added: %q; want it gave up, naming the server, what it lacks and how to see it", errs)
+	}
+	status := exec.Command(djinnBinary(t), "status", "--wait", "60s", "-o", "json", "--server", b.listen)
+	var statusOut strings.Builder
+	status.Stdout = &statusOut
+	if err := status.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer status.Process.Kill()
 	type waiter struct {
 		cmd   *exec.Cmd
 		out   strings.Builder
@@ -76,6 +89,10 @@ func TestCLIWaitsForStartingServer(t *testing.T) {
 	}
 	if o, errs, ok := runAt(t, a.listen, "member", "add", m[1], "--raft", m[2], "--grpc", m[3], "--join-secret-file", sec); !ok {
 		t.Fatalf("member add: %s%s", o, errs)
+	}
+	var v statusView
+	if err := status.Wait(); err != nil || json.Unmarshal([]byte(statusOut.String()), &v) != nil || v.Mailbox == "" {
+		t.Errorf("status --wait once the server was added: %v, %q; want its status, ready", err, statusOut.String())
 	}
 	for _, w := range ws {
 		var rest []string

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -28,7 +29,8 @@ type statusView struct {
 	Landlord  string           `json:"landlord,omitempty"`
 	Mailbox   string           `json:"mailbox,omitempty"`
 	// ready: the cluster initialised and its leader's services serve.
-	ready bool
+	ready     bool
+	serviceID djinn.ID
 }
 
 func viewStatus(st *djinnpb.StatusResponse) statusView {
@@ -36,6 +38,7 @@ func viewStatus(st *djinnpb.StatusResponse) statusView {
 		ServiceID: fmt.Sprintf("%x", st.ServiceId), Node: st.NodeId, State: st.State, Leader: st.LeaderId,
 		LeaderAt: st.LeaderAddress, Applied: jsonUint(st.AppliedIndex), Services: st.Services, Counts: st.Counts,
 	}
+	v.serviceID, _ = djinn.IDFromBytes("service id", st.ServiceId)
 	// Until the cluster has its service id, the references name no object.
 	if r, err := client.RefFromProto("landlord", st.Landlord); err == nil && !r.Service.IsZero() {
 		v.Landlord = r.String()
@@ -97,29 +100,46 @@ func (g *globals) statusCmd() *cobra.Command {
 			return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printStatus(w, v) })
 		},
 	}
-	waitFlag(cmd, &waitS, "ask again until the server answers, for at most this long (a Go duration); default: ask once")
+	waitFlag(cmd, &waitS, "ask again until the server answers and is ready, for at most this long (a Go duration); default: ask once")
 	return cmd
 }
 
-// statusUntil asks for the status until the server answers or wait
-// passes (at once without wait).
+// statusUntil asks for the status until the server answers and is
+// ready, or wait passes (at once without wait): a server not listening yet
+// is asked again, as is one still starting, by client.WaitStarted.
 func (g *globals) statusUntil(ctx context.Context, wait time.Duration) (statusView, error) {
-	deadline := time.Now().Add(wait)
-	for {
-		v, err := g.status(ctx)
-		if err == nil && wait > 0 && !v.ready {
-			err = djinn.Errorf(djinn.Unavailable, "%s answers but is not ready (waited %s): no leader yet, the cluster not yet initialised, or the leader's services still starting — still electing, or without a quorum (djinn member ls)", g.server, wait)
-		}
-		if err == nil || wait == 0 || djinn.KindOf(err) != djinn.Unavailable || time.Now().After(deadline) {
-			return v, err
-		}
-		select {
-		case <-ctx.Done():
-			return v, err
-		case <-time.After(200 * time.Millisecond):
-		}
+	if wait == 0 {
+		return g.status(ctx)
 	}
+	v, err := client.WaitStarted(ctx, wait, nil, g.readyStatus)
+	if errors.Is(err, client.ErrNotReady) {
+		err = fmt.Errorf("%w; djinn status --server %s, without --wait, shows what it lacks, and djinn member ls each member's health", err, g.server)
+	}
+	return v, err
 }
+
+// readyStatus is the status once the server is ready, else an error that
+// is client.ErrNotReady saying what it lacks.
+func (g *globals) readyStatus(ctx context.Context) (statusView, error) {
+	v, err := g.status(ctx)
+	if err != nil || v.ready {
+		return v, err
+	}
+	why := "its leader's services are still starting"
+	switch {
+	case v.serviceID.IsZero():
+		why = "its cluster has no service id yet (its first leader gives it one once elected; a server started with --bootstrap=false, once added to a cluster)"
+	case v.Leader == "":
+		why = "it knows no leader (electing, or without a quorum)"
+	}
+	return v, notReadyStatus{djinn.Errorf(djinn.Unavailable, "%s answers but is not ready: %s", g.server, why)}
+}
+
+// notReadyStatus is the error of a server that answers its status but is
+// not ready: Unavailable, and client.ErrNotReady.
+type notReadyStatus struct{ error }
+
+func (e notReadyStatus) Unwrap() []error { return []error{e.error, client.ErrNotReady} }
 
 // leaderReady reports whether the server that answered st is ready and,
 // if it follows, whether its leader is too: a follower is ready once it
