@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -51,7 +50,7 @@ func viewStatus(st *djinnpb.StatusResponse) statusView {
 
 func printStatus(w io.Writer, v statusView) {
 	service, leader := v.ServiceID, v.Leader+" at "+v.LeaderAt
-	if v.ServiceID == strings.Repeat("0", 2*len(djinn.ID{})) {
+	if v.serviceID.IsZero() {
 		service = "none yet: the first leader gives it once elected (a server started with --bootstrap=false, once added to a cluster); --wait waits until ready"
 	}
 	if v.Leader == "" {
