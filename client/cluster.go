@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
@@ -52,11 +51,6 @@ const (
 	learnRetry     = 5 * time.Second        // before asking an unreachable endpoint again
 	maxLearning    = 1024                   // service ids remembered as learnt or not clusters
 	maxClusters    = 64                     // clusters a pool follows
-	// clusterKeepTime is the keepalive ping interval of cluster
-	// connections, which finds a member that went silent (a partition)
-	// without waiting for a call to fail; djinn servers allow one every
-	// 10s, so it stays clear of that.
-	clusterKeepTime = 15 * time.Second
 )
 
 // SplitEndpoints splits a comma-separated list of endpoints (host:port),
@@ -136,10 +130,10 @@ func (p *Pool) newCluster(seeds []string) (*cluster, error) {
 		grpc.WithTransportCredentials(creds),
 		grpc.WithResolvers(cl.res),
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"` + leaderFirst + `":{}}]}`),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: clusterKeepTime, Timeout: clusterKeepTime / 2, PermitWithoutStream: true}),
 		grpc.WithChainUnaryInterceptor(cl.unaryInterceptor),
 		grpc.WithChainStreamInterceptor(streamInterceptor),
 	}, windows...)
+	opts = append(opts, p.opts.linkOptions()...) // keepalive finds a member gone silent without waiting for a call to fail
 	opts = append(opts, p.opts.dialOpts...)
 	opts = append(opts, p.sessionOption(cl.sessionLeader)...)
 	cc, err := grpc.NewClient("djinn-cluster:///"+strings.Join(seeds, ","), opts...)

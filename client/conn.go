@@ -35,6 +35,8 @@ type options struct {
 	dialOpts  []grpc.DialOption
 	maxConns  int
 	noSession bool // every call on its own (session.go)
+
+	keepTime, keepTimeout, connectTimeout time.Duration // liveness.go
 }
 
 // WithTLS makes connections use TLS with cfg (mutual TLS when cfg holds a
@@ -133,6 +135,7 @@ func NewPool(opts ...Option) *Pool {
 		byEndpoint: map[string]*cluster{}, learning: map[djinn.ID]*learnState{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.opts.maxConns = DefaultMaxConns
+	p.opts.setLinkDefaults()
 	for _, o := range opts {
 		o(&p.opts)
 	}
@@ -164,6 +167,7 @@ func (p *Pool) Conn(endpoint string) (*grpc.ClientConn, error) {
 		grpc.WithChainUnaryInterceptor(p.unaryInterceptor(endpoint)),
 		grpc.WithChainStreamInterceptor(streamInterceptor),
 	}, windows...)
+	dialOpts = append(dialOpts, p.opts.linkOptions()...)
 	dialOpts = append(dialOpts, p.opts.dialOpts...)
 	dialOpts = append(dialOpts, p.sessionOption(nil)...)
 	cc, err := grpc.NewClient(endpoint, dialOpts...)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -32,6 +33,7 @@ type listenConfig struct {
 	tls        *tls.Config
 	advertise  string
 	serverOpts []grpc.ServerOption
+	pingEvery  time.Duration // the least interval between a sender's pings
 }
 
 // WithServerTLS serves listeners over TLS with cfg (which holds the
@@ -53,6 +55,14 @@ func WithAdvertise(endpoint string) ListenOption {
 // (without, a sender's connection may carry its calls in a session).
 func WithServerOptions(opts ...grpc.ServerOption) ListenOption {
 	return func(c *listenConfig) { c.serverOpts = append(c.serverOpts, opts...) }
+}
+
+// WithKeepaliveMinTime sets the least interval between a sender's
+// keepalive pings that the listener accepts (default
+// DefaultKeepaliveMinTime, which accepts any gRPC client's); a sender that
+// pings more often is sent GOAWAY and closed.
+func WithKeepaliveMinTime(d time.Duration) ListenOption {
+	return func(c *listenConfig) { c.pingEvery = d }
 }
 
 // Listener is a remote event listener hosted by this program: anything that
@@ -120,7 +130,7 @@ func Listen(ctx context.Context, addr string, fn NotifyFunc, opts ...ListenOptio
 	if h.endpoint == "" {
 		h.endpoint = ln.Addr().String()
 	}
-	srvOpts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(recoverUnary),
+	srvOpts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(recoverUnary), ServerKeepalive(cfg.pingEvery),
 		grpc.StaticStreamWindowSize(streamWindow), grpc.StaticConnWindowSize(connWindow)}, cfg.serverOpts...)
 	if cfg.tls != nil {
 		srvOpts = append([]grpc.ServerOption{grpc.Creds(credentials.NewTLS(cfg.tls))}, srvOpts...)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/proto/djinnpb"
@@ -116,7 +117,9 @@ func (l *Landlord) Listen(addr string) (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := grpc.NewServer()
+	// The policy of client.ServerKeepalive (which this package cannot
+	// import: the client's tests import it): a pool's pings are welcome.
+	srv := grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))
 	djinnpb.RegisterLandlordServer(srv, l)
 	l.mu.Lock()
 	l.ref.Endpoint = ln.Addr().String()
