@@ -63,7 +63,7 @@ type Service struct {
 
 	mu sync.Mutex
 	// waiting holds the callers waiting on this node, by request id.
-	waiting map[uint64]chan Event
+	waiting map[uint64]*acquireCall
 	// joined holds the transactions joined by this leader, with their
 	// ancestry, by transaction.
 	joined map[TxnKey]*statepb.LockHolderState
@@ -102,7 +102,7 @@ func NewService(s *State, l *lease.Lessor, log Proposer, now func() time.Time, s
 		return nil, err
 	}
 	svc := &Service{state: s, lessor: l, log: log, now: now, self: self, cfg: cfg,
-		waiting: map[uint64]chan Event{}, joined: map[TxnKey]*statepb.LockHolderState{}, term: make(chan struct{})}
+		waiting: map[uint64]*acquireCall{}, joined: map[TxnKey]*statepb.LockHolderState{}, term: make(chan struct{})}
 	s.SetNotify(svc.hear)
 	return svc, nil
 }
@@ -114,13 +114,43 @@ func (s *Service) hear(evs []Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ev := range evs {
-		if ch, ok := s.waiting[ev.Request]; ok {
-			select {
-			case ch <- ev:
-			default:
-			}
+		if c, ok := s.waiting[ev.Request]; ok {
+			c.hear(ev)
 		}
 	}
+}
+
+// acquireCall is a Lock call: the command it proposes with its op and,
+// for an owner, its holder, and what it hears while it waits — made in
+// one allocation (with its channel) rather than six.
+type acquireCall struct {
+	cmd statepb.Command
+	op  statepb.Command_LockAcquire
+	acq statepb.LockAcquire
+	own statepb.LockHolderState // an owner's holder; a transaction's is the joined one
+
+	ev    Event         // guarded by Service.mu: the first event heard
+	heard bool          // guarded by Service.mu
+	ready chan struct{} // 1-buffered: ev was set
+}
+
+// hear keeps the first event of the call's request and signals it; the
+// caller holds Service.mu.
+func (c *acquireCall) hear(ev Event) {
+	if c.heard {
+		return
+	}
+	c.ev, c.heard = ev, true
+	c.ready <- struct{}{}
+}
+
+// releaseCall is an Unlock's command with its op and, for an owner, its
+// holder, made in one allocation.
+type releaseCall struct {
+	cmd statepb.Command
+	op  statepb.Command_LockRelease
+	rel statepb.LockRelease
+	own statepb.LockHolderState
 }
 
 // Run serves as the leader's lock service until ctx ends: after Grace it
@@ -223,9 +253,10 @@ func (s *Service) CreateOwner(ctx context.Context, d time.Duration) (Created, er
 	return Created{ID: cookie, Lease: lease.Proto(s.self(), cookie, granted)}, nil
 }
 
-// holder resolves who asks: an owner, or a transaction, which the service
-// joins (once per leader) to hear its outcome.
-func (s *Service) holder(ctx context.Context, set []byte, h *djinnpb.LockHolder) (*statepb.LockHolderState, error) {
+// holder resolves who asks: an owner, whose holder it sets in own, or a
+// transaction, which the service joins (once per leader) to hear its
+// outcome.
+func (s *Service) holder(ctx context.Context, set []byte, h *djinnpb.LockHolder, own *statepb.LockHolderState) (*statepb.LockHolderState, error) {
 	tx, err := s.state.Transactional(set)
 	if err != nil {
 		return nil, err
@@ -242,7 +273,8 @@ func (s *Service) holder(ctx context.Context, set []byte, h *djinnpb.LockHolder)
 		if _, err := djinn.IDFromBytes("lock owner", h.GetOwner()); err != nil {
 			return nil, err
 		}
-		return &statepb.LockHolderState{Owner: h.GetOwner()}, nil
+		own.Owner = h.GetOwner()
+		return own, nil
 	}
 	t := h.GetTransaction()
 	mgr, err := wire.RefTo("transaction manager", t.GetManager())
@@ -322,21 +354,24 @@ func (s *Service) Lock(ctx context.Context, set []byte, h *djinnpb.LockHolder, m
 	if err := s.leading(); err != nil {
 		return false, 0, err
 	}
-	hs, err := s.holder(ctx, set, h)
+	c := &acquireCall{ready: make(chan struct{}, 1)}
+	hs, err := s.holder(ctx, set, h, &c.own)
 	if err != nil {
 		return false, 0, err
 	}
 	if request == 0 {
 		request = drawRequest()
 	}
-	ch := make(chan Event, 1)
+	c.acq = statepb.LockAcquire{Principal: principal.From(ctx), SetId: set, Holder: hs, Mode: int32(mode), From: int32(from), Try: try, RequestId: request}
+	c.op.LockAcquire = &c.acq
+	c.cmd.Op = &c.op
 	s.mu.Lock()
 	if _, busy := s.waiting[request]; busy {
 		s.mu.Unlock()
 		// A retry that overtook its lost first call: that one ends soon.
 		return false, 0, djinn.Errorf(djinn.Unavailable, "request id %d: another call with it is still under way; retry", request)
 	}
-	s.waiting[request] = ch
+	s.waiting[request] = c
 	term := s.term
 	s.mu.Unlock()
 	defer func() {
@@ -344,10 +379,7 @@ func (s *Service) Lock(ctx context.Context, set []byte, h *djinnpb.LockHolder, m
 		delete(s.waiting, request)
 		s.mu.Unlock()
 	}()
-	res, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LockAcquire{LockAcquire: &statepb.LockAcquire{
-		Principal: principal.From(ctx),
-		SetId:     set, Holder: hs, Mode: int32(mode), From: int32(from), Try: try, RequestId: request,
-	}}})
+	res, err := s.log.Propose(ctx, &c.cmd)
 	if err != nil {
 		return false, 0, err
 	}
@@ -359,7 +391,8 @@ func (s *Service) Lock(ctx context.Context, set []byte, h *djinnpb.LockHolder, m
 		return false, 0, nil
 	}
 	select {
-	case ev := <-ch:
+	case <-c.ready:
+		ev := s.heard(c)
 		return ev.Err == nil, ev.Fence, ev.Err
 	case <-term:
 		return false, 0, djinn.Errorf(djinn.Unavailable, "lock request %d: this node stopped leading while it waited; retry it with the same request id", request)
@@ -372,8 +405,8 @@ func (s *Service) Lock(ctx context.Context, set []byte, h *djinnpb.LockHolder, m
 		s.cfg.Logger.Warn("lock: leaving the queue failed", "request", request, "err", err)
 	}
 	select {
-	case ev := <-ch:
-		if ev.Err == nil {
+	case <-c.ready:
+		if ev := s.heard(c); ev.Err == nil {
 			if _, err := s.log.Propose(cctx, &statepb.Command{Op: &statepb.Command_LockRelease{LockRelease: &statepb.LockRelease{SetId: set, Holder: hs, Mode: int32(mode)}}}); err != nil {
 				s.cfg.Logger.Warn("lock: giving back a grant nobody waits for failed", "request", request, "err", err)
 			}
@@ -391,12 +424,23 @@ func (s *Service) Unlock(ctx context.Context, set []byte, h *djinnpb.LockHolder,
 	if err := s.leading(); err != nil {
 		return err
 	}
-	hs, err := s.holder(ctx, set, h)
+	c := new(releaseCall)
+	hs, err := s.holder(ctx, set, h, &c.own)
 	if err != nil {
 		return err
 	}
-	_, err = s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LockRelease{LockRelease: &statepb.LockRelease{SetId: set, Holder: hs, Mode: int32(m)}}})
+	c.rel = statepb.LockRelease{SetId: set, Holder: hs, Mode: int32(m)}
+	c.op.LockRelease = &c.rel
+	c.cmd.Op = &c.op
+	_, err = s.log.Propose(ctx, &c.cmd)
 	return err
+}
+
+// heard returns the event c heard.
+func (s *Service) heard(c *acquireCall) Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return c.ev
 }
 
 // DropLocks is the lock coordinator's drop_locks for transaction id of mgr
