@@ -6,6 +6,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
 // timedCall is a call context with a deadline d from now, bounded by ds.
@@ -91,4 +93,19 @@ func TestCallContextAnswered(t *testing.T) {
 			t.Error("AfterFunc on an ended context returned no stop function")
 		}
 	})
+}
+
+// TestCallPartsOneAllocation: a session call's context, the transport
+// stream in it and its reply are made in one allocation, and the context's
+// values in one more (three before, and the reply apart).
+func TestCallPartsOneAllocation(t *testing.T) {
+	ss := &session{ctx: context.Background(), values: context.Background()}
+	call := &djinnpb.SessionCall{Id: 1, Method: "/djinn.v1.LockService/Unlock"}
+	n := testing.AllocsPerRun(100, func() {
+		p := ss.callContext(call)
+		p.reply.Id = call.GetId()
+	})
+	if n > 2 {
+		t.Fatalf("a call's parts: %.0f allocations, want 2 (its parts and its context's values)", n)
+	}
 }

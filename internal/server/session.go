@@ -228,7 +228,8 @@ func (ss *session) start(c *djinnpb.SessionCall) error {
 		<-ss.slots
 		return nil
 	}
-	cc := ss.callContext(c)
+	parts := ss.callContext(c)
+	cc := &parts.ctx
 	ss.mu.Lock()
 	if _, dup := ss.calls[c.GetId()]; dup {
 		ss.mu.Unlock()
@@ -243,17 +244,27 @@ func (ss *session) start(c *djinnpb.SessionCall) error {
 	}
 	ss.wg.Add(1)
 	sc := newSessionCall()
-	sc.ss, sc.call, sc.method, sc.cc = ss, c, m, cc
+	sc.ss, sc.call, sc.method, sc.parts = ss, c, m, parts
 	ss.s.workers.run(sc.serveFn)
 	return nil
 }
 
-// callContext is the context of call c: the stream's, with c's deadline
-// and metadata, and a transport stream that keeps what the handler sets as
-// headers and trailers; and the call's end. A deadline already past ends
-// the call's context at once, as context.WithDeadline's does.
-func (ss *session) callContext(c *djinnpb.SessionCall) *callCtx {
-	cc := &callCtx{at: -1}
+// callParts are what a session call makes for itself, in one allocation:
+// its context, the transport stream in the context, and its reply.
+type callParts struct {
+	ctx    callCtx
+	stream callStream
+	reply  djinnpb.SessionReply
+}
+
+// callContext makes the parts of call c: its context, the stream's with
+// c's deadline and metadata, and a transport stream that keeps what the
+// handler sets as headers and trailers; and the call's end. A deadline
+// already past ends the call's context at once, as context.WithDeadline's
+// does.
+func (ss *session) callContext(c *djinnpb.SessionCall) *callParts {
+	p := &callParts{ctx: callCtx{at: -1}}
+	cc := &p.ctx
 	cc.deadline, _ = ss.ctx.Deadline()
 	if d := c.GetTimeoutNanos(); d > 0 {
 		now := time.Now()
@@ -270,8 +281,9 @@ func (ss *session) callContext(c *djinnpb.SessionCall) *callCtx {
 	if len(c.GetMetadata()) > 0 {
 		values = metadata.NewIncomingContext(values, withCallMetadata(ss.md, c.GetMetadata()))
 	}
-	cc.values = grpc.NewContextWithServerTransportStream(values, &callStream{method: c.GetMethod()})
-	return cc
+	p.stream.method = c.GetMethod()
+	cc.values = grpc.NewContextWithServerTransportStream(values, &p.stream)
+	return p
 }
 
 // withCallMetadata returns the stream's metadata with a call's own: a key
@@ -295,13 +307,13 @@ func withCallMetadata(stream metadata.MD, call []*djinnpb.MetadataEntry) metadat
 // once, so a call makes neither a task nor a decoder. A pooled one is
 // reachable only from its worker and from the decoder, which the generated
 // handler calls before it returns; what the call's context reaches (its
-// callStream, the context itself) is made for each call, since a context
-// may be kept beyond its call.
+// callParts: the context itself, its callStream) is made for each call,
+// since a context may be kept beyond its call.
 type sessionCall struct {
 	ss     *session
 	call   *djinnpb.SessionCall
 	method sessionMethod
-	cc     *callCtx // its context
+	parts  *callParts // its context, transport stream and reply
 
 	serveFn  func()          // serve, bound once
 	decodeFn func(any) error // decode, bound once
@@ -323,20 +335,21 @@ func newSessionCall() *sessionCall {
 // serve runs the call on a worker, returns sc to the pool and queues the
 // call's reply.
 func (sc *sessionCall) serve() {
-	ss, c, cc := sc.ss, sc.call, sc.cc
+	ss, c, p := sc.ss, sc.call, sc.parts
+	cc := &p.ctx
 	defer ss.wg.Done()
 	resp, err := ss.handle(cc, c.GetMethod(), sc.method, sc.decodeFn)
 	*sc = sessionCall{serveFn: sc.serveFn, decodeFn: sc.decodeFn}
 	sessionCalls.Put(sc)
-	r := &djinnpb.SessionReply{Id: c.GetId()}
+	r := &p.reply
+	r.Id = c.GetId()
 	if err == nil {
 		r.Response, err = marshalReply(resp)
 	}
 	if err != nil {
 		r.Status = sessionStatus(status.Convert(err))
 	}
-	cs := grpc.ServerTransportStreamFromContext(cc).(*callStream)
-	r.Header, r.Trailer = cs.entries()
+	r.Header, r.Trailer = p.stream.entries()
 	ss.endCall(cc, context.Canceled)
 	ss.mu.Lock()
 	delete(ss.calls, c.GetId())
