@@ -142,18 +142,11 @@ func NewLookupDiscoveryService(c Connector, ref djinn.Ref) *LookupDiscoveryServi
 // run it gives djinn.ErrUnsupported; one still starting, with no cluster
 // service id yet, djinn.ErrUnavailable.
 func (c *Client) LookupDiscovery(ctx context.Context) (*LookupDiscoveryService, error) {
-	st, err := djinnpb.NewAdminClient(c.cluster.cc).Status(ctx, &djinnpb.StatusRequest{})
+	st, err := c.Status(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if st.GetLds() == nil {
-		return nil, djinn.Errorf(djinn.Unsupported, "server at %s does not run the lookup discovery service (services %v)", c.addr, st.GetServices())
-	}
-	ref, err := c.statusRef("lookup discovery service", st.GetLds())
-	if err != nil {
-		return nil, err
-	}
-	return NewLookupDiscoveryService(c, ref), nil
+	return st.LookupDiscovery()
 }
 
 // Ref returns the service's reference: the source of its events.

@@ -47,18 +47,11 @@ func NewLockService(c Connector, ref djinn.Ref) *LockService {
 // lock service gives djinn.ErrUnsupported; one still starting, with no
 // cluster service id yet, djinn.ErrUnavailable.
 func (c *Client) LockService(ctx context.Context) (*LockService, error) {
-	st, err := djinnpb.NewAdminClient(c.cluster.cc).Status(ctx, &djinnpb.StatusRequest{})
+	st, err := c.Status(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if st.GetLock() == nil {
-		return nil, djinn.Errorf(djinn.Unsupported, "server at %s does not run the lock service (services %v)", c.addr, st.GetServices())
-	}
-	ref, err := c.statusRef("lock service", st.GetLock())
-	if err != nil {
-		return nil, err
-	}
-	return NewLockService(c, ref), nil
+	return st.LockService()
 }
 
 // Ref returns the service's reference.

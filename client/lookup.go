@@ -52,18 +52,11 @@ func NewRegistrar(c Connector, ref djinn.Ref) *Registrar { return &Registrar{c: 
 // lookup service gives djinn.ErrUnsupported; one still starting, with no
 // cluster service id yet, djinn.ErrUnavailable.
 func (c *Client) Lookup(ctx context.Context) (*Registrar, error) {
-	st, err := djinnpb.NewAdminClient(c.cluster.cc).Status(ctx, &djinnpb.StatusRequest{})
+	st, err := c.Status(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if st.GetLookup() == nil {
-		return nil, djinn.Errorf(djinn.Unsupported, "server at %s does not run the lookup service (services %v)", c.addr, st.GetServices())
-	}
-	ref, err := c.statusRef("lookup service", st.GetLookup())
-	if err != nil {
-		return nil, err
-	}
-	return NewRegistrar(c, ref), nil
+	return st.Lookup()
 }
 
 // Ref returns the registrar's reference: the source of its service events.

@@ -8,7 +8,6 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/backoff"
-	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
 // ErrNotReady is in the chain of the error of a server that answers but
@@ -46,21 +45,11 @@ func NotReadyServer(err error) (string, bool) {
 // /readyz has it: nil when it is, an error that is ErrNotReady when it
 // answers but is still starting, or the error of the call.
 func (c *Client) Ready(ctx context.Context) error {
-	st, err := djinnpb.NewAdminClient(c.cluster.cc).Status(ctx, &djinnpb.StatusRequest{})
+	st, err := c.Status(ctx)
 	if err != nil {
 		return err
 	}
-	if st.GetReady() {
-		return nil
-	}
-	why := "its leader's services are still starting"
-	switch id, err := djinn.IDFromBytes("service id", st.GetServiceId()); {
-	case err != nil || id.IsZero():
-		why = "its cluster has no service id yet (its first leader gives it one once elected; a server started with --bootstrap=false, once added to a cluster)"
-	case st.GetLeaderId() == "" && st.GetState() != "Leader":
-		why = "it knows no leader (electing, or without a quorum)"
-	}
-	return notReady(c.addr, "server at %s is still starting: %s; retry once its /readyz answers ready", c.addr, why)
+	return st.Ready()
 }
 
 // WaitReady calls find until it returns anything but ErrNotReady, waiting

@@ -45,6 +45,51 @@ func TestReady(t *testing.T) {
 	notReadyYet(t)
 }
 
+// TestStatus: one Status answer says whether the server is ready and
+// names each service it runs, as the Client's finders do; on a server
+// still starting, it says not ready, and names no service.
+func TestStatus(t *testing.T) {
+	s := servertest.Start(t, servertest.Config(t))
+	c := servertest.Dial(t, s.Addr())
+	st, err := c.Status(t.Context())
+	if err != nil || st.Ready() != nil || st.Proto().GetNodeId() != s.NodeID() {
+		t.Fatalf("Status of a started server: %v, %v", st, err)
+	}
+	m, err := st.TransactionManager()
+	if want, werr := c.TransactionManager(t.Context()); err != nil || werr != nil || !m.Equal(want) {
+		t.Errorf("transaction manager %v, %v; the client finds %v, %v", m, err, want, werr)
+	}
+	refs := map[string]func() (djinn.Ref, error){
+		"lock service":             func() (djinn.Ref, error) { l, err := st.LockService(); return refOf(l, err) },
+		"lookup service":           func() (djinn.Ref, error) { r, err := st.Lookup(); return refOf(r, err) },
+		"lookup discovery service": func() (djinn.Ref, error) { d, err := st.LookupDiscovery(); return refOf(d, err) },
+	}
+	for what, ref := range refs {
+		if r, err := ref(); err != nil || r.Service != m.Ref().Service || r.Endpoint != s.Addr() {
+			t.Errorf("%s: %v, %v; want the cluster's service id, at %s", what, r, err, s.Addr())
+		}
+	}
+
+	cfg := servertest.Config(t)
+	cfg.Cluster.Bootstrap = false
+	cfg.Security.JoinSecretFile = servertest.SecretFile(s)
+	starting := servertest.Open(t, cfg)
+	st, err = servertest.Dial(t, starting.Addr()).Status(t.Context())
+	if err != nil || !errors.Is(st.Ready(), client.ErrNotReady) {
+		t.Fatalf("Status of a server waiting to be added: %v, %v; want it not ready", st, err)
+	}
+	if l, err := st.LockService(); !errors.Is(err, client.ErrNotReady) {
+		t.Errorf("lock service of a server waiting to be added: %v, %v; want not ready", l, err)
+	}
+}
+
+func refOf(s interface{ Ref() djinn.Ref }, err error) (djinn.Ref, error) {
+	if err != nil {
+		return djinn.Ref{}, err
+	}
+	return s.Ref(), nil
+}
+
 // TestWaitReady: WaitReady asks again, with a backoff, while the server is
 // still starting; WaitStarted also while it does not answer at all (not
 // listening yet). Each says once what it waits for; it stops at the first

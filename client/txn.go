@@ -75,18 +75,11 @@ func NewTransactionManager(c Connector, ref djinn.Ref) *TransactionManager {
 // manager gives djinn.ErrUnsupported; one still starting, that has no
 // cluster service id yet, djinn.ErrUnavailable.
 func (c *Client) TransactionManager(ctx context.Context) (*TransactionManager, error) {
-	st, err := djinnpb.NewAdminClient(c.cluster.cc).Status(ctx, &djinnpb.StatusRequest{})
+	st, err := c.Status(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if st.GetTxn() == nil {
-		return nil, djinn.Errorf(djinn.Unsupported, "server at %s does not run the transaction manager (services %v)", c.addr, st.GetServices())
-	}
-	ref, err := c.statusRef("transaction manager", st.GetTxn())
-	if err != nil {
-		return nil, err
-	}
-	return NewTransactionManager(c, ref), nil
+	return st.TransactionManager()
 }
 
 // Ref returns the manager's reference.
