@@ -55,15 +55,19 @@ func (g *globals) dialReady(cmd *cobra.Command) (*client.Client, error) {
 	return c, nil
 }
 
-// serving is find once c's server is ready: for a service only a serving
-// leader answers, found through the server's status, whose reference a
-// server has a moment before its leader serves.
-func serving[T any](c *client.Client, find func(context.Context) (T, error)) func(context.Context) (T, error) {
+// serving finds a service of c's server once the server is ready, from
+// one status per try: for a service only a serving leader answers, whose
+// reference a server's status has a moment before its leader serves.
+func serving[T any](c *client.Client, find func(*client.Status) (T, error)) func(context.Context) (T, error) {
 	return func(ctx context.Context) (T, error) {
-		if err := c.Ready(ctx); err != nil {
+		st, err := c.Status(ctx)
+		if err == nil {
+			err = st.Ready()
+		}
+		if err != nil {
 			var zero T
 			return zero, err
 		}
-		return find(ctx)
+		return find(st)
 	}
 }

@@ -2,14 +2,18 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
@@ -124,5 +128,44 @@ func TestNotReadyHint(t *testing.T) {
 	}
 	if want := "djinn status --server " + s.Addr(); !strings.Contains(err.Error(), want) {
 		t.Errorf("hinted error %q: want %q", err, want)
+	}
+}
+
+// TestServingAsksStatusOnce: serving finds a service with one Status call
+// per try — readiness and the reference come from one answer — whether
+// the server is ready (the service found) or still starting (not ready,
+// naming the server).
+func TestServingAsksStatusOnce(t *testing.T) {
+	first := servertest.Start(t, servertest.Config(t))
+	cfg := servertest.Config(t)
+	cfg.Cluster.Bootstrap = false
+	cfg.Security.JoinSecretFile = servertest.SecretFile(first)
+	starting := servertest.Open(t, cfg)
+	for _, tc := range []struct {
+		name string
+		addr string
+		want error
+	}{
+		{"ready", first.Addr(), nil},
+		{"still starting", starting.Addr(), client.ErrNotReady},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls atomic.Int32
+			count := grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+				if strings.HasSuffix(method, "/Status") {
+					calls.Add(1)
+				}
+				return invoke(ctx, method, req, reply, cc, opts...)
+			})
+			c := servertest.Dial(t, tc.addr, client.WithDialOptions(count))
+			calls.Store(0)
+			m, err := serving(c, (*client.Status).TransactionManager)(t.Context())
+			if !errors.Is(err, tc.want) || (err == nil && m.Ref().Service.IsZero()) {
+				t.Fatalf("serving: %v, %v; want %v", m, err, tc.want)
+			}
+			if n := calls.Load(); n != 1 {
+				t.Errorf("%d Status calls for one try, want 1", n)
+			}
+		})
 	}
 }
