@@ -20,7 +20,70 @@ import (
 const leaderFirst = "djinn_leader_first"
 
 func init() {
-	balancer.Register(base.NewBalancerBuilder(leaderFirst, pickerBuilder{}, base.Config{}))
+	balancer.Register(readyBuilder{base.NewBalancerBuilder(leaderFirst, pickerBuilder{}, base.Config{})})
+}
+
+// readyBuilder builds gRPC's base balancer with the picker below, and
+// keeps its cluster's map of the members that are up (cluster.ready) true
+// to every picker the balancer sets, the error picker of a cluster with
+// no member up included (the picker builder is not asked for that one),
+// and empties it when the balancer closes (the connection went idle or
+// closed): a leader whose connection failed is never read as up.
+type readyBuilder struct{ balancer.Builder }
+
+func (b readyBuilder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balancer.Balancer {
+	rc := &readyConn{ClientConn: cc}
+	return &readyBalancer{Balancer: b.Builder.Build(rc, opts), cc: rc}
+}
+
+// readyBalancer learns its cluster from the addresses it is given.
+type readyBalancer struct {
+	balancer.Balancer
+	cc *readyConn
+}
+
+func (b *readyBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
+	for _, a := range s.ResolverState.Addresses {
+		if cl := clusterOf(a); cl != nil {
+			b.cc.cl = cl
+			break
+		}
+	}
+	return b.Balancer.UpdateClientConnState(s)
+}
+
+func (b *readyBalancer) Close() {
+	b.Balancer.Close()
+	b.cc.setReady(map[string]bool{})
+}
+
+// readyConn passes the balancer's pickers on, first setting the cluster's
+// map of members up from each. gRPC calls a balancer, and so this, from
+// one goroutine at a time.
+type readyConn struct {
+	balancer.ClientConn
+	cl *cluster
+}
+
+func (c *readyConn) UpdateState(s balancer.State) {
+	ready := map[string]bool{}
+	if p, ok := s.Picker.(*picker); ok {
+		for addr := range p.byAddr {
+			ready[addr] = true
+		}
+	}
+	c.setReady(ready)
+	c.ClientConn.UpdateState(s)
+}
+
+func (c *readyConn) setReady(ready map[string]bool) {
+	if c.cl == nil {
+		return
+	}
+	c.cl.ready.Store(&ready)
+	if c.cl.onReady != nil {
+		c.cl.onReady(ready)
+	}
 }
 
 // clusterKey carries a member address's cluster in its attributes, so the
@@ -60,17 +123,12 @@ func (pickerBuilder) Build(info base.PickerBuildInfo) balancer.Picker {
 		return base.NewErrPicker(balancer.ErrNoSubConnAvailable)
 	}
 	p := &picker{byAddr: make(map[string]balancer.SubConn, len(info.ReadySCs))}
-	ready := make(map[string]bool, len(info.ReadySCs))
 	for sc, sci := range info.ReadySCs {
 		p.all = append(p.all, sc)
 		p.byAddr[sci.Address.Addr] = sc
-		ready[sci.Address.Addr] = true
 		if cl := clusterOf(sci.Address); cl != nil {
 			p.cl = cl
 		}
-	}
-	if p.cl != nil {
-		p.cl.ready.Store(&ready)
 	}
 	return p
 }

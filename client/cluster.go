@@ -107,8 +107,11 @@ type cluster struct {
 	kick  chan struct{} // asks for a refresh now
 
 	leader atomic.Pointer[string]          // the leader's endpoint, as last heard
-	ready  atomic.Pointer[map[string]bool] // the addresses whose connection is up (from the picker)
+	ready  atomic.Pointer[map[string]bool] // the addresses whose connection is up (from the balancer)
 	plain  atomic.Bool                     // the endpoints serve no member list: not a djinn cluster
+	// onReady, when set before the connection connects (tests), hears
+	// each new map of the addresses up.
+	onReady func(ready map[string]bool)
 
 	mu       sync.Mutex
 	id       djinn.ID   // guarded by mu: zero until the member list names it
