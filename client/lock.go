@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/proto/djinnpb"
@@ -32,6 +35,14 @@ type LockService struct {
 	c   Connector
 	ref djinn.Ref
 	rpc djinnpb.LockServiceClient // when set, calls go to it in process (tests)
+
+	last atomic.Pointer[lockClient] // the client of the connection calls went on last
+}
+
+// lockClient is the generated client of one connection.
+type lockClient struct {
+	cc  *grpc.ClientConn
+	rpc djinnpb.LockServiceClient
 }
 
 // NewLockService returns a client for the lock service named by ref (the
@@ -74,7 +85,12 @@ func (s *LockService) client() (djinnpb.LockServiceClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return djinnpb.NewLockServiceClient(cc), nil
+	if l := s.last.Load(); l != nil && l.cc == cc {
+		return l.rpc, nil
+	}
+	l := &lockClient{cc: cc, rpc: djinnpb.NewLockServiceClient(cc)}
+	s.last.Store(l)
+	return l.rpc, nil
 }
 
 // LockSetOptions are CreateSet's choices.

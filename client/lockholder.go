@@ -161,7 +161,9 @@ func (h LockHolder) proto(ctx context.Context) (*djinnpb.LockHolder, error) {
 	}
 	switch h.kind {
 	case holderOwner:
-		return &djinnpb.LockHolder{Owner: h.owner[:]}, nil
+		o := &ownerProto{id: h.owner}
+		o.pb.Owner = o.id[:]
+		return &o.pb, nil
 	case holderTxn:
 		return txnRefProto(h.tx), nil
 	case holderSeenOwner:
@@ -177,6 +179,13 @@ func (h LockHolder) proto(ctx context.Context) (*djinnpb.LockHolder, error) {
 			"name an owner (HeldByOwner) or a transaction (HeldByTransaction), or call within one (WithTransaction)")
 	}
 	return nil, nil
+}
+
+// ownerProto is an owner holder as a call sends it, with the cookie its
+// Owner field points at: one allocation.
+type ownerProto struct {
+	pb djinnpb.LockHolder
+	id djinn.ID
 }
 
 func txnRefProto(tx *Transaction) *djinnpb.LockHolder {
