@@ -25,7 +25,9 @@ import (
 //	             clients spread evenly over them: hand-offs of different
 //	             locks may share the log's appends
 //	sets         Sets lock sets, each with one W lock held by one of a few
-//	             owners (one per client), then the server's resident memory
+//	             owners (one per client), then the server's resident memory,
+//	             its live heap, and its peak resident memory through a
+//	             forced snapshot
 //
 // The bench checks mutual exclusion with the fencing tokens while it
 // measures: a set's grants are numbered, so a grant whose fence is not
@@ -355,7 +357,36 @@ func (r *lockRun) sets(ctx context.Context, clients int) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return r.setsResult(ctx, clients, setup, p0, p1, first.Load()), nil
+	res := r.setsResult(ctx, clients, setup, p0, p1, first.Load())
+	return res, r.setsSnapshot(ctx, &res)
+}
+
+// setsSnapshot adds to res the server's live heap holding the sets, then
+// has it take a snapshot of them and adds the snapshot's size and time and
+// the server's peak resident memory, the snapshot included.
+func (r *lockRun) setsSnapshot(ctx context.Context, res *Result) error {
+	const mb = 1 << 20
+	m1, err := readMemory(ctx, r.Admin, true)
+	if err != nil {
+		return err
+	}
+	r.env.progress("sets: live heap %.1f MB; taking a snapshot", m1.live/mb)
+	start := time.Now()
+	var size countWriter
+	if _, err := r.conns.clients[0].SaveSnapshot(ctx, &size); err != nil {
+		return fmt.Errorf("force a snapshot: %w", err)
+	}
+	took := time.Since(start)
+	m2, err := readMemory(ctx, r.Admin, true)
+	if err != nil {
+		return err
+	}
+	res.Figures = append(res.Figures, fig("live heap", m1.live/mb, "MB"),
+		fig("live heap per set", m1.live/float64(r.Sets), "B"),
+		fig("snapshot", float64(size)/mb, "MB"), fig("snapshot time", took.Seconds(), "s"),
+		fig("live heap after the snapshot", m2.live/mb, "MB"),
+		fig("peak RSS (snapshot included)", m2.peakRSS/mb, "MB"))
+	return nil
 }
 
 // lockedSet creates a set and locks it for owner; it returns the grant's
