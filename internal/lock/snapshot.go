@@ -29,27 +29,44 @@ func (t *Table) Export() Snapshot {
 // not check that the snapshot is a state the table could have reached
 // (that no two holders conflict, say).
 func Import(snap Snapshot) (*Table, error) {
-	t := New()
-	groups := map[uint64]*group{}
+	im := newImporter()
 	for _, ss := range snap.Sets {
-		if err := t.importSet(ss, groups); err != nil {
+		if err := im.add(ss); err != nil {
 			return nil, err
 		}
 	}
-	for _, g := range groups {
+	return im.finish(), nil
+}
+
+// importer builds a table from a snapshot's sets one at a time, as a
+// restore decodes them: each set, with its holders and its waiting
+// requests, goes into the table as it comes.
+type importer struct {
+	t      *Table
+	groups map[uint64]*group // by the smallest id of the group
+}
+
+func newImporter() *importer { return &importer{t: New(), groups: map[uint64]*group{}} }
+
+// add imports set ss.
+func (im *importer) add(ss SetState) error {
+	if err := im.t.importSet(ss, im.groups); err != nil {
+		return err
+	}
+	return im.t.importWaiters(ss)
+}
+
+// finish returns the table: a set alone in its group is related to none.
+func (im *importer) finish() *Table {
+	for _, g := range im.groups {
 		slices.Sort(g.members)
 		if len(g.members) == 1 {
-			s := t.sets[g.members[0]]
+			s := im.t.sets[g.members[0]]
 			s.more.group = nil
-			s.setQueue(nil)
+			s.setQueue(s.queue()) // drops more if no request waits
 		}
 	}
-	for _, ss := range snap.Sets {
-		if err := t.importWaiters(ss); err != nil {
-			return nil, err
-		}
-	}
-	return t, nil
+	return im.t
 }
 
 func (t *Table) importSet(ss SetState, groups map[uint64]*group) error {
@@ -63,19 +80,9 @@ func (t *Table) importSet(ss SetState, groups map[uint64]*group) error {
 		return djinn.Errorf(djinn.InvalidArgument, "snapshot: lock set %d: fence %d: too large", ss.ID, ss.Fence)
 	}
 	s := &set{txn: ss.Transactional, fence: ss.Fence}
-	gid := ss.Group
-	if gid == 0 {
-		gid = ss.ID
+	if err := t.importGroup(ss, s, groups); err != nil {
+		return err
 	}
-	g, ok := groups[gid]
-	if !ok {
-		g = &group{}
-		groups[gid] = g
-	} else if first := t.sets[g.members[0]]; first.txn != s.txn {
-		return djinn.Errorf(djinn.InvalidArgument, "snapshot: lock set %d: %s, but its group %d holds %s sets", ss.ID, kindName(s.txn), ss.Group, kindName(first.txn))
-	}
-	g.members = append(g.members, ss.ID)
-	s.more = &setMore{group: g}
 	t.sets[ss.ID] = s
 	seen := map[uint64]bool{}
 	for _, hi := range ss.Holders {
@@ -112,6 +119,37 @@ func (t *Table) importSet(ss SetState, groups map[uint64]*group) error {
 		s.holders = slices.Insert(s.holders, i, holding{p: p, idx: len(p.sets), grants: grants})
 		p.sets = append(p.sets, ss.ID)
 	}
+	return nil
+}
+
+// importGroup puts s, set ss, in its related group. A set that names
+// itself (or none) as its group stays alone until another names it: most
+// sets are alone, and cost no group while the snapshot is read.
+func (t *Table) importGroup(ss SetState, s *set, groups map[uint64]*group) error {
+	gid := ss.Group
+	if gid == 0 {
+		gid = ss.ID
+	}
+	g, ok := groups[gid]
+	if !ok && gid == ss.ID {
+		return nil
+	}
+	if !ok {
+		g = &group{}
+		if lead, ok := t.sets[gid]; ok && (lead.more == nil || lead.more.group == nil) {
+			// The set named is its own group's: it leads this one.
+			g.members = []uint64{gid}
+			lead.ensureMore().group = g
+		}
+		groups[gid] = g
+	}
+	if len(g.members) > 0 {
+		if first := t.sets[g.members[0]]; first.txn != s.txn {
+			return djinn.Errorf(djinn.InvalidArgument, "snapshot: lock set %d: %s, but its group %d holds %s sets", ss.ID, kindName(s.txn), ss.Group, kindName(first.txn))
+		}
+	}
+	g.members = append(g.members, ss.ID)
+	s.more = &setMore{group: g}
 	return nil
 }
 

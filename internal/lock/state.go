@@ -38,8 +38,8 @@ type State struct {
 	// id: a waiter counts towards its principal's quota.
 	waiting map[uint64]string
 
-	// restoring gathers the snapshot records until the last.
-	restoring []byte
+	// restoring is the snapshot restore under way, if any.
+	restoring *restoring
 
 	leases *lease.Table
 	// notify, when set, hears what became of waiting requests. It is
