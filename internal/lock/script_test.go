@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -17,16 +18,24 @@ import (
 	"github.com/djinn-go/djinn/proto/statepb"
 )
 
-// TestScripts runs the lock protocol scripts under testdata/: the
-// commands the lock service logs, applied to its replicated state, each
+// TestScripts runs the lock protocol scripts, testdata/*.txt (the fuzz
+// corpus beside them is no script): the commands the lock service logs, applied to its replicated state, each
 // followed by what it answered, which waiting requests it granted, and the
 // set after it. Rewrite the expected output with -rewrite.
 func TestScripts(t *testing.T) {
-	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
-		w := &lockWorld{log: statetest.For(newLockState), names: map[djinn.ID]string{}, reqs: map[uint64]string{}}
-		w.log.State.SetNotify(func(evs []lock.Event) { w.events = append(w.events, evs...) })
-		datadriven.RunTest(t, path, w.run)
-	})
+	paths, err := filepath.Glob("testdata/*.txt")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no scripts under testdata: %v", err)
+	}
+	for _, path := range paths {
+		t.Run(filepath.Base(path), func(t *testing.T) { runScript(t, path) })
+	}
+}
+
+func runScript(t *testing.T, path string) {
+	w := &lockWorld{log: statetest.For(newLockState), names: map[djinn.ID]string{}, reqs: map[uint64]string{}}
+	w.log.State.SetNotify(func(evs []lock.Event) { w.events = append(w.events, evs...) })
+	datadriven.RunTest(t, path, w.run)
 }
 
 // lockWorld is the lock service's state over a log. Sets and owners are
