@@ -1,12 +1,9 @@
 package lock
 
 import (
-	"google.golang.org/protobuf/proto"
-
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/quota"
 	"github.com/djinn-go/djinn/internal/state"
-	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
 
@@ -31,13 +28,8 @@ func (s *State) Part() state.Part {
 			state.On(func(_ int64, c *statepb.LockDrop) any { return s.ApplyDrop(c) }),
 		},
 		Records: []state.Record{state.Restores(s.Restore)},
-		Snapshot: func() (state.Dump, error) {
-			snap := s.export() // now, between applies; encoded while they go on
-			return func(emit func(proto.Message) error) error {
-				return snap.encode(wire.RecordSize, func(r *statepb.LockRecord) error { return emit(r) })
-			}, nil
-		},
-		Reset: s.Reset,
+		View:    s.View, // taken between applies; written while they go on
+		Reset:   s.Reset,
 		Leases: []state.LeaseKind{
 			{Kind: SetLeaseKind, Name: "lock set", Quota: quota.LockSets, Ended: s.LeaseEnded},
 			{Kind: OwnerLeaseKind, Name: "lock owner", Quota: quota.LockOwners, Ended: s.LeaseEnded},

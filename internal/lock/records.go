@@ -54,29 +54,41 @@ func (s *State) export() snapshot {
 			snap.Sets = append(snap.Sets, snapSet{ID: in.id, Cookie: in.cookie, Table: uint64(tid)})
 		}
 	}
-	snap.FreeSets = slices.Clone(s.freeSets)
-	snap.Waiting = maps.Clone(s.waiting)
+	rest := s.exportRest()
+	snap.FreeSets, snap.Waiting, snap.Recent = rest.FreeSets, rest.Waiting, rest.Recent
 	for id, n := range s.holders {
-		h := snapHolder{ID: id}
-		if n.isTxn {
-			k := n.txn
-			h.Txn = &k
-			if !n.secret.IsZero() {
-				sec := n.secret
-				h.Secret = &sec
-			}
-		} else {
-			h.Owner = n.owner
-		}
-		snap.Holders = append(snap.Holders, h)
+		snap.Holders = append(snap.Holders, holderSnap(id, n))
 	}
 	slices.SortFunc(snap.Holders, func(a, b snapHolder) int { return cmpUint(a.ID, b.ID) })
+	return snap
+}
+
+// exportRest copies the free table ids, the waiting requests' principals
+// and the recent grants.
+func (s *State) exportRest() snapshot {
+	snap := snapshot{FreeSets: slices.Clone(s.freeSets), Waiting: maps.Clone(s.waiting)}
 	n := len(s.recent.order)
 	for i := range n {
 		req := s.recent.order[(s.recent.head+i)%n]
 		snap.Recent = append(snap.Recent, req, s.recent.fence[req])
 	}
 	return snap
+}
+
+// holderSnap is holder id's name as a snapshot holds it.
+func holderSnap(id uint64, n holderName) snapHolder {
+	h := snapHolder{ID: id}
+	if n.isTxn {
+		k := n.txn
+		h.Txn = &k
+		if !n.secret.IsZero() {
+			sec := n.secret
+			h.Secret = &sec
+		}
+	} else {
+		h.Owner = n.owner
+	}
+	return h
 }
 
 func cmpUint(a, b uint64) int {
@@ -94,6 +106,7 @@ func (s *State) Reset() {
 	s.stopRestore()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.epoch++ // views of the state before see it no more
 	s.table, s.nextSet, s.nextID = New(), 0, 0
 	s.sets, s.setInfo, s.freeSets = map[djinn.ID]uint64{}, []setInfo{{}}, nil
 	s.owners, s.txns, s.holders = map[djinn.ID]uint64{}, map[TxnKey]uint64{}, map[uint64]holderName{}

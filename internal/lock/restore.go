@@ -113,6 +113,7 @@ type staged struct {
 func (s *State) install(st *staged) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.epoch++
 	s.table, s.nextSet, s.nextID = st.im.t, st.nextSet, st.nextID
 	s.sets, s.setInfo, s.freeSets = st.sets, st.setInfo, st.freeSets
 	s.owners, s.txns, s.holders = st.owners, st.txns, st.holders

@@ -40,6 +40,10 @@ type State struct {
 
 	// restoring is the snapshot restore under way, if any.
 	restoring *restoring
+	// views are the open views of the state (view.go); epoch counts the
+	// states it was replaced by (Reset, a restore), whose views end.
+	views []*stateView
+	epoch uint64
 
 	leases *lease.Table
 	// notify, when set, hears what became of waiting requests. It is
@@ -252,6 +256,7 @@ func (s *State) ApplyCreateSet(c *statepb.LockCreateSet) error {
 		s.setInfo = append(s.setInfo, setInfo{})
 	}
 	s.sets[id] = tid
+	s.nameChanging(tid)
 	s.setInfo[tid] = setInfo{id: id, cookie: cookie}
 	return nil
 }
@@ -302,6 +307,7 @@ func (s *State) holderLocked(h *statepb.LockHolderState) (Holder, error) {
 		out := Holder{Txn: true, ID: s.txnIDLocked(TxnKeyOf(h.GetManager(), h.GetTxn()))}
 		if n := s.holders[out.ID]; n.secret.IsZero() && len(h.GetSecret()) == len(n.secret) {
 			copy(n.secret[:], h.GetSecret())
+			s.holderChanging(out.ID)
 			s.holders[out.ID] = n
 		}
 		for i, a := range h.GetAncestorIds() {
@@ -460,6 +466,7 @@ func (s *State) ApplyTxnEnd(c *statepb.LockTxnEnd) {
 		evs = s.effectsLocked(e, djinn.Errorf(djinn.TransactionRolledBack, "transaction %d: aborted while its lock request waited", c.GetTxn()))
 	}
 	delete(s.txns, k)
+	s.holderChanging(id)
 	delete(s.holders, id)
 }
 
@@ -503,6 +510,7 @@ func (s *State) LeaseEnded(o lease.Owner) {
 			return
 		}
 		delete(s.sets, o.ID)
+		s.nameChanging(tid)
 		s.setInfo[tid] = setInfo{}
 		s.freeSets = append(s.freeSets, tid)
 		evs = s.effectsLocked(Effects{Cancelled: cancelled}, unknownSet(o.ID))
@@ -516,6 +524,7 @@ func (s *State) LeaseEnded(o lease.Owner) {
 			evs = s.effectsLocked(e, djinn.Errorf(djinn.UnknownLease, "lock %s: its lease ended while its request waited", ownerName(o.ID)))
 		}
 		delete(s.owners, o.ID)
+		s.holderChanging(id)
 		delete(s.holders, id)
 	}
 }

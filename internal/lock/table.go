@@ -19,6 +19,10 @@ type Table struct {
 	sets    map[uint64]*set
 	parties map[partyKey]*party
 	waiting map[uint64]*waiter // by request id
+	// gen counts the views taken; views are those still open (see
+	// view.go).
+	gen   uint32
+	views []*tableView
 }
 
 // New returns an empty table.
@@ -52,6 +56,9 @@ type set struct {
 	// txn is set for a transactional lock set (spec 2.4): every holder
 	// is a transaction.
 	txn bool
+	// gen is the table's gen when the set was made or last changed: the
+	// views taken after it see the set as it is until it changes.
+	gen uint32
 }
 
 type setMore struct {
@@ -277,7 +284,7 @@ func (t *Table) CreateSet(id, related uint64, transactional bool) error {
 	if _, ok := t.sets[id]; ok {
 		return djinn.Errorf(djinn.InvalidArgument, "lock set %d: already exists", id)
 	}
-	s := &set{txn: transactional}
+	s := &set{txn: transactional, gen: t.gen}
 	if related != 0 {
 		r, ok := t.sets[related]
 		if !ok {
@@ -286,6 +293,7 @@ func (t *Table) CreateSet(id, related uint64, transactional bool) error {
 		if r.txn != transactional {
 			return djinn.Errorf(djinn.InvalidArgument, "related lock set %d: %s, but set %d is to be %s", related, kindName(r.txn), id, kindName(transactional))
 		}
+		t.touchGroup(related, r)
 		g := r.ensureMore().group
 		if g == nil {
 			g = &group{members: []uint64{related}}
@@ -313,6 +321,7 @@ func (t *Table) RemoveSet(id uint64) ([]uint64, error) {
 	if err != nil {
 		return nil, err
 	}
+	t.touchGroup(id, s)
 	var cancelled []uint64
 	var parties []*party
 	for _, w := range s.queue() {
@@ -409,6 +418,7 @@ func (t *Table) Acquire(r Request) (Result, error) {
 		return Result{}, err
 	}
 	t.link(p)
+	t.touch(r.Set, s)
 	s.setQueue(append(s.queue(), w))
 	t.waiting[w.id] = w
 	p.addWait(w)
@@ -463,6 +473,7 @@ func (t *Table) Release(id uint64, holder Holder, m Mode) ([]Grant, error) {
 		return nil, err
 	}
 	i, _ := s.find(k)
+	t.touch(id, s)
 	h := &s.holders[i]
 	p := h.p
 	h.removeNewest(m)
@@ -559,6 +570,7 @@ func (t *Table) clear(p *party, only []uint64, e *Effects) []uint64 {
 // grant gives p a lock in mode m in set sid, giving up one in from if from
 // is not 0, and returns its fence.
 func (t *Table) grant(sid uint64, s *set, p *party, m, from Mode) uint64 {
+	t.touch(sid, s)
 	if !plantedStaleFence || s.fence == 0 {
 		s.fence++
 	}
@@ -578,6 +590,7 @@ func (t *Table) grant(sid uint64, s *set, p *party, m, from Mode) uint64 {
 // dropHolding removes holding i of set sid, and the set from its party's
 // list. The caller forgets the party if it may now be idle.
 func (t *Table) dropHolding(sid uint64, s *set, i int) {
+	t.touch(sid, s)
 	h := s.holders[i]
 	p := h.p
 	last := len(p.sets) - 1
@@ -601,6 +614,7 @@ func (t *Table) dropHolding(sid uint64, s *set, i int) {
 // unqueue removes waiting request w from set s. The caller forgets w's
 // party if it may now be idle.
 func (t *Table) unqueue(s *set, w *waiter) {
+	t.touch(w.set, s)
 	q := s.queue()
 	if i := slices.Index(q, w); i >= 0 {
 		s.setQueue(slices.Delete(q, i, i+1))
