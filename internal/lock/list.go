@@ -3,7 +3,7 @@ package lock
 // Sets returns every lock set as Describe shows it, by table order.
 func (s *State) Sets() []SetView {
 	s.mu.Lock()
-	ids := make([][]byte, 0, len(s.sets))
+	ids := make([][]byte, 0, s.sets.Len())
 	for _, tid := range s.table.sortedSets() {
 		id := s.setInfo[tid].id
 		ids = append(ids, id[:])

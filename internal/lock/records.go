@@ -108,7 +108,7 @@ func (s *State) Reset() {
 	defer s.mu.Unlock()
 	s.epoch++ // views of the state before see it no more
 	s.table, s.nextSet, s.nextID = New(), 0, 0
-	s.sets, s.setInfo, s.freeSets = map[djinn.ID]uint64{}, []setInfo{{}}, nil
+	s.sets, s.setInfo, s.freeSets = s.newSetIndex(), []setInfo{{}}, nil
 	s.owners, s.txns, s.holders = map[djinn.ID]uint64{}, map[TxnKey]uint64{}, map[uint64]holderName{}
 	s.recent = recentGrants{}
 	s.waiting = map[uint64]string{}

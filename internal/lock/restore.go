@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"strings"
 
 	"github.com/djinn-go/djinn"
@@ -66,8 +67,7 @@ func (s *State) Restore(r *statepb.LockRecord) error {
 	if res.err != nil {
 		return res.err
 	}
-	s.install(res.st)
-	return nil
+	return s.install(res.st)
 }
 
 // abandon forgets restore rs if it is the one under way.
@@ -94,7 +94,6 @@ func (s *State) stopRestore() {
 // staged is a state decoded from a snapshot, not yet in place.
 type staged struct {
 	im       *importer
-	sets     map[djinn.ID]uint64
 	setInfo  []setInfo
 	far      map[uint64]setInfo // names of sets past setInfo's end, until NextSet is known
 	maxSet   snapSet            // the set with the highest table id
@@ -109,13 +108,23 @@ type staged struct {
 	waiting  map[uint64]string
 }
 
-// install puts st in place of the state.
-func (s *State) install(st *staged) {
+// install puts st in place of the state. It indexes the sets by id, and
+// refuses a set id named twice.
+func (s *State) install(st *staged) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.epoch++
 	s.table, s.nextSet, s.nextID = st.im.t, st.nextSet, st.nextID
-	s.sets, s.setInfo, s.freeSets = st.sets, st.setInfo, st.freeSets
+	s.sets, s.setInfo, s.freeSets = s.newSetIndex(), st.setInfo, st.freeSets
+	for tid, in := range s.setInfo {
+		if in.id.IsZero() {
+			continue
+		}
+		if _, dup := s.sets.Find(in.id); dup {
+			return snapErr("set %s appears twice", in.id)
+		}
+		s.sets.Insert(uint32(tid))
+	}
 	s.owners, s.txns, s.holders = st.owners, st.txns, st.holders
 	s.recent = recentGrants{}
 	for i := 0; i < len(st.recent); i += 2 {
@@ -126,6 +135,7 @@ func (s *State) install(st *staged) {
 		s.waiting[id] = p
 		s.leases.Quotas().Add(p, quota.LockWaiters, 1)
 	}
+	return nil
 }
 
 func snapErr(format string, args ...any) error {
@@ -138,7 +148,7 @@ func snapErr(format string, args ...any) error {
 func decodeSnapshot(r io.Reader) (*staged, error) { return newDocDecoder(r).decode() }
 
 func newDocDecoder(r io.Reader) *docDecoder {
-	return &docDecoder{dec: json.NewDecoder(r), st: &staged{im: newImporter(), sets: map[djinn.ID]uint64{},
+	return &docDecoder{dec: json.NewDecoder(r), st: &staged{im: newImporter(),
 		setInfo: []setInfo{{}}, far: map[uint64]setInfo{}, owners: map[djinn.ID]uint64{}, txns: map[TxnKey]uint64{},
 		holders: map[uint64]holderName{}, waiting: map[uint64]string{}}}
 }
@@ -286,10 +296,9 @@ func (st *staged) addSet(ss snapSet) error {
 	if ss.ID.IsZero() {
 		return snapErr("a set with the zero id")
 	}
-	if ss.Table == 0 {
-		return snapErr("set %s has table id 0", ss.ID)
+	if ss.Table == 0 || ss.Table > math.MaxUint32 {
+		return snapErr("set %s has table id %d: want 1 to %d", ss.ID, ss.Table, uint32(math.MaxUint32))
 	}
-	st.sets[ss.ID] = ss.Table
 	st.nSets++
 	if ss.Table > st.maxSet.Table {
 		st.maxSet = ss

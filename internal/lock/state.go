@@ -4,12 +4,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/quota"
+	"github.com/djinn-go/djinn/internal/slab"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
@@ -22,7 +24,9 @@ type State struct {
 	mu sync.Mutex
 	// Guarded by mu.
 	table *Table
-	sets  map[djinn.ID]uint64 // set id → table id
+	// sets finds a set's table id by its id: the index holds table ids
+	// alone, and reads their set ids from setInfo.
+	sets *slab.Index[djinn.ID]
 	// setInfo holds each set's names by table id (index 0 unused); the
 	// ids of removed sets are in freeSets, taken again last-freed first, so
 	// the slice stays as long as the most sets ever live at once.
@@ -135,8 +139,15 @@ func (r *recentGrants) add(req, fence uint64) {
 
 // NewState returns an empty state whose set and owner leases live in t.
 func NewState(t *lease.Table) *State {
-	return &State{table: New(), sets: map[djinn.ID]uint64{}, setInfo: []setInfo{{}},
+	s := &State{table: New(), setInfo: []setInfo{{}},
 		owners: map[djinn.ID]uint64{}, txns: map[TxnKey]uint64{}, holders: map[uint64]holderName{}, waiting: map[uint64]string{}, leases: t}
+	s.sets = s.newSetIndex()
+	return s
+}
+
+// newSetIndex returns an empty index of the sets by id, over setInfo.
+func (s *State) newSetIndex() *slab.Index[djinn.ID] {
+	return slab.NewIndex(func(tid uint32) djinn.ID { return s.setInfo[tid].id })
 }
 
 // SetNotify sets the function that hears what became of waiting requests.
@@ -209,11 +220,11 @@ func (s *State) setLocked(b []byte) (uint64, djinn.ID, error) {
 	if err != nil {
 		return 0, id, err
 	}
-	tid, ok := s.sets[id]
+	tid, ok := s.sets.Find(id)
 	if !ok {
 		return 0, id, unknownSet(id)
 	}
-	return tid, id, nil
+	return uint64(tid), id, nil
 }
 
 // ApplyCreateSet creates a lock set, related to another when asked (of
@@ -229,7 +240,7 @@ func (s *State) ApplyCreateSet(c *statepb.LockCreateSet) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.sets[id]; ok {
+	if _, ok := s.sets.Find(id); ok {
 		return djinn.Errorf(djinn.InvalidArgument, "lock set %s: exists", id)
 	}
 	var related uint64
@@ -241,6 +252,9 @@ func (s *State) ApplyCreateSet(c *statepb.LockCreateSet) error {
 	tid := s.nextSet + 1
 	if n := len(s.freeSets); n > 0 {
 		tid = s.freeSets[n-1]
+	}
+	if tid > math.MaxUint32 {
+		return djinn.Errorf(djinn.ResourceExhausted, "lock set %s: the service holds as many sets as it can number: remove some first", id)
 	}
 	if err := s.table.CreateSet(tid, related, c.GetTransactional()); err != nil {
 		return err
@@ -255,9 +269,9 @@ func (s *State) ApplyCreateSet(c *statepb.LockCreateSet) error {
 		s.nextSet = tid
 		s.setInfo = append(s.setInfo, setInfo{})
 	}
-	s.sets[id] = tid
 	s.nameChanging(tid)
 	s.setInfo[tid] = setInfo{id: id, cookie: cookie}
+	s.sets.Insert(uint32(tid))
 	return nil
 }
 
@@ -501,15 +515,16 @@ func (s *State) LeaseEnded(o lease.Owner) {
 	defer s.mu.Unlock()
 	switch o.Kind {
 	case SetLeaseKind:
-		tid, ok := s.sets[o.ID]
+		slot, ok := s.sets.Find(o.ID)
 		if !ok {
 			return
 		}
+		tid := uint64(slot)
 		cancelled, err := s.table.RemoveSet(tid)
 		if err != nil {
 			return
 		}
-		delete(s.sets, o.ID)
+		s.sets.Delete(o.ID)
 		s.nameChanging(tid)
 		s.setInfo[tid] = setInfo{}
 		s.freeSets = append(s.freeSets, tid)

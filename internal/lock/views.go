@@ -136,5 +136,5 @@ func (s *State) Waiting() []uint64 {
 func (s *State) Len() (sets, owners int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.sets), len(s.owners)
+	return s.sets.Len(), len(s.owners)
 }
