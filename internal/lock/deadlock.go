@@ -26,7 +26,7 @@ func (t *Table) deadlock(q *waiter, s *set) error {
 		stack = stack[:len(stack)-1]
 		ws, ahead := s, s.queue()
 		if w != q {
-			ws = t.sets[w.set]
+			ws = t.sets.at(w.set)
 			ahead = ws.queue()[:slices.Index(ws.queue(), w)]
 		}
 		if t.waitsFor(w, ws, ahead, q.p, func(r *waiter) {

@@ -1,8 +1,6 @@
 package lock
 
 import (
-	"slices"
-
 	"github.com/djinn-go/djinn"
 )
 
@@ -138,10 +136,5 @@ func (s *set) state(id uint64) SetState {
 
 // sortedSets returns the ids of the table's sets, ascending.
 func (t *Table) sortedSets() []uint64 {
-	ids := make([]uint64, 0, len(t.sets))
-	for id := range t.sets {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
+	return t.sets.ids()
 }

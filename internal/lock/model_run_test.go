@@ -300,7 +300,11 @@ func modelRun(owners, sets, txns int) func(*rapid.T) {
 func (t *Table) check() error {
 	holdings := map[*party]int{}
 	waits := map[*party]int{}
-	for sid, s := range t.sets {
+	if n := len(t.sets.ids()); n != t.sets.len() {
+		return fmt.Errorf("%d sets counted, %d live", t.sets.len(), n)
+	}
+	for _, sid := range t.sets.ids() {
+		s := t.sets.at(sid)
 		if s.more != nil && len(s.more.queue) == 0 && s.more.group == nil {
 			return fmt.Errorf("set %d: empty more", sid)
 		}
@@ -310,7 +314,7 @@ func (t *Table) check() error {
 				return fmt.Errorf("set %d: group %v", sid, g.members)
 			}
 			for _, o := range g.members {
-				if os := t.sets[o]; os == nil || os.more == nil || os.more.group != g {
+				if os, ok := t.sets.get(o); !ok || os.more == nil || os.more.group != g {
 					return fmt.Errorf("set %d: group member %d does not share the group", sid, o)
 				}
 			}

@@ -49,7 +49,7 @@ func TestRestoreDecodesAsRecordsCome(t *testing.T) {
 	var atLast, namesAtLast int
 	r := &recordReader{recs: recs, at: func(i int) {
 		if i == len(recs)-1 {
-			atLast, namesAtLast = len(d.st.im.t.sets), d.st.nSets
+			atLast, namesAtLast = d.st.im.t.sets.len(), d.st.nSets
 		}
 	}}
 	d = newDocDecoder(r)

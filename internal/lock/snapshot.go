@@ -18,7 +18,7 @@ func (t *Table) Export() Snapshot {
 	ids := t.sortedSets()
 	out := Snapshot{Sets: make([]SetState, len(ids))}
 	for i, id := range ids {
-		out.Sets[i] = t.sets[id].state(id)
+		out.Sets[i] = t.sets.at(id).state(id)
 	}
 	return out
 }
@@ -61,7 +61,7 @@ func (im *importer) finish() *Table {
 	for _, g := range im.groups {
 		slices.Sort(g.members)
 		if len(g.members) == 1 {
-			s := im.t.sets[g.members[0]]
+			s := im.t.sets.at(g.members[0])
 			s.more.group = nil
 			s.setQueue(s.queue()) // drops more if no request waits
 		}
@@ -73,17 +73,17 @@ func (t *Table) importSet(ss SetState, groups map[uint64]*group) error {
 	if ss.ID == 0 {
 		return djinn.Errorf(djinn.InvalidArgument, "snapshot: lock set 0: a set id must be non-zero")
 	}
-	if _, ok := t.sets[ss.ID]; ok {
+	if _, ok := t.sets.get(ss.ID); ok {
 		return djinn.Errorf(djinn.InvalidArgument, "snapshot: lock set %d: appears twice", ss.ID)
 	}
 	if ss.Fence > maxFence-uint64(len(ss.Waiters)) {
 		return djinn.Errorf(djinn.InvalidArgument, "snapshot: lock set %d: fence %d: too large", ss.ID, ss.Fence)
 	}
-	s := &set{txn: ss.Transactional, fence: ss.Fence}
+	s := t.sets.add(ss.ID)
+	s.txn, s.fence = ss.Transactional, ss.Fence
 	if err := t.importGroup(ss, s, groups); err != nil {
 		return err
 	}
-	t.sets[ss.ID] = s
 	seen := map[uint64]bool{}
 	for _, hi := range ss.Holders {
 		if err := hi.Holder.check(); err != nil {
@@ -136,7 +136,7 @@ func (t *Table) importGroup(ss SetState, s *set, groups map[uint64]*group) error
 	}
 	if !ok {
 		g = &group{}
-		if lead, ok := t.sets[gid]; ok && (lead.more == nil || lead.more.group == nil) {
+		if lead, ok := t.sets.get(gid); ok && (lead.more == nil || lead.more.group == nil) {
 			// The set named is its own group's: it leads this one.
 			g.members = []uint64{gid}
 			lead.ensureMore().group = g
@@ -144,7 +144,7 @@ func (t *Table) importGroup(ss SetState, s *set, groups map[uint64]*group) error
 		groups[gid] = g
 	}
 	if len(g.members) > 0 {
-		if first := t.sets[g.members[0]]; first.txn != s.txn {
+		if first := t.sets.at(g.members[0]); first.txn != s.txn {
 			return djinn.Errorf(djinn.InvalidArgument, "snapshot: lock set %d: %s, but its group %d holds %s sets", ss.ID, kindName(s.txn), ss.Group, kindName(first.txn))
 		}
 	}
@@ -154,7 +154,7 @@ func (t *Table) importGroup(ss SetState, s *set, groups map[uint64]*group) error
 }
 
 func (t *Table) importWaiters(ss SetState) error {
-	s := t.sets[ss.ID]
+	s := t.sets.at(ss.ID)
 	q := make([]*waiter, 0, len(ss.Waiters))
 	for _, r := range ss.Waiters {
 		if r.ID == 0 {

@@ -570,7 +570,7 @@ func (t *Table) waitersOf(id uint64) []Request {
 
 // groupOf returns the sets related to set id, itself included, by id.
 func (t *Table) groupOf(id uint64) []uint64 {
-	if s, ok := t.sets[id]; ok {
+	if s, ok := t.sets.get(id); ok {
 		return s.members(id)
 	}
 	return nil

@@ -16,7 +16,7 @@ import (
 // same state on every member — and not safe for concurrent use: the caller
 // serializes calls.
 type Table struct {
-	sets    map[uint64]*set
+	sets    setStore
 	parties map[partyKey]*party
 	waiting map[uint64]*waiter // by request id
 	// gen counts the views taken; views are those still open (see
@@ -27,7 +27,7 @@ type Table struct {
 
 // New returns an empty table.
 func New() *Table {
-	return &Table{sets: make(map[uint64]*set), parties: make(map[partyKey]*party), waiting: make(map[uint64]*waiter)}
+	return &Table{parties: make(map[partyKey]*party), waiting: make(map[uint64]*waiter)}
 }
 
 // modeBits is how many low bits of a packed grant hold its mode; the rest
@@ -265,7 +265,7 @@ type Effects struct {
 }
 
 func (t *Table) set(id uint64) (*set, error) {
-	s, ok := t.sets[id]
+	s, ok := t.sets.get(id)
 	if !ok {
 		return nil, djinn.Errorf(djinn.NoSuchObject, "lock set %d: unknown (never created, or removed)", id)
 	}
@@ -281,18 +281,22 @@ func (t *Table) CreateSet(id, related uint64, transactional bool) error {
 	if id == 0 {
 		return djinn.Errorf(djinn.InvalidArgument, "lock set 0: a set id must be non-zero")
 	}
-	if _, ok := t.sets[id]; ok {
+	if _, ok := t.sets.get(id); ok {
 		return djinn.Errorf(djinn.InvalidArgument, "lock set %d: already exists", id)
 	}
-	s := &set{txn: transactional, gen: t.gen}
+	var r *set
 	if related != 0 {
-		r, ok := t.sets[related]
-		if !ok {
+		var ok bool
+		if r, ok = t.sets.get(related); !ok {
 			return djinn.Errorf(djinn.NoSuchObject, "related lock set %d: unknown (never created, or removed)", related)
 		}
 		if r.txn != transactional {
 			return djinn.Errorf(djinn.InvalidArgument, "related lock set %d: %s, but set %d is to be %s", related, kindName(r.txn), id, kindName(transactional))
 		}
+	}
+	s := t.sets.add(id)
+	s.txn, s.gen = transactional, t.gen
+	if r != nil {
 		t.touchGroup(related, r)
 		g := r.ensureMore().group
 		if g == nil {
@@ -303,7 +307,6 @@ func (t *Table) CreateSet(id, related uint64, transactional bool) error {
 		g.members = slices.Insert(g.members, i, id)
 		s.more = &setMore{group: g}
 	}
-	t.sets[id] = s
 	return nil
 }
 
@@ -340,12 +343,12 @@ func (t *Table) RemoveSet(id uint64) ([]uint64, error) {
 		i, _ := slices.BinarySearch(g.members, id)
 		g.members = slices.Delete(g.members, i, i+1)
 		if len(g.members) == 1 {
-			last := t.sets[g.members[0]]
+			last := t.sets.at(g.members[0])
 			last.more.group = nil
 			last.setQueue(last.queue()) // drops more if empty
 		}
 	}
-	delete(t.sets, id)
+	t.sets.del(id)
 	for _, p := range parties {
 		t.forget(p)
 	}
@@ -491,7 +494,7 @@ func (t *Table) Cancel(id uint64) ([]Grant, error) {
 	if !ok {
 		return nil, djinn.Errorf(djinn.NoSuchObject, "request %d: not waiting (granted, cancelled, or never queued)", id)
 	}
-	s := t.sets[w.set]
+	s := t.sets.at(w.set)
 	t.unqueue(s, w)
 	t.forget(w.p)
 	return t.wake(w.set, s, nil), nil
@@ -552,12 +555,12 @@ func (t *Table) clear(p *party, only []uint64, e *Effects) []uint64 {
 		if in(w.set) {
 			e.Cancelled = append(e.Cancelled, w.id)
 			touched = append(touched, w.set)
-			t.unqueue(t.sets[w.set], w)
+			t.unqueue(t.sets.at(w.set), w)
 		}
 	}
 	for _, sid := range slices.Clone(p.sets) {
 		if in(sid) {
-			s := t.sets[sid]
+			s := t.sets.at(sid)
 			i, _ := s.find(p.key)
 			t.dropHolding(sid, s, i)
 			touched = append(touched, sid)
@@ -597,7 +600,7 @@ func (t *Table) dropHolding(sid uint64, s *set, i int) {
 	if h.idx != last {
 		moved := p.sets[last]
 		p.sets[h.idx] = moved
-		ms := t.sets[moved]
+		ms := t.sets.at(moved)
 		j, _ := ms.find(p.key)
 		ms.holders[j].idx = h.idx
 	}
@@ -662,7 +665,7 @@ func (t *Table) wakeSets(ids []uint64) []Grant {
 	slices.Sort(ids)
 	var out []Grant
 	for _, id := range slices.Compact(ids) {
-		if s, ok := t.sets[id]; ok {
+		if s, ok := t.sets.get(id); ok {
 			out = t.wake(id, s, out)
 		}
 	}

@@ -46,7 +46,7 @@ func (t *Table) endTxn(id uint64, commit bool) (Effects, error) {
 		for _, w := range slices.Clone(p.waits()) {
 			e.Cancelled = append(e.Cancelled, w.id)
 			touched = append(touched, w.set)
-			t.unqueue(t.sets[w.set], w)
+			t.unqueue(t.sets.at(w.set), w)
 		}
 		sets := slices.Clone(p.sets)
 		slices.Sort(sets)
@@ -79,7 +79,7 @@ func descendants(p *party) []*party {
 
 // inherit passes child's locks in set sid to parent.
 func (t *Table) inherit(sid uint64, child, parent *party) {
-	s := t.sets[sid]
+	s := t.sets.at(sid)
 	i, _ := s.find(child.key)
 	grants := s.holders[i].grants
 	t.dropHolding(sid, s, i)

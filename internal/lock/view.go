@@ -45,7 +45,7 @@ func (t *Table) touchGroup(id uint64, s *set) {
 		return
 	}
 	for _, m := range s.more.group.members {
-		t.touch(m, t.sets[m])
+		t.touch(m, t.sets.at(m))
 	}
 }
 
@@ -65,7 +65,7 @@ func (t *Table) at(v *tableView, id uint64) (SetState, bool) {
 	if ss, ok := v.saved[id]; ok {
 		return ss, true
 	}
-	if s, ok := t.sets[id]; ok && s.gen < v.gen {
+	if s, ok := t.sets.get(id); ok && s.gen < v.gen {
 		return s.state(id), true
 	}
 	return SetState{}, false
