@@ -105,7 +105,14 @@ func (g *globals) runBench(cmd *cobra.Command, b bench.Bench) error {
 		}
 		return fmt.Errorf("--server: %w", err)
 	}
-	env := bench.Env{Server: g.server, Dial: g.dialAt, Progress: cmd.ErrOrStderr(), ReadyWait: readyWait, Plain: plainProcess()}
+	if g.waitTimeout == 0 { // asked once: a bench never measures a server still starting
+		c, err := g.dialReady(cmd)
+		if err != nil {
+			return err
+		}
+		c.Close()
+	}
+	env := bench.Env{Server: g.server, Dial: g.dialAt, Progress: cmd.ErrOrStderr(), ReadyWait: g.waitTimeout, Plain: plainProcess()}
 	if !g.structured() {
 		env.Result = func(r bench.Result) { bench.Print(cmd.OutOrStdout(), r) }
 	}

@@ -163,7 +163,7 @@ func TestRootHelp(t *testing.T) {
 	if !ok {
 		t.Fatalf("--help: %q", errs)
 	}
-	for _, want := range []string{"djinn serve ", "DJINN_SERVER", "-o json", "djinn help exit-codes",
+	for _, want := range []string{"djinn serve ", "DJINN_SERVER", "-o json", "djinn help exit-codes", "--wait-timeout",
 		"Run a server and look at it:", "Use its services:", "Operate a cluster:"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("djinn --help lacks %q:\n%s", want, out)

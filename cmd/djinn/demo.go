@@ -132,7 +132,7 @@ func (g *globals) demoTransferCmd() *cobra.Command {
 // balances back once it committed; w is told when c's server is still
 // starting.
 func (f *transferFlags) run(ctx context.Context, w io.Writer, g *globals, c *client.Client) (*transferView, error) {
-	m, err := whenReady(ctx, w, serving(c, (*client.Status).TransactionManager))
+	m, err := whenReady(ctx, w, g.waitTimeout, serving(c, (*client.Status).TransactionManager))
 	if err != nil {
 		return nil, err
 	}

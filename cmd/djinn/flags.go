@@ -14,6 +14,7 @@ import (
 // The flag vocabulary every command shares:
 //
 //	--server ADDR                  the djinn server to call (DJINN_SERVER)
+//	--wait-timeout D               how long to wait for a server still starting (DJINN_WAIT_TIMEOUT)
 //	--lease D                      the length of a lease asked for: a Go duration, forever or any
 //	--wait D                       how long to wait: for a grant, an answer, participants told
 //	--for D                        how long to run: a watch, a listener, a measurement

@@ -19,9 +19,11 @@ import (
 type kvTxnFlags struct {
 	txn     string
 	manager string
+	g       *globals // --wait-timeout
 }
 
 func (f *kvTxnFlags) register(g *globals, cmd *cobra.Command) {
+	f.g = g
 	cmd.Flags().StringVar(&f.txn, "txn", "", "work under the transaction whose token (ID.SECRET, txn create prints it) this is (of --server's transaction manager unless --manager)")
 	cmd.Flags().StringVar(&f.manager, "manager", "", "reference (djinn://host:port/SERVICE/OBJECT) of the manager of --txn, when it is not --server's")
 	_ = cmd.RegisterFlagCompletionFunc("txn", g.completeFlagIDs("txn"))
@@ -42,7 +44,7 @@ func (f *kvTxnFlags) tx(ctx context.Context, w io.Writer, c *client.Client) (*pa
 		return nil, fmt.Errorf("--txn: %w", err)
 	}
 	if f.manager == "" {
-		m, err := whenReady(ctx, w, c.TransactionManager)
+		m, err := whenReady(ctx, w, f.g.waitTimeout, c.TransactionManager)
 		if err != nil {
 			return nil, err
 		}

@@ -66,7 +66,7 @@ func (g *globals) withLDS(cmd *cobra.Command, fn func(ctx context.Context, c *cl
 		return err
 	}
 	defer c.Close()
-	lds, err := whenReady(ctx, cmd.ErrOrStderr(), serving(c, (*client.Status).LookupDiscovery))
+	lds, err := whenReady(ctx, cmd.ErrOrStderr(), g.waitTimeout, serving(c, (*client.Status).LookupDiscovery))
 	if err != nil {
 		return err
 	}

@@ -179,7 +179,7 @@ func (g *globals) withLockService(cmd *cobra.Command, fn func(ctx context.Contex
 		return err
 	}
 	defer c.Close()
-	s, err := whenReady(ctx, cmd.ErrOrStderr(), serving(c, (*client.Status).LockService))
+	s, err := whenReady(ctx, cmd.ErrOrStderr(), g.waitTimeout, serving(c, (*client.Status).LockService))
 	if err != nil {
 		return lockError(c.Addr(), err)
 	}

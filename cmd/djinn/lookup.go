@@ -22,7 +22,7 @@ func (g *globals) withRegistrar(cmd *cobra.Command, fn func(ctx context.Context,
 		return err
 	}
 	defer c.Close()
-	r, err := whenReady(ctx, cmd.ErrOrStderr(), c.Lookup)
+	r, err := whenReady(ctx, cmd.ErrOrStderr(), g.waitTimeout, c.Lookup)
 	if err != nil {
 		return err
 	}

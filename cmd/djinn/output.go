@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"text/template"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v2"
@@ -29,7 +30,11 @@ type globals struct {
 	key    string
 	// secretFile holds the cluster's join secret (joinSecret).
 	secretFile string
-	reads      readFlags // the lookup commands' freshness
+	// waitTimeoutS is --wait-timeout as given; waitTimeout, once checked,
+	// how long a service command waits for a server still starting.
+	waitTimeoutS string
+	waitTimeout  time.Duration
+	reads        readFlags // the lookup commands' freshness
 }
 
 // outputHelp describes -o.
@@ -52,6 +57,7 @@ func (g *globals) client(cmd *cobra.Command) *cobra.Command {
 	pf.StringVar(&g.cert, "tls-cert", envOr("DJINN_TLS_CERT", ""), "PEM client certificate, for mutual TLS (or DJINN_TLS_CERT)")
 	pf.StringVar(&g.key, "tls-key", envOr("DJINN_TLS_KEY", ""), "PEM key of --tls-cert (or DJINN_TLS_KEY)")
 	pf.StringVar(&g.secretFile, "join-secret-file", envOr("DJINN_JOIN_SECRET_FILE", ""), "file holding the cluster's join secret, the operator role without mutual TLS (default: djinn-data/join-secret when --server is on this machine)")
+	pf.StringVar(&g.waitTimeoutS, "wait-timeout", envOr("DJINN_WAIT_TIMEOUT", defaultWaitTimeout.String()), "how long a service command waits for a server still starting to be ready (a Go duration; 0: not at all); or DJINN_WAIT_TIMEOUT")
 	alias(pf, "ca", "tls-ca")
 	alias(pf, "cert", "tls-cert")
 	alias(pf, "key", "tls-key")
@@ -78,6 +84,23 @@ func (g *globals) checkOutput() error {
 		return nil
 	}
 	return usageError{fmt.Errorf("-o %q: want text, json, yaml or template=GO-TEMPLATE", g.output)}
+}
+
+// checkWaitTimeout parses --wait-timeout, of the client commands (the
+// others have none).
+func (g *globals) checkWaitTimeout() error {
+	if g.waitTimeoutS == "" {
+		return nil
+	}
+	d, err := time.ParseDuration(g.waitTimeoutS)
+	if err != nil {
+		return usageError{fmt.Errorf("--wait-timeout %q (or DJINN_WAIT_TIMEOUT): not a duration (a Go duration: 0, 500ms, 30s, 2m)", g.waitTimeoutS)}
+	}
+	if d < 0 {
+		return usageError{fmt.Errorf("--wait-timeout %s (or DJINN_WAIT_TIMEOUT): must be 0 (do not wait) or positive", d)}
+	}
+	g.waitTimeout = d
+	return nil
 }
 
 // structured reports whether -o asks for a machine-readable form.

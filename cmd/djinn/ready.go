@@ -11,20 +11,21 @@ import (
 	"github.com/djinn-go/djinn/client"
 )
 
-// readyWait bounds how long a command waits for a server that answers but
-// is still starting (its cluster has no service id yet, or its leader's
-// services do not serve yet) to be ready. Ctrl-C ends the wait sooner.
-const readyWait = 30 * time.Second
+// defaultWaitTimeout is how long a service command waits, unless
+// --wait-timeout says otherwise, for a server that answers but is still
+// starting (its cluster has no service id yet, or its leader's services do
+// not serve yet) to be ready. Ctrl-C ends the wait sooner.
+const defaultWaitTimeout = 30 * time.Second
 
 // whenReady finds a service of a server through find, asking again while
-// the server is still starting: for at most readyWait, saying once on w
-// what it waits for. When the time runs out, the error names the server
-// and how to see what it waits for.
-func whenReady[T any](ctx context.Context, w io.Writer, find func(context.Context) (T, error)) (T, error) {
+// the server is still starting: for at most limit (--wait-timeout; 0: ask
+// once), saying once on w what it waits for. When the time runs out, the
+// error names the server and how to see what it waits for.
+func whenReady[T any](ctx context.Context, w io.Writer, limit time.Duration, find func(context.Context) (T, error)) (T, error) {
 	say := func(err error) {
-		fmt.Fprintf(w, "djinn: waiting up to %s for the server to be ready: %v\n", readyWait, err)
+		fmt.Fprintf(w, "djinn: waiting up to %s (--wait-timeout) for the server to be ready: %v\n", limit, err)
 	}
-	v, err := client.WaitReady(ctx, readyWait, say, find)
+	v, err := client.WaitReady(ctx, limit, say, find)
 	return v, notReadyHint(err)
 }
 
@@ -48,7 +49,7 @@ func (g *globals) dialReady(cmd *cobra.Command) (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := whenReady(ctx, cmd.ErrOrStderr(), func(ctx context.Context) (struct{}, error) { return struct{}{}, c.Ready(ctx) }); err != nil {
+	if _, err := whenReady(ctx, cmd.ErrOrStderr(), g.waitTimeout, func(ctx context.Context) (struct{}, error) { return struct{}{}, c.Ready(ctx) }); err != nil {
 		c.Close()
 		return nil, err
 	}

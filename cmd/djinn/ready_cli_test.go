@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -52,6 +53,7 @@ func TestCLIWaitsForStartingServer(t *testing.T) {
 		!strings.Contains(errs, "gave up after waiting 1s") || !strings.Contains(errs, "djinn status --server "+b.listen+", without --wait, shows what it lacks") {
 		t.Errorf("status --wait 1s of a server waiting to be added: %q; want it gave up, naming the server, what it lacks and how to see it", errs)
 	}
+	waitTimeoutRows(t, b.listen)
 	status := exec.Command(djinnBinary(t), "status", "--wait", "60s", "-o", "json", "--server", b.listen)
 	var statusOut strings.Builder
 	status.Stdout = &statusOut
@@ -105,6 +107,52 @@ func TestCLIWaitsForStartingServer(t *testing.T) {
 		}
 		if err := w.cmd.Wait(); err != nil || strings.Contains(strings.Join(rest, "\n"), "waiting") || !json.Valid([]byte(w.out.String())) {
 			t.Errorf("%v once the server was added: %v, stdout %q, more stderr %q; want its JSON, and one notice", w.cmd.Args[1:3], err, w.out.String(), rest)
+		}
+	}
+}
+
+// waitTimeoutRows: against a server that does not become ready, a
+// service command with --wait-timeout 0 (or DJINN_WAIT_TIMEOUT=0) asks
+// once and fails without waiting; with a short one, it says it waits,
+// then gives up once it passed; either way the error names the server and
+// how to see what it waits for. A timeout that is not one is a usage
+// error naming it.
+func waitTimeoutRows(t *testing.T, addr string) {
+	t.Helper()
+	hint := "djinn status --server " + addr + " says what it waits for"
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		env    string
+		code   int
+		stderr []string // each in stderr
+		waits  bool     // stderr says it waits
+	}{
+		{"--wait-timeout 0", []string{"txn", "create", "--wait-timeout", "0"}, "", 1, []string{"server at " + addr + " is still starting", hint}, false},
+		{"DJINN_WAIT_TIMEOUT=0", []string{"mailbox", "register", "--lease", "1m"}, "0", 1, []string{"server at " + addr + " is still starting", hint}, false},
+		{"bench, --wait-timeout 0", []string{"bench", "--ops", "empty", "--clients", "1", "--for", "100ms", "--conns", "1", "--wait-timeout", "0"}, "", 1, []string{hint}, false},
+		{"--wait-timeout 1s", []string{"lock", "create", "--wait-timeout", "1s"}, "", 1, []string{"waiting up to 1s (--wait-timeout)", "gave up after waiting 1s", hint}, true},
+		{"DJINN_WAIT_TIMEOUT=1s", []string{"renewal", "create", "--lease", "1m"}, "1s", 1, []string{"waiting up to 1s (--wait-timeout)", "gave up after waiting 1s", hint}, true},
+		{"not a duration", []string{"txn", "create", "--wait-timeout", "soon"}, "", 2, []string{`--wait-timeout "soon" (or DJINN_WAIT_TIMEOUT): not a duration`}, false},
+		{"negative", []string{"txn", "create", "--wait-timeout", "-1s"}, "", 2, []string{"--wait-timeout -1s (or DJINN_WAIT_TIMEOUT): must be 0 (do not wait) or positive"}, false},
+	} {
+		cmd := exec.Command(djinnBinary(t), append(tc.args, "--server", addr)...)
+		cmd.Env = os.Environ()
+		if tc.env != "" {
+			cmd.Env = append(cmd.Env, "DJINN_WAIT_TIMEOUT="+tc.env)
+		}
+		var errb strings.Builder
+		cmd.Stderr = &errb
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != tc.code || strings.Contains(errb.String(), "waiting up to") != tc.waits {
+			t.Errorf("%s: %v, stderr %q; want exit status %d, a notice that it waits: %v", tc.name, err, errb.String(), tc.code, tc.waits)
+			continue
+		}
+		for _, want := range tc.stderr {
+			if !strings.Contains(errb.String(), want) {
+				t.Errorf("%s: stderr %q lacks %q", tc.name, errb.String(), want)
+			}
 		}
 	}
 }

@@ -165,7 +165,9 @@ replicated through Raft, and talks to one.
 The client commands reach --server (127.0.0.1:4161, or DJINN_SERVER), with
 --tls-ca/--tls-cert/--tls-key for TLS. They print text, or -o json, -o yaml,
 -o template='{{.field}}'. They exit 0 for yes, 1 for a negative answer or
-an error, 2 for a command line not understood (djinn help exit-codes).`
+an error, 2 for a command line not understood (djinn help exit-codes).
+A service command waits up to --wait-timeout (30s, or DJINN_WAIT_TIMEOUT;
+0: not at all) for a server still starting.`
 
 // exitCodesTopic is `djinn help exit-codes`: a help topic, not a command.
 func exitCodesTopic() *cobra.Command {
@@ -210,6 +212,9 @@ func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 func (g *globals) checked(run func(*cobra.Command, []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		if err := g.checkOutput(); err != nil {
+			return err
+		}
+		if err := g.checkWaitTimeout(); err != nil {
 			return err
 		}
 		for _, n := range oldNamesUsed(cmd) {

@@ -39,7 +39,7 @@ func (g *globals) withManager(cmd *cobra.Command, fn func(ctx context.Context, m
 		return err
 	}
 	defer c.Close()
-	m, err := whenReady(ctx, cmd.ErrOrStderr(), serving(c, (*client.Status).TransactionManager))
+	m, err := whenReady(ctx, cmd.ErrOrStderr(), g.waitTimeout, serving(c, (*client.Status).TransactionManager))
 	if err != nil {
 		return err
 	}
