@@ -43,6 +43,21 @@ type Config struct {
 	// the Raft port may take to complete its handshakes (TLS, then HTTP/2
 	// on the client port) before it is closed.
 	HandshakeTimeout Duration `toml:"handshake-timeout"`
+	// ConnectTimeout bounds an attempt of this server's to connect to
+	// another member, a listener or a participant (TCP, TLS and HTTP/2
+	// handshakes); later attempts after failures get at least their
+	// backoff.
+	ConnectTimeout Duration `toml:"connect-timeout"`
+	// KeepaliveTime is the idle time after which this server's outgoing
+	// connections ping their peer, and KeepaliveTimeout how long the
+	// answer may take before the connection is closed: a peer gone
+	// silent (powered off, cut off) is found within their sum.
+	KeepaliveTime    Duration `toml:"keepalive-time"`
+	KeepaliveTimeout Duration `toml:"keepalive-timeout"`
+	// KeepaliveMinTime is the least interval between a client's pings
+	// that the gRPC port accepts; a client that pings more often is sent
+	// GOAWAY and closed.
+	KeepaliveMinTime Duration `toml:"keepalive-min-time"`
 
 	TLS        TLSConfig      `toml:"tls"`
 	Security   SecurityConfig `toml:"security"`
@@ -154,6 +169,10 @@ func Default() Config {
 		// Long enough for a slow client on a slow link, short enough that
 		// connections that never handshake do not pile up.
 		HandshakeTimeout: Duration(10 * time.Second),
+		ConnectTimeout:   Duration(client.DefaultConnectTimeout),
+		KeepaliveTime:    Duration(client.DefaultKeepaliveTime),
+		KeepaliveTimeout: Duration(client.DefaultKeepaliveTimeout),
+		KeepaliveMinTime: Duration(client.DefaultKeepaliveMinTime),
 		Lease:            LeaseConfig{Checkpoint: Duration(30 * time.Second), ExpiryBatch: 1000, ExpiryRate: 20},
 		Mailbox: MailboxConfig{
 			Enabled: true, DefaultLease: Duration(5 * time.Minute), MaxLease: Duration(time.Hour),
@@ -330,8 +349,8 @@ func (c *Config) checkServer() error {
 			return djinn.Errorf(djinn.InvalidArgument, "%s: %v", a.name, err)
 		}
 	}
-	if c.HandshakeTimeout <= 0 {
-		return djinn.Errorf(djinn.InvalidArgument, "handshake-timeout %s: must be positive", djinn.FormatDuration(time.Duration(c.HandshakeTimeout)))
+	if err := c.checkLinks(); err != nil {
+		return err
 	}
 	if err := c.TLS.check(); err != nil {
 		return err
@@ -343,6 +362,27 @@ func (c *Config) checkServer() error {
 	case "debug", "info", "warn", "error":
 	default:
 		return djinn.Errorf(djinn.InvalidArgument, "log-level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	return nil
+}
+
+// checkLinks checks the timeouts of connections: handshakes, connection
+// attempts, keepalive.
+func (c *Config) checkLinks() error {
+	for _, d := range []struct {
+		name string
+		v    Duration
+	}{{"handshake-timeout", c.HandshakeTimeout}, {"connect-timeout", c.ConnectTimeout}, {"keepalive-timeout", c.KeepaliveTimeout}, {"keepalive-min-time", c.KeepaliveMinTime}} {
+		if v := time.Duration(d.v); v <= 0 || v == djinn.Forever {
+			return djinn.Errorf(djinn.InvalidArgument, "%s %s: must be positive", d.name, djinn.FormatDuration(v))
+		}
+	}
+	kt, min := time.Duration(c.KeepaliveTime), time.Duration(c.KeepaliveMinTime)
+	if kt < client.MinKeepaliveTime || kt == djinn.Forever {
+		return djinn.Errorf(djinn.InvalidArgument, "keepalive-time %s: want at least %s (gRPC pings no more often)", djinn.FormatDuration(kt), client.MinKeepaliveTime)
+	}
+	if min > kt {
+		return djinn.Errorf(djinn.InvalidArgument, "keepalive-min-time %s: want at most keepalive-time %s, or members configured alike close each other's connections", djinn.FormatDuration(min), djinn.FormatDuration(kt))
 	}
 	return nil
 }

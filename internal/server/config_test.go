@@ -41,6 +41,10 @@ func TestConfigLoadFile(t *testing.T) {
 listen = "127.0.0.1:7000"
 join = "10.0.0.1:4161"
 log-level = "debug"
+connect-timeout = "3s"
+keepalive-time = "30s"
+keepalive-timeout = "5s"
+keepalive-min-time = "20s"
 
 [tls]
 cert = "server.pem"
@@ -76,6 +80,8 @@ lookup-items = 50000
 		}
 		want := server.Default()
 		want.Listen, want.Join, want.LogLevel = "127.0.0.1:7000", "10.0.0.1:4161", "debug"
+		want.ConnectTimeout, want.KeepaliveTime = server.Duration(3*time.Second), server.Duration(30*time.Second)
+		want.KeepaliveTimeout, want.KeepaliveMinTime = server.Duration(5*time.Second), server.Duration(20*time.Second)
 		want.TLS = server.TLSConfig{Cert: "server.pem", Key: "server-key.pem", CA: "ca.pem", ClientAuth: true}
 		want.Lease.Checkpoint = server.Duration(10 * time.Second)
 		want.Mailbox.DefaultLease, want.Mailbox.MaxLease, want.Mailbox.MaxStored = server.Duration(djinn.Any), server.Duration(djinn.Forever), 7
@@ -184,6 +190,13 @@ func TestConfigCheck(t *testing.T) {
 		{"a bad raft advertised address", func(c *server.Config) { c.RaftAdvertise = "10.0.0.1:123456" }, "raft-advertise"},
 		{"a bad join address", func(c *server.Config) { c.Join = "10.0.0.1" }, "join"},
 		{"a handshake timeout of zero", func(c *server.Config) { c.HandshakeTimeout = 0 }, "handshake-timeout 0s"},
+		{"a connect timeout of zero", func(c *server.Config) { c.ConnectTimeout = 0 }, "connect-timeout 0s"},
+		{"a keepalive timeout of zero", func(c *server.Config) { c.KeepaliveTimeout = 0 }, "keepalive-timeout 0s"},
+		{"a keepalive time below gRPC's least", func(c *server.Config) { c.KeepaliveTime = server.Duration(5 * time.Second) }, "keepalive-time 5s"},
+		{"a keepalive min time of zero", func(c *server.Config) { c.KeepaliveMinTime = 0 }, "keepalive-min-time 0s"},
+		{"a keepalive min time above the keepalive time", func(c *server.Config) {
+			c.KeepaliveTime, c.KeepaliveMinTime = server.Duration(20*time.Second), server.Duration(30*time.Second)
+		}, "keepalive-min-time 30s"},
 		{"a certificate without a key", func(c *server.Config) { c.TLS.Cert = "server.pem" }, "tls"},
 		{"a key without a certificate", func(c *server.Config) { c.TLS.Key = "server-key.pem" }, "tls"},
 		{"client-auth without a CA", func(c *server.Config) {

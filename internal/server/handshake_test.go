@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/pingtest"
 	"github.com/djinn-go/djinn/internal/server"
 	"github.com/djinn-go/djinn/internal/server/servertest"
 )
@@ -44,5 +45,38 @@ func TestSilentConnectionsAreClosed(t *testing.T) {
 	c := servertest.Dial(t, srv.Addr(), client.WithTLS(pki.ClientTLS()))
 	if _, err := c.Mailbox().Register(testContext(t), time.Minute); err != nil {
 		t.Fatalf("a client that handshakes is not served: %v", err)
+	}
+}
+
+// TestServerAcceptsKeepalivePings: the gRPC port accepts a client's
+// keepalive pings, with no call in flight, at keepalive-min-time apart
+// (the members' own keepalive-time is at least that), and sends GOAWAY
+// ("too_many_pings") to a client pinging more often. The interval is
+// short here, so that the test does not wait out the default.
+func TestServerAcceptsKeepalivePings(t *testing.T) {
+	t.Parallel()
+	const minTime = 50 * time.Millisecond
+	cfg := servertest.Config(t)
+	cfg.KeepaliveMinTime = server.Duration(minTime)
+	srv := servertest.Start(t, cfg)
+	rows := []struct {
+		name       string
+		every      time.Duration
+		wantGoAway string
+	}{
+		{"pings at keepalive-min-time, no call in flight", minTime, ""},
+		{"pings back to back", 0, "too_many_pings"},
+	}
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			const n = 6 // a server strikes the third ping too many
+			res, err := pingtest.Ping(srv.Addr(), nil, n, r.every, servertest.Timeout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.GoAway != r.wantGoAway || (r.wantGoAway == "" && res.Acked != n) {
+				t.Errorf("GOAWAY %q after %d of %d pings acknowledged, want %q", res.GoAway, res.Acked, n, r.wantGoAway)
+			}
+		})
 	}
 }

@@ -19,7 +19,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
 	"github.com/djinn-go/djinn"
@@ -174,7 +173,8 @@ func (s *Server) pools(out *tls.Config) (pool, peers *client.Pool) {
 	opts := []client.Option{client.WithDialOptions(
 		grpc.WithChainUnaryInterceptor(s.metrics.client.UnaryClientInterceptor()),
 		grpc.WithChainStreamInterceptor(s.metrics.client.StreamClientInterceptor()),
-	)}
+	), client.WithConnectTimeout(time.Duration(s.cfg.ConnectTimeout)),
+		client.WithKeepalive(time.Duration(s.cfg.KeepaliveTime), time.Duration(s.cfg.KeepaliveTimeout))}
 	if out != nil {
 		opts = append(opts, client.WithTLS(out))
 	}
@@ -255,7 +255,7 @@ func (s *Server) openGRPC(serverTLS *tls.Config) error {
 		grpc.NumStreamWorkers(uint32(max(streamWorkers, 4*runtime.GOMAXPROCS(0)))),
 		grpc.StaticStreamWindowSize(streamWindow),
 		grpc.StaticConnWindowSize(connWindow),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		client.ServerKeepalive(time.Duration(s.cfg.KeepaliveMinTime)), // other members' and clients' pings
 		// A connection that does not finish its TLS and HTTP/2 handshakes
 		// in time is closed.
 		grpc.ConnectionTimeout(time.Duration(s.cfg.HandshakeTimeout)),
