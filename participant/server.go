@@ -45,7 +45,9 @@ func NewServer() *Server {
 // it before GracefulStop. Unary calls are served on.
 func (s *Server) Shutdown() { s.stopOnce.Do(func() { close(s.stop) }) }
 
-// Register registers the service on g.
+// Register registers the service on g. Make g with client.ServerKeepalive,
+// so that it accepts the keepalive pings of the managers' connections
+// (gRPC's default policy closes an idle connection after a few).
 func (s *Server) Register(g grpc.ServiceRegistrar) {
 	djinnpb.RegisterTransactionParticipantServer(g, s)
 }
