@@ -103,16 +103,20 @@
 //
 // Export returns the table as plain values and Import rebuilds it: the
 // rebuilt table exports the same and answers every later call the same.
+// The service's snapshots copy nothing: they are written from a view
+// (view.go) that a set about to change keeps its old self in, and
+// restored as their records come (restore.go), each set imported as it is
+// decoded.
 //
 // # Memory
 //
 // The target is a million lock sets, each with one holder, in well under
 // 300 MB. BenchmarkSets measures a set whose one holder holds one lock: an
-// owner or a top-level transaction costs about 210 bytes (235 with a
-// million sets, map growth included), a nested transaction about 240 when
-// ten sets share its parent, and up to 385 when it is the only one under a
-// parent the table must know too. Sets and holders keep what few of them
-// have — waiting requests, related sets, nested transactions — behind
-// pointers that are nil for the rest; a grant is one word (fence and mode
+// owner or a top-level transaction costs about 200 bytes at a million
+// sets (the sets live by value in pages by number, setstore.go), a nested
+// transaction about 230 when ten sets share its parent, and up to 350
+// when it is the only one under a parent the table must know too. Sets
+// and holders keep what few of them have — waiting requests, related
+// sets, nested transactions — behind pointers that are nil for the rest; a grant is one word (fence and mode
 // packed); a holder's kind is the top bit of its id, so ids are below 2^63.
 package lock

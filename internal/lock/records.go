@@ -43,8 +43,9 @@ func (s *State) Records() ([]*statepb.LockRecord, error) {
 	return out, err
 }
 
-// export copies the state, as plain values that no later change touches:
-// a snapshot encodes them afterwards, while applies go on.
+// export copies the state, as plain values that no later change touches.
+// Snapshots are written from a view instead (view.go), which copies
+// nothing; export is what a view must write, byte for byte.
 func (s *State) export() snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()

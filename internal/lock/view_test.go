@@ -107,3 +107,15 @@ func TestViewAcrossReset(t *testing.T) {
 		t.Fatalf("writing a view of a replaced state: %v, want Unavailable", err)
 	}
 }
+
+// TestViewAllocations: taking a view of 20,000 sets (each with an owner
+// of its own) makes a few allocations, none per set: the copy an export
+// makes is two or three per set.
+func TestViewAllocations(t *testing.T) {
+	s := bigState(t, 20_000)
+	allocs := testing.AllocsPerRun(5, func() { s.releaseView(s.takeView()) })
+	t.Logf("%.0f allocations to take and release a view of 20,000 sets", allocs)
+	if allocs > 64 {
+		t.Errorf("%.0f allocations to take a view of 20,000 sets, want a few (none per set)", allocs)
+	}
+}
