@@ -126,9 +126,10 @@ func TestRestoreResetMidway(t *testing.T) {
 	}
 }
 
-// TestRestoreMemoryBounded: restoring 100,000 sets holds, beyond the
-// restored state, at most a few records at any record — the document,
-// about 120 times a record, was held whole before.
+// TestRestoreMemoryBounded: restoring 100,000 sets (a document of 130
+// records) holds, between records, no more than the state restored so
+// far and a few records' worth of the decoder's buffer: nothing of the
+// document is kept.
 func TestRestoreMemoryBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds 100,000 sets")
