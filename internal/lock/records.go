@@ -104,9 +104,9 @@ func cmpUint(a, b uint64) int {
 
 // Reset empties the state before a restore.
 func (s *State) Reset() {
-	s.stopRestore()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.restoring = nil
 	s.epoch++ // views of the state before see it no more
 	s.table, s.nextSet, s.nextID = New(), 0, 0
 	s.sets, s.setInfo, s.freeSets = s.newSetIndex(), []setInfo{{}}, nil

@@ -1,93 +1,50 @@
 package lock
 
 import (
-	"encoding/json"
-	"errors"
-	"io"
 	"math"
-	"strings"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/quota"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
 
-// A snapshot is restored as its records come: their bytes go through a
-// pipe to a decoder that reads the document a value at a time and puts
-// each set, holder and name into the state being built, so the document
-// is never whole in memory, nor are its plain values.
-
-// restoring is a restore under way.
-type restoring struct {
-	w    *io.PipeWriter
-	done chan restored // the decoder's result, once it has read it all
-}
-
-type restored struct {
-	st  *staged
-	err error
-}
-
-// errAbandoned stops a restore that Reset cut short.
-var errAbandoned = errors.New("lock state snapshot: restore abandoned")
-
-func startRestore() *restoring {
-	pr, pw := io.Pipe()
-	rs := &restoring{w: pw, done: make(chan restored, 1)}
-	go func() {
-		st, err := decodeSnapshot(pr)
-		_ = pr.CloseWithError(err) // a writer still writing hears it
-		rs.done <- restored{st: st, err: err}
-	}()
-	return rs
-}
+// A snapshot is restored as its records come: each record's bytes go to
+// a decoder that reads as much of the document as they complete — a set,
+// a name, a holder at a time — and puts it into the state being built, so
+// neither the document nor its plain values are ever whole in memory.
 
 // Restore adds a snapshot record; the last one replaces the state with
 // the records' (leases are restored separately).
 func (s *State) Restore(r *statepb.LockRecord) error {
 	s.mu.Lock()
-	rs := s.restoring
-	if rs == nil {
-		rs = startRestore()
-		s.restoring = rs
+	d := s.restoring
+	if d == nil {
+		d = newDocDecoder()
+		s.restoring = d
 	}
 	if r.GetLast() {
 		s.restoring = nil
 	}
 	s.mu.Unlock()
-	if _, err := rs.w.Write(r.GetTable()); err != nil {
-		s.abandon(rs)
-		return (<-rs.done).err
+	if err := d.push(r.GetTable(), r.GetLast()); err != nil {
+		s.abandon(d)
+		return err
 	}
 	if !r.GetLast() {
 		return nil
 	}
-	_ = rs.w.Close()
-	res := <-rs.done
-	if res.err != nil {
-		return res.err
+	if err := d.st.finish(); err != nil {
+		return err
 	}
-	return s.install(res.st)
+	return s.install(d.st)
 }
 
-// abandon forgets restore rs if it is the one under way.
-func (s *State) abandon(rs *restoring) {
+// abandon forgets restore d if it is the one under way.
+func (s *State) abandon(d *docDecoder) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.restoring == rs {
+	if s.restoring == d {
 		s.restoring = nil
-	}
-}
-
-// stopRestore ends a restore under way, if any, and waits for its decoder.
-func (s *State) stopRestore() {
-	s.mu.Lock()
-	rs := s.restoring
-	s.restoring = nil
-	s.mu.Unlock()
-	if rs != nil {
-		_ = rs.w.CloseWithError(errAbandoned)
-		<-rs.done
 	}
 }
 
@@ -140,155 +97,6 @@ func (s *State) install(st *staged) error {
 
 func snapErr(format string, args ...any) error {
 	return djinn.Errorf(djinn.Internal, "lock state snapshot: "+format, args...)
-}
-
-// decodeSnapshot reads a snapshot's document from r: one JSON object
-// whose fields are those of snapshot, in any order, matched as
-// json.Unmarshal matches them (case aside); unknown fields are skipped.
-func decodeSnapshot(r io.Reader) (*staged, error) { return newDocDecoder(r).decode() }
-
-func newDocDecoder(r io.Reader) *docDecoder {
-	return &docDecoder{dec: json.NewDecoder(r), st: &staged{im: newImporter(),
-		setInfo: []setInfo{{}}, far: map[uint64]setInfo{}, owners: map[djinn.ID]uint64{}, txns: map[TxnKey]uint64{},
-		holders: map[uint64]holderName{}, waiting: map[uint64]string{}}}
-}
-
-func (d *docDecoder) decode() (*staged, error) {
-	if err := d.object(d.field); err != nil {
-		return nil, err
-	}
-	if _, err := d.dec.Token(); err != io.EOF {
-		return nil, snapErr("data after the document")
-	}
-	return d.st, d.st.finish()
-}
-
-// docDecoder decodes a snapshot's document into st.
-type docDecoder struct {
-	dec  *json.Decoder
-	st   *staged
-	seen []string
-}
-
-// syntax names a decoding error of the document.
-func syntax(err error) error {
-	if err == nil {
-		return nil
-	}
-	if err == io.EOF {
-		err = io.ErrUnexpectedEOF
-	}
-	var dj *djinn.Error
-	if errors.As(err, &dj) {
-		return err
-	}
-	return snapErr("%v", err)
-}
-
-// object reads a JSON object, handing each field's name to fn, which
-// reads its value.
-func (d *docDecoder) object(fn func(name string) error) error {
-	if err := d.delim('{'); err != nil {
-		return err
-	}
-	for d.dec.More() {
-		tok, err := d.dec.Token()
-		if err != nil {
-			return syntax(err)
-		}
-		if err := fn(tok.(string)); err != nil {
-			return err
-		}
-	}
-	_, err := d.dec.Token() // '}'
-	return syntax(err)
-}
-
-func (d *docDecoder) delim(want json.Delim) error {
-	tok, err := d.dec.Token()
-	if err != nil {
-		return syntax(err)
-	}
-	if tok != want {
-		return snapErr("%v where %v was expected", tok, want)
-	}
-	return nil
-}
-
-// once refuses a field seen before, by json.Unmarshal's matching of names.
-func (d *docDecoder) once(name string) error {
-	for _, s := range d.seen {
-		if strings.EqualFold(s, name) {
-			return snapErr("field %q appears twice", name)
-		}
-	}
-	d.seen = append(d.seen, name)
-	return nil
-}
-
-// field reads the value of the document's field name.
-func (d *docDecoder) field(name string) error {
-	if err := d.once(name); err != nil {
-		return err
-	}
-	st := d.st
-	switch strings.ToLower(name) {
-	case "table":
-		return d.object(func(name string) error {
-			if strings.EqualFold(name, "Sets") {
-				return each(d, st.im.add)
-			}
-			return d.skip()
-		})
-	case "sets":
-		return each(d, st.addSet)
-	case "holders":
-		return each(d, st.addHolder)
-	case "nextset":
-		return d.value(&st.nextSet)
-	case "freesets":
-		return d.value(&st.freeSets)
-	case "nextid":
-		return d.value(&st.nextID)
-	case "recent":
-		return d.value(&st.recent)
-	case "waiting":
-		return d.value(&st.waiting)
-	}
-	return d.skip()
-}
-
-func (d *docDecoder) value(v any) error { return syntax(d.dec.Decode(v)) }
-
-func (d *docDecoder) skip() error {
-	var v json.RawMessage
-	return d.value(&v)
-}
-
-// each reads a JSON array (or null) and hands its elements to fn one at
-// a time.
-func each[T any](d *docDecoder, fn func(T) error) error {
-	tok, err := d.dec.Token()
-	if err != nil {
-		return syntax(err)
-	}
-	if tok == nil {
-		return nil
-	}
-	if tok != json.Delim('[') {
-		return snapErr("%v where a list was expected", tok)
-	}
-	for d.dec.More() {
-		var v T
-		if err := d.value(&v); err != nil {
-			return err
-		}
-		if err := fn(v); err != nil {
-			return err
-		}
-	}
-	_, err = d.dec.Token() // ']'
-	return syntax(err)
 }
 
 // addSet adds a set's names.

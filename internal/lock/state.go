@@ -43,7 +43,7 @@ type State struct {
 	waiting map[uint64]string
 
 	// restoring is the snapshot restore under way, if any.
-	restoring *restoring
+	restoring *docDecoder
 	// views are the open views of the state (view.go); epoch counts the
 	// states it was replaced by (Reset, a restore), whose views end.
 	views []*stateView
