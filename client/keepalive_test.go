@@ -12,6 +12,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/pingtest"
+	"github.com/djinn-go/djinn/internal/testproxy"
 )
 
 // deadPathKeepalive pings after gRPC's least interval (gRPC raises any
@@ -48,9 +49,9 @@ func TestDeadPathFoundByKeepalive(t *testing.T) {
 			t.Parallel()
 			var rec recorder
 			l := startListener(t, rec.notify)
-			p := newFaultProxy(t, l.Addr())
+			p := testproxy.New(t, l.Addr())
 			ref := l.Ref()
-			ref.Endpoint = p.addr()
+			ref.Endpoint = p.Addr()
 			pool := NewPool(WithKeepalive(deadPathKeepalive, deadPathTimeout))
 			t.Cleanup(func() { pool.Close() })
 			cc, err := r.conn(pool, ref.Endpoint)
@@ -59,7 +60,7 @@ func TestDeadPathFoundByKeepalive(t *testing.T) {
 			}
 			awaitReady(t, cc)
 
-			p.set(swallow) // the path dies
+			p.Set(testproxy.Swallow) // the path dies
 			if r.call {
 				err := Notify(t.Context(), pool, ref, testEvent(1, "lost"))
 				if status.Code(err) != codes.Unavailable || !errors.Is(err, djinn.ErrUnavailable) || !strings.Contains(err.Error(), "keepalive") {
@@ -68,7 +69,7 @@ func TestDeadPathFoundByKeepalive(t *testing.T) {
 			}
 			awaitNotReady(t, cc)
 
-			p.set(pass) // the path is back
+			p.Heal() // the path is back
 			awaitReady(t, cc)
 			if err := Notify(t.Context(), pool, ref, testEvent(2, "after")); err != nil {
 				t.Fatalf("notify once the path is back: %v", err)

@@ -4,14 +4,13 @@ import (
 	"crypto/tls"
 	"io"
 	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/djinn-go/djinn/internal/testpki"
+	"github.com/djinn-go/djinn/internal/testproxy"
 )
 
 // A one-way cut that swallows a Raft connection's ClientHello must not
@@ -28,16 +27,15 @@ func TestRaftDialRecoversAfterSwallowedHandshake(t *testing.T) {
 	defer stream.Close()
 	go echo(stream)
 
-	var swallowing atomic.Bool
-	swallowing.Store(true)
-	proxy := startCutProxy(t, ln.Addr().String(), &swallowing)
+	proxy := testproxy.New(t, ln.Addr().String())
+	proxy.Set(testproxy.Swallow)
 
-	if c, err := stream.Dial(raft.ServerAddress(proxy), 300*time.Millisecond); err == nil {
+	if c, err := stream.Dial(raft.ServerAddress(proxy.Addr()), 300*time.Millisecond); err == nil {
 		c.Close()
 		t.Fatal("dial through a cut that swallows the ClientHello succeeded")
 	}
-	swallowing.Store(false) // the network heals
-	c, err := stream.Dial(raft.ServerAddress(proxy), 10*time.Second)
+	proxy.Heal()
+	c, err := stream.Dial(raft.ServerAddress(proxy.Addr()), 10*time.Second)
 	if err != nil {
 		t.Fatalf("dial after the heal: %v", err)
 	}
@@ -62,63 +60,6 @@ func echo(ln net.Listener) {
 			defer c.Close()
 			_, _ = io.Copy(c, c)
 		}()
-	}
-}
-
-// startCutProxy forwards connections to target; while swallowing, the
-// dialler's bytes are read and dropped, the connection left open.
-func startCutProxy(t *testing.T, target string, swallowing *atomic.Bool) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Go(func() {
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			mu.Lock()
-			conns = append(conns, in, out)
-			mu.Unlock()
-			wg.Go(func() { cutCopy(out, in, swallowing) })
-			wg.Go(func() { _, _ = io.Copy(in, out); in.Close() })
-		}
-	})
-	return ln.Addr().String()
-}
-
-func cutCopy(dst, src net.Conn, swallowing *atomic.Bool) {
-	defer dst.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 && !swallowing.Load() {
-			if _, err := dst.Write(buf[:n]); err != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
 	}
 }
 
