@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/djinn-go/djinn/internal/lease"
@@ -167,4 +168,45 @@ func FuzzRestoreDocument(f *testing.F) {
 			t.Fatalf("restored again, the state differs:\n%s\n%s", got, want)
 		}
 	})
+}
+
+// TestRestoreDocumentEdges: the decoder reads what json.Unmarshal reads —
+// a value cut anywhere between records, fields in any order and case,
+// unknown fields skipped — and refuses the rest, naming the fault.
+func TestRestoreDocumentEdges(t *testing.T) {
+	const empty = `"Table":{"Sets":[]},"Sets":null,"NextSet":0,"Holders":null,"Recent":null`
+	for _, tc := range []struct {
+		name, doc, err string
+		nextID         uint64
+	}{
+		{name: "a number cut between records", doc: `{` + empty + `,"NextID":123456789}`, nextID: 123456789},
+		{name: "fields in another order and case, unknown ones skipped", doc: `{"nextid":7,"Extra":{"a":[1,{"b":2}]},"table":{"sets":[],"Other":[]},"SETS":null,"nextSet":0,"holders":null,"recent":null}`, nextID: 7},
+		{name: "a comma before the end", doc: `{` + empty + `,"NextID":0,}`, err: "invalid character"},
+		{name: "a field twice", doc: `{` + empty + `,"NextID":1,"nextID":2}`, err: "appears twice"},
+		{name: "the document cut short", doc: `{` + empty + `,"NextID":1`, err: "ends early"},
+		{name: "data after the document", doc: `{` + empty + `,"NextID":1} {}`, err: "data after the document"},
+		{name: "a list where none is", doc: `{"Table":{"Sets":7}}`, err: "where a list was expected"},
+		{name: "no colon after a name", doc: `{"NextID" 1}`, err: "where : was expected"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, size := range []int{1, 2, 3, 7, len(tc.doc)} {
+				s := NewState(lease.NewTable())
+				s.Reset()
+				var err error
+				for _, r := range cut([]byte(tc.doc), size) {
+					if err = s.Restore(r); err != nil {
+						break
+					}
+				}
+				switch {
+				case tc.err == "" && err != nil:
+					t.Fatalf("records of %d bytes: %v", size, err)
+				case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+					t.Fatalf("records of %d bytes: error %v, want one saying %q", size, err, tc.err)
+				case tc.err == "" && s.nextID != tc.nextID:
+					t.Fatalf("records of %d bytes: NextID %d, want %d", size, s.nextID, tc.nextID)
+				}
+			}
+		})
+	}
 }
