@@ -129,7 +129,9 @@ type acquireCall struct {
 	acq statepb.LockAcquire
 	own statepb.LockHolderState // an owner's holder; a transaction's is the joined one
 
-	ev    Event         // guarded by Service.mu: the first event heard
+	// ev is the first event heard, set under Service.mu before ready is
+	// signalled: the caller reads it once it has received from ready.
+	ev    Event
 	heard bool          // guarded by Service.mu
 	ready chan struct{} // 1-buffered: ev was set
 }
@@ -392,8 +394,7 @@ func (s *Service) Lock(ctx context.Context, set []byte, h *djinnpb.LockHolder, m
 	}
 	select {
 	case <-c.ready:
-		ev := s.heard(c)
-		return ev.Err == nil, ev.Fence, ev.Err
+		return c.ev.Err == nil, c.ev.Fence, c.ev.Err
 	case <-term:
 		return false, 0, djinn.Errorf(djinn.Unavailable, "lock request %d: this node stopped leading while it waited; retry it with the same request id", request)
 	case <-ctx.Done():
@@ -406,7 +407,7 @@ func (s *Service) Lock(ctx context.Context, set []byte, h *djinnpb.LockHolder, m
 	}
 	select {
 	case <-c.ready:
-		if ev := s.heard(c); ev.Err == nil {
+		if c.ev.Err == nil {
 			if _, err := s.log.Propose(cctx, &statepb.Command{Op: &statepb.Command_LockRelease{LockRelease: &statepb.LockRelease{SetId: set, Holder: hs, Mode: int32(mode)}}}); err != nil {
 				s.cfg.Logger.Warn("lock: giving back a grant nobody waits for failed", "request", request, "err", err)
 			}
@@ -434,13 +435,6 @@ func (s *Service) Unlock(ctx context.Context, set []byte, h *djinnpb.LockHolder,
 	c.cmd.Op = &c.op
 	_, err = s.log.Propose(ctx, &c.cmd)
 	return err
-}
-
-// heard returns the event c heard.
-func (s *Service) heard(c *acquireCall) Event {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return c.ev
 }
 
 // DropLocks is the lock coordinator's drop_locks for transaction id of mgr
