@@ -27,9 +27,10 @@ func (s *State) Part() state.Part {
 			state.On(func(_ int64, c *statepb.LockTxnEnd) any { s.ApplyTxnEnd(c); return nil }),
 			state.On(func(_ int64, c *statepb.LockDrop) any { return s.ApplyDrop(c) }),
 		},
-		Records: []state.Record{state.Restores(s.Restore)},
-		View:    s.View, // taken between applies; written while they go on
-		Reset:   s.Reset,
+		Records:  []state.Record{state.Restores(s.Restore)},
+		View:     s.View, // taken between applies; written while they go on
+		Reset:    s.Reset,
+		Restored: s.Restored,
 		Leases: []state.LeaseKind{
 			{Kind: SetLeaseKind, Name: "lock set", Quota: quota.LockSets, Ended: s.LeaseEnded},
 			{Kind: OwnerLeaseKind, Name: "lock owner", Quota: quota.LockOwners, Ended: s.LeaseEnded},

@@ -39,6 +39,19 @@ func (s *State) Restore(r *statepb.LockRecord) error {
 	return s.install(d.st)
 }
 
+// Restored says whether the snapshot just read ended inside the lock
+// document: records came, but not its last one.
+func (s *State) Restored() error {
+	s.mu.Lock()
+	d := s.restoring
+	s.restoring = nil
+	s.mu.Unlock()
+	if d != nil {
+		return snapErr("the lock document's last record is missing: the snapshot was cut short")
+	}
+	return nil
+}
+
 // abandon forgets restore d if it is the one under way.
 func (s *State) abandon(d *docDecoder) {
 	s.mu.Lock()

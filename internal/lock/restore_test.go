@@ -210,3 +210,41 @@ func TestRestoreDocumentEdges(t *testing.T) {
 		})
 	}
 }
+
+// TestRestoredSaysCutShort: Restored, told the snapshot's records are all
+// read, refuses a lock document whose last record never came, and
+// accepts a whole one (and a snapshot with no lock records at all).
+func TestRestoredSaysCutShort(t *testing.T) {
+	b := newBuilder(t, 3)
+	for range 200 {
+		b.step()
+	}
+	recs := streamed(t, b.s.export(), 97)
+	if len(recs) < 2 {
+		t.Fatalf("%d records: the test needs a document in several", len(recs))
+	}
+	s := NewState(lease.NewTable())
+	if err := s.Restored(); err != nil {
+		t.Fatalf("no lock records: %v", err)
+	}
+	for _, r := range recs[:len(recs)-1] {
+		if err := s.Restore(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Restored(); err == nil || !strings.Contains(err.Error(), "cut short") {
+		t.Fatalf("the last record missing: %v, want a refusal", err)
+	}
+	s.Reset()
+	for _, r := range recs {
+		if err := s.Restore(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Restored(); err != nil {
+		t.Fatalf("a whole document: %v", err)
+	}
+	if got, want := exported(t, s), exported(t, b.s); !bytes.Equal(got, want) {
+		t.Fatalf("restored state differs:\n%s\n%s", got, want)
+	}
+}

@@ -38,6 +38,11 @@ type Part struct {
 	Snapshot func() (Dump, error)
 	// Reset empties the part before a snapshot is restored.
 	Reset func()
+	// Restored, if set, is told once a snapshot's last record is read: a
+	// part whose records span several (a document cut into pieces)
+	// returns an error when the snapshot ended inside them, so that a
+	// snapshot cut short is refused rather than restored as less.
+	Restored func() error
 	// Leases are the kinds of lease the part owns.
 	Leases []LeaseKind
 }

@@ -401,7 +401,7 @@ func (m *Machine) Restore(r io.Reader) error {
 		var rec statepb.Record
 		if err := opts.UnmarshalFrom(br, &rec); err != nil {
 			if errors.Is(err, io.EOF) {
-				return nil
+				return m.restored(n)
 			}
 			return fmt.Errorf("snapshot record %d: %w", n, err)
 		}
@@ -409,6 +409,19 @@ func (m *Machine) Restore(r io.Reader) error {
 			return fmt.Errorf("snapshot record %d: %w", n, err)
 		}
 	}
+}
+
+// restored tells the parts that the snapshot's n records are all read.
+func (m *Machine) restored(n int) error {
+	for _, p := range m.parts {
+		if p.Restored == nil {
+			continue
+		}
+		if err := p.Restored(); err != nil {
+			return fmt.Errorf("snapshot ends after record %d: %s: %w", n, p.Name, err)
+		}
+	}
+	return nil
 }
 
 func (m *Machine) restore(rec *statepb.Record) error {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protodelim"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/djinn-go/djinn"
@@ -305,5 +306,26 @@ func TestApplyHandsTheOpToItsHandler(t *testing.T) {
 				t.Fatal("a handler got a command that was not its")
 			}
 		})
+	}
+}
+
+// TestRestoreRefusesCutShort: a snapshot that ends inside a part's
+// document (its records came, but not the last one) is refused, naming
+// the part, instead of restoring that part as empty.
+func TestRestoreRefusesCutShort(t *testing.T) {
+	m := newMachine(t)
+	var b bytes.Buffer
+	first := &statepb.Record{Record: &statepb.Record_Lock{Lock: &statepb.LockRecord{Table: []byte(`{"Table":{"Sets":[`)}}}
+	if _, err := protodelim.MarshalTo(&b, first); err != nil {
+		t.Fatal(err)
+	}
+	err := m.Restore(bytes.NewReader(b.Bytes()))
+	if err == nil || !strings.Contains(err.Error(), "lock") || !strings.Contains(err.Error(), "cut short") {
+		t.Fatalf("a snapshot cut inside the lock document: %v, want a refusal naming the lock part", err)
+	}
+	// The same machine then restores a whole snapshot.
+	whole := snapshot(t, newMachine(t).Machine)
+	if err := m.Restore(bytes.NewReader(whole)); err != nil {
+		t.Fatalf("a whole snapshot after the refused one: %v", err)
 	}
 }
