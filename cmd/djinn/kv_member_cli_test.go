@@ -58,7 +58,7 @@ func TestCLIKVAtFollower(t *testing.T) {
 	if o, errs, ok := runAt(t, follower.Addr(), "kv", "put", "under", "txn", "--txn", c.Token); !ok {
 		t.Fatalf("kv put --txn at the follower: %s%s", o, errs)
 	}
-	if o, errs, ok := runAt(t, leader.Addr(), "txn", "commit", c.Token); !ok {
+	if o, errs, ok := runAt(t, leader.Addr(), "txn", "commit", c.Token, "--wait", "30s"); !ok { // once told, the participant holds it
 		t.Fatalf("txn commit: %s%s", o, errs)
 	}
 	if !storedAt(t, follower.Addr(), "under") || storedAt(t, leader.Addr(), "under") {
