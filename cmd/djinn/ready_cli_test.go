@@ -28,7 +28,8 @@ import (
 // added: those that find their service through its status (txn) and those
 // that only its serving leader answers (mailbox, renewal), and a bench,
 // which measures only once it is ready. Its status says, meanwhile, what
-// it waits for.
+// it waits for; status --wait and --wait-timeout are shown on it too
+// (statusWaitRows, waitTimeoutRows).
 func TestCLIWaitsForStartingServer(t *testing.T) {
 	a, b := newNode(t), newNode(t)
 	pa := a.start(t)
@@ -47,20 +48,8 @@ func TestCLIWaitsForStartingServer(t *testing.T) {
 	if !ok || !strings.Contains(st, "service   none yet") || !strings.Contains(st, "leader    none known yet") || strings.Contains(st, "landlord  ") {
 		t.Errorf("status of a server waiting to be added: %s%s; want no service id and no leader yet, and no references", st, errs)
 	}
-	// status --wait gives up on it, saying what it lacks and how to see it;
-	// started again, it answers once the server is added.
-	if _, errs, ok := runAt(t, b.listen, "status", "--wait", "1s"); ok || !strings.Contains(errs, b.listen+" answers but is not ready: its cluster has no service id yet") ||
-		!strings.Contains(errs, "gave up after waiting 1s") || !strings.Contains(errs, "djinn status --server "+b.listen+", without --wait, shows what it lacks") {
-		t.Errorf("status --wait 1s of a server waiting to be added: %q; want it gave up, naming the server, what it lacks and how to see it", errs)
-	}
 	waitTimeoutRows(t, b.listen)
-	status := exec.Command(djinnBinary(t), "status", "--wait", "60s", "-o", "json", "--server", b.listen)
-	var statusOut strings.Builder
-	status.Stdout = &statusOut
-	if err := status.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer status.Process.Kill()
+	statusAnswered := statusWaitRows(t, b.listen)
 	type waiter struct {
 		cmd   *exec.Cmd
 		out   strings.Builder
@@ -96,10 +85,7 @@ func TestCLIWaitsForStartingServer(t *testing.T) {
 	if o, errs, ok := runAt(t, a.listen, "member", "add", m[1], "--raft", m[2], "--grpc", m[3], "--join-secret-file", sec); !ok {
 		t.Fatalf("member add: %s%s", o, errs)
 	}
-	var v statusView
-	if err := status.Wait(); err != nil || json.Unmarshal([]byte(statusOut.String()), &v) != nil || v.Mailbox == "" {
-		t.Errorf("status --wait once the server was added: %v, %q; want its status, ready", err, statusOut.String())
-	}
+	statusAnswered()
 	for _, w := range ws {
 		var rest []string
 		for w.lines.Scan() {
@@ -107,6 +93,31 @@ func TestCLIWaitsForStartingServer(t *testing.T) {
 		}
 		if err := w.cmd.Wait(); err != nil || strings.Contains(strings.Join(rest, "\n"), "waiting") || !json.Valid([]byte(w.out.String())) {
 			t.Errorf("%v once the server was added: %v, stdout %q, more stderr %q; want its JSON, and one notice", w.cmd.Args[1:3], err, w.out.String(), rest)
+		}
+	}
+}
+
+// statusWaitRows: status --wait gives up on a server waiting to be added,
+// saying what it lacks and how to see it; started again, it waits. Once
+// the server is added, answered checks that it answered, ready.
+func statusWaitRows(t *testing.T, addr string) (answered func()) {
+	t.Helper()
+	if _, errs, ok := runAt(t, addr, "status", "--wait", "1s"); ok || !strings.Contains(errs, addr+" answers but is not ready: its cluster has no service id yet") ||
+		!strings.Contains(errs, "gave up after waiting 1s") || !strings.Contains(errs, "djinn status --server "+addr+", without --wait, shows what it lacks") {
+		t.Errorf("status --wait 1s of a server waiting to be added: %q; want it gave up, naming the server, what it lacks and how to see it", errs)
+	}
+	status := exec.Command(djinnBinary(t), "status", "--wait", "60s", "-o", "json", "--server", addr)
+	var out strings.Builder
+	status.Stdout = &out
+	if err := status.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = status.Process.Kill() })
+	return func() {
+		t.Helper()
+		var v statusView
+		if err := status.Wait(); err != nil || json.Unmarshal([]byte(out.String()), &v) != nil || v.Mailbox == "" {
+			t.Errorf("status --wait once the server was added: %v, %q; want its status, ready", err, out.String())
 		}
 	}
 }
