@@ -201,7 +201,8 @@ func TestBenchLockWorkloads(t *testing.T) {
 	defer p.stop(t)
 	levels := []int{1, 4}
 	rep := benchReport(t, "lock", "--server", p.addr, "--admin", n.admin, "--clients", "1,4",
-		"--for", "200ms", "--conns", "2", "--sets", "300", "--locks", "3")
+		"--for", "200ms", "--conns", "2", "--sets", "300", "--locks", "3",
+		"--join-secret-file", filepath.Join(n.dir, "join-secret"))
 	if len(rep.Results) != 3*len(levels)+1 {
 		t.Fatalf("%d results, want uncontended, contended and spread at %v clients, and sets", len(rep.Results), levels)
 	}
@@ -229,6 +230,16 @@ func TestBenchLockWorkloads(t *testing.T) {
 		t.Errorf("sets: %+v: want 300 sets by 4 owners, and the server's RSS", s)
 	}
 	passed(t, s, "first grants (fence 1)")
+	if figure(t, s, "snapshot") <= 0 || figure(t, s, "peak RSS (snapshot included)") <= 0 {
+		t.Errorf("sets: %+v: want the snapshot's size and the peak RSS through it", s.Figures)
+	}
+	// Without the operator role the sets are measured, and the result
+	// says why the snapshot was not.
+	rep = benchReport(t, "lock", "--server", p.addr, "--admin", n.admin, "--ops", "sets", "--sets", "50")
+	if s := rep.Results[len(rep.Results)-1]; s.Workload != "sets" || figure(t, s, "live heap") <= 0 ||
+		len(s.Notes) == 0 || !strings.Contains(s.Notes[len(s.Notes)-1], "--join-secret-file") {
+		t.Errorf("sets without the operator role: %+v, want the live heap and a note naming --join-secret-file", s)
+	}
 }
 
 // TestBenchLookupWorkloads runs every workload briefly against a real
