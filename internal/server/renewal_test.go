@@ -221,10 +221,11 @@ func TestRenewalRefusesItsOwnSetLease(t *testing.T) {
 func TestRenewalFailover(t *testing.T) {
 	t.Parallel()
 	cfg := servertest.Config(t)
-	// Leases are renewed with a third of their time left: 2s here, room
-	// for an election on a loaded machine.
-	cfg.Mailbox.DefaultLease = server.Duration(6 * time.Second)
-	cfg.Mailbox.MaxLease = server.Duration(6 * time.Second)
+	// The new leader renews every client lease as soon as it takes over:
+	// the grant must outlast an election on a loaded machine.
+	const granted = 10 * time.Second
+	cfg.Mailbox.DefaultLease = server.Duration(granted)
+	cfg.Mailbox.MaxLease = server.Duration(granted)
 	ll := servertest.Start(t, cfg)
 	boxes := djinnpb.NewEventMailboxClient(servertest.Dial(t, ll.Addr()).ClientConn())
 	ss := servertest.StartCluster(t, 3, func(c *server.Config) {
@@ -253,28 +254,28 @@ func TestRenewalFailover(t *testing.T) {
 	if err := leader.Close(); err != nil {
 		t.Fatal(err)
 	}
-	failed := time.Now()
+	// A renewal before now, the old leader's, ends the lease by
+	// closed+granted at the latest.
+	closed := time.Now()
 	var survivors []*server.Server
 	for _, s := range ss {
 		if s != leader {
 			survivors = append(survivors, s)
 		}
 	}
-	var next *server.Server
-	servertest.Eventually(t, "a new leader", func() bool { next = servertest.Leader(survivors...); return next != nil })
+	next := servertest.ServingLeader(t, survivors...)
 	sets = djinnpb.NewLeaseRenewalServiceClient(servertest.Dial(t, next.Addr()).ClientConn())
-	// Two original grants after the failover, the lease is still alive at
-	// its landlord and still in the set.
-	servertest.Eventually(t, "two grants to pass after the failover", func() bool {
-		if _, err := boxes.GetRegistration(testContext(t), &djinnpb.MailboxRegistrationRequest{RegistrationId: reg.GetRegistrationId()}); err != nil {
-			t.Fatalf("the client lease lapsed after the renewal service's leader failed: %v", err)
-		}
-		return time.Since(failed) > 12*time.Second
-	})
+	// Two grants past the failover the landlord still serves the
+	// registration: the new leader renewed it, and kept renewing it.
+	// Nothing ends the lease, so a slow poll cannot miss this.
+	aliveUntil(t, boxes, reg, closed.Add(2*granted))
 	var n int
 	retryUnavailable(t, "read the set at the new leader", func(ctx context.Context) error {
 		ls, err := sets.GetLeases(ctx, &djinnpb.SetRequest{SetId: set.GetSet().GetObjectId()})
 		n = len(ls.GetLeases())
+		if n == 1 && !holds(ls.GetLeases(), reg.GetLease()) {
+			t.Fatalf("set holds %v after failover, want the mailbox lease", ls.GetLeases())
+		}
 		return err
 	})
 	if n != 1 {
