@@ -9,6 +9,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/server"
 	"github.com/djinn-go/djinn/internal/server/servertest"
 	"github.com/djinn-go/djinn/service"
 )
@@ -147,12 +148,20 @@ func TestFindFollowsTheCluster(t *testing.T) {
 	// parallel tests: the item names the members once the leader's joiner
 	// has followed them.
 	ss := servertest.StartCluster(t, 3, servertest.Steady)
-	loc := locatorOf(t, servertest.Dial(t, ss[0].Addr()))
+	c := servertest.Dial(t, ss[0].Addr())
 	ctx, cancel := context.WithTimeout(t.Context(), 2*servertest.Failover)
 	defer cancel()
 	var found *client.Found
 	servertest.EventuallyWithin(t, servertest.Failover, "the transaction manager, naming every member", func() bool {
-		f, err := client.Find(ctx, service.TransactionManagerType, client.AtLocators(loc))
+		// Only the leader serves discovery, and a test server's port is
+		// picked afresh each time it leads: should leadership move, the
+		// locator read before goes dead, so each try reads it again.
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		f, err := client.Find(fctx, service.TransactionManagerType, client.AtLocators(locatorOf(t, c)))
+		if errors.Is(err, djinn.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+			return false
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,9 +184,18 @@ func TestFindFollowsTheCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The member that registered the item: the leader of the moment.
-	leader := servertest.ServingLeader(t, ss...)
-	if err := leader.Close(); err != nil {
+	// The member that registered the item goes: the one its reference
+	// names, whether or not it still leads.
+	var registrant *server.Server
+	for _, s := range ss {
+		if s.Addr() == found.Ref.Endpoint {
+			registrant = s
+		}
+	}
+	if registrant == nil {
+		t.Fatalf("the item's reference names %s, no member of the cluster", found.Ref.Endpoint)
+	}
+	if err := registrant.Close(); err != nil {
 		t.Fatal(err)
 	}
 	servertest.EventuallyWithin(t, servertest.Failover, "a transaction created through the found client after its member left", func() bool {
