@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -63,12 +64,7 @@ func djinnBinary(t *testing.T) string {
 
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return freePorts(t, 1)[0]
 }
 
 // proc is a running djinn serve.
@@ -77,48 +73,72 @@ type proc struct {
 	addr string
 	out  *strings.Builder
 	mu   sync.Mutex
+	// exited is closed when the server's output ends: it has exited.
+	exited chan struct{}
 }
 
 type node struct {
 	dir, listen, admin, raft, discovery string
+	started                             bool // once: its addresses are its own from then on
 }
 
-func newNode(t *testing.T) node {
+func newNode(t *testing.T) *node {
 	ps := freePorts(t, 4)
-	return node{dir: t.TempDir(), listen: ps[0], admin: ps[1], raft: ps[2], discovery: ps[3]}
+	return &node{dir: t.TempDir(), listen: ps[0], admin: ps[1], raft: ps[2], discovery: ps[3]}
 }
 
-// freePorts returns n distinct free addresses: each stays taken until all
-// are chosen, so that no two are one port.
+// freePorts returns n distinct free loopback addresses. They are drawn
+// below the kernel's ephemeral range, so that no outgoing connection of
+// this or another test takes one before its server listens on it; each
+// stays taken until all are chosen, so that no two are one port.
 func freePorts(t *testing.T, n int) []string {
 	t.Helper()
-	out := make([]string, n)
-	for i := range out {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	out := make([]string, 0, n)
+	for tries := 0; len(out) < n; tries++ {
+		if tries == 1000 {
+			t.Fatalf("no free loopback port below %d in %d tries", ephemeralFrom, tries)
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 10000+rand.IntN(ephemeralFrom-10000)))
 		if err != nil {
-			t.Fatal(err)
+			continue
 		}
 		defer l.Close()
-		out[i] = l.Addr().String()
+		out = append(out, l.Addr().String())
 	}
 	return out
 }
 
-// start runs djinn serve and waits until it prints that it serves.
-func (n node) start(t *testing.T, extra ...string) *proc {
+// ephemeralFrom is where Linux's default ephemeral port range starts.
+const ephemeralFrom = 32768
+
+// start runs djinn serve and waits until it prints that it serves. A
+// node's first start that finds one of its ports taken meanwhile (by a
+// process that is not this test's) is made again on other ports.
+func (n *node) start(t *testing.T, extra ...string) *proc {
 	t.Helper()
-	p, ready := n.launch(t, extra...)
-	select {
-	case <-ready:
-	case <-time.After(60 * time.Second):
-		p.kill()
-		t.Fatalf("server did not start:\n%s", p.output())
+	for try := 1; ; try++ {
+		p, ready := n.launch(t, extra...)
+		select {
+		case <-ready:
+			n.started = true
+			return p
+		case <-p.exited:
+			p.kill()
+			if n.started || try == 3 || !strings.Contains(p.output(), "address already in use") {
+				t.Fatalf("server did not start:\n%s", p.output())
+			}
+			t.Logf("a port was taken before the server listened on it; trying others:\n%s", p.output())
+			ps := freePorts(t, 4)
+			n.listen, n.admin, n.raft, n.discovery = ps[0], ps[1], ps[2], ps[3]
+		case <-time.After(60 * time.Second):
+			p.kill()
+			t.Fatalf("server did not start:\n%s", p.output())
+		}
 	}
-	return p
 }
 
 // launch runs djinn serve; ready is closed once it prints that it serves.
-func (n node) launch(t *testing.T, extra ...string) (*proc, <-chan struct{}) {
+func (n *node) launch(t *testing.T, extra ...string) (*proc, <-chan struct{}) {
 	t.Helper()
 	args := append([]string{"serve", "--data-dir", n.dir, "--listen", n.listen, "--admin", n.admin, "--raft", n.raft,
 		"--discovery", n.discovery, "--election-timeout", "200ms", "--heartbeat-timeout", "200ms"}, extra...)
@@ -127,13 +147,14 @@ func (n node) launch(t *testing.T, extra ...string) (*proc, <-chan struct{}) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, addr: n.listen, out: &strings.Builder{}}
+	p := &proc{cmd: cmd, addr: n.listen, out: &strings.Builder{}, exited: make(chan struct{})}
 	cmd.Stderr = &lockedWriter{p: p}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	ready := make(chan struct{})
 	go func() {
+		defer close(p.exited)
 		sc := bufio.NewScanner(stdout)
 		once := sync.Once{}
 		for sc.Scan() {
@@ -375,5 +396,25 @@ func poll(d time.Duration, cond func() bool) bool {
 			return false
 		}
 		<-time.After(50 * time.Millisecond)
+	}
+}
+
+// TestStartMovesOffATakenPort: a node whose port another process took
+// before its first start is started on other ports, not given up on.
+func TestStartMovesOffATakenPort(t *testing.T) {
+	n := newNode(t)
+	taken := n.raft
+	l, err := net.Listen("tcp", taken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	p := n.start(t)
+	defer p.stop(t)
+	if n.raft == taken {
+		t.Fatalf("started with raft address %s, which was taken", taken)
+	}
+	if _, errs, ok := runAt(t, n.listen, "status"); !ok {
+		t.Fatalf("status of the moved server: %s", errs)
 	}
 }

@@ -448,13 +448,13 @@ func (g *goldenRun) ls() {
 	}
 }
 
-func (g *goldenRun) snapshot(p *proc, n node) {
+func (g *goldenRun) snapshot(p *proc, n *node) {
 	file := filepath.Join(g.t.TempDir(), "djinn.snap")
 	g.on(p, "snapshot-save", "snapshot", "save", file, "--join-secret-file", filepath.Join(n.dir, "join-secret"))
 	g.plain("snapshot-restore", "snapshot", "restore", file, "--data-dir", filepath.Join(g.t.TempDir(), "restored"))
 }
 
-func (g *goldenRun) join(p *proc, n node) {
+func (g *goldenRun) join(p *proc, n *node) {
 	op := []string{"--join-secret-file", filepath.Join(n.dir, "join-secret")}
 	g.on(p, "join-ls", "join", "ls")
 	g.on(p, "join-show", "join", "show", "txn")

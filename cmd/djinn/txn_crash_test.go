@@ -68,7 +68,7 @@ type killRig struct {
 	t     *testing.T
 	ctx   context.Context
 	rng   *rand.Rand
-	mn    node
+	mn    *node
 	mgr   *proc
 	ref   *djinnpb.Ref
 	tm    djinnpb.TransactionManagerClient
