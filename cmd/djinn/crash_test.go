@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/grpcerr"
+	"github.com/djinn-go/djinn/internal/testproxy"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
@@ -87,29 +87,15 @@ func newNode(t *testing.T) *node {
 	return &node{dir: t.TempDir(), listen: ps[0], admin: ps[1], raft: ps[2], discovery: ps[3]}
 }
 
-// freePorts returns n distinct free loopback addresses. They are drawn
-// below the kernel's ephemeral range, so that no outgoing connection of
-// this or another test takes one before its server listens on it; each
-// stays taken until all are chosen, so that no two are one port.
+// freePorts returns n distinct loopback addresses free now.
 func freePorts(t *testing.T, n int) []string {
 	t.Helper()
-	out := make([]string, 0, n)
-	for tries := 0; len(out) < n; tries++ {
-		if tries == 1000 {
-			t.Fatalf("no free loopback port below %d in %d tries", ephemeralFrom, tries)
-		}
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 10000+rand.IntN(ephemeralFrom-10000)))
-		if err != nil {
-			continue
-		}
-		defer l.Close()
-		out = append(out, l.Addr().String())
+	addrs, err := testproxy.FreeAddrs(n)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return addrs
 }
-
-// ephemeralFrom is where Linux's default ephemeral port range starts.
-const ephemeralFrom = 32768
 
 // start runs djinn serve and waits until it prints that it serves. A
 // node's first start that finds one of its ports taken meanwhile (by a

@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/djinn-go/djinn/internal/testproxy"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
@@ -58,14 +58,13 @@ type output struct{ strings.Builder }
 // ClientAddr is the address clients dial to reach the node.
 func (n *Node) ClientAddr() string { return n.client.Addr() }
 
-// freePort returns a loopback address the system just handed out.
+// freePort returns a loopback address no one listens on now.
 func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addrs, err := testproxy.FreeAddrs(1)
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return addrs[0], nil
 }
 
 // NewCluster creates n nodes' directories and proxies, the nodes serving

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -20,6 +19,7 @@ import (
 	"github.com/djinn-go/djinn/discovery"
 	"github.com/djinn-go/djinn/internal/server"
 	"github.com/djinn-go/djinn/internal/server/servertest"
+	"github.com/djinn-go/djinn/internal/testproxy"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
@@ -248,15 +248,14 @@ func TestLDS(t *testing.T) {
 	}
 }
 
-// freeAddr returns a loopback address with a port no one listens on now.
+// freeAddr returns a loopback address no one listens on now.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addrs, err := testproxy.FreeAddrs(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addrs[0]
 }
 
 // TestLDSRestart: registrations and their sequence numbers survive a
