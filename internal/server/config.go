@@ -48,10 +48,11 @@ type Config struct {
 	// handshakes); later attempts after failures get at least their
 	// backoff.
 	ConnectTimeout Duration `toml:"connect-timeout"`
-	// KeepaliveTime is the idle time after which this server's outgoing
-	// connections ping their peer, and KeepaliveTimeout how long the
-	// answer may take before the connection is closed: a peer gone
-	// silent (powered off, cut off) is found within their sum.
+	// KeepaliveTime is the idle time after which this server's
+	// connections ping their peer — its outgoing ones and its clients' —
+	// and KeepaliveTimeout how long the answer may take before the
+	// connection is closed: a peer gone silent (powered off, cut off) is
+	// found within their sum.
 	KeepaliveTime    Duration `toml:"keepalive-time"`
 	KeepaliveTimeout Duration `toml:"keepalive-timeout"`
 	// KeepaliveMinTime is the least interval between a client's pings

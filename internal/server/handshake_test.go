@@ -1,16 +1,22 @@
 package server_test
 
 import (
+	"context"
 	"errors"
 	"net"
 	"os"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/pingtest"
 	"github.com/djinn-go/djinn/internal/server"
 	"github.com/djinn-go/djinn/internal/server/servertest"
+	"github.com/djinn-go/djinn/internal/testproxy"
 )
 
 // TestSilentConnectionsAreClosed: a connection to the client port or the
@@ -78,5 +84,35 @@ func TestServerAcceptsKeepalivePings(t *testing.T) {
 				t.Errorf("GOAWAY %q after %d of %d pings acknowledged, want %q", res.GoAway, res.Acked, n, r.wantGoAway)
 			}
 		})
+	}
+}
+
+// TestServerPingsSilentClients: a client connection that goes silent (its
+// host died: the server's pings are never answered) is closed after
+// keepalive-time and keepalive-timeout, so its streams are released; the
+// client here does not ping itself.
+func TestServerPingsSilentClients(t *testing.T) {
+	t.Parallel()
+	cfg := servertest.Config(t)
+	cfg.KeepaliveTime = server.Duration(client.MinKeepaliveTime)
+	cfg.KeepaliveTimeout = server.Duration(time.Second)
+	srv := servertest.Start(t, cfg)
+	proxy := testproxy.New(t, srv.Addr())
+	cc, err := grpc.NewClient(proxy.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), servertest.Timeout+time.Duration(cfg.KeepaliveTime)+time.Duration(cfg.KeepaliveTimeout))
+	defer cancel()
+	cc.Connect()
+	for s := cc.GetState(); s != connectivity.Ready; s = cc.GetState() {
+		if !cc.WaitForStateChange(ctx, s) {
+			t.Fatalf("the client never connected: %v", s)
+		}
+	}
+	proxy.Set(testproxy.Swallow) // the client's answers to the pings are lost
+	if !cc.WaitForStateChange(ctx, connectivity.Ready) {
+		t.Fatal("a client that answers no ping is still connected after keepalive-time and keepalive-timeout")
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
 	"github.com/djinn-go/djinn"
@@ -256,6 +257,11 @@ func (s *Server) openGRPC(serverTLS *tls.Config) error {
 		grpc.StaticStreamWindowSize(streamWindow),
 		grpc.StaticConnWindowSize(connWindow),
 		client.ServerKeepalive(time.Duration(s.cfg.KeepaliveMinTime)), // other members' and clients' pings
+		// A client connection idle for keepalive-time is pinged, and closed
+		// when no answer comes within keepalive-timeout: the streams of a
+		// subscriber whose host died are released, not held until TCP
+		// gives up.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Duration(s.cfg.KeepaliveTime), Timeout: time.Duration(s.cfg.KeepaliveTimeout)}),
 		// A connection that does not finish its TLS and HTTP/2 handshakes
 		// in time is closed.
 		grpc.ConnectionTimeout(time.Duration(s.cfg.HandshakeTimeout)),
