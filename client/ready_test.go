@@ -18,10 +18,7 @@ import (
 // makes it, for a find that stands in for one.
 func notReadyYet(t *testing.T) error {
 	t.Helper()
-	cfg := servertest.Config(t)
-	cfg.Cluster.Bootstrap = false // waits for a member add: no service id
-	cfg.Security.JoinSecretFile = servertest.SecretFile(servertest.Start(t, servertest.Config(t)))
-	s := servertest.Open(t, cfg)
+	s := servertest.OpenWaiting(t, servertest.Start(t, servertest.Config(t))) // no service id until a member adds it
 	err := servertest.Dial(t, s.Addr()).Ready(t.Context())
 	if !errors.Is(err, client.ErrNotReady) || !errors.Is(err, djinn.ErrUnavailable) {
 		t.Fatalf("Ready of a server with no service id: %v, want not ready and unavailable", err)
@@ -70,10 +67,7 @@ func TestStatus(t *testing.T) {
 		}
 	}
 
-	cfg := servertest.Config(t)
-	cfg.Cluster.Bootstrap = false
-	cfg.Security.JoinSecretFile = servertest.SecretFile(s)
-	starting := servertest.Open(t, cfg)
+	starting := servertest.OpenWaiting(t, s) // no service id until a member adds it
 	st, err = servertest.Dial(t, starting.Addr()).Status(t.Context())
 	if err != nil || !errors.Is(st.Ready(), client.ErrNotReady) {
 		t.Fatalf("Status of a server waiting to be added: %v, %v; want it not ready", st, err)
@@ -160,10 +154,7 @@ func TestWaitReady(t *testing.T) {
 // added to a cluster is found once a member adds it.
 func TestWaitReadyJoined(t *testing.T) {
 	first := servertest.Start(t, servertest.Config(t))
-	cfg := servertest.Config(t)
-	cfg.Cluster.Bootstrap = false
-	cfg.Security.JoinSecretFile = servertest.SecretFile(first)
-	s := servertest.Open(t, cfg)
+	s := servertest.OpenWaiting(t, first) // no service id until a member adds it
 	c := servertest.Dial(t, s.Addr())
 	waiting := make(chan error, 1)
 	type found struct {

@@ -258,10 +258,7 @@ func TestTransactionManagerRef(t *testing.T) {
 // manager; the client says it is unavailable instead of handing back a
 // manager whose every call fails for naming no object.
 func TestTransactionManagerStarting(t *testing.T) {
-	cfg := servertest.Config(t)
-	cfg.Cluster.Bootstrap = false // waits for a member add: no service id
-	cfg.Security.JoinSecretFile = servertest.SecretFile(servertest.Start(t, servertest.Config(t)))
-	s := servertest.Open(t, cfg)
+	s := servertest.OpenWaiting(t, servertest.Start(t, servertest.Config(t))) // no service id until a member adds it
 	c := servertest.Dial(t, s.Addr())
 	ctx := t.Context()
 	for what, find := range map[string]func() (fmt.Stringer, error){

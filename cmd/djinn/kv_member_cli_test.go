@@ -29,10 +29,7 @@ func storedAt(t *testing.T, addr, key string) bool {
 // its reads find them there.
 func TestCLIKVAtFollower(t *testing.T) {
 	leader := servertest.Start(t, servertest.Config(t))
-	cfg := servertest.Config(t)
-	cfg.Cluster.Bootstrap = false
-	cfg.Security.JoinSecretFile = servertest.SecretFile(leader)
-	follower := servertest.Open(t, cfg)
+	follower := servertest.OpenWaiting(t, leader) // no service id until a member adds it
 	if o, errs, ok := runAt(t, leader.Addr(), "member", "add", follower.NodeID(), "--raft", follower.RaftAddr(), "--grpc", follower.Addr(),
 		"--join-secret-file", servertest.SecretFile(leader)); !ok {
 		t.Fatalf("member add: %s%s", o, errs)

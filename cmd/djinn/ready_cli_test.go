@@ -177,10 +177,7 @@ func TestNotReadyHint(t *testing.T) {
 		t.Errorf("notReadyHint(%v) = %v, want it unchanged", other, got)
 	}
 	first := servertest.Start(t, servertest.Config(t))
-	cfg := servertest.Config(t)
-	cfg.Cluster.Bootstrap = false
-	cfg.Security.JoinSecretFile = servertest.SecretFile(first)
-	s := servertest.Open(t, cfg)
+	s := servertest.OpenWaiting(t, first) // no service id until a member adds it
 	err := notReadyHint(servertest.Dial(t, s.Addr()).Ready(t.Context()))
 	if !errors.Is(err, client.ErrNotReady) || djinn.KindOf(err) != djinn.Unavailable {
 		t.Fatalf("hinted error %v: want still not ready, unavailable", err)
@@ -196,10 +193,7 @@ func TestNotReadyHint(t *testing.T) {
 // naming the server).
 func TestServingAsksStatusOnce(t *testing.T) {
 	first := servertest.Start(t, servertest.Config(t))
-	cfg := servertest.Config(t)
-	cfg.Cluster.Bootstrap = false
-	cfg.Security.JoinSecretFile = servertest.SecretFile(first)
-	starting := servertest.Open(t, cfg)
+	starting := servertest.OpenWaiting(t, first) // no service id until a member adds it
 	for _, tc := range []struct {
 		name string
 		addr string

@@ -30,10 +30,7 @@ func (w *noticeWriter) Write(p []byte) (int, error) {
 // cluster: until then it has no service id and is not ready.
 func startingServer(t *testing.T, first *server.Server) *server.Server {
 	t.Helper()
-	cfg := servertest.Config(t)
-	cfg.Cluster.Bootstrap = false
-	cfg.Security.JoinSecretFile = servertest.SecretFile(first)
-	return servertest.Open(t, cfg)
+	return servertest.OpenWaiting(t, first)
 }
 
 // TestTxnWaitsForStartingParticipant: a transaction bench one of whose

@@ -124,10 +124,7 @@ func TestNonvoterStaysNonvoter(t *testing.T) {
 	first := servertest.Start(t, servertest.Config(t))
 	c := servertest.Dial(t, first.Addr(), servertest.Operator(t, first))
 	ctx := testContext(t)
-	cfg := servertest.Config(t)
-	cfg.Cluster.Bootstrap = false
-	cfg.Security.JoinSecretFile = servertest.SecretFile(first)
-	replica := servertest.Open(t, cfg)
+	replica := servertest.OpenWaiting(t, first) // no service id until a member adds it
 	err := c.AddMember(ctx, client.NewMember{NodeID: replica.NodeID(), RaftAddress: replica.RaftAddr(), Endpoint: replica.Addr(), Nonvoter: true})
 	if err != nil {
 		t.Fatal(err)

@@ -14,10 +14,7 @@ import (
 // means a service the node does not run, which a client reports as
 // unsupported, while a zero one is a service not ready yet.
 func TestStatusStarting(t *testing.T) {
-	cfg := servertest.Config(t)
-	cfg.Cluster.Bootstrap = false
-	cfg.Security.JoinSecretFile = servertest.SecretFile(servertest.Start(t, servertest.Config(t)))
-	s := servertest.Open(t, cfg)
+	s := servertest.OpenWaiting(t, servertest.Start(t, servertest.Config(t))) // no service id until a member adds it
 	st, err := servertest.Status(djinnpb.NewAdminClient(servertest.Conn(t, s.Addr())))
 	if err != nil {
 		t.Fatal(err)

@@ -234,6 +234,17 @@ func JoinConfig(t testing.TB, first *server.Server) server.Config {
 	return cfg
 }
 
+// OpenWaiting opens a server that waits for a member of first's cluster
+// to add it (no bootstrap, first's join secret): until then it has no
+// service id and no leader, as a new member or one still starting has.
+func OpenWaiting(t testing.TB, first *server.Server) *server.Server {
+	t.Helper()
+	cfg := Config(t)
+	cfg.Cluster.Bootstrap = false
+	cfg.Security.JoinSecretFile = SecretFile(first)
+	return Open(t, cfg)
+}
+
 // Dial connects a client to addr and closes it when the test ends.
 func Dial(t testing.TB, addr string, opts ...client.Option) *client.Client {
 	t.Helper()
