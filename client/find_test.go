@@ -153,9 +153,8 @@ func TestFindFollowsTheCluster(t *testing.T) {
 	defer cancel()
 	var found *client.Found
 	servertest.EventuallyWithin(t, servertest.Failover, "the transaction manager, naming every member", func() bool {
-		// Only the leader serves discovery, and a test server's port is
-		// picked afresh each time it leads: should leadership move, the
-		// locator read before goes dead, so each try reads it again.
+		// Every member serves discovery on its own port for as long as
+		// it runs, so the locator read stays good when leadership moves.
 		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		f, err := client.Find(fctx, service.TransactionManagerType, client.AtLocators(locatorOf(t, c)))

@@ -234,7 +234,7 @@ func (s *Server) ldsDiscover(ctx context.Context, svc *lds.Service) {
 }
 
 // ownLocator waits, a little, for this node's lookup service to serve
-// discovery (s.discover, started with this term) and returns its locator;
+// discovery (discover) and returns its locator;
 // false when it has none.
 func (s *Server) ownLocator(ctx context.Context) (discovery.Locator, bool) {
 	if !s.cfg.Lookup.Enabled || s.cfg.Lookup.Discovery == "" {

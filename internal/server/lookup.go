@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"math"
 	"net/url"
 	"slices"
@@ -48,8 +47,8 @@ type LookupConfig struct {
 
 func (c *LookupConfig) check() error { return positive("lookup max-items", c.MaxItems) }
 
-// lookupPart is the lookup service (the registrar) and, while this node
-// leads, its discovery. Registering and looking up are any authenticated
+// lookupPart is the lookup service (the registrar) and its discovery
+// (discover). Registering and looking up are any authenticated
 // caller's; a registration's lease cookie is the capability to change its
 // attributes.
 func lookupPart(s *Server) *part {
@@ -98,8 +97,8 @@ func lookupPart(s *Server) *part {
 		},
 		close: func() { rpc.svc.Close() },
 	}
-	if c.Discovery != "" {
-		p.run = s.discover
+	if c.Discovery != "" && c.Multicast {
+		p.run = s.discover // the leader's alone; without multicast every member's (Server.New)
 	}
 	return p
 }
@@ -338,14 +337,31 @@ func (r *lookupRPC) GetRegistrar(ctx context.Context, _ *djinnpb.GetRegistrarReq
 	return info, nil
 }
 
-// discover runs the registrar's discovery side — unicast discovery and,
-// when configured, multicast announcements and answers — while this node
-// leads: clients find the lookup service of the leader.
+// discover runs this node's registrar until ctx ends. Without multicast it
+// runs for the node's whole life, on every member: each answers unicast
+// discovery (DJ.2.6) with the cluster's lookup service id and its own gRPC
+// endpoint — a client sent to a follower follows the follower's leader
+// hint — so a locator naming any member finds the lookup service whichever
+// member leads. With multicast (announcements and answers to multicast
+// requests, DJ.2.4 and DJ.2.5) it runs for the leader's term only: the
+// announcements are a side effect, one announcer per cluster, and the
+// locator an announcement names must be the one that answers for the
+// lookup service — a discoverer takes another locator answering with the
+// same id for a contradiction — so the leader alone answers there too,
+// and its final empty-groups announcement when its term ends has
+// discoverers drop it and find the next leader.
 //
+// It starts once the node knows the cluster's service id; a node
+// discovering for its whole life is ready (Server.ready) once it has tried.
 // A registrar that cannot start (its port taken, an interface not there
-// yet) is tried again, backing off to a minute, for as long as this node
-// leads; meanwhile the lookup service is reachable by its gRPC address.
+// yet) is tried again, backing off to a minute; meanwhile the lookup
+// service is reachable by its gRPC address.
 func (s *Server) discover(ctx context.Context) {
+	select {
+	case <-s.machine.ServiceIDKnown(): // a new cluster's first leader gives it one
+	case <-ctx.Done():
+		return
+	}
 	var r *discovery.Registrar
 	for b := backoff.New(100*time.Millisecond, time.Minute); ; {
 		var err error
@@ -354,6 +370,7 @@ func (s *Server) discover(ctx context.Context) {
 			ListenAddr: s.cfg.Lookup.Discovery, DisableMulticast: !s.cfg.Lookup.Multicast, Interfaces: s.cfg.Lookup.Interfaces,
 			AnnouncementInterval: time.Duration(s.cfg.Lookup.Announce), Logger: s.log.With("part", "discovery"),
 		})
+		s.discoveryTried.Store(true)
 		if err == nil {
 			break
 		}
@@ -365,7 +382,7 @@ func (s *Server) discover(ctx context.Context) {
 	s.mu.Lock()
 	s.registrar = r
 	s.mu.Unlock()
-	s.log.Log(ctx, slog.LevelInfo, "discovery: serving", "locator", r.Locator().String(), "groups", s.cfg.Lookup.Groups)
+	s.log.Info("discovery: serving", "locator", r.Locator().String(), "groups", s.cfg.Lookup.Groups, "multicast", s.cfg.Lookup.Multicast)
 	<-ctx.Done()
 	s.mu.Lock()
 	s.registrar = nil

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -91,7 +92,11 @@ type Server struct {
 	kvStore *participant.FileStore
 
 	mu        sync.Mutex
-	registrar *discovery.Registrar // guarded by mu: serving discovery while leading
+	registrar *discovery.Registrar // guarded by mu: this node's, while it serves discovery (discover)
+	// discovers: this node serves unicast discovery for its whole life
+	// (no multicast); discoveryTried: it has tried to start once.
+	discovers      bool
+	discoveryTried atomic.Bool
 
 	grpc      *grpc.Server
 	health    *health.Server
@@ -129,6 +134,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 		cfg.NodeID = t.node
 	}
 	s := &Server{cfg: cfg, log: logger, now: time.Now, metrics: newMetrics(), stop: make(chan struct{}), left: make(chan struct{}), partsOpen: make(chan struct{}), streams: newStreams(cfg)}
+	s.discovers = cfg.Lookup.Enabled && cfg.Lookup.Discovery != "" && !cfg.Lookup.Multicast
 	if err := s.listen(); err != nil {
 		return nil, err
 	}
@@ -145,6 +151,15 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 	}
 	close(s.partsOpen)
 	s.serve()
+	if s.discovers {
+		// Every member answers unicast discovery (discover).
+		ctx, cancel := context.WithCancel(context.Background())
+		s.wg.Go(func() {
+			<-s.stop
+			cancel()
+		})
+		s.wg.Go(func() { s.discover(ctx) })
+	}
 	if cfg.Join != "" {
 		if hasPendingRestore(cfg.DataDir) {
 			s.Close()
@@ -331,6 +346,17 @@ func (s *Server) Addr() string { return s.grpcLn.Addr().String() }
 // Advertise returns the gRPC address put in references and member records.
 func (s *Server) Advertise() string { return s.advertise }
 
+// DiscoveryAddr returns the address this node answers unicast discovery
+// on, "" while it does not (yet).
+func (s *Server) DiscoveryAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.registrar == nil {
+		return ""
+	}
+	return s.registrar.Addr().String()
+}
+
 // AdminAddr returns the admin HTTP address.
 func (s *Server) AdminAddr() string { return s.adminLn.Addr().String() }
 
@@ -387,7 +413,7 @@ func (s *Server) WaitReady(ctx context.Context) error {
 }
 
 func (s *Server) ready() bool {
-	if s.machine.ServiceID().IsZero() {
+	if s.machine.ServiceID().IsZero() || s.discovers && !s.discoveryTried.Load() {
 		return false
 	}
 	if s.node.IsLeader() {

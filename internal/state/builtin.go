@@ -49,6 +49,11 @@ func (m *Machine) applyInit(c *statepb.Init) (djinn.ID, error) {
 	defer m.mu.Unlock()
 	if m.service.IsZero() {
 		m.service, m.previous = id, previous
+		select {
+		case <-m.known:
+		default:
+			close(m.known)
+		}
 	}
 	return m.service, nil
 }

@@ -42,6 +42,7 @@ type Machine struct {
 	service  djinn.ID
 	previous []djinn.ID            // the service ids of the clusters this one was restored from
 	members  map[string]MemberInfo // by node id
+	known    chan struct{}         // closed once the machine first has a service id
 
 	// The parts and what they handle, fixed before the first Apply.
 	parts    []Part
@@ -66,6 +67,7 @@ func New() *Machine {
 	m := &Machine{
 		Leases:   lease.NewTable(),
 		members:  map[string]MemberInfo{},
+		known:    make(chan struct{}),
 		commands: map[protoreflect.FieldNumber]Command{},
 		ops:      map[reflect.Type]Command{},
 		records:  map[protoreflect.FieldNumber]Record{},
@@ -177,6 +179,9 @@ func (m *Machine) ServiceID() djinn.ID {
 	defer m.mu.Unlock()
 	return m.service
 }
+
+// ServiceIDKnown is closed once the machine first has a service id.
+func (m *Machine) ServiceIDKnown() <-chan struct{} { return m.known }
 
 // PreviousIDs returns the service ids of the clusters this one was
 // restored from, newest first.

@@ -329,3 +329,25 @@ func TestRestoreRefusesCutShort(t *testing.T) {
 		t.Fatalf("a whole snapshot after the refused one: %v", err)
 	}
 }
+
+// TestServiceIDKnown: ServiceIDKnown is closed by the first Init and stays
+// closed; a second Init keeps the first id.
+func TestServiceIDKnown(t *testing.T) {
+	m := state.New()
+	select {
+	case <-m.ServiceIDKnown():
+		t.Fatal("known before any Init")
+	default:
+	}
+	first, second := djinn.NewID(), djinn.NewID()
+	m.Apply(1, &statepb.Command{Op: &statepb.Command_Init{Init: &statepb.Init{ServiceId: first[:]}}})
+	select {
+	case <-m.ServiceIDKnown():
+	default:
+		t.Fatal("not known after Init")
+	}
+	m.Apply(2, &statepb.Command{Op: &statepb.Command_Init{Init: &statepb.Init{ServiceId: second[:]}}})
+	if got := m.ServiceID(); got != first {
+		t.Fatalf("service id %s after a second Init, want the first, %s", got, first)
+	}
+}
