@@ -43,8 +43,9 @@ func (t *Table) deadlock(q *waiter, s *set) error {
 
 // waitsFor calls next with each waiting request that w, waiting in set s
 // behind the requests ahead, waits for: every waiting request of each
-// holder of s whose locks w conflicts with, and, unless w passes the queue,
-// the requests ahead of it. It stops, reporting true, at a holder that is
+// holder of s whose locks w conflicts with, and, unless w passes the queue
+// (a change_mode, or a transaction of a holder's family), the requests
+// ahead of it. It stops, reporting true, at a holder that is
 // target.
 func (t *Table) waitsFor(w *waiter, s *set, ahead []*waiter, target *party, next func(*waiter)) bool {
 	for i := range s.holders {
@@ -59,7 +60,7 @@ func (t *Table) waitsFor(w *waiter, s *set, ahead []*waiter, target *party, next
 			next(r)
 		}
 	}
-	if !s.exempt(w.p) {
+	if w.from == 0 && !s.exempt(w.p) {
 		for _, r := range ahead {
 			next(r)
 		}

@@ -43,7 +43,8 @@
 // owner's request waits behind the queue even when the owner already holds
 // a lock in the set — so an owner that holds a lock and asks for another in
 // the same set while someone waits for the first one is refused with
-// djinn.ErrDeadlock (below).
+// djinn.ErrDeadlock (below). A change_mode is no new lock and passes the
+// queue (below).
 //
 // A change_mode (Request.From not zero) is a request for a lock in the new
 // mode that, when granted, gives up one lock in From — atomically: the From
@@ -56,8 +57,8 @@
 //
 // A waiting request w waits for every waiting request of each holder whose
 // locks conflict with w (holders committed relative to w's excepted) and,
-// unless w passes the queue by the family rule, for every request ahead of
-// it in its queue. A request that would have to wait is refused with an
+// unless w passes the queue (a change_mode, or by the family rule), for
+// every request ahead of it in its queue. A request that would have to wait is refused with an
 // error of kind djinn.Deadlock, and nothing changes, when queuing it would
 // close a cycle of these edges, across all sets: its requester is the
 // victim. A try is refused, never a deadlock. Only Acquire looks for cycles;

@@ -114,7 +114,7 @@ func (m *model) exempt(s *mSet, q mKey) bool {
 
 func (m *model) ready(s *mSet, i int) bool {
 	w := s.queue[i]
-	return !m.conflicts(s, mkey(w.Holder), w.Mode) && (i == 0 || m.exempt(s, mkey(w.Holder)))
+	return !m.conflicts(s, mkey(w.Holder), w.Mode) && (i == 0 || w.From != 0 || m.exempt(s, mkey(w.Holder)))
 }
 
 func (m *model) holding(s *mSet, k mKey) *mHolding {
@@ -289,7 +289,7 @@ func (m *model) deadlocks(q Request) bool {
 				}
 			}
 		}
-		if !m.exempt(n.set, k) {
+		if n.r.From == 0 && !m.exempt(n.set, k) {
 			for _, w := range n.set.queue[:n.pos] {
 				out = append(out, w.ID)
 			}
@@ -329,7 +329,7 @@ func (m *model) acquire(r Request) (Result, error) {
 			return Result{}, errOf(djinn.LockNotHeld)
 		}
 	}
-	if !m.conflicts(s, k, r.Mode) && (len(s.queue) == 0 || m.exempt(s, k)) {
+	if !m.conflicts(s, k, r.Mode) && (len(s.queue) == 0 || r.From != 0 || m.exempt(s, k)) {
 		f := m.grant(s, k, r.Mode, r.From)
 		return Result{Outcome: Granted, Fence: f, Grants: m.wake()}, nil
 	}
@@ -583,7 +583,7 @@ func checkInvariants(t rapid.TB, snap Snapshot) {
 			for _, h := range ss.Holders {
 				exempt = exempt || (w.Holder.Txn && h.Holder.Txn && h.Holder.Family() == w.Holder.Family())
 			}
-			if !conflicts(ss, w.Holder, w.Mode) && (i == 0 || exempt) {
+			if !conflicts(ss, w.Holder, w.Mode) && (i == 0 || w.From != 0 || exempt) {
 				t.Fatalf("set %d: waiting request %d (%v, %v) is ready: a lost wake-up", ss.ID, w.ID, w.Holder, w.Mode)
 			}
 		}

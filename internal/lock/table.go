@@ -360,8 +360,8 @@ func (t *Table) RemoveSet(id uint64) ([]uint64, error) {
 //
 // The request is granted at once when no holder that is not committed
 // relative to the requester holds a conflicting lock, and either no request
-// waits in the set or the requester is a transaction of the same family as
-// a holder of the set. Otherwise a try is refused and any other request is
+// waits in the set, the request is a change_mode, or the requester is a
+// transaction of the same family as a holder of the set. Otherwise a try is refused and any other request is
 // queued — unless queuing it would close a cycle of waiting requests (see
 // the package doc), in which case Acquire returns an error of kind
 // djinn.Deadlock and nothing changes: the requester is the victim.
@@ -405,7 +405,7 @@ func (t *Table) Acquire(r Request) (Result, error) {
 	if s.fence > maxFence-uint64(len(s.queue()))-1 {
 		return Result{}, djinn.Errorf(djinn.ResourceExhausted, "lock set %d: its fencing tokens are used up", r.Set)
 	}
-	if !s.blocks(p, r.Mode) && (len(s.queue()) == 0 || s.exempt(p)) {
+	if !s.blocks(p, r.Mode) && (len(s.queue()) == 0 || r.From != 0 || s.exempt(p)) {
 		t.link(p)
 		res := Result{Outcome: Granted, Fence: t.grant(r.Set, s, p, r.Mode, r.From)}
 		if r.From != 0 {
@@ -629,12 +629,12 @@ func (t *Table) unqueue(s *set, w *waiter) {
 // wake grants the waiting requests of set sid that can now be granted, and
 // appends their grants to out. The rule (see the package doc): while some
 // waiting request is ready — no conflicting lock held by a holder not
-// committed relative to it, and either first in the queue or a
-// transaction of a holder's family — grant the first ready one.
+// committed relative to it, and either first in the queue, a change_mode
+// or a transaction of a holder's family — grant the first ready one.
 //
 // In one pass over the queue that is: grant each request that does not
 // conflict, until one cannot be granted; after it, grant only those that
-// do not conflict and are of a holder's family. A grant only adds locks,
+// do not conflict and are change_modes or of a holder's family. A grant only adds locks,
 // so it makes no request earlier in the queue ready — except a granted
 // change_mode, which gives a lock up: after one, the pass starts again.
 func (t *Table) wake(sid uint64, s *set, out []Grant) []Grant {
@@ -644,7 +644,7 @@ func (t *Table) wake(sid uint64, s *set, out []Grant) []Grant {
 		kept := q[:0]
 		blocked := false
 		for _, w := range q {
-			if again || s.blocks(w.p, w.mode) || (blocked && !s.exempt(w.p)) {
+			if again || s.blocks(w.p, w.mode) || (blocked && w.from == 0 && !s.exempt(w.p)) {
 				blocked = true
 				kept = append(kept, w)
 				continue

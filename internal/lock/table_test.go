@@ -306,17 +306,27 @@ func TestChangeMode(t *testing.T) {
 		wy, _ := f.change(1, y, W, IW, Queued)
 		wantIDs(t, "grants", granted(f.release(1, child, R)), []uint64{wy, wx})
 	})
-	t.Run("an owner's change waits behind the queue", func(t *testing.T) {
-		// The family exception is for transactions (1.3.1.3): an owner's
-		// downgrade waits behind b, and b waits for the owner's W.
+	t.Run("an owner's change passes the queue (2.3)", func(t *testing.T) {
+		// Spec 2.3: change_mode blocks only while the new mode conflicts
+		// with a mode another client holds. An owner's downgrade is granted
+		// at once though b waits (for the owner's own W), and lets b in;
+		// queued behind b it would deadlock.
 		f := newFixture(t, 1)
 		a, b := Owner(1), Owner(2)
 		f.acquire(1, a, W, Granted)
-		f.acquire(1, b, R, Queued)
-		_, err := f.tbl.Acquire(Request{ID: 50, Set: 1, Holder: a, From: W, Mode: R})
-		if !errors.Is(err, djinn.ErrDeadlock) {
-			t.Fatalf("owner's downgrade behind a waiter: %v, want a deadlock", err)
-		}
+		wb, _ := f.acquire(1, b, R, Queued)
+		_, res := f.change(1, a, W, R, Granted)
+		wantIDs(t, "grants of the downgrade", granted(res.Grants), []uint64{wb})
+	})
+	t.Run("an owner's upgrade of U passes the queue (1.3.1.1, 2.3)", func(t *testing.T) {
+		// U exists so that read-then-update cannot deadlock: the holder of
+		// U changes it to W while b waits for W behind it.
+		f := newFixture(t, 1)
+		a, b := Owner(1), Owner(2)
+		f.acquire(1, a, U, Granted)
+		wb, _ := f.acquire(1, b, W, Queued)
+		f.change(1, a, U, W, Granted)
+		wantIDs(t, "queue", f.waiting(1), []uint64{wb})
 	})
 }
 
