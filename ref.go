@@ -2,6 +2,7 @@ package djinn
 
 import (
 	"net"
+	"strconv"
 	"strings"
 )
 
@@ -81,8 +82,8 @@ func CheckEndpoint(s string) error {
 			return Errorf(InvalidArgument, "endpoint %q: port is not a number", s)
 		}
 	}
-	if len(port) > 5 {
-		return Errorf(InvalidArgument, "endpoint %q: port out of range", s)
+	if n, err := strconv.Atoi(port); err != nil || n > 65535 {
+		return Errorf(InvalidArgument, "endpoint %q: port out of range (0 to 65535)", s)
 	}
 	return nil
 }
