@@ -103,7 +103,7 @@ func (g *globals) runBench(cmd *cobra.Command, b bench.Bench) error {
 		if err == nil {
 			err = djinn.Errorf(djinn.InvalidArgument, "no endpoint given")
 		}
-		return fmt.Errorf("--server: %w", err)
+		return usageError{fmt.Errorf("--server: %w", err)}
 	}
 	if g.waitTimeout == 0 { // asked once: a bench never measures a server still starting
 		c, err := g.dialReady(cmd)
@@ -154,7 +154,7 @@ func (g *globals) benchRenewalCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := djinn.ParseDuration(setLease)
 			if err != nil {
-				return fmt.Errorf("--set-lease: %w", err)
+				return usageError{fmt.Errorf("--set-lease: %w", err)}
 			}
 			b.SetLease = d
 			return g.runBench(cmd, b)

@@ -72,16 +72,16 @@ type discoverFlags struct {
 func (f *discoverFlags) check(groupsSet bool) error {
 	d, err := time.ParseDuration(f.timeout)
 	if err != nil || d <= 0 {
-		return fmt.Errorf("--wait %q: want a positive Go duration", f.timeout)
+		return usageError{fmt.Errorf("--wait %q: want a positive Go duration", f.timeout)}
 	}
 	f.wait = d
 	if f.allGroups && groupsSet {
-		return errors.New("--all-groups and --groups: choose one")
+		return usageError{errors.New("--all-groups and --groups: choose one")}
 	}
 	for _, s := range f.locators {
 		l, err := discovery.ParseLocator(s)
 		if err != nil {
-			return fmt.Errorf("--locator %q: %w", s, err)
+			return usageError{fmt.Errorf("--locator %q: %w", s, err)}
 		}
 		if !slices.Contains(f.locs, l) {
 			f.locs = append(f.locs, l)

@@ -119,7 +119,7 @@ func forFlag(cmd *cobra.Command, d *string, what string) {
 func parseFor(s string) (time.Duration, error) {
 	d, err := djinn.ParseDuration(s)
 	if err != nil || d == djinn.Any || d == 0 || (d < 0 && d != djinn.Forever) {
-		return 0, fmt.Errorf("--for %q: want a positive Go duration, or forever", s)
+		return 0, usageError{fmt.Errorf("--for %q: want a positive Go duration, or forever", s)}
 	}
 	if d == djinn.Forever {
 		return 0, nil

@@ -48,6 +48,11 @@ func TestExitCodes(t *testing.T) {
 	var gone mailboxRegJSON
 	r.json(&gone, "mailbox", "register")
 	r.must("lease", "cancel", gone.Lease.Name)
+	var rset struct {
+		Set string `json:"set"`
+	}
+	r.json(&rset, "renewal", "create")
+	listener := "djinn://127.0.0.1:1/" + set.Set + "/" + set.Set
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -68,6 +73,33 @@ func TestExitCodes(t *testing.T) {
 		{"a flag value not of its kind: an owner", []string{"lock", "acquire", set.Set, "--mode", "r", "--owner", "zz", "--server", s}, 2},
 		{"a flag value not of its kind: a lease length", []string{"lock", "create", "--lease", "-5s", "--server", s}, 2},
 		{"a flag value not of its kind: a wait", []string{"txn", "commit", "5", "--wait", "-1s", "--server", s}, 2},
+		{"a flag value not of its kind: a registration's lease", []string{"mailbox", "register", "--lease", "abc", "--server", s}, 2},
+		{"a flag value not of its kind: a negative registration lease", []string{"mailbox", "register", "--lease", "-5s", "--server", s}, 2},
+		{"a flag value not of its kind: a transaction's lease", []string{"txn", "create", "--lease", "0", "--server", s}, 2},
+		{"a flag value not of its kind: a nested transaction's lease", []string{"txn", "nest", "5." + set.Set, "--lease", "abc", "--server", s}, 2},
+		{"a flag value not of its kind: a renewed lease", []string{"lease", "renew", gone.Lease.Name, "--lease", "abc", "--server", s}, 2},
+		{"a flag value not of its kind: a renewal set's lease", []string{"renewal", "create", "--lease", "-1s", "--server", s}, 2},
+		{"a flag value not of its kind: an lds registration's lease", []string{"lds", "register", "--listener", listener, "--lease", "abc", "--server", s}, 2},
+		{"a flag value not of its kind: a lookup registration's lease", []string{"lookup", "register", "--type", "T", "--endpoint", "h:1", "--lease", "abc", "--server", s}, 2},
+		{"a flag value not of its kind: an endpoint", []string{"lookup", "register", "--type", "T", "--endpoint", "nohost", "--server", s}, 2},
+		{"a flag value not of its kind: a desired expiration", []string{"renewal", "add", rset.Set, gone.Lease.Token, "--desired", "abc", "--server", s}, 2},
+		{"a flag value not of its kind: a renewal duration", []string{"renewal", "add", rset.Set, gone.Lease.Token, "--desired", "1h", "--renew", "abc", "--server", s}, 2},
+		{"a flag value not of its kind: a minimum warning", []string{"renewal", "warn", rset.Set, "--listener", listener, "--min-warning", "abc", "--server", s}, 2},
+		{"a flag value not of its kind: a bench's set lease", []string{"bench", "renewal", "--set-lease", "abc", "--server", s}, 2},
+		{"a flag value not of its kind: a run length", []string{"events", "listen", "--for", "abc", "--server", s}, 2},
+		{"a flag value not of its kind: transitions", []string{"lookup", "watch", "--transitions", "bogus", "--for", "1s", "--server", s}, 2},
+		{"a flag value not of its kind: a negative most", []string{"lookup", "ls", "--max", "-1", "--server", s}, 2},
+		{"a flag value not of its kind: a negative most of transactions", []string{"txn", "ls", "--max", "-1", "--server", s}, 2},
+		{"a flag value not of its kind: a transaction state", []string{"txn", "ls", "--state", "bogus", "--server", s}, 2},
+		{"a flag value not of its kind: a discovery wait", []string{"discover", "--wait", "abc"}, 2},
+		{"a flag value not of its kind: a locator", []string{"discover", "--locator", "bogus"}, 2},
+		{"a flag value not of its kind: a certificate host", []string{"tls", "server", "--host", "a b", "--dir", t.TempDir()}, 2},
+		{"a flag without the flag it needs: --manager without --txn", []string{"kv", "get", "a", "--manager", "x", "--server", s}, 2},
+		{"a flag value not of its kind: no server", []string{"status", "--server", ""}, 2},
+		{"a flag value not of its kind: a server without a port", []string{"status", "--server", "127.0.0.1"}, 2},
+		{"a flag value not of its kind: a server's empty endpoint", []string{"kv", "get", "a", "--server", ",,"}, 2},
+		{"a flag value not of its kind: a server's port out of range", []string{"status", "--server", "127.0.0.1:99999"}, 2},
+		{"a flag value not of its kind: a bench's server", []string{"bench", "txn", "--server", "nohost"}, 2},
 		{"a missing required flag", []string{"mailbox", "enable", gone.ID, "--server", s}, 2},
 		{"not granted", []string{"lock", "acquire", set.Set, "--mode", "r", "--owner", owner.Owner, "--try", "--server", s}, 0},
 		{"not granted to another", []string{"lock", "acquire", set.Set, "--mode", "r", "--owner", gone.Lease.Name, "--try", "--server", s}, 1},

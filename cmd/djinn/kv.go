@@ -35,7 +35,7 @@ func (f *kvTxnFlags) register(g *globals, cmd *cobra.Command) {
 func (f *kvTxnFlags) tx(ctx context.Context, w io.Writer, c *client.Client) (*participant.Tx, error) {
 	if f.txn == "" {
 		if f.manager != "" {
-			return nil, fmt.Errorf("--manager %s: names the manager of --txn, which is missing", f.manager)
+			return nil, usageError{fmt.Errorf("--manager %s: names the manager of --txn, which is missing", f.manager)}
 		}
 		return nil, nil
 	}
@@ -52,13 +52,13 @@ func (f *kvTxnFlags) tx(ctx context.Context, w io.Writer, c *client.Client) (*pa
 	}
 	ref, err := djinn.ParseRef(f.manager)
 	if err != nil {
-		return nil, fmt.Errorf("--manager: %w", err)
+		return nil, usageError{fmt.Errorf("--manager: %w", err)}
 	}
 	if ref.Service.IsZero() || ref.Object.IsZero() {
-		return nil, fmt.Errorf("--manager %s: names no object (zero service or object id)", f.manager)
+		return nil, usageError{fmt.Errorf("--manager %s: names no object (zero service or object id)", f.manager)}
 	}
 	if err := djinn.CheckEndpoint(ref.Endpoint); err != nil {
-		return nil, fmt.Errorf("--manager %s: %w", f.manager, err)
+		return nil, usageError{fmt.Errorf("--manager %s: %w", f.manager, err)}
 	}
 	return &participant.Tx{Manager: ref, ID: id, Secret: secret}, nil
 }

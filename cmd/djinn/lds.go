@@ -199,9 +199,9 @@ func (g *globals) ldsRegisterCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			dur, err := djinn.ParseDuration(d)
+			dur, err := parseLease(d)
 			if err != nil {
-				return fmt.Errorf("--lease: %w", err)
+				return err
 			}
 			return g.withLDS(cmd, func(ctx context.Context, _ *client.Client, lds *client.LookupDiscoveryService) error {
 				r, err := lds.Register(ctx, client.Groups{All: all, Names: gs}, locs, ref, []byte(handback), dur)

@@ -259,7 +259,7 @@ func (s *ldsScript) errorRows() {
 		{[]string{"lds", "register", "--listener", l.ref, "--locator", "http://x:1"}, `--locator "http://x:1"`},
 		{[]string{"lds", "register", "--listener", l.ref, "--groups", "a", "--all-groups"}, "--all-groups and --groups"},
 		{[]string{"lds", "register", "--listener", "nope"}, `--listener: reference "nope"`},
-		{[]string{"lds", "register", "--listener", l.ref, "--lease", "-1s"}, "lease duration -1s"},
+		{[]string{"lds", "register", "--listener", l.ref, "--lease", "-1s"}, "--lease -1s: must be positive"},
 		{[]string{"lds", "show", "not-a-token"}, `REG "not-a-token"`},
 		{[]string{"lds", "show"}, "REG: missing"},
 		{[]string{"lds", "groups", "merge", reg, "a"}, `"merge": want add, set or remove`},

@@ -179,9 +179,9 @@ func (g *globals) leaseRenewCmd() *cobra.Command {
 		Short:             "Renew a lease for D from now (a Go duration, forever or any); prints the renewed lease",
 		Args:              cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dur, err := djinn.ParseDuration(d)
+			dur, err := parseLease(d)
 			if err != nil {
-				return fmt.Errorf("--lease: %w", err)
+				return err
 			}
 			if err := checkLeaseArg("LEASE", args[0]); err != nil {
 				return err

@@ -35,15 +35,15 @@ func (f *lockHolderFlags) register(g *globals, cmd *cobra.Command) {
 func (f *lockHolderFlags) check() error {
 	switch {
 	case f.owner != "" && f.txn != "":
-		return errors.New("--owner and --txn: name one holder, not both")
+		return usageError{errors.New("--owner and --txn: name one holder, not both")}
 	case f.owner == "" && f.txn == "":
 		if f.manager != "" {
-			return fmt.Errorf("--manager %s: names the manager of --txn, which is missing", f.manager)
+			return usageError{fmt.Errorf("--manager %s: names the manager of --txn, which is missing", f.manager)}
 		}
 		return usageError{errors.New("--owner or --txn: missing: name the lock's holder, a lock owner (djinn lock owner makes one) or a transaction token")}
 	case f.owner != "":
 		if f.manager != "" {
-			return fmt.Errorf("--manager %s: names the manager of --txn, not of an --owner", f.manager)
+			return usageError{fmt.Errorf("--manager %s: names the manager of --txn, not of an --owner", f.manager)}
 		}
 		_, err := f.ownerCookie()
 		return err
@@ -126,7 +126,7 @@ func parseModeFlag(flag, s string) (client.LockMode, error) {
 	}
 	m, err := client.ParseLockMode(s)
 	if err != nil {
-		return 0, fmt.Errorf("--%s: %w", flag, err)
+		return 0, usageError{fmt.Errorf("--%s: %w", flag, err)}
 	}
 	return m, nil
 }

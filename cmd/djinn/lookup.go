@@ -165,11 +165,11 @@ func (f *lookupFlags) item(endpoint, lease string) (client.ServiceItem, time.Dur
 		return client.ServiceItem{}, 0, usageError{errors.New("--endpoint: missing: where the service is reached (stored as its reference)")}
 	}
 	if err := djinn.CheckEndpoint(endpoint); err != nil {
-		return client.ServiceItem{}, 0, fmt.Errorf("--endpoint: %w", err)
+		return client.ServiceItem{}, 0, usageError{fmt.Errorf("--endpoint: %w", err)}
 	}
-	d, err := djinn.ParseDuration(lease)
+	d, err := parseLease(lease)
 	if err != nil {
-		return client.ServiceItem{}, 0, fmt.Errorf("--lease: %w", err)
+		return client.ServiceItem{}, 0, err
 	}
 	es, err := parseLookupEntries(f.attrs)
 	if err != nil {
@@ -209,7 +209,7 @@ func (g *globals) lookupFindCmd(use, short string, template bool) *cobra.Command
 				return err
 			}
 			if max < 0 {
-				return fmt.Errorf("--max %d: must not be negative", max)
+				return usageError{fmt.Errorf("--max %d: must not be negative", max)}
 			}
 			return g.withRegistrar(cmd, func(ctx context.Context, _ *client.Client, r *client.Registrar) error {
 				total, items, err := r.LookupN(ctx, tmpl, max)

@@ -60,7 +60,7 @@ func (g *globals) lookupWatchCmd() *cobra.Command {
 			}
 			tr, err := client.ParseTransitions(transitions)
 			if err != nil {
-				return fmt.Errorf("--transitions: %w", err)
+				return usageError{fmt.Errorf("--transitions: %w", err)}
 			}
 			d, err := parseFor(runFor)
 			if err != nil {

@@ -70,9 +70,9 @@ func (g *globals) mailboxRegisterCmd() *cobra.Command {
 		Short: "Create a registration; prints its id REG, its lease and its listener reference",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dur, err := djinn.ParseDuration(d)
+			dur, err := parseLease(d)
 			if err != nil {
-				return fmt.Errorf("--lease: %w", err)
+				return err
 			}
 			c, err := g.dialReady(cmd)
 			if err != nil {

@@ -113,7 +113,7 @@ func (g *globals) dial(ctx context.Context) (*client.Client, error) {
 		if err == nil {
 			err = djinn.Errorf(djinn.InvalidArgument, "no endpoint given")
 		}
-		return nil, fmt.Errorf("--server: %w", err)
+		return nil, usageError{fmt.Errorf("--server: %w", err)}
 	}
 	return g.dialAt(ctx, g.server)
 }

@@ -28,9 +28,9 @@ func (g *globals) renewalCreateCmd() *cobra.Command {
 		Short: "Create a renewal set; prints its id SET and its lease",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dur, err := djinn.ParseDuration(d)
+			dur, err := parseLease(d)
 			if err != nil {
-				return fmt.Errorf("--lease: %w", err)
+				return err
 			}
 			c, err := g.dialReady(cmd)
 			if err != nil {
@@ -99,12 +99,12 @@ func (g *globals) renewalAddCmd() *cobra.Command {
 			}
 			want, err := djinn.ParseDuration(desired)
 			if err != nil {
-				return fmt.Errorf("--desired: %w", err)
+				return usageError{fmt.Errorf("--desired: %w", err)}
 			}
 			each := djinn.Forever
 			if flagChanged(cmd, "renew") {
 				if each, err = djinn.ParseDuration(renew); err != nil {
-					return fmt.Errorf("--renew: %w", err)
+					return usageError{fmt.Errorf("--renew: %w", err)}
 				}
 				err = s.RenewFor(cmd.Context(), l, want, each)
 			} else {
@@ -184,7 +184,7 @@ func (g *globals) renewalWarnCmd() *cobra.Command {
 			}
 			mw, err := djinn.ParseDuration(minWarning)
 			if err != nil {
-				return fmt.Errorf("--min-warning: %w", err)
+				return usageError{fmt.Errorf("--min-warning: %w", err)}
 			}
 			reg, err := s.SetExpirationWarningListener(cmd.Context(), ref, mw, handbackBytes(handback))
 			if err != nil {

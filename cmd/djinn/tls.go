@@ -242,7 +242,7 @@ func addHosts(tmpl *x509.Certificate, hosts []string) error {
 			continue
 		}
 		if len(h) > 253 || !dnsName.MatchString(h) {
-			return fmt.Errorf("--host %q: neither an IP address nor a DNS name", h)
+			return usageError{fmt.Errorf("--host %q: neither an IP address nor a DNS name", h)}
 		}
 		tmpl.DNSNames = append(tmpl.DNSNames, h)
 	}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 )
 
@@ -55,9 +54,9 @@ func (g *globals) txnCreateCmd() *cobra.Command {
 			"while the work goes on: cancelling it, or letting it expire, aborts the transaction.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dur, err := djinn.ParseDuration(d)
+			dur, err := parseLease(d)
 			if err != nil {
-				return fmt.Errorf("--lease: %w", err)
+				return err
 			}
 			return g.withManager(cmd, func(ctx context.Context, m *client.TransactionManager) error {
 				tx, err := m.Create(ctx, dur)
@@ -89,9 +88,9 @@ func (g *globals) txnNestCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			dur, err := djinn.ParseDuration(d)
+			dur, err := parseLease(d)
 			if err != nil {
-				return fmt.Errorf("--lease: %w", err)
+				return err
 			}
 			return g.withManager(cmd, func(ctx context.Context, m *client.TransactionManager) error {
 				tx, err := m.CreateNested(ctx, parent, secret, dur)
@@ -205,7 +204,7 @@ func (g *globals) txnLsCmd() *cobra.Command {
 				return err
 			}
 			if max < 0 {
-				return fmt.Errorf("--max %d: must not be negative", max)
+				return usageError{fmt.Errorf("--max %d: must not be negative", max)}
 			}
 			return g.withManager(cmd, func(ctx context.Context, m *client.TransactionManager) error {
 				ds, err := m.List(ctx, st, max)

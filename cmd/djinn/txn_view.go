@@ -136,7 +136,7 @@ func parseTxnState(s string) (client.TransactionState, error) {
 	case "aborted":
 		return client.TxnAborted, nil
 	}
-	return 0, fmt.Errorf("--state %q: want active, voting, committed or aborted", s)
+	return 0, usageError{fmt.Errorf("--state %q: want active, voting, committed or aborted", s)}
 }
 
 // parseTxnID parses a transaction argument as its creator names it to
