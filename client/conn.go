@@ -27,7 +27,8 @@ import (
 // endpoint when it refuses a call that only the leader may serve.
 const leaderTrailer = "djinn-leader"
 
-// Option configures a Pool or a Client.
+// Option configures a Pool or a Client. A nil Option is ignored, so that
+// an option chosen at run time may be left out by leaving it nil.
 type Option func(*options)
 
 type options struct {
@@ -49,7 +50,7 @@ func WithTLS(cfg *tls.Config) Option {
 // WithDialOptions adds gRPC dial options to every connection, for needs the
 // other options do not cover (interceptors, keepalive, message sizes).
 func WithDialOptions(opts ...grpc.DialOption) Option {
-	return func(o *options) { o.dialOpts = append(o.dialOpts, opts...) }
+	return func(o *options) { o.dialOpts = appendNonNil(o.dialOpts, opts...) }
 }
 
 // WithJoinSecret makes every call present a cluster's join secret (the
@@ -137,7 +138,9 @@ func NewPool(opts ...Option) *Pool {
 	p.opts.maxConns = DefaultMaxConns
 	p.opts.setLinkDefaults()
 	for _, o := range opts {
-		o(&p.opts)
+		if o != nil {
+			o(&p.opts)
+		}
 	}
 	return p
 }
@@ -473,3 +476,15 @@ const (
 
 // windows are the dial options that set the flow control windows.
 var windows = []grpc.DialOption{grpc.WithStaticStreamWindowSize(streamWindow), grpc.WithStaticConnWindowSize(connWindow)}
+
+// appendNonNil appends the options that are not nil: gRPC calls each option
+// it is given, and a nil one would panic there instead of being left out.
+func appendNonNil[O comparable](to []O, opts ...O) []O {
+	var none O
+	for _, o := range opts {
+		if o != none {
+			to = append(to, o)
+		}
+	}
+	return to
+}

@@ -13,7 +13,8 @@ import (
 	"github.com/djinn-go/djinn/service"
 )
 
-// FindOption says where Find looks and what it wants.
+// FindOption says where Find looks and what it wants. A nil FindOption is
+// ignored.
 type FindOption func(*findOptions)
 
 type findOptions struct {
@@ -148,7 +149,9 @@ func (f *Found) LookupDiscovery() (*LookupDiscoveryService, error) {
 func Find(ctx context.Context, typ string, opts ...FindOption) (*Found, error) {
 	var o findOptions
 	for _, opt := range opts {
-		opt(&o)
+		if opt != nil {
+			opt(&o)
+		}
 	}
 	switch {
 	case o.err != nil:

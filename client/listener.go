@@ -26,7 +26,7 @@ import (
 // event and return quickly.
 type NotifyFunc func(ctx context.Context, ev *RemoteEvent) error
 
-// ListenOption configures Listen.
+// ListenOption configures Listen. A nil ListenOption is ignored.
 type ListenOption func(*listenConfig)
 
 type listenConfig struct {
@@ -54,7 +54,7 @@ func WithAdvertise(endpoint string) ListenOption {
 // every call on its own, so that interceptors given here see each one
 // (without, a sender's connection may carry its calls in a session).
 func WithServerOptions(opts ...grpc.ServerOption) ListenOption {
-	return func(c *listenConfig) { c.serverOpts = append(c.serverOpts, opts...) }
+	return func(c *listenConfig) { c.serverOpts = appendNonNil(c.serverOpts, opts...) }
 }
 
 // WithKeepaliveMinTime sets the least interval between a sender's
@@ -105,7 +105,9 @@ func Listen(ctx context.Context, addr string, fn NotifyFunc, opts ...ListenOptio
 	}
 	var cfg listenConfig
 	for _, o := range opts {
-		o(&cfg)
+		if o != nil {
+			o(&cfg)
+		}
 	}
 	if cfg.advertise != "" {
 		if err := djinn.CheckEndpoint(cfg.advertise); err != nil {

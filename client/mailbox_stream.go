@@ -13,7 +13,8 @@ import (
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
-// DeliveryOption tunes a delivery stream (Deliveries, Receive).
+// DeliveryOption tunes a delivery stream (Deliveries, Receive). A nil
+// DeliveryOption is ignored.
 type DeliveryOption func(*deliveryConfig)
 
 type deliveryConfig struct {
@@ -54,7 +55,9 @@ func DeliveryOwnStream() DeliveryOption {
 func deliveryOptions(opts []DeliveryOption) (deliveryConfig, error) {
 	var c deliveryConfig
 	for _, o := range opts {
-		o(&c)
+		if o != nil {
+			o(&c)
+		}
 	}
 	switch {
 	case c.window < 0 || c.window > 65536:

@@ -21,7 +21,7 @@ type Failure struct {
 	Err   error
 }
 
-// RenewerOption configures a Renewer.
+// RenewerOption configures a Renewer. A nil RenewerOption is ignored.
 type RenewerOption func(*renewerConfig)
 
 type renewerConfig struct {
@@ -145,7 +145,9 @@ func newRenewer(dial landlordDialer, opts ...RenewerOption) (*Renewer, error) {
 		minBackoff: DefaultMinBackoff, maxBackoff: DefaultMaxBackoff, callTimeout: defaultCallTimeout,
 	}
 	for _, o := range opts {
-		o(&cfg)
+		if o != nil {
+			o(&cfg)
+		}
 	}
 	if err := djinn.CheckLeaseDuration("renew duration", cfg.renewDuration); err != nil {
 		return nil, err
