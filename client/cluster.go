@@ -134,7 +134,7 @@ func (p *Pool) newCluster(seeds []string) (*cluster, error) {
 		grpc.WithResolvers(cl.res),
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"` + leaderFirst + `":{}}]}`),
 		grpc.WithChainUnaryInterceptor(cl.unaryInterceptor),
-		grpc.WithChainStreamInterceptor(streamInterceptor),
+		grpc.WithChainStreamInterceptor(p.streamInterceptor),
 	}, windows...)
 	opts = append(opts, p.opts.linkOptions()...) // keepalive finds a member gone silent without waiting for a call to fail
 	opts = append(opts, p.opts.dialOpts...)
@@ -263,7 +263,7 @@ func (cl *cluster) unaryInterceptor(ctx context.Context, method string, req, rep
 	trailer := t.trailer
 	t.release()
 	if err == nil || status.Code(err) != codes.Unavailable {
-		return fromRPC(err)
+		return cl.pool.fromCall(ctx, err)
 	}
 	cl.refreshSoon()
 	hint := leaderOf(trailer)

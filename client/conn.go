@@ -168,7 +168,7 @@ func (p *Pool) Conn(endpoint string) (*grpc.ClientConn, error) {
 	dialOpts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithChainUnaryInterceptor(p.unaryInterceptor(endpoint)),
-		grpc.WithChainStreamInterceptor(streamInterceptor),
+		grpc.WithChainStreamInterceptor(p.streamInterceptor),
 	}, windows...)
 	dialOpts = append(dialOpts, p.opts.linkOptions()...)
 	dialOpts = append(dialOpts, p.opts.dialOpts...)
@@ -276,8 +276,26 @@ func (p *Pool) unaryInterceptor(endpoint string) grpc.UnaryClientInterceptor {
 				return leader.Invoke(context.WithValue(ctx, redirectedKey{}, true), method, req, reply, opts...)
 			}
 		}
-		return fromRPC(err)
+		return p.fromCall(ctx, err)
 	}
+}
+
+// fromCall converts a call's error as fromRPC does, except the Canceled
+// that gRPC answers a call on a connection closed under it: when the call's
+// own context has not ended and the pool is closed, the error says that the
+// client or pool was closed, as it is, instead of reading as the caller's
+// context ending.
+func (p *Pool) fromCall(ctx context.Context, err error) error {
+	if status.Code(err) == codes.Canceled && ctx.Err() == nil && p.isClosed() {
+		return &closedError{djinn.Errorf(djinn.Unavailable, "connection closed: its client or pool was closed (Close); dial again to go on")}
+	}
+	return fromRPC(err)
+}
+
+func (p *Pool) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
 }
 
 func leaderOf(md metadata.MD) string {
@@ -288,11 +306,11 @@ func leaderOf(md metadata.MD) string {
 }
 
 // streamInterceptor converts the errors of streaming calls.
-func streamInterceptor(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
+func (p *Pool) streamInterceptor(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
 	streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	s, err := streamer(ctx, desc, cc, method, opts...)
 	if err != nil {
-		return nil, fromRPC(err)
+		return nil, p.fromCall(ctx, err)
 	}
 	return convertingStream{s}, nil
 }
@@ -348,8 +366,23 @@ func fromRPC(err error) error {
 
 // errClosed reports a call on a closed object; its kind is Unavailable, so
 // work that retries indefinite failures keeps its state for the next try.
+// Loops that would retry for ever (Pull, Receive) stop on it: isClosed.
 func errClosed(what string) error {
-	return djinn.Errorf(djinn.Unavailable, "%s closed", what)
+	return &closedError{djinn.Errorf(djinn.Unavailable, "%s closed", what)}
+}
+
+// closedError marks an error that no retry can mend: the Client, Pool or
+// Listener it came through was closed.
+type closedError struct{ err error }
+
+func (e *closedError) Error() string { return e.err.Error() }
+func (e *closedError) Unwrap() error { return e.err }
+
+// isClosed reports whether err says the client, pool or listener was
+// closed.
+func isClosed(err error) bool {
+	var c *closedError
+	return errors.As(err, &c)
 }
 
 // Client is a connection to a djinn server or cluster, the usual start of

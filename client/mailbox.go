@@ -178,9 +178,10 @@ type StoredEvent struct {
 
 // Pull streams stored events after index after, then new ones as they
 // arrive, until ctx ends or the registration does; the sequence ends with
-// the error that stopped it (nil when ctx ended). Pulled events stay stored
-// until acknowledged with Ack, so a client can resume from the last index
-// it processed.
+// the error that stopped it (nil when ctx ended; Unavailable, saying so,
+// when the Client was closed). Pulled events stay stored until
+// acknowledged with Ack, so a client can resume from the last index it
+// processed.
 //
 // Pull follows the cluster as the other calls do: when its stream breaks
 // Unavailable (the serving member went away, or the mailbox's leadership
@@ -206,7 +207,7 @@ func (r *MailboxRegistration) Pull(ctx context.Context, after uint64) iter.Seq2[
 			if p.stopped || ended(ctx) {
 				return
 			}
-			if !errors.Is(err, djinn.ErrUnavailable) {
+			if !errors.Is(err, djinn.ErrUnavailable) || isClosed(err) {
 				yield(StoredEvent{}, err)
 				return
 			}

@@ -276,7 +276,8 @@ func (s *DeliveryStream) drain() error {
 //
 // Receive returns nil when ctx ends, or the error that stopped it: that
 // of handle, djinn.ErrInvalidIterator when another consumer took over the
-// registration, djinn.ErrNoSuchObject when the registration ended.
+// registration, djinn.ErrNoSuchObject when the registration ended,
+// djinn.ErrUnavailable saying so when the Client was closed.
 func (r *MailboxRegistration) Receive(ctx context.Context, handle func(context.Context, StoredEvent) error, opts ...DeliveryOption) error {
 	cfg, err := deliveryOptions(opts)
 	if err != nil {
@@ -292,7 +293,7 @@ func (r *MailboxRegistration) Receive(ctx context.Context, handle func(context.C
 		if ended(ctx) {
 			return nil
 		}
-		if !errors.Is(err, djinn.ErrUnavailable) {
+		if !errors.Is(err, djinn.ErrUnavailable) || isClosed(err) {
 			return err
 		}
 		if !wait.Wait(ctx) {

@@ -3,6 +3,8 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,4 +57,71 @@ func TestNilOptionsAreIgnored(t *testing.T) {
 		t.Fatalf("Find with only a nil option: %v, want nowhere to look (invalid argument)", err)
 	}
 	client.NewPool(nil).Close()
+}
+
+// TestCallsAfterCloseSayClosed: a call on a closed Client fails Unavailable
+// saying the client was closed, not as if the caller's context had ended.
+func TestCallsAfterCloseSayClosed(t *testing.T) {
+	srv := servertest.Start(t, servertest.Config(t))
+	ctx := t.Context()
+	c, err := client.Dial(ctx, srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("second Close: %v, want nil", err)
+	}
+	calls := map[string]func() error{
+		"Ready": func() error { return c.Ready(ctx) },
+		"TransactionManager": func() error {
+			_, err := c.TransactionManager(ctx)
+			return err
+		},
+		"Mailbox.Register": func() error {
+			_, err := c.Mailbox().Register(ctx, time.Minute)
+			return err
+		},
+		"Members": func() error {
+			_, err := c.Members(ctx, false)
+			return err
+		},
+	}
+	for name, call := range calls {
+		err := call()
+		if !errors.Is(err, djinn.ErrUnavailable) || errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "closed") {
+			t.Errorf("%s after Close: %v, want unavailable saying the client was closed (and not context.Canceled)", name, err)
+		}
+	}
+}
+
+// TestStreamsEndWhenClientCloses: Pull and Receive retry a broken stream
+// while the cluster may come back, but a closed Client never does: they end
+// with its error instead of retrying until their context ends.
+func TestStreamsEndWhenClientCloses(t *testing.T) {
+	srv := servertest.Start(t, servertest.Config(t))
+	ctx, cancel := context.WithTimeout(t.Context(), servertest.Timeout)
+	defer cancel()
+	c, err := client.Dial(ctx, srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := c.Mailbox().Register(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	var pulled error
+	for _, err := range reg.Pull(ctx, 0) {
+		pulled = err
+		break
+	}
+	received := reg.Receive(ctx, func(context.Context, client.StoredEvent) error { return nil })
+	for name, err := range map[string]error{"Pull": pulled, "Receive": received} {
+		if !errors.Is(err, djinn.ErrUnavailable) || !strings.Contains(fmt.Sprint(err), "closed") {
+			t.Errorf("%s on a closed client: %v (context: %v), want unavailable saying the client was closed", name, err, ctx.Err())
+		}
+	}
 }
