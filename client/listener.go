@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -117,9 +116,17 @@ func Listen(ctx context.Context, addr string, fn NotifyFunc, opts ...ListenOptio
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "listen address %q: want host:port (port 0 picks a free one)", addr)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("listen %s: %w", addr, err)
+		var ae *net.AddrError
+		var dns *net.DNSError
+		if errors.As(err, &ae) || errors.As(err, &dns) && dns.IsNotFound {
+			return nil, djinn.Errorf(djinn.InvalidArgument, "listen address %q: %v", addr, err)
+		}
+		return nil, djinn.Errorf(djinn.Unavailable, "listen %s: %v", addr, err)
 	}
 	h := &listenerHost{
 		service:  djinn.NewID(),

@@ -279,6 +279,9 @@ func (s *DeliveryStream) drain() error {
 // registration, djinn.ErrNoSuchObject when the registration ended,
 // djinn.ErrUnavailable saying so when the Client was closed.
 func (r *MailboxRegistration) Receive(ctx context.Context, handle func(context.Context, StoredEvent) error, opts ...DeliveryOption) error {
+	if handle == nil {
+		return djinn.Errorf(djinn.InvalidArgument, "receive handler: missing (nil)")
+	}
 	cfg, err := deliveryOptions(opts)
 	if err != nil {
 		return err

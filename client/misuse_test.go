@@ -125,3 +125,50 @@ func TestStreamsEndWhenClientCloses(t *testing.T) {
 		}
 	}
 }
+
+// TestListenBadAddress: an address Listen cannot listen on is the caller's
+// mistake, named in an invalid-argument error; a port in use is not.
+func TestListenBadAddress(t *testing.T) {
+	taken, err := client.Listen(t.Context(), "127.0.0.1:0", ignoreEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	for _, tc := range []struct {
+		addr string
+		kind error
+	}{
+		{"nope", djinn.ErrInvalidArgument},
+		{"", djinn.ErrInvalidArgument},
+		{"127.0.0.1:", djinn.ErrInvalidArgument},
+		{"127.0.0.1:99999", djinn.ErrInvalidArgument},
+		{"127.0.0.1:notaport", djinn.ErrInvalidArgument},
+		{taken.Addr(), djinn.ErrUnavailable},
+	} {
+		ln, err := client.Listen(t.Context(), tc.addr, ignoreEvents)
+		if err == nil {
+			ln.Close()
+			t.Errorf("Listen(%q) succeeded", tc.addr)
+			continue
+		}
+		if !errors.Is(err, tc.kind) || !strings.Contains(err.Error(), tc.addr) {
+			t.Errorf("Listen(%q): %v (kind %s), want kind %s naming the address", tc.addr, err, djinn.KindOf(err), tc.kind)
+		}
+	}
+}
+
+// TestReceiveNilHandler: Receive without a handler is refused at once,
+// before the first event would call it.
+func TestReceiveNilHandler(t *testing.T) {
+	srv := servertest.Start(t, servertest.Config(t))
+	c := servertest.Dial(t, srv.Addr())
+	reg, err := c.Mailbox().Register(t.Context(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), servertest.Timeout)
+	defer cancel()
+	if err := reg.Receive(ctx, nil); !errors.Is(err, djinn.ErrInvalidArgument) {
+		t.Fatalf("Receive(nil): %v, want invalid argument", err)
+	}
+}
