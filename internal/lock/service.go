@@ -496,7 +496,11 @@ func (s *Service) Validate(set []byte, fence uint64) (bool, error) {
 
 // The lock service as a transaction participant (TX.2.6): it votes
 // PREPARED for a transaction that locked here (its locks are held until
-// the outcome, strict two-phase locking), NOTCHANGED otherwise; commit
+// the outcome, strict two-phase locking), ABORTED for one with a lock
+// request still waiting (an operation under way, which TX.2.6 lets a
+// participant wait for or abort: it may wait without end, and a grant
+// after the vote would be a lock taken in the second phase, CC 1.4),
+// NOTCHANGED otherwise; commit
 // passes a nested transaction's locks to its parent and drops a top-level
 // one's; abort drops them and refuses its waiting requests with
 // TransactionRolledBack.
@@ -522,6 +526,9 @@ func (s *Service) Prepare(ctx context.Context, mgr *djinnpb.Ref, id uint64, secr
 	}
 	if err := s.checkSecret(TxnKeyOf(mgr, id), id, secret); err != nil {
 		return 0, err
+	}
+	if s.state.WaitsAny(TxnKeyOf(mgr, id)) {
+		return djinnpb.TransactionState_TRANSACTION_STATE_ABORTED, nil
 	}
 	if s.state.HoldsAny(TxnKeyOf(mgr, id)) {
 		return djinnpb.TransactionState_TRANSACTION_STATE_PREPARED, nil

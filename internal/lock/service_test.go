@@ -465,3 +465,43 @@ func TestDeposedLeaderVouchesForNoFence(t *testing.T) {
 		}
 	})
 }
+
+// TestPrepareWithARequestWaiting: TX.2.6 — a participant asked to prepare
+// while an operation under the transaction is under way must wait for it,
+// know it read-only, or abort. A waiting lock request is such an
+// operation, and may wait without end, so the lock service votes ABORTED:
+// the transaction does not commit with a lock it may be granted only in
+// its second phase (CC 1.4), and the request ends TransactionRolledBack
+// when the abort comes. The spec leaves the choice open; aborting is what
+// keeps strict two-phase locking.
+func TestPrepareWithARequestWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := start(t, statetest.For(newLockState), &joiner{})
+		defer f.stop()
+		ctx := context.Background()
+		set, other := f.set(true), f.set(true)
+		f.lock(set, txn(21), lock.W, 1)
+		f.lock(other, txn(20), lock.R, 2)
+		waited := make(chan error, 1)
+		go func() { _, _, err := f.svc.Lock(ctx, set, txn(20), lock.W, 0, false, 3); waited <- err }()
+		synctest.Wait()
+		for _, prepare := range []func(context.Context, *djinnpb.Ref, uint64, djinn.ID) (djinnpb.TransactionState, error){f.svc.Prepare, f.svc.PrepareAndCommit} {
+			if v, err := prepare(ctx, mgrProto(), 20, djinn.ID{}); err != nil || v != djinnpb.TransactionState_TRANSACTION_STATE_ABORTED {
+				t.Fatalf("prepare with a lock request waiting: %v %v, want ABORTED", v, err)
+			}
+		}
+		if err := f.svc.End(ctx, mgrProto(), 20, djinn.ID{}, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-waited; !errors.Is(err, djinn.ErrTransactionRolledBack) {
+			t.Fatalf("the waiting request: %v, want TransactionRolledBack", err)
+		}
+		if v, _, _ := f.svc.Describe(ctx, other); len(v.Holders) != 0 {
+			t.Fatalf("after the abort: %+v, want no holders", v.Holders)
+		}
+		// A holder with nothing waiting still votes PREPARED.
+		if v, err := f.svc.Prepare(ctx, mgrProto(), 21, djinn.ID{}); err != nil || v != djinnpb.TransactionState_TRANSACTION_STATE_PREPARED {
+			t.Fatalf("prepare of a holder: %v %v, want PREPARED", v, err)
+		}
+	})
+}

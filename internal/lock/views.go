@@ -118,6 +118,18 @@ func (s *State) HoldsAny(k TxnKey) bool {
 	return ok
 }
 
+// WaitsAny reports whether transaction k has a lock request waiting here.
+func (s *State) WaitsAny(k TxnKey) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, ok := s.txns[k]
+	if !ok {
+		return false
+	}
+	p, ok := s.table.parties[txnKey(id)]
+	return ok && len(p.waits()) > 0
+}
+
 // Waiting returns the ids of every waiting request, sorted.
 func (s *State) Waiting() []uint64 {
 	s.mu.Lock()
