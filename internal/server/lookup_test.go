@@ -210,8 +210,9 @@ func TestLookupService(t *testing.T) {
 }
 
 // TestDiscoveryPortTaken: a registrar whose discovery port is taken when
-// its node starts to lead is tried again until the port is free; until
-// then the lookup service answers by its gRPC address with no locator.
+// its node starts is tried again until the port is free; the node is ready
+// meanwhile, and the lookup service answers by its gRPC address with no
+// locator.
 func TestDiscoveryPortTaken(t *testing.T) {
 	t.Parallel()
 	held, err := net.Listen("tcp", "127.0.0.1:0")
