@@ -194,7 +194,7 @@ func NewLookupDiscovery(cfg LookupDiscoveryConfig) (*LookupDiscovery, error) {
 		want: newWanted(groups, cfg.AllGroups), regs: make(map[djinn.ID]*known), pending: make(map[djinn.ID]struct{}),
 	}
 	if d.resp, err = net.Listen("tcp", cfg.ResponseAddr); err != nil {
-		return nil, djinn.Errorf(djinn.Unavailable, "lookup discovery response server %q: %v", cfg.ResponseAddr, err)
+		return nil, djinn.Errorf(listenErrorKind(err), "lookup discovery response server %q: %v", cfg.ResponseAddr, err)
 	}
 	if err := d.openMulticast(); err != nil {
 		d.resp.Close()

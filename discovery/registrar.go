@@ -195,7 +195,7 @@ func NewRegistrar(cfg RegistrarConfig) (*Registrar, error) {
 	}
 	ln, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
-		return nil, djinn.Errorf(djinn.Unavailable, "registrar unicast discovery listener %q: %v", cfg.ListenAddr, err)
+		return nil, djinn.Errorf(listenErrorKind(err), "registrar unicast discovery listener %q: %v", cfg.ListenAddr, err)
 	}
 	loc, err := advertised(cfg.Locator, ln.Addr())
 	if err != nil {

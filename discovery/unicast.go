@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -30,6 +31,10 @@ func Unicast(ctx context.Context, loc Locator) (RegistrarInfo, error) {
 
 // unicast is Unicast with its own timeout (0: only ctx) and size limit.
 func unicast(ctx context.Context, loc Locator, timeout time.Duration, maxSize int) (RegistrarInfo, error) {
+	if loc.Host == "" || loc.Port < 1 || loc.Port > 65535 {
+		return RegistrarInfo{}, djinn.Errorf(djinn.InvalidArgument,
+			"unicast discovery of %v: want a locator with a host and a port from 1 to 65535 (ParseLocator, NewLocator)", loc)
+	}
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
@@ -63,4 +68,16 @@ func exchange(ctx context.Context, conn net.Conn, maxSize int) (RegistrarInfo, e
 		return RegistrarInfo{}, err
 	}
 	return infoOf(resp), nil
+}
+
+// listenErrorKind is the kind of a failure to listen on an address: the
+// caller's mistake when the address is malformed or names no host, and
+// otherwise (a port in use, say) a condition of the machine.
+func listenErrorKind(err error) djinn.Kind {
+	var ae *net.AddrError
+	var dns *net.DNSError
+	if errors.As(err, &ae) || errors.As(err, &dns) && dns.IsNotFound {
+		return djinn.InvalidArgument
+	}
+	return djinn.Unavailable
 }

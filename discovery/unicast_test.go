@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -302,3 +304,48 @@ func TestRegistrarConfigErrors(t *testing.T) {
 }
 
 func make1k() []byte { return bytes.Repeat([]byte("g"), 1024) }
+
+// TestUnicastRefusesIncompleteLocator: a locator without a host or with a
+// port out of range is the caller's mistake, named as such, not a
+// registrar that could not be reached.
+func TestUnicastRefusesIncompleteLocator(t *testing.T) {
+	for _, loc := range []Locator{{}, {Host: "127.0.0.1"}, {Port: DefaultPort}, {Host: "127.0.0.1", Port: 70000}, {Host: "127.0.0.1", Port: -1}} {
+		_, err := Unicast(context.Background(), loc)
+		if !errors.Is(err, djinn.ErrInvalidArgument) || !strings.Contains(err.Error(), loc.String()) {
+			t.Errorf("Unicast(%#v): %v, want invalid argument naming the locator", loc, err)
+		}
+	}
+}
+
+// TestListenAddressKinds: a malformed address to listen on is an invalid
+// argument naming it; an address in use is Unavailable.
+func TestListenAddressKinds(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	for _, tc := range []struct {
+		addr string
+		kind error
+	}{
+		{"nope", djinn.ErrInvalidArgument},
+		{"127.0.0.1:99999", djinn.ErrInvalidArgument},
+		{taken.Addr().String(), djinn.ErrUnavailable},
+	} {
+		r, err := NewRegistrar(RegistrarConfig{ServiceID: djinn.NewID(), Endpoint: "127.0.0.1:1", ListenAddr: tc.addr, DisableMulticast: true})
+		if err == nil {
+			r.Close()
+		}
+		if !errors.Is(err, tc.kind) || !strings.Contains(fmt.Sprint(err), tc.addr) {
+			t.Errorf("NewRegistrar with ListenAddr %q: %v, want kind %s naming it", tc.addr, err, tc.kind)
+		}
+		d, err := NewLookupDiscovery(LookupDiscoveryConfig{ResponseAddr: tc.addr, Requests: -1})
+		if err == nil {
+			d.Close()
+		}
+		if !errors.Is(err, tc.kind) || !strings.Contains(fmt.Sprint(err), tc.addr) {
+			t.Errorf("NewLookupDiscovery with ResponseAddr %q: %v, want kind %s naming it", tc.addr, err, tc.kind)
+		}
+	}
+}
