@@ -1,6 +1,7 @@
 package djinn
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -171,6 +172,9 @@ func KindOf(err error) Kind {
 	var k Kind
 	if errors.As(err, &k) {
 		return k
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return Unavailable
 	}
 	return Internal
 }

@@ -1,6 +1,7 @@
 package djinn_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -30,6 +31,23 @@ func TestErrorsMatchTheirKind(t *testing.T) {
 	}
 	if djinn.KindOf(errors.New("plain")) != djinn.Internal {
 		t.Error("a plain error is not Internal")
+	}
+}
+
+// TestContextErrorsAreUnavailable: as KindOf's documentation says, a
+// context's end is Unavailable (the call may or may not have happened),
+// however it was wrapped, and not a bug on the other side.
+func TestContextErrorsAreUnavailable(t *testing.T) {
+	for _, err := range []error{context.Canceled, context.DeadlineExceeded, fmt.Errorf("put k: %w", context.Canceled)} {
+		if got := djinn.KindOf(err); got != djinn.Unavailable {
+			t.Errorf("KindOf(%v) = %s, want %s", err, got, djinn.Unavailable)
+		}
+		if djinn.IsDefinite(err) {
+			t.Errorf("IsDefinite(%v): a context's end is not definite", err)
+		}
+	}
+	if got := djinn.KindOf(errors.Join(context.Canceled, djinn.Errorf(djinn.NoSuchObject, "x"))); got != djinn.NoSuchObject {
+		t.Errorf("a kind in the chain goes first: got %s", got)
 	}
 }
 
