@@ -282,7 +282,7 @@ func (s *LockSet) prepare(ctx context.Context, h LockHolder, mode LockMode) (dji
 // 2s, until ctx ends: the service finds the same request, granted or
 // still queued. Other errors pass through:
 // djinn.ErrTransactionRolledBack when h's transaction aborts while it
-// waits, djinn.ErrDeadlock when waiting would close a cycle of waiters (h
+// waits (djinn.ErrCannotJoin when it commits), djinn.ErrDeadlock when waiting would close a cycle of waiters (h
 // is the victim; nothing changed), djinn.ErrUnknownLease when h is an
 // owner whose lease ended, djinn.ErrNoSuchObject when the set is gone.
 func (s *LockSet) Lock(ctx context.Context, h LockHolder, mode LockMode) (fence uint64, err error) {

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -101,7 +102,7 @@ func TxnKeyOf(mgr *djinnpb.Ref, id uint64) TxnKey {
 
 // Event is what became of a waiting request: granted with Fence, or
 // refused with Err (TransactionRolledBack when its transaction aborted,
-// UnknownLease when its owner's lease ended, NoSuchObject when its set
+// CannotJoin when it committed, UnknownLease when its owner's lease ended, NoSuchObject when its set
 // went).
 type Event struct {
 	Request uint64
@@ -472,16 +473,29 @@ func (s *State) ApplyTxnEnd(c *statepb.LockTxnEnd) {
 	var e Effects
 	var err error
 	if c.GetCommit() {
-		e, err = s.table.CommitTxn(id)
-	} else {
-		e, err = s.table.AbortTxn(id)
-	}
-	if err == nil {
+		own := s.table.waitIDs(id)
+		if e, err = s.table.CommitTxn(id); err == nil {
+			evs = s.effectsLocked(e, djinn.Errorf(djinn.TransactionRolledBack, "transaction %d committed while a transaction nested in it still waited for a lock: the nested one aborted", c.GetTxn()))
+			committedWhileWaiting(evs, own, c.GetTxn())
+		}
+	} else if e, err = s.table.AbortTxn(id); err == nil {
 		evs = s.effectsLocked(e, djinn.Errorf(djinn.TransactionRolledBack, "transaction %d: aborted while its lock request waited", c.GetTxn()))
 	}
 	delete(s.txns, k)
 	s.holderChanging(id)
 	delete(s.holders, id)
+}
+
+// committedWhileWaiting answers the requests in own, of a transaction
+// that committed while they waited, with CannotJoin: the transaction is no
+// longer ACTIVE, so it takes no new lock (TX.2.6), and it did not roll
+// back, which TransactionRolledBack would tell its caller.
+func committedWhileWaiting(evs []Event, own []uint64, txn uint64) {
+	for i := range evs {
+		if evs[i].Err != nil && slices.Contains(own, evs[i].Request) {
+			evs[i].Err = djinn.Errorf(djinn.CannotJoin, "transaction %d: committed while its lock request waited, so the request is refused: a transaction takes no lock once its commit has begun; lock under an ACTIVE transaction", txn)
+		}
+	}
 }
 
 // ApplyDrop is a lock coordinator's drop_locks.

@@ -725,3 +725,16 @@ func (t *Table) forget(p *party) {
 		p = p.up
 	}
 }
+
+// waitIDs returns the ids of the waiting requests of holder id.
+func (t *Table) waitIDs(id uint64) []uint64 {
+	p, ok := t.parties[txnKey(id)]
+	if !ok {
+		return nil
+	}
+	var out []uint64
+	for _, w := range p.waits() {
+		out = append(out, w.id)
+	}
+	return out
+}
