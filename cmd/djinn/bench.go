@@ -97,7 +97,7 @@ func profileCPU(cmd *cobra.Command, path string) error {
 // fails, or when a must of a result failed.
 func (g *globals) runBench(cmd *cobra.Command, b bench.Bench) error {
 	if err := b.Check(); err != nil {
-		return err
+		return usageError{err} // every setting it checks is a flag's
 	}
 	if eps, err := client.SplitEndpoints(g.server); err != nil || len(eps) == 0 {
 		if err == nil {

@@ -88,7 +88,7 @@ func (g *globals) findOptions(cmd *cobra.Command, groups, locators, attrs, inter
 	}
 	es, err := service.ParseAttributes(attrs)
 	if err != nil {
-		return nil, fmt.Errorf("--attr: %w", err)
+		return nil, usageError{fmt.Errorf("--attr: %w", err)}
 	}
 	var tmpls []service.EntryTemplate
 	for _, e := range es {

@@ -338,11 +338,11 @@ func (g *globals) joinAttrsCmd() *cobra.Command {
 func joinAttrsChange(op string, attrs, match []string) (func(context.Context, djinnpb.JoinAdminClient, string) error, error) {
 	es, err := service.ParseAttributes(attrs)
 	if err != nil {
-		return nil, fmt.Errorf("--attr: %w", err)
+		return nil, usageError{fmt.Errorf("--attr: %w", err)}
 	}
 	ts, err := service.ParseAttributes(match)
 	if err != nil {
-		return nil, fmt.Errorf("--match: %w", err)
+		return nil, usageError{fmt.Errorf("--match: %w", err)}
 	}
 	entries := make([]*djinnpb.Entry, len(es))
 	for i, e := range es {

@@ -37,7 +37,7 @@ func (g *globals) ldsCmd() *cobra.Command {
 func ldsGroupsFlag(cmd *cobra.Command, groups []string, all bool) (bool, []string, error) {
 	set := cmd.Flags().Changed("groups")
 	if all && set {
-		return false, nil, errors.New("--all-groups and --groups: choose one")
+		return false, nil, usageError{errors.New("--all-groups and --groups: choose one")}
 	}
 	if set && len(groups) == 0 {
 		groups = []string{""}
@@ -309,7 +309,7 @@ func (g *globals) ldsSetCmd(what string) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			op := args[0]
 			if op != "add" && op != "set" && op != "remove" {
-				return fmt.Errorf("%q: want add, set or remove", op)
+				return usageError{fmt.Errorf("%q: want add, set or remove", op)}
 			}
 			var values []string
 			if len(args) == 3 {

@@ -73,12 +73,12 @@ func parseLookupEntries(attrs []string) ([]client.Entry, error) {
 		if hasField {
 			dot := strings.LastIndexByte(typ, '.')
 			if dot < 0 {
-				return nil, fmt.Errorf("--attr %q: want Type.field=value, or a bare Type", a)
+				return nil, usageError{fmt.Errorf("--attr %q: want Type.field=value, or a bare Type", a)}
 			}
 			typ, field = typ[:dot], typ[dot+1:]
 		}
 		if typ == "" || (hasField && field == "") {
-			return nil, fmt.Errorf("--attr %q: want Type.field=value, or a bare Type", a)
+			return nil, usageError{fmt.Errorf("--attr %q: want Type.field=value, or a bare Type", a)}
 		}
 		i, ok := index[typ]
 		if !ok {
@@ -90,11 +90,11 @@ func parseLookupEntries(attrs []string) ([]client.Entry, error) {
 			continue
 		}
 		if _, dup := out[i].Get(field); dup {
-			return nil, fmt.Errorf("--attr %q: field %s of %s given twice", a, field, typ)
+			return nil, usageError{fmt.Errorf("--attr %q: field %s of %s given twice", a, field, typ)}
 		}
 		v, err := parseLookupAttrValue(val)
 		if err != nil {
-			return nil, fmt.Errorf("--attr %q: %w", a, err)
+			return nil, usageError{fmt.Errorf("--attr %q: %w", a, err)}
 		}
 		out[i].Fields = append(out[i].Fields, client.Field{Name: field, Value: v})
 	}
