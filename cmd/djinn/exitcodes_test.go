@@ -159,3 +159,25 @@ func checkJSONError(t *testing.T, name string, args []string, want int) {
 		t.Errorf("%s with -o json: kind %q, want USAGE", name, e.Error.Kind)
 	}
 }
+
+// TestJSONErrorKinds: with -o json the error's kind is the server's (a
+// djinn kind), USAGE, NEGATIVE, or ERROR for a failure of the command's
+// own, such as a file it will not overwrite: never INTERNAL, which says
+// the server failed.
+func TestJSONErrorKinds(t *testing.T) {
+	dir := t.TempDir()
+	if got, _, errs := exitOf(t, "tls", "ca", "--dir", dir); got != 0 {
+		t.Fatalf("djinn tls ca: exit %d: %s", got, errs)
+	}
+	got, _, errs := exitOf(t, "tls", "ca", "--dir", dir, "-o", "json")
+	var e struct {
+		Error struct {
+			Message    string `json:"message"`
+			Kind       string `json:"kind"`
+			ExitStatus int    `json:"exit_status"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(errs), &e); err != nil || got != 1 || e.Error.Kind != "ERROR" || !strings.Contains(e.Error.Message, "--force") {
+		t.Errorf("djinn tls ca over an existing CA with -o json: exit %d, stderr %q (%v), want exit 1 and kind ERROR naming --force", got, errs, err)
+	}
+}

@@ -284,10 +284,15 @@ func errorKind(err error) string {
 	case errorsAs(err, &n):
 		return "NEGATIVE"
 	}
-	if k := djinn.KindOf(err); k != "" {
+	var de *djinn.Error
+	var k djinn.Kind
+	switch {
+	case errorsAs(err, &de):
+		return string(de.Kind)
+	case errorsAs(err, &k):
 		return string(k)
 	}
-	return "ERROR"
+	return "ERROR" // the command's own failure: djinn.KindOf would call it INTERNAL, the server's
 }
 
 // notice writes a notice on stderr: a line, or a JSON object with -o json.
