@@ -181,3 +181,21 @@ func TestJSONErrorKinds(t *testing.T) {
 		t.Errorf("djinn tls ca over an existing CA with -o json: exit %d, stderr %q (%v), want exit 1 and kind ERROR naming --force", got, errs, err)
 	}
 }
+
+// TestArgumentCountErrorsSayTheUsage: a missing or extra argument is told
+// with the command's usage line, which names the arguments it takes.
+func TestArgumentCountErrorsSayTheUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"kv", "put", "k"}, "accepts 2 arg(s), received 1; usage: djinn kv put KEY VALUE"},
+		{[]string{"lease", "show"}, "accepts 1 arg(s), received 0; usage: djinn lease show LEASE"},
+		{[]string{"join", "attrs", "add", "txn", "Name.name=x"}, "accepts 2 arg(s), received 3; usage: djinn join attrs add|set|modify|remove SERVICE|all"},
+	} {
+		got, _, errs := exitOf(t, tc.args...)
+		if got != 2 || !strings.Contains(errs, tc.want) || strings.Contains(errs, "[flags]") {
+			t.Errorf("djinn %v: exit %d, stderr %q; want exit 2 and %q", tc.args, got, errs, tc.want)
+		}
+	}
+}

@@ -195,14 +195,15 @@ func strictTree(root *cobra.Command, g *globals) {
 	walk(root)
 }
 
-// usageArgs makes an argument check's errors usage errors.
+// usageArgs makes an argument check's errors usage errors that say the
+// command's usage line, which names the arguments it takes.
 func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 	if check == nil {
 		return nil
 	}
 	return func(cmd *cobra.Command, args []string) error {
 		if err := check(cmd, args); err != nil {
-			return usageError{err}
+			return usageError{fmt.Errorf("%w; usage: %s", err, strings.TrimSuffix(cmd.UseLine(), " [flags]"))}
 		}
 		return nil
 	}
