@@ -199,3 +199,27 @@ func TestArgumentCountErrorsSayTheUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownHelpTopicsAndShells: help for a command that does not exist,
+// and a completion script for a shell it does not know, are command lines
+// not understood (they printed the root help and exited 0).
+func TestUnknownHelpTopicsAndShells(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int
+		says string
+	}{
+		{[]string{"help", "nosuch"}, 2, `unknown help topic "nosuch"`},
+		{[]string{"help", "lease", "nosuch"}, 2, `unknown help topic "lease nosuch"`},
+		{[]string{"completion", "nosuch"}, 2, `unknown command "nosuch" for "djinn completion"`},
+		{[]string{"completion", "bash", "extra"}, 2, `usage: djinn completion bash`},
+		{[]string{"help", "lease", "show"}, 0, "Usage:"},
+		{[]string{"help", "exit-codes"}, 0, "the command line was not understood"},
+		{[]string{"completion", "bash"}, 0, "bash completion"},
+	} {
+		got, out, errs := exitOf(t, tc.args...)
+		if got != tc.want || !strings.Contains(out+errs, tc.says) {
+			t.Errorf("djinn %v: exit %d, stdout %.80q, stderr %q; want exit %d saying %q", tc.args, got, out, errs, tc.want, tc.says)
+		}
+	}
+}

@@ -260,14 +260,18 @@ func leafNames(c *cobra.Command) []string {
 
 // goldenExempt are the commands without a golden file, and why.
 var goldenExempt = map[string]string{
-	"serve":              "prints no JSON: it serves",
-	"member-add":         "needs a second server waiting to be added: TestCLIMembers",
-	"member-remove":      "needs a second member: TestCLIMembers",
-	"member-leave":       "stops the member it names: TestCLIMembers",
-	"leader-transfer":    "needs a second voter: TestCLIMembers",
-	"bench-renewal":      "a soak of minutes; its report has the shape of bench's (bench-lock)",
-	"exit-codes":         "a help topic",
-	"bench-plain-server": "hidden: the plain gRPC server a bench measures its ceiling on; it serves, prints no JSON",
+	"serve":                 "prints no JSON: it serves",
+	"member-add":            "needs a second server waiting to be added: TestCLIMembers",
+	"member-remove":         "needs a second member: TestCLIMembers",
+	"member-leave":          "stops the member it names: TestCLIMembers",
+	"leader-transfer":       "needs a second voter: TestCLIMembers",
+	"bench-renewal":         "a soak of minutes; its report has the shape of bench's (bench-lock)",
+	"exit-codes":            "a help topic",
+	"completion-bash":       "a shell script, not JSON",
+	"completion-fish":       "a shell script, not JSON",
+	"completion-powershell": "a shell script, not JSON",
+	"completion-zsh":        "a shell script, not JSON",
+	"bench-plain-server":    "hidden: the plain gRPC server a bench measures its ceiling on; it serves, prints no JSON",
 }
 
 // TestGoldenJSON runs every command with -o json against real servers and

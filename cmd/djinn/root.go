@@ -140,6 +140,8 @@ func newRoot() (*cobra.Command, *globals) {
 		g.withOutput(g.tlsCmd()),
 		g.client(g.benchCmd()))
 	root.AddCommand(exitCodesTopic())
+	root.InitDefaultCompletionCmd() // now, not at Execute, so that strictTree sees it
+	strictHelp(root)
 	strictTree(root, g)
 	return root, g
 }
@@ -193,6 +195,26 @@ func strictTree(root *cobra.Command, g *globals) {
 		}
 	}
 	walk(root)
+}
+
+// strictHelp makes djinn help refuse a topic it does not have as a usage
+// error, where cobra's prints the nearest command's help and exits 0.
+func strictHelp(root *cobra.Command) {
+	root.InitDefaultHelpCmd()
+	for _, help := range root.Commands() {
+		if help.Name() != "help" || help.Run == nil {
+			continue
+		}
+		show := help.Run
+		help.Run = nil
+		help.RunE = func(cmd *cobra.Command, args []string) error {
+			if found, rest, err := root.Find(args); err != nil || found == nil || len(rest) > 0 {
+				return usageError{fmt.Errorf("unknown help topic %q (djinn --help lists them)", strings.Join(args, " "))}
+			}
+			show(cmd, args)
+			return nil
+		}
+	}
 }
 
 // usageArgs makes an argument check's errors usage errors that say the
