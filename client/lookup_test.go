@@ -591,12 +591,15 @@ func FuzzServiceEventFrom(f *testing.F) {
 	})
 }
 
-// ExampleRegistrar: a service registers itself with attributes and keeps
-// its lease renewed; a client finds it by an attribute and watches for
-// printers coming and going.
+// ExampleRegistrar: a client watches for printers coming and going; a
+// service registers itself with attributes and keeps its lease renewed; the
+// client finds it by an attribute and hears of its arrival and departure.
 func ExampleRegistrar() {
-	ctx := context.Background()
-	c, err := client.Dial(ctx, "127.0.0.1:4161") // djinn serve's default address
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	addr, stop := exampleServer(ctx) // djinn serve listens on 127.0.0.1:4161
+	defer stop()
+	c, err := client.Dial(ctx, addr)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -605,45 +608,20 @@ func ExampleRegistrar() {
 	if err != nil {
 		log.Fatal(err)
 	}
-
-	// The service's side.
-	// A Printer is a Device: found by either, and browsing by type knows
-	// which is the more specific.
-	sr, err := reg.Register(ctx, service.Item{
-		Service: []byte("10.0.0.7:9100"), Types: []string{"Printer"}, Supertypes: map[string][]string{"Printer": {"Device"}},
-		Entries: []service.Entry{{Type: "Location", Fields: []service.Field{{Name: "floor", Value: service.NewInt(3)}}}},
-	}, djinn.Any)
-	if err != nil {
-		log.Fatal(err)
-	}
 	renewer, err := client.NewRenewer(c)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer renewer.Close()
-	if err := renewer.Renew(sr.Lease, djinn.EndOfTime); err != nil {
-		log.Fatal(err)
-	}
 
-	// A client's side: a printer on floor 3 (a field left out, or null, is
-	// a wildcard).
-	floor3 := service.Template{Types: []string{"Printer"},
-		Entries: []service.EntryTemplate{{Type: "Location", Fields: []service.Field{{Name: "floor", Value: service.NewInt(3)}}}}}
-	it, err := reg.Lookup(ctx, floor3)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if it != nil {
-		fmt.Printf("printer %s at %s\n", it.ID, it.Service)
-	}
-
-	// Watch printers come and go.
+	// A client watches printers come and go.
+	events := make(chan *client.ServiceEvent, 8)
 	l, err := client.Listen(ctx, "127.0.0.1:0", func(_ context.Context, ev *client.RemoteEvent) error {
 		se, err := client.ServiceEventFrom(ev)
 		if err != nil {
 			return err
 		}
-		fmt.Println(se.Transition, se.ServiceID)
+		events <- se // note the event and return quickly
 		return nil
 	})
 	if err != nil {
@@ -657,14 +635,63 @@ func ExampleRegistrar() {
 	if err := renewer.Renew(watch.Lease, djinn.EndOfTime); err != nil {
 		log.Fatal(err)
 	}
+	next := func() *client.ServiceEvent {
+		select {
+		case se := <-events:
+			return se
+		case <-ctx.Done():
+			log.Fatal("no service event came")
+			return nil
+		}
+	}
+
+	// The service's side.
+	// A Printer is a Device: found by either, and browsing by type knows
+	// which is the more specific.
+	sr, err := reg.Register(ctx, service.Item{
+		Service: []byte("10.0.0.7:9100"), Types: []string{"Printer"}, Supertypes: map[string][]string{"Printer": {"Device"}},
+		Entries: []service.Entry{{Type: "Location", Fields: []service.Field{{Name: "floor", Value: service.NewInt(3)}}}},
+	}, djinn.Any)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := renewer.Renew(sr.Lease, djinn.EndOfTime); err != nil {
+		log.Fatal(err)
+	}
+
+	// The client's side: a printer on floor 3 (a field left out, or null,
+	// is a wildcard).
+	floor3 := service.Template{Types: []string{"Printer"},
+		Entries: []service.EntryTemplate{{Type: "Location", Fields: []service.Field{{Name: "floor", Value: service.NewInt(3)}}}}}
+	it, err := reg.Lookup(ctx, floor3)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("printer at %s\n", it.Service)
+	arrived := next()
+	fmt.Println(arrived.Transition, arrived.ServiceID == it.ID)
+
+	// The service leaves: its lease is cancelled, and watchers hear of it.
+	if err := renewer.Cancel(ctx, sr.Lease); err != nil {
+		log.Fatal(err)
+	}
+	left := next()
+	fmt.Println(left.Transition, left.ServiceID == it.ID)
+	// Output:
+	// printer at 10.0.0.7:9100
+	// nomatch-match true
+	// match-nomatch true
 }
 
 // ExampleLookupStream: a busy client shares one stream among its
 // goroutines; lookups that wait at the same time travel as one batch, and
 // each has its own deadline.
 func ExampleLookupStream() {
-	ctx := context.Background()
-	c, err := client.Dial(ctx, "127.0.0.1:4161")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	addr, stop := exampleServer(ctx) // djinn serve listens on 127.0.0.1:4161
+	defer stop()
+	c, err := client.Dial(ctx, addr)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -673,26 +700,40 @@ func ExampleLookupStream() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	onFloor := func(floor int) []service.Field {
+		return []service.Field{{Name: "floor", Value: service.NewInt(int64(floor))}}
+	}
+	for _, floor := range []int{1, 1, 2} { // two printers on floor 1, one on floor 2
+		it := service.Item{Service: []byte("printer"), Types: []string{"Printer"},
+			Entries: []service.Entry{{Type: "Location", Fields: onFloor(floor)}}}
+		if _, err := reg.Register(ctx, it, time.Minute); err != nil {
+			log.Fatal(err)
+		}
+	}
+
 	stream, err := reg.Stream(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer stream.Close()
-
 	var wg sync.WaitGroup
-	for floor := range 8 {
+	for floor := range 3 {
 		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(ctx, time.Second)
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
 			tmpl := service.Template{Types: []string{"Printer"},
-				Entries: []service.EntryTemplate{{Type: "Location", Fields: []service.Field{{Name: "floor", Value: service.NewInt(int64(floor))}}}}}
-			total, items, err := stream.LookupN(ctx, tmpl, 10)
+				Entries: []service.EntryTemplate{{Type: "Location", Fields: onFloor(floor)}}}
+			total, items, err := stream.LookupN(ctx, tmpl, 1)
 			if err != nil {
 				log.Print(err) // a stream that failed: open another
 				return
 			}
-			fmt.Printf("floor %d: %d printers, first %d\n", floor, total, len(items))
+			fmt.Printf("floor %d: %d printers, %d returned\n", floor, total, len(items))
 		})
 	}
 	wg.Wait()
+	// Unordered output:
+	// floor 0: 0 printers, 0 returned
+	// floor 1: 2 printers, 1 returned
+	// floor 2: 1 printers, 1 returned
 }
