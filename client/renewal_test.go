@@ -646,8 +646,11 @@ func FuzzRenewalEvent(f *testing.F) {
 // mailbox too. When it comes back it reads the mailbox, and renews the
 // set's lease.
 func ExampleRenewalService() {
-	ctx := context.Background()
-	c, err := client.Dial(ctx, "127.0.0.1:4161") // djinn serve's default address
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	addr, stop := exampleServer(ctx) // djinn serve listens on 127.0.0.1:4161
+	defer stop()
+	c, err := client.Dial(ctx, addr)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -665,16 +668,17 @@ func ExampleRenewalService() {
 	if err := set.RenewFor(ctx, reg.Lease, 7*24*time.Hour, time.Hour); err != nil {
 		log.Fatal(err)
 	}
-	if _, err := set.SetExpirationWarningListener(ctx, reg.Listener, time.Hour, []byte("renew the set")); err != nil {
+	// Warn two days before the set's lease ends: as the lease is of one
+	// day, the warning comes at once, which lets this example show it.
+	if _, err := set.SetExpirationWarningListener(ctx, reg.Listener, 48*time.Hour, []byte("renew the set")); err != nil {
 		log.Fatal(err)
 	}
 	if _, err := set.SetRenewalFailureListener(ctx, reg.Listener, nil); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("come back with", reg.ID, "and", set.ID())
 
-	// Later, back again: the first expiration warning in the mailbox names
-	// the set's lease.
+	// Later, back again (with reg.ID and set.ID() kept): the first
+	// expiration warning in the mailbox names the set's lease.
 	for se, err := range reg.Pull(ctx, 0) {
 		if err != nil {
 			log.Fatal(err)
@@ -683,9 +687,12 @@ func ExampleRenewalService() {
 		if err != nil {
 			continue // another kind of event: a renewal failure
 		}
+		fmt.Printf("warning: %s, for the set's lease: %v\n", w.Handback, w.SetLease.Equal(set.Lease()))
 		if err := w.SetLease.Renew(ctx, c, 24*time.Hour); err != nil {
 			log.Fatal(err)
 		}
 		break
 	}
+	// Output:
+	// warning: renew the set, for the set's lease: true
 }
