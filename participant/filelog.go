@@ -19,6 +19,8 @@ import (
 const (
 	logName = "store.log"
 	tmpName = "store.log.tmp"
+	// lockName is the file whose lock an open FileStore holds (lockDir).
+	lockName = "store.lock"
 
 	frameHeader = 'H'
 	frameCount  = 'C'

@@ -58,7 +58,9 @@ func (r RepairReport) String() string {
 	return b.String()
 }
 
-// RepairFileStore repairs the store in dir, which must not be open: it
+// RepairFileStore repairs the store in dir, which must not be open (an open
+// one is refused with djinn.ErrUnavailable where the directory can be
+// locked, as OpenFileStore refuses a second store): it
 // keeps every frame that checks out, drops the damaged ones, and rewrites
 // the log, after saving the damaged log beside it. The report says what
 // was dropped. A store with no damage is left as it is. Records written in
@@ -67,6 +69,16 @@ func (r RepairReport) String() string {
 func RepairFileStore(dir string) (RepairReport, error) {
 	path := filepath.Join(dir, logName)
 	rep := RepairReport{Path: path}
+	if _, err := os.Stat(dir); err != nil {
+		return rep, fmt.Errorf("participant store %s: %w", dir, err)
+	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return rep, err
+	}
+	if lock != nil {
+		defer lock.Close()
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return rep, fmt.Errorf("participant store %s: %w", dir, err)

@@ -38,6 +38,7 @@ import (
 type FileStore struct {
 	dir   string
 	crash int64
+	lock  *os.File // the directory's lock (lockDir), released by Close
 
 	mu   sync.Mutex
 	cond *sync.Cond // signalled when a flush ends, for Close; uses mu
@@ -71,7 +72,11 @@ const (
 )
 
 // OpenFileStore opens the store in dir, creating dir and the store if
-// needed, and takes the next crash count.
+// needed, and takes the next crash count. A directory holds one open store
+// at a time: while one is open (until its Close, or its process's end),
+// another open of dir, in this process or another, is refused with
+// djinn.ErrUnavailable — two would write over each other's log. (Where the
+// system has no flock, outside Unix, that is the caller's to ensure.)
 func OpenFileStore(dir string) (*FileStore, error) {
 	if dir == "" {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "store directory: missing")
@@ -79,6 +84,23 @@ func OpenFileStore(dir string) (*FileStore, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("participant store %s: %w", dir, err)
 	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	s, err := openLocked(dir)
+	if err != nil {
+		if lock != nil {
+			lock.Close()
+		}
+		return nil, err
+	}
+	s.lock = lock
+	return s, nil
+}
+
+// openLocked opens the store in dir, whose lock the caller holds.
+func openLocked(dir string) (*FileStore, error) {
 	s := &FileStore{dir: dir, live: map[string][]byte{}}
 	s.cond = sync.NewCond(&s.mu)
 	// A temporary file is a compaction a crash interrupted: the log is
@@ -461,5 +483,11 @@ func (s *FileStore) Close() error {
 	s.closed = true
 	s.cond.Broadcast()
 	s.wakeLocked(nil)
-	return s.f.Close()
+	err := s.f.Close()
+	if s.lock != nil {
+		if lerr := s.lock.Close(); err == nil {
+			err = lerr
+		}
+	}
+	return err
 }

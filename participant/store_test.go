@@ -3,10 +3,13 @@ package participant_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -233,4 +236,41 @@ func FuzzFileStoreOpen(f *testing.F) {
 			t.Fatalf("write lost: %v", err)
 		}
 	})
+}
+
+// TestFileStoreIsOpenOnceAtATime: a second store in a directory that an
+// open store holds — in this process or another — would write over the
+// first's log, and its open would remove the first's compaction in
+// progress: it is refused, and so is a repair, until the first closes.
+func TestFileStoreIsOpenOnceAtATime(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no flock: one store per directory is the caller's to ensure")
+	}
+	dir := t.TempDir()
+	first, err := participant.OpenFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := participant.OpenFileStore(dir)
+	if err == nil {
+		second.Close()
+		first.Close()
+		t.Fatal("a second store opened in a directory an open store holds")
+	}
+	if !errors.Is(err, djinn.ErrUnavailable) || !strings.Contains(err.Error(), dir) {
+		t.Errorf("second open: %v, want unavailable naming the directory", err)
+	}
+	if _, err := participant.RepairFileStore(dir); !errors.Is(err, djinn.ErrUnavailable) {
+		t.Errorf("repairing an open store: %v, want unavailable", err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := participant.OpenFileStore(dir)
+	if err != nil {
+		t.Fatalf("open after the first closed: %v", err)
+	}
+	if err := again.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
