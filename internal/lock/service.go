@@ -65,7 +65,7 @@ type Service struct {
 	// waiting holds the callers waiting on this node, by request id.
 	waiting map[uint64]*acquireCall
 	// joined holds the transactions joined by this leader, with their
-	// ancestry, by transaction.
+	// ancestry, by transaction, until they are asked to prepare.
 	joined map[TxnKey]*statepb.LockHolderState
 	// term is closed when this node's run as leader ends.
 	term chan struct{}
@@ -524,13 +524,20 @@ func (s *Service) Prepare(ctx context.Context, mgr *djinnpb.Ref, id uint64, secr
 	if err := s.leading(); err != nil {
 		return 0, err
 	}
-	if err := s.checkSecret(TxnKeyOf(mgr, id), id, secret); err != nil {
+	k := TxnKeyOf(mgr, id)
+	if err := s.checkSecret(k, id, secret); err != nil {
 		return 0, err
 	}
-	if s.state.WaitsAny(TxnKeyOf(mgr, id)) {
+	// A request after the vote asks the manager to join again, which
+	// refuses a transaction no longer ACTIVE (CannotJoin): no lock is
+	// taken in the second phase (CC 1.4).
+	s.mu.Lock()
+	delete(s.joined, k)
+	s.mu.Unlock()
+	if s.state.WaitsAny(k) {
 		return djinnpb.TransactionState_TRANSACTION_STATE_ABORTED, nil
 	}
-	if s.state.HoldsAny(TxnKeyOf(mgr, id)) {
+	if s.state.HoldsAny(k) {
 		return djinnpb.TransactionState_TRANSACTION_STATE_PREPARED, nil
 	}
 	return djinnpb.TransactionState_TRANSACTION_STATE_NOTCHANGED, nil

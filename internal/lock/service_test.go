@@ -27,6 +27,9 @@ type joiner struct {
 	mu    sync.Mutex
 	anc   map[uint64][]uint64
 	joins int
+	// voting lists the transactions the manager has begun to commit: it
+	// refuses joins to them (TX.2.7).
+	voting map[uint64]bool
 }
 
 func (j *joiner) Join(_ context.Context, mgr djinn.Ref, id uint64, _ djinn.ID, self *djinnpb.Ref, crash int64) (*djinnpb.JoinTransactionResponse, error) {
@@ -35,6 +38,9 @@ func (j *joiner) Join(_ context.Context, mgr djinn.Ref, id uint64, _ djinn.ID, s
 	j.joins++
 	if crash != lock.CrashCount {
 		return nil, djinn.Errorf(djinn.CrashCount, "crash count %d", crash)
+	}
+	if j.voting[id] {
+		return nil, djinn.Errorf(djinn.CannotJoin, "transaction %d: VOTING", id)
 	}
 	return &djinnpb.JoinTransactionResponse{Ancestors: j.anc[id]}, nil
 }
@@ -502,6 +508,41 @@ func TestPrepareWithARequestWaiting(t *testing.T) {
 		// A holder with nothing waiting still votes PREPARED.
 		if v, err := f.svc.Prepare(ctx, mgrProto(), 21, djinn.ID{}); err != nil || v != djinnpb.TransactionState_TRANSACTION_STATE_PREPARED {
 			t.Fatalf("prepare of a holder: %v %v, want PREPARED", v, err)
+		}
+	})
+}
+
+// TestNoLockAfterTheVote: CC 1.4 — a transaction obtains no new lock in
+// its second phase — and TX.2.6: once asked to prepare, a participant
+// takes no operation under the transaction. A lock request after the vote
+// asks the manager again, which refuses it (CannotJoin), and nothing is
+// granted.
+func TestNoLockAfterTheVote(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		j := &joiner{voting: map[uint64]bool{}}
+		f := start(t, statetest.For(newLockState), j)
+		defer f.stop()
+		ctx := context.Background()
+		set := f.set(true)
+		f.lock(set, txn(30), lock.R, 1)
+		if v, err := f.svc.Prepare(ctx, mgrProto(), 30, djinn.ID{}); err != nil || v != djinnpb.TransactionState_TRANSACTION_STATE_PREPARED {
+			t.Fatalf("prepare of a holder: %v %v, want PREPARED", v, err)
+		}
+		j.mu.Lock()
+		j.voting[30] = true
+		j.mu.Unlock()
+		if _, _, err := f.svc.Lock(ctx, set, txn(30), lock.W, 0, false, 2); !errors.Is(err, djinn.ErrCannotJoin) {
+			t.Fatalf("a lock after the vote: %v, want CannotJoin", err)
+		}
+		v, _, _ := f.svc.Describe(ctx, set)
+		if len(v.Holders) != 1 || len(v.Holders[0].Locks) != 1 {
+			t.Fatalf("after the refused lock: %+v, want the one R lock", v.Holders)
+		}
+		if err := f.svc.End(ctx, mgrProto(), 30, djinn.ID{}, true); err != nil {
+			t.Fatal(err)
+		}
+		if v, _, _ := f.svc.Describe(ctx, set); len(v.Holders) != 0 {
+			t.Fatalf("after the commit: %+v, want no holders", v.Holders)
 		}
 	})
 }
