@@ -489,7 +489,7 @@ func connectError(ctx context.Context, cc *grpc.ClientConn) string {
 	defer cancel()
 	_, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{})
 	if st, ok := status.FromError(err); ok && err != nil {
-		return st.Message()
+		return grpcerr.TransportMessage(st.Message())
 	}
 	return "no connection"
 }

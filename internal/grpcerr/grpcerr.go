@@ -10,6 +10,8 @@ package grpcerr
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -158,7 +160,31 @@ func FromStatus(err error) error {
 	case codes.DeadlineExceeded:
 		return errors.Join(context.DeadlineExceeded, &djinn.Error{Kind: djinn.Unavailable, Message: s.Message()})
 	}
-	return &djinn.Error{Kind: kindFromCode(s.Code()), Message: s.Message()}
+	msg := s.Message()
+	if s.Code() == codes.Unavailable {
+		msg = TransportMessage(msg)
+	}
+	return &djinn.Error{Kind: kindFromCode(s.Code()), Message: msg}
+}
+
+// TransportMessage is the cause of a transport failure gRPC reports,
+// without gRPC's wrapping: `connection error: desc = "transport: Error
+// while dialing: dial tcp 127.0.0.1:1: connect: connection refused"` is
+// `dial tcp 127.0.0.1:1: connect: connection refused`. Other messages are
+// returned as they are.
+func TransportMessage(msg string) string {
+	msg = strings.TrimPrefix(msg, "last connection error: ")
+	if rest, ok := strings.CutPrefix(msg, "connection error: desc = "); ok {
+		if u, err := strconv.Unquote(rest); err == nil {
+			rest = u
+		}
+		msg = rest
+	}
+	msg = strings.TrimPrefix(msg, "transport: Error while dialing: ")
+	if rest, ok := strings.CutPrefix(msg, "transport: authentication handshake failed: "); ok {
+		msg = "TLS handshake failed: " + rest
+	}
+	return strings.TrimPrefix(msg, "transport: ")
 }
 
 func kindFromCode(c codes.Code) djinn.Kind {

@@ -64,3 +64,26 @@ func TestForeignStatuses(t *testing.T) {
 		t.Error("nil does not map to nil")
 	}
 }
+
+// TestTransportMessage: a transport failure reads as its cause, without
+// gRPC's wrapping; a message of another kind is left as it is.
+func TestTransportMessage(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:1: connect: connection refused"`,
+			"dial tcp 127.0.0.1:1: connect: connection refused"},
+		{`last connection error: connection error: desc = "transport: Error while dialing: dial tcp: lookup nosuch.invalid: no such host"`,
+			"dial tcp: lookup nosuch.invalid: no such host"},
+		{`connection error: desc = "transport: authentication handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority"`,
+			"TLS handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority"},
+		{`connection error: desc = "error reading server preface: EOF"`, "error reading server preface: EOF"},
+		{"lease 1f: unknown, expired or cancelled", "lease 1f: unknown, expired or cancelled"},
+	} {
+		if got := TransportMessage(tc.in); got != tc.want {
+			t.Errorf("TransportMessage(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	err := FromStatus(status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:1: connect: connection refused"`))
+	if got := err.Error(); got != "dial tcp 127.0.0.1:1: connect: connection refused" || djinn.KindOf(err) != djinn.Unavailable {
+		t.Errorf("FromStatus of a refused connection: %q (%s), want its cause alone, Unavailable", got, djinn.KindOf(err))
+	}
+}
