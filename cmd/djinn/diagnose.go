@@ -35,7 +35,7 @@ func connectionFailure(err error) bool {
 		return false // the server answered: whatever it said, the port is right
 	}
 	s := err.Error()
-	for _, sign := range []string{"cannot connect", "connection error", "server preface", "broken pipe", "connection reset",
+	for _, sign := range []string{"cannot connect", "connection error", "dial tcp", "connection refused", "server preface", "broken pipe", "connection reset",
 		"tls:", "first record does not look like a TLS handshake"} {
 		if strings.Contains(s, sign) {
 			return true

@@ -152,6 +152,9 @@ func (g *globals) eventsSendCmd() *cobra.Command {
 			defer c.Close()
 			ev := &client.RemoteEvent{Source: src, ID: id, Seq: seq, Handback: []byte(handback)}
 			if err := client.Notify(cmd.Context(), c, target, ev); err != nil {
+				if djinn.KindOf(err) == djinn.Unavailable {
+					return fmt.Errorf("listener %s cannot be reached: is it still running? (%w)", target, err)
+				}
 				return err
 			}
 			return g.print(cmd.OutOrStdout(), map[string]any{"listener": target.String(), "sent": true}, func(w io.Writer) { fmt.Fprintln(w, "sent") })

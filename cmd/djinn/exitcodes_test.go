@@ -223,3 +223,30 @@ func TestUnknownHelpTopicsAndShells(t *testing.T) {
 		}
 	}
 }
+
+// TestTransportFailuresSayTheirCause: a server or a listener that cannot be
+// reached is told by its cause (connection refused), with the next step
+// where there is one, not in gRPC's words ("connection error: desc =
+// \"transport: Error while dialing: …\"").
+func TestTransportFailuresSayTheirCause(t *testing.T) {
+	r := newRig(t)
+	closed := freePort(t)
+	ref := "djinn://" + closed + "/00000000000000000000000000000001/00000000000000000000000000000001"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status", "--server", closed, "--wait-timeout", "0"}, closed + ": nothing listens there: start a server"},
+		{[]string{"events", "send", "--listener", ref, "--source", ref, "--id", "1", "--seq", "1", "--server", r.p.addr}, "dial tcp " + closed + ": connect: connection refused"},
+	} {
+		got, _, errs := exitOf(t, tc.args...)
+		if got != 1 || !strings.Contains(errs, tc.want) || strings.Count(errs, "\n") != 1 {
+			t.Errorf("djinn %v: exit %d, stderr %q; want exit 1 and one line saying %q", tc.args, got, errs, tc.want)
+		}
+		for _, internal := range []string{"desc =", "transport:", "rpc error"} {
+			if strings.Contains(errs, internal) {
+				t.Errorf("djinn %v: stderr %q says gRPC's %q", tc.args, errs, internal)
+			}
+		}
+	}
+}
