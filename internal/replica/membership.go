@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -126,13 +127,16 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) error {
 // startTransfer starts the transfer to voter id (any, when empty); a nil
 // future when this node is id already.
 func (n *Node) startTransfer(id string) (raft.Future, error) {
-	if id == "" {
-		n.beforeTransfer()
-		return n.raft.LeadershipTransfer(), nil
-	}
 	ms, err := n.Members()
 	if err != nil {
 		return nil, err
+	}
+	if id == "" {
+		if !slices.ContainsFunc(ms, func(m Member) bool { return m.Voter && m.ID != n.id }) {
+			return nil, djinn.Errorf(djinn.InvalidArgument, "no other voter to hand leadership to: node %s is the cluster's only voter; add a member first (djinn member add)", n.id)
+		}
+		n.beforeTransfer()
+		return n.raft.LeadershipTransfer(), nil
 	}
 	var target *Member
 	for i := range ms {

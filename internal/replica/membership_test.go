@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,5 +124,21 @@ func TestStaleness(t *testing.T) {
 	}
 	if err := f.Staleness(time.Hour, 1<<20); err != nil {
 		t.Errorf("without a leader, a follower refuses reads an hour stale: %v", err)
+	}
+}
+
+// TestTransferWithoutAnotherVoter: a leader alone has no one to hand
+// leadership to, and says so; it keeps leading.
+func TestTransferWithoutAnotherVoter(t *testing.T) {
+	leading := make(chan struct{}, 4)
+	n, _ := open(t, t.TempDir(), true, func(ctx context.Context) { leading <- struct{}{}; <-ctx.Done() })
+	defer n.Close()
+	<-leading
+	err := n.TransferLeadership(context.Background(), "")
+	if !errors.Is(err, djinn.ErrInvalidArgument) || !strings.Contains(err.Error(), "no other voter") {
+		t.Fatalf("transfer with no other voter: %v, want InvalidArgument saying there is no other voter", err)
+	}
+	if !n.IsLeader() {
+		t.Fatal("the leader stopped leading after a refused transfer")
 	}
 }
