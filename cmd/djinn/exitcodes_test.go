@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -248,5 +249,46 @@ func TestTransportFailuresSayTheirCause(t *testing.T) {
 				t.Errorf("djinn %v: stderr %q says gRPC's %q", tc.args, errs, internal)
 			}
 		}
+	}
+}
+
+// TestInterruptedCommandSaysSo: a command interrupted while it waits for
+// its answer (here a lock acquire queued behind a holder) says, in one
+// line, that it was interrupted and what that leaves unknown — not
+// "context canceled interrupt signal received".
+func TestInterruptedCommandSaysSo(t *testing.T) {
+	r := newRig(t)
+	var set, holder, waiter struct {
+		Set   string `json:"set"`
+		Owner string `json:"owner"`
+	}
+	r.json(&set, "lock", "create")
+	r.json(&holder, "lock", "owner")
+	r.json(&waiter, "lock", "owner")
+	r.must("lock", "acquire", set.Set, "--mode", "w", "--owner", holder.Owner)
+	cmd := exec.Command(djinnBinary(t), "lock", "acquire", set.Set, "--mode", "w", "--owner", waiter.Owner, "--server", r.p.addr)
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill() }() // a test that failed early leaves no process behind
+	eventually(t, "the acquire to queue", func() bool {
+		var v struct {
+			Waiters []json.RawMessage `json:"waiters"`
+		}
+		out, _, ok := r.run("lock", "show", set.Set, "-o", "json")
+		return ok && json.Unmarshal([]byte(out), &v) == nil && len(v.Waiters) == 1
+	})
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("interrupted lock acquire: %v, want exit status 1", err)
+	}
+	if got := errb.String(); !strings.HasPrefix(got, "djinn: interrupted before the answer came") || strings.Count(got, "\n") != 1 || strings.Contains(got, "context canceled") {
+		t.Errorf("interrupted lock acquire said %q, want one line saying it was interrupted", got)
 	}
 }

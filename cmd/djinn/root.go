@@ -50,6 +50,9 @@ func (m Main) Run(ctx context.Context, args []string) int {
 	if err == nil {
 		return exitOK
 	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		err = errInterrupted
+	}
 	err = g.diagnose(context.WithoutCancel(ctx), err)
 	code := exitStatus(err)
 	if o, ok := outputArg(args); ok {
@@ -76,6 +79,11 @@ func outputArg(args []string) (string, bool) {
 	}
 	return out, found
 }
+
+// errInterrupted is the error of a command interrupted (SIGINT, SIGTERM)
+// before it had its answer: what the interrupted call would have
+// done is not known.
+var errInterrupted = errors.New("interrupted before the answer came: what was asked may or may not have been done (show or list it to see)")
 
 // usageError is a command line that was not understood.
 type usageError struct{ err error }
