@@ -228,7 +228,7 @@ func (f *finder) failed(ctx context.Context) error {
 	for _, l := range f.opts.locators {
 		where = append(where, l.String())
 	}
-	msg := fmt.Sprintf("find %s: none found before %v; %d lookup services discovered (%s)", f.typ, ctx.Err(), f.registrars, strings.Join(where, ", "))
+	msg := fmt.Sprintf("find %s: none found; %d lookup services discovered (%s)", f.typ, f.registrars, strings.Join(where, ", "))
 	if f.registrars == 0 && len(f.opts.groups) > 0 {
 		msg += "; a lookup service answers multicast only when its server runs with --multicast"
 	}
