@@ -292,3 +292,14 @@ func TestInterruptedCommandSaysSo(t *testing.T) {
 		t.Errorf("interrupted lock acquire said %q, want one line saying it was interrupted", got)
 	}
 }
+
+// TestFindThatFindsNothingSaysWhere: find that finds nothing before --wait
+// passes says so once, with where it looked, not the deadline's own text.
+func TestFindThatFindsNothingSaysWhere(t *testing.T) {
+	loc := "jini://" + freePort(t)
+	got, _, errs := exitOf(t, "find", "djinn.Landlord", "--locator", loc, "--wait", "300ms")
+	want := "djinn: --wait 300ms passed: find djinn.Landlord: none found; 0 lookup services discovered (" + loc + "/)"
+	if got != 1 || !strings.HasPrefix(errs, want) || strings.Contains(errs, "deadline") || strings.Count(errs, "\n") != 1 {
+		t.Errorf("find at a locator nothing answers: exit %d, stderr %q; want exit 1 and %q", got, errs, want)
+	}
+}

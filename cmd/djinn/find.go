@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/service"
 )
@@ -53,8 +54,9 @@ func (g *globals) findCmd() *cobra.Command {
 			ctx, cancel := context.WithTimeout(cmd.Context(), d)
 			defer cancel()
 			found, err := client.Find(ctx, args[0], opts...)
-			if errors.Is(err, context.DeadlineExceeded) && cmd.Context().Err() == nil {
-				return fmt.Errorf("--wait %s passed: %w", d, err)
+			var why *djinn.Error
+			if errors.Is(err, context.DeadlineExceeded) && cmd.Context().Err() == nil && errors.As(err, &why) {
+				return fmt.Errorf("--wait %s passed: %w", d, why) // why says it all; the deadline's own text is noise
 			}
 			if err != nil {
 				return err
