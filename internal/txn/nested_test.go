@@ -53,6 +53,33 @@ func TestNestedCreateRules(t *testing.T) {
 	})
 }
 
+// TestNoJoinPastTheLease: TX.2.1 — a transaction whose lease has ended
+// before a commit or abort is aborted, and TX.2.3, TX.2.2: a join, or a
+// nested create, under a transaction known but no longer active is
+// CannotJoin. So too in the moment between the lease's end and its expiry
+// reaching the log, when getState already says ABORTED: a participant
+// that joined then would do work for a transaction already lost.
+func TestNoJoinPastTheLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		defer f.stop()
+		c := f.create(time.Minute)
+		f.join(c.ID, "a")
+		f.ahead.Store(int64(2 * time.Minute))
+		if s := f.state(c.ID); s != txn.Aborted {
+			t.Fatalf("getState past the lease: %v, want ABORTED", s)
+		}
+		err := f.svc.Join(context.Background(), c.ID, txn.SecretOf(f.svc, c.ID), part("b"), 1)
+		wantKind(t, "TX.2.3 join past the lease", err, djinn.CannotJoin)
+		err = f.svc.Join(context.Background(), c.ID, txn.SecretOf(f.svc, c.ID), part("a"), 1)
+		wantKind(t, "TX.2.3 a joined participant's join again past the lease", err, djinn.CannotJoin)
+		_, err = f.svc.CreateNested(context.Background(), c.ID, txn.SecretOf(f.svc, c.ID), time.Minute)
+		wantKind(t, "TX.2.2 create under a parent past its lease", err, djinn.CannotJoin)
+		err = f.svc.Promote(context.Background(), c.ID, txn.SecretOf(f.svc, c.ID), []*djinnpb.Ref{part("c")}, []int64{1}, nil)
+		wantKind(t, "TX.2.7 promote into a transaction past its lease", err, djinn.CannotJoin)
+	})
+}
+
 // TX.2.7: a nested transaction's commit promotes its PREPARED participants
 // into the parent, atomically; they roll forward into the parent (commit
 // of the nested id), and then vote in the parent's commit.

@@ -203,6 +203,9 @@ func (s *Service) CreateNested(ctx context.Context, parent uint64, parentSecret 
 		if err != nil {
 			return Created{}, err
 		}
+		if s.leaseEnded(in) {
+			return Created{}, djinn.Errorf(djinn.CannotJoin, "parent transaction %d: its lease ended, so it aborted: nest under an ACTIVE transaction", parent)
+		}
 		if in.Depth+1 >= s.cfg.MaxDepth {
 			return Created{}, djinn.Errorf(djinn.ResourceExhausted, "transaction %d is nested %d deep: at most %d levels", parent, in.Depth+1, s.cfg.MaxDepth)
 		}
@@ -295,6 +298,9 @@ func (s *Service) Join(ctx context.Context, id uint64, secret djinn.ID, p *djinn
 	if err != nil {
 		return err
 	}
+	if s.leaseEnded(in) {
+		return djinn.Errorf(djinn.CannotJoin, "transaction %d: its lease ended, so it aborted: join an ACTIVE transaction", id)
+	}
 	if in.State == Active && s.voteRuns(id) && !crashCountChanged(in, p, crash) {
 		// Voting without a VOTING record yet: a join is refused as it would
 		// be after one. A known participant with another crash count goes
@@ -340,6 +346,13 @@ func (s *Service) stateOf(id uint64, secret djinn.ID) (djinnpb.TransactionState,
 		return Aborted, nil
 	}
 	return in.State, nil
+}
+
+// leaseEnded reports whether transaction in is ACTIVE with its lease
+// ended: aborted (TX.2.1), though its expiry may not have reached the log
+// yet. One voting without a VOTING record is not: the commit came first.
+func (s *Service) leaseEnded(in Info) bool {
+	return in.State == Active && !s.voteRuns(in.ID) && !s.lessor.Table().Alive(in.Cookie, s.now())
 }
 
 // crashCountChanged reports whether p joined in with another crash count.
@@ -448,6 +461,9 @@ func (s *Service) Promote(ctx context.Context, id uint64, secret djinn.ID, parts
 	}
 	if in.State == Active && s.voteRuns(id) {
 		return djinn.Errorf(djinn.CannotJoin, "transaction %d: its commit is under way (VOTING), so nothing can be promoted into it", id)
+	}
+	if s.leaseEnded(in) {
+		return djinn.Errorf(djinn.CannotJoin, "transaction %d: its lease ended, so it aborted: nothing can be promoted into it", id)
 	}
 	if len(in.Parts)+len(parts) > s.cfg.MaxParticipants {
 		return djinn.Errorf(djinn.ResourceExhausted, "transaction %d would have %d participants, the most allowed is %d", id, len(in.Parts)+len(parts), s.cfg.MaxParticipants)

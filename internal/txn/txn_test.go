@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -157,6 +158,9 @@ type fixture struct {
 	svc      *txn.Service
 	parts    *fakeParts
 	stop     func()
+	// ahead moves the service's clock ahead of the lessor's: a lease it
+	// sees ended is not yet expired in the log.
+	ahead atomic.Int64
 }
 
 func newTxnState(m *state.Machine) *txn.State { return txn.NewState(m.Leases) }
@@ -194,7 +198,8 @@ func newFixtureConfig(t *testing.T, managers txn.Managers, configure func(*txn.C
 	if configure != nil {
 		configure(&cfg, f.parts)
 	}
-	svc, err := txn.New(f.log.State, f.lessor, f.log, time.Now, func() djinn.Ref { return self }, cfg)
+	now := func() time.Time { return time.Now().Add(time.Duration(f.ahead.Load())) }
+	svc, err := txn.New(f.log.State, f.lessor, f.log, now, func() djinn.Ref { return self }, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
