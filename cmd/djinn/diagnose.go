@@ -65,6 +65,10 @@ func (g *globals) diagnose(ctx context.Context, err error) error {
 // dialling it as configured, or "".
 func (g *globals) probe(ctx context.Context, addr string, err error) string {
 	tlsPort, asksCert, tlsErr := probeTLS(ctx, addr)
+	var dns *net.DNSError
+	if errors.As(tlsErr, &dns) {
+		return fmt.Sprintf("cannot resolve host %s: check the name in --server or DJINN_SERVER", dns.Name)
+	}
 	if errors.Is(tlsErr, syscall.ECONNREFUSED) {
 		return "nothing listens there: start a server (djinn serve), or name a running one with --server or DJINN_SERVER"
 	}

@@ -238,6 +238,7 @@ func TestTransportFailuresSayTheirCause(t *testing.T) {
 		want string
 	}{
 		{[]string{"status", "--server", closed, "--wait-timeout", "0"}, closed + ": nothing listens there: start a server"},
+		{[]string{"status", "--server", "nosuchhost.invalid:4161", "--wait-timeout", "0"}, "nosuchhost.invalid:4161: cannot resolve host nosuchhost.invalid: check the name in --server"},
 		{[]string{"events", "send", "--listener", ref, "--source", ref, "--id", "1", "--seq", "1", "--server", r.p.addr}, "dial tcp " + closed + ": connect: connection refused"},
 	} {
 		got, _, errs := exitOf(t, tc.args...)
