@@ -304,3 +304,24 @@ func TestFindThatFindsNothingSaysWhere(t *testing.T) {
 		t.Errorf("find at a locator nothing answers: exit %d, stderr %q; want exit 1 and %q", got, errs, want)
 	}
 }
+
+// TestServeConfigurationNotUnderstood: djinn serve with a configuration
+// value not of its kind refuses to start with exit status 2, in one line
+// naming the value, as every other command line not understood.
+func TestServeConfigurationNotUnderstood(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--log-level", "loud"}, `log-level "loud"`},
+		{[]string{"--mailbox-max-stored", "-5"}, "max-stored -5"},
+		{[]string{"--listen", "nohost"}, `endpoint "nohost"`},
+		{[]string{"--txn-max-lease", "0"}, "max-lease 0s"},
+	} {
+		args := append([]string{"serve", "--data-dir", t.TempDir()}, tc.args...)
+		got, _, errs := exitOf(t, args...)
+		if got != 2 || !strings.Contains(errs, tc.want) || strings.Count(errs, "\n") != 1 {
+			t.Errorf("djinn %v: exit %d, stderr %q; want exit 2 and one line naming %q", args, got, errs, tc.want)
+		}
+	}
+}

@@ -31,11 +31,11 @@ DJINN_MAILBOX_MAX_STORED, ...), then flags.`,
 			final := server.Default()
 			if configFile != "" {
 				if err := final.LoadFile(configFile); err != nil {
-					return err
+					return usageError{err}
 				}
 			}
 			if err := final.LoadEnv(server.Environ()); err != nil {
-				return err
+				return usageError{err}
 			}
 			applyFlags(cmd.Flags(), &final, &cfg)
 			return serve(cmd.Context(), final, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -189,7 +189,7 @@ func newLogger(cfg server.Config, w io.Writer) *slog.Logger {
 
 func serve(ctx context.Context, cfg server.Config, out, errw io.Writer) error {
 	if err := cfg.Check(); err != nil {
-		return err
+		return usageError{err} // a configuration not understood, as a bad flag is
 	}
 	logger := newLogger(cfg, errw)
 	profileContention(cfg.ProfileContention)
