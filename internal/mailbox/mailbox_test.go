@@ -138,6 +138,8 @@ func TestRegisterArguments(t *testing.T) {
 	}{
 		{"EM.3 a positive duration is granted (capped by policy)", 2 * time.Hour, true, time.Hour},
 		{"EM.3 Any is allowed and gets the default", djinn.Any, true, time.Minute},
+		{"EM.3 Forever is positive: accepted, capped by policy", djinn.Forever, true, time.Hour},
+		{"EM.3 -2, next to Any, is an illegal argument", -2, false, 0},
 		{"EM.3 zero is an illegal argument", 0, false, 0},
 		{"EM.3 negative is an illegal argument", -time.Second, false, 0},
 	}
