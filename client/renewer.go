@@ -177,10 +177,14 @@ func newRenewer(dial landlordDialer, opts ...RenewerOption) (*Renewer, error) {
 }
 
 // Renew manages l until the desired expiration until (djinn.EndOfTime:
-// forever). A lease already managed gets the new desired expiration.
+// forever; the zero time is refused with djinn.ErrInvalidArgument). A
+// lease already managed gets the new desired expiration.
 func (r *Renewer) Renew(l *Lease, until time.Time) error {
 	if l == nil {
 		return djinn.Errorf(djinn.InvalidArgument, "lease: missing")
+	}
+	if err := checkUntil(until); err != nil {
+		return err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -205,6 +209,16 @@ func (r *Renewer) RenewFor(l *Lease, d time.Duration) error {
 	return r.Renew(l, djinn.AddDuration(time.Now(), d))
 }
 
+// checkUntil refuses the zero time as a desired expiration: it is always
+// past, so the lease would leave at once, and it is what a desired
+// expiration left unset reads as.
+func checkUntil(until time.Time) error {
+	if until.IsZero() {
+		return djinn.Errorf(djinn.InvalidArgument, "desired expiration: the zero time: give a time, or djinn.EndOfTime to renew for ever")
+	}
+	return nil
+}
+
 func (r *Renewer) unknown(l *Lease) error {
 	return djinn.Errorf(djinn.UnknownLease, "%v: not managed by this renewer", l)
 }
@@ -225,10 +239,14 @@ func (r *Renewer) Expiration(l *Lease) (time.Time, error) {
 	return m.until, nil
 }
 
-// SetExpiration changes l's desired expiration.
+// SetExpiration changes l's desired expiration (not the zero time, as for
+// Renew).
 func (r *Renewer) SetExpiration(l *Lease, until time.Time) error {
 	if l == nil {
 		return djinn.Errorf(djinn.InvalidArgument, "lease: missing")
+	}
+	if err := checkUntil(until); err != nil {
+		return err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

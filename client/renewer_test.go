@@ -504,3 +504,31 @@ func TestLE31RenewerLeaseLeavesAtItsDesiredExpiration(t *testing.T) {
 		})
 	}
 }
+
+// TestRenewerRefusesZeroDesiredExpiration: the zero time is what an unset
+// desired expiration reads as, and it is always past: a lease given it
+// would leave at once, unrenewed. Renew and SetExpiration refuse it.
+func TestRenewerRefusesZeroDesiredExpiration(t *testing.T) {
+	ll, p := startLandlord(t, time.Minute, time.Hour)
+	r, err := NewRenewer(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	l := grant(t, ll, time.Minute)
+	if err := r.Renew(l, time.Time{}); !errors.Is(err, djinn.ErrInvalidArgument) {
+		t.Errorf("Renew with the zero time: %v, want invalid argument", err)
+	}
+	if _, err := r.Expiration(l); !errors.Is(err, djinn.ErrUnknownLease) {
+		t.Errorf("the lease refused is managed: %v", err)
+	}
+	if err := r.Renew(l, djinn.EndOfTime); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetExpiration(l, time.Time{}); !errors.Is(err, djinn.ErrInvalidArgument) {
+		t.Errorf("SetExpiration with the zero time: %v, want invalid argument", err)
+	}
+	if until, err := r.Expiration(l); err != nil || !until.Equal(djinn.EndOfTime) {
+		t.Errorf("after a refused SetExpiration the desired expiration is %v, %v; want the end of time", until, err)
+	}
+}
