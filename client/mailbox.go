@@ -139,7 +139,8 @@ func (m *Mailbox) fromProto(endpoint string, pb *djinnpb.MailboxRegistration, se
 // a listener hosted by this package is handed no event of the mailbox
 // afterwards (one whose handler was running finishes; the others of its
 // batch go to the new target). A mailbox listener of the same mailbox is
-// refused.
+// refused. The zero Ref is no target: delivery stops, as with
+// DisableDelivery (EM.4.1's null listener).
 //
 // Called from inside the old target's handler, pass a context that does not
 // end with the handler's (context.WithoutCancel): the handler's context

@@ -31,14 +31,14 @@ func DeliverAfter(index uint64) DeliveryOption {
 }
 
 // DeliveryWindow bounds the events sent and not yet acknowledged (default
-// 1024, at most 65536): a client that falls behind holds the mailbox back
-// by no more than this.
+// 1024, taken also for 0; at most 65536): a client that falls behind holds
+// the mailbox back by no more than this.
 func DeliveryWindow(events int) DeliveryOption {
 	return func(c *deliveryConfig) { c.window = events }
 }
 
-// DeliveryBatch bounds the events of one message (default 256, at most
-// 4096). A stream with a batch of its own is not shared.
+// DeliveryBatch bounds the events of one message (default 256, taken also
+// for 0; at most 4096). A stream with a batch of its own is not shared.
 func DeliveryBatch(events int) DeliveryOption {
 	return func(c *deliveryConfig) { c.batch = events }
 }
@@ -61,9 +61,9 @@ func deliveryOptions(opts []DeliveryOption) (deliveryConfig, error) {
 	}
 	switch {
 	case c.window < 0 || c.window > 65536:
-		return c, djinn.Errorf(djinn.InvalidArgument, "delivery window %d: must be between 1 and 65536", c.window)
+		return c, djinn.Errorf(djinn.InvalidArgument, "delivery window %d: must be between 1 and 65536 (0 for the default 1024)", c.window)
 	case c.batch < 0 || c.batch > 4096:
-		return c, djinn.Errorf(djinn.InvalidArgument, "delivery batch %d: must be between 1 and 4096", c.batch)
+		return c, djinn.Errorf(djinn.InvalidArgument, "delivery batch %d: must be between 1 and 4096 (0 for the default 256)", c.batch)
 	}
 	return c, nil
 }
