@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/binary"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -67,6 +68,10 @@ type Service struct {
 	// joined holds the transactions joined by this leader, with their
 	// ancestry, by transaction, until they are asked to prepare.
 	joined map[TxnKey]*statepb.LockHolderState
+	// aborted holds the transactions this leader voted ABORTED, the
+	// latest maxAbortedVotes of them, oldest first in abortedOrder.
+	aborted      map[TxnKey]struct{}
+	abortedOrder []TxnKey
 	// term is closed when this node's run as leader ends.
 	term chan struct{}
 }
@@ -102,7 +107,8 @@ func NewService(s *State, l *lease.Lessor, log Proposer, now func() time.Time, s
 		return nil, err
 	}
 	svc := &Service{state: s, lessor: l, log: log, now: now, self: self, cfg: cfg,
-		waiting: map[uint64]*acquireCall{}, joined: map[TxnKey]*statepb.LockHolderState{}, term: make(chan struct{})}
+		waiting: map[uint64]*acquireCall{}, joined: map[TxnKey]*statepb.LockHolderState{},
+		aborted: map[TxnKey]struct{}{}, term: make(chan struct{})}
 	s.SetNotify(svc.hear)
 	return svc, nil
 }
@@ -534,13 +540,41 @@ func (s *Service) Prepare(ctx context.Context, mgr *djinnpb.Ref, id uint64, secr
 	s.mu.Lock()
 	delete(s.joined, k)
 	s.mu.Unlock()
-	if s.state.WaitsAny(k) {
-		return djinnpb.TransactionState_TRANSACTION_STATE_ABORTED, nil
+	s.mu.Lock()
+	_, aborted := s.aborted[k]
+	s.mu.Unlock()
+	if aborted || s.state.WaitsAny(k) {
+		return s.voteAborted(ctx, mgr, id, k)
 	}
 	if s.state.HoldsAny(k) {
 		return djinnpb.TransactionState_TRANSACTION_STATE_PREPARED, nil
 	}
 	return djinnpb.TransactionState_TRANSACTION_STATE_NOTCHANGED, nil
+}
+
+// maxAbortedVotes bounds the ABORTED votes a leader remembers.
+const maxAbortedVotes = 4096
+
+// voteAborted votes ABORTED for transaction id (key k), rolling it back
+// here first: a participant that votes ABORTED is ABORTED (TX.2.6), and
+// the manager tells it nothing more (TX.2.7), so its locks go and its
+// waiting requests fail TransactionRolledBack now. The leader remembers
+// the vote a while, so that a repeated prepare gets it again.
+func (s *Service) voteAborted(ctx context.Context, mgr *djinnpb.Ref, id uint64, k TxnKey) (djinnpb.TransactionState, error) {
+	if _, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LockTxnEnd{LockTxnEnd: &statepb.LockTxnEnd{Manager: mgr, Txn: id}}}); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.aborted[k]; !ok {
+		if len(s.abortedOrder) >= maxAbortedVotes {
+			delete(s.aborted, s.abortedOrder[0])
+			s.abortedOrder = slices.Delete(s.abortedOrder, 0, 1)
+		}
+		s.aborted[k] = struct{}{}
+		s.abortedOrder = append(s.abortedOrder, k)
+	}
+	return djinnpb.TransactionState_TRANSACTION_STATE_ABORTED, nil
 }
 
 // End applies the transaction's outcome, told by the manager that

@@ -477,8 +477,7 @@ func TestDeposedLeaderVouchesForNoFence(t *testing.T) {
 // know it read-only, or abort. A waiting lock request is such an
 // operation, and may wait without end, so the lock service votes ABORTED:
 // the transaction does not commit with a lock it may be granted only in
-// its second phase (CC 1.4), and the request ends TransactionRolledBack
-// when the abort comes. The spec leaves the choice open; aborting is what
+// its second phase (CC 1.4), and the request ends TransactionRolledBack. The spec leaves the choice open; aborting is what
 // keeps strict two-phase locking.
 func TestPrepareWithARequestWaiting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -491,19 +490,31 @@ func TestPrepareWithARequestWaiting(t *testing.T) {
 		waited := make(chan error, 1)
 		go func() { _, _, err := f.svc.Lock(ctx, set, txn(20), lock.W, 0, false, 3); waited <- err }()
 		synctest.Wait()
+		if v, err := f.svc.Prepare(ctx, mgrProto(), 20, djinn.ID{}); err != nil || v != djinnpb.TransactionState_TRANSACTION_STATE_ABORTED {
+			t.Fatalf("prepare with a lock request waiting: %v %v, want ABORTED", v, err)
+		}
+		// TX.2.6: voting ABORTED, the participant is ABORTED: the manager
+		// tells it nothing more (TX.2.7), so it rolls back at once.
+		synctest.Wait()
+		select {
+		case err := <-waited:
+			if !errors.Is(err, djinn.ErrTransactionRolledBack) {
+				t.Fatalf("the waiting request: %v, want TransactionRolledBack", err)
+			}
+		default:
+			t.Fatal("the waiting request still waits after the ABORTED vote")
+		}
+		if v, _, _ := f.svc.Describe(ctx, other); len(v.Holders) != 0 {
+			t.Fatalf("after the vote: %+v, want no holders", v.Holders)
+		}
+		// A repeated prepare gets the same vote (TX.2.6), in either form.
 		for _, prepare := range []func(context.Context, *djinnpb.Ref, uint64, djinn.ID) (djinnpb.TransactionState, error){f.svc.Prepare, f.svc.PrepareAndCommit} {
 			if v, err := prepare(ctx, mgrProto(), 20, djinn.ID{}); err != nil || v != djinnpb.TransactionState_TRANSACTION_STATE_ABORTED {
-				t.Fatalf("prepare with a lock request waiting: %v %v, want ABORTED", v, err)
+				t.Fatalf("a repeated prepare: %v %v, want ABORTED", v, err)
 			}
 		}
 		if err := f.svc.End(ctx, mgrProto(), 20, djinn.ID{}, false); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-waited; !errors.Is(err, djinn.ErrTransactionRolledBack) {
-			t.Fatalf("the waiting request: %v, want TransactionRolledBack", err)
-		}
-		if v, _, _ := f.svc.Describe(ctx, other); len(v.Holders) != 0 {
-			t.Fatalf("after the abort: %+v, want no holders", v.Holders)
+			t.Fatalf("an abort told anyway: %v", err)
 		}
 		// A holder with nothing waiting still votes PREPARED.
 		if v, err := f.svc.Prepare(ctx, mgrProto(), 21, djinn.ID{}); err != nil || v != djinnpb.TransactionState_TRANSACTION_STATE_PREPARED {
