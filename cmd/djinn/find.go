@@ -100,7 +100,7 @@ func (g *globals) findOptions(cmd *cobra.Command, groups, locators, attrs, inter
 	if len(groups) > 0 {
 		opts = append(opts, client.InGroups(groups...))
 	}
-	if g.tlsCA != "" || g.cert != "" {
+	if g.tlsCA != "" || g.cert != "" || g.key != "" {
 		cfg, err := g.tlsConfig()
 		if err != nil {
 			return nil, err

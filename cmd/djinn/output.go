@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -124,7 +125,7 @@ func (g *globals) dialAt(ctx context.Context, addr string) (*client.Client, erro
 		return nil, err
 	}
 	var opts []client.Option
-	if g.tlsCA != "" || g.cert != "" {
+	if g.tlsCA != "" || g.cert != "" || g.key != "" {
 		cfg, err := g.tlsConfig()
 		if err != nil {
 			return nil, err
@@ -144,6 +145,9 @@ func (g *globals) dialAt(ctx context.Context, addr string) (*client.Client, erro
 // tlsConfig is the client's TLS: --tls-ca verifies the server, --tls-cert
 // and --tls-key are its own certificate.
 func (g *globals) tlsConfig() (*tls.Config, error) {
+	if (g.cert == "") != (g.key == "") {
+		return nil, usageError{errors.New("--tls-cert and --tls-key go together: give both, a client certificate and its key (djinn tls client NAME makes a pair)")}
+	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if g.tlsCA != "" {
 		pem, err := os.ReadFile(g.tlsCA)
