@@ -94,5 +94,8 @@ func waitWhile[T any](ctx context.Context, limit time.Duration, waiting func(err
 		}
 		v, err = next, nerr
 	}
+	if ctx.Err() != nil { // the caller stopped the wait, not the limit
+		return v, fmt.Errorf("%w (stopped waiting: %v)", err, context.Cause(ctx))
+	}
 	return v, fmt.Errorf("%w (gave up after waiting %s)", err, limit)
 }

@@ -178,3 +178,18 @@ func TestWaitReadyJoined(t *testing.T) {
 		t.Fatalf("manager once added: %v, %v", f.m, f.err)
 	}
 }
+
+// TestWaitStoppedByItsContext: a wait its caller's context ends (an
+// interrupt) says it stopped, and why, not that it gave up after the
+// whole limit.
+func TestWaitStoppedByItsContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancelCause(t.Context())
+		unanswered := djinn.Errorf(djinn.Unavailable, "connection refused")
+		time.AfterFunc(3*time.Second, func() { cancel(errors.New("interrupt signal received")) })
+		_, err := client.WaitStarted(ctx, time.Minute, nil, func(context.Context) (int, error) { return 0, unanswered })
+		if !errors.Is(err, unanswered) || strings.Contains(err.Error(), "gave up after waiting") || !strings.Contains(err.Error(), "stopped waiting: interrupt signal received") {
+			t.Fatalf("WaitStarted stopped by its context: %v; want the last answer and that it stopped waiting, and why", err)
+		}
+	})
+}
