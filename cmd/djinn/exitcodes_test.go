@@ -328,3 +328,16 @@ func TestServeConfigurationNotUnderstood(t *testing.T) {
 		}
 	}
 }
+
+// TestTemplateOfAFieldNotThereKeepsTheAnswer: a template naming a field
+// the answer does not have fails after the command did its work; the
+// error names the fields there are and carries the answer, so what was
+// made (here a registration and its lease) is not lost.
+func TestTemplateOfAFieldNotThereKeepsTheAnswer(t *testing.T) {
+	r := newRig(t)
+	out, errs, ok := r.run("mailbox", "register", "-o", "template={{.nosuch}}")
+	if ok || out != "" || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, `map has no entry for key "nosuch"`) ||
+		!strings.Contains(errs, "its fields: .lease .listener .registration") || !strings.Contains(errs, `the answer: {"registration":"`) {
+		t.Errorf("mailbox register -o template={{.nosuch}}: ok %v, stdout %q, stderr %q; want one line naming the fields and carrying the answer", ok, out, errs)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"text/template"
@@ -250,11 +251,26 @@ func writeTemplate(w io.Writer, text string, jsonDoc []byte) error {
 	}
 	var out bytes.Buffer
 	if err := t.Execute(&out, v); err != nil {
-		return fmt.Errorf("-o template=%s: %w", text, err)
+		// The command has done its work: what it answered is not lost.
+		return fmt.Errorf("-o template=%s: %w%s; the answer: %s", text, err, fieldsOf(v), jsonDoc)
 	}
 	out.WriteByte('\n')
 	_, err = w.Write(out.Bytes())
 	return err
+}
+
+// fieldsOf names the fields of a JSON object a template may use, or "".
+func fieldsOf(v any) string {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return ""
+	}
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, "."+k)
+	}
+	sort.Strings(names)
+	return " (its fields: " + strings.Join(names, " ") + ")"
 }
 
 // printError writes err as the command's last word on stderr: one line,
