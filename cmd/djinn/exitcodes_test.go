@@ -341,3 +341,26 @@ func TestTemplateOfAFieldNotThereKeepsTheAnswer(t *testing.T) {
 		t.Errorf("mailbox register -o template={{.nosuch}}: ok %v, stdout %q, stderr %q; want one line naming the fields and carrying the answer", ok, out, errs)
 	}
 }
+
+// TestTypedFlagValuesSayWhatTheyWant: a value a typed flag cannot take is
+// told with what the flag wants, not in Go's words ("strconv.ParseInt:
+// parsing").
+func TestTypedFlagValuesSayWhatTheyWant(t *testing.T) {
+	const reg = "00000000000000000000000000000001"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"mailbox", "pull", reg, "--after", "-1"}, `--after "-1": want a whole number, 0 or more`},
+		{[]string{"mailbox", "receive", reg, "--count", "x"}, `--count "x": want a whole number`},
+		{[]string{"lookup", "ls", "--max", "1.5"}, `--max "1.5": want a whole number`},
+		{[]string{"events", "send", "--id", "99999999999999999999"}, `--id "99999999999999999999": out of range: want a whole number`},
+		{[]string{"member", "ls", "--health=maybe"}, `--health "maybe": want true or false`},
+		{[]string{"serve", "--election-timeout", "abc"}, `--election-timeout "abc": want a Go duration`},
+	} {
+		got, _, errs := exitOf(t, tc.args...)
+		if got != 2 || !strings.Contains(errs, tc.want) || strings.Contains(errs, "strconv") || strings.Contains(errs, "lease duration") {
+			t.Errorf("djinn %v: exit %d, stderr %q; want exit 2 and %q", tc.args, got, errs, tc.want)
+		}
+	}
+}

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Main is the djinn command: its arguments in, its output out, its exit
@@ -189,7 +191,7 @@ func exitCodesTopic() *cobra.Command {
 // wrong number of arguments, an unknown -o — and say when an old flag name
 // was used.
 func strictTree(root *cobra.Command, g *globals) {
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{flagValueError(err)} })
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		if c.HasSubCommands() && !c.Runnable() {
@@ -223,6 +225,32 @@ func strictHelp(root *cobra.Command) {
 			return nil
 		}
 	}
+}
+
+// flagWants says what a typed flag's value must be, by its type.
+var flagWants = map[string]string{
+	"int": "a whole number", "int32": "a whole number", "int64": "a whole number",
+	"uint": "a whole number, 0 or more", "uint32": "a whole number, 0 or more", "uint64": "a whole number, 0 or more",
+	"bool": "true or false", "duration": "a Go duration: 300ms, 5s, 2m",
+}
+
+// flagValueError says what a typed flag wants, in place of pflag's
+// "invalid argument "x" for "--count" flag: strconv.ParseInt: parsing "x":
+// invalid syntax"; other errors are returned as they are.
+func flagValueError(err error) error {
+	var bad *pflag.InvalidValueError
+	if !errors.As(err, &bad) {
+		return err
+	}
+	f := bad.GetFlag()
+	want, ok := flagWants[f.Value.Type()]
+	if !ok {
+		return fmt.Errorf("--%s %q: %w", f.Name, bad.GetValue(), errors.Unwrap(bad))
+	}
+	if errors.Is(err, strconv.ErrRange) {
+		return fmt.Errorf("--%s %q: out of range: want %s", f.Name, bad.GetValue(), want)
+	}
+	return fmt.Errorf("--%s %q: want %s", f.Name, bad.GetValue(), want)
 }
 
 // usageArgs makes an argument check's errors usage errors that say the
