@@ -17,7 +17,7 @@ import (
 
 // LeaseMap is a set of leases of one landlord, each with the duration to
 // renew it for, renewed or cancelled together in one call (LE.2.2). It is
-// safe for concurrent use.
+// safe for concurrent use. The zero LeaseMap is an empty map ready to use.
 type LeaseMap struct {
 	mu       sync.Mutex
 	landlord djinn.Ref              // guarded by mu; valid while entries is not empty
@@ -84,6 +84,9 @@ func (m *LeaseMap) Put(l *Lease, d time.Duration) error {
 		return nil
 	}
 	m.seq++
+	if m.entries == nil {
+		m.entries = map[leaseKey]*mapEntry{}
+	}
 	m.entries[k] = &mapEntry{lease: l, d: d, seq: m.seq}
 	m.landlord = l.landlord
 	return nil

@@ -55,6 +55,26 @@ func TestLeaseMapPut(t *testing.T) {
 	}
 }
 
+// TestZeroLeaseMap: a LeaseMap declared, not made by NewLeaseMap, is an
+// empty map ready to use.
+func TestZeroLeaseMap(t *testing.T) {
+	ll, p := startLandlord(t, time.Minute, time.Hour)
+	var m LeaseMap
+	if m.Len() != 0 || !m.CanContainKey(grant(t, ll, time.Minute)) {
+		t.Fatal("the zero map is not empty")
+	}
+	l := grant(t, ll, time.Minute)
+	if err := m.Put(l, time.Hour); err != nil {
+		t.Fatalf("Put in the zero map: %v", err)
+	}
+	if d, ok := m.Get(l); !ok || d != time.Hour || m.Len() != 1 {
+		t.Fatalf("after Put: %v, %v, %d leases", d, ok, m.Len())
+	}
+	if err := m.RenewAll(t.Context(), p); err != nil {
+		t.Fatalf("RenewAll: %v", err)
+	}
+}
+
 func TestLeaseMapRenewAll(t *testing.T) {
 	ll, p := startLandlord(t, 5*time.Minute, time.Hour)
 	ctx := context.Background()
