@@ -330,3 +330,30 @@ func TestLockWaitsEndAndDeadlock(t *testing.T) {
 		}
 	}
 }
+
+// TestLockCommitWhileWaiting: a transaction committed while one of its
+// lock requests waits cannot commit (TX.2.6: the lock service votes
+// ABORTED for an operation under way), its request ends
+// TransactionRolledBack, and nothing of it stays held.
+func TestLockCommitWhileWaiting(t *testing.T) {
+	t.Parallel()
+	f := newLockFixture(t)
+	set, other := f.set(true, nil), f.set(true, nil)
+	tx1, h1 := f.txn()
+	tx2, h2 := f.txn()
+	f.lock(set, h1, lockW)
+	f.lock(other, h2, lockR)
+	w2 := f.waitLock(testContext(t), set, h2, lockW)
+	if err := tx2.Commit(testContext(t)); !errors.Is(err, djinn.ErrCannotCommit) {
+		t.Fatalf("commit with a lock request waiting: %v, want CannotCommit", err)
+	}
+	if got := answer(t, w2); !errors.Is(got.err, djinn.ErrTransactionRolledBack) {
+		t.Fatalf("the waiting request: %v, want TransactionRolledBack", got.err)
+	}
+	servertest.Eventually(t, "the aborted transaction's locks dropped", func() bool {
+		return len(f.describe(other).GetHolders()) == 0
+	})
+	if err := tx1.Commit(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+}
