@@ -370,10 +370,10 @@ func (s *Server) discover(ctx context.Context) {
 			ListenAddr: s.cfg.Lookup.Discovery, DisableMulticast: !s.cfg.Lookup.Multicast, Interfaces: s.cfg.Lookup.Interfaces,
 			AnnouncementInterval: time.Duration(s.cfg.Lookup.Announce), Logger: s.log.With("part", "discovery"),
 		})
-		s.discoveryTried.Store(true)
 		if err == nil {
 			break
 		}
+		s.discoveryTried.Store(true) // ready without it: a port taken may stay so
 		s.log.Error("discovery: cannot start; the lookup service is reachable only by its gRPC address until it does", "err", err, "retry within", b.Next())
 		if !b.Wait(ctx) {
 			return
@@ -382,6 +382,7 @@ func (s *Server) discover(ctx context.Context) {
 	s.mu.Lock()
 	s.registrar = r
 	s.mu.Unlock()
+	s.discoveryTried.Store(true) // after: a ready node tells its locator
 	s.log.Info("discovery: serving", "locator", r.Locator().String(), "groups", s.cfg.Lookup.Groups, "multicast", s.cfg.Lookup.Multicast)
 	<-ctx.Done()
 	s.mu.Lock()
