@@ -269,28 +269,51 @@ func (t *tcpStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Co
 func (t *tcpStream) Addr() net.Addr { return t.advertise }
 
 // nodeID returns the configured id, or the one stored in dir, or a new one
-// it stores there.
+// it stores there. A node-id file gone or empty beside a log is damage: a
+// new id would make a node its log's configuration does not know.
 func nodeID(dir, configured string) (string, error) {
 	path := filepath.Join(dir, "node-id")
 	b, err := os.ReadFile(path)
+	stored := strings.TrimSpace(string(b))
 	switch {
-	case err == nil:
-		stored := strings.TrimSpace(string(b))
+	case err == nil && stored != "":
 		if configured != "" && configured != stored {
 			return "", djinn.Errorf(djinn.InvalidArgument, "node id %q: data directory %s belongs to node %q", configured, dir, stored)
 		}
 		return stored, nil
-	case !errors.Is(err, os.ErrNotExist):
+	case err != nil && !errors.Is(err, os.ErrNotExist):
 		return "", fmt.Errorf("read node id: %w", err)
 	}
 	id := configured
 	if id == "" {
+		if hasLog(dir) {
+			return "", lostNodeID(dir, path, err == nil)
+		}
 		id = djinn.NewID().String()[:12]
 	}
 	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("write node id: %w", err)
 	}
 	return id, nil
+}
+
+// hasLog reports whether dataDir holds a node's log already.
+func hasLog(dataDir string) bool {
+	segs, _ := filepath.Glob(filepath.Join(dataDir, "raft", "wal", "*.wal"))
+	_, err := os.Stat(filepath.Join(dataDir, "raft", "wal", "wal-meta.db"))
+	return len(segs) > 0 || err == nil
+}
+
+// lostNodeID is the damage of a node-id file gone or empty beside a log.
+func lostNodeID(dataDir, path string, empty bool) error {
+	problem := "the node's id is gone but its log is there"
+	if empty {
+		problem = "the node's id is empty but its log is there"
+	}
+	return disk.WithRecovery(&disk.DamageError{Path: path, Offset: -1, Problem: problem},
+		fmt.Sprintf("restore %s from a backup, or start once with --node-id set to the id this node had "+
+			"(in a cluster, `djinn member ls` on another member lists it by its Raft address); "+
+			"a new id would make a node its log does not know", path))
 }
 
 // ID returns the node's id.

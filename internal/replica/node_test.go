@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/disk"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
 
@@ -176,6 +180,43 @@ func TestNodeIDMismatchRefused(t *testing.T) {
 	_, err := Open(Config{DataDir: dir, NodeID: "someone-else", RaftAddr: "127.0.0.1:0"}, newCounter())
 	if !errors.Is(err, djinn.ErrInvalidArgument) {
 		t.Fatalf("opening another node's data directory: %v", err)
+	}
+}
+
+// TestNodeIDLostRefused: a data directory holding a log whose node-id
+// file is gone or empty is refused with the file named and how to recover,
+// not started under a new id its log's configuration does not know (a
+// node that would never lead, serving nothing acknowledged); started with
+// --node-id the id it had, it takes that id back (README, Disk damage).
+func TestNodeIDLostRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(path string) error
+	}{
+		{"removed", os.Remove},
+		{"emptied", func(path string) error { return os.WriteFile(path, nil, 0o600) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			n, _ := open(t, dir, true, nil)
+			id := n.ID()
+			n.Close()
+			path := filepath.Join(dir, "node-id")
+			if err := tc.damage(path); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Open(Config{DataDir: dir, RaftAddr: "127.0.0.1:0"}, newCounter())
+			for _, want := range []string{path, "to recover", "--node-id"} {
+				if !errors.Is(err, disk.ErrDamaged) || !strings.Contains(fmt.Sprint(err), want) {
+					t.Fatalf("opening with node-id %s: %v, want damage naming %q", tc.name, err, want)
+				}
+			}
+			n2, err := Open(Config{DataDir: dir, NodeID: id, RaftAddr: "127.0.0.1:0"}, newCounter())
+			if err != nil {
+				t.Fatalf("opening with --node-id %s: %v", id, err)
+			}
+			n2.Close()
+		})
 	}
 }
 
