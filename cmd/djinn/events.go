@@ -94,7 +94,7 @@ func (g *globals) eventsListenCmd() *cobra.Command {
 				return nil
 			})
 			if err != nil {
-				return fmt.Errorf("--listen %s: %w", addr, err)
+				return listenError(addr, err)
 			}
 			defer l.Close()
 			g.printLine(w, map[string]string{"listener": l.Ref().String()}, func(w io.Writer) { fmt.Fprintln(w, "listener", l.Ref()) })
@@ -108,6 +108,16 @@ func (g *globals) eventsListenCmd() *cobra.Command {
 	cmd.Flags().StringVar(&addr, "listen", "127.0.0.1:0", "address to serve the listener on (port 0: any free port); event senders must reach it")
 	forFlag(cmd, &runFor, "listen")
 	return cmd
+}
+
+// listenError is the error of --listen ADDR that could not be listened on:
+// a usage error when ADDR is not an address.
+func listenError(addr string, err error) error {
+	err = fmt.Errorf("--listen %s: %w", addr, err)
+	if djinn.KindOf(err) == djinn.InvalidArgument {
+		return usageError{err}
+	}
+	return err
 }
 
 // forFlag registers --for D: how long to run.

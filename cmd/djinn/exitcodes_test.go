@@ -113,6 +113,8 @@ func TestExitCodes(t *testing.T) {
 		{"a flag without the flag it needs: --tls-cert without --tls-key", []string{"status", "--tls-cert", "client.pem", "--server", s}, 2},
 		{"a flag without the flag it needs: --tls-key without --tls-cert", []string{"status", "--tls-key", "client-key.pem", "--server", s}, 2},
 		{"a flag without the flag it needs: find's --tls-cert without --tls-key", []string{"find", "T", "--tls-cert", "client.pem", "--wait", "1s"}, 2},
+		{"a flag value not of its kind: a listener's address", []string{"events", "listen", "--listen", "nohost", "--for", "1s", "--server", s}, 2},
+		{"a flag value not of its kind: a watch's listener address", []string{"lookup", "watch", "--listen", "nohost", "--for", "1s", "--server", s}, 2},
 		{"a missing required flag", []string{"mailbox", "enable", gone.ID, "--server", s}, 2},
 		{"not granted", []string{"lock", "acquire", set.Set, "--mode", "r", "--owner", owner.Owner, "--try", "--server", s}, 0},
 		{"not granted to another", []string{"lock", "acquire", set.Set, "--mode", "r", "--owner", gone.Lease.Name, "--try", "--server", s}, 1},

@@ -99,7 +99,7 @@ func runLookupWatch(ctx context.Context, g *globals, w, errw io.Writer, c *clien
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("--listen %s: %w", addr, err)
+		return listenError(addr, err)
 	}
 	defer l.Close()
 	failed := make(chan error, 1)
