@@ -115,6 +115,8 @@ func TestExitCodes(t *testing.T) {
 		{"a flag without the flag it needs: find's --tls-cert without --tls-key", []string{"find", "T", "--tls-cert", "client.pem", "--wait", "1s"}, 2},
 		{"a flag value not of its kind: a listener's address", []string{"events", "listen", "--listen", "nohost", "--for", "1s", "--server", s}, 2},
 		{"a flag value not of its kind: a watch's listener address", []string{"lookup", "watch", "--listen", "nohost", "--for", "1s", "--server", s}, 2},
+		{"a flag value not of its kind, told before the set is looked up: a desired expiration", []string{"renewal", "add", gone.ID, gone.Lease.Token, "--desired", "abc", "--server", s}, 2},
+		{"a flag value not of its kind, told before the set is looked up: a minimum warning", []string{"renewal", "warn", gone.ID, "--listener", listener, "--min-warning", "abc", "--server", s}, 2},
 		{"a missing required flag", []string{"mailbox", "enable", gone.ID, "--server", s}, 2},
 		{"not granted", []string{"lock", "acquire", set.Set, "--mode", "r", "--owner", owner.Owner, "--try", "--server", s}, 0},
 		{"not granted to another", []string{"lock", "acquire", set.Set, "--mode", "r", "--owner", gone.Lease.Name, "--try", "--server", s}, 1},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -90,22 +91,17 @@ func (g *globals) renewalShowCmd() *cobra.Command {
 }
 
 func (g *globals) renewalAddCmd() *cobra.Command {
-	var desired, renew string
+	var (
+		desired, renew string
+		want, each     time.Duration // parsed before the set is looked up
+	)
 	cmd := g.withSet("add SET LEASE --desired D [--renew D]", "Have the set renew a lease (its short name, for a lease of --server, or its token) until --desired from now, --renew at a time", 1,
 		func(cmd *cobra.Command, c *client.Client, s *client.RenewalSet, args []string) error {
 			l, err := leaseArg(cmd.Context(), c, "LEASE", args[0])
 			if err != nil {
 				return err
 			}
-			want, err := djinn.ParseDuration(desired)
-			if err != nil {
-				return usageError{fmt.Errorf("--desired: %w", err)}
-			}
-			each := djinn.Forever
 			if flagChanged(cmd, "renew") {
-				if each, err = djinn.ParseDuration(renew); err != nil {
-					return usageError{fmt.Errorf("--renew: %w", err)}
-				}
 				err = s.RenewFor(cmd.Context(), l, want, each)
 			} else {
 				err = s.RenewForDesired(cmd.Context(), l, want)
@@ -118,6 +114,19 @@ func (g *globals) renewalAddCmd() *cobra.Command {
 				fmt.Fprintf(w, "set %s renews lease %s: desired %s, renew %s\n", s.ID(), l.Cookie(), djinn.FormatDuration(want), djinn.FormatDuration(each))
 			})
 		})
+	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
+		var err error
+		if want, err = djinn.ParseDuration(desired); err != nil {
+			return usageError{fmt.Errorf("--desired: %w", err)}
+		}
+		each = djinn.Forever
+		if flagChanged(cmd, "renew") {
+			if each, err = djinn.ParseDuration(renew); err != nil {
+				return usageError{fmt.Errorf("--renew: %w", err)}
+			}
+		}
+		return nil
+	}
 	cmd.Flags().StringVar(&desired, "desired", "", "how long to keep the lease: a Go duration or forever (negative: drop it)")
 	cmd.Flags().StringVar(&renew, "renew", "forever", "duration of each renewal: a positive Go duration, or any with --desired forever")
 	_ = cmd.MarkFlagRequired("desired")
@@ -175,17 +184,13 @@ func (g *globals) renewalLsCmd() *cobra.Command {
 }
 
 func (g *globals) renewalWarnCmd() *cobra.Command {
-	var listener, minWarning, handback string
+	var (
+		listener, minWarning, handback string
+		ref                            djinn.Ref // parsed before the set is looked up
+		mw                             time.Duration
+	)
 	cmd := g.withSet("warn SET --listener REF --min-warning D [--handback S]", "Send an expiration warning event to a listener D before the set's lease expires", 0,
 		func(cmd *cobra.Command, c *client.Client, s *client.RenewalSet, _ []string) error {
-			ref, err := parseRef("listener", listener)
-			if err != nil {
-				return err
-			}
-			mw, err := djinn.ParseDuration(minWarning)
-			if err != nil {
-				return usageError{fmt.Errorf("--min-warning: %w", err)}
-			}
 			reg, err := s.SetExpirationWarningListener(cmd.Context(), ref, mw, handbackBytes(handback))
 			if err != nil {
 				return err
@@ -193,6 +198,16 @@ func (g *globals) renewalWarnCmd() *cobra.Command {
 			return printEventRegistration(g, cmd.OutOrStdout(), reg)
 		})
 	cmd.Flags().StringVar(&listener, "listener", "", "listener reference (djinn://host:port/SERVICE/OBJECT)")
+	cmd.PreRunE = func(*cobra.Command, []string) error {
+		var err error
+		if ref, err = parseRef("listener", listener); err != nil {
+			return err
+		}
+		if mw, err = djinn.ParseDuration(minWarning); err != nil {
+			return usageError{fmt.Errorf("--min-warning: %w", err)}
+		}
+		return nil
+	}
 	cmd.Flags().StringVar(&minWarning, "min-warning", "", "how long before the set's lease expires: a Go duration, zero or more")
 	cmd.Flags().StringVar(&handback, "handback", "", "handback returned in the events")
 	_ = cmd.MarkFlagRequired("listener")
