@@ -368,3 +368,19 @@ func TestTypedFlagValuesSayWhatTheyWant(t *testing.T) {
 		}
 	}
 }
+
+// TestGoneLeaseNamedOnce: a lease named by its short name that its
+// landlord no longer knows is told naming it once ("LEASE X: lease X: …"
+// named it twice).
+func TestGoneLeaseNamedOnce(t *testing.T) {
+	r := newRig(t)
+	var reg mailboxRegJSON
+	r.json(&reg, "mailbox", "register")
+	r.must("lease", "cancel", reg.Lease.Name)
+	for _, args := range [][]string{{"lease", "cancel", reg.Lease.Name}, {"lds", "show", reg.Lease.Name}} {
+		_, errs, ok := r.run(args...)
+		if ok || strings.Count(errs, reg.Lease.Name) != 1 {
+			t.Errorf("djinn %v: ok %v, stderr %q; want a failure naming the lease once", args, ok, errs)
+		}
+	}
+}

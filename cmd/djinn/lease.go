@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -80,6 +81,9 @@ func leaseArg(ctx context.Context, c *client.Client, what, s string) (*client.Le
 	// The short name says nothing of the expiration: ask the landlord.
 	l := client.NewLease(landlord, cookie, time.Time{})
 	if _, err := l.Refresh(ctx, c); err != nil {
+		if strings.Contains(err.Error(), s) {
+			return l, fmt.Errorf("%s: %w", what, err) // the landlord named it already
+		}
 		return l, fmt.Errorf("%s %s: %w", what, s, err)
 	}
 	return l, nil
