@@ -106,3 +106,51 @@ func TestServeRefusesDamage(t *testing.T) {
 	}
 	n.start(t).stop(t)
 }
+
+// TestServeRefusesLostFiles: djinn serve on a data directory that lost
+// its key/value store (kv/store.log removed or emptied) or its node-id
+// file, beside a log that holds acknowledged state, exits with status 1
+// naming the file and how to recover — it does not start with an empty
+// store, its acknowledged writes gone, nor under a new id its log does
+// not know; djinn repair, asked, starts an empty store and says so
+// (README, Disk damage).
+func TestServeRefusesLostFiles(t *testing.T) {
+	n := newNode(t)
+	p := n.start(t)
+	kvc := djinnpb.NewKeyValueClient(dial(t, p.addr))
+	if _, err := kvc.Put(ctxT(t), &djinnpb.KVPutRequest{Key: "k", Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	p.stop(t)
+	serve := []string{"serve", "--data-dir", n.dir, "--listen", n.listen, "--admin", n.admin, "--raft", n.raft, "--discovery", n.discovery}
+
+	kvLog := filepath.Join(n.dir, "kv", "store.log")
+	for _, damage := range []func() error{
+		func() error { return os.Remove(kvLog) },
+		func() error { return os.WriteFile(kvLog, nil, 0o600) },
+	} {
+		if err := damage(); err != nil {
+			t.Fatal(err)
+		}
+		code, out := runBinary(t, serve...)
+		for _, want := range []string{kvLog + ": the key/value store is gone", "to recover: restore " + kvLog, "djinn repair --data-dir " + n.dir} {
+			if code != 1 || !strings.Contains(out, want) {
+				t.Fatalf("lost key/value store: exit %d, want 1 with %q in:\n%s", code, want, out)
+			}
+		}
+	}
+	code, out := runBinary(t, "repair", "--data-dir", n.dir)
+	if code != 0 || !strings.Contains(out, kvLog+": gone or empty; an empty store was started in its place") {
+		t.Fatalf("repair of a lost key/value store: exit %d:\n%s", code, out)
+	}
+	n.start(t).stop(t)
+
+	idFile := filepath.Join(n.dir, "node-id")
+	if err := os.Remove(idFile); err != nil {
+		t.Fatal(err)
+	}
+	code, out = runBinary(t, serve...)
+	if code != 1 || !strings.Contains(out, idFile+": the node's id is gone") || !strings.Contains(out, "--node-id") {
+		t.Fatalf("lost node-id: exit %d, want 1 naming %s and --node-id:\n%s", code, idFile, out)
+	}
+}

@@ -286,7 +286,7 @@ func nodeID(dir, configured string) (string, error) {
 	}
 	id := configured
 	if id == "" {
-		if hasLog(dir) {
+		if HasLog(dir) {
 			return "", lostNodeID(dir, path, err == nil)
 		}
 		id = djinn.NewID().String()[:12]
@@ -297,8 +297,8 @@ func nodeID(dir, configured string) (string, error) {
 	return id, nil
 }
 
-// hasLog reports whether dataDir holds a node's log already.
-func hasLog(dataDir string) bool {
+// HasLog reports whether dataDir holds a node's log already.
+func HasLog(dataDir string) bool {
 	segs, _ := filepath.Glob(filepath.Join(dataDir, "raft", "wal", "*.wal"))
 	_, err := os.Stat(filepath.Join(dataDir, "raft", "wal", "wal-meta.db"))
 	return len(segs) > 0 || err == nil

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/djinn-go/djinn/internal/disk"
 	"github.com/djinn-go/djinn/internal/replica"
 	"github.com/djinn-go/djinn/participant"
 )
@@ -18,6 +19,9 @@ type RepairReport struct {
 	Node replica.RepairReport `json:"node"`
 	// KV is nil when the directory has no key/value store.
 	KV *participant.RepairReport `json:"kv,omitempty"`
+	// KVStarted is the key/value store's log when it was gone or empty
+	// beside the node's log and an empty store was started in its place.
+	KVStarted string `json:"kv_started,omitempty"`
 }
 
 // String describes the report for an operator.
@@ -26,6 +30,9 @@ func (r RepairReport) String() string {
 	fmt.Fprintf(&b, "log and snapshots:\n%s\n", indent(r.Node.String()))
 	if r.KV != nil {
 		fmt.Fprintf(&b, "key/value store:\n%s\n", indent(r.KV.String()))
+	}
+	if r.KVStarted != "" {
+		fmt.Fprintf(&b, "key/value store:\n  %s: gone or empty; an empty store was started in its place: what it held is lost\n", r.KVStarted)
 	}
 	return b.String()
 }
@@ -46,6 +53,12 @@ func Repair(dataDir string) (RepairReport, error) {
 		return rep, err
 	}
 	kvDir := filepath.Join(dataDir, "kv")
+	if lost, err := kvStoreLost(dataDir); err != nil || lost {
+		if err == nil {
+			rep.KVStarted, err = startEmptyKV(kvDir)
+		}
+		return rep, err
+	}
 	if _, err := os.Stat(filepath.Join(kvDir, "store.log")); errors.Is(err, fs.ErrNotExist) {
 		return rep, nil
 	}
@@ -61,4 +74,46 @@ func Repair(dataDir string) (RepairReport, error) {
 // store.
 func repairAdvice(dataDir string) string {
 	return fmt.Sprintf("restore the data directory %s from a backup, or run `djinn repair --data-dir %s`, which keeps what checks out and reports what it drops", dataDir, dataDir)
+}
+
+// kvStoreLost reports whether dataDir's key/value store log is gone or
+// empty while the directory holds a node's log: a store lost, not one
+// never made.
+func kvStoreLost(dataDir string) (bool, error) {
+	fi, err := os.Stat(filepath.Join(dataDir, "kv", "store.log"))
+	switch {
+	case err == nil && fi.Size() > 0:
+		return false, nil
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return false, err
+	}
+	return replica.HasLog(dataDir), nil
+}
+
+// checkKVStore refuses a key/value store lost beside the node's log,
+// naming it and how to recover, rather than start an empty one in its
+// place and serve its acknowledged writes as never made.
+func checkKVStore(dataDir string) error {
+	lost, err := kvStoreLost(dataDir)
+	if err != nil || !lost {
+		return err
+	}
+	path := filepath.Join(dataDir, "kv", "store.log")
+	return disk.WithRecovery(&disk.DamageError{Path: path, Offset: -1, Problem: "the key/value store is gone or empty but the node's log is there"},
+		fmt.Sprintf("restore %s from a backup; if this node never ran its key/value store (it was started with --kv=false), "+
+			"or to start an empty one and lose what it held, run `djinn repair --data-dir %s`", path, dataDir))
+}
+
+// startEmptyKV starts an empty key/value store in kvDir in place of one
+// gone or empty, and returns its log's path.
+func startEmptyKV(kvDir string) (string, error) {
+	path := filepath.Join(kvDir, "store.log")
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	st, err := participant.OpenFileStore(kvDir)
+	if err != nil {
+		return "", err
+	}
+	return path, st.Close()
 }

@@ -233,6 +233,12 @@ func (s *Server) open(peerTLS, serverTLS *tls.Config) error {
 	if err := s.openParts(); err != nil {
 		return err
 	}
+	// Before the node, which makes the log on a first start.
+	if cfg.KV.Enabled {
+		if err := checkKVStore(cfg.DataDir); err != nil {
+			return err
+		}
+	}
 	// Before the node: it may lead at once, and lead marks health serving.
 	s.health = health.NewServer()
 	var err error
