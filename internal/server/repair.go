@@ -92,13 +92,22 @@ func kvStoreLost(dataDir string) (bool, error) {
 
 // checkKVStore refuses a key/value store lost beside the node's log,
 // naming it and how to recover, rather than start an empty one in its
-// place and serve its acknowledged writes as never made.
+// place and serve its acknowledged writes as never made. On a first start
+// it makes the store, before the node makes its log: a log without a
+// store is then always a store lost.
 func checkKVStore(dataDir string) error {
 	lost, err := kvStoreLost(dataDir)
-	if err != nil || !lost {
+	if err != nil {
 		return err
 	}
 	path := filepath.Join(dataDir, "kv", "store.log")
+	if !lost {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			_, err = startEmptyKV(filepath.Dir(path))
+			return err
+		}
+		return nil
+	}
 	return disk.WithRecovery(&disk.DamageError{Path: path, Offset: -1, Problem: "the key/value store is gone or empty but the node's log is there"},
 		fmt.Sprintf("restore %s from a backup; if this node never ran its key/value store (it was started with --kv=false), "+
 			"or to start an empty one and lose what it held, run `djinn repair --data-dir %s`", path, dataDir))
