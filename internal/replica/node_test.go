@@ -220,6 +220,26 @@ func TestNodeIDLostRefused(t *testing.T) {
 	}
 }
 
+// TestWALMetaLostRefused: a log whose metadata file is gone, its segments
+// still there, is refused as damage naming the file and how to recover,
+// not an error of the log library's without a next step (README, Disk
+// damage).
+func TestWALMetaLostRefused(t *testing.T) {
+	dir := t.TempDir()
+	n, _ := open(t, dir, true, nil)
+	n.Close()
+	meta := filepath.Join(dir, "raft", "wal", "wal-meta.db")
+	if err := os.Remove(meta); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(Config{DataDir: dir, RaftAddr: "127.0.0.1:0"}, newCounter())
+	for _, want := range []string{meta + ": the log's metadata file is gone", "to recover"} {
+		if !errors.Is(err, disk.ErrDamaged) || !strings.Contains(fmt.Sprint(err), want) {
+			t.Fatalf("opening without the log's metadata: %v, want damage naming %q", err, want)
+		}
+	}
+}
+
 // TestThreeNodeCluster: one bootstrapped node, two that join; a leader is
 // elected, commands replicate to all, followers refuse writes with a leader
 // hint, and after the leader stops the others elect a new one and serve.

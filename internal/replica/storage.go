@@ -1,8 +1,11 @@
 package replica
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 
 	"github.com/hashicorp/go-hclog"
@@ -34,6 +37,9 @@ func openStorage(raftDir string, segSize int, hlog hclog.Logger, logger *slog.Lo
 	walDir := filepath.Join(raftDir, "wal")
 	clean, wasClean, err := readCleanStop(raftDir)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkWALMeta(walDir); err != nil {
 		return nil, err
 	}
 	wc, err := checkWAL(walDir, false)
@@ -185,3 +191,14 @@ func (st *storage) restoreFailure(raftDir string, restoreErr error) error {
 }
 
 func (st *storage) close() error { return st.log.Close() }
+
+// checkWALMeta refuses a log whose metadata file is gone while its
+// segments are there: without it the log cannot be read back.
+func checkWALMeta(walDir string) error {
+	meta := filepath.Join(walDir, "wal-meta.db")
+	segs, _ := filepath.Glob(filepath.Join(walDir, "*.wal"))
+	if _, err := os.Stat(meta); len(segs) == 0 || !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return &disk.DamageError{Path: meta, Offset: -1, Problem: "the log's metadata file is gone but its segments are there"}
+}
