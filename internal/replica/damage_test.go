@@ -191,6 +191,17 @@ func TestLogDamage(t *testing.T) {
 			damageFile(t, s.path, s.walk.commits[len(s.walk.commits)-1].off, func(b []byte) { clear(b[:segFrameLen]) })
 			return -1
 		}, n - 1},
+		// A segment keeps the size it was made with from its first batch
+		// on: a file shorter is cut, whatever a crash did.
+		{"cut inside the last batch, crash", false, func(t *testing.T, s segCheck) int64 {
+			return cutAt(t, s, s.walk.entries[len(s.walk.entries)-1]+40)
+		}, 0},
+		{"cut at the last batch's start, crash", false, func(t *testing.T, s segCheck) int64 {
+			return cutAt(t, s, s.walk.batchStart(len(s.walk.commits)-1))
+		}, 0},
+		{"cut after the last batch, crash", false, func(t *testing.T, s segCheck) int64 {
+			return cutAt(t, s, s.walk.commits[len(s.walk.commits)-1].off+segFrameLen)
+		}, 0},
 		{"no damage, crash", false, func(*testing.T, segCheck) int64 { return -1 }, n},
 		{"no damage, clean shutdown", true, func(*testing.T, segCheck) int64 { return -1 }, n},
 	} {
@@ -215,6 +226,16 @@ func TestLogDamage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// cutAt truncates the segment's file at off, as a damaged disk or an
+// operator's copy leaves it, and returns off.
+func cutAt(t *testing.T, s segCheck, off int64) int64 {
+	t.Helper()
+	if err := os.Truncate(s.path, off); err != nil {
+		t.Fatal(err)
+	}
+	return off
 }
 
 // batchOf returns the commit whose batch holds the i-th entry (from 0).

@@ -260,6 +260,12 @@ func (s *segCheck) checkTail(r io.ReaderAt, size int64) error {
 		}
 	}
 	s.valid = s.kept
+	if acc >= 0 && size < int64(s.info.SizeLimit) {
+		// raft-wal makes a segment at its full size and fsyncs it with its
+		// first batch: a crash never leaves one shorter.
+		s.damaged(size, "the segment file is %d bytes, short of the %d it was made with: it was cut short, and batches written after offset %d may be lost", size, s.info.SizeLimit, s.keptEnd)
+		return nil
+	}
 	if at := laterBatch(r, size, s.keptEnd); at >= 0 {
 		s.held = lastHeld(r, size, at)
 		s.damaged(s.keptEnd, "a batch of log entries does not check out, and a later batch at offset %d does", at)
