@@ -355,7 +355,8 @@ func (s *FileStore) flushLocked() {
 	if err != nil {
 		// After a failed write or fsync what is on disk is unknown: refuse
 		// every later write; reopening replays what survived.
-		s.err = fmt.Errorf("participant store %s: write failed, reopen the store: %w", s.dir, err)
+		s.err = djinn.Errorf(djinn.Unavailable, "participant store %s: a write failed (%v), so what reached the disk is unknown and the store takes no more writes: "+
+			"fix the disk (space, errors), then open it again (for a djinn server, restart it)", s.dir, err)
 		return
 	}
 	for _, ops := range batches {

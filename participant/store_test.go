@@ -274,3 +274,30 @@ func TestFileStoreIsOpenOnceAtATime(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestFileStoreWriteFailure: after a write or fsync fails, what reached
+// the disk is unknown, so the store takes no more writes: the failed write
+// and every later one fail Unavailable, saying why and what to do (fix the
+// disk, open the store again); reopened, it serves what was acknowledged.
+func TestFileStoreWriteFailure(t *testing.T) {
+	dir := t.TempDir()
+	s, err := participant.OpenFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply(t, s, put("a", "1"))
+	participant.BreakFile(s)
+	for i, k := range []string{"b", "c"} {
+		var b participant.Batch
+		b.Put(k, []byte("2"))
+		err := s.Apply(context.Background(), &b)
+		if !errors.Is(err, djinn.ErrUnavailable) || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "open it again") {
+			t.Errorf("write %d after the file failed: %v, want Unavailable naming %s and saying to open it again", i, err, dir)
+		}
+	}
+	s.Close()
+	s = openFile(t, dir)
+	if got := dump(t, s); got != "a=1 " {
+		t.Errorf("reopened: %q, want what was acknowledged, a=1", got)
+	}
+}
