@@ -154,3 +154,20 @@ func TestServeRefusesLostFiles(t *testing.T) {
 		t.Fatalf("lost node-id: exit %d, want 1 naming %s and --node-id:\n%s", code, idFile, out)
 	}
 }
+
+// TestServeTurnsKVOn: a node that ran without its key/value store
+// (--kv=false) starts an empty one when it is turned on — a store never
+// made, not one lost — and serves writes to it.
+func TestServeTurnsKVOn(t *testing.T) {
+	n := newNode(t)
+	n.start(t, "--kv=false").stop(t)
+	p := n.start(t)
+	defer p.stop(t)
+	kvc := djinnpb.NewKeyValueClient(dial(t, p.addr))
+	if _, err := kvc.Put(ctxT(t), &djinnpb.KVPutRequest{Key: "k", Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(n.dir, "kv", "off")); !os.IsNotExist(err) {
+		t.Errorf("the store is made but the mark of none is still there: %v", err)
+	}
+}

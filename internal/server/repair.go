@@ -76,6 +76,11 @@ func repairAdvice(dataDir string) string {
 	return fmt.Sprintf("restore the data directory %s from a backup, or run `djinn repair --data-dir %s`, which keeps what checks out and reports what it drops", dataDir, dataDir)
 }
 
+// kvOffName marks a data directory whose node ran without its key/value
+// store (--kv=false) and never made one: turning it on then makes an
+// empty store, rather than refuse it as lost.
+const kvOffName = "off"
+
 // kvStoreLost reports whether dataDir's key/value store log is gone or
 // empty while the directory holds a node's log: a store lost, not one
 // never made.
@@ -86,8 +91,25 @@ func kvStoreLost(dataDir string) (bool, error) {
 		return false, nil
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return false, err
+	case err != nil:
+		if _, err := os.Stat(filepath.Join(dataDir, "kv", kvOffName)); err == nil {
+			return false, nil // never made
+		}
 	}
 	return replica.HasLog(dataDir), nil
+}
+
+// markKVOff records, for a node started without its key/value store, that
+// it has none yet, unless it has one.
+func markKVOff(dataDir string) error {
+	kvDir := filepath.Join(dataDir, "kv")
+	if _, err := os.Stat(filepath.Join(kvDir, "store.log")); !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := os.MkdirAll(kvDir, 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(kvDir, kvOffName), []byte("this node ran without its key/value store (--kv=false); turned on, it starts an empty one\n"), 0o600)
 }
 
 // checkKVStore refuses a key/value store lost beside the node's log,
@@ -109,8 +131,8 @@ func checkKVStore(dataDir string) error {
 		return nil
 	}
 	return disk.WithRecovery(&disk.DamageError{Path: path, Offset: -1, Problem: "the key/value store is gone or empty but the node's log is there"},
-		fmt.Sprintf("restore %s from a backup; if this node never ran its key/value store (it was started with --kv=false), "+
-			"or to start an empty one and lose what it held, run `djinn repair --data-dir %s`", path, dataDir))
+		fmt.Sprintf("restore %s from a backup; to start an empty one and lose what it held "+
+			"(or if this node ran only with --kv=false before this release), run `djinn repair --data-dir %s`", path, dataDir))
 }
 
 // startEmptyKV starts an empty key/value store in kvDir in place of one
@@ -124,5 +146,11 @@ func startEmptyKV(kvDir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return path, st.Close()
+	if err := st.Close(); err != nil {
+		return "", err
+	}
+	if err := os.Remove(filepath.Join(kvDir, kvOffName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	return path, nil
 }

@@ -238,6 +238,8 @@ func (s *Server) open(peerTLS, serverTLS *tls.Config) error {
 		if err := checkKVStore(cfg.DataDir); err != nil {
 			return err
 		}
+	} else if err := markKVOff(cfg.DataDir); err != nil {
+		return err
 	}
 	// Before the node: it may lead at once, and lead marks health serving.
 	s.health = health.NewServer()
