@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/djinn-go/djinn/internal/testproxy"
 )
 
 // The README's shell examples run as pasted. TestREADME runs every ```sh
@@ -160,20 +162,25 @@ func commands(block string) string {
 // server's are always there).
 func readmeScript(t *testing.T, blocks []readmeBlock, ports map[string]string) string {
 	t.Helper()
-	// Each free port stays taken until all are chosen, so no two are one.
-	var held []net.Listener
-	defer func() {
-		for _, l := range held {
-			l.Close()
-		}
-	}()
+	// Ports below the ephemeral range (testproxy.FreeAddrs): an outgoing
+	// connection of another test cannot take one before its server
+	// listens; none is given twice.
+	used := map[string]bool{}
 	free := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+		for {
+			addrs, err := testproxy.FreeAddrs(1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, port, err := net.SplitHostPort(addrs[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !used[port] {
+				used[port] = true
+				return port
+			}
 		}
-		held = append(held, l)
-		return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 	}
 	for _, p := range []string{"4160", "4161", "4162", "4163"} {
 		ports[p] = free()
