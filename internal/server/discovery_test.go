@@ -2,9 +2,6 @@ package server_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -124,15 +121,8 @@ func TestEveryMemberAnswersDiscovery(t *testing.T) {
 // at the new leader's locator. In a private network namespace where
 // loopback carries multicast.
 func TestDiscoveryMulticastLeaderOnly(t *testing.T) {
-	if os.Getenv(ldsNetnsEnv) != "1" {
-		t.Parallel()
-		runInNetns(t, "^TestDiscoveryMulticastLeaderOnly$")
+	if !inMulticastNetns(t, "^TestDiscoveryMulticastLeaderOnly$") {
 		return
-	}
-	for _, s := range [][]string{{"ip", "link", "set", "lo", "up", "multicast", "on"}, {"ip", "route", "add", "224.0.0.0/4", "dev", "lo"}} {
-		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v: %s", strings.Join(s, " "), err, out)
-		}
 	}
 	ss := servertest.StartCluster(t, 3, func(c *server.Config) {
 		servertest.Steady(c)

@@ -3,8 +3,6 @@ package server_test
 import (
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -449,15 +447,8 @@ func TestJoinFailover(t *testing.T) {
 // multicast), and left at once when the group is removed — in a private
 // network namespace where loopback carries multicast.
 func TestJoinGroupsMulticast(t *testing.T) {
-	if os.Getenv(ldsNetnsEnv) != "1" {
-		t.Parallel()
-		runInNetns(t, "^TestJoinGroupsMulticast$")
+	if !inMulticastNetns(t, "^TestJoinGroupsMulticast$") {
 		return
-	}
-	for _, s := range [][]string{{"ip", "link", "set", "lo", "up", "multicast", "on"}, {"ip", "route", "add", "224.0.0.0/4", "dev", "lo"}} {
-		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v: %s", strings.Join(s, " "), err, out)
-		}
 	}
 	west := servertest.Config(t)
 	west.Lookup.Groups, west.Lookup.Multicast, west.Lookup.Interfaces = []string{"west"}, true, []string{"lo"}

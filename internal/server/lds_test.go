@@ -338,15 +338,8 @@ func TestLDSMulticast(t *testing.T) {
 		serveRegistrarUntilKilled(t, spec)
 		return
 	}
-	if os.Getenv(ldsNetnsEnv) != "1" {
-		t.Parallel()
-		runInNetns(t, "^TestLDSMulticast$")
+	if !inMulticastNetns(t, "^TestLDSMulticast$") {
 		return
-	}
-	for _, s := range [][]string{{"ip", "link", "set", "lo", "up", "multicast", "on"}, {"ip", "route", "add", "224.0.0.0/4", "dev", "lo"}} {
-		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v: %s", strings.Join(s, " "), err, out)
-		}
 	}
 	ctx := ldsContext(t)
 	announce := 300 * time.Millisecond
@@ -503,6 +496,23 @@ func startRegistrarProcess(t *testing.T, group string, interval time.Duration) (
 // runInNetns runs the tests that run matches in a copy of this test
 // binary inside a new network namespace, and fails t if they fail. It
 // skips t, saying why, where the kernel refuses the namespace.
+// inMulticastNetns runs the test run names in a private network namespace
+// whose loopback carries multicast, and reports false, when called outside
+// one; inside, it makes loopback carry multicast and reports true.
+func inMulticastNetns(t *testing.T, run string) bool {
+	if os.Getenv(ldsNetnsEnv) != "1" {
+		t.Parallel()
+		runInNetns(t, run)
+		return false
+	}
+	for _, s := range [][]string{{"ip", "link", "set", "lo", "up", "multicast", "on"}, {"ip", "route", "add", "224.0.0.0/4", "dev", "lo"}} {
+		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v: %s", strings.Join(s, " "), err, out)
+		}
+	}
+	return true
+}
+
 func runInNetns(t *testing.T, run string) {
 	flags := []string{"--net"}
 	if os.Geteuid() != 0 {
