@@ -40,13 +40,7 @@ func TestCluster(t *testing.T) {
 			l = servertest.Leader(among...)
 			return l != nil
 		})
-		var others []*server.Server
-		for _, s := range among {
-			if s != l {
-				others = append(others, s)
-			}
-		}
-		return l, others
+		return l, servertest.Others(among, l)
 	}
 
 	t.Run("every member is a voter with its address", func(t *testing.T) {
@@ -230,12 +224,7 @@ func TestFailoverHonoursRenewals(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	var survivors []*server.Server
-	for _, s := range ss {
-		if s != l {
-			survivors = append(survivors, s)
-		}
-	}
+	survivors := servertest.Others(ss, l)
 	// Wait until the expiration in the log has passed.
 	servertest.Eventually(t, "the logged expiration to pass", func() bool { return time.Now().After(logged.Add(time.Second)) })
 	next := servertest.ServingLeader(t, survivors...)

@@ -89,12 +89,7 @@ func TestEveryMemberAnswersDiscovery(t *testing.T) {
 	if err := leader.Close(); err != nil {
 		t.Fatal(err)
 	}
-	var rest []*server.Server
-	for _, s := range ss {
-		if s != leader {
-			rest = append(rest, s)
-		}
-	}
+	rest := servertest.Others(ss, leader)
 	servertest.ServingLeader(t, rest...)
 	for _, s := range rest {
 		if got, _ := discovery.ParseLocator("jini://" + s.DiscoveryAddr()); got != locs[s] {
@@ -167,12 +162,7 @@ func TestDiscoveryMulticastLeaderOnly(t *testing.T) {
 	if e := next("the lookup service discarded on the leader's final announcement"); e.Kind != discovery.Discarded || e.Reason != discovery.Left {
 		t.Fatalf("after the leader closed: %v, want the lookup service discarded as left", e)
 	}
-	var rest []*server.Server
-	for _, s := range ss {
-		if s != leader {
-			rest = append(rest, s)
-		}
-	}
+	rest := servertest.Others(ss, leader)
 	next2 := servertest.ServingLeader(t, rest...)
 	e = next("the lookup service discovered again at the new leader")
 	if want := memberLocator(t, next2); e.Kind != discovery.Discovered || e.Registrar.ServiceID != id || e.Registrar.Locator != want {

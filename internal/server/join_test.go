@@ -404,12 +404,7 @@ func TestJoinFailover(t *testing.T) {
 	if err := leader.Close(); err != nil {
 		t.Fatal(err)
 	}
-	var rest []*server.Server
-	for _, s := range ss {
-		if s != leader {
-			rest = append(rest, s)
-		}
-	}
+	rest := servertest.Others(ss, leader)
 	// Elections may take a few rounds under load, and leadership move
 	// again among the rest: wait for the items of the leader of the
 	// moment.

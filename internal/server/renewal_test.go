@@ -259,12 +259,7 @@ func TestRenewalFailover(t *testing.T) {
 	// A renewal before now, the old leader's, ends the lease by
 	// closed+granted at the latest.
 	closed := time.Now()
-	var survivors []*server.Server
-	for _, s := range ss {
-		if s != leader {
-			survivors = append(survivors, s)
-		}
-	}
+	survivors := servertest.Others(ss, leader)
 	next := servertest.ServingLeader(t, survivors...)
 	sets = djinnpb.NewLeaseRenewalServiceClient(servertest.Dial(t, next.Addr()).ClientConn())
 	// Two grants past the failover the landlord still serves the

@@ -199,6 +199,18 @@ func Status(a djinnpb.AdminClient) (*djinnpb.StatusResponse, error) {
 	return a.Status(ctx, &djinnpb.StatusRequest{})
 }
 
+// Others returns the servers of ss but s, in order: the members left
+// when s goes.
+func Others(ss []*server.Server, s *server.Server) []*server.Server {
+	var out []*server.Server
+	for _, o := range ss {
+		if o != s {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 // Leader returns the server among ss that leads, or nil.
 func Leader(ss ...*server.Server) *server.Server {
 	for _, s := range ss {
