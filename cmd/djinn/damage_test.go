@@ -171,3 +171,25 @@ func TestServeTurnsKVOn(t *testing.T) {
 		t.Errorf("the store is made but the mark of none is still there: %v", err)
 	}
 }
+
+// TestServeKVOffKeepsALostStoreRefused: only a first start without the
+// key/value store marks it as never made; a store lost and then a start
+// with --kv=false does not make the loss pass for a store never made.
+func TestServeKVOffKeepsALostStoreRefused(t *testing.T) {
+	n := newNode(t)
+	p := n.start(t)
+	kvc := djinnpb.NewKeyValueClient(dial(t, p.addr))
+	if _, err := kvc.Put(ctxT(t), &djinnpb.KVPutRequest{Key: "k", Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	p.stop(t)
+	kvLog := filepath.Join(n.dir, "kv", "store.log")
+	if err := os.Remove(kvLog); err != nil {
+		t.Fatal(err)
+	}
+	n.start(t, "--kv=false").stop(t)
+	code, out := runBinary(t, "serve", "--data-dir", n.dir, "--listen", n.listen, "--admin", n.admin, "--raft", n.raft, "--discovery", n.discovery)
+	if code != 1 || !strings.Contains(out, kvLog+": the key/value store is gone") {
+		t.Fatalf("a lost store after a start with --kv=false: exit %d, want 1 refusing it:\n%s", code, out)
+	}
+}

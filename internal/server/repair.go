@@ -99,9 +99,13 @@ func kvStoreLost(dataDir string) (bool, error) {
 	return replica.HasLog(dataDir), nil
 }
 
-// markKVOff records, for a node started without its key/value store, that
-// it has none yet, unless it has one.
+// markKVOff records, for a node that starts for the first time without its
+// key/value store, that it has none. Only a first start marks: a node
+// with a log may have had a store, and one lost must stay refused.
 func markKVOff(dataDir string) error {
+	if replica.HasLog(dataDir) {
+		return nil
+	}
 	kvDir := filepath.Join(dataDir, "kv")
 	if _, err := os.Stat(filepath.Join(kvDir, "store.log")); !errors.Is(err, fs.ErrNotExist) {
 		return err
