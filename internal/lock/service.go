@@ -475,6 +475,11 @@ func (s *Service) Describe(ctx context.Context, set []byte) (SetView, *djinnpb.L
 	if err != nil {
 		return SetView{}, nil, err
 	}
+	// A deposed leader must not describe holders its successor may have
+	// released, nor hide ones it granted.
+	if err := s.lessor.Confirm("lock service"); err != nil {
+		return SetView{}, nil, err
+	}
 	var l *djinnpb.Lease
 	now := s.now()
 	if p, _ := s.lessor.Table().Principal(v.Cookie); p != principal.From(ctx) {

@@ -472,6 +472,28 @@ func TestDeposedLeaderVouchesForNoFence(t *testing.T) {
 	})
 }
 
+// TestDeposedLeaderDescribesNoLocks: a set's description (its holders,
+// their fences, its waiters) is confirmed with the leader lease, or a
+// quorum, after it is read: a deposed leader that has not heard of its
+// successor (which may have released or granted locks since) answers
+// Unavailable, not a stale list of holders.
+func TestDeposedLeaderDescribesNoLocks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := start(t, statetest.For(newLockState), &joiner{})
+		defer f.stop()
+		set := f.set(false)
+		f.lock(set, f.owner(), lock.W, 1)
+		ctx := context.Background()
+		if v, _, err := f.svc.Describe(ctx, set); err != nil || len(v.Holders) != 1 {
+			t.Fatalf("a set with one holder described at the leader: %+v %v", v.Holders, err)
+		}
+		f.log.Deposed.Store(true)
+		if v, _, err := f.svc.Describe(ctx, set); !errors.Is(err, djinn.ErrUnavailable) {
+			t.Fatalf("a set described at a deposed leader: holders %+v, %v; want Unavailable", v.Holders, err)
+		}
+	})
+}
+
 // TestPrepareWithARequestWaiting: TX.2.6 — a participant asked to prepare
 // while an operation under the transaction is under way must wait for it,
 // know it read-only, or abort. A waiting lock request is such an
