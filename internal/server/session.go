@@ -38,8 +38,9 @@ import (
 // opening a session lets a caller do nothing its calls' rules do not.
 //
 // Limits: a session has at most maxSessionCalls calls in flight (a
-// connection's streams are bounded alike); beyond that the server stops
-// reading it until one finishes. A reply larger than maxSessionReply
+// connection's streams are bounded alike), a call counting until its reply
+// is sent; beyond that the server stops reading it until one is. So a
+// client that does not read its replies holds no more than that many. A reply larger than maxSessionReply
 // answers ResourceExhausted instead (a unary call's response is bounded
 // alike, by the client's receive limit). Calls run on the server's
 // workers, goroutines kept from one call to the next.
@@ -131,7 +132,7 @@ type session struct {
 	ctx    context.Context // the stream's: its caller's principal, its end
 	values context.Context // ctx without its end: its calls' values
 	md     metadata.MD     // the stream's metadata, every call's too
-	slots  chan struct{}   // one held per call in flight
+	slots  chan struct{}   // one held per call from its start until its reply is sent (or dropped)
 	wg     sync.WaitGroup  // calls in flight
 
 	deadlines callDeadlines // its calls' deadlines
@@ -220,12 +221,10 @@ func (ss *session) start(c *djinnpb.SessionCall) error {
 	if !ok {
 		ss.reply(&djinnpb.SessionReply{Id: c.GetId(), Status: sessionStatus(status.New(codes.Unimplemented,
 			"method "+c.GetMethod()+" is not served in a session: call it on its own (unary)"))})
-		<-ss.slots
 		return nil
 	}
 	if err := checkMetadata(c.GetMetadata()); err != nil {
 		ss.reply(&djinnpb.SessionReply{Id: c.GetId(), Status: sessionStatus(status.Convert(ss.s.edgeError(ss.ctx, err)))})
-		<-ss.slots
 		return nil
 	}
 	parts := ss.callContext(c)
@@ -355,7 +354,6 @@ func (sc *sessionCall) serve() {
 	delete(ss.calls, c.GetId())
 	ss.mu.Unlock()
 	ss.reply(r)
-	<-ss.slots
 }
 
 // decode decodes the call's request into v, the method's request message.
@@ -451,11 +449,13 @@ func (ss *session) flush(goaway bool) {
 		}
 		msg := &djinnpb.SessionResponse{Replies: rs[:n], Goaway: goaway}
 		rs, goaway = rs[n:], false
-		if ss.sendErr != nil {
-			continue
+		if ss.sendErr == nil {
+			if err := ss.stream.SendMsg(msg); err != nil {
+				ss.sendErr = err
+			}
 		}
-		if err := ss.stream.SendMsg(msg); err != nil {
-			ss.sendErr = err
+		for range len(msg.Replies) { // sent, or dropped with the stream: their calls are over
+			<-ss.slots
 		}
 	}
 }
