@@ -150,10 +150,27 @@ func (s *Server) adminHandler() http.Handler {
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 	console.Register(mux, s.consoleSource())
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/pprof/", s.profiler(pprof.Index))
+	mux.HandleFunc("/debug/pprof/cmdline", s.profiler(pprof.Cmdline))
+	mux.HandleFunc("/debug/pprof/profile", s.profiler(pprof.Profile))
+	mux.HandleFunc("/debug/pprof/symbol", s.profiler(pprof.Symbol))
+	mux.HandleFunc("/debug/pprof/trace", s.profiler(pprof.Trace))
 	return mux
+}
+
+// profiler serves a /debug/pprof/ endpoint to an operator alone under
+// TLS: a profile or trace runs as long as its caller asks (one CPU
+// profile at a time), and stacks and the command line are the server's
+// insides. Without TLS there is the one local principal, who reads the
+// admin port as it reads /metrics.
+func (s *Server) profiler(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.adminTLS != nil {
+			if err := s.operatorHTTP(r); err != nil {
+				http.Error(w, err.Error(), http.StatusForbidden)
+				return
+			}
+		}
+		h(w, r)
+	}
 }

@@ -214,6 +214,13 @@ func TestConsoleUnderMutualTLS(t *testing.T) {
 		{"a client reads the console", &pki.Client, "GET", "/api/view/cluster", http.StatusOK},
 		{"a client is no operator", &pki.Client, "POST", "/api/action/cluster/remove", http.StatusForbidden},
 		{"an operator acts (on a member that is not there)", &admin, "POST", "/api/action/cluster/remove", http.StatusNotFound},
+		// The profiler is an operator's under TLS (DESIGN.md 7: operator
+		// actions need the operator role): a profile or trace runs as long
+		// as its caller asks, and stacks show the server's insides.
+		{"the profiler wants a certificate", nil, "GET", "/debug/pprof/cmdline", http.StatusForbidden},
+		{"a trace wants a certificate", nil, "GET", "/debug/pprof/trace?seconds=0", http.StatusForbidden},
+		{"a client does not profile the server", &pki.Client, "GET", "/debug/pprof/goroutine?debug=1", http.StatusForbidden},
+		{"an operator profiles", &admin, "GET", "/debug/pprof/goroutine?debug=1", http.StatusOK},
 	} {
 		if got := get(tt.cert, tt.method, tt.path); got != tt.want {
 			t.Errorf("%s: %s %s answered %d, want %d", tt.name, tt.method, tt.path, got, tt.want)
