@@ -3,8 +3,8 @@ package replica
 import (
 	"context"
 	"errors"
-	"net"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -42,11 +42,31 @@ func timeoutOf(ctx context.Context) time.Duration {
 }
 
 func checkServer(id, raftAddr string) error {
-	if id == "" {
-		return djinn.Errorf(djinn.InvalidArgument, "node id: missing")
+	if err := CheckNodeID(id); err != nil {
+		return err
 	}
-	if _, _, err := net.SplitHostPort(raftAddr); err != nil {
-		return djinn.Errorf(djinn.InvalidArgument, "raft address %q: want host:port", raftAddr)
+	if err := djinn.CheckEndpoint(raftAddr); err != nil {
+		return djinn.Errorf(djinn.InvalidArgument, "raft address: %v", err)
+	}
+	return nil
+}
+
+// maxNodeID bounds a node id's length: every configuration entry of the
+// log carries every member's.
+const maxNodeID = 128
+
+// CheckNodeID refuses a node id that is empty, longer than maxNodeID, or
+// has other characters than letters, digits, '.', '_' and '-' (what a
+// peer certificate's djinn-peer://NODE-ID can name, and what the node-id
+// file keeps on a line).
+func CheckNodeID(id string) error {
+	switch {
+	case id == "":
+		return djinn.Errorf(djinn.InvalidArgument, "node id: missing")
+	case len(id) > maxNodeID:
+		return djinn.Errorf(djinn.InvalidArgument, "node id of %d bytes: longer than %d", len(id), maxNodeID)
+	case strings.Trim(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != "":
+		return djinn.Errorf(djinn.InvalidArgument, "node id %q: want letters, digits, '.', '_' and '-' only", id)
 	}
 	return nil
 }

@@ -142,3 +142,36 @@ func TestTransferWithoutAnotherVoter(t *testing.T) {
 		t.Fatal("the leader stopped leading after a refused transfer")
 	}
 }
+
+// TestMemberArguments: a member added (Join, AddMember, AddVoter) is
+// refused with InvalidArgument naming the bad value — DESIGN.md 8: a
+// clear error for every bad input, never a member the cluster cannot
+// reach — when its raft address is no host:port with a numeric port, or
+// its node id is empty, too long or carries characters a peer
+// certificate's djinn-peer://NODE-ID and the node-id file cannot.
+func TestMemberArguments(t *testing.T) {
+	long := strings.Repeat("n", maxNodeID+1)
+	for _, tt := range []struct {
+		name, id, addr, want string // want: "" accepted, else in the error
+	}{
+		{"a node id and an address", "n2", "127.0.0.1:4163", ""},
+		{"a host name and dashes, dots, underscores", "node-2.a_b", "raft.example:4163", ""},
+		{"no node id", "", "127.0.0.1:4163", "node id: missing"},
+		{"a node id too long", long, "127.0.0.1:4163", "longer than 128"},
+		{"a node id with a space", "n 2", "127.0.0.1:4163", `node id "n 2"`},
+		{"a node id with a newline", "n2\n", "127.0.0.1:4163", `node id "n2\n"`},
+		{"a node id with a slash", "../n2", "127.0.0.1:4163", `node id "../n2"`},
+		{"a port that is no number", "n2", "host:raft", `"host:raft": port is not a number`},
+		{"a port out of range", "n2", "127.0.0.1:70000", "port out of range"},
+		{"no port", "n2", "127.0.0.1", `"127.0.0.1": want host:port`},
+		{"no host", "n2", ":4163", `":4163": want host:port`},
+	} {
+		err := checkServer(tt.id, tt.addr)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: checkServer(%q, %q) = %v, want accepted", tt.name, tt.id, tt.addr, err)
+		case tt.want != "" && (!errors.Is(err, djinn.ErrInvalidArgument) || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s: checkServer(%q, %q) = %v, want InvalidArgument naming %s", tt.name, tt.id, tt.addr, err, tt.want)
+		}
+	}
+}

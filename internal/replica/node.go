@@ -284,6 +284,11 @@ func nodeID(dir, configured string) (string, error) {
 	case err != nil && !errors.Is(err, os.ErrNotExist):
 		return "", fmt.Errorf("read node id: %w", err)
 	}
+	if configured != "" {
+		if err := CheckNodeID(configured); err != nil {
+			return "", err
+		}
+	}
 	id := configured
 	if id == "" {
 		if HasLog(dir) {
@@ -494,11 +499,8 @@ func (n *Node) Members() ([]Member, error) {
 
 // AddVoter adds a server to the cluster; only the leader can.
 func (n *Node) AddVoter(ctx context.Context, id, raftAddr string) error {
-	if id == "" {
-		return djinn.Errorf(djinn.InvalidArgument, "node id: missing")
-	}
-	if _, _, err := net.SplitHostPort(raftAddr); err != nil {
-		return djinn.Errorf(djinn.InvalidArgument, "raft address %q: want host:port", raftAddr)
+	if err := checkServer(id, raftAddr); err != nil {
+		return err
 	}
 	var timeout time.Duration
 	if dl, ok := ctx.Deadline(); ok {
