@@ -214,6 +214,10 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	n.raft, err = raft.NewRaft(rc, f, n.logs, stable, n.snaps, n.trans)
 	if err != nil {
 		n.closeStores()
+		if r := f.lastRestoreErr(); IsRefusal(r) {
+			// No damage: a newer binary reads this data directory.
+			return nil, fmt.Errorf("data directory %s: %w", cfg.DataDir, r)
+		}
 		if why := st.restoreFailure(dir, f.lastRestoreErr()); why != nil {
 			err = why
 		}

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"errors"
 	"io"
 
 	"github.com/djinn-go/djinn/proto/statepb"
@@ -29,4 +30,14 @@ type StateMachine interface {
 // release once the snapshot is persisted, or given up without a write.
 type Viewer interface {
 	View() (write func(w io.Writer) error, release func(), err error)
+}
+
+// IsRefusal reports whether err is a state machine's refusal to apply
+// what it was given — a snapshot or entry decided by rules newer than its
+// binary knows — rather than damage: an error in its chain has a
+// RefusesToApply method that returns true. No repair of the data helps;
+// a newer binary does.
+func IsRefusal(err error) bool {
+	var r interface{ RefusesToApply() bool }
+	return errors.As(err, &r) && r.RefusesToApply()
 }

@@ -1,6 +1,8 @@
 package state
 
 import (
+	"fmt"
+
 	"google.golang.org/protobuf/proto"
 
 	"github.com/djinn-go/djinn"
@@ -14,11 +16,14 @@ func (m *Machine) clusterPart() Part {
 	return Part{
 		Name: "cluster",
 		Commands: []Command{
-			On(func(_ int64, c *statepb.Init) any { return Result(m.applyInit(c)) }),
+			On(func(_ int64, c *statepb.Init) any {
+				return Result(m.applyInit(c, fmt.Sprintf("log entry %d", m.applying)))
+			}),
 			On(func(_ int64, c *statepb.Member) any { m.setMember(c); return nil }),
+			On(func(_ int64, c *statepb.RulesRaise) any { return m.applyRaise(m.applying, c) }),
 		},
 		Records: []Record{
-			Restores(func(r *statepb.Init) error { _, err := m.applyInit(r); return err }),
+			Restores(func(r *statepb.Init) error { _, err := m.applyInit(r, "snapshot"); return err }),
 			Restores(func(r *statepb.Member) error { m.setMember(r); return nil }),
 		},
 		Snapshot: m.clusterRecords,
@@ -28,13 +33,16 @@ func (m *Machine) clusterPart() Part {
 			m.service = djinn.ID{}
 			m.previous = nil
 			m.members = map[string]MemberInfo{}
+			m.rules.Store(0)
 		},
 	}
 }
 
 // applyInit sets the cluster's service id, and those it was restored
-// from, once: a second Init (two first leaders racing) keeps the first.
-func (m *Machine) applyInit(c *statepb.Init) (djinn.ID, error) {
+// from, and its rules version, once: a second Init (two first leaders
+// racing) keeps the first. A rules version above the machine's maximum
+// stops it (where says where the Init was met).
+func (m *Machine) applyInit(c *statepb.Init, where string) (djinn.ID, error) {
 	id, err := djinn.IDFromBytes("service id", c.GetServiceId())
 	if err != nil {
 		return djinn.ID{}, err
@@ -42,6 +50,12 @@ func (m *Machine) applyInit(c *statepb.Init) (djinn.ID, error) {
 	previous := make([]djinn.ID, len(c.GetPreviousIds()))
 	for i, b := range c.GetPreviousIds() {
 		if previous[i], err = djinn.IDFromBytes("previous service id", b); err != nil {
+			return djinn.ID{}, err
+		}
+	}
+	if m.ServiceID().IsZero() {
+		if err := m.setRules(c.GetRulesVersion(), where); err != nil {
+			m.stop(err.(*RulesError))
 			return djinn.ID{}, err
 		}
 	}
@@ -66,19 +80,19 @@ func (m *Machine) setMember(c *statepb.Member) {
 		delete(m.members, c.GetNodeId())
 		return
 	}
-	m.members[c.GetNodeId()] = MemberInfo{Endpoint: c.GetGrpcAddress(), Voter: c.GetVoter()}
+	m.members[c.GetNodeId()] = MemberInfo{Endpoint: c.GetGrpcAddress(), Voter: c.GetVoter(), RulesMax: c.GetRulesMax()}
 }
 
 func (m *Machine) clusterRecords() (Dump, error) {
 	var recs []*statepb.Member
 	m.mu.Lock()
-	initRec := &statepb.Init{ServiceId: m.service[:]}
+	initRec := &statepb.Init{ServiceId: m.service[:], RulesVersion: m.rules.Load()}
 	for _, id := range m.previous {
 		initRec.PreviousIds = append(initRec.PreviousIds, id[:])
 	}
 	service := m.service
 	for node, info := range m.members {
-		recs = append(recs, &statepb.Member{NodeId: node, GrpcAddress: info.Endpoint, Voter: info.Voter})
+		recs = append(recs, &statepb.Member{NodeId: node, GrpcAddress: info.Endpoint, Voter: info.Voter, RulesMax: info.RulesMax})
 	}
 	m.mu.Unlock()
 	return func(emit func(proto.Message) error) error {

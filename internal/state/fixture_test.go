@@ -151,6 +151,9 @@ func TestSnapshotFixture(t *testing.T) {
 		t.Fatalf("the restored fixture writes %d records differing from its own %d", len(got), len(want))
 	}
 	checkFixtureMailbox(t, w)
+	if got := w.m.Rules(); got != 1 {
+		t.Errorf("rules version of a snapshot from before rules versions = %d, want 1", got)
+	}
 }
 
 func checkFixtureMailbox(t *testing.T, w fixtureWorld) {
@@ -190,6 +193,11 @@ func canonicalRecords(t interface {
 				break
 			}
 			t.Fatal(err)
+		}
+		// The rules version absent (a snapshot from before rules
+		// versions) is version 1.
+		if in := rec.GetInit(); in != nil && in.GetRulesVersion() == 0 {
+			in.RulesVersion = 1
 		}
 		// A registration's unknown events come from a map: in any order.
 		if mb := rec.GetMailbox(); mb != nil {

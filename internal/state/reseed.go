@@ -76,7 +76,7 @@ func (rs *reseeder) record(rec *statepb.Record) (bool, error) {
 			return false, djinn.Errorf(djinn.InvalidArgument, "a second cluster identity")
 		}
 		rs.own = append([][]byte{r.Init.GetServiceId()}, r.Init.GetPreviousIds()...)
-		r.Init = &statepb.Init{ServiceId: rs.newID[:], PreviousIds: rs.own}
+		r.Init = &statepb.Init{ServiceId: rs.newID[:], PreviousIds: rs.own, RulesVersion: r.Init.GetRulesVersion()}
 	case *statepb.Record_Member:
 		return false, nil
 	case *statepb.Record_Lease:

@@ -10,6 +10,13 @@
 // starts goroutines. Leases and the resources they guard change together:
 // a cancel or expiry returns the leases it ended, and the machine hands
 // each to the part that registered its kind, in the same Apply.
+//
+// What Apply decides is versioned (rules.go): the cluster's rules version
+// is replicated state, and every member applies each entry by the version
+// in force at it. A change to what an apply decides adds a version to the
+// list in rules.go and branches on Machine.Rules where the rule differs,
+// keeping the old rule for the entries applied by it; docs/DESIGN.md
+// ("Rules versions") has the recipe.
 package state
 
 import (
@@ -21,6 +28,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/encoding/protodelim"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -43,6 +51,15 @@ type Machine struct {
 	previous []djinn.ID            // the service ids of the clusters this one was restored from
 	members  map[string]MemberInfo // by node id
 	known    chan struct{}         // closed once the machine first has a service id
+
+	// The rules version (rules.go): the cluster's, the highest this
+	// machine applies, and why it stopped applying, if it did.
+	rules        atomic.Uint32
+	max          atomic.Uint32
+	rulesChanged chan struct{} // guarded by mu: closed and replaced when rules changes
+	refusal      atomic.Pointer[RulesError]
+	stopped      chan struct{} // closed with refusal set
+	applying     uint64        // the index of the entry Apply applies
 
 	// The parts and what they handle, fixed before the first Apply.
 	parts    []Part
@@ -68,11 +85,15 @@ func New() *Machine {
 		Leases:   lease.NewTable(),
 		members:  map[string]MemberInfo{},
 		known:    make(chan struct{}),
+		stopped:  make(chan struct{}),
 		commands: map[protoreflect.FieldNumber]Command{},
 		ops:      map[reflect.Type]Command{},
 		records:  map[protoreflect.FieldNumber]Record{},
 		kinds:    map[lease.Kind]LeaseKind{},
+
+		rulesChanged: make(chan struct{}),
 	}
+	m.max.Store(MaxRules())
 	for _, p := range []Part{m.clusterPart(), m.leasePart()} {
 		if err := m.Add(p); err != nil {
 			panic(err) // the machine's own parts clash: a bug here
@@ -192,11 +213,13 @@ func (m *Machine) PreviousIDs() []djinn.ID {
 }
 
 // MemberInfo is what the log records of a member: where it serves gRPC,
-// and whether it is to vote (a non-voter that is to vote is promoted by the
-// leader once it has caught up).
+// whether it is to vote (a non-voter that is to vote is promoted by the
+// leader once it has caught up), and the highest rules version its binary
+// supports (0: not yet known).
 type MemberInfo struct {
 	Endpoint string
 	Voter    bool
+	RulesMax uint32
 }
 
 // Endpoint returns a member's gRPC address.
@@ -226,8 +249,13 @@ func (m *Machine) MemberIDs() []string {
 }
 
 // Apply implements replica.StateMachine: it hands the command's op to the
-// part that handles its type.
+// part that handles its type. A machine that stopped (rules.go) applies
+// nothing more and answers every entry with why.
 func (m *Machine) Apply(index uint64, cmd *statepb.Command) any {
+	if err := m.refusal.Load(); err != nil {
+		return err
+	}
+	m.applying = index
 	if c, ok := m.ops[reflect.TypeOf(cmd.Op)]; ok {
 		if op := reflect.ValueOf(cmd.Op); !op.IsNil() {
 			return c.apply(cmd.GetNowUnixNanos(), op.Elem().Field(0).Interface().(proto.Message))
@@ -265,6 +293,10 @@ func (m *Machine) leasesEnded(owners []lease.Owner) {
 // the write, or instead of it. The write streams record by record: a
 // snapshot of the lease table and the mailbox is never held in memory.
 func (m *Machine) View() (write func(io.Writer) error, release func(), err error) {
+	if err := m.refusal.Load(); err != nil {
+		// Its state is not the log's through the applied index.
+		return nil, nil, fmt.Errorf("no snapshot: %w", err)
+	}
 	s := &snapshot{}
 	for _, p := range m.parts {
 		switch {
@@ -397,6 +429,9 @@ const maxRecord = 64 << 20
 // Restore implements replica.StateMachine: it empties every part and
 // hands each record to the part that restores its kind.
 func (m *Machine) Restore(r io.Reader) error {
+	if err := m.refusal.Load(); err != nil {
+		return err
+	}
 	for _, p := range m.parts {
 		p.Reset()
 	}

@@ -95,6 +95,7 @@ type Command struct {
 	//
 	//	*Command_Init
 	//	*Command_Member
+	//	*Command_RulesRaise
 	//	*Command_LeaseCancel
 	//	*Command_LeaseExpire
 	//	*Command_LeaseHorizon
@@ -210,6 +211,15 @@ func (x *Command) GetMember() *Member {
 	if x != nil {
 		if x, ok := x.Op.(*Command_Member); ok {
 			return x.Member
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRulesRaise() *RulesRaise {
+	if x != nil {
+		if x, ok := x.Op.(*Command_RulesRaise); ok {
+			return x.RulesRaise
 		}
 	}
 	return nil
@@ -641,6 +651,10 @@ type Command_Member struct {
 	Member *Member `protobuf:"bytes,3,opt,name=member,proto3,oneof"`
 }
 
+type Command_RulesRaise struct {
+	RulesRaise *RulesRaise `protobuf:"bytes,4,opt,name=rules_raise,json=rulesRaise,proto3,oneof"`
+}
+
 type Command_LeaseCancel struct {
 	LeaseCancel *LeaseCancel `protobuf:"bytes,10,opt,name=lease_cancel,json=leaseCancel,proto3,oneof"`
 }
@@ -829,6 +843,8 @@ func (*Command_Init) isCommand_Op() {}
 
 func (*Command_Member) isCommand_Op() {}
 
+func (*Command_RulesRaise) isCommand_Op() {}
+
 func (*Command_LeaseCancel) isCommand_Op() {}
 
 func (*Command_LeaseExpire) isCommand_Op() {}
@@ -927,7 +943,12 @@ type Init struct {
 	ServiceId []byte                 `protobuf:"bytes,1,opt,name=service_id,json=serviceId,proto3" json:"service_id,omitempty"`
 	// The service ids of the clusters this one was restored from (newest
 	// first): references made by them name this cluster's resources too.
-	PreviousIds   [][]byte `protobuf:"bytes,2,rep,name=previous_ids,json=previousIds,proto3" json:"previous_ids,omitempty"`
+	PreviousIds [][]byte `protobuf:"bytes,2,rep,name=previous_ids,json=previousIds,proto3" json:"previous_ids,omitempty"`
+	// rules_version is the version of the rules Apply decides by (see
+	// RulesRaise): a new cluster starts at the highest its first leader
+	// supports. In a snapshot's Init it is the version in force at the
+	// snapshot. 0 (a log or snapshot written before rules versions) is 1.
+	RulesVersion  uint32 `protobuf:"varint,3,opt,name=rules_version,json=rulesVersion,proto3" json:"rules_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -976,6 +997,61 @@ func (x *Init) GetPreviousIds() [][]byte {
 	return nil
 }
 
+func (x *Init) GetRulesVersion() uint32 {
+	if x != nil {
+		return x.RulesVersion
+	}
+	return 0
+}
+
+// RulesRaise raises the cluster's rules version: the entries after it are
+// applied by that version's rules. The leader proposes it once every
+// member supports the version. A member whose binary supports less stops
+// applying at it. It never lowers the version.
+type RulesRaise struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RulesRaise) Reset() {
+	*x = RulesRaise{}
+	mi := &file_state_v1_state_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RulesRaise) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RulesRaise) ProtoMessage() {}
+
+func (x *RulesRaise) ProtoReflect() protoreflect.Message {
+	mi := &file_state_v1_state_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RulesRaise.ProtoReflect.Descriptor instead.
+func (*RulesRaise) Descriptor() ([]byte, []int) {
+	return file_state_v1_state_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RulesRaise) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 // Member records where a node serves gRPC, so followers can point clients
 // and forwarded writes at the leader, and what the cluster wants of it.
 type Member struct {
@@ -986,14 +1062,17 @@ type Member struct {
 	// set is promoted by the leader once it has caught up with the log.
 	Voter bool `protobuf:"varint,3,opt,name=voter,proto3" json:"voter,omitempty"`
 	// removed: the member left the cluster; its record goes.
-	Removed       bool `protobuf:"varint,4,opt,name=removed,proto3" json:"removed,omitempty"`
+	Removed bool `protobuf:"varint,4,opt,name=removed,proto3" json:"removed,omitempty"`
+	// rules_max is the highest rules version the member's binary supports
+	// (0: not yet known).
+	RulesMax      uint32 `protobuf:"varint,5,opt,name=rules_max,json=rulesMax,proto3" json:"rules_max,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_state_v1_state_proto_msgTypes[2]
+	mi := &file_state_v1_state_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1084,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[2]
+	mi := &file_state_v1_state_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1097,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{2}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Member) GetNodeId() string {
@@ -1049,6 +1128,13 @@ func (x *Member) GetRemoved() bool {
 	return false
 }
 
+func (x *Member) GetRulesMax() uint32 {
+	if x != nil {
+		return x.RulesMax
+	}
+	return 0
+}
+
 // LeaseCancel cancels leases (LE.2.2); Apply answers one error (or nil)
 // per cookie.
 type LeaseCancel struct {
@@ -1060,7 +1146,7 @@ type LeaseCancel struct {
 
 func (x *LeaseCancel) Reset() {
 	*x = LeaseCancel{}
-	mi := &file_state_v1_state_proto_msgTypes[3]
+	mi := &file_state_v1_state_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1072,7 +1158,7 @@ func (x *LeaseCancel) String() string {
 func (*LeaseCancel) ProtoMessage() {}
 
 func (x *LeaseCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[3]
+	mi := &file_state_v1_state_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1085,7 +1171,7 @@ func (x *LeaseCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseCancel.ProtoReflect.Descriptor instead.
 func (*LeaseCancel) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{3}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LeaseCancel) GetCookies() [][]byte {
@@ -1105,7 +1191,7 @@ type LeaseExpire struct {
 
 func (x *LeaseExpire) Reset() {
 	*x = LeaseExpire{}
-	mi := &file_state_v1_state_proto_msgTypes[4]
+	mi := &file_state_v1_state_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +1203,7 @@ func (x *LeaseExpire) String() string {
 func (*LeaseExpire) ProtoMessage() {}
 
 func (x *LeaseExpire) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[4]
+	mi := &file_state_v1_state_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1216,7 @@ func (x *LeaseExpire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseExpire.ProtoReflect.Descriptor instead.
 func (*LeaseExpire) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{4}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *LeaseExpire) GetCookies() [][]byte {
@@ -1151,7 +1237,7 @@ type LeaseHorizon struct {
 
 func (x *LeaseHorizon) Reset() {
 	*x = LeaseHorizon{}
-	mi := &file_state_v1_state_proto_msgTypes[5]
+	mi := &file_state_v1_state_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1163,7 +1249,7 @@ func (x *LeaseHorizon) String() string {
 func (*LeaseHorizon) ProtoMessage() {}
 
 func (x *LeaseHorizon) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[5]
+	mi := &file_state_v1_state_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1176,7 +1262,7 @@ func (x *LeaseHorizon) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseHorizon.ProtoReflect.Descriptor instead.
 func (*LeaseHorizon) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{5}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *LeaseHorizon) GetEntries() []*HorizonEntry {
@@ -1196,7 +1282,7 @@ type HorizonEntry struct {
 
 func (x *HorizonEntry) Reset() {
 	*x = HorizonEntry{}
-	mi := &file_state_v1_state_proto_msgTypes[6]
+	mi := &file_state_v1_state_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1208,7 +1294,7 @@ func (x *HorizonEntry) String() string {
 func (*HorizonEntry) ProtoMessage() {}
 
 func (x *HorizonEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[6]
+	mi := &file_state_v1_state_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1221,7 +1307,7 @@ func (x *HorizonEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HorizonEntry.ProtoReflect.Descriptor instead.
 func (*HorizonEntry) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{6}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *HorizonEntry) GetCookie() []byte {
@@ -1252,7 +1338,7 @@ type MailboxRegister struct {
 
 func (x *MailboxRegister) Reset() {
 	*x = MailboxRegister{}
-	mi := &file_state_v1_state_proto_msgTypes[7]
+	mi := &file_state_v1_state_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1264,7 +1350,7 @@ func (x *MailboxRegister) String() string {
 func (*MailboxRegister) ProtoMessage() {}
 
 func (x *MailboxRegister) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[7]
+	mi := &file_state_v1_state_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1277,7 +1363,7 @@ func (x *MailboxRegister) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MailboxRegister.ProtoReflect.Descriptor instead.
 func (*MailboxRegister) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{7}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MailboxRegister) GetRegistrationId() []byte {
@@ -1332,7 +1418,7 @@ type MailboxEnable struct {
 
 func (x *MailboxEnable) Reset() {
 	*x = MailboxEnable{}
-	mi := &file_state_v1_state_proto_msgTypes[8]
+	mi := &file_state_v1_state_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1344,7 +1430,7 @@ func (x *MailboxEnable) String() string {
 func (*MailboxEnable) ProtoMessage() {}
 
 func (x *MailboxEnable) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[8]
+	mi := &file_state_v1_state_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1357,7 +1443,7 @@ func (x *MailboxEnable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MailboxEnable.ProtoReflect.Descriptor instead.
 func (*MailboxEnable) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{8}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *MailboxEnable) GetRegistrationId() []byte {
@@ -1390,7 +1476,7 @@ type MailboxDisable struct {
 
 func (x *MailboxDisable) Reset() {
 	*x = MailboxDisable{}
-	mi := &file_state_v1_state_proto_msgTypes[9]
+	mi := &file_state_v1_state_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1402,7 +1488,7 @@ func (x *MailboxDisable) String() string {
 func (*MailboxDisable) ProtoMessage() {}
 
 func (x *MailboxDisable) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[9]
+	mi := &file_state_v1_state_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1415,7 +1501,7 @@ func (x *MailboxDisable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MailboxDisable.ProtoReflect.Descriptor instead.
 func (*MailboxDisable) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{9}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MailboxDisable) GetRegistrationId() []byte {
@@ -1451,7 +1537,7 @@ type MailboxStore struct {
 
 func (x *MailboxStore) Reset() {
 	*x = MailboxStore{}
-	mi := &file_state_v1_state_proto_msgTypes[10]
+	mi := &file_state_v1_state_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +1549,7 @@ func (x *MailboxStore) String() string {
 func (*MailboxStore) ProtoMessage() {}
 
 func (x *MailboxStore) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[10]
+	mi := &file_state_v1_state_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +1562,7 @@ func (x *MailboxStore) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MailboxStore.ProtoReflect.Descriptor instead.
 func (*MailboxStore) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{10}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MailboxStore) GetListenerId() []byte {
@@ -1504,7 +1590,7 @@ type MailboxDelivered struct {
 
 func (x *MailboxDelivered) Reset() {
 	*x = MailboxDelivered{}
-	mi := &file_state_v1_state_proto_msgTypes[11]
+	mi := &file_state_v1_state_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1516,7 +1602,7 @@ func (x *MailboxDelivered) String() string {
 func (*MailboxDelivered) ProtoMessage() {}
 
 func (x *MailboxDelivered) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[11]
+	mi := &file_state_v1_state_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1529,7 +1615,7 @@ func (x *MailboxDelivered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MailboxDelivered.ProtoReflect.Descriptor instead.
 func (*MailboxDelivered) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{11}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MailboxDelivered) GetEntries() []*Delivered {
@@ -1549,7 +1635,7 @@ type Delivered struct {
 
 func (x *Delivered) Reset() {
 	*x = Delivered{}
-	mi := &file_state_v1_state_proto_msgTypes[12]
+	mi := &file_state_v1_state_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1561,7 +1647,7 @@ func (x *Delivered) String() string {
 func (*Delivered) ProtoMessage() {}
 
 func (x *Delivered) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[12]
+	mi := &file_state_v1_state_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1574,7 +1660,7 @@ func (x *Delivered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivered.ProtoReflect.Descriptor instead.
 func (*Delivered) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{12}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Delivered) GetRegistrationId() []byte {
@@ -1601,7 +1687,7 @@ type MailboxUnknown struct {
 
 func (x *MailboxUnknown) Reset() {
 	*x = MailboxUnknown{}
-	mi := &file_state_v1_state_proto_msgTypes[13]
+	mi := &file_state_v1_state_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1613,7 +1699,7 @@ func (x *MailboxUnknown) String() string {
 func (*MailboxUnknown) ProtoMessage() {}
 
 func (x *MailboxUnknown) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[13]
+	mi := &file_state_v1_state_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1626,7 +1712,7 @@ func (x *MailboxUnknown) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MailboxUnknown.ProtoReflect.Descriptor instead.
 func (*MailboxUnknown) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{13}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MailboxUnknown) GetRegistrationId() []byte {
@@ -1655,7 +1741,7 @@ type MailboxPull struct {
 
 func (x *MailboxPull) Reset() {
 	*x = MailboxPull{}
-	mi := &file_state_v1_state_proto_msgTypes[14]
+	mi := &file_state_v1_state_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1667,7 +1753,7 @@ func (x *MailboxPull) String() string {
 func (*MailboxPull) ProtoMessage() {}
 
 func (x *MailboxPull) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[14]
+	mi := &file_state_v1_state_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1680,7 +1766,7 @@ func (x *MailboxPull) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MailboxPull.ProtoReflect.Descriptor instead.
 func (*MailboxPull) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{14}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *MailboxPull) GetRegistrationId() []byte {
@@ -1704,7 +1790,7 @@ type RenewalCreate struct {
 
 func (x *RenewalCreate) Reset() {
 	*x = RenewalCreate{}
-	mi := &file_state_v1_state_proto_msgTypes[15]
+	mi := &file_state_v1_state_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1716,7 +1802,7 @@ func (x *RenewalCreate) String() string {
 func (*RenewalCreate) ProtoMessage() {}
 
 func (x *RenewalCreate) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[15]
+	mi := &file_state_v1_state_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1729,7 +1815,7 @@ func (x *RenewalCreate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalCreate.ProtoReflect.Descriptor instead.
 func (*RenewalCreate) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{15}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RenewalCreate) GetSetId() []byte {
@@ -1785,7 +1871,7 @@ type RenewalAdd struct {
 
 func (x *RenewalAdd) Reset() {
 	*x = RenewalAdd{}
-	mi := &file_state_v1_state_proto_msgTypes[16]
+	mi := &file_state_v1_state_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1797,7 +1883,7 @@ func (x *RenewalAdd) String() string {
 func (*RenewalAdd) ProtoMessage() {}
 
 func (x *RenewalAdd) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[16]
+	mi := &file_state_v1_state_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1810,7 +1896,7 @@ func (x *RenewalAdd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalAdd.ProtoReflect.Descriptor instead.
 func (*RenewalAdd) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{16}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RenewalAdd) GetSetId() []byte {
@@ -1874,7 +1960,7 @@ type RenewalRemove struct {
 
 func (x *RenewalRemove) Reset() {
 	*x = RenewalRemove{}
-	mi := &file_state_v1_state_proto_msgTypes[17]
+	mi := &file_state_v1_state_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1886,7 +1972,7 @@ func (x *RenewalRemove) String() string {
 func (*RenewalRemove) ProtoMessage() {}
 
 func (x *RenewalRemove) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[17]
+	mi := &file_state_v1_state_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1899,7 +1985,7 @@ func (x *RenewalRemove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalRemove.ProtoReflect.Descriptor instead.
 func (*RenewalRemove) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{17}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RenewalRemove) GetSetId() []byte {
@@ -1934,7 +2020,7 @@ type RenewalListen struct {
 
 func (x *RenewalListen) Reset() {
 	*x = RenewalListen{}
-	mi := &file_state_v1_state_proto_msgTypes[18]
+	mi := &file_state_v1_state_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1946,7 +2032,7 @@ func (x *RenewalListen) String() string {
 func (*RenewalListen) ProtoMessage() {}
 
 func (x *RenewalListen) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[18]
+	mi := &file_state_v1_state_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1959,7 +2045,7 @@ func (x *RenewalListen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalListen.ProtoReflect.Descriptor instead.
 func (*RenewalListen) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{18}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RenewalListen) GetSetId() []byte {
@@ -2016,7 +2102,7 @@ type RenewalRenewed struct {
 
 func (x *RenewalRenewed) Reset() {
 	*x = RenewalRenewed{}
-	mi := &file_state_v1_state_proto_msgTypes[19]
+	mi := &file_state_v1_state_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2028,7 +2114,7 @@ func (x *RenewalRenewed) String() string {
 func (*RenewalRenewed) ProtoMessage() {}
 
 func (x *RenewalRenewed) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[19]
+	mi := &file_state_v1_state_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2041,7 +2127,7 @@ func (x *RenewalRenewed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalRenewed.ProtoReflect.Descriptor instead.
 func (*RenewalRenewed) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{19}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RenewalRenewed) GetKeys() []byte {
@@ -2069,7 +2155,7 @@ type RenewalEnd struct {
 
 func (x *RenewalEnd) Reset() {
 	*x = RenewalEnd{}
-	mi := &file_state_v1_state_proto_msgTypes[20]
+	mi := &file_state_v1_state_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2081,7 +2167,7 @@ func (x *RenewalEnd) String() string {
 func (*RenewalEnd) ProtoMessage() {}
 
 func (x *RenewalEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[20]
+	mi := &file_state_v1_state_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2094,7 +2180,7 @@ func (x *RenewalEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalEnd.ProtoReflect.Descriptor instead.
 func (*RenewalEnd) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{20}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RenewalEnd) GetEntries() []*RenewalEnding {
@@ -2115,7 +2201,7 @@ type RenewalEnding struct {
 
 func (x *RenewalEnding) Reset() {
 	*x = RenewalEnding{}
-	mi := &file_state_v1_state_proto_msgTypes[21]
+	mi := &file_state_v1_state_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2127,7 +2213,7 @@ func (x *RenewalEnding) String() string {
 func (*RenewalEnding) ProtoMessage() {}
 
 func (x *RenewalEnding) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[21]
+	mi := &file_state_v1_state_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2140,7 +2226,7 @@ func (x *RenewalEnding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalEnding.ProtoReflect.Descriptor instead.
 func (*RenewalEnding) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{21}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RenewalEnding) GetKey() []byte {
@@ -2179,7 +2265,7 @@ type RenewalWarn struct {
 
 func (x *RenewalWarn) Reset() {
 	*x = RenewalWarn{}
-	mi := &file_state_v1_state_proto_msgTypes[22]
+	mi := &file_state_v1_state_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2191,7 +2277,7 @@ func (x *RenewalWarn) String() string {
 func (*RenewalWarn) ProtoMessage() {}
 
 func (x *RenewalWarn) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[22]
+	mi := &file_state_v1_state_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2204,7 +2290,7 @@ func (x *RenewalWarn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalWarn.ProtoReflect.Descriptor instead.
 func (*RenewalWarn) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{22}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RenewalWarn) GetSetId() []byte {
@@ -2238,7 +2324,7 @@ type RenewalDelivered struct {
 
 func (x *RenewalDelivered) Reset() {
 	*x = RenewalDelivered{}
-	mi := &file_state_v1_state_proto_msgTypes[23]
+	mi := &file_state_v1_state_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2250,7 +2336,7 @@ func (x *RenewalDelivered) String() string {
 func (*RenewalDelivered) ProtoMessage() {}
 
 func (x *RenewalDelivered) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[23]
+	mi := &file_state_v1_state_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2263,7 +2349,7 @@ func (x *RenewalDelivered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalDelivered.ProtoReflect.Descriptor instead.
 func (*RenewalDelivered) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{23}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RenewalDelivered) GetEntries() []*RenewalDeliveredEntry {
@@ -2284,7 +2370,7 @@ type RenewalDeliveredEntry struct {
 
 func (x *RenewalDeliveredEntry) Reset() {
 	*x = RenewalDeliveredEntry{}
-	mi := &file_state_v1_state_proto_msgTypes[24]
+	mi := &file_state_v1_state_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2296,7 +2382,7 @@ func (x *RenewalDeliveredEntry) String() string {
 func (*RenewalDeliveredEntry) ProtoMessage() {}
 
 func (x *RenewalDeliveredEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[24]
+	mi := &file_state_v1_state_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2309,7 +2395,7 @@ func (x *RenewalDeliveredEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalDeliveredEntry.ProtoReflect.Descriptor instead.
 func (*RenewalDeliveredEntry) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{24}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RenewalDeliveredEntry) GetSetId() []byte {
@@ -2358,7 +2444,7 @@ type TxnCreate struct {
 
 func (x *TxnCreate) Reset() {
 	*x = TxnCreate{}
-	mi := &file_state_v1_state_proto_msgTypes[25]
+	mi := &file_state_v1_state_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2370,7 +2456,7 @@ func (x *TxnCreate) String() string {
 func (*TxnCreate) ProtoMessage() {}
 
 func (x *TxnCreate) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[25]
+	mi := &file_state_v1_state_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2383,7 +2469,7 @@ func (x *TxnCreate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnCreate.ProtoReflect.Descriptor instead.
 func (*TxnCreate) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{25}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TxnCreate) GetCookie() []byte {
@@ -2456,7 +2542,7 @@ type TxnRemoteParent struct {
 
 func (x *TxnRemoteParent) Reset() {
 	*x = TxnRemoteParent{}
-	mi := &file_state_v1_state_proto_msgTypes[26]
+	mi := &file_state_v1_state_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2468,7 +2554,7 @@ func (x *TxnRemoteParent) String() string {
 func (*TxnRemoteParent) ProtoMessage() {}
 
 func (x *TxnRemoteParent) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[26]
+	mi := &file_state_v1_state_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2481,7 +2567,7 @@ func (x *TxnRemoteParent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRemoteParent.ProtoReflect.Descriptor instead.
 func (*TxnRemoteParent) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{26}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TxnRemoteParent) GetManager() *djinnpb.Ref {
@@ -2526,7 +2612,7 @@ type TxnJoin struct {
 
 func (x *TxnJoin) Reset() {
 	*x = TxnJoin{}
-	mi := &file_state_v1_state_proto_msgTypes[27]
+	mi := &file_state_v1_state_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2538,7 +2624,7 @@ func (x *TxnJoin) String() string {
 func (*TxnJoin) ProtoMessage() {}
 
 func (x *TxnJoin) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[27]
+	mi := &file_state_v1_state_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2551,7 +2637,7 @@ func (x *TxnJoin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnJoin.ProtoReflect.Descriptor instead.
 func (*TxnJoin) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{27}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TxnJoin) GetId() uint64 {
@@ -2596,7 +2682,7 @@ type TxnVoting struct {
 
 func (x *TxnVoting) Reset() {
 	*x = TxnVoting{}
-	mi := &file_state_v1_state_proto_msgTypes[28]
+	mi := &file_state_v1_state_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2608,7 +2694,7 @@ func (x *TxnVoting) String() string {
 func (*TxnVoting) ProtoMessage() {}
 
 func (x *TxnVoting) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[28]
+	mi := &file_state_v1_state_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2621,7 +2707,7 @@ func (x *TxnVoting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnVoting.ProtoReflect.Descriptor instead.
 func (*TxnVoting) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{28}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TxnVoting) GetId() uint64 {
@@ -2660,7 +2746,7 @@ type TxnDecide struct {
 
 func (x *TxnDecide) Reset() {
 	*x = TxnDecide{}
-	mi := &file_state_v1_state_proto_msgTypes[29]
+	mi := &file_state_v1_state_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2672,7 +2758,7 @@ func (x *TxnDecide) String() string {
 func (*TxnDecide) ProtoMessage() {}
 
 func (x *TxnDecide) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[29]
+	mi := &file_state_v1_state_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2685,7 +2771,7 @@ func (x *TxnDecide) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnDecide.ProtoReflect.Descriptor instead.
 func (*TxnDecide) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{29}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TxnDecide) GetId() uint64 {
@@ -2733,7 +2819,7 @@ type TxnNotified struct {
 
 func (x *TxnNotified) Reset() {
 	*x = TxnNotified{}
-	mi := &file_state_v1_state_proto_msgTypes[30]
+	mi := &file_state_v1_state_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2745,7 +2831,7 @@ func (x *TxnNotified) String() string {
 func (*TxnNotified) ProtoMessage() {}
 
 func (x *TxnNotified) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[30]
+	mi := &file_state_v1_state_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2758,7 +2844,7 @@ func (x *TxnNotified) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnNotified.ProtoReflect.Descriptor instead.
 func (*TxnNotified) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{30}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TxnNotified) GetEntries() []*TxnParticipantRef {
@@ -2778,7 +2864,7 @@ type TxnParticipantRef struct {
 
 func (x *TxnParticipantRef) Reset() {
 	*x = TxnParticipantRef{}
-	mi := &file_state_v1_state_proto_msgTypes[31]
+	mi := &file_state_v1_state_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2790,7 +2876,7 @@ func (x *TxnParticipantRef) String() string {
 func (*TxnParticipantRef) ProtoMessage() {}
 
 func (x *TxnParticipantRef) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[31]
+	mi := &file_state_v1_state_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2803,7 +2889,7 @@ func (x *TxnParticipantRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnParticipantRef.ProtoReflect.Descriptor instead.
 func (*TxnParticipantRef) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{31}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TxnParticipantRef) GetId() uint64 {
@@ -2835,7 +2921,7 @@ type TxnPromote struct {
 
 func (x *TxnPromote) Reset() {
 	*x = TxnPromote{}
-	mi := &file_state_v1_state_proto_msgTypes[32]
+	mi := &file_state_v1_state_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2847,7 +2933,7 @@ func (x *TxnPromote) String() string {
 func (*TxnPromote) ProtoMessage() {}
 
 func (x *TxnPromote) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[32]
+	mi := &file_state_v1_state_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2860,7 +2946,7 @@ func (x *TxnPromote) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnPromote.ProtoReflect.Descriptor instead.
 func (*TxnPromote) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{32}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *TxnPromote) GetId() uint64 {
@@ -2901,7 +2987,7 @@ type TxnForget struct {
 
 func (x *TxnForget) Reset() {
 	*x = TxnForget{}
-	mi := &file_state_v1_state_proto_msgTypes[33]
+	mi := &file_state_v1_state_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2913,7 +2999,7 @@ func (x *TxnForget) String() string {
 func (*TxnForget) ProtoMessage() {}
 
 func (x *TxnForget) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[33]
+	mi := &file_state_v1_state_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2926,7 +3012,7 @@ func (x *TxnForget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnForget.ProtoReflect.Descriptor instead.
 func (*TxnForget) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{33}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TxnForget) GetIds() []uint64 {
@@ -2960,7 +3046,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_state_v1_state_proto_msgTypes[34]
+	mi := &file_state_v1_state_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2972,7 +3058,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[34]
+	mi := &file_state_v1_state_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2985,7 +3071,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{34}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Record) GetRecord() isRecord_Record {
@@ -3194,7 +3280,7 @@ type LeaseRecord struct {
 
 func (x *LeaseRecord) Reset() {
 	*x = LeaseRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[35]
+	mi := &file_state_v1_state_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3206,7 +3292,7 @@ func (x *LeaseRecord) String() string {
 func (*LeaseRecord) ProtoMessage() {}
 
 func (x *LeaseRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[35]
+	mi := &file_state_v1_state_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3219,7 +3305,7 @@ func (x *LeaseRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRecord.ProtoReflect.Descriptor instead.
 func (*LeaseRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{35}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *LeaseRecord) GetCookie() []byte {
@@ -3276,7 +3362,7 @@ type Quotas struct {
 
 func (x *Quotas) Reset() {
 	*x = Quotas{}
-	mi := &file_state_v1_state_proto_msgTypes[36]
+	mi := &file_state_v1_state_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3288,7 +3374,7 @@ func (x *Quotas) String() string {
 func (*Quotas) ProtoMessage() {}
 
 func (x *Quotas) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[36]
+	mi := &file_state_v1_state_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3301,7 +3387,7 @@ func (x *Quotas) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quotas.ProtoReflect.Descriptor instead.
 func (*Quotas) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{36}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Quotas) GetQuotas() []*Quota {
@@ -3327,7 +3413,7 @@ type Quota struct {
 
 func (x *Quota) Reset() {
 	*x = Quota{}
-	mi := &file_state_v1_state_proto_msgTypes[37]
+	mi := &file_state_v1_state_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3339,7 +3425,7 @@ func (x *Quota) String() string {
 func (*Quota) ProtoMessage() {}
 
 func (x *Quota) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[37]
+	mi := &file_state_v1_state_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3352,7 +3438,7 @@ func (x *Quota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quota.ProtoReflect.Descriptor instead.
 func (*Quota) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{37}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Quota) GetName() string {
@@ -3403,7 +3489,7 @@ type MailboxRecord struct {
 
 func (x *MailboxRecord) Reset() {
 	*x = MailboxRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[38]
+	mi := &file_state_v1_state_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3415,7 +3501,7 @@ func (x *MailboxRecord) String() string {
 func (*MailboxRecord) ProtoMessage() {}
 
 func (x *MailboxRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[38]
+	mi := &file_state_v1_state_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3428,7 +3514,7 @@ func (x *MailboxRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MailboxRecord.ProtoReflect.Descriptor instead.
 func (*MailboxRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{38}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *MailboxRecord) GetRegistrationId() []byte {
@@ -3511,7 +3597,7 @@ type StoredEvent struct {
 
 func (x *StoredEvent) Reset() {
 	*x = StoredEvent{}
-	mi := &file_state_v1_state_proto_msgTypes[39]
+	mi := &file_state_v1_state_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3523,7 +3609,7 @@ func (x *StoredEvent) String() string {
 func (*StoredEvent) ProtoMessage() {}
 
 func (x *StoredEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[39]
+	mi := &file_state_v1_state_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3536,7 +3622,7 @@ func (x *StoredEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredEvent.ProtoReflect.Descriptor instead.
 func (*StoredEvent) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{39}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *StoredEvent) GetIndex() uint64 {
@@ -3567,7 +3653,7 @@ type RenewalSetRecord struct {
 
 func (x *RenewalSetRecord) Reset() {
 	*x = RenewalSetRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[40]
+	mi := &file_state_v1_state_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3579,7 +3665,7 @@ func (x *RenewalSetRecord) String() string {
 func (*RenewalSetRecord) ProtoMessage() {}
 
 func (x *RenewalSetRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[40]
+	mi := &file_state_v1_state_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3592,7 +3678,7 @@ func (x *RenewalSetRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalSetRecord.ProtoReflect.Descriptor instead.
 func (*RenewalSetRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{40}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RenewalSetRecord) GetSetId() []byte {
@@ -3652,7 +3738,7 @@ type RenewalListenerRecord struct {
 
 func (x *RenewalListenerRecord) Reset() {
 	*x = RenewalListenerRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[41]
+	mi := &file_state_v1_state_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3664,7 +3750,7 @@ func (x *RenewalListenerRecord) String() string {
 func (*RenewalListenerRecord) ProtoMessage() {}
 
 func (x *RenewalListenerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[41]
+	mi := &file_state_v1_state_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3677,7 +3763,7 @@ func (x *RenewalListenerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalListenerRecord.ProtoReflect.Descriptor instead.
 func (*RenewalListenerRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{41}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RenewalListenerRecord) GetEventId() int64 {
@@ -3744,7 +3830,7 @@ type RenewalLeaseRecord struct {
 
 func (x *RenewalLeaseRecord) Reset() {
 	*x = RenewalLeaseRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[42]
+	mi := &file_state_v1_state_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3756,7 +3842,7 @@ func (x *RenewalLeaseRecord) String() string {
 func (*RenewalLeaseRecord) ProtoMessage() {}
 
 func (x *RenewalLeaseRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[42]
+	mi := &file_state_v1_state_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3769,7 +3855,7 @@ func (x *RenewalLeaseRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalLeaseRecord.ProtoReflect.Descriptor instead.
 func (*RenewalLeaseRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{42}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RenewalLeaseRecord) GetLandlord() *djinnpb.Ref {
@@ -3840,7 +3926,7 @@ type TxnRecord struct {
 
 func (x *TxnRecord) Reset() {
 	*x = TxnRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[43]
+	mi := &file_state_v1_state_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3852,7 +3938,7 @@ func (x *TxnRecord) String() string {
 func (*TxnRecord) ProtoMessage() {}
 
 func (x *TxnRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[43]
+	mi := &file_state_v1_state_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3865,7 +3951,7 @@ func (x *TxnRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRecord.ProtoReflect.Descriptor instead.
 func (*TxnRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{43}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *TxnRecord) GetId() uint64 {
@@ -3957,7 +4043,7 @@ type TxnParticipantRecord struct {
 
 func (x *TxnParticipantRecord) Reset() {
 	*x = TxnParticipantRecord{}
-	mi := &file_state_v1_state_proto_msgTypes[44]
+	mi := &file_state_v1_state_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3969,7 +4055,7 @@ func (x *TxnParticipantRecord) String() string {
 func (*TxnParticipantRecord) ProtoMessage() {}
 
 func (x *TxnParticipantRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[44]
+	mi := &file_state_v1_state_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3982,7 +4068,7 @@ func (x *TxnParticipantRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnParticipantRecord.ProtoReflect.Descriptor instead.
 func (*TxnParticipantRecord) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{44}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *TxnParticipantRecord) GetParticipant() *djinnpb.Ref {
@@ -4022,7 +4108,7 @@ type TxnCounter struct {
 
 func (x *TxnCounter) Reset() {
 	*x = TxnCounter{}
-	mi := &file_state_v1_state_proto_msgTypes[45]
+	mi := &file_state_v1_state_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4034,7 +4120,7 @@ func (x *TxnCounter) String() string {
 func (*TxnCounter) ProtoMessage() {}
 
 func (x *TxnCounter) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[45]
+	mi := &file_state_v1_state_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4047,7 +4133,7 @@ func (x *TxnCounter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnCounter.ProtoReflect.Descriptor instead.
 func (*TxnCounter) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{45}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *TxnCounter) GetNextId() uint64 {
@@ -4072,7 +4158,7 @@ type BackupHeader struct {
 
 func (x *BackupHeader) Reset() {
 	*x = BackupHeader{}
-	mi := &file_state_v1_state_proto_msgTypes[46]
+	mi := &file_state_v1_state_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4084,7 +4170,7 @@ func (x *BackupHeader) String() string {
 func (*BackupHeader) ProtoMessage() {}
 
 func (x *BackupHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_state_v1_state_proto_msgTypes[46]
+	mi := &file_state_v1_state_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4097,7 +4183,7 @@ func (x *BackupHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupHeader.ProtoReflect.Descriptor instead.
 func (*BackupHeader) Descriptor() ([]byte, []int) {
-	return file_state_v1_state_proto_rawDescGZIP(), []int{46}
+	return file_state_v1_state_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *BackupHeader) GetServiceId() []byte {
@@ -4139,12 +4225,14 @@ var File_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x14state/v1/state.proto\x12\bstate.v1\x1a\x15djinn/v1/common.proto\x1a\x13state/v1/lock.proto\x1a\x15state/v1/lookup.proto\x1a\x12state/v1/lds.proto\x1a\x13state/v1/join.proto\"\xc2\x17\n" +
+	"\x14state/v1/state.proto\x12\bstate.v1\x1a\x15djinn/v1/common.proto\x1a\x13state/v1/lock.proto\x1a\x15state/v1/lookup.proto\x1a\x12state/v1/lds.proto\x1a\x13state/v1/join.proto\"\xfb\x17\n" +
 	"\aCommand\x12$\n" +
 	"\x0enow_unix_nanos\x18\x01 \x01(\x03R\fnowUnixNanos\x12'\n" +
 	"\x05batch\x18d \x03(\v2\x11.state.v1.CommandR\x05batch\x12$\n" +
 	"\x04init\x18\x02 \x01(\v2\x0e.state.v1.InitH\x00R\x04init\x12*\n" +
-	"\x06member\x18\x03 \x01(\v2\x10.state.v1.MemberH\x00R\x06member\x12:\n" +
+	"\x06member\x18\x03 \x01(\v2\x10.state.v1.MemberH\x00R\x06member\x127\n" +
+	"\vrules_raise\x18\x04 \x01(\v2\x14.state.v1.RulesRaiseH\x00R\n" +
+	"rulesRaise\x12:\n" +
 	"\flease_cancel\x18\n" +
 	" \x01(\v2\x15.state.v1.LeaseCancelH\x00R\vleaseCancel\x12:\n" +
 	"\flease_expire\x18\v \x01(\v2\x15.state.v1.LeaseExpireH\x00R\vleaseExpire\x12=\n" +
@@ -4204,16 +4292,21 @@ const file_state_v1_state_proto_rawDesc = "" +
 	"joinGroups\x12C\n" +
 	"\rjoin_locators\x18R \x01(\v2\x1c.state.v1.JoinLocatorsChangeH\x00R\fjoinLocators\x12I\n" +
 	"\x0fjoin_attributes\x18S \x01(\v2\x1e.state.v1.JoinAttributesChangeH\x00R\x0ejoinAttributesB\x04\n" +
-	"\x02op\"H\n" +
+	"\x02op\"m\n" +
 	"\x04Init\x12\x1d\n" +
 	"\n" +
 	"service_id\x18\x01 \x01(\fR\tserviceId\x12!\n" +
-	"\fprevious_ids\x18\x02 \x03(\fR\vpreviousIds\"t\n" +
+	"\fprevious_ids\x18\x02 \x03(\fR\vpreviousIds\x12#\n" +
+	"\rrules_version\x18\x03 \x01(\rR\frulesVersion\"&\n" +
+	"\n" +
+	"RulesRaise\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\rR\aversion\"\x91\x01\n" +
 	"\x06Member\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fgrpc_address\x18\x02 \x01(\tR\vgrpcAddress\x12\x14\n" +
 	"\x05voter\x18\x03 \x01(\bR\x05voter\x12\x18\n" +
-	"\aremoved\x18\x04 \x01(\bR\aremoved\"'\n" +
+	"\aremoved\x18\x04 \x01(\bR\aremoved\x12\x1b\n" +
+	"\trules_max\x18\x05 \x01(\rR\brulesMax\"'\n" +
 	"\vLeaseCancel\x12\x18\n" +
 	"\acookies\x18\x01 \x03(\fR\acookies\"'\n" +
 	"\vLeaseExpire\x12\x18\n" +
@@ -4466,190 +4559,192 @@ func file_state_v1_state_proto_rawDescGZIP() []byte {
 }
 
 var file_state_v1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_state_v1_state_proto_goTypes = []any{
 	(RenewalEndReason)(0),         // 0: state.v1.RenewalEndReason
 	(*Command)(nil),               // 1: state.v1.Command
 	(*Init)(nil),                  // 2: state.v1.Init
-	(*Member)(nil),                // 3: state.v1.Member
-	(*LeaseCancel)(nil),           // 4: state.v1.LeaseCancel
-	(*LeaseExpire)(nil),           // 5: state.v1.LeaseExpire
-	(*LeaseHorizon)(nil),          // 6: state.v1.LeaseHorizon
-	(*HorizonEntry)(nil),          // 7: state.v1.HorizonEntry
-	(*MailboxRegister)(nil),       // 8: state.v1.MailboxRegister
-	(*MailboxEnable)(nil),         // 9: state.v1.MailboxEnable
-	(*MailboxDisable)(nil),        // 10: state.v1.MailboxDisable
-	(*MailboxStore)(nil),          // 11: state.v1.MailboxStore
-	(*MailboxDelivered)(nil),      // 12: state.v1.MailboxDelivered
-	(*Delivered)(nil),             // 13: state.v1.Delivered
-	(*MailboxUnknown)(nil),        // 14: state.v1.MailboxUnknown
-	(*MailboxPull)(nil),           // 15: state.v1.MailboxPull
-	(*RenewalCreate)(nil),         // 16: state.v1.RenewalCreate
-	(*RenewalAdd)(nil),            // 17: state.v1.RenewalAdd
-	(*RenewalRemove)(nil),         // 18: state.v1.RenewalRemove
-	(*RenewalListen)(nil),         // 19: state.v1.RenewalListen
-	(*RenewalRenewed)(nil),        // 20: state.v1.RenewalRenewed
-	(*RenewalEnd)(nil),            // 21: state.v1.RenewalEnd
-	(*RenewalEnding)(nil),         // 22: state.v1.RenewalEnding
-	(*RenewalWarn)(nil),           // 23: state.v1.RenewalWarn
-	(*RenewalDelivered)(nil),      // 24: state.v1.RenewalDelivered
-	(*RenewalDeliveredEntry)(nil), // 25: state.v1.RenewalDeliveredEntry
-	(*TxnCreate)(nil),             // 26: state.v1.TxnCreate
-	(*TxnRemoteParent)(nil),       // 27: state.v1.TxnRemoteParent
-	(*TxnJoin)(nil),               // 28: state.v1.TxnJoin
-	(*TxnVoting)(nil),             // 29: state.v1.TxnVoting
-	(*TxnDecide)(nil),             // 30: state.v1.TxnDecide
-	(*TxnNotified)(nil),           // 31: state.v1.TxnNotified
-	(*TxnParticipantRef)(nil),     // 32: state.v1.TxnParticipantRef
-	(*TxnPromote)(nil),            // 33: state.v1.TxnPromote
-	(*TxnForget)(nil),             // 34: state.v1.TxnForget
-	(*Record)(nil),                // 35: state.v1.Record
-	(*LeaseRecord)(nil),           // 36: state.v1.LeaseRecord
-	(*Quotas)(nil),                // 37: state.v1.Quotas
-	(*Quota)(nil),                 // 38: state.v1.Quota
-	(*MailboxRecord)(nil),         // 39: state.v1.MailboxRecord
-	(*StoredEvent)(nil),           // 40: state.v1.StoredEvent
-	(*RenewalSetRecord)(nil),      // 41: state.v1.RenewalSetRecord
-	(*RenewalListenerRecord)(nil), // 42: state.v1.RenewalListenerRecord
-	(*RenewalLeaseRecord)(nil),    // 43: state.v1.RenewalLeaseRecord
-	(*TxnRecord)(nil),             // 44: state.v1.TxnRecord
-	(*TxnParticipantRecord)(nil),  // 45: state.v1.TxnParticipantRecord
-	(*TxnCounter)(nil),            // 46: state.v1.TxnCounter
-	(*BackupHeader)(nil),          // 47: state.v1.BackupHeader
-	nil,                           // 48: state.v1.Quota.PrincipalsEntry
-	(*LockCreateSet)(nil),         // 49: state.v1.LockCreateSet
-	(*LockCreateOwner)(nil),       // 50: state.v1.LockCreateOwner
-	(*LockAcquire)(nil),           // 51: state.v1.LockAcquire
-	(*LockRelease)(nil),           // 52: state.v1.LockRelease
-	(*LockCancel)(nil),            // 53: state.v1.LockCancel
-	(*LockTxnEnd)(nil),            // 54: state.v1.LockTxnEnd
-	(*LockDrop)(nil),              // 55: state.v1.LockDrop
-	(*LookupRegister)(nil),        // 56: state.v1.LookupRegister
-	(*LookupAttributes)(nil),      // 57: state.v1.LookupAttributes
-	(*LookupNotify)(nil),          // 58: state.v1.LookupNotify
-	(*LDSRegister)(nil),           // 59: state.v1.LDSRegister
-	(*LDSGroups)(nil),             // 60: state.v1.LDSGroups
-	(*LDSLocators)(nil),           // 61: state.v1.LDSLocators
-	(*LDSDiscard)(nil),            // 62: state.v1.LDSDiscard
-	(*LDSFound)(nil),              // 63: state.v1.LDSFound
-	(*LDSLost)(nil),               // 64: state.v1.LDSLost
-	(*JoinConfigure)(nil),         // 65: state.v1.JoinConfigure
-	(*JoinGroupsChange)(nil),      // 66: state.v1.JoinGroupsChange
-	(*JoinLocatorsChange)(nil),    // 67: state.v1.JoinLocatorsChange
-	(*JoinAttributesChange)(nil),  // 68: state.v1.JoinAttributesChange
-	(*djinnpb.Ref)(nil),           // 69: djinn.v1.Ref
-	(*djinnpb.RemoteEvent)(nil),   // 70: djinn.v1.RemoteEvent
-	(*djinnpb.EventKey)(nil),      // 71: djinn.v1.EventKey
-	(djinnpb.SerialFormat)(0),     // 72: djinn.v1.SerialFormat
-	(*djinnpb.Error)(nil),         // 73: djinn.v1.Error
-	(*djinnpb.Lease)(nil),         // 74: djinn.v1.Lease
-	(*LockRecord)(nil),            // 75: state.v1.LockRecord
-	(*LookupRecord)(nil),          // 76: state.v1.LookupRecord
-	(*LDSRecord)(nil),             // 77: state.v1.LDSRecord
-	(*JoinRecord)(nil),            // 78: state.v1.JoinRecord
+	(*RulesRaise)(nil),            // 3: state.v1.RulesRaise
+	(*Member)(nil),                // 4: state.v1.Member
+	(*LeaseCancel)(nil),           // 5: state.v1.LeaseCancel
+	(*LeaseExpire)(nil),           // 6: state.v1.LeaseExpire
+	(*LeaseHorizon)(nil),          // 7: state.v1.LeaseHorizon
+	(*HorizonEntry)(nil),          // 8: state.v1.HorizonEntry
+	(*MailboxRegister)(nil),       // 9: state.v1.MailboxRegister
+	(*MailboxEnable)(nil),         // 10: state.v1.MailboxEnable
+	(*MailboxDisable)(nil),        // 11: state.v1.MailboxDisable
+	(*MailboxStore)(nil),          // 12: state.v1.MailboxStore
+	(*MailboxDelivered)(nil),      // 13: state.v1.MailboxDelivered
+	(*Delivered)(nil),             // 14: state.v1.Delivered
+	(*MailboxUnknown)(nil),        // 15: state.v1.MailboxUnknown
+	(*MailboxPull)(nil),           // 16: state.v1.MailboxPull
+	(*RenewalCreate)(nil),         // 17: state.v1.RenewalCreate
+	(*RenewalAdd)(nil),            // 18: state.v1.RenewalAdd
+	(*RenewalRemove)(nil),         // 19: state.v1.RenewalRemove
+	(*RenewalListen)(nil),         // 20: state.v1.RenewalListen
+	(*RenewalRenewed)(nil),        // 21: state.v1.RenewalRenewed
+	(*RenewalEnd)(nil),            // 22: state.v1.RenewalEnd
+	(*RenewalEnding)(nil),         // 23: state.v1.RenewalEnding
+	(*RenewalWarn)(nil),           // 24: state.v1.RenewalWarn
+	(*RenewalDelivered)(nil),      // 25: state.v1.RenewalDelivered
+	(*RenewalDeliveredEntry)(nil), // 26: state.v1.RenewalDeliveredEntry
+	(*TxnCreate)(nil),             // 27: state.v1.TxnCreate
+	(*TxnRemoteParent)(nil),       // 28: state.v1.TxnRemoteParent
+	(*TxnJoin)(nil),               // 29: state.v1.TxnJoin
+	(*TxnVoting)(nil),             // 30: state.v1.TxnVoting
+	(*TxnDecide)(nil),             // 31: state.v1.TxnDecide
+	(*TxnNotified)(nil),           // 32: state.v1.TxnNotified
+	(*TxnParticipantRef)(nil),     // 33: state.v1.TxnParticipantRef
+	(*TxnPromote)(nil),            // 34: state.v1.TxnPromote
+	(*TxnForget)(nil),             // 35: state.v1.TxnForget
+	(*Record)(nil),                // 36: state.v1.Record
+	(*LeaseRecord)(nil),           // 37: state.v1.LeaseRecord
+	(*Quotas)(nil),                // 38: state.v1.Quotas
+	(*Quota)(nil),                 // 39: state.v1.Quota
+	(*MailboxRecord)(nil),         // 40: state.v1.MailboxRecord
+	(*StoredEvent)(nil),           // 41: state.v1.StoredEvent
+	(*RenewalSetRecord)(nil),      // 42: state.v1.RenewalSetRecord
+	(*RenewalListenerRecord)(nil), // 43: state.v1.RenewalListenerRecord
+	(*RenewalLeaseRecord)(nil),    // 44: state.v1.RenewalLeaseRecord
+	(*TxnRecord)(nil),             // 45: state.v1.TxnRecord
+	(*TxnParticipantRecord)(nil),  // 46: state.v1.TxnParticipantRecord
+	(*TxnCounter)(nil),            // 47: state.v1.TxnCounter
+	(*BackupHeader)(nil),          // 48: state.v1.BackupHeader
+	nil,                           // 49: state.v1.Quota.PrincipalsEntry
+	(*LockCreateSet)(nil),         // 50: state.v1.LockCreateSet
+	(*LockCreateOwner)(nil),       // 51: state.v1.LockCreateOwner
+	(*LockAcquire)(nil),           // 52: state.v1.LockAcquire
+	(*LockRelease)(nil),           // 53: state.v1.LockRelease
+	(*LockCancel)(nil),            // 54: state.v1.LockCancel
+	(*LockTxnEnd)(nil),            // 55: state.v1.LockTxnEnd
+	(*LockDrop)(nil),              // 56: state.v1.LockDrop
+	(*LookupRegister)(nil),        // 57: state.v1.LookupRegister
+	(*LookupAttributes)(nil),      // 58: state.v1.LookupAttributes
+	(*LookupNotify)(nil),          // 59: state.v1.LookupNotify
+	(*LDSRegister)(nil),           // 60: state.v1.LDSRegister
+	(*LDSGroups)(nil),             // 61: state.v1.LDSGroups
+	(*LDSLocators)(nil),           // 62: state.v1.LDSLocators
+	(*LDSDiscard)(nil),            // 63: state.v1.LDSDiscard
+	(*LDSFound)(nil),              // 64: state.v1.LDSFound
+	(*LDSLost)(nil),               // 65: state.v1.LDSLost
+	(*JoinConfigure)(nil),         // 66: state.v1.JoinConfigure
+	(*JoinGroupsChange)(nil),      // 67: state.v1.JoinGroupsChange
+	(*JoinLocatorsChange)(nil),    // 68: state.v1.JoinLocatorsChange
+	(*JoinAttributesChange)(nil),  // 69: state.v1.JoinAttributesChange
+	(*djinnpb.Ref)(nil),           // 70: djinn.v1.Ref
+	(*djinnpb.RemoteEvent)(nil),   // 71: djinn.v1.RemoteEvent
+	(*djinnpb.EventKey)(nil),      // 72: djinn.v1.EventKey
+	(djinnpb.SerialFormat)(0),     // 73: djinn.v1.SerialFormat
+	(*djinnpb.Error)(nil),         // 74: djinn.v1.Error
+	(*djinnpb.Lease)(nil),         // 75: djinn.v1.Lease
+	(*LockRecord)(nil),            // 76: state.v1.LockRecord
+	(*LookupRecord)(nil),          // 77: state.v1.LookupRecord
+	(*LDSRecord)(nil),             // 78: state.v1.LDSRecord
+	(*JoinRecord)(nil),            // 79: state.v1.JoinRecord
 }
 var file_state_v1_state_proto_depIdxs = []int32{
 	1,  // 0: state.v1.Command.batch:type_name -> state.v1.Command
 	2,  // 1: state.v1.Command.init:type_name -> state.v1.Init
-	3,  // 2: state.v1.Command.member:type_name -> state.v1.Member
-	4,  // 3: state.v1.Command.lease_cancel:type_name -> state.v1.LeaseCancel
-	5,  // 4: state.v1.Command.lease_expire:type_name -> state.v1.LeaseExpire
-	6,  // 5: state.v1.Command.lease_horizon:type_name -> state.v1.LeaseHorizon
-	37, // 6: state.v1.Command.quotas:type_name -> state.v1.Quotas
-	8,  // 7: state.v1.Command.mailbox_register:type_name -> state.v1.MailboxRegister
-	9,  // 8: state.v1.Command.mailbox_enable:type_name -> state.v1.MailboxEnable
-	10, // 9: state.v1.Command.mailbox_disable:type_name -> state.v1.MailboxDisable
-	11, // 10: state.v1.Command.mailbox_store:type_name -> state.v1.MailboxStore
-	12, // 11: state.v1.Command.mailbox_delivered:type_name -> state.v1.MailboxDelivered
-	14, // 12: state.v1.Command.mailbox_unknown:type_name -> state.v1.MailboxUnknown
-	15, // 13: state.v1.Command.mailbox_pull:type_name -> state.v1.MailboxPull
-	16, // 14: state.v1.Command.renewal_create:type_name -> state.v1.RenewalCreate
-	17, // 15: state.v1.Command.renewal_add:type_name -> state.v1.RenewalAdd
-	18, // 16: state.v1.Command.renewal_remove:type_name -> state.v1.RenewalRemove
-	19, // 17: state.v1.Command.renewal_listen:type_name -> state.v1.RenewalListen
-	20, // 18: state.v1.Command.renewal_renewed:type_name -> state.v1.RenewalRenewed
-	21, // 19: state.v1.Command.renewal_end:type_name -> state.v1.RenewalEnd
-	23, // 20: state.v1.Command.renewal_warn:type_name -> state.v1.RenewalWarn
-	24, // 21: state.v1.Command.renewal_delivered:type_name -> state.v1.RenewalDelivered
-	26, // 22: state.v1.Command.txn_create:type_name -> state.v1.TxnCreate
-	28, // 23: state.v1.Command.txn_join:type_name -> state.v1.TxnJoin
-	29, // 24: state.v1.Command.txn_voting:type_name -> state.v1.TxnVoting
-	30, // 25: state.v1.Command.txn_decide:type_name -> state.v1.TxnDecide
-	31, // 26: state.v1.Command.txn_notified:type_name -> state.v1.TxnNotified
-	34, // 27: state.v1.Command.txn_forget:type_name -> state.v1.TxnForget
-	33, // 28: state.v1.Command.txn_promote:type_name -> state.v1.TxnPromote
-	49, // 29: state.v1.Command.lock_create_set:type_name -> state.v1.LockCreateSet
-	50, // 30: state.v1.Command.lock_create_owner:type_name -> state.v1.LockCreateOwner
-	51, // 31: state.v1.Command.lock_acquire:type_name -> state.v1.LockAcquire
-	52, // 32: state.v1.Command.lock_release:type_name -> state.v1.LockRelease
-	53, // 33: state.v1.Command.lock_cancel:type_name -> state.v1.LockCancel
-	54, // 34: state.v1.Command.lock_txn_end:type_name -> state.v1.LockTxnEnd
-	55, // 35: state.v1.Command.lock_drop:type_name -> state.v1.LockDrop
-	56, // 36: state.v1.Command.lookup_register:type_name -> state.v1.LookupRegister
-	57, // 37: state.v1.Command.lookup_attributes:type_name -> state.v1.LookupAttributes
-	58, // 38: state.v1.Command.lookup_notify:type_name -> state.v1.LookupNotify
-	59, // 39: state.v1.Command.lds_register:type_name -> state.v1.LDSRegister
-	60, // 40: state.v1.Command.lds_groups:type_name -> state.v1.LDSGroups
-	61, // 41: state.v1.Command.lds_locators:type_name -> state.v1.LDSLocators
-	62, // 42: state.v1.Command.lds_discard:type_name -> state.v1.LDSDiscard
-	63, // 43: state.v1.Command.lds_found:type_name -> state.v1.LDSFound
-	64, // 44: state.v1.Command.lds_lost:type_name -> state.v1.LDSLost
-	65, // 45: state.v1.Command.join_configure:type_name -> state.v1.JoinConfigure
-	66, // 46: state.v1.Command.join_groups:type_name -> state.v1.JoinGroupsChange
-	67, // 47: state.v1.Command.join_locators:type_name -> state.v1.JoinLocatorsChange
-	68, // 48: state.v1.Command.join_attributes:type_name -> state.v1.JoinAttributesChange
-	7,  // 49: state.v1.LeaseHorizon.entries:type_name -> state.v1.HorizonEntry
-	69, // 50: state.v1.MailboxEnable.target:type_name -> djinn.v1.Ref
-	70, // 51: state.v1.MailboxStore.events:type_name -> djinn.v1.RemoteEvent
-	13, // 52: state.v1.MailboxDelivered.entries:type_name -> state.v1.Delivered
-	71, // 53: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
-	69, // 54: state.v1.RenewalAdd.landlord:type_name -> djinn.v1.Ref
-	72, // 55: state.v1.RenewalAdd.format:type_name -> djinn.v1.SerialFormat
-	69, // 56: state.v1.RenewalListen.target:type_name -> djinn.v1.Ref
-	22, // 57: state.v1.RenewalEnd.entries:type_name -> state.v1.RenewalEnding
-	0,  // 58: state.v1.RenewalEnding.reason:type_name -> state.v1.RenewalEndReason
-	73, // 59: state.v1.RenewalEnding.error:type_name -> djinn.v1.Error
-	74, // 60: state.v1.RenewalWarn.set_lease:type_name -> djinn.v1.Lease
-	25, // 61: state.v1.RenewalDelivered.entries:type_name -> state.v1.RenewalDeliveredEntry
-	27, // 62: state.v1.TxnCreate.remote:type_name -> state.v1.TxnRemoteParent
-	69, // 63: state.v1.TxnRemoteParent.manager:type_name -> djinn.v1.Ref
-	69, // 64: state.v1.TxnRemoteParent.ancestor_managers:type_name -> djinn.v1.Ref
-	69, // 65: state.v1.TxnJoin.participant:type_name -> djinn.v1.Ref
-	32, // 66: state.v1.TxnNotified.entries:type_name -> state.v1.TxnParticipantRef
-	69, // 67: state.v1.TxnPromote.participants:type_name -> djinn.v1.Ref
-	69, // 68: state.v1.TxnPromote.drop:type_name -> djinn.v1.Ref
-	2,  // 69: state.v1.Record.init:type_name -> state.v1.Init
-	3,  // 70: state.v1.Record.member:type_name -> state.v1.Member
-	36, // 71: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
-	39, // 72: state.v1.Record.mailbox:type_name -> state.v1.MailboxRecord
-	41, // 73: state.v1.Record.renewal_set:type_name -> state.v1.RenewalSetRecord
-	44, // 74: state.v1.Record.txn:type_name -> state.v1.TxnRecord
-	46, // 75: state.v1.Record.txn_counter:type_name -> state.v1.TxnCounter
-	75, // 76: state.v1.Record.lock:type_name -> state.v1.LockRecord
-	76, // 77: state.v1.Record.lookup:type_name -> state.v1.LookupRecord
-	77, // 78: state.v1.Record.lds:type_name -> state.v1.LDSRecord
-	37, // 79: state.v1.Record.quotas:type_name -> state.v1.Quotas
-	78, // 80: state.v1.Record.join:type_name -> state.v1.JoinRecord
-	38, // 81: state.v1.Quotas.quotas:type_name -> state.v1.Quota
-	48, // 82: state.v1.Quota.principals:type_name -> state.v1.Quota.PrincipalsEntry
-	69, // 83: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
-	71, // 84: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
-	40, // 85: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
-	70, // 86: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
-	42, // 87: state.v1.RenewalSetRecord.listeners:type_name -> state.v1.RenewalListenerRecord
-	43, // 88: state.v1.RenewalSetRecord.leases:type_name -> state.v1.RenewalLeaseRecord
-	69, // 89: state.v1.RenewalListenerRecord.target:type_name -> djinn.v1.Ref
-	70, // 90: state.v1.RenewalListenerRecord.pending:type_name -> djinn.v1.RemoteEvent
-	69, // 91: state.v1.RenewalLeaseRecord.landlord:type_name -> djinn.v1.Ref
-	72, // 92: state.v1.RenewalLeaseRecord.format:type_name -> djinn.v1.SerialFormat
-	45, // 93: state.v1.TxnRecord.participants:type_name -> state.v1.TxnParticipantRecord
-	27, // 94: state.v1.TxnRecord.remote:type_name -> state.v1.TxnRemoteParent
-	69, // 95: state.v1.TxnParticipantRecord.participant:type_name -> djinn.v1.Ref
-	96, // [96:96] is the sub-list for method output_type
-	96, // [96:96] is the sub-list for method input_type
-	96, // [96:96] is the sub-list for extension type_name
-	96, // [96:96] is the sub-list for extension extendee
-	0,  // [0:96] is the sub-list for field type_name
+	4,  // 2: state.v1.Command.member:type_name -> state.v1.Member
+	3,  // 3: state.v1.Command.rules_raise:type_name -> state.v1.RulesRaise
+	5,  // 4: state.v1.Command.lease_cancel:type_name -> state.v1.LeaseCancel
+	6,  // 5: state.v1.Command.lease_expire:type_name -> state.v1.LeaseExpire
+	7,  // 6: state.v1.Command.lease_horizon:type_name -> state.v1.LeaseHorizon
+	38, // 7: state.v1.Command.quotas:type_name -> state.v1.Quotas
+	9,  // 8: state.v1.Command.mailbox_register:type_name -> state.v1.MailboxRegister
+	10, // 9: state.v1.Command.mailbox_enable:type_name -> state.v1.MailboxEnable
+	11, // 10: state.v1.Command.mailbox_disable:type_name -> state.v1.MailboxDisable
+	12, // 11: state.v1.Command.mailbox_store:type_name -> state.v1.MailboxStore
+	13, // 12: state.v1.Command.mailbox_delivered:type_name -> state.v1.MailboxDelivered
+	15, // 13: state.v1.Command.mailbox_unknown:type_name -> state.v1.MailboxUnknown
+	16, // 14: state.v1.Command.mailbox_pull:type_name -> state.v1.MailboxPull
+	17, // 15: state.v1.Command.renewal_create:type_name -> state.v1.RenewalCreate
+	18, // 16: state.v1.Command.renewal_add:type_name -> state.v1.RenewalAdd
+	19, // 17: state.v1.Command.renewal_remove:type_name -> state.v1.RenewalRemove
+	20, // 18: state.v1.Command.renewal_listen:type_name -> state.v1.RenewalListen
+	21, // 19: state.v1.Command.renewal_renewed:type_name -> state.v1.RenewalRenewed
+	22, // 20: state.v1.Command.renewal_end:type_name -> state.v1.RenewalEnd
+	24, // 21: state.v1.Command.renewal_warn:type_name -> state.v1.RenewalWarn
+	25, // 22: state.v1.Command.renewal_delivered:type_name -> state.v1.RenewalDelivered
+	27, // 23: state.v1.Command.txn_create:type_name -> state.v1.TxnCreate
+	29, // 24: state.v1.Command.txn_join:type_name -> state.v1.TxnJoin
+	30, // 25: state.v1.Command.txn_voting:type_name -> state.v1.TxnVoting
+	31, // 26: state.v1.Command.txn_decide:type_name -> state.v1.TxnDecide
+	32, // 27: state.v1.Command.txn_notified:type_name -> state.v1.TxnNotified
+	35, // 28: state.v1.Command.txn_forget:type_name -> state.v1.TxnForget
+	34, // 29: state.v1.Command.txn_promote:type_name -> state.v1.TxnPromote
+	50, // 30: state.v1.Command.lock_create_set:type_name -> state.v1.LockCreateSet
+	51, // 31: state.v1.Command.lock_create_owner:type_name -> state.v1.LockCreateOwner
+	52, // 32: state.v1.Command.lock_acquire:type_name -> state.v1.LockAcquire
+	53, // 33: state.v1.Command.lock_release:type_name -> state.v1.LockRelease
+	54, // 34: state.v1.Command.lock_cancel:type_name -> state.v1.LockCancel
+	55, // 35: state.v1.Command.lock_txn_end:type_name -> state.v1.LockTxnEnd
+	56, // 36: state.v1.Command.lock_drop:type_name -> state.v1.LockDrop
+	57, // 37: state.v1.Command.lookup_register:type_name -> state.v1.LookupRegister
+	58, // 38: state.v1.Command.lookup_attributes:type_name -> state.v1.LookupAttributes
+	59, // 39: state.v1.Command.lookup_notify:type_name -> state.v1.LookupNotify
+	60, // 40: state.v1.Command.lds_register:type_name -> state.v1.LDSRegister
+	61, // 41: state.v1.Command.lds_groups:type_name -> state.v1.LDSGroups
+	62, // 42: state.v1.Command.lds_locators:type_name -> state.v1.LDSLocators
+	63, // 43: state.v1.Command.lds_discard:type_name -> state.v1.LDSDiscard
+	64, // 44: state.v1.Command.lds_found:type_name -> state.v1.LDSFound
+	65, // 45: state.v1.Command.lds_lost:type_name -> state.v1.LDSLost
+	66, // 46: state.v1.Command.join_configure:type_name -> state.v1.JoinConfigure
+	67, // 47: state.v1.Command.join_groups:type_name -> state.v1.JoinGroupsChange
+	68, // 48: state.v1.Command.join_locators:type_name -> state.v1.JoinLocatorsChange
+	69, // 49: state.v1.Command.join_attributes:type_name -> state.v1.JoinAttributesChange
+	8,  // 50: state.v1.LeaseHorizon.entries:type_name -> state.v1.HorizonEntry
+	70, // 51: state.v1.MailboxEnable.target:type_name -> djinn.v1.Ref
+	71, // 52: state.v1.MailboxStore.events:type_name -> djinn.v1.RemoteEvent
+	14, // 53: state.v1.MailboxDelivered.entries:type_name -> state.v1.Delivered
+	72, // 54: state.v1.MailboxUnknown.keys:type_name -> djinn.v1.EventKey
+	70, // 55: state.v1.RenewalAdd.landlord:type_name -> djinn.v1.Ref
+	73, // 56: state.v1.RenewalAdd.format:type_name -> djinn.v1.SerialFormat
+	70, // 57: state.v1.RenewalListen.target:type_name -> djinn.v1.Ref
+	23, // 58: state.v1.RenewalEnd.entries:type_name -> state.v1.RenewalEnding
+	0,  // 59: state.v1.RenewalEnding.reason:type_name -> state.v1.RenewalEndReason
+	74, // 60: state.v1.RenewalEnding.error:type_name -> djinn.v1.Error
+	75, // 61: state.v1.RenewalWarn.set_lease:type_name -> djinn.v1.Lease
+	26, // 62: state.v1.RenewalDelivered.entries:type_name -> state.v1.RenewalDeliveredEntry
+	28, // 63: state.v1.TxnCreate.remote:type_name -> state.v1.TxnRemoteParent
+	70, // 64: state.v1.TxnRemoteParent.manager:type_name -> djinn.v1.Ref
+	70, // 65: state.v1.TxnRemoteParent.ancestor_managers:type_name -> djinn.v1.Ref
+	70, // 66: state.v1.TxnJoin.participant:type_name -> djinn.v1.Ref
+	33, // 67: state.v1.TxnNotified.entries:type_name -> state.v1.TxnParticipantRef
+	70, // 68: state.v1.TxnPromote.participants:type_name -> djinn.v1.Ref
+	70, // 69: state.v1.TxnPromote.drop:type_name -> djinn.v1.Ref
+	2,  // 70: state.v1.Record.init:type_name -> state.v1.Init
+	4,  // 71: state.v1.Record.member:type_name -> state.v1.Member
+	37, // 72: state.v1.Record.lease:type_name -> state.v1.LeaseRecord
+	40, // 73: state.v1.Record.mailbox:type_name -> state.v1.MailboxRecord
+	42, // 74: state.v1.Record.renewal_set:type_name -> state.v1.RenewalSetRecord
+	45, // 75: state.v1.Record.txn:type_name -> state.v1.TxnRecord
+	47, // 76: state.v1.Record.txn_counter:type_name -> state.v1.TxnCounter
+	76, // 77: state.v1.Record.lock:type_name -> state.v1.LockRecord
+	77, // 78: state.v1.Record.lookup:type_name -> state.v1.LookupRecord
+	78, // 79: state.v1.Record.lds:type_name -> state.v1.LDSRecord
+	38, // 80: state.v1.Record.quotas:type_name -> state.v1.Quotas
+	79, // 81: state.v1.Record.join:type_name -> state.v1.JoinRecord
+	39, // 82: state.v1.Quotas.quotas:type_name -> state.v1.Quota
+	49, // 83: state.v1.Quota.principals:type_name -> state.v1.Quota.PrincipalsEntry
+	70, // 84: state.v1.MailboxRecord.target:type_name -> djinn.v1.Ref
+	72, // 85: state.v1.MailboxRecord.unknown:type_name -> djinn.v1.EventKey
+	41, // 86: state.v1.MailboxRecord.events:type_name -> state.v1.StoredEvent
+	71, // 87: state.v1.StoredEvent.event:type_name -> djinn.v1.RemoteEvent
+	43, // 88: state.v1.RenewalSetRecord.listeners:type_name -> state.v1.RenewalListenerRecord
+	44, // 89: state.v1.RenewalSetRecord.leases:type_name -> state.v1.RenewalLeaseRecord
+	70, // 90: state.v1.RenewalListenerRecord.target:type_name -> djinn.v1.Ref
+	71, // 91: state.v1.RenewalListenerRecord.pending:type_name -> djinn.v1.RemoteEvent
+	70, // 92: state.v1.RenewalLeaseRecord.landlord:type_name -> djinn.v1.Ref
+	73, // 93: state.v1.RenewalLeaseRecord.format:type_name -> djinn.v1.SerialFormat
+	46, // 94: state.v1.TxnRecord.participants:type_name -> state.v1.TxnParticipantRecord
+	28, // 95: state.v1.TxnRecord.remote:type_name -> state.v1.TxnRemoteParent
+	70, // 96: state.v1.TxnParticipantRecord.participant:type_name -> djinn.v1.Ref
+	97, // [97:97] is the sub-list for method output_type
+	97, // [97:97] is the sub-list for method input_type
+	97, // [97:97] is the sub-list for extension type_name
+	97, // [97:97] is the sub-list for extension extendee
+	0,  // [0:97] is the sub-list for field type_name
 }
 
 func init() { file_state_v1_state_proto_init() }
@@ -4664,6 +4759,7 @@ func file_state_v1_state_proto_init() {
 	file_state_v1_state_proto_msgTypes[0].OneofWrappers = []any{
 		(*Command_Init)(nil),
 		(*Command_Member)(nil),
+		(*Command_RulesRaise)(nil),
 		(*Command_LeaseCancel)(nil),
 		(*Command_LeaseExpire)(nil),
 		(*Command_LeaseHorizon)(nil),
@@ -4711,7 +4807,7 @@ func file_state_v1_state_proto_init() {
 		(*Command_JoinLocators)(nil),
 		(*Command_JoinAttributes)(nil),
 	}
-	file_state_v1_state_proto_msgTypes[34].OneofWrappers = []any{
+	file_state_v1_state_proto_msgTypes[35].OneofWrappers = []any{
 		(*Record_Init)(nil),
 		(*Record_Member)(nil),
 		(*Record_Lease)(nil),
@@ -4731,7 +4827,7 @@ func file_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_state_v1_state_proto_rawDesc), len(file_state_v1_state_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   48,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
