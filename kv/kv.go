@@ -20,6 +20,9 @@ const dataPrefix = "kv/"
 const (
 	DefaultMaxKeyBytes   = 1024
 	DefaultMaxValueBytes = 1 << 20
+	// DefaultMaxBytes bounds the bytes of keys and values a DB holds in
+	// memory: committed, and written under transactions not yet decided.
+	DefaultMaxBytes = 1 << 30
 )
 
 // Config configures a DB.
@@ -32,6 +35,11 @@ type Config struct {
 	// MaxKeyBytes and MaxValueBytes bound keys and values (defaults 1 KiB
 	// and 1 MiB).
 	MaxKeyBytes, MaxValueBytes int
+	// MaxBytes bounds the keys and values the DB holds, committed and
+	// written under transactions not yet decided, all in memory (default
+	// DefaultMaxBytes): a Put past it fails ResourceExhausted; deletes,
+	// commits and aborts never do.
+	MaxBytes int64
 }
 
 // DB is a transactional key/value store: the reference participant. See the
@@ -40,6 +48,7 @@ type DB struct {
 	p                *participant.Participant
 	st               participant.Store
 	maxKey, maxValue int
+	maxBytes         int64
 
 	mu sync.Mutex
 	// Guarded by mu.
@@ -47,6 +56,9 @@ type DB struct {
 	locks    map[string]*lock             // by key
 	prefixes map[string]map[*txn]struct{} // List under a transaction
 	txs      map[participant.TxKey]*txn   // transactions with state here
+	// held is the bytes of the keys and values in data and in the
+	// transactions' changes, bounded by maxBytes.
+	held int64
 
 	// Ops counts the operations asked of the DB, for metrics.
 	Ops Ops
@@ -108,6 +120,7 @@ func Open(cfg Config) (*DB, error) {
 		st:       cfg.Participant.Store,
 		maxKey:   cfg.MaxKeyBytes,
 		maxValue: cfg.MaxValueBytes,
+		maxBytes: cfg.MaxBytes,
 		data:     map[string][]byte{},
 		locks:    map[string]*lock{},
 		prefixes: map[string]map[*txn]struct{}{},
@@ -119,8 +132,11 @@ func Open(cfg Config) (*DB, error) {
 	if d.maxValue <= 0 {
 		d.maxValue = DefaultMaxValueBytes
 	}
+	if d.maxBytes <= 0 {
+		d.maxBytes = DefaultMaxBytes
+	}
 	err := d.st.Range(dataPrefix, func(key string, value []byte) error {
-		d.data[strings.TrimPrefix(key, dataPrefix)] = slices.Clone(value)
+		d.applyLocked(strings.TrimPrefix(key, dataPrefix), change{value: slices.Clone(value)})
 		return nil
 	})
 	if err != nil {
@@ -207,11 +223,15 @@ func (d *DB) writeUnder(ctx context.Context, tx participant.Tx, key string, c ch
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	t := d.txnLocked(tx)
+	old, staged := t.changes[key]
+	if err := d.roomLocked(key, c, old, staged); err != nil {
+		return false, err
+	}
 	if err := d.lockWriteLocked(t, key); err != nil {
 		return false, err
 	}
 	_, found = d.viewLocked(t, key)
-	t.changes[key] = c
+	d.stageLocked(t, key, c)
 	return found, nil
 }
 
@@ -220,12 +240,18 @@ func (d *DB) writeUnder(ctx context.Context, tx participant.Tx, key string, c ch
 func (d *DB) writeNow(ctx context.Context, key string, c change) (found bool, err error) {
 	t := newTxn()
 	d.mu.Lock()
+	v, found := d.data[key]
+	if err := d.roomLocked(key, c, change{value: v}, found); err != nil {
+		d.mu.Unlock()
+		return false, err
+	}
 	if err := d.lockWriteLocked(t, key); err != nil {
 		d.mu.Unlock()
 		return false, err
 	}
-	t.changes[key] = c
-	_, found = d.data[key]
+	t.changes[key] = c  // its lock's: applied once written
+	res := size(key, c) // held while it is written, so that writes at once cannot pass the limit together
+	d.held += res
 	d.mu.Unlock()
 	var b participant.Batch
 	if c.deleted {
@@ -236,6 +262,7 @@ func (d *DB) writeNow(ctx context.Context, key string, c change) (found bool, er
 	err = d.st.Apply(ctx, &b)
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.held -= res
 	if err == nil {
 		d.applyLocked(key, c)
 	}
@@ -384,11 +411,54 @@ func (d *DB) viewLocked(t *txn, key string) ([]byte, bool) {
 }
 
 func (d *DB) applyLocked(key string, c change) {
+	if old, ok := d.data[key]; ok {
+		d.held -= size(key, change{value: old})
+	}
 	if c.deleted {
 		delete(d.data, key)
 	} else {
 		d.data[key] = c.value
+		d.held += size(key, c)
 	}
+}
+
+// size is what a change holds in memory, as held counts it.
+func size(key string, c change) int64 { return int64(len(key) + len(c.value)) }
+
+// stageLocked records change c of key under t, in place of t's own
+// change of it.
+func (d *DB) stageLocked(t *txn, key string, c change) {
+	if old, ok := t.changes[key]; ok {
+		d.held -= size(key, old)
+	}
+	t.changes[key] = c
+	d.held += size(key, c)
+}
+
+// dropLocked forgets t's changes (applied, merged or aborted).
+func (d *DB) dropLocked(t *txn) {
+	for k, c := range t.changes {
+		d.held -= size(k, c)
+	}
+}
+
+// roomLocked refuses change c of key when it would make the DB hold more
+// than maxBytes, given what it replaces: old, when replaced is set (the
+// committed value for a write without a transaction, the transaction's
+// own change under one). A delete always has room.
+func (d *DB) roomLocked(key string, c change, old change, replaced bool) error {
+	if c.deleted {
+		return nil
+	}
+	after := d.held + size(key, c)
+	if replaced {
+		after -= size(key, old)
+	}
+	if after > d.maxBytes {
+		return djinn.Errorf(djinn.ResourceExhausted, "key %q with a value of %d bytes: the key/value store would hold %d bytes of keys and values, over its limit of %d; delete some first, or raise its limit ([kv] max-bytes)",
+			key, len(c.value), after, d.maxBytes)
+	}
+	return nil
 }
 
 // lockWriteLocked write-locks key for t: no other transaction (but those

@@ -54,6 +54,9 @@ func (r resource) Merge(_ context.Context, child, parent participant.Tx) {
 		d.txs[parent.Key()] = p
 	}
 	for k, ch := range c.changes {
+		if old, ok := p.changes[k]; ok {
+			d.held -= size(k, old) // the child's replaces it; the child's bytes pass to p
+		}
 		p.changes[k] = ch
 		if l := d.locks[k]; l != nil && l.writer == c {
 			l.writer = p
@@ -112,6 +115,7 @@ func (r resource) Commit(_ context.Context, tx participant.Tx, write func(*parti
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.dropLocked(t)
 	for k, c := range t.changes {
 		d.applyLocked(k, c)
 	}
@@ -127,6 +131,7 @@ func (r resource) Abort(_ context.Context, tx participant.Tx) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if t := d.txs[tx.Key()]; t != nil {
+		d.dropLocked(t)
 		d.unlockLocked(t)
 		delete(d.txs, tx.Key())
 	}
@@ -149,6 +154,9 @@ func (r resource) Recover(tx participant.Tx, record []byte) error {
 		}
 	}
 	t.changes = cs
+	for k, c := range cs {
+		d.held += size(k, c)
+	}
 	d.txs[tx.Key()] = t
 	return nil
 }

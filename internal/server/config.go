@@ -12,6 +12,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/kv"
 )
 
 // Config is a server's configuration. It is read, in increasing order of
@@ -114,9 +115,21 @@ type LeaseConfig struct {
 	ExpiryRate  int      `toml:"expiry-rate"`
 }
 
-// KVConfig turns the reference key/value participant on or off.
+// KVConfig turns the reference key/value participant on or off, and
+// bounds what it holds.
 type KVConfig struct {
 	Enabled bool `toml:"enabled"`
+	// MaxBytes bounds the bytes of keys and values the store holds in
+	// memory, committed or written under transactions not yet decided
+	// (0: kv.DefaultMaxBytes); a put past it gets RESOURCE_EXHAUSTED.
+	MaxBytes int64 `toml:"max-bytes"`
+}
+
+func (c *KVConfig) check() error {
+	if c.MaxBytes < 0 {
+		return djinn.Errorf(djinn.InvalidArgument, "kv max-bytes %d: must not be negative (0 is the default, %d)", c.MaxBytes, kv.DefaultMaxBytes)
+	}
+	return nil
 }
 
 // The bounds of RaftConfig.WALSegmentSize.

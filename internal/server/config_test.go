@@ -228,6 +228,7 @@ func TestConfigCheck(t *testing.T) {
 			c.Security.JoinSecretFile = "secret"
 		}, "join-secret-file"},
 		{"DESIGN.md 7 a negative quota", func(c *server.Config) { c.Quota.LookupItems = -1 }, "quota lookup-items"},
+		{"DESIGN.md 7 a negative bound on the key/value store", func(c *server.Config) { c.KV.MaxBytes = -1 }, "kv max-bytes -1"},
 		{"DESIGN.md 7 a principal's own quota for an unknown quota", func(c *server.Config) {
 			c.TLS = server.TLSConfig{Cert: "server.pem", Key: "server-key.pem", CA: "ca.pem", ClientAuth: true}
 			c.Quota.Principals = map[string]map[string]int64{"cn:a": {"lookup-itemz": 5}}

@@ -62,7 +62,7 @@ func kvPart(s *Server) *part {
 			if err == nil {
 				s.kv, err = kv.Open(kv.Config{Participant: participant.Config{
 					Endpoint: s.advertise, Store: s.kvStore, Managers: managers{s: s, remote: participant.Remote(s.pool)}, Logger: s.log,
-				}})
+				}, MaxBytes: c.KV.MaxBytes})
 			}
 			if err != nil {
 				return disk.WithRecovery(fmt.Errorf("key/value participant: %w", err), repairAdvice(c.DataDir))
