@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -139,10 +140,18 @@ func request(ref *djinnpb.Ref, mgr djinn.Ref, id uint64, secret djinn.ID) *djinn
 	return &djinnpb.ParticipantRequest{ParticipantId: ref.GetObjectId(), Manager: refProto(mgr), Id: id, Secret: wire.TxnSecretBytes(secret)}
 }
 
-// lockService reports whether ref names this server's lock service.
+// lockService reports whether ref names this cluster's lock service. It
+// names the cluster, not a member (DESIGN.md 7a): its endpoint is the
+// member that led when the lock service joined, which may have died since,
+// so only its service id (this cluster's, or one it was restored from) and
+// object id count. The manager calls it only while it leads, where the
+// lock service serves.
 func (p participants) lockService(ref *djinnpb.Ref) bool {
-	r := p.s.ref(LockID)()
-	return p.s.cfg.Lock.Enabled && ref.GetEndpoint() == r.Endpoint && string(ref.GetServiceId()) == string(r.Service[:]) && string(ref.GetObjectId()) == string(r.Object[:])
+	if !p.s.cfg.Lock.Enabled || string(ref.GetObjectId()) != string(LockID[:]) {
+		return false
+	}
+	svc, err := djinn.IDFromBytes("service id", ref.GetServiceId())
+	return err == nil && (svc == p.s.machine.ServiceID() || slices.Contains(p.s.machine.PreviousIDs(), svc))
 }
 
 func (p participants) Prepare(ctx context.Context, ref *djinnpb.Ref, mgr djinn.Ref, id uint64, secret djinn.ID) (djinnpb.TransactionState, error) {
