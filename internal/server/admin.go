@@ -139,9 +139,17 @@ func (a *adminRPC) Status(ctx context.Context, r *djinnpb.StatusRequest) (*djinn
 func (s *Server) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if why := s.stoppedReason(); why != "" {
+			http.Error(w, "stopped: "+why, http.StatusServiceUnavailable)
+			return
+		}
 		w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if why := s.stoppedReason(); why != "" {
+			http.Error(w, "not ready: stopped: "+why, http.StatusServiceUnavailable)
+			return
+		}
 		if !s.ready() {
 			http.Error(w, "not ready: no leader, the cluster not initialised, or the leader's services still starting", http.StatusServiceUnavailable)
 			return

@@ -88,6 +88,10 @@ type ClusterConfig struct {
 	// within it, reported healthy within it, and serves reads that allow
 	// staleness only within it.
 	MaxLag uint64 `toml:"max-lag"`
+
+	// rulesMax, when set (tests of the upgrade path), stands for the
+	// highest rules version this binary supports.
+	rulesMax uint32
 }
 
 // TLSConfig secures the client and peer ports (tls.go).

@@ -1,5 +1,11 @@
 package server
 
+import (
+	"context"
+
+	"github.com/djinn-go/djinn/proto/statepb"
+)
+
 // AccessOf returns the access kind of every RPC s serves, by full method
 // name: what the gRPC server registered, each with the rule it was
 // registered under. The authorization matrix test drives every one.
@@ -19,4 +25,23 @@ func SessionMethods(s *Server) map[string]bool {
 		out[m] = true
 	}
 	return out
+}
+
+// SetRulesMax makes a server opened with cfg support rules versions up to
+// v, as a binary of another release would: tests of upgrades run members
+// of several releases in one process.
+func SetRulesMax(cfg *Config, v uint32) { cfg.Cluster.rulesMax = v }
+
+// RulesFileName is the data directory's record of the rules version the
+// log reached.
+const RulesFileName = rulesFileName
+
+// RaiseRules makes s's binary support rules up to v, as if it had been
+// upgraded in place, and proposes raising the cluster's rules version to
+// v at once, whatever the other members support: what a member meets when
+// it was restarted with an older binary as the raise was made.
+func RaiseRules(ctx context.Context, s *Server, v uint32) error {
+	s.machine.SetMaxRules(v)
+	_, err := s.node.Propose(ctx, &statepb.Command{Op: &statepb.Command_RulesRaise{RulesRaise: &statepb.RulesRaise{Version: v}}})
+	return err
 }

@@ -35,6 +35,7 @@ func (a *adminRPC) Members(ctx context.Context, r *djinnpb.MembersRequest) (*dji
 	leaderID, _ := s.node.Leader()
 	resp := &djinnpb.MembersResponse{
 		ServiceId: svc[:], NodeId: s.node.ID(), LeaderId: leaderID, LeaderAddress: s.node.LeaderEndpoint(),
+		RulesVersion: s.machine.Rules(),
 	}
 	for _, id := range s.machine.PreviousIDs() {
 		resp.PreviousServiceIds = append(resp.PreviousServiceIds, id[:])
@@ -43,7 +44,7 @@ func (a *adminRPC) Members(ctx context.Context, r *djinnpb.MembersRequest) (*dji
 		info, _ := s.machine.Member(m.ID)
 		pb := &djinnpb.Member{
 			NodeId: m.ID, RaftAddress: m.RaftAddr, Voter: m.Voter, GrpcAddress: info.Endpoint,
-			Role: "follower", Staged: !m.Voter && info.Voter,
+			Role: "follower", Staged: !m.Voter && info.Voter, RulesMax: info.RulesMax,
 		}
 		switch {
 		case m.ID == leaderID:
@@ -106,6 +107,7 @@ func (s *Server) nodeStatus() *djinnpb.StatusResponse {
 		ServiceId: svc[:], NodeId: s.node.ID(), State: s.node.State(), LeaderId: leaderID,
 		LeaderAddress: s.node.LeaderEndpoint(), AppliedIndex: s.node.AppliedIndex(),
 		CommitIndex: s.node.CommitIndex(), LastContactNanos: int64(s.node.LastContact()), Ready: s.ready(),
+		RulesVersion: s.machine.Rules(), RulesMax: s.machine.MaxRules(), Stopped: s.stoppedReason(),
 	}
 }
 
@@ -158,7 +160,10 @@ func (a *adminRPC) Join(ctx context.Context, r *djinnpb.JoinRequest) (*djinnpb.J
 	if node, ok := principal.PeerNode(ctx); ok && node != r.GetNodeId() && a.s.guard.operator(ctx, "Admin/Join") != nil {
 		return nil, djinn.Errorf(djinn.PermissionDenied, "join as node %q: the peer certificate presented is node %q's", r.GetNodeId(), node)
 	}
-	if err := a.s.addMember(ctx, r.GetNodeId(), r.GetRaftAddress(), r.GetGrpcAddress(), true); err != nil {
+	if err := a.s.checkJoinRules(r.GetNodeId(), r.GetRulesMax()); err != nil {
+		return nil, err
+	}
+	if err := a.s.addMember(ctx, r.GetNodeId(), r.GetRaftAddress(), r.GetGrpcAddress(), true, r.GetRulesMax()); err != nil {
 		return nil, err
 	}
 	a.s.log.Info("node joined", "node", r.GetNodeId(), "raft", r.GetRaftAddress(), "grpc", r.GetGrpcAddress())
@@ -168,7 +173,7 @@ func (a *adminRPC) Join(ctx context.Context, r *djinnpb.JoinRequest) (*djinnpb.J
 // AddMember adds a server that waits to be added, as Join does for a
 // server that asks.
 func (a *adminRPC) AddMember(ctx context.Context, r *djinnpb.AddMemberRequest) (*djinnpb.AddMemberResponse, error) {
-	if err := a.s.addMember(ctx, r.GetNodeId(), r.GetRaftAddress(), r.GetGrpcAddress(), !r.GetNonvoter()); err != nil {
+	if err := a.s.addMember(ctx, r.GetNodeId(), r.GetRaftAddress(), r.GetGrpcAddress(), !r.GetNonvoter(), 0); err != nil {
 		return nil, err
 	}
 	a.s.log.Info("member added", "node", r.GetNodeId(), "raft", r.GetRaftAddress(), "grpc", r.GetGrpcAddress(), "voter", !r.GetNonvoter())
@@ -177,7 +182,7 @@ func (a *adminRPC) AddMember(ctx context.Context, r *djinnpb.AddMemberRequest) (
 
 // addMember adds a server as a non-voter, then records its address and
 // whether it is to vote. A member already there keeps its suffrage.
-func (s *Server) addMember(ctx context.Context, id, raftAddr, grpcAddr string, voter bool) error {
+func (s *Server) addMember(ctx context.Context, id, raftAddr, grpcAddr string, voter bool, rulesMax uint32) error {
 	if err := s.node.CheckLeader(); err != nil {
 		return err
 	}
@@ -187,7 +192,7 @@ func (s *Server) addMember(ctx context.Context, id, raftAddr, grpcAddr string, v
 	if err := s.node.AddNonvoter(ctx, id, raftAddr); err != nil {
 		return err
 	}
-	return s.recordMember(ctx, &statepb.Member{NodeId: id, GrpcAddress: grpcAddr, Voter: voter})
+	return s.recordMember(ctx, &statepb.Member{NodeId: id, GrpcAddress: grpcAddr, Voter: voter, RulesMax: rulesMax})
 }
 
 func (s *Server) recordMember(ctx context.Context, m *statepb.Member) error {
@@ -317,6 +322,7 @@ func (s *Server) tendOnce(ctx context.Context) {
 		return
 	}
 	s.dropStaleRecords(ctx, ms)
+	s.tendRules(ctx, ms)
 	for _, m := range ms {
 		info, ok := s.machine.Member(m.ID)
 		if m.Voter || !ok || !info.Voter {

@@ -230,6 +230,12 @@ func (s *Server) listen() error {
 func (s *Server) open(peerTLS, serverTLS *tls.Config) error {
 	cfg := s.cfg
 	s.machine = state.New()
+	if cfg.Cluster.rulesMax != 0 {
+		s.machine.SetMaxRules(cfg.Cluster.rulesMax)
+	}
+	if err := checkRules(cfg.DataDir, s.machine.MaxRules()); err != nil {
+		return err
+	}
 	if err := s.openParts(); err != nil {
 		return err
 	}
@@ -255,6 +261,7 @@ func (s *Server) open(peerTLS, serverTLS *tls.Config) error {
 	if err != nil {
 		return err
 	}
+	s.wg.Go(s.watchRules)
 	if err := s.openCores(); err != nil {
 		return err
 	}
@@ -457,9 +464,10 @@ func (s *Server) lead(ctx context.Context) {
 	if !s.initCluster(ctx) || !s.proposeQuotas(ctx) {
 		return
 	}
-	if info, ok := s.machine.Member(s.node.ID()); !ok || info.Endpoint != s.advertise || !info.Voter {
+	own := s.machine.MaxRules()
+	if info, ok := s.machine.Member(s.node.ID()); !ok || info.Endpoint != s.advertise || !info.Voter || info.RulesMax != own {
 		// A leader votes; a member recorded before records said so is one.
-		if err := s.recordMember(ctx, &statepb.Member{NodeId: s.node.ID(), GrpcAddress: s.advertise, Voter: true}); err != nil {
+		if err := s.recordMember(ctx, &statepb.Member{NodeId: s.node.ID(), GrpcAddress: s.advertise, Voter: true, RulesMax: own}); err != nil {
 			s.log.Warn("recording member address failed", "err", err)
 		}
 	}
@@ -472,7 +480,10 @@ func (s *Server) lead(ctx context.Context) {
 func (s *Server) initCluster(ctx context.Context) bool {
 	for b := backoff.New(100*time.Millisecond, 5*time.Second); s.machine.ServiceID().IsZero(); {
 		id := djinn.NewID()
-		_, err := s.node.Propose(ctx, &statepb.Command{Op: &statepb.Command_Init{Init: &statepb.Init{ServiceId: id[:]}}})
+		// A new cluster starts at the highest rules version its first
+		// leader supports; members that support less cannot join it.
+		init := &statepb.Init{ServiceId: id[:], RulesVersion: s.machine.MaxRules()}
+		_, err := s.node.Propose(ctx, &statepb.Command{Op: &statepb.Command_Init{Init: init}})
 		if err == nil {
 			break
 		}
@@ -491,7 +502,7 @@ func (s *Server) join(ctx context.Context) error {
 	if members, err := s.node.Members(); err == nil && len(members) > 0 {
 		return nil // already a member (restart)
 	}
-	req := &djinnpb.JoinRequest{NodeId: s.node.ID(), RaftAddress: s.node.RaftAddr(), GrpcAddress: s.advertise}
+	req := &djinnpb.JoinRequest{NodeId: s.node.ID(), RaftAddress: s.node.RaftAddr(), GrpcAddress: s.advertise, RulesMax: s.machine.MaxRules()}
 	eps, err := client.SplitEndpoints(s.cfg.Join)
 	if err != nil {
 		return fmt.Errorf("join %s: %w", s.cfg.Join, err)
@@ -503,7 +514,7 @@ func (s *Server) join(ctx context.Context) error {
 			if _, err = djinnpb.NewAdminClient(conn).Join(ctx, req); err == nil {
 				return nil
 			}
-			if k := djinn.KindOf(err); k == djinn.PermissionDenied || k == djinn.InvalidArgument {
+			if k := djinn.KindOf(err); k == djinn.PermissionDenied || k == djinn.InvalidArgument || k == djinn.Unsupported {
 				return fmt.Errorf("join %s: %w", s.cfg.Join, err) // asking again cannot help
 			}
 		}

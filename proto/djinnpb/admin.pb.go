@@ -100,7 +100,14 @@ type StatusResponse struct {
 	// ready: as /readyz has it — the cluster initialised and, on the leader,
 	// its services serve (its term's leader work has started: the leases are
 	// taken over); on a follower, a leader known.
-	Ready         bool `protobuf:"varint,19,opt,name=ready,proto3" json:"ready,omitempty"`
+	Ready bool `protobuf:"varint,19,opt,name=ready,proto3" json:"ready,omitempty"`
+	// rules_version is the cluster's rules version as this member applied
+	// the log; rules_max the highest its binary supports (docs: Upgrading).
+	RulesVersion uint32 `protobuf:"varint,20,opt,name=rules_version,json=rulesVersion,proto3" json:"rules_version,omitempty"`
+	RulesMax     uint32 `protobuf:"varint,21,opt,name=rules_max,json=rulesMax,proto3" json:"rules_max,omitempty"`
+	// stopped says why this member stopped applying the log (a rules
+	// version above its binary's): empty while it applies.
+	Stopped       string `protobuf:"bytes,22,opt,name=stopped,proto3" json:"stopped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -268,6 +275,27 @@ func (x *StatusResponse) GetReady() bool {
 	return false
 }
 
+func (x *StatusResponse) GetRulesVersion() uint32 {
+	if x != nil {
+		return x.RulesVersion
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetRulesMax() uint32 {
+	if x != nil {
+		return x.RulesMax
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetStopped() string {
+	if x != nil {
+		return x.Stopped
+	}
+	return ""
+}
+
 type Member struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	NodeId      string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -284,8 +312,11 @@ type Member struct {
 	AppliedIndex     uint64 `protobuf:"varint,8,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	LastContactNanos int64  `protobuf:"varint,9,opt,name=last_contact_nanos,json=lastContactNanos,proto3" json:"last_contact_nanos,omitempty"` // as in StatusResponse
 	Error            string `protobuf:"bytes,10,opt,name=error,proto3" json:"error,omitempty"`                                                 // why it is unreachable or lagging
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// rules_max is the highest rules version the member's binary supports,
+	// as the log records it (0: not yet known).
+	RulesMax      uint32 `protobuf:"varint,11,opt,name=rules_max,json=rulesMax,proto3" json:"rules_max,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Member) Reset() {
@@ -388,6 +419,13 @@ func (x *Member) GetError() string {
 	return ""
 }
 
+func (x *Member) GetRulesMax() uint32 {
+	if x != nil {
+		return x.RulesMax
+	}
+	return 0
+}
+
 type MembersRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Health        bool                   `protobuf:"varint,1,opt,name=health,proto3" json:"health,omitempty"`
@@ -442,8 +480,11 @@ type MembersResponse struct {
 	// The service ids of the clusters this one was restored from: references
 	// they made name this cluster's resources.
 	PreviousServiceIds [][]byte `protobuf:"bytes,6,rep,name=previous_service_ids,json=previousServiceIds,proto3" json:"previous_service_ids,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// rules_version is the cluster's rules version: the leader raises it
+	// once every member's rules_max allows.
+	RulesVersion  uint32 `protobuf:"varint,7,opt,name=rules_version,json=rulesVersion,proto3" json:"rules_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MembersResponse) Reset() {
@@ -516,6 +557,13 @@ func (x *MembersResponse) GetPreviousServiceIds() [][]byte {
 		return x.PreviousServiceIds
 	}
 	return nil
+}
+
+func (x *MembersResponse) GetRulesVersion() uint32 {
+	if x != nil {
+		return x.RulesVersion
+	}
+	return 0
 }
 
 type AddMemberRequest struct {
@@ -863,10 +911,12 @@ func (x *TransferLeadershipResponse) GetLeaderId() string {
 }
 
 type JoinRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	RaftAddress   string                 `protobuf:"bytes,2,opt,name=raft_address,json=raftAddress,proto3" json:"raft_address,omitempty"`
-	GrpcAddress   string                 `protobuf:"bytes,3,opt,name=grpc_address,json=grpcAddress,proto3" json:"grpc_address,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	NodeId      string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	RaftAddress string                 `protobuf:"bytes,2,opt,name=raft_address,json=raftAddress,proto3" json:"raft_address,omitempty"`
+	GrpcAddress string                 `protobuf:"bytes,3,opt,name=grpc_address,json=grpcAddress,proto3" json:"grpc_address,omitempty"`
+	// rules_max is the highest rules version the joining binary supports.
+	RulesMax      uint32 `protobuf:"varint,4,opt,name=rules_max,json=rulesMax,proto3" json:"rules_max,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -920,6 +970,13 @@ func (x *JoinRequest) GetGrpcAddress() string {
 		return x.GrpcAddress
 	}
 	return ""
+}
+
+func (x *JoinRequest) GetRulesMax() uint32 {
+	if x != nil {
+		return x.RulesMax
+	}
+	return 0
 }
 
 type JoinResponse struct {
@@ -1046,7 +1103,7 @@ const file_djinn_v1_admin_proto_rawDesc = "" +
 	"\x14djinn/v1/admin.proto\x12\bdjinn.v1\x1a\x15djinn/v1/common.proto\".\n" +
 	"\rStatusRequest\x12\x1d\n" +
 	"\n" +
-	"read_index\x18\x01 \x01(\bR\treadIndex\"\xf8\x05\n" +
+	"read_index\x18\x01 \x01(\bR\treadIndex\"\xd4\x06\n" +
 	"\x0eStatusResponse\x12\x1d\n" +
 	"\n" +
 	"service_id\x18\x01 \x01(\fR\tserviceId\x12\x17\n" +
@@ -1068,10 +1125,13 @@ const file_djinn_v1_admin_proto_rawDesc = "" +
 	"\x03lds\x18\x10 \x01(\v2\r.djinn.v1.RefR\x03lds\x12,\n" +
 	"\x12last_contact_nanos\x18\x11 \x01(\x03R\x10lastContactNanos\x12!\n" +
 	"\fcommit_index\x18\x12 \x01(\x04R\vcommitIndex\x12\x14\n" +
-	"\x05ready\x18\x13 \x01(\bR\x05ready\x1a9\n" +
+	"\x05ready\x18\x13 \x01(\bR\x05ready\x12#\n" +
+	"\rrules_version\x18\x14 \x01(\rR\frulesVersion\x12\x1b\n" +
+	"\trules_max\x18\x15 \x01(\rR\brulesMax\x12\x18\n" +
+	"\astopped\x18\x16 \x01(\tR\astopped\x1a9\n" +
 	"\vCountsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xaa\x02\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xc7\x02\n" +
 	"\x06Member\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12\x14\n" +
@@ -1083,9 +1143,10 @@ const file_djinn_v1_admin_proto_rawDesc = "" +
 	"\rapplied_index\x18\b \x01(\x04R\fappliedIndex\x12,\n" +
 	"\x12last_contact_nanos\x18\t \x01(\x03R\x10lastContactNanos\x12\x14\n" +
 	"\x05error\x18\n" +
-	" \x01(\tR\x05error\"(\n" +
+	" \x01(\tR\x05error\x12\x1b\n" +
+	"\trules_max\x18\v \x01(\rR\brulesMax\"(\n" +
 	"\x0eMembersRequest\x12\x16\n" +
-	"\x06health\x18\x01 \x01(\bR\x06health\"\xeb\x01\n" +
+	"\x06health\x18\x01 \x01(\bR\x06health\"\x90\x02\n" +
 	"\x0fMembersResponse\x12\x1d\n" +
 	"\n" +
 	"service_id\x18\x01 \x01(\fR\tserviceId\x12\x17\n" +
@@ -1093,7 +1154,8 @@ const file_djinn_v1_admin_proto_rawDesc = "" +
 	"\tleader_id\x18\x03 \x01(\tR\bleaderId\x12%\n" +
 	"\x0eleader_address\x18\x04 \x01(\tR\rleaderAddress\x12*\n" +
 	"\amembers\x18\x05 \x03(\v2\x10.djinn.v1.MemberR\amembers\x120\n" +
-	"\x14previous_service_ids\x18\x06 \x03(\fR\x12previousServiceIds\"\x8d\x01\n" +
+	"\x14previous_service_ids\x18\x06 \x03(\fR\x12previousServiceIds\x12#\n" +
+	"\rrules_version\x18\a \x01(\rR\frulesVersion\"\x8d\x01\n" +
 	"\x10AddMemberRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12!\n" +
@@ -1108,11 +1170,12 @@ const file_djinn_v1_admin_proto_rawDesc = "" +
 	"\x19TransferLeadershipRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"9\n" +
 	"\x1aTransferLeadershipResponse\x12\x1b\n" +
-	"\tleader_id\x18\x01 \x01(\tR\bleaderId\"l\n" +
+	"\tleader_id\x18\x01 \x01(\tR\bleaderId\"\x89\x01\n" +
 	"\vJoinRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12!\n" +
-	"\fgrpc_address\x18\x03 \x01(\tR\vgrpcAddress\"\x0e\n" +
+	"\fgrpc_address\x18\x03 \x01(\tR\vgrpcAddress\x12\x1b\n" +
+	"\trules_max\x18\x04 \x01(\rR\brulesMax\"\x0e\n" +
 	"\fJoinResponse\"\x15\n" +
 	"\x13SaveSnapshotRequest\"#\n" +
 	"\rSnapshotChunk\x12\x12\n" +
