@@ -3,6 +3,7 @@ package renewal_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -129,4 +130,27 @@ func TestBigSetSnapshot(t *testing.T) {
 	if sets, leases := rs.Len(); sets != 1 || leases != n {
 		t.Fatalf("restored %d sets, %d leases; want 1 and %d", sets, leases, n)
 	}
+}
+
+// LR.2 getLeases and a set's description are confirmed with the leader
+// lease, or a quorum, after they are read: a deposed leader that has not
+// heard of its successor (which may have removed a lease from the set, or
+// cancelled the set) answers Unavailable, not the set as it last knew it.
+func TestDeposedLeaderDescribesNoSet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, renewal.Config{})
+		defer f.stop()
+		st := f.create(time.Hour)
+		ctx := context.Background()
+		if _, err := f.svc.Leases(ctx, st.Info.ID); err != nil {
+			t.Fatalf("getLeases at the leader: %v", err)
+		}
+		f.log.Deposed.Store(true)
+		if ls, err := f.svc.Leases(ctx, st.Info.ID); !errors.Is(err, djinn.ErrUnavailable) {
+			t.Errorf("getLeases at a deposed leader: %d leases, %v; want Unavailable", len(ls), err)
+		}
+		if _, err := f.svc.Get(ctx, st.Info.ID); !errors.Is(err, djinn.ErrUnavailable) {
+			t.Errorf("the set at a deposed leader: %v; want Unavailable", err)
+		}
+	})
 }

@@ -295,6 +295,11 @@ func (s *Service) Get(ctx context.Context, id djinn.ID) (Set, error) {
 	if err != nil {
 		return Set{}, err
 	}
+	// A deposed leader must not describe a set its successor may have
+	// changed or ended.
+	if err := s.lessor.Confirm("renewal service"); err != nil {
+		return Set{}, err
+	}
 	return s.set(in, rem), nil
 }
 
@@ -444,6 +449,11 @@ func (s *Service) Leases(ctx context.Context, id djinn.ID) ([]*djinnpb.ClientLea
 	}
 	ls, err := s.state.Leases(id)
 	if err != nil {
+		return nil, err
+	}
+	// A deposed leader must not list leases its successor may have
+	// removed, nor miss ones it added.
+	if err := s.lessor.Confirm("renewal service"); err != nil {
 		return nil, err
 	}
 	now := s.now()
