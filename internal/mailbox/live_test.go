@@ -104,3 +104,23 @@ func openForm(f *fixture, form string, r mailbox.Registration) (got func() []uin
 	s := f.shared(context.Background(), 0, mailbox.SharedRequest{Add: joins(r)})
 	return func() []uint64 { return s.indexes(r.ID) }, func() (error, bool) { return s.endedWith(r.ID) }, s.stop
 }
+
+// A registration's description (its lease, its stored events) is confirmed
+// with the leader lease, or a quorum, after it is read: a deposed leader
+// that has not heard of its successor (which may have acknowledged events,
+// or ended the registration) answers Unavailable, not what it last knew.
+func TestDeposedLeaderDescribesNoRegistration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, 0)
+		defer f.stop()
+		r := f.register(time.Minute)
+		ctx := context.Background()
+		if _, err := f.svc.Get(ctx, r.ID); err != nil {
+			t.Fatalf("the registration at the leader: %v", err)
+		}
+		f.log.Deposed.Store(true)
+		if _, err := f.svc.Get(ctx, r.ID); !errors.Is(err, djinn.ErrUnavailable) {
+			t.Fatalf("the registration at a deposed leader: %v; want Unavailable", err)
+		}
+	})
+}

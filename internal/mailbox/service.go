@@ -253,6 +253,11 @@ func (s *Service) Get(ctx context.Context, id djinn.ID) (Registration, error) {
 	if err != nil {
 		return Registration{}, err
 	}
+	// A deposed leader must not describe a registration its successor
+	// may have changed or ended.
+	if err := s.lessor.Confirm("mailbox"); err != nil {
+		return Registration{}, err
+	}
 	return s.registration(in, rem), nil
 }
 
