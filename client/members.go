@@ -26,6 +26,9 @@ type Member struct {
 	// long ago it last heard from the leader (0 on the leader, -1 never).
 	AppliedIndex uint64
 	LastContact  time.Duration
+	// RulesMax is the highest rules version the member's binary supports,
+	// as the log records it (0: not yet known).
+	RulesMax uint32
 }
 
 // Members is a cluster's member list as one member sees it.
@@ -38,6 +41,9 @@ type Members struct {
 	// Previous are the service ids of the clusters this one was restored
 	// from: references they made name its resources.
 	Previous []djinn.ID
+	// RulesVersion is the cluster's rules version, which the leader
+	// raises once every member's RulesMax allows.
+	RulesVersion uint32
 }
 
 // Members lists the dialled cluster's members, as whichever member answers
@@ -52,7 +58,7 @@ func (c *Client) Members(ctx context.Context, health bool) (*Members, error) {
 }
 
 func membersFromProto(pb *djinnpb.MembersResponse) (*Members, error) {
-	ms := &Members{NodeID: pb.GetNodeId(), LeaderID: pb.GetLeaderId(), Leader: pb.GetLeaderAddress()}
+	ms := &Members{NodeID: pb.GetNodeId(), LeaderID: pb.GetLeaderId(), Leader: pb.GetLeaderAddress(), RulesVersion: pb.GetRulesVersion()}
 	if len(pb.GetServiceId()) > 0 {
 		id, err := djinn.IDFromBytes("service id", pb.GetServiceId())
 		if err != nil {
@@ -71,7 +77,7 @@ func membersFromProto(pb *djinnpb.MembersResponse) (*Members, error) {
 		ms.Members = append(ms.Members, Member{
 			NodeID: m.GetNodeId(), Endpoint: m.GetGrpcAddress(), RaftAddress: m.GetRaftAddress(), Voter: m.GetVoter(),
 			Role: m.GetRole(), Staged: m.GetStaged(), Health: m.GetHealth(), Error: m.GetError(),
-			AppliedIndex: m.GetAppliedIndex(), LastContact: time.Duration(m.GetLastContactNanos()),
+			AppliedIndex: m.GetAppliedIndex(), LastContact: time.Duration(m.GetLastContactNanos()), RulesMax: m.GetRulesMax(),
 		})
 	}
 	return ms, nil

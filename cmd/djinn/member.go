@@ -22,6 +22,7 @@ type memberView struct {
 	Applied     string        `json:"applied_index"`
 	LastContact *durationJSON `json:"last_contact"` // since the leader heard from it; null: never, or not asked
 	Error       *string       `json:"error"`        // null: none
+	RulesMax    uint32        `json:"rules_max"`    // the highest rules version its binary supports (0: not yet known)
 
 	applied uint64
 	contact string
@@ -31,7 +32,7 @@ func viewMembers(ms *client.Members) []memberView {
 	out := make([]memberView, 0, len(ms.Members))
 	for _, m := range ms.Members {
 		v := memberView{Node: m.NodeID, GRPC: m.Endpoint, Raft: m.RaftAddress, Voter: m.Voter, Role: m.Role,
-			Staged: m.Staged, Health: m.Health, Applied: jsonUint(m.AppliedIndex), applied: m.AppliedIndex}
+			Staged: m.Staged, Health: m.Health, Applied: jsonUint(m.AppliedIndex), applied: m.AppliedIndex, RulesMax: m.RulesMax}
 		if m.Error != "" {
 			v.Error = &m.Error
 		}
@@ -59,13 +60,17 @@ func lastContact(d time.Duration) string {
 
 // printMembers writes a table of members.
 func printMembers(w io.Writer, vs []memberView) {
-	fmt.Fprintf(w, "%-14s %-9s %-11s %-8s %-22s %-22s %s\n", "NODE", "ROLE", "HEALTH", "APPLIED", "GRPC", "RAFT", "LAST CONTACT")
+	fmt.Fprintf(w, "%-14s %-9s %-11s %-8s %-5s %-22s %-22s %s\n", "NODE", "ROLE", "HEALTH", "APPLIED", "RULES", "GRPC", "RAFT", "LAST CONTACT")
 	for _, v := range vs {
 		role := v.Role
 		if v.Staged {
 			role += "*"
 		}
-		fmt.Fprintf(w, "%-14s %-9s %-11s %-8d %-22s %-22s %s\n", v.Node, role, v.Health, v.applied, v.GRPC, v.Raft, v.contact)
+		rules := "?"
+		if v.RulesMax > 0 {
+			rules = fmt.Sprint(v.RulesMax)
+		}
+		fmt.Fprintf(w, "%-14s %-9s %-11s %-8d %-5s %-22s %-22s %s\n", v.Node, role, v.Health, v.applied, rules, v.GRPC, v.Raft, v.contact)
 		if v.Error != nil {
 			fmt.Fprintf(w, "%14s %s\n", "", *v.Error)
 		}

@@ -27,6 +27,12 @@ type statusView struct {
 	Members   []memberView     `json:"members"`
 	Landlord  string           `json:"landlord,omitempty"`
 	Mailbox   string           `json:"mailbox,omitempty"`
+	// The cluster's rules version as this member applied the log, the
+	// highest its binary supports, and why it stopped applying (docs:
+	// Upgrading).
+	Rules    uint32 `json:"rules_version"`
+	RulesMax uint32 `json:"rules_max"`
+	Stopped  string `json:"stopped,omitempty"`
 	// ready: the cluster initialised and its leader's services serve.
 	ready     bool
 	serviceID djinn.ID
@@ -36,6 +42,7 @@ func viewStatus(st *djinnpb.StatusResponse) statusView {
 	v := statusView{
 		ServiceID: fmt.Sprintf("%x", st.ServiceId), Node: st.NodeId, State: st.State, Leader: st.LeaderId,
 		LeaderAt: st.LeaderAddress, Applied: jsonUint(st.AppliedIndex), Services: st.Services, Counts: st.Counts,
+		Rules: st.GetRulesVersion(), RulesMax: st.GetRulesMax(), Stopped: st.GetStopped(),
 	}
 	v.serviceID, _ = djinn.IDFromBytes("service id", st.ServiceId)
 	// Until the cluster has its service id, the references name no object.
@@ -57,6 +64,10 @@ func printStatus(w io.Writer, v statusView) {
 		leader = "none known yet (electing, or without a quorum)"
 	}
 	fmt.Fprintf(w, "service   %s\nnode      %s (%s)\nleader    %s\napplied   %s\n", service, v.Node, v.State, leader, v.Applied)
+	fmt.Fprintf(w, "rules     version %d (this member's binary supports up to %d)\n", v.Rules, v.RulesMax)
+	if v.Stopped != "" {
+		fmt.Fprintf(w, "STOPPED   %s\n", v.Stopped)
+	}
 	fmt.Fprintf(w, "services  %v\n", v.Services)
 	if v.Landlord != "" {
 		fmt.Fprintf(w, "landlord  %s\n", v.Landlord)
