@@ -37,8 +37,13 @@ type Config struct {
 	// TLS, when set, secures the peer port (mutual TLS if it asks for client
 	// certificates).
 	TLS *tls.Config
-	// HandshakeTimeout bounds a peer connection's TLS handshake; one that
-	// takes longer is closed. Default 10s.
+	// Secret, without TLS, is the cluster's join secret: the peer port
+	// takes only connections whose dialer proves it holds it, and this
+	// node proves it to the members it dials (secretstream.go). Nil, and
+	// no TLS: the port takes any connection (tests of this package).
+	Secret []byte
+	// HandshakeTimeout bounds a peer connection's TLS handshake (or its
+	// proof of the secret); one that takes longer is closed. Default 10s.
 	HandshakeTimeout time.Duration
 	// Bootstrap makes a node with no state the single voter of a new
 	// cluster. A node that will join an existing cluster leaves it false.
@@ -248,6 +253,8 @@ func newTransport(cfg Config, hlog hclog.Logger) (*raft.NetworkTransport, *track
 	var stream raft.StreamLayer
 	if cfg.TLS != nil {
 		stream = &tlsStream{Listener: tls.NewListener(ln, cfg.TLS), advertise: adv, config: cfg.TLS, handshake: cfg.HandshakeTimeout}
+	} else if len(cfg.Secret) > 0 {
+		stream = &secretStream{Listener: ln, advertise: adv, secret: cfg.Secret, handshake: cfg.HandshakeTimeout}
 	} else {
 		stream = &tcpStream{Listener: ln, advertise: adv}
 	}

@@ -16,7 +16,8 @@ import (
 // each as an error ("failed to decode incoming command: unknown rpc type
 // 71"), an alarm for what is no fault of the node. A memberConn looks at
 // what a connection sends first: a byte that opens no Raft RPC, or over
-// TLS a first record that is no TLS handshake, ends the connection as if
+// TLS a first record that is no TLS handshake, or without it no proof of
+// the join secret (secretstream.go), ends the connection as if
 // the other side had hung up (Raft then logs nothing), and strangers says
 // so, once a minute at most at Info, counting those it did not say, and
 // each at Debug. A connection that opens and closes sending nothing (a TCP
@@ -83,6 +84,9 @@ func (c *memberConn) Read(p []byte) (int, error) {
 	}
 	var rh tls.RecordHeaderError
 	switch {
+	case errors.Is(err, errNotMember):
+		c.strangers.seen(c.RemoteAddr(), err.Error())
+		return 0, io.EOF
 	case n > 0 && p[0] > lastRPCType:
 		c.strangers.seen(c.RemoteAddr(), fmt.Sprintf("%q", p[:min(n, 8)]))
 		return 0, io.EOF

@@ -202,6 +202,16 @@ func (s *Server) pools(out *tls.Config) (pool, peers *client.Pool) {
 	return pool, client.NewPool(opts...)
 }
 
+// raftSecret is the join secret the Raft port's connections must prove
+// (DESIGN.md 7: peers authenticate as peers): without TLS, where no peer
+// certificate does.
+func (s *Server) raftSecret(peerTLS *tls.Config) []byte {
+	if peerTLS != nil || !s.guard.hasSecret {
+		return nil
+	}
+	return s.guard.secret[:]
+}
+
 // listen makes the data directory and binds the gRPC and admin ports.
 func (s *Server) listen() error {
 	cfg := s.cfg
@@ -252,7 +262,7 @@ func (s *Server) open(peerTLS, serverTLS *tls.Config) error {
 	var err error
 	s.node, err = replica.Open(replica.Config{
 		DataDir: cfg.DataDir, NodeID: cfg.NodeID, RaftAddr: cfg.Raft, AdvertiseRaft: cfg.RaftAdvertise,
-		TLS: peerTLS, Bootstrap: cfg.Join == "" && cfg.Cluster.Bootstrap, Now: s.now, OnLeader: s.lead,
+		TLS: peerTLS, Secret: s.raftSecret(peerTLS), Bootstrap: cfg.Join == "" && cfg.Cluster.Bootstrap, Now: s.now, OnLeader: s.lead,
 		Endpoint: s.machine.Endpoint, Logger: s.log, OnLogWrite: s.metrics.logWrite,
 		HeartbeatTimeout: time.Duration(cfg.Raftcfg.HeartbeatTimeout), ElectionTimeout: time.Duration(cfg.Raftcfg.ElectionTimeout),
 		SnapshotInterval: time.Duration(cfg.Raftcfg.SnapshotInterval), SnapshotThreshold: cfg.Raftcfg.SnapshotThreshold, TrailingLogs: cfg.Raftcfg.TrailingLogs,
