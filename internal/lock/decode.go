@@ -51,6 +51,7 @@ const (
 	tableSets listKind = iota
 	setNames
 	holderNames
+	votes
 )
 
 func newDocDecoder() *docDecoder {
@@ -201,6 +202,8 @@ func (d *docDecoder) dispatch(name string) error {
 		d.at, d.list = atList, setNames
 	case "holders":
 		d.at, d.list = atList, holderNames
+	case "aborted":
+		d.at, d.list = atList, votes
 	}
 	return nil
 }
@@ -262,6 +265,8 @@ func (d *docDecoder) elem(c byte) (bool, error) {
 		return element(d, d.st.im.add)
 	case setNames:
 		return element(d, d.st.addSet)
+	case votes:
+		return element(d, d.st.votes.add)
 	}
 	return element(d, d.st.addHolder)
 }

@@ -47,6 +47,10 @@ func (snap snapshot) encode(size int, emit func(*statepb.LockRecord) error) erro
 		e.raw(`,"Waiting":`)
 		e.value(snap.Waiting)
 	}
+	if len(snap.Aborted) > 0 { // omitempty; bounded by maxAbortedVotes
+		e.raw(`,"Aborted":`)
+		list(e, snap.Aborted)
+	}
 	e.raw(`}`)
 	return e.w.finish()
 }

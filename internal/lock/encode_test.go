@@ -84,7 +84,16 @@ func (b *builder) step() {
 	case k < 8:
 		_ = b.s.ApplyRelease(&statepb.LockRelease{SetId: b.set(), Holder: b.holder(), Mode: int32(1 + b.rnd.IntN(5))})
 	case k < 9:
-		b.s.ApplyTxnEnd(&statepb.LockTxnEnd{Manager: mgr(b.rnd.Uint64N(2)), Txn: 1 + b.rnd.Uint64N(8), Commit: b.rnd.IntN(2) == 0})
+		// A third are the service's rollbacks as it votes ABORTED,
+		// which keep the vote (with a secret or none).
+		c := &statepb.LockTxnEnd{Manager: mgr(b.rnd.Uint64N(2)), Txn: 1 + b.rnd.Uint64N(8), Commit: b.rnd.IntN(2) == 0}
+		if b.rnd.IntN(3) == 0 {
+			c.Commit, c.VotedAborted = false, true
+			if b.rnd.IntN(2) == 0 {
+				c.Secret = bytes.Repeat([]byte{byte(c.Txn)}, 16)
+			}
+		}
+		b.s.ApplyTxnEnd(int64(b.next), c)
 	default:
 		i := b.rnd.IntN(len(b.sets))
 		var id djinn.ID
@@ -215,7 +224,9 @@ func TestEncodeOmitsAndNulls(t *testing.T) {
 		{},
 		{Table: Snapshot{Sets: []SetState{}}, Sets: []snapSet{}, FreeSets: []uint64{}, Holders: []snapHolder{}, Recent: []uint64{}, Waiting: map[uint64]string{}},
 		{FreeSets: []uint64{3, 1}, Recent: []uint64{7, 9}, Waiting: map[uint64]string{10: "a", 9: "<b>", 1 << 63: "c"}, NextSet: 3, NextID: 1<<64 - 1,
-			Holders: []snapHolder{{ID: 2, Secret: &djinn.ID{1}, Txn: &TxnKey{ID: 3}, Holder: 9}, {ID: 1, Owner: djinn.ID{2}}}},
+			Holders: []snapHolder{{ID: 2, Secret: &djinn.ID{1}, Txn: &TxnKey{ID: 3}, Holder: 9}, {ID: 1, Owner: djinn.ID{2}}},
+			Aborted: []snapVote{{Txn: TxnKey{ID: 4}, Endpoint: "m:1", Secret: &djinn.ID{5}, At: -1}, {Txn: TxnKey{Manager: [32]byte{1}, ID: 1<<64 - 1}}}},
+		{Aborted: []snapVote{}},
 	} {
 		checkEncoding(t, snap)
 	}
@@ -231,7 +242,7 @@ func TestEncodeFields(t *testing.T) {
 		}
 		return out
 	}
-	want := []string{"Table ", "Sets ", "NextSet ", `FreeSets json:",omitempty"`, "Holders ", "NextID ", "Recent ", `Waiting json:",omitempty"`}
+	want := []string{"Table ", "Sets ", "NextSet ", `FreeSets json:",omitempty"`, "Holders ", "NextID ", "Recent ", `Waiting json:",omitempty"`, `Aborted json:",omitempty"`}
 	if got := names(snapshot{}); !reflect.DeepEqual(got, want) {
 		t.Errorf("snapshot's fields %q: encode writes %q; update it", got, want)
 	}

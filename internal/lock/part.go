@@ -24,7 +24,7 @@ func (s *State) Part() state.Part {
 			state.On(func(_ int64, c *statepb.LockAcquire) any { return state.Result(s.ApplyAcquire(c)) }),
 			state.On(func(_ int64, c *statepb.LockRelease) any { return s.ApplyRelease(c) }),
 			state.On(func(_ int64, c *statepb.LockCancel) any { s.ApplyCancel(c); return nil }),
-			state.On(func(_ int64, c *statepb.LockTxnEnd) any { s.ApplyTxnEnd(c); return nil }),
+			state.On(func(now int64, c *statepb.LockTxnEnd) any { s.ApplyTxnEnd(now, c); return nil }),
 			state.On(func(_ int64, c *statepb.LockDrop) any { return s.ApplyDrop(c) }),
 		},
 		Records:  []state.Record{state.Restores(s.Restore)},

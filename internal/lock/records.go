@@ -20,6 +20,8 @@ type snapshot struct {
 	Recent   []uint64 // request id, fence pairs, oldest first
 	// Waiting are the principals of waiting requests, by request id.
 	Waiting map[uint64]string `json:",omitempty"`
+	// Aborted are the ABORTED votes kept, oldest first (votes.go).
+	Aborted []snapVote `json:",omitempty"`
 }
 
 type snapSet struct {
@@ -56,7 +58,7 @@ func (s *State) export() snapshot {
 		}
 	}
 	rest := s.exportRest()
-	snap.FreeSets, snap.Waiting, snap.Recent = rest.FreeSets, rest.Waiting, rest.Recent
+	snap.FreeSets, snap.Waiting, snap.Recent, snap.Aborted = rest.FreeSets, rest.Waiting, rest.Recent, rest.Aborted
 	for id, n := range s.holders {
 		snap.Holders = append(snap.Holders, holderSnap(id, n))
 	}
@@ -64,10 +66,10 @@ func (s *State) export() snapshot {
 	return snap
 }
 
-// exportRest copies the free table ids, the waiting requests' principals
-// and the recent grants.
+// exportRest copies the free table ids, the waiting requests' principals,
+// the recent grants and the ABORTED votes.
 func (s *State) exportRest() snapshot {
-	snap := snapshot{FreeSets: slices.Clone(s.freeSets), Waiting: maps.Clone(s.waiting)}
+	snap := snapshot{FreeSets: slices.Clone(s.freeSets), Waiting: maps.Clone(s.waiting), Aborted: s.votes.export()}
 	n := len(s.recent.order)
 	for i := range n {
 		req := s.recent.order[(s.recent.head+i)%n]
@@ -113,4 +115,5 @@ func (s *State) Reset() {
 	s.owners, s.txns, s.holders = map[djinn.ID]uint64{}, map[TxnKey]uint64{}, map[uint64]holderName{}
 	s.recent = recentGrants{}
 	s.waiting = map[uint64]string{}
+	s.votes = abortedVotes{}
 }

@@ -76,6 +76,7 @@ type staged struct {
 	holders  map[uint64]holderName
 	recent   []uint64
 	waiting  map[uint64]string
+	votes    abortedVotes
 }
 
 // install puts st in place of the state. It indexes the sets by id, and
@@ -105,6 +106,7 @@ func (s *State) install(st *staged) error {
 		s.waiting[id] = p
 		s.leases.Quotas().Add(p, quota.LockWaiters, 1)
 	}
+	s.votes = st.votes
 	return nil
 }
 

@@ -148,6 +148,11 @@ func FuzzRestoreDocument(f *testing.F) {
 		}
 		f.Add(exported(f, b.s), uint16(97))
 	}
+	voted := NewState(lease.NewTable())
+	for id := range uint64(3) {
+		voted.ApplyTxnEnd(int64(id), &statepb.LockTxnEnd{Manager: mgr(id), Txn: 1 + id, VotedAborted: true, Secret: bytes.Repeat([]byte{byte(id)}, int(16*id%32))})
+	}
+	f.Add(exported(f, voted), uint16(33))
 	f.Add([]byte(`{"Table":{"Sets":null},"Sets":null,"NextSet":0,"Holders":null,"NextID":0,"Recent":null}`), uint16(5))
 	f.Fuzz(func(t *testing.T, doc []byte, size uint16) {
 		s := NewState(lease.NewTable())

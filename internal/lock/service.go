@@ -6,7 +6,6 @@ import (
 	"crypto/subtle"
 	"encoding/binary"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -24,11 +23,13 @@ type Proposer interface {
 	Propose(ctx context.Context, cmd *statepb.Command) (any, error)
 }
 
-// Joiner joins the lock service, as a transaction participant, to
-// transaction id of the manager mgr (TX.2.3), returning the manager's
-// answer: the transaction's ancestors.
+// Joiner reaches transaction managers for the lock service as a
+// participant: Join joins it to transaction id of the manager mgr
+// (TX.2.3), returning the manager's answer, the transaction's ancestors;
+// GetState asks the manager the transaction's state (TX.2.7).
 type Joiner interface {
 	Join(ctx context.Context, mgr djinn.Ref, id uint64, secret djinn.ID, self *djinnpb.Ref, crash int64) (*djinnpb.JoinTransactionResponse, error)
+	GetState(ctx context.Context, mgr djinn.Ref, id uint64, secret djinn.ID) (djinnpb.TransactionState, error)
 }
 
 // CrashCount is the lock service's crash count as a participant: its state
@@ -49,8 +50,12 @@ type Config struct {
 	// Grace is how long a new leader keeps requests that were waiting under
 	// the last one for their callers to come back (retrying with the same
 	// request id) before it cancels them (default 10s).
-	Grace  time.Duration
-	Logger *slog.Logger
+	Grace time.Duration
+	// VoteCheck is how long after an ABORTED vote, and then how often, the
+	// leader asks the transaction's manager whether it has decided, to
+	// forget the vote once it has (default a minute; votes.go).
+	VoteCheck time.Duration
+	Logger    *slog.Logger
 }
 
 // Service is the lock service on the leader.
@@ -68,10 +73,6 @@ type Service struct {
 	// joined holds the transactions joined by this leader, with their
 	// ancestry, by transaction, until they are asked to prepare.
 	joined map[TxnKey]*statepb.LockHolderState
-	// aborted holds the transactions this leader voted ABORTED, the
-	// latest maxAbortedVotes of them, oldest first in abortedOrder.
-	aborted      map[TxnKey]struct{}
-	abortedOrder []TxnKey
 	// term is closed when this node's run as leader ends.
 	term chan struct{}
 }
@@ -97,6 +98,9 @@ func NewService(s *State, l *lease.Lessor, log Proposer, now func() time.Time, s
 	if cfg.Grace <= 0 {
 		cfg.Grace = 10 * time.Second
 	}
+	if cfg.VoteCheck <= 0 {
+		cfg.VoteCheck = time.Minute
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -107,8 +111,7 @@ func NewService(s *State, l *lease.Lessor, log Proposer, now func() time.Time, s
 		return nil, err
 	}
 	svc := &Service{state: s, lessor: l, log: log, now: now, self: self, cfg: cfg,
-		waiting: map[uint64]*acquireCall{}, joined: map[TxnKey]*statepb.LockHolderState{},
-		aborted: map[TxnKey]struct{}{}, term: make(chan struct{})}
+		waiting: map[uint64]*acquireCall{}, joined: map[TxnKey]*statepb.LockHolderState{}, term: make(chan struct{})}
 	s.SetNotify(svc.hear)
 	return svc, nil
 }
@@ -163,7 +166,8 @@ type releaseCall struct {
 
 // Run serves as the leader's lock service until ctx ends: after Grace it
 // cancels the requests left waiting by an earlier leader whose callers did
-// not come back.
+// not come back; every VoteCheck it asks the managers of the ABORTED
+// votes kept whether they still may ask for them (checkVotes).
 func (s *Service) Run(ctx context.Context) {
 	s.mu.Lock()
 	term := s.term
@@ -195,7 +199,15 @@ func (s *Service) Run(ctx context.Context) {
 			s.cfg.Logger.Warn("lock: cancelling requests nobody waits for failed", "n", len(orphans), "err", err)
 		}
 	}
-	<-ctx.Done()
+	for {
+		t.Reset(s.cfg.VoteCheck)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.checkVotes(ctx)
+	}
 }
 
 // Created is a new lock set or owner: its id (a set's) and lease.
@@ -310,6 +322,9 @@ func (s *Service) holder(ctx context.Context, set []byte, h *djinnpb.LockHolder,
 	}
 	if err := s.checkSecret(k, t.GetId(), secret); err != nil {
 		return nil, err
+	}
+	if s.state.VotedAborted(k) {
+		return nil, votedAborted(t.GetId())
 	}
 	resp, err := s.cfg.Joiner.Join(ctx, mgr, t.GetId(), secret, wire.Ref(s.self()), CrashCount)
 	if err != nil {
@@ -503,111 +518,4 @@ func (s *Service) Validate(set []byte, fence uint64) (bool, error) {
 		err = s.lessor.Confirm("lock service")
 	}
 	return ok, err
-}
-
-// The lock service as a transaction participant (TX.2.6): it votes
-// PREPARED for a transaction that locked here (its locks are held until
-// the outcome, strict two-phase locking), ABORTED for one with a lock
-// request still waiting (an operation under way, which TX.2.6 lets a
-// participant wait for or abort: it may wait without end, and a grant
-// after the vote would be a lock taken in the second phase, CC 1.4),
-// NOTCHANGED otherwise; commit
-// passes a nested transaction's locks to its parent and drops a top-level
-// one's; abort drops them and refuses its waiting requests with
-// TransactionRolledBack.
-
-func unknownTxn(id uint64) error {
-	return djinn.Errorf(djinn.UnknownTransaction, "transaction %d: unknown here (or not with that secret)", id)
-}
-
-// checkSecret refuses, as UnknownTransaction, a call on transaction k
-// whose secret is not the one its lock requests presented. A transaction
-// no request named with a secret is not checked.
-func (s *Service) checkSecret(k TxnKey, id uint64, secret djinn.ID) error {
-	if known, ok := s.state.TxnSecret(k); ok && subtle.ConstantTimeCompare(known[:], secret[:]) != 1 {
-		return unknownTxn(id)
-	}
-	return nil
-}
-
-// Prepare votes, for the manager that presents the transaction's secret.
-func (s *Service) Prepare(ctx context.Context, mgr *djinnpb.Ref, id uint64, secret djinn.ID) (djinnpb.TransactionState, error) {
-	if err := s.leading(); err != nil {
-		return 0, err
-	}
-	k := TxnKeyOf(mgr, id)
-	if err := s.checkSecret(k, id, secret); err != nil {
-		return 0, err
-	}
-	// A request after the vote asks the manager to join again, which
-	// refuses a transaction no longer ACTIVE (CannotJoin): no lock is
-	// taken in the second phase (CC 1.4).
-	s.mu.Lock()
-	delete(s.joined, k)
-	s.mu.Unlock()
-	s.mu.Lock()
-	_, aborted := s.aborted[k]
-	s.mu.Unlock()
-	if aborted || s.state.WaitsAny(k) {
-		return s.voteAborted(ctx, mgr, id, k)
-	}
-	if s.state.HoldsAny(k) {
-		return djinnpb.TransactionState_TRANSACTION_STATE_PREPARED, nil
-	}
-	return djinnpb.TransactionState_TRANSACTION_STATE_NOTCHANGED, nil
-}
-
-// maxAbortedVotes bounds the ABORTED votes a leader remembers.
-const maxAbortedVotes = 4096
-
-// voteAborted votes ABORTED for transaction id (key k), rolling it back
-// here first: a participant that votes ABORTED is ABORTED (TX.2.6), and
-// the manager tells it nothing more (TX.2.7), so its locks go and its
-// waiting requests fail TransactionRolledBack now. The leader remembers
-// the vote a while, so that a repeated prepare gets it again.
-func (s *Service) voteAborted(ctx context.Context, mgr *djinnpb.Ref, id uint64, k TxnKey) (djinnpb.TransactionState, error) {
-	if _, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LockTxnEnd{LockTxnEnd: &statepb.LockTxnEnd{Manager: mgr, Txn: id}}}); err != nil {
-		return 0, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.aborted[k]; !ok {
-		if len(s.abortedOrder) >= maxAbortedVotes {
-			delete(s.aborted, s.abortedOrder[0])
-			s.abortedOrder = slices.Delete(s.abortedOrder, 0, 1)
-		}
-		s.aborted[k] = struct{}{}
-		s.abortedOrder = append(s.abortedOrder, k)
-	}
-	return djinnpb.TransactionState_TRANSACTION_STATE_ABORTED, nil
-}
-
-// End applies the transaction's outcome, told by the manager that
-// presents its secret.
-func (s *Service) End(ctx context.Context, mgr *djinnpb.Ref, id uint64, secret djinn.ID, commit bool) error {
-	if err := s.leading(); err != nil {
-		return err
-	}
-	if err := s.checkSecret(TxnKeyOf(mgr, id), id, secret); err != nil {
-		return err
-	}
-	_, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LockTxnEnd{LockTxnEnd: &statepb.LockTxnEnd{Manager: mgr, Txn: id, Commit: commit}}})
-	if err == nil {
-		s.mu.Lock()
-		delete(s.joined, TxnKeyOf(mgr, id))
-		s.mu.Unlock()
-	}
-	return err
-}
-
-// PrepareAndCommit is prepare and, when PREPARED, commit.
-func (s *Service) PrepareAndCommit(ctx context.Context, mgr *djinnpb.Ref, id uint64, secret djinn.ID) (djinnpb.TransactionState, error) {
-	v, err := s.Prepare(ctx, mgr, id, secret)
-	if err != nil || v != djinnpb.TransactionState_TRANSACTION_STATE_PREPARED {
-		return v, err
-	}
-	if err := s.End(ctx, mgr, id, secret, true); err != nil {
-		return 0, err
-	}
-	return djinnpb.TransactionState_TRANSACTION_STATE_COMMITTED, nil
 }

@@ -30,6 +30,32 @@ type joiner struct {
 	// voting lists the transactions the manager has begun to commit: it
 	// refuses joins to them (TX.2.7).
 	voting map[uint64]bool
+	// states are what getState answers, ACTIVE when not set; asked
+	// counts the calls, by transaction.
+	states map[uint64]djinnpb.TransactionState
+	asked  map[uint64]int
+}
+
+func (j *joiner) GetState(_ context.Context, mgr djinn.Ref, id uint64, _ djinn.ID) (djinnpb.TransactionState, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.asked == nil {
+		j.asked = map[uint64]int{}
+	}
+	j.asked[id]++
+	if st, ok := j.states[id]; ok {
+		return st, nil
+	}
+	return djinnpb.TransactionState_TRANSACTION_STATE_ACTIVE, nil
+}
+
+func (j *joiner) setState(id uint64, st djinnpb.TransactionState) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.states == nil {
+		j.states = map[uint64]djinnpb.TransactionState{}
+	}
+	j.states[id] = st
 }
 
 func (j *joiner) Join(_ context.Context, mgr djinn.Ref, id uint64, _ djinn.ID, self *djinnpb.Ref, crash int64) (*djinnpb.JoinTransactionResponse, error) {

@@ -42,6 +42,8 @@ type State struct {
 	// waiting holds the principal of each waiting request, by request
 	// id: a waiter counts towards its principal's quota.
 	waiting map[uint64]string
+	// votes are the transactions voted ABORTED (votes.go).
+	votes abortedVotes
 
 	// restoring is the snapshot restore under way, if any.
 	restoring *docDecoder
@@ -354,6 +356,11 @@ func (s *State) ApplyAcquire(c *statepb.LockAcquire) (Result, error) {
 	if f, ok := s.recent.fence[c.GetRequestId()]; ok {
 		return Result{Outcome: Granted, Fence: f}, nil
 	}
+	if h := c.GetHolder(); h.GetManager() != nil {
+		if _, ok := s.votes.by[TxnKeyOf(h.GetManager(), h.GetTxn())]; ok {
+			return Result{}, votedAborted(h.GetTxn())
+		}
+	}
 	tid, ext, err := s.setLocked(c.GetSetId())
 	if err != nil {
 		return Result{}, err
@@ -459,13 +466,22 @@ func (s *State) effectsLocked(e Effects, err error) []Event {
 }
 
 // ApplyTxnEnd applies a transaction's outcome. Unknown transactions (that
-// never locked here) change nothing.
-func (s *State) ApplyTxnEnd(c *statepb.LockTxnEnd) {
+// never locked here) change nothing. The service's own rollback as it
+// votes ABORTED keeps the vote, at now; the manager's outcome forgets it
+// (votes.go).
+func (s *State) ApplyTxnEnd(now int64, c *statepb.LockTxnEnd) {
 	var evs []Event
 	defer func() { s.tell(evs) }()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := TxnKeyOf(c.GetManager(), c.GetTxn())
+	if c.GetVotedAborted() {
+		var sec djinn.ID
+		copy(sec[:], c.GetSecret())
+		s.votes.keep(k, c.GetManager().GetEndpoint(), sec, now)
+	} else {
+		s.votes.forget(k)
+	}
 	id, ok := s.txns[k]
 	if !ok {
 		return

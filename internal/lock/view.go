@@ -92,7 +92,7 @@ func (s *State) takeView() *stateView {
 	v := &stateView{table: s.table, tv: s.table.view(), epoch: s.epoch, nextSet: s.nextSet,
 		names: map[uint64]setInfo{}, holders: map[uint64]holderName{}}
 	rest := s.exportRest()
-	v.snap = snapshot{NextSet: s.nextSet, NextID: s.nextID, FreeSets: rest.FreeSets, Recent: rest.Recent, Waiting: rest.Waiting}
+	v.snap = snapshot{NextSet: s.nextSet, NextID: s.nextID, FreeSets: rest.FreeSets, Recent: rest.Recent, Waiting: rest.Waiting, Aborted: rest.Aborted}
 	v.ids = make([]uint64, 0, len(s.holders))
 	for id := range s.holders {
 		v.ids = append(v.ids, id)
@@ -170,6 +170,10 @@ func (s *State) writeView(v *stateView, size int, emit func(*statepb.LockRecord)
 	if len(v.snap.Waiting) > 0 {
 		e.raw(`,"Waiting":`)
 		e.value(v.snap.Waiting)
+	}
+	if len(v.snap.Aborted) > 0 {
+		e.raw(`,"Aborted":`)
+		list(e, v.snap.Aborted)
 	}
 	e.raw(`}`)
 	if err != nil {

@@ -99,15 +99,17 @@ func (s *State) Transactional(b []byte) (bool, error) {
 }
 
 // TxnSecret returns the secret a lock request presented for transaction k,
-// when one did.
+// when one did, or the manager presented with the ABORTED vote kept.
 func (s *State) TxnSecret(k TxnKey) (djinn.ID, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	id, ok := s.txns[k]
-	if !ok || s.holders[id].secret.IsZero() {
-		return djinn.ID{}, false
+	if id, ok := s.txns[k]; ok && !s.holders[id].secret.IsZero() {
+		return s.holders[id].secret, true
 	}
-	return s.holders[id].secret, true
+	if v, ok := s.votes.by[k]; ok && !v.secret.IsZero() {
+		return v.secret, true
+	}
+	return djinn.ID{}, false
 }
 
 // HoldsAny reports whether transaction k holds or waits for any lock here.

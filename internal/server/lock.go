@@ -104,6 +104,7 @@ func lockMetrics(st *lock.State) []prometheus.Collector {
 		gauge("djinn_lock_sets", "Lock sets.", func() float64 { n, _ := st.Len(); return float64(n) }),
 		gauge("djinn_lock_owners", "Lock owners.", func() float64 { _, n := st.Len(); return float64(n) }),
 		gauge("djinn_lock_waiters", "Lock requests waiting in a queue.", func() float64 { return float64(len(st.Waiting())) }),
+		gauge("djinn_lock_aborted_votes", "ABORTED votes kept until their transaction managers have decided.", func() float64 { return float64(st.Votes()) }),
 		labelled(name, help, "outcome", "granted", func() float64 { return float64(c.Granted.Load()) }),
 		labelled(name, help, "outcome", "queued", func() float64 { return float64(c.Queued.Load()) }),
 		labelled(name, help, "outcome", "refused", func() float64 { return float64(c.Refused.Load()) }),
@@ -351,6 +352,19 @@ func (j lockJoiner) Join(ctx context.Context, mgr djinn.Ref, id uint64, secret d
 		}
 	}
 	return otherManagers{pool: j.s.pool}.Join(ctx, mgr, id, secret, self, crash)
+}
+
+// GetState asks a transaction's state: of this server's manager in
+// process while it leads, of others over the pool.
+func (j lockJoiner) GetState(ctx context.Context, mgr djinn.Ref, id uint64, secret djinn.ID) (djinnpb.TransactionState, error) {
+	own := j.s.ref(TxnID)()
+	if j.s.cfg.Txn.Enabled && mgr.Service == own.Service && mgr.Object == own.Object && j.s.lessor.Serving("transaction manager") == nil {
+		st, err := j.s.txn.GetState(ctx, id, secret)
+		if djinn.KindOf(err) != djinn.Unavailable {
+			return st, err
+		}
+	}
+	return otherManagers{pool: j.s.pool}.GetState(ctx, mgr, id, secret)
 }
 
 // listLockSets lists the lock service's sets.

@@ -103,6 +103,7 @@ func TestServiceMetricsCount(t *testing.T) {
 		`djinn_lock_sets`:                             3,
 		`djinn_lock_owners`:                           3,
 		`djinn_lock_waiters`:                          0,
+		`djinn_lock_aborted_votes`:                    0,
 		`djinn_lookup_items`:                          1,
 		`djinn_lookup_watches`:                        1,
 		`djinn_lookup_registrations_total`:            1,

@@ -308,6 +308,15 @@ func (o otherManagers) Join(ctx context.Context, mgr djinn.Ref, id uint64, secre
 	return c.Join(ctx, &djinnpb.JoinTransactionRequest{Id: id, Participant: p, CrashCount: crash, Secret: wire.TxnSecretBytes(secret)})
 }
 
+func (o otherManagers) GetState(ctx context.Context, mgr djinn.Ref, id uint64, secret djinn.ID) (djinnpb.TransactionState, error) {
+	c, err := o.client(mgr)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.GetState(ctx, &djinnpb.TransactionRequest{Id: id, Secret: wire.TxnSecretBytes(secret)})
+	return resp.GetState(), err
+}
+
 func (o otherManagers) Promote(ctx context.Context, mgr djinn.Ref, id uint64, secret djinn.ID, parts []*djinnpb.Ref, crashes []int64, drop *djinnpb.Ref) error {
 	c, err := o.client(mgr)
 	if err != nil {

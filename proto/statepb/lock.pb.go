@@ -475,11 +475,20 @@ func (x *LockCancel) GetRequestIds() []uint64 {
 
 // LockTxnEnd applies a transaction's outcome: a committed nested
 // transaction's locks pass to its parent; others are dropped.
+//
+// With voted_aborted it is the lock service's own rollback as it votes
+// ABORTED (TX.2.6): the vote is kept in the state, with the transaction's
+// secret and this entry's time, so that every later prepare, on any
+// leader, gets it again. Without it (the manager's outcome, told or asked
+// for with getState) it forgets a vote kept: the manager has decided, and
+// asks no more.
 type LockTxnEnd struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Manager       *djinnpb.Ref           `protobuf:"bytes,1,opt,name=manager,proto3" json:"manager,omitempty"`
 	Txn           uint64                 `protobuf:"varint,2,opt,name=txn,proto3" json:"txn,omitempty"`
 	Commit        bool                   `protobuf:"varint,3,opt,name=commit,proto3" json:"commit,omitempty"`
+	VotedAborted  bool                   `protobuf:"varint,4,opt,name=voted_aborted,json=votedAborted,proto3" json:"voted_aborted,omitempty"`
+	Secret        []byte                 `protobuf:"bytes,5,opt,name=secret,proto3" json:"secret,omitempty"` // with voted_aborted: the transaction's, as prepare presented it
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -533,6 +542,20 @@ func (x *LockTxnEnd) GetCommit() bool {
 		return x.Commit
 	}
 	return false
+}
+
+func (x *LockTxnEnd) GetVotedAborted() bool {
+	if x != nil {
+		return x.VotedAborted
+	}
+	return false
+}
+
+func (x *LockTxnEnd) GetSecret() []byte {
+	if x != nil {
+		return x.Secret
+	}
+	return nil
 }
 
 // LockDrop is a coordinator's drop_locks: the transaction's locks in the
@@ -693,12 +716,14 @@ const file_state_v1_lock_proto_rawDesc = "" +
 	"\n" +
 	"LockCancel\x12\x1f\n" +
 	"\vrequest_ids\x18\x01 \x03(\x04R\n" +
-	"requestIds\"_\n" +
+	"requestIds\"\x9c\x01\n" +
 	"\n" +
 	"LockTxnEnd\x12'\n" +
 	"\amanager\x18\x01 \x01(\v2\r.djinn.v1.RefR\amanager\x12\x10\n" +
 	"\x03txn\x18\x02 \x01(\x04R\x03txn\x12\x16\n" +
-	"\x06commit\x18\x03 \x01(\bR\x06commit\"\\\n" +
+	"\x06commit\x18\x03 \x01(\bR\x06commit\x12#\n" +
+	"\rvoted_aborted\x18\x04 \x01(\bR\fvotedAborted\x12\x16\n" +
+	"\x06secret\x18\x05 \x01(\fR\x06secret\"\\\n" +
 	"\bLockDrop\x12\x15\n" +
 	"\x06set_id\x18\x01 \x01(\fR\x05setId\x12'\n" +
 	"\amanager\x18\x02 \x01(\v2\r.djinn.v1.RefR\amanager\x12\x10\n" +

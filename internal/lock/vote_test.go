@@ -1,0 +1,137 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/lock"
+	"github.com/djinn-go/djinn/internal/state/statetest"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+const (
+	aborted    = djinnpb.TransactionState_TRANSACTION_STATE_ABORTED
+	notChanged = djinnpb.TransactionState_TRANSACTION_STATE_NOTCHANGED
+	voting     = djinnpb.TransactionState_TRANSACTION_STATE_VOTING
+)
+
+// voteAborted has transaction id vote ABORTED: it holds a lock in one
+// set and waits for one in another, held by transaction id+1.
+func (f *fixture) voteAborted(id uint64, secret djinn.ID) {
+	f.t.Helper()
+	ctx := context.Background()
+	set, other := f.set(true), f.set(true)
+	f.lock(set, txn(id+1), lock.W, 0)
+	f.lock(other, txn(id), lock.R, 0)
+	waited := make(chan error, 1)
+	go func() { _, _, err := f.svc.Lock(ctx, set, txn(id), lock.W, 0, false, 0); waited <- err }()
+	synctest.Wait()
+	if v, err := f.svc.Prepare(ctx, mgrProto(), id, secret); err != nil || v != aborted {
+		f.t.Fatalf("prepare with a lock request waiting: %v %v, want ABORTED", v, err)
+	}
+	if err := <-waited; !errors.Is(err, djinn.ErrTransactionRolledBack) {
+		f.t.Fatalf("the waiting request: %v, want TransactionRolledBack", err)
+	}
+}
+
+func (f *fixture) prepare(id uint64, secret djinn.ID) djinnpb.TransactionState {
+	f.t.Helper()
+	v, err := f.svc.Prepare(context.Background(), mgrProto(), id, secret)
+	if err != nil {
+		f.t.Fatalf("prepare %d: %v", id, err)
+	}
+	return v
+}
+
+// TestAbortedVoteSurvivesRestart: TX.2.6 — a participant that voted
+// ABORTED is ABORTED, and a prepare repeated in a post-VOTING state gets
+// that state; the vote is in the replicated state, so a node restarted
+// from a snapshot (or a new leader) answers a repeated prepare ABORTED,
+// not NOTCHANGED (the locks were released: the transaction must not
+// commit), refuses a lock under the transaction without asking the
+// manager, and refuses a prepare under another secret.
+func TestAbortedVoteSurvivesRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		j := &joiner{}
+		f := start(t, statetest.For(newLockState), j)
+		secret := djinn.ID{7}
+		f.voteAborted(20, secret)
+		f = f.restart()
+		defer f.stop()
+		if v := f.prepare(20, secret); v != aborted {
+			t.Fatalf("a repeated prepare after a restart from a snapshot: %v, want ABORTED", v)
+		}
+		if v, err := f.svc.PrepareAndCommit(context.Background(), mgrProto(), 20, secret); err != nil || v != aborted {
+			t.Fatalf("a repeated prepareAndCommit: %v %v, want ABORTED", v, err)
+		}
+		if _, err := f.svc.Prepare(context.Background(), mgrProto(), 20, djinn.ID{8}); !errors.Is(err, djinn.ErrUnknownTransaction) {
+			t.Fatalf("a prepare under another secret: %v, want UnknownTransaction", err)
+		}
+		j.mu.Lock()
+		joins := j.joins
+		j.mu.Unlock()
+		h := txn(20)
+		h.Transaction.Secret = secret[:]
+		if _, _, err := f.svc.Lock(context.Background(), f.set(true), h, lock.R, 0, true, 0); !errors.Is(err, djinn.ErrTransactionRolledBack) {
+			t.Fatalf("a lock under the voted transaction: %v, want TransactionRolledBack", err)
+		}
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		if j.joins != joins {
+			t.Fatalf("the refused lock joined the manager again (%d joins, want %d)", j.joins, joins)
+		}
+	})
+}
+
+// TestAbortedVoteForgotten: the vote is kept while the manager may still
+// ask (TX.2.7: only an ACTIVE or VOTING transaction is voted on), and
+// forgotten once it cannot: when the manager tells the outcome, or
+// answers getState with a decided state.
+func TestAbortedVoteForgotten(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		j := &joiner{}
+		f := start(t, statetest.For(newLockState), j)
+		defer f.stop()
+		f.voteAborted(20, djinn.ID{})
+		f.voteAborted(30, djinn.ID{})
+		j.setState(20, voting)
+
+		// VoteCheck (a minute) passes: the manager is asked; VOTING keeps
+		// the vote.
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		j.mu.Lock()
+		asked := j.asked[20]
+		j.mu.Unlock()
+		if asked == 0 {
+			t.Fatal("the manager was never asked about the ABORTED vote")
+		}
+		if v := f.prepare(20, djinn.ID{}); v != aborted {
+			t.Fatalf("a prepare while the manager is VOTING: %v, want ABORTED", v)
+		}
+		// The manager decides: the vote is forgotten at the next check.
+		j.setState(20, aborted)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if f.log.State.VotedAborted(lock.TxnKeyOf(mgrProto(), 20)) {
+			t.Fatal("the vote is kept after the manager answered ABORTED")
+		}
+		if v := f.prepare(30, djinn.ID{}); v != aborted {
+			t.Fatalf("a prepare of the other transaction, still ACTIVE at its manager: %v, want ABORTED", v)
+		}
+		// An abort told by the manager forgets the vote at once.
+		if err := f.svc.End(context.Background(), mgrProto(), 30, djinn.ID{}, false); err != nil {
+			t.Fatal(err)
+		}
+		if f.log.State.VotedAborted(lock.TxnKeyOf(mgrProto(), 30)) || f.log.State.Votes() != 0 {
+			t.Fatalf("%d votes kept after the manager's abort, want none", f.log.State.Votes())
+		}
+		if v := f.prepare(30, djinn.ID{}); v != notChanged {
+			t.Fatalf("a prepare after the vote was forgotten: %v, want NOTCHANGED (nothing held)", v)
+		}
+	})
+}
