@@ -33,7 +33,7 @@ type builder struct {
 }
 
 func newBuilder(t testing.TB, seed uint64) *builder {
-	return &builder{t: t, s: NewState(lease.NewTable()), rnd: rand.New(rand.NewPCG(seed, 1))}
+	return &builder{t: t, s: NewState(lease.NewTable(), nil), rnd: rand.New(rand.NewPCG(seed, 1))}
 }
 
 func (b *builder) id() []byte {
@@ -182,7 +182,7 @@ func TestEncodeSameAsMarshal(t *testing.T) {
 	for name, b := range states {
 		t.Run(name, func(t *testing.T) {
 			doc := checkEncoding(t, b.s.export())
-			got := NewState(lease.NewTable())
+			got := NewState(lease.NewTable(), nil)
 			got.Reset()
 			for _, r := range streamed(t, b.s.export(), 97) {
 				if err := got.Restore(r); err != nil {

@@ -77,8 +77,8 @@ func (s *Service) Prepare(ctx context.Context, mgr *djinnpb.Ref, id uint64, secr
 // requests fail TransactionRolledBack now. The same log entry keeps the
 // vote, so that a repeated prepare gets it again on any leader.
 func (s *Service) voteAborted(ctx context.Context, mgr *djinnpb.Ref, id uint64, secret djinn.ID) (djinnpb.TransactionState, error) {
-	end := &statepb.LockTxnEnd{Manager: mgr, Txn: id, VotedAborted: true}
-	if !secret.IsZero() {
+	end := &statepb.LockTxnEnd{Manager: mgr, Txn: id, VotedAborted: s.state.KeepsVotes()}
+	if end.VotedAborted && !secret.IsZero() {
 		end.Secret = secret[:]
 	}
 	if _, err := s.log.Propose(ctx, &statepb.Command{NowUnixNanos: s.now().UnixNano(), Op: &statepb.Command_LockTxnEnd{LockTxnEnd: end}}); err != nil {

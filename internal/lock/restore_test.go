@@ -45,7 +45,7 @@ func TestRestoreDecodesAsRecordsCome(t *testing.T) {
 // restoreAll restores recs into a new state.
 func restoreAll(t testing.TB, recs []*statepb.LockRecord) *State {
 	t.Helper()
-	s := NewState(lease.NewTable())
+	s := NewState(lease.NewTable(), nil)
 	s.Reset()
 	for _, r := range recs {
 		if err := s.Restore(r); err != nil {
@@ -74,14 +74,14 @@ func TestRestoreResetMidway(t *testing.T) {
 	}
 	recs := streamed(t, b.s.export(), 97)
 	want := exported(t, b.s)
-	s := NewState(lease.NewTable())
+	s := NewState(lease.NewTable(), nil)
 	for _, r := range recs[:len(recs)/2] {
 		if err := s.Restore(r); err != nil {
 			t.Fatal(err)
 		}
 	}
 	s.Reset()
-	if got := exported(t, s); !bytes.Equal(got, exported(t, NewState(lease.NewTable()))) {
+	if got := exported(t, s); !bytes.Equal(got, exported(t, NewState(lease.NewTable(), nil))) {
 		t.Fatalf("after Reset: %s", got)
 	}
 	damaged := append([]*statepb.LockRecord{{Table: []byte(`{"Table":{"Sets":[{"ID":"x"`)}}, recs[1:]...)
@@ -116,7 +116,7 @@ func TestRestoreMemoryBounded(t *testing.T) {
 	}
 	const size = 256 << 10
 	recs := streamed(t, bigState(t, 100_000).export(), size)
-	s := NewState(lease.NewTable())
+	s := NewState(lease.NewTable(), nil)
 	s.Reset()
 	base := heapBytes()
 	var peak uint64
@@ -148,14 +148,14 @@ func FuzzRestoreDocument(f *testing.F) {
 		}
 		f.Add(exported(f, b.s), uint16(97))
 	}
-	voted := NewState(lease.NewTable())
+	voted := NewState(lease.NewTable(), nil)
 	for id := range uint64(3) {
 		voted.ApplyTxnEnd(int64(id), &statepb.LockTxnEnd{Manager: mgr(id), Txn: 1 + id, VotedAborted: true, Secret: bytes.Repeat([]byte{byte(id)}, int(16*id%32))})
 	}
 	f.Add(exported(f, voted), uint16(33))
 	f.Add([]byte(`{"Table":{"Sets":null},"Sets":null,"NextSet":0,"Holders":null,"NextID":0,"Recent":null}`), uint16(5))
 	f.Fuzz(func(t *testing.T, doc []byte, size uint16) {
-		s := NewState(lease.NewTable())
+		s := NewState(lease.NewTable(), nil)
 		s.Reset()
 		var err error
 		for _, r := range cut(doc, 1+int(size%4096)) {
@@ -195,7 +195,7 @@ func TestRestoreDocumentEdges(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, size := range []int{1, 2, 3, 7, len(tc.doc)} {
-				s := NewState(lease.NewTable())
+				s := NewState(lease.NewTable(), nil)
 				s.Reset()
 				var err error
 				for _, r := range cut([]byte(tc.doc), size) {
@@ -228,7 +228,7 @@ func TestRestoredSaysCutShort(t *testing.T) {
 	if len(recs) < 2 {
 		t.Fatalf("%d records: the test needs a document in several", len(recs))
 	}
-	s := NewState(lease.NewTable())
+	s := NewState(lease.NewTable(), nil)
 	if err := s.Restored(); err != nil {
 		t.Fatalf("no lock records: %v", err)
 	}

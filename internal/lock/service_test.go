@@ -80,7 +80,7 @@ type fixture struct {
 	stop   func()
 }
 
-func newLockState(m *state.Machine) *lock.State { return lock.NewState(m.Leases) }
+func newLockState(m *state.Machine) *lock.State { return lock.NewState(m.Leases, m.Rules) }
 
 func start(t *testing.T, log statetest.Service[*lock.State], j *joiner) *fixture {
 	f := &fixture{t: t, log: log, j: j}

@@ -13,6 +13,7 @@ import (
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/quota"
 	"github.com/djinn-go/djinn/internal/slab"
+	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
@@ -53,6 +54,8 @@ type State struct {
 	epoch uint64
 
 	leases *lease.Table
+	// rules is the cluster's rules version (internal/state/rules.go).
+	rules func() uint32
 	// notify, when set, hears what became of waiting requests. It is
 	// called outside mu, in log order; the leader's service sets it.
 	notify func([]Event)
@@ -140,9 +143,14 @@ func (r *recentGrants) add(req, fence uint64) {
 	r.fence[req] = fence
 }
 
-// NewState returns an empty state whose set and owner leases live in t.
-func NewState(t *lease.Table) *State {
-	s := &State{table: New(), setInfo: []setInfo{{}},
+// NewState returns an empty state whose set and owner leases live in t,
+// applying entries by the cluster's rules version rules tells
+// (state.Machine.Rules; nil: this binary's latest, for a state alone).
+func NewState(t *lease.Table, rules func() uint32) *State {
+	if rules == nil {
+		rules = state.MaxRules
+	}
+	s := &State{table: New(), setInfo: []setInfo{{}}, rules: rules,
 		owners: map[djinn.ID]uint64{}, txns: map[TxnKey]uint64{}, holders: map[uint64]holderName{}, waiting: map[uint64]string{}, leases: t}
 	s.sets = s.newSetIndex()
 	return s
@@ -356,7 +364,7 @@ func (s *State) ApplyAcquire(c *statepb.LockAcquire) (Result, error) {
 	if f, ok := s.recent.fence[c.GetRequestId()]; ok {
 		return Result{Outcome: Granted, Fence: f}, nil
 	}
-	if h := c.GetHolder(); h.GetManager() != nil {
+	if h := c.GetHolder(); h.GetManager() != nil && s.rules() >= votesRules {
 		if _, ok := s.votes.by[TxnKeyOf(h.GetManager(), h.GetTxn())]; ok {
 			return Result{}, votedAborted(h.GetTxn())
 		}
@@ -475,11 +483,13 @@ func (s *State) ApplyTxnEnd(now int64, c *statepb.LockTxnEnd) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := TxnKeyOf(c.GetManager(), c.GetTxn())
-	if c.GetVotedAborted() {
+	switch {
+	case s.rules() < votesRules:
+	case c.GetVotedAborted():
 		var sec djinn.ID
 		copy(sec[:], c.GetSecret())
 		s.votes.keep(k, c.GetManager().GetEndpoint(), sec, now)
-	} else {
+	default:
 		s.votes.forget(k)
 	}
 	id, ok := s.txns[k]

@@ -1,6 +1,7 @@
 package lock_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"testing"
@@ -9,8 +10,10 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lock"
+	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/internal/state/statetest"
 	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/proto/statepb"
 )
 
 const (
@@ -134,4 +137,74 @@ func TestAbortedVoteForgotten(t *testing.T) {
 			t.Fatalf("a prepare after the vote was forgotten: %v, want NOTCHANGED (nothing held)", v)
 		}
 	})
+}
+
+// TestAbortedVotesReplayByRulesVersion: rules versions — a log replayed
+// after a restart, from a snapshot taken at any entry, decides each entry
+// by the rules version in force at it: a vote cast under version 1 is not
+// kept and its transaction's later lock request is granted; one cast
+// after the raise to 2 is kept and refuses it.
+func TestAbortedVotesReplayByRulesVersion(t *testing.T) {
+	set := djinn.NewID()
+	holder := func(id uint64) *statepb.LockHolderState {
+		return &statepb.LockHolderState{Manager: mgrProto(), Txn: id}
+	}
+	op := func(c any) *statepb.Command {
+		switch c := c.(type) {
+		case *statepb.LockTxnEnd:
+			return &statepb.Command{NowUnixNanos: 1, Op: &statepb.Command_LockTxnEnd{LockTxnEnd: c}}
+		case *statepb.LockAcquire:
+			return &statepb.Command{NowUnixNanos: 1, Op: &statepb.Command_LockAcquire{LockAcquire: c}}
+		case *statepb.RulesRaise:
+			return &statepb.Command{NowUnixNanos: 1, Op: &statepb.Command_RulesRaise{RulesRaise: c}}
+		}
+		return &statepb.Command{NowUnixNanos: 1, Op: &statepb.Command_LockCreateSet{LockCreateSet: c.(*statepb.LockCreateSet)}}
+	}
+	id := djinn.NewID()
+	log := []*statepb.Command{
+		{Op: &statepb.Command_Init{Init: &statepb.Init{ServiceId: id[:], RulesVersion: 1}}},
+		op(&statepb.LockCreateSet{SetId: set[:], Cookie: set[:], ExpiresUnixNanos: 1 << 62, Transactional: true, Principal: "p"}),
+		op(&statepb.LockTxnEnd{Manager: mgrProto(), Txn: 7, VotedAborted: true}),
+		op(&statepb.RulesRaise{Version: 2}),
+		op(&statepb.LockTxnEnd{Manager: mgrProto(), Txn: 8, VotedAborted: true}),
+		op(&statepb.LockAcquire{SetId: set[:], Holder: holder(7), Mode: int32(lock.R), RequestId: 1, Principal: "p"}),
+		op(&statepb.LockAcquire{SetId: set[:], Holder: holder(8), Mode: int32(lock.R), RequestId: 2, Principal: "p"}),
+	}
+	apply := func(m *state.Machine, first int, cmds []*statepb.Command) []any {
+		var out []any
+		for i, c := range cmds {
+			out = append(out, m.Apply(uint64(first+i), c))
+		}
+		return out
+	}
+	fresh := func() (*state.Machine, *lock.State) {
+		m := state.New()
+		return m, statetest.Add(m, lock.NewState(m.Leases, m.Rules))
+	}
+	for cut := 1; cut <= len(log); cut++ {
+		m, _ := fresh()
+		got := apply(m, 1, log[:cut])
+		write, err := m.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var snap bytes.Buffer
+		if err := write(&snap); err != nil {
+			t.Fatal(err)
+		}
+		again, st := fresh()
+		if err := again.Restore(&snap); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, apply(again, cut+1, log[cut:])...)
+		if err, _ := got[5].(error); err != nil {
+			t.Errorf("snapshot after entry %d: the lock request of the transaction voted under rules 1: %v, want granted", cut, err)
+		}
+		if err, _ := got[6].(error); !errors.Is(err, djinn.ErrTransactionRolledBack) {
+			t.Errorf("snapshot after entry %d: the lock request of the transaction voted under rules 2: %v, want TransactionRolledBack", cut, got[6])
+		}
+		if st.VotedAborted(lock.TxnKeyOf(mgrProto(), 7)) || !st.VotedAborted(lock.TxnKeyOf(mgrProto(), 8)) {
+			t.Errorf("snapshot after entry %d: votes kept for 7 %v, 8 %v; want 8's alone", cut, st.VotedAborted(lock.TxnKeyOf(mgrProto(), 7)), st.VotedAborted(lock.TxnKeyOf(mgrProto(), 8)))
+		}
+	}
 }

@@ -25,6 +25,13 @@ import (
 // answer: past it the oldest is forgotten, and a prepare repeated for it
 // then finds a transaction unknown here.
 
+// votesRules is the rules version (internal/state/rules.go) from which
+// votes are kept: under an older one, a member of an older binary would
+// not keep them, and would grant a lock request the others refuse. The
+// leader asks for a vote to be kept only under it; before it (a rolling
+// upgrade) a repeated prepare finds no vote.
+const votesRules = 2
+
 // maxAbortedVotes bounds the ABORTED votes the state keeps (a vote costs
 // about a hundred bytes).
 const maxAbortedVotes = 1 << 16
@@ -150,6 +157,10 @@ func (v *abortedVotes) add(sv snapVote) error {
 	v.keep(sv.Txn, sv.Endpoint, sec, sv.At)
 	return nil
 }
+
+// KeepsVotes reports whether the cluster's rules version keeps ABORTED
+// votes.
+func (s *State) KeepsVotes() bool { return s.rules() >= votesRules }
 
 // VotedAborted reports whether the service voted transaction k ABORTED
 // and keeps the vote.

@@ -1,9 +1,14 @@
 package lock
 
 import (
+	"bytes"
+	"errors"
 	"testing"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/proto/statepb"
 )
 
 func voteKey(i int) TxnKey {
@@ -67,5 +72,30 @@ func TestAbortedVotesRestoreChecks(t *testing.T) {
 	}
 	if err := v.add(snapVote{Txn: voteKey(1)}); err == nil {
 		t.Fatal("a vote named twice was accepted")
+	}
+}
+
+// TestAbortedVotesByRulesVersion: rules versions (internal/state/rules.go)
+// — the service's rollback as it votes ABORTED keeps the vote, and the
+// vote refuses a lock request under the transaction, from rules version
+// 2; under version 1 (a cluster with a member of an older binary) the
+// same entries keep nothing and grant the request, as that binary does.
+func TestAbortedVotesByRulesVersion(t *testing.T) {
+	m := &djinnpb.Ref{Endpoint: "m:1", ServiceId: []byte{1}, ObjectId: []byte{2}}
+	for _, rules := range []uint32{1, 2} {
+		s := NewState(lease.NewTable(), func() uint32 { return rules })
+		set := djinn.NewID()
+		if err := s.ApplyCreateSet(&statepb.LockCreateSet{SetId: set[:], Cookie: set[:], ExpiresUnixNanos: 1, Transactional: true, Principal: "p"}); err != nil {
+			t.Fatal(err)
+		}
+		s.ApplyTxnEnd(5, &statepb.LockTxnEnd{Manager: m, Txn: 7, VotedAborted: true, Secret: bytes.Repeat([]byte{3}, 16)})
+		kept := s.VotedAborted(TxnKeyOf(m, 7))
+		_, err := s.ApplyAcquire(&statepb.LockAcquire{SetId: set[:], Holder: &statepb.LockHolderState{Manager: m, Txn: 7}, Mode: int32(R), RequestId: 1, Principal: "p"})
+		switch {
+		case rules == 1 && (kept || err != nil):
+			t.Errorf("rules 1: vote kept %v, lock request %v; want nothing kept and the lock granted", kept, err)
+		case rules == 2 && (!kept || !errors.Is(err, djinn.ErrTransactionRolledBack)):
+			t.Errorf("rules 2: vote kept %v, lock request %v; want the vote kept and the request refused TransactionRolledBack", kept, err)
+		}
 	}
 }

@@ -59,7 +59,7 @@ func lockPart(s *Server) *part {
 		joins:   &joinKind{typ: service.LockServiceType, title: "djinn lock service"},
 		enabled: c.Enabled,
 		state: func(m *state.Machine) error {
-			st = lock.NewState(m.Leases)
+			st = lock.NewState(m.Leases, m.Rules)
 			return m.Add(st.Part())
 		},
 		open: func() (err error) {

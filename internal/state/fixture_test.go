@@ -48,7 +48,7 @@ func newFixtureWorld() fixtureWorld {
 	w := fixtureWorld{m: m, mailbox: statetest.Add(m, mailbox.NewState(m.Leases, mailbox.DefaultMaxStored, m.ServiceID))}
 	statetest.Add(m, renewal.NewState(m.Leases, m.ServiceID))
 	statetest.Add(m, txn.NewState(m.Leases))
-	statetest.Add(m, lock.NewState(m.Leases))
+	statetest.Add(m, lock.NewState(m.Leases, m.Rules))
 	statetest.Add(m, lookup.NewState(m.Leases, m.ServiceID, service.Limits{}))
 	statetest.Add(m, lds.NewState(m.Leases))
 	return w

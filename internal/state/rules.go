@@ -37,6 +37,7 @@ import (
 // it does not know: it refuses (RulesError).
 var rulesVersions = []string{
 	1: "the rules of the first release",
+	2: "the lock service keeps its ABORTED votes in the state (LockTxnEnd voted_aborted) and refuses lock requests under a transaction it voted ABORTED",
 }
 
 // MaxRules is the highest rules version this binary supports.

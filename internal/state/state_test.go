@@ -44,7 +44,7 @@ func newMachine(t testing.TB) full {
 	f := full{Machine: m, renewal: statetest.Add(m, renewal.NewState(m.Leases, m.ServiceID))}
 	statetest.Add(m, newMailboxState(m))
 	statetest.Add(m, txn.NewState(m.Leases))
-	statetest.Add(m, lock.NewState(m.Leases))
+	statetest.Add(m, lock.NewState(m.Leases, m.Rules))
 	statetest.Add(m, lookup.NewState(m.Leases, m.ServiceID, service.Limits{}))
 	statetest.Add(m, lds.NewState(m.Leases))
 	statetest.Add(m, join.NewState())

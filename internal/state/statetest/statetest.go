@@ -43,7 +43,7 @@ type Stater interface{ Part() state.Part }
 // For returns a Service over a fresh, initialised machine holding the
 // state newState builds over it:
 //
-//	log := statetest.For(func(m *state.Machine) *lock.State { return lock.NewState(m.Leases) })
+//	log := statetest.For(func(m *state.Machine) *lock.State { return lock.NewState(m.Leases, m.Rules) })
 func For[S Stater](newState func(m *state.Machine) S) Service[S] {
 	l := New()
 	return Service[S]{l, Add(l.M, newState(l.M))}
@@ -82,12 +82,14 @@ type Log struct {
 	Deposed atomic.Bool
 }
 
-// New returns a Log over a fresh, initialised Machine. The machine holds
+// New returns a Log over a fresh, initialised Machine, at the highest
+// rules version it supports, as a new cluster starts. The machine holds
 // no service's state: add the ones a test needs with Add.
 func New() *Log {
 	l := &Log{M: state.New()}
 	id := djinn.NewID()
-	if _, err := l.Propose(context.Background(), &statepb.Command{Op: &statepb.Command_Init{Init: &statepb.Init{ServiceId: id[:]}}}); err != nil {
+	init := &statepb.Init{ServiceId: id[:], RulesVersion: l.M.MaxRules()}
+	if _, err := l.Propose(context.Background(), &statepb.Command{Op: &statepb.Command_Init{Init: init}}); err != nil {
 		panic(err)
 	}
 	return l
