@@ -17,6 +17,7 @@ import (
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/grpcerr"
 	"github.com/djinn-go/djinn/internal/server"
+	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
@@ -266,7 +267,7 @@ func adminRows() map[string]call {
 			return ok(a(c).Members(ctx, &djinnpb.MembersRequest{}))
 		},
 		"Join": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
-			return ok(a(c).Join(ctx, &djinnpb.JoinRequest{NodeId: "matrix", RaftAddress: "127.0.0.1:1", GrpcAddress: "no address"}))
+			return ok(a(c).Join(ctx, &djinnpb.JoinRequest{NodeId: "matrix", RaftAddress: "127.0.0.1:1", GrpcAddress: "no address", RulesMax: state.MaxRules()}))
 		},
 		"AddMember": func(ctx context.Context, c grpc.ClientConnInterface, _ *resources, _ bool) error {
 			return ok(a(c).AddMember(ctx, &djinnpb.AddMemberRequest{NodeId: "matrix", RaftAddress: "127.0.0.1:1", GrpcAddress: "no address"}))
