@@ -94,6 +94,12 @@ func (s *Service) Close() { s.engine.Close() }
 
 func (s *Service) leading() error { return s.lessor.Serving("lookup discovery service") }
 
+// confirm confirms, after a read, that this node still leads: a deposed
+// leader must not answer with a registration its successor may have
+// changed, nor with lookup services it found or lost since (a client
+// resynchronises with them after a gap, LD.3.2).
+func (s *Service) confirm() error { return s.lessor.Confirm("lookup discovery service") }
+
 func (s *Service) setsChanged() {
 	select {
 	case s.changed <- struct{}{}:
@@ -193,6 +199,9 @@ func (s *Service) Get(cookie []byte) (*djinnpb.LDSRegistrationState, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := s.confirm(); err != nil {
+		return nil, err
+	}
 	return s.stateProto(c, info), nil
 }
 
@@ -213,6 +222,9 @@ func (s *Service) Registrars(cookie []byte) ([]*djinnpb.DiscoveredRegistrar, err
 	}
 	rs, err := s.state.Registrars(c)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.confirm(); err != nil {
 		return nil, err
 	}
 	out := make([]*djinnpb.DiscoveredRegistrar, len(rs))

@@ -307,3 +307,28 @@ func TestIndefiniteFailureRetries(t *testing.T) {
 		}
 	})
 }
+
+// TestDeposedLeaderDescribesNoRegistration: a registration's state and its
+// discovered lookup services (LD.4.1.1 getRegistrars, what a client reads
+// to resynchronise after a gap in the sequence numbers, LD.3.2) are
+// confirmed with the leader lease, or a quorum, after they are read: a
+// deposed leader that has not heard of its successor (which may have
+// changed the registration, or found and lost lookup services for it)
+// answers Unavailable, not what it last knew.
+func TestDeposedLeaderDescribesNoRegistration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := start(t, newMachine(), lds.Config{})
+		_, cookie := f.register(&djinnpb.LDSRegisterRequest{Locators: []string{loc(1)}})
+		f.found(reg(1))
+		if rs, err := f.svc.Registrars(cookie); err != nil || len(rs) != 1 {
+			t.Fatalf("getRegistrars at the leader: %v, %v; want the one found", rs, err)
+		}
+		f.log.Deposed.Store(true)
+		if rs, err := f.svc.Registrars(cookie); !errors.Is(err, djinn.ErrUnavailable) {
+			t.Errorf("getRegistrars at a deposed leader: %v, %v; want Unavailable", rs, err)
+		}
+		if st, err := f.svc.Get(cookie); !errors.Is(err, djinn.ErrUnavailable) {
+			t.Errorf("the registration at a deposed leader: %v, %v; want Unavailable", st, err)
+		}
+	})
+}
