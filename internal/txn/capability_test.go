@@ -103,3 +103,23 @@ func TestDeposedLeaderGivesNoState(t *testing.T) {
 		wantKind(t, "TX.2.7 an unknown transaction at a deposed leader", err, djinn.Unavailable)
 	})
 }
+
+// TestDeposedLeaderDescribesNoTransaction: a transaction's description
+// (its state, participants and children, for its owner) is confirmed with
+// the leader lease, or a quorum, after it is read: a deposed leader that
+// has not heard of its successor (which may have committed or aborted it)
+// answers Unavailable, not ACTIVE.
+func TestDeposedLeaderDescribesNoTransaction(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		defer f.stop()
+		c := f.create(time.Minute)
+		bg := context.Background()
+		if d, err := f.svc.Describe(bg, c.ID); err != nil || d.GetState() != txn.Active {
+			t.Fatalf("the transaction at the leader: %v, %v; want ACTIVE", d, err)
+		}
+		f.log.Deposed.Store(true)
+		_, err := f.svc.Describe(bg, c.ID)
+		wantKind(t, "the transaction described at a deposed leader", err, djinn.Unavailable)
+	})
+}

@@ -383,6 +383,11 @@ func (s *Service) Describe(ctx context.Context, id uint64) (*djinnpb.Transaction
 	if err != nil {
 		return nil, err
 	}
+	// A deposed leader must not describe as ACTIVE a transaction its
+	// successor may have decided.
+	if err := s.lessor.Confirm("transaction manager"); err != nil {
+		return nil, err
+	}
 	return s.describe(in, true), nil
 }
 
