@@ -184,6 +184,14 @@ func FuzzApply(f *testing.F) {
 			m1.Apply(uint64(i+1), &c1)
 			m2.Apply(uint64(i+1), &c2)
 		}
+		// A rules version above the machine's stops both alike, and a
+		// stopped machine takes no snapshot.
+		if stop1, stop2 := m1.Refusal() != nil, m2.Refusal() != nil; stop1 || stop2 {
+			if stop1 != stop2 {
+				t.Fatal("of two machines applying the same commands one stopped")
+			}
+			return
+		}
 		r1, r2 := newMachine(t), newMachine(t)
 		if err := r1.Restore(bytes.NewReader(snapshot(t, m1.Machine))); err != nil {
 			t.Fatalf("snapshot of applied state does not restore: %v", err)
@@ -233,6 +241,10 @@ func applySeeds() []*statepb.Command {
 	id := djinn.NewID()
 	return []*statepb.Command{
 		{Op: &statepb.Command_Init{Init: &statepb.Init{ServiceId: id[:]}}},
+		{Op: &statepb.Command_Init{Init: &statepb.Init{ServiceId: id[:], RulesVersion: state.MaxRules()}}},
+		{Op: &statepb.Command_RulesRaise{RulesRaise: &statepb.RulesRaise{Version: state.MaxRules()}}},
+		{Op: &statepb.Command_RulesRaise{RulesRaise: &statepb.RulesRaise{Version: state.MaxRules() + 1}}},
+		{Op: &statepb.Command_Member{Member: &statepb.Member{NodeId: "n1", GrpcAddress: "127.0.0.1:1", RulesMax: 2}}},
 		{Op: &statepb.Command_MailboxRegister{MailboxRegister: &statepb.MailboxRegister{RegistrationId: id[:], ListenerId: id[:], Cookie: id[:], ExpiresUnixNanos: 5}}},
 		{Op: &statepb.Command_MailboxStore{MailboxStore: &statepb.MailboxStore{ListenerId: id[:], Events: []*djinnpb.RemoteEvent{{}}}}},
 		{Op: &statepb.Command_LeaseCancel{LeaseCancel: &statepb.LeaseCancel{Cookies: [][]byte{id[:], {1}}}}},
