@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -229,5 +230,26 @@ func TestRules_ADataDirectoryAtAHigherVersionIsRefusedAtStart(t *testing.T) {
 	s = servertest.Start(t, cfg)
 	if st, err := servertest.Status(djinnpb.NewAdminClient(servertest.Conn(t, s.Addr()))); err != nil || st.GetRulesVersion() != 2 {
 		t.Fatalf("restarted at rules %d, %v; want 2", st.GetRulesVersion(), err)
+	}
+}
+
+// A snapshot file saved from a cluster at a rules version above this
+// binary's is refused by djinn snapshot restore, before it seeds anything.
+func TestRules_ASnapshotFileAtAHigherVersionIsRefusedByRestore(t *testing.T) {
+	t.Parallel()
+	cfg := servertest.Config(t)
+	server.SetRulesMax(&cfg, state.MaxRules()+1)
+	s := servertest.Start(t, cfg)
+	path, _ := saveFile(t, servertest.Dial(t, s.Addr(), servertest.Operator(t, s)))
+	dir := filepath.Join(t.TempDir(), "restored")
+	_, err := server.RestoreSnapshot(path, dir)
+	if err == nil {
+		t.Fatal("restored")
+	}
+	newer := state.MaxRules() + 1
+	checkNames(t, err, path, fmt.Sprintf("rules version is %d", newer), fmt.Sprintf("up to version %d", state.MaxRules()),
+		fmt.Sprintf("run a djinn binary that supports rules version %d", newer))
+	if _, serr := os.Stat(filepath.Join(dir, "restore.snap")); serr == nil {
+		t.Error("the refused snapshot was left to restore")
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/backup"
+	"github.com/djinn-go/djinn/internal/replica"
 	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
@@ -166,7 +167,9 @@ func checkRecords(r io.Reader, path string) error {
 	if err != nil {
 		return err
 	}
-	if err := m.Restore(br); err != nil {
+	if err := m.Restore(br); replica.IsRefusal(err) {
+		return djinn.Errorf(djinn.InvalidArgument, "%s holds a cluster this djinn cannot run: %v", path, err)
+	} else if err != nil {
 		return djinn.Errorf(djinn.InvalidArgument, "%s holds a record this djinn cannot restore (%v); restore it with the djinn release that saved it", path, err)
 	}
 	if m.ServiceID().IsZero() {

@@ -52,9 +52,9 @@ type RulesError struct {
 }
 
 func (e *RulesError) Error() string {
-	return fmt.Sprintf("%s: the cluster's rules version is %d but this binary supports rules up to version %d; "+
-		"it stopped applying the log so that it cannot decide entries unlike the other members: "+
-		"run a djinn binary that supports rules version %d on this member", e.Where, e.Version, e.Max, e.Version)
+	return fmt.Sprintf("%s: the cluster's rules version is %d but this binary supports rules up to version %d "+
+		"(it would decide entries unlike the binaries that raised it): run a djinn binary that supports rules version %d",
+		e.Where, e.Version, e.Max, e.Version)
 }
 
 // RefusesToApply marks the error as the state machine's refusal to go on,
