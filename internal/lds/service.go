@@ -28,6 +28,10 @@ type Config struct {
 	Leases lease.Policy
 	// MaxRegistrations bounds the registrations held (default 100,000).
 	MaxRegistrations int
+	// MaxLocators bounds the distinct locators the registrations want
+	// discovered, together (default DefaultMaxLocators): each is a lookup
+	// service the node keeps dialling until it answers.
+	MaxLocators int
 	// Delivery configures event delivery; Sender is required.
 	Delivery event.Config
 	Logger   *slog.Logger
@@ -70,6 +74,9 @@ func NewService(s *State, l *lease.Lessor, log Proposer, now func() time.Time, s
 	}
 	if cfg.MaxRegistrations <= 0 {
 		cfg.MaxRegistrations = 100_000
+	}
+	if cfg.MaxLocators <= 0 {
+		cfg.MaxLocators = DefaultMaxLocators
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -156,6 +163,9 @@ func (s *Service) Register(ctx context.Context, req *djinnpb.LDSRegisterRequest)
 	}
 	if n, _ := s.state.Len(); n >= s.cfg.MaxRegistrations {
 		return Registered{}, djinn.Errorf(djinn.ResourceExhausted, "lookup discovery service holds %d registrations, the most allowed", n)
+	}
+	if err := s.roomForLocators(locators); err != nil {
+		return Registered{}, err
 	}
 	granted := s.cfg.Leases.Grant(d)
 	now := s.now()
@@ -264,12 +274,35 @@ func (s *Service) ChangeLocators(ctx context.Context, req *djinnpb.LDSLocatorsRe
 	if err != nil {
 		return nil, err
 	}
+	if req.GetOp() != djinnpb.SetOp_SET_OP_REMOVE {
+		if err := s.roomForLocators(locators); err != nil {
+			return nil, err
+		}
+	}
 	res, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LdsLocators{LdsLocators: &statepb.LDSLocators{
 		Cookie: c[:], Op: req.GetOp(), Locators: locators}}})
 	if err != nil {
 		return nil, err
 	}
 	return s.stateProto(c, res.(Info)), nil
+}
+
+// DefaultMaxLocators is Config.MaxLocators's default.
+const DefaultMaxLocators = 4096
+
+// roomForLocators refuses locators when the registrations would then want
+// more than MaxLocators distinct ones discovered: without a bound, a
+// client's registrations, each with MaxLocators locators of its own, would
+// have the node dial millions of addresses, a goroutine each. Locators
+// already wanted cost nothing. Like MaxRegistrations, a bound on the
+// whole service, checked before the change is logged.
+func (s *Service) roomForLocators(locators []string) error {
+	wanted, fresh := s.state.LocatorsWanted(locators)
+	if fresh > 0 && wanted+fresh > s.cfg.MaxLocators {
+		return djinn.Errorf(djinn.ResourceExhausted, "locators: the lookup discovery service would look for %d distinct locators, over its limit of %d (%d new here, e.g. %q); name lookup services already looked for, or fewer",
+			wanted+fresh, s.cfg.MaxLocators, fresh, clip(s.state.firstFresh(locators)))
+	}
+	return nil
 }
 
 // Discard discards a lookup service for a registration (LD.4.1.1

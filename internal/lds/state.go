@@ -736,6 +736,32 @@ func (s *State) Known() []Registrar {
 	return out
 }
 
+// LocatorsWanted returns how many distinct locators the registrations
+// want discovered, and how many of locators (canonical) are not among
+// them.
+func (s *State) LocatorsWanted(locators []string) (wanted, fresh int) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, l := range locators {
+		if s.locators[l] == 0 {
+			fresh++
+		}
+	}
+	return len(s.locators), fresh
+}
+
+// firstFresh returns the first of locators not wanted yet ("" if none).
+func (s *State) firstFresh(locators []string) string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, l := range locators {
+		if s.locators[l] == 0 {
+			return l
+		}
+	}
+	return ""
+}
+
 // Len returns the numbers of registrations and of lookup services in the
 // table.
 func (s *State) Len() (registrations, registrars int) {
