@@ -134,8 +134,8 @@ func TestCLISnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(t.TempDir(), "djinn.snap")
-	if out, errs, ok := run(t, pa, "snapshot", "save", file); ok || !strings.HasPrefix(errs, "djinn: /djinn.v1.Admin/SaveSnapshot needs the operator role: ") {
-		t.Errorf("snapshot save without the join secret: %s%s, want refused for want of the operator role, the server's answer as it is", out, errs)
+	if out, errs, ok := run(t, pa, "snapshot", "save", file); ok || !strings.HasPrefix(errs, "djinn: snapshot save needs the operator role: present the cluster's join secret") {
+		t.Errorf("snapshot save without the join secret: %s%s, want refused for want of the operator role, naming the command and the join secret", out, errs)
 	}
 	out := mustRun(t, pa, "snapshot", "save", file, "--join-secret-file", filepath.Join(a.dir, "join-secret"))
 	if !strings.Contains(out, "saved "+file) {

@@ -48,10 +48,11 @@ func (m Main) Run(ctx context.Context, args []string) int {
 	root.SetArgs(args)
 	root.SetOut(m.Stdout)
 	root.SetErr(m.Stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
 	}
+	err = inCommandWords(err, cmd)
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		err = errInterrupted
 	}
