@@ -162,6 +162,14 @@ func printRegistrars(w io.Writer, vs []registrarView) {
 	}
 }
 
+// notDiscovery reports whether err says a port answered, but not with
+// the discovery protocol: another protocol version (a gRPC port's HTTP/2
+// settings frame reads as version 4612) or bytes that break the layout.
+// Asking it again would get the same.
+func notDiscovery(err error) bool {
+	return errors.Is(err, discovery.ErrVersion) || errors.Is(err, discovery.ErrMalformed)
+}
+
 // discoverLocators runs unicast discovery at each locator at once, retrying each
 // until it answers or ctx ends. It returns the answers in the locators'
 // order and an error naming each locator that never answered.
@@ -176,6 +184,11 @@ func discoverLocators(ctx context.Context, locs []discovery.Locator, timeout tim
 				info, err := discovery.Unicast(ctx, loc)
 				if err == nil {
 					answers[i] = &info
+					return
+				}
+				if notDiscovery(err) {
+					errs[i] = fmt.Errorf("--locator %s: the port did not answer the discovery protocol, perhaps it is a server's gRPC port: "+
+						"give the port djinn serve's --discovery sets (127.0.0.1:4160 by default) (%w)", loc, err)
 					return
 				}
 				if last == nil || ctx.Err() == nil {

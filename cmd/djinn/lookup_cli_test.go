@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/discovery"
@@ -393,6 +396,21 @@ func TestCLIDiscover(t *testing.T) {
 	out, errs, ok = runDiscover(t, "--locator", loc, "--locator", dead, "--wait", "1s")
 	if ok || !strings.HasPrefix(out, id.String()) || strings.Count(strings.TrimSpace(errs), "\n") != 0 || !strings.Contains(errs, "--locator "+dead+"/: no answer within 1s") {
 		t.Errorf("discover with a dead locator: ok=%v stdout %q stderr %q", ok, out, errs)
+	}
+	// A gRPC port given as the locator answers HTTP/2, not discovery: said
+	// at once, naming the flag that sets the discovery port.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	go func() { _ = gs.Serve(ln) }()
+	defer gs.Stop()
+	grpcLoc := "jini://" + ln.Addr().String()
+	out, errs, ok = runDiscover(t, "--locator", grpcLoc, "--wait", "1m")
+	if ok || out != "" || !strings.Contains(errs, "--locator "+grpcLoc+"/: the port did not answer the discovery protocol, perhaps it is a server's gRPC port: give the port djinn serve's --discovery sets") ||
+		strings.Contains(errs, "no answer within") {
+		t.Errorf("discover at a gRPC port: ok=%v stdout %q stderr %q", ok, out, errs)
 	}
 	for _, tc := range []errRow{
 		{[]string{"--locator", "http://h:1"}, `--locator "http://h:1"`},
