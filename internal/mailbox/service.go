@@ -472,15 +472,29 @@ func (s *Service) Pull(ctx context.Context, id djinn.ID, after uint64, max int, 
 	}
 }
 
-// Ack forgets stored events through an index (pull mode).
+// Ack forgets stored events through an index (pull mode). An index past
+// the last event stored is refused: it acknowledges events the caller
+// cannot have pulled.
 func (s *Service) Ack(ctx context.Context, id djinn.ID, through uint64) error {
-	if _, _, err := s.live(ctx, id); err != nil {
+	in, _, err := s.live(ctx, id)
+	if err != nil {
 		return err
 	}
-	_, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_MailboxDelivered{MailboxDelivered: &statepb.MailboxDelivered{
+	if through > in.Last {
+		return djinn.Errorf(djinn.InvalidArgument, "acknowledge through index %d: past the last event stored for mailbox registration %s (index %d%s); acknowledge the index of the last event you pulled: nothing was acknowledged", through, id, in.Last, noneYet(in.Last, "stored"))
+	}
+	_, err = s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_MailboxDelivered{MailboxDelivered: &statepb.MailboxDelivered{
 		Entries: []*statepb.Delivered{{RegistrationId: id[:], ThroughIndex: through}},
 	}}})
 	return err
+}
+
+// noneYet says, after a last index of 0, that no event was done yet.
+func noneYet(last uint64, done string) string {
+	if last == 0 {
+		return ": none " + done + " yet"
+	}
+	return ""
 }
 
 // AddUnknownEvents adds (source, id) pairs to the unknown-event list, as a

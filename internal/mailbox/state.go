@@ -179,7 +179,10 @@ type Info struct {
 	Principal            string
 	Target               *djinnpb.Ref
 	Stored               int
-	Unknown              []*djinnpb.EventKey
+	// Last is the index of the last event stored (0: none yet), whether
+	// or not it was acknowledged since.
+	Last    uint64
+	Unknown []*djinnpb.EventKey
 }
 
 // infoLocked returns the registration at slot as clients see it, or
@@ -191,7 +194,7 @@ func (s *State) infoLocked(slot uint32) (Info, bool) {
 		return Info{}, false
 	}
 	e := s.extraLocked(slot)
-	in := Info{ID: r.id, Listener: r.listener, Cookie: cookie, Principal: principal, Target: e.target, Stored: len(e.events)}
+	in := Info{ID: r.id, Listener: r.listener, Cookie: cookie, Principal: principal, Target: e.target, Stored: len(e.events), Last: e.next - 1}
 	for _, k := range e.unknown {
 		in.Unknown = append(in.Unknown, k)
 	}

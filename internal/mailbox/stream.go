@@ -193,7 +193,7 @@ func (st *stream) received(ack uint64, err error) error {
 	case err != nil:
 		st.failLocked(err)
 	case ack > st.sent:
-		err = djinn.Errorf(djinn.InvalidArgument, "ack_through %d: past the last event sent on this stream (%d); acknowledge only events received", ack, st.sent)
+		err = djinn.Errorf(djinn.InvalidArgument, "ack_through %d: past the last event sent on this stream (index %d%s); the stream ends: open it again and acknowledge the index of the last event received (those not acknowledged come again)", ack, st.sent, noneYet(st.sent, "sent"))
 		st.failLocked(err)
 	case ack > st.asked:
 		st.asked, record = ack, true

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -437,8 +438,39 @@ func TestDeliveriesBadInput(t *testing.T) {
 		f.notifyN(r, 1, 2)
 		s := f.stream(context.Background(), r.ID, mailbox.StreamOpen{})
 		s.acks <- 3
-		if err := <-s.done; !errors.Is(err, djinn.ErrInvalidArgument) {
-			t.Fatalf("acknowledging 3 with 2 sent = %v, want InvalidArgument", err)
+		// The error names the bad value and the last event sent, and says
+		// what to do.
+		const want = "ack_through 3: past the last event sent on this stream (index 2); the stream ends: open it again and acknowledge the index of the last event received (those not acknowledged come again)"
+		if err := <-s.done; !errors.Is(err, djinn.ErrInvalidArgument) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("acknowledging 3 with 2 sent = %v, want InvalidArgument %q", err, want)
+		}
+		if n := f.stored(r); n != 2 {
+			t.Fatalf("a refused acknowledgement forgot events: %d stored, want 2", n)
+		}
+	})
+}
+
+// TestAckPastTheLastEvent: EM.4 — a pull-mode acknowledgement past the
+// last event stored acknowledges events the caller cannot have pulled: it
+// is refused, naming the bad value and the last index, and nothing is
+// forgotten.
+func TestAckPastTheLastEvent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, 1000)
+		defer f.stop()
+		r := f.register(time.Hour)
+		err := f.svc.Ack(context.Background(), r.ID, 1)
+		if want := "acknowledge through index 1: past the last event stored for mailbox registration " + r.ID.String() + " (index 0: none stored yet); acknowledge the index of the last event you pulled: nothing was acknowledged"; !errors.Is(err, djinn.ErrInvalidArgument) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("ack with no event stored = %v, want InvalidArgument %q", err, want)
+		}
+		f.notifyN(r, 1, 2)
+		if err := f.svc.Ack(context.Background(), r.ID, 2); err != nil {
+			t.Fatalf("ack through the last event: %v", err)
+		}
+		f.notifyN(r, 3, 4)
+		err = f.svc.Ack(context.Background(), r.ID, 9)
+		if want := "acknowledge through index 9: past the last event stored for mailbox registration " + r.ID.String() + " (index 4)"; !errors.Is(err, djinn.ErrInvalidArgument) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("ack past the last event = %v, want InvalidArgument %q", err, want)
 		}
 		if n := f.stored(r); n != 2 {
 			t.Fatalf("a refused acknowledgement forgot events: %d stored, want 2", n)
