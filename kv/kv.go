@@ -32,13 +32,15 @@ type Config struct {
 	// be left unset. The Store holds the committed data as well as the
 	// prepared records.
 	Participant participant.Config
-	// MaxKeyBytes and MaxValueBytes bound keys and values (defaults 1 KiB
-	// and 1 MiB).
+	// MaxKeyBytes and MaxValueBytes bound keys and values (zero: the
+	// defaults, 1 KiB and 1 MiB).
 	MaxKeyBytes, MaxValueBytes int
 	// MaxBytes bounds the keys and values the DB holds, committed and
-	// written under transactions not yet decided, all in memory (default
+	// written under transactions not yet decided, all in memory (zero:
 	// DefaultMaxBytes): a Put past it fails ResourceExhausted; deletes,
 	// commits and aborts never do.
+	//
+	// A negative bound is refused (djinn.ErrInvalidArgument naming it).
 	MaxBytes int64
 }
 
@@ -115,6 +117,14 @@ func Open(cfg Config) (*DB, error) {
 	}
 	if cfg.Participant.Resource != nil {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "key/value store: the participant's resource is the store itself; leave it unset")
+	}
+	for _, b := range []struct {
+		name   string
+		v, def int64
+	}{{"MaxKeyBytes", int64(cfg.MaxKeyBytes), DefaultMaxKeyBytes}, {"MaxValueBytes", int64(cfg.MaxValueBytes), DefaultMaxValueBytes}, {"MaxBytes", cfg.MaxBytes, DefaultMaxBytes}} {
+		if b.v < 0 {
+			return nil, djinn.Errorf(djinn.InvalidArgument, "key/value store config %s %d: negative; give a positive size, or zero for the default (%d)", b.name, b.v, b.def)
+		}
 	}
 	d := &DB{
 		st:       cfg.Participant.Store,

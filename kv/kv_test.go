@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -310,4 +311,29 @@ func TestDurableAcrossRestart(t *testing.T) {
 		t.Fatalf("after roll forward: %s", got)
 	}
 	f.put(nil, "k", "free")
+}
+
+// TestConfigNegativeRefused: a negative size bound, or a negative
+// duration of the participant's, is refused with InvalidArgument naming
+// the field and the value (it was taken as the default).
+func TestConfigNegativeRefused(t *testing.T) {
+	for _, row := range []struct {
+		cfg  kv.Config
+		want string
+	}{
+		{kv.Config{MaxKeyBytes: -1}, "key/value store config MaxKeyBytes -1: negative; give a positive size, or zero for the default (1024)"},
+		{kv.Config{MaxValueBytes: -2}, "key/value store config MaxValueBytes -2: negative; give a positive size, or zero for the default (1048576)"},
+		{kv.Config{MaxBytes: -3}, "key/value store config MaxBytes -3: negative; give a positive size, or zero for the default (1073741824)"},
+		{kv.Config{Participant: participant.Config{Idle: -time.Second}}, "participant config Idle -1s: negative"},
+	} {
+		cfg := row.cfg
+		cfg.Participant.Endpoint, cfg.Participant.Store, cfg.Participant.Managers = "127.0.0.1:7", participant.NewMemStore(), participanttest.NewManager()
+		db, err := kv.Open(cfg)
+		if err == nil {
+			db.Close()
+		}
+		if !errors.Is(err, djinn.ErrInvalidArgument) || err == nil || !strings.Contains(err.Error(), row.want) {
+			t.Errorf("Open = %v, want InvalidArgument %q", err, row.want)
+		}
+	}
 }

@@ -59,7 +59,9 @@ type Resource interface {
 	Recover(tx Tx, record []byte) error
 }
 
-// Config configures a Participant. Zero durations take the defaults.
+// Config configures a Participant. Zero durations and bounds take the
+// defaults; negative ones are refused (djinn.ErrInvalidArgument naming
+// the field).
 type Config struct {
 	// Endpoint is where managers reach the participant's
 	// TransactionParticipant service (host:port). Required. A participant
@@ -148,6 +150,39 @@ type entry struct {
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
+// defaults puts the defaults in place of zero values, and refuses
+// negative ones naming the field.
+func (cfg *Config) defaults() error {
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"Remember", &cfg.Remember, 10 * time.Minute},
+		{"Idle", &cfg.Idle, 10 * time.Minute},
+		{"CallTimeout", &cfg.CallTimeout, 10 * time.Second},
+		{"MinRetry", &cfg.MinRetry, 100 * time.Millisecond},
+		{"MaxRetry", &cfg.MaxRetry, 30 * time.Second},
+	} {
+		switch {
+		case *d.v < 0:
+			return djinn.Errorf(djinn.InvalidArgument, "participant config %s %s: negative; give a positive duration, or zero for the default (%s)", d.name, *d.v, d.def)
+		case *d.v == 0:
+			*d.v = d.def
+		}
+	}
+	if cfg.MaxRetry < cfg.MinRetry {
+		cfg.MaxRetry = cfg.MinRetry
+	}
+	switch {
+	case cfg.MaxTransactions < 0:
+		return djinn.Errorf(djinn.InvalidArgument, "participant config MaxTransactions %d: negative; give a positive bound, or zero for the default (1000000)", cfg.MaxTransactions)
+	case cfg.MaxTransactions == 0:
+		cfg.MaxTransactions = 1_000_000
+	}
+	return nil
+}
+
 // New starts a participant: it takes its identity and crash count from the
 // Store, restores every prepared record through Resource.Recover, and
 // starts the background work: the roll decision for the restored
@@ -165,21 +200,8 @@ func New(cfg Config) (*Participant, error) {
 	if err := djinn.CheckEndpoint(cfg.Endpoint); err != nil {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "participant %v", err)
 	}
-	def := func(v *time.Duration, d time.Duration) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&cfg.Remember, 10*time.Minute)
-	def(&cfg.Idle, 10*time.Minute)
-	def(&cfg.CallTimeout, 10*time.Second)
-	def(&cfg.MinRetry, 100*time.Millisecond)
-	def(&cfg.MaxRetry, 30*time.Second)
-	if cfg.MaxRetry < cfg.MinRetry {
-		cfg.MaxRetry = cfg.MinRetry
-	}
-	if cfg.MaxTransactions <= 0 {
-		cfg.MaxTransactions = 1_000_000
+	if err := cfg.defaults(); err != nil {
+		return nil, err
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
