@@ -13,6 +13,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/grpcerr"
+	"github.com/djinn-go/djinn/internal/netlisten"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
@@ -121,12 +122,7 @@ func Listen(ctx context.Context, addr string, fn NotifyFunc, opts ...ListenOptio
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		var ae *net.AddrError
-		var dns *net.DNSError
-		if errors.As(err, &ae) || errors.As(err, &dns) && dns.IsNotFound {
-			return nil, djinn.Errorf(djinn.InvalidArgument, "listen address %q: %v", addr, err)
-		}
-		return nil, djinn.Errorf(djinn.Unavailable, "listen %s: %v", addr, err)
+		return nil, netlisten.Error("listen address", addr, err)
 	}
 	h := &listenerHost{
 		service:  djinn.NewID(),

@@ -13,6 +13,7 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/backoff"
 	wire "github.com/djinn-go/djinn/internal/discovery"
+	"github.com/djinn-go/djinn/internal/netlisten"
 )
 
 // Group discovery defaults.
@@ -194,7 +195,7 @@ func NewLookupDiscovery(cfg LookupDiscoveryConfig) (*LookupDiscovery, error) {
 		want: newWanted(groups, cfg.AllGroups), regs: make(map[djinn.ID]*known), pending: make(map[djinn.ID]struct{}),
 	}
 	if d.resp, err = net.Listen("tcp", cfg.ResponseAddr); err != nil {
-		return nil, djinn.Errorf(listenErrorKind(err), "lookup discovery response server %q: %v", cfg.ResponseAddr, err)
+		return nil, netlisten.Error("lookup discovery response server", cfg.ResponseAddr, err)
 	}
 	if err := d.openMulticast(); err != nil {
 		d.resp.Close()

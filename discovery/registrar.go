@@ -14,6 +14,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	wire "github.com/djinn-go/djinn/internal/discovery"
+	"github.com/djinn-go/djinn/internal/netlisten"
 )
 
 // Registrar defaults.
@@ -195,7 +196,7 @@ func NewRegistrar(cfg RegistrarConfig) (*Registrar, error) {
 	}
 	ln, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
-		return nil, djinn.Errorf(listenErrorKind(err), "registrar unicast discovery listener %q: %v", cfg.ListenAddr, err)
+		return nil, netlisten.Error("registrar unicast discovery listener", cfg.ListenAddr, err)
 	}
 	loc, err := advertised(cfg.Locator, ln.Addr())
 	if err != nil {

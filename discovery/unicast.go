@@ -2,7 +2,6 @@ package discovery
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -68,16 +67,4 @@ func exchange(ctx context.Context, conn net.Conn, maxSize int) (RegistrarInfo, e
 		return RegistrarInfo{}, err
 	}
 	return infoOf(resp), nil
-}
-
-// listenErrorKind is the kind of a failure to listen on an address: the
-// caller's mistake when the address is malformed or names no host, and
-// otherwise (a port in use, say) a condition of the machine.
-func listenErrorKind(err error) djinn.Kind {
-	var ae *net.AddrError
-	var dns *net.DNSError
-	if errors.As(err, &ae) || errors.As(err, &dns) && dns.IsNotFound {
-		return djinn.InvalidArgument
-	}
-	return djinn.Unavailable
 }
