@@ -179,6 +179,12 @@ func newRenewer(dial landlordDialer, opts ...RenewerOption) (*Renewer, error) {
 // Renew manages l until the desired expiration until (djinn.EndOfTime:
 // forever; the zero time is refused with djinn.ErrInvalidArgument). A
 // lease already managed gets the new desired expiration.
+//
+// A lease new to the Renewer has its landlord reached at once (a
+// connection, no call): through a Pool, that has the pool learn the
+// landlord's cluster while the member that granted the lease still
+// answers, so that its renewals, due much later, go to the other members
+// if that one has died meanwhile.
 func (r *Renewer) Renew(l *Lease, until time.Time) error {
 	if l == nil {
 		return djinn.Errorf(djinn.InvalidArgument, "lease: missing")
@@ -186,19 +192,30 @@ func (r *Renewer) Renew(l *Lease, until time.Time) error {
 	if err := checkUntil(until); err != nil {
 		return err
 	}
+	added, err := r.manage(l, until)
+	if added {
+		_, _ = r.dial(l.landlord) // an error comes again at the renewal
+	}
+	return err
+}
+
+// manage records l and its desired expiration; added reports whether l
+// was not managed before.
+func (r *Renewer) manage(l *Lease, until time.Time) (added bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
-		return errClosed("renewer")
+		return false, errClosed("renewer")
 	}
 	if m, ok := r.leases[l.key()]; ok {
 		m.lease, m.until = l, until
 	} else {
 		now := time.Now()
 		r.leases[l.key()] = &managed{lease: l, until: until, next: r.renewTime(now, l.Expiration())}
+		added = true
 	}
 	r.poke()
-	return nil
+	return added, nil
 }
 
 // RenewFor manages l for d from now (positive, or djinn.Forever).

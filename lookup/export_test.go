@@ -52,3 +52,7 @@ func (c *LookupCache) Registrations() map[djinn.ID]CacheReg {
 	}
 	return out
 }
+
+// Follows reports whether m's connections follow the djinn cluster whose
+// service id is service (its leases' renewals reach any member).
+func (m *JoinManager) Follows(service djinn.ID) bool { return m.pool.Follows(service) }
