@@ -112,8 +112,9 @@ type Node struct {
 	stop chan struct{}
 	done chan struct{}
 	mu   sync.Mutex // guards closed
-	// closed is set by Close.
+	// closed is set by Close; shut is closed once Close is done.
 	closed bool
+	shut   chan struct{}
 }
 
 // ElectionTimeout returns the election timeout in force: a new leader
@@ -158,7 +159,7 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, id: id, dir: dir, notes: make(chan bool, 16), advanced: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	n := &Node{cfg: cfg, id: id, dir: dir, notes: make(chan bool, 16), advanced: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), shut: make(chan struct{})}
 	n.lease = newLeaderLease(leaseBound(cfg.HeartbeatTimeout), time.Now())
 
 	hlog := newRaftLog(cfg.Logger, "raft")
@@ -545,10 +546,12 @@ func (n *Node) Close() error {
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
+		<-n.shut // a Close under way: done when it is
 		return nil
 	}
 	n.closed = true
 	n.mu.Unlock()
+	defer close(n.shut)
 	close(n.stop)
 	<-n.done
 	n.proposer.close() // raft, still running, answers what is in flight
