@@ -58,8 +58,9 @@ func (s *Service) Prepare(ctx context.Context, mgr *djinnpb.Ref, id uint64, secr
 	// taken in the second phase (CC 1.4).
 	s.mu.Lock()
 	delete(s.joined, k)
+	_, unkept := s.unkept.by[k]
 	s.mu.Unlock()
-	if s.state.VotedAborted(k) {
+	if unkept || s.state.VotedAborted(k) {
 		return djinnpb.TransactionState_TRANSACTION_STATE_ABORTED, nil
 	}
 	if s.state.WaitsAny(k) {
@@ -84,6 +85,13 @@ func (s *Service) voteAborted(ctx context.Context, mgr *djinnpb.Ref, id uint64, 
 	if _, err := s.log.Propose(ctx, &statepb.Command{NowUnixNanos: s.now().UnixNano(), Op: &statepb.Command_LockTxnEnd{LockTxnEnd: end}}); err != nil {
 		return 0, err
 	}
+	if !end.VotedAborted {
+		// Not kept in the state: this leader remembers it, as a
+		// leader did before rules version 2.
+		s.mu.Lock()
+		s.unkept.keep(TxnKeyOf(mgr, id), "", djinn.ID{}, 0)
+		s.mu.Unlock()
+	}
 	return djinnpb.TransactionState_TRANSACTION_STATE_ABORTED, nil
 }
 
@@ -100,6 +108,7 @@ func (s *Service) End(ctx context.Context, mgr *djinnpb.Ref, id uint64, secret d
 	if err == nil {
 		s.mu.Lock()
 		delete(s.joined, TxnKeyOf(mgr, id))
+		s.unkept.forget(TxnKeyOf(mgr, id))
 		s.mu.Unlock()
 	}
 	return err

@@ -73,6 +73,10 @@ type Service struct {
 	// joined holds the transactions joined by this leader, with their
 	// ancestry, by transaction, until they are asked to prepare.
 	joined map[TxnKey]*statepb.LockHolderState
+	// unkept holds the ABORTED votes of this leader while the cluster's
+	// rules version keeps none in the state (a rolling upgrade): a
+	// prepare repeated here still gets the vote.
+	unkept abortedVotes
 	// term is closed when this node's run as leader ends.
 	term chan struct{}
 }

@@ -208,3 +208,29 @@ func TestAbortedVotesReplayByRulesVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestAbortedVoteUnderRulesOne: TX.2.6 under rules version 1 (a rolling
+// upgrade, a member of an older binary in the cluster): the vote is not
+// kept in the state, but the leader that voted remembers it, so a prepare
+// repeated there still gets ABORTED; the manager's abort forgets it.
+func TestAbortedVoteUnderRulesOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := start(t, statetest.For(func(m *state.Machine) *lock.State {
+			return lock.NewState(m.Leases, func() uint32 { return 1 })
+		}), &joiner{})
+		defer f.stop()
+		f.voteAborted(20, djinn.ID{})
+		if f.log.State.VotedAborted(lock.TxnKeyOf(mgrProto(), 20)) {
+			t.Fatal("the vote is kept in the state under rules version 1")
+		}
+		if v := f.prepare(20, djinn.ID{}); v != aborted {
+			t.Fatalf("a prepare repeated at the leader that voted: %v, want ABORTED", v)
+		}
+		if err := f.svc.End(context.Background(), mgrProto(), 20, djinn.ID{}, false); err != nil {
+			t.Fatal(err)
+		}
+		if v := f.prepare(20, djinn.ID{}); v != notChanged {
+			t.Fatalf("a prepare after the manager's abort: %v, want NOTCHANGED (forgotten)", v)
+		}
+	})
+}

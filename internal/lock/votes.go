@@ -29,7 +29,8 @@ import (
 // votes are kept: under an older one, a member of an older binary would
 // not keep them, and would grant a lock request the others refuse. The
 // leader asks for a vote to be kept only under it; before it (a rolling
-// upgrade) a repeated prepare finds no vote.
+// upgrade) only the leader that voted remembers the vote, in memory (as
+// leaders did before), and a new leader finds none.
 const votesRules = 2
 
 // maxAbortedVotes bounds the ABORTED votes the state keeps (a vote costs
