@@ -31,6 +31,20 @@
 // or aborts its transaction. The transaction itself is not aborted by the
 // conflict.
 //
+// # Namespaces
+//
+// A DB holds namespaces of keys (Space): the same key name in two
+// namespaces is two keys, and a namespace's calls never see, read,
+// overwrite, delete, list or lock another's keys — another namespace's
+// key is not found, exactly as a key never written. The DB's own methods
+// use the default namespace, "". A server serving many callers gives each
+// its own namespace with WithNamespace (djinn serve names it after the
+// caller's principal); errors and listings show keys as the caller named
+// them. Config.MaxBytesPerNamespace bounds what each namespace holds,
+// within MaxBytes, so that one caller cannot fill the store for all.
+// A transaction may write in several namespaces; the participant commits
+// or aborts them all when its manager says so, whoever the manager is.
+//
 // # Nested transactions
 //
 // Under a nested transaction, reads see the changes of its ancestors (the
@@ -47,8 +61,9 @@
 //
 // # Durability
 //
-// Committed data lives in the participant's Store (under the "kv/" prefix)
-// and in memory. A prepared transaction's record is its list of changes;
+// Committed data lives in the participant's Store (the default
+// namespace's under the "kv/" prefix, the others' under "kvns/") and in
+// memory. A prepared transaction's record is its list of changes;
 // rolling forward writes the changes and removes the record in one atomic
 // Store batch. After a restart the prepared transactions hold their write
 // locks again until the roll decision (TX.2.8.1) settles them.

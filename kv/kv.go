@@ -42,6 +42,10 @@ type Config struct {
 	//
 	// A negative bound is refused (djinn.ErrInvalidArgument naming it).
 	MaxBytes int64
+	// MaxBytesPerNamespace bounds, the same way, the keys and values of
+	// each namespace (see Space), so that one namespace cannot fill the
+	// DB and starve the others (zero: MaxBytes, no bound of its own).
+	MaxBytesPerNamespace int64
 }
 
 // DB is a transactional key/value store: the reference participant. See the
@@ -51,6 +55,7 @@ type DB struct {
 	st               participant.Store
 	maxKey, maxValue int
 	maxBytes         int64
+	maxPerNS         int64
 
 	mu sync.Mutex
 	// Guarded by mu.
@@ -59,8 +64,10 @@ type DB struct {
 	prefixes map[string]map[*txn]struct{} // List under a transaction
 	txs      map[participant.TxKey]*txn   // transactions with state here
 	// held is the bytes of the keys and values in data and in the
-	// transactions' changes, bounded by maxBytes.
-	held int64
+	// transactions' changes, bounded by maxBytes; heldBy the same by
+	// namespace (absent: none), each bounded by maxPerNS.
+	held   int64
+	heldBy map[string]int64
 
 	// Ops counts the operations asked of the DB, for metrics.
 	Ops Ops
@@ -121,7 +128,7 @@ func Open(cfg Config) (*DB, error) {
 	for _, b := range []struct {
 		name   string
 		v, def int64
-	}{{"MaxKeyBytes", int64(cfg.MaxKeyBytes), DefaultMaxKeyBytes}, {"MaxValueBytes", int64(cfg.MaxValueBytes), DefaultMaxValueBytes}, {"MaxBytes", cfg.MaxBytes, DefaultMaxBytes}} {
+	}{{"MaxKeyBytes", int64(cfg.MaxKeyBytes), DefaultMaxKeyBytes}, {"MaxValueBytes", int64(cfg.MaxValueBytes), DefaultMaxValueBytes}, {"MaxBytes", cfg.MaxBytes, DefaultMaxBytes}, {"MaxBytesPerNamespace", cfg.MaxBytesPerNamespace, cfg.MaxBytes}} {
 		if b.v < 0 {
 			return nil, djinn.Errorf(djinn.InvalidArgument, "key/value store config %s %d: negative; give a positive size, or zero for the default (%d)", b.name, b.v, b.def)
 		}
@@ -131,6 +138,8 @@ func Open(cfg Config) (*DB, error) {
 		maxKey:   cfg.MaxKeyBytes,
 		maxValue: cfg.MaxValueBytes,
 		maxBytes: cfg.MaxBytes,
+		maxPerNS: cfg.MaxBytesPerNamespace,
+		heldBy:   map[string]int64{},
 		data:     map[string][]byte{},
 		locks:    map[string]*lock{},
 		prefixes: map[string]map[*txn]struct{}{},
@@ -145,19 +154,39 @@ func Open(cfg Config) (*DB, error) {
 	if d.maxBytes <= 0 {
 		d.maxBytes = DefaultMaxBytes
 	}
-	err := d.st.Range(dataPrefix, func(key string, value []byte) error {
-		d.applyLocked(strings.TrimPrefix(key, dataPrefix), change{value: slices.Clone(value)})
-		return nil
-	})
-	if err != nil {
+	if d.maxPerNS <= 0 {
+		d.maxPerNS = d.maxBytes
+	}
+	if err := d.load(); err != nil {
 		return nil, err
 	}
+	var err error
 	pc := cfg.Participant
 	pc.Resource = resource{d}
 	if d.p, err = participant.New(pc); err != nil {
 		return nil, err
 	}
 	return d, nil
+}
+
+// load reads the committed data from the Store: the default namespace's
+// under dataPrefix, the others' under nsDataPrefix.
+func (d *DB) load() error {
+	err := d.st.Range(dataPrefix, func(key string, value []byte) error {
+		d.applyLocked(nsKey("", strings.TrimPrefix(key, dataPrefix)), change{value: slices.Clone(value)})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return d.st.Range(nsDataPrefix, func(key string, value []byte) error {
+		k := strings.TrimPrefix(key, nsDataPrefix)
+		if ns, _, ok := splitKey(k); !ok || ns == "" {
+			return djinn.Errorf(djinn.Internal, "key/value store: stored key %q names no namespace; the store is damaged (restore it from a copy)", key)
+		}
+		d.applyLocked(k, change{value: slices.Clone(value)})
+		return nil
+	})
 }
 
 // Participant returns the DB's participant, to serve with a
@@ -180,16 +209,20 @@ func (d *DB) checkKey(key string) error {
 // errLocked is a lock conflict. Its kind is Unavailable: the call did
 // nothing, and may succeed later.
 func errLocked(key string) error {
-	return djinn.Errorf(djinn.Unavailable, "key %q: locked by another transaction; try again once it completes", key)
+	return djinn.Errorf(djinn.Unavailable, "key %q: locked by another transaction; try again once it completes", userKey(key))
 }
 
 func errLockedPrefix(prefix, key string) error {
-	return djinn.Errorf(djinn.Unavailable, "prefix %q: key %q locked by another transaction; try again once it completes", prefix, key)
+	return djinn.Errorf(djinn.Unavailable, "prefix %q: key %q locked by another transaction; try again once it completes", userKey(prefix), userKey(key))
 }
 
 // Put sets key to value: under tx, seen only by tx until it commits;
 // with a nil tx, at once and durably.
 func (d *DB) Put(ctx context.Context, tx *participant.Tx, key string, value []byte) error {
+	return d.put(ctx, tx, "", key, value)
+}
+
+func (d *DB) put(ctx context.Context, tx *participant.Tx, ns, key string, value []byte) error {
 	d.Ops.Puts.Add(1)
 	if err := d.checkKey(key); err != nil {
 		return err
@@ -202,10 +235,10 @@ func (d *DB) Put(ctx context.Context, tx *participant.Tx, key string, value []by
 		c.value = []byte{}
 	}
 	if tx == nil {
-		_, err := d.writeNow(ctx, key, c)
+		_, err := d.writeNow(ctx, nsKey(ns, key), c)
 		return err
 	}
-	_, err := d.writeUnder(ctx, *tx, key, c)
+	_, err := d.writeUnder(ctx, *tx, nsKey(ns, key), c)
 	return err
 }
 
@@ -213,14 +246,18 @@ func (d *DB) Put(ctx context.Context, tx *participant.Tx, key string, value []by
 // under tx, seen only by tx until it commits; with a nil tx, at once and
 // durably.
 func (d *DB) Delete(ctx context.Context, tx *participant.Tx, key string) (found bool, err error) {
+	return d.delete(ctx, tx, "", key)
+}
+
+func (d *DB) delete(ctx context.Context, tx *participant.Tx, ns, key string) (found bool, err error) {
 	d.Ops.Deletes.Add(1)
 	if err := d.checkKey(key); err != nil {
 		return false, err
 	}
 	if tx == nil {
-		return d.writeNow(ctx, key, change{deleted: true})
+		return d.writeNow(ctx, nsKey(ns, key), change{deleted: true})
 	}
-	return d.writeUnder(ctx, *tx, key, change{deleted: true})
+	return d.writeUnder(ctx, *tx, nsKey(ns, key), change{deleted: true})
 }
 
 // writeUnder records a change under tx, write-locking key.
@@ -259,20 +296,19 @@ func (d *DB) writeNow(ctx context.Context, key string, c change) (found bool, er
 		d.mu.Unlock()
 		return false, err
 	}
-	t.changes[key] = c  // its lock's: applied once written
-	res := size(key, c) // held while it is written, so that writes at once cannot pass the limit together
-	d.held += res
+	t.changes[key] = c       // its lock's: applied once written
+	d.countLocked(key, c, 1) // held while it is written, so that writes at once cannot pass the limits together
 	d.mu.Unlock()
 	var b participant.Batch
 	if c.deleted {
-		b.Delete(dataPrefix + key)
+		b.Delete(storeKey(key))
 	} else {
-		b.Put(dataPrefix+key, c.value)
+		b.Put(storeKey(key), c.value)
 	}
 	err = d.st.Apply(ctx, &b)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.held -= res
+	d.countLocked(key, c, -1)
 	if err == nil {
 		d.applyLocked(key, c)
 	}
@@ -284,10 +320,15 @@ func (d *DB) writeNow(ctx context.Context, key string, c change) (found bool, er
 // (its own changes included), read-locking key against other transactions'
 // writes; with a nil tx, the committed value.
 func (d *DB) Get(ctx context.Context, tx *participant.Tx, key string) (value []byte, found bool, err error) {
+	return d.get(ctx, tx, "", key)
+}
+
+func (d *DB) get(ctx context.Context, tx *participant.Tx, ns, key string) (value []byte, found bool, err error) {
 	d.Ops.Gets.Add(1)
 	if err := d.checkKey(key); err != nil {
 		return nil, false, err
 	}
+	key = nsKey(ns, key)
 	if tx == nil {
 		d.mu.Lock()
 		defer d.mu.Unlock()
@@ -315,10 +356,15 @@ func (d *DB) Get(ctx context.Context, tx *participant.Tx, key string) (value []b
 // under tx, as tx sees them, locking the prefix against other
 // transactions' writes; with a nil tx, the committed entries.
 func (d *DB) List(ctx context.Context, tx *participant.Tx, prefix string) ([]Entry, error) {
+	return d.list(ctx, tx, "", prefix)
+}
+
+func (d *DB) list(ctx context.Context, tx *participant.Tx, ns, prefix string) ([]Entry, error) {
 	d.Ops.Lists.Add(1)
 	if len(prefix) > d.maxKey {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "prefix of %d bytes: longer than %d", len(prefix), d.maxKey)
 	}
+	prefix = nsKey(ns, prefix)
 	var t *txn
 	if tx != nil {
 		done, err := d.p.Join(ctx, *tx)
@@ -359,7 +405,7 @@ func (d *DB) List(ctx context.Context, tx *participant.Tx, prefix string) ([]Ent
 	}
 	out := make([]Entry, 0, len(seen))
 	for _, k := range slices.Sorted(maps.Keys(seen)) {
-		out = append(out, Entry{Key: k, Value: slices.Clone(seen[k])})
+		out = append(out, Entry{Key: userKey(k), Value: slices.Clone(seen[k])})
 	}
 	return out, nil
 }
@@ -422,33 +468,45 @@ func (d *DB) viewLocked(t *txn, key string) ([]byte, bool) {
 
 func (d *DB) applyLocked(key string, c change) {
 	if old, ok := d.data[key]; ok {
-		d.held -= size(key, change{value: old})
+		d.countLocked(key, change{value: old}, -1)
 	}
 	if c.deleted {
 		delete(d.data, key)
 	} else {
 		d.data[key] = c.value
-		d.held += size(key, c)
+		d.countLocked(key, c, 1)
 	}
 }
 
-// size is what a change holds in memory, as held counts it.
-func size(key string, c change) int64 { return int64(len(key) + len(c.value)) }
+// size is what a change of an internal key holds in memory, as held
+// counts it: its key as its namespace knows it, and its value.
+func size(key string, c change) int64 { return int64(len(userKey(key)) + len(c.value)) }
+
+// countLocked adds (sign 1) or removes (sign -1) change c of key from what
+// the DB and key's namespace hold.
+func (d *DB) countLocked(key string, c change, sign int64) {
+	n := sign * size(key, c)
+	d.held += n
+	ns := nsOf(key)
+	if d.heldBy[ns] += n; d.heldBy[ns] == 0 {
+		delete(d.heldBy, ns)
+	}
+}
 
 // stageLocked records change c of key under t, in place of t's own
 // change of it.
 func (d *DB) stageLocked(t *txn, key string, c change) {
 	if old, ok := t.changes[key]; ok {
-		d.held -= size(key, old)
+		d.countLocked(key, old, -1)
 	}
 	t.changes[key] = c
-	d.held += size(key, c)
+	d.countLocked(key, c, 1)
 }
 
 // dropLocked forgets t's changes (applied, merged or aborted).
 func (d *DB) dropLocked(t *txn) {
 	for k, c := range t.changes {
-		d.held -= size(k, c)
+		d.countLocked(k, c, -1)
 	}
 }
 
@@ -460,13 +518,17 @@ func (d *DB) roomLocked(key string, c change, old change, replaced bool) error {
 	if c.deleted {
 		return nil
 	}
-	after := d.held + size(key, c)
+	grow := size(key, c)
 	if replaced {
-		after -= size(key, old)
+		grow -= size(key, old)
 	}
-	if after > d.maxBytes {
+	if ns := nsOf(key); d.heldBy[ns]+grow > d.maxPerNS && grow > 0 {
+		return djinn.Errorf(djinn.ResourceExhausted, "key %q with a value of %d bytes: your keys and values would take %d bytes of the key/value store, over each caller's limit of %d; delete some of yours first, or ask its operator to raise the limit ([kv] max-bytes-per-principal)",
+			userKey(key), len(c.value), d.heldBy[ns]+grow, d.maxPerNS)
+	}
+	if after := d.held + grow; after > d.maxBytes && grow > 0 {
 		return djinn.Errorf(djinn.ResourceExhausted, "key %q with a value of %d bytes: the key/value store would hold %d bytes of keys and values, over its limit of %d; delete some first, or raise its limit ([kv] max-bytes)",
-			key, len(c.value), after, d.maxBytes)
+			userKey(key), len(c.value), after, d.maxBytes)
 	}
 	return nil
 }

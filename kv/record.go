@@ -13,6 +13,16 @@ type change struct {
 	deleted bool
 }
 
+// The kinds of change in a prepared record. A change of a key in a
+// namespace other than the default one has kindNamespaced added, and its
+// namespace before its key; records written before namespaces hold the
+// default namespace's changes only.
+const (
+	kindPut        = 0
+	kindDelete     = 1
+	kindNamespaced = 2
+)
+
 // encodeChanges returns a prepared record: the changes in key order.
 func encodeChanges(cs map[string]change) []byte {
 	keys := make([]string, 0, len(cs))
@@ -26,13 +36,21 @@ func encodeChanges(cs map[string]change) []byte {
 	b = binary.AppendUvarint(b, uint64(len(keys)))
 	for _, k := range keys {
 		c := cs[k]
-		kind := byte(0)
+		kind := byte(kindPut)
 		if c.deleted {
-			kind = 1
+			kind = kindDelete
+		}
+		ns, key, _ := splitKey(k)
+		if ns != "" {
+			kind += kindNamespaced
 		}
 		b = append(b, kind)
-		b = binary.AppendUvarint(b, uint64(len(k)))
-		b = append(b, k...)
+		if ns != "" {
+			b = binary.AppendUvarint(b, uint64(len(ns)))
+			b = append(b, ns...)
+		}
+		b = binary.AppendUvarint(b, uint64(len(key)))
+		b = append(b, key...)
 		if !c.deleted {
 			b = binary.AppendUvarint(b, uint64(len(c.value)))
 			b = append(b, c.value...)
@@ -65,11 +83,17 @@ func decodeChanges(b []byte) (map[string]change, error) {
 		}
 		kind := b[0]
 		b = b[1:]
-		key, ok := field()
-		if !ok || kind > 1 {
+		var ns []byte
+		ok := kind <= kindDelete+kindNamespaced
+		if ok && kind >= kindNamespaced {
+			ns, ok = field()
+			ok = ok && len(ns) > 0
+		}
+		key, ok2 := field()
+		if !ok || !ok2 {
 			return nil, bad("bad change")
 		}
-		c := change{deleted: kind == 1}
+		c := change{deleted: kind&kindDelete != 0}
 		if !c.deleted {
 			v, ok := field()
 			if !ok {
@@ -80,7 +104,7 @@ func decodeChanges(b []byte) (map[string]change, error) {
 				c.value = []byte{}
 			}
 		}
-		cs[string(key)] = c
+		cs[nsKey(string(ns), string(key))] = c
 	}
 	if len(b) != 0 {
 		return nil, bad("trailing bytes")

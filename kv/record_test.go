@@ -6,7 +6,7 @@ import (
 )
 
 func FuzzDecodeChanges(f *testing.F) {
-	f.Add(encodeChanges(map[string]change{"a": {value: []byte("1")}, "b": {deleted: true}, "c": {value: []byte{}}}))
+	f.Add(encodeChanges(map[string]change{nsKey("", "a"): {value: []byte("1")}, nsKey("", "b"): {deleted: true}, nsKey("cn:x", "c"): {value: []byte{}}, nsKey("cn:x", "d"): {deleted: true}}))
 	f.Add([]byte{0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		cs, err := decodeChanges(b)

@@ -100,9 +100,9 @@ func (r resource) Commit(_ context.Context, tx participant.Tx, write func(*parti
 		slices.Sort(keys)
 		for _, k := range keys {
 			if c := t.changes[k]; c.deleted {
-				b.Delete(dataPrefix + k)
+				b.Delete(storeKey(k))
 			} else {
-				b.Put(dataPrefix+k, c.value)
+				b.Put(storeKey(k), c.value)
 			}
 		}
 	}
@@ -150,12 +150,12 @@ func (r resource) Recover(tx participant.Tx, record []byte) error {
 	t := newTxn()
 	for k := range cs {
 		if err := d.lockWriteLocked(t, k); err != nil {
-			return djinn.Errorf(djinn.Internal, "key/value store: two prepared transactions change key %q", k)
+			return djinn.Errorf(djinn.Internal, "key/value store: two prepared transactions change key %q (namespace %q)", userKey(k), nsOf(k))
 		}
 	}
 	t.changes = cs
 	for k, c := range cs {
-		d.held += size(k, c)
+		d.countLocked(k, c, 1)
 	}
 	d.txs[tx.Key()] = t
 	return nil

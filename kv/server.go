@@ -18,12 +18,34 @@ import (
 type Server struct {
 	djinnpb.UnimplementedKeyValueServer
 	db *DB
+	ns func(context.Context) string
 }
 
 var _ djinnpb.KeyValueServer = (*Server)(nil)
 
+// A ServerOption configures a Server.
+type ServerOption func(*Server)
+
+// WithNamespace gives each call the namespace ns returns for its context
+// (see Space): typically the caller's identity, as the server's
+// authentication put it in the context. Each caller then sees only its own
+// keys; another's key is not found, exactly as a key never written.
+// Without it every call uses the default namespace, the DB's own.
+func WithNamespace(ns func(ctx context.Context) string) ServerOption {
+	return func(s *Server) { s.ns = ns }
+}
+
 // NewServer returns the service for db.
-func NewServer(db *DB) *Server { return &Server{db: db} }
+func NewServer(db *DB, opts ...ServerOption) *Server {
+	s := &Server{db: db, ns: func(context.Context) string { return "" }}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// space returns the namespace of a call.
+func (s *Server) space(ctx context.Context) *Space { return s.db.Space(s.ns(ctx)) }
 
 // Register registers the KeyValue service on g. The DB's participant is
 // served separately, by a participant.Server registered on the same gRPC
@@ -65,7 +87,7 @@ func TxToProto(tx *participant.Tx) *djinnpb.KVTransaction {
 func (s *Server) Put(ctx context.Context, req *djinnpb.KVPutRequest) (*djinnpb.KVPutResponse, error) {
 	tx, err := TxFromProto(req.GetTxn())
 	if err == nil {
-		err = s.db.Put(ctx, tx, req.GetKey(), req.GetValue())
+		err = s.space(ctx).Put(ctx, tx, req.GetKey(), req.GetValue())
 	}
 	if err != nil {
 		return nil, grpcerr.Status(err)
@@ -79,7 +101,7 @@ func (s *Server) Get(ctx context.Context, req *djinnpb.KVGetRequest) (*djinnpb.K
 	if err != nil {
 		return nil, grpcerr.Status(err)
 	}
-	v, found, err := s.db.Get(ctx, tx, req.GetKey())
+	v, found, err := s.space(ctx).Get(ctx, tx, req.GetKey())
 	if err != nil {
 		return nil, grpcerr.Status(err)
 	}
@@ -92,7 +114,7 @@ func (s *Server) Delete(ctx context.Context, req *djinnpb.KVDeleteRequest) (*dji
 	if err != nil {
 		return nil, grpcerr.Status(err)
 	}
-	found, err := s.db.Delete(ctx, tx, req.GetKey())
+	found, err := s.space(ctx).Delete(ctx, tx, req.GetKey())
 	if err != nil {
 		return nil, grpcerr.Status(err)
 	}
@@ -105,7 +127,7 @@ func (s *Server) List(ctx context.Context, req *djinnpb.KVListRequest) (*djinnpb
 	if err != nil {
 		return nil, grpcerr.Status(err)
 	}
-	es, err := s.db.List(ctx, tx, req.GetPrefix())
+	es, err := s.space(ctx).List(ctx, tx, req.GetPrefix())
 	if err != nil {
 		return nil, grpcerr.Status(err)
 	}
