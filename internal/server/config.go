@@ -127,13 +127,43 @@ type KVConfig struct {
 	// memory, committed or written under transactions not yet decided
 	// (0: kv.DefaultMaxBytes); a put past it gets RESOURCE_EXHAUSTED.
 	MaxBytes int64 `toml:"max-bytes"`
+	// MaxBytesPerPrincipal bounds, under mutual TLS, what each principal's
+	// keys and values take of MaxBytes, so that one principal cannot fill
+	// the store and starve the others (0: MaxBytes / KVPrincipalShare).
+	// Without mutual TLS every caller is the one anonymous principal, and
+	// it applies only when set.
+	MaxBytesPerPrincipal int64 `toml:"max-bytes-per-principal"`
 }
+
+// KVPrincipalShare is the default share of [kv] max-bytes one principal
+// may hold: a sixteenth leaves fifteen sixteenths to the others whatever
+// one principal does, and it takes sixteen principals filling their
+// shares to fill the store, while one principal may still hold 64 MiB of
+// the default 1 GiB.
+const KVPrincipalShare = 16
 
 func (c *KVConfig) check() error {
 	if c.MaxBytes < 0 {
 		return djinn.Errorf(djinn.InvalidArgument, "kv max-bytes %d: must not be negative (0 is the default, %d)", c.MaxBytes, kv.DefaultMaxBytes)
 	}
+	if c.MaxBytesPerPrincipal < 0 {
+		return djinn.Errorf(djinn.InvalidArgument, "kv max-bytes-per-principal %d: must not be negative (0 is the default, max-bytes / %d)", c.MaxBytesPerPrincipal, KVPrincipalShare)
+	}
 	return nil
+}
+
+// perPrincipal returns the bound on each principal's keys and values, as
+// kv.Config.MaxBytesPerNamespace takes it (0: none of its own).
+func (c *KVConfig) perPrincipal(mutual bool) int64 {
+	switch {
+	case c.MaxBytesPerPrincipal > 0:
+		return c.MaxBytesPerPrincipal
+	case !mutual:
+		return 0
+	case c.MaxBytes > 0:
+		return max(c.MaxBytes/KVPrincipalShare, 1)
+	}
+	return kv.DefaultMaxBytes / KVPrincipalShare
 }
 
 // The bounds of RaftConfig.WALSegmentSize.

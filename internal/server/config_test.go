@@ -141,6 +141,8 @@ func TestConfigLoadEnv(t *testing.T) {
 		"DJINN_RAFT=127.0.0.1:7002",
 		"DJINN_RAFT_ADVERTISE=10.0.0.2:7002",
 		"DJINN_QUOTA_LOOKUP_ITEMS=77",
+		"DJINN_KV_MAX_BYTES=4096",
+		"DJINN_KV_MAX_BYTES_PER_PRINCIPAL=512",
 		"DJINN_SECURITY_OPERATORS=cn:ops,cn:admin",
 		"DJINN_SERVER=127.0.0.1:9", // the CLI's, not a server key
 		"LISTEN=127.0.0.1:1",       // not ours
@@ -155,6 +157,7 @@ func TestConfigLoadEnv(t *testing.T) {
 	want.TLS.ClientAuth = true
 	want.Raftcfg.HeartbeatTimeout, want.Raftcfg.SnapshotThreshold = server.Duration(50*time.Millisecond), 12
 	want.Quota.LookupItems, want.Security.Operators = 77, []string{"cn:ops", "cn:admin"}
+	want.KV.MaxBytes, want.KV.MaxBytesPerPrincipal = 4096, 512
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("loaded\n%+v\nwant\n%+v", cfg, want)
 	}
@@ -229,6 +232,7 @@ func TestConfigCheck(t *testing.T) {
 		}, "join-secret-file"},
 		{"DESIGN.md 7 a negative quota", func(c *server.Config) { c.Quota.LookupItems = -1 }, "quota lookup-items"},
 		{"DESIGN.md 7 a negative bound on the key/value store", func(c *server.Config) { c.KV.MaxBytes = -1 }, "kv max-bytes -1"},
+		{"DESIGN.md 7 a negative bound on a principal's keys and values", func(c *server.Config) { c.KV.MaxBytesPerPrincipal = -1 }, "kv max-bytes-per-principal -1"},
 		{"DESIGN.md 7 a principal's own quota for an unknown quota", func(c *server.Config) {
 			c.TLS = server.TLSConfig{Cert: "server.pem", Key: "server-key.pem", CA: "ca.pem", ClientAuth: true}
 			c.Quota.Principals = map[string]map[string]int64{"cn:a": {"lookup-itemz": 5}}

@@ -12,6 +12,7 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/disk"
+	"github.com/djinn-go/djinn/internal/principal"
 	"github.com/djinn-go/djinn/internal/pstream"
 	"github.com/djinn-go/djinn/internal/txn"
 	"github.com/djinn-go/djinn/internal/wire"
@@ -46,8 +47,9 @@ func participantPart(s *Server) *part {
 }
 
 // kvPart is the reference participant: this node's own key/value store,
-// not replicated, durable in the data directory. Its data is any
-// authenticated caller's.
+// not replicated, durable in the data directory. Each principal has its
+// own keys (a kv namespace named after it), bounded by [kv]
+// max-bytes-per-principal; another's key is not found.
 func kvPart(s *Server) *part {
 	c := s.cfg
 	return &part{
@@ -63,7 +65,7 @@ func kvPart(s *Server) *part {
 			if err == nil {
 				s.kv, err = kv.Open(kv.Config{Participant: participant.Config{
 					Endpoint: s.advertise, Store: s.kvStore, Managers: managers{s: s, remote: participant.Remote(s.pool)}, Logger: s.log,
-				}, MaxBytes: c.KV.MaxBytes})
+				}, MaxBytes: c.KV.MaxBytes, MaxBytesPerNamespace: c.KV.perPrincipal(c.TLS.ClientAuth)})
 			}
 			if err != nil {
 				return disk.WithRecovery(fmt.Errorf("key/value participant: %w", err), repairAdvice(c.DataDir))
@@ -71,7 +73,7 @@ func kvPart(s *Server) *part {
 			return nil
 		},
 		serve: func(r *registrar) error {
-			return r.with(Rules{"Put": authenticated, "Get": authenticated, "Delete": authenticated, "List": authenticated}, kv.NewServer(s.kv).Register)
+			return r.with(Rules{"Put": authenticated, "Get": authenticated, "Delete": authenticated, "List": authenticated}, kv.NewServer(s.kv, kv.WithNamespace(principal.From)).Register)
 		},
 		ref:     func() djinn.Ref { return s.kv.Participant().Ref() },
 		metrics: func() []prometheus.Collector { return kvMetrics(s) },

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/djinn-go/djinn/internal/txn"
+	"github.com/djinn-go/djinn/kv"
 	"github.com/djinn-go/djinn/participant"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
@@ -76,5 +77,30 @@ func TestOwnParticipantCalledInPlace(t *testing.T) {
 	ccancel()
 	if g := <-done; g == goroutine() {
 		t.Fatalf("a call to another server's participant was answered in place")
+	}
+}
+
+// TestKVPerPrincipalBound: under mutual TLS each principal may hold a
+// sixteenth of [kv] max-bytes unless configured — DESIGN.md 7: one
+// principal's load never starves another's; without it the one anonymous
+// principal is bounded by max-bytes alone, unless configured.
+func TestKVPerPrincipalBound(t *testing.T) {
+	rows := []struct {
+		name     string
+		max, per int64
+		mutual   bool
+		want     int64
+	}{
+		{name: "DESIGN 7 the default under mutual TLS: a sixteenth of the default max-bytes", mutual: true, want: kv.DefaultMaxBytes / 16},
+		{name: "DESIGN 7 a sixteenth of a configured max-bytes", max: 1600, mutual: true, want: 100},
+		{name: "DESIGN 7 configured", max: 1600, per: 500, mutual: true, want: 500},
+		{name: "DESIGN 7 without mutual TLS: none of its own", max: 1600, want: 0},
+		{name: "DESIGN 7 without mutual TLS, configured", per: 7, want: 7},
+	}
+	for _, r := range rows {
+		c := KVConfig{MaxBytes: r.max, MaxBytesPerPrincipal: r.per}
+		if got := c.perPrincipal(r.mutual); got != r.want {
+			t.Errorf("%s: %d, want %d", r.name, got, r.want)
+		}
 	}
 }
