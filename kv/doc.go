@@ -72,5 +72,7 @@
 //
 // NewServer serves a DB as the KeyValue gRPC service (proto/djinn/v1/kv.proto);
 // its participant is served by a participant.Server on the same gRPC
-// server. Client calls a remote DB with the same Go signatures.
+// server. With WithNamespace each call works in its caller's namespace
+// (djinn serve passes the principal its TLS authentication names); without
+// it every caller shares the default one. Client calls a remote DB with the same Go signatures.
 package kv
