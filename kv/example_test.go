@@ -49,3 +49,26 @@ func Example() {
 	// inside 90, outside 100
 	// voted PREPARED; after commit 90
 }
+
+// Each caller its own keys: a DB's namespaces. A server gives each call
+// its caller's with kv.NewServer(db, kv.WithNamespace(f)), f naming the
+// caller its authentication put in the call's context.
+func ExampleDB_Space() {
+	ctx := context.Background()
+	db, err := kv.Open(kv.Config{Participant: participant.Config{
+		Endpoint: "127.0.0.1:4161", Store: participant.NewMemStore(), Managers: participanttest.NewManager(),
+	}})
+	if err != nil {
+		panic(err)
+	}
+	defer db.Close()
+	alice, bob := db.Space("alice"), db.Space("bob")
+
+	_ = alice.Put(ctx, nil, "greeting", []byte("hello"))
+	_, found, _ := bob.Get(ctx, nil, "greeting")    // not bob's: not found
+	_ = bob.Put(ctx, nil, "greeting", []byte("hi")) // bob's own key
+	mine, _, _ := alice.Get(ctx, nil, "greeting")
+	fmt.Printf("bob found alice's: %v; alice's: %s\n", found, mine)
+	// Output:
+	// bob found alice's: false; alice's: hello
+}
