@@ -101,11 +101,14 @@ func (s *Service) Close() { s.engine.Close() }
 
 func (s *Service) leading() error { return s.lessor.Serving("lookup discovery service") }
 
-// confirm confirms, after a read, that this node still leads: a deposed
-// leader must not answer with a registration its successor may have
-// changed, nor with lookup services it found or lost since (a client
-// resynchronises with them after a gap, LD.3.2).
-func (s *Service) confirm() error { return s.lessor.Confirm("lookup discovery service") }
+// confirm confirms, after a read that answered err, that this node still
+// leads: a deposed leader must not answer with a registration its
+// successor may have changed, nor with lookup services it found or lost
+// since (a client resynchronises with them after a gap, LD.3.2), nor deny
+// a registration its successor made.
+func (s *Service) confirm(err error) error {
+	return s.lessor.ConfirmRead("lookup discovery service", err)
+}
 
 func (s *Service) setsChanged() {
 	select {
@@ -202,14 +205,11 @@ func (s *Service) registration(cookie []byte) (djinn.ID, error) {
 // Get returns a registration's state.
 func (s *Service) Get(cookie []byte) (*djinnpb.LDSRegistrationState, error) {
 	c, err := s.registration(cookie)
-	if err != nil {
-		return nil, err
+	var info Info
+	if err == nil {
+		info, err = s.state.Registration(c)
 	}
-	info, err := s.state.Registration(c)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.confirm(); err != nil {
+	if err = s.confirm(err); err != nil {
 		return nil, err
 	}
 	return s.stateProto(c, info), nil
@@ -227,14 +227,11 @@ func (s *Service) stateProto(c djinn.ID, info Info) *djinnpb.LDSRegistrationStat
 // (LD.4.1.1 getRegistrars), by service id.
 func (s *Service) Registrars(cookie []byte) ([]*djinnpb.DiscoveredRegistrar, error) {
 	c, err := s.registration(cookie)
-	if err != nil {
-		return nil, err
+	var rs []Registrar
+	if err == nil {
+		rs, err = s.state.Registrars(c)
 	}
-	rs, err := s.state.Registrars(c)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.confirm(); err != nil {
+	if err = s.confirm(err); err != nil {
 		return nil, err
 	}
 	out := make([]*djinnpb.DiscoveredRegistrar, len(rs))

@@ -332,3 +332,29 @@ func TestDeposedLeaderDescribesNoRegistration(t *testing.T) {
 		}
 	})
 }
+
+// TestDeposedLeaderDeniesNoRegistration: "no such registration" is an
+// answer from this node's state too: a deposed leader that has not heard
+// of its successor (which may have made the registration) answers
+// Unavailable to getRegistrars and the state, not NotFound; a malformed
+// cookie is still InvalidArgument.
+func TestDeposedLeaderDeniesNoRegistration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := start(t, newMachine(), lds.Config{})
+		f.register(&djinnpb.LDSRegisterRequest{Locators: []string{loc(1)}})
+		other := djinn.NewID()
+		if _, err := f.svc.Registrars(other[:]); !errors.Is(err, djinn.ErrNoSuchObject) {
+			t.Fatalf("getRegistrars of an unknown registration at the leader: %v; want NoSuchObject", err)
+		}
+		f.log.Deposed.Store(true)
+		if _, err := f.svc.Registrars(other[:]); !errors.Is(err, djinn.ErrUnavailable) {
+			t.Errorf("getRegistrars of an unknown registration at a deposed leader: %v; want Unavailable", err)
+		}
+		if _, err := f.svc.Get(other[:]); !errors.Is(err, djinn.ErrUnavailable) {
+			t.Errorf("an unknown registration at a deposed leader: %v; want Unavailable", err)
+		}
+		if _, err := f.svc.Get([]byte{1}); !errors.Is(err, djinn.ErrInvalidArgument) {
+			t.Errorf("a malformed cookie at a deposed leader: %v; want InvalidArgument", err)
+		}
+	})
+}

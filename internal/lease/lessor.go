@@ -225,6 +225,22 @@ func (l *Lessor) Confirm(what string) error {
 	return l.confirmLeader()
 }
 
+// ConfirmRead is Confirm after a read that answered err: an answer drawn
+// from this node's state — a success, or "not found" (no such object,
+// unknown lease, transaction or event) — is confirmed, since a deposed
+// leader may not know a resource its successor created; Confirm's error,
+// if any, replaces it. Any other error (a bad argument, say) is returned
+// as it is.
+func (l *Lessor) ConfirmRead(what string, err error) error {
+	switch djinn.KindOf(err) {
+	case "", djinn.NoSuchObject, djinn.UnknownLease, djinn.UnknownTransaction, djinn.UnknownEvent:
+		if cerr := l.Confirm(what); cerr != nil {
+			return cerr
+		}
+	}
+	return err
+}
+
 // confirmLeader confirms that this node still leads, after it read its
 // table for an answer: at once while it holds a leader lease (the lease
 // was valid after the read, so no successor existed at the read), with a

@@ -491,12 +491,9 @@ func (s *Service) Describe(ctx context.Context, set []byte) (SetView, *djinnpb.L
 		return SetView{}, nil, err
 	}
 	v, err := s.state.Describe(set)
-	if err != nil {
-		return SetView{}, nil, err
-	}
 	// A deposed leader must not describe holders its successor may have
-	// released, nor hide ones it granted.
-	if err := s.lessor.Confirm("lock service"); err != nil {
+	// released, nor hide ones it granted, nor deny a set it created.
+	if err = s.lessor.ConfirmRead("lock service", err); err != nil {
 		return SetView{}, nil, err
 	}
 	var l *djinnpb.Lease
@@ -512,14 +509,25 @@ func (s *Service) Describe(ctx context.Context, set []byte) (SetView, *djinnpb.L
 
 // Validate reports whether the grant that got fence in set is still held.
 func (s *Service) Validate(set []byte, fence uint64) (bool, error) {
+	if _, err := djinn.IDFromBytes("lock set id", set); err != nil {
+		return false, err
+	}
 	if err := s.leading(); err != nil {
 		return false, err
 	}
 	ok, err := s.state.Validate(set, fence)
-	if err == nil {
-		// A deposed leader must not vouch for a fence its successor
-		// ended.
-		err = s.lessor.Confirm("lock service")
+	// A deposed leader must not vouch for a fence its successor ended,
+	// nor deny a set or a fence its successor created or granted (the
+	// set id is well formed: an InvalidArgument here is a fence this
+	// node never granted).
+	if err == nil || djinn.KindOf(err) == djinn.InvalidArgument {
+		if cerr := s.lessor.Confirm("lock service"); cerr != nil {
+			return false, cerr
+		}
+		return ok, err
 	}
-	return ok, err
+	if err = s.lessor.ConfirmRead("lock service", err); err != nil {
+		return false, err
+	}
+	return ok, nil
 }

@@ -520,6 +520,47 @@ func TestDeposedLeaderDescribesNoLocks(t *testing.T) {
 	})
 }
 
+// TestDeposedLeaderDeniesNoSet: "no such set" and "fence never granted"
+// are answers from this node's state too: a deposed leader that has not
+// heard of its successor (which may have created the set, or granted the
+// fence) answers Unavailable, not NotFound or a bad fence; a malformed set
+// id is still InvalidArgument.
+func TestDeposedLeaderDeniesNoSet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := start(t, statetest.For(newLockState), &joiner{})
+		defer f.stop()
+		set := f.set(false)
+		fence := f.lock(set, f.owner(), lock.W, 1)
+		other := djinn.NewID()
+		ctx := context.Background()
+		if _, _, err := f.svc.Describe(ctx, other[:]); !errors.Is(err, djinn.ErrNoSuchObject) {
+			t.Fatalf("an unknown set described at the leader: %v; want NoSuchObject", err)
+		}
+		if _, err := f.svc.Validate(other[:], 1); !errors.Is(err, djinn.ErrNoSuchObject) {
+			t.Fatalf("a fence of an unknown set at the leader: %v; want NoSuchObject", err)
+		}
+		if _, err := f.svc.Validate(set, fence+1); !errors.Is(err, djinn.ErrInvalidArgument) {
+			t.Fatalf("a fence never granted at the leader: %v; want InvalidArgument", err)
+		}
+		f.log.Deposed.Store(true)
+		if _, _, err := f.svc.Describe(ctx, other[:]); !errors.Is(err, djinn.ErrUnavailable) {
+			t.Errorf("an unknown set described at a deposed leader: %v; want Unavailable", err)
+		}
+		if ok, err := f.svc.Validate(other[:], 1); ok || !errors.Is(err, djinn.ErrUnavailable) {
+			t.Errorf("a fence of an unknown set at a deposed leader: %v %v; want Unavailable", ok, err)
+		}
+		if ok, err := f.svc.Validate(set, fence+1); ok || !errors.Is(err, djinn.ErrUnavailable) {
+			t.Errorf("a fence never granted at a deposed leader: %v %v; want Unavailable", ok, err)
+		}
+		if _, err := f.svc.Validate([]byte{1, 2}, 1); !errors.Is(err, djinn.ErrInvalidArgument) {
+			t.Errorf("a malformed set id at a deposed leader: %v; want InvalidArgument", err)
+		}
+		if _, _, err := f.svc.Describe(ctx, []byte{1, 2}); !errors.Is(err, djinn.ErrInvalidArgument) {
+			t.Errorf("a malformed set id described at a deposed leader: %v; want InvalidArgument", err)
+		}
+	})
+}
+
 // TestPrepareWithARequestWaiting: TX.2.6 — a participant asked to prepare
 // while an operation under the transaction is under way must wait for it,
 // know it read-only, or abort. A waiting lock request is such an

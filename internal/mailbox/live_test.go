@@ -124,3 +124,22 @@ func TestDeposedLeaderDescribesNoRegistration(t *testing.T) {
 		}
 	})
 }
+
+// "No such registration" is an answer from this node's state too: a
+// deposed leader that has not heard of its successor (which may have
+// registered it) answers Unavailable, not NotFound.
+func TestDeposedLeaderDeniesNoRegistration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, 0)
+		defer f.stop()
+		f.register(time.Minute)
+		ctx := context.Background()
+		if _, err := f.svc.Get(ctx, djinn.NewID()); !errors.Is(err, djinn.ErrNoSuchObject) {
+			t.Fatalf("an unknown registration at the leader: %v; want NoSuchObject", err)
+		}
+		f.log.Deposed.Store(true)
+		if _, err := f.svc.Get(ctx, djinn.NewID()); !errors.Is(err, djinn.ErrUnavailable) {
+			t.Fatalf("an unknown registration at a deposed leader: %v; want Unavailable", err)
+		}
+	})
+}

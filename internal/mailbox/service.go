@@ -250,12 +250,9 @@ func (s *Service) liveUntil(ctx context.Context, id djinn.ID) (in Info, expires,
 // Get returns a registration with its lease's remaining time.
 func (s *Service) Get(ctx context.Context, id djinn.ID) (Registration, error) {
 	in, rem, err := s.live(ctx, id)
-	if err != nil {
-		return Registration{}, err
-	}
 	// A deposed leader must not describe a registration its successor
-	// may have changed or ended.
-	if err := s.lessor.Confirm("mailbox"); err != nil {
+	// may have changed or ended, nor deny one its successor created.
+	if err = s.lessor.ConfirmRead("mailbox", err); err != nil {
 		return Registration{}, err
 	}
 	return s.registration(in, rem), nil

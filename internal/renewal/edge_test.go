@@ -154,3 +154,25 @@ func TestDeposedLeaderDescribesNoSet(t *testing.T) {
 		}
 	})
 }
+
+// "No such set" is an answer from this node's state too: a deposed leader
+// that has not heard of its successor (which may have created the set)
+// answers Unavailable to getLeases and the set, not NotFound.
+func TestDeposedLeaderDeniesNoSet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, renewal.Config{})
+		defer f.stop()
+		f.create(time.Hour)
+		ctx := context.Background()
+		if _, err := f.svc.Get(ctx, djinn.NewID()); !errors.Is(err, djinn.ErrNoSuchObject) {
+			t.Fatalf("an unknown set at the leader: %v; want NoSuchObject", err)
+		}
+		f.log.Deposed.Store(true)
+		if _, err := f.svc.Leases(ctx, djinn.NewID()); !errors.Is(err, djinn.ErrUnavailable) {
+			t.Errorf("getLeases of an unknown set at a deposed leader: %v; want Unavailable", err)
+		}
+		if _, err := f.svc.Get(ctx, djinn.NewID()); !errors.Is(err, djinn.ErrUnavailable) {
+			t.Errorf("an unknown set at a deposed leader: %v; want Unavailable", err)
+		}
+	})
+}

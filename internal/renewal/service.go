@@ -292,12 +292,9 @@ func (s *Service) live(ctx context.Context, id djinn.ID) (SetInfo, time.Duration
 // Get returns a set with its lease's remaining time.
 func (s *Service) Get(ctx context.Context, id djinn.ID) (Set, error) {
 	in, rem, err := s.live(ctx, id)
-	if err != nil {
-		return Set{}, err
-	}
 	// A deposed leader must not describe a set its successor may have
-	// changed or ended.
-	if err := s.lessor.Confirm("renewal service"); err != nil {
+	// changed or ended, nor deny one its successor created.
+	if err = s.lessor.ConfirmRead("renewal service", err); err != nil {
 		return Set{}, err
 	}
 	return s.set(in, rem), nil
@@ -444,16 +441,14 @@ func (s *Service) Remove(ctx context.Context, id djinn.ID, l *djinnpb.Lease) (*d
 
 // Leases returns a set's client leases (LR.2 getLeases).
 func (s *Service) Leases(ctx context.Context, id djinn.ID) ([]*djinnpb.ClientLease, error) {
-	if _, _, err := s.live(ctx, id); err != nil {
-		return nil, err
-	}
-	ls, err := s.state.Leases(id)
-	if err != nil {
-		return nil, err
+	_, _, err := s.live(ctx, id)
+	var ls []ClientLease
+	if err == nil {
+		ls, err = s.state.Leases(id)
 	}
 	// A deposed leader must not list leases its successor may have
-	// removed, nor miss ones it added.
-	if err := s.lessor.Confirm("renewal service"); err != nil {
+	// removed, nor miss ones it added, nor deny a set it created.
+	if err = s.lessor.ConfirmRead("renewal service", err); err != nil {
 		return nil, err
 	}
 	now := s.now()

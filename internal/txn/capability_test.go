@@ -123,3 +123,20 @@ func TestDeposedLeaderDescribesNoTransaction(t *testing.T) {
 		wantKind(t, "the transaction described at a deposed leader", err, djinn.Unavailable)
 	})
 }
+
+// TestDeposedLeaderDeniesNoTransaction: "unknown transaction" is an answer
+// from this node's state too: a deposed leader that has not heard of its
+// successor (which may have created the transaction) answers Unavailable.
+func TestDeposedLeaderDeniesNoTransaction(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		defer f.stop()
+		c := f.create(time.Minute)
+		bg := context.Background()
+		_, err := f.svc.Describe(bg, c.ID+1000)
+		wantKind(t, "an unknown transaction described at the leader", err, djinn.UnknownTransaction)
+		f.log.Deposed.Store(true)
+		_, err = f.svc.Describe(bg, c.ID+1000)
+		wantKind(t, "an unknown transaction described at a deposed leader", err, djinn.Unavailable)
+	})
+}

@@ -380,12 +380,9 @@ func (s *Service) voteRuns(id uint64) bool {
 // UnknownTransaction.
 func (s *Service) Describe(ctx context.Context, id uint64) (*djinnpb.TransactionDescription, error) {
 	in, err := s.owned(ctx, id)
-	if err != nil {
-		return nil, err
-	}
 	// A deposed leader must not describe as ACTIVE a transaction its
-	// successor may have decided.
-	if err := s.lessor.Confirm("transaction manager"); err != nil {
+	// successor may have decided, nor deny one its successor created.
+	if err = s.lessor.ConfirmRead("transaction manager", err); err != nil {
 		return nil, err
 	}
 	return s.describe(in, true), nil
