@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/participant"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
 
@@ -44,4 +46,11 @@ func RaiseRules(ctx context.Context, s *Server, v uint32) error {
 	s.machine.SetMaxRules(v)
 	_, err := s.node.Propose(ctx, &statepb.Command{Op: &statepb.Command_RulesRaise{RulesRaise: &statepb.RulesRaise{Version: v}}})
 	return err
+}
+
+// ManagerIsLocal reports whether s's own participants (its key/value
+// store) call the transaction manager mgr in process, not over the
+// connection pool.
+func ManagerIsLocal(s *Server, mgr djinn.Ref) bool {
+	return managers{s: s}.local(participant.Tx{Manager: mgr})
 }

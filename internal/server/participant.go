@@ -117,14 +117,17 @@ type participants struct {
 	s *Server
 }
 
-// local returns this server's own participant when ref names it.
+// local returns this server's own participant when ref names it: by its
+// service and object ids, which it keeps in its store for good, not by
+// the endpoint, which is where this node answered when the participant
+// joined (it may answer elsewhere since a restart).
 func (p participants) local(ref *djinnpb.Ref) *participant.Participant {
 	if p.s.kv == nil {
 		return nil
 	}
 	own := p.s.kv.Participant()
 	r := own.Ref()
-	if ref.GetEndpoint() != r.Endpoint || string(ref.GetServiceId()) != string(r.Service[:]) || string(ref.GetObjectId()) != string(r.Object[:]) {
+	if string(ref.GetServiceId()) != string(r.Service[:]) || string(ref.GetObjectId()) != string(r.Object[:]) {
 		return nil
 	}
 	return own
@@ -153,7 +156,7 @@ func (p participants) lockService(ref *djinnpb.Ref) bool {
 		return false
 	}
 	svc, err := djinn.IDFromBytes("service id", ref.GetServiceId())
-	return err == nil && (svc == p.s.machine.ServiceID() || slices.Contains(p.s.machine.PreviousIDs(), svc))
+	return err == nil && p.s.ownCluster(svc)
 }
 
 func (p participants) Prepare(ctx context.Context, ref *djinnpb.Ref, mgr djinn.Ref, id uint64, secret djinn.ID) (djinnpb.TransactionState, error) {
@@ -249,10 +252,21 @@ type managers struct {
 	remote participant.Managers
 }
 
-// local reports whether tx is this server's manager's and the manager is
-// serving here.
+// local reports whether tx is this cluster's manager's and the manager is
+// serving here. The manager's reference names the cluster, not a member
+// (DESIGN.md 7a): its endpoint is the member that led when the
+// transaction was made, which may have been deposed since, so only its
+// service id (this cluster's, or one it was restored from) and object id
+// count.
 func (m managers) local(tx participant.Tx) bool {
-	return m.s.txn != nil && tx.Manager == m.s.ref(TxnID)() && m.s.lessor.Serving("transaction manager") == nil
+	return m.s.txn != nil && tx.Manager.Object == TxnID && m.s.ownCluster(tx.Manager.Service) &&
+		m.s.lessor.Serving("transaction manager") == nil
+}
+
+// ownCluster reports whether svc is this cluster's service id, or one it
+// was restored from.
+func (s *Server) ownCluster(svc djinn.ID) bool {
+	return svc == s.machine.ServiceID() || slices.Contains(s.machine.PreviousIDs(), svc)
 }
 
 func (m managers) Join(ctx context.Context, tx participant.Tx, self djinn.Ref, crash int64) ([]participant.Tx, error) {

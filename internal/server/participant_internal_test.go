@@ -68,6 +68,22 @@ func TestOwnParticipantCalledInPlace(t *testing.T) {
 	if v, ok, err := s.kv.Get(ctx, nil, "k"); err != nil || !ok || string(v) != "v" {
 		t.Fatalf("the committed write: %q %v %v", v, ok, err)
 	}
+	// The participant as it joined before this node came back at another
+	// address: its ids name it, not the endpoint; still in place.
+	moved := refProto(s.kv.Participant().Ref())
+	moved.Endpoint = "127.0.0.1:1"
+	mctx, mcancel := context.WithCancel(ctx)
+	answered := make(chan string, 1)
+	p.Call(mctx, time.Minute, txn.OpAbort, moved, mgr, c.ID+1000, c.Secret, func(djinnpb.TransactionState, error) { answered <- goroutine() })
+	select {
+	case g := <-answered:
+		if g != goroutine() {
+			t.Fatalf("abort to the server's own participant joined at another endpoint: answered on goroutine %q; want in place", g)
+		}
+	default:
+		t.Fatalf("abort to the server's own participant joined at another endpoint: not answered before Call returned; want in place")
+	}
+	mcancel()
 	// Another server's participant: the call goes out, and is answered
 	// later, elsewhere.
 	other := &djinnpb.Ref{Endpoint: "127.0.0.1:1", ServiceId: make([]byte, 16), ObjectId: make([]byte, 16)}

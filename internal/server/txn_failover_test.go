@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/server"
 	"github.com/djinn-go/djinn/internal/server/servertest"
 )
 
@@ -74,4 +76,44 @@ func TestTxnLocksFollowTheCluster(t *testing.T) {
 	retryUnavailable(t, "commit the transaction granted the lock", func(ctx context.Context) error {
 		return waiter.Commit(ctx)
 	})
+}
+
+// TestTxnManagerFollowsTheCluster: DESIGN.md 7a — a transaction's manager
+// reference names the cluster, not the member that led when the
+// transaction was made. After that member dies, the new leader's own
+// key/value participant reaches the manager in its own process (joins and
+// state questions are function calls, as before the failover), not over
+// the connection pool to the cluster (which would be itself, through
+// gRPC); another cluster's manager is still reached over the pool.
+func TestTxnManagerFollowsTheCluster(t *testing.T) {
+	t.Parallel()
+	ss := followCluster(t)
+	dead := leaderOf(t, ss...)
+	c := servertest.Dial(t, dead.Addr())
+	ctx := testContext(t)
+	mgr, err := c.TransactionManager(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := mgr.Create(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := tx.Manager().Ref()
+	if !server.ManagerIsLocal(dead, ref) {
+		t.Fatalf("the leader's participant reaches its manager %v over the pool; want in process", ref)
+	}
+	if err := dead.Close(); err != nil {
+		t.Fatalf("close the leader: %v", err)
+	}
+	rest := servertest.Others(ss, dead)
+	servertest.Eventually(t, "the new leader's participant reaches the manager made at the dead leader in process", func() bool {
+		l := servertest.Leader(rest...)
+		return l != nil && l.Advertise() != ref.Endpoint && server.ManagerIsLocal(l, ref)
+	})
+	other := ref
+	other.Service = djinn.NewID()
+	if l := servertest.ServingLeader(t, rest...); server.ManagerIsLocal(l, other) {
+		t.Errorf("another cluster's manager %v reached in process; want over the pool", other)
+	}
 }
