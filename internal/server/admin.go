@@ -33,8 +33,10 @@ func adminPart(s *Server) *part {
 	}
 }
 
-// clusterView is the console's cluster page: this node, the leader, and
-// every member with its health as the probe finds it.
+// clusterView is the console's cluster page: this node, the leader, the
+// rules version (with this member's supported maximum and, when it stopped
+// applying the log, why), and every member with its health as the probe
+// finds it and the rules version its binary supports.
 func (s *Server) clusterView(ctx context.Context) (any, error) {
 	type member struct {
 		Node          string `json:"node"`
@@ -46,6 +48,7 @@ func (s *Server) clusterView(ctx context.Context) (any, error) {
 		Error         string `json:"error,omitempty"`
 		Applied       uint64 `json:"applied"`
 		LastContactMs int64  `json:"lastContactMs"`
+		RulesMax      uint32 `json:"rulesMax"`
 	}
 	ms, err := (&adminRPC{s: s}).Members(ctx, &djinnpb.MembersRequest{Health: true})
 	if err != nil {
@@ -62,16 +65,20 @@ func (s *Server) clusterView(ctx context.Context) (any, error) {
 		Commit        uint64   `json:"commit"`
 		LogBytes      int64    `json:"logBytes"`
 		SnapshotBytes int64    `json:"snapshotBytes"`
+		RulesVersion  uint32   `json:"rulesVersion"`
+		RulesMax      uint32   `json:"rulesMax"`
+		Stopped       string   `json:"stopped,omitempty"`
 		Members       []member `json:"members"`
 	}{Now: s.nowMs(), Node: n.ID(), State: n.State(), Leader: ms.GetLeaderId(), Term: n.Term(), Applied: n.AppliedIndex(),
-		Commit: n.CommitIndex(), LogBytes: n.LogBytes(), SnapshotBytes: n.SnapshotBytes(), Members: []member{}}
+		Commit: n.CommitIndex(), LogBytes: n.LogBytes(), SnapshotBytes: n.SnapshotBytes(),
+		RulesVersion: s.machine.Rules(), RulesMax: s.machine.MaxRules(), Stopped: s.stoppedReason(), Members: []member{}}
 	for _, m := range ms.GetMembers() {
 		contact := m.GetLastContactNanos()
 		if contact > 0 {
 			contact /= 1e6
 		}
 		v.Members = append(v.Members, member{Node: m.GetNodeId(), Raft: m.GetRaftAddress(), GRPC: m.GetGrpcAddress(), Voter: m.GetVoter(),
-			Role: m.GetRole(), Health: m.GetHealth(), Error: m.GetError(), Applied: m.GetAppliedIndex(), LastContactMs: contact})
+			Role: m.GetRole(), Health: m.GetHealth(), Error: m.GetError(), Applied: m.GetAppliedIndex(), LastContactMs: contact, RulesMax: m.GetRulesMax()})
 	}
 	return v, nil
 }

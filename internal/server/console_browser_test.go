@@ -17,6 +17,7 @@ import (
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/server"
 	"github.com/djinn-go/djinn/internal/server/servertest"
+	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/service"
 )
 
@@ -126,6 +127,20 @@ func TestConsoleInABrowser(t *testing.T) {
 			waitFor(t, ctx, tt.page+" shows "+tt.text, shows(tt.text))
 			screenshot(t, ctx, tt.page)
 		}
+	})
+
+	t.Run("the cluster page shows the rules version", func(t *testing.T) {
+		st, err := servertest.Status(djinnpb.NewAdminClient(servertest.Conn(t, srv.Addr())))
+		if err != nil {
+			t.Fatal(err)
+		}
+		openPage(t, ctx, srv, "cluster")
+		card := func(label string, v uint32) string {
+			return fmt.Sprintf("[...document.querySelectorAll('#page .card')].some(c => c.lastChild.textContent === %q && c.querySelector('b').textContent === %q)", label, strconv.FormatUint(uint64(v), 10))
+		}
+		waitFor(t, ctx, "the rules version card", card("rules version", st.GetRulesVersion()))
+		waitFor(t, ctx, "this member's supported maximum", card("this member supports rules up to", st.GetRulesMax()))
+		waitFor(t, ctx, "no stop shown", "document.querySelector('#page .stopped') === null")
 	})
 
 	t.Run("a countdown moves", func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/server"
 	"github.com/djinn-go/djinn/internal/server/servertest"
+	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
 // consoleGet reads a console view as JSON.
@@ -123,6 +124,33 @@ func TestConsoleViews(t *testing.T) {
 	}
 	if code, _ := consoleGet(t, srv, "/api/view/nothing"); code != http.StatusNotFound {
 		t.Errorf("an unknown page: %d, want 404", code)
+	}
+	checkClusterRules(t, srv)
+}
+
+// checkClusterRules: the cluster page shows the cluster's rules version
+// and the highest this member's binary supports, as the admin Status has
+// them, each member's supported maximum as the member list has it, and
+// no reason to have stopped while the member applies the log.
+func checkClusterRules(t *testing.T, srv *server.Server) {
+	t.Helper()
+	st, err := servertest.Status(djinnpb.NewAdminClient(servertest.Conn(t, srv.Addr())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, v := consoleGet(t, srv, "/api/view/cluster")
+	if code != http.StatusOK || st.GetRulesVersion() == 0 || v["rulesVersion"] != float64(st.GetRulesVersion()) || v["rulesMax"] != float64(st.GetRulesMax()) {
+		t.Errorf("cluster view: %d rules %v up to %v; want the status's %d up to %d", code, v["rulesVersion"], v["rulesMax"], st.GetRulesVersion(), st.GetRulesMax())
+	}
+	if _, ok := v["stopped"]; ok {
+		t.Errorf("cluster view of a member applying the log: stopped %q, want none", v["stopped"])
+	}
+	ms, _ := v["members"].([]any)
+	if len(ms) != 1 {
+		t.Fatalf("cluster view: members %v, want this one", v["members"])
+	}
+	if m, _ := ms[0].(map[string]any); m["rulesMax"] != float64(st.GetRulesMax()) {
+		t.Errorf("cluster view's member: rules up to %v, want %d", m["rulesMax"], st.GetRulesMax())
 	}
 }
 

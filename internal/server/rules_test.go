@@ -172,6 +172,11 @@ func TestRules_AFollowerSupportingLessStopsAtTheRaise(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "rules version is 2") {
 		t.Errorf("/healthz of the stopped follower: %d %q", resp.StatusCode, body)
 	}
+	code, v := consoleGet(t, f, "/api/view/cluster")
+	if stopped, _ := v["stopped"].(string); code != http.StatusOK || !strings.Contains(stopped, "rules version is 2") ||
+		v["rulesVersion"] != float64(1) || v["rulesMax"] != float64(1) {
+		t.Errorf("console's cluster view of the stopped follower: %d stopped %q, rules %v up to %v; want why, 1 up to 1", code, v["stopped"], v["rulesVersion"], v["rulesMax"])
+	}
 
 	// Restarted with the same binary, it is refused at the start.
 	if err := f.Close(); err != nil {

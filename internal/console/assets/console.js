@@ -121,13 +121,16 @@ function search(fields) {
 const pages = {
   cluster(v) {
     return [
+      ...(v.stopped ? [el("p", { class: "bad stopped" }, "This member stopped applying the log: " + v.stopped)] : []),
       cards([["node", v.node], ["state", v.state], ["leader", v.leader || "none", v.leader ? "" : "bad"], ["term", v.term],
-        ["applied index", v.applied], ["commit index", v.commit], ["log", bytes(v.logBytes)], ["snapshots", bytes(v.snapshotBytes)]]),
+        ["applied index", v.applied], ["commit index", v.commit], ["log", bytes(v.logBytes)], ["snapshots", bytes(v.snapshotBytes)],
+        ["rules version", v.rulesVersion, v.stopped ? "bad" : ""], ["this member supports rules up to", v.rulesMax]]),
       el("h2", {}, "Members"),
-      table(["Node", "Role", "Health", "Applied#", "Last contact", "gRPC", "Raft", ""], v.members.map(m => ({
+      table(["Node", "Role", "Health", "Applied#", "Last contact", "Rules up to", "gRPC", "Raft", ""], v.members.map(m => ({
         attrs: { "data-node": m.node },
         cells: [mono(m.node), m.role, el("span", { class: m.health === "healthy" ? "good" : "bad", title: m.error || "" }, m.health + (m.error ? ": " + m.error : "")),
-          m.applied, m.lastContactMs < 0 ? "never" : m.lastContactMs + " ms", mono(m.grpc || ""), mono(m.raft), act("remove", m.node, `Remove member ${m.node} from the cluster`)],
+          m.applied, m.lastContactMs < 0 ? "never" : m.lastContactMs + " ms", m.rulesMax || el("span", { class: "muted" }, "not yet known"),
+          mono(m.grpc || ""), mono(m.raft), act("remove", m.node, `Remove member ${m.node} from the cluster`)],
       }))),
     ];
   },
