@@ -36,6 +36,10 @@ func TestCheckersCatch(t *testing.T) {
 		{"kv: a lost write may land any time after its call", func() []string {
 			return CheckLinearizable("kv", KVModel, []porcupine.Operation{op(0, put("a"), kvOutput{Unknown: true}, 0, never), op(1, get, kvOutput{}, 20, 30), op(1, get, kvOutput{Value: "a"}, 40, 50)}, time.Second)
 		}, ""},
+		{"kv: another principal's key of the same name is another register", func() []string {
+			other := kvInput{As: 1, Key: "k"}
+			return CheckLinearizable("kv", KVModel, []porcupine.Operation{op(0, put("a"), kvOutput{}, 0, 10), op(1, other, kvOutput{}, 20, 30)}, time.Second)
+		}, ""},
 		{"lock: two grants at once", func() []string {
 			return CheckLinearizable("lock", LockModel, []porcupine.Operation{op(0, acq(0), lockOutput{OK: true, Fence: 1}, 0, 10), op(1, acq(1), lockOutput{OK: true, Fence: 2}, 20, 30)}, time.Second)
 		}, "not linearizable"},

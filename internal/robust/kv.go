@@ -12,12 +12,14 @@ import (
 )
 
 // The key/value workload: each member's key/value participant is a store
-// of its own (not replicated), so its history is a register per member
-// and key, written and read by several workers through the member's
-// client proxy, across kills, restarts and cut connections.
+// of its own (not replicated), and each principal's keys are its own
+// there, so its history is a register per member, principal and key,
+// written and read by several workers through the member's client proxy,
+// across kills, restarts and cut connections.
 
 type kvInput struct {
 	Node  int
+	As    Principal // the caller: its keys are its own
 	Key   string
 	Put   bool
 	Value string // for Put
@@ -28,14 +30,15 @@ type kvOutput struct {
 	Unknown bool   // a Put whose outcome is unknown
 }
 
-// KVModel is a register per member and key; the absent key reads "".
+// KVModel is a register per member, principal and key; the absent key
+// reads "".
 var KVModel = porcupine.Model{
 	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
 		by := map[string][]porcupine.Operation{}
 		var keys []string
 		for _, op := range h {
 			in := op.Input.(kvInput)
-			k := fmt.Sprint(in.Node, "/", in.Key)
+			k := fmt.Sprint(in.Node, "/", in.As, "/", in.Key)
 			if _, ok := by[k]; !ok {
 				keys = append(keys, k)
 			}
@@ -58,9 +61,9 @@ var KVModel = porcupine.Model{
 	DescribeOperation: func(input, output any) string {
 		in, out := input.(kvInput), output.(kvOutput)
 		if in.Put {
-			return fmt.Sprintf("put(%d/%s, %q)", in.Node, in.Key, in.Value)
+			return fmt.Sprintf("put(%d/%d/%s, %q)", in.Node, in.As, in.Key, in.Value)
 		}
-		return fmt.Sprintf("get(%d/%s) -> %q", in.Node, in.Key, out.Value)
+		return fmt.Sprintf("get(%d/%d/%s) -> %q", in.Node, in.As, in.Key, out.Value)
 	},
 }
 
@@ -74,8 +77,8 @@ func (r *Run) kvWorker(ctx context.Context, id int, rng *rand.Rand) {
 			r.pause(ctx, 20*time.Millisecond)
 			continue
 		}
-		in := kvInput{Node: node, Key: fmt.Sprintf("r%d/k%d", r.seed, rng.IntN(8)), Put: rng.IntN(2) == 0}
-		kv := djinnpb.NewKeyValueClient(n.Conn(principalOf(id)))
+		in := kvInput{Node: node, As: principalOf(id), Key: fmt.Sprintf("r%d/k%d", r.seed, rng.IntN(8)), Put: rng.IntN(2) == 0}
+		kv := djinnpb.NewKeyValueClient(n.Conn(in.As))
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		call := r.clock.Now()
 		var out kvOutput
