@@ -46,6 +46,39 @@ func open(t *testing.T, st participant.Store, mgr *participanttest.Manager) *fix
 	return &fixture{t: t, db: db, mgr: mgr, st: st}
 }
 
+// restartable is a FileStore in a temporary directory with a manager that
+// cannot be reached, so that a prepared transaction stays prepared across
+// a restart: the set-up of the restart tests.
+type restartable struct {
+	t   *testing.T
+	dir string
+	st  *participant.FileStore
+	mgr *participanttest.Manager
+}
+
+func newRestartable(t *testing.T) *restartable {
+	r := &restartable{t: t, dir: t.TempDir(), mgr: participanttest.NewManager()}
+	r.mgr.FailGetState(djinn.Errorf(djinn.Unavailable, "manager unreachable"))
+	r.open()
+	return r
+}
+
+func (r *restartable) open() {
+	st, err := participant.OpenFileStore(r.dir)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.st = st
+	r.t.Cleanup(func() { st.Close() })
+}
+
+// restart closes db and the store, and opens the store again.
+func (r *restartable) restart(db *kv.DB) {
+	db.Close()
+	r.st.Close()
+	r.open()
+}
+
 func start(t *testing.T) *fixture {
 	return open(t, participant.NewMemStore(), participanttest.NewManager())
 }
@@ -272,14 +305,9 @@ func TestSemantics(t *testing.T) {
 // survive a restart over a FileStore; a prepared transaction holds its
 // locks again, and the roll decision (TX.2.8.1) rolls it forward.
 func TestDurableAcrossRestart(t *testing.T) {
-	dir := t.TempDir()
-	st, err := participant.OpenFileStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgr := participanttest.NewManager()
-	mgr.FailGetState(djinn.Errorf(djinn.Unavailable, "manager unreachable"))
-	f := open(t, st, mgr)
+	r := newRestartable(t)
+	mgr := r.mgr
+	f := open(t, r.st, mgr)
 	f.put(nil, "plain", "1")
 	tx := f.tx()
 	f.put(tx, "k", "prepared")
@@ -287,15 +315,8 @@ func TestDurableAcrossRestart(t *testing.T) {
 	if v, err := f.db.Participant().Prepare(bg, *tx); err != nil || v != participant.Prepared {
 		t.Fatalf("prepare: %v %v", v, err)
 	}
-	f.db.Close()
-	st.Close()
-
-	st, err = participant.OpenFileStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	f = open(t, st, mgr)
+	r.restart(f.db)
+	f = open(t, r.st, mgr)
 	if got := f.get(nil, "plain") + f.get(nil, "k"); got != "1-" {
 		t.Fatalf("after restart: %s", got)
 	}

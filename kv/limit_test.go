@@ -97,27 +97,16 @@ func TestMaxBytes(t *testing.T) {
 // TestMaxBytesAcrossRestart: after a restart the committed data and the
 // prepared transactions' writes count against the limit again.
 func TestMaxBytesAcrossRestart(t *testing.T) {
-	dir := t.TempDir()
-	st, err := participant.OpenFileStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgr := participanttest.NewManager()
-	mgr.FailGetState(djinn.Errorf(djinn.Unavailable, "manager unreachable"))
-	f := limited(t, st, mgr)
+	r := newRestartable(t)
+	f := limited(t, r.st, r.mgr)
 	f.put(nil, "k", strings.Repeat("v", 49))
 	tx := f.tx()
 	f.put(tx, "p", strings.Repeat("v", 39))
 	if vote, err := f.db.Participant().Prepare(bg, *tx); err != nil || vote != participant.Prepared {
 		t.Fatalf("prepare: %v %v", vote, err)
 	}
-	f.db.Close()
-	st.Close()
-	if st, err = participant.OpenFileStore(dir); err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	f = limited(t, st, mgr)
+	r.restart(f.db)
+	f = limited(t, r.st, r.mgr)
 	wantFull(t, f.db.Put(bg, nil, "j", []byte(strings.Repeat("v", 11))), "j") // 50 + 40 + 12
 	f.put(nil, "j", strings.Repeat("v", 9))
 }

@@ -169,14 +169,8 @@ func TestNamespaces(t *testing.T) {
 // its own again, and its committed data and prepared writes count against
 // its limit again.
 func TestNamespacesAcrossRestart(t *testing.T) {
-	dir := t.TempDir()
-	st, err := participant.OpenFileStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgr := participanttest.NewManager()
-	mgr.FailGetState(djinn.Errorf(djinn.Unavailable, "manager unreachable"))
-	f := spaced(t, st, mgr)
+	r := newRestartable(t)
+	f := spaced(t, r.st, r.mgr)
 	a, b := f.db.Space("cn:a"), f.db.Space("cn:b")
 	sput(t, a, nil, "k", "a's")
 	f.put(nil, "k", "default")
@@ -186,13 +180,8 @@ func TestNamespacesAcrossRestart(t *testing.T) {
 	if vote, err := f.db.Participant().Prepare(bg, *tx); err != nil || vote != participant.Prepared {
 		t.Fatalf("prepare: %v %v", vote, err)
 	}
-	f.db.Close()
-	st.Close()
-	if st, err = participant.OpenFileStore(dir); err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	f = spaced(t, st, mgr)
+	r.restart(f.db)
+	f = spaced(t, r.st, r.mgr)
 	a, b = f.db.Space("cn:a"), f.db.Space("cn:b")
 	if ga, gd, gc := sget(t, a, nil, "k"), f.get(nil, "k"), sget(t, f.db.Space("cn:c"), nil, "k"); ga != "a's" || gd != "default" || gc != "-" {
 		t.Fatalf("after restart a reads %q, the default namespace %q, c %q", ga, gd, gc)
