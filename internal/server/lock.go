@@ -337,8 +337,7 @@ type lockJoiner struct {
 }
 
 func (j lockJoiner) Join(ctx context.Context, mgr djinn.Ref, id uint64, secret djinn.ID, self *djinnpb.Ref, crash int64) (*djinnpb.JoinTransactionResponse, error) {
-	own := j.s.ref(TxnID)()
-	if j.s.cfg.Txn.Enabled && mgr.Service == own.Service && mgr.Object == own.Object && j.s.lessor.Serving("transaction manager") == nil {
+	if j.s.localManager(mgr) {
 		err := j.s.txn.Join(ctx, id, secret, self, crash)
 		if err == nil {
 			ids, mgrs, err := j.s.txn.Ancestors(id)
@@ -357,8 +356,7 @@ func (j lockJoiner) Join(ctx context.Context, mgr djinn.Ref, id uint64, secret d
 // GetState asks a transaction's state: of this server's manager in
 // process while it leads, of others over the pool.
 func (j lockJoiner) GetState(ctx context.Context, mgr djinn.Ref, id uint64, secret djinn.ID) (djinnpb.TransactionState, error) {
-	own := j.s.ref(TxnID)()
-	if j.s.cfg.Txn.Enabled && mgr.Service == own.Service && mgr.Object == own.Object && j.s.lessor.Serving("transaction manager") == nil {
+	if j.s.localManager(mgr) {
 		st, err := j.s.txn.GetState(ctx, id, secret)
 		if djinn.KindOf(err) != djinn.Unavailable {
 			return st, err

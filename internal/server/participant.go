@@ -258,9 +258,13 @@ type managers struct {
 // transaction was made, which may have been deposed since, so only its
 // service id (this cluster's, or one it was restored from) and object id
 // count.
-func (m managers) local(tx participant.Tx) bool {
-	return m.s.txn != nil && tx.Manager.Object == TxnID && m.s.ownCluster(tx.Manager.Service) &&
-		m.s.lessor.Serving("transaction manager") == nil
+func (m managers) local(tx participant.Tx) bool { return m.s.localManager(tx.Manager) }
+
+// localManager reports whether mgr is this cluster's transaction manager
+// and this server leads it, so that it is called in process.
+func (s *Server) localManager(mgr djinn.Ref) bool {
+	return s.txn != nil && mgr.Object == TxnID && s.ownCluster(mgr.Service) &&
+		s.lessor.Serving("transaction manager") == nil
 }
 
 // ownCluster reports whether svc is this cluster's service id, or one it
