@@ -44,6 +44,13 @@
 //     asked are told to abort. Once each has been told, the transaction is
 //     settled, remembered for the retention time (a repeated commit or
 //     abort gets its outcome) and then forgotten (UnknownTransaction).
+//     At most MaxRemembered settled top-level transactions are remembered
+//     (each with those nested in it): beyond, the leader forgets the
+//     oldest settled sooner. A settled transaction is kept compact — its
+//     participants' references shared with every other participant of the
+//     same reference, its channels the one closed channel, its principal
+//     interned — so that each costs a few hundred bytes of memory; every
+//     field Apply reads keeps its value, so compacting decides nothing.
 //
 // Nested transactions (TX.2.2, TX.2.7): a nested commit promotes its
 // PREPARED participants into its parent atomically, in the same TxnDecide
@@ -62,7 +69,7 @@
 //	             version of the participant list asked (a list changed since aborts)
 //	TxnPromote   another manager's nested transaction promoting its participants into ours
 //	TxnNotified  participants told the outcome, in batches, after they took it
-//	TxnForget    settled transactions past the retention time, in batches
+//	TxnForget    settled transactions past the retention time or beyond MaxRemembered, in batches
 //
 // So a top-level transaction whose participants answer at once costs
 // TxnCreate, a TxnJoin per participant and TxnDecide, and its share of a

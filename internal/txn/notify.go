@@ -22,7 +22,8 @@ const forgetBatch = 4096
 // prepare with its vote, TX.2.6), tells participants the outcome of
 // decided transactions until each has been told (TX.2.7: at reasonable
 // intervals, for as long as it takes), and forgets settled transactions
-// after the retention time.
+// after the retention time, or once more than MaxRemembered are
+// remembered, the oldest first.
 //
 // Run returns once the votes it ran have stopped: a vote still waiting
 // for participants when the term ends stops undecided, and the next leader
@@ -107,6 +108,9 @@ func (n *notifier) run(ctx context.Context) {
 			return
 		case <-s.state.wake:
 		case <-tick.C:
+			if s.state.Remembered() > s.cfg.MaxRemembered {
+				n.startForget(ctx)
+			}
 		case r := <-n.done:
 			n.took(r)
 			for more := true; more; {
@@ -123,27 +127,33 @@ func (n *notifier) run(ctx context.Context) {
 				return
 			}
 		case <-forget.C:
-			if !n.forgetting {
-				n.forgetting = true
-				n.wg.Add(1)
-				n.work.Go(func() {
-					defer n.wg.Done()
-					n.forget(ctx)
-					n.forgot <- struct{}{} // never blocks: one forgetting at a time
-				})
-			}
+			n.startForget(ctx)
 		case <-n.forgot:
 			n.forgetting = false
 		}
 	}
 }
 
-// forget forgets the transactions settled before the retention time, in
-// batches, until none is left.
+// startForget forgets on a worker, unless a forget runs already.
+func (n *notifier) startForget(ctx context.Context) {
+	if n.forgetting {
+		return
+	}
+	n.forgetting = true
+	n.wg.Add(1)
+	n.work.Go(func() {
+		defer n.wg.Done()
+		n.forget(ctx)
+		n.forgot <- struct{}{} // never blocks: one forgetting at a time
+	})
+}
+
+// forget forgets the transactions settled before the retention time and
+// the oldest beyond MaxRemembered, in batches, until none is left.
 func (n *notifier) forget(ctx context.Context) {
 	s := n.s
 	for ctx.Err() == nil {
-		ids := s.state.Settled(s.now().Add(-s.cfg.Retention).UnixNano(), forgetBatch)
+		ids := s.state.Settled(s.now().Add(-s.cfg.Retention).UnixNano(), s.cfg.MaxRemembered, forgetBatch)
 		if len(ids) == 0 {
 			return
 		}

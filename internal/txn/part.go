@@ -39,7 +39,8 @@ func (s *State) Part() state.Part {
 				return state.Each(txns)(emit)
 			}, nil
 		},
-		Reset:  s.Reset,
-		Leases: []state.LeaseKind{{Kind: LeaseKind, Name: "transaction", Quota: quota.Transactions, Ended: func(o lease.Owner) { s.LeaseEnded(o.ID) }}},
+		Reset:    s.Reset,
+		Restored: s.Restored,
+		Leases:   []state.LeaseKind{{Kind: LeaseKind, Name: "transaction", Quota: quota.Transactions, Ended: func(o lease.Owner) { s.LeaseEnded(o.ID) }}},
 	}
 }

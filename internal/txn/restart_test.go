@@ -23,6 +23,13 @@ import (
 // single node (or a new leader) does.
 func (f *fixture) restart() *fixture {
 	f.t.Helper()
+	return f.restartConfig(nil)
+}
+
+// restartConfig is restart with the new manager's configuration changed by
+// configure, if not nil.
+func (f *fixture) restartConfig(configure func(*txn.Config)) *fixture {
+	f.t.Helper()
 	f.stop()
 	log, err := statetest.Restart(f.log.Log, newTxnState)
 	if err != nil {
@@ -32,9 +39,13 @@ func (f *fixture) restart() *fixture {
 	g := &fixture{t: f.t, log: log, parts: f.parts, managers: f.managers}
 	g.lessor = lease.NewLessor(m.Leases, g.log, lease.Config{Slack: 10 * time.Second})
 	self := djinn.Ref{Endpoint: "127.0.0.1:4161", Service: m.ServiceID(), Object: djinn.ID{'t'}}
-	svc, err := txn.New(log.State, g.lessor, g.log, time.Now, func() djinn.Ref { return self }, txn.Config{
+	cfg := txn.Config{
 		Participants: remote{f.parts}, VoteTimeout: 5 * time.Second, Abandon: time.Minute, Retention: time.Hour, Managers: f.managers,
-	})
+	}
+	if configure != nil {
+		configure(&cfg)
+	}
+	svc, err := txn.New(log.State, g.lessor, g.log, time.Now, func() djinn.Ref { return self }, cfg)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -56,6 +56,11 @@ type Config struct {
 	// Retention is how long a settled transaction is remembered, so a
 	// repeated commit or abort gets its outcome (default 10m).
 	Retention time.Duration
+	// MaxRemembered bounds the settled top-level transactions remembered
+	// (default 1,000,000): beyond it the oldest are forgotten before the
+	// retention time, and a repeated commit or abort of one gets
+	// UnknownTransaction.
+	MaxRemembered int
 	// Managers calls other transaction managers, for transactions nested
 	// in theirs (TX.2.2); nil refuses those as unsupported.
 	Managers Managers
@@ -131,6 +136,7 @@ func New(s *State, l *lease.Lessor, log Proposer, now func() time.Time, self fun
 	defInt(&cfg.MaxActive, 1_000_000)
 	defInt(&cfg.MaxParticipants, 1000)
 	defInt(&cfg.MaxDepth, 16)
+	defInt(&cfg.MaxRemembered, 1_000_000)
 	defInt(&cfg.Workers, 64)
 	defDur := func(v *time.Duration, d time.Duration) {
 		if *v <= 0 {

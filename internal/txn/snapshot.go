@@ -1,6 +1,9 @@
 package txn
 
 import (
+	"cmp"
+	"slices"
+
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/quota"
 	"github.com/djinn-go/djinn/proto/djinnpb"
@@ -15,13 +18,16 @@ func (s *State) Records() (*statepb.TxnCounter, []*statepb.TxnRecord) {
 	defer s.mu.Unlock()
 	out := make([]*statepb.TxnRecord, 0, len(s.txns))
 	for _, t := range s.txns {
-		r := &statepb.TxnRecord{Id: t.id, Cookie: t.cookie[:], Principal: t.principal, State: int32(t.state), EndedUnixNanos: t.ended, ParentId: t.parent,
+		r := &statepb.TxnRecord{Id: t.id, Cookie: t.cookie[:], Principal: t.principal.Value(), State: int32(t.state), EndedUnixNanos: t.ended, ParentId: t.parent,
 			Version: t.version, PrepareOnly: t.prepareOnly}
 		if !t.secret.IsZero() {
 			r.Secret = t.secret[:]
 		}
-		if t.remote != nil {
-			r.ParentId, r.Remote = t.remoteID, t.remote
+		if remote, remoteID := t.remote(); remote != nil {
+			r.ParentId, r.Remote = remoteID, remote
+		}
+		if len(t.parts) > 0 {
+			r.Participants = make([]*statepb.TxnParticipantRecord, 0, len(t.parts))
 		}
 		for _, p := range t.parts {
 			r.Participants = append(r.Participants, &statepb.TxnParticipantRecord{Participant: p.ref, CrashCount: p.crash, Vote: int32(p.vote), Notified: p.notified})
@@ -37,7 +43,8 @@ func (s *State) Reset() {
 	defer s.mu.Unlock()
 	s.txns = map[uint64]*transaction{}
 	s.unsettled = map[uint64]*transaction{}
-	s.settled = nil
+	s.settled, s.remembered = nil, 0
+	s.refs = map[refKey]*sharedRef{}
 	s.next = 0
 	s.undecided = 0
 	s.orphans, s.remoteKids = nil, nil
@@ -65,23 +72,27 @@ func (s *State) Restore(r *statepb.TxnRecord) error {
 	t.state, t.ended, t.parent = st, r.GetEndedUnixNanos(), r.GetParentId()
 	t.version, t.prepareOnly = r.GetVersion(), r.GetPrepareOnly()
 	if r.GetRemote() != nil {
-		t.parent, t.remote, t.remoteID = 0, r.GetRemote(), r.GetParentId()
-	}
-	for _, p := range r.GetParticipants() {
-		t.parts = append(t.parts, &participant{ref: p.GetParticipant(), crash: p.GetCrashCount(), vote: djinnpb.TransactionState(p.GetVote()), notified: p.GetNotified()})
+		n := t.nested()
+		t.parent, n.remote, n.remoteID = 0, r.GetRemote(), r.GetParentId()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if ps := r.GetParticipants(); len(ps) > 0 {
+		t.parts = make([]participant, 0, len(ps))
+	}
+	for _, p := range r.GetParticipants() {
+		t.parts = append(t.parts, participant{ref: s.shareRefLocked(p.GetParticipant()), crash: p.GetCrashCount(), vote: djinnpb.TransactionState(p.GetVote()), notified: p.GetNotified()})
+	}
 	s.txns[t.id] = t
-	s.table.Quotas().Add(t.principal, quota.Participants, int64(len(t.parts)))
+	s.table.Quotas().Add(t.principal.Value(), quota.Participants, int64(len(t.parts)))
 	s.next = max(s.next, t.id)
-	if t.remote != nil {
+	if t.hasRemote() {
 		s.indexRemoteLocked(t)
 	}
 	// Records come in any order: link t to its parent and its children.
 	if t.parent != 0 {
 		if p, ok := s.txns[t.parent]; ok {
-			p.children = insertSorted(p.children, t.id)
+			p.nested().children = insertSorted(p.kids(), t.id)
 		} else {
 			if s.orphans == nil {
 				s.orphans = map[uint64][]uint64{}
@@ -90,7 +101,7 @@ func (s *State) Restore(r *statepb.TxnRecord) error {
 		}
 	}
 	for _, cid := range s.orphans[t.id] {
-		t.children = insertSorted(t.children, cid)
+		t.nested().children = insertSorted(t.kids(), cid)
 	}
 	delete(s.orphans, t.id)
 	if st == Committed || st == Aborted {
@@ -99,5 +110,16 @@ func (s *State) Restore(r *statepb.TxnRecord) error {
 	} else {
 		s.undecided++
 	}
+	return nil
+}
+
+// Restored orders the settled transactions restored, which came in any
+// order, by when they were decided: the oldest are forgotten first.
+func (s *State) Restored() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	slices.SortFunc(s.settled, func(a, b *transaction) int {
+		return cmp.Or(cmp.Compare(a.ended, b.ended), cmp.Compare(a.id, b.id))
+	})
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unique"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lease"
@@ -23,8 +24,8 @@ const (
 	Aborted    = djinnpb.TransactionState_TRANSACTION_STATE_ABORTED
 )
 
-// participant is a joined participant. ref, crash, vote and notified are
-// replicated; the rest is the leader's.
+// participant is a joined participant, as the log has it. Its ref is
+// shared with every other participant of the same reference (see refs).
 type participant struct {
 	ref      *djinnpb.Ref
 	crash    int64
@@ -39,31 +40,75 @@ func partKey(r *djinnpb.Ref) [32]byte {
 	return k
 }
 
+// transaction is one transaction of the state. A settled one is kept
+// compact (settleLocked): its participants' references are shared ones,
+// its channels the one closed channel, its principal an interned handle,
+// so that remembering it for the retention time costs a few hundred bytes
+// (BENCHMARKS.md, "Memory of a remembered transaction").
 type transaction struct {
 	id        uint64
 	cookie    djinn.ID
-	principal string
+	principal unique.Handle[string]
 	// secret is the capability to work under the transaction (zero for
 	// one logged before transactions had secrets).
-	secret   djinn.ID
-	state    djinnpb.TransactionState
-	parts    []*participant
-	parent   uint64   // 0: top-level, or nested in another manager's
+	secret djinn.ID
+	state  djinnpb.TransactionState
+	// version counts the changes to parts (joins, promotions): a vote
+	// commits only the list it asked.
+	version uint32
+	parts   []participant
+	parent  uint64 // 0: top-level, or nested in another manager's
+	ended   int64  // when it was decided (unix nanos; 0 for a lease end)
+	// prepareOnly: VOTING from a vote that asks prepare only, never
+	// prepareAndCommit.
+	prepareOnly bool
+	// nest, for the few transactions that have either, holds the
+	// transactions nested in this one and its parent at another manager.
+	nest *nesting
+	// decided is closed when the transaction is COMMITTED or ABORTED;
+	// settled when, besides, every participant has been told.
+	decided, settled chan struct{}
+}
+
+// nesting is what only some transactions have, kept out of transaction
+// so that the others, remembered by the million, are smaller.
+type nesting struct {
 	children []uint64 // nested transactions, by id
 	// remote, when set, is the parent at another manager: transaction
 	// remoteID there (TX.2.2).
 	remote   *statepb.TxnRemoteParent
 	remoteID uint64
-	ended    int64 // when it was decided (unix nanos; 0 for a lease end)
-	// version counts the changes to parts (joins, promotions): a vote
-	// commits only the list it asked.
-	version uint32
-	// prepareOnly: VOTING from a vote that asks prepare only, never
-	// prepareAndCommit.
-	prepareOnly bool
-	// decided is closed when the transaction is COMMITTED or ABORTED;
-	// settled when, besides, every participant has been told.
-	decided, settled chan struct{}
+}
+
+// kids returns the transactions nested in t, by id.
+func (t *transaction) kids() []uint64 {
+	if t.nest == nil {
+		return nil
+	}
+	return t.nest.children
+}
+
+// remote returns t's parent at another manager and its id there; nil for
+// a transaction that is top-level or nested at this manager.
+func (t *transaction) remote() (*statepb.TxnRemoteParent, uint64) {
+	if t.nest == nil {
+		return nil, 0
+	}
+	return t.nest.remote, t.nest.remoteID
+}
+
+// hasRemote reports whether t's parent is at another manager.
+func (t *transaction) hasRemote() bool {
+	remote, _ := t.remote()
+	return remote != nil
+}
+
+// nested returns t's nesting, made if need be.
+func (t *transaction) nested() *nesting {
+	if t.nest == nil {
+		t.nest = &nesting{}
+	}
+	return t.nest
 }
 
 // State is the replicated state of the transaction manager.
@@ -78,8 +123,16 @@ type State struct {
 	// tell; wake is signalled when it grows.
 	unsettled map[uint64]*transaction
 	// settled holds the settled top-level transactions, oldest first: the
-	// next to forget. forgotten ones leave it from its head.
-	settled []*transaction
+	// next to forget. forgotten ones leave it from its head. remembered
+	// counts those of them not forgotten.
+	settled    []*transaction
+	remembered int
+	// refs holds the participants' references, one of each, with the
+	// number of participants that hold it: most transactions are joined
+	// by the same few participants, and a settled one is remembered for
+	// the retention time. Sharing changes nothing Apply decides: a
+	// shared reference is equal to the one it stands for.
+	refs map[refKey]*sharedRef
 
 	// orphans holds, while a snapshot is restored, the children restored
 	// before their parent, by parent.
@@ -103,7 +156,57 @@ type Outcomes struct {
 
 // NewState returns an empty state whose transaction leases live in t.
 func NewState(t *lease.Table) *State {
-	return &State{txns: map[uint64]*transaction{}, unsettled: map[uint64]*transaction{}, table: t, wake: make(chan struct{}, 1)}
+	return &State{txns: map[uint64]*transaction{}, unsettled: map[uint64]*transaction{}, refs: map[refKey]*sharedRef{}, table: t, wake: make(chan struct{}, 1)}
+}
+
+// refKey is a participant's reference as a map key: one with ids of
+// another length than an ID's is not shared.
+type refKey struct {
+	endpoint        string
+	service, object djinn.ID
+}
+
+type sharedRef struct {
+	ref *djinnpb.Ref
+	n   int // participants holding it
+}
+
+// refKeyOf returns r's key; false for a reference that is not shared (ids
+// not of an ID's length, or fields this binary does not know).
+func refKeyOf(r *djinnpb.Ref) (refKey, bool) {
+	if len(r.GetServiceId()) != len(djinn.ID{}) || len(r.GetObjectId()) != len(djinn.ID{}) || len(r.ProtoReflect().GetUnknown()) > 0 {
+		return refKey{}, false
+	}
+	return refKey{endpoint: r.GetEndpoint(), service: djinn.ID(r.GetServiceId()), object: djinn.ID(r.GetObjectId())}, true
+}
+
+// shareRefLocked returns the shared reference equal to r (r itself the
+// first time), held once more.
+func (s *State) shareRefLocked(r *djinnpb.Ref) *djinnpb.Ref {
+	k, ok := refKeyOf(r)
+	if !ok {
+		return r
+	}
+	sr := s.refs[k]
+	if sr == nil {
+		sr = &sharedRef{ref: r}
+		s.refs[k] = sr
+	}
+	sr.n++
+	return sr.ref
+}
+
+// releaseRefLocked lets a participant's shared reference go.
+func (s *State) releaseRefLocked(r *djinnpb.Ref) {
+	k, ok := refKeyOf(r)
+	if !ok {
+		return
+	}
+	if sr := s.refs[k]; sr != nil && sr.ref == r {
+		if sr.n--; sr.n == 0 {
+			delete(s.refs, k)
+		}
+	}
 }
 
 // OwnerID is the lease owner id of transaction id.
@@ -150,8 +253,9 @@ type PartInfo struct {
 }
 
 func (t *transaction) info() Info {
-	in := Info{ID: t.id, Cookie: t.cookie, Principal: t.principal, Secret: t.secret, State: t.state, Decided: t.decided, Settled: t.settled,
-		Parent: t.parent, Children: append([]uint64(nil), t.children...), Remote: t.remote, RemoteID: t.remoteID,
+	remote, remoteID := t.remote()
+	in := Info{ID: t.id, Cookie: t.cookie, Principal: t.principal.Value(), Secret: t.secret, State: t.state, Decided: t.decided, Settled: t.settled,
+		Parent: t.parent, Children: append([]uint64(nil), t.kids()...), Remote: remote, RemoteID: remoteID,
 		Version: t.version, PrepareOnly: t.prepareOnly}
 	in.Parts = make([]PartInfo, len(t.parts))
 	for i, p := range t.parts {
@@ -204,8 +308,9 @@ func (s *State) List(principal string, after uint64, limit int, state djinnpb.Tr
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var ids []uint64
+	p := unique.Make(principal)
 	for id, t := range s.txns {
-		if id > after && t.principal == principal && (state == 0 || t.state == state) {
+		if id > after && t.principal == p && (state == 0 || t.state == state) {
 			ids = append(ids, id)
 		}
 	}
@@ -230,7 +335,8 @@ func (s *State) indexRemoteLocked(t *transaction) {
 	if s.remoteKids == nil {
 		s.remoteKids = map[remoteKey]map[uint64]struct{}{}
 	}
-	k := remoteKeyOf(t.remote.GetManager(), t.remoteID)
+	remote, remoteID := t.remote()
+	k := remoteKeyOf(remote.GetManager(), remoteID)
 	if s.remoteKids[k] == nil {
 		s.remoteKids[k] = map[uint64]struct{}{}
 	}
@@ -259,7 +365,7 @@ func (s *State) Len() (all, active int) {
 }
 
 func newTransaction(id uint64, cookie djinn.ID, principal string) *transaction {
-	return &transaction{id: id, cookie: cookie, principal: principal, state: Active, decided: make(chan struct{}), settled: make(chan struct{})}
+	return &transaction{id: id, cookie: cookie, principal: unique.Make(principal), state: Active, decided: make(chan struct{}), settled: make(chan struct{})}
 }
 
 // ApplyCreate creates a transaction, ACTIVE, with the id the leader drew
@@ -303,10 +409,11 @@ func (s *State) ApplyCreate(c *statepb.TxnCreate) (Info, error) {
 	copy(t.secret[:], c.GetSecret())
 	if parent != nil {
 		t.parent = parent.id
-		parent.children = insertSorted(parent.children, id)
+		parent.nested().children = insertSorted(parent.kids(), id)
 	}
 	if c.GetRemote() != nil {
-		t.remote, t.remoteID = c.GetRemote(), c.GetParentId()
+		n := t.nested()
+		n.remote, n.remoteID = c.GetRemote(), c.GetParentId()
 		s.indexRemoteLocked(t)
 	}
 	s.txns[id] = t
@@ -351,10 +458,10 @@ func (s *State) ApplyJoin(now int64, c *statepb.TxnJoin) error {
 	}
 	// A transaction's participants are its owner's to hold, whoever
 	// joined them with its capability.
-	if err := s.table.Quotas().Take(t.principal, quota.Participants, 1); err != nil {
+	if err := s.table.Quotas().Take(t.principal.Value(), quota.Participants, 1); err != nil {
 		return err
 	}
-	t.parts = append(t.parts, &participant{ref: p, crash: c.GetCrashCount()})
+	t.parts = append(t.parts, participant{ref: s.shareRefLocked(p), crash: c.GetCrashCount()})
 	t.version++
 	return nil
 }
@@ -399,7 +506,7 @@ func (s *State) ApplyVoting(c *statepb.TxnVoting) (Info, error) {
 // abortChildrenLocked aborts t's undecided nested transactions, and
 // theirs (TX.2.7: aborting a transaction aborts its nested ones).
 func (s *State) abortChildrenLocked(now int64, t *transaction) {
-	for _, cid := range t.children {
+	for _, cid := range t.kids() {
 		if c, ok := s.txns[cid]; ok && (c.state == Active || c.state == Voting) {
 			s.decideLocked(now, c, Aborted)
 		}
@@ -428,7 +535,7 @@ func (s *State) ApplyDecide(now int64, c *statepb.TxnDecide) (Info, error) {
 			t.parts[i].vote = djinnpb.TransactionState(v)
 		}
 	}
-	if c.GetCommit() && c.GetVersion() != 0 && t.state == Active && t.parent == 0 && t.remote == nil {
+	if c.GetCommit() && c.GetVersion() != 0 && t.state == Active && t.parent == 0 && !t.hasRemote() {
 		// A vote taken without a VOTING record: the decision is the first
 		// the log hears of it, and a parent's vote settles its nested
 		// transactions (as ApplyVoting does).
@@ -478,9 +585,9 @@ func (s *State) commitLocked(now int64, t *transaction, prepared []uint32) {
 	for _, i := range prepared {
 		keep[i] = true
 	}
-	for i, p := range t.parts {
+	for i := range t.parts {
 		if !keep[uint32(i)] {
-			p.notified = true
+			t.parts[i].notified = true
 		}
 	}
 	s.decideLocked(now, t, Committed)
@@ -493,14 +600,14 @@ func (s *State) promoteLocked(now int64, t *transaction, refs []*djinnpb.Ref, cr
 	if t.state != Active {
 		return djinn.Errorf(djinn.CannotJoin, "transaction %d: %s, no longer active: nothing can be promoted into it", t.id, stateName(t.state))
 	}
-	known := map[[32]byte]*participant{}
+	known := map[[32]byte]int64{} // crash counts
 	for _, p := range t.parts {
-		known[partKey(p.ref)] = p
+		known[partKey(p.ref)] = p.crash
 	}
 	for i, r := range refs {
-		if p, ok := known[partKey(r)]; ok && p.crash != crashes[i] {
+		if crash, ok := known[partKey(r)]; ok && crash != crashes[i] {
 			s.decideLocked(now, t, Aborted)
-			return djinn.Errorf(djinn.CrashCount, "transaction %d: participant known with crash count %d, promoted with %d: it lost its state; the transaction aborts", t.id, p.crash, crashes[i])
+			return djinn.Errorf(djinn.CrashCount, "transaction %d: participant known with crash count %d, promoted with %d: it lost its state; the transaction aborts", t.id, crash, crashes[i])
 		}
 	}
 	added := int64(0)
@@ -509,14 +616,13 @@ func (s *State) promoteLocked(now int64, t *transaction, refs []*djinnpb.Ref, cr
 			added++
 		}
 	}
-	if err := s.table.Quotas().Take(t.principal, quota.Participants, added); err != nil {
+	if err := s.table.Quotas().Take(t.principal.Value(), quota.Participants, added); err != nil {
 		return err
 	}
 	for i, r := range refs {
 		if _, ok := known[partKey(r)]; !ok {
-			p := &participant{ref: r, crash: crashes[i]}
-			t.parts = append(t.parts, p)
-			known[partKey(r)] = p
+			t.parts = append(t.parts, participant{ref: s.shareRefLocked(r), crash: crashes[i]})
+			known[partKey(r)] = crashes[i]
 			t.version++
 		}
 	}
@@ -525,13 +631,15 @@ func (s *State) promoteLocked(now int64, t *transaction, refs []*djinnpb.Ref, cr
 		for _, p := range t.parts {
 			if partKey(p.ref) != partKey(drop) {
 				kept = append(kept, p)
+			} else {
+				s.releaseRefLocked(p.ref)
 			}
 		}
 		if len(kept) < len(t.parts) {
 			t.version++
 		}
 		clear(t.parts[len(kept):])
-		s.table.Quotas().Release(t.principal, quota.Participants, int64(len(t.parts)-len(kept)))
+		s.table.Quotas().Release(t.principal.Value(), quota.Participants, int64(len(t.parts)-len(kept)))
 		t.parts = kept
 	}
 	return nil
@@ -567,9 +675,9 @@ func (s *State) decideLocked(now int64, t *transaction, to djinnpb.TransactionSt
 	s.table.ApplyRelease(t.cookie[:])
 	if to == Aborted {
 		s.abortChildrenLocked(now, t)
-		for _, p := range t.parts {
+		for i, p := range t.parts {
 			if p.vote == NotChanged || p.vote == Aborted {
-				p.notified = true
+				t.parts[i].notified = true
 			}
 		}
 	}
@@ -578,7 +686,9 @@ func (s *State) decideLocked(now int64, t *transaction, to djinnpb.TransactionSt
 }
 
 // settleLocked closes settled once every participant is told, and keeps t
-// among the unsettled until then.
+// among the unsettled until then. A settled transaction is compacted: it
+// keeps only what is read of it until it is forgotten (its outcome, who
+// may ask, its participants' votes for a describe), and the rest goes.
 func (s *State) settleLocked(t *transaction) {
 	for _, p := range t.parts {
 		if !p.notified {
@@ -597,9 +707,29 @@ func (s *State) settleLocked(t *transaction) {
 	case <-t.settled:
 	default:
 		close(t.settled)
+		s.compactLocked(t)
 		if t.parent == 0 {
 			s.settled = append(s.settled, t)
+			s.remembered++
 		}
+	}
+}
+
+// compactLocked drops what settled t no longer needs: its channels (both
+// closed: the one shared closed channel stands for them, so a waiter that
+// holds t's own still sees them closed) and the spare capacity of its
+// participant list. Nothing Apply decides changes: every field keeps its
+// value.
+func (s *State) compactLocked(t *transaction) {
+	t.decided, t.settled = closedChan, closedChan
+	if cap(t.parts) > len(t.parts) {
+		t.parts = slices.Clone(t.parts)
+	}
+	if len(t.parts) == 0 {
+		t.parts = nil
+	}
+	if n := t.nest; n != nil && cap(n.children) > len(n.children) {
+		n.children = slices.Clone(n.children)
 	}
 }
 
@@ -624,18 +754,21 @@ func (s *State) ApplyForget(c *statepb.TxnForget) {
 	var cookies [][]byte
 	var forget func(t *transaction)
 	forget = func(t *transaction) {
-		s.table.Quotas().Release(t.principal, quota.Participants, int64(len(t.parts)))
+		s.table.Quotas().Release(t.principal.Value(), quota.Participants, int64(len(t.parts)))
+		for _, p := range t.parts {
+			s.releaseRefLocked(p.ref)
+		}
 		delete(s.txns, t.id)
 		delete(s.unsettled, t.id)
-		if t.remote != nil {
-			k := remoteKeyOf(t.remote.GetManager(), t.remoteID)
+		if remote, remoteID := t.remote(); remote != nil {
+			k := remoteKeyOf(remote.GetManager(), remoteID)
 			delete(s.remoteKids[k], t.id)
 			if len(s.remoteKids[k]) == 0 {
 				delete(s.remoteKids, k)
 			}
 		}
 		cookies = append(cookies, t.cookie[:])
-		for _, cid := range t.children {
+		for _, cid := range t.kids() {
 			if ct, ok := s.txns[cid]; ok {
 				forget(ct)
 			}
@@ -651,6 +784,7 @@ func (s *State) ApplyForget(c *statepb.TxnForget) {
 			continue
 		}
 		forget(t)
+		s.remembered--
 	}
 	s.popForgottenLocked()
 	s.mu.Unlock()
@@ -718,13 +852,18 @@ func (s *State) Voting() []uint64 {
 	return out
 }
 
-// Settled returns the ids of settled top-level transactions decided
-// before cutoff (unix nanos), at most max, oldest settled first. It stops
-// at the first settled at or after cutoff: those behind it wait their
-// turn (after a restore, for up to the retention time).
-func (s *State) Settled(cutoff int64, max int) []uint64 {
+// Settled returns the ids of settled top-level transactions to forget,
+// oldest settled first, at most max: those beyond the newest keep (keep
+// <= 0: no bound), then those decided before cutoff (unix nanos). It
+// stops at the first within both: those behind it wait their turn (after
+// a restore, for up to the retention time).
+func (s *State) Settled(cutoff int64, keep, max int) []uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	over := 0
+	if keep > 0 {
+		over = s.remembered - keep
+	}
 	var out []uint64
 	for _, t := range s.settled {
 		if len(out) == max {
@@ -733,12 +872,20 @@ func (s *State) Settled(cutoff int64, max int) []uint64 {
 		if s.txns[t.id] != t {
 			continue // forgotten
 		}
-		if t.ended >= cutoff {
+		if len(out) >= over && t.ended >= cutoff {
 			break
 		}
 		out = append(out, t.id)
 	}
 	return out
+}
+
+// Remembered returns the number of settled top-level transactions
+// remembered: not yet forgotten.
+func (s *State) Remembered() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.remembered
 }
 
 // popForgottenLocked drops the forgotten transactions from the head of
