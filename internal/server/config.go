@@ -232,7 +232,7 @@ func Default() Config {
 		},
 		Txn: TxnConfig{
 			Enabled: true, DefaultLease: Duration(time.Minute), MaxLease: Duration(time.Hour),
-			MaxActive: 1_000_000, Abandon: Duration(10 * time.Minute),
+			MaxActive: 1_000_000, MaxRemembered: 1_000_000, Abandon: Duration(10 * time.Minute),
 		},
 		KV: KVConfig{Enabled: true},
 		Lookup: LookupConfig{

@@ -71,6 +71,9 @@ operators = ["cn:ops", "uri:spiffe://example.org/ops"]
 lookup-items = 500
 streams = 10
 
+[txn]
+max-remembered = 5000
+
 [quota.principals."cn:batch"]
 lookup-items = 50000
 `)
@@ -88,6 +91,7 @@ lookup-items = 50000
 		want.Raftcfg.ElectionTimeout, want.Raftcfg.SnapshotThreshold = server.Duration(250*time.Millisecond), 100
 		want.Security.Operators = []string{"cn:ops", "uri:spiffe://example.org/ops"}
 		want.Quota.LookupItems, want.Quota.Streams = 500, 10
+		want.Txn.MaxRemembered = 5000
 		want.Quota.Principals = map[string]map[string]int64{"cn:batch": {"lookup-items": 50000}}
 		if !reflect.DeepEqual(cfg, want) {
 			t.Errorf("loaded\n%+v\nwant\n%+v", cfg, want)
@@ -245,6 +249,7 @@ func TestConfigCheck(t *testing.T) {
 			c.Quota.Principals = map[string]map[string]int64{"cn:a": {"lookup-items": 5}}
 		}, "client-auth"},
 		{"no room for stored events", func(c *server.Config) { c.Mailbox.MaxStored = 0 }, "max-stored"},
+		{"no settled transaction remembered", func(c *server.Config) { c.Txn.MaxRemembered = 0 }, "txn max-remembered 0"},
 		{"a zero checkpoint", func(c *server.Config) { c.Lease.Checkpoint = 0 }, "checkpoint"},
 		{"an unknown log level", func(c *server.Config) { c.LogLevel = "loud" }, "log-level"},
 		{"no room for an event", func(c *server.Config) { c.Mailbox.MaxEventBytes = 0 }, "max-event-bytes"},

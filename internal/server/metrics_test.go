@@ -119,6 +119,7 @@ func TestServiceMetricsCount(t *testing.T) {
 		`djinn_txn_outcomes_total{state="COMMITTED"}`: 1,
 		`djinn_txn_outcomes_total{state="ABORTED"}`:   1,
 		`djinn_txn_active`:                            0,
+		`djinn_txn_remembered`:                        2, // both settled
 		`djinn_kv_operations_total{op="put"}`:         2,
 		`djinn_kv_operations_total{op="get"}`:         1,
 		`djinn_kv_operations_total{op="list"}`:        1,
@@ -130,7 +131,8 @@ func TestServiceMetricsCount(t *testing.T) {
 	var after map[string]float64
 	servertest.Poll(servertest.Timeout, func() bool {
 		after = scrape(t, srv)
-		return after[`djinn_mailbox_stored_events`] >= 2 && after[`djinn_lds_delivered_events_total`] >= 1 && after[`djinn_lookup_delivered_events_total`] >= 1
+		return after[`djinn_mailbox_stored_events`] >= 2 && after[`djinn_lds_delivered_events_total`] >= 1 && after[`djinn_lookup_delivered_events_total`] >= 1 &&
+			after[`djinn_txn_remembered`]-before[`djinn_txn_remembered`] >= 2
 	})
 	for series, n := range want {
 		if _, ok := after[series]; !ok {

@@ -30,6 +30,10 @@ type TxnConfig struct {
 	DefaultLease Duration `toml:"default-lease"` // transaction lease granted for Any
 	MaxLease     Duration `toml:"max-lease"`
 	MaxActive    int      `toml:"max-active"`
+	// MaxRemembered bounds the settled transactions remembered for a
+	// repeated commit or abort: beyond it the oldest are forgotten before
+	// the retention time.
+	MaxRemembered int `toml:"max-remembered"`
 	// Abandon is how long a participant may stay unreachable before it is
 	// reported (it is still retried).
 	Abandon Duration `toml:"abandon"`
@@ -37,6 +41,9 @@ type TxnConfig struct {
 
 func (c *TxnConfig) check() error {
 	if err := positive("txn max-active", c.MaxActive); err != nil {
+		return err
+	}
+	if err := positive("txn max-remembered", c.MaxRemembered); err != nil {
 		return err
 	}
 	if err := leasePolicy("txn default-lease", "max-lease", c.DefaultLease, c.MaxLease); err != nil {
@@ -64,13 +71,14 @@ func txnPart(s *Server) *part {
 		},
 		open: func() (err error) {
 			s.txn, err = txn.New(st, s.lessor, s.node, s.now, s.ref(TxnID), txn.Config{
-				Lease:        lease.Policy{Default: time.Duration(c.DefaultLease), Max: time.Duration(c.MaxLease)},
-				MaxActive:    c.MaxActive,
-				Participants: participants{s: s},
-				Managers:     otherManagers{pool: s.pool},
-				Abandon:      time.Duration(c.Abandon),
-				ErrorProto:   grpcerr.ToProto,
-				Logger:       s.log,
+				Lease:         lease.Policy{Default: time.Duration(c.DefaultLease), Max: time.Duration(c.MaxLease)},
+				MaxActive:     c.MaxActive,
+				MaxRemembered: c.MaxRemembered,
+				Participants:  participants{s: s},
+				Managers:      otherManagers{pool: s.pool},
+				Abandon:       time.Duration(c.Abandon),
+				ErrorProto:    grpcerr.ToProto,
+				Logger:        s.log,
 			})
 			return err
 		},
@@ -110,6 +118,7 @@ func txnMetrics(st *txn.State, svc *txn.Service) []prometheus.Collector {
 		gauge("djinn_txn_transactions", "Transactions the manager remembers.", func() float64 { n, _ := st.Len(); return float64(n) }),
 		gauge("djinn_txn_active", "Transactions not yet decided.", func() float64 { _, n := st.Len(); return float64(n) }),
 		gauge("djinn_txn_unsettled", "Decided transactions with participants still to tell the outcome.", func() float64 { return float64(st.UnsettledLen()) }),
+		gauge("djinn_txn_remembered", "Settled top-level transactions remembered for a repeated commit or abort, until the retention time or [txn] max-remembered.", func() float64 { return float64(st.Remembered()) }),
 		counter("djinn_txn_created_total", "Transactions created through this node as leader.", func() float64 { return float64(svc.Created.Load()) }),
 		counter("djinn_txn_commits_total", "Commits that returned COMMITTED on this node as leader.", func() float64 { return float64(svc.Commits.Load()) }),
 		counter("djinn_txn_aborts_total", "Aborts requested through this node as leader.", func() float64 { return float64(svc.Aborts.Load()) }),
