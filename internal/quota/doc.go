@@ -16,4 +16,9 @@
 // and a total over all principals, the server-wide backstop. Zero means
 // no limit. A refusal is a ResourceExhausted error naming the quota and
 // what to do.
+//
+// Two quotas bound what a principal has on one server rather than what
+// the cluster holds for it, and are counted by that server, not in a
+// Ledger: Streams (its open streams) and CallsInFlight (its calls being
+// served, unary or carried in its sessions).
 package quota

@@ -32,12 +32,16 @@ const (
 	// gRPC streams (pulls, watches, renewal streams) a principal has open
 	// on one server, counted by that server.
 	Streams Name = "streams"
+	// CallsInFlight, like Streams counted by each server, is the calls
+	// (unary, or carried in any of its sessions) a principal has in
+	// flight on one server.
+	CallsInFlight Name = "calls-in-flight"
 )
 
 // Names lists every quota.
 func Names() []Name {
 	return []Name{Leases, MailboxRegistrations, StoredEvents, Transactions, Participants, LockSets, LockOwners,
-		LockWaiters, LookupItems, LookupWatches, RenewalSets, RenewalLeases, LDSRegistrations, Streams}
+		LockWaiters, LookupItems, LookupWatches, RenewalSets, RenewalLeases, LDSRegistrations, Streams, CallsInFlight}
 }
 
 // Limit is one quota's limits; 0 is no limit.

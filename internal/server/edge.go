@@ -71,17 +71,31 @@ func (s *Server) streamEdge(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 
 // unaryChain is the server's one unary chain, which sessions run their
 // calls through too: the edge (unaryEdge), then the gRPC metrics
-// interceptor, then errors (unaryErrors), composed once. A call makes one
-// handler, errors around the method's; chaining the three generically, as
+// interceptor, then the principal's calls in flight (calls.go), then
+// errors (unaryErrors), composed once. A call makes one handler, errors
+// around the method's; chaining the steps generically, as
 // grpc.ChainUnaryInterceptor does, makes one for each step on every call.
+//
+// A unary call past its principal's calls in flight is refused inside the
+// metrics, which count it ResourceExhausted as they count other quotas'
+// refusals. A session's call (its context a callCtx) was counted by its
+// session as it started, waiting for a slot (session.start).
 func (s *Server) unaryChain(metrics grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
 		defer s.recoverPanic(info.FullMethod, &err)
+		_, inSession := ctx.(*callCtx)
 		ctx, err = s.admit(ctx, info.FullMethod, req)
 		if err != nil {
 			return nil, s.edgeError(ctx, err)
 		}
 		return metrics(ctx, req, info, func(ctx context.Context, req any) (any, error) {
+			if s.calls.on && !inSession {
+				slot, err := s.calls.take(principal.From(ctx))
+				if err != nil {
+					return nil, s.edgeError(ctx, err)
+				}
+				defer s.calls.done(slot)
+			}
 			return s.unaryErrors(ctx, req, info, h)
 		})
 	}

@@ -101,6 +101,11 @@ func (m *metrics) addServer(s *Server) error {
 	if err := m.registry.Register(nodeMetrics{s}); err != nil {
 		return err
 	}
+	for _, c := range s.calls.metrics() {
+		if err := m.registry.Register(c); err != nil {
+			return err
+		}
+	}
 	for _, p := range s.parts {
 		if p.metrics == nil {
 			continue

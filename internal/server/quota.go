@@ -38,6 +38,9 @@ type QuotaConfig struct {
 	// Streams bounds the concurrent streams (pulls, renewal streams,
 	// lookup streams) a principal has open on one server.
 	Streams int64 `toml:"streams"`
+	// CallsInFlight bounds the calls a principal has in flight on one
+	// server, unary and carried in all its sessions together (calls.go).
+	CallsInFlight int64 `toml:"calls-in-flight"`
 	// Principals are principals' own quotas, in place of the defaults
 	// above: [quota.principals."cn:batch"] lookup-items = 500000.
 	Principals map[string]map[string]int64 `toml:"principals"`
@@ -52,7 +55,7 @@ func defaultQuota() QuotaConfig {
 		LockSets: 1_000_000, LockOwners: 100_000, LockWaiters: 100_000,
 		LookupItems: 100_000, LookupWatches: 10_000,
 		RenewalSets: 100_000, RenewalLeases: 1_000_000, LDSRegistrations: 10_000,
-		Streams: 1_000,
+		Streams: 1_000, CallsInFlight: 1_024,
 	}
 }
 
@@ -122,7 +125,7 @@ func (s *Server) quotaLimits() quota.Limits {
 		return lim
 	}
 	for name, per := range c.Quota.perPrincipal() {
-		if name == quota.Streams {
+		if name == quota.Streams || name == quota.CallsInFlight {
 			continue // counted by each server, not replicated
 		}
 		l := lim[name]

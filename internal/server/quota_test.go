@@ -217,8 +217,11 @@ func TestQuotasPerPrincipal(t *testing.T) {
 	srv, as := quotaServer(t, pki, dir)
 	carol := as("carol")
 	for _, name := range quota.Names() {
-		if name == quota.Leases {
+		switch name {
+		case quota.Leases:
 			continue // every row's things are leases too: 1000 of them
+		case quota.CallsInFlight:
+			continue // calls held in flight need handlers that block: TestCallsInFlight
 		}
 		t.Run(string(name), func(t *testing.T) {
 			// Each quota's own alice and bob, whom the other rows leave

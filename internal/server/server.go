@@ -63,8 +63,10 @@ type Server struct {
 	// (joining, leaving), which present the join secret when there is one.
 	guard guard
 	peers *client.Pool
-	// streams counts the streams each principal has open here.
+	// streams counts the streams each principal has open here; calls
+	// bounds the calls each has in flight here.
 	streams *streams
+	calls   callSlots
 	// outOpts are the options of the server's outgoing connections (TLS
 	// with the peer certificate, metrics), for those it makes itself.
 	outOpts []client.Option
@@ -134,6 +136,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 		cfg.NodeID = t.node
 	}
 	s := &Server{cfg: cfg, log: logger, now: time.Now, metrics: newMetrics(), stop: make(chan struct{}), left: make(chan struct{}), partsOpen: make(chan struct{}), streams: newStreams(cfg)}
+	s.calls.configure(cfg)
 	s.discovers = cfg.Lookup.Enabled && cfg.Lookup.Discovery != "" && !cfg.Lookup.Multicast
 	if err := s.listen(); err != nil {
 		return nil, err

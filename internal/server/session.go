@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/principal"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
@@ -40,7 +41,11 @@ import (
 // Limits: a session has at most maxSessionCalls calls in flight (a
 // connection's streams are bounded alike), a call counting until its reply
 // is sent; beyond that the server stops reading it until one is. So a
-// client that does not read its replies holds no more than that many. A reply larger than maxSessionReply
+// client that does not read its replies holds no more than that many.
+// Its principal's calls in flight over all its sessions and unary calls
+// are bounded too ([quota] calls-in-flight, calls.go), a call counting
+// until its handler returns: past that bound the server stops reading the
+// session until one of them ends. A reply larger than maxSessionReply
 // answers ResourceExhausted instead (a unary call's response is bounded
 // alike, by the client's receive limit). Calls run on the server's
 // workers, goroutines kept from one call to the next.
@@ -105,7 +110,7 @@ func (r *sessionRPC) Open(stream djinnpb.Session_OpenServer) error {
 	s.sessionStats.open.Add(1)
 	defer s.sessionStats.open.Add(-1)
 	md, _ := metadata.FromIncomingContext(stream.Context())
-	ss := &session{s: s, stream: stream, ctx: stream.Context(), values: context.WithoutCancel(stream.Context()), md: md,
+	ss := &session{s: s, stream: stream, ctx: stream.Context(), values: context.WithoutCancel(stream.Context()), md: md, principal: principal.From(stream.Context()),
 		slots: make(chan struct{}, maxSessionCalls), calls: map[uint64]*callCtx{},
 		wake: make(chan struct{}, 1), quit: make(chan struct{}), sent: make(chan struct{})}
 	stopEnding := context.AfterFunc(ss.ctx, ss.cancelAll) // the stream ends: its calls with it
@@ -132,8 +137,11 @@ type session struct {
 	ctx    context.Context // the stream's: its caller's principal, its end
 	values context.Context // ctx without its end: its calls' values
 	md     metadata.MD     // the stream's metadata, every call's too
-	slots  chan struct{}   // one held per call from its start until its reply is sent (or dropped)
-	wg     sync.WaitGroup  // calls in flight
+	// principal is the stream's caller, whose calls in flight its calls
+	// count in.
+	principal string
+	slots     chan struct{}  // one held per call from its start until its reply is sent (or dropped)
+	wg        sync.WaitGroup // calls in flight
 
 	deadlines callDeadlines // its calls' deadlines
 
@@ -227,12 +235,19 @@ func (ss *session) start(c *djinnpb.SessionCall) error {
 		ss.reply(&djinnpb.SessionReply{Id: c.GetId(), Status: sessionStatus(status.Convert(ss.s.edgeError(ss.ctx, err)))})
 		return nil
 	}
+	// Its principal's slot, waited for before its deadline starts, as a
+	// call the server has not read yet.
+	slot, err := ss.s.calls.wait(ss.ctx, ss.principal)
+	if err != nil {
+		return err
+	}
 	parts := ss.callContext(c)
 	cc := &parts.ctx
 	ss.mu.Lock()
 	if _, dup := ss.calls[c.GetId()]; dup {
 		ss.mu.Unlock()
 		cc.end(context.Canceled)
+		ss.s.calls.done(slot)
 		<-ss.slots
 		return status.Errorf(codes.InvalidArgument, "session call id %d: already in flight on this session; give each call in flight its own id", c.GetId())
 	}
@@ -243,7 +258,7 @@ func (ss *session) start(c *djinnpb.SessionCall) error {
 	}
 	ss.wg.Add(1)
 	sc := newSessionCall()
-	sc.ss, sc.call, sc.method, sc.parts = ss, c, m, parts
+	sc.ss, sc.call, sc.method, sc.parts, sc.slot = ss, c, m, parts, slot
 	ss.s.workers.run(sc.serveFn)
 	return nil
 }
@@ -313,6 +328,7 @@ type sessionCall struct {
 	call   *djinnpb.SessionCall
 	method sessionMethod
 	parts  *callParts // its context, transport stream and reply
+	slot   *callCount // its principal's calls in flight, counting it (nil: unbounded)
 
 	serveFn  func()          // serve, bound once
 	decodeFn func(any) error // decode, bound once
@@ -334,10 +350,11 @@ func newSessionCall() *sessionCall {
 // serve runs the call on a worker, returns sc to the pool and queues the
 // call's reply.
 func (sc *sessionCall) serve() {
-	ss, c, p := sc.ss, sc.call, sc.parts
+	ss, c, p, slot := sc.ss, sc.call, sc.parts, sc.slot
 	cc := &p.ctx
 	defer ss.wg.Done()
 	resp, err := ss.handle(cc, c.GetMethod(), sc.method, sc.decodeFn)
+	ss.s.calls.done(slot)
 	*sc = sessionCall{serveFn: sc.serveFn, decodeFn: sc.decodeFn}
 	sessionCalls.Put(sc)
 	r := &p.reply
