@@ -2,9 +2,14 @@ package replica
 
 import (
 	"bytes"
+	"crypto/hmac"
 	"errors"
+	"io"
+	"net"
 	"os"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
 // FuzzCleanStop: the clean-shutdown record decodes only from the bytes
@@ -83,6 +88,62 @@ func FuzzCheckSegment(f *testing.F) {
 			if j := w.firstFailed(len(w.commits) - 1); j >= 0 && w.commits[j].entries <= s.kept && j < len(w.commits)-1 {
 				t.Fatalf("commit %d fails its checksum inside what is kept", j)
 			}
+		}
+	})
+}
+
+// FuzzReadDialer: whatever a dialer sends the raft port, the acceptor's
+// read of it never panics and never hangs; it takes only a message that
+// proves the join secret for this handshake's challenge (anything else is
+// no proof, or an end when nothing came), and the acceptor's whole side,
+// over a connection whose dialer then hangs up or goes silent, ends by its
+// deadline at the latest, refusing what proves nothing.
+func FuzzReadDialer(f *testing.F) {
+	secret := []byte("the cluster's join secret")
+	challenge := bytes.Repeat([]byte{7}, challengeSize)
+	ours := bytes.Repeat([]byte{9}, challengeSize)
+	f.Add(dialerMsg(secret, challenge, ours))
+	f.Add(dialerMsg([]byte("another cluster's"), challenge, ours))
+	f.Add(append(bytes.Clone(ours), peerProof(secret, acceptorLabel, challenge, ours)...))
+	f.Add(dialerMsg(secret, challenge, ours)[:dialerMsgSize-1])
+	f.Add([]byte{})
+	f.Add([]byte("GET / HTTP/1.1\r\nHost: djinn\r\n\r\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		theirs, err := readDialer(bytes.NewReader(b), secret, challenge)
+		valid := len(b) >= dialerMsgSize && hmac.Equal(b[challengeSize:dialerMsgSize], peerProof(secret, dialerLabel, challenge, b[:challengeSize]))
+		switch {
+		case err == nil && (!valid || !bytes.Equal(theirs, b[:challengeSize])):
+			t.Fatalf("% x taken as a proof, the dialer's challenge % x", b, theirs)
+		case err != nil && valid:
+			t.Fatalf("% x, a proof, refused: %v", b, err)
+		case err != nil && len(b) == 0 && !errors.Is(err, io.EOF):
+			t.Fatalf("nothing read: %v, want an end", err)
+		case err != nil && len(b) > 0 && !errors.Is(err, errNotMember):
+			t.Fatalf("% x read: %v, want no proof", b, err)
+		}
+
+		for _, hangUp := range []bool{true, false} {
+			synctest.Test(t, func(t *testing.T) {
+				d, a := net.Pipe()
+				defer d.Close()
+				acc := &challengedConn{Conn: a, secret: secret, timeout: time.Second}
+				go func() {
+					if _, err := io.ReadFull(d, make([]byte, challengeSize)); err != nil {
+						return
+					}
+					if len(b) > 0 {
+						_, _ = d.Write(b)
+					}
+					if hangUp {
+						d.Close()
+					}
+					_, _ = io.Copy(io.Discard, d) // until the acceptor closes
+				}()
+				// The acceptor's challenge is random: b proves nothing for it.
+				if err := acc.challenge(); err == nil {
+					t.Fatalf("% x taken as a proof for a random challenge", b)
+				}
+			})
 		}
 	})
 }
