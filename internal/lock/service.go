@@ -12,6 +12,7 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/principal"
+	"github.com/djinn-go/djinn/internal/quota"
 	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
@@ -417,6 +418,11 @@ func (s *Service) Lock(ctx context.Context, set []byte, h *djinnpb.LockHolder, m
 	case Refused:
 		return false, 0, nil
 	}
+	// Queued: the wait lasts as long as the holder holds, bounded by the
+	// lock-waiters quota, not by the calls in flight of its principal,
+	// whose other calls (the unlock that would grant it among them) must
+	// not wait behind it.
+	quota.Release(ctx)
 	select {
 	case <-c.ready:
 		return c.ev.Err == nil, c.ev.Fence, c.ev.Err

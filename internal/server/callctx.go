@@ -21,6 +21,9 @@ type callCtx struct {
 	values   context.Context // the stream's context without its end: for Value only
 	deadline time.Time       // zero: none
 	at       int             // its index in its session's deadlines; -1: not there
+	// held is its place under its principal's calls in flight (nil: not
+	// counted), given back when it ends or as its handler starts to wait.
+	held *heldSlot
 
 	done  atomic.Value // chan struct{}: made by Done (under mu), closed at the end
 	ended atomic.Bool  // set with err, at the end

@@ -232,6 +232,34 @@ func (c *callCount) handOn() {
 	}
 }
 
+// heldSlot is a call's place under its principal's bound, given back by
+// its end or, earlier, by the handler (quota.Release) as it starts a wait
+// that may last.
+type heldSlot struct {
+	cs *callSlots
+	c  atomic.Pointer[callCount] // nil once given back
+}
+
+// hold returns the holder of slot c (nil when c is: not counted).
+func (cs *callSlots) hold(c *callCount) *heldSlot {
+	if c == nil {
+		return nil
+	}
+	h := &heldSlot{cs: cs}
+	h.c.Store(c)
+	return h
+}
+
+// Release gives the place back, once.
+func (h *heldSlot) Release() {
+	if h == nil {
+		return
+	}
+	if c := h.c.Swap(nil); c != nil {
+		h.cs.done(c)
+	}
+}
+
 // inFlight returns the calls in flight of the principals with a bound.
 func (cs *callSlots) inFlight() int64 {
 	var sum int64

@@ -17,11 +17,17 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/djinn-go/djinn/internal/principal"
+	"github.com/djinn-go/djinn/internal/quota"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
-// blockMethod is the method of callsFixture's calls.
-const blockMethod = "/djinn.v1.Test/Block"
+// blockMethod is the method of callsFixture's calls; waitMethod's calls
+// give back their place (quota.Release) and then block, as a queued lock
+// request does.
+const (
+	blockMethod = "/djinn.v1.Test/Block"
+	waitMethod  = "/djinn.v1.Test/Wait"
+)
 
 // callsFixture is a server whose every principal may have callsLimit
 // calls in flight ([quota] calls-in-flight) under mutual TLS, serving
@@ -46,13 +52,15 @@ func callsConfig() Config {
 // newCallsFixture makes the fixture of cfg; the caller stops its workers.
 func newCallsFixture(cfg Config) *callsFixture {
 	f := &callsFixture{release: make(chan struct{})}
-	s := &Server{log: slog.New(slog.DiscardHandler), stop: make(chan struct{}), workers: newWorkers(maxIdleWorkers), rules: map[string]Rule{blockMethod: authenticated}}
+	s := &Server{log: slog.New(slog.DiscardHandler), stop: make(chan struct{}), workers: newWorkers(maxIdleWorkers), rules: map[string]Rule{blockMethod: authenticated, waitMethod: authenticated}}
 	s.calls.configure(cfg)
 	s.unary = s.unaryChain(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		return h(ctx, req)
 	})
 	s.sessionMethods = map[string]sessionMethod{blockMethod: {handler: func(_ any, ctx context.Context, _ func(any) error, in grpc.UnaryServerInterceptor) (any, error) {
 		return in(ctx, &emptypb.Empty{}, &grpc.UnaryServerInfo{FullMethod: blockMethod}, f.block)
+	}}, waitMethod: {handler: func(_ any, ctx context.Context, _ func(any) error, in grpc.UnaryServerInterceptor) (any, error) {
+		return in(ctx, &emptypb.Empty{}, &grpc.UnaryServerInfo{FullMethod: waitMethod}, f.wait)
 	}}}
 	f.s = s
 	return f
@@ -68,6 +76,14 @@ func (f *callsFixture) block(ctx context.Context, _ any) (any, error) {
 	case <-ctx.Done():
 		return nil, errors.New("the call ended before the test released it")
 	}
+}
+
+// wait is block for a call that waits by design: it gives back its place
+// first, twice (the second does nothing).
+func (f *callsFixture) wait(ctx context.Context, req any) (any, error) {
+	quota.Release(ctx)
+	quota.Release(ctx)
+	return f.block(ctx, req)
 }
 
 // echo is a handler that answers at once.
@@ -92,6 +108,21 @@ func (f *callsFixture) blocked(t *testing.T, ctx context.Context, n int) []<-cha
 	before := f.started.Load()
 	for range n {
 		out = append(out, f.unary(ctx, f.block))
+	}
+	synctest.Wait()
+	if got := f.started.Load() - before; got != int64(n) {
+		t.Fatalf("%d of %d calls of %q started, want all", got, n, principal.From(ctx))
+	}
+	return out
+}
+
+// blockedIn is blocked with handler h.
+func (f *callsFixture) blockedIn(t *testing.T, ctx context.Context, n int, h grpc.UnaryHandler) []<-chan error {
+	t.Helper()
+	var out []<-chan error
+	before := f.started.Load()
+	for range n {
+		out = append(out, f.unary(ctx, h))
 	}
 	synctest.Wait()
 	if got := f.started.Load() - before; got != int64(n) {
@@ -278,6 +309,42 @@ func TestCallsInFlight(t *testing.T) {
 				if r.GetStatus() != nil {
 					t.Errorf("session call %d: %v", r.GetId(), r.GetStatus())
 				}
+			}
+		}},
+		{name: "a unary call that waits by design gives back its place: its principal's other calls are served meanwhile, and its end frees nothing more", run: func(t *testing.T, f *callsFixture) {
+			waiting := f.blockedIn(t, as(t, "cn:a"), callsLimit+1, f.wait)
+			if n, ok := f.held("cn:a"); ok {
+				t.Fatalf("cn:a's %d calls wait by design, yet %d are counted; want none", callsLimit+1, n)
+			}
+			busy := f.blocked(t, as(t, "cn:a"), callsLimit) // its bound's worth of other calls, served
+			wantRefused(t, "cn:a's call past its bound beside its waiting ones", <-f.unary(as(t, "cn:a"), echo), "cn:a")
+			f.endAll(t, append(waiting, busy...))
+			if n, ok := f.held("cn:a"); ok {
+				t.Fatalf("every call of cn:a ended, yet an entry counting %d", n)
+			}
+		}},
+		{name: "a session call that waits by design gives back its place: its session's next calls are read and served", run: func(t *testing.T, f *callsFixture) {
+			st, open := f.session(as(t, "cn:a"))
+			for id := range uint64(callsLimit + 1) {
+				st.calls <- &djinnpb.SessionCall{Id: id + 1, Method: waitMethod}
+			}
+			st.calls <- &djinnpb.SessionCall{Id: callsLimit + 2, Method: blockMethod} // the unlock that would end the waits
+			synctest.Wait()
+			if got := f.started.Load(); got != callsLimit+2 {
+				t.Fatalf("%d of cn:a's session calls started behind %d waiting by design, want all %d", got, callsLimit+1, callsLimit+2)
+			}
+			if n, _ := f.held("cn:a"); n != 1 {
+				t.Errorf("cn:a has %d calls counted, want 1 (the one not waiting by design)", n)
+			}
+			for range callsLimit + 2 {
+				f.release <- struct{}{}
+			}
+			close(st.calls)
+			if err := <-open; err != nil || len(st.replies) != callsLimit+2 {
+				t.Fatalf("the session: %v, %d replies; want all %d answered", err, len(st.replies), callsLimit+2)
+			}
+			if n, ok := f.held("cn:a"); ok {
+				t.Fatalf("every call of cn:a ended, yet an entry counting %d", n)
 			}
 		}},
 		{name: "the count returns to zero as the calls end, and the principal's entry is dropped", run: func(t *testing.T, f *callsFixture) {

@@ -5,7 +5,6 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/server"
 	"github.com/djinn-go/djinn/internal/server/servertest"
@@ -14,10 +13,11 @@ import (
 
 // TestCallsInFlightOverTheWire (DESIGN.md 7): a server under mutual TLS
 // bounds each principal's calls in flight as its [quota] calls-in-flight
-// says. A principal whose one call waits (a lock request behind another's
-// lock) has its next unary call refused RESOURCE_EXHAUSTED naming the
-// quota, while another principal's call is served. TestCallsInFlight has
-// a row for each rule; this one is the server as configured.
+// says, and a lock request waiting behind another's lock holds no place
+// under that bound: with a bound of one call, alice's request waits and
+// her next calls are still served (before, her one waiting request had
+// every later call of hers refused until the holder let go — her unlock
+// of another lock among them). TestCallsInFlight has a row for each rule.
 func TestCallsInFlightOverTheWire(t *testing.T) {
 	t.Parallel()
 	pki := servertest.NewPKI(t)
@@ -33,9 +33,12 @@ func TestCallsInFlightOverTheWire(t *testing.T) {
 	if err := lockWaiter(t, alice, as("carol"))(testContext(t)); err != nil {
 		t.Fatalf("alice's lock request, waiting: %v", err)
 	}
-	_, err := djinnpb.NewLockServiceClient(alice).CreateOwner(testContext(t), &djinnpb.CreateLockOwnerRequest{LeaseDurationNanos: minute})
-	wantErr(t, "alice's call beside her waiting one", err, djinn.ErrResourceExhausted, "quota calls-in-flight")
+	for i := range 3 {
+		if _, err := djinnpb.NewLockServiceClient(alice).CreateOwner(testContext(t), &djinnpb.CreateLockOwnerRequest{LeaseDurationNanos: minute}); err != nil {
+			t.Fatalf("alice's call %d beside her waiting lock request: %v", i+1, err)
+		}
+	}
 	if _, err := djinnpb.NewLockServiceClient(as("bob")).CreateOwner(testContext(t), &djinnpb.CreateLockOwnerRequest{LeaseDurationNanos: minute}); err != nil {
-		t.Fatalf("bob's call beside alice's full bound: %v", err)
+		t.Fatalf("bob's call: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/grpcerr"
 	"github.com/djinn-go/djinn/internal/principal"
+	"github.com/djinn-go/djinn/internal/quota"
 	"github.com/djinn-go/djinn/internal/replica"
 )
 
@@ -83,18 +84,26 @@ func (s *Server) streamEdge(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 func (s *Server) unaryChain(metrics grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
 		defer s.recoverPanic(info.FullMethod, &err)
-		_, inSession := ctx.(*callCtx)
+		cc, inSession := ctx.(*callCtx)
 		ctx, err = s.admit(ctx, info.FullMethod, req)
 		if err != nil {
 			return nil, s.edgeError(ctx, err)
 		}
 		return metrics(ctx, req, info, func(ctx context.Context, req any) (any, error) {
-			if s.calls.on && !inSession {
+			var held *heldSlot
+			switch {
+			case inSession:
+				held = cc.held // taken, and given back, by the session
+			case s.calls.on:
 				slot, err := s.calls.take(principal.From(ctx))
 				if err != nil {
 					return nil, s.edgeError(ctx, err)
 				}
-				defer s.calls.done(slot)
+				held = s.calls.hold(slot)
+				defer held.Release()
+			}
+			if held != nil {
+				ctx = quota.WithReleaser(ctx, held)
 			}
 			return s.unaryErrors(ctx, req, info, h)
 		})

@@ -258,7 +258,8 @@ func (ss *session) start(c *djinnpb.SessionCall) error {
 	}
 	ss.wg.Add(1)
 	sc := newSessionCall()
-	sc.ss, sc.call, sc.method, sc.parts, sc.slot = ss, c, m, parts, slot
+	cc.held = ss.s.calls.hold(slot)
+	sc.ss, sc.call, sc.method, sc.parts = ss, c, m, parts
 	ss.s.workers.run(sc.serveFn)
 	return nil
 }
@@ -328,7 +329,6 @@ type sessionCall struct {
 	call   *djinnpb.SessionCall
 	method sessionMethod
 	parts  *callParts // its context, transport stream and reply
-	slot   *callCount // its principal's calls in flight, counting it (nil: unbounded)
 
 	serveFn  func()          // serve, bound once
 	decodeFn func(any) error // decode, bound once
@@ -350,11 +350,11 @@ func newSessionCall() *sessionCall {
 // serve runs the call on a worker, returns sc to the pool and queues the
 // call's reply.
 func (sc *sessionCall) serve() {
-	ss, c, p, slot := sc.ss, sc.call, sc.parts, sc.slot
+	ss, c, p := sc.ss, sc.call, sc.parts
 	cc := &p.ctx
 	defer ss.wg.Done()
 	resp, err := ss.handle(cc, c.GetMethod(), sc.method, sc.decodeFn)
-	ss.s.calls.done(slot)
+	cc.held.Release()
 	*sc = sessionCall{serveFn: sc.serveFn, decodeFn: sc.decodeFn}
 	sessionCalls.Put(sc)
 	r := &p.reply
