@@ -21,7 +21,7 @@ import (
 )
 
 // secretNode opens a node whose peer port wants secret, logging to recs.
-func secretNode(t *testing.T, secret string, bootstrap bool, recs *strangerLog, onLeader func(context.Context)) (*Node, *counter) {
+func secretNode(t *testing.T, secret string, bootstrap bool, recs slog.Handler, onLeader func(context.Context)) (*Node, *counter) {
 	t.Helper()
 	c := newCounter()
 	n, err := Open(Config{
@@ -401,5 +401,118 @@ func TestAcceptorWantsTheDialersProof(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// refusalLog is a slog handler that passes on every record whose
+// attributes say to check the join secrets.
+type refusalLog struct {
+	refused chan slog.Record
+}
+
+func (r *refusalLog) Enabled(context.Context, slog.Level) bool { return true }
+func (r *refusalLog) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *refusalLog) WithGroup(string) slog.Handler            { return r }
+func (r *refusalLog) Handle(_ context.Context, rec slog.Record) error {
+	said := false
+	rec.Attrs(func(a slog.Attr) bool {
+		said = strings.Contains(a.Value.String(), "check that both nodes have the same join secret")
+		return !said
+	})
+	if said {
+		select {
+		case r.refused <- rec.Clone():
+		default:
+		}
+	}
+	return nil
+}
+
+// TestLeaderSendsNoLogToAnImpostor (DESIGN.md 7: Raft peers authenticate
+// as peers): a process without the join secret at a member's address (it
+// took the port, say, after the member stopped) answers the leader's
+// handshake with no proof; the leader sends it nothing past its own
+// handshake — none of the log — and says, in Raft's failed append or
+// heartbeat, to check the two nodes' join secrets. Before, the leader
+// answered the impostor's challenge and sent it the log.
+func TestLeaderSendsNoLogToAnImpostor(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	received := make(chan int, 64) // bytes each connection got, at its end
+	var conns sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); conns.Wait() })
+	conns.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Go(func() {
+				defer c.Close()
+				// The leader closes the connection; this bounds it should
+				// it not.
+				_ = c.SetDeadline(time.Now().Add(time.Minute))
+				if _, err := c.Write(randomChallenge()); err != nil {
+					return
+				}
+				msg := make([]byte, dialerMsgSize)
+				n, _ := io.ReadFull(c, msg)
+				if n == dialerMsgSize {
+					_, _ = c.Write(bytes.Repeat([]byte{0xa5}, sha256.Size))
+				}
+				rest, _ := io.Copy(io.Discard, c)
+				select {
+				case received <- n + int(rest):
+				default:
+				}
+			})
+		}
+	})
+
+	leading := make(chan struct{}, 1)
+	logs := &refusalLog{refused: make(chan slog.Record, 1)}
+	leader, _ := secretNode(t, "the cluster's join secret", true, logs, func(ctx context.Context) {
+		select {
+		case leading <- struct{}{}:
+		default:
+		}
+		<-ctx.Done()
+	})
+	select {
+	case <-leading:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no leader elected")
+	}
+	untilLeading(t, "add the member whose address the impostor took", func(ctx context.Context) error {
+		return leader.AddNonvoter(ctx, "impostor", ln.Addr().String())
+	})
+	select {
+	case rec := <-logs.refused:
+		if rec.Level < slog.LevelWarn {
+			t.Errorf("the refusal was said at %v: %q", rec.Level, rec.Message)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the leader said nothing of a member that proved no join secret")
+	}
+	select {
+	case n := <-received:
+		if n != dialerMsgSize {
+			t.Errorf("the impostor received %d bytes on a connection, want the %d of the handshake and nothing of the log", n, dialerMsgSize)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the leader kept a connection to the impostor open")
+	}
+	for {
+		select {
+		case n := <-received:
+			if n != dialerMsgSize {
+				t.Errorf("the impostor received %d bytes on a connection, want the %d of the handshake and nothing of the log", n, dialerMsgSize)
+			}
+			continue
+		default:
+		}
+		break
 	}
 }
