@@ -35,9 +35,10 @@ import (
 // others: a lease granted by a node that later died is renewed through the
 // rest with no change to the lease or the caller.
 //
-// A cluster becomes known when a Client is dialled to it, or when a call
+// A cluster becomes known when a Client is dialled to it, when a call
 // through ConnFor reaches a member by a reference's endpoint (the pool then
-// asks that member for the member list in the background). Its member list
+// asks that member for the member list in the background), or when Learn
+// asks that member and waits for the answer. Its member list
 // is kept fresh: every refreshEvery, and soon after any call fails as
 // Unavailable. The leader is followed as before: a follower that refuses a
 // call names the leader in the djinn-leader trailer, the call is sent there
@@ -351,6 +352,12 @@ func (cl *cluster) refresh(ctx context.Context) {
 		}
 		return
 	}
+	cl.take(ctx, resp)
+}
+
+// take takes a member list: the cluster's service id (once), its
+// members' endpoints, and its leader.
+func (cl *cluster) take(ctx context.Context, resp *djinnpb.MembersResponse) {
 	id, err := djinn.IDFromBytes("service id", resp.GetServiceId())
 	if err != nil || id.IsZero() {
 		return // a cluster not yet initialised: ask again later

@@ -22,7 +22,8 @@
 // follows the cluster it dialled: it asks for the member list, keeps it
 // fresh, and sends each call to the leader while it is up and to the other
 // members when it is not. A Pool follows every cluster it learns of (by
-// Follow, or by reaching a member through ConnFor), and ConnFor reaches a
+// Follow, by reaching a member through ConnFor, or by Learn, which waits
+// for the member's answer), and ConnFor reaches a
 // reference to a followed cluster's service at whichever member serves. So
 // a lease granted by a member that later died renews through the others
 // with no change to the lease, its token or the caller, and so do the

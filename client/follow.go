@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"google.golang.org/grpc"
@@ -17,9 +18,12 @@ import (
 
 // learnState is what a pool knows of a service id it asked about.
 type learnState struct {
-	pending bool      // a question is out
-	never   bool      // the answer was no: not a djinn cluster's service
-	at      time.Time // when the last question was asked
+	pending  bool          // a question is out
+	never    bool          // the answer was no: not a djinn cluster's service
+	endpoint string        // the endpoint asked
+	at       time.Time     // when the last question was asked, or answered
+	err      error         // why the last question found no answer (nil: it found one)
+	done     chan struct{} // closed once the question is answered
 }
 
 // follow makes the connection of the cluster reached at seeds, owned by
@@ -124,7 +128,8 @@ func (p *Pool) indexMembers(cl *cluster, old, members []string) {
 // the leader is not, whichever member ref's endpoint names. Otherwise it is
 // the connection to ref's endpoint, and the pool asks that endpoint in the
 // background whether it is a member of a cluster with ref's service id, so
-// that later calls follow that cluster.
+// that later calls follow that cluster. Learn asks and waits for the
+// answer.
 func (p *Pool) ConnFor(ref djinn.Ref) (*grpc.ClientConn, error) {
 	if cl := p.clusterFor(ref); cl != nil {
 		return cl.cc, nil
@@ -134,6 +139,67 @@ func (p *Pool) ConnFor(ref djinn.Ref) (*grpc.ClientConn, error) {
 		p.learnLater(ref)
 	}
 	return cc, err
+}
+
+// Learn asks ref's endpoint whether it is a member of a djinn cluster with
+// ref's service id, as ConnFor does in the background, and waits for the
+// answer, or for the question about that service already under way, until
+// ctx ends. Once it returns nil, ConnFor(ref) reaches the cluster when
+// ref's service is a cluster's, and ref's endpoint when it is not (the
+// endpoint serves no member list, or names other services). Callers that
+// must not go on with a bare endpoint use it: one that keeps a reference
+// for later calls, when the member it names may be gone.
+//
+// The answer is kept, so a service id is asked about once: Learn returns
+// at once for a service the pool follows or was told is no cluster's. An
+// endpoint that could not answer is not asked again for a few seconds:
+// meanwhile Learn returns that failure at once. Every error is
+// djinn.ErrUnavailable (the endpoint could not be reached, or ctx ended);
+// ConnFor then reaches ref's endpoint, and a later Learn asks again. A
+// reference with no service id has nothing to learn: nil.
+func (p *Pool) Learn(ctx context.Context, ref djinn.Ref) error {
+	if ref.Service.IsZero() {
+		return nil
+	}
+	if err := djinn.CheckEndpoint(ref.Endpoint); err != nil {
+		return err
+	}
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return errClosed("pool")
+		}
+		l := p.askLocked(ref)
+		if l == nil {
+			err := p.answerLocked(ref)
+			p.mu.Unlock()
+			return err
+		}
+		p.mu.Unlock()
+		select {
+		case <-l.done:
+			// Answered: the next round reads the answer, or asks ref's
+			// endpoint if the question was another endpoint's and failed.
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), djinn.Errorf(djinn.Unavailable,
+				"service %s at %s: no member list yet: %v", ref.Service, ref.Endpoint, ctx.Err()))
+		}
+	}
+}
+
+// answerLocked returns what the last question about ref's service found
+// for ref: nil when the pool follows the service's cluster, was told it is
+// no cluster's, or asked nothing; the failure of ref's endpoint to answer
+// otherwise.
+func (p *Pool) answerLocked(ref djinn.Ref) error {
+	if _, ok := p.clusters[ref.Service]; ok {
+		return nil
+	}
+	if l := p.learning[ref.Service]; l != nil && !l.pending && !l.never && l.endpoint == ref.Endpoint {
+		return l.err
+	}
+	return nil
 }
 
 // Follows reports whether the pool follows the djinn cluster whose service
@@ -169,15 +235,33 @@ func (p *Pool) knownConn(ref djinn.Ref) (*grpc.ClientConn, error) {
 }
 
 // learnLater asks ref's endpoint for its member list in the background,
-// unless that was done, is under way, or was tried lately.
+// unless the pool follows ref's service, was told it is no cluster's, is
+// asking already, or asked that endpoint lately in vain.
 func (p *Pool) learnLater(ref djinn.Ref) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
-		return
+	if !p.closed {
+		p.askLocked(ref)
 	}
-	if l, ok := p.learning[ref.Service]; ok && (l.pending || l.never || time.Since(l.at) < learnRetry) {
-		return
+}
+
+// askLocked starts asking ref's endpoint for its member list, on a
+// goroutine the pool owns, unless the pool follows ref's service, was told
+// it is no cluster's, or that endpoint failed to answer less than
+// learnRetry ago. It returns the question under way about ref's service
+// (the new one, or one asked before of any endpoint), nil when there is
+// none. The pool must be open; p.mu is held.
+func (p *Pool) askLocked(ref djinn.Ref) *learnState {
+	if _, ok := p.clusters[ref.Service]; ok {
+		return nil
+	}
+	if l, ok := p.learning[ref.Service]; ok {
+		switch {
+		case l.pending:
+			return l
+		case l.never, l.endpoint == ref.Endpoint && time.Since(l.at) < learnRetry:
+			return nil
+		}
 	}
 	if len(p.learning) >= maxLearning {
 		for id, l := range p.learning { // forget one answer to make room
@@ -187,40 +271,40 @@ func (p *Pool) learnLater(ref djinn.Ref) {
 			}
 		}
 	}
-	p.learning[ref.Service] = &learnState{pending: true, at: time.Now()}
+	l := &learnState{pending: true, endpoint: ref.Endpoint, at: time.Now(), done: make(chan struct{})}
+	p.learning[ref.Service] = l
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		p.learn(ref)
+		never, err := p.learn(ref)
+		p.mu.Lock()
+		l.pending, l.never, l.err, l.at = false, never, err, time.Now()
+		p.mu.Unlock()
+		close(l.done)
 	}()
+	return l
 }
 
 // learn asks ref's endpoint for its member list and, if it is a member of
-// the cluster ref's service names, follows that cluster.
-func (p *Pool) learn(ref djinn.Ref) {
+// the cluster ref's service names, follows that cluster, from that answer.
+// never reports the answer no: ref's service is no cluster's; err, that
+// the endpoint gave no answer.
+func (p *Pool) learn(ref djinn.Ref) (never bool, err error) {
 	ctx, cancel := context.WithTimeout(p.ctx, refreshTimeout)
 	defer cancel()
-	state := &learnState{at: time.Now()}
-	defer func() {
-		p.mu.Lock()
-		p.learning[ref.Service] = state
-		p.mu.Unlock()
-	}()
 	cc, err := p.Conn(ref.Endpoint)
 	if err != nil {
-		return
+		return false, err // the pool closed: Unavailable
 	}
 	resp, err := djinnpb.NewAdminClient(cc).Members(ctx, &djinnpb.MembersRequest{})
 	switch {
 	case status.Code(err) == codes.Unimplemented:
-		state.never = true
-		return
+		return true, nil
 	case err != nil:
-		return // unreachable: ask again later
+		return false, djinn.Errorf(djinn.Unavailable, "service %s: no member list from %s, so its calls go there alone: %v", ref.Service, ref.Endpoint, err)
 	}
 	if !namesService(resp, ref.Service) {
-		state.never = true // another service lives at that endpoint
-		return
+		return true, nil // another service lives at that endpoint
 	}
 	var seeds []string
 	for _, m := range resp.GetMembers() {
@@ -232,14 +316,18 @@ func (p *Pool) learn(ref djinn.Ref) {
 		seeds = []string{ref.Endpoint}
 	}
 	if p.clusterFor(ref) != nil {
-		return // found meanwhile
+		return false, nil // found meanwhile
 	}
 	cl, err := p.follow(seeds)
 	if err != nil {
-		return
+		return false, djinn.Errorf(djinn.Unavailable, "service %s: cannot follow its cluster at %v: %v", ref.Service, seeds, err)
 	}
-	cl.refresh(ctx)
+	// The answer is the cluster's member list: taken as a refresh's, with
+	// no second question, which the member asked (and the others not yet
+	// connected) might not live to answer.
+	cl.take(ctx, resp)
 	p.start(cl)
+	return false, nil
 }
 
 // noteLeader tells c, if it follows the cluster of ref's service, that a
