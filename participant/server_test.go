@@ -1,6 +1,7 @@
 package participant_test
 
 import (
+	"context"
 	"net"
 	"testing"
 	"time"
@@ -116,7 +117,10 @@ func TestServerCallsStream(t *testing.T) {
 	srv.Add(p)
 	pool := client.NewPool()
 	defer pool.Close()
-	calls := pstream.NewCaller(func(a string) (grpc.ClientConnInterface, error) { return pool.Conn(a) })
+	calls := pstream.NewCaller(func(_ context.Context, ref *djinnpb.Ref) (pstream.Route, error) {
+		cc, err := pool.Conn(ref.GetEndpoint())
+		return pstream.Route{Conn: cc}, err
+	})
 	defer calls.Close()
 	self := client.RefToProto(p.Ref())
 	call := func(op djinnpb.ParticipantOp, tx participant.Tx, ref *djinnpb.Ref) (djinnpb.TransactionState, error) {

@@ -31,12 +31,28 @@ const sweepEvery = 50 * time.Millisecond
 // queue, not in goroutines.
 const MaxUnary = 64
 
+// Route is how a Caller reaches a participant: Conn is the connection its
+// calls go on, and Unary says to make them unary calls, not a stream's.
+// A djinn cluster's connection, whose unary calls go to its leader and
+// follow it when it moves, is Unary: a stream would stay with the member
+// it opened at.
+type Route struct {
+	Conn  grpc.ClientConnInterface
+	Unary bool
+}
+
+// Router returns the route to the participant ref names. ctx bounds what
+// it waits for (the first route to a participant may ask where it is
+// served); it is called when a stream opens, and before each unary call.
+type Router func(ctx context.Context, ref *djinnpb.Ref) (Route, error)
+
 // Caller makes a manager's calls to participants: over one Calls stream
-// per participant endpoint, opened at the first call and opened again at
-// the next call after it breaks, or, to an endpoint that answered
-// UNIMPLEMENTED, with the unary calls. It is safe for concurrent use.
+// per participant endpoint and service id, opened at the first call and
+// opened again at the next call after it breaks, or, to a participant
+// whose route says so or that answered UNIMPLEMENTED, with the unary
+// calls. It is safe for concurrent use.
 type Caller struct {
-	conn   func(endpoint string) (grpc.ClientConnInterface, error)
+	route  Router
 	ctx    context.Context // the streams': ends with Close
 	cancel context.CancelFunc
 	idle   time.Duration
@@ -44,22 +60,32 @@ type Caller struct {
 	closedIdle func(addr string)
 
 	mu        sync.Mutex
-	endpoints map[string]*endpoint // guarded by mu
+	endpoints map[target]*endpoint // guarded by mu
 }
 
-// NewCaller returns a Caller that reaches an endpoint through conn.
-func NewCaller(conn func(endpoint string) (grpc.ClientConnInterface, error)) *Caller {
+// target is where a participant's calls go: its endpoint and its service
+// id. Participants of one service at one endpoint share a stream; those of
+// different services there do not, for their routes may differ (one a
+// djinn cluster's, followed wherever it leads; one that endpoint's own).
+type target struct {
+	addr    string
+	service string
+}
+
+// NewCaller returns a Caller that reaches participants by route.
+func NewCaller(route Router) *Caller {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Caller{conn: conn, ctx: ctx, cancel: cancel, idle: Idle, endpoints: map[string]*endpoint{}}
+	return &Caller{route: route, ctx: ctx, cancel: cancel, idle: Idle, endpoints: map[target]*endpoint{}}
 }
 
 // Close ends the streams; their calls under way fail as Unavailable.
 func (c *Caller) Close() { c.cancel() }
 
-// endpoint is what the Caller holds for one participant endpoint.
+// endpoint is what the Caller holds for one target.
 type endpoint struct {
-	c    *Caller
-	addr string
+	c   *Caller
+	to  target
+	ref *djinnpb.Ref // the target's endpoint and service, as the router reads them
 
 	mu sync.Mutex
 	// Guarded by mu.
@@ -108,16 +134,17 @@ func (c *Caller) Call(ctx context.Context, timeout time.Duration, op djinnpb.Par
 		req.Secret = secret[:]
 	}
 	p := &pending{ctx: ctx, deadline: time.Now().Add(timeout), op: op, req: req, done: done}
-	c.endpoint(ref.GetEndpoint()).call(p)
+	c.endpoint(ref).call(p)
 }
 
-func (c *Caller) endpoint(addr string) *endpoint {
+func (c *Caller) endpoint(ref *djinnpb.Ref) *endpoint {
+	to := target{addr: ref.GetEndpoint(), service: string(ref.GetServiceId())}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ep := c.endpoints[addr]
+	ep := c.endpoints[to]
 	if ep == nil {
-		ep = &endpoint{c: c, addr: addr}
-		c.endpoints[addr] = ep
+		ep = &endpoint{c: c, to: to, ref: &djinnpb.Ref{Endpoint: to.addr, ServiceId: ref.GetServiceId()}}
+		c.endpoints[to] = ep
 	}
 	return ep
 }
@@ -202,11 +229,16 @@ func (s *callStream) call(p *pending) {
 }
 
 // run opens the stream, then sends the queued calls until it ends, while
-// another goroutine receives the answers.
+// another goroutine receives the answers. A route that says Unary sends
+// the calls unary instead, from now on.
 func (s *callStream) run() {
-	conn, err := s.ep.c.conn(s.ep.addr)
+	r, err := s.ep.c.route(s.ctx, s.ep.ref)
+	if err == nil && r.Unary {
+		s.end(nil, true)
+		return
+	}
 	if err == nil {
-		s.stream, err = djinnpb.NewTransactionParticipantClient(conn).Calls(s.ctx)
+		s.stream, err = djinnpb.NewTransactionParticipantClient(r.Conn).Calls(s.ctx)
 	}
 	if err != nil {
 		s.broke(err)
@@ -269,13 +301,13 @@ func (s *callStream) closeIdle() bool {
 	ep.mu.Unlock()
 	if unused {
 		ep.c.mu.Lock()
-		if ep.c.endpoints[ep.addr] == ep {
-			delete(ep.c.endpoints, ep.addr)
+		if ep.c.endpoints[ep.to] == ep {
+			delete(ep.c.endpoints, ep.to)
 		}
 		ep.c.mu.Unlock()
 	}
 	if f := ep.c.closedIdle; f != nil {
-		f(ep.addr)
+		f(ep.to.addr)
 	}
 	return true
 }
@@ -362,7 +394,7 @@ func (s *callStream) expire(done <-chan struct{}, now time.Time) {
 		if err := p.ctx.Err(); err != nil {
 			why = err.Error()
 		}
-		p.done(0, djinn.Errorf(djinn.Unavailable, "participant %s: no answer to %s of transaction %d: %s", s.ep.addr, opName(p.op), p.req.GetId(), why))
+		p.done(0, djinn.Errorf(djinn.Unavailable, "participant %s: no answer to %s of transaction %d: %s", s.ep.to.addr, opName(p.op), p.req.GetId(), why))
 	}
 }
 
@@ -390,7 +422,11 @@ func (s *callStream) receive() {
 // broke ends the stream: an endpoint that does not serve it is called
 // unary from now on, its waiting calls too; otherwise they fail as
 // Unavailable (each was made or not: the manager asks again).
-func (s *callStream) broke(err error) {
+func (s *callStream) broke(err error) { s.end(err, status.Code(err) == codes.Unimplemented) }
+
+// end ends the stream, and sends its waiting calls unary if unary (the
+// endpoint is called unary from now on), or fails them with err.
+func (s *callStream) end(err error, unary bool) {
 	s.cancel()
 	s.mu.Lock()
 	s.broken = true
@@ -402,25 +438,24 @@ func (s *callStream) broke(err error) {
 	s.watches = nil
 	s.mu.Unlock()
 	ep := s.ep
-	unimplemented := status.Code(err) == codes.Unimplemented
 	ep.mu.Lock()
 	if ep.stream == s {
 		ep.stream = nil
 	}
-	ep.unaryOnly = ep.unaryOnly || unimplemented
+	ep.unaryOnly = ep.unaryOnly || unary
 	ep.mu.Unlock()
 	for _, p := range waiting {
 		if !p.claim() {
 			continue
 		}
-		if unimplemented {
+		if unary {
 			ep.call(p.again())
 			continue
 		}
 		if errors.Is(err, context.Canceled) && ep.c.ctx.Err() != nil {
 			err = errors.New("the manager is closing")
 		}
-		p.done(0, djinn.Errorf(djinn.Unavailable, "participant %s: the call stream broke before %s of transaction %d was answered: %v", ep.addr, opName(p.op), p.req.GetId(), err))
+		p.done(0, djinn.Errorf(djinn.Unavailable, "participant %s: the call stream broke before %s of transaction %d was answered: %v", ep.to.addr, opName(p.op), p.req.GetId(), err))
 	}
 }
 
@@ -457,13 +492,13 @@ func (ep *endpoint) unaryCall(p *pending) (djinnpb.TransactionState, error) {
 	ctx, cancel := context.WithDeadline(p.ctx, p.deadline)
 	defer cancel()
 	if err := ctx.Err(); err != nil {
-		return 0, djinn.Errorf(djinn.Unavailable, "participant %s: no time left for %s of transaction %d: %v", ep.addr, opName(p.op), p.req.GetId(), err)
+		return 0, djinn.Errorf(djinn.Unavailable, "participant %s: no time left for %s of transaction %d: %v", ep.to.addr, opName(p.op), p.req.GetId(), err)
 	}
-	conn, err := ep.c.conn(ep.addr)
+	r, err := ep.c.route(ctx, ep.ref)
 	if err != nil {
-		return 0, djinn.Errorf(djinn.Unavailable, "participant %s: %v", ep.addr, err)
+		return 0, djinn.Errorf(djinn.Unavailable, "participant %s: %v", ep.to.addr, err)
 	}
-	c := djinnpb.NewTransactionParticipantClient(conn)
+	c := djinnpb.NewTransactionParticipantClient(r.Conn)
 	switch p.op {
 	case djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE:
 		resp, err := c.Prepare(ctx, p.req)

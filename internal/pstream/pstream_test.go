@@ -1,6 +1,7 @@
 package pstream
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -73,6 +74,13 @@ func (p *participant) Commit(ctx context.Context, req *djinnpb.ParticipantReques
 // it at the endpoint "p:1", and a function that stops the server.
 func serve(t *testing.T, p *participant) (*Caller, func()) {
 	t.Helper()
+	return serveRouted(t, p, func(cc grpc.ClientConnInterface, _ *djinnpb.Ref) Route { return Route{Conn: cc} })
+}
+
+// serveRouted is serve with the route to each participant's reference
+// that route gives over the connection to p.
+func serveRouted(t *testing.T, p *participant, route func(cc grpc.ClientConnInterface, ref *djinnpb.Ref) Route) (*Caller, func()) {
+	t.Helper()
 	lis := bufconn.Listen(1 << 20)
 	g := grpc.NewServer()
 	djinnpb.RegisterTransactionParticipantServer(g, p)
@@ -82,7 +90,7 @@ func serve(t *testing.T, p *participant) (*Caller, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := NewCaller(func(string) (grpc.ClientConnInterface, error) { return cc, nil })
+	c := NewCaller(func(_ context.Context, ref *djinnpb.Ref) (Route, error) { return route(cc, ref), nil })
 	t.Cleanup(func() {
 		c.Close()
 		cc.Close()
@@ -202,7 +210,7 @@ func TestCallsSharingAContextEnd(t *testing.T) {
 	if got := await(t, other); got.err != nil || got.vote != djinnpb.TransactionState_TRANSACTION_STATE_PREPARED {
 		t.Fatalf("call under another context: %+v, want PREPARED", got)
 	}
-	ep := c.endpoint("p:1")
+	ep := c.endpoint(part)
 	ep.mu.Lock()
 	s := ep.stream
 	ep.mu.Unlock()
@@ -265,6 +273,31 @@ func TestUnaryForParticipantsWithoutTheStream(t *testing.T) {
 	}
 }
 
+// A route that says Unary — a djinn cluster's connection, whose unary
+// calls follow its leader where a stream would stay with one member — gets
+// unary calls from the first, though the participant serves the stream.
+// A participant of another service at the same endpoint has a route of
+// its own: its calls go on a stream.
+func TestUnaryRoute(t *testing.T) {
+	p := &participant{handle: func(ctx context.Context, op djinnpb.ParticipantOp, req *djinnpb.ParticipantRequest) (djinnpb.TransactionState, error) {
+		return djinnpb.TransactionState_TRANSACTION_STATE_PREPARED, nil
+	}}
+	cluster := &djinnpb.Ref{Endpoint: part.GetEndpoint(), ServiceId: bytes.Repeat([]byte{1}, 16), ObjectId: []byte("lock-service-id!")}
+	c, _ := serveRouted(t, p, func(cc grpc.ClientConnInterface, ref *djinnpb.Ref) Route {
+		return Route{Conn: cc, Unary: bytes.Equal(ref.GetServiceId(), cluster.GetServiceId())}
+	})
+	for i, ref := range []*djinnpb.Ref{cluster, part, cluster} {
+		ch := make(chan answer, 1)
+		c.Call(t.Context(), wait, djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE, ref, mgr, uint64(i+1), djinn.ID{}, func(v djinnpb.TransactionState, err error) { ch <- answer{v, err} })
+		if a := await(t, ch); a.err != nil || a.vote != djinnpb.TransactionState_TRANSACTION_STATE_PREPARED {
+			t.Fatalf("call %d to %x: %+v", i+1, ref.GetServiceId(), a)
+		}
+	}
+	if u, n := p.unaries.Load(), p.streams.Load(); u != 2 || n != 1 {
+		t.Fatalf("%d unary calls and %d streams, want the cluster's 2 calls unary and the other participant's on 1 stream", u, n)
+	}
+}
+
 // A stream that breaks fails its waiting calls as Unavailable; the next
 // call opens a new one.
 func TestStreamBreaks(t *testing.T) {
@@ -282,7 +315,7 @@ func TestStreamBreaks(t *testing.T) {
 	a1 := call(t.Context(), c, djinnpb.ParticipantOp_PARTICIPANT_OP_PREPARE, 1)
 	<-started
 	// Break the stream from the manager's side, as a failed connection does.
-	ep := c.endpoint("p:1")
+	ep := c.endpoint(part)
 	ep.mu.Lock()
 	s := ep.stream
 	ep.mu.Unlock()
@@ -300,7 +333,9 @@ func TestStreamBreaks(t *testing.T) {
 
 // A participant that cannot be reached fails the calls as Unavailable.
 func TestUnreachable(t *testing.T) {
-	c := NewCaller(func(addr string) (grpc.ClientConnInterface, error) { return nil, fmt.Errorf("no route to %s", addr) })
+	c := NewCaller(func(_ context.Context, ref *djinnpb.Ref) (Route, error) {
+		return Route{}, fmt.Errorf("no route to %s", ref.GetEndpoint())
+	})
 	defer c.Close()
 	if a := await(t, call(t.Context(), c, djinnpb.ParticipantOp_PARTICIPANT_OP_ABORT, 1)); djinn.KindOf(a.err) != djinn.Unavailable {
 		t.Fatalf("call to an unreachable participant: %+v, want Unavailable", a)

@@ -147,7 +147,10 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 	}
 	s.adminTLS = adminTLS(t.server)
 	s.pool, s.peers = s.pools(t.out)
-	s.participantCalls = pstream.NewCaller(func(addr string) (grpc.ClientConnInterface, error) { return s.pool.Conn(addr) })
+	s.participantCalls = pstream.NewCaller(func(_ context.Context, ref *djinnpb.Ref) (pstream.Route, error) {
+		cc, err := s.pool.Conn(ref.GetEndpoint())
+		return pstream.Route{Conn: cc}, err
+	})
 	if err := s.open(t.peer, t.server); err != nil {
 		s.Close()
 		return nil, err
