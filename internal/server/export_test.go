@@ -54,3 +54,8 @@ func RaiseRules(ctx context.Context, s *Server, v uint32) error {
 func ManagerIsLocal(s *Server, mgr djinn.Ref) bool {
 	return managers{s: s}.local(participant.Tx{Manager: mgr})
 }
+
+// PoolFollows reports whether s's connection pool follows the djinn
+// cluster whose service id is svc: references to its services reach any
+// member.
+func PoolFollows(s *Server, svc djinn.ID) bool { return s.pool.Follows(svc) }

@@ -133,12 +133,65 @@ func (p participants) local(ref *djinnpb.Ref) *participant.Participant {
 	return own
 }
 
-func (p participants) client(ref *djinnpb.Ref) (djinnpb.TransactionParticipantClient, error) {
-	conn, err := p.s.pool.Conn(ref.GetEndpoint())
+func (p participants) client(ctx context.Context, ref *djinnpb.Ref) (djinnpb.TransactionParticipantClient, error) {
+	r, err := p.s.participantRoute(ctx, ref)
 	if err != nil {
 		return nil, djinn.Errorf(djinn.Unavailable, "participant %s: %v", ref.GetEndpoint(), err)
 	}
-	return djinnpb.NewTransactionParticipantClient(conn), nil
+	return djinnpb.NewTransactionParticipantClient(r.Conn), nil
+}
+
+// How the manager reaches a participant in another process. A participant
+// of a djinn cluster (another cluster's lock service, or its manager's
+// nest participant) is the cluster's, served by whichever member leads
+// it: its reference names the member that led when it joined, which may
+// have died since. So the manager follows the participant's cluster by
+// its service id, as a client does (DESIGN.md 7a), and calls it unary over
+// the cluster's connection, which goes to the leader and follows it. The
+// pool learns the cluster when the participant joins, asking the member
+// that joined it while it is up (learnParticipant), and else at the first
+// call (participantRoute): a manager that took over from another leader,
+// or restarted, holds references it never saw join. A participant that
+// is no cluster's (a program's, or a member's own key/value store) is
+// called at its endpoint, over one Calls stream: the pool asks its
+// endpoint once, and keeps the answer.
+
+// participantRoute is the route to the participant ref names: its
+// cluster's connection when its service is a djinn cluster's, learnt
+// first if need be (within ctx), the connection to its endpoint
+// otherwise.
+func (s *Server) participantRoute(ctx context.Context, ref *djinnpb.Ref) (pstream.Route, error) {
+	r := djinn.Ref{Endpoint: ref.GetEndpoint()}
+	if svc, err := djinn.IDFromBytes("service id", ref.GetServiceId()); err == nil && !svc.IsZero() {
+		r.Service = svc
+		// A failure leaves the endpoint: the call says why it fails there,
+		// and the next route asks again.
+		_ = s.pool.Learn(ctx, r)
+		if s.pool.Follows(svc) {
+			cc, err := s.pool.ConnFor(r)
+			return pstream.Route{Conn: cc, Unary: true}, err
+		}
+	}
+	cc, err := s.pool.Conn(r.Endpoint)
+	return pstream.Route{Conn: cc}, err
+}
+
+// learnParticipant has the pool learn whether the participant that joined
+// a transaction by ref is a djinn cluster's, while the member that joined
+// it answers (within ctx), so that the calls to come reach its cluster
+// even once that member is gone. Participants of this process need
+// nothing.
+func (p participants) learnParticipant(ctx context.Context, ref *djinnpb.Ref) {
+	if p.lockService(ref) || p.local(ref) != nil {
+		return
+	}
+	svc, err := djinn.IDFromBytes("service id", ref.GetServiceId())
+	if err != nil || svc.IsZero() {
+		return
+	}
+	if err := p.s.pool.Learn(ctx, djinn.Ref{Endpoint: ref.GetEndpoint(), Service: svc}); err != nil {
+		p.s.log.Debug("transaction: cannot learn the cluster of a participant that joined; it is called at its endpoint", "participant", ref.GetEndpoint(), "err", err)
+	}
 }
 
 func request(ref *djinnpb.Ref, mgr djinn.Ref, id uint64, secret djinn.ID) *djinnpb.ParticipantRequest {
@@ -167,7 +220,7 @@ func (p participants) Prepare(ctx context.Context, ref *djinnpb.Ref, mgr djinn.R
 		v, err := own.Prepare(ctx, participant.Tx{Manager: mgr, ID: id, Secret: secret})
 		return v.Proto(), err
 	}
-	c, err := p.client(ref)
+	c, err := p.client(ctx, ref)
 	if err != nil {
 		return 0, err
 	}
@@ -183,7 +236,7 @@ func (p participants) PrepareAndCommit(ctx context.Context, ref *djinnpb.Ref, mg
 		v, err := own.PrepareAndCommit(ctx, participant.Tx{Manager: mgr, ID: id, Secret: secret})
 		return v.Proto(), err
 	}
-	c, err := p.client(ref)
+	c, err := p.client(ctx, ref)
 	if err != nil {
 		return 0, err
 	}
@@ -198,7 +251,7 @@ func (p participants) Commit(ctx context.Context, ref *djinnpb.Ref, mgr djinn.Re
 	if own := p.local(ref); own != nil {
 		return own.Commit(ctx, participant.Tx{Manager: mgr, ID: id, Secret: secret})
 	}
-	c, err := p.client(ref)
+	c, err := p.client(ctx, ref)
 	if err != nil {
 		return err
 	}
@@ -213,7 +266,7 @@ func (p participants) Abort(ctx context.Context, ref *djinnpb.Ref, mgr djinn.Ref
 	if own := p.local(ref); own != nil {
 		return own.Abort(ctx, participant.Tx{Manager: mgr, ID: id, Secret: secret})
 	}
-	c, err := p.client(ref)
+	c, err := p.client(ctx, ref)
 	if err != nil {
 		return err
 	}

@@ -147,10 +147,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 	}
 	s.adminTLS = adminTLS(t.server)
 	s.pool, s.peers = s.pools(t.out)
-	s.participantCalls = pstream.NewCaller(func(_ context.Context, ref *djinnpb.Ref) (pstream.Route, error) {
-		cc, err := s.pool.Conn(ref.GetEndpoint())
-		return pstream.Route{Conn: cc}, err
-	})
+	s.participantCalls = pstream.NewCaller(s.participantRoute)
 	if err := s.open(t.peer, t.server); err != nil {
 		s.Close()
 		return nil, err

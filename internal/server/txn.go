@@ -233,6 +233,7 @@ func (r *txnRPC) Join(ctx context.Context, req *djinnpb.JoinTransactionRequest) 
 	if err := r.s.txn.Join(ctx, req.GetId(), secret, req.GetParticipant(), req.GetCrashCount()); err != nil {
 		return nil, err
 	}
+	participants{r.s}.learnParticipant(ctx, req.GetParticipant())
 	ids, mgrs, err := r.s.txn.Ancestors(req.GetId())
 	if err != nil {
 		return nil, err

@@ -117,3 +117,57 @@ func TestTxnManagerFollowsTheCluster(t *testing.T) {
 		t.Errorf("another cluster's manager %v reached in process; want over the pool", other)
 	}
 }
+
+// TestTxnManagerFollowsAParticipantsCluster: DESIGN.md 7a, TX.2.6 — a
+// participant of another djinn cluster (its lock service) is that
+// cluster's, not the member that led when it joined. A transaction of one
+// cluster's manager holds a lock at a second cluster's lock service,
+// whose reference names the second cluster's leader; that leader dies.
+// The manager learnt the participant's cluster when it joined (while the
+// leader answered), so the commit's prepare and commit reach the lock
+// service at the new leader: the transaction commits — at the dead
+// member's address the prepare would go unanswered and abort it — and
+// the lock service, told COMMITTED, drops the lock (CC 1.4).
+func TestTxnManagerFollowsAParticipantsCluster(t *testing.T) {
+	t.Parallel()
+	home := servertest.Start(t, servertest.Config(t))
+	other := followCluster(t)
+	dead := servertest.ServingLeader(t, other...)
+	ctx := testContext(t)
+	mgr, err := servertest.Dial(t, home.Addr()).TransactionManager(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := mgr.Create(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := servertest.Dial(t, dead.Addr())
+	ls, err := c.LockService(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := ls.CreateSet(ctx, client.LockSetOptions{Lease: time.Minute, Transactional: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := set.Lock(ctx, client.HeldByTransaction(tx), client.LockW); err != nil {
+		t.Fatal(err)
+	}
+	if svc := ls.Ref().Service; !server.PoolFollows(home, svc) {
+		t.Fatalf("the lock service joined the transaction, and the manager does not follow its cluster %s", svc)
+	}
+
+	if err := dead.Close(); err != nil {
+		t.Fatalf("close the participant's leader: %v", err)
+	}
+	retryUnavailable(t, "commit, after the member the participant's reference names died", func(ctx context.Context) error {
+		return tx.Commit(ctx)
+	})
+	servertest.EventuallyWithin(t, servertest.Failover, "the lock service, at the other members, told the transaction committed: its lock dropped", func() bool {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		d, err := set.Describe(cctx)
+		return err == nil && len(d.Holders) == 0
+	})
+}
