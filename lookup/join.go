@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -368,6 +369,21 @@ func (m *JoinManager) syncLocked(ctx context.Context, j *join) error {
 	}
 	if err := m.renewer.Renew(nreg.Lease, djinn.EndOfTime); err != nil {
 		return err // the renewer is closed: the manager is terminating
+	}
+	// The lease names the member that granted it. Its renewals, and
+	// Terminate's cancel, must reach the lookup service's cluster when
+	// that member is gone: the pool learns the cluster from it now, and
+	// waits for the answer. A member that cannot answer (it died right
+	// after granting the lease) leaves a registration its renewals would
+	// seek at it alone: it is made again, through the cluster the keeper
+	// follows, and the new one replaces it.
+	if err := m.pool.Learn(ctx, nreg.Lease.Landlord()); err != nil {
+		m.mu.Lock()
+		if j.reg == nreg {
+			j.lost = true
+		}
+		m.mu.Unlock()
+		return fmt.Errorf("registered, but cannot learn the lookup service's cluster from the member that granted the registration; registering again: %w", err)
 	}
 	m.log.Info("registered", "registrar", r.Ref().Service, "lease", nreg.Lease)
 	return nil
