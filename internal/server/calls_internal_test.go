@@ -104,16 +104,7 @@ func (f *callsFixture) unary(ctx context.Context, h grpc.UnaryHandler) <-chan er
 // until they all do.
 func (f *callsFixture) blocked(t *testing.T, ctx context.Context, n int) []<-chan error {
 	t.Helper()
-	var out []<-chan error
-	before := f.started.Load()
-	for range n {
-		out = append(out, f.unary(ctx, f.block))
-	}
-	synctest.Wait()
-	if got := f.started.Load() - before; got != int64(n) {
-		t.Fatalf("%d of %d calls of %q started, want all", got, n, principal.From(ctx))
-	}
-	return out
+	return f.blockedIn(t, ctx, n, f.block)
 }
 
 // blockedIn is blocked with handler h.
