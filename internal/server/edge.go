@@ -23,10 +23,13 @@ const LeaderTrailer = "djinn-leader"
 
 // The interceptors run in this order: the edge (names the caller and
 // authorizes the call by its method's rule), the gRPC metrics (so they
-// count authorized calls only, with their final status code), then
-// errors (turns service errors into statuses through the one error table,
-// adds the leader hint, recovers a handler's panic). A call the edge
-// refuses gets its status from the edge itself.
+// count authorized calls only, with their final status code), then the
+// per-server quotas (a unary call's calls in flight, a stream's streams:
+// refused inside the metrics, which count the refusal ResourceExhausted
+// as they count other quotas'), then errors (turns service errors into
+// statuses through the one error table, adds the leader hint, recovers a
+// handler's panic). A call the edge refuses gets its status from the edge
+// itself.
 
 // unaryEdge names the caller and authorizes the call by its method's rule.
 func (s *Server) unaryEdge(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
@@ -54,19 +57,14 @@ func (s *Server) admit(ctx context.Context, method string, req any) (context.Con
 }
 
 // streamEdge is unaryEdge for streams: every request the handler receives
-// is authorized by the method's rule, and the stream counts towards its
-// principal's streams quota while it is open.
+// is authorized by the method's rule.
 func (s *Server) streamEdge(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
 	defer s.recoverPanic(info.FullMethod, &err)
 	ctx := withPrincipal(ss.Context())
 	rule, err := s.rule(info.FullMethod)
-	if err == nil {
-		err = s.streams.take(principal.From(ctx))
-	}
 	if err != nil {
 		return s.edgeError(ss.Context(), err)
 	}
-	defer s.streams.done(principal.From(ctx))
 	return h(srv, &edgeStream{ServerStream: ss, ctx: ctx, rule: rule, method: info.FullMethod, guard: &s.guard})
 }
 
@@ -118,9 +116,17 @@ func (s *Server) unaryErrors(ctx context.Context, req any, info *grpc.UnaryServe
 	return resp, s.edgeError(ctx, err)
 }
 
-// streamErrors is unaryErrors for streams.
+// streamErrors is unaryErrors for streams, and counts the stream towards
+// its principal's streams quota while it is open. A stream past the quota
+// is refused here, inside the metrics (the edge named its caller), which
+// count it ResourceExhausted as they count a unary call's refusals.
 func (s *Server) streamErrors(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
 	defer s.recoverPanic(info.FullMethod, &err)
+	p := principal.From(ss.Context())
+	if err = s.streams.take(p); err != nil {
+		return s.edgeError(ss.Context(), err)
+	}
+	defer s.streams.done(p)
 	return s.edgeError(ss.Context(), h(srv, ss))
 }
 

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/quota"
 	"github.com/djinn-go/djinn/internal/server"
 	"github.com/djinn-go/djinn/internal/server/servertest"
 	"github.com/djinn-go/djinn/kv"
@@ -152,8 +154,15 @@ func TestServiceMetricsCount(t *testing.T) {
 // and its value.
 func scrape(t *testing.T, srv *server.Server) map[string]float64 {
 	t.Helper()
+	return scrapeTLS(t, srv, nil)
+}
+
+// scrapeTLS is scrape of a server whose admin port serves TLS, read with
+// tc.
+func scrapeTLS(t *testing.T, srv *server.Server, tc *tls.Config) map[string]float64 {
+	t.Helper()
 	out := map[string]float64{}
-	for l := range strings.Lines(metricsText(t, srv)) {
+	for l := range strings.Lines(metricsTextTLS(t, srv, tc)) {
 		l = strings.TrimSpace(l)
 		i := strings.LastIndexByte(l, ' ')
 		if strings.HasPrefix(l, "#") || i < 0 {
@@ -182,8 +191,13 @@ func metricTypes(t *testing.T, srv *server.Server) map[string]string {
 
 func metricsText(t *testing.T, srv *server.Server) string {
 	t.Helper()
-	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: servertest.Timeout}
-	resp, err := hc.Get("http://" + srv.AdminAddr() + "/metrics")
+	return metricsTextTLS(t, srv, nil)
+}
+
+func metricsTextTLS(t *testing.T, srv *server.Server, tc *tls.Config) string {
+	t.Helper()
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc, DisableKeepAlives: true}, Timeout: servertest.Timeout}
+	resp, err := hc.Get(srv.AdminURL() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,5 +230,29 @@ func TestQuotaRefusalsAreCounted(t *testing.T) {
 	const series = `grpc_server_handled_total{grpc_code="ResourceExhausted",grpc_method="CreateSet",grpc_service="djinn.v1.LockService",grpc_type="unary"}`
 	if got := scrape(t, srv)[series]; got != 1 {
 		t.Errorf("%s = %v, want 1", series, got)
+	}
+}
+
+// TestStreamsQuotaRefusalsAreCounted (DESIGN.md 7): a stream refused over
+// its principal's streams quota, under mutual TLS, counts in
+// grpc_server_handled_total with code ResourceExhausted, as a unary call
+// refused over a quota does: the quota alert reads that series.
+func TestStreamsQuotaRefusalsAreCounted(t *testing.T) {
+	t.Parallel()
+	pki := servertest.NewPKI(t)
+	srv, as := quotaServer(t, pki, "")
+	const series = `grpc_server_handled_total{grpc_code="ResourceExhausted",grpc_method="RenewStream",grpc_service="djinn.v1.Landlord",grpc_type="bidi_stream"}`
+	tc := pki.ClientTLS()
+	before := scrapeTLS(t, srv, tc)[series]
+	open := creators[quota.Streams](t, as("alice"), as("carol"))
+	for i := range perPrincipal {
+		if err := open(testContext(t)); err != nil {
+			t.Fatalf("alice's stream %d of %d: %v", i+1, perPrincipal, err)
+		}
+	}
+	err := open(testContext(t))
+	wantErr(t, "alice's stream past her quota", err, djinn.ErrResourceExhausted, "quota "+string(quota.Streams))
+	if got := scrapeTLS(t, srv, tc)[series]; got != before+1 {
+		t.Errorf("%s = %v after one refusal, want %v", series, got, before+1)
 	}
 }
