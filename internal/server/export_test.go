@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"time"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/participant"
@@ -33,6 +34,16 @@ func SessionMethods(s *Server) map[string]bool {
 // v, as a binary of another release would: tests of upgrades run members
 // of several releases in one process.
 func SetRulesMax(cfg *Config, v uint32) { cfg.Cluster.rulesMax = v }
+
+// SetLockTiming makes the lock service of a server opened with cfg wait
+// grace, as it starts leading, for the callers of requests left waiting
+// by an earlier leader (lock.Config.Grace), and then ask the managers of
+// its ABORTED votes whether they have decided every voteCheck
+// (lock.Config.VoteCheck), instead of the defaults' ten seconds and a
+// minute: tests of the check run in real time.
+func SetLockTiming(cfg *Config, grace, voteCheck time.Duration) {
+	cfg.Lock.grace, cfg.Lock.voteCheck = grace, voteCheck
+}
 
 // RulesFileName is the data directory's record of the rules version the
 // log reached.

@@ -33,6 +33,11 @@ type LockConfig struct {
 	MaxOwnerLease     Duration `toml:"max-owner-lease"`
 	MaxSets           int      `toml:"max-sets"`
 	MaxOwners         int      `toml:"max-owners"`
+
+	// grace and voteCheck, when set (tests, which cannot wait the
+	// defaults out), stand for the lock service's lock.Config Grace and
+	// VoteCheck.
+	grace, voteCheck time.Duration
 }
 
 func (c *LockConfig) check() error {
@@ -69,6 +74,8 @@ func lockPart(s *Server) *part {
 				MaxSets:   c.MaxSets,
 				MaxOwners: c.MaxOwners,
 				Joiner:    lockJoiner{s: s},
+				Grace:     c.grace,
+				VoteCheck: c.voteCheck,
 				Logger:    s.log,
 			})
 			return err

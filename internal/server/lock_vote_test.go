@@ -137,3 +137,90 @@ func lockSet(t *testing.T, ls djinnpb.LockServiceClient) []byte {
 	})
 	return resp.GetSetId()
 }
+
+// TestLockAbortedVoteForgottenOnceDecided: TX.2.7 — a manager asks a
+// participant to prepare only while its transaction is ACTIVE or VOTING,
+// and tells a participant that voted ABORTED nothing more. The lock
+// service keeps its ABORTED vote while the transaction's real manager
+// answers getState ACTIVE, and forgets it once the manager decided:
+// djinn_lock_aborted_votes returns to zero, and a lock request under the
+// transaction is then the manager's to refuse, no longer the vote's.
+// The manager serves in another cluster, so the lock service asks it
+// over the wire, where its getState calls are counted.
+func TestLockAbortedVoteForgottenOnceDecided(t *testing.T) {
+	t.Parallel()
+	mgrSrv := servertest.Start(t, servertest.Config(t))
+	cfg := servertest.Config(t)
+	server.SetLockTiming(&cfg, 50*time.Millisecond, 50*time.Millisecond)
+	lockSrv := servertest.Start(t, cfg)
+	mgr, err := servertest.Dial(t, mgrSrv.Addr()).TransactionManager(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := servertest.Dial(t, lockSrv.Addr())
+	ls := djinnpb.NewLockServiceClient(lc.ClientConn())
+	set, other := lockSet(t, ls), lockSet(t, ls)
+	holder, err := mgr.Create(testContext(t), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	voter, err := mgr.Create(testContext(t), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := ls.Lock(testContext(t), &djinnpb.LockRequest{SetId: set, Holder: txnHolder(holder), Mode: lockW}); err != nil || !resp.GetGranted() {
+		t.Fatalf("the holder's lock: %v %v", resp, err)
+	}
+	if resp, err := ls.Lock(testContext(t), &djinnpb.LockRequest{SetId: other, Holder: txnHolder(voter), Mode: lockR}); err != nil || !resp.GetGranted() {
+		t.Fatalf("the voter's lock: %v %v", resp, err)
+	}
+	waited := make(chan error, 1)
+	go func() {
+		_, err := ls.Lock(testContext(t), &djinnpb.LockRequest{SetId: set, Holder: txnHolder(voter), Mode: lockW})
+		waited <- err
+	}()
+	servertest.Eventually(t, "the voter's request queued", func() bool {
+		d, err := ls.Describe(testContext(t), &djinnpb.LockSetRequest{SetId: set})
+		return err == nil && len(d.GetWaiters()) > 0
+	})
+
+	// The manager's prepare (as one whose reply was lost would send it)
+	// finds a request waiting: ABORTED, the transaction rolled back here.
+	secret := voter.Secret()
+	resp, err := djinnpb.NewTransactionParticipantClient(lc.ClientConn()).Prepare(testContext(t), &djinnpb.ParticipantRequest{
+		ParticipantId: server.LockID[:], Manager: client.RefToProto(mgr.Ref()), Id: voter.ID(), Secret: secret[:]})
+	if err != nil || resp.GetVote() != djinnpb.TransactionState_TRANSACTION_STATE_ABORTED {
+		t.Fatalf("prepare with a lock request waiting: %v %v, want ABORTED", resp, err)
+	}
+	if err := <-waited; !errors.Is(err, djinn.ErrTransactionRolledBack) {
+		t.Fatalf("the waiting request: %v, want TransactionRolledBack", err)
+	}
+	votes := func() float64 { return scrape(t, lockSrv)["djinn_lock_aborted_votes"] }
+	lockUnder := func() error {
+		_, err := ls.Lock(testContext(t), &djinnpb.LockRequest{SetId: other, Holder: txnHolder(voter), Mode: lockR, Try: true})
+		return err
+	}
+
+	// Kept while the manager answers ACTIVE: asked, it keeps the vote.
+	const getState = `grpc_server_handled_total{grpc_code="OK",grpc_method="GetState",grpc_service="djinn.v1.TransactionManager",grpc_type="unary"}`
+	servertest.Eventually(t, "the lock service to ask the manager about its vote", func() bool {
+		return scrape(t, mgrSrv)[getState] > 0
+	})
+	if n := votes(); n != 1 {
+		t.Fatalf("djinn_lock_aborted_votes = %v while the manager answers ACTIVE, want 1", n)
+	}
+	wantErr(t, "a lock under the voted transaction", lockUnder(), djinn.ErrTransactionRolledBack, "voted it ABORTED")
+
+	// The manager decides: its commit's prepare gets the vote again, and
+	// the transaction aborts without a word to the lock service.
+	if err := voter.Commit(testContext(t)); !errors.Is(err, djinn.ErrCannotCommit) {
+		t.Fatalf("commit of the voted transaction: %v, want CannotCommit", err)
+	}
+	servertest.Eventually(t, "the vote forgotten once its manager decided", func() bool { return votes() == 0 })
+	// Forgotten: the lock request asks the manager to join, which refuses
+	// a decided transaction.
+	err = lockUnder()
+	if !errors.Is(err, djinn.ErrCannotJoin) && !errors.Is(err, djinn.ErrUnknownTransaction) {
+		t.Fatalf("a lock under the decided transaction, its vote forgotten: %v, want the manager's CannotJoin or UnknownTransaction", err)
+	}
+}
