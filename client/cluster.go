@@ -80,9 +80,21 @@ type RefConnector interface {
 	ConnFor(ref djinn.Ref) (*grpc.ClientConn, error)
 }
 
+// Learner is a RefConnector that learns the djinn cluster of a
+// reference's service and waits for the answer (Pool.Learn): callers that
+// keep a reference for later calls, when the member it names may be gone,
+// check for it with a type assertion, so that other Connectors still
+// serve them (at the reference's endpoint). *Pool and *Client implement it.
+type Learner interface {
+	RefConnector
+	Learn(ctx context.Context, ref djinn.Ref) error
+}
+
 var (
 	_ RefConnector = (*Pool)(nil)
 	_ RefConnector = (*Client)(nil)
+	_ Learner      = (*Pool)(nil)
+	_ Learner      = (*Client)(nil)
 )
 
 // ConnFor returns c's connection for the object ref names: through c's

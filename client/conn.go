@@ -475,6 +475,11 @@ func (c *Client) ConnFor(ref djinn.Ref) (*grpc.ClientConn, error) {
 	return c.pool.ConnFor(ref)
 }
 
+// Learn has the client's pool learn the djinn cluster of ref's service
+// from ref's endpoint, and waits for the answer (Pool.Learn), so that
+// ConnFor(ref) reaches that cluster once the member ref names is gone.
+func (c *Client) Learn(ctx context.Context, ref djinn.Ref) error { return c.pool.Learn(ctx, ref) }
+
 // Pool returns the client's pool.
 func (c *Client) Pool() *Pool { return c.pool }
 
