@@ -29,7 +29,11 @@ type Managers interface {
 
 // Remote returns Managers that call managers over gRPC through c (a
 // *client.Pool or *client.Client), at the endpoint of each transaction's
-// manager reference.
+// manager reference, or at whichever member of its djinn cluster serves
+// when c follows that cluster (client.ConnFor). A c that can learn a
+// cluster (client.Learner, as *client.Pool and *client.Client can) learns
+// the manager's when the participant joins; other Connectors reach the
+// endpoint alone.
 func Remote(c client.Connector) Managers { return remote{c} }
 
 type remote struct{ c client.Connector }
@@ -43,6 +47,16 @@ func (r remote) manager(tx Tx) (djinnpb.TransactionManagerClient, error) {
 }
 
 func (r remote) Join(ctx context.Context, tx Tx, self djinn.Ref, crash int64) ([]Tx, error) {
+	// The participant keeps tx's manager reference for its later calls
+	// (getState, a join again after a crash), which must reach the
+	// manager's cluster once the member the reference names is gone. So a
+	// connector that can learn asks that member for its cluster now, while
+	// it answers, and waits (once per service id); the join then goes to
+	// the cluster. A failure does not fail the join: the reference's
+	// endpoint may well serve it, and a later call asks again.
+	if l, ok := r.c.(client.Learner); ok {
+		_ = l.Learn(ctx, tx.Manager)
+	}
 	m, err := r.manager(tx)
 	if err != nil {
 		return nil, err

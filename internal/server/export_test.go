@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/participant"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
@@ -70,3 +72,29 @@ func ManagerIsLocal(s *Server, mgr djinn.Ref) bool {
 // cluster whose service id is svc: references to its services reach any
 // member.
 func PoolFollows(s *Server, svc djinn.ID) bool { return s.pool.Follows(svc) }
+
+// OtherManagers returns the calls the lock service and the nest
+// participant make to transaction managers of other processes
+// (otherManagers), over conns (the server's pool, or a test's), as
+// participant.Managers.
+func OtherManagers(conns client.Learner) participant.Managers {
+	return otherManagersOf{otherManagers{pool: conns, log: slog.New(slog.DiscardHandler)}}
+}
+
+type otherManagersOf struct{ o otherManagers }
+
+func (m otherManagersOf) Join(ctx context.Context, tx participant.Tx, self djinn.Ref, crash int64) ([]participant.Tx, error) {
+	resp, err := m.o.Join(ctx, tx.Manager, tx.ID, tx.Secret, client.RefToProto(self), crash)
+	if err != nil {
+		return nil, err
+	}
+	return participant.AncestorsFromProto(tx, resp)
+}
+
+func (m otherManagersOf) GetState(ctx context.Context, tx participant.Tx) (participant.State, error) {
+	st, err := m.o.GetState(ctx, tx.Manager, tx.ID, tx.Secret)
+	if err != nil {
+		return 0, err
+	}
+	return participant.StateFromProto(st), nil
+}

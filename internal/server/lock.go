@@ -357,7 +357,7 @@ func (j lockJoiner) Join(ctx context.Context, mgr djinn.Ref, id uint64, secret d
 			return nil, err
 		}
 	}
-	return otherManagers{pool: j.s.pool}.Join(ctx, mgr, id, secret, self, crash)
+	return j.s.otherManagers().Join(ctx, mgr, id, secret, self, crash)
 }
 
 // GetState asks a transaction's state: of this server's manager in
@@ -369,7 +369,7 @@ func (j lockJoiner) GetState(ctx context.Context, mgr djinn.Ref, id uint64, secr
 			return st, err
 		}
 	}
-	return otherManagers{pool: j.s.pool}.GetState(ctx, mgr, id, secret)
+	return j.s.otherManagers().GetState(ctx, mgr, id, secret)
 }
 
 // listLockSets lists the lock service's sets.

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"time"
@@ -360,10 +361,17 @@ func (m managers) GetState(ctx context.Context, tx participant.Tx) (participant.
 var _ participant.Managers = managers{}
 
 // otherManagers calls other transaction managers over the connection
-// pool, for transactions nested in theirs.
+// pool, for transactions nested in theirs and for the lock service's
+// joins. A manager of a djinn cluster is its cluster's: the pool (the
+// server's, a *client.Pool) learns that cluster when a participant joins
+// (Join), and reaches it at whichever member serves.
 type otherManagers struct {
-	pool *client.Pool
+	pool client.Learner
+	log  *slog.Logger
 }
+
+// otherManagers returns the server's otherManagers.
+func (s *Server) otherManagers() otherManagers { return otherManagers{pool: s.pool, log: s.log} }
 
 func (o otherManagers) client(mgr djinn.Ref) (djinnpb.TransactionManagerClient, error) {
 	conn, err := o.pool.ConnFor(mgr)
@@ -374,6 +382,16 @@ func (o otherManagers) client(mgr djinn.Ref) (djinnpb.TransactionManagerClient, 
 }
 
 func (o otherManagers) Join(ctx context.Context, mgr djinn.Ref, id uint64, secret djinn.ID, p *djinnpb.Ref, crash int64) (*djinnpb.JoinTransactionResponse, error) {
+	// The participant (the lock service, or the nest participant) keeps
+	// mgr for its later calls (getState, a join again, a promote), which
+	// must reach mgr's cluster once the member mgr names is gone. So the
+	// pool asks that member for its cluster now, while it answers, and
+	// waits (once per service id); the join then goes to the cluster. A
+	// failure does not fail the join: mgr's endpoint may well serve it, and
+	// a later call asks again.
+	if err := o.pool.Learn(ctx, mgr); err != nil {
+		o.log.Debug("transaction: cannot learn the cluster of a manager joined; it is called at its endpoint", "manager", mgr.Endpoint, "err", err)
+	}
 	c, err := o.client(mgr)
 	if err != nil {
 		return nil, err

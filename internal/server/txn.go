@@ -75,7 +75,7 @@ func txnPart(s *Server) *part {
 				MaxActive:     c.MaxActive,
 				MaxRemembered: c.MaxRemembered,
 				Participants:  participants{s: s},
-				Managers:      otherManagers{pool: s.pool},
+				Managers:      s.otherManagers(),
 				Abandon:       time.Duration(c.Abandon),
 				ErrorProto:    grpcerr.ToProto,
 				Logger:        s.log,
