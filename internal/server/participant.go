@@ -150,7 +150,8 @@ func (p participants) client(ctx context.Context, ref *djinnpb.Ref) (djinnpb.Tra
 // its service id, as a client does (DESIGN.md 7a), and calls it unary over
 // the cluster's connection, which goes to the leader and follows it. The
 // pool learns the cluster when the participant joins, asking the member
-// that joined it while it is up (learnParticipant), and else at the first
+// that joined it while it is up (learnParticipant; a participant promoted
+// into a transaction, when it is promoted), and else at the first
 // call (participantRoute): a manager that took over from another leader,
 // or restarted, holds references it never saw join. A participant that
 // is no cluster's (a program's, or a member's own key/value store) is
@@ -178,10 +179,10 @@ func (s *Server) participantRoute(ctx context.Context, ref *djinnpb.Ref) (pstrea
 }
 
 // learnParticipant has the pool learn whether the participant that joined
-// a transaction by ref is a djinn cluster's, while the member that joined
-// it answers (within ctx), so that the calls to come reach its cluster
-// even once that member is gone. Participants of this process need
-// nothing.
+// a transaction by ref (or was promoted into it) is a djinn cluster's,
+// while the member that joined it answers (within ctx), so that the calls
+// to come reach its cluster even once that member is gone. Participants
+// of this process need nothing.
 func (p participants) learnParticipant(ctx context.Context, ref *djinnpb.Ref) {
 	if p.lockService(ref) || p.local(ref) != nil {
 		return

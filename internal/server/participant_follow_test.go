@@ -117,3 +117,71 @@ func TestParticipantFollowsItsManagersCluster(t *testing.T) {
 		})
 	}
 }
+
+// TestTxnManagerFollowsAPromotedParticipantsCluster: DESIGN.md 7a, TX.2.7
+// — a participant promoted into a transaction is its cluster's, as one
+// that joined is. A transaction of one manager (home) has a transaction
+// nested in it at a second cluster's manager, which holds a lock at a
+// third cluster's lock service, whose reference names that cluster's
+// leader. The nested transaction commits: its manager promotes the lock
+// service into the parent, and home learns the lock service's cluster
+// then, from that leader while it answers. The leader dies; the parent's
+// prepare and commit reach the lock service at the new leader (at the
+// dead member's address the prepare would go unanswered and abort the
+// parent), so the parent commits and the lock drops (CC 1.4).
+func TestTxnManagerFollowsAPromotedParticipantsCluster(t *testing.T) {
+	t.Parallel()
+	home := servertest.Start(t, servertest.Config(t))
+	nester := servertest.Start(t, servertest.Config(t))
+	other := followCluster(t)
+	dead := servertest.ServingLeader(t, other...)
+	ctx := testContext(t)
+	mgr, err := servertest.Dial(t, home.Addr()).TransactionManager(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent, err := mgr.Create(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nmgr, err := servertest.Dial(t, nester.Addr()).TransactionManager(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := parent.CreateNestedAt(ctx, nmgr, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := servertest.Dial(t, dead.Addr()).LockService(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := ls.CreateSet(ctx, client.LockSetOptions{Lease: time.Minute, Transactional: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := set.Lock(ctx, client.HeldByTransaction(child), client.LockW); err != nil {
+		t.Fatal(err)
+	}
+	// With waitFor: the lock service is told the nested transaction
+	// committed (its lock is the parent's) before the parent's commit.
+	if err := nmgr.CommitWait(ctx, child.ID(), servertest.Timeout); err != nil {
+		t.Fatalf("commit the nested transaction: %v", err)
+	}
+	if svc := ls.Ref().Service; !server.PoolFollows(home, svc) {
+		t.Fatalf("the lock service was promoted into the parent, and its manager does not follow the lock service's cluster %s", svc)
+	}
+
+	if err := dead.Close(); err != nil {
+		t.Fatalf("close the promoted participant's leader: %v", err)
+	}
+	retryUnavailable(t, "commit the parent, after the member the promoted participant's reference names died", func(ctx context.Context) error {
+		return parent.Commit(ctx)
+	})
+	servertest.EventuallyWithin(t, servertest.Failover, "the lock service, at the other members, told the parent committed: its lock dropped", func() bool {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		d, err := set.Describe(cctx)
+		return err == nil && len(d.Holders) == 0
+	})
+}

@@ -283,6 +283,12 @@ func (r *txnRPC) Promote(ctx context.Context, req *djinnpb.PromoteRequest) (*dji
 	if err := r.s.txn.Promote(ctx, req.GetId(), secret, req.GetParticipants(), req.GetCrashCounts(), req.GetDrop()); err != nil {
 		return nil, err
 	}
+	// The promoted participants are the transaction's now, as if they had
+	// joined it: their clusters are learnt as a join's are, while the
+	// members that joined them answer.
+	for _, p := range req.GetParticipants() {
+		participants{r.s}.learnParticipant(ctx, p)
+	}
 	return &djinnpb.PromoteResponse{}, nil
 }
 
