@@ -208,6 +208,14 @@ func (p *Pool) Follows(service djinn.ID) bool {
 	return p.clusterFor(djinn.Ref{Service: service}) != nil
 }
 
+// followsMost reports whether the pool follows as many clusters as it may
+// (maxClusters service ids): it adopts no other.
+func (p *Pool) followsMost() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.clusters) >= maxClusters
+}
+
 // clusterFor returns the cluster that serves ref, nil if none is known.
 func (p *Pool) clusterFor(ref djinn.Ref) *cluster {
 	p.mu.Lock()
@@ -317,6 +325,12 @@ func (p *Pool) learn(ref djinn.Ref) (never bool, err error) {
 	}
 	if p.clusterFor(ref) != nil {
 		return false, nil // found meanwhile
+	}
+	if p.followsMost() {
+		// Its calls go to ref's endpoint, and it is not asked again: the
+		// pool follows no more clusters than it does now, so a cluster made
+		// for it would never be adopted, only kept running until Close.
+		return true, nil
 	}
 	cl, err := p.follow(seeds)
 	if err != nil {

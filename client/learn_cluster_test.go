@@ -50,3 +50,43 @@ func TestLearnFollowsTheCluster(t *testing.T) {
 		return err == nil
 	})
 }
+
+// TestLearnWhenThePoolFollowsItsMost: a pool that follows as many clusters
+// as it may (client.MaxClusters) follows no other, so Learn at another
+// cluster's member makes no cluster connection for it, and the answer is
+// kept: asking again makes none either, and the reference's calls go to
+// its endpoint. Before, each question (one every few seconds a reference
+// was used) made a cluster connection, and its refresh loop, that the
+// pool never adopted and kept until Close.
+func TestLearnWhenThePoolFollowsItsMost(t *testing.T) {
+	t.Parallel()
+	srv := servertest.Start(t, servertest.Config(t))
+	svc := servertest.Dial(t, srv.Addr()).ServiceID()
+	p := client.NewPool()
+	t.Cleanup(func() { p.Close() })
+	client.FollowMade(p, client.MaxClusters)
+	ref := djinn.Ref{Endpoint: srv.Addr(), Service: svc, Object: djinn.NewID()}
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(t.Context(), servertest.Timeout)
+		err := p.Learn(ctx, ref)
+		cancel()
+		if err != nil {
+			t.Fatalf("Learn %d with the pool at its most: %v, want nil (calls go to the endpoint)", i+1, err)
+		}
+		if p.Follows(svc) {
+			t.Fatalf("Learn %d: the pool follows a cluster past its most", i+1)
+		}
+		if n := client.Owned(p); n != 0 {
+			t.Fatalf("Learn %d: the pool made %d cluster connections it does not follow, want 0", i+1, n)
+		}
+	}
+	cc, err := p.ConnFor(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), servertest.Timeout)
+	defer cancel()
+	if _, err := djinnpb.NewTransactionManagerClient(cc).Create(ctx, &djinnpb.CreateTransactionRequest{LeaseDurationNanos: int64(time.Minute)}); err != nil {
+		t.Fatalf("a call through the reference, at its endpoint: %v", err)
+	}
+}
