@@ -120,32 +120,20 @@ func (c *callCount) tryTake() (ok, gone bool) {
 // take counts a unary call of principal p, or refuses it past p's bound.
 // The caller ends it with done (nil: p has no bound).
 func (cs *callSlots) take(p string) (*callCount, error) {
-	if !cs.on {
-		return nil, nil
-	}
-	for {
-		c := cs.count(p)
-		if c == nil {
-			return nil, nil
-		}
-		ok, gone := c.tryTake()
-		if ok {
-			return c, nil
-		}
-		if gone {
-			cs.held.CompareAndDelete(p, c)
-			continue
-		}
-		cs.refused.Add(1)
-		return nil, djinn.Errorf(djinn.ResourceExhausted, "quota %s: principal %q has %d calls in flight on this server, its limit; wait for some to end before making more (a session's calls wait instead), or ask an operator to raise [quota] %s",
-			quota.CallsInFlight, p, c.limit, quota.CallsInFlight)
-	}
+	return cs.acquire(context.Background(), p, false)
 }
 
 // wait counts a session call of principal p, once p has a slot free; it
 // gives up (taking nothing) when ctx ends. The caller ends the call with
 // done (nil: p has no bound).
 func (cs *callSlots) wait(ctx context.Context, p string) (*callCount, error) {
+	return cs.acquire(ctx, p, true)
+}
+
+// acquire counts a call of principal p: past p's bound it waits for a
+// slot until ctx ends (a session's call), or else refuses it (a unary
+// call). nil: p has no bound.
+func (cs *callSlots) acquire(ctx context.Context, p string, wait bool) (*callCount, error) {
 	if !cs.on {
 		return nil, nil
 	}
@@ -156,6 +144,11 @@ func (cs *callSlots) wait(ctx context.Context, p string) (*callCount, error) {
 		}
 		ok, gone := c.tryTake()
 		if !ok && !gone {
+			if !wait {
+				cs.refused.Add(1)
+				return nil, djinn.Errorf(djinn.ResourceExhausted, "quota %s: principal %q has %d calls in flight on this server, its limit; wait for some to end before making more (a session's calls wait instead), or ask an operator to raise [quota] %s",
+					quota.CallsInFlight, p, c.limit, quota.CallsInFlight)
+			}
 			ok, gone = c.enqueue(ctx, cs)
 		}
 		if ok {

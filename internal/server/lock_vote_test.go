@@ -34,20 +34,7 @@ func TestLockAbortedVoteSurvivesFailover(t *testing.T) {
 	})
 	set := lockSet(t, ls)
 	other := lockSet(t, ls)
-	holder, err := mgr.Create(testContext(t), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	voter, err := mgr.Create(testContext(t), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp, err := ls.Lock(testContext(t), &djinnpb.LockRequest{SetId: set, Holder: txnHolder(holder), Mode: lockW}); err != nil || !resp.GetGranted() {
-		t.Fatalf("the holder's lock: %v %v", resp, err)
-	}
-	if resp, err := ls.Lock(testContext(t), &djinnpb.LockRequest{SetId: other, Holder: txnHolder(voter), Mode: lockR}); err != nil || !resp.GetGranted() {
-		t.Fatalf("the voter's lock: %v %v", resp, err)
-	}
+	_, voter := holderAndVoter(t, mgr, ls, set, other)
 	waitCtx, stopWaiting := context.WithCancel(testContext(t))
 	defer stopWaiting()
 	go func() {
@@ -160,20 +147,7 @@ func TestLockAbortedVoteForgottenOnceDecided(t *testing.T) {
 	lc := servertest.Dial(t, lockSrv.Addr())
 	ls := djinnpb.NewLockServiceClient(lc.ClientConn())
 	set, other := lockSet(t, ls), lockSet(t, ls)
-	holder, err := mgr.Create(testContext(t), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	voter, err := mgr.Create(testContext(t), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp, err := ls.Lock(testContext(t), &djinnpb.LockRequest{SetId: set, Holder: txnHolder(holder), Mode: lockW}); err != nil || !resp.GetGranted() {
-		t.Fatalf("the holder's lock: %v %v", resp, err)
-	}
-	if resp, err := ls.Lock(testContext(t), &djinnpb.LockRequest{SetId: other, Holder: txnHolder(voter), Mode: lockR}); err != nil || !resp.GetGranted() {
-		t.Fatalf("the voter's lock: %v %v", resp, err)
-	}
+	_, voter := holderAndVoter(t, mgr, ls, set, other)
 	waited := make(chan error, 1)
 	go func() {
 		_, err := ls.Lock(testContext(t), &djinnpb.LockRequest{SetId: set, Holder: txnHolder(voter), Mode: lockW})
@@ -223,4 +197,26 @@ func TestLockAbortedVoteForgottenOnceDecided(t *testing.T) {
 	if !errors.Is(err, djinn.ErrCannotJoin) && !errors.Is(err, djinn.ErrUnknownTransaction) {
 		t.Fatalf("a lock under the decided transaction, its vote forgotten: %v, want the manager's CannotJoin or UnknownTransaction", err)
 	}
+}
+
+// holderAndVoter makes two transactions at mgr: the holder, granted a
+// write lock in set, and the voter, granted a read lock in other (so that
+// it is a participant of the lock service and will be asked to vote).
+func holderAndVoter(t *testing.T, mgr *client.TransactionManager, ls djinnpb.LockServiceClient, set, other []byte) (holder, voter *client.Transaction) {
+	t.Helper()
+	holder, err := mgr.Create(testContext(t), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	voter, err = mgr.Create(testContext(t), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := ls.Lock(testContext(t), &djinnpb.LockRequest{SetId: set, Holder: txnHolder(holder), Mode: lockW}); err != nil || !resp.GetGranted() {
+		t.Fatalf("the holder's lock: %v %v", resp, err)
+	}
+	if resp, err := ls.Lock(testContext(t), &djinnpb.LockRequest{SetId: other, Holder: txnHolder(voter), Mode: lockR}); err != nil || !resp.GetGranted() {
+		t.Fatalf("the voter's lock: %v %v", resp, err)
+	}
+	return holder, voter
 }

@@ -152,14 +152,7 @@ func TestTxnManagerFollowsAPromotedParticipantsCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ls, err := servertest.Dial(t, dead.Addr()).LockService(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := ls.CreateSet(ctx, client.LockSetOptions{Lease: time.Minute, Transactional: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ls, set := transactionalSet(t, ctx, dead)
 	if _, err := set.Lock(ctx, client.HeldByTransaction(child), client.LockW); err != nil {
 		t.Fatal(err)
 	}
@@ -171,17 +164,5 @@ func TestTxnManagerFollowsAPromotedParticipantsCluster(t *testing.T) {
 	if svc := ls.Ref().Service; !server.PoolFollows(home, svc) {
 		t.Fatalf("the lock service was promoted into the parent, and its manager does not follow the lock service's cluster %s", svc)
 	}
-
-	if err := dead.Close(); err != nil {
-		t.Fatalf("close the promoted participant's leader: %v", err)
-	}
-	retryUnavailable(t, "commit the parent, after the member the promoted participant's reference names died", func(ctx context.Context) error {
-		return parent.Commit(ctx)
-	})
-	servertest.EventuallyWithin(t, servertest.Failover, "the lock service, at the other members, told the parent committed: its lock dropped", func() bool {
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		d, err := set.Describe(cctx)
-		return err == nil && len(d.Holders) == 0
-	})
+	commitAfterItsLeaderDied(t, ctx, dead, parent, set)
 }

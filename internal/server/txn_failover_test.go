@@ -142,8 +142,21 @@ func TestTxnManagerFollowsAParticipantsCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := servertest.Dial(t, dead.Addr())
-	ls, err := c.LockService(ctx)
+	ls, set := transactionalSet(t, ctx, dead)
+	if _, err := set.Lock(ctx, client.HeldByTransaction(tx), client.LockW); err != nil {
+		t.Fatal(err)
+	}
+	if svc := ls.Ref().Service; !server.PoolFollows(home, svc) {
+		t.Fatalf("the lock service joined the transaction, and the manager does not follow its cluster %s", svc)
+	}
+	commitAfterItsLeaderDied(t, ctx, dead, tx, set)
+}
+
+// transactionalSet makes a transactional lock set at the lock service of
+// member m.
+func transactionalSet(t *testing.T, ctx context.Context, m *server.Server) (*client.LockService, *client.LockSet) {
+	t.Helper()
+	ls, err := servertest.Dial(t, m.Addr()).LockService(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,13 +164,14 @@ func TestTxnManagerFollowsAParticipantsCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := set.Lock(ctx, client.HeldByTransaction(tx), client.LockW); err != nil {
-		t.Fatal(err)
-	}
-	if svc := ls.Ref().Service; !server.PoolFollows(home, svc) {
-		t.Fatalf("the lock service joined the transaction, and the manager does not follow its cluster %s", svc)
-	}
+	return ls, set
+}
 
+// commitAfterItsLeaderDied closes dead, the leader of the cluster whose
+// lock service holds tx's lock in set, commits tx, and waits for the lock
+// service, at the other members, to drop the lock: told COMMITTED (CC 1.4).
+func commitAfterItsLeaderDied(t *testing.T, ctx context.Context, dead *server.Server, tx *client.Transaction, set *client.LockSet) {
+	t.Helper()
 	if err := dead.Close(); err != nil {
 		t.Fatalf("close the participant's leader: %v", err)
 	}
