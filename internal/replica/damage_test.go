@@ -186,11 +186,28 @@ func TestLogDamage(t *testing.T) {
 			return s.walk.batchStart(j)
 		}, 0},
 		{"torn tail, clean shutdown", true, tornTail, 0},
-		{"torn tail, crash", false, func(t *testing.T, s segCheck) int64 { tornTail(t, s); return -1 }, n - 1},
+		// A write a crash tore was never acknowledged: the log-end
+		// record, which trails the log, does not cover it.
+		{"torn tail, crash", false, func(t *testing.T, s segCheck) int64 { tornTail(t, s); recordBeforeLastBatch(t, s); return -1 }, n - 1},
 		{"torn tail's commit never written, crash", false, func(t *testing.T, s segCheck) int64 {
 			damageFile(t, s.path, s.walk.commits[len(s.walk.commits)-1].off, func(b []byte) { clear(b[:segFrameLen]) })
+			recordBeforeLastBatch(t, s)
 			return -1
 		}, n - 1},
+		// The same bytes, where the record says the batch reached the
+		// disk: damage, not a crash (raft/log-end, logend.go).
+		{"torn tail the log-end record covers, crash", false, func(t *testing.T, s segCheck) int64 { tornTail(t, s); return 0 }, 0},
+		{"last batches zeroed, crash", false, func(t *testing.T, s segCheck) int64 {
+			start := s.walk.batchStart(len(s.walk.commits) - 3)
+			damageFile(t, s.path, start, func(b []byte) { clear(b[:s.walk.commits[len(s.walk.commits)-1].off+segFrameLen-start]) })
+			return 0
+		}, 0},
+		{"last segment removed, crash", false, func(t *testing.T, s segCheck) int64 {
+			if err := os.Remove(s.path); err != nil {
+				t.Fatal(err)
+			}
+			return 0
+		}, 0},
 		// A segment keeps the size it was made with from its first batch
 		// on: a file shorter is cut, whatever a crash did.
 		{"cut inside the last batch, crash", false, func(t *testing.T, s segCheck) int64 {
@@ -215,6 +232,9 @@ func TestLogDamage(t *testing.T) {
 			off := tc.damage(t, tail)
 			got, err := reopen(t, dir, 0)
 			if off >= 0 {
+				if off == 0 && !tc.clean {
+					off = -1 // refused by the log-end record, which names no offset
+				}
 				wantRefused(t, err, tail.path, off)
 				return
 			}
@@ -258,6 +278,29 @@ func lastRecord(t *testing.T, s segCheck) int64 {
 	i := len(s.walk.entries) - 1
 	flipBit(t, s.path, s.walk.entries[i]+segFrameLen+3)
 	return s.walk.batchStart(batchOf(s, i))
+}
+
+// recordBeforeLastBatch sets the log-end record of the segment's node
+// where a crash during the segment's last append leaves it: before that
+// batch, which was never acknowledged.
+func recordBeforeLastBatch(t *testing.T, s segCheck) {
+	t.Helper()
+	j := len(s.walk.commits) - 1
+	before := uint64(0)
+	if j > 0 {
+		before = uint64(s.walk.commits[j-1].entries)
+	}
+	setLogEnd(t, filepath.Dir(filepath.Dir(s.path)), s.info.BaseIndex+before-1)
+}
+
+// setLogEnd makes raftDir's log-end record hold index.
+func setLogEnd(t *testing.T, raftDir string, index uint64) {
+	t.Helper()
+	b := make([]byte, logEndLen)
+	copy(b, encodeLogEndSlot(7, index))
+	if err := os.WriteFile(filepath.Join(raftDir, logEndName), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // tornTail makes the last append look as a crash leaves a write it

@@ -23,7 +23,8 @@ type failStop struct {
 	once    sync.Once
 	failed  chan error // capacity 1: holds the first failure
 	did     atomic.Bool
-	dir     string // the data directory, for the stalled-fsync failpoint
+	dir     string  // the data directory, for the stalled-fsync failpoint
+	end     *logEnd // the log-end record, told of appends and deletions; or nil
 }
 
 func newFailStop(logs raft.LogStore, observe func(time.Duration, error)) *failStop {
@@ -36,21 +37,51 @@ func newFailStop(logs raft.LogStore, observe func(time.Duration, error)) *failSt
 func (f *failStop) StoreLog(l *raft.Log) error {
 	start := time.Now()
 	stallFsync(f.dir)
-	return f.check(start, f.LogStore.StoreLog(l))
+	return f.stored(l, f.check(start, f.LogStore.StoreLog(l)))
 }
 
 func (f *failStop) StoreLogs(ls []*raft.Log) error {
 	start := time.Now()
 	stallFsync(f.dir)
-	return f.check(start, f.LogStore.StoreLogs(ls))
+	err := f.check(start, f.LogStore.StoreLogs(ls))
+	if len(ls) == 0 {
+		return err
+	}
+	return f.stored(ls[len(ls)-1], err)
+}
+
+// stored tells the log-end record that the log reached last, once its
+// append succeeded.
+func (f *failStop) stored(last *raft.Log, err error) error {
+	if err == nil && f.end != nil {
+		f.end.appendedTo(last.Index)
+	}
+	return err
+}
+
+// DeleteRange lowers the log-end record first when the entries deleted
+// are the log's end.
+func (f *failStop) DeleteRange(lo, hi uint64) error {
+	if f.end != nil {
+		if err := f.end.deleting(lo, hi); err != nil {
+			f.fail(err)
+			return err
+		}
+	}
+	return f.LogStore.DeleteRange(lo, hi)
 }
 
 func (f *failStop) check(start time.Time, err error) error {
 	f.observe(time.Since(start), err)
 	if err != nil {
-		f.once.Do(func() { f.did.Store(true); f.failed <- err })
+		f.fail(err)
 	}
 	return err
+}
+
+// fail reports the first failure.
+func (f *failStop) fail(err error) {
+	f.once.Do(func() { f.did.Store(true); f.failed <- err })
 }
 
 // IsMonotonic passes on whether the log store takes only consecutive

@@ -147,3 +147,23 @@ func FuzzReadDialer(f *testing.F) {
 		}
 	})
 }
+
+// FuzzLogEnd: the log-end record's reader never panics, and what it reads
+// is what a slot of that sequence and index holds.
+func FuzzLogEnd(f *testing.F) {
+	b := make([]byte, logEndLen)
+	copy(b, encodeLogEndSlot(2, 9))
+	copy(b[logEndBlock:], encodeLogEndSlot(3, 12))
+	f.Add(b)
+	f.Add(b[:logEndSlotLen])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		seq, index, err := decodeLogEnd(b)
+		if err != nil {
+			return
+		}
+		slot := encodeLogEndSlot(seq, index)
+		if !bytes.Equal(b[:logEndSlotLen], slot) && !bytes.Equal(b[logEndBlock:], slot) {
+			t.Fatalf("read sequence %d index %d, which neither slot holds", seq, index)
+		}
+	})
+}

@@ -94,6 +94,7 @@ type Node struct {
 	conns *trackedStream // the transport's accepted connections
 	notes chan bool
 	logs  *failStop // the log as raft writes it
+	end   *logEnd   // the log-end record (logend.go)
 
 	proposer *proposer
 	lease    *leaderLease // valid while a quorum recently confirmed this node leads
@@ -182,10 +183,10 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	if err != nil {
 		return nil, disk.WithRecovery(fmt.Errorf("data directory %s: %w", cfg.DataDir, err), recovery(cfg.DataDir))
 	}
-	n.log, n.snaps = st.log, st.snaps
+	n.log, n.snaps, n.end = st.log, st.snaps, st.end
 	n.trans, n.conns, err = newTransport(cfg, hlog)
 	if err != nil {
-		n.log.Close()
+		n.closeStores()
 		return nil, err
 	}
 	exists, err := raft.HasExistingState(n.log, n.log, n.snaps)
@@ -206,6 +207,8 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	}
 	n.logs = newFailStop(logs, cfg.OnLogWrite)
 	n.logs.dir = cfg.DataDir
+	n.logs.end = n.end
+	n.end.start(n.logs.fail)
 	var stable raft.StableStore = n.log
 	if cfg.wrapStable != nil {
 		stable = cfg.wrapStable(stable)
@@ -562,6 +565,13 @@ func (n *Node) Close() error {
 	n.trans.Close()
 	n.conns.drained()
 	stop, ok := n.lastEntry()
+	if ok {
+		// The record covers the whole log, as the clean-shutdown record
+		// says, should the next start be after a crash.
+		if ferr := n.end.flush(); ferr != nil {
+			ok, err = false, ferr
+		}
+	}
 	n.closeStores()
 	if err == nil && ok {
 		if err = writeCleanStop(n.dir, stop); err != nil {
@@ -595,6 +605,9 @@ func (n *Node) closeStores() {
 	if n.trans != nil {
 		n.trans.Close()
 		n.conns.drained()
+	}
+	if n.end != nil {
+		n.end.close()
 	}
 	if n.log != nil {
 		n.log.Close()

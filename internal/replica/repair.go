@@ -100,7 +100,16 @@ func Repair(dataDir string) (RepairReport, error) {
 	if err != nil {
 		return rep, err
 	}
+	_, recorded, _, err := readLogEnd(raftDir)
+	var dl *disk.DamageError
+	switch {
+	case errors.As(err, &dl):
+		rep.Found = append(rep.Found, dl.Error())
+	case err != nil:
+		return rep, err
+	}
 	p := plan(wc, sc, clean, wasClean)
+	p.recorded(recorded)
 	rep.Found = append(rep.Found, p.found...)
 	rep.Dropped = p.dropped
 	rep.Snapshot, rep.First, rep.Last = p.snapshot, p.first, p.last
@@ -108,7 +117,7 @@ func Repair(dataDir string) (RepairReport, error) {
 	if p.empty {
 		return rep, fmt.Errorf("data directory %s: nothing can be kept: %s; restore it from a backup, or replace this member of its cluster", dataDir, strings.Join(p.found, "; "))
 	}
-	if !p.rebuild && len(p.dropSnaps) == 0 && d == nil {
+	if !p.rebuild && len(p.dropSnaps) == 0 && d == nil && dl == nil {
 		return rep, nil
 	}
 	if rep.Saved, err = freeDir(dataDir); err != nil {
@@ -174,6 +183,29 @@ func plan(wc walCheck, sc snapCheck, clean cleanStop, wasClean bool) repairPlan 
 		p.empty = true
 	}
 	return p
+}
+
+// recorded takes the log-end record (logend.go) into account: entries up
+// to index reached the disk, so any after what is kept are lost.
+func (p *repairPlan) recorded(index uint64) {
+	kept := max(p.last, p.snapshot)
+	if index <= kept || p.empty {
+		return
+	}
+	p.found = append(p.found, fmt.Sprintf("the log ends at entry %d, but its log-end record says entries up to %d reached the disk", kept, index))
+	if kept == 0 {
+		p.empty = true
+		return
+	}
+	lost := kept + 1
+	if p.lost[1] == 0 {
+		p.lost[0] = lost
+		p.dropped = append(p.dropped, fmt.Sprintf("%s, acknowledged: lost to this node", entries(lost, index)))
+	} else if index > p.lost[1] {
+		p.dropped[len(p.dropped)-1] = fmt.Sprintf("%s, acknowledged: lost to this node", entries(p.lost[0], index))
+	}
+	p.lost[1] = max(p.lost[1], index)
+	p.rebuild = true
 }
 
 // entries names the log entries first..last.
@@ -257,6 +289,13 @@ func (p repairPlan) apply(raftDir, saved string, wc walCheck) error {
 			return err
 		}
 		if err := os.Rename(walDir+".repair", walDir); err != nil {
+			return err
+		}
+	}
+	// The log kept may end before the log-end record: the next start
+	// makes a new one.
+	if _, err := os.Stat(filepath.Join(raftDir, logEndName)); err == nil {
+		if err := moveInto(filepath.Join(raftDir, logEndName), saved); err != nil {
 			return err
 		}
 	}

@@ -20,6 +20,11 @@ func TestRepair(t *testing.T) {
 		{"middle record, crash", false, middleRecord},
 		{"last record, crash", false, lastRecord},
 		{"torn tail, clean shutdown", true, tornTail},
+		{"last batches zeroed, crash", false, func(t *testing.T, s segCheck) int64 {
+			start := s.walk.batchStart(len(s.walk.commits) - 3)
+			damageFile(t, s.path, start, func(b []byte) { clear(b[:s.walk.commits[len(s.walk.commits)-1].off+segFrameLen-start]) })
+			return start
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := writeHistory(t, n, 10, 0, 0)
@@ -90,5 +95,21 @@ func TestRepairRefusesARunningNode(t *testing.T) {
 	defer node.Close()
 	if _, err := Repair(dir); err == nil || !strings.Contains(err.Error(), "stop it first") {
 		t.Fatalf("repair of a running node's directory: %v", err)
+	}
+}
+
+// TestRepairWithTheLogGone: a log whose only segment is gone, which the
+// log-end record says held entries, keeps nothing: repair says so and
+// what to do instead.
+func TestRepairWithTheLogGone(t *testing.T) {
+	dir := writeHistory(t, 4, 10, 0, 0)
+	crashed(t, dir)
+	segs := segments(t, dir)
+	if err := os.Remove(segs[0].path); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Repair(dir)
+	if err == nil || !strings.Contains(err.Error(), "nothing can be kept") || !strings.Contains(err.Error(), "log-end record") {
+		t.Fatalf("repair of a log whose entries are all gone: %v", err)
 	}
 }

@@ -25,6 +25,7 @@ func recovery(dataDir string) string {
 type storage struct {
 	log   *wal.WAL
 	snaps *snapStore
+	end   *logEnd
 }
 
 // openStorage checks the log and snapshots in raftDir and opens them. It
@@ -73,6 +74,11 @@ func openStorage(raftDir string, segSize int, hlog hclog.Logger, logger *slog.Lo
 		log.Close()
 		return nil, err
 	}
+	last, err := checkLogEndOf(raftDir, walDir, log, wc, sc)
+	if err != nil {
+		log.Close()
+		return nil, err
+	}
 	if err := removeCleanStop(raftDir); err != nil {
 		log.Close()
 		return nil, fmt.Errorf("clean-shutdown record in %s: %w", raftDir, err)
@@ -86,7 +92,30 @@ func openStorage(raftDir string, segSize int, hlog hclog.Logger, logger *slog.Lo
 		log.Close()
 		return nil, fmt.Errorf("open snapshots in %s: %w", raftDir, err)
 	}
-	return &storage{log: log, snaps: &snapStore{FileSnapshotStore: snaps, dataDir: filepath.Dir(raftDir)}}, nil
+	end, err := openLogEnd(raftDir, last)
+	if err != nil {
+		log.Close()
+		return nil, err
+	}
+	return &storage{log: log, snaps: &snapStore{FileSnapshotStore: snaps, dataDir: filepath.Dir(raftDir)}, end: end}, nil
+}
+
+// checkLogEndOf checks the opened log against the log-end record
+// (logend.go), and returns the log's last index.
+func checkLogEndOf(raftDir, walDir string, log *wal.WAL, wc walCheck, sc snapCheck) (uint64, error) {
+	last, err := log.LastIndex()
+	if err != nil {
+		return 0, err
+	}
+	var snap uint64
+	if s := sc.newest(); s != nil {
+		snap = s.meta.Index
+	}
+	tail := walDir
+	if len(wc.segs) > 0 {
+		tail = wc.segs[len(wc.segs)-1].path
+	}
+	return last, checkLogEnd(raftDir, last, snap, tail)
 }
 
 // checkOpenedLog checks the log raft-wal opened against the check of its
