@@ -193,3 +193,46 @@ func TestServeKVOffKeepsALostStoreRefused(t *testing.T) {
 		t.Fatalf("a lost store after a start with --kv=false: exit %d, want 1 refusing it:\n%s", code, out)
 	}
 }
+
+// TestServeRefusesALogCutAfterACrash: after an unclean stop, a log whose
+// last batches read as never written, though the log-end record says they
+// reached the disk, is refused naming the record — without it, that end
+// would pass for a write the crash interrupted; djinn repair reports the
+// entries lost and the server then starts (README, Disk damage).
+func TestServeRefusesALogCutAfterACrash(t *testing.T) {
+	n := newNode(t)
+	p := n.start(t)
+	mb := djinnpb.NewEventMailboxClient(dial(t, p.addr))
+	for range 5 {
+		if _, err := mb.Register(ctxT(t), &djinnpb.MailboxRegisterRequest{LeaseDurationNanos: int64(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A clean stop brings the record to the log's end; without its
+	// clean-shutdown record the directory is as a crash leaves it.
+	p.stop(t)
+	if err := os.Remove(filepath.Join(n.dir, "raft", "clean-shutdown")); err != nil {
+		t.Fatal(err)
+	}
+	seg, end := tailSegment(t, n.dir)
+	data, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clear(data[(end-1)/512*512 : end]) // the last written sector: the last batch reads as torn
+	if err := os.WriteFile(seg, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	serve := []string{"serve", "--data-dir", n.dir, "--listen", n.listen, "--admin", n.admin, "--raft", n.raft, "--discovery", n.discovery}
+	code, out := runBinary(t, serve...)
+	for _, want := range []string{seg, filepath.Join(n.dir, "raft", "log-end") + " records that entries up to", "acknowledged", "djinn repair --data-dir " + n.dir} {
+		if code != 1 || !strings.Contains(out, want) {
+			t.Fatalf("exit %d, want 1 with %q in:\n%s", code, want, out)
+		}
+	}
+	code, out = runBinary(t, "repair", "--data-dir", n.dir)
+	if code != 0 || !strings.Contains(out, "log-end record says") || !strings.Contains(out, "acknowledged: lost to this node") {
+		t.Fatalf("repair: exit %d:\n%s", code, out)
+	}
+	n.start(t).stop(t)
+}
