@@ -63,6 +63,13 @@ func (f *failStop) stored(last *raft.Log, err error) error {
 // are the log's end.
 func (f *failStop) DeleteRange(lo, hi uint64) error {
 	if f.end != nil {
+		first, err := f.LogStore.FirstIndex()
+		if err != nil {
+			return err
+		}
+		if lo <= first {
+			lo = 1 // the whole log: a snapshot installed holds what it held
+		}
 		if err := f.end.deleting(lo, hi); err != nil {
 			f.fail(err)
 			return err

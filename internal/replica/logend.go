@@ -218,6 +218,8 @@ func (e *logEnd) deleting(lo, hi uint64) error {
 	if hi < e.appended.Load() || lo == 0 {
 		return nil // the log's head: compaction
 	}
+	// The entries go: the record must not claim them, whatever a snapshot
+	// holds (lo is 1 when the whole log goes).
 	e.appended.Store(lo - 1)
 	if e.written < lo {
 		return nil

@@ -116,6 +116,14 @@ func TestFailStopLowersTheRecordFirst(t *testing.T) {
 	if len(inner.seen) != 1 || inner.seen[0] != 7 {
 		t.Fatalf("the record when the entries were deleted: %v, want 7", inner.seen)
 	}
+	// The whole log, as raft empties it once a snapshot is installed:
+	// the record holds nothing, the snapshot holds what the log held.
+	if err := f.DeleteRange(1, 7); err != nil {
+		t.Fatal(err)
+	}
+	if len(inner.seen) != 2 || inner.seen[1] != 0 {
+		t.Fatalf("the record when the whole log was deleted: %v, want 0", inner.seen)
+	}
 }
 
 // TestLogEndSlots: a record is read from the newer slot that checks out,
