@@ -76,16 +76,28 @@ func readCleanStop(dir string) (c cleanStop, ok bool, err error) {
 	return c, true, nil
 }
 
-// writeCleanStop writes the clean-shutdown file in dir: to a temporary
-// file, fsynced, renamed, and the directory fsynced.
+// writeCleanStop writes the clean-shutdown file in dir, durably.
 func writeCleanStop(dir string, c cleanStop) error {
-	path := filepath.Join(dir, shutdownName)
+	return writeDurably(dir, shutdownName, c.encode())
+}
+
+// removeCleanStop removes the clean-shutdown file, durably, so that a
+// crash from now on is not taken for a clean stop.
+func removeCleanStop(dir string) error {
+	return removeDurably(dir, shutdownName)
+}
+
+// writeDurably writes b as the file name in dir: to a temporary file,
+// fsynced, renamed, and the directory fsynced. A crash leaves the old
+// file or the new one, whole.
+func writeDurably(dir, name string, b []byte) error {
+	path := filepath.Join(dir, name)
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(c.encode())
+	_, err = f.Write(b)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -101,10 +113,10 @@ func writeCleanStop(dir string, c cleanStop) error {
 	return err
 }
 
-// removeCleanStop removes the clean-shutdown file, durably, so that a
-// crash from now on is not taken for a clean stop.
-func removeCleanStop(dir string) error {
-	err := os.Remove(filepath.Join(dir, shutdownName))
+// removeDurably removes the file name in dir, if there, and fsyncs the
+// directory.
+func removeDurably(dir, name string) error {
+	err := os.Remove(filepath.Join(dir, name))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
