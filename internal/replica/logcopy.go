@@ -44,6 +44,9 @@ func rebuildLog(walDir string, wc walCheck, first, last uint64) error {
 // copyStable copies raft's stable values (current term, vote) from the
 // old log's metadata.
 func copyStable(meta string, w *wal.WAL) error {
+	if _, err := os.Stat(meta); errors.Is(err, fs.ErrNotExist) {
+		return nil // the log's directory is gone: nothing to copy
+	}
 	var kv [][2][]byte
 	err := withMeta(meta, true, func(tx *bbolt.Tx) error {
 		b := tx.Bucket([]byte(metadb.StableBucket))

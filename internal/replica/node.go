@@ -317,11 +317,13 @@ func nodeID(dir, configured string) (string, error) {
 	return id, nil
 }
 
-// HasLog reports whether dataDir holds a node's log already.
+// HasLog reports whether dataDir holds a node's log already, or held one:
+// its witness (witness.go) outlives a log directory lost.
 func HasLog(dataDir string) bool {
 	segs, _ := filepath.Glob(filepath.Join(dataDir, "raft", "wal", "*.wal"))
 	_, err := os.Stat(filepath.Join(dataDir, "raft", "wal", "wal-meta.db"))
-	return len(segs) > 0 || err == nil
+	_, werr := os.Stat(filepath.Join(dataDir, "raft", witnessName))
+	return len(segs) > 0 || err == nil || werr == nil
 }
 
 // lostNodeID is the damage of a node-id file gone or empty beside a log.

@@ -108,8 +108,13 @@ func Repair(dataDir string) (RepairReport, error) {
 	case err != nil:
 		return rep, err
 	}
+	wf, err := findWitness(raftDir, wc)
+	if err != nil {
+		return rep, err
+	}
 	p := plan(wc, sc, clean, wasClean)
 	p.recorded(recorded)
+	p.witnessed(wf)
 	rep.Found = append(rep.Found, p.found...)
 	rep.Dropped = p.dropped
 	rep.Snapshot, rep.First, rep.Last = p.snapshot, p.first, p.last
@@ -117,13 +122,13 @@ func Repair(dataDir string) (RepairReport, error) {
 	if p.empty {
 		return rep, fmt.Errorf("data directory %s: nothing can be kept: %s; restore it from a backup, or replace this member of its cluster", dataDir, strings.Join(p.found, "; "))
 	}
-	if !p.rebuild && len(p.dropSnaps) == 0 && d == nil && dl == nil {
+	if !p.rebuild && len(p.dropSnaps) == 0 && d == nil && dl == nil && wf.damage == nil {
 		return rep, nil
 	}
 	if rep.Saved, err = freeDir(dataDir); err != nil {
 		return rep, err
 	}
-	return rep, p.apply(raftDir, rep.Saved, wc)
+	return rep, p.apply(raftDir, rep.Saved, wc, wf.bad)
 }
 
 // repairPlan is what Repair keeps and drops.
@@ -208,6 +213,57 @@ func (p *repairPlan) recorded(index uint64) {
 	p.rebuild = true
 }
 
+// witnessFound is what Repair finds of the log's witness (witness.go).
+type witnessFound struct {
+	// damage is the witness damaged or disagreeing with the log's
+	// metadata, or the log's loss of entries it witnessed.
+	damage *disk.DamageError
+	from   uint64 // with the log's loss, the first entry lost; else 0
+	bad    bool   // the witness is damaged or wrong: it is moved aside
+}
+
+// findWitness checks the checked log of raftDir against its witness.
+func findWitness(raftDir string, wc walCheck) (witnessFound, error) {
+	w, ok, err := readWitness(raftDir)
+	var d *disk.DamageError
+	switch {
+	case errors.As(err, &d):
+		return witnessFound{damage: d, bad: true}, nil
+	case err != nil || !ok:
+		return witnessFound{}, err
+	}
+	d, lost := w.check(raftDir, wc)
+	f := witnessFound{damage: d, bad: d != nil && !lost}
+	if lost {
+		f.from = w.BaseIndex
+	}
+	return f, nil
+}
+
+// witnessed takes the log's witness into account: a segment it names
+// that the log lost held acknowledged entries from its first index on.
+func (p *repairPlan) witnessed(f witnessFound) {
+	if f.damage == nil {
+		return
+	}
+	p.found = append(p.found, f.damage.Error())
+	kept := max(p.last, p.snapshot)
+	if f.from <= kept || p.empty {
+		return
+	}
+	if kept == 0 {
+		p.empty = true
+		return
+	}
+	if p.lost[1] == 0 {
+		p.lost[0] = kept + 1
+		p.dropped = append(p.dropped, "")
+	}
+	p.lost[1] = max(p.lost[1], f.from)
+	p.dropped[len(p.dropped)-1] = fmt.Sprintf("%s and any later ones the lost segment held, acknowledged: lost to this node", entries(p.lost[0], p.lost[1]))
+	p.rebuild = true
+}
+
 // entries names the log entries first..last.
 func entries(first, last uint64) string {
 	if first == last {
@@ -274,7 +330,7 @@ func segEnd(s segCheck) uint64 {
 
 // apply carries the plan out: snapshots dropped and a log rewritten are
 // moved into saved.
-func (p repairPlan) apply(raftDir, saved string, wc walCheck) error {
+func (p repairPlan) apply(raftDir, saved string, wc walCheck, badWitness bool) error {
 	for _, dir := range p.dropSnaps {
 		if err := moveInto(dir, filepath.Join(saved, snapDirName)); err != nil {
 			return err
@@ -285,7 +341,7 @@ func (p repairPlan) apply(raftDir, saved string, wc walCheck) error {
 		if err := rebuildLog(walDir, wc, p.first, p.last); err != nil {
 			return err
 		}
-		if err := moveInto(walDir, saved); err != nil {
+		if err := moveAside(walDir, saved); err != nil {
 			return err
 		}
 		if err := os.Rename(walDir+".repair", walDir); err != nil {
@@ -294,15 +350,31 @@ func (p repairPlan) apply(raftDir, saved string, wc walCheck) error {
 	}
 	// The log kept may end before the log-end record: the next start
 	// makes a new one.
-	if _, err := os.Stat(filepath.Join(raftDir, logEndName)); err == nil {
-		if err := moveInto(filepath.Join(raftDir, logEndName), saved); err != nil {
+	if err := moveAside(filepath.Join(raftDir, logEndName), saved); err != nil {
+		return err
+	}
+	if badWitness {
+		if err := moveAside(filepath.Join(raftDir, witnessName), saved); err != nil {
 			return err
 		}
+	}
+	// A log rewritten numbers its segments from the start again: the
+	// witness names its newest segment holding entries.
+	if err := rewriteWitness(raftDir); err != nil {
+		return err
 	}
 	if err := removeCleanStop(raftDir); err != nil {
 		return err
 	}
 	return syncDir(raftDir)
+}
+
+// moveAside moves path, if there, into the directory into.
+func moveAside(path, into string) error {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return moveInto(path, into)
 }
 
 // freeDir returns the first damaged-N directory in dataDir that does not

@@ -147,6 +147,9 @@ func replaceLog(t *testing.T, dir string, first, last uint64) {
 	if err := os.Rename(walDir+".repair", walDir); err != nil {
 		t.Fatal(err)
 	}
+	if err := rewriteWitness(filepath.Join(dir, "raft")); err != nil {
+		t.Fatal(err)
+	}
 	crashed(t, dir)
 }
 

@@ -11,6 +11,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
+	rawfs "github.com/hashicorp/raft-wal/fs"
+	"github.com/hashicorp/raft-wal/segment"
 
 	"github.com/djinn-go/djinn/internal/disk"
 )
@@ -31,7 +33,8 @@ type storage struct {
 // openStorage checks the log and snapshots in raftDir and opens them. It
 // refuses (with a *disk.DamageError) storage that would not give back
 // everything it acknowledged: damage in the log or the snapshots, a log
-// that ends before where a clean shutdown left it, a snapshot that
+// that ends before where a clean shutdown left it or that lost a segment
+// its witness says held acknowledged entries, a snapshot that
 // disagrees with the log. A torn last write, never acknowledged, is left
 // out and logged.
 func openStorage(raftDir string, segSize int, hlog hclog.Logger, logger *slog.Logger) (*storage, error) {
@@ -40,15 +43,9 @@ func openStorage(raftDir string, segSize int, hlog hclog.Logger, logger *slog.Lo
 	if err != nil {
 		return nil, err
 	}
-	if err := checkWALMeta(walDir); err != nil {
-		return nil, err
-	}
-	wc, err := checkWAL(walDir, false)
+	wc, walFS, err := checkLog(raftDir)
 	if err != nil {
 		return nil, err
-	}
-	if wc.damage != nil {
-		return nil, wc.damage
 	}
 	sc, err := checkSnapshots(raftDir, false)
 	if err != nil {
@@ -62,7 +59,7 @@ func openStorage(raftDir string, segSize int, hlog hclog.Logger, logger *slog.Lo
 		return nil, fmt.Errorf("raft metrics: %w", err)
 	}
 	log, err := wal.Open(walDir, wal.WithSegmentSize(segSize),
-		wal.WithMetricsCollector(telemetry.wal))
+		wal.WithMetricsCollector(telemetry.wal), wal.WithSegmentFiler(segment.NewFiler(walDir, walFS)))
 	if err != nil {
 		return nil, fmt.Errorf("open log in %s: %w", walDir, err)
 	}
@@ -116,6 +113,34 @@ func checkLogEndOf(raftDir, walDir string, log *wal.WAL, wc walCheck, sc snapChe
 		tail = wc.segs[len(wc.segs)-1].path
 	}
 	return last, checkLogEnd(raftDir, last, snap, tail)
+}
+
+// checkLog checks the log's files in raftDir before raft-wal opens them:
+// its metadata, every segment, and the log against its witness
+// (witness.go). It returns the file system to open the log through, which
+// keeps the witness.
+func checkLog(raftDir string) (walCheck, *witnessFS, error) {
+	walDir := filepath.Join(raftDir, "wal")
+	w, witnessed, err := readWitness(raftDir)
+	if err != nil {
+		return walCheck{}, nil, err
+	}
+	if err := checkWALMeta(walDir); err != nil {
+		return walCheck{}, nil, err
+	}
+	wc, err := checkWAL(walDir, false)
+	if err != nil {
+		return wc, nil, err
+	}
+	if wc.damage != nil {
+		return wc, nil, wc.damage
+	}
+	if witnessed {
+		if d, _ := w.check(raftDir, wc); d != nil {
+			return wc, nil, d
+		}
+	}
+	return wc, newWitnessFS(raftDir, rawfs.New(), w, witnessed), nil
 }
 
 // checkOpenedLog checks the log raft-wal opened against the check of its
