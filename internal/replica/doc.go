@@ -42,6 +42,13 @@
 //   - the record a clean shutdown leaves (shutdown.go): after one, a log
 //     that ends earlier than recorded is damage, whatever its last batch
 //     looks like.
+//   - the log's witness (witness.go): the newest segment a batch was
+//     fsynced in, written once per segment before that batch is
+//     acknowledged. raft-wal makes a segment's file durable only with its
+//     first batch, so a last segment missing or empty may be one a crash
+//     left before any; the witness says whether one was acknowledged. A
+//     witnessed segment that serves no entry, or that the log's metadata
+//     does not list, lost acknowledged entries.
 //   - every snapshot's meta.json against its name, the newest one's data
 //     against meta.json (a header repeats the index, term and
 //     configuration: snapstore.go) and its CRC, and the newest snapshot
