@@ -89,6 +89,9 @@ func readWALMeta(dir string) (st types.PersistentState, ok bool, err error) {
 
 // withMeta runs fn in a transaction of the metadata file at path.
 func withMeta(path string, readOnly bool, fn func(*bbolt.Tx) error) error {
+	if d := metaCut(path); d != nil {
+		return d
+	}
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: readOnly, Timeout: metaTimeout})
 	if errors.Is(err, bbolt.ErrTimeout) {
 		return fmt.Errorf("%s is locked: is a djinn server running on this data directory? stop it first", path)

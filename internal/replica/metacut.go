@@ -1,0 +1,85 @@
+package replica
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"os"
+
+	"github.com/djinn-go/djinn/internal/disk"
+)
+
+// The metadata file is a bbolt database (go.etcd.io/bbolt v1.3): pages of
+// the size its meta pages record. Its first two pages are meta pages: a
+// 16-byte page header, then the magic number, version, page size, flags,
+// the root bucket (16 bytes), the freelist's page, the high-water page id
+// (the pages in use), the transaction id and an FNV-64a checksum of the
+// bytes before it, in the machine's byte order. bbolt maps the file and
+// faults on a page in use beyond its end.
+const (
+	boltPageHeader = 16
+	boltMetaLen    = 64
+	boltMagic      = 0xED0CDAED
+	boltVersion    = 2
+)
+
+// boltMeta is what a meta page of the metadata file says.
+type boltMeta struct {
+	pageSize, pages, txid uint64
+}
+
+// readBoltMeta reads the meta page at off; ok is false if it does not
+// check out.
+func readBoltMeta(f *os.File, off int64) (m boltMeta, ok bool) {
+	b := make([]byte, boltMetaLen)
+	if _, err := f.ReadAt(b, off+boltPageHeader); err != nil {
+		return m, false
+	}
+	e := binary.NativeEndian
+	h := fnv.New64a()
+	h.Write(b[:56])
+	if e.Uint32(b) != boltMagic || e.Uint32(b[4:]) != boltVersion || h.Sum64() != e.Uint64(b[56:]) {
+		return m, false
+	}
+	return boltMeta{pageSize: uint64(e.Uint32(b[8:])), pages: e.Uint64(b[40:]), txid: e.Uint64(b[48:])}, true
+}
+
+// metaCut returns damage when the metadata file at path is cut short:
+// empty, or shorter than the pages its newest meta page has in use. nil:
+// it is not, or it cannot tell (bbolt's own checks then apply).
+func metaCut(path string) *disk.DamageError {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil
+	}
+	size := st.Size()
+	if size == 0 {
+		return &disk.DamageError{Path: path, Offset: -1, Problem: "the log's metadata file is empty (0 bytes): it was cut, " +
+			"and the list of the log's segments and raft's term and vote with it"}
+	}
+	m, ok := readBoltMeta(f, 0)
+	pageSize := int64(os.Getpagesize())
+	if ok && m.pageSize > 0 {
+		pageSize = int64(m.pageSize)
+	}
+	if m1, ok1 := readBoltMeta(f, pageSize); ok1 && (!ok || m1.txid > m.txid) {
+		m, ok = m1, true
+	}
+	if !ok && size < 2*pageSize {
+		return &disk.DamageError{Path: path, Offset: size, Problem: fmt.Sprintf(
+			"the log's metadata file is cut short: it is %d bytes, too few for its first two pages", size)}
+	}
+	if !ok || m.pageSize == 0 {
+		return nil
+	}
+	if need := m.pages * m.pageSize; uint64(size) < need {
+		return &disk.DamageError{Path: path, Offset: size, Problem: fmt.Sprintf(
+			"the log's metadata file is cut short: it is %d bytes, and its pages in use take %d", size, need)}
+	}
+	return nil
+}
