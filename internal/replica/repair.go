@@ -122,7 +122,7 @@ func Repair(dataDir string) (RepairReport, error) {
 	if p.empty {
 		return rep, fmt.Errorf("data directory %s: nothing can be kept: %s; restore it from a backup, or replace this member of its cluster", dataDir, strings.Join(p.found, "; "))
 	}
-	if !p.rebuild && len(p.dropSnaps) == 0 && d == nil && dl == nil && wf.damage == nil {
+	if !p.rebuild && len(p.dropSnaps) == 0 && d == nil && dl == nil && wf.damage == nil && !p.staleRecord {
 		return rep, nil
 	}
 	if rep.Saved, err = freeDir(dataDir); err != nil {
@@ -140,6 +140,7 @@ type repairPlan struct {
 	lost           [2]uint64 // the acknowledged entries dropped
 	rebuild        bool      // the log must be rewritten with first..last
 	empty          bool      // nothing can be kept
+	staleRecord    bool      // the clean-shutdown record is older than the log
 }
 
 func plan(wc walCheck, sc snapCheck, clean cleanStop, wasClean bool) repairPlan {
@@ -156,6 +157,10 @@ func plan(wc walCheck, sc snapCheck, clean cleanStop, wasClean bool) repairPlan 
 	}
 	var end uint64 // the last entry the log held, as far as can be told
 	p.first, p.last, end = p.logPrefix(wc)
+	if wasClean && end > clean.LastIndex {
+		p.found = append(p.found, fmt.Sprintf("the record of the last clean shutdown says the log ended at entry %d, but it goes on to entry %d: the record is older than the log, and is dropped", clean.LastIndex, end))
+		p.staleRecord, wasClean = true, false
+	}
 	// Damage in the last segment may hide entries after it, unless a clean
 	// shutdown recorded where the log ended.
 	hidden := len(wc.segs) > 0 && !wasClean && (wc.segs[len(wc.segs)-1].damage != nil || wc.segs[len(wc.segs)-1].after != nil)
@@ -362,6 +367,11 @@ func (p repairPlan) apply(raftDir, saved string, wc walCheck, badWitness bool) e
 	// witness names its newest segment holding entries.
 	if err := rewriteWitness(raftDir); err != nil {
 		return err
+	}
+	if p.staleRecord {
+		if err := moveInto(filepath.Join(raftDir, shutdownName), saved); err != nil {
+			return err
+		}
 	}
 	if err := removeCleanStop(raftDir); err != nil {
 		return err

@@ -137,3 +137,19 @@ func syncDir(dir string) error {
 	}
 	return err
 }
+
+// staleCleanStop is the damage of a clean-shutdown record older than the
+// log beside it, whose tail segment is at walFile: the log goes on after
+// the index the record says it ended at (or its entry there is of a later
+// term), so the node ran after that stop.
+func staleCleanStop(walFile string, clean cleanStop, last, term uint64) *disk.DamageError {
+	path := filepath.Join(filepath.Dir(filepath.Dir(walFile)), shutdownName)
+	what := fmt.Sprintf("the log goes on to index %d", last)
+	if last == clean.LastIndex {
+		what = fmt.Sprintf("the log's entry %d is of term %d, not %d", last, term, clean.LastTerm)
+	}
+	return &disk.DamageError{Path: path, Offset: -1, Problem: fmt.Sprintf(
+		"the record of the last clean shutdown says the log ended at index %d, but %s: the record is older than the log "+
+			"(restored from an older copy?); if the log is intact, remove %s and start again (the log is then checked as after a crash)",
+		clean.LastIndex, what, path)}
+}

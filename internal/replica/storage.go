@@ -182,6 +182,9 @@ func matchCleanStop(log *wal.WAL, tail *segCheck, clean cleanStop, last uint64) 
 	if tail != nil {
 		where, off = tail.path, tail.keptEnd
 	}
+	if last > clean.LastIndex && tail != nil {
+		return staleCleanStop(tail.path, clean, last, 0)
+	}
 	if last != clean.LastIndex {
 		return &disk.DamageError{Path: where, Offset: off, Problem: fmt.Sprintf(
 			"the node stopped cleanly with its log at index %d, but the log now ends at index %d: its last entries are damaged", clean.LastIndex, last)}
@@ -192,6 +195,9 @@ func matchCleanStop(log *wal.WAL, tail *segCheck, clean cleanStop, last uint64) 
 	var e raft.Log
 	if err := log.GetLog(last, &e); err != nil {
 		return &disk.DamageError{Path: where, Offset: -1, Problem: fmt.Sprintf("the log's last entry, %d, cannot be read: %v", last, err)}
+	}
+	if e.Term > clean.LastTerm && tail != nil {
+		return staleCleanStop(tail.path, clean, last, e.Term)
 	}
 	if e.Term != clean.LastTerm {
 		return &disk.DamageError{Path: where, Offset: -1, Problem: fmt.Sprintf(
