@@ -32,6 +32,9 @@ func rebuildLog(walDir string, wc walCheck, first, last uint64) error {
 	if err == nil && last > 0 {
 		err = copyEntries(wc, first, last, w)
 	}
+	if err == nil && last > 0 {
+		err = termAtLeast(w, last)
+	}
 	if cerr := w.Close(); err == nil {
 		err = cerr
 	}

@@ -157,6 +157,10 @@ func plan(wc walCheck, sc snapCheck, clean cleanStop, wasClean bool) repairPlan 
 	}
 	var end uint64 // the last entry the log held, as far as can be told
 	p.first, p.last, end = p.logPrefix(wc)
+	if wc.stale != nil {
+		p.found = append(p.found, wc.stale.Error()+"; the log is rebuilt from its segments")
+		p.rebuild = true
+	}
 	if wasClean && end > clean.LastIndex {
 		p.found = append(p.found, fmt.Sprintf("the record of the last clean shutdown says the log ended at entry %d, but it goes on to entry %d: the record is older than the log, and is dropped", clean.LastIndex, end))
 		p.staleRecord, wasClean = true, false

@@ -28,6 +28,9 @@ type walCheck struct {
 	damage *disk.DamageError
 	// first and last are the indexes the log serves (0, 0: none).
 	first, last uint64
+	// stale is the damage of a metadata file older than the segments
+	// (walstale.go); segs are then as the files tell them.
+	stale *disk.DamageError
 }
 
 // segCheck is what checking one segment found.
@@ -114,9 +117,19 @@ func checkWAL(dir string, all bool) (walCheck, error) {
 	if err != nil || !ok {
 		return c, err
 	}
-	for i, info := range st.Segments {
+	segs, stale, err := onDisk(dir, st)
+	if err != nil {
+		return c, err
+	}
+	if stale != nil {
+		c.stale, c.damage = stale, stale
+		if !all {
+			return c, nil
+		}
+	}
+	for i, info := range segs {
 		tail := info.SealTime.IsZero()
-		if tail && i != len(st.Segments)-1 {
+		if tail && i != len(segs)-1 {
 			return c, &disk.DamageError{Path: filepath.Join(dir, metadb.FileName), Offset: -1, Problem: "the log's metadata lists an unsealed segment before others"}
 		}
 		s, err := checkSegment(filepath.Join(dir, segment.FileName(info)), info, tail)
@@ -130,6 +143,9 @@ func checkWAL(dir string, all bool) (walCheck, error) {
 		if c.damage != nil && !all {
 			return c, nil
 		}
+	}
+	if err := c.sealedTail(dir, all); err != nil {
+		return c, err
 	}
 	if c.damage == nil {
 		c.first, c.last = servedRange(c.segs)
