@@ -236,3 +236,68 @@ func TestServeRefusesALogCutAfterACrash(t *testing.T) {
 	}
 	n.start(t).stop(t)
 }
+
+// TestServeRefusesAnOlderLogMetadata: djinn serve on a data directory
+// whose log metadata (raft/wal/wal-meta.db) was restored from a copy taken
+// before the log moved on to newer segments exits with status 1 naming
+// the file, instead of serving the log cut short and never becoming ready;
+// djinn repair rebuilds the log from its segments, losing nothing (README,
+// Disk damage).
+func TestServeRefusesAnOlderLogMetadata(t *testing.T) {
+	n := newNode(t)
+	cfg := filepath.Join(t.TempDir(), "djinn.toml")
+	if err := os.WriteFile(cfg, []byte("[raft-tuning]\nwal-segment-size = 65536\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := n.start(t, "--config", cfg)
+	mb := djinnpb.NewEventMailboxClient(dial(t, p.addr))
+	if _, err := mb.Register(ctxT(t), &djinnpb.MailboxRegisterRequest{LeaseDurationNanos: int64(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	p.stop(t)
+	meta := filepath.Join(n.dir, "raft", "wal", "wal-meta.db")
+	old, err := os.ReadFile(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Each registration is a log entry: enough of them fill the 64 KiB
+	// segment, and the log moves on to a new one.
+	p = n.start(t, "--config", cfg)
+	mb = djinnpb.NewEventMailboxClient(dial(t, p.addr))
+	for i := 0; segmentCount(t, n.dir) < 2; i++ {
+		if i == 100000 {
+			t.Fatal("the log never moved on to a second segment")
+		}
+		if _, err := mb.Register(ctxT(t), &djinnpb.MailboxRegisterRequest{LeaseDurationNanos: int64(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.stop(t)
+	if err := os.WriteFile(meta, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	serve := []string{"serve", "--config", cfg, "--data-dir", n.dir, "--listen", n.listen, "--admin", n.admin, "--raft", n.raft, "--discovery", n.discovery}
+	code, out := runBinary(t, serve...)
+	for _, want := range []string{meta + ": the log's metadata is older than its segments", "djinn repair --data-dir " + n.dir} {
+		if code != 1 || !strings.Contains(out, want) {
+			t.Fatalf("exit %d, want 1 with %q in:\n%s", code, want, out)
+		}
+	}
+	code, out = runBinary(t, "repair", "--data-dir", n.dir)
+	if code != 0 || !strings.Contains(out, "older than its segments") || strings.Contains(out, "lost to this node") {
+		t.Fatalf("repair: exit %d, want 0 rebuilding the log with nothing lost:\n%s", code, out)
+	}
+	n.start(t, "--config", cfg).stop(t)
+}
+
+// segmentCount returns how many log segment files dir holds.
+func segmentCount(t *testing.T, dir string) int {
+	t.Helper()
+	segs, err := filepath.Glob(filepath.Join(dir, "raft", "wal", "*.wal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(segs)
+}
