@@ -301,3 +301,55 @@ func segmentCount(t *testing.T, dir string) int {
 	}
 	return len(segs)
 }
+
+// TestServeRefusesALostSegment: djinn serve on a data directory whose
+// last log segment, holding acknowledged registrations, was removed after
+// a SIGKILL exits with status 1 naming the segment and `djinn repair`,
+// rather than start without those registrations; djinn repair says which
+// entries it dropped, and the server then starts (README, Disk damage).
+func TestServeRefusesALostSegment(t *testing.T) {
+	n := newNode(t)
+	cfg := filepath.Join(t.TempDir(), "djinn.toml")
+	if err := os.WriteFile(cfg, []byte("[raft-tuning]\nwal-segment-size = 65536\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := n.start(t, "--config", cfg)
+	mb := djinnpb.NewEventMailboxClient(dial(t, p.addr))
+	register := func() {
+		t.Helper()
+		if _, err := mb.Register(ctxT(t), &djinnpb.MailboxRegisterRequest{LeaseDurationNanos: int64(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Registrations until the log starts a second segment, then three in it.
+	walDir := filepath.Join(n.dir, "raft", "wal")
+	for i := 0; ; i++ {
+		if segs, _ := filepath.Glob(filepath.Join(walDir, "*.wal")); len(segs) > 1 {
+			break
+		}
+		if i == 100000 {
+			t.Fatal("100000 registrations and the log has one segment of 64 KiB")
+		}
+		register()
+	}
+	for range 3 {
+		register()
+	}
+	p.kill()
+	seg, _ := tailSegment(t, n.dir)
+	if err := os.Remove(seg); err != nil {
+		t.Fatal(err)
+	}
+	serve := []string{"serve", "--config", cfg, "--data-dir", n.dir, "--listen", n.listen, "--admin", n.admin, "--raft", n.raft, "--discovery", n.discovery}
+	code, out := runBinary(t, serve...)
+	for _, want := range []string{seg + ": the log's last segment is gone", "acknowledged: they are lost", "to recover", "djinn repair --data-dir " + n.dir} {
+		if code != 1 || !strings.Contains(out, want) {
+			t.Fatalf("exit %d, want 1 with %q in:\n%s", code, want, out)
+		}
+	}
+	code, out = runBinary(t, "repair", "--data-dir", n.dir)
+	if code != 0 || !strings.Contains(out, "acknowledged: lost to this node") {
+		t.Fatalf("repair: exit %d:\n%s", code, out)
+	}
+	n.start(t, "--config", cfg).stop(t)
+}
