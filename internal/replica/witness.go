@@ -31,7 +31,7 @@ import (
 // names a segment whose batch is not on disk, and every acknowledged
 // batch is in the segment it names or an older one.
 //
-// At start (checkWitness): a witness naming the last segment while that
+// At start (checkLog, witness.check): a witness naming the last segment while that
 // segment serves no entry, or naming a segment newer than every one the
 // log's metadata lists, means acknowledged entries are gone, and the node
 // refuses. A witness naming an older segment is what compaction and a
