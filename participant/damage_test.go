@@ -13,12 +13,13 @@ import (
 	"github.com/djinn-go/djinn/participant"
 )
 
-// written is a closed store's log and where each of its batch frames
-// starts.
+// written is a closed store's log, where each of its batch frames
+// starts, and where its frames end.
 type written struct {
 	dir    string
 	data   []byte
 	frames []int // the offset of each batch frame, in order
+	end    int
 }
 
 // writeStore makes a store, applies one batch per record, closes it and
@@ -32,13 +33,10 @@ func writeStore(t *testing.T, recs ...participant.Op) written {
 	}
 	path := filepath.Join(w.dir, "store.log")
 	for _, r := range recs {
-		st, err := os.Stat(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.frames = append(w.frames, int(st.Size()))
+		w.frames = append(w.frames, int(participant.LogEnd(s)))
 		apply(t, s, r)
 	}
+	w.end = int(participant.LogEnd(s))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +46,8 @@ func writeStore(t *testing.T, recs ...participant.Op) written {
 	return w
 }
 
-// with writes data as the log of a new directory and returns it.
+// with writes data as the log of a new directory and returns it: the
+// store as a crash leaves it, with no record of a clean close.
 func with(t *testing.T, data []byte) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -64,15 +63,18 @@ func flip(data []byte, off int, bit uint) []byte {
 	return b
 }
 
-// TestFileStoreDamage: a damaged log is refused, naming the file and the
-// offset, and left as it was; a torn last frame — a write a crash
-// interrupted, never acknowledged — is cut off and every earlier write is
-// kept.
+// TestFileStoreDamage: a damaged log, or one cut short anywhere, is
+// refused, naming the file and the offset, and left as it was; a torn last
+// frame — a write a crash interrupted, never acknowledged: a sector of it
+// never written, and nothing but never-written space after it — is cut
+// off and every earlier write is kept.
 func TestFileStoreDamage(t *testing.T) {
 	big := strings.Repeat("v", 2000)
 	w := writeStore(t, put("a", "1"), put("b", "2"), put("c", big))
 	last := w.frames[2]
 	sector := (last/disk.SectorSize + 1) * disk.SectorSize
+	headless := zero(w.data, last, sector-last)
+	dataAfter := flip(zero(w.data, sector, disk.SectorSize), w.end+600, 0)
 	for _, tc := range []struct {
 		name    string
 		data    []byte
@@ -85,10 +87,16 @@ func TestFileStoreDamage(t *testing.T) {
 		{"last frame: a flipped bit", flip(w.data, last+100, 5), last, ""},
 		{"last frame: its length damaged", flip(w.data, last+1, 2), last, ""},
 		{"last frame: its checksum damaged", flip(w.data, last+5, 0), last, ""},
-		{"torn tail: cut short", w.data[:len(w.data)-700], -1, "a=1 b=2 "},
-		{"torn tail: header cut short", w.data[:last+5], -1, "a=1 b=2 "},
+		{"cut inside the last frame", w.data[:w.end-700], last, ""},
+		{"cut inside the last frame's head", w.data[:last+5], last, ""},
+		{"cut where a frame ends", w.data[:last], last, ""},
+		{"cut where the frames end", w.data[:w.end], w.end, ""},
+		{"cut to half", w.data[:len(w.data)/2], len(w.data) / 2, ""},
+		{"extended", append(bytes.Clone(w.data), make([]byte, 100)...), len(w.data) + 100, ""},
+		{"last frame: a sector of zeros, data after it", dataAfter, last, ""},
 		{"torn tail: a sector never written", zero(w.data, sector, disk.SectorSize), -1, "a=1 b=2 "},
 		{"torn tail: only its header written", zero(w.data, last+8, len(w.data)-last-8), -1, "a=1 b=2 "},
+		{"torn tail: its head never written", headless, -1, "a=1 b=2 "},
 		{"no damage", w.data, -1, "a=1 b=2 c=" + big + " "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -130,7 +138,8 @@ func zero(data []byte, off, n int) []byte {
 func TestFileStoreEveryFlippedBitIsFound(t *testing.T) {
 	w := writeStore(t, put("a", "1"), del("a"), put("b", "2"), put("c", strings.Repeat("3", 600)))
 	want := "b=2 c=" + strings.Repeat("3", 600) + " "
-	for off := range w.data {
+	// The frames and the start of the never-written space after them.
+	for off := range w.end + 600 {
 		for _, bit := range []uint{0, 6} {
 			data := flip(w.data, off, bit)
 			s, err := participant.OpenFileStore(with(t, data))

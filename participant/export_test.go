@@ -7,3 +7,21 @@ func BreakFile(s *FileStore) {
 	defer s.mu.Unlock()
 	s.f.Close()
 }
+
+// LogEnd returns where the store's frames end in its log.
+func LogEnd(s *FileStore) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.end
+}
+
+// V1Log returns a version 1 log (written before extents and numbered
+// batches) with crash count count and one batch frame per op.
+func V1Log(count int64, ops ...Op) []byte {
+	log := appendFrame(nil, append([]byte{frameHeader}, storeMagicV1...))
+	log = append(log, countFrame(count)...)
+	for _, op := range ops {
+		log = append(log, appendFrame(nil, encodeBatch([]Op{op}))...)
+	}
+	return log
+}

@@ -15,6 +15,12 @@ import (
 // frames and batch frames follow. Each write is one frame (the batches of a
 // group commit share one), so a crash can tear only the last frame, and a
 // frame with a good frame after it was written whole before it.
+//
+// Version 2 (the header storeMagic) numbers its batch frames and keeps the
+// file in zero-filled extents (see extent.go), so that a torn write is
+// recognised rather than assumed. Version 1 (storeMagicV1) did neither: its
+// logs are still read, by the rule of scanV1, and rewritten as version 2
+// when opened.
 
 const (
 	logName = "store.log"
@@ -24,14 +30,23 @@ const (
 
 	frameHeader = 'H'
 	frameCount  = 'C'
-	frameBatch  = 'B'
+	// frameBatch is version 1's batch frame: its type, then the changes.
+	frameBatch = 'B'
+	// frameNumbered is version 2's batch frame: its type, its sequence
+	// number (8 bytes, big-endian), then the changes.
+	frameNumbered = 'N'
 
-	storeMagic = "djinn-participant-store/1"
+	storeMagicV1 = "djinn-participant-store/1"
+	storeMagic   = "djinn-participant-store/2"
+	// magicPrefix starts every version's header.
+	magicPrefix = "djinn-participant-store/"
 
 	// frameHead is the length of a frame's length and checksum.
 	frameHead = 8
 	// maxFrame bounds a frame's length when reading.
 	maxFrame = 1 << 30
+	// seqLen is the length of a numbered batch frame's sequence number.
+	seqLen = 8
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -63,22 +78,28 @@ func countFrame(n int64) []byte {
 	return appendFrame(nil, binary.BigEndian.AppendUint64([]byte{frameCount}, uint64(n)))
 }
 
-// batchFrame returns one batch frame holding n changes, encoded by
-// appendOps into ops.
-func batchFrame(n int, ops []byte) []byte {
-	return appendFrame(nil, batchPayload(n, ops))
+// batchFrame returns one numbered batch frame with sequence number seq
+// holding n changes, encoded by appendOps into ops.
+func batchFrame(seq uint64, n int, ops []byte) []byte {
+	payload := make([]byte, 0, 1+seqLen+binary.MaxVarintLen64+len(ops))
+	payload = append(payload, frameNumbered)
+	payload = binary.BigEndian.AppendUint64(payload, seq)
+	payload = binary.AppendUvarint(payload, uint64(n))
+	return appendFrame(nil, append(payload, ops...))
 }
 
-// appendBatchFrame appends to dst one batch frame holding the changes of
-// batches, in order: the frame batchFrame makes of them, encoded in place.
-func appendBatchFrame(dst []byte, batches [][]Op) []byte {
+// appendBatchFrame appends to dst one numbered batch frame, sequence
+// number seq, holding the changes of batches, in order: the frame
+// batchFrame makes of them, encoded in place.
+func appendBatchFrame(dst []byte, seq uint64, batches [][]Op) []byte {
 	n := 0
 	for _, ops := range batches {
 		n += len(ops)
 	}
 	start := len(dst)
 	dst = append(dst, make([]byte, frameHead)...)
-	dst = append(dst, frameBatch)
+	dst = append(dst, frameNumbered)
+	dst = binary.BigEndian.AppendUint64(dst, seq)
 	dst = binary.AppendUvarint(dst, uint64(n))
 	for _, ops := range batches {
 		dst = appendOps(dst, ops)
@@ -89,15 +110,9 @@ func appendBatchFrame(dst []byte, batches [][]Op) []byte {
 	return dst
 }
 
-// encodeBatch returns the payload of a batch frame holding ops.
-func encodeBatch(ops []Op) []byte { return batchPayload(len(ops), appendOps(nil, ops)) }
-
-func batchPayload(n int, ops []byte) []byte {
-	payload := make([]byte, 0, 1+binary.MaxVarintLen64+len(ops))
-	payload = append(payload, frameBatch)
-	payload = binary.AppendUvarint(payload, uint64(n))
-	return append(payload, ops...)
-}
+// maxWrite bounds the frame one write appends: a group of at most maxGroup
+// bytes of changes.
+const maxWrite = frameHead + 1 + seqLen + binary.MaxVarintLen64 + maxGroup
 
 // opsSize returns the length of appendOps' encoding of ops.
 func opsSize(ops []Op) int {
@@ -184,25 +199,46 @@ type logFrame struct {
 	payload []byte
 }
 
-// span is a range of a log's bytes.
-type span struct{ from, to int }
+// span is a range of a log's bytes, and what is wrong with it.
+type span struct {
+	from, to int
+	problem  string
+	cut      bool // the log was cut short at to
+}
 
 // logScan is what reading a log found: its good frames, the damaged spans
-// between them, and where the good frames end (the log's length, or the
-// start of a torn last frame).
+// between them, where the good frames end (the log's length, or the start
+// of a torn last frame) and the length of a torn last frame there.
 type logScan struct {
+	v1      bool
 	frames  []logFrame
 	damaged []span
 	end     int
+	// torn is the length of a torn last frame at end: a write a crash
+	// interrupted, never acknowledged. 0: none.
+	torn int
+	// short, in a version 2 log, says the file is not as long as the store
+	// made it: cut short (or extended). Its from is the offset named.
+	short *span
 }
 
-// scanLog reads every good frame of data. A frame that is cut short or
-// fails its checksum is a torn write, and ends the log, when no good frame
-// follows it and it is cut short by the end of the log or shows a sector
-// never written (disk.Torn); otherwise its bytes, up to the next good frame
-// or the end of the log, are damaged.
+// scanLog reads every good frame of data, by the rule of its version:
+// scanV1 for a log whose header is version 1's, scanExtents otherwise.
 func scanLog(data []byte) logScan {
-	var s logScan
+	if p, _, ok := readFrame(data); ok && p[0] == frameHeader && string(p[1:]) == storeMagicV1 {
+		return scanV1(data)
+	}
+	return scanExtents(data)
+}
+
+// scanV1 reads a version 1 log, which the store grew one frame at a time.
+// A frame that is cut short or fails its checksum is a torn write, and ends
+// the log, when no good frame follows it and it is cut short by the end of
+// the log or shows a sector never written (disk.Torn); otherwise its bytes,
+// up to the next good frame or the end of the log, are damaged. (A log cut
+// short anywhere passes for one torn: version 1 has no way to tell.)
+func scanV1(data []byte) logScan {
+	s := logScan{v1: true}
 	for off := 0; off < len(data); {
 		payload, n, ok := readFrame(data[off:])
 		if ok {
@@ -212,13 +248,15 @@ func scanLog(data []byte) logScan {
 		}
 		next := nextFrame(data, off+1)
 		if next < 0 && tornTail(data, off) {
-			s.end = off
+			s.end, s.torn = off, len(data)-off
 			return s
 		}
+		problem := "a frame fails its checksum and valid frames follow it"
 		if next < 0 {
 			next = len(data)
+			problem = "the last frame fails its checksum and was written whole, so it is not a write a crash interrupted"
 		}
-		s.damaged = append(s.damaged, span{off, next})
+		s.damaged = append(s.damaged, span{from: off, to: next, problem: problem})
 		off = next
 	}
 	s.end = len(data)
@@ -234,7 +272,7 @@ func nextFrame(data []byte, from int) int {
 			continue
 		}
 		switch t := data[p+frameHead]; {
-		case t == frameCount && l == 9, t == frameBatch, t == frameHeader:
+		case t == frameCount && l == 9, t == frameBatch, t == frameNumbered && l > seqLen, t == frameHeader:
 		default:
 			continue
 		}
@@ -245,10 +283,10 @@ func nextFrame(data []byte, from int) int {
 	return -1
 }
 
-// tornTail reports whether the bad frame at off, the last in data, is a
-// write a crash interrupted: cut short by the end of data (unless the
-// bytes to the end check out against its checksum, so that only its length
-// is wrong), or showing a sector never written.
+// tornTail reports whether the bad frame at off, the last in a version 1
+// log data, is a write a crash interrupted: cut short by the end of data
+// (unless the bytes to the end check out against its checksum, so that
+// only its length is wrong), or showing a sector never written.
 func tornTail(data []byte, off int) bool {
 	rest := data[off:]
 	if len(rest) < frameHead {
@@ -262,12 +300,26 @@ func tornTail(data []byte, off int) bool {
 	return disk.Torn(rest[:frameHead+int(l)], int64(off))
 }
 
-// damageAt describes the first damaged span of a scan.
-func (s logScan) damageAt(path string) *disk.DamageError {
-	d := s.damaged[0]
-	problem := "a frame fails its checksum and valid frames follow it"
-	if d.to == s.end {
-		problem = "the last frame fails its checksum and was written whole, so it is not a write a crash interrupted"
+// cutAt returns where a version 2 log was found cut short, or 0.
+func (s logScan) cutAt() int {
+	if s.short != nil {
+		return s.short.from
 	}
-	return &disk.DamageError{Path: path, Offset: int64(d.from), Problem: fmt.Sprintf("%s (%d bytes unreadable)", problem, d.to-d.from)}
+	if k := len(s.damaged); k > 0 && s.damaged[k-1].cut {
+		return s.damaged[k-1].to
+	}
+	return 0
+}
+
+// damage describes what a scan found wrong first, naming path: a damaged
+// span, or else the file cut short; nil when nothing is.
+func (s logScan) damage(path string) *disk.DamageError {
+	if len(s.damaged) > 0 {
+		d := s.damaged[0]
+		return &disk.DamageError{Path: path, Offset: int64(d.from), Problem: fmt.Sprintf("%s (%d bytes unreadable)", d.problem, d.to-d.from)}
+	}
+	if s.short != nil {
+		return &disk.DamageError{Path: path, Offset: int64(s.short.from), Problem: s.short.problem}
+	}
+	return nil
 }

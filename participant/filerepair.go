@@ -28,6 +28,16 @@ type RepairReport struct {
 	// Torn is the length of a torn last frame cut off: a write a crash
 	// interrupted, never acknowledged. 0: none.
 	Torn int64 `json:"torn,omitempty"`
+	// CutAt is where the log was found cut short (its end, or inside a
+	// frame): what was written after it is lost. 0: not cut.
+	CutAt int64 `json:"cut_at,omitempty"`
+	// Older says how the log is older than the store's last clean close
+	// (CleanCloseName): the changes written after it are lost. Empty: it
+	// is not, or there is no record.
+	Older string `json:"older,omitempty"`
+	// CleanClose says why the record of the store's last clean close was
+	// dropped unread. Empty: it was read, or there was none.
+	CleanClose string `json:"clean_close,omitempty"`
 	// Records is how many records the repaired store holds.
 	Records int `json:"records"`
 	// CrashCount is the crash count written; the next opening takes a
@@ -50,6 +60,15 @@ func (r RepairReport) String() string {
 	fmt.Fprintf(&b, "%s: kept %d records; the damaged log is saved as %s\n", r.Path, r.Records, r.Saved)
 	for _, d := range r.Dropped {
 		fmt.Fprintf(&b, "  dropped %d damaged bytes at offset %d: the changes written there are lost\n", d.Length, d.Offset)
+	}
+	if r.CutAt > 0 {
+		fmt.Fprintf(&b, "  the log was cut short at offset %d: whatever was written after it is lost\n", r.CutAt)
+	}
+	if r.Older != "" {
+		fmt.Fprintf(&b, "  %s: the changes written after it are lost\n", r.Older)
+	}
+	if r.CleanClose != "" {
+		fmt.Fprintf(&b, "  dropped the unreadable record of the last clean close: %s\n", r.CleanClose)
 	}
 	if r.Torn > 0 {
 		fmt.Fprintf(&b, "  cut a torn last frame of %d bytes (a write a crash interrupted, never acknowledged)\n", r.Torn)
@@ -83,20 +102,25 @@ func RepairFileStore(dir string) (RepairReport, error) {
 	if err != nil {
 		return rep, fmt.Errorf("participant store %s: %w", dir, err)
 	}
+	clean, closed, cerr := readCleanClose(dir)
+	var d *disk.DamageError
+	switch {
+	case errors.As(cerr, &d):
+		rep.CleanClose = d.Problem
+	case cerr != nil:
+		return rep, cerr
+	}
 	scan := scanLog(data)
-	if len(data) > 0 && len(scan.frames) > 0 && scan.frames[0].off == 0 && !isHeader(scan.frames[0].payload) {
+	if len(data) > 0 && len(scan.frames) > 0 && scan.frames[0].off == 0 && !isHeader(scan.frames[0].payload) && !isHeaderV1(scan.frames[0].payload) {
 		return rep, fmt.Errorf("participant store %s: %s is not a participant store: not repaired", dir, logName)
 	}
 	if len(scan.frames) == 0 {
 		return rep, fmt.Errorf("participant store %s: %s holds no readable frame: nothing to keep, not repaired", dir, logName)
 	}
-	if len(scan.damaged) == 0 && scan.end == len(data) {
-		return rep, nil
-	}
 	s := &FileStore{dir: dir, live: map[string][]byte{}}
 	var count, dropped int64
 	for _, f := range scan.frames {
-		if isHeader(f.payload) {
+		if isHeader(f.payload) || isHeaderV1(f.payload) {
 			continue
 		}
 		c, err := s.replayFrame(f, count)
@@ -105,20 +129,47 @@ func RepairFileStore(dir string) (RepairReport, error) {
 		}
 		count = max(count, c)
 	}
+	if closed {
+		var d *disk.DamageError
+		switch err := clean.check(dir, scan.end, scan.torn, count, s.seq); {
+		case !errors.As(err, &d):
+		case d.Path == path:
+			rep.Older = d.Problem
+		default:
+			rep.CleanClose = d.Problem
+		}
+	}
+	if len(scan.damaged) == 0 && scan.short == nil && scan.torn == 0 && rep.Older == "" && rep.CleanClose == "" {
+		return rep, nil
+	}
 	for _, d := range scan.damaged {
 		rep.Dropped = append(rep.Dropped, Span{Offset: int64(d.from), Length: int64(d.to - d.from)})
 		dropped += int64(d.to - d.from)
 	}
-	rep.Torn = int64(len(data) - scan.end)
+	rep.Torn = int64(scan.torn)
+	rep.CutAt = int64(scan.cutAt())
 	// Every count frame is 17 bytes: the damaged spans hold fewer counts
-	// than that many.
+	// than that many. What was cut off is unknown: the count jumps by 2^32,
+	// more than the opens a store sees. The last clean close's count was
+	// taken too.
 	rep.CrashCount = count + dropped/int64(len(countFrame(0))) + 1
+	if rep.CutAt > 0 {
+		rep.CrashCount += 1 << 32
+	}
+	if closed {
+		rep.CrashCount = max(rep.CrashCount, clean.crash+1)
+		s.seq = max(s.seq, clean.seq)
+	}
 	rep.Records = len(s.live)
 	if rep.Saved, err = saveCopy(path, data); err != nil {
 		return rep, fmt.Errorf("participant store %s: saving the damaged log: %w", dir, err)
 	}
-	if err := s.rewrite(rep.CrashCount); err != nil {
+	if _, _, err := s.rewrite(rep.CrashCount); err != nil {
 		return rep, err
+	}
+	// Only now: removed first, a crash would leave the old log unchecked.
+	if err := removeCleanClose(dir); err != nil {
+		return rep, fmt.Errorf("participant store %s: removing %s: %w", dir, CleanCloseName, err)
 	}
 	return rep, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,24 +14,36 @@ import (
 	"sync"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/disk"
 )
 
 // FileStore is a Store in a directory: one append-only log file of
 // checksummed frames, each batch written and fsynced before Apply returns.
 // Concurrent Applies share one frame, one write and one fsync (group
-// commit).
+// commit). The log grows in zero-filled extents (64 KiB, doubling to 4 MiB,
+// then 4 MiB at a time), made and fsynced before frames are written into
+// them, so that a torn write is told from a file cut short.
 // When the log has grown to several times the live records it is rewritten:
 // the records go to a temporary file, which is fsynced and renamed over the
 // log, and the directory is fsynced.
 //
-// On open, a torn last frame (a write a crash interrupted, never
-// acknowledged) is cut off. Any other frame that fails its checksum is
-// damage: OpenFileStore refuses the store with a *disk.DamageError naming
-// the file and offset (errors.Is(err, ErrDamaged)), and RepairFileStore
-// keeps what can be read. The crash count goes up by one at every open and
-// that is written and fsynced before OpenFileStore returns; a new directory
-// starts from a random count, so a store made again in a wiped directory
-// does not repeat an old count.
+// On open, a torn last frame — one that shows a sector never written and
+// is followed only by never-written space: a write a crash interrupted,
+// never acknowledged — is cut off, and logged. Anything else that does
+// not check out is damage: a frame that fails its checksum, a log cut
+// short (anywhere: at a frame's end or inside one), a log shorter or older
+// than the one its last Close recorded (CleanCloseName). OpenFileStore then
+// refuses the store with a *disk.DamageError naming the file and offset
+// (errors.Is(err, ErrDamaged)), and RepairFileStore keeps what can be
+// read. The crash count goes up by one at every open and that is written
+// and fsynced before OpenFileStore returns; a new directory starts from a
+// random count, so a store made again in a wiped directory does not repeat
+// an old count.
+//
+// A log written before the extents and the clean-close record (version 1)
+// is still opened, by the rule it was written under (a frame cut short at
+// its end is taken for torn), and rewritten in the current version before
+// the store takes writes.
 //
 // The records are held in memory as well as on disk: a FileStore suits a
 // participant's prepared records and modest application data, not a
@@ -39,6 +52,7 @@ type FileStore struct {
 	dir   string
 	crash int64
 	lock  *os.File // the directory's lock (lockDir), released by Close
+	log   *slog.Logger
 
 	mu   sync.Mutex
 	cond *sync.Cond // signalled when a flush ends, for Close; uses mu
@@ -46,7 +60,9 @@ type FileStore struct {
 	f        *os.File
 	live     map[string][]byte // the records on disk
 	liveSize int64             // bytes of keys and values in live
-	size     int64             // bytes of the log file
+	end      int64             // where the log's frames end
+	alloc    int64             // bytes of the log file (allocSize)
+	seq      uint64            // the last batch frame's sequence number
 	sizes    []int             // the encoded sizes (opsSize) of the batches queued and not yet written
 	batches  [][]Op            // the same batches
 	frame    []byte            // the flush's buffer, reused; only the flusher touches it
@@ -71,13 +87,26 @@ const (
 	maxKeptFrame = 1 << 20
 )
 
+// FileStoreOption configures OpenFileStore.
+type FileStoreOption func(*FileStore)
+
+// StoreLogger sets where OpenFileStore logs what it cut off or rewrote on
+// opening (default: slog.Default()).
+func StoreLogger(l *slog.Logger) FileStoreOption {
+	return func(s *FileStore) {
+		if l != nil {
+			s.log = l
+		}
+	}
+}
+
 // OpenFileStore opens the store in dir, creating dir and the store if
 // needed, and takes the next crash count. A directory holds one open store
 // at a time: while one is open (until its Close, or its process's end),
 // another open of dir, in this process or another, is refused with
 // djinn.ErrUnavailable — two would write over each other's log. (Where the
 // system has no flock, outside Unix, that is the caller's to ensure.)
-func OpenFileStore(dir string) (*FileStore, error) {
+func OpenFileStore(dir string, opts ...FileStoreOption) (*FileStore, error) {
 	if dir == "" {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "store directory: missing")
 	}
@@ -88,7 +117,7 @@ func OpenFileStore(dir string) (*FileStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := openLocked(dir)
+	s, err := openLocked(dir, opts...)
 	if err != nil {
 		if lock != nil {
 			lock.Close()
@@ -100,76 +129,122 @@ func OpenFileStore(dir string) (*FileStore, error) {
 }
 
 // openLocked opens the store in dir, whose lock the caller holds.
-func openLocked(dir string) (*FileStore, error) {
-	s := &FileStore{dir: dir, live: map[string][]byte{}}
+func openLocked(dir string, opts ...FileStoreOption) (*FileStore, error) {
+	s := &FileStore{dir: dir, live: map[string][]byte{}, log: slog.Default()}
 	s.cond = sync.NewCond(&s.mu)
+	for _, o := range opts {
+		o(s)
+	}
 	// A temporary file is a compaction a crash interrupted: the log is
 	// still whole.
-	if err := os.Remove(filepath.Join(dir, tmpName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("participant store %s: %w", dir, err)
+	for _, tmp := range []string{tmpName, CleanCloseName + ".tmp"} {
+		if err := os.Remove(filepath.Join(dir, tmp)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("participant store %s: %w", dir, err)
+		}
+	}
+	clean, closed, err := readCleanClose(dir)
+	if err != nil {
+		return nil, err
 	}
 	path := filepath.Join(dir, logName)
 	data, err := os.ReadFile(path)
 	switch {
+	case errors.Is(err, fs.ErrNotExist) && closed:
+		return nil, &disk.DamageError{Path: path, Offset: -1, Problem: fmt.Sprintf("the store's log is gone, but the store closed cleanly with %d bytes of it", clean.end)}
 	case errors.Is(err, fs.ErrNotExist):
-		if err := s.rewrite(randomCount()); err != nil {
+		s.crash = randomCount()
+		if s.end, s.alloc, err = s.rewrite(s.crash); err != nil {
 			return nil, err
 		}
-		data, err = os.ReadFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("participant store %s: %w", dir, err)
-		}
+		return s, s.openLog(path)
 	case err != nil:
 		return nil, fmt.Errorf("participant store %s: %w", dir, err)
 	}
-	count, good, err := s.replay(data)
+	scan, count, err := s.replay(data)
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("participant store %s: %w", dir, err)
+	if closed {
+		if err := clean.check(dir, scan.end, scan.torn, count, s.seq); err != nil {
+			return nil, err
+		}
 	}
-	if good < len(data) {
-		// A torn last frame: cut it off before appending after it.
-		if err := f.Truncate(int64(good)); err != nil {
-			f.Close()
+	// The record speaks for the log as it is: gone before any write.
+	if err := removeCleanClose(dir); err != nil {
+		return nil, fmt.Errorf("participant store %s: removing %s: %w", dir, CleanCloseName, err)
+	}
+	s.crash = count + 1
+	if scan.torn > 0 {
+		s.log.Warn("participant store: a torn last frame (a write a crash interrupted, never acknowledged) is cut off",
+			"file", path, "offset", scan.end, "bytes", scan.torn)
+	}
+	if scan.v1 {
+		// Written before extents: rewritten now, so that from here on a cut
+		// is told from a torn write.
+		if s.end, s.alloc, err = s.rewrite(s.crash); err != nil {
+			return nil, err
+		}
+		s.log.Info("participant store: the log was rewritten in the current format", "file", path, "records", len(s.live))
+		return s, s.openLog(path)
+	}
+	s.end, s.alloc = int64(scan.end), int64(len(data))
+	if err := s.openLog(path); err != nil {
+		return nil, err
+	}
+	if scan.torn > 0 {
+		// Zeroed, so that the space after the frames is never written again.
+		if err := zeroAt(s.f, s.end, int64(scan.torn)); err != nil {
+			s.f.Close()
 			return nil, fmt.Errorf("participant store %s: cutting a torn frame: %w", dir, err)
 		}
 	}
-	s.f, s.size = f, int64(good)
-	s.crash = count + 1
 	if err := s.writeSync(countFrame(s.crash)); err != nil {
-		f.Close()
+		s.f.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-// replay reads the log into live. It returns the last crash count and the
-// length of the good frames: a torn last frame is left out; any other frame
+// openLog opens the log for writing, as s.f.
+func (s *FileStore) openLog(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0o600)
+	if err != nil {
+		return fmt.Errorf("participant store %s: %w", s.dir, err)
+	}
+	s.f = f
+	return nil
+}
+
+// replay reads the log into live and s.seq. It returns what the scan found
+// and the last crash count: a torn last frame is left out; anything else
 // that does not check out is damage, and replay refuses the log.
-func (s *FileStore) replay(data []byte) (count int64, good int, err error) {
+func (s *FileStore) replay(data []byte) (scan logScan, count int64, err error) {
 	path := filepath.Join(s.dir, logName)
-	scan := scanLog(data)
 	if len(data) == 0 {
-		return 0, 0, fmt.Errorf("participant store %s: %s is empty", s.dir, logName)
+		return scan, 0, &disk.DamageError{Path: path, Offset: -1, Problem: "the file is empty"}
 	}
-	if len(scan.frames) == 0 {
-		return 0, 0, fmt.Errorf("participant store %s: %s is not a participant store or its header is damaged", s.dir, logName)
+	scan = scanLog(data)
+	if len(scan.frames) == 0 || scan.frames[0].off != 0 {
+		if d := scan.damage(path); d != nil && d.Offset == 0 {
+			return scan, 0, d
+		}
+		return scan, 0, &disk.DamageError{Path: path, Offset: 0, Problem: "the header frame fails its checksum: the file is not a participant store, or its header is damaged"}
 	}
-	if first := scan.frames[0]; first.off == 0 && !isHeader(first.payload) {
-		return 0, 0, fmt.Errorf("participant store %s: %s is not a participant store (header %q)", s.dir, logName, first.payload)
+	if h := scan.frames[0].payload; !isHeader(h) && !isHeaderV1(h) {
+		if h[0] == frameHeader && strings.HasPrefix(string(h[1:]), magicPrefix) {
+			return scan, 0, fmt.Errorf("participant store %s: %s was written by a newer version of djinn (header %q): open it with that version", s.dir, logName, h[1:])
+		}
+		return scan, 0, &disk.DamageError{Path: path, Offset: 0, Problem: fmt.Sprintf("the file is not a participant store (its first frame is %.40q, not a header)", h)}
 	}
-	if len(scan.damaged) > 0 {
-		return 0, 0, scan.damageAt(path)
+	if d := scan.damage(path); d != nil {
+		return scan, 0, d
 	}
 	for _, f := range scan.frames[1:] {
 		if count, err = s.replayFrame(f, count); err != nil {
-			return 0, 0, fmt.Errorf("participant store %s: %w", s.dir, err)
+			return scan, 0, fmt.Errorf("participant store %s: %w", s.dir, err)
 		}
 	}
-	return count, scan.end, nil
+	return scan, count, nil
 }
 
 // replayFrame applies one frame after the header, returning the crash
@@ -182,8 +257,15 @@ func (s *FileStore) replayFrame(f logFrame, count int64) (int64, error) {
 			return 0, fmt.Errorf("crash count frame at %d: %d bytes", f.off, len(p))
 		}
 		return int64(binary.BigEndian.Uint64(p[1:])), nil
-	case frameBatch:
-		ops, err := decodeBatch(p[1:])
+	case frameBatch, frameNumbered:
+		body := p[1:]
+		if p[0] == frameNumbered {
+			if len(body) < seqLen {
+				return 0, fmt.Errorf("batch at %d: %d bytes", f.off, len(p))
+			}
+			s.seq, body = binary.BigEndian.Uint64(body), body[seqLen:]
+		}
+		ops, err := decodeBatch(body)
 		if err != nil {
 			return 0, fmt.Errorf("batch at %d: %w", f.off, err)
 		}
@@ -196,6 +278,10 @@ func (s *FileStore) replayFrame(f logFrame, count int64) (int64, error) {
 
 func isHeader(payload []byte) bool {
 	return payload[0] == frameHeader && string(payload[1:]) == storeMagic
+}
+
+func isHeaderV1(payload []byte) bool {
+	return payload[0] == frameHeader && string(payload[1:]) == storeMagicV1
 }
 
 // applyLive applies ops to the in-memory records. Values are copied.
@@ -338,17 +424,15 @@ func (s *FileStore) flushLocked() {
 	}
 	batches, written := s.batches[:k], s.wakes[:k]
 	s.sizes, s.batches, s.wakes = s.sizes[k:], s.batches[k:], s.wakes[k:]
-	f := s.f
+	f, end, alloc, seq := s.f, s.end, s.alloc, s.seq+1
 	s.mu.Unlock()
-	buf := appendBatchFrame(s.frame[:0], batches)
+	buf := appendBatchFrame(s.frame[:0], seq, batches)
 	if cap(buf) <= maxKeptFrame {
 		s.frame = buf
 	}
-	_, err := f.Write(buf)
-	if err == nil {
-		err = f.Sync()
-	}
+	alloc, err := s.writeAt(f, buf, end, alloc)
 	s.mu.Lock()
+	s.alloc = alloc
 	s.flushing = false
 	defer s.cond.Broadcast()
 	defer s.wakeLocked(written)
@@ -362,52 +446,66 @@ func (s *FileStore) flushLocked() {
 	for _, ops := range batches {
 		s.applyLive(ops)
 	}
-	s.size += int64(len(buf))
+	s.end += int64(len(buf))
+	s.seq = seq
 	s.synced += uint64(k)
 	s.writes++
-	if s.size > compactMin && s.size > 4*(s.liveSize+int64(64*len(s.live))) {
+	if s.end > compactMin && s.end > 4*(s.liveSize+int64(64*len(s.live))) {
 		if err := s.compactLocked(); err != nil {
 			s.err = err
 		}
 	}
 }
 
+// writeAt writes frames at end of f, the log, alloc bytes long, and
+// fsyncs it, first making the log larger if they and the zeros after them
+// do not fit. It returns the log's size.
+func (s *FileStore) writeAt(f *os.File, frames []byte, end, alloc int64) (int64, error) {
+	if size := needSize(end, int64(len(frames)), alloc); size > alloc {
+		if err := extendTo(f, s.dir, alloc, size); err != nil {
+			return alloc, err
+		}
+		alloc = size
+	}
+	if _, err := f.WriteAt(frames, end); err != nil {
+		return alloc, err
+	}
+	return alloc, f.Sync()
+}
+
 // writeSync appends frames and fsyncs them (used while opening).
 func (s *FileStore) writeSync(frames []byte) error {
-	if _, err := s.f.Write(frames); err != nil {
+	alloc, err := s.writeAt(s.f, frames, s.end, s.alloc)
+	s.alloc = alloc
+	if err != nil {
 		return fmt.Errorf("participant store %s: %w", s.dir, err)
 	}
-	if err := s.f.Sync(); err != nil {
-		return fmt.Errorf("participant store %s: %w", s.dir, err)
-	}
-	s.size += int64(len(frames))
+	s.end += int64(len(frames))
 	return nil
 }
 
 // compactLocked rewrites the log with only the live records, and reopens
-// it for appending. Writers wait meanwhile: compaction is rare.
+// it for writing. Writers wait meanwhile: compaction is rare.
 func (s *FileStore) compactLocked() error {
-	if err := s.rewrite(s.crash); err != nil {
+	end, alloc, err := s.rewrite(s.crash)
+	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(filepath.Join(s.dir, logName), os.O_RDWR|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(filepath.Join(s.dir, logName), os.O_RDWR, 0o600)
 	if err != nil {
 		return fmt.Errorf("participant store %s: reopening after compaction: %w", s.dir, err)
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return fmt.Errorf("participant store %s: %w", s.dir, err)
-	}
 	s.f.Close()
-	s.f, s.size = f, st.Size()
+	s.f, s.end, s.alloc = f, end, alloc
 	return nil
 }
 
 // rewrite writes a log holding the header, crash count and live records
-// to a temporary file, fsyncs it, renames it over the log and fsyncs the
-// directory.
-func (s *FileStore) rewrite(count int64) error {
+// (in batch frames numbered s.seq, at least one), in a file of the size
+// the store gives it (allocSize), to a temporary file, fsyncs it, renames
+// it over the log and fsyncs the directory. It returns where the frames
+// end and the file's size.
+func (s *FileStore) rewrite(count int64) (end, size int64, err error) {
 	buf := appendFrame(nil, append([]byte{frameHeader}, storeMagic...))
 	buf = append(buf, countFrame(count)...)
 	keys := make([]string, 0, len(s.live))
@@ -417,21 +515,28 @@ func (s *FileStore) rewrite(count int64) error {
 	slices.Sort(keys)
 	const chunk = 4 << 20
 	var ops []Op
-	var size int
+	var n int
 	for i, k := range keys {
 		ops = append(ops, Op{Key: k, Value: s.live[k]})
-		size += len(k) + len(s.live[k])
-		if size >= chunk || i == len(keys)-1 {
-			buf = appendFrame(buf, encodeBatch(ops))
-			ops, size = ops[:0], 0
+		n += len(k) + len(s.live[k])
+		if n >= chunk || i == len(keys)-1 {
+			buf = append(buf, batchFrame(s.seq, len(ops), appendOps(nil, ops))...)
+			ops, n = ops[:0], 0
 		}
 	}
+	if len(keys) == 0 {
+		buf = append(buf, batchFrame(s.seq, 0, nil)...)
+	}
+	end, size = int64(len(buf)), allocSize(int64(len(buf))+frameHead)
 	tmp := filepath.Join(s.dir, tmpName)
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
-		return fmt.Errorf("participant store %s: %w", s.dir, err)
+		return 0, 0, fmt.Errorf("participant store %s: %w", s.dir, err)
 	}
-	_, err = f.Write(buf)
+	err = extend(f, 0, size)
+	if err == nil {
+		_, err = f.WriteAt(buf, 0)
+	}
 	if err == nil {
 		err = f.Sync()
 	}
@@ -445,9 +550,9 @@ func (s *FileStore) rewrite(count int64) error {
 		err = syncDir(s.dir)
 	}
 	if err != nil {
-		return fmt.Errorf("participant store %s: rewriting the log: %w", s.dir, err)
+		return 0, 0, fmt.Errorf("participant store %s: rewriting the log: %w", s.dir, err)
 	}
-	return nil
+	return end, size, nil
 }
 
 func syncDir(dir string) error {
@@ -470,8 +575,10 @@ func (s *FileStore) Writes() (batches, writes uint64) {
 	return s.synced, s.writes
 }
 
-// Close waits for a write under way and closes the log. Later Applies
-// fail.
+// Close waits for a write under way, records the clean close
+// (CleanCloseName: where the log ends, its crash count and last batch,
+// checked by the next open) unless the store failed, and closes the log.
+// Later Applies fail.
 func (s *FileStore) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -484,7 +591,15 @@ func (s *FileStore) Close() error {
 	s.closed = true
 	s.cond.Broadcast()
 	s.wakeLocked(nil)
-	err := s.f.Close()
+	var err error
+	if s.err == nil {
+		if err = writeCleanClose(s.dir, cleanClose{end: s.end, crash: s.crash, seq: s.seq}); err != nil {
+			err = fmt.Errorf("participant store %s: recording the clean close: %w", s.dir, err)
+		}
+	}
+	if cerr := s.f.Close(); err == nil {
+		err = cerr
+	}
 	if s.lock != nil {
 		if lerr := s.lock.Close(); err == nil {
 			err = lerr

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/disk"
 	"github.com/djinn-go/djinn/participant"
 )
 
@@ -86,32 +88,66 @@ func TestFileStoreKeepsRecordsAndCountsOpenings(t *testing.T) {
 	}
 }
 
+// TestFileStoreCutsATornLastFrame: a write a crash interrupted — its
+// frame in the log's never-written space, a sector of it (or its head)
+// still zeros — was never acknowledged: the store opens without it,
+// keeping every earlier write, logs the cut (file, offset, bytes), zeroes
+// it, and takes writes after it.
 func TestFileStoreCutsATornLastFrame(t *testing.T) {
 	dir := t.TempDir()
 	s := openFile(t, dir)
 	apply(t, s, put("kept", "1"))
-	apply(t, s, put("torn", "2"))
-	s.Close()
+	at := participant.LogEnd(s)
+	apply(t, s, put("torn", strings.Repeat("2", 1500)))
+	frame := participant.LogEnd(s) - at
 	path := filepath.Join(dir, "store.log")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for cut := 1; cut < 12; cut++ {
-		if err := os.WriteFile(path, data[:len(data)-cut], 0o600); err != nil {
-			t.Fatal(err)
-		}
-		s := openFile(t, dir)
-		if got := dump(t, s); got != "kept=1 " {
-			t.Fatalf("cut %d bytes: records %q, want only the whole frames", cut, got)
-		}
-		apply(t, s, put("after", "3"))
-		s.Close()
-		s = openFile(t, dir)
-		if got := dump(t, s); got != "after=3 kept=1 " {
-			t.Fatalf("cut %d bytes, then wrote: %q", cut, got)
-		}
-		s.Close()
+	s.Close()
+	sector := (at/disk.SectorSize + 1) * disk.SectorSize
+	for name, tear := range map[string][2]int64{
+		"a sector never written": {sector, sector + disk.SectorSize},
+		"its head never written": {at, sector},
+		"only its head written":  {at + 8, at + frame},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			torn := bytes.Clone(data)
+			clear(torn[tear[0]:tear[1]])
+			if err := os.WriteFile(filepath.Join(dir, "store.log"), torn, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var logged bytes.Buffer
+			s, err := participant.OpenFileStore(dir, participant.StoreLogger(slog.New(slog.NewTextHandler(&logged, nil))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := dump(t, s); got != "kept=1 " {
+				t.Fatalf("records %q, want only the whole frames", got)
+			}
+			path := filepath.Join(dir, "store.log")
+			for _, want := range []string{"level=WARN", "torn last frame", "file=" + path, fmt.Sprintf("offset=%d", at), fmt.Sprintf("bytes=%d", frame)} {
+				if !strings.Contains(logged.String(), want) {
+					t.Errorf("log %q does not say %q", logged.String(), want)
+				}
+			}
+			apply(t, s, put("after", "3"))
+			s.Close()
+			logged.Reset()
+			s, err = participant.OpenFileStore(dir, participant.StoreLogger(slog.New(slog.NewTextHandler(&logged, nil))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if got := dump(t, s); got != "after=3 kept=1 " {
+				t.Fatalf("cut, then wrote: %q", got)
+			}
+			if logged.Len() > 0 {
+				t.Errorf("a second opening logged %q", logged.String())
+			}
+		})
 	}
 }
 
