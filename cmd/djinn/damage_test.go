@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,6 +106,64 @@ func TestServeRefusesDamage(t *testing.T) {
 		t.Fatalf("repair of the key/value store: exit %d:\n%s", code, out)
 	}
 	n.start(t).stop(t)
+}
+
+// TestServeRefusesACutKVStore: djinn serve on a data directory whose
+// key/value store was cut to half after a SIGKILL — its acknowledged
+// writes after the cut gone, however whole the rest looks — exits with
+// status 1 naming kv/store.log, the offset and djinn repair, rather than
+// serve fewer keys; djinn repair says where the store was cut, and the
+// server then starts. A store rolled back to a copy from before the last
+// clean stop is refused too (README, Disk damage).
+func TestServeRefusesACutKVStore(t *testing.T) {
+	n := newNode(t)
+	p := n.start(t)
+	kvc := djinnpb.NewKeyValueClient(dial(t, p.addr))
+	for i := range 20 {
+		if _, err := kvc.Put(ctxT(t), &djinnpb.KVPutRequest{Key: fmt.Sprintf("k%02d", i), Value: []byte("v")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.kill()
+	kvLog := filepath.Join(n.dir, "kv", "store.log")
+	fi, err := os.Stat(kvLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(kvLog, fi.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	code, out := runBinary(t, "serve", "--data-dir", n.dir, "--listen", n.listen, "--admin", n.admin, "--raft", n.raft, "--discovery", n.discovery)
+	for _, want := range []string{kvLog + " at offset", "cut short", "to recover", "djinn repair --data-dir " + n.dir} {
+		if code != 1 || !strings.Contains(out, want) {
+			t.Fatalf("a cut key/value store: exit %d, want 1 with %q in:\n%s", code, want, out)
+		}
+	}
+	code, out = runBinary(t, "repair", "--data-dir", n.dir)
+	if code != 0 || !strings.Contains(out, "the log was cut short at offset") {
+		t.Fatalf("repair of a cut key/value store: exit %d:\n%s", code, out)
+	}
+	n.start(t).stop(t)
+
+	// Rolled back to a copy from before the last clean stop.
+	old, err := os.ReadFile(kvLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = n.start(t)
+	if _, err := djinnpb.NewKeyValueClient(dial(t, p.addr)).Put(ctxT(t), &djinnpb.KVPutRequest{Key: "later", Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	p.stop(t)
+	if err := os.WriteFile(kvLog, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out = runBinary(t, "serve", "--data-dir", n.dir, "--listen", n.listen, "--admin", n.admin, "--raft", n.raft, "--discovery", n.discovery)
+	for _, want := range []string{kvLog + " at offset", "older than this store's last clean close", "djinn repair --data-dir " + n.dir} {
+		if code != 1 || !strings.Contains(out, want) {
+			t.Fatalf("a key/value store rolled back: exit %d, want 1 with %q in:\n%s", code, want, out)
+		}
+	}
 }
 
 // TestServeRefusesLostFiles: djinn serve on a data directory that lost

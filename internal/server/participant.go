@@ -62,7 +62,7 @@ func kvPart(s *Server) *part {
 				return nil
 			}
 			var err error
-			s.kvStore, err = participant.OpenFileStore(filepath.Join(c.DataDir, "kv"))
+			s.kvStore, err = participant.OpenFileStore(filepath.Join(c.DataDir, "kv"), participant.StoreLogger(s.log))
 			if err == nil {
 				s.kv, err = kv.Open(kv.Config{Participant: participant.Config{
 					Endpoint: s.advertise, Store: s.kvStore, Managers: managers{s: s, remote: participant.Remote(s.pool)}, Logger: s.log,

@@ -143,8 +143,10 @@ func checkKVStore(dataDir string) error {
 // gone or empty, and returns its log's path.
 func startEmptyKV(kvDir string) (string, error) {
 	path := filepath.Join(kvDir, "store.log")
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return "", err
+	for _, name := range []string{path, filepath.Join(kvDir, participant.CleanCloseName)} {
+		if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
 	}
 	st, err := participant.OpenFileStore(kvDir)
 	if err != nil {
