@@ -148,12 +148,17 @@
 //
 // The participant's durability is its Store's. FileStore writes each batch
 // as a checksummed frame and fsyncs before Apply returns; concurrent
-// writes share one frame and one fsync. A torn last frame (never
-// acknowledged) is cut off on open; any other frame that fails its
-// checksum is damage, and OpenFileStore refuses the store (ErrDamaged),
-// naming the file and the offset, rather than lose what follows it.
-// RepairFileStore, only when asked, keeps the frames that check out and
-// reports the spans it dropped. The records are also held in memory.
+// writes share one frame and one fsync. Its log grows in zero-filled
+// extents made before frames are written into them, so a torn last frame
+// (never acknowledged: a sector of it never written, only zeros after it)
+// is told from a log cut short; it is cut off on open and logged. Any
+// other frame that fails its checksum, a log cut short anywhere, and a
+// log shorter or older than the one the last Close recorded
+// (CleanCloseName) are damage, and OpenFileStore refuses the store
+// (ErrDamaged), naming the file and the offset, rather than lose what
+// follows it. RepairFileStore, only when asked, keeps the frames that
+// check out and reports what it dropped and where the log was cut. The
+// records are also held in memory.
 //
 // # Limits
 //
