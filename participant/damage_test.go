@@ -138,8 +138,13 @@ func zero(data []byte, off, n int) []byte {
 func TestFileStoreEveryFlippedBitIsFound(t *testing.T) {
 	w := writeStore(t, put("a", "1"), del("a"), put("b", "2"), put("c", strings.Repeat("3", 600)))
 	want := "b=2 c=" + strings.Repeat("3", 600) + " "
-	// The frames and the start of the never-written space after them.
-	for off := range w.end + 600 {
+	// Every byte of the frames and of the frame head of zeros after them,
+	// and some of the never-written space further on.
+	offs := []int{w.end + 100, w.end + 511, w.end + 513, w.end + 2000, len(w.data) - 1}
+	for off := range w.end + 16 {
+		offs = append(offs, off)
+	}
+	for _, off := range offs {
 		for _, bit := range []uint{0, 6} {
 			data := flip(w.data, off, bit)
 			s, err := participant.OpenFileStore(with(t, data))
