@@ -406,3 +406,17 @@ func TestRestoredNodeRestarts(t *testing.T) {
 		t.Fatalf("restored, then started again: %d, %v; want %d", got, err, n+3)
 	}
 }
+
+// TestHasLogWithTheLogGone: a data directory whose log's directory is
+// gone still held a log, as its witness says: a key/value store lost
+// beside it is refused, not started empty, and a lost node id is not
+// replaced by a new one.
+func TestHasLogWithTheLogGone(t *testing.T) {
+	dir := writeHistory(t, 2, 10, 0, 0)
+	if err := os.RemoveAll(filepath.Join(dir, "raft", "wal")); err != nil {
+		t.Fatal(err)
+	}
+	if !HasLog(dir) {
+		t.Error("HasLog: false with the witness of a log there")
+	}
+}
