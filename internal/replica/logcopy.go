@@ -11,6 +11,8 @@ import (
 	wal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
 	"go.etcd.io/bbolt"
+
+	"github.com/djinn-go/djinn/internal/disk"
 )
 
 // rebuildLog writes a new log, in walDir.repair, holding the entries
@@ -61,6 +63,9 @@ func copyStable(meta string, w *wal.WAL) error {
 			return nil
 		})
 	})
+	if d := (*disk.DamageError)(nil); errors.As(err, &d) {
+		return nil // lost with the damaged file; the term is then taken from the log (termAtLeast)
+	}
 	if err != nil {
 		return err
 	}

@@ -56,3 +56,48 @@ func TestWALMetaCut(t *testing.T) {
 		wantSaying(t, err, tc.want)
 	}
 }
+
+// TestRepairWithoutWALMeta: with the log's metadata file gone, emptied or
+// cut short beside its segments, repair rebuilds the log from the
+// segments with nothing lost (raft's term taken from the log), and the
+// node then serves every command.
+func TestRepairWithoutWALMeta(t *testing.T) {
+	const n = 150
+	for _, tc := range []struct {
+		name   string
+		damage func(path string) error
+	}{
+		{"gone", os.Remove},
+		{"empty", func(path string) error { return os.Truncate(path, 0) }},
+		{"cut short", func(path string) error { return os.Truncate(path, int64(2*os.Getpagesize())) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeHistory(t, n, 1000, 0, smallSegments)
+			segs := segments(t, dir)
+			if len(segs) < 3 {
+				t.Fatalf("%d segments, want several", len(segs))
+			}
+			_, last := servedRange(segs)
+			meta := filepath.Join(dir, "raft", "wal", metadb.FileName)
+			if err := tc.damage(meta); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := reopen(t, dir, smallSegments); err == nil {
+				t.Fatal("started without the log's metadata")
+			}
+			rep, err := Repair(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.LostFirst != 0 || rep.Last != last || !strings.Contains(rep.String(), meta) {
+				t.Fatalf("report:\n%s\nwant %s found, the log kept to %d, nothing lost", rep, meta, last)
+			}
+			if term, logTerm := termOf(t, dir, last); term < logTerm {
+				t.Errorf("the rebuilt log's current term is %d, before its last entry's, %d", term, logTerm)
+			}
+			if got, err := reopen(t, dir, smallSegments); err != nil || got != n {
+				t.Fatalf("after repair: %d commands, %v; want %d", got, err, n)
+			}
+		})
+	}
+}

@@ -113,12 +113,8 @@ func withMeta(path string, readOnly bool, fn func(*bbolt.Tx) error) error {
 // damaged one, or with all every one.
 func checkWAL(dir string, all bool) (walCheck, error) {
 	var c walCheck
-	st, ok, err := readWALMeta(dir)
+	segs, ok, stale, err := segmentsOf(dir, all)
 	if err != nil || !ok {
-		return c, err
-	}
-	segs, stale, err := onDisk(dir, st)
-	if err != nil {
 		return c, err
 	}
 	if stale != nil {

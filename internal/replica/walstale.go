@@ -64,6 +64,61 @@ func segFiles(dir string) ([]segFile, error) {
 	return files, nil
 }
 
+// segmentsOf returns the segments of the log in dir to check (ok false:
+// there is no log), and the damage to report on its metadata file when it
+// is older than the segments. Checking all of it (repair), a metadata
+// file gone or damaged beside segment files gives the segments as the
+// files tell them, with that damage; raft's term and vote, which the file
+// held, are lost with it.
+func segmentsOf(dir string, all bool) (segs []types.SegmentInfo, ok bool, stale *disk.DamageError, err error) {
+	st, ok, err := readWALMeta(dir)
+	var d *disk.DamageError
+	if all && (errors.As(err, &d) || (err == nil && !ok)) {
+		files, ferr := segFiles(dir)
+		if ferr != nil && !errors.Is(ferr, fs.ErrNotExist) {
+			return nil, false, nil, ferr
+		}
+		if len(files) == 0 {
+			return nil, ok, nil, err
+		}
+		if d == nil {
+			d = &disk.DamageError{Path: filepath.Join(dir, metadb.FileName), Offset: -1, Problem: "the log's metadata file is gone but its segments are there"}
+		}
+		d = &disk.DamageError{Path: d.Path, Offset: d.Offset, Problem: d.Problem + "; raft's term and vote were in it"}
+		segs, err := fromFiles(files)
+		return segs, true, d, err
+	}
+	if err != nil || !ok {
+		return nil, ok, nil, err
+	}
+	segs, stale, err = onDisk(dir, st)
+	return segs, true, stale, err
+}
+
+// fromFiles returns the segments of a log whose metadata is lost, as the
+// files tell them: the newest file, and before it each older one whose
+// entries end just before the next one's start (a leftover of a segment
+// raft-wal dropped does not, unless it holds the same entries).
+func fromFiles(files []segFile) ([]types.SegmentInfo, error) {
+	var segs []types.SegmentInfo
+	for i := len(files) - 1; i >= 0; i-- {
+		f := files[i]
+		w, err := walkFile(f.path, f.base)
+		if err != nil {
+			return nil, err
+		}
+		info := types.SegmentInfo{ID: f.id, BaseIndex: f.base, MinIndex: f.base, Codec: wal.CodecBinaryV1}
+		if len(segs) > 0 || w.sealedEntries() >= 0 {
+			info = sealInfo(info, w)
+		}
+		if len(segs) > 0 && info.MaxIndex+1 != segs[0].BaseIndex {
+			continue
+		}
+		segs = append([]types.SegmentInfo{info}, segs...)
+	}
+	return segs, nil
+}
+
 // onDisk returns the segments of the log in dir: st's list, or, when the
 // directory holds segments newer than st lists, the list as the files
 // tell it, with the damage to report on the metadata file.
