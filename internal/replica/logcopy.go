@@ -92,8 +92,8 @@ func copyEntries(wc walCheck, first, last uint64, w *wal.WAL) error {
 		}
 		for i, off := range s.walk.entries {
 			idx := s.info.BaseIndex + uint64(i)
-			if idx < first || idx > last {
-				continue
+			if idx < first || idx > last || (!s.tail && idx > s.info.MaxIndex) {
+				continue // past a sealed segment's last index: the log's end was cut there and written again
 			}
 			raw, err := readEntryFrame(f, off)
 			if err == nil {

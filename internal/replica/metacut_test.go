@@ -1,11 +1,14 @@
 package replica
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/raft"
+	wal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
 )
 
@@ -100,4 +103,96 @@ func TestRepairWithoutWALMeta(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRepairAfterTheLogsEndWasRewritten: a log whose end raft-wal cut and
+// wrote again (a follower's entries a new leader overwrote) keeps the cut
+// segment's file whole, its metadata alone saying where the segment now
+// ends. Repaired — its metadata gone, or its last batch damaged — the log
+// takes the entries from the cut on from the newer segments only.
+func TestRepairAfterTheLogsEndWasRewritten(t *testing.T) {
+	const n = 150
+	for _, metaGone := range []bool{true, false} {
+		t.Run(fmt.Sprintf("metadata gone %v", metaGone), func(t *testing.T) {
+			dir := writeHistory(t, n, 1000, 0, smallSegments)
+			segs := segments(t, dir)
+			if len(segs) < 3 {
+				t.Fatalf("%d segments, want several", len(segs))
+			}
+			cut := segs[1].info.BaseIndex + 5
+			last := rewriteEnd(t, dir, cut)
+			if !metaGone {
+				crashed(t, dir)
+				s := segments(t, dir)
+				i := len(s) - 1
+				for len(s[i].walk.entries) == 0 {
+					i-- // a tail made after the batch filled the segment
+				}
+				lastRecord(t, s[i])
+				rep, err := Repair(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rep.Last != last-1 || rep.LostFirst != last || rep.LostLast != last {
+					t.Fatalf("report:\n%s\nwant the log kept to %d, %d lost", rep, last-1, last)
+				}
+				if _, err := reopen(t, dir, smallSegments); err != nil {
+					t.Fatalf("after repair: %v", err)
+				}
+				return
+			}
+			if err := os.Remove(filepath.Join(dir, "raft", "wal", metadb.FileName)); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := Repair(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.LostFirst != 0 || rep.Last != last {
+				t.Fatalf("report:\n%s\nwant the log kept to %d, nothing lost", rep, last)
+			}
+			if got, err := reopen(t, dir, smallSegments); err != nil || got != n {
+				t.Fatalf("after repair: %d commands, %v; want %d", got, err, n)
+			}
+		})
+	}
+}
+
+// rewriteEnd cuts dir's log after entry cut and writes the same entries
+// again (in two batches, the last entry alone in the second), as raft-wal
+// does when a leader overwrites a follower's end; it returns the log's
+// last index.
+func rewriteEnd(t *testing.T, dir string, cut uint64) uint64 {
+	t.Helper()
+	w, err := wal.Open(filepath.Join(dir, "raft", "wal"), wal.WithSegmentSize(smallSegments))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	last, err := w.LastIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again []*raft.Log
+	for i := cut + 1; i <= last; i++ {
+		e := new(raft.Log)
+		if err := w.GetLog(i, e); err != nil {
+			t.Fatal(err)
+		}
+		again = append(again, e)
+	}
+	if err := w.DeleteRange(cut+1, last); err != nil {
+		t.Fatal(err)
+	}
+	for _, batch := range [][]*raft.Log{again[:len(again)-1], again[len(again)-1:]} {
+		if err := w.StoreLogs(batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Done here, not through the node, which keeps its witness up to
+	// date: without one, nothing is checked against it.
+	if err := os.Remove(filepath.Join(dir, "raft", witnessName)); err != nil {
+		t.Fatal(err)
+	}
+	return last
 }

@@ -96,9 +96,9 @@ func segmentsOf(dir string, all bool) (segs []types.SegmentInfo, ok bool, stale 
 }
 
 // fromFiles returns the segments of a log whose metadata is lost, as the
-// files tell them: the newest file, and before it each older one whose
-// entries end just before the next one's start (a leftover of a segment
-// raft-wal dropped does not, unless it holds the same entries).
+// files tell them: the newest file, and before it each older one that
+// starts before the next one and holds the entry just before it (a
+// leftover of a segment raft-wal dropped from the log's end starts after).
 func fromFiles(files []segFile) ([]types.SegmentInfo, error) {
 	var segs []types.SegmentInfo
 	for i := len(files) - 1; i >= 0; i-- {
@@ -111,8 +111,14 @@ func fromFiles(files []segFile) ([]types.SegmentInfo, error) {
 		if len(segs) > 0 || w.sealedEntries() >= 0 {
 			info = sealInfo(info, w)
 		}
-		if len(segs) > 0 && info.MaxIndex+1 != segs[0].BaseIndex {
-			continue
+		if len(segs) > 0 {
+			next := segs[0].BaseIndex
+			if info.BaseIndex >= next || info.MaxIndex+1 < next {
+				continue
+			}
+			// raft-wal lowers a segment's last index, not its file, when
+			// the log's end is cut and written again.
+			info.MaxIndex = next - 1
 		}
 		segs = append([]types.SegmentInfo{info}, segs...)
 	}
