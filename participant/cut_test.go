@@ -13,11 +13,11 @@ import (
 )
 
 // acked is a store after acknowledged writes: its log as a crash leaves it
-// (the store still open) and as a clean close leaves it, with the record
-// of that close.
+// (the store still open), with the record of its opening, and as a clean
+// close leaves it, with the record of that close.
 type acked struct {
 	crashed, closed []byte
-	record          []byte
+	opened, record  []byte
 	frames          []int // where each batch frame starts
 	end             int   // where the frames end
 }
@@ -39,13 +39,16 @@ func ackStore(t *testing.T, n, size int) acked {
 	if a.crashed, err = os.ReadFile(path); err != nil {
 		t.Fatal(err)
 	}
+	if a.opened, err = os.ReadFile(filepath.Join(dir, participant.PositionName)); err != nil {
+		t.Fatalf("no record of the opening: %v", err)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if a.closed, err = os.ReadFile(path); err != nil {
 		t.Fatal(err)
 	}
-	if a.record, err = os.ReadFile(filepath.Join(dir, participant.CleanCloseName)); err != nil {
+	if a.record, err = os.ReadFile(filepath.Join(dir, participant.PositionName)); err != nil {
 		t.Fatalf("no record of the clean close: %v", err)
 	}
 	return a
@@ -56,7 +59,7 @@ func restore(t *testing.T, log, record []byte) string {
 	t.Helper()
 	dir := with(t, log)
 	if record != nil {
-		if err := os.WriteFile(filepath.Join(dir, participant.CleanCloseName), record, 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, participant.PositionName), record, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -119,7 +122,7 @@ func TestFileStoreRefusesACut(t *testing.T) {
 		{"to half, grown", large, len(large.crashed) / 2, straddling, "runs past the end of the file"},
 	} {
 		t.Run(tc.name+", crash", func(t *testing.T) {
-			refused(t, restore(t, tc.a.crashed[:tc.cut], nil), "store.log", tc.off, tc.want)
+			refused(t, restore(t, tc.a.crashed[:tc.cut], tc.a.opened), "store.log", tc.off, tc.want)
 		})
 		t.Run(tc.name+", clean close", func(t *testing.T) {
 			refused(t, restore(t, tc.a.closed[:tc.cut], tc.a.record), "store.log", tc.off, tc.want)
@@ -127,13 +130,16 @@ func TestFileStoreRefusesACut(t *testing.T) {
 	}
 }
 
-// TestFileStoreRefusesAnOlderCopy: after a clean close, a log replaced by
-// an older copy of itself — from before the last writes, or before the
-// last opening — is refused naming store.log, where it ends, and that it
-// is older than the store's last clean close; the record is then kept.
+// TestFileStoreRefusesAnOlderCopy: a log replaced by an older copy of
+// itself is refused naming store.log and where it ends: after a clean
+// close, any copy from before it (before the last writes, or before the
+// last opening: older than the store's last clean close); after a crash,
+// a copy from before the last opening (older than the store was when last
+// opened). The record is kept. The log as the crash left it opens.
 func TestFileStoreRefusesAnOlderCopy(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "store.log")
+	record := filepath.Join(dir, participant.PositionName)
 	s := openFile(t, dir)
 	beforeWrite, _ := os.ReadFile(path)
 	ends := map[string]int{"before the last write": int(participant.LogEnd(s))}
@@ -143,22 +149,35 @@ func TestFileStoreRefusesAnOlderCopy(t *testing.T) {
 	beforeOpen, _ := os.ReadFile(path)
 	s = openFile(t, dir)
 	apply(t, s, put("b", "2"))
+	crashed, _ := os.ReadFile(path)
+	opened, _ := os.ReadFile(record)
 	s.Close()
-	for name, old := range map[string][]byte{"before the last write": beforeWrite, "before the last opening": beforeOpen} {
-		t.Run(name, func(t *testing.T) {
-			if err := os.WriteFile(path, old, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			refused(t, dir, "store.log", ends[name], "older than this store's last clean close")
-			if _, err := os.Stat(filepath.Join(dir, participant.CleanCloseName)); err != nil {
+	closed, _ := os.ReadFile(record)
+	for _, tc := range []struct {
+		name, want  string
+		log, record []byte
+	}{
+		{"before the last write", "older than this store's last clean close", beforeWrite, closed},
+		{"before the last opening", "older than this store's last clean close", beforeOpen, closed},
+		{"before the last opening, after a crash", "older than this store was when last opened", beforeOpen, opened},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := restore(t, tc.log, tc.record)
+			refused(t, dir, "store.log", ends[strings.TrimSuffix(tc.name, ", after a crash")], tc.want)
+			if got, err := os.ReadFile(filepath.Join(dir, participant.PositionName)); err != nil || !bytes.Equal(got, tc.record) {
 				t.Errorf("the record was not kept: %v", err)
 			}
 		})
 	}
+	s = openFile(t, restore(t, crashed, opened))
+	defer s.Close()
+	if got := dump(t, s); got != "a=1 b=2 " {
+		t.Errorf("the log as the crash left it: %q", got)
+	}
 }
 
 // TestFileStoreOpensVersion1: a log written before extents and the
-// clean-close record still opens, by the rule it was written under (a
+// position record still opens, by the rule it was written under (a
 // last frame cut short is taken for torn), with a higher crash count; it
 // is rewritten in the current format, whose cuts are then refused.
 func TestFileStoreOpensVersion1(t *testing.T) {
@@ -250,17 +269,17 @@ func TestRepairFileStoreCut(t *testing.T) {
 	}
 }
 
-// TestFileStoreCleanCloseDamaged: an unreadable record of the last clean
+// TestFileStorePositionDamaged: an unreadable record of the last clean
 // close is refused naming it (the log cannot be checked); repair drops it
 // and says so; the store then opens.
-func TestFileStoreCleanCloseDamaged(t *testing.T) {
+func TestFileStorePositionDamaged(t *testing.T) {
 	a := ackStore(t, 3, 10)
 	rec := bytes.Clone(a.record)
 	rec[12] ^= 1
 	dir := restore(t, a.closed, rec)
-	refused(t, dir, participant.CleanCloseName, -1, "record of the store's last clean close is unreadable")
+	refused(t, dir, participant.PositionName, -1, "record of how far the store had got is unreadable")
 	rep, err := participant.RepairFileStore(dir)
-	if err != nil || !strings.Contains(rep.String(), "dropped the unreadable record of the last clean close") {
+	if err != nil || !strings.Contains(rep.String(), "dropped the record of how far the store had got") {
 		t.Fatalf("repair: %v\n%s", err, rep)
 	}
 	s := openFile(t, dir)

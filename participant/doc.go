@@ -153,8 +153,8 @@
 // (never acknowledged: a sector of it never written, only zeros after it)
 // is told from a log cut short; it is cut off on open and logged. Any
 // other frame that fails its checksum, a log cut short anywhere, and a
-// log shorter or older than the one the last Close recorded
-// (CleanCloseName) are damage, and OpenFileStore refuses the store
+// log shorter or older than the one the last Close recorded, or than the
+// store was when last opened (PositionName), are damage, and OpenFileStore refuses the store
 // (ErrDamaged), naming the file and the offset, rather than lose what
 // follows it. RepairFileStore, only when asked, keeps the frames that
 // check out and reports what it dropped and where the log was cut. The

@@ -94,16 +94,18 @@ func FuzzScanLog(f *testing.F) {
 	})
 }
 
-// FuzzCleanClose: whatever a clean-close record holds, decoding it never
+// FuzzPosition: whatever a position record holds, decoding it never
 // panics, and a record that decodes encodes back to the same bytes.
-func FuzzCleanClose(f *testing.F) {
-	rec := cleanClose{end: 1234, crash: 99, seq: 7}.encode()
-	f.Add(rec)
-	f.Add(rec[:len(rec)-1])
-	f.Add(append(bytes.Clone(rec), 0))
+func FuzzPosition(f *testing.F) {
+	for _, closed := range []bool{true, false} {
+		rec := storePos{closed: closed, end: 1234, crash: 99, seq: 7}.encode()
+		f.Add(rec)
+		f.Add(rec[:len(rec)-1])
+		f.Add(append(bytes.Clone(rec), 0))
+	}
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		c, err := decodeCleanClose(b)
+		c, err := decodePos(b)
 		if err != nil {
 			return
 		}

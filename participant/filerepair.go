@@ -31,13 +31,13 @@ type RepairReport struct {
 	// CutAt is where the log was found cut short (its end, or inside a
 	// frame): what was written after it is lost. 0: not cut.
 	CutAt int64 `json:"cut_at,omitempty"`
-	// Older says how the log is older than the store's last clean close
-	// (CleanCloseName): the changes written after it are lost. Empty: it
-	// is not, or there is no record.
+	// Older says how the log is older than the store's last clean close or
+	// opening (PositionName): the changes written after it are lost. Empty:
+	// it is not, or there is no record.
 	Older string `json:"older,omitempty"`
-	// CleanClose says why the record of the store's last clean close was
-	// dropped unread. Empty: it was read, or there was none.
-	CleanClose string `json:"clean_close,omitempty"`
+	// Position says why the record of how far the store had got was
+	// dropped. Empty: it was read and checked out, or there was none.
+	Position string `json:"position,omitempty"`
 	// Records is how many records the repaired store holds.
 	Records int `json:"records"`
 	// CrashCount is the crash count written; the next opening takes a
@@ -67,8 +67,8 @@ func (r RepairReport) String() string {
 	if r.Older != "" {
 		fmt.Fprintf(&b, "  %s: the changes written after it are lost\n", r.Older)
 	}
-	if r.CleanClose != "" {
-		fmt.Fprintf(&b, "  dropped the unreadable record of the last clean close: %s\n", r.CleanClose)
+	if r.Position != "" {
+		fmt.Fprintf(&b, "  dropped the record of how far the store had got: %s\n", r.Position)
 	}
 	if r.Torn > 0 {
 		fmt.Fprintf(&b, "  cut a torn last frame of %d bytes (a write a crash interrupted, never acknowledged)\n", r.Torn)
@@ -102,11 +102,11 @@ func RepairFileStore(dir string) (RepairReport, error) {
 	if err != nil {
 		return rep, fmt.Errorf("participant store %s: %w", dir, err)
 	}
-	clean, closed, cerr := readCleanClose(dir)
+	pos, recorded, cerr := readPos(dir)
 	var d *disk.DamageError
 	switch {
 	case errors.As(cerr, &d):
-		rep.CleanClose = d.Problem
+		rep.Position = d.Problem
 	case cerr != nil:
 		return rep, cerr
 	}
@@ -129,17 +129,17 @@ func RepairFileStore(dir string) (RepairReport, error) {
 		}
 		count = max(count, c)
 	}
-	if closed {
+	if recorded {
 		var d *disk.DamageError
-		switch err := clean.check(dir, scan.end, scan.torn, count, s.seq); {
+		switch err := pos.check(dir, scan.end, scan.torn, count, s.seq); {
 		case !errors.As(err, &d):
 		case d.Path == path:
 			rep.Older = d.Problem
 		default:
-			rep.CleanClose = d.Problem
+			rep.Position = d.Problem
 		}
 	}
-	if len(scan.damaged) == 0 && scan.short == nil && scan.torn == 0 && rep.Older == "" && rep.CleanClose == "" {
+	if len(scan.damaged) == 0 && scan.short == nil && scan.torn == 0 && rep.Older == "" && rep.Position == "" {
 		return rep, nil
 	}
 	for _, d := range scan.damaged {
@@ -150,15 +150,14 @@ func RepairFileStore(dir string) (RepairReport, error) {
 	rep.CutAt = int64(scan.cutAt())
 	// Every count frame is 17 bytes: the damaged spans hold fewer counts
 	// than that many. What was cut off is unknown: the count jumps by 2^32,
-	// more than the opens a store sees. The last clean close's count was
-	// taken too.
+	// more than the opens a store sees. The recorded count was taken too.
 	rep.CrashCount = count + dropped/int64(len(countFrame(0))) + 1
 	if rep.CutAt > 0 {
 		rep.CrashCount += 1 << 32
 	}
-	if closed {
-		rep.CrashCount = max(rep.CrashCount, clean.crash+1)
-		s.seq = max(s.seq, clean.seq)
+	if recorded {
+		rep.CrashCount = max(rep.CrashCount, pos.crash+1)
+		s.seq = max(s.seq, pos.seq)
 	}
 	rep.Records = len(s.live)
 	if rep.Saved, err = saveCopy(path, data); err != nil {
@@ -168,8 +167,8 @@ func RepairFileStore(dir string) (RepairReport, error) {
 		return rep, err
 	}
 	// Only now: removed first, a crash would leave the old log unchecked.
-	if err := removeCleanClose(dir); err != nil {
-		return rep, fmt.Errorf("participant store %s: removing %s: %w", dir, CleanCloseName, err)
+	if err := removePos(dir); err != nil {
+		return rep, fmt.Errorf("participant store %s: removing %s: %w", dir, PositionName, err)
 	}
 	return rep, nil
 }

@@ -32,7 +32,8 @@ import (
 // never acknowledged — is cut off, and logged. Anything else that does
 // not check out is damage: a frame that fails its checksum, a log cut
 // short (anywhere: at a frame's end or inside one), a log shorter or older
-// than the one its last Close recorded (CleanCloseName). OpenFileStore then
+// than the one its last Close recorded, or than the store was when last
+// opened (PositionName). OpenFileStore then
 // refuses the store with a *disk.DamageError naming the file and offset
 // (errors.Is(err, ErrDamaged)), and RepairFileStore keeps what can be
 // read. The crash count goes up by one at every open and that is written
@@ -40,7 +41,7 @@ import (
 // random count, so a store made again in a wiped directory does not repeat
 // an old count.
 //
-// A log written before the extents and the clean-close record (version 1)
+// A log written before the extents and the position record (version 1)
 // is still opened, by the rule it was written under (a frame cut short at
 // its end is taken for torn), and rewritten in the current version before
 // the store takes writes.
@@ -137,26 +138,26 @@ func openLocked(dir string, opts ...FileStoreOption) (*FileStore, error) {
 	}
 	// A temporary file is a compaction a crash interrupted: the log is
 	// still whole.
-	for _, tmp := range []string{tmpName, CleanCloseName + ".tmp"} {
+	for _, tmp := range []string{tmpName, PositionName + ".tmp"} {
 		if err := os.Remove(filepath.Join(dir, tmp)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("participant store %s: %w", dir, err)
 		}
 	}
-	clean, closed, err := readCleanClose(dir)
+	pos, recorded, err := readPos(dir)
 	if err != nil {
 		return nil, err
 	}
 	path := filepath.Join(dir, logName)
 	data, err := os.ReadFile(path)
 	switch {
-	case errors.Is(err, fs.ErrNotExist) && closed:
-		return nil, &disk.DamageError{Path: path, Offset: -1, Problem: fmt.Sprintf("the store's log is gone, but the store closed cleanly with %d bytes of it", clean.end)}
+	case errors.Is(err, fs.ErrNotExist) && recorded:
+		return nil, &disk.DamageError{Path: path, Offset: -1, Problem: fmt.Sprintf("the store's log is gone, but the store had written %d bytes of it (%s)", pos.end, PositionName)}
 	case errors.Is(err, fs.ErrNotExist):
 		s.crash = randomCount()
 		if s.end, s.alloc, err = s.rewrite(s.crash); err != nil {
 			return nil, err
 		}
-		return s, s.openLog(path)
+		return s.opened(path)
 	case err != nil:
 		return nil, fmt.Errorf("participant store %s: %w", dir, err)
 	}
@@ -164,14 +165,14 @@ func openLocked(dir string, opts ...FileStoreOption) (*FileStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	if closed {
-		if err := clean.check(dir, scan.end, scan.torn, count, s.seq); err != nil {
+	if recorded {
+		if err := pos.check(dir, scan.end, scan.torn, count, s.seq); err != nil {
 			return nil, err
 		}
 	}
-	// The record speaks for the log as it is: gone before any write.
-	if err := removeCleanClose(dir); err != nil {
-		return nil, fmt.Errorf("participant store %s: removing %s: %w", dir, CleanCloseName, err)
+	// Before any write: a clean close's record would no longer be exact.
+	if err := writePos(dir, storePos{end: int64(scan.end), crash: count, seq: s.seq}); err != nil {
+		return nil, fmt.Errorf("participant store %s: writing %s: %w", dir, PositionName, err)
 	}
 	s.crash = count + 1
 	if scan.torn > 0 {
@@ -185,7 +186,7 @@ func openLocked(dir string, opts ...FileStoreOption) (*FileStore, error) {
 			return nil, err
 		}
 		s.log.Info("participant store: the log was rewritten in the current format", "file", path, "records", len(s.live))
-		return s, s.openLog(path)
+		return s.opened(path)
 	}
 	s.end, s.alloc = int64(scan.end), int64(len(data))
 	if err := s.openLog(path); err != nil {
@@ -201,6 +202,25 @@ func openLocked(dir string, opts ...FileStoreOption) (*FileStore, error) {
 	if err := s.writeSync(countFrame(s.crash)); err != nil {
 		s.f.Close()
 		return nil, err
+	}
+	return s.recordOpened()
+}
+
+// opened opens the log at path, just made with the store's crash count,
+// and records the opening.
+func (s *FileStore) opened(path string) (*FileStore, error) {
+	if err := s.openLog(path); err != nil {
+		return nil, err
+	}
+	return s.recordOpened()
+}
+
+// recordOpened records, now that the new crash count is on disk, the least
+// the store holds from now on (see PositionName).
+func (s *FileStore) recordOpened() (*FileStore, error) {
+	if err := writePos(s.dir, storePos{end: s.end, crash: s.crash, seq: s.seq}); err != nil {
+		s.f.Close()
+		return nil, fmt.Errorf("participant store %s: writing %s: %w", s.dir, PositionName, err)
 	}
 	return s, nil
 }
@@ -576,8 +596,9 @@ func (s *FileStore) Writes() (batches, writes uint64) {
 }
 
 // Close waits for a write under way, records the clean close
-// (CleanCloseName: where the log ends, its crash count and last batch,
-// checked by the next open) unless the store failed, and closes the log.
+// (PositionName: exactly where the log ends, its crash count and last
+// batch, checked by the next open) unless the store failed, and closes
+// the log.
 // Later Applies fail.
 func (s *FileStore) Close() error {
 	s.mu.Lock()
@@ -593,7 +614,7 @@ func (s *FileStore) Close() error {
 	s.wakeLocked(nil)
 	var err error
 	if s.err == nil {
-		if err = writeCleanClose(s.dir, cleanClose{end: s.end, crash: s.crash, seq: s.seq}); err != nil {
+		if err = writePos(s.dir, storePos{closed: true, end: s.end, crash: s.crash, seq: s.seq}); err != nil {
 			err = fmt.Errorf("participant store %s: recording the clean close: %w", s.dir, err)
 		}
 	}

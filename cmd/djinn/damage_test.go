@@ -114,7 +114,8 @@ func TestServeRefusesDamage(t *testing.T) {
 // status 1 naming kv/store.log, the offset and djinn repair, rather than
 // serve fewer keys; djinn repair says where the store was cut, and the
 // server then starts. A store rolled back to a copy from before the last
-// clean stop is refused too (README, Disk damage).
+// clean stop, or after a SIGKILL to one from before the last start, is
+// refused too (README, Disk damage).
 func TestServeRefusesACutKVStore(t *testing.T) {
 	n := newNode(t)
 	p := n.start(t)
@@ -162,6 +163,29 @@ func TestServeRefusesACutKVStore(t *testing.T) {
 	for _, want := range []string{kvLog + " at offset", "older than this store's last clean close", "djinn repair --data-dir " + n.dir} {
 		if code != 1 || !strings.Contains(out, want) {
 			t.Fatalf("a key/value store rolled back: exit %d, want 1 with %q in:\n%s", code, want, out)
+		}
+	}
+
+	// Rolled back to a copy from before the last start, after a SIGKILL.
+	if code, out = runBinary(t, "repair", "--data-dir", n.dir); code != 0 {
+		t.Fatalf("repair of a rolled-back key/value store: exit %d:\n%s", code, out)
+	}
+	n.start(t).stop(t)
+	if old, err = os.ReadFile(kvLog); err != nil {
+		t.Fatal(err)
+	}
+	p = n.start(t)
+	if _, err := djinnpb.NewKeyValueClient(dial(t, p.addr)).Put(ctxT(t), &djinnpb.KVPutRequest{Key: "after-kill", Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	p.kill()
+	if err := os.WriteFile(kvLog, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out = runBinary(t, "serve", "--data-dir", n.dir, "--listen", n.listen, "--admin", n.admin, "--raft", n.raft, "--discovery", n.discovery)
+	for _, want := range []string{kvLog + " at offset", "older than this store was when last opened", "djinn repair --data-dir " + n.dir} {
+		if code != 1 || !strings.Contains(out, want) {
+			t.Fatalf("a key/value store rolled back after a SIGKILL: exit %d, want 1 with %q in:\n%s", code, want, out)
 		}
 	}
 }

@@ -143,7 +143,7 @@ func checkKVStore(dataDir string) error {
 // gone or empty, and returns its log's path.
 func startEmptyKV(kvDir string) (string, error) {
 	path := filepath.Join(kvDir, "store.log")
-	for _, name := range []string{path, filepath.Join(kvDir, participant.CleanCloseName)} {
+	for _, name := range []string{path, filepath.Join(kvDir, participant.PositionName)} {
 		if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return "", err
 		}
