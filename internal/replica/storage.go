@@ -54,6 +54,9 @@ func openStorage(raftDir string, segSize int, hlog hclog.Logger, logger *slog.Lo
 	if d := sc.damage(); d != nil {
 		return nil, d
 	}
+	if err := clearTornSeal(wc, logger); err != nil {
+		return nil, fmt.Errorf("log in %s: %w", walDir, err)
+	}
 	// Raft's telemetry first: the log's metrics go where it sends them.
 	if _, err := RaftMetrics(); err != nil {
 		return nil, fmt.Errorf("raft metrics: %w", err)

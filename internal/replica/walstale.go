@@ -1,9 +1,12 @@
 package replica
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -276,4 +279,60 @@ func termAtLeast(w *wal.WAL, last uint64) error {
 		return err
 	}
 	return w.SetUint64(key, e.Term)
+}
+
+// clearTornSeal makes raft-wal blind to a torn write left out at the end
+// of the log's tail that holds the segment's index frame: a crash while
+// the append that sealed the segment was written. raft-wal leaves the
+// batch out when it opens the log, but keeps taking the segment for
+// sealed, and refuses every append to it: the node would never lead. The
+// batch was never acknowledged; the first frame header of it is zeroed
+// (as raft-wal's next append would overwrite it), and the file fsynced.
+func clearTornSeal(wc walCheck, logger *slog.Logger) error {
+	if len(wc.segs) == 0 {
+		return nil
+	}
+	s := wc.segs[len(wc.segs)-1]
+	if !s.tail || s.cutFrom < 0 || s.after != nil {
+		return nil
+	}
+	f, err := os.OpenFile(s.path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if !indexFrameFrom(f, s.cutFrom) {
+		return nil
+	}
+	if _, err := f.WriteAt(make([]byte, segFrameLen), s.cutFrom); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	logger.Warn("log: the torn write was the one that sealed the segment; its first frame is cleared so that the log is written on",
+		"file", s.path, "offset", s.cutFrom)
+	return nil
+}
+
+// indexFrameFrom reports whether raft-wal, reading the frames of r from
+// off on as it does when it opens a segment, finds an index frame.
+func indexFrameFrom(r io.ReaderAt, off int64) bool {
+	var fh [segFrameLen]byte
+	for {
+		if _, err := r.ReadAt(fh[:], off); err != nil {
+			return false
+		}
+		l := int64(binary.LittleEndian.Uint32(fh[4:]))
+		switch fh[0] {
+		case frameIndex:
+			return true
+		case frameEntry:
+			off += segFrameLen + l + int64(padLen(int(l)))
+		case frameCommit:
+			off += segFrameLen
+		default:
+			return false
+		}
+	}
 }

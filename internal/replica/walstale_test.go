@@ -1,15 +1,19 @@
 package replica
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
+
+	"github.com/djinn-go/djinn/proto/statepb"
 )
 
 // metaFirst and metaMore are how many commands the log holds when its
@@ -153,4 +157,62 @@ func termOf(t *testing.T, dir string, last uint64) (current, term uint64) {
 		t.Fatal(err)
 	}
 	return current, e.Term
+}
+
+// TestTornSealAfterACrash: a crash while the append that sealed the tail
+// segment was written — its index frame on disk, its commit not — leaves
+// that batch out (never acknowledged), and the node leads and writes on;
+// before, raft-wal took the segment for sealed and refused every append,
+// and the node never led.
+func TestTornSealAfterACrash(t *testing.T) {
+	// The log as a crash leaves it after the append that sealed its first
+	// segment was written, before the metadata said so and the next
+	// segment was made (the records beside the log saying no more than
+	// they did before that append).
+	dir := writeHistory(t, metaFirst, 1000, 0, smallSegments)
+	meta := filepath.Join(dir, "raft", "wal", metadb.FileName)
+	old := readFile(t, meta)
+	records := map[string][]byte{}
+	for _, name := range []string{logEndName, witnessName} {
+		records[name] = readFile(t, filepath.Join(dir, "raft", name))
+	}
+	appendHistory(t, dir, metaMore, 1000, smallSegments)
+	segs := segments(t, dir)
+	for _, s := range segs[1:] {
+		if err := os.Remove(s.path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, meta, old)
+	for name, b := range records {
+		writeFile(t, filepath.Join(dir, "raft", name), b)
+	}
+	crashed(t, dir)
+	s := segs[0]
+	last := s.walk.commits[len(s.walk.commits)-1]
+	if s.walk.indexAt < 0 || s.walk.indexAt > last.off {
+		t.Fatalf("the first segment's last batch holds no index frame (index at %d, last commit at %d)", s.walk.indexAt, last.off)
+	}
+	damageFile(t, s.path, last.off, func(b []byte) { clear(b[:segFrameLen]) }) // the commit never written
+
+	leading := make(chan struct{}, 1)
+	c := newCounter()
+	node, err := openSized(dir, smallSegments, c, leading)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	select {
+	case <-leading:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the node does not lead")
+	}
+	held := c.get()
+	if held < metaFirst {
+		t.Fatalf("%d commands served, want at least the %d of the first start", held, metaFirst)
+	}
+	cmd := &statepb.Command{Op: &statepb.Command_Member{Member: &statepb.Member{NodeId: "x"}}}
+	if _, err := node.Propose(context.Background(), cmd); err != nil {
+		t.Fatalf("a write after the start: %v", err)
+	}
 }
