@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -156,10 +155,11 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "wal"), 0o700); err != nil {
 		return nil, fmt.Errorf("data directory %s: %w", cfg.DataDir, err)
 	}
-	id, err := nodeID(cfg.DataDir, cfg.NodeID)
+	ident, err := readIdentity(cfg.DataDir, cfg.NodeID)
 	if err != nil {
 		return nil, err
 	}
+	id := ident.id
 	n := &Node{cfg: cfg, id: id, dir: dir, notes: make(chan bool, 16), advanced: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), shut: make(chan struct{})}
 	n.lease = newLeaderLease(leaseBound(cfg.HeartbeatTimeout), time.Now())
 
@@ -193,6 +193,10 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	if err != nil {
 		n.closeStores()
 		return nil, fmt.Errorf("read state in %s: %w", dir, err)
+	}
+	if err := n.checkIdentity(ident, exists); err != nil {
+		n.closeStores()
+		return nil, err
 	}
 	if !exists && cfg.Bootstrap {
 		conf := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: rc.LocalID, Address: n.trans.LocalAddr()}}}
@@ -283,59 +287,20 @@ func (t *tcpStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Co
 
 func (t *tcpStream) Addr() net.Addr { return t.advertise }
 
-// nodeID returns the configured id, or the one stored in dir, or a new one
-// it stores there. A node-id file gone or empty beside a log is damage: a
-// new id would make a node its log's configuration does not know.
-func nodeID(dir, configured string) (string, error) {
-	path := filepath.Join(dir, "node-id")
-	b, err := os.ReadFile(path)
-	stored := strings.TrimSpace(string(b))
-	switch {
-	case err == nil && stored != "":
-		if configured != "" && configured != stored {
-			return "", djinn.Errorf(djinn.InvalidArgument, "node id %q: data directory %s belongs to node %q", configured, dir, stored)
-		}
-		return stored, nil
-	case err != nil && !errors.Is(err, os.ErrNotExist):
-		return "", fmt.Errorf("read node id: %w", err)
-	}
-	if configured != "" {
-		if err := CheckNodeID(configured); err != nil {
-			return "", err
+// checkIdentity refuses to start under an id the log's configuration
+// does not have (identity.go), and keeps the id in the node-id file.
+func (n *Node) checkIdentity(ident identity, exists bool) error {
+	var conf raft.Configuration
+	if exists {
+		var err error
+		if conf, err = latestConfiguration(n.log, n.snaps); err != nil {
+			return fmt.Errorf("data directory %s: read the cluster configuration: %w", n.cfg.DataDir, err)
 		}
 	}
-	id := configured
-	if id == "" {
-		if HasLog(dir) {
-			return "", lostNodeID(dir, path, err == nil)
-		}
-		id = djinn.NewID().String()[:12]
+	if err := ident.check(conf, n.trans.LocalAddr()); err != nil {
+		return err
 	}
-	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("write node id: %w", err)
-	}
-	return id, nil
-}
-
-// HasLog reports whether dataDir holds a node's log already, or held one:
-// its witness (witness.go) outlives a log directory lost.
-func HasLog(dataDir string) bool {
-	segs, _ := filepath.Glob(filepath.Join(dataDir, "raft", "wal", "*.wal"))
-	_, err := os.Stat(filepath.Join(dataDir, "raft", "wal", "wal-meta.db"))
-	_, werr := os.Stat(filepath.Join(dataDir, "raft", witnessName))
-	return len(segs) > 0 || err == nil || werr == nil
-}
-
-// lostNodeID is the damage of a node-id file gone or empty beside a log.
-func lostNodeID(dataDir, path string, empty bool) error {
-	problem := "the node's id is gone but its log is there"
-	if empty {
-		problem = "the node's id is empty but its log is there"
-	}
-	return disk.WithRecovery(&disk.DamageError{Path: path, Offset: -1, Problem: problem},
-		fmt.Sprintf("restore %s from a backup, or start once with --node-id set to the id this node had "+
-			"(in a cluster, `djinn member ls` on another member lists it by its Raft address); "+
-			"a new id would make a node its log does not know", path))
+	return ident.keep(n.cfg.Logger)
 }
 
 // ID returns the node's id.
