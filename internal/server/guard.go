@@ -7,12 +7,16 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"os"
 	"path/filepath"
+	"strings"
 
 	"google.golang.org/grpc/metadata"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/disk"
 	"github.com/djinn-go/djinn/internal/principal"
+	"github.com/djinn-go/djinn/internal/replica"
 	"github.com/djinn-go/djinn/internal/secret"
 )
 
@@ -94,10 +98,13 @@ func newGuard(cfg Config) (guard, error) {
 // loadSecret returns the join secret of a node without mutual TLS: the one
 // in its data directory; else the one its join-secret-file holds, which it
 // copies there; else, for a node that starts a cluster, a new one it
-// writes there. A node that joins needs the cluster's.
+// writes there. A node that joins needs the cluster's. A secret gone or
+// empty beside the node's log, or one that does not parse, is damage: a
+// new one would shut a member out of its cluster and change the
+// operator's secret.
 func loadSecret(cfg Config) (secret.Secret, error) {
 	path := filepath.Join(cfg.DataDir, secret.FileName)
-	stored, err := secret.Load(path)
+	stored, err := storedSecret(path, cfg.DataDir)
 	switch {
 	case err == nil:
 		if f := cfg.Security.JoinSecretFile; f != "" {
@@ -111,13 +118,15 @@ func loadSecret(cfg Config) (secret.Secret, error) {
 		}
 		return stored, nil
 	case !errors.Is(err, fs.ErrNotExist):
-		return secret.Secret{}, fmt.Errorf("join secret: %w", err)
+		return secret.Secret{}, err
 	}
 	s := secret.New()
 	if f := cfg.Security.JoinSecretFile; f != "" {
 		if s, err = secret.Load(f); err != nil {
 			return secret.Secret{}, djinn.Errorf(djinn.InvalidArgument, "security join-secret-file: %v", err)
 		}
+	} else if replica.HasLog(cfg.DataDir) {
+		return secret.Secret{}, lostSecret(path, "the join secret is gone but the node's log is there")
 	} else if cfg.Join != "" || !cfg.Cluster.Bootstrap {
 		return secret.Secret{}, djinn.Errorf(djinn.InvalidArgument, "a node that joins a cluster needs its join secret: copy the %s file from a member's data directory and pass it with --join-secret-file", secret.FileName)
 	}
@@ -125,6 +134,42 @@ func loadSecret(cfg Config) (secret.Secret, error) {
 		return secret.Secret{}, fmt.Errorf("join secret: %w", err)
 	}
 	return s, nil
+}
+
+// storedSecret reads the join secret at path, in dataDir; an error that
+// matches fs.ErrNotExist when there is none.
+func storedSecret(path, dataDir string) (secret.Secret, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return secret.Secret{}, err
+		}
+		return secret.Secret{}, fmt.Errorf("join secret: %w", err)
+	}
+	s, err := secret.Parse(string(b))
+	if err == nil {
+		return s, nil
+	}
+	problem := fmt.Sprintf("does not hold a join secret (%v)", err)
+	if strings.TrimSpace(string(b)) == "" {
+		problem = "the join secret is empty"
+	}
+	if !replica.HasLog(dataDir) {
+		return secret.Secret{}, disk.WithRecovery(&disk.DamageError{Path: path, Offset: -1, Problem: problem},
+			fmt.Sprintf("this data directory holds no log yet: remove %s, and a node that starts a cluster makes a new one "+
+				"(one that joins copies its --join-secret-file)", path))
+	}
+	return secret.Secret{}, lostSecret(path, problem+" but the node's log is there")
+}
+
+// lostSecret is the damage of a join secret gone or unreadable beside
+// the node's log.
+func lostSecret(path, problem string) error {
+	return disk.WithRecovery(&disk.DamageError{Path: path, Offset: -1, Problem: problem},
+		fmt.Sprintf("restore %s from a backup, or copy the %s file of another member's data directory there "+
+			"(or, with it gone, start once with --join-secret-file naming such a copy); a new secret would shut this member "+
+			"out of its cluster and change the operator's secret (a single node whose secret has no copy anywhere: "+
+			"write 32 new random hex digits there, and give its operators the new secret)", path, secret.FileName))
 }
 
 // presented reports whether the call carries the join secret.

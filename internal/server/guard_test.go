@@ -12,6 +12,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/disk"
 	"github.com/djinn-go/djinn/internal/secret"
 	"github.com/djinn-go/djinn/internal/server"
 	"github.com/djinn-go/djinn/internal/server/servertest"
@@ -129,6 +130,81 @@ func TestJoinSecretFile(t *testing.T) {
 	again := servertest.Open(t, cfg)
 	if got, err := secret.Load(servertest.SecretFile(again)); err != nil || got != sec {
 		t.Fatalf("after a restart the secret is %v, %v; want the same", got, err)
+	}
+}
+
+// TestJoinSecretDamageRefused: a join secret gone, emptied or cut short
+// beside the node's log is refused as damage naming the file and how to
+// recover — not replaced by a new secret, which would change the
+// operator's secret and shut a member out of its cluster; restored, or
+// given with --join-secret-file, the node starts with the secret it had.
+// In a data directory without a log, a damaged secret is refused saying
+// to remove it (a first start then makes a new one).
+func TestJoinSecretDamageRefused(t *testing.T) {
+	t.Parallel()
+	cfg := servertest.Config(t)
+	first := servertest.Open(t, cfg)
+	path := servertest.SecretFile(first)
+	kept, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		damage func() error
+		want   string
+	}{
+		{"removed", func() error { return os.Remove(path) }, path + ": the join secret is gone but the node's log is there"},
+		{"emptied", func() error { return os.WriteFile(path, nil, 0o600) }, path + ": the join secret is empty but the node's log is there"},
+		{"cut short", func() error { return os.WriteFile(path, kept[:16], 0o600) }, path + ": does not hold a join secret (join secret: 16 characters, want 32 hex digits) but the node's log is there"},
+	} {
+		if err := tc.damage(); err != nil {
+			t.Fatal(err)
+		}
+		_, err := server.Open(testContext(t), cfg, nil)
+		for _, want := range []string{tc.want, "to recover: restore " + path + " from a backup", "another member's data directory", "--join-secret-file"} {
+			wantErr(t, "join secret "+tc.name, err, disk.ErrDamaged, want)
+		}
+		if err := os.WriteFile(path, kept, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := servertest.Open(t, cfg).Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Gone, and given with --join-secret-file: copied back.
+	backup := filepath.Join(t.TempDir(), "join-secret")
+	if err := os.WriteFile(backup, kept, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	given := cfg
+	given.Security.JoinSecretFile = backup
+	if err := servertest.Open(t, given).Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(path); err != nil || string(got) != string(kept) {
+		t.Fatalf("join secret after a start with --join-secret-file: %q, %v; want the one it had", got, err)
+	}
+
+	fresh := servertest.Config(t)
+	freshPath := filepath.Join(fresh.DataDir, secret.FileName)
+	if err := os.WriteFile(freshPath, []byte("0123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = server.Open(testContext(t), fresh, nil)
+	wantErr(t, "a damaged join secret without a log", err, disk.ErrDamaged, "this data directory holds no log yet: remove "+freshPath)
+	if err := os.Remove(freshPath); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := secret.Load(servertest.SecretFile(servertest.Open(t, fresh))); err != nil {
+		t.Fatalf("a first start makes no join secret: %v", err)
 	}
 }
 
