@@ -238,6 +238,62 @@ func TestServeRefusesLostFiles(t *testing.T) {
 	}
 }
 
+// TestServeRefusesDamagedIdentity: djinn serve on a data directory whose
+// node-id file was cut short or zeroed, or whose join-secret file is gone,
+// beside its log, exits with status 1 naming the file and how to recover
+// (for node-id, the member the log has at this node's Raft address) — it
+// does not start never ready under an id its log does not know, nor with a
+// new secret; with the file restored it starts (README, Disk damage).
+func TestServeRefusesDamagedIdentity(t *testing.T) {
+	n := newNode(t)
+	n.start(t).stop(t)
+	serve := []string{"serve", "--data-dir", n.dir, "--listen", n.listen, "--admin", n.admin, "--raft", n.raft, "--discovery", n.discovery}
+
+	idFile := filepath.Join(n.dir, "node-id")
+	kept, err := os.ReadFile(idFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := strings.TrimSpace(string(kept))
+	for _, tc := range []struct{ name, text, says string }{
+		{"cut to half", id[:len(id)/2], idFile + ": holds node id"},
+		{"zeroed", strings.Repeat("\x00", len(kept)), idFile + ": holds no node id"},
+	} {
+		if err := os.WriteFile(idFile, []byte(tc.text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, out := runBinary(t, serve...)
+		for _, want := range []string{tc.says, "to recover: restore " + idFile, "--node-id " + id} {
+			if code != 1 || !strings.Contains(out, want) {
+				t.Fatalf("node-id %s: exit %d, want 1 with %q in:\n%s", tc.name, code, want, out)
+			}
+		}
+	}
+	if err := os.WriteFile(idFile, kept, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n.start(t).stop(t)
+
+	secretFile := filepath.Join(n.dir, "join-secret")
+	kept, err = os.ReadFile(secretFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(secretFile); err != nil {
+		t.Fatal(err)
+	}
+	code, out := runBinary(t, serve...)
+	for _, want := range []string{secretFile + ": the join secret is gone", "to recover: restore " + secretFile, "--join-secret-file"} {
+		if code != 1 || !strings.Contains(out, want) {
+			t.Fatalf("join-secret removed: exit %d, want 1 with %q in:\n%s", code, want, out)
+		}
+	}
+	if err := os.WriteFile(secretFile, kept, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n.start(t).stop(t)
+}
+
 // TestServeTurnsKVOn: a node that ran without its key/value store
 // (--kv=false) starts an empty one when it is turned on — a store never
 // made, not one lost — and serves writes to it.

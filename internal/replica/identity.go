@@ -139,34 +139,39 @@ func (ident identity) conflict(member bool) error {
 // notAMember refuses an id the log's configuration does not have.
 func (ident identity) notAMember(conf raft.Configuration, self raft.ServerAddress) error {
 	var has []string
-	here := ""
 	for _, s := range conf.Servers {
 		m := fmt.Sprintf("%s at %s", s.ID, s.Address)
 		if s.Address == self {
 			m += " (this node's Raft address)"
-			here = string(s.ID)
 		}
 		has = append(has, m)
 	}
 	members := strings.Join(has, ", ")
-	next := "if this data directory is one of those members', start once with --node-id set to its id"
-	if here != "" {
-		next = fmt.Sprintf("if this data directory is member %s's, start once with --node-id %s", here, here)
-	}
-	next += fmt.Sprintf(" (or restore %s from a backup); if node %s was removed from the cluster, this data directory "+
-		"is no longer a member's: start with an empty data directory and --join to join again; or replace the member "+
-		"(djinn member remove, then a node with an empty data directory that joins)", ident.path, ident.id)
+	next := fmt.Sprintf("restore %s from a backup, or start once with --node-id set to the id of the member whose data directory this is (%s); "+
+		"if node %s was removed from the cluster, this data directory is no longer a member's: start with an empty one and --join to join again; "+
+		"or replace the member (djinn member remove, then a node with an empty data directory that joins)", ident.path, memberHint(conf, self), ident.id)
 	if ident.configured != "" && ident.configured != ident.stored {
 		held := ""
 		if ident.stored != "" {
 			held = fmt.Sprintf("; its %s file holds %q, no member either", ident.path, ident.stored)
 		}
 		return djinn.Errorf(djinn.InvalidArgument,
-			"node id %q, as configured: the cluster configuration in the log of data directory %s has no such member (it has %s)%s; %s",
+			"node id %q, as configured: the cluster configuration in the log of data directory %s has no such member; its members: %s%s; %s",
 			ident.id, ident.dataDir, members, held, next)
 	}
 	return disk.WithRecovery(&disk.DamageError{Path: ident.path, Offset: -1, Problem: fmt.Sprintf(
-		"holds node id %q, but the cluster configuration in the node's log has no such member (it has %s)", ident.id, members)}, next)
+		"holds node id %q, but the cluster configuration in the node's log has no such member; its members: %s", ident.id, members)}, next)
+}
+
+// memberHint names the member conf has at this node's Raft address (self),
+// or says how to find the one this node was.
+func memberHint(conf raft.Configuration, self raft.ServerAddress) string {
+	for _, s := range conf.Servers {
+		if s.Address == self {
+			return fmt.Sprintf("the log's configuration has member %s at this node's Raft address: --node-id %s", s.ID, s.ID)
+		}
+	}
+	return "in a cluster, `djinn member ls` on another member lists it by its Raft address"
 }
 
 // latestConfiguration returns the cluster configuration Raft starts with
@@ -227,13 +232,7 @@ func HasLog(dataDir string) bool {
 // beside a log; conf, the log's configuration, names the member at this
 // node's Raft address (self), if any.
 func (ident identity) damaged(conf raft.Configuration, self raft.ServerAddress) error {
-	hint := "in a cluster, `djinn member ls` on another member lists it by its Raft address"
-	for _, s := range conf.Servers {
-		if s.Address == self {
-			hint = fmt.Sprintf("the log's configuration has member %s at this node's Raft address: --node-id %s", s.ID, s.ID)
-		}
-	}
 	return disk.WithRecovery(&disk.DamageError{Path: ident.path, Offset: -1, Problem: ident.problem},
 		fmt.Sprintf("restore %s from a backup, or start once with --node-id set to the id this node had (%s); "+
-			"a new id would make a node its log does not know", ident.path, hint))
+			"a new id would make a node its log does not know", ident.path, memberHint(conf, self)))
 }

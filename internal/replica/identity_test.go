@@ -64,7 +64,7 @@ func TestNodeIDDamagedRefused(t *testing.T) {
 		snapshot bool
 		want     string
 	}{
-		{"cut to half", "node", false, `holds node id "node", but the cluster configuration in the node's log has no such member`},
+		{"cut to half", "node", false, `holds node id "node", but the cluster configuration in the node's log has no such member; its members: `},
 		{"zeroed", "\x00\x00\x00\x00\x00\x00\x00\n", true, "holds no node id"},
 		{"a letter flipped", "node-A1\n", true, `holds node id "node-A1", but`},
 		{"the dash flipped", "node\r" + "a1\n", false, "holds no node id"},
@@ -92,7 +92,7 @@ func TestNodeIDDamagedRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err := Open(Config{DataDir: dir, RaftAddr: addr}, newCounter())
-			wantErrText(t, "damaged node-id", err, disk.ErrDamaged, path+": "+tc.want, "to recover", "--node-id "+id)
+			wantErrText(t, "damaged node-id", err, disk.ErrDamaged, path+": "+tc.want, "to recover: restore "+path+" from a backup", "member "+id+" at this node's Raft address: --node-id "+id)
 			if tc.want != "holds no node id" {
 				wantErrText(t, "damaged node-id", err, disk.ErrDamaged, id+" at "+addr+" (this node's Raft address)")
 			}
@@ -126,14 +126,14 @@ func TestNodeIDConfiguredNotAMember(t *testing.T) {
 	}
 	_, err = Open(Config{DataDir: dir, NodeID: "n2", RaftAddr: addr}, newCounter())
 	wantErrText(t, "neither the configured nor the stored id a member", err, djinn.ErrInvalidArgument,
-		`node id "n2", as configured: the cluster configuration in the log of data directory `+dir+" has no such member (it has n1 at "+addr,
+		`node id "n2", as configured: the cluster configuration in the log of data directory `+dir+" has no such member; its members: n1 at "+addr,
 		path+` file holds "n3", no member either`, "--node-id n1")
 
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
 	_, err = Open(Config{DataDir: dir, NodeID: "n2", RaftAddr: addr}, newCounter())
-	wantErrText(t, "node-id gone, the configured id no member", err, djinn.ErrInvalidArgument, "has no such member (it has n1 at "+addr)
+	wantErrText(t, "node-id gone, the configured id no member", err, djinn.ErrInvalidArgument, "has no such member; its members: n1 at "+addr)
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a refused id was written into node-id: %v", err)
 	}
