@@ -17,10 +17,11 @@ import (
 // A node's identity: its id, kept in the node-id file of its data
 // directory, is the name its log's configuration knows it by. A node that
 // ran under an id its log's configuration does not have would never lead
-// nor vote, serving nothing: ready never, and saying nothing. So an id the
-// file or the configuration gives is checked against the log before Raft
-// starts, and a node-id file gone, empty or not holding an id beside a log
-// is refused as damage, naming the file and how to recover.
+// nor vote, serving nothing: ready never, and saying nothing. So the id
+// the node-id file holds or the node's configuration gives (--node-id, a
+// peer certificate) is checked against the log before Raft starts, and a
+// node-id file gone, empty or not holding an id beside a log is refused as
+// damage, naming the file and how to recover.
 
 // nodeIDFile is the node id's file in a data directory.
 const nodeIDFile = "node-id"
@@ -107,10 +108,32 @@ func (ident identity) keep(logger *slog.Logger) error {
 		logger.Warn("node-id held an id the log's configuration does not have; it now holds the configured one",
 			"file", ident.path, "held", ident.stored, "node", ident.id)
 	}
-	if err := os.WriteFile(ident.path, []byte(ident.id+"\n"), 0o600); err != nil {
+	if err := writeFileSynced(ident.path, []byte(ident.id+"\n")); err != nil {
 		return fmt.Errorf("write node id: %w", err)
 	}
 	return nil
+}
+
+// writeFileSynced replaces the file at path with data, mode 0600, as
+// writeCleanStop does: a crash leaves the old file or the new one.
+func writeFileSynced(path string, data []byte) error {
+	tmp := path + ".new"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if err = errors.Join(err, f.Close()); err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return syncDir(filepath.Dir(path))
 }
 
 func hasServer(conf raft.Configuration, id string) bool {
