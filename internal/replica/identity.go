@@ -76,6 +76,15 @@ func readIdentity(dataDir, configured string) (identity, error) {
 	if ident.id == "" && ident.problem == "" {
 		ident.id = djinn.NewID().String()[:12]
 	}
+	if ident.stored == "" && ident.problem == "" && !HasLog(dataDir) {
+		// A first start keeps its id before it makes its log, so that a
+		// log never stands without the id (a start that fails after the
+		// log is made, on a port taken, starts again under it).
+		if err := writeFileSynced(ident.path, []byte(ident.id+"\n")); err != nil {
+			return identity{}, fmt.Errorf("write node id: %w", err)
+		}
+		ident.stored = ident.id
+	}
 	return ident, nil
 }
 

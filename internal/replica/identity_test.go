@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -151,7 +152,8 @@ func TestNodeIDConfiguredNotAMember(t *testing.T) {
 
 // TestNodeIDLegitimateStarts: a node waiting to be added (no
 // configuration yet) restarts under its stored id, with or without
-// --node-id; so does a member of a cluster.
+// --node-id; so does a first start that failed after making its log, and
+// a member of a cluster.
 func TestNodeIDLegitimateStarts(t *testing.T) {
 	dir := t.TempDir()
 	w, err := Open(Config{DataDir: dir, RaftAddr: "127.0.0.1:0"}, newCounter())
@@ -170,6 +172,23 @@ func TestNodeIDLegitimateStarts(t *testing.T) {
 		}
 		w.Close()
 	}
+
+	// A first start that fails once its log is made (its Raft port taken)
+	// kept its id first: the next start takes it, not a lost id.
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	first := t.TempDir()
+	if _, err := Open(Config{DataDir: first, RaftAddr: taken.Addr().String(), Bootstrap: true}, newCounter()); err == nil {
+		t.Fatal("a node opened on a taken Raft port")
+	}
+	again, err := Open(Config{DataDir: first, RaftAddr: "127.0.0.1:0", Bootstrap: true}, newCounter())
+	if err != nil {
+		t.Fatalf("a first start again after one on a taken port: %v", err)
+	}
+	again.Close()
 
 	_, f, _ := twoNodes(t)
 	fdir, fid, faddr := f.cfg.DataDir, f.ID(), f.RaftAddr()
