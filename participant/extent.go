@@ -189,5 +189,5 @@ func extendTo(f *os.File, dir string, size, to int64) error {
 	if err := f.Sync(); err != nil {
 		return err
 	}
-	return syncDir(dir)
+	return disk.SyncDir(dir)
 }

@@ -196,7 +196,7 @@ func saveCopy(path string, data []byte) (string, error) {
 			err = cerr
 		}
 		if err == nil {
-			err = syncDir(filepath.Dir(path))
+			err = disk.SyncDir(filepath.Dir(path))
 		}
 		return name, err
 	}

@@ -567,24 +567,12 @@ func (s *FileStore) rewrite(count int64) (end, size int64, err error) {
 		err = os.Rename(tmp, filepath.Join(s.dir, logName))
 	}
 	if err == nil {
-		err = syncDir(s.dir)
+		err = disk.SyncDir(s.dir)
 	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("participant store %s: rewriting the log: %w", s.dir, err)
 	}
 	return end, size, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // Writes returns the batches applied and the writes (each one frame and

@@ -103,42 +103,15 @@ func readPos(dir string) (c storePos, ok bool, err error) {
 	return c, true, nil
 }
 
-// writePos writes c as dir's position record: to a temporary file,
-// fsynced, renamed into place, the directory fsynced.
+// writePos writes c as dir's position record, durably (disk.WriteFile).
 func writePos(dir string, c storePos) error {
-	path := filepath.Join(dir, PositionName)
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(c.encode())
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err == nil {
-		err = syncDir(dir)
-	}
-	return err
+	return disk.WriteFile(filepath.Join(dir, PositionName), c.encode())
 }
 
 // removePos removes dir's position record, if any, and fsyncs the
 // directory.
 func removePos(dir string) error {
-	err := os.Remove(filepath.Join(dir, PositionName))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	return syncDir(dir)
+	return disk.Remove(filepath.Join(dir, PositionName))
 }
 
 // before reports whether a log at (crash, seq, end) holds less than c.

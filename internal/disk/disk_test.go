@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -50,5 +53,35 @@ func TestDamageError(t *testing.T) {
 	whole := &DamageError{Path: "/d/meta.json", Offset: -1, Problem: "unreadable"}
 	if whole.Error() != "/d/meta.json: unreadable" {
 		t.Errorf("%q", whole)
+	}
+}
+
+// TestWriteFile: a file written replaces the one there whole, leaves no
+// temporary file behind, and is removed again; removing a file not there
+// is no error.
+func TestWriteFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "record")
+	for _, data := range []string{"first", "second, longer"} {
+		if err := WriteFile(path, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(path); err != nil || string(got) != data {
+			t.Fatalf("read %q, %v; want %q", got, err, data)
+		}
+	}
+	if _, err := os.Stat(path + ".tmp"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the temporary file is left: %v", err)
+	}
+	if err := Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("removed, but: %v", err)
+	}
+	if err := Remove(path); err != nil {
+		t.Errorf("removing a file not there: %v", err)
+	}
+	if err := WriteFile(filepath.Join(path, "under-a-file"), nil); err == nil {
+		t.Error("a write where no directory is succeeded")
 	}
 }

@@ -1,6 +1,7 @@
 // Package disk holds what djinn's stores share about damage on disk: the
 // error a store returns when a file cannot be read back as it was written,
-// and the test that tells a torn write from damage.
+// the test that tells a torn write from damage, and the durable replacement
+// of the small record files beside the stores (WriteFile, Remove, SyncDir).
 //
 // The rule every store follows: either everything it acknowledged is read
 // back, or it refuses to open and says which file, which offset, and how to

@@ -80,7 +80,7 @@ func readIdentity(dataDir, configured string) (identity, error) {
 		// A first start keeps its id before it makes its log, so that a
 		// log never stands without the id (a start that fails after the
 		// log is made, on a port taken, starts again under it).
-		if err := writeFileSynced(ident.path, []byte(ident.id+"\n")); err != nil {
+		if err := disk.WriteFile(ident.path, []byte(ident.id+"\n")); err != nil {
 			return identity{}, fmt.Errorf("write node id: %w", err)
 		}
 		ident.stored = ident.id
@@ -117,32 +117,10 @@ func (ident identity) keep(logger *slog.Logger) error {
 		logger.Warn("node-id held an id the log's configuration does not have; it now holds the configured one",
 			"file", ident.path, "held", ident.stored, "node", ident.id)
 	}
-	if err := writeFileSynced(ident.path, []byte(ident.id+"\n")); err != nil {
+	if err := disk.WriteFile(ident.path, []byte(ident.id+"\n")); err != nil {
 		return fmt.Errorf("write node id: %w", err)
 	}
 	return nil
-}
-
-// writeFileSynced replaces the file at path with data, mode 0600, as
-// writeCleanStop does: a crash leaves the old file or the new one.
-func writeFileSynced(path string, data []byte) error {
-	tmp := path + ".new"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if err = errors.Join(err, f.Close()); err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return syncDir(filepath.Dir(path))
 }
 
 func hasServer(conf raft.Configuration, id string) bool {

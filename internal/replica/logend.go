@@ -173,26 +173,7 @@ func (e *logEnd) start(failed func(error)) {
 func makeLogEnd(raftDir string) error {
 	b := make([]byte, logEndLen)
 	copy(b[logEndBlock:], encodeLogEndSlot(1, 0)) // slot seq%2: the next write goes to the other
-	path := filepath.Join(raftDir, logEndName)
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err == nil {
-		err = syncDir(raftDir)
-	}
-	return err
+	return disk.WriteFile(filepath.Join(raftDir, logEndName), b)
 }
 
 // appendedTo notes that the log's entries up to index are appended and

@@ -380,7 +380,7 @@ func (p repairPlan) apply(raftDir, saved string, wc walCheck, badWitness bool) e
 	if err := removeCleanStop(raftDir); err != nil {
 		return err
 	}
-	return syncDir(raftDir)
+	return disk.SyncDir(raftDir)
 }
 
 // moveAside moves path, if there, into the directory into.
@@ -412,5 +412,5 @@ func moveInto(path, into string) error {
 	if err := os.Rename(path, filepath.Join(into, filepath.Base(path))); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(path))
+	return disk.SyncDir(filepath.Dir(path))
 }

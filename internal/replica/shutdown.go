@@ -24,9 +24,6 @@ const shutdownName = "clean-shutdown"
 // shutdownMagic starts the file; its last byte is the format's version.
 const shutdownMagic = "djinn clean shutdown\x00\x01"
 
-// shutdownLen is the file's length: magic, last index, last term, CRC.
-const shutdownLen = len(shutdownMagic) + 8 + 8 + 4
-
 // cleanStop is what the clean-shutdown file records.
 type cleanStop struct {
 	LastIndex uint64 // the log's last index when the node stopped
@@ -35,28 +32,40 @@ type cleanStop struct {
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-func (c cleanStop) encode() []byte {
-	b := make([]byte, 0, shutdownLen)
-	b = append(b, shutdownMagic...)
-	b = binary.BigEndian.AppendUint64(b, c.LastIndex)
-	b = binary.BigEndian.AppendUint64(b, c.LastTerm)
-	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
-}
+func (c cleanStop) encode() []byte { return encodeRecord(shutdownMagic, c.LastIndex, c.LastTerm) }
 
 // decodeCleanStop reads a clean-shutdown file's bytes.
 func decodeCleanStop(b []byte) (cleanStop, error) {
-	if len(b) != shutdownLen {
-		return cleanStop{}, fmt.Errorf("%d bytes, want %d", len(b), shutdownLen)
+	index, term, err := decodeRecord(shutdownMagic, "clean-shutdown record", b)
+	return cleanStop{LastIndex: index, LastTerm: term}, err
+}
+
+// encodeRecord encodes a record file of two numbers: magic (whose last
+// byte is the format's version), x, y, and a CRC-32C of them.
+func encodeRecord(magic string, x, y uint64) []byte {
+	b := make([]byte, 0, len(magic)+20)
+	b = append(b, magic...)
+	b = binary.BigEndian.AppendUint64(b, x)
+	b = binary.BigEndian.AppendUint64(b, y)
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// decodeRecord reads the bytes of a record file encodeRecord made with
+// magic; what names the record in the error.
+func decodeRecord(magic, what string, b []byte) (x, y uint64, err error) {
+	n := len(magic) + 20
+	if len(b) != n {
+		return 0, 0, fmt.Errorf("is %d bytes, want %d", len(b), n)
 	}
-	body, sum := b[:shutdownLen-4], binary.BigEndian.Uint32(b[shutdownLen-4:])
+	body, sum := b[:n-4], binary.BigEndian.Uint32(b[n-4:])
 	if crc32.Checksum(body, castagnoli) != sum {
-		return cleanStop{}, errors.New("fails its checksum")
+		return 0, 0, errors.New("fails its checksum")
 	}
-	if string(body[:len(shutdownMagic)]) != shutdownMagic {
-		return cleanStop{}, errors.New("not a clean-shutdown record of this version")
+	if string(body[:len(magic)]) != magic {
+		return 0, 0, fmt.Errorf("is not a %s of this version", what)
 	}
-	body = body[len(shutdownMagic):]
-	return cleanStop{LastIndex: binary.BigEndian.Uint64(body), LastTerm: binary.BigEndian.Uint64(body[8:])}, nil
+	body = body[len(magic):]
+	return binary.BigEndian.Uint64(body), binary.BigEndian.Uint64(body[8:]), nil
 }
 
 // readCleanStop reads the clean-shutdown file in dir: ok is false when
@@ -78,64 +87,13 @@ func readCleanStop(dir string) (c cleanStop, ok bool, err error) {
 
 // writeCleanStop writes the clean-shutdown file in dir, durably.
 func writeCleanStop(dir string, c cleanStop) error {
-	return writeDurably(dir, shutdownName, c.encode())
+	return disk.WriteFile(filepath.Join(dir, shutdownName), c.encode())
 }
 
 // removeCleanStop removes the clean-shutdown file, durably, so that a
 // crash from now on is not taken for a clean stop.
 func removeCleanStop(dir string) error {
-	return removeDurably(dir, shutdownName)
-}
-
-// writeDurably writes b as the file name in dir: to a temporary file,
-// fsynced, renamed, and the directory fsynced. A crash leaves the old
-// file or the new one, whole.
-func writeDurably(dir, name string, b []byte) error {
-	path := filepath.Join(dir, name)
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err == nil {
-		err = syncDir(dir)
-	}
-	return err
-}
-
-// removeDurably removes the file name in dir, if there, and fsyncs the
-// directory.
-func removeDurably(dir, name string) error {
-	err := os.Remove(filepath.Join(dir, name))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return disk.Remove(filepath.Join(dir, shutdownName))
 }
 
 // staleCleanStop is the damage of a clean-shutdown record older than the

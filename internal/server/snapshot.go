@@ -14,6 +14,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/backup"
+	"github.com/djinn-go/djinn/internal/disk"
 	"github.com/djinn-go/djinn/internal/replica"
 	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/proto/djinnpb"
@@ -134,7 +135,7 @@ func RestoreSnapshot(path, dataDir string) (*statepb.BackupHeader, error) {
 	if err := os.Rename(tmp.Name(), filepath.Join(dataDir, pendingRestore)); err != nil {
 		return nil, err
 	}
-	return r.Header(), syncDir(dataDir)
+	return r.Header(), disk.SyncDir(dataDir)
 }
 
 // openSnapshotFile opens the snapshot file at path to read, refusing what
@@ -200,15 +201,6 @@ func checkEmptyDataDir(dir string) error {
 		}
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // hasPendingRestore reports whether the data directory holds a snapshot
