@@ -1,10 +1,8 @@
 package replica
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -45,41 +43,24 @@ const witnessName = "wal-witness"
 // witnessMagic starts the file; its last byte is the format's version.
 const witnessMagic = "djinn log witness\x00\x01"
 
-// witnessLen is the file's length: magic, base index, segment id, CRC.
-const witnessLen = len(witnessMagic) + 8 + 8 + 4
-
 // witness names a log segment: its first index and its id.
 type witness struct {
 	BaseIndex uint64
 	ID        uint64
 }
 
-func (w witness) encode() []byte {
-	b := make([]byte, 0, witnessLen)
-	b = append(b, witnessMagic...)
-	b = binary.BigEndian.AppendUint64(b, w.BaseIndex)
-	b = binary.BigEndian.AppendUint64(b, w.ID)
-	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
-}
+func (w witness) encode() []byte { return encodeRecord(witnessMagic, w.BaseIndex, w.ID) }
 
 // decodeWitness reads a witness file's bytes.
 func decodeWitness(b []byte) (witness, error) {
-	if len(b) != witnessLen {
-		return witness{}, fmt.Errorf("is %d bytes, want %d", len(b), witnessLen)
+	base, id, err := decodeRecord(witnessMagic, "log witness", b)
+	if err != nil {
+		return witness{}, err
 	}
-	body, sum := b[:witnessLen-4], binary.BigEndian.Uint32(b[witnessLen-4:])
-	if crc32.Checksum(body, castagnoli) != sum {
-		return witness{}, errors.New("fails its checksum")
-	}
-	if string(body[:len(witnessMagic)]) != witnessMagic {
-		return witness{}, errors.New("is not a log witness of this version")
-	}
-	body = body[len(witnessMagic):]
-	w := witness{BaseIndex: binary.BigEndian.Uint64(body), ID: binary.BigEndian.Uint64(body[8:])}
-	if w.BaseIndex == 0 {
+	if base == 0 {
 		return witness{}, errors.New("names a segment starting at index 0")
 	}
-	return w, nil
+	return witness{BaseIndex: base, ID: id}, nil
 }
 
 // readWitness reads the witness in raftDir: ok is false when there is
@@ -101,12 +82,12 @@ func readWitness(raftDir string) (w witness, ok bool, err error) {
 
 // writeWitness writes the witness in raftDir, durably.
 func writeWitness(raftDir string, w witness) error {
-	return writeDurably(raftDir, witnessName, w.encode())
+	return disk.WriteFile(filepath.Join(raftDir, witnessName), w.encode())
 }
 
 // removeWitness removes the witness in raftDir, durably.
 func removeWitness(raftDir string) error {
-	return removeDurably(raftDir, witnessName)
+	return disk.Remove(filepath.Join(raftDir, witnessName))
 }
 
 // check checks the checked log of raftDir against the witness. It
