@@ -52,6 +52,23 @@ func tailSegment(t *testing.T, dir string) (string, int) {
 	return segs[len(segs)-1], (end + 7) / 8 * 8
 }
 
+// serveArgs returns djinn serve's arguments for the node, extra first.
+func (n *node) serveArgs(extra ...string) []string {
+	return append(append([]string{"serve"}, extra...), "--data-dir", n.dir, "--listen", n.listen, "--admin", n.admin, "--raft", n.raft, "--discovery", n.discovery)
+}
+
+// register makes k mailbox registrations at the server p: acknowledged,
+// logged state.
+func register(t *testing.T, p *proc, k int) {
+	t.Helper()
+	mb := djinnpb.NewEventMailboxClient(dial(t, p.addr))
+	for range k {
+		if _, err := mb.Register(ctxT(t), &djinnpb.MailboxRegisterRequest{LeaseDurationNanos: int64(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func flipAt(t *testing.T, path string, off int) {
 	t.Helper()
 	data, err := os.ReadFile(path)
@@ -72,17 +89,12 @@ func flipAt(t *testing.T, path string, off int) {
 func TestServeRefusesDamage(t *testing.T) {
 	n := newNode(t)
 	p := n.start(t)
-	mb := djinnpb.NewEventMailboxClient(dial(t, p.addr))
-	for range 5 {
-		if _, err := mb.Register(ctxT(t), &djinnpb.MailboxRegisterRequest{LeaseDurationNanos: int64(time.Hour)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	register(t, p, 5)
 	p.stop(t)
 
 	seg, end := tailSegment(t, n.dir)
 	flipAt(t, seg, end-20) // in the last entry, before the commit frame
-	serve := []string{"serve", "--data-dir", n.dir, "--listen", n.listen, "--admin", n.admin, "--raft", n.raft, "--discovery", n.discovery}
+	serve := n.serveArgs()
 	code, out := runBinary(t, serve...)
 	for _, want := range []string{seg + " at offset", "stopped cleanly", "to recover", "djinn repair --data-dir " + n.dir} {
 		if code != 1 || !strings.Contains(out, want) {
@@ -205,7 +217,7 @@ func TestServeRefusesLostFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.stop(t)
-	serve := []string{"serve", "--data-dir", n.dir, "--listen", n.listen, "--admin", n.admin, "--raft", n.raft, "--discovery", n.discovery}
+	serve := n.serveArgs()
 
 	kvLog := filepath.Join(n.dir, "kv", "store.log")
 	for _, damage := range []func() error{
@@ -247,7 +259,7 @@ func TestServeRefusesLostFiles(t *testing.T) {
 func TestServeRefusesDamagedIdentity(t *testing.T) {
 	n := newNode(t)
 	n.start(t).stop(t)
-	serve := []string{"serve", "--data-dir", n.dir, "--listen", n.listen, "--admin", n.admin, "--raft", n.raft, "--discovery", n.discovery}
+	serve := n.serveArgs()
 
 	idFile := filepath.Join(n.dir, "node-id")
 	kept, err := os.ReadFile(idFile)
@@ -341,12 +353,7 @@ func TestServeKVOffKeepsALostStoreRefused(t *testing.T) {
 func TestServeRefusesALogCutAfterACrash(t *testing.T) {
 	n := newNode(t)
 	p := n.start(t)
-	mb := djinnpb.NewEventMailboxClient(dial(t, p.addr))
-	for range 5 {
-		if _, err := mb.Register(ctxT(t), &djinnpb.MailboxRegisterRequest{LeaseDurationNanos: int64(time.Hour)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	register(t, p, 5)
 	// A clean stop brings the record to the log's end; without its
 	// clean-shutdown record the directory is as a crash leaves it.
 	p.stop(t)
@@ -362,7 +369,7 @@ func TestServeRefusesALogCutAfterACrash(t *testing.T) {
 	if err := os.WriteFile(seg, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	serve := []string{"serve", "--data-dir", n.dir, "--listen", n.listen, "--admin", n.admin, "--raft", n.raft, "--discovery", n.discovery}
+	serve := n.serveArgs()
 	code, out := runBinary(t, serve...)
 	for _, want := range []string{seg, filepath.Join(n.dir, "raft", "log-end") + " records that entries up to", "acknowledged", "djinn repair --data-dir " + n.dir} {
 		if code != 1 || !strings.Contains(out, want) {
@@ -389,10 +396,7 @@ func TestServeRefusesAnOlderLogMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := n.start(t, "--config", cfg)
-	mb := djinnpb.NewEventMailboxClient(dial(t, p.addr))
-	if _, err := mb.Register(ctxT(t), &djinnpb.MailboxRegisterRequest{LeaseDurationNanos: int64(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
+	register(t, p, 1)
 	p.stop(t)
 	meta := filepath.Join(n.dir, "raft", "wal", "wal-meta.db")
 	old, err := os.ReadFile(meta)
@@ -403,7 +407,7 @@ func TestServeRefusesAnOlderLogMetadata(t *testing.T) {
 	// Each registration is a log entry: enough of them fill the 64 KiB
 	// segment, and the log moves on to a new one.
 	p = n.start(t, "--config", cfg)
-	mb = djinnpb.NewEventMailboxClient(dial(t, p.addr))
+	mb := djinnpb.NewEventMailboxClient(dial(t, p.addr))
 	for i := 0; segmentCount(t, n.dir) < 2; i++ {
 		if i == 100000 {
 			t.Fatal("the log never moved on to a second segment")
@@ -417,7 +421,7 @@ func TestServeRefusesAnOlderLogMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	serve := []string{"serve", "--config", cfg, "--data-dir", n.dir, "--listen", n.listen, "--admin", n.admin, "--raft", n.raft, "--discovery", n.discovery}
+	serve := n.serveArgs("--config", cfg)
 	code, out := runBinary(t, serve...)
 	for _, want := range []string{meta + ": the log's metadata is older than its segments", "djinn repair --data-dir " + n.dir} {
 		if code != 1 || !strings.Contains(out, want) {
@@ -453,13 +457,6 @@ func TestServeRefusesALostSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := n.start(t, "--config", cfg)
-	mb := djinnpb.NewEventMailboxClient(dial(t, p.addr))
-	register := func() {
-		t.Helper()
-		if _, err := mb.Register(ctxT(t), &djinnpb.MailboxRegisterRequest{LeaseDurationNanos: int64(time.Hour)}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	// Registrations until the log starts a second segment, then three in it.
 	walDir := filepath.Join(n.dir, "raft", "wal")
 	for i := 0; ; i++ {
@@ -469,17 +466,17 @@ func TestServeRefusesALostSegment(t *testing.T) {
 		if i == 100000 {
 			t.Fatal("100000 registrations and the log has one segment of 64 KiB")
 		}
-		register()
+		register(t, p, 1)
 	}
 	for range 3 {
-		register()
+		register(t, p, 1)
 	}
 	p.kill()
 	seg, _ := tailSegment(t, n.dir)
 	if err := os.Remove(seg); err != nil {
 		t.Fatal(err)
 	}
-	serve := []string{"serve", "--config", cfg, "--data-dir", n.dir, "--listen", n.listen, "--admin", n.admin, "--raft", n.raft, "--discovery", n.discovery}
+	serve := n.serveArgs("--config", cfg)
 	code, out := runBinary(t, serve...)
 	for _, want := range []string{seg + ": the log's last segment is gone", "acknowledged: they are lost", "to recover", "djinn repair --data-dir " + n.dir} {
 		if code != 1 || !strings.Contains(out, want) {
