@@ -2,10 +2,14 @@ package participant_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/djinn-go/djinn/internal/disk"
@@ -295,4 +299,105 @@ func TestFileStoreHeaderDamage(t *testing.T) {
 	a := ackStore(t, 3, 10)
 	refused(t, restore(t, zero(a.crashed, 0, 4096), nil), "store.log", 0, "header")
 	refused(t, restore(t, flip(a.closed, 5, 0), a.record), "store.log", 0, "")
+}
+
+// TestFileStoreOpensAFailedExtension: a log left larger than an extent by
+// an extension a full disk stopped part way (fallocate failing with
+// ENOSPC can leave the file's size partly extended: only zeros past the
+// extent) is no cut: it opens with every acknowledged write, is cut back
+// to the extent, and that is logged. A log past its frames but in a
+// smaller extent than they need, or with other bytes past the extent, is
+// still refused.
+func TestFileStoreOpensAFailedExtension(t *testing.T) {
+	small := ackStore(t, 6, 10)
+	large := ackStore(t, 40, 2000)
+	grown := func(log []byte, to int) []byte { return append(bytes.Clone(log), make([]byte, to-len(log))...) }
+	for _, tc := range []struct {
+		name        string
+		a           acked
+		to          int
+		want        string
+		crash, tidy []byte
+	}{
+		{"first extent", small, 64<<10 + 12345, "a=vvvvvvvvvv b=vvvvvvvvvv c=vvvvvvvvvv d=vvvvvvvvvv e=vvvvvvvvvv f=vvvvvvvvvv ", small.crashed, small.closed},
+		{"second extent", large, 128<<10 + 777, "", large.crashed, large.closed},
+	} {
+		for name, rec := range map[string][2][]byte{"crash": {tc.crash, tc.a.opened}, "clean close": {tc.tidy, tc.a.record}} {
+			t.Run(tc.name+", "+name, func(t *testing.T) {
+				dir := restore(t, grown(rec[0], tc.to), rec[1])
+				var logged bytes.Buffer
+				s, err := participant.OpenFileStore(dir, participant.StoreLogger(slog.New(slog.NewTextHandler(&logged, nil))))
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				defer s.Close()
+				if got := dump(t, s); strings.Count(got, "=") != len(tc.a.frames) || tc.want != "" && got != tc.want {
+					t.Errorf("records %q, want all %d acknowledged", got, len(tc.a.frames))
+				}
+				if !strings.Contains(logged.String(), "level=WARN") || !strings.Contains(logged.String(), "failed part way") {
+					t.Errorf("not logged at WARN: %q", logged.String())
+				}
+				if fi, err := os.Stat(filepath.Join(dir, "store.log")); err != nil || fi.Size() != int64(len(rec[0])) {
+					t.Errorf("not cut back to %d bytes: %v %v", len(rec[0]), fi.Size(), err)
+				}
+				apply(t, s, put("z", "1"))
+				s.Close()
+				s = openFile(t, dir)
+				if got := dump(t, s); !strings.HasSuffix(got, "z=1 ") {
+					t.Errorf("reopened after a write: %q", got)
+				}
+			})
+		}
+	}
+	t.Run("past its frames in a smaller extent than they need", func(t *testing.T) {
+		cut := large.end + 101
+		refused(t, restore(t, large.crashed[:cut], large.opened), "store.log", cut, "not a size the store gives it")
+	})
+	t.Run("other bytes past the extent", func(t *testing.T) {
+		log := grown(small.crashed, 64<<10+501)
+		log[len(log)-1] = 1
+		refused(t, restore(t, log, small.opened), "store.log", len(log), "not a size the store gives it")
+	})
+}
+
+// TestFileStoreCutsBackAFailedExtension: when making the log larger fails
+// part way (fallocate on a full disk), the write fails — the store takes
+// no more, saying to free space — and the log is cut back to its extent,
+// so that the next open serves every acknowledged write.
+func TestFileStoreCutsBackAFailedExtension(t *testing.T) {
+	dir := t.TempDir()
+	full := func(f *os.File, size, to int64) error {
+		if err := f.Truncate(size + (to-size)/3 + 1); err != nil {
+			return err
+		}
+		return syscall.ENOSPC
+	}
+	s, err := participant.OpenFileStore(dir, participant.Grow(full))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want strings.Builder
+	var werr error
+	for i := 0; werr == nil; i++ {
+		k, v := fmt.Sprintf("k%03d", i), strings.Repeat("v", 2000)
+		var b participant.Batch
+		b.Put(k, []byte(v))
+		if werr = s.Apply(context.Background(), &b); werr == nil {
+			fmt.Fprintf(&want, "%s=%s ", k, v)
+		}
+		if i > 100 {
+			t.Fatal("the log never grew")
+		}
+	}
+	if !strings.Contains(werr.Error(), "no space left") || !strings.Contains(werr.Error(), "free space") {
+		t.Errorf("the failed write says %q, want the cause and to free space", werr)
+	}
+	s.Close()
+	if fi, err := os.Stat(filepath.Join(dir, "store.log")); err != nil || fi.Size() != 64<<10 {
+		t.Fatalf("log not cut back to its extent: %v %v", fi.Size(), err)
+	}
+	s = openFile(t, dir)
+	if got := dump(t, s); got != want.String() {
+		t.Errorf("after the failed extension the store holds %d bytes of records, want %d", len(got), want.Len())
+	}
 }

@@ -151,7 +151,9 @@
 // writes share one frame and one fsync. Its log grows in zero-filled
 // extents made before frames are written into them, so a torn last frame
 // (never acknowledged: a sector of it never written, only zeros after it)
-// is told from a log cut short; it is cut off on open and logged. Any
+// is told from a log cut short; it is cut off on open and logged. So is
+// an extension a full disk stopped part way (the file larger than an
+// extent, with only zeros past it): cut back to the extent. Any
 // other frame that fails its checksum, a log cut short anywhere, and a
 // log shorter or older than the one the last Close recorded, or than the
 // store was when last opened (PositionName), are damage, and OpenFileStore refuses the store

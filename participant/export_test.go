@@ -1,5 +1,13 @@
 package participant
 
+import "os"
+
+// Grow sets how the store makes its log larger, in place of fallocate, so
+// that a test can make it fail as a full disk does.
+func Grow(grow func(f *os.File, size, to int64) error) FileStoreOption {
+	return func(s *FileStore) { s.grow = grow }
+}
+
 // BreakFile closes the store's file under it, so that its next write
 // fails as a full or failing disk makes it fail.
 func BreakFile(s *FileStore) {

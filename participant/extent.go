@@ -23,7 +23,10 @@ import (
 // So a crash can leave only the frame being written torn, followed by
 // zeros to the end of the file: on open, a last frame that fails its check
 // is torn only if it shows a sector never written and nothing but zeros
-// follows it. A file whose size is not one the store gives, that ends
+// follows it. A file whose size is larger than one the store gives, with
+// only zeros past that size, is an extension that failed part way: it is
+// cut back to that size on open, and logged. A file whose size is
+// otherwise not one the store gives, that ends
 // inside a frame or without the zeros after its frames, or whose failing
 // frame is followed by other bytes, is damage.
 
@@ -85,7 +88,7 @@ func scanExtents(data []byte) logScan {
 		bad := badLast(rest, off, z)
 		if bad.problem == "" {
 			s.end, s.torn = off, bad.to
-			return s.sized(len(data))
+			return s.sized(data)
 		}
 		s.damaged = append(s.damaged, bad)
 		s.end = bad.to
@@ -95,15 +98,44 @@ func scanExtents(data []byte) logScan {
 	if len(data)-off < frameHead {
 		s.short = &span{from: off, problem: "the file ends where its frames end, without the never-written space the store keeps after them: it was cut short"}
 	}
-	return s.sized(len(data))
+	return s.sized(data)
 }
 
 // sized notes a log of size bytes whose size the store would not give it.
-func (s logScan) sized(size int) logScan {
-	if s.short == nil && allocSize(int64(size)) != int64(size) {
-		s.short = &span{from: size, problem: fmt.Sprintf("the file is %d bytes, not a size the store gives it: it was cut short (or extended)", size)}
+// One larger than a size the store gives (the largest below it: floor)
+// that holds its frames and the zeros after them, followed only by zeros,
+// is an extension that failed part way (a full disk): the store grows a
+// log before it writes into the new space, so nothing was written there.
+// It is not damage: trim says to cut it back to floor. Anything else —
+// shorter than the frames need, or other bytes where only zeros can be —
+// was cut short.
+func (s logScan) sized(data []byte) logScan {
+	size := int64(len(data))
+	if s.short != nil || allocSize(size) == size {
+		return s
 	}
+	if floor := allocFloor(size); floor > 0 && int64(s.end+s.torn+frameHead) <= floor && written(data[floor:]) == 0 {
+		s.trim = floor
+		return s
+	}
+	s.short = &span{from: len(data), problem: fmt.Sprintf("the file is %d bytes, not a size the store gives it: it was cut short (or extended by something other than the store)", size)}
 	return s
+}
+
+// allocFloor returns the largest size the store gives a log (allocSize)
+// that is at most n, or 0 if none is.
+func allocFloor(n int64) int64 {
+	switch {
+	case n < extentMin:
+		return 0
+	case n < extentMax:
+		size := int64(extentMin)
+		for size*2 <= n {
+			size *= 2
+		}
+		return size
+	}
+	return n / extentMax * extentMax
 }
 
 // badLast judges the last frame of a log, at off, that fails its check and
@@ -181,10 +213,21 @@ func zeroAt(f *os.File, off, n int64) error {
 }
 
 // extendTo makes f, of size bytes in dir, size to bytes long, zero-filled
-// (allocated where the system can: extend), and fsyncs it and dir.
-func extendTo(f *os.File, dir string, size, to int64) error {
-	if err := extend(f, size, to); err != nil {
-		return err
+// (allocated where the system can: grow, extend unless a test sets it),
+// and fsyncs it and dir. If growing fails — on a full disk fallocate can
+// leave the file partly extended — the file is cut back to size, so that
+// it keeps a size the store gives (best effort: the next open trims what a
+// failed extension leaves, see sized).
+func extendTo(f *os.File, dir string, size, to int64, grow func(f *os.File, size, to int64) error) error {
+	if err := grow(f, size, to); err != nil {
+		back := f.Truncate(size)
+		if back == nil {
+			back = f.Sync()
+		}
+		if back != nil {
+			return fmt.Errorf("growing %s from %d to %d bytes: %w (and cutting it back failed: %v): free space on its file system", logName, size, to, err, back)
+		}
+		return fmt.Errorf("growing %s from %d to %d bytes: %w (cut back to %d bytes): free space on its file system", logName, size, to, err, size)
 	}
 	if err := f.Sync(); err != nil {
 		return err

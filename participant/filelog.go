@@ -220,6 +220,10 @@ type logScan struct {
 	// short, in a version 2 log, says the file is not as long as the store
 	// made it: cut short (or extended). Its from is the offset named.
 	short *span
+	// trim, in a version 2 log, is the size to cut it back to: it is
+	// longer than that by an extension that failed part way, all zeros.
+	// 0: none.
+	trim int64
 }
 
 // scanLog reads every good frame of data, by the rule of its version:

@@ -29,7 +29,8 @@ import (
 //
 // On open, a torn last frame — one that shows a sector never written and
 // is followed only by never-written space: a write a crash interrupted,
-// never acknowledged — is cut off, and logged. Anything else that does
+// never acknowledged — is cut off, and logged; so is an extension a full
+// disk stopped part way (only zeros past the last extent). Anything else that does
 // not check out is damage: a frame that fails its checksum, a log cut
 // short (anywhere: at a frame's end or inside one), a log shorter or older
 // than the one its last Close recorded, or than the store was when last
@@ -54,6 +55,8 @@ type FileStore struct {
 	crash int64
 	lock  *os.File // the directory's lock (lockDir), released by Close
 	log   *slog.Logger
+	// grow makes the log larger (extendTo); nil: extend. Tests make it fail.
+	grow func(f *os.File, size, to int64) error
 
 	mu   sync.Mutex
 	cond *sync.Cond // signalled when a flush ends, for Close; uses mu
@@ -191,6 +194,20 @@ func openLocked(dir string, opts ...FileStoreOption) (*FileStore, error) {
 	s.end, s.alloc = int64(scan.end), int64(len(data))
 	if err := s.openLog(path); err != nil {
 		return nil, err
+	}
+	if scan.trim > 0 {
+		// Only zeros go: an extension a full disk stopped part way.
+		err := s.f.Truncate(scan.trim)
+		if err == nil {
+			err = s.f.Sync()
+		}
+		if err != nil {
+			s.f.Close()
+			return nil, fmt.Errorf("participant store %s: cutting back an extension that failed part way: %w", dir, err)
+		}
+		s.log.Warn("participant store: the log was larger than the store makes it, with only zeros past its last extent (an extension that failed part way, as on a full disk); cut back",
+			"file", path, "from", len(data), "to", scan.trim)
+		s.alloc = scan.trim
 	}
 	if scan.torn > 0 {
 		// Zeroed, so that the space after the frames is never written again.
@@ -482,7 +499,11 @@ func (s *FileStore) flushLocked() {
 // do not fit. It returns the log's size.
 func (s *FileStore) writeAt(f *os.File, frames []byte, end, alloc int64) (int64, error) {
 	if size := needSize(end, int64(len(frames)), alloc); size > alloc {
-		if err := extendTo(f, s.dir, alloc, size); err != nil {
+		grow := s.grow
+		if grow == nil {
+			grow = extend
+		}
+		if err := extendTo(f, s.dir, alloc, size, grow); err != nil {
 			return alloc, err
 		}
 		alloc = size
