@@ -43,7 +43,7 @@ func openStorage(raftDir string, segSize int, hlog hclog.Logger, logger *slog.Lo
 	if err != nil {
 		return nil, err
 	}
-	wc, walFS, err := checkLog(raftDir)
+	wc, walFS, err := checkLog(raftDir, segSize, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -55,6 +55,9 @@ func openStorage(raftDir string, segSize int, hlog hclog.Logger, logger *slog.Lo
 		return nil, d
 	}
 	if err := clearTornSeal(wc, logger); err != nil {
+		return nil, fmt.Errorf("log in %s: %w", walDir, err)
+	}
+	if err := syncTail(wc); err != nil {
 		return nil, fmt.Errorf("log in %s: %w", walDir, err)
 	}
 	// Raft's telemetry first: the log's metrics go where it sends them.
@@ -122,7 +125,7 @@ func checkLogEndOf(raftDir, walDir string, log *wal.WAL, wc walCheck, sc snapChe
 // its metadata, every segment, and the log against its witness
 // (witness.go). It returns the file system to open the log through, which
 // keeps the witness.
-func checkLog(raftDir string) (walCheck, *witnessFS, error) {
+func checkLog(raftDir string, segSize int, logger *slog.Logger) (walCheck, *witnessFS, error) {
 	walDir := filepath.Join(raftDir, "wal")
 	w, witnessed, err := readWitness(raftDir)
 	if err != nil {
@@ -134,6 +137,14 @@ func checkLog(raftDir string) (walCheck, *witnessFS, error) {
 	wc, err := checkWAL(walDir, false)
 	if err != nil {
 		return wc, nil, err
+	}
+	if wc.sealedOpen && wc.damage == wc.stale && wc.segs[len(wc.segs)-1].walk.sealedEntries() > 0 {
+		if err := finishRotation(walDir, wc.segs[len(wc.segs)-1], segSize, logger); err != nil {
+			return wc, nil, fmt.Errorf("log in %s: %w", walDir, err)
+		}
+		if wc, err = checkWAL(walDir, false); err != nil {
+			return wc, nil, err
+		}
 	}
 	if wc.damage != nil {
 		return wc, nil, wc.damage
@@ -264,4 +275,22 @@ func checkWALMeta(walDir string) error {
 		return nil
 	}
 	return &disk.DamageError{Path: meta, Offset: -1, Problem: "the log's metadata file is gone but its segments are there"}
+}
+
+// syncTail fsyncs the last segment's file: after a kill the log's last
+// writes may be in the page cache only, and the records beside the log
+// (log-end, clean shutdown) must not cover what a power loss would still
+// take.
+func syncTail(wc walCheck) error {
+	if len(wc.segs) == 0 {
+		return nil
+	}
+	f, err := os.OpenFile(wc.segs[len(wc.segs)-1].path, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return errors.Join(f.Sync(), f.Close())
 }

@@ -31,6 +31,9 @@ type walCheck struct {
 	// stale is the damage of a metadata file older than the segments
 	// (walstale.go); segs are then as the files tell them.
 	stale *disk.DamageError
+	// sealedOpen is set when stale is only that the segment the metadata
+	// has open is sealed on disk, nothing newer (finishRotation).
+	sealedOpen bool
 }
 
 // segCheck is what checking one segment found.

@@ -191,6 +191,7 @@ func (c *walCheck) sealedTail(dir string, all bool) error {
 	if !s.tail || n < 0 {
 		return nil
 	}
+	c.sealedOpen = true
 	c.stale = staleMeta(dir, fmt.Sprintf("segment %s, which it lists as the one being written, is sealed on disk after entry %d: "+
 		"the metadata was restored from an older copy, or a crash came as the log moved on to a new segment",
 		filepath.Base(s.path), s.info.BaseIndex+uint64(n)-1))

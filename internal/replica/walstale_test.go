@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	wal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
 
+	"github.com/djinn-go/djinn/internal/disk"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
 
@@ -68,18 +70,37 @@ func TestWALMetaOlderThanSegments(t *testing.T) {
 			writeFile(t, filepath.Join(dir, "raft", name), b)
 		}
 		crashed(t, dir)
-		_, err := reopen(t, dir, smallSegments)
-		wantRefused(t, err, meta, -1)
-		wantSaying(t, err, "the log's metadata is older than its segments", filepath.Base(segs[0].path)+", which it lists as the one being written, is sealed")
-		rep, err := Repair(dir)
-		if err != nil {
-			t.Fatal(err)
+		// Nothing is lost: the start records the seal and a new segment,
+		// as raft-wal would have, and the node leads (it appends).
+		got, err := reopen(t, dir, smallSegments)
+		if err != nil || got <= metaFirst {
+			t.Fatalf("%d commands, %v; want the node to start with more than %d", got, err, metaFirst)
 		}
-		if rep.LostFirst != 0 || rep.Last != segs[0].info.MaxIndex {
-			t.Fatalf("report:\n%s\nwant the log kept to %d, nothing lost", rep, segs[0].info.MaxIndex)
+		if segs := segments(t, dir); len(segs) < 2 || segs[0].info.SealTime.IsZero() {
+			t.Fatalf("the seal is not recorded: %d segments", len(segs))
 		}
 		if got, err := reopen(t, dir, smallSegments); err != nil || got <= metaFirst {
-			t.Fatalf("after repair: %d commands, %v; want more than %d", got, err, metaFirst)
+			t.Fatalf("restarted again: %d commands, %v", got, err)
+		}
+	})
+
+	t.Run("tail sealed, newer segments gone, records kept", func(t *testing.T) {
+		// The same files, but the records beside the log say more was
+		// acknowledged: an old metadata file and newer segments lost, not
+		// a crash. The seal is recorded, and the start refuses the log
+		// that lost the newer segments' entries.
+		dir, meta, old, _, segs := prepare(t)
+		for _, s := range segs[1:] {
+			if err := os.Remove(s.path); err != nil {
+				t.Fatal(err)
+			}
+		}
+		writeFile(t, meta, old)
+		crashed(t, dir)
+		_, err := reopen(t, dir, smallSegments)
+		var d *disk.DamageError
+		if !errors.As(err, &d) || !strings.Contains(err.Error(), "acknowledged") {
+			t.Fatalf("started, or refused without saying acknowledged entries are gone: %v", err)
 		}
 	})
 
