@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/disk"
 )
 
 // FileName is the join secret's file in a data directory.
@@ -68,16 +70,15 @@ func Load(path string) (Secret, error) {
 	return s, nil
 }
 
-// Write stores the secret at path, readable by its owner alone. It
-// refuses to replace a file that is there.
+// Write stores the secret at path, readable by its owner alone, durably
+// and atomically (disk.WriteFile: a crash leaves no file or the whole
+// secret, never an empty one). It refuses to replace a file that is there
+// (an error matching fs.ErrExist).
 func (s Secret) Write(path string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
+	if _, err := os.Lstat(path); err == nil {
+		return &fs.PathError{Op: "write", Path: path, Err: fs.ErrExist}
+	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	_, err = f.WriteString(s.String() + "\n")
-	if err == nil {
-		err = f.Sync()
-	}
-	return errors.Join(err, f.Close())
+	return disk.WriteFile(path, []byte(s.String()+"\n"))
 }

@@ -1,6 +1,8 @@
 package secret
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,8 +51,14 @@ func TestWriteLoad(t *testing.T) {
 	if got, err := Load(path); err != nil || got != s {
 		t.Fatalf("Load = %v, %v", got, err)
 	}
-	if err := New().Write(path); err == nil {
-		t.Fatal("Write replaced a secret")
+	if err := New().Write(path); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("Write over a secret = %v, want fs.ErrExist", err)
+	}
+	if got, err := Load(path); err != nil || got != s {
+		t.Fatalf("after a refused Write, Load = %v, %v", got, err)
+	}
+	if names, err := os.ReadDir(filepath.Dir(path)); err != nil || len(names) != 1 {
+		t.Fatalf("Write left %v, %v; want only the secret (no temporary file)", names, err)
 	}
 	if err := os.WriteFile(path, []byte("nope"), 0o600); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -78,8 +79,9 @@ type guard struct {
 }
 
 // newGuard returns the guard of a server configured with cfg; without
-// mutual TLS it loads or makes the join secret (loadSecret).
-func newGuard(cfg Config) (guard, error) {
+// mutual TLS it loads or makes the join secret (loadSecret), logging to
+// log.
+func newGuard(cfg Config, log *slog.Logger) (guard, error) {
 	g := guard{mutual: cfg.TLS.ClientAuth, operators: map[string]bool{}}
 	for _, op := range cfg.Security.Operators {
 		g.operators[op] = true
@@ -87,7 +89,7 @@ func newGuard(cfg Config) (guard, error) {
 	if g.mutual {
 		return g, nil
 	}
-	s, err := loadSecret(cfg)
+	s, err := loadSecret(cfg, log)
 	if err != nil {
 		return guard{}, err
 	}
@@ -101,12 +103,17 @@ func newGuard(cfg Config) (guard, error) {
 // writes there. A node that joins needs the cluster's. A secret gone or
 // empty beside the node's log, or one that does not parse, is damage: a
 // new one would shut a member out of its cluster and change the
-// operator's secret.
-func loadSecret(cfg Config) (secret.Secret, error) {
+// operator's secret. Without a log beside it (a fresh data directory:
+// nothing acknowledged yet, as when a first start is killed while it
+// writes the secret) an empty or unreadable secret is made again like a
+// missing one, and that is logged.
+func loadSecret(cfg Config, log *slog.Logger) (secret.Secret, error) {
 	path := filepath.Join(cfg.DataDir, secret.FileName)
-	stored, err := storedSecret(path, cfg.DataDir)
-	switch {
-	case err == nil:
+	stored, problem, err := storedSecret(path)
+	if err != nil {
+		return secret.Secret{}, err
+	}
+	if problem == "" {
 		if f := cfg.Security.JoinSecretFile; f != "" {
 			given, err := secret.Load(f)
 			if err != nil {
@@ -117,49 +124,59 @@ func loadSecret(cfg Config) (secret.Secret, error) {
 			}
 		}
 		return stored, nil
-	case !errors.Is(err, fs.ErrNotExist):
-		return secret.Secret{}, err
 	}
-	s := secret.New()
+	hasLog := replica.HasLog(cfg.DataDir)
+	damaged := problem != secretGone
+	if damaged && hasLog {
+		return secret.Secret{}, lostSecret(path, problem+" but the node's log is there")
+	}
+	s, from := secret.New(), "a new one"
 	if f := cfg.Security.JoinSecretFile; f != "" {
 		if s, err = secret.Load(f); err != nil {
 			return secret.Secret{}, djinn.Errorf(djinn.InvalidArgument, "security join-secret-file: %v", err)
 		}
-	} else if replica.HasLog(cfg.DataDir) {
-		return secret.Secret{}, lostSecret(path, "the join secret is gone but the node's log is there")
+		from = "the one in " + f
+	} else if hasLog {
+		return secret.Secret{}, lostSecret(path, problem+" but the node's log is there")
 	} else if cfg.Join != "" || !cfg.Cluster.Bootstrap {
 		return secret.Secret{}, djinn.Errorf(djinn.InvalidArgument, "a node that joins a cluster needs its join secret: copy the %s file from a member's data directory and pass it with --join-secret-file", secret.FileName)
+	}
+	if damaged {
+		if err := disk.Remove(path); err != nil {
+			return secret.Secret{}, fmt.Errorf("join secret: removing the unusable %s: %w", path, err)
+		}
 	}
 	if err := s.Write(path); err != nil {
 		return secret.Secret{}, fmt.Errorf("join secret: %w", err)
 	}
+	if damaged {
+		log.Warn("join secret: the file "+problem+", and the data directory holds no log yet (nothing acknowledged): replaced", "file", path, "by", from)
+	}
 	return s, nil
 }
 
-// storedSecret reads the join secret at path, in dataDir; an error that
-// matches fs.ErrNotExist when there is none.
-func storedSecret(path, dataDir string) (secret.Secret, error) {
+// secretGone is storedSecret's problem when there is no secret.
+const secretGone = "the join secret is gone"
+
+// storedSecret reads the join secret at path. A secret gone, empty or
+// unreadable is a problem (secretGone when gone); err is a failure to
+// read.
+func storedSecret(path string) (s secret.Secret, problem string, err error) {
 	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return s, secretGone, nil
+	}
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return secret.Secret{}, err
-		}
-		return secret.Secret{}, fmt.Errorf("join secret: %w", err)
+		return s, "", fmt.Errorf("join secret: %w", err)
 	}
-	s, err := secret.Parse(string(b))
-	if err == nil {
-		return s, nil
+	s, err = secret.Parse(string(b))
+	switch {
+	case err == nil:
+		return s, "", nil
+	case strings.TrimSpace(string(b)) == "":
+		return s, "the join secret is empty", nil
 	}
-	problem := fmt.Sprintf("does not hold a join secret (%v)", err)
-	if strings.TrimSpace(string(b)) == "" {
-		problem = "the join secret is empty"
-	}
-	if !replica.HasLog(dataDir) {
-		return secret.Secret{}, disk.WithRecovery(&disk.DamageError{Path: path, Offset: -1, Problem: problem},
-			fmt.Sprintf("this data directory holds no log yet: remove %s, and a node that starts a cluster makes a new one "+
-				"(one that joins copies its --join-secret-file)", path))
-	}
-	return secret.Secret{}, lostSecret(path, problem+" but the node's log is there")
+	return s, fmt.Sprintf("does not hold a join secret (%v)", err), nil
 }
 
 // lostSecret is the damage of a join secret gone or unreadable beside

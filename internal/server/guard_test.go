@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,8 +140,7 @@ func TestJoinSecretFile(t *testing.T) {
 // recover — not replaced by a new secret, which would change the
 // operator's secret and shut a member out of its cluster; restored, or
 // given with --join-secret-file, the node starts with the secret it had.
-// In a data directory without a log, a damaged secret is refused saying
-// to remove it (a first start then makes a new one).
+// In a data directory without a log, a damaged secret is made again.
 func TestJoinSecretDamageRefused(t *testing.T) {
 	t.Parallel()
 	cfg := servertest.Config(t)
@@ -193,18 +194,34 @@ func TestJoinSecretDamageRefused(t *testing.T) {
 		t.Fatalf("join secret after a start with --join-secret-file: %q, %v; want the one it had", got, err)
 	}
 
-	fresh := servertest.Config(t)
-	freshPath := filepath.Join(fresh.DataDir, secret.FileName)
-	if err := os.WriteFile(freshPath, []byte("0123\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, err = server.Open(testContext(t), fresh, nil)
-	wantErr(t, "a damaged join secret without a log", err, disk.ErrDamaged, "this data directory holds no log yet: remove "+freshPath)
-	if err := os.Remove(freshPath); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := secret.Load(servertest.SecretFile(servertest.Open(t, fresh))); err != nil {
-		t.Fatalf("a first start makes no join secret: %v", err)
+	// Without a log beside it (a first start killed while it wrote the
+	// secret: nothing acknowledged yet), an empty or unreadable secret is
+	// made again, and that is logged; a node that joins still needs the
+	// cluster's.
+	for name, text := range map[string]string{"empty": "", "cut short": "0123\n"} {
+		fresh := servertest.Config(t)
+		freshPath := filepath.Join(fresh.DataDir, secret.FileName)
+		if err := os.WriteFile(freshPath, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		joiner := fresh
+		joiner.Cluster.Bootstrap = false
+		_, err = server.Open(testContext(t), joiner, nil)
+		wantErr(t, "a joining node's "+name+" join secret without a log", err, djinn.ErrInvalidArgument, "needs its join secret")
+		var logged lockedBuffer
+		s, err := server.Open(testContext(t), fresh, slog.New(slog.NewTextHandler(&logged, nil)))
+		if err != nil {
+			t.Fatalf("%s join secret without a log: %v", name, err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := secret.Load(freshPath); err != nil {
+			t.Fatalf("%s join secret without a log: not made again: %v", name, err)
+		}
+		if l := strings.Join(logged.lines(), "\n"); !strings.Contains(l, "level=WARN msg=\"join secret:") || !strings.Contains(l, "replaced") {
+			t.Errorf("%s join secret without a log: replacing it not logged:\n%s", name, l)
+		}
 	}
 }
 

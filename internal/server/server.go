@@ -141,7 +141,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 	if err := s.listen(); err != nil {
 		return nil, err
 	}
-	if s.guard, err = newGuard(cfg); err != nil {
+	if s.guard, err = newGuard(cfg, logger); err != nil {
 		s.Close()
 		return nil, err
 	}
