@@ -15,13 +15,22 @@ import (
 )
 
 // A node's identity: its id, kept in the node-id file of its data
-// directory, is the name its log's configuration knows it by. A node that
-// ran under an id its log's configuration does not have would never lead
-// nor vote, serving nothing: ready never, and saying nothing. So the id
+// directory, is the name its cluster's configuration knows it by. So the id
 // the node-id file holds or the node's configuration gives (--node-id, a
-// peer certificate) is checked against the log before Raft starts, and a
+// peer certificate) is checked against the log before Raft starts. A
 // node-id file gone, empty or not holding an id beside a log is refused as
-// damage, naming the file and how to recover.
+// damage, naming the file and how to recover; so is an id the log's newest
+// configuration does not have when that configuration has another member
+// at this node's Raft address (the id altered: that member is this node).
+//
+// An id the log's newest configuration does not have, with no other
+// member at this node's address, is no damage: that configuration may be
+// stale. A joiner that stopped while the leader was still filling its
+// empty log holds only the configurations before the one adding it; a
+// node removed and then added back holds its removal last; an uncommitted
+// removal may be overwritten by a new leader. Such a node starts, says
+// that it is not in its log's configuration, and waits until the leader
+// adds it or brings its log up to date.
 
 // nodeIDFile is the node id's file in a data directory.
 const nodeIDFile = "node-id"
@@ -89,10 +98,10 @@ func readIdentity(dataDir, configured string) (identity, error) {
 }
 
 // check refuses to start under an id the latest configuration in the
-// node's log (conf, empty for a node not yet in a cluster) does not have,
-// a configured id that is not the stored one unless the log says the
-// stored one is wrong, and a damaged node-id file. self is this node's
-// Raft address.
+// node's log (conf, empty for a node not yet in a cluster) does not have
+// while it has another member at this node's Raft address (self), a
+// configured id that is not the stored one unless the log says the stored
+// one is wrong, and a damaged node-id file.
 func (ident identity) check(conf raft.Configuration, self raft.ServerAddress) error {
 	if ident.problem != "" {
 		return ident.damaged(conf, self)
@@ -104,7 +113,25 @@ func (ident identity) check(conf raft.Configuration, self raft.ServerAddress) er
 	if len(conf.Servers) == 0 || hasServer(conf, ident.id) {
 		return nil
 	}
-	return ident.notAMember(conf, self)
+	if _, ok := memberAt(conf, self); ok || conflict {
+		return ident.notAMember(conf, self)
+	}
+	return nil
+}
+
+// outside reports whether conf, the latest configuration in the node's
+// log, is a cluster's that does not have the node; check let it start.
+func (ident identity) outside(conf raft.Configuration) bool {
+	return len(conf.Servers) > 0 && !hasServer(conf, ident.id)
+}
+
+// warnOutside says that the node starts outside the configuration its log
+// holds, and what it waits for.
+func (ident identity) warnOutside(logger *slog.Logger, conf raft.Configuration, self raft.ServerAddress) {
+	logger.Warn("this node is not in the cluster configuration its log holds (a joiner stopped before its log reached its addition, or a node removed): "+
+		"it waits until the leader brings its log up to date or adds it; if it was removed, add it again at a member",
+		"node", ident.id, "raft", string(self), "members", members(conf, self),
+		"add", fmt.Sprintf("djinn member add %s --raft %s --grpc GRPC_ADDRESS --server MEMBER", ident.id, self))
 }
 
 // keep writes the id the node starts under into the node-id file, unless
@@ -146,8 +173,9 @@ func (ident identity) conflict(member bool) error {
 		ident.configured, ident.dataDir, ident.stored, ident.path, why, ident.stored, ident.configured)
 }
 
-// notAMember refuses an id the log's configuration does not have.
-func (ident identity) notAMember(conf raft.Configuration, self raft.ServerAddress) error {
+// members lists conf's members, marking the one at this node's Raft
+// address (self).
+func members(conf raft.Configuration, self raft.ServerAddress) string {
 	var has []string
 	for _, s := range conf.Servers {
 		m := fmt.Sprintf("%s at %s", s.ID, s.Address)
@@ -156,10 +184,17 @@ func (ident identity) notAMember(conf raft.Configuration, self raft.ServerAddres
 		}
 		has = append(has, m)
 	}
-	members := strings.Join(has, ", ")
+	return strings.Join(has, ", ")
+}
+
+// notAMember refuses an id the log's configuration does not have, when it
+// has another member at this node's Raft address or the id is configured
+// against the stored one.
+func (ident identity) notAMember(conf raft.Configuration, self raft.ServerAddress) error {
+	members := members(conf, self)
 	next := fmt.Sprintf("restore %s from a backup, or start once with --node-id set to the id of the member whose data directory this is (%s); "+
-		"if node %s was removed from the cluster, this data directory is no longer a member's: start with an empty one and --join to join again; "+
-		"or replace the member (djinn member remove, then a node with an empty data directory that joins)", ident.path, memberHint(conf, self), ident.id)
+		"if node %s was removed from the cluster and its Raft address given to another member, this data directory is no longer a member's: "+
+		"start with an empty one and --join to join again", ident.path, memberHint(conf, self), ident.id)
 	if ident.configured != "" && ident.configured != ident.stored {
 		held := ""
 		if ident.stored != "" {
@@ -173,13 +208,22 @@ func (ident identity) notAMember(conf raft.Configuration, self raft.ServerAddres
 		"holds node id %q, but the cluster configuration in the node's log has no such member; its members: %s", ident.id, members)}, next)
 }
 
+// memberAt returns the id of the member conf has at this node's Raft
+// address (self), if any.
+func memberAt(conf raft.Configuration, self raft.ServerAddress) (raft.ServerID, bool) {
+	for _, s := range conf.Servers {
+		if s.Address == self {
+			return s.ID, true
+		}
+	}
+	return "", false
+}
+
 // memberHint names the member conf has at this node's Raft address (self),
 // or says how to find the one this node was.
 func memberHint(conf raft.Configuration, self raft.ServerAddress) string {
-	for _, s := range conf.Servers {
-		if s.Address == self {
-			return fmt.Sprintf("the log's configuration has member %s at this node's Raft address: --node-id %s", s.ID, s.ID)
-		}
+	if id, ok := memberAt(conf, self); ok {
+		return fmt.Sprintf("the log's configuration has member %s at this node's Raft address: --node-id %s", id, id)
 	}
 	return "in a cluster, `djinn member ls` on another member lists it by its Raft address"
 }

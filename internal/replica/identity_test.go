@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/disk"
@@ -203,27 +208,246 @@ func TestNodeIDLegitimateStarts(t *testing.T) {
 	}
 }
 
-// TestRemovedNodeRefused: a node removed from its cluster that restarts
-// on its data directory, whose log's configuration no longer has it, is
-// refused saying how to join again — not started to wait, never ready,
-// for a leader that will never send it anything.
-func TestRemovedNodeRefused(t *testing.T) {
-	l, f, _ := twoNodes(t)
-	fdir, fid, faddr := f.cfg.DataDir, f.ID(), f.RaftAddr()
-	untilLeading(t, "remove the follower", func(ctx context.Context) error { return l.RemoveServer(ctx, fid) })
-	// The leader sends the removal to the follower as it stops
-	// replicating to it; the follower learns of it a moment later.
-	timeout := time.After(20 * time.Second)
-	for ms, err := f.Members(); err != nil || hasMember(ms, fid); ms, err = f.Members() {
-		select {
-		case <-timeout:
-			t.Fatalf("the removed node's configuration still has it: %v, %v", ms, err)
-		case <-time.After(20 * time.Millisecond):
+// outsideMsg begins the warning of a node that starts outside the
+// configuration its log holds.
+const outsideMsg = "this node is not in the cluster configuration its log holds"
+
+// wantOutsideWarning fails unless recs hold the warning that node id
+// starts outside its log's configuration, naming the command that adds it.
+func wantOutsideWarning(t *testing.T, recs *strangerLog, id, raftAddr string) {
+	t.Helper()
+	for _, rec := range recs.all() {
+		if strings.HasPrefix(rec.Message, outsideMsg) {
+			if rec.Level != slog.LevelWarn || attr(rec, "node") != id ||
+				!strings.Contains(attr(rec, "add"), "djinn member add "+id+" --raft "+raftAddr) {
+				t.Fatalf("the warning of a node outside its configuration: %v %q, node %q, add %q; want WARN for %s at %s",
+					rec.Level, rec.Message, attr(rec, "node"), attr(rec, "add"), id, raftAddr)
+			}
+			return
 		}
 	}
+	t.Fatalf("node %s started outside its log's configuration without a warning", id)
+}
+
+// TestNodeIDOutsideItsConfiguration: a node-id holding a valid id that the
+// newest configuration in the log does not have is refused only when that
+// configuration has another member at this node's Raft address (the id
+// altered: that member is this node, --node-id takes its id back);
+// otherwise the configuration may be stale (a joiner that stopped while the
+// leader was filling its empty log holds the bootstrap configuration only)
+// and the node starts, warning that it waits to be added. A damaged
+// node-id, and a --node-id other than the stored id that the configuration
+// does not have, are still refused (README, Disk damage).
+func TestNodeIDOutsideItsConfiguration(t *testing.T) {
+	for _, tc := range []struct {
+		name, stored, configured string
+		atLeaderAddr             bool // restart at the address of the configuration's member
+		want                     error
+		wants                    []string
+	}{
+		{name: "a joiner holding the bootstrap configuration only", stored: "j1"},
+		{name: "a joiner restarting with its own --node-id", stored: "j1", configured: "j1"},
+		{name: "another member's id at this node's address", stored: "n4", atLeaderAddr: true, want: disk.ErrDamaged,
+			wants: []string{`holds node id "n4", but the cluster configuration`, "(this node's Raft address)", "--node-id n1"}},
+		{name: "the node-id empty", stored: "", want: disk.ErrDamaged, wants: []string{"the node's id is empty but its log is there"}},
+		{name: "no node id in node-id", stored: "j\x001", want: disk.ErrDamaged, wants: []string{"holds no node id"}},
+		{name: "a --node-id other than the stored id", stored: "j1", configured: "j2", want: djinn.ErrInvalidArgument,
+			wants: []string{`node id "j2", as configured`, `file holds "j1", no member either`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The log a joiner's holds once the leader's first batch
+			// reached it: the bootstrap configuration, leader n1 alone.
+			dir := t.TempDir()
+			l := leadingNode(t, dir, "n1", "127.0.0.1:0")
+			leaderAddr := l.RaftAddr()
+			l.Close()
+			path := filepath.Join(dir, "node-id")
+			if err := os.WriteFile(path, []byte(tc.stored+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			addr := "127.0.0.1:0"
+			if tc.atLeaderAddr {
+				addr = leaderAddr
+			}
+			recs := newStrangerLog()
+			n, err := Open(Config{DataDir: dir, NodeID: tc.configured, RaftAddr: addr, Logger: slog.New(recs)}, newCounter())
+			if tc.want != nil {
+				wantErrText(t, tc.name, err, tc.want, tc.wants...)
+				if tc.atLeaderAddr {
+					leadingNode(t, dir, "n1", leaderAddr).Close()
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("a node whose log's configuration does not have it yet, restarting: %v", err)
+			}
+			defer n.Close()
+			if n.ID() != tc.stored {
+				t.Fatalf("restarted as %s, want %s", n.ID(), tc.stored)
+			}
+			wantOutsideWarning(t, recs, tc.stored, n.RaftAddr())
+		})
+	}
+}
+
+// joinerDisk fails every append after the first, as a joiner killed while
+// the leader was still filling its empty log: the first batch holds the
+// bootstrap configuration, not the entry that adds the joiner.
+type joinerDisk struct {
+	raft.LogStore
+	calls atomic.Int32
+	broke chan struct{}        // closed at the first append that fails
+	confs []raft.Configuration // the configurations the first append held
+}
+
+func (d *joinerDisk) StoreLogs(ls []*raft.Log) error {
+	switch d.calls.Add(1) {
+	case 1:
+		for _, e := range ls {
+			if e.Type == raft.LogConfiguration {
+				d.confs = append(d.confs, raft.DecodeConfiguration(e.Data))
+			}
+		}
+		return d.LogStore.StoreLogs(ls)
+	case 2:
+		close(d.broke)
+	}
+	return errDisk
+}
+
+// TestJoinerStoppedWhileCatchingUpRestarts: a joiner whose log, when it
+// stopped, held the leader's first batch only (the bootstrap configuration,
+// leader alone; the entry adding the joiner comes later) restarts, warning
+// that its log's configuration does not have it, and catches up.
+func TestJoinerStoppedWhileCatchingUpRestarts(t *testing.T) {
+	l, _ := steady(t, true, nil)
+	t.Cleanup(func() { l.Close() })
+	// More entries than raft sends in one batch (512) before the joiner
+	// is added, so that its first batch ends before its addition.
+	const entries = 600
+	for i := range entries {
+		untilLeading(t, fmt.Sprintf("write %d", i), func(ctx context.Context) error { _, err := propose(ctx, l); return err })
+	}
+	jd := &joinerDisk{broke: make(chan struct{})}
+	dir := t.TempDir()
+	j, err := Open(Config{
+		DataDir: dir, NodeID: "j1", RaftAddr: "127.0.0.1:0",
+		HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond,
+		wrapLogs: func(s raft.LogStore) raft.LogStore { jd.LogStore = s; return jd },
+	}, newCounter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	jaddr := j.RaftAddr()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	added := make(chan error, 1)
+	go func() { added <- l.AddVoter(ctx, "j1", jaddr) }()
+	select {
+	case <-jd.broke:
+	case <-ctx.Done():
+		t.Fatal("the joiner never received a second batch")
+	}
+	j.Close()
+	if len(jd.confs) == 0 || hasServer(jd.confs[len(jd.confs)-1], "j1") {
+		t.Fatalf("the joiner's log holds configurations %v; want the last one without it", jd.confs)
+	}
+
+	recs := newStrangerLog()
+	c := newCounter()
+	j2, err := Open(Config{
+		DataDir: dir, RaftAddr: jaddr, Logger: slog.New(recs),
+		HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond,
+	}, c)
+	if err != nil {
+		t.Fatalf("a joiner stopped while catching up, restarting: %v", err)
+	}
+	defer j2.Close()
+	wantOutsideWarning(t, recs, "j1", jaddr)
+	c.wait(t, entries)
+	if err := <-added; err != nil && !errors.Is(err, djinn.ErrUnavailable) {
+		t.Fatalf("add the joiner: %v", err)
+	}
+}
+
+// removalDisk closes removed once an append holds a configuration without
+// node id after one with it: its removal.
+type removalDisk struct {
+	raft.LogStore
+	id      string
+	member  bool // a configuration with id was appended
+	once    sync.Once
+	removed chan struct{}
+}
+
+func (d *removalDisk) StoreLogs(ls []*raft.Log) error {
+	if err := d.LogStore.StoreLogs(ls); err != nil {
+		return err
+	}
+	for _, e := range ls {
+		if e.Type != raft.LogConfiguration {
+			continue
+		}
+		has := hasServer(raft.DecodeConfiguration(e.Data), d.id)
+		if d.member && !has {
+			d.once.Do(func() { close(d.removed) })
+		}
+		d.member = d.member || has
+	}
+	return nil
+}
+
+// TestRemovedNodeRestartsAndWaits: a node removed from its cluster that
+// restarts on its data directory, whose log ends in its removal, starts
+// (its log's configuration may be stale), warns that it is not in it and
+// waits; added back (djinn member add) it catches up.
+func TestRemovedNodeRestartsAndWaits(t *testing.T) {
+	l, _ := steady(t, true, nil)
+	t.Cleanup(func() { l.Close() })
+	rd := &removalDisk{id: "f1", removed: make(chan struct{})}
+	fdir := t.TempDir()
+	c := newCounter()
+	f, err := Open(Config{
+		DataDir: fdir, NodeID: "f1", RaftAddr: "127.0.0.1:0",
+		HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond,
+		wrapLogs: func(s raft.LogStore) raft.LogStore { rd.LogStore = s; return rd },
+	}, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	faddr := f.RaftAddr()
+	untilLeading(t, "add the follower", func(ctx context.Context) error { return l.AddVoter(ctx, "f1", faddr) })
+	untilLeading(t, "write", func(ctx context.Context) error { _, err := propose(ctx, l); return err })
+	c.wait(t, 1)
+	untilLeading(t, "remove the follower", func(ctx context.Context) error { return l.RemoveServer(ctx, "f1") })
+	// The leader sends the removal to the follower as it stops
+	// replicating to it.
+	select {
+	case <-rd.removed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the removed node never received its removal")
+	}
 	f.Close()
-	_, err := Open(Config{DataDir: fdir, RaftAddr: faddr}, newCounter())
-	wantErrText(t, "a removed node restarting", err, disk.ErrDamaged, filepath.Join(fdir, "node-id"),
-		fmt.Sprintf("holds node id %q, but the cluster configuration", fid), l.ID()+" at "+l.RaftAddr(),
-		fmt.Sprintf("if node %s was removed from the cluster", fid), "--join")
+
+	recs := newStrangerLog()
+	c2 := newCounter()
+	f2, err := Open(Config{
+		DataDir: fdir, RaftAddr: faddr, Logger: slog.New(recs),
+		HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond,
+	}, c2)
+	if err != nil {
+		t.Fatalf("a removed node restarting: %v", err)
+	}
+	defer f2.Close()
+	if f2.ID() != "f1" {
+		t.Fatalf("the removed node restarted as %s", f2.ID())
+	}
+	wantOutsideWarning(t, recs, "f1", faddr)
+	if ms, err := f2.Members(); err != nil || hasMember(ms, "f1") || !hasMember(ms, l.ID()) {
+		t.Fatalf("the removed node's members: %v, %v; want the leader's, without it", ms, err)
+	}
+
+	untilLeading(t, "add the node back", func(ctx context.Context) error { return l.AddVoter(ctx, "f1", faddr) })
+	untilLeading(t, "write", func(ctx context.Context) error { _, err := propose(ctx, l); return err })
+	c2.wait(t, 2)
 }

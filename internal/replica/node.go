@@ -287,8 +287,9 @@ func (t *tcpStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Co
 
 func (t *tcpStream) Addr() net.Addr { return t.advertise }
 
-// checkIdentity refuses to start under an id the log's configuration
-// does not have (identity.go), and keeps the id in the node-id file.
+// checkIdentity refuses to start under an id that is not this node's
+// (identity.go), warns when the log's configuration does not have it, and
+// keeps the id in the node-id file.
 func (n *Node) checkIdentity(ident identity, exists bool) error {
 	var conf raft.Configuration
 	if exists {
@@ -299,6 +300,9 @@ func (n *Node) checkIdentity(ident identity, exists bool) error {
 	}
 	if err := ident.check(conf, n.trans.LocalAddr()); err != nil {
 		return err
+	}
+	if ident.outside(conf) {
+		ident.warnOutside(n.cfg.Logger, conf, n.trans.LocalAddr())
 	}
 	return ident.keep(n.cfg.Logger)
 }
