@@ -19,7 +19,13 @@ import (
 // first..last of the checked log in walDir and its stable values (the
 // term and vote).
 func rebuildLog(walDir string, wc walCheck, first, last uint64) error {
-	tmp := walDir + ".repair"
+	// Built in walDir.repair.partial and renamed walDir.repair once whole:
+	// a walDir.repair is always a whole log (finishInterruptedRepair).
+	done := walDir + ".repair"
+	tmp := done + ".partial"
+	if err := os.RemoveAll(done); err != nil {
+		return err
+	}
 	if err := os.RemoveAll(tmp); err != nil {
 		return err
 	}
@@ -43,7 +49,37 @@ func rebuildLog(walDir string, wc walCheck, first, last uint64) error {
 	if err != nil {
 		return fmt.Errorf("new log in %s: %w", tmp, err)
 	}
-	return nil
+	if err := os.Rename(tmp, done); err != nil {
+		return err
+	}
+	return disk.SyncDir(filepath.Dir(walDir))
+}
+
+// finishInterruptedRepair puts in place the log a repair rebuilt when it
+// was stopped after moving the old log aside and before renaming the new
+// one into its place: no walDir (or an empty one, which a start tried
+// meanwhile makes), a whole walDir.repair. It reports whether it did.
+func finishInterruptedRepair(walDir string) (bool, error) {
+	ents, err := os.ReadDir(walDir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	if len(ents) > 0 {
+		return false, nil
+	}
+	if _, err := os.Stat(walDir + ".repair"); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		return false, err
+	}
+	if err := os.RemoveAll(walDir); err != nil {
+		return false, err
+	}
+	if err := os.Rename(walDir+".repair", walDir); err != nil {
+		return false, err
+	}
+	return true, disk.SyncDir(filepath.Dir(walDir))
 }
 
 // copyStable copies raft's stable values (current term, vote) from the

@@ -84,6 +84,13 @@ func Repair(dataDir string) (RepairReport, error) {
 	if _, err := os.Stat(raftDir); err != nil {
 		return rep, fmt.Errorf("data directory %s: %w", dataDir, err)
 	}
+	finished, err := finishInterruptedRepair(walDir)
+	if err != nil {
+		return rep, fmt.Errorf("data directory %s: %w", dataDir, err)
+	}
+	if finished {
+		rep.Found = append(rep.Found, "an earlier repair was stopped before it put the log it rebuilt in place: it is now in "+walDir)
+	}
 	clean, wasClean, err := readCleanStop(raftDir)
 	var d *disk.DamageError
 	switch {

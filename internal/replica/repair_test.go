@@ -113,3 +113,37 @@ func TestRepairWithTheLogGone(t *testing.T) {
 		t.Fatalf("repair of a log whose entries are all gone: %v", err)
 	}
 }
+
+// TestRepairFinishesAnInterruptedRepair: a repair stopped after it moved
+// the damaged log aside and before it put the rebuilt one in place leaves
+// no log, which a start refuses; the next repair puts the rebuilt log in
+// place instead of rebuilding over it, and the node starts with it.
+func TestRepairFinishesAnInterruptedRepair(t *testing.T) {
+	const n = 12
+	dir := writeHistory(t, n, 10, 0, 0)
+	crashed(t, dir)
+	segs := segments(t, dir)
+	middleRecord(t, segs[len(segs)-1])
+	rep, err := Repair(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := n - int(rep.LostLast-rep.LostFirst+1)
+	walDir := filepath.Join(dir, "raft", "wal")
+	if err := os.Rename(walDir, walDir+".repair"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reopen(t, dir, 0); err == nil {
+		t.Fatal("started without its log")
+	}
+	rep, err = Repair(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rep.String(), "an earlier repair was stopped") {
+		t.Errorf("the report does not say it finished the earlier repair:\n%s", rep)
+	}
+	if got, err := reopen(t, dir, 0); err != nil || got != uint64(kept) {
+		t.Fatalf("after the repair was finished: %d commands, %v; want the %d the first repair kept", got, err, kept)
+	}
+}
