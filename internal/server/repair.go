@@ -144,7 +144,7 @@ func checkKVStore(dataDir string) error {
 func startEmptyKV(kvDir string) (string, error) {
 	path := filepath.Join(kvDir, "store.log")
 	for _, name := range []string{path, filepath.Join(kvDir, participant.PositionName)} {
-		if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := disk.Remove(name); err != nil {
 			return "", err
 		}
 	}
