@@ -69,6 +69,18 @@ func register(t *testing.T, p *proc, k int) {
 	}
 }
 
+// refused runs djinn with args and checks that it exits with status 1
+// saying each of wants.
+func refused(t *testing.T, args []string, wants ...string) {
+	t.Helper()
+	code, out := runBinary(t, args...)
+	for _, want := range wants {
+		if code != 1 || !strings.Contains(out, want) {
+			t.Fatalf("djinn %s: exit %d, want 1 with %q in:\n%s", args[0], code, want, out)
+		}
+	}
+}
+
 func flipAt(t *testing.T, path string, off int) {
 	t.Helper()
 	data, err := os.ReadFile(path)
@@ -95,13 +107,8 @@ func TestServeRefusesDamage(t *testing.T) {
 	seg, end := tailSegment(t, n.dir)
 	flipAt(t, seg, end-20) // in the last entry, before the commit frame
 	serve := n.serveArgs()
-	code, out := runBinary(t, serve...)
-	for _, want := range []string{seg + " at offset", "stopped cleanly", "to recover", "djinn repair --data-dir " + n.dir} {
-		if code != 1 || !strings.Contains(out, want) {
-			t.Fatalf("exit %d, want 1 with %q in:\n%s", code, want, out)
-		}
-	}
-	code, out = runBinary(t, "repair", "--data-dir", n.dir)
+	refused(t, serve, seg+" at offset", "stopped cleanly", "to recover", "djinn repair --data-dir "+n.dir)
+	code, out := runBinary(t, "repair", "--data-dir", n.dir)
 	if code != 0 || !strings.Contains(out, "acknowledged: lost to this node") || !strings.Contains(out, filepath.Join(n.dir, "damaged-1")) {
 		t.Fatalf("repair: exit %d:\n%s", code, out)
 	}
@@ -146,13 +153,8 @@ func TestServeRefusesACutKVStore(t *testing.T) {
 	if err := os.Truncate(kvLog, fi.Size()/2); err != nil {
 		t.Fatal(err)
 	}
-	code, out := runBinary(t, "serve", "--data-dir", n.dir, "--listen", n.listen, "--admin", n.admin, "--raft", n.raft, "--discovery", n.discovery)
-	for _, want := range []string{kvLog + " at offset", "cut short", "to recover", "djinn repair --data-dir " + n.dir} {
-		if code != 1 || !strings.Contains(out, want) {
-			t.Fatalf("a cut key/value store: exit %d, want 1 with %q in:\n%s", code, want, out)
-		}
-	}
-	code, out = runBinary(t, "repair", "--data-dir", n.dir)
+	refused(t, n.serveArgs(), kvLog+" at offset", "cut short", "to recover", "djinn repair --data-dir "+n.dir)
+	code, out := runBinary(t, "repair", "--data-dir", n.dir)
 	if code != 0 || !strings.Contains(out, "the log was cut short at offset") {
 		t.Fatalf("repair of a cut key/value store: exit %d:\n%s", code, out)
 	}
@@ -171,12 +173,7 @@ func TestServeRefusesACutKVStore(t *testing.T) {
 	if err := os.WriteFile(kvLog, old, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, out = runBinary(t, "serve", "--data-dir", n.dir, "--listen", n.listen, "--admin", n.admin, "--raft", n.raft, "--discovery", n.discovery)
-	for _, want := range []string{kvLog + " at offset", "older than this store's last clean close", "djinn repair --data-dir " + n.dir} {
-		if code != 1 || !strings.Contains(out, want) {
-			t.Fatalf("a key/value store rolled back: exit %d, want 1 with %q in:\n%s", code, want, out)
-		}
-	}
+	refused(t, n.serveArgs(), kvLog+" at offset", "older than this store's last clean close", "djinn repair --data-dir "+n.dir)
 
 	// Rolled back to a copy from before the last start, after a SIGKILL.
 	if code, out = runBinary(t, "repair", "--data-dir", n.dir); code != 0 {
@@ -194,12 +191,7 @@ func TestServeRefusesACutKVStore(t *testing.T) {
 	if err := os.WriteFile(kvLog, old, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, out = runBinary(t, "serve", "--data-dir", n.dir, "--listen", n.listen, "--admin", n.admin, "--raft", n.raft, "--discovery", n.discovery)
-	for _, want := range []string{kvLog + " at offset", "older than this store was when last opened", "djinn repair --data-dir " + n.dir} {
-		if code != 1 || !strings.Contains(out, want) {
-			t.Fatalf("a key/value store rolled back after a SIGKILL: exit %d, want 1 with %q in:\n%s", code, want, out)
-		}
-	}
+	refused(t, n.serveArgs(), kvLog+" at offset", "older than this store was when last opened", "djinn repair --data-dir "+n.dir)
 }
 
 // TestServeRefusesLostFiles: djinn serve on a data directory that lost
@@ -227,12 +219,7 @@ func TestServeRefusesLostFiles(t *testing.T) {
 		if err := damage(); err != nil {
 			t.Fatal(err)
 		}
-		code, out := runBinary(t, serve...)
-		for _, want := range []string{kvLog + ": the key/value store is gone", "to recover: restore " + kvLog, "djinn repair --data-dir " + n.dir} {
-			if code != 1 || !strings.Contains(out, want) {
-				t.Fatalf("lost key/value store: exit %d, want 1 with %q in:\n%s", code, want, out)
-			}
-		}
+		refused(t, serve, kvLog+": the key/value store is gone", "to recover: restore "+kvLog, "djinn repair --data-dir "+n.dir)
 	}
 	code, out := runBinary(t, "repair", "--data-dir", n.dir)
 	if code != 0 || !strings.Contains(out, kvLog+": gone or empty; an empty store was started in its place") {
@@ -274,12 +261,7 @@ func TestServeRefusesDamagedIdentity(t *testing.T) {
 		if err := os.WriteFile(idFile, []byte(tc.text), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		code, out := runBinary(t, serve...)
-		for _, want := range []string{tc.says, "to recover: restore " + idFile, "--node-id " + id} {
-			if code != 1 || !strings.Contains(out, want) {
-				t.Fatalf("node-id %s: exit %d, want 1 with %q in:\n%s", tc.name, code, want, out)
-			}
-		}
+		refused(t, serve, tc.says, "to recover: restore "+idFile, "--node-id "+id)
 	}
 	if err := os.WriteFile(idFile, kept, 0o600); err != nil {
 		t.Fatal(err)
@@ -294,12 +276,7 @@ func TestServeRefusesDamagedIdentity(t *testing.T) {
 	if err := os.Remove(secretFile); err != nil {
 		t.Fatal(err)
 	}
-	code, out := runBinary(t, serve...)
-	for _, want := range []string{secretFile + ": the join secret is gone", "to recover: restore " + secretFile, "--join-secret-file"} {
-		if code != 1 || !strings.Contains(out, want) {
-			t.Fatalf("join-secret removed: exit %d, want 1 with %q in:\n%s", code, want, out)
-		}
-	}
+	refused(t, serve, secretFile+": the join secret is gone", "to recover: restore "+secretFile, "--join-secret-file")
 	if err := os.WriteFile(secretFile, kept, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -370,13 +347,8 @@ func TestServeRefusesALogCutAfterACrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	serve := n.serveArgs()
-	code, out := runBinary(t, serve...)
-	for _, want := range []string{seg, filepath.Join(n.dir, "raft", "log-end") + " records that entries up to", "acknowledged", "djinn repair --data-dir " + n.dir} {
-		if code != 1 || !strings.Contains(out, want) {
-			t.Fatalf("exit %d, want 1 with %q in:\n%s", code, want, out)
-		}
-	}
-	code, out = runBinary(t, "repair", "--data-dir", n.dir)
+	refused(t, serve, seg, filepath.Join(n.dir, "raft", "log-end")+" records that entries up to", "acknowledged", "djinn repair --data-dir "+n.dir)
+	code, out := runBinary(t, "repair", "--data-dir", n.dir)
 	if code != 0 || !strings.Contains(out, "log-end record says") || !strings.Contains(out, "acknowledged: lost to this node") {
 		t.Fatalf("repair: exit %d:\n%s", code, out)
 	}
@@ -422,13 +394,8 @@ func TestServeRefusesAnOlderLogMetadata(t *testing.T) {
 	}
 
 	serve := n.serveArgs("--config", cfg)
-	code, out := runBinary(t, serve...)
-	for _, want := range []string{meta + ": the log's metadata is older than its segments", "djinn repair --data-dir " + n.dir} {
-		if code != 1 || !strings.Contains(out, want) {
-			t.Fatalf("exit %d, want 1 with %q in:\n%s", code, want, out)
-		}
-	}
-	code, out = runBinary(t, "repair", "--data-dir", n.dir)
+	refused(t, serve, meta+": the log's metadata is older than its segments", "djinn repair --data-dir "+n.dir)
+	code, out := runBinary(t, "repair", "--data-dir", n.dir)
 	if code != 0 || !strings.Contains(out, "older than its segments") || strings.Contains(out, "lost to this node") {
 		t.Fatalf("repair: exit %d, want 0 rebuilding the log with nothing lost:\n%s", code, out)
 	}
@@ -477,13 +444,8 @@ func TestServeRefusesALostSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	serve := n.serveArgs("--config", cfg)
-	code, out := runBinary(t, serve...)
-	for _, want := range []string{seg + ": the log's last segment is gone", "acknowledged: they are lost", "to recover", "djinn repair --data-dir " + n.dir} {
-		if code != 1 || !strings.Contains(out, want) {
-			t.Fatalf("exit %d, want 1 with %q in:\n%s", code, want, out)
-		}
-	}
-	code, out = runBinary(t, "repair", "--data-dir", n.dir)
+	refused(t, serve, seg+": the log's last segment is gone", "acknowledged: they are lost", "to recover", "djinn repair --data-dir "+n.dir)
+	code, out := runBinary(t, "repair", "--data-dir", n.dir)
 	if code != 0 || !strings.Contains(out, "acknowledged: lost to this node") {
 		t.Fatalf("repair: exit %d:\n%s", code, out)
 	}
