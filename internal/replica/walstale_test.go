@@ -59,17 +59,7 @@ func TestWALMetaOlderThanSegments(t *testing.T) {
 		// As a crash leaves the log after its first segment was sealed,
 		// before the metadata said so and the next segment was made (the
 		// records beside the log then said no more than they did then).
-		dir, meta, old, records, segs := prepare(t)
-		for _, s := range segs[1:] {
-			if err := os.Remove(s.path); err != nil {
-				t.Fatal(err)
-			}
-		}
-		writeFile(t, meta, old)
-		for name, b := range records {
-			writeFile(t, filepath.Join(dir, "raft", name), b)
-		}
-		crashed(t, dir)
+		dir := sealedTail(t, prepare, true)
 		// Nothing is lost: the start records the seal and a new segment,
 		// as raft-wal would have, and the node leads (it appends).
 		got, err := reopen(t, dir, smallSegments)
@@ -89,14 +79,7 @@ func TestWALMetaOlderThanSegments(t *testing.T) {
 		// acknowledged: an old metadata file and newer segments lost, not
 		// a crash. The seal is recorded, and the start refuses the log
 		// that lost the newer segments' entries.
-		dir, meta, old, _, segs := prepare(t)
-		for _, s := range segs[1:] {
-			if err := os.Remove(s.path); err != nil {
-				t.Fatal(err)
-			}
-		}
-		writeFile(t, meta, old)
-		crashed(t, dir)
+		dir := sealedTail(t, prepare, false)
 		_, err := reopen(t, dir, smallSegments)
 		var d *disk.DamageError
 		if !errors.As(err, &d) || !strings.Contains(err.Error(), "acknowledged") {
@@ -126,6 +109,28 @@ func TestWALMetaOlderThanSegments(t *testing.T) {
 			t.Fatalf("with a leftover segment file: %d commands, %v; want %d", got, err, metaMore)
 		}
 	})
+}
+
+// sealedTail makes prepare's log look as it did when its first segment
+// was sealed on disk, before the metadata said so: the newer segments
+// gone, the metadata from then, and (restore) the records beside the log
+// from then too; as after a crash.
+func sealedTail(t *testing.T, prepare func(*testing.T) (string, string, []byte, map[string][]byte, []segCheck), restore bool) string {
+	t.Helper()
+	dir, meta, old, records, segs := prepare(t)
+	for _, s := range segs[1:] {
+		if err := os.Remove(s.path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, meta, old)
+	if restore {
+		for name, b := range records {
+			writeFile(t, filepath.Join(dir, "raft", name), b)
+		}
+	}
+	crashed(t, dir)
+	return dir
 }
 
 // olderThanNewer is TestWALMetaOlderThanSegments with segments newer than
