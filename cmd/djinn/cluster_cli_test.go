@@ -117,6 +117,72 @@ func TestCLIMembers(t *testing.T) {
 	})
 }
 
+// TestCLIRemovedMemberRestarts: a member removed from its cluster and
+// restarted on its old data directory (its log ends in its removal)
+// serves at once, printing that it is not a member and the djinn member
+// add command that adds it back, as one started with --bootstrap=false
+// does, rather than waiting for a leader it cannot have; run at a member,
+// that command makes it a voter again.
+func TestCLIRemovedMemberRestarts(t *testing.T) {
+	a, b := newNode(t), newNode(t)
+	pa := a.start(t)
+	defer pa.stop(t)
+	sec := filepath.Join(a.dir, "join-secret")
+	args := []string{"--bootstrap=false", "--join-secret-file", sec}
+	pb := b.start(t, args...)
+	addLine := regexp.MustCompile(`djinn member add (\S+) --raft (\S+) --grpc (\S+) --server MEMBER --join-secret-file (\S+)\n`)
+	var m []string
+	if !poll(10*time.Second, func() bool { m = addLine.FindStringSubmatch(pb.output()); return m != nil }) {
+		pb.kill()
+		t.Fatalf("a server waiting to be added does not say how:\n%s", pb.output())
+	}
+	bID := m[1]
+	// memberOf reports whether the configuration the server at addr
+	// holds has bID as a voter.
+	memberOf := func(addr string) bool {
+		var st statusView
+		out, _, ok := runAt(t, addr, "status", "-o", "json")
+		if !ok || json.Unmarshal([]byte(out), &st) != nil || len(st.Members) == 0 {
+			return false
+		}
+		for _, m := range st.Members {
+			if m.Node == bID {
+				return m.Voter
+			}
+		}
+		return false
+	}
+	add := func() {
+		t.Helper()
+		if out, errs, ok := runAt(t, a.listen, "member", "add", bID, "--raft", m[2], "--grpc", m[3], "--join-secret-file", m[4]); !ok {
+			pb.kill()
+			t.Fatalf("member add: %s%s", out, errs)
+		}
+		eventually(t, "the added member to vote, in its own configuration", func() bool { return memberOf(b.listen) })
+	}
+	add()
+	if out, errs, ok := runAt(t, a.listen, "member", "remove", bID, "--join-secret-file", sec); !ok {
+		pb.kill()
+		t.Fatalf("member remove: %s%s", out, errs)
+	}
+	eventually(t, "the removed member's log to hold its removal", func() bool {
+		var st statusView
+		out, _, ok := runAt(t, b.listen, "status", "-o", "json")
+		return ok && json.Unmarshal([]byte(out), &st) == nil && len(st.Members) == 1 && st.Members[0].Node != bID
+	})
+	pb.stop(t)
+
+	pb = b.start(t, args...)
+	defer pb.stop(t)
+	var out string
+	poll(10*time.Second, func() bool { out = pb.output(); m = addLine.FindStringSubmatch(out); return m != nil })
+	if m == nil || m[1] != bID || m[2] != b.raft || !strings.Contains(out, "not a member of the cluster configuration its log holds") ||
+		strings.Contains(out, "serving anyway") {
+		t.Fatalf("a removed member restarted:\n%s\nwant it to serve at once, saying it is not a member and how to add it back (djinn member add %s --raft %s ...)", out, bID, b.raft)
+	}
+	add()
+}
+
 // TestCLISnapshot: djinn snapshot save writes a file from a running
 // server; djinn snapshot restore seeds a new data directory from it,
 // refusing a damaged copy; the server started there holds the saved

@@ -7,11 +7,14 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/djinn-go/djinn/internal/replica"
 	"github.com/djinn-go/djinn/internal/server"
 )
 
@@ -163,6 +166,15 @@ func flagSetters(final, flagged *server.Config) map[string]func() {
 	}
 }
 
+// memberList names the members ms, with their Raft addresses.
+func memberList(ms []replica.Member) string {
+	has := make([]string, len(ms))
+	for i, m := range ms {
+		has[i] = m.ID + " at " + m.RaftAddr
+	}
+	return "members: " + strings.Join(has, ", ")
+}
+
 // secretHint is the flag a command needs to present s's cluster's join
 // secret, if it has one.
 func secretHint(s *server.Server) string {
@@ -201,10 +213,13 @@ func serve(ctx context.Context, cfg server.Config, out, errw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	waiting := false
-	if ms, err := s.Node().Members(); err == nil && len(ms) == 0 {
-		waiting = true // started with --bootstrap=false: no cluster until added
-	} else {
+	// Started with --bootstrap=false (no cluster until added), or outside
+	// the configuration its log holds (removed, or a joiner stopped before
+	// its log reached its addition): it waits for a member to add it.
+	ms, err := s.Node().Members()
+	waiting := err == nil && len(ms) == 0
+	outside := err == nil && len(ms) > 0 && !slices.ContainsFunc(ms, func(m replica.Member) bool { return m.ID == s.NodeID() })
+	if !waiting && !outside {
 		readyCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		err = s.WaitReady(readyCtx)
 		cancel()
@@ -214,8 +229,13 @@ func serve(ctx context.Context, cfg server.Config, out, errw io.Writer) error {
 	}
 	st := s.Describe()
 	fmt.Fprintf(out, "djinn serving (node %s, %s)\n", st.NodeID, st.State)
-	if waiting {
-		fmt.Fprintf(out, "  waiting to be added to a cluster: djinn member add %s --raft %s --grpc %s --server MEMBER%s\n", st.NodeID, s.RaftAddr(), s.Advertise(), secretHint(s))
+	add := fmt.Sprintf("djinn member add %s --raft %s --grpc %s --server MEMBER%s", st.NodeID, s.RaftAddr(), s.Advertise(), secretHint(s))
+	switch {
+	case waiting:
+		fmt.Fprintf(out, "  waiting to be added to a cluster: %s\n", add)
+	case outside:
+		fmt.Fprintf(out, "  not a member of the cluster configuration its log holds (%s): it waits until the leader brings its log up to date or adds it; "+
+			"if it was removed, add it again at a member: %s\n", memberList(ms), add)
 	}
 	fmt.Fprintf(out, "  data      %s\n", s.DataDir())
 	fmt.Fprintf(out, "  grpc      %s\n", s.Addr())
