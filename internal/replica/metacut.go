@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"io"
+	"math/bits"
 	"os"
 
 	"github.com/djinn-go/djinn/internal/disk"
@@ -21,6 +23,10 @@ const (
 	boltMetaLen    = 64
 	boltMagic      = 0xED0CDAED
 	boltVersion    = 2
+	// The page sizes bbolt could have written the file with (the
+	// machine's page size).
+	boltMinPage = 1 << 10
+	boltMaxPage = 1 << 16
 )
 
 // boltMeta is what a meta page of the metadata file says.
@@ -30,9 +36,9 @@ type boltMeta struct {
 
 // readBoltMeta reads the meta page at off; ok is false if it does not
 // check out.
-func readBoltMeta(f *os.File, off int64) (m boltMeta, ok bool) {
+func readBoltMeta(r io.ReaderAt, off int64) (m boltMeta, ok bool) {
 	b := make([]byte, boltMetaLen)
-	if _, err := f.ReadAt(b, off+boltPageHeader); err != nil {
+	if _, err := r.ReadAt(b, off+boltPageHeader); err != nil {
 		return m, false
 	}
 	e := binary.NativeEndian
@@ -45,8 +51,10 @@ func readBoltMeta(f *os.File, off int64) (m boltMeta, ok bool) {
 }
 
 // metaCut returns damage when the metadata file at path is cut short:
-// empty, or shorter than the pages its newest meta page has in use. nil:
-// it is not, or it cannot tell (bbolt's own checks then apply).
+// empty, or shorter than its two meta pages or than the pages its newest
+// meta page has in use; or when the page size it gives is none bbolt
+// writes. nil: it is not, or it cannot tell (bbolt's own checks then
+// apply).
 func metaCut(path string) *disk.DamageError {
 	f, err := os.Open(path)
 	if err != nil {
@@ -62,24 +70,30 @@ func metaCut(path string) *disk.DamageError {
 		return &disk.DamageError{Path: path, Offset: -1, Problem: "the log's metadata file is empty (0 bytes): it was cut, " +
 			"and the list of the log's segments and raft's term and vote with it"}
 	}
+	// bbolt takes the page size from the first meta page if it checks
+	// out, and the newer of the two that do.
 	m, ok := readBoltMeta(f, 0)
 	pageSize := int64(os.Getpagesize())
-	if ok && m.pageSize > 0 {
+	if ok {
+		if m.pageSize < boltMinPage || m.pageSize > boltMaxPage || m.pageSize&(m.pageSize-1) != 0 {
+			return &disk.DamageError{Path: path, Offset: boltPageHeader, Problem: fmt.Sprintf(
+				"the log's metadata file gives page size %d, which no such file has", m.pageSize)}
+		}
 		pageSize = int64(m.pageSize)
 	}
 	if m1, ok1 := readBoltMeta(f, pageSize); ok1 && (!ok || m1.txid > m.txid) {
 		m, ok = m1, true
 	}
-	if !ok && size < 2*pageSize {
+	if size < 2*pageSize {
 		return &disk.DamageError{Path: path, Offset: size, Problem: fmt.Sprintf(
 			"the log's metadata file is cut short: it is %d bytes, too few for its first two pages", size)}
 	}
-	if !ok || m.pageSize == 0 {
+	if !ok {
 		return nil
 	}
-	if need := m.pages * m.pageSize; uint64(size) < need {
+	if hi, need := bits.Mul64(m.pages, uint64(pageSize)); hi != 0 || uint64(size) < need {
 		return &disk.DamageError{Path: path, Offset: size, Problem: fmt.Sprintf(
-			"the log's metadata file is cut short: it is %d bytes, and its pages in use take %d", size, need)}
+			"the log's metadata file is cut short: it is %d bytes, and it has %d pages of %d bytes in use", size, m.pages, pageSize)}
 	}
 	return nil
 }

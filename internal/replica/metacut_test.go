@@ -1,7 +1,10 @@
 package replica
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +15,7 @@ import (
 	"github.com/hashicorp/raft-wal/metadb"
 )
 
-func readFile(t *testing.T, path string) []byte {
+func readFile(t testing.TB, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -195,4 +198,59 @@ func rewriteEnd(t *testing.T, dir string, cut uint64) uint64 {
 		t.Fatal(err)
 	}
 	return last
+}
+
+// setMeta changes the meta page of the metadata file b at off with fn
+// (its bytes after the page header) and writes its checksum again: a
+// meta page that checks out, saying what fn made it say.
+func setMeta(b []byte, off int, fn func(m []byte)) {
+	m := b[off+boltPageHeader : off+boltPageHeader+boltMetaLen]
+	fn(m)
+	h := fnv.New64a()
+	h.Write(m[:56])
+	binary.NativeEndian.PutUint64(m[56:], h.Sum64())
+}
+
+// TestWALMetaDamagedPages: a metadata file whose meta pages check out but
+// give a page size no such file has, more pages in use than a file can
+// hold, or a root page past the file's end or not a page of the kind
+// bbolt expects there is refused as damage naming the file; bbolt,
+// trusting such a file, panicked or faulted.
+func TestWALMetaDamagedPages(t *testing.T) {
+	dir := writeHistory(t, 6, 10, 0, 0)
+	meta := filepath.Join(dir, "raft", "wal", metadb.FileName)
+	orig := readFile(t, meta)
+	ps := os.Getpagesize()
+	m0, _ := readBoltMeta(bytes.NewReader(orig), 0)
+	m1, _ := readBoltMeta(bytes.NewReader(orig), int64(ps))
+	newest := 0
+	if m1.txid > m0.txid {
+		newest = ps
+	}
+	e := binary.NativeEndian
+	root := int(e.Uint64(orig[newest+boltPageHeader+16:]))
+	for _, tc := range []struct {
+		name   string
+		damage func(b []byte)
+		want   string
+	}{
+		{"page size 0", func(b []byte) { setMeta(b, 0, func(m []byte) { e.PutUint32(m[8:], 0) }) }, "page size 0"},
+		{"page size not a power of two", func(b []byte) { setMeta(b, 0, func(m []byte) { e.PutUint32(m[8:], 4000) }) }, "page size 4000"},
+		{"pages in use past 2^64 bytes", func(b []byte) { setMeta(b, newest, func(m []byte) { e.PutUint64(m[40:], 1<<62) }) }, "cut short"},
+		{"root page past the file", func(b []byte) { setMeta(b, newest, func(m []byte) { e.PutUint64(m[16:], 1<<20) }) }, "not what the file's structure says"},
+		{"root page not a bucket's", func(b []byte) { e.PutUint16(b[root*ps+8:], 0x04) }, "not what the file's structure says"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := bytes.Clone(orig)
+			tc.damage(b)
+			writeFile(t, meta, b)
+			_, err := reopen(t, dir, 0)
+			wantRefused(t, err, meta, -1)
+			wantSaying(t, err, tc.want)
+		})
+	}
+	writeFile(t, meta, orig)
+	if _, err := reopen(t, dir, 0); err != nil {
+		t.Fatalf("the file as written: %v", err)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"time"
 
 	"github.com/hashicorp/raft-wal/metadb"
@@ -93,11 +94,21 @@ func readWALMeta(dir string) (st types.PersistentState, ok bool, err error) {
 	return st, err == nil, err
 }
 
-// withMeta runs fn in a transaction of the metadata file at path.
-func withMeta(path string, readOnly bool, fn func(*bbolt.Tx) error) error {
+// withMeta runs fn in a transaction of the metadata file at path. bbolt
+// trusts the file's structure: it panics on a page that is not of the
+// kind the structure says, and faults on one past the memory it mapped.
+// Either is damage.
+func withMeta(path string, readOnly bool, fn func(*bbolt.Tx) error) (err error) {
 	if d := metaCut(path); d != nil {
 		return d
 	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = &disk.DamageError{Path: path, Offset: -1, Problem: fmt.Sprintf(
+				"the log's metadata does not read: a page is not what the file's structure says (%v)", r)}
+		}
+	}()
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: readOnly, Timeout: metaTimeout})
 	if errors.Is(err, bbolt.ErrTimeout) {
 		return fmt.Errorf("%s is locked: is a djinn server running on this data directory? stop it first", path)
