@@ -11,7 +11,7 @@ import (
 
 // appendHistory starts a node on dir, has it acknowledge n more commands
 // of about size bytes one by one, and stops it cleanly.
-func appendHistory(t *testing.T, dir string, n, size, segSize int) {
+func appendHistory(t testing.TB, dir string, n, size, segSize int) {
 	t.Helper()
 	leading := make(chan struct{}, 1)
 	node, err := openSized(dir, segSize, newCounter(), leading)
