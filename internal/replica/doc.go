@@ -49,12 +49,18 @@
 //     left before any; the witness says whether one was acknowledged. A
 //     witnessed segment that serves no entry, or that the log's metadata
 //     does not list, lost acknowledged entries.
+//   - the term record (termvote.go): raft's term and vote, recorded each
+//     time raft sets them, after its stable store (the log's metadata
+//     file) took them and before raft acts on them. A metadata file with
+//     an earlier term, or without the recorded vote in its term, is an
+//     older copy: on it the node could vote twice in one term.
 //   - every snapshot's meta.json against its name, the newest one's data
 //     against meta.json (a header repeats the index, term and
 //     configuration: snapstore.go) and its CRC, and the newest snapshot
 //     against the log: the log must start no later than just after it.
 //
 // Repair, only when asked, keeps the newest snapshot that checks out and
-// the log's entries up to the first damage, and reports exactly which
+// the log's entries up to the first damage, writes the recorded term and
+// vote back where the metadata lost them, and reports exactly which
 // acknowledged entries it dropped.
 package replica

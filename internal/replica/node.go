@@ -92,8 +92,9 @@ type Node struct {
 	trans *raft.NetworkTransport
 	conns *trackedStream // the transport's accepted connections
 	notes chan bool
-	logs  *failStop // the log as raft writes it
-	end   *logEnd   // the log-end record (logend.go)
+	logs  *failStop  // the log as raft writes it
+	end   *logEnd    // the log-end record (logend.go)
+	term  *termStore // raft's stable store: the log's, and the term record (termvote.go)
 
 	proposer *proposer
 	lease    *leaderLease // valid while a quorum recently confirmed this node leads
@@ -183,7 +184,7 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	if err != nil {
 		return nil, disk.WithRecovery(fmt.Errorf("data directory %s: %w", cfg.DataDir, err), recovery(cfg.DataDir))
 	}
-	n.log, n.snaps, n.end = st.log, st.snaps, st.end
+	n.log, n.snaps, n.end, n.term = st.log, st.snaps, st.end, st.term
 	n.trans, n.conns, err = newTransport(cfg, hlog)
 	if err != nil {
 		n.closeStores()
@@ -198,9 +199,10 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 		n.closeStores()
 		return nil, err
 	}
+	var stable raft.StableStore = n.term
 	if !exists && cfg.Bootstrap {
 		conf := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: rc.LocalID, Address: n.trans.LocalAddr()}}}
-		if err := raft.BootstrapCluster(rc, n.log, n.log, n.snaps, n.trans, conf); err != nil {
+		if err := raft.BootstrapCluster(rc, n.log, stable, n.snaps, n.trans, conf); err != nil {
 			n.closeStores()
 			return nil, fmt.Errorf("bootstrap cluster: %w", err)
 		}
@@ -213,7 +215,6 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	n.logs.dir = cfg.DataDir
 	n.logs.end = n.end
 	n.end.start(n.logs.fail)
-	var stable raft.StableStore = n.log
 	if cfg.wrapStable != nil {
 		stable = cfg.wrapStable(stable)
 	}
@@ -579,6 +580,9 @@ func (n *Node) closeStores() {
 	}
 	if n.end != nil {
 		n.end.close()
+	}
+	if n.term != nil {
+		n.term.close()
 	}
 	if n.log != nil {
 		n.log.Close()

@@ -73,7 +73,9 @@ func (r RepairReport) kept() string {
 // running, start again: it keeps the newest snapshot that checks out and
 // the log entries that check out up to the first damage and follow on
 // from that snapshot, and drops the rest, moving every file it replaces
-// into a damaged-N directory beside. The report names what was dropped;
+// into a damaged-N directory beside. Raft's term and vote, where the log's
+// metadata holds older ones than the term record (termvote.go), are
+// written back into it from the record. The report names what was dropped;
 // acknowledged writes in it are lost to this node. Use it only when no
 // backup or healthy peer holds the data: a member of a cluster that lost
 // entries is better replaced.
@@ -119,23 +121,50 @@ func Repair(dataDir string) (RepairReport, error) {
 	if err != nil {
 		return rep, err
 	}
+	tf, err := findTerm(raftDir)
+	if err != nil {
+		return rep, err
+	}
 	p := plan(wc, sc, clean, wasClean)
 	p.recorded(recorded)
 	p.witnessed(wf)
 	rep.Found = append(rep.Found, p.found...)
+	if tf.damage != nil {
+		rep.Found = append(rep.Found, tf.damage.Error()+"; it is moved aside, and the next start records raft's term and vote as the log's metadata holds them")
+	}
 	rep.Dropped = p.dropped
 	rep.Snapshot, rep.First, rep.Last = p.snapshot, p.first, p.last
 	rep.LostFirst, rep.LostLast = p.lost[0], p.lost[1]
 	if p.empty {
 		return rep, fmt.Errorf("data directory %s: nothing can be kept: %s; restore it from a backup, or replace this member of its cluster", dataDir, strings.Join(p.found, "; "))
 	}
-	if !p.rebuild && len(p.dropSnaps) == 0 && d == nil && dl == nil && wf.damage == nil && !p.staleRecord {
-		return rep, nil
+	if !p.rebuild && len(p.dropSnaps) == 0 && d == nil && dl == nil && wf.damage == nil && !p.staleRecord && tf.damage == nil {
+		return rep, restoreTerm(&rep, tf, walDir)
 	}
 	if rep.Saved, err = freeDir(dataDir); err != nil {
 		return rep, err
 	}
-	return rep, p.apply(raftDir, rep.Saved, wc, wf.bad)
+	if err := p.apply(raftDir, rep.Saved, wc, wf.bad); err != nil {
+		return rep, err
+	}
+	if tf.damage != nil {
+		if err := moveAside(filepath.Join(raftDir, termName), rep.Saved); err != nil {
+			return rep, err
+		}
+	}
+	// After the log is rebuilt: its metadata is then the new log's.
+	return rep, restoreTerm(&rep, tf, walDir)
+}
+
+// restoreTerm writes the term record's term and vote back into the log's
+// metadata in walDir where it is behind them (termvote.go), and reports
+// it.
+func restoreTerm(rep *RepairReport, tf termFound, walDir string) error {
+	found, err := tf.restore(walDir)
+	if found != "" {
+		rep.Found = append(rep.Found, found)
+	}
+	return err
 }
 
 // repairPlan is what Repair keeps and drops.

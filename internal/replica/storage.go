@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
 	rawfs "github.com/hashicorp/raft-wal/fs"
+	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/hashicorp/raft-wal/segment"
 
 	"github.com/djinn-go/djinn/internal/disk"
@@ -28,6 +29,7 @@ type storage struct {
 	log   *wal.WAL
 	snaps *snapStore
 	end   *logEnd
+	term  *termStore // the log's stable store, and the term record
 }
 
 // openStorage checks the log and snapshots in raftDir and opens them. It
@@ -35,8 +37,9 @@ type storage struct {
 // everything it acknowledged: damage in the log or the snapshots, a log
 // that ends before where a clean shutdown left it or that lost a segment
 // its witness says held acknowledged entries, a snapshot that
-// disagrees with the log. A torn last write, never acknowledged, is left
-// out and logged.
+// disagrees with the log, a log whose metadata holds an older term or
+// vote than raft acted on (termvote.go). A torn last write, never
+// acknowledged, is left out and logged.
 func openStorage(raftDir string, segSize int, hlog hclog.Logger, logger *slog.Logger) (*storage, error) {
 	walDir := filepath.Join(raftDir, "wal")
 	clean, wasClean, err := readCleanStop(raftDir)
@@ -82,25 +85,31 @@ func openStorage(raftDir string, segSize int, hlog hclog.Logger, logger *slog.Lo
 		log.Close()
 		return nil, err
 	}
-	if err := removeCleanStop(raftDir); err != nil {
+	term, err := openTermStore(raftDir, filepath.Join(walDir, metadb.FileName), log)
+	if err != nil {
 		log.Close()
+		return nil, err
+	}
+	closeAll := func() { term.close(); log.Close() }
+	if err := removeCleanStop(raftDir); err != nil {
+		closeAll()
 		return nil, fmt.Errorf("clean-shutdown record in %s: %w", raftDir, err)
 	}
 	if err := removeUnfinishedSnapshots(raftDir, logger); err != nil {
-		log.Close()
+		closeAll()
 		return nil, err
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(raftDir, 2, hlog)
 	if err != nil {
-		log.Close()
+		closeAll()
 		return nil, fmt.Errorf("open snapshots in %s: %w", raftDir, err)
 	}
 	end, err := openLogEnd(raftDir, last)
 	if err != nil {
-		log.Close()
+		closeAll()
 		return nil, err
 	}
-	return &storage{log: log, snaps: &snapStore{FileSnapshotStore: snaps, dataDir: filepath.Dir(raftDir)}, end: end}, nil
+	return &storage{log: log, snaps: &snapStore{FileSnapshotStore: snaps, dataDir: filepath.Dir(raftDir)}, end: end, term: term}, nil
 }
 
 // checkLogEndOf checks the opened log against the log-end record
@@ -264,7 +273,7 @@ func (st *storage) restoreFailure(raftDir string, restoreErr error) error {
 	return nil
 }
 
-func (st *storage) close() error { return st.log.Close() }
+func (st *storage) close() error { return errors.Join(st.term.close(), st.log.Close()) }
 
 // checkWALMeta refuses a log whose metadata file is gone while its
 // segments are there: without it the log cannot be read back.

@@ -31,7 +31,7 @@ const metaFirst, metaMore = 10, 150
 // the metadata's last one, which raft-wal deletes at open, are no damage.
 func TestWALMetaOlderThanSegments(t *testing.T) {
 	// prepare returns a log of several segments, and its metadata and
-	// the records beside the log (log-end, witness) as they were when it
+	// the records beside the log (log-end, witness, term) as they were when it
 	// had only its first.
 	prepare := func(t *testing.T) (dir, meta string, old []byte, records map[string][]byte, segs []segCheck) {
 		dir = writeHistory(t, metaFirst, 1000, 0, smallSegments)
@@ -40,7 +40,7 @@ func TestWALMetaOlderThanSegments(t *testing.T) {
 			t.Fatalf("%d segments after %d commands, want 1", n, metaFirst)
 		}
 		old, records = readFile(t, meta), map[string][]byte{}
-		for _, name := range []string{logEndName, witnessName} {
+		for _, name := range []string{logEndName, witnessName, termName} {
 			records[name] = readFile(t, filepath.Join(dir, "raft", name))
 		}
 		appendHistory(t, dir, metaMore, 1000, smallSegments)
@@ -199,7 +199,7 @@ func TestTornSealAfterACrash(t *testing.T) {
 	meta := filepath.Join(dir, "raft", "wal", metadb.FileName)
 	old := readFile(t, meta)
 	records := map[string][]byte{}
-	for _, name := range []string{logEndName, witnessName} {
+	for _, name := range []string{logEndName, witnessName, termName} {
 		records[name] = readFile(t, filepath.Join(dir, "raft", name))
 	}
 	appendHistory(t, dir, metaMore, 1000, smallSegments)
