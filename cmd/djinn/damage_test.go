@@ -451,3 +451,36 @@ func TestServeRefusesALostSegment(t *testing.T) {
 	}
 	n.start(t, "--config", cfg).stop(t)
 }
+
+// TestServeRefusesAnOlderTermAndVote: djinn serve on a data directory
+// whose log metadata was put back from a copy taken before an election —
+// the same segments, raft's term and vote older — exits with status 1
+// naming the file and the term record, rather than let the node vote a
+// second time in a term it voted in; djinn repair writes the record's term
+// and vote back, losing nothing, and the server then starts (README, Disk
+// damage).
+func TestServeRefusesAnOlderTermAndVote(t *testing.T) {
+	n := newNode(t)
+	p := n.start(t)
+	register(t, p, 1)
+	p.stop(t)
+	meta := filepath.Join(n.dir, "raft", "wal", "wal-meta.db")
+	old, err := os.ReadFile(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = n.start(t) // its election raises the term
+	register(t, p, 1)
+	p.stop(t)
+	if err := os.WriteFile(meta, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	refused(t, n.serveArgs(), meta+": the log's metadata holds raft's term", filepath.Join(n.dir, "raft", "term")+" records term",
+		"vote a second time", "djinn repair --data-dir "+n.dir)
+	code, out := runBinary(t, "repair", "--data-dir", n.dir)
+	if code != 0 || !strings.Contains(out, "written back into the metadata") || strings.Contains(out, "lost to this node") {
+		t.Fatalf("repair: exit %d, want 0 writing the term and vote back with nothing lost:\n%s", code, out)
+	}
+	n.start(t).stop(t)
+}
