@@ -2,9 +2,10 @@ package main
 
 import (
 	"runtime"
-	"runtime/pprof"
 	"slices"
+	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -64,12 +65,62 @@ func TestProfileContention(t *testing.T) {
 	if got := runtime.SetMutexProfileFraction(-1); got != 10 {
 		t.Errorf("mutex profile fraction %d, want 10", got)
 	}
-	before := pprof.Lookup("block").Count()
-	ch := make(chan struct{})
-	timer := time.AfterFunc(time.Millisecond, func() { close(ch) })
-	defer timer.Stop()
-	<-ch // a wait of a millisecond: above the 10 µs rate, always recorded
-	if after := pprof.Lookup("block").Count(); after <= before {
-		t.Errorf("block profile has %d records after a 1ms channel wait, %d before: want more", after, before)
+
+	// A receive that waits a millisecond or more, far above the 10 µs rate,
+	// is always recorded. The millisecond starts only once the receiver is
+	// blocked (synctest.Wait), so a busy machine can make the wait longer,
+	// never shorter or absent. It is counted in the receiver's own record:
+	// the profile keeps one record per stack, across runs of this test.
+	before := waitsRecorded(t)
+	start, elapsed := make(chan struct{}), make(chan struct{})
+	go func() { // outside the bubble: its millisecond is a real one
+		<-start
+		time.Sleep(time.Millisecond)
+		close(elapsed)
+	}()
+	synctest.Test(t, func(t *testing.T) {
+		ch := make(chan struct{})
+		go contendedReceive(ch)
+		synctest.Wait()
+		close(start)
+		<-elapsed
+		close(ch)
+	})
+	if after := waitsRecorded(t); after <= before {
+		t.Errorf("block profile has %d waits of the receiver after a 1ms channel wait, %d before: want more", after, before)
 	}
+}
+
+// contendedReceive waits for ch to close: the wait TestProfileContention
+// looks for in the block profile.
+func contendedReceive(ch <-chan struct{}) { <-ch }
+
+// waitsRecorded returns how many waits the block profile holds in
+// contendedReceive.
+func waitsRecorded(t *testing.T) int64 {
+	t.Helper()
+	var rs []runtime.BlockProfileRecord
+	for {
+		n, ok := runtime.BlockProfile(rs)
+		if ok {
+			rs = rs[:n]
+			break
+		}
+		rs = make([]runtime.BlockProfileRecord, n+16)
+	}
+	var count int64
+	for _, r := range rs {
+		frames := runtime.CallersFrames(r.Stack())
+		for {
+			f, more := frames.Next()
+			if strings.HasSuffix(f.Function, ".contendedReceive") {
+				count += r.Count
+				break
+			}
+			if !more {
+				break
+			}
+		}
+	}
+	return count
 }
