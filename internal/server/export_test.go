@@ -51,12 +51,14 @@ func SetLockTiming(cfg *Config, grace, voteCheck time.Duration) {
 // log reached.
 const RulesFileName = rulesFileName
 
-// RaiseRules makes s's binary support rules up to v, as if it had been
-// upgraded in place, and proposes raising the cluster's rules version to
-// v at once, whatever the other members support: what a member meets when
-// it was restarted with an older binary as the raise was made.
-func RaiseRules(ctx context.Context, s *Server, v uint32) error {
-	s.machine.SetMaxRules(v)
+// UpgradeRules makes s's binary support rules up to v, as if it had been
+// upgraded in place, without a restart.
+func UpgradeRules(s *Server, v uint32) { s.machine.SetMaxRules(v) }
+
+// ProposeRaise proposes, through s, raising the cluster's rules version
+// to v at once, whatever the other members support: what a member meets
+// when it was restarted with an older binary as the raise was made.
+func ProposeRaise(ctx context.Context, s *Server, v uint32) error {
 	_, err := s.node.Propose(ctx, &statepb.Command{Op: &statepb.Command_RulesRaise{RulesRaise: &statepb.RulesRaise{Version: v}}})
 	return err
 }

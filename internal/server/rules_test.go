@@ -143,17 +143,32 @@ func TestRules_AFollowerSupportingLessStopsAtTheRaise(t *testing.T) {
 		return err == nil && len(ms) == 2 && ms[0].Voter && ms[1].Voter
 	})
 
-	// The raise commits on a quorum (both); the follower meets it as it
-	// applies.
+	// The leader's binary is upgraded in place; the raise commits on a
+	// quorum (both); the follower meets it as it applies. Should
+	// leadership move while the raise is proposed (an election on a busy
+	// machine), the proposal fails and may or may not have committed: it
+	// is proposed again through whoever leads until the follower met it.
 	l := servertest.ServingLeader(t, a, b)
 	f := servertest.Others([]*server.Server{a, b}, l)[0]
 	fcfg := cfgs[f]
-	ctx, cancel := context.WithTimeout(context.Background(), servertest.Timeout)
-	defer cancel()
-	if err := server.RaiseRules(ctx, l, 2); err != nil {
-		t.Fatal(err)
-	}
+	server.UpgradeRules(l, 2)
 	adminF := djinnpb.NewAdminClient(servertest.Conn(t, f.Addr()))
+	servertest.Eventually(t, "the raise to rules version 2 committed", func() bool {
+		if st, err := servertest.Status(adminF); err == nil && st.GetStopped() != "" {
+			return true
+		}
+		leader := servertest.Leader(a, b)
+		if leader == nil {
+			return false
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), servertest.Timeout)
+		defer cancel()
+		if err := server.ProposeRaise(ctx, leader, 2); err != nil {
+			t.Logf("raise through %s: %v", leader.NodeID(), err)
+			return false
+		}
+		return true
+	})
 	// The machine stops as it applies the raise, and its status says why
 	// from then on; the member steps out (records the version, closes its
 	// Raft node) after that, in a goroutine of its own: wait for both.
