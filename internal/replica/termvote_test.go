@@ -367,3 +367,25 @@ func TestTermRecordDamagedRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestRepairWithoutWALMetaKeepsTheVote: the log's metadata gone beside its
+// segments, repair rebuilds the log and takes raft's term and vote from
+// the term record, not only a term from the log's last entry (README,
+// Disk damage).
+func TestRepairWithoutWALMetaKeepsTheVote(t *testing.T) {
+	dir := writeHistory(t, 5, 10, 0, 0)
+	rec := termRecorded(t, filepath.Join(dir, "raft"))
+	if err := os.Remove(metaOf(dir)); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Repair(dir)
+	if err != nil || !strings.Contains(rep.String(), "written back into the metadata") || rep.LostFirst != 0 {
+		t.Fatalf("repair: %v\n%s\nwant the term and vote written back, nothing lost", err, rep)
+	}
+	if got := stableIn(t, dir); !got.equal(rec) {
+		t.Fatalf("after repair the metadata holds %v, want the record's %v", got, rec)
+	}
+	if got, err := reopen(t, dir, 0); err != nil || got != 5 {
+		t.Fatalf("after repair: %d commands, %v; want 5", got, err)
+	}
+}
