@@ -27,11 +27,14 @@ const (
 	// machine's page size).
 	boltMinPage = 1 << 10
 	boltMaxPage = 1 << 16
+	// The flag of a freelist page, and the page id of none.
+	boltFreelistPage = 0x10
+	boltNoFreelist   = ^uint64(0)
 )
 
 // boltMeta is what a meta page of the metadata file says.
 type boltMeta struct {
-	pageSize, pages, txid uint64
+	pageSize, freelist, pages, txid uint64
 }
 
 // readBoltMeta reads the meta page at off; ok is false if it does not
@@ -47,14 +50,14 @@ func readBoltMeta(r io.ReaderAt, off int64) (m boltMeta, ok bool) {
 	if e.Uint32(b) != boltMagic || e.Uint32(b[4:]) != boltVersion || h.Sum64() != e.Uint64(b[56:]) {
 		return m, false
 	}
-	return boltMeta{pageSize: uint64(e.Uint32(b[8:])), pages: e.Uint64(b[40:]), txid: e.Uint64(b[48:])}, true
+	return boltMeta{pageSize: uint64(e.Uint32(b[8:])), freelist: e.Uint64(b[32:]), pages: e.Uint64(b[40:]), txid: e.Uint64(b[48:])}, true
 }
 
 // metaCut returns damage when the metadata file at path is cut short:
 // empty, or shorter than its two meta pages or than the pages its newest
 // meta page has in use; or when the page size it gives is none bbolt
-// writes. nil: it is not, or it cannot tell (bbolt's own checks then
-// apply).
+// writes, or its freelist page is none. nil: it is not, or it cannot
+// tell (bbolt's own checks then apply).
 func metaCut(path string) *disk.DamageError {
 	f, err := os.Open(path)
 	if err != nil {
@@ -95,5 +98,39 @@ func metaCut(path string) *disk.DamageError {
 		return &disk.DamageError{Path: path, Offset: size, Problem: fmt.Sprintf(
 			"the log's metadata file is cut short: it is %d bytes, and it has %d pages of %d bytes in use", size, m.pages, pageSize)}
 	}
+	if off, ok := freelistOK(f, m, pageSize); !ok {
+		return &disk.DamageError{Path: path, Offset: off, Problem: fmt.Sprintf(
+			"the log's metadata file's freelist (page %d) is not one, or runs past its pages in use", m.freelist)}
+	}
 	return nil
+}
+
+// freelistOK reports whether the freelist page m names, which bbolt
+// reads when it opens the file for writing (as raft-wal does), trusting
+// its kind and length, is a freelist within the pages in use; off is
+// where it is.
+func freelistOK(r io.ReaderAt, m boltMeta, pageSize int64) (off int64, ok bool) {
+	if m.freelist == boltNoFreelist {
+		return -1, true // bbolt makes it from the pages in use
+	}
+	if m.freelist < 2 || m.freelist >= m.pages {
+		return -1, false
+	}
+	off = int64(m.freelist) * pageSize
+	var h [boltPageHeader + 8]byte
+	if _, err := r.ReadAt(h[:], off); err != nil {
+		return off, false
+	}
+	e := binary.NativeEndian
+	flags, n, overflow := e.Uint16(h[8:]), uint64(e.Uint16(h[10:])), uint64(e.Uint32(h[12:]))
+	// Page ids of 8 bytes after the header; a count of 0xFFFF is in the
+	// first of them.
+	room := ((overflow+1)*uint64(pageSize) - boltPageHeader) / 8
+	if n == 0xFFFF {
+		if n = e.Uint64(h[boltPageHeader:]); n >= room {
+			return off, false
+		}
+		n++
+	}
+	return off, flags&boltFreelistPage != 0 && m.freelist+overflow < m.pages && n <= room
 }

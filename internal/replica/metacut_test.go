@@ -213,13 +213,14 @@ func setMeta(b []byte, off int, fn func(m []byte)) {
 
 // TestWALMetaDamagedPages: a metadata file whose meta pages check out but
 // give a page size no such file has, more pages in use than a file can
-// hold, or a root page past the file's end or not a page of the kind
-// bbolt expects there is refused as damage naming the file; bbolt,
-// trusting such a file, panicked or faulted.
+// hold, or a root or freelist page past the file's end or not a page of
+// the kind bbolt expects there (or a freelist longer than its pages) is
+// refused as damage naming the file; bbolt, trusting such a file,
+// panicked, faulted or ran out of memory.
 func TestWALMetaDamagedPages(t *testing.T) {
-	dir := writeHistory(t, 6, 10, 0, 0)
-	meta := filepath.Join(dir, "raft", "wal", metadb.FileName)
-	orig := readFile(t, meta)
+	const n = 6
+	written := writeHistory(t, n, 10, 0, 0)
+	orig := readFile(t, filepath.Join(written, "raft", "wal", metadb.FileName))
 	ps := os.Getpagesize()
 	m0, _ := readBoltMeta(bytes.NewReader(orig), 0)
 	m1, _ := readBoltMeta(bytes.NewReader(orig), int64(ps))
@@ -229,6 +230,7 @@ func TestWALMetaDamagedPages(t *testing.T) {
 	}
 	e := binary.NativeEndian
 	root := int(e.Uint64(orig[newest+boltPageHeader+16:]))
+	freelist := int(e.Uint64(orig[newest+boltPageHeader+32:]))
 	for _, tc := range []struct {
 		name   string
 		damage func(b []byte)
@@ -239,18 +241,39 @@ func TestWALMetaDamagedPages(t *testing.T) {
 		{"pages in use past 2^64 bytes", func(b []byte) { setMeta(b, newest, func(m []byte) { e.PutUint64(m[40:], 1<<62) }) }, "cut short"},
 		{"root page past the file", func(b []byte) { setMeta(b, newest, func(m []byte) { e.PutUint64(m[16:], 1<<20) }) }, "not what the file's structure says"},
 		{"root page not a bucket's", func(b []byte) { e.PutUint16(b[root*ps+8:], 0x04) }, "not what the file's structure says"},
+		// These bbolt reads only when it opens the file for writing, as
+		// raft-wal does.
+		{"freelist page past the file", func(b []byte) { setMeta(b, newest, func(m []byte) { e.PutUint64(m[32:], 1<<20) }) }, "freelist"},
+		{"freelist page not a freelist", func(b []byte) { e.PutUint16(b[freelist*ps+8:], 0x02) }, "freelist"},
+		{"freelist longer than its pages", func(b []byte) {
+			e.PutUint16(b[freelist*ps+10:], 0xffff)
+			e.PutUint64(b[freelist*ps+16:], 1<<40)
+		}, "freelist"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "data")
+			if err := os.CopyFS(dir, os.DirFS(written)); err != nil {
+				t.Fatal(err)
+			}
+			meta := filepath.Join(dir, "raft", "wal", metadb.FileName)
 			b := bytes.Clone(orig)
 			tc.damage(b)
 			writeFile(t, meta, b)
 			_, err := reopen(t, dir, 0)
 			wantRefused(t, err, meta, -1)
 			wantSaying(t, err, tc.want)
+			// The next step the refusal gives: repair rebuilds the log
+			// from its segments, nothing lost.
+			rep, err := Repair(dir)
+			if err != nil || rep.LostFirst != 0 || !strings.Contains(rep.String(), meta) {
+				t.Fatalf("repair: %v, report:\n%s\nwant %s found, nothing lost", err, rep, meta)
+			}
+			if got, err := reopen(t, dir, 0); err != nil || got != n {
+				t.Fatalf("after repair: %d commands, %v; want %d", got, err, n)
+			}
 		})
 	}
-	writeFile(t, meta, orig)
-	if _, err := reopen(t, dir, 0); err != nil {
-		t.Fatalf("the file as written: %v", err)
+	if got, err := reopen(t, written, 0); err != nil || got != n {
+		t.Fatalf("the file as written: %d commands, %v; want %d", got, err, n)
 	}
 }
