@@ -211,7 +211,7 @@ func FuzzBoltMeta(f *testing.F) {
 			t.Fatal(err)
 		}
 		if fields.Magic != boltMagic || fields.Version != boltVersion ||
-			m != (boltMeta{pageSize: uint64(fields.PageSize), pages: fields.Pages, txid: fields.TxID}) {
+			m != (boltMeta{pageSize: uint64(fields.PageSize), freelist: fields.Freelist, pages: fields.Pages, txid: fields.TxID}) {
 			t.Fatalf("read %+v from a page whose fields are %+v", m, fields)
 		}
 		if x == 0 {
@@ -229,8 +229,9 @@ func FuzzBoltMeta(f *testing.F) {
 
 // FuzzWALMeta: whatever the log's metadata file holds, reading its
 // segment list never panics, faults or hangs: it is read, or refused as
-// damage naming the file. The file as raft-wal wrote it reads as the
-// segments on disk.
+// damage naming the file; a file read is one raft-wal opens (for
+// writing) without a panic or a fault either. The file as raft-wal wrote
+// it reads as the segments on disk.
 func FuzzWALMeta(f *testing.F) {
 	dir, b := walMetaOf(f, 150, smallSegments)
 	st, ok, err := readWALMeta(dir)
@@ -273,6 +274,12 @@ func FuzzWALMeta(f *testing.F) {
 		}
 		if bytes.Equal(data, b) && (err != nil || !ok || !reflect.DeepEqual(got, st)) {
 			t.Fatalf("the file as written reads as %+v, %v, %v; want %+v", got, ok, err, st)
+		}
+		if err == nil {
+			var db metadb.BoltMetaDB
+			if _, err := db.Load(d); err == nil {
+				db.Close()
+			}
 		}
 	})
 }
