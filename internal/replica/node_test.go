@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -248,73 +249,105 @@ func TestThreeNodeCluster(t *testing.T) {
 	var sms []*counter
 	endpoints := map[string]string{}
 	var mu sync.Mutex
-	leading := make(chan *Node, 16)
+	// changed is signalled whenever a node begins to lead. Under load
+	// (100 ms election timeouts) leadership may move at any point of the
+	// test, so each step goes through whoever leads at the time.
+	changed := make(chan struct{}, 1)
 	for i := range 3 {
 		c := newCounter()
-		var self *Node
-		var selfMu sync.Mutex
 		n, err := Open(Config{
 			DataDir: t.TempDir(), NodeID: fmt.Sprintf("n%d", i), RaftAddr: "127.0.0.1:0", Bootstrap: i == 0,
 			HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
 			Endpoint: func(id string) string { mu.Lock(); defer mu.Unlock(); return endpoints[id] },
 			OnLeader: func(ctx context.Context) {
-				selfMu.Lock()
-				leading <- self
-				selfMu.Unlock()
+				select {
+				case changed <- struct{}{}:
+				default:
+				}
 				<-ctx.Done()
 			},
 		}, c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		selfMu.Lock()
-		self = n
-		selfMu.Unlock()
 		mu.Lock()
 		endpoints[n.ID()] = "grpc-of-" + n.ID()
 		mu.Unlock()
 		nodes = append(nodes, n)
 		sms = append(sms, c)
 	}
+	open := slices.Clone(nodes)
 	defer func() {
-		for _, n := range nodes {
+		for _, n := range open {
 			n.Close()
 		}
 	}()
-	if l := leaderOf(t, leading); l != nodes[0] {
-		t.Fatalf("leader %v, want the bootstrapped node", l)
-	}
-	for _, n := range nodes[1:] {
-		if err := nodes[0].AddVoter(context.Background(), n.ID(), n.RaftAddr()); err != nil {
-			t.Fatal(err)
+	// onLeader runs fn on the node of open that leads, again on the next
+	// leader while fn fails because leadership moved, and returns that node.
+	onLeader := func(what string, fn func(*Node) error) *Node {
+		t.Helper()
+		deadline := time.After(20 * time.Second)
+		for {
+			for _, n := range open {
+				if !n.IsLeader() {
+					continue
+				}
+				err := fn(n)
+				if err == nil {
+					return n
+				}
+				if !errors.Is(err, djinn.ErrUnavailable) {
+					t.Fatalf("%s at the leader %s: %v", what, n.ID(), err)
+				}
+			}
+			select {
+			case <-changed:
+			case <-deadline:
+				t.Fatalf("%s: no leader did it in 20 s", what)
+			}
 		}
 	}
-	if _, err := propose(context.Background(), nodes[0]); err != nil {
-		t.Fatal(err)
+	onLeader("bootstrap", func(*Node) error { return nil })
+	for _, n := range nodes[1:] {
+		onLeader("add "+n.ID(), func(l *Node) error { return l.AddVoter(context.Background(), n.ID(), n.RaftAddr()) })
 	}
+	onLeader("propose", func(l *Node) error { _, err := propose(context.Background(), l); return err })
 	for _, c := range sms {
 		c.wait(t, 1)
 	}
-	_, err := propose(context.Background(), nodes[1])
-	var nl *NotLeaderError
-	if !errors.As(err, &nl) || nl.Leader != "grpc-of-n0" || !errors.Is(err, djinn.ErrUnavailable) {
-		t.Fatalf("follower propose = %v, want NotLeaderError naming grpc-of-n0", err)
-	}
+	// A follower that knows the leader refuses a proposal, naming the
+	// leader's endpoint (asked again if leadership moved meanwhile).
+	onLeader("a follower's refusal", func(l *Node) error {
+		f := nodes[0]
+		if f == l {
+			f = nodes[1]
+		}
+		if id, _ := f.Leader(); id != l.ID() {
+			return djinn.ErrUnavailable // the follower does not know it yet
+		}
+		_, err := propose(context.Background(), f)
+		var nl *NotLeaderError
+		if !errors.As(err, &nl) || !errors.Is(err, djinn.ErrUnavailable) {
+			t.Fatalf("follower propose = %v, want NotLeaderError", err)
+		}
+		if id, _ := f.Leader(); nl.Leader != "grpc-of-"+l.ID() || id != l.ID() {
+			return djinn.ErrUnavailable // leadership moved during the call
+		}
+		return nil
+	})
 	members, err := nodes[0].Members()
 	if err != nil || len(members) != 3 {
 		t.Fatalf("members %v, %v", members, err)
 	}
 
 	// The leader goes away; the other two elect a leader and serve.
-	nodes[0].Close()
-	leader := leaderOf(t, leading)
-	if leader == nodes[0] {
-		t.Fatal("the stopped node leads")
-	}
-	if _, err := propose(context.Background(), leader); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range sms[1:] {
-		c.wait(t, 2)
+	gone := onLeader("find the leader", func(*Node) error { return nil })
+	open = slices.DeleteFunc(open, func(n *Node) bool { return n == gone })
+	gone.Close()
+	onLeader("propose after the leader left", func(l *Node) error { _, err := propose(context.Background(), l); return err })
+	for i, c := range sms {
+		if nodes[i] != gone {
+			c.wait(t, 2)
+		}
 	}
 }
