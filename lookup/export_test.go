@@ -21,6 +21,13 @@ func (m *JoinManager) RegistrationAt(id djinn.ID) *client.ServiceRegistration {
 	return nil
 }
 
+// Terminating reports whether Terminate or Abandon has been called.
+func (m *JoinManager) Terminating() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.terminated
+}
+
 // ItemsEqual is itemsEqual.
 var ItemsEqual = itemsEqual
 

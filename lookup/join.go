@@ -64,8 +64,10 @@ type JoinManager struct {
 	// op serializes the changes of the item and their application to the
 	// registrations, so that every lookup service sees the same sequence
 	// of items. It is held across calls to lookup services, and taken
-	// before mu.
-	op sync.Mutex
+	// before mu: a lock that holds its one token while taken (lockOp),
+	// so that Terminate can wait a bounded time for the call under way
+	// (settle).
+	op chan struct{}
 
 	mu         sync.Mutex
 	item       service.Item       // guarded by mu, changed with op held too: the held item, canonical
@@ -119,7 +121,7 @@ func NewJoinManager(dm DiscoveryManagement, cfg JoinManagerConfig) (*JoinManager
 	}
 	m := &JoinManager{
 		cfg: cfg, log: cfg.Logger, dm: dm, pool: client.NewPool(cfg.DialOptions...), id: item.ID,
-		done: make(chan struct{}), item: item, joins: map[djinn.ID]*join{}, byCookie: map[djinn.ID]*join{},
+		op: make(chan struct{}, 1), done: make(chan struct{}), item: item, joins: map[djinn.ID]*join{}, byCookie: map[djinn.ID]*join{},
 	}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
@@ -303,10 +305,14 @@ func (m *JoinManager) leave(j *join) {
 func (m *JoinManager) sync(ctx context.Context, j *join) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	m.op.Lock()
-	defer m.op.Unlock()
+	m.lockOp()
+	defer m.unlockOp()
 	return m.syncLocked(ctx, j)
 }
+
+// lockOp takes op; unlockOp lets it go.
+func (m *JoinManager) lockOp()   { m.op <- struct{}{} }
+func (m *JoinManager) unlockOp() { <-m.op }
 
 // syncLocked brings j's registration up to the held item: nothing when it
 // has it, SetAttributes when only the entries differ, Register otherwise
@@ -353,7 +359,8 @@ func (m *JoinManager) syncLocked(ctx context.Context, j *join) error {
 		if abandoned {
 			return nil // left in place, as Abandon leaves the others
 		}
-		// Terminate has collected the leases to cancel already.
+		// Terminate, waiting for this call (settle), has collected the
+		// leases to cancel already: this one is cancelled here.
 		return cancelLeases(m.pool, []*client.Lease{nreg.Lease})
 	}
 	old := j.reg
@@ -411,8 +418,8 @@ func (m *JoinManager) renewalFailed(f client.Failure) {
 // backoff: the change is never lost while the lookup service stays
 // discovered.
 func (m *JoinManager) change(ctx context.Context, f func(service.Item) (service.Item, error)) error {
-	m.op.Lock()
-	defer m.op.Unlock()
+	m.lockOp()
+	defer m.unlockOp()
 	m.mu.Lock()
 	if m.terminated {
 		m.mu.Unlock()
@@ -496,7 +503,9 @@ func (m *JoinManager) Replace(ctx context.Context, item service.Item) error {
 
 // Terminate stops the manager (Jini's terminate): it stops following
 // discovery, and cancels every registration's lease, so the item leaves
-// every lookup service. The discovery source is not closed. The first call
+// every lookup service — a registration under way included: its call is
+// let finish first (for at most the bound of the manager's calls), since
+// it may land whatever becomes of it. The discovery source is not closed. The first call
 // (of Terminate or Abandon) returns the cancellations' failures (a lookup
 // service that cannot be reached keeps the item until the lease ends);
 // later and concurrent calls wait for the first and return nil.
@@ -526,6 +535,9 @@ func (m *JoinManager) stop(cancel bool) error {
 			}
 		}
 		m.mu.Unlock()
+		if cancel {
+			m.settle()
+		}
 		m.cancel()
 		m.wg.Wait()
 		if cancel {
@@ -540,6 +552,26 @@ func (m *JoinManager) stop(cancel bool) error {
 		return m.termErr
 	}
 	return nil
+}
+
+// settle waits for the call to a lookup service under way, if any, to end
+// by itself — for at most callTimeout, the bound of the manager's own
+// calls — before Terminate cuts the calls short. A Register under way may
+// land whatever becomes of its caller: cut short, its lease would be
+// unknown here and never cancelled, and the item would stay at the lookup
+// service until the lease ran out (a server that stops would leave its
+// item behind for minutes). Let finish, its registration is cancelled by
+// syncLocked, which sees the manager terminated. Calls that start after
+// terminated is set make none.
+func (m *JoinManager) settle() {
+	t := time.NewTimer(callTimeout)
+	defer t.Stop()
+	select {
+	case m.op <- struct{}{}:
+		<-m.op
+	case <-t.C:
+		m.log.Warn("a call to a lookup service still under way; cutting it short: a registration it makes lapses with its lease", "after", callTimeout)
+	}
 }
 
 // Check asks each lookup service whether the manager's registration there

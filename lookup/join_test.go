@@ -2,18 +2,24 @@ package lookup_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/discovery"
 	"github.com/djinn-go/djinn/internal/server/servertest"
 	"github.com/djinn-go/djinn/lookup"
+	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/service"
 )
 
@@ -266,6 +272,56 @@ func TestJoinManagerTerminate(t *testing.T) {
 	}
 	if err := m.Terminate(); err != nil {
 		t.Errorf("Terminate again: %v", err)
+	}
+}
+
+// TestJoinManagerTerminateDuringRegister: a Register under way when
+// Terminate is called lands at the lookup service, however long its
+// answer takes: Terminate lets the call finish and cancels the
+// registration it made, instead of cutting the call short and leaving an
+// item it holds no lease of until the lease ends (a server that stopped
+// while registering its key/value store left the store registered for
+// minutes).
+func TestJoinManagerTerminateDuringRegister(t *testing.T) {
+	s1 := startLookup(t)
+	id := djinn.NewID()
+	landed, answer := make(chan struct{}), make(chan struct{})
+	var held atomic.Bool
+	// The first Register reaches the lookup service whatever becomes of
+	// its caller; its answer waits for the test, or for the caller to give
+	// up.
+	hold := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if method != djinnpb.LookupService_Register_FullMethodName || !held.CompareAndSwap(false, true) {
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}
+		err := invoker(context.WithoutCancel(ctx), method, req, reply, cc, opts...)
+		close(landed)
+		select {
+		case <-answer:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	m := newJoinManager(t, discoverAt(t, s1), lookup.JoinManagerConfig{Item: lookup.Printer(id, "laser"),
+		DialOptions: []client.Option{client.WithDialOptions(grpc.WithChainUnaryInterceptor(hold))}})
+	select {
+	case <-landed:
+	case <-testContext(t).Done():
+		t.Fatal("no registration reached the lookup service")
+	}
+	if s1.found(t, id) == nil {
+		t.Fatal("the registration under way is not at the lookup service")
+	}
+	done := make(chan error, 1)
+	go func() { done <- m.Terminate() }()
+	servertest.Eventually(t, "Terminate under way", m.Terminating)
+	close(answer)
+	if err := <-done; err != nil {
+		t.Errorf("Terminate: %v", err)
+	}
+	if it := s1.found(t, id); it != nil {
+		t.Error("after Terminate the item a Register under way made is still at the lookup service")
 	}
 }
 
