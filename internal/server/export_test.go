@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/djinn-go/djinn"
@@ -68,6 +69,14 @@ func ProposeRaise(ctx context.Context, s *Server, v uint32) error {
 // connection pool.
 func ManagerIsLocal(s *Server, mgr djinn.Ref) bool {
 	return managers{s: s}.local(participant.Tx{Manager: mgr})
+}
+
+// JoinsLapsing names the services whose registrations s could not all
+// cancel when it closed: they lapse with their leases.
+func JoinsLapsing(s *Server) []string {
+	s.joins.mu.Lock()
+	defer s.joins.mu.Unlock()
+	return slices.Clone(s.joins.lapsing)
 }
 
 // PoolFollows reports whether s's connection pool follows the djinn

@@ -119,6 +119,7 @@ type joinKind struct {
 func joinPart(s *Server) *part {
 	st := join.NewState()
 	j := &joins{s: s, st: st, running: map[string]*joiner{}}
+	s.joins = j
 	j.closed, j.closeAll = context.WithCancel(context.Background())
 	return &part{
 		name:    "join",

@@ -30,6 +30,9 @@ import (
 // closing and no other member will: the last member of a cluster, and
 // every node for its own key/value store, cancel them (Terminate) while
 // the server still serves, so that lookup services drop the items at once.
+// A cancel the lookup service cannot take within its bound (its cluster
+// electing a leader all that time) is given up: the server says so, and
+// the item lapses with its lease.
 
 // joinTick is how often a running joiner looks at the cluster's members,
 // which its item names.
@@ -48,6 +51,9 @@ type joins struct {
 	mu      sync.Mutex
 	running map[string]*joiner // guarded by mu: by service name
 	closing bool               // guarded by mu
+	// lapsing names the services whose registrations could not all be
+	// cancelled when the server closed: they lapse with their leases.
+	lapsing []string // guarded by mu
 }
 
 // joiner keeps one service registered.
@@ -299,6 +305,9 @@ func (jr *joiner) leave(jm *lookup.JoinManager) {
 	if jr.j.closed.Err() != nil && (jr.p.joins.nodeID != nil || s.soleMember()) {
 		if err := jm.Terminate(); err != nil {
 			s.log.Warn("join: cannot cancel every registration; they lapse", "part", "join", "joined", jr.p.name, "err", err)
+			jr.j.mu.Lock()
+			jr.j.lapsing = append(jr.j.lapsing, jr.p.name)
+			jr.j.mu.Unlock()
 		}
 	} else {
 		_ = jm.Abandon()

@@ -92,6 +92,8 @@ type Server struct {
 	lock    *lock.Service
 	kv      *kv.DB
 	kvStore *participant.FileStore
+	// joins keeps the services registered in lookup services (joiner.go).
+	joins *joins
 
 	mu        sync.Mutex
 	registrar *discovery.Registrar // guarded by mu: this node's, while it serves discovery (discover)
