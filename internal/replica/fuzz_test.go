@@ -211,7 +211,7 @@ func FuzzBoltMeta(f *testing.F) {
 			t.Fatal(err)
 		}
 		if fields.Magic != boltMagic || fields.Version != boltVersion ||
-			m != (boltMeta{pageSize: uint64(fields.PageSize), freelist: fields.Freelist, pages: fields.Pages, txid: fields.TxID}) {
+			m != (boltMeta{pageSize: uint64(fields.PageSize), root: fields.Root, freelist: fields.Freelist, pages: fields.Pages, txid: fields.TxID}) {
 			t.Fatalf("read %+v from a page whose fields are %+v", m, fields)
 		}
 		if x == 0 {
@@ -229,9 +229,9 @@ func FuzzBoltMeta(f *testing.F) {
 
 // FuzzWALMeta: whatever the log's metadata file holds, reading its
 // segment list never panics, faults or hangs: it is read, or refused as
-// damage naming the file; a file read is one raft-wal opens (for
-// writing) without a panic or a fault either. The file as raft-wal wrote
-// it reads as the segments on disk.
+// damage naming the file; and a file read is one raft-wal opens and
+// writes raft's term into (as a start does) without a panic or a fault.
+// The file as raft-wal wrote it reads as the segments on disk.
 func FuzzWALMeta(f *testing.F) {
 	dir, b := walMetaOf(f, 150, smallSegments)
 	st, ok, err := readWALMeta(dir)
@@ -255,6 +255,10 @@ func FuzzWALMeta(f *testing.F) {
 		f.Add(damaged, false)
 		f.Add(damaged, true)
 	}
+	// Its freelist page not one: only a writable open reads it.
+	freelist := bytes.Clone(b)
+	freelist[int(binary.NativeEndian.Uint64(b[newestMeta(b)+boltPageHeader+32:]))*ps+8] ^= boltFreelistFlag
+	f.Add(freelist, false)
 	// resum: the meta pages' checksums made again, so that what they
 	// say is taken as they say it.
 	f.Fuzz(func(t *testing.T, data []byte, resum bool) {
@@ -275,11 +279,15 @@ func FuzzWALMeta(f *testing.F) {
 		if bytes.Equal(data, b) && (err != nil || !ok || !reflect.DeepEqual(got, st)) {
 			t.Fatalf("the file as written reads as %+v, %v, %v; want %+v", got, ok, err, st)
 		}
-		if err == nil {
-			var db metadb.BoltMetaDB
-			if _, err := db.Load(d); err == nil {
-				db.Close()
+		if err != nil || !ok {
+			return
+		}
+		var db metadb.BoltMetaDB
+		if _, err := db.Load(d); err == nil {
+			if err := db.SetStable([]byte(keyCurrentTerm), make([]byte, 8)); err != nil {
+				t.Logf("raft-wal writes no term into it: %v", err)
 			}
+			db.Close()
 		}
 	})
 }

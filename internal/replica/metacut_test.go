@@ -211,26 +211,54 @@ func setMeta(b []byte, off int, fn func(m []byte)) {
 	binary.NativeEndian.PutUint64(m[56:], h.Sum64())
 }
 
+// leafElem returns the offset in the leaf page p of its element whose key
+// is key: its flags, where its key is, its key's size and its value's.
+func leafElem(t *testing.T, p []byte, key string) int {
+	t.Helper()
+	e := binary.NativeEndian
+	for i := range int(e.Uint16(p[10:])) {
+		at := boltPageHeader + i*boltElemLen
+		pos, ksize := int(e.Uint32(p[at+4:])), int(e.Uint32(p[at+8:]))
+		if string(p[at+pos:at+pos+ksize]) == key {
+			return at
+		}
+	}
+	t.Fatalf("no element %q in the page", key)
+	return 0
+}
+
+// newestMeta returns the offset of the newer meta page of the metadata
+// file b, as written on this machine.
+func newestMeta(b []byte) int {
+	ps := os.Getpagesize()
+	m0, _ := readBoltMeta(bytes.NewReader(b), 0)
+	if m1, _ := readBoltMeta(bytes.NewReader(b), int64(ps)); m1.txid > m0.txid {
+		return ps
+	}
+	return 0
+}
+
 // TestWALMetaDamagedPages: a metadata file whose meta pages check out but
 // give a page size no such file has, more pages in use than a file can
-// hold, or a root or freelist page past the file's end or not a page of
-// the kind bbolt expects there (or a freelist longer than its pages) is
-// refused as damage naming the file; bbolt, trusting such a file,
-// panicked, faulted or ran out of memory.
+// hold, a root page past the file's end or not a page of the kind bbolt
+// expects there, or a freelist that is not one (raft-wal opens the file
+// to write: bbolt reads the freelist then), or pages that do not make a
+// tree (a page of the wrong kind, naming another, reached twice, an
+// element past its page) is refused as damage naming the file; bbolt,
+// trusting such a file, panicked, faulted, ran out of memory, overflowed
+// its stack, or would have written over a page it took for free.
 func TestWALMetaDamagedPages(t *testing.T) {
 	const n = 6
 	written := writeHistory(t, n, 10, 0, 0)
 	orig := readFile(t, filepath.Join(written, "raft", "wal", metadb.FileName))
-	ps := os.Getpagesize()
-	m0, _ := readBoltMeta(bytes.NewReader(orig), 0)
-	m1, _ := readBoltMeta(bytes.NewReader(orig), int64(ps))
-	newest := 0
-	if m1.txid > m0.txid {
-		newest = ps
-	}
+	ps, newest := os.Getpagesize(), newestMeta(orig)
 	e := binary.NativeEndian
 	root := int(e.Uint64(orig[newest+boltPageHeader+16:]))
-	freelist := int(e.Uint64(orig[newest+boltPageHeader+32:]))
+	free := int(e.Uint64(orig[newest+boltPageHeader+32:]))
+	pages := e.Uint64(orig[newest+boltPageHeader+40:])
+	if pages != 6 {
+		t.Fatalf("the file has %d pages in use, want the 6 the rows name", pages)
+	}
 	for _, tc := range []struct {
 		name   string
 		damage func(b []byte)
@@ -239,16 +267,50 @@ func TestWALMetaDamagedPages(t *testing.T) {
 		{"page size 0", func(b []byte) { setMeta(b, 0, func(m []byte) { e.PutUint32(m[8:], 0) }) }, "page size 0"},
 		{"page size not a power of two", func(b []byte) { setMeta(b, 0, func(m []byte) { e.PutUint32(m[8:], 4000) }) }, "page size 4000"},
 		{"pages in use past 2^64 bytes", func(b []byte) { setMeta(b, newest, func(m []byte) { e.PutUint64(m[40:], 1<<62) }) }, "cut short"},
-		{"root page past the file", func(b []byte) { setMeta(b, newest, func(m []byte) { e.PutUint64(m[16:], 1<<20) }) }, "not what the file's structure says"},
-		{"root page not a bucket's", func(b []byte) { e.PutUint16(b[root*ps+8:], 0x04) }, "not what the file's structure says"},
+		{"root page past the file", func(b []byte) { setMeta(b, newest, func(m []byte) { e.PutUint64(m[16:], 1<<20) }) }, "not one of its 6 pages in use"},
+		{"root page not a bucket's", func(b []byte) { e.PutUint16(b[root*ps+8:], 0x04) }, "not a branch or a leaf page"},
+		{"a branch page pointing to itself", func(b []byte) {
+			p := b[root*ps:]
+			e.PutUint16(p[8:], boltBranchFlag)
+			e.PutUint16(p[10:], 1)
+			e.PutUint32(p[16:], 16) // its key after the element
+			e.PutUint32(p[20:], 1)
+			e.PutUint64(p[24:], uint64(root))
+		}, "reached twice"},
+		{"a bucket past its page", func(b []byte) {
+			p := b[root*ps : root*ps+ps]
+			e.PutUint32(p[leafElem(t, p, metadb.StableBucket)+12:], 0x7fffffff) // its value's size
+		}, "a key or a value past its end"},
+		{"a page saying it is another", func(b []byte) { e.PutUint64(b[root*ps:], 0) }, fmt.Sprintf("page %d says it is page 0", root)},
+		{"a key of none", func(b []byte) {
+			p := b[root*ps : root*ps+ps]
+			e.PutUint32(p[leafElem(t, p, metadb.StableBucket)+8:], 0) // its key's size
+		}, "a key of none"},
+		{"no bucket of raft's term and vote", func(b []byte) {
+			p := b[root*ps : root*ps+ps]
+			at := leafElem(t, p, metadb.StableBucket)
+			p[at+int(e.Uint32(p[at+4:]))] = 'S' // its key
+		}, "no place for raft's term and vote"},
+		{"a page in use listed free", func(b []byte) {
+			e.PutUint16(b[free*ps+10:], 1)
+			e.PutUint64(b[free*ps+boltPageHeader:], uint64(root))
+		}, fmt.Sprintf("lists page %d as free, but its structure holds it", root)},
 		// These bbolt reads only when it opens the file for writing, as
 		// raft-wal does.
 		{"freelist page past the file", func(b []byte) { setMeta(b, newest, func(m []byte) { e.PutUint64(m[32:], 1<<20) }) }, "freelist"},
-		{"freelist page not a freelist", func(b []byte) { e.PutUint16(b[freelist*ps+8:], 0x02) }, "freelist"},
-		{"freelist longer than its pages", func(b []byte) {
-			e.PutUint16(b[freelist*ps+10:], 0xffff)
-			e.PutUint64(b[freelist*ps+16:], 1<<40)
-		}, "freelist"},
+		{"freelist at the root page", func(b []byte) { setMeta(b, newest, func(m []byte) { e.PutUint64(m[32:], uint64(root)) }) }, "is not a freelist page"},
+		{"freelist at a meta page", func(b []byte) { setMeta(b, newest, func(m []byte) { e.PutUint64(m[32:], 1) }) }, "gives page 1 as its freelist"},
+		{"freelist past the pages in use", func(b []byte) { setMeta(b, newest, func(m []byte) { e.PutUint64(m[32:], pages) }) }, "as its freelist"},
+		{"freelist page a leaf's", func(b []byte) { e.PutUint16(b[free*ps+8:], 0x02) }, "is not a freelist page"},
+		{"freelist running past the pages in use", func(b []byte) { e.PutUint32(b[free*ps+12:], 1<<20) }, "past its"},
+		{"freelist count past its page", func(b []byte) {
+			e.PutUint16(b[free*ps+10:], 0xFFFF)
+			e.PutUint64(b[free*ps+boltPageHeader:], 1<<40)
+		}, "more than the"},
+		{"freelist listing a meta page", func(b []byte) {
+			e.PutUint16(b[free*ps+10:], 1)
+			e.PutUint64(b[free*ps+boltPageHeader:], 1)
+		}, "lists page 1 as free"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "data")
@@ -275,5 +337,31 @@ func TestWALMetaDamagedPages(t *testing.T) {
 	}
 	if got, err := reopen(t, written, 0); err != nil || got != n {
 		t.Fatalf("the file as written: %d commands, %v; want %d", got, err, n)
+	}
+}
+
+// TestWALMetaFreelistRepaired: a metadata file whose freelist page is not
+// one, refused, is rebuilt by repair from the log's segments, with raft's
+// term and vote from the term record; the node then serves everything.
+func TestWALMetaFreelistRepaired(t *testing.T) {
+	dir := writeHistory(t, 6, 10, 0, 0)
+	meta := filepath.Join(dir, "raft", "wal", metadb.FileName)
+	rec := termRecorded(t, filepath.Join(dir, "raft"))
+	b := readFile(t, meta)
+	ps := os.Getpagesize()
+	free := int(binary.NativeEndian.Uint64(b[newestMeta(b)+boltPageHeader+32:]))
+	b[free*ps+8] ^= boltFreelistFlag
+	writeFile(t, meta, b)
+	_, err := reopen(t, dir, 0)
+	wantRefused(t, err, meta, int64(free*ps))
+	rep, err := Repair(dir)
+	if err != nil || rep.LostFirst != 0 || len(rep.Dropped) > 0 {
+		t.Fatalf("repair: %v\n%s\nwant the log rebuilt, nothing lost", err, rep)
+	}
+	if got := stableIn(t, dir); !got.equal(rec) {
+		t.Errorf("after repair the metadata holds %v, want the record's %v", got, rec)
+	}
+	if got, err := reopen(t, dir, 0); err != nil || got != 6 {
+		t.Fatalf("after repair: %d commands, %v; want 6", got, err)
 	}
 }

@@ -71,7 +71,8 @@ type segCheck struct {
 const metaTimeout = 2 * time.Second
 
 // readWALMeta reads the log's metadata in dir: its segments. ok is false
-// when there is no log yet.
+// when there is no log yet. A file without the bucket of raft's term and
+// vote is damage too.
 func readWALMeta(dir string) (st types.PersistentState, ok bool, err error) {
 	path := filepath.Join(dir, metadb.FileName)
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
@@ -81,6 +82,9 @@ func readWALMeta(dir string) (st types.PersistentState, ok bool, err error) {
 		b := tx.Bucket([]byte(metadb.MetaBucket))
 		if b == nil {
 			return &disk.DamageError{Path: path, Offset: -1, Problem: "the log's metadata has no segment list"}
+		}
+		if tx.Bucket([]byte(metadb.StableBucket)) == nil { // raft-wal takes it for there
+			return &disk.DamageError{Path: path, Offset: -1, Problem: "the log's metadata has no place for raft's term and vote"}
 		}
 		raw := b.Get([]byte(metadb.MetaKey))
 		if raw == nil {
@@ -97,7 +101,10 @@ func readWALMeta(dir string) (st types.PersistentState, ok bool, err error) {
 // withMeta runs fn in a transaction of the metadata file at path. bbolt
 // trusts the file's structure: it panics on a page that is not of the
 // kind the structure says, and faults on one past the memory it mapped.
-// Either is damage.
+// Either is damage. The structure is checked first (metaCut; metaTree
+// once bbolt holds the file's lock) for what bbolt does not survive: a
+// page that loops back overflows its stack, a fatal error no recover
+// catches.
 func withMeta(path string, readOnly bool, fn func(*bbolt.Tx) error) (err error) {
 	if d := metaCut(path); d != nil {
 		return d
@@ -117,6 +124,9 @@ func withMeta(path string, readOnly bool, fn func(*bbolt.Tx) error) (err error) 
 		return &disk.DamageError{Path: path, Offset: -1, Problem: "the log's metadata cannot be opened: " + err.Error()}
 	}
 	defer db.Close()
+	if d := metaTree(path); d != nil {
+		return d
+	}
 	if readOnly {
 		return db.View(fn)
 	}
