@@ -504,8 +504,8 @@ func (m *JoinManager) Replace(ctx context.Context, item service.Item) error {
 // Terminate stops the manager (Jini's terminate): it stops following
 // discovery, and cancels every registration's lease, so the item leaves
 // every lookup service — a registration under way included: its call is
-// let finish first (for at most the bound of the manager's calls), since
-// it may land whatever becomes of it. The discovery source is not closed. The first call
+// let finish first (for at most settleTimeout), since it may land
+// whatever becomes of it. The discovery source is not closed. The first call
 // (of Terminate or Abandon) returns the cancellations' failures (a lookup
 // service that cannot be reached keeps the item until the lease ends);
 // later and concurrent calls wait for the first and return nil.
@@ -554,9 +554,15 @@ func (m *JoinManager) stop(cancel bool) error {
 	return nil
 }
 
+// settleTimeout bounds how long Terminate lets a call under way finish:
+// long enough for a lookup service that answers, even slowly or through
+// an election, short enough that a process stopping beside one that does
+// not answer is not held for a whole call's bound (callTimeout).
+const settleTimeout = 5 * time.Second
+
 // settle waits for the call to a lookup service under way, if any, to end
-// by itself — for at most callTimeout, the bound of the manager's own
-// calls — before Terminate cuts the calls short. A Register under way may
+// by itself — for at most settleTimeout — before Terminate cuts the calls
+// short. A Register under way may
 // land whatever becomes of its caller: cut short, its lease would be
 // unknown here and never cancelled, and the item would stay at the lookup
 // service until the lease ran out (a server that stops would leave its
@@ -564,13 +570,13 @@ func (m *JoinManager) stop(cancel bool) error {
 // syncLocked, which sees the manager terminated. Calls that start after
 // terminated is set make none.
 func (m *JoinManager) settle() {
-	t := time.NewTimer(callTimeout)
+	t := time.NewTimer(settleTimeout)
 	defer t.Stop()
 	select {
 	case m.op <- struct{}{}:
 		<-m.op
 	case <-t.C:
-		m.log.Warn("a call to a lookup service still under way; cutting it short: a registration it makes lapses with its lease", "after", callTimeout)
+		m.log.Warn("a call to a lookup service still under way; cutting it short: a registration it makes lapses with its lease", "after", settleTimeout)
 	}
 }
 
