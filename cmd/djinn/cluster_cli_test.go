@@ -183,6 +183,23 @@ func TestCLIRemovedMemberRestarts(t *testing.T) {
 	add()
 }
 
+// TestCLIJoinerServes: a server started with --join was added by the
+// member it asked before it serves: whether or not its log holds its
+// cluster's configuration yet, it says nothing of waiting to be added nor
+// prints a djinn member add command to run.
+func TestCLIJoinerServes(t *testing.T) {
+	a, b := newNode(t), newNode(t)
+	pa := a.start(t)
+	defer pa.stop(t)
+	pb := b.start(t, "--join", a.listen, "--join-secret-file", filepath.Join(a.dir, "join-secret"))
+	defer pb.stop(t)
+	var out string
+	served := poll(10*time.Second, func() bool { out = pb.output(); return strings.Contains(out, "\n  data ") })
+	if !served || strings.Contains(out, "waiting to be added") || strings.Contains(out, "djinn member add") {
+		t.Fatalf("a server that joined:\n%s\nwant it to serve as a member, with no djinn member add to run", out)
+	}
+}
+
 // TestCLISnapshot: djinn snapshot save writes a file from a running
 // server; djinn snapshot restore seeds a new data directory from it,
 // refusing a damaged copy; the server started there holds the saved

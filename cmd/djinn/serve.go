@@ -215,9 +215,11 @@ func serve(ctx context.Context, cfg server.Config, out, errw io.Writer) error {
 	}
 	// Started with --bootstrap=false (no cluster until added), or outside
 	// the configuration its log holds (removed, or a joiner stopped before
-	// its log reached its addition): it waits for a member to add it.
+	// its log reached its addition): it waits for a member to add it. A
+	// server with --join whose log holds no configuration was added just
+	// now by the member it asked (Open): it is catching up, not waiting.
 	ms, err := s.Node().Members()
-	waiting := err == nil && len(ms) == 0
+	waiting := err == nil && len(ms) == 0 && cfg.Join == ""
 	outside := err == nil && len(ms) > 0 && !slices.ContainsFunc(ms, func(m replica.Member) bool { return m.ID == s.NodeID() })
 	if !waiting && !outside {
 		readyCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
