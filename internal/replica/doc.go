@@ -49,6 +49,12 @@
 //     left before any; the witness says whether one was acknowledged. A
 //     witnessed segment that serves no entry, or that the log's metadata
 //     does not list, lost acknowledged entries.
+//   - the log's metadata file, a bbolt file (metacut.go, walstale.go): its
+//     length against the pages its meta page has in use, its freelist and
+//     the tree of its buckets as bbolt follows them (bbolt trusts them: a
+//     page of the wrong kind, a loop or an element past its page is a
+//     panic, a fault or a stack overflow, a page in use listed free is
+//     written over), and its segment list against the segment files.
 //   - the term record (termvote.go): raft's term and vote, recorded each
 //     time raft sets them, after its stable store (the log's metadata
 //     file) took them and before raft acts on them. A metadata file with
