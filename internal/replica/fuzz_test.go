@@ -230,7 +230,8 @@ func FuzzBoltMeta(f *testing.F) {
 // FuzzWALMeta: whatever the log's metadata file holds, reading its
 // segment list never panics, faults or hangs: it is read, or refused as
 // damage naming the file; and a file read is one raft-wal opens and
-// writes raft's term into (as a start does) without a panic or a fault.
+// writes raft's term and its segment list into (as a start and a new
+// segment do) without a panic or a fault.
 // The file as raft-wal wrote it reads as the segments on disk.
 func FuzzWALMeta(f *testing.F) {
 	dir, b := walMetaOf(f, 150, smallSegments)
@@ -283,9 +284,12 @@ func FuzzWALMeta(f *testing.F) {
 			return
 		}
 		var db metadb.BoltMetaDB
-		if _, err := db.Load(d); err == nil {
+		if st, err := db.Load(d); err == nil {
 			if err := db.SetStable([]byte(keyCurrentTerm), make([]byte, 8)); err != nil {
 				t.Logf("raft-wal writes no term into it: %v", err)
+			}
+			if err := db.CommitState(st); err != nil {
+				t.Logf("raft-wal writes no segment list into it: %v", err)
 			}
 			db.Close()
 		}
