@@ -54,12 +54,7 @@ func TestCLIMembers(t *testing.T) {
 	defer pa.stop(t)
 	sec := filepath.Join(a.dir, "join-secret")
 	pb := b.start(t, "--bootstrap=false", "--join-secret-file", sec)
-	addLine := regexp.MustCompile(`djinn member add (\S+) --raft (\S+) --grpc (\S+) --server MEMBER --join-secret-file (\S+)\n`)
-	var m []string
-	if !poll(10*time.Second, func() bool { m = addLine.FindStringSubmatch(pb.output()); return m != nil }) {
-		pb.kill()
-		t.Fatalf("a server waiting to be added does not say how:\n%s", pb.output())
-	}
+	m := awaitAddCommand(t, pb)
 	bID := m[1]
 	if out, errs, ok := runAt(t, a.listen, "member", "add", bID, "--raft", m[2], "--grpc", m[3]); ok || !strings.Contains(errs, "operator role") {
 		t.Errorf("member add without the join secret: %s%s, want refused for want of the operator role", out, errs)
@@ -130,12 +125,7 @@ func TestCLIRemovedMemberRestarts(t *testing.T) {
 	sec := filepath.Join(a.dir, "join-secret")
 	args := []string{"--bootstrap=false", "--join-secret-file", sec}
 	pb := b.start(t, args...)
-	addLine := regexp.MustCompile(`djinn member add (\S+) --raft (\S+) --grpc (\S+) --server MEMBER --join-secret-file (\S+)\n`)
-	var m []string
-	if !poll(10*time.Second, func() bool { m = addLine.FindStringSubmatch(pb.output()); return m != nil }) {
-		pb.kill()
-		t.Fatalf("a server waiting to be added does not say how:\n%s", pb.output())
-	}
+	m := awaitAddCommand(t, pb)
 	bID := m[1]
 	// memberOf reports whether the configuration the server at addr
 	// holds has bID as a voter.
@@ -267,4 +257,20 @@ func TestCLIReadModes(t *testing.T) {
 	if out, errs, ok := run(t, p, "lookup", "find", "--linearizable", "--max-staleness", "1s"); ok || !strings.Contains(errs, "choose one") {
 		t.Errorf("two read modes at once: %s%s, want refused", out, errs)
 	}
+}
+
+// addLine is the djinn member add command a server waiting to be added
+// prints: its node id, Raft address, gRPC address and join-secret file.
+var addLine = regexp.MustCompile(`djinn member add (\S+) --raft (\S+) --grpc (\S+) --server MEMBER --join-secret-file (\S+)\n`)
+
+// awaitAddCommand waits for p to print the command that adds it, and
+// returns addLine's match of it.
+func awaitAddCommand(t *testing.T, p *proc) []string {
+	t.Helper()
+	var m []string
+	if !poll(10*time.Second, func() bool { m = addLine.FindStringSubmatch(p.output()); return m != nil }) {
+		p.kill()
+		t.Fatalf("a server waiting to be added does not say how:\n%s", p.output())
+	}
+	return m
 }

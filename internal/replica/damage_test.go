@@ -81,10 +81,19 @@ func reopen(t *testing.T, dir string, segSize int) (uint64, error) {
 
 func reopenWith(t *testing.T, dir string, segSize int, c *counter) (uint64, error) {
 	t.Helper()
+	var n uint64
+	err := whileLeading(t, dir, segSize, c, func(*Node) { n = c.get() })
+	return n, err
+}
+
+// whileLeading starts a node on dir with state c, waits until it leads,
+// runs fn on it and closes it; or returns the error Open returned.
+func whileLeading(t *testing.T, dir string, segSize int, c *counter, fn func(*Node)) error {
+	t.Helper()
 	leading := make(chan struct{}, 1)
 	node, err := openSized(dir, segSize, c, leading)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer node.Close()
 	select {
@@ -92,7 +101,8 @@ func reopenWith(t *testing.T, dir string, segSize int, c *counter) (uint64, erro
 	case <-time.After(20 * time.Second):
 		t.Fatal("the reopened node does not lead")
 	}
-	return c.get(), nil
+	fn(node)
+	return nil
 }
 
 // crashed makes dir look like the node was killed: no clean-shutdown

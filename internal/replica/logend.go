@@ -73,15 +73,7 @@ func decodeLogEnd(b []byte) (seq, index uint64, err error) {
 	if len(b) != logEndLen {
 		return 0, 0, fmt.Errorf("is %d bytes, want %d", len(b), logEndLen)
 	}
-	s0, i0, ok0 := decodeLogEndSlot(b[:logEndSlotLen])
-	s1, i1, ok1 := decodeLogEndSlot(b[logEndBlock:])
-	switch {
-	case ok0 && ok1 && s1 > s0, !ok0 && ok1:
-		return s1, i1, nil
-	case ok0:
-		return s0, i0, nil
-	}
-	return 0, 0, errors.New("holds no record that checks out")
+	return newerSlot(b[:logEndSlotLen], b[logEndBlock:], decodeLogEndSlot)
 }
 
 // readLogEnd reads the record in raftDir: ok is false when there is none
@@ -245,11 +237,8 @@ func (e *logEnd) flush() error {
 // writeLocked writes index into the older slot and fsyncs it.
 func (e *logEnd) writeLocked(index uint64) error {
 	seq := e.seq + 1
-	if _, err := e.f.WriteAt(encodeLogEndSlot(seq, index), int64(seq%2)*logEndBlock); err != nil {
-		return fmt.Errorf("log-end record %s: %w", e.f.Name(), err)
-	}
-	if err := e.f.Sync(); err != nil {
-		return fmt.Errorf("log-end record %s: %w", e.f.Name(), err)
+	if err := writeSlot(e.f, "log-end record", seq, encodeLogEndSlot(seq, index), logEndBlock); err != nil {
+		return err
 	}
 	e.seq, e.written = seq, index
 	return nil

@@ -132,15 +132,7 @@ func decodeTerm(b []byte) (seq uint64, v termVote, err error) {
 	if len(b) != termLen {
 		return 0, v, fmt.Errorf("is %d bytes, want %d", len(b), termLen)
 	}
-	s0, v0, ok0 := decodeTermSlot(b[:termBlock])
-	s1, v1, ok1 := decodeTermSlot(b[termBlock:])
-	switch {
-	case ok0 && ok1 && s1 > s0, !ok0 && ok1:
-		return s1, v1, nil
-	case ok0:
-		return s0, v0, nil
-	}
-	return 0, v, errors.New("holds no record that checks out")
+	return newerSlot(b[:termBlock], b[termBlock:], decodeTermSlot)
 }
 
 // readTerm reads the record in raftDir: ok is false when there is none (a
@@ -289,11 +281,8 @@ func (s *termStore) Set(key, v []byte) error {
 // writeLocked writes v into the older slot and fsyncs it.
 func (s *termStore) writeLocked(v termVote) error {
 	seq := s.seq + 1
-	if _, err := s.f.WriteAt(encodeTermSlot(seq, v), int64(seq%2)*termBlock); err != nil {
-		return fmt.Errorf("term record %s: %w", s.f.Name(), err)
-	}
-	if err := s.f.Sync(); err != nil {
-		return fmt.Errorf("term record %s: %w", s.f.Name(), err)
+	if err := writeSlot(s.f, "term record", seq, encodeTermSlot(seq, v), termBlock); err != nil {
+		return err
 	}
 	s.seq, s.rec = seq, v
 	return nil

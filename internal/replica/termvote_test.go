@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/raft-wal/metadb"
@@ -60,18 +59,9 @@ func setStable(t *testing.T, dir string, v termVote) {
 // its term; or the error Open returned.
 func termAfterStart(t *testing.T, dir string) (uint64, error) {
 	t.Helper()
-	leading := make(chan struct{}, 1)
-	node, err := openSized(dir, 0, newCounter(), leading)
-	if err != nil {
-		return 0, err
-	}
-	defer node.Close()
-	select {
-	case <-leading:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the node does not lead")
-	}
-	return node.Term(), nil
+	var term uint64
+	err := whileLeading(t, dir, 0, newCounter(), func(n *Node) { term = n.Term() })
+	return term, err
 }
 
 // recordOrderStore is a stable store that notes, at each write, whether
