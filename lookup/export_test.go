@@ -21,6 +21,14 @@ func (m *JoinManager) RegistrationAt(id djinn.ID) *client.ServiceRegistration {
 	return nil
 }
 
+// Joining reports whether m still joins the lookup service id: it was
+// discovered, and not discarded since.
+func (m *JoinManager) Joining(id djinn.ID) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.joins[id] != nil
+}
+
 // Terminating reports whether Terminate or Abandon has been called.
 func (m *JoinManager) Terminating() bool {
 	m.mu.Lock()

@@ -89,6 +89,9 @@ type join struct {
 	reg     *client.ServiceRegistration // nil while not registered
 	applied service.Item                // the item reg holds, as far as is known
 	lost    bool                        // reg's lease is gone: register again
+	// leaving: the lookup service is no longer wanted; no call starts, and
+	// its registration is cancelled once the call under way ends.
+	leaving bool
 }
 
 func (j *join) poke() {
@@ -204,21 +207,34 @@ func (m *JoinManager) heard(ev discovery.Event) {
 		if j == nil {
 			return
 		}
-		// Jini's JoinManager forgets a discarded lookup service and stops
-		// renewing there: the registration lapses by itself. A lookup
-		// service the service no longer wants (its group or locator was
-		// taken away) is left at once: the registration is cancelled.
-		j.cancel()
 		delete(m.joins, id)
-		if reg := j.reg; reg != nil && (ev.Reason == discovery.NoInterest || ev.Reason == discovery.Removed) {
-			m.wg.Add(1) // the follower holds a count, as for keep
-			go func() {
-				defer m.wg.Done()
-				if err := cancelLeases(m.pool, []*client.Lease{reg.Lease}); err != nil {
-					m.log.Warn("cannot cancel the registration at a lookup service no longer wanted; it lapses", "registrar", id, "err", err)
-				}
-			}()
+		if ev.Reason != discovery.NoInterest && ev.Reason != discovery.Removed {
+			// Jini's JoinManager forgets a discarded lookup service and
+			// stops renewing there: the registration lapses by itself.
+			j.cancel()
+			return
 		}
+		// A lookup service the service no longer wants (its group or
+		// locator was taken away) is left at once: the registration is
+		// cancelled — one a call under way is making included, once the
+		// call ends (settle): cut short, it could land unanswered and stay
+		// there, unknown here, until its lease ran out.
+		j.leaving = true
+		m.wg.Add(1) // the follower holds a count, as for keep
+		go func() {
+			defer m.wg.Done()
+			m.settle()
+			m.mu.Lock()
+			reg := j.reg
+			m.mu.Unlock()
+			j.cancel()
+			if reg == nil {
+				return
+			}
+			if err := cancelLeases(m.pool, []*client.Lease{reg.Lease}); err != nil {
+				m.log.Warn("cannot cancel the registration at a lookup service no longer wanted; it lapses", "registrar", id, "err", err)
+			}
+		}()
 	}
 }
 
@@ -324,10 +340,10 @@ func (m *JoinManager) syncLocked(ctx context.Context, j *join) error {
 		m.mu.Unlock()
 		return terminated("join manager")
 	}
-	item, r, reg, applied, lost := m.item.Clone(), j.r, j.reg, j.applied, j.lost
+	item, r, reg, applied, lost, leaving := m.item.Clone(), j.r, j.reg, j.applied, j.lost, j.leaving
 	m.mu.Unlock()
-	if r == nil {
-		return nil // not connected yet: the keeper registers the held item when it is
+	if r == nil || leaving {
+		return nil // not connected yet (the keeper registers the held item when it is), or no longer wanted
 	}
 	if reg != nil && !lost {
 		if itemsEqual(applied, item) {
@@ -562,13 +578,14 @@ const settleTimeout = 5 * time.Second
 
 // settle waits for the call to a lookup service under way, if any, to end
 // by itself — for at most settleTimeout — before Terminate cuts the calls
-// short. A Register under way may
-// land whatever becomes of its caller: cut short, its lease would be
-// unknown here and never cancelled, and the item would stay at the lookup
-// service until the lease ran out (a server that stops would leave its
-// item behind for minutes). Let finish, its registration is cancelled by
-// syncLocked, which sees the manager terminated. Calls that start after
-// terminated is set make none.
+// short, or a lookup service no longer wanted is left. A Register under
+// way may land whatever becomes of its caller: cut short, its lease would
+// be unknown here and never cancelled, and the item would stay at the
+// lookup service until the lease ran out (a server that stops would leave
+// its item behind for minutes). Let finish, its registration is cancelled:
+// by syncLocked, which sees the manager terminated, or by the leaving
+// join's follower, which finds it in j.reg. Calls that start after
+// terminated or leaving is set make none.
 func (m *JoinManager) settle() {
 	t := time.NewTimer(settleTimeout)
 	defer t.Stop()

@@ -285,34 +285,7 @@ func TestJoinManagerTerminate(t *testing.T) {
 func TestJoinManagerTerminateDuringRegister(t *testing.T) {
 	s1 := startLookup(t)
 	id := djinn.NewID()
-	landed, answer := make(chan struct{}), make(chan struct{})
-	var held atomic.Bool
-	// The first Register reaches the lookup service whatever becomes of
-	// its caller; its answer waits for the test, or for the caller to give
-	// up.
-	hold := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if method != djinnpb.LookupService_Register_FullMethodName || !held.CompareAndSwap(false, true) {
-			return invoker(ctx, method, req, reply, cc, opts...)
-		}
-		err := invoker(context.WithoutCancel(ctx), method, req, reply, cc, opts...)
-		close(landed)
-		select {
-		case <-answer:
-			return err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	m := newJoinManager(t, discoverAt(t, s1), lookup.JoinManagerConfig{Item: lookup.Printer(id, "laser"),
-		DialOptions: []client.Option{client.WithDialOptions(grpc.WithChainUnaryInterceptor(hold))}})
-	select {
-	case <-landed:
-	case <-testContext(t).Done():
-		t.Fatal("no registration reached the lookup service")
-	}
-	if s1.found(t, id) == nil {
-		t.Fatal("the registration under way is not at the lookup service")
-	}
+	m, answer := joinWithRegisterHeld(t, s1, discoverAt(t, s1), id)
 	done := make(chan error, 1)
 	go func() { done <- m.Terminate() }()
 	servertest.Eventually(t, "Terminate under way", m.Terminating)
@@ -322,6 +295,27 @@ func TestJoinManagerTerminateDuringRegister(t *testing.T) {
 	}
 	if it := s1.found(t, id); it != nil {
 		t.Error("after Terminate the item a Register under way made is still at the lookup service")
+	}
+}
+
+// TestJoinManagerLeavesDuringRegister: a lookup service no longer wanted
+// (its locator removed) while a Register to it is under way is left once
+// the call ends, and the registration the call made there is cancelled,
+// instead of the call being cut short and its registration, unknown here,
+// left there until its lease ended (an hour here).
+func TestJoinManagerLeavesDuringRegister(t *testing.T) {
+	s1 := startLookup(t)
+	dm := discoverAt(t, s1)
+	id := djinn.NewID()
+	m, answer := joinWithRegisterHeld(t, s1, dm, id)
+	if err := dm.RemoveLocators(s1.loc); err != nil {
+		t.Fatal(err)
+	}
+	servertest.Eventually(t, "the lookup service no longer wanted left", func() bool { return !m.Joining(s1.id) })
+	close(answer)
+	servertest.Eventually(t, "the registration the call under way made cancelled", func() bool { return s1.found(t, id) == nil })
+	if got := m.Registrars(); len(got) != 0 {
+		t.Errorf("registered at %v after its only lookup service was removed", got)
 	}
 }
 
@@ -437,4 +431,39 @@ func TestJoinManagerCheckTakesItsItemBack(t *testing.T) {
 	if reg := m.RegistrationAt(s1.id); reg != kept {
 		t.Error("Check registered again a registration that stands")
 	}
+}
+
+// joinWithRegisterHeld starts a join manager of printer id (an hour's
+// lease) at the lookup services dm discovers, s the first, and returns
+// once its first Register reached s: that call's answer is held until
+// answer is closed or the caller gives up, so it is under way.
+func joinWithRegisterHeld(t *testing.T, s *lookupServer, dm *discovery.LookupDiscoveryManager, id djinn.ID) (m *lookup.JoinManager, answer chan struct{}) {
+	t.Helper()
+	landed := make(chan struct{})
+	answer = make(chan struct{})
+	var held atomic.Bool
+	hold := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if method != djinnpb.LookupService_Register_FullMethodName || !held.CompareAndSwap(false, true) {
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}
+		err := invoker(context.WithoutCancel(ctx), method, req, reply, cc, opts...)
+		close(landed)
+		select {
+		case <-answer:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	m = newJoinManager(t, dm, lookup.JoinManagerConfig{Item: lookup.Printer(id, "laser"), LeaseDuration: time.Hour,
+		DialOptions: []client.Option{client.WithDialOptions(grpc.WithChainUnaryInterceptor(hold))}})
+	select {
+	case <-landed:
+	case <-testContext(t).Done():
+		t.Fatal("no registration reached the lookup service")
+	}
+	if s.found(t, id) == nil {
+		t.Fatal("the registration under way is not at the lookup service")
+	}
+	return m, answer
 }
