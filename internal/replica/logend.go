@@ -2,10 +2,8 @@ package replica
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -79,18 +77,7 @@ func decodeLogEnd(b []byte) (seq, index uint64, err error) {
 // readLogEnd reads the record in raftDir: ok is false when there is none
 // (a first start, or a data directory from before the record).
 func readLogEnd(raftDir string) (seq, index uint64, ok bool, err error) {
-	path := filepath.Join(raftDir, logEndName)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, 0, false, nil
-	}
-	if err != nil {
-		return 0, 0, false, err
-	}
-	if seq, index, err = decodeLogEnd(b); err != nil {
-		return 0, 0, false, &disk.DamageError{Path: path, Offset: -1, Problem: "the record of how far the log reached the disk " + err.Error()}
-	}
-	return seq, index, true, nil
+	return readSlots(raftDir, logEndName, "the record of how far the log reached the disk", decodeLogEnd)
 }
 
 // checkLogEnd refuses a log that ends before the record: last is the

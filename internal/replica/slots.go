@@ -3,7 +3,11 @@ package replica
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
+
+	"github.com/djinn-go/djinn/internal/disk"
 )
 
 // The log-end record (logend.go) and the term record (termvote.go) are
@@ -37,4 +41,22 @@ func writeSlot(f *os.File, what string, seq uint64, slot []byte, block int64) er
 		return fmt.Errorf("%s %s: %w", what, f.Name(), err)
 	}
 	return nil
+}
+
+// readSlots reads the two-slot record name in raftDir with decode: ok is
+// false when there is none (a first start, or a data directory from before
+// the record). A record that does not decode is damage; what names it.
+func readSlots[T any](raftDir, name, what string, decode func([]byte) (uint64, T, error)) (seq uint64, v T, ok bool, err error) {
+	path := filepath.Join(raftDir, name)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, v, false, nil
+	}
+	if err != nil {
+		return 0, v, false, err
+	}
+	if seq, v, err = decode(b); err != nil {
+		return 0, v, false, &disk.DamageError{Path: path, Offset: -1, Problem: what + " " + err.Error()}
+	}
+	return seq, v, true, nil
 }

@@ -138,18 +138,7 @@ func decodeTerm(b []byte) (seq uint64, v termVote, err error) {
 // readTerm reads the record in raftDir: ok is false when there is none (a
 // first start, or a data directory from before the record).
 func readTerm(raftDir string) (seq uint64, v termVote, ok bool, err error) {
-	path := filepath.Join(raftDir, termName)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, v, false, nil
-	}
-	if err != nil {
-		return 0, v, false, err
-	}
-	if seq, v, err = decodeTerm(b); err != nil {
-		return 0, v, false, &disk.DamageError{Path: path, Offset: -1, Problem: "the record of raft's term and vote " + err.Error()}
-	}
-	return seq, v, true, nil
+	return readSlots(raftDir, termName, "the record of raft's term and vote", decodeTerm)
 }
 
 // readStable reads raft's term and vote from its stable store.
