@@ -353,12 +353,7 @@ func TestJoinerStoppedWhileCatchingUpRestarts(t *testing.T) {
 		t.Fatalf("the joiner's log holds configurations %v; want the last one without it", jd.confs)
 	}
 
-	recs := newStrangerLog()
-	c := newCounter()
-	j2, err := Open(Config{
-		DataDir: dir, RaftAddr: jaddr, Logger: slog.New(recs),
-		HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond,
-	}, c)
+	j2, c, recs, err := reopenLogged(dir, jaddr)
 	if err != nil {
 		t.Fatalf("a joiner stopped while catching up, restarting: %v", err)
 	}
@@ -429,12 +424,7 @@ func TestRemovedNodeRestartsAndWaits(t *testing.T) {
 	}
 	f.Close()
 
-	recs := newStrangerLog()
-	c2 := newCounter()
-	f2, err := Open(Config{
-		DataDir: fdir, RaftAddr: faddr, Logger: slog.New(recs),
-		HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond,
-	}, c2)
+	f2, c2, recs, err := reopenLogged(fdir, faddr)
 	if err != nil {
 		t.Fatalf("a removed node restarting: %v", err)
 	}
@@ -450,4 +440,16 @@ func TestRemovedNodeRestartsAndWaits(t *testing.T) {
 	untilLeading(t, "add the node back", func(ctx context.Context) error { return l.AddVoter(ctx, "f1", faddr) })
 	untilLeading(t, "write", func(ctx context.Context) error { _, err := propose(ctx, l); return err })
 	c2.wait(t, 2)
+}
+
+// reopenLogged opens a node again on dir at the Raft address addr, with
+// steady timeouts, its log recorded.
+func reopenLogged(dir, addr string) (*Node, *counter, *strangerLog, error) {
+	recs := newStrangerLog()
+	c := newCounter()
+	n, err := Open(Config{
+		DataDir: dir, RaftAddr: addr, Logger: slog.New(recs),
+		HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond,
+	}, c)
+	return n, c, recs, err
 }
