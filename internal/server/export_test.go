@@ -23,6 +23,18 @@ func AccessOf(s *Server) map[string]Access {
 	return out
 }
 
+// LeaderOwned returns the RPCs of s under an Owner rule whose hook decides
+// by a resource the serving leader alone answers for (not AnyMember).
+func LeaderOwned(s *Server) map[string]bool {
+	out := map[string]bool{}
+	for m, r := range s.rules {
+		if r.Access == Owner && !r.AnyMember {
+			out[m] = true
+		}
+	}
+	return out
+}
+
 // SessionMethods returns the unary RPCs s serves in a session
 // (djinn.v1.Session/Open), by full method name.
 func SessionMethods(s *Server) map[string]bool {

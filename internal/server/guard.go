@@ -76,6 +76,10 @@ type guard struct {
 	// presents it is an operator and may join.
 	secret    secret.Secret
 	hasSecret bool
+	// serving answers nil on the node serving as leader and Unavailable
+	// naming what elsewhere (lease.Lessor.Serving): an ownership hook
+	// decides only there.
+	serving func(what string) error
 }
 
 // newGuard returns the guard of a server configured with cfg; without
@@ -239,10 +243,18 @@ func (g *guard) peer(ctx context.Context, method string) error {
 // calls from operators, Peer calls from peers and operators. Public,
 // Authenticated and Capability calls pass here: the transport
 // authenticated the caller, and the service checks that a capability
-// names something.
+// names something. An Owner call reaches its hook on the serving leader
+// only (but for AnyMember rules): elsewhere it is refused Unavailable,
+// whoever's resource it names and whether or not it exists, as the
+// handler refuses one that does not.
 func (g *guard) authorize(ctx context.Context, method string, r Rule, req any) error {
 	switch r.Access {
 	case Owner:
+		if !r.AnyMember && g.serving != nil {
+			if err := g.serving(strings.TrimPrefix(method, "/")); err != nil {
+				return err
+			}
+		}
 		return r.Owns(ctx, req)
 	case Operator:
 		return g.operator(ctx, method)

@@ -46,14 +46,14 @@ func resourcesPart(s *Server) *part {
 // whose hook lets every caller list its own); listing every principal's,
 // or another's, needs the operator role.
 func resourcesRules(s *Server) Rules {
-	return Rules{
-		"List": owner(func(ctx context.Context, req *djinnpb.ListResourcesRequest) error {
-			if req.GetAll() || req.GetIsPrincipal() {
-				return s.guard.operator(ctx, "listing other principals' resources (ls --all, --principal)")
-			}
-			return nil
-		}),
-	}
+	list := owner(func(ctx context.Context, req *djinnpb.ListResourcesRequest) error {
+		if req.GetAll() || req.GetIsPrincipal() {
+			return s.guard.operator(ctx, "listing other principals' resources (ls --all, --principal)")
+		}
+		return nil
+	})
+	list.AnyMember = true // any member lists from its state
+	return Rules{"List": list}
 }
 
 type resourcesRPC struct {

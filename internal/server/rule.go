@@ -71,6 +71,14 @@ type Rule struct {
 	// names belongs to another principal, and nil otherwise (a resource
 	// that does not exist is left to the handler to answer).
 	Owns func(ctx context.Context, req any) error
+	// AnyMember marks an Owner rule whose hook any member may decide, as
+	// it names no resource (Resources.List's). Every other hook decides
+	// by a resource only the serving leader answers for, and off it the
+	// call is refused Unavailable before the hook looks: a follower's
+	// copy of the state would answer "not found" for another principal's
+	// resource where the handler answers Unavailable for one that never
+	// existed, telling them apart (guard.authorize).
+	AnyMember bool
 }
 
 // The rules without a hook.

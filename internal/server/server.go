@@ -147,6 +147,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 		s.Close()
 		return nil, err
 	}
+	s.guard.serving = func(what string) error { return s.lessor.Serving(what) } // the lessor opens with the parts, before any call
 	s.adminTLS = adminTLS(t.server)
 	s.pool, s.peers = s.pools(t.out)
 	s.participantCalls = pstream.NewCaller(s.participantRoute)

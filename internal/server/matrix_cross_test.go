@@ -1,0 +1,127 @@
+package server_test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/grpcerr"
+	"github.com/djinn-go/djinn/internal/server"
+	"github.com/djinn-go/djinn/internal/server/servertest"
+	"github.com/djinn-go/djinn/proto/djinnpb"
+)
+
+// The authorization matrix's rows beyond one call of one RPC on one
+// server (DESIGN.md 7): another principal must learn nothing of a
+// resource that is not its own — not on a follower either.
+
+// rawConn is a connection to the one server at addr as tc, whose calls
+// are neither redirected to the leader nor have their errors converted:
+// what a client other than djinn's (grpcurl, another language's) sees.
+func rawConn(t *testing.T, addr string, tc *tls.Config) *grpc.ClientConn {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(tc)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// errKind is the djinn kind of a call's error, as a status or converted.
+func errKind(err error) djinn.Kind {
+	var de *djinn.Error
+	if _, ok := status.FromError(err); ok && !errors.As(err, &de) {
+		err = grpcerr.FromStatus(err)
+	}
+	return djinn.KindOf(err)
+}
+
+// TestAuthorizationOnAFollower: a follower holds a copy of every
+// principal's resources, but only the serving leader answers calls on
+// them. A call under an owner rule reaching a follower is refused
+// Unavailable, naming the leader — whoever's resource it names, and
+// whether or not that exists: a follower's answer must not tell another
+// principal's resource from one that never existed, as "not found" for
+// the one and Unavailable for the other would.
+func TestAuthorizationOnAFollower(t *testing.T) {
+	t.Parallel()
+	pki := servertest.NewPKI(t)
+	c1 := mtlsConfig(t, pki, servertest.ServerNode, "cn:ops")
+	servertest.Steady(&c1)
+	first := servertest.Start(t, c1)
+	c2 := mtlsConfig(t, pki, "n2", "cn:ops")
+	c2.Join = first.Addr()
+	servertest.Steady(&c2)
+	second := servertest.Open(t, c2)
+	servertest.Eventually(t, "n2 a voter, caught up", func() bool {
+		ms, err := first.Node().Members()
+		return err == nil && len(ms) == 2 && ms[0].Voter && ms[1].Voter && second.Node().AppliedIndex() > 0
+	})
+	leader := servertest.ServingLeader(t, first, second)
+	follower := servertest.Others([]*server.Server{first, second}, leader)[0]
+	aliceTLS, bobTLS := pki.TLSFor(pki.NewClient(t, "alice")), pki.TLSFor(pki.NewClient(t, "bob"))
+	// alice's calls follow the leader; bob's reach the follower alone.
+	alice := servertest.Conn(t, leader.Addr(), client.WithTLS(aliceTLS), client.WithoutSession())
+	asBob, asAlice := rawConn(t, follower.Addr(), bobTLS), rawConn(t, follower.Addr(), aliceTLS)
+	rows, owned := matrixRows(), server.LeaderOwned(leader)
+	if len(owned) == 0 {
+		t.Fatal("no RPC under an owner rule")
+	}
+	for _, m := range slices.Sorted(maps.Keys(owned)) {
+		row, ok := rows[m]
+		if !ok {
+			t.Errorf("%s: no matrix row", m)
+			continue
+		}
+		for _, p := range paths {
+			if p.name != "" && !server.SessionMethods(leader)[m] {
+				continue
+			}
+			r := &resources{t: t, owner: alice, srv: leader}
+			for _, who := range []struct {
+				name string
+				conn *grpc.ClientConn
+			}{{"another principal", asBob}, {"the owner", asAlice}} {
+				if who.conn == asBob {
+					r.caller = asOther
+				} else {
+					r.caller = asOwner
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), matrixTimeout)
+				err := row(ctx, p.conn(who.conn), r, true)
+				cancel()
+				if k := errKind(err); k != djinn.Unavailable || !strings.Contains(err.Error(), "not the serving leader") {
+					t.Errorf("%s%s on a follower as %s: %v (%s), want Unavailable: this node is not the serving leader", m, p.name, who.name, err, k)
+				}
+			}
+		}
+	}
+	// A resource that never existed: the same answer.
+	never := djinn.NewID()
+	_, err := djinnpb.NewEventMailboxClient(asBob).GetRegistration(testContext(t), &djinnpb.MailboxRegistrationRequest{RegistrationId: never[:]})
+	if k := errKind(err); k != djinn.Unavailable {
+		t.Errorf("GetRegistration of a registration that never existed, on a follower: %v (%s), want Unavailable", err, k)
+	}
+	// The leader answers alice's own, and bob "not found".
+	reg, err := djinnpb.NewEventMailboxClient(alice).Register(testContext(t), &djinnpb.MailboxRegisterRequest{LeaseDurationNanos: int64(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bobLeader := servertest.Conn(t, leader.Addr(), client.WithTLS(bobTLS), client.WithoutSession())
+	if _, err := djinnpb.NewEventMailboxClient(bobLeader).GetRegistration(testContext(t), &djinnpb.MailboxRegistrationRequest{RegistrationId: reg.GetRegistrationId()}); !errors.Is(err, djinn.ErrNoSuchObject) {
+		t.Errorf("bob's GetRegistration of alice's registration on the leader: %v, want NoSuchObject", err)
+	}
+}
+
