@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -122,14 +123,45 @@ func (l *Ledger) checkLocked(p string, name Name, n int64) error {
 		return nil
 	}
 	if max := lim.Of(p); max > 0 && l.held[key{p, name}]+n > max {
-		return djinn.Errorf(djinn.ResourceExhausted, "quota %s: principal %q holds %d, and %d more would pass its limit of %d; end some first, or ask an operator to raise [quota] %s",
-			name, p, l.held[key{p, name}], n, max, name)
+		return &ExhaustedError{Quota: name, Principal: p, Held: l.held[key{p, name}], More: n, Limit: max}
 	}
 	if lim.Total > 0 && l.total[name]+n > lim.Total {
 		return djinn.Errorf(djinn.ResourceExhausted, "quota %s: the server holds %d in all, and %d more would pass its limit of %d; try again once some end",
 			name, l.total[name], n, lim.Total)
 	}
 	return nil
+}
+
+// ExhaustedError is a principal's limit refusing more: a ResourceExhausted
+// error naming the quota, the principal and what it holds. A call may be
+// refused by another principal's limit — one whose capability it holds
+// adds to what that principal holds (a participant joined to its
+// transaction, an event sent to its mailbox) — and must not learn that
+// principal's name or holdings: For says it to the caller.
+type ExhaustedError struct {
+	Quota     Name
+	Principal string
+	// Held is what the principal holds, More what the call would have
+	// added, Limit the principal's limit.
+	Held, More, Limit int64
+}
+
+func (e *ExhaustedError) Error() string {
+	return fmt.Sprintf("quota %s: principal %q holds %d, and %d more would pass its limit of %d; end some first, or ask an operator to raise [quota] %s",
+		e.Quota, e.Principal, e.Held, e.More, e.Limit, e.Quota)
+}
+
+// Unwrap makes the error's kind ResourceExhausted (djinn.KindOf).
+func (e *ExhaustedError) Unwrap() error { return djinn.ResourceExhausted }
+
+// For returns the refusal as caller may see it: itself when the limit is
+// caller's own; otherwise a ResourceExhausted that names the quota
+// without the principal whose limit it is or what that one holds.
+func (e *ExhaustedError) For(caller string) error {
+	if caller == e.Principal {
+		return e
+	}
+	return djinn.Errorf(djinn.ResourceExhausted, "quota %s: this call adds to what the owner of the resource it names holds, and the owner is at its limit; ask the owner to end some first, or an operator to raise [quota] %s", e.Quota, e.Quota)
 }
 
 // Add counts n more of name for p without checking any limit: for things

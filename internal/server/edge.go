@@ -144,6 +144,7 @@ func (s *Server) edgeError(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
+	err = callerError(ctx, err)
 	// Point the caller at the leader: after a refused log write, or a
 	// leader-only service (the lessor, the mailbox) answering on a follower.
 	leader := ""
@@ -157,6 +158,19 @@ func (s *Server) edgeError(ctx context.Context, err error) error {
 		_ = grpc.SetTrailer(ctx, metadata.Pairs(LeaderTrailer, leader))
 	}
 	return grpcerr.Status(err)
+}
+
+// callerError returns err as the caller in ctx may see it: a refusal by
+// another principal's quota — a call that adds to what the owner of a
+// capability holds — names neither that principal nor what it holds
+// (quota.ExhaustedError.For). Every error a call answers passes here:
+// the edge's, and those a handler answers in its response.
+func callerError(ctx context.Context, err error) error {
+	var qe *quota.ExhaustedError
+	if errors.As(err, &qe) {
+		return qe.For(principal.From(ctx))
+	}
+	return err
 }
 
 // recoverPanic turns a handler's panic (a bug) into an Internal error for

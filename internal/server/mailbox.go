@@ -389,7 +389,7 @@ func (l *listenerRPC) NotifyBatch(ctx context.Context, r *djinnpb.NotifyBatchReq
 	if err != nil && n == 0 && len(r.GetEvents()) > 0 && djinn.KindOf(err) == djinn.Unavailable {
 		return nil, err // nothing stored and worth retrying: a call error, so the leader hint travels
 	}
-	return &djinnpb.NotifyBatchResponse{Accepted: int32(n), Error: grpcerr.ToProto(err)}, nil
+	return &djinnpb.NotifyBatchResponse{Accepted: int32(n), Error: grpcerr.ToProto(callerError(ctx, err))}, nil
 }
 
 // listMailboxes lists the event mailbox's registrations.

@@ -24,7 +24,8 @@ import (
 
 // The authorization matrix's rows beyond one call of one RPC on one
 // server (DESIGN.md 7): another principal must learn nothing of a
-// resource that is not its own — not on a follower either.
+// resource that is not its own — not on a follower, and not from a
+// refusal its call met because of the owner's limits.
 
 // rawConn is a connection to the one server at addr as tc, whose calls
 // are neither redirected to the leader nor have their errors converted:
@@ -125,3 +126,88 @@ func TestAuthorizationOnAFollower(t *testing.T) {
 	}
 }
 
+// TestAuthorizationQuotaOfAnother: a call made with another principal's
+// capability may add to what that principal holds — a participant joined
+// to its transaction counts towards the transaction owner's participants,
+// an event sent to its mailbox towards its stored events — and is refused
+// once the owner is at its limit. The refusal names the quota, but
+// neither the owner nor what it holds (DESIGN.md 7: others get no one
+// else's data); the owner's own refusal names both (README "Quotas").
+func TestAuthorizationQuotaOfAnother(t *testing.T) {
+	t.Parallel()
+	pki := servertest.NewPKI(t)
+	cfg := servertest.Config(t)
+	cfg.TLS = server.TLSConfig{Cert: pki.ServerCert, Key: pki.ServerKey, CA: pki.CA, ClientAuth: true}
+	cfg.Quota.Participants, cfg.Quota.StoredEvents = 1, 1
+	srv := servertest.Start(t, cfg)
+	const alice = `"cn:alice"`
+	conn := func(cn string) *grpc.ClientConn {
+		return servertest.Conn(t, srv.Addr(), client.WithTLS(pki.TLSFor(pki.NewClient(t, cn))), client.WithoutSession())
+	}
+	asAlice, asBob := conn("alice"), conn("bob")
+	ctx := testContext(t)
+
+	// alice at her limits: a transaction with one participant, a mailbox
+	// with one event.
+	tx, err := djinnpb.NewTransactionManagerClient(asAlice).Create(ctx, &djinnpb.CreateTransactionRequest{LeaseDurationNanos: hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	join := func(c grpc.ClientConnInterface) error {
+		return ok(djinnpb.NewTransactionManagerClient(c).Join(ctx, &djinnpb.JoinTransactionRequest{Id: tx.GetId(), Secret: tx.GetSecret(), Participant: anyListener(), CrashCount: 1}))
+	}
+	if err := join(asAlice); err != nil {
+		t.Fatal(err)
+	}
+	mb, err := djinnpb.NewEventMailboxClient(asAlice).Register(ctx, &djinnpb.MailboxRegisterRequest{LeaseDurationNanos: hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := mb.GetListener()
+	seq := int64(0)
+	notify := func(c grpc.ClientConnInterface) error {
+		seq++
+		return ok(djinnpb.NewEventListenerClient(c).Notify(ctx, &djinnpb.NotifyRequest{ListenerId: l.GetObjectId(), Event: &djinnpb.RemoteEvent{Source: l, EventId: 1, Sequence: seq}}))
+	}
+	if err := notify(asAlice); err != nil {
+		t.Fatal(err)
+	}
+	lockSet, err := djinnpb.NewLockServiceClient(asAlice).CreateSet(ctx, &djinnpb.CreateLockSetRequest{LeaseDurationNanos: hour, Transactional: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, row := range []struct {
+		name, quota string
+		call        func(c grpc.ClientConnInterface) error
+	}{
+		{"Join: a participant in alice's transaction", "participants", join},
+		{"LockService/Lock: a lock under alice's transaction", "participants", func(c grpc.ClientConnInterface) error {
+			return ok(djinnpb.NewLockServiceClient(c).Lock(ctx, &djinnpb.LockRequest{SetId: lockSet.GetSetId(), Mode: djinnpb.LockMode_LOCK_MODE_READ,
+				Holder: &djinnpb.LockHolder{Transaction: &djinnpb.TransactionRef{Manager: tx.GetManager(), Id: tx.GetId(), Secret: tx.GetSecret()}}}))
+		}},
+		{"EventListener/Notify: an event in alice's mailbox", "mailbox-stored-events", notify},
+		{"EventListener/NotifyBatch: events in alice's mailbox, answered in the response", "mailbox-stored-events", func(c grpc.ClientConnInterface) error {
+			seq++
+			resp, err := djinnpb.NewEventListenerClient(c).NotifyBatch(ctx, &djinnpb.NotifyBatchRequest{ListenerId: l.GetObjectId(), Events: []*djinnpb.RemoteEvent{{Source: l, EventId: 1, Sequence: seq}}})
+			if err == nil && resp.GetError() != nil {
+				err = grpcerr.FromProto(resp.GetError())
+			}
+			return err
+		}},
+	} {
+		for _, p := range paths {
+			err := row.call(p.conn(asBob))
+			switch {
+			case !errors.Is(err, djinn.ErrResourceExhausted) || !strings.Contains(err.Error(), "quota "+row.quota):
+				t.Errorf("%s%s as bob, alice at her %s limit: %v, want ResourceExhausted naming the quota", row.name, p.name, row.quota, err)
+			case strings.Contains(err.Error(), alice) || strings.Contains(err.Error(), "holds 1"):
+				t.Errorf("%s%s as bob: %q names alice or what she holds", row.name, p.name, err)
+			}
+		}
+	}
+	// alice's own refusal names her and what she holds.
+	if err := notify(asAlice); !errors.Is(err, djinn.ErrResourceExhausted) || !strings.Contains(err.Error(), alice+" holds 1") {
+		t.Errorf("alice's own Notify past her limit: %v, want ResourceExhausted naming her", err)
+	}
+}
