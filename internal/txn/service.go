@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -455,12 +456,19 @@ func (s *Service) Promote(ctx context.Context, id uint64, secret djinn.ID, parts
 	if len(parts) != len(crashes) {
 		return djinn.Errorf(djinn.InvalidArgument, "promote: %d participants but %d crash counts", len(parts), len(crashes))
 	}
+	// Each participant as Join checks it: ids of 16 bytes (its key) and
+	// an endpoint to call; drop names one by its ids.
 	for i, p := range parts {
 		if p == nil {
 			return djinn.Errorf(djinn.InvalidArgument, "promote: participant %d missing (null)", i)
 		}
-		if err := djinn.CheckEndpoint(p.GetEndpoint()); err != nil {
-			return djinn.Errorf(djinn.InvalidArgument, "promote: participant %d: %v", i, err)
+		if _, err := wire.RefTo(fmt.Sprintf("promote: participant %d", i), p); err != nil {
+			return err
+		}
+	}
+	if drop != nil {
+		if _, err := wire.RefFrom("promote: drop", drop); err != nil {
+			return err
 		}
 	}
 	in, err := s.capable(id, secret)
