@@ -3,6 +3,7 @@ package mailbox
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -500,9 +501,17 @@ func (s *Service) AddUnknownEvents(ctx context.Context, id djinn.ID, keys []*dji
 	if len(keys) == 0 {
 		return djinn.Errorf(djinn.InvalidArgument, "unknown events: none given")
 	}
+	// A key is its source's ids and the event id (keyOf): ids not of 16
+	// bytes would be cut or padded into another source's.
 	for i, k := range keys {
 		if k.GetSource() == nil {
 			return djinn.Errorf(djinn.InvalidArgument, "unknown event %d: source missing", i)
+		}
+		if _, err := djinn.IDFromBytes("unknown event "+strconv.Itoa(i)+" source service id", k.GetSource().GetServiceId()); err != nil {
+			return err
+		}
+		if _, err := djinn.IDFromBytes("unknown event "+strconv.Itoa(i)+" source object id", k.GetSource().GetObjectId()); err != nil {
+			return err
 		}
 	}
 	if _, _, err := s.live(ctx, id); err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/djinn-go/djinn/internal/server/servertest"
 	"github.com/djinn-go/djinn/proto/djinnpb"
@@ -104,3 +105,49 @@ func TestPromoteChecksParticipants(t *testing.T) {
 	}
 }
 
+// TestAddUnknownEventsChecksSources (EM.4.1, DESIGN.md 8): an unknown
+// event whose source ids are not 16 bytes is refused naming them. Taken,
+// its key — the ids cut or padded to 16 bytes — could stand for another
+// source: the mailbox would drop that source's stored events, and refuse
+// its next ones, for a key the caller never meant.
+func TestAddUnknownEventsChecksSources(t *testing.T) {
+	t.Parallel()
+	srv := servertest.Start(t, servertest.Config(t))
+	conn := unaryConn(t, srv.Addr())
+	mb, el := djinnpb.NewEventMailboxClient(conn), djinnpb.NewEventListenerClient(conn)
+	ctx := testContext(t)
+	src := anyListener()
+	for _, tt := range []struct {
+		name string
+		edit func(*djinnpb.Ref)
+		want string
+	}{
+		{"service id 17 bytes", func(r *djinnpb.Ref) { r.ServiceId = append(r.ServiceId, 0) }, "unknown event 0 source service id: 17 bytes"},
+		{"object id 17 bytes", func(r *djinnpb.Ref) { r.ObjectId = append(r.ObjectId, 0) }, "unknown event 0 source object id: 17 bytes"},
+		{"service id missing", func(r *djinnpb.Ref) { r.ServiceId = nil }, "unknown event 0 source service id: missing"},
+		{"object id 8 bytes", func(r *djinnpb.Ref) { r.ObjectId = r.ObjectId[:8] }, "unknown event 0 source object id: 8 bytes"},
+	} {
+		reg, err := mb.Register(ctx, &djinnpb.MailboxRegisterRequest{LeaseDurationNanos: int64(time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := el.Notify(ctx, &djinnpb.NotifyRequest{ListenerId: reg.GetListener().GetObjectId(),
+			Event: &djinnpb.RemoteEvent{Source: src, EventId: 7, Sequence: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		bad := proto.Clone(src).(*djinnpb.Ref)
+		tt.edit(bad)
+		_, err = mb.AddUnknownEvents(ctx, &djinnpb.AddUnknownEventsRequest{RegistrationId: reg.GetRegistrationId(),
+			Events: []*djinnpb.EventKey{{Source: bad, EventId: 7}}})
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want InvalidArgument naming %q", tt.name, err, tt.want)
+		}
+		got, err := mb.GetRegistration(ctx, &djinnpb.MailboxRegistrationRequest{RegistrationId: reg.GetRegistrationId()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.GetStoredEvents() != 1 || len(got.GetUnknownEvents()) != 0 {
+			t.Errorf("%s: after the call %d events stored and %d unknown, want 1 and 0", tt.name, got.GetStoredEvents(), len(got.GetUnknownEvents()))
+		}
+	}
+}
