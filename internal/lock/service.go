@@ -491,7 +491,8 @@ func (s *Service) DropLocks(ctx context.Context, set []byte, mgr *djinnpb.Ref, i
 // Describe returns a lock set, with its lease as it stands — to the set's
 // owner only: the set id is a capability to lock and unlock, and its
 // lease's cookie one to keep it alive, which its creator hands out if it
-// wants to, never Describe.
+// wants to, never Describe. Of the sets related to it, each its
+// creator's capability too, it lists those of the caller's principal.
 func (s *Service) Describe(ctx context.Context, set []byte) (SetView, *djinnpb.Lease, error) {
 	if err := s.leading(); err != nil {
 		return SetView{}, nil, err
@@ -502,9 +503,17 @@ func (s *Service) Describe(ctx context.Context, set []byte) (SetView, *djinnpb.L
 	if err = s.lessor.ConfirmRead("lock service", err); err != nil {
 		return SetView{}, nil, err
 	}
+	caller := principal.From(ctx)
+	var mine []djinn.ID
+	for i, id := range v.Related {
+		if p, _ := s.lessor.Table().Principal(v.relatedCookies[i]); p == caller {
+			mine = append(mine, id)
+		}
+	}
+	v.Related, v.relatedCookies = mine, nil
 	var l *djinnpb.Lease
 	now := s.now()
-	if p, _ := s.lessor.Table().Principal(v.Cookie); p != principal.From(ctx) {
+	if p, _ := s.lessor.Table().Principal(v.Cookie); p != caller {
 		return v, nil, nil
 	}
 	if li, ok := s.lessor.Table().Lookup(v.Cookie, now); ok {

@@ -12,9 +12,11 @@ type SetView struct {
 	Cookie        djinn.ID
 	Transactional bool
 	Related       []djinn.ID
-	Fence         uint64
-	Holders       []HolderView
-	Waiters       []WaiterView
+	// relatedCookies are the lease cookies of Related, in order.
+	relatedCookies []djinn.ID
+	Fence          uint64
+	Holders        []HolderView
+	Waiters        []WaiterView
 }
 
 // HolderView is a holder by its world name.
@@ -53,6 +55,7 @@ func (s *State) Describe(b []byte) (SetView, error) {
 	for _, m := range s.table.groupOf(tid) {
 		if m != tid {
 			v.Related = append(v.Related, s.setInfo[m].id)
+			v.relatedCookies = append(v.relatedCookies, s.setInfo[m].cookie)
 		}
 	}
 	for _, h := range st.Holders {

@@ -211,3 +211,49 @@ func TestAuthorizationQuotaOfAnother(t *testing.T) {
 		t.Errorf("alice's own Notify past her limit: %v, want ResourceExhausted naming her", err)
 	}
 }
+
+// TestAuthorizationRelatedLockSets: a lock set's id is its creator's
+// capability, which it hands out set by set (README "Security"). Sets
+// related to one another share a coordinator, and Describe lists them —
+// but only those of the caller's principal: holding one set's id, or
+// relating a set of one's own to it, gives no other set's id.
+func TestAuthorizationRelatedLockSets(t *testing.T) {
+	t.Parallel()
+	e := newMatrixEnv(t)
+	alice, bob := e.conns[asOwner], e.conns[asOther]
+	ctx := testContext(t)
+	create := func(c grpc.ClientConnInterface, related []byte) []byte {
+		t.Helper()
+		s, err := djinnpb.NewLockServiceClient(c).CreateSet(ctx, &djinnpb.CreateLockSetRequest{LeaseDurationNanos: hour, Related: related})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.GetSetId()
+	}
+	x := create(alice, nil)
+	y := create(alice, x) // alice's own, related to x: she never hands it out
+	z := create(bob, x)   // bob holds x's id, and relates a set of his to it
+	for _, p := range paths {
+		for _, row := range []struct {
+			name      string
+			conn      *grpc.ClientConn
+			set, want []byte
+		}{
+			{"alice describes her set: her related set, not bob's", alice, x, y},
+			{"bob describes alice's set, whose id he holds: his related set alone", bob, x, z},
+			{"bob describes his set: none of alice's", bob, z, nil},
+		} {
+			d, err := djinnpb.NewLockServiceClient(p.conn(row.conn)).Describe(ctx, &djinnpb.LockSetRequest{SetId: row.set})
+			if err != nil {
+				t.Fatalf("%s%s: %v", row.name, p.name, err)
+			}
+			var want [][]byte
+			if row.want != nil {
+				want = [][]byte{row.want}
+			}
+			if got := d.GetRelated(); !slices.EqualFunc(got, want, slices.Equal) {
+				t.Errorf("%s%s: related %x, want %x", row.name, p.name, got, want)
+			}
+		}
+	}
+}

@@ -852,7 +852,7 @@ type LockSetDescription struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SetId         []byte                 `protobuf:"bytes,1,opt,name=set_id,json=setId,proto3" json:"set_id,omitempty"`
 	Transactional bool                   `protobuf:"varint,2,opt,name=transactional,proto3" json:"transactional,omitempty"`
-	Related       [][]byte               `protobuf:"bytes,3,rep,name=related,proto3" json:"related,omitempty"` // the other sets sharing its coordinator
+	Related       [][]byte               `protobuf:"bytes,3,rep,name=related,proto3" json:"related,omitempty"` // the other sets sharing its coordinator that the caller's principal created
 	Lease         *Lease                 `protobuf:"bytes,4,opt,name=lease,proto3" json:"lease,omitempty"`     // for the set's creator only (its principal)
 	Holders       []*LockHolding         `protobuf:"bytes,5,rep,name=holders,proto3" json:"holders,omitempty"`
 	Waiters       []*LockWaiter          `protobuf:"bytes,6,rep,name=waiters,proto3" json:"waiters,omitempty"` // in queue order
