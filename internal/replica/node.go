@@ -36,6 +36,9 @@ type Config struct {
 	// TLS, when set, secures the peer port (mutual TLS if it asks for client
 	// certificates).
 	TLS *tls.Config
+	// DialTLS, with TLS, makes the configuration of each connection this
+	// node dials (certificates renewed while it runs); nil: TLS's.
+	DialTLS func() *tls.Config
 	// Secret, without TLS, is the cluster's join secret: the peer port
 	// takes only connections whose dialer proves it holds it, and this
 	// node proves it to the members it dials (secretstream.go). Nil, and
@@ -261,7 +264,11 @@ func newTransport(cfg Config, hlog hclog.Logger) (*raft.NetworkTransport, *track
 	}
 	var stream raft.StreamLayer
 	if cfg.TLS != nil {
-		stream = &tlsStream{Listener: tls.NewListener(ln, cfg.TLS), advertise: adv, config: cfg.TLS, handshake: cfg.HandshakeTimeout}
+		dial := cfg.DialTLS
+		if dial == nil {
+			dial = func() *tls.Config { return cfg.TLS }
+		}
+		stream = &tlsStream{Listener: tls.NewListener(ln, cfg.TLS), advertise: adv, config: dial, handshake: cfg.HandshakeTimeout}
 	} else if len(cfg.Secret) > 0 {
 		stream = &secretStream{Listener: ln, advertise: adv, secret: cfg.Secret, handshake: cfg.HandshakeTimeout}
 	} else {

@@ -14,7 +14,7 @@ import (
 type tlsStream struct {
 	net.Listener // a tls.NewListener
 	advertise    net.Addr
-	config       *tls.Config
+	config       func() *tls.Config // each dial's
 	handshake    time.Duration // bounds an accepted connection's handshake
 }
 
@@ -22,7 +22,7 @@ var _ raft.StreamLayer = (*tlsStream)(nil)
 
 func (t *tlsStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	d := &net.Dialer{Timeout: timeout}
-	return tls.DialWithDialer(d, "tcp", string(addr), t.config)
+	return tls.DialWithDialer(d, "tcp", string(addr), t.config())
 }
 
 func (t *tlsStream) Addr() net.Addr {

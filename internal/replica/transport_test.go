@@ -23,7 +23,7 @@ func TestRaftDialRecoversAfterSwallowedHandshake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stream := &tlsStream{Listener: tls.NewListener(ln, cfg), config: cfg, handshake: 10 * time.Second}
+	stream := &tlsStream{Listener: tls.NewListener(ln, cfg), config: func() *tls.Config { return cfg }, handshake: 10 * time.Second}
 	defer stream.Close()
 	go echo(stream)
 

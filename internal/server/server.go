@@ -148,10 +148,19 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 		return nil, err
 	}
 	s.guard.serving = func(what string) error { return s.lessor.Serving(what) } // the lessor opens with the parts, before any call
-	s.adminTLS = adminTLS(t.server)
+	s.adminTLS = t.admin
+	if t.files != nil {
+		t.files.log.Store(logger)
+		s.metrics.registry.MustRegister(t.files.collectors()...)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			t.files.watch(s.stop, certCheckInterval)
+		}()
+	}
 	s.pool, s.peers = s.pools(t.out)
 	s.participantCalls = pstream.NewCaller(s.participantRoute)
-	if err := s.open(t.peer, t.server); err != nil {
+	if err := s.open(t.peer, t.peerDial, t.server); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -190,7 +199,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 // makes, peers for the calls only a member may make. Both present the peer
 // certificate under TLS; peers alone carries the join secret, which must
 // never reach a listener or anything outside the cluster.
-func (s *Server) pools(out *tls.Config) (pool, peers *client.Pool) {
+func (s *Server) pools(out credentials.TransportCredentials) (pool, peers *client.Pool) {
 	// The server's outgoing calls are counted (grpc_client_*).
 	opts := []client.Option{client.WithDialOptions(
 		grpc.WithChainUnaryInterceptor(s.metrics.client.UnaryClientInterceptor()),
@@ -198,7 +207,8 @@ func (s *Server) pools(out *tls.Config) (pool, peers *client.Pool) {
 	), client.WithConnectTimeout(time.Duration(s.cfg.ConnectTimeout)),
 		client.WithKeepalive(time.Duration(s.cfg.KeepaliveTime), time.Duration(s.cfg.KeepaliveTimeout))}
 	if out != nil {
-		opts = append(opts, client.WithTLS(out))
+		// After the pool's own credentials: these replace them.
+		opts = append(opts, client.WithDialOptions(grpc.WithTransportCredentials(out)))
 	}
 	s.outOpts = opts
 	pool = client.NewPool(opts...)
@@ -243,7 +253,7 @@ func (s *Server) listen() error {
 
 // open builds the state machine from the parts, replays the log into it
 // through the Raft node, opens the parts' cores and their gRPC services.
-func (s *Server) open(peerTLS, serverTLS *tls.Config) error {
+func (s *Server) open(peerTLS *tls.Config, peerDial func() *tls.Config, serverTLS *tls.Config) error {
 	cfg := s.cfg
 	s.machine = state.New()
 	if cfg.Cluster.rulesMax != 0 {
@@ -268,7 +278,7 @@ func (s *Server) open(peerTLS, serverTLS *tls.Config) error {
 	var err error
 	s.node, err = replica.Open(replica.Config{
 		DataDir: cfg.DataDir, NodeID: cfg.NodeID, RaftAddr: cfg.Raft, AdvertiseRaft: cfg.RaftAdvertise,
-		TLS: peerTLS, Secret: s.raftSecret(peerTLS), Bootstrap: cfg.Join == "" && cfg.Cluster.Bootstrap, Now: s.now, OnLeader: s.lead,
+		TLS: peerTLS, DialTLS: peerDial, Secret: s.raftSecret(peerTLS), Bootstrap: cfg.Join == "" && cfg.Cluster.Bootstrap, Now: s.now, OnLeader: s.lead,
 		Endpoint: s.machine.Endpoint, Logger: s.log, OnLogWrite: s.metrics.logWrite,
 		HeartbeatTimeout: time.Duration(cfg.Raftcfg.HeartbeatTimeout), ElectionTimeout: time.Duration(cfg.Raftcfg.ElectionTimeout),
 		SnapshotInterval: time.Duration(cfg.Raftcfg.SnapshotInterval), SnapshotThreshold: cfg.Raftcfg.SnapshotThreshold, TrailingLogs: cfg.Raftcfg.TrailingLogs,

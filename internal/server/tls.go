@@ -2,11 +2,10 @@ package server
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
-	"os"
 
-	"github.com/djinn-go/djinn"
+	"google.golang.org/grpc/credentials"
+
 	"github.com/djinn-go/djinn/internal/principal"
 )
 
@@ -21,56 +20,48 @@ import (
 
 // tlsSetup is what a server's TLS configuration comes to.
 type tlsSetup struct {
-	// server is the client port's; peer the Raft port's (accepting and
-	// dialling); out the server's own calls'. All nil without TLS.
-	server, peer, out *tls.Config
+	// server is the client port's, admin the admin port's, peer the Raft
+	// port's (accepting; peerDial makes each dial's), out the server's
+	// own calls'. All nil without TLS.
+	server, admin, peer *tls.Config
+	peerDial            func() *tls.Config
+	out                 credentials.TransportCredentials
 	// node is the node id the peer certificate names.
 	node string
+	// files are the PEM files the configurations read, again when they
+	// change (certs.go).
+	files *certFiles
 }
 
 // loadTLS reads the certificates c names and builds the client port's,
-// the Raft port's and the outgoing calls' configurations.
+// the admin port's, the Raft port's and the outgoing calls'
+// configurations.
 func loadTLS(c TLSConfig) (tlsSetup, error) {
 	if c.Cert == "" {
 		return tlsSetup{}, nil
 	}
-	cert, err := tls.LoadX509KeyPair(c.Cert, c.Key)
+	cf, err := loadCertFiles(c)
 	if err != nil {
-		return tlsSetup{}, djinn.Errorf(djinn.InvalidArgument, "tls cert %s key %s: %v", c.Cert, c.Key, err)
+		return tlsSetup{}, err
 	}
-	peerCert, peerFile := cert, c.Cert
-	if c.PeerCert != "" {
-		peerFile = c.PeerCert
-		if peerCert, err = tls.LoadX509KeyPair(c.PeerCert, c.PeerKey); err != nil {
-			return tlsSetup{}, djinn.Errorf(djinn.InvalidArgument, "tls peer-cert %s peer-key %s: %v", c.PeerCert, c.PeerKey, err)
-		}
-	}
-	node, ok := principal.PeerNodeOf(peerCert.Leaf)
-	if !ok {
-		return tlsSetup{}, djinn.Errorf(djinn.InvalidArgument, "tls: certificate %s carries no %s://NODE-ID URI SAN, so the Raft port cannot tell this node from a client; give the node a peer certificate (tls peer-cert and peer-key, or a cert that carries the SAN) — see the README's Security section", peerFile, principal.PeerScheme)
-	}
-	pem, err := os.ReadFile(c.CA)
-	if err != nil {
-		return tlsSetup{}, djinn.Errorf(djinn.InvalidArgument, "tls ca %s: %v", c.CA, err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return tlsSetup{}, djinn.Errorf(djinn.InvalidArgument, "tls ca %s: no PEM certificates", c.CA)
-	}
-	server := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, ClientCAs: pool}
+	auth := tls.VerifyClientCertIfGiven // clients may be anonymous; a peer still proves itself
 	if c.ClientAuth {
-		server.ClientAuth = tls.RequireAndVerifyClientCert
-	} else {
-		// Clients may be anonymous; a peer still proves itself.
-		server.ClientAuth = tls.VerifyClientCertIfGiven
+		auth = tls.RequireAndVerifyClientCert
 	}
-	peer := &tls.Config{
-		Certificates: []tls.Certificate{peerCert}, MinVersion: tls.VersionTLS12,
-		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool, RootCAs: pool,
-		VerifyConnection: onlyPeers,
+	// The admin port verifies a client certificate when given (the
+	// console's identities, the operator's) but does not ask it of probes
+	// and scrapers.
+	admin := cf.serverConfig(tls.VerifyClientCertIfGiven, []string{"http/1.1"}, false, nil)
+	peerDial := func() *tls.Config {
+		c := cf.dialConfig()
+		c.VerifyConnection = onlyPeers
+		return c
 	}
-	out := &tls.Config{Certificates: []tls.Certificate{peerCert}, RootCAs: pool, MinVersion: tls.VersionTLS12}
-	return tlsSetup{server: server, peer: peer, out: out, node: node}, nil
+	return tlsSetup{
+		server: cf.serverConfig(auth, []string{"h2"}, false, nil), admin: admin,
+		peer: cf.serverConfig(tls.RequireAndVerifyClientCert, nil, true, onlyPeers), peerDial: peerDial,
+		out: outCreds{cf}, node: cf.node, files: cf,
+	}, nil
 }
 
 // errNotPeer refuses a Raft connection whose other end is no peer.
@@ -86,18 +77,4 @@ func onlyPeers(cs tls.ConnectionState) error {
 		return errNotPeer
 	}
 	return nil
-}
-
-// adminTLS is the admin port's configuration under TLS: the client
-// port's certificate and CA, a client certificate verified when given (the
-// console's identities, the operator's) but not asked of probes and
-// scrapers; nil without TLS.
-func adminTLS(server *tls.Config) *tls.Config {
-	if server == nil {
-		return nil
-	}
-	c := server.Clone()
-	c.ClientAuth = tls.VerifyClientCertIfGiven
-	c.NextProtos = []string{"http/1.1"}
-	return c
 }

@@ -79,11 +79,25 @@ func NewPKI(t testing.TB) *PKI {
 	writePEM(t, p.CA, "CERTIFICATE", caDER)
 
 	p.ca, p.caKey, p.dir = ca, caKey, dir
-	p.Server = p.issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: "djinn test server"},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, URIs: []*url.URL{peerURI(ServerNode)}}, p.ServerCert, p.ServerKey)
+	p.Server = p.issue(t, serverTemplate(ServerNode), p.ServerCert, p.ServerKey)
 	p.Client = p.issue(t, clientTemplate("djinn test client"), p.ClientCert, p.ClientKey)
 	return p
+}
+
+// serverTemplate is the server certificate's: for 127.0.0.1, and node's
+// peer certificate too.
+func serverTemplate(node string) *x509.Certificate {
+	return &x509.Certificate{Subject: pkix.Name{CommonName: "djinn test server"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, URIs: []*url.URL{peerURI(node)}}
+}
+
+// IssueServer issues a server certificate as NewPKI's, for node, with a
+// new key, and writes it and its key to certPath and keyPath (replacing
+// what they hold: a renewal when they are ServerCert and ServerKey).
+func (p *PKI) IssueServer(t testing.TB, node, certPath, keyPath string) tls.Certificate {
+	t.Helper()
+	return p.issue(t, serverTemplate(node), certPath, keyPath)
 }
 
 func peerURI(node string) *url.URL { return &url.URL{Scheme: "djinn-peer", Host: node} }
