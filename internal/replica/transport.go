@@ -15,7 +15,7 @@ type tlsStream struct {
 	net.Listener // a tls.NewListener
 	advertise    net.Addr
 	config       func() *tls.Config // each dial's
-	handshake    time.Duration // bounds an accepted connection's handshake
+	handshake    time.Duration      // bounds an accepted connection's handshake
 }
 
 var _ raft.StreamLayer = (*tlsStream)(nil)

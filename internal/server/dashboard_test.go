@@ -39,18 +39,23 @@ func TestDashboardAndAlertsNameExportedSeries(t *testing.T) {
 		t.Fatalf("%d dashboard queries and %d alert rules: want the files' full sets", len(queries), len(rules))
 	}
 	all := append(queries, rules...)
-	want := map[string]bool{}
+	want, wantTLS := map[string]bool{}, map[string]bool{}
 	for _, q := range all {
 		names := seriesIn(q)
 		if len(names) == 0 {
 			t.Errorf("query %q names no series", q)
 		}
 		for _, n := range names {
-			if !prometheusSeries[n] {
+			switch {
+			case prometheusSeries[n]:
+			case strings.HasPrefix(n, "djinn_tls_"):
+				wantTLS[n] = true // a TLS server's alone
+			default:
 				want[n] = true
 			}
 		}
 	}
+	tlsSeriesExported(t, wantTLS)
 	// Timeouts that keep leadership steady under the race detector and
 	// parallel tests: the population is written through one leader.
 	srvs := servertest.StartCluster(t, 3, func(c *server.Config) {
@@ -85,6 +90,30 @@ func TestDashboardAndAlertsNameExportedSeries(t *testing.T) {
 		t.Errorf("series %s: named by the dashboard or the alerts, not exported", n)
 	}
 	memberDown(t, srvs)
+}
+
+// tlsSeriesExported checks that a TLS server exports the series want.
+func tlsSeriesExported(t *testing.T, want map[string]bool) {
+	t.Helper()
+	if len(want) == 0 {
+		t.Fatal("no alert on the TLS files' series (djinn_tls_*)")
+	}
+	pki := servertest.NewPKI(t)
+	cfg := servertest.Config(t)
+	cfg.TLS = server.TLSConfig{Cert: pki.ServerCert, Key: pki.ServerKey, CA: pki.CA}
+	srv := servertest.Start(t, cfg)
+	have := map[string]bool{}
+	for series := range scrapeTLS(t, srv, pki.ClientTLS()) {
+		if i := strings.IndexAny(series, "{ "); i > 0 {
+			series = series[:i]
+		}
+		have[series] = true
+	}
+	for n := range want {
+		if !have[n] {
+			t.Errorf("series %s: named by the alerts, not exported by a TLS server", n)
+		}
+	}
 }
 
 // memberDown stops a follower of srvs and waits for the leader to export
