@@ -150,6 +150,9 @@ func (s *Service) Register(ctx context.Context, req *djinnpb.LDSRegisterRequest)
 	if err := djinn.CheckLeaseDuration("registration lease duration", d); err != nil {
 		return Registered{}, err
 	}
+	if err := event.CheckHandback(req.GetHandback()); err != nil {
+		return Registered{}, err
+	}
 	groups, err := CheckGroups("groups", req.GetGroups(), MaxGroups)
 	if err != nil {
 		return Registered{}, err

@@ -266,6 +266,9 @@ func (s *Service) Notify(ctx context.Context, tmpl *djinnpb.ServiceTemplate, tra
 	if d <= 0 && d != djinn.Any {
 		return Notification{}, djinn.Errorf(djinn.InvalidArgument, "lease duration %s: must be positive, Forever or Any", djinn.FormatDuration(d))
 	}
+	if err := event.CheckHandback(handback); err != nil {
+		return Notification{}, err
+	}
 	if transitions == 0 || transitions&^uint32(service.AllTransitions) != 0 {
 		return Notification{}, djinn.Errorf(djinn.InvalidArgument, "transitions %#x: want a non-empty set of MATCH_NOMATCH (1), NOMATCH_MATCH (2), MATCH_MATCH (4)", transitions)
 	}

@@ -479,14 +479,11 @@ func (s *Service) Listen(ctx context.Context, id djinn.ID, eventID int64, target
 	if minWarning < 0 {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "minimum warning %s: must be zero or positive", djinn.FormatDuration(minWarning))
 	}
-	if len(handback) > MaxHandback {
-		return nil, djinn.Errorf(djinn.InvalidArgument, "handback of %d bytes: at most %d", len(handback), MaxHandback)
+	if err := event.CheckHandback(handback); err != nil {
+		return nil, err
 	}
 	return s.listen(ctx, id, eventID, target, minWarning, handback)
 }
-
-// MaxHandback bounds a handback's size.
-const MaxHandback = 64 << 10
 
 // Clear removes a set's listener for one kind of event; it is fine when
 // there is none (LR.2.1).

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -148,6 +149,51 @@ func TestAddUnknownEventsChecksSources(t *testing.T) {
 		}
 		if got.GetStoredEvents() != 1 || len(got.GetUnknownEvents()) != 0 {
 			t.Errorf("%s: after the call %d events stored and %d unknown, want 1 and 0", tt.name, got.GetStoredEvents(), len(got.GetUnknownEvents()))
+		}
+	}
+}
+
+// TestHandbacksAreBounded (EV.2.3.2; DESIGN.md: handbacks are opaque,
+// size-capped bytes): every registration that takes a handback — the
+// lookup service's Notify, the lookup discovery service's Register, the
+// renewal service's listeners — refuses one over 64 KiB naming its size,
+// and takes one of 64 KiB. Each event carries the handback back, and the
+// log and every member keep it as long as the registration lives.
+func TestHandbacksAreBounded(t *testing.T) {
+	t.Parallel()
+	srv := servertest.Start(t, servertest.Config(t))
+	conn := unaryConn(t, srv.Addr())
+	ctx := testContext(t)
+	lk, ld, rs := djinnpb.NewLookupServiceClient(conn), djinnpb.NewLookupDiscoveryServiceClient(conn), djinnpb.NewLeaseRenewalServiceClient(conn)
+	set, err := rs.CreateSet(ctx, &djinnpb.CreateSetRequest{LeaseDurationNanos: int64(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		call func(handback []byte) error
+	}{
+		{"lookup Notify", func(h []byte) error {
+			_, err := lk.Notify(ctx, &djinnpb.LookupNotifyRequest{Template: &djinnpb.ServiceTemplate{}, Transitions: 7, Listener: anyListener(), Handback: h, LeaseDurationNanos: int64(time.Minute)})
+			return err
+		}},
+		{"lookup discovery Register", func(h []byte) error {
+			_, err := ld.Register(ctx, &djinnpb.LDSRegisterRequest{Locators: []string{"jini://127.0.0.1:1"}, Listener: anyListener(), Handback: h, LeaseDurationNanos: int64(time.Minute)})
+			return err
+		}},
+		{"renewal SetRenewalFailureListener", func(h []byte) error {
+			_, err := rs.SetRenewalFailureListener(ctx, &djinnpb.SetRenewalFailureListenerRequest{SetId: set.GetSet().GetObjectId(), Listener: anyListener(), Handback: h})
+			return err
+		}},
+	} {
+		if err := tt.call(make([]byte, 64<<10)); err != nil {
+			t.Errorf("%s with a handback of 64 KiB: %v, want it taken", tt.name, err)
+		}
+		for _, n := range []int{64<<10 + 1, 1 << 20} {
+			err := tt.call(make([]byte, n))
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), fmt.Sprintf("handback of %d bytes", n)) {
+				t.Errorf("%s with a handback of %d bytes: %v, want InvalidArgument naming its size", tt.name, n, err)
+			}
 		}
 	}
 }
