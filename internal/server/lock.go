@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"math"
 	"net/url"
 	"strconv"
 	"time"
@@ -243,12 +244,27 @@ func (r *lockRPC) holder(ctx context.Context, h *djinnpb.LockHolder) (*djinnpb.L
 	return &djinnpb.LockHolder{Transaction: &djinnpb.TransactionRef{Manager: refProto(tx.Manager().Ref()), Id: tx.ID(), Secret: wire.TxnSecretBytes(tx.Secret())}}, nil
 }
 
+// lockMode is a request's mode as the lock service takes it. Proto enums
+// are open: a number no mode has arrives as sent, and past a byte it is
+// refused here, naming it, rather than cut to another mode (261 to w);
+// the lock service checks the rest.
+func lockMode(what string, m djinnpb.LockMode) (lock.Mode, error) {
+	if m < 0 || m > math.MaxUint8 {
+		return 0, djinn.Errorf(djinn.InvalidArgument, "%s %d: want a lock mode (ir, r, u, iw or w)", what, m)
+	}
+	return lock.Mode(m), nil
+}
+
 func (r *lockRPC) Lock(ctx context.Context, req *djinnpb.LockRequest) (*djinnpb.LockResponse, error) {
 	h, err := r.holder(ctx, req.GetHolder())
 	if err != nil {
 		return nil, err
 	}
-	ok, fence, err := r.s.lock.Lock(ctx, req.GetSetId(), h, lock.Mode(req.GetMode()), 0, req.GetTry(), req.GetRequestId())
+	mode, err := lockMode("mode", req.GetMode())
+	if err != nil {
+		return nil, err
+	}
+	ok, fence, err := r.s.lock.Lock(ctx, req.GetSetId(), h, mode, 0, req.GetTry(), req.GetRequestId())
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +279,15 @@ func (r *lockRPC) ChangeMode(ctx context.Context, req *djinnpb.ChangeModeRequest
 	if req.GetHeld() == djinnpb.LockMode_LOCK_MODE_UNSPECIFIED {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "held mode: missing")
 	}
-	ok, fence, err := r.s.lock.Lock(ctx, req.GetSetId(), h, lock.Mode(req.GetMode()), lock.Mode(req.GetHeld()), false, req.GetRequestId())
+	mode, err := lockMode("mode", req.GetMode())
+	if err != nil {
+		return nil, err
+	}
+	held, err := lockMode("held mode", req.GetHeld())
+	if err != nil {
+		return nil, err
+	}
+	ok, fence, err := r.s.lock.Lock(ctx, req.GetSetId(), h, mode, held, false, req.GetRequestId())
 	if err != nil {
 		return nil, err
 	}
@@ -275,7 +299,11 @@ func (r *lockRPC) Unlock(ctx context.Context, req *djinnpb.UnlockRequest) (*djin
 	if err != nil {
 		return nil, err
 	}
-	if err := r.s.lock.Unlock(ctx, req.GetSetId(), h, lock.Mode(req.GetMode())); err != nil {
+	mode, err := lockMode("mode", req.GetMode())
+	if err != nil {
+		return nil, err
+	}
+	if err := r.s.lock.Unlock(ctx, req.GetSetId(), h, mode); err != nil {
 		return nil, err
 	}
 	return &djinnpb.UnlockResponse{}, nil

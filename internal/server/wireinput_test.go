@@ -197,3 +197,61 @@ func TestHandbacksAreBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestLockModeOutOfRange (CS lock modes, DESIGN.md 8): a lock mode the
+// enum does not have is refused naming the number sent — proto enums are
+// open, so 261 arrives as 261 — never cut to a byte and taken as another
+// mode (261 was a write lock, 257 an intention-read one).
+func TestLockModeOutOfRange(t *testing.T) {
+	t.Parallel()
+	srv := servertest.Start(t, servertest.Config(t))
+	ls := djinnpb.NewLockServiceClient(unaryConn(t, srv.Addr()))
+	ctx := testContext(t)
+	set, holders := heldLockSet(ctx, t, ls, 2)
+	free, err := ls.CreateSet(ctx, &djinnpb.CreateLockSetRequest{LeaseDurationNanos: int64(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := djinnpb.LockMode_LOCK_MODE_WRITE
+	for _, tt := range []struct {
+		name string
+		call func() error
+		want string
+	}{
+		{"lock 261", func() error {
+			_, err := ls.Lock(ctx, &djinnpb.LockRequest{SetId: free.GetSetId(), Holder: holders[1], Mode: 256 + w})
+			return err
+		}, "mode 261"},
+		{"lock -1", func() error {
+			_, err := ls.Lock(ctx, &djinnpb.LockRequest{SetId: free.GetSetId(), Holder: holders[1], Mode: -1})
+			return err
+		}, "mode -1"},
+		{"change mode to 257", func() error {
+			_, err := ls.ChangeMode(ctx, &djinnpb.ChangeModeRequest{SetId: set.GetSetId(), Holder: holders[0], Held: w, Mode: 257})
+			return err
+		}, "mode 257"},
+		{"change mode from 261", func() error {
+			_, err := ls.ChangeMode(ctx, &djinnpb.ChangeModeRequest{SetId: set.GetSetId(), Holder: holders[0], Held: 256 + w, Mode: djinnpb.LockMode_LOCK_MODE_READ})
+			return err
+		}, "held mode 261"},
+		{"unlock 261", func() error {
+			_, err := ls.Unlock(ctx, &djinnpb.UnlockRequest{SetId: set.GetSetId(), Holder: holders[0], Mode: 256 + w})
+			return err
+		}, "mode 261"},
+	} {
+		if err := tt.call(); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tt.want+":") {
+			t.Errorf("%s: %v, want InvalidArgument naming %s", tt.name, err, tt.want)
+		}
+	}
+	// Nothing changed: the free set is free, the held one still held in W.
+	d, err := ls.Describe(ctx, &djinnpb.LockSetRequest{SetId: free.GetSetId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.GetHolders()) != 0 {
+		t.Errorf("the free set after the refused calls: held by %v", d.GetHolders())
+	}
+	if _, err := ls.Unlock(ctx, &djinnpb.UnlockRequest{SetId: set.GetSetId(), Holder: holders[0], Mode: w}); err != nil {
+		t.Errorf("the held write lock after the refused calls: %v", err)
+	}
+}
