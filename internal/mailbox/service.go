@@ -422,11 +422,11 @@ func (s *Service) checkEvent(ev *djinnpb.RemoteEvent) error {
 // ends with Unavailable when this node stops leading, so that its client
 // pulls again at the next leader.
 func (s *Service) Pull(ctx context.Context, id djinn.ID, after uint64, max int, send func([]Stored) error) error {
-	if max <= 0 {
+	switch {
+	case max == 0:
 		max = DefaultPullBatch
-	}
-	if max > 4096 {
-		return djinn.Errorf(djinn.InvalidArgument, "pull batch %d: at most 4096", max)
+	case max < 0 || max > MaxStreamBatch:
+		return djinn.Errorf(djinn.InvalidArgument, "pull batch %d: want 0 (the default, %d) to %d", max, DefaultPullBatch, MaxStreamBatch)
 	}
 	if _, _, err := s.live(ctx, id); err != nil {
 		return err

@@ -422,6 +422,14 @@ func TestMailboxArguments(t *testing.T) {
 			_, err = s.Recv()
 			return err
 		}, "pull batch 5000"},
+		{"a negative pull batch is illegal, not the default", func(ctx context.Context) error {
+			s, err := raw.Pull(ctx, &djinnpb.PullRequest{RegistrationId: idBytes(reg.ID), MaxBatch: -1})
+			if err != nil {
+				return err
+			}
+			_, err = s.Recv()
+			return err
+		}, "pull batch -1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
