@@ -216,6 +216,10 @@ func (r *txnRPC) Create(ctx context.Context, req *djinnpb.CreateTransactionReque
 			return nil, serr
 		}
 		c, err = r.s.txn.CreateUnder(ctx, mgr, req.GetParentId(), secret, d)
+	} else if req.GetParentId() != 0 || len(req.GetParentSecret()) > 0 {
+		// Not a top-level transaction the caller did not ask for: its
+		// commit would not wait for the parent's.
+		return nil, djinn.Errorf(djinn.InvalidArgument, "parent id %d and a parent secret of %d bytes without a parent manager: name the parent's manager (this one's reference for its own transactions), or leave the parent out for a top-level transaction", req.GetParentId(), len(req.GetParentSecret()))
 	} else {
 		c, err = r.s.txn.Create(ctx, d)
 	}

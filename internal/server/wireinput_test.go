@@ -255,3 +255,40 @@ func TestLockModeOutOfRange(t *testing.T) {
 		t.Errorf("the held write lock after the refused calls: %v", err)
 	}
 }
+
+// TestCreateRefusesParentWithoutManager (TX.2.2): a Create that names a
+// parent transaction (its id or its secret) but not the parent's manager
+// is refused naming them — not answered with a top-level transaction,
+// whose commit would not wait for the parent the caller meant.
+func TestCreateRefusesParentWithoutManager(t *testing.T) {
+	t.Parallel()
+	srv := servertest.Start(t, servertest.Config(t))
+	tm := djinnpb.NewTransactionManagerClient(unaryConn(t, srv.Addr()))
+	ctx := testContext(t)
+	parent, err := tm.Create(ctx, &djinnpb.CreateTransactionRequest{LeaseDurationNanos: int64(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		req  *djinnpb.CreateTransactionRequest
+		want string
+	}{
+		{"parent id and secret", &djinnpb.CreateTransactionRequest{LeaseDurationNanos: int64(time.Minute), ParentId: parent.GetId(), ParentSecret: parent.GetSecret()},
+			fmt.Sprintf("parent id %d and a parent secret of 16 bytes without a parent manager", parent.GetId())},
+		{"parent id alone", &djinnpb.CreateTransactionRequest{LeaseDurationNanos: int64(time.Minute), ParentId: 7}, "parent id 7 and a parent secret of 0 bytes"},
+		{"parent secret alone", &djinnpb.CreateTransactionRequest{LeaseDurationNanos: int64(time.Minute), ParentSecret: parent.GetSecret()}, "parent id 0 and a parent secret of 16 bytes"},
+	} {
+		_, err := tm.Create(ctx, tt.req)
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want InvalidArgument naming %q", tt.name, err, tt.want)
+		}
+	}
+	list, err := tm.List(ctx, &djinnpb.ListTransactionsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(list.GetTransactions()); n != 1 {
+		t.Errorf("after the refused calls the manager lists %d transactions, want the parent alone", n)
+	}
+}
