@@ -48,8 +48,9 @@ func landlordPart(s *Server) *part {
 			resp.Landlord = refProto(s.ref(lease.LandlordID)())
 			resp.Counts["leases"] = int64(s.machine.Leases.Len())
 		},
-		list: map[string]lister{"leases": s.listLeases},
-		page: &page{title: "Leases", view: s.leasesView, actions: map[string]func(context.Context, string) error{"cancel": s.cancelLease}},
+		list:       map[string]lister{"leases": s.listLeases},
+		listFilter: map[string]string{"leases": "kind"},
+		page:       &page{title: "Leases", view: s.leasesView, actions: map[string]func(context.Context, string) error{"cancel": s.cancelLease}},
 		metrics: func() []prometheus.Collector {
 			l := s.lessor
 			return []prometheus.Collector{

@@ -82,9 +82,10 @@ func lookupPart(s *Server) *part {
 				"GetRegistrar": authenticated,
 			})
 		},
-		ref:     s.ref(LookupID),
-		metrics: func() []prometheus.Collector { return lookupMetrics(rpc.st, rpc.svc) },
-		list:    map[string]lister{"lookup-items": func(f map[string]string) ([]*djinnpb.Resource, error) { return s.listLookupItems(rpc.st)(f) }},
+		ref:        s.ref(LookupID),
+		metrics:    func() []prometheus.Collector { return lookupMetrics(rpc.st, rpc.svc) },
+		list:       map[string]lister{"lookup-items": func(f map[string]string) ([]*djinnpb.Resource, error) { return s.listLookupItems(rpc.st)(f) }},
+		listFilter: map[string]string{"lookup-items": "type"},
 		page: &page{title: "Lookup", actions: drop(s), view: func(ctx context.Context, q url.Values) (any, error) {
 			return s.lookupView(ctx, rpc.st, rpc.svc, q)
 		}},

@@ -73,6 +73,9 @@ type part struct {
 	// list lists the service's resources for Resources.List
 	// (resources.go), by kind.
 	list map[string]lister
+	// listFilter names, for a kind of list that takes one, the key of the
+	// filter its lister reads; Resources.List refuses any other.
+	listFilter map[string]string
 	// close releases what open took; it runs after the node is closed.
 	close func()
 }

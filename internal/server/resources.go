@@ -75,6 +75,27 @@ func (s *Server) listers() map[string]lister {
 	return out
 }
 
+// checkFilter refuses a filter key the kind's lister does not read: it
+// would be ignored, and the page answer every resource as if narrowed.
+func (s *Server) checkFilter(kind string, filter map[string]string) error {
+	var takes string
+	for _, p := range s.parts {
+		if k, ok := p.listFilter[kind]; ok && p.enabled {
+			takes = k
+		}
+	}
+	for key := range filter {
+		if key == takes {
+			continue
+		}
+		if takes == "" {
+			return djinn.Errorf(djinn.InvalidArgument, "filter %q: %s take no filter", key, kind)
+		}
+		return djinn.Errorf(djinn.InvalidArgument, "filter %q: %s take only the filter %q", key, kind, takes)
+	}
+	return nil
+}
+
 func (r *resourcesRPC) List(ctx context.Context, req *djinnpb.ListResourcesRequest) (*djinnpb.ListResourcesResponse, error) {
 	ls := r.s.listers()
 	l, ok := ls[req.GetKind()]
@@ -94,6 +115,9 @@ func (r *resourcesRPC) List(ctx context.Context, req *djinnpb.ListResourcesReque
 		limit = defaultListMax
 	case limit < 0 || limit > mostListMax:
 		return nil, djinn.Errorf(djinn.InvalidArgument, "max %d: want 1 to %d", limit, mostListMax)
+	}
+	if err := r.s.checkFilter(req.GetKind(), req.GetFilter()); err != nil {
+		return nil, err
 	}
 	rows, err := l(req.GetFilter())
 	if err != nil {

@@ -109,7 +109,11 @@ func TestResourcesList(t *testing.T) {
 	}
 	resourceFilters(t, alice, pop)
 	for _, q := range []client.ResourceQuery{{Kind: "widgets"}, {Kind: client.KindLeases, Max: 1001}, {Kind: client.KindLeases, Max: -1},
-		{Kind: client.KindTransactions, Filter: map[string]string{"state": "DANCING"}}} {
+		{Kind: client.KindTransactions, Filter: map[string]string{"state": "DANCING"}},
+		// A filter the kind does not take, not ignored (answering all).
+		{Kind: client.KindLeases, Filter: map[string]string{"state": "ACTIVE"}},
+		{Kind: client.KindLookupItems, Filter: map[string]string{"typ": pop.ItemType}},
+		{Kind: client.KindMailboxes, Filter: map[string]string{"kind": "mailbox registration"}}} {
 		if _, err := alice.Resources(testContext(t), q); !errors.Is(err, djinn.ErrInvalidArgument) {
 			t.Errorf("list %+v: %v, want an invalid argument", q, err)
 		}

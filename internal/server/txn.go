@@ -103,8 +103,9 @@ func txnPart(s *Server) *part {
 				resp.Txn = refProto(s.ref(TxnID)())
 			}
 		},
-		metrics: func() []prometheus.Collector { return txnMetrics(st, s.txn) },
-		list:    map[string]lister{"transactions": func(f map[string]string) ([]*djinnpb.Resource, error) { return s.listTransactions(st)(f) }},
+		metrics:    func() []prometheus.Collector { return txnMetrics(st, s.txn) },
+		list:       map[string]lister{"transactions": func(f map[string]string) ([]*djinnpb.Resource, error) { return s.listTransactions(st)(f) }},
+		listFilter: map[string]string{"transactions": "state"},
 		page: &page{
 			title:   "Transactions",
 			view:    func(ctx context.Context, q url.Values) (any, error) { return s.txnView(ctx, st, q), nil },
