@@ -24,11 +24,7 @@ import (
 func TestOwnCallsFollowRenewedCertificates(t *testing.T) {
 	t.Parallel()
 	pki, pki2 := testpki.NewPKI(t), testpki.NewPKI(t)
-	dir := t.TempDir()
-	c := TLSConfig{Cert: filepath.Join(dir, "cert.pem"), Key: filepath.Join(dir, "key.pem"), CA: filepath.Join(dir, "ca.pem")}
-	copyFile(t, pki.ServerCert, c.Cert)
-	copyFile(t, pki.ServerKey, c.Key)
-	copyFile(t, pki.CA, c.CA)
+	c, dir := ownCopies(t, pki)
 	setup, err := loadTLS(c)
 	if err != nil {
 		t.Fatal(err)
@@ -126,11 +122,7 @@ func TestOwnCallsFollowRenewedCertificates(t *testing.T) {
 func TestRenewalRefusedSaysWhy(t *testing.T) {
 	t.Parallel()
 	pki := testpki.NewPKI(t)
-	dir := t.TempDir()
-	c := TLSConfig{Cert: filepath.Join(dir, "cert.pem"), Key: filepath.Join(dir, "key.pem"), CA: filepath.Join(dir, "ca.pem")}
-	copyFile(t, pki.ServerCert, c.Cert)
-	copyFile(t, pki.ServerKey, c.Key)
-	copyFile(t, pki.CA, c.CA)
+	c, dir := ownCopies(t, pki)
 	cf, err := loadCertFiles(c)
 	if err != nil {
 		t.Fatal(err)
@@ -171,6 +163,19 @@ func TestRenewalRefusedSaysWhy(t *testing.T) {
 	if got := cf.refused.Load(); got != int64(len(tests)) {
 		t.Errorf("refused %d, want %d", got, len(tests))
 	}
+}
+
+// ownCopies copies pki's server certificate, key and CA into a directory
+// of their own, to be replaced there, and returns their configuration and
+// the directory.
+func ownCopies(t *testing.T, pki *testpki.PKI) (TLSConfig, string) {
+	t.Helper()
+	dir := t.TempDir()
+	c := TLSConfig{Cert: filepath.Join(dir, "cert.pem"), Key: filepath.Join(dir, "key.pem"), CA: filepath.Join(dir, "ca.pem")}
+	copyFile(t, pki.ServerCert, c.Cert)
+	copyFile(t, pki.ServerKey, c.Key)
+	copyFile(t, pki.CA, c.CA)
+	return c, dir
 }
 
 func copyFile(t *testing.T, from, to string) {
