@@ -11,8 +11,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
@@ -138,12 +136,8 @@ func (p *Pool) newCluster(seeds []string) (*cluster, error) {
 	cl := &cluster{pool: p, seeds: slices.Clone(seeds), kick: make(chan struct{}, 1)}
 	cl.res = manual.NewBuilderWithScheme("djinn-cluster")
 	cl.res.InitialState(resolver.State{Addresses: cl.addresses(context.Background(), nil)})
-	creds := insecure.NewCredentials()
-	if p.opts.tls != nil {
-		creds = credentials.NewTLS(p.opts.tls)
-	}
 	opts := append([]grpc.DialOption{
-		grpc.WithTransportCredentials(creds),
+		grpc.WithTransportCredentials(p.opts.transportCreds()),
 		grpc.WithResolvers(cl.res),
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"` + leaderFirst + `":{}}]}`),
 		grpc.WithChainUnaryInterceptor(cl.unaryInterceptor),

@@ -33,6 +33,7 @@ type Option func(*options)
 
 type options struct {
 	tls       *tls.Config
+	tlsFiles  *fileCreds // WithTLSFiles; tls or tlsFiles, not both
 	dialOpts  []grpc.DialOption
 	maxConns  int
 	noSession bool // every call on its own (session.go)
@@ -44,7 +45,35 @@ type options struct {
 // client certificate). Without it connections are plaintext, which suits the
 // loopback quick start only. A nil cfg keeps plaintext.
 func WithTLS(cfg *tls.Config) Option {
-	return func(o *options) { o.tls = cfg }
+	return func(o *options) { o.tls, o.tlsFiles = cfg, nil }
+}
+
+// WithTLSFiles makes connections use TLS with the PEM files named, read
+// again whenever they change: ca verifies the servers (empty: the
+// system's roots), cert and key are the client certificate presented
+// (both empty: none). Each new connection looks at the files first (a
+// stat of each) and loads them again if one changed, so a client that
+// runs for months follows the renewals of its certificate and of the CA
+// without a restart; connections already open keep theirs. Files that
+// cannot be used make the connections fail naming the file and the
+// cause; after a renewal gone wrong (a certificate before its new key is
+// written, a file half written), the certificates loaded before stay in
+// use until the files change again. It replaces WithTLS, as WithTLS
+// replaces it.
+func WithTLSFiles(ca, cert, key string) Option {
+	c := newFileCreds(ca, cert, key) // one for every Pool the option makes
+	return func(o *options) { o.tls, o.tlsFiles = nil, c }
+}
+
+// transportCreds are the connections' credentials.
+func (o *options) transportCreds() credentials.TransportCredentials {
+	switch {
+	case o.tlsFiles != nil:
+		return o.tlsFiles
+	case o.tls != nil:
+		return credentials.NewTLS(o.tls)
+	}
+	return insecure.NewCredentials()
 }
 
 // WithDialOptions adds gRPC dial options to every connection, for needs the
@@ -161,12 +190,8 @@ func (p *Pool) Conn(endpoint string) (*grpc.ClientConn, error) {
 		pc.lastUse = p.tick
 		return pc.cc, nil
 	}
-	creds := insecure.NewCredentials()
-	if p.opts.tls != nil {
-		creds = credentials.NewTLS(p.opts.tls)
-	}
 	dialOpts := append([]grpc.DialOption{
-		grpc.WithTransportCredentials(creds),
+		grpc.WithTransportCredentials(p.opts.transportCreds()),
 		grpc.WithChainUnaryInterceptor(p.unaryInterceptor(endpoint)),
 		grpc.WithChainStreamInterceptor(p.streamInterceptor),
 	}, windows...)

@@ -10,8 +10,10 @@
 // the one dialled (another cluster member, another service, a listener in
 // another program), so every call that reaches a remote object takes a
 // Connector, and a Pool keeps one gRPC connection per endpoint, dialled on
-// first use. Connections are plaintext unless WithTLS is given: fine on
-// loopback, not beyond.
+// first use. Connections are plaintext unless WithTLS or WithTLSFiles is
+// given: fine on loopback, not beyond. WithTLSFiles reads a certificate,
+// its key and a CA bundle from PEM files, and again when they change, so a
+// client that runs for months follows their renewals without a restart.
 //
 // # Clusters
 //

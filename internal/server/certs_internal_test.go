@@ -123,13 +123,13 @@ func TestRenewalRefusedSaysWhy(t *testing.T) {
 	t.Parallel()
 	pki := testpki.NewPKI(t)
 	c, dir := ownCopies(t, pki)
-	cf, err := loadCertFiles(c)
+	f, _, err := loadCertFiles(c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
-	cf.log.Store(slog.New(slog.NewTextHandler(&logs, nil)))
-	first := cf.cur.Load()
+	f.SetLogger(slog.New(slog.NewTextHandler(&logs, nil)))
+	first := f.InUse()
 	other := filepath.Join(dir, "n9.pem")
 	pki.IssueServer(t, "n9", other, other+".key")
 	ca := readFile(t, pki.CA)
@@ -151,7 +151,7 @@ func TestRenewalRefusedSaysWhy(t *testing.T) {
 	for _, tt := range tests {
 		logs.Reset()
 		tt.write()
-		if got := cf.current(); got != first {
+		if got := f.Current(); got != first {
 			t.Errorf("%s: the certificates in use changed", tt.name)
 		}
 		for _, w := range tt.want {
@@ -160,7 +160,7 @@ func TestRenewalRefusedSaysWhy(t *testing.T) {
 			}
 		}
 	}
-	if got := cf.refused.Load(); got != int64(len(tests)) {
+	if got := f.Refused(); got != int64(len(tests)) {
 		t.Errorf("refused %d, want %d", got, len(tests))
 	}
 }

@@ -150,12 +150,12 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 	s.guard.serving = func(what string) error { return s.lessor.Serving(what) } // the lessor opens with the parts, before any call
 	s.adminTLS = t.admin
 	if t.files != nil {
-		t.files.log.Store(logger)
-		s.metrics.registry.MustRegister(t.files.collectors()...)
+		t.files.SetLogger(logger)
+		s.metrics.registry.MustRegister(certCollectors(t.files)...)
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			t.files.watch(s.stop, certCheckInterval)
+			t.files.Watch(s.stop, certCheckInterval)
 		}()
 	}
 	s.pool, s.peers = s.pools(t.out)

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/djinn-go/djinn/internal/principal"
+	"github.com/djinn-go/djinn/internal/tlsfiles"
 )
 
 // TLS on the client port and the Raft port (DESIGN.md 7). A node has a
@@ -30,7 +31,7 @@ type tlsSetup struct {
 	node string
 	// files are the PEM files the configurations read, again when they
 	// change (certs.go).
-	files *certFiles
+	files *tlsfiles.Files
 }
 
 // loadTLS reads the certificates c names and builds the client port's,
@@ -40,7 +41,7 @@ func loadTLS(c TLSConfig) (tlsSetup, error) {
 	if c.Cert == "" {
 		return tlsSetup{}, nil
 	}
-	cf, err := loadCertFiles(c)
+	f, node, err := loadCertFiles(c)
 	if err != nil {
 		return tlsSetup{}, err
 	}
@@ -48,19 +49,14 @@ func loadTLS(c TLSConfig) (tlsSetup, error) {
 	if c.ClientAuth {
 		auth = tls.RequireAndVerifyClientCert
 	}
-	// The admin port verifies a client certificate when given (the
-	// console's identities, the operator's) but does not ask it of probes
-	// and scrapers.
-	admin := cf.serverConfig(tls.VerifyClientCertIfGiven, []string{"http/1.1"}, false, nil)
-	peerDial := func() *tls.Config {
-		c := cf.dialConfig()
-		c.VerifyConnection = onlyPeers
-		return c
-	}
 	return tlsSetup{
-		server: cf.serverConfig(auth, []string{"h2"}, false, nil), admin: admin,
-		peer: cf.serverConfig(tls.RequireAndVerifyClientCert, nil, true, onlyPeers), peerDial: peerDial,
-		out: outCreds{cf}, node: cf.node, files: cf,
+		server: f.ServerConfig(serverPair, auth, []string{"h2"}, nil),
+		// The admin port verifies a client certificate when given (the
+		// console's identities, the operator's) but does not ask it of
+		// probes and scrapers.
+		admin:    f.ServerConfig(serverPair, tls.VerifyClientCertIfGiven, []string{"http/1.1"}, nil),
+		peer:     f.ServerConfig(peerPair, tls.RequireAndVerifyClientCert, nil, onlyPeers),
+		peerDial: peerDial(f), out: f.Creds(peerPair), node: node, files: f,
 	}, nil
 }
 
