@@ -89,13 +89,13 @@ func (s *Server) clusterView(ctx context.Context) (any, error) {
 // cluster. Every change to the membership needs the operator role, but for
 // the two a server makes itself: Join (a new server asks to be added,
 // proving itself a peer) and RemoveMember (a leaving server asks the
-// leader to remove it).
+// leader to remove it) — each of its own node.
 var adminRules = Rules{
 	"Status":             authenticated,
 	"Members":            authenticated,
-	"Join":               peerOrOp,
+	"Join":               peerSelf((*djinnpb.JoinRequest).GetNodeId),
 	"AddMember":          operator,
-	"RemoveMember":       peerOrOp,
+	"RemoveMember":       peerSelf((*djinnpb.RemoveMemberRequest).GetNodeId),
 	"Leave":              operator,
 	"TransferLeadership": operator,
 	"SaveSnapshot":       operator,

@@ -224,9 +224,17 @@ func (g *guard) operator(ctx context.Context, method string) error {
 }
 
 // peer answers nil when the caller is a peer (its certificate says so, or,
-// without mutual TLS, it presents the join secret) or an operator.
-func (g *guard) peer(ctx context.Context, method string) error {
-	if _, ok := principal.PeerNode(ctx); ok || g.presented(ctx) {
+// without mutual TLS, it presents the join secret) or an operator. A peer
+// certificate proves one node: a call that acts on another node (node,
+// when not "") needs the operator role.
+func (g *guard) peer(ctx context.Context, method, node string) error {
+	if self, ok := principal.PeerNode(ctx); ok {
+		if node == "" || node == self || g.operator(ctx, method) == nil {
+			return nil
+		}
+		return djinn.Errorf(djinn.PermissionDenied, "%s of node %q: the peer certificate presented is node %q's, which acts on itself alone; another node is an operator's to change", method, node, self)
+	}
+	if g.presented(ctx) {
 		return nil
 	}
 	if err := g.operator(ctx, method); err == nil {
@@ -259,7 +267,14 @@ func (g *guard) authorize(ctx context.Context, method string, r Rule, req any) e
 	case Operator:
 		return g.operator(ctx, method)
 	case Peer:
-		return g.peer(ctx, method)
+		node := ""
+		if r.Node != nil {
+			var err error
+			if node, err = r.Node(req); err != nil {
+				return err
+			}
+		}
+		return g.peer(ctx, method, node)
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/djinn-go/djinn/internal/grpcerr"
 	"github.com/djinn-go/djinn/internal/server"
 	"github.com/djinn-go/djinn/internal/server/servertest"
+	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
@@ -253,6 +254,59 @@ func TestAuthorizationRelatedLockSets(t *testing.T) {
 			}
 			if got := d.GetRelated(); !slices.EqualFunc(got, want, slices.Equal) {
 				t.Errorf("%s%s: related %x, want %x", row.name, p.name, got, want)
+			}
+		}
+	}
+}
+
+// TestAuthorizationPeerActsAsItself: membership is the operators' but for
+// what a server does itself — join, and leave (README "Security"). A peer
+// certificate proves one node: its holder may ask to join as that node,
+// or to remove it, and is refused acting on any other, which an operator
+// may.
+func TestAuthorizationPeerActsAsItself(t *testing.T) {
+	t.Parallel()
+	pki := servertest.NewPKI(t)
+	srv := servertest.Start(t, mtlsConfig(t, pki, servertest.ServerNode, "cn:ops"))
+	n2Cert, n2Key := pki.NewPeer(t, "n2")
+	n2, err := tls.LoadX509KeyPair(n2Cert, n2Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asN2 := servertest.Conn(t, srv.Addr(), client.WithTLS(pki.TLSFor(n2)), client.WithoutSession())
+	asOps := servertest.Conn(t, srv.Addr(), client.WithTLS(pki.TLSFor(pki.NewClient(t, "ops"))), client.WithoutSession())
+	join := func(node string) func(c grpc.ClientConnInterface) error {
+		return func(c grpc.ClientConnInterface) error {
+			return ok(djinnpb.NewAdminClient(c).Join(testContext(t), &djinnpb.JoinRequest{NodeId: node, RaftAddress: "127.0.0.1:1", GrpcAddress: "no address", RulesMax: state.MaxRules()}))
+		}
+	}
+	remove := func(node string) func(c grpc.ClientConnInterface) error {
+		return func(c grpc.ClientConnInterface) error {
+			return ok(djinnpb.NewAdminClient(c).RemoveMember(testContext(t), &djinnpb.RemoveMemberRequest{NodeId: node}))
+		}
+	}
+	for _, row := range []struct {
+		name   string
+		conn   *grpc.ClientConn
+		call   func(grpc.ClientConnInterface) error
+		denied bool
+	}{
+		// Allowed calls fail past authorization: an address that does not
+		// parse, a node that is no member, the last voter.
+		{"n2 joins as n2", asN2, join("n2"), false},
+		{"n2 joins as n3", asN2, join("n3"), true},
+		{"n2 removes n2", asN2, remove("n2"), false},
+		{"n2 removes the member n1", asN2, remove(servertest.ServerNode), true},
+		{"n2 removes n3", asN2, remove("n3"), true},
+		{"the operator removes the member n1", asOps, remove(servertest.ServerNode), false},
+	} {
+		for _, p := range paths {
+			err := row.call(p.conn(row.conn))
+			switch denied := errors.Is(err, djinn.ErrPermissionDenied); {
+			case err == nil:
+				t.Errorf("%s%s: succeeded, want refused (past authorization or not)", row.name, p.name)
+			case errors.Is(err, errWrongAnswer) || denied != row.denied:
+				t.Errorf("%s%s: %v, want permission denied %v", row.name, p.name, err, row.denied)
 			}
 		}
 	}

@@ -79,6 +79,10 @@ type Rule struct {
 	// resource where the handler answers Unavailable for one that never
 	// existed, telling them apart (guard.authorize).
 	AnyMember bool
+	// Node, of a Peer rule, names the node a request acts on: a peer
+	// certificate proves one node, whose holder acts on that node alone
+	// (joins as it, removes it); an operator on any (guard.authorize).
+	Node func(req any) (string, error)
 }
 
 // The rules without a hook.
@@ -87,7 +91,6 @@ var (
 	authenticated = Rule{Access: Authenticated}
 	capability    = Rule{Access: Capability}
 	operator      = Rule{Access: Operator}
-	peerOrOp      = Rule{Access: Peer}
 )
 
 // owner returns the Owner rule whose hook is owns, on requests of type R.
@@ -98,6 +101,18 @@ func owner[R any](owns func(ctx context.Context, req R) error) Rule {
 			return djinn.Errorf(djinn.Internal, "ownership hook for %T given a %T", *new(R), req)
 		}
 		return owns(ctx, r)
+	}}
+}
+
+// peerSelf returns the Peer rule of calls on requests of type R that act
+// on the node node(req) names.
+func peerSelf[R any](node func(R) string) Rule {
+	return Rule{Access: Peer, Node: func(req any) (string, error) {
+		r, ok := req.(R)
+		if !ok {
+			return "", djinn.Errorf(djinn.Internal, "peer rule for %T given a %T", *new(R), req)
+		}
+		return node(r), nil
 	}}
 }
 
