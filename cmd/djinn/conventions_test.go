@@ -24,6 +24,19 @@ func TestClampNotice(t *testing.T) {
 	if !ok || !strings.Contains(errs, "djinn: note: the registration's lease was granted for 5m0s, not the 10m0s asked") {
 		t.Errorf("register --lease 10m: ok=%v stderr %q, want a notice of the clamp", ok, errs)
 	}
+	// The notice names what sets the most: a flag where one does, the
+	// lookup service's policy where none does.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"mailbox", "register", "--lease", "10m"}, "(djinn serve --mailbox-max-lease)"},
+		{[]string{"lookup", "register", "--type", "Printer", "--endpoint", "10.0.0.7:9100", "--lease", "10m"}, "the lookup service's policy"},
+	} {
+		if _, errs, ok := r.run(tc.args...); !ok || !strings.Contains(errs, tc.want) || strings.Contains(errs, "*-max-lease flags") {
+			t.Errorf("djinn %v: ok=%v stderr %q, want a notice naming %q", tc.args, ok, errs, tc.want)
+		}
+	}
 	for _, lease := range []string{"any", "1m"} {
 		if _, errs, ok := r.run("mailbox", "register", "--lease", lease); !ok || errs != "" {
 			t.Errorf("register --lease %s: ok=%v stderr %q, want nothing", lease, ok, errs)

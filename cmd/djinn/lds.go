@@ -209,7 +209,7 @@ func (g *globals) ldsRegisterCmd() *cobra.Command {
 					return err
 				}
 				er := r.EventRegistration()
-				g.noticeClamp(cmd, "registration's lease", dur, er.Lease)
+				g.noticeClamp(cmd, "registration's lease", "the server's [lds] max-lease setting", dur, er.Lease)
 				v := ldsRegisteredView{Registration: er.Lease.Cookie().String(), EventID: jsonInt(er.ID), Lease: viewLease(er.Lease)}
 				return g.print(cmd.OutOrStdout(), v, func(w io.Writer) {
 					fmt.Fprintf(w, "registration  %s\nevent id      %s\nexpires       %s\ntoken         %s\n", v.Registration, v.EventID, v.Lease.expiresText(), v.Lease.Token)

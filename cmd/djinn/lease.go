@@ -196,7 +196,7 @@ func (g *globals) leaseRenewCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			g.noticeClamp(cmd, "renewal", dur, l)
+			g.noticeClamp(cmd, "renewal", "", dur, l)
 			v := viewLease(l)
 			return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printLease(w, v) })
 		},
@@ -243,13 +243,19 @@ func (g *globals) withLease(cmd *cobra.Command, arg string, fn func(context.Cont
 	return l, fn(ctx, l, c)
 }
 
-// noticeClamp tells, on stderr, that a grant was shorter than asked.
-func (g *globals) noticeClamp(cmd *cobra.Command, what string, asked time.Duration, l *client.Lease) {
+// noticeClamp tells, on stderr, that a grant was shorter than asked, and
+// what sets the most the server grants: limit ("" when the kind of lease,
+// and so the setting, is not known).
+func (g *globals) noticeClamp(cmd *cobra.Command, what, limit string, asked time.Duration, l *client.Lease) {
 	got, ok := l.Granted()
 	if !ok || asked == djinn.Any || got >= asked || (asked == djinn.Forever && got == djinn.Forever) {
 		return
 	}
+	why := "the landlord's most for that kind of lease"
+	if limit != "" {
+		why = "the server's most for it (" + limit + ")"
+	}
 	g.notice(cmd.ErrOrStderr(), map[string]any{"lease": l.Cookie().String(), "asked": jsonDuration(asked), "granted": jsonDuration(got)},
-		fmt.Sprintf("the %s was granted for %s, not the %s asked: the server's most for it (see djinn serve --help for its *-max-lease flags)",
-			what, djinn.FormatDuration(got), djinn.FormatDuration(asked)))
+		fmt.Sprintf("the %s was granted for %s, not the %s asked: %s",
+			what, djinn.FormatDuration(got), djinn.FormatDuration(asked), why))
 }

@@ -218,7 +218,7 @@ func (g *globals) lockCreateCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				g.noticeClamp(cmd, "set's lease", dur, set.Lease())
+				g.noticeClamp(cmd, "set's lease", "the server's [lock] max-set-lease setting", dur, set.Lease())
 				v := lockCreatedView{Set: set.ID().String(), Transactional: set.Transactional(), Lease: viewLease(set.Lease())}
 				if related != "" {
 					r := rel.String()
@@ -253,7 +253,7 @@ func (g *globals) lockOwnerCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				g.noticeClamp(cmd, "owner's lease", dur, o.Lease())
+				g.noticeClamp(cmd, "owner's lease", "djinn serve --lock-max-owner-lease", dur, o.Lease())
 				v := lockOwnerView{Owner: o.Lease().Cookie().String(), Fingerprint: *viewLockHolder(client.HeldByOwner(o)).Owner, Lease: viewLease(o.Lease())}
 				return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printLockOwner(w, v) })
 			})

@@ -81,6 +81,10 @@ func (g *globals) lookupCmd() *cobra.Command {
 	return cmd
 }
 
+// lookupLeaseLimit is what bounds a lookup registration's lease: the
+// lookup service's own policy, as Reggie's, which no flag sets.
+const lookupLeaseLimit = "the lookup service's policy, as Jini's Reggie: renew the lease, djinn lease renew NAME, to keep the item"
+
 const lookupRegisterHelp = "Register a service item for a lease: its type names, its type hierarchy, its " +
 	"attributes, and its reference, the --endpoint address. Give every type the item has with --type, or its " +
 	"most specific ones and the types each directly extends with --supertype (--type Laser --supertype " +
@@ -113,7 +117,7 @@ func (g *globals) lookupRegisterCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				g.noticeClamp(cmd, "registration's lease", dur, sr.Lease)
+				g.noticeClamp(cmd, "registration's lease", lookupLeaseLimit, dur, sr.Lease)
 				v := lookupRegisteredView{ID: sr.ID.String(), Lease: viewLease(sr.Lease)}
 				return g.print(cmd.OutOrStdout(), v, func(w io.Writer) {
 					fmt.Fprintf(w, "id       %s\nlease    %s\nexpires  %s\ntoken    %s\n", v.ID, v.Lease.Name, v.Lease.expiresText(), v.Lease.Token)

@@ -83,7 +83,7 @@ func (g *globals) mailboxRegisterCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			g.noticeClamp(cmd, "registration's lease", dur, r.Lease)
+			g.noticeClamp(cmd, "registration's lease", "djinn serve --mailbox-max-lease", dur, r.Lease)
 			v := viewRegistration(r)
 			return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printRegistration(w, v) })
 		},

@@ -42,7 +42,7 @@ func (g *globals) renewalCreateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			g.noticeClamp(cmd, "set's lease", dur, s.Lease())
+			g.noticeClamp(cmd, "set's lease", "djinn serve --renewal-max-lease", dur, s.Lease())
 			v := viewRenewalSet(s, nil)
 			return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printRenewalSet(w, v, false) })
 		},

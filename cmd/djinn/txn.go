@@ -63,7 +63,7 @@ func (g *globals) txnCreateCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				g.noticeClamp(cmd, "transaction's lease", dur, tx.Lease())
+				g.noticeClamp(cmd, "transaction's lease", "djinn serve --txn-max-lease", dur, tx.Lease())
 				v := viewTxn(tx, 0)
 				return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printTxn(w, v) })
 			})
@@ -97,7 +97,7 @@ func (g *globals) txnNestCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				g.noticeClamp(cmd, "transaction's lease", dur, tx.Lease())
+				g.noticeClamp(cmd, "transaction's lease", "djinn serve --txn-max-lease", dur, tx.Lease())
 				v := viewTxn(tx, parent)
 				return g.print(cmd.OutOrStdout(), v, func(w io.Writer) { printTxn(w, v) })
 			})
