@@ -13,7 +13,9 @@ import (
 // writes the script): modes, output formats, states and durations from
 // fixed lists (completeWords), and ids the server can list: the
 // transactions, mailbox registrations, renewal sets and lock sets of the
-// caller.
+// caller. Where a command takes a transaction's token (ID.SECRET: txn
+// state and nest, --txn), nothing is offered: the listing has ids alone,
+// which those commands refuse.
 
 // completionWait bounds the server calls of a completion: a shell must not
 // hang on a slow server.

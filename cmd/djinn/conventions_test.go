@@ -145,6 +145,18 @@ func TestCompletion(t *testing.T) {
 			t.Errorf("djinn %v: ok=%v %q %q, want %q among the completions", tc.args, ok, out, errs, tc.want)
 		}
 	}
+	// A token (ID.SECRET) is not completed with a bare id, which the
+	// command would refuse: the listing has no secrets.
+	for _, args := range [][]string{
+		{"__complete", "txn", "--server", r.p.addr, "state", ""},
+		{"__complete", "txn", "--server", r.p.addr, "nest", ""},
+		{"__complete", "kv", "--server", r.p.addr, "get", "k", "--txn", ""},
+		{"__complete", "lock", "--server", r.p.addr, "acquire", "0123456789abcdef0123456789abcdef", "--mode", "w", "--txn", ""},
+	} {
+		if out, errs, ok := runNoServer(t, args...); !ok || strings.Contains(out, strconv.FormatUint(tx.ID, 10)) {
+			t.Errorf("djinn %v: ok=%v %q %q, want no transaction id offered where a token is wanted", args, ok, out, errs)
+		}
+	}
 	if out, _, ok := runNoServer(t, "completion", "bash"); !ok || !strings.Contains(out, "__djinn") {
 		t.Errorf("completion bash printed %.200q", out)
 	}

@@ -26,7 +26,7 @@ func (f *kvTxnFlags) register(g *globals, cmd *cobra.Command) {
 	f.g = g
 	cmd.Flags().StringVar(&f.txn, "txn", "", "work under the transaction whose token (ID.SECRET, txn create prints it) this is (of --server's transaction manager unless --manager)")
 	cmd.Flags().StringVar(&f.manager, "manager", "", "reference (djinn://host:port/SERVICE/OBJECT) of the manager of --txn, when it is not --server's")
-	_ = cmd.RegisterFlagCompletionFunc("txn", g.completeFlagIDs("txn"))
+	_ = cmd.RegisterFlagCompletionFunc("txn", cobra.NoFileCompletions) // a token: no listing has its secret
 }
 
 // tx returns the transaction the flags name, or nil for none. c is the

@@ -27,7 +27,7 @@ func (f *lockHolderFlags) register(g *globals, cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.owner, "owner", "", "the lock owner: its name (djinn lock owner prints it) or its lease token")
 	cmd.Flags().StringVar(&f.txn, "txn", "", "transaction token ID.SECRET (txn create prints it; of --server's transaction manager unless --manager)")
 	cmd.Flags().StringVar(&f.manager, "manager", "", "reference (djinn://host:port/SERVICE/OBJECT) of the manager of --txn, when it is not --server's")
-	_ = cmd.RegisterFlagCompletionFunc("txn", g.completeFlagIDs("txn"))
+	_ = cmd.RegisterFlagCompletionFunc("txn", cobra.NoFileCompletions) // a token: no listing has its secret
 }
 
 // check parses what needs no server, so that bad flags fail before a

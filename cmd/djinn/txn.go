@@ -82,7 +82,7 @@ func (g *globals) txnNestCmd() *cobra.Command {
 			"ACTIVE, leased for D. Its work becomes PARENT's when it commits and is undone when PARENT aborts; " +
 			"aborting PARENT aborts it too.",
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: g.completeIDs("txn"),
+		ValidArgsFunction: cobra.NoFileCompletions, // a token: no listing has its secret
 		RunE: func(cmd *cobra.Command, args []string) error {
 			parent, secret, err := parseTxnToken(args[0])
 			if err != nil {
@@ -143,7 +143,7 @@ func (g *globals) txnStateCmd() *cobra.Command {
 		Use:               "state TOKEN",
 		Short:             "Print a transaction's state, ACTIVE, VOTING, COMMITTED or ABORTED, given its token (ID.SECRET)",
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: g.completeIDs("txn"),
+		ValidArgsFunction: cobra.NoFileCompletions, // a token: no listing has its secret
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, secret, err := parseTxnToken(args[0])
 			if err != nil {
