@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"syscall"
 	"time"
@@ -19,7 +21,7 @@ import (
 // A client that cannot connect is told why, when a look at the port
 // tells: a TLS port dialled without TLS, a plaintext port dialled with it,
 // a port that wants a client certificate, the admin port, which speaks
-// HTTP, a discovery port, which names the gRPC port, or a port that does
+// HTTP (as another web server does, told apart), a discovery port, which names the gRPC port, or a port that does
 // not speak gRPC at all (the raft port). gRPC alone only reports what
 // broke on the wire.
 
@@ -72,8 +74,11 @@ func (g *globals) probe(ctx context.Context, addr string, err error) string {
 	if errors.Is(tlsErr, syscall.ECONNREFUSED) {
 		return "nothing listens there: start a server (djinn serve), or name a running one with --server or DJINN_SERVER"
 	}
-	if probeHTTP(ctx, addr, tlsPort) {
+	switch httpPort, admin := probeHTTP(ctx, addr, tlsPort); {
+	case admin:
 		return "this is djinn's admin port (HTTP: the console, /healthz, /readyz, /metrics): dial the gRPC port instead, djinn serve's --listen (127.0.0.1:4161 by default)"
+	case httpPort:
+		return "this port speaks HTTP, not gRPC (a web server, not a djinn server): dial a djinn server's gRPC port, djinn serve's --listen (127.0.0.1:4161 by default)"
 	}
 	if !tlsPort {
 		if grpc, ok := probeDiscovery(ctx, addr); ok {
@@ -130,11 +135,12 @@ func probeTLS(ctx context.Context, addr string) (tlsPort, asksCert bool, err err
 	return true, asksCert, nil
 }
 
-// probeHTTP says whether addr answers HTTP/1.1 as djinn's admin port
-// does: over TLS when the port speaks it (under TLS the admin port does).
-// It speaks the request itself, on a connection of its own, rather than
-// through net/http, which would log what a gRPC port answers.
-func probeHTTP(ctx context.Context, addr string, overTLS bool) bool {
+// probeHTTP says whether addr answers HTTP/1.1, and whether as djinn's
+// admin port does (its /healthz: 200 "ok", or 503 "stopped: ..."): over
+// TLS when the port speaks it (under TLS the admin port does). It speaks
+// the request itself, on a connection of its own, rather than through an
+// http.Client, which would log what a gRPC port answers.
+func probeHTTP(ctx context.Context, addr string, overTLS bool) (httpPort, admin bool) {
 	ctx, cancel := context.WithTimeout(ctx, probeWait)
 	defer cancel()
 	var (
@@ -148,20 +154,39 @@ func probeHTTP(ctx context.Context, addr string, overTLS bool) bool {
 		conn, err = (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 	}
 	if err != nil {
-		return false
+		return false, false
 	}
 	defer conn.Close()
 	if dl, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(dl)
 	}
 	if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: djinn\r\nConnection: close\r\n\r\n"); err != nil {
-		return false
+		return false, false
 	}
-	head := make([]byte, len("HTTP/1.1 "))
-	if _, err := io.ReadFull(conn, head); err != nil {
-		return false
+	r := bufio.NewReader(io.LimitReader(conn, 8<<10))
+	if head, err := r.Peek(len("HTTP/1.")); err != nil || string(head) != "HTTP/1." {
+		return false, false
 	}
-	return strings.HasPrefix(string(head), "HTTP/1.")
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		return true, false
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if !overTLS && resp.StatusCode == http.StatusBadRequest && strings.Contains(string(body), "HTTP request to an HTTPS server") {
+		// An HTTPS port that offers no h2, as the admin port under TLS:
+		// ask it again over TLS.
+		if _, admin := probeHTTP(ctx, addr, true); admin {
+			return true, true
+		}
+		return true, false
+	}
+	switch {
+	case resp.StatusCode == http.StatusOK && string(body) == "ok\n",
+		resp.StatusCode == http.StatusServiceUnavailable && strings.HasPrefix(string(body), "stopped: "):
+		return true, true
+	}
+	return true, false
 }
 
 // probeDiscovery asks addr for unicast discovery, as a lookup service's

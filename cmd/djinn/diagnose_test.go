@@ -1,6 +1,8 @@
 package main
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -12,6 +14,8 @@ func TestDiagnosedPorts(t *testing.T) {
 	n := newNode(t)
 	p := n.start(t)
 	defer p.stop(t)
+	web := httptest.NewServer(http.NotFoundHandler()) // another program's web server: not djinn's admin port
+	defer web.Close()
 	for _, tc := range []struct {
 		name, addr, want string
 	}{
@@ -19,6 +23,7 @@ func TestDiagnosedPorts(t *testing.T) {
 		{"the raft port", n.raft, "this port does not speak gRPC (djinn serve's --raft port"},
 		{"the discovery port", n.discovery, "unicast discovery port (djinn serve's --discovery): its gRPC port is " + n.listen + ", dial that (--server " + n.listen + ")"},
 		{"nothing", freePort(t), "nothing listens there: start a server (djinn serve)"},
+		{"a web server", web.Listener.Addr().String(), "this port speaks HTTP, not gRPC (a web server, not a djinn server)"},
 	} {
 		code, _, errs := exitOf(t, "status", "--server", tc.addr)
 		if code != 1 || !strings.Contains(errs, tc.want) || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
