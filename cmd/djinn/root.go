@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -53,6 +54,7 @@ func (m Main) Run(ctx context.Context, args []string) int {
 		return exitOK
 	}
 	err = inCommandWords(err, cmd)
+	err = notUTF8(err, args)
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		err = errInterrupted
 	}
@@ -81,6 +83,25 @@ func outputArg(args []string) (string, bool) {
 		}
 	}
 	return out, found
+}
+
+// notUTF8 turns gRPC's refusal to send text that is not UTF-8, which it
+// meets only as it encodes a request (so nothing was sent), into the
+// usage error it is, naming the arguments at fault; other errors pass.
+func notUTF8(err error, args []string) error {
+	if !strings.Contains(err.Error(), "string field contains invalid UTF-8") {
+		return err
+	}
+	var bad []string
+	for _, a := range args {
+		if !utf8.ValidString(a) {
+			bad = append(bad, fmt.Sprintf("%q", a))
+		}
+	}
+	if len(bad) == 0 {
+		return err
+	}
+	return usageError{fmt.Errorf("%s: not UTF-8, and djinn's names, keys, values and types are UTF-8 text: give it in UTF-8 (nothing was sent)", strings.Join(bad, ", "))}
 }
 
 // errInterrupted is the error of a command interrupted (SIGINT, SIGTERM)
