@@ -118,6 +118,8 @@ func TestExitCodes(t *testing.T) {
 		{"a flag value not of its kind, told before the set is looked up: a desired expiration", []string{"renewal", "add", gone.ID, gone.Lease.Token, "--desired", "abc", "--server", s}, 2},
 		{"a flag value not of its kind, told before the set is looked up: a minimum warning", []string{"renewal", "warn", gone.ID, "--listener", listener, "--min-warning", "abc", "--server", s}, 2},
 		{"a missing required flag", []string{"mailbox", "enable", gone.ID, "--server", s}, 2},
+		{"a missing required flag: a desired expiration", []string{"renewal", "add", rset.Set, gone.Lease.Token, "--server", s}, 2},
+		{"a missing required flag: a minimum warning", []string{"renewal", "warn", rset.Set, "--listener", listener, "--server", s}, 2},
 		{"an argument not UTF-8: a key", []string{"kv", "put", "\xff", "v", "--server", s}, 2},
 		{"a flag value not UTF-8: a service type", []string{"lookup", "find", "--type", "caf\xe9", "--server", s}, 2},
 		{"not granted", []string{"lock", "acquire", set.Set, "--mode", "r", "--owner", owner.Owner, "--try", "--server", s}, 0},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -116,6 +117,9 @@ func (g *globals) renewalAddCmd() *cobra.Command {
 		})
 	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
 		var err error
+		if !flagChanged(cmd, "desired") { // checked here, before cobra's required flags are
+			return usageError{errors.New("--desired: missing: how long to keep the lease, a Go duration or forever")}
+		}
 		if want, err = djinn.ParseDuration(desired); err != nil {
 			return usageError{fmt.Errorf("--desired: %w", err)}
 		}
@@ -198,10 +202,13 @@ func (g *globals) renewalWarnCmd() *cobra.Command {
 			return printEventRegistration(g, cmd.OutOrStdout(), reg)
 		})
 	cmd.Flags().StringVar(&listener, "listener", "", "listener reference (djinn://host:port/SERVICE/OBJECT)")
-	cmd.PreRunE = func(*cobra.Command, []string) error {
+	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
 		var err error
 		if ref, err = parseRef("listener", listener); err != nil {
 			return err
+		}
+		if !flagChanged(cmd, "min-warning") { // checked here, before cobra's required flags are
+			return usageError{errors.New("--min-warning: missing: how long before the set's lease expires to warn, a Go duration (zero or more)")}
 		}
 		if mw, err = djinn.ParseDuration(minWarning); err != nil {
 			return usageError{fmt.Errorf("--min-warning: %w", err)}

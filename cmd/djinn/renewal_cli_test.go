@@ -147,5 +147,7 @@ func (s *renewalScript) errorRows() {
 		{[]string{"renewal", "show", "1234"}, "1234"},
 		{[]string{"renewal", "warn", set.ID, "--listener", "not-a-reference", "--min-warning", "1m"}, "not-a-reference"},
 		{[]string{"renewal", "warn", set.ID, "--listener", a.Listener, "--min-warning", "-1m"}, "-1m"},
+		{[]string{"renewal", "add", set.ID, a.Lease.Token}, "--desired: missing"},
+		{[]string{"renewal", "warn", set.ID, "--listener", a.Listener}, "--min-warning: missing"},
 	})
 }
