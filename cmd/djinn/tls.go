@@ -40,10 +40,20 @@ type tlsFlags struct {
 	force bool
 }
 
+// maxCertDays is the most --days: a certificate's expiry is written with
+// a four-digit year, and 2,900,000 days from now stay before the year 9999.
+const maxCertDays = 2_900_000
+
 func (f *tlsFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.dir, "dir", ".", "directory of the CA and the files written")
 	cmd.Flags().IntVar(&f.days, "days", 365, "days the certificate is valid")
 	cmd.Flags().BoolVar(&f.force, "force", false, "overwrite files that exist")
+	cmd.PreRunE = func(*cobra.Command, []string) error {
+		if f.days < 1 || f.days > maxCertDays {
+			return usageError{fmt.Errorf("--days %d: want 1 to %d (a certificate valid for no day is expired when made)", f.days, maxCertDays)}
+		}
+		return nil
+	}
 }
 
 func (g *globals) tlsCmd() *cobra.Command {
