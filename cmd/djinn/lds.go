@@ -51,7 +51,7 @@ func ldsLocators(what string, locs []string) ([]string, error) {
 	for _, s := range locs {
 		l, err := discovery.ParseLocator(s)
 		if err != nil {
-			return nil, fmt.Errorf("%s %q: %w", what, s, err)
+			return nil, usageError{fmt.Errorf("%s %q: %w", what, s, err)}
 		}
 		out = append(out, l.String())
 	}
@@ -316,10 +316,10 @@ func (g *globals) ldsSetCmd(what string) *cobra.Command {
 				values = strings.Split(args[2], ",")
 			}
 			if allGroups && (op != "set" || len(args) == 3) {
-				return errors.New("--all-groups: only with set, and without groups")
+				return usageError{errors.New("--all-groups: only with set, and without groups")}
 			}
 			if !allGroups && len(args) == 2 && op != "set" {
-				return fmt.Errorf("%s %s: missing: the %s to %s", what, op, what, op)
+				return usageError{fmt.Errorf("%s %s: missing: the %s to %s", what, op, what, op)}
 			}
 			change, err := ldsChange(what, op, values, allGroups)
 			if err != nil {
