@@ -90,6 +90,7 @@ func TestExitCodes(t *testing.T) {
 		{"a flag value not of its kind: a run length", []string{"events", "listen", "--for", "abc", "--server", s}, 2},
 		{"a flag value not of its kind: transitions", []string{"lookup", "watch", "--transitions", "bogus", "--for", "1s", "--server", s}, 2},
 		{"a flag value not of its kind: a negative most", []string{"lookup", "ls", "--max", "-1", "--server", s}, 2},
+		{"a flag value not of its kind: a most past what a lookup returns", []string{"lookup", "find", "--max", "99999999999", "--server", s}, 2},
 		{"a flag value not of its kind: a negative most of transactions", []string{"txn", "ls", "--max", "-1", "--server", s}, 2},
 		{"a flag value not of its kind: a transaction state", []string{"txn", "ls", "--state", "bogus", "--server", s}, 2},
 		{"a flag value not of its kind: a discovery wait", []string{"discover", "--wait", "abc"}, 2},

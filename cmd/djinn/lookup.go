@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 
@@ -212,8 +213,8 @@ func (g *globals) lookupFindCmd(use, short string, template bool) *cobra.Command
 			if err != nil {
 				return err
 			}
-			if max < 0 {
-				return usageError{fmt.Errorf("--max %d: must not be negative", max)}
+			if max < 0 || max > math.MaxInt32 {
+				return usageError{fmt.Errorf("--max %d: want 0 to %d", max, math.MaxInt32)}
 			}
 			return g.withRegistrar(cmd, func(ctx context.Context, _ *client.Client, r *client.Registrar) error {
 				total, items, err := r.LookupN(ctx, tmpl, max)
