@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -55,6 +56,9 @@ func findLsKind(name string) (lsKind, bool) {
 }
 
 // lsFilterKeys are the filters' keys on the wire, by flag.
+// lsTxnStates are the states transactions --state takes.
+var lsTxnStates = []string{"active", "voting", "prepared", "notchanged", "committed", "aborted"}
+
 var lsFilterKeys = map[string]string{"covers": "kind", "state": "state", "type": "type"}
 
 // The details whose values are counts, flags and lists, for the JSON
@@ -128,7 +132,7 @@ func (g *globals) lsCmd() *cobra.Command {
 	fl.StringVar(&f.state, "state", "", "transactions: only those in this state")
 	fl.StringVar(&f.serviceType, "type", "", "lookup-items: only those of this service type")
 	cmd.MarkFlagsMutuallyExclusive("all", "principal")
-	_ = cmd.RegisterFlagCompletionFunc("state", completeWords("active", "voting", "prepared", "notchanged", "committed", "aborted"))
+	_ = cmd.RegisterFlagCompletionFunc("state", completeWords(lsTxnStates...))
 	return cmd
 }
 
@@ -166,6 +170,9 @@ func (f *lsFlags) query(k lsKind) (client.ResourceQuery, error) {
 		}
 		if k.filter != flag {
 			return client.ResourceQuery{}, fmt.Errorf("--%s: %s take no such filter", flag, k.name)
+		}
+		if flag == "state" && !slices.Contains(lsTxnStates, strings.ToLower(v)) {
+			return client.ResourceQuery{}, fmt.Errorf("--state %q: want %s", v, strings.Join(lsTxnStates, ", "))
 		}
 		q.Filter = map[string]string{lsFilterKeys[flag]: v}
 	}

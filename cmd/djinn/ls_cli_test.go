@@ -99,6 +99,7 @@ func lsUsage(t *testing.T, server string) {
 		{"ls", "leases", "--all", "--principal", "cn:x"},
 		{"ls", "leases", "--max", "0"},
 		{"ls", "leases", "--max", "1001"},
+		{"ls", "transactions", "--state", "bogus"},
 	} {
 		if code, _, errs := exitOf(t, append(args, "--server", server)...); code != 2 {
 			t.Errorf("djinn %v exited %d (%s), want 2", args, code, errs)
