@@ -207,7 +207,7 @@ func viewResources(k lsKind, page *client.ResourcePage, now time.Time) resources
 			}
 			left := djinn.Forever
 			if r.Expires.Before(djinn.EndOfTime) {
-				left = max(r.Expires.Sub(now), 0)
+				left = max(r.Expires.Sub(now), 0).Round(time.Millisecond) // as a lease's remaining time shows everywhere
 			}
 			row["remaining"] = jsonDuration(left)
 		}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -59,6 +61,12 @@ func TestCLILs(t *testing.T) {
 	r.json(&page, "ls", "mailboxes", "--after", regs[1])
 	if !slices.Equal(page.names(), regs[2:]) || page.Next != nil {
 		t.Errorf("ls mailboxes --after %s: %+v, want the last", regs[1], page)
+	}
+	// A lease's time left is in milliseconds, as every other command
+	// shows it.
+	r.json(&page, "ls", "leases", "--covers", "mailbox registration")
+	if left, ok := page.Resources[0]["remaining"].(map[string]any); !ok || regexp.MustCompile(`\.[0-9]{4}`).MatchString(fmt.Sprint(left["human"])) {
+		t.Errorf("ls leases: remaining %v, want milliseconds at most", page.Resources[0]["remaining"])
 	}
 	r.json(&page, "ls", "leases", "--covers", "lock set")
 	if page.Total != 1 || page.Resources[0]["covers"] != "lock set" || page.Resources[0]["expiration"] != nil {
