@@ -24,8 +24,8 @@ func (g *globals) ldsCmd() *cobra.Command {
 		Short: "The lookup discovery service: discovery of lookup services on a listener's behalf",
 		Long: "The lookup discovery service runs group and locator discovery for its registrations and sends " +
 			"each registration's listener discovered and discarded events (remote events whose payload names " +
-			"the lookup services and their member groups). A registration is named by its lease token, which " +
-			"`djinn lds register` prints; `djinn lease renew|cancel TOKEN` keep or end it.",
+			"the lookup services and their member groups). A registration is named by its lease: its short name " +
+			"REG, which `djinn lds register` prints, or its token; `djinn lease renew|cancel REG` keep or end it.",
 	}
 	cmd.AddCommand(g.ldsRegisterCmd(), g.ldsShowCmd(), g.ldsRegistrarsCmd(), g.ldsSetCmd("groups"), g.ldsSetCmd("locators"), g.ldsDiscardCmd())
 	return cmd

@@ -162,7 +162,7 @@ func (g *globals) lockCmd() *cobra.Command {
 		Short: "Lock sets of a server's lock service: modes ir r u iw w, owners, transactions, fencing tokens",
 		Long: "Create lock sets and lock owners, acquire, change and release locks (the OMG concurrency\n" +
 			"service, bound to djinn transactions and leases). A lock is held by a lock owner (--owner, its\n" +
-			"lease token: the locks go when the lease ends) or by a transaction (--txn: the locks go when it\n" +
+			"name or lease token: the locks go when the lease ends) or by a transaction (--txn: the locks go when it\n" +
 			"commits or aborts). Modes: ir (intention read), r (read), u (upgrade), iw (intention write),\n" +
 			"w (write). Every grant prints a fencing token, which djinn lock validate checks.",
 	}
