@@ -381,8 +381,11 @@ func TestDropLocks(t *testing.T) {
 				t.Errorf("set %d after drop_locks on its group: holders %+v, want held %v", i+1, v.Holders, want)
 			}
 		}
+		// Refused naming the related set by its id, not the table's number.
 		if _, err := f.svc.CreateSet(ctx, s3, false, djinn.Any); err == nil {
 			t.Fatal("a non-transactional set related to a transactional one was created")
+		} else if id, _ := djinn.IDFromBytes("set", s3); djinn.KindOf(err) != djinn.InvalidArgument || !strings.Contains(err.Error(), "related lock set "+id.String()+": transactional") {
+			t.Errorf("a non-transactional set related to transactional set %s: %v, want InvalidArgument naming the set", id, err)
 		}
 	})
 }

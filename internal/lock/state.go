@@ -256,8 +256,13 @@ func (s *State) ApplyCreateSet(c *statepb.LockCreateSet) error {
 	}
 	var related uint64
 	if len(c.GetRelated()) > 0 {
-		if related, _, err = s.setLocked(c.GetRelated()); err != nil {
+		var rid djinn.ID
+		if related, rid, err = s.setLocked(c.GetRelated()); err != nil {
 			return err
+		}
+		// Told here by the sets' ids: the table knows them by number.
+		if r, ok := s.table.sets.get(related); ok && r.txn != c.GetTransactional() {
+			return djinn.Errorf(djinn.InvalidArgument, "related lock set %s: %s, and a set related to it must be of its kind", rid, kindName(r.txn))
 		}
 	}
 	tid := s.nextSet + 1
