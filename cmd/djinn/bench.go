@@ -47,7 +47,7 @@ func (g *globals) benchCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if b.Levels, err = bench.ParseClients(clients); err != nil {
-				return err
+				return usageError{err}
 			}
 			b.Ops = bench.SplitList(ops)
 			return g.runBench(cmd, b)
@@ -217,7 +217,7 @@ func (g *globals) benchTxnCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if b.Levels, err = bench.ParseClients(clients); err != nil {
-				return err
+				return usageError{err}
 			}
 			b.KV, b.KVAdmins = bench.SplitList(kvAddrs), bench.SplitList(kvAdmins)
 			return g.runBench(cmd, b)
@@ -272,7 +272,7 @@ func (g *globals) benchLockCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if b.Levels, err = bench.ParseClients(clients); err != nil {
-				return err
+				return usageError{err}
 			}
 			b.Ops = bench.SplitList(ops)
 			return g.runBench(cmd, b)
@@ -343,7 +343,7 @@ func (g *globals) benchLookupCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if b.Levels, err = bench.ParseClients(clients); err != nil {
-				return err
+				return usageError{err}
 			}
 			b.Ops = bench.SplitList(ops)
 			return g.runBench(cmd, b)

@@ -94,6 +94,17 @@ func TestBenchArgs(t *testing.T) {
 	})
 }
 
+// TestBenchClientsUsage: --clients not a list of numbers is a command line
+// not understood, exit 2, as every other bench flag out of its range is.
+func TestBenchClientsUsage(t *testing.T) {
+	for _, sub := range [][]string{{}, {"txn"}, {"lock"}, {"lookup"}} {
+		args := append(append([]string{"bench"}, sub...), "--clients", "many", "--server", "127.0.0.1:1")
+		if code, _, errs := exitOf(t, args...); code != 2 || !strings.Contains(errs, `--clients "many"`) {
+			t.Errorf("djinn %v exited %d (%q), want 2 naming --clients", args, code, errs)
+		}
+	}
+}
+
 func TestBenchLDSArgs(t *testing.T) {
 	wantArgErrors(t, "lds", []argRow{
 		{"registrations at least 1", []string{"--registrations", "0"}, "registrations 0"},
