@@ -208,7 +208,7 @@ the bench then reads the calls each served from /metrics, and their CPU.
 
 func (g *globals) benchTxnCmd() *cobra.Command {
 	b := &bench.Txn{}
-	var clients, kvAddrs, kvAdmins string
+	var clients, kvAddrs, kvAdmins, lease string
 	cmd := &cobra.Command{
 		Use:   "txn",
 		Short: "Measure transactions: two key/value writes under one transaction, then commit",
@@ -216,6 +216,9 @@ func (g *globals) benchTxnCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
+			if b.Lease, err = parseLease(lease); err != nil {
+				return err
+			}
 			if b.Levels, err = bench.ParseClients(clients); err != nil {
 				return usageError{err}
 			}
@@ -231,7 +234,7 @@ func (g *globals) benchTxnCmd() *cobra.Command {
 	f.StringVar(&kvAddrs, "kv", "", "gRPC addresses of the key/value participants, one per write, each written and read back at that server itself (default: --server)")
 	f.StringVar(&b.Admin, "admin", "", "admin address of --server, to read the calls it served (optional)")
 	f.StringVar(&kvAdmins, "kv-admin", "", "admin addresses of the --kv servers, in the same order (optional)")
-	f.DurationVar(&b.Lease, "lease", time.Minute, "lease asked for each transaction")
+	f.StringVar(&lease, "lease", "1m", "lease asked for each transaction: a positive Go duration, forever or any (the server grants at most its maximum)")
 	f.DurationVar(&b.Lag, "lag", 0, "how long after the last commit every participant must have been told (0: a ninth of the run's time, at least 500ms)")
 	return cmd
 }

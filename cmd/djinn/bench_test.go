@@ -94,6 +94,22 @@ func TestBenchArgs(t *testing.T) {
 	})
 }
 
+// TestBenchTxnLease: bench txn's --lease takes what every --lease takes
+// (forever and any too) and refuses what they refuse, saying so; it is
+// parsed before --clients, which the rows get wrong to stop there.
+func TestBenchTxnLease(t *testing.T) {
+	for _, tc := range []struct{ lease, want string }{
+		{"forever", `--clients "many"`},
+		{"any", `--clients "many"`},
+		{"-1s", "--lease -1s: must be positive, Forever or Any"},
+	} {
+		args := []string{"bench", "txn", "--lease", tc.lease, "--clients", "many", "--server", "127.0.0.1:1"}
+		if code, _, errs := exitOf(t, args...); code != 2 || !strings.Contains(errs, tc.want) {
+			t.Errorf("djinn %v exited %d (%q), want 2 naming %q", args, code, errs, tc.want)
+		}
+	}
+}
+
 // TestBenchClientsUsage: --clients not a list of numbers is a command line
 // not understood, exit 2, as every other bench flag out of its range is.
 func TestBenchClientsUsage(t *testing.T) {
