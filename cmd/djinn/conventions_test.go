@@ -228,7 +228,8 @@ func TestOutputForms(t *testing.T) {
 
 // TestFlagVocabulary: no command shows a flag by a name the vocabulary
 // retired (--timeout, --duration, --target, --ca, --cert): those are
-// hidden aliases of --wait, --lease or --for, --listener and --tls-*.
+// hidden aliases of --wait, --lease or --for, --listener and --tls-*;
+// and --lease means one thing on every command.
 func TestFlagVocabulary(t *testing.T) {
 	retired := map[string]bool{"timeout": true, "duration": true, "target": true, "ca": true, "cert": true}
 	root, _ := newRoot()
@@ -238,6 +239,11 @@ func TestFlagVocabulary(t *testing.T) {
 		check := func(f *pflag.Flag) {
 			if retired[f.Name] && !f.Hidden {
 				t.Errorf("%s shows --%s, a retired name", c.CommandPath(), f.Name)
+			}
+			// --lease is a lease length asked for everywhere: a positive
+			// duration, forever or any, and its help says so.
+			if f.Name == "lease" && (f.Value.Type() != "string" || !strings.Contains(f.Usage, "positive Go duration, forever or any") || strings.Contains(f.Usage, "zero")) {
+				t.Errorf("%s --lease (%s) %q: want a lease length, a positive Go duration, forever or any", c.CommandPath(), f.Value.Type(), f.Usage)
 			}
 			seen[f.Name] = true
 		}

@@ -202,7 +202,7 @@ func (g *globals) leaseRenewCmd() *cobra.Command {
 		},
 	}
 	leaseFlag(cmd, &d, "the renewed lease")
-	cmd.Flags().Lookup("lease").Usage = "renew for this long: a Go duration (zero or more), forever or any (the landlord may grant less)"
+	cmd.Flags().Lookup("lease").Usage = "renew for this long: a positive Go duration, forever or any (the landlord may grant less)"
 	return cmd
 }
 
