@@ -7,7 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/replica"
 )
 
 // memberView is one member as the member commands print it.
@@ -124,6 +126,9 @@ func (g *globals) memberAddCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m.NodeID = args[0]
+			if err := checkNewMember(m); err != nil {
+				return err
+			}
 			c, err := g.dial(cmd.Context())
 			if err != nil {
 				return err
@@ -144,6 +149,21 @@ func (g *globals) memberAddCmd() *cobra.Command {
 	_ = add.MarkFlagRequired("raft")
 	_ = add.MarkFlagRequired("grpc")
 	return add
+}
+
+// checkNewMember checks, before anything is dialled, what the leader
+// would refuse of a member to add.
+func checkNewMember(m client.NewMember) error {
+	if err := replica.CheckNodeID(m.NodeID); err != nil {
+		return usageError{fmt.Errorf("NODE_ID: %w", err)}
+	}
+	if err := djinn.CheckEndpoint(m.RaftAddress); err != nil {
+		return usageError{fmt.Errorf("--raft: %w", err)}
+	}
+	if err := djinn.CheckEndpoint(m.Endpoint); err != nil {
+		return usageError{fmt.Errorf("--grpc: %w", err)}
+	}
+	return nil
 }
 
 func (g *globals) memberRemoveCmd() *cobra.Command {
