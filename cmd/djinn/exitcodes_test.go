@@ -96,6 +96,8 @@ func TestExitCodes(t *testing.T) {
 		{"a flag value not of its kind: a discovery wait", []string{"discover", "--wait", "abc"}, 2},
 		{"a flag value not of its kind: a locator", []string{"discover", "--locator", "bogus"}, 2},
 		{"a flag value not of its kind: a certificate host", []string{"tls", "server", "--host", "a b", "--dir", t.TempDir()}, 2},
+		{"an argument not of its kind: a client certificate's name", []string{"tls", "client", "a b", "--dir", t.TempDir()}, 2},
+		{"an argument not of its kind: a peer certificate's node id", []string{"tls", "peer", "n/1", "--dir", t.TempDir()}, 2},
 		{"a flag value not of its kind: a CA's days", []string{"tls", "ca", "--days", "0", "--dir", t.TempDir()}, 2},
 		{"a flag value not of its kind: a certificate's days", []string{"tls", "client", "alice", "--days", "-5", "--dir", t.TempDir()}, 2},
 		{"a flag value not of its kind: a certificate's days past the year 9999", []string{"tls", "ca", "--days", "99999999", "--dir", t.TempDir()}, 2},

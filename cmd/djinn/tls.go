@@ -219,7 +219,7 @@ var certName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 
 func checkCertName(what, s string) error {
 	if !certName.MatchString(s) {
-		return fmt.Errorf("%s %q: want letters, digits, dots, dashes and underscores, up to 63", what, s)
+		return usageError{fmt.Errorf("%s %q: want letters, digits, dots, dashes and underscores, up to 63", what, s)}
 	}
 	return nil
 }
