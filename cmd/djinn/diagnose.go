@@ -86,6 +86,9 @@ func (g *globals) probe(ctx context.Context, addr string, err error) string {
 		}
 	}
 	withTLS := g.tlsCA != "" || g.cert != ""
+	if tlsPort && withTLS && strings.Contains(err.Error(), "certificate signed by unknown authority") {
+		return "its certificate is not signed by the CA in --tls-ca " + g.tlsCA + ": give the CA that signed it (the --tls-ca its djinn serve was given)"
+	}
 	if !tlsPort && !withTLS && strings.Contains(err.Error(), "server preface") {
 		return "this port does not speak gRPC (djinn serve's --raft port, or another program's): dial the gRPC port, djinn serve's --listen (127.0.0.1:4161 by default)"
 	}
@@ -94,6 +97,8 @@ func (g *globals) probe(ctx context.Context, addr string, err error) string {
 		return "this port speaks TLS: give --tls-ca with the CA that signed its certificate (djinn tls ca makes a lab one)" + certHint(asksCert)
 	case tlsPort && asksCert && g.cert == "":
 		return "this port asks for a client certificate (mutual TLS): give --tls-cert and --tls-key (djinn tls client NAME makes one)"
+	case tlsPort && g.cert != "":
+		return g.probeClientCert(ctx, addr)
 	case tlsPort:
 		return ""
 	}
@@ -108,6 +113,39 @@ func certHint(asksCert bool) string {
 		return ", and --tls-cert and --tls-key: it asks for a client certificate (mutual TLS)"
 	}
 	return ""
+}
+
+// probeClientCert says why the TLS port addr refuses the client
+// certificate of --tls-cert, or "" when it takes it: under TLS 1.3 a
+// server refuses one after the client's handshake is done, so the client
+// sees the refusal only as its first read or write fails (gRPC: a broken
+// pipe). A gRPC server speaks first (its settings), so a read tells.
+func (g *globals) probeClientCert(ctx context.Context, addr string) string {
+	cfg, err := g.tlsConfig()
+	if err != nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeWait)
+	defer cancel()
+	cfg.InsecureSkipVerify = true // a look at the port: the server's certificate is not what is asked
+	cfg.NextProtos = []string{"h2"}
+	conn, err := (&tls.Dialer{Config: cfg}).DialContext(ctx, "tcp", addr)
+	if err == nil {
+		defer conn.Close()
+		if dl, ok := ctx.Deadline(); ok {
+			_ = conn.SetReadDeadline(dl)
+		}
+		_, err = conn.Read(make([]byte, 1))
+	}
+	if err == nil || !strings.Contains(err.Error(), "remote error: tls:") {
+		return ""
+	}
+	why := strings.TrimPrefix(err.Error(), "remote error: ")
+	next := "give one signed by the CA the server trusts, its --tls-ca (djinn tls client NAME --dir THAT-CA's-DIR makes one)"
+	if strings.Contains(why, "expired") {
+		next = "it has expired: make a new one (djinn tls client NAME --force)"
+	}
+	return "it refuses the client certificate --tls-cert " + g.cert + " (" + why + "): " + next
 }
 
 // probeTLS says whether addr completes a TLS handshake (whoever signed its

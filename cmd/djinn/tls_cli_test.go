@@ -104,6 +104,12 @@ func testTLSServer(t *testing.T, dir string) {
 		"--tls-ca", filepath.Join(dir, "ca.pem"), "--tls-client-auth")
 	defer p.stop(t)
 	tlsArgs := []string{"--tls-ca", filepath.Join(dir, "ca.pem"), "--tls-cert", filepath.Join(dir, "client-alice.pem"), "--tls-key", filepath.Join(dir, "client-alice-key.pem")}
+	other := t.TempDir() // another lab's CA, and a client certificate it signed
+	for _, args := range [][]string{{"ca"}, {"client", "eve"}} {
+		if _, errs, ok := runNoServer(t, append(append([]string{"tls"}, args...), "--dir", other)...); !ok {
+			t.Fatalf("djinn tls %v: %s", args, errs)
+		}
+	}
 	if out, errs, ok := run(t, p, append([]string{"status"}, tlsArgs...)...); !ok || !strings.Contains(out, "Leader") {
 		t.Fatalf("status over mutual TLS: %s %s", out, errs)
 	}
@@ -116,6 +122,9 @@ func testTLSServer(t *testing.T, dir string) {
 		{"no client certificate", []string{"status", "--tls-ca", filepath.Join(dir, "ca.pem")}, "asks for a client certificate (mutual TLS): give --tls-cert and --tls-key"},
 		{"the admin port", []string{"status", "--server", n.admin}, "this is djinn's admin port"},
 		{"the admin port, with TLS", append([]string{"status", "--server", n.admin}, tlsArgs...), "this is djinn's admin port"},
+		{"another CA", []string{"status", "--tls-ca", filepath.Join(other, "ca.pem")}, "its certificate is not signed by the CA in --tls-ca " + filepath.Join(other, "ca.pem")},
+		{"a client certificate of another CA", []string{"status", "--tls-ca", filepath.Join(dir, "ca.pem"), "--tls-cert", filepath.Join(other, "client-eve.pem"), "--tls-key", filepath.Join(other, "client-eve-key.pem")},
+			"it refuses the client certificate --tls-cert " + filepath.Join(other, "client-eve.pem") + " (tls: unknown certificate authority): give one signed by the CA the server trusts"},
 	} {
 		args := tc.args
 		if len(args) == 1 || args[1] != "--server" {
