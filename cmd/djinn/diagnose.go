@@ -46,8 +46,9 @@ func connectionFailure(err error) bool {
 	return false
 }
 
-// diagnose returns err with its cause and the next step in front, when a
-// look at --server's first address tells them; err otherwise.
+// diagnose returns err with its cause and the next step in front, when
+// err is a failure to reach --server's first address and a look at it
+// tells them; err otherwise.
 func (g *globals) diagnose(ctx context.Context, err error) error {
 	if g.server == "" || !connectionFailure(err) {
 		return err
@@ -57,6 +58,9 @@ func (g *globals) diagnose(ctx context.Context, err error) error {
 		return err
 	}
 	addr := eps[0]
+	if !strings.Contains(err.Error(), addr) {
+		return err // another address failed (a --locator, --to, a listener): --server is not to blame
+	}
 	if why := g.probe(ctx, addr, err); why != "" {
 		return fmt.Errorf("%s: %s (%w)", addr, why, err)
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -29,5 +31,21 @@ func TestDiagnosedPorts(t *testing.T) {
 		if code != 1 || !strings.Contains(errs, tc.want) || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
 			t.Errorf("%s: status --server %s exited %d with %q, want 1 and one line saying %q", tc.name, tc.addr, code, errs, tc.want)
 		}
+	}
+}
+
+// TestDiagnosisNamesTheAddressThatFailed: a command that failed to reach
+// another address than its server (discover's --locator, with
+// DJINN_SERVER naming a port where nothing listens) is not told that
+// nothing listens at the server, which it never dialled.
+func TestDiagnosisNamesTheAddressThatFailed(t *testing.T) {
+	server, locator := freePort(t), freePort(t)
+	cmd := exec.Command(djinnBinary(t), "discover", "--locator", "jini://"+locator, "--wait", "500ms")
+	cmd.Env = append(os.Environ(), "DJINN_SERVER="+server)
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	err := cmd.Run()
+	if errs := errb.String(); err == nil || strings.Contains(errs, server) || !strings.Contains(errs, locator) {
+		t.Errorf("discover --locator jini://%s with nothing at DJINN_SERVER %s: %v, %q, want a failure naming the locator alone", locator, server, err, errs)
 	}
 }
