@@ -252,6 +252,7 @@ func TestConfigCheck(t *testing.T) {
 		{"no settled transaction remembered", func(c *server.Config) { c.Txn.MaxRemembered = 0 }, "txn max-remembered 0"},
 		{"a zero checkpoint", func(c *server.Config) { c.Lease.Checkpoint = 0 }, "checkpoint"},
 		{"an unknown log level", func(c *server.Config) { c.LogLevel = "loud" }, "log-level"},
+		{"DESIGN.md 5 a lookup group that is not UTF-8 text", func(c *server.Config) { c.Lookup.Groups = []string{"lab", "\xff"} }, `lookup groups: group "\xff"`},
 		{"no room for an event", func(c *server.Config) { c.Mailbox.MaxEventBytes = 0 }, "max-event-bytes"},
 		{"no room for registrations", func(c *server.Config) { c.Mailbox.MaxRegistrations = -1 }, "max-registrations"},
 		{"an empty expiry batch", func(c *server.Config) { c.Lease.ExpiryBatch = 0 }, "expiry-batch"},

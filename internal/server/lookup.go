@@ -19,6 +19,7 @@ import (
 	"github.com/djinn-go/djinn/internal/backoff"
 	"github.com/djinn-go/djinn/internal/event"
 	"github.com/djinn-go/djinn/internal/grpcerr"
+	"github.com/djinn-go/djinn/internal/lds"
 	"github.com/djinn-go/djinn/internal/lookup"
 	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/internal/wire"
@@ -45,7 +46,14 @@ type LookupConfig struct {
 	MaxItems int      `toml:"max-items"`
 }
 
-func (c *LookupConfig) check() error { return positive("lookup max-items", c.MaxItems) }
+func (c *LookupConfig) check() error {
+	// The groups go out in discovery's answers and in every RegistrarInfo:
+	// text a multicast packet can carry, as every group djinn takes.
+	if _, err := lds.CheckGroups("lookup groups", c.Groups, math.MaxInt); err != nil {
+		return err
+	}
+	return positive("lookup max-items", c.MaxItems)
+}
 
 // lookupPart is the lookup service (the registrar) and its discovery
 // (discover). Registering and looking up are any authenticated
