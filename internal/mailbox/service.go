@@ -428,7 +428,11 @@ func (s *Service) Pull(ctx context.Context, id djinn.ID, after uint64, max int, 
 	case max < 0 || max > MaxStreamBatch:
 		return djinn.Errorf(djinn.InvalidArgument, "pull batch %d: want 0 (the default, %d) to %d", max, DefaultPullBatch, MaxStreamBatch)
 	}
-	if _, _, err := s.live(ctx, id); err != nil {
+	in, _, err := s.live(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := checkAfter(id, after, in.Last); err != nil {
 		return err
 	}
 	term := s.current.Load()
@@ -485,6 +489,17 @@ func (s *Service) Ack(ctx context.Context, id djinn.ID, through uint64) error {
 		Entries: []*statepb.Delivered{{RegistrationId: id[:], ThroughIndex: through}},
 	}}})
 	return err
+}
+
+// checkAfter refuses to resume registration id after an index past the
+// last event stored (last): no client received it. Taken, the events
+// stored next up to that index would be skipped, and forgotten with the
+// first acknowledgement after them, never delivered.
+func checkAfter(id djinn.ID, after, last uint64) error {
+	if after > last {
+		return djinn.Errorf(djinn.InvalidArgument, "after index %d: past the last event stored for mailbox registration %s (index %d%s); resume after the index of the last event you received", after, id, last, noneYet(last, "stored"))
+	}
+	return nil
 }
 
 // noneYet says, after a last index of 0, that no event was done yet.

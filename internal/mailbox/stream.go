@@ -116,7 +116,11 @@ func (s *Service) Deliveries(ctx context.Context, id djinn.ID, open StreamOpen, 
 // (the MailboxPull command), once the registration is found live and the
 // caller's.
 func (s *Service) openStream(ctx context.Context, id djinn.ID, open StreamOpen) (*stream, error) {
-	if _, _, err := s.live(ctx, id); err != nil {
+	in, _, err := s.live(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkAfter(id, open.After, in.Last); err != nil {
 		return nil, err
 	}
 	term := s.current.Load()

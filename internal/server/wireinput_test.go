@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/djinn-go/djinn/internal/grpcerr"
 	"github.com/djinn-go/djinn/internal/server/servertest"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
@@ -290,5 +291,88 @@ func TestCreateRefusesParentWithoutManager(t *testing.T) {
 	}
 	if n := len(list.GetTransactions()); n != 1 {
 		t.Errorf("after the refused calls the manager lists %d transactions, want the parent alone", n)
+	}
+}
+
+// TestResumeAfterPastLastRefused (DESIGN.md 8: never silent loss): a pull
+// or a delivery stream — one registration's or the shared form's — that
+// resumes after an index past the last event stored is refused, naming
+// both. Taken, the events stored next up to that index were skipped, and
+// the first acknowledgement after them forgot them undelivered.
+func TestResumeAfterPastLastRefused(t *testing.T) {
+	t.Parallel()
+	srv := servertest.Start(t, servertest.Config(t))
+	conn := unaryConn(t, srv.Addr())
+	mb, el := djinnpb.NewEventMailboxClient(conn), djinnpb.NewEventListenerClient(conn)
+	ctx := testContext(t)
+	reg, err := mb.Register(ctx, &djinnpb.MailboxRegisterRequest{LeaseDurationNanos: int64(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := el.Notify(ctx, &djinnpb.NotifyRequest{ListenerId: reg.GetListener().GetObjectId(),
+		Event: &djinnpb.RemoteEvent{Source: anyListener(), EventId: 1, Sequence: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	id := reg.GetRegistrationId()
+	want := "after index 5: past the last event stored for mailbox registration"
+	for _, tt := range []struct {
+		name string
+		call func() error
+	}{
+		{"pull", func() error {
+			s, err := mb.Pull(ctx, &djinnpb.PullRequest{RegistrationId: id, AfterIndex: 5})
+			if err != nil {
+				return err
+			}
+			_, err = s.Recv()
+			return err
+		}},
+		{"delivery stream", func() error {
+			s, err := mb.Deliveries(ctx)
+			if err != nil {
+				return err
+			}
+			if err := s.Send(&djinnpb.DeliveriesRequest{RegistrationId: id, AfterIndex: 5}); err != nil {
+				return err
+			}
+			_, err = s.Recv()
+			return err
+		}},
+		{"shared delivery stream", func() error {
+			s, err := mb.Deliveries(ctx)
+			if err != nil {
+				return err
+			}
+			if err := s.Send(&djinnpb.DeliveriesRequest{Add: []*djinnpb.DeliveryCursor{{RegistrationId: id, AfterIndex: 5}}}); err != nil {
+				return err
+			}
+			for {
+				r, err := s.Recv()
+				if err != nil {
+					return err
+				}
+				for _, rd := range r.GetRegistrations() {
+					if rd.GetEnded() {
+						return grpcerr.Status(grpcerr.FromProto(rd.GetError()))
+					}
+				}
+			}
+		}},
+	} {
+		if err := tt.call(); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s after index 5, the last stored 1: %v, want InvalidArgument naming both", tt.name, err)
+		}
+	}
+	// Resuming after the last one stored is fine: the next one comes.
+	s, err := mb.Pull(ctx, &djinnpb.PullRequest{RegistrationId: id, AfterIndex: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := el.Notify(ctx, &djinnpb.NotifyRequest{ListenerId: reg.GetListener().GetObjectId(),
+		Event: &djinnpb.RemoteEvent{Source: anyListener(), EventId: 1, Sequence: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Recv(); err != nil || len(r.GetEvents()) == 0 || r.GetEvents()[0].GetIndex() != 2 {
+		t.Errorf("pull after the last index stored: %v, %v; want event 2 once stored", r, err)
 	}
 }
