@@ -491,6 +491,13 @@ func (s *Service) Ack(ctx context.Context, id djinn.ID, through uint64) error {
 	return err
 }
 
+// MaxUnknownEvents bounds the unknown-event list AddUnknownEvents grows.
+const MaxUnknownEvents = 4096
+
+// maxEndpoint bounds an endpoint kept as part of a key: a host name and a
+// port.
+const maxEndpoint = 300
+
 // checkAfter refuses to resume registration id after an index past the
 // last event stored (last): no client received it. Taken, the events
 // stored next up to that index would be skipped, and forgotten with the
@@ -528,11 +535,31 @@ func (s *Service) AddUnknownEvents(ctx context.Context, id djinn.ID, keys []*dji
 		if _, err := djinn.IDFromBytes("unknown event "+strconv.Itoa(i)+" source object id", k.GetSource().GetObjectId()); err != nil {
 			return err
 		}
+		if n := len(k.GetSource().GetEndpoint()); n > maxEndpoint {
+			return djinn.Errorf(djinn.InvalidArgument, "unknown event %d source endpoint of %d bytes: at most %d", i, n, maxEndpoint)
+		}
 	}
-	if _, _, err := s.live(ctx, id); err != nil {
+	in, _, err := s.live(ctx, id)
+	if err != nil {
 		return err
 	}
-	_, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_MailboxUnknown{MailboxUnknown: &statepb.MailboxUnknown{
+	// The list is state every member keeps, and GetRegistration answers
+	// it whole: bounded, counting the keys it does not hold yet.
+	held := make(map[eventKey]bool, len(in.Unknown)+len(keys))
+	for _, k := range in.Unknown {
+		held[eventKey{source: refKey(k.GetSource()), id: k.GetEventId()}] = true
+	}
+	n := len(in.Unknown)
+	for _, k := range keys {
+		if ek := (eventKey{source: refKey(k.GetSource()), id: k.GetEventId()}); !held[ek] {
+			held[ek] = true
+			n++
+		}
+	}
+	if n > MaxUnknownEvents {
+		return djinn.Errorf(djinn.ResourceExhausted, "unknown events: mailbox registration %s would hold %d, at most %d; nothing was added", id, n, MaxUnknownEvents)
+	}
+	_, err = s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_MailboxUnknown{MailboxUnknown: &statepb.MailboxUnknown{
 		RegistrationId: id[:], Keys: keys,
 	}}})
 	return err

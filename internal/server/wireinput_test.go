@@ -376,3 +376,56 @@ func TestResumeAfterPastLastRefused(t *testing.T) {
 		t.Errorf("pull after the last index stored: %v, %v; want event 2 once stored", r, err)
 	}
 }
+
+// TestUnknownEventsBounded (EM.4.1, DESIGN.md 8: bounded memory): the
+// unknown-event list a caller grows with AddUnknownEvents holds at most
+// 4096 keys — past that the call is refused and adds nothing; a key it
+// holds already adds nothing — and a key's source endpoint at most 300
+// bytes. Unbounded, every member kept it, and GetRegistration, which
+// answers it whole, soon could not.
+func TestUnknownEventsBounded(t *testing.T) {
+	t.Parallel()
+	srv := servertest.Start(t, servertest.Config(t))
+	mb := djinnpb.NewEventMailboxClient(unaryConn(t, srv.Addr()))
+	ctx := testContext(t)
+	reg, err := mb.Register(ctx, &djinnpb.MailboxRegisterRequest{LeaseDurationNanos: int64(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := anyListener()
+	keys := func(from, n int) []*djinnpb.EventKey {
+		var out []*djinnpb.EventKey
+		for i := range n {
+			out = append(out, &djinnpb.EventKey{Source: src, EventId: int64(from + i)})
+		}
+		return out
+	}
+	add := func(ks []*djinnpb.EventKey) error {
+		_, err := mb.AddUnknownEvents(ctx, &djinnpb.AddUnknownEventsRequest{RegistrationId: reg.GetRegistrationId(), Events: ks})
+		return err
+	}
+	if err := add(keys(0, 4000)); err != nil {
+		t.Fatal(err)
+	}
+	if err := add(keys(0, 4096)); err != nil { // 96 new ones: 4096 in all
+		t.Fatalf("keys up to the bound: %v", err)
+	}
+	if err := add(keys(4096, 1)); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "would hold 4097, at most 4096") {
+		t.Errorf("a key past the bound: %v, want ResourceExhausted naming 4097", err)
+	}
+	if err := add(keys(10, 1)); err != nil {
+		t.Errorf("a key held already, at the bound: %v", err)
+	}
+	long := proto.Clone(src).(*djinnpb.Ref)
+	long.Endpoint = strings.Repeat("h", 296) + ":4160"
+	if err := add([]*djinnpb.EventKey{{Source: long, EventId: 1}}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "endpoint of 301 bytes") {
+		t.Errorf("a source endpoint of 301 bytes: %v, want InvalidArgument naming its size", err)
+	}
+	got, err := mb.GetRegistration(ctx, &djinnpb.MailboxRegistrationRequest{RegistrationId: reg.GetRegistrationId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(got.GetUnknownEvents()); n != 4096 {
+		t.Errorf("the registration lists %d unknown events, want 4096", n)
+	}
+}
