@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -307,6 +308,53 @@ func TestAuthorizationPeerActsAsItself(t *testing.T) {
 				t.Errorf("%s%s: succeeded, want refused (past authorization or not)", row.name, p.name)
 			case errors.Is(err, errWrongAnswer) || denied != row.denied:
 				t.Errorf("%s%s: %v, want permission denied %v", row.name, p.name, err, row.denied)
+			}
+		}
+	}
+}
+
+// TestAuthorizationNotFoundAsNeverExisted: every call under an owner or a
+// capability rule, on its own and in a session, made by another principal
+// on the owner's resources answers as the same call on resources that
+// never existed: the same kind, and the same message but for the ids the
+// call itself sent (DESIGN.md 7: nothing that tells them apart).
+func TestAuthorizationNotFoundAsNeverExisted(t *testing.T) {
+	t.Parallel()
+	e := newMatrixEnv(t)
+	rows, access := matrixRows(), server.AccessOf(e.srv)
+	newID := func() []byte { id := djinn.NewID(); return id[:] }
+	ids := regexp.MustCompile(`[0-9a-f]{32}|\d+`) // the ids sent: 128-bit in hex, transaction ids
+	shape := func(err error) string {
+		if err == nil {
+			return "no error"
+		}
+		return string(djinn.KindOf(err)) + ": " + ids.ReplaceAllString(err.Error(), "ID")
+	}
+	for _, m := range slices.Sorted(maps.Keys(rows)) {
+		if a := access[m]; a != server.Owner && a != server.Capability {
+			continue
+		}
+		for _, p := range paths {
+			if p.name != "" && !server.SessionMethods(e.srv)[m] {
+				continue
+			}
+			owners := &resources{t: t, owner: e.conns[asOwner], srv: e.srv, caller: asOther}
+			mb := owners.mailbox()
+			// never names resources no one made, of the owner's services.
+			never := &resources{t: t, owner: e.conns[asOwner], srv: e.srv, caller: asOther,
+				mreg:   &djinnpb.MailboxRegistration{RegistrationId: newID(), Lease: &djinnpb.Lease{Cookie: newID(), Landlord: mb.GetLease().GetLandlord()}, Listener: mb.GetListener()},
+				rset:   &djinnpb.RenewalSet{Set: &djinnpb.Ref{ObjectId: newID()}},
+				tx:     &djinnpb.CreatedTransaction{Id: 12345678901, Secret: newID(), Manager: owners.txn().GetManager()},
+				tset:   &djinnpb.LockSetCreated{SetId: newID()},
+				item:   &djinnpb.ServiceRegistration{Lease: &djinnpb.Lease{Cookie: newID()}},
+				ldsReg: &djinnpb.LDSRegistration{Registration: &djinnpb.EventRegistration{Lease: &djinnpb.Lease{Cookie: newID()}}},
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), matrixTimeout)
+			theirs := rows[m](ctx, p.conn(e.conns[asOther]), owners, false)
+			none := rows[m](ctx, p.conn(e.conns[asOther]), never, false)
+			cancel()
+			if a, b := shape(theirs), shape(none); a != b {
+				t.Errorf("%s%s as another principal: on the owner's resources %q, on ones that never existed %q", m, p.name, a, b)
 			}
 		}
 	}
