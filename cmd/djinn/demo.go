@@ -137,13 +137,17 @@ func (f *transferFlags) run(ctx context.Context, w io.Writer, g *globals, c *cli
 		return nil, err
 	}
 	v := &transferView{Manager: m.Ref().String(), Key: f.key, Amount: f.amount, From: transferSide{Address: f.from}, To: transferSide{Address: f.to}}
-	for _, s := range []*transferSide{&v.From, &v.To} {
+	for i, s := range []*transferSide{&v.From, &v.To} {
 		conn, err := c.Conn(s.Address)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", s.Address, err)
 		}
 		s.db = kv.NewClient(conn)
 		if s.Created, err = ensureBalance(ctx, s, f.key, f.initial); err != nil {
+			if djinn.KindOf(err) == djinn.Unavailable {
+				flag := [...]string{"--from", "--to"}[i]
+				return nil, fmt.Errorf("%s %s: no key/value store answers there: give the gRPC address of a running djinn serve (djinn demo transfer --help shows how to start one) (%w)", flag, s.Address, err)
+			}
 			return nil, err
 		}
 	}

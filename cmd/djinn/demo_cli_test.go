@@ -72,10 +72,12 @@ func transferMore(t *testing.T, p, q *proc) {
 	if !strings.Contains(text, q.addr+"  200 -> 195\n") || !strings.Contains(text, p.addr+"  0 -> 5\n") {
 		t.Errorf("transfer back printed:\n%s", text)
 	}
+	down := freePort(t) // nothing listens there
 	wantErrors(t, p, []errRow{
 		{[]string{"demo", "transfer"}, "djinn serve --data-dir d2 --listen 127.0.0.1:4171 --admin 127.0.0.1:4172 --raft 127.0.0.1:4173 --discovery 127.0.0.1:4170"},
 		{[]string{"demo", "transfer", "--to", p.addr}, "--from and --to are both " + p.addr},
 		{[]string{"demo", "transfer", "--to", q.addr, "--amount", "0"}, "--amount 0"},
 		{[]string{"demo", "transfer", "--to", "nowhere"}, "--to"},
+		{[]string{"demo", "transfer", "--to", down}, "--to " + down + ": no key/value store answers there"},
 	})
 }
