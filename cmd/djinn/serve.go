@@ -69,6 +69,7 @@ func serveFlags(f *pflag.FlagSet, cfg *server.Config) {
 	f.StringVar(&cfg.TLS.Key, "tls-key", "", "PEM private key for --tls-cert")
 	f.StringVar(&cfg.TLS.CA, "tls-ca", "", "PEM CA certificates that verify peers and clients")
 	f.BoolVar(&cfg.TLS.ClientAuth, "tls-client-auth", false, "require client certificates (mutual TLS)")
+	f.StringVar(&cfg.TLS.CRL, "tls-crl", "", "PEM revocation lists, signed by a CA of --tls-ca: the certificates they list are refused (read again when the file changes)")
 	f.StringVar(&cfg.TLS.PeerCert, "tls-peer-cert", "", "PEM peer certificate, with a djinn-peer://NODE-ID URI SAN (default: --tls-cert)")
 	f.StringVar(&cfg.TLS.PeerKey, "tls-peer-key", "", "PEM private key for --tls-peer-cert")
 	f.StringVar(&cfg.Security.JoinSecretFile, "join-secret-file", "", "without mutual TLS, the cluster's join secret (a member's data-dir/join-secret) for a node that joins")
@@ -135,6 +136,7 @@ func flagSetters(final, flagged *server.Config) map[string]func() {
 		"tls-key":                    func() { final.TLS.Key = flagged.TLS.Key },
 		"tls-ca":                     func() { final.TLS.CA = flagged.TLS.CA },
 		"tls-client-auth":            func() { final.TLS.ClientAuth = flagged.TLS.ClientAuth },
+		"tls-crl":                    func() { final.TLS.CRL = flagged.TLS.CRL },
 		"tls-peer-cert":              func() { final.TLS.PeerCert = flagged.TLS.PeerCert },
 		"tls-peer-key":               func() { final.TLS.PeerKey = flagged.TLS.PeerKey },
 		"join-secret-file":           func() { final.Security.JoinSecretFile = flagged.Security.JoinSecretFile },

@@ -36,6 +36,21 @@ type key struct{}
 
 type peerKey struct{}
 
+type certKey struct{}
+
+// WithCertificate returns ctx carrying the verified certificate that named
+// its caller, for checks that look at the certificate itself (revocation).
+func WithCertificate(ctx context.Context, c *x509.Certificate) context.Context {
+	return context.WithValue(ctx, certKey{}, c)
+}
+
+// Certificate returns the certificate that named the caller, nil when none
+// did.
+func Certificate(ctx context.Context) *x509.Certificate {
+	c, _ := ctx.Value(certKey{}).(*x509.Certificate)
+	return c
+}
+
 // With returns ctx carrying principal p.
 func With(ctx context.Context, p string) context.Context {
 	return context.WithValue(ctx, key{}, p)

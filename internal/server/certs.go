@@ -2,6 +2,7 @@ package server
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -58,7 +59,7 @@ func loadCertFiles(c TLSConfig) (*tlsfiles.Files, string, error) {
 	}
 	f, err := tlsfiles.Load(tlsfiles.Config{
 		Pairs: []tlsfiles.Pair{{Name: "cert", Cert: c.Cert, KeyName: "key", Key: c.Key}, peer},
-		CA:    c.CA, Accept: accept, What: "serving",
+		CA:    c.CA, CRL: c.CRL, Accept: accept, What: "serving",
 	})
 	if err != nil {
 		return nil, "", err
@@ -68,13 +69,32 @@ func loadCertFiles(c TLSConfig) (*tlsfiles.Files, string, error) {
 
 // peerDial is the configuration of a connection to a peer's Raft port:
 // the current peer certificate presented, the other end verified against
-// the current CA and required to be a peer.
+// the current CA and required to be a peer (unrevoked).
 func peerDial(f *tlsfiles.Files) func() *tls.Config {
 	return func() *tls.Config {
 		c := f.DialConfig(peerPair)
-		c.VerifyConnection = onlyPeers
+		c.VerifyConnection = unrevokedPeer(f)
 		return c
 	}
+}
+
+// unrevokedPeer admits, on both ends of a Raft connection, only a
+// verified peer certificate no revocation list loaded lists.
+func unrevokedPeer(f *tlsfiles.Files) func(tls.ConnectionState) error {
+	return func(cs tls.ConnectionState) error {
+		if err := onlyPeers(cs); err != nil {
+			return err
+		}
+		return revoked(f, cs.PeerCertificates[0])
+	}
+}
+
+// revoked refuses c when a revocation list loaded lists it.
+func revoked(f *tlsfiles.Files, c *x509.Certificate) error {
+	if !f.InUse().Revoked(c) {
+		return nil
+	}
+	return djinn.Errorf(djinn.PermissionDenied, "certificate %q (serial %s, issuer %q) is revoked by the server's revocation list (tls crl %s): the caller needs a new certificate", c.Subject, c.SerialNumber, c.Issuer, f.CRL())
 }
 
 // certCollectors are the files' figures for /metrics: when each
@@ -91,10 +111,16 @@ func certCollectors(f *tlsfiles.Files) []prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "djinn_tls_reloads_total", Help: reloadHelp,
 			ConstLabels: prometheus.Labels{"result": result}}, func() float64 { return float64(n()) })
 	}
-	return []prometheus.Collector{
+	cs := []prometheus.Collector{
 		expiry("server", func(s *tlsfiles.Set) time.Time { return s.Certs[serverPair].Leaf.NotAfter }),
 		expiry("peer", func(s *tlsfiles.Set) time.Time { return s.Certs[peerPair].Leaf.NotAfter }),
 		expiry("ca", func(s *tlsfiles.Set) time.Time { return s.CAExpiry }),
 		reloads("loaded", f.Loaded), reloads("refused", f.Refused),
 	}
+	if f.CRL() != "" {
+		cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "djinn_tls_crl_next_update_timestamp_seconds",
+			Help: "The earliest next update the revocation lists in use promise (Unix time): past it, write newer lists over the file."},
+			func() float64 { return float64(f.InUse().CRLUpdate.Unix()) }))
+	}
+	return cs
 }

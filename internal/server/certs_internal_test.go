@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"crypto/tls"
+	"crypto/x509"
 	"log/slog"
 	"net"
 	"os"
@@ -207,3 +208,29 @@ func writeFile(t *testing.T, path string, data []byte) {
 
 // writeStamps numbers the writes of writeFile.
 var writeStamps atomic.Int64
+
+// TestRevokedPeerRefused: the Raft port, accepting and dialling, refuses
+// a peer certificate the revocation lists name.
+func TestRevokedPeerRefused(t *testing.T) {
+	t.Parallel()
+	pki := testpki.NewPKI(t)
+	c, dir := ownCopies(t, pki)
+	c.CRL = filepath.Join(dir, "crl.pem")
+	pki.WriteCRL(t, c.CRL)
+	f, _, err := loadCertFiles(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := pki.IssueServer(t, "n2", filepath.Join(dir, "n2.pem"), filepath.Join(dir, "n2-key.pem"))
+	check := unrevokedPeer(f)
+	cs := tls.ConnectionState{PeerCertificates: []*x509.Certificate{other.Leaf}}
+	if err := check(cs); err != nil {
+		t.Fatalf("peer n2 before its revocation: %v", err)
+	}
+	pki.WriteCRL(t, filepath.Join(dir, "new-crl.pem"), other.Leaf)
+	copyFile(t, filepath.Join(dir, "new-crl.pem"), c.CRL)
+	f.Check()
+	if err := check(cs); err == nil || !strings.Contains(err.Error(), "revoked") {
+		t.Errorf("peer n2 after its revocation: %v, want it refused as revoked", err)
+	}
+}

@@ -4,11 +4,14 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/server"
 	"github.com/djinn-go/djinn/internal/server/servertest"
@@ -189,4 +192,83 @@ func registerOnce(t *testing.T, srv *server.Server, tc *tls.Config) error {
 	defer c.Close()
 	_, err = c.Mailbox().Register(ctx, time.Minute)
 	return err
+}
+
+// TestRevokedCertificateRefused: with revocation lists (tls crl), a
+// certificate they list is refused on every call — on a connection made
+// before the revocation too — and at the admin port; lists that no CA of
+// the bundle signed are refused, the ones loaded before kept (README
+// Security, "Revoking a certificate").
+func TestRevokedCertificateRefused(t *testing.T) {
+	t.Parallel()
+	pki := servertest.NewPKI(t)
+	d := newCertDir(t, pki)
+	crl := filepath.Join(filepath.Dir(d.cert), "revoked.pem")
+	pki.WriteCRL(t, d.scratch)
+	d.write(crl, read(t, d.scratch))
+	cfg := servertest.Config(t)
+	cfg.TLS = server.TLSConfig{Cert: d.cert, Key: d.key, CA: d.ca, CRL: crl, ClientAuth: true}
+	cfg.Security.Operators = []string{"cn:ops"}
+	srv := servertest.Start(t, cfg)
+	alice, bob, ops := pki.NewClient(t, "alice"), pki.NewClient(t, "bob"), pki.NewClient(t, "ops")
+	ca := servertest.Dial(t, srv.Addr(), client.WithTLS(pki.TLSFor(alice)))
+	cb := servertest.Dial(t, srv.Addr(), client.WithTLS(pki.TLSFor(bob)))
+	register := func(c *client.Client) error {
+		_, err := c.Mailbox().Register(testContext(t), time.Minute)
+		return err
+	}
+	pprof := func(cert tls.Certificate) int {
+		t.Helper()
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: pki.TLSFor(cert), DisableKeepAlives: true}, Timeout: servertest.Timeout}
+		resp, err := hc.Get(srv.AdminURL() + "/debug/pprof/cmdline")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []*client.Client{ca, cb} {
+		if err := register(c); err != nil {
+			t.Fatalf("before any revocation: %v", err)
+		}
+	}
+	if got := pprof(ops); got != http.StatusOK {
+		t.Fatalf("the operator's profile before any revocation: HTTP %d", got)
+	}
+	m := scrapeTLS(t, srv, pki.ClientTLS())
+	if got := m["djinn_tls_crl_next_update_timestamp_seconds"]; got < float64(time.Now().Unix()) {
+		t.Errorf("djinn_tls_crl_next_update_timestamp_seconds %v: want the list's next update, a day away", got)
+	}
+
+	// alice and ops revoked: a new handshake (here the look at the client
+	// port) loads the list.
+	pki.WriteCRL(t, d.scratch, alice.Leaf, ops.Leaf)
+	d.write(crl, read(t, d.scratch))
+	presented(t, srv, pki.ClientTLS())
+	err := register(ca)
+	wantErr(t, "alice's call on the connection she made before", err, djinn.ErrPermissionDenied, "revoked")
+	if err != nil && !strings.Contains(err.Error(), alice.Leaf.SerialNumber.String()) {
+		t.Errorf("the refusal %q does not name the certificate's serial %s", err, alice.Leaf.SerialNumber)
+	}
+	if err := registerOnce(t, srv, pki.TLSFor(alice)); err == nil {
+		t.Error("alice's new connection was served")
+	}
+	if err := register(cb); err != nil {
+		t.Errorf("bob, not revoked: %v", err)
+	}
+	if got := pprof(ops); got != http.StatusForbidden {
+		t.Errorf("the revoked operator's profile: HTTP %d, want 403", got)
+	}
+
+	// A list another CA signed: refused, the list loaded before kept.
+	other := servertest.NewPKI(t)
+	other.WriteCRL(t, d.scratch)
+	d.write(crl, read(t, d.scratch))
+	presented(t, srv, pki.ClientTLS())
+	if got := scrapeTLS(t, srv, pki.ClientTLS())[`djinn_tls_reloads_total{result="refused"}`]; got < 1 {
+		t.Errorf("a list of another CA: refused %v times, want at least 1", got)
+	}
+	if err := register(ca); err == nil {
+		t.Error("alice was served again after a list the server refused")
+	}
 }

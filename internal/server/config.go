@@ -105,7 +105,11 @@ type TLSConfig struct {
 	PeerCert string `toml:"peer-cert"`
 	PeerKey  string `toml:"peer-key"`
 	// CA verifies peers' and clients' certificates.
-	CA         string `toml:"ca"`
+	CA string `toml:"ca"`
+	// CRL holds PEM revocation lists a CA of CA signed: the certificates
+	// they list are refused, on calls and peer connections (README
+	// Security). Read again when it changes, as the certificates are.
+	CRL        string `toml:"crl"`
 	ClientAuth bool   `toml:"client-auth"` // require client certificates (mutual TLS)
 }
 
@@ -450,6 +454,9 @@ func (c *TLSConfig) check() error {
 	}
 	if c.Cert != "" && c.CA == "" {
 		return djinn.Errorf(djinn.InvalidArgument, "tls ca: needed with a certificate, to verify the peers on the Raft port (and clients' certificates)")
+	}
+	if c.CRL != "" && c.Cert == "" {
+		return djinn.Errorf(djinn.InvalidArgument, "tls crl %s: revocation lists need TLS: give the server's cert, key and ca too", c.CRL)
 	}
 	return nil
 }

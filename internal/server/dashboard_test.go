@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -100,7 +101,9 @@ func tlsSeriesExported(t *testing.T, want map[string]bool) {
 	}
 	pki := servertest.NewPKI(t)
 	cfg := servertest.Config(t)
-	cfg.TLS = server.TLSConfig{Cert: pki.ServerCert, Key: pki.ServerKey, CA: pki.CA}
+	crl := filepath.Join(t.TempDir(), "crl.pem")
+	pki.WriteCRL(t, crl)
+	cfg.TLS = server.TLSConfig{Cert: pki.ServerCert, Key: pki.ServerKey, CA: pki.CA, CRL: crl}
 	srv := servertest.Start(t, cfg)
 	have := map[string]bool{}
 	for series := range scrapeTLS(t, srv, pki.ClientTLS()) {

@@ -80,6 +80,9 @@ type guard struct {
 	// naming what elsewhere (lease.Lessor.Serving): an ownership hook
 	// decides only there.
 	serving func(what string) error
+	// revoked, under TLS with revocation lists, refuses a certificate they
+	// list (nil: none do).
+	revoked func(*x509.Certificate) error
 }
 
 // newGuard returns the guard of a server configured with cfg; without
@@ -256,6 +259,11 @@ func (g *guard) peer(ctx context.Context, method, node string) error {
 // whoever's resource it names and whether or not it exists, as the
 // handler refuses one that does not.
 func (g *guard) authorize(ctx context.Context, method string, r Rule, req any) error {
+	if !r.Carrier {
+		if err := g.revokedCaller(ctx); err != nil {
+			return err
+		}
+	}
 	switch r.Access {
 	case Owner:
 		if !r.AnyMember && g.serving != nil {
@@ -279,6 +287,20 @@ func (g *guard) authorize(ctx context.Context, method string, r Rule, req any) e
 	return nil
 }
 
+// revokedCaller refuses a caller whose certificate a revocation list of
+// the server's lists (tls crl): every call is checked, on connections made
+// before the revocation too, against the lists loaded now.
+func (g *guard) revokedCaller(ctx context.Context) error {
+	if g.revoked == nil {
+		return nil
+	}
+	c := principal.Certificate(ctx)
+	if c == nil {
+		return nil
+	}
+	return g.revoked(c)
+}
+
 // OperatorHeader is the HTTP header that carries the join secret to the
 // admin port.
 const OperatorHeader = "Djinn-Join-Secret"
@@ -293,6 +315,9 @@ func (s *Server) operatorHTTP(r *http.Request) error {
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
 		ctx = withCertificate(ctx, r.TLS.VerifiedChains[0][0])
 	}
+	if err := g.revokedCaller(ctx); err != nil {
+		return err
+	}
 	if v := r.Header.Get(OperatorHeader); v != "" {
 		ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(secret.Header, v))
 	}
@@ -302,6 +327,7 @@ func (s *Server) operatorHTTP(r *http.Request) error {
 // withCertificate names the caller by a verified certificate: a peer, or
 // a client principal.
 func withCertificate(ctx context.Context, c *x509.Certificate) context.Context {
+	ctx = principal.WithCertificate(ctx, c)
 	if node, ok := principal.PeerNodeOf(c); ok {
 		return principal.WithPeer(ctx, node)
 	}

@@ -83,6 +83,10 @@ type Rule struct {
 	// certificate proves one node, whose holder acts on that node alone
 	// (joins as it, removes it); an operator on any (guard.authorize).
 	Node func(req any) (string, error)
+	// Carrier marks a stream whose messages carry calls, each admitted
+	// on its own (a session's): the stream is not refused for a caller
+	// whose certificate is revoked, its calls are, one by one.
+	Carrier bool
 }
 
 // The rules without a hook.

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -151,6 +152,10 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 	s.adminTLS = t.admin
 	if t.files != nil {
 		t.files.SetLogger(logger)
+		if cfg.TLS.CRL != "" {
+			f := t.files
+			s.guard.revoked = func(c *x509.Certificate) error { return revoked(f, c) }
+		}
 		s.metrics.registry.MustRegister(certCollectors(t.files)...)
 		s.wg.Add(1)
 		go func() {

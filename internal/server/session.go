@@ -78,7 +78,7 @@ func sessionPart(s *Server) *part {
 		name:    "session",
 		enabled: true,
 		serve: func(r *registrar) error {
-			return r.serve(&djinnpb.Session_ServiceDesc, &sessionRPC{s: s}, Rules{"Open": authenticated})
+			return r.serve(&djinnpb.Session_ServiceDesc, &sessionRPC{s: s}, Rules{"Open": {Access: Authenticated, Carrier: true}})
 		},
 		metrics: func() []prometheus.Collector {
 			return []prometheus.Collector{

@@ -55,7 +55,7 @@ func loadTLS(c TLSConfig) (tlsSetup, error) {
 		// console's identities, the operator's) but does not ask it of
 		// probes and scrapers.
 		admin:    f.ServerConfig(serverPair, tls.VerifyClientCertIfGiven, []string{"http/1.1"}, nil),
-		peer:     f.ServerConfig(peerPair, tls.RequireAndVerifyClientCert, nil, onlyPeers),
+		peer:     f.ServerConfig(peerPair, tls.RequireAndVerifyClientCert, nil, unrevokedPeer(f)),
 		peerDial: peerDial(f), out: f.Creds(peerPair), node: node, files: f,
 	}, nil
 }

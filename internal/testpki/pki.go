@@ -63,7 +63,7 @@ func NewPKI(t testing.TB) *PKI {
 		Subject:               pkix.Name{CommonName: "djinn test ca"},
 		NotBefore:             time.Now().Add(-time.Hour),
 		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
@@ -148,6 +148,22 @@ func (p *PKI) issue(t testing.TB, tmpl *x509.Certificate, certPath, keyPath stri
 		t.Fatal(err)
 	}
 	return cert
+}
+
+// WriteCRL writes to path a revocation list the CA signed, listing the
+// certificates revoked (none: an empty list), its next update a day away.
+func (p *PKI) WriteCRL(t testing.TB, path string, revoked ...*x509.Certificate) {
+	t.Helper()
+	tmpl := &x509.RevocationList{Number: serial(t), ThisUpdate: time.Now().Add(-time.Minute), NextUpdate: time.Now().Add(24 * time.Hour)}
+	for _, c := range revoked {
+		tmpl.RevokedCertificateEntries = append(tmpl.RevokedCertificateEntries,
+			x509.RevocationListEntry{SerialNumber: c.SerialNumber, RevocationTime: time.Now().Add(-time.Minute)})
+	}
+	der, err := x509.CreateRevocationList(rand.Reader, tmpl, p.ca, p.caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writePEM(t, path, "X509 CRL", der)
 }
 
 // ClientTLS returns a client configuration that trusts the CA and presents

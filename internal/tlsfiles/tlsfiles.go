@@ -46,6 +46,10 @@ type Config struct {
 	// CA is the bundle that verifies the other ends; empty: the system's
 	// roots.
 	CA string
+	// CRL names PEM certificate revocation lists, each signed by a CA of
+	// the bundle: the certificates they list are refused (Set.Revoked).
+	// Empty: none.
+	CRL string
 	// Accept checks a loading before it is used (nil: every one is); the
 	// first loading too, whose refusal Load returns.
 	Accept func(*Set) error
@@ -59,7 +63,21 @@ type Set struct {
 	Certs    []*tls.Certificate // the Pairs', in their order
 	Roots    *x509.CertPool     // nil without a CA file
 	CAExpiry time.Time          // the earliest end of the bundle's certificates
-	sum      [sha256.Size]byte  // of the files' contents: a change of time alone is none
+	// CRLUpdate is the earliest next update the revocation lists promise
+	// (zero without them).
+	CRLUpdate time.Time
+	revoked   map[revokedKey]bool
+	cas       []*x509.Certificate // the bundle's
+	sum       [sha256.Size]byte   // of the files' contents: a change of time alone is none
+}
+
+// revokedKey names a certificate as a revocation list does: its issuer
+// and its serial number.
+type revokedKey struct{ issuer, serial string }
+
+// Revoked reports whether a revocation list of the set lists c.
+func (s *Set) Revoked(c *x509.Certificate) bool {
+	return len(s.revoked) > 0 && s.revoked[revokedKey{string(c.RawIssuer), c.SerialNumber.String()}]
 }
 
 // Files are the PEM files of a Config and what was last loaded from them.
@@ -96,6 +114,9 @@ func (f *Files) SetLogger(l *slog.Logger) { f.log.Store(l) }
 func (f *Files) Loaded() int64  { return f.loaded.Load() }
 func (f *Files) Refused() int64 { return f.refused.Load() }
 
+// CRL is the revocation lists' file ("" without).
+func (f *Files) CRL() string { return f.cfg.CRL }
+
 // InUse returns what is in use, without looking at the files.
 func (f *Files) InUse() *Set { return f.cur.Load() }
 
@@ -114,6 +135,9 @@ func (f *Files) paths() []string {
 	}
 	if f.cfg.CA != "" {
 		p = append(p, f.cfg.CA)
+	}
+	if f.cfg.CRL != "" {
+		p = append(p, f.cfg.CRL)
 	}
 	return p
 }
@@ -173,10 +197,19 @@ func (f *Files) load() (*Set, error) {
 	if f.cfg.CA != "" {
 		pem, err := readFile(f.cfg.CA)
 		if err == nil {
-			set.Roots, set.CAExpiry, err = ParseCAs(pem)
+			set.Roots, set.cas, set.CAExpiry, err = parseCAs(pem)
 		}
 		if err != nil {
 			return nil, djinn.Errorf(djinn.InvalidArgument, "tls ca %s: %v", f.cfg.CA, err)
+		}
+	}
+	if f.cfg.CRL != "" {
+		pem, err := readFile(f.cfg.CRL)
+		if err == nil {
+			set.revoked, set.CRLUpdate, err = ParseCRLs(pem, set.cas)
+		}
+		if err != nil {
+			return nil, djinn.Errorf(djinn.InvalidArgument, "tls crl %s: %v", f.cfg.CRL, err)
 		}
 	}
 	sum.Sum(set.sum[:0])
@@ -193,8 +226,51 @@ func (f *Files) load() (*Set, error) {
 // certificate that does not parse or a block cut short (a file still
 // being written), is refused.
 func ParseCAs(data []byte) (*x509.CertPool, time.Time, error) {
+	roots, _, earliest, err := parseCAs(data)
+	return roots, earliest, err
+}
+
+func parseCAs(data []byte) (*x509.CertPool, []*x509.Certificate, time.Time, error) {
 	roots := x509.NewCertPool()
+	var cas []*x509.Certificate
 	var earliest time.Time
+	for {
+		var b *pem.Block
+		b, data = pem.Decode(data)
+		if b == nil {
+			if bytes.Contains(data, []byte("-----BEGIN")) {
+				return nil, nil, time.Time{}, errors.New("a PEM block is cut short (a file still being written?)")
+			}
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			continue
+		}
+		ca, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			return nil, nil, time.Time{}, fmt.Errorf("a certificate does not parse: %v", err)
+		}
+		roots.AddCert(ca)
+		cas = append(cas, ca)
+		if earliest.IsZero() || ca.NotAfter.Before(earliest) {
+			earliest = ca.NotAfter
+		}
+	}
+	if earliest.IsZero() {
+		return nil, nil, time.Time{}, errors.New("no PEM certificates")
+	}
+	return roots, cas, earliest, nil
+}
+
+// ParseCRLs reads PEM certificate revocation lists ("X509 CRL" blocks),
+// each of which one of cas must have signed: the certificates they list,
+// and the earliest next update they promise. A file without a list, a list
+// that does not parse, one none of cas signed, or a block cut short is
+// refused.
+func ParseCRLs(data []byte, cas []*x509.Certificate) (map[revokedKey]bool, time.Time, error) {
+	revoked := map[revokedKey]bool{}
+	var next time.Time
+	n := 0
 	for {
 		var b *pem.Block
 		b, data = pem.Decode(data)
@@ -204,22 +280,41 @@ func ParseCAs(data []byte) (*x509.CertPool, time.Time, error) {
 			}
 			break
 		}
-		if b.Type != "CERTIFICATE" {
+		if b.Type != "X509 CRL" {
 			continue
 		}
-		ca, err := x509.ParseCertificate(b.Bytes)
+		n++
+		crl, err := x509.ParseRevocationList(b.Bytes)
 		if err != nil {
-			return nil, time.Time{}, fmt.Errorf("a certificate does not parse: %v", err)
+			return nil, time.Time{}, fmt.Errorf("revocation list %d does not parse: %v", n, err)
 		}
-		roots.AddCert(ca)
-		if earliest.IsZero() || ca.NotAfter.Before(earliest) {
-			earliest = ca.NotAfter
+		if err := signedByCA(crl, cas); err != nil {
+			return nil, time.Time{}, fmt.Errorf("revocation list %d: %v", n, err)
+		}
+		for _, e := range crl.RevokedCertificateEntries {
+			revoked[revokedKey{string(crl.RawIssuer), e.SerialNumber.String()}] = true
+		}
+		if !crl.NextUpdate.IsZero() && (next.IsZero() || crl.NextUpdate.Before(next)) {
+			next = crl.NextUpdate
 		}
 	}
-	if earliest.IsZero() {
-		return nil, time.Time{}, errors.New("no PEM certificates")
+	if n == 0 {
+		return nil, time.Time{}, errors.New("no PEM revocation list (X509 CRL)")
 	}
-	return roots, earliest, nil
+	return revoked, next, nil
+}
+
+// signedByCA checks that one of cas signed crl.
+func signedByCA(crl *x509.RevocationList, cas []*x509.Certificate) error {
+	if len(cas) == 0 {
+		return errors.New("a revocation list needs the CA bundle that signed it (tls ca)")
+	}
+	for _, ca := range cas {
+		if bytes.Equal(ca.RawSubject, crl.RawIssuer) && crl.CheckSignatureFrom(ca) == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("no CA of the bundle signed it (its issuer: %s)", crl.Issuer)
 }
 
 // Check loads the files again if they changed since they were last looked

@@ -1,7 +1,9 @@
 package tlsfiles
 
 import (
+	"crypto/x509"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -71,4 +73,92 @@ func TestParseCAs(t *testing.T) {
 			t.Errorf("%s: error %v, want %q", tt.name, err, tt.want)
 		}
 	}
+}
+
+// TestParseCRLs: one row per rule of a revocation list file.
+func TestParseCRLs(t *testing.T) {
+	pki, pki2 := testpki.NewPKI(t), testpki.NewPKI(t)
+	dir := t.TempDir()
+	crl := func(p *testpki.PKI, name string, revoked ...*x509.Certificate) []byte {
+		path := filepath.Join(dir, name)
+		p.WriteCRL(t, path, revoked...)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	_, cas, _, err := parseCAs(readFile(t, pki.CA))
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty, listing, foreign := crl(pki, "empty.pem"), crl(pki, "client.pem", pki.Client.Leaf), crl(pki2, "other.pem")
+	tests := []struct {
+		name    string
+		data    []byte
+		cas     []*x509.Certificate
+		want    string // "" accepted
+		revoked bool   // pki's client certificate
+	}{
+		{"an empty list", empty, cas, "", false},
+		{"a list naming the client", listing, cas, "", true},
+		{"two lists", append(append([]byte{}, empty...), listing...), cas, "", true},
+		{"a list another CA signed", foreign, cas, "no CA of the bundle signed it", false},
+		{"a list without the bundle", empty, nil, "needs the CA bundle", false},
+		{"no list", readFile(t, pki.CA), cas, "no PEM revocation list", false},
+		{"a list cut short", append(append([]byte{}, empty...), listing[:len(listing)/2]...), cas, "cut short", false},
+		{"a list that does not parse", []byte("-----BEGIN X509 CRL-----\nAAAA\n-----END X509 CRL-----\n"), cas, "does not parse", false},
+	}
+	for _, tt := range tests {
+		revoked, next, err := ParseCRLs(tt.data, tt.cas)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: %v", tt.name, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s: error %v, want %q", tt.name, err, tt.want)
+		case err == nil:
+			s := &Set{revoked: revoked}
+			if got := s.Revoked(pki.Client.Leaf); got != tt.revoked {
+				t.Errorf("%s: the client certificate revoked %v, want %v", tt.name, got, tt.revoked)
+			}
+			if s.Revoked(pki.Server.Leaf) {
+				t.Errorf("%s: the server certificate, listed nowhere, revoked", tt.name)
+			}
+			if next.IsZero() {
+				t.Errorf("%s: no next update", tt.name)
+			}
+		}
+	}
+}
+
+// FuzzParseCRLs: any bytes read as revocation lists are refused or give
+// the certificates they revoke; never a panic.
+func FuzzParseCRLs(f *testing.F) {
+	pki := testpki.NewPKI(f)
+	dir := f.TempDir()
+	path := filepath.Join(dir, "crl.pem")
+	pki.WriteCRL(f, path, pki.Client.Leaf)
+	crl := readFile(f, path)
+	_, cas, _, err := parseCAs(readFile(f, pki.CA))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(crl)
+	f.Add(crl[:len(crl)/2])
+	f.Add([]byte("-----BEGIN X509 CRL-----\nAAAA\n-----END X509 CRL-----\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		revoked, _, err := ParseCRLs(data, cas)
+		if err != nil && revoked != nil {
+			t.Fatalf("refused (%v) with a list", err)
+		}
+	})
+}
+
+func readFile(t testing.TB, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
