@@ -20,7 +20,6 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/grpcerr"
-	"github.com/djinn-go/djinn/internal/secret"
 )
 
 // leaderTrailer is the trailer in which a djinn follower names the leader's
@@ -81,26 +80,6 @@ func (o *options) transportCreds() credentials.TransportCredentials {
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) { o.dialOpts = appendNonNil(o.dialOpts, opts...) }
 }
-
-// WithJoinSecret makes every call present a cluster's join secret (the
-// join-secret file in the data directory of its first node), which gives
-// the operator role to a client of a cluster without mutual TLS: adding
-// and removing members, and the other administrative calls. Present it to
-// that cluster's servers only: whoever receives it holds the role.
-func WithJoinSecret(s string) Option {
-	return WithDialOptions(grpc.WithPerRPCCredentials(joinSecret(s)))
-}
-
-// joinSecret carries a join secret in each call's metadata.
-type joinSecret string
-
-func (j joinSecret) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{secret.Header: string(j)}, nil
-}
-
-// RequireTransportSecurity is false: a cluster without TLS has a join
-// secret too (on loopback, or a network it trusts).
-func (joinSecret) RequireTransportSecurity() bool { return false }
 
 // Connector gives a connection to an endpoint (host:port). *Pool and *Client
 // implement it; every call in this package that reaches a remote object takes

@@ -17,7 +17,10 @@ import (
 // comes from --join-secret-file (DJINN_JOIN_SECRET_FILE); without it, when
 // every --server endpoint is on this machine, from the default data
 // directory of a server started here (djinn-data/join-secret), if there
-// is one. A secret is never sent to another machine unless asked.
+// is one, presented to this machine alone (client.WithLocalJoinSecret): a
+// command that follows a reference elsewhere (a listener, a landlord)
+// does not send it there. A secret is never sent to another machine
+// unless asked.
 func (g *globals) joinSecret() (client.Option, error) {
 	path := g.secretFile
 	if path == "" {
@@ -32,7 +35,7 @@ func (g *globals) joinSecret() (client.Option, error) {
 		if err != nil {
 			return nil, fmt.Errorf("join secret: %w", err)
 		}
-		return client.WithJoinSecret(s.String()), nil
+		return client.WithLocalJoinSecret(s.String()), nil
 	}
 	s, err := secret.Load(path)
 	if err != nil {
