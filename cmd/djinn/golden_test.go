@@ -423,6 +423,7 @@ func (g *goldenRun) others(p *proc) {
 	g.plain("tls-server", "tls", "server", "--dir", dir)
 	g.plain("tls-client", "tls", "client", "a", "--dir", dir)
 	g.plain("tls-peer", "tls", "peer", "n1", "--dir", dir)
+	g.plain("tls-revoke", "tls", "revoke", filepath.Join(dir, "client-a.pem"), "--dir", dir)
 	stopped := newNode(g.t)
 	stopped.start(g.t).stop(g.t)
 	g.plain("repair", "repair", "--data-dir", stopped.dir)

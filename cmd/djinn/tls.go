@@ -68,9 +68,10 @@ func (g *globals) tlsCmd() *cobra.Command {
 			"  djinn tls ca\n  djinn tls server --host localhost --host 127.0.0.1\n  djinn tls client alice\n  djinn tls peer n1\n" +
 			"  djinn serve --node-id n1 --tls-cert server.pem --tls-key server-key.pem --tls-peer-cert peer-n1.pem \\\n" +
 			"    --tls-peer-key peer-n1-key.pem --tls-ca ca.pem --tls-client-auth\n" +
-			"  djinn status --tls-ca ca.pem --tls-cert client-alice.pem --tls-key client-alice-key.pem",
+			"  djinn status --tls-ca ca.pem --tls-cert client-alice.pem --tls-key client-alice-key.pem\n" +
+			"  djinn tls revoke client-alice.pem    # crl.pem: serve --tls-crl crl.pem refuses it from then on",
 	}
-	cmd.AddCommand(g.tlsCACmd(), g.tlsServerCmd(), g.tlsClientCmd(), g.tlsPeerCmd())
+	cmd.AddCommand(g.tlsCACmd(), g.tlsServerCmd(), g.tlsClientCmd(), g.tlsPeerCmd(), g.tlsRevokeCmd())
 	return cmd
 }
 

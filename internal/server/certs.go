@@ -94,7 +94,7 @@ func revoked(f *tlsfiles.Files, c *x509.Certificate) error {
 	if !f.InUse().Revoked(c) {
 		return nil
 	}
-	return djinn.Errorf(djinn.PermissionDenied, "certificate %q (serial %s, issuer %q) is revoked by the server's revocation list (tls crl %s): the caller needs a new certificate", c.Subject, c.SerialNumber, c.Issuer, f.CRL())
+	return djinn.Errorf(djinn.PermissionDenied, "certificate %q (serial %s, issuer %q) is revoked by the server's revocation list (tls crl %s): the caller needs a new certificate", c.Subject, c.SerialNumber.Text(16), c.Issuer, f.CRL())
 }
 
 // certCollectors are the files' figures for /metrics: when each

@@ -348,6 +348,9 @@ func (f *Files) Check() {
 	if set.Roots != nil {
 		attrs = append(attrs, "ca_expires", set.CAExpiry.UTC())
 	}
+	if f.cfg.CRL != "" {
+		attrs = append(attrs, "crl", f.cfg.CRL, "crl_next_update", set.CRLUpdate.UTC())
+	}
 	log.Info("TLS certificates loaded again", attrs...)
 }
 
