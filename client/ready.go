@@ -56,8 +56,8 @@ func (c *Client) Ready(ctx context.Context) error {
 // between tries with a growing backoff, for at most limit (never beyond
 // ctx). Before its first wait it calls waiting, when not nil, with the
 // error that made it wait: once, to say what it waits for. When the time
-// runs out it returns that error, saying how long it waited. With limit
-// zero or less it calls find once.
+// runs out it returns that error, saying how long it waited; the first
+// try too is bounded by limit. With limit zero or less it calls find once.
 func WaitReady[T any](ctx context.Context, limit time.Duration, waiting func(error), find func(context.Context) (T, error)) (T, error) {
 	return waitWhile(ctx, limit, waiting, find, func(err error) bool { return errors.Is(err, ErrNotReady) })
 }
@@ -75,15 +75,23 @@ func WaitStarted[T any](ctx context.Context, limit time.Duration, waiting func(e
 // waitWhile calls find until again says no to its error, as WaitReady
 // describes.
 func waitWhile[T any](ctx context.Context, limit time.Duration, waiting func(error), find func(context.Context) (T, error), again func(error) bool) (T, error) {
-	v, err := find(ctx)
-	if limit <= 0 || err == nil || !again(err) {
+	if limit <= 0 {
+		return find(ctx)
+	}
+	// The limit bounds the first try too: a server that takes the
+	// connection and never answers is not waited for past it.
+	bounded, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	v, err := find(bounded)
+	if err != nil && bounded.Err() != nil && ctx.Err() == nil {
+		return v, fmt.Errorf("%w (gave up after waiting %s: no answer)", err, limit)
+	}
+	if err == nil || !again(err) {
 		return v, err
 	}
 	if waiting != nil {
 		waiting(err)
 	}
-	bounded, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
 	for b := backoff.New(50*time.Millisecond, time.Second); b.Wait(bounded); {
 		next, nerr := find(bounded)
 		if nerr != nil && bounded.Err() != nil {

@@ -179,6 +179,29 @@ func TestWaitReadyJoined(t *testing.T) {
 	}
 }
 
+// TestWaitBoundsTheFirstTry: a first try that gets no answer (a port
+// that takes the connection and never speaks) is given up at the limit,
+// saying so, not waited for as long as the caller's context allows.
+func TestWaitBoundsTheFirstTry(t *testing.T) {
+	for _, wait := range map[string]func(context.Context, time.Duration, func(error), func(context.Context) (int, error)) (int, error){
+		"WaitReady": client.WaitReady[int], "WaitStarted": client.WaitStarted[int],
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			start := time.Now()
+			_, err := wait(t.Context(), 3*time.Second, nil, func(ctx context.Context) (int, error) {
+				<-ctx.Done() // no answer
+				return 0, djinn.Errorf(djinn.Unavailable, "no answer: %v", ctx.Err())
+			})
+			if err == nil || !strings.Contains(err.Error(), "gave up after waiting 3s") {
+				t.Errorf("a first try without an answer: %v, want it given up after the limit", err)
+			}
+			if elapsed := time.Since(start); elapsed != 3*time.Second {
+				t.Errorf("gave up after %s, want the limit, 3s", elapsed)
+			}
+		})
+	}
+}
+
 // TestWaitStoppedByItsContext: a wait its caller's context ends (an
 // interrupt) says it stopped, and why, not that it gave up after the
 // whole limit.
