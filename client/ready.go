@@ -57,7 +57,8 @@ func (c *Client) Ready(ctx context.Context) error {
 // ctx). Before its first wait it calls waiting, when not nil, with the
 // error that made it wait: once, to say what it waits for. When the time
 // runs out it returns that error, saying how long it waited; the first
-// try too is bounded by limit. With limit zero or less it calls find once.
+// try too is bounded by limit (or a second, if limit is shorter). With
+// limit zero or less it calls find once.
 func WaitReady[T any](ctx context.Context, limit time.Duration, waiting func(error), find func(context.Context) (T, error)) (T, error) {
 	return waitWhile(ctx, limit, waiting, find, func(err error) bool { return errors.Is(err, ErrNotReady) })
 }
@@ -72,20 +73,28 @@ func WaitStarted[T any](ctx context.Context, limit time.Duration, waiting func(e
 	return waitWhile(ctx, limit, waiting, find, func(err error) bool { return djinn.KindOf(err) == djinn.Unavailable })
 }
 
+// firstTry is the least time a wait gives its first try.
+const firstTry = time.Second
+
 // waitWhile calls find until again says no to its error, as WaitReady
 // describes.
 func waitWhile[T any](ctx context.Context, limit time.Duration, waiting func(error), find func(context.Context) (T, error), again func(error) bool) (T, error) {
 	if limit <= 0 {
 		return find(ctx)
 	}
-	// The limit bounds the first try too: a server that takes the
-	// connection and never answers is not waited for past it.
+	// The limit bounds the first try too — a server that takes the
+	// connection and never answers is not waited for past it — but gives
+	// it at least firstTry, so that a limit too short for any answer
+	// still asks once.
+	first, cancelFirst := context.WithTimeout(ctx, max(limit, firstTry))
+	v, err := find(first)
+	timedOut := err != nil && first.Err() != nil && ctx.Err() == nil
+	cancelFirst()
+	if timedOut {
+		return v, fmt.Errorf("%w (gave up after waiting %s: no answer)", err, max(limit, firstTry))
+	}
 	bounded, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	v, err := find(bounded)
-	if err != nil && bounded.Err() != nil && ctx.Err() == nil {
-		return v, fmt.Errorf("%w (gave up after waiting %s: no answer)", err, limit)
-	}
 	if err == nil || !again(err) {
 		return v, err
 	}
