@@ -47,7 +47,7 @@ func (s *Server) unaryEdge(ctx context.Context, req any, info *grpc.UnaryServerI
 // rule. It returns the context that names the caller.
 func (s *Server) admit(ctx context.Context, method string, req any) (context.Context, error) {
 	if !principal.Named(ctx) {
-		ctx = withPrincipal(ctx)
+		ctx = s.withPrincipal(ctx)
 	}
 	rule, err := s.rule(method)
 	if err == nil {
@@ -60,7 +60,7 @@ func (s *Server) admit(ctx context.Context, method string, req any) (context.Con
 // is authorized by the method's rule.
 func (s *Server) streamEdge(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
 	defer s.recoverPanic(info.FullMethod, &err)
-	ctx := withPrincipal(ss.Context())
+	ctx := s.withPrincipal(ss.Context())
 	rule, err := s.rule(info.FullMethod)
 	if err != nil {
 		return s.edgeError(ss.Context(), err)
@@ -184,7 +184,9 @@ func (s *Server) recoverPanic(method string, err *error) {
 
 // withPrincipal names the caller by its verified certificate: a client's
 // principal, or a peer (without one, the caller is the local principal).
-func withPrincipal(ctx context.Context) context.Context {
+// The certificate itself rides in ctx only when revocation lists are
+// configured, the one check that reads it.
+func (s *Server) withPrincipal(ctx context.Context) context.Context {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
 		return ctx
@@ -193,7 +195,7 @@ func withPrincipal(ctx context.Context) context.Context {
 	if !ok || len(ti.State.VerifiedChains) == 0 || len(ti.State.VerifiedChains[0]) == 0 {
 		return ctx
 	}
-	return withCertificate(ctx, ti.State.VerifiedChains[0][0])
+	return withCertificate(ctx, ti.State.VerifiedChains[0][0], s.guard.revoked != nil)
 }
 
 // edgeStream carries the caller's principal and authorizes each request

@@ -313,7 +313,7 @@ func (s *Server) operatorHTTP(r *http.Request) error {
 	g := &s.guard
 	ctx := r.Context()
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
-		ctx = withCertificate(ctx, r.TLS.VerifiedChains[0][0])
+		ctx = withCertificate(ctx, r.TLS.VerifiedChains[0][0], g.revoked != nil)
 	}
 	if err := g.revokedCaller(ctx); err != nil {
 		return err
@@ -325,9 +325,12 @@ func (s *Server) operatorHTTP(r *http.Request) error {
 }
 
 // withCertificate names the caller by a verified certificate: a peer, or
-// a client principal.
-func withCertificate(ctx context.Context, c *x509.Certificate) context.Context {
-	ctx = principal.WithCertificate(ctx, c)
+// a client principal; with keep, ctx carries the certificate too (for the
+// revocation check).
+func withCertificate(ctx context.Context, c *x509.Certificate, keep bool) context.Context {
+	if keep {
+		ctx = principal.WithCertificate(ctx, c)
+	}
 	if node, ok := principal.PeerNodeOf(c); ok {
 		return principal.WithPeer(ctx, node)
 	}
