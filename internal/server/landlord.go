@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -182,6 +183,9 @@ func (l *landlordRPC) RenewAll(ctx context.Context, r *djinnpb.RenewAllRequest) 
 	if len(ds) != len(cookies) {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "renewAll: %d cookies but %d durations", len(cookies), len(ds))
 	}
+	if c, dup := duplicate(cookies); dup {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "renewAll: lease %s listed twice: a lease map holds each lease once; send it once, with the duration it should get", c)
+	}
 	durations := make([]time.Duration, len(ds))
 	for i, d := range ds {
 		durations[i] = time.Duration(d)
@@ -196,6 +200,24 @@ func (l *landlordRPC) RenewAll(ctx context.Context, r *djinnpb.RenewAllRequest) 
 		out.GrantedNanos[i] = int64(r.Granted)
 	}
 	return out, nil
+}
+
+// duplicate returns a cookie listed more than once in cookies, if any.
+// RenewAll refuses such a batch: a LeaseMap is a map, holding each lease
+// once with one duration (LE.2.2), and two renewals of one lease in one
+// call would answer the first with an expiration the second replaced.
+func duplicate(cookies []djinn.ID) (djinn.ID, bool) {
+	if len(cookies) < 2 {
+		return djinn.ID{}, false
+	}
+	sorted := slices.Clone(cookies)
+	slices.SortFunc(sorted, func(a, b djinn.ID) int { return bytes.Compare(a[:], b[:]) })
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i] == sorted[i-1] {
+			return sorted[i], true
+		}
+	}
+	return djinn.ID{}, false
 }
 
 func (l *landlordRPC) CancelAll(ctx context.Context, r *djinnpb.CancelAllRequest) (*djinnpb.CancelAllResponse, error) {

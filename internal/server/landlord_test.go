@@ -318,6 +318,25 @@ func TestLandlordRenewAll(t *testing.T) {
 		wantErr(t, "unknown lease", errs[1], djinn.ErrUnknownLease, "")
 		wantErr(t, "negative duration", errs[2], djinn.ErrInvalidArgument, "-2s")
 	})
+	t.Run("LE.2.2 a LeaseMap holds a lease once: a batch naming one twice is refused, nothing renewed", func(t *testing.T) {
+		// Before, each occurrence was renewed in turn and answered with
+		// its own grant: the first, asking for the most, was told it had
+		// testMaxLease while the second cut the lease back to a second.
+		ctx := testContext(t)
+		l := f.lease(t, 4*time.Second)
+		_, err := f.landlord.RenewAll(ctx, &djinnpb.RenewAllRequest{
+			Cookies:       batch.PackCookies([]djinn.ID{good1.Cookie(), l.Cookie(), l.Cookie()}),
+			DurationNanos: []int64{int64(djinn.Any), int64(testMaxLease), int64(time.Second)},
+		})
+		wantErr(t, "renewAll of a lease twice", err, djinn.ErrInvalidArgument, l.Cookie().String()+" listed twice")
+		resp, err := f.landlord.Remaining(ctx, &djinnpb.RemainingRequest{Cookie: idBytes(l.Cookie())})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if left := time.Duration(resp.GetRemainingNanos()); left > 4*time.Second {
+			t.Errorf("the lease has %v left after a refused renewAll, more than the 4s it was granted", left)
+		}
+	})
 	t.Run("an ill-formed batch fails as a whole", func(t *testing.T) {
 		tests := []struct {
 			name string

@@ -347,7 +347,9 @@ func (*CancelResponse) Descriptor() ([]byte, []int) {
 
 // RenewAllRequest renews n leases in one call, in a compact form for bulk
 // renewal: cookies holds n 16-byte cookies back to back, and lease i asks
-// for duration_nanos[i].
+// for duration_nanos[i]. A lease is listed once (a LeaseMap holds each
+// lease once, LE.2.2): a batch naming one twice is INVALID_ARGUMENT, and
+// nothing in it is renewed.
 type RenewAllRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Cookies       []byte                 `protobuf:"bytes,1,opt,name=cookies,proto3" json:"cookies,omitempty"`
