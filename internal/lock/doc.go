@@ -93,7 +93,8 @@
 // # Errors
 //
 // A release or change_mode of a lock not held is djinn.LockNotHeld (spec
-// 2.1.1); an unknown set, or a request that is not waiting, is
+// 2.1.1); an unknown set, a request that is not waiting, or a request
+// id retried under a holder not its own (requests.go), is
 // djinn.NoSuchObject; a bad argument is djinn.InvalidArgument; a refused
 // deadlock is djinn.Deadlock; a set whose fencing tokens are used up (not
 // in this universe's lifetime) is djinn.ResourceExhausted. Match with

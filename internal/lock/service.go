@@ -433,7 +433,7 @@ func (s *Service) Lock(ctx context.Context, set []byte, h *djinnpb.LockHolder, m
 	// Gave up: leave the queue. A grant that came first is given back.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if _, err := s.log.Propose(cctx, &statepb.Command{Op: &statepb.Command_LockCancel{LockCancel: &statepb.LockCancel{RequestIds: []uint64{request}}}}); err != nil {
+	if _, err := s.log.Propose(cctx, &statepb.Command{Op: &statepb.Command_LockCancel{LockCancel: &statepb.LockCancel{RequestIds: []uint64{request}, Holder: hs}}}); err != nil {
 		s.cfg.Logger.Warn("lock: leaving the queue failed", "request", request, "err", err)
 	}
 	select {

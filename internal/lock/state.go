@@ -360,13 +360,18 @@ func (s *State) txnIDLocked(k TxnKey) uint64 {
 
 // ApplyAcquire is lock, try_lock and change_mode. A request id granted
 // lately gets the same grant again (a retry after a lost answer); one
-// still waiting is left waiting.
+// still waiting is left waiting — from requestRules on, for the request's
+// own holder only (requests.go).
 func (s *State) ApplyAcquire(c *statepb.LockAcquire) (Result, error) {
 	var evs []Event
 	defer func() { s.tell(evs) }()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	owned := s.rules() >= requestRules
 	if f, ok := s.recent.fence[c.GetRequestId()]; ok {
+		if owned && !s.grantedToLocked(c.GetSetId(), c.GetHolder(), f) {
+			return Result{}, notHolders(c.GetRequestId())
+		}
 		return Result{Outcome: Granted, Fence: f}, nil
 	}
 	if h := c.GetHolder(); h.GetManager() != nil && s.rules() >= votesRules {
@@ -381,6 +386,9 @@ func (s *State) ApplyAcquire(c *statepb.LockAcquire) (Result, error) {
 	h, err := s.holderLocked(c.GetHolder())
 	if err != nil {
 		return Result{}, err
+	}
+	if k, ok := s.table.waiterOf(c.GetRequestId()); ok && owned && k != key(h) {
+		return Result{}, notHolders(c.GetRequestId())
 	}
 	if s.table.waitingIn(c.GetRequestId(), tid) {
 		return Result{Outcome: Queued}, nil
@@ -451,13 +459,27 @@ func (s *State) ApplyRelease(c *statepb.LockRelease) error {
 }
 
 // ApplyCancel takes waiting requests out of their queues; ids not waiting
-// are skipped.
+// are skipped. From requestRules on, a cancel that names a holder skips
+// the requests of other holders too (requests.go); one that names none
+// is the service's own, of requests nobody came back for.
 func (s *State) ApplyCancel(c *statepb.LockCancel) {
 	var evs []Event
 	defer func() { s.tell(evs) }()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var want partyKey
+	owned := s.rules() >= requestRules && c.GetHolder() != nil
+	if owned {
+		k, ok := s.holderKeyLocked(c.GetHolder())
+		if !ok {
+			return // a holder unknown here waits for nothing
+		}
+		want = k
+	}
 	for _, id := range c.GetRequestIds() {
+		if k, ok := s.table.waiterOf(id); owned && (!ok || k != want) {
+			continue
+		}
 		gs, err := s.table.Cancel(id)
 		if err != nil {
 			continue

@@ -38,6 +38,7 @@ import (
 var rulesVersions = []string{
 	1: "the rules of the first release",
 	2: "the lock service keeps its ABORTED votes in the state (LockTxnEnd voted_aborted) and refuses lock requests under a transaction it voted ABORTED",
+	3: "a lock request id names its own holder's request only: a retry (LockAcquire) under another holder is refused NoSuchObject, a LockCancel naming a holder skips other holders' requests",
 }
 
 // MaxRules is the highest rules version this binary supports.

@@ -430,8 +430,12 @@ func (x *LockRelease) GetMode() int32 {
 
 // LockCancel takes waiting requests out of their queues.
 type LockCancel struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestIds    []uint64               `protobuf:"varint,1,rep,packed,name=request_ids,json=requestIds,proto3" json:"request_ids,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	RequestIds []uint64               `protobuf:"varint,1,rep,packed,name=request_ids,json=requestIds,proto3" json:"request_ids,omitempty"`
+	// holder, when set, is whose requests they are: from rules version 3 a
+	// request of another holder is not cancelled. None is the service's
+	// own cancel of requests nobody came back for.
+	Holder        *LockHolderState `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -469,6 +473,13 @@ func (*LockCancel) Descriptor() ([]byte, []int) {
 func (x *LockCancel) GetRequestIds() []uint64 {
 	if x != nil {
 		return x.RequestIds
+	}
+	return nil
+}
+
+func (x *LockCancel) GetHolder() *LockHolderState {
+	if x != nil {
+		return x.Holder
 	}
 	return nil
 }
@@ -712,11 +723,12 @@ const file_state_v1_lock_proto_rawDesc = "" +
 	"\vLockRelease\x12\x15\n" +
 	"\x06set_id\x18\x01 \x01(\fR\x05setId\x121\n" +
 	"\x06holder\x18\x02 \x01(\v2\x19.state.v1.LockHolderStateR\x06holder\x12\x12\n" +
-	"\x04mode\x18\x03 \x01(\x05R\x04mode\"-\n" +
+	"\x04mode\x18\x03 \x01(\x05R\x04mode\"`\n" +
 	"\n" +
 	"LockCancel\x12\x1f\n" +
 	"\vrequest_ids\x18\x01 \x03(\x04R\n" +
-	"requestIds\"\x9c\x01\n" +
+	"requestIds\x121\n" +
+	"\x06holder\x18\x02 \x01(\v2\x19.state.v1.LockHolderStateR\x06holder\"\x9c\x01\n" +
 	"\n" +
 	"LockTxnEnd\x12'\n" +
 	"\amanager\x18\x01 \x01(\v2\r.djinn.v1.RefR\amanager\x12\x10\n" +
@@ -763,13 +775,14 @@ var file_state_v1_lock_proto_depIdxs = []int32{
 	9, // 1: state.v1.LockHolderState.ancestor_managers:type_name -> djinn.v1.Ref
 	0, // 2: state.v1.LockAcquire.holder:type_name -> state.v1.LockHolderState
 	0, // 3: state.v1.LockRelease.holder:type_name -> state.v1.LockHolderState
-	9, // 4: state.v1.LockTxnEnd.manager:type_name -> djinn.v1.Ref
-	9, // 5: state.v1.LockDrop.manager:type_name -> djinn.v1.Ref
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	0, // 4: state.v1.LockCancel.holder:type_name -> state.v1.LockHolderState
+	9, // 5: state.v1.LockTxnEnd.manager:type_name -> djinn.v1.Ref
+	9, // 6: state.v1.LockDrop.manager:type_name -> djinn.v1.Ref
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_state_v1_lock_proto_init() }
