@@ -40,8 +40,14 @@ import (
 //
 // Limits: a session has at most maxSessionCalls calls in flight (a
 // connection's streams are bounded alike), a call counting until its reply
-// is sent; beyond that the server stops reading it until one is. So a
-// client that does not read its replies holds no more than that many.
+// is sent; beyond that the server stops reading it until one is. Its
+// replies not yet sent (queued, or in a message flow control holds back)
+// are bounded by bytes too: past maxUnsentReplyBytes the server stops
+// reading it until some are sent. So a client that does not read its
+// replies holds no more than that many, nor more than that many bytes
+// and the replies of the calls already read when it crossed them. Only
+// that session waits: its principal's other sessions and calls, and
+// everyone else's, go on.
 // Its principal's calls in flight over all its sessions and unary calls
 // are bounded too ([quota] calls-in-flight, calls.go), a call counting
 // until its handler returns: past that bound the server stops reading the
@@ -61,6 +67,9 @@ const (
 	// sent once it holds sessionBatchBytes.
 	maxSessionReply   = 4<<20 - 64<<10
 	sessionBatchBytes = 1 << 20
+	// maxUnsentReplyBytes bounds the bytes of a session's replies not yet
+	// sent: four of the largest replies, or 16 batches.
+	maxUnsentReplyBytes = 16 << 20
 )
 
 // sessionMethod is a unary method as a session calls it: the registered
@@ -112,7 +121,7 @@ func (r *sessionRPC) Open(stream djinnpb.Session_OpenServer) error {
 	md, _ := metadata.FromIncomingContext(stream.Context())
 	ss := &session{s: s, stream: stream, ctx: stream.Context(), values: context.WithoutCancel(stream.Context()), md: md, principal: principal.From(stream.Context()),
 		slots: make(chan struct{}, maxSessionCalls), calls: map[uint64]*callCtx{},
-		wake: make(chan struct{}, 1), quit: make(chan struct{}), sent: make(chan struct{})}
+		wake: make(chan struct{}, 1), room: make(chan struct{}, 1), quit: make(chan struct{}), sent: make(chan struct{})}
 	stopEnding := context.AfterFunc(ss.ctx, ss.cancelAll) // the stream ends: its calls with it
 	go ss.send()
 	err := ss.receive()
@@ -148,12 +157,17 @@ type session struct {
 	mu      sync.Mutex
 	calls   map[uint64]*callCtx     // guarded by mu: calls in flight
 	replies []*djinnpb.SessionReply // guarded by mu: to send
+	// unsent is the bytes of the replies queued and of those in a
+	// message being sent (guarded by mu); past maxUnsentReplyBytes,
+	// receive waits for room.
+	unsent int
 	// spare is the slice the last flush sent from, emptied: the next
 	// flush's queue, so queueing replies grows no slice once warm. Only
 	// send's goroutine touches it.
 	spare []*djinnpb.SessionReply
 
 	wake    chan struct{} // 1-buffered: replies to send
+	room    chan struct{} // 1-buffered: replies sent, unsent went down
 	quit    chan struct{} // closed when no call is left: send the rest and return
 	sent    chan struct{} // closed when send has returned
 	sendErr error         // set by send before sent closes
@@ -163,6 +177,9 @@ type session struct {
 // (nil) or the stream ends (its error).
 func (ss *session) receive() error {
 	for {
+		if err := ss.waitRoom(); err != nil {
+			return err
+		}
 		req := new(djinnpb.SessionRequest)
 		if err := ss.stream.RecvMsg(req); err != nil {
 			if errors.Is(err, io.EOF) {
@@ -177,6 +194,24 @@ func (ss *session) receive() error {
 			if err := ss.start(c); err != nil {
 				return err
 			}
+		}
+	}
+}
+
+// waitRoom waits until the replies not yet sent hold at most
+// maxUnsentReplyBytes, or the stream ends (its error).
+func (ss *session) waitRoom() error {
+	for {
+		ss.mu.Lock()
+		over := ss.unsent > maxUnsentReplyBytes
+		ss.mu.Unlock()
+		if !over {
+			return nil
+		}
+		select {
+		case <-ss.room:
+		case <-ss.ctx.Done():
+			return ss.ctx.Err()
 		}
 	}
 }
@@ -413,8 +448,10 @@ func marshalReply(resp any) ([]byte, error) {
 }
 
 func (ss *session) reply(r *djinnpb.SessionReply) {
+	n := proto.Size(r)
 	ss.mu.Lock()
 	ss.replies = append(ss.replies, r)
+	ss.unsent += n
 	ss.mu.Unlock()
 	select {
 	case ss.wake <- struct{}{}:
@@ -471,8 +508,17 @@ func (ss *session) flush(goaway bool) {
 				ss.sendErr = err
 			}
 		}
-		for range len(msg.Replies) { // sent, or dropped with the stream: their calls are over
+		sent := 0
+		for _, r := range msg.Replies { // sent, or dropped with the stream: their calls are over
+			sent += proto.Size(r)
 			<-ss.slots
+		}
+		ss.mu.Lock()
+		ss.unsent -= sent
+		ss.mu.Unlock()
+		select {
+		case ss.room <- struct{}{}:
+		default: // receive is already told
 		}
 	}
 }
