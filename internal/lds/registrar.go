@@ -83,6 +83,45 @@ func CheckGroups(what string, groups []string, most int) ([]string, error) {
 	return out, nil
 }
 
+// CheckGroupsChange checks the arguments of a change of a registration's
+// managed groups that do not depend on the registration (LD.4.1.1): the
+// operation, all groups (with set alone, and no names) and the names
+// (CheckGroups). It returns the names as CheckGroups does.
+func CheckGroupsChange(op djinnpb.SetOp, all bool, groups []string) ([]string, error) {
+	if err := checkSetOp("groups", op); err != nil {
+		return nil, err
+	}
+	in, err := CheckGroups("groups", groups, MaxGroups)
+	if err != nil {
+		return nil, err
+	}
+	if all && (op != djinnpb.SetOp_SET_OP_SET || len(in) > 0) {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "%s groups: all groups goes only with set, and without group names", opName(op))
+	}
+	return in, nil
+}
+
+// CheckLocatorsChange checks the arguments of a change of a
+// registration's managed locators that do not depend on the registration:
+// the operation and the locators (CheckLocators), which it returns as
+// CheckLocators does.
+func CheckLocatorsChange(op djinnpb.SetOp, locators []string) ([]string, error) {
+	if err := checkSetOp("locators", op); err != nil {
+		return nil, err
+	}
+	return CheckLocators("locators", locators)
+}
+
+// checkSetOp refuses an operation on a managed set other than add, set
+// and remove.
+func checkSetOp(what string, op djinnpb.SetOp) error {
+	switch op {
+	case djinnpb.SetOp_SET_OP_ADD, djinnpb.SetOp_SET_OP_SET, djinnpb.SetOp_SET_OP_REMOVE:
+		return nil
+	}
+	return djinn.Errorf(djinn.InvalidArgument, "%s operation %d: want add, set or remove", what, op)
+}
+
 // CheckLocators parses jini:// locators and returns them canonical, sorted
 // and without duplicates (two spellings of one locator are one, as
 // LookupLocator.equals has it). More than MaxLocators distinct ones is

@@ -251,7 +251,7 @@ func (s *Service) ChangeGroups(ctx context.Context, req *djinnpb.LDSGroupsReques
 	if err != nil {
 		return nil, err
 	}
-	groups, err := CheckGroups("groups", req.GetGroups(), MaxGroups)
+	groups, err := CheckGroupsChange(req.GetOp(), req.GetAllGroups(), req.GetGroups())
 	if err != nil {
 		return nil, err
 	}
@@ -270,7 +270,7 @@ func (s *Service) ChangeLocators(ctx context.Context, req *djinnpb.LDSLocatorsRe
 	if err != nil {
 		return nil, err
 	}
-	locators, err := CheckLocators("locators", req.GetLocators())
+	locators, err := CheckLocatorsChange(req.GetOp(), req.GetLocators())
 	if err != nil {
 		return nil, err
 	}
@@ -313,7 +313,7 @@ func (s *Service) Discard(ctx context.Context, req *djinnpb.LDSDiscardRequest) (
 	if err != nil {
 		return false, err
 	}
-	id, err := djinn.IDFromBytes("registrar service id", req.GetRegistrarServiceId())
+	id, err := CheckDiscard(req)
 	if err != nil {
 		return false, err
 	}
@@ -327,6 +327,12 @@ func (s *Service) Discard(ctx context.Context, req *djinnpb.LDSDiscardRequest) (
 		s.rediscover(id)
 	}
 	return discarded, nil
+}
+
+// CheckDiscard checks a discard's argument, which does not depend on the
+// registration: the registrar's service id, which it returns.
+func CheckDiscard(req *djinnpb.LDSDiscardRequest) (djinn.ID, error) {
+	return djinn.IDFromBytes("registrar service id", req.GetRegistrarServiceId())
 }
 
 // rediscover asks the discovery runner, if one runs, to look for a lookup

@@ -373,13 +373,10 @@ func (s *State) ApplyGroups(c *statepb.LDSGroups) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	in, err := CheckGroups("groups", c.GetGroups(), MaxGroups)
+	op := c.GetOp()
+	in, err := CheckGroupsChange(op, c.GetAllGroups(), c.GetGroups())
 	if err != nil {
 		return Info{}, err
-	}
-	op := c.GetOp()
-	if c.GetAllGroups() && (op != djinnpb.SetOp_SET_OP_SET || len(in) > 0) {
-		return Info{}, djinn.Errorf(djinn.InvalidArgument, "%s groups: all groups goes only with set, and without group names", opName(op))
 	}
 	fx := &effects{}
 	defer s.tell(fx)
@@ -421,7 +418,7 @@ func (s *State) ApplyLocators(c *statepb.LDSLocators) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	in, err := CheckLocators("locators", c.GetLocators())
+	in, err := CheckLocatorsChange(c.GetOp(), c.GetLocators())
 	if err != nil {
 		return Info{}, err
 	}

@@ -258,9 +258,21 @@ func (g *guard) peer(ctx context.Context, method, node string) error {
 // only (but for AnyMember rules): elsewhere it is refused Unavailable,
 // whoever's resource it names and whether or not it exists, as the
 // handler refuses one that does not.
+//
+// The order is: the caller (a revoked certificate), then the arguments
+// that do not depend on the resource the call names (Rule.Args), then
+// the ownership hook; checks on the resource's state come after, in the
+// handler. A malformed argument is thus answered InvalidArgument naming
+// it whatever the call names, and only a well-formed call learns "not
+// found".
 func (g *guard) authorize(ctx context.Context, method string, r Rule, req any) error {
 	if !r.Carrier {
 		if err := g.revokedCaller(ctx); err != nil {
+			return err
+		}
+	}
+	if r.Args != nil {
+		if err := r.Args(req); err != nil {
 			return err
 		}
 	}

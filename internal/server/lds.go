@@ -86,9 +86,18 @@ func ldsPart(s *Server) *part {
 				"Register":        authenticated,
 				"GetRegistration": leaseOwner(s, (*djinnpb.LDSRegistrationRequest).GetLeaseCookie, noReg),
 				"GetRegistrars":   leaseOwner(s, (*djinnpb.LDSRegistrationRequest).GetLeaseCookie, noReg),
-				"ChangeGroups":    leaseOwner(s, (*djinnpb.LDSGroupsRequest).GetLeaseCookie, noReg),
-				"ChangeLocators":  leaseOwner(s, (*djinnpb.LDSLocatorsRequest).GetLeaseCookie, noReg),
-				"Discard":         leaseOwner(s, (*djinnpb.LDSDiscardRequest).GetLeaseCookie, noReg),
+				"ChangeGroups": checking(leaseOwner(s, (*djinnpb.LDSGroupsRequest).GetLeaseCookie, noReg), func(req *djinnpb.LDSGroupsRequest) error {
+					_, err := lds.CheckGroupsChange(req.GetOp(), req.GetAllGroups(), req.GetGroups())
+					return err
+				}),
+				"ChangeLocators": checking(leaseOwner(s, (*djinnpb.LDSLocatorsRequest).GetLeaseCookie, noReg), func(req *djinnpb.LDSLocatorsRequest) error {
+					_, err := lds.CheckLocatorsChange(req.GetOp(), req.GetLocators())
+					return err
+				}),
+				"Discard": checking(leaseOwner(s, (*djinnpb.LDSDiscardRequest).GetLeaseCookie, noReg), func(req *djinnpb.LDSDiscardRequest) error {
+					_, err := lds.CheckDiscard(req)
+					return err
+				}),
 			})
 		},
 		run:     func(ctx context.Context) { s.ldsDiscover(ctx, rpc.svc) },

@@ -71,6 +71,15 @@ type Rule struct {
 	// names belongs to another principal, and nil otherwise (a resource
 	// that does not exist is left to the handler to answer).
 	Owns func(ctx context.Context, req any) error
+	// Args, of a rule whose calls name a resource (Owner, Capability),
+	// checks the request's arguments that do not depend on that resource
+	// (a duration, a mode, a field's size, an id's or a reference's form).
+	// The edge runs it before the ownership hook and the handler: a
+	// malformed argument is answered InvalidArgument naming it, the same
+	// whoever's resource the call names and whether or not it exists. A
+	// check that depends on the resource's state stays in the handler,
+	// after the hook, where it tells another principal nothing.
+	Args func(req any) error
 	// AnyMember marks an Owner rule whose hook any member may decide, as
 	// it names no resource (Resources.List's). Every other hook decides
 	// by a resource only the serving leader answers for, and off it the
@@ -106,6 +115,19 @@ func owner[R any](owns func(ctx context.Context, req R) error) Rule {
 		}
 		return owns(ctx, r)
 	}}
+}
+
+// checking returns rule with args as its argument check (Rule.Args) on
+// requests of type R.
+func checking[R any](rule Rule, args func(R) error) Rule {
+	rule.Args = func(req any) error {
+		r, ok := req.(R)
+		if !ok {
+			return djinn.Errorf(djinn.Internal, "argument check for %T given a %T", *new(R), req)
+		}
+		return args(r)
+	}
+	return rule
 }
 
 // peerSelf returns the Peer rule of calls on requests of type R that act
@@ -153,6 +175,8 @@ func (r Rule) check(method string) error {
 		return djinn.Errorf(djinn.Internal, "rpc %s: authorization rule with no access kind", method)
 	case r.Access == Owner && r.Owns == nil:
 		return djinn.Errorf(djinn.Internal, "rpc %s: owner rule without an ownership hook", method)
+	case r.Args != nil && r.Access != Owner && r.Access != Capability:
+		return djinn.Errorf(djinn.Internal, "rpc %s: an argument check on a %v rule, which names no resource: check its arguments in the handler", method, r.Access)
 	}
 	return nil
 }

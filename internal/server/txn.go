@@ -86,10 +86,11 @@ func txnPart(s *Server) *part {
 			owns := owner(func(ctx context.Context, req interface{ GetId() uint64 }) error {
 				return s.txn.CheckOwner(ctx, req.GetId())
 			})
+			complete := checking(owns, func(req *djinnpb.CompleteTransactionRequest) error { return txn.CheckWaitFor(waitFor(req)) })
 			return r.serve(&djinnpb.TransactionManager_ServiceDesc, &txnRPC{s: s}, Rules{
 				"Create": authenticated, "List": authenticated, // a principal lists its own
 				"Join": capability, "GetState": capability, "Promote": capability,
-				"Commit": owns, "Abort": owns, "Describe": owns,
+				"Commit": complete, "Abort": complete, "Describe": owns,
 			})
 		},
 		run: func(ctx context.Context) { s.txn.Run(ctx) },

@@ -519,7 +519,7 @@ func (s *Service) owned(ctx context.Context, id uint64) (Info, error) {
 // A top-level transaction is voted without a VOTING record (vote.go); a
 // nested one records VOTING first.
 func (s *Service) Commit(ctx context.Context, id uint64, waitFor *time.Duration) error {
-	if err := checkWaitFor(waitFor); err != nil {
+	if err := CheckWaitFor(waitFor); err != nil {
 		return err
 	}
 	in, err := s.owned(ctx, id)
@@ -567,7 +567,7 @@ func (s *Service) Commit(ctx context.Context, id uint64, waitFor *time.Duration)
 
 // Abort aborts a transaction (TX.2.5): CannotAbort once it committed.
 func (s *Service) Abort(ctx context.Context, id uint64, waitFor *time.Duration) error {
-	if err := checkWaitFor(waitFor); err != nil {
+	if err := CheckWaitFor(waitFor); err != nil {
 		return err
 	}
 	if _, err := s.owned(ctx, id); err != nil {
@@ -581,16 +581,16 @@ func (s *Service) Abort(ctx context.Context, id uint64, waitFor *time.Duration) 
 	return s.wait(ctx, res.(Info), waitFor, false)
 }
 
-// checkWaitFor refuses a negative waitFor, before a commit or an abort
+// CheckWaitFor refuses a negative waitFor, before a commit or an abort
 // does anything: refused, the call must have changed nothing.
-func checkWaitFor(waitFor *time.Duration) error {
+func CheckWaitFor(waitFor *time.Duration) error {
 	if waitFor != nil && *waitFor < 0 {
 		return djinn.Errorf(djinn.InvalidArgument, "waitFor %s: must not be negative; give 0 or more, or leave it out to return once the outcome is decided", djinn.FormatDuration(*waitFor))
 	}
 	return nil
 }
 
-// wait waits, for the waitFor forms (checked by checkWaitFor), until
+// wait waits, for the waitFor forms (checked by CheckWaitFor), until
 // every participant has been told the outcome.
 func (s *Service) wait(ctx context.Context, in Info, waitFor *time.Duration, committed bool) error {
 	if waitFor == nil {
