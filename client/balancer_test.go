@@ -28,7 +28,7 @@ func TestClusterReadyFollowsFailures(t *testing.T) {
 			eps := []string{members[0].Addr(), members[1].Addr()}
 			pool := NewPool()
 			t.Cleanup(func() { pool.Close() })
-			cl, err := pool.newCluster(eps) // no refresh loop: the leader is set here
+			cl, err := pool.newCluster(eps, true) // no refresh loop: the leader is set here
 			if err != nil {
 				t.Fatal(err)
 			}

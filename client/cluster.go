@@ -132,7 +132,7 @@ type cluster struct {
 
 // newCluster makes the connection of a cluster reached at seeds. It does
 // not connect: the first call (or Client's Dial) does.
-func (p *Pool) newCluster(seeds []string) (*cluster, error) {
+func (p *Pool) newCluster(seeds []string, told bool) (*cluster, error) {
 	cl := &cluster{pool: p, seeds: slices.Clone(seeds), kick: make(chan struct{}, 1)}
 	cl.res = manual.NewBuilderWithScheme("djinn-cluster")
 	cl.res.InitialState(resolver.State{Addresses: cl.addresses(context.Background(), nil)})
@@ -145,6 +145,7 @@ func (p *Pool) newCluster(seeds []string) (*cluster, error) {
 	}, windows...)
 	opts = append(opts, p.opts.linkOptions()...) // keepalive finds a member gone silent without waiting for a call to fail
 	opts = append(opts, p.opts.dialOpts...)
+	opts = append(opts, p.secretOption(func() bool { return told })...)
 	opts = append(opts, p.sessionOption(cl.sessionLeader)...)
 	cc, err := grpc.NewClient("djinn-cluster:///"+strings.Join(seeds, ","), opts...)
 	if err != nil {

@@ -31,11 +31,12 @@ const leaderTrailer = "djinn-leader"
 type Option func(*options)
 
 type options struct {
-	tls       *tls.Config
-	tlsFiles  *fileCreds // WithTLSFiles; tls or tlsFiles, not both
-	dialOpts  []grpc.DialOption
-	maxConns  int
-	noSession bool // every call on its own (session.go)
+	tls        *tls.Config
+	tlsFiles   *fileCreds // WithTLSFiles; tls or tlsFiles, not both
+	dialOpts   []grpc.DialOption
+	maxConns   int
+	noSession  bool        // every call on its own (session.go)
+	joinSecret *joinSecret // WithJoinSecret, WithLocalJoinSecret (joinsecret.go)
 
 	keepTime, keepTimeout, connectTimeout time.Duration // liveness.go
 }
@@ -123,6 +124,7 @@ type Pool struct {
 	byEndpoint map[string]*cluster      // guarded by mu: members' and seeds' endpoints
 	learning   map[djinn.ID]*learnState // guarded by mu: service ids asked about
 	owned      []*cluster               // guarded by mu: every cluster made, closed at Close
+	told       []*cluster               // guarded by mu: the clusters Dial or Follow reached, appended to only (joinsecret.go)
 }
 
 type pooled struct {
@@ -176,6 +178,7 @@ func (p *Pool) Conn(endpoint string) (*grpc.ClientConn, error) {
 	}, windows...)
 	dialOpts = append(dialOpts, p.opts.linkOptions()...)
 	dialOpts = append(dialOpts, p.opts.dialOpts...)
+	dialOpts = append(dialOpts, p.secretOption(func() bool { return p.inScope(endpoint) })...)
 	dialOpts = append(dialOpts, p.sessionOption(nil)...)
 	cc, err := grpc.NewClient(endpoint, dialOpts...)
 	if err != nil {
@@ -276,6 +279,9 @@ func (p *Pool) unaryInterceptor(endpoint string) grpc.UnaryClientInterceptor {
 		}
 		if hint := leaderOf(trailer); hint != "" && hint != endpoint && ctx.Value(redirectedKey{}) == nil &&
 			status.Code(err) == codes.Unavailable {
+			if cl := p.toldClusterOf(endpoint); cl != nil {
+				cl.setLeader(hint) // a member's word: the join secret goes there too
+			}
 			if leader, cerr := p.Conn(hint); cerr == nil {
 				return leader.Invoke(context.WithValue(ctx, redirectedKey{}, true), method, req, reply, opts...)
 			}
@@ -419,7 +425,7 @@ func Dial(ctx context.Context, target string, opts ...Option) (*Client, error) {
 		return nil, errors.Join(err, djinn.Errorf(djinn.Unavailable, "dial %s: %v", target, err))
 	}
 	p := NewPool(opts...)
-	cl, err := p.follow(eps)
+	cl, err := p.follow(eps, true)
 	if err != nil {
 		p.Close()
 		return nil, err

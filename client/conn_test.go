@@ -253,7 +253,7 @@ func TestPoolEvictsLeastRecentlyUsed(t *testing.T) {
 func TestPoolNeverEvictsAClusterConnection(t *testing.T) {
 	p := NewPool(WithMaxConns(2))
 	defer p.Close()
-	cl, err := p.follow([]string{"127.0.0.1:1"})
+	cl, err := p.follow([]string{"127.0.0.1:1"}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,9 +27,11 @@ type learnState struct {
 }
 
 // follow makes the connection of the cluster reached at seeds, owned by
-// the pool (closed at Close) and found by its seeds' endpoints.
-func (p *Pool) follow(seeds []string) (*cluster, error) {
-	cl, err := p.newCluster(seeds)
+// the pool (closed at Close) and found by its seeds' endpoints. told is a
+// cluster the pool was told to reach (Dial, Follow), not one it learnt
+// from a reference: the join secret goes to told clusters alone.
+func (p *Pool) follow(seeds []string, told bool) (*cluster, error) {
+	cl, err := p.newCluster(seeds, told)
 	if err != nil {
 		return nil, err
 	}
@@ -40,6 +42,9 @@ func (p *Pool) follow(seeds []string) (*cluster, error) {
 		return nil, errClosed("pool")
 	}
 	p.owned = append(p.owned, cl)
+	if told {
+		p.told = append(p.told, cl)
+	}
 	for _, ep := range seeds {
 		if _, ok := p.byEndpoint[ep]; !ok {
 			p.byEndpoint[ep] = cl
@@ -50,7 +55,8 @@ func (p *Pool) follow(seeds []string) (*cluster, error) {
 
 // Follow makes the pool follow the djinn cluster reached at endpoints, as
 // Dial does for a Client: references to its services reach whichever
-// member serves. It returns at once; the member list comes in the
+// member serves, and the pool's join secret (WithJoinSecret) goes to its
+// members. It returns at once; the member list comes in the
 // background.
 func (p *Pool) Follow(endpoints ...string) error {
 	if len(endpoints) == 0 {
@@ -61,7 +67,7 @@ func (p *Pool) Follow(endpoints ...string) error {
 			return err
 		}
 	}
-	cl, err := p.follow(endpoints)
+	cl, err := p.follow(endpoints, true)
 	if err != nil {
 		return err
 	}
@@ -332,7 +338,7 @@ func (p *Pool) learn(ref djinn.Ref) (never bool, err error) {
 		// for it would never be adopted, only kept running until Close.
 		return true, nil
 	}
-	cl, err := p.follow(seeds)
+	cl, err := p.follow(seeds, false)
 	if err != nil {
 		return false, djinn.Errorf(djinn.Unavailable, "service %s: cannot follow its cluster at %v: %v", ref.Service, seeds, err)
 	}

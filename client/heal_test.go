@@ -38,7 +38,7 @@ func TestConnRecoversAfterHandshakeFault(t *testing.T) {
 	}{
 		{"endpoint connection", (*Pool).Conn},
 		{"cluster connection", func(p *Pool, endpoint string) (*grpc.ClientConn, error) {
-			cl, err := p.follow([]string{endpoint})
+			cl, err := p.follow([]string{endpoint}, true)
 			if err != nil {
 				return nil, err
 			}

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"net"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -10,36 +11,113 @@ import (
 	"github.com/djinn-go/djinn/internal/secret"
 )
 
-// WithJoinSecret makes every call present a cluster's join secret (the
+// WithJoinSecret makes calls present a cluster's join secret (the
 // join-secret file in the data directory of its first node), which gives
 // the operator role to a client of a cluster without mutual TLS: adding
-// and removing members, and the other administrative calls. Present it to
-// that cluster's servers only: whoever receives it holds the role.
+// and removing members, and the other administrative calls. Whoever
+// receives it holds the role, so it goes to the cluster the client was
+// told to reach alone: with the calls to the cluster Dial reached (or
+// Pool.Follow), to its endpoints and to the members its member list names
+// (those it learns later included, and the leader a member names), and
+// with no other call of the pool's — not to a listener, a landlord, a
+// participant or another cluster's member that a reference or an event
+// names, nor to a cluster the pool learnt from one. A Pool told of no
+// cluster sends it to no one.
 func WithJoinSecret(s string) Option {
-	return WithDialOptions(grpc.WithPerRPCCredentials(joinSecret{secret: s}))
+	return func(o *options) { o.joinSecret = &joinSecret{secret: s} }
+}
+
+// WithJoinSecretTo is WithJoinSecret for a program that knows its
+// cluster's members itself (a djinn server calling its peers): the secret
+// goes, besides, with the calls of the pool's connection to each endpoint
+// that peer accepts at the time of the call. peer must be safe for
+// concurrent use.
+func WithJoinSecretTo(s string, peer func(endpoint string) bool) Option {
+	return func(o *options) { o.joinSecret = &joinSecret{secret: s, peer: peer} }
 }
 
 // WithLocalJoinSecret is WithJoinSecret for calls to this machine alone:
-// the secret goes with calls to loopback endpoints (127.0.0.0/8, ::1,
-// localhost) and with no other call of the pool's — not to a listener, a
-// landlord or a service elsewhere that a reference names. It suits a
-// secret read from a server's data directory on this machine.
+// the secret goes with the calls to the cluster the client was told to
+// reach, as WithJoinSecret's, that are to loopback endpoints (127.0.0.0/8,
+// ::1, localhost), and with no other. It suits a secret read from a
+// server's data directory on this machine. It replaces WithJoinSecret, as
+// WithJoinSecret replaces it.
 func WithLocalJoinSecret(s string) Option {
-	return WithDialOptions(grpc.WithPerRPCCredentials(joinSecret{secret: s, local: true}))
+	return func(o *options) { o.joinSecret = &joinSecret{secret: s, local: true} }
 }
 
-// joinSecret carries a join secret in each call's metadata; with local,
-// in calls to loopback endpoints only.
+// joinSecret is a join secret and where it may go.
 type joinSecret struct {
 	secret string
-	local  bool
+	local  bool                       // to loopback audiences only
+	peer   func(endpoint string) bool // WithJoinSecretTo: endpoints it goes to besides
 }
 
-func (j joinSecret) GetRequestMetadata(_ context.Context, uri ...string) (map[string]string, error) {
-	if j.local && !loopbackAudience(uri) {
+// secretCreds carries a join secret in the metadata of the calls of one
+// connection while inScope says the connection reaches the cluster the
+// client was told to reach; with local, of calls to loopback endpoints
+// only. A session's stream is one call: it presents the secret, or not,
+// when it opens.
+type secretCreds struct {
+	joinSecret
+	inScope func() bool
+}
+
+// secretOption returns the dial option that presents the pool's join
+// secret on a connection's calls while inScope, none without a secret.
+func (p *Pool) secretOption(inScope func() bool) []grpc.DialOption {
+	if p.opts.joinSecret == nil {
+		return nil
+	}
+	return []grpc.DialOption{grpc.WithPerRPCCredentials(secretCreds{*p.opts.joinSecret, inScope})}
+}
+
+func (c secretCreds) GetRequestMetadata(_ context.Context, uri ...string) (map[string]string, error) {
+	if !c.inScope() || c.local && !loopbackAudience(uri) {
 		return nil, nil
 	}
-	return map[string]string{secret.Header: j.secret}, nil
+	return map[string]string{secret.Header: c.secret}, nil
+}
+
+// RequireTransportSecurity is false: a cluster without TLS has a join
+// secret too (on loopback, or a network it trusts).
+func (secretCreds) RequireTransportSecurity() bool { return false }
+
+// inScope reports whether endpoint is one of the join secret's audience:
+// an endpoint of a cluster the pool was told to reach (Dial, Follow), a
+// member its last member list named, or the leader a member named; or one
+// WithJoinSecretTo's peer accepts.
+func (p *Pool) inScope(endpoint string) bool {
+	if peer := p.opts.joinSecret.peer; peer != nil && peer(endpoint) {
+		return true
+	}
+	return p.toldClusterOf(endpoint) != nil
+}
+
+// toldClusterOf returns the cluster the pool was told to reach that
+// endpoint belongs to, nil if none.
+func (p *Pool) toldClusterOf(endpoint string) *cluster {
+	p.mu.Lock()
+	told := p.told
+	p.mu.Unlock()
+	for _, cl := range told {
+		if cl.reaches(endpoint) {
+			return cl
+		}
+	}
+	return nil
+}
+
+// reaches reports whether endpoint is one of cl's: a seed, a member as
+// last listed, or the leader as last heard.
+func (cl *cluster) reaches(endpoint string) bool {
+	if slices.Contains(cl.seeds, endpoint) || cl.leaderEndpoint() == endpoint {
+		return true
+	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	_, found := slices.BinarySearch(cl.members, endpoint) // sorted (setMembers)
+	return found
 }
 
 // loopbackAudience reports whether a call's audience (gRPC's
@@ -71,7 +149,3 @@ func loopbackAudience(uri []string) bool {
 	}
 	return true
 }
-
-// RequireTransportSecurity is false: a cluster without TLS has a join
-// secret too (on loopback, or a network it trusts).
-func (joinSecret) RequireTransportSecurity() bool { return false }

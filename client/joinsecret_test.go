@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"net"
+	"sync"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -10,54 +11,217 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/secret"
+	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
-// TestLocalJoinSecretStaysOnThisMachine: WithLocalJoinSecret presents the
-// secret on calls to loopback endpoints and on no other call of the pool
-// (README Security, "The operator role"); WithJoinSecret on every call.
-func TestLocalJoinSecretStaysOnThisMachine(t *testing.T) {
-	t.Parallel()
-	// A server that records the join secret each call carried.
-	got := make(chan []string, 16)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+// witness is a server of a cluster's: it answers Members with its
+// cluster's member list, and Health, and records whether each call it
+// got carried the join secret.
+type witness struct {
+	djinnpb.UnimplementedAdminServer
+	addr string
+	svc  djinn.ID
+
+	mu      sync.Mutex
+	members []string // guarded by mu
+	calls   int      // guarded by mu
+	secrets int      // guarded by mu: the calls that carried the secret
+}
+
+// startWitness serves a witness of the cluster svc on ln.
+func startWitness(t *testing.T, ln net.Listener, svc djinn.ID, members ...string) *witness {
+	t.Helper()
+	w := &witness{addr: ln.Addr().String(), svc: svc, members: members}
+	w.addr = serveOn(t, ln, func(s *grpc.Server) {
+		djinnpb.RegisterAdminServer(s, w)
+		healthpb.RegisterHealthServer(s, health.NewServer())
+	}, grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		w.record(ctx)
+		return h(ctx, req)
+	}), grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		w.record(ss.Context())
+		return h(srv, ss)
+	}))
+	return w
+}
+
+func (w *witness) record(ctx context.Context) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	got := md.Get(secret.Header)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.calls++
+	if len(got) > 0 {
+		w.secrets++
+	}
+}
+
+// seen returns the calls w got, and those of them that carried the secret.
+func (w *witness) seen() (calls, secrets int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.calls, w.secrets
+}
+
+func (w *witness) setMembers(members ...string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.members = members
+}
+
+func (w *witness) Members(context.Context, *djinnpb.MembersRequest) (*djinnpb.MembersResponse, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	resp := &djinnpb.MembersResponse{ServiceId: w.svc[:]}
+	for _, m := range w.members {
+		resp.Members = append(resp.Members, &djinnpb.Member{GrpcAddress: m})
+	}
+	return resp, nil
+}
+
+// check makes one call on cc.
+func check(t *testing.T, cc *grpc.ClientConn) {
+	t.Helper()
+	if _, err := healthpb.NewHealthClient(cc).Check(t.Context(), &healthpb.HealthCheckRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		md, _ := metadata.FromIncomingContext(ctx)
-		got <- md.Get(secret.Header)
-		return h(ctx, req)
-	}))
-	healthpb.RegisterHealthServer(gs, health.NewServer())
-	go func() { _ = gs.Serve(ln) }()
-	t.Cleanup(gs.Stop)
-	addr := ln.Addr().String()
+}
 
+// TestJoinSecretGoesToTheDialledClusterAlone: a join secret (the operator
+// role; README Security, "The operator role") goes with the calls to the
+// cluster the client dialled — its endpoint, and a member it learnt after
+// it started — and with no call to an endpoint outside it: a listener's,
+// or a member of another cluster that a reference names (the calls that
+// learn that cluster, and those to it once it is followed). Before, an
+// explicit secret went with every call of the pool.
+func TestJoinSecretGoesToTheDialledClusterAlone(t *testing.T) {
+	t.Parallel()
+	for _, row := range []struct {
+		name string
+		opt  Option
+	}{
+		{"WithJoinSecret", WithJoinSecret("s3cret")},
+		{"WithLocalJoinSecret", WithLocalJoinSecret("s3cret")}, // every endpoint here is on loopback
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			t.Parallel()
+			svc := djinn.NewID()
+			lnA, lnB, lnOut := listen(t), listen(t), listen(t)
+			a := startWitness(t, lnA, svc, lnA.Addr().String())
+			b := startWitness(t, lnB, svc, lnA.Addr().String(), lnB.Addr().String())
+			out := startWitness(t, lnOut, djinn.NewID(), lnOut.Addr().String())
+
+			c, err := Dial(t.Context(), a.addr, row.opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			check(t, c.ClientConn())
+			cc, err := c.Conn(a.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, cc)
+
+			// Outside the cluster: a listener's endpoint, then a
+			// reference to another cluster's service.
+			cc, err = c.Conn(out.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, cc)
+			ref := djinn.Ref{Endpoint: out.addr, Service: out.svc, Object: djinn.NewID()}
+			if err := c.Learn(t.Context(), ref); err != nil {
+				t.Fatal(err)
+			}
+			if !c.Pool().Follows(out.svc) {
+				t.Fatal("the other cluster was not learnt")
+			}
+			cc, err = c.ConnFor(ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, cc)
+
+			// A member the dialled cluster's list names after the start.
+			a.setMembers(a.addr, b.addr)
+			c.cluster.refresh(t.Context())
+			cc, err = c.Conn(b.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, cc)
+
+			for _, w := range []struct {
+				name string
+				w    *witness
+				want bool
+			}{{"the dialled endpoint", a, true}, {"a member learnt later", b, true}, {"an endpoint outside the cluster", out, false}} {
+				calls, secrets := w.w.seen()
+				if calls == 0 {
+					t.Fatalf("%s got no call", w.name)
+				}
+				if w.want && secrets == 0 {
+					t.Errorf("%s: no call of %d carried the secret", w.name, calls)
+				}
+				if !w.want && secrets > 0 {
+					t.Errorf("%s: %d calls of %d carried the secret", w.name, secrets, calls)
+				}
+			}
+		})
+	}
+}
+
+// TestJoinSecretScope: one row per audience the secret is kept from.
+func TestJoinSecretScope(t *testing.T) {
+	t.Parallel()
+	ln := listen(t)
+	w := startWitness(t, ln, djinn.NewID(), ln.Addr().String())
+	// The endpoint dialled is on loopback, but the connection names
+	// another host (as one to another machine does).
+	elsewhere := WithDialOptions(grpc.WithAuthority("djinn.example:4161"))
 	tests := []struct {
 		name      string
+		dial      bool // Dial the witness; otherwise a pool's Conn to it
 		opts      []Option
 		presented bool
 	}{
-		{"local secret, loopback endpoint", []Option{WithLocalJoinSecret("s3cret")}, true},
-		// The endpoint dialled is on loopback, but the connection names
-		// another host (as one to another machine does): not presented.
-		{"local secret, another host", []Option{WithLocalJoinSecret("s3cret"), WithDialOptions(grpc.WithAuthority("djinn.example:4161"))}, false},
-		{"secret, another host", []Option{WithJoinSecret("s3cret"), WithDialOptions(grpc.WithAuthority("djinn.example:4161"))}, true},
+		{"local secret, loopback endpoint", true, []Option{WithLocalJoinSecret("s3cret")}, true},
+		{"local secret, another host", true, []Option{WithLocalJoinSecret("s3cret"), elsewhere}, false},
+		{"secret, another host of the dialled cluster", true, []Option{WithJoinSecret("s3cret"), elsewhere}, true},
+		{"secret, a pool told of no cluster", false, []Option{WithJoinSecret("s3cret")}, false},
+		{"local secret, a pool told of no cluster", false, []Option{WithLocalJoinSecret("s3cret")}, false},
+		{"secret to a peer the program names", false, []Option{WithJoinSecretTo("s3cret", func(ep string) bool { return ep == w.addr })}, true},
+		{"secret to peers, an endpoint not one", false, []Option{WithJoinSecretTo("s3cret", func(string) bool { return false })}, false},
 	}
 	for _, tt := range tests {
-		p := NewPool(append(tt.opts, WithoutSession())...)
-		cc, err := p.Conn(addr)
-		if err != nil {
-			t.Fatal(err)
+		before, secretsBefore := w.seen()
+		var cc *grpc.ClientConn
+		opts := append(tt.opts, WithoutSession())
+		if tt.dial {
+			c, err := Dial(t.Context(), w.addr, opts...)
+			if err != nil {
+				t.Fatalf("%s: %v", tt.name, err)
+			}
+			cc = c.ClientConn()
+			defer c.Close()
+		} else {
+			p := NewPool(opts...)
+			defer p.Close()
+			var err error
+			if cc, err = p.Conn(w.addr); err != nil {
+				t.Fatal(err)
+			}
 		}
-		if _, err := healthpb.NewHealthClient(cc).Check(t.Context(), &healthpb.HealthCheckRequest{}); err != nil {
-			t.Fatalf("%s: %v", tt.name, err)
+		check(t, cc)
+		calls, secrets := w.seen()
+		if calls == before {
+			t.Fatalf("%s: no call", tt.name)
 		}
-		p.Close()
-		secrets := <-got
-		if presented := len(secrets) == 1 && secrets[0] == "s3cret"; presented != tt.presented {
-			t.Errorf("%s: the call carried %q, want the secret presented %v", tt.name, secrets, tt.presented)
+		if presented := secrets > secretsBefore; presented != tt.presented {
+			t.Errorf("%s: %d of %d calls carried the secret, want the secret presented %v", tt.name, secrets-secretsBefore, calls-before, tt.presented)
 		}
 	}
 }

@@ -37,7 +37,7 @@ func TestDeadPathFoundByKeepalive(t *testing.T) {
 		{"endpoint connection, a call in flight", (*Pool).Conn, true},
 		{"endpoint connection, idle", (*Pool).Conn, false},
 		{"cluster connection, idle", func(p *Pool, endpoint string) (*grpc.ClientConn, error) {
-			cl, err := p.follow([]string{endpoint})
+			cl, err := p.follow([]string{endpoint}, true)
 			if err != nil {
 				return nil, err
 			}

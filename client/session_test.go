@@ -315,7 +315,7 @@ func TestSessionCallGivenUp(t *testing.T) {
 func TestSessionLeaderUnknownAsksForTheMembers(t *testing.T) {
 	p := NewPool()
 	t.Cleanup(func() { p.Close() })
-	cl, err := p.newCluster([]string{"127.0.0.1:1"}) // not connected, no refresh loop
+	cl, err := p.newCluster([]string{"127.0.0.1:1"}, true) // not connected, no refresh loop
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,7 +58,7 @@ func (g *globals) client(cmd *cobra.Command) *cobra.Command {
 	pf.StringVar(&g.tlsCA, "tls-ca", envOr("DJINN_TLS_CA", ""), "PEM CA that verifies the server: connect with TLS (or DJINN_TLS_CA)")
 	pf.StringVar(&g.cert, "tls-cert", envOr("DJINN_TLS_CERT", ""), "PEM client certificate, for mutual TLS (or DJINN_TLS_CERT)")
 	pf.StringVar(&g.key, "tls-key", envOr("DJINN_TLS_KEY", ""), "PEM key of --tls-cert (or DJINN_TLS_KEY)")
-	pf.StringVar(&g.secretFile, "join-secret-file", envOr("DJINN_JOIN_SECRET_FILE", ""), "file holding the cluster's join secret, the operator role without mutual TLS (default: djinn-data/join-secret when --server is on this machine)")
+	pf.StringVar(&g.secretFile, "join-secret-file", envOr("DJINN_JOIN_SECRET_FILE", ""), "file holding the cluster's join secret, the operator role without mutual TLS, sent to the --server cluster's members alone (default: djinn-data/join-secret when --server is on this machine)")
 	pf.StringVar(&g.waitTimeoutS, "wait-timeout", envOr("DJINN_WAIT_TIMEOUT", defaultWaitTimeout.String()), "how long a service command waits for a server still starting to be ready (a Go duration; 0: not at all); or DJINN_WAIT_TIMEOUT")
 	alias(pf, "ca", "tls-ca")
 	alias(pf, "cert", "tls-cert")

@@ -17,10 +17,11 @@ import (
 // comes from --join-secret-file (DJINN_JOIN_SECRET_FILE); without it, when
 // every --server endpoint is on this machine, from the default data
 // directory of a server started here (djinn-data/join-secret), if there
-// is one, presented to this machine alone (client.WithLocalJoinSecret): a
-// command that follows a reference elsewhere (a listener, a landlord)
-// does not send it there. A secret is never sent to another machine
-// unless asked.
+// is one, presented to this machine alone (client.WithLocalJoinSecret).
+// Either goes to the --server cluster's members alone: a command that
+// follows a reference elsewhere (a listener, a landlord, another
+// cluster's member) does not send it there. A secret is never sent to
+// another machine unless asked.
 func (g *globals) joinSecret() (client.Option, error) {
 	path := g.secretFile
 	if path == "" {

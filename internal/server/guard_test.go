@@ -63,7 +63,7 @@ func TestMembershipNeedsTheJoinSecret(t *testing.T) {
 		{"a wrong secret", []client.Option{client.WithJoinSecret(secret.New().String())}},
 		{"a malformed secret", []client.Option{client.WithJoinSecret("letmein")}},
 	} {
-		a := djinnpb.NewAdminClient(servertest.Conn(t, s.Addr(), tt.opts...))
+		a := djinnpb.NewAdminClient(servertest.MemberConn(t, s.Addr(), tt.opts...))
 		for name, call := range adminCalls(a) {
 			wantErr(t, tt.name+": "+name, call(testContext(t)), djinn.ErrPermissionDenied, "join secret")
 		}
@@ -79,7 +79,7 @@ func TestMembershipNeedsTheJoinSecret(t *testing.T) {
 
 	// With the secret the calls pass authorization (and then do what
 	// they do: here, refuse their arguments).
-	a := djinnpb.NewAdminClient(servertest.Conn(t, s.Addr(), servertest.Operator(t, s)))
+	a := djinnpb.NewAdminClient(servertest.MemberConn(t, s.Addr(), servertest.Operator(t, s)))
 	calls := adminCalls(a)
 	wantErr(t, "AddMember with the secret", calls["AddMember"](testContext(t)), djinn.ErrInvalidArgument, "grpc address")
 	wantErr(t, "RemoveMember with the secret", calls["RemoveMember"](testContext(t)), djinn.ErrNoSuchObject, "no-such-node")

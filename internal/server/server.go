@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -203,7 +204,8 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error)
 // pools returns the server's connection pools: pool for every call it
 // makes, peers for the calls only a member may make. Both present the peer
 // certificate under TLS; peers alone carries the join secret, which must
-// never reach a listener or anything outside the cluster.
+// never reach a listener or anything outside the cluster: it goes to this
+// cluster's members (isPeer) and to the cluster it joins (join).
 func (s *Server) pools(out credentials.TransportCredentials) (pool, peers *client.Pool) {
 	// The server's outgoing calls are counted (grpc_client_*).
 	opts := []client.Option{client.WithDialOptions(
@@ -218,9 +220,15 @@ func (s *Server) pools(out credentials.TransportCredentials) (pool, peers *clien
 	s.outOpts = opts
 	pool = client.NewPool(opts...)
 	if s.guard.hasSecret {
-		opts = append(opts, client.WithJoinSecret(s.guard.secret.String()))
+		opts = append(opts, client.WithJoinSecretTo(s.guard.secret.String(), s.isPeer))
 	}
 	return pool, client.NewPool(opts...)
+}
+
+// isPeer reports whether endpoint is a member's of this cluster, as its
+// configuration lists them.
+func (s *Server) isPeer(endpoint string) bool {
+	return s.node != nil && slices.Contains(s.memberEndpoints(), endpoint)
 }
 
 // raftSecret is the join secret the Raft port's connections must prove
@@ -536,6 +544,10 @@ func (s *Server) join(ctx context.Context) error {
 	req := &djinnpb.JoinRequest{NodeId: s.node.ID(), RaftAddress: s.node.RaftAddr(), GrpcAddress: s.advertise, RulesMax: s.machine.MaxRules()}
 	eps, err := client.SplitEndpoints(s.cfg.Join)
 	if err != nil {
+		return fmt.Errorf("join %s: %w", s.cfg.Join, err)
+	}
+	// The cluster to join is the one the join secret goes to.
+	if err := s.peers.Follow(eps...); err != nil {
 		return fmt.Errorf("join %s: %w", s.cfg.Join, err)
 	}
 	var last error

@@ -283,6 +283,24 @@ func Conn(t testing.TB, addr string, opts ...client.Option) *grpc.ClientConn {
 	return cc
 }
 
+// MemberConn is Conn from a pool that follows the cluster at addr
+// (Pool.Follow): a join secret among opts (Operator) goes to that
+// cluster's members alone, and to no endpoint of a pool that follows
+// none (client.WithJoinSecret).
+func MemberConn(t testing.TB, addr string, opts ...client.Option) *grpc.ClientConn {
+	t.Helper()
+	p := client.NewPool(opts...)
+	t.Cleanup(func() { p.Close() })
+	if err := p.Follow(addr); err != nil {
+		t.Fatalf("follow the cluster at %s: %v", addr, err)
+	}
+	cc, err := p.Conn(addr)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", addr, err)
+	}
+	return cc
+}
+
 // Eventually checks cond every 10ms until it holds, and fails the test
 // naming what it waited for if it does not within Timeout.
 func Eventually(t testing.TB, what string, cond func() bool) {
