@@ -12,6 +12,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/replica"
 	"github.com/djinn-go/djinn/kv"
 )
 
@@ -384,6 +385,11 @@ func (c *Config) Check() error {
 func (c *Config) checkServer() error {
 	if c.DataDir == "" {
 		return djinn.Errorf(djinn.InvalidArgument, "data-dir: must not be empty")
+	}
+	if c.NodeID != "" {
+		if err := replica.CheckNodeID(c.NodeID); err != nil {
+			return err
+		}
 	}
 	for _, a := range []struct{ name, v string }{{"listen", c.Listen}, {"admin", c.Admin}, {"raft", c.Raft}} {
 		if err := djinn.CheckEndpoint(a.v); err != nil {

@@ -189,6 +189,9 @@ func TestConfigCheck(t *testing.T) {
 		names  string // the error names it
 	}{
 		{"an empty data directory", func(c *server.Config) { c.DataDir = "" }, "data-dir"},
+		{"a node id with a space", func(c *server.Config) { c.NodeID = "bad id" }, `node id "bad id"`},
+		{"a node id with a slash", func(c *server.Config) { c.NodeID = "n/1" }, `node id "n/1"`},
+		{"a discovery address without a port", func(c *server.Config) { c.Lookup.Discovery = "nohost" }, "lookup discovery"},
 		{"a listen address without a port", func(c *server.Config) { c.Listen = "localhost" }, "listen"},
 		{"a listen address with a named port", func(c *server.Config) { c.Listen = "127.0.0.1:grpc" }, "listen"},
 		{"an admin address without a host", func(c *server.Config) { c.Admin = ":4162" }, "admin"},

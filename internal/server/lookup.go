@@ -52,6 +52,11 @@ func (c *LookupConfig) check() error {
 	if _, err := lds.CheckGroups("lookup groups", c.Groups, math.MaxInt); err != nil {
 		return err
 	}
+	if c.Discovery != "" {
+		if err := djinn.CheckEndpoint(c.Discovery); err != nil {
+			return djinn.Errorf(djinn.InvalidArgument, "lookup discovery: %v (\"\" turns discovery off)", err)
+		}
+	}
 	return positive("lookup max-items", c.MaxItems)
 }
 
