@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -342,6 +343,8 @@ func TestServeConfigurationNotUnderstood(t *testing.T) {
 		{[]string{"--mailbox-max-stored", "-5"}, "max-stored -5"},
 		{[]string{"--listen", "nohost"}, `endpoint "nohost"`},
 		{[]string{"--txn-max-lease", "0"}, "max-lease 0s"},
+		{[]string{"--node-id", "bad id"}, `node id "bad id"`},                      // exited 1, as a server that failed
+		{[]string{"--discovery", "nohost"}, `lookup discovery: endpoint "nohost"`}, // served, its discovery never started
 	} {
 		args := append([]string{"serve", "--data-dir", t.TempDir()}, tc.args...)
 		got, _, errs := exitOf(t, args...)
@@ -399,6 +402,31 @@ func TestGoneLeaseNamedOnce(t *testing.T) {
 		_, errs, ok := r.run(args...)
 		if ok || strings.Count(errs, reg.Lease.Name) != 1 {
 			t.Errorf("djinn %v: ok %v, stderr %q; want a failure naming the lease once", args, ok, errs)
+		}
+	}
+}
+
+// TestUnknownCommandWithFlags: an unknown command followed by flags is
+// told as the unknown command, exit status 2 (as without flags), not as a
+// flag the group it was looked for in does not take; with -o json, in the
+// JSON form.
+func TestUnknownCommandWithFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bogus"}, `unknown command "bogus" for "djinn"`},
+		{[]string{"bogus", "--server", "127.0.0.1:1"}, `unknown command "bogus" for "djinn"`},
+		{[]string{"bogus", "-o", "json"}, `unknown command \"bogus\" for \"djinn\"`},
+		{[]string{"mailbox", "bogus", "--nosuch"}, `unknown command "bogus" for "djinn mailbox"`},
+		{[]string{"lock", "bogus", "-o", "json", "--nosuch"}, `unknown command \"bogus\" for \"djinn lock\"`},
+	} {
+		got, _, errs := exitOf(t, tc.args...)
+		if got != 2 || !strings.Contains(errs, tc.want) || strings.Count(errs, "\n") != 1 {
+			t.Errorf("djinn %v: exit %d, stderr %q; want exit 2 and one line saying %s", tc.args, got, errs, tc.want)
+		}
+		if slices.Contains(tc.args, "json") {
+			checkJSONError(t, strings.Join(tc.args, " "), tc.args, 2)
 		}
 	}
 }

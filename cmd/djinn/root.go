@@ -213,7 +213,15 @@ func exitCodesTopic() *cobra.Command {
 // wrong number of arguments, an unknown -o — and say when an old flag name
 // was used.
 func strictTree(root *cobra.Command, g *globals) {
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{flagValueError(err)} })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		// A group's flags failed to parse after a word that is none of its
+		// commands (djinn bogus -o json): the command is what is unknown,
+		// and the flags may be its.
+		if args := c.Flags().Args(); c.Annotations["group"] == "true" && len(args) > 0 {
+			return groupRun(c, args)
+		}
+		return usageError{flagValueError(err)}
+	})
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		if c.HasSubCommands() && !c.Runnable() {
