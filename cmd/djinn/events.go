@@ -145,6 +145,7 @@ func (g *globals) eventsSendCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "send --listener REF --source REF --id N --seq N [--handback TEXT]",
 		Short: "Send one event to a listener",
+		Long:  "Send one event to the listener --listener names, at the endpoint its reference names: no server\nis needed (--server is not dialled).",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			target, err := parseRef("listener", listener)
@@ -155,13 +156,15 @@ func (g *globals) eventsSendCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := g.dial(cmd.Context())
+			// The listener is reached where its reference points: no
+			// server is needed.
+			p, err := g.pool()
 			if err != nil {
 				return err
 			}
-			defer c.Close()
+			defer p.Close()
 			ev := &client.RemoteEvent{Source: src, ID: id, Seq: seq, Handback: []byte(handback)}
-			if err := client.Notify(cmd.Context(), c, target, ev); err != nil {
+			if err := client.Notify(cmd.Context(), p, target, ev); err != nil {
 				if djinn.KindOf(err) == djinn.Unavailable {
 					return fmt.Errorf("listener %s cannot be reached: is it still running? (%w)", target, err)
 				}

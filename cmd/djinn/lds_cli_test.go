@@ -323,3 +323,19 @@ func TestLDSSurvivesKill(t *testing.T) {
 		t.Errorf("rediscovered event after the restart: sequence %d, want %d", ev.Seq, seq+2)
 	}
 }
+
+// TestEventsSendNeedsNoServer: events send reaches the listener where its
+// reference points, with nothing at --server: it failed when the default
+// server was down, which it does not need.
+func TestEventsSendNeedsNoServer(t *testing.T) {
+	l := listenEvents(t)
+	src := "djinn://127.0.0.1:9/00000000000000000000000000000001/00000000000000000000000000000002"
+	args := []string{"events", "send", "--listener", l.ref, "--source", src, "--id", "7", "--seq", "1", "--handback", "no server", "--server", freePort(t)}
+	if got, _, errs := exitOf(t, args...); got != 0 {
+		t.Fatalf("djinn %v with nothing at --server: exit %d, stderr %q; want 0", args, got, errs)
+	}
+	var ev ldsEventJSON
+	if line := l.next(t, "the event sent"); json.Unmarshal([]byte(line), &ev) != nil || ev.Handback != "no server" || ev.ID != 7 || ev.Seq != 1 {
+		t.Errorf("the listener got %q, want the event sent", line)
+	}
+}

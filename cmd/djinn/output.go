@@ -125,13 +125,9 @@ func (g *globals) dialAt(ctx context.Context, addr string) (*client.Client, erro
 	if err := g.checkOutput(); err != nil {
 		return nil, err
 	}
-	var opts []client.Option
-	if g.tlsCA != "" || g.cert != "" || g.key != "" {
-		cfg, err := g.tlsConfig()
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, client.WithTLS(cfg))
+	opts, err := g.tlsOptions()
+	if err != nil {
+		return nil, err
 	}
 	sec, err := g.joinSecret()
 	if err != nil {
@@ -141,6 +137,32 @@ func (g *globals) dialAt(ctx context.Context, addr string) (*client.Client, erro
 		opts = append(opts, sec)
 	}
 	return client.Dial(ctx, addr, opts...)
+}
+
+// pool returns a connection pool with the TLS flags, for a command that
+// reaches what references name and no server of its own (events send): it
+// needs no --server, and presents no join secret.
+func (g *globals) pool() (*client.Pool, error) {
+	if err := g.checkOutput(); err != nil {
+		return nil, err
+	}
+	opts, err := g.tlsOptions()
+	if err != nil {
+		return nil, err
+	}
+	return client.NewPool(opts...), nil
+}
+
+// tlsOptions are the client options of the TLS flags: none without them.
+func (g *globals) tlsOptions() ([]client.Option, error) {
+	if g.tlsCA == "" && g.cert == "" && g.key == "" {
+		return nil, nil
+	}
+	cfg, err := g.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	return []client.Option{client.WithTLS(cfg)}, nil
 }
 
 // tlsConfig is the client's TLS: --tls-ca verifies the server, --tls-cert
