@@ -71,12 +71,8 @@ func (g *globals) diagnose(ctx context.Context, err error) error {
 // dialling it as configured, or "".
 func (g *globals) probe(ctx context.Context, addr string, err error) string {
 	tlsPort, asksCert, tlsErr := probeTLS(ctx, addr)
-	var dns *net.DNSError
-	if errors.As(tlsErr, &dns) {
-		return fmt.Sprintf("cannot resolve host %s: check the name in --server or DJINN_SERVER", dns.Name)
-	}
-	if errors.Is(tlsErr, syscall.ECONNREFUSED) {
-		return "nothing listens there: start a server (djinn serve), or name a running one with --server or DJINN_SERVER"
+	if why := unreachable(tlsErr, "--server or DJINN_SERVER", "start a server (djinn serve), or name a running one with --server or DJINN_SERVER"); why != "" {
+		return why
 	}
 	switch httpPort, admin := probeHTTP(ctx, addr, tlsPort); {
 	case admin:
@@ -110,6 +106,42 @@ func (g *globals) probe(ctx context.Context, addr string, err error) string {
 		return "this port does not speak TLS: drop --tls-ca, --tls-cert and --tls-key, or dial the server's TLS port"
 	}
 	return ""
+}
+
+// unreachable says why a look at a port failed with err when no server
+// is there to answer: its host's name does not resolve (check it in
+// flag), or nothing listens (next says what to do); "" otherwise.
+func unreachable(err error, flag, next string) string {
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return fmt.Sprintf("cannot resolve host %s: check the name in %s", dns.Name, flag)
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return "nothing listens there: " + next
+	}
+	return ""
+}
+
+// diagnoseManager returns err with its cause and the next step in front,
+// when err is a failure to reach the transaction manager that --manager
+// names (its server joins the transaction there) and a look at its
+// endpoint tells them; err otherwise.
+func diagnoseManager(ctx context.Context, manager djinn.Ref, err error) error {
+	if err == nil {
+		return nil
+	}
+	// gRPC's words for a host that does not resolve do not name it: the
+	// server did reach --server, so its failure to resolve was the manager's.
+	resolver := djinn.KindOf(err) == djinn.Unavailable && strings.Contains(err.Error(), "name resolver error")
+	if !resolver && (!connectionFailure(err) || !strings.Contains(err.Error(), manager.Endpoint)) {
+		return err
+	}
+	_, _, probeErr := probeTLS(ctx, manager.Endpoint)
+	why := unreachable(probeErr, "--manager", "start the server of that transaction manager, or give a running one's reference with --manager (djinn txn create prints it)")
+	if why == "" {
+		return err
+	}
+	return fmt.Errorf("--manager %s: the transaction manager at %s cannot be reached: %s (%w)", manager, manager.Endpoint, why, err)
 }
 
 func certHint(asksCert bool) string {

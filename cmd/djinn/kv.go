@@ -124,7 +124,11 @@ func (g *globals) withKV(use, short string, args cobra.PositionalArgs, run func(
 			if err != nil {
 				return err
 			}
-			return kvError(c.Addr(), run(ctx, cmd, args, kv.NewClient(conn), tx))
+			err = kvError(c.Addr(), run(ctx, cmd, args, kv.NewClient(conn), tx))
+			if f.manager != "" && tx != nil {
+				err = diagnoseManager(context.WithoutCancel(ctx), tx.Manager, err)
+			}
+			return err
 		},
 	}
 	f.register(g, cmd)

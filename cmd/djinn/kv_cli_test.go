@@ -50,7 +50,13 @@ func TestCLIKV(t *testing.T) {
 	s.underTxn()
 	mgr := s.abortDiscards()
 	tx3 := s.otherManager(mgr)
+	// A manager nothing serves: its server, joining the transaction there,
+	// cannot reach it; the command says what it tried and what to do.
+	closed := freePort(t)
+	gone := "djinn://" + closed + "/" + djinn.NewID().String() + "/" + djinn.NewID().String()
 	s.errors([]errRow{
+		{[]string{"kv", "put", "k", "v", "--txn", "1." + djinn.NewID().String(), "--manager", gone},
+			"--manager " + gone + ": the transaction manager at " + closed + " cannot be reached: nothing listens there: start the server of that transaction manager"},
 		{[]string{"kv", "get", "nothing"}, `key "nothing": not found`},
 		{[]string{"kv", "get", "nothing", "--txn", tx3}, "transaction " + idOf(tx3) + ": COMMITTED"}, // TX.2.3, TX.2.6
 		{[]string{"kv", "put", "k", "v", "--txn", "99999." + djinn.NewID().String()}, "transaction 99999: unknown"},
