@@ -18,10 +18,14 @@ import (
 // service: Lookup and LookupN as on a Registrar, without the cost of a
 // call each. It suits clients that look up often, and is made to be
 // shared: lookups from many goroutines that wait at the same time go to
-// the service together, as one batch answered by one message, so a busy
-// stream pays the per-message cost once per batch rather than once per
-// lookup. A lookup alone goes at once. Each lookup has its own context:
-// one given up returns at once, and the stream goes on.
+// the service together, as one batch answered by one message (or, when
+// the answers are large, by several of about a MiB each, each lookup
+// returning as its answer comes), so a busy stream pays the per-message
+// cost once per batch rather than once per lookup. A lookup alone goes at
+// once. Each lookup has its own context: one given up returns at once, and
+// the stream goes on. An answer larger than a message may carry (4 MiB
+// less 64 KiB: what a client receives by default) fails that lookup,
+// djinn.ErrResourceExhausted naming its size; ask for fewer matches.
 //
 // The stream mends itself. When the server ends it or the connection
 // breaks (an Unavailable failure: the server went away, or is no longer
@@ -180,14 +184,14 @@ func (s *LookupStream) run() {
 		if len(batch) == 0 {
 			continue
 		}
-		err := s.send(batch)
+		unanswered, err := s.send(batch)
 		if err == nil {
 			continue
 		}
 		if s.ctx.Err() != nil {
 			err = s.stopped()
 		}
-		for _, l := range batch {
+		for _, l := range unanswered {
 			l.err = err
 			close(l.done)
 		}
@@ -211,18 +215,20 @@ func (s *LookupStream) stopped() error {
 // send gets batch its answers: on the stream, or on a new one when there
 // is none (after an earlier failure). A stream that was there before this
 // batch may have broken since (its server gone, or no longer the leader):
-// then one new stream gets the batch again.
-func (s *LookupStream) send(batch []*streamLookup) error {
+// then one new stream gets the lookups not yet answered again. On failure
+// it returns those, which the caller fails.
+func (s *LookupStream) send(batch []*streamLookup) ([]*streamLookup, error) {
 	for {
 		fresh := s.stream == nil
 		if fresh {
 			if err := s.open(); err != nil {
-				return fromRPC(err)
+				return batch, fromRPC(err)
 			}
 		}
-		leader, err := s.roundTrip(batch)
+		answered, leader, err := s.roundTrip(batch)
+		batch = batch[answered:]
 		if err == nil {
-			return nil
+			return nil, nil
 		}
 		s.drop()
 		if leader != "" {
@@ -230,36 +236,46 @@ func (s *LookupStream) send(batch []*streamLookup) error {
 			noteLeader(s.reg.c, s.reg.ref, leader)
 		}
 		if fresh || !errors.Is(err, djinn.ErrUnavailable) || s.ctx.Err() != nil {
-			return err
+			return batch, err
 		}
 	}
 }
 
-// roundTrip sends batch and gives each lookup its answer. When the stream
-// fails, it returns the error and the leader the server named, if any.
-func (s *LookupStream) roundTrip(batch []*streamLookup) (leader string, err error) {
+// roundTrip sends batch and gives each lookup its answer as it comes: the
+// service answers a batch in order, in one response or more. It returns
+// how many lookups, from the first, have their answers; when the stream
+// fails, the error and the leader the server named, if any.
+func (s *LookupStream) roundTrip(batch []*streamLookup) (answered int, leader string, err error) {
 	reqs := make([]*djinnpb.LookupRequest, len(batch))
 	for i, l := range batch {
 		reqs[i] = l.req
 	}
 	if err := s.stream.Send(&djinnpb.LookupBatch{Lookups: reqs}); err != nil {
-		return s.ended(err)
+		leader, err := s.ended(err)
+		return 0, leader, err
 	}
-	// The answers' items are read as the bytes they are on the wire
-	// (EncodedLookupBatchResponse is LookupBatchResponse so read) and
-	// decoded by service.DecodeItem, without proto's messages in between.
-	resp := &djinnpb.EncodedLookupBatchResponse{}
-	if err := s.stream.RecvMsg(resp); err != nil {
-		return s.ended(err)
+	for answered < len(batch) {
+		// The answers' items are read as the bytes they are on the wire
+		// (EncodedLookupBatchResponse is LookupBatchResponse so read) and
+		// decoded by service.DecodeItem, without proto's messages in
+		// between.
+		resp := &djinnpb.EncodedLookupBatchResponse{}
+		if err := s.stream.RecvMsg(resp); err != nil {
+			leader, err := s.ended(err)
+			return answered, leader, err
+		}
+		answers := resp.GetAnswers()
+		if len(answers) == 0 || len(answers) > len(batch)-answered {
+			return answered, "", djinn.Errorf(djinn.Internal, "lookup stream: a response of %d answers to a batch of %d lookups, %d of them answered before", len(answers), len(batch), answered)
+		}
+		for _, a := range answers {
+			l := batch[answered]
+			l.ans = a
+			close(l.done)
+			answered++
+		}
 	}
-	if len(resp.GetAnswers()) != len(batch) {
-		return "", djinn.Errorf(djinn.Internal, "lookup stream: %d answers to a batch of %d lookups", len(resp.GetAnswers()), len(batch))
-	}
-	for i, l := range batch {
-		l.ans = resp.GetAnswers()[i]
-		close(l.done)
-	}
-	return "", nil
+	return answered, "", nil
 }
 
 // ended returns the error a failed Send or Recv means, and the leader the

@@ -22,10 +22,14 @@ import (
 
 // streamService is a lookup service of the test's own that serves only
 // LookupStream: for each batch it records the batch and answers it with
-// answer, or ends the stream with answer's error.
+// answer's response, if any, then ends the stream with answer's error, if
+// any.
 type streamService struct {
 	djinnpb.UnimplementedLookupServiceServer
 	answer func(n int, batch *djinnpb.LookupBatch) (*djinnpb.LookupBatchResponse, error)
+	// split, if set, is the most answers a response carries: a batch's
+	// answers go in as many as it takes.
+	split int
 	// trailer, if set, goes with a stream answer ends with an error (a
 	// follower's leader hint).
 	trailer metadata.MD
@@ -48,13 +52,22 @@ func (f *streamService) LookupStream(stream djinnpb.LookupService_LookupStreamSe
 		f.batches = append(f.batches, maxes)
 		f.mu.Unlock()
 		resp, err := f.answer(n, batch)
+		for answers := resp.GetAnswers(); resp != nil; {
+			part := answers
+			if f.split > 0 && len(part) > f.split {
+				part = part[:f.split]
+			}
+			if err := stream.Send(&djinnpb.LookupBatchResponse{Answers: part}); err != nil {
+				return err
+			}
+			if answers = answers[len(part):]; len(answers) == 0 {
+				break
+			}
+		}
 		if err != nil {
 			if f.trailer != nil {
 				stream.SetTrailer(f.trailer)
 			}
-			return err
-		}
-		if err := stream.Send(resp); err != nil {
 			return err
 		}
 	}
@@ -184,6 +197,68 @@ func TestLookupStreamBatches(t *testing.T) {
 	}
 	if got := f.seen(); len(got) != 3 || !slices.Equal(got[2], []int32{12}) {
 		t.Errorf("batches %v, want a lone lookup as a batch of its own", got)
+	}
+}
+
+// TestLookupStreamAnswersInParts: the service may answer a batch in
+// several responses, in order (as it does when the answers are large):
+// each lookup gets its own answer. A stream that ends part way through a
+// batch sends the lookups not yet answered again, on a new stream, and
+// those alone. Before, a batch took one response: anything else failed
+// the stream.
+func TestLookupStreamAnswersInParts(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		split int
+		cut   bool // the batch of ten is cut after its first response
+	}{
+		{"ten answers in responses of three", 3, false},
+		{"ten answers in responses of one", 1, false},
+		{"the stream ends after three of ten answers", 3, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			arrived, release := make(chan struct{}), make(chan struct{})
+			var batches atomic.Int32 // n counts a stream's batches; this, every stream's
+			f := &streamService{split: tt.split, answer: func(_ int, b *djinnpb.LookupBatch) (*djinnpb.LookupBatchResponse, error) {
+				switch n := batches.Add(1) - 1; {
+				case n == 0:
+					close(arrived)
+					<-release
+				case n == 1 && tt.cut:
+					return &djinnpb.LookupBatchResponse{Answers: echo(b).Answers[:tt.split]}, grpcerr.Status(djinn.Errorf(djinn.Unavailable, "going away"))
+				}
+				return echo(b), nil
+			}}
+			s := openStream(t, f)
+			first := lookupMany(s, 1)
+			<-arrived // the first lookup went alone; the service holds it
+			waiting := make(chan int, 16)
+			client.OnLookupQueued(s, func(n int) { waiting <- n })
+			rest := lookupMany(s, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
+			for q := 0; q < 10; {
+				q = max(q, <-waiting)
+			}
+			close(release)
+			for range 10 {
+				if err := <-rest; err != nil {
+					t.Error(err)
+				}
+			}
+			if err := <-first; err != nil {
+				t.Error(err)
+			}
+			got := f.seen()
+			want := 2
+			if tt.cut {
+				want = 3
+			}
+			if len(got) != want || len(got[1]) != 10 {
+				t.Fatalf("batches %v, want [1], the ten that waited%s", got, map[bool]string{true: ", and those of them not answered"}[tt.cut])
+			}
+			if tt.cut && !slices.Equal(got[2], got[1][tt.split:]) {
+				t.Errorf("the batch sent again is %v, want the lookups not answered when the stream ended: %v", got[2], got[1][tt.split:])
+			}
+		})
 	}
 }
 
