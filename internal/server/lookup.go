@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
@@ -196,15 +198,31 @@ func (r *lookupRPC) lookup(req *djinnpb.LookupRequest, may lookup.MayRead) (int6
 	return int64(total), items, err
 }
 
-// maxLookupBatch is the most lookups one LookupBatch may carry.
-const maxLookupBatch = 1024
+// LookupStream bounds.
+const (
+	// maxLookupBatch is the most lookups one LookupBatch may carry.
+	maxLookupBatch = 1024
+	// lookupMessageBytes bounds a LookupStream response: it carries the
+	// next answers of its batch while they fit, and an answer larger
+	// than this alone.
+	lookupMessageBytes = 1 << 20
+	// maxLookupAnswer bounds one answer on a LookupStream: what a client
+	// receives by default (4 MiB), less room for the message around it.
+	// A larger answer is refused, in band.
+	maxLookupAnswer = 4<<20 - 64<<10
+)
 
-// LookupStream answers each batch of lookups with one response, in order.
-// A lookup that fails carries its error and the others and the stream go
-// on, except when this node cannot answer (not the leader): the stream
-// ends, so the client goes elsewhere; so does a batch over the limit.
-// Responses are written as EncodedLookupBatchResponse, the same bytes as a
-// LookupBatchResponse (see lookupDesc).
+// LookupStream answers each batch of lookups, in order, with one response
+// or more: each carries the batch's next answers, at most
+// lookupMessageBytes of them or a single larger one, so no message passes
+// what a client receives by default and the server holds one message of
+// answers at a time, not a batch's. An answer over maxLookupAnswer is
+// refused ResourceExhausted, naming its size. A lookup that fails carries
+// its error and the others and the stream go on, except when this node
+// cannot answer (not the leader): the stream ends, so the client goes
+// elsewhere; so does a batch over the limit. Responses are written as
+// EncodedLookupBatchResponse, the same bytes as a LookupBatchResponse (see
+// lookupDesc).
 func (r *lookupRPC) LookupStream(stream djinnpb.LookupService_LookupStreamServer) error {
 	may, err := r.s.mayRead(stream.Context(), "lookup service")
 	if err != nil {
@@ -223,7 +241,8 @@ func (r *lookupRPC) LookupStream(stream djinnpb.LookupService_LookupStreamServer
 			return djinn.Errorf(djinn.InvalidArgument, "lookup batch of %d lookups: over the limit of %d", len(lookups), maxLookupBatch)
 		}
 		answers := make([]djinnpb.EncodedLookupAnswer, len(lookups))
-		resp := &djinnpb.EncodedLookupBatchResponse{Answers: make([]*djinnpb.EncodedLookupAnswer, len(lookups))}
+		ptrs := make([]*djinnpb.EncodedLookupAnswer, len(lookups))
+		first, size := 0, 0 // the next message's first answer, and its bytes so far
 		for i, req := range lookups {
 			a := &answers[i]
 			a.Total, a.Items, err = r.lookup(req, may)
@@ -233,12 +252,31 @@ func (r *lookupRPC) LookupStream(stream djinnpb.LookupService_LookupStreamServer
 				}
 				a.Error = grpcerr.ToProto(err)
 			}
-			resp.Answers[i] = a
+			n := answerSize(a)
+			if n > maxLookupAnswer {
+				err := djinn.Errorf(djinn.ResourceExhausted, "lookup answer of %d bytes (%d items): a lookup stream's answer holds at most %d; ask for fewer matches", n, len(a.Items), maxLookupAnswer)
+				a.Total, a.Items, a.Error = 0, nil, grpcerr.ToProto(err)
+				n = answerSize(a)
+			}
+			if i > first && size+n > lookupMessageBytes {
+				if err := stream.SendMsg(&djinnpb.EncodedLookupBatchResponse{Answers: ptrs[first:i]}); err != nil {
+					return err
+				}
+				first, size = i, 0
+			}
+			ptrs[i] = a
+			size += n
 		}
-		if err := stream.SendMsg(resp); err != nil {
+		// The last answers (none, for an empty batch).
+		if err := stream.SendMsg(&djinnpb.EncodedLookupBatchResponse{Answers: ptrs[first:]}); err != nil {
 			return err
 		}
 	}
+}
+
+// answerSize is the bytes answer a takes in a response.
+func answerSize(a *djinnpb.EncodedLookupAnswer) int {
+	return protowire.SizeTag(1) + protowire.SizeBytes(proto.Size(a))
 }
 
 func (r *lookupRPC) Notify(ctx context.Context, req *djinnpb.LookupNotifyRequest) (*djinnpb.EventRegistration, error) {

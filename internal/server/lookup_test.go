@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -290,8 +291,8 @@ func TestLookupStream(t *testing.T) {
 		ids = append(ids, r.ID)
 	}
 
-	// The wire: one response per batch, an answer per lookup in order,
-	// errors in band.
+	// The wire: one response per batch of small answers, an answer per
+	// lookup in order, errors in band.
 	raw, err := djinnpb.NewLookupServiceClient(c.ClientConn()).LookupStream(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -382,4 +383,114 @@ func TestLookupStream(t *testing.T) {
 		}
 	}
 	_ = s.Close()
+}
+
+// TestLookupStreamLargeAnswers (DESIGN.md 6; quotas on everything that
+// holds memory): a batch whose answers together pass what a client
+// receives by default (4 MiB) is answered in several responses of at most
+// 1 MiB each, or one answer alone when it is larger, in the batch's order;
+// an answer a client could not receive is refused in band, naming its
+// size, and the stream goes on. Before, a batch was answered by one
+// response however large: the client's stream failed RESOURCE_EXHAUSTED
+// and its lookups with it.
+func TestLookupStreamLargeAnswers(t *testing.T) {
+	t.Parallel()
+	srv := servertest.Start(t, servertest.Config(t))
+	c := servertest.Dial(t, srv.Addr())
+	ctx := testContext(t)
+	reg, err := c.Lookup(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Items as large as the default limits allow (about 80 KiB): 60 of
+	// them are 4.7 MB.
+	const items = 60
+	for i := range items {
+		blob := make([]byte, 63<<10)
+		blob[0] = byte(i)
+		_, err := reg.Register(ctx, service.Item{Service: make([]byte, 16<<10), Types: []string{"Big"},
+			Entries: []service.Entry{{Type: "Blob", Fields: []service.Field{{Name: "b", Value: service.NewBytes(blob)}}}}}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	big := &djinnpb.ServiceTemplate{Types: []string{"Big"}}
+
+	// The wire: 100 lookups of one item each (7.9 MB in all), one of 20
+	// items (1.6 MB, alone), one of every item (4.7 MB, refused), one that
+	// finds nothing.
+	batch := &djinnpb.LookupBatch{Lookups: []*djinnpb.LookupRequest{{Template: big, MaxMatches: 20}}}
+	for range 100 {
+		batch.Lookups = append(batch.Lookups, &djinnpb.LookupRequest{Template: big, One: true})
+	}
+	batch.Lookups = append(batch.Lookups, &djinnpb.LookupRequest{Template: big, MaxMatches: items},
+		&djinnpb.LookupRequest{Template: &djinnpb.ServiceTemplate{Types: []string{"Scanner"}}, MaxMatches: 10})
+	raw, err := djinnpb.NewLookupServiceClient(c.ClientConn()).LookupStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.Send(batch); err != nil {
+		t.Fatal(err)
+	}
+	var answers []*djinnpb.LookupAnswer
+	responses := 0
+	for len(answers) < len(batch.GetLookups()) {
+		resp, err := raw.Recv()
+		if err != nil {
+			t.Fatalf("after %d answers in %d responses: %v", len(answers), responses, err)
+		}
+		responses++
+		n := len(resp.GetAnswers())
+		if size := proto.Size(resp); n == 0 || n > 1 && size > 1<<20 {
+			t.Errorf("response %d: %d answers in %d bytes; want at least one, and at most 1 MiB unless alone", responses, n, size)
+		}
+		answers = append(answers, resp.GetAnswers()...)
+	}
+	if len(answers) != len(batch.GetLookups()) || responses < 8 {
+		t.Errorf("%d answers in %d responses to a batch of %d lookups, want an answer each in 8 responses or more", len(answers), responses, len(batch.GetLookups()))
+	}
+	for i, a := range answers {
+		want, wantItems := int64(items), 1
+		switch i {
+		case 0:
+			wantItems = 20
+		case 101:
+			e := grpcerr.FromProto(a.GetError())
+			if !errors.Is(e, djinn.ErrResourceExhausted) || !strings.Contains(e.Error(), fmt.Sprintf("bytes (%d items)", items)) || !strings.Contains(e.Error(), "at most 4128768") {
+				t.Errorf("answer %d, of %d items of 80 KiB: %v, want resource exhausted naming its size and the limit", i, items, e)
+			}
+			continue
+		case 102:
+			want, wantItems = 0, 0
+		}
+		if a.GetError() != nil || a.GetTotal() != want || len(a.GetItems()) != wantItems {
+			t.Errorf("answer %d: total %d, %d items, error %v; want %d and %d items", i, a.GetTotal(), len(a.GetItems()), a.GetError(), want, wantItems)
+		}
+	}
+
+	// The client: an answer too large fails its lookup alone; many large
+	// ones at once (batched as they wait) are each answered.
+	s, err := reg.Stream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, _, err := s.LookupN(ctx, service.Template{Types: []string{"Big"}}, items); !errors.Is(err, djinn.ErrResourceExhausted) || !strings.Contains(err.Error(), "ask for fewer matches") {
+		t.Errorf("stream LookupN of %d items of 80 KiB: %v, want resource exhausted, saying what to do", items, err)
+	}
+	errs := make(chan error, 64)
+	for range cap(errs) {
+		go func() {
+			total, got, err := s.LookupN(ctx, service.Template{Types: []string{"Big"}}, 10)
+			if err == nil && (total != items || len(got) != 10) {
+				err = fmt.Errorf("total %d, %d items; want %d and 10", total, len(got), items)
+			}
+			errs <- err
+		}()
+	}
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			t.Errorf("stream LookupN of 10 items of 80 KiB, 64 at once: %v", err)
+		}
+	}
 }

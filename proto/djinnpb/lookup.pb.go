@@ -827,7 +827,13 @@ func (x *LookupBatch) GetLookups() []*LookupRequest {
 }
 
 // LookupBatchResponse answers a LookupBatch: one answer per lookup, in the
-// batch's order.
+// batch's order, in one response or, when the answers are large, several.
+// Each response carries the batch's next answers (at least one), at most
+// 1 MiB of them or a single larger answer, so a client reads responses
+// until it has an answer per lookup; no response passes what a client
+// receives by default (4 MiB). An answer over 4 MiB less 64 KiB is not
+// sent: it carries a RESOURCE_EXHAUSTED error naming its size instead (ask
+// for fewer matches). An empty batch is answered by one empty response.
 type LookupBatchResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Answers       []*LookupAnswer        `protobuf:"bytes,1,rep,name=answers,proto3" json:"answers,omitempty"`

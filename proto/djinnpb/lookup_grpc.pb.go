@@ -47,10 +47,10 @@ type LookupServiceClient interface {
 	// them; with one, a single match chosen at random.
 	Lookup(ctx context.Context, in *LookupRequest, opts ...grpc.CallOption) (*LookupResponse, error)
 	// LookupStream answers lookups over one long-lived stream: each batch of
-	// lookups is answered, in order, by one response with an answer per
-	// lookup. It is Lookup without the cost of a call per lookup, for
-	// clients that look up often; a client that has several lookups waiting
-	// sends them as one batch.
+	// lookups is answered, in order, by one response or more, an answer per
+	// lookup (see LookupBatchResponse). It is Lookup without the cost of a
+	// call per lookup, for clients that look up often; a client that has
+	// several lookups waiting sends them as one batch.
 	LookupStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[LookupBatch, LookupBatchResponse], error)
 	// Notify registers a listener for service events on the transitions.
 	Notify(ctx context.Context, in *LookupNotifyRequest, opts ...grpc.CallOption) (*EventRegistration, error)
@@ -203,10 +203,10 @@ type LookupServiceServer interface {
 	// them; with one, a single match chosen at random.
 	Lookup(context.Context, *LookupRequest) (*LookupResponse, error)
 	// LookupStream answers lookups over one long-lived stream: each batch of
-	// lookups is answered, in order, by one response with an answer per
-	// lookup. It is Lookup without the cost of a call per lookup, for
-	// clients that look up often; a client that has several lookups waiting
-	// sends them as one batch.
+	// lookups is answered, in order, by one response or more, an answer per
+	// lookup (see LookupBatchResponse). It is Lookup without the cost of a
+	// call per lookup, for clients that look up often; a client that has
+	// several lookups waiting sends them as one batch.
 	LookupStream(grpc.BidiStreamingServer[LookupBatch, LookupBatchResponse]) error
 	// Notify registers a listener for service events on the transitions.
 	Notify(context.Context, *LookupNotifyRequest) (*EventRegistration, error)
