@@ -40,6 +40,36 @@ func (r *Record) SetAttributes(l Limits, entries []Entry) (Record, bool, error) 
 	return r.setEntries(&l, es)
 }
 
+// CheckEntries checks entries an AddAttributes (what "added entries") or
+// a SetAttributes ("entries") would take, on their own: the rules and
+// limits that do not depend on the record they change (the record's
+// totals are checked as they change it). Its errors are theirs.
+func (l Limits) CheckEntries(what string, entries []Entry) error {
+	l, err := l.resolved()
+	if err != nil {
+		return err
+	}
+	_, err = l.entries(what, entries)
+	return err
+}
+
+// CheckModification checks the templates and changes a ModifyAttributes
+// would take, on their own: one change per template, and the rules and
+// limits that do not depend on the record (a change's type against the
+// record's supertypes is checked as it changes it). Its errors are
+// ModifyAttributes'.
+func (l Limits) CheckModification(templates []EntryTemplate, changes []Entry) error {
+	l, err := l.resolved()
+	if err != nil {
+		return err
+	}
+	if len(templates) != len(changes) {
+		return djinn.Errorf(djinn.InvalidArgument, "modify attributes: %d templates and %d changes: want one change per template", len(templates), len(changes))
+	}
+	_, _, err = l.modification(templates, changes)
+	return err
+}
+
 // ModifyAttributes changes the entries that match templates. templates and
 // changes have the same length. Every entry r has is compared, as it was
 // before the call, with each template i; if it matches:
@@ -61,8 +91,8 @@ func (r *Record) ModifyAttributes(l Limits, templates []EntryTemplate, changes [
 	if err != nil {
 		return *r, false, err
 	}
-	if len(templates) != len(changes) {
-		return *r, false, djinn.Errorf(djinn.InvalidArgument, "modify attributes: %d templates and %d changes: want one change per template", len(templates), len(changes))
+	if err := l.CheckModification(templates, changes); err != nil {
+		return *r, false, err
 	}
 	tmpls, chs, err := l.modification(templates, changes)
 	if err != nil {

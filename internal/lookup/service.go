@@ -205,6 +205,9 @@ func (s *Service) Attributes(ctx context.Context, cookie []byte, op int32, entri
 	if err != nil {
 		return err
 	}
+	if err := s.state.CheckAttributes(op, entries, templates); err != nil {
+		return err
+	}
 	if err := s.leading(); err != nil {
 		return err
 	}

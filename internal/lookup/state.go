@@ -242,6 +242,22 @@ func (s *State) ApplyAttributes(c *statepb.LookupAttributes) error {
 	return nil
 }
 
+// CheckAttributes checks the arguments of an attribute change (op OpAdd,
+// OpModify or OpSet) that do not depend on the registration it changes,
+// with the errors its apply (ApplyAttributes) would answer: the server
+// answers them before it looks whose the registration is.
+func (s *State) CheckAttributes(op int32, entries []*djinnpb.Entry, templates []*djinnpb.EntryTemplate) error {
+	switch op {
+	case OpAdd:
+		return s.limits.CheckEntries("added entries", wire.EntriesFrom(entries))
+	case OpModify:
+		return s.limits.CheckModification(wire.EntryTemplatesFrom(templates), wire.EntriesFrom(entries))
+	case OpSet:
+		return s.limits.CheckEntries("entries", wire.EntriesFrom(entries))
+	}
+	return djinn.Errorf(djinn.InvalidArgument, "attribute operation %d: unknown", op)
+}
+
 // ApplyNotify adds a watch and grants its lease; it returns the watch's
 // event id.
 func (s *State) ApplyNotify(c *statepb.LookupNotify) (int64, error) {

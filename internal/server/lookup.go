@@ -85,14 +85,18 @@ func lookupPart(s *Server) *part {
 			return err
 		},
 		serve: func(r *registrar) error {
-			attrs := leaseOwner(s, (*djinnpb.AttributesRequest).GetLeaseCookie, func(djinn.ID) error {
-				return djinn.Errorf(djinn.UnknownLease, "registration: its lease ended")
-			})
+			attrs := func(op int32) Rule {
+				return checking(leaseOwner(s, (*djinnpb.AttributesRequest).GetLeaseCookie, func(djinn.ID) error {
+					return djinn.Errorf(djinn.UnknownLease, "registration: its lease ended")
+				}), func(req *djinnpb.AttributesRequest) error {
+					return rpc.st.CheckAttributes(op, req.GetEntries(), req.GetTemplates())
+				})
+			}
 			return r.serve(lookupDesc(rpc), rpc, Rules{
 				"Register": authenticated, "Lookup": authenticated, "LookupStream": authenticated, "Notify": authenticated,
 				// Modifying a registration is its owner's; its lease's
 				// cookie alone lets another principal renew it, no more.
-				"AddAttributes": attrs, "ModifyAttributes": attrs, "SetAttributes": attrs,
+				"AddAttributes": attrs(lookup.OpAdd), "ModifyAttributes": attrs(lookup.OpModify), "SetAttributes": attrs(lookup.OpSet),
 				"GetEntryTypes": authenticated, "GetFieldValues": authenticated, "GetServiceTypes": authenticated,
 				"GetRegistrar": authenticated,
 			})
