@@ -259,6 +259,9 @@ func (s *Service) Get(ctx context.Context, id djinn.ID) (Registration, error) {
 	return s.registration(in, rem), nil
 }
 
+// CheckTarget checks a delivery target on its own (State.CheckTarget).
+func (s *Service) CheckTarget(target *djinnpb.Ref) error { return s.state.CheckTarget(target) }
+
 // EnableDelivery sets the target listener (EM.4.1). A nil target disables
 // delivery. A mailbox listener of this mailbox is refused. It returns once
 // delivery to any previous target has stopped. A target supersedes the
@@ -333,12 +336,22 @@ func (s *Service) Listens(listener djinn.ID) error {
 	return nil
 }
 
+// CheckNotifyBatch refuses a batch of more than MaxNotifyBatch events.
+// Each event is checked as it is stored: those before a bad one are
+// (NotifyBatch).
+func CheckNotifyBatch(events []*djinnpb.RemoteEvent) error {
+	if len(events) > MaxNotifyBatch {
+		return djinn.Errorf(djinn.InvalidArgument, "batch of %d events: at most %d", len(events), MaxNotifyBatch)
+	}
+	return nil
+}
+
 // NotifyBatch stores events in order, in one log entry, up to the first
 // that is refused (for Notify's reasons, or as invalid); it returns how
 // many were stored and why the next was not.
 func (s *Service) NotifyBatch(ctx context.Context, listener djinn.ID, events []*djinnpb.RemoteEvent) (int, error) {
-	if len(events) > MaxNotifyBatch {
-		return 0, djinn.Errorf(djinn.InvalidArgument, "batch of %d events: at most %d", len(events), MaxNotifyBatch)
+	if err := CheckNotifyBatch(events); err != nil {
+		return 0, err
 	}
 	if err := s.leading(); err != nil {
 		return 0, err
@@ -352,7 +365,7 @@ func (s *Service) NotifyBatch(ctx context.Context, listener djinn.ID, events []*
 	}
 	var refused error
 	for i, ev := range events {
-		if err := s.checkEvent(ev); err != nil {
+		if err := s.CheckEvent(ev); err != nil {
 			events, refused = events[:i], err
 			break
 		}
@@ -383,7 +396,9 @@ func (s *Service) NotifyBatch(ctx context.Context, listener djinn.ID, events []*
 // MaxNotifyBatch bounds the events of one NotifyBatch.
 const MaxNotifyBatch = 4096
 
-func (s *Service) checkEvent(ev *djinnpb.RemoteEvent) error {
+// CheckEvent checks an event a mailbox listener is sent, on its own: its
+// source, and its size against the mailbox's bound.
+func (s *Service) CheckEvent(ev *djinnpb.RemoteEvent) error {
 	if ev == nil {
 		return djinn.Errorf(djinn.InvalidArgument, "event: missing")
 	}
@@ -422,11 +437,11 @@ func (s *Service) checkEvent(ev *djinnpb.RemoteEvent) error {
 // ends with Unavailable when this node stops leading, so that its client
 // pulls again at the next leader.
 func (s *Service) Pull(ctx context.Context, id djinn.ID, after uint64, max int, send func([]Stored) error) error {
-	switch {
-	case max == 0:
+	if err := CheckPullBatch(max); err != nil {
+		return err
+	}
+	if max == 0 {
 		max = DefaultPullBatch
-	case max < 0 || max > MaxStreamBatch:
-		return djinn.Errorf(djinn.InvalidArgument, "pull batch %d: want 0 (the default, %d) to %d", max, DefaultPullBatch, MaxStreamBatch)
 	}
 	in, _, err := s.live(ctx, id)
 	if err != nil {
@@ -474,6 +489,15 @@ func (s *Service) Pull(ctx context.Context, id djinn.ID, after uint64, max int, 
 	}
 }
 
+// CheckPullBatch refuses a pull's batch size out of range: 0 (the
+// default) to MaxStreamBatch.
+func CheckPullBatch(max int) error {
+	if max < 0 || max > MaxStreamBatch {
+		return djinn.Errorf(djinn.InvalidArgument, "pull batch %d: want 0 (the default, %d) to %d", max, DefaultPullBatch, MaxStreamBatch)
+	}
+	return nil
+}
+
 // Ack forgets stored events through an index (pull mode). An index past
 // the last event stored is refused: it acknowledges events the caller
 // cannot have pulled.
@@ -517,9 +541,10 @@ func noneYet(last uint64, done string) string {
 	return ""
 }
 
-// AddUnknownEvents adds (source, id) pairs to the unknown-event list, as a
-// target's UnknownEvent would (River's MailboxPullRegistration).
-func (s *Service) AddUnknownEvents(ctx context.Context, id djinn.ID, keys []*djinnpb.EventKey) error {
+// CheckUnknownEvents checks the keys an AddUnknownEvents adds, on their
+// own: at least one, each with a source whose ids are 16 bytes and whose
+// endpoint is at most maxEndpoint bytes.
+func CheckUnknownEvents(keys []*djinnpb.EventKey) error {
 	if len(keys) == 0 {
 		return djinn.Errorf(djinn.InvalidArgument, "unknown events: none given")
 	}
@@ -538,6 +563,15 @@ func (s *Service) AddUnknownEvents(ctx context.Context, id djinn.ID, keys []*dji
 		if n := len(k.GetSource().GetEndpoint()); n > maxEndpoint {
 			return djinn.Errorf(djinn.InvalidArgument, "unknown event %d source endpoint of %d bytes: at most %d", i, n, maxEndpoint)
 		}
+	}
+	return nil
+}
+
+// AddUnknownEvents adds (source, id) pairs to the unknown-event list, as a
+// target's UnknownEvent would (River's MailboxPullRegistration).
+func (s *Service) AddUnknownEvents(ctx context.Context, id djinn.ID, keys []*djinnpb.EventKey) error {
+	if err := CheckUnknownEvents(keys); err != nil {
+		return err
 	}
 	in, _, err := s.live(ctx, id)
 	if err != nil {

@@ -118,14 +118,20 @@ func serveMailbox(r *registrar, svc *mailbox.Service) error {
 		return svc.CheckOwner(ctx, id)
 	})
 	err := r.serve(&djinnpb.EventMailbox_ServiceDesc, &mailboxRPC{svc: svc}, Rules{
-		"Register": authenticated, "GetRegistration": owns, "EnableDelivery": owns, "DisableDelivery": owns,
-		"Pull": owns, "Ack": owns, "AddUnknownEvents": owns, "Deliveries": owns,
+		"Register": authenticated, "GetRegistration": owns, "DisableDelivery": owns, "Ack": owns, "Deliveries": owns,
+		"EnableDelivery": checking(owns, func(req *djinnpb.EnableDeliveryRequest) error { return svc.CheckTarget(req.GetTarget()) }),
+		"Pull":           checking(owns, func(req *djinnpb.PullRequest) error { return mailbox.CheckPullBatch(int(req.GetMaxBatch())) }),
+		"AddUnknownEvents": checking(owns, func(req *djinnpb.AddUnknownEventsRequest) error {
+			return mailbox.CheckUnknownEvents(req.GetEvents())
+		}),
 	})
 	if err != nil {
 		return err
 	}
 	return r.serve(&djinnpb.EventListener_ServiceDesc, &listenerRPC{svc: svc}, Rules{
-		"Notify": capability, "NotifyBatch": capability, "StopDelivery": capability,
+		"Notify":       checking(capability, func(req *djinnpb.NotifyRequest) error { return svc.CheckEvent(req.GetEvent()) }),
+		"NotifyBatch":  checking(capability, func(req *djinnpb.NotifyBatchRequest) error { return mailbox.CheckNotifyBatch(req.GetEvents()) }),
+		"StopDelivery": capability,
 	})
 }
 
