@@ -317,12 +317,11 @@ func clientLeaseArg(l *djinnpb.Lease) (djinn.Ref, djinn.ID, error) {
 	return ref, cookie, nil
 }
 
-// RenewFor adds a client lease to a set, or sets the durations of an equal
-// one already in it (LR.2 renewFor). desired is added to the service's
-// clock, saturating at Forever; a negative desired duration drops the lease
-// at once. renew must be positive, or Any when desired is Forever.
-func (s *Service) RenewFor(ctx context.Context, id djinn.ID, l *djinnpb.Lease, desired, renew time.Duration) error {
-	ref, cookie, err := clientLeaseArg(l)
+// CheckRenewFor checks a renewFor's arguments, which do not depend on the
+// set (LR.2): the client lease (its landlord's reference and endpoint,
+// its cookie, its serial format and duration) and the renew duration.
+func CheckRenewFor(l *djinnpb.Lease, desired, renew time.Duration) error {
+	ref, _, err := clientLeaseArg(l)
 	if err != nil {
 		return err
 	}
@@ -337,18 +336,38 @@ func (s *Service) RenewFor(ctx context.Context, id djinn.ID, l *djinnpb.Lease, d
 	default:
 		return djinn.Errorf(djinn.InvalidArgument, "renew duration %s: must be positive", djinn.FormatDuration(renew))
 	}
-	now := s.now()
-	var actual int64
 	switch l.GetFormat() {
 	case djinnpb.SerialFormat_SERIAL_FORMAT_ABSOLUTE:
-		actual = l.GetExpirationUnixNanos()
 	case djinnpb.SerialFormat_SERIAL_FORMAT_DURATION, djinnpb.SerialFormat_SERIAL_FORMAT_UNSPECIFIED:
 		if d := time.Duration(l.GetDurationNanos()); d < 0 {
 			return djinn.Errorf(djinn.InvalidArgument, "lease duration %s: negative", d)
 		}
-		actual = nanos(djinn.AddDuration(now, time.Duration(l.GetDurationNanos())))
 	default:
 		return djinn.Errorf(djinn.InvalidArgument, "lease serial format %d: want duration (1) or absolute (2)", int32(l.GetFormat()))
+	}
+	return nil
+}
+
+// CheckLease checks a client lease a call names (Remove's), on its own:
+// its landlord's reference and its cookie.
+func CheckLease(l *djinnpb.Lease) error {
+	_, _, err := clientLeaseArg(l)
+	return err
+}
+
+// RenewFor adds a client lease to a set, or sets the durations of an equal
+// one already in it (LR.2 renewFor). desired is added to the service's
+// clock, saturating at Forever; a negative desired duration drops the lease
+// at once. renew must be positive, or Any when desired is Forever.
+func (s *Service) RenewFor(ctx context.Context, id djinn.ID, l *djinnpb.Lease, desired, renew time.Duration) error {
+	if err := CheckRenewFor(l, desired, renew); err != nil {
+		return err
+	}
+	ref, cookie, _ := clientLeaseArg(l)
+	now := s.now()
+	actual := l.GetExpirationUnixNanos()
+	if l.GetFormat() != djinnpb.SerialFormat_SERIAL_FORMAT_ABSOLUTE {
+		actual = nanos(djinn.AddDuration(now, time.Duration(l.GetDurationNanos())))
 	}
 	in, _, err := s.live(ctx, id)
 	if err != nil {
@@ -467,22 +486,29 @@ func (s *Service) Leases(ctx context.Context, id djinn.ID) ([]*djinnpb.ClientLea
 // shares the set's lease. minWarning applies to expiration warnings and
 // must not be negative.
 func (s *Service) Listen(ctx context.Context, id djinn.ID, eventID int64, target *djinnpb.Ref, minWarning time.Duration, handback []byte) (*djinnpb.EventRegistration, error) {
-	if target == nil {
-		return nil, djinn.Errorf(djinn.InvalidArgument, "listener: missing: give the listener the events go to")
-	}
-	if _, err := wire.RefFrom("listener", target); err != nil {
-		return nil, err
-	}
-	if err := djinn.CheckEndpoint(target.GetEndpoint()); err != nil {
-		return nil, djinn.Errorf(djinn.InvalidArgument, "listener: %v", err)
-	}
-	if minWarning < 0 {
-		return nil, djinn.Errorf(djinn.InvalidArgument, "minimum warning %s: must be zero or positive", djinn.FormatDuration(minWarning))
-	}
-	if err := event.CheckHandback(handback); err != nil {
+	if err := CheckListen(target, minWarning, handback); err != nil {
 		return nil, err
 	}
 	return s.listen(ctx, id, eventID, target, minWarning, handback)
+}
+
+// CheckListen checks a listener's registration arguments, which do not
+// depend on the set: the listener's reference and endpoint, the minimum
+// warning and the handback.
+func CheckListen(target *djinnpb.Ref, minWarning time.Duration, handback []byte) error {
+	if target == nil {
+		return djinn.Errorf(djinn.InvalidArgument, "listener: missing: give the listener the events go to")
+	}
+	if _, err := wire.RefFrom("listener", target); err != nil {
+		return err
+	}
+	if err := djinn.CheckEndpoint(target.GetEndpoint()); err != nil {
+		return djinn.Errorf(djinn.InvalidArgument, "listener: %v", err)
+	}
+	if minWarning < 0 {
+		return djinn.Errorf(djinn.InvalidArgument, "minimum warning %s: must be zero or positive", djinn.FormatDuration(minWarning))
+	}
+	return event.CheckHandback(handback)
 }
 
 // Clear removes a set's listener for one kind of event; it is fine when

@@ -82,9 +82,18 @@ func renewalPart(s *Server) *part {
 				return svc.CheckOwner(ctx, id)
 			})
 			return r.serve(&djinnpb.LeaseRenewalService_ServiceDesc, &renewalRPC{svc: svc}, Rules{
-				"CreateSet": authenticated, "GetSet": owns, "RenewFor": owns, "Remove": owns, "GetLeases": owns,
-				"SetExpirationWarningListener": owns, "ClearExpirationWarningListener": owns,
-				"SetRenewalFailureListener": owns, "ClearRenewalFailureListener": owns,
+				"CreateSet": authenticated, "GetSet": owns, "GetLeases": owns,
+				"RenewFor": checking(owns, func(req *djinnpb.RenewForRequest) error {
+					return renewal.CheckRenewFor(req.GetLease(), time.Duration(req.GetDesiredDurationNanos()), time.Duration(req.GetRenewDurationNanos()))
+				}),
+				"Remove": checking(owns, func(req *djinnpb.RemoveRequest) error { return renewal.CheckLease(req.GetLease()) }),
+				"SetExpirationWarningListener": checking(owns, func(req *djinnpb.SetExpirationWarningListenerRequest) error {
+					return renewal.CheckListen(req.GetListener(), time.Duration(req.GetMinWarningNanos()), req.GetHandback())
+				}),
+				"SetRenewalFailureListener": checking(owns, func(req *djinnpb.SetRenewalFailureListenerRequest) error {
+					return renewal.CheckListen(req.GetListener(), 0, req.GetHandback())
+				}),
+				"ClearExpirationWarningListener": owns, "ClearRenewalFailureListener": owns,
 			})
 		},
 		run: func(ctx context.Context) { svc.Run(ctx) },
