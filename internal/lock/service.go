@@ -295,24 +295,18 @@ func (s *Service) holder(ctx context.Context, set []byte, h *djinnpb.LockHolder,
 		if tx {
 			return nil, djinn.Errorf(djinn.InvalidArgument, "lock set %x is transactional: its locks are held by transactions, not owners", set)
 		}
-		if _, err := djinn.IDFromBytes("lock owner", h.GetOwner()); err != nil {
+		if err := CheckHolder(h); err != nil {
 			return nil, err
 		}
 		own.Owner = h.GetOwner()
 		return own, nil
 	}
+	if err := CheckHolder(h); err != nil {
+		return nil, err
+	}
 	t := h.GetTransaction()
-	mgr, err := wire.RefTo("transaction manager", t.GetManager())
-	if err != nil {
-		return nil, err
-	}
-	if t.GetId() == 0 {
-		return nil, djinn.Errorf(djinn.InvalidArgument, "transaction id 0: want a transaction id")
-	}
-	secret, err := wire.TxnSecret(t.GetSecret())
-	if err != nil {
-		return nil, err
-	}
+	mgr, _ := wire.RefTo("transaction manager", t.GetManager())
+	secret, _ := wire.TxnSecret(t.GetSecret())
 	k := TxnKeyOf(t.GetManager(), t.GetId())
 	s.mu.Lock()
 	hs, ok := s.joined[k]
@@ -348,7 +342,34 @@ func (s *Service) holder(ctx context.Context, set []byte, h *djinnpb.LockHolder,
 	return hs, nil
 }
 
-func checkModeArg(what string, m Mode, zero bool) error {
+// CheckHolder checks a holder a request names, on its own (nil or empty:
+// the call's transaction, which the server fills in): not both an owner
+// and a transaction, an owner's cookie of 16 bytes, a transaction's
+// manager reference, id and secret.
+func CheckHolder(h *djinnpb.LockHolder) error {
+	switch {
+	case h == nil || (len(h.GetOwner()) == 0 && h.GetTransaction() == nil):
+		return nil
+	case len(h.GetOwner()) > 0 && h.GetTransaction() != nil:
+		return djinn.Errorf(djinn.InvalidArgument, "lock holder: both an owner and a transaction")
+	case len(h.GetOwner()) > 0:
+		_, err := djinn.IDFromBytes("lock owner", h.GetOwner())
+		return err
+	}
+	t := h.GetTransaction()
+	if _, err := wire.RefTo("transaction manager", t.GetManager()); err != nil {
+		return err
+	}
+	if t.GetId() == 0 {
+		return djinn.Errorf(djinn.InvalidArgument, "transaction id 0: want a transaction id")
+	}
+	_, err := wire.TxnSecret(t.GetSecret())
+	return err
+}
+
+// CheckMode refuses a request's mode (what names it) that is no lock
+// mode; with zero, 0 (none) is taken.
+func CheckMode(what string, m Mode, zero bool) error {
 	if (m == 0 && zero) || (m >= IR && m <= W) {
 		return nil
 	}
@@ -373,10 +394,10 @@ func drawRequest() uint64 {
 // node stops leading (Unavailable: retry with the same request id to find
 // the same request). request 0 draws an id.
 func (s *Service) Lock(ctx context.Context, set []byte, h *djinnpb.LockHolder, mode, from Mode, try bool, request uint64) (bool, uint64, error) {
-	if err := checkModeArg("mode", mode, false); err != nil {
+	if err := CheckMode("mode", mode, false); err != nil {
 		return false, 0, err
 	}
-	if err := checkModeArg("held mode", from, true); err != nil {
+	if err := CheckMode("held mode", from, true); err != nil {
 		return false, 0, err
 	}
 	if err := s.leading(); err != nil {
@@ -450,7 +471,7 @@ func (s *Service) Lock(ctx context.Context, set []byte, h *djinnpb.LockHolder, m
 
 // Unlock drops one lock of mode m (LockNotHeld if none is held).
 func (s *Service) Unlock(ctx context.Context, set []byte, h *djinnpb.LockHolder, m Mode) error {
-	if err := checkModeArg("mode", m, false); err != nil {
+	if err := CheckMode("mode", m, false); err != nil {
 		return err
 	}
 	if err := s.leading(); err != nil {

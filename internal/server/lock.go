@@ -84,8 +84,20 @@ func lockPart(s *Server) *part {
 		serve: func(r *registrar) error {
 			return r.serve(&djinnpb.LockService_ServiceDesc, &lockRPC{s: s}, Rules{
 				"CreateSet": authenticated, "CreateOwner": authenticated,
-				"Lock": capability, "ChangeMode": capability, "Unlock": capability, "DropLocks": capability,
-				"Describe": capability, "ValidateFence": capability,
+				"Lock": checking(capability, func(req *djinnpb.LockRequest) error {
+					return lockArgs(req.GetHolder(), lockModeArg{"mode", req.GetMode(), false})
+				}),
+				"ChangeMode": checking(capability, func(req *djinnpb.ChangeModeRequest) error {
+					if req.GetHeld() == djinnpb.LockMode_LOCK_MODE_UNSPECIFIED {
+						return errHeldMissing
+					}
+					return lockArgs(req.GetHolder(), lockModeArg{"mode", req.GetMode(), false}, lockModeArg{"held mode", req.GetHeld(), true})
+				}),
+				"Unlock": checking(capability, func(req *djinnpb.UnlockRequest) error {
+					return lockArgs(req.GetHolder(), lockModeArg{"mode", req.GetMode(), false})
+				}),
+				"DropLocks": capability,
+				"Describe":  capability, "ValidateFence": capability,
 			})
 		},
 		run:     func(ctx context.Context) { s.lock.Run(ctx) },
@@ -244,6 +256,33 @@ func (r *lockRPC) holder(ctx context.Context, h *djinnpb.LockHolder) (*djinnpb.L
 	return &djinnpb.LockHolder{Transaction: &djinnpb.TransactionRef{Manager: refProto(tx.Manager().Ref()), Id: tx.ID(), Secret: wire.TxnSecretBytes(tx.Secret())}}, nil
 }
 
+// lockModeArg is a mode a request names: what names it, and whether 0
+// (none) is taken.
+type lockModeArg struct {
+	what string
+	mode djinnpb.LockMode
+	zero bool
+}
+
+// errHeldMissing refuses a ChangeMode without the mode held.
+var errHeldMissing = djinn.Errorf(djinn.InvalidArgument, "held mode: missing")
+
+// lockArgs checks the arguments of a lock request that do not depend on
+// its set: its holder's form and its modes. The rule of the call runs it
+// before the set is looked at (Rule.Args).
+func lockArgs(h *djinnpb.LockHolder, modes ...lockModeArg) error {
+	for _, m := range modes {
+		mode, err := lockMode(m.what, m.mode)
+		if err != nil {
+			return err
+		}
+		if err := lock.CheckMode(m.what, mode, m.zero); err != nil {
+			return err
+		}
+	}
+	return lock.CheckHolder(h)
+}
+
 // lockMode is a request's mode as the lock service takes it. Proto enums
 // are open: a number no mode has arrives as sent, and past a byte it is
 // refused here, naming it, rather than cut to another mode (261 to w);
@@ -277,7 +316,7 @@ func (r *lockRPC) ChangeMode(ctx context.Context, req *djinnpb.ChangeModeRequest
 		return nil, err
 	}
 	if req.GetHeld() == djinnpb.LockMode_LOCK_MODE_UNSPECIFIED {
-		return nil, djinn.Errorf(djinn.InvalidArgument, "held mode: missing")
+		return nil, errHeldMissing
 	}
 	mode, err := lockMode("mode", req.GetMode())
 	if err != nil {
