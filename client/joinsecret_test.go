@@ -7,9 +7,11 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/secret"
@@ -26,6 +28,7 @@ type witness struct {
 
 	mu      sync.Mutex
 	members []string // guarded by mu
+	leader  string   // guarded by mu: when set, Health is refused naming it the leader
 	calls   int      // guarded by mu
 	secrets int      // guarded by mu: the calls that carried the secret
 }
@@ -37,8 +40,15 @@ func startWitness(t *testing.T, ln net.Listener, svc djinn.ID, members ...string
 	w.addr = serveOn(t, ln, func(s *grpc.Server) {
 		djinnpb.RegisterAdminServer(s, w)
 		healthpb.RegisterHealthServer(s, health.NewServer())
-	}, grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	}, grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		w.record(ctx)
+		w.mu.Lock()
+		leader := w.leader
+		w.mu.Unlock()
+		if leader != "" && info.FullMethod == healthpb.Health_Check_FullMethodName {
+			_ = grpc.SetTrailer(ctx, metadata.Pairs(leaderTrailer, leader))
+			return nil, status.Error(codes.Unavailable, "not the leader")
+		}
 		return h(ctx, req)
 	}), grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 		w.record(ss.Context())
@@ -171,6 +181,52 @@ func TestJoinSecretGoesToTheDialledClusterAlone(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestJoinSecretFollowsALeaderHint: a member of the dialled cluster that
+// names another endpoint the leader (one not yet in the member list the
+// client holds) is believed, and the call it sends there carries the
+// secret; an endpoint outside the cluster that names a leader gets no
+// secret to it, the leader it names neither.
+func TestJoinSecretFollowsALeaderHint(t *testing.T) {
+	t.Parallel()
+	svc := djinn.NewID()
+	lnA := listen(t)
+	a := startWitness(t, lnA, svc, lnA.Addr().String())
+	leader := startWitness(t, listen(t), svc)
+	out := startWitness(t, listen(t), djinn.NewID())
+	lured := startWitness(t, listen(t), djinn.NewID())
+	c, err := Dial(t.Context(), a.addr, WithJoinSecret("s3cret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a.mu.Lock()
+	a.leader = leader.addr
+	a.mu.Unlock()
+	out.mu.Lock()
+	out.leader = lured.addr
+	out.mu.Unlock()
+	for _, ep := range []string{a.addr, out.addr} {
+		cc, err := c.Conn(ep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, cc) // answered by the leader named
+	}
+	for _, w := range []struct {
+		name string
+		w    *witness
+		want bool
+	}{{"the leader a member names", leader, true}, {"an endpoint outside the cluster", out, false}, {"the leader it names", lured, false}} {
+		calls, secrets := w.w.seen()
+		if calls == 0 {
+			t.Fatalf("%s got no call", w.name)
+		}
+		if presented := secrets > 0; presented != w.want {
+			t.Errorf("%s: %d of %d calls carried the secret, want the secret presented %v", w.name, secrets, calls, w.want)
+		}
 	}
 }
 
