@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"google.golang.org/protobuf/encoding/protowire"
+
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/service"
 )
@@ -103,9 +105,19 @@ func (r *Registry) lookupOne(tmpl service.Template, intn func(n int) int) (total
 	return total, pick, nil
 }
 
+// MaxAnswer bounds a lookup's answer: the bytes of its total and its
+// items as a LookupResponse (or a LookupAnswer) carries them. It is what a
+// gRPC client receives by default (4 MiB), less 64 KiB for what may wrap
+// the answer (a session's reply, a LookupStream's response), so that every
+// answer reaches a client that did not raise its receive limit.
+const MaxAnswer = 4<<20 - 64<<10
+
 // LookupEncoded is Lookup, or LookupOne when one is set (max is then not
 // used), with the items in their wire form (service.Record.AppendWire).
-// The items share one buffer.
+// The items share one buffer. An answer over MaxAnswer is refused
+// ResourceExhausted before any item is encoded, naming its size and how
+// many of the first items fit (the items come in service id order, so a
+// lookup for that many gets them).
 func (r *Registry) LookupEncoded(tmpl service.Template, max int, one bool, intn func(n int) int) (total int, items [][]byte, err error) {
 	var found []*item
 	if one {
@@ -119,8 +131,39 @@ func (r *Registry) LookupEncoded(tmpl service.Template, max int, one bool, intn 
 	if len(found) == 0 {
 		return total, nil, err
 	}
+	if err := checkAnswer(total, found); err != nil {
+		return 0, nil, err
+	}
 	return total, encodeItems(found), nil
 }
+
+// checkAnswer refuses an answer of total and found over MaxAnswer.
+func checkAnswer(total int, found []*item) error {
+	size := protowire.SizeTag(answerTotal) + protowire.SizeVarint(uint64(total))
+	fit := -1 // how many of the first items fit, once one does not
+	for i, it := range found {
+		size += protowire.SizeTag(answerItems) + protowire.SizeBytes(it.WireSize())
+		if size > MaxAnswer && fit < 0 {
+			fit = i
+		}
+	}
+	if fit < 0 {
+		return nil
+	}
+	next := "ask for fewer matches"
+	if fit > 0 {
+		next = fmt.Sprintf("ask for fewer matches: at most %d (the first %d, in service id order, fit)", fit, fit)
+	}
+	return djinn.Errorf(djinn.ResourceExhausted, "lookup answer of %d bytes (%d items): an answer holds at most %d, what a client receives by default less room around it; %s",
+		size, len(found), MaxAnswer, next)
+}
+
+// The field numbers of a LookupResponse's (and a LookupAnswer's) total
+// and items.
+const (
+	answerTotal protowire.Number = 1
+	answerItems protowire.Number = 2
+)
 
 // EntryTypes returns the distinct entry types, with their supertypes, of
 // the entries of the items tmpl matches, sorted by type, then supertypes.

@@ -199,3 +199,40 @@ func TestExportEncoded(t *testing.T) {
 		}
 	})
 }
+
+// TestLookupEncodedAnswerBound (DESIGN.md 7: quotas on everything that
+// holds memory): an answer over MaxAnswer, what a client receives by
+// default less room around it, is refused ResourceExhausted before its
+// items are encoded, naming its size, its items, the bound and how many
+// of the first items fit; a lookup for that many is answered, in no more
+// than MaxAnswer. Before, every item asked for was encoded, however many
+// bytes, and the client failed to receive the answer.
+func TestLookupEncodedAnswerBound(t *testing.T) {
+	r := newRegistry(t, service.Limits{MaxAttributeBytes: 1 << 20})
+	// 20 items of 256 KiB and a little: 15 fit in 4 MiB less 64 KiB.
+	const items, fit = 20, 15
+	for i := range items {
+		it := service.Item{ID: sid(byte(i + 1)), Service: []byte("ref"), Types: []string{"Big"},
+			Entries: []service.Entry{{Type: "Blob", Fields: []service.Field{f("b", service.NewBytes(make([]byte, 256<<10)))}}}}
+		ok(t)(r.Register(it, lid(byte(i+1))))
+	}
+	big := service.Template{Types: []string{"Big"}}
+	for _, max := range []int{items, fit + 1} {
+		total, got, err := r.LookupEncoded(big, max, false, nil)
+		wantErr(t, err, djinn.ResourceExhausted, fmt.Sprintf("bytes (%d items)", max), fmt.Sprintf("at most %d,", lookup.MaxAnswer),
+			fmt.Sprintf("ask for fewer matches: at most %d", fit))
+		if total != 0 || got != nil {
+			t.Errorf("LookupEncoded(max %d) refused with %d total, %d items; want none", max, total, len(got))
+		}
+	}
+	total, got, err := r.LookupEncoded(big, fit, false, nil)
+	if err != nil || total != items || len(got) != fit {
+		t.Fatalf("LookupEncoded(max %d) = %d total, %d items, %v; want %d total, %d items", fit, total, len(got), err, items, fit)
+	}
+	if n := proto.Size(&djinnpb.EncodedLookupResponse{Total: int64(total), Items: got}); n > lookup.MaxAnswer {
+		t.Errorf("an answer of %d items takes %d bytes, over MaxAnswer (%d)", fit, n, lookup.MaxAnswer)
+	}
+	if _, got, err := r.LookupEncoded(big, 0, true, func(int) int { return 0 }); err != nil || len(got) != 1 {
+		t.Errorf("LookupEncoded(one) = %d items, %v; want one", len(got), err)
+	}
+}
