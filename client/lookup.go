@@ -218,7 +218,10 @@ func (r *Registrar) Lookup(ctx context.Context, tmpl ServiceTemplate) (*ServiceI
 }
 
 // LookupN returns the number of items matching tmpl and up to max of them
-// (0 to math.MaxInt32; a negative max is djinn.ErrInvalidArgument).
+// (0 to math.MaxInt32; a negative max is djinn.ErrInvalidArgument), the
+// first in service id order. An answer larger than a client receives by
+// default (4 MiB less 64 KiB) is djinn.ErrResourceExhausted, naming its
+// size and how many of the matches fit: ask for at most that many.
 func (r *Registrar) LookupN(ctx context.Context, tmpl ServiceTemplate, max int) (total int, items []ServiceItem, err error) {
 	if max < 0 || max > maxMatches {
 		return 0, nil, djinn.Errorf(djinn.InvalidArgument, "max matches %d: must be 0 to %d", max, maxMatches)

@@ -25,7 +25,8 @@ import (
 // once. Each lookup has its own context: one given up returns at once, and
 // the stream goes on. An answer larger than a message may carry (4 MiB
 // less 64 KiB: what a client receives by default) fails that lookup,
-// djinn.ErrResourceExhausted naming its size; ask for fewer matches.
+// djinn.ErrResourceExhausted naming its size and how many matches fit, as
+// Registrar.LookupN does; ask for fewer matches.
 //
 // The stream mends itself. When the server ends it or the connection
 // breaks (an Unavailable failure: the server went away, or is no longer

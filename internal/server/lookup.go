@@ -194,6 +194,10 @@ func (r *lookupRPC) Lookup(context.Context, *djinnpb.LookupRequest) (*djinnpb.Lo
 	return nil, djinn.Errorf(djinn.Internal, "lookup: not registered through lookupDesc")
 }
 
+// lookup answers req, Lookup's and LookupStream's. An answer is at most
+// lookup.MaxAnswer, what a client receives by default less room around
+// it: a larger one is refused ResourceExhausted, naming its size and how
+// many matches fit, before its items are encoded.
 func (r *lookupRPC) lookup(req *djinnpb.LookupRequest, may lookup.MayRead) (int64, [][]byte, error) {
 	if req.GetMaxMatches() < 0 {
 		return 0, nil, djinn.Errorf(djinn.InvalidArgument, "max matches %d: must not be negative", req.GetMaxMatches())
@@ -210,18 +214,15 @@ const (
 	// next answers of its batch while they fit, and an answer larger
 	// than this alone.
 	lookupMessageBytes = 1 << 20
-	// maxLookupAnswer bounds one answer on a LookupStream: what a client
-	// receives by default (4 MiB), less room for the message around it.
-	// A larger answer is refused, in band.
-	maxLookupAnswer = 4<<20 - 64<<10
 )
 
 // LookupStream answers each batch of lookups, in order, with one response
 // or more: each carries the batch's next answers, at most
 // lookupMessageBytes of them or a single larger one, so no message passes
 // what a client receives by default and the server holds one message of
-// answers at a time, not a batch's. An answer over maxLookupAnswer is
-// refused ResourceExhausted, naming its size. A lookup that fails carries
+// answers at a time, not a batch's. An answer over lookup.MaxAnswer is
+// refused ResourceExhausted, naming its size, as Lookup refuses it. A
+// lookup that fails carries
 // its error and the others and the stream go on, except when this node
 // cannot answer (not the leader): the stream ends, so the client goes
 // elsewhere; so does a batch over the limit. Responses are written as
@@ -257,11 +258,6 @@ func (r *lookupRPC) LookupStream(stream djinnpb.LookupService_LookupStreamServer
 				a.Error = grpcerr.ToProto(err)
 			}
 			n := answerSize(a)
-			if n > maxLookupAnswer {
-				err := djinn.Errorf(djinn.ResourceExhausted, "lookup answer of %d bytes (%d items): a lookup stream's answer holds at most %d; ask for fewer matches", n, len(a.Items), maxLookupAnswer)
-				a.Total, a.Items, a.Error = 0, nil, grpcerr.ToProto(err)
-				n = answerSize(a)
-			}
 			if i > first && size+n > lookupMessageBytes {
 				if err := stream.SendMsg(&djinnpb.EncodedLookupBatchResponse{Answers: ptrs[first:i]}); err != nil {
 					return err

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -405,15 +407,7 @@ func TestLookupStreamLargeAnswers(t *testing.T) {
 	// Items as large as the default limits allow (about 80 KiB): 60 of
 	// them are 4.7 MB.
 	const items = 60
-	for i := range items {
-		blob := make([]byte, 63<<10)
-		blob[0] = byte(i)
-		_, err := reg.Register(ctx, service.Item{Service: make([]byte, 16<<10), Types: []string{"Big"},
-			Entries: []service.Entry{{Type: "Blob", Fields: []service.Field{{Name: "b", Value: service.NewBytes(blob)}}}}}, time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	register(t, c, items)
 	big := &djinnpb.ServiceTemplate{Types: []string{"Big"}}
 
 	// The wire: 100 lookups of one item each (7.9 MB in all), one of 20
@@ -491,6 +485,79 @@ func TestLookupStreamLargeAnswers(t *testing.T) {
 	for range cap(errs) {
 		if err := <-errs; err != nil {
 			t.Errorf("stream LookupN of 10 items of 80 KiB, 64 at once: %v", err)
+		}
+	}
+}
+
+// TestLookupLargeAnswer (DESIGN.md 7; quotas on everything that holds
+// memory): a unary Lookup whose answer would pass what a client receives
+// by default (4 MiB) is refused ResourceExhausted, as a LookupStream
+// refuses it, naming its size, the limit and how many matches fit; a
+// lookup for that many is answered, and still reports every match. On a
+// session and on a call of its own alike. Before, the server encoded
+// every item and the client failed with a receive error it could not act
+// on (or a session's reply too large).
+func TestLookupLargeAnswer(t *testing.T) {
+	t.Parallel()
+	srv := servertest.Start(t, servertest.Config(t))
+	ctx := testContext(t)
+	const items = 60
+	register(t, servertest.Dial(t, srv.Addr()), items)
+	big := service.Template{Types: []string{"Big"}}
+	for _, c := range []struct {
+		name string
+		opts []client.Option
+	}{{"session", nil}, {"unary", []client.Option{client.WithoutSession()}}} {
+		t.Run(c.name, func(t *testing.T) {
+			reg, err := servertest.Dial(t, srv.Addr(), c.opts...).Lookup(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = reg.LookupN(ctx, big, items)
+			m := regexp.MustCompile(`ask for fewer matches: at most (\d+) `).FindStringSubmatch(fmt.Sprint(err))
+			if !errors.Is(err, djinn.ErrResourceExhausted) || m == nil || !strings.Contains(err.Error(), fmt.Sprintf("bytes (%d items)", items)) || !strings.Contains(err.Error(), "at most 4128768") {
+				t.Fatalf("LookupN of %d items of 80 KiB: %v; want resource exhausted naming its size, the limit and how many fit", items, err)
+			}
+			fit, _ := strconv.Atoi(m[1])
+			if fit < 40 || fit >= items {
+				t.Fatalf("%d of %d items of 80 KiB said to fit in 4 MiB", fit, items)
+			}
+			total, got, err := reg.LookupN(ctx, big, fit)
+			if err != nil || total != items || len(got) != fit {
+				t.Errorf("LookupN of the %d said to fit: total %d, %d items, %v; want %d and %d items", fit, total, len(got), err, items, fit)
+			}
+			if _, _, err := reg.LookupN(ctx, big, fit+1); !errors.Is(err, djinn.ErrResourceExhausted) {
+				t.Errorf("LookupN of %d, one more than said to fit: %v; want resource exhausted", fit+1, err)
+			}
+			// The stream answers alike.
+			s, err := reg.Stream(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if _, _, serr := s.LookupN(ctx, big, items); serr == nil || !strings.Contains(serr.Error(), m[0]) {
+				t.Errorf("stream LookupN of %d items of 80 KiB: %v; want the error Lookup gives, %q", items, serr, m[0])
+			}
+		})
+	}
+}
+
+// register registers n items of 80 KiB of type Big, as large as the
+// default limits allow.
+func register(t *testing.T, c *client.Client, n int) {
+	t.Helper()
+	ctx := testContext(t)
+	reg, err := c.Lookup(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		blob := make([]byte, 63<<10)
+		blob[0] = byte(i)
+		_, err := reg.Register(ctx, service.Item{Service: make([]byte, 16<<10), Types: []string{"Big"},
+			Entries: []service.Entry{{Type: "Blob", Fields: []service.Field{{Name: "b", Value: service.NewBytes(blob)}}}}}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -832,8 +832,9 @@ func (x *LookupBatch) GetLookups() []*LookupRequest {
 // 1 MiB of them or a single larger answer, so a client reads responses
 // until it has an answer per lookup; no response passes what a client
 // receives by default (4 MiB). An answer over 4 MiB less 64 KiB is not
-// sent: it carries a RESOURCE_EXHAUSTED error naming its size instead (ask
-// for fewer matches). An empty batch is answered by one empty response.
+// sent: it carries the RESOURCE_EXHAUSTED error Lookup gives instead,
+// naming its size and how many matches fit. An empty batch is answered by
+// one empty response.
 type LookupBatchResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Answers       []*LookupAnswer        `protobuf:"bytes,1,rep,name=answers,proto3" json:"answers,omitempty"`

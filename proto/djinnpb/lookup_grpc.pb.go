@@ -44,7 +44,11 @@ type LookupServiceClient interface {
 	// gets one. Registering an id again replaces that item.
 	Register(ctx context.Context, in *RegisterRequest, opts ...grpc.CallOption) (*ServiceRegistration, error)
 	// Lookup returns the total number of matches and up to max_matches of
-	// them; with one, a single match chosen at random.
+	// them, the first in service id order; with one, a single match chosen
+	// at random. An answer is at most 4 MiB less 64 KiB (what a client
+	// receives by default, less room for a session's reply around it): a
+	// larger one is RESOURCE_EXHAUSTED, naming its size and how many of the
+	// first matches fit; ask for at most that many.
 	Lookup(ctx context.Context, in *LookupRequest, opts ...grpc.CallOption) (*LookupResponse, error)
 	// LookupStream answers lookups over one long-lived stream: each batch of
 	// lookups is answered, in order, by one response or more, an answer per
@@ -200,7 +204,11 @@ type LookupServiceServer interface {
 	// gets one. Registering an id again replaces that item.
 	Register(context.Context, *RegisterRequest) (*ServiceRegistration, error)
 	// Lookup returns the total number of matches and up to max_matches of
-	// them; with one, a single match chosen at random.
+	// them, the first in service id order; with one, a single match chosen
+	// at random. An answer is at most 4 MiB less 64 KiB (what a client
+	// receives by default, less room for a session's reply around it): a
+	// larger one is RESOURCE_EXHAUSTED, naming its size and how many of the
+	// first matches fit; ask for at most that many.
 	Lookup(context.Context, *LookupRequest) (*LookupResponse, error)
 	// LookupStream answers lookups over one long-lived stream: each batch of
 	// lookups is answered, in order, by one response or more, an answer per
