@@ -389,7 +389,7 @@ func (cl *cluster) take(ctx context.Context, resp *djinnpb.MembersResponse) {
 	}
 	var members []string
 	for _, m := range resp.GetMembers() {
-		if ep := m.GetGrpcAddress(); djinn.CheckEndpoint(ep) == nil {
+		if ep := m.GetGrpcAddress(); djinn.CheckStoredEndpoint(ep) == nil {
 			members = append(members, ep)
 		}
 	}

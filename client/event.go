@@ -17,14 +17,15 @@ func RefToProto(r djinn.Ref) *djinnpb.Ref {
 
 // RefFromProto converts a wire reference; what names it in errors. Both ids
 // must be 16 bytes; the endpoint, only a hint of where to reach the object,
-// may be empty but must otherwise be host:port.
+// may be empty but must otherwise be host:port (djinn.CheckStoredEndpoint:
+// answers carry endpoints stored before they were checked strictly).
 func RefFromProto(what string, r *djinnpb.Ref) (djinn.Ref, error) {
 	var out djinn.Ref
 	if r == nil {
 		return out, djinn.Errorf(djinn.InvalidArgument, "%s: missing", what)
 	}
 	if r.GetEndpoint() != "" {
-		if err := djinn.CheckEndpoint(r.GetEndpoint()); err != nil {
+		if err := djinn.CheckStoredEndpoint(r.GetEndpoint()); err != nil {
 			return out, djinn.Errorf(djinn.InvalidArgument, "%s: %v", what, err)
 		}
 	}

@@ -167,7 +167,7 @@ func (p *Pool) Learn(ctx context.Context, ref djinn.Ref) error {
 	if ref.Service.IsZero() {
 		return nil
 	}
-	if err := djinn.CheckEndpoint(ref.Endpoint); err != nil {
+	if err := djinn.CheckStoredEndpoint(ref.Endpoint); err != nil {
 		return err
 	}
 	for {
@@ -322,7 +322,7 @@ func (p *Pool) learn(ref djinn.Ref) (never bool, err error) {
 	}
 	var seeds []string
 	for _, m := range resp.GetMembers() {
-		if ep := m.GetGrpcAddress(); djinn.CheckEndpoint(ep) == nil {
+		if ep := m.GetGrpcAddress(); djinn.CheckStoredEndpoint(ep) == nil {
 			seeds = append(seeds, ep)
 		}
 	}

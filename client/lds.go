@@ -90,7 +90,7 @@ func discoveredFromProto(what string, pb *djinnpb.DiscoveredRegistrar) (Discover
 	if id.IsZero() {
 		return DiscoveredRegistrar{}, djinn.Errorf(djinn.InvalidArgument, "%s service id: zero", what)
 	}
-	if err := djinn.CheckEndpoint(pb.GetEndpoint()); err != nil {
+	if err := djinn.CheckStoredEndpoint(pb.GetEndpoint()); err != nil {
 		return DiscoveredRegistrar{}, djinn.Errorf(djinn.InvalidArgument, "%s %s: %v", what, id, err)
 	}
 	l, err := discovery.ParseLocator(pb.GetLocator())

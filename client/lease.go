@@ -81,7 +81,7 @@ func LeaseFromProto(pb *djinnpb.Lease, sent time.Time) (*Lease, error) {
 	if pb.GetLandlord() == nil {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "lease landlord: missing")
 	}
-	if err := djinn.CheckEndpoint(pb.GetLandlord().GetEndpoint()); err != nil {
+	if err := djinn.CheckStoredEndpoint(pb.GetLandlord().GetEndpoint()); err != nil {
 		return nil, djinn.Errorf(djinn.InvalidArgument, "lease landlord: %v", err)
 	}
 	landlord, err := RefFromProto("lease landlord", pb.GetLandlord())

@@ -39,7 +39,8 @@ func (e *Engine) PushRemote(source djinn.Ref, evs ...Remote) error {
 			errs = append(errs, fmt.Errorf("event %d seq %d: payload: %w", r.EventID, r.Seq, err))
 			continue
 		}
-		target, err := wire.RefTo("listener", r.Listener)
+		// The listener is a registration's, as the state keeps it.
+		target, err := wire.RefStored("listener", r.Listener)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("event %d seq %d: %w", r.EventID, r.Seq, err))
 			continue

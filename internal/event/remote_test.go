@@ -88,3 +88,27 @@ func TestCancelOnDefinite(t *testing.T) {
 		}
 	})
 }
+
+// TestPushRemoteToAListenerFromBefore: a registration's listener taken
+// before endpoints were checked strictly (its host has a space) is as the
+// state keeps it: its events are still queued for it, not left out.
+func TestPushRemoteToAListenerFromBefore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := &fakeSender{}
+		e := New(Config{Sender: fs})
+		defer e.Close()
+		src := djinn.Ref{Endpoint: "src.example:4161", Service: djinn.ID{0x5}, Object: djinn.ID{0x5, 1}}
+		old := targetA
+		old.Endpoint = "old host:9"
+		k := djinn.ID{3}
+		if err := e.PushRemote(src, Remote{Key: k, Listener: wire.Ref(old), EventID: 7, Seq: 1, Handback: k[:], Payload: wrapperspb.String("one")}); err != nil {
+			t.Fatalf("PushRemote to a listener from before: %v, want it queued", err)
+		}
+		synctest.Wait()
+		fs.mu.Lock()
+		defer fs.mu.Unlock()
+		if got := fs.got[k]; !slices.Equal(got, []int64{1}) {
+			t.Errorf("delivered %v, want event 1", got)
+		}
+	})
+}

@@ -222,7 +222,7 @@ func (r *runner) heard(ctx context.Context, ev discovery.Event) {
 // (LDSLost, unwanted). Should the log refuse it, the lookup service stays
 // missing, and is logged lost after Grace unless found again.
 func (r *runner) proposeUnwanted(ctx context.Context, pb *djinnpb.DiscoveredRegistrar) {
-	if _, err := RegistrarFromProto(pb); err != nil {
+	if _, err := storedRegistrar(pb); err != nil {
 		return // never taken, so nothing to drop
 	}
 	c := &statepb.LDSLost{Unwanted: true, Registrars: []*djinnpb.DiscoveredRegistrar{pb}, GroupDiscovery: r.cfg.Groups}

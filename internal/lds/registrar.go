@@ -36,9 +36,22 @@ func (r Registrar) Proto() *djinnpb.DiscoveredRegistrar {
 }
 
 // RegistrarFromProto checks a discovered lookup service: a non-zero
-// 16-byte service id, a host:port endpoint, a jini:// locator (made
-// canonical) and valid member groups (sorted, without duplicates).
+// 16-byte service id, a host:port endpoint (djinn.CheckEndpoint), a
+// jini:// locator (made canonical) and valid member groups (sorted,
+// without duplicates).
 func RegistrarFromProto(pb *djinnpb.DiscoveredRegistrar) (Registrar, error) {
+	return registrarFromProto(pb, djinn.CheckEndpoint)
+}
+
+// storedRegistrar is RegistrarFromProto for a lookup service read back
+// from the log or a snapshot: its endpoint is checked as
+// djinn.CheckStoredEndpoint takes it, so that one taken before endpoints
+// were checked strictly still replays and loads.
+func storedRegistrar(pb *djinnpb.DiscoveredRegistrar) (Registrar, error) {
+	return registrarFromProto(pb, djinn.CheckStoredEndpoint)
+}
+
+func registrarFromProto(pb *djinnpb.DiscoveredRegistrar, checkEndpoint func(string) error) (Registrar, error) {
 	if pb == nil {
 		return Registrar{}, djinn.Errorf(djinn.InvalidArgument, "registrar: missing")
 	}
@@ -49,7 +62,7 @@ func RegistrarFromProto(pb *djinnpb.DiscoveredRegistrar) (Registrar, error) {
 	if id.IsZero() {
 		return Registrar{}, djinn.Errorf(djinn.InvalidArgument, "registrar service id %s: zero", id)
 	}
-	if err := djinn.CheckEndpoint(pb.GetEndpoint()); err != nil {
+	if err := checkEndpoint(pb.GetEndpoint()); err != nil {
 		return Registrar{}, djinn.Errorf(djinn.InvalidArgument, "registrar %s: %v", id, err)
 	}
 	loc, err := discovery.ParseLocator(pb.GetLocator())

@@ -108,7 +108,7 @@ func (s *State) Restore(r *statepb.LDSRecord) error {
 		if err := proto.Unmarshal(sr.Registrar, &pb); err != nil {
 			return djinn.Errorf(djinn.Internal, "lookup discovery snapshot registrar %d: %v", i, err)
 		}
-		reg, err := RegistrarFromProto(&pb)
+		reg, err := storedRegistrar(&pb)
 		if err == nil && n.table[reg.ID] != nil {
 			err = djinn.Errorf(djinn.Internal, "registrar %s: twice", reg.ID)
 		}

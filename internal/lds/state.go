@@ -305,7 +305,9 @@ func (s *State) ApplyRegister(c *statepb.LDSRegister) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if _, err := wire.RefTo("listener", c.GetListener()); err != nil {
+	// Checked as stored: the service checked it as handed in (RefTo), and
+	// an entry accepted before that check was strict must replay.
+	if _, err := wire.RefStored("listener", c.GetListener()); err != nil {
 		return 0, err
 	}
 	groups, err := CheckGroups("groups", c.GetGroups(), MaxGroups)
@@ -516,7 +518,7 @@ func (s *State) ApplyFound(c *statepb.LDSFound) error {
 func registrars(pbs []*djinnpb.DiscoveredRegistrar) (map[djinn.ID]Registrar, error) {
 	out := map[djinn.ID]Registrar{}
 	for _, pb := range pbs {
-		r, err := RegistrarFromProto(pb)
+		r, err := storedRegistrar(pb)
 		if err != nil {
 			return nil, err
 		}

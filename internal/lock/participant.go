@@ -158,7 +158,7 @@ func (s *Service) checkVotes(ctx context.Context) {
 
 // decided asks v's manager whether v's transaction is decided.
 func (s *Service) decided(ctx context.Context, v Vote) (bool, error) {
-	mgr, err := wire.RefTo("transaction manager", v.Manager)
+	mgr, err := wire.RefStored("transaction manager", v.Manager)
 	if err != nil {
 		return false, err // kept, within maxAbortedVotes
 	}

@@ -51,10 +51,18 @@ func (s *State) addLocked(r registration) uint32 {
 	return slot
 }
 
-// CheckTarget enforces EM.4.1: a mailbox listener of this mailbox cannot be
-// a target, which would make a notification loop. Every listener this
-// service's id names is one of the mailbox's own.
+// CheckTarget checks a target handed in, its endpoint by
+// djinn.CheckEndpoint, and enforces EM.4.1: a mailbox listener of this
+// mailbox cannot be a target, which would make a notification loop. Every
+// listener this service's id names is one of the mailbox's own.
 func (s *State) CheckTarget(t *djinnpb.Ref) error {
+	return s.checkTarget(t, djinn.CheckEndpoint)
+}
+
+// checkTarget is CheckTarget with the endpoint checked by checkEndpoint:
+// applying an entry, djinn.CheckStoredEndpoint, so that a target taken
+// before endpoints were checked strictly still replays.
+func (s *State) checkTarget(t *djinnpb.Ref, checkEndpoint func(string) error) error {
 	if t == nil {
 		return nil
 	}
@@ -65,7 +73,7 @@ func (s *State) CheckTarget(t *djinnpb.Ref) error {
 	if _, err := djinn.IDFromBytes("target object id", t.GetObjectId()); err != nil {
 		return err
 	}
-	if err := djinn.CheckEndpoint(t.GetEndpoint()); err != nil {
+	if err := checkEndpoint(t.GetEndpoint()); err != nil {
 		return djinn.Errorf(djinn.InvalidArgument, "target: %v", err)
 	}
 	if svc == s.service() {
@@ -83,7 +91,7 @@ func (s *State) ApplyEnable(c *statepb.MailboxEnable) (chan struct{}, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.CheckTarget(c.GetTarget()); err != nil {
+	if err := s.checkTarget(c.GetTarget(), djinn.CheckStoredEndpoint); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()

@@ -146,7 +146,8 @@ func TestTransferWithoutAnotherVoter(t *testing.T) {
 // TestMemberArguments: a member added (Join, AddMember, AddVoter) is
 // refused with InvalidArgument naming the bad value — DESIGN.md 8: a
 // clear error for every bad input, never a member the cluster cannot
-// reach — when its raft address is no host:port with a numeric port, or
+// reach — when its raft address is no host:port with a DNS name, an IPv4
+// address or a bracketed IPv6 address and a port from 1 to 65535, or
 // its node id is empty, too long or carries characters a peer
 // certificate's djinn-peer://NODE-ID and the node-id file cannot.
 func TestMemberArguments(t *testing.T) {
@@ -165,6 +166,11 @@ func TestMemberArguments(t *testing.T) {
 		{"a port out of range", "n2", "127.0.0.1:70000", "port out of range"},
 		{"no port", "n2", "127.0.0.1", `"127.0.0.1": want host:port`},
 		{"no host", "n2", ":4163", `":4163": want host:port`},
+		{"a host with a space", "n2", "raft host:4163", `host "raft host": want a DNS name`},
+		{"a host with a user name", "n2", "me@raft.example:4163", `host "me@raft.example": want a DNS name`},
+		{"a name in brackets", "n2", "[raft.example]:4163", `"raft.example" in brackets: want an IPv6 address`},
+		{"port 0", "n2", "127.0.0.1:0", "port out of range: want 1 to 65535"},
+		{"an IPv6 address", "n2", "[::1]:4163", ""},
 	} {
 		err := checkServer(tt.id, tt.addr)
 		switch {

@@ -392,7 +392,7 @@ func (c *Config) checkServer() error {
 		}
 	}
 	for _, a := range []struct{ name, v string }{{"listen", c.Listen}, {"admin", c.Admin}, {"raft", c.Raft}} {
-		if err := djinn.CheckEndpoint(a.v); err != nil {
+		if err := djinn.CheckListenAddress(a.v); err != nil {
 			return djinn.Errorf(djinn.InvalidArgument, "%s: %v", a.name, err)
 		}
 	}

@@ -55,7 +55,7 @@ func (c *LookupConfig) check() error {
 		return err
 	}
 	if c.Discovery != "" {
-		if err := djinn.CheckEndpoint(c.Discovery); err != nil {
+		if err := djinn.CheckListenAddress(c.Discovery); err != nil {
 			return djinn.Errorf(djinn.InvalidArgument, "lookup discovery: %v (\"\" turns discovery off)", err)
 		}
 	}

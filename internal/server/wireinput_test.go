@@ -3,6 +3,7 @@ package server_test
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -427,5 +428,56 @@ func TestUnknownEventsBounded(t *testing.T) {
 	}
 	if n := len(got.GetUnknownEvents()); n != 4096 {
 		t.Errorf("the registration lists %d unknown events, want 4096", n)
+	}
+}
+
+// TestRefsHandedInAreChecked (DESIGN.md 8): a reference a client hands in
+// — a transaction's participant, a lookup listener, a mailbox's delivery
+// target — is refused InvalidArgument naming its endpoint when the
+// endpoint is none a client could dial: a host with a space or a user
+// name, a name in brackets, port 0. Such endpoints were taken before;
+// stored then, they still replay (the state's own tests).
+func TestRefsHandedInAreChecked(t *testing.T) {
+	t.Parallel()
+	srv := servertest.Start(t, servertest.Config(t))
+	cc := unaryConn(t, srv.Addr())
+	tm, ls, mb := djinnpb.NewTransactionManagerClient(cc), djinnpb.NewLookupServiceClient(cc), djinnpb.NewEventMailboxClient(cc)
+	ctx := testContext(t)
+	reg, err := mb.Register(ctx, &djinnpb.MailboxRegisterRequest{LeaseDurationNanos: int64(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, endpoint := range []string{"exa mple.com:4160", "me@example.com:4160", "[example.com]:4160", "example.com:0", "example.com/x:4160", "ex\x00ample.com:4160"} {
+		ref := anyListener()
+		ref.Endpoint = endpoint
+		created, err := tm.Create(ctx, &djinnpb.CreateTransactionRequest{LeaseDurationNanos: int64(time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			what string
+			call func() error
+		}{
+			{"txn join", func() error {
+				_, err := tm.Join(ctx, &djinnpb.JoinTransactionRequest{Id: created.GetId(), Secret: created.GetSecret(), Participant: ref, CrashCount: 1})
+				return err
+			}},
+			{"txn promote", func() error {
+				_, err := tm.Promote(ctx, &djinnpb.PromoteRequest{Id: created.GetId(), Secret: created.GetSecret(), Participants: []*djinnpb.Ref{ref}, CrashCounts: []int64{1}})
+				return err
+			}},
+			{"lookup notify", func() error {
+				_, err := ls.Notify(ctx, &djinnpb.LookupNotifyRequest{Template: &djinnpb.ServiceTemplate{}, Transitions: 1, Listener: ref, LeaseDurationNanos: int64(time.Minute)})
+				return err
+			}},
+			{"mailbox enable", func() error {
+				_, err := mb.EnableDelivery(ctx, &djinnpb.EnableDeliveryRequest{RegistrationId: reg.GetRegistrationId(), Target: ref})
+				return err
+			}},
+		} {
+			if err := c.call(); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), strconv.Quote(endpoint)) {
+				t.Errorf("%s with endpoint %q: %v, want InvalidArgument naming it", c.what, endpoint, err)
+			}
+		}
 	}
 }

@@ -33,14 +33,30 @@ func RefFrom(what string, r *djinnpb.Ref) (djinn.Ref, error) {
 	return djinn.Ref{Endpoint: r.GetEndpoint(), Service: svc, Object: obj}, nil
 }
 
-// RefTo reads a wire reference to call: RefFrom, and an endpoint that
-// can be dialled.
+// RefTo reads a wire reference handed in to call: RefFrom, and an
+// endpoint that can be dialled (djinn.CheckEndpoint).
 func RefTo(what string, r *djinnpb.Ref) (djinn.Ref, error) {
 	ref, err := RefFrom(what, r)
 	if err != nil {
 		return djinn.Ref{}, err
 	}
 	if err := djinn.CheckEndpoint(ref.Endpoint); err != nil {
+		return djinn.Ref{}, djinn.Errorf(djinn.InvalidArgument, "%s: %v", what, err)
+	}
+	return ref, nil
+}
+
+// RefStored reads a wire reference read back from the replicated log or
+// a snapshot, to call: RefFrom, and an endpoint as
+// djinn.CheckStoredEndpoint takes it — one accepted before endpoints were
+// checked strictly is still taken, never refused as the entry replays.
+// A reference handed in now takes RefTo.
+func RefStored(what string, r *djinnpb.Ref) (djinn.Ref, error) {
+	ref, err := RefFrom(what, r)
+	if err != nil {
+		return djinn.Ref{}, err
+	}
+	if err := djinn.CheckStoredEndpoint(ref.Endpoint); err != nil {
 		return djinn.Ref{}, djinn.Errorf(djinn.InvalidArgument, "%s: %v", what, err)
 	}
 	return ref, nil
