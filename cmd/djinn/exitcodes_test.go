@@ -418,6 +418,8 @@ func TestUnknownCommandWithFlags(t *testing.T) {
 		{[]string{"bogus"}, `unknown command "bogus" for "djinn"`},
 		{[]string{"bogus", "--server", "127.0.0.1:1"}, `unknown command "bogus" for "djinn"`},
 		{[]string{"bogus", "-o", "json"}, `unknown command \"bogus\" for \"djinn\"`},
+		{[]string{"-o", "json", "bogus"}, `unknown command \"bogus\" for \"djinn\"`},
+		{[]string{"--server", "127.0.0.1:1", "bogus", "--nosuch"}, `unknown command "bogus" for "djinn"`},
 		{[]string{"mailbox", "bogus", "--nosuch"}, `unknown command "bogus" for "djinn mailbox"`},
 		{[]string{"lock", "bogus", "-o", "json", "--nosuch"}, `unknown command \"bogus\" for \"djinn lock\"`},
 	} {

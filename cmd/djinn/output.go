@@ -25,6 +25,7 @@ import (
 
 // globals are the flags the client commands share.
 type globals struct {
+	args   []string // the command line, for what cobra does not keep (strictTree)
 	server string
 	output string
 	tlsCA  string

@@ -46,6 +46,7 @@ after whatever answer the command printed on stdout.`
 // printing the error, when there is one, on one line of stderr.
 func (m Main) Run(ctx context.Context, args []string) int {
 	root, g := newRoot()
+	g.args = args
 	root.SetArgs(args)
 	root.SetOut(m.Stdout)
 	root.SetErr(m.Stderr)
@@ -217,8 +218,14 @@ func strictTree(root *cobra.Command, g *globals) {
 		// A group's flags failed to parse after a word that is none of its
 		// commands (djinn bogus -o json): the command is what is unknown,
 		// and the flags may be its.
-		if args := c.Flags().Args(); c.Annotations["group"] == "true" && len(args) > 0 {
-			return groupRun(c, args)
+		if c.Annotations["group"] == "true" {
+			args := c.Flags().Args()
+			if len(args) == 0 && !c.HasParent() {
+				args = commandWords(g.args) // djinn -o json bogus: the flag came first
+			}
+			if len(args) > 0 {
+				return groupRun(c, args)
+			}
 		}
 		return usageError{flagValueError(err)}
 	})
@@ -235,6 +242,25 @@ func strictTree(root *cobra.Command, g *globals) {
 		}
 	}
 	walk(root)
+}
+
+// commandWords returns the words of a command line that are neither flags
+// nor, as cobra reads a line to find its command, the value after a flag
+// ("-o json", "--server ADDR").
+func commandWords(args []string) []string {
+	var words []string
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "--":
+			return append(words, args[i+1:]...)
+		case strings.HasPrefix(a, "-") && !strings.Contains(a, "=") && (strings.HasPrefix(a, "--") || len(a) == 2):
+			i++ // its value
+		case strings.HasPrefix(a, "-"):
+		default:
+			words = append(words, a)
+		}
+	}
+	return words
 }
 
 // strictHelp makes djinn help refuse a topic it does not have as a usage
