@@ -29,11 +29,13 @@ func TestCompleteRefusesNegativeWaitFor(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
 		waitFor int64
+		named   string // as the error names it
 	}{
-		{"commit -1ns", -1},
-		{"commit min int64", math.MinInt64},
-		{"abort -1ns", -1},
-		{"abort min int64", math.MinInt64},
+		// -1ns is no Any (a lease duration's): it is named as sent.
+		{"commit -1ns", -1, "waitFor -1ns"},
+		{"commit min int64", math.MinInt64, "waitFor -2562047h47m16.854775808s"},
+		{"abort -1ns", -1, "waitFor -1ns"},
+		{"abort min int64", math.MinInt64, "waitFor -2562047h47m16.854775808s"},
 	} {
 		created, err := tm.Create(ctx, &djinnpb.CreateTransactionRequest{LeaseDurationNanos: int64(time.Minute)})
 		if err != nil {
@@ -45,8 +47,8 @@ func TestCompleteRefusesNegativeWaitFor(t *testing.T) {
 		} else {
 			_, err = tm.Abort(ctx, req)
 		}
-		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "waitFor") {
-			t.Errorf("%s: %v, want InvalidArgument naming waitFor", tt.name, err)
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tt.named) {
+			t.Errorf("%s: %v, want InvalidArgument naming %q", tt.name, err, tt.named)
 		}
 		st, err := tm.GetState(ctx, &djinnpb.TransactionRequest{Id: created.GetId(), Secret: created.GetSecret()})
 		if err != nil {

@@ -585,7 +585,8 @@ func (s *Service) Abort(ctx context.Context, id uint64, waitFor *time.Duration) 
 // does anything: refused, the call must have changed nothing.
 func CheckWaitFor(waitFor *time.Duration) error {
 	if waitFor != nil && *waitFor < 0 {
-		return djinn.Errorf(djinn.InvalidArgument, "waitFor %s: must not be negative; give 0 or more, or leave it out to return once the outcome is decided", djinn.FormatDuration(*waitFor))
+		// Not FormatDuration: a waitFor has no Any, and -1ns is named so.
+		return djinn.Errorf(djinn.InvalidArgument, "waitFor %s: must not be negative; give 0 or more, or leave it out to return once the outcome is decided", waitFor.String())
 	}
 	return nil
 }
