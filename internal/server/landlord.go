@@ -203,9 +203,10 @@ func (l *landlordRPC) RenewAll(ctx context.Context, r *djinnpb.RenewAllRequest) 
 }
 
 // duplicate returns a cookie listed more than once in cookies, if any.
-// RenewAll refuses such a batch: a LeaseMap is a map, holding each lease
-// once with one duration (LE.2.2), and two renewals of one lease in one
-// call would answer the first with an expiration the second replaced.
+// RenewAll and CancelAll refuse such a batch: a LeaseMap is a map, holding
+// each lease once with one duration (LE.2.2). Two renewals of one lease in
+// one call would answer the first with an expiration the second replaced;
+// two cancellations, the lease both cancelled and unknown.
 func duplicate(cookies []djinn.ID) (djinn.ID, bool) {
 	if len(cookies) < 2 {
 		return djinn.ID{}, false
@@ -224,6 +225,9 @@ func (l *landlordRPC) CancelAll(ctx context.Context, r *djinnpb.CancelAllRequest
 	cookies, err := batch.Cookies(r.GetCookies())
 	if err != nil {
 		return nil, err
+	}
+	if c, dup := duplicate(cookies); dup {
+		return nil, djinn.Errorf(djinn.InvalidArgument, "cancelAll: lease %s listed twice: a lease map holds each lease once; send it once", c)
 	}
 	// Leases of another principal's are unknown to the caller: answered
 	// so, and not cancelled.

@@ -414,6 +414,20 @@ func TestLandlordCancelAll(t *testing.T) {
 		wantErr(t, "live lease", errs[1], nil, "")
 		wantErr(t, "renew the cancelled lease", l.Renew(testContext(t), f.c, djinn.Any), djinn.ErrUnknownLease, "")
 	})
+	t.Run("LE.2.2 a LeaseMap holds a lease once: a batch naming one twice is refused, nothing cancelled", func(t *testing.T) {
+		// Before, the first occurrence cancelled the lease and the
+		// second was answered unknown lease: one lease, both cancelled
+		// and unknown in one answer, and the batch's others cancelled.
+		ctx := testContext(t)
+		other, l := f.lease(t, time.Minute), f.lease(t, time.Minute)
+		_, err := f.landlord.CancelAll(ctx, &djinnpb.CancelAllRequest{Cookies: batch.PackCookies([]djinn.ID{other.Cookie(), l.Cookie(), l.Cookie()})})
+		wantErr(t, "cancelAll of a lease twice", err, djinn.ErrInvalidArgument, l.Cookie().String()+" listed twice")
+		for _, l := range []*client.Lease{other, l} {
+			if err := l.Renew(ctx, f.c, djinn.Any); err != nil {
+				t.Errorf("renew %v after a refused cancelAll: %v; want it live", l, err)
+			}
+		}
+	})
 	t.Run("cookies that are not whole 16-byte cookies fail the call", func(t *testing.T) {
 		_, err := f.landlord.CancelAll(testContext(t), &djinnpb.CancelAllRequest{Cookies: []byte("short")})
 		wantErr(t, "cancelAll", err, djinn.ErrInvalidArgument, "5 bytes")

@@ -509,7 +509,9 @@ func (x *IndexedError) GetError() *Error {
 	return nil
 }
 
-// CancelAllRequest cancels n leases: n 16-byte cookies back to back.
+// CancelAllRequest cancels n leases: n 16-byte cookies back to back. A
+// lease is listed once (a LeaseMap holds each lease once, LE.2.2): a batch
+// naming one twice is INVALID_ARGUMENT, and nothing in it is cancelled.
 type CancelAllRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Cookies       []byte                 `protobuf:"bytes,1,opt,name=cookies,proto3" json:"cookies,omitempty"`
