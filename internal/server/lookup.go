@@ -318,15 +318,45 @@ func (r *lookupRPC) GetEntryTypes(ctx context.Context, req *djinnpb.BrowseReques
 	resp := &djinnpb.EntryTypesResponse{}
 	err = r.svc.Browse(may, func(reg *lookup.Registry) error {
 		ts, err := reg.EntryTypes(tmpl)
-		for _, t := range ts {
-			resp.Types = append(resp.Types, &djinnpb.Entry{Type: t.Type, Supertypes: t.Supertypes})
+		if err != nil {
+			return err
 		}
-		return err
+		var b browseAnswer
+		for _, t := range ts {
+			if e := (&djinnpb.Entry{Type: t.Type, Supertypes: t.Supertypes}); b.fits(proto.Size(e)) {
+				resp.Types = append(resp.Types, e)
+			}
+		}
+		return b.check("entry types")
 	})
 	if err != nil {
 		return nil, err
 	}
 	return resp, nil
+}
+
+// browseAnswer bounds a browsing answer (GetEntryTypes, GetFieldValues,
+// GetServiceTypes) as a lookup's is bounded, at lookup.MaxAnswer: what a
+// client receives by default, less room around it. Its elements are
+// counted as they are made; past the bound they are counted, not kept.
+type browseAnswer struct {
+	n, size int
+}
+
+// fits counts an element of size bytes (a repeated field 1's), and
+// reports whether the answer still fits.
+func (b *browseAnswer) fits(size int) bool {
+	b.n++
+	b.size += protowire.SizeTag(1) + protowire.SizeBytes(size)
+	return b.size <= lookup.MaxAnswer
+}
+
+// check refuses an answer that does not fit, naming what it holds.
+func (b *browseAnswer) check(what string) error {
+	if b.size <= lookup.MaxAnswer {
+		return nil
+	}
+	return djinn.Errorf(djinn.ResourceExhausted, "%s: %d of them take %d bytes, past the %d an answer holds (what a client receives by default less room around it); narrow the template", what, b.n, b.size, lookup.MaxAnswer)
 }
 
 func (r *lookupRPC) GetFieldValues(ctx context.Context, req *djinnpb.BrowseRequest) (*djinnpb.FieldValuesResponse, error) {
@@ -341,14 +371,20 @@ func (r *lookupRPC) GetFieldValues(ctx context.Context, req *djinnpb.BrowseReque
 	resp := &djinnpb.FieldValuesResponse{}
 	err = r.svc.Browse(may, func(reg *lookup.Registry) error {
 		vs, err := reg.FieldValues(tmpl, int(req.GetSetIndex()), req.GetField())
+		if err != nil {
+			return err
+		}
+		var b browseAnswer
 		for _, v := range vs {
 			pv := wire.Value(v)
 			if pv == nil {
 				pv = &djinnpb.Value{}
 			}
-			resp.Values = append(resp.Values, pv)
+			if b.fits(proto.Size(pv)) {
+				resp.Values = append(resp.Values, pv)
+			}
 		}
-		return err
+		return b.check("field values")
 	})
 	if err != nil {
 		return nil, err
@@ -367,9 +403,16 @@ func (r *lookupRPC) GetServiceTypes(ctx context.Context, req *djinnpb.BrowseRequ
 	}
 	resp := &djinnpb.ServiceTypesResponse{}
 	err = r.svc.Browse(may, func(reg *lookup.Registry) error {
-		var err error
-		resp.Types, err = reg.ServiceTypes(tmpl, req.GetPrefix())
-		return err
+		ts, err := reg.ServiceTypes(tmpl, req.GetPrefix())
+		if err != nil {
+			return err
+		}
+		var b browseAnswer
+		for _, t := range ts {
+			b.fits(len(t))
+		}
+		resp.Types = ts
+		return b.check("service types")
 	})
 	if err != nil {
 		return nil, err

@@ -561,3 +561,33 @@ func register(t *testing.T, c *client.Client, n int) {
 		}
 	}
 }
+
+// TestLookupBrowseLargeAnswer (DESIGN.md 7; quotas on everything that
+// holds memory): a browsing answer that would pass what a client receives
+// by default (4 MiB) is refused ResourceExhausted naming its size, the
+// limit and what to do, as a lookup's is. Before, the server sent it and
+// the client failed to receive it.
+func TestLookupBrowseLargeAnswer(t *testing.T) {
+	t.Parallel()
+	srv := servertest.Start(t, servertest.Config(t))
+	c := servertest.Dial(t, srv.Addr())
+	ctx := testContext(t)
+	// 70 distinct values of 63 KiB: 4.5 MB.
+	const items = 70
+	register(t, c, items)
+	reg, err := c.Lookup(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobs := service.Template{Types: []string{"Big"}, Entries: []service.EntryTemplate{{Type: "Blob"}}}
+	_, err = reg.FieldValues(ctx, blobs, 0, "b")
+	if !errors.Is(err, djinn.ErrResourceExhausted) || !strings.Contains(err.Error(), fmt.Sprintf("field values: %d of them take", items)) ||
+		!strings.Contains(err.Error(), "past the 4128768") || !strings.Contains(err.Error(), "narrow the template") {
+		t.Errorf("FieldValues of %d values of 63 KiB: %v; want resource exhausted naming its size, the limit and what to do", items, err)
+	}
+	// A template that matches fewer is answered.
+	got, err := reg.FieldValues(ctx, service.Template{Types: []string{"Big"}, Entries: []service.EntryTemplate{{Type: "Blob", Fields: []service.Field{{Name: "b", Value: service.NewBytes(append([]byte{3}, make([]byte, 63<<10-1)...))}}}}}, 0, "b")
+	if err != nil || len(got) != 1 {
+		t.Errorf("FieldValues of one value of 63 KiB: %d values, %v; want one", len(got), err)
+	}
+}

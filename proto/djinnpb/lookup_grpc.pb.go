@@ -63,7 +63,8 @@ type LookupServiceClient interface {
 	AddAttributes(ctx context.Context, in *AttributesRequest, opts ...grpc.CallOption) (*AttributesResponse, error)
 	ModifyAttributes(ctx context.Context, in *AttributesRequest, opts ...grpc.CallOption) (*AttributesResponse, error)
 	SetAttributes(ctx context.Context, in *AttributesRequest, opts ...grpc.CallOption) (*AttributesResponse, error)
-	// Browsing.
+	// Browsing. An answer is at most 4 MiB less 64 KiB, as Lookup's: a
+	// larger one is RESOURCE_EXHAUSTED naming its size; narrow the template.
 	GetEntryTypes(ctx context.Context, in *BrowseRequest, opts ...grpc.CallOption) (*EntryTypesResponse, error)
 	GetFieldValues(ctx context.Context, in *BrowseRequest, opts ...grpc.CallOption) (*FieldValuesResponse, error)
 	GetServiceTypes(ctx context.Context, in *BrowseRequest, opts ...grpc.CallOption) (*ServiceTypesResponse, error)
@@ -223,7 +224,8 @@ type LookupServiceServer interface {
 	AddAttributes(context.Context, *AttributesRequest) (*AttributesResponse, error)
 	ModifyAttributes(context.Context, *AttributesRequest) (*AttributesResponse, error)
 	SetAttributes(context.Context, *AttributesRequest) (*AttributesResponse, error)
-	// Browsing.
+	// Browsing. An answer is at most 4 MiB less 64 KiB, as Lookup's: a
+	// larger one is RESOURCE_EXHAUSTED naming its size; narrow the template.
 	GetEntryTypes(context.Context, *BrowseRequest) (*EntryTypesResponse, error)
 	GetFieldValues(context.Context, *BrowseRequest) (*FieldValuesResponse, error)
 	GetServiceTypes(context.Context, *BrowseRequest) (*ServiceTypesResponse, error)
