@@ -9,6 +9,9 @@ import (
 	"strconv"
 	"strings"
 
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/principal"
 	"github.com/djinn-go/djinn/internal/wire"
@@ -25,10 +28,16 @@ import (
 // kind's facts, in any order; filter is the request's.
 type lister func(filter map[string]string) ([]*djinnpb.Resource, error)
 
-// The bounds of a page.
+// The bounds of a page: at most mostListMax resources (defaultListMax
+// unless asked), and no more than pageBytes of them.
 const (
 	defaultListMax = 100
 	mostListMax    = 1000
+	// pageBytes is what a client receives by default (4 MiB), less room
+	// for a session's reply around a page and for its next and total: a
+	// page of large resources ends sooner, its next naming where the
+	// following page starts, as for a page of many.
+	pageBytes = 4<<20 - 64<<10 - 1<<10
 )
 
 // resourcesPart serves Resources over the kinds the other parts list.
@@ -140,7 +149,7 @@ func (r *resourcesRPC) List(ctx context.Context, req *djinnpb.ListResourcesReque
 	if after := req.GetAfter(); after != "" {
 		start = sort.Search(len(rows), func(i int) bool { return compareNames(rows[i].GetName(), after) > 0 })
 	}
-	end := pageEnd(rows, start, limit)
+	end := pageEnd(rows, start, fitting(rows[start:], limit))
 	resp.Resources = rows[start:end]
 	if end < len(rows) {
 		resp.Next = rows[end-1].GetName()
@@ -168,6 +177,19 @@ func redact(kind string, res *djinnpb.Resource) *djinnpb.Resource {
 		out.Details["target"] = "(redacted)"
 	}
 	return out
+}
+
+// fitting returns how many of the first rows, at most limit and at least
+// one, a page may carry in pageBytes.
+func fitting(rows []*djinnpb.Resource, limit int) int {
+	size := 0
+	for i, r := range rows[:min(limit, len(rows))] {
+		size += protowire.SizeTag(1) + protowire.SizeBytes(proto.Size(r))
+		if size > pageBytes && i > 0 {
+			return i
+		}
+	}
+	return limit
 }
 
 // pageEnd is where the page that starts at start ends: after at most

@@ -13,6 +13,7 @@ import (
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/server"
 	"github.com/djinn-go/djinn/internal/server/servertest"
+	"github.com/djinn-go/djinn/service"
 )
 
 // listAll pages through a kind and returns every resource, checking the
@@ -180,5 +181,39 @@ func resourceFilters(t *testing.T, c *client.Client, pop *servertest.Population)
 	}
 	if none := listAll(t, c, client.ResourceQuery{Kind: client.KindLookupItems, Filter: map[string]string{"type": "Toaster"}}); len(none) != 0 {
 		t.Errorf("alice's Toaster items: %+v, want none", none)
+	}
+}
+
+// TestResourcesListLargePages (DESIGN.md 7): a page of large resources
+// ends before it passes what a client receives by default (4 MiB), its
+// next naming where the following page starts, so a caller paging as
+// always gets them all. Before, a page was bounded by count alone: 300
+// lookup items with 16 KiB references made a page of 5 MB the client
+// could not receive.
+func TestResourcesListLargePages(t *testing.T) {
+	t.Parallel()
+	srv := servertest.Start(t, servertest.Config(t))
+	c := servertest.Dial(t, srv.Addr())
+	ctx := testContext(t)
+	reg, err := c.Lookup(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const items = 300
+	for range items {
+		if _, err := reg.Register(ctx, service.Item{Service: make([]byte, 16<<10), Types: []string{"Wide"}}, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := client.ResourceQuery{Kind: "lookup-items", Max: 1000, Filter: map[string]string{"type": "Wide"}}
+	page, err := c.Resources(ctx, q)
+	if err != nil {
+		t.Fatalf("first page of %d lookup items of 16 KiB: %v", items, err)
+	}
+	if len(page.Resources) == 0 || len(page.Resources) == items || page.Next == "" || page.Total != items {
+		t.Errorf("first page: %d resources, next %q, total %d; want some of the %d, and a next", len(page.Resources), page.Next, page.Total, items)
+	}
+	if got := listAll(t, c, q); len(got) != items {
+		t.Errorf("paged through %d lookup items, want %d", len(got), items)
 	}
 }

@@ -29,7 +29,9 @@ type ListResourcesRequest struct {
 	// after starts the page after this name (a previous page's next); empty
 	// from the start.
 	After string `protobuf:"bytes,2,opt,name=after,proto3" json:"after,omitempty"`
-	// max bounds the page: at least 1, at most 1000.
+	// max bounds the page: at least 1, at most 1000. A page of large
+	// resources ends sooner, before it passes what a client receives by
+	// default (4 MiB): its next names where the following page starts.
 	Max int32 `protobuf:"varint,3,opt,name=max,proto3" json:"max,omitempty"`
 	// all lists every principal's resources (the operator role).
 	All bool `protobuf:"varint,4,opt,name=all,proto3" json:"all,omitempty"`
