@@ -157,14 +157,16 @@ type session struct {
 	mu      sync.Mutex
 	calls   map[uint64]*callCtx     // guarded by mu: calls in flight
 	replies []*djinnpb.SessionReply // guarded by mu: to send
+	sizes   []int                   // guarded by mu: each queued reply's bytes, measured once
 	// unsent is the bytes of the replies queued and of those in a
 	// message being sent (guarded by mu); past maxUnsentReplyBytes,
 	// receive waits for room.
 	unsent int
-	// spare is the slice the last flush sent from, emptied: the next
-	// flush's queue, so queueing replies grows no slice once warm. Only
-	// send's goroutine touches it.
-	spare []*djinnpb.SessionReply
+	// spare and spareSizes are the slices the last flush sent from,
+	// emptied: the next flush's queue, so queueing replies grows no
+	// slice once warm. Only send's goroutine touches them.
+	spare      []*djinnpb.SessionReply
+	spareSizes []int
 
 	wake    chan struct{} // 1-buffered: replies to send
 	room    chan struct{} // 1-buffered: replies sent, unsent went down
@@ -451,6 +453,7 @@ func (ss *session) reply(r *djinnpb.SessionReply) {
 	n := proto.Size(r)
 	ss.mu.Lock()
 	ss.replies = append(ss.replies, r)
+	ss.sizes = append(ss.sizes, n)
 	ss.unsent += n
 	ss.mu.Unlock()
 	select {
@@ -488,13 +491,13 @@ func (ss *session) send() {
 // the first with goaway when asked.
 func (ss *session) flush(goaway bool) {
 	ss.mu.Lock()
-	rs := ss.replies
-	ss.replies = ss.spare
+	rs, sizes := ss.replies, ss.sizes
+	ss.replies, ss.sizes = ss.spare, ss.spareSizes
 	ss.mu.Unlock()
-	defer func(rs []*djinnpb.SessionReply) {
+	defer func(rs []*djinnpb.SessionReply, sizes []int) {
 		clear(rs)
-		ss.spare = rs[:0] // SendMsg has encoded every message
-	}(rs)
+		ss.spare, ss.spareSizes = rs[:0], sizes[:0] // SendMsg has encoded every message
+	}(rs, sizes)
 	for len(rs) > 0 || goaway {
 		n, size := 0, 0
 		for n < len(rs) && (n == 0 || size+len(rs[n].Response) <= sessionBatchBytes) {
@@ -502,15 +505,17 @@ func (ss *session) flush(goaway bool) {
 			n++
 		}
 		msg := &djinnpb.SessionResponse{Replies: rs[:n], Goaway: goaway}
-		rs, goaway = rs[n:], false
+		sent := 0
+		for _, b := range sizes[:n] {
+			sent += b
+		}
+		rs, sizes, goaway = rs[n:], sizes[n:], false
 		if ss.sendErr == nil {
 			if err := ss.stream.SendMsg(msg); err != nil {
 				ss.sendErr = err
 			}
 		}
-		sent := 0
-		for _, r := range msg.Replies { // sent, or dropped with the stream: their calls are over
-			sent += proto.Size(r)
+		for range msg.Replies { // sent, or dropped with the stream: their calls are over
 			<-ss.slots
 		}
 		ss.mu.Lock()
