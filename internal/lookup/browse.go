@@ -131,30 +131,36 @@ func (r *Registry) LookupEncoded(tmpl service.Template, max int, one bool, intn 
 	if len(found) == 0 {
 		return total, nil, err
 	}
-	if err := checkAnswer(total, found); err != nil {
+	wire, err := checkAnswer(total, found)
+	if err != nil {
 		return 0, nil, err
 	}
-	return total, encodeItems(found), nil
+	return total, encodeItemsIn(found, wire), nil
 }
 
-// checkAnswer refuses an answer of total and found over MaxAnswer.
-func checkAnswer(total int, found []*item) error {
+// checkAnswer refuses an answer of total and found over MaxAnswer. It
+// returns the items' wire size (the sum of their WireSize), which
+// encoding them takes.
+func checkAnswer(total int, found []*item) (int, error) {
 	size := protowire.SizeTag(answerTotal) + protowire.SizeVarint(uint64(total))
+	wire := 0
 	fit := -1 // how many of the first items fit, once one does not
 	for i, it := range found {
-		size += protowire.SizeTag(answerItems) + protowire.SizeBytes(it.WireSize())
+		n := it.WireSize()
+		wire += n
+		size += protowire.SizeTag(answerItems) + protowire.SizeBytes(n)
 		if size > MaxAnswer && fit < 0 {
 			fit = i
 		}
 	}
 	if fit < 0 {
-		return nil
+		return wire, nil
 	}
 	next := "ask for fewer matches"
 	if fit > 0 {
 		next = fmt.Sprintf("ask for fewer matches: at most %d (the first %d, in service id order, fit)", fit, fit)
 	}
-	return djinn.Errorf(djinn.ResourceExhausted, "lookup answer of %d bytes (%d items): an answer holds at most %d, what a client receives by default less room around it; %s",
+	return 0, djinn.Errorf(djinn.ResourceExhausted, "lookup answer of %d bytes (%d items): an answer holds at most %d, what a client receives by default less room around it; %s",
 		size, len(found), MaxAnswer, next)
 }
 

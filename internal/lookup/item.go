@@ -51,6 +51,12 @@ func encodeItems(its []*item) [][]byte {
 	for _, it := range its {
 		size += it.WireSize()
 	}
+	return encodeItemsIn(its, size)
+}
+
+// encodeItemsIn is encodeItems given the items' wire size, the sum of
+// their WireSize.
+func encodeItemsIn(its []*item, size int) [][]byte {
 	buf := make([]byte, 0, size)
 	out := make([][]byte, len(its))
 	for i, it := range its {
