@@ -261,11 +261,18 @@ func (m *mailboxRPC) Pull(r *djinnpb.PullRequest, stream djinnpb.EventMailbox_Pu
 		return err
 	}
 	return m.svc.Pull(stream.Context(), id, r.GetAfterIndex(), int(r.GetMaxBatch()), func(events []mailbox.Stored) error {
-		msg := &djinnpb.PullResponse{Events: make([]*djinnpb.StoredEvent, len(events))}
-		for i, e := range events {
-			msg.Events[i] = &djinnpb.StoredEvent{Index: e.Index, Event: e.Event}
+		for len(events) > 0 {
+			k := eventChunk(events)
+			msg := &djinnpb.PullResponse{Events: make([]*djinnpb.StoredEvent, k)}
+			for i, e := range events[:k] {
+				msg.Events[i] = &djinnpb.StoredEvent{Index: e.Index, Event: e.Event}
+			}
+			if err := stream.Send(msg); err != nil {
+				return err
+			}
+			events = events[k:]
 		}
-		return stream.Send(msg)
+		return nil
 	})
 }
 
@@ -321,7 +328,22 @@ func (c *deliveryConn) Recv() (uint64, error) {
 	return r.GetAckThrough(), nil
 }
 
+// Send sends events in order, in as many messages as eventMessageBytes
+// needs (one, as a rule), the recorded acknowledgement with the last.
 func (c *deliveryConn) Send(events []mailbox.Stored, recorded uint64) error {
+	for {
+		k := eventChunk(events)
+		if k == len(events) {
+			return c.send(events, recorded)
+		}
+		if err := c.send(events[:k], 0); err != nil {
+			return err
+		}
+		events = events[k:]
+	}
+}
+
+func (c *deliveryConn) send(events []mailbox.Stored, recorded uint64) error {
 	msg := &djinnpb.DeliveriesResponse{AcknowledgedThrough: recorded, Events: make([]*djinnpb.StoredEvent, len(events))}
 	// The events in one allocation, not one each.
 	stored := make([]djinnpb.StoredEvent, len(events))

@@ -104,3 +104,69 @@ func TestSharedRequestAcknowledgements(t *testing.T) {
 		t.Fatalf("a short id in acks[5]: %v, want InvalidArgument naming acks[5]", err)
 	}
 }
+
+// Parts whose events need more than one message are split in order: a
+// part too large for one goes over several, its recorded acknowledgement,
+// end and error with its last events; no message holds more than
+// eventMessageBytes of events unless one event alone does.
+func TestSplitPartsKeepsOrderAndEnds(t *testing.T) {
+	big := func(seq int64) mailbox.Stored {
+		return mailbox.Stored{Index: uint64(seq), Event: &djinnpb.RemoteEvent{Sequence: seq, Handback: make([]byte, 300<<10)}}
+	}
+	failed := djinn.Errorf(djinn.NoSuchObject, "gone")
+	parts := []mailbox.SharedPart{
+		{ID: djinn.ID{1}, Events: []mailbox.Stored{big(1), big(2)}, Recorded: 3},
+		{ID: djinn.ID{2}, Events: []mailbox.Stored{big(1), big(2), big(3), big(4), big(5), big(6), big(7)}, Recorded: 9, Ended: true, Err: failed},
+		{ID: djinn.ID{3}, Recorded: 4},
+	}
+	msgs := splitParts(parts)
+	if len(msgs) < 3 {
+		t.Fatalf("%d messages, want at least 3 for 2.7 MB of events", len(msgs))
+	}
+	type seen struct {
+		seqs     []int64
+		recorded uint64
+		ended    bool
+		err      error
+	}
+	got := map[djinn.ID]*seen{}
+	var order []djinn.ID
+	for i, m := range msgs {
+		size := 0
+		for _, p := range m {
+			s := got[p.ID]
+			if s == nil {
+				s = &seen{}
+				got[p.ID] = s
+				order = append(order, p.ID)
+			}
+			if s.ended || s.recorded != 0 {
+				t.Fatalf("message %d: part %x after its recorded acknowledgement or end", i, p.ID[:1])
+			}
+			for _, e := range p.Events {
+				s.seqs = append(s.seqs, e.Event.GetSequence())
+				size += proto.Size(e.Event)
+			}
+			s.recorded, s.ended, s.err = p.Recorded, p.Ended, p.Err
+		}
+		if size > eventMessageBytes {
+			t.Errorf("message %d holds %d bytes of events, more than %d", i, size, eventMessageBytes)
+		}
+	}
+	if !slices.Equal(order, []djinn.ID{{1}, {2}, {3}}) {
+		t.Errorf("parts in order %x, want 1, 2, 3", order)
+	}
+	for _, p := range parts {
+		s := got[p.ID]
+		want := make([]int64, len(p.Events))
+		for i, e := range p.Events {
+			want[i] = e.Event.GetSequence()
+		}
+		if !slices.Equal(s.seqs, want) || s.recorded != p.Recorded || s.ended != p.Ended || !errors.Is(s.err, p.Err) {
+			t.Errorf("part %x: events %v recorded %d ended %v err %v; want %v, %d, %v, %v", p.ID[:1], s.seqs, s.recorded, s.ended, s.err, want, p.Recorded, p.Ended, p.Err)
+		}
+	}
+	if one := splitParts(parts[2:]); len(one) != 1 {
+		t.Errorf("parts that fit one message: %d messages", len(one))
+	}
+}

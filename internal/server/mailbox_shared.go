@@ -81,9 +81,23 @@ func sharedRequest(r *djinnpb.DeliveriesRequest, first bool) (mailbox.SharedRequ
 	return out, nil
 }
 
-// Send sends one message of parts. Its registrations, their ids and their
-// events are each made in one allocation, not one per part or event.
+// Send sends parts in order: in one message, unless their events need more
+// (splitParts).
 func (c *sharedConn) Send(parts []mailbox.SharedPart) error {
+	if !overBudget(parts) {
+		return c.send(parts)
+	}
+	for _, msg := range splitParts(parts) {
+		if err := c.send(msg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// send sends one message of parts. Its registrations, their ids and their
+// events are each made in one allocation, not one per part or event.
+func (c *sharedConn) send(parts []mailbox.SharedPart) error {
 	n := 0
 	for i := range parts {
 		n += len(parts[i].Events)
