@@ -211,16 +211,18 @@ const (
 	// maxLookupBatch is the most lookups one LookupBatch may carry.
 	maxLookupBatch = 1024
 	// lookupMessageBytes bounds a LookupStream response: it carries the
-	// next answers of its batch while they fit, and an answer larger
-	// than this alone.
-	lookupMessageBytes = 1 << 20
+	// next answers of its batch while they fit. It is the largest answer
+	// (lookup.MaxAnswer), so a batch whose answers a client could receive
+	// in one response before answers were split still gets one response:
+	// a client that reads one response per batch reads it as before.
+	lookupMessageBytes = lookup.MaxAnswer
 )
 
 // LookupStream answers each batch of lookups, in order, with one response
 // or more: each carries the batch's next answers, at most
-// lookupMessageBytes of them or a single larger one, so no message passes
-// what a client receives by default and the server holds one message of
-// answers at a time, not a batch's. An answer over lookup.MaxAnswer is
+// lookupMessageBytes of them, so no message passes what a client receives
+// by default and the server holds one message of answers at a time, not a
+// batch's. An answer over lookup.MaxAnswer is
 // refused ResourceExhausted, naming its size, as Lookup refuses it. A
 // lookup that fails carries
 // its error and the others and the stream go on, except when this node

@@ -390,11 +390,12 @@ func TestLookupStream(t *testing.T) {
 // TestLookupStreamLargeAnswers (DESIGN.md 6; quotas on everything that
 // holds memory): a batch whose answers together pass what a client
 // receives by default (4 MiB) is answered in several responses of at most
-// 1 MiB each, or one answer alone when it is larger, in the batch's order;
-// an answer a client could not receive is refused in band, naming its
-// size, and the stream goes on. Before, a batch was answered by one
-// response however large: the client's stream failed RESOURCE_EXHAUSTED
-// and its lookups with it.
+// 4 MiB less 64 KiB each, in the batch's order; an answer a client could
+// not receive is refused in band, naming its size, and the stream goes
+// on. Before, a batch was answered by one response however large: the
+// client's stream failed RESOURCE_EXHAUSTED and its lookups with it. A
+// batch that fits one response still gets one, so a client that reads a
+// response per batch reads it as it did.
 func TestLookupStreamLargeAnswers(t *testing.T) {
 	t.Parallel()
 	srv := servertest.Start(t, servertest.Config(t))
@@ -409,40 +410,41 @@ func TestLookupStreamLargeAnswers(t *testing.T) {
 	const items = 60
 	register(t, c, items)
 	big := &djinnpb.ServiceTemplate{Types: []string{"Big"}}
+	raw, err := djinnpb.NewLookupServiceClient(c.ClientConn()).LookupStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 
-	// The wire: 100 lookups of one item each (7.9 MB in all), one of 20
-	// items (1.6 MB, alone), one of every item (4.7 MB, refused), one that
-	// finds nothing.
+	// 30 lookups of one item each (2.4 MB): one response, as before
+	// answers were split.
+	fits := &djinnpb.LookupBatch{}
+	for range 30 {
+		fits.Lookups = append(fits.Lookups, &djinnpb.LookupRequest{Template: big, One: true})
+	}
+	if answers, responses := sendBatch(t, raw, fits); len(answers) != 30 || responses != 1 {
+		t.Errorf("a batch of 30 answers of 80 KiB: %d answers in %d responses, want 30 in one", len(answers), responses)
+	}
+
+	// 100 lookups of one item each (7.9 MB in all), one of 20 items (1.6
+	// MB), one of every item (4.7 MB, refused), one that finds nothing.
 	batch := &djinnpb.LookupBatch{Lookups: []*djinnpb.LookupRequest{{Template: big, MaxMatches: 20}}}
 	for range 100 {
 		batch.Lookups = append(batch.Lookups, &djinnpb.LookupRequest{Template: big, One: true})
 	}
 	batch.Lookups = append(batch.Lookups, &djinnpb.LookupRequest{Template: big, MaxMatches: items},
 		&djinnpb.LookupRequest{Template: &djinnpb.ServiceTemplate{Types: []string{"Scanner"}}, MaxMatches: 10})
-	raw, err := djinnpb.NewLookupServiceClient(c.ClientConn()).LookupStream(ctx)
-	if err != nil {
-		t.Fatal(err)
+	answers, responses := sendBatch(t, raw, batch)
+	if len(answers) != len(batch.GetLookups()) || responses < 3 {
+		t.Errorf("%d answers in %d responses to a batch of %d lookups, want an answer each in 3 responses or more", len(answers), responses, len(batch.GetLookups()))
 	}
-	if err := raw.Send(batch); err != nil {
-		t.Fatal(err)
-	}
-	var answers []*djinnpb.LookupAnswer
-	responses := 0
-	for len(answers) < len(batch.GetLookups()) {
-		resp, err := raw.Recv()
-		if err != nil {
-			t.Fatalf("after %d answers in %d responses: %v", len(answers), responses, err)
-		}
-		responses++
-		n := len(resp.GetAnswers())
-		if size := proto.Size(resp); n == 0 || n > 1 && size > 1<<20 {
-			t.Errorf("response %d: %d answers in %d bytes; want at least one, and at most 1 MiB unless alone", responses, n, size)
-		}
-		answers = append(answers, resp.GetAnswers()...)
-	}
-	if len(answers) != len(batch.GetLookups()) || responses < 8 {
-		t.Errorf("%d answers in %d responses to a batch of %d lookups, want an answer each in 8 responses or more", len(answers), responses, len(batch.GetLookups()))
-	}
+	checkLargeAnswers(t, answers, items)
+	largeAnswersThroughTheClient(t, reg, items)
+}
+
+// checkLargeAnswers checks the answers of TestLookupStreamLargeAnswers'
+// second batch: 20 items, 100 of one, every item refused, none.
+func checkLargeAnswers(t *testing.T, answers []*djinnpb.LookupAnswer, items int) {
+	t.Helper()
 	for i, a := range answers {
 		want, wantItems := int64(items), 1
 		switch i {
@@ -461,9 +463,35 @@ func TestLookupStreamLargeAnswers(t *testing.T) {
 			t.Errorf("answer %d: total %d, %d items, error %v; want %d and %d items", i, a.GetTotal(), len(a.GetItems()), a.GetError(), want, wantItems)
 		}
 	}
+}
 
-	// The client: an answer too large fails its lookup alone; many large
-	// ones at once (batched as they wait) are each answered.
+// sendBatch sends batch on raw and reads responses until every lookup of
+// it is answered, checking that no response passes 4 MiB less 64 KiB.
+func sendBatch(t *testing.T, raw djinnpb.LookupService_LookupStreamClient, batch *djinnpb.LookupBatch) (answers []*djinnpb.LookupAnswer, responses int) {
+	t.Helper()
+	if err := raw.Send(batch); err != nil {
+		t.Fatal(err)
+	}
+	for len(answers) < len(batch.GetLookups()) {
+		resp, err := raw.Recv()
+		if err != nil {
+			t.Fatalf("after %d answers in %d responses: %v", len(answers), responses, err)
+		}
+		responses++
+		if n, size := len(resp.GetAnswers()), proto.Size(resp); n == 0 || size > 4<<20-64<<10 {
+			t.Errorf("response %d: %d answers in %d bytes; want at least one, in at most 4 MiB less 64 KiB", responses, n, size)
+		}
+		answers = append(answers, resp.GetAnswers()...)
+	}
+	return answers, responses
+}
+
+// largeAnswersThroughTheClient: through the client, an answer too large
+// fails its lookup alone; many large ones at once (batched as they wait)
+// are each answered.
+func largeAnswersThroughTheClient(t *testing.T, reg *client.Registrar, items int) {
+	t.Helper()
+	ctx := testContext(t)
 	s, err := reg.Stream(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -158,15 +158,22 @@ func TestSplitPartsKeepsOrderAndEnds(t *testing.T) {
 	}
 	for _, p := range parts {
 		s := got[p.ID]
-		want := make([]int64, len(p.Events))
-		for i, e := range p.Events {
-			want[i] = e.Event.GetSequence()
-		}
-		if !slices.Equal(s.seqs, want) || s.recorded != p.Recorded || s.ended != p.Ended || !errors.Is(s.err, p.Err) {
-			t.Errorf("part %x: events %v recorded %d ended %v err %v; want %v, %d, %v, %v", p.ID[:1], s.seqs, s.recorded, s.ended, s.err, want, p.Recorded, p.Ended, p.Err)
-		}
+		checkPart(t, p, s.seqs, s.recorded, s.ended, s.err)
 	}
 	if one := splitParts(parts[2:]); len(one) != 1 {
 		t.Errorf("parts that fit one message: %d messages", len(one))
+	}
+}
+
+// checkPart checks what the messages carried of part p: its events' sequence
+// numbers in order, its recorded acknowledgement, end and error.
+func checkPart(t *testing.T, p mailbox.SharedPart, seqs []int64, recorded uint64, ended bool, err error) {
+	t.Helper()
+	want := make([]int64, len(p.Events))
+	for i, e := range p.Events {
+		want[i] = e.Event.GetSequence()
+	}
+	if !slices.Equal(seqs, want) || recorded != p.Recorded || ended != p.Ended || !errors.Is(err, p.Err) {
+		t.Errorf("part %x: events %v recorded %d ended %v err %v; want %v, %d, %v, %v", p.ID[:1], seqs, recorded, ended, err, want, p.Recorded, p.Ended, p.Err)
 	}
 }

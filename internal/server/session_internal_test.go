@@ -151,15 +151,9 @@ func TestSessionSlowReaderHoldsNoMoreThanItsReplyBytes(t *testing.T) {
 		s.sessionMethods = map[string]sessionMethod{"/djinn.v1.Test/Big": {handler: func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error) {
 			return big, nil
 		}}}
-		open := func(ctx context.Context) (*stepReader, chan error) {
-			stream := &stepReader{ctx: ctx, next: make(chan struct{}), read: make(chan struct{}), replies: make(chan *djinnpb.SessionReply, maxSessionCalls)}
-			done := make(chan error, 1)
-			go func() { done <- (&sessionRPC{s: s}).Open(stream) }()
-			return stream, done
-		}
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		stream, done := open(ctx)
+		stream, done := openStepped(ctx, s)
 
 		replyBytes, _ := proto.Marshal(big)
 		size := proto.Size(&djinnpb.SessionReply{Id: 1, Response: replyBytes})
@@ -180,7 +174,7 @@ func TestSessionSlowReaderHoldsNoMoreThanItsReplyBytes(t *testing.T) {
 		}
 
 		// Another session is served meanwhile.
-		other, otherDone := open(ctx)
+		other, otherDone := openStepped(ctx, s)
 		close(other.read)
 		if !other.reading() {
 			t.Fatal("another session is not read while one holds its budget of unsent replies")
@@ -206,4 +200,12 @@ func TestSessionSlowReaderHoldsNoMoreThanItsReplyBytes(t *testing.T) {
 			}
 		}
 	})
+}
+
+// openStepped opens a session of s on a stream the test steps.
+func openStepped(ctx context.Context, s *Server) (*stepReader, chan error) {
+	stream := &stepReader{ctx: ctx, next: make(chan struct{}), read: make(chan struct{}), replies: make(chan *djinnpb.SessionReply, maxSessionCalls)}
+	done := make(chan error, 1)
+	go func() { done <- (&sessionRPC{s: s}).Open(stream) }()
+	return stream, done
 }

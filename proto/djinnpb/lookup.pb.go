@@ -829,9 +829,9 @@ func (x *LookupBatch) GetLookups() []*LookupRequest {
 // LookupBatchResponse answers a LookupBatch: one answer per lookup, in the
 // batch's order, in one response or, when the answers are large, several.
 // Each response carries the batch's next answers (at least one), at most
-// 1 MiB of them or a single larger answer, so a client reads responses
-// until it has an answer per lookup; no response passes what a client
-// receives by default (4 MiB). An answer over 4 MiB less 64 KiB is not
+// 4 MiB less 64 KiB of them, so a client reads responses until it has an
+// answer per lookup; no response passes what a client receives by default
+// (4 MiB), and a batch whose answers fit one response gets one. An answer over 4 MiB less 64 KiB is not
 // sent: it carries the RESOURCE_EXHAUSTED error Lookup gives instead,
 // naming its size and how many matches fit. An empty batch is answered by
 // one empty response.
