@@ -1,7 +1,6 @@
 package lock_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"slices"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lock"
-	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/internal/state/statetest"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
@@ -65,33 +63,8 @@ func TestRequestHoldersReplayByRulesVersion(t *testing.T) {
 		acquire(m, lock.W, 1), // 13: refused: a's grant is a's
 		acquire(a, lock.W, 1), // 14: a's own retry gets its grant
 	}
-	apply := func(m *state.Machine, first int, cmds []*statepb.Command) []any {
-		var out []any
-		for i, c := range cmds {
-			out = append(out, m.Apply(uint64(first+i), c))
-		}
-		return out
-	}
-	fresh := func() (*state.Machine, *lock.State) {
-		m := state.New()
-		return m, statetest.Add(m, lock.NewState(m.Leases, m.Rules))
-	}
 	for cut := 1; cut <= len(log); cut++ {
-		m, _ := fresh()
-		got := apply(m, 1, log[:cut])
-		write, err := m.Snapshot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var snap bytes.Buffer
-		if err := write(&snap); err != nil {
-			t.Fatal(err)
-		}
-		again, st := fresh()
-		if err := again.Restore(&snap); err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, apply(again, cut+1, log[cut:])...)
+		got, st := replayCutAt(t, log, cut)
 		if r, ok := got[7].(lock.Result); !ok || r.Outcome != lock.Queued {
 			t.Errorf("snapshot after entry %d: mallory's retry of b's request id under rules 2: %v, want queued, as it was decided", cut, got[7])
 		}

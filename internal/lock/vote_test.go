@@ -170,33 +170,8 @@ func TestAbortedVotesReplayByRulesVersion(t *testing.T) {
 		op(&statepb.LockAcquire{SetId: set[:], Holder: holder(7), Mode: int32(lock.R), RequestId: 1, Principal: "p"}),
 		op(&statepb.LockAcquire{SetId: set[:], Holder: holder(8), Mode: int32(lock.R), RequestId: 2, Principal: "p"}),
 	}
-	apply := func(m *state.Machine, first int, cmds []*statepb.Command) []any {
-		var out []any
-		for i, c := range cmds {
-			out = append(out, m.Apply(uint64(first+i), c))
-		}
-		return out
-	}
-	fresh := func() (*state.Machine, *lock.State) {
-		m := state.New()
-		return m, statetest.Add(m, lock.NewState(m.Leases, m.Rules))
-	}
 	for cut := 1; cut <= len(log); cut++ {
-		m, _ := fresh()
-		got := apply(m, 1, log[:cut])
-		write, err := m.Snapshot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var snap bytes.Buffer
-		if err := write(&snap); err != nil {
-			t.Fatal(err)
-		}
-		again, st := fresh()
-		if err := again.Restore(&snap); err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, apply(again, cut+1, log[cut:])...)
+		got, st := replayCutAt(t, log, cut)
 		if err, _ := got[5].(error); err != nil {
 			t.Errorf("snapshot after entry %d: the lock request of the transaction voted under rules 1: %v, want granted", cut, err)
 		}
@@ -233,4 +208,37 @@ func TestAbortedVoteUnderRulesOne(t *testing.T) {
 			t.Fatalf("a prepare after the manager's abort: %v, want NOTCHANGED (forgotten)", v)
 		}
 	})
+}
+
+// replayCutAt applies log to a fresh lock state up to entry cut, takes a
+// snapshot there, restores it into another fresh state and applies the
+// rest: the results of every entry, in order, and the restored state.
+func replayCutAt(t *testing.T, log []*statepb.Command, cut int) ([]any, *lock.State) {
+	t.Helper()
+	apply := func(m *state.Machine, first int, cmds []*statepb.Command) []any {
+		var out []any
+		for i, c := range cmds {
+			out = append(out, m.Apply(uint64(first+i), c))
+		}
+		return out
+	}
+	fresh := func() (*state.Machine, *lock.State) {
+		m := state.New()
+		return m, statetest.Add(m, lock.NewState(m.Leases, m.Rules))
+	}
+	m, _ := fresh()
+	got := apply(m, 1, log[:cut])
+	write, err := m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snap bytes.Buffer
+	if err := write(&snap); err != nil {
+		t.Fatal(err)
+	}
+	again, st := fresh()
+	if err := again.Restore(&snap); err != nil {
+		t.Fatal(err)
+	}
+	return append(got, apply(again, cut+1, log[cut:])...), st
 }
