@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/service"
 )
 
@@ -106,11 +107,12 @@ func (r *Registry) lookupOne(tmpl service.Template, intn func(n int) int) (total
 }
 
 // MaxAnswer bounds a lookup's answer: the bytes of its total and its
-// items as a LookupResponse (or a LookupAnswer) carries them. It is what a
-// gRPC client receives by default (4 MiB), less 64 KiB for what may wrap
-// the answer (a session's reply, a LookupStream's response), so that every
-// answer reaches a client that did not raise its receive limit.
-const MaxAnswer = 4<<20 - 64<<10
+// items as a LookupResponse (or a LookupAnswer) carries them. It is
+// wire.MaxReply, what a gRPC client receives by default (4 MiB), less
+// 64 KiB for what may wrap the answer (a session's reply, a LookupStream's
+// response), so that every answer reaches a client that did not raise its
+// receive limit.
+const MaxAnswer = wire.MaxReply
 
 // LookupEncoded is Lookup, or LookupOne when one is set (max is then not
 // used), with the items in their wire form (service.Record.AppendWire).

@@ -2,6 +2,7 @@
 // protobuf forms where the services' cores need it — references and lease
 // expirations — and between package service's items, entries, templates
 // and values and their messages, for the lookup service and its clients.
+// MaxReply is the bound of one reply, which answers and listings keep.
 package wire
 
 import (
@@ -10,6 +11,14 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
+
+// MaxReply bounds the bytes of one reply: a lookup's answer, a page of a
+// listing. It is what a gRPC client receives by default (4 MiB), less
+// 64 KiB for what may wrap the reply (a session's reply, a stream's
+// response), so that every reply reaches a client that did not raise its
+// receive limit. A listing past it comes in pages; an answer past it is
+// refused ResourceExhausted, naming its size.
+const MaxReply = 4<<20 - 64<<10
 
 // Ref returns r's wire form.
 func Ref(r djinn.Ref) *djinnpb.Ref {
