@@ -13,6 +13,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/principal"
@@ -420,9 +423,17 @@ func (s *Service) describe(in Info, calls bool) *djinnpb.TransactionDescription 
 // MaxList bounds one page of List.
 const MaxList = 10000
 
+// listBytes bounds a page of List as a ListTransactionsResponse carries
+// it: wire.MaxReply (tests make it smaller).
+var listBytes = wire.MaxReply
+
 // List returns a page of the caller's transactions, by id: those above
 // after, in state (0: any), at most limit (0: 1000), and the id to pass as
-// after for the next page (0: none).
+// after for the next page (0: none). A page of large descriptions ends
+// sooner, before the ListTransactionsResponse carrying it passes
+// wire.MaxReply (what a client receives by default less room around it);
+// one description past it alone is refused ResourceExhausted, naming the
+// transaction and the after to list past it.
 func (s *Service) List(ctx context.Context, after uint64, limit int, state djinnpb.TransactionState) ([]*djinnpb.TransactionDescription, uint64, error) {
 	switch {
 	case limit < 0 || limit > MaxList:
@@ -437,16 +448,35 @@ func (s *Service) List(ctx context.Context, after uint64, limit int, state djinn
 		return nil, 0, err
 	}
 	ins, more := s.state.List(principal.From(ctx), after, limit, state)
-	out := make([]*djinnpb.TransactionDescription, len(ins))
-	for i, in := range ins {
-		out[i] = s.describe(in, false)
+	out := make([]*djinnpb.TransactionDescription, 0, len(ins))
+	size := 0
+	for _, in := range ins {
+		d := s.describe(in, false)
+		size += protowire.SizeTag(listTransactions) + protowire.SizeBytes(proto.Size(d))
+		// The page's next, should it end here, names this one.
+		if size+protowire.SizeTag(listNext)+protowire.SizeVarint(in.ID) > listBytes {
+			if len(out) == 0 {
+				return nil, 0, djinn.Errorf(djinn.ResourceExhausted, "transaction %d: its description takes %d bytes, past the %d a page holds (what a client receives by default less room around it); list past it with after_id %d",
+					in.ID, proto.Size(d), listBytes, in.ID)
+			}
+			more = true
+			break
+		}
+		out = append(out, d)
 	}
 	var next uint64
 	if more {
-		next = ins[len(ins)-1].ID
+		next = out[len(out)-1].GetId()
 	}
 	return out, next, nil
 }
+
+// The field numbers of a ListTransactionsResponse's transactions and
+// next_after_id.
+const (
+	listTransactions protowire.Number = 1
+	listNext         protowire.Number = 2
+)
 
 // Promote adds participants to an ACTIVE transaction and drops one, as a
 // nested transaction's manager does when it commits (TX.2.7): a crash

@@ -795,10 +795,15 @@ func (x *TransactionDescription) GetParentManager() *Ref {
 }
 
 type ListTransactionsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AfterId       uint64                 `protobuf:"varint,1,opt,name=after_id,json=afterId,proto3" json:"after_id,omitempty"`             // the page starts past this id
-	Limit         uint32                 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`                                // at most this many (0: 1000; at most 10000)
-	State         TransactionState       `protobuf:"varint,3,opt,name=state,proto3,enum=djinn.v1.TransactionState" json:"state,omitempty"` // only these (unspecified: all)
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	AfterId uint64                 `protobuf:"varint,1,opt,name=after_id,json=afterId,proto3" json:"after_id,omitempty"` // the page starts past this id
+	// limit bounds the page: at most this many (0: 1000; at most 10000). A
+	// page of large descriptions ends sooner, before it passes what a client
+	// receives by default (4 MiB less 64 KiB): its next_after_id names where
+	// the following page starts. A description past that alone is refused
+	// RESOURCE_EXHAUSTED, naming the after_id to list past it.
+	Limit         uint32           `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	State         TransactionState `protobuf:"varint,3,opt,name=state,proto3,enum=djinn.v1.TransactionState" json:"state,omitempty"` // only these (unspecified: all)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -857,8 +862,10 @@ func (x *ListTransactionsRequest) GetState() TransactionState {
 type ListTransactionsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// transactions carry their participants' votes, not their call errors.
-	Transactions  []*TransactionDescription `protobuf:"bytes,1,rep,name=transactions,proto3" json:"transactions,omitempty"`
-	NextAfterId   uint64                    `protobuf:"varint,2,opt,name=next_after_id,json=nextAfterId,proto3" json:"next_after_id,omitempty"` // 0: no more
+	Transactions []*TransactionDescription `protobuf:"bytes,1,rep,name=transactions,proto3" json:"transactions,omitempty"`
+	// next_after_id is the after_id of the following page; 0: no more. A
+	// page may hold fewer than the limit and have a next.
+	NextAfterId   uint64 `protobuf:"varint,2,opt,name=next_after_id,json=nextAfterId,proto3" json:"next_after_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
