@@ -75,4 +75,16 @@
 // server. With WithNamespace each call works in its caller's namespace
 // (djinn serve passes the principal its TLS authentication names); without
 // it every caller shares the default one. Client calls a remote DB with the same Go signatures.
+//
+// A listing served is bounded by what a gRPC client receives by default
+// (4 MiB, less 64 KiB of room: wire.MaxReply). A request that pages
+// (KVListRequest's after or max) gets a page of at most max entries
+// (MaxPageEntries) that ends before that bound, and the key to go on
+// after; Client.List pages by itself. A request that does not page — a
+// client from before pages, which would not read a next — gets the whole
+// listing, or ResourceExhausted naming its entries and bytes when it
+// would not fit, never a listing silently cut short. Under a transaction
+// every page read-locks the whole prefix, so the pages are one view, the
+// transaction's; without one each page reads the committed data of its
+// time.
 package kv

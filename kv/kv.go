@@ -356,20 +356,33 @@ func (d *DB) get(ctx context.Context, tx *participant.Tx, ns, key string) (value
 // under tx, as tx sees them, locking the prefix against other
 // transactions' writes; with a nil tx, the committed entries.
 func (d *DB) List(ctx context.Context, tx *participant.Tx, prefix string) ([]Entry, error) {
-	return d.list(ctx, tx, "", prefix)
+	es, _, err := d.list(ctx, tx, "", prefix, page{})
+	return es, err
 }
 
-func (d *DB) list(ctx context.Context, tx *participant.Tx, ns, prefix string) ([]Entry, error) {
+// list returns the page pg of namespace ns's listing of prefix, and
+// whether more entries follow it. Under tx each page read-locks the whole
+// prefix, so that the pages are one view (the transaction's); a page
+// refused leaves no lock the transaction did not hold before.
+func (d *DB) list(ctx context.Context, tx *participant.Tx, ns, prefix string, pg page) (es []Entry, more bool, err error) {
 	d.Ops.Lists.Add(1)
 	if len(prefix) > d.maxKey {
-		return nil, djinn.Errorf(djinn.InvalidArgument, "prefix of %d bytes: longer than %d", len(prefix), d.maxKey)
+		return nil, false, djinn.Errorf(djinn.InvalidArgument, "prefix of %d bytes: longer than %d", len(prefix), d.maxKey)
 	}
+	if err := d.checkAfter(prefix, pg.after); err != nil {
+		return nil, false, err
+	}
+	userPrefix := prefix
 	prefix = nsKey(ns, prefix)
+	after := ""
+	if pg.after != "" {
+		after = nsKey(ns, pg.after)
+	}
 	var t *txn
 	if tx != nil {
 		done, err := d.p.Join(ctx, *tx)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		defer done()
 	}
@@ -377,37 +390,60 @@ func (d *DB) list(ctx context.Context, tx *participant.Tx, ns, prefix string) ([
 	defer d.mu.Unlock()
 	if tx != nil {
 		t = d.txnLocked(*tx)
+		_, held := t.prefixes[prefix]
 		if err := d.lockPrefixLocked(t, prefix); err != nil {
-			return nil, err
+			return nil, false, err
+		}
+		if !held {
+			defer func() {
+				if err != nil {
+					d.unlockPrefixLocked(t, prefix)
+				}
+			}()
 		}
 	}
+	seen := d.listViewLocked(t, prefix, after)
+	keys := slices.Sorted(maps.Keys(seen))
+	n, more, err := pageEnd(keys, seen, userPrefix, pg)
+	if err != nil {
+		return nil, false, err
+	}
+	out := make([]Entry, n)
+	for i, k := range keys[:n] {
+		out[i] = Entry{Key: userKey(k), Value: slices.Clone(seen[k])}
+	}
+	return out, more, nil
+}
+
+// listViewLocked returns the entries (by internal key) whose keys start
+// with prefix and come after after, as t sees them (t nil: the committed
+// ones). The values are the DB's own: not to be changed.
+func (d *DB) listViewLocked(t *txn, prefix, after string) map[string][]byte {
+	in := func(k string) bool { return strings.HasPrefix(k, prefix) && k > after }
 	seen := map[string][]byte{}
 	for k, v := range d.data {
-		if strings.HasPrefix(k, prefix) {
+		if in(k) {
 			seen[k] = v
 		}
 	}
-	if t != nil {
-		// The outermost ancestor's changes first, t's last.
-		view := append(d.ancestorsLocked(t), t)
-		slices.Reverse(view[:len(view)-1])
-		for _, a := range view {
-			for k, c := range a.changes {
-				switch {
-				case !strings.HasPrefix(k, prefix):
-				case c.deleted:
-					delete(seen, k)
-				default:
-					seen[k] = c.value
-				}
+	if t == nil {
+		return seen
+	}
+	// The outermost ancestor's changes first, t's last.
+	view := append(d.ancestorsLocked(t), t)
+	slices.Reverse(view[:len(view)-1])
+	for _, a := range view {
+		for k, c := range a.changes {
+			switch {
+			case !in(k):
+			case c.deleted:
+				delete(seen, k)
+			default:
+				seen[k] = c.value
 			}
 		}
 	}
-	out := make([]Entry, 0, len(seen))
-	for _, k := range slices.Sorted(maps.Keys(seen)) {
-		out = append(out, Entry{Key: userKey(k), Value: slices.Clone(seen[k])})
-	}
-	return out, nil
+	return seen
 }
 
 // txnLocked returns what tx holds here, making it the first time (nested
@@ -624,14 +660,19 @@ func (d *DB) unlockReadsLocked(t *txn) {
 	}
 	clear(t.reads)
 	for p := range t.prefixes {
-		if h := d.prefixes[p]; h != nil {
-			delete(h, t)
-			if len(h) == 0 {
-				delete(d.prefixes, p)
-			}
+		d.unlockPrefixLocked(t, p)
+	}
+}
+
+// unlockPrefixLocked releases t's read lock on prefix.
+func (d *DB) unlockPrefixLocked(t *txn, prefix string) {
+	if h := d.prefixes[prefix]; h != nil {
+		delete(h, t)
+		if len(h) == 0 {
+			delete(d.prefixes, prefix)
 		}
 	}
-	clear(t.prefixes)
+	delete(t.prefixes, prefix)
 }
 
 // unlockLocked releases every lock t holds. A write lock t took over from

@@ -121,19 +121,32 @@ func (s *Server) Delete(ctx context.Context, req *djinnpb.KVDeleteRequest) (*dji
 	return &djinnpb.KVDeleteResponse{Found: found}, nil
 }
 
-// List implements djinnpb.KeyValueServer.
+// List implements djinnpb.KeyValueServer. A response holds no more than
+// a client receives by default: a request that pages (after or max given)
+// gets a page and the next to go on from; one that does not gets the
+// whole listing, or ResourceExhausted saying to page when it would not
+// fit (such a client would not read a next, so a page would silently
+// lose the rest).
 func (s *Server) List(ctx context.Context, req *djinnpb.KVListRequest) (*djinnpb.KVListResponse, error) {
 	tx, err := TxFromProto(req.GetTxn())
 	if err != nil {
 		return nil, grpcerr.Status(err)
 	}
-	es, err := s.space(ctx).List(ctx, tx, req.GetPrefix())
+	pg, err := pageOf(req)
+	if err != nil {
+		return nil, grpcerr.Status(err)
+	}
+	sp := s.space(ctx)
+	es, more, err := sp.d.list(ctx, tx, sp.ns, req.GetPrefix(), pg)
 	if err != nil {
 		return nil, grpcerr.Status(err)
 	}
 	resp := &djinnpb.KVListResponse{Entries: make([]*djinnpb.KVEntry, len(es))}
 	for i, e := range es {
 		resp.Entries[i] = &djinnpb.KVEntry{Key: e.Key, Value: e.Value}
+	}
+	if more {
+		resp.Next = es[len(es)-1].Key
 	}
 	return resp, nil
 }

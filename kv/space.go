@@ -52,7 +52,8 @@ func (s *Space) Delete(ctx context.Context, tx *participant.Tx, key string) (boo
 // List returns the namespace's entries whose keys start with prefix, as
 // DB.List does.
 func (s *Space) List(ctx context.Context, tx *participant.Tx, prefix string) ([]Entry, error) {
-	return s.d.list(ctx, tx, s.ns, prefix)
+	es, _, err := s.d.list(ctx, tx, s.ns, prefix, page{})
+	return es, err
 }
 
 // nsKey returns the DB's internal key of key in namespace ns: the

@@ -379,10 +379,28 @@ func (x *KVDeleteResponse) GetFound() bool {
 	return false
 }
 
+// KVListRequest lists the entries whose keys start with prefix, in key
+// order (by bytes). Under txn the whole prefix is read-locked, every page
+// alike, so the pages are one view: the transaction's. Without txn each
+// page reads the committed data as it is when the page is asked for.
+//
+// after and max page the listing. Neither given, the whole listing comes
+// in one response — refused RESOURCE_EXHAUSTED, naming its entries and
+// bytes, when it would pass what a client receives by default (4 MiB less
+// 64 KiB): list it in pages then. Either given, a page holds the entries
+// past after, at most max of them, and ends sooner, before it passes that
+// bound; its next names where the following page starts. An entry past
+// the bound alone is refused RESOURCE_EXHAUSTED, naming its key and size.
 type KVListRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Prefix        string                 `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
-	Txn           *KVTransaction         `protobuf:"bytes,2,opt,name=txn,proto3" json:"txn,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Prefix string                 `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	Txn    *KVTransaction         `protobuf:"bytes,2,opt,name=txn,proto3" json:"txn,omitempty"`
+	// after starts the page past this key (a previous page's next); it
+	// starts with prefix. Empty: from the start.
+	After string `protobuf:"bytes,3,opt,name=after,proto3" json:"after,omitempty"`
+	// max bounds the page's entries: 0 to 10000 (0: 1000 when after is
+	// given; 0 with no after asks for the whole listing in one response).
+	Max           int32 `protobuf:"varint,4,opt,name=max,proto3" json:"max,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -431,9 +449,27 @@ func (x *KVListRequest) GetTxn() *KVTransaction {
 	return nil
 }
 
+func (x *KVListRequest) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
+func (x *KVListRequest) GetMax() int32 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
 type KVListResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Entries       []*KVEntry             `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Entries []*KVEntry             `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// next, when set, is the key the page ended with: pass it as after for
+	// the following page. Empty: the listing is complete. A page may hold
+	// fewer than max entries and have a next.
+	Next          string `protobuf:"bytes,2,opt,name=next,proto3" json:"next,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -473,6 +509,13 @@ func (x *KVListResponse) GetEntries() []*KVEntry {
 		return x.Entries
 	}
 	return nil
+}
+
+func (x *KVListResponse) GetNext() string {
+	if x != nil {
+		return x.Next
+	}
+	return ""
 }
 
 type KVEntry struct {
@@ -551,12 +594,15 @@ const file_djinn_v1_kv_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12)\n" +
 	"\x03txn\x18\x02 \x01(\v2\x17.djinn.v1.KVTransactionR\x03txn\"(\n" +
 	"\x10KVDeleteResponse\x12\x14\n" +
-	"\x05found\x18\x01 \x01(\bR\x05found\"R\n" +
+	"\x05found\x18\x01 \x01(\bR\x05found\"z\n" +
 	"\rKVListRequest\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12)\n" +
-	"\x03txn\x18\x02 \x01(\v2\x17.djinn.v1.KVTransactionR\x03txn\"=\n" +
+	"\x03txn\x18\x02 \x01(\v2\x17.djinn.v1.KVTransactionR\x03txn\x12\x14\n" +
+	"\x05after\x18\x03 \x01(\tR\x05after\x12\x10\n" +
+	"\x03max\x18\x04 \x01(\x05R\x03max\"Q\n" +
 	"\x0eKVListResponse\x12+\n" +
-	"\aentries\x18\x01 \x03(\v2\x11.djinn.v1.KVEntryR\aentries\"1\n" +
+	"\aentries\x18\x01 \x03(\v2\x11.djinn.v1.KVEntryR\aentries\x12\x12\n" +
+	"\x04next\x18\x02 \x01(\tR\x04next\"1\n" +
 	"\aKVEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value2\xf6\x01\n" +
