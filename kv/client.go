@@ -48,17 +48,37 @@ func (c *Client) Delete(ctx context.Context, tx *participant.Tx, key string) (bo
 	return resp.GetFound(), nil
 }
 
-// List is DB.List.
+// List is DB.List. The server answers a listing in pages that each fit
+// what a client receives by default; List asks for one after another and
+// returns every entry. Under tx the pages are one view, the
+// transaction's (its read lock on the prefix holds from the first page
+// on). Without a transaction each page reads the committed data as it is
+// then: a key written or deleted while a long listing is read may be
+// listed or not, but no key is listed twice and the entries stay in key
+// order.
 func (c *Client) List(ctx context.Context, tx *participant.Tx, prefix string) ([]Entry, error) {
-	resp, err := c.c.List(ctx, &djinnpb.KVListRequest{Prefix: prefix, Txn: TxToProto(tx)})
-	if err != nil {
-		return nil, kinded(err)
+	req := &djinnpb.KVListRequest{Prefix: prefix, Txn: TxToProto(tx), Max: MaxPageEntries}
+	var out []Entry
+	for {
+		resp, err := c.c.List(ctx, req)
+		if err != nil {
+			return nil, kinded(err)
+		}
+		for _, e := range resp.GetEntries() {
+			out = append(out, Entry{Key: e.GetKey(), Value: e.GetValue()})
+		}
+		next := resp.GetNext()
+		if next == "" {
+			if out == nil {
+				out = []Entry{}
+			}
+			return out, nil
+		}
+		if next <= req.GetAfter() || len(resp.GetEntries()) == 0 {
+			return nil, djinn.Errorf(djinn.Internal, "key/value store: a page of prefix %q after %q named next %q, which does not go on past it; the server is at fault", prefix, req.GetAfter(), next)
+		}
+		req.After = next
 	}
-	out := make([]Entry, len(resp.GetEntries()))
-	for i, e := range resp.GetEntries() {
-		out[i] = Entry{Key: e.GetKey(), Value: e.GetValue()}
-	}
-	return out, nil
 }
 
 // kinded gives a gRPC error its djinn kind when the connection did not.

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/server/servertest"
+	"github.com/djinn-go/djinn/kv"
 )
 
 type kvEntryJSON struct {
@@ -67,6 +70,7 @@ func TestCLIKV(t *testing.T) {
 		{[]string{"kv", "get", "k", "--txn", "1." + djinn.NewID().String(), "--manager", "mgr"}, `--manager: reference "mgr"`},
 		{[]string{"kv", "put", "k"}, "accepts 2 arg(s)"},
 	})
+	s.largeListing()
 	off := newRig(t, "--kv=false")
 	off.errors([]errRow{{[]string{"kv", "get", "a"}, off.p.addr + " serves no key/value store"}})
 }
@@ -174,4 +178,23 @@ func (s *kvScript) otherManager(mgr string) string {
 		t.Errorf("get z after commit: %q", v)
 	}
 	return tx3
+}
+
+// largeListing: kv ls prints a listing past what one response carries to
+// a client (4 MiB): it reads it in pages. Before, it failed with gRPC's
+// "received message larger than max".
+func (s *kvScript) largeListing() {
+	t := s.t
+	db := kv.NewClient(servertest.Conn(t, s.p.addr))
+	value := strings.Repeat("v", 1<<20)
+	for i := range 5 {
+		if err := db.Put(t.Context(), nil, fmt.Sprint("large/", i), []byte(value)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, errs, ok := s.run("kv", "ls", "large/")
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if !ok || len(lines) != 5 || lines[4] != "large/4\t"+value {
+		t.Errorf("ls of 5 MiB: ok=%v, %d lines, stderr %q; want the 5 entries", ok, len(lines), errs)
+	}
 }
