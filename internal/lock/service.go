@@ -295,18 +295,17 @@ func (s *Service) holder(ctx context.Context, set []byte, h *djinnpb.LockHolder,
 		if tx {
 			return nil, djinn.Errorf(djinn.InvalidArgument, "lock set %x is transactional: its locks are held by transactions, not owners", set)
 		}
-		if err := CheckHolder(h); err != nil {
+		if err := s.CheckHolder(h); err != nil {
 			return nil, err
 		}
 		own.Owner = h.GetOwner()
 		return own, nil
 	}
-	if err := CheckHolder(h); err != nil {
+	t := h.GetTransaction()
+	mgr, secret, err := s.txnArgs(t)
+	if err != nil {
 		return nil, err
 	}
-	t := h.GetTransaction()
-	mgr, _ := wire.RefTo("transaction manager", t.GetManager())
-	secret, _ := wire.TxnSecret(t.GetSecret())
 	k := TxnKeyOf(t.GetManager(), t.GetId())
 	s.mu.Lock()
 	hs, ok := s.joined[k]
@@ -344,9 +343,9 @@ func (s *Service) holder(ctx context.Context, set []byte, h *djinnpb.LockHolder,
 
 // CheckHolder checks a holder a request names, on its own (nil or empty:
 // the call's transaction, which the server fills in): not both an owner
-// and a transaction, an owner's cookie of 16 bytes, a transaction's
-// manager reference, id and secret.
-func CheckHolder(h *djinnpb.LockHolder) error {
+// and a transaction, an owner's cookie of 16 bytes, a transaction's id,
+// secret and manager reference (txnArgs).
+func (s *Service) CheckHolder(h *djinnpb.LockHolder) error {
 	switch {
 	case h == nil || (len(h.GetOwner()) == 0 && h.GetTransaction() == nil):
 		return nil
@@ -356,15 +355,47 @@ func CheckHolder(h *djinnpb.LockHolder) error {
 		_, err := djinn.IDFromBytes("lock owner", h.GetOwner())
 		return err
 	}
-	t := h.GetTransaction()
-	if _, err := wire.RefTo("transaction manager", t.GetManager()); err != nil {
-		return err
+	_, _, err := s.txnArgs(h.GetTransaction())
+	return err
+}
+
+// txnArgs reads the transaction a holder names: its manager's reference
+// (managerRef), its id (not 0) and its secret (16 bytes, or none).
+func (s *Service) txnArgs(t *djinnpb.TransactionRef) (djinn.Ref, djinn.ID, error) {
+	if _, err := wire.RefFrom("transaction manager", t.GetManager()); err != nil {
+		return djinn.Ref{}, djinn.ID{}, err
 	}
 	if t.GetId() == 0 {
-		return djinn.Errorf(djinn.InvalidArgument, "transaction id 0: want a transaction id")
+		return djinn.Ref{}, djinn.ID{}, djinn.Errorf(djinn.InvalidArgument, "transaction id 0: want a transaction id")
 	}
-	_, err := wire.TxnSecret(t.GetSecret())
-	return err
+	secret, err := wire.TxnSecret(t.GetSecret())
+	if err != nil {
+		return djinn.Ref{}, djinn.ID{}, err
+	}
+	mgr, err := s.managerRef(t.GetManager(), t.GetId(), secret)
+	return mgr, secret, err
+}
+
+// managerRef reads the reference to transaction id's manager that a call
+// names with the transaction's secret. A transaction the state already
+// holds (it holds or waits for a lock here, or is the ancestor of one
+// that does, or its ABORTED vote is kept), named with its secret, is no
+// new argument: its reference is read as a stored one is
+// (wire.RefStored), so that a transaction joined before endpoints were
+// checked strictly still locks, unlocks and drops its locks once they
+// are. Any other transaction is new here, about to be joined: its
+// manager's endpoint must be one a client could dial (wire.RefTo).
+func (s *Service) managerRef(mgr *djinnpb.Ref, id uint64, secret djinn.ID) (djinn.Ref, error) {
+	ref, err := wire.RefTo("transaction manager", mgr)
+	if err == nil {
+		return ref, nil
+	}
+	if k := TxnKeyOf(mgr, id); s.state.Knows(k) && s.checkSecret(k, id, secret) == nil {
+		if ref, stored := wire.RefStored("transaction manager", mgr); stored == nil {
+			return ref, nil
+		}
+	}
+	return djinn.Ref{}, err
 }
 
 // CheckMode refuses a request's mode (what names it) that is no lock
@@ -492,11 +523,11 @@ func (s *Service) Unlock(ctx context.Context, set []byte, h *djinnpb.LockHolder,
 // DropLocks is the lock coordinator's drop_locks for transaction id of mgr
 // over set's related sets.
 func (s *Service) DropLocks(ctx context.Context, set []byte, mgr *djinnpb.Ref, id uint64, secret []byte) error {
-	if _, err := wire.RefTo("transaction manager", mgr); err != nil {
-		return err
-	}
 	sec, err := wire.TxnSecret(secret)
 	if err != nil {
+		return err
+	}
+	if _, err := s.managerRef(mgr, id, sec); err != nil {
 		return err
 	}
 	if err := s.leading(); err != nil {

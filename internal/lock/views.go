@@ -123,6 +123,17 @@ func (s *State) HoldsAny(k TxnKey) bool {
 	return ok
 }
 
+// Knows reports whether the state holds transaction k: it holds or waits
+// for a lock here, or is the ancestor of one that does, or the service's
+// ABORTED vote for it is kept.
+func (s *State) Knows(k TxnKey) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, held := s.txns[k]
+	_, voted := s.votes.by[k]
+	return held || voted
+}
+
 // WaitsAny reports whether transaction k has a lock request waiting here.
 func (s *State) WaitsAny(k TxnKey) bool {
 	s.mu.Lock()

@@ -76,6 +76,12 @@ func ProposeRaise(ctx context.Context, s *Server, v uint32) error {
 	return err
 }
 
+// Propose proposes cmd through s as it is, unchecked: an entry a binary
+// of before wrote, replayed as written.
+func Propose(ctx context.Context, s *Server, cmd *statepb.Command) (any, error) {
+	return s.node.Propose(ctx, cmd)
+}
+
 // ManagerIsLocal reports whether s's own participants (its key/value
 // store) call the transaction manager mgr in process, not over the
 // connection pool.

@@ -85,16 +85,16 @@ func lockPart(s *Server) *part {
 			return r.serve(&djinnpb.LockService_ServiceDesc, &lockRPC{s: s}, Rules{
 				"CreateSet": authenticated, "CreateOwner": authenticated,
 				"Lock": checking(capability, func(req *djinnpb.LockRequest) error {
-					return lockArgs(req.GetHolder(), lockModeArg{"mode", req.GetMode(), false})
+					return s.lockArgs(req.GetHolder(), lockModeArg{"mode", req.GetMode(), false})
 				}),
 				"ChangeMode": checking(capability, func(req *djinnpb.ChangeModeRequest) error {
 					if req.GetHeld() == djinnpb.LockMode_LOCK_MODE_UNSPECIFIED {
 						return errHeldMissing
 					}
-					return lockArgs(req.GetHolder(), lockModeArg{"mode", req.GetMode(), false}, lockModeArg{"held mode", req.GetHeld(), true})
+					return s.lockArgs(req.GetHolder(), lockModeArg{"mode", req.GetMode(), false}, lockModeArg{"held mode", req.GetHeld(), true})
 				}),
 				"Unlock": checking(capability, func(req *djinnpb.UnlockRequest) error {
-					return lockArgs(req.GetHolder(), lockModeArg{"mode", req.GetMode(), false})
+					return s.lockArgs(req.GetHolder(), lockModeArg{"mode", req.GetMode(), false})
 				}),
 				"DropLocks": capability,
 				"Describe":  capability, "ValidateFence": capability,
@@ -269,8 +269,11 @@ var errHeldMissing = djinn.Errorf(djinn.InvalidArgument, "held mode: missing")
 
 // lockArgs checks the arguments of a lock request that do not depend on
 // its set: its holder's form and its modes. The rule of the call runs it
-// before the set is looked at (Rule.Args).
-func lockArgs(h *djinnpb.LockHolder, modes ...lockModeArg) error {
+// before the set is looked at (Rule.Args). A transaction's manager
+// reference is checked as the lock service checks it (lock.Service.
+// CheckHolder): strictly for a transaction new to it, as stored for one it
+// holds already — whatever the set.
+func (s *Server) lockArgs(h *djinnpb.LockHolder, modes ...lockModeArg) error {
 	for _, m := range modes {
 		mode, err := lockMode(m.what, m.mode)
 		if err != nil {
@@ -280,7 +283,7 @@ func lockArgs(h *djinnpb.LockHolder, modes ...lockModeArg) error {
 			return err
 		}
 	}
-	return lock.CheckHolder(h)
+	return s.lock.CheckHolder(h)
 }
 
 // lockMode is a request's mode as the lock service takes it. Proto enums

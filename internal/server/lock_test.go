@@ -4,13 +4,17 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
+	"github.com/djinn-go/djinn/internal/server"
 	"github.com/djinn-go/djinn/internal/server/servertest"
 	"github.com/djinn-go/djinn/proto/djinnpb"
+	"github.com/djinn-go/djinn/proto/statepb"
 )
 
 // lockFixture is a server with its lock service and transaction manager,
@@ -24,6 +28,13 @@ type lockFixture struct {
 
 func newLockFixture(t *testing.T) *lockFixture {
 	t.Helper()
+	_, f := startLockFixture(t)
+	return f
+}
+
+// startLockFixture is newLockFixture, with its server.
+func startLockFixture(t *testing.T) (*server.Server, *lockFixture) {
+	t.Helper()
 	srv := servertest.Start(t, servertest.Config(t))
 	c := servertest.Dial(t, srv.Addr())
 	conn, err := c.Conn(srv.Addr())
@@ -34,7 +45,7 @@ func newLockFixture(t *testing.T) *lockFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &lockFixture{t: t, c: c, ls: djinnpb.NewLockServiceClient(conn), mgr: mgr}
+	return srv, &lockFixture{t: t, c: c, ls: djinnpb.NewLockServiceClient(conn), mgr: mgr}
 }
 
 func (f *lockFixture) set(transactional bool, related []byte) []byte {
@@ -355,5 +366,52 @@ func TestLockCommitWhileWaiting(t *testing.T) {
 	})
 	if err := tx1.Commit(testContext(t)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLockLooseManagerFromBefore (DESIGN.md 2, tightening what is
+// accepted): a transaction whose lock was taken before endpoints were
+// checked strictly, its manager named at an endpoint taken then (a name
+// in brackets), still locks and unlocks through the server as that
+// holder, past the calls' argument check, and its commit drops its locks
+// (CC 1.5). A transaction new to the lock service naming its manager so
+// is refused InvalidArgument naming the endpoint, whatever the set.
+func TestLockLooseManagerFromBefore(t *testing.T) {
+	t.Parallel()
+	srv, f := startLockFixture(t)
+	ctx := testContext(t)
+	set, other := f.set(true, nil), f.set(true, nil)
+	const endpoint = "[djinn]:4160"
+	loose := func(tx *client.Transaction) *djinnpb.LockHolder {
+		h := txnHolder(tx)
+		h.Transaction.Manager.Endpoint = endpoint
+		return h
+	}
+	old, _ := f.txn()
+	h := loose(old)
+	// The entry a leader of before wrote as the transaction locked.
+	if _, err := server.Propose(ctx, srv, &statepb.Command{Op: &statepb.Command_LockAcquire{LockAcquire: &statepb.LockAcquire{
+		SetId: set, Holder: &statepb.LockHolderState{Manager: h.GetTransaction().GetManager(), Txn: old.ID(), Secret: h.GetTransaction().GetSecret()},
+		Mode: int32(lockW), RequestId: 1,
+	}}}); err != nil {
+		t.Fatalf("the entry of before: %v", err)
+	}
+	f.lock(other, h, lockR)
+	if _, err := f.ls.Unlock(ctx, &djinnpb.UnlockRequest{SetId: set, Holder: h, Mode: lockW}); err != nil {
+		t.Errorf("unlock of the lock taken before: %v", err)
+	}
+	if err := old.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	servertest.Eventually(t, "the committed transaction's locks dropped", func() bool {
+		return len(f.describe(other).GetHolders()) == 0
+	})
+	fresh, _ := f.txn()
+	nowhere := djinn.NewID()
+	for _, s := range [][]byte{set, nowhere[:]} {
+		_, err := f.ls.Lock(ctx, &djinnpb.LockRequest{SetId: s, Holder: loose(fresh), Mode: lockR})
+		if !errors.Is(err, djinn.ErrInvalidArgument) || !strings.Contains(err.Error(), strconv.Quote(endpoint)) {
+			t.Errorf("a new transaction's lock, its manager at %q: %v, want InvalidArgument naming the endpoint", endpoint, err)
+		}
 	}
 }
