@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/binary"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -69,8 +70,17 @@ type Service struct {
 	cfg    Config
 
 	mu sync.Mutex
-	// waiting holds the callers waiting on this node, by request id.
-	waiting map[uint64]*acquireCall
+	// waiting holds the Lock calls under way on this node, by holder and
+	// request id: a request id is its holder's (requests.go), and so is a
+	// call's place here — another holder's call under the same id never
+	// makes this one's retry wait.
+	waiting map[waitKey]*acquireCall
+	// armed holds, by request id, the calls whose request the state
+	// queued, or found waiting, for their holder (an Event's Waits): what
+	// becomes of the request next is theirs to hear, and no other call's.
+	// From requestRules on, one holder's call at most; before, ids alone
+	// matched, and every call that found the request waiting hears it.
+	armed map[uint64][]*acquireCall
 	// joined holds the transactions joined by this leader, with their
 	// ancestry, by transaction, until they are asked to prepare.
 	joined map[TxnKey]*statepb.LockHolderState
@@ -116,21 +126,62 @@ func NewService(s *State, l *lease.Lessor, log Proposer, now func() time.Time, s
 		return nil, err
 	}
 	svc := &Service{state: s, lessor: l, log: log, now: now, self: self, cfg: cfg,
-		waiting: map[uint64]*acquireCall{}, joined: map[TxnKey]*statepb.LockHolderState{}, term: make(chan struct{})}
+		waiting: map[waitKey]*acquireCall{}, armed: map[uint64][]*acquireCall{}, joined: map[TxnKey]*statepb.LockHolderState{}, term: make(chan struct{})}
 	s.SetNotify(svc.hear)
 	return svc, nil
 }
 
 func (s *Service) leading() error { return s.lessor.Serving("lock service") }
 
-// hear passes what became of waiting requests to their callers here.
+// waitKey names a Lock call under way: its holder (an owner's cookie, or
+// a transaction) and its request id.
+type waitKey struct {
+	owner   djinn.ID
+	txn     TxnKey
+	request uint64
+}
+
+func waitKeyOf(h *statepb.LockHolderState, request uint64) waitKey {
+	k := waitKey{request: request}
+	if h.GetManager() != nil {
+		k.txn = TxnKeyOf(h.GetManager(), h.GetTxn())
+	} else {
+		copy(k.owner[:], h.GetOwner())
+	}
+	return k
+}
+
+// hear passes what became of waiting requests to their callers here: the
+// calls armed for each (an event with Waits arms the call of its holder).
+// An event of a request no call here is armed for — its caller is
+// elsewhere, or gone, or the request was another holder's — is dropped.
 func (s *Service) hear(evs []Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ev := range evs {
-		if c, ok := s.waiting[ev.Request]; ok {
+		if ev.Waits != nil {
+			if c, ok := s.waiting[waitKeyOf(ev.Waits, ev.Request)]; ok && !slices.Contains(s.armed[ev.Request], c) {
+				s.armed[ev.Request] = append(s.armed[ev.Request], c)
+			}
+			continue
+		}
+		for _, c := range s.armed[ev.Request] {
 			c.hear(ev)
 		}
+		delete(s.armed, ev.Request)
+	}
+}
+
+// disarmLocked takes call c of request off the calls armed for it.
+func (s *Service) disarmLocked(request uint64, c *acquireCall) {
+	cs := s.armed[request]
+	i := slices.Index(cs, c)
+	switch {
+	case i < 0:
+	case len(cs) == 1:
+		delete(s.armed, request)
+	default:
+		s.armed[request] = slices.Delete(cs, i, i+1)
 	}
 }
 
@@ -193,8 +244,12 @@ func (s *Service) Run(ctx context.Context) {
 	}
 	var orphans []uint64
 	s.mu.Lock()
+	back := make(map[uint64]bool, len(s.waiting))
+	for k := range s.waiting {
+		back[k.request] = true
+	}
 	for _, id := range s.state.Waiting() {
-		if _, ok := s.waiting[id]; !ok {
+		if !back[id] {
 			orphans = append(orphans, id)
 		}
 	}
@@ -445,18 +500,20 @@ func (s *Service) Lock(ctx context.Context, set []byte, h *djinnpb.LockHolder, m
 	c.acq = statepb.LockAcquire{Principal: principal.From(ctx), SetId: set, Holder: hs, Mode: int32(mode), From: int32(from), Try: try, RequestId: request}
 	c.op.LockAcquire = &c.acq
 	c.cmd.Op = &c.op
+	key := waitKeyOf(hs, request)
 	s.mu.Lock()
-	if _, busy := s.waiting[request]; busy {
+	if _, busy := s.waiting[key]; busy {
 		s.mu.Unlock()
 		// A retry that overtook its lost first call: that one ends soon.
-		return false, 0, djinn.Errorf(djinn.Unavailable, "request id %d: another call with it is still under way; retry", request)
+		return false, 0, djinn.Errorf(djinn.Unavailable, "request id %d: another call of this holder with it is still under way; retry", request)
 	}
-	s.waiting[request] = c
+	s.waiting[key] = c
 	term := s.term
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
-		delete(s.waiting, request)
+		delete(s.waiting, key)
+		s.disarmLocked(request, c)
 		s.mu.Unlock()
 	}()
 	res, err := s.log.Propose(ctx, &c.cmd)

@@ -83,10 +83,15 @@ type fixture struct {
 func newLockState(m *state.Machine) *lock.State { return lock.NewState(m.Leases, m.Rules) }
 
 func start(t *testing.T, log statetest.Service[*lock.State], j *joiner) *fixture {
+	return startWith(t, log, j, log)
+}
+
+// startWith is start, the service proposing its commands through p.
+func startWith(t *testing.T, log statetest.Service[*lock.State], j *joiner, p lock.Proposer) *fixture {
 	f := &fixture{t: t, log: log, j: j}
 	f.lessor = lease.NewLessor(log.M.Leases, log, lease.Config{Slack: 10 * time.Second})
 	self := djinn.Ref{Endpoint: "127.0.0.1:4161", Service: log.M.ServiceID(), Object: djinn.ID{'l', 'o', 'c', 'k'}}
-	svc, err := lock.NewService(log.State, f.lessor, log, time.Now, func() djinn.Ref { return self }, lock.Config{Joiner: j, Grace: 10 * time.Second})
+	svc, err := lock.NewService(log.State, f.lessor, p, time.Now, func() djinn.Ref { return self }, lock.Config{Joiner: j, Grace: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

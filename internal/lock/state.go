@@ -108,11 +108,15 @@ func TxnKeyOf(mgr *djinnpb.Ref, id uint64) TxnKey {
 // Event is what became of a waiting request: granted with Fence, or
 // refused with Err (TransactionRolledBack when its transaction aborted,
 // CannotJoin when it committed, UnknownLease when its owner's lease ended, NoSuchObject when its set
-// went).
+// went). An event with Waits set is none of these: it tells that the
+// request waits, from then on, for the holder Waits (it was queued, or a
+// retry of it found it waiting), so that the next event of the request
+// is that holder's to hear.
 type Event struct {
 	Request uint64
 	Fence   uint64
 	Err     error
+	Waits   *statepb.LockHolderState
 }
 
 // maxRecent bounds the grants remembered for retried requests.
@@ -391,6 +395,7 @@ func (s *State) ApplyAcquire(c *statepb.LockAcquire) (Result, error) {
 		return Result{}, notHolders(c.GetRequestId())
 	}
 	if s.table.waitingIn(c.GetRequestId(), tid) {
+		evs = []Event{{Request: c.GetRequestId(), Waits: c.GetHolder()}}
 		return Result{Outcome: Queued}, nil
 	}
 	res, err := s.table.Acquire(Request{ID: c.GetRequestId(), Set: tid, Holder: h, Mode: Mode(c.GetMode()), From: Mode(c.GetFrom()), Try: c.GetTry()})
@@ -424,6 +429,9 @@ func (s *State) ApplyAcquire(c *statepb.LockAcquire) (Result, error) {
 		s.Counts.Refused.Add(1)
 	}
 	evs = s.grantsLocked(res.Grants)
+	if res.Outcome == Queued {
+		evs = append(evs, Event{Request: c.GetRequestId(), Waits: c.GetHolder()})
+	}
 	return res, nil
 }
 
