@@ -145,10 +145,13 @@ func (r *Registry) LookupEncoded(tmpl service.Template, max int, one bool, intn 
 // encoding them takes.
 func checkAnswer(total int, found []*item) (int, error) {
 	size := protowire.SizeTag(answerTotal) + protowire.SizeVarint(uint64(total))
-	wire := 0
+	wire, first := 0, 0
 	fit := -1 // how many of the first items fit, once one does not
 	for i, it := range found {
 		n := it.WireSize()
+		if i == 0 {
+			first = n
+		}
 		wire += n
 		size += protowire.SizeTag(answerItems) + protowire.SizeBytes(n)
 		if size > MaxAnswer && fit < 0 {
@@ -158,7 +161,11 @@ func checkAnswer(total int, found []*item) (int, error) {
 	if fit < 0 {
 		return wire, nil
 	}
-	next := "ask for fewer matches"
+	// The first match alone passes the bound: fewer matches cannot help,
+	// nor can a client's larger receive limit (no answer passes the
+	// bound). Its registrant can shrink it; other templates skip it.
+	next := fmt.Sprintf("the first match alone, service %s, takes %d bytes, so no lookup can return it, whatever the client's receive limit: its registrant can make it smaller (SetAttributes), and a template it does not match gets the others",
+		found[0].ID(), first)
 	if fit > 0 {
 		next = fmt.Sprintf("ask for fewer matches: at most %d (the first %d, in service id order, fit)", fit, fit)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -234,5 +235,42 @@ func TestLookupEncodedAnswerBound(t *testing.T) {
 	}
 	if _, got, err := r.LookupEncoded(big, 0, true, func(int) int { return 0 }); err != nil || len(got) != 1 {
 		t.Errorf("LookupEncoded(one) = %d items, %v; want one", len(got), err)
+	}
+}
+
+// TestLookupEncodedFirstMatchTooLarge: an answer whose first match alone
+// passes MaxAnswer is refused ResourceExhausted saying so — the item, its
+// size, that no lookup can return it whatever the client's receive limit,
+// and what can: its registrant shrinking it, a template it does not match
+// — never to ask for fewer matches, which cannot help (one is the least).
+// For a lookup of many matches and of one alike.
+func TestLookupEncodedFirstMatchTooLarge(t *testing.T) {
+	r := newRegistry(t, service.Limits{MaxAttributeBytes: 8 << 20})
+	huge := service.Item{ID: sid(1), Service: []byte("ref"), Types: []string{"Huge"},
+		Entries: []service.Entry{{Type: "Blob", Fields: []service.Field{f("b", service.NewBytes(make([]byte, 5<<20)))}}}}
+	ok(t)(r.Register(huge, lid(1)))
+	ok(t)(r.Register(service.Item{ID: sid(2), Service: []byte("ref"), Types: []string{"Huge"}}, lid(2)))
+	rec, err := (service.Limits{MaxAttributeBytes: 8 << 20}).Record(huge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := sid(1)
+	many, alone := service.Template{Types: []string{"Huge"}}, service.Template{ID: &id}
+	for _, c := range []struct {
+		name string
+		tmpl service.Template
+		max  int
+		one  bool
+	}{{"many", many, 2, false}, {"one match asked for", many, 1, false}, {"lookup one", alone, 0, true}} {
+		total, got, err := r.LookupEncoded(c.tmpl, c.max, c.one, func(int) int { return 0 })
+		wantErr(t, err, djinn.ResourceExhausted, fmt.Sprintf("at most %d,", lookup.MaxAnswer),
+			fmt.Sprintf("the first match alone, service %s, takes %d bytes", sid(1), rec.WireSize()),
+			"no lookup can return it, whatever the client's receive limit", "its registrant can make it smaller", "a template it does not match")
+		if strings.Contains(err.Error(), "fewer matches") {
+			t.Errorf("%s: %q, want no advice to ask for fewer matches", c.name, err)
+		}
+		if total != 0 || got != nil {
+			t.Errorf("%s: refused with %d total, %d items; want none", c.name, total, len(got))
+		}
 	}
 }
