@@ -113,6 +113,7 @@ func ConnFor(c Connector, ref djinn.Ref) (*grpc.ClientConn, error) {
 type cluster struct {
 	pool  *Pool
 	seeds []string // the endpoints it was reached by
+	told  bool     // Dial or Follow reached it, not a reference: its calls carry the join secret (joinsecret.go)
 	res   *manual.Resolver
 	cc    *grpc.ClientConn
 	kick  chan struct{} // asks for a refresh now
@@ -133,7 +134,7 @@ type cluster struct {
 // newCluster makes the connection of a cluster reached at seeds. It does
 // not connect: the first call (or Client's Dial) does.
 func (p *Pool) newCluster(seeds []string, told bool) (*cluster, error) {
-	cl := &cluster{pool: p, seeds: slices.Clone(seeds), kick: make(chan struct{}, 1)}
+	cl := &cluster{pool: p, seeds: slices.Clone(seeds), told: told, kick: make(chan struct{}, 1)}
 	cl.res = manual.NewBuilderWithScheme("djinn-cluster")
 	cl.res.InitialState(resolver.State{Addresses: cl.addresses(context.Background(), nil)})
 	opts := append([]grpc.DialOption{

@@ -46,11 +46,19 @@ func (p *Pool) follow(seeds []string, told bool) (*cluster, error) {
 		p.told = append(p.told, cl)
 	}
 	for _, ep := range seeds {
-		if _, ok := p.byEndpoint[ep]; !ok {
-			p.byEndpoint[ep] = cl
-		}
+		p.indexLocked(cl, ep)
 	}
 	return cl, nil
+}
+
+// indexLocked finds cl by the endpoint ep, unless another cluster is
+// found by it: a cluster the pool was told to reach keeps ep, and takes it
+// from one learnt from a reference (which may have been learnt before the
+// told cluster's member list came). p.mu is held.
+func (p *Pool) indexLocked(cl *cluster, ep string) {
+	if cur, ok := p.byEndpoint[ep]; !ok || cl.told && !cur.told {
+		p.byEndpoint[ep] = cl
+	}
 }
 
 // Follow makes the pool follow the djinn cluster reached at endpoints, as
@@ -92,12 +100,19 @@ func (p *Pool) start(cl *cluster) {
 
 // adopt makes cl the pool's cluster for its service id, and for those of
 // the clusters it was restored from, unless another cluster already is or
-// the pool follows as many as it may.
+// the pool follows as many as it may. A cluster the pool was told to reach
+// (Dial, Follow) takes the service id from one learnt from a reference:
+// a reference to its service learnt before its member list came (the
+// learnt cluster, a second connection to it, carries no join secret).
 func (p *Pool) adopt(cl *cluster) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, id := range cl.ids() {
-		if _, ok := p.clusters[id]; ok || len(p.clusters) >= maxClusters {
+		cur, ok := p.clusters[id]
+		switch {
+		case ok && (cur.told || !cl.told):
+			continue // cl already, or kept: told, or learnt first
+		case !ok && len(p.clusters) >= maxClusters:
 			continue
 		}
 		p.clusters[id] = cl
@@ -116,14 +131,10 @@ func (p *Pool) indexMembers(cl *cluster, old, members []string) {
 		}
 	}
 	for _, ep := range cl.seeds {
-		if _, ok := p.byEndpoint[ep]; !ok {
-			p.byEndpoint[ep] = cl
-		}
+		p.indexLocked(cl, ep)
 	}
 	for _, ep := range members {
-		if _, ok := p.byEndpoint[ep]; !ok {
-			p.byEndpoint[ep] = cl
-		}
+		p.indexLocked(cl, ep)
 	}
 }
 
@@ -135,7 +146,9 @@ func (p *Pool) indexMembers(cl *cluster, old, members []string) {
 // the connection to ref's endpoint, and the pool asks that endpoint in the
 // background whether it is a member of a cluster with ref's service id, so
 // that later calls follow that cluster. Learn asks and waits for the
-// answer.
+// answer. A reference to the service of the cluster the pool was told to
+// reach (Dial, Follow) reaches that cluster, with the join secret, also
+// when it was learnt before that cluster's member list came.
 func (p *Pool) ConnFor(ref djinn.Ref) (*grpc.ClientConn, error) {
 	if cl := p.clusterFor(ref); cl != nil {
 		return cl.cc, nil
@@ -328,6 +341,16 @@ func (p *Pool) learn(ref djinn.Ref) (never bool, err error) {
 	}
 	if len(seeds) == 0 {
 		seeds = []string{ref.Endpoint}
+	}
+	if told := p.toldClusterOf(ref.Endpoint); told != nil {
+		// A member of a cluster the pool was told to reach, whose member
+		// list has not come yet (or named another service): the join
+		// secret goes to that endpoint already, so its answer is taken as
+		// that cluster's refresh takes one, and the reference reaches the
+		// told cluster, not a second connection to it without the secret.
+		// An answer from outside it is never taken so: an endpoint could
+		// name the told cluster's members to be given the secret.
+		told.take(ctx, resp)
 	}
 	if p.clusterFor(ref) != nil {
 		return false, nil // found meanwhile

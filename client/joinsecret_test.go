@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/djinn-go/djinn"
@@ -31,6 +32,15 @@ type witness struct {
 	leader  string   // guarded by mu: when set, Health is refused naming it the leader
 	calls   int      // guarded by mu
 	secrets int      // guarded by mu: the calls that carried the secret
+	checks  int      // guarded by mu: the Health calls (only tests make them)
+	checkS  int      // guarded by mu: the Health calls that carried the secret
+
+	// holdRefreshes: the Members calls that come over the connection of
+	// the first one after it are held until released.
+	holding  bool          // guarded by mu
+	holdFrom string        // guarded by mu: the client address of the held connection
+	held     chan struct{} // closed once the first held call arrived
+	released chan struct{} // closed to let the held calls go on
 }
 
 // startWitness serves a witness of the cluster svc on ln.
@@ -41,7 +51,7 @@ func startWitness(t *testing.T, ln net.Listener, svc djinn.ID, members ...string
 		djinnpb.RegisterAdminServer(s, w)
 		healthpb.RegisterHealthServer(s, health.NewServer())
 	}, grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		w.record(ctx)
+		w.record(ctx, info.FullMethod)
 		w.mu.Lock()
 		leader := w.leader
 		w.mu.Unlock()
@@ -50,14 +60,14 @@ func startWitness(t *testing.T, ln net.Listener, svc djinn.ID, members ...string
 			return nil, status.Error(codes.Unavailable, "not the leader")
 		}
 		return h(ctx, req)
-	}), grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-		w.record(ss.Context())
+	}), grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		w.record(ss.Context(), info.FullMethod)
 		return h(srv, ss)
 	}))
 	return w
 }
 
-func (w *witness) record(ctx context.Context) {
+func (w *witness) record(ctx context.Context, method string) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	got := md.Get(secret.Header)
 	w.mu.Lock()
@@ -66,6 +76,21 @@ func (w *witness) record(ctx context.Context) {
 	if len(got) > 0 {
 		w.secrets++
 	}
+	if method == healthpb.Health_Check_FullMethodName {
+		w.checks++
+		if len(got) > 0 {
+			w.checkS++
+		}
+	}
+}
+
+// checked returns the Health calls w got (check's), and those of them
+// that carried the secret: unlike seen, no refresh of a cluster's member
+// list made in the background is among them.
+func (w *witness) checked() (calls, secrets int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.checks, w.checkS
 }
 
 // seen returns the calls w got, and those of them that carried the secret.
@@ -81,7 +106,37 @@ func (w *witness) setMembers(members ...string) {
 	w.members = members
 }
 
-func (w *witness) Members(context.Context, *djinnpb.MembersRequest) (*djinnpb.MembersResponse, error) {
+// holdRefreshes holds the next Members call w gets, and every later one
+// over the same connection (a followed cluster's refreshes, retried when
+// one times out), until release is called; held is closed once the first
+// is held. Calls over other connections are answered.
+func (w *witness) holdRefreshes() (held <-chan struct{}, release func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.holding, w.held, w.released = true, make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	return w.held, func() { once.Do(func() { close(w.released) }) }
+}
+
+func (w *witness) Members(ctx context.Context, _ *djinnpb.MembersRequest) (*djinnpb.MembersResponse, error) {
+	from := ""
+	if pr, ok := peer.FromContext(ctx); ok {
+		from = pr.Addr.String()
+	}
+	w.mu.Lock()
+	if w.holding && w.holdFrom == "" {
+		w.holdFrom = from
+		close(w.held)
+	}
+	hold, released := w.holding && w.holdFrom == from, w.released
+	w.mu.Unlock()
+	if hold {
+		select {
+		case <-released:
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	resp := &djinnpb.MembersResponse{ServiceId: w.svc[:]}
@@ -227,6 +282,106 @@ func TestJoinSecretFollowsALeaderHint(t *testing.T) {
 		if presented := secrets > 0; presented != w.want {
 			t.Errorf("%s: %d of %d calls carried the secret, want the secret presented %v", w.name, secrets, calls, w.want)
 		}
+	}
+}
+
+// TestJoinSecretToTheFollowedClusterLearntEarly: a reference to the
+// service of the cluster a pool follows (Follow), met before that
+// cluster's member list came, reaches that cluster, and its calls carry
+// the join secret. Before, learning the reference made a second
+// connection to the cluster, learnt and so without the secret, and the
+// reference's calls went there for good. Learnt at the member followed,
+// whose answer is as good as the followed cluster's own refresh, it
+// reaches the followed cluster at once; learnt at another member (one the
+// followed cluster does not know yet), once that cluster's member list
+// comes; so does a reference with no service id to that member. A
+// reference to another cluster learnt meanwhile gets no secret,
+// nor does one whose member list names the followed cluster's member as
+// its own: the endpoint it was learnt at is none of the followed
+// cluster's, so it is not believed.
+func TestJoinSecretToTheFollowedClusterLearntEarly(t *testing.T) {
+	t.Parallel()
+	for _, row := range []struct {
+		name string
+		atB  bool // the reference names the member the followed cluster does not know yet
+	}{
+		{"at the member followed", false},
+		{"at another member", true},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			t.Parallel()
+			svc := djinn.NewID()
+			lnA, lnB, lnOut, lnLure := listen(t), listen(t), listen(t), listen(t)
+			members := []string{lnA.Addr().String(), lnB.Addr().String()}
+			a := startWitness(t, lnA, svc, members...)
+			b := startWitness(t, lnB, svc, members...)
+			out := startWitness(t, lnOut, djinn.NewID(), lnOut.Addr().String())
+			lure := startWitness(t, lnLure, djinn.NewID(), a.addr)
+
+			held, release := a.holdRefreshes()
+			defer release()
+			p := NewPool(WithJoinSecret("s3cret"), WithoutSession())
+			defer p.Close()
+			if err := p.Follow(a.addr); err != nil {
+				t.Fatal(err)
+			}
+			<-held // the followed cluster's member list is held back
+
+			// through learns ref and makes one call through it; the
+			// witnesses ws may answer it. It returns whether the call
+			// carried the secret.
+			through := func(ref djinn.Ref, ws ...*witness) bool {
+				t.Helper()
+				if err := p.Learn(t.Context(), ref); err != nil {
+					t.Fatal(err)
+				}
+				var calls, secrets int
+				for _, w := range ws {
+					c, s := w.checked()
+					calls, secrets = calls-c, secrets-s
+				}
+				cc, err := p.ConnFor(ref)
+				if err != nil {
+					t.Fatal(err)
+				}
+				check(t, cc)
+				for _, w := range ws {
+					c, s := w.checked()
+					calls, secrets = calls+c, secrets+s
+				}
+				if calls != 1 {
+					t.Fatalf("a call through %v: %d calls at the witnesses, want 1", ref, calls)
+				}
+				return secrets == 1
+			}
+			own := djinn.Ref{Endpoint: a.addr, Service: svc, Object: djinn.NewID()}
+			if row.atB {
+				own.Endpoint = b.addr
+				if err := p.Learn(t.Context(), own); err != nil {
+					t.Fatal(err)
+				}
+				release()
+				p.mu.Lock()
+				followed := p.told[0]
+				p.mu.Unlock()
+				followed.refresh(t.Context()) // the member list comes
+			}
+			if !through(own, a, b) {
+				t.Errorf("a reference to the followed cluster's service learnt %s: its call carried no secret", row.name)
+			}
+			if !through(djinn.Ref{Endpoint: b.addr, Object: djinn.NewID()}, a, b) {
+				t.Errorf("a reference with no service id to the followed cluster's member, learnt %s: its call carried no secret", row.name)
+			}
+			if through(djinn.Ref{Endpoint: out.addr, Service: out.svc, Object: djinn.NewID()}, out) {
+				t.Error("a reference to another cluster's service: its call carried the secret")
+			}
+			if through(djinn.Ref{Endpoint: lure.addr, Service: lure.svc, Object: djinn.NewID()}, a, lure) {
+				t.Error("a reference to a cluster whose member list names the followed cluster's member: its call carried the secret")
+			}
+			if !p.Follows(out.svc) || !p.Follows(lure.svc) {
+				t.Error("the other clusters were not learnt")
+			}
+		})
 	}
 }
 
