@@ -145,8 +145,11 @@ func (g *globals) eventsSendCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "send --listener REF --source REF --id N --seq N [--handback TEXT]",
 		Short: "Send one event to a listener",
-		Long:  "Send one event to the listener --listener names, at the endpoint its reference names: no server\nis needed (--server is not dialled).",
-		Args:  cobra.NoArgs,
+		Long: `Send one event to the listener --listener names, at the endpoint its reference names: no server
+is needed. A djinn mailbox's listener is reached through its cluster: at any member, the leader
+first, so a member down (the one the reference names included) is no matter; when the member
+the reference names cannot be asked for its cluster's members, a member --server names is.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			target, err := parseRef("listener", listener)
 			if err != nil {
@@ -156,17 +159,18 @@ func (g *globals) eventsSendCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			// The listener is reached where its reference points: no
-			// server is needed.
+			// The listener is reached where its reference points, or
+			// through its cluster: no server is needed.
 			p, err := g.pool()
 			if err != nil {
 				return err
 			}
 			defer p.Close()
+			g.followListener(cmd.Context(), p, target)
 			ev := &client.RemoteEvent{Source: src, ID: id, Seq: seq, Handback: []byte(handback)}
 			if err := client.Notify(cmd.Context(), p, target, ev); err != nil {
 				if djinn.KindOf(err) == djinn.Unavailable {
-					return fmt.Errorf("listener %s cannot be reached: is it still running? (%w)", target, err)
+					return fmt.Errorf("listener %s cannot be reached: %s (%w)", target, unreachedHint(p, target), err)
 				}
 				return err
 			}
@@ -181,4 +185,37 @@ func (g *globals) eventsSendCmd() *cobra.Command {
 	f.Int64Var(&seq, "seq", 0, "sequence number")
 	f.StringVar(&handback, "handback", "", "handback bytes, as text")
 	return cmd
+}
+
+// followListener makes p follow the djinn cluster whose service target
+// names (a mailbox's listener), so that the event reaches any member up,
+// not only the one target's endpoint names. That member is asked for the
+// cluster's members; when it cannot answer (it is down), the --server
+// endpoints are, as a member of the cluster may be among them. Neither is
+// needed: without an answer naming target's service, the event goes to
+// target's endpoint.
+func (g *globals) followListener(ctx context.Context, p *client.Pool, target djinn.Ref) {
+	if target.Service.IsZero() || p.Learn(ctx, target) == nil {
+		return // a listener of no cluster (djinn events listen's), or one followed
+	}
+	eps, err := client.SplitEndpoints(g.server)
+	if err != nil {
+		return // --server is not needed here: a bad one is not used
+	}
+	for _, ep := range eps {
+		at := target
+		at.Endpoint = ep
+		if p.Learn(ctx, at) == nil && p.Follows(target.Service) {
+			return
+		}
+	}
+}
+
+// unreachedHint says what to check when target's listener could not be
+// reached.
+func unreachedHint(p *client.Pool, target djinn.Ref) string {
+	if !target.Service.IsZero() && !p.Follows(target.Service) {
+		return "is it still running? For a djinn mailbox's listener, give --server a member of its cluster that is up"
+	}
+	return "is it still running?"
 }
