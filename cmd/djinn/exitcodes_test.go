@@ -409,7 +409,10 @@ func TestGoneLeaseNamedOnce(t *testing.T) {
 // TestUnknownCommandWithFlags: an unknown command followed by flags is
 // told as the unknown command, exit status 2 (as without flags), not as a
 // flag the group it was looked for in does not take; with -o json, in the
-// JSON form.
+// JSON form. Flags with no command at all (djinn -o json) are told as the
+// missing command, pointing to djinn help, not as a flag the root does
+// not take ("unknown shorthand flag 'o'"); a flag no command has is named
+// as well.
 func TestUnknownCommandWithFlags(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -422,6 +425,13 @@ func TestUnknownCommandWithFlags(t *testing.T) {
 		{[]string{"--server", "127.0.0.1:1", "bogus", "--nosuch"}, `unknown command "bogus" for "djinn"`},
 		{[]string{"mailbox", "bogus", "--nosuch"}, `unknown command "bogus" for "djinn mailbox"`},
 		{[]string{"lock", "bogus", "-o", "json", "--nosuch"}, `unknown command \"bogus\" for \"djinn lock\"`},
+		{[]string{"-o", "json"}, "no command given: give a command and its flags after it"},
+		{[]string{"-ojson"}, "no command given: give a command and its flags after it"},
+		{[]string{"--server", "127.0.0.1:1"}, "no command given: give a command and its flags after it"},
+		{[]string{"-o", "text", "--server", "127.0.0.1:1"}, "(djinn help lists the commands)"},
+		{[]string{"--nosuch"}, "no command given, and no command has the flag --nosuch"},
+		{[]string{"-Z"}, "no command given, and no command has the flag -Z"},
+		{[]string{"-o", "json", "--nosuch"}, "no command given"},
 	} {
 		got, _, errs := exitOf(t, tc.args...)
 		if got != 2 || !strings.Contains(errs, tc.want) || strings.Count(errs, "\n") != 1 {

@@ -222,6 +222,9 @@ func strictTree(root *cobra.Command, g *globals) {
 			args := c.Flags().Args()
 			if len(args) == 0 && !c.HasParent() {
 				args = commandWords(g.args) // djinn -o json bogus: the flag came first
+				if len(args) == 0 {
+					return noCommand(c, err) // djinn -o json
+				}
 			}
 			if len(args) > 0 {
 				return groupRun(c, args)
@@ -242,6 +245,41 @@ func strictTree(root *cobra.Command, g *globals) {
 		}
 	}
 	walk(root)
+}
+
+// noCommand is the error of a command line of flags alone (djinn -o
+// json): they are a command's flags, and the command is missing. A flag
+// that no command has is named too.
+func noCommand(root *cobra.Command, err error) error {
+	const next = `give a command and its flags after it, as in "djinn status -o json" (djinn help lists the commands)`
+	var unknown *pflag.NotExistError
+	if errors.As(err, &unknown) {
+		name, short := unknown.GetSpecifiedName(), unknown.GetSpecifiedShortnames() != ""
+		if !anyHasFlag(root, name, short) {
+			flag := "--" + name
+			if short {
+				flag = "-" + name
+			}
+			return usageError{fmt.Errorf("no command given, and no command has the flag %s: %s", flag, next)}
+		}
+	}
+	return usageError{fmt.Errorf("no command given: %s", next)}
+}
+
+// anyHasFlag reports whether c or a command under it has the flag name
+// (with short, the shorthand name).
+func anyHasFlag(c *cobra.Command, name string, short bool) bool {
+	for _, fs := range []*pflag.FlagSet{c.Flags(), c.PersistentFlags()} {
+		if !short && fs.Lookup(name) != nil || short && len(name) == 1 && fs.ShorthandLookup(name) != nil {
+			return true
+		}
+	}
+	for _, sub := range c.Commands() {
+		if anyHasFlag(sub, name, short) {
+			return true
+		}
+	}
+	return false
 }
 
 // commandWords returns the words of a command line that are neither flags
