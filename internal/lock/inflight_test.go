@@ -10,6 +10,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lock"
+	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/internal/state/statetest"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
@@ -17,21 +18,33 @@ import (
 
 // gate holds the lock requests of one owner on their way to the log, one
 // at a time, until let lets one through (a call under way), or until shut
-// is closed (the test ends).
+// is closed (the test ends). A gate that holds answers holds them instead
+// on their way back, the log having applied the request.
 type gate struct {
 	lock.Proposer
 	owner      []byte
+	answers    bool
 	open, shut chan struct{}
 }
 
 func (g *gate) Propose(ctx context.Context, cmd *statepb.Command) (any, error) {
-	if a := cmd.GetLockAcquire(); a != nil && bytes.Equal(a.GetHolder().GetOwner(), g.owner) {
-		select {
-		case <-g.open:
-		case <-g.shut:
-		}
+	a := cmd.GetLockAcquire()
+	held := a != nil && bytes.Equal(a.GetHolder().GetOwner(), g.owner)
+	if held && !g.answers {
+		g.hold()
 	}
-	return g.Proposer.Propose(ctx, cmd)
+	res, err := g.Proposer.Propose(ctx, cmd)
+	if held && g.answers {
+		g.hold()
+	}
+	return res, err
+}
+
+func (g *gate) hold() {
+	select {
+	case <-g.open:
+	case <-g.shut:
+	}
 }
 
 // let lets the request held, if one is, on to the log.
@@ -47,6 +60,18 @@ type lockAnswer struct {
 	ok    bool
 	fence uint64
 	err   error
+}
+
+// call starts a blocking Lock call of h under request id req and returns
+// its answer to come, once the call has gone as far as it can.
+func (f *fixture) call(set []byte, h *djinnpb.LockHolder, m lock.Mode, req uint64) <-chan lockAnswer {
+	ch := make(chan lockAnswer, 1)
+	go func() {
+		ok, fence, err := f.svc.Lock(context.Background(), set, h, m, 0, false, req)
+		ch <- lockAnswer{ok, fence, err}
+	}()
+	synctest.Wait()
+	return ch
 }
 
 // TestAnotherHoldersCallUnderTheSameID: a request id names its own
@@ -68,13 +93,7 @@ func TestAnotherHoldersCallUnderTheSameID(t *testing.T) {
 		set, a, victim, impostor := f.set(false), f.owner(), f.owner(), f.owner()
 		g.owner = impostor.GetOwner()
 		call := func(h *djinnpb.LockHolder, m lock.Mode, req uint64) <-chan lockAnswer {
-			ch := make(chan lockAnswer, 1)
-			go func() {
-				ok, fence, err := f.svc.Lock(ctx, set, h, m, 0, false, req)
-				ch <- lockAnswer{ok, fence, err}
-			}()
-			synctest.Wait()
-			return ch
+			return f.call(set, h, m, req)
 		}
 		refused := func(what string, ch <-chan lockAnswer) {
 			t.Helper()
@@ -136,4 +155,94 @@ func TestAnotherHoldersCallUnderTheSameID(t *testing.T) {
 			t.Errorf("a request under a freed id, once the lock it waited for was released: %v %d %v, want granted", got.ok, got.fence, got.err)
 		}
 	})
+}
+
+// TestGraceEndCountsTheHoldersOwnCalls: as a new leader's grace period
+// ends, a request left waiting under the last leader stays only if a Lock
+// call of its own holder under its id is under way here, its caller come
+// back (a request is a single client's, CC 1.2.3 and 1.5, and lock blocks
+// that client until granted, 2.3). Another holder's call under the id,
+// its answer (NoSuchObject) on its way back as the period ends, is no
+// caller of it: the request is cancelled as orphaned, and the lock it
+// held up is free for the others. Before, any call under the id kept it.
+// Under rules 2 ids alone named requests and such a call took the
+// request, its answer among it: the request stays, for that call.
+func TestGraceEndCountsTheHoldersOwnCalls(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		rules uint32 // 0: the newest
+		back  bool   // the victim's own call is under way too
+		kept  bool
+	}{
+		{"CC 1.2.3 another holder's call alone under the id: orphaned", 0, false, false},
+		{"CC 2.3 the holder's own call, with another's under the id: kept", 0, true, true},
+		{"rules 2: another holder's call under the id took the request: kept", 2, false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				newState := newLockState
+				if c.rules != 0 {
+					newState = func(m *state.Machine) *lock.State {
+						return lock.NewState(m.Leases, func() uint32 { return c.rules })
+					}
+				}
+				f := start(t, statetest.For(newState), &joiner{})
+				set, a, victim, impostor, other := f.set(false), f.owner(), f.owner(), f.owner(), f.owner()
+				f.lock(set, a, lock.W, 1)
+				ctx, cancel := context.WithCancel(context.Background())
+				go func() { _, _, _ = f.svc.Lock(ctx, set, victim, lock.R, 0, false, 2) }()
+				synctest.Wait()
+				// The leader fails over while the victim's request 2 waits
+				// behind a's W.
+				f.stop()
+				cancel()
+				log, err := statetest.Restart(f.log.Log, newState)
+				if err != nil {
+					t.Fatal(err)
+				}
+				g := &gate{Proposer: log, owner: impostor.GetOwner(), answers: true, open: make(chan struct{}), shut: make(chan struct{})}
+				f = startWith(t, log, f.j, g)
+				defer f.stop()
+				defer close(g.shut)
+
+				taken := f.call(set, impostor, lock.R, 2)
+				var mine <-chan lockAnswer
+				if c.back {
+					mine = f.call(set, victim, lock.R, 2)
+				}
+				time.Sleep(11 * time.Second) // past the grace period, on the bubble's clock
+				synctest.Wait()
+				want := []uint64{}
+				if c.kept {
+					want = []uint64{2}
+				}
+				if got := f.log.State.Waiting(); len(got) != len(want) || len(got) > 0 && got[0] != 2 {
+					t.Fatalf("waiting after the grace period: %v, want %v", got, want)
+				}
+				g.let()
+				if c.rules == 0 {
+					if got := <-taken; !errors.Is(got.err, djinn.ErrNoSuchObject) {
+						t.Errorf("the other holder's call under the id: %v %d %v, want NoSuchObject (the id names the victim's request)", got.ok, got.fence, got.err)
+					}
+				}
+				if err := f.svc.Unlock(context.Background(), set, a, lock.W); err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case c.back:
+					if got := <-mine; !got.ok || got.err != nil {
+						t.Errorf("the victim's call come back, once a's W was released: %v %d %v, want granted", got.ok, got.fence, got.err)
+					}
+				case c.rules != 0:
+					if got := <-taken; !got.ok || got.err != nil {
+						t.Errorf("rules %d: the other holder's call that took the request, once a's W was released: %v %d %v, want the request's grant", c.rules, got.ok, got.fence, got.err)
+					}
+				}
+				ok, _, err := f.svc.Lock(context.Background(), set, other, lock.W, 0, true, 3)
+				if err != nil || ok == c.kept {
+					t.Errorf("a third owner's try_lock W once a's W was released: %v %v, want granted %v (the victim's request kept: %v)", ok, err, !c.kept, c.kept)
+				}
+			})
+		})
+	}
 }

@@ -98,3 +98,23 @@ func (t *Table) waiterOf(id uint64) (partyKey, bool) {
 	}
 	return w.p.key, true
 }
+
+// waitingCalls returns the waiting requests, each named as a Lock call of
+// its holder under its id is while under way (waitKey), and whether a
+// request id names its own holder's request alone (requestRules): before,
+// a call of any holder under the id was the request's.
+func (s *State) waitingCalls() (ws []waitKey, owned bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ws = make([]waitKey, 0, len(s.table.waiting))
+	for id, w := range s.table.waiting {
+		k := waitKey{request: id}
+		if n := s.holders[w.p.key.id()]; n.isTxn {
+			k.txn = n.txn
+		} else {
+			k.owner = n.owner
+		}
+		ws = append(ws, k)
+	}
+	return ws, s.rules() >= requestRules
+}

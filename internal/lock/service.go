@@ -242,17 +242,8 @@ func (s *Service) Run(ctx context.Context) {
 		return
 	case <-t.C:
 	}
-	var orphans []uint64
 	s.mu.Lock()
-	back := make(map[uint64]bool, len(s.waiting))
-	for k := range s.waiting {
-		back[k.request] = true
-	}
-	for _, id := range s.state.Waiting() {
-		if !back[id] {
-			orphans = append(orphans, id)
-		}
-	}
+	orphans := s.orphansLocked()
 	s.mu.Unlock()
 	if len(orphans) > 0 {
 		if _, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LockCancel{LockCancel: &statepb.LockCancel{RequestIds: orphans}}}); err != nil {
@@ -268,6 +259,34 @@ func (s *Service) Run(ctx context.Context) {
 		}
 		s.checkVotes(ctx)
 	}
+}
+
+// orphansLocked returns, sorted, the waiting requests whose callers did
+// not come back by the end of the grace period: no Lock call of the
+// request's own holder is under way here under its id. A request, as the
+// lock it waits for, is a single client's (spec CC 1.2.3; 1.5, a
+// transaction's own), and lock blocks that client until it is granted
+// (2.3): another holder's call under the id is no caller of it — it is
+// answered NoSuchObject (requests.go) — and the request it kept would
+// hold the lock from the others for a caller that is gone. Under rules
+// before requestRules ids alone named requests, and a call of any holder
+// under the id takes the request's answer: it keeps the request.
+func (s *Service) orphansLocked() []uint64 {
+	ws, owned := s.state.waitingCalls()
+	anyHolder := make(map[uint64]bool)
+	if !owned {
+		for k := range s.waiting {
+			anyHolder[k.request] = true
+		}
+	}
+	var out []uint64
+	for _, k := range ws {
+		if _, back := s.waiting[k]; !back && !anyHolder[k.request] {
+			out = append(out, k.request)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Created is a new lock set or owner: its id (a set's) and lease.
