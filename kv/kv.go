@@ -3,11 +3,13 @@ package kv
 import (
 	"context"
 	"fmt"
-	"maps"
+	"iter"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/google/btree"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/participant"
@@ -60,6 +62,7 @@ type DB struct {
 	mu sync.Mutex
 	// Guarded by mu.
 	data     map[string][]byte            // committed values
+	keys     *btree.BTreeG[string]        // data's keys in order, for listings
 	locks    map[string]*lock             // by key
 	prefixes map[string]map[*txn]struct{} // List under a transaction
 	txs      map[participant.TxKey]*txn   // transactions with state here
@@ -68,6 +71,9 @@ type DB struct {
 	// namespace (absent: none), each bounded by maxPerNS.
 	held   int64
 	heldBy map[string]int64
+	// visited counts the keys of the index listings visited, for tests:
+	// a page visits the keys it carries and a few more, not the store.
+	visited int
 
 	// Ops counts the operations asked of the DB, for metrics.
 	Ops Ops
@@ -141,6 +147,7 @@ func Open(cfg Config) (*DB, error) {
 		maxPerNS: cfg.MaxBytesPerNamespace,
 		heldBy:   map[string]int64{},
 		data:     map[string][]byte{},
+		keys:     btree.NewOrderedG[string](indexDegree),
 		locks:    map[string]*lock{},
 		prefixes: map[string]map[*txn]struct{}{},
 		txs:      map[participant.TxKey]*txn{},
@@ -402,48 +409,90 @@ func (d *DB) list(ctx context.Context, tx *participant.Tx, ns, prefix string, pg
 			}()
 		}
 	}
-	seen := d.listViewLocked(t, prefix, after)
-	keys := slices.Sorted(maps.Keys(seen))
-	n, more, err := pageEnd(keys, seen, userPrefix, pg)
-	if err != nil {
-		return nil, false, err
-	}
-	out := make([]Entry, n)
-	for i, k := range keys[:n] {
-		out[i] = Entry{Key: userKey(k), Value: slices.Clone(seen[k])}
-	}
-	return out, more, nil
+	return pageFrom(d.listViewLocked(t, prefix, after), userPrefix, pg)
 }
 
+// indexDegree is the degree of the index of keys: its nodes hold 31 to
+// 63 keys.
+const indexDegree = 32
+
 // listViewLocked returns the entries (by internal key) whose keys start
-// with prefix and come after after, as t sees them (t nil: the committed
-// ones). The values are the DB's own: not to be changed.
-func (d *DB) listViewLocked(t *txn, prefix, after string) map[string][]byte {
-	in := func(k string) bool { return strings.HasPrefix(k, prefix) && k > after }
-	seen := map[string][]byte{}
-	for k, v := range d.data {
-		if in(k) {
-			seen[k] = v
+// with prefix and come after after, in key order, as t sees them (t nil:
+// the committed ones). It walks the index from where they start, merging
+// in the changes of t and of the transactions it is nested in, and stops
+// when its caller does: a page costs the index's depth and its entries,
+// plus the transactions' changes, not the store. The values are the DB's
+// own: not to be changed. It is to be ranged over while d.mu is held.
+func (d *DB) listViewLocked(t *txn, prefix, after string) iter.Seq2[string, []byte] {
+	var over []string        // the changed keys in range, in order
+	var cs map[string]change // their changes as t sees them
+	if t != nil {
+		over, cs = d.changesLocked(t, func(k string) bool { return strings.HasPrefix(k, prefix) && k > after })
+	}
+	return func(yield func(string, []byte) bool) {
+		i := 0
+		// before yields the changed keys before k (all of them when last)
+		// that t sees, reporting whether to go on.
+		before := func(k string, last bool) bool {
+			for ; i < len(over) && (last || over[i] < k); i++ {
+				if c := cs[over[i]]; !c.deleted && !yield(over[i], c.value) {
+					return false
+				}
+			}
+			return true
+		}
+		more := true
+		// after starts with prefix when given, so the range starts at the
+		// greater.
+		d.keys.AscendGreaterOrEqual(max(prefix, after), func(k string) bool {
+			d.visited++
+			switch {
+			case !strings.HasPrefix(k, prefix):
+				return false
+			case k == after:
+				return true
+			}
+			if more = before(k, false); !more {
+				return false
+			}
+			if c, changed := cs[k]; changed {
+				i++ // over[i] is k: the keys before it are behind
+				if c.deleted {
+					return true
+				}
+				more = yield(k, c.value)
+				return more
+			}
+			more = yield(k, d.data[k])
+			return more
+		})
+		if more {
+			before("", true)
 		}
 	}
-	if t == nil {
-		return seen
-	}
+}
+
+// changesLocked returns the keys in (in order) that t or the transactions
+// it is nested in changed, with the change t sees: its own, else its
+// nearest ancestor's.
+func (d *DB) changesLocked(t *txn, in func(string) bool) ([]string, map[string]change) {
+	cs := map[string]change{}
 	// The outermost ancestor's changes first, t's last.
 	view := append(d.ancestorsLocked(t), t)
 	slices.Reverse(view[:len(view)-1])
 	for _, a := range view {
 		for k, c := range a.changes {
-			switch {
-			case !in(k):
-			case c.deleted:
-				delete(seen, k)
-			default:
-				seen[k] = c.value
+			if in(k) {
+				cs[k] = c
 			}
 		}
 	}
-	return seen
+	keys := make([]string, 0, len(cs))
+	for k := range cs {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys, cs
 }
 
 // txnLocked returns what tx holds here, making it the first time (nested
@@ -502,13 +551,23 @@ func (d *DB) viewLocked(t *txn, key string) ([]byte, bool) {
 	return v, ok
 }
 
+// applyLocked makes change c of key committed, in data and its index:
+// every write of the committed data comes here (writes at once, commits,
+// and the load at Open).
 func (d *DB) applyLocked(key string, c change) {
-	if old, ok := d.data[key]; ok {
+	old, ok := d.data[key]
+	if ok {
 		d.countLocked(key, change{value: old}, -1)
 	}
-	if c.deleted {
+	switch {
+	case c.deleted && ok:
 		delete(d.data, key)
-	} else {
+		d.keys.Delete(key)
+	case c.deleted:
+	default:
+		if !ok {
+			d.keys.ReplaceOrInsert(key) // the same string as data's key: no copy
+		}
 		d.data[key] = c.value
 		d.countLocked(key, c, 1)
 	}

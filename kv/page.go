@@ -1,6 +1,8 @@
 package kv
 
 import (
+	"iter"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -85,41 +87,52 @@ func entrySize(key string, value []byte) int {
 // nextSize is what a KVListResponse's next naming key adds to it.
 func nextSize(key string) int { return protowire.SizeTag(respNext) + protowire.SizeBytes(len(key)) }
 
-// pageEnd returns how many of keys (internal keys, in order, with their
-// values in view) the page carries, and whether more follow it. A page
-// of pg.bytes carries at least one entry: an entry past the bound alone
-// is refused ResourceExhausted, naming its key and size; a whole listing
-// past it is refused, naming its entries and size.
-func pageEnd(keys []string, view map[string][]byte, prefix string, pg page) (n int, more bool, err error) {
-	if pg.bytes == 0 && pg.max == 0 {
-		return len(keys), false, nil
+// pageFrom returns the page pg of view (internal keys in order, with
+// their values), and whether more entries follow it: it ranges over view
+// only as far as the page needs, one entry past its end. A page of
+// pg.bytes carries at least one entry: an entry past the bound alone is
+// refused ResourceExhausted, naming its key and size; a whole listing
+// past it is refused, naming its entries and size (view is ranged over to
+// its end to count them, keeping none past the bound).
+func pageFrom(view iter.Seq2[string, []byte], prefix string, pg page) (es []Entry, more bool, err error) {
+	type entry struct {
+		key   string // as the caller names it
+		value []byte // the DB's own
 	}
-	if pg.whole {
-		size := 0
-		for _, k := range keys {
-			size += entrySize(userKey(k), view[k])
-		}
-		if size > pg.bytes {
-			return 0, false, djinn.Errorf(djinn.ResourceExhausted, "prefix %q: its %d entries take %d bytes, past the %d one response holds (what a client receives by default less room around it); list them in pages, giving max and after (kv.Client and djinn kv ls page by themselves; upgrade an older one)",
-				prefix, len(keys), size, pg.bytes)
-		}
-		return len(keys), false, nil
-	}
-	size := 0
-	for i, k := range keys {
-		if pg.max > 0 && i == pg.max {
-			return i, true, nil
-		}
+	var got []entry
+	size, n := 0, 0
+	for k, v := range view {
 		key := userKey(k)
-		size += entrySize(key, view[k])
+		if pg.whole && pg.bytes > 0 {
+			n++
+			if size += entrySize(key, v); size <= pg.bytes {
+				got = append(got, entry{key, v})
+			}
+			continue
+		}
+		if pg.max > 0 && len(got) == pg.max {
+			more = true
+			break
+		}
+		size += entrySize(key, v)
 		// The page's next, should it end with this entry, names its key.
 		if pg.bytes > 0 && size+nextSize(key) > pg.bytes {
-			if i == 0 {
-				return 0, false, djinn.Errorf(djinn.ResourceExhausted, "key %q: its value of %d bytes makes an entry of %d, past the %d a page holds (what a client receives by default less room around it); Get it with a client whose receive limit is raised, or list past it (after %q)",
-					key, len(view[k]), entrySize(key, view[k]), pg.bytes, key)
+			if len(got) == 0 {
+				return nil, false, djinn.Errorf(djinn.ResourceExhausted, "key %q: its value of %d bytes makes an entry of %d, past the %d a page holds (what a client receives by default less room around it); Get it with a client whose receive limit is raised, or list past it (after %q)",
+					key, len(v), entrySize(key, v), pg.bytes, key)
 			}
-			return i, true, nil
+			more = true
+			break
 		}
+		got = append(got, entry{key, v})
 	}
-	return len(keys), false, nil
+	if pg.whole && pg.bytes > 0 && size > pg.bytes {
+		return nil, false, djinn.Errorf(djinn.ResourceExhausted, "prefix %q: its %d entries take %d bytes, past the %d one response holds (what a client receives by default less room around it); list them in pages, giving max and after (kv.Client and djinn kv ls page by themselves; upgrade an older one)",
+			prefix, n, size, pg.bytes)
+	}
+	es = make([]Entry, len(got))
+	for i, e := range got {
+		es[i] = Entry{Key: e.key, Value: slices.Clone(e.value)}
+	}
+	return es, more, nil
 }
