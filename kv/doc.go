@@ -86,5 +86,7 @@
 // would not fit, never a listing silently cut short. Under a transaction
 // every page read-locks the whole prefix, so the pages are one view, the
 // transaction's; without one each page reads the committed data of its
-// time.
+// time. The committed keys are held in order as well, so a page walks
+// them from where it starts and stops once full: it costs its own entries
+// (and its transaction's changes), however large the store or the prefix.
 package kv
