@@ -9,8 +9,9 @@ import (
 // eventMessageBytes bounds the events of one message of a pull or delivery
 // stream: a batch of stored events larger than that goes out in several
 // messages, in order (an event larger than that alone in one), so that no
-// message passes what a client receives by default (4 MiB) — a batch may
-// hold 4096 events of up to 64 KiB each.
+// message passes the bound of one reply (wire.MaxReply, within what a
+// client receives by default) — a batch may hold 4096 events of up to
+// 64 KiB each.
 const eventMessageBytes = 1 << 20
 
 // eventSize is an event's share of a message: its encoding, its index and

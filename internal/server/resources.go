@@ -33,11 +33,13 @@ type lister func(filter map[string]string) ([]*djinnpb.Resource, error)
 const (
 	defaultListMax = 100
 	mostListMax    = 1000
-	// pageBytes is what a client receives by default (4 MiB), less room
-	// for a session's reply around a page and for its next and total: a
-	// page of large resources ends sooner, its next naming where the
-	// following page starts, as for a page of many.
-	pageBytes = 4<<20 - 64<<10 - 1<<10
+	// pageBytes bounds a page's resources: the bound of one reply
+	// (wire.MaxReply, which leaves room for a session's reply around it),
+	// less 1 KiB for the framing of the rest of the page: its next (a
+	// resource's name) and total. A page of large resources ends sooner,
+	// its next naming where the following page starts, as for a page of
+	// many.
+	pageBytes = wire.MaxReply - 1<<10
 )
 
 // resourcesPart serves Resources over the kinds the other parts list.

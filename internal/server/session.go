@@ -19,6 +19,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/principal"
+	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
@@ -63,9 +64,10 @@ import (
 // Session bounds.
 const (
 	maxSessionCalls = 4096
-	// maxSessionReply bounds one reply's response; a batch of replies is
-	// sent once it holds sessionBatchBytes.
-	maxSessionReply   = 4<<20 - 64<<10
+	// maxSessionReply bounds one reply's response: the bound of every
+	// reply (wire.MaxReply), whose room the session's reply around it
+	// takes. A batch of replies is sent once it holds sessionBatchBytes.
+	maxSessionReply   = wire.MaxReply
 	sessionBatchBytes = 1 << 20
 	// maxUnsentReplyBytes bounds the bytes of a session's replies not yet
 	// sent: four of the largest replies, or 16 batches.
