@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"time"
 
@@ -294,36 +295,67 @@ type ClientLease struct {
 	LastError error
 }
 
-// Leases returns the client leases in the set now (LR.2's getLeases), in
-// no particular order.
+// Leases returns the client leases in the set (LR.2's getLeases), in no
+// particular order. It reads them a page at a time (a set may hold more
+// than one message carries): a lease in the set throughout the call is
+// returned once; one added or removed meanwhile may or may not be.
 func (s *RenewalSet) Leases(ctx context.Context) ([]ClientLease, error) {
 	rc, err := s.s.client(s.endpoint, s.ref.Service)
 	if err != nil {
 		return nil, err
 	}
 	id := s.ID()
-	sent := time.Now()
-	resp, err := rc.GetLeases(ctx, &djinnpb.SetRequest{SetId: id[:]})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]ClientLease, 0, len(resp.GetLeases()))
-	for _, cl := range resp.GetLeases() {
-		l, err := LeaseFromProto(cl.GetLease(), sent)
+	var (
+		out   []ClientLease
+		after []byte
+	)
+	for {
+		sent := time.Now()
+		resp, err := rc.GetLeases(ctx, &djinnpb.GetLeasesRequest{SetId: id[:], Max: leasesPage, After: after})
 		if err != nil {
 			return nil, err
 		}
-		if n := cl.GetDesiredExpirationUnixNanos(); n < 0 {
-			return nil, djinn.Errorf(djinn.InvalidArgument, "client lease desired expiration %d: before 1970", n)
+		if out == nil {
+			out = make([]ClientLease, 0, max(len(resp.GetLeases()), int(min(resp.GetTotal(), leasesPage))))
 		}
-		out = append(out, ClientLease{
-			Lease:         l,
-			Desired:       fromUnixNanos(cl.GetDesiredExpirationUnixNanos()),
-			RenewDuration: time.Duration(cl.GetRenewDurationNanos()),
-			LastError:     errorFromProto(cl.GetLastError()),
-		})
+		for _, cl := range resp.GetLeases() {
+			c, err := clientLeaseFrom(cl, sent)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, c)
+		}
+		next := resp.GetNext()
+		if len(next) == 0 {
+			return out, nil
+		}
+		if len(resp.GetLeases()) == 0 || bytes.Equal(next, after) {
+			return nil, djinn.Errorf(djinn.Internal, "renewal set %s: a page of %d leases after %x named %x next: the service does not move on", id, len(resp.GetLeases()), after, next)
+		}
+		after = next
 	}
-	return out, nil
+}
+
+// leasesPage is the most leases Leases asks for in a page: the most a
+// page holds (it ends sooner, by bytes, for leases of long endpoints).
+const leasesPage = 100_000
+
+// clientLeaseFrom converts a client lease of an answer to a request sent
+// at sent.
+func clientLeaseFrom(cl *djinnpb.ClientLease, sent time.Time) (ClientLease, error) {
+	l, err := LeaseFromProto(cl.GetLease(), sent)
+	if err != nil {
+		return ClientLease{}, err
+	}
+	if n := cl.GetDesiredExpirationUnixNanos(); n < 0 {
+		return ClientLease{}, djinn.Errorf(djinn.InvalidArgument, "client lease desired expiration %d: before 1970", n)
+	}
+	return ClientLease{
+		Lease:         l,
+		Desired:       fromUnixNanos(cl.GetDesiredExpirationUnixNanos()),
+		RenewDuration: time.Duration(cl.GetRenewDurationNanos()),
+		LastError:     errorFromProto(cl.GetLastError()),
+	}, nil
 }
 
 // SetExpirationWarningListener asks for an ExpirationWarningEventID event

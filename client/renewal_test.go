@@ -40,6 +40,8 @@ type fakeRenewal struct {
 	sets  map[djinn.ID]*fakeSet               // guarded by mu
 	last  map[string]proto.Message            // guarded by mu: the last request of each method
 	reply map[djinn.ID][]*djinnpb.ClientLease // guarded by mu: GetLeases answers, by set
+	page  int                                 // guarded by mu: GetLeases's page, 0 for all
+	stuck bool                                // guarded by mu: GetLeases names the same next on every page
 }
 
 type fakeSet struct {
@@ -179,7 +181,11 @@ func (f *fakeRenewal) Remove(_ context.Context, r *djinnpb.RemoveRequest) (*djin
 	return &djinnpb.RemoveResponse{Lease: l}, nil
 }
 
-func (f *fakeRenewal) GetLeases(_ context.Context, r *djinnpb.SetRequest) (*djinnpb.GetLeasesResponse, error) {
+// GetLeases answers f.reply's leases of the set, a page of at most
+// f.page of them when the request has a max (f.page 0: all), each page's
+// next the number of leases before the following one (f.stuck: the
+// first page's, always).
+func (f *fakeRenewal) GetLeases(_ context.Context, r *djinnpb.GetLeasesRequest) (*djinnpb.GetLeasesResponse, error) {
 	f.record("GetLeases", r)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -187,7 +193,20 @@ func (f *fakeRenewal) GetLeases(_ context.Context, r *djinnpb.SetRequest) (*djin
 	if err != nil {
 		return nil, err
 	}
-	return &djinnpb.GetLeasesResponse{Leases: f.reply[id]}, nil
+	all := f.reply[id]
+	if r.GetMax() == 0 || f.page == 0 {
+		return &djinnpb.GetLeasesResponse{Leases: all, Total: int64(len(all))}, nil
+	}
+	start := 0
+	if a := r.GetAfter(); len(a) > 0 && !f.stuck {
+		start = int(a[0])
+	}
+	end := min(start+f.page, len(all))
+	resp := &djinnpb.GetLeasesResponse{Leases: all[start:end], Total: int64(len(all))}
+	if end < len(all) {
+		resp.Next = []byte{byte(end)}
+	}
+	return resp, nil
 }
 
 func (f *fakeRenewal) listen(id int64, setID []byte, l *djinnpb.RenewalListener) (*djinnpb.EventRegistration, error) {
@@ -480,6 +499,52 @@ func TestRenewalClient(t *testing.T) {
 		if err := call(); !errors.Is(err, djinn.ErrNoSuchObject) {
 			t.Errorf("LR.2 %s on a destroyed set: %v, want no such object", name, err)
 		}
+	}
+}
+
+// TestRenewalLeasesPages (LR.2 getLeases): Leases reads a set's leases a
+// page at a time, each request asking for the most a page holds after
+// the last page's next, and returns them all; a service whose pages do
+// not move on is an error, not a loop. Before, one request asked for
+// every lease, which a set of many could not answer in a message.
+func TestRenewalLeasesPages(t *testing.T) {
+	f, rs := startFake(t)
+	ctx := context.Background()
+	set, err := rs.CreateSet(ctx, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	for i := range 5 {
+		f.reply[set.ID()] = append(f.reply[set.ID()], &djinnpb.ClientLease{Lease: testLease(time.Now().Add(time.Hour)).Proto(time.Now()),
+			DesiredExpirationUnixNanos: int64(i + 1), RenewDurationNanos: int64(time.Minute)})
+	}
+	f.page = 2
+	f.mu.Unlock()
+	leases, err := set.Leases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(leases) != 5 {
+		t.Fatalf("%d leases from pages of 2, want 5", len(leases))
+	}
+	for i, c := range leases {
+		if c.Desired.UnixNano() != int64(i+1) {
+			t.Errorf("lease %d desired %d, want %d: the pages in order", i, c.Desired.UnixNano(), i+1)
+		}
+	}
+	if got := strings.Count(strings.Join(f.Calls(), " "), "GetLeases"); got != 3 {
+		t.Errorf("%d GetLeases calls for 5 leases in pages of 2, want 3", got)
+	}
+	if req := f.lastRequest("GetLeases").(*djinnpb.GetLeasesRequest); req.GetMax() != 100_000 || string(req.GetAfter()) != "\x04" {
+		t.Errorf("last page asked with max %d after %x, want the most a page holds after the second page's next (04)", req.GetMax(), req.GetAfter())
+	}
+
+	f.mu.Lock()
+	f.stuck = true
+	f.mu.Unlock()
+	if _, err := set.Leases(ctx); !errors.Is(err, djinn.ErrInternal) || !strings.Contains(err.Error(), "does not move on") {
+		t.Errorf("pages that name the same next: %v, want an internal error saying the service does not move on", err)
 	}
 }
 

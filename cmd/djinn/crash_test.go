@@ -327,7 +327,7 @@ func TestRenewalSurvivesKill(t *testing.T) {
 	// Note the recorded expiration, then kill.
 	var before int64
 	if !poll(20*time.Second, func() bool {
-		ls, err := rs.GetLeases(ctx, &djinnpb.SetRequest{SetId: setID})
+		ls, err := rs.GetLeases(ctx, &djinnpb.GetLeasesRequest{SetId: setID})
 		if err != nil || len(ls.GetLeases()) != 1 {
 			return false
 		}
@@ -347,7 +347,7 @@ func TestRenewalSurvivesKill(t *testing.T) {
 	if got.GetLeases() != 1 || got.GetRenewalFailure() == nil || string(got.GetRenewalFailure().GetHandback()) != "hb" {
 		t.Fatalf("set after kill -9: %v; want its lease and its failure listener", got)
 	}
-	ls, err := rs.GetLeases(ctx, &djinnpb.SetRequest{SetId: setID})
+	ls, err := rs.GetLeases(ctx, &djinnpb.GetLeasesRequest{SetId: setID})
 	if err != nil || len(ls.GetLeases()) != 1 {
 		t.Fatalf("leases after kill -9: %v %v", ls, err)
 	}
@@ -358,7 +358,7 @@ func TestRenewalSurvivesKill(t *testing.T) {
 	// The restarted service renews the lease past its pre-crash expiration,
 	// and the landlord never lost it.
 	if !poll(30*time.Second, func() bool {
-		ls, err := rs.GetLeases(ctx, &djinnpb.SetRequest{SetId: setID})
+		ls, err := rs.GetLeases(ctx, &djinnpb.GetLeasesRequest{SetId: setID})
 		if err != nil || len(ls.GetLeases()) != 1 {
 			return false
 		}

@@ -458,7 +458,8 @@ func (s *Service) Remove(ctx context.Context, id djinn.ID, l *djinnpb.Lease) (*d
 	return ClientLeaseProto(*c, s.now()), nil
 }
 
-// Leases returns a set's client leases (LR.2 getLeases).
+// Leases returns every client lease of a set (LR.2 getLeases), however
+// many; LeasesPage is GetLeases's, a page at a time.
 func (s *Service) Leases(ctx context.Context, id djinn.ID) ([]*djinnpb.ClientLease, error) {
 	_, _, err := s.live(ctx, id)
 	var ls []ClientLease
@@ -473,10 +474,7 @@ func (s *Service) Leases(ctx context.Context, id djinn.ID) ([]*djinnpb.ClientLea
 	now := s.now()
 	out := make([]*djinnpb.ClientLease, len(ls))
 	for i, c := range ls {
-		out[i] = &djinnpb.ClientLease{
-			Lease: ClientLeaseProto(c, now), DesiredExpirationUnixNanos: nanos(c.Desired),
-			RenewDurationNanos: int64(c.Renew), LastError: c.LastErr,
-		}
+		out[i] = clientLeaseProto(c, now)
 	}
 	return out, nil
 }

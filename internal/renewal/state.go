@@ -284,14 +284,24 @@ func (s *State) viewLocked(slot uint32) ClientLease {
 
 // Leases returns a set's client leases.
 func (s *State) Leases(id djinn.ID) ([]ClientLease, error) {
+	return s.FirstLeases(id, math.MaxInt)
+}
+
+// FirstLeases returns the first n of a set's client leases, in the order
+// they came.
+func (s *State) FirstLeases(id djinn.ID, n int) ([]ClientLease, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st, ok := s.sets[id]
 	if !ok {
 		return nil, noSuchSet(id)
 	}
-	out := make([]ClientLease, 0, st.n)
-	s.leasesOf(st, func(slot uint32) { out = append(out, s.viewLocked(slot)) })
+	out := make([]ClientLease, 0, min(n, st.n))
+	s.leasesOf(st, func(slot uint32) {
+		if len(out) < n {
+			out = append(out, s.viewLocked(slot))
+		}
+	})
 	return out, nil
 }
 

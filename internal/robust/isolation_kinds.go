@@ -125,7 +125,10 @@ func (r *Run) isoRenewalSet(ctx context.Context, owner *Caller) *isoResource {
 	}
 	return &isoResource{name: "renewal set", tries: []isoTry{
 		{"get set", func(ctx context.Context, cc *grpc.ClientConn) error { _, err := lr(cc).GetSet(ctx, sid); return err }},
-		{"get leases", func(ctx context.Context, cc *grpc.ClientConn) error { _, err := lr(cc).GetLeases(ctx, sid); return err }},
+		{"get leases", func(ctx context.Context, cc *grpc.ClientConn) error {
+			_, err := lr(cc).GetLeases(ctx, &djinnpb.GetLeasesRequest{SetId: sid.GetSetId()})
+			return err
+		}},
 		{"clear renewal failure listener", func(ctx context.Context, cc *grpc.ClientConn) error {
 			_, err := lr(cc).ClearRenewalFailureListener(ctx, sid)
 			return err

@@ -254,6 +254,20 @@ func TestMalformedArgumentNamedWhateverTheID(t *testing.T) {
 			}
 			return ok(rs(c).Remove(ctx, &djinnpb.RemoveRequest{SetId: set(r), Lease: l}))
 		}, "lease cookie: 5 bytes"},
+		{"LR.2 getLeases with a negative max", renewalSvc + "GetLeases", false, func(ctx context.Context, c grpc.ClientConnInterface, r *resources, bad bool) error {
+			max := int32(10)
+			if bad {
+				max = -4
+			}
+			return ok(rs(c).GetLeases(ctx, &djinnpb.GetLeasesRequest{SetId: set(r), Max: max}))
+		}, "max -4"},
+		{"LR.2 getLeases after no page's next", renewalSvc + "GetLeases", false, func(ctx context.Context, c grpc.ClientConnInterface, r *resources, bad bool) error {
+			var after []byte
+			if bad {
+				after = []byte("xyz")
+			}
+			return ok(rs(c).GetLeases(ctx, &djinnpb.GetLeasesRequest{SetId: set(r), Max: 10, After: after}))
+		}, "after of 3 bytes"},
 		{"LR.2.1 expiration warning with a negative minimum", renewalSvc + "SetExpirationWarningListener", false, func(ctx context.Context, c grpc.ClientConnInterface, r *resources, bad bool) error {
 			w := int64(time.Minute)
 			if bad {

@@ -439,7 +439,7 @@ func renewalRows() map[string]call {
 			return ok(rs(c).Remove(ctx, &djinnpb.RemoveRequest{SetId: set(r), Lease: r.mailbox().GetLease()}))
 		},
 		"GetLeases": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
-			return ok(rs(c).GetLeases(ctx, &djinnpb.SetRequest{SetId: set(r)}))
+			return ok(rs(c).GetLeases(ctx, &djinnpb.GetLeasesRequest{SetId: set(r), Max: 100}))
 		},
 		"SetExpirationWarningListener": func(ctx context.Context, c grpc.ClientConnInterface, r *resources, _ bool) error {
 			return ok(rs(c).SetExpirationWarningListener(ctx, &djinnpb.SetExpirationWarningListenerRequest{SetId: set(r), Listener: anyListener(), MinWarningNanos: int64(time.Minute)}))

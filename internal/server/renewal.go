@@ -14,6 +14,7 @@ import (
 	"github.com/djinn-go/djinn/internal/event"
 	"github.com/djinn-go/djinn/internal/grpcerr"
 	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/lookup"
 	"github.com/djinn-go/djinn/internal/renewal"
 	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/proto/djinnpb"
@@ -82,7 +83,8 @@ func renewalPart(s *Server) *part {
 				return svc.CheckOwner(ctx, id)
 			})
 			return r.serve(&djinnpb.LeaseRenewalService_ServiceDesc, &renewalRPC{svc: svc}, Rules{
-				"CreateSet": authenticated, "GetSet": owns, "GetLeases": owns,
+				"CreateSet": authenticated, "GetSet": owns,
+				"GetLeases": checking(owns, func(req *djinnpb.GetLeasesRequest) error { return renewal.CheckPage(int(req.GetMax()), req.GetAfter()) }),
 				"RenewFor": checking(owns, func(req *djinnpb.RenewForRequest) error {
 					return renewal.CheckRenewFor(req.GetLease(), time.Duration(req.GetDesiredDurationNanos()), time.Duration(req.GetRenewDurationNanos()))
 				}),
@@ -127,8 +129,9 @@ func renewalMetrics(st *renewal.State, svc *renewal.Service) []prometheus.Collec
 }
 
 // renewalView is the console's renewal page: every set with its client
-// leases, their desired expirations and last failures, and its listeners:
-// the sets the reader sees (sees); the totals count every set's.
+// leases (the first maxListed, and how many there are), their desired
+// expirations and last failures, and its listeners: the sets the reader
+// sees (sees); the totals count every set's.
 func (s *Server) renewalView(ctx context.Context, st *renewal.State, svc *renewal.Service) any {
 	type clientLease struct {
 		Lease    string `json:"lease"`
@@ -144,7 +147,8 @@ func (s *Server) renewalView(ctx context.Context, st *renewal.State, svc *renewa
 		Expires         *int64        `json:"expires"`
 		FailureListener string        `json:"failureListener"`
 		WarningListener string        `json:"warningListener"`
-		Leases          []clientLease `json:"leases"`
+		Leases          []clientLease `json:"leases"` // the first maxListed
+		LeasesTotal     int           `json:"leasesTotal"`
 	}
 	v := struct {
 		Now     int64  `json:"now"`
@@ -159,8 +163,9 @@ func (s *Server) renewalView(ctx context.Context, st *renewal.State, svc *renewa
 			continue
 		}
 		g := set{ID: fingerprint(in.ID), Lease: fingerprint(in.Cookie), Principal: in.Principal, Expires: s.expiresMs(in.Cookie),
-			FailureListener: renewalListener(in.Listeners[0], false), WarningListener: renewalListener(in.Listeners[1], true), Leases: []clientLease{}}
-		cls, _ := st.Leases(in.ID)
+			FailureListener: renewalListener(in.Listeners[0], false), WarningListener: renewalListener(in.Listeners[1], true), Leases: []clientLease{},
+			LeasesTotal: in.Leases}
+		cls, _ := st.FirstLeases(in.ID, maxListed)
 		for _, c := range cls {
 			cl := clientLease{Lease: fingerprint(c.Cookie), Landlord: refString(c.Landlord.Endpoint, c.Landlord.Object), Expires: unixMsOrForever(c.Actual), Desired: unixMsOrForever(c.Desired)}
 			if c.LastErr != nil {
@@ -268,17 +273,26 @@ func (r *renewalRPC) Remove(ctx context.Context, req *djinnpb.RemoveRequest) (*d
 	return &djinnpb.RemoveResponse{Lease: l}, nil
 }
 
-func (r *renewalRPC) GetLeases(ctx context.Context, req *djinnpb.SetRequest) (*djinnpb.GetLeasesResponse, error) {
+// GetLeases answers a page of a set's leases, of at most leasesPageBytes
+// (what a client receives by default less room around it); a request
+// without a max (a client's from before pages) gets every lease, or
+// ResourceExhausted when they pass that bound — never a part of them.
+func (r *renewalRPC) GetLeases(ctx context.Context, req *djinnpb.GetLeasesRequest) (*djinnpb.GetLeasesResponse, error) {
 	id, err := setID(req.GetSetId())
 	if err != nil {
 		return nil, err
 	}
-	ls, err := r.svc.Leases(ctx, id)
+	p, err := r.svc.LeasesPage(ctx, id, int(req.GetMax()), req.GetAfter(), leasesPageBytes)
 	if err != nil {
 		return nil, err
 	}
-	return &djinnpb.GetLeasesResponse{Leases: ls}, nil
+	return &djinnpb.GetLeasesResponse{Leases: p.Leases, Next: p.Next, Total: int64(p.Total)}, nil
 }
+
+// leasesPageBytes bounds a GetLeases page's leases: what a lookup's answer
+// is bounded by, room left for the page's next and total and a session's
+// reply around it.
+const leasesPageBytes = lookup.MaxAnswer - 1<<10
 
 func (r *renewalRPC) SetExpirationWarningListener(ctx context.Context, req *djinnpb.SetExpirationWarningListenerRequest) (*djinnpb.EventRegistration, error) {
 	id, err := setID(req.GetSetId())

@@ -53,7 +53,7 @@ func (f *renewalFixture) createSet(t *testing.T) *djinnpb.RenewalSet {
 
 func (f *renewalFixture) clientLeases(t *testing.T, set *djinnpb.RenewalSet) []*djinnpb.ClientLease {
 	t.Helper()
-	resp, err := f.sets.GetLeases(testContext(t), &djinnpb.SetRequest{SetId: set.GetSet().GetObjectId()})
+	resp, err := f.sets.GetLeases(testContext(t), &djinnpb.GetLeasesRequest{SetId: set.GetSet().GetObjectId()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +268,7 @@ func TestRenewalFailover(t *testing.T) {
 	aliveUntil(t, boxes, reg, closed.Add(2*granted))
 	var n int
 	retryUnavailable(t, "read the set at the new leader", func(ctx context.Context) error {
-		ls, err := sets.GetLeases(ctx, &djinnpb.SetRequest{SetId: set.GetSet().GetObjectId()})
+		ls, err := sets.GetLeases(ctx, &djinnpb.GetLeasesRequest{SetId: set.GetSet().GetObjectId()})
 		n = len(ls.GetLeases())
 		if n == 1 && !holds(ls.GetLeases(), reg.GetLease()) {
 			t.Fatalf("set holds %v after failover, want the mailbox lease", ls.GetLeases())

@@ -515,16 +515,95 @@ func (x *RemoveResponse) GetLease() *Lease {
 	return nil
 }
 
+// GetLeasesRequest asks for a page of a set's client leases. It reads
+// as a SetRequest (set_id is its field 1), so what a client sent before
+// pages is a request with max 0.
+type GetLeasesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	SetId []byte                 `protobuf:"bytes,1,opt,name=set_id,json=setId,proto3" json:"set_id,omitempty"`
+	// max bounds the page: 1 to 100000 leases, in the order of their keys
+	// (their landlord's service and object ids, then their cookie). A page
+	// ends sooner, before it passes what a client receives by default (4
+	// MiB): its next names where the following page starts. 0 asks for
+	// every lease in one answer, as before pages: a set whose leases pass
+	// that bound is refused ResourceExhausted, naming how many it holds and
+	// to ask in pages — never a part of them, which such a caller would
+	// take for the whole.
+	Max int32 `protobuf:"varint,2,opt,name=max,proto3" json:"max,omitempty"`
+	// after starts the page after this lease: a previous page's next (48
+	// bytes); empty from the first. A lease in the set from the first page
+	// to the last is in exactly one of them; one added or removed in
+	// between may or may not be.
+	After         []byte `protobuf:"bytes,3,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetLeasesRequest) Reset() {
+	*x = GetLeasesRequest{}
+	mi := &file_djinn_v1_renewal_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLeasesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLeasesRequest) ProtoMessage() {}
+
+func (x *GetLeasesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_djinn_v1_renewal_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLeasesRequest.ProtoReflect.Descriptor instead.
+func (*GetLeasesRequest) Descriptor() ([]byte, []int) {
+	return file_djinn_v1_renewal_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GetLeasesRequest) GetSetId() []byte {
+	if x != nil {
+		return x.SetId
+	}
+	return nil
+}
+
+func (x *GetLeasesRequest) GetMax() int32 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+func (x *GetLeasesRequest) GetAfter() []byte {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
 type GetLeasesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Leases        []*ClientLease         `protobuf:"bytes,1,rep,name=leases,proto3" json:"leases,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Leases []*ClientLease         `protobuf:"bytes,1,rep,name=leases,proto3" json:"leases,omitempty"`
+	// next is the after of the next page; empty on the last one.
+	Next []byte `protobuf:"bytes,2,opt,name=next,proto3" json:"next,omitempty"`
+	// total is how many leases the set holds.
+	Total         int64 `protobuf:"varint,3,opt,name=total,proto3" json:"total,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetLeasesResponse) Reset() {
 	*x = GetLeasesResponse{}
-	mi := &file_djinn_v1_renewal_proto_msgTypes[8]
+	mi := &file_djinn_v1_renewal_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -536,7 +615,7 @@ func (x *GetLeasesResponse) String() string {
 func (*GetLeasesResponse) ProtoMessage() {}
 
 func (x *GetLeasesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_renewal_proto_msgTypes[8]
+	mi := &file_djinn_v1_renewal_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -549,7 +628,7 @@ func (x *GetLeasesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeasesResponse.ProtoReflect.Descriptor instead.
 func (*GetLeasesResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_renewal_proto_rawDescGZIP(), []int{8}
+	return file_djinn_v1_renewal_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetLeasesResponse) GetLeases() []*ClientLease {
@@ -557,6 +636,20 @@ func (x *GetLeasesResponse) GetLeases() []*ClientLease {
 		return x.Leases
 	}
 	return nil
+}
+
+func (x *GetLeasesResponse) GetNext() []byte {
+	if x != nil {
+		return x.Next
+	}
+	return nil
+}
+
+func (x *GetLeasesResponse) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
 }
 
 // ClientLease is a lease in a renewal set. Its lease's expiration is the
@@ -575,7 +668,7 @@ type ClientLease struct {
 
 func (x *ClientLease) Reset() {
 	*x = ClientLease{}
-	mi := &file_djinn_v1_renewal_proto_msgTypes[9]
+	mi := &file_djinn_v1_renewal_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -587,7 +680,7 @@ func (x *ClientLease) String() string {
 func (*ClientLease) ProtoMessage() {}
 
 func (x *ClientLease) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_renewal_proto_msgTypes[9]
+	mi := &file_djinn_v1_renewal_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -600,7 +693,7 @@ func (x *ClientLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientLease.ProtoReflect.Descriptor instead.
 func (*ClientLease) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_renewal_proto_rawDescGZIP(), []int{9}
+	return file_djinn_v1_renewal_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ClientLease) GetLease() *Lease {
@@ -643,7 +736,7 @@ type SetExpirationWarningListenerRequest struct {
 
 func (x *SetExpirationWarningListenerRequest) Reset() {
 	*x = SetExpirationWarningListenerRequest{}
-	mi := &file_djinn_v1_renewal_proto_msgTypes[10]
+	mi := &file_djinn_v1_renewal_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -655,7 +748,7 @@ func (x *SetExpirationWarningListenerRequest) String() string {
 func (*SetExpirationWarningListenerRequest) ProtoMessage() {}
 
 func (x *SetExpirationWarningListenerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_renewal_proto_msgTypes[10]
+	mi := &file_djinn_v1_renewal_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -668,7 +761,7 @@ func (x *SetExpirationWarningListenerRequest) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use SetExpirationWarningListenerRequest.ProtoReflect.Descriptor instead.
 func (*SetExpirationWarningListenerRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_renewal_proto_rawDescGZIP(), []int{10}
+	return file_djinn_v1_renewal_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SetExpirationWarningListenerRequest) GetSetId() []byte {
@@ -710,7 +803,7 @@ type SetRenewalFailureListenerRequest struct {
 
 func (x *SetRenewalFailureListenerRequest) Reset() {
 	*x = SetRenewalFailureListenerRequest{}
-	mi := &file_djinn_v1_renewal_proto_msgTypes[11]
+	mi := &file_djinn_v1_renewal_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +815,7 @@ func (x *SetRenewalFailureListenerRequest) String() string {
 func (*SetRenewalFailureListenerRequest) ProtoMessage() {}
 
 func (x *SetRenewalFailureListenerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_renewal_proto_msgTypes[11]
+	mi := &file_djinn_v1_renewal_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +828,7 @@ func (x *SetRenewalFailureListenerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRenewalFailureListenerRequest.ProtoReflect.Descriptor instead.
 func (*SetRenewalFailureListenerRequest) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_renewal_proto_rawDescGZIP(), []int{11}
+	return file_djinn_v1_renewal_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SetRenewalFailureListenerRequest) GetSetId() []byte {
@@ -767,7 +860,7 @@ type ClearListenerResponse struct {
 
 func (x *ClearListenerResponse) Reset() {
 	*x = ClearListenerResponse{}
-	mi := &file_djinn_v1_renewal_proto_msgTypes[12]
+	mi := &file_djinn_v1_renewal_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -779,7 +872,7 @@ func (x *ClearListenerResponse) String() string {
 func (*ClearListenerResponse) ProtoMessage() {}
 
 func (x *ClearListenerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_renewal_proto_msgTypes[12]
+	mi := &file_djinn_v1_renewal_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -792,7 +885,7 @@ func (x *ClearListenerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearListenerResponse.ProtoReflect.Descriptor instead.
 func (*ClearListenerResponse) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_renewal_proto_rawDescGZIP(), []int{12}
+	return file_djinn_v1_renewal_proto_rawDescGZIP(), []int{13}
 }
 
 // RenewalFailure is the payload of a renewal failure event (LR.2.1): the
@@ -808,7 +901,7 @@ type RenewalFailure struct {
 
 func (x *RenewalFailure) Reset() {
 	*x = RenewalFailure{}
-	mi := &file_djinn_v1_renewal_proto_msgTypes[13]
+	mi := &file_djinn_v1_renewal_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -820,7 +913,7 @@ func (x *RenewalFailure) String() string {
 func (*RenewalFailure) ProtoMessage() {}
 
 func (x *RenewalFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_renewal_proto_msgTypes[13]
+	mi := &file_djinn_v1_renewal_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -833,7 +926,7 @@ func (x *RenewalFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalFailure.ProtoReflect.Descriptor instead.
 func (*RenewalFailure) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_renewal_proto_rawDescGZIP(), []int{13}
+	return file_djinn_v1_renewal_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RenewalFailure) GetLease() *Lease {
@@ -861,7 +954,7 @@ type ExpirationWarning struct {
 
 func (x *ExpirationWarning) Reset() {
 	*x = ExpirationWarning{}
-	mi := &file_djinn_v1_renewal_proto_msgTypes[14]
+	mi := &file_djinn_v1_renewal_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -873,7 +966,7 @@ func (x *ExpirationWarning) String() string {
 func (*ExpirationWarning) ProtoMessage() {}
 
 func (x *ExpirationWarning) ProtoReflect() protoreflect.Message {
-	mi := &file_djinn_v1_renewal_proto_msgTypes[14]
+	mi := &file_djinn_v1_renewal_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -886,7 +979,7 @@ func (x *ExpirationWarning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpirationWarning.ProtoReflect.Descriptor instead.
 func (*ExpirationWarning) Descriptor() ([]byte, []int) {
-	return file_djinn_v1_renewal_proto_rawDescGZIP(), []int{14}
+	return file_djinn_v1_renewal_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ExpirationWarning) GetSetLease() *Lease {
@@ -929,9 +1022,15 @@ const file_djinn_v1_renewal_proto_rawDesc = "" +
 	"\x06set_id\x18\x01 \x01(\fR\x05setId\x12%\n" +
 	"\x05lease\x18\x02 \x01(\v2\x0f.djinn.v1.LeaseR\x05lease\"7\n" +
 	"\x0eRemoveResponse\x12%\n" +
-	"\x05lease\x18\x01 \x01(\v2\x0f.djinn.v1.LeaseR\x05lease\"B\n" +
+	"\x05lease\x18\x01 \x01(\v2\x0f.djinn.v1.LeaseR\x05lease\"Q\n" +
+	"\x10GetLeasesRequest\x12\x15\n" +
+	"\x06set_id\x18\x01 \x01(\fR\x05setId\x12\x10\n" +
+	"\x03max\x18\x02 \x01(\x05R\x03max\x12\x14\n" +
+	"\x05after\x18\x03 \x01(\fR\x05after\"l\n" +
 	"\x11GetLeasesResponse\x12-\n" +
-	"\x06leases\x18\x01 \x03(\v2\x15.djinn.v1.ClientLeaseR\x06leases\"\xd9\x01\n" +
+	"\x06leases\x18\x01 \x03(\v2\x15.djinn.v1.ClientLeaseR\x06leases\x12\x12\n" +
+	"\x04next\x18\x02 \x01(\fR\x04next\x12\x14\n" +
+	"\x05total\x18\x03 \x01(\x03R\x05total\"\xd9\x01\n" +
 	"\vClientLease\x12%\n" +
 	"\x05lease\x18\x01 \x01(\v2\x0f.djinn.v1.LeaseR\x05lease\x12A\n" +
 	"\x1ddesired_expiration_unix_nanos\x18\x02 \x01(\x03R\x1adesiredExpirationUnixNanos\x120\n" +
@@ -955,13 +1054,13 @@ const file_djinn_v1_renewal_proto_rawDesc = "" +
 	"\tset_lease\x18\x01 \x01(\v2\x0f.djinn.v1.LeaseR\bsetLease*_\n" +
 	"\x0eRenewalEventID\x12$\n" +
 	" RENEWAL_EVENT_ID_RENEWAL_FAILURE\x10\x00\x12'\n" +
-	"#RENEWAL_EVENT_ID_EXPIRATION_WARNING\x10\x012\xcb\x05\n" +
+	"#RENEWAL_EVENT_ID_EXPIRATION_WARNING\x10\x012\xd1\x05\n" +
 	"\x13LeaseRenewalService\x12=\n" +
 	"\tCreateSet\x12\x1a.djinn.v1.CreateSetRequest\x1a\x14.djinn.v1.RenewalSet\x124\n" +
 	"\x06GetSet\x12\x14.djinn.v1.SetRequest\x1a\x14.djinn.v1.RenewalSet\x12A\n" +
 	"\bRenewFor\x12\x19.djinn.v1.RenewForRequest\x1a\x1a.djinn.v1.RenewForResponse\x12;\n" +
-	"\x06Remove\x12\x17.djinn.v1.RemoveRequest\x1a\x18.djinn.v1.RemoveResponse\x12>\n" +
-	"\tGetLeases\x12\x14.djinn.v1.SetRequest\x1a\x1b.djinn.v1.GetLeasesResponse\x12j\n" +
+	"\x06Remove\x12\x17.djinn.v1.RemoveRequest\x1a\x18.djinn.v1.RemoveResponse\x12D\n" +
+	"\tGetLeases\x12\x1a.djinn.v1.GetLeasesRequest\x1a\x1b.djinn.v1.GetLeasesResponse\x12j\n" +
 	"\x1cSetExpirationWarningListener\x12-.djinn.v1.SetExpirationWarningListenerRequest\x1a\x1b.djinn.v1.EventRegistration\x12W\n" +
 	"\x1eClearExpirationWarningListener\x12\x14.djinn.v1.SetRequest\x1a\x1f.djinn.v1.ClearListenerResponse\x12d\n" +
 	"\x19SetRenewalFailureListener\x12*.djinn.v1.SetRenewalFailureListenerRequest\x1a\x1b.djinn.v1.EventRegistration\x12T\n" +
@@ -980,7 +1079,7 @@ func file_djinn_v1_renewal_proto_rawDescGZIP() []byte {
 }
 
 var file_djinn_v1_renewal_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_djinn_v1_renewal_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_djinn_v1_renewal_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_djinn_v1_renewal_proto_goTypes = []any{
 	(RenewalEventID)(0),                         // 0: djinn.v1.RenewalEventID
 	(*CreateSetRequest)(nil),                    // 1: djinn.v1.CreateSetRequest
@@ -991,53 +1090,54 @@ var file_djinn_v1_renewal_proto_goTypes = []any{
 	(*RenewForResponse)(nil),                    // 6: djinn.v1.RenewForResponse
 	(*RemoveRequest)(nil),                       // 7: djinn.v1.RemoveRequest
 	(*RemoveResponse)(nil),                      // 8: djinn.v1.RemoveResponse
-	(*GetLeasesResponse)(nil),                   // 9: djinn.v1.GetLeasesResponse
-	(*ClientLease)(nil),                         // 10: djinn.v1.ClientLease
-	(*SetExpirationWarningListenerRequest)(nil), // 11: djinn.v1.SetExpirationWarningListenerRequest
-	(*SetRenewalFailureListenerRequest)(nil),    // 12: djinn.v1.SetRenewalFailureListenerRequest
-	(*ClearListenerResponse)(nil),               // 13: djinn.v1.ClearListenerResponse
-	(*RenewalFailure)(nil),                      // 14: djinn.v1.RenewalFailure
-	(*ExpirationWarning)(nil),                   // 15: djinn.v1.ExpirationWarning
-	(*Ref)(nil),                                 // 16: djinn.v1.Ref
-	(*Lease)(nil),                               // 17: djinn.v1.Lease
-	(*Error)(nil),                               // 18: djinn.v1.Error
-	(*EventRegistration)(nil),                   // 19: djinn.v1.EventRegistration
+	(*GetLeasesRequest)(nil),                    // 9: djinn.v1.GetLeasesRequest
+	(*GetLeasesResponse)(nil),                   // 10: djinn.v1.GetLeasesResponse
+	(*ClientLease)(nil),                         // 11: djinn.v1.ClientLease
+	(*SetExpirationWarningListenerRequest)(nil), // 12: djinn.v1.SetExpirationWarningListenerRequest
+	(*SetRenewalFailureListenerRequest)(nil),    // 13: djinn.v1.SetRenewalFailureListenerRequest
+	(*ClearListenerResponse)(nil),               // 14: djinn.v1.ClearListenerResponse
+	(*RenewalFailure)(nil),                      // 15: djinn.v1.RenewalFailure
+	(*ExpirationWarning)(nil),                   // 16: djinn.v1.ExpirationWarning
+	(*Ref)(nil),                                 // 17: djinn.v1.Ref
+	(*Lease)(nil),                               // 18: djinn.v1.Lease
+	(*Error)(nil),                               // 19: djinn.v1.Error
+	(*EventRegistration)(nil),                   // 20: djinn.v1.EventRegistration
 }
 var file_djinn_v1_renewal_proto_depIdxs = []int32{
-	16, // 0: djinn.v1.RenewalSet.set:type_name -> djinn.v1.Ref
-	17, // 1: djinn.v1.RenewalSet.lease:type_name -> djinn.v1.Lease
+	17, // 0: djinn.v1.RenewalSet.set:type_name -> djinn.v1.Ref
+	18, // 1: djinn.v1.RenewalSet.lease:type_name -> djinn.v1.Lease
 	3,  // 2: djinn.v1.RenewalSet.expiration_warning:type_name -> djinn.v1.RenewalListener
 	3,  // 3: djinn.v1.RenewalSet.renewal_failure:type_name -> djinn.v1.RenewalListener
-	16, // 4: djinn.v1.RenewalListener.listener:type_name -> djinn.v1.Ref
-	17, // 5: djinn.v1.RenewForRequest.lease:type_name -> djinn.v1.Lease
-	17, // 6: djinn.v1.RemoveRequest.lease:type_name -> djinn.v1.Lease
-	17, // 7: djinn.v1.RemoveResponse.lease:type_name -> djinn.v1.Lease
-	10, // 8: djinn.v1.GetLeasesResponse.leases:type_name -> djinn.v1.ClientLease
-	17, // 9: djinn.v1.ClientLease.lease:type_name -> djinn.v1.Lease
-	18, // 10: djinn.v1.ClientLease.last_error:type_name -> djinn.v1.Error
-	16, // 11: djinn.v1.SetExpirationWarningListenerRequest.listener:type_name -> djinn.v1.Ref
-	16, // 12: djinn.v1.SetRenewalFailureListenerRequest.listener:type_name -> djinn.v1.Ref
-	17, // 13: djinn.v1.RenewalFailure.lease:type_name -> djinn.v1.Lease
-	18, // 14: djinn.v1.RenewalFailure.error:type_name -> djinn.v1.Error
-	17, // 15: djinn.v1.ExpirationWarning.set_lease:type_name -> djinn.v1.Lease
+	17, // 4: djinn.v1.RenewalListener.listener:type_name -> djinn.v1.Ref
+	18, // 5: djinn.v1.RenewForRequest.lease:type_name -> djinn.v1.Lease
+	18, // 6: djinn.v1.RemoveRequest.lease:type_name -> djinn.v1.Lease
+	18, // 7: djinn.v1.RemoveResponse.lease:type_name -> djinn.v1.Lease
+	11, // 8: djinn.v1.GetLeasesResponse.leases:type_name -> djinn.v1.ClientLease
+	18, // 9: djinn.v1.ClientLease.lease:type_name -> djinn.v1.Lease
+	19, // 10: djinn.v1.ClientLease.last_error:type_name -> djinn.v1.Error
+	17, // 11: djinn.v1.SetExpirationWarningListenerRequest.listener:type_name -> djinn.v1.Ref
+	17, // 12: djinn.v1.SetRenewalFailureListenerRequest.listener:type_name -> djinn.v1.Ref
+	18, // 13: djinn.v1.RenewalFailure.lease:type_name -> djinn.v1.Lease
+	19, // 14: djinn.v1.RenewalFailure.error:type_name -> djinn.v1.Error
+	18, // 15: djinn.v1.ExpirationWarning.set_lease:type_name -> djinn.v1.Lease
 	1,  // 16: djinn.v1.LeaseRenewalService.CreateSet:input_type -> djinn.v1.CreateSetRequest
 	4,  // 17: djinn.v1.LeaseRenewalService.GetSet:input_type -> djinn.v1.SetRequest
 	5,  // 18: djinn.v1.LeaseRenewalService.RenewFor:input_type -> djinn.v1.RenewForRequest
 	7,  // 19: djinn.v1.LeaseRenewalService.Remove:input_type -> djinn.v1.RemoveRequest
-	4,  // 20: djinn.v1.LeaseRenewalService.GetLeases:input_type -> djinn.v1.SetRequest
-	11, // 21: djinn.v1.LeaseRenewalService.SetExpirationWarningListener:input_type -> djinn.v1.SetExpirationWarningListenerRequest
+	9,  // 20: djinn.v1.LeaseRenewalService.GetLeases:input_type -> djinn.v1.GetLeasesRequest
+	12, // 21: djinn.v1.LeaseRenewalService.SetExpirationWarningListener:input_type -> djinn.v1.SetExpirationWarningListenerRequest
 	4,  // 22: djinn.v1.LeaseRenewalService.ClearExpirationWarningListener:input_type -> djinn.v1.SetRequest
-	12, // 23: djinn.v1.LeaseRenewalService.SetRenewalFailureListener:input_type -> djinn.v1.SetRenewalFailureListenerRequest
+	13, // 23: djinn.v1.LeaseRenewalService.SetRenewalFailureListener:input_type -> djinn.v1.SetRenewalFailureListenerRequest
 	4,  // 24: djinn.v1.LeaseRenewalService.ClearRenewalFailureListener:input_type -> djinn.v1.SetRequest
 	2,  // 25: djinn.v1.LeaseRenewalService.CreateSet:output_type -> djinn.v1.RenewalSet
 	2,  // 26: djinn.v1.LeaseRenewalService.GetSet:output_type -> djinn.v1.RenewalSet
 	6,  // 27: djinn.v1.LeaseRenewalService.RenewFor:output_type -> djinn.v1.RenewForResponse
 	8,  // 28: djinn.v1.LeaseRenewalService.Remove:output_type -> djinn.v1.RemoveResponse
-	9,  // 29: djinn.v1.LeaseRenewalService.GetLeases:output_type -> djinn.v1.GetLeasesResponse
-	19, // 30: djinn.v1.LeaseRenewalService.SetExpirationWarningListener:output_type -> djinn.v1.EventRegistration
-	13, // 31: djinn.v1.LeaseRenewalService.ClearExpirationWarningListener:output_type -> djinn.v1.ClearListenerResponse
-	19, // 32: djinn.v1.LeaseRenewalService.SetRenewalFailureListener:output_type -> djinn.v1.EventRegistration
-	13, // 33: djinn.v1.LeaseRenewalService.ClearRenewalFailureListener:output_type -> djinn.v1.ClearListenerResponse
+	10, // 29: djinn.v1.LeaseRenewalService.GetLeases:output_type -> djinn.v1.GetLeasesResponse
+	20, // 30: djinn.v1.LeaseRenewalService.SetExpirationWarningListener:output_type -> djinn.v1.EventRegistration
+	14, // 31: djinn.v1.LeaseRenewalService.ClearExpirationWarningListener:output_type -> djinn.v1.ClearListenerResponse
+	20, // 32: djinn.v1.LeaseRenewalService.SetRenewalFailureListener:output_type -> djinn.v1.EventRegistration
+	14, // 33: djinn.v1.LeaseRenewalService.ClearRenewalFailureListener:output_type -> djinn.v1.ClearListenerResponse
 	25, // [25:34] is the sub-list for method output_type
 	16, // [16:25] is the sub-list for method input_type
 	16, // [16:16] is the sub-list for extension type_name
@@ -1057,7 +1157,7 @@ func file_djinn_v1_renewal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_djinn_v1_renewal_proto_rawDesc), len(file_djinn_v1_renewal_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

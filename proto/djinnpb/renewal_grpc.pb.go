@@ -48,7 +48,9 @@ type LeaseRenewalServiceClient interface {
 	RenewFor(ctx context.Context, in *RenewForRequest, opts ...grpc.CallOption) (*RenewForResponse, error)
 	// Remove takes a client lease out of the set without cancelling it.
 	Remove(ctx context.Context, in *RemoveRequest, opts ...grpc.CallOption) (*RemoveResponse, error)
-	GetLeases(ctx context.Context, in *SetRequest, opts ...grpc.CallOption) (*GetLeasesResponse, error)
+	// GetLeases returns the set's client leases (getLeases), a page at a
+	// time: a set may hold more than a client receives in one message.
+	GetLeases(ctx context.Context, in *GetLeasesRequest, opts ...grpc.CallOption) (*GetLeasesResponse, error)
 	SetExpirationWarningListener(ctx context.Context, in *SetExpirationWarningListenerRequest, opts ...grpc.CallOption) (*EventRegistration, error)
 	ClearExpirationWarningListener(ctx context.Context, in *SetRequest, opts ...grpc.CallOption) (*ClearListenerResponse, error)
 	SetRenewalFailureListener(ctx context.Context, in *SetRenewalFailureListenerRequest, opts ...grpc.CallOption) (*EventRegistration, error)
@@ -103,7 +105,7 @@ func (c *leaseRenewalServiceClient) Remove(ctx context.Context, in *RemoveReques
 	return out, nil
 }
 
-func (c *leaseRenewalServiceClient) GetLeases(ctx context.Context, in *SetRequest, opts ...grpc.CallOption) (*GetLeasesResponse, error) {
+func (c *leaseRenewalServiceClient) GetLeases(ctx context.Context, in *GetLeasesRequest, opts ...grpc.CallOption) (*GetLeasesResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetLeasesResponse)
 	err := c.cc.Invoke(ctx, LeaseRenewalService_GetLeases_FullMethodName, in, out, cOpts...)
@@ -171,7 +173,9 @@ type LeaseRenewalServiceServer interface {
 	RenewFor(context.Context, *RenewForRequest) (*RenewForResponse, error)
 	// Remove takes a client lease out of the set without cancelling it.
 	Remove(context.Context, *RemoveRequest) (*RemoveResponse, error)
-	GetLeases(context.Context, *SetRequest) (*GetLeasesResponse, error)
+	// GetLeases returns the set's client leases (getLeases), a page at a
+	// time: a set may hold more than a client receives in one message.
+	GetLeases(context.Context, *GetLeasesRequest) (*GetLeasesResponse, error)
 	SetExpirationWarningListener(context.Context, *SetExpirationWarningListenerRequest) (*EventRegistration, error)
 	ClearExpirationWarningListener(context.Context, *SetRequest) (*ClearListenerResponse, error)
 	SetRenewalFailureListener(context.Context, *SetRenewalFailureListenerRequest) (*EventRegistration, error)
@@ -198,7 +202,7 @@ func (UnimplementedLeaseRenewalServiceServer) RenewFor(context.Context, *RenewFo
 func (UnimplementedLeaseRenewalServiceServer) Remove(context.Context, *RemoveRequest) (*RemoveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Remove not implemented")
 }
-func (UnimplementedLeaseRenewalServiceServer) GetLeases(context.Context, *SetRequest) (*GetLeasesResponse, error) {
+func (UnimplementedLeaseRenewalServiceServer) GetLeases(context.Context, *GetLeasesRequest) (*GetLeasesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetLeases not implemented")
 }
 func (UnimplementedLeaseRenewalServiceServer) SetExpirationWarningListener(context.Context, *SetExpirationWarningListenerRequest) (*EventRegistration, error) {
@@ -307,7 +311,7 @@ func _LeaseRenewalService_Remove_Handler(srv interface{}, ctx context.Context, d
 }
 
 func _LeaseRenewalService_GetLeases_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(SetRequest)
+	in := new(GetLeasesRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -319,7 +323,7 @@ func _LeaseRenewalService_GetLeases_Handler(srv interface{}, ctx context.Context
 		FullMethod: LeaseRenewalService_GetLeases_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(LeaseRenewalServiceServer).GetLeases(ctx, req.(*SetRequest))
+		return srv.(LeaseRenewalServiceServer).GetLeases(ctx, req.(*GetLeasesRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }

@@ -163,6 +163,7 @@ const pages = {
       out.push(table(["Lease", "Landlord", "Expires in", "Desired expiration", "Last failure"], s.leases.map(l => ({
         cells: [mono(l.lease), mono(l.landlord), countdown(l.expires), l.desired === null ? "forever" : countdown(l.desired), l.error ? el("span", { class: "bad" }, l.error) : ""],
       })), "No lease in this set."));
+      if (s.leasesTotal > s.leases.length) out.push(el("p", { class: "muted" }, `the first ${s.leases.length} of ${s.leasesTotal} leases (djinn renewal ls lists them all)`));
     }
     return out;
   },
