@@ -447,6 +447,11 @@ func TestLockRequests(t *testing.T) {
 	if _, err := set.Lock(WithTransaction(ctx, tx), Implicit, LockIR); err != nil {
 		t.Error(err)
 	}
+	// Describe asks for a partial description: it reads the totals. (The
+	// fake's empty answer names no set: refused, after the call.)
+	if _, err := set.Describe(ctx); !errors.Is(err, djinn.ErrInvalidArgument) {
+		t.Errorf("describe answered no set id: %v, want it refused", err)
+	}
 
 	ownerPB := &djinnpb.LockHolder{Owner: cookie[:]}
 	txRef := &djinnpb.TransactionRef{Manager: RefToProto(testManagerRef()), Id: 7}
@@ -461,6 +466,7 @@ func TestLockRequests(t *testing.T) {
 		{method: "DropLocks", req: &djinnpb.DropLocksRequest{SetId: id[:], Transaction: txRef}},
 		{method: "Lock", req: &djinnpb.LockRequest{SetId: id[:], Mode: djinnpb.LockMode_LOCK_MODE_INTENTION_READ},
 			md: metadata.Pairs(TxnManagerMetadataKey, testManagerRef().String(), TxnIDMetadataKey, "7")},
+		{method: "Describe", req: &djinnpb.LockSetRequest{SetId: id[:], Partial: true}},
 	}
 	got := f.recorded()
 	if len(got) != len(want) {
@@ -628,6 +634,16 @@ func TestLockSetDescriptionDecoding(t *testing.T) {
 	ended.Lease = nil
 	if d, err := lockSetDescriptionFrom(nil, ended, sent); err != nil || d.Lease != nil {
 		t.Errorf("a set whose lease ended: %+v, %v", d, err)
+	}
+	if d.HoldersTotal != 2 || d.WaitersTotal != 2 {
+		t.Errorf("totals %d holders %d waiters from a service before totals, want the ones listed (2, 2)", d.HoldersTotal, d.WaitersTotal)
+	}
+	// A busy set's description lists the first holders and waiters that
+	// fit; its totals count them all.
+	busy := good()
+	busy.HoldersTotal, busy.WaitersTotal = 9000, 120_000
+	if d, err := lockSetDescriptionFrom(nil, busy, sent); err != nil || d.HoldersTotal != 9000 || d.WaitersTotal != 120_000 || len(d.Waiters) != 2 {
+		t.Errorf("a partial description: %+v, %v; want totals 9000 and 120000 beside the 2 waiters listed", d, err)
 	}
 
 	for _, tc := range []struct {

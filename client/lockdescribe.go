@@ -23,9 +23,15 @@ type LockSetDescription struct {
 	// or end it.
 	Lease *Lease
 	// Holders hold locks, in the service's order; Waiters wait for one, in
-	// queue order (CC 1.3.1.3).
+	// queue order (CC 1.3.1.3). Of a very busy set they are the first
+	// that fit in what a client receives by default (4 MiB): HoldersTotal
+	// and WaitersTotal count them all.
 	Holders []LockHolding
 	Waiters []LockWaiter
+	// HoldersTotal and WaitersTotal are how many holders and waiters the
+	// set has; more than len(Holders) and len(Waiters) when the
+	// description lists only the first.
+	HoldersTotal, WaitersTotal int
 	// LastFence is the fencing token of the set's last grant (0 before
 	// the first).
 	LastFence uint64
@@ -52,14 +58,16 @@ type LockWaiter struct {
 }
 
 // Describe returns the set's holders with their locks, its waiters in
-// queue order, its related sets and its lease.
+// queue order, its related sets and its lease. Of a set whose holders and
+// waiters pass what a client receives by default, it returns the first
+// of them, with their totals.
 func (s *LockSet) Describe(ctx context.Context) (*LockSetDescription, error) {
 	lc, err := s.client()
 	if err != nil {
 		return nil, err
 	}
 	sent := time.Now()
-	pb, err := lc.Describe(ctx, &djinnpb.LockSetRequest{SetId: s.id[:]})
+	pb, err := lc.Describe(ctx, &djinnpb.LockSetRequest{SetId: s.id[:], Partial: true})
 	if err != nil {
 		return nil, err
 	}
@@ -121,5 +129,8 @@ func lockSetDescriptionFrom(c Connector, pb *djinnpb.LockSetDescription, sent ti
 		}
 		d.Waiters = append(d.Waiters, w)
 	}
+	// A service from before the totals lists every holder and waiter.
+	d.HoldersTotal = max(int(pb.GetHoldersTotal()), len(d.Holders))
+	d.WaitersTotal = max(int(pb.GetWaitersTotal()), len(d.Waiters))
 	return d, nil
 }

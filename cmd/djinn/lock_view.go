@@ -19,6 +19,10 @@ type lockSetView struct {
 	LastFence     string         `json:"last_fence"`
 	Holders       []lockHoldView `json:"holders"`
 	Waiters       []lockWaitView `json:"waiters"`
+	// HoldersTotal and WaitersTotal count them all: more than Holders
+	// and Waiters list when a busy set's did not fit in a message.
+	HoldersTotal int `json:"holders_total"`
+	WaitersTotal int `json:"waiters_total"`
 }
 
 // lockHolderView names a holder: an owner by the fingerprint of its
@@ -71,6 +75,7 @@ func (v lockHolderView) String() string {
 
 func viewLockSet(d *client.LockSetDescription) lockSetView {
 	v := lockSetView{Set: d.ID.String(), Transactional: d.Transactional, LastFence: jsonUint(d.LastFence),
+		HoldersTotal: d.HoldersTotal, WaitersTotal: d.WaitersTotal,
 		Related: []string{}, Holders: []lockHoldView{}, Waiters: []lockWaitView{}}
 	for _, r := range d.Related {
 		v.Related = append(v.Related, r.String())
@@ -131,6 +136,12 @@ func printLockSet(w io.Writer, v lockSetView) {
 			mode = *wt.From + "->" + wt.Mode
 		}
 		fmt.Fprintf(w, "waiter %-7d %s  %s  request %s\n", i+1, wt.lockHolderView, mode, wt.Request)
+	}
+	if more := v.HoldersTotal - len(v.Holders); more > 0 {
+		fmt.Fprintf(w, "and %d more holders (of %d): a description lists what a message holds\n", more, v.HoldersTotal)
+	}
+	if more := v.WaitersTotal - len(v.Waiters); more > 0 {
+		fmt.Fprintf(w, "and %d more waiters (of %d): a description lists what a message holds\n", more, v.WaitersTotal)
 	}
 }
 

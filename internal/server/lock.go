@@ -10,11 +10,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/lock"
+	"github.com/djinn-go/djinn/internal/lookup"
 	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
@@ -362,26 +365,67 @@ func (r *lockRPC) DropLocks(ctx context.Context, req *djinnpb.DropLocksRequest) 
 	return &djinnpb.DropLocksResponse{}, nil
 }
 
+// Describe answers a lock set's description (describeLockSet), within
+// lookup.MaxAnswer: what a client receives by default less room around
+// it.
 func (r *lockRPC) Describe(ctx context.Context, req *djinnpb.LockSetRequest) (*djinnpb.LockSetDescription, error) {
 	v, l, err := r.s.lock.Describe(ctx, req.GetSetId())
 	if err != nil {
 		return nil, err
 	}
-	d := &djinnpb.LockSetDescription{SetId: v.ID[:], Transactional: v.Transactional, Lease: l, LastFence: v.Fence}
+	return describeLockSet(v, l, lookup.MaxAnswer, req.GetPartial())
+}
+
+// describeLockSet is set v's description, with lease l, of at most
+// maxBytes: its holders, then its waiters in queue order, while they fit,
+// the totals counting them all. A description that does not fit whole is
+// answered only when partial is asked for; to a request without it (a
+// client's before the totals, which would take the part for the whole)
+// it is refused ResourceExhausted naming the counts. Paging would make a
+// description of moments apart; it is a diagnostic, so the first of them
+// and the counts are what is kept.
+func describeLockSet(v lock.SetView, l *djinnpb.Lease, maxBytes int, partial bool) (*djinnpb.LockSetDescription, error) {
+	d := &djinnpb.LockSetDescription{SetId: v.ID[:], Transactional: v.Transactional, Lease: l, LastFence: v.Fence,
+		HoldersTotal: int64(len(v.Holders)), WaitersTotal: int64(len(v.Waiters))}
 	for _, id := range v.Related {
 		d.Related = append(d.Related, id[:])
 	}
+	size := proto.Size(d)
+	fits := func(field protowire.Number, m proto.Message) bool {
+		n := protowire.SizeTag(field) + protowire.SizeBytes(proto.Size(m))
+		if size+n > maxBytes {
+			return false
+		}
+		size += n
+		return true
+	}
+	grants := 0
 	for _, h := range v.Holders {
-		hd := &djinnpb.LockHolding{Holder: r.holderProto(h), Counts: make([]uint32, lock.W+1)}
+		grants += len(h.Locks)
+	}
+	for _, h := range v.Holders {
+		hd := &djinnpb.LockHolding{Holder: holderProto(h), Counts: make([]uint32, lock.W+1)}
 		for _, l := range h.Locks {
 			hd.Counts[l.Mode]++
 			hd.Fences = append(hd.Fences, l.Fence)
 		}
+		if !fits(5, hd) {
+			break
+		}
 		d.Holders = append(d.Holders, hd)
 	}
 	for _, w := range v.Waiters {
-		d.Waiters = append(d.Waiters, &djinnpb.LockWaiter{Holder: r.holderProto(w.HolderView), Mode: djinnpb.LockMode(w.Mode),
-			Held: djinnpb.LockMode(w.From), RequestId: w.Request})
+		wd := &djinnpb.LockWaiter{Holder: holderProto(w.HolderView), Mode: djinnpb.LockMode(w.Mode),
+			Held: djinnpb.LockMode(w.From), RequestId: w.Request}
+		if !fits(6, wd) {
+			break
+		}
+		d.Waiters = append(d.Waiters, wd)
+	}
+	if (len(d.Holders) < len(v.Holders) || len(d.Waiters) < len(v.Waiters)) && !partial {
+		return nil, djinn.Errorf(djinn.ResourceExhausted,
+			"lock set %s: %d holders (of %d locks) and %d waiters pass the %d bytes a description holds (what a client receives by default less room around it): ask with partial for the first of them and the counts (the client library's Describe does)",
+			v.ID, len(v.Holders), grants, len(v.Waiters), maxBytes)
 	}
 	return d, nil
 }
@@ -390,7 +434,7 @@ func (r *lockRPC) Describe(ctx context.Context, req *djinnpb.LockSetRequest) (*d
 // cookie (the cookie is a capability, and anyone who knows the set may
 // describe it); a transaction's manager by its identity (service and
 // object ids), not its endpoint.
-func (r *lockRPC) holderProto(h lock.HolderView) *djinnpb.LockHolder {
+func holderProto(h lock.HolderView) *djinnpb.LockHolder {
 	if !h.IsTxn {
 		sum := sha256.Sum256(h.Owner[:])
 		return &djinnpb.LockHolder{OwnerFingerprint: sum[:16]}

@@ -805,8 +805,11 @@ func (*DropLocksResponse) Descriptor() ([]byte, []int) {
 }
 
 type LockSetRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SetId         []byte                 `protobuf:"bytes,1,opt,name=set_id,json=setId,proto3" json:"set_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	SetId []byte                 `protobuf:"bytes,1,opt,name=set_id,json=setId,proto3" json:"set_id,omitempty"`
+	// partial accepts a description that lists the first of a busy set's
+	// holders and waiters, the totals counting them all (see Describe).
+	Partial       bool `protobuf:"varint,2,opt,name=partial,proto3" json:"partial,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -848,6 +851,13 @@ func (x *LockSetRequest) GetSetId() []byte {
 	return nil
 }
 
+func (x *LockSetRequest) GetPartial() bool {
+	if x != nil {
+		return x.Partial
+	}
+	return false
+}
+
 type LockSetDescription struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SetId         []byte                 `protobuf:"bytes,1,opt,name=set_id,json=setId,proto3" json:"set_id,omitempty"`
@@ -857,6 +867,12 @@ type LockSetDescription struct {
 	Holders       []*LockHolding         `protobuf:"bytes,5,rep,name=holders,proto3" json:"holders,omitempty"`
 	Waiters       []*LockWaiter          `protobuf:"bytes,6,rep,name=waiters,proto3" json:"waiters,omitempty"` // in queue order
 	LastFence     uint64                 `protobuf:"varint,7,opt,name=last_fence,json=lastFence,proto3" json:"last_fence,omitempty"`
+	// holders_total and waiters_total count the set's holders and waiters;
+	// holders and waiters list fewer only when the request was partial and
+	// the rest did not fit (the holders first, then the waiters in queue
+	// order, while they fit in what a client receives by default).
+	HoldersTotal  int64 `protobuf:"varint,8,opt,name=holders_total,json=holdersTotal,proto3" json:"holders_total,omitempty"`
+	WaitersTotal  int64 `protobuf:"varint,9,opt,name=waiters_total,json=waitersTotal,proto3" json:"waiters_total,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -936,6 +952,20 @@ func (x *LockSetDescription) GetWaiters() []*LockWaiter {
 func (x *LockSetDescription) GetLastFence() uint64 {
 	if x != nil {
 		return x.LastFence
+	}
+	return 0
+}
+
+func (x *LockSetDescription) GetHoldersTotal() int64 {
+	if x != nil {
+		return x.HoldersTotal
+	}
+	return 0
+}
+
+func (x *LockSetDescription) GetWaitersTotal() int64 {
+	if x != nil {
+		return x.WaitersTotal
 	}
 	return 0
 }
@@ -1216,9 +1246,10 @@ const file_djinn_v1_lock_proto_rawDesc = "" +
 	"\x10DropLocksRequest\x12\x15\n" +
 	"\x06set_id\x18\x01 \x01(\fR\x05setId\x12:\n" +
 	"\vtransaction\x18\x02 \x01(\v2\x18.djinn.v1.TransactionRefR\vtransaction\"\x13\n" +
-	"\x11DropLocksResponse\"'\n" +
+	"\x11DropLocksResponse\"A\n" +
 	"\x0eLockSetRequest\x12\x15\n" +
-	"\x06set_id\x18\x01 \x01(\fR\x05setId\"\x92\x02\n" +
+	"\x06set_id\x18\x01 \x01(\fR\x05setId\x12\x18\n" +
+	"\apartial\x18\x02 \x01(\bR\apartial\"\xdc\x02\n" +
 	"\x12LockSetDescription\x12\x15\n" +
 	"\x06set_id\x18\x01 \x01(\fR\x05setId\x12$\n" +
 	"\rtransactional\x18\x02 \x01(\bR\rtransactional\x12\x18\n" +
@@ -1227,7 +1258,9 @@ const file_djinn_v1_lock_proto_rawDesc = "" +
 	"\aholders\x18\x05 \x03(\v2\x15.djinn.v1.LockHoldingR\aholders\x12.\n" +
 	"\awaiters\x18\x06 \x03(\v2\x14.djinn.v1.LockWaiterR\awaiters\x12\x1d\n" +
 	"\n" +
-	"last_fence\x18\a \x01(\x04R\tlastFence\"k\n" +
+	"last_fence\x18\a \x01(\x04R\tlastFence\x12#\n" +
+	"\rholders_total\x18\b \x01(\x03R\fholdersTotal\x12#\n" +
+	"\rwaiters_total\x18\t \x01(\x03R\fwaitersTotal\"k\n" +
 	"\vLockHolding\x12,\n" +
 	"\x06holder\x18\x01 \x01(\v2\x14.djinn.v1.LockHolderR\x06holder\x12\x16\n" +
 	"\x06counts\x18\x02 \x03(\rR\x06counts\x12\x16\n" +

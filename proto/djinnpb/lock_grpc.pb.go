@@ -65,7 +65,14 @@ type LockServiceClient interface {
 	// DropLocks is the LockCoordinator's drop_locks: every lock the
 	// transaction holds in the set and the sets related to it.
 	DropLocks(ctx context.Context, in *DropLocksRequest, opts ...grpc.CallOption) (*DropLocksResponse, error)
-	// Describe returns the set's holders and waiters.
+	// Describe returns the set's holders and waiters. A description is
+	// bounded by what a client receives by default (4 MiB): a caller that
+	// sets partial gets the first holders and waiters that fit, with
+	// holders_total and waiters_total saying how many there are; one that
+	// does not (a client from before these fields, which would take a part
+	// for the whole) is refused ResourceExhausted naming the counts. Paging
+	// would make a description of moments apart; a description is a
+	// diagnostic, so the first in order and the counts are what is kept.
 	Describe(ctx context.Context, in *LockSetRequest, opts ...grpc.CallOption) (*LockSetDescription, error)
 	// ValidateFence reports whether the grant that got the token is still
 	// held.
@@ -196,7 +203,14 @@ type LockServiceServer interface {
 	// DropLocks is the LockCoordinator's drop_locks: every lock the
 	// transaction holds in the set and the sets related to it.
 	DropLocks(context.Context, *DropLocksRequest) (*DropLocksResponse, error)
-	// Describe returns the set's holders and waiters.
+	// Describe returns the set's holders and waiters. A description is
+	// bounded by what a client receives by default (4 MiB): a caller that
+	// sets partial gets the first holders and waiters that fit, with
+	// holders_total and waiters_total saying how many there are; one that
+	// does not (a client from before these fields, which would take a part
+	// for the whole) is refused ResourceExhausted naming the counts. Paging
+	// would make a description of moments apart; a description is a
+	// diagnostic, so the first in order and the counts are what is kept.
 	Describe(context.Context, *LockSetRequest) (*LockSetDescription, error)
 	// ValidateFence reports whether the grant that got the token is still
 	// held.
