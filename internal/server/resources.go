@@ -3,6 +3,7 @@ package server
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"sort"
@@ -182,17 +183,40 @@ func redact(kind string, res *djinnpb.Resource) *djinnpb.Resource {
 }
 
 // fitting returns how many of the first rows, at most limit and at least
-// one, a page may carry in pageBytes.
+// one, a page may carry in pageBytes. A row that alone passes pageBytes
+// is summarised in its place (summarised), so that its page still
+// reaches a client that receives what it does by default.
 func fitting(rows []*djinnpb.Resource, limit int) int {
 	size := 0
 	for i, r := range rows[:min(limit, len(rows))] {
-		size += protowire.SizeTag(1) + protowire.SizeBytes(proto.Size(r))
-		if size > pageBytes && i > 0 {
+		n := protowire.SizeTag(1) + protowire.SizeBytes(proto.Size(r))
+		if n > pageBytes {
+			rows[i] = summarised(r)
+			n = protowire.SizeTag(1) + protowire.SizeBytes(proto.Size(rows[i]))
+		}
+		if size += n; size > pageBytes && i > 0 {
 			return i
 		}
 	}
 	return limit
 }
+
+// summarised is a resource too large for a page alone (a row holds a few
+// facts of bounded size; this keeps a listing whole should one ever be):
+// its name, principal and lease as they are, each of its details longer
+// than summaryBytes by its size and where to read it.
+func summarised(res *djinnpb.Resource) *djinnpb.Resource {
+	out := proto.Clone(res).(*djinnpb.Resource)
+	for k, v := range out.Details {
+		if len(v) > summaryBytes {
+			out.Details[k] = fmt.Sprintf("(%d bytes, more than a page of resources holds: not listed; read the resource itself)", len(v))
+		}
+	}
+	return out
+}
+
+// summaryBytes is the longest detail a summarised resource keeps.
+const summaryBytes = 1 << 10
 
 // pageEnd is where the page that starts at start ends: after at most
 // limit rows, and never between two of the same name (fingerprints may,

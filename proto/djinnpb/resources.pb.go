@@ -144,7 +144,11 @@ type Resource struct {
 	// renewal set its leases, for a lock set its holders and waiters, for a
 	// lookup discovery registration its groups, locators and registrars,
 	// for a transaction its state, parent and participants, for a lookup
-	// item its service types and reference.
+	// item its service types and reference (as text: bytes that are no
+	// UTF-8 are U+FFFD). A resource too large for a page alone (a row holds
+	// a few facts of bounded size; should one ever be) is listed
+	// summarised: each detail longer than 1 KiB replaced by its size and to
+	// read the resource itself.
 	Details map[string]string `protobuf:"bytes,5,rep,name=details,proto3" json:"details,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// redacted says the resource is another principal's, listed to an
 	// operator (all, or another principal): what would let the reader use
