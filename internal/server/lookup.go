@@ -627,7 +627,9 @@ func (s *Server) listLookupItems(st *lookup.State) lister {
 			if !ok {
 				continue
 			}
-			d := map[string]string{"types": strings.Join(it.Types, ","), "service": string(it.Service)}
+			// A reference is any bytes; a detail is text (a proto
+			// string, which does not marshal unless UTF-8).
+			d := map[string]string{"types": strings.Join(it.Types, ","), "service": strings.ToValidUTF8(string(it.Service), "\uFFFD")}
 			if res, ok := s.leaseResource(it.ID.String(), c, d); ok {
 				out = append(out, res)
 			}

@@ -217,3 +217,30 @@ func TestResourcesListLargePages(t *testing.T) {
 		t.Errorf("paged through %d lookup items, want %d", len(got), items)
 	}
 }
+
+// TestResourcesListBinaryServiceReference (DESIGN.md 7): a lookup item
+// whose service reference is not text (a registrar stores any bytes) is
+// listed, its reference's bytes that are no UTF-8 shown as U+FFFD, as the
+// console shows them. Before, the page failed to marshal (a detail is a
+// proto string) and listing lookup items failed for every page holding
+// such an item.
+func TestResourcesListBinaryServiceReference(t *testing.T) {
+	t.Parallel()
+	srv := servertest.Start(t, servertest.Config(t))
+	c := servertest.Dial(t, srv.Addr())
+	ctx := testContext(t)
+	reg, err := c.Lookup(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Register(ctx, service.Item{Service: []byte{0xff, 'r', 0xfe}, Types: []string{"Binary"}}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	page, err := c.Resources(ctx, client.ResourceQuery{Kind: "lookup-items", Filter: map[string]string{"type": "Binary"}})
+	if err != nil || len(page.Resources) != 1 {
+		t.Fatalf("lookup items of a binary reference: %+v, %v; want the item", page, err)
+	}
+	if got := page.Resources[0].Details["service"]; got != "\uFFFDr\uFFFD" {
+		t.Errorf("service detail %q, want %q", got, "\uFFFDr\uFFFD")
+	}
+}
