@@ -17,7 +17,6 @@ import (
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/lease"
 	"github.com/djinn-go/djinn/internal/lock"
-	"github.com/djinn-go/djinn/internal/lookup"
 	"github.com/djinn-go/djinn/internal/state"
 	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
@@ -366,14 +365,13 @@ func (r *lockRPC) DropLocks(ctx context.Context, req *djinnpb.DropLocksRequest) 
 }
 
 // Describe answers a lock set's description (describeLockSet), within
-// lookup.MaxAnswer: what a client receives by default less room around
-// it.
+// wire.MaxReply: what a client receives by default less room around it.
 func (r *lockRPC) Describe(ctx context.Context, req *djinnpb.LockSetRequest) (*djinnpb.LockSetDescription, error) {
 	v, l, err := r.s.lock.Describe(ctx, req.GetSetId())
 	if err != nil {
 		return nil, err
 	}
-	return describeLockSet(v, l, lookup.MaxAnswer, req.GetPartial())
+	return describeLockSet(v, l, wire.MaxReply, req.GetPartial())
 }
 
 // describeLockSet is set v's description, with lease l, of at most

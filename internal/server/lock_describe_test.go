@@ -8,7 +8,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lock"
-	"github.com/djinn-go/djinn/internal/lookup"
+	"github.com/djinn-go/djinn/internal/wire"
 )
 
 // busyLockSet is a set with an owner holding three locks, a transaction
@@ -36,18 +36,18 @@ func busyLockSet(waiters int) lock.SetView {
 func TestDescribeLockSetBounded(t *testing.T) {
 	const waiters = 200_000 // about 30 bytes each
 	v := busyLockSet(waiters)
-	_, err := describeLockSet(v, nil, lookup.MaxAnswer, false)
+	_, err := describeLockSet(v, nil, wire.MaxReply, false)
 	if djinn.KindOf(err) != djinn.ResourceExhausted || !strings.Contains(err.Error(), "2 holders (of 4 locks) and 200000 waiters") || !strings.Contains(err.Error(), "partial") {
 		t.Errorf("a description of %d waiters without partial: %v; want ResourceExhausted naming the counts and partial", waiters, err)
 	}
-	d, err := describeLockSet(v, nil, lookup.MaxAnswer, true)
+	d, err := describeLockSet(v, nil, wire.MaxReply, true)
 	if err != nil {
 		t.Fatalf("a partial description of %d waiters: %v", waiters, err)
 	}
-	if size := proto.Size(d); size > lookup.MaxAnswer || len(d.GetHolders()) != 2 || d.GetHoldersTotal() != 2 || d.GetWaitersTotal() != waiters ||
+	if size := proto.Size(d); size > wire.MaxReply || len(d.GetHolders()) != 2 || d.GetHoldersTotal() != 2 || d.GetWaitersTotal() != waiters ||
 		len(d.GetWaiters()) == 0 || len(d.GetWaiters()) == waiters {
 		t.Fatalf("partial description: %d bytes, %d holders of %d, %d waiters of %d; want within %d, every holder, some waiters and the totals",
-			size, len(d.GetHolders()), d.GetHoldersTotal(), len(d.GetWaiters()), d.GetWaitersTotal(), lookup.MaxAnswer)
+			size, len(d.GetHolders()), d.GetHoldersTotal(), len(d.GetWaiters()), d.GetWaitersTotal(), wire.MaxReply)
 	}
 	for i, w := range d.GetWaiters() {
 		if w.GetRequestId() != uint64(i+1) {
@@ -60,7 +60,7 @@ func TestDescribeLockSetBounded(t *testing.T) {
 
 	small := busyLockSet(3)
 	for _, partial := range []bool{false, true} {
-		d, err := describeLockSet(small, nil, lookup.MaxAnswer, partial)
+		d, err := describeLockSet(small, nil, wire.MaxReply, partial)
 		if err != nil || len(d.GetHolders()) != 2 || len(d.GetWaiters()) != 3 || d.GetHoldersTotal() != 2 || d.GetWaitersTotal() != 3 {
 			t.Errorf("a small set, partial %v: %v, %v; want every holder and waiter", partial, d, err)
 		}

@@ -14,9 +14,9 @@ import (
 	"github.com/djinn-go/djinn/internal/event"
 	"github.com/djinn-go/djinn/internal/grpcerr"
 	"github.com/djinn-go/djinn/internal/lease"
-	"github.com/djinn-go/djinn/internal/lookup"
 	"github.com/djinn-go/djinn/internal/renewal"
 	"github.com/djinn-go/djinn/internal/state"
+	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/service"
 )
@@ -289,10 +289,9 @@ func (r *renewalRPC) GetLeases(ctx context.Context, req *djinnpb.GetLeasesReques
 	return &djinnpb.GetLeasesResponse{Leases: p.Leases, Next: p.Next, Total: int64(p.Total)}, nil
 }
 
-// leasesPageBytes bounds a GetLeases page's leases: what a lookup's answer
-// is bounded by, room left for the page's next and total and a session's
-// reply around it.
-const leasesPageBytes = lookup.MaxAnswer - 1<<10
+// leasesPageBytes bounds a GetLeases page's leases: one reply's bound,
+// room left for the page's next and total.
+const leasesPageBytes = wire.MaxReply - 1<<10
 
 func (r *renewalRPC) SetExpirationWarningListener(ctx context.Context, req *djinnpb.SetExpirationWarningListenerRequest) (*djinnpb.EventRegistration, error) {
 	id, err := setID(req.GetSetId())
