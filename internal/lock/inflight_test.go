@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -19,17 +21,24 @@ import (
 // gate holds the lock requests of one owner on their way to the log, one
 // at a time, until let lets one through (a call under way), or until shut
 // is closed (the test ends). A gate that holds answers holds them instead
-// on their way back, the log having applied the request.
+// on their way back, the log having applied the request. A gate that
+// holds orphans holds, instead of any request, the service's own cancel
+// of the requests nobody came back for (one that names no holder) on its
+// way to the log.
 type gate struct {
 	lock.Proposer
 	owner      []byte
 	answers    bool
+	orphans    bool
 	open, shut chan struct{}
 }
 
 func (g *gate) Propose(ctx context.Context, cmd *statepb.Command) (any, error) {
 	a := cmd.GetLockAcquire()
 	held := a != nil && bytes.Equal(a.GetHolder().GetOwner(), g.owner)
+	if c := cmd.GetLockCancel(); g.orphans {
+		held = c != nil && c.GetHolder() == nil
+	}
 	if held && !g.answers {
 		g.hold()
 	}
@@ -241,6 +250,125 @@ func TestGraceEndCountsTheHoldersOwnCalls(t *testing.T) {
 				ok, _, err := f.svc.Lock(context.Background(), set, other, lock.W, 0, true, 3)
 				if err != nil || ok == c.kept {
 					t.Errorf("a third owner's try_lock W once a's W was released: %v %v, want granted %v (the victim's request kept: %v)", ok, err, !c.kept, c.kept)
+				}
+			})
+		})
+	}
+}
+
+// TestCallAttachedAsItsOrphanIsCancelled: a request left waiting under
+// the last leader whose caller was not back by the new leader's grace end
+// is cancelled as orphaned. A Lock call of its holder under its id that
+// comes back after the orphans were listed but before their cancel
+// applied finds the request still waiting and waits for it (CC 2.3):
+// once the cancel applies it is answered at once, Unavailable, told its
+// request was cancelled and to retry with the same id, which queues it
+// anew — as a call that comes back once the cancel applied does. The
+// cancel wakes no other holder's call. Before, the cancel, naming no
+// holder, took the request out with no word to the call, which waited
+// until its context ended (here its deadline, a minute on) or the leader
+// stepped down.
+func TestCallAttachedAsItsOrphanIsCancelled(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		rules    uint32 // 0: the newest
+		attached bool   // the call comes back before the cancel applied
+	}{
+		{"CC 2.3 back between the orphans listed and their cancel applied: answered", 0, true},
+		{"CC 2.3 back once the cancel applied: queued anew", 0, false},
+		{"rules 2 back between the orphans listed and their cancel applied: answered", 2, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				newState := newLockState
+				if c.rules != 0 {
+					newState = func(m *state.Machine) *lock.State {
+						return lock.NewState(m.Leases, func() uint32 { return c.rules })
+					}
+				}
+				bg := context.Background()
+				f := start(t, statetest.For(newState), &joiner{})
+				set, a, victim, other := f.set(false), f.owner(), f.owner(), f.owner()
+				f.lock(set, a, lock.W, 1)
+				ctx, cancel := context.WithCancel(bg)
+				go func() { _, _, _ = f.svc.Lock(ctx, set, victim, lock.R, 0, false, 2) }()
+				synctest.Wait()
+				// The leader fails over while the victim's request 2 waits
+				// behind a's W.
+				f.stop()
+				cancel()
+				log, err := statetest.Restart(f.log.Log, newState)
+				if err != nil {
+					t.Fatal(err)
+				}
+				g := &gate{Proposer: log, orphans: true, open: make(chan struct{}), shut: make(chan struct{})}
+				f = startWith(t, log, f.j, g)
+				defer f.stop()
+				defer close(g.shut)
+
+				// Another owner's request 3, under this leader, waits
+				// behind a's W and the victim's R.
+				others := f.call(set, other, lock.W, 3)
+				deadline, done := context.WithTimeout(bg, time.Minute)
+				defer done()
+				back := func() <-chan lockAnswer {
+					ch := make(chan lockAnswer, 1)
+					go func() {
+						ok, fence, err := f.svc.Lock(deadline, set, victim, lock.R, 0, false, 2)
+						ch <- lockAnswer{ok, fence, err}
+					}()
+					synctest.Wait()
+					return ch
+				}
+				time.Sleep(11 * time.Second) // past the grace period, on the bubble's clock
+				synctest.Wait()
+				// The orphans are listed, request 2 among them; their
+				// cancel is held on its way to the log.
+				var mine <-chan lockAnswer
+				if c.attached {
+					mine = back()
+				}
+				if got := f.log.State.Waiting(); !slices.Equal(got, []uint64{2, 3}) {
+					t.Fatalf("waiting as the cancel of the orphans is on its way: %v, want [2 3]", got)
+				}
+				g.let()
+				synctest.Wait()
+				if got := f.log.State.Waiting(); !slices.Equal(got, []uint64{3}) {
+					t.Fatalf("waiting once the cancel of the orphans applied: %v, want [3]", got)
+				}
+				if c.attached {
+					got := <-mine
+					if !errors.Is(got.err, djinn.ErrUnavailable) || got.ok || !strings.Contains(got.err.Error(), "grace") || !strings.Contains(got.err.Error(), "retry") {
+						t.Fatalf("the holder's call that found its request waiting as its cancel was on its way: %v %d %v, want Unavailable saying the request was cancelled at the grace end and to retry (before: it waited until its context ended)", got.ok, got.fence, got.err)
+					}
+				}
+				select {
+				case got := <-others:
+					t.Fatalf("another holder's waiting call, as the orphan was cancelled: answered %v %d %v, want still waiting", got.ok, got.fence, got.err)
+				default:
+				}
+				// Back (again) with the same id: a new request, behind
+				// the other owner's.
+				mine = back()
+				if got := f.log.State.Waiting(); !slices.Equal(got, []uint64{2, 3}) {
+					t.Fatalf("waiting once the victim came back after the cancel: %v, want [2 3]", got)
+				}
+				if err := f.svc.Unlock(bg, set, a, lock.W); err != nil {
+					t.Fatal(err)
+				}
+				if got := <-others; !got.ok || got.err != nil {
+					t.Fatalf("the other owner's W, once a's W was released: %v %d %v, want granted", got.ok, got.fence, got.err)
+				}
+				select {
+				case got := <-mine:
+					t.Fatalf("the victim's new request, queued behind the other owner's W: answered %v %d %v while that W is held", got.ok, got.fence, got.err)
+				default:
+				}
+				if err := f.svc.Unlock(bg, set, other, lock.W); err != nil {
+					t.Fatal(err)
+				}
+				if got := <-mine; !got.ok || got.err != nil {
+					t.Errorf("the victim's new request, once the other owner's W was released: %v %d %v, want granted", got.ok, got.fence, got.err)
 				}
 			})
 		})

@@ -125,9 +125,15 @@ func (w *lockWorld) run(t *testing.T, d *datadriven.TestData) string {
 		h, _ := w.holder(t, d)
 		_, err = w.propose(&statepb.Command{Op: &statepb.Command_LockRelease{LockRelease: &statepb.LockRelease{SetId: w.id(set), Holder: h, Mode: mode(t, d, "mode")}}})
 	case "cancel":
+		// A caller that gave up names its holder; the service's cancel
+		// of a request nobody came back for names none.
 		var req uint64
 		d.ScanArgs(t, "req", &req)
-		_, err = w.propose(&statepb.Command{Op: &statepb.Command_LockCancel{LockCancel: &statepb.LockCancel{RequestIds: []uint64{req}}}})
+		c := &statepb.LockCancel{RequestIds: []uint64{req}}
+		if d.HasArg("owner") || d.HasArg("txn") {
+			c.Holder, _ = w.holder(t, d)
+		}
+		_, err = w.propose(&statepb.Command{Op: &statepb.Command_LockCancel{LockCancel: c}})
 	case "txn-ends":
 		var id uint64
 		d.ScanArgs(t, "txn", &id)

@@ -469,7 +469,11 @@ func (s *State) ApplyRelease(c *statepb.LockRelease) error {
 // ApplyCancel takes waiting requests out of their queues; ids not waiting
 // are skipped. From requestRules on, a cancel that names a holder skips
 // the requests of other holders too (requests.go); one that names none
-// is the service's own, of requests nobody came back for.
+// is the service's own, of requests nobody came back for, and a call
+// that came back for one of them as the cancel was on its way, and waits
+// for it, hears that it was cancelled (orphaned). The cancel's own
+// caller, which names its holder, gave up and hears nothing: the event
+// is a word to the calls under way, no change of the state.
 func (s *State) ApplyCancel(c *statepb.LockCancel) {
 	var evs []Event
 	defer func() { s.tell(evs) }()
@@ -493,8 +497,19 @@ func (s *State) ApplyCancel(c *statepb.LockCancel) {
 			continue
 		}
 		s.unwaitLocked(id)
+		if c.GetHolder() == nil {
+			evs = append(evs, Event{Request: id, Err: orphaned(id)})
+		}
 		evs = append(evs, s.grantsLocked(gs)...)
 	}
+}
+
+// orphaned is the answer of a call that waits for a request the service
+// cancelled as nobody had come back for it by the end of a new leader's
+// grace period (Service.Run): the call came back as the cancel was on
+// its way. Its retry under the id queues a new request.
+func orphaned(id uint64) error {
+	return djinn.Errorf(djinn.Unavailable, "lock request %d: cancelled as it waited: its caller was not back by the end of the new leader's grace period, and this call came as the cancel was under way; retry it with the same request id to queue it anew, behind the requests queued since", id)
 }
 
 // effectsLocked turns a table change's effects into events: grants, and
