@@ -374,3 +374,89 @@ func TestCallAttachedAsItsOrphanIsCancelled(t *testing.T) {
 		})
 	}
 }
+
+// TestACallUnderTheIDLeavingUnderRules2: under rules 2 a request id
+// alone named a request, and a call of any holder under a waiting
+// request's id took it (requests.go): when one of the calls under the id
+// gives up (its context ends), its cancel takes the request out of the
+// queue as it did then — replayed entries decide as before — and the
+// other call, that waits for the request, is answered at once,
+// Unavailable, told another call under its id cancelled it and to retry
+// with the same id, which queues a request anew (CC 2.3: lock blocks its
+// client until granted, and then answers). Before, it heard nothing and
+// waited until its context ended (here its deadline, a minute on) or the
+// leader stepped down.
+func TestACallUnderTheIDLeavingUnderRules2(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		holderLeaves bool // the request's own holder gives up, not the other
+	}{
+		{"CC 2.3 another holder's call under the id gives up: the holder's call answered", false},
+		{"CC 2.3 the holder's call gives up: another holder's call that took the request answered", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rules2 := func(m *state.Machine) *lock.State {
+					return lock.NewState(m.Leases, func() uint32 { return 2 })
+				}
+				f := start(t, statetest.For(rules2), &joiner{})
+				defer f.stop()
+				bg := context.Background()
+				set, a, holder, other := f.set(false), f.owner(), f.owner(), f.owner()
+				f.lock(set, a, lock.W, 1)
+				deadline, done := context.WithTimeout(bg, time.Minute)
+				defer done()
+				lctx, leave := context.WithCancel(bg)
+				defer leave()
+				stays, leaves := deadline, lctx
+				if c.holderLeaves {
+					stays, leaves = lctx, deadline
+				}
+				lockIn := func(ctx context.Context, h *djinnpb.LockHolder) <-chan lockAnswer {
+					ch := make(chan lockAnswer, 1)
+					go func() {
+						ok, fence, err := f.svc.Lock(ctx, set, h, lock.R, 0, false, 8)
+						ch <- lockAnswer{ok, fence, err}
+					}()
+					synctest.Wait()
+					return ch
+				}
+				mine := lockIn(stays, holder)
+				theirs := lockIn(leaves, other)
+				if c.holderLeaves {
+					mine, theirs = theirs, mine
+				}
+				// mine is the call that stays, theirs the one that leaves.
+				if got := f.log.State.Waiting(); !slices.Equal(got, []uint64{8}) {
+					t.Fatalf("waiting with both calls under request 8: %v, want [8]", got)
+				}
+				leave()
+				synctest.Wait()
+				if got := f.log.State.Waiting(); len(got) != 0 {
+					t.Fatalf("waiting once a call under request 8 gave up: %v, want none (under rules 2 its cancel takes the request)", got)
+				}
+				if got := <-theirs; !errors.Is(got.err, context.Canceled) {
+					t.Errorf("the call that gave up: %v %d %v, want its context's end", got.ok, got.fence, got.err)
+				}
+				got := <-mine
+				if !errors.Is(got.err, djinn.ErrUnavailable) || got.ok || !strings.Contains(got.err.Error(), "another call under its id") || !strings.Contains(got.err.Error(), "retry") {
+					t.Fatalf("the call whose request another call under its id cancelled: %v %d %v, want Unavailable saying so and to retry (before: it waited until its context ended)", got.ok, got.fence, got.err)
+				}
+				retry := holder
+				if c.holderLeaves {
+					retry = other
+				}
+				mine = lockIn(deadline, retry)
+				if got := f.log.State.Waiting(); !slices.Equal(got, []uint64{8}) {
+					t.Fatalf("waiting once the call that stayed retried under the id: %v, want [8], queued anew", got)
+				}
+				if err := f.svc.Unlock(bg, set, a, lock.W); err != nil {
+					t.Fatal(err)
+				}
+				if got := <-mine; !got.ok || got.err != nil {
+					t.Errorf("the retry, once a's W was released: %v %d %v, want granted", got.ok, got.fence, got.err)
+				}
+			})
+		})
+	}
+}

@@ -498,8 +498,10 @@ func drawRequest() uint64 {
 // (TransactionRolledBack), its owner's lease or its set's ends, or this
 // node stops leading (Unavailable: retry with the same request id to find
 // the same request). A request left waiting by the last leader that its
-// caller comes back for as this one cancels it as orphaned (Run) is
-// answered Unavailable too: a retry under its id queues it anew.
+// caller comes back for as this one cancels it as orphaned (Run) — or,
+// under rules before requestRules, that another call under its id
+// cancelled as it gave up — is answered Unavailable too: a retry under
+// its id queues it anew.
 // request 0 draws an id.
 func (s *Service) Lock(ctx context.Context, set []byte, h *djinnpb.LockHolder, mode, from Mode, try bool, request uint64) (bool, uint64, error) {
 	if err := CheckMode("mode", mode, false); err != nil {

@@ -469,11 +469,14 @@ func (s *State) ApplyRelease(c *statepb.LockRelease) error {
 // ApplyCancel takes waiting requests out of their queues; ids not waiting
 // are skipped. From requestRules on, a cancel that names a holder skips
 // the requests of other holders too (requests.go); one that names none
-// is the service's own, of requests nobody came back for, and a call
-// that came back for one of them as the cancel was on its way, and waits
-// for it, hears that it was cancelled (orphaned). The cancel's own
-// caller, which names its holder, gave up and hears nothing: the event
-// is a word to the calls under way, no change of the state.
+// is the service's own, of requests nobody came back for. The calls that
+// wait for a request cancelled hear so (an event: a word to the calls
+// under way, no change of the state): a call that came back for a
+// request as the service's cancel was under way (orphaned), and, before
+// requestRules, a call of any holder under the id when another call
+// under it gave up (leftBy; the leaving call pays it no heed). From
+// requestRules on, a cancel that names a holder is its own call's, which
+// gave up: no other call waits for the request, and none hears.
 func (s *State) ApplyCancel(c *statepb.LockCancel) {
 	var evs []Event
 	defer func() { s.tell(evs) }()
@@ -497,8 +500,11 @@ func (s *State) ApplyCancel(c *statepb.LockCancel) {
 			continue
 		}
 		s.unwaitLocked(id)
-		if c.GetHolder() == nil {
+		switch {
+		case c.GetHolder() == nil:
 			evs = append(evs, Event{Request: id, Err: orphaned(id)})
+		case !owned:
+			evs = append(evs, Event{Request: id, Err: leftBy(id)})
 		}
 		evs = append(evs, s.grantsLocked(gs)...)
 	}
@@ -510,6 +516,14 @@ func (s *State) ApplyCancel(c *statepb.LockCancel) {
 // its way. Its retry under the id queues a new request.
 func orphaned(id uint64) error {
 	return djinn.Errorf(djinn.Unavailable, "lock request %d: cancelled as it waited: its caller was not back by the end of the new leader's grace period, and this call came as the cancel was under way; retry it with the same request id to queue it anew, behind the requests queued since", id)
+}
+
+// leftBy is the answer of a call that waits for a request another call
+// under its id cancelled as it gave up: before requestRules, a call of
+// any holder under an id was the request's. Its retry under the id
+// queues a new request.
+func leftBy(id uint64) error {
+	return djinn.Errorf(djinn.Unavailable, "lock request %d: cancelled as it waited, by another call under its id that gave up (under this cluster's rules version, before 3, an id alone named a request, whichever holder called under it); retry it with the same request id to queue it anew, behind the requests queued since", id)
 }
 
 // effectsLocked turns a table change's effects into events: grants, and
