@@ -152,6 +152,7 @@ func (s *State) leasesAfter(id djinn.ID, after *Key, max int, now time.Time, max
 		cut     Key
 	)
 	s.leasesOf(st, func(slot uint32) {
+		s.visited++
 		k := s.keyAt(slot)
 		if after != nil && bytes.Compare(k[:], after[:]) <= 0 {
 			return

@@ -142,6 +142,9 @@ type State struct {
 	// Overflowed counts events not kept because a registration already
 	// held DefaultMaxPending undelivered ones.
 	overflowed uint64
+	// visited counts the client leases pages of a set's leases looked at
+	// (a test's measure of what a page costs).
+	visited int
 
 	table   *lease.Table
 	service func() djinn.ID // the cluster's service id

@@ -1,0 +1,25 @@
+package renewal
+
+import (
+	"time"
+
+	"github.com/djinn-go/djinn"
+)
+
+// PageAfter is the page LeasesPage answers with a max (the state's part,
+// all of it under the state's lock), for tests and benchmarks.
+func (s *State) PageAfter(id djinn.ID, after []byte, max int, now time.Time, maxBytes int) (Page, error) {
+	var k *Key
+	if len(after) > 0 {
+		k = new(Key)
+		copy(k[:], after)
+	}
+	return s.leasesAfter(id, k, max, now, maxBytes)
+}
+
+// Visited returns how many client leases pages have looked at.
+func (s *State) Visited() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.visited
+}
