@@ -329,7 +329,9 @@ func (s *RenewalSet) Leases(ctx context.Context) ([]ClientLease, error) {
 		if len(next) == 0 {
 			return out, nil
 		}
-		if len(resp.GetLeases()) == 0 || bytes.Equal(next, after) {
+		// Pages come in key order: a next not past the page's after would
+		// list leases again, or loop.
+		if len(resp.GetLeases()) == 0 || bytes.Compare(next, after) <= 0 {
 			return nil, djinn.Errorf(djinn.Internal, "renewal set %s: a page of %d leases after %x named %x next: the service does not move on", id, len(resp.GetLeases()), after, next)
 		}
 		after = next

@@ -42,6 +42,7 @@ type fakeRenewal struct {
 	reply map[djinn.ID][]*djinnpb.ClientLease // guarded by mu: GetLeases answers, by set
 	page  int                                 // guarded by mu: GetLeases's page, 0 for all
 	stuck bool                                // guarded by mu: GetLeases names the same next on every page
+	back  bool                                // guarded by mu: the next page after the first names a next before its after (once)
 }
 
 type fakeSet struct {
@@ -184,7 +185,7 @@ func (f *fakeRenewal) Remove(_ context.Context, r *djinnpb.RemoveRequest) (*djin
 // GetLeases answers f.reply's leases of the set, a page of at most
 // f.page of them when the request has a max (f.page 0: all), each page's
 // next the number of leases before the following one (f.stuck: the
-// first page's, always).
+// first page's, always; f.back: once, the key before its after).
 func (f *fakeRenewal) GetLeases(_ context.Context, r *djinnpb.GetLeasesRequest) (*djinnpb.GetLeasesResponse, error) {
 	f.record("GetLeases", r)
 	f.mu.Lock()
@@ -205,6 +206,9 @@ func (f *fakeRenewal) GetLeases(_ context.Context, r *djinnpb.GetLeasesRequest) 
 	resp := &djinnpb.GetLeasesResponse{Leases: all[start:end], Total: int64(len(all))}
 	if end < len(all) {
 		resp.Next = []byte{byte(end)}
+	}
+	if f.back && start > 0 {
+		resp.Next, f.back = []byte{byte(start - 1)}, false
 	}
 	return resp, nil
 }
@@ -545,6 +549,15 @@ func TestRenewalLeasesPages(t *testing.T) {
 	f.mu.Unlock()
 	if _, err := set.Leases(ctx); !errors.Is(err, djinn.ErrInternal) || !strings.Contains(err.Error(), "does not move on") {
 		t.Errorf("pages that name the same next: %v, want an internal error saying the service does not move on", err)
+	}
+	// A next before the page's after would list leases again (or, going
+	// back and forth, loop): pages come in key order, each next past the
+	// last. Before, only a next equal to the after was refused.
+	f.mu.Lock()
+	f.stuck, f.back = false, true
+	f.mu.Unlock()
+	if ls, err := set.Leases(ctx); !errors.Is(err, djinn.ErrInternal) || !strings.Contains(err.Error(), "does not move on") {
+		t.Errorf("a page whose next goes back before its after: %d leases, %v; want an internal error saying the service does not move on", len(ls), err)
 	}
 }
 
