@@ -353,6 +353,7 @@ func (s *State) LeaseEnded(id djinn.ID) {
 	if !ok {
 		return
 	}
+	st.keyed = nil // the set goes: no lease need leave its order one by one
 	s.leasesOf(st, s.removeLocked)
 	s.dropSetLocked(st)
 	if s.sink != nil {

@@ -1,9 +1,7 @@
 package renewal
 
 import (
-	"bytes"
 	"context"
-	"slices"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -131,8 +129,10 @@ func (s *State) leasesWithin(id djinn.ID, now time.Time, maxBytes int) (p Page, 
 
 // leasesAfter returns a page of at most max of a set's client leases
 // whose keys come after after (nil: from the first), in key order, at
-// now, ending before they pass maxBytes (at least one lease). It looks at
-// every lease of the set once, keeping at most 2 max keys.
+// now, ending before they pass maxBytes (at least one lease). It finds
+// where the page starts in the set's key order and reads on from there:
+// it looks at the page's leases and the one after (whether there are
+// more), whatever the set's size.
 func (s *State) leasesAfter(id djinn.ID, after *Key, max int, now time.Time, maxBytes int) (Page, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -140,45 +140,38 @@ func (s *State) leasesAfter(id djinn.ID, after *Key, max int, now time.Time, max
 	if !ok {
 		return Page{}, noSuchSet(id)
 	}
-	type keyed struct {
-		k    Key
-		slot uint32
-	}
-	byKey := func(a, b keyed) int { return bytes.Compare(a.k[:], b.k[:]) }
-	var (
-		kept    []keyed
-		rest    int  // the leases after after
-		trimmed bool // kept was cut to max: no key past cut is kept
-		cut     Key
-	)
-	s.leasesOf(st, func(slot uint32) {
-		s.visited++
-		k := s.keyAt(slot)
-		if after != nil && bytes.Compare(k[:], after[:]) <= 0 {
-			return
-		}
-		rest++
-		if trimmed && bytes.Compare(k[:], cut[:]) >= 0 {
-			return
-		}
-		kept = append(kept, keyed{k, slot})
-		if len(kept) >= 2*max {
-			slices.SortFunc(kept, byKey)
-			kept, trimmed, cut = kept[:max], true, kept[max-1].k
-		}
-	})
-	slices.SortFunc(kept, byKey)
 	p := Page{Total: st.n}
-	b := pageBytes{max: maxBytes}
-	for _, e := range kept[:min(max, len(kept))] {
-		pb := clientLeaseProto(s.viewLocked(e.slot), now)
+	if st.keyed == nil {
+		return p, nil
+	}
+	var (
+		b    = pageBytes{max: maxBytes}
+		last uint32
+		more bool
+	)
+	add := func(slot uint32) bool {
+		s.visited++
+		if len(p.Leases) == max {
+			more = true
+			return false
+		}
+		pb := clientLeaseProto(s.viewLocked(slot), now)
 		if !b.fits(pb) && len(p.Leases) > 0 {
-			break
+			more = true
+			return false
 		}
 		p.Leases = append(p.Leases, pb)
+		last = slot
+		return true
 	}
-	if n := len(p.Leases); n < rest {
-		k := kept[n-1].k
+	if after == nil {
+		st.keyed.Ascend(add)
+	} else {
+		s.pageAfter = *after
+		st.keyed.AscendGreaterOrEqual(afterSlot, add)
+	}
+	if more {
+		k := s.keyAt(last)
 		p.Next = k[:]
 	}
 	return p, nil

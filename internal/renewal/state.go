@@ -1,9 +1,12 @@
 package renewal
 
 import (
+	"bytes"
 	"math"
 	"sync"
 	"time"
+
+	"github.com/google/btree"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/lease"
@@ -100,6 +103,9 @@ type set struct {
 	n          int         // its leases
 	lis        [2]listener // by event id
 	warnedExp  int64       // the set lease expiration last warned of
+	// keyed holds its leases' slots in key order, the order pages list
+	// them in; nil until its first lease.
+	keyed *btree.BTreeG[uint32]
 }
 
 // Sink observes the state's event changes in log order, on the leader. Its
@@ -145,6 +151,10 @@ type State struct {
 	// visited counts the client leases pages of a set's leases looked at
 	// (a test's measure of what a page costs).
 	visited int
+	// nodes are the free nodes of the sets' key orders; pageAfter is the
+	// key afterSlot stands for in them.
+	nodes     *btree.FreeListG[uint32]
+	pageAfter Key
 
 	table   *lease.Table
 	service func() djinn.ID // the cluster's service id
@@ -166,6 +176,7 @@ const DefaultMaxPending = 1000
 func NewState(t *lease.Table, service func() djinn.ID) *State {
 	s := &State{table: t, service: service, wake: make(chan struct{}, 1), warn: make(chan struct{}, 1)}
 	s.byKey = slab.NewIndex(func(slot uint32) Key { return s.keyAt(slot) })
+	s.nodes = btree.NewFreeListG[uint32](btree.DefaultFreeListSize)
 	s.resetLocked()
 	return s
 }
@@ -193,6 +204,35 @@ func (s *State) signal() {
 func (s *State) keyAt(slot uint32) Key {
 	cl := s.cls.At(slot)
 	return KeyOf(s.landlords[cl.landlord].ref, cl.cookie)
+}
+
+// keyedDegree is the degree of a set's key order: nodes of 31 to 63
+// slots, which a page reads through in order.
+const keyedDegree = 32
+
+// afterSlot is no client lease's slot (a slot+1 fits in a uint32): in a
+// set's key order it stands for a key just after s.pageAfter, no lease's
+// key, where a page after s.pageAfter starts.
+const afterSlot = math.MaxUint32
+
+// keyLess orders slots of a set's key order by their leases' keys.
+func (s *State) keyLess(a, b uint32) bool {
+	switch {
+	case a == afterSlot && b == afterSlot:
+		return false
+	case a == afterSlot:
+		k := s.keyAt(b)
+		return bytes.Compare(s.pageAfter[:], k[:]) < 0
+	case b == afterSlot:
+		k := s.keyAt(a)
+		return bytes.Compare(k[:], s.pageAfter[:]) <= 0
+	}
+	ca, cb := s.cls.At(a), s.cls.At(b)
+	if ca.landlord == cb.landlord {
+		return bytes.Compare(ca.cookie[:], cb.cookie[:]) < 0
+	}
+	ka, kb := s.keyAt(a), s.keyAt(b)
+	return bytes.Compare(ka[:], kb[:]) < 0
 }
 
 // findLocked returns the slot of the client lease with key k.
@@ -387,6 +427,10 @@ func (s *State) addLeaseLocked(cl clientLease) uint32 {
 	st.last = slot + 1
 	st.n++
 	s.byKey.Insert(slot)
+	if st.keyed == nil {
+		st.keyed = btree.NewWithFreeListG(keyedDegree, s.keyLess, s.nodes)
+	}
+	st.keyed.ReplaceOrInsert(slot)
 	return slot
 }
 
@@ -396,6 +440,9 @@ func (s *State) removeLocked(slot uint32) {
 	st := s.setNums[cl.set]
 	s.table.Quotas().Release(st.principal, quota.RenewalLeases, 1)
 	s.byKey.Delete(s.keyAt(slot))
+	if st.keyed != nil {
+		st.keyed.Delete(slot)
+	}
 	if cl.prev != 0 {
 		s.cls.Mut(cl.prev - 1).next = cl.next
 	} else {
