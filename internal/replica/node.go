@@ -52,6 +52,9 @@ type Config struct {
 	Bootstrap bool
 	// Now is the clock that stamps proposed commands; nil: time.Now.
 	Now func() time.Time
+	// RiderDelay bounds how long a rider (ProposeRider) waits for another
+	// proposal's log entry before it is appended alone; default 5ms.
+	RiderDelay time.Duration
 	// OnLeader runs leader-only work: called in its own goroutine each time
 	// this node becomes leader, after a barrier, with a context cancelled
 	// when leadership ends. The node waits for it to return before it runs
@@ -155,6 +158,9 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	if cfg.WALSegmentSize == 0 {
 		cfg.WALSegmentSize = wal.DefaultSegmentSize
 	}
+	if cfg.RiderDelay == 0 {
+		cfg.RiderDelay = defaultRiderDelay
+	}
 	dir := filepath.Join(cfg.DataDir, "raft")
 	if err := os.MkdirAll(filepath.Join(dir, "wal"), 0o700); err != nil {
 		return nil, fmt.Errorf("data directory %s: %w", cfg.DataDir, err)
@@ -240,7 +246,7 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 		}
 		return nil, disk.WithRecovery(fmt.Errorf("data directory %s: start raft: %w", cfg.DataDir, err), recovery(cfg.DataDir))
 	}
-	n.proposer = newProposer(n.raft, n.raftError)
+	n.proposer = newProposer(n.raft, n.raftError, cfg.RiderDelay)
 	f.proposer.Store(n.proposer)
 	go n.watchLeadership()
 	return n, nil
@@ -381,6 +387,18 @@ func (n *Node) watchLeadership() {
 // share log entries (propose.go). cmd is the node's from then on: the
 // caller must not change it, and the state machine may keep parts of it.
 func (n *Node) Propose(ctx context.Context, cmd *statepb.Command) (any, error) {
+	return n.propose(ctx, cmd, false)
+}
+
+// ProposeRider is Propose for a command that need not be written at once:
+// it rides in the log entry of the next command proposed, or is appended
+// alone once it has waited RiderDelay with none (propose.go). It saves
+// its own append and fsync; its caller still waits until it is applied.
+func (n *Node) ProposeRider(ctx context.Context, cmd *statepb.Command) (any, error) {
+	return n.propose(ctx, cmd, true)
+}
+
+func (n *Node) propose(ctx context.Context, cmd *statepb.Command, rider bool) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, errors.Join(err, djinn.Errorf(djinn.Unavailable, "gave up before proposing: the change was not made"))
 	}
@@ -390,7 +408,7 @@ func (n *Node) Propose(ctx context.Context, cmd *statepb.Command) (any, error) {
 	if cmd.NowUnixNanos == 0 {
 		cmd.NowUnixNanos = n.cfg.Now().UnixNano()
 	}
-	return n.proposer.propose(ctx, cmd)
+	return n.proposer.propose(ctx, cmd, rider)
 }
 
 // NotLeaderError says this node is not the leader; Leader is the leader's
