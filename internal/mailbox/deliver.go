@@ -300,7 +300,12 @@ func (d *deliverer) recordDelivered(ctx context.Context, acks map[djinn.ID]uint6
 	if len(c.Entries) == 0 {
 		return true
 	}
-	_, err := d.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_MailboxDelivered{MailboxDelivered: c}})
+	// The record rides in the next entry proposed (or goes alone after the
+	// log's rider delay) rather than costing an append and an fsync of its
+	// own: recorded a little later, a delivery is at worst delivered again
+	// after a crash, which delivery at least once allows. The streams are
+	// told of their acknowledgements once recorded, never before.
+	_, err := d.log.ProposeRider(ctx, &statepb.Command{Op: &statepb.Command_MailboxDelivered{MailboxDelivered: c}})
 	streamErr := err
 	if err != nil && ctx.Err() != nil {
 		// The term ended: the streams end as every stream of the term does,

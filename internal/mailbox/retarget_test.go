@@ -101,6 +101,10 @@ func TestReplacementBlocksUntilOldDeliveryStops(t *testing.T) {
 // slow or the leader is about to fail): delivered events stay stored.
 type slowAcks struct{ *statetest.Log }
 
+func (s slowAcks) ProposeRider(ctx context.Context, c *statepb.Command) (any, error) {
+	return s.Propose(ctx, c)
+}
+
 func (s slowAcks) Propose(ctx context.Context, c *statepb.Command) (any, error) {
 	if c.GetMailboxDelivered() != nil {
 		return nil, djinn.Errorf(djinn.Unavailable, "log busy")

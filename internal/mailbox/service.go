@@ -20,8 +20,13 @@ import (
 
 // Proposer appends a command to the replicated log and returns its result
 // once applied here (an error result comes back as the error).
+// ProposeRider does so for a command that need not be written at once: it
+// rides in the log entry of the next command proposed, or goes alone after
+// a short bound (the node's rider delay); the deliverer records deliveries
+// so.
 type Proposer interface {
 	Propose(ctx context.Context, cmd *statepb.Command) (any, error)
+	ProposeRider(ctx context.Context, cmd *statepb.Command) (any, error)
 }
 
 // Config configures the mailbox service. Zero values take the defaults.

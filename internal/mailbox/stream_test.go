@@ -392,6 +392,10 @@ func TestDeliveriesEndWithTheTermWhileRecording(t *testing.T) {
 // proposer gives up (a leader losing its quorum).
 type stuckAcks struct{ *statetest.Log }
 
+func (s stuckAcks) ProposeRider(ctx context.Context, c *statepb.Command) (any, error) {
+	return s.Propose(ctx, c)
+}
+
 func (s stuckAcks) Propose(ctx context.Context, c *statepb.Command) (any, error) {
 	if c.GetMailboxDelivered() != nil {
 		<-ctx.Done()

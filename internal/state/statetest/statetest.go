@@ -6,6 +6,7 @@ package statetest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,6 +81,26 @@ type Log struct {
 	// Deposed, when set, makes this log's node a deposed leader that has
 	// not heard of its successor: no leader lease, and VerifyLeader fails.
 	Deposed atomic.Bool
+	// RiderDelay, when set, makes ProposeRider hold its command, as the
+	// replicated log does, until the next Propose (which applies it first,
+	// in the same entry) or until it has waited RiderDelay; 0: a rider
+	// applies at once.
+	RiderDelay time.Duration
+
+	riders     []*heldRider // guarded by mu: riders held
+	riderTimer *time.Timer  // guarded by mu: runs while riders are held
+	rode       int          // guarded by mu: commands applied as riders
+}
+
+// heldRider is a rider's command waiting for an entry.
+type heldRider struct {
+	cmd  *statepb.Command
+	done chan riderOutcome // 1-buffered
+}
+
+type riderOutcome struct {
+	res any
+	err error
 }
 
 // New returns a Log over a fresh, initialised Machine, at the highest
@@ -109,6 +130,80 @@ func (l *Log) Propose(_ context.Context, cmd *statepb.Command) (any, error) {
 	if l.Fail != nil {
 		return nil, l.Fail
 	}
+	l.applyRidersLocked()
+	return l.applyLocked(cmd)
+}
+
+// ProposeRider applies cmd as a command that need not be written at once
+// (replica's ProposeRider): at once, or, with RiderDelay set, with the
+// next Propose or once it has waited RiderDelay. A caller that gives up
+// while it is held gets a definite error, and it is never applied.
+func (l *Log) ProposeRider(ctx context.Context, cmd *statepb.Command) (any, error) {
+	l.mu.Lock()
+	if l.Fail != nil {
+		l.mu.Unlock()
+		return nil, l.Fail
+	}
+	if cmd.NowUnixNanos == 0 {
+		cmd.NowUnixNanos = time.Now().UnixNano()
+	}
+	if l.RiderDelay == 0 {
+		defer l.mu.Unlock()
+		l.rode++
+		return l.applyLocked(cmd)
+	}
+	r := &heldRider{cmd: cmd, done: make(chan riderOutcome, 1)}
+	l.riders = append(l.riders, r)
+	if l.riderTimer == nil {
+		l.riderTimer = time.AfterFunc(l.RiderDelay, l.riderDue)
+	}
+	l.mu.Unlock()
+	select {
+	case o := <-r.done:
+		return o.res, o.err
+	case <-ctx.Done():
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, held := range l.riders {
+		if held == r {
+			l.riders = append(l.riders[:i], l.riders[i+1:]...)
+			return nil, errors.Join(ctx.Err(), djinn.Errorf(djinn.Unavailable, "gave up waiting for the log: the change was not made"))
+		}
+	}
+	o := <-r.done
+	return o.res, o.err
+}
+
+// Rode returns how many commands were applied as riders.
+func (l *Log) Rode() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rode
+}
+
+func (l *Log) riderDue() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.applyRidersLocked()
+}
+
+// applyRidersLocked applies the riders held, in order.
+func (l *Log) applyRidersLocked() {
+	if l.riderTimer != nil {
+		l.riderTimer.Stop()
+		l.riderTimer = nil
+	}
+	for _, r := range l.riders {
+		res, err := l.applyLocked(r.cmd)
+		l.rode++
+		r.done <- riderOutcome{res, err}
+	}
+	l.riders = nil
+}
+
+// applyLocked applies cmd, stamped, round-tripped through its encoding.
+func (l *Log) applyLocked(cmd *statepb.Command) (any, error) {
 	if cmd.NowUnixNanos == 0 {
 		cmd.NowUnixNanos = time.Now().UnixNano()
 	}
