@@ -432,9 +432,16 @@ func (m *TransactionManager) List(ctx context.Context, state TransactionState, m
 			}
 			out = append(out, d)
 		}
-		if after = resp.GetNextAfterId(); after == 0 || (max > 0 && len(out) >= max) {
+		next := resp.GetNextAfterId()
+		if next == 0 || (max > 0 && len(out) >= max) {
 			return out, nil
 		}
+		// Pages come by id: a next not past the page's after_id would list
+		// transactions again, or loop.
+		if next <= after || len(resp.GetTransactions()) == 0 {
+			return nil, djinn.Errorf(djinn.Internal, "transaction manager %s: a page of %d transactions after id %d named next_after_id %d: the manager does not move on", m.ref, len(resp.GetTransactions()), after, next)
+		}
+		after = next
 	}
 }
 

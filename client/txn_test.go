@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -167,6 +168,25 @@ type fakeManager struct {
 	created    *djinnpb.CreatedTransaction
 	last       *djinnpb.CompleteTransactionRequest
 	lastCreate *djinnpb.CreateTransactionRequest
+	// pages answers List, by after_id: the transactions' ids and the
+	// next_after_id.
+	pages map[uint64]fakePage
+}
+
+type fakePage struct {
+	ids  []uint64
+	next uint64
+}
+
+func (f *fakeManager) List(_ context.Context, req *djinnpb.ListTransactionsRequest) (*djinnpb.ListTransactionsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	pg := f.pages[req.GetAfterId()]
+	resp := &djinnpb.ListTransactionsResponse{NextAfterId: pg.next}
+	for _, id := range pg.ids {
+		resp.Transactions = append(resp.Transactions, &djinnpb.TransactionDescription{Id: id, State: djinnpb.TransactionState_TRANSACTION_STATE_ACTIVE})
+	}
+	return resp, nil
 }
 
 func (f *fakeManager) set(err error, created *djinnpb.CreatedTransaction) {
@@ -465,4 +485,38 @@ func FuzzTransactionMetadata(f *testing.F) {
 			t.Fatalf("id sent as %q, want %q", out.Get(TxnIDMetadataKey)[0], want)
 		}
 	})
+}
+
+// TestListPagesMoveOn: List reads the manager's pages by id, each page's
+// next_after_id the following one's after_id; a page that does not move
+// past its after_id (a next at or before it, or no transaction and a
+// next) is the manager's fault, an error — not transactions listed twice,
+// out of order, or a loop. Before, List took any next_after_id.
+func TestListPagesMoveOn(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name  string
+		pages map[uint64]fakePage
+		want  []uint64 // nil: the error
+	}{
+		{"pages by id, the last naming no next", map[uint64]fakePage{0: {[]uint64{2, 5}, 5}, 5: {[]uint64{7}, 7}, 7: {[]uint64{9}, 0}}, []uint64{2, 5, 7, 9}},
+		{"a next before the page's after_id", map[uint64]fakePage{0: {[]uint64{5}, 5}, 5: {[]uint64{6}, 3}, 3: {[]uint64{5}, 0}}, nil},
+		{"a next equal to the page's after_id", map[uint64]fakePage{0: {[]uint64{5}, 5}, 5: {[]uint64{6}, 5}}, nil},
+		{"a page of none with a next", map[uint64]fakePage{0: {nil, 5}, 5: {[]uint64{6}, 0}}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := &fakeManager{pages: c.pages}
+			ds, err := serveFake(t, f).List(ctx, 0, 0)
+			var got []uint64
+			for _, d := range ds {
+				got = append(got, d.ID)
+			}
+			switch {
+			case c.want == nil && (!errors.Is(err, djinn.ErrInternal) || !strings.Contains(err.Error(), "does not move on")):
+				t.Errorf("List: %v, %v; want an internal error saying the manager does not move on", got, err)
+			case c.want != nil && (err != nil || !slices.Equal(got, c.want)):
+				t.Errorf("List: %v, %v; want %v", got, err, c.want)
+			}
+		})
+	}
 }
