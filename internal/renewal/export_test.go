@@ -17,6 +17,12 @@ func (s *State) PageAfter(id djinn.ID, after []byte, max int, now time.Time, max
 	return s.leasesAfter(id, k, max, now, maxBytes)
 }
 
+// Whole is the answer LeasesPage gives without a max (the state's part):
+// every lease, or more when they pass maxBytes.
+func (s *State) Whole(id djinn.ID, now time.Time, maxBytes int) (Page, bool, error) {
+	return s.leasesWithin(id, now, maxBytes)
+}
+
 // Visited returns how many client leases pages have looked at.
 func (s *State) Visited() int {
 	s.mu.Lock()

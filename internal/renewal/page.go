@@ -105,7 +105,8 @@ func (b *pageBytes) fits(pb *djinnpb.ClientLease) bool {
 
 // leasesWithin returns every client lease of a set, in the order they
 // came, at now; more reports that they do not fit in maxBytes (then the
-// page holds those that do).
+// page holds those that do, and the leases after the first that does not
+// are not looked at).
 func (s *State) leasesWithin(id djinn.ID, now time.Time, maxBytes int) (p Page, more bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -115,15 +116,13 @@ func (s *State) leasesWithin(id djinn.ID, now time.Time, maxBytes int) (p Page, 
 	}
 	p.Total = st.n
 	b := pageBytes{max: maxBytes}
-	s.leasesOf(st, func(slot uint32) {
-		if more {
-			return
-		}
-		pb := clientLeaseProto(s.viewLocked(slot), now)
+	for next := st.first; next != 0 && !more; next = s.cls.At(next - 1).next {
+		s.visited++
+		pb := clientLeaseProto(s.viewLocked(next-1), now)
 		if more = !b.fits(pb); !more {
 			p.Leases = append(p.Leases, pb)
 		}
-	})
+	}
 	return p, more, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"pgregory.net/rapid"
 
 	"github.com/djinn-go/djinn"
@@ -292,5 +293,48 @@ func TestGetLeasesPagesAfterRestore(t *testing.T) {
 		if pages := listAll(t, c.k.state, k.id, 100); pages != (len(want)+99)/100 {
 			t.Errorf("%s: %d pages of 100, want %d", c.name, pages, (len(want)+99)/100)
 		}
+	}
+}
+
+// TestGetLeasesWholeLooksAtWhatItAnswers (LR.2 getLeases): a request
+// without a max refused because the set's leases pass what one answer
+// holds looks at those that fit and the one that does not, and the first
+// leases of a set (the console's) at those; not the whole set. Before,
+// both went through every lease of the set under the state's lock. An
+// answer without a max keeps the order the leases came in.
+func TestGetLeasesWholeLooksAtWhatItAnswers(t *testing.T) {
+	k := newKeyedSet(t, 3)
+	const n = 5000
+	for i := range n {
+		k.add(t, i%3, djinn.NewID())
+	}
+	came, err := k.state.Leases(k.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, _, err := k.state.Whole(k.id, pageNow, 1<<30)
+	if err != nil || len(one.Leases) != n {
+		t.Fatalf("every lease in one answer: %d leases, %v; want %d", len(one.Leases), err, n)
+	}
+	for i, cl := range one.Leases {
+		if djinn.ID(cl.GetLease().GetCookie()) != came[i].Cookie {
+			t.Fatalf("lease %d of the answer without a max: %x, want %s (the order the leases came in)", i, cl.GetLease().GetCookie(), came[i].Cookie)
+		}
+	}
+	visited := k.state.Visited()
+	p, more, err := k.state.Whole(k.id, pageNow, 10*proto.Size(one.Leases[0])+10)
+	if err != nil || !more {
+		t.Fatalf("every lease in the bytes of about 10: %d leases, more %v, %v; want more", len(p.Leases), more, err)
+	}
+	if v := k.state.Visited() - visited; v > len(p.Leases)+1 {
+		t.Errorf("a refused answer without a max, %d leases fitting, looked at %d leases of %d, want at most %d", len(p.Leases), v, n, len(p.Leases)+1)
+	}
+	visited = k.state.Visited()
+	first, err := k.state.FirstLeases(k.id, 10)
+	if err != nil || len(first) != 10 {
+		t.Fatalf("the first 10 leases: %d, %v", len(first), err)
+	}
+	if v := k.state.Visited() - visited; v != 10 {
+		t.Errorf("the first 10 leases looked at %d leases of %d, want 10", v, n)
 	}
 }
