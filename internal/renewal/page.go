@@ -139,6 +139,7 @@ func (s *State) leasesAfter(id djinn.ID, after *Key, max int, now time.Time, max
 	if !ok {
 		return Page{}, noSuchSet(id)
 	}
+	s.orderLocked(st)
 	p := Page{Total: st.n}
 	if st.keyed == nil {
 		return p, nil

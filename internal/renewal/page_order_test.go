@@ -271,6 +271,22 @@ func TestGetLeasesPagesAfterRestore(t *testing.T) {
 			t.Fatalf("replay of command %d: %v", i+1, err)
 		}
 	}
+	// Records restored one by one, with no word that the last is read:
+	// the order is built at the first use, a remove before it included.
+	bare := state.New()
+	br := statetest.Add(bare, newRenewalState(bare))
+	for _, rec := range k.state.Records() {
+		if err := br.Restore(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := br.ApplyRemove(&statepb.RenewalRemove{SetId: k.id[:], Key: want[0]}); err != nil {
+		t.Fatal(err)
+	}
+	if got := sortedKeys(t, br, k.id); !slices.EqualFunc(got, want[1:], bytes.Equal) {
+		t.Fatalf("records restored one by one, less a lease: %d leases, want %d", len(got), len(want)-1)
+	}
+	listAll(t, br, k.id, 100)
 	for _, c := range []struct {
 		name string
 		k    *keyedSet

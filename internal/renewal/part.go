@@ -34,7 +34,8 @@ func (s *State) Part() state.Part {
 				return v.Each(func(r *statepb.RenewalSetRecord) error { return emit(r) })
 			}, v.Release
 		},
-		Reset:  s.Reset,
-		Leases: []state.LeaseKind{{Kind: LeaseKind, Name: "renewal set", Quota: quota.RenewalSets, Ended: func(o lease.Owner) { s.LeaseEnded(o.ID) }}},
+		Reset:    s.Reset,
+		Restored: s.Restored,
+		Leases:   []state.LeaseKind{{Kind: LeaseKind, Name: "renewal set", Quota: quota.RenewalSets, Ended: func(o lease.Owner) { s.LeaseEnded(o.ID) }}},
 	}
 }

@@ -124,6 +124,16 @@ func (s *State) Reset() {
 	s.resetLocked()
 }
 
+// Restored builds the key orders of the sets restored.
+func (s *State) Restored() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range s.sets {
+		s.orderLocked(st)
+	}
+	return nil
+}
+
 // Restore adds one snapshot record (its lease is restored separately).
 func (s *State) Restore(rec *statepb.RenewalSetRecord) error {
 	id, err := djinn.IDFromBytes("set id", rec.GetSetId())
@@ -155,6 +165,9 @@ func (s *State) Restore(rec *statepb.RenewalSetRecord) error {
 	if st.lis[WarningEventID].target != nil {
 		s.warnSets[st] = struct{}{}
 	}
+	// The set's key order is built once its leases are in (Restored),
+	// not lease by lease.
+	st.unordered = st.unordered || len(rec.GetLeases()) > 0
 	for _, lr := range rec.GetLeases() {
 		if err := s.restoreLeaseLocked(st, lr); err != nil {
 			return err

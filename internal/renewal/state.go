@@ -2,7 +2,10 @@ package renewal
 
 import (
 	"bytes"
+	"cmp"
+	"maps"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -104,8 +107,10 @@ type set struct {
 	lis        [2]listener // by event id
 	warnedExp  int64       // the set lease expiration last warned of
 	// keyed holds its leases' slots in key order, the order pages list
-	// them in; nil until its first lease.
-	keyed *btree.BTreeG[uint32]
+	// them in; nil until its first lease. unordered: leases came without
+	// it (a snapshot's), and orderLocked builds it anew before use.
+	keyed     *btree.BTreeG[uint32]
+	unordered bool
 }
 
 // Sink observes the state's event changes in log order, on the leader. Its
@@ -233,6 +238,55 @@ func (s *State) keyLess(a, b uint32) bool {
 	}
 	ka, kb := s.keyAt(a), s.keyAt(b)
 	return bytes.Compare(ka[:], kb[:]) < 0
+}
+
+// orderLocked builds a set's key order anew when leases came without it
+// (a snapshot's): their keys sorted apart, then put in in order, which
+// costs less than putting each in as it came (the tree places each by
+// its key all the same: the sort only spares it work).
+func (s *State) orderLocked(st *set) {
+	if !st.unordered {
+		return
+	}
+	st.unordered = false
+	// A landlord's rank among the set's landlords orders its leases
+	// before those of the landlords after it, as their keys do.
+	ranks := make(map[uint32]uint32)
+	type entry struct {
+		landlord uint32 // its rank, once ranked
+		slot     uint32
+		cookie   djinn.ID
+	}
+	entries := make([]entry, 0, st.n)
+	for next := st.first; next != 0; next = s.cls.At(next - 1).next {
+		cl := s.cls.At(next - 1)
+		ranks[cl.landlord] = 0
+		entries = append(entries, entry{landlord: cl.landlord, slot: next - 1, cookie: cl.cookie})
+	}
+	nums := slices.Collect(maps.Keys(ranks))
+	slices.SortFunc(nums, func(a, b uint32) int {
+		ra, rb := s.landlords[a].ref, s.landlords[b].ref
+		if c := bytes.Compare(ra.Service[:], rb.Service[:]); c != 0 {
+			return c
+		}
+		return bytes.Compare(ra.Object[:], rb.Object[:])
+	})
+	for i, num := range nums {
+		ranks[num] = uint32(i)
+	}
+	for i := range entries {
+		entries[i].landlord = ranks[entries[i].landlord]
+	}
+	slices.SortFunc(entries, func(a, b entry) int {
+		if a.landlord != b.landlord {
+			return cmp.Compare(a.landlord, b.landlord)
+		}
+		return bytes.Compare(a.cookie[:], b.cookie[:])
+	})
+	st.keyed = btree.NewWithFreeListG(keyedDegree, s.keyLess, s.nodes)
+	for _, e := range entries {
+		st.keyed.ReplaceOrInsert(e.slot)
+	}
 }
 
 // findLocked returns the slot of the client lease with key k.
@@ -426,10 +480,12 @@ func (s *State) addLeaseLocked(cl clientLease) uint32 {
 	st.last = slot + 1
 	st.n++
 	s.byKey.Insert(slot)
-	if st.keyed == nil {
-		st.keyed = btree.NewWithFreeListG(keyedDegree, s.keyLess, s.nodes)
+	if !st.unordered {
+		if st.keyed == nil {
+			st.keyed = btree.NewWithFreeListG(keyedDegree, s.keyLess, s.nodes)
+		}
+		st.keyed.ReplaceOrInsert(slot)
 	}
-	st.keyed.ReplaceOrInsert(slot)
 	return slot
 }
 
@@ -439,7 +495,7 @@ func (s *State) removeLocked(slot uint32) {
 	st := s.setNums[cl.set]
 	s.table.Quotas().Release(st.principal, quota.RenewalLeases, 1)
 	s.byKey.Delete(s.keyAt(slot))
-	if st.keyed != nil {
+	if st.keyed != nil && !st.unordered {
 		st.keyed.Delete(slot)
 	}
 	if cl.prev != 0 {
