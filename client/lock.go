@@ -280,7 +280,9 @@ func (s *LockSet) prepare(ctx context.Context, h LockHolder, mode LockMode) (dji
 // djinn.ErrUnavailable (the service changed leader, or the answer was
 // lost), retries with the same id, after a backoff growing from 50ms to
 // 2s, until ctx ends: the service finds the same request, granted or
-// still queued. Other errors pass through:
+// still queued — or, when a new leader cancelled it because no call came
+// back for it by the end of its grace period, queues it anew, behind the
+// requests queued since. Other errors pass through:
 // djinn.ErrTransactionRolledBack when h's transaction aborts while it
 // waits (djinn.ErrCannotJoin when it commits), djinn.ErrDeadlock when waiting would close a cycle of waiters (h
 // is the victim; nothing changed), djinn.ErrUnknownLease when h is an
