@@ -73,6 +73,14 @@ func waitFor(t *testing.T, ctx context.Context, what, expr string) {
 	}
 }
 
+// click clicks the element sel names once it is on the page and shown,
+// finding and clicking it in one step of the page's script: the console
+// redraws its views as the state changes (and when the secret is given),
+// so a node found in one step may be gone by the next.
+func click(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](fmt.Sprintf("(() => { const e = document.querySelector(%q); if (!e || e.getClientRects().length === 0) return false; e.click(); return true })()", sel))
+}
+
 // shows returns the expression "the page shows text".
 func shows(text string) string {
 	return fmt.Sprintf("document.getElementById('page').innerText.includes(%q)", text)
@@ -200,7 +208,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	t.Run("an action needs the operator role", func(t *testing.T) {
 		openPage(t, ctx, srv, "txn")
 		abort := fmt.Sprintf(`button.act[data-action="abort"][data-target="%d"]`, p.Txn.ID())
-		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(abort)), chromedp.Click(chromedp.CSS("#confirm-yes"))); err != nil {
+		if err := chromedp.Do(ctx, click(abort), click("#confirm-yes")); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, ctx, "the abort is refused", "document.getElementById('notice').textContent.includes('refused (403)')")
@@ -209,11 +217,11 @@ func TestConsoleInABrowser(t *testing.T) {
 		if err := chromedp.Do(ctx,
 			chromedp.SetValue(chromedp.CSS("#secret"), secret),
 			chromedp.Evaluate[chromedp.Void]("document.getElementById('secret').dispatchEvent(new Event('change'))"),
-			chromedp.Click(chromedp.CSS(abort)), chromedp.Click(chromedp.CSS("#confirm-no"))); err != nil {
+			click(abort), click("#confirm-no")); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, ctx, "a declined confirmation does nothing", shows("ACTIVE"))
-		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(abort)), chromedp.Click(chromedp.CSS("#confirm-yes"))); err != nil {
+		if err := chromedp.Do(ctx, click(abort), click("#confirm-yes")); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, ctx, "the operator's abort is done", "document.getElementById('notice').textContent.endsWith('done.')")
