@@ -83,6 +83,25 @@ func (f *fixture) call(set []byte, h *djinnpb.LockHolder, m lock.Mode, req uint6
 	return ch
 }
 
+// granted fails t unless the call whose answer ch brings was granted.
+func granted(t *testing.T, ch <-chan lockAnswer, what string) {
+	t.Helper()
+	if got := <-ch; !got.ok || got.err != nil {
+		t.Fatalf("%s: %v %d %v, want granted", what, got.ok, got.fence, got.err)
+	}
+}
+
+// waiting fails t if the call whose answer ch brings has been answered;
+// while says why it should still wait.
+func waiting(t *testing.T, ch <-chan lockAnswer, what, while string) {
+	t.Helper()
+	select {
+	case got := <-ch:
+		t.Fatalf("%s: answered %v %d %v %s", what, got.ok, got.fence, got.err, while)
+	default:
+	}
+}
+
 // TestAnotherHoldersCallUnderTheSameID: a request id names its own
 // holder's request (requests.go; CC 1.2.3, a lock is a single client's),
 // and so does a Lock call under way here. Another holder's call under
@@ -152,17 +171,11 @@ func TestAnotherHoldersCallUnderTheSameID(t *testing.T) {
 		}
 		g.let()
 		synctest.Wait()
-		select {
-		case got := <-own:
-			t.Fatalf("a request under a freed id, queued: answered %v %d %v before it was granted", got.ok, got.fence, got.err)
-		default:
-		}
+		waiting(t, own, "a request under a freed id, queued", "before it was granted")
 		if err := f.svc.Unlock(ctx, set, victim, lock.W); err != nil {
 			t.Fatal(err)
 		}
-		if got := <-own; !got.ok || got.err != nil {
-			t.Errorf("a request under a freed id, once the lock it waited for was released: %v %d %v, want granted", got.ok, got.fence, got.err)
-		}
+		granted(t, own, "a request under a freed id, once the lock it waited for was released")
 	})
 }
 
@@ -239,9 +252,7 @@ func TestGraceEndCountsTheHoldersOwnCalls(t *testing.T) {
 				}
 				switch {
 				case c.back:
-					if got := <-mine; !got.ok || got.err != nil {
-						t.Errorf("the victim's call come back, once a's W was released: %v %d %v, want granted", got.ok, got.fence, got.err)
-					}
+					granted(t, mine, "the victim's call come back, once a's W was released")
 				case c.rules != 0:
 					if got := <-taken; !got.ok || got.err != nil {
 						t.Errorf("rules %d: the other holder's call that took the request, once a's W was released: %v %d %v, want the request's grant", c.rules, got.ok, got.fence, got.err)
@@ -356,20 +367,12 @@ func TestCallAttachedAsItsOrphanIsCancelled(t *testing.T) {
 				if err := f.svc.Unlock(bg, set, a, lock.W); err != nil {
 					t.Fatal(err)
 				}
-				if got := <-others; !got.ok || got.err != nil {
-					t.Fatalf("the other owner's W, once a's W was released: %v %d %v, want granted", got.ok, got.fence, got.err)
-				}
-				select {
-				case got := <-mine:
-					t.Fatalf("the victim's new request, queued behind the other owner's W: answered %v %d %v while that W is held", got.ok, got.fence, got.err)
-				default:
-				}
+				granted(t, others, "the other owner's W, once a's W was released")
+				waiting(t, mine, "the victim's new request, queued behind the other owner's W", "while that W is held")
 				if err := f.svc.Unlock(bg, set, other, lock.W); err != nil {
 					t.Fatal(err)
 				}
-				if got := <-mine; !got.ok || got.err != nil {
-					t.Errorf("the victim's new request, once the other owner's W was released: %v %d %v, want granted", got.ok, got.fence, got.err)
-				}
+				granted(t, mine, "the victim's new request, once the other owner's W was released")
 			})
 		})
 	}
@@ -453,9 +456,7 @@ func TestACallUnderTheIDLeavingUnderRules2(t *testing.T) {
 				if err := f.svc.Unlock(bg, set, a, lock.W); err != nil {
 					t.Fatal(err)
 				}
-				if got := <-mine; !got.ok || got.err != nil {
-					t.Errorf("the retry, once a's W was released: %v %d %v, want granted", got.ok, got.fence, got.err)
-				}
+				granted(t, mine, "the retry, once a's W was released")
 			})
 		})
 	}
