@@ -4,10 +4,8 @@ import (
 	"context"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
-
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
 
@@ -99,7 +97,7 @@ type pageBytes struct {
 
 // fits adds a lease to the page, and reports whether the page still fits.
 func (b *pageBytes) fits(pb *djinnpb.ClientLease) bool {
-	b.size += protowire.SizeTag(1) + protowire.SizeBytes(proto.Size(pb))
+	b.size += wire.FieldSize(1, pb)
 	return b.size <= b.max
 }
 

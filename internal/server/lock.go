@@ -390,7 +390,7 @@ func describeLockSet(v lock.SetView, l *djinnpb.Lease, maxBytes int, partial boo
 	}
 	size := proto.Size(d)
 	fits := func(field protowire.Number, m proto.Message) bool {
-		n := protowire.SizeTag(field) + protowire.SizeBytes(proto.Size(m))
+		n := wire.FieldSize(field, m)
 		if size+n > maxBytes {
 			return false
 		}

@@ -278,7 +278,7 @@ func (r *lookupRPC) LookupStream(stream djinnpb.LookupService_LookupStreamServer
 
 // answerSize is the bytes answer a takes in a response.
 func answerSize(a *djinnpb.EncodedLookupAnswer) int {
-	return protowire.SizeTag(1) + protowire.SizeBytes(proto.Size(a))
+	return wire.FieldSize(1, a)
 }
 
 func (r *lookupRPC) Notify(ctx context.Context, req *djinnpb.LookupNotifyRequest) (*djinnpb.EventRegistration, error) {

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/djinn-go/djinn"
@@ -189,10 +188,10 @@ func redact(kind string, res *djinnpb.Resource) *djinnpb.Resource {
 func fitting(rows []*djinnpb.Resource, limit int) int {
 	size := 0
 	for i, r := range rows[:min(limit, len(rows))] {
-		n := protowire.SizeTag(1) + protowire.SizeBytes(proto.Size(r))
+		n := wire.FieldSize(1, r)
 		if n > pageBytes {
 			rows[i] = summarised(r)
-			n = protowire.SizeTag(1) + protowire.SizeBytes(proto.Size(rows[i]))
+			n = wire.FieldSize(1, rows[i])
 		}
 		if size += n; size > pageBytes && i > 0 {
 			return i

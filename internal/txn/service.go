@@ -452,7 +452,7 @@ func (s *Service) List(ctx context.Context, after uint64, limit int, state djinn
 	size := 0
 	for _, in := range ins {
 		d := s.describe(in, false)
-		size += protowire.SizeTag(listTransactions) + protowire.SizeBytes(proto.Size(d))
+		size += wire.FieldSize(listTransactions, d)
 		// The page's next, should it end here, names this one.
 		if size+protowire.SizeTag(listNext)+protowire.SizeVarint(in.ID) > listBytes {
 			if len(out) == 0 {

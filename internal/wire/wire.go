@@ -8,6 +8,9 @@ package wire
 import (
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
@@ -19,6 +22,13 @@ import (
 // receive limit. A listing past it comes in pages; an answer past it is
 // refused ResourceExhausted, naming its size.
 const MaxReply = 4<<20 - 64<<10
+
+// FieldSize is what m takes in a reply as the message field numbered
+// field: its tag, its length and its encoding. A page adds its items'
+// FieldSizes to keep within MaxReply.
+func FieldSize(field protowire.Number, m proto.Message) int {
+	return protowire.SizeTag(field) + protowire.SizeBytes(proto.Size(m))
+}
 
 // Ref returns r's wire form.
 func Ref(r djinn.Ref) *djinnpb.Ref {
