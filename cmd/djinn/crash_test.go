@@ -34,6 +34,16 @@ var (
 	buildErr  error
 )
 
+// TestMain removes the binary the tests built once they are done: each run
+// of the package would otherwise leave a copy in the temporary directory.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		_ = os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
 func djinnBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
