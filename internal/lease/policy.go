@@ -15,12 +15,21 @@ var LandlordID = djinn.ID{'l', 'a', 'n', 'd', 'l', 'o', 'r', 'd'}
 // Proto builds the wire form of a lease granted by the server self (its
 // endpoint and service id), with remaining time left.
 func Proto(self djinn.Ref, cookie djinn.ID, remaining time.Duration) *djinnpb.Lease {
-	return &djinnpb.Lease{
-		Landlord:      &djinnpb.Ref{Endpoint: self.Endpoint, ServiceId: self.Service[:], ObjectId: LandlordID[:]},
-		Cookie:        cookie[:],
+	// The lease, its landlord and the bytes they hold in one allocation.
+	p := &struct {
+		lease    djinnpb.Lease
+		landlord djinnpb.Ref
+		service  djinn.ID
+		cookie   djinn.ID
+	}{service: self.Service, cookie: cookie}
+	p.landlord = djinnpb.Ref{Endpoint: self.Endpoint, ServiceId: p.service[:], ObjectId: LandlordID[:]}
+	p.lease = djinnpb.Lease{
+		Landlord:      &p.landlord,
+		Cookie:        p.cookie[:],
 		DurationNanos: int64(remaining),
 		Format:        djinnpb.SerialFormat_SERIAL_FORMAT_DURATION,
 	}
+	return &p.lease
 }
 
 // Kind says which service owns a lease. Each owner declares its kinds and

@@ -2,6 +2,7 @@ package mailbox
 
 import (
 	"context"
+	"crypto/rand"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -169,20 +170,34 @@ func (s *Service) Register(ctx context.Context, d time.Duration) (Registration, 
 	granted := s.cfg.Lease.Grant(d)
 	now := s.now()
 	exp := djinn.AddDuration(now, granted)
-	id, listener, cookie := djinn.NewID(), djinn.NewID(), djinn.NewID()
-	res, err := s.log.Propose(ctx, &statepb.Command{
-		NowUnixNanos: now.UnixNano(),
-		Op: &statepb.Command_MailboxRegister{MailboxRegister: &statepb.MailboxRegister{
-			RegistrationId: id[:], ListenerId: listener[:], Cookie: cookie[:],
-			ExpiresUnixNanos: nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp),
-			Principal: principal.From(ctx),
-		}},
-	})
+	// The command, its parts and the three ids in one allocation, the ids
+	// drawn in one read.
+	c := new(registerCommand)
+	if _, err := rand.Read(c.ids[:]); err != nil {
+		// crypto/rand.Read never fails on supported platforms (Go 1.24+).
+		panic("mailbox: crypto/rand failed: " + err.Error())
+	}
+	c.reg = statepb.MailboxRegister{
+		RegistrationId: c.ids[0:16:16], ListenerId: c.ids[16:32:32], Cookie: c.ids[32:48:48],
+		ExpiresUnixNanos: nanos(exp), HorizonUnixNanos: s.lessor.Horizon(exp),
+		Principal: principal.From(ctx),
+	}
+	c.op.MailboxRegister = &c.reg
+	c.cmd.NowUnixNanos, c.cmd.Op = now.UnixNano(), &c.op
+	res, err := s.log.Propose(ctx, &c.cmd)
 	if err != nil {
 		return Registration{}, err
 	}
 	in := res.(Info)
 	return s.registration(in, granted), nil
+}
+
+// registerCommand is a registration's command with its parts and ids.
+type registerCommand struct {
+	cmd statepb.Command
+	op  statepb.Command_MailboxRegister
+	reg statepb.MailboxRegister
+	ids [3 * len(djinn.ID{})]byte // registration id, listener id, cookie
 }
 
 func nanos(t time.Time) int64 {

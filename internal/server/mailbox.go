@@ -201,14 +201,22 @@ type mailboxRPC struct {
 }
 
 func regProto(r mailbox.Registration) *djinnpb.MailboxRegistration {
-	return &djinnpb.MailboxRegistration{
-		RegistrationId: r.ID[:],
+	// The reply, its listener and the ids they hold in one allocation.
+	p := &struct {
+		reg               djinnpb.MailboxRegistration
+		listener          djinnpb.Ref
+		id, service, lsnr djinn.ID
+	}{id: r.ID, service: r.Listener.Service, lsnr: r.Listener.Object}
+	p.listener = djinnpb.Ref{Endpoint: r.Listener.Endpoint, ServiceId: p.service[:], ObjectId: p.lsnr[:]}
+	p.reg = djinnpb.MailboxRegistration{
+		RegistrationId: p.id[:],
 		Lease:          r.Lease,
-		Listener:       &djinnpb.Ref{Endpoint: r.Listener.Endpoint, ServiceId: r.Listener.Service[:], ObjectId: r.Listener.Object[:]},
+		Listener:       &p.listener,
 		Target:         r.Target,
 		StoredEvents:   int64(r.Stored),
 		UnknownEvents:  r.Unknown,
 	}
+	return &p.reg
 }
 
 func (m *mailboxRPC) Register(ctx context.Context, r *djinnpb.MailboxRegisterRequest) (*djinnpb.MailboxRegistration, error) {
