@@ -25,6 +25,17 @@ type Proposer interface {
 	Propose(ctx context.Context, cmd *statepb.Command) (any, error)
 }
 
+// RiderProposer is a Proposer that also proposes commands that need not
+// be written at once: ProposeRider's command rides in the log entry of the
+// next command proposed, or goes alone after a short bound (the
+// replicated log's rider delay), keeping its place among the commands
+// proposed. A Service whose log is one proposes so a blocking lock
+// request that will wait (Lock).
+type RiderProposer interface {
+	Proposer
+	ProposeRider(ctx context.Context, cmd *statepb.Command) (any, error)
+}
+
 // Joiner reaches transaction managers for the lock service as a
 // participant: Join joins it to transaction id of the manager mgr
 // (TX.2.3), returning the manager's answer, the transaction's ancestors;
@@ -65,6 +76,7 @@ type Service struct {
 	state  *State
 	lessor *lease.Lessor
 	log    Proposer
+	rider  RiderProposer // log, if it proposes riders; else nil
 	now    func() time.Time
 	self   func() djinn.Ref
 	cfg    Config
@@ -125,7 +137,8 @@ func NewService(s *State, l *lease.Lessor, log Proposer, now func() time.Time, s
 	if err := l.Table().SetPolicy(OwnerLeaseKind, cfg.Owners); err != nil {
 		return nil, err
 	}
-	svc := &Service{state: s, lessor: l, log: log, now: now, self: self, cfg: cfg,
+	rider, _ := log.(RiderProposer)
+	svc := &Service{state: s, lessor: l, log: log, rider: rider, now: now, self: self, cfg: cfg,
 		waiting: map[waitKey]*acquireCall{}, armed: map[uint64][]*acquireCall{}, joined: map[TxnKey]*statepb.LockHolderState{}, term: make(chan struct{})}
 	s.SetNotify(svc.hear)
 	return svc, nil
@@ -540,7 +553,15 @@ func (s *Service) Lock(ctx context.Context, set []byte, h *djinnpb.LockHolder, m
 		s.disarmLocked(request, c)
 		s.mu.Unlock()
 	}()
-	res, err := s.log.Propose(ctx, &c.cmd)
+	propose := s.log.Propose
+	if s.rider != nil && !try && from == 0 && s.state.Waits(set, hs.GetOwner(), mode) {
+		// It will wait: only a later command (an unlock, a lease's end)
+		// can grant it, so it rides in that one's entry, rather than
+		// taking a write of its own ahead of it: a hand-off's unlock
+		// does not queue behind the last holder's next request.
+		propose = s.rider.ProposeRider
+	}
+	res, err := propose(ctx, &c.cmd)
 	if err != nil {
 		return false, 0, err
 	}

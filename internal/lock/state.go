@@ -435,6 +435,30 @@ func (s *State) ApplyAcquire(c *statepb.LockAcquire) (Result, error) {
 	return res, nil
 }
 
+// Waits reports whether a blocking lock request of the owner whose lease
+// cookie is owner, in mode m (no change of mode), would wait in set as the
+// state stands: the set has waiting requests, or another holder holds a
+// lock in a conflicting mode (Table.Acquire's test, for an owner). It is a
+// guess about a request still to be applied (false when the set or the
+// owner is unknown, or the holder is a transaction): what the log applies
+// meanwhile may change the answer.
+func (s *State) Waits(set, owner []byte, m Mode) bool {
+	if len(set) != len(djinn.ID{}) || len(owner) != len(djinn.ID{}) {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tid, ok := s.sets.Find(djinn.ID(set))
+	if !ok {
+		return false
+	}
+	id, ok := s.owners[djinn.ID(owner)]
+	if !ok {
+		return false
+	}
+	return s.table.waits(uint64(tid), partyKey(id), m)
+}
+
 // unwaitLocked forgets a request that no longer waits, giving back its
 // place in its principal's quota.
 func (s *State) unwaitLocked(id uint64) {

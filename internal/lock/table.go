@@ -428,6 +428,25 @@ func (t *Table) Acquire(r Request) (Result, error) {
 	return Result{Outcome: Queued}, nil
 }
 
+// waits reports whether a request of the owner k (no transaction) in mode
+// m on set sid, no change of mode and no try, would queue as the table
+// stands: Acquire's test for it.
+func (t *Table) waits(sid uint64, k partyKey, m Mode) bool {
+	s, ok := t.sets.get(sid)
+	if !ok || s.txn {
+		return false
+	}
+	if len(s.queue()) > 0 {
+		return true
+	}
+	for i := range s.holders {
+		if h := &s.holders[i]; h.p.key != k && h.conflicts(m) {
+			return true
+		}
+	}
+	return false
+}
+
 // checkHeld checks that k holds a lock in m in set id that no waiting
 // change_mode of its claims.
 func (t *Table) checkHeld(id uint64, s *set, k partyKey, m Mode, verb string) error {
