@@ -76,7 +76,12 @@ func (ds *deliveries) start(ctx context.Context, rawID []byte) (context.Context,
 	if ds.running == nil {
 		ds.running = map[djinn.ID]*delivery{}
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	var cancel context.CancelFunc
+	if sc, ok := ctx.(*sessionCallContext); ok {
+		cancel = sc.cancel // a session call's own context
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
+	}
 	d := &delivery{id: id, cancel: cancel}
 	ds.running[id] = d
 	return ctx, d, nil

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
@@ -132,5 +134,74 @@ func TestStopDeliveryArguments(t *testing.T) {
 	}
 	if got := rec.events(); len(got) != 0 {
 		t.Fatalf("calls with bad delivery ids handed %d events", len(got))
+	}
+}
+
+// EM.4.1 in a session (the way a mailbox's delivery reaches a listener):
+// the call's delivery takes the session call's context as its own, and a
+// stop from inside the handler of a batch's first event still ends that
+// handler's context and hands no more of the batch, while the next call
+// in the same session is handed.
+func TestEM41StopDeliveryInASession(t *testing.T) {
+	id := djinn.NewID()
+	var h *stopHarness
+	var mu sync.Mutex
+	var handed []int64
+	var sawCancel bool
+	h = newStopHarness(t, func(ctx context.Context, ev *RemoteEvent) error {
+		mu.Lock()
+		handed = append(handed, ev.Seq)
+		mu.Unlock()
+		if ev.Seq == 1 {
+			h.stop(t, id)
+			mu.Lock()
+			sawCancel = ctx.Err() != nil
+			mu.Unlock()
+		}
+		return nil
+	})
+	s := rawSession(t, h.l)
+	obj := h.l.Ref().Object
+	call := func(callID uint64, delivery djinn.ID, events ...*RemoteEvent) *djinnpb.SessionCall {
+		req := &djinnpb.NotifyBatchRequest{ListenerId: obj[:], DeliveryId: delivery[:]}
+		for _, ev := range events {
+			req.Events = append(req.Events, ev.Proto())
+		}
+		b, err := proto.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &djinnpb.SessionCall{Id: callID, Method: djinnpb.EventListener_NotifyBatch_FullMethodName, Request: b}
+	}
+	answer := func(callID uint64) *djinnpb.NotifyBatchResponse {
+		r := replies(t, s, 1)[callID]
+		if err := replyErr(r); err != nil {
+			t.Fatalf("call %d: %v", callID, err)
+		}
+		var resp djinnpb.NotifyBatchResponse
+		if err := proto.Unmarshal(r.GetResponse(), &resp); err != nil {
+			t.Fatal(err)
+		}
+		return &resp
+	}
+	if err := s.Send(&djinnpb.SessionRequest{Calls: []*djinnpb.SessionCall{call(1, id, testEvent(1, ""), testEvent(2, ""), testEvent(3, ""))}}); err != nil {
+		t.Fatal(err)
+	}
+	if resp := answer(1); resp.GetAccepted() != 1 || djinn.KindOf(errorFromProto(resp.GetError())) != djinn.Unavailable {
+		t.Errorf("stopped batch answered accepted %d, error %v; want 1 and unavailable", resp.GetAccepted(), resp.GetError())
+	}
+	if err := s.Send(&djinnpb.SessionRequest{Calls: []*djinnpb.SessionCall{call(2, djinn.NewID(), testEvent(4, ""))}}); err != nil {
+		t.Fatal(err)
+	}
+	if resp := answer(2); resp.GetAccepted() != 1 || resp.GetError() != nil {
+		t.Errorf("next call in the session: accepted %d, error %v; want 1", resp.GetAccepted(), resp.GetError())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(handed) != 2 || handed[0] != 1 || handed[1] != 4 {
+		t.Errorf("EM.4.1: events handed %v, want [1 4] (none of the stopped batch after its first)", handed)
+	}
+	if !sawCancel {
+		t.Error("the running handler's context did not end when its batch was stopped")
 	}
 }

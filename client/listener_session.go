@@ -140,7 +140,16 @@ func (cs *sessionCalls) start(parent context.Context, c *djinnpb.SessionCall) co
 	}
 	cs.running[c.GetId()] = cancel
 	cs.mu.Unlock()
-	return ctx
+	return &sessionCallContext{Context: ctx, cancel: cancel}
+}
+
+// sessionCallContext is a session call's context with its cancel, which
+// the call's delivery (deliveries.start) takes as its own instead of
+// deriving a context of its own for every event: the context is the
+// call's alone, so cancelling it ends that call and nothing else.
+type sessionCallContext struct {
+	context.Context
+	cancel context.CancelFunc
 }
 
 // cancel cancels a running call, as its caller going away would.
