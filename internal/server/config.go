@@ -177,6 +177,11 @@ const (
 	MaxWALSegmentSize = 1 << 30
 )
 
+// minSnapshotInterval is the least snapshot interval Raft takes: a
+// shorter one would pass Check and then fail the node's start with Raft's
+// "SnapshotInterval is too low", naming no configuration key.
+const minSnapshotInterval = 5 * time.Millisecond
+
 // RaftConfig tunes replication.
 type RaftConfig struct {
 	HeartbeatTimeout  Duration `toml:"heartbeat-timeout"`
@@ -485,8 +490,8 @@ func (c *RaftConfig) check() error {
 	if el < hb || el == djinn.Forever {
 		return djinn.Errorf(djinn.InvalidArgument, "raft-tuning election-timeout %s: want at least the heartbeat timeout %s", djinn.FormatDuration(el), hb)
 	}
-	if si := time.Duration(c.SnapshotInterval); si <= 0 || si == djinn.Forever {
-		return djinn.Errorf(djinn.InvalidArgument, "raft-tuning snapshot-interval %s: must be positive", djinn.FormatDuration(si))
+	if si := time.Duration(c.SnapshotInterval); si < minSnapshotInterval || si == djinn.Forever {
+		return djinn.Errorf(djinn.InvalidArgument, "raft-tuning snapshot-interval %s: want at least %s", djinn.FormatDuration(si), minSnapshotInterval)
 	}
 	if c.TrailingLogs == 0 {
 		return djinn.Errorf(djinn.InvalidArgument, "raft-tuning trailing-logs 0: must be positive (entries kept behind a snapshot)")

@@ -59,6 +59,14 @@ func (c *LookupConfig) check() error {
 			return djinn.Errorf(djinn.InvalidArgument, "lookup discovery: %v (\"\" turns discovery off)", err)
 		}
 	}
+	// The registrar and the lookup discovery service's discovery take
+	// the interval as given: past Check, one not positive would be
+	// refused at start by discovery alone, logged and retried for good
+	// (the lookup service never announced, the lookup discovery service
+	// discovering nothing), not refused naming this key.
+	if a := time.Duration(c.Announce); a <= 0 || a == djinn.Forever {
+		return djinn.Errorf(djinn.InvalidArgument, "lookup announce %s: must be a positive duration (the interval between the lookup service's multicast announcements; 2m by default)", djinn.FormatDuration(a))
+	}
 	return positive("lookup max-items", c.MaxItems)
 }
 
