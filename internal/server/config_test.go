@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/server"
 	"github.com/djinn-go/djinn/internal/server/servertest"
@@ -289,5 +291,72 @@ func TestConfigCheck(t *testing.T) {
 			s.Close()
 		}
 		wantErr(t, "open", err, djinn.ErrInvalidArgument, "listen")
+	})
+}
+
+// FuzzConfig feeds the configuration's external inputs — a TOML file and
+// DJINN_* variables — through what serve does with them: LoadFile,
+// LoadEnv, then Check. None panics; what LoadFile refuses names the file
+// (serve answers it as a usage error), what LoadEnv and Check refuse is
+// InvalidArgument; a configuration Check accepts is one the node's Raft
+// takes as the node builds it (Raft's own check names no key) and one
+// discovery takes (its announcement interval positive).
+func FuzzConfig(f *testing.F) {
+	f.Add([]byte(`listen = "127.0.0.1:7000"
+log-level = "debug"
+[mailbox]
+default-lease = "any"
+max-lease = "forever"
+[raft-tuning]
+snapshot-interval = "5ms"
+heartbeat-timeout = "10ms"
+election-timeout = "10ms"
+[lookup]
+announce = "200ms"
+groups = ["", "lab"]
+[quota]
+streams = 10
+`), "DJINN_LOOKUP_ANNOUNCE=1s\nDJINN_RAFT_TUNING_SNAPSHOT_INTERVAL=1m")
+	f.Add([]byte("[lookup]\nannounce = \"-1s\"\n"), "")
+	f.Add([]byte("[raft-tuning]\nsnapshot-interval = \"1ms\"\n"), "")
+	f.Add([]byte("[security]\noperators = [\"cn:ops\"]\n[tls]\nclient-auth = true\n"), "DJINN_LOOKUP_GROUPS=a,,b\nDJINN_KV_MAX_BYTES=-1")
+	f.Add([]byte("[quota.principals.\"cn:batch\"]\nlookup-items = 5\n"), "DJINN_LEASE_CHECKPOINT=forever")
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, file []byte, env string) {
+		path := filepath.Join(dir, "djinn.toml")
+		if err := os.WriteFile(path, file, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg := server.Default()
+		if err := cfg.LoadFile(path); err != nil {
+			if !strings.Contains(err.Error(), path) {
+				t.Fatalf("LoadFile: %v, which does not name the file", err)
+			}
+			return
+		}
+		if err := cfg.LoadEnv(strings.Split(env, "\n")); err != nil {
+			if !errors.Is(err, djinn.ErrInvalidArgument) {
+				t.Fatalf("LoadEnv: %v, want InvalidArgument", err)
+			}
+			return
+		}
+		if err := cfg.Check(); err != nil {
+			if !errors.Is(err, djinn.ErrInvalidArgument) {
+				t.Fatalf("Check: %v, want InvalidArgument", err)
+			}
+			return
+		}
+		rc := raft.DefaultConfig()
+		rc.LocalID = "n1"
+		rc.HeartbeatTimeout = time.Duration(cfg.Raftcfg.HeartbeatTimeout)
+		rc.ElectionTimeout = time.Duration(cfg.Raftcfg.ElectionTimeout)
+		rc.LeaderLeaseTimeout = rc.HeartbeatTimeout / 2
+		rc.SnapshotInterval = time.Duration(cfg.Raftcfg.SnapshotInterval)
+		if err := raft.ValidateConfig(rc); err != nil {
+			t.Fatalf("Check accepted a configuration Raft refuses: %v", err)
+		}
+		if a := time.Duration(cfg.Lookup.Announce); a <= 0 {
+			t.Fatalf("Check accepted lookup announce %s, which discovery refuses", djinn.FormatDuration(a))
+		}
 	})
 }
