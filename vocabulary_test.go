@@ -167,3 +167,25 @@ func FuzzParseID(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseDuration: a lease duration as the CLI's flags and the
+// configuration take it is refused InvalidArgument naming the text, or
+// parses to one FormatDuration prints back as the same duration.
+func FuzzParseDuration(f *testing.F) {
+	for _, s := range []string{"30s", "forever", "ANY", "-1ns", "0", "2562047h47m16.854775807s", "-2562047h47m16.854775808s", "1.5h", "9223372036854775807ns", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := djinn.ParseDuration(s)
+		if err != nil {
+			if !errors.Is(err, djinn.ErrInvalidArgument) || !strings.Contains(err.Error(), fmt.Sprintf("%q", s)) {
+				t.Fatalf("ParseDuration(%q) error %v: want invalid argument naming it", s, err)
+			}
+			return
+		}
+		text := djinn.FormatDuration(d)
+		if again, err := djinn.ParseDuration(text); err != nil || again != d {
+			t.Fatalf("ParseDuration(%q) = %d, printed %q, which parses to %d, %v", s, d, text, again, err)
+		}
+	})
+}
