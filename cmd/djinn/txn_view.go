@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode/utf8"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
@@ -168,8 +169,12 @@ func parseTxnToken(s string) (uint64, djinn.ID, error) {
 
 // abbrevArg shortens an argument for an error message.
 func abbrevArg(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
+	if len(s) <= 40 {
+		return s
 	}
-	return s
+	cut := 40
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut-- // not within a character: its bytes would be quoted as \x escapes
+	}
+	return s[:cut] + "…"
 }
