@@ -8,6 +8,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/event"
+	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
@@ -116,7 +117,7 @@ func (d *deliverer) Stored(reg djinn.ID, target *djinnpb.Ref, epoch uint64, ev S
 			return
 		}
 		if err := d.engine.Push(reg, toRef(target), event.Item{Cursor: ev.Index, Event: ev.Event}); err != nil {
-			d.logger.Warn("mailbox: queueing delivery failed", "registration", reg, "err", err)
+			d.logger.Warn("mailbox: queueing delivery failed", "registration", wire.Fingerprint(reg), "err", err)
 		}
 	})
 }
@@ -140,7 +141,7 @@ func (d *deliverer) Retargeted(reg djinn.ID, target *djinnpb.Ref, epoch uint64, 
 		}
 		if target != nil && len(events) > 0 {
 			if err := d.engine.Push(reg, toRef(target), items(events)...); err != nil {
-				d.logger.Warn("mailbox: queueing delivery failed", "registration", reg, "err", err)
+				d.logger.Warn("mailbox: queueing delivery failed", "registration", wire.Fingerprint(reg), "err", err)
 			}
 		}
 		if done != nil {
@@ -211,7 +212,7 @@ func (d *deliverer) failed(reg djinn.ID, it event.Item, err error) event.Action 
 			RegistrationId: reg[:], DeliveryFailed: true, OnlyIfEpoch: epoch,
 		}}})
 		d.mu.Unlock()
-		d.logger.Info("mailbox delivery disabled by a definite failure", "registration", reg, "err", err)
+		d.logger.Info("mailbox delivery disabled by a definite failure", "registration", wire.Fingerprint(reg), "err", err)
 		d.signalReport()
 		return event.Stop
 	}

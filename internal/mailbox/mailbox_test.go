@@ -1,8 +1,10 @@
 package mailbox_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -15,8 +17,27 @@ import (
 	"github.com/djinn-go/djinn/internal/mailbox"
 	"github.com/djinn-go/djinn/internal/principal"
 	"github.com/djinn-go/djinn/internal/state/statetest"
+	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
+
+// logBuffer keeps what a service logs, for a test to read.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
 
 // sink is an in-memory listener: it records what it is sent and answers
 // with the error its script gives.
@@ -63,6 +84,7 @@ type fixture struct {
 	sink   *sink
 	self   djinn.Ref
 	stop   func()
+	logs   *logBuffer // what the service logged
 }
 
 func newFixture(t *testing.T, maxStored int) *fixture {
@@ -72,7 +94,7 @@ func newFixture(t *testing.T, maxStored int) *fixture {
 // newFixtureWith lets a test put its own sender in front of the recording
 // sink, or its own log in front of the state machine.
 func newFixtureWith(t *testing.T, maxStored int, wrap func(*sink) event.Sender, wrapLog func(*statetest.Log) mailbox.Proposer) *fixture {
-	f := &fixture{t: t, log: statetest.New(), sink: &sink{got: map[djinn.Ref][]*djinnpb.RemoteEvent{}}}
+	f := &fixture{t: t, log: statetest.New(), sink: &sink{got: map[djinn.Ref][]*djinnpb.RemoteEvent{}}, logs: new(logBuffer)}
 	f.state = statetest.Add(f.log.M, mailbox.NewState(f.log.M.Leases, mailbox.DefaultMaxStored, f.log.M.ServiceID))
 	f.self = djinn.Ref{Endpoint: "127.0.0.1:4161", Service: f.log.M.ServiceID(), Object: djinn.ID{'m'}}
 	f.lessor = lease.NewLessor(f.log.M.Leases, f.log, lease.Config{Slack: 10 * time.Second})
@@ -88,6 +110,7 @@ func newFixtureWith(t *testing.T, maxStored int, wrap func(*sink) event.Sender, 
 		Lease:     lease.Policy{Default: time.Minute, Max: time.Hour},
 		MaxStored: maxStored,
 		Delivery:  event.Config{Sender: sender, MaxBatch: 8, MinBackoff: time.Second, MaxBackoff: 8 * time.Second},
+		Logger:    slog.New(slog.NewTextHandler(f.logs, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -390,6 +413,15 @@ func TestDefiniteFailureDisablesDelivery(t *testing.T) {
 		}
 		if got.Stored != 1 {
 			t.Fatalf("the undelivered event was lost: %d stored", got.Stored)
+		}
+		// The log names the registration by its fingerprint, as the
+		// console does: its id is the capability to its events.
+		logs := f.logs.String()
+		if !strings.Contains(logs, "disabled by a definite failure") || !strings.Contains(logs, wire.Fingerprint(r.ID)) {
+			t.Errorf("the log does not name the registration by its fingerprint %s: %s", wire.Fingerprint(r.ID), logs)
+		}
+		if strings.Contains(logs, r.ID.String()) {
+			t.Errorf("the log holds the registration's id, a capability: %s", logs)
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/event"
+	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 	"github.com/djinn-go/djinn/proto/statepb"
 )
@@ -95,7 +96,7 @@ func (d *deliverer) push(k regKey, target *djinnpb.Ref, events ...*djinnpb.Remot
 		items[i] = event.Item{Cursor: uint64(ev.GetSequence()), Event: d.addressed(ev)}
 	}
 	if err := d.engines[k.eid].Push(k.set, toRef(target), items...); err != nil {
-		d.logger.Warn("renewal: queueing an event failed", "set", k.set, "event", k.eid, "err", err)
+		d.logger.Warn("renewal: queueing an event failed", "set", wire.Fingerprint(k.set), "event", k.eid, "err", err)
 	}
 }
 
@@ -169,7 +170,7 @@ func (d *deliverer) failed(k regKey, err error) event.Action {
 	d.mu.Lock()
 	d.failures = append(d.failures, &statepb.RenewalListen{SetId: k.set[:], EventId: k.eid, OnlyIfEpoch: d.epochs[k]})
 	d.mu.Unlock()
-	d.logger.Info("renewal: event registration cleared by a definite delivery failure", "set", k.set, "event", k.eid, "err", err)
+	d.logger.Info("renewal: event registration cleared by a definite delivery failure", "set", wire.Fingerprint(k.set), "event", k.eid, "err", err)
 	d.signal()
 	return event.Stop
 }

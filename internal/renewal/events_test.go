@@ -1,15 +1,38 @@
 package renewal_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/renewal"
+	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
+
+// logBuffer keeps what a service logs, for a test to read.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
 
 // failNow makes the set raise a renewal failure event at once: a lease
 // whose actual expiration is past and before its desired one is dropped
@@ -222,7 +245,8 @@ func TestDefiniteDeliveryFailure(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := newFixture(t, renewal.Config{})
+				logs := new(logBuffer)
+				f := newFixture(t, renewal.Config{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 				defer f.stop()
 				ll := f.landlord(time.Hour)
 				st := f.create(10 * time.Minute)
@@ -271,6 +295,15 @@ func TestDefiniteDeliveryFailure(t *testing.T) {
 				}
 				if got := f.listener.events(good); len(got) != 2 {
 					t.Fatalf("the good listener got %d events, want 2", len(got))
+				}
+				// The log names the set by its fingerprint, as the console
+				// does: its id is the capability to the set.
+				text := logs.String()
+				if !strings.Contains(text, "cleared by a definite delivery failure") || !strings.Contains(text, wire.Fingerprint(st.Info.ID)) {
+					t.Errorf("the log does not name the set by its fingerprint %s: %s", wire.Fingerprint(st.Info.ID), text)
+				}
+				if strings.Contains(text, st.Info.ID.String()) {
+					t.Errorf("the log holds the set's id, a capability: %s", text)
 				}
 			})
 		})

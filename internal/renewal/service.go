@@ -572,7 +572,7 @@ func (s *Service) warnLoop(ctx context.Context) {
 				SetId: w.id[:], SetExpiresUnixNanos: exp, SetLease: pl,
 			}}})
 			if err != nil && ctx.Err() == nil {
-				s.cfg.Logger.Warn("renewal: raising an expiration warning failed; will retry", "set", w.id, "err", err)
+				s.cfg.Logger.Warn("renewal: raising an expiration warning failed; will retry", "set", wire.Fingerprint(w.id), "err", err)
 			}
 		}
 		select {

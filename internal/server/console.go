@@ -3,8 +3,6 @@ package server
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"net/http"
 	"net/url"
 	"slices"
@@ -13,6 +11,7 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/console"
 	"github.com/djinn-go/djinn/internal/principal"
+	"github.com/djinn-go/djinn/internal/wire"
 )
 
 // The web console on the admin port (package console). Each part that
@@ -135,12 +134,9 @@ func sees(ctx context.Context, p string) bool {
 	return v.set && (v.all || p == v.principal)
 }
 
-// fingerprint names a capability without giving it away: the first 8
-// bytes of its SHA-256, in hex.
-func fingerprint(id djinn.ID) string {
-	sum := sha256.Sum256(id[:])
-	return hex.EncodeToString(sum[:8])
-}
+// fingerprint names a capability without giving it away, as the logs
+// name it (wire.Fingerprint).
+func fingerprint(id djinn.ID) string { return wire.Fingerprint(id) }
 
 // expiresMs returns when the lease with cookie c expires, in ms since the
 // epoch: nil for Forever, now for a lease gone.

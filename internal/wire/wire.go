@@ -6,6 +6,8 @@
 package wire
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -137,4 +139,15 @@ func TxnSecretBytes(s djinn.ID) []byte {
 		return nil
 	}
 	return s[:]
+}
+
+// Fingerprint names a capability — a lease cookie, or an id that is one
+// (a mailbox registration's, a renewal or lock set's) — without giving it
+// away: the first 8 bytes of its SHA-256, in hex. The console and the
+// server's logs name capabilities by it, alike, so that an operator
+// matches a log line to the console's row; neither holds what would let
+// its reader use the capability.
+func Fingerprint(id djinn.ID) string {
+	sum := sha256.Sum256(id[:])
+	return hex.EncodeToString(sum[:8])
 }
