@@ -54,25 +54,40 @@ const tick = 2 * time.Second
 
 // Register adds the console's routes to mux: / and /console/ (the page
 // and its assets), /api/pages, /api/view/{page}, /api/events and
-// /api/action/{page}/{action}.
+// /api/action/{page}/{action}. Every answer forbids framing (unframed).
 func Register(mux *http.ServeMux, src Source) {
 	static, _ := fs.Sub(assets, "assets")
 	files := http.FileServerFS(static)
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("GET /{$}", unframed(func(w http.ResponseWriter, r *http.Request) {
 		if _, ok := src.read(w, r); ok {
 			w.Header().Set("Cache-Control", "no-store")
 			http.ServeFileFS(w, r, static, "index.html")
 		}
-	})
-	mux.Handle("GET /console/", http.StripPrefix("/console/", files))
-	mux.HandleFunc("GET /api/pages", func(w http.ResponseWriter, r *http.Request) {
+	}))
+	mux.Handle("GET /console/", unframed(http.StripPrefix("/console/", files).ServeHTTP))
+	mux.Handle("GET /api/pages", unframed(func(w http.ResponseWriter, r *http.Request) {
 		if _, ok := src.read(w, r); ok {
 			writeJSON(w, http.StatusOK, src.Pages)
 		}
-	})
-	mux.HandleFunc("GET /api/view/{page}", src.view)
-	mux.HandleFunc("GET /api/events", src.events)
-	mux.HandleFunc("POST /api/action/{page}/{action}", src.act)
+	}))
+	mux.Handle("GET /api/view/{page}", unframed(src.view))
+	mux.Handle("GET /api/events", unframed(src.events))
+	mux.Handle("POST /api/action/{page}/{action}", unframed(src.act))
+}
+
+// unframed answers as h does, forbidding every page to show the answer in
+// a frame: a page of another site framing the console could lead an
+// operator (whose browser presents a client certificate to any page of
+// the console's origin) to click an action and its confirmation, its
+// buttons under the page's own.
+func unframed(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("X-Frame-Options", "DENY")
+		hd.Set("Content-Security-Policy", "frame-ancestors 'none'")
+		hd.Set("X-Content-Type-Options", "nosniff")
+		h(w, r)
+	}
 }
 
 // read answers the context r reads the console in, and false (having

@@ -213,3 +213,53 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// TestConsoleIsNeverFramed: every answer of the console forbids framing
+// it — the page, its assets, its views, its events and its actions — so
+// that no page of another site shows the console under its own buttons
+// and leads an operator to click an action and its confirmation.
+func TestConsoleIsNeverFramed(t *testing.T) {
+	m := &memSource{}
+	done := make(chan struct{})
+	defer close(done)
+	srv := serve(t, m.source(done))
+	check := func(method, path string, h http.Header) {
+		t.Helper()
+		if got := h.Get("X-Frame-Options"); got != "DENY" {
+			t.Errorf("%s %s: X-Frame-Options %q, want DENY", method, path, got)
+		}
+		if got := h.Get("Content-Security-Policy"); got != "frame-ancestors 'none'" {
+			t.Errorf("%s %s: Content-Security-Policy %q, want frame-ancestors 'none'", method, path, got)
+		}
+	}
+	for _, path := range []string{"/", "/console/console.js", "/api/pages", "/api/view/things", "/api/view/nothing", "/?reader=nobody"} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		check("GET", path, resp.Header)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/api/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("GET", "/api/events", resp.Header)
+	cancel()
+	resp.Body.Close()
+	req, _ = http.NewRequest("POST", srv.URL+"/api/action/things/drop", strings.NewReader("target=t1"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set(ConfirmHeader, "yes")
+	req.Header.Set("Djinn-Join-Secret", "s3cret")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the action answered %d", resp.StatusCode)
+	}
+	check("POST", "/api/action/things/drop", resp.Header)
+}
