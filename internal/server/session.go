@@ -270,7 +270,13 @@ func (ss *session) start(c *djinnpb.SessionCall) error {
 			"method "+c.GetMethod()+" is not served in a session: call it on its own (unary)"))})
 		return nil
 	}
-	if err := checkMetadata(c.GetMetadata()); err != nil {
+	err := checkMetadata(c.GetMetadata())
+	if d := c.GetTimeoutNanos(); err == nil && d < 0 {
+		// A unary call's timeout is never negative: taken as none, the
+		// call would run unbounded where its caller meant it over.
+		err = djinn.Errorf(djinn.InvalidArgument, "session call %d: timeout_nanos %d: want a positive timeout, or 0 for none", c.GetId(), d)
+	}
+	if err != nil {
 		ss.reply(&djinnpb.SessionReply{Id: c.GetId(), Status: sessionStatus(status.Convert(ss.s.edgeError(ss.ctx, err)))})
 		return nil
 	}

@@ -316,6 +316,7 @@ func TestSessionRefusesBadCalls(t *testing.T) {
 		&djinnpb.SessionCall{Id: 3, Method: healthpb.Health_Check_FullMethodName, Metadata: entries("Bad Key", "x")},
 		&djinnpb.SessionCall{Id: 4, Method: healthpb.Health_Check_FullMethodName, Metadata: entries("grpc-timeout", "1S")},
 		&djinnpb.SessionCall{Id: 5, Method: djinnpb.Session_Open_FullMethodName},
+		&djinnpb.SessionCall{Id: 8, Method: healthpb.Health_Check_FullMethodName, TimeoutNanos: -5},
 	)
 	for _, tt := range []struct {
 		id   uint64
@@ -327,6 +328,8 @@ func TestSessionRefusesBadCalls(t *testing.T) {
 		{3, codes.InvalidArgument, `"Bad Key"`},
 		{4, codes.InvalidArgument, `"grpc-timeout"`},
 		{5, codes.Unimplemented, "not served in a session"},
+		// A negative timeout was taken as none: the call ran unbounded.
+		{8, codes.InvalidArgument, "timeout_nanos -5"},
 	} {
 		err := s.result(tt.id, &healthpb.HealthCheckResponse{})
 		if status.Code(err) != tt.code || !strings.Contains(status.Convert(err).Message(), tt.text) {
