@@ -17,6 +17,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/hashicorp/raft-wal/segment"
 	"github.com/hashicorp/raft-wal/types"
@@ -450,4 +451,35 @@ func FuzzSegmentsOf(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzDecodeConfiguration: a configuration entry read from the log (for
+// a node id's check) decodes or is refused with an error, never a panic
+// or an allocation its bytes do not warrant; what decodes encodes again
+// to a configuration that decodes the same.
+func FuzzDecodeConfiguration(f *testing.F) {
+	f.Add(raft.EncodeConfiguration(raft.Configuration{Servers: []raft.Server{
+		{Suffrage: raft.Voter, ID: "n1", Address: "127.0.0.1:4163"},
+		{Suffrage: raft.Nonvoter, ID: "n2", Address: "[::1]:4163"},
+	}}))
+	f.Add(raft.EncodeConfiguration(raft.Configuration{}))
+	f.Add([]byte{0x81, 0xa7, 'S', 'e', 'r', 'v', 'e', 'r', 's', 0xdd, 0xff, 0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		conf, err := decodeConfiguration(b)
+		if err != nil {
+			return
+		}
+		again, err := decodeConfiguration(raft.EncodeConfiguration(conf))
+		if err != nil || !reflect.DeepEqual(normalConf(again), normalConf(conf)) {
+			t.Fatalf("decoded %+v, encoded again decodes to %+v, %v", conf, again, err)
+		}
+	})
+}
+
+// normalConf is a configuration with no servers as nil.
+func normalConf(c raft.Configuration) raft.Configuration {
+	if len(c.Servers) == 0 {
+		c.Servers = nil
+	}
+	return c
 }
