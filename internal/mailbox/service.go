@@ -335,8 +335,20 @@ func wait(ctx context.Context, res any) error {
 // when the event's (source, id) is on the unknown-event list, and
 // ResourceExhausted when the registration is full.
 func (s *Service) Notify(ctx context.Context, listener djinn.ID, ev *djinnpb.RemoteEvent) error {
-	_, err := s.NotifyBatch(ctx, listener, []*djinnpb.RemoteEvent{ev})
+	c := new(storeCommand)
+	c.one[0] = ev
+	_, err := s.notifyBatch(ctx, c, listener, c.one[:])
 	return err
+}
+
+// storeCommand is a store's command with its parts, the listener id it
+// names and, for Notify, the one event: one allocation for them all.
+type storeCommand struct {
+	cmd      statepb.Command
+	op       statepb.Command_MailboxStore
+	store    statepb.MailboxStore
+	listener djinn.ID
+	one      [1]*djinnpb.RemoteEvent
 }
 
 // Listens answers NoSuchObject unless listener is the mailbox listener of
@@ -370,6 +382,11 @@ func CheckNotifyBatch(events []*djinnpb.RemoteEvent) error {
 // that is refused (for Notify's reasons, or as invalid); it returns how
 // many were stored and why the next was not.
 func (s *Service) NotifyBatch(ctx context.Context, listener djinn.ID, events []*djinnpb.RemoteEvent) (int, error) {
+	return s.notifyBatch(ctx, new(storeCommand), listener, events)
+}
+
+// notifyBatch is NotifyBatch, its command made in c.
+func (s *Service) notifyBatch(ctx context.Context, c *storeCommand, listener djinn.ID, events []*djinnpb.RemoteEvent) (int, error) {
 	if err := CheckNotifyBatch(events); err != nil {
 		return 0, err
 	}
@@ -397,9 +414,11 @@ func (s *Service) NotifyBatch(ctx context.Context, listener djinn.ID, events []*
 	if len(events) == 0 {
 		return 0, refused
 	}
-	res, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_MailboxStore{MailboxStore: &statepb.MailboxStore{
-		ListenerId: listener[:], Events: events,
-	}}})
+	c.listener = listener
+	c.store = statepb.MailboxStore{ListenerId: c.listener[:], Events: events}
+	c.op.MailboxStore = &c.store
+	c.cmd.Op = &c.op
+	res, err := s.log.Propose(ctx, &c.cmd)
 	if err != nil {
 		return 0, err
 	}
