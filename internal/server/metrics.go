@@ -21,7 +21,7 @@ import (
 // every part's.
 type metrics struct {
 	registry  *prometheus.Registry
-	server    *serverMetrics
+	server    *grpcprom.ServerMetrics
 	client    *grpcprom.ClientMetrics
 	logWrites prometheus.Histogram
 	logFailed prometheus.Counter
@@ -35,7 +35,7 @@ var latencyBuckets = prometheus.ExponentialBuckets(50e-6, 2, 16)
 func newMetrics() *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
-		server:   newServerMetrics(latencyBuckets),
+		server:   grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(grpcprom.WithHistogramBuckets(latencyBuckets))),
 		client:   grpcprom.NewClientMetrics(grpcprom.WithClientHandlingTimeHistogram(grpcprom.WithHistogramBuckets(latencyBuckets))),
 		logWrites: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "djinn_raft_log_write_seconds", Help: "Writes to the Raft log, each an append and its fsync.",
@@ -116,7 +116,7 @@ func (m *metrics) addServer(s *Server) error {
 			}
 		}
 	}
-	m.server.initialize(s.grpc)
+	m.server.InitializeMetrics(s.grpc)
 	return nil
 }
 

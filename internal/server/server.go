@@ -313,11 +313,11 @@ func (s *Server) open(peerTLS *tls.Config, peerDial func() *tls.Config, serverTL
 // openGRPC makes the gRPC server and registers the parts' services, the
 // health service and reflection, each method under its rule.
 func (s *Server) openGRPC(serverTLS *tls.Config) error {
-	s.unary = s.unaryChain(s.metrics.server.unary())
+	s.unary = s.unaryChain(s.metrics.server.UnaryServerInterceptor())
 	s.workers = newWorkers(maxIdleWorkers)
 	opts := []grpc.ServerOption{
 		grpc.UnaryInterceptor(s.unary),
-		grpc.ChainStreamInterceptor(s.streamEdge, s.metrics.server.stream(), s.streamErrors),
+		grpc.ChainStreamInterceptor(s.streamEdge, s.metrics.server.StreamServerInterceptor(), s.streamErrors),
 		grpc.MaxConcurrentStreams(maxSessionCalls),
 		// Reuse handler goroutines: a fresh goroutine per call grows its
 		// stack again on every call. Calls block (on the log, on a lock),
