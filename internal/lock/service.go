@@ -412,6 +412,12 @@ func (s *Service) holder(ctx context.Context, set []byte, h *djinnpb.LockHolder,
 		return nil, votedAborted(t.GetId())
 	}
 	resp, err := s.cfg.Joiner.Join(ctx, mgr, t.GetId(), secret, wire.Ref(s.self()), CrashCount)
+	if djinn.KindOf(err) == djinn.UnknownTransaction {
+		// In the words of a transaction this service holds named without
+		// its secret: the manager's own would tell the caller which of
+		// the transactions it names hold or wait for locks here.
+		return nil, unknownTxn(t.GetId())
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -635,8 +641,15 @@ func (s *Service) DropLocks(ctx context.Context, set []byte, mgr *djinnpb.Ref, i
 	if err := s.leading(); err != nil {
 		return err
 	}
-	if err := s.checkSecret(TxnKeyOf(mgr, id), id, sec); err != nil {
+	if _, err := s.state.Transactional(set); err != nil {
 		return err
+	}
+	if err := s.checkSecret(TxnKeyOf(mgr, id), id, sec); err != nil {
+		// Named without its secret, a transaction this service holds is
+		// one the caller cannot name: it has no locks to drop, as one
+		// unknown here has none. Refused, it would tell the caller that
+		// the transaction holds or waits for locks in some set here.
+		return nil
 	}
 	_, err = s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LockDrop{LockDrop: &statepb.LockDrop{SetId: set, Manager: mgr, Txn: id}}})
 	return err

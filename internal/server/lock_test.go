@@ -415,3 +415,48 @@ func TestLockLooseManagerFromBefore(t *testing.T) {
 		}
 	}
 }
+
+// TestLockTransactionNamedWithoutItsSecret: a transaction's secret is
+// its capability, so a caller naming one without it — in a lock request
+// or a drop_locks of its own set — gets the answer a transaction that
+// never existed gets, whether or not the transaction holds or waits for
+// locks anywhere in the lock service. Before, the lock service answered
+// in its own words for a transaction it held and in the manager's for
+// any other, and refused the drop_locks of one it held alone: a caller
+// could tell which transaction ids (sequential) held locks.
+func TestLockTransactionNamedWithoutItsSecret(t *testing.T) {
+	t.Parallel()
+	f := newLockFixture(t)
+	held, hh := f.txn()
+	f.lock(f.set(true, nil), hh, lockR)
+	free, _ := f.txn()
+	mine := f.set(true, nil)
+	ctx := testContext(t)
+	// outcome is what naming transaction id with a forged secret gets,
+	// the id itself elided.
+	outcome := func(id uint64) string {
+		s := djinn.NewID()
+		ref := &djinnpb.TransactionRef{Manager: client.RefToProto(held.Manager().Ref()), Id: id, Secret: s[:]}
+		_, lerr := f.ls.Lock(ctx, &djinnpb.LockRequest{SetId: mine, Holder: &djinnpb.LockHolder{Transaction: ref}, Mode: lockR, Try: true})
+		_, derr := f.ls.DropLocks(ctx, &djinnpb.DropLocksRequest{SetId: mine, Transaction: ref})
+		text := func(err error) string {
+			if err == nil {
+				return "ok"
+			}
+			return string(errKind(err)) + " " + strings.ReplaceAll(err.Error(), strconv.FormatUint(id, 10), "ID")
+		}
+		return "lock: " + text(lerr) + "; drop_locks: " + text(derr)
+	}
+	never := outcome(free.ID() + 1000)
+	if !strings.HasPrefix(never, "lock: "+string(djinn.UnknownTransaction)) {
+		t.Fatalf("a transaction never created: %s, want UnknownTransaction", never)
+	}
+	for _, tt := range []struct {
+		name string
+		id   uint64
+	}{{"holding a lock in another's set", held.ID()}, {"in no lock request", free.ID()}} {
+		if got := outcome(tt.id); got != never {
+			t.Errorf("a transaction %s, named without its secret: %s; want what one never created gets: %s", tt.name, got, never)
+		}
+	}
+}
