@@ -22,8 +22,14 @@ const defaultReceive = 4 << 20
 
 // fillRenewalSet adds n client leases to set, each naming a landlord at
 // the longest host name an endpoint takes, so that few make many bytes.
-func fillRenewalSet(ctx context.Context, t *testing.T, sets djinnpb.LeaseRenewalServiceClient, set []byte, n int) {
+//
+// Its n calls are load, not one wait: they are bounded together by a
+// multiple of servertest.Timeout (under -race on a busy machine, 15,000
+// calls took longer than one).
+func fillRenewalSet(t *testing.T, sets djinnpb.LeaseRenewalServiceClient, set []byte, n int) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 6*servertest.Timeout)
+	defer cancel()
 	label := strings.Repeat("l", 63)
 	landlord := &djinnpb.Ref{Endpoint: label + "." + label + "." + label + "." + label[:50] + ".example:7", ServiceId: idBytes(djinn.NewID()), ObjectId: idBytes(djinn.NewID())}
 	const workers = 16
@@ -68,7 +74,8 @@ func TestRenewalGetLeasesLargeSet(t *testing.T) {
 	id := set.ID()
 	const n = 15_000 // about 290 bytes each
 	sets := djinnpb.NewLeaseRenewalServiceClient(c.ClientConn())
-	fillRenewalSet(ctx, t, sets, id[:], n)
+	fillRenewalSet(t, sets, id[:], n)
+	ctx = testContext(t) // the reads' bound starts once the set is full
 
 	var whole djinnpb.GetLeasesResponse
 	err = c.ClientConn().Invoke(ctx, djinnpb.LeaseRenewalService_GetLeases_FullMethodName, &djinnpb.SetRequest{SetId: id[:]}, &whole)
