@@ -127,6 +127,16 @@
 // parent's manager presents the parent's secret. Commit, Abort, Describe
 // and List are the creator's, by principal (the server's rules).
 //
+// # Listing
+//
+// List reads the caller's own transactions, by id from the page's after:
+// the state keeps each principal's ids in order (list.go), changed with
+// every transaction added or forgotten, so a page costs what it holds and
+// the transactions of other states it skips, never other principals'.
+// With the state locked, which every transaction call waits for, a page
+// skips at most listSkips (4096) transactions of other states; past them
+// it ends with those found, or, none found yet, unlocks and carries on.
+//
 // # Goroutines
 //
 // Run owns the leader's work for one term: at most Workers goroutines

@@ -22,3 +22,24 @@ func SetListBytes(t testing.TB, n int) {
 	listBytes = n
 	t.Cleanup(func() { listBytes = old })
 }
+
+// ListVisits returns the ids State.List looked at so far, and the most
+// it looked at with the state locked once.
+func (s *State) ListVisits() (visited, heldMost int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.owned.visited, s.owned.heldMost
+}
+
+// ListSkips is how many transactions of other states than the one asked
+// State.List skips with the state locked once.
+func ListSkips() int { return listSkips }
+
+// SetListSkips makes State.List skip at most n transactions with the
+// state locked once until the test ends. Tests that call it do not run
+// in parallel.
+func SetListSkips(t testing.TB, n int) {
+	old := listSkips
+	listSkips = n
+	t.Cleanup(func() { listSkips = old })
+}

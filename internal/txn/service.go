@@ -429,8 +429,10 @@ var listBytes = wire.MaxReply
 
 // List returns a page of the caller's transactions, by id: those above
 // after, in state (0: any), at most limit (0: 1000), and the id to pass as
-// after for the next page (0: none). A page of large descriptions ends
-// sooner, before the ListTransactionsResponse carrying it passes
+// after for the next page (0: none; one may lead to an empty page, the
+// last). A page in a state ends sooner when many of the caller's
+// transactions in other states lie on the way (State.List); one of large
+// descriptions, before the ListTransactionsResponse carrying it passes
 // wire.MaxReply (what a client receives by default less room around it);
 // one description past it alone is refused ResourceExhausted, naming the
 // transaction and the after to list past it.
@@ -447,7 +449,7 @@ func (s *Service) List(ctx context.Context, after uint64, limit int, state djinn
 	if err := s.leading(); err != nil {
 		return nil, 0, err
 	}
-	ins, more := s.state.List(principal.From(ctx), after, limit, state)
+	ins, next := s.state.List(principal.From(ctx), after, limit, state)
 	out := make([]*djinnpb.TransactionDescription, 0, len(ins))
 	size := 0
 	for _, in := range ins {
@@ -459,14 +461,10 @@ func (s *Service) List(ctx context.Context, after uint64, limit int, state djinn
 				return nil, 0, djinn.Errorf(djinn.ResourceExhausted, "transaction %d: its description takes %d bytes, past the %d a page holds (what a client receives by default less room around it); list past it with after_id %d",
 					in.ID, proto.Size(d), listBytes, in.ID)
 			}
-			more = true
+			next = out[len(out)-1].GetId()
 			break
 		}
 		out = append(out, d)
-	}
-	var next uint64
-	if more {
-		next = out[len(out)-1].GetId()
 	}
 	return out, next, nil
 }

@@ -135,7 +135,7 @@ func (s *State) ApplyForget(c *statepb.TxnForget) {
 		for _, p := range t.parts {
 			s.releaseRefLocked(p.ref)
 		}
-		delete(s.txns, t.id)
+		s.removeLocked(t)
 		delete(s.unsettled, t.id)
 		if remote, remoteID := t.remote(); remote != nil {
 			k := remoteKeyOf(remote.GetManager(), remoteID)

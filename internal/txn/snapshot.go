@@ -42,6 +42,7 @@ func (s *State) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.txns = map[uint64]*transaction{}
+	s.owned.reset()
 	s.unsettled = map[uint64]*transaction{}
 	s.settled, s.remembered = nil, 0
 	s.refs = map[refKey]*sharedRef{}
@@ -83,7 +84,7 @@ func (s *State) Restore(r *statepb.TxnRecord) error {
 	for _, p := range r.GetParticipants() {
 		t.parts = append(t.parts, participant{ref: s.shareRefLocked(p.GetParticipant()), crash: p.GetCrashCount(), vote: djinnpb.TransactionState(p.GetVote()), notified: p.GetNotified()})
 	}
-	s.txns[t.id] = t
+	s.addLocked(t)
 	s.table.Quotas().Add(t.principal.Value(), quota.Participants, int64(len(t.parts)))
 	s.next = max(s.next, t.id)
 	if t.hasRemote() {

@@ -116,7 +116,10 @@ type State struct {
 	mu sync.Mutex
 	// Guarded by mu.
 	txns map[uint64]*transaction
-	next uint64 // the last id given
+	// owned indexes txns by principal (see list.go): kept by addLocked
+	// and removeLocked, which every change to txns goes through.
+	owned ownedIDs
+	next  uint64 // the last id given
 	// undecided counts the ACTIVE and VOTING transactions.
 	undecided int
 	// unsettled holds decided transactions with participants still to
@@ -156,7 +159,7 @@ type Outcomes struct {
 
 // NewState returns an empty state whose transaction leases live in t.
 func NewState(t *lease.Table) *State {
-	return &State{txns: map[uint64]*transaction{}, unsettled: map[uint64]*transaction{}, refs: map[refKey]*sharedRef{}, table: t, wake: make(chan struct{}, 1)}
+	return &State{txns: map[uint64]*transaction{}, owned: newOwnedIDs(), unsettled: map[uint64]*transaction{}, refs: map[refKey]*sharedRef{}, table: t, wake: make(chan struct{}, 1)}
 }
 
 // OwnerID is the lease owner id of transaction id.
@@ -252,27 +255,6 @@ func (s *State) Get(id uint64) (Info, error) {
 	return in, nil
 }
 
-// List returns principal's transactions with ids above after, in state
-// (0: any), by id: at most limit, and whether more follow.
-func (s *State) List(principal string, after uint64, limit int, state djinnpb.TransactionState) ([]Info, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var ids []uint64
-	p := unique.Make(principal)
-	for id, t := range s.txns {
-		if id > after && t.principal == p && (state == 0 || t.state == state) {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	more := len(ids) > limit
-	out := make([]Info, 0, min(len(ids), limit))
-	for _, id := range ids[:min(len(ids), limit)] {
-		out = append(out, s.txns[id].info())
-	}
-	return out, more
-}
-
 // remoteKey names a transaction of another manager.
 type remoteKey struct {
 	mgr [32]byte // partKey of the manager's reference
@@ -366,7 +348,7 @@ func (s *State) ApplyCreate(c *statepb.TxnCreate) (Info, error) {
 		n.remote, n.remoteID = c.GetRemote(), c.GetParentId()
 		s.indexRemoteLocked(t)
 	}
-	s.txns[id] = t
+	s.addLocked(t)
 	s.undecided++
 	return t.info(), nil
 }
