@@ -864,7 +864,10 @@ type ListTransactionsResponse struct {
 	// transactions carry their participants' votes, not their call errors.
 	Transactions []*TransactionDescription `protobuf:"bytes,1,rep,name=transactions,proto3" json:"transactions,omitempty"`
 	// next_after_id is the after_id of the following page; 0: no more. A
-	// page may hold fewer than the limit and have a next.
+	// page may hold fewer than the limit and have a next (one asking a state
+	// ends sooner when many transactions in other states lie on the way), and
+	// the page a next leads to may hold none (and be the last). A next comes
+	// only with a page of at least one transaction, past its after_id.
 	NextAfterId   uint64 `protobuf:"varint,2,opt,name=next_after_id,json=nextAfterId,proto3" json:"next_after_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
