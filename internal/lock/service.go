@@ -567,32 +567,15 @@ func (s *Service) Lock(ctx context.Context, set []byte, h *djinnpb.LockHolder, m
 		// does not queue behind the last holder's next request.
 		propose = s.rider.ProposeRider
 	}
-	// The request goes to the log under a context its caller's end does
-	// not cut short: once on its way, a proposal given up is answered
-	// "may or may not have been made", and a request made for a caller
-	// gone would wait, and then hold the lock, for nobody (until its
-	// owner's lease ends). Its outcome known, a caller that gave up
-	// meanwhile leaves, as from the queue below.
-	if err := ctx.Err(); err != nil {
-		return false, 0, err
-	}
-	res, err := propose(context.WithoutCancel(ctx), &c.cmd)
+	res, err := propose(ctx, &c.cmd)
 	if err != nil {
 		return false, 0, err
 	}
 	r := res.(Result)
-	switch {
-	case r.Outcome == Granted && from == 0 && ctx.Err() != nil:
-		// Granted to a caller gone: given back. (A change of mode
-		// granted so is kept: giving back its new mode would leave the
-		// holder neither lock.)
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		s.giveBack(cctx, set, hs, mode, request)
-		return false, 0, ctx.Err()
-	case r.Outcome == Granted:
+	switch r.Outcome {
+	case Granted:
 		return true, r.Fence, nil
-	case r.Outcome == Refused:
+	case Refused:
 		return false, 0, nil
 	}
 	// Queued: the wait lasts as long as the holder holds, bounded by the
@@ -600,14 +583,12 @@ func (s *Service) Lock(ctx context.Context, set []byte, h *djinnpb.LockHolder, m
 	// whose other calls (the unlock that would grant it among them) must
 	// not wait behind it.
 	quota.Release(ctx)
-	if ctx.Err() == nil {
-		select {
-		case <-c.ready:
-			return c.ev.Err == nil, c.ev.Fence, c.ev.Err
-		case <-term:
-			return false, 0, djinn.Errorf(djinn.Unavailable, "lock request %d: this node stopped leading while it waited; retry it with the same request id", request)
-		case <-ctx.Done():
-		}
+	select {
+	case <-c.ready:
+		return c.ev.Err == nil, c.ev.Fence, c.ev.Err
+	case <-term:
+		return false, 0, djinn.Errorf(djinn.Unavailable, "lock request %d: this node stopped leading while it waited; retry it with the same request id", request)
+	case <-ctx.Done():
 	}
 	// Gave up: leave the queue. A grant that came first is given back.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -618,19 +599,13 @@ func (s *Service) Lock(ctx context.Context, set []byte, h *djinnpb.LockHolder, m
 	select {
 	case <-c.ready:
 		if c.ev.Err == nil {
-			s.giveBack(cctx, set, hs, mode, request)
+			if _, err := s.log.Propose(cctx, &statepb.Command{Op: &statepb.Command_LockRelease{LockRelease: &statepb.LockRelease{SetId: set, Holder: hs, Mode: int32(mode)}}}); err != nil {
+				s.cfg.Logger.Warn("lock: giving back a grant nobody waits for failed", "request", request, "err", err)
+			}
 		}
 	default:
 	}
 	return false, 0, ctx.Err()
-}
-
-// giveBack releases a lock in mode granted to request, whose caller gave
-// up before it heard of the grant.
-func (s *Service) giveBack(ctx context.Context, set []byte, hs *statepb.LockHolderState, mode Mode, request uint64) {
-	if _, err := s.log.Propose(ctx, &statepb.Command{Op: &statepb.Command_LockRelease{LockRelease: &statepb.LockRelease{SetId: set, Holder: hs, Mode: int32(mode)}}}); err != nil {
-		s.cfg.Logger.Warn("lock: giving back a grant nobody waits for failed", "request", request, "err", err)
-	}
 }
 
 // Unlock drops one lock of mode m (LockNotHeld if none is held).
