@@ -137,6 +137,13 @@
 // skips at most listSkips (4096) transactions of other states; past them
 // it ends with those found, or, none found yet, unlocks and carries on.
 //
+// Every principal's transactions are kept in order too: ListEvery (an
+// operator's listing) pages them as List pages one principal's, and
+// Highest (the console's view) takes the highest ids walkStep (256) at a
+// time, unlocking between; Count and CountEvery, the totals of the pages, come
+// from counts by state kept as transactions change state. No listing
+// copies or sorts every transaction with the state locked.
+//
 // # Goroutines
 //
 // Run owns the leader's work for one term: at most Workers goroutines

@@ -1,6 +1,8 @@
 package txn
 
 import (
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/djinn-go/djinn"
@@ -23,12 +25,38 @@ func SetListBytes(t testing.TB, n int) {
 	t.Cleanup(func() { listBytes = old })
 }
 
-// ListVisits returns the ids State.List looked at so far, and the most
-// it looked at with the state locked once.
-func (s *State) ListVisits() (visited, heldMost int) {
+// AllTransactions returns every transaction of s, by id: the listing
+// tests check the pages against, read whole.
+func AllTransactions(s *State) []Info {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.owned.visited, s.owned.heldMost
+	ids := slices.Sorted(maps.Keys(s.txns))
+	out := make([]Info, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, s.txns[id].info())
+	}
+	return out
+}
+
+// ResetHeldMost forgets the most a listing of s looked at with the state
+// locked once (ListVisits' heldMost), for a test of the calls after.
+func ResetHeldMost(s *State) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.owned.heldMost = 0
+}
+
+// WalkStep is how many transactions State.Highest takes with the state
+// locked once.
+func WalkStep() int { return walkStep }
+
+// SetWalkStep makes State.Highest take at most n transactions with the
+// state locked once until the test ends. Tests that call it do not run
+// in parallel.
+func SetWalkStep(t testing.TB, n int) {
+	old := walkStep
+	walkStep = n
+	t.Cleanup(func() { walkStep = old })
 }
 
 // ListSkips is how many transactions of other states than the one asked

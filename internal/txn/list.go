@@ -1,13 +1,13 @@
 package txn
 
-// Listing: each principal's transaction ids in order, and the pages of
-// them List reads, so that one principal's listing costs what its page
-// holds and never holds up the others' calls for the sake of transactions
-// not its own.
+// Listing: each principal's transaction ids in order, and every
+// principal's, and the pages of them List, ListEvery and Highest read, so
+// that a listing costs what its page holds and never holds up the others'
+// calls for the sake of transactions not its own, nor for a copy of them
+// all.
 
 import (
 	"math"
-	"slices"
 	"unique"
 
 	"github.com/google/btree"
@@ -25,42 +25,80 @@ const ownedDegree = 32
 // long as a page of 1000 takes to copy. A variable for tests.
 var listSkips = 4096
 
-// ownedIDs is the state's transaction ids by principal, each principal's
-// in order. A principal with none has no entry. It is guarded by the
-// state's mutex.
+// walkStep bounds the transactions Highest takes with the state locked
+// once. A variable for tests.
+var walkStep = 256
+
+// ownedIDs is the state's transaction ids, every principal's in order
+// (all) and each principal's in order (by), with how many are in each
+// state, of each principal and of all. A principal with none has no
+// entry. It is guarded by the state's mutex.
 type ownedIDs struct {
-	by    map[unique.Handle[string]]*btree.BTreeG[uint64]
-	nodes *btree.FreeListG[uint64] // the trees' free nodes
-	// visited counts the ids List looked at, heldMost the most it looked
-	// at with the state locked once: a test's measure of what a page
-	// costs and of how long it holds the others up.
+	by     map[unique.Handle[string]]*owned
+	all    *btree.BTreeG[uint64]
+	states [numStates]int
+	nodes  *btree.FreeListG[uint64] // the trees' free nodes
+	// visited counts the ids a listing looked at, heldMost the most it
+	// looked at with the state locked once: a test's measure of what a
+	// page costs and of how long it holds the others up.
 	visited, heldMost int
 }
 
-func newOwnedIDs() ownedIDs {
-	return ownedIDs{by: map[unique.Handle[string]]*btree.BTreeG[uint64]{}, nodes: btree.NewFreeListG[uint64](btree.DefaultFreeListSize)}
+// owned is one principal's ids, and how many are in each state.
+type owned struct {
+	ids    *btree.BTreeG[uint64]
+	states [numStates]int
 }
 
-func (o *ownedIDs) reset() { clear(o.by) }
+// numStates bounds the transaction states' values (ABORTED is the last).
+const numStates = int(Aborted) + 1
+
+func newOwnedIDs() ownedIDs {
+	nodes := btree.NewFreeListG[uint64](btree.DefaultFreeListSize)
+	return ownedIDs{by: map[unique.Handle[string]]*owned{}, nodes: nodes, all: btree.NewWithFreeListG(ownedDegree, btree.Less[uint64](), nodes)}
+}
+
+func (o *ownedIDs) reset() {
+	clear(o.by)
+	o.all.Clear(false)
+	o.states = [numStates]int{}
+}
 
 func (o *ownedIDs) add(t *transaction) {
-	ids := o.by[t.principal]
-	if ids == nil {
-		ids = btree.NewWithFreeListG(ownedDegree, btree.Less[uint64](), o.nodes)
-		o.by[t.principal] = ids
+	p := o.by[t.principal]
+	if p == nil {
+		p = &owned{ids: btree.NewWithFreeListG(ownedDegree, btree.Less[uint64](), o.nodes)}
+		o.by[t.principal] = p
 	}
-	ids.ReplaceOrInsert(t.id)
+	p.ids.ReplaceOrInsert(t.id)
+	o.all.ReplaceOrInsert(t.id)
+	p.states[t.state]++
+	o.states[t.state]++
 }
 
 func (o *ownedIDs) remove(t *transaction) {
-	ids := o.by[t.principal]
-	if ids == nil {
+	o.all.Delete(t.id)
+	o.states[t.state]--
+	p := o.by[t.principal]
+	if p == nil {
 		return
 	}
-	ids.Delete(t.id)
-	if ids.Len() == 0 {
+	p.ids.Delete(t.id)
+	p.states[t.state]--
+	if p.ids.Len() == 0 {
 		delete(o.by, t.principal)
 	}
+}
+
+// setStateLocked moves t to state to, counting it there.
+func (s *State) setStateLocked(t *transaction, to djinnpb.TransactionState) {
+	s.owned.states[t.state]--
+	s.owned.states[to]++
+	if p := s.owned.by[t.principal]; p != nil {
+		p.states[t.state]--
+		p.states[to]++
+	}
+	t.state = to
 }
 
 // addLocked adds t to the transactions (in place of one of its id, which
@@ -97,9 +135,27 @@ func (s *State) removeLocked(t *transaction) {
 // when none is in state).
 func (s *State) List(principal string, after uint64, limit int, state djinnpb.TransactionState) ([]Info, uint64) {
 	p := unique.Make(principal)
+	return s.list(func() *btree.BTreeG[uint64] {
+		if o := s.owned.by[p]; o != nil {
+			return o.ids
+		}
+		return nil
+	}, after, limit, state)
+}
+
+// ListEvery is List over every principal's transactions (an operator's
+// listing): a page costs what it holds and the transactions of other
+// states it skips, with the state locked as List locks it.
+func (s *State) ListEvery(after uint64, limit int, state djinnpb.TransactionState) ([]Info, uint64) {
+	return s.list(func() *btree.BTreeG[uint64] { return s.owned.all }, after, limit, state)
+}
+
+// list is List's and ListEvery's work over the ids ids returns (nil for
+// none), with the state locked.
+func (s *State) list(ids func() *btree.BTreeG[uint64], after uint64, limit int, state djinnpb.TransactionState) ([]Info, uint64) {
 	limit = max(limit, 1)
 	for {
-		out, next, end := s.listSomeLocking(p, after, limit, state)
+		out, next, end := s.listSomeLocking(ids, after, limit, state)
 		if end || len(out) > 0 {
 			return out, next
 		}
@@ -107,13 +163,13 @@ func (s *State) List(principal string, after uint64, limit int, state djinnpb.Tr
 	}
 }
 
-// listSomeLocking is List's work with the state locked once: the page
+// listSomeLocking is list's work with the state locked once: the page
 // found, the last id looked at and taken or skipped, and whether the ids
 // ran out.
-func (s *State) listSomeLocking(p unique.Handle[string], after uint64, limit int, state djinnpb.TransactionState) (out []Info, last uint64, end bool) {
+func (s *State) listSomeLocking(tree func() *btree.BTreeG[uint64], after uint64, limit int, state djinnpb.TransactionState) (out []Info, last uint64, end bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ids := s.owned.by[p]
+	ids := tree()
 	if ids == nil || after == math.MaxUint64 {
 		return nil, 0, true
 	}
@@ -145,19 +201,90 @@ func (s *State) listSomeLocking(p unique.Handle[string], after uint64, limit int
 	return out, last, end
 }
 
-// All returns up to limit transactions of every principal, newest first.
-func (s *State) All(limit int) []Info {
+// Count returns how many of principal's transactions are in state (0:
+// any): the total of List's pages.
+func (s *State) Count(principal string, state djinnpb.TransactionState) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ids := make([]uint64, 0, len(s.txns))
-	for id := range s.txns {
-		ids = append(ids, id)
+	o := s.owned.by[unique.Make(principal)]
+	switch {
+	case o == nil:
+		return 0
+	case state == 0:
+		return o.ids.Len()
+	case state > 0 && int(state) < numStates:
+		return o.states[state]
 	}
-	slices.Sort(ids)
-	slices.Reverse(ids)
-	out := make([]Info, 0, min(len(ids), limit))
-	for _, id := range ids[:min(len(ids), limit)] {
-		out = append(out, s.txns[id].info())
+	return 0
+}
+
+// CountEvery returns how many transactions of every principal are in
+// state (0: any): the total of ListEvery's pages.
+func (s *State) CountEvery(state djinnpb.TransactionState) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case state == 0:
+		return s.owned.all.Len()
+	case state > 0 && int(state) < numStates:
+		return s.owned.states[state]
+	}
+	return 0
+}
+
+// Highest returns up to limit transactions of every principal, by id
+// from the highest down (the console's view; ids are drawn at random, so
+// these are a sample, not the newest). It locks the state for walkStep of
+// them at a time and unlocks it between, so that however many it takes,
+// the other transaction calls wait no longer than a step; a step starts
+// below the last id the one before took, so each transaction comes at
+// most once (those created meanwhile above it are left out).
+func (s *State) Highest(limit int) []Info {
+	var out []Info
+	below := uint64(0) // 0: from the highest
+	for len(out) < limit {
+		step, last := s.highestSomeLocking(below, min(walkStep, limit-len(out)))
+		out = append(out, step...)
+		if len(step) == 0 || last == 0 {
+			break
+		}
+		below = last
 	}
 	return out
+}
+
+// highestSomeLocking is Highest's work with the state locked once: at most
+// n transactions with ids below below (0: any), highest first, and the
+// last id taken (0: none left).
+func (s *State) highestSomeLocking(below uint64, n int) (out []Info, last uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	take := func(id uint64) bool {
+		if len(out) == n {
+			return false
+		}
+		out, last = append(out, s.txns[id].info()), id
+		return true
+	}
+	if below == 0 {
+		s.owned.all.Descend(take)
+	} else if below > 1 {
+		s.owned.all.DescendLessOrEqual(below-1, take)
+	}
+	s.owned.visited += len(out)
+	s.owned.heldMost = max(s.owned.heldMost, len(out))
+	if len(out) < n {
+		last = 0 // the ids ran out
+	}
+	return out, last
+}
+
+// ListVisits returns the transactions listings (List, ListEvery, Highest)
+// looked at so far, and the most one looked at with the state locked
+// once: the measure of what a page costs and of how long it holds up the
+// other calls, which tests check.
+func (s *State) ListVisits() (visited, heldMost int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.owned.visited, s.owned.heldMost
 }

@@ -100,12 +100,24 @@ func (l *lister) reload(s *snapshot) {
 // every transaction's listing has them.
 func want(st *txn.State, principal string, state djinnpb.TransactionState) []uint64 {
 	var out []uint64
-	for _, in := range st.All(math.MaxInt) {
+	for _, in := range txn.AllTransactions(st) {
 		if in.Principal == principal && (state == 0 || in.State == state) {
 			out = append(out, in.ID)
 		}
 	}
 	slices.Sort(out)
+	return out
+}
+
+// every returns every principal's transactions in state (0: any), by
+// id, as the listing of all of them has them.
+func every(st *txn.State, state djinnpb.TransactionState) []uint64 {
+	var out []uint64
+	for _, in := range txn.AllTransactions(st) {
+		if state == 0 || in.State == state {
+			out = append(out, in.ID)
+		}
+	}
 	return out
 }
 
@@ -115,8 +127,20 @@ func want(st *txn.State, principal string, state djinnpb.TransactionState) []uin
 // pages it took.
 func pageAll(tb fataler, st *txn.State, principal string, state djinnpb.TransactionState, limit int) (ids []uint64, pages int) {
 	tb.Helper()
+	return pageWith(tb, principal, limit, func(after uint64) ([]txn.Info, uint64) { return st.List(principal, after, limit, state) })
+}
+
+// pageEvery is pageAll over every principal's transactions (ListEvery).
+func pageEvery(tb fataler, st *txn.State, state djinnpb.TransactionState, limit int) (ids []uint64, pages int) {
+	tb.Helper()
+	return pageWith(tb, "every principal", limit, func(after uint64) ([]txn.Info, uint64) { return st.ListEvery(after, limit, state) })
+}
+
+// pageWith is pageAll's work, its pages listed by list.
+func pageWith(tb fataler, principal string, limit int, list func(after uint64) ([]txn.Info, uint64)) (ids []uint64, pages int) {
+	tb.Helper()
 	for after := uint64(0); ; {
-		ins, next := st.List(principal, after, limit, state)
+		ins, next := list(after)
 		pages++
 		if len(ins) > limit {
 			tb.Fatalf("%s after %d: a page of %d, past the limit %d", principal, after, len(ins), limit)
@@ -213,13 +237,18 @@ func TestListSkipsInBoundedSteps(t *testing.T) {
 // not, of a few principals), votes, aborts, commits, forgets, restarts
 // from a snapshot and snapshots restored over the state, every principal's pages in every state, of any limit,
 // list by id just the transactions the listing of all of them has, and
-// look at none of another principal's. ListSkips is made small, so pages
-// end on it and lock the state more than once.
+// look at none of another principal's; so do the pages of every
+// principal's (ListEvery, an operator's), whose counts are their totals;
+// and Highest has the highest ids first. ListSkips and the walk's step are made
+// small, so pages end on them and lock the state more than once, each
+// time for at most a page, one past it and the skips (or a step).
 func TestListPagesMatchAllTransactions(t *testing.T) {
 	principals := []string{"cn:a", "cn:b", "cn:c"}
 	states := []djinnpb.TransactionState{0, txn.Active, txn.Voting, txn.Committed, txn.Aborted}
 	rapid.Check(t, func(rt *rapid.T) {
-		txn.SetListSkips(t, rapid.IntRange(1, 4).Draw(rt, "skips"))
+		skips, step := rapid.IntRange(1, 4).Draw(rt, "skips"), rapid.IntRange(1, 4).Draw(rt, "step")
+		txn.SetListSkips(t, skips)
+		txn.SetWalkStep(t, step)
 		l := newLister(rt)
 		var ids []uint64 // every transaction created
 		var (
@@ -277,6 +306,44 @@ func TestListPagesMatchAllTransactions(t *testing.T) {
 							rt.Fatalf("%s in %v by %d: %d pages looked at %d transactions, want at most its %d and one a page", p, s, limit, pages, v-before, owned)
 						}
 					}
+				}
+				// Every principal's, as an operator lists them: pages,
+				// totals, and the highest ids first as the console shows them,
+				// each with the state locked for a bounded number at a
+				// time.
+				all := every(st, 0)
+				for _, s := range states {
+					limit := rapid.IntRange(1, 5).Draw(rt, "limit")
+					txn.ResetHeldMost(st)
+					got, _ := pageEvery(rt, st, s, limit)
+					if w := every(st, s); !slices.Equal(got, w) {
+						rt.Fatalf("every principal's in %v by %d: listed %v, want %v", s, limit, got, w)
+					}
+					if n, w := st.CountEvery(s), len(every(st, s)); n != w {
+						rt.Fatalf("every principal's in %v: counted %d, want %d", s, n, w)
+					}
+					for _, p := range principals {
+						if n, w := st.Count(p, s), len(want(st, p, s)); n != w {
+							rt.Fatalf("%s in %v: counted %d, want %d", p, s, n, w)
+						}
+					}
+					if _, held := st.ListVisits(); held > limit+1+skips {
+						rt.Fatalf("every principal's in %v by %d: looked at %d with the state locked once, want at most %d", s, limit, held, limit+1+skips)
+					}
+				}
+				n := rapid.IntRange(0, len(all)+1).Draw(rt, "highest")
+				var highest []uint64
+				txn.ResetHeldMost(st)
+				for _, in := range st.Highest(n) {
+					highest = append(highest, in.ID)
+				}
+				w := slices.Clone(all)
+				slices.Reverse(w)
+				if w = w[:min(n, len(w))]; !slices.Equal(highest, w) {
+					rt.Fatalf("the %d highest: %v, want %v", n, highest, w)
+				}
+				if _, held := st.ListVisits(); held > step {
+					rt.Fatalf("the %d highest: looked at %d with the state locked once, want at most %d", n, held, step)
 				}
 			},
 		})

@@ -426,7 +426,8 @@ func (s *State) ApplyVoting(c *statepb.TxnVoting) (Info, error) {
 		return Info{}, unknown(c.GetId())
 	}
 	if t.state == Active {
-		t.state, t.prepareOnly = Voting, c.GetPrepareOnly()
+		s.setStateLocked(t, Voting)
+		t.prepareOnly = c.GetPrepareOnly()
 		// A parent's vote settles its nested transactions: those not yet
 		// decided abort (their participants would have to vote ABORTED in
 		// the parent anyway, TX.2.7).
@@ -471,7 +472,7 @@ func (s *State) ApplyDecide(now int64, c *statepb.TxnDecide) (Info, error) {
 		// A vote taken without a VOTING record: the decision is the first
 		// the log hears of it, and a parent's vote settles its nested
 		// transactions (as ApplyVoting does).
-		t.state = Voting
+		s.setStateLocked(t, Voting)
 		s.abortChildrenLocked(now, t)
 	}
 	switch {
@@ -600,7 +601,8 @@ func (s *State) decideLocked(now int64, t *transaction, to djinnpb.TransactionSt
 	} else {
 		s.Outcomes.Aborted.Add(1)
 	}
-	t.state, t.ended = to, now
+	s.setStateLocked(t, to)
+	t.ended = now
 	s.undecided--
 	// A lease holds an ACTIVE transaction open, and has nothing to do
 	// after that.
