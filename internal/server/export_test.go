@@ -60,6 +60,11 @@ func SetLockTiming(cfg *Config, grace, voteCheck time.Duration) {
 	cfg.Lock.grace, cfg.Lock.voteCheck = grace, voteCheck
 }
 
+// TxnVisits returns the transactions s's transaction manager's listings
+// looked at so far, and the most one looked at with its state locked
+// once (txn.State.ListVisits).
+func TxnVisits(s *Server) (visited, heldMost int) { return s.txnSt.ListVisits() }
+
 // RulesFileName is the data directory's record of the rules version the
 // log reached.
 const RulesFileName = rulesFileName

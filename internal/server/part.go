@@ -73,6 +73,10 @@ type part struct {
 	// list lists the service's resources for Resources.List
 	// (resources.go), by kind.
 	list map[string]lister
+	// pages lists, for a kind its state keeps in name order, one page of
+	// it at a time (in place of list, which reads every resource of the
+	// kind for each page).
+	pages map[string]pager
 	// listFilter names, for a kind of list that takes one, the key of the
 	// filter its lister reads; Resources.List refuses any other.
 	listFilter map[string]string

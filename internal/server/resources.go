@@ -19,14 +19,35 @@ import (
 )
 
 // Resources.List: what a cluster holds, one kind at a time, a page at a
-// time. Each part that holds resources lists its kinds (its part's list
-// hook: every resource of the kind, with its principal); this file pages
-// and filters them. A caller sees its own resources; every principal's,
-// or another's, is the operator role's (resourcesRules).
+// time. Each part that holds resources lists its kinds: with its part's
+// list hook, every resource of the kind, with its principal, which this
+// file pages and filters; or, for a kind its state keeps in name order by
+// principal (transactions), with its pages hook, the page asked alone. A
+// caller sees its own resources; every principal's, or another's, is the
+// operator role's (resourcesRules).
 
 // A lister lists every resource of one kind, with its principal and its
 // kind's facts, in any order; filter is the request's.
 type lister func(filter map[string]string) ([]*djinnpb.Resource, error)
+
+// A pager lists one page of a kind whose state keeps it in name order,
+// looking at what the page holds rather than at every resource of the
+// kind: the resources of q's principal (every principal's with q.all)
+// named after q.after, in name order, at most q.limit; next, the name
+// the following page starts after ("" on the last; past the page's last
+// name when resources the filter leaves out were passed on the way, and
+// never with an empty page); and total, how many the listing covers over
+// every page.
+type pager func(q pageQuery) (rows []*djinnpb.Resource, next string, total int, err error)
+
+// pageQuery is a page a pager lists.
+type pageQuery struct {
+	filter    map[string]string
+	principal string
+	all       bool // every principal's (principal is not read)
+	after     string
+	limit     int
+}
 
 // The bounds of a page: at most mostListMax resources (defaultListMax
 // unless asked), and no more than pageBytes of them.
@@ -86,6 +107,20 @@ func (s *Server) listers() map[string]lister {
 	return out
 }
 
+// pagers are the kinds the enabled parts list a page at a time, by kind.
+func (s *Server) pagers() map[string]pager {
+	out := map[string]pager{}
+	for _, p := range s.parts {
+		if !p.enabled {
+			continue
+		}
+		for kind, pg := range p.pages {
+			out[kind] = pg
+		}
+	}
+	return out
+}
+
 // checkFilter refuses a filter key the kind's lister does not read: it
 // would be ignored, and the page answer every resource as if narrowed.
 func (s *Server) checkFilter(kind string, filter map[string]string) error {
@@ -108,11 +143,17 @@ func (s *Server) checkFilter(kind string, filter map[string]string) error {
 }
 
 func (r *resourcesRPC) List(ctx context.Context, req *djinnpb.ListResourcesRequest) (*djinnpb.ListResourcesResponse, error) {
-	ls := r.s.listers()
+	ls, pgs := r.s.listers(), r.s.pagers()
 	l, ok := ls[req.GetKind()]
-	if !ok {
+	pg, paged := pgs[req.GetKind()]
+	if !ok && !paged {
 		kinds := slices.Sorted(func(yield func(string) bool) {
 			for k := range ls {
+				if !yield(k) {
+					return
+				}
+			}
+			for k := range pgs {
 				if !yield(k) {
 					return
 				}
@@ -130,13 +171,16 @@ func (r *resourcesRPC) List(ctx context.Context, req *djinnpb.ListResourcesReque
 	if err := r.s.checkFilter(req.GetKind(), req.GetFilter()); err != nil {
 		return nil, err
 	}
-	rows, err := l(req.GetFilter())
-	if err != nil {
-		return nil, err
-	}
 	mine := principal.From(ctx)
 	if req.GetIsPrincipal() {
 		mine = req.GetPrincipal()
+	}
+	if paged {
+		return r.page(ctx, pg, pageQuery{filter: req.GetFilter(), principal: mine, all: req.GetAll(), after: req.GetAfter(), limit: limit}, req.GetKind())
+	}
+	rows, err := l(req.GetFilter())
+	if err != nil {
+		return nil, err
 	}
 	rows = slices.DeleteFunc(rows, func(res *djinnpb.Resource) bool { return !req.GetAll() && res.GetPrincipal() != mine })
 	caller := principal.From(ctx)
@@ -157,6 +201,29 @@ func (r *resourcesRPC) List(ctx context.Context, req *djinnpb.ListResourcesReque
 		resp.Next = rows[end-1].GetName()
 	}
 	return resp, nil
+}
+
+// page answers a List of a kind a pager lists: the page it reads, redacted
+// as List redacts, ending sooner when its rows pass pageBytes.
+func (r *resourcesRPC) page(ctx context.Context, pg pager, q pageQuery, kind string) (*djinnpb.ListResourcesResponse, error) {
+	rows, next, total, err := pg(q)
+	if err != nil {
+		return nil, err
+	}
+	caller := principal.From(ctx)
+	for i, res := range rows {
+		if !q.all && res.GetPrincipal() != q.principal {
+			return nil, djinn.Errorf(djinn.Internal, "listing %s: %s %s of %q listed for %q", kind, kind, res.GetName(), res.GetPrincipal(), q.principal)
+		}
+		if res.GetPrincipal() != caller {
+			rows[i] = redact(kind, res)
+		}
+	}
+	// A pager's names are unique: a page may end between any two rows.
+	if end := min(fitting(rows, q.limit), len(rows)); end < len(rows) {
+		rows, next = rows[:end], rows[end-1].GetName()
+	}
+	return &djinnpb.ListResourcesResponse{Resources: rows, Next: next, Total: int64(total)}, nil
 }
 
 // The kinds whose names are capabilities: a lease's cookie, a mailbox

@@ -91,6 +91,7 @@ type Server struct {
 	// participant), the lock service and the key/value participant
 	// (called by the transaction manager).
 	txn     *txn.Service
+	txnSt   *txn.State // its replicated state
 	lock    *lock.Service
 	kv      *kv.DB
 	kvStore *participant.FileStore

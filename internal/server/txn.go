@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"math"
 	"net/url"
 	"strconv"
 	"strings"
@@ -67,6 +66,7 @@ func txnPart(s *Server) *part {
 		enabled: c.Enabled,
 		state: func(m *state.Machine) error {
 			st = txn.NewState(m.Leases)
+			s.txnSt = st
 			return m.Add(st.Part())
 		},
 		open: func() (err error) {
@@ -104,8 +104,10 @@ func txnPart(s *Server) *part {
 				resp.Txn = refProto(s.ref(TxnID)())
 			}
 		},
-		metrics:    func() []prometheus.Collector { return txnMetrics(st, s.txn) },
-		list:       map[string]lister{"transactions": func(f map[string]string) ([]*djinnpb.Resource, error) { return s.listTransactions(st)(f) }},
+		metrics: func() []prometheus.Collector { return txnMetrics(st, s.txn) },
+		pages: map[string]pager{"transactions": func(q pageQuery) ([]*djinnpb.Resource, string, int, error) {
+			return s.pageTransactions(st)(q)
+		}},
 		listFilter: map[string]string{"transactions": "state"},
 		page: &page{
 			title:   "Transactions",
@@ -131,8 +133,10 @@ func txnMetrics(st *txn.State, svc *txn.Service) []prometheus.Collector {
 	}
 }
 
-// txnView is the console's transaction page: the newest transactions,
-// their participants' votes and who has not been told the outcome yet;
+// txnView is the console's transaction page: the transactions of the
+// highest ids (maxListed of them, by id down, read a step at a time: ids
+// are random, so these are a sample of them, not the newest), their
+// participants' votes and who has not been told the outcome yet;
 // searched by state and principal. It lists the transactions the reader
 // sees (sees); the totals count every one.
 func (s *Server) txnView(ctx context.Context, st *txn.State, q url.Values) any {
@@ -158,7 +162,7 @@ func (s *Server) txnView(ctx context.Context, st *txn.State, q url.Values) any {
 		Transactions []transaction `json:"transactions"`
 	}{Now: s.nowMs(), Committed: st.Outcomes.Committed.Load(), Aborted: st.Outcomes.Aborted.Load(), Unreachable: s.txn.Unreachable.Load(), Transactions: []transaction{}}
 	_, v.Active = st.Len()
-	for _, in := range st.All(maxListed) {
+	for _, in := range st.Highest(maxListed) {
 		t := transaction{ID: in.ID, State: stateName(in.State), Principal: in.Principal, Parent: in.Parent, Participants: []part{}}
 		if !sees(ctx, t.Principal) || q.Get("state") != "" && q.Get("state") != t.State || q.Get("principal") != "" && !strings.Contains(t.Principal, q.Get("principal")) {
 			continue
@@ -310,37 +314,65 @@ func (r *txnRPC) List(ctx context.Context, req *djinnpb.ListTransactionsRequest)
 	return &djinnpb.ListTransactionsResponse{Transactions: txs, NextAfterId: next}, nil
 }
 
-// listTransactions lists the transaction manager's transactions, named by
-// id; filter "state" keeps those in one state (ACTIVE, COMMITTED, …).
-func (s *Server) listTransactions(st *txn.State) lister {
-	return func(filter map[string]string) ([]*djinnpb.Resource, error) {
+// pageTransactions lists the transaction manager's transactions a page
+// at a time, named by id: the caller's own (or the principal's an
+// operator names) from that principal's ids, every principal's from all
+// of them, by id from the page's after; filter "state" keeps those in one
+// state (ACTIVE, COMMITTED, …). A page looks at the transactions it holds
+// and those of other states it skips on the way, never at other
+// principals' (txn.State.List).
+func (s *Server) pageTransactions(st *txn.State) pager {
+	return func(q pageQuery) ([]*djinnpb.Resource, string, int, error) {
 		var want djinnpb.TransactionState
-		if name, ok := filter["state"]; ok {
+		if name, ok := q.filter["state"]; ok {
 			v, known := djinnpb.TransactionState_value["TRANSACTION_STATE_"+strings.ToUpper(name)]
 			if !known || v == 0 {
-				return nil, djinn.Errorf(djinn.InvalidArgument, "state %q: want ACTIVE, VOTING, PREPARED, NOTCHANGED, COMMITTED or ABORTED", name)
+				return nil, "", 0, djinn.Errorf(djinn.InvalidArgument, "state %q: want ACTIVE, VOTING, PREPARED, NOTCHANGED, COMMITTED or ABORTED", name)
 			}
 			want = djinnpb.TransactionState(v)
 		}
-		var out []*djinnpb.Resource
-		for _, in := range st.All(math.MaxInt) {
-			if want != 0 && in.State != want {
-				continue
+		var after uint64
+		if q.after != "" {
+			n, err := strconv.ParseUint(q.after, 10, 64)
+			if err != nil || strconv.FormatUint(n, 10) != q.after {
+				return nil, "", 0, djinn.Errorf(djinn.InvalidArgument, "after %q: not a transaction id; ask after a page's next, or nothing for the first page", q.after)
 			}
-			parent := ""
-			if in.Parent != 0 {
-				parent = strconv.FormatUint(in.Parent, 10)
-			}
-			state := strings.TrimPrefix(in.State.String(), "TRANSACTION_STATE_")
-			d := map[string]string{"state": state, "parent": parent, "participants": itoa(len(in.Parts))}
-			res := &djinnpb.Resource{Name: strconv.FormatUint(in.ID, 10), Principal: in.Principal, LeaseCookie: in.Cookie[:], Details: d}
-			if l, ok := s.leaseResource(res.Name, in.Cookie, d); ok {
-				res.ExpiresUnixNanos = l.ExpiresUnixNanos
-			} else {
-				res.LeaseCookie = nil // decided: its lease ended
-			}
-			out = append(out, res)
+			after = n
 		}
-		return out, nil
+		var ins []txn.Info
+		var next uint64
+		var total int
+		if q.all {
+			ins, next = st.ListEvery(after, q.limit, want)
+			total = st.CountEvery(want)
+		} else {
+			ins, next = st.List(q.principal, after, q.limit, want)
+			total = st.Count(q.principal, want)
+		}
+		out := make([]*djinnpb.Resource, 0, len(ins))
+		for _, in := range ins {
+			out = append(out, s.txnResource(in))
+		}
+		if next == 0 {
+			return out, "", total, nil
+		}
+		return out, strconv.FormatUint(next, 10), total, nil
 	}
+}
+
+// txnResource is transaction in as Resources.List lists it.
+func (s *Server) txnResource(in txn.Info) *djinnpb.Resource {
+	parent := ""
+	if in.Parent != 0 {
+		parent = strconv.FormatUint(in.Parent, 10)
+	}
+	state := strings.TrimPrefix(in.State.String(), "TRANSACTION_STATE_")
+	d := map[string]string{"state": state, "parent": parent, "participants": itoa(len(in.Parts))}
+	res := &djinnpb.Resource{Name: strconv.FormatUint(in.ID, 10), Principal: in.Principal, LeaseCookie: in.Cookie[:], Details: d}
+	if l, ok := s.leaseResource(res.Name, in.Cookie, d); ok {
+		res.ExpiresUnixNanos = l.ExpiresUnixNanos
+	} else {
+		res.LeaseCookie = nil // decided: its lease ended
+	}
+	return res
 }
