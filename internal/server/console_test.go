@@ -282,7 +282,8 @@ func TestConsoleUnderMutualTLS(t *testing.T) {
 // TestConsoleShowsAReaderItsOwn: under TLS the console shows an operator
 // every principal's resources and any other reader its own alone (other
 // principals' services answer it "not found"); lookup items, which any
-// principal's lookup finds, it shows to all.
+// principal's lookup finds, it shows to all, but another principal's
+// item without its lease, principal and expiry (Resources.List's rule).
 func TestConsoleShowsAReaderItsOwn(t *testing.T) {
 	t.Parallel()
 	pki := servertest.NewPKI(t)
@@ -294,8 +295,28 @@ func TestConsoleShowsAReaderItsOwn(t *testing.T) {
 		for _, page := range []string{"leases", "mailbox", "renewal", "txn", "lock", "lds", "lookup"} {
 			a, op := asAlice(page), asOperator(page)
 			if page == "lookup" {
-				if got := principalsIn(a["items"]); !got[other] {
-					t.Errorf("lookup items alice sees: principals %v, want %q's item too (any lookup finds it)", got, other)
+				if na, nop := len(a["items"].([]any)), len(op["items"].([]any)); na != nop {
+					t.Errorf("lookup items: alice sees %d, the operator %d; want every item (any lookup finds it)", na, nop)
+				}
+				others := 0
+				for _, it := range a["items"].([]any) {
+					if m := it.(map[string]any); m["others"] == true {
+						others++
+						if m["lease"] != "" || m["expires"] != nil {
+							t.Errorf("another principal's item as alice sees it: lease %v, expires %v; want neither", m["lease"], m["expires"])
+						}
+					}
+				}
+				if others == 0 {
+					t.Errorf("lookup items alice sees: none marked another principal's; want %q's", other)
+				}
+				got := principalsIn(a["items"])
+				delete(got, "") // another's item: no principal shown
+				if len(got) != 1 || !got[alice] {
+					t.Errorf("lookup items alice sees name principals %v, want hers alone: another's item shows without its lease and principal", got)
+				}
+				if got := principalsIn(op["items"]); !got[alice] || !got[other] {
+					t.Errorf("lookup items the operator sees name principals %v, want alice's and %q's", got, other)
 				}
 				if na, nop := len(a["watches"].([]any)), len(op["watches"].([]any)); na != 1 || nop != 2 {
 					t.Errorf("lookup watches: alice sees %d, the operator %d; want her 1 and both", na, nop)

@@ -501,7 +501,8 @@ func (s *Server) discover(ctx context.Context) {
 // lookupView is the console's lookup page, a service browser: the items
 // matching a template made of the search terms (a service type, an
 // attribute as Type.field=value, a service id), as any principal's lookup
-// finds them, and the watches the reader sees (sees).
+// finds them — another principal's without its lease, principal and
+// expiry — and the watches the reader sees (sees).
 func (s *Server) lookupView(ctx context.Context, st *lookup.State, svc *lookup.Service, q url.Values) (any, error) {
 	type item struct {
 		ID        string   `json:"id"`
@@ -511,6 +512,7 @@ func (s *Server) lookupView(ctx context.Context, st *lookup.State, svc *lookup.S
 		Entries   []string `json:"entries"`
 		Service   string   `json:"service"`
 		Expires   *int64   `json:"expires"`
+		Others    bool     `json:"others,omitempty"` // another principal's: its lease not shown
 	}
 	type watch struct {
 		ID          string `json:"id"`
@@ -538,8 +540,14 @@ func (s *Server) lookupView(ctx context.Context, st *lookup.State, svc *lookup.S
 	}{Now: s.nowMs(), Total: total, Lookups: svc.Lookups.Load(), Items: []item{}, Watches: []watch{}}
 	for _, it := range items {
 		row := item{ID: it.ID.String(), Types: it.Types, Entries: []string{}, Service: string(it.Service)}
+		// Any lookup finds the item; its lease, and whose it is, are
+		// its principal's (and the operator's) to see.
 		if c, ok := st.Cookie(it.ID); ok {
-			row.Lease, row.Principal, row.Expires = fingerprint(c), s.principalOf(c), s.expiresMs(c)
+			if p := s.principalOf(c); sees(ctx, p) {
+				row.Lease, row.Principal, row.Expires = fingerprint(c), p, s.expiresMs(c)
+			} else {
+				row.Others = true
+			}
 		}
 		for _, e := range it.Entries {
 			row.Entries = append(row.Entries, entryString(e.Type, e.Fields))

@@ -200,7 +200,7 @@ const pages = {
       search([{ name: "type", label: "Service type", placeholder: "Printer" }, { name: "attr", label: "Attribute", placeholder: "Name.name=laser" }, { name: "id", label: "Service id" }]),
       table(["Service id", "Principal", "Types", "Attributes", "Service", "Expires in", ""], v.items.map(i => ({
         attrs: { "data-item": i.id },
-        cells: [mono(i.id), i.principal || el("span", { class: "muted" }, "—"), i.types.join(", "), el("ul", { class: "plain" }, i.entries.map(e => el("li", {}, e))), mono(i.service), countdown(i.expires), i.lease ? act("drop", i.lease, `Drop the registration of ${i.id}`) : el("span", { class: "muted" }, "the registrar's own")],
+        cells: [mono(i.id), i.principal || el("span", { class: "muted" }, "—"), i.types.join(", "), el("ul", { class: "plain" }, i.entries.map(e => el("li", {}, e))), mono(i.service), countdown(i.expires), i.lease ? act("drop", i.lease, `Drop the registration of ${i.id}`) : el("span", { class: "muted" }, i.others ? "another principal's" : "the registrar's own")],
       })), "No item matches."),
       el("h2", {}, "Watches"),
       table(["Watch", "Template", "Transitions", "Event id#", "Sequence#", "Listener", "Expires in"], v.watches.map(w => ({
