@@ -1,7 +1,6 @@
 package mailbox_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -14,30 +13,13 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/internal/event"
 	"github.com/djinn-go/djinn/internal/lease"
+	"github.com/djinn-go/djinn/internal/logtest"
 	"github.com/djinn-go/djinn/internal/mailbox"
 	"github.com/djinn-go/djinn/internal/principal"
 	"github.com/djinn-go/djinn/internal/state/statetest"
 	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
-
-// logBuffer keeps what a service logs, for a test to read.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // sink is an in-memory listener: it records what it is sent and answers
 // with the error its script gives.
@@ -84,7 +66,7 @@ type fixture struct {
 	sink   *sink
 	self   djinn.Ref
 	stop   func()
-	logs   *logBuffer // what the service logged
+	logs   *logtest.Buffer // what the service logged
 }
 
 func newFixture(t *testing.T, maxStored int) *fixture {
@@ -94,7 +76,7 @@ func newFixture(t *testing.T, maxStored int) *fixture {
 // newFixtureWith lets a test put its own sender in front of the recording
 // sink, or its own log in front of the state machine.
 func newFixtureWith(t *testing.T, maxStored int, wrap func(*sink) event.Sender, wrapLog func(*statetest.Log) mailbox.Proposer) *fixture {
-	f := &fixture{t: t, log: statetest.New(), sink: &sink{got: map[djinn.Ref][]*djinnpb.RemoteEvent{}}, logs: new(logBuffer)}
+	f := &fixture{t: t, log: statetest.New(), sink: &sink{got: map[djinn.Ref][]*djinnpb.RemoteEvent{}}, logs: new(logtest.Buffer)}
 	f.state = statetest.Add(f.log.M, mailbox.NewState(f.log.M.Leases, mailbox.DefaultMaxStored, f.log.M.ServiceID))
 	f.self = djinn.Ref{Endpoint: "127.0.0.1:4161", Service: f.log.M.ServiceID(), Object: djinn.ID{'m'}}
 	f.lessor = lease.NewLessor(f.log.M.Leases, f.log, lease.Config{Slack: 10 * time.Second})

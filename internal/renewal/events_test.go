@@ -1,38 +1,19 @@
 package renewal_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/logtest"
 	"github.com/djinn-go/djinn/internal/renewal"
 	"github.com/djinn-go/djinn/internal/wire"
 	"github.com/djinn-go/djinn/proto/djinnpb"
 )
-
-// logBuffer keeps what a service logs, for a test to read.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // failNow makes the set raise a renewal failure event at once: a lease
 // whose actual expiration is past and before its desired one is dropped
@@ -245,7 +226,7 @@ func TestDefiniteDeliveryFailure(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				logs := new(logBuffer)
+				logs := new(logtest.Buffer)
 				f := newFixture(t, renewal.Config{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 				defer f.stop()
 				ll := f.landlord(time.Hour)

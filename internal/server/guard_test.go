@@ -15,6 +15,7 @@ import (
 	"github.com/djinn-go/djinn"
 	"github.com/djinn-go/djinn/client"
 	"github.com/djinn-go/djinn/internal/disk"
+	"github.com/djinn-go/djinn/internal/logtest"
 	"github.com/djinn-go/djinn/internal/secret"
 	"github.com/djinn-go/djinn/internal/server"
 	"github.com/djinn-go/djinn/internal/server/servertest"
@@ -208,7 +209,7 @@ func TestJoinSecretDamageRefused(t *testing.T) {
 		joiner.Cluster.Bootstrap = false
 		_, err = server.Open(testContext(t), joiner, nil)
 		wantErr(t, "a joining node's "+name+" join secret without a log", err, djinn.ErrInvalidArgument, "needs its join secret")
-		var logged lockedBuffer
+		var logged logtest.Buffer
 		s, err := server.Open(testContext(t), fresh, slog.New(slog.NewTextHandler(&logged, nil)))
 		if err != nil {
 			t.Fatalf("%s join secret without a log: %v", name, err)
@@ -219,7 +220,7 @@ func TestJoinSecretDamageRefused(t *testing.T) {
 		if _, err := secret.Load(freshPath); err != nil {
 			t.Fatalf("%s join secret without a log: not made again: %v", name, err)
 		}
-		if l := strings.Join(logged.lines(), "\n"); !strings.Contains(l, "level=WARN msg=\"join secret:") || !strings.Contains(l, "replaced") {
+		if l := strings.Join(logged.Lines(), "\n"); !strings.Contains(l, "level=WARN msg=\"join secret:") || !strings.Contains(l, "replaced") {
 			t.Errorf("%s join secret without a log: replacing it not logged:\n%s", name, l)
 		}
 	}

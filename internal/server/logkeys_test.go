@@ -1,44 +1,25 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/djinn-go/djinn"
+	"github.com/djinn-go/djinn/internal/logtest"
 	"github.com/djinn-go/djinn/internal/server"
 	"github.com/djinn-go/djinn/internal/server/servertest"
 )
-
-// lockedBuffer collects a server's log lines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) lines() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Split(strings.TrimSpace(l.b.String()), "\n")
-}
 
 // TestLogKeysOnce: every line a server logs, the join managers' among
 // them (a service's name under joined, the join manager as part and the
 // item's id as service), names each key once.
 func TestLogKeysOnce(t *testing.T) {
 	t.Parallel()
-	var buf lockedBuffer
+	var buf logtest.Buffer
 	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithTimeout(context.Background(), servertest.Timeout)
 	defer cancel()
@@ -49,7 +30,7 @@ func TestLogKeysOnce(t *testing.T) {
 	defer s.Close()
 	servertest.WaitReady(t, s)
 	registered := func() map[string]any {
-		for _, line := range buf.lines() {
+		for _, line := range buf.Lines() {
 			var m map[string]any
 			if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "registered" && strings.Contains(line, `"lds"`) {
 				return m
@@ -61,7 +42,7 @@ func TestLogKeysOnce(t *testing.T) {
 	if m := registered(); m["joined"] != "lds" || m["part"] != "join manager" || !isHexID(m["service"]) {
 		t.Errorf("registered: %v, want joined \"lds\", part \"join manager\" and the item's id (32 hex digits) as service", m)
 	}
-	for _, line := range buf.lines() {
+	for _, line := range buf.Lines() {
 		if err := keysOnce(line); err != nil {
 			t.Errorf("%v in %s", err, line)
 		}
