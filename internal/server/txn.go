@@ -162,7 +162,7 @@ func (s *Server) txnView(ctx context.Context, st *txn.State, q url.Values) any {
 		Transactions []transaction `json:"transactions"`
 	}{Now: s.nowMs(), Committed: st.Outcomes.Committed.Load(), Aborted: st.Outcomes.Aborted.Load(), Unreachable: s.txn.Unreachable.Load(), Transactions: []transaction{}}
 	_, v.Active = st.Len()
-	for _, in := range st.Highest(maxListed) {
+	for _, in := range highestSeen(ctx, st) {
 		t := transaction{ID: in.ID, State: stateName(in.State), Principal: in.Principal, Parent: in.Parent, Participants: []part{}}
 		if !sees(ctx, t.Principal) || q.Get("state") != "" && q.Get("state") != t.State || q.Get("principal") != "" && !strings.Contains(t.Principal, q.Get("principal")) {
 			continue
@@ -375,4 +375,15 @@ func (s *Server) txnResource(in txn.Info) *djinnpb.Resource {
 		res.LeaseCookie = nil // decided: its lease ended
 	}
 	return res
+}
+
+// highestSeen returns the transactions of the console's transaction view:
+// the highest ids of every principal's for a reader who sees them all, of
+// its own principal's for one who sees its own alone (so that the others'
+// do not crowd its own out of the view).
+func highestSeen(ctx context.Context, st *txn.State) []txn.Info {
+	if v, _ := ctx.Value(viewerKey{}).(viewer); v.set && !v.all {
+		return st.HighestOf(v.principal, maxListed)
+	}
+	return st.Highest(maxListed)
 }

@@ -240,10 +240,29 @@ func (s *State) CountEvery(state djinnpb.TransactionState) int {
 // below the last id the one before took, so each transaction comes at
 // most once (those created meanwhile above it are left out).
 func (s *State) Highest(limit int) []Info {
+	return s.highest(func() *btree.BTreeG[uint64] { return s.owned.all }, limit)
+}
+
+// HighestOf is Highest of principal's transactions alone (the console's
+// view for a reader who sees only its own): it reads principal's own ids,
+// never the others'.
+func (s *State) HighestOf(principal string, limit int) []Info {
+	p := unique.Make(principal)
+	return s.highest(func() *btree.BTreeG[uint64] {
+		if o := s.owned.by[p]; o != nil {
+			return o.ids
+		}
+		return nil
+	}, limit)
+}
+
+// highest is Highest over the ids ids returns (nil: none), called with the
+// state locked.
+func (s *State) highest(ids func() *btree.BTreeG[uint64], limit int) []Info {
 	var out []Info
 	below := uint64(0) // 0: from the highest
 	for len(out) < limit {
-		step, last := s.highestSomeLocking(below, min(walkStep, limit-len(out)))
+		step, last := s.highestSomeLocking(ids, below, min(walkStep, limit-len(out)))
 		out = append(out, step...)
 		if len(step) == 0 || last == 0 {
 			break
@@ -253,12 +272,16 @@ func (s *State) Highest(limit int) []Info {
 	return out
 }
 
-// highestSomeLocking is Highest's work with the state locked once: at most
-// n transactions with ids below below (0: any), highest first, and the
-// last id taken (0: none left).
-func (s *State) highestSomeLocking(below uint64, n int) (out []Info, last uint64) {
+// highestSomeLocking is highest's work with the state locked once: at most
+// n transactions of ids with ids below below (0: any), highest first, and
+// the last id taken (0: none left).
+func (s *State) highestSomeLocking(ids func() *btree.BTreeG[uint64], below uint64, n int) (out []Info, last uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	tree := ids()
+	if tree == nil {
+		return nil, 0
+	}
 	take := func(id uint64) bool {
 		if len(out) == n {
 			return false
@@ -267,9 +290,9 @@ func (s *State) highestSomeLocking(below uint64, n int) (out []Info, last uint64
 		return true
 	}
 	if below == 0 {
-		s.owned.all.Descend(take)
+		tree.Descend(take)
 	} else if below > 1 {
-		s.owned.all.DescendLessOrEqual(below-1, take)
+		tree.DescendLessOrEqual(below-1, take)
 	}
 	s.owned.visited += len(out)
 	s.owned.heldMost = max(s.owned.heldMost, len(out))

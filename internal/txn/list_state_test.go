@@ -349,3 +349,36 @@ func TestListPagesMatchAllTransactions(t *testing.T) {
 		})
 	})
 }
+
+// TestHighestOfReadsThePrincipalsOwn: the console's view for a reader who
+// sees its own transactions alone takes the highest of that principal's
+// ids, reading none of the others' — which, many more, would otherwise
+// fill the view's bound and crowd the reader's own out.
+func TestHighestOfReadsThePrincipalsOwn(t *testing.T) {
+	l := newLister(t)
+	var mine []uint64
+	for i := range 5_000 {
+		if i%1000 == 500 {
+			mine = append(mine, l.create("cn:me", 0))
+			continue
+		}
+		l.create("cn:other", 0)
+	}
+	st := l.log.State
+	slices.Sort(mine)
+	slices.Reverse(mine)
+	before, _ := st.ListVisits()
+	var got []uint64
+	for _, in := range st.HighestOf("cn:me", 3) {
+		got = append(got, in.ID)
+	}
+	if !slices.Equal(got, mine[:3]) {
+		t.Fatalf("HighestOf(cn:me, 3) = %v, want %v: the principal's own, highest first", got, mine[:3])
+	}
+	if v, _ := st.ListVisits(); v-before != 3 {
+		t.Fatalf("HighestOf(cn:me, 3) looked at %d transactions, want the 3 it answers", v-before)
+	}
+	if ins := st.HighestOf("cn:nobody", 10); len(ins) != 0 {
+		t.Fatalf("HighestOf a principal with none: %d", len(ins))
+	}
+}
