@@ -95,27 +95,20 @@ type resourcesRPC struct {
 
 // listers are the kinds the enabled parts list, by kind.
 func (s *Server) listers() map[string]lister {
-	out := map[string]lister{}
-	for _, p := range s.parts {
-		if !p.enabled {
-			continue
-		}
-		for kind, l := range p.list {
-			out[kind] = l
-		}
-	}
-	return out
+	return enabledKinds(s.parts, func(p *part) map[string]lister { return p.list })
 }
 
 // pagers are the kinds the enabled parts list a page at a time, by kind.
 func (s *Server) pagers() map[string]pager {
-	out := map[string]pager{}
-	for _, p := range s.parts {
-		if !p.enabled {
-			continue
-		}
-		for kind, pg := range p.pages {
-			out[kind] = pg
+	return enabledKinds(s.parts, func(p *part) map[string]pager { return p.pages })
+}
+
+// enabledKinds merges, by kind, what of's map holds for each enabled part.
+func enabledKinds[T any](parts []*part, of func(*part) map[string]T) map[string]T {
+	out := map[string]T{}
+	for _, p := range parts {
+		if p.enabled {
+			maps.Copy(out, of(p))
 		}
 	}
 	return out
