@@ -54,6 +54,35 @@ func (h *stopHarness) batch(t *testing.T, id djinn.ID, events ...*RemoteEvent) *
 	return resp
 }
 
+// stopSeen is what a stopInFirstHandler harness's handler saw.
+type stopSeen struct {
+	mu        sync.Mutex
+	handed    []int64 // the events handed, by sequence number
+	sawCancel bool    // event 1's context had ended once it stopped delivery
+}
+
+// stopInFirstHandler is a harness whose handler records each event handed
+// and, in event 1's, stops delivery id and records whether that ended its
+// own context.
+func stopInFirstHandler(t *testing.T, id djinn.ID) (*stopHarness, *stopSeen) {
+	t.Helper()
+	seen := &stopSeen{}
+	var h *stopHarness
+	h = newStopHarness(t, func(ctx context.Context, ev *RemoteEvent) error {
+		seen.mu.Lock()
+		seen.handed = append(seen.handed, ev.Seq)
+		seen.mu.Unlock()
+		if ev.Seq == 1 {
+			h.stop(t, id)
+			seen.mu.Lock()
+			seen.sawCancel = ctx.Err() != nil
+			seen.mu.Unlock()
+		}
+		return nil
+	})
+	return h, seen
+}
+
 // EM.4.1: a mailbox's disable or replacement returns once its delivery in
 // flight has stopped; the listener host's part is StopDelivery. Stopped
 // from inside the handler of a batch's first event (a client that disables
@@ -61,29 +90,14 @@ func (h *stopHarness) batch(t *testing.T, id djinn.ID, events ...*RemoteEvent) *
 // handed.
 func TestEM41StopDeliveryInsideTheHandlerHandsNoMoreOfTheBatch(t *testing.T) {
 	id := djinn.NewID()
-	var h *stopHarness
-	var mu sync.Mutex
-	var handed []int64
-	var sawCancel bool
-	h = newStopHarness(t, func(ctx context.Context, ev *RemoteEvent) error {
-		mu.Lock()
-		handed = append(handed, ev.Seq)
-		mu.Unlock()
-		if ev.Seq == 1 {
-			h.stop(t, id)
-			mu.Lock()
-			sawCancel = ctx.Err() != nil
-			mu.Unlock()
-		}
-		return nil
-	})
+	h, seen := stopInFirstHandler(t, id)
 	resp := h.batch(t, id, testEvent(1, ""), testEvent(2, ""), testEvent(3, ""))
-	mu.Lock()
-	defer mu.Unlock()
-	if len(handed) != 1 || handed[0] != 1 {
-		t.Fatalf("EM.4.1: events handed after the batch was stopped in event 1's handler: %v, want [1]", handed)
+	seen.mu.Lock()
+	defer seen.mu.Unlock()
+	if len(seen.handed) != 1 || seen.handed[0] != 1 {
+		t.Fatalf("EM.4.1: events seen.handed after the batch was stopped in event 1's handler: %v, want [1]", seen.handed)
 	}
-	if !sawCancel {
+	if !seen.sawCancel {
 		t.Error("the running handler's context did not end when its batch was stopped")
 	}
 	if resp.GetAccepted() != 1 || resp.GetError() == nil {
@@ -144,22 +158,7 @@ func TestStopDeliveryArguments(t *testing.T) {
 // in the same session is handed.
 func TestEM41StopDeliveryInASession(t *testing.T) {
 	id := djinn.NewID()
-	var h *stopHarness
-	var mu sync.Mutex
-	var handed []int64
-	var sawCancel bool
-	h = newStopHarness(t, func(ctx context.Context, ev *RemoteEvent) error {
-		mu.Lock()
-		handed = append(handed, ev.Seq)
-		mu.Unlock()
-		if ev.Seq == 1 {
-			h.stop(t, id)
-			mu.Lock()
-			sawCancel = ctx.Err() != nil
-			mu.Unlock()
-		}
-		return nil
-	})
+	h, seen := stopInFirstHandler(t, id)
 	s := rawSession(t, h.l)
 	obj := h.l.Ref().Object
 	call := func(callID uint64, delivery djinn.ID, events ...*RemoteEvent) *djinnpb.SessionCall {
@@ -196,12 +195,12 @@ func TestEM41StopDeliveryInASession(t *testing.T) {
 	if resp := answer(2); resp.GetAccepted() != 1 || resp.GetError() != nil {
 		t.Errorf("next call in the session: accepted %d, error %v; want 1", resp.GetAccepted(), resp.GetError())
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(handed) != 2 || handed[0] != 1 || handed[1] != 4 {
-		t.Errorf("EM.4.1: events handed %v, want [1 4] (none of the stopped batch after its first)", handed)
+	seen.mu.Lock()
+	defer seen.mu.Unlock()
+	if len(seen.handed) != 2 || seen.handed[0] != 1 || seen.handed[1] != 4 {
+		t.Errorf("EM.4.1: events seen.handed %v, want [1 4] (none of the stopped batch after its first)", seen.handed)
 	}
-	if !sawCancel {
+	if !seen.sawCancel {
 		t.Error("the running handler's context did not end when its batch was stopped")
 	}
 }
